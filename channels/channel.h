@@ -1,0 +1,54 @@
+// The channel interface: moves bytes between a pair of memory kinds
+// (Isometry §3.2). A channel executes requests; it never schedules them
+// (the runtime's DMA worker does) and never includes runtime code.
+//
+// Contract:
+//  - Submit() starts one request and returns quickly; `done` is called
+//    exactly once, on a channel-owned thread, never inside Submit().
+//  - At most caps().max_in_flight requests are outstanding at a time; the
+//    caller (the DMA worker) enforces this.
+//  - The destructor waits for outstanding requests; callers drain first.
+//  - A failed request reports a Status naming the channel and the cause;
+//    the channel stays usable for later requests.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/channel_kind.h"
+#include "core/memory.h"
+#include "core/status.h"
+#include "layout/copy_program.h"
+
+namespace isometry {
+
+struct ChannelCaps {
+  std::string name;
+  ChannelKind kind = ChannelKind::kMemcpy;
+  std::vector<std::pair<MemoryKind, MemoryKind>> memory_kinds;  // what it can connect
+  bool converts_layout = false;   // executes strided programs efficiently
+  uint64_t request_bytes = 0;     // preferred request size (sweet spot)
+  int max_in_flight = 1;
+  uint64_t rate_limit_bytes_per_s = 0;  // 0 = unlimited
+};
+
+struct ChannelRequest {
+  std::shared_ptr<const CopyProgram> program;
+  const std::byte* src = nullptr;  // base of the source instance or slot
+  std::byte* dst = nullptr;        // base of the destination instance or slot
+};
+
+using RequestDone = std::function<void(Status)>;
+
+class Channel {
+ public:
+  virtual ~Channel() = default;
+  virtual const ChannelCaps& caps() const = 0;
+  virtual void Submit(ChannelRequest request, RequestDone done) = 0;
+};
+
+}  // namespace isometry

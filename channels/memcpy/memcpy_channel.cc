@@ -1,0 +1,98 @@
+#include "channels/memcpy/memcpy_channel.h"
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "channels/rate_limiter.h"
+#include "layout/executor.h"
+
+namespace isometry {
+
+namespace {
+
+class MemcpyChannel final : public Channel {
+ public:
+  explicit MemcpyChannel(const ChannelConfig& config) {
+    caps_.name = config.name;
+    caps_.kind = ChannelKind::kMemcpy;
+    for (MemoryKind a : {MemoryKind::kSys, MemoryKind::kReg, MemoryKind::kZcm})
+      for (MemoryKind b : {MemoryKind::kSys, MemoryKind::kReg, MemoryKind::kZcm})
+        caps_.memory_kinds.emplace_back(a, b);
+    caps_.converts_layout = true;
+    caps_.request_bytes = config.request_bytes;
+    caps_.max_in_flight = config.max_in_flight > 0 ? config.max_in_flight : config.threads;
+    caps_.rate_limit_bytes_per_s = config.rate_limit_bytes_per_s;
+    if (config.rate_limit_bytes_per_s) {
+      limiter_ = std::make_unique<RateLimiter>(config.rate_limit_bytes_per_s);
+    }
+    for (int i = 0; i < config.threads; ++i) threads_.emplace_back([this] { Run(); });
+  }
+
+  ~MemcpyChannel() override {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+
+  const ChannelCaps& caps() const override { return caps_; }
+
+  void Submit(ChannelRequest request, RequestDone done) override {
+    {
+      std::lock_guard lock(mu_);
+      queue_.push_back({std::move(request), std::move(done)});
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  struct Item {
+    ChannelRequest request;
+    RequestDone done;
+  };
+
+  void Run() {
+    while (true) {
+      Item item;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        // Outstanding work is finished even while stopping: done() is owed.
+        if (queue_.empty()) return;
+        item = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      RateLimiter::Clock::time_point until{};
+      if (limiter_) until = limiter_->Reserve(item.request.program->bytes);
+      ExecuteProgram(*item.request.program, item.request.src, item.request.dst);
+      if (limiter_) std::this_thread::sleep_until(until);
+      item.done(OkStatus());
+    }
+  }
+
+  ChannelCaps caps_;  // constant after construction
+  std::unique_ptr<RateLimiter> limiter_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Item> queue_;  // guarded by mu_
+  bool stopping_ = false;   // guarded by mu_
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Channel>> MakeMemcpyChannel(const ChannelConfig& config) {
+  if (config.kind != ChannelKind::kMemcpy) {
+    return InvalidArgument("channel '", config.name, "' is not a memcpy channel");
+  }
+  if (config.threads < 1) {
+    return InvalidArgument("channel '", config.name, "' needs at least one thread");
+  }
+  return std::unique_ptr<Channel>(new MemcpyChannel(config));
+}
+
+}  // namespace isometry

@@ -1,0 +1,16 @@
+// The Memcpy channel: host memory (SYS/REG/ZCM) to host memory, executing
+// any copy program, so it is the channel that converts layouts.
+#pragma once
+
+#include <memory>
+
+#include "channels/channel.h"
+#include "config/runtime_config.h"
+
+namespace isometry {
+
+// Starts `config.threads` worker threads. Fails on a config that is not a
+// memcpy channel.
+Result<std::unique_ptr<Channel>> MakeMemcpyChannel(const ChannelConfig& config);
+
+}  // namespace isometry

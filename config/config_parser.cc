@@ -1,0 +1,266 @@
+#include "config/config_parser.h"
+
+#include "core/strings.h"
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <toml++/toml.h>
+
+namespace isometry {
+
+namespace {
+
+constexpr std::string_view kDefaultConfig = R"(# Isometry node configuration (embedded default: one node, host memories).
+
+[runtime]
+# Space threshold TH: the largest intermediate buffer (all slots together).
+space_threshold = "32MiB"
+# Ring depth of every intermediate buffer; 2 or more lets hops overlap.
+slots_per_buffer = 2
+# Compiled copy programs kept in the memoization cache.
+program_cache_entries = 4096
+
+[[memory]]
+name = "sys0"
+kind = "SYS"
+staging = "256MiB"
+
+[[memory]]
+name = "reg0"
+kind = "REG"
+staging = "256MiB"
+
+[[memory]]
+name = "zcm0"
+kind = "ZCM"
+staging = "256MiB"
+
+[[channel]]
+name = "memcpy0"
+kind = "memcpy"
+threads = 2
+request_size = "4MiB"
+# rate_limit = "2GiB"          # bytes per second; absent or "0" = unlimited
+# edges = [["sys0", "reg0"]]   # absent = every pair of host memories
+)";
+
+// Error with the file, line and key of a node.
+class Reader {
+ public:
+  explicit Reader(std::string_view source) : source_(source) {}
+
+  Status Error(const toml::node& node, std::string_view key, std::string_view problem) const {
+    return InvalidArgument(source_, ":", node.source().begin.line, ": key '", key, "': ",
+                           problem);
+  }
+
+  // Rejects keys of `table` outside `allowed`.
+  Status OnlyKeys(const toml::table& table, std::string_view prefix,
+                  std::initializer_list<std::string_view> allowed) const {
+    for (const auto& [k, v] : table) {
+      bool ok = false;
+      for (std::string_view a : allowed) ok |= (k.str() == a);
+      if (!ok) {
+        std::string list;
+        for (std::string_view a : allowed) StrAppend(&list, list.empty() ? "" : ", ", a);
+        return Error(v, StrCat(prefix, k.str()),
+                     StrCat("unknown key (known here: ", list, ")"));
+      }
+    }
+    return OkStatus();
+  }
+
+  Result<std::string> String(const toml::node& n, std::string_view key) const {
+    if (auto s = n.value<std::string>()) return *s;
+    return Error(n, key, "must be a string");
+  }
+
+  Result<int64_t> Integer(const toml::node& n, std::string_view key, int64_t lo,
+                          int64_t hi) const {
+    auto v = n.value<int64_t>();
+    if (!v || !n.is_integer()) return Error(n, key, "must be an integer");
+    if (*v < lo || *v > hi) {
+      return Error(n, key, StrCat("is ", *v, "; it must be between ", lo, " and ", hi));
+    }
+    return *v;
+  }
+
+  Result<uint64_t> Size(const toml::node& n, std::string_view key) const {
+    if (n.is_integer()) {
+      const int64_t v = *n.value<int64_t>();
+      if (v < 0) return Error(n, key, "must not be negative");
+      return static_cast<uint64_t>(v);
+    }
+    if (auto s = n.value<std::string>()) {
+      auto r = ParseByteSize(*s);
+      if (!r.ok()) return Error(n, key, std::string(r.status().message()));
+      return *r;
+    }
+    return Error(n, key, "must be a size like 4096 or \"32MiB\"");
+  }
+
+ private:
+  std::string source_;
+};
+
+Status ReadRuntime(const Reader& r, const toml::table& t, RuntimeConfig& c) {
+  ISO_RETURN_IF_ERROR(r.OnlyKeys(t, "runtime.",
+                                 {"node", "space_threshold", "slots_per_buffer",
+                                  "program_cache_entries"}));
+  if (const toml::node* n = t.get("node")) {
+    ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, "runtime.node", 0, UINT32_MAX));
+    c.node = static_cast<uint32_t>(v);
+  }
+  if (const toml::node* n = t.get("space_threshold")) {
+    ISO_ASSIGN_OR_RETURN(c.space_threshold, r.Size(*n, "runtime.space_threshold"));
+  }
+  if (const toml::node* n = t.get("slots_per_buffer")) {
+    ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, "runtime.slots_per_buffer", 1, 64));
+    c.slots_per_buffer = static_cast<int>(v);
+  }
+  if (const toml::node* n = t.get("program_cache_entries")) {
+    ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, "runtime.program_cache_entries", 1, 1 << 24));
+    c.program_cache_entries = static_cast<size_t>(v);
+  }
+  return OkStatus();
+}
+
+Result<MemoryConfig> ReadMemory(const Reader& r, const toml::table& t) {
+  ISO_RETURN_IF_ERROR(r.OnlyKeys(t, "memory.", {"name", "kind", "staging"}));
+  MemoryConfig m;
+  const toml::node* name = t.get("name");
+  if (!name) return r.Error(t, "memory.name", "is required");
+  ISO_ASSIGN_OR_RETURN(m.name, r.String(*name, "memory.name"));
+  if (const toml::node* n = t.get("kind")) {
+    ISO_ASSIGN_OR_RETURN(std::string kind, r.String(*n, "memory.kind"));
+    auto k = ParseMemoryKind(kind);
+    if (!k) return r.Error(*n, "memory.kind", StrCat("unknown kind '", kind, "'"));
+    m.kind = *k;
+  }
+  if (const toml::node* n = t.get("staging")) {
+    ISO_ASSIGN_OR_RETURN(m.staging_bytes, r.Size(*n, "memory.staging"));
+  }
+  return m;
+}
+
+Result<ChannelConfig> ReadChannel(const Reader& r, const toml::table& t) {
+  ISO_RETURN_IF_ERROR(r.OnlyKeys(t, "channel.",
+                                 {"name", "kind", "threads", "max_in_flight", "request_size",
+                                  "rate_limit", "edges"}));
+  ChannelConfig c;
+  const toml::node* name = t.get("name");
+  if (!name) return r.Error(t, "channel.name", "is required");
+  ISO_ASSIGN_OR_RETURN(c.name, r.String(*name, "channel.name"));
+  if (const toml::node* n = t.get("kind")) {
+    ISO_ASSIGN_OR_RETURN(std::string kind, r.String(*n, "channel.kind"));
+    auto k = ParseChannelKind(kind);
+    if (!k) return r.Error(*n, "channel.kind", StrCat("unknown kind '", kind, "'"));
+    c.kind = *k;
+  }
+  if (const toml::node* n = t.get("threads")) {
+    ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, "channel.threads", 1, 256));
+    c.threads = static_cast<int>(v);
+  }
+  if (const toml::node* n = t.get("max_in_flight")) {
+    ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, "channel.max_in_flight", 0, 4096));
+    c.max_in_flight = static_cast<int>(v);
+  }
+  if (const toml::node* n = t.get("request_size")) {
+    ISO_ASSIGN_OR_RETURN(c.request_bytes, r.Size(*n, "channel.request_size"));
+  }
+  if (const toml::node* n = t.get("rate_limit")) {
+    ISO_ASSIGN_OR_RETURN(c.rate_limit_bytes_per_s, r.Size(*n, "channel.rate_limit"));
+  }
+  if (const toml::node* n = t.get("edges")) {
+    const toml::array* edges = n->as_array();
+    if (!edges) return r.Error(*n, "channel.edges", "must be an array of [src, dst] pairs");
+    for (const toml::node& e : *edges) {
+      const toml::array* pair = e.as_array();
+      if (!pair || pair->size() != 2 || !pair->get(0)->is_string() ||
+          !pair->get(1)->is_string()) {
+        return r.Error(e, "channel.edges", "each edge must be [\"src\", \"dst\"]");
+      }
+      c.edges.emplace_back(*pair->get(0)->value<std::string>(),
+                           *pair->get(1)->value<std::string>());
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+std::string_view EmbeddedDefaultConfig() { return kDefaultConfig; }
+
+Result<uint64_t> ParseByteSize(std::string_view text) {
+  const std::string s = AsciiLower(TrimAscii(text));
+  size_t i = 0;
+  while (i < s.size() && ((s[i] >= '0' && s[i] <= '9') || s[i] == '.')) ++i;
+  const std::optional<double> parsed = ParseNumber<double>(std::string_view(s).substr(0, i));
+  if (i == 0 || !parsed) {
+    return InvalidArgument("'", text, "' is not a size (examples: 4096, 64KiB, 32MiB, 1GiB)");
+  }
+  const double number = *parsed;
+  const std::string unit(TrimAscii(std::string_view(s).substr(i)));
+  double scale = 0;
+  if (unit.empty() || unit == "b") scale = 1;
+  else if (unit == "kib" || unit == "k") scale = 1024.0;
+  else if (unit == "mib" || unit == "m") scale = 1024.0 * 1024;
+  else if (unit == "gib" || unit == "g") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "tib" || unit == "t") scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "kb") scale = 1e3;
+  else if (unit == "mb") scale = 1e6;
+  else if (unit == "gb") scale = 1e9;
+  else if (unit == "tb") scale = 1e12;
+  else return InvalidArgument("'", text, "' has unknown unit '", unit, "' (use KiB, MiB, GiB, KB, MB, GB)");
+  const double bytes = number * scale;
+  if (!(bytes >= 0) || bytes > 9.0e18) return OutOfRange("'", text, "' is too large");
+  return static_cast<uint64_t>(std::llround(bytes));
+}
+
+Result<RuntimeConfig> ParseRuntimeConfig(std::string_view toml_text, std::string_view source) {
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, source);
+  } catch (const toml::parse_error& e) {
+    return InvalidArgument(source, ":", e.source().begin.line, ": ", e.description());
+  }
+  Reader r(source);
+  ISO_RETURN_IF_ERROR(r.OnlyKeys(root, "", {"runtime", "memory", "channel"}));
+  RuntimeConfig c;
+  if (const toml::node* n = root.get("runtime")) {
+    const toml::table* t = n->as_table();
+    if (!t) return r.Error(*n, "runtime", "must be a table");
+    ISO_RETURN_IF_ERROR(ReadRuntime(r, *t, c));
+  }
+  auto read_list = [&](const char* key, auto read_one, auto& out) -> Status {
+    const toml::node* n = root.get(key);
+    if (!n) return OkStatus();
+    const toml::array* arr = n->as_array();
+    if (!arr) return r.Error(*n, key, StrCat("must be written as [[", key, "]] tables"));
+    for (const toml::node& e : *arr) {
+      const toml::table* t = e.as_table();
+      if (!t) return r.Error(e, key, StrCat("must be written as [[", key, "]] tables"));
+      auto item = read_one(r, *t);
+      if (!item.ok()) return item.status();
+      out.push_back(*std::move(item));
+    }
+    return OkStatus();
+  };
+  ISO_RETURN_IF_ERROR(read_list("memory", ReadMemory, c.memories));
+  ISO_RETURN_IF_ERROR(read_list("channel", ReadChannel, c.channels));
+  Status valid = c.Validate();
+  if (!valid.ok()) return InvalidArgument(source, ": ", std::string(valid.message()));
+  return c;
+}
+
+Result<RuntimeConfig> LoadRuntimeConfigFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("config file '", path, "' cannot be opened");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseRuntimeConfig(ss.str(), path);
+}
+
+}  // namespace isometry

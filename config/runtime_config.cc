@@ -1,0 +1,79 @@
+#include "config/runtime_config.h"
+
+#include "config/config_parser.h"
+
+#include <map>
+#include <set>
+
+namespace isometry {
+
+Status RuntimeConfig::Validate() const {
+  if (memories.empty()) return InvalidArgument("config: no [[memory]] is defined");
+  if (channels.empty()) return InvalidArgument("config: no [[channel]] is defined");
+  if (slots_per_buffer < 1 || slots_per_buffer > 64) {
+    return InvalidArgument("config: runtime.slots_per_buffer is ", slots_per_buffer,
+                           "; it must be between 1 and 64");
+  }
+  if (space_threshold < 4096) {
+    return InvalidArgument("config: runtime.space_threshold is ", space_threshold,
+                           " bytes; it must be at least 4096");
+  }
+  std::map<std::string, MemoryKind> kinds;
+  for (const MemoryConfig& m : memories) {
+    if (m.name.empty()) return InvalidArgument("config: a memory has no name");
+    if (!kinds.emplace(m.name, m.kind).second) {
+      return InvalidArgument("config: memory '", m.name, "' is defined twice");
+    }
+    if (!IsHostMemory(m.kind)) {
+      return InvalidArgument("config: memory '", m.name, "' has kind ", MemoryKindName(m.kind),
+                             "; this build's runtime serves SYS, REG and ZCM memories");
+    }
+  }
+  std::set<std::string> names;
+  std::set<std::pair<std::string, std::string>> served;
+  for (const ChannelConfig& c : channels) {
+    if (c.name.empty()) return InvalidArgument("config: a channel has no name");
+    if (!names.insert(c.name).second) {
+      return InvalidArgument("config: channel '", c.name, "' is defined twice");
+    }
+    if (c.kind != ChannelKind::kMemcpy) {
+      return InvalidArgument("config: channel '", c.name, "' has kind ", ChannelKindName(c.kind),
+                             "; this build provides memcpy channels");
+    }
+    if (c.threads < 1 || c.threads > 256) {
+      return InvalidArgument("config: channel '", c.name, "' has ", c.threads,
+                             " threads; between 1 and 256 are allowed");
+    }
+    if (c.max_in_flight < 0) {
+      return InvalidArgument("config: channel '", c.name, "' has negative max_in_flight");
+    }
+    if (c.request_bytes < 4096) {
+      return InvalidArgument("config: channel '", c.name, "' has request_size ",
+                             c.request_bytes, "; it must be at least 4096 bytes");
+    }
+    std::vector<std::pair<std::string, std::string>> edges = c.edges;
+    if (edges.empty()) {
+      for (const auto& a : memories)
+        for (const auto& b : memories) edges.emplace_back(a.name, b.name);
+    }
+    for (const auto& [src, dst] : edges) {
+      for (const std::string& m : {src, dst}) {
+        if (!kinds.count(m)) {
+          return InvalidArgument("config: channel '", c.name, "' names unknown memory '", m, "'");
+        }
+      }
+      if (!served.insert({src, dst}).second) {
+        return InvalidArgument("config: channel '", c.name, "' serves ", src, " -> ", dst,
+                               ", which another channel already serves");
+      }
+    }
+  }
+  return OkStatus();
+}
+
+RuntimeConfig DefaultRuntimeConfig() {
+  // One source of truth: the embedded TOML, which is tested to parse.
+  return *ParseRuntimeConfig(EmbeddedDefaultConfig(), "<embedded default>");
+}
+
+}  // namespace isometry

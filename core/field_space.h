@@ -1,0 +1,41 @@
+// Field spaces: the named values stored for every point of an index space.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace isometry {
+
+struct Field {
+  std::string name;
+  uint32_t size = 0;  // bytes
+  bool operator==(const Field&) const = default;
+};
+
+// An ordered list of fields. Order matters: in a layout where F is the
+// innermost component (AOS), fields are stored in this order.
+class FieldSpace {
+ public:
+  // Rejects an empty list, empty or duplicate names, zero sizes and sizes
+  // above 1 MiB (an "element" that large is a layout mistake).
+  static Result<FieldSpace> Make(std::vector<Field> fields);
+  // `count` fields named f0, f1, ... of `size` bytes each.
+  static FieldSpace Uniform(int count, uint32_t size);
+
+  const std::vector<Field>& fields() const { return fields_; }
+  size_t size() const { return fields_.size(); }
+  uint64_t total_bytes() const { return total_bytes_; }
+  // Byte offset of field i within one packed entry (sum of earlier sizes).
+  uint64_t offset_of(size_t i) const { return offsets_[i]; }
+  bool operator==(const FieldSpace& o) const { return fields_ == o.fields_; }
+
+ private:
+  std::vector<Field> fields_;
+  std::vector<uint64_t> offsets_;
+  uint64_t total_bytes_ = 0;
+};
+
+}  // namespace isometry

@@ -1,0 +1,73 @@
+#include "core/instance.h"
+
+namespace isometry {
+
+using Kind = LayoutComponent::Kind;
+
+Status InstanceShape::Validate(std::string_view what) const {
+  ISO_RETURN_IF_ERROR(bounds.Validate(what));
+  if (layout.dims() != bounds.dims) {
+    return InvalidArgument(what, ": layout '", layout.ToString(), "' has ", layout.dims(),
+                           " dimension(s) but the index space ", ToString(bounds), " has ",
+                           bounds.dims);
+  }
+  unsigned __int128 total = fields.total_bytes();
+  for (size_t i = 0; i < layout.components().size(); ++i) {
+    if (layout.components()[i].kind == Kind::kFields) continue;
+    total *= ComponentSize(layout, i, bounds, fields.total_bytes());
+    if (total > (uint64_t{1} << 62)) {
+      return OutOfRange(what, ": storage of ", ToString(bounds), " in layout '",
+                        layout.ToString(), "' exceeds 2^62 bytes");
+    }
+  }
+  return OkStatus();
+}
+
+uint64_t InstanceShape::total_bytes() const {
+  return Total(layout, bounds, fields.total_bytes());
+}
+
+FieldAddressing InstanceShape::Addressing(size_t field) const {
+  FieldAddressing a;
+  a.element_bytes = fields.fields()[field].size;
+  const auto& comps = layout.components();
+  const size_t fpos = layout.fields_position();
+  // Points per field block: product of the components inside F.
+  uint64_t inner_points = 1;
+  for (size_t i = 0; i < fpos; ++i) inner_points *= ComponentSize(layout, i, bounds, 0);
+  a.base = inner_points * fields.offset_of(field);
+  // Components inside F step in units of this field's size; outside F in
+  // units of the whole block of all fields.
+  uint64_t stride = a.element_bytes;
+  for (size_t i = 0; i < comps.size(); ++i) {
+    const LayoutComponent& c = comps[i];
+    if (c.kind == Kind::kFields) {
+      stride = inner_points * fields.total_bytes();
+      continue;
+    }
+    DimAddressing& d = a.dims[c.dim];
+    if (c.kind == Kind::kDimIn) {
+      d.block = c.block;
+      d.stride_in = stride;
+    } else if (c.kind == Kind::kDimOut) {
+      d.stride_out = stride;
+    } else {
+      d.stride_in = stride;
+    }
+    stride *= ComponentSize(layout, i, bounds, fields.total_bytes());
+  }
+  return a;
+}
+
+uint64_t InstanceShape::OffsetOf(size_t field, const std::array<int64_t, kMaxDims>& point) const {
+  const FieldAddressing a = Addressing(field);
+  uint64_t off = a.base;
+  for (int d = 0; d < bounds.dims; ++d) {
+    const uint64_t r = static_cast<uint64_t>(point[d] - bounds.lo[d]);
+    const DimAddressing& m = a.dims[d];
+    off += m.block ? (r / m.block) * m.stride_out + (r % m.block) * m.stride_in : r * m.stride_in;
+  }
+  return off;
+}
+
+}  // namespace isometry

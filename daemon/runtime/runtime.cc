@@ -1,0 +1,628 @@
+#include "daemon/runtime/runtime.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "channels/channel_factory.h"
+#include "daemon/runtime/staging_pool.h"
+#include "daemon/runtime/transfer_state.h"
+#include "layout/program_cache.h"
+#include "planner/simple_planner.h"
+
+namespace isometry {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Phase = TransferState::Phase;
+
+// The DMA worker of one channel (Isometry §3.5): its XD pool in priority
+// order and its in-flight accounting. Guarded by the runtime mutex.
+struct DmaWorker {
+  size_t channel = 0;
+  int max_in_flight = 1;
+  std::vector<XdState*> pool;  // priority desc, then submission order
+  int in_flight = 0;
+  uint64_t requests_done = 0;
+  uint64_t bytes_done = 0;
+  uint64_t dispatch_seq = 0;
+  std::condition_variable cv;
+  std::thread thread;
+};
+
+// Runs a finished transfer's notifications outside the runtime lock.
+struct Completion {
+  std::shared_ptr<TransferState> transfer;
+  void Run() {
+    if (!transfer) return;
+    Status s;
+    {
+      std::lock_guard lock(transfer->done_mu);
+      s = transfer->status;
+    }
+    transfer->done_cv.notify_all();
+    if (transfer->on_complete) transfer->on_complete(s);
+  }
+};
+
+bool Overlaps(const InstanceRef& a, const InstanceRef& b) {
+  if (a.memory != b.memory) return false;
+  const std::byte* a_end = a.base + a.shape.total_bytes();
+  const std::byte* b_end = b.base + b.shape.total_bytes();
+  return a.base < b_end && b.base < a_end;
+}
+
+}  // namespace
+
+struct Runtime::Impl {
+  RuntimeConfig config;
+  Topology topo;
+  Runtime* self = nullptr;
+  std::vector<std::unique_ptr<Channel>> channels;  // constant after Create
+  ProgramCache cache{4096};
+
+  mutable std::mutex mu;
+  std::condition_variable drained_cv;
+  std::vector<StagingPool> pools;                          // guarded by mu
+  std::vector<std::unique_ptr<DmaWorker>> workers;         // guarded by mu (contents)
+  std::vector<std::shared_ptr<TransferState>> waiting;     // guarded by mu
+  std::map<uint64_t, std::shared_ptr<TransferState>> active;  // guarded by mu
+  uint64_t next_id = 1;                                    // guarded by mu
+  RuntimeStats stats;                                      // guarded by mu
+  bool stopping = false;                                   // guarded by mu
+
+  explicit Impl(const RuntimeConfig& c) : config(c), cache(c.program_cache_entries) {}
+
+  size_t PoolIndex(MemoryId id) const {
+    for (size_t i = 0; i < topo.memories.size(); ++i) {
+      if (topo.memories[i].id == id) return i;
+    }
+    return topo.memories.size();
+  }
+
+  // ---- validation and planning (no lock needed: constant data) ----
+
+  Status CheckInstance(const InstanceRef& ref, std::string_view what) const {
+    ISO_RETURN_IF_ERROR(ref.shape.Validate(what));
+    const TopologyMemory* m = topo.FindMemory(ref.memory);
+    if (!m) return NotFound(what, ": unknown memory ", ToString(ref.memory));
+    if (!IsHostMemory(m->kind)) {
+      return InvalidArgument(what, ": memory '", m->name, "' is ", MemoryKindName(m->kind),
+                             "; this runtime addresses host memories");
+    }
+    const uint64_t need = ref.shape.total_bytes();
+    if (need > 0 && ref.base == nullptr) return InvalidArgument(what, ": base pointer is null");
+    if (need > ref.capacity) {
+      return OutOfRange(what, ": layout '", ref.shape.layout.ToString(), "' over ",
+                        ToString(ref.shape.bounds), " needs ", need,
+                        " bytes but the buffer holds ", ref.capacity);
+    }
+    return OkStatus();
+  }
+
+  Result<Path> MakePath(const InstanceRef& src, const InstanceRef& dst,
+                        const std::vector<HopSpec>& via) const {
+    if (via.empty()) {
+      return PlanSimple(topo, {src.memory, src.shape.layout}, {dst.memory, dst.shape.layout});
+    }
+    Path p;
+    p.algorithm = "explicit";
+    p.nodes.push_back({src.memory, src.shape.layout});
+    for (const HopSpec& h : via) {
+      if (h.layout.dims() != src.shape.bounds.dims) {
+        return InvalidArgument("intermediate layout '", h.layout.ToString(), "' has ",
+                               h.layout.dims(), " dimension(s), the instance ",
+                               src.shape.bounds.dims);
+      }
+      const TopologyMemory* m = topo.FindMemory(h.memory);
+      if (!m) return NotFound("intermediate hop: unknown memory ", ToString(h.memory));
+      p.nodes.push_back({h.memory, h.layout});
+    }
+    p.nodes.push_back({dst.memory, dst.shape.layout});
+    for (size_t i = 0; i + 1 < p.nodes.size(); ++i) {
+      const TopologyEdge* e = topo.FindEdge(p.nodes[i].memory, p.nodes[i + 1].memory);
+      if (!e) {
+        return NotFound("no channel connects memory ", ToString(p.nodes[i].memory), " to ",
+                        ToString(p.nodes[i + 1].memory), " (hop ", i, " of the path)");
+      }
+      p.edges.push_back(*e);
+    }
+    return p;
+  }
+
+  Result<std::shared_ptr<TransferState>> Build(CopyRequest& req) {
+    ISO_RETURN_IF_ERROR(CheckInstance(req.src, "source instance"));
+    ISO_RETURN_IF_ERROR(CheckInstance(req.dst, "destination instance"));
+    if (!(req.src.shape.fields == req.dst.shape.fields)) {
+      return InvalidArgument("copy: source and destination field spaces differ; fields must ",
+                             "match by name, order and size");
+    }
+    const Box box = req.box.value_or(req.src.shape.bounds);
+    ISO_RETURN_IF_ERROR(box.Validate("copy box"));
+    for (const InstanceRef* r : {&req.src, &req.dst}) {
+      if (!r->shape.bounds.contains(box)) {
+        return OutOfRange("copy box ", ToString(box), " lies outside the ",
+                          r == &req.src ? "source" : "destination", " index space ",
+                          ToString(r->shape.bounds));
+      }
+    }
+    if (Overlaps(req.src, req.dst)) {
+      return InvalidArgument("copy: source and destination storage overlap in memory ",
+                             ToString(req.src.memory));
+    }
+    auto t = std::make_shared<TransferState>();
+    t->priority = req.priority;
+    t->src = req.src;
+    t->dst = req.dst;
+    t->box = box;
+    t->on_complete = std::move(req.on_complete);
+    t->runtime = self;
+    ISO_ASSIGN_OR_RETURN(t->path, MakePath(req.src, req.dst, req.via));
+
+    const size_t hops = t->path.edges.size();
+    const int slots = config.slots_per_buffer;
+    const uint64_t slot_limit = config.space_threshold / static_cast<uint64_t>(slots);
+    uint64_t target = UINT64_MAX;
+    for (const TopologyEdge& e : t->path.edges) {
+      target = std::min(target, channels[e.channel]->caps().request_bytes);
+    }
+    if (hops > 1) target = std::min(target, slot_limit);
+    std::vector<Layout> layouts;
+    std::vector<bool> intermediate;
+    for (size_t i = 0; i < t->path.nodes.size(); ++i) {
+      layouts.push_back(t->path.nodes[i].layout);
+      intermediate.push_back(i > 0 && i + 1 < t->path.nodes.size());
+    }
+    const uint64_t entry = req.src.shape.fields.total_bytes();
+    ISO_ASSIGN_OR_RETURN(ChunkGrid grid, ChunkGrid::Make(box, req.src.shape.fields, layouts,
+                                                         intermediate, target, slot_limit));
+    t->grid = grid;
+    std::vector<uint64_t> need(pools.size(), 0);
+    for (size_t i = 1; i + 1 < t->path.nodes.size(); ++i) {
+      RingBuffer b;
+      b.memory = t->path.nodes[i].memory;
+      b.pool = PoolIndex(b.memory);
+      b.layout = t->path.nodes[i].layout;
+      b.slot_bytes = grid.SlotBytes(b.layout, entry);
+      b.slots = slots;
+      need[b.pool] += b.bytes();
+      t->buffers.push_back(b);
+    }
+    for (size_t p = 0; p < pools.size(); ++p) {
+      if (need[p] > pools[p].budget()) {
+        return ResourceExhausted("copy needs ", need[p], " bytes of staging in memory '",
+                                 topo.memories[p].name, "', whose budget is ",
+                                 pools[p].budget());
+      }
+    }
+    for (size_t h = 0; h < hops; ++h) {
+      auto x = std::make_unique<XdState>();
+      x->transfer = t.get();
+      x->hop = h;
+      x->channel = static_cast<size_t>(t->path.edges[h].channel);
+      x->done.assign(grid.count(), 0);
+      t->xds.push_back(std::move(x));
+    }
+    return t;
+  }
+
+  // ---- admission (under mu) ----
+
+  // Takes every ring buffer of `t` or none: buffers are taken in the global
+  // memory order (Isometry §3.6), all under one lock, so a transfer never
+  // holds some buffers while waiting for others.
+  bool TryAdmit(TransferState& t) {
+    std::vector<uint64_t> need(pools.size(), 0);
+    for (const RingBuffer& b : t.buffers) need[b.pool] += b.bytes();
+    for (size_t p = 0; p < pools.size(); ++p) {
+      if (!pools[p].Fits(need[p])) return false;
+    }
+    std::vector<RingBuffer*> order;
+    for (RingBuffer& b : t.buffers) order.push_back(&b);
+    std::stable_sort(order.begin(), order.end(),
+                     [](const RingBuffer* a, const RingBuffer* b) { return a->memory < b->memory; });
+    for (RingBuffer* b : order) {
+      auto block = pools[b->pool].Take(b->bytes());
+      if (!block.ok()) {  // out of host memory: undo and wait
+        for (RingBuffer* u : order) {
+          if (u->data) pools[u->pool].Give(std::exchange(u->data, nullptr), u->bytes());
+        }
+        return false;
+      }
+      b->data = *block;
+    }
+    t.phase = Phase::kRunning;
+    for (auto& x : t.xds) {
+      DmaWorker& w = *workers[x->channel];
+      auto pos = std::upper_bound(w.pool.begin(), w.pool.end(), x.get(),
+                                  [](const XdState* a, const XdState* b) {
+                                    return a->transfer->priority > b->transfer->priority;
+                                  });
+      w.pool.insert(pos, x.get());
+    }
+    t.times.dispatch_seq_at_submit = workers[t.xds.front()->channel]->dispatch_seq;
+    return true;
+  }
+
+  // Admits waiting transfers in (priority, submission) order; stops at the
+  // first that does not fit so large transfers are not starved.
+  void AdmitWaiting() {
+    while (!waiting.empty() && TryAdmit(*waiting.front())) {
+      active[waiting.front()->id] = waiting.front();
+      waiting.erase(waiting.begin());
+    }
+    NotifyWorkers();
+  }
+
+  void Enqueue(std::shared_ptr<TransferState> t) {
+    auto pos = std::upper_bound(waiting.begin(), waiting.end(), t,
+                                [](const auto& a, const auto& b) { return a->priority > b->priority; });
+    waiting.insert(pos, std::move(t));
+    ++stats.transfers_waiting_for_buffers;
+    AdmitWaiting();
+  }
+
+  void NotifyWorkers() {
+    for (auto& w : workers) w->cv.notify_all();
+  }
+
+  // ---- completion (under mu) ----
+
+  Completion Finish(const std::shared_ptr<TransferState>& t, Status status) {
+    for (auto& x : t->xds) {
+      auto& pool = workers[x->channel]->pool;
+      pool.erase(std::remove(pool.begin(), pool.end(), x.get()), pool.end());
+    }
+    for (RingBuffer& b : t->buffers) {
+      if (b.data) pools[b.pool].Give(std::exchange(b.data, nullptr), b.bytes());
+    }
+    t->phase = Phase::kFinished;
+    t->times.finished = Clock::now();
+    if (status.ok()) {
+      ++stats.transfers_completed;
+    } else if (absl::IsCancelled(status)) {
+      ++stats.transfers_cancelled;
+    } else {
+      ++stats.transfers_failed;
+      spdlog::warn("transfer {} failed: {}", t->id, status.ToString());
+    }
+    {
+      std::lock_guard lock(t->done_mu);
+      t->finished = true;
+      t->status = std::move(status);
+      t->final_times = t->times;
+    }
+    active.erase(t->id);
+    waiting.erase(std::remove(waiting.begin(), waiting.end(), t), waiting.end());
+    AdmitWaiting();
+    drained_cv.notify_all();
+    return Completion{t};
+  }
+
+  // Stops issuing new requests; the transfer finishes when the last request
+  // in flight returns.
+  Completion Abort(const std::shared_ptr<TransferState>& t, Status why) {
+    if (t->phase == Phase::kWaiting) return Finish(t, std::move(why));
+    if (t->phase != Phase::kRunning) return {};
+    t->phase = Phase::kDraining;
+    t->failure = std::move(why);
+    if (t->in_flight == 0) return Finish(t, t->failure);
+    return {};
+  }
+
+  void Cancel(const std::shared_ptr<TransferState>& t) {
+    Completion c;
+    {
+      std::lock_guard lock(mu);
+      c = Abort(t, absl::CancelledError(StrCat("transfer ", t->id, " was cancelled")));
+    }
+    c.Run();
+  }
+
+  // ---- the DMA worker (Isometry §3.5) ----
+
+  static bool Runnable(const XdState& x) {
+    const TransferState& t = *x.transfer;
+    if (t.phase != Phase::kRunning || x.next >= t.grid->count()) return false;
+    const uint64_t k = x.next;
+    if (x.hop > 0 && !t.xds[x.hop - 1]->done[k]) return false;  // copy dependency
+    if (x.hop + 1 < t.xds.size()) {                             // a free output slot
+      const uint64_t slots = static_cast<uint64_t>(t.buffers[x.hop].slots);
+      if (k >= slots && !t.xds[x.hop + 1]->done[k - slots]) return false;
+    }
+    return true;
+  }
+
+  struct Endpoint {
+    InstanceShape shape;
+    std::byte* base;
+  };
+
+  Endpoint InputOf(const TransferState& t, size_t hop, const Box& chunk, uint64_t k) const {
+    if (hop == 0) return {t.src.shape, t.src.base};
+    return SlotOf(t, t.buffers[hop - 1], chunk, k);
+  }
+  Endpoint OutputOf(const TransferState& t, size_t hop, const Box& chunk, uint64_t k) const {
+    if (hop + 1 == t.xds.size()) return {t.dst.shape, t.dst.base};
+    return SlotOf(t, t.buffers[hop], chunk, k);
+  }
+  static Endpoint SlotOf(const TransferState& t, const RingBuffer& b, const Box& chunk,
+                         uint64_t k) {
+    InstanceShape s{chunk, t.src.shape.fields, b.layout};
+    return {std::move(s), b.data + (k % static_cast<uint64_t>(b.slots)) * b.slot_bytes};
+  }
+
+  void WorkerLoop(DmaWorker& w) {
+    std::unique_lock lock(mu);
+    while (true) {
+      if (stopping && w.pool.empty() && w.in_flight == 0) return;
+      XdState* x = nullptr;
+      if (w.in_flight < w.max_in_flight) {
+        for (XdState* c : w.pool) {
+          if (Runnable(*c)) {
+            x = c;
+            break;
+          }
+        }
+      }
+      if (!x) {
+        w.cv.wait(lock);
+        continue;
+      }
+      TransferState& t = *x->transfer;
+      std::shared_ptr<TransferState> keep = active.at(t.id);
+      const uint64_t k = x->next++;
+      ++x->in_flight;
+      ++t.in_flight;
+      ++w.in_flight;
+      ++w.dispatch_seq;
+      if (!t.dispatched) {
+        t.dispatched = true;
+        t.times.first_dispatch = Clock::now();
+        t.times.dispatch_seq_at_first = w.dispatch_seq;
+      }
+      const Box chunk = t.grid->chunk(k);
+      Endpoint in = InputOf(t, x->hop, chunk, k);
+      Endpoint out = OutputOf(t, x->hop, chunk, k);
+      lock.unlock();
+
+      auto program = cache.Get(in.shape, out.shape, chunk);
+      if (!program.ok()) {
+        OnRequestDone(keep, x, k, 0, program.status());
+      } else {
+        const uint64_t bytes = (*program)->bytes;
+        channels[w.channel]->Submit(
+            {*program, in.base, out.base},
+            [this, keep, x, k, bytes](Status s) { OnRequestDone(keep, x, k, bytes, std::move(s)); });
+      }
+      lock.lock();
+    }
+  }
+
+  void OnRequestDone(const std::shared_ptr<TransferState>& t, XdState* x, uint64_t k,
+                     uint64_t bytes, Status s) {
+    Completion c;
+    {
+      std::lock_guard lock(mu);
+      DmaWorker& w = *workers[x->channel];
+      --w.in_flight;
+      --x->in_flight;
+      --t->in_flight;
+      if (s.ok()) {
+        x->done[k] = 1;
+        ++x->done_count;
+        ++w.requests_done;
+        w.bytes_done += bytes;
+        if (t->phase == Phase::kRunning && t->xds.back()->done_count == t->grid->count()) {
+          c = Finish(t, OkStatus());
+        }
+      } else if (t->phase == Phase::kRunning) {
+        const TopologyEdge& e = t->path.edges[x->hop];
+        c = Abort(t, Status(s.code(), StrCat("transfer ", t->id, ", hop ", x->hop, " (",
+                                                   topo.memories[PoolIndex(e.src)].name, " -> ",
+                                                   topo.memories[PoolIndex(e.dst)].name,
+                                                   " on channel '", e.channel_name, "'), chunk ",
+                                                   k, ": ", s.message())));
+      }
+      if (t->phase == Phase::kDraining && t->in_flight == 0) c = Finish(t, t->failure);
+      NotifyWorkers();
+    }
+    c.Run();
+  }
+};
+
+// ---- Runtime ----
+
+Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->self = this; }
+
+Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config, ChannelMaker maker) {
+  ISO_RETURN_IF_ERROR(config.Validate());
+  if (!maker) maker = MakeChannel;
+  auto impl = std::make_unique<Impl>(config);
+  std::map<std::string, MemoryId> ids;
+  for (size_t i = 0; i < config.memories.size(); ++i) {
+    const MemoryConfig& m = config.memories[i];
+    const MemoryId id{config.node, static_cast<uint32_t>(i)};
+    impl->topo.memories.push_back({id, m.kind, m.name});
+    impl->pools.emplace_back(id, m.staging_bytes);
+    ids[m.name] = id;
+  }
+  for (size_t c = 0; c < config.channels.size(); ++c) {
+    const ChannelConfig& cc = config.channels[c];
+    ISO_ASSIGN_OR_RETURN(std::unique_ptr<Channel> ch, maker(cc));
+    std::vector<std::pair<std::string, std::string>> edges = cc.edges;
+    if (edges.empty()) {
+      for (const auto& a : config.memories)
+        for (const auto& b : config.memories) edges.emplace_back(a.name, b.name);
+    }
+    for (const auto& [s, d] : edges) {
+      impl->topo.edges.push_back({ids[s], ids[d], static_cast<int>(c), cc.kind, cc.name});
+    }
+    spdlog::info("channel '{}' ({}): {} thread(s), {} request(s) in flight, requests of {} bytes{}",
+                 cc.name, ChannelKindName(cc.kind), cc.threads, ch->caps().max_in_flight,
+                 cc.request_bytes,
+                 cc.rate_limit_bytes_per_s
+                     ? StrCat(", capped at ", cc.rate_limit_bytes_per_s, " bytes/s")
+                     : std::string());
+    impl->channels.push_back(std::move(ch));
+  }
+  std::unique_ptr<Runtime> rt(new Runtime(std::move(impl)));
+  Impl* p = rt->impl_.get();
+  for (size_t c = 0; c < p->channels.size(); ++c) {
+    auto w = std::make_unique<DmaWorker>();
+    w->channel = c;
+    w->max_in_flight = p->channels[c]->caps().max_in_flight;
+    p->workers.push_back(std::move(w));
+  }
+  for (auto& w : p->workers) {
+    DmaWorker* wp = w.get();
+    wp->thread = std::thread([p, wp] { p->WorkerLoop(*wp); });
+  }
+  return rt;
+}
+
+Runtime::~Runtime() {
+  std::vector<Completion> done;
+  {
+    std::unique_lock lock(impl_->mu);
+    impl_->stopping = true;
+    while (!impl_->waiting.empty()) {
+      done.push_back(impl_->Finish(impl_->waiting.front(),
+                                   absl::CancelledError("runtime is shutting down")));
+    }
+    std::vector<std::shared_ptr<TransferState>> running;
+    for (auto& [id, t] : impl_->active) running.push_back(t);
+    for (auto& t : running) {
+      done.push_back(impl_->Abort(t, absl::CancelledError("runtime is shutting down")));
+    }
+    impl_->NotifyWorkers();
+  }
+  for (Completion& c : done) c.Run();
+  {
+    std::unique_lock lock(impl_->mu);
+    impl_->drained_cv.wait(lock, [&] { return impl_->active.empty(); });
+    impl_->NotifyWorkers();
+  }
+  for (auto& w : impl_->workers) w->thread.join();
+  impl_->channels.clear();
+}
+
+Result<MemoryId> Runtime::FindMemory(std::string_view name) const {
+  for (const TopologyMemory& m : impl_->topo.memories) {
+    if (m.name == name) return m.id;
+  }
+  return NotFound("no memory named '", name, "'");
+}
+
+Result<Transfer> Runtime::Copy(CopyRequest request) {
+  ISO_ASSIGN_OR_RETURN(std::shared_ptr<TransferState> t, impl_->Build(request));
+  Completion c;
+  {
+    std::lock_guard lock(impl_->mu);
+    if (impl_->stopping) return Unavailable("runtime is shutting down");
+    t->id = impl_->next_id++;
+    t->times.submitted = Clock::now();
+    ++impl_->stats.transfers_submitted;
+    if (t->grid->count() == 0) {
+      impl_->active[t->id] = t;
+      c = impl_->Finish(t, OkStatus());
+    } else {
+      impl_->Enqueue(t);
+    }
+  }
+  c.Run();
+  return Transfer(t);
+}
+
+Result<Path> Runtime::Plan(const InstanceRef& src, const InstanceRef& dst) const {
+  return impl_->MakePath(src, dst, {});
+}
+
+std::vector<MemoryUsage> Runtime::Memories() const {
+  std::lock_guard lock(impl_->mu);
+  std::vector<MemoryUsage> out;
+  for (size_t i = 0; i < impl_->pools.size(); ++i) {
+    const StagingPool& p = impl_->pools[i];
+    const TopologyMemory& m = impl_->topo.memories[i];
+    out.push_back({m.name, m.id, m.kind, p.budget(), p.used(), p.peak(), p.largest()});
+  }
+  return out;
+}
+
+std::vector<ChannelStats> Runtime::Channels() const {
+  std::lock_guard lock(impl_->mu);
+  std::vector<ChannelStats> out;
+  for (auto& w : impl_->workers) {
+    ChannelStats s;
+    s.name = impl_->channels[w->channel]->caps().name;
+    for (const XdState* x : w->pool) {
+      if (x->done_count < x->transfer->grid->count()) ++s.xds_queued;
+    }
+    s.requests_in_flight = w->in_flight;
+    s.requests_done = w->requests_done;
+    s.bytes_done = w->bytes_done;
+    s.dispatch_seq = w->dispatch_seq;
+    out.push_back(s);
+  }
+  return out;
+}
+
+RuntimeStats Runtime::Stats() const {
+  RuntimeStats s;
+  {
+    std::lock_guard lock(impl_->mu);
+    s = impl_->stats;
+  }
+  s.program_cache_hits = impl_->cache.hits();
+  s.program_cache_misses = impl_->cache.misses();
+  return s;
+}
+
+const Topology& Runtime::topology() const { return impl_->topo; }
+const RuntimeConfig& Runtime::config() const { return impl_->config; }
+
+// ---- Transfer ----
+
+uint64_t Transfer::id() const { return state_->id; }
+
+Status Transfer::Wait() const {
+  std::unique_lock lock(state_->done_mu);
+  state_->done_cv.wait(lock, [&] { return state_->finished; });
+  return state_->status;
+}
+
+std::optional<Status> Transfer::WaitFor(std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(state_->done_mu);
+  if (!state_->done_cv.wait_for(lock, timeout, [&] { return state_->finished; })) {
+    return std::nullopt;
+  }
+  return state_->status;
+}
+
+std::optional<Status> Transfer::Poll() const {
+  std::lock_guard lock(state_->done_mu);
+  if (!state_->finished) return std::nullopt;
+  return state_->status;
+}
+
+void Transfer::Cancel() const { state_->runtime->impl_->Cancel(state_); }
+
+TransferTimes Transfer::times() const {
+  {
+    std::lock_guard lock(state_->done_mu);
+    if (state_->finished) return state_->final_times;
+  }
+  // Never holds done_mu while taking the runtime lock (Finish nests them the
+  // other way round).
+  std::lock_guard lock(state_->runtime->impl_->mu);
+  return state_->times;
+}
+
+const Path& Transfer::path() const { return state_->path; }
+
+}  // namespace isometry

@@ -1,0 +1,159 @@
+// The Isometry runtime: the public C++ API for local transfers.
+//
+// A Runtime owns the node's channels, one DMA worker per channel, the
+// staging budgets of its memories, the path planner and the copy-program
+// cache. Copy() validates a request, plans a path, splits it into XDs (one
+// per hop) over one shared sequence of chunks, and runs the XDs as a
+// pipeline through bounded ring buffers (DESIGN.md, "Chunked pipelines").
+//
+// Thread-safety: every method may be called from any thread. Completion
+// callbacks run on a channel thread and must not block for long; they may
+// call Copy() and Cancel().
+//
+// Lifetime: destroying the Runtime cancels whatever is still running and
+// waits for it; Transfer handles stay valid for Wait()/status() afterwards.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "channels/channel.h"
+#include "config/runtime_config.h"
+#include "core/instance.h"
+#include "core/memory.h"
+#include "core/status.h"
+#include "planner/topology.h"
+
+namespace isometry {
+
+// An instance the caller owns: its bytes live at `base` in memory `memory`.
+// `capacity` is how many bytes from `base` the caller vouches for; the
+// instance's storage (shape.total_bytes()) must fit in it.
+struct InstanceRef {
+  MemoryId memory;
+  std::byte* base = nullptr;
+  uint64_t capacity = 0;
+  InstanceShape shape;
+};
+
+// An intermediate hop forced by the caller instead of planned.
+struct HopSpec {
+  MemoryId memory;
+  Layout layout;
+};
+
+struct TransferTimes {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point submitted{};
+  Clock::time_point first_dispatch{};  // first request handed to a channel
+  Clock::time_point finished{};
+  // The first hop's channel dispatch counter when this transfer was queued
+  // and when its first request was dispatched: the difference is how many
+  // requests went ahead of it.
+  uint64_t dispatch_seq_at_submit = 0;
+  uint64_t dispatch_seq_at_first = 0;
+};
+
+struct CopyRequest {
+  InstanceRef src;
+  InstanceRef dst;
+  std::optional<Box> box;  // default: the source's whole index space
+  int priority = 0;        // higher runs first on every channel it uses
+  std::vector<HopSpec> via;  // explicit intermediates; empty = planner decides
+  std::function<void(Status)> on_complete;  // optional
+};
+
+class Runtime;
+struct TransferState;
+
+// A handle to a submitted transfer. Copyable; dropping it does not cancel.
+class Transfer {
+ public:
+  uint64_t id() const;
+  // Blocks until the transfer ends; returns its final status.
+  Status Wait() const;
+  // Waits at most `timeout`; nullopt if still running.
+  std::optional<Status> WaitFor(std::chrono::milliseconds timeout) const;
+  std::optional<Status> Poll() const;
+  // Requests cancellation; the transfer ends with CANCELLED unless it had
+  // already finished. Returns immediately. Requires the Runtime to be alive.
+  void Cancel() const;
+  TransferTimes times() const;
+  // The planned path, for explain output.
+  const Path& path() const;
+
+ private:
+  friend class Runtime;
+  explicit Transfer(std::shared_ptr<TransferState> s) : state_(std::move(s)) {}
+  std::shared_ptr<TransferState> state_;
+};
+
+struct MemoryUsage {
+  std::string name;
+  MemoryId id;
+  MemoryKind kind;
+  uint64_t staging_budget = 0;
+  uint64_t staging_used = 0;      // bytes of intermediate buffers held now
+  uint64_t staging_peak = 0;      // most ever held at once
+  uint64_t largest_buffer = 0;    // largest single intermediate buffer ever
+};
+
+struct ChannelStats {
+  std::string name;
+  int xds_queued = 0;          // unfinished XDs in the XD pool
+  int requests_in_flight = 0;
+  uint64_t requests_done = 0;
+  uint64_t bytes_done = 0;
+  uint64_t dispatch_seq = 0;   // requests dispatched so far
+};
+
+struct RuntimeStats {
+  uint64_t transfers_submitted = 0;
+  uint64_t transfers_completed = 0;
+  uint64_t transfers_failed = 0;
+  uint64_t transfers_cancelled = 0;
+  uint64_t transfers_waiting_for_buffers = 0;
+  uint64_t program_cache_hits = 0;
+  uint64_t program_cache_misses = 0;
+};
+
+// Makes the channel for a config entry. The default is MakeChannel (the
+// real channels); tests pass a factory that wraps them to inject faults.
+using ChannelMaker = std::function<Result<std::unique_ptr<Channel>>(const ChannelConfig&)>;
+
+class Runtime {
+ public:
+  static Result<std::unique_ptr<Runtime>> Create(const RuntimeConfig& config,
+                                                 ChannelMaker maker = nullptr);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // The id of a configured memory by name.
+  Result<MemoryId> FindMemory(std::string_view name) const;
+  // Validates, plans and queues a copy. Errors (bad shapes, bounds, unknown
+  // memories, unreachable paths, buffers that could never fit) return here
+  // and change nothing.
+  Result<Transfer> Copy(CopyRequest request);
+  // Plans without copying (explain).
+  Result<Path> Plan(const InstanceRef& src, const InstanceRef& dst) const;
+
+  std::vector<MemoryUsage> Memories() const;
+  std::vector<ChannelStats> Channels() const;
+  RuntimeStats Stats() const;
+  const Topology& topology() const;
+  const RuntimeConfig& config() const;
+
+ private:
+  struct Impl;
+  explicit Runtime(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+  friend class Transfer;
+};
+
+}  // namespace isometry

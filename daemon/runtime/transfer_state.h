@@ -1,0 +1,76 @@
+// Internal state of transfers and XDs. Everything here except the
+// completion block is guarded by the runtime's mutex.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/instance.h"
+#include "daemon/runtime/chunker.h"
+#include "daemon/runtime/runtime.h"
+#include "planner/topology.h"
+
+namespace isometry {
+
+// An intermediate ring buffer between hop i and hop i+1: `slots` slots, each
+// holding one chunk linearized in `layout`. Chunk k lives in slot k % slots.
+struct RingBuffer {
+  MemoryId memory;
+  size_t pool = 0;  // index of the memory's staging pool
+  Layout layout;
+  uint64_t slot_bytes = 0;
+  int slots = 0;
+  std::byte* data = nullptr;  // null until admitted
+  uint64_t bytes() const { return slot_bytes * static_cast<uint64_t>(slots); }
+};
+
+// One hop of a transfer: moves every chunk from its input (the source or a
+// ring buffer) to its output (a ring buffer or the destination), in chunk
+// order, on one channel.
+struct XdState {
+  TransferState* transfer = nullptr;
+  size_t hop = 0;
+  size_t channel = 0;
+  uint64_t next = 0;            // next chunk to issue
+  std::vector<uint8_t> done;    // per chunk
+  uint64_t done_count = 0;
+  int in_flight = 0;
+};
+
+struct TransferState {
+  enum class Phase { kWaiting, kRunning, kDraining, kFinished };
+
+  // Constant after construction.
+  uint64_t id = 0;
+  int priority = 0;
+  InstanceRef src;
+  InstanceRef dst;
+  Box box;
+  Path path;
+  std::optional<ChunkGrid> grid;
+  std::function<void(Status)> on_complete;
+
+  // Guarded by the runtime mutex.
+  Phase phase = Phase::kWaiting;
+  Status failure;  // why it is draining
+  int in_flight = 0;
+  std::vector<RingBuffer> buffers;  // buffers[i] sits between hop i and i+1
+  std::vector<std::unique_ptr<XdState>> xds;
+  TransferTimes times;
+  bool dispatched = false;
+
+  // Completion block, guarded by done_mu (so handles work without the runtime).
+  mutable std::mutex done_mu;
+  mutable std::condition_variable done_cv;
+  bool finished = false;
+  Status status;
+  TransferTimes final_times;
+
+  // Back pointer for Cancel(); valid while the runtime lives.
+  Runtime* runtime = nullptr;
+};
+
+}  // namespace isometry

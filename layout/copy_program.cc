@@ -1,0 +1,13 @@
+#include "layout/copy_program.h"
+
+namespace isometry {
+
+uint64_t CopyOp::runs() const {
+  uint64_t n = 1;
+  for (int i = 0; i < num_loops; ++i) n *= loops[i].count;
+  return n;
+}
+
+uint64_t CopyOp::bytes() const { return runs() * run_bytes; }
+
+}  // namespace isometry

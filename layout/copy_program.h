@@ -1,0 +1,51 @@
+// Copy programs: the compiled form of "copy this box from instance A to
+// instance B". The layout engine emits them; channels execute them.
+//
+// A program is a list of ops. Each op copies `run_bytes` contiguous bytes at
+// every point of a small loop nest (outermost loop first):
+//
+//   for i0 < loops[0].count: ... for ik < loops[k].count:
+//     memcpy(dst + dst_offset + sum(i_j * dst_stride_j),
+//            src + src_offset + sum(i_j * src_stride_j), run_bytes)
+//
+// Programs are canonical: loops of count 1 are gone, adjacent loops that
+// step contiguously are merged, and a contiguous copy is a single op with no
+// loops. MPI-style datatypes compile to the same form (each datatype node is
+// a loop or a list of ops).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace isometry {
+
+inline constexpr int kMaxCopyLoops = 12;
+
+struct CopyLoop {
+  uint64_t count = 1;
+  uint64_t src_stride = 0;
+  uint64_t dst_stride = 0;
+  bool operator==(const CopyLoop&) const = default;
+};
+
+struct CopyOp {
+  uint64_t src_offset = 0;
+  uint64_t dst_offset = 0;
+  uint64_t run_bytes = 0;
+  int num_loops = 0;
+  std::array<CopyLoop, kMaxCopyLoops> loops{};  // [0, num_loops), outermost first
+
+  // Bytes this op moves.
+  uint64_t bytes() const;
+  // Contiguous runs this op issues.
+  uint64_t runs() const;
+};
+
+struct CopyProgram {
+  std::vector<CopyOp> ops;
+  uint64_t bytes = 0;  // total bytes moved
+  uint64_t runs = 0;   // total contiguous runs (the request count of a naive engine)
+};
+
+}  // namespace isometry

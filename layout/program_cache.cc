@@ -1,0 +1,90 @@
+#include "layout/program_cache.h"
+
+#include <xxhash.h>
+
+namespace isometry {
+
+namespace {
+
+template <typename T>
+void Put(std::string& key, const T& v) {
+  key.append(reinterpret_cast<const char*>(&v), sizeof(v));
+}
+
+// Everything addressing depends on: bounds, field sizes in order, layout.
+// Field names do not change offsets, so they are not part of the key.
+void AppendShape(std::string& key, const InstanceShape& s) {
+  Put(key, s.bounds.dims);
+  for (int d = 0; d < s.bounds.dims; ++d) {
+    Put(key, s.bounds.lo[d]);
+    Put(key, s.bounds.hi[d]);
+  }
+  Put(key, s.fields.size());
+  for (const Field& f : s.fields.fields()) Put(key, f.size);
+  Put(key, s.layout.components().size());
+  for (const LayoutComponent& c : s.layout.components()) {
+    Put(key, c.kind);
+    Put(key, c.dim);
+    Put(key, c.block);
+  }
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const CopyProgram>> ProgramCache::Get(const InstanceShape& src,
+                                                             const InstanceShape& dst,
+                                                             const Box& box) {
+  std::string key;
+  AppendShape(key, src);
+  AppendShape(key, dst);
+  Put(key, box.dims);
+  for (int d = 0; d < box.dims; ++d) {
+    Put(key, box.lo[d]);
+    Put(key, box.hi[d]);
+  }
+  const uint64_t hash = XXH3_64bits(key.data(), key.size());
+  {
+    std::lock_guard lock(mu_);
+    auto it = index_.find(hash);
+    // The full key is compared too: a hash collision is a miss, never a
+    // wrong program.
+    if (it != index_.end() && it->second->key == key) {
+      ++hits_;
+      lru_.splice(lru_.begin(), lru_, it->second);
+      return it->second->program;
+    }
+    ++misses_;
+  }
+  // Field names must still match for the copy to be legal: checked by the
+  // compiler on every miss and by the caller's validation on hits.
+  ISO_ASSIGN_OR_RETURN(CopyProgram program, CompileCopy(src, dst, box));
+  auto shared = std::make_shared<const CopyProgram>(std::move(program));
+  std::lock_guard lock(mu_);
+  auto it = index_.find(hash);
+  if (it != index_.end()) {
+    lru_.erase(it->second);
+    index_.erase(it);
+  }
+  lru_.push_front({std::move(key), shared});
+  index_[hash] = lru_.begin();
+  while (lru_.size() > capacity_) {
+    index_.erase(XXH3_64bits(lru_.back().key.data(), lru_.back().key.size()));
+    lru_.pop_back();
+  }
+  return shared;
+}
+
+uint64_t ProgramCache::hits() const {
+  std::lock_guard lock(mu_);
+  return hits_;
+}
+uint64_t ProgramCache::misses() const {
+  std::lock_guard lock(mu_);
+  return misses_;
+}
+size_t ProgramCache::size() const {
+  std::lock_guard lock(mu_);
+  return lru_.size();
+}
+
+}  // namespace isometry

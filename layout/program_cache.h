@@ -1,0 +1,43 @@
+// Memoized layout translation (FALCON-X §4.3): compiled copy programs cached
+// by a hash of (source shape, destination shape, box), least recently used
+// entries evicted first.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "layout/compiler.h"
+
+namespace isometry {
+
+class ProgramCache {
+ public:
+  explicit ProgramCache(size_t capacity) : capacity_(capacity) {}
+
+  // Returns the cached program or compiles, caches and returns it. Errors are
+  // not cached. Thread-safe; compilation runs outside the lock.
+  Result<std::shared_ptr<const CopyProgram>> Get(const InstanceShape& src,
+                                                 const InstanceShape& dst, const Box& box);
+
+  uint64_t hits() const;
+  uint64_t misses() const;
+  size_t size() const;
+
+ private:
+  struct Entry {
+    std::string key;
+    std::shared_ptr<const CopyProgram> program;
+  };
+  const size_t capacity_;
+  mutable std::mutex mu_;
+  std::list<Entry> lru_;  // guarded by mu_; front = most recent
+  std::unordered_map<uint64_t, std::list<Entry>::iterator> index_;  // guarded by mu_
+  uint64_t hits_ = 0;    // guarded by mu_
+  uint64_t misses_ = 0;  // guarded by mu_
+};
+
+}  // namespace isometry

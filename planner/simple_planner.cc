@@ -1,0 +1,86 @@
+#include "planner/simple_planner.h"
+
+#include <deque>
+#include <map>
+
+namespace isometry {
+
+namespace {
+
+// Shortest memory sequence src -> dst by hop count (BFS). A copy within one
+// memory is its self-loop.
+Result<std::vector<const TopologyEdge*>> ShortestPath(const Topology& topo, MemoryId src,
+                                                      MemoryId dst) {
+  if (src == dst) {
+    const TopologyEdge* self = topo.FindEdge(src, dst);
+    if (!self) return NotFound("no channel copies within memory ", ToString(src));
+    return std::vector<const TopologyEdge*>{self};
+  }
+  std::map<MemoryId, const TopologyEdge*> via;
+  std::deque<MemoryId> queue{src};
+  via[src] = nullptr;
+  while (!queue.empty() && !via.count(dst)) {
+    const MemoryId m = queue.front();
+    queue.pop_front();
+    for (const TopologyEdge& e : topo.edges) {
+      if (e.src == m && !via.count(e.dst)) {
+        via[e.dst] = &e;
+        queue.push_back(e.dst);
+      }
+    }
+  }
+  if (!via.count(dst)) {
+    return NotFound("no path of channels leads from memory ", ToString(src), " to ",
+                    ToString(dst));
+  }
+  std::vector<const TopologyEdge*> path;
+  for (MemoryId m = dst; m != src; m = via[m]->src) path.insert(path.begin(), via[m]);
+  return path;
+}
+
+}  // namespace
+
+Result<Path> PlanSimple(const Topology& topo, const PlanEndpoint& src, const PlanEndpoint& dst) {
+  for (const PlanEndpoint* e : {&src, &dst}) {
+    if (!topo.FindMemory(e->memory)) return NotFound("unknown memory ", ToString(e->memory));
+  }
+  ISO_ASSIGN_OR_RETURN(std::vector<const TopologyEdge*> edges,
+                       ShortestPath(topo, src.memory, dst.memory));
+  // Which hop converts: the first Memcpy hop; without one, insert a Memcpy
+  // self-loop after the first host memory.
+  int convert = -1;
+  if (!(src.layout == dst.layout)) {
+    for (size_t i = 0; i < edges.size() && convert < 0; ++i) {
+      if (edges[i]->kind == ChannelKind::kMemcpy) convert = static_cast<int>(i);
+    }
+    if (convert < 0) {
+      for (size_t i = 0; i <= edges.size(); ++i) {
+        const MemoryId m = i == 0 ? src.memory : edges[i - 1]->dst;
+        const TopologyMemory* mem = topo.FindMemory(m);
+        const TopologyEdge* self = topo.FindEdge(m, m);
+        if (mem && IsHostMemory(mem->kind) && self && self->kind == ChannelKind::kMemcpy) {
+          edges.insert(edges.begin() + static_cast<ptrdiff_t>(i), self);
+          convert = static_cast<int>(i);
+          break;
+        }
+      }
+    }
+    if (convert < 0) {
+      return FailedPrecondition("layout conversion from '", src.layout.ToString(), "' to '",
+                                dst.layout.ToString(),
+                                "' needs a Memcpy channel on a host memory of the path");
+    }
+  }
+  Path path;
+  path.algorithm = "simple";
+  path.nodes.push_back({src.memory, src.layout});
+  for (size_t i = 0; i < edges.size(); ++i) {
+    const bool before_conversion = convert >= 0 && static_cast<int>(i) < convert;
+    path.nodes.push_back({edges[i]->dst, before_conversion ? src.layout : dst.layout});
+    path.edges.push_back(*edges[i]);
+  }
+  path.nodes.back().layout = dst.layout;
+  return path;
+}
+
+}  // namespace isometry

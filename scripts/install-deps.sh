@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package Isometry builds, tests and benchmarks with.
+# Idempotent: packages already present are left alone, and apt is not even
+# asked when nothing is missing. Run as root (or through sudo).
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential g++ cmake ninja-build pkg-config git clang-format clang-tidy
+  # wire contract and services
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  python3-grpcio python3-protobuf
+  # channels
+  liburing-dev libibverbs-dev librdmacm-dev
+  # daemon plumbing
+  libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev libsystemd-dev libxxhash-dev
+  # tests
+  catch2
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
