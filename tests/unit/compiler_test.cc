@@ -1,0 +1,125 @@
+#include <catch2/catch.hpp>
+
+#include "layout/compiler.h"
+#include "layout/executor.h"
+#include "unit/test_util.h"
+
+using namespace isometry;
+using namespace isometry::testing;
+
+namespace {
+
+std::string RunAndCheck(const InstanceShape& ss, const InstanceShape& ds, const Box& box,
+                        uint64_t seed) {
+  const auto src = Pattern(ss.total_bytes(), seed);
+  const auto before = Pattern(ds.total_bytes(), seed + 1);
+  auto dst = before;
+  auto program = CompileCopy(ss, ds, box);
+  if (!program.ok()) return std::string(program.status().message());
+  ExecuteProgram(*program, src.data(), dst.data());
+  uint64_t expect = 0;
+  for (const Field& f : ss.fields.fields()) expect += f.size * box.volume();
+  if (program->bytes != expect) return StrCat("program moves ", program->bytes, " bytes, expected ", expect);
+  return CheckCopy(ss, src, ds, dst, before, box);
+}
+
+}  // namespace
+
+TEST_CASE("every layout pair of a generated family copies element-exactly") {
+  // 1-4 dimensions, 1-8 fields of mixed sizes, blocking factors that do and
+  // do not divide the extent, index spaces not starting at zero, sub-boxes.
+  std::mt19937_64 rng(20261122);
+  int cases = 0;
+  for (int dims = 1; dims <= 4; ++dims) {
+    const int64_t max_extent = dims <= 2 ? 17 : (dims == 3 ? 7 : 5);
+    for (int i = 0; i < 600; ++i) {
+      const Box bounds = RandomBounds(rng, dims, max_extent);
+      const FieldSpace fields = RandomFields(rng);
+      const InstanceShape ss{bounds, fields, RandomLayout(rng, bounds)};
+      // The destination may have a larger index space than the box.
+      Box dbounds = bounds;
+      for (int d = 0; d < dims; ++d) dbounds.hi[d] += static_cast<int64_t>(rng() % 3);
+      const InstanceShape ds{dbounds, fields, RandomLayout(rng, dbounds)};
+      const Box box = (i % 2) ? bounds : RandomSubBox(rng, bounds);
+      INFO("dims " << dims << " case " << i << ": " << ss.layout.ToString() << " over "
+                   << ToString(bounds) << " -> " << ds.layout.ToString() << " over "
+                   << ToString(dbounds) << ", box " << ToString(box));
+      REQUIRE(RunAndCheck(ss, ds, box, static_cast<uint64_t>(i)) == "");
+      ++cases;
+    }
+  }
+  CHECK(cases == 2400);
+}
+
+TEST_CASE("named layout conversions copy element-exactly") {
+  const FieldSpace fs = *FieldSpace::Make({{"a", 4}, {"b", 8}, {"c", 2}, {"d", 4}});
+  const Box b2 = Box::FromExtents({37, 23});
+  const std::vector<Layout> layouts = {
+      Layout::Aos(2), Layout::Soa(2), Layout::RowMajor(2), Layout::ColumnMajor(2),
+      *Layout::Hybrid(2, 8), *Layout::Hybrid(2, 5), *Layout::Blocked({4, 4}),
+      *Layout::Blocked({5, 3}), *Layout::Parse("x,F,y", 2), *Layout::Parse("y_in=6,x,F,y_out", 2)};
+  for (const Layout& a : layouts) {
+    for (const Layout& b : layouts) {
+      INFO(a.ToString() << " -> " << b.ToString());
+      REQUIRE(RunAndCheck({b2, fs, a}, {b2, fs, b}, b2, 7) == "");
+    }
+  }
+}
+
+TEST_CASE("programs are canonical: contiguous copies are one memcpy") {
+  const FieldSpace fs = *FieldSpace::Make({{"a", 4}, {"b", 8}, {"c", 4}});
+  for (const Layout& l : {Layout::Aos(3), Layout::Soa(3), *Layout::Blocked({2, 3, 4})}) {
+    const InstanceShape s{Box::FromExtents({8, 6, 12}), fs, l};
+    auto p = CompileCopy(s, s, s.bounds);
+    REQUIRE(p.ok());
+    INFO(l.ToString());
+    CHECK(p->ops.size() == 1);
+    CHECK(p->ops[0].num_loops == 0);
+    CHECK(p->ops[0].run_bytes == s.total_bytes());
+  }
+}
+
+TEST_CASE("AOS to SOA is one strided op per field group, not one op per element") {
+  const InstanceShape aos{Box::FromExtents({1 << 20}), FieldSpace::Uniform(8, 4), Layout::Aos(1)};
+  const InstanceShape soa{aos.bounds, aos.fields, Layout::Soa(1)};
+  auto p = CompileCopy(aos, soa, aos.bounds);
+  REQUIRE(p.ok());
+  CHECK(p->ops.size() <= 2);  // one tiled op (+ a remainder)
+  CHECK(p->runs == 8u << 20);
+  // A row of a 2-D row-major array is one run; a sub-box is one op.
+  const InstanceShape rm{Box::FromExtents({64, 64}), FieldSpace::Uniform(1, 8), Layout::RowMajor(2)};
+  Box sub = Box::FromExtents({64, 64});
+  sub.lo[0] = 8;
+  sub.hi[0] = 16;
+  sub.lo[1] = 4;
+  sub.hi[1] = 36;
+  auto q = CompileCopy(rm, rm, sub);
+  REQUIRE(q.ok());
+  REQUIRE(q->ops.size() == 1);
+  CHECK(q->ops[0].run_bytes == 32 * 8);
+  CHECK(q->runs == 8);
+}
+
+TEST_CASE("incompatible copies are rejected with a message that names the problem") {
+  const InstanceShape a{Box::FromExtents({10}), FieldSpace::Uniform(2, 4), Layout::Aos(1)};
+  InstanceShape b = a;
+  b.fields = FieldSpace::Uniform(3, 4);
+  CHECK_THAT(std::string(CompileCopy(a, b, a.bounds).status().message()),
+             Catch::Contains("field spaces differ"));
+  Box big = Box::FromExtents({11});
+  CHECK_THAT(std::string(CompileCopy(a, a, big).status().message()),
+             Catch::Contains("outside the source"));
+  InstanceShape c{Box::FromExtents({10, 2}), a.fields, Layout::Aos(2)};
+  CHECK_THAT(std::string(CompileCopy(a, c, a.bounds).status().message()),
+             Catch::Contains("dimension"));
+}
+
+TEST_CASE("an empty box compiles to an empty program") {
+  const InstanceShape a{Box::FromExtents({10}), FieldSpace::Uniform(2, 4), Layout::Aos(1)};
+  Box empty = a.bounds;
+  empty.hi[0] = empty.lo[0];
+  auto p = CompileCopy(a, a, empty);
+  REQUIRE(p.ok());
+  CHECK(p->ops.empty());
+  CHECK(p->bytes == 0);
+}

@@ -1,0 +1,75 @@
+#include <catch2/catch.hpp>
+
+#include "config/config_parser.h"
+
+using namespace isometry;
+
+namespace {
+std::string ErrorOf(std::string_view toml) {
+  auto r = ParseRuntimeConfig(toml, "test.toml");
+  return r.ok() ? "" : std::string(r.status().message());
+}
+}  // namespace
+
+TEST_CASE("the embedded default config parses to a single node with host memories") {
+  auto c = ParseRuntimeConfig(EmbeddedDefaultConfig(), "default");
+  REQUIRE(c.ok());
+  CHECK(c->memories.size() == 3);
+  CHECK(c->channels.size() == 1);
+  CHECK(c->channels[0].kind == ChannelKind::kMemcpy);
+  CHECK(c->space_threshold == 32ull << 20);
+  CHECK(DefaultRuntimeConfig().memories[1].name == "reg0");
+}
+
+TEST_CASE("sizes parse with binary and decimal units") {
+  CHECK(*ParseByteSize("4096") == 4096);
+  CHECK(*ParseByteSize("64KiB") == 65536);
+  CHECK(*ParseByteSize("32MiB") == 32ull << 20);
+  CHECK(*ParseByteSize("1.5GiB") == 3ull << 29);
+  CHECK(*ParseByteSize("2GB") == 2000000000ull);
+  CHECK(!ParseByteSize("lots").ok());
+  CHECK(!ParseByteSize("3 parsecs").ok());
+}
+
+TEST_CASE("config errors name the key and the line") {
+  CHECK_THAT(ErrorOf("[runtime]\nspace_treshold = 5\n"),
+             Catch::Contains("test.toml:2: key 'runtime.space_treshold': unknown key"));
+  CHECK_THAT(ErrorOf("[runtime]\nslots_per_buffer = 0\n"),
+             Catch::Contains("test.toml:2: key 'runtime.slots_per_buffer'"));
+  CHECK_THAT(ErrorOf("[runtime]\nspace_threshold = \"big\"\n"),
+             Catch::Contains("key 'runtime.space_threshold'"));
+  CHECK_THAT(ErrorOf("[[memory]]\nname = \"a\"\nkind = \"TAPE\"\n"),
+             Catch::Contains("test.toml:3: key 'memory.kind': unknown kind 'TAPE'"));
+  CHECK_THAT(ErrorOf("[runtime\n"), Catch::Contains("test.toml:1"));
+  CHECK_THAT(ErrorOf("[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\nedges = [[\"a\", \"b\"]]\n"),
+             Catch::Contains("unknown memory 'b'"));
+  CHECK_THAT(ErrorOf("[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\n[[channel]]\nname = \"d\"\n"),
+             Catch::Contains("another channel already serves"));
+  CHECK_THAT(ErrorOf("[[memory]]\nname = \"a\"\n"), Catch::Contains("no [[channel]]"));
+}
+
+TEST_CASE("channels take rate limits, threads and explicit edges") {
+  auto c = ParseRuntimeConfig(R"(
+[runtime]
+space_threshold = "8MiB"
+[[memory]]
+name = "a"
+[[memory]]
+name = "b"
+kind = "REG"
+[[channel]]
+name = "up"
+threads = 1
+rate_limit = "1GiB"
+edges = [["a", "b"]]
+[[channel]]
+name = "down"
+edges = [["b", "a"]]
+)", "x");
+  REQUIRE(c.ok());
+  CHECK(c->space_threshold == 8ull << 20);
+  CHECK(c->channels[0].rate_limit_bytes_per_s == 1ull << 30);
+  CHECK(c->channels[0].threads == 1);
+  CHECK(c->channels[1].edges.size() == 1);
+  CHECK(c->memories[1].kind == MemoryKind::kReg);
+}
