@@ -30,7 +30,7 @@ Result<FieldSpace> FieldSpace::Make(std::vector<Field> fields) {
 
 FieldSpace FieldSpace::Uniform(int count, uint32_t size) {
   std::vector<Field> fields;
-  for (int i = 0; i < count; ++i) fields.push_back({"f" + std::to_string(i), size});
+  for (int i = 0; i < count; ++i) fields.push_back({StrCat("f", i), size});
   return *Make(std::move(fields));
 }
 

@@ -17,7 +17,7 @@ inline FieldSpace RandomFields(std::mt19937_64& rng, int max_fields = 8) {
   const int n = std::uniform_int_distribution<int>(1, max_fields)(rng);
   std::vector<Field> fields;
   for (int i = 0; i < n; ++i) {
-    fields.push_back({"f" + std::to_string(i), kSizes[rng() % std::size(kSizes)]});
+    fields.push_back({StrCat("f", i), kSizes[rng() % std::size(kSizes)]});
   }
   return *FieldSpace::Make(std::move(fields));
 }

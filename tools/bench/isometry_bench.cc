@@ -1,0 +1,55 @@
+// The Isometry benchmark harness. Every scenario measures Isometry and its
+// baseline in the same run and prints the ratio, because shared machines are
+// noisy. `--json` prints one object per line for scripts.
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <set>
+#include <string>
+
+#include "tools/bench/local_scenarios.h"
+
+using namespace isometry::bench;
+
+int main(int argc, char** argv) {
+  CLI::App app{"isometry_bench: Isometry against the physical limit and its peers"};
+  bool json = false;
+  std::vector<std::string> only;
+  LocalOptions local;
+  double contiguous_mib = static_cast<double>(local.contiguous_bytes >> 20);
+  double pipeline_mib = static_cast<double>(local.pipeline_bytes >> 20);
+  double hop_rate_gib = 1.0;
+  app.add_flag("--json", json, "one JSON object per line instead of a table");
+  app.add_option("--scenario", only,
+                 "run only these: contiguous, aos_to_soa, pipeline, priority (default: all)");
+  app.add_option("--repeat", local.repeat, "runs per measurement; the best is kept")
+      ->check(CLI::Range(1, 100));
+  app.add_option("--contiguous-mib", contiguous_mib, "size of the contiguous copy")
+      ->check(CLI::Range(1.0, 65536.0));
+  app.add_option("--pipeline-mib", pipeline_mib, "size of the two-hop copies")
+      ->check(CLI::Range(1.0, 65536.0));
+  app.add_option("--aos-entries", local.aos_entries, "entries of the AOS->SOA copy");
+  app.add_option("--hop-rate-gib", hop_rate_gib, "per-hop bandwidth cap in GiB/s (capped variant)")
+      ->check(CLI::Range(0.01, 1000.0));
+  CLI11_PARSE(app, argc, argv);
+  local.contiguous_bytes = static_cast<uint64_t>(contiguous_mib * (1 << 20)) / 8 * 8;
+  local.pipeline_bytes = static_cast<uint64_t>(pipeline_mib * (1 << 20)) / 8 * 8;
+  local.hop_rate = static_cast<uint64_t>(hop_rate_gib * (1ull << 30));
+  spdlog::set_level(spdlog::level::warn);
+
+  const std::set<std::string> chosen(only.begin(), only.end());
+  auto wanted = [&](const char* name) { return chosen.empty() || chosen.count(name); };
+  for (const std::string& s : chosen) {
+    if (s != "contiguous" && s != "aos_to_soa" && s != "pipeline" && s != "priority") {
+      std::fprintf(stderr, "unknown scenario '%s'\n", s.c_str());
+      return 2;
+    }
+  }
+  Report report(json);
+  if (wanted("contiguous")) RunContiguous(local, report);
+  if (wanted("aos_to_soa")) RunAosToSoa(local, report);
+  if (wanted("pipeline")) RunPipeline(local, report);
+  if (wanted("priority")) RunPriority(local, report);
+  report.Finish();
+  return 0;
+}
