@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs every test twice: once in a
+# RelWithDebInfo build and once under AddressSanitizer + UBSan.
+# Usage: scripts/test.sh            (from anywhere; as root on a fresh box)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [[ $(id -u) -eq 0 ]] || command -v sudo >/dev/null; then
+  scripts/install-deps.sh
+fi
+
+jobs=$(nproc)
+run_suite() {
+  local dir=$1; shift
+  cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
+  cmake --build "$dir" -j "$jobs"
+  (cd "$dir" && ctest --output-on-failure -j "$jobs")
+}
+
+echo "== RelWithDebInfo build and tests"
+run_suite build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+echo "== ASan + UBSan build and tests"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DISOMETRY_SANITIZE=ON
