@@ -15,7 +15,9 @@ packages=(
   # daemon plumbing
   libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev libsystemd-dev libxxhash-dev
   # tests
-  catch2
+  catch2 python3-pytest
+  # benchmark peers (measured in the same run as Isometry)
+  ucx-utils libucx-dev mpich libmpich-dev openmpi-bin libopenmpi-dev fio iperf3
 )
 
 missing=()
