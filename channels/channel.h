@@ -34,6 +34,7 @@ struct ChannelCaps {
   uint64_t request_bytes = 0;     // preferred request size (sweet spot)
   int max_in_flight = 1;
   uint64_t rate_limit_bytes_per_s = 0;  // 0 = unlimited
+  bool runs_inline = false;  // RunInline() is supported
 };
 
 struct ChannelRequest {
@@ -49,6 +50,13 @@ class Channel {
   virtual ~Channel() = default;
   virtual const ChannelCaps& caps() const = 0;
   virtual void Submit(ChannelRequest request, RequestDone done) = 0;
+  // Executes a small request synchronously on the calling thread (the
+  // latency path); only where caps().runs_inline. Not counted against
+  // max_in_flight: callers keep it for requests far below request_bytes.
+  virtual Status RunInline(const ChannelRequest& request) {
+    (void)request;
+    return FailedPrecondition("channel '", caps().name, "' cannot run requests inline");
+  }
 };
 
 }  // namespace isometry

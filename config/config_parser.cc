@@ -2,6 +2,7 @@
 
 #include "core/strings.h"
 
+#include <charconv>
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -14,6 +15,18 @@ namespace {
 
 constexpr std::string_view kDefaultConfig = R"(# Isometry node configuration (embedded default: one node, host memories).
 
+[daemon]
+local_socket = "/run/isometry/isometry.sock"   # shared-memory handshake (SO_PEERCRED)
+grpc_socket = "/run/isometry/grpc.sock"        # gRPC for every language
+# grpc_tcp = "127.0.0.1:7470"                  # also listen on TCP (off by default)
+# socket_group = "isometry"                    # group allowed to connect
+socket_mode = "0660"
+log_level = "info"
+state_dir = "/var/lib/isometry"
+sq_entries = 256
+cq_entries = 256
+shutdown_grace_ms = 5000
+
 [runtime]
 # Space threshold TH: the largest intermediate buffer (all slots together).
 space_threshold = "32MiB"
@@ -21,11 +34,16 @@ space_threshold = "32MiB"
 slots_per_buffer = 2
 # Compiled copy programs kept in the memoization cache.
 program_cache_entries = 4096
+# Direct copies up to this size run on the submitting thread (latency path).
+inline_bytes = "64KiB"
 
 [[memory]]
 name = "sys0"
 kind = "SYS"
 staging = "256MiB"
+pool = "1GiB"               # what clients may allocate here
+client_quota = "512MiB"     # per client
+hugetlb = false
 
 [[memory]]
 name = "reg0"
@@ -77,6 +95,11 @@ class Reader {
     return Error(n, key, "must be a string");
   }
 
+  Result<bool> Bool(const toml::node& n, std::string_view key) const {
+    if (auto b = n.value<bool>(); b && n.is_boolean()) return *b;
+    return Error(n, key, "must be true or false");
+  }
+
   Result<int64_t> Integer(const toml::node& n, std::string_view key, int64_t lo,
                           int64_t hi) const {
     auto v = n.value<int64_t>();
@@ -108,7 +131,7 @@ class Reader {
 Status ReadRuntime(const Reader& r, const toml::table& t, RuntimeConfig& c) {
   ISO_RETURN_IF_ERROR(r.OnlyKeys(t, "runtime.",
                                  {"node", "space_threshold", "slots_per_buffer",
-                                  "program_cache_entries"}));
+                                  "program_cache_entries", "inline_bytes"}));
   if (const toml::node* n = t.get("node")) {
     ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, "runtime.node", 0, UINT32_MAX));
     c.node = static_cast<uint32_t>(v);
@@ -120,6 +143,9 @@ Status ReadRuntime(const Reader& r, const toml::table& t, RuntimeConfig& c) {
     ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, "runtime.slots_per_buffer", 1, 64));
     c.slots_per_buffer = static_cast<int>(v);
   }
+  if (const toml::node* n = t.get("inline_bytes")) {
+    ISO_ASSIGN_OR_RETURN(c.inline_bytes, r.Size(*n, "runtime.inline_bytes"));
+  }
   if (const toml::node* n = t.get("program_cache_entries")) {
     ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, "runtime.program_cache_entries", 1, 1 << 24));
     c.program_cache_entries = static_cast<size_t>(v);
@@ -127,8 +153,54 @@ Status ReadRuntime(const Reader& r, const toml::table& t, RuntimeConfig& c) {
   return OkStatus();
 }
 
+Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
+  ISO_RETURN_IF_ERROR(r.OnlyKeys(
+      t, "daemon.",
+      {"local_socket", "grpc_socket", "grpc_tcp", "socket_group", "socket_mode", "log_level",
+       "state_dir", "sq_entries", "cq_entries", "max_sessions", "shutdown_grace_ms"}));
+  struct StringKey {
+    const char* key;
+    std::string* out;
+  };
+  for (const StringKey& k : {StringKey{"local_socket", &c.local_socket},
+                             StringKey{"grpc_socket", &c.grpc_socket},
+                             StringKey{"grpc_tcp", &c.grpc_tcp},
+                             StringKey{"socket_group", &c.socket_group},
+                             StringKey{"log_level", &c.log_level},
+                             StringKey{"state_dir", &c.state_dir}}) {
+    if (const toml::node* n = t.get(k.key)) {
+      ISO_ASSIGN_OR_RETURN(*k.out, r.String(*n, StrCat("daemon.", k.key)));
+    }
+  }
+  if (const toml::node* n = t.get("socket_mode")) {
+    ISO_ASSIGN_OR_RETURN(std::string mode, r.String(*n, "daemon.socket_mode"));
+    unsigned v = 0;
+    const auto [end, ec] = std::from_chars(mode.data(), mode.data() + mode.size(), v, 8);
+    if (ec != std::errc() || end != mode.data() + mode.size() || v > 0777) {
+      return r.Error(*n, "daemon.socket_mode", "must be an octal mode like \"0660\"");
+    }
+    c.socket_mode = v;
+  }
+  struct IntKey {
+    const char* key;
+    uint32_t* out;
+    int64_t lo, hi;
+  };
+  for (const IntKey& k : {IntKey{"sq_entries", &c.sq_entries, 2, 65536},
+                          IntKey{"cq_entries", &c.cq_entries, 2, 65536},
+                          IntKey{"max_sessions", &c.max_sessions, 1, 1 << 20},
+                          IntKey{"shutdown_grace_ms", &c.shutdown_grace_ms, 0, 3600000}}) {
+    if (const toml::node* n = t.get(k.key)) {
+      ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, StrCat("daemon.", k.key), k.lo, k.hi));
+      *k.out = static_cast<uint32_t>(v);
+    }
+  }
+  return OkStatus();
+}
+
 Result<MemoryConfig> ReadMemory(const Reader& r, const toml::table& t) {
-  ISO_RETURN_IF_ERROR(r.OnlyKeys(t, "memory.", {"name", "kind", "staging"}));
+  ISO_RETURN_IF_ERROR(
+      r.OnlyKeys(t, "memory.", {"name", "kind", "staging", "pool", "client_quota", "hugetlb"}));
   MemoryConfig m;
   const toml::node* name = t.get("name");
   if (!name) return r.Error(t, "memory.name", "is required");
@@ -141,6 +213,16 @@ Result<MemoryConfig> ReadMemory(const Reader& r, const toml::table& t) {
   }
   if (const toml::node* n = t.get("staging")) {
     ISO_ASSIGN_OR_RETURN(m.staging_bytes, r.Size(*n, "memory.staging"));
+  }
+  if (const toml::node* n = t.get("pool")) {
+    ISO_ASSIGN_OR_RETURN(m.pool_bytes, r.Size(*n, "memory.pool"));
+  }
+  if (const toml::node* n = t.get("client_quota")) {
+    ISO_ASSIGN_OR_RETURN(m.client_quota, r.Size(*n, "memory.client_quota"));
+  }
+  if (m.client_quota == 0) m.client_quota = m.pool_bytes;
+  if (const toml::node* n = t.get("hugetlb")) {
+    ISO_ASSIGN_OR_RETURN(m.hugetlb, r.Bool(*n, "memory.hugetlb"));
   }
   return m;
 }
@@ -220,6 +302,11 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
 }
 
 Result<RuntimeConfig> ParseRuntimeConfig(std::string_view toml_text, std::string_view source) {
+  ISO_ASSIGN_OR_RETURN(Config c, ParseConfig(toml_text, source));
+  return c.runtime;
+}
+
+Result<Config> ParseConfig(std::string_view toml_text, std::string_view source) {
   toml::table root;
   try {
     root = toml::parse(toml_text, source);
@@ -227,12 +314,18 @@ Result<RuntimeConfig> ParseRuntimeConfig(std::string_view toml_text, std::string
     return InvalidArgument(source, ":", e.source().begin.line, ": ", e.description());
   }
   Reader r(source);
-  ISO_RETURN_IF_ERROR(r.OnlyKeys(root, "", {"runtime", "memory", "channel"}));
-  RuntimeConfig c;
+  ISO_RETURN_IF_ERROR(r.OnlyKeys(root, "", {"daemon", "runtime", "memory", "channel"}));
+  Config config;
+  RuntimeConfig& c = config.runtime;
   if (const toml::node* n = root.get("runtime")) {
     const toml::table* t = n->as_table();
     if (!t) return r.Error(*n, "runtime", "must be a table");
     ISO_RETURN_IF_ERROR(ReadRuntime(r, *t, c));
+  }
+  if (const toml::node* n = root.get("daemon")) {
+    const toml::table* t = n->as_table();
+    if (!t) return r.Error(*n, "daemon", "must be a table");
+    ISO_RETURN_IF_ERROR(ReadDaemon(r, *t, config.daemon));
   }
   auto read_list = [&](const char* key, auto read_one, auto& out) -> Status {
     const toml::node* n = root.get(key);
@@ -250,17 +343,18 @@ Result<RuntimeConfig> ParseRuntimeConfig(std::string_view toml_text, std::string
   };
   ISO_RETURN_IF_ERROR(read_list("memory", ReadMemory, c.memories));
   ISO_RETURN_IF_ERROR(read_list("channel", ReadChannel, c.channels));
-  Status valid = c.Validate();
-  if (!valid.ok()) return InvalidArgument(source, ": ", std::string(valid.message()));
-  return c;
+  for (Status valid : {c.Validate(), config.daemon.Validate()}) {
+    if (!valid.ok()) return InvalidArgument(source, ": ", std::string(valid.message()));
+  }
+  return config;
 }
 
-Result<RuntimeConfig> LoadRuntimeConfigFile(const std::string& path) {
+Result<Config> LoadConfigFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return NotFound("config file '", path, "' cannot be opened");
   std::stringstream ss;
   ss << in.rdbuf();
-  return ParseRuntimeConfig(ss.str(), path);
+  return ParseConfig(ss.str(), path);
 }
 
 }  // namespace isometry

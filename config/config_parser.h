@@ -16,8 +16,10 @@ std::string_view EmbeddedDefaultConfig();
 // Parses TOML text. `source` names the file in error messages, which read
 // "FILE:LINE: key 'a.b': problem". Unknown keys are errors (typos must not
 // be silently ignored).
+Result<Config> ParseConfig(std::string_view toml_text, std::string_view source);
+Result<Config> LoadConfigFile(const std::string& path);
+// The runtime part only (library users without a daemon).
 Result<RuntimeConfig> ParseRuntimeConfig(std::string_view toml_text, std::string_view source);
-Result<RuntimeConfig> LoadRuntimeConfigFile(const std::string& path);
 
 // "4096", "64KiB", "32MiB", "1GiB", "2GB" (decimal), "1.5GiB" to bytes.
 Result<uint64_t> ParseByteSize(std::string_view text);

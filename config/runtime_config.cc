@@ -24,6 +24,10 @@ Status RuntimeConfig::Validate() const {
     if (!kinds.emplace(m.name, m.kind).second) {
       return InvalidArgument("config: memory '", m.name, "' is defined twice");
     }
+    if (m.client_quota > m.pool_bytes) {
+      return InvalidArgument("config: memory '", m.name, "' has client_quota ", m.client_quota,
+                             " above its pool of ", m.pool_bytes, " bytes");
+    }
     if (!IsHostMemory(m.kind)) {
       return InvalidArgument("config: memory '", m.name, "' has kind ", MemoryKindName(m.kind),
                              "; this build's runtime serves SYS, REG and ZCM memories");
@@ -69,6 +73,25 @@ Status RuntimeConfig::Validate() const {
     }
   }
   return OkStatus();
+}
+
+Status DaemonConfig::Validate() const {
+  if (local_socket.empty()) return InvalidArgument("config: daemon.local_socket is empty");
+  if (grpc_socket.empty()) return InvalidArgument("config: daemon.grpc_socket is empty");
+  if (local_socket == grpc_socket) {
+    return InvalidArgument("config: daemon.local_socket and daemon.grpc_socket are the same path");
+  }
+  auto pow2 = [](uint32_t v) { return v >= 2 && v <= 65536 && (v & (v - 1)) == 0; };
+  if (!pow2(sq_entries) || !pow2(cq_entries)) {
+    return InvalidArgument("config: daemon.sq_entries and daemon.cq_entries must be powers of ",
+                           "two between 2 and 65536");
+  }
+  if (socket_mode > 0777) return InvalidArgument("config: daemon.socket_mode is not a file mode");
+  for (const char* level : {"trace", "debug", "info", "warn", "error"}) {
+    if (log_level == level) return OkStatus();
+  }
+  return InvalidArgument("config: daemon.log_level '", log_level,
+                         "' is not one of trace, debug, info, warn, error");
 }
 
 RuntimeConfig DefaultRuntimeConfig() {

@@ -23,6 +23,13 @@ struct MemoryConfig {
   // all transfers' staging here never exceeds it; transfers that do not fit
   // wait in the admission queue.
   uint64_t staging_bytes = 256ull << 20;
+  // Daemon pool: bytes clients may allocate in this memory (0: clients
+  // cannot allocate here), the most one client may hold, and whether to
+  // back allocations with huge pages (falls back to normal pages, with a
+  // log line, where the system has none).
+  uint64_t pool_bytes = 0;
+  uint64_t client_quota = 0;  // 0 = pool_bytes
+  bool hugetlb = false;
 };
 
 struct ChannelConfig {
@@ -47,10 +54,37 @@ struct RuntimeConfig {
   uint64_t space_threshold = 32ull << 20;
   int slots_per_buffer = 2;  // ring depth of intermediate buffers (>= 2 pipelines)
   size_t program_cache_entries = 4096;
+  // Direct (one-hop) copies up to this many bytes on a channel without a
+  // rate cap run on the submitting thread, skipping the DMA worker: the
+  // small-copy latency path. They are smaller than one request, so they
+  // delay a high-priority transfer by less than a request time. 0 = off.
+  uint64_t inline_bytes = 0;
 
   // Cross-field checks: unique names, edges naming known memories, one
   // channel per edge, sane numbers.
   Status Validate() const;
+};
+
+// The daemon's own settings ([daemon] in the file).
+struct DaemonConfig {
+  std::string local_socket = "/run/isometry/isometry.sock";  // shared-memory handshake
+  std::string grpc_socket = "/run/isometry/grpc.sock";       // gRPC over a unix socket
+  std::string grpc_tcp;      // "host:port" to also listen on TCP; empty = off
+  std::string socket_group;  // group owning both sockets; empty = the daemon's
+  uint32_t socket_mode = 0660;
+  std::string log_level = "info";  // trace, debug, info, warn, error
+  std::string state_dir = "/var/lib/isometry";
+  uint32_t sq_entries = 256;  // per-client submission ring
+  uint32_t cq_entries = 256;  // per-client completion ring (bounds copies in flight)
+  uint32_t max_sessions = 1024;
+  uint32_t shutdown_grace_ms = 5000;  // SIGTERM: time in-flight transfers get to finish
+
+  Status Validate() const;
+};
+
+struct Config {
+  RuntimeConfig runtime;
+  DaemonConfig daemon;
 };
 
 // A single node with SYS, REG and ZCM host memories and one Memcpy channel.

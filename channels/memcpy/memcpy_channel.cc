@@ -24,6 +24,7 @@ class MemcpyChannel final : public Channel {
     caps_.request_bytes = config.request_bytes;
     caps_.max_in_flight = config.max_in_flight > 0 ? config.max_in_flight : config.threads;
     caps_.rate_limit_bytes_per_s = config.rate_limit_bytes_per_s;
+    caps_.runs_inline = config.rate_limit_bytes_per_s == 0;  // a cap must pace every byte
     if (config.rate_limit_bytes_per_s) {
       limiter_ = std::make_unique<RateLimiter>(config.rate_limit_bytes_per_s);
     }
@@ -40,6 +41,12 @@ class MemcpyChannel final : public Channel {
   }
 
   const ChannelCaps& caps() const override { return caps_; }
+
+  Status RunInline(const ChannelRequest& request) override {
+    if (!caps_.runs_inline) return Channel::RunInline(request);
+    ExecuteProgram(*request.program, request.src, request.dst);
+    return OkStatus();
+  }
 
   void Submit(ChannelRequest request, RequestDone done) override {
     {

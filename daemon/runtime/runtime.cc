@@ -324,6 +324,37 @@ struct Runtime::Impl {
     c.Run();
   }
 
+  // ---- the inline latency path ----
+
+  // Constant-data check: a direct copy of one chunk, no larger than
+  // inline_bytes, on a channel that can run it on this thread.
+  bool RunsInline(const TransferState& t) const {
+    if (config.inline_bytes == 0 || t.xds.size() != 1 || t.grid->count() != 1) return false;
+    const Channel& ch = *channels[t.xds[0]->channel];
+    return ch.caps().runs_inline &&
+           t.box.volume() * t.src.shape.fields.total_bytes() <= config.inline_bytes;
+  }
+
+  Completion RunInline(const std::shared_ptr<TransferState>& t) {
+    const Box chunk = t->grid->chunk(0);
+    auto program = cache.Get(t->src.shape, t->dst.shape, chunk);
+    Status s = program.ok() ? channels[t->xds[0]->channel]->RunInline(
+                                  {*program, t->src.base, t->dst.base})
+                            : program.status();
+    std::lock_guard lock(mu);
+    DmaWorker& w = *workers[t->xds[0]->channel];
+    t->times.first_dispatch = Clock::now();
+    ++stats.transfers_inline;
+    active[t->id] = t;
+    if (s.ok()) {
+      t->xds[0]->done[0] = 1;
+      t->xds[0]->done_count = 1;
+      ++w.requests_done;
+      w.bytes_done += (*program)->bytes;
+    }
+    return Finish(t, std::move(s));
+  }
+
   // ---- the DMA worker (Isometry §3.5) ----
 
   static bool Runnable(const XdState& x) {
@@ -531,9 +562,12 @@ Result<Transfer> Runtime::Copy(CopyRequest request) {
     if (t->grid->count() == 0) {
       impl_->active[t->id] = t;
       c = impl_->Finish(t, OkStatus());
-    } else {
+    } else if (!impl_->RunsInline(*t)) {
       impl_->Enqueue(t);
     }
+  }
+  if (!c.transfer && t->phase == Phase::kWaiting && impl_->RunsInline(*t)) {
+    c = impl_->RunInline(t);
   }
   c.Run();
   return Transfer(t);
@@ -567,6 +601,15 @@ std::vector<ChannelStats> Runtime::Channels() const {
     s.requests_done = w->requests_done;
     s.bytes_done = w->bytes_done;
     s.dispatch_seq = w->dispatch_seq;
+    s.threads_or_slots = w->max_in_flight;
+    for (const XdState* x : w->pool) {
+      if (x->done_count >= x->transfer->grid->count()) continue;
+      const int p = x->transfer->priority;
+      if (s.queued_by_priority.empty() || s.queued_by_priority.back().first != p) {
+        s.queued_by_priority.emplace_back(p, 0);
+      }
+      ++s.queued_by_priority.back().second;
+    }
     out.push_back(s);
   }
   return out;
@@ -624,5 +667,18 @@ TransferTimes Transfer::times() const {
 }
 
 const Path& Transfer::path() const { return state_->path; }
+
+std::vector<uint64_t> Transfer::HopsDone() const {
+  std::lock_guard lock(state_->runtime->impl_->mu);
+  std::vector<uint64_t> done;
+  for (const auto& x : state_->xds) done.push_back(x->done_count);
+  return done;
+}
+
+uint64_t Transfer::chunks() const { return state_->grid->count(); }
+int Transfer::priority() const { return state_->priority; }
+uint64_t Transfer::bytes() const {
+  return state_->box.volume() * state_->src.shape.fields.total_bytes();
+}
 
 }  // namespace isometry

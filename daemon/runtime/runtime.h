@@ -84,6 +84,11 @@ class Transfer {
   // already finished. Returns immediately. Requires the Runtime to be alive.
   void Cancel() const;
   TransferTimes times() const;
+  // Chunks finished by each hop, and the chunk count every hop has.
+  std::vector<uint64_t> HopsDone() const;
+  uint64_t chunks() const;
+  int priority() const;
+  uint64_t bytes() const;  // bytes of the copy (box volume x entry size)
   // The planned path, for explain output.
   const Path& path() const;
 
@@ -110,6 +115,8 @@ struct ChannelStats {
   uint64_t requests_done = 0;
   uint64_t bytes_done = 0;
   uint64_t dispatch_seq = 0;   // requests dispatched so far
+  std::vector<std::pair<int, int>> queued_by_priority;  // (priority, XDs), highest first
+  int threads_or_slots = 0;    // max requests in flight
 };
 
 struct RuntimeStats {
@@ -120,6 +127,7 @@ struct RuntimeStats {
   uint64_t transfers_waiting_for_buffers = 0;
   uint64_t program_cache_hits = 0;
   uint64_t program_cache_misses = 0;
+  uint64_t transfers_inline = 0;  // small direct copies run on the submitting thread
 };
 
 // Makes the channel for a config entry. The default is MakeChannel (the

@@ -1,0 +1,155 @@
+// isometryd: the Isometry node daemon.
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <spdlog/spdlog.h>
+#include <systemd/sd-daemon.h>
+
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "config/config_parser.h"
+#include "daemon/node/node.h"
+#include "daemon/server/grpc_service.h"
+#include "daemon/server/local_server.h"
+
+using namespace isometry;
+
+namespace {
+
+void SetUpLogging(const std::string& level) {
+  // Under systemd, journald stamps time and priority itself: plain lines.
+  if (std::getenv("JOURNAL_STREAM")) spdlog::set_pattern("[%l] %v");
+  spdlog::set_level(spdlog::level::from_str(level));
+}
+
+Status PrepareDirectories(const DaemonConfig& d) {
+  std::error_code ec;
+  std::filesystem::create_directories(d.state_dir, ec);
+  if (ec) return Internal("cannot create state_dir '", d.state_dir, "': ", ec.message());
+  return OkStatus();
+}
+
+int Serve(const Config& config) {
+  SetUpLogging(config.daemon.log_level);
+  if (Status s = PrepareDirectories(config.daemon); !s.ok()) {
+    spdlog::error("{}", s.ToString());
+    return 1;
+  }
+  // Signals are taken by sigtimedwait in this thread only: block them before
+  // any other thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  auto node = Node::Create(config);
+  if (!node.ok()) {
+    spdlog::error("cannot start: {}", node.status().ToString());
+    return 1;
+  }
+  auto local = LocalServer::Start(**node);
+  if (!local.ok()) {
+    spdlog::error("cannot start the local socket: {}", local.status().ToString());
+    return 1;
+  }
+  const DaemonConfig& d = config.daemon;
+  if (Status s = PrepareSocketPath(d.grpc_socket); !s.ok()) {
+    spdlog::error("{}", s.ToString());
+    return 1;
+  }
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  auto service = GrpcService::Make(**node);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + d.grpc_socket, grpc::InsecureServerCredentials());
+  int tcp_port = 0;
+  if (!d.grpc_tcp.empty()) {
+    builder.AddListeningPort(d.grpc_tcp, grpc::InsecureServerCredentials(), &tcp_port);
+  }
+  builder.SetMaxReceiveMessageSize(80 << 20);
+  builder.SetMaxSendMessageSize(80 << 20);
+  builder.RegisterService(service->service());
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || (!d.grpc_tcp.empty() && tcp_port == 0)) {
+    spdlog::error("cannot start the gRPC server on unix:{}{}", d.grpc_socket,
+                  d.grpc_tcp.empty() ? "" : " and " + d.grpc_tcp);
+    return 1;
+  }
+  if (Status s = ApplySocketPermissions(d.grpc_socket, d.socket_mode, d.socket_group); !s.ok()) {
+    spdlog::error("{}", s.ToString());
+    return 1;
+  }
+  spdlog::info("gRPC on unix:{}{}", d.grpc_socket,
+               d.grpc_tcp.empty() ? "" : " and tcp " + d.grpc_tcp);
+  spdlog::info("isometryd {} ready: node {}, {} memories, {} channel(s)", ISOMETRY_VERSION,
+               config.runtime.node, config.runtime.memories.size(), config.runtime.channels.size());
+  sd_notify(0, "READY=1\nSTATUS=serving");
+
+  uint64_t watchdog_usec = 0;
+  const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0;
+  const auto tick = std::chrono::milliseconds(
+      watchdog ? std::min<uint64_t>(250, watchdog_usec / 2000) : 250);
+  int sig = 0;
+  while (true) {
+    timespec ts{0, static_cast<long>(tick.count()) * 1000000L};
+    sig = sigtimedwait(&signals, nullptr, &ts);
+    if (sig == SIGTERM || sig == SIGINT) break;
+    if (sig == SIGHUP) spdlog::info("SIGHUP: configuration reload is not supported; restart to apply");
+    (*node)->SampleThroughput();
+    if (watchdog) sd_notify(0, "WATCHDOG=1");
+  }
+  spdlog::info("{}: stopping; in-flight transfers get {} ms to finish", strsignal(sig),
+               d.shutdown_grace_ms);
+  sd_notify(0, "STOPPING=1\nSTATUS=draining");
+  (*node)->Drain(std::chrono::milliseconds(d.shutdown_grace_ms));
+  service->Shutdown();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  local->reset();
+  server.reset();
+  ::unlink(d.grpc_socket.c_str());
+  node->reset();
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"isometryd: the Isometry per-node data transfer daemon.\n"
+               "Without --config it serves the embedded single-node default."};
+  std::string config_path;
+  bool print_default = false, check_only = false;
+  std::string log_level;
+  app.add_option("-c,--config", config_path, "TOML configuration file")->check(CLI::ExistingFile);
+  app.add_flag("--print-default-config", print_default, "print the embedded default config and exit");
+  app.add_flag("--check-config", check_only, "validate the configuration and exit (0 = valid)");
+  app.add_option("--log-level", log_level, "override daemon.log_level")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  CLI11_PARSE(app, argc, argv);
+
+  if (print_default) {
+    std::cout << EmbeddedDefaultConfig();
+    return 0;
+  }
+  auto config = config_path.empty() ? ParseConfig(EmbeddedDefaultConfig(), "<embedded default>")
+                                    : LoadConfigFile(config_path);
+  if (!config.ok()) {
+    std::fprintf(stderr, "isometryd: %s\n", std::string(config.status().message()).c_str());
+    return 2;
+  }
+  if (!log_level.empty()) config->daemon.log_level = log_level;
+  if (check_only) {
+    std::printf("%s: valid (%zu memories, %zu channels)\n",
+                config_path.empty() ? "<embedded default>" : config_path.c_str(),
+                config->runtime.memories.size(), config->runtime.channels.size());
+    return 0;
+  }
+  return Serve(*config);
+}

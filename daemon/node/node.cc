@@ -1,0 +1,697 @@
+#include "daemon/node/node.h"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <random>
+#include <set>
+
+#include "daemon/node/shared_memory.h"
+
+namespace isometry {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Client pool of one memory. `used` is atomic because allocations are
+// released by whichever thread drops the last reference (a transfer's
+// completion, possibly), never under the node lock.
+struct PoolAccount {
+  size_t memory = 0;  // index into the runtime's memories
+  std::string name;
+  uint64_t capacity = 0;
+  uint64_t quota = 0;
+  bool hugetlb = false;
+  std::atomic<uint64_t> used{0};
+
+  bool TryTake(uint64_t bytes) {
+    uint64_t cur = used.load();
+    do {
+      if (bytes > capacity - cur) return false;
+    } while (!used.compare_exchange_weak(cur, cur + bytes));
+    return true;
+  }
+};
+
+struct Allocation {
+  uint64_t id = 0;
+  std::string owner;  // session; empty once published and its owner left
+  std::shared_ptr<PoolAccount> pool;
+  SharedMemory shm;
+  bool published = false;  // guarded by the node lock
+  ~Allocation() {
+    if (pool) pool->used -= shm.size();
+  }
+};
+
+struct Instance {
+  uint64_t id = 0;
+  std::string session;
+  std::shared_ptr<Allocation> allocation;
+  uint64_t offset = 0;
+  InstanceShape shape;
+};
+
+struct TransferRecord {
+  uint64_t id = 0;
+  std::string session;
+  std::optional<Transfer> handle;  // set once the runtime accepted it
+  std::shared_ptr<Allocation> src, dst;  // kept alive until the transfer ends
+  bool finished = false;
+  Status status;
+  std::vector<TransferCallback> waiters;
+  TransferReport final_report;
+};
+
+struct Session {
+  std::string id;
+  std::string name;
+  Credentials creds;
+  TransferCallback on_done;
+  std::set<uint64_t> allocations;
+  std::set<uint64_t> instances;
+  std::set<uint64_t> transfers;
+  std::map<size_t, uint64_t> quota_used;  // per pool
+};
+
+std::string NewSessionId() {
+  static std::mt19937_64 rng{std::random_device{}()};
+  static std::mutex mu;
+  std::lock_guard lock(mu);
+  char buf[33];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng()));
+  return buf;
+}
+
+std::string StateName(const TransferRecord& r) {
+  if (!r.finished) return r.handle && r.handle->HopsDone().empty() ? "waiting" : "running";
+  if (r.status.ok()) return "done";
+  return absl::IsCancelled(r.status) ? "cancelled" : "failed";
+}
+
+}  // namespace
+
+struct Node::Impl {
+  Config config;
+  std::unique_ptr<Runtime> runtime;
+  const Clock::time_point started = Clock::now();
+
+  mutable std::mutex mu;
+  std::condition_variable idle_cv;
+  std::vector<std::shared_ptr<PoolAccount>> pools;                      // constant
+  std::map<std::string, Session> sessions;                              // guarded by mu
+  std::map<uint64_t, std::shared_ptr<Allocation>> allocations;          // guarded by mu
+  std::map<uint64_t, Instance> instances;                               // guarded by mu
+  std::map<uint64_t, std::shared_ptr<TransferRecord>> active;           // guarded by mu
+  std::deque<std::shared_ptr<TransferRecord>> finished;                 // guarded by mu
+  uint64_t next_allocation = 1, next_instance = 1;                      // guarded by mu
+  bool draining = false;                                                // guarded by mu
+  std::vector<uint64_t> last_bytes;                                     // guarded by mu
+  std::vector<double> current_bps, peak_bps;                            // guarded by mu
+  Clock::time_point last_sample = Clock::now();                         // guarded by mu
+
+  static constexpr size_t kFinishedKept = 4096;
+
+  Result<Session*> FindSession(const std::string& id) {
+    auto it = sessions.find(id);
+    if (it == sessions.end()) {
+      return FailedPrecondition("unknown or closed session '", id,
+                                "': attach first (gRPC Attach or the local handshake)");
+    }
+    return &it->second;
+  }
+
+  Result<std::shared_ptr<Allocation>> UsableAllocation(const std::string& session, uint64_t id) const {
+    auto it = allocations.find(id);
+    if (it == allocations.end()) return NotFound("no allocation ", id);
+    const Allocation& a = *it->second;
+    if (a.owner != session && !a.published) {
+      return absl::PermissionDeniedError(
+          StrCat("allocation ", id, " belongs to another client and is not published"));
+    }
+    return it->second;
+  }
+
+  std::shared_ptr<PoolAccount> PoolByName(const std::string& name) const {
+    for (const auto& p : pools)
+      if (p->name == name) return p;
+    return nullptr;
+  }
+
+  TransferReport BuildReport(const TransferRecord& r) const {
+    if (r.finished && r.final_report.id) return r.final_report;
+    TransferReport rep;
+    rep.id = r.id;
+    rep.session = r.session;
+    rep.status = r.status;
+    rep.state = StateName(r);
+    if (!r.handle) return rep;
+    const Transfer& t = *r.handle;
+    rep.priority = t.priority();
+    rep.bytes = t.bytes();
+    const TransferTimes times = t.times();
+    const auto end = r.finished ? times.finished : Clock::now();
+    rep.elapsed_s = std::chrono::duration<double>(end - times.submitted).count();
+    const Topology& topo = runtime->topology();
+    rep.path = t.path().ToString(topo);
+    const std::vector<uint64_t> done = t.HopsDone();
+    for (size_t h = 0; h < t.path().edges.size(); ++h) {
+      const TopologyEdge& e = t.path().edges[h];
+      HopReport hop;
+      hop.src_memory = topo.FindMemory(e.src)->name;
+      hop.dst_memory = topo.FindMemory(e.dst)->name;
+      hop.channel = e.channel_name;
+      hop.src_layout = t.path().nodes[h].layout.ToString();
+      hop.dst_layout = t.path().nodes[h + 1].layout.ToString();
+      hop.chunks_done = h < done.size() ? done[h] : 0;
+      hop.chunks_total = t.chunks();
+      rep.hops.push_back(hop);
+    }
+    return rep;
+  }
+
+  // Under mu: moves a finished record out of `active` and returns the
+  // callbacks to run (outside the lock).
+  std::vector<std::pair<TransferCallback, TransferReport>> Finalize(
+      const std::shared_ptr<TransferRecord>& r) {
+    std::vector<std::pair<TransferCallback, TransferReport>> calls;
+    r->final_report = BuildReport(*r);
+    r->final_report.state = StateName(*r);
+    r->src.reset();
+    r->dst.reset();
+    active.erase(r->id);
+    finished.push_back(r);
+    if (finished.size() > kFinishedKept) finished.pop_front();
+    auto s = sessions.find(r->session);
+    if (s != sessions.end()) {
+      s->second.transfers.erase(r->id);
+      if (s->second.on_done) calls.emplace_back(s->second.on_done, r->final_report);
+    }
+    for (TransferCallback& w : r->waiters) calls.emplace_back(std::move(w), r->final_report);
+    r->waiters.clear();
+    idle_cv.notify_all();
+    return calls;
+  }
+
+  void OnRuntimeDone(const std::shared_ptr<TransferRecord>& r, Status s) {
+    std::vector<std::pair<TransferCallback, TransferReport>> calls;
+    {
+      std::lock_guard lock(mu);
+      r->finished = true;
+      r->status = std::move(s);
+      // Completed before Copy() registered it (the inline path): Copy()
+      // finalizes instead.
+      if (r->handle) calls = Finalize(r);
+    }
+    for (auto& [cb, rep] : calls) cb(rep);
+  }
+
+  void ReleaseSessionLocked(Session& s) {
+    for (uint64_t id : s.instances) instances.erase(id);
+    for (uint64_t id : s.allocations) {
+      auto it = allocations.find(id);
+      if (it == allocations.end()) continue;
+      if (it->second->published) {
+        it->second->owner.clear();  // outlives its session
+      } else {
+        allocations.erase(it);      // memory goes when in-flight transfers drain
+      }
+    }
+  }
+};
+
+Node::Node(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Node::~Node() { Drain(std::chrono::milliseconds(0)); }
+
+Result<std::unique_ptr<Node>> Node::Create(const Config& config) {
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  ISO_ASSIGN_OR_RETURN(impl->runtime, Runtime::Create(config.runtime));
+  for (size_t i = 0; i < config.runtime.memories.size(); ++i) {
+    const MemoryConfig& m = config.runtime.memories[i];
+    auto p = std::make_shared<PoolAccount>();
+    p->memory = i;
+    p->name = m.name;
+    p->capacity = m.pool_bytes;
+    p->quota = m.client_quota ? m.client_quota : m.pool_bytes;
+    p->hugetlb = m.hugetlb;
+    impl->pools.push_back(p);
+  }
+  const size_t channels = config.runtime.channels.size();
+  impl->last_bytes.assign(channels, 0);
+  impl->current_bps.assign(channels, 0);
+  impl->peak_bps.assign(channels, 0);
+  return std::unique_ptr<Node>(new Node(std::move(impl)));
+}
+
+const Config& Node::config() const { return impl_->config; }
+
+// ---- sessions ----
+
+Result<std::string> Node::OpenSession(const std::string& client_name, const Credentials& creds,
+                                      TransferCallback on_transfer_done) {
+  std::lock_guard lock(impl_->mu);
+  if (impl_->draining) return Unavailable("isometryd is shutting down");
+  if (impl_->sessions.size() >= impl_->config.daemon.max_sessions) {
+    return ResourceExhausted("too many sessions (", impl_->sessions.size(),
+                             "); daemon.max_sessions is ", impl_->config.daemon.max_sessions);
+  }
+  Session s;
+  s.id = NewSessionId();
+  s.name = client_name.substr(0, 128);
+  s.creds = creds;
+  s.on_done = std::move(on_transfer_done);
+  const std::string id = s.id;
+  impl_->sessions.emplace(id, std::move(s));
+  spdlog::info("session {} opened: client '{}' pid {} uid {}", id, client_name, creds.pid,
+               creds.uid);
+  return id;
+}
+
+void Node::CloseSession(const std::string& session) {
+  std::vector<Transfer> to_cancel;
+  {
+    std::lock_guard lock(impl_->mu);
+    auto it = impl_->sessions.find(session);
+    if (it == impl_->sessions.end()) return;
+    Session& s = it->second;
+    for (uint64_t id : s.transfers) {
+      auto t = impl_->active.find(id);
+      if (t != impl_->active.end() && t->second->handle) to_cancel.push_back(*t->second->handle);
+    }
+    spdlog::info("session {} closed: client '{}' pid {}; cancelling {} transfer(s), releasing {} "
+                 "allocation(s)",
+                 session, s.name, s.creds.pid, to_cancel.size(), s.allocations.size());
+    impl_->ReleaseSessionLocked(s);
+    // Completions of its transfers no longer reach it.
+    impl_->sessions.erase(it);
+  }
+  for (Transfer& t : to_cancel) t.Cancel();
+}
+
+bool Node::HasSession(const std::string& session) const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->sessions.count(session) > 0;
+}
+
+// ---- pool memory ----
+
+Result<AllocationReport> Node::Allocate(const std::string& session, const std::string& memory,
+                                        uint64_t bytes) {
+  std::shared_ptr<PoolAccount> pool = impl_->PoolByName(memory);
+  if (!pool) return NotFound("no memory named '", memory, "'");
+  if (pool->capacity == 0) {
+    return FailedPrecondition("memory '", memory, "' has no client pool (set pool = \"...\" ",
+                              "for it in the config)");
+  }
+  if (bytes == 0) return InvalidArgument("allocation of 0 bytes");
+  if (bytes > pool->capacity) {
+    return ResourceExhausted("allocation of ", bytes, " bytes exceeds memory '", memory,
+                             "' pool of ", pool->capacity, " bytes");
+  }
+  uint64_t id;
+  {
+    std::lock_guard lock(impl_->mu);
+    ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
+    uint64_t& used = s->quota_used[pool->memory];
+    if (bytes > pool->quota - used) {
+      return ResourceExhausted("client quota of memory '", memory, "' exhausted: ", used,
+                               " of ", pool->quota, " bytes held, ", bytes, " asked");
+    }
+    if (!pool->TryTake(bytes)) {
+      return ResourceExhausted("memory '", memory, "' pool is full: ", pool->used.load(), " of ",
+                               pool->capacity, " bytes in use, ", bytes, " asked");
+    }
+    used += bytes;
+    id = impl_->next_allocation++;
+  }
+  auto shm = SharedMemory::Create(StrCat("isometry:", memory, ":", id), bytes, pool->hugetlb);
+  std::lock_guard lock(impl_->mu);
+  auto sit = impl_->sessions.find(session);
+  if (!shm.ok() || sit == impl_->sessions.end()) {
+    pool->used -= bytes;
+    if (sit != impl_->sessions.end()) sit->second.quota_used[pool->memory] -= bytes;
+    return shm.ok() ? FailedPrecondition("session closed during allocation") : shm.status();
+  }
+  auto a = std::make_shared<Allocation>();
+  a->id = id;
+  a->owner = session;
+  a->shm = *std::move(shm);
+  a->pool = pool;  // from here on the destructor returns the bytes
+  impl_->allocations[id] = a;
+  sit->second.allocations.insert(id);
+  return AllocationReport{id, memory, bytes, a->shm.fd()};
+}
+
+Status Node::Free(const std::string& session, uint64_t allocation) {
+  std::lock_guard lock(impl_->mu);
+  ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
+  auto it = impl_->allocations.find(allocation);
+  if (it == impl_->allocations.end()) return NotFound("no allocation ", allocation);
+  Allocation& a = *it->second;
+  if (a.owner != session) {
+    return absl::PermissionDeniedError(
+        StrCat("allocation ", allocation, " belongs to another client"));
+  }
+  for (auto i = s->instances.begin(); i != s->instances.end();) {
+    auto inst = impl_->instances.find(*i);
+    if (inst != impl_->instances.end() && inst->second.allocation.get() == &a) {
+      impl_->instances.erase(inst);
+      i = s->instances.erase(i);
+    } else {
+      ++i;
+    }
+  }
+  s->quota_used[a.pool->memory] -= a.shm.size();
+  s->allocations.erase(allocation);
+  impl_->allocations.erase(it);
+  return OkStatus();
+}
+
+Status Node::Publish(const std::string& session, uint64_t allocation) {
+  std::lock_guard lock(impl_->mu);
+  ISO_RETURN_IF_ERROR(impl_->FindSession(session).status());
+  auto it = impl_->allocations.find(allocation);
+  if (it == impl_->allocations.end()) return NotFound("no allocation ", allocation);
+  if (it->second->owner != session) {
+    return absl::PermissionDeniedError(
+        StrCat("allocation ", allocation, " belongs to another client"));
+  }
+  it->second->published = true;
+  return OkStatus();
+}
+
+Result<AllocationReport> Node::Lookup(const std::string& session, uint64_t allocation) const {
+  std::lock_guard lock(impl_->mu);
+  if (!impl_->sessions.count(session)) return FailedPrecondition("unknown session '", session, "'");
+  ISO_ASSIGN_OR_RETURN(auto a, impl_->UsableAllocation(session, allocation));
+  return AllocationReport{a->id, a->pool->name, a->shm.size(), a->shm.fd()};
+}
+
+namespace {
+Status CheckRange(uint64_t offset, uint64_t length, uint64_t size, uint64_t allocation) {
+  if (offset > size || length > size - offset) {
+    return OutOfRange("bytes [", offset, ", ", offset, "+", length, ") lie outside allocation ",
+                      allocation, " of ", size, " bytes");
+  }
+  return OkStatus();
+}
+}  // namespace
+
+Status Node::Write(const std::string& session, uint64_t allocation, uint64_t offset,
+                   std::string_view data) {
+  std::shared_ptr<Allocation> a;
+  {
+    std::lock_guard lock(impl_->mu);
+    ISO_RETURN_IF_ERROR(impl_->FindSession(session).status());
+    ISO_ASSIGN_OR_RETURN(a, impl_->UsableAllocation(session, allocation));
+  }
+  ISO_RETURN_IF_ERROR(CheckRange(offset, data.size(), a->shm.size(), allocation));
+  std::memcpy(a->shm.data() + offset, data.data(), data.size());
+  return OkStatus();
+}
+
+Result<std::string> Node::Read(const std::string& session, uint64_t allocation, uint64_t offset,
+                               uint64_t length) const {
+  std::shared_ptr<Allocation> a;
+  {
+    std::lock_guard lock(impl_->mu);
+    if (!impl_->sessions.count(session)) return FailedPrecondition("unknown session '", session, "'");
+    ISO_ASSIGN_OR_RETURN(a, impl_->UsableAllocation(session, allocation));
+  }
+  ISO_RETURN_IF_ERROR(CheckRange(offset, length, a->shm.size(), allocation));
+  if (length > (64ull << 20)) return OutOfRange("a read returns at most 64 MiB; asked ", length);
+  return std::string(reinterpret_cast<const char*>(a->shm.data() + offset), length);
+}
+
+// ---- instances and copies ----
+
+Result<std::pair<uint64_t, uint64_t>> Node::RegisterInstance(const std::string& session,
+                                                             const InstanceSpec& spec) {
+  ISO_RETURN_IF_ERROR(spec.shape.Validate("instance"));
+  const uint64_t total = spec.shape.total_bytes();
+  std::lock_guard lock(impl_->mu);
+  ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
+  ISO_ASSIGN_OR_RETURN(auto a, impl_->UsableAllocation(session, spec.allocation));
+  if (spec.offset > a->shm.size() || total > a->shm.size() - spec.offset) {
+    return OutOfRange("instance of ", total, " bytes (layout '", spec.shape.layout.ToString(),
+                      "' over ", ToString(spec.shape.bounds), ") at offset ", spec.offset,
+                      " does not fit allocation ", spec.allocation, " of ", a->shm.size(),
+                      " bytes");
+  }
+  const uint64_t id = impl_->next_instance++;
+  impl_->instances[id] = Instance{id, session, a, spec.offset, spec.shape};
+  s->instances.insert(id);
+  return std::make_pair(id, total);
+}
+
+Status Node::UnregisterInstance(const std::string& session, uint64_t instance) {
+  std::lock_guard lock(impl_->mu);
+  ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
+  if (!s->instances.erase(instance)) return NotFound("no instance ", instance, " in this session");
+  impl_->instances.erase(instance);
+  return OkStatus();
+}
+
+Result<uint64_t> Node::Copy(const std::string& session, const CopySpec& spec,
+                            TransferCallback on_done) {
+  auto record = std::make_shared<TransferRecord>();
+  record->session = session;
+  if (on_done) record->waiters.push_back(std::move(on_done));
+  CopyRequest req;
+  {
+    std::lock_guard lock(impl_->mu);
+    if (impl_->draining) return Unavailable("isometryd is shutting down; no new copies");
+    ISO_RETURN_IF_ERROR(impl_->FindSession(session).status());
+    const Instance* ends[2] = {nullptr, nullptr};
+    const uint64_t ids[2] = {spec.src_instance, spec.dst_instance};
+    for (int i = 0; i < 2; ++i) {
+      auto it = impl_->instances.find(ids[i]);
+      if (it == impl_->instances.end() || it->second.session != session) {
+        return NotFound("no ", i ? "destination" : "source", " instance ", ids[i],
+                        " registered in this session");
+      }
+      ends[i] = &it->second;
+    }
+    auto ref = [&](const Instance& in) {
+      const MemoryId mem = impl_->runtime->topology().memories[in.allocation->pool->memory].id;
+      return InstanceRef{mem, in.allocation->shm.data() + in.offset,
+                         in.allocation->shm.size() - in.offset, in.shape};
+    };
+    req.src = ref(*ends[0]);
+    req.dst = ref(*ends[1]);
+    record->src = ends[0]->allocation;
+    record->dst = ends[1]->allocation;
+    for (const ViaHop& h : spec.via) {
+      ISO_ASSIGN_OR_RETURN(MemoryId m, impl_->runtime->FindMemory(h.memory));
+      ISO_ASSIGN_OR_RETURN(Layout l, Layout::Parse(h.layout, ends[0]->shape.bounds.dims));
+      req.via.push_back({m, l});
+    }
+  }
+  req.box = spec.box;
+  req.priority = spec.priority;
+  Impl* impl = impl_.get();
+  req.on_complete = [impl, record](Status s) { impl->OnRuntimeDone(record, std::move(s)); };
+  // Not under the node lock: the inline path completes inside Copy().
+  ISO_ASSIGN_OR_RETURN(Transfer t, impl_->runtime->Copy(std::move(req)));
+  std::vector<std::pair<TransferCallback, TransferReport>> calls;
+  bool orphan = false;
+  {
+    std::lock_guard lock(impl_->mu);
+    record->id = t.id();
+    record->handle = t;
+    impl_->active[t.id()] = record;
+    auto s = impl_->sessions.find(session);
+    if (s != impl_->sessions.end()) {
+      s->second.transfers.insert(t.id());
+    } else {
+      orphan = true;  // the session ended while we submitted
+    }
+    if (record->finished) calls = impl_->Finalize(record);
+  }
+  if (orphan) t.Cancel();
+  for (auto& [cb, rep] : calls) cb(rep);
+  return t.id();
+}
+
+Status Node::Cancel(const std::string& session, uint64_t transfer) {
+  std::optional<Transfer> t;
+  {
+    std::lock_guard lock(impl_->mu);
+    auto it = impl_->active.find(transfer);
+    if (it == impl_->active.end()) {
+      for (const auto& f : impl_->finished) {
+        if (f->id == transfer) return OkStatus();  // already ended: nothing to do
+      }
+      return NotFound("no transfer ", transfer);
+    }
+    if (!session.empty() && it->second->session != session) {
+      return absl::PermissionDeniedError(StrCat("transfer ", transfer, " belongs to another client"));
+    }
+    t = it->second->handle;
+  }
+  if (t) t->Cancel();
+  return OkStatus();
+}
+
+Result<TransferReport> Node::GetTransfer(uint64_t transfer) const {
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->active.find(transfer);
+  if (it != impl_->active.end()) return impl_->BuildReport(*it->second);
+  for (const auto& f : impl_->finished) {
+    if (f->id == transfer) return f->final_report;
+  }
+  return NotFound("no transfer ", transfer, " (finished transfers are kept for the last ",
+                  Impl::kFinishedKept, ")");
+}
+
+Status Node::WhenDone(uint64_t transfer, TransferCallback cb) {
+  TransferReport rep;
+  {
+    std::lock_guard lock(impl_->mu);
+    auto it = impl_->active.find(transfer);
+    if (it != impl_->active.end()) {
+      it->second->waiters.push_back(std::move(cb));
+      return OkStatus();
+    }
+    bool found = false;
+    for (const auto& f : impl_->finished) {
+      if (f->id == transfer) {
+        rep = f->final_report;
+        found = true;
+      }
+    }
+    if (!found) return NotFound("no transfer ", transfer);
+  }
+  cb(rep);
+  return OkStatus();
+}
+
+std::vector<TransferReport> Node::ListTransfers() const {
+  std::lock_guard lock(impl_->mu);
+  std::vector<TransferReport> out;
+  for (const auto& [id, r] : impl_->active) out.push_back(impl_->BuildReport(*r));
+  return out;
+}
+
+// ---- introspection ----
+
+std::vector<MemoryReport> Node::ListMemories() const {
+  std::vector<MemoryReport> out;
+  for (const MemoryUsage& u : impl_->runtime->Memories()) {
+    MemoryReport r;
+    r.usage = u;
+    for (const auto& p : impl_->pools) {
+      if (p->name == u.name) {
+        r.pool_capacity = p->capacity;
+        r.pool_used = p->used.load();
+        r.client_quota = p->quota;
+      }
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<ChannelReport> Node::ListChannels() const {
+  const std::vector<ChannelStats> stats = impl_->runtime->Channels();
+  const Topology& topo = impl_->runtime->topology();
+  std::lock_guard lock(impl_->mu);
+  std::vector<ChannelReport> out;
+  for (size_t c = 0; c < stats.size(); ++c) {
+    ChannelReport r;
+    r.stats = stats[c];
+    r.config = impl_->config.runtime.channels[c];
+    for (const TopologyEdge& e : topo.edges) {
+      if (e.channel == static_cast<int>(c)) {
+        r.edges.push_back(topo.FindMemory(e.src)->name + "->" + topo.FindMemory(e.dst)->name);
+      }
+    }
+    r.current_bytes_per_s = impl_->current_bps[c];
+    r.peak_bytes_per_s = impl_->peak_bps[c];
+    out.push_back(r);
+  }
+  return out;
+}
+
+void Node::SampleThroughput() {
+  const std::vector<ChannelStats> stats = impl_->runtime->Channels();
+  std::lock_guard lock(impl_->mu);
+  const auto now = Clock::now();
+  const double dt = std::chrono::duration<double>(now - impl_->last_sample).count();
+  if (dt <= 0) return;
+  for (size_t c = 0; c < stats.size(); ++c) {
+    const double rate = static_cast<double>(stats[c].bytes_done - impl_->last_bytes[c]) / dt;
+    impl_->current_bps[c] = rate;
+    impl_->peak_bps[c] = std::max(impl_->peak_bps[c], rate);
+    impl_->last_bytes[c] = stats[c].bytes_done;
+  }
+  impl_->last_sample = now;
+}
+
+Result<PlanReport> Node::Explain(const std::string& src_memory, const Layout& src_layout,
+                                 const std::string& dst_memory, const Layout& dst_layout,
+                                 const Box& bounds, const FieldSpace& fields) const {
+  ISO_ASSIGN_OR_RETURN(MemoryId src, impl_->runtime->FindMemory(src_memory));
+  ISO_ASSIGN_OR_RETURN(MemoryId dst, impl_->runtime->FindMemory(dst_memory));
+  InstanceShape ss{bounds, fields, src_layout}, ds{bounds, fields, dst_layout};
+  ISO_RETURN_IF_ERROR(ss.Validate("source"));
+  ISO_RETURN_IF_ERROR(ds.Validate("destination"));
+  ISO_ASSIGN_OR_RETURN(Path path, impl_->runtime->Plan({src, nullptr, 0, ss}, {dst, nullptr, 0, ds}));
+  const Topology& topo = impl_->runtime->topology();
+  const RuntimeConfig& rc = impl_->config.runtime;
+  PlanReport rep;
+  rep.algorithm = path.algorithm;
+  rep.text = path.ToString(topo);
+  for (size_t h = 0; h < path.edges.size(); ++h) {
+    const TopologyEdge& e = path.edges[h];
+    PlanHopReport hop;
+    hop.src_memory = topo.FindMemory(e.src)->name;
+    hop.dst_memory = topo.FindMemory(e.dst)->name;
+    hop.channel = e.channel_name;
+    hop.src_layout = path.nodes[h].layout.ToString();
+    hop.dst_layout = path.nodes[h + 1].layout.ToString();
+    hop.request_bytes = rc.channels[static_cast<size_t>(e.channel)].request_bytes;
+    hop.buffer_bytes = h + 1 < path.edges.size() ? rc.space_threshold : 0;
+    rep.hops.push_back(hop);
+  }
+  return rep;
+}
+
+NodeStatus Node::GetStatus() const {
+  NodeStatus s;
+  s.runtime = impl_->runtime->Stats();
+  std::lock_guard lock(impl_->mu);
+  s.node = impl_->config.runtime.node;
+  s.uptime_s = std::chrono::duration<double>(Clock::now() - impl_->started).count();
+  s.sessions = static_cast<uint32_t>(impl_->sessions.size());
+  s.transfers_active = impl_->active.size();
+  s.allocations = impl_->allocations.size();
+  s.instances = impl_->instances.size();
+  return s;
+}
+
+void Node::Drain(std::chrono::milliseconds grace) {
+  std::unique_lock lock(impl_->mu);
+  impl_->draining = true;
+  if (!impl_->idle_cv.wait_for(lock, grace, [&] { return impl_->active.empty(); })) {
+    std::vector<Transfer> left;
+    for (auto& [id, r] : impl_->active) {
+      if (r->handle) left.push_back(*r->handle);
+    }
+    spdlog::warn("shutdown: cancelling {} transfer(s) still running after {} ms", left.size(),
+                 grace.count());
+    lock.unlock();
+    for (Transfer& t : left) t.Cancel();
+    lock.lock();
+    impl_->idle_cv.wait(lock, [&] { return impl_->active.empty(); });
+  }
+}
+
+}  // namespace isometry

@@ -1,0 +1,189 @@
+// The node: what isometryd serves, independent of any wire protocol.
+//
+// A Node owns the runtime, the client pools, sessions, allocations,
+// registered instances and the record of transfers. The gRPC service and the
+// local (shared-memory) server both translate their messages into calls on
+// it; neither holds state of its own beyond connections.
+//
+// Sessions: every client call names a session. A session ends when its
+// connection ends (the local socket closes, the gRPC Attach stream ends);
+// ending it cancels its transfers and frees its allocations that were not
+// published. Memory still used by a transfer in flight is released when
+// that transfer has drained.
+//
+// Thread-safety: every method may be called from any thread. Callbacks
+// (transfer completion) run on runtime threads, never under the node lock.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/runtime_config.h"
+#include "core/instance.h"
+#include "core/status.h"
+#include "daemon/runtime/runtime.h"
+
+namespace isometry {
+
+struct Credentials {
+  pid_t pid = -1;
+  uid_t uid = static_cast<uid_t>(-1);
+  gid_t gid = static_cast<gid_t>(-1);
+};
+
+struct HopReport {
+  std::string src_memory, dst_memory, channel, src_layout, dst_layout;
+  uint64_t chunks_done = 0;
+  uint64_t chunks_total = 0;
+};
+
+struct TransferReport {
+  uint64_t id = 0;
+  std::string session;
+  std::string state;  // waiting, running, done, failed, cancelled
+  Status status;
+  int priority = 0;
+  uint64_t bytes = 0;
+  double elapsed_s = 0;
+  std::string path;
+  std::vector<HopReport> hops;
+};
+
+struct AllocationReport {
+  uint64_t id = 0;
+  std::string memory;
+  uint64_t bytes = 0;
+  int fd = -1;  // the node's memfd; borrowed, valid while the allocation lives
+};
+
+struct MemoryReport {
+  MemoryUsage usage;
+  uint64_t pool_capacity = 0;
+  uint64_t pool_used = 0;
+  uint64_t client_quota = 0;
+};
+
+struct ChannelReport {
+  ChannelStats stats;
+  ChannelConfig config;
+  std::vector<std::string> edges;
+  double current_bytes_per_s = 0;
+  double peak_bytes_per_s = 0;
+};
+
+struct NodeStatus {
+  uint32_t node = 0;
+  double uptime_s = 0;
+  uint32_t sessions = 0;
+  RuntimeStats runtime;
+  uint64_t transfers_active = 0;
+  uint64_t allocations = 0;
+  uint64_t instances = 0;
+};
+
+struct PlanHopReport {
+  std::string src_memory, dst_memory, channel, src_layout, dst_layout;
+  uint64_t request_bytes = 0;
+  uint64_t buffer_bytes = 0;
+};
+struct PlanReport {
+  std::string algorithm;
+  std::vector<PlanHopReport> hops;
+  std::string text;
+};
+
+struct InstanceSpec {
+  uint64_t allocation = 0;
+  uint64_t offset = 0;
+  InstanceShape shape;
+};
+
+struct ViaHop {
+  std::string memory;
+  std::string layout;  // parsed against the source instance's dimensions
+};
+
+struct CopySpec {
+  uint64_t src_instance = 0;
+  uint64_t dst_instance = 0;
+  std::optional<Box> box;
+  int priority = 0;
+  std::vector<ViaHop> via;
+};
+
+using TransferCallback = std::function<void(const TransferReport&)>;
+
+class Node {
+ public:
+  static Result<std::unique_ptr<Node>> Create(const Config& config);
+  ~Node();
+
+  // Sessions. `on_transfer_done` receives every finished transfer of the
+  // session (the completion stream / ring); it may be empty.
+  Result<std::string> OpenSession(const std::string& client_name, const Credentials& creds,
+                                  TransferCallback on_transfer_done);
+  void CloseSession(const std::string& session);
+  bool HasSession(const std::string& session) const;
+
+  // Pool memory. The report's fd is what clients map.
+  Result<AllocationReport> Allocate(const std::string& session, const std::string& memory,
+                                    uint64_t bytes);
+  Status Free(const std::string& session, uint64_t allocation);
+  Status Publish(const std::string& session, uint64_t allocation);
+  // An allocation the session may use: its own or a published one.
+  Result<AllocationReport> Lookup(const std::string& session, uint64_t allocation) const;
+  Status Write(const std::string& session, uint64_t allocation, uint64_t offset,
+               std::string_view data);
+  Result<std::string> Read(const std::string& session, uint64_t allocation, uint64_t offset,
+                           uint64_t length) const;
+
+  // Instances are registered once and copied by handle (FALCON-X's
+  // memoized translation: the shape is validated here, once).
+  Result<std::pair<uint64_t, uint64_t>> RegisterInstance(const std::string& session,
+                                                         const InstanceSpec& spec);
+  Status UnregisterInstance(const std::string& session, uint64_t instance);
+
+  // Queues a copy between two instances the session registered. `on_done`
+  // (optional) runs once when it ends, in addition to the session callback.
+  Result<uint64_t> Copy(const std::string& session, const CopySpec& spec,
+                        TransferCallback on_done = nullptr);
+  // An empty session may cancel any transfer (the operator, through the
+  // socket's permissions); a session only its own.
+  Status Cancel(const std::string& session, uint64_t transfer);
+  Result<TransferReport> GetTransfer(uint64_t transfer) const;
+  // Runs `cb` once the transfer has ended (at once if it already has).
+  Status WhenDone(uint64_t transfer, TransferCallback cb);
+  std::vector<TransferReport> ListTransfers() const;
+
+  std::vector<MemoryReport> ListMemories() const;
+  std::vector<ChannelReport> ListChannels() const;
+  Result<PlanReport> Explain(const std::string& src_memory, const Layout& src_layout,
+                             const std::string& dst_memory, const Layout& dst_layout,
+                             const Box& bounds, const FieldSpace& fields) const;
+  NodeStatus GetStatus() const;
+  const Config& config() const;
+
+  // Stops admitting copies (they fail with UNAVAILABLE), lets transfers in
+  // flight finish for up to `grace`, then cancels the rest and waits.
+  void Drain(std::chrono::milliseconds grace);
+
+  // Samples channel throughput (current and peak); called periodically by
+  // the daemon, and by tests.
+  void SampleThroughput();
+
+ private:
+  struct Impl;
+  explicit Node(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace isometry

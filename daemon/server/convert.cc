@@ -1,0 +1,141 @@
+#include "daemon/server/convert.h"
+
+namespace isometry {
+
+Result<Box> BoxFromProto(const v1::Box& box, std::string_view what) {
+  if (box.lo_size() != box.hi_size()) {
+    return InvalidArgument(what, ": lo has ", box.lo_size(), " values but hi has ", box.hi_size());
+  }
+  if (box.lo_size() < 1 || box.lo_size() > kMaxDims) {
+    return InvalidArgument(what, ": ", box.lo_size(), " dimensions; between 1 and ", kMaxDims,
+                           " are supported");
+  }
+  Box b;
+  b.dims = box.lo_size();
+  for (int d = 0; d < b.dims; ++d) {
+    b.lo[d] = box.lo(d);
+    b.hi[d] = box.hi(d);
+  }
+  ISO_RETURN_IF_ERROR(b.Validate(what));
+  return b;
+}
+
+Result<FieldSpace> FieldsFromProto(const google::protobuf::RepeatedPtrField<v1::Field>& fields) {
+  if (fields.size() > 4096) return InvalidArgument("field space: ", fields.size(), " fields; at most 4096");
+  std::vector<Field> out;
+  for (const v1::Field& f : fields) out.push_back({f.name(), f.size()});
+  return FieldSpace::Make(std::move(out));
+}
+
+Result<InstanceSpec> InstanceSpecFromProto(const v1::InstanceSpec& spec) {
+  ISO_ASSIGN_OR_RETURN(Box bounds, BoxFromProto(spec.bounds(), "instance bounds"));
+  ISO_ASSIGN_OR_RETURN(FieldSpace fields, FieldsFromProto(spec.fields()));
+  ISO_ASSIGN_OR_RETURN(Layout layout, Layout::Parse(spec.layout(), bounds.dims));
+  return InstanceSpec{spec.allocation(), spec.offset(), InstanceShape{bounds, fields, layout}};
+}
+
+Result<CopySpec> CopySpecFromProto(const v1::CopyRequest& req) {
+  CopySpec c;
+  c.src_instance = req.src_instance();
+  c.dst_instance = req.dst_instance();
+  c.priority = req.priority();
+  if (req.has_box()) {
+    ISO_ASSIGN_OR_RETURN(Box b, BoxFromProto(req.box(), "copy box"));
+    c.box = b;
+  }
+  if (req.via_size() > 8) return InvalidArgument("copy: ", req.via_size(), " forced hops; at most 8");
+  for (const v1::Hop& h : req.via()) c.via.push_back({h.memory(), h.layout()});
+  return c;
+}
+
+void ToProto(const TransferReport& r, v1::TransferInfo* out) {
+  out->set_id(r.id);
+  out->set_state(r.state);
+  out->set_code(static_cast<int32_t>(r.status.code()));
+  out->set_message(std::string(r.status.message()));
+  out->set_priority(r.priority);
+  out->set_bytes(r.bytes);
+  out->set_elapsed_s(r.elapsed_s);
+  out->set_path(r.path);
+  out->set_session(r.session);
+  for (const HopReport& h : r.hops) {
+    v1::HopProgress* p = out->add_hops();
+    p->set_src_memory(h.src_memory);
+    p->set_dst_memory(h.dst_memory);
+    p->set_channel(h.channel);
+    p->set_src_layout(h.src_layout);
+    p->set_dst_layout(h.dst_layout);
+    p->set_chunks_done(h.chunks_done);
+    p->set_chunks_total(h.chunks_total);
+  }
+}
+
+void ToProto(const MemoryReport& r, v1::Memory* out) {
+  out->mutable_id()->set_node(r.usage.id.node);
+  out->mutable_id()->set_memory(r.usage.id.memory);
+  out->set_name(r.usage.name);
+  out->set_kind(std::string(MemoryKindName(r.usage.kind)));
+  out->set_pool_capacity(r.pool_capacity);
+  out->set_pool_used(r.pool_used);
+  out->set_client_quota(r.client_quota);
+  out->set_staging_budget(r.usage.staging_budget);
+  out->set_staging_used(r.usage.staging_used);
+  out->set_staging_peak(r.usage.staging_peak);
+}
+
+void ToProto(const ChannelReport& r, v1::ChannelInfo* out) {
+  out->set_name(r.stats.name);
+  out->set_kind(std::string(ChannelKindName(r.config.kind)));
+  for (const std::string& e : r.edges) out->add_edges(e);
+  out->set_threads(r.config.threads);
+  out->set_max_in_flight(r.stats.threads_or_slots);
+  out->set_requests_in_flight(r.stats.requests_in_flight);
+  for (const auto& [prio, xds] : r.stats.queued_by_priority) {
+    v1::QueueLevel* q = out->add_queued();
+    q->set_priority(prio);
+    q->set_xds(xds);
+  }
+  out->set_requests_done(r.stats.requests_done);
+  out->set_bytes_done(r.stats.bytes_done);
+  out->set_current_bytes_per_s(r.current_bytes_per_s);
+  out->set_peak_bytes_per_s(r.peak_bytes_per_s);
+  out->set_rate_limit_bytes_per_s(r.config.rate_limit_bytes_per_s);
+}
+
+void ToProto(const PlanReport& r, v1::ExplainPlanResponse* out) {
+  out->set_algorithm(r.algorithm);
+  out->set_text(r.text);
+  for (const PlanHopReport& h : r.hops) {
+    v1::PlanHop* p = out->add_hops();
+    p->set_src_memory(h.src_memory);
+    p->set_dst_memory(h.dst_memory);
+    p->set_channel(h.channel);
+    p->set_src_layout(h.src_layout);
+    p->set_dst_layout(h.dst_layout);
+    p->set_request_bytes(h.request_bytes);
+    p->set_buffer_bytes(h.buffer_bytes);
+  }
+}
+
+void ToProto(const NodeStatus& s, v1::StatusResponse* out) {
+  out->set_version(ISOMETRY_VERSION);
+  out->set_node(s.node);
+  out->set_uptime_s(s.uptime_s);
+  out->set_sessions(s.sessions);
+  out->set_transfers_submitted(s.runtime.transfers_submitted);
+  out->set_transfers_completed(s.runtime.transfers_completed);
+  out->set_transfers_failed(s.runtime.transfers_failed);
+  out->set_transfers_cancelled(s.runtime.transfers_cancelled);
+  out->set_transfers_active(s.transfers_active);
+  out->set_program_cache_hits(s.runtime.program_cache_hits);
+  out->set_program_cache_misses(s.runtime.program_cache_misses);
+  out->set_allocations(s.allocations);
+  out->set_instances(s.instances);
+}
+
+grpc::Status ToGrpc(const Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+}  // namespace isometry

@@ -1,0 +1,26 @@
+// Proto <-> domain translation shared by the gRPC service and the local
+// server. Every From* function validates: a malformed message becomes an
+// INVALID_ARGUMENT naming the field.
+#pragma once
+
+#include <grpcpp/support/status.h>
+
+#include "daemon/node/node.h"
+#include "isometry.pb.h"
+
+namespace isometry {
+
+Result<Box> BoxFromProto(const v1::Box& box, std::string_view what);
+Result<FieldSpace> FieldsFromProto(const google::protobuf::RepeatedPtrField<v1::Field>& fields);
+Result<InstanceSpec> InstanceSpecFromProto(const v1::InstanceSpec& spec);
+Result<CopySpec> CopySpecFromProto(const v1::CopyRequest& req);
+
+void ToProto(const TransferReport& r, v1::TransferInfo* out);
+void ToProto(const MemoryReport& r, v1::Memory* out);
+void ToProto(const ChannelReport& r, v1::ChannelInfo* out);
+void ToProto(const PlanReport& r, v1::ExplainPlanResponse* out);
+void ToProto(const NodeStatus& s, v1::StatusResponse* out);
+
+grpc::Status ToGrpc(const Status& s);
+
+}  // namespace isometry

@@ -1,0 +1,321 @@
+#include "daemon/server/grpc_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <deque>
+#include <mutex>
+#include <set>
+
+#include "daemon/server/convert.h"
+#include "daemon/server/timer.h"
+
+namespace isometry {
+
+namespace {
+
+using grpc::CallbackServerContext;
+using grpc::ServerUnaryReactor;
+
+constexpr char kSessionKey[] = "isometry-session";
+
+std::string SessionOf(const CallbackServerContext* ctx) {
+  auto it = ctx->client_metadata().find(kSessionKey);
+  if (it == ctx->client_metadata().end()) return {};
+  return std::string(it->second.data(), it->second.size());
+}
+
+ServerUnaryReactor* Reply(CallbackServerContext* ctx, const Status& s) {
+  ServerUnaryReactor* r = ctx->DefaultReactor();
+  r->Finish(ToGrpc(s));
+  return r;
+}
+
+// State shared between an Attach stream and the session callback, which may
+// fire on any thread until the session is closed.
+struct AttachState {
+  std::mutex mu;
+  grpc::ServerWriteReactor<v1::SessionEvent>* reactor = nullptr;  // null once done
+  std::deque<v1::SessionEvent> queue;  // front is being written
+  bool writing = false;
+  bool finished = false;
+
+  // Under mu.
+  void WriteNext() {
+    if (writing || finished || queue.empty() || !reactor) return;
+    writing = true;
+    reactor->StartWrite(&queue.front());
+  }
+  void Push(v1::SessionEvent e) {
+    std::lock_guard lock(mu);
+    if (finished) return;
+    queue.push_back(std::move(e));
+    WriteNext();
+  }
+  void FinishOnce(const grpc::Status& s) {
+    std::lock_guard lock(mu);
+    if (finished || !reactor) return;
+    finished = true;
+    reactor->Finish(s);
+  }
+};
+
+class AttachReactor final : public grpc::ServerWriteReactor<v1::SessionEvent> {
+ public:
+  AttachReactor(Node& node, std::function<void(AttachReactor*, bool)> track,
+                const std::string& name)
+      : node_(node), track_(std::move(track)), state_(std::make_shared<AttachState>()) {
+    state_->reactor = this;
+    std::weak_ptr<AttachState> weak = state_;
+    auto session = node_.OpenSession(name.empty() ? "grpc" : name, Credentials{},
+                                     [weak](const TransferReport& r) {
+                                       auto s = weak.lock();
+                                       if (!s) return;
+                                       v1::SessionEvent e;
+                                       ToProto(r, e.mutable_completed());
+                                       s->Push(std::move(e));
+                                     });
+    if (!session.ok()) {
+      state_->FinishOnce(ToGrpc(session.status()));
+      return;
+    }
+    session_ = *session;
+    track_(this, true);
+    v1::SessionEvent first;
+    first.set_session(session_);
+    state_->Push(std::move(first));
+  }
+
+  void Stop() { state_->FinishOnce(grpc::Status::OK); }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard lock(state_->mu);
+    state_->writing = false;
+    if (!state_->queue.empty()) state_->queue.pop_front();
+    if (!ok) return;  // the stream is broken; OnCancel/OnDone follow
+    state_->WriteNext();
+  }
+
+  void OnCancel() override {
+    // The client went away (or the server shuts down): the session ends.
+    CloseSession();
+    state_->FinishOnce(grpc::Status::CANCELLED);
+  }
+
+  void OnDone() override {
+    CloseSession();
+    {
+      std::lock_guard lock(state_->mu);
+      state_->reactor = nullptr;
+      state_->finished = true;
+    }
+    if (!session_.empty()) track_(this, false);
+    delete this;
+  }
+
+ private:
+  void CloseSession() {
+    if (!session_.empty() && !closed_.exchange(true)) node_.CloseSession(session_);
+  }
+
+  Node& node_;
+  std::function<void(AttachReactor*, bool)> track_;
+  std::shared_ptr<AttachState> state_;
+  std::string session_;
+  std::atomic<bool> closed_{false};
+};
+
+class Service final : public v1::Isometry::CallbackService, public GrpcService {
+ public:
+  explicit Service(Node& node) : node_(node) {}
+
+  grpc::Service* service() override { return this; }
+
+  void Shutdown() override {
+    std::vector<AttachReactor*> streams;
+    {
+      std::lock_guard lock(mu_);
+      streams.assign(attached_.begin(), attached_.end());
+    }
+    for (AttachReactor* r : streams) r->Stop();
+  }
+
+  grpc::ServerWriteReactor<v1::SessionEvent>* Attach(CallbackServerContext*,
+                                                     const v1::AttachRequest* req) override {
+    return new AttachReactor(
+        node_,
+        [this](AttachReactor* r, bool add) {
+          std::lock_guard lock(mu_);
+          if (add) attached_.insert(r); else attached_.erase(r);
+        },
+        req->client_name());
+  }
+
+  ServerUnaryReactor* ListMemories(CallbackServerContext* ctx, const v1::ListMemoriesRequest*,
+                                   v1::ListMemoriesResponse* resp) override {
+    for (const MemoryReport& m : node_.ListMemories()) ToProto(m, resp->add_memories());
+    return Reply(ctx, OkStatus());
+  }
+
+  ServerUnaryReactor* Allocate(CallbackServerContext* ctx, const v1::AllocateRequest* req,
+                               v1::AllocateResponse* resp) override {
+    auto a = node_.Allocate(SessionOf(ctx), req->memory(), req->bytes());
+    if (a.ok()) {
+      resp->set_allocation(a->id);
+      resp->set_bytes(a->bytes);
+      resp->set_memory(a->memory);
+    }
+    return Reply(ctx, a.status());
+  }
+
+  ServerUnaryReactor* Free(CallbackServerContext* ctx, const v1::FreeRequest* req,
+                           v1::FreeResponse*) override {
+    return Reply(ctx, node_.Free(SessionOf(ctx), req->allocation()));
+  }
+
+  ServerUnaryReactor* Publish(CallbackServerContext* ctx, const v1::PublishRequest* req,
+                              v1::PublishResponse*) override {
+    return Reply(ctx, node_.Publish(SessionOf(ctx), req->allocation()));
+  }
+
+  ServerUnaryReactor* Write(CallbackServerContext* ctx, const v1::WriteRequest* req,
+                            v1::WriteResponse*) override {
+    return Reply(ctx, node_.Write(SessionOf(ctx), req->allocation(), req->offset(), req->data()));
+  }
+
+  ServerUnaryReactor* Read(CallbackServerContext* ctx, const v1::ReadRequest* req,
+                           v1::ReadResponse* resp) override {
+    auto data = node_.Read(SessionOf(ctx), req->allocation(), req->offset(), req->length());
+    if (data.ok()) *resp->mutable_data() = *std::move(data);
+    return Reply(ctx, data.status());
+  }
+
+  ServerUnaryReactor* RegisterInstance(CallbackServerContext* ctx,
+                                       const v1::RegisterInstanceRequest* req,
+                                       v1::RegisterInstanceResponse* resp) override {
+    auto spec = InstanceSpecFromProto(req->spec());
+    if (!spec.ok()) return Reply(ctx, spec.status());
+    auto r = node_.RegisterInstance(SessionOf(ctx), *spec);
+    if (r.ok()) {
+      resp->set_instance(r->first);
+      resp->set_total_bytes(r->second);
+    }
+    return Reply(ctx, r.status());
+  }
+
+  ServerUnaryReactor* UnregisterInstance(CallbackServerContext* ctx,
+                                         const v1::UnregisterInstanceRequest* req,
+                                         v1::UnregisterInstanceResponse*) override {
+    return Reply(ctx, node_.UnregisterInstance(SessionOf(ctx), req->instance()));
+  }
+
+  ServerUnaryReactor* Copy(CallbackServerContext* ctx, const v1::CopyRequest* req,
+                           v1::CopyResponse* resp) override {
+    auto spec = CopySpecFromProto(*req);
+    if (!spec.ok()) return Reply(ctx, spec.status());
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    TransferCallback on_done;
+    if (req->wait()) {
+      on_done = [reactor, resp](const TransferReport& r) {
+        resp->set_transfer(r.id);
+        ToProto(r, resp->mutable_info());
+        reactor->Finish(grpc::Status::OK);
+      };
+    }
+    auto id = node_.Copy(SessionOf(ctx), *spec, std::move(on_done));
+    if (!id.ok()) {
+      reactor->Finish(ToGrpc(id.status()));
+    } else if (!req->wait()) {
+      resp->set_transfer(*id);
+      reactor->Finish(grpc::Status::OK);
+    }
+    return reactor;
+  }
+
+  ServerUnaryReactor* Wait(CallbackServerContext* ctx, const v1::WaitRequest* req,
+                           v1::TransferInfo* resp) override {
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    auto once = std::make_shared<std::atomic<bool>>(false);
+    const uint64_t id = req->transfer();
+    Status s = node_.WhenDone(id, [reactor, resp, once](const TransferReport& r) {
+      if (once->exchange(true)) return;
+      ToProto(r, resp);
+      reactor->Finish(grpc::Status::OK);
+    });
+    if (!s.ok()) {
+      once->store(true);
+      reactor->Finish(ToGrpc(s));
+    } else if (req->timeout_ms() > 0) {
+      Node* node = &node_;
+      timer_.At(Timer::Clock::now() + std::chrono::milliseconds(req->timeout_ms()),
+                [reactor, resp, once, node, id] {
+                  if (once->exchange(true)) return;
+                  auto r = node->GetTransfer(id);
+                  if (r.ok()) ToProto(*r, resp);
+                  reactor->Finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                               "transfer " + std::to_string(id) +
+                                                   " is still running"));
+                });
+    }
+    return reactor;
+  }
+
+  ServerUnaryReactor* Cancel(CallbackServerContext* ctx, const v1::CancelRequest* req,
+                             v1::CancelResponse*) override {
+    return Reply(ctx, node_.Cancel(SessionOf(ctx), req->transfer()));
+  }
+
+  ServerUnaryReactor* GetTransfer(CallbackServerContext* ctx, const v1::GetTransferRequest* req,
+                                  v1::TransferInfo* resp) override {
+    auto r = node_.GetTransfer(req->transfer());
+    if (r.ok()) ToProto(*r, resp);
+    return Reply(ctx, r.status());
+  }
+
+  ServerUnaryReactor* ListTransfers(CallbackServerContext* ctx, const v1::ListTransfersRequest*,
+                                    v1::ListTransfersResponse* resp) override {
+    for (const TransferReport& r : node_.ListTransfers()) ToProto(r, resp->add_transfers());
+    return Reply(ctx, OkStatus());
+  }
+
+  ServerUnaryReactor* ListChannels(CallbackServerContext* ctx, const v1::ListChannelsRequest*,
+                                   v1::ListChannelsResponse* resp) override {
+    for (const ChannelReport& c : node_.ListChannels()) ToProto(c, resp->add_channels());
+    return Reply(ctx, OkStatus());
+  }
+
+  ServerUnaryReactor* ExplainPlan(CallbackServerContext* ctx, const v1::ExplainPlanRequest* req,
+                                  v1::ExplainPlanResponse* resp) override {
+    auto bounds = BoxFromProto(req->bounds(), "bounds");
+    if (!bounds.ok()) return Reply(ctx, bounds.status());
+    auto fields = FieldsFromProto(req->fields());
+    if (!fields.ok()) return Reply(ctx, fields.status());
+    auto sl = Layout::Parse(req->src_layout(), bounds->dims);
+    if (!sl.ok()) return Reply(ctx, sl.status());
+    auto dl = Layout::Parse(req->dst_layout(), bounds->dims);
+    if (!dl.ok()) return Reply(ctx, dl.status());
+    auto plan = node_.Explain(req->src_memory(), *sl, req->dst_memory(), *dl, *bounds, *fields);
+    if (plan.ok()) ToProto(*plan, resp);
+    return Reply(ctx, plan.status());
+  }
+
+  ServerUnaryReactor* GetStatus(CallbackServerContext* ctx, const v1::StatusRequest*,
+                                v1::StatusResponse* resp) override {
+    ToProto(node_.GetStatus(), resp);
+    return Reply(ctx, OkStatus());
+  }
+
+ private:
+  Node& node_;
+  Timer timer_;
+  std::mutex mu_;
+  std::set<AttachReactor*> attached_;  // guarded by mu_
+};
+
+}  // namespace
+
+std::unique_ptr<GrpcService> GrpcService::Make(Node& node) {
+  return std::make_unique<Service>(node);
+}
+
+}  // namespace isometry

@@ -1,0 +1,23 @@
+// The gRPC service (isometry.v1.Isometry, callback API). It only
+// translates: proto in, Node call, proto out. Nothing here blocks a gRPC
+// thread on a transfer: waits complete from the transfer's completion path.
+#pragma once
+
+#include <memory>
+
+#include "daemon/node/node.h"
+#include "isometry.grpc.pb.h"
+
+namespace isometry {
+
+// The service object; register it with a grpc::ServerBuilder. Shutdown()
+// ends every Attach stream (their sessions end with them).
+class GrpcService {
+ public:
+  static std::unique_ptr<GrpcService> Make(Node& node);
+  virtual ~GrpcService() = default;
+  virtual grpc::Service* service() = 0;
+  virtual void Shutdown() = 0;
+};
+
+}  // namespace isometry

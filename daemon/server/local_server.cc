@@ -1,0 +1,409 @@
+#include "daemon/server/local_server.h"
+
+#include <grp.h>
+#include <spdlog/spdlog.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "daemon/node/shared_memory.h"
+#include "daemon/node/unique_fd.h"
+#include "daemon/server/convert.h"
+#include "isometry.pb.h"
+#include "proto/local_wire.h"
+#include "proto/ring_abi.h"
+
+namespace isometry {
+
+namespace {
+
+Status Errno(const std::string& what) { return Internal(what, ": ", std::strerror(errno)); }
+
+// One attached process: its session, socket, control segment and eventfds.
+struct LocalClient {
+  uint64_t key = 0;  // epoll data
+  std::string session;
+  Credentials creds;
+  UniqueFd socket;
+  SharedMemory control;
+  UniqueFd sq_event;  // client -> daemon
+  UniqueFd cq_event;  // daemon -> client
+  ring::ControlHeader* header = nullptr;
+  ring::SubmissionEntry* sq = nullptr;
+  ring::CompletionEntry* cq = nullptr;
+  uint32_t sq_mask = 0, cq_mask = 0;
+  std::mutex cq_mu;           // producers: the ring thread and completion callbacks
+  uint32_t cq_tail = 0;       // guarded by cq_mu (mirror of the shared index)
+  std::atomic<uint32_t> in_flight{0};  // accepted, completion not yet posted
+  std::atomic<bool> closed{false};
+  std::thread thread;
+
+  void Kick() {
+    const uint64_t one = 1;
+    (void)!::write(sq_event.get(), &one, sizeof one);
+  }
+
+  // Posts one completion. The CQ never overflows: submissions are taken only
+  // while in_flight < cq_entries.
+  void Complete(uint64_t user_data, uint64_t transfer, const Status& s) {
+    {
+      std::lock_guard lock(cq_mu);
+      ring::CompletionEntry& e = cq[cq_tail & cq_mask];
+      e.user_data = user_data;
+      e.transfer = transfer;
+      e.code = static_cast<int32_t>(s.code());
+      const std::string_view msg(s.message().data(), s.message().size());
+      e.message_len = static_cast<uint32_t>(std::min(msg.size(), sizeof e.message));
+      std::memcpy(e.message, msg.data(), e.message_len);
+      ++cq_tail;
+      header->cq_tail.value.store(cq_tail, std::memory_order_release);
+    }
+    const uint32_t before = in_flight.fetch_sub(1);
+    const uint64_t one = 1;
+    (void)!::write(cq_event.get(), &one, sizeof one);
+    // Submissions may be waiting for a free completion slot.
+    if (before == header->cq_entries) Kick();
+  }
+};
+
+}  // namespace
+
+Status PrepareSocketPath(const std::string& path) {
+  std::error_code ec;
+  const auto dir = std::filesystem::path(path).parent_path();
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  if (ec) return Internal("cannot create directory ", dir.string(), ": ", ec.message());
+  ::unlink(path.c_str());  // a stale socket from a previous run
+  return OkStatus();
+}
+
+Status ApplySocketPermissions(const std::string& path, uint32_t mode, const std::string& group) {
+  if (chmod(path.c_str(), mode) != 0) return Errno("chmod " + path);
+  if (!group.empty()) {
+    struct group* g = getgrnam(group.c_str());
+    if (!g) return NotFound("socket group '", group, "' does not exist");
+    if (chown(path.c_str(), static_cast<uid_t>(-1), g->gr_gid) != 0) return Errno("chown " + path);
+  }
+  return OkStatus();
+}
+
+Result<int> ListenUnix(const std::string& path, uint32_t mode, const std::string& group) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof addr.sun_path) {
+    return InvalidArgument("socket path '", path, "' is longer than ", sizeof addr.sun_path - 1,
+                           " bytes");
+  }
+  ISO_RETURN_IF_ERROR(PrepareSocketPath(path));
+  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return Errno("socket");
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    return Errno("bind " + path);
+  }
+  ISO_RETURN_IF_ERROR(ApplySocketPermissions(path, mode, group));
+  if (listen(fd.get(), 128) != 0) return Errno("listen " + path);
+  return fd.release();
+}
+
+struct LocalServer::Impl {
+  Node& node;
+  std::string path;
+  UniqueFd listener;
+  UniqueFd epoll;
+  UniqueFd wake;  // stops the ring thread
+  std::atomic<bool> stopping{false};
+  std::thread accept_thread, ring_thread;
+  std::mutex mu;
+  std::map<uint64_t, std::shared_ptr<LocalClient>> clients;  // guarded by mu
+  uint64_t next_key = 1;                                     // guarded by mu
+
+  explicit Impl(Node& n) : node(n) {}
+
+  void AcceptLoop() {
+    while (!stopping) {
+      const int fd = accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (stopping) return;
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        spdlog::error("local socket accept: {}", std::strerror(errno));
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        continue;
+      }
+      ucred cred{};
+      socklen_t len = sizeof cred;
+      if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+        spdlog::warn("local client refused: SO_PEERCRED failed: {}", std::strerror(errno));
+        ::close(fd);
+        continue;
+      }
+      auto c = std::make_shared<LocalClient>();
+      c->socket.reset(fd);
+      c->creds = {cred.pid, cred.uid, cred.gid};
+      {
+        std::lock_guard lock(mu);
+        c->key = next_key++;
+        clients[c->key] = c;
+      }
+      c->thread = std::thread([this, c] { ServeControl(c); });
+    }
+  }
+
+  // Frames until the socket closes; then the session ends.
+  void ServeControl(const std::shared_ptr<LocalClient>& c) {
+    while (!stopping) {
+      v1::LocalRequest req;
+      std::vector<int> fds;
+      Status s = wire::RecvFrame(c->socket.get(), &req, &fds);
+      for (int fd : fds) ::close(fd);  // clients never send fds
+      if (!s.ok()) {
+        if (!absl::IsUnavailable(s)) {
+          spdlog::warn("local client pid {}: {}; closing its connection", c->creds.pid,
+                       s.ToString());
+        }
+        break;
+      }
+      v1::LocalResponse resp;
+      resp.set_tag(req.tag());
+      std::vector<int> out_fds;
+      Status r = Handle(*c, req, &resp, &out_fds);
+      resp.set_code(static_cast<int32_t>(r.code()));
+      resp.set_message(std::string(r.message()));
+      if (!r.ok()) out_fds.clear();
+      if (!wire::SendFrame(c->socket.get(), resp, out_fds).ok()) break;
+    }
+    Disconnect(c);
+  }
+
+  Status Handle(LocalClient& c, const v1::LocalRequest& req, v1::LocalResponse* resp,
+                std::vector<int>* fds) {
+    if (req.body_case() != v1::LocalRequest::kHello && c.session.empty()) {
+      return FailedPrecondition("send hello first");
+    }
+    switch (req.body_case()) {
+      case v1::LocalRequest::kHello: return Hello(c, req.hello(), resp->mutable_hello(), fds);
+      case v1::LocalRequest::kAllocate: {
+        ISO_ASSIGN_OR_RETURN(AllocationReport a, node.Allocate(c.session, req.allocate().memory(),
+                                                               req.allocate().bytes()));
+        resp->mutable_allocate()->set_allocation(a.id);
+        resp->mutable_allocate()->set_bytes(a.bytes);
+        resp->mutable_allocate()->set_memory(a.memory);
+        fds->push_back(a.fd);
+        return OkStatus();
+      }
+      case v1::LocalRequest::kMap: {
+        ISO_ASSIGN_OR_RETURN(AllocationReport a, node.Lookup(c.session, req.map().allocation()));
+        resp->mutable_map()->set_allocation(a.id);
+        resp->mutable_map()->set_bytes(a.bytes);
+        fds->push_back(a.fd);
+        return OkStatus();
+      }
+      case v1::LocalRequest::kFree: return node.Free(c.session, req.free().allocation());
+      case v1::LocalRequest::kPublish: return node.Publish(c.session, req.publish().allocation());
+      case v1::LocalRequest::kRegisterInstance: {
+        ISO_ASSIGN_OR_RETURN(InstanceSpec spec, InstanceSpecFromProto(req.register_instance().spec()));
+        ISO_ASSIGN_OR_RETURN(auto r, node.RegisterInstance(c.session, spec));
+        resp->mutable_register_instance()->set_instance(r.first);
+        resp->mutable_register_instance()->set_total_bytes(r.second);
+        return OkStatus();
+      }
+      case v1::LocalRequest::kUnregisterInstance:
+        return node.UnregisterInstance(c.session, req.unregister_instance().instance());
+      case v1::LocalRequest::BODY_NOT_SET: break;
+    }
+    return InvalidArgument("empty or unknown request");
+  }
+
+  Status Hello(LocalClient& c, const v1::HelloRequest& h, v1::HelloResponse* out,
+               std::vector<int>* fds) {
+    if (!c.session.empty()) return FailedPrecondition("hello was already sent");
+    if (h.abi_version() != ring::kAbiVersion) {
+      return FailedPrecondition("ring ABI version ", h.abi_version(), " is not supported (this ",
+                                "daemon speaks ", ring::kAbiVersion, ")");
+    }
+    const DaemonConfig& dc = node.config().daemon;
+    ISO_ASSIGN_OR_RETURN(c.control,
+                         SharedMemory::Create("isometry:control",
+                                              ring::ControlBytes(dc.sq_entries, dc.cq_entries), false));
+    c.sq_event.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    c.cq_event.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!c.sq_event.valid() || !c.cq_event.valid()) return Errno("eventfd");
+    auto* hdr = new (c.control.data()) ring::ControlHeader{};
+    hdr->magic = ring::kMagic;
+    hdr->abi_version = ring::kAbiVersion;
+    hdr->sq_entries = dc.sq_entries;
+    hdr->cq_entries = dc.cq_entries;
+    hdr->sq_offset = sizeof(ring::ControlHeader);
+    hdr->cq_offset = hdr->sq_offset + uint64_t{dc.sq_entries} * sizeof(ring::SubmissionEntry);
+    c.header = hdr;
+    c.sq = reinterpret_cast<ring::SubmissionEntry*>(c.control.data() + hdr->sq_offset);
+    c.cq = reinterpret_cast<ring::CompletionEntry*>(c.control.data() + hdr->cq_offset);
+    c.sq_mask = dc.sq_entries - 1;
+    c.cq_mask = dc.cq_entries - 1;
+    // The daemon's own copies of the geometry (masks, entry counts) are
+    // what it trusts; the header in shared memory informs the client only.
+    ISO_ASSIGN_OR_RETURN(c.session, node.OpenSession(h.client_name(), c.creds, nullptr));
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = c.key;
+    if (epoll_ctl(epoll.get(), EPOLL_CTL_ADD, c.sq_event.get(), &ev) != 0) return Errno("epoll_ctl");
+    out->set_session(c.session);
+    out->set_sq_entries(dc.sq_entries);
+    out->set_cq_entries(dc.cq_entries);
+    out->set_control_bytes(c.control.size());
+    fds->push_back(c.control.fd());
+    fds->push_back(c.sq_event.get());
+    fds->push_back(c.cq_event.get());
+    return OkStatus();
+  }
+
+  void Disconnect(const std::shared_ptr<LocalClient>& c) {
+    c->closed = true;
+    if (c->sq_event.valid()) epoll_ctl(epoll.get(), EPOLL_CTL_DEL, c->sq_event.get(), nullptr);
+    if (!c->session.empty()) node.CloseSession(c->session);
+    std::lock_guard lock(mu);
+    // The thread cannot join itself: detach it; shared_ptr keeps the state.
+    if (c->thread.joinable()) c->thread.detach();
+    clients.erase(c->key);
+  }
+
+  // ---- rings ----
+
+  void RingLoop() {
+    epoll_event events[64];
+    while (!stopping) {
+      const int n = epoll_wait(epoll.get(), events, 64, -1);
+      if (n < 0 && errno != EINTR) {
+        spdlog::error("ring epoll: {}", std::strerror(errno));
+        return;
+      }
+      for (int i = 0; i < n; ++i) {
+        if (events[i].data.u64 == 0) return;  // wake: stopping
+        std::shared_ptr<LocalClient> c;
+        {
+          std::lock_guard lock(mu);
+          auto it = clients.find(events[i].data.u64);
+          if (it != clients.end()) c = it->second;
+        }
+        if (c && !c->closed) Drain(c);
+      }
+    }
+  }
+
+  void Drain(const std::shared_ptr<LocalClient>& c) {
+    uint64_t count;
+    (void)!::read(c->sq_event.get(), &count, sizeof count);
+    ring::ControlHeader& h = *c->header;
+    uint32_t head = h.sq_head.value.load(std::memory_order_relaxed);
+    const uint32_t cq_entries = node.config().daemon.cq_entries;
+    while (true) {
+      const uint32_t tail = h.sq_tail.value.load(std::memory_order_acquire);
+      if (head == tail) break;
+      // A tail more than a ring ahead is a client bug or attack: resync
+      // to it rather than reading stale slots forever.
+      if (tail - head > c->sq_mask + 1) {
+        spdlog::warn("session {}: submission tail {} runs {} entries ahead of head {}; skipping",
+                     c->session, tail, tail - head, head);
+        head = tail;
+        break;
+      }
+      if (c->in_flight.load() >= cq_entries) break;  // resumes when a completion frees a slot
+      // Copy the entry out once; validate the copy (no double fetch).
+      ring::SubmissionEntry e;
+      std::memcpy(&e, &c->sq[head & c->sq_mask], sizeof e);
+      ++head;
+      h.sq_head.value.store(head, std::memory_order_release);
+      c->in_flight.fetch_add(1);
+      Submit(c, e);
+    }
+    h.sq_head.value.store(head, std::memory_order_release);
+  }
+
+  void Submit(const std::shared_ptr<LocalClient>& c, const ring::SubmissionEntry& e) {
+    bool reserved_zero = e.flags == 0;
+    for (uint8_t b : e.reserved) reserved_zero &= b == 0;
+    if (!reserved_zero) {
+      return c->Complete(e.user_data, 0,
+                         InvalidArgument("submission has non-zero flags or reserved bytes"));
+    }
+    switch (static_cast<ring::Op>(e.op)) {
+      case ring::Op::kNop: return c->Complete(e.user_data, 0, OkStatus());
+      case ring::Op::kCancel:
+        return c->Complete(e.user_data, e.transfer, node.Cancel(c->session, e.transfer));
+      case ring::Op::kCopy: {
+        CopySpec spec;
+        spec.src_instance = e.src_instance;
+        spec.dst_instance = e.dst_instance;
+        spec.priority = e.priority;
+        const uint64_t user_data = e.user_data;
+        std::weak_ptr<LocalClient> weak = c;
+        auto t = node.Copy(c->session, spec, [weak, user_data](const TransferReport& r) {
+          if (auto client = weak.lock()) client->Complete(user_data, r.id, r.status);
+        });
+        if (!t.ok()) c->Complete(user_data, 0, t.status());
+        return;
+      }
+    }
+    c->Complete(e.user_data, 0, InvalidArgument("unknown ring op ", e.op));
+  }
+};
+
+LocalServer::LocalServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<LocalServer>> LocalServer::Start(Node& node) {
+  auto impl = std::make_unique<Impl>(node);
+  const DaemonConfig& dc = node.config().daemon;
+  impl->path = dc.local_socket;
+  ISO_ASSIGN_OR_RETURN(int fd, ListenUnix(dc.local_socket, dc.socket_mode, dc.socket_group));
+  impl->listener.reset(fd);
+  impl->epoll.reset(epoll_create1(EPOLL_CLOEXEC));
+  impl->wake.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!impl->epoll.valid() || !impl->wake.valid()) return Errno("epoll/eventfd");
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = 0;
+  epoll_ctl(impl->epoll.get(), EPOLL_CTL_ADD, impl->wake.get(), &ev);
+  Impl* p = impl.get();
+  impl->accept_thread = std::thread([p] { p->AcceptLoop(); });
+  impl->ring_thread = std::thread([p] { p->RingLoop(); });
+  spdlog::info("local shared-memory socket on {} (mode {:o}{})", dc.local_socket, dc.socket_mode,
+               dc.socket_group.empty() ? "" : ", group " + dc.socket_group);
+  return std::unique_ptr<LocalServer>(new LocalServer(std::move(impl)));
+}
+
+LocalServer::~LocalServer() {
+  impl_->stopping = true;
+  shutdown(impl_->listener.get(), SHUT_RDWR);
+  const uint64_t one = 1;
+  (void)!::write(impl_->wake.get(), &one, sizeof one);
+  impl_->accept_thread.join();
+  impl_->ring_thread.join();
+  std::vector<std::shared_ptr<LocalClient>> clients;
+  {
+    std::lock_guard lock(impl_->mu);
+    for (auto& [k, c] : impl_->clients) clients.push_back(c);
+  }
+  // Unblock every control thread; each ends its session and leaves.
+  for (auto& c : clients) shutdown(c->socket.get(), SHUT_RDWR);
+  for (int i = 0; i < 500; ++i) {
+    {
+      std::lock_guard lock(impl_->mu);
+      if (impl_->clients.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ::unlink(impl_->path.c_str());
+}
+
+}  // namespace isometry

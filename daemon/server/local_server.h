@@ -1,0 +1,41 @@
+// The local shared-memory server: a unix socket where processes on this
+// node attach by SO_PEERCRED, receive (SCM_RIGHTS) a control segment with
+// their submission and completion rings, eventfds, and the memfds of their
+// allocations, then submit copies through the ring (proto/ring_abi.h).
+//
+// Threads: one accepts, one per client serves its control frames (and ends
+// its session when the socket closes), one polls every client's submission
+// eventfd and drains the rings.
+#pragma once
+
+#include <memory>
+
+#include "daemon/node/node.h"
+
+namespace isometry {
+
+class LocalServer {
+ public:
+  // Binds config.daemon.local_socket (replacing a stale socket file), sets
+  // its mode and group, and starts serving.
+  static Result<std::unique_ptr<LocalServer>> Start(Node& node);
+  // Stops accepting, closes every client connection (ending their
+  // sessions), joins all threads and removes the socket file.
+  ~LocalServer();
+
+  struct Impl;
+
+ private:
+  explicit LocalServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Creates a listening unix socket at `path` with `mode` and, when `group`
+// is not empty, that group.
+Result<int> ListenUnix(const std::string& path, uint32_t mode, const std::string& group);
+// Creates the socket's directory and removes a stale socket file.
+Status PrepareSocketPath(const std::string& path);
+// chmod, and chgrp when `group` is not empty (the gRPC socket too).
+Status ApplySocketPermissions(const std::string& path, uint32_t mode, const std::string& group);
+
+}  // namespace isometry

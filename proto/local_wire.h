@@ -1,0 +1,24 @@
+// Framing of the local handshake socket: a little-endian uint32 length, then
+// a serialized LocalRequest/LocalResponse; file descriptors ride along with
+// SCM_RIGHTS on the same sendmsg. Used by the daemon and the C++ client.
+#pragma once
+
+#include <google/protobuf/message_lite.h>
+
+#include <vector>
+
+#include "core/status.h"
+
+namespace isometry::wire {
+
+inline constexpr uint32_t kMaxFrameBytes = 1u << 20;
+inline constexpr int kMaxFds = 4;
+
+// Blocking. Retries EINTR and short writes.
+Status SendFrame(int socket, const google::protobuf::MessageLite& msg, const std::vector<int>& fds = {});
+// Blocking. Returns UNAVAILABLE on orderly EOF (the peer closed), an error
+// for a malformed frame. Received fds are owned by the caller (closed on
+// error here).
+Status RecvFrame(int socket, google::protobuf::MessageLite* msg, std::vector<int>* fds);
+
+}  // namespace isometry::wire

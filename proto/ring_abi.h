@@ -1,0 +1,76 @@
+// Shared-memory ring ABI between isometryd and local clients (version 1).
+//
+// After the handshake (isometry.proto, HelloRequest/HelloResponse) a client
+// maps the control segment memfd. It holds this header, then `sq_entries`
+// SubmissionEntry at sq_offset and `cq_entries` CompletionEntry at
+// cq_offset. Both rings are single-producer single-consumer with free-running
+// 32-bit indexes (slot = index & (entries - 1)):
+//   SQ: the client writes entries and advances sq_tail (release), then
+//       writes 1 to the submission eventfd; the daemon advances sq_head.
+//   CQ: the daemon writes entries and advances cq_tail (release), then
+//       writes 1 to the completion eventfd; the client advances cq_head.
+// The daemon copies each submission out of shared memory once and validates
+// the copy; a malformed entry gets a completion with an error, never a crash.
+// A client never has more copies in flight than cq_entries: the daemon
+// leaves further submissions in the SQ until completions are consumed.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace isometry::ring {
+
+inline constexpr uint32_t kAbiVersion = 1;
+inline constexpr uint32_t kMagic = 0x52534f49;  // "ISOR"
+
+enum class Op : uint16_t {
+  kNop = 0,     // completes at once with OK (a ping)
+  kCopy = 1,    // copy src_instance -> dst_instance (whole source index space)
+  kCancel = 2,  // cancel `transfer`; completes when the request is taken
+};
+
+struct SubmissionEntry {
+  uint16_t op;
+  uint16_t flags;  // must be 0
+  int32_t priority;
+  uint64_t user_data;  // echoed in the completion
+  uint64_t src_instance;
+  uint64_t dst_instance;
+  uint64_t transfer;  // kCancel
+  uint8_t reserved[24];  // must be 0
+};
+static_assert(sizeof(SubmissionEntry) == 64);
+
+struct CompletionEntry {
+  uint64_t user_data;
+  uint64_t transfer;  // id given to the copy (0 when rejected)
+  int32_t code;       // google.rpc.Code; 0 = OK
+  uint32_t message_len;
+  char message[104];  // why it failed, truncated, not NUL-terminated
+};
+static_assert(sizeof(CompletionEntry) == 128);
+
+struct alignas(64) PaddedIndex {
+  std::atomic<uint32_t> value;
+};
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+struct ControlHeader {
+  uint32_t magic;
+  uint32_t abi_version;
+  uint32_t sq_entries;
+  uint32_t cq_entries;
+  uint64_t sq_offset;
+  uint64_t cq_offset;
+  PaddedIndex sq_head;  // daemon-owned
+  PaddedIndex sq_tail;  // client-owned
+  PaddedIndex cq_head;  // client-owned
+  PaddedIndex cq_tail;  // daemon-owned
+};
+
+inline uint64_t ControlBytes(uint32_t sq_entries, uint32_t cq_entries) {
+  return sizeof(ControlHeader) + uint64_t{sq_entries} * sizeof(SubmissionEntry) +
+         uint64_t{cq_entries} * sizeof(CompletionEntry);
+}
+
+}  // namespace isometry::ring

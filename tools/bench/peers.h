@@ -1,0 +1,33 @@
+// Peer baselines for the "client-to-client copy on one node" scenario: the
+// bandwidth that UCX and two MPIs reach between two processes on this node.
+// Each runs the peer's own tools in subprocesses (killed after 60 s, so a
+// hung peer cannot hang the benchmark) and never throws: a missing or failing
+// tool gives ok=false with the reason in `detail`, which the benchmark prints
+// as "unavailable: ...".
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace isometry::bench {
+
+struct PeerResult {
+  bool ok = false;
+  double bytes_per_s = 0;
+  std::string detail;  // the command run and its transport, or why it could not run
+};
+
+// ucx_perftest -t tag_bw between a server and a client process on this node,
+// UCX restricted to shared-memory transports (UCX_TLS=shm), message size
+// `bytes`, iterations chosen for about a second at nominal speed.
+PeerResult UcxTagBwShm(uint64_t bytes);
+
+enum class MpiFlavor { kMpich, kOpenMpi };
+
+// Builds `source_dir`/mpi_bandwidth.c with the flavour's mpicc (once per
+// process and flavour) and runs it as 2 ranks on this node over shared
+// memory: rank 0 sends `bytes` to rank 1 with MPI_Send/MPI_Recv, and rank 1
+// measures the bandwidth after a warm-up.
+PeerResult MpiSendBandwidth(MpiFlavor flavor, uint64_t bytes, const std::string& source_dir);
+
+}  // namespace isometry::bench
