@@ -11,8 +11,10 @@
 //       writes 1 to the completion eventfd; the client advances cq_head.
 // The daemon copies each submission out of shared memory once and validates
 // the copy; a malformed entry gets a completion with an error, never a crash.
-// A client never has more copies in flight than cq_entries: the daemon
-// leaves further submissions in the SQ until completions are consumed.
+// The CQ never overflows: the daemon takes a submission only while
+// (submissions taken - cq_head) < cq_entries, so completions owed always
+// have a slot. A client that consumed completions while submissions were
+// left waiting writes the submission eventfd again so the daemon resumes.
 #pragma once
 
 #include <atomic>

@@ -45,17 +45,13 @@ struct LocalClient {
   uint32_t sq_mask = 0, cq_mask = 0;
   std::mutex cq_mu;           // producers: the ring thread and completion callbacks
   uint32_t cq_tail = 0;       // guarded by cq_mu (mirror of the shared index)
-  std::atomic<uint32_t> in_flight{0};  // accepted, completion not yet posted
+  // Submissions taken from the SQ; each owes exactly one completion. Only
+  // the ring thread touches it.
+  uint32_t accepted = 0;
   std::atomic<bool> closed{false};
   std::thread thread;
 
-  void Kick() {
-    const uint64_t one = 1;
-    (void)!::write(sq_event.get(), &one, sizeof one);
-  }
-
-  // Posts one completion. The CQ never overflows: submissions are taken only
-  // while in_flight < cq_entries.
+  // Posts one completion. The CQ never overflows: see CompletionSlotFree.
   void Complete(uint64_t user_data, uint64_t transfer, const Status& s) {
     {
       std::lock_guard lock(cq_mu);
@@ -69,11 +65,16 @@ struct LocalClient {
       ++cq_tail;
       header->cq_tail.value.store(cq_tail, std::memory_order_release);
     }
-    const uint32_t before = in_flight.fetch_sub(1);
     const uint64_t one = 1;
     (void)!::write(cq_event.get(), &one, sizeof one);
-    // Submissions may be waiting for a free completion slot.
-    if (before == header->cq_entries) Kick();
+  }
+
+  // A submission may be taken only while its completion has a free CQ slot:
+  // completions owed (accepted) minus those the client consumed (cq_head,
+  // client-written: a lying client only stalls itself) stays below the size.
+  bool CompletionSlotFree(uint32_t cq_entries) const {
+    const uint32_t consumed = header->cq_head.value.load(std::memory_order_acquire);
+    return accepted - consumed < cq_entries;
   }
 };
 
@@ -318,13 +319,14 @@ struct LocalServer::Impl {
         head = tail;
         break;
       }
-      if (c->in_flight.load() >= cq_entries) break;  // resumes when a completion frees a slot
+      // CQ full: the client kicks the SQ eventfd after consuming completions.
+      if (!c->CompletionSlotFree(cq_entries)) break;
       // Copy the entry out once; validate the copy (no double fetch).
       ring::SubmissionEntry e;
       std::memcpy(&e, &c->sq[head & c->sq_mask], sizeof e);
       ++head;
       h.sq_head.value.store(head, std::memory_order_release);
-      c->in_flight.fetch_add(1);
+      ++c->accepted;
       Submit(c, e);
     }
     h.sq_head.value.store(head, std::memory_order_release);

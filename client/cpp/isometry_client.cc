@@ -1,0 +1,409 @@
+#include "client/cpp/isometry_client.h"
+
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "isometry.pb.h"
+#include "proto/local_wire.h"
+
+namespace isometry::client {
+
+namespace {
+
+Status FromCode(int32_t code, const std::string& message) {
+  if (code == 0) return OkStatus();
+  return Status(static_cast<absl::StatusCode>(code), message);
+}
+
+void CloseAll(const std::vector<int>& fds) {
+  for (int fd : fds) ::close(fd);
+}
+
+Result<std::pair<std::byte*, uint64_t>> MapFd(int fd, uint64_t bytes) {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t mapped = (std::max<uint64_t>(bytes, 1) + page - 1) / page * page;
+  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return Internal("mmap of ", bytes, " bytes: ", std::strerror(errno));
+  return std::make_pair(static_cast<std::byte*>(p), mapped);
+}
+
+}  // namespace
+
+struct Client::Impl {
+  int socket = -1;
+  std::string session;
+  std::mutex control_mu;  // one request/response at a time
+  uint64_t next_tag = 1;  // guarded by control_mu
+
+  std::byte* control = nullptr;
+  uint64_t control_mapped = 0;
+  ring::ControlHeader* header = nullptr;
+  ring::SubmissionEntry* sq = nullptr;
+  ring::CompletionEntry* cq = nullptr;
+  uint32_t sq_entries = 0, cq_entries = 0;
+  int sq_event = -1, cq_event = -1;
+
+  std::mutex sq_mu;
+  uint32_t sq_tail = 0;  // guarded by sq_mu
+  std::atomic<uint64_t> next_ticket{1};
+
+  std::mutex cq_mu;
+  std::condition_variable cq_cv;
+  std::map<uint64_t, Completion> done;  // guarded by cq_mu
+  bool reaping = false;                 // guarded by cq_mu: one thread polls the eventfd
+
+  // Ends the session now (the daemon sees the socket close); handles that
+  // outlive the Client then fail their calls harmlessly.
+  void Close() { shutdown(socket, SHUT_RDWR); }
+
+  ~Impl() {
+    if (control) munmap(control, control_mapped);
+    for (int fd : {socket, sq_event, cq_event})
+      if (fd >= 0) ::close(fd);
+  }
+
+  // One control round trip; fds in the response are returned to the caller.
+  Result<v1::LocalResponse> Call(v1::LocalRequest req, std::vector<int>* fds) {
+    std::lock_guard lock(control_mu);
+    req.set_tag(next_tag++);
+    ISO_RETURN_IF_ERROR(wire::SendFrame(socket, req));
+    v1::LocalResponse resp;
+    std::vector<int> got;
+    ISO_RETURN_IF_ERROR(wire::RecvFrame(socket, &resp, &got));
+    if (resp.tag() != req.tag()) {
+      CloseAll(got);
+      return Internal("response tag ", resp.tag(), " does not match request ", req.tag());
+    }
+    Status s = FromCode(resp.code(), resp.message());
+    if (!s.ok()) {
+      CloseAll(got);
+      return s;
+    }
+    if (fds) {
+      *fds = std::move(got);
+    } else {
+      CloseAll(got);
+    }
+    return resp;
+  }
+
+  // Moves every available completion into `done`. Under cq_mu.
+  int Reap() {
+    int n = 0;
+    uint32_t head = header->cq_head.value.load(std::memory_order_relaxed);
+    const uint32_t tail = header->cq_tail.value.load(std::memory_order_acquire);
+    while (head != tail) {
+      ring::CompletionEntry e;
+      std::memcpy(&e, &cq[head & (cq_entries - 1)], sizeof e);
+      const uint32_t len = std::min<uint32_t>(e.message_len, sizeof e.message);
+      done[e.user_data] = {e.transfer, FromCode(e.code, std::string(e.message, len))};
+      ++head;
+      ++n;
+    }
+    header->cq_head.value.store(head, std::memory_order_release);
+    // Submissions the daemon left waiting for CQ room can go now.
+    if (n > 0 && header->sq_head.value.load(std::memory_order_acquire) !=
+                     header->sq_tail.value.load(std::memory_order_acquire)) {
+      const uint64_t one = 1;
+      (void)!::write(sq_event, &one, sizeof one);
+    }
+    return n;
+  }
+
+  bool CompletionsPending() const {
+    return header->cq_head.value.load(std::memory_order_relaxed) !=
+           header->cq_tail.value.load(std::memory_order_acquire);
+  }
+
+  Result<uint64_t> Push(ring::SubmissionEntry e) {
+    std::unique_lock lock(sq_mu);
+    // Ring full: the daemon drains it as it goes, as long as completions
+    // are consumed; collect them here so a submit-only caller cannot stall
+    // both rings.
+    for (int spins = 0; sq_tail - header->sq_head.value.load(std::memory_order_acquire) >= sq_entries;
+         ++spins) {
+      lock.unlock();
+      {
+        std::unique_lock cq_lock(cq_mu, std::try_to_lock);
+        if (cq_lock.owns_lock() && Reap() > 0) cq_cv.notify_all();
+      }
+      if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      lock.lock();
+    }
+    std::memcpy(&sq[sq_tail & (sq_entries - 1)], &e, sizeof e);
+    ++sq_tail;
+    header->sq_tail.value.store(sq_tail, std::memory_order_release);
+    const uint64_t one = 1;
+    if (::write(sq_event, &one, sizeof one) != sizeof one) {
+      return Unavailable("cannot signal the daemon: ", std::strerror(errno));
+    }
+    return e.user_data;
+  }
+
+  Completion Wait(uint64_t ticket) {
+    std::unique_lock lock(cq_mu);
+    while (true) {
+      if (auto it = done.find(ticket); it != done.end()) {
+        Completion c = std::move(it->second);
+        done.erase(it);
+        return c;
+      }
+      if (Reap() > 0) {
+        cq_cv.notify_all();
+        continue;
+      }
+      if (reaping) {
+        cq_cv.wait(lock);
+        continue;
+      }
+      reaping = true;
+      lock.unlock();
+      // Small copies complete within microseconds: spin briefly before
+      // sleeping on the eventfd.
+      const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+      while (!CompletionsPending() && std::chrono::steady_clock::now() < spin_until) {
+      }
+      if (!CompletionsPending()) {
+        pollfd p{cq_event, POLLIN, 0};
+        const int r = poll(&p, 1, 100);
+        uint64_t count;
+        if (r > 0) (void)!::read(cq_event, &count, sizeof count);
+        if (r == 0 && !DaemonAlive()) {
+          lock.lock();
+          reaping = false;
+          cq_cv.notify_all();
+          return {0, Unavailable("isometryd closed the connection")};
+        }
+      }
+      lock.lock();
+      reaping = false;
+    }
+  }
+
+  bool DaemonAlive() const {
+    pollfd p{socket, POLLRDHUP, 0};
+    return poll(&p, 1, 0) == 0;
+  }
+};
+
+// ---- Allocation ----
+
+namespace {
+Client::Impl& ImplOf(const std::shared_ptr<void>& p) { return *static_cast<Client::Impl*>(p.get()); }
+}  // namespace
+
+Allocation::Allocation(Allocation&& o) noexcept
+    : client_(std::move(o.client_)),
+      id_(o.id_),
+      data_(std::exchange(o.data_, nullptr)),
+      size_(o.size_),
+      mapped_(o.mapped_),
+      owned_(o.owned_) {}
+
+Allocation& Allocation::operator=(Allocation&& o) noexcept {
+  if (this != &o) {
+    Release();
+    client_ = std::move(o.client_);
+    id_ = o.id_;
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = o.size_;
+    mapped_ = o.mapped_;
+    owned_ = o.owned_;
+  }
+  return *this;
+}
+
+Allocation::~Allocation() { Release(); }
+
+void Allocation::Release() {
+  if (data_) munmap(data_, mapped_);
+  data_ = nullptr;
+  if (client_ && owned_) {
+    v1::LocalRequest req;
+    req.mutable_free()->set_allocation(id_);
+    (void)ImplOf(client_).Call(req, nullptr);
+  }
+  client_.reset();
+}
+
+Status Allocation::Publish() {
+  if (!client_) return FailedPrecondition("allocation was released");
+  v1::LocalRequest req;
+  req.mutable_publish()->set_allocation(id_);
+  return ImplOf(client_).Call(req, nullptr).status();
+}
+
+// ---- Instance ----
+
+Instance::Instance(Instance&& o) noexcept
+    : client_(std::move(o.client_)), id_(o.id_), total_(o.total_) {}
+
+Instance& Instance::operator=(Instance&& o) noexcept {
+  if (this != &o) {
+    this->~Instance();
+    client_ = std::move(o.client_);
+    id_ = o.id_;
+    total_ = o.total_;
+  }
+  return *this;
+}
+
+Instance::~Instance() {
+  if (!client_) return;
+  v1::LocalRequest req;
+  req.mutable_unregister_instance()->set_instance(id_);
+  (void)ImplOf(client_).Call(req, nullptr);
+  client_.reset();
+}
+
+// ---- Client ----
+
+Client::Client(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() { impl_->Close(); }
+
+const std::string& Client::session() const { return impl_->session; }
+
+Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  auto impl = std::make_shared<Impl>();
+  sockaddr_un addr{};
+  if (options.local_socket.size() >= sizeof addr.sun_path) {
+    return InvalidArgument("socket path '", options.local_socket, "' is too long");
+  }
+  impl->socket = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (impl->socket < 0) return Internal("socket: ", std::strerror(errno));
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, options.local_socket.c_str(), options.local_socket.size() + 1);
+  if (connect(impl->socket, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    return Unavailable("cannot connect to isometryd at ", options.local_socket, ": ",
+                       std::strerror(errno));
+  }
+  v1::LocalRequest hello;
+  hello.mutable_hello()->set_abi_version(ring::kAbiVersion);
+  hello.mutable_hello()->set_client_name(options.name);
+  std::vector<int> fds;
+  ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, impl->Call(hello, &fds));
+  if (fds.size() != 3) {
+    CloseAll(fds);
+    return Internal("handshake returned ", fds.size(), " descriptors, expected 3");
+  }
+  impl->sq_event = fds[1];
+  impl->cq_event = fds[2];
+  const v1::HelloResponse& h = resp.hello();
+  auto mapped = MapFd(fds[0], h.control_bytes());
+  ::close(fds[0]);
+  if (!mapped.ok()) return mapped.status();
+  impl->control = mapped->first;
+  impl->control_mapped = mapped->second;
+  impl->header = reinterpret_cast<ring::ControlHeader*>(impl->control);
+  const ring::ControlHeader& hdr = *impl->header;
+  if (hdr.magic != ring::kMagic || hdr.abi_version != ring::kAbiVersion ||
+      hdr.sq_entries != h.sq_entries() || hdr.cq_entries != h.cq_entries() ||
+      ring::ControlBytes(hdr.sq_entries, hdr.cq_entries) > h.control_bytes()) {
+    return Internal("control segment does not match the handshake");
+  }
+  impl->sq_entries = hdr.sq_entries;
+  impl->cq_entries = hdr.cq_entries;
+  impl->sq = reinterpret_cast<ring::SubmissionEntry*>(impl->control + hdr.sq_offset);
+  impl->cq = reinterpret_cast<ring::CompletionEntry*>(impl->control + hdr.cq_offset);
+  impl->sq_tail = hdr.sq_tail.value.load();
+  impl->session = h.session();
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+Result<Allocation> Client::Allocate(const std::string& memory, uint64_t bytes) {
+  v1::LocalRequest req;
+  req.mutable_allocate()->set_memory(memory);
+  req.mutable_allocate()->set_bytes(bytes);
+  std::vector<int> fds;
+  ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, impl_->Call(req, &fds));
+  if (fds.size() != 1) {
+    CloseAll(fds);
+    return Internal("allocation came without its memory descriptor");
+  }
+  auto mapped = MapFd(fds[0], resp.allocate().bytes());
+  ::close(fds[0]);
+  if (!mapped.ok()) return mapped.status();
+  return Allocation(impl_, resp.allocate().allocation(), mapped->first, resp.allocate().bytes(),
+                    mapped->second, true);
+}
+
+Result<Allocation> Client::Map(uint64_t published_allocation) {
+  v1::LocalRequest req;
+  req.mutable_map()->set_allocation(published_allocation);
+  std::vector<int> fds;
+  ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, impl_->Call(req, &fds));
+  if (fds.size() != 1) {
+    CloseAll(fds);
+    return Internal("map came without its memory descriptor");
+  }
+  auto mapped = MapFd(fds[0], resp.map().bytes());
+  ::close(fds[0]);
+  if (!mapped.ok()) return mapped.status();
+  return Allocation(impl_, published_allocation, mapped->first, resp.map().bytes(), mapped->second,
+                    false);
+}
+
+Result<Instance> Client::Register(const Allocation& allocation, uint64_t offset,
+                                  const InstanceShape& shape) {
+  v1::LocalRequest req;
+  v1::InstanceSpec* spec = req.mutable_register_instance()->mutable_spec();
+  spec->set_allocation(allocation.id());
+  spec->set_offset(offset);
+  for (int d = 0; d < shape.bounds.dims; ++d) {
+    spec->mutable_bounds()->add_lo(shape.bounds.lo[d]);
+    spec->mutable_bounds()->add_hi(shape.bounds.hi[d]);
+  }
+  for (const Field& f : shape.fields.fields()) {
+    v1::Field* pf = spec->add_fields();
+    pf->set_name(f.name);
+    pf->set_size(f.size);
+  }
+  spec->set_layout(shape.layout.ToString());
+  ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, impl_->Call(req, nullptr));
+  return Instance(impl_, resp.register_instance().instance(), resp.register_instance().total_bytes());
+}
+
+Result<uint64_t> Client::Submit(const Instance& src, const Instance& dst, int priority) {
+  ring::SubmissionEntry e{};
+  e.op = static_cast<uint16_t>(ring::Op::kCopy);
+  e.priority = priority;
+  e.user_data = impl_->next_ticket++;
+  e.src_instance = src.id();
+  e.dst_instance = dst.id();
+  return impl_->Push(e);
+}
+
+Result<uint64_t> Client::SubmitRaw(const ring::SubmissionEntry& entry) {
+  return impl_->Push(entry);
+}
+
+Completion Client::Wait(uint64_t ticket) { return impl_->Wait(ticket); }
+
+Completion Client::Copy(const Instance& src, const Instance& dst, int priority) {
+  auto ticket = Submit(src, dst, priority);
+  if (!ticket.ok()) return {0, ticket.status()};
+  return Wait(*ticket);
+}
+
+Completion Client::Cancel(uint64_t transfer) {
+  ring::SubmissionEntry e{};
+  e.op = static_cast<uint16_t>(ring::Op::kCancel);
+  e.user_data = impl_->next_ticket++;
+  e.transfer = transfer;
+  auto ticket = impl_->Push(e);
+  if (!ticket.ok()) return {0, ticket.status()};
+  return Wait(*ticket);
+}
+
+}  // namespace isometry::client

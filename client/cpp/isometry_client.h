@@ -1,0 +1,126 @@
+// The C++ client of isometryd: the local shared-memory path.
+//
+//   auto client = isometry::client::Client::Connect({.local_socket = "/run/isometry/isometry.sock"});
+//   auto src = (*client)->Allocate("sys0", bytes);        // mapped here, owned by this session
+//   auto a = (*client)->Register(*src, 0, aos_shape);     // validated once, then used by handle
+//   auto done = (*client)->Copy(a, b);                    // through the submission ring
+//
+// Connect() performs the handshake on the daemon's unix socket (the daemon
+// identifies this process by SO_PEERCRED) and maps the control segment
+// holding the submission and completion rings. Everything is RAII: an
+// Allocation unmaps and frees itself, an Instance unregisters, and
+// destroying the Client ends the session (the daemon then frees whatever
+// the session still held and cancels its transfers).
+//
+// Thread-safety: a Client may be used from several threads at once.
+// Allocations and Instances may outlive their Client: the session ends when
+// the Client is destroyed, and their mappings stay valid until they go.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/instance.h"
+#include "core/status.h"
+#include "proto/ring_abi.h"
+
+namespace isometry::client {
+
+struct ClientOptions {
+  std::string local_socket = "/run/isometry/isometry.sock";
+  std::string name = "cpp";
+};
+
+class Client;
+
+class Allocation {
+ public:
+  Allocation(Allocation&& o) noexcept;
+  Allocation& operator=(Allocation&& o) noexcept;
+  Allocation(const Allocation&) = delete;
+  Allocation& operator=(const Allocation&) = delete;
+  ~Allocation();
+
+  uint64_t id() const { return id_; }
+  std::byte* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  // Lets every client of this daemon map and use it; it then outlives this
+  // session (the daemon keeps it until the owner frees it).
+  Status Publish();
+
+ private:
+  friend class Client;
+  Allocation(std::shared_ptr<void> c, uint64_t id, std::byte* data, uint64_t size,
+             uint64_t mapped, bool owned)
+      : client_(std::move(c)), id_(id), data_(data), size_(size), mapped_(mapped), owned_(owned) {}
+  void Release();
+  std::shared_ptr<void> client_;  // the connection (Client::Impl)
+  uint64_t id_ = 0;
+  std::byte* data_ = nullptr;
+  uint64_t size_ = 0;
+  uint64_t mapped_ = 0;
+  bool owned_ = false;  // false for a mapped published allocation of another client
+};
+
+class Instance {
+ public:
+  Instance(Instance&& o) noexcept;
+  Instance& operator=(Instance&& o) noexcept;
+  Instance(const Instance&) = delete;
+  Instance& operator=(const Instance&) = delete;
+  ~Instance();
+
+  uint64_t id() const { return id_; }
+  uint64_t total_bytes() const { return total_; }
+
+ private:
+  friend class Client;
+  Instance(std::shared_ptr<void> c, uint64_t id, uint64_t total)
+      : client_(std::move(c)), id_(id), total_(total) {}
+  std::shared_ptr<void> client_;  // the connection (Client::Impl)
+  uint64_t id_ = 0;
+  uint64_t total_ = 0;
+};
+
+struct Completion {
+  uint64_t transfer = 0;  // 0 when the daemon rejected the submission
+  Status status;
+};
+
+class Client {
+ public:
+  static Result<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+  ~Client();
+
+  const std::string& session() const;
+
+  Result<Allocation> Allocate(const std::string& memory, uint64_t bytes);
+  // Maps an allocation another client published.
+  Result<Allocation> Map(uint64_t published_allocation);
+  Result<Instance> Register(const Allocation& allocation, uint64_t offset,
+                            const InstanceShape& shape);
+
+  // Queues a copy of the source's whole index space; returns a ticket for
+  // Wait(). Blocks only while the submission ring is full.
+  Result<uint64_t> Submit(const Instance& src, const Instance& dst, int priority = 0);
+  // Blocks until that ticket's completion arrives.
+  Completion Wait(uint64_t ticket);
+  // Submit + Wait.
+  Completion Copy(const Instance& src, const Instance& dst, int priority = 0);
+  // Asks the daemon to cancel a transfer of this session.
+  Completion Cancel(uint64_t transfer);
+
+  // Writes one raw ring entry (its user_data becomes the ticket): for tests
+  // of the daemon's input validation.
+  Result<uint64_t> SubmitRaw(const ring::SubmissionEntry& entry);
+
+  struct Impl;
+
+ private:
+  explicit Client(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace isometry::client

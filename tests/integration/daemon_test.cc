@@ -1,0 +1,377 @@
+// Integration tests against real isometryd processes.
+#include <catch2/catch.hpp>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <thread>
+
+#include "client/cpp/isometry_client.h"
+#include "integration/daemon_fixture.h"
+#include "unit/test_util.h"
+
+using namespace isometry;
+using namespace isometry::testing;
+using isometry::client::Allocation;
+using isometry::client::Client;
+
+namespace {
+
+std::unique_ptr<Client> Connect(const Daemon& d, const std::string& name = "test") {
+  auto c = Client::Connect({.local_socket = d.local_socket(), .name = name});
+  if (!c.ok()) throw std::runtime_error(c.status().ToString());
+  return *std::move(c);
+}
+
+// Allocates, fills and registers one instance; keeps a copy of its bytes.
+struct Placed {
+  Allocation alloc;
+  client::Instance inst;
+  InstanceShape shape;
+  std::vector<std::byte> before;
+};
+
+Placed Place(Client& c, const InstanceShape& shape, uint64_t seed) {
+  auto a = c.Allocate("sys0", shape.total_bytes());
+  if (!a.ok()) throw std::runtime_error(a.status().ToString());
+  auto bytes = Pattern(shape.total_bytes(), seed);
+  std::memcpy(a->data(), bytes.data(), bytes.size());
+  auto i = c.Register(*a, 0, shape);
+  if (!i.ok()) throw std::runtime_error(i.status().ToString());
+  return {*std::move(a), *std::move(i), shape, bytes};
+}
+
+std::vector<std::byte> Bytes(const Allocation& a, uint64_t n) {
+  return std::vector<std::byte>(a.data(), a.data() + n);
+}
+
+}  // namespace
+
+TEST_CASE("a C++ client round-trips data byte-exactly with a layout change") {
+  Daemon d(kOneMemory);
+  auto c = Connect(d);
+  const FieldSpace fs = *FieldSpace::Make({{"pos", 12}, {"id", 8}, {"flag", 1}});
+  const Box space = Box::FromExtents({123, 77});
+  Placed src = Place(*c, {space, fs, Layout::Aos(2)}, 1);
+  Placed dst = Place(*c, {space, fs, *Layout::Blocked({8, 5})}, 2);
+  client::Completion done = c->Copy(src.inst, dst.inst);
+  REQUIRE(done.status.ok());
+  CHECK(done.transfer > 0);
+  CHECK(CheckCopy(src.shape, Bytes(src.alloc, src.shape.total_bytes()), dst.shape,
+                  Bytes(dst.alloc, dst.shape.total_bytes()), dst.before, space) == "");
+  // And back, into a third layout, on the copy path again.
+  Placed back = Place(*c, {space, fs, Layout::Soa(2)}, 3);
+  REQUIRE(c->Copy(dst.inst, back.inst).status.ok());
+  CHECK(CheckCopy(src.shape, Bytes(src.alloc, src.shape.total_bytes()), back.shape,
+                  Bytes(back.alloc, back.shape.total_bytes()), back.before, space) == "");
+  CHECK(d.Stop() == 0);
+}
+
+TEST_CASE("a published allocation is a client-to-client path; others cannot touch private ones") {
+  Daemon d(kOneMemory);
+  auto a = Connect(d, "producer");
+  auto b = Connect(d, "consumer");
+  const InstanceShape shape{Box::FromExtents({1 << 16}), FieldSpace::Uniform(2, 4), Layout::Aos(1)};
+  Placed src = Place(*a, shape, 5);
+  REQUIRE(src.alloc.Publish().ok());
+  auto mapped = b->Map(src.alloc.id());
+  REQUIRE(mapped.ok());
+  CHECK(std::memcmp(mapped->data(), src.before.data(), src.before.size()) == 0);
+  auto b_src = b->Register(*mapped, 0, shape);
+  REQUIRE(b_src.ok());
+  const InstanceShape soa{shape.bounds, shape.fields, Layout::Soa(1)};
+  Placed dst = Place(*b, soa, 6);
+  REQUIRE(b->Copy(*b_src, dst.inst).status.ok());
+  CHECK(CheckCopy(shape, src.before, soa, Bytes(dst.alloc, soa.total_bytes()), dst.before,
+                  shape.bounds) == "");
+  // A private allocation of b is not reachable from a.
+  auto denied = a->Map(dst.alloc.id());
+  REQUIRE(!denied.ok());
+  CHECK(absl::IsPermissionDenied(denied.status()));
+  // Nor can a register an instance on it.
+  auto reg = a->Register(dst.alloc, 0, soa);
+  CHECK(absl::IsPermissionDenied(reg.status()));
+  CHECK(d.Stop() == 0);
+}
+
+TEST_CASE("16 concurrent client processes x 64 transfers, all verified") {
+  Daemon d(kOneMemory);
+  std::vector<pid_t> children;
+  for (int k = 0; k < 16; ++k) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      int failures = 0;
+      try {
+        auto c = Connect(d, "worker");
+        std::mt19937_64 rng(static_cast<uint64_t>(k));
+        for (int i = 0; i < 64; ++i) {
+          const Box bounds = RandomBounds(rng, 1 + i % 3, 40);
+          const FieldSpace fs = RandomFields(rng, 4);
+          Placed s = Place(*c, {bounds, fs, RandomLayout(rng, bounds)}, rng());
+          Placed t = Place(*c, {bounds, fs, RandomLayout(rng, bounds)}, rng());
+          const client::Completion done = c->Copy(s.inst, t.inst, i % 3);
+          if (!done.status.ok() ||
+              CheckCopy(s.shape, s.before, t.shape, Bytes(t.alloc, t.shape.total_bytes()),
+                        t.before, bounds) != "") {
+            ++failures;
+          }
+        }
+      } catch (...) {
+        failures = 100;
+      }
+      _exit(failures > 0 ? 1 : 0);
+    }
+    children.push_back(pid);
+  }
+  int failed = 0;
+  for (pid_t pid : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  CHECK(failed == 0);
+  const v1::StatusResponse st = d.Status();
+  CHECK(st.transfers_completed() >= 16 * 64);
+  CHECK(st.sessions() == 0);
+  CHECK(d.PoolUsed("sys0") == 0);
+  CHECK(d.Stop() == 0);
+}
+
+TEST_CASE("a client killed with SIGKILL mid-transfer: cancelled, memory freed, others unharmed") {
+  // A slow channel keeps the victim's copy in flight long enough.
+  Daemon d(R"(
+[[memory]]
+name = "sys0"
+pool = "1GiB"
+[[channel]]
+name = "memcpy0"
+rate_limit = "64MiB"
+)");
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  const pid_t victim = fork();
+  if (victim == 0) {
+    auto c = Connect(d, "victim");
+    const InstanceShape big{Box::FromExtents({8 << 20}), FieldSpace::Uniform(1, 8), Layout::Aos(1)};
+    Placed s = Place(*c, big, 1);
+    Placed t = Place(*c, big, 2);
+    auto ticket = c->Submit(s.inst, t.inst);
+    (void)!write(ready[1], "x", 1);
+    if (ticket.ok()) c->Wait(*ticket);
+    _exit(0);
+  }
+  char x;
+  REQUIRE(read(ready[0], &x, 1) == 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // the copy is under way
+  CHECK(d.PoolUsed("sys0") == 2 * (64u << 20));
+  kill(victim, SIGKILL);
+  waitpid(victim, nullptr, 0);
+  // The daemon notices the closed socket, cancels, and frees both buffers
+  // once the request in flight drains.
+  bool freed = false;
+  for (int i = 0; i < 300 && !freed; ++i) {
+    freed = d.PoolUsed("sys0") == 0 && d.Status().transfers_active() == 0;
+    if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(freed);
+  CHECK(d.Status().transfers_cancelled() == 1);
+  CHECK(d.Status().sessions() == 0);
+  // Everyone else carries on.
+  auto c = Connect(d);
+  const InstanceShape small{Box::FromExtents({1000}), FieldSpace::Uniform(3, 4), Layout::Aos(1)};
+  Placed s = Place(*c, small, 3);
+  Placed t = Place(*c, {small.bounds, small.fields, Layout::Soa(1)}, 4);
+  REQUIRE(c->Copy(s.inst, t.inst).status.ok());
+  CHECK(CheckCopy(s.shape, s.before, t.shape, Bytes(t.alloc, t.shape.total_bytes()), t.before,
+                  small.bounds) == "");
+  CHECK(d.Stop() == 0);
+}
+
+TEST_CASE("thousands of malformed ring entries complete with errors; the daemon stays healthy") {
+  Daemon d(kOneMemory);
+  auto c = Connect(d, "fuzzer");
+  std::mt19937_64 rng(99);
+  int errors = 0, oks = 0;
+  const int n = 4000;
+  std::vector<uint64_t> tickets;
+  for (int i = 0; i < n; ++i) {
+    ring::SubmissionEntry e{};
+    for (size_t b = 0; b < sizeof e; ++b) reinterpret_cast<uint8_t*>(&e)[b] = static_cast<uint8_t>(rng());
+    if (i % 4 == 0) {  // well-formed header, unknown instances / transfers
+      e = ring::SubmissionEntry{};
+      e.op = static_cast<uint16_t>(1 + rng() % 2);
+      e.src_instance = rng();
+      e.dst_instance = rng();
+      e.transfer = rng();
+    }
+    e.user_data = 1'000'000 + static_cast<uint64_t>(i);
+    auto t = c->SubmitRaw(e);
+    REQUIRE(t.ok());
+    tickets.push_back(*t);
+  }
+  for (uint64_t t : tickets) {
+    const client::Completion done = c->Wait(t);
+    (done.status.ok() ? oks : errors) += 1;
+    if (!done.status.ok()) REQUIRE(!done.status.message().empty());
+  }
+  CHECK(errors + oks == n);
+  CHECK(errors >= n * 3 / 4);  // only nops and cancels of unknown-but-finished ids may pass
+  // A garbage control frame closes only that connection.
+  {
+    const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", d.local_socket().c_str());
+    REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    const char junk[] = "\xff\xff\xff\x7fnot a frame at all";
+    (void)!write(fd, junk, sizeof junk);
+    char buf[16];
+    CHECK(read(fd, buf, sizeof buf) <= 0);  // the daemon hung up on it (EOF or reset)
+    close(fd);
+  }
+  // Healthy: a real copy on the same client still works.
+  const InstanceShape shape{Box::FromExtents({4096}), FieldSpace::Uniform(2, 4), Layout::Aos(1)};
+  Placed s = Place(*c, shape, 1);
+  Placed t = Place(*c, {shape.bounds, shape.fields, Layout::Soa(1)}, 2);
+  REQUIRE(c->Copy(s.inst, t.inst).status.ok());
+  CHECK(CheckCopy(s.shape, s.before, t.shape, Bytes(t.alloc, t.shape.total_bytes()), t.before,
+                  shape.bounds) == "");
+  CHECK(d.Status().sessions() == 1);
+  CHECK(d.Stop() == 0);
+}
+
+TEST_CASE("thousands of malformed gRPC requests get clear errors; nothing changes") {
+  Daemon d(kOneMemory);
+  v1::Isometry::Stub& stub = d.stub();
+  // A session for the requests that need one.
+  grpc::ClientContext attach_ctx;
+  v1::AttachRequest areq;
+  areq.set_client_name("fuzzer");
+  auto stream = stub.Attach(&attach_ctx, areq);
+  v1::SessionEvent first;
+  REQUIRE(stream->Read(&first));
+  const std::string session = first.session();
+  REQUIRE(!session.empty());
+  auto ctx_for = [&](grpc::ClientContext& ctx) { ctx.AddMetadata("isometry-session", session); };
+
+  std::mt19937_64 rng(7);
+  int rejected = 0;
+  const int n = 2000;
+  for (int i = 0; i < n; ++i) {
+    grpc::ClientContext ctx;
+    ctx_for(ctx);
+    grpc::Status s;
+    switch (i % 8) {
+      case 0: {  // bad layout text
+        v1::RegisterInstanceRequest r;
+        r.mutable_spec()->set_layout("F,x,q" + std::to_string(rng() % 10));
+        r.mutable_spec()->mutable_bounds()->add_lo(0);
+        r.mutable_spec()->mutable_bounds()->add_hi(10);
+        r.mutable_spec()->add_fields()->set_size(4);
+        v1::RegisterInstanceResponse out;
+        s = stub.RegisterInstance(&ctx, r, &out);
+        break;
+      }
+      case 1: {  // box with mismatched or too many dims, overflowing extents
+        v1::RegisterInstanceRequest r;
+        for (int k = 0; k < 1 + static_cast<int>(rng() % 6); ++k) {
+          r.mutable_spec()->mutable_bounds()->add_lo(static_cast<int64_t>(rng()));
+          r.mutable_spec()->mutable_bounds()->add_hi(static_cast<int64_t>(rng()));
+        }
+        r.mutable_spec()->set_layout("F,x");
+        v1::RegisterInstanceResponse out;
+        s = stub.RegisterInstance(&ctx, r, &out);
+        break;
+      }
+      case 2: {  // huge or zero allocation
+        v1::AllocateRequest r;
+        r.set_memory(i % 16 == 2 ? "nope" : "sys0");
+        r.set_bytes(rng() % 2 ? 0 : (1ull << 62) + rng() % 1000);
+        v1::AllocateResponse out;
+        s = stub.Allocate(&ctx, r, &out);
+        break;
+      }
+      case 3: {  // unknown instances
+        v1::CopyRequest r;
+        r.set_src_instance(rng());
+        r.set_dst_instance(rng());
+        v1::CopyResponse out;
+        s = stub.Copy(&ctx, r, &out);
+        break;
+      }
+      case 4: {  // reads and writes outside any allocation
+        v1::ReadRequest r;
+        r.set_allocation(rng() % 4);
+        r.set_offset(rng());
+        r.set_length(rng());
+        v1::ReadResponse out;
+        s = stub.Read(&ctx, r, &out);
+        break;
+      }
+      case 5: {  // no session at all
+        grpc::ClientContext bare;
+        v1::AllocateRequest r;
+        r.set_memory("sys0");
+        r.set_bytes(4096);
+        v1::AllocateResponse out;
+        s = stub.Allocate(&bare, r, &out);
+        break;
+      }
+      case 6: {  // bad plan requests
+        v1::ExplainPlanRequest r;
+        r.set_src_memory("sys0");
+        r.set_dst_memory(rng() % 2 ? "sys0" : "mars");
+        r.set_src_layout("F");
+        r.set_dst_layout("x,F");
+        r.mutable_bounds()->add_lo(0);
+        r.mutable_bounds()->add_hi(-5);
+        v1::ExplainPlanResponse out;
+        s = stub.ExplainPlan(&ctx, r, &out);
+        break;
+      }
+      default: {  // cancel / wait unknown transfers, free unknown allocations
+        v1::FreeRequest r;
+        r.set_allocation(rng());
+        v1::FreeResponse out;
+        s = stub.Free(&ctx, r, &out);
+        break;
+      }
+    }
+    if (!s.ok()) {
+      ++rejected;
+      REQUIRE(!s.error_message().empty());
+    }
+  }
+  CHECK(rejected == n);
+  const v1::StatusResponse st = d.Status();
+  CHECK(st.allocations() == 0);
+  CHECK(st.instances() == 0);
+  CHECK(st.transfers_submitted() == 0);
+  attach_ctx.TryCancel();
+  CHECK(d.Stop() == 0);
+}
+
+TEST_CASE("SIGTERM lets in-flight transfers finish and exits 0") {
+  Daemon d(R"(
+[[memory]]
+name = "sys0"
+pool = "1GiB"
+[[channel]]
+name = "memcpy0"
+rate_limit = "256MiB"
+)");
+  auto c = Connect(d);
+  const InstanceShape shape{Box::FromExtents({4 << 20}), FieldSpace::Uniform(1, 8), Layout::Aos(1)};
+  Placed s = Place(*c, shape, 1);
+  Placed t = Place(*c, shape, 2);
+  auto ticket = c->Submit(s.inst, t.inst);
+  REQUIRE(ticket.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::atomic<int> code{-2};
+  std::thread stopper([&] { code = d.Stop(); });
+  const client::Completion done = c->Wait(*ticket);
+  CHECK(done.status.ok());  // 32 MiB at 256 MiB/s fits the 2 s grace
+  CHECK(std::memcmp(t.alloc.data(), s.before.data(), s.before.size()) == 0);
+  c.reset();
+  stopper.join();
+  CHECK(code == 0);
+}
