@@ -241,6 +241,14 @@ std::string FailureOf(const Outcome& o) {
   return why + ": " + Tail(o.output);
 }
 
+// Each of the two processes holds a send and a receive buffer; a size that
+// does not fit would bring the OOM killer rather than a clean failure.
+bool FitsInMemory(uint64_t bytes) {
+  const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page_size > 0 &&
+         bytes <= static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) / 4;
+}
+
 uint64_t IterationsFor(uint64_t bytes) {
   return static_cast<uint64_t>(
       std::clamp(kNominalBytesPerS / static_cast<double>(bytes), 10.0, 1e6));
@@ -279,8 +287,8 @@ std::optional<uint16_t> FreeLoopbackPort() {
 }
 
 // True once a socket listens on IPv4 TCP `port`. The perftest server's
-// "Waiting for connection..." line cannot be awaited instead: stdio keeps it
-// in the buffer of the pipe until the server exits.
+// "Waiting for connection..." line cannot be awaited instead: its stdout is
+// our pipe, so stdio holds the line back until the server exits.
 bool Listening(uint16_t port) {
   std::ifstream tcp("/proc/net/tcp");
   char suffix[8];
@@ -416,7 +424,8 @@ std::optional<double> ParseMpiLine(const std::string& output) {
 }  // namespace
 
 PeerResult UcxTagBwShm(uint64_t bytes) {
-  if (bytes == 0) return Unavailable("UCX: message size must be positive");
+  if (bytes == 0 || !FitsInMemory(bytes))
+    return Unavailable("UCX: size must be positive and at most a quarter of the memory");
   const auto deadline = Clock::now() + kPeerTimeout;
   const std::optional<uint16_t> port = FreeLoopbackPort();
   if (!port) return Unavailable("UCX: no free TCP port on 127.0.0.1");
@@ -442,8 +451,10 @@ PeerResult UcxTagBwShm(uint64_t bytes) {
   if (!s) return Unavailable("UCX: " + error);
   if (!AwaitListening(*port, s->pid, deadline)) {
     const Outcome so = Finish(*s, Clock::now());
-    return Unavailable("UCX: server never listened on port " + std::to_string(*port) + " [" +
-                       Describe(server) + "]: " + Tail(so.output));
+    const std::string why = FailureOf(so);
+    return Unavailable("UCX: server did not listen on port " + std::to_string(*port) + ", " +
+                       (why.empty() ? "exited: " + Tail(so.output) : why) + " [" +
+                       Describe(server) + "]");
   }
   const std::optional<Outcome> co = Run(client, deadline, &error);
   const std::string client_failure = co ? FailureOf(*co) : error;
@@ -461,7 +472,9 @@ PeerResult UcxTagBwShm(uint64_t bytes) {
 PeerResult MpiSendBandwidth(MpiFlavor which, uint64_t bytes, const std::string& source_dir) {
   const Flavor f = FlavorOf(which);
   // MPI counts are int; mpi_bandwidth.c sends the message as one MPI_BYTE array.
-  if (bytes == 0 || bytes > INT_MAX) return Unavailable(f.name + ": size must be 1..2^31-1 bytes");
+  if (bytes == 0 || bytes > INT_MAX || !FitsInMemory(bytes))
+    return Unavailable(f.name +
+                       ": size must be 1..2^31-1 bytes and at most a quarter of the memory");
   const Build build = BuildOnce(which, f, source_dir);
   if (!build.ok) return Unavailable(f.name + ": " + build.binary_or_error);
   const uint64_t iterations = IterationsFor(bytes);
