@@ -45,7 +45,8 @@ Status Box::Validate(std::string_view what) const {
     if (hi[d] < lo[d]) {
       return InvalidArgument(what, ": dimension ", d, " has hi ", hi[d], " below lo ", lo[d]);
     }
-    v *= static_cast<unsigned __int128>(hi[d] - lo[d]);
+    // In 128 bits: hi - lo of two int64 values can exceed int64.
+    v *= static_cast<unsigned __int128>(static_cast<__int128>(hi[d]) - lo[d]);
     if (v > (uint64_t{1} << 62)) {
       return OutOfRange(what, ": ", ToString(*this), " has more than 2^62 points");
     }

@@ -285,9 +285,15 @@ void Node::CloseSession(const std::string& session) {
       auto t = impl_->active.find(id);
       if (t != impl_->active.end() && t->second->handle) to_cancel.push_back(*t->second->handle);
     }
-    spdlog::info("session {} closed: client '{}' pid {}; cancelling {} transfer(s), releasing {} "
-                 "allocation(s)",
-                 session, s.name, s.creds.pid, to_cancel.size(), s.allocations.size());
+    size_t published = 0;
+    for (uint64_t id : s.allocations) {
+      auto a = impl_->allocations.find(id);
+      published += a != impl_->allocations.end() && a->second->published;
+    }
+    spdlog::info("session {} closed: client '{}' pid {}; cancelling {} transfer(s), freeing {} "
+                 "allocation(s), keeping {} published",
+                 session, s.name, s.creds.pid, to_cancel.size(), s.allocations.size() - published,
+                 published);
     impl_->ReleaseSessionLocked(s);
     // Completions of its transfers no longer reach it.
     impl_->sessions.erase(it);
@@ -355,7 +361,10 @@ Status Node::Free(const std::string& session, uint64_t allocation) {
   auto it = impl_->allocations.find(allocation);
   if (it == impl_->allocations.end()) return NotFound("no allocation ", allocation);
   Allocation& a = *it->second;
-  if (a.owner != session) {
+  // A published allocation whose owner has gone belongs to everyone: any
+  // session may free it (otherwise nothing could, short of a restart).
+  const bool orphan = a.published && a.owner.empty();
+  if (a.owner != session && !orphan) {
     return absl::PermissionDeniedError(
         StrCat("allocation ", allocation, " belongs to another client"));
   }
@@ -368,7 +377,7 @@ Status Node::Free(const std::string& session, uint64_t allocation) {
       ++i;
     }
   }
-  s->quota_used[a.pool->memory] -= a.shm.size();
+  if (!orphan) s->quota_used[a.pool->memory] -= a.shm.size();
   s->allocations.erase(allocation);
   impl_->allocations.erase(it);
   return OkStatus();

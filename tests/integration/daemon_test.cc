@@ -1,5 +1,7 @@
 // Integration tests against real isometryd processes.
 #include <catch2/catch.hpp>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 
 #include <atomic>

@@ -1,0 +1,32 @@
+"""Python client for isometryd, the Isometry per-node data-transfer daemon.
+
+Run it with Debian's ``/usr/bin/python3`` (python3-grpcio and
+python3-protobuf); the build puts this package, together with the generated
+stubs ``isometry_pb2`` and ``isometry_pb2_grpc``, in ``build/python/isometry``:
+
+    PYTHONPATH=build/python /usr/bin/python3 -c \\
+        'import isometry; print(isometry.Client("/run/isometry/grpc.sock").status())'
+
+See :mod:`isometry.client` for the API.
+"""
+
+from . import isometry_pb2, isometry_pb2_grpc
+from .client import (
+    DEFAULT_SOCKET,
+    Allocation,
+    Client,
+    Instance,
+    IsometryError,
+    TransferError,
+)
+
+__all__ = [
+    "Client",
+    "IsometryError",
+    "TransferError",
+    "Allocation",
+    "Instance",
+    "DEFAULT_SOCKET",
+    "isometry_pb2",
+    "isometry_pb2_grpc",
+]

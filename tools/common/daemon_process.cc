@@ -1,0 +1,112 @@
+#include "tools/common/daemon_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+extern char** environ;
+
+namespace isometry::tools {
+
+namespace {
+
+bool Accepts(const std::string& path) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  return ok;
+}
+
+}  // namespace
+
+Result<DaemonProcess> DaemonProcess::Start(const std::string& binary, const std::string& extra_toml,
+                                           const std::string& log_level) {
+  DaemonProcess d;
+  char tmpl[] = "/tmp/isometry-XXXXXX";
+  if (!mkdtemp(tmpl)) return Internal("mkdtemp failed");
+  d.dir_ = tmpl;
+  d.local_ = d.dir_ + "/local.sock";
+  d.grpc_ = d.dir_ + "/grpc.sock";
+  const std::string config = d.dir_ + "/isometryd.toml";
+  const std::string log = d.dir_ + "/isometryd.log";
+  std::ofstream(config) << "[daemon]\nlocal_socket = \"" << d.local_ << "\"\ngrpc_socket = \""
+                        << d.grpc_ << "\"\nstate_dir = \"" << d.dir_ << "/state\"\nlog_level = \""
+                        << log_level << "\"\nshutdown_grace_ms = 2000\n"
+                        << extra_toml;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  std::string flag = "-c";
+  char* argv[] = {const_cast<char*>(binary.c_str()), flag.data(), const_cast<char*>(config.c_str()),
+                  nullptr};
+  const int rc = posix_spawn(&d.pid_, binary.c_str(), &fa, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) return Unavailable("cannot start ", binary, ": ", std::strerror(rc));
+  for (int i = 0; i < 1000; ++i) {
+    if (std::filesystem::exists(d.grpc_) && Accepts(d.local_)) return d;
+    int status;
+    if (waitpid(d.pid_, &status, WNOHANG) == d.pid_) {
+      d.pid_ = -1;
+      return Unavailable("isometryd exited at start; see ", log);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return Unavailable("isometryd did not come up in 10 s; see ", log);
+}
+
+DaemonProcess::DaemonProcess(DaemonProcess&& o) noexcept
+    : dir_(std::move(o.dir_)), local_(std::move(o.local_)), grpc_(std::move(o.grpc_)),
+      pid_(std::exchange(o.pid_, -1)) {}
+
+DaemonProcess::~DaemonProcess() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  if (!dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+}
+
+int DaemonProcess::Stop() {
+  if (pid_ <= 0) return -1;
+  kill(pid_, SIGTERM);
+  for (int i = 0; i < 1000; ++i) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return -1;
+}
+
+std::string DaemonProcess::Locate(const char* argv0) {
+  if (const char* env = std::getenv("ISOMETRYD")) return env;
+  // tools/<tool>/<binary> in the build tree -> daemon/isometryd
+  std::error_code ec;
+  const auto self = std::filesystem::canonical(argv0, ec);
+  if (!ec) {
+    const auto candidate = self.parent_path().parent_path().parent_path() / "daemon" / "isometryd";
+    if (std::filesystem::exists(candidate)) return candidate.string();
+  }
+  return "isometryd";
+}
+
+}  // namespace isometry::tools

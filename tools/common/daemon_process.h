@@ -1,0 +1,39 @@
+// Runs a private isometryd for tests and benchmarks: its own temporary
+// directory, sockets and state; stopped with SIGTERM.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "core/status.h"
+
+namespace isometry::tools {
+
+class DaemonProcess {
+ public:
+  // Writes a config ([daemon] with private paths, then `extra_toml`) and
+  // starts `binary`; returns once both sockets accept connections.
+  static Result<DaemonProcess> Start(const std::string& binary, const std::string& extra_toml,
+                                     const std::string& log_level = "warn");
+  DaemonProcess(DaemonProcess&& o) noexcept;
+  DaemonProcess& operator=(DaemonProcess&&) = delete;
+  DaemonProcess(const DaemonProcess&) = delete;
+  ~DaemonProcess();  // SIGKILL if still running; removes the directory
+
+  // SIGTERM and wait; the exit status (0 expected), or -1 after 10 s.
+  int Stop();
+  const std::string& local_socket() const { return local_; }
+  const std::string& grpc_socket() const { return grpc_; }
+  const std::string& dir() const { return dir_; }
+
+  // The daemon binary next to a tool in the build tree, or $ISOMETRYD.
+  static std::string Locate(const char* argv0);
+
+ private:
+  DaemonProcess() = default;
+  std::string dir_, local_, grpc_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace isometry::tools
