@@ -5,8 +5,9 @@
 // SubmissionEntry at sq_offset and `cq_entries` CompletionEntry at
 // cq_offset. Both rings are single-producer single-consumer with free-running
 // 32-bit indexes (slot = index & (entries - 1)):
-//   SQ: the client writes entries and advances sq_tail (release), then
-//       writes 1 to the submission eventfd; the daemon advances sq_head.
+//   SQ: the client writes entries and advances sq_tail, then writes 1 to
+//       the submission eventfd unless daemon_awake is 1; the daemon
+//       advances sq_head.
 //   CQ: the daemon writes entries and advances cq_tail (release), then
 //       writes 1 to the completion eventfd; the client advances cq_head.
 // The daemon copies each submission out of shared memory once and validates
@@ -68,6 +69,12 @@ struct ControlHeader {
   PaddedIndex sq_tail;  // client-owned
   PaddedIndex cq_head;  // client-owned
   PaddedIndex cq_tail;  // daemon-owned
+  // 1 while the daemon is polling the SQ (it just served requests): a
+  // client that publishes sq_tail and then reads 1 here may skip the
+  // eventfd write. Both sides use sequentially consistent accesses (tail
+  // store, then awake load; awake store, then tail load), so a submission
+  // is never missed.
+  PaddedIndex daemon_awake;
 };
 
 inline uint64_t ControlBytes(uint32_t sq_entries, uint32_t cq_entries) {

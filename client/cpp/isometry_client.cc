@@ -143,10 +143,13 @@ struct Client::Impl {
     }
     std::memcpy(&sq[sq_tail & (sq_entries - 1)], &e, sizeof e);
     ++sq_tail;
-    header->sq_tail.value.store(sq_tail, std::memory_order_release);
-    const uint64_t one = 1;
-    if (::write(sq_event, &one, sizeof one) != sizeof one) {
-      return Unavailable("cannot signal the daemon: ", std::strerror(errno));
+    header->sq_tail.value.store(sq_tail, std::memory_order_seq_cst);
+    // The daemon polls for a while after serving requests: no syscall then.
+    if (header->daemon_awake.value.load(std::memory_order_seq_cst) == 0) {
+      const uint64_t one = 1;
+      if (::write(sq_event, &one, sizeof one) != sizeof one) {
+        return Unavailable("cannot signal the daemon: ", std::strerror(errno));
+      }
     }
     return e.user_data;
   }

@@ -89,7 +89,12 @@ std::string NewSessionId() {
 }
 
 std::string StateName(const TransferRecord& r) {
-  if (!r.finished) return r.handle && r.handle->HopsDone().empty() ? "waiting" : "running";
+  // Waiting: queued for staging buffers or behind other work on its
+  // channels (no request dispatched yet).
+  if (!r.finished) {
+    const bool started = r.handle && r.handle->times().first_dispatch != TransferTimes::Clock::time_point{};
+    return started ? "running" : "waiting";
+  }
   if (r.status.ok()) return "done";
   return absl::IsCancelled(r.status) ? "cancelled" : "failed";
 }
@@ -143,8 +148,9 @@ struct Node::Impl {
     return nullptr;
   }
 
-  TransferReport BuildReport(const TransferRecord& r) const {
-    if (r.finished && r.final_report.id) return r.final_report;
+  // `detailed` adds the path text and per-hop progress: string work kept
+  // off the completion path (the ring's latency), done on introspection.
+  TransferReport BuildReport(const TransferRecord& r, bool detailed = true) const {
     TransferReport rep;
     rep.id = r.id;
     rep.session = r.session;
@@ -157,6 +163,7 @@ struct Node::Impl {
     const TransferTimes times = t.times();
     const auto end = r.finished ? times.finished : Clock::now();
     rep.elapsed_s = std::chrono::duration<double>(end - times.submitted).count();
+    if (!detailed) return rep;
     const Topology& topo = runtime->topology();
     rep.path = t.path().ToString(topo);
     const std::vector<uint64_t> done = t.HopsDone();
@@ -180,8 +187,7 @@ struct Node::Impl {
   std::vector<std::pair<TransferCallback, TransferReport>> Finalize(
       const std::shared_ptr<TransferRecord>& r) {
     std::vector<std::pair<TransferCallback, TransferReport>> calls;
-    r->final_report = BuildReport(*r);
-    r->final_report.state = StateName(*r);
+    r->final_report = BuildReport(*r, /*detailed=*/false);
     r->src.reset();
     r->dst.reset();
     active.erase(r->id);
@@ -554,7 +560,7 @@ Result<TransferReport> Node::GetTransfer(uint64_t transfer) const {
   auto it = impl_->active.find(transfer);
   if (it != impl_->active.end()) return impl_->BuildReport(*it->second);
   for (const auto& f : impl_->finished) {
-    if (f->id == transfer) return f->final_report;
+    if (f->id == transfer) return impl_->BuildReport(*f);
   }
   return NotFound("no transfer ", transfer, " (finished transfers are kept for the last ",
                   Impl::kFinishedKept, ")");

@@ -120,6 +120,8 @@ struct CopySpec {
   std::vector<ViaHop> via;
 };
 
+// Completion callbacks get a report without `path` and `hops` (kept off
+// the latency path); GetTransfer() has the full one.
 using TransferCallback = std::function<void(const TransferReport&)>;
 
 class Node {

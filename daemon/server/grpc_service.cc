@@ -216,9 +216,10 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
     TransferCallback on_done;
     if (req->wait()) {
-      on_done = [reactor, resp](const TransferReport& r) {
+      Node* node = &node_;
+      on_done = [reactor, resp, node](const TransferReport& r) {
         resp->set_transfer(r.id);
-        ToProto(r, resp->mutable_info());
+        ToProto(node->GetTransfer(r.id).value_or(r), resp->mutable_info());
         reactor->Finish(grpc::Status::OK);
       };
     }
@@ -237,16 +238,16 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
     auto once = std::make_shared<std::atomic<bool>>(false);
     const uint64_t id = req->transfer();
-    Status s = node_.WhenDone(id, [reactor, resp, once](const TransferReport& r) {
+    Node* node = &node_;
+    Status s = node_.WhenDone(id, [reactor, resp, once, node](const TransferReport& r) {
       if (once->exchange(true)) return;
-      ToProto(r, resp);
+      ToProto(node->GetTransfer(r.id).value_or(r), resp);
       reactor->Finish(grpc::Status::OK);
     });
     if (!s.ok()) {
       once->store(true);
       reactor->Finish(ToGrpc(s));
     } else if (req->timeout_ms() > 0) {
-      Node* node = &node_;
       timer_.At(Timer::Clock::now() + std::chrono::milliseconds(req->timeout_ms()),
                 [reactor, resp, once, node, id] {
                   if (once->exchange(true)) return;

@@ -7,7 +7,9 @@
 #include <set>
 #include <string>
 
+#include "tools/bench/daemon_scenarios.h"
 #include "tools/bench/local_scenarios.h"
+#include "tools/common/daemon_process.h"
 
 using namespace isometry::bench;
 
@@ -21,7 +23,8 @@ int main(int argc, char** argv) {
   double hop_rate_gib = 1.0;
   app.add_flag("--json", json, "one JSON object per line instead of a table");
   app.add_option("--scenario", only,
-                 "run only these: contiguous, aos_to_soa, pipeline, priority (default: all)");
+                 "run only these: contiguous, aos_to_soa, pipeline, priority, client_to_client, "
+                 "latency (default: all)");
   app.add_option("--repeat", local.repeat, "runs per measurement; the best is kept")
       ->check(CLI::Range(1, 100));
   app.add_option("--contiguous-mib", contiguous_mib, "size of the contiguous copy")
@@ -31,16 +34,26 @@ int main(int argc, char** argv) {
   app.add_option("--aos-entries", local.aos_entries, "entries of the AOS->SOA copy");
   app.add_option("--hop-rate-gib", hop_rate_gib, "per-hop bandwidth cap in GiB/s (capped variant)")
       ->check(CLI::Range(0.01, 1000.0));
+  DaemonOptions daemon;
+  daemon.isometryd = isometry::tools::DaemonProcess::Locate(argv[0]);
+  daemon.source_dir = ISOMETRY_BENCH_SOURCE_DIR;
+  bool no_peers = false;
+  app.add_option("--isometryd", daemon.isometryd, "daemon binary for the daemon scenarios");
+  app.add_option("--latency-iterations", daemon.latency_iterations, "4 KiB copies on the ring")
+      ->check(CLI::Range(100, 10000000));
+  app.add_flag("--no-peers", no_peers, "skip UCX / MPICH / Open MPI in client_to_client");
   CLI11_PARSE(app, argc, argv);
   local.contiguous_bytes = static_cast<uint64_t>(contiguous_mib * (1 << 20)) / 8 * 8;
   local.pipeline_bytes = static_cast<uint64_t>(pipeline_mib * (1 << 20)) / 8 * 8;
   local.hop_rate = static_cast<uint64_t>(hop_rate_gib * (1ull << 30));
   spdlog::set_level(spdlog::level::warn);
+  daemon.peers = !no_peers;
 
   const std::set<std::string> chosen(only.begin(), only.end());
   auto wanted = [&](const char* name) { return chosen.empty() || chosen.count(name); };
   for (const std::string& s : chosen) {
-    if (s != "contiguous" && s != "aos_to_soa" && s != "pipeline" && s != "priority") {
+    if (s != "contiguous" && s != "aos_to_soa" && s != "pipeline" && s != "priority" &&
+        s != "client_to_client" && s != "latency") {
       std::fprintf(stderr, "unknown scenario '%s'\n", s.c_str());
       return 2;
     }
@@ -50,6 +63,8 @@ int main(int argc, char** argv) {
   if (wanted("aos_to_soa")) RunAosToSoa(local, report);
   if (wanted("pipeline")) RunPipeline(local, report);
   if (wanted("priority")) RunPriority(local, report);
+  if (wanted("client_to_client")) RunClientToClient(daemon, report);
+  if (wanted("latency")) RunLatency(daemon, report);
   report.Finish();
   return 0;
 }

@@ -1,0 +1,209 @@
+#include "tools/bench/daemon_scenarios.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "client/cpp/isometry_client.h"
+#include "isometry.grpc.pb.h"
+#include "tools/bench/peers.h"
+#include "tools/common/daemon_process.h"
+
+namespace isometry::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr char kDaemonConfig[] = R"(
+[runtime]
+inline_bytes = "64KiB"
+[[memory]]
+name = "sys0"
+pool = "2GiB"
+client_quota = "1GiB"
+[[channel]]
+name = "memcpy0"
+threads = 2
+)";
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "isometry_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+template <typename T>
+T Must(Result<T> r, const char* what) {
+  if (!r.ok()) Die(std::string(what) + ": " + r.status().ToString());
+  return *std::move(r);
+}
+
+tools::DaemonProcess StartDaemon(const DaemonOptions& o) {
+  return Must(tools::DaemonProcess::Start(o.isometryd, kDaemonConfig), "starting isometryd");
+}
+
+double Percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1))];
+}
+
+InstanceShape Flat(uint64_t bytes) {
+  return {Box::FromExtents({static_cast<int64_t>(bytes / 8)}), FieldSpace::Uniform(1, 8),
+          Layout::Aos(1)};
+}
+
+}  // namespace
+
+void RunClientToClient(const DaemonOptions& o, Report& report) {
+  tools::DaemonProcess daemon = StartDaemon(o);
+  using client::Client;
+  auto producer = Must(Client::Connect({.local_socket = daemon.local_socket(), .name = "producer"}),
+                       "producer connect");
+  auto consumer = Must(Client::Connect({.local_socket = daemon.local_socket(), .name = "consumer"}),
+                       "consumer connect");
+  const InstanceShape shape = Flat(o.client_bytes);
+  client::Allocation src = Must(producer->Allocate("sys0", shape.total_bytes()), "allocate");
+  std::memset(src.data(), 0x5a, src.size());
+  if (Status s = src.Publish(); !s.ok()) Die(s.ToString());
+  client::Allocation view = Must(consumer->Map(src.id()), "map");
+  client::Allocation dst = Must(consumer->Allocate("sys0", shape.total_bytes()), "allocate");
+  std::memset(dst.data(), 0, dst.size());
+  client::Instance in = Must(consumer->Register(view, 0, shape), "register");
+  client::Instance out = Must(consumer->Register(dst, 0, shape), "register");
+  for (int i = 0; i < 3; ++i) consumer->Copy(in, out);  // warm-up
+  const auto t0 = Clock::now();
+  for (int i = 0; i < o.client_iterations; ++i) {
+    const client::Completion c = consumer->Copy(in, out);
+    if (!c.status.ok()) Die(c.status.ToString());
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (std::memcmp(dst.data(), src.data(), 4096) != 0) Die("client-to-client copy is wrong");
+  const double ours = static_cast<double>(o.client_bytes) * o.client_iterations / seconds / 1e9;
+  daemon.Stop();
+  const std::string name = "client_to_client_" + std::to_string(o.client_bytes >> 20) + "MiB";
+  if (!o.peers) {
+    report.Add({name, "throughput", ours, "GB/s", "(peers skipped)", 0, 0, ""});
+    return;
+  }
+  struct Peer {
+    const char* name;
+    PeerResult result;
+  };
+  const Peer peers[] = {
+      {"UCX tag_bw UCX_TLS=shm", UcxTagBwShm(o.client_bytes)},
+      {"MPICH MPI_Send", MpiSendBandwidth(MpiFlavor::kMpich, o.client_bytes, o.source_dir)},
+      {"Open MPI MPI_Send", MpiSendBandwidth(MpiFlavor::kOpenMpi, o.client_bytes, o.source_dir)},
+  };
+  double best = 0;
+  std::string best_name = "no peer ran";
+  for (const Peer& p : peers) {
+    if (!p.result.ok) {
+      std::fprintf(stderr, "  %s unavailable: %s\n", p.name, p.result.detail.c_str());
+      continue;
+    }
+    const double gbps = p.result.bytes_per_s / 1e9;
+    report.Add({name, "throughput", ours, "GB/s", p.name, gbps, ours / gbps, ""});
+    if (gbps > best) {
+      best = gbps;
+      best_name = p.name;
+    }
+  }
+  report.Add({name, "vs_best_peer", ours, "GB/s", best_name, best, best > 0 ? ours / best : 0,
+              ">= 1.2"});
+}
+
+void RunLatency(const DaemonOptions& o, Report& report) {
+  tools::DaemonProcess daemon = StartDaemon(o);
+  const InstanceShape shape = Flat(4096);
+  // The physical floor: a 4 KiB memcpy in this process.
+  std::vector<std::byte> a(4096, std::byte{1}), b(4096);
+  std::vector<double> floor_us;
+  for (int i = 0; i < o.latency_iterations; ++i) {
+    const auto t0 = Clock::now();
+    std::memcpy(b.data(), a.data(), a.size());
+    asm volatile("" ::: "memory");
+    floor_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  const double floor_median = Percentile(floor_us, 0.5);
+
+  {
+    auto c = Must(client::Client::Connect({.local_socket = daemon.local_socket(), .name = "lat"}),
+                  "connect");
+    client::Allocation sa = Must(c->Allocate("sys0", 4096), "allocate");
+    client::Allocation da = Must(c->Allocate("sys0", 4096), "allocate");
+    client::Instance si = Must(c->Register(sa, 0, shape), "register");
+    client::Instance di = Must(c->Register(da, 0, shape), "register");
+    for (int i = 0; i < 1000; ++i) c->Copy(si, di);
+    std::vector<double> us;
+    us.reserve(static_cast<size_t>(o.latency_iterations));
+    for (int i = 0; i < o.latency_iterations; ++i) {
+      const auto t0 = Clock::now();
+      const client::Completion done = c->Copy(si, di);
+      us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+      if (!done.status.ok()) Die(done.status.ToString());
+    }
+    const double median = Percentile(us, 0.5), p99 = Percentile(us, 0.99);
+    report.Add({"latency_4KiB_ring", "median", median, "us", "4 KiB memcpy in-process",
+                floor_median, median / floor_median, "<= 10 us"});
+    report.Add({"latency_4KiB_ring", "p99", p99, "us", "4 KiB memcpy in-process",
+                Percentile(floor_us, 0.99), p99 / Percentile(floor_us, 0.99), ""});
+  }
+  {
+    auto channel = grpc::CreateChannel("unix:" + daemon.grpc_socket(), grpc::InsecureChannelCredentials());
+    auto stub = v1::Isometry::NewStub(channel);
+    grpc::ClientContext attach_ctx;
+    v1::AttachRequest areq;
+    areq.set_client_name("lat-grpc");
+    auto stream = stub->Attach(&attach_ctx, areq);
+    v1::SessionEvent first;
+    if (!stream->Read(&first)) Die("gRPC attach failed");
+    auto call = [&](auto method, const auto& req, auto* resp) {
+      grpc::ClientContext ctx;
+      ctx.AddMetadata("isometry-session", first.session());
+      grpc::Status s = ((*stub).*method)(&ctx, req, resp);
+      if (!s.ok()) Die("gRPC: " + s.error_message());
+    };
+    uint64_t instances[2];
+    for (uint64_t& inst : instances) {
+      v1::AllocateRequest ar;
+      ar.set_memory("sys0");
+      ar.set_bytes(4096);
+      v1::AllocateResponse alloc;
+      call(&v1::Isometry::Stub::Allocate, ar, &alloc);
+      v1::RegisterInstanceRequest rr;
+      rr.mutable_spec()->set_allocation(alloc.allocation());
+      rr.mutable_spec()->mutable_bounds()->add_lo(0);
+      rr.mutable_spec()->mutable_bounds()->add_hi(512);
+      v1::Field* f = rr.mutable_spec()->add_fields();
+      f->set_name("v");
+      f->set_size(8);
+      rr.mutable_spec()->set_layout("F,x");
+      v1::RegisterInstanceResponse reg;
+      call(&v1::Isometry::Stub::RegisterInstance, rr, &reg);
+      inst = reg.instance();
+    }
+    v1::CopyRequest cr;
+    cr.set_src_instance(instances[0]);
+    cr.set_dst_instance(instances[1]);
+    cr.set_wait(true);
+    std::vector<double> us;
+    for (int i = 0; i < o.grpc_iterations + 200; ++i) {
+      v1::CopyResponse resp;
+      const auto t0 = Clock::now();
+      call(&v1::Isometry::Stub::Copy, cr, &resp);
+      if (i >= 200) us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+      if (resp.info().state() != "done") Die("gRPC copy: " + resp.info().message());
+    }
+    report.Add({"latency_4KiB_grpc", "median", Percentile(us, 0.5), "us", "4 KiB memcpy in-process",
+                floor_median, Percentile(us, 0.5) / floor_median, ""});
+    report.Add({"latency_4KiB_grpc", "p99", Percentile(us, 0.99), "us", "4 KiB memcpy in-process",
+                Percentile(floor_us, 0.99), Percentile(us, 0.99) / Percentile(floor_us, 0.99), ""});
+    attach_ctx.TryCancel();
+  }
+  daemon.Stop();
+}
+
+}  // namespace isometry::bench
