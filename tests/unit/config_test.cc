@@ -73,3 +73,54 @@ edges = [["b", "a"]]
   CHECK(c->channels[1].edges.size() == 1);
   CHECK(c->memories[1].kind == MemoryKind::kReg);
 }
+
+TEST_CASE("the daemon section: sockets, modes, rings, with errors that name the key") {
+  auto c = ParseConfig(R"(
+[daemon]
+local_socket = "/tmp/x/local.sock"
+grpc_socket = "/tmp/x/grpc.sock"
+grpc_tcp = "127.0.0.1:7470"
+socket_group = "isometry"
+socket_mode = "0600"
+log_level = "debug"
+sq_entries = 64
+cq_entries = 128
+[[memory]]
+name = "sys0"
+pool = "64MiB"
+client_quota = "16MiB"
+hugetlb = true
+[[channel]]
+name = "memcpy0"
+)", "d.toml");
+  REQUIRE(c.ok());
+  CHECK(c->daemon.local_socket == "/tmp/x/local.sock");
+  CHECK(c->daemon.grpc_tcp == "127.0.0.1:7470");
+  CHECK(c->daemon.socket_mode == 0600);
+  CHECK(c->daemon.sq_entries == 64);
+  CHECK(c->runtime.memories[0].pool_bytes == 64u << 20);
+  CHECK(c->runtime.memories[0].client_quota == 16u << 20);
+  CHECK(c->runtime.memories[0].hugetlb);
+  auto daemon_error = [](const char* body) {
+    auto r = ParseConfig(std::string(body) + "\n[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\n", "d.toml");
+    return r.ok() ? std::string() : std::string(r.status().message());
+  };
+  CHECK_THAT(daemon_error("[daemon]\nsocket_mode = \"rw\""), Catch::Contains("d.toml:2: key 'daemon.socket_mode'"));
+  CHECK_THAT(daemon_error("[daemon]\nsq_entries = 100"), Catch::Contains("powers of two"));
+  CHECK_THAT(daemon_error("[daemon]\nlog_level = \"loud\""), Catch::Contains("daemon.log_level 'loud'"));
+  CHECK_THAT(daemon_error("[daemon]\nlocal_socket = \"/a\"\ngrpc_socket = \"/a\""), Catch::Contains("same path"));
+  CHECK_THAT(daemon_error("[daemon]\nlisten = 1"), Catch::Contains("unknown key"));
+  auto quota = ParseConfig("[[memory]]\nname = \"a\"\npool = \"1MiB\"\nclient_quota = \"2MiB\"\n[[channel]]\nname = \"c\"\n", "q.toml");
+  CHECK_THAT(std::string(quota.status().message()), Catch::Contains("client_quota"));
+}
+
+TEST_CASE("the embedded default serves: a client pool in sys0, sockets under /run/isometry") {
+  auto c = ParseConfig(EmbeddedDefaultConfig(), "default");
+  REQUIRE(c.ok());
+  CHECK(c->daemon.local_socket == "/run/isometry/isometry.sock");
+  CHECK(c->daemon.grpc_socket == "/run/isometry/grpc.sock");
+  CHECK(c->daemon.grpc_tcp.empty());
+  CHECK(c->runtime.memories[0].pool_bytes == 1ull << 30);
+  CHECK(c->runtime.memories[1].pool_bytes == 0);  // REG: no NIC here, no client pool
+  CHECK(c->runtime.inline_bytes == 64u << 10);
+}

@@ -355,3 +355,37 @@ TEST_CASE("an empty box completes at once") {
   CHECK(t->Wait().ok());
   CHECK(d.bytes == d.before);
 }
+
+TEST_CASE("small direct copies run inline on the submitting thread; capped channels never do") {
+  RuntimeConfig c = DefaultRuntimeConfig();
+  c.inline_bytes = 64 << 10;
+  auto rt = Runtime::Create(c);
+  REQUIRE(rt.ok());
+  const MemoryId sys = Mem(**rt, "sys0");
+  const InstanceShape small{Box::FromExtents({512}), FieldSpace::Uniform(2, 4), Layout::Aos(1)};
+  Buf s(small, 1), d({small.bounds, small.fields, Layout::Soa(1)}, 2);
+  std::thread::id ran_on;
+  auto t = (*rt)->Copy({.src = s.Ref(sys), .dst = d.Ref(sys),
+                        .on_complete = [&](Status) { ran_on = std::this_thread::get_id(); }});
+  REQUIRE(t.ok());
+  CHECK(t->Poll().has_value());  // already finished when Copy returned
+  CHECK(ran_on == std::this_thread::get_id());
+  CHECK(CheckCopy(s.shape, s.bytes, d.shape, d.bytes, d.before, small.bounds) == "");
+  CHECK((*rt)->Stats().transfers_inline == 1);
+  // Larger than inline_bytes: scheduled as usual.
+  const InstanceShape big{Box::FromExtents({1 << 14}), FieldSpace::Uniform(2, 4), Layout::Aos(1)};
+  Buf bs(big, 3), bd(big, 4);
+  auto u = (*rt)->Copy({.src = bs.Ref(sys), .dst = bd.Ref(sys)});
+  REQUIRE(u.ok());
+  REQUIRE(u->Wait().ok());
+  CHECK((*rt)->Stats().transfers_inline == 1);
+  // A rate cap paces every byte: no inline path there.
+  c.channels[0].rate_limit_bytes_per_s = 1 << 30;
+  auto capped = Runtime::Create(c);
+  REQUIRE(capped.ok());
+  Buf cs(small, 5), cd(small, 6);
+  auto v = (*capped)->Copy({.src = cs.Ref(sys), .dst = cd.Ref(sys)});
+  REQUIRE(v.ok());
+  REQUIRE(v->Wait().ok());
+  CHECK((*capped)->Stats().transfers_inline == 0);
+}
