@@ -324,37 +324,33 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 
-Result<Allocation> Client::Allocate(const std::string& memory, uint64_t bytes) {
-  v1::LocalRequest req;
-  req.mutable_allocate()->set_memory(memory);
-  req.mutable_allocate()->set_bytes(bytes);
+// Sends a request whose response carries one memfd, and maps it.
+Result<Allocation> Client::RequestMapping(const v1::LocalRequest& req, bool owned) {
   std::vector<int> fds;
   ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, impl_->Call(req, &fds));
   if (fds.size() != 1) {
     CloseAll(fds);
-    return Internal("allocation came without its memory descriptor");
+    return Internal("the daemon's answer came without its memory descriptor");
   }
-  auto mapped = MapFd(fds[0], resp.allocate().bytes());
+  const uint64_t id = owned ? resp.allocate().allocation() : resp.map().allocation();
+  const uint64_t bytes = owned ? resp.allocate().bytes() : resp.map().bytes();
+  auto mapped = MapFd(fds[0], bytes);
   ::close(fds[0]);
   if (!mapped.ok()) return mapped.status();
-  return Allocation(impl_, resp.allocate().allocation(), mapped->first, resp.allocate().bytes(),
-                    mapped->second, true);
+  return Allocation(impl_, id, mapped->first, bytes, mapped->second, owned);
+}
+
+Result<Allocation> Client::Allocate(const std::string& memory, uint64_t bytes) {
+  v1::LocalRequest req;
+  req.mutable_allocate()->set_memory(memory);
+  req.mutable_allocate()->set_bytes(bytes);
+  return RequestMapping(req, /*owned=*/true);
 }
 
 Result<Allocation> Client::Map(uint64_t published_allocation) {
   v1::LocalRequest req;
   req.mutable_map()->set_allocation(published_allocation);
-  std::vector<int> fds;
-  ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, impl_->Call(req, &fds));
-  if (fds.size() != 1) {
-    CloseAll(fds);
-    return Internal("map came without its memory descriptor");
-  }
-  auto mapped = MapFd(fds[0], resp.map().bytes());
-  ::close(fds[0]);
-  if (!mapped.ok()) return mapped.status();
-  return Allocation(impl_, published_allocation, mapped->first, resp.map().bytes(), mapped->second,
-                    false);
+  return RequestMapping(req, /*owned=*/false);
 }
 
 Result<Instance> Client::Register(const Allocation& allocation, uint64_t offset,

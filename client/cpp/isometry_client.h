@@ -26,6 +26,10 @@
 #include "core/status.h"
 #include "proto/ring_abi.h"
 
+namespace isometry::v1 {
+class LocalRequest;
+}
+
 namespace isometry::client {
 
 struct ClientOptions {
@@ -120,6 +124,7 @@ class Client {
 
  private:
   explicit Client(std::shared_ptr<Impl> impl);
+  Result<Allocation> RequestMapping(const v1::LocalRequest& req, bool owned);
   std::shared_ptr<Impl> impl_;
 };
 

@@ -26,6 +26,7 @@ struct PoolAccount {
   uint64_t capacity = 0;
   uint64_t quota = 0;
   bool hugetlb = false;
+  std::atomic<bool> hugetlb_warned{false};
   std::atomic<uint64_t> used{0};
 
   bool TryTake(uint64_t bytes) {
@@ -350,6 +351,11 @@ Result<AllocationReport> Node::Allocate(const std::string& session, const std::s
     pool->used -= bytes;
     if (sit != impl_->sessions.end()) sit->second.quota_used[pool->memory] -= bytes;
     return shm.ok() ? FailedPrecondition("session closed during allocation") : shm.status();
+  }
+  if (pool->hugetlb && !shm->used_hugetlb() && !pool->hugetlb_warned.exchange(true)) {
+    spdlog::warn("memory '{}': hugetlb is configured but no 2 MiB huge pages could be had "
+                 "(see /proc/sys/vm/nr_hugepages); using normal pages",
+                 memory);
   }
   auto a = std::make_shared<Allocation>();
   a->id = id;
