@@ -1,0 +1,93 @@
+#include "channels/calibrate.h"
+
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+namespace isometry {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct FreeDeleter {
+  void operator()(std::byte* p) const { std::free(p); }
+};
+
+std::shared_ptr<const CopyProgram> Contiguous(uint64_t bytes) {
+  auto p = std::make_shared<CopyProgram>();
+  CopyOp op;
+  op.run_bytes = bytes;
+  p->ops.push_back(op);
+  p->bytes = bytes;
+  p->runs = 1;
+  return p;
+}
+
+}  // namespace
+
+std::vector<uint64_t> CalibrationSizes() {
+  std::vector<uint64_t> sizes;
+  for (uint64_t s = 4096; s <= (64ull << 20); s *= 4) sizes.push_back(s);
+  return sizes;
+}
+
+Result<std::vector<ThroughputSample>> MeasureChannel(Channel& channel,
+                                                     std::chrono::milliseconds budget) {
+  const std::vector<uint64_t> sizes = CalibrationSizes();
+  const uint64_t largest = sizes.back();
+  std::unique_ptr<std::byte, FreeDeleter> src(static_cast<std::byte*>(std::aligned_alloc(4096, largest)));
+  std::unique_ptr<std::byte, FreeDeleter> dst(static_cast<std::byte*>(std::aligned_alloc(4096, largest)));
+  if (!src || !dst) return ResourceExhausted("calibration: cannot allocate scratch buffers");
+  std::memset(src.get(), 1, largest);  // fault the pages in before timing
+  std::memset(dst.get(), 0, largest);
+  const int depth = std::max(1, channel.caps().max_in_flight);
+  const auto per_size = budget / static_cast<int>(sizes.size());
+
+  std::vector<ThroughputSample> out;
+  for (uint64_t size : sizes) {
+    // A slow (rate-capped) channel would blow the budget on large requests:
+    // past the point where two requests take longer than the slice, the
+    // curve is flat at the last measured rate.
+    if (!out.empty()) {
+      const double predicted_s = 2.0 * static_cast<double>(size) / out.back().bytes_per_s;
+      if (predicted_s > std::chrono::duration<double>(per_size).count()) {
+        out.push_back({size, out.back().bytes_per_s});
+        continue;
+      }
+    }
+    auto program = Contiguous(size);
+    std::mutex mu;
+    std::condition_variable cv;
+    int in_flight = 0;
+    Status failure;
+    uint64_t done = 0;
+    const auto start = Clock::now();
+    const auto deadline = start + per_size;
+    uint64_t issued = 0;
+    std::unique_lock lock(mu);
+    while ((Clock::now() < deadline || issued < 2) && failure.ok()) {
+      while (in_flight >= depth) cv.wait(lock);
+      ++in_flight;
+      ++issued;
+      lock.unlock();
+      channel.Submit({program, src.get(), dst.get()}, [&](Status s) {
+        std::lock_guard l(mu);
+        --in_flight;
+        ++done;
+        if (!s.ok()) failure = s;
+        cv.notify_all();
+      });
+      lock.lock();
+    }
+    cv.wait(lock, [&] { return in_flight == 0; });
+    if (!failure.ok()) return failure;
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    out.push_back({size, static_cast<double>(done * size) / seconds});
+  }
+  return out;
+}
+
+}  // namespace isometry
