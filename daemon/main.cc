@@ -3,11 +3,15 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
+#include <sys/random.h>
 #include <systemd/sd-daemon.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 
@@ -31,6 +35,25 @@ Status PrepareDirectories(const DaemonConfig& d) {
   std::filesystem::create_directories(d.state_dir, ec);
   if (ec) return Internal("cannot create state_dir '", d.state_dir, "': ", ec.message());
   return OkStatus();
+}
+
+// A fresh operator token per start, readable by the daemon's user only:
+// whoever can read it (root, the isometry user) may cancel any transfer.
+Result<std::string> WriteOperatorToken(const DaemonConfig& d) {
+  unsigned char raw[16];
+  if (getrandom(raw, sizeof raw, 0) != static_cast<ssize_t>(sizeof raw)) {
+    return Internal("getrandom failed");
+  }
+  std::string token;
+  for (unsigned char b : raw) token += StrCat(std::hex, static_cast<int>(b >> 4), static_cast<int>(b & 15));
+  const std::string path = d.state_dir + "/operator.token";
+  ::unlink(path.c_str());
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return Internal("cannot write ", path, ": ", std::strerror(errno));
+  const bool ok = ::write(fd, token.data(), token.size()) == static_cast<ssize_t>(token.size());
+  ::close(fd);
+  if (!ok) return Internal("cannot write ", path);
+  return token;
 }
 
 int Serve(const Config& config) {
@@ -66,7 +89,12 @@ int Serve(const Config& config) {
   }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  auto service = GrpcService::Make(**node);
+  auto token = WriteOperatorToken(d);
+  if (!token.ok()) {
+    spdlog::error("{}", token.status().ToString());
+    return 1;
+  }
+  auto service = GrpcService::Make(**node, *token);
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + d.grpc_socket, grpc::InsecureServerCredentials());
   int tcp_port = 0;

@@ -117,9 +117,9 @@ struct Node::Impl {
   std::deque<std::shared_ptr<TransferRecord>> finished;                 // guarded by mu
   uint64_t next_allocation = 1, next_instance = 1;                      // guarded by mu
   bool draining = false;                                                // guarded by mu
-  std::vector<uint64_t> last_bytes;                                     // guarded by mu
+  // (time, bytes done per channel) over the last second; guarded by mu.
+  std::deque<std::pair<Clock::time_point, std::vector<uint64_t>>> samples;
   std::vector<double> current_bps, peak_bps;                            // guarded by mu
-  Clock::time_point last_sample = Clock::now();                         // guarded by mu
 
   static constexpr size_t kFinishedKept = 4096;
 
@@ -251,7 +251,7 @@ Result<std::unique_ptr<Node>> Node::Create(const Config& config) {
     impl->pools.push_back(p);
   }
   const size_t channels = config.runtime.channels.size();
-  impl->last_bytes.assign(channels, 0);
+  impl->samples.push_back({Clock::now(), std::vector<uint64_t>(channels, 0)});
   impl->current_bps.assign(channels, 0);
   impl->peak_bps.assign(channels, 0);
   return std::unique_ptr<Node>(new Node(std::move(impl)));
@@ -541,7 +541,7 @@ Result<uint64_t> Node::Copy(const std::string& session, const CopySpec& spec,
   return t.id();
 }
 
-Status Node::Cancel(const std::string& session, uint64_t transfer) {
+Status Node::Cancel(const std::string& session, uint64_t transfer, bool is_operator) {
   std::optional<Transfer> t;
   {
     std::lock_guard lock(impl_->mu);
@@ -552,8 +552,10 @@ Status Node::Cancel(const std::string& session, uint64_t transfer) {
       }
       return NotFound("no transfer ", transfer);
     }
-    if (!session.empty() && it->second->session != session) {
-      return absl::PermissionDeniedError(StrCat("transfer ", transfer, " belongs to another client"));
+    if (!is_operator && it->second->session != session) {
+      return absl::PermissionDeniedError(
+          StrCat("transfer ", transfer, " belongs to another client; cancelling it needs the ",
+                 "operator token (", impl_->config.daemon.state_dir, "/operator.token)"));
     }
     t = it->second->handle;
   }
@@ -645,15 +647,20 @@ void Node::SampleThroughput() {
   const std::vector<ChannelStats> stats = impl_->runtime->Channels();
   std::lock_guard lock(impl_->mu);
   const auto now = Clock::now();
-  const double dt = std::chrono::duration<double>(now - impl_->last_sample).count();
+  // Current = bytes over the last second (a sliding window of samples);
+  // peak = the best full one-second window seen.
+  auto& window = impl_->samples;
+  window.push_back({now, {}});
+  for (const ChannelStats& s : stats) window.back().second.push_back(s.bytes_done);
+  while (window.size() > 2 && now - window[1].first >= std::chrono::seconds(1)) window.pop_front();
+  const auto& [then, old] = window.front();
+  const double dt = std::chrono::duration<double>(now - then).count();
   if (dt <= 0) return;
   for (size_t c = 0; c < stats.size(); ++c) {
-    const double rate = static_cast<double>(stats[c].bytes_done - impl_->last_bytes[c]) / dt;
+    const double rate = static_cast<double>(stats[c].bytes_done - old[c]) / dt;
     impl_->current_bps[c] = rate;
-    impl_->peak_bps[c] = std::max(impl_->peak_bps[c], rate);
-    impl_->last_bytes[c] = stats[c].bytes_done;
+    if (dt >= 0.95) impl_->peak_bps[c] = std::max(impl_->peak_bps[c], rate);
   }
-  impl_->last_sample = now;
 }
 
 Result<PlanReport> Node::Explain(const std::string& src_memory, const Layout& src_layout,

@@ -158,9 +158,9 @@ class Node {
   // (optional) runs once when it ends, in addition to the session callback.
   Result<uint64_t> Copy(const std::string& session, const CopySpec& spec,
                         TransferCallback on_done = nullptr);
-  // An empty session may cancel any transfer (the operator, through the
-  // socket's permissions); a session only its own.
-  Status Cancel(const std::string& session, uint64_t transfer);
+  // A session may cancel its own transfers; the operator (who holds the
+  // token in state_dir/operator.token) any transfer.
+  Status Cancel(const std::string& session, uint64_t transfer, bool is_operator = false);
   Result<TransferReport> GetTransfer(uint64_t transfer) const;
   // Runs `cb` once the transfer has ended (at once if it already has).
   Status WhenDone(uint64_t transfer, TransferCallback cb);

@@ -18,6 +18,7 @@ using grpc::CallbackServerContext;
 using grpc::ServerUnaryReactor;
 
 constexpr char kSessionKey[] = "isometry-session";
+constexpr char kOperatorKey[] = "isometry-operator";
 
 std::string SessionOf(const CallbackServerContext* ctx) {
   auto it = ctx->client_metadata().find(kSessionKey);
@@ -127,7 +128,8 @@ class AttachReactor final : public grpc::ServerWriteReactor<v1::SessionEvent> {
 
 class Service final : public v1::Isometry::CallbackService, public GrpcService {
  public:
-  explicit Service(Node& node) : node_(node) {}
+  Service(Node& node, std::string operator_token)
+      : node_(node), operator_token_(std::move(operator_token)) {}
 
   grpc::Service* service() override { return this; }
 
@@ -263,7 +265,11 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
 
   ServerUnaryReactor* Cancel(CallbackServerContext* ctx, const v1::CancelRequest* req,
                              v1::CancelResponse*) override {
-    return Reply(ctx, node_.Cancel(SessionOf(ctx), req->transfer()));
+    auto it = ctx->client_metadata().find(kOperatorKey);
+    const bool is_operator =
+        !operator_token_.empty() && it != ctx->client_metadata().end() &&
+        std::string_view(it->second.data(), it->second.size()) == operator_token_;
+    return Reply(ctx, node_.Cancel(SessionOf(ctx), req->transfer(), is_operator));
   }
 
   ServerUnaryReactor* GetTransfer(CallbackServerContext* ctx, const v1::GetTransferRequest* req,
@@ -308,6 +314,7 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
 
  private:
   Node& node_;
+  const std::string operator_token_;
   Timer timer_;
   std::mutex mu_;
   std::set<AttachReactor*> attached_;  // guarded by mu_
@@ -315,8 +322,8 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
 
 }  // namespace
 
-std::unique_ptr<GrpcService> GrpcService::Make(Node& node) {
-  return std::make_unique<Service>(node);
+std::unique_ptr<GrpcService> GrpcService::Make(Node& node, std::string operator_token) {
+  return std::make_unique<Service>(node, std::move(operator_token));
 }
 
 }  // namespace isometry

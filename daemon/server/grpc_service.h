@@ -14,7 +14,9 @@ namespace isometry {
 // ends every Attach stream (their sessions end with them).
 class GrpcService {
  public:
-  static std::unique_ptr<GrpcService> Make(Node& node);
+  // `operator_token`: callers presenting it as "isometry-operator"
+  // metadata may cancel any transfer.
+  static std::unique_ptr<GrpcService> Make(Node& node, std::string operator_token);
   virtual ~GrpcService() = default;
   virtual grpc::Service* service() = 0;
   virtual void Shutdown() = 0;

@@ -1,0 +1,109 @@
+#include "tools/isoctl/commands.h"
+
+#include <cstdio>
+
+#include "tools/isoctl/json.h"
+#include "tools/isoctl/render.h"
+
+namespace isometry::isoctl {
+
+namespace {
+
+using Stub = v1::Isometry::Stub;
+
+// Prints a response: its JSON, or its human rendering.
+template <typename Message, typename Render>
+Status Print(const Output& out, const Message& message, Render render) {
+  if (out.json) return PrintJson(message);
+  std::fputs(render(message).c_str(), stdout);
+  return OkStatus();
+}
+
+}  // namespace
+
+Status TransferOutcome(const v1::TransferInfo& t) {
+  if (t.state() == "done") return OkStatus();
+  if (t.code() != 0) {
+    // The daemon's message usually names the transfer already.
+    const std::string name = StrCat("transfer ", t.id());
+    std::string message = t.message();
+    if (message.find(name) == std::string::npos) {
+      message = StrCat(name, " ", t.state(), message.empty() ? "" : ": ", message);
+    }
+    return Status(static_cast<absl::StatusCode>(t.code()), message);
+  }
+  return absl::UnknownError(StrCat("transfer ", t.id(), " ended in state '", t.state(), "'"));
+}
+
+Status RunStatus(DaemonClient& client, const Output& out) {
+  v1::StatusResponse resp;
+  ISO_RETURN_IF_ERROR(client.Call(&Stub::GetStatus, v1::StatusRequest(), &resp));
+  return Print(out, resp, RenderStatus);
+}
+
+Status RunMemories(DaemonClient& client, const Output& out) {
+  v1::ListMemoriesResponse resp;
+  ISO_RETURN_IF_ERROR(client.Call(&Stub::ListMemories, v1::ListMemoriesRequest(), &resp));
+  return Print(out, resp, RenderMemories);
+}
+
+Status RunChannels(DaemonClient& client, const Output& out) {
+  v1::ListChannelsResponse resp;
+  ISO_RETURN_IF_ERROR(client.Call(&Stub::ListChannels, v1::ListChannelsRequest(), &resp));
+  return Print(out, resp, RenderChannels);
+}
+
+Status RunTransfers(DaemonClient& client, const Output& out, std::optional<uint64_t> id) {
+  if (id) {
+    v1::GetTransferRequest req;
+    req.set_transfer(*id);
+    v1::TransferInfo resp;
+    ISO_RETURN_IF_ERROR(client.Call(&Stub::GetTransfer, req, &resp));
+    return Print(out, resp, RenderTransfer);
+  }
+  v1::ListTransfersResponse resp;
+  ISO_RETURN_IF_ERROR(client.Call(&Stub::ListTransfers, v1::ListTransfersRequest(), &resp));
+  return Print(out, resp, RenderTransfers);
+}
+
+Status RunPlan(DaemonClient& client, const Output& out, const PlanArgs& args) {
+  v1::ExplainPlanRequest req;
+  req.set_src_memory(args.src_memory);
+  req.set_dst_memory(args.dst_memory);
+  req.set_src_layout(args.shape.src_layout);
+  req.set_dst_layout(args.shape.dst_layout);
+  BoxToProto(args.shape.extents, req.mutable_bounds());
+  FieldsToProto(args.shape.fields, req.mutable_fields());
+  v1::ExplainPlanResponse resp;
+  ISO_RETURN_IF_ERROR(client.Call(&Stub::ExplainPlan, req, &resp));
+  return Print(out, resp, RenderPlan);
+}
+
+Status RunCancel(DaemonClient& client, const Output& out, uint64_t id) {
+  v1::CancelRequest req;
+  req.set_transfer(id);
+  v1::CancelResponse resp;
+  ISO_RETURN_IF_ERROR(client.Call(&Stub::Cancel, req, &resp));
+  return Print(out, resp, [id](const v1::CancelResponse&) {
+    return StrCat("cancel requested for transfer ", id,
+                  " (a transfer that already ended is left as it was)\n");
+  });
+}
+
+Status RunWait(DaemonClient& client, const Output& out, const WaitArgs& args) {
+  v1::WaitRequest req;
+  req.set_transfer(args.id);
+  req.set_timeout_ms(args.timeout_ms);
+  // The daemon enforces the wait's own timeout; the call gets the global
+  // timeout on top of it to cover the round trip, and no deadline when
+  // either is unbounded.
+  const auto deadline = args.timeout_ms == 0 || client.timeout().count() == 0
+                            ? std::chrono::milliseconds(0)
+                            : std::chrono::milliseconds(args.timeout_ms) + client.timeout();
+  v1::TransferInfo resp;
+  ISO_RETURN_IF_ERROR(client.Call(&Stub::Wait, req, &resp, {.timeout = deadline}));
+  ISO_RETURN_IF_ERROR(Print(out, resp, RenderTransfer));
+  return TransferOutcome(resp);
+}
+
+}  // namespace isometry::isoctl

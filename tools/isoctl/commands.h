@@ -1,0 +1,76 @@
+// isoctl's subcommands. Each asks the daemon, prints a table (or, with
+// --json, the response messages as protobuf JSON) to stdout and returns
+// OK or the error that decides the exit code (exit_codes.h).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/status.h"
+#include "tools/isoctl/daemon_client.h"
+#include "tools/isoctl/shape_args.h"
+
+namespace isometry::isoctl {
+
+struct Output {
+  bool json = false;
+};
+
+Status RunStatus(DaemonClient& client, const Output& out);
+Status RunMemories(DaemonClient& client, const Output& out);
+Status RunChannels(DaemonClient& client, const Output& out);
+// Transfers in flight, or one transfer (in flight or recently ended) by id.
+Status RunTransfers(DaemonClient& client, const Output& out, std::optional<uint64_t> id);
+
+struct PlanArgs {
+  std::string src_memory;
+  std::string dst_memory;
+  ParsedShape shape;
+};
+Status RunPlan(DaemonClient& client, const Output& out, const PlanArgs& args);
+
+// OK when the transfer ended "done"; else its final code and message (a
+// transfer that ended badly fails the command that waited for it).
+Status TransferOutcome(const v1::TransferInfo& transfer);
+
+// Cancelling a transfer that already ended succeeds and changes nothing.
+Status RunCancel(DaemonClient& client, const Output& out, uint64_t id);
+
+struct WaitArgs {
+  uint64_t id = 0;
+  uint32_t timeout_ms = 0;  // 0: until the transfer ends
+};
+// Fails (exit 1) when the transfer ends other than "done", or is still
+// running after timeout_ms (DEADLINE_EXCEEDED).
+Status RunWait(DaemonClient& client, const Output& out, const WaitArgs& args);
+
+struct TopArgs {
+  int interval_ms = 1000;
+  int iterations = 0;  // 0: until Ctrl-C
+};
+// Refreshes status, channels and transfers every interval. On a terminal
+// the screen is redrawn in place; otherwise snapshots follow each other
+// (with --json: one ListChannelsResponse and one ListTransfersResponse line
+// per snapshot, JSON Lines). SIGINT/SIGTERM end it with success.
+Status RunTop(DaemonClient& client, const Output& out, const TopArgs& args);
+
+enum class Pattern { kNone, kHash, kByte };
+
+struct CopyArgs {
+  std::string memory = "sys0";
+  std::string dst_memory;  // empty: `memory`
+  ParsedShape shape;
+  InstanceShape src, dst;  // validated from `shape`
+  int32_t priority = 0;
+  Pattern pattern = Pattern::kNone;
+  uint8_t pattern_byte = 0;  // for Pattern::kByte
+  bool verify = false;       // compare every (field, point) of dst with src
+  int repeat = 1;
+};
+// Opens a session, allocates and registers a source and a destination
+// instance, copies (waiting for the end) `repeat` times, reports each
+// transfer, and closes the session (which frees everything it made).
+Status RunCopy(DaemonClient& client, const Output& out, const CopyArgs& args);
+
+}  // namespace isometry::isoctl

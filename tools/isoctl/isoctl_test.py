@@ -1,0 +1,483 @@
+"""End-to-end tests of isoctl against a real isometryd.
+
+Run with Debian's interpreter (stdlib only); ctest does this for you:
+
+    ISOMETRYD=build/daemon/isometryd ISOCTL=build/tools/isoctl/isoctl \\
+        /usr/bin/python3 -m unittest -v isoctl_test      # in tools/isoctl
+
+ISOMETRYD and ISOCTL name the two binaries; without them every test is
+skipped, and the reason is printed. Each test starts its own daemon with a
+config in a fresh temporary directory (sockets and state_dir inside it) and
+stops it with SIGTERM, requiring exit status 0.
+
+What isoctl promises and these tests hold it to: --json prints the daemon's
+responses in protobuf's JSON mapping (proto field names, every primitive
+field; 64-bit integers as strings), and the exit code says who failed:
+0 success, 1 the daemon said no, 2 usage error, 3 no daemon on the socket.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+ISOMETRYD = os.environ.get("ISOMETRYD", "")
+ISOCTL = os.environ.get("ISOCTL", "")
+
+SKIP_REASON = (
+    "ISOMETRYD and ISOCTL are not both set: point them at the isometryd and isoctl "
+    "binaries to run the isoctl tests"
+)
+if not (ISOMETRYD and ISOCTL):
+    print(f"isoctl_test: skipped: {SKIP_REASON}", file=sys.stderr)
+
+POOL_BYTES = 256 << 20
+
+CONFIG = """\
+[daemon]
+local_socket = "{dir}/local.sock"
+grpc_socket = "{dir}/grpc.sock"
+state_dir = "{dir}/state"
+log_level = "warn"
+shutdown_grace_ms = 2000
+
+[[memory]]
+name = "sys0"
+pool = "256MiB"
+
+[[channel]]
+name = "memcpy0"
+{channel_extra}
+"""
+
+# Long enough for a loaded CI machine; every wait below polls and ends early.
+START_TIMEOUT_S = 20
+COMMAND_TIMEOUT_S = 60
+EXIT_TIMEOUT_S = 20
+
+
+class Daemon:
+    """One isometryd in its own temporary directory."""
+
+    def __init__(self, channel_extra=""):
+        self.dir = tempfile.mkdtemp(prefix="isoctl-test-")
+        self.socket = os.path.join(self.dir, "grpc.sock")
+        self.config = os.path.join(self.dir, "isometryd.toml")
+        with open(self.config, "w") as f:
+            f.write(CONFIG.format(dir=self.dir, channel_extra=channel_extra))
+        self.log_path = os.path.join(self.dir, "isometryd.log")
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [ISOMETRYD, "-c", self.config],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+
+    def log(self):
+        self._log.flush()
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def wait_ready(self):
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(
+                    f"isometryd exited with {self.proc.returncode} while starting:\n{self.log()}"
+                )
+            if os.path.exists(self.socket):
+                r = subprocess.run(
+                    [ISOCTL, "--socket", self.socket, "--timeout-ms", "2000", "status"],
+                    capture_output=True,
+                    timeout=COMMAND_TIMEOUT_S,
+                )
+                if r.returncode == 0:
+                    return
+            time.sleep(0.05)
+        raise AssertionError(f"isometryd not ready after {START_TIMEOUT_S} s:\n{self.log()}")
+
+    def stop(self):
+        """SIGTERM; returns the exit status (None if it had to be killed)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=EXIT_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                return None
+        return self.proc.returncode
+
+    def cleanup(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@unittest.skipUnless(ISOMETRYD and ISOCTL, SKIP_REASON)
+class IsoctlTest(unittest.TestCase):
+    channel_extra = ""
+
+    def setUp(self):
+        self.daemon = Daemon(self.channel_extra)
+        self.addCleanup(self.daemon.cleanup)
+        self.daemon.wait_ready()
+        self.stopped = False
+
+    def tearDown(self):
+        if not self.stopped:
+            self.stop_daemon()
+
+    def stop_daemon(self):
+        self.stopped = True
+        code = self.daemon.stop()
+        self.assertEqual(code, 0, f"isometryd did not exit 0 on SIGTERM:\n{self.daemon.log()}")
+
+    # ---- helpers ----
+
+    def isoctl(self, *args, socket=None, env=None, operator=True):
+        """Runs isoctl against this test's daemon; returns the CompletedProcess.
+
+        With `operator`, isoctl gets the daemon's operator token (the file
+        only the daemon's user can read), as root or the isometry user would.
+        """
+        cmd = [ISOCTL, "--socket", socket or self.daemon.socket] if socket != "" else [ISOCTL]
+        token = os.path.join(self.daemon.dir, "state", "operator.token")
+        cmd += ["--operator-token", token if operator else os.path.join(self.daemon.dir, "none")]
+        return subprocess.run(
+            cmd + list(args),
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT_S,
+            env=env,
+        )
+
+    def ok(self, *args):
+        r = self.isoctl(*args)
+        self.assertEqual(
+            r.returncode,
+            0,
+            f"isoctl {' '.join(args)} exited {r.returncode}\nstdout:\n{r.stdout}\n"
+            f"stderr:\n{r.stderr}\ndaemon log:\n{self.daemon.log()}",
+        )
+        return r.stdout
+
+    def json(self, *args):
+        out = self.ok("--json", *args)
+        try:
+            return json.loads(out)
+        except json.JSONDecodeError as e:
+            self.fail(f"isoctl --json {' '.join(args)} printed no JSON document ({e}):\n{out}")
+
+    def channel(self, name):
+        channels = self.json("channels")["channels"]
+        for c in channels:
+            if c["name"] == name:
+                return c
+        self.fail(f"no channel {name} in {channels}")
+
+
+class ReadCommandsTest(IsoctlTest):
+    def test_status(self):
+        s = self.json("status")
+        self.assertRegex(s["version"], r"^\d+\.\d+\.\d+")
+        self.assertEqual(s["node"], 0)
+        self.assertGreater(s["uptime_s"], 0)
+        # Every primitive field is printed, zero or not; uint64 as strings.
+        for key in ("transfers_submitted", "transfers_completed", "transfers_failed",
+                    "transfers_cancelled", "transfers_active", "allocations", "instances"):
+            self.assertEqual(s[key], "0", key)
+        self.assertEqual(s["sessions"], 0)
+
+        human = self.ok("status")
+        self.assertRegex(human, r"(?m)^version\s+" + s["version"])
+        self.assertRegex(human, r"(?m)^uptime\s+\d")
+
+    def test_memories(self):
+        memories = self.json("memories")["memories"]
+        by_name = {m["name"]: m for m in memories}
+        self.assertIn("sys0", by_name)
+        sys0 = by_name["sys0"]
+        self.assertEqual(int(sys0["pool_capacity"]), POOL_BYTES)
+        self.assertEqual(sys0["pool_capacity"], "268435456")  # proto3 JSON: uint64 is a string
+        self.assertEqual(int(sys0["pool_used"]), 0)
+        self.assertEqual(int(sys0["client_quota"]), POOL_BYTES)  # defaults to the pool
+        self.assertEqual(sys0["kind"], "SYS")
+        self.assertEqual(sys0["id"], {"node": 0, "memory": 0})
+
+        human = self.ok("memories")
+        self.assertRegex(human, r"(?m)^MEMORY\s+KIND")
+        self.assertRegex(human, r"(?m)^sys0\s+SYS\s+0:0\s+256\.00 MiB\s+0 B\s+256\.00 MiB")
+
+    def test_channels(self):
+        c = self.channel("memcpy0")
+        self.assertEqual(c["kind"], "memcpy")
+        self.assertEqual(c["edges"], ["sys0->sys0"])
+        self.assertGreater(c["max_in_flight"], 0)
+        self.assertEqual(c["requests_in_flight"], 0)
+        self.assertEqual(c["queued"], [])
+        self.assertEqual(c["requests_done"], "0")
+        self.assertEqual(c["bytes_done"], "0")
+        self.assertEqual(c["rate_limit_bytes_per_s"], "0")
+
+        human = self.ok("channels")
+        self.assertRegex(human, r"(?m)^CHANNEL\s+KIND\s+IN-FLIGHT\s+QUEUED")
+        self.assertRegex(
+            human, rf"(?m)^memcpy0\s+memcpy\s+0/{c['max_in_flight']}\s+-\s+0\s+0 B\s+.*none"
+        )
+
+    def test_transfers_idle(self):
+        self.assertEqual(self.json("transfers"), {"transfers": []})
+        self.assertEqual(self.ok("transfers"), "no transfers in flight\n")
+
+    def test_plan(self):
+        p = self.json("plan", "sys0", "sys0", "--extents", "64x32", "--fields", "a:4,b:8",
+                      "--dst-layout", "x,y,F")
+        self.assertTrue(p["algorithm"])
+        self.assertTrue(p["text"])
+        self.assertEqual(len(p["hops"]), 1)
+        hop = p["hops"][0]
+        self.assertEqual(hop["channel"], "memcpy0")
+        self.assertEqual((hop["src_memory"], hop["dst_memory"]), ("sys0", "sys0"))
+        self.assertEqual(hop["src_layout"], "F,x,y")  # the default for two dimensions
+        self.assertEqual(hop["dst_layout"], "x,y,F")
+        self.assertGreater(int(hop["request_bytes"]), 0)
+        self.assertEqual(hop["buffer_bytes"], "0")
+
+        human = self.ok("plan", "sys0", "sys0", "--extents", "64x32", "--dst-layout", "x,y,F")
+        self.assertIn("algorithm: ", human)
+        self.assertRegex(human, r"(?m)^\s*0\s+memcpy0\s+sys0->sys0\s+F,x,y\s+x,y,F\s")
+
+    def test_top_json_lines_and_plain_frames(self):
+        out = self.ok("--json", "top", "--iterations", "2", "--interval-ms", "20")
+        docs = [json.loads(line) for line in out.splitlines()]
+        self.assertEqual(len(docs), 4)  # channels and transfers, twice
+        self.assertEqual(docs[0]["channels"][0]["name"], "memcpy0")
+        self.assertEqual(docs[1], {"transfers": []})
+
+        out = self.ok("top", "--iterations", "2", "--interval-ms", "20")
+        self.assertNotIn("\x1b[", out)  # no screen control unless stdout is a tty
+        self.assertEqual(out.count("memcpy0"), 2)
+
+
+class CopyTest(IsoctlTest):
+    def test_copy_json(self):
+        before = int(self.channel("memcpy0")["requests_done"])
+        r = self.json("copy")  # default: 1048576 points of one 8-byte field, in sys0
+        size = 1048576 * 8
+        self.assertEqual(int(r["transfer"]), int(r["info"]["id"]))
+        info = r["info"]
+        self.assertEqual(info["state"], "done")
+        self.assertEqual(info["code"], 0)
+        self.assertEqual(int(info["bytes"]), size)
+        self.assertGreater(info["elapsed_s"], 0)
+        self.assertTrue(info["session"])
+        self.assertEqual(len(info["hops"]), 1)
+        hop = info["hops"][0]
+        self.assertEqual(hop["channel"], "memcpy0")
+        self.assertEqual(hop["chunks_done"], hop["chunks_total"])
+        self.assertGreater(int(hop["chunks_total"]), 0)
+
+        after = self.channel("memcpy0")
+        self.assertGreater(int(after["requests_done"]), before)
+        self.assertGreaterEqual(int(after["bytes_done"]), size)
+
+        # The daemon keeps the finished transfer; `transfers ID` and `wait ID` find it.
+        t = self.json("transfers", r["transfer"])
+        self.assertEqual((t["id"], t["state"], t["bytes"]), (info["id"], "done", info["bytes"]))
+        self.assertEqual(self.json("wait", r["transfer"])["state"], "done")
+
+        s = self.json("status")
+        self.assertEqual(s["transfers_submitted"], "1")
+        self.assertEqual(s["transfers_completed"], "1")
+        self.assertEqual(s["transfers_active"], "0")
+
+    def test_copy_layout_change_verified(self):
+        extents, fields = (128, 64, 3), {"a": 4, "b": 8, "c": 2}
+        size = extents[0] * extents[1] * extents[2] * sum(fields.values())
+        args = ["copy", "--extents", "x".join(map(str, extents)),
+                "--fields", ",".join(f"{k}:{v}" for k, v in fields.items()),
+                "--src-layout", "F,x,y,z", "--dst-layout", "z,y,x,F", "--priority", "2",
+                "--verify"]
+        r = self.json(*args)
+        self.assertEqual(r["info"]["state"], "done")
+        self.assertEqual(int(r["info"]["bytes"]), size)
+        self.assertEqual(r["info"]["priority"], 2)
+        self.assertEqual(r["info"]["hops"][0]["dst_layout"], "z,y,x,F")
+
+        human = self.ok(*args)
+        self.assertRegex(human, rf"transfer \d+: done, {size / 1024:.2f} KiB in .* = .*B/s")
+        self.assertRegex(human, rf"verified: {extents[0] * extents[1] * extents[2] * 3} elements")
+
+    def test_copy_repeat_json_lines(self):
+        out = self.ok("--json", "copy", "--extents", "4096", "--repeat", "3")
+        docs = [json.loads(line) for line in out.splitlines()]
+        self.assertEqual(len(docs), 3)
+        self.assertEqual([d["info"]["state"] for d in docs], ["done"] * 3)
+        self.assertEqual(len({d["transfer"] for d in docs}), 3)
+
+    def test_copy_frees_its_session(self):
+        self.json("copy", "--extents", "65536")
+        # The session ends with isoctl; the daemon then frees its allocations.
+        deadline = time.monotonic() + 10
+        while True:
+            s = self.json("status")
+            sys0 = self.json("memories")["memories"][0]
+            if (s["sessions"], s["allocations"], sys0["pool_used"]) == (0, "0", "0"):
+                break
+            self.assertLess(time.monotonic(), deadline, f"still held: {s} {sys0}")
+            time.sleep(0.05)
+
+
+class ExitCodeTest(IsoctlTest):
+    def test_unreachable_socket_is_3(self):
+        missing = os.path.join(self.daemon.dir, "no-such.sock")
+        r = self.isoctl("--json", "status", socket=missing)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn(missing, r.stderr)
+        self.assertEqual(r.stdout, "")
+
+        # A path that exists but where nobody listens (the config file).
+        r = self.isoctl("status", socket=self.daemon.config)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn(self.daemon.config, r.stderr)
+
+    def test_socket_from_environment(self):
+        env = dict(os.environ, ISOMETRY_SOCKET=self.daemon.socket)
+        r = self.isoctl("--json", "status", socket="", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["node"], 0)
+
+        env["ISOMETRY_SOCKET"] = os.path.join(self.daemon.dir, "elsewhere.sock")
+        r = self.isoctl("status", socket="", env=env)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("elsewhere.sock", r.stderr)
+
+    def test_daemon_errors_are_1(self):
+        for args, code in [
+            (["cancel", "999999"], "NOT_FOUND"),
+            (["wait", "999999"], "NOT_FOUND"),
+            (["transfers", "999999"], "NOT_FOUND"),
+            (["plan", "sys0", "nomem"], "NOT_FOUND"),
+            (["copy", "--memory", "nomem"], "NOT_FOUND"),
+            (["copy", "--extents", "100000000"], "RESOURCE_EXHAUSTED"),  # 800 MB > pool
+        ]:
+            with self.subTest(args=args):
+                r = self.isoctl("--json", *args)
+                self.assertEqual(r.returncode, 1, f"{args}: {r.stderr}")
+                self.assertIn(code + ": ", r.stderr)
+        # The daemon is unharmed and the failed copies left nothing behind.
+        self.assertEqual(self.json("memories")["memories"][0]["pool_capacity"], "268435456")
+
+    def test_usage_errors_are_2(self):
+        for args in (
+            ["bogus"],
+            [],
+            ["status", "--bogus"],
+            ["cancel"],
+            ["cancel", "seven"],
+            ["plan", "sys0"],
+            ["plan", "sys0", "sys0", "--src-layout", "F,q"],
+            ["plan", "sys0", "sys0", "--fields", "a:2000000"],
+            ["copy", "--extents", "0x4"],
+            ["copy", "--fields", "a"],
+            ["copy", "--src-layout", "F,F,x"],
+            ["copy", "--pattern", "0x100"],
+            ["top", "--interval-ms", "1"],
+        ):
+            with self.subTest(args=args):
+                r = self.isoctl(*args)
+                self.assertEqual(r.returncode, 2, f"{args}: {r.stderr}")
+        # A usage error is found before connecting: even without a daemon.
+        r = self.isoctl("copy", "--extents", "0", socket="/nonexistent/grpc.sock")
+        self.assertEqual(r.returncode, 2, r.stderr)
+
+    def test_help_documents_exit_codes(self):
+        r = self.isoctl("--help", socket="")
+        self.assertEqual(r.returncode, 0)
+        for line in ("0  success", "1  isometryd answered with an error", "2  usage error",
+                     "3  isometryd cannot be reached"):
+            self.assertIn(line, r.stdout)
+
+    def test_sigterm_exits_zero(self):
+        self.stop_daemon()
+        r = self.isoctl("status")
+        self.assertEqual(r.returncode, 3, r.stderr)
+
+
+class InFlightTest(IsoctlTest):
+    # 4 MiB/s: a 32 MiB copy stays in flight for seconds.
+    channel_extra = 'request_size = "1MiB"\nrate_limit = "4MiB"'
+
+    def start_slow_copy(self):
+        proc = subprocess.Popen(
+            [ISOCTL, "--socket", self.daemon.socket, "--json", "copy", "--extents", "4194304",
+             "--priority", "5"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.addCleanup(lambda: proc.poll() is None and (proc.kill(), proc.wait()))
+        deadline = time.monotonic() + 20
+        while True:
+            transfers = self.json("transfers")["transfers"]
+            if transfers and transfers[0]["hops"]:
+                return proc, transfers[0]
+            if proc.poll() is not None:
+                self.fail(f"the copy ended before it showed up in flight: {proc.communicate()}")
+            self.assertLess(time.monotonic(), deadline, "the copy never showed up")
+            time.sleep(0.05)
+
+    def test_transfers_wait_cancel(self):
+        proc, t = self.start_slow_copy()
+        self.assertIn(t["state"], ("waiting", "running"))
+        self.assertEqual(t["priority"], 5)
+        self.assertEqual(int(t["bytes"]), 4194304 * 8)
+        hop = t["hops"][0]
+        self.assertEqual(hop["channel"], "memcpy0")
+        self.assertEqual(hop["chunks_total"], "32")
+        self.assertLess(int(hop["chunks_done"]), 32)
+
+        human = self.ok("transfers")
+        self.assertRegex(human, rf"(?m)^\s*{t['id']}\s+(waiting|running)\s+5\s+32\.00 MiB\s+.*"
+                                r"memcpy0\s+sys0->sys0\s+F,x -> F,x\s+\d+/32\s+\d+\.\d%")
+
+        c = self.channel("memcpy0")
+        self.assertEqual(c["rate_limit_bytes_per_s"], str(4 << 20))
+        self.assertRegex(self.ok("channels"), r"(?m)^memcpy0\s+memcpy\s+\d+/\d+\s+.*4\.19 MB/s")
+
+        # A wait that times out is the daemon's DEADLINE_EXCEEDED: exit 1.
+        r = self.isoctl("wait", t["id"], "--timeout-ms", "100")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("DEADLINE_EXCEEDED: ", r.stderr)
+
+        # Not the transfer's session and no operator token: refused.
+        r = self.isoctl("cancel", t["id"], operator=False)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("PERMISSION_DENIED: ", r.stderr)
+        self.assertIn("operator token", r.stderr)
+
+        self.ok("cancel", t["id"])
+        out, err = proc.communicate(timeout=COMMAND_TIMEOUT_S)
+        self.assertEqual(proc.returncode, 1, err)  # the copy it waited for did not end "done"
+        self.assertIn("CANCELLED: ", err)
+        self.assertEqual(json.loads(out)["info"]["state"], "cancelled")
+
+        final = self.json("transfers", t["id"])
+        self.assertEqual(final["state"], "cancelled")
+        r = self.isoctl("wait", t["id"])
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("CANCELLED: ", r.stderr)
+        self.assertEqual(self.json("status")["transfers_cancelled"], "1")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,247 @@
+// isoctl: the operator CLI of isometryd. Parses the command line, connects
+// to the daemon's gRPC unix socket and runs one subcommand (commands.h).
+#include <CLI/CLI.hpp>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include "core/strings.h"
+#include "tools/isoctl/commands.h"
+#include "tools/isoctl/exit_codes.h"
+
+using namespace isometry;
+using namespace isometry::isoctl;
+
+namespace {
+
+constexpr char kDefaultSocket[] = "/run/isometry/grpc.sock";
+constexpr char kSocketEnv[] = "ISOMETRY_SOCKET";
+constexpr char kTokenEnv[] = "ISOMETRY_OPERATOR_TOKEN";
+constexpr char kDefaultTokenFile[] = "/var/lib/isometry/operator.token";
+
+std::string DefaultTokenFile() {
+  const char* env = std::getenv(kTokenEnv);
+  return env && *env ? env : kDefaultTokenFile;
+}
+
+// The token, or "" when the file is absent or unreadable (not an operator).
+std::string ReadToken(const std::string& path) {
+  std::ifstream in(path);
+  std::string token;
+  if (in) std::getline(in, token);
+  return token;
+}
+
+constexpr char kFooter[] = R"(Exit codes:
+  0  success
+  1  isometryd answered with an error (its gRPC code and message go to
+     stderr), or the transfer copied or waited for did not end "done"
+  2  usage error
+  3  isometryd cannot be reached on its socket
+
+Environment:
+  ISOMETRY_SOCKET          the default for --socket
+  ISOMETRY_OPERATOR_TOKEN  the default for --operator-token)";
+
+std::string DefaultSocket() {
+  const char* env = std::getenv(kSocketEnv);
+  return env && *env ? env : kDefaultSocket;
+}
+
+// "hash", "none", or one byte: "0x5a", "90".
+Status ParsePattern(const std::string& text, CopyArgs& args) {
+  if (text == "hash") {
+    args.pattern = Pattern::kHash;
+  } else if (text == "none") {
+    args.pattern = Pattern::kNone;
+  } else {
+    const bool hex = text.size() > 2 && (text.starts_with("0x") || text.starts_with("0X"));
+    std::optional<uint32_t> v;
+    if (hex) {
+      uint32_t x = 0;
+      const auto [end, ec] = std::from_chars(text.data() + 2, text.data() + text.size(), x, 16);
+      if (ec == std::errc() && end == text.data() + text.size()) v = x;
+    } else {
+      v = ParseNumber<uint32_t>(text);
+    }
+    if (!v || *v > 255) {
+      return UsageError(StrCat("--pattern '", text, "': expected hash, none or a byte (0x5a)"));
+    }
+    args.pattern = Pattern::kByte;
+    args.pattern_byte = static_cast<uint8_t>(*v);
+  }
+  return OkStatus();
+}
+
+void AddShapeOptions(CLI::App* cmd, ShapeArgs& shape) {
+  cmd->add_option("--extents", shape.extents, "index space, x first: 1048576, 1024x1024, ...")
+      ->capture_default_str();
+  cmd->add_option("--fields", shape.fields, "fields NAME:BYTES,... (default: one 8-byte field f0)");
+  cmd->add_option("--src-layout", shape.src_layout, "source layout (default: F,x[,y...], AOS)");
+  cmd->add_option("--dst-layout", shape.dst_layout,
+                  "destination layout (default: F,x[,y...], AOS)");
+}
+
+int Fail(const Status& s) {
+  std::fflush(stdout);  // what was printed before the error comes first
+  std::fprintf(stderr, "isoctl: %s\n", Describe(s).c_str());
+  if (ExitCodeOf(s) == kExitUsage) std::fprintf(stderr, "Run with --help for more information.\n");
+  return ExitCodeOf(s);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"isoctl: inspect and drive the local isometryd over its gRPC unix socket"};
+  app.set_version_flag("--version", std::string("isoctl ") + ISOMETRY_VERSION);
+  app.footer(kFooter);
+  app.require_subcommand(1);
+  // Global options may also follow the subcommand: `isoctl status --json`.
+  app.fallthrough();
+
+  ConnectOptions connect{.socket = DefaultSocket()};
+  Output output;
+  uint32_t timeout_ms = 10000;
+  app.add_option("--socket", connect.socket,
+                 StrCat("isometryd's gRPC unix socket (default: $", kSocketEnv, ", else ",
+                        kDefaultSocket, ")"));
+  app.add_flag("--json", output.json,
+               "print the daemon's responses as protobuf JSON (proto field names, every field)");
+  app.add_option("--timeout-ms", timeout_ms, "deadline of each call to isometryd; 0: none")
+      ->capture_default_str();
+  std::string token_file = DefaultTokenFile();
+  app.add_option("--operator-token", token_file,
+                 StrCat("file with the daemon's operator token, needed to cancel other clients' "
+                        "transfers (default: $", kTokenEnv, ", else ", kDefaultTokenFile,
+                        "); read when readable"));
+
+  // Each subcommand sets `run`, and `prepare` when its options need more
+  // checks than CLI11 makes; the daemon is asked only once both succeeded.
+  std::function<Status()> prepare = [] { return OkStatus(); };
+  std::function<Status(DaemonClient&)> run;
+
+  app.add_subcommand("status", "daemon version, uptime, sessions and transfer counters")
+      ->callback([&] { run = [&](DaemonClient& c) { return RunStatus(c, output); }; });
+
+  app.add_subcommand("memories", "memories with their client pools and staging budgets")
+      ->callback([&] { run = [&](DaemonClient& c) { return RunMemories(c, output); }; });
+
+  app.add_subcommand("channels",
+                     "live queue table: in flight/max, XDs queued by priority, requests done, "
+                     "bytes moved, current and peak throughput, rate cap")
+      ->callback([&] { run = [&](DaemonClient& c) { return RunChannels(c, output); }; });
+
+  std::optional<uint64_t> transfer_id;
+  CLI::App* transfers = app.add_subcommand(
+      "transfers", "transfers in flight with per-hop progress, or one transfer by ID");
+  transfers->add_option("ID", transfer_id, "one transfer, in flight or recently ended");
+  transfers->callback(
+      [&] { run = [&](DaemonClient& c) { return RunTransfers(c, output, transfer_id); }; });
+
+  TopArgs top;
+  CLI::App* top_cmd =
+      app.add_subcommand("top", "refreshing view of channels and transfers until Ctrl-C");
+  top_cmd->add_option("--interval-ms", top.interval_ms, "refresh period")
+      ->capture_default_str()
+      ->check(CLI::Range(10, 3600 * 1000, "10..3600000"));
+  top_cmd->add_option("--iterations", top.iterations, "stop after N refreshes; 0: until Ctrl-C")
+      ->capture_default_str()
+      ->check(CLI::Range(0, std::numeric_limits<int>::max(), "NONNEGATIVE"));
+  top_cmd->callback([&] { run = [&](DaemonClient& c) { return RunTop(c, output, top); }; });
+
+  ShapeArgs plan_shape;
+  PlanArgs plan;
+  CLI::App* plan_cmd = app.add_subcommand("plan", "explain how isometryd would copy SRC to DST");
+  plan_cmd->add_option("SRC", plan.src_memory, "source memory name")->required();
+  plan_cmd->add_option("DST", plan.dst_memory, "destination memory name")->required();
+  AddShapeOptions(plan_cmd, plan_shape);
+  plan_cmd->callback([&] {
+    prepare = [&]() -> Status {
+      ISO_ASSIGN_OR_RETURN(plan.shape, ParseShapeArgs(plan_shape));
+      // Checked here as for `copy`, so that a bad shape is a usage error.
+      ISO_RETURN_IF_ERROR(MakeShape(plan.shape, plan.shape.src_layout, "--src-layout").status());
+      ISO_RETURN_IF_ERROR(MakeShape(plan.shape, plan.shape.dst_layout, "--dst-layout").status());
+      return OkStatus();
+    };
+    run = [&](DaemonClient& c) { return RunPlan(c, output, plan); };
+  });
+
+  ShapeArgs copy_shape;
+  CopyArgs copy;
+  std::string pattern = "hash";
+  CLI::App* copy_cmd = app.add_subcommand(
+      "copy",
+      "smoke test: in a session of its own, allocate a source and a destination, fill the "
+      "source, copy it and report the transfer; the session's end frees everything");
+  copy_cmd->add_option("--memory", copy.memory, "memory of both allocations")
+      ->capture_default_str();
+  copy_cmd->add_option("--dst-memory", copy.dst_memory,
+                       "memory of the destination (default: --memory)");
+  AddShapeOptions(copy_cmd, copy_shape);
+  copy_cmd->add_option("--priority", copy.priority, "transfer priority, higher first")
+      ->capture_default_str();
+  copy_cmd->add_option("--pattern", pattern, "source contents: hash, none, or a byte (0x5a)")
+      ->capture_default_str();
+  copy_cmd->add_flag("--verify", copy.verify,
+                     "read the destination back (into isoctl's memory) and compare every "
+                     "element with the source");
+  copy_cmd->add_option("--repeat", copy.repeat, "copies of the same instances, one after another")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000, "1..1000000"));
+  copy_cmd->callback([&] {
+    prepare = [&]() -> Status {
+      ISO_RETURN_IF_ERROR(ParsePattern(pattern, copy));
+      if (copy.verify && copy.pattern == Pattern::kNone) {
+        return UsageError("--verify needs a --pattern other than none");
+      }
+      ISO_ASSIGN_OR_RETURN(copy.shape, ParseShapeArgs(copy_shape));
+      ISO_ASSIGN_OR_RETURN(copy.src, MakeShape(copy.shape, copy.shape.src_layout, "--src-layout"));
+      ISO_ASSIGN_OR_RETURN(copy.dst, MakeShape(copy.shape, copy.shape.dst_layout, "--dst-layout"));
+      return OkStatus();
+    };
+    run = [&](DaemonClient& c) { return RunCopy(c, output, copy); };
+  });
+
+  uint64_t cancel_id = 0;
+  CLI::App* cancel_cmd = app.add_subcommand("cancel", "cancel a transfer in flight");
+  cancel_cmd->add_option("ID", cancel_id, "transfer id")->required();
+  cancel_cmd->callback(
+      [&] { run = [&](DaemonClient& c) { return RunCancel(c, output, cancel_id); }; });
+
+  WaitArgs wait;
+  CLI::App* wait_cmd =
+      app.add_subcommand("wait", "wait until a transfer ends; fails unless it ends \"done\"");
+  wait_cmd->add_option("ID", wait.id, "transfer id")->required();
+  wait_cmd
+      ->add_option("--timeout-ms", wait.timeout_ms,
+                   "give up (DEADLINE_EXCEEDED, exit 1) when the transfer is still running "
+                   "after this long; 0: wait until it ends")
+      ->capture_default_str();
+  wait_cmd->callback([&] { run = [&](DaemonClient& c) { return RunWait(c, output, wait); }; });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version "fail" with success; every real parse error is
+    // a usage error, whatever CLI11's own code for it.
+    const int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitUsage;
+  }
+  if (!run) return Fail(UsageError("a subcommand is required"));
+  // Usage errors come before connecting, so they are reported as such even
+  // without a daemon.
+  if (Status s = prepare(); !s.ok()) return Fail(s);
+
+  connect.timeout = std::chrono::milliseconds(timeout_ms);
+  connect.operator_token = ReadToken(token_file);
+  auto client = DaemonClient::Connect(connect);
+  if (!client.ok()) return Fail(client.status());
+  const Status status = run(**client);
+  if (!status.ok()) return Fail(status);
+  return kExitOk;
+}

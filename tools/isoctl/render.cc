@@ -1,0 +1,207 @@
+#include "tools/isoctl/render.h"
+
+#include <absl/status/status.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "tools/isoctl/format.h"
+
+namespace isometry::isoctl {
+
+namespace {
+
+using Align = Table::Align;
+
+std::string CodeName(int32_t code) {
+  return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+}
+
+// "p5:3 p0:12", highest priority first; "-" when nothing waits.
+std::string Queued(const v1::ChannelInfo& c) {
+  std::vector<std::pair<int32_t, int32_t>> levels;
+  for (const v1::QueueLevel& q : c.queued()) {
+    if (q.xds() > 0) levels.emplace_back(q.priority(), q.xds());
+  }
+  if (levels.empty()) return "-";
+  std::sort(levels.begin(), levels.end(), [](auto a, auto b) { return a.first > b.first; });
+  std::string out;
+  for (const auto& [prio, xds] : levels) {
+    if (!out.empty()) out += ' ';
+    out += "p" + std::to_string(prio) + ":" + std::to_string(xds);
+  }
+  return out;
+}
+
+std::string Join(const google::protobuf::RepeatedPtrField<std::string>& items) {
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : " ") + s;
+  return out.empty() ? "-" : out;
+}
+
+double Throughput(const v1::TransferInfo& t) {
+  return t.elapsed_s() > 0 ? static_cast<double>(t.bytes()) / t.elapsed_s() : 0;
+}
+
+}  // namespace
+
+std::string RenderStatus(const v1::StatusResponse& s) {
+  const auto n = [](uint64_t v) { return std::to_string(v); };
+  return RenderFields({
+      {"version", s.version()},
+      {"node", n(s.node())},
+      {"uptime", FormatDuration(s.uptime_s())},
+      {"sessions", n(s.sessions())},
+      {"transfers active", n(s.transfers_active())},
+      {"transfers submitted", n(s.transfers_submitted())},
+      {"transfers completed", n(s.transfers_completed())},
+      {"transfers failed", n(s.transfers_failed())},
+      {"transfers cancelled", n(s.transfers_cancelled())},
+      {"program cache",
+       n(s.program_cache_hits()) + " hits, " + n(s.program_cache_misses()) + " misses"},
+      {"allocations", n(s.allocations())},
+      {"instances", n(s.instances())},
+  });
+}
+
+std::string RenderStatusLine(const v1::StatusResponse& s) {
+  return "isometryd " + s.version() + ", node " + std::to_string(s.node()) + ", up " +
+         FormatDuration(s.uptime_s()) + "; " + std::to_string(s.sessions()) + " session(s); " +
+         "transfers: " + std::to_string(s.transfers_active()) + " active, " +
+         std::to_string(s.transfers_completed()) + " done, " +
+         std::to_string(s.transfers_failed()) + " failed, " +
+         std::to_string(s.transfers_cancelled()) + " cancelled\n";
+}
+
+std::string RenderMemories(const v1::ListMemoriesResponse& r) {
+  Table t({{"MEMORY"},
+           {"KIND"},
+           {"ID"},
+           {"POOL", Align::kRight},
+           {"USED", Align::kRight},
+           {"QUOTA/CLIENT", Align::kRight},
+           {"STAGING", Align::kRight},
+           {"STAGED", Align::kRight},
+           {"PEAK", Align::kRight}});
+  for (const v1::Memory& m : r.memories()) {
+    const bool pool = m.pool_capacity() > 0;
+    t.AddRow({m.name(), m.kind(),
+              std::to_string(m.id().node()) + ":" + std::to_string(m.id().memory()),
+              pool ? FormatBytes(m.pool_capacity()) : "-", pool ? FormatBytes(m.pool_used()) : "-",
+              pool ? FormatBytes(m.client_quota()) : "-", FormatBytes(m.staging_budget()),
+              FormatBytes(m.staging_used()), FormatBytes(m.staging_peak())});
+  }
+  if (t.empty()) return "no memories\n";
+  return t.Render();
+}
+
+std::string RenderChannels(const v1::ListChannelsResponse& r) {
+  Table t({{"CHANNEL"},
+           {"KIND"},
+           {"IN-FLIGHT", Align::kRight},
+           {"QUEUED(prio:xds)"},
+           {"REQUESTS", Align::kRight},
+           {"MOVED", Align::kRight},
+           {"CURRENT", Align::kRight},
+           {"PEAK", Align::kRight},
+           {"CAP", Align::kRight},
+           {"EDGES"}});
+  for (const v1::ChannelInfo& c : r.channels()) {
+    t.AddRow({c.name(), c.kind(),
+              std::to_string(c.requests_in_flight()) + "/" + std::to_string(c.max_in_flight()),
+              Queued(c), std::to_string(c.requests_done()), FormatBytes(c.bytes_done()),
+              FormatRate(c.current_bytes_per_s()), FormatRate(c.peak_bytes_per_s()),
+              c.rate_limit_bytes_per_s()
+                  ? FormatRate(static_cast<double>(c.rate_limit_bytes_per_s()))
+                  : "none",
+              Join(c.edges())});
+  }
+  if (t.empty()) return "no channels\n";
+  return t.Render();
+}
+
+std::string RenderTransfers(const v1::ListTransfersResponse& r) {
+  Table t({{"ID", Align::kRight},
+           {"STATE"},
+           {"PRIO", Align::kRight},
+           {"SIZE", Align::kRight},
+           {"ELAPSED", Align::kRight},
+           {"HOP", Align::kRight},
+           {"CHANNEL"},
+           {"FROM->TO"},
+           {"LAYOUTS"},
+           {"CHUNKS", Align::kRight},
+           {"DONE", Align::kRight}});
+  for (const v1::TransferInfo& x : r.transfers()) {
+    std::vector<std::string> head = {std::to_string(x.id()), x.state(),
+                                     std::to_string(x.priority()), FormatBytes(x.bytes()),
+                                     FormatDuration(x.elapsed_s())};
+    if (x.hops().empty()) {
+      t.AddRow(head);
+      continue;
+    }
+    for (int h = 0; h < x.hops_size(); ++h) {
+      const v1::HopProgress& hop = x.hops(h);
+      std::vector<std::string> row = h == 0 ? head : std::vector<std::string>(head.size());
+      row.insert(row.end(),
+                 {std::to_string(h), hop.channel(), hop.src_memory() + "->" + hop.dst_memory(),
+                  hop.src_layout() + " -> " + hop.dst_layout(),
+                  std::to_string(hop.chunks_done()) + "/" + std::to_string(hop.chunks_total()),
+                  FormatPercent(hop.chunks_done(), hop.chunks_total())});
+      t.AddRow(std::move(row));
+    }
+  }
+  if (t.empty()) return "no transfers in flight\n";
+  return t.Render();
+}
+
+std::string RenderTransfer(const v1::TransferInfo& x) {
+  std::string out = "transfer " + std::to_string(x.id()) + ": " + x.state();
+  if (x.state() == "done") {
+    out += ", " + FormatBytes(x.bytes()) + " in " + FormatDuration(x.elapsed_s()) + " = " +
+           FormatRate(Throughput(x));
+  } else if (x.code() != 0) {
+    out +=
+        " after " + FormatDuration(x.elapsed_s()) + ": " + CodeName(x.code()) + ": " + x.message();
+  } else {
+    out += ", " + FormatBytes(x.bytes()) + ", " + FormatDuration(x.elapsed_s()) + " so far";
+  }
+  out += "\n";
+  if (!x.path().empty()) out += "path: " + x.path() + "\n";
+  if (x.hops().empty()) return out;
+  Table t({{"HOP", Align::kRight},
+           {"CHANNEL"},
+           {"FROM->TO"},
+           {"LAYOUTS"},
+           {"CHUNKS", Align::kRight},
+           {"DONE", Align::kRight}});
+  for (int h = 0; h < x.hops_size(); ++h) {
+    const v1::HopProgress& hop = x.hops(h);
+    t.AddRow({std::to_string(h), hop.channel(), hop.src_memory() + "->" + hop.dst_memory(),
+              hop.src_layout() + " -> " + hop.dst_layout(),
+              std::to_string(hop.chunks_done()) + "/" + std::to_string(hop.chunks_total()),
+              FormatPercent(hop.chunks_done(), hop.chunks_total())});
+  }
+  return out + t.Render();
+}
+
+std::string RenderPlan(const v1::ExplainPlanResponse& p) {
+  std::string out = "algorithm: " + p.algorithm() + "\n";
+  if (!p.text().empty()) out += "path: " + p.text() + "\n";
+  Table t({{"HOP", Align::kRight},
+           {"CHANNEL"},
+           {"FROM->TO"},
+           {"SRC-LAYOUT"},
+           {"DST-LAYOUT"},
+           {"REQUEST", Align::kRight},
+           {"BUFFER", Align::kRight}});
+  for (int h = 0; h < p.hops_size(); ++h) {
+    const v1::PlanHop& hop = p.hops(h);
+    t.AddRow({std::to_string(h), hop.channel(), hop.src_memory() + "->" + hop.dst_memory(),
+              hop.src_layout(), hop.dst_layout(), FormatBytes(hop.request_bytes()),
+              hop.buffer_bytes() ? FormatBytes(hop.buffer_bytes()) : "-"});
+  }
+  return out + t.Render();
+}
+
+}  // namespace isometry::isoctl

@@ -1,0 +1,26 @@
+// Human renderings of the daemon's responses: aligned tables with units.
+// Every function returns the text (each line ending in '\n'), so `top` can
+// compose a whole frame before writing it.
+#pragma once
+
+#include <string>
+
+#include "isometry.pb.h"
+
+namespace isometry::isoctl {
+
+std::string RenderStatus(const v1::StatusResponse& status);
+// One line for `top`'s header: uptime, sessions, transfer counters.
+std::string RenderStatusLine(const v1::StatusResponse& status);
+std::string RenderMemories(const v1::ListMemoriesResponse& memories);
+// The live queue table: in-flight/max, XDs queued by priority, requests
+// done, bytes moved, current and peak throughput, rate cap, edges.
+std::string RenderChannels(const v1::ListChannelsResponse& channels);
+// Transfers with one line per hop and its chunks_done/chunks_total.
+std::string RenderTransfers(const v1::ListTransfersResponse& transfers);
+// One transfer in full (copy, wait, transfers ID): outcome, throughput,
+// path and hops.
+std::string RenderTransfer(const v1::TransferInfo& transfer);
+std::string RenderPlan(const v1::ExplainPlanResponse& plan);
+
+}  // namespace isometry::isoctl

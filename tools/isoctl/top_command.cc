@@ -1,0 +1,99 @@
+// `isoctl top`: a refreshing view of channels and transfers in flight.
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <thread>
+
+#include "tools/isoctl/commands.h"
+#include "tools/isoctl/json.h"
+#include "tools/isoctl/render.h"
+
+namespace isometry::isoctl {
+
+namespace {
+
+using Stub = v1::Isometry::Stub;
+
+// Set from the signal handler; lock-free atomics are async-signal-safe.
+std::atomic<bool> g_stop{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+extern "C" void OnStopSignal(int) { g_stop.store(true); }
+
+// SIGINT/SIGTERM end the loop instead of the process, for the duration of
+// RunTop.
+class StopSignals {
+ public:
+  StopSignals() {
+    struct sigaction sa {};
+    sa.sa_handler = OnStopSignal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopSignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+
+// Sleeps in short slices so that Ctrl-C ends the wait promptly.
+void SleepUnlessStopped(std::chrono::milliseconds total) {
+  const auto end = std::chrono::steady_clock::now() + total;
+  while (!g_stop.load() && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+        std::chrono::milliseconds(50), end - std::chrono::steady_clock::now()));
+  }
+}
+
+std::string Clock() {
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%H:%M:%S", &local);
+  return buf;
+}
+
+}  // namespace
+
+Status RunTop(DaemonClient& client, const Output& out, const TopArgs& args) {
+  StopSignals signals;
+  const bool tty = !out.json && ::isatty(STDOUT_FILENO);
+  for (int i = 0; args.iterations == 0 || i < args.iterations; ++i) {
+    if (i > 0) SleepUnlessStopped(std::chrono::milliseconds(args.interval_ms));
+    if (g_stop.load()) break;
+    v1::StatusResponse status;
+    v1::ListChannelsResponse channels;
+    v1::ListTransfersResponse transfers;
+    ISO_RETURN_IF_ERROR(client.Call(&Stub::GetStatus, v1::StatusRequest(), &status));
+    ISO_RETURN_IF_ERROR(client.Call(&Stub::ListChannels, v1::ListChannelsRequest(), &channels));
+    ISO_RETURN_IF_ERROR(client.Call(&Stub::ListTransfers, v1::ListTransfersRequest(), &transfers));
+    if (out.json) {
+      ISO_RETURN_IF_ERROR(PrintJson(channels, JsonStyle::kLine));
+      ISO_RETURN_IF_ERROR(PrintJson(transfers, JsonStyle::kLine));
+      continue;
+    }
+    // The whole frame is written at once, so a redraw does not flicker.
+    std::string frame = tty ? "\x1b[H\x1b[2J" : (i > 0 ? "\n" : "");
+    frame += "--- " + Clock() + "  unix:" + client.socket() + "  every " +
+             std::to_string(args.interval_ms) + " ms" + (tty ? "  (Ctrl-C to quit)" : "") + "\n";
+    frame += RenderStatusLine(status) + "\n";
+    frame += RenderChannels(channels) + "\n";
+    frame += RenderTransfers(transfers);
+    std::fputs(frame.c_str(), stdout);
+    std::fflush(stdout);
+  }
+  return OkStatus();
+}
+
+}  // namespace isometry::isoctl
