@@ -37,10 +37,26 @@ struct ChannelCaps {
   bool runs_inline = false;  // RunInline() is supported
 };
 
+// An instance that lives in a file (DSK memory): its first byte is at
+// `offset` of the file. `direct_fd`, when >= 0, is the same file opened
+// with O_DIRECT, for aligned runs.
+struct FileRef {
+  int fd = -1;
+  int direct_fd = -1;
+  uint64_t offset = 0;
+  std::string path;  // for error messages
+  bool valid() const { return fd >= 0; }
+};
+
+// One request: run `program` from the source to the destination. Host
+// endpoints are pointers to the instance's (or slot's) first byte; a disk
+// endpoint is a FileRef instead (and its pointer is null).
 struct ChannelRequest {
   std::shared_ptr<const CopyProgram> program;
   const std::byte* src = nullptr;  // base of the source instance or slot
   std::byte* dst = nullptr;        // base of the destination instance or slot
+  FileRef src_file;                // DiskRead
+  FileRef dst_file;                // DiskWrite
 };
 
 using RequestDone = std::function<void(Status)>;
