@@ -434,7 +434,7 @@ Status Node::Write(const std::string& session, uint64_t allocation, uint64_t off
     ISO_ASSIGN_OR_RETURN(a, impl_->UsableAllocation(session, allocation));
   }
   ISO_RETURN_IF_ERROR(CheckRange(offset, data.size(), a->shm.size(), allocation));
-  std::memcpy(a->shm.data() + offset, data.data(), data.size());
+  if (!data.empty()) std::memcpy(a->shm.data() + offset, data.data(), data.size());
   return OkStatus();
 }
 

@@ -46,7 +46,10 @@ struct Completion {
       s = transfer->status;
     }
     transfer->done_cv.notify_all();
-    if (transfer->on_complete) transfer->on_complete(s);
+    // Called once, then dropped: the callback may hold what holds this
+    // transfer (a caller's record with its handle), a cycle otherwise.
+    std::function<void(Status)> callback = std::exchange(transfer->on_complete, nullptr);
+    if (callback) callback(s);
   }
 };
 

@@ -51,7 +51,7 @@ struct TransferState {
   Box box;
   Path path;
   std::optional<ChunkGrid> grid;
-  std::function<void(Status)> on_complete;
+  std::function<void(Status)> on_complete;  // run and cleared by Finish's Completion
 
   // Guarded by the runtime mutex.
   Phase phase = Phase::kWaiting;

@@ -62,7 +62,7 @@ struct LocalClient {
       e.code = static_cast<int32_t>(s.code());
       const std::string_view msg(s.message().data(), s.message().size());
       e.message_len = static_cast<uint32_t>(std::min(msg.size(), sizeof e.message));
-      std::memcpy(e.message, msg.data(), e.message_len);
+      if (e.message_len > 0) std::memcpy(e.message, msg.data(), e.message_len);
       ++cq_tail;
       header->cq_tail.value.store(cq_tail, std::memory_order_release);
     }
