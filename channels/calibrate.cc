@@ -34,7 +34,7 @@ std::vector<uint64_t> CalibrationSizes() {
   return sizes;
 }
 
-Result<std::vector<ThroughputSample>> MeasureChannel(Channel& channel,
+Result<std::vector<RateSample>> MeasureChannel(Channel& channel,
                                                      std::chrono::milliseconds budget) {
   const std::vector<uint64_t> sizes = CalibrationSizes();
   const uint64_t largest = sizes.back();
@@ -46,7 +46,7 @@ Result<std::vector<ThroughputSample>> MeasureChannel(Channel& channel,
   const int depth = std::max(1, channel.caps().max_in_flight);
   const auto per_size = budget / static_cast<int>(sizes.size());
 
-  std::vector<ThroughputSample> out;
+  std::vector<RateSample> out;
   for (uint64_t size : sizes) {
     // A slow (rate-capped) channel would blow the budget on large requests:
     // past the point where two requests take longer than the slice, the

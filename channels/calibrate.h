@@ -13,7 +13,7 @@
 
 namespace isometry {
 
-struct ThroughputSample {
+struct RateSample {
   uint64_t request_bytes = 0;
   double bytes_per_s = 0;
 };
@@ -26,7 +26,7 @@ std::vector<uint64_t> CalibrationSizes();
 // about budget / sizes each (at least two requests per size). Host-memory
 // channels only. Thread-safe with respect to other users of the channel
 // only in the sense that their traffic makes the figures lower.
-Result<std::vector<ThroughputSample>> MeasureChannel(Channel& channel,
+Result<std::vector<RateSample>> MeasureChannel(Channel& channel,
                                                      std::chrono::milliseconds budget);
 
 }  // namespace isometry

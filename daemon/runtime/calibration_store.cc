@@ -76,7 +76,7 @@ Status SaveCalibration(const std::string& path, const std::string& fingerprint,
   toml::table channels;
   for (const auto& [name, samples] : calibration) {
     toml::array list;
-    for (const ThroughputSample& s : samples) {
+    for (const RateSample& s : samples) {
       list.push_back(toml::array{static_cast<int64_t>(s.request_bytes), s.bytes_per_s});
     }
     channels.insert(name, std::move(list));

@@ -12,7 +12,7 @@
 
 namespace isometry {
 
-using Calibration = std::map<std::string, std::vector<ThroughputSample>>;  // by channel name
+using Calibration = std::map<std::string, std::vector<RateSample>>;  // by channel name
 
 // CPU model, core count, memory size and each channel's config (kind,
 // threads, in-flight limit, request size, rate cap): what the figures

@@ -15,7 +15,7 @@ TEST_CASE("calibration measures every request size from 4 KiB to 64 MiB") {
   REQUIRE(samples->size() == CalibrationSizes().size());
   CHECK(samples->front().request_bytes == 4096);
   CHECK(samples->back().request_bytes == 64ull << 20);
-  for (const ThroughputSample& s : *samples) CHECK(s.bytes_per_s > 0);
+  for (const RateSample& s : *samples) CHECK(s.bytes_per_s > 0);
 }
 
 TEST_CASE("a rate-capped channel never measures above its cap, and stays in budget") {
@@ -29,7 +29,7 @@ TEST_CASE("a rate-capped channel never measures above its cap, and stays in budg
   auto samples = MeasureChannel(**ch, std::chrono::milliseconds(800));
   const auto took = std::chrono::steady_clock::now() - t0;
   REQUIRE(samples.ok());
-  for (const ThroughputSample& s : *samples) {
+  for (const RateSample& s : *samples) {
     INFO(s.request_bytes);
     CHECK(s.bytes_per_s <= 1.02 * static_cast<double>(cc.rate_limit_bytes_per_s));
   }
