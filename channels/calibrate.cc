@@ -16,28 +16,44 @@ struct FreeDeleter {
   void operator()(std::byte* p) const { std::free(p); }
 };
 
-std::shared_ptr<const CopyProgram> Contiguous(uint64_t bytes) {
+constexpr uint64_t kGatherBytes = 4ull << 20;  // data per request of small runs
+
+// Runs of `run` bytes gathered from every other run-sized slot of the
+// source into consecutive bytes of the destination: 4 MiB per request, or
+// one run when it is larger.
+std::shared_ptr<const CopyProgram> Runs(uint64_t run) {
   auto p = std::make_shared<CopyProgram>();
   CopyOp op;
-  op.run_bytes = bytes;
+  op.run_bytes = run;
+  const uint64_t count = std::max<uint64_t>(1, kGatherBytes / run);
+  if (count > 1) {
+    op.num_loops = 1;
+    op.loops[0] = {count, 2 * run, run};
+  }
   p->ops.push_back(op);
-  p->bytes = bytes;
-  p->runs = 1;
+  p->bytes = count * run;
+  p->runs = count;
   return p;
 }
 
 }  // namespace
 
-std::vector<uint64_t> CalibrationSizes() {
+std::vector<uint64_t> CalibrationSizes(const ChannelCaps& caps) {
   std::vector<uint64_t> sizes;
-  for (uint64_t s = 4096; s <= (64ull << 20); s *= 4) sizes.push_back(s);
+  if (caps.converts_layout) {
+    for (uint64_t s = 1; s <= (64ull << 20); s *= 8) sizes.push_back(s);
+    sizes.push_back(64ull << 20);
+  } else {
+    for (uint64_t s = 4096; s <= (64ull << 20); s *= 4) sizes.push_back(s);
+  }
   return sizes;
 }
 
 Result<std::vector<RateSample>> MeasureChannel(Channel& channel,
                                                      std::chrono::milliseconds budget) {
-  const std::vector<uint64_t> sizes = CalibrationSizes();
-  const uint64_t largest = sizes.back();
+  const std::vector<uint64_t> sizes = CalibrationSizes(channel.caps());
+  // Room for the largest run, or for 4 MiB of runs at a stride of two runs.
+  const uint64_t largest = std::max(sizes.back(), 2 * kGatherBytes);
   std::unique_ptr<std::byte, FreeDeleter> src(static_cast<std::byte*>(std::aligned_alloc(4096, largest)));
   std::unique_ptr<std::byte, FreeDeleter> dst(static_cast<std::byte*>(std::aligned_alloc(4096, largest)));
   if (!src || !dst) return ResourceExhausted("calibration: cannot allocate scratch buffers");
@@ -52,13 +68,14 @@ Result<std::vector<RateSample>> MeasureChannel(Channel& channel,
     // past the point where two requests take longer than the slice, the
     // curve is flat at the last measured rate.
     if (!out.empty()) {
-      const double predicted_s = 2.0 * static_cast<double>(size) / out.back().bytes_per_s;
+      const double predicted_s =
+          2.0 * static_cast<double>(std::max(size, kGatherBytes)) / out.back().bytes_per_s;
       if (predicted_s > std::chrono::duration<double>(per_size).count()) {
         out.push_back({size, out.back().bytes_per_s});
         continue;
       }
     }
-    auto program = Contiguous(size);
+    auto program = Runs(size);
     std::mutex mu;
     std::condition_variable cv;
     int in_flight = 0;
@@ -85,7 +102,7 @@ Result<std::vector<RateSample>> MeasureChannel(Channel& channel,
     cv.wait(lock, [&] { return in_flight == 0; });
     if (!failure.ok()) return failure;
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    out.push_back({size, static_cast<double>(done * size) / seconds});
+    out.push_back({size, static_cast<double>(done * program->bytes) / seconds});
   }
   return out;
 }

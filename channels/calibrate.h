@@ -18,14 +18,18 @@ struct RateSample {
   double bytes_per_s = 0;
 };
 
-// Request sizes measured: powers of four from 4 KiB to 64 MiB.
-std::vector<uint64_t> CalibrationSizes();
+// Sizes measured: powers of four from 4 KiB to 64 MiB for channels that
+// move whole requests; for layout-converting channels (Memcpy), contiguous
+// run sizes, powers of eight from 1 byte to 64 MiB.
+std::vector<uint64_t> CalibrationSizes(const ChannelCaps& caps);
 
-// Runs contiguous requests of each size on `channel` between two scratch
-// host buffers, keeping up to caps().max_in_flight requests in flight, for
-// about budget / sizes each (at least two requests per size). Host-memory
-// channels only. Thread-safe with respect to other users of the channel
-// only in the sense that their traffic makes the figures lower.
+// Runs requests of each size on `channel` between two scratch host buffers,
+// keeping up to caps().max_in_flight requests in flight, for about
+// budget / sizes each (at least two requests per size). For a converting
+// channel the size is the contiguous run inside a request: what bounds its
+// speed on a layout conversion is the run (PREFIX of §4.2), not the
+// request, so each request gathers 4 MiB of runs of that size. Host-memory
+// channels only. Other traffic on the channel lowers the figures.
 Result<std::vector<RateSample>> MeasureChannel(Channel& channel,
                                                      std::chrono::milliseconds budget);
 

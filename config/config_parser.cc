@@ -26,6 +26,7 @@ state_dir = "/var/lib/isometry"
 sq_entries = 256
 cq_entries = 256
 shutdown_grace_ms = 5000
+calibrate = true            # measure channel throughput at start (kept in state_dir)
 
 [runtime]
 # Space threshold TH: the largest intermediate buffer (all slots together).
@@ -36,6 +37,10 @@ slots_per_buffer = 2
 program_cache_entries = 4096
 # Direct copies up to this size run on the submitting thread (latency path).
 inline_bytes = "64KiB"
+# Transfers this large are planned with the full algorithm, smaller ones
+# with the simple one.
+full_planner_threshold = "16MiB"
+plan_cache_entries = 4096
 
 [[memory]]
 name = "sys0"
@@ -131,7 +136,8 @@ class Reader {
 Status ReadRuntime(const Reader& r, const toml::table& t, RuntimeConfig& c) {
   ISO_RETURN_IF_ERROR(r.OnlyKeys(t, "runtime.",
                                  {"node", "space_threshold", "slots_per_buffer",
-                                  "program_cache_entries", "inline_bytes"}));
+                                  "program_cache_entries", "inline_bytes",
+                                  "full_planner_threshold", "plan_cache_entries"}));
   if (const toml::node* n = t.get("node")) {
     ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, "runtime.node", 0, UINT32_MAX));
     c.node = static_cast<uint32_t>(v);
@@ -142,6 +148,13 @@ Status ReadRuntime(const Reader& r, const toml::table& t, RuntimeConfig& c) {
   if (const toml::node* n = t.get("slots_per_buffer")) {
     ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, "runtime.slots_per_buffer", 1, 64));
     c.slots_per_buffer = static_cast<int>(v);
+  }
+  if (const toml::node* n = t.get("full_planner_threshold")) {
+    ISO_ASSIGN_OR_RETURN(c.full_planner_threshold, r.Size(*n, "runtime.full_planner_threshold"));
+  }
+  if (const toml::node* n = t.get("plan_cache_entries")) {
+    ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, "runtime.plan_cache_entries", 0, 1 << 24));
+    c.plan_cache_entries = static_cast<size_t>(v);
   }
   if (const toml::node* n = t.get("inline_bytes")) {
     ISO_ASSIGN_OR_RETURN(c.inline_bytes, r.Size(*n, "runtime.inline_bytes"));
@@ -157,7 +170,8 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
   ISO_RETURN_IF_ERROR(r.OnlyKeys(
       t, "daemon.",
       {"local_socket", "grpc_socket", "grpc_tcp", "socket_group", "socket_mode", "log_level",
-       "state_dir", "sq_entries", "cq_entries", "max_sessions", "shutdown_grace_ms"}));
+       "state_dir", "sq_entries", "cq_entries", "max_sessions", "shutdown_grace_ms",
+       "calibrate"}));
   struct StringKey {
     const char* key;
     std::string* out;
@@ -171,6 +185,9 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
     if (const toml::node* n = t.get(k.key)) {
       ISO_ASSIGN_OR_RETURN(*k.out, r.String(*n, StrCat("daemon.", k.key)));
     }
+  }
+  if (const toml::node* n = t.get("calibrate")) {
+    ISO_ASSIGN_OR_RETURN(c.calibrate, r.Bool(*n, "daemon.calibrate"));
   }
   if (const toml::node* n = t.get("socket_mode")) {
     ISO_ASSIGN_OR_RETURN(std::string mode, r.String(*n, "daemon.socket_mode"));

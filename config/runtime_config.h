@@ -59,6 +59,16 @@ struct RuntimeConfig {
   // small-copy latency path. They are smaller than one request, so they
   // delay a high-priority transfer by less than a request time. 0 = off.
   uint64_t inline_bytes = 0;
+  // Transfers of at least this many bytes are planned with the full
+  // algorithm (Isometry §4.2), smaller ones with the simple one (§4.4).
+  uint64_t full_planner_threshold = 16ull << 20;
+  size_t plan_cache_entries = 4096;
+  // Measure each channel's throughput function at start (Isometry §4.1),
+  // reusing `calibration_file` when it was made on this hardware with
+  // these channel settings. Off: every edge counts as 1 GB/s.
+  bool calibrate = false;
+  std::string calibration_file;  // empty: measure, do not keep
+  uint32_t calibration_budget_ms = 1500;
 
   // Cross-field checks: unique names, edges naming known memories, one
   // channel per edge, sane numbers.
@@ -78,6 +88,8 @@ struct DaemonConfig {
   uint32_t cq_entries = 256;  // per-client completion ring (bounds copies in flight)
   uint32_t max_sessions = 1024;
   uint32_t shutdown_grace_ms = 5000;  // SIGTERM: time in-flight transfers get to finish
+  // Calibrate channels at start, kept in state_dir/calibration.toml.
+  bool calibrate = true;
 
   Status Validate() const;
 };

@@ -8,6 +8,7 @@
 #include "core/channel_kind.h"
 #include "core/layout.h"
 #include "core/memory.h"
+#include "planner/throughput.h"
 
 namespace isometry {
 
@@ -23,6 +24,11 @@ struct TopologyEdge {
   int channel = 0;  // index of the channel serving it, in the runtime's table
   ChannelKind kind = ChannelKind::kMemcpy;
   std::string channel_name;
+  // Throughput as a function of the request size (Isometry §4.1). The
+  // default, 1 GB/s for any request, keeps graphs built without
+  // measurements plannable.
+  ThroughputFunction tp;
+  bool operator==(const TopologyEdge&) const = default;
 };
 
 struct Topology {
@@ -38,12 +44,29 @@ struct Topology {
 struct PathNode {
   MemoryId memory;
   Layout layout;
+  bool operator==(const PathNode&) const = default;
 };
 struct Path {
   std::vector<PathNode> nodes;
   std::vector<TopologyEdge> edges;
   std::string algorithm;  // which planner produced it
+
+  // The cost model's view of the path (planner/full_planner.h,
+  // EvaluatePath). Empty / 0 when nobody evaluated it.
+  //   predicted_bps      the path's throughput: the slowest hop's
+  //   hop_bps[h]         hop h's throughput with its largest request
+  //   request_bytes[h]   the request size hop h should use: the smallest one
+  //                      that sustains predicted_bps (at least the model's
+  //                      minimum request), never more than the hop allows
+  //   buffer_bytes[k]    the minimum size of the intermediate buffer at
+  //                      nodes[k + 1] (one entry per intermediate memory)
+  double predicted_bps = 0;
+  std::vector<double> hop_bps;
+  std::vector<uint64_t> request_bytes;
+  std::vector<uint64_t> buffer_bytes;
+
   std::string ToString(const Topology& topo) const;
+  bool operator==(const Path&) const = default;
 };
 
 }  // namespace isometry

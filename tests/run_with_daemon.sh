@@ -12,6 +12,7 @@ local_socket = "$dir/local.sock"
 grpc_socket = "$dir/grpc.sock"
 state_dir = "$dir/state"
 log_level = "warn"
+calibrate = false
 [[memory]]
 name = "sys0"
 pool = "256MiB"

@@ -239,7 +239,12 @@ Node::~Node() { Drain(std::chrono::milliseconds(0)); }
 Result<std::unique_ptr<Node>> Node::Create(const Config& config) {
   auto impl = std::make_unique<Impl>();
   impl->config = config;
-  ISO_ASSIGN_OR_RETURN(impl->runtime, Runtime::Create(config.runtime));
+  RuntimeConfig rc = config.runtime;
+  if (config.daemon.calibrate) {
+    rc.calibrate = true;
+    rc.calibration_file = config.daemon.state_dir + "/calibration.toml";
+  }
+  ISO_ASSIGN_OR_RETURN(impl->runtime, Runtime::Create(rc));
   for (size_t i = 0; i < config.runtime.memories.size(); ++i) {
     const MemoryConfig& m = config.runtime.memories[i];
     auto p = std::make_shared<PoolAccount>();
@@ -671,12 +676,18 @@ Result<PlanReport> Node::Explain(const std::string& src_memory, const Layout& sr
   InstanceShape ss{bounds, fields, src_layout}, ds{bounds, fields, dst_layout};
   ISO_RETURN_IF_ERROR(ss.Validate("source"));
   ISO_RETURN_IF_ERROR(ds.Validate("destination"));
-  ISO_ASSIGN_OR_RETURN(Path path, impl_->runtime->Plan({src, nullptr, 0, ss}, {dst, nullptr, 0, ds}));
+  // Capacity is what a real instance would need; Explain never touches memory.
+  ISO_ASSIGN_OR_RETURN(PlanExplanation ex,
+                       impl_->runtime->Explain({src, nullptr, ss.total_bytes(), ss},
+                                               {dst, nullptr, ds.total_bytes(), ds}));
+  const Path& path = ex.path;
   const Topology& topo = impl_->runtime->topology();
-  const RuntimeConfig& rc = impl_->config.runtime;
   PlanReport rep;
   rep.algorithm = path.algorithm;
   rep.text = path.ToString(topo);
+  rep.predicted_bytes_per_s = path.predicted_bps;
+  rep.chunks = ex.chunks;
+  rep.chunk_bytes = ex.chunk_bytes;
   for (size_t h = 0; h < path.edges.size(); ++h) {
     const TopologyEdge& e = path.edges[h];
     PlanHopReport hop;
@@ -685,12 +696,15 @@ Result<PlanReport> Node::Explain(const std::string& src_memory, const Layout& sr
     hop.channel = e.channel_name;
     hop.src_layout = path.nodes[h].layout.ToString();
     hop.dst_layout = path.nodes[h + 1].layout.ToString();
-    hop.request_bytes = rc.channels[static_cast<size_t>(e.channel)].request_bytes;
-    hop.buffer_bytes = h + 1 < path.edges.size() ? rc.space_threshold : 0;
+    hop.request_bytes = ex.chunk_bytes;
+    hop.buffer_bytes = h < ex.buffer_bytes.size() ? ex.buffer_bytes[h] : 0;
+    hop.predicted_bytes_per_s = h < path.hop_bps.size() ? path.hop_bps[h] : 0;
     rep.hops.push_back(hop);
   }
   return rep;
 }
+
+Result<Calibration> Node::Calibrate() { return impl_->runtime->Recalibrate(); }
 
 NodeStatus Node::GetStatus() const {
   NodeStatus s;

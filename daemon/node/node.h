@@ -94,11 +94,15 @@ struct PlanHopReport {
   std::string src_memory, dst_memory, channel, src_layout, dst_layout;
   uint64_t request_bytes = 0;
   uint64_t buffer_bytes = 0;
+  double predicted_bytes_per_s = 0;
 };
 struct PlanReport {
   std::string algorithm;
   std::vector<PlanHopReport> hops;
   std::string text;
+  double predicted_bytes_per_s = 0;
+  uint64_t chunks = 0;
+  uint64_t chunk_bytes = 0;
 };
 
 struct InstanceSpec {
@@ -172,6 +176,8 @@ class Node {
                              const std::string& dst_memory, const Layout& dst_layout,
                              const Box& bounds, const FieldSpace& fields) const;
   NodeStatus GetStatus() const;
+  // Re-measures every channel (isoctl calibrate).
+  Result<Calibration> Calibrate();
   const Config& config() const;
 
   // Stops admitting copies (they fail with UNAVAILABLE), lets transfers in

@@ -12,7 +12,9 @@
 #include "daemon/runtime/staging_pool.h"
 #include "daemon/runtime/transfer_state.h"
 #include "layout/program_cache.h"
-#include "planner/simple_planner.h"
+#include "channels/calibrate.h"
+#include "daemon/runtime/calibration_store.h"
+#include "planner/planner.h"
 
 namespace isometry {
 
@@ -64,8 +66,12 @@ bool Overlaps(const InstanceRef& a, const InstanceRef& b) {
 
 struct Runtime::Impl {
   RuntimeConfig config;
-  Topology topo;
+  Topology topo;  // edges' throughput functions change on recalibration (under calibrate_mu)
   Runtime* self = nullptr;
+  // Replaced whole (atomic_store) when calibration changes the graph; a
+  // plan in progress keeps the planner it started with.
+  std::shared_ptr<Planner> planner;
+  std::mutex calibrate_mu;  // one calibration at a time
   std::vector<std::unique_ptr<Channel>> channels;  // constant after Create
   ProgramCache cache{4096};
 
@@ -88,6 +94,64 @@ struct Runtime::Impl {
     return topo.memories.size();
   }
 
+  // ---- calibration (Isometry §4.1) ----
+
+  // Measures every channel (budget shared evenly), or reuses the file.
+  Result<Calibration> LoadOrMeasure(bool force) {
+    const std::string fp = HardwareFingerprint(config);
+    if (!force && !config.calibration_file.empty()) {
+      auto loaded = LoadCalibration(config.calibration_file, fp);
+      if (loaded.ok() && loaded->size() == channels.size()) {
+        spdlog::info("calibration: reusing {} (fingerprint {})", config.calibration_file, fp);
+        return loaded;
+      }
+      if (!absl::IsNotFound(loaded.status())) {
+        spdlog::info("calibration: measuring again ({})", loaded.status().ToString());
+      }
+    }
+    Calibration cal;
+    const auto budget = std::chrono::milliseconds(config.calibration_budget_ms) /
+                        static_cast<int>(std::max<size_t>(channels.size(), 1));
+    for (auto& ch : channels) {
+      ISO_ASSIGN_OR_RETURN(cal[ch->caps().name], MeasureChannel(*ch, budget));
+    }
+    if (!config.calibration_file.empty()) {
+      Status s = SaveCalibration(config.calibration_file, fp, cal);
+      if (!s.ok()) spdlog::warn("calibration: not kept: {}", s.ToString());
+    }
+    return cal;
+  }
+
+  // Puts measured throughput functions on the graph's edges and starts a
+  // fresh planner (its cache would describe the old figures).
+  Status ApplyCalibration(const Calibration& cal) {
+    for (TopologyEdge& e : topo.edges) {
+      auto it = cal.find(e.channel_name);
+      if (it == cal.end()) continue;
+      std::vector<ThroughputSample> samples;
+      for (const RateSample& s : it->second) samples.push_back({s.request_bytes, s.bytes_per_s});
+      ISO_ASSIGN_OR_RETURN(e.tp, ThroughputFunction::FromSamples(std::move(samples)));
+    }
+    for (const auto& [name, samples] : cal) {
+      double peak = 0;
+      for (const RateSample& s : samples) peak = std::max(peak, s.bytes_per_s);
+      spdlog::info("calibration: channel '{}' peaks at {:.2f} GB/s ({} sizes; {} B: {:.2f} GB/s)",
+                   name, peak / 1e9, samples.size(),
+                   samples.empty() ? 0 : samples.front().request_bytes,
+                   samples.empty() ? 0.0 : samples.front().bytes_per_s / 1e9);
+    }
+    MakePlanner();
+    return OkStatus();
+  }
+
+  void MakePlanner() {
+    PlannerOptions o;
+    o.full_threshold = config.full_planner_threshold;
+    o.space_threshold = config.space_threshold;
+    o.cache_capacity = config.plan_cache_entries;
+    std::atomic_store(&planner, std::make_shared<Planner>(topo, o));
+  }
+
   // ---- validation and planning (no lock needed: constant data) ----
 
   Status CheckInstance(const InstanceRef& ref, std::string_view what) const {
@@ -108,10 +172,13 @@ struct Runtime::Impl {
     return OkStatus();
   }
 
-  Result<Path> MakePath(const InstanceRef& src, const InstanceRef& dst,
+  std::shared_ptr<Planner> CurrentPlanner() const { return std::atomic_load(&planner); }
+
+  Result<Path> MakePath(const InstanceRef& src, const InstanceRef& dst, const Box& box,
                         const std::vector<HopSpec>& via) const {
     if (via.empty()) {
-      return PlanSimple(topo, {src.memory, src.shape.layout}, {dst.memory, dst.shape.layout});
+      return CurrentPlanner()->Plan({src.memory, src.shape.layout}, {dst.memory, dst.shape.layout},
+                                    box, src.shape.fields.total_bytes());
     }
     Path p;
     p.algorithm = "explicit";
@@ -136,6 +203,26 @@ struct Runtime::Impl {
       p.edges.push_back(*e);
     }
     return p;
+  }
+
+  // The chunk sequence a path runs with: chunks of about the smallest
+  // preferred request of its channels, and, with intermediate buffers, no
+  // larger than one slot (TH / slots_per_buffer).
+  Result<ChunkGrid> GridFor(const Path& path, const Box& box, const FieldSpace& fields) const {
+    const uint64_t slot_limit =
+        config.space_threshold / static_cast<uint64_t>(config.slots_per_buffer);
+    uint64_t target = UINT64_MAX;
+    for (const TopologyEdge& e : path.edges) {
+      target = std::min(target, channels[e.channel]->caps().request_bytes);
+    }
+    if (path.edges.size() > 1) target = std::min(target, slot_limit);
+    std::vector<Layout> layouts;
+    std::vector<bool> intermediate;
+    for (size_t i = 0; i < path.nodes.size(); ++i) {
+      layouts.push_back(path.nodes[i].layout);
+      intermediate.push_back(i > 0 && i + 1 < path.nodes.size());
+    }
+    return ChunkGrid::Make(box, fields, layouts, intermediate, target, slot_limit);
   }
 
   Result<std::shared_ptr<TransferState>> Build(CopyRequest& req) {
@@ -165,25 +252,12 @@ struct Runtime::Impl {
     t->box = box;
     t->on_complete = std::move(req.on_complete);
     t->runtime = self;
-    ISO_ASSIGN_OR_RETURN(t->path, MakePath(req.src, req.dst, req.via));
+    ISO_ASSIGN_OR_RETURN(t->path, MakePath(req.src, req.dst, box, req.via));
 
     const size_t hops = t->path.edges.size();
     const int slots = config.slots_per_buffer;
-    const uint64_t slot_limit = config.space_threshold / static_cast<uint64_t>(slots);
-    uint64_t target = UINT64_MAX;
-    for (const TopologyEdge& e : t->path.edges) {
-      target = std::min(target, channels[e.channel]->caps().request_bytes);
-    }
-    if (hops > 1) target = std::min(target, slot_limit);
-    std::vector<Layout> layouts;
-    std::vector<bool> intermediate;
-    for (size_t i = 0; i < t->path.nodes.size(); ++i) {
-      layouts.push_back(t->path.nodes[i].layout);
-      intermediate.push_back(i > 0 && i + 1 < t->path.nodes.size());
-    }
     const uint64_t entry = req.src.shape.fields.total_bytes();
-    ISO_ASSIGN_OR_RETURN(ChunkGrid grid, ChunkGrid::Make(box, req.src.shape.fields, layouts,
-                                                         intermediate, target, slot_limit));
+    ISO_ASSIGN_OR_RETURN(ChunkGrid grid, GridFor(t->path, box, req.src.shape.fields));
     t->grid = grid;
     std::vector<uint64_t> need(pools.size(), 0);
     for (size_t i = 1; i + 1 < t->path.nodes.size(); ++i) {
@@ -505,6 +579,12 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config, Ch
                      : std::string());
     impl->channels.push_back(std::move(ch));
   }
+  if (config.calibrate) {
+    ISO_ASSIGN_OR_RETURN(Calibration cal, impl->LoadOrMeasure(/*force=*/false));
+    ISO_RETURN_IF_ERROR(impl->ApplyCalibration(cal));
+  } else {
+    impl->MakePlanner();
+  }
   std::unique_ptr<Runtime> rt(new Runtime(std::move(impl)));
   Impl* p = rt->impl_.get();
   for (size_t c = 0; c < p->channels.size(); ++c) {
@@ -577,7 +657,28 @@ Result<Transfer> Runtime::Copy(CopyRequest request) {
 }
 
 Result<Path> Runtime::Plan(const InstanceRef& src, const InstanceRef& dst) const {
-  return impl_->MakePath(src, dst, {});
+  return impl_->MakePath(src, dst, src.shape.bounds, {});
+}
+
+Result<PlanExplanation> Runtime::Explain(const InstanceRef& src, const InstanceRef& dst) const {
+  PlanExplanation e;
+  ISO_ASSIGN_OR_RETURN(e.path, impl_->MakePath(src, dst, src.shape.bounds, {}));
+  ISO_ASSIGN_OR_RETURN(ChunkGrid grid, impl_->GridFor(e.path, src.shape.bounds, src.shape.fields));
+  const uint64_t entry = src.shape.fields.total_bytes();
+  e.chunks = grid.count();
+  e.chunk_bytes = grid.full_chunk().volume() * entry;
+  for (size_t i = 1; i + 1 < e.path.nodes.size(); ++i) {
+    e.buffer_bytes.push_back(grid.SlotBytes(e.path.nodes[i].layout, entry) *
+                             static_cast<uint64_t>(impl_->config.slots_per_buffer));
+  }
+  return e;
+}
+
+Result<Calibration> Runtime::Recalibrate() {
+  std::lock_guard lock(impl_->calibrate_mu);
+  ISO_ASSIGN_OR_RETURN(Calibration cal, impl_->LoadOrMeasure(/*force=*/true));
+  ISO_RETURN_IF_ERROR(impl_->ApplyCalibration(cal));
+  return cal;
 }
 
 std::vector<MemoryUsage> Runtime::Memories() const {
@@ -626,6 +727,11 @@ RuntimeStats Runtime::Stats() const {
   }
   s.program_cache_hits = impl_->cache.hits();
   s.program_cache_misses = impl_->cache.misses();
+  const PlannerStats p = impl_->CurrentPlanner()->stats();
+  s.plan_cache_hits = p.cache_hits;
+  s.plan_cache_misses = p.cache_misses;
+  s.plans_simple = p.simple_plans;
+  s.plans_full = p.full_plans;
   return s;
 }
 

@@ -24,6 +24,7 @@
 
 #include "channels/channel.h"
 #include "config/runtime_config.h"
+#include "daemon/runtime/calibration_store.h"
 #include "core/instance.h"
 #include "core/memory.h"
 #include "core/status.h"
@@ -70,6 +71,15 @@ struct CopyRequest {
 
 class Runtime;
 struct TransferState;
+
+// What a copy would do, without doing it: the planned path (with the cost
+// model's predictions) and the runtime's chunking of it.
+struct PlanExplanation {
+  Path path;
+  uint64_t chunks = 0;       // chunks every hop moves
+  uint64_t chunk_bytes = 0;  // data bytes of a full chunk (= one request)
+  std::vector<uint64_t> buffer_bytes;  // per intermediate buffer, all slots
+};
 
 // A handle to a submitted transfer. Copyable; dropping it does not cancel.
 class Transfer {
@@ -128,6 +138,10 @@ struct RuntimeStats {
   uint64_t program_cache_hits = 0;
   uint64_t program_cache_misses = 0;
   uint64_t transfers_inline = 0;  // small direct copies run on the submitting thread
+  uint64_t plan_cache_hits = 0;   // since the last calibration
+  uint64_t plan_cache_misses = 0;
+  uint64_t plans_simple = 0;
+  uint64_t plans_full = 0;
 };
 
 // Makes the channel for a config entry. The default is MakeChannel (the
@@ -148,8 +162,12 @@ class Runtime {
   // memories, unreachable paths, buffers that could never fit) return here
   // and change nothing.
   Result<Transfer> Copy(CopyRequest request);
-  // Plans without copying (explain).
+  // Plans without copying.
   Result<Path> Plan(const InstanceRef& src, const InstanceRef& dst) const;
+  Result<PlanExplanation> Explain(const InstanceRef& src, const InstanceRef& dst) const;
+  // Measures every channel again (Isometry §4.1), keeps the figures in
+  // config.calibration_file, and plans with them from now on.
+  Result<Calibration> Recalibrate();
 
   std::vector<MemoryUsage> Memories() const;
   std::vector<ChannelStats> Channels() const;

@@ -114,6 +114,22 @@ void ToProto(const PlanReport& r, v1::ExplainPlanResponse* out) {
     p->set_dst_layout(h.dst_layout);
     p->set_request_bytes(h.request_bytes);
     p->set_buffer_bytes(h.buffer_bytes);
+    p->set_predicted_bytes_per_s(h.predicted_bytes_per_s);
+  }
+  out->set_predicted_bytes_per_s(r.predicted_bytes_per_s);
+  out->set_chunks(r.chunks);
+  out->set_chunk_bytes(r.chunk_bytes);
+}
+
+void ToProto(const Calibration& cal, v1::CalibrateResponse* out) {
+  for (const auto& [name, samples] : cal) {
+    v1::ChannelCalibration* c = out->add_channels();
+    c->set_channel(name);
+    for (const RateSample& s : samples) {
+      v1::RateSample* p = c->add_samples();
+      p->set_request_bytes(s.request_bytes);
+      p->set_bytes_per_s(s.bytes_per_s);
+    }
   }
 }
 
@@ -131,6 +147,10 @@ void ToProto(const NodeStatus& s, v1::StatusResponse* out) {
   out->set_program_cache_misses(s.runtime.program_cache_misses);
   out->set_allocations(s.allocations);
   out->set_instances(s.instances);
+  out->set_plan_cache_hits(s.runtime.plan_cache_hits);
+  out->set_plan_cache_misses(s.runtime.plan_cache_misses);
+  out->set_plans_simple(s.runtime.plans_simple);
+  out->set_plans_full(s.runtime.plans_full);
 }
 
 grpc::Status ToGrpc(const Status& s) {

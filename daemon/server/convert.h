@@ -20,6 +20,7 @@ void ToProto(const MemoryReport& r, v1::Memory* out);
 void ToProto(const ChannelReport& r, v1::ChannelInfo* out);
 void ToProto(const PlanReport& r, v1::ExplainPlanResponse* out);
 void ToProto(const NodeStatus& s, v1::StatusResponse* out);
+void ToProto(const Calibration& cal, v1::CalibrateResponse* out);
 
 grpc::Status ToGrpc(const Status& s);
 

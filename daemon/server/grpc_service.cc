@@ -6,6 +6,7 @@
 #include <deque>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "daemon/server/convert.h"
 #include "daemon/server/timer.h"
@@ -140,7 +141,15 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
       streams.assign(attached_.begin(), attached_.end());
     }
     for (AttachReactor* r : streams) r->Stop();
+    std::thread calibrator;
+    {
+      std::lock_guard lock(calibration_mu_);
+      calibrator = std::move(calibrator_);
+    }
+    if (calibrator.joinable()) calibrator.join();  // it takes calibration_mu_ when done
   }
+
+  ~Service() override { Shutdown(); }
 
   grpc::ServerWriteReactor<v1::SessionEvent>* Attach(CallbackServerContext*,
                                                      const v1::AttachRequest* req) override {
@@ -306,6 +315,25 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
     return Reply(ctx, plan.status());
   }
 
+  // Measuring takes about calibration_budget_ms: off the gRPC threads.
+  ServerUnaryReactor* Calibrate(CallbackServerContext* ctx, const v1::CalibrateRequest*,
+                                v1::CalibrateResponse* resp) override {
+    std::lock_guard lock(calibration_mu_);
+    if (calibrating_) return Reply(ctx, Unavailable("a calibration is already running"));
+    // The previous one has finished (calibrating_ is false): joining is quick.
+    if (calibrator_.joinable()) calibrator_.join();
+    calibrating_ = true;
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    calibrator_ = std::thread([this, reactor, resp] {
+      auto cal = node_.Calibrate();
+      if (cal.ok()) ToProto(*cal, resp);
+      reactor->Finish(ToGrpc(cal.status()));
+      std::lock_guard done(calibration_mu_);
+      calibrating_ = false;
+    });
+    return reactor;
+  }
+
   ServerUnaryReactor* GetStatus(CallbackServerContext* ctx, const v1::StatusRequest*,
                                 v1::StatusResponse* resp) override {
     ToProto(node_.GetStatus(), resp);
@@ -318,6 +346,9 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
   Timer timer_;
   std::mutex mu_;
   std::set<AttachReactor*> attached_;  // guarded by mu_
+  std::mutex calibration_mu_;
+  std::thread calibrator_;             // guarded by calibration_mu_
+  bool calibrating_ = false;           // guarded by calibration_mu_
 };
 
 }  // namespace

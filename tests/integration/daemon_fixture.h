@@ -16,13 +16,15 @@ namespace isometry::testing {
 
 class Daemon {
  public:
-  explicit Daemon(const std::string& extra_toml) : process_(StartOrThrow(extra_toml)) {
+  explicit Daemon(const std::string& extra_toml, bool calibrate = false)
+      : process_(StartOrThrow(extra_toml, calibrate)) {
     channel_ = grpc::CreateChannel("unix:" + process_.grpc_socket(), grpc::InsecureChannelCredentials());
     stub_ = v1::Isometry::NewStub(channel_);
   }
 
   int Stop() { return process_.Stop(); }
   const std::string& local_socket() const { return process_.local_socket(); }
+  const std::string& dir() const { return process_.dir(); }
   v1::Isometry::Stub& stub() { return *stub_; }
 
   v1::StatusResponse Status() {
@@ -43,10 +45,10 @@ class Daemon {
   }
 
  private:
-  static tools::DaemonProcess StartOrThrow(const std::string& extra_toml) {
+  static tools::DaemonProcess StartOrThrow(const std::string& extra_toml, bool calibrate) {
     const char* bin = std::getenv("ISOMETRYD");
     if (!bin) throw std::runtime_error("ISOMETRYD is not set (ctest sets it)");
-    auto d = tools::DaemonProcess::Start(bin, extra_toml);
+    auto d = tools::DaemonProcess::Start(bin, extra_toml, "warn", calibrate);
     if (!d.ok()) throw std::runtime_error(d.status().ToString());
     return *std::move(d);
   }

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <atomic>
+#include <filesystem>
 #include <thread>
 
 #include "client/cpp/isometry_client.h"
@@ -376,4 +377,41 @@ rate_limit = "256MiB"
   c.reset();
   stopper.join();
   CHECK(code == 0);
+}
+
+TEST_CASE("calibration at start is kept in the state directory; plans carry predictions") {
+  Daemon d(kOneMemory, /*calibrate=*/true);
+  CHECK(std::filesystem::exists(d.dir() + "/state/calibration.toml"));
+  // ExplainPlan: the planner's choice with the model's figures.
+  grpc::ClientContext ectx;
+  v1::ExplainPlanRequest er;
+  er.set_src_memory("sys0");
+  er.set_dst_memory("sys0");
+  er.set_src_layout("F,y,x");
+  er.set_dst_layout("y,x,F");
+  er.mutable_bounds()->add_lo(0);
+  er.mutable_bounds()->add_hi(4096);
+  er.mutable_bounds()->add_lo(0);
+  er.mutable_bounds()->add_hi(1024);
+  v1::Field* f = er.add_fields();
+  f->set_name("v");
+  f->set_size(8);
+  v1::ExplainPlanResponse plan;
+  REQUIRE(d.stub().ExplainPlan(&ectx, er, &plan).ok());
+  CHECK(plan.algorithm() == "full");  // 32 MiB >= the 16 MiB threshold
+  REQUIRE(plan.hops_size() == 1);
+  CHECK(plan.hops(0).channel() == "memcpy0");
+  CHECK(plan.predicted_bytes_per_s() > 1e8);
+  CHECK(plan.chunks() == 8);  // 32 MiB in 4 MiB requests
+  // Re-measuring on request.
+  grpc::ClientContext cctx;
+  v1::CalibrateResponse cal;
+  REQUIRE(d.stub().Calibrate(&cctx, v1::CalibrateRequest(), &cal).ok());
+  REQUIRE(cal.channels_size() == 1);
+  CHECK(cal.channels(0).channel() == "memcpy0");
+  REQUIRE(cal.channels(0).samples_size() == 10);  // runs of 1 B .. 64 MiB
+  CHECK(cal.channels(0).samples(0).request_bytes() == 1);
+  for (const auto& s : cal.channels(0).samples()) CHECK(s.bytes_per_s() > 0);
+  CHECK(d.Status().plans_full() == 0);  // a fresh planner after calibration
+  CHECK(d.Stop() == 0);
 }

@@ -58,6 +58,7 @@ grpc_socket = "{dir}/grpc.sock"
 state_dir = "{dir}/state"
 log_level = "warn"
 shutdown_grace_ms = 2000
+calibrate = false
 
 [[memory]]
 name = "sys0"

@@ -8,7 +8,9 @@
 #include <string>
 
 #include "tools/bench/daemon_scenarios.h"
+#include "tools/bench/disk_scenarios.h"
 #include "tools/bench/local_scenarios.h"
+#include "tools/bench/planner_scenarios.h"
 #include "tools/common/daemon_process.h"
 
 using namespace isometry::bench;
@@ -24,7 +26,7 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "one JSON object per line instead of a table");
   app.add_option("--scenario", only,
                  "run only these: contiguous, aos_to_soa, pipeline, priority, client_to_client, "
-                 "latency (default: all)");
+                 "latency, disk, planning (default: all)");
   app.add_option("--repeat", local.repeat, "runs per measurement; the best is kept")
       ->check(CLI::Range(1, 100));
   app.add_option("--contiguous-mib", contiguous_mib, "size of the contiguous copy")
@@ -42,6 +44,11 @@ int main(int argc, char** argv) {
   app.add_option("--latency-iterations", daemon.latency_iterations, "4 KiB copies on the ring")
       ->check(CLI::Range(100, 10000000));
   app.add_flag("--no-peers", no_peers, "skip UCX / MPICH / Open MPI in client_to_client");
+  std::string disk_dir = "/var/tmp";
+  double disk_mib = 1024;
+  app.add_option("--disk-dir", disk_dir, "scratch directory for the disk scenario (O_DIRECT-capable)");
+  app.add_option("--disk-mib", disk_mib, "bytes the disk scenario writes and reads")
+      ->check(CLI::Range(1.0, 1048576.0));
   CLI11_PARSE(app, argc, argv);
   local.contiguous_bytes = static_cast<uint64_t>(contiguous_mib * (1 << 20)) / 8 * 8;
   local.pipeline_bytes = static_cast<uint64_t>(pipeline_mib * (1 << 20)) / 8 * 8;
@@ -53,7 +60,7 @@ int main(int argc, char** argv) {
   auto wanted = [&](const char* name) { return chosen.empty() || chosen.count(name); };
   for (const std::string& s : chosen) {
     if (s != "contiguous" && s != "aos_to_soa" && s != "pipeline" && s != "priority" &&
-        s != "client_to_client" && s != "latency") {
+        s != "client_to_client" && s != "latency" && s != "disk" && s != "planning") {
       std::fprintf(stderr, "unknown scenario '%s'\n", s.c_str());
       return 2;
     }
@@ -65,6 +72,8 @@ int main(int argc, char** argv) {
   if (wanted("priority")) RunPriority(local, report);
   if (wanted("client_to_client")) RunClientToClient(daemon, report);
   if (wanted("latency")) RunLatency(daemon, report);
+  if (wanted("planning")) RunPlanning(local.repeat, report);
+  if (wanted("disk")) RunDisk(disk_dir, static_cast<uint64_t>(disk_mib * (1 << 20)), report);
   report.Finish();
   return 0;
 }

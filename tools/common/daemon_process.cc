@@ -33,7 +33,7 @@ bool Accepts(const std::string& path) {
 }  // namespace
 
 Result<DaemonProcess> DaemonProcess::Start(const std::string& binary, const std::string& extra_toml,
-                                           const std::string& log_level) {
+                                           const std::string& log_level, bool calibrate) {
   DaemonProcess d;
   char tmpl[] = "/tmp/isometry-XXXXXX";
   if (!mkdtemp(tmpl)) return Internal("mkdtemp failed");
@@ -44,7 +44,8 @@ Result<DaemonProcess> DaemonProcess::Start(const std::string& binary, const std:
   const std::string log = d.dir_ + "/isometryd.log";
   std::ofstream(config) << "[daemon]\nlocal_socket = \"" << d.local_ << "\"\ngrpc_socket = \""
                         << d.grpc_ << "\"\nstate_dir = \"" << d.dir_ << "/state\"\nlog_level = \""
-                        << log_level << "\"\nshutdown_grace_ms = 2000\n"
+                        << log_level << "\"\nshutdown_grace_ms = 2000\ncalibrate = "
+                        << (calibrate ? "true" : "false") << "\n"
                         << extra_toml;
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);

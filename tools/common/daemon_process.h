@@ -14,8 +14,11 @@ class DaemonProcess {
  public:
   // Writes a config ([daemon] with private paths, then `extra_toml`) and
   // starts `binary`; returns once both sockets accept connections.
+  // `calibrate`: measure channels at start (off by default: tests need no
+  // figures and start faster).
   static Result<DaemonProcess> Start(const std::string& binary, const std::string& extra_toml,
-                                     const std::string& log_level = "warn");
+                                     const std::string& log_level = "warn",
+                                     bool calibrate = false);
   DaemonProcess(DaemonProcess&& o) noexcept;
   DaemonProcess& operator=(DaemonProcess&&) = delete;
   DaemonProcess(const DaemonProcess&) = delete;

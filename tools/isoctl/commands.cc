@@ -66,6 +66,14 @@ Status RunTransfers(DaemonClient& client, const Output& out, std::optional<uint6
   return Print(out, resp, RenderTransfers);
 }
 
+Status RunCalibrate(DaemonClient& client, const Output& out) {
+  v1::CalibrateResponse resp;
+  // Measuring takes the daemon about calibration_budget_ms: no short deadline.
+  ISO_RETURN_IF_ERROR(client.Call(&Stub::Calibrate, v1::CalibrateRequest(), &resp,
+                                  {.timeout = std::chrono::milliseconds(0)}));
+  return Print(out, resp, RenderCalibration);
+}
+
 Status RunPlan(DaemonClient& client, const Output& out, const PlanArgs& args) {
   v1::ExplainPlanRequest req;
   req.set_src_memory(args.src_memory);

@@ -29,6 +29,8 @@ struct PlanArgs {
   ParsedShape shape;
 };
 Status RunPlan(DaemonClient& client, const Output& out, const PlanArgs& args);
+// Measures every channel again (the daemon replans with the figures).
+Status RunCalibrate(DaemonClient& client, const Output& out);
 
 // OK when the transfer ended "done"; else its final code and message (a
 // transfer that ended badly fails the command that waited for it).

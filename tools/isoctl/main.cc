@@ -128,6 +128,9 @@ int main(int argc, char** argv) {
   app.add_subcommand("status", "daemon version, uptime, sessions and transfer counters")
       ->callback([&] { run = [&](DaemonClient& c) { return RunStatus(c, output); }; });
 
+  app.add_subcommand("calibrate", "measure every channel's throughput function again")
+      ->callback([&] { run = [&](DaemonClient& c) { return RunCalibrate(c, output); }; });
+
   app.add_subcommand("memories", "memories with their client pools and staging budgets")
       ->callback([&] { run = [&](DaemonClient& c) { return RunMemories(c, output); }; });
 

@@ -59,6 +59,8 @@ std::string RenderStatus(const v1::StatusResponse& s) {
       {"transfers cancelled", n(s.transfers_cancelled())},
       {"program cache",
        n(s.program_cache_hits()) + " hits, " + n(s.program_cache_misses()) + " misses"},
+      {"plan cache", n(s.plan_cache_hits()) + " hits, " + n(s.plan_cache_misses()) + " misses (" +
+                         n(s.plans_simple()) + " simple, " + n(s.plans_full()) + " full plans)"},
       {"allocations", n(s.allocations())},
       {"instances", n(s.instances())},
   });
@@ -188,20 +190,39 @@ std::string RenderTransfer(const v1::TransferInfo& x) {
 std::string RenderPlan(const v1::ExplainPlanResponse& p) {
   std::string out = "algorithm: " + p.algorithm() + "\n";
   if (!p.text().empty()) out += "path: " + p.text() + "\n";
+  if (p.predicted_bytes_per_s() > 0) {
+    out += "predicted: " + FormatRate(p.predicted_bytes_per_s()) + "\n";
+  }
+  out += "chunks: " + std::to_string(p.chunks()) + " of " + FormatBytes(p.chunk_bytes()) + "\n";
   Table t({{"HOP", Align::kRight},
            {"CHANNEL"},
            {"FROM->TO"},
            {"SRC-LAYOUT"},
            {"DST-LAYOUT"},
            {"REQUEST", Align::kRight},
+           {"PREDICTED", Align::kRight},
            {"BUFFER", Align::kRight}});
   for (int h = 0; h < p.hops_size(); ++h) {
     const v1::PlanHop& hop = p.hops(h);
     t.AddRow({std::to_string(h), hop.channel(), hop.src_memory() + "->" + hop.dst_memory(),
               hop.src_layout(), hop.dst_layout(), FormatBytes(hop.request_bytes()),
+              hop.predicted_bytes_per_s() > 0 ? FormatRate(hop.predicted_bytes_per_s()) : "-",
               hop.buffer_bytes() ? FormatBytes(hop.buffer_bytes()) : "-"});
   }
   return out + t.Render();
+}
+
+std::string RenderCalibration(const v1::CalibrateResponse& r) {
+  std::string out;
+  for (const v1::ChannelCalibration& c : r.channels()) {
+    out += "channel " + c.channel() + "\n";
+    Table t({{"SIZE", Align::kRight}, {"THROUGHPUT", Align::kRight}});
+    for (const v1::RateSample& s : c.samples()) {
+      t.AddRow({FormatBytes(s.request_bytes()), FormatRate(s.bytes_per_s())});
+    }
+    out += t.Render();
+  }
+  return out;
 }
 
 }  // namespace isometry::isoctl

@@ -22,5 +22,6 @@ std::string RenderTransfers(const v1::ListTransfersResponse& transfers);
 // path and hops.
 std::string RenderTransfer(const v1::TransferInfo& transfer);
 std::string RenderPlan(const v1::ExplainPlanResponse& plan);
+std::string RenderCalibration(const v1::CalibrateResponse& calibration);
 
 }  // namespace isometry::isoctl

@@ -1,0 +1,811 @@
+// How a request becomes I/O.
+//
+// 1. The program's runs are mapped to file offsets (FileRef.offset + the
+//    run's file-side offset) and host addresses. Two shapes:
+//    - Large runs (the normal case: the planner never routes a layout
+//      change through a disk channel, converts_layout is false): runs are
+//      listed, sorted by file offset and merged where they touch in the
+//      file and in memory. I/O goes straight to host memory (zero copy).
+//    - Small runs (average < kSmallRun, e.g. AOS on disk <-> SOA in memory)
+//      covering a dense file range: one I/O per run would be millions of
+//      SQEs ("small requests kill channels"), so the whole range goes
+//      through registered staging memory as a few large I/Os, and the copy
+//      program runs between staging and host memory (layout/executor).
+// 2. Every file range is cut at 4 KiB boundaries: the aligned body goes to
+//    the O_DIRECT fd in pieces of at most max_io_bytes; an unaligned head
+//    and tail (< 4 KiB each) go to the buffered fd. We do not bounce heads
+//    and tails through an aligned buffer: for a write that would be a
+//    read-modify-write of the whole 4 KiB block, which races with a
+//    neighbouring request writing the rest of that block (adjacent chunks
+//    of one transfer are written concurrently). The page cache merges such
+//    partial writes correctly, and heads and tails never share a block
+//    with an O_DIRECT piece (a block is direct only when one piece covers
+//    it whole), so the two paths never overlap.
+//    A body whose file range is aligned but whose host address is not
+//    (O_DIRECT needs both) is bounced through staging memory instead: one
+//    memcpy, which the buffered path would cost too, without polluting the
+//    page cache or writing back later. Without a direct fd (a file system
+//    without O_DIRECT) everything takes the buffered fd, in place.
+// 3. I/O is issued in ascending file order (Isometry §3.4: sequential
+//    access), requests in arrival order, with up to queue_depth SQEs in
+//    flight. Short transfers are resubmitted for the remainder (switching
+//    to the buffered fd where the remainder is unaligned), -EAGAIN/-EINTR
+//    retried, an O_DIRECT -EINVAL retried on the buffered fd, a read that
+//    returns 0 early fails as "file shorter than the instance", any other
+//    error fails the request. A failed request issues nothing more, waits
+//    for what is in flight, frees its staging and then completes.
+//
+// One worker thread owns the ring: it starts requests, prepares and submits
+// SQEs, reaps completions and runs `done`. Submit() only queues and writes
+// an eventfd that the worker keeps a read armed on, so the worker sleeps in
+// io_uring_enter alone.
+#include "channels/disk/disk_channel.h"
+
+#include <fcntl.h>
+#include <liburing.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <list>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "channels/disk/uring.h"
+#include "channels/rate_limiter.h"
+#include "layout/executor.h"
+
+namespace isometry {
+
+namespace {
+
+constexpr uint64_t kAlign = 4096;                // O_DIRECT granularity we require
+constexpr uint64_t kSmallRun = 16ull << 10;      // average run below this: staged
+constexpr uint64_t kMaxListedRuns = 1ull << 22;  // bounds the run list (~100 MB)
+constexpr int kMaxRetries = 1000;                // -EAGAIN / -EINTR per I/O
+constexpr size_t kFixedFilesMinIos = 4;          // fewer I/Os: plain fds are cheaper
+constexpr uint64_t kWakeTag = 1;                 // user_data of the eventfd read
+
+bool Aligned(uint64_t v) { return v % kAlign == 0; }
+bool Aligned(const std::byte* p) { return reinterpret_cast<uintptr_t>(p) % kAlign == 0; }
+uint64_t AlignDown(uint64_t v) { return v / kAlign * kAlign; }
+uint64_t AlignUp(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+// An op that moves nothing (hand-built programs may have them).
+bool MovesNothing(const CopyOp& op) {
+  if (op.run_bytes == 0) return true;
+  for (int l = 0; l < op.num_loops; ++l)
+    if (op.loops[l].count == 0) return true;
+  return false;
+}
+
+std::string ErrnoText(int err) {
+  char buf[128];
+  return strerror_r(err, buf, sizeof buf);  // GNU: returns the message
+}
+
+class UniqueFd {
+ public:
+  explicit UniqueFd(int fd = -1) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  ~UniqueFd() { reset(); }
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_;
+};
+
+class Mapping {
+ public:
+  Mapping() = default;
+  Mapping(void* base, size_t bytes) : base_(base), bytes_(bytes) {}
+  Mapping(Mapping&& o) noexcept
+      : base_(std::exchange(o.base_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  Mapping& operator=(Mapping&&) = delete;
+  ~Mapping() {
+    if (base_) ::munmap(base_, bytes_);
+  }
+  std::byte* data() const { return static_cast<std::byte*>(base_); }
+  size_t size() const { return bytes_; }
+
+ private:
+  void* base_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// First-fit allocator of 4 KiB-aligned ranges of the staging mapping.
+class StagingAllocator {
+ public:
+  explicit StagingAllocator(uint64_t bytes) { free_[0] = bytes; }
+  std::optional<uint64_t> Allocate(uint64_t bytes) {
+    bytes = AlignUp(bytes);
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second < bytes) continue;
+      const uint64_t off = it->first, left = it->second - bytes;
+      free_.erase(it);
+      if (left) free_[off + bytes] = left;
+      return off;
+    }
+    return std::nullopt;
+  }
+  void Free(uint64_t off, uint64_t bytes) {
+    bytes = AlignUp(bytes);
+    auto next = free_.lower_bound(off);
+    if (next != free_.end() && off + bytes == next->first) {
+      bytes += next->second;
+      next = free_.erase(next);
+    }
+    if (next != free_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == off) {
+        prev->second += bytes;
+        return;
+      }
+    }
+    free_[off] = bytes;
+  }
+
+ private:
+  std::map<uint64_t, uint64_t> free_;  // offset -> bytes, coalesced
+};
+
+struct Request;
+
+// One read or write of a contiguous file range (resubmitted until done).
+struct Io {
+  Request* owner = nullptr;
+  uint64_t file_offset = 0;  // absolute
+  uint64_t length = 0;
+  uint64_t done = 0;
+  std::byte* mem = nullptr;   // what the kernel reads or writes
+  std::byte* host = nullptr;  // bounce: the host memory `mem` stands for
+  bool direct = false;        // O_DIRECT fd
+  bool bounce = false;        // needs staging at issue time (host unaligned)
+  bool in_staging = false;    // mem lies in the registered staging memory
+  uint64_t staging_offset = 0;
+  int retries = 0;
+};
+
+struct Request {
+  ChannelRequest req;
+  RequestDone done;
+  const FileRef* file = nullptr;  // req.src_file or req.dst_file
+  std::vector<Io> ios;            // ascending file order; never resized once built
+  size_t next = 0;                // first Io not yet issued
+  int in_flight = 0;
+  Status status;
+  // Small-run programs: the file range [lo, hi) staged at staging_base.
+  bool staged = false;
+  uint64_t staging_offset = 0, staging_bytes = 0;
+  std::byte* staging_base = nullptr;  // holds file byte `lo`
+  CopyProgram shifted;                // file-side offsets relative to lo
+  int file_slot = -1;                 // fixed-file slot pair, or -1
+
+  bool failed() const { return !status.ok(); }
+  bool finished() const { return in_flight == 0 && (failed() || next == ios.size()); }
+};
+
+struct FileRun {
+  uint64_t file = 0;  // absolute offset
+  std::byte* mem = nullptr;
+  uint64_t len = 0;
+};
+
+class DiskChannel final : public Channel {
+ public:
+  struct Parts {
+    Uring ring;
+    Mapping staging;
+    UniqueFd wake;
+    unsigned queue_depth;
+    uint64_t max_io_bytes;
+    int file_slots;  // fixed-file slot pairs, 0 if none
+  };
+
+  DiskChannel(const ChannelConfig& config, const DiskChannelOptions& options, Parts parts)
+      : write_(config.kind == ChannelKind::kDiskWrite),
+        prefix_(StrCat(ChannelKindName(config.kind), " '", config.name, "'")),
+        queue_depth_(parts.queue_depth),
+        max_io_bytes_(parts.max_io_bytes),
+        hook_(options.io_hook),
+        staging_(std::move(parts.staging)),
+        wake_(std::move(parts.wake)),
+        ring_(std::move(parts.ring)),
+        allocator_(staging_.size()) {
+    caps_.name = config.name;
+    caps_.kind = config.kind;
+    for (MemoryKind host : {MemoryKind::kSys, MemoryKind::kReg, MemoryKind::kZcm}) {
+      if (write_) {
+        caps_.memory_kinds.emplace_back(host, MemoryKind::kDsk);
+      } else {
+        caps_.memory_kinds.emplace_back(MemoryKind::kDsk, host);
+      }
+    }
+    caps_.converts_layout = false;
+    caps_.request_bytes = config.request_bytes;
+    // Enough requests to keep the queue full with a spare one being set up.
+    const uint64_t per_request =
+        std::max<uint64_t>(1, (config.request_bytes + max_io_bytes_ - 1) / max_io_bytes_);
+    caps_.max_in_flight = config.max_in_flight > 0
+                              ? config.max_in_flight
+                              : static_cast<int>(std::max<uint64_t>(
+                                    2, (queue_depth_ + per_request - 1) / per_request + 1));
+    caps_.rate_limit_bytes_per_s = config.rate_limit_bytes_per_s;
+    if (config.rate_limit_bytes_per_s) {
+      limiter_ = std::make_unique<RateLimiter>(config.rate_limit_bytes_per_s);
+    }
+    for (int i = 0; i < parts.file_slots; ++i) free_slots_.push_back(2 * i);
+    description_ =
+        StrCat(prefix_, ": ", ring_.info().Describe(), ", queue depth ", queue_depth_, ", max I/O ",
+               max_io_bytes_ >> 10, " KiB, staging ", staging_.size() >> 10, " KiB");
+    worker_ = std::thread([this] { Run(); });
+  }
+
+  ~DiskChannel() override {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    Wake();
+    worker_.join();
+  }
+
+  const ChannelCaps& caps() const override { return caps_; }
+  const std::string& description() const { return description_; }
+
+  void Submit(ChannelRequest request, RequestDone done) override {
+    auto r = std::make_unique<Request>();
+    r->req = std::move(request);
+    r->done = std::move(done);
+    {
+      std::lock_guard lock(mu_);
+      queue_.push_back(std::move(r));
+    }
+    Wake();
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  void Wake() {
+    const uint64_t one = 1;
+    // Cannot fail short of a counter overflow (2^64 - 1 wake-ups).
+    [[maybe_unused]] const ssize_t n = ::write(wake_.get(), &one, sizeof one);
+  }
+
+  // ---- worker thread only from here on ----
+
+  void ArmWake() {
+    io_uring_sqe* sqe = ring_.GetSqe();  // the queue holds queue_depth + 1
+    io_uring_prep_read(sqe, wake_.get(), &wake_buf_, sizeof wake_buf_, 0);
+    io_uring_sqe_set_data64(sqe, kWakeTag);
+  }
+
+  void Run() {
+    ArmWake();
+    while (true) {
+      bool stopping;
+      {
+        std::lock_guard lock(mu_);
+        while (!queue_.empty()) {
+          pending_.push_back(std::move(queue_.front()));
+          queue_.pop_front();
+        }
+        stopping = stopping_;
+      }
+      const std::optional<Clock::time_point> wait_until = StartRequests();
+      Issue();
+      FinishRequests();
+      // Outstanding work is finished even while stopping: done() is owed.
+      if (stopping && pending_.empty() && active_.empty()) return;
+      int64_t timeout_ns = 0;
+      if (wait_until) {
+        timeout_ns = std::max<int64_t>(
+            1, std::chrono::duration_cast<std::chrono::nanoseconds>(*wait_until - Clock::now())
+                   .count());
+      }
+      if (Status s = ring_.SubmitAndWait(1, timeout_ns); !s.ok()) {
+        // EBUSY/EAGAIN (kernel short of resources): reap, then try again.
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      Reap();
+    }
+  }
+
+  // Moves pending requests to active in arrival order. Returns when the
+  // next may start under the rate limit, if that is what holds it back.
+  std::optional<Clock::time_point> StartRequests() {
+    while (!pending_.empty()) {
+      Request& r = *pending_.front();
+      if (limiter_ && Clock::now() < next_start_) return next_start_;
+      if (!Prepare(r)) return std::nullopt;  // waits for staging memory
+      if (limiter_ && r.req.program) next_start_ = limiter_->Reserve(r.req.program->bytes);
+      active_.push_back(std::move(pending_.front()));
+      pending_.pop_front();
+    }
+    return std::nullopt;
+  }
+
+  // Validates `r` and cuts it into I/Os. Returns false only when it must
+  // wait for staging memory; an invalid request gets its status and no I/O.
+  bool Prepare(Request& r) {
+    r.file = write_ ? &r.req.dst_file : &r.req.src_file;
+    std::byte* host =
+        write_ ? const_cast<std::byte*>(r.req.src) : r.req.dst;  // never written for DiskWrite
+    if (!r.req.program) {
+      r.status = InvalidArgument(prefix_, ": request without a program");
+      return true;
+    }
+    const CopyProgram& p = *r.req.program;
+    if (!r.file->valid()) {
+      r.status = FailedPrecondition(prefix_, ": request without an open ",
+                                    write_ ? "destination" : "source", " file",
+                                    r.file->path.empty() ? "" : " ('" + r.file->path + "')");
+      return true;
+    }
+    if (p.bytes == 0 || p.ops.empty()) return true;
+    if (host == nullptr) {
+      r.status =
+          InvalidArgument(prefix_, ": request without a host ", write_ ? "source" : "destination");
+      return true;
+    }
+
+    // The file range the program touches, relative to the instance.
+    unsigned __int128 lo = std::numeric_limits<uint64_t>::max(), hi = 0;
+    for (const CopyOp& op : p.ops) {
+      if (MovesNothing(op)) continue;
+      unsigned __int128 first = write_ ? op.dst_offset : op.src_offset, last = first + op.run_bytes;
+      for (int l = 0; l < op.num_loops; ++l) {
+        const uint64_t stride = write_ ? op.loops[l].dst_stride : op.loops[l].src_stride;
+        last += static_cast<unsigned __int128>(op.loops[l].count - 1) * stride;
+      }
+      lo = std::min(lo, first);
+      hi = std::max(hi, last);
+    }
+    if (hi == 0) return true;  // only empty ops
+    if (hi + r.file->offset > static_cast<unsigned __int128>(std::numeric_limits<int64_t>::max())) {
+      r.status = InvalidArgument(prefix_, ": ", r.file->path, ": the request reaches past the ",
+                                 "largest file offset");
+      return true;
+    }
+    const uint64_t span = static_cast<uint64_t>(hi - lo);
+    const uint64_t file_lo = r.file->offset + static_cast<uint64_t>(lo);
+    const uint64_t avg_run = p.bytes / std::max<uint64_t>(1, p.runs);
+    // Reads may read the gaps of a nearly dense range; writes must cover
+    // their range exactly (each byte once, so span == bytes means no gap).
+    const bool dense = write_ ? span == p.bytes : span <= 2 * p.bytes;
+    const uint64_t staged_bytes = AlignUp(file_lo + span) - AlignDown(file_lo);
+    if (p.runs > 1 && avg_run < kSmallRun && dense && staged_bytes <= staging_.size()) {
+      if (bounce_waiting_) return false;  // let bounced I/O get staging first
+      const std::optional<uint64_t> off = allocator_.Allocate(staged_bytes);
+      if (!off) return false;
+      r.staged = true;
+      r.staging_offset = *off;
+      r.staging_bytes = staged_bytes;
+      r.staging_base = staging_.data() + *off + file_lo % kAlign;
+      r.shifted = p;
+      for (CopyOp& op : r.shifted.ops)
+        (write_ ? op.dst_offset : op.src_offset) -= static_cast<uint64_t>(lo);
+      if (write_) ExecuteProgram(r.shifted, host, r.staging_base);
+      Cut(r, {file_lo, r.staging_base, span}, /*in_staging=*/true);
+    } else {
+      if (p.runs > kMaxListedRuns) {
+        r.status = InvalidArgument(prefix_, ": ", r.file->path, ": a program of ", p.runs,
+                                   " small runs over a sparse file range; split the request");
+        return true;
+      }
+      for (const FileRun& run : ListRuns(p, r.file->offset, host))
+        Cut(r, run, /*in_staging=*/false);
+    }
+    AttachFixedFiles(r);
+    return true;
+  }
+
+  // The program's runs as (file offset, host address, length), ascending
+  // in the file, merged where they touch in the file and in memory.
+  std::vector<FileRun> ListRuns(const CopyProgram& p, uint64_t file_base, std::byte* host) const {
+    std::vector<FileRun> runs;
+    runs.reserve(p.runs);
+    bool sorted = true;
+    auto emit = [&](uint64_t file, uint64_t mem, uint64_t len) {
+      if (!runs.empty() && runs.back().file > file_base + file) sorted = false;
+      runs.push_back({file_base + file, host + mem, len});
+    };
+    for (const CopyOp& op : p.ops) {
+      if (MovesNothing(op)) continue;
+      const uint64_t f0 = write_ ? op.dst_offset : op.src_offset;
+      const uint64_t m0 = write_ ? op.src_offset : op.dst_offset;
+      if (op.num_loops == 0) {
+        emit(f0, m0, op.run_bytes);
+        continue;
+      }
+      std::array<uint64_t, kMaxCopyLoops> idx{};
+      while (true) {
+        uint64_t f = f0, m = m0;
+        for (int l = 0; l < op.num_loops; ++l) {
+          f += idx[l] * (write_ ? op.loops[l].dst_stride : op.loops[l].src_stride);
+          m += idx[l] * (write_ ? op.loops[l].src_stride : op.loops[l].dst_stride);
+        }
+        emit(f, m, op.run_bytes);
+        int l = op.num_loops - 1;
+        while (l >= 0 && ++idx[l] == op.loops[l].count) idx[l--] = 0;
+        if (l < 0) break;
+      }
+    }
+    if (!sorted) {
+      std::stable_sort(runs.begin(), runs.end(),
+                       [](const FileRun& a, const FileRun& b) { return a.file < b.file; });
+    }
+    std::vector<FileRun> merged;
+    for (const FileRun& run : runs) {
+      if (!merged.empty() && merged.back().file + merged.back().len == run.file &&
+          merged.back().mem + merged.back().len == run.mem) {
+        merged.back().len += run.len;
+      } else {
+        merged.push_back(run);
+      }
+    }
+    return merged;
+  }
+
+  // Cuts one file range into I/Os: buffered head, O_DIRECT body pieces of
+  // at most max_io_bytes, buffered tail.
+  void Cut(Request& r, const FileRun& run, bool in_staging) {
+    const bool has_direct = r.file->direct_fd >= 0;
+    const uint64_t a = run.file, e = run.file + run.len;
+    auto add = [&](uint64_t off, uint64_t len, bool body) {
+      Io io;
+      io.owner = &r;
+      io.file_offset = off;
+      io.length = len;
+      io.mem = run.mem + (off - a);
+      io.in_staging = in_staging;
+      if (body && has_direct) {
+        io.direct = true;
+        if (!Aligned(io.mem)) {  // aligned file range, unaligned host memory
+          io.bounce = true;
+          io.host = io.mem;
+          io.mem = nullptr;
+        }
+      }
+      r.ios.push_back(io);
+    };
+    const uint64_t body_lo = std::min(AlignUp(a), e);
+    const uint64_t body_hi = std::max(AlignDown(e), body_lo);
+    if (a < body_lo) add(a, body_lo - a, false);
+    for (uint64_t o = body_lo; o < body_hi;) {
+      const uint64_t n = std::min(max_io_bytes_, body_hi - o);
+      add(o, n, true);
+      o += n;
+    }
+    if (body_hi < e) add(body_hi, e - body_hi, false);
+  }
+
+  void AttachFixedFiles(Request& r) {
+    if (r.ios.size() < kFixedFilesMinIos || free_slots_.empty()) return;
+    const int slot = free_slots_.back();
+    const int fds[2] = {r.file->fd, r.file->direct_fd};
+    if (!ring_.UpdateFiles(static_cast<unsigned>(slot), fds, 2).ok()) return;
+    free_slots_.pop_back();
+    r.file_slot = slot;
+  }
+
+  void DetachFixedFiles(Request& r) {
+    if (r.file_slot < 0) return;
+    const int none[2] = {-1, -1};
+    // Clearing drops the ring's reference to the file, so the caller's
+    // close() really closes it (and a file system can be unmounted).
+    if (ring_.UpdateFiles(static_cast<unsigned>(r.file_slot), none, 2).ok()) {
+      free_slots_.push_back(r.file_slot);
+    }
+    r.file_slot = -1;
+  }
+
+  // Fills the queue from active requests, oldest first, each in file order.
+  void Issue() {
+    bounce_waiting_ = false;
+    for (auto& rp : active_) {
+      Request& r = *rp;
+      while (!r.failed() && r.next < r.ios.size() && in_flight_ < queue_depth_) {
+        Io& io = r.ios[r.next];
+        if (io.bounce && io.mem == nullptr) {
+          const std::optional<uint64_t> off = allocator_.Allocate(io.length);
+          if (!off) {
+            bounce_waiting_ = true;
+            break;  // later requests may still go: staging frees as they finish
+          }
+          io.staging_offset = *off;
+          io.mem = staging_.data() + *off;
+          io.in_staging = true;
+          if (write_) std::memcpy(io.mem, io.host, io.length);
+        }
+        ++r.next;
+        Queue(io);
+      }
+      if (in_flight_ >= queue_depth_) return;
+    }
+  }
+
+  // Prepares an SQE for what is left of `io`.
+  void Queue(Io& io) {
+    Request& r = *io.owner;
+    ++r.in_flight;
+    ++in_flight_;
+    const uint64_t off = io.file_offset + io.done;
+    const uint64_t len = io.length - io.done;
+    std::byte* mem = io.mem + io.done;
+    if (io.direct && !(Aligned(off) && Aligned(len) && Aligned(mem))) io.direct = false;
+    int fd = io.direct ? r.file->direct_fd : r.file->fd;
+    if (r.file_slot >= 0) fd = r.file_slot + (io.direct ? 1 : 0);
+    const bool fixed_buffer = io.in_staging && ring_.info().registered_buffer;
+    io_uring_sqe* sqe = ring_.GetSqe();  // the queue holds queue_depth_ + 1
+    if (sqe == nullptr) {                // only if a submit failed earlier
+      (void)ring_.SubmitAndWait(0);
+      sqe = ring_.GetSqe();
+      if (sqe == nullptr) std::abort();  // an accounting bug, not a runtime condition
+    }
+    const auto n = static_cast<unsigned>(len);
+    if (write_) {
+      if (fixed_buffer) {
+        io_uring_prep_write_fixed(sqe, fd, mem, n, off, 0);
+      } else {
+        io_uring_prep_write(sqe, fd, mem, n, off);
+      }
+    } else {
+      if (fixed_buffer) {
+        io_uring_prep_read_fixed(sqe, fd, mem, n, off, 0);
+      } else {
+        io_uring_prep_read(sqe, fd, mem, n, off);
+      }
+    }
+    if (r.file_slot >= 0) sqe->flags |= IOSQE_FIXED_FILE;
+    io_uring_sqe_set_data(sqe, &io);
+  }
+
+  void Reap() {
+    while (io_uring_cqe* cqe = ring_.PeekCqe()) {
+      const uint64_t tag = cqe->user_data;
+      const int res = cqe->res;
+      ring_.MarkSeen(cqe);
+      if (tag == kWakeTag) {
+        ArmWake();
+      } else {
+        Complete(*reinterpret_cast<Io*>(tag), res);
+      }
+    }
+  }
+
+  void Complete(Io& io, int res) {
+    Request& r = *io.owner;
+    --r.in_flight;
+    --in_flight_;
+    const uint64_t off = io.file_offset + io.done;
+    const uint64_t len = io.length - io.done;
+    if (hook_) {
+      res = hook_({sequence_, write_, io.direct, off, len, &r.file->path, res});
+    }
+    ++sequence_;
+    if (!r.failed()) {
+      if ((res == -EAGAIN || res == -EINTR) && ++io.retries <= kMaxRetries) return Queue(io);
+      if (res == -EINVAL && io.direct) {  // O_DIRECT refused after all: buffered
+        io.direct = false;
+        return Queue(io);
+      }
+      if (res < 0) {
+        r.status = Status(absl::ErrnoToStatusCode(-res), Where(r, off, len, ErrnoText(-res)));
+      } else if (res == 0) {
+        r.status = write_
+                       ? Internal(Where(r, off, len, "the write made no progress"))
+                       : OutOfRange(Where(r, off, len,
+                                          "end of file (the file is shorter than the instance)"));
+      } else {
+        io.done += std::min<uint64_t>(static_cast<uint64_t>(res), len);
+        if (io.done < io.length) return Queue(io);  // short: the rest
+        if (io.bounce && !write_) std::memcpy(io.host, io.mem, io.length);
+      }
+    }
+    if (io.bounce && io.mem) {
+      allocator_.Free(io.staging_offset, io.length);
+      io.mem = nullptr;
+    }
+  }
+
+  std::string Where(const Request& r, uint64_t off, uint64_t len, const std::string& cause) const {
+    const std::string name = r.file->path.empty() ? StrCat("fd ", r.file->fd) : r.file->path;
+    return StrCat(prefix_, ": ", name, " at offset ", off, " (+", len, "): ", cause);
+  }
+
+  void FinishRequests() {
+    for (auto it = active_.begin(); it != active_.end();) {
+      Request& r = **it;
+      if (!r.finished()) {
+        ++it;
+        continue;
+      }
+      if (r.staged) {
+        if (!write_ && !r.failed()) ExecuteProgram(r.shifted, r.staging_base, r.req.dst);
+        allocator_.Free(r.staging_offset, r.staging_bytes);
+      }
+      DetachFixedFiles(r);
+      std::unique_ptr<Request> finished = std::move(*it);
+      it = active_.erase(it);
+      finished->done(std::move(finished->status));
+    }
+  }
+
+  // Constant after construction.
+  ChannelCaps caps_;
+  const bool write_;
+  const std::string prefix_;  // "disk_read 'dsk0'"
+  const unsigned queue_depth_;
+  const uint64_t max_io_bytes_;
+  const DiskIoHook hook_;
+  std::string description_;
+  std::unique_ptr<RateLimiter> limiter_;
+
+  // The kernel may still touch these while the ring lives: declared before
+  // ring_, so they are released after it.
+  Mapping staging_;
+  UniqueFd wake_;
+  uint64_t wake_buf_ = 0;
+  Uring ring_;
+
+  std::mutex mu_;
+  std::deque<std::unique_ptr<Request>> queue_;  // guarded by mu_
+  bool stopping_ = false;                       // guarded by mu_
+
+  // Worker thread only.
+  std::deque<std::unique_ptr<Request>> pending_;
+  std::list<std::unique_ptr<Request>> active_;
+  StagingAllocator allocator_;
+  std::vector<int> free_slots_;  // first slot of each free fixed-file pair
+  unsigned in_flight_ = 0;       // SQEs, the eventfd read not counted
+  uint64_t sequence_ = 0;
+  bool bounce_waiting_ = false;
+  Clock::time_point next_start_{};
+
+  std::thread worker_;  // last: starts after everything above is built
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Channel>> MakeDiskChannel(const ChannelConfig& config) {
+  return MakeDiskChannel(config, DiskChannelOptions{});
+}
+
+Result<std::unique_ptr<Channel>> MakeDiskChannel(const ChannelConfig& config,
+                                                 DiskChannelOptions options) {
+  if (config.kind != ChannelKind::kDiskRead && config.kind != ChannelKind::kDiskWrite) {
+    return InvalidArgument("channel '", config.name, "' is not a disk channel");
+  }
+  const unsigned depth = options.queue_depth ? options.queue_depth : kDefaultQueueDepth;
+  if (depth > 4096) {
+    return InvalidArgument("channel '", config.name, "': queue depth ", depth, " is above 4096");
+  }
+  const uint64_t max_io = AlignDown(std::min<uint64_t>(options.max_io_bytes, 1ull << 30));
+  if (max_io == 0) {
+    return InvalidArgument("channel '", config.name, "': max_io_bytes must be at least 4096");
+  }
+  uint64_t staging = options.staging_bytes
+                         ? options.staging_bytes
+                         : std::max<uint64_t>(8ull << 20, 2 * config.request_bytes);
+  staging = AlignUp(std::max(staging, 2 * max_io));
+
+  ISO_ASSIGN_OR_RETURN(Uring ring, Uring::Create({.entries = depth + 1}));
+  void* base = ::mmap(nullptr, staging, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (base == MAP_FAILED) {
+    return ResourceExhausted("channel '", config.name, "': cannot map ", staging,
+                             " bytes of staging memory: ", ErrnoText(errno));
+  }
+  Mapping mapping(base, staging);
+  UniqueFd wake(::eventfd(0, EFD_CLOEXEC));  // blocking: io_uring polls it
+  if (wake.get() < 0) {
+    return Internal("channel '", config.name, "': eventfd: ", ErrnoText(errno));
+  }
+  // Registrations are optimisations: a refusal is noted in the description.
+  if (options.register_buffers) (void)ring.RegisterBuffer(mapping.data(), mapping.size());
+  int slot_pairs = 0;
+  if (options.register_files) {
+    const int requests = config.max_in_flight > 0 ? config.max_in_flight : 64;
+    if (ring.RegisterFileTable(static_cast<unsigned>(2 * requests)).ok()) slot_pairs = requests;
+  }
+  DiskChannel::Parts parts{std::move(ring), std::move(mapping), std::move(wake), depth,
+                           max_io,          slot_pairs};
+  return std::unique_ptr<Channel>(new DiskChannel(config, options, std::move(parts)));
+}
+
+std::string DescribeDiskChannel(const Channel& channel) {
+  const auto* disk = dynamic_cast<const DiskChannel*>(&channel);
+  return disk ? disk->description() : std::string();
+}
+
+Status SyncFile(const FileRef& file) {
+  while (::fdatasync(file.fd) != 0) {
+    if (errno == EINTR) continue;
+    const int err = errno;
+    return Status(absl::ErrnoToStatusCode(err),
+                  StrCat("fdatasync ", file.path, ": ", ErrnoText(err)));
+  }
+  return OkStatus();
+}
+
+Result<DiskFile> DiskFile::Open(const std::string& path, Mode mode) {
+  int flags = O_CLOEXEC;
+  switch (mode) {
+    case Mode::kRead:
+      flags |= O_RDONLY;
+      break;
+    case Mode::kWrite:
+      flags |= O_WRONLY | O_CREAT;
+      break;
+    case Mode::kUpdate:
+      flags |= O_RDWR | O_CREAT;
+      break;
+  }
+  auto open = [&](int f) {
+    int fd;
+    do fd = ::open(path.c_str(), f, 0644);
+    while (fd < 0 && errno == EINTR);
+    return fd;
+  };
+  UniqueFd fd(open(flags));
+  if (fd.get() < 0) {
+    const int err = errno;
+    return Status(absl::ErrnoToStatusCode(err), StrCat("open ", path, ": ", ErrnoText(err)));
+  }
+  UniqueFd direct(open((flags & ~O_CREAT) | O_DIRECT));
+  if (direct.get() < 0 && errno != EINVAL) {  // EINVAL: no O_DIRECT on this file system
+    const int err = errno;
+    return Status(absl::ErrnoToStatusCode(err),
+                  StrCat("open ", path, " with O_DIRECT: ", ErrnoText(err)));
+  }
+  return DiskFile(path, fd.release(), direct.release());
+}
+
+DiskFile::DiskFile(DiskFile&& other) noexcept
+    : path_(std::move(other.path_)),
+      fd_(std::exchange(other.fd_, -1)),
+      direct_fd_(std::exchange(other.direct_fd_, -1)) {}
+
+DiskFile& DiskFile::operator=(DiskFile&& other) noexcept {
+  if (this != &other) {
+    Close();
+    path_ = std::move(other.path_);
+    fd_ = std::exchange(other.fd_, -1);
+    direct_fd_ = std::exchange(other.direct_fd_, -1);
+  }
+  return *this;
+}
+
+DiskFile::~DiskFile() { Close(); }
+
+void DiskFile::Close() {
+  if (fd_ >= 0) ::close(fd_);
+  if (direct_fd_ >= 0) ::close(direct_fd_);
+  fd_ = direct_fd_ = -1;
+}
+
+}  // namespace isometry

@@ -1,0 +1,74 @@
+// The plan cache (Isometry §4.2, last paragraph): transfers that match an
+// earlier one reuse its path without planning again.
+//
+// Key: (source memory, source layout, destination memory, destination
+// layout, size class), the size class being floor(log2(data bytes)) with
+// data bytes = points x |F|. Because the full planner's blocking factors
+// depend on the shape as well as the size, the key also holds a shape
+// class: floor(log2(extent)) of every dimension and floor(log2(|F|)).
+// Transfers that differ only within one class share a path (the blocking
+// factors found for one of them are valid layouts for all of them).
+//
+// Bounded: least recently used entries go first. Thread-safe; counters are
+// exact under concurrency.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+#include "planner/simple_planner.h"
+#include "planner/topology.h"
+
+namespace isometry {
+
+struct PlanKey {
+  MemoryId src_memory;
+  Layout src_layout;
+  MemoryId dst_memory;
+  Layout dst_layout;
+  int size_class = -1;  // floor(log2(points * |F|)); -1 for no data
+  std::array<int8_t, kMaxDims + 1> shape_class{};  // per dimension, then |F|
+
+  static PlanKey Make(const PlanEndpoint& src, const PlanEndpoint& dst, const Box& bounds,
+                      uint64_t field_bytes);
+  bool operator==(const PlanKey&) const = default;
+};
+
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& k) const;
+};
+
+class PlanCache {
+ public:
+  explicit PlanCache(size_t capacity = 4096);
+
+  // The cached path, counting a hit; null, counting a miss.
+  std::shared_ptr<const Path> Find(const PlanKey& key);
+  // Stores (or replaces) the path of `key`, evicting the least recently used
+  // entry when full. A capacity of 0 stores nothing.
+  void Insert(const PlanKey& key, Path path);
+  void Insert(const PlanKey& key, std::shared_ptr<const Path> path);
+  void Clear();
+
+  uint64_t hits() const { return hits_.load(std::memory_order_relaxed); }
+  uint64_t misses() const { return misses_.load(std::memory_order_relaxed); }
+  size_t size() const;
+  size_t capacity() const { return capacity_; }
+
+ private:
+  using Entry = std::pair<PlanKey, std::shared_ptr<const Path>>;
+
+  const size_t capacity_;  // constant after construction
+  std::atomic<uint64_t> hits_{0}, misses_{0};
+  mutable std::mutex mu_;
+  std::list<Entry> lru_;  // guarded by mu_; most recent first
+  std::unordered_map<PlanKey, std::list<Entry>::iterator, PlanKeyHash> map_;  // guarded by mu_
+};
+
+}  // namespace isometry

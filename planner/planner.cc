@@ -1,0 +1,80 @@
+#include "planner/planner.h"
+
+namespace isometry {
+
+namespace {
+
+FullPlannerOptions FullOptions(const PlannerOptions& o) {
+  FullPlannerOptions f;
+  f.space_threshold = o.space_threshold;
+  f.max_hops = o.max_hops;
+  return f;
+}
+
+}  // namespace
+
+Planner::Planner(Topology topo, PlannerOptions options)
+    : options_(options),
+      full_(std::move(topo), FullOptions(options)),
+      cache_(options.cache_capacity) {}
+
+Result<std::shared_ptr<const Path>> Planner::PlanShared(const PlanEndpoint& src,
+                                                        const PlanEndpoint& dst,
+                                                        const Box& bounds, uint64_t field_bytes) {
+  if (Status s = bounds.Validate("index space"); !s.ok()) {
+    failures_.fetch_add(1, std::memory_order_relaxed);
+    return s;
+  }
+  for (const PlanEndpoint* e : {&src, &dst}) {
+    if (e->layout.dims() != bounds.dims) {
+      failures_.fetch_add(1, std::memory_order_relaxed);
+      return InvalidArgument(e == &src ? "source" : "destination", " layout '",
+                             e->layout.ToString(), "' has ", e->layout.dims(),
+                             " dimension(s); the index space has ", bounds.dims);
+    }
+  }
+  const PlanKey key = PlanKey::Make(src, dst, bounds, field_bytes);
+  if (std::shared_ptr<const Path> hit = cache_.Find(key)) return hit;
+
+  const unsigned __int128 bytes = static_cast<unsigned __int128>(bounds.volume()) * field_bytes;
+  Result<Path> path;
+  if (bytes < options_.full_threshold) {
+    path = full_.Simple(src, dst);  // PlanSimple on the indexed graph
+    if (path.ok()) {
+      simple_plans_.fetch_add(1, std::memory_order_relaxed);
+      // The estimates, when the model accepts the path (it may not, and the
+      // path is still the simple algorithm's answer).
+      if (Result<Path> evaluated = full_.Evaluate(*path, bounds, field_bytes); evaluated.ok()) {
+        path = std::move(evaluated);
+      }
+    }
+  } else {
+    path = full_.Plan(src, dst, bounds, field_bytes);
+    if (path.ok()) full_plans_.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (!path.ok()) {
+    failures_.fetch_add(1, std::memory_order_relaxed);
+    return path.status();
+  }
+  auto shared = std::make_shared<const Path>(*std::move(path));
+  cache_.Insert(key, shared);
+  return shared;
+}
+
+Result<Path> Planner::Plan(const PlanEndpoint& src, const PlanEndpoint& dst, const Box& bounds,
+                           uint64_t field_bytes) {
+  ISO_ASSIGN_OR_RETURN(std::shared_ptr<const Path> p, PlanShared(src, dst, bounds, field_bytes));
+  return *p;
+}
+
+PlannerStats Planner::stats() const {
+  PlannerStats s;
+  s.cache_hits = cache_.hits();
+  s.cache_misses = cache_.misses();
+  s.simple_plans = simple_plans_.load(std::memory_order_relaxed);
+  s.full_plans = full_plans_.load(std::memory_order_relaxed);
+  s.failures = failures_.load(std::memory_order_relaxed);
+  return s;
+}
+
+}  // namespace isometry

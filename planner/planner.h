@@ -1,0 +1,68 @@
+// The planner the runtime calls: the plan cache in front of the simple
+// (§4.4) and full (§4.2) algorithms, chosen by transfer size.
+//
+//   data bytes (points x |F|) <  full_threshold  -> simple algorithm
+//   data bytes                >= full_threshold  -> full algorithm
+//
+// Small transfers cannot afford the full search (its cost would rival the
+// copy); large ones cannot afford a poor path. The paper's threshold is
+// 16 MiB. Every returned path carries the model's estimates
+// (Path::predicted_bps, request_bytes, buffer_bytes: see EvaluatePath); a
+// simple path the model rejects (SUFFIX̄ over TH between two intermediate
+// buffers) is still returned, with the estimates left empty.
+//
+// The topology is fixed for the planner's life: when channels or their
+// calibration change, build a new Planner (its cache starts empty).
+// Thread-safe: Plan may be called from any number of threads.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "planner/full_planner.h"
+#include "planner/plan_cache.h"
+#include "planner/simple_planner.h"
+#include "planner/topology.h"
+
+namespace isometry {
+
+struct PlannerOptions {
+  uint64_t full_threshold = uint64_t{16} << 20;
+  uint64_t space_threshold = uint64_t{32} << 20;  // TH
+  size_t cache_capacity = 4096;                   // paths; 0 disables the cache
+  int max_hops = 5;                               // for the full algorithm
+};
+
+struct PlannerStats {
+  uint64_t cache_hits = 0;
+  uint64_t cache_misses = 0;
+  uint64_t simple_plans = 0;  // paths the simple algorithm produced
+  uint64_t full_plans = 0;    // paths the full algorithm produced
+  uint64_t failures = 0;      // requests that ended in an error
+};
+
+class Planner {
+ public:
+  explicit Planner(Topology topo, PlannerOptions options = {});
+
+  // Errors: those of PlanSimple / FullPlanner::Plan (unknown memory, bad
+  // layouts or index space, no path). Errors are not cached.
+  Result<Path> Plan(const PlanEndpoint& src, const PlanEndpoint& dst, const Box& bounds,
+                    uint64_t field_bytes);
+  // The same, sharing the cached path instead of copying it.
+  Result<std::shared_ptr<const Path>> PlanShared(const PlanEndpoint& src, const PlanEndpoint& dst,
+                                                 const Box& bounds, uint64_t field_bytes);
+
+  PlannerStats stats() const;
+  const Topology& topology() const { return full_.topology(); }
+  const PlannerOptions& options() const { return options_; }
+
+ private:
+  const PlannerOptions options_;  // constant after construction
+  const FullPlanner full_;        // const and thread-safe
+  PlanCache cache_;               // thread-safe
+  std::atomic<uint64_t> simple_plans_{0}, full_plans_{0}, failures_{0};
+};
+
+}  // namespace isometry

@@ -1,0 +1,89 @@
+#include "tools/bench/planner_scenarios.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "planner/planner.h"
+#include "planner/synthetic_graphs.h"
+
+namespace isometry::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Transfer {
+  const char* name;
+  PlanEndpoint src, dst;
+  Box bounds;
+  uint64_t field_bytes;
+};
+
+// Microseconds per call of `plan`, best of `repeat` batches of at least
+// 20 ms (and 10 calls) each.
+template <typename F>
+double MicrosPerPlan(int repeat, F&& plan) {
+  double best = 1e300;
+  for (int r = 0; r < repeat; ++r) {
+    int calls = 0;
+    const auto t0 = Clock::now();
+    std::chrono::duration<double> elapsed{};
+    do {
+      plan();
+      ++calls;
+      elapsed = Clock::now() - t0;
+    } while (calls < 10 || elapsed.count() < 0.02);
+    best = std::min(best, elapsed.count() * 1e6 / calls);
+  }
+  return best;
+}
+
+// Planner::Plan, the call the runtime makes (it copies the path out).
+void MustPlan(Planner& p, const Transfer& t) {
+  Result<Path> r = p.Plan(t.src, t.dst, t.bounds, t.field_bytes);
+  if (!r.ok()) {
+    std::fprintf(stderr, "planning %s failed: %s\n", t.name, r.status().ToString().c_str());
+    std::exit(1);
+  }
+}
+
+}  // namespace
+
+void RunPlanning(int repeat, Report& report) {
+  for (uint32_t nodes : {2u, 16u}) {
+    const Topology topo = PaperGraph(nodes);
+    const uint32_t last = nodes - 1;
+    const Transfer transfers[] = {
+        {"1d", {PaperMemoryId(0, PaperMemory::kFbm), Layout::Aos(1)},
+         {PaperMemoryId(last, PaperMemory::kFbm), Layout::Soa(1)},
+         Box::FromExtents({4 << 20}), 32},
+        {"2d", {PaperMemoryId(0, PaperMemory::kFbm), Layout::RowMajor(2)},
+         {PaperMemoryId(last, PaperMemory::kFbm), Layout::ColumnMajor(2)},
+         Box::FromExtents({4096, 4096}), 16},
+    };
+    for (const Transfer& t : transfers) {
+      const std::string scenario = "planning_" + std::string(t.name) + "_" +
+                                   std::to_string(nodes) + "node";
+      PlannerOptions uncached;
+      uncached.cache_capacity = 0;
+      uncached.full_threshold = UINT64_MAX;  // always simple
+      Planner simple(topo, uncached);
+      uncached.full_threshold = 0;  // always full
+      Planner full(topo, uncached);
+      Planner cached(topo);
+      MustPlan(cached, t);  // the miss that fills the cache
+
+      const double simple_us = MicrosPerPlan(repeat, [&] { MustPlan(simple, t); });
+      const double full_us = MicrosPerPlan(repeat, [&] { MustPlan(full, t); });
+      const double hit_us = MicrosPerPlan(repeat, [&] { MustPlan(cached, t); });
+      report.Add({scenario, "simple", simple_us, "us", "target", 10, 10 / simple_us, "<= 10 us"});
+      report.Add({scenario, "full", full_us, "us", "target", 100, 100 / full_us, "<= 100 us"});
+      report.Add({scenario, "cache_hit", hit_us, "us", "target", 1, 1 / hit_us, "<= 1 us"});
+    }
+  }
+}
+
+}  // namespace isometry::bench
