@@ -1,5 +1,7 @@
 #include "planner/full_planner.h"
 
+#include "planner/simple_planner.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -412,39 +414,10 @@ Result<Path> Graph::Simple(const PlanEndpoint& src, const PlanEndpoint& dst) con
     }
     std::reverse(edges.begin(), edges.end());
   }
-  int convert = -1;
-  if (!(src.layout == dst.layout)) {
-    for (size_t i = 0; i < edges.size() && convert < 0; ++i) {
-      if (edges[i]->kind == ChannelKind::kMemcpy) convert = static_cast<int>(i);
-    }
-    if (convert < 0) {
-      for (size_t i = 0; i <= edges.size(); ++i) {
-        const int m = i == 0 ? s : Index(edges[i - 1]->dst);
-        const TopologyEdge* self = EdgeBetween(m, m);
-        if (IsHostMemory(topo.memories[static_cast<size_t>(m)].kind) && self &&
-            self->kind == ChannelKind::kMemcpy) {
-          edges.insert(edges.begin() + static_cast<ptrdiff_t>(i), self);
-          convert = static_cast<int>(i);
-          break;
-        }
-      }
-    }
-    if (convert < 0) {
-      return FailedPrecondition("layout conversion from '", src.layout.ToString(), "' to '",
-                                dst.layout.ToString(),
-                                "' needs a Memcpy channel on a host memory of the path");
-    }
-  }
-  Path path;
-  path.algorithm = "simple";
-  path.nodes.push_back({src.memory, src.layout});
-  for (size_t i = 0; i < edges.size(); ++i) {
-    const bool before_conversion = convert >= 0 && static_cast<int>(i) < convert;
-    path.nodes.push_back({edges[i]->dst, before_conversion ? src.layout : dst.layout});
-    path.edges.push_back(*edges[i]);
-  }
-  path.nodes.back().layout = dst.layout;
-  return path;
+  return PlaceConversion(topo, src, dst, std::move(edges), [this](MemoryId m) {
+    const int i = Index(m);
+    return i < 0 ? nullptr : EdgeBetween(i, i);
+  });
 }
 
 // ---------------------------------------------------------------------------

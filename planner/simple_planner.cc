@@ -46,6 +46,13 @@ Result<Path> PlanSimple(const Topology& topo, const PlanEndpoint& src, const Pla
   }
   ISO_ASSIGN_OR_RETURN(std::vector<const TopologyEdge*> edges,
                        ShortestPath(topo, src.memory, dst.memory));
+  return PlaceConversion(topo, src, dst, std::move(edges),
+                         [&topo](MemoryId m) { return topo.FindEdge(m, m); });
+}
+
+Result<Path> PlaceConversion(const Topology& topo, const PlanEndpoint& src,
+                             const PlanEndpoint& dst, std::vector<const TopologyEdge*> edges,
+                             const std::function<const TopologyEdge*(MemoryId)>& self_loop) {
   // Which hop converts: the first Memcpy hop; without one, insert a Memcpy
   // self-loop after the first host memory.
   int convert = -1;
@@ -57,7 +64,7 @@ Result<Path> PlanSimple(const Topology& topo, const PlanEndpoint& src, const Pla
       for (size_t i = 0; i <= edges.size(); ++i) {
         const MemoryId m = i == 0 ? src.memory : edges[i - 1]->dst;
         const TopologyMemory* mem = topo.FindMemory(m);
-        const TopologyEdge* self = topo.FindEdge(m, m);
+        const TopologyEdge* self = self_loop(m);
         if (mem && IsHostMemory(mem->kind) && self && self->kind == ChannelKind::kMemcpy) {
           edges.insert(edges.begin() + static_cast<ptrdiff_t>(i), self);
           convert = static_cast<int>(i);
