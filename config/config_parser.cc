@@ -217,7 +217,8 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
 
 Result<MemoryConfig> ReadMemory(const Reader& r, const toml::table& t) {
   ISO_RETURN_IF_ERROR(
-      r.OnlyKeys(t, "memory.", {"name", "kind", "staging", "pool", "client_quota", "hugetlb"}));
+      r.OnlyKeys(t, "memory.",
+                 {"name", "kind", "staging", "pool", "client_quota", "hugetlb", "directory"}));
   MemoryConfig m;
   const toml::node* name = t.get("name");
   if (!name) return r.Error(t, "memory.name", "is required");
@@ -238,6 +239,9 @@ Result<MemoryConfig> ReadMemory(const Reader& r, const toml::table& t) {
     ISO_ASSIGN_OR_RETURN(m.client_quota, r.Size(*n, "memory.client_quota"));
   }
   if (m.client_quota == 0) m.client_quota = m.pool_bytes;
+  if (const toml::node* n = t.get("directory")) {
+    ISO_ASSIGN_OR_RETURN(m.directory, r.String(*n, "memory.directory"));
+  }
   if (const toml::node* n = t.get("hugetlb")) {
     ISO_ASSIGN_OR_RETURN(m.hugetlb, r.Bool(*n, "memory.hugetlb"));
   }

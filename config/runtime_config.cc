@@ -28,9 +28,16 @@ Status RuntimeConfig::Validate() const {
       return InvalidArgument("config: memory '", m.name, "' has client_quota ", m.client_quota,
                              " above its pool of ", m.pool_bytes, " bytes");
     }
-    if (!IsHostMemory(m.kind)) {
+    if (m.kind == MemoryKind::kDsk) {
+      if (m.directory.empty()) {
+        return InvalidArgument("config: DSK memory '", m.name, "' needs a directory");
+      }
+      if (m.pool_bytes) {
+        return InvalidArgument("config: DSK memory '", m.name, "' cannot have a client pool");
+      }
+    } else if (!IsHostMemory(m.kind)) {
       return InvalidArgument("config: memory '", m.name, "' has kind ", MemoryKindName(m.kind),
-                             "; this build's runtime serves SYS, REG and ZCM memories");
+                             "; this build serves SYS, REG, ZCM and DSK memories");
     }
   }
   std::set<std::string> names;
@@ -40,9 +47,10 @@ Status RuntimeConfig::Validate() const {
     if (!names.insert(c.name).second) {
       return InvalidArgument("config: channel '", c.name, "' is defined twice");
     }
-    if (c.kind != ChannelKind::kMemcpy) {
+    if (c.kind != ChannelKind::kMemcpy && c.kind != ChannelKind::kDiskRead &&
+        c.kind != ChannelKind::kDiskWrite) {
       return InvalidArgument("config: channel '", c.name, "' has kind ", ChannelKindName(c.kind),
-                             "; this build provides memcpy channels");
+                             "; this build provides memcpy, disk_read and disk_write channels");
     }
     if (c.threads < 1 || c.threads > 256) {
       return InvalidArgument("config: channel '", c.name, "' has ", c.threads,
@@ -55,16 +63,19 @@ Status RuntimeConfig::Validate() const {
       return InvalidArgument("config: channel '", c.name, "' has request_size ",
                              c.request_bytes, "; it must be at least 4096 bytes");
     }
-    std::vector<std::pair<std::string, std::string>> edges = c.edges;
-    if (edges.empty()) {
-      for (const auto& a : memories)
-        for (const auto& b : memories) edges.emplace_back(a.name, b.name);
-    }
-    for (const auto& [src, dst] : edges) {
+    for (const auto& [src, dst] : EdgesOf(c)) {
       for (const std::string& m : {src, dst}) {
         if (!kinds.count(m)) {
           return InvalidArgument("config: channel '", c.name, "' names unknown memory '", m, "'");
         }
+      }
+      const bool src_disk = kinds[src] == MemoryKind::kDsk, dst_disk = kinds[dst] == MemoryKind::kDsk;
+      const bool fits = c.kind == ChannelKind::kMemcpy     ? !src_disk && !dst_disk
+                        : c.kind == ChannelKind::kDiskRead ? src_disk && !dst_disk
+                                                           : !src_disk && dst_disk;
+      if (!fits) {
+        return InvalidArgument("config: channel '", c.name, "' (", ChannelKindName(c.kind),
+                               ") cannot serve ", src, " -> ", dst);
       }
       if (!served.insert({src, dst}).second) {
         return InvalidArgument("config: channel '", c.name, "' serves ", src, " -> ", dst,
@@ -73,6 +84,23 @@ Status RuntimeConfig::Validate() const {
     }
   }
   return OkStatus();
+}
+
+std::vector<std::pair<std::string, std::string>> RuntimeConfig::EdgesOf(
+    const ChannelConfig& c) const {
+  if (!c.edges.empty()) return c.edges;
+  std::vector<std::pair<std::string, std::string>> edges;
+  for (const MemoryConfig& a : memories) {
+    for (const MemoryConfig& b : memories) {
+      const bool a_disk = a.kind == MemoryKind::kDsk, b_disk = b.kind == MemoryKind::kDsk;
+      const bool take = c.kind == ChannelKind::kMemcpy     ? !a_disk && !b_disk
+                        : c.kind == ChannelKind::kDiskRead ? a_disk && !b_disk
+                        : c.kind == ChannelKind::kDiskWrite ? !a_disk && b_disk
+                                                            : false;
+      if (take) edges.emplace_back(a.name, b.name);
+    }
+  }
+  return edges;
 }
 
 Status DaemonConfig::Validate() const {

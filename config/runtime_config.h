@@ -30,13 +30,16 @@ struct MemoryConfig {
   uint64_t pool_bytes = 0;
   uint64_t client_quota = 0;  // 0 = pool_bytes
   bool hugetlb = false;
+  // DSK memories: the directory whose files are its instances.
+  std::string directory;
 };
 
 struct ChannelConfig {
   std::string name;  // unique, shown by isoctl
   ChannelKind kind = ChannelKind::kMemcpy;
-  // Directed memory pairs (by name) this channel serves. Empty: every pair of
-  // host memories (self-loops included), the Memcpy channel's default.
+  // Directed memory pairs (by name) this channel serves. Empty: by kind,
+  // every pair of host memories (memcpy, self-loops included), every DSK to
+  // host memory (disk_read), every host to DSK memory (disk_write).
   std::vector<std::pair<std::string, std::string>> edges;
   int threads = 2;            // worker threads
   int max_in_flight = 0;      // requests in flight; 0 = threads
@@ -70,9 +73,12 @@ struct RuntimeConfig {
   std::string calibration_file;  // empty: measure, do not keep
   uint32_t calibration_budget_ms = 1500;
 
-  // Cross-field checks: unique names, edges naming known memories, one
-  // channel per edge, sane numbers.
+  // Cross-field checks: unique names, edges naming known memories of the
+  // kinds the channel connects, one channel per edge, sane numbers.
   Status Validate() const;
+  // The memory pairs a channel serves (its `edges`, or the default for its
+  // kind).
+  std::vector<std::pair<std::string, std::string>> EdgesOf(const ChannelConfig& c) const;
 };
 
 // The daemon's own settings ([daemon] in the file).

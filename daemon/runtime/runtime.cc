@@ -87,6 +87,14 @@ struct Runtime::Impl {
 
   explicit Impl(const RuntimeConfig& c) : config(c), cache(c.program_cache_entries) {}
 
+  bool IsDisk(MemoryId id) const {
+    const TopologyMemory* m = topo.FindMemory(id);
+    return m && m->kind == MemoryKind::kDsk;
+  }
+  const std::string& DirectoryOf(MemoryId id) const {
+    return config.memories[PoolIndex(id)].directory;
+  }
+
   size_t PoolIndex(MemoryId id) const {
     for (size_t i = 0; i < topo.memories.size(); ++i) {
       if (topo.memories[i].id == id) return i;
@@ -101,7 +109,7 @@ struct Runtime::Impl {
     const std::string fp = HardwareFingerprint(config);
     if (!force && !config.calibration_file.empty()) {
       auto loaded = LoadCalibration(config.calibration_file, fp);
-      if (loaded.ok() && loaded->size() == channels.size()) {
+      if (loaded.ok()) {
         spdlog::info("calibration: reusing {} (fingerprint {})", config.calibration_file, fp);
         return loaded;
       }
@@ -113,6 +121,7 @@ struct Runtime::Impl {
     const auto budget = std::chrono::milliseconds(config.calibration_budget_ms) /
                         static_cast<int>(std::max<size_t>(channels.size(), 1));
     for (auto& ch : channels) {
+      if (ch->caps().kind != ChannelKind::kMemcpy) continue;  // host-memory measurement only
       ISO_ASSIGN_OR_RETURN(cal[ch->caps().name], MeasureChannel(*ch, budget));
     }
     if (!config.calibration_file.empty()) {
@@ -158,9 +167,15 @@ struct Runtime::Impl {
     ISO_RETURN_IF_ERROR(ref.shape.Validate(what));
     const TopologyMemory* m = topo.FindMemory(ref.memory);
     if (!m) return NotFound(what, ": unknown memory ", ToString(ref.memory));
+    if (m->kind == MemoryKind::kDsk) {
+      if (ref.base != nullptr) {
+        return InvalidArgument(what, ": memory '", m->name, "' is DSK: name a file, not a pointer");
+      }
+      return CheckRelativePath(ref.file);
+    }
     if (!IsHostMemory(m->kind)) {
       return InvalidArgument(what, ": memory '", m->name, "' is ", MemoryKindName(m->kind),
-                             "; this runtime addresses host memories");
+                             "; this runtime addresses host and DSK memories");
     }
     const uint64_t need = ref.shape.total_bytes();
     if (need > 0 && ref.base == nullptr) return InvalidArgument(what, ": base pointer is null");
@@ -241,7 +256,8 @@ struct Runtime::Impl {
                           ToString(r->shape.bounds));
       }
     }
-    if (Overlaps(req.src, req.dst)) {
+    const bool src_disk = IsDisk(req.src.memory), dst_disk = IsDisk(req.dst.memory);
+    if (!src_disk && !dst_disk && Overlaps(req.src, req.dst)) {
       return InvalidArgument("copy: source and destination storage overlap in memory ",
                              ToString(req.src.memory));
     }
@@ -251,8 +267,27 @@ struct Runtime::Impl {
     t->dst = req.dst;
     t->box = box;
     t->on_complete = std::move(req.on_complete);
+    t->durable = req.durable;
     t->runtime = self;
     ISO_ASSIGN_OR_RETURN(t->path, MakePath(req.src, req.dst, box, req.via));
+    for (size_t i = 1; i + 1 < t->path.nodes.size(); ++i) {
+      if (IsDisk(t->path.nodes[i].memory)) {
+        return FailedPrecondition("the path ", t->path.ToString(topo),
+                                  " stages in a DSK memory; DSK memories are endpoints only");
+      }
+    }
+    if (src_disk) {
+      ISO_ASSIGN_OR_RETURN(t->src_disk,
+                           DiskEndpoint::OpenForRead(DirectoryOf(req.src.memory), req.src.file,
+                                                     req.src.file_offset,
+                                                     req.src.shape.total_bytes()));
+    }
+    if (dst_disk) {
+      ISO_ASSIGN_OR_RETURN(t->dst_disk,
+                           DiskEndpoint::OpenForWrite(DirectoryOf(req.dst.memory), req.dst.file,
+                                                      req.dst.file_offset +
+                                                          req.dst.shape.total_bytes()));
+    }
 
     const size_t hops = t->path.edges.size();
     const int slots = config.slots_per_buffer;
@@ -360,6 +395,8 @@ struct Runtime::Impl {
     }
     t->phase = Phase::kFinished;
     t->times.finished = Clock::now();
+    t->src_disk.reset();
+    t->dst_disk.reset();  // removes the temporary file unless committed
     if (status.ok()) {
       ++stats.transfers_completed;
     } else if (absl::IsCancelled(status)) {
@@ -449,20 +486,27 @@ struct Runtime::Impl {
   struct Endpoint {
     InstanceShape shape;
     std::byte* base;
+    FileRef file;  // DSK ends
   };
 
   Endpoint InputOf(const TransferState& t, size_t hop, const Box& chunk, uint64_t k) const {
-    if (hop == 0) return {t.src.shape, t.src.base};
+    if (hop == 0) {
+      if (t.src_disk) return {t.src.shape, nullptr, t.src_disk->Ref(t.src.file_offset)};
+      return {t.src.shape, t.src.base, {}};
+    }
     return SlotOf(t, t.buffers[hop - 1], chunk, k);
   }
   Endpoint OutputOf(const TransferState& t, size_t hop, const Box& chunk, uint64_t k) const {
-    if (hop + 1 == t.xds.size()) return {t.dst.shape, t.dst.base};
+    if (hop + 1 == t.xds.size()) {
+      if (t.dst_disk) return {t.dst.shape, nullptr, t.dst_disk->Ref(t.dst.file_offset)};
+      return {t.dst.shape, t.dst.base, {}};
+    }
     return SlotOf(t, t.buffers[hop], chunk, k);
   }
   static Endpoint SlotOf(const TransferState& t, const RingBuffer& b, const Box& chunk,
                          uint64_t k) {
     InstanceShape s{chunk, t.src.shape.fields, b.layout};
-    return {std::move(s), b.data + (k % static_cast<uint64_t>(b.slots)) * b.slot_bytes};
+    return {std::move(s), b.data + (k % static_cast<uint64_t>(b.slots)) * b.slot_bytes, {}};
   }
 
   void WorkerLoop(DmaWorker& w) {
@@ -505,7 +549,7 @@ struct Runtime::Impl {
       } else {
         const uint64_t bytes = (*program)->bytes;
         channels[w.channel]->Submit(
-            {*program, in.base, out.base},
+            {*program, in.base, out.base, in.file, out.file},
             [this, keep, x, k, bytes](Status s) { OnRequestDone(keep, x, k, bytes, std::move(s)); });
       }
       lock.lock();
@@ -515,6 +559,7 @@ struct Runtime::Impl {
   void OnRequestDone(const std::shared_ptr<TransferState>& t, XdState* x, uint64_t k,
                      uint64_t bytes, Status s) {
     Completion c;
+    bool commit = false;
     {
       std::lock_guard lock(mu);
       DmaWorker& w = *workers[x->channel];
@@ -527,7 +572,11 @@ struct Runtime::Impl {
         ++w.requests_done;
         w.bytes_done += bytes;
         if (t->phase == Phase::kRunning && t->xds.back()->done_count == t->grid->count()) {
-          c = Finish(t, OkStatus());
+          if (t->dst_disk) {
+            commit = true;  // fdatasync + rename, outside the lock
+          } else {
+            c = Finish(t, OkStatus());
+          }
         }
       } else if (t->phase == Phase::kRunning) {
         const TopologyEdge& e = t->path.edges[x->hop];
@@ -539,6 +588,14 @@ struct Runtime::Impl {
       }
       if (t->phase == Phase::kDraining && t->in_flight == 0) c = Finish(t, t->failure);
       NotifyWorkers();
+    }
+    if (commit) {
+      // Every chunk is written; no request of this transfer is in flight.
+      Status durable = t->dst_disk->Commit(t->durable);
+      std::lock_guard lock(mu);
+      c = Finish(t, durable.ok() ? durable
+                                 : Status(durable.code(), StrCat("transfer ", t->id, ": ",
+                                                                 durable.message())));
     }
     c.Run();
   }
@@ -563,13 +620,15 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config, Ch
   for (size_t c = 0; c < config.channels.size(); ++c) {
     const ChannelConfig& cc = config.channels[c];
     ISO_ASSIGN_OR_RETURN(std::unique_ptr<Channel> ch, maker(cc));
-    std::vector<std::pair<std::string, std::string>> edges = cc.edges;
-    if (edges.empty()) {
-      for (const auto& a : config.memories)
-        for (const auto& b : config.memories) edges.emplace_back(a.name, b.name);
-    }
-    for (const auto& [s, d] : edges) {
-      impl->topo.edges.push_back({ids[s], ids[d], static_cast<int>(c), cc.kind, cc.name});
+    for (const auto& [s, d] : config.EdgesOf(cc)) {
+      TopologyEdge e{ids[s], ids[d], static_cast<int>(c), cc.kind, cc.name};
+      // Disk channels are not calibrated yet: model them as a 1 GB/s device
+      // with 100 us per request, so the planner keeps small requests (and
+      // layout changes) off them (Isometry fig. 9b).
+      if (cc.kind == ChannelKind::kDiskRead || cc.kind == ChannelKind::kDiskWrite) {
+        e.tp = ThroughputFunction::PerRequestOverhead(1e9, 100e-6);
+      }
+      impl->topo.edges.push_back(std::move(e));
     }
     spdlog::info("channel '{}' ({}): {} thread(s), {} request(s) in flight, requests of {} bytes{}",
                  cc.name, ChannelKindName(cc.kind), cc.threads, ch->caps().max_in_flight,

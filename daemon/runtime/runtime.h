@@ -40,6 +40,11 @@ struct InstanceRef {
   std::byte* base = nullptr;
   uint64_t capacity = 0;
   InstanceShape shape;
+  // DSK memories: the file, relative to the memory's directory, and where
+  // in it the instance starts (`base` and `capacity` unused). See
+  // daemon/runtime/disk_endpoint.h for paths and durability.
+  std::string file;
+  uint64_t file_offset = 0;
 };
 
 // An intermediate hop forced by the caller instead of planned.
@@ -67,6 +72,9 @@ struct CopyRequest {
   int priority = 0;        // higher runs first on every channel it uses
   std::vector<HopSpec> via;  // explicit intermediates; empty = planner decides
   std::function<void(Status)> on_complete;  // optional
+  // A DSK destination is fdatasync'ed before it replaces its target; false
+  // skips that (the rename still makes it all-or-nothing).
+  bool durable = true;
 };
 
 class Runtime;

@@ -10,6 +10,7 @@
 
 #include "core/instance.h"
 #include "daemon/runtime/chunker.h"
+#include "daemon/runtime/disk_endpoint.h"
 #include "daemon/runtime/runtime.h"
 #include "planner/topology.h"
 
@@ -52,6 +53,9 @@ struct TransferState {
   Path path;
   std::optional<ChunkGrid> grid;
   std::function<void(Status)> on_complete;  // run and cleared by Finish's Completion
+  bool durable = true;
+  std::unique_ptr<DiskEndpoint> src_disk;  // DSK source, open for the transfer
+  std::unique_ptr<DiskEndpoint> dst_disk;  // DSK destination (temporary file until commit)
 
   // Guarded by the runtime mutex.
   Phase phase = Phase::kWaiting;

@@ -159,7 +159,15 @@ TEST_CASE("a high-priority transfer behind 8 large low-priority ones starts next
   // high-priority transfer was queued and its first request: it waited only
   // for a request already running (one request time).
   CHECK(ht.dispatch_seq_at_first == ht.dispatch_seq_at_submit + 1);
-  for (Transfer& t : low) CHECK(ht.finished < t.times().finished);
+  // Every low-priority transfer still running when the high one arrived
+  // finished after it (on a loaded machine the first ones may be done by then).
+  int overtaken = 0;
+  for (Transfer& t : low) {
+    if (t.times().finished < ht.submitted) continue;
+    ++overtaken;
+    CHECK(ht.finished < t.times().finished);
+  }
+  CHECK(overtaken >= 1);
   CHECK(CheckCopy(hs.shape, hs.bytes, hd.shape, hd.bytes, hd.before, hs.shape.bounds) == "");
 }
 
