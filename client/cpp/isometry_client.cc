@@ -353,12 +353,8 @@ Result<Allocation> Client::Map(uint64_t published_allocation) {
   return RequestMapping(req, /*owned=*/false);
 }
 
-Result<Instance> Client::Register(const Allocation& allocation, uint64_t offset,
-                                  const InstanceShape& shape) {
-  v1::LocalRequest req;
-  v1::InstanceSpec* spec = req.mutable_register_instance()->mutable_spec();
-  spec->set_allocation(allocation.id());
-  spec->set_offset(offset);
+namespace {
+void ShapeToProto(const InstanceShape& shape, v1::InstanceSpec* spec) {
   for (int d = 0; d < shape.bounds.dims; ++d) {
     spec->mutable_bounds()->add_lo(shape.bounds.lo[d]);
     spec->mutable_bounds()->add_hi(shape.bounds.hi[d]);
@@ -369,6 +365,28 @@ Result<Instance> Client::Register(const Allocation& allocation, uint64_t offset,
     pf->set_size(f.size);
   }
   spec->set_layout(shape.layout.ToString());
+}
+}  // namespace
+
+Result<Instance> Client::RegisterFile(const std::string& memory, const std::string& file,
+                                      uint64_t offset, const InstanceShape& shape) {
+  v1::LocalRequest req;
+  v1::InstanceSpec* spec = req.mutable_register_instance()->mutable_spec();
+  spec->set_memory(memory);
+  spec->set_file(file);
+  spec->set_offset(offset);
+  ShapeToProto(shape, spec);
+  ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, impl_->Call(req, nullptr));
+  return Instance(impl_, resp.register_instance().instance(), resp.register_instance().total_bytes());
+}
+
+Result<Instance> Client::Register(const Allocation& allocation, uint64_t offset,
+                                  const InstanceShape& shape) {
+  v1::LocalRequest req;
+  v1::InstanceSpec* spec = req.mutable_register_instance()->mutable_spec();
+  spec->set_allocation(allocation.id());
+  spec->set_offset(offset);
+  ShapeToProto(shape, spec);
   ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, impl_->Call(req, nullptr));
   return Instance(impl_, resp.register_instance().instance(), resp.register_instance().total_bytes());
 }

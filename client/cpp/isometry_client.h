@@ -105,6 +105,10 @@ class Client {
   Result<Allocation> Map(uint64_t published_allocation);
   Result<Instance> Register(const Allocation& allocation, uint64_t offset,
                             const InstanceShape& shape);
+  // An instance in a file of a DSK memory (`file` relative to its
+  // directory), starting at `offset` bytes into the file.
+  Result<Instance> RegisterFile(const std::string& memory, const std::string& file,
+                                uint64_t offset, const InstanceShape& shape);
 
   // Queues a copy of the source's whole index space; returns a ticket for
   // Wait(). Blocks only while the submission ring is full.

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "daemon/node/shared_memory.h"
+#include "daemon/runtime/disk_endpoint.h"
 
 namespace isometry {
 
@@ -52,9 +53,11 @@ struct Allocation {
 struct Instance {
   uint64_t id = 0;
   std::string session;
-  std::shared_ptr<Allocation> allocation;
+  std::shared_ptr<Allocation> allocation;  // null for DSK instances
   uint64_t offset = 0;
   InstanceShape shape;
+  size_t disk_memory = 0;  // DSK instances: the memory's index
+  std::string file;        // DSK instances: relative path
 };
 
 struct TransferRecord {
@@ -464,6 +467,23 @@ Result<std::pair<uint64_t, uint64_t>> Node::RegisterInstance(const std::string& 
   const uint64_t total = spec.shape.total_bytes();
   std::lock_guard lock(impl_->mu);
   ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
+  if (!spec.file.empty() || !spec.memory.empty()) {
+    // A file of a DSK memory: checked lexically here, opened (confined to
+    // the directory) by each copy.
+    const auto& mems = impl_->config.runtime.memories;
+    size_t m = 0;
+    while (m < mems.size() && mems[m].name != spec.memory) ++m;
+    if (m == mems.size()) return NotFound("no memory named '", spec.memory, "'");
+    if (mems[m].kind != MemoryKind::kDsk) {
+      return InvalidArgument("memory '", spec.memory, "' is not a DSK memory; name an allocation");
+    }
+    ISO_RETURN_IF_ERROR(CheckRelativePath(spec.file));
+    const uint64_t id = impl_->next_instance++;
+    Instance in{id, session, nullptr, spec.offset, spec.shape, m, spec.file};
+    impl_->instances[id] = std::move(in);
+    s->instances.insert(id);
+    return std::make_pair(id, total);
+  }
   ISO_ASSIGN_OR_RETURN(auto a, impl_->UsableAllocation(session, spec.allocation));
   if (spec.offset > a->shm.size() || total > a->shm.size() - spec.offset) {
     return OutOfRange("instance of ", total, " bytes (layout '", spec.shape.layout.ToString(),
@@ -472,7 +492,7 @@ Result<std::pair<uint64_t, uint64_t>> Node::RegisterInstance(const std::string& 
                       " bytes");
   }
   const uint64_t id = impl_->next_instance++;
-  impl_->instances[id] = Instance{id, session, a, spec.offset, spec.shape};
+  impl_->instances[id] = Instance{id, session, a, spec.offset, spec.shape, 0, ""};
   s->instances.insert(id);
   return std::make_pair(id, total);
 }
@@ -506,6 +526,12 @@ Result<uint64_t> Node::Copy(const std::string& session, const CopySpec& spec,
       ends[i] = &it->second;
     }
     auto ref = [&](const Instance& in) {
+      if (!in.allocation) {
+        InstanceRef r{impl_->runtime->topology().memories[in.disk_memory].id, nullptr, 0, in.shape};
+        r.file = in.file;
+        r.file_offset = in.offset;
+        return r;
+      }
       const MemoryId mem = impl_->runtime->topology().memories[in.allocation->pool->memory].id;
       return InstanceRef{mem, in.allocation->shm.data() + in.offset,
                          in.allocation->shm.size() - in.offset, in.shape};
@@ -514,6 +540,7 @@ Result<uint64_t> Node::Copy(const std::string& session, const CopySpec& spec,
     req.dst = ref(*ends[1]);
     record->src = ends[0]->allocation;
     record->dst = ends[1]->allocation;
+    req.durable = spec.durable;
     for (const ViaHop& h : spec.via) {
       ISO_ASSIGN_OR_RETURN(MemoryId m, impl_->runtime->FindMemory(h.memory));
       ISO_ASSIGN_OR_RETURN(Layout l, Layout::Parse(h.layout, ends[0]->shape.bounds.dims));

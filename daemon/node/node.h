@@ -106,9 +106,11 @@ struct PlanReport {
 };
 
 struct InstanceSpec {
-  uint64_t allocation = 0;
-  uint64_t offset = 0;
+  uint64_t allocation = 0;  // pool instances
+  uint64_t offset = 0;      // in the allocation, or in the file
   InstanceShape shape;
+  std::string memory;  // DSK instances: the DSK memory ...
+  std::string file;    // ... and the file, relative to its directory
 };
 
 struct ViaHop {
@@ -122,6 +124,7 @@ struct CopySpec {
   std::optional<Box> box;
   int priority = 0;
   std::vector<ViaHop> via;
+  bool durable = true;  // DSK destinations: fdatasync before the rename
 };
 
 // Completion callbacks get a report without `path` and `hops` (kept off

@@ -31,7 +31,8 @@ Result<InstanceSpec> InstanceSpecFromProto(const v1::InstanceSpec& spec) {
   ISO_ASSIGN_OR_RETURN(Box bounds, BoxFromProto(spec.bounds(), "instance bounds"));
   ISO_ASSIGN_OR_RETURN(FieldSpace fields, FieldsFromProto(spec.fields()));
   ISO_ASSIGN_OR_RETURN(Layout layout, Layout::Parse(spec.layout(), bounds.dims));
-  return InstanceSpec{spec.allocation(), spec.offset(), InstanceShape{bounds, fields, layout}};
+  return InstanceSpec{spec.allocation(), spec.offset(), InstanceShape{bounds, fields, layout},
+                      spec.memory(), spec.file()};
 }
 
 Result<CopySpec> CopySpecFromProto(const v1::CopyRequest& req) {
@@ -39,6 +40,7 @@ Result<CopySpec> CopySpecFromProto(const v1::CopyRequest& req) {
   c.src_instance = req.src_instance();
   c.dst_instance = req.dst_instance();
   c.priority = req.priority();
+  c.durable = !req.no_sync();
   if (req.has_box()) {
     ISO_ASSIGN_OR_RETURN(Box b, BoxFromProto(req.box(), "copy box"));
     c.box = b;

@@ -415,3 +415,38 @@ TEST_CASE("calibration at start is kept in the state directory; plans carry pred
   CHECK(d.Status().plans_full() == 0);  // a fresh planner after calibration
   CHECK(d.Stop() == 0);
 }
+
+TEST_CASE("clients copy to and from files of a DSK memory through the daemon") {
+  char tmpl[] = "/var/tmp/isometry-dsk-daemon-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  Daemon d(std::string(kOneMemory) + "[[memory]]\nname = \"dsk0\"\nkind = \"DSK\"\ndirectory = \"" +
+           dir + "\"\n[[channel]]\nname = \"disk_read0\"\nkind = \"disk_read\"\n" +
+           "[[channel]]\nname = \"disk_write0\"\nkind = \"disk_write\"\n");
+  auto c = Connect(d);
+  const FieldSpace fs = *FieldSpace::Make({{"a", 4}, {"b", 8}, {"c", 2}});
+  const InstanceShape aos{Box::FromExtents({200000}), fs, Layout::Aos(1)};
+  const InstanceShape soa{aos.bounds, fs, Layout::Soa(1)};
+  Placed src = Place(*c, aos, 1);
+  auto file = c->RegisterFile("dsk0", "run/out.bin", 0, soa);
+  REQUIRE(file.ok());  // registering names the file; copies open it
+  std::filesystem::create_directories(dir + "/run");
+  REQUIRE(c->Copy(src.inst, *file).status.ok());
+  CHECK(std::filesystem::file_size(dir + "/run/out.bin") == soa.total_bytes());
+  Placed back = Place(*c, aos, 2);
+  REQUIRE(c->Copy(*file, back.inst).status.ok());
+  CHECK(std::memcmp(back.alloc.data(), src.before.data(), src.before.size()) == 0);
+  // Escapes are refused when the instance is registered.
+  for (const char* bad : {"../x.bin", "/etc/passwd", "a/../../x"}) {
+    auto r = c->RegisterFile("dsk0", bad, 0, soa);
+    CHECK(absl::IsPermissionDenied(r.status()));
+  }
+  CHECK(absl::IsInvalidArgument(c->RegisterFile("sys0", "x.bin", 0, soa).status()));
+  // A missing file fails its copy with the path; the daemon carries on.
+  auto missing = c->RegisterFile("dsk0", "nope.bin", 0, soa);
+  REQUIRE(missing.ok());
+  const client::Completion m = c->Copy(*missing, back.inst);
+  CHECK(absl::IsNotFound(m.status));
+  CHECK_THAT(std::string(m.status.message()), Catch::Contains("nope.bin"));
+  CHECK(d.Stop() == 0);
+  std::filesystem::remove_all(dir);
+}
