@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <spawn.h>
 #include <sys/wait.h>
 
 #include <atomic>
@@ -9,42 +10,35 @@
 #include <thread>
 
 #include "client/cpp/isometry_client.h"
+#include "integration/client_helpers.h"
 #include "integration/daemon_fixture.h"
 #include "unit/test_util.h"
 
 using namespace isometry;
 using namespace isometry::testing;
-using isometry::client::Allocation;
-using isometry::client::Client;
 
 namespace {
 
 std::unique_ptr<Client> Connect(const Daemon& d, const std::string& name = "test") {
-  auto c = Client::Connect({.local_socket = d.local_socket(), .name = name});
-  if (!c.ok()) throw std::runtime_error(c.status().ToString());
-  return *std::move(c);
+  return ConnectTo(d.local_socket(), name);
 }
 
-// Allocates, fills and registers one instance; keeps a copy of its bytes.
-struct Placed {
-  Allocation alloc;
-  client::Instance inst;
-  InstanceShape shape;
-  std::vector<std::byte> before;
-};
-
-Placed Place(Client& c, const InstanceShape& shape, uint64_t seed) {
-  auto a = c.Allocate("sys0", shape.total_bytes());
-  if (!a.ok()) throw std::runtime_error(a.status().ToString());
-  auto bytes = Pattern(shape.total_bytes(), seed);
-  std::memcpy(a->data(), bytes.data(), bytes.size());
-  auto i = c.Register(*a, 0, shape);
-  if (!i.ok()) throw std::runtime_error(i.status().ToString());
-  return {*std::move(a), *std::move(i), shape, bytes};
-}
-
-std::vector<std::byte> Bytes(const Allocation& a, uint64_t n) {
-  return std::vector<std::byte>(a.data(), a.data() + n);
+// Starts tests' client_worker (a separate program, so no fork of this
+// multi-threaded process) with `args`; its stdout goes to `stdout_fd` if set.
+pid_t SpawnWorker(const std::vector<std::string>& args, int stdout_fd = -1) {
+  const char* bin = std::getenv("ISOMETRY_CLIENT_WORKER");
+  if (!bin) throw std::runtime_error("ISOMETRY_CLIENT_WORKER is not set (ctest sets it)");
+  std::vector<char*> argv{const_cast<char*>(bin)};
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  if (stdout_fd >= 0) posix_spawn_file_actions_adddup2(&fa, stdout_fd, 1);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, bin, &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) throw std::runtime_error("cannot start client_worker");
+  return pid;
 }
 
 }  // namespace
@@ -100,30 +94,7 @@ TEST_CASE("16 concurrent client processes x 64 transfers, all verified") {
   Daemon d(kOneMemory);
   std::vector<pid_t> children;
   for (int k = 0; k < 16; ++k) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      int failures = 0;
-      try {
-        auto c = Connect(d, "worker");
-        std::mt19937_64 rng(static_cast<uint64_t>(k));
-        for (int i = 0; i < 64; ++i) {
-          const Box bounds = RandomBounds(rng, 1 + i % 3, 40);
-          const FieldSpace fs = RandomFields(rng, 4);
-          Placed s = Place(*c, {bounds, fs, RandomLayout(rng, bounds)}, rng());
-          Placed t = Place(*c, {bounds, fs, RandomLayout(rng, bounds)}, rng());
-          const client::Completion done = c->Copy(s.inst, t.inst, i % 3);
-          if (!done.status.ok() ||
-              CheckCopy(s.shape, s.before, t.shape, Bytes(t.alloc, t.shape.total_bytes()),
-                        t.before, bounds) != "") {
-            ++failures;
-          }
-        }
-      } catch (...) {
-        failures = 100;
-      }
-      _exit(failures > 0 ? 1 : 0);
-    }
-    children.push_back(pid);
+    children.push_back(SpawnWorker({d.local_socket(), "transfers", std::to_string(k)}));
   }
   int failed = 0;
   for (pid_t pid : children) {
@@ -151,17 +122,8 @@ rate_limit = "64MiB"
 )");
   int ready[2];
   REQUIRE(pipe(ready) == 0);
-  const pid_t victim = fork();
-  if (victim == 0) {
-    auto c = Connect(d, "victim");
-    const InstanceShape big{Box::FromExtents({8 << 20}), FieldSpace::Uniform(1, 8), Layout::Aos(1)};
-    Placed s = Place(*c, big, 1);
-    Placed t = Place(*c, big, 2);
-    auto ticket = c->Submit(s.inst, t.inst);
-    (void)!write(ready[1], "x", 1);
-    if (ticket.ok()) c->Wait(*ticket);
-    _exit(0);
-  }
+  const pid_t victim = SpawnWorker({d.local_socket(), "victim"}, ready[1]);
+  close(ready[1]);
   char x;
   REQUIRE(read(ready[0], &x, 1) == 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(150));  // the copy is under way
