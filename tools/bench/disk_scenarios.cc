@@ -1,17 +1,22 @@
 #include "tools/bench/disk_scenarios.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <optional>
 
 #include "channels/disk/disk_channel.h"
+#include "config/runtime_config.h"
+#include "daemon/runtime/runtime.h"
 #include "tools/bench/host_buffer.h"
 
 namespace isometry::bench {
@@ -125,9 +130,241 @@ std::unique_ptr<Channel> MakeOrDie(ChannelKind kind, const char* name) {
   return *std::move(ch);
 }
 
+void KeepBest(FioResult& best, const FioResult& f) {
+  if (f.ok && (!best.ok || f.bytes_per_s > best.bytes_per_s)) best = f;
+  if (!f.ok && !best.ok) best = f;
+}
+
+std::string FioBaseline(bool write, bool direct) {
+  return StrCat("fio io_uring ", write ? "write" : "read", " QD", kDefaultQueueDepth,
+                direct ? " direct" : "");
+}
+
+// ---- Runtime level: the same I/O as a user's Copy() to and from a file ----
+
+// tests/unit/disk_runtime_test.cc's DiskConfig: the default memories and
+// Memcpy channel, DSK memory `dsk0` on `dir`, and a disk_read and a
+// disk_write channel with the Memcpy channel's settings (4 MiB requests,
+// so 1-hop chunks are the channel scenario's requests). The space threshold
+// and ring depth stay at their defaults: the ring buffers of a converting
+// write are the ones a user gets.
+RuntimeConfig DiskRuntimeConfig(const std::string& dir) {
+  RuntimeConfig c = DefaultRuntimeConfig();
+  c.memories.push_back({"dsk0", MemoryKind::kDsk, 0, 0, 0, false, dir});
+  ChannelConfig r = c.channels[0], w = c.channels[0];
+  r.name = "disk_read0";
+  r.kind = ChannelKind::kDiskRead;
+  w.name = "disk_write0";
+  w.kind = ChannelKind::kDiskWrite;
+  c.channels.push_back(r);
+  c.channels.push_back(w);
+  return c;
+}
+
+// Seconds from Copy() to the end of Wait(): opening, every chunk and, for a
+// DSK destination, fdatasync (when durable) and the rename. nullopt after
+// printing the failure.
+std::optional<double> TimedCopy(Runtime& rt, CopyRequest req, const char* what) {
+  const auto t0 = Clock::now();
+  auto t = rt.Copy(std::move(req));
+  const Status s = t.ok() ? t->Wait() : t.status();
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!s.ok()) {
+    std::fprintf(stderr, "disk bench: %s: %s\n", what, s.ToString().c_str());
+    return std::nullopt;
+  }
+  return seconds;
+}
+
+// Seconds of fdatasync(path) plus fsync(dir), or nullopt (printed).
+std::optional<double> TimedSync(const std::string& path, const std::string& dir) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  std::optional<double> out;
+  if (fd >= 0 && dfd >= 0) {
+    const auto t0 = Clock::now();
+    if (::fdatasync(fd) == 0 && ::fsync(dfd) == 0)
+      out = std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  if (!out)
+    std::fprintf(stderr, "disk bench: syncing %s: %s\n", path.c_str(), std::strerror(errno));
+  if (fd >= 0) ::close(fd);
+  if (dfd >= 0) ::close(dfd);
+  return out;
+}
+
+struct Best {
+  double seconds = 1e300;
+  void Add(double s) { seconds = std::min(seconds, s); }
+  double GBps(uint64_t bytes) const { return static_cast<double>(bytes) / seconds / 1e9; }
+};
+
+// DSK->SYS and SYS->DSK of `bytes` through the Runtime against fio, and an
+// AOS (SYS) -> SOA (file) write pipelined in one Copy against staged
+// (convert all into SYS, then write). Best of `repeat` rounds; each round
+// runs every runtime case once and fio once, in alternating order. Removes
+// its files.
+void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool direct,
+                    Report& report) {
+  auto created = Runtime::Create(DiskRuntimeConfig(dir));
+  if (!created.ok()) {
+    std::fprintf(stderr, "disk bench: runtime: %s\n", created.status().ToString().c_str());
+    return;
+  }
+  Runtime& rt = **created;
+  const MemoryId sys = *rt.FindMemory("sys0"), dsk = *rt.FindMemory("dsk0");
+  const std::string plain_name = StrCat("isometry-bench-rt-", ::getpid(), ".bin");
+  const std::string soa_name = StrCat("isometry-bench-soa-", ::getpid(), ".bin");
+  const std::string plain_path = StrCat(dir, "/", plain_name);
+  const std::string soa_path = StrCat(dir, "/", soa_name);
+  const std::string fio_path = StrCat(dir, "/isometry-bench-rt-fio-", ::getpid(), ".bin");
+  auto remove_files = [&] {
+    for (const std::string* p : {&plain_path, &soa_path, &fio_path}) ::unlink(p->c_str());
+  };
+
+  // Plain: a contiguous 1-D instance of 8-byte entries. Converting: 8 fields
+  // of 4 bytes, AOS in SYS, SOA in the file (the file system's 4 KiB
+  // alignment holds: bytes is a multiple of 1 MiB, so each SOA field is too).
+  const InstanceShape plain{Box::FromExtents({static_cast<int64_t>(bytes / 8)}),
+                            FieldSpace::Uniform(1, 8), Layout::Aos(1)};
+  const int64_t n = static_cast<int64_t>(bytes / 32);
+  const uint64_t aos_bytes = static_cast<uint64_t>(n) * 32;
+  const InstanceShape aos{Box::FromExtents({n}), FieldSpace::Uniform(8, 4), Layout::Aos(1)};
+  const InstanceShape soa{aos.bounds, aos.fields, Layout::Soa(1)};
+  // `a`: the source of every write (word k holds k, so AOS entry i field f
+  // holds 8i + f). `b`: the read destination and the staged SOA buffer.
+  HostBuffer a(bytes, 0), b(bytes, 0);
+  {
+    uint32_t* w = reinterpret_cast<uint32_t*>(a.data());
+    for (uint64_t k = 0; k < bytes / 4; ++k) w[k] = static_cast<uint32_t>(k);
+  }
+  auto host = [&](const HostBuffer& buf, const InstanceShape& s) {
+    return InstanceRef{sys, buf.data(), buf.size(), s};
+  };
+  auto file = [&](const std::string& name, const InstanceShape& s) {
+    InstanceRef r;
+    r.memory = dsk;
+    r.shape = s;
+    r.file = name;
+    return r;
+  };
+  // True when `b` holds the SOA form of `a`.
+  auto soa_ok = [&] {
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(b.data());
+    for (int64_t f = 0; f < 8; ++f)
+      for (int64_t i = 0; i < n; ++i)
+        if (w[f * n + i] != static_cast<uint32_t>(8 * i + f)) return false;
+    return true;
+  };
+
+  Best write, write_nosync, fsync_cost, read, pipelined, staged, staged_convert, staged_write;
+  FioResult fio[2];  // write, read
+  auto with_fio = [&] {
+    ::unlink(fio_path.c_str());
+    for (const bool w : {true, false})
+      KeepBest(fio[!w], RunFio(fio_path, w, bytes, kDefaultQueueDepth));
+  };
+  auto runtime = [&](bool first) -> bool {
+    ::unlink(plain_path.c_str());  // the rename would free the old file's blocks in the timing
+    auto s = TimedCopy(rt, {.src = host(a, plain), .dst = file(plain_name, plain)}, "SYS->DSK");
+    if (!s) return false;
+    write.Add(*s);
+    std::memset(b.data(), 0, b.size());
+    s = TimedCopy(rt, {.src = file(plain_name, plain), .dst = host(b, plain)}, "DSK->SYS");
+    if (!s) return false;
+    read.Add(*s);
+    if (first && std::memcmp(a.data(), b.data(), bytes) != 0) {
+      std::fprintf(stderr, "disk bench: DSK->SYS read back other bytes than SYS->DSK wrote\n");
+      return false;
+    }
+    ::unlink(plain_path.c_str());
+    s = TimedCopy(rt, {.src = host(a, plain), .dst = file(plain_name, plain), .durable = false},
+                  "SYS->DSK (durable=false)");
+    if (!s) return false;
+    write_nosync.Add(*s);
+    // What durable=true adds, measured directly: the data went out with
+    // O_DIRECT, so this is the file's metadata, the device cache flush and
+    // the directory (DiskEndpoint::Commit syncs both).
+    if (const auto sync = TimedSync(plain_path, dir)) fsync_cost.Add(*sync);
+
+    ::unlink(soa_path.c_str());
+    s = TimedCopy(rt, {.src = host(a, aos), .dst = file(soa_name, soa)}, "AOS->SOA file");
+    if (!s) return false;
+    pipelined.Add(*s);
+    if (first) {
+      std::memset(b.data(), 0, b.size());
+      if (!TimedCopy(rt, {.src = file(soa_name, soa), .dst = host(b, soa)}, "SOA file read")) {
+        return false;
+      }
+      if (!soa_ok()) {
+        std::fprintf(stderr, "disk bench: the AOS->SOA file does not hold the SOA of the source\n");
+        return false;
+      }
+    }
+    ::unlink(soa_path.c_str());
+    const auto convert = TimedCopy(rt, {.src = host(a, aos), .dst = host(b, soa)}, "AOS->SOA");
+    if (!convert) return false;
+    s = TimedCopy(rt, {.src = host(b, soa), .dst = file(soa_name, soa)}, "SOA->file");
+    if (!s) return false;
+    staged.Add(*convert + *s);
+    staged_convert.Add(*convert);
+    staged_write.Add(*s);
+    return true;
+  };
+  for (int rep = 0; rep < repeat; ++rep) {
+    if (rep % 2) with_fio();
+    if (!runtime(rep == 0)) {
+      remove_files();
+      return;
+    }
+    if (rep % 2 == 0) with_fio();
+  }
+  remove_files();
+
+  const double sync_ms = fsync_cost.seconds < 1e300 ? fsync_cost.seconds * 1e3 : -1;
+  std::fprintf(stderr,
+               "  runtime SYS->DSK: %.1f ms durable, %.1f ms with durable=false; fdatasync + "
+               "directory fsync of the written file: %.1f ms (%.1f%% of the durable write)%s\n",
+               write.seconds * 1e3, write_nosync.seconds * 1e3, sync_ms,
+               100 * sync_ms / (write.seconds * 1e3),
+               sync_ms > 0.5 * write.seconds * 1e3 ? ": fdatasync dominates" : "");
+  std::fprintf(stderr, "  staged AOS->SOA (best of each): convert %.1f ms, write %.1f ms\n",
+               staged_convert.seconds * 1e3, staged_write.seconds * 1e3);
+  struct Case {
+    const char* scenario;
+    const char* metric;
+    const Best* ours;
+    bool write;
+    const char* target;
+  };
+  for (const Case& c : {Case{"disk_read_runtime", "throughput", &read, false, ">= 0.9"},
+                        Case{"disk_write_runtime", "throughput", &write, true, ">= 0.9"},
+                        Case{"disk_write_runtime", "durable=false", &write_nosync, true, ""}}) {
+    const double gbps = c.ours->GBps(bytes);
+    const FioResult& f = fio[!c.write];
+    if (!f.ok) {
+      std::fprintf(stderr, "  fio unavailable: %s\n", f.detail.c_str());
+      report.Add({c.scenario, c.metric, gbps, "GB/s", "fio unavailable", 0, 0, ""});
+      continue;
+    }
+    report.Add({c.scenario, c.metric, gbps, "GB/s", FioBaseline(c.write, direct),
+                f.bytes_per_s / 1e9, gbps / (f.bytes_per_s / 1e9), c.target});
+  }
+  if (sync_ms >= 0) {
+    report.Add({"disk_write_runtime", "fdatasync", sync_ms, "ms", "the whole durable write",
+                write.seconds * 1e3, sync_ms / (write.seconds * 1e3), "report"});
+  }
+  report.Add({"aos_to_soa_to_disk", "throughput", pipelined.GBps(aos_bytes), "GB/s",
+              "staged (convert all, then write)", staged.GBps(aos_bytes),
+              staged.seconds / pipelined.seconds, ""});
+  report.Add({"aos_to_soa_to_disk", "vs_plain_write", pipelined.GBps(aos_bytes), "GB/s",
+              "plain write (disk_write_runtime)", write.GBps(bytes),
+              pipelined.GBps(aos_bytes) / write.GBps(bytes), ">= 0.9"});
+}
+
 }  // namespace
 
-void RunDisk(const std::string& dir, uint64_t bytes, Report& report) {
+void RunDisk(const std::string& dir, uint64_t bytes, Report& report, int repeat) {
   bytes = std::max(kRun, bytes / kRun * kRun);
   const std::string path = StrCat(dir, "/isometry-bench-disk-", ::getpid(), ".bin");
   auto writer = MakeOrDie(ChannelKind::kDiskWrite, "dsk_w");
@@ -164,11 +401,7 @@ void RunDisk(const std::string& dir, uint64_t bytes, Report& report) {
   };
   auto with_fio = [&] {
     ::unlink(path.c_str());
-    for (const bool write : {true, false}) {
-      const FioResult f = RunFio(path, write, bytes, depth);
-      if (f.ok && (!fio[!write].ok || f.bytes_per_s > fio[!write].bytes_per_s)) fio[!write] = f;
-      if (!f.ok && !fio[!write].ok) fio[!write] = f;
-    }
+    for (const bool write : {true, false}) KeepBest(fio[!write], RunFio(path, write, bytes, depth));
   };
   for (int rep = 0; rep < kRepeat; ++rep) {
     if (rep % 2) with_fio();
@@ -189,14 +422,14 @@ void RunDisk(const std::string& dir, uint64_t bytes, Report& report) {
       report.Add({name, "throughput", gbps, "GB/s", "fio unavailable", 0, 0, ""});
       continue;
     }
-    const std::string baseline =
-        StrCat("fio io_uring ", write ? "write" : "read", " QD", depth, direct ? " direct" : "");
-    report.Add({name, "throughput", gbps, "GB/s", baseline, f.bytes_per_s / 1e9,
+    report.Add({name, "throughput", gbps, "GB/s", FioBaseline(write, direct), f.bytes_per_s / 1e9,
                 gbps / (f.bytes_per_s / 1e9), ">= 0.9"});
   }
   if (!direct)
     std::fprintf(stderr, "  note: %s has no O_DIRECT; the channel used the page cache\n",
                  dir.c_str());
+
+  RunDiskRuntime(dir, bytes, std::max(1, repeat), direct, report);
 }
 
 }  // namespace isometry::bench

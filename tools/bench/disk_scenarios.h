@@ -13,6 +13,14 @@ namespace isometry::bench {
 // Writes then reads `bytes` (default 1 GiB) of a scratch file in `dir` with
 // the channels and with fio, alternating, best of five each; removes the
 // file. A missing or failing fio gives a row whose baseline says why.
-void RunDisk(const std::string& dir, uint64_t bytes, Report& report);
+//
+// Then the same through the Runtime (a DSK memory on `dir`), best of
+// `repeat` rounds, each interleaved with a fio write and read of the same
+// size: SYS->DSK (durable, and again with durable=false to show the cost
+// of fdatasync) and DSK->SYS of a contiguous 1-D instance of 8-byte
+// entries, and an AOS (SYS) -> SOA (file) write of 8 x 4-byte fields,
+// pipelined in one Copy against staged (convert all in SYS, then write).
+// Needs 2 x `bytes` of host memory; removes its files.
+void RunDisk(const std::string& dir, uint64_t bytes, Report& report, int repeat = 3);
 
 }  // namespace isometry::bench

@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   if (wanted("client_to_client")) RunClientToClient(daemon, report);
   if (wanted("latency")) RunLatency(daemon, report);
   if (wanted("planning")) RunPlanning(local.repeat, report);
-  if (wanted("disk")) RunDisk(disk_dir, static_cast<uint64_t>(disk_mib * (1 << 20)), report);
+  if (wanted("disk")) RunDisk(disk_dir, static_cast<uint64_t>(disk_mib * (1 << 20)), report, local.repeat);
   report.Finish();
   return 0;
 }
