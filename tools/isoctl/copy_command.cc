@@ -143,7 +143,7 @@ Result<uint64_t> Verify(Session& session, const CopyArgs& args, const End& dst) 
         const uint8_t want = PatternByte(args, s + k);
         if (got != want) {
           std::string point;
-          for (int i = 0; i < box.dims; ++i) point += (i ? "," : "") + std::to_string(p[i]);
+          for (int i = 0; i < box.dims; ++i) StrAppend(&point, i ? "," : "", p[i]);
           char bytes[64];
           std::snprintf(bytes, sizeof bytes, "0x%02x where the source holds 0x%02x", got, want);
           return absl::DataLossError(StrCat("verify: field '", args.src.fields.fields()[f].name,
