@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test twice: once in a
-# RelWithDebInfo build and once under AddressSanitizer + UBSan.
+# RelWithDebInfo build and once under AddressSanitizer + UBSan; also builds
+# the Release configuration the quick start uses.
 # Usage: scripts/test.sh            (from anywhere; as root on a fresh box)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,9 @@ run_suite() {
 
 echo "== RelWithDebInfo build and tests"
 run_suite build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+echo "== Release build (what the quick start and the benchmarks use; -O3 warnings differ)"
+cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DISOMETRY_BUILD_TESTS=OFF >/dev/null
+cmake --build build-release -j "$jobs"
 echo "== ASan + UBSan build and tests"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
