@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -613,6 +614,10 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config, Ch
   for (size_t i = 0; i < config.memories.size(); ++i) {
     const MemoryConfig& m = config.memories[i];
     const MemoryId id{config.node, static_cast<uint32_t>(i)};
+    if (m.kind == MemoryKind::kDsk && !std::filesystem::is_directory(m.directory)) {
+      return FailedPrecondition("DSK memory '", m.name, "': directory '", m.directory,
+                                "' does not exist");
+    }
     impl->topo.memories.push_back({id, m.kind, m.name});
     impl->pools.emplace_back(id, m.staging_bytes);
     ids[m.name] = id;

@@ -245,3 +245,9 @@ TEST_CASE("concurrent readers and writers on different files") {
   for (auto& t : threads) t.join();
   CHECK(failures == 0);
 }
+
+TEST_CASE("a DSK memory whose directory is missing is refused at start") {
+  auto rt = Runtime::Create(DiskConfig("/var/tmp/isometry-no-such-dir"));
+  REQUIRE(!rt.ok());
+  CHECK_THAT(std::string(rt.status().message()), Catch::Contains("does not exist"));
+}
