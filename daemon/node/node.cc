@@ -126,13 +126,15 @@ struct Node::Impl {
 
   static constexpr size_t kFinishedKept = 4096;
 
+  Status CheckSession(const std::string& id) const {
+    if (sessions.count(id)) return OkStatus();
+    return FailedPrecondition("unknown or closed session '", id,
+                              "': attach first (gRPC Attach or the local handshake)");
+  }
+
   Result<Session*> FindSession(const std::string& id) {
-    auto it = sessions.find(id);
-    if (it == sessions.end()) {
-      return FailedPrecondition("unknown or closed session '", id,
-                                "': attach first (gRPC Attach or the local handshake)");
-    }
-    return &it->second;
+    ISO_RETURN_IF_ERROR(CheckSession(id));
+    return &sessions.find(id)->second;
   }
 
   Result<std::shared_ptr<Allocation>> UsableAllocation(const std::string& session, uint64_t id) const {
@@ -405,7 +407,7 @@ Status Node::Free(const std::string& session, uint64_t allocation) {
 
 Status Node::Publish(const std::string& session, uint64_t allocation) {
   std::lock_guard lock(impl_->mu);
-  ISO_RETURN_IF_ERROR(impl_->FindSession(session).status());
+  ISO_RETURN_IF_ERROR(impl_->CheckSession(session));
   auto it = impl_->allocations.find(allocation);
   if (it == impl_->allocations.end()) return NotFound("no allocation ", allocation);
   if (it->second->owner != session) {
@@ -418,7 +420,7 @@ Status Node::Publish(const std::string& session, uint64_t allocation) {
 
 Result<AllocationReport> Node::Lookup(const std::string& session, uint64_t allocation) const {
   std::lock_guard lock(impl_->mu);
-  if (!impl_->sessions.count(session)) return FailedPrecondition("unknown session '", session, "'");
+  ISO_RETURN_IF_ERROR(impl_->CheckSession(session));
   ISO_ASSIGN_OR_RETURN(auto a, impl_->UsableAllocation(session, allocation));
   return AllocationReport{a->id, a->pool->name, a->shm.size(), a->shm.fd()};
 }
@@ -438,7 +440,7 @@ Status Node::Write(const std::string& session, uint64_t allocation, uint64_t off
   std::shared_ptr<Allocation> a;
   {
     std::lock_guard lock(impl_->mu);
-    ISO_RETURN_IF_ERROR(impl_->FindSession(session).status());
+    ISO_RETURN_IF_ERROR(impl_->CheckSession(session));
     ISO_ASSIGN_OR_RETURN(a, impl_->UsableAllocation(session, allocation));
   }
   ISO_RETURN_IF_ERROR(CheckRange(offset, data.size(), a->shm.size(), allocation));
@@ -451,7 +453,7 @@ Result<std::string> Node::Read(const std::string& session, uint64_t allocation, 
   std::shared_ptr<Allocation> a;
   {
     std::lock_guard lock(impl_->mu);
-    if (!impl_->sessions.count(session)) return FailedPrecondition("unknown session '", session, "'");
+    ISO_RETURN_IF_ERROR(impl_->CheckSession(session));
     ISO_ASSIGN_OR_RETURN(a, impl_->UsableAllocation(session, allocation));
   }
   ISO_RETURN_IF_ERROR(CheckRange(offset, length, a->shm.size(), allocation));
@@ -514,7 +516,7 @@ Result<uint64_t> Node::Copy(const std::string& session, const CopySpec& spec,
   {
     std::lock_guard lock(impl_->mu);
     if (impl_->draining) return Unavailable("isometryd is shutting down; no new copies");
-    ISO_RETURN_IF_ERROR(impl_->FindSession(session).status());
+    ISO_RETURN_IF_ERROR(impl_->CheckSession(session));
     const Instance* ends[2] = {nullptr, nullptr};
     const uint64_t ids[2] = {spec.src_instance, spec.dst_instance};
     for (int i = 0; i < 2; ++i) {
