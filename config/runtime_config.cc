@@ -122,6 +122,24 @@ Status DaemonConfig::Validate() const {
                          "' is not one of trace, debug, info, warn, error");
 }
 
+void AddDiskMemory(RuntimeConfig& config, const std::string& directory) {
+  MemoryConfig dsk;
+  dsk.name = "dsk0";
+  dsk.kind = MemoryKind::kDsk;
+  dsk.staging_bytes = 0;
+  dsk.directory = directory;
+  config.memories.push_back(dsk);
+  ChannelConfig read = config.channels.front(), write = config.channels.front();
+  read.name = "disk_read0";
+  read.kind = ChannelKind::kDiskRead;
+  read.edges.clear();
+  write.name = "disk_write0";
+  write.kind = ChannelKind::kDiskWrite;
+  write.edges.clear();
+  config.channels.push_back(read);
+  config.channels.push_back(write);
+}
+
 RuntimeConfig DefaultRuntimeConfig() {
   // One source of truth: the embedded TOML, which is tested to parse.
   return *ParseRuntimeConfig(EmbeddedDefaultConfig(), "<embedded default>");

@@ -108,4 +108,9 @@ struct Config {
 // A single node with SYS, REG and ZCM host memories and one Memcpy channel.
 RuntimeConfig DefaultRuntimeConfig();
 
+// Adds DSK memory `dsk0` on `directory` and the channels to reach it,
+// `disk_read0` and `disk_write0`, with the first channel's settings (for
+// tests and benchmarks of files as memories).
+void AddDiskMemory(RuntimeConfig& config, const std::string& directory);
+
 }  // namespace isometry

@@ -36,14 +36,7 @@ struct TempDir {
 
 RuntimeConfig DiskConfig(const std::string& dir) {
   RuntimeConfig c = DefaultRuntimeConfig();
-  c.memories.push_back({"dsk0", MemoryKind::kDsk, 0, 0, 0, false, dir});
-  ChannelConfig r = c.channels[0], w = c.channels[0];
-  r.name = "disk_read0";
-  r.kind = ChannelKind::kDiskRead;
-  w.name = "disk_write0";
-  w.kind = ChannelKind::kDiskWrite;
-  c.channels.push_back(r);
-  c.channels.push_back(w);
+  AddDiskMemory(c, dir);
   c.space_threshold = 4 << 20;
   return c;
 }

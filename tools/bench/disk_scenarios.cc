@@ -142,22 +142,14 @@ std::string FioBaseline(bool write, bool direct) {
 
 // ---- Runtime level: the same I/O as a user's Copy() to and from a file ----
 
-// tests/unit/disk_runtime_test.cc's DiskConfig: the default memories and
-// Memcpy channel, DSK memory `dsk0` on `dir`, and a disk_read and a
-// disk_write channel with the Memcpy channel's settings (4 MiB requests,
-// so 1-hop chunks are the channel scenario's requests). The space threshold
+// The default memories and Memcpy channel plus DSK memory `dsk0` on `dir`
+// and disk channels with the Memcpy channel's settings (4 MiB requests, so
+// 1-hop chunks are the channel scenario's requests). The space threshold
 // and ring depth stay at their defaults: the ring buffers of a converting
 // write are the ones a user gets.
 RuntimeConfig DiskRuntimeConfig(const std::string& dir) {
   RuntimeConfig c = DefaultRuntimeConfig();
-  c.memories.push_back({"dsk0", MemoryKind::kDsk, 0, 0, 0, false, dir});
-  ChannelConfig r = c.channels[0], w = c.channels[0];
-  r.name = "disk_read0";
-  r.kind = ChannelKind::kDiskRead;
-  w.name = "disk_write0";
-  w.kind = ChannelKind::kDiskWrite;
-  c.channels.push_back(r);
-  c.channels.push_back(w);
+  AddDiskMemory(c, dir);
   return c;
 }
 
