@@ -48,15 +48,27 @@ struct FileRef {
   bool valid() const { return fd >= 0; }
 };
 
+// The network end of a request (RemoteMemcpy): chunk `chunk` of the
+// cross-node transfer `transfer`, as it travels between the two nodes (the
+// chunk linearized densely in the receiving side's layout).
+struct NetRef {
+  uint64_t transfer = 0;
+  uint64_t chunk = 0;
+  bool valid = false;
+};
+
 // One request: run `program` from the source to the destination. Host
 // endpoints are pointers to the instance's (or slot's) first byte; a disk
-// endpoint is a FileRef instead (and its pointer is null).
+// endpoint is a FileRef instead (and its pointer is null); a network end is
+// a NetRef (sending half: dst_net; receiving half: src_net).
 struct ChannelRequest {
   std::shared_ptr<const CopyProgram> program;
   const std::byte* src = nullptr;  // base of the source instance or slot
   std::byte* dst = nullptr;        // base of the destination instance or slot
   FileRef src_file;                // DiskRead
   FileRef dst_file;                // DiskWrite
+  NetRef src_net;                  // RemoteMemcpy, receiving half
+  NetRef dst_net;                  // RemoteMemcpy, sending half
 };
 
 using RequestDone = std::function<void(Status)>;
@@ -72,6 +84,15 @@ class Channel {
   virtual Status RunInline(const ChannelRequest& request) {
     (void)request;
     return FailedPrecondition("channel '", caps().name, "' cannot run requests inline");
+  }
+  // The runtime gave up on cross-node transfer `transfer` (it failed here,
+  // or was cancelled): requests of it the channel still holds complete
+  // with `why` (on a channel thread, never inside this call, which may run
+  // under the caller's locks) and the other node is told. Channels without
+  // network ends ignore it.
+  virtual void AbandonTransfer(uint64_t transfer, const Status& why) {
+    (void)transfer;
+    (void)why;
   }
 };
 

@@ -67,6 +67,20 @@ threads = 2
 request_size = "4MiB"
 # rate_limit = "2GiB"          # bytes per second; absent or "0" = unlimited
 # edges = [["sys0", "reg0"]]   # absent = every pair of host memories
+
+# A cluster: list the other daemons, give every node the same secret.
+# [cluster]
+# node_name = "node-a"            # unique; remote memories are "node-a:sys0"
+# secret_file = "/etc/isometry/cluster.secret"
+# data_listen = "0.0.0.0:7471"    # data connections from peers
+# data_connections = 4            # per peer and direction
+# checksum = false                # XXH3-64 per chunk
+# peer_timeout_ms = 3000
+# keepalive_ms = 500
+# request_size = "4MiB"           # chunk of a cross-node transfer
+# [[peer]]
+# name = "node-b"
+# address = "10.0.0.2:7470"       # its daemon.grpc_tcp
 )";
 
 // Error with the file, line and key of a node.
@@ -215,6 +229,53 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
   return OkStatus();
 }
 
+Status ReadCluster(const Reader& r, const toml::table& t, ClusterConfig& c) {
+  ISO_RETURN_IF_ERROR(r.OnlyKeys(
+      t, "cluster.",
+      {"node_name", "secret_file", "data_listen", "data_connections", "checksum",
+       "peer_timeout_ms", "keepalive_ms", "request_size", "rate_limit", "link_rate"}));
+  for (const auto& [key, out] : {std::pair{"node_name", &c.node_name},
+                                 std::pair{"secret_file", &c.secret_file},
+                                 std::pair{"data_listen", &c.data_listen}}) {
+    if (const toml::node* n = t.get(key)) {
+      ISO_ASSIGN_OR_RETURN(*out, r.String(*n, StrCat("cluster.", key)));
+    }
+  }
+  if (const toml::node* n = t.get("data_connections")) {
+    ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, "cluster.data_connections", 1, 64));
+    c.data_connections = static_cast<int>(v);
+  }
+  if (const toml::node* n = t.get("checksum")) {
+    ISO_ASSIGN_OR_RETURN(c.checksum, r.Bool(*n, "cluster.checksum"));
+  }
+  for (const auto& [key, out] : {std::pair{"peer_timeout_ms", &c.peer_timeout_ms},
+                                 std::pair{"keepalive_ms", &c.keepalive_ms}}) {
+    if (const toml::node* n = t.get(key)) {
+      ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, StrCat("cluster.", key), 1, 3600000));
+      *out = static_cast<uint32_t>(v);
+    }
+  }
+  for (const auto& [key, out] : {std::pair{"request_size", &c.request_bytes},
+                                 std::pair{"rate_limit", &c.rate_limit_bytes_per_s},
+                                 std::pair{"link_rate", &c.link_bytes_per_s}}) {
+    if (const toml::node* n = t.get(key)) {
+      ISO_ASSIGN_OR_RETURN(*out, r.Size(*n, StrCat("cluster.", key)));
+    }
+  }
+  return OkStatus();
+}
+
+Result<PeerConfig> ReadPeer(const Reader& r, const toml::table& t) {
+  ISO_RETURN_IF_ERROR(r.OnlyKeys(t, "peer.", {"name", "address"}));
+  PeerConfig p;
+  for (const auto& [key, out] : {std::pair{"name", &p.name}, std::pair{"address", &p.address}}) {
+    const toml::node* n = t.get(key);
+    if (!n) return r.Error(t, StrCat("peer.", key), "is required");
+    ISO_ASSIGN_OR_RETURN(*out, r.String(*n, StrCat("peer.", key)));
+  }
+  return p;
+}
+
 Result<MemoryConfig> ReadMemory(const Reader& r, const toml::table& t) {
   ISO_RETURN_IF_ERROR(
       r.OnlyKeys(t, "memory.",
@@ -335,7 +396,8 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view source) 
     return InvalidArgument(source, ":", e.source().begin.line, ": ", e.description());
   }
   Reader r(source);
-  ISO_RETURN_IF_ERROR(r.OnlyKeys(root, "", {"daemon", "runtime", "memory", "channel"}));
+  ISO_RETURN_IF_ERROR(
+      r.OnlyKeys(root, "", {"daemon", "runtime", "memory", "channel", "cluster", "peer"}));
   Config config;
   RuntimeConfig& c = config.runtime;
   if (const toml::node* n = root.get("runtime")) {
@@ -347,6 +409,11 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view source) 
     const toml::table* t = n->as_table();
     if (!t) return r.Error(*n, "daemon", "must be a table");
     ISO_RETURN_IF_ERROR(ReadDaemon(r, *t, config.daemon));
+  }
+  if (const toml::node* n = root.get("cluster")) {
+    const toml::table* t = n->as_table();
+    if (!t) return r.Error(*n, "cluster", "must be a table");
+    ISO_RETURN_IF_ERROR(ReadCluster(r, *t, config.cluster));
   }
   auto read_list = [&](const char* key, auto read_one, auto& out) -> Status {
     const toml::node* n = root.get(key);
@@ -364,7 +431,12 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view source) 
   };
   ISO_RETURN_IF_ERROR(read_list("memory", ReadMemory, c.memories));
   ISO_RETURN_IF_ERROR(read_list("channel", ReadChannel, c.channels));
-  for (Status valid : {c.Validate(), config.daemon.Validate()}) {
+  ISO_RETURN_IF_ERROR(read_list("peer", ReadPeer, config.cluster.peers));
+  if (!config.cluster.peers.empty() && config.daemon.grpc_tcp.empty()) {
+    return InvalidArgument(source, ": config: peers are listed but daemon.grpc_tcp is empty; ",
+                           "peers reach this node's gRPC service over TCP");
+  }
+  for (Status valid : {c.Validate(), config.daemon.Validate(), config.cluster.Validate()}) {
     if (!valid.ok()) return InvalidArgument(source, ": ", std::string(valid.message()));
   }
   return config;

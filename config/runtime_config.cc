@@ -47,6 +47,7 @@ Status RuntimeConfig::Validate() const {
     if (!names.insert(c.name).second) {
       return InvalidArgument("config: channel '", c.name, "' is defined twice");
     }
+    if (c.kind == ChannelKind::kRemoteMemcpy) continue;  // made per peer by the daemon
     if (c.kind != ChannelKind::kMemcpy && c.kind != ChannelKind::kDiskRead &&
         c.kind != ChannelKind::kDiskWrite) {
       return InvalidArgument("config: channel '", c.name, "' has kind ", ChannelKindName(c.kind),
@@ -120,6 +121,42 @@ Status DaemonConfig::Validate() const {
   }
   return InvalidArgument("config: daemon.log_level '", log_level,
                          "' is not one of trace, debug, info, warn, error");
+}
+
+Status ClusterConfig::Validate() const {
+  if (node_name.empty() || node_name.find(':') != std::string::npos) {
+    return InvalidArgument("config: cluster.node_name '", node_name,
+                           "' must be non-empty and without ':'");
+  }
+  if (data_connections < 1 || data_connections > 64) {
+    return InvalidArgument("config: cluster.data_connections is ", data_connections,
+                           "; it must be between 1 and 64");
+  }
+  if (request_bytes < 4096) {
+    return InvalidArgument("config: cluster.request_size must be at least 4096 bytes");
+  }
+  if (peer_timeout_ms < 100 || keepalive_ms < 10 || keepalive_ms >= peer_timeout_ms) {
+    return InvalidArgument("config: cluster.keepalive_ms (", keepalive_ms,
+                           ") must be at least 10 and below cluster.peer_timeout_ms (",
+                           peer_timeout_ms, "), which must be at least 100");
+  }
+  std::set<std::string> names{node_name};
+  for (const PeerConfig& p : peers) {
+    if (p.name.empty() || p.name.find(':') != std::string::npos) {
+      return InvalidArgument("config: a peer's name '", p.name, "' must be non-empty, no ':'");
+    }
+    if (!names.insert(p.name).second) {
+      return InvalidArgument("config: peer '", p.name, "' is listed twice or is this node");
+    }
+    if (p.address.find(':') == std::string::npos) {
+      return InvalidArgument("config: peer '", p.name, "' address '", p.address,
+                             "' is not host:port");
+    }
+  }
+  if (!peers.empty() && secret_file.empty()) {
+    return InvalidArgument("config: cluster.secret_file is required when peers are listed");
+  }
+  return OkStatus();
 }
 
 void AddDiskMemory(RuntimeConfig& config, const std::string& directory) {

@@ -100,9 +100,37 @@ struct DaemonConfig {
   Status Validate() const;
 };
 
+// A peer daemon ([[peer]] in the file).
+struct PeerConfig {
+  std::string name;     // its cluster.node_name
+  std::string address;  // its gRPC TCP address (its daemon.grpc_tcp), "host:port"
+};
+
+// Joining daemons into one cluster ([cluster] in the file). Without peers
+// the daemon is a single node and none of this is used.
+struct ClusterConfig {
+  std::string node_name = "local";  // unique in the cluster; names this node's memories
+  // A file holding the shared secret every node of the cluster has (at
+  // least 16 bytes; keep it mode 0600). Required with peers.
+  std::string secret_file;
+  std::string data_listen = "0.0.0.0:0";  // data connections from peers (port 0: any)
+  int data_connections = 4;              // per peer and direction; chunks are striped
+  bool checksum = false;                 // XXH3-64 of every chunk, checked on arrival
+  uint32_t peer_timeout_ms = 3000;       // a peer silent this long is down
+  uint32_t keepalive_ms = 500;           // ping interval (round-trip time in isoctl peers)
+  uint64_t request_bytes = 4ull << 20;   // chunk size of cross-node transfers
+  uint64_t rate_limit_bytes_per_s = 0;   // sending cap per peer; 0 = none
+  // Throughput the planner assumes for the network hop until measured.
+  uint64_t link_bytes_per_s = 1250000000ull;
+  std::vector<PeerConfig> peers;
+
+  Status Validate() const;
+};
+
 struct Config {
   RuntimeConfig runtime;
   DaemonConfig daemon;
+  ClusterConfig cluster;
 };
 
 // A single node with SYS, REG and ZCM host memories and one Memcpy channel.

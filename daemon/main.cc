@@ -16,6 +16,7 @@
 #include <iostream>
 
 #include "config/config_parser.h"
+#include "daemon/cluster/cluster.h"
 #include "daemon/node/node.h"
 #include "daemon/server/grpc_service.h"
 #include "daemon/server/local_server.h"
@@ -72,7 +73,18 @@ int Serve(const Config& config) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  auto node = Node::Create(config);
+  // Peers: the data listener and the network channels exist before the
+  // node (its runtime owns the channels).
+  std::unique_ptr<Cluster> cluster;
+  if (!config.cluster.peers.empty()) {
+    auto c = Cluster::Create(config);
+    if (!c.ok()) {
+      spdlog::error("cannot start the cluster layer: {}", c.status().ToString());
+      return 1;
+    }
+    cluster = *std::move(c);
+  }
+  auto node = Node::Create(config, cluster ? cluster->NetChannelMaker() : nullptr);
   if (!node.ok()) {
     spdlog::error("cannot start: {}", node.status().ToString());
     return 1;
@@ -94,7 +106,12 @@ int Serve(const Config& config) {
     spdlog::error("{}", token.status().ToString());
     return 1;
   }
-  auto service = GrpcService::Make(**node, *token);
+  GrpcService::PeersProvider peers;
+  if (cluster) {
+    (*node)->SetCrossCopier(cluster.get());
+    peers = [c = cluster.get()] { return c->ListPeers(); };
+  }
+  auto service = GrpcService::Make(**node, *token, peers);
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + d.grpc_socket, grpc::InsecureServerCredentials());
   int tcp_port = 0;
@@ -104,6 +121,7 @@ int Serve(const Config& config) {
   builder.SetMaxReceiveMessageSize(80 << 20);
   builder.SetMaxSendMessageSize(80 << 20);
   builder.RegisterService(service->service());
+  if (cluster) builder.RegisterService(cluster->service());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || (!d.grpc_tcp.empty() && tcp_port == 0)) {
     spdlog::error("cannot start the gRPC server on unix:{}{}", d.grpc_socket,
@@ -118,6 +136,7 @@ int Serve(const Config& config) {
                d.grpc_tcp.empty() ? "" : " and tcp " + d.grpc_tcp);
   spdlog::info("isometryd {} ready: node {}, {} memories, {} channel(s)", ISOMETRY_VERSION,
                config.runtime.node, config.runtime.memories.size(), config.runtime.channels.size());
+  if (cluster) cluster->Start(node->get());
   sd_notify(0, "READY=1\nSTATUS=serving");
 
   uint64_t watchdog_usec = 0;
@@ -137,12 +156,14 @@ int Serve(const Config& config) {
                d.shutdown_grace_ms);
   sd_notify(0, "STOPPING=1\nSTATUS=draining");
   (*node)->Drain(std::chrono::milliseconds(d.shutdown_grace_ms));
+  if (cluster) cluster->Stop();
   service->Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   local->reset();
   server.reset();
   ::unlink(d.grpc_socket.c_str());
   node->reset();
+  cluster.reset();
   spdlog::info("stopped");
   return 0;
 }

@@ -9,6 +9,7 @@
 #include <random>
 #include <set>
 
+#include "channels/channel_factory.h"
 #include "daemon/node/shared_memory.h"
 #include "daemon/runtime/disk_endpoint.h"
 
@@ -58,12 +59,16 @@ struct Instance {
   InstanceShape shape;
   size_t disk_memory = 0;  // DSK instances: the memory's index
   std::string file;        // DSK instances: relative path
+  std::string remote_node;  // another node's instance (spec in remote_*)
+  uint64_t remote_allocation = 0;
+  std::string remote_memory;
 };
 
 struct TransferRecord {
   uint64_t id = 0;
   std::string session;
   std::optional<Transfer> handle;  // set once the runtime accepted it
+  std::shared_ptr<CrossTransfer> cross;  // or: a cross-node copy this node started
   std::shared_ptr<Allocation> src, dst;  // kept alive until the transfer ends
   bool finished = false;
   Status status;
@@ -108,6 +113,7 @@ std::string StateName(const TransferRecord& r) {
 struct Node::Impl {
   Config config;
   std::unique_ptr<Runtime> runtime;
+  CrossCopier* cross = nullptr;  // set before serving
   const Clock::time_point started = Clock::now();
 
   mutable std::mutex mu;
@@ -119,6 +125,8 @@ struct Node::Impl {
   std::map<uint64_t, std::shared_ptr<TransferRecord>> active;           // guarded by mu
   std::deque<std::shared_ptr<TransferRecord>> finished;                 // guarded by mu
   uint64_t next_allocation = 1, next_instance = 1;                      // guarded by mu
+  // Ids of cross-node copies this node starts; far above the runtime's.
+  uint64_t next_cross = 1ull << 48;                                     // guarded by mu
   bool draining = false;                                                // guarded by mu
   // (time, bytes done per channel) over the last second; guarded by mu.
   std::deque<std::pair<Clock::time_point, std::vector<uint64_t>>> samples;
@@ -162,6 +170,13 @@ struct Node::Impl {
     rep.session = r.session;
     rep.status = r.status;
     rep.state = StateName(r);
+    if (r.cross) {
+      rep.state = r.finished ? rep.state : "running";
+      rep.bytes = r.cross->bytes();
+      rep.elapsed_s = std::chrono::duration<double>(Clock::now() - r.cross->started()).count();
+      if (detailed) rep.path = r.cross->PathText();
+      return rep;
+    }
     if (!r.handle) return rep;
     const Transfer& t = *r.handle;
     rep.priority = t.priority();
@@ -218,9 +233,37 @@ struct Node::Impl {
       r->status = std::move(s);
       // Completed before Copy() registered it (the inline path): Copy()
       // finalizes instead.
-      if (r->handle) calls = Finalize(r);
+      if (r->handle || r->cross) calls = Finalize(r);
     }
     for (auto& [cb, rep] : calls) cb(rep);
+  }
+
+  Result<uint64_t> StartCross(const std::string& session, std::shared_ptr<TransferRecord> record,
+                              CrossCopySpec spec, const CopySpec& copy) {
+    if (!cross) return FailedPrecondition("this node has no peers: cross-node copies need [[peer]]");
+    spec.box = copy.box;
+    spec.priority = copy.priority;
+    spec.durable = copy.durable;
+    ISO_ASSIGN_OR_RETURN(
+        auto handle,
+        cross->Copy(std::move(spec), [this, record](Status s) { OnRuntimeDone(record, std::move(s)); }));
+    std::vector<std::pair<TransferCallback, TransferReport>> calls;
+    bool orphan = false;
+    {
+      std::lock_guard lock(mu);
+      record->cross = handle;
+      active[record->id] = record;
+      auto s = sessions.find(session);
+      if (s != sessions.end()) {
+        s->second.transfers.insert(record->id);
+      } else {
+        orphan = true;
+      }
+      if (record->finished) calls = Finalize(record);
+    }
+    if (orphan) handle->Cancel();
+    for (auto& [cb, rep] : calls) cb(rep);
+    return record->id;
   }
 
   void ReleaseSessionLocked(Session& s) {
@@ -241,7 +284,7 @@ Node::Node(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Node::~Node() { Drain(std::chrono::milliseconds(0)); }
 
-Result<std::unique_ptr<Node>> Node::Create(const Config& config) {
+Result<std::unique_ptr<Node>> Node::Create(const Config& config, ChannelMaker net_maker) {
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   RuntimeConfig rc = config.runtime;
@@ -249,7 +292,25 @@ Result<std::unique_ptr<Node>> Node::Create(const Config& config) {
     rc.calibrate = true;
     rc.calibration_file = config.daemon.state_dir + "/calibration.toml";
   }
-  ISO_ASSIGN_OR_RETURN(impl->runtime, Runtime::Create(rc));
+  if (net_maker) {
+    // One RemoteMemcpy channel per peer: its DMA worker schedules both
+    // halves of the network hops with that peer.
+    for (const PeerConfig& p : config.cluster.peers) {
+      ChannelConfig c;
+      c.name = "tcp:" + p.name;
+      c.kind = ChannelKind::kRemoteMemcpy;
+      c.threads = config.cluster.data_connections;
+      c.request_bytes = config.cluster.request_bytes;
+      c.rate_limit_bytes_per_s = config.cluster.rate_limit_bytes_per_s;
+      rc.channels.push_back(c);
+    }
+  }
+  impl->config.runtime.channels = rc.channels;
+  ChannelMaker maker = [net_maker](const ChannelConfig& c) -> Result<std::unique_ptr<Channel>> {
+    if (c.kind == ChannelKind::kRemoteMemcpy && net_maker) return net_maker(c);
+    return MakeChannel(c);
+  };
+  ISO_ASSIGN_OR_RETURN(impl->runtime, Runtime::Create(rc, maker));
   for (size_t i = 0; i < config.runtime.memories.size(); ++i) {
     const MemoryConfig& m = config.runtime.memories[i];
     auto p = std::make_shared<PoolAccount>();
@@ -268,6 +329,44 @@ Result<std::unique_ptr<Node>> Node::Create(const Config& config) {
 }
 
 const Config& Node::config() const { return impl_->config; }
+
+void Node::SetCrossCopier(CrossCopier* copier) { impl_->cross = copier; }
+
+Runtime& Node::runtime() { return *impl_->runtime; }
+
+Result<CrossEnd> Node::ResolveForPeer(const InstanceSpec& spec) const {
+  ISO_RETURN_IF_ERROR(spec.shape.Validate("instance"));
+  CrossEnd end;
+  if (!spec.file.empty()) {
+    ISO_ASSIGN_OR_RETURN(MemoryId m, impl_->runtime->FindMemory(spec.memory));
+    if (impl_->runtime->topology().FindMemory(m)->kind != MemoryKind::kDsk) {
+      return InvalidArgument("memory '", spec.memory, "' is not a DSK memory");
+    }
+    ISO_RETURN_IF_ERROR(CheckRelativePath(spec.file));
+    end.local = InstanceRef{m, nullptr, 0, spec.shape};
+    end.local.file = spec.file;
+    end.local.file_offset = spec.offset;
+    return end;
+  }
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->allocations.find(spec.allocation);
+  if (it == impl_->allocations.end() || !it->second->published) {
+    return absl::PermissionDeniedError(
+        StrCat("allocation ", spec.allocation, " of node '", impl_->config.cluster.node_name,
+               "' does not exist or is not published (peers reach published allocations only)"));
+  }
+  const auto& a = it->second;
+  const uint64_t total = spec.shape.total_bytes();
+  if (spec.offset > a->shm.size() || total > a->shm.size() - spec.offset) {
+    return OutOfRange("instance of ", total, " bytes at offset ", spec.offset,
+                      " does not fit allocation ", spec.allocation, " of ", a->shm.size(),
+                      " bytes on node '", impl_->config.cluster.node_name, "'");
+  }
+  const MemoryId mem = impl_->runtime->topology().memories[a->pool->memory].id;
+  end.local = InstanceRef{mem, a->shm.data() + spec.offset, a->shm.size() - spec.offset, spec.shape};
+  end.keep = a;
+  return end;
+}
 
 // ---- sessions ----
 
@@ -293,6 +392,7 @@ Result<std::string> Node::OpenSession(const std::string& client_name, const Cred
 
 void Node::CloseSession(const std::string& session) {
   std::vector<Transfer> to_cancel;
+  std::vector<std::shared_ptr<CrossTransfer>> cross;
   {
     std::lock_guard lock(impl_->mu);
     auto it = impl_->sessions.find(session);
@@ -300,7 +400,9 @@ void Node::CloseSession(const std::string& session) {
     Session& s = it->second;
     for (uint64_t id : s.transfers) {
       auto t = impl_->active.find(id);
-      if (t != impl_->active.end() && t->second->handle) to_cancel.push_back(*t->second->handle);
+      if (t == impl_->active.end()) continue;
+      if (t->second->handle) to_cancel.push_back(*t->second->handle);
+      if (t->second->cross) cross.push_back(t->second->cross);
     }
     size_t published = 0;
     for (uint64_t id : s.allocations) {
@@ -316,6 +418,7 @@ void Node::CloseSession(const std::string& session) {
     impl_->sessions.erase(it);
   }
   for (Transfer& t : to_cancel) t.Cancel();
+  for (auto& c : cross) c->Cancel();
 }
 
 bool Node::HasSession(const std::string& session) const {
@@ -469,15 +572,39 @@ Result<std::pair<uint64_t, uint64_t>> Node::RegisterInstance(const std::string& 
   const uint64_t total = spec.shape.total_bytes();
   std::lock_guard lock(impl_->mu);
   ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
-  if (!spec.file.empty() || !spec.memory.empty()) {
+  std::string memory = spec.memory;
+  if (const size_t colon = memory.find(':'); colon != std::string::npos) {
+    const std::string node = memory.substr(0, colon);
+    if (node != impl_->config.cluster.node_name) {
+      // Another node's instance: that node checks it when a copy uses it.
+      if (!impl_->cross || !impl_->cross->KnowsNode(node)) {
+        return NotFound("no node '", node, "' in this cluster (memory '", spec.memory, "')");
+      }
+      if (spec.file.empty() && spec.allocation == 0) {
+        return InvalidArgument("remote instance on '", spec.memory,
+                               "': name a file or an allocation published there");
+      }
+      if (!spec.file.empty()) ISO_RETURN_IF_ERROR(CheckRelativePath(spec.file));
+      const uint64_t id = impl_->next_instance++;
+      Instance in{id, session, nullptr, spec.offset, spec.shape, 0, spec.file};
+      in.remote_node = node;
+      in.remote_allocation = spec.allocation;
+      in.remote_memory = memory.substr(colon + 1);
+      impl_->instances[id] = std::move(in);
+      s->instances.insert(id);
+      return std::make_pair(id, total);
+    }
+    memory = memory.substr(colon + 1);  // this node's own name
+  }
+  if (!spec.file.empty() || !memory.empty()) {
     // A file of a DSK memory: checked lexically here, opened (confined to
     // the directory) by each copy.
     const auto& mems = impl_->config.runtime.memories;
     size_t m = 0;
-    while (m < mems.size() && mems[m].name != spec.memory) ++m;
-    if (m == mems.size()) return NotFound("no memory named '", spec.memory, "'");
+    while (m < mems.size() && mems[m].name != memory) ++m;
+    if (m == mems.size()) return NotFound("no memory named '", memory, "'");
     if (mems[m].kind != MemoryKind::kDsk) {
-      return InvalidArgument("memory '", spec.memory, "' is not a DSK memory; name an allocation");
+      return InvalidArgument("memory '", memory, "' is not a DSK memory; name an allocation");
     }
     ISO_RETURN_IF_ERROR(CheckRelativePath(spec.file));
     const uint64_t id = impl_->next_instance++;
@@ -513,6 +640,7 @@ Result<uint64_t> Node::Copy(const std::string& session, const CopySpec& spec,
   record->session = session;
   if (on_done) record->waiters.push_back(std::move(on_done));
   CopyRequest req;
+  std::optional<CrossCopySpec> cross;
   {
     std::lock_guard lock(impl_->mu);
     if (impl_->draining) return Unavailable("isometryd is shutting down; no new copies");
@@ -527,7 +655,27 @@ Result<uint64_t> Node::Copy(const std::string& session, const CopySpec& spec,
       }
       ends[i] = &it->second;
     }
+    if (!ends[0]->remote_node.empty() || !ends[1]->remote_node.empty()) {
+      cross.emplace();
+      CrossEnd* out[2] = {&cross->src, &cross->dst};
+      for (int i = 0; i < 2; ++i) {
+        const Instance& in = *ends[i];
+        CrossEnd& e = *out[i];
+        e.node = in.remote_node;
+        e.shape = in.shape;
+        if (!in.remote_node.empty()) {
+          e.allocation = in.remote_allocation;
+          e.offset = in.offset;
+          e.memory = in.remote_memory;
+          e.file = in.file;
+        }
+      }
+      if (!spec.via.empty()) {
+        return InvalidArgument("explicit intermediate hops are not supported across nodes");
+      }
+    }
     auto ref = [&](const Instance& in) {
+      if (!in.remote_node.empty()) return InstanceRef{};
       if (!in.allocation) {
         InstanceRef r{impl_->runtime->topology().memories[in.disk_memory].id, nullptr, 0, in.shape};
         r.file = in.file;
@@ -540,6 +688,13 @@ Result<uint64_t> Node::Copy(const std::string& session, const CopySpec& spec,
     };
     req.src = ref(*ends[0]);
     req.dst = ref(*ends[1]);
+    if (cross) {
+      cross->src.local = req.src;
+      cross->dst.local = req.dst;
+      cross->src.keep = ends[0]->allocation;
+      cross->dst.keep = ends[1]->allocation;
+      record->id = impl_->next_cross++;
+    }
     record->src = ends[0]->allocation;
     record->dst = ends[1]->allocation;
     req.durable = spec.durable;
@@ -552,6 +707,7 @@ Result<uint64_t> Node::Copy(const std::string& session, const CopySpec& spec,
   req.box = spec.box;
   req.priority = spec.priority;
   Impl* impl = impl_.get();
+  if (cross) return impl_->StartCross(session, record, *std::move(cross), spec);
   req.on_complete = [impl, record](Status s) { impl->OnRuntimeDone(record, std::move(s)); };
   // Not under the node lock: the inline path completes inside Copy().
   ISO_ASSIGN_OR_RETURN(Transfer t, impl_->runtime->Copy(std::move(req)));
@@ -577,6 +733,7 @@ Result<uint64_t> Node::Copy(const std::string& session, const CopySpec& spec,
 
 Status Node::Cancel(const std::string& session, uint64_t transfer, bool is_operator) {
   std::optional<Transfer> t;
+  std::shared_ptr<CrossTransfer> cross;
   {
     std::lock_guard lock(impl_->mu);
     auto it = impl_->active.find(transfer);
@@ -592,8 +749,10 @@ Status Node::Cancel(const std::string& session, uint64_t transfer, bool is_opera
                  "operator token (", impl_->config.daemon.state_dir, "/operator.token)"));
     }
     t = it->second->handle;
+    cross = it->second->cross;
   }
   if (t) t->Cancel();
+  if (cross) cross->Cancel();
   return OkStatus();
 }
 
@@ -753,13 +912,16 @@ void Node::Drain(std::chrono::milliseconds grace) {
   impl_->draining = true;
   if (!impl_->idle_cv.wait_for(lock, grace, [&] { return impl_->active.empty(); })) {
     std::vector<Transfer> left;
+    std::vector<std::shared_ptr<CrossTransfer>> cross;
     for (auto& [id, r] : impl_->active) {
       if (r->handle) left.push_back(*r->handle);
+      if (r->cross) cross.push_back(r->cross);
     }
     spdlog::warn("shutdown: cancelling {} transfer(s) still running after {} ms", left.size(),
                  grace.count());
     lock.unlock();
     for (Transfer& t : left) t.Cancel();
+    for (auto& c : cross) c->Cancel();
     lock.lock();
     impl_->idle_cv.wait(lock, [&] { return impl_->active.empty(); });
   }

@@ -30,6 +30,7 @@
 #include "config/runtime_config.h"
 #include "core/instance.h"
 #include "core/status.h"
+#include "daemon/node/cross_copy.h"
 #include "daemon/runtime/runtime.h"
 
 namespace isometry {
@@ -111,6 +112,8 @@ struct InstanceSpec {
   InstanceShape shape;
   std::string memory;  // DSK instances: the DSK memory ...
   std::string file;    // ... and the file, relative to its directory
+  // "node:memory" in `memory` names another node's memory: with `file`, a
+  // file of its DSK memory; without, `allocation` published there.
 };
 
 struct ViaHop {
@@ -133,7 +136,16 @@ using TransferCallback = std::function<void(const TransferReport&)>;
 
 class Node {
  public:
-  static Result<std::unique_ptr<Node>> Create(const Config& config);
+  // `net_maker` makes the network channel of each configured peer (the
+  // cluster layer's data links); without it peers are not served.
+  static Result<std::unique_ptr<Node>> Create(const Config& config,
+                                              ChannelMaker net_maker = nullptr);
+  // Cross-node copies go to `copier` (set once, before serving).
+  void SetCrossCopier(CrossCopier* copier);
+  // This node's end of a cross-node copy a peer asked for: a published
+  // allocation, or a file of a DSK memory (spec.memory without prefix).
+  Result<CrossEnd> ResolveForPeer(const InstanceSpec& spec) const;
+  Runtime& runtime();
   ~Node();
 
   // Sessions. `on_transfer_done` receives every finished transfer of the

@@ -96,6 +96,14 @@ struct Runtime::Impl {
     return config.memories[PoolIndex(id)].directory;
   }
 
+  bool IsLocal(MemoryId id) const { return id.node == config.node; }
+
+  // A memory's name for messages; memories of other nodes by their id.
+  std::string MemoryName(MemoryId id) const {
+    const TopologyMemory* m = topo.FindMemory(id);
+    return m ? m->name : StrCat("memory ", id.memory, " of node ", id.node);
+  }
+
   size_t PoolIndex(MemoryId id) const {
     for (size_t i = 0; i < topo.memories.size(); ++i) {
       if (topo.memories[i].id == id) return i;
@@ -241,9 +249,84 @@ struct Runtime::Impl {
     return ChunkGrid::Make(box, fields, layouts, intermediate, target, slot_limit);
   }
 
+  // Checks a cross-node part and puts its path on `t`: hops that live
+  // here get this node's channels, the network hop the peer's channel, and
+  // hops of the other node are marked remote.
+  Status AdoptRemotePath(TransferState& t, const RemotePart& part) const {
+    const Path& path = part.path;
+    if (path.edges.empty() || path.nodes.size() != path.edges.size() + 1 ||
+        part.net_hop >= path.edges.size()) {
+      return InvalidArgument("cross-node copy ", part.key, ": malformed path");
+    }
+    int net = -1;
+    for (size_t c = 0; c < channels.size(); ++c) {
+      if (channels[c]->caps().name == part.net_channel &&
+          channels[c]->caps().kind == ChannelKind::kRemoteMemcpy) {
+        net = static_cast<int>(c);
+      }
+    }
+    if (net < 0) {
+      return FailedPrecondition("cross-node copy ", part.key, ": no network channel '",
+                                part.net_channel, "' on this node");
+    }
+    t.path = path;
+    for (size_t h = 0; h < path.edges.size(); ++h) {
+      TopologyEdge& e = t.path.edges[h];
+      const bool mine = part.sending ? h <= part.net_hop : h >= part.net_hop;
+      if (h == part.net_hop) {
+        const MemoryId here = part.sending ? e.src : e.dst;
+        if (!IsLocal(here) || IsLocal(part.sending ? e.dst : e.src)) {
+          return InvalidArgument("cross-node copy ", part.key, ": hop ", h,
+                                 " does not cross from this node to another");
+        }
+        e.channel = net;
+        continue;
+      }
+      if (!mine) {
+        e.channel = -1;
+        continue;
+      }
+      const TopologyEdge* local = topo.FindEdge(e.src, e.dst);
+      if (!IsLocal(e.src) || !local) {
+        return NotFound("cross-node copy ", part.key, ": no channel here connects ",
+                        MemoryName(e.src), " to ", MemoryName(e.dst), " (hop ", h, ")");
+      }
+      e.channel = local->channel;
+    }
+    for (size_t i = 1; i + 1 < path.nodes.size(); ++i) {
+      if (IsLocal(path.nodes[i].memory) && IsDisk(path.nodes[i].memory)) {
+        return FailedPrecondition("cross-node copy ", part.key,
+                                  " stages in a DSK memory; DSK memories are endpoints only");
+      }
+    }
+    return OkStatus();
+  }
+
+  Result<ChunkGrid> RemoteGrid(const TransferState& t, const Box& box, const FieldSpace& fields,
+                               const RemotePart& part) const {
+    std::vector<Layout> layouts;
+    std::vector<bool> intermediate;
+    for (size_t i = 0; i < t.path.nodes.size(); ++i) {
+      layouts.push_back(t.path.nodes[i].layout);
+      intermediate.push_back(i > 0 && i + 1 < t.path.nodes.size());
+    }
+    return ChunkGrid::Make(box, fields, layouts, intermediate, part.chunk_target,
+                           part.slot_limit);
+  }
+
   Result<std::shared_ptr<TransferState>> Build(CopyRequest& req) {
-    ISO_RETURN_IF_ERROR(CheckInstance(req.src, "source instance"));
-    ISO_RETURN_IF_ERROR(CheckInstance(req.dst, "destination instance"));
+    const bool sending = req.remote && req.remote->sending;
+    const bool receiving = req.remote && !req.remote->sending;
+    if (receiving) {
+      ISO_RETURN_IF_ERROR(req.src.shape.Validate("source instance"));
+    } else {
+      ISO_RETURN_IF_ERROR(CheckInstance(req.src, "source instance"));
+    }
+    if (sending) {
+      ISO_RETURN_IF_ERROR(req.dst.shape.Validate("destination instance"));
+    } else {
+      ISO_RETURN_IF_ERROR(CheckInstance(req.dst, "destination instance"));
+    }
     if (!(req.src.shape.fields == req.dst.shape.fields)) {
       return InvalidArgument("copy: source and destination field spaces differ; fields must ",
                              "match by name, order and size");
@@ -257,8 +340,9 @@ struct Runtime::Impl {
                           ToString(r->shape.bounds));
       }
     }
-    const bool src_disk = IsDisk(req.src.memory), dst_disk = IsDisk(req.dst.memory);
-    if (!src_disk && !dst_disk && Overlaps(req.src, req.dst)) {
+    const bool src_disk = !receiving && IsDisk(req.src.memory);
+    const bool dst_disk = !sending && IsDisk(req.dst.memory);
+    if (!req.remote && !src_disk && !dst_disk && Overlaps(req.src, req.dst)) {
       return InvalidArgument("copy: source and destination storage overlap in memory ",
                              ToString(req.src.memory));
     }
@@ -270,8 +354,15 @@ struct Runtime::Impl {
     t->on_complete = std::move(req.on_complete);
     t->durable = req.durable;
     t->runtime = self;
-    ISO_ASSIGN_OR_RETURN(t->path, MakePath(req.src, req.dst, box, req.via));
-    for (size_t i = 1; i + 1 < t->path.nodes.size(); ++i) {
+    if (req.remote) {
+      ISO_RETURN_IF_ERROR(AdoptRemotePath(*t, *req.remote));
+      t->remote = req.remote;
+      t->net_channel = t->path.edges[req.remote->net_hop].channel;
+    } else {
+      ISO_ASSIGN_OR_RETURN(t->path, MakePath(req.src, req.dst, box, req.via));
+    }
+    t->last_hop = sending ? req.remote->net_hop : t->path.edges.size() - 1;
+    for (size_t i = 1; i + 1 < t->path.nodes.size() && !req.remote; ++i) {
       if (IsDisk(t->path.nodes[i].memory)) {
         return FailedPrecondition("the path ", t->path.ToString(topo),
                                   " stages in a DSK memory; DSK memories are endpoints only");
@@ -293,12 +384,20 @@ struct Runtime::Impl {
     const size_t hops = t->path.edges.size();
     const int slots = config.slots_per_buffer;
     const uint64_t entry = req.src.shape.fields.total_bytes();
-    ISO_ASSIGN_OR_RETURN(ChunkGrid grid, GridFor(t->path, box, req.src.shape.fields));
+    ISO_ASSIGN_OR_RETURN(ChunkGrid grid,
+                         req.remote ? RemoteGrid(*t, box, req.src.shape.fields, *req.remote)
+                                    : GridFor(t->path, box, req.src.shape.fields));
     t->grid = grid;
     std::vector<uint64_t> need(pools.size(), 0);
     for (size_t i = 1; i + 1 < t->path.nodes.size(); ++i) {
       RingBuffer b;
       b.memory = t->path.nodes[i].memory;
+      if (!IsLocal(b.memory)) {  // the other node's buffer
+        b.remote = true;
+        b.layout = t->path.nodes[i].layout;
+        t->buffers.push_back(b);
+        continue;
+      }
       b.pool = PoolIndex(b.memory);
       b.layout = t->path.nodes[i].layout;
       b.slot_bytes = grid.SlotBytes(b.layout, entry);
@@ -317,7 +416,8 @@ struct Runtime::Impl {
       auto x = std::make_unique<XdState>();
       x->transfer = t.get();
       x->hop = h;
-      x->channel = static_cast<size_t>(t->path.edges[h].channel);
+      x->remote = t->path.edges[h].channel < 0;
+      x->channel = x->remote ? 0 : static_cast<size_t>(t->path.edges[h].channel);
       x->done.assign(grid.count(), 0);
       t->xds.push_back(std::move(x));
     }
@@ -331,12 +431,16 @@ struct Runtime::Impl {
   // holds some buffers while waiting for others.
   bool TryAdmit(TransferState& t) {
     std::vector<uint64_t> need(pools.size(), 0);
-    for (const RingBuffer& b : t.buffers) need[b.pool] += b.bytes();
+    for (const RingBuffer& b : t.buffers) {
+      if (!b.remote) need[b.pool] += b.bytes();
+    }
     for (size_t p = 0; p < pools.size(); ++p) {
       if (!pools[p].Fits(need[p])) return false;
     }
     std::vector<RingBuffer*> order;
-    for (RingBuffer& b : t.buffers) order.push_back(&b);
+    for (RingBuffer& b : t.buffers) {
+      if (!b.remote) order.push_back(&b);
+    }
     std::stable_sort(order.begin(), order.end(),
                      [](const RingBuffer* a, const RingBuffer* b) { return a->memory < b->memory; });
     for (RingBuffer* b : order) {
@@ -351,6 +455,7 @@ struct Runtime::Impl {
     }
     t.phase = Phase::kRunning;
     for (auto& x : t.xds) {
+      if (x->remote) continue;
       DmaWorker& w = *workers[x->channel];
       auto pos = std::upper_bound(w.pool.begin(), w.pool.end(), x.get(),
                                   [](const XdState* a, const XdState* b) {
@@ -358,7 +463,7 @@ struct Runtime::Impl {
                                   });
       w.pool.insert(pos, x.get());
     }
-    t.times.dispatch_seq_at_submit = workers[t.xds.front()->channel]->dispatch_seq;
+    t.times.dispatch_seq_at_submit = workers[FirstLocalXd(t).channel]->dispatch_seq;
     return true;
   }
 
@@ -380,6 +485,13 @@ struct Runtime::Impl {
     AdmitWaiting();
   }
 
+  static const XdState& FirstLocalXd(const TransferState& t) {
+    for (const auto& x : t.xds) {
+      if (!x->remote) return *x;
+    }
+    return *t.xds.front();
+  }
+
   void NotifyWorkers() {
     for (auto& w : workers) w->cv.notify_all();
   }
@@ -388,6 +500,7 @@ struct Runtime::Impl {
 
   Completion Finish(const std::shared_ptr<TransferState>& t, Status status) {
     for (auto& x : t->xds) {
+      if (x->remote) continue;
       auto& pool = workers[x->channel]->pool;
       pool.erase(std::remove(pool.begin(), pool.end(), x.get()), pool.end());
     }
@@ -422,6 +535,11 @@ struct Runtime::Impl {
   // Stops issuing new requests; the transfer finishes when the last request
   // in flight returns.
   Completion Abort(const std::shared_ptr<TransferState>& t, Status why) {
+    if (t->remote && !t->abandoned && t->phase != Phase::kFinished) {
+      // Frees what the network channel holds for it and tells the other node.
+      t->abandoned = true;
+      channels[static_cast<size_t>(t->net_channel)]->AbandonTransfer(t->remote->key, why);
+    }
     if (t->phase == Phase::kWaiting) return Finish(t, std::move(why));
     if (t->phase != Phase::kRunning) return {};
     t->phase = Phase::kDraining;
@@ -431,10 +549,13 @@ struct Runtime::Impl {
   }
 
   void Cancel(const std::shared_ptr<TransferState>& t) {
+    AbortNow(t, absl::CancelledError(StrCat("transfer ", t->id, " was cancelled")));
+  }
+  void AbortNow(const std::shared_ptr<TransferState>& t, Status why) {
     Completion c;
     {
       std::lock_guard lock(mu);
-      c = Abort(t, absl::CancelledError(StrCat("transfer ", t->id, " was cancelled")));
+      c = Abort(t, std::move(why));
     }
     c.Run();
   }
@@ -476,8 +597,12 @@ struct Runtime::Impl {
     const TransferState& t = *x.transfer;
     if (t.phase != Phase::kRunning || x.next >= t.grid->count()) return false;
     const uint64_t k = x.next;
-    if (x.hop > 0 && !t.xds[x.hop - 1]->done[k]) return false;  // copy dependency
-    if (x.hop + 1 < t.xds.size()) {                             // a free output slot
+    // Copy dependency. The network hop's receiving half needs no check
+    // here: data arrival gates it inside its channel.
+    if (x.hop > 0 && !t.xds[x.hop - 1]->remote && !t.xds[x.hop - 1]->done[k]) return false;
+    // A free output slot. The sending half's slot is on the other node:
+    // the receiver's credits gate it inside the channel.
+    if (x.hop + 1 < t.xds.size() && !t.xds[x.hop + 1]->remote) {
       const uint64_t slots = static_cast<uint64_t>(t.buffers[x.hop].slots);
       if (k >= slots && !t.xds[x.hop + 1]->done[k - slots]) return false;
     }
@@ -488,9 +613,18 @@ struct Runtime::Impl {
     InstanceShape shape;
     std::byte* base;
     FileRef file;  // DSK ends
+    NetRef net;    // the network end of a cross-node hop
   };
 
+  // Chunk k as it crosses the network: dense in the receiving side's layout.
+  static Endpoint Wire(const TransferState& t, const Box& chunk, uint64_t k) {
+    const size_t h = t.remote->net_hop;
+    InstanceShape s{chunk, t.src.shape.fields, t.path.nodes[h + 1].layout};
+    return {std::move(s), nullptr, {}, NetRef{t.remote->key, k, true}};
+  }
+
   Endpoint InputOf(const TransferState& t, size_t hop, const Box& chunk, uint64_t k) const {
+    if (t.remote && !t.remote->sending && hop == t.remote->net_hop) return Wire(t, chunk, k);
     if (hop == 0) {
       if (t.src_disk) return {t.src.shape, nullptr, t.src_disk->Ref(t.src.file_offset)};
       return {t.src.shape, t.src.base, {}};
@@ -498,6 +632,7 @@ struct Runtime::Impl {
     return SlotOf(t, t.buffers[hop - 1], chunk, k);
   }
   Endpoint OutputOf(const TransferState& t, size_t hop, const Box& chunk, uint64_t k) const {
+    if (t.remote && t.remote->sending && hop == t.remote->net_hop) return Wire(t, chunk, k);
     if (hop + 1 == t.xds.size()) {
       if (t.dst_disk) return {t.dst.shape, nullptr, t.dst_disk->Ref(t.dst.file_offset)};
       return {t.dst.shape, t.dst.base, {}};
@@ -550,7 +685,7 @@ struct Runtime::Impl {
       } else {
         const uint64_t bytes = (*program)->bytes;
         channels[w.channel]->Submit(
-            {*program, in.base, out.base, in.file, out.file},
+            {*program, in.base, out.base, in.file, out.file, in.net, out.net},
             [this, keep, x, k, bytes](Status s) { OnRequestDone(keep, x, k, bytes, std::move(s)); });
       }
       lock.lock();
@@ -572,7 +707,8 @@ struct Runtime::Impl {
         ++x->done_count;
         ++w.requests_done;
         w.bytes_done += bytes;
-        if (t->phase == Phase::kRunning && t->xds.back()->done_count == t->grid->count()) {
+        if (t->phase == Phase::kRunning &&
+            t->xds[t->last_hop]->done_count == t->grid->count()) {
           if (t->dst_disk) {
             commit = true;  // fdatasync + rename, outside the lock
           } else {
@@ -582,8 +718,7 @@ struct Runtime::Impl {
       } else if (t->phase == Phase::kRunning) {
         const TopologyEdge& e = t->path.edges[x->hop];
         c = Abort(t, Status(s.code(), StrCat("transfer ", t->id, ", hop ", x->hop, " (",
-                                                   topo.memories[PoolIndex(e.src)].name, " -> ",
-                                                   topo.memories[PoolIndex(e.dst)].name,
+                                                   MemoryName(e.src), " -> ", MemoryName(e.dst),
                                                    " on channel '", e.channel_name, "'), chunk ",
                                                    k, ": ", s.message())));
       }
@@ -827,6 +962,8 @@ std::optional<Status> Transfer::Poll() const {
 }
 
 void Transfer::Cancel() const { state_->runtime->impl_->Cancel(state_); }
+
+void Transfer::Abort(Status why) const { state_->runtime->impl_->AbortNow(state_, std::move(why)); }
 
 TransferTimes Transfer::times() const {
   {

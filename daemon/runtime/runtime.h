@@ -65,6 +65,24 @@ struct TransferTimes {
   uint64_t dispatch_seq_at_first = 0;
 };
 
+// This node's part of a cross-node transfer (DESIGN.md, "Cluster"): the
+// initiating node planned `path` over the cluster's graph (memory ids are
+// cluster-wide) and every node involved runs the hops that live on it. The
+// network hop path.edges[net_hop] has a sending half on the source's node
+// and a receiving half on the destination's, on the channel `net_channel`,
+// paced by the receiver's credits. Both halves cut the box into the same
+// chunks (chunk_target, slot_limit), so chunk k means the same sub-box on
+// both nodes.
+struct RemotePart {
+  uint64_t key = 0;      // the cross-node transfer; the same on both nodes
+  Path path;
+  size_t net_hop = 0;
+  bool sending = false;  // true: hops [0, net_hop] run here; false: [net_hop, end)
+  std::string net_channel;
+  uint64_t chunk_target = 0;
+  uint64_t slot_limit = 0;
+};
+
 struct CopyRequest {
   InstanceRef src;
   InstanceRef dst;
@@ -75,6 +93,9 @@ struct CopyRequest {
   // A DSK destination is fdatasync'ed before it replaces its target; false
   // skips that (the rename still makes it all-or-nothing).
   bool durable = true;
+  // Set for one node's part of a cross-node copy; the end on the other
+  // node (dst when sending, src when receiving) then only gives the shape.
+  std::optional<RemotePart> remote;
 };
 
 class Runtime;
@@ -101,6 +122,9 @@ class Transfer {
   // Requests cancellation; the transfer ends with CANCELLED unless it had
   // already finished. Returns immediately. Requires the Runtime to be alive.
   void Cancel() const;
+  // Like Cancel(), ending with `why` instead of CANCELLED (a peer that
+  // vanished: UNAVAILABLE).
+  void Abort(Status why) const;
   TransferTimes times() const;
   // Chunks finished by each hop, and the chunk count every hop has.
   std::vector<uint64_t> HopsDone() const;

@@ -25,6 +25,7 @@ struct RingBuffer {
   uint64_t slot_bytes = 0;
   int slots = 0;
   std::byte* data = nullptr;  // null until admitted
+  bool remote = false;        // lives on the other node of a cross-node copy
   uint64_t bytes() const { return slot_bytes * static_cast<uint64_t>(slots); }
 };
 
@@ -39,6 +40,7 @@ struct XdState {
   std::vector<uint8_t> done;    // per chunk
   uint64_t done_count = 0;
   int in_flight = 0;
+  bool remote = false;  // runs on the other node of a cross-node copy
 };
 
 struct TransferState {
@@ -56,6 +58,9 @@ struct TransferState {
   bool durable = true;
   std::unique_ptr<DiskEndpoint> src_disk;  // DSK source, open for the transfer
   std::unique_ptr<DiskEndpoint> dst_disk;  // DSK destination (temporary file until commit)
+  std::optional<RemotePart> remote;        // one node's part of a cross-node copy
+  size_t last_hop = 0;                     // the last hop that runs on this node
+  int net_channel = -1;                    // local channel of the network hop
 
   // Guarded by the runtime mutex.
   Phase phase = Phase::kWaiting;
@@ -65,6 +70,7 @@ struct TransferState {
   std::vector<std::unique_ptr<XdState>> xds;
   TransferTimes times;
   bool dispatched = false;
+  bool abandoned = false;  // the network channel was told (once)
 
   // Completion block, guarded by done_mu (so handles work without the runtime).
   mutable std::mutex done_mu;

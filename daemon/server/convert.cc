@@ -35,6 +35,26 @@ Result<InstanceSpec> InstanceSpecFromProto(const v1::InstanceSpec& spec) {
                       spec.memory(), spec.file()};
 }
 
+void ToProto(const Box& box, v1::Box* out) {
+  out->clear_lo();
+  out->clear_hi();
+  for (int d = 0; d < box.dims; ++d) {
+    out->add_lo(box.lo[d]);
+    out->add_hi(box.hi[d]);
+  }
+}
+
+void ToProto(const InstanceShape& shape, v1::InstanceSpec* out) {
+  ToProto(shape.bounds, out->mutable_bounds());
+  out->clear_fields();
+  for (const Field& f : shape.fields.fields()) {
+    auto* pf = out->add_fields();
+    pf->set_name(f.name);
+    pf->set_size(static_cast<uint32_t>(f.size));
+  }
+  out->set_layout(shape.layout.ToString());
+}
+
 Result<CopySpec> CopySpecFromProto(const v1::CopyRequest& req) {
   CopySpec c;
   c.src_instance = req.src_instance();

@@ -15,6 +15,9 @@ Result<FieldSpace> FieldsFromProto(const google::protobuf::RepeatedPtrField<v1::
 Result<InstanceSpec> InstanceSpecFromProto(const v1::InstanceSpec& spec);
 Result<CopySpec> CopySpecFromProto(const v1::CopyRequest& req);
 
+void ToProto(const Box& box, v1::Box* out);
+// Bounds, fields and layout of a spec (the rest is left as it is).
+void ToProto(const InstanceShape& shape, v1::InstanceSpec* out);
 void ToProto(const TransferReport& r, v1::TransferInfo* out);
 void ToProto(const MemoryReport& r, v1::Memory* out);
 void ToProto(const ChannelReport& r, v1::ChannelInfo* out);

@@ -129,8 +129,8 @@ class AttachReactor final : public grpc::ServerWriteReactor<v1::SessionEvent> {
 
 class Service final : public v1::Isometry::CallbackService, public GrpcService {
  public:
-  Service(Node& node, std::string operator_token)
-      : node_(node), operator_token_(std::move(operator_token)) {}
+  Service(Node& node, std::string operator_token, PeersProvider peers)
+      : node_(node), operator_token_(std::move(operator_token)), peers_(std::move(peers)) {}
 
   grpc::Service* service() override { return this; }
 
@@ -340,9 +340,20 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
     return Reply(ctx, OkStatus());
   }
 
+  ServerUnaryReactor* ListPeers(CallbackServerContext* ctx, const v1::ListPeersRequest*,
+                                v1::ListPeersResponse* resp) override {
+    if (peers_) {
+      *resp = peers_();
+    } else {
+      resp->set_node_name(node_.config().cluster.node_name);
+    }
+    return Reply(ctx, OkStatus());
+  }
+
  private:
   Node& node_;
   const std::string operator_token_;
+  const PeersProvider peers_;
   Timer timer_;
   std::mutex mu_;
   std::set<AttachReactor*> attached_;  // guarded by mu_
@@ -353,8 +364,9 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
 
 }  // namespace
 
-std::unique_ptr<GrpcService> GrpcService::Make(Node& node, std::string operator_token) {
-  return std::make_unique<Service>(node, std::move(operator_token));
+std::unique_ptr<GrpcService> GrpcService::Make(Node& node, std::string operator_token,
+                                               PeersProvider peers) {
+  return std::make_unique<Service>(node, std::move(operator_token), std::move(peers));
 }
 
 }  // namespace isometry

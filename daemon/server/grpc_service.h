@@ -3,6 +3,7 @@
 // thread on a transfer: waits complete from the transfer's completion path.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "daemon/node/node.h"
@@ -16,7 +17,10 @@ class GrpcService {
  public:
   // `operator_token`: callers presenting it as "isometry-operator"
   // metadata may cancel any transfer.
-  static std::unique_ptr<GrpcService> Make(Node& node, std::string operator_token);
+  // `peers` answers ListPeers (absent: a single node).
+  using PeersProvider = std::function<v1::ListPeersResponse()>;
+  static std::unique_ptr<GrpcService> Make(Node& node, std::string operator_token,
+                                           PeersProvider peers = nullptr);
   virtual ~GrpcService() = default;
   virtual grpc::Service* service() = 0;
   virtual void Shutdown() = 0;

@@ -13,6 +13,9 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "channels/disk/disk_channel.h"
 #include "config/runtime_config.h"
@@ -40,11 +43,18 @@ std::string ShellQuote(const std::string& s) {
   return out + "'";
 }
 
-FioResult RunFio(const std::string& file, bool write, uint64_t bytes, unsigned depth) {
+// fio on `file` with the channels' settings. The file is laid out like
+// Isometry's: fio's write job sizes a missing file with ftruncate
+// (--fallocate=none), as DiskEndpoint::OpenForWrite and the channel rows do,
+// so both sides write into the same kind of sparse file. `end_fsync`: fio's
+// time includes an fsync at the end, the baseline of a durable write.
+FioResult RunFio(const std::string& file, bool write, uint64_t bytes, unsigned depth,
+                 bool end_fsync = false) {
   const std::string rw = write ? "write" : "read";
   const std::string cmd =
       StrCat("fio --name=x --filename=", ShellQuote(file), " --rw=", rw, " --bs=1M --size=", bytes,
-             " --ioengine=io_uring --direct=1 --iodepth=", depth, " --output-format=json");
+             " --ioengine=io_uring --direct=1 --iodepth=", depth, " --fallocate=none",
+             end_fsync ? " --end_fsync=1" : "", " --output-format=json");
   FILE* pipe = ::popen(("timeout 300 " + cmd + " 2>&1").c_str(), "r");
   if (!pipe) return {false, 0, "cannot start fio"};
   std::string out;
@@ -135,9 +145,9 @@ void KeepBest(FioResult& best, const FioResult& f) {
   if (!f.ok && !best.ok) best = f;
 }
 
-std::string FioBaseline(bool write, bool direct) {
+std::string FioBaseline(bool write, bool direct, bool end_fsync = false) {
   return StrCat("fio io_uring ", write ? "write" : "read", " QD", kDefaultQueueDepth,
-                direct ? " direct" : "");
+                direct ? " direct" : "", end_fsync ? " +fsync" : "");
 }
 
 // ---- Runtime level: the same I/O as a user's Copy() to and from a file ----
@@ -150,6 +160,10 @@ std::string FioBaseline(bool write, bool direct) {
 RuntimeConfig DiskRuntimeConfig(const std::string& dir) {
   RuntimeConfig c = DefaultRuntimeConfig();
   AddDiskMemory(c, dir);
+  if (const char* e = std::getenv("H4_SLOTS")) c.slots_per_buffer = std::atoi(e);  // TEMP
+  if (const char* e = std::getenv("H4_REQ")) {  // TEMP
+    for (auto& ch : c.channels) ch.request_bytes = std::strtoull(e, nullptr, 0);
+  }
   return c;
 }
 
@@ -189,6 +203,36 @@ struct Best {
   double seconds = 1e300;
   void Add(double s) { seconds = std::min(seconds, s); }
   double GBps(uint64_t bytes) const { return static_cast<double>(bytes) / seconds / 1e9; }
+};
+
+// One measurement and its baseline, round by round (both taken in the same
+// round, back to back), printed so a reader can see the spread behind the
+// best-of rows: fio alone moves 1.3-3.1 GB/s between runs on a shared
+// virtio disk.
+class Rounds {
+ public:
+  void Add(double ours, double base) {
+    if (ours > 0 && base > 0) pairs_.push_back({ours, base});
+  }
+  void Print(const char* what) const {
+    if (pairs_.empty()) return;
+    std::vector<double> ratios;
+    std::string line;
+    for (const auto& [ours, base] : pairs_) {
+      ratios.push_back(ours / base);
+      char buf[64];
+      std::snprintf(buf, sizeof buf, " %.2f/%.2f=%.2f", ours, base, ours / base);
+      line += buf;
+    }
+    std::sort(ratios.begin(), ratios.end());
+    const size_t m = ratios.size();
+    const double median = m % 2 ? ratios[m / 2] : (ratios[m / 2 - 1] + ratios[m / 2]) / 2;
+    std::fprintf(stderr, "  %s per round (GB/s, ours/baseline=ratio):%s; median ratio %.3f\n", what,
+                 line.c_str(), median);
+  }
+
+ private:
+  std::vector<std::pair<double, double>> pairs_;
 };
 
 // DSK->SYS and SYS->DSK of `bytes` through the Runtime against fio, and an
@@ -250,21 +294,31 @@ void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool dir
   };
 
   Best write, write_nosync, fsync_cost, read, pipelined, staged, staged_convert, staged_write;
-  FioResult fio[2];  // write, read
+  // The last round's times, for the per-round pairs.
+  double last_write = 0, last_nosync = 0, last_read = 0, last_pipelined = 0;
+  // write (no fsync), read, write ending with fsync (the durable baseline).
+  FioResult fio[3];
+  double fio_round[3] = {};
   auto with_fio = [&] {
     ::unlink(fio_path.c_str());
-    for (const bool w : {true, false})
-      KeepBest(fio[!w], RunFio(fio_path, w, bytes, kDefaultQueueDepth));
+    for (int i : {2, 0, 1}) {  // the read reads the last write's file
+      const FioResult f = RunFio(fio_path, i != 1, bytes, kDefaultQueueDepth, i == 2);
+      fio_round[i] = f.ok ? f.bytes_per_s / 1e9 : 0;
+      KeepBest(fio[i], f);
+      if (i == 2) ::unlink(fio_path.c_str());
+    }
   };
   auto runtime = [&](bool first) -> bool {
     ::unlink(plain_path.c_str());  // the rename would free the old file's blocks in the timing
     auto s = TimedCopy(rt, {.src = host(a, plain), .dst = file(plain_name, plain)}, "SYS->DSK");
     if (!s) return false;
     write.Add(*s);
+    last_write = *s;
     std::memset(b.data(), 0, b.size());
     s = TimedCopy(rt, {.src = file(plain_name, plain), .dst = host(b, plain)}, "DSK->SYS");
     if (!s) return false;
     read.Add(*s);
+    last_read = *s;
     if (first && std::memcmp(a.data(), b.data(), bytes) != 0) {
       std::fprintf(stderr, "disk bench: DSK->SYS read back other bytes than SYS->DSK wrote\n");
       return false;
@@ -274,6 +328,7 @@ void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool dir
                   "SYS->DSK (durable=false)");
     if (!s) return false;
     write_nosync.Add(*s);
+    last_nosync = *s;
     // What durable=true adds, measured directly: the data went out with
     // O_DIRECT, so this is the file's metadata, the device cache flush and
     // the directory (DiskEndpoint::Commit syncs both).
@@ -283,6 +338,7 @@ void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool dir
     s = TimedCopy(rt, {.src = host(a, aos), .dst = file(soa_name, soa)}, "AOS->SOA file");
     if (!s) return false;
     pipelined.Add(*s);
+    last_pipelined = *s;
     if (first) {
       std::memset(b.data(), 0, b.size());
       if (!TimedCopy(rt, {.src = file(soa_name, soa), .dst = host(b, soa)}, "SOA file read")) {
@@ -303,6 +359,19 @@ void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool dir
     staged_write.Add(*s);
     return true;
   };
+  if (const char* e = std::getenv("H4_CONVLOOP")) {  // TEMP experiment
+    for (int i = 0; i < std::atoi(e); ++i) {
+      ::unlink(plain_path.c_str());
+      auto p = TimedCopy(rt, {.src = host(a, plain), .dst = file(plain_name, plain)}, "p");
+      ::unlink(soa_path.c_str());
+      auto q = TimedCopy(rt, {.src = host(a, aos), .dst = file(soa_name, soa)}, "c");
+      std::fprintf(stderr, "H4 plain %.1f ms conv %.1f ms ratio %.3f\n", *p * 1e3, *q * 1e3, *p / *q);
+    }
+    remove_files();
+    return;
+  }
+  Rounds read_rounds, write_rounds, nosync_rounds, convert_rounds;
+  const double gb = static_cast<double>(bytes) / 1e9;
   for (int rep = 0; rep < repeat; ++rep) {
     if (rep % 2) with_fio();
     if (!runtime(rep == 0)) {
@@ -310,8 +379,16 @@ void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool dir
       return;
     }
     if (rep % 2 == 0) with_fio();
+    read_rounds.Add(gb / last_read, fio_round[1]);
+    write_rounds.Add(gb / last_write, fio_round[2]);
+    nosync_rounds.Add(gb / last_nosync, fio_round[0]);
+    convert_rounds.Add(static_cast<double>(aos_bytes) / 1e9 / last_pipelined, gb / last_write);
   }
   remove_files();
+  read_rounds.Print("runtime DSK->SYS vs fio read");
+  write_rounds.Print("runtime SYS->DSK (durable) vs fio write + end_fsync");
+  nosync_rounds.Print("runtime SYS->DSK (durable=false) vs fio write");
+  convert_rounds.Print("AOS->SOA file vs plain durable write");
 
   const double sync_ms = fsync_cost.seconds < 1e300 ? fsync_cost.seconds * 1e3 : -1;
   std::fprintf(stderr,
@@ -326,20 +403,20 @@ void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool dir
     const char* scenario;
     const char* metric;
     const Best* ours;
-    bool write;
+    int fio;  // index into fio[]
     const char* target;
   };
-  for (const Case& c : {Case{"disk_read_runtime", "throughput", &read, false, ">= 0.9"},
-                        Case{"disk_write_runtime", "throughput", &write, true, ">= 0.9"},
-                        Case{"disk_write_runtime", "durable=false", &write_nosync, true, ""}}) {
+  for (const Case& c : {Case{"disk_read_runtime", "throughput", &read, 1, ">= 0.9"},
+                        Case{"disk_write_runtime", "throughput", &write, 2, ">= 0.9"},
+                        Case{"disk_write_runtime", "durable=false", &write_nosync, 0, ""}}) {
     const double gbps = c.ours->GBps(bytes);
-    const FioResult& f = fio[!c.write];
+    const FioResult& f = fio[c.fio];
     if (!f.ok) {
       std::fprintf(stderr, "  fio unavailable: %s\n", f.detail.c_str());
       report.Add({c.scenario, c.metric, gbps, "GB/s", "fio unavailable", 0, 0, ""});
       continue;
     }
-    report.Add({c.scenario, c.metric, gbps, "GB/s", FioBaseline(c.write, direct),
+    report.Add({c.scenario, c.metric, gbps, "GB/s", FioBaseline(c.fio != 1, direct, c.fio == 2),
                 f.bytes_per_s / 1e9, gbps / (f.bytes_per_s / 1e9), c.target});
   }
   if (sync_ms >= 0) {
@@ -371,6 +448,7 @@ void RunDisk(const std::string& dir, uint64_t bytes, Report& report, int repeat)
   const unsigned depth = kDefaultQueueDepth;  // fio gets the channel's queue depth
 
   double ours[2] = {1e300, 1e300};  // seconds: write, read
+  double ours_round[2] = {}, fio_round[2] = {};  // this round's seconds, GB/s
   FioResult fio[2];
   bool direct = true;
   // Each round: the channels write a fresh file and read it back, and fio
@@ -385,25 +463,42 @@ void RunDisk(const std::string& dir, uint64_t bytes, Report& report, int repeat)
         return false;
       }
       direct = direct && file->direct_fd() >= 0;
+      // Sized before the timing, as fio and DiskEndpoint::OpenForWrite do:
+      // O_DIRECT writes past the end of the file are serialised by ext4
+      // and XFS (each extends i_size), which fio never measures.
+      if (write && ::ftruncate(file->fd(), static_cast<off_t>(bytes)) != 0) {
+        std::fprintf(stderr, "disk bench: ftruncate %s: %s\n", path.c_str(), std::strerror(errno));
+        return false;
+      }
       const auto s = RunChannel(write ? *writer : *reader, write, file->Ref(), bytes, host);
       if (!s) return false;
       ours[!write] = std::min(ours[!write], *s);
+      ours_round[!write] = *s;
     }
     return true;
   };
   auto with_fio = [&] {
     ::unlink(path.c_str());
-    for (const bool write : {true, false}) KeepBest(fio[!write], RunFio(path, write, bytes, depth));
+    for (const bool write : {true, false}) {
+      const FioResult f = RunFio(path, write, bytes, depth);
+      fio_round[!write] = f.ok ? f.bytes_per_s / 1e9 : 0;
+      KeepBest(fio[!write], f);
+    }
   };
-  for (int rep = 0; rep < kRepeat; ++rep) {
+  Rounds rounds[2];
+  const double gb = static_cast<double>(bytes) / 1e9;
+  for (int rep = 0; rep < (std::getenv("H4_SKIPCH") ? 0 : kRepeat); ++rep) {
     if (rep % 2) with_fio();
     if (!channels()) {
       ::unlink(path.c_str());
       return;
     }
     if (rep % 2 == 0) with_fio();
+    for (int i : {0, 1}) rounds[i].Add(gb / ours_round[i], fio_round[i]);
   }
   ::unlink(path.c_str());
+  rounds[0].Print("channel write vs fio write");
+  rounds[1].Print("channel read vs fio read");
 
   for (const bool write : {true, false}) {
     const std::string name = write ? "disk_write_1MiB" : "disk_read_1MiB";

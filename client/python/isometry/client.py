@@ -442,8 +442,15 @@ class Client:
         fields: FieldsLike,
         layout: str,
         offset: int = 0,
+        memory: str = "",
+        file: str = "",
     ) -> Instance:
         """Registers an instance: an index space x fields stored in ``alloc``.
+
+        Other nodes' instances (a cluster): ``memory="node-b:sys0"`` with
+        ``alloc`` an allocation published on node-b, or
+        ``memory="node-b:dsk0", file="x.bin"`` (``alloc`` 0) for a file of
+        its DSK memory. A file of this node's DSK memory: ``memory="dsk0"``.
 
         Args:
             alloc: the allocation that holds it (its own or a published one).
@@ -459,11 +466,13 @@ class Client:
             an :class:`Instance` with the daemon's id and the storage size.
         """
         spec = pb.InstanceSpec(
-            allocation=_id(alloc, "register_instance"),
+            allocation=_id(alloc, "register_instance") if alloc else 0,
             offset=offset,
             bounds=_box(bounds, "bounds"),
             fields=_fields(fields),
             layout=layout,
+            memory=memory,
+            file=file,
         )
         r = self._call("RegisterInstance", pb.RegisterInstanceRequest(spec=spec))
         return Instance(
@@ -585,6 +594,10 @@ class Client:
     def channels(self) -> list:
         """The daemon's channels (ChannelInfo messages)."""
         return list(self._call("ListChannels", pb.ListChannelsRequest()).channels)
+
+    def peers(self) -> "pb.ListPeersResponse":
+        """This node's name and its peer daemons (state, round trip, data links)."""
+        return self._call("ListPeers", pb.ListPeersRequest())
 
     def status(self) -> "pb.StatusResponse":
         """Daemon counters: sessions, transfers, allocations, instances, ..."""

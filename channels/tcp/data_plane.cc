@@ -1,0 +1,96 @@
+#include "channels/tcp/data_plane.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+namespace isometry::net {
+
+Result<std::unique_ptr<DataPlane>> DataPlane::Create(const DataOptions& options) {
+  if (options.connections < 1 || options.connections > 64) {
+    return InvalidArgument("data connections per peer must be 1 to 64, not ", options.connections);
+  }
+  std::unique_ptr<DataPlane> p(new DataPlane(options));
+  ISO_ASSIGN_OR_RETURN(auto bound, ListenOn(options.listen));
+  p->listen_fd_ = bound.first;
+  p->address_ = bound.second;
+  return p;
+}
+
+DataPlane::~DataPlane() {
+  if (listen_fd_ >= 0) ::shutdown(listen_fd_, SHUT_RDWR);
+  if (acceptor_.joinable()) acceptor_.join();
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+  std::map<std::string, std::unique_ptr<PeerLink>> links;
+  {
+    std::lock_guard lock(mu_);
+    links.swap(links_);
+  }
+  links.clear();
+}
+
+void DataPlane::Start(TokenCheck check, LinkDown on_down) {
+  check_ = std::move(check);
+  on_down_ = std::move(on_down);
+  acceptor_ = std::thread([this] { AcceptLoop(); });
+  spdlog::info("data plane listening on {} ({} connection(s) per peer, checksums {})", address_,
+               options_.connections, options_.checksum ? "on" : "off");
+}
+
+PeerLink& DataPlane::Link(const std::string& peer) {
+  std::lock_guard lock(mu_);
+  auto& l = links_[peer];
+  if (!l) {
+    l = std::make_unique<PeerLink>(peer, options_, &completer_, [this, peer](const Status& why) {
+      if (on_down_) on_down_(peer, why);
+    });
+  }
+  return *l;
+}
+
+void DataPlane::AcceptLoop() {
+  while (true) {
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      return;  // shut down
+    }
+    Handshake(fd);
+  }
+}
+
+void DataPlane::Handshake(int fd) {
+  // A connecting node has this long to say who it is.
+  timeval tv{static_cast<time_t>(options_.timeout_ms / 1000),
+             static_cast<suseconds_t>((options_.timeout_ms % 1000) * 1000)};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  FrameHeader h;
+  Status s = RecvAll(fd, &h, sizeof h);
+  if (s.ok()) s = CheckHeader(h);
+  if (s.ok() && h.type != FrameType::kHello) s = absl::DataLossError("first frame is not HELLO");
+  std::string token(s.ok() ? h.length : 0, '\0');
+  if (s.ok()) s = RecvAll(fd, token.data(), h.length);
+  Result<std::string> peer = s.ok() ? check_(h.code, token) : Result<std::string>(s);
+  FrameHeader reply;
+  if (!peer.ok()) {
+    const std::string why(peer.status().message());
+    spdlog::warn("data connection from node {} refused: {}", h.code, why);
+    reply.type = FrameType::kAbort;
+    reply.code = static_cast<uint32_t>(peer.status().code());
+    reply.length = why.size();
+    (void)SendFrame(fd, reply, why.data());
+    ::close(fd);
+    return;
+  }
+  reply.type = FrameType::kHello;
+  if (!SendFrame(fd, reply).ok()) {
+    ::close(fd);
+    return;
+  }
+  timeval none{};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
+  Link(*peer).AddIncoming(fd);
+}
+
+}  // namespace isometry::net

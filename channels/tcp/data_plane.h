@@ -1,0 +1,51 @@
+// A node's network data plane: the listening socket for peers' data
+// connections and one PeerLink per peer (peer_link.h).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "channels/tcp/peer_link.h"
+
+namespace isometry::net {
+
+class DataPlane {
+ public:
+  // Says which peer a connecting node is: checks the token the node
+  // presents (issued to it at the gRPC hello); an error refuses it.
+  using TokenCheck = std::function<Result<std::string>(uint32_t node, const std::string& token)>;
+  // A link went down (a connection broke or the peer was declared dead).
+  using LinkDown = std::function<void(const std::string& peer, const Status& why)>;
+
+  // Binds options.listen (so address() is known); Start() accepts.
+  static Result<std::unique_ptr<DataPlane>> Create(const DataOptions& options);
+  ~DataPlane();
+
+  void Start(TokenCheck check, LinkDown on_down);
+  // The bound address, e.g. "0.0.0.0:41234".
+  const std::string& address() const { return address_; }
+  const DataOptions& options() const { return options_; }
+  // The link of a peer, made on first use; valid while the plane lives.
+  PeerLink& Link(const std::string& peer);
+
+ private:
+  explicit DataPlane(const DataOptions& options) : options_(options) {}
+  void AcceptLoop();
+  void Handshake(int fd);
+
+  const DataOptions options_;
+  int listen_fd_ = -1;
+  std::string address_;
+  TokenCheck check_;
+  LinkDown on_down_;
+  Completer completer_;
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<PeerLink>> links_;  // guarded by mu_
+  std::thread acceptor_;
+};
+
+}  // namespace isometry::net

@@ -1,0 +1,72 @@
+// The data connections between peer daemons: frame format and socket
+// helpers (RemoteMemcpy over TCP).
+//
+// Every frame is a fixed 48-byte header, then `length` payload bytes. A
+// connection opens with HELLO (the connecting node's id and the token its
+// peer issued it at the gRPC hello) answered by HELLO (accepted) or ABORT
+// (refused, with the reason). Then, on a connection node A opened to node
+// B: A sends DATA (chunk k of transfer t) only after B sent CREDIT for it,
+// so B never buffers data it has no room for; ABORT (either way) ends a
+// transfer on both nodes. Fields are in host byte order: peers must share
+// an architecture (the hello compares the magic, so a mismatch is refused).
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+#include "layout/copy_program.h"
+
+namespace isometry::net {
+
+inline constexpr uint32_t kFrameMagic = 0x4d4f5349;  // "ISOM"
+inline constexpr uint16_t kDataProtocolVersion = 1;
+inline constexpr uint64_t kMaxControlPayload = 64 << 10;
+inline constexpr uint64_t kMaxDataPayload = 1ull << 30;
+
+enum class FrameType : uint8_t { kHello = 1, kData = 2, kCredit = 3, kAbort = 4 };
+inline constexpr uint8_t kFlagChecksum = 1;  // `checksum` is XXH3-64 of the payload
+
+struct FrameHeader {
+  uint32_t magic = kFrameMagic;
+  FrameType type = FrameType::kHello;
+  uint8_t flags = 0;
+  uint16_t version = kDataProtocolVersion;
+  uint32_t code = 0;  // ABORT: the status code; HELLO: the sender's node id
+  uint32_t reserved = 0;
+  uint64_t transfer = 0;
+  uint64_t chunk = 0;
+  uint64_t length = 0;  // payload bytes that follow
+  uint64_t checksum = 0;
+};
+static_assert(sizeof(FrameHeader) == 48);
+
+// Checks magic, version, type and the payload bound of a received header.
+Status CheckHeader(const FrameHeader& h);
+
+// Blocking I/O of whole buffers; errors name the errno. Sends never raise
+// SIGPIPE.
+Status SendAll(int fd, struct iovec* iov, int count);
+Status SendFrame(int fd, const FrameHeader& h, const void* payload = nullptr);
+Status RecvAll(int fd, void* data, uint64_t length);
+Status Discard(int fd, uint64_t length);
+
+// Connects to "host:port" within `timeout_ms`.
+Result<int> ConnectTo(const std::string& address, uint32_t timeout_ms);
+// Listens on "host:port" (port 0: any); returns the fd and the bound address.
+Result<std::pair<int, std::string>> ListenOn(const std::string& address);
+// Data-connection options: no Nagle, and a dead peer noticed within
+// `timeout_ms` (unacknowledged data: TCP_USER_TIMEOUT; idle: keepalive).
+void TuneSocket(int fd, uint32_t timeout_ms);
+
+// Bytes from the first to the last byte a program touches on its source
+// (or destination) side: the size of the dense chunk it reads (writes).
+uint64_t SourceSpan(const CopyProgram& p);
+uint64_t DestinationSpan(const CopyProgram& p);
+// True when the program is one contiguous run starting at offset 0 of the
+// side that is the wire (so the bytes go straight to or from memory).
+bool WireIsOneRun(const CopyProgram& p, bool wire_is_dst);
+
+}  // namespace isometry::net

@@ -1,0 +1,507 @@
+#include "channels/tcp/peer_link.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "layout/executor.h"
+
+namespace isometry::net {
+
+using Clock = std::chrono::steady_clock;
+
+// ---- Completer ----
+
+Completer::Completer() {
+  thread_ = std::thread([this] {
+    std::unique_lock lock(mu_);
+    while (true) {
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      auto fn = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      fn();
+      lock.lock();
+    }
+  });
+}
+
+Completer::~Completer() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Completer::Post(std::function<void()> fn) {
+  {
+    std::lock_guard lock(mu_);
+    queue_.push_back(std::move(fn));
+  }
+  cv_.notify_all();
+}
+
+// ---- connections ----
+
+struct PeerLink::Job {
+  FrameHeader header;
+  std::string control;            // HELLO / ABORT payload
+  std::optional<Request> data;    // DATA: what to send
+};
+
+struct PeerLink::Conn {
+  int fd = -1;
+  bool outgoing = false;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Job> queue;  // guarded by mu
+  bool closing = false;   // guarded by mu
+  std::thread reader, writer;
+  std::vector<std::byte> send_bounce, recv_bounce;  // owned by the writer / reader thread
+
+  ~Conn() {
+    if (reader.joinable()) reader.join();
+    if (writer.joinable()) writer.join();
+    if (fd >= 0) ::close(fd);
+  }
+  // Wakes both threads for good: they exit, the destructor joins them.
+  void Close(std::vector<std::function<void()>>& calls, const Status& why) {
+    std::lock_guard lock(mu);
+    if (!closing) ::shutdown(fd, SHUT_RDWR);
+    closing = true;
+    for (Job& j : queue) {
+      if (j.data) calls.push_back([d = std::move(j.data->done), why] { d(why); });
+    }
+    queue.clear();
+    cv.notify_all();
+  }
+};
+
+PeerLink::PeerLink(std::string peer, const DataOptions& options, Completer* completer,
+                   std::function<void(const Status&)> on_down)
+    : peer_(std::move(peer)),
+      options_(options),
+      completer_(completer),
+      on_down_(std::move(on_down)),
+      limiter_(options.rate_limit_bytes_per_s ? options.rate_limit_bytes_per_s : 1) {}
+
+PeerLink::~PeerLink() {
+  Fail(absl::CancelledError(StrCat("data link to peer '", peer_, "' closed")));
+  std::vector<std::shared_ptr<Conn>> old;
+  {
+    std::lock_guard lock(mu_);
+    old.swap(closed_);
+  }
+  old.clear();  // joins, without the lock the threads may still take
+}
+
+int PeerLink::outgoing() const {
+  std::lock_guard lock(mu_);
+  return static_cast<int>(out_.size());
+}
+int PeerLink::incoming() const {
+  std::lock_guard lock(mu_);
+  return static_cast<int>(in_.size());
+}
+uint64_t PeerLink::bytes_sent() const {
+  std::lock_guard lock(mu_);
+  return sent_;
+}
+uint64_t PeerLink::bytes_received() const {
+  std::lock_guard lock(mu_);
+  return received_;
+}
+
+Status PeerLink::Connect(const std::string& address, uint32_t self_node, const std::string& token) {
+  {
+    std::vector<std::shared_ptr<Conn>> old;
+    std::lock_guard lock(mu_);
+    if (static_cast<int>(out_.size()) == options_.connections) return OkStatus();
+    old.swap(closed_);  // threads of failed connections have exited or are exiting
+  }
+  std::vector<std::shared_ptr<Conn>> conns;
+  for (int i = 0; i < options_.connections; ++i) {
+    ISO_ASSIGN_OR_RETURN(int fd, ConnectTo(address, options_.timeout_ms));
+    auto c = std::make_shared<Conn>();
+    c->fd = fd;
+    c->outgoing = true;
+    TuneSocket(fd, options_.timeout_ms);
+    FrameHeader h;
+    h.type = FrameType::kHello;
+    h.code = self_node;
+    h.length = token.size();
+    ISO_RETURN_IF_ERROR(SendFrame(fd, h, token.data()));
+    timeval tv{static_cast<time_t>(options_.timeout_ms / 1000),
+               static_cast<suseconds_t>((options_.timeout_ms % 1000) * 1000)};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    FrameHeader reply;
+    ISO_RETURN_IF_ERROR(RecvAll(fd, &reply, sizeof reply));
+    ISO_RETURN_IF_ERROR(CheckHeader(reply));
+    if (reply.type != FrameType::kHello) {
+      std::string why(reply.length, '\0');
+      (void)RecvAll(fd, why.data(), reply.length);
+      return absl::PermissionDeniedError(
+          StrCat("peer '", peer_, "' refused the data connection: ", why));
+    }
+    timeval none{};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
+    conns.push_back(std::move(c));
+  }
+  std::lock_guard lock(mu_);
+  std::vector<std::function<void()>> calls;
+  for (auto& c : out_) c->Close(calls, Unavailable("replaced"));
+  for (auto& c : out_) closed_.push_back(c);
+  out_ = conns;
+  for (auto& c : conns) StartConn(c);
+  for (auto& fn : calls) completer_->Post(std::move(fn));
+  spdlog::info("data link to peer '{}': {} connection(s) to {}", peer_, conns.size(), address);
+  return OkStatus();
+}
+
+void PeerLink::AddIncoming(int fd) {
+  auto c = std::make_shared<Conn>();
+  c->fd = fd;
+  TuneSocket(fd, options_.timeout_ms);
+  std::lock_guard lock(mu_);
+  if (static_cast<int>(in_.size()) >= options_.connections) {
+    // The peer opened a new set (it restarted or reconnected): the oldest
+    // connections are stale.
+    std::vector<std::function<void()>> calls;
+    in_.front()->Close(calls, Unavailable("replaced"));
+    closed_.push_back(in_.front());
+    in_.erase(in_.begin());
+    for (auto& fn : calls) completer_->Post(std::move(fn));
+  }
+  in_.push_back(c);
+  StartConn(c);
+}
+
+void PeerLink::StartConn(std::shared_ptr<Conn> c) {
+  Conn* raw = c.get();
+  // The threads use the raw pointer: the link's vectors own the Conn and
+  // destroy it (joining them) only from other threads.
+  raw->reader = std::thread([this, raw] { Reader(raw); });
+  raw->writer = std::thread([this, raw] { Writer(raw); });
+}
+
+void PeerLink::Fail(const Status& why) {
+  std::vector<std::function<void()>> calls;
+  bool had = false;
+  {
+    std::lock_guard lock(mu_);
+    had = !out_.empty() || !in_.empty();
+    FailLocked(why, calls);
+  }
+  for (auto& fn : calls) completer_->Post(std::move(fn));
+  if (had) {
+    spdlog::warn("data link to peer '{}' is down: {}", peer_, why.ToString());
+    if (on_down_) on_down_(why);
+  }
+}
+
+void PeerLink::FailLocked(const Status& why, std::vector<std::function<void()>>& calls) {
+  for (auto* v : {&out_, &in_}) {
+    for (auto& c : *v) {
+      c->Close(calls, why);
+      closed_.push_back(c);
+    }
+    v->clear();
+  }
+  for (auto* m : {&posted_, &waiting_credit_}) {
+    for (auto& [key, r] : *m) calls.push_back([d = std::move(r.done), why] { d(why); });
+    m->clear();
+  }
+  credits_.clear();
+}
+
+void PeerLink::FailConn(Conn* c, const Status& why) {
+  {
+    std::lock_guard lock(c->mu);
+    if (c->closing) return;  // closed on purpose
+  }
+  Fail(Unavailable(StrCat("peer '", peer_, "': data connection lost: ", why.message())));
+}
+
+// ---- requests ----
+
+void PeerLink::Send(const ChannelRequest& request, RequestDone done) {
+  const Key key{request.dst_net.transfer, request.dst_net.chunk};
+  std::lock_guard lock(mu_);
+  if (auto d = dead_.find(key.first); d != dead_.end()) {
+    completer_->Post([done = std::move(done), s = d->second.first] { done(s); });
+    return;
+  }
+  if (out_.empty()) {
+    completer_->Post([done = std::move(done), p = peer_] {
+      done(Unavailable("peer '", p, "' is not connected (no data connection)"));
+    });
+    return;
+  }
+  Request r{request, std::move(done)};
+  if (credits_.erase(key)) {
+    Job j;
+    j.header.type = FrameType::kData;
+    j.data = std::move(r);
+    Enqueue(out_[key.second % out_.size()], std::move(j));
+  } else {
+    waiting_credit_.emplace(key, std::move(r));
+  }
+}
+
+void PeerLink::Post(const ChannelRequest& request, RequestDone done) {
+  const Key key{request.src_net.transfer, request.src_net.chunk};
+  std::lock_guard lock(mu_);
+  if (auto d = dead_.find(key.first); d != dead_.end()) {
+    completer_->Post([done = std::move(done), s = d->second.first] { done(s); });
+    return;
+  }
+  if (in_.empty()) {
+    completer_->Post([done = std::move(done), p = peer_] {
+      done(Unavailable("peer '", p, "' has no data connection to this node"));
+    });
+    return;
+  }
+  posted_.emplace(key, Request{request, std::move(done)});
+  Job j;
+  j.header.type = FrameType::kCredit;
+  j.header.transfer = key.first;
+  j.header.chunk = key.second;
+  Enqueue(in_[key.second % in_.size()], std::move(j));
+}
+
+void PeerLink::Abandon(uint64_t transfer, const Status& why) {
+  std::vector<std::function<void()>> calls;
+  {
+    std::lock_guard lock(mu_);
+    AbandonLocked(transfer, why, calls);
+    Job j;
+    j.header.type = FrameType::kAbort;
+    j.header.transfer = transfer;
+    j.header.code = static_cast<uint32_t>(why.code());
+    j.control = std::string(why.message()).substr(0, kMaxControlPayload);
+    j.header.length = j.control.size();
+    if (!out_.empty()) {
+      Enqueue(out_.front(), std::move(j));
+    } else if (!in_.empty()) {
+      Enqueue(in_.front(), std::move(j));
+    }
+  }
+  for (auto& fn : calls) completer_->Post(std::move(fn));
+}
+
+void PeerLink::AbandonLocked(uint64_t transfer, const Status& why,
+                             std::vector<std::function<void()>>& calls) {
+  PruneDeadLocked();
+  dead_[transfer] = {why, Clock::now()};
+  for (auto* m : {&posted_, &waiting_credit_}) {
+    auto it = m->lower_bound({transfer, 0});
+    while (it != m->end() && it->first.first == transfer) {
+      calls.push_back([d = std::move(it->second.done), why] { d(why); });
+      it = m->erase(it);
+    }
+  }
+  credits_.erase(credits_.lower_bound({transfer, 0}), credits_.lower_bound({transfer + 1, 0}));
+}
+
+void PeerLink::PruneDeadLocked() {
+  // A transfer's halves end within a timeout of each other; a minute later
+  // nothing of it can still arrive.
+  const auto cutoff = Clock::now() - std::chrono::minutes(1);
+  for (auto it = dead_.begin(); it != dead_.end();) {
+    it = it->second.second < cutoff ? dead_.erase(it) : std::next(it);
+  }
+}
+
+void PeerLink::OnAbortFrame(const FrameHeader& h, const std::string& message) {
+  std::vector<std::function<void()>> calls;
+  {
+    std::lock_guard lock(mu_);
+    if (dead_.count(h.transfer)) return;  // we ended it first
+    const Status why(static_cast<absl::StatusCode>(h.code),
+                     StrCat("peer '", peer_, "' ended the transfer: ", message));
+    AbandonLocked(h.transfer, why, calls);
+  }
+  for (auto& fn : calls) completer_->Post(std::move(fn));
+}
+
+void PeerLink::Enqueue(const std::shared_ptr<Conn>& c, Job job) {
+  std::lock_guard lock(c->mu);
+  c->queue.push_back(std::move(job));
+  c->cv.notify_one();
+}
+
+// ---- threads ----
+
+void PeerLink::Writer(Conn* c) {
+  while (true) {
+    Job job;
+    {
+      std::unique_lock lock(c->mu);
+      c->cv.wait(lock, [&] { return c->closing || !c->queue.empty(); });
+      if (c->closing) return;
+      job = std::move(c->queue.front());
+      c->queue.pop_front();
+    }
+    if (job.data) {
+      std::optional<Status> dead;
+      {
+        std::lock_guard lock(mu_);
+        auto d = dead_.find(job.data->request.dst_net.transfer);
+        if (d != dead_.end()) dead = d->second.first;
+      }
+      if (dead) {
+        job.data->done(*dead);
+        continue;
+      }
+    }
+    Status s = WriteJob(*c, job);
+    if (job.data) job.data->done(s);
+    if (!s.ok()) {
+      FailConn(c, s);
+      return;
+    }
+  }
+}
+
+Status PeerLink::WriteJob(Conn& c, Job& job) {
+  if (!job.data) return SendFrame(c.fd, job.header, job.control.data());
+  const ChannelRequest& r = job.data->request;
+  const CopyProgram& program = *r.program;
+  const uint64_t span = DestinationSpan(program);
+  const std::byte* payload;
+  if (WireIsOneRun(program, /*wire_is_dst=*/true)) {
+    payload = r.src + program.ops[0].src_offset;  // straight from memory
+  } else {
+    c.send_bounce.resize(span);
+    ExecuteProgram(program, r.src, c.send_bounce.data());
+    payload = c.send_bounce.data();
+  }
+  FrameHeader& h = job.header;
+  h.transfer = r.dst_net.transfer;
+  h.chunk = r.dst_net.chunk;
+  h.length = span;
+  if (options_.checksum) {
+    h.flags |= kFlagChecksum;
+    h.checksum = XXH3_64bits(payload, span);
+  }
+  const auto until = options_.rate_limit_bytes_per_s ? limiter_.Reserve(span) : Clock::now();
+  ISO_RETURN_IF_ERROR(SendFrame(c.fd, h, payload));
+  std::this_thread::sleep_until(until);
+  std::lock_guard lock(mu_);
+  sent_ += span;
+  return OkStatus();
+}
+
+void PeerLink::Reader(Conn* c) {
+  while (true) {
+    FrameHeader h;
+    Status s = RecvAll(c->fd, &h, sizeof h);
+    if (s.ok()) s = CheckHeader(h);
+    if (s.ok()) {
+      switch (h.type) {
+        case FrameType::kData:
+          s = c->outgoing ? absl::DataLossError("DATA on an outgoing connection")
+                          : ReceiveData(*c, h);
+          break;
+        case FrameType::kCredit: {
+          if (!c->outgoing) {
+            s = absl::DataLossError("CREDIT on an incoming connection");
+            break;
+          }
+          std::lock_guard lock(mu_);
+          const Key key{h.transfer, h.chunk};
+          if (dead_.count(h.transfer) || out_.empty()) break;
+          auto it = waiting_credit_.find(key);
+          if (it == waiting_credit_.end()) {
+            credits_.insert(key);
+            break;
+          }
+          Job j;
+          j.header.type = FrameType::kData;
+          j.data = std::move(it->second);
+          waiting_credit_.erase(it);
+          Enqueue(out_[key.second % out_.size()], std::move(j));
+          break;
+        }
+        case FrameType::kAbort: {
+          std::string message(h.length, '\0');
+          s = RecvAll(c->fd, message.data(), h.length);
+          if (s.ok()) OnAbortFrame(h, message);
+          break;
+        }
+        case FrameType::kHello:
+          s = absl::DataLossError("unexpected HELLO");
+          break;
+      }
+    }
+    if (!s.ok()) {
+      FailConn(c, s);
+      return;
+    }
+  }
+}
+
+Status PeerLink::ReceiveData(Conn& c, const FrameHeader& h) {
+  std::optional<Request> r;
+  {
+    std::lock_guard lock(mu_);
+    auto it = posted_.find({h.transfer, h.chunk});
+    if (it == posted_.end()) {
+      if (!dead_.count(h.transfer)) {
+        return absl::DataLossError(
+            StrCat("chunk ", h.chunk, " of transfer ", h.transfer, " arrived without credit"));
+      }
+    } else {
+      r = std::move(it->second);
+      posted_.erase(it);
+    }
+  }
+  if (!r) return Discard(c.fd, h.length);  // the transfer ended meanwhile
+  const CopyProgram& program = *r->request.program;
+  const uint64_t span = SourceSpan(program);
+  if (h.length != span) {
+    ISO_RETURN_IF_ERROR(Discard(c.fd, h.length));
+    r->done(absl::DataLossError(StrCat("peer '", peer_, "': chunk ", h.chunk, " of transfer ",
+                                       h.transfer, " has ", h.length, " bytes, expected ", span)));
+    return OkStatus();
+  }
+  const bool direct = WireIsOneRun(program, /*wire_is_dst=*/false);
+  std::byte* target;
+  if (direct) {
+    target = r->request.dst + program.ops[0].dst_offset;  // straight into place
+  } else {
+    c.recv_bounce.resize(span);
+    target = c.recv_bounce.data();
+  }
+  Status s = RecvAll(c.fd, target, span);
+  if (!s.ok()) {
+    r->done(Unavailable(StrCat("peer '", peer_, "': ", s.message())));
+    return s;
+  }
+  if (options_.corrupt_chunk && *options_.corrupt_chunk == h.chunk && span > 0) {
+    target[span / 2] ^= std::byte{0x5a};  // fault injection (tests)
+  }
+  if (h.flags & kFlagChecksum) {
+    const uint64_t got = XXH3_64bits(target, span);
+    if (got != h.checksum) {
+      r->done(absl::DataLossError(StrCat("peer '", peer_, "': chunk ", h.chunk, " of transfer ",
+                                         h.transfer, " failed its checksum (sent ", h.checksum,
+                                         ", received ", got, ")")));
+      return OkStatus();
+    }
+  }
+  if (!direct) ExecuteProgram(program, target, r->request.dst);
+  {
+    std::lock_guard lock(mu_);
+    received_ += span;
+  }
+  r->done(OkStatus());
+  return OkStatus();
+}
+
+}  // namespace isometry::net

@@ -1,0 +1,128 @@
+// The data connections with one peer daemon, and the credit protocol that
+// paces a cross-node hop (frame.h).
+//
+// Outgoing connections (this node connected them) carry the DATA of hops
+// whose sending half runs here; incoming ones (the peer connected them)
+// carry the DATA of hops whose receiving half runs here. A transfer's
+// chunk k always travels on connection k % n, so a transfer is striped
+// over all of them. Every connection has a reader and a writer thread:
+// blocking I/O on a few connections with megabyte frames is what an event
+// loop would reduce to, without its extra copy-out of the ready list (see
+// README, "Network channel").
+//
+// Receiving half: Post() remembers where chunk k goes and sends CREDIT;
+// the DATA that follows lands straight in the destination or ring slot
+// (one contiguous run) or is scattered from a bounce buffer. Sending half:
+// Send() waits for the credit, then writes the chunk (straight from
+// memory when it is one run). Any broken connection fails every request
+// in flight with UNAVAILABLE and takes the link down until Connect().
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "channels/channel.h"
+#include "channels/rate_limiter.h"
+#include "channels/tcp/frame.h"
+
+namespace isometry::net {
+
+struct DataOptions {
+  std::string listen = "0.0.0.0:0";  // data connections from peers
+  int connections = 4;               // per peer and direction
+  bool checksum = false;             // XXH3-64 per chunk, checked by the receiver
+  uint32_t timeout_ms = 3000;        // a silent peer is dead after this
+  uint64_t rate_limit_bytes_per_s = 0;  // sending cap per peer; 0 = none
+  // Fault injection for tests: the receiver flips a byte of this chunk
+  // (of every transfer) before checking it.
+  std::optional<uint64_t> corrupt_chunk;
+};
+
+// Runs failure completions on its own thread (never inside the call that
+// caused them, which may hold the runtime's lock).
+class Completer {
+ public:
+  Completer();
+  ~Completer();
+  void Post(std::function<void()> fn);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+class PeerLink {
+ public:
+  PeerLink(std::string peer, const DataOptions& options, Completer* completer,
+           std::function<void(const Status&)> on_down);
+  ~PeerLink();
+
+  const std::string& peer() const { return peer_; }
+  // Opens this node's connections to the peer (closing old ones).
+  Status Connect(const std::string& address, uint32_t self_node, const std::string& token);
+  // A connection the peer opened, after its hello was accepted.
+  void AddIncoming(int fd);
+  // Closes every connection and fails what is in flight with `why`.
+  void Fail(const Status& why);
+
+  void Send(const ChannelRequest& request, RequestDone done);
+  void Post(const ChannelRequest& request, RequestDone done);
+  void Abandon(uint64_t transfer, const Status& why);
+
+  int outgoing() const;
+  int incoming() const;
+  uint64_t bytes_sent() const;
+  uint64_t bytes_received() const;
+
+ private:
+  struct Job;
+  struct Conn;
+  using Key = std::pair<uint64_t, uint64_t>;  // (transfer, chunk)
+  struct Request {
+    ChannelRequest request;
+    RequestDone done;
+  };
+
+  void StartConn(std::shared_ptr<Conn> c);
+  void Reader(Conn* c);
+  void Writer(Conn* c);
+  Status WriteJob(Conn& c, Job& job);
+  Status ReceiveData(Conn& c, const FrameHeader& h);
+  void OnAbortFrame(const FrameHeader& h, const std::string& message);
+  void Enqueue(const std::shared_ptr<Conn>& c, Job job);
+  void FailConn(Conn* c, const Status& why);
+  void FailLocked(const Status& why, std::vector<std::function<void()>>& calls);
+  void AbandonLocked(uint64_t transfer, const Status& why,
+                     std::vector<std::function<void()>>& calls);
+  void PruneDeadLocked();
+
+  const std::string peer_;
+  const DataOptions options_;
+  Completer* const completer_;
+  const std::function<void(const Status&)> on_down_;
+  RateLimiter limiter_;
+
+  mutable std::mutex mu_;
+  std::vector<std::shared_ptr<Conn>> out_, in_;       // live connections
+  std::vector<std::shared_ptr<Conn>> closed_;         // joined later, off their own threads
+  std::map<Key, Request> posted_;                     // receiving: chunk -> where it goes
+  std::map<Key, Request> waiting_credit_;             // sending: chunk -> what to send
+  std::set<Key> credits_;                             // credits that came before the chunk
+  std::map<uint64_t, std::pair<Status, std::chrono::steady_clock::time_point>> dead_;
+  uint64_t sent_ = 0, received_ = 0;
+};
+
+}  // namespace isometry::net

@@ -1,0 +1,51 @@
+#include "channels/tcp/tcp_channel.h"
+
+namespace isometry {
+
+namespace {
+
+class TcpChannel final : public Channel {
+ public:
+  TcpChannel(const ChannelConfig& config, net::PeerLink& link) : link_(link) {
+    caps_.name = config.name;
+    caps_.kind = ChannelKind::kRemoteMemcpy;
+    caps_.memory_kinds = {{MemoryKind::kSys, MemoryKind::kSys}};
+    caps_.converts_layout = false;  // it can (a bounce buffer), but a Memcpy hop does it better
+    caps_.request_bytes = config.request_bytes;
+    // Requests waiting for credits or data hold no thread; the bound only
+    // keeps one transfer from queueing its whole box.
+    caps_.max_in_flight = config.max_in_flight > 0 ? config.max_in_flight : 64;
+    caps_.rate_limit_bytes_per_s = config.rate_limit_bytes_per_s;
+  }
+
+  const ChannelCaps& caps() const override { return caps_; }
+
+  void Submit(ChannelRequest request, RequestDone done) override {
+    if (request.dst_net.valid) {
+      link_.Send(request, std::move(done));
+    } else if (request.src_net.valid) {
+      link_.Post(request, std::move(done));
+    } else {
+      // Programming error of the caller; reported, never crashed on.
+      std::thread([done = std::move(done), n = caps_.name] {
+        done(absl::InternalError(StrCat("channel '", n, "': a request without a network end")));
+      }).detach();
+    }
+  }
+
+  void AbandonTransfer(uint64_t transfer, const Status& why) override {
+    link_.Abandon(transfer, why);
+  }
+
+ private:
+  ChannelCaps caps_;
+  net::PeerLink& link_;
+};
+
+}  // namespace
+
+std::unique_ptr<Channel> MakeTcpChannel(const ChannelConfig& config, net::PeerLink& link) {
+  return std::make_unique<TcpChannel>(config, link);
+}
+
+}  // namespace isometry

@@ -1,0 +1,18 @@
+// RemoteMemcpy over TCP: the channel of the network hop between this node
+// and one peer. A request with dst_net is a sending half's chunk, one with
+// src_net a receiving half's (channel.h); the PeerLink moves it.
+#pragma once
+
+#include <memory>
+
+#include "channels/channel.h"
+#include "channels/tcp/peer_link.h"
+#include "config/runtime_config.h"
+
+namespace isometry {
+
+// The channel for `config` (kind remote_memcpy) over `link`, which must
+// outlive it.
+std::unique_ptr<Channel> MakeTcpChannel(const ChannelConfig& config, net::PeerLink& link);
+
+}  // namespace isometry

@@ -1,0 +1,57 @@
+// The cluster layer of isometryd: peer daemons, their topology, and copies
+// whose ends live on different nodes (DESIGN.md, "Cluster").
+//
+//  - Peers: one loop per configured peer says hello over gRPC (protocol
+//    version; HMAC proofs of the shared secret both ways; topology and data
+//    address in the reply), opens the data connections, pings every
+//    keepalive_ms (the round trip shows in `isoctl peers`), and after
+//    peer_timeout_ms of silence or a broken data connection declares the
+//    peer down: every transfer involving it fails with UNAVAILABLE and frees
+//    its buffers; then it says hello again with backoff (0.1 s doubling to
+//    5 s), so a restarted peer serves new copies without restarting anyone.
+//  - Cross-node copies: the initiating node plans the whole path over the
+//    two nodes' graphs joined by the network edge, then sets up the halves
+//    (the receiving one first): its own through its runtime, a peer's with
+//    StartHalf. Each node runs the hops that live on it; the initiator
+//    learns a remote half's end with AwaitHalf. The first failure of any
+//    half aborts the others; the copy ends when every half has ended.
+//    A third-party copy (this node asks B to send to C) has no local half.
+#pragma once
+
+#include <memory>
+
+#include "config/runtime_config.h"
+#include "daemon/node/node.h"
+#include "isometry.grpc.pb.h"
+
+namespace isometry {
+
+class Cluster final : public CrossCopier {
+ public:
+  // Reads the secret and binds the data listener; starts nothing.
+  static Result<std::unique_ptr<Cluster>> Create(const Config& config);
+  ~Cluster() override;
+
+  // For Node::Create: the network channel of each peer.
+  ChannelMaker NetChannelMaker();
+  // Serves peers and starts the peer loops (after the node exists).
+  void Start(Node* node);
+  // Stops the loops and the data plane; cross-node transfers fail. Call
+  // before the node is destroyed.
+  void Stop();
+
+  grpc::Service* service();
+  v1::ListPeersResponse ListPeers() const;
+
+  Result<std::shared_ptr<CrossTransfer>> Copy(CrossCopySpec spec,
+                                              std::function<void(Status)> done) override;
+  bool KnowsNode(const std::string& node) const override;
+
+  struct Impl;
+
+ private:
+  explicit Cluster(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace isometry

@@ -1,0 +1,69 @@
+#include "daemon/cluster/secret.h"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <spdlog/spdlog.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace isometry {
+
+Result<std::string> LoadSecret(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cluster secret file '", path, "' cannot be read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string secret = ss.str();
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+  if (secret.size() < 16) {
+    return InvalidArgument("cluster secret in '", path, "' has ", secret.size(),
+                           " bytes; use at least 16 (e.g. `head -c 32 /dev/urandom | base64`)");
+  }
+  struct stat st{};
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 0077)) {
+    spdlog::warn("cluster secret file '{}' is readable by group or others (mode {:o}); "
+                 "chmod 600 it", path, st.st_mode & 0777);
+  }
+  return secret;
+}
+
+std::string Hmac(std::string_view secret, const std::vector<std::string>& parts) {
+  std::string msg;
+  for (const std::string& p : parts) {
+    msg += p;
+    msg += '\x1f';
+  }
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), out, &len);
+  return std::string(reinterpret_cast<const char*>(out), len);
+}
+
+bool SameMac(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+std::string RandomHex(size_t bytes) {
+  std::string raw(bytes, '\0');
+  size_t got = 0;
+  while (got < bytes) {
+    const ssize_t n = ::getrandom(raw.data() + got, bytes - got, 0);
+    if (n > 0) got += static_cast<size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char c : raw) {
+    hex += kHex[c >> 4];
+    hex += kHex[c & 15];
+  }
+  return hex;
+}
+
+}  // namespace isometry

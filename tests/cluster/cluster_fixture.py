@@ -1,0 +1,238 @@
+"""Several real isometryd processes joined into one cluster, for tests and
+benchmarks: each node gets its own sockets, state and DSK directories, a
+gRPC TCP port and a data port on loopback (or in a network namespace), and
+the same shared secret.
+
+Needs Debian's /usr/bin/python3 (python3-grpcio, python3-protobuf) and
+ISOMETRY_PYTHONPATH pointing at build/python.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+if os.environ.get("ISOMETRY_PYTHONPATH"):
+    sys.path.insert(0, os.environ["ISOMETRY_PYTHONPATH"])
+
+import isometry  # noqa: E402
+
+CONFIG = """\
+[daemon]
+local_socket = "{dir}/local.sock"
+grpc_socket = "{dir}/grpc.sock"
+grpc_tcp = "{host}:{grpc_port}"
+state_dir = "{dir}/state"
+log_level = "info"
+shutdown_grace_ms = 1000
+calibrate = false
+
+[runtime]
+node = {node_id}
+space_threshold = "{th}"
+inline_bytes = "64KiB"
+
+[cluster]
+node_name = "{name}"
+secret_file = "{secret}"
+data_listen = "{host}:0"
+data_connections = {connections}
+checksum = {checksum}
+peer_timeout_ms = {timeout_ms}
+keepalive_ms = {keepalive_ms}
+request_size = "{request}"
+{extra_cluster}
+
+[[memory]]
+name = "sys0"
+kind = "SYS"
+staging = "256MiB"
+pool = "{pool}"
+client_quota = "{pool}"
+
+[[memory]]
+name = "dsk0"
+kind = "DSK"
+staging = "0"
+directory = "{dir}/dsk"
+
+[[channel]]
+name = "memcpy0"
+kind = "memcpy"
+threads = 2
+request_size = "4MiB"
+
+[[channel]]
+name = "disk_read0"
+kind = "disk_read"
+threads = 1
+request_size = "4MiB"
+
+[[channel]]
+name = "disk_write0"
+kind = "disk_write"
+threads = 1
+request_size = "4MiB"
+{peers}
+"""
+
+
+def free_port(host="127.0.0.1"):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class Node:
+    def __init__(self, cluster, name, node_id, host, netns=None, env=None):
+        self.cluster = cluster
+        self.name = name
+        self.node_id = node_id
+        self.host = host
+        self.netns = netns
+        self.env = env or {}
+        self.dir = tempfile.mkdtemp(prefix=f"iso-{name}-", dir=cluster.root)
+        os.makedirs(os.path.join(self.dir, "dsk"))
+        self.grpc_port = free_port() if netns is None else 7470
+        self.proc = None
+        self.log = None
+
+    @property
+    def address(self):
+        return f"{self.host}:{self.grpc_port}"
+
+    @property
+    def socket(self):
+        return os.path.join(self.dir, "grpc.sock")
+
+    @property
+    def dsk(self):
+        return os.path.join(self.dir, "dsk")
+
+    def write_config(self, secret, peers, **opts):
+        peer_text = "".join(
+            f'\n[[peer]]\nname = "{p.name}"\naddress = "{p.address}"\n' for p in peers
+        )
+        text = CONFIG.format(
+            dir=self.dir,
+            host=self.host,
+            grpc_port=self.grpc_port,
+            node_id=self.node_id,
+            name=self.name,
+            secret=secret,
+            peers=peer_text,
+            connections=opts.get("connections", 4),
+            checksum="true" if opts.get("checksum") else "false",
+            timeout_ms=opts.get("timeout_ms", 1500),
+            keepalive_ms=opts.get("keepalive_ms", 200),
+            request=opts.get("request", "4MiB"),
+            pool=opts.get("pool", "512MiB"),
+            th=opts.get("th", "32MiB"),
+            extra_cluster=opts.get("extra_cluster", ""),
+        )
+        self.config = os.path.join(self.dir, "isometryd.toml")
+        with open(self.config, "w") as f:
+            f.write(text)
+
+    def start(self):
+        cmd = [self.cluster.isometryd, "--config", self.config]
+        if self.netns:
+            cmd = ["ip", "netns", "exec", self.netns] + cmd
+        self.log = open(os.path.join(self.dir, "isometryd.log"), "ab")
+        env = dict(os.environ)
+        env.update(self.env)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.time() + 20
+        while not os.path.exists(self.socket):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name}: isometryd exited: {self.log_text()[-2000:]}")
+            if time.time() > deadline:
+                raise RuntimeError(f"{self.name}: isometryd did not start")
+            time.sleep(0.05)
+
+    def client(self, name="test"):
+        return isometry.Client(self.socket, name=name)
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self):
+        """SIGTERM; returns the exit status."""
+        if not self.proc or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return -9
+
+    def log_text(self):
+        with open(os.path.join(self.dir, "isometryd.log"), "rb") as f:
+            return f.read().decode(errors="replace")
+
+
+class Cluster:
+    """names: node names; hosts: their addresses (default all 127.0.0.1);
+    netns: optional namespace per node; secrets: optional per-node secret."""
+
+    def __init__(self, isometryd, names, hosts=None, netns=None, secrets=None, env=None, **opts):
+        self.isometryd = isometryd
+        self.root = tempfile.mkdtemp(prefix="iso-cluster-")
+        hosts = hosts or ["127.0.0.1"] * len(names)
+        netns = netns or [None] * len(names)
+        env = env or [None] * len(names)
+        self.nodes = [
+            Node(self, n, i + 1, hosts[i], netns[i], env[i]) for i, n in enumerate(names)
+        ]
+        self.secret_files = []
+        for i, node in enumerate(self.nodes):
+            secret = (secrets[i] if secrets else None) or "correct horse battery staple 42"
+            path = os.path.join(node.dir, "cluster.secret")
+            with open(path, "w") as f:
+                f.write(secret + "\n")
+            os.chmod(path, 0o600)
+            node.write_config(path, [p for p in self.nodes if p is not node], **opts)
+
+    def __getitem__(self, name):
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def start(self, wait_up=True):
+        for n in self.nodes:
+            n.start()
+        if wait_up:
+            self.wait_up()
+
+    def wait_up(self, nodes=None, timeout=30):
+        """Until every listed node sees every other one up with all data
+        connections in both directions."""
+        nodes = nodes or self.nodes
+        names = {n.name for n in nodes}
+        deadline = time.time() + timeout
+        while True:
+            ok = True
+            for n in nodes:
+                with n.client("wait-up") as c:
+                    for p in c.peers().peers:
+                        if p.name in names and (
+                            p.state != "up" or p.data_out == 0 or p.data_in < p.data_out
+                        ):
+                            ok = False
+            if ok:
+                return
+            if time.time() > deadline:
+                details = {n.name: n.log_text()[-3000:] for n in nodes}
+                raise RuntimeError(f"cluster did not come up: {details}")
+            time.sleep(0.1)
+
+    def stop(self):
+        return {n.name: n.stop() for n in self.nodes}
