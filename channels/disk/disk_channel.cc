@@ -326,45 +326,12 @@ class DiskChannel final : public Channel {
             1, std::chrono::duration_cast<std::chrono::nanoseconds>(*wait_until - Clock::now())
                    .count());
       }
-      {  // TEMP instrumentation
-        const auto now = Clock::now();
-        if (h4_last_ != Clock::time_point{}) {
-          h4_hist_[std::min<unsigned>(in_flight_, 16)] +=
-              std::chrono::duration<double>(now - h4_last_).count();
-        }
-        h4_last_ = now;
-      }
       if (Status s = ring_.SubmitAndWait(1, timeout_ns); !s.ok()) {
         // EBUSY/EAGAIN (kernel short of resources): reap, then try again.
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
-      {  // TEMP instrumentation
-        const auto now = Clock::now();
-        h4_hist_[std::min<unsigned>(in_flight_, 16)] +=
-            std::chrono::duration<double>(now - h4_last_).count();
-        h4_last_ = now;
-      }
       Reap();
     }
-  }
-  double h4_hist_[17] = {};
-  Clock::time_point h4_last_{};
-  int h4_done_ = 0;
-  void H4Print() {
-    if (++h4_done_ < 256) return;
-    h4_done_ = 0;
-    double total = 0, w = 0;
-    std::string line;
-    for (int q = 0; q <= 16; ++q) {
-      total += h4_hist_[q];
-      w += q * h4_hist_[q];
-    }
-    for (int q = 0; q <= 16; ++q) {
-      if (h4_hist_[q] > 0.001) line += StrCat(" q", q, ":", static_cast<int>(h4_hist_[q] * 1000));
-    }
-    std::fprintf(stderr, "H4Q %s total %.0f ms avgqd %.2f |%s\n", prefix_.c_str(), total * 1e3,
-                 w / total, line.c_str());
-    for (double& h : h4_hist_) h = 0;
   }
 
   // Moves pending requests to active in arrival order. Returns when the
@@ -685,7 +652,6 @@ class DiskChannel final : public Channel {
       std::unique_ptr<Request> finished = std::move(*it);
       it = active_.erase(it);
       finished->done(std::move(finished->status));
-      if (std::getenv("H4_Q")) H4Print();
     }
   }
 
@@ -734,8 +700,7 @@ Result<std::unique_ptr<Channel>> MakeDiskChannel(const ChannelConfig& config,
   if (config.kind != ChannelKind::kDiskRead && config.kind != ChannelKind::kDiskWrite) {
     return InvalidArgument("channel '", config.name, "' is not a disk channel");
   }
-  unsigned depth = options.queue_depth ? options.queue_depth : kDefaultQueueDepth;
-  if (const char* e = std::getenv("H4_QD")) depth = std::atoi(e);  // TEMP experiment
+  const unsigned depth = options.queue_depth ? options.queue_depth : kDefaultQueueDepth;
   if (depth > 4096) {
     return InvalidArgument("channel '", config.name, "': queue depth ", depth, " is above 4096");
   }

@@ -936,7 +936,11 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
 
 Cluster::Cluster(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-Cluster::~Cluster() { Stop(); }
+Cluster::~Cluster() {
+  Stop();
+  // The data plane first: its links' callbacks reach the rest of Impl.
+  impl_->data.reset();
+}
 
 Result<std::unique_ptr<Cluster>> Cluster::Create(const Config& config) {
   auto impl = std::make_unique<Impl>();
@@ -994,6 +998,10 @@ void Cluster::Start(Node* node) {
       },
       [impl](const std::string& peer, const Status& why) {
         // Not on the link's thread: MarkDown fails the link again.
+        {
+          std::lock_guard lock(impl->mu);
+          if (impl->stopping) return;
+        }
         impl->Post([impl, peer, why] { impl->MarkDown(peer, why); });
       });
   impl->worker = std::thread([impl] { impl->WorkLoop(); });

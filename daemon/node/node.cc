@@ -321,7 +321,7 @@ Result<std::unique_ptr<Node>> Node::Create(const Config& config, ChannelMaker ne
     p->hugetlb = m.hugetlb;
     impl->pools.push_back(p);
   }
-  const size_t channels = config.runtime.channels.size();
+  const size_t channels = rc.channels.size();
   impl->samples.push_back({Clock::now(), std::vector<uint64_t>(channels, 0)});
   impl->current_bps.assign(channels, 0);
   impl->peak_bps.assign(channels, 0);

@@ -160,10 +160,6 @@ std::string FioBaseline(bool write, bool direct, bool end_fsync = false) {
 RuntimeConfig DiskRuntimeConfig(const std::string& dir) {
   RuntimeConfig c = DefaultRuntimeConfig();
   AddDiskMemory(c, dir);
-  if (const char* e = std::getenv("H4_SLOTS")) c.slots_per_buffer = std::atoi(e);  // TEMP
-  if (const char* e = std::getenv("H4_REQ")) {  // TEMP
-    for (auto& ch : c.channels) ch.request_bytes = std::strtoull(e, nullptr, 0);
-  }
   return c;
 }
 
@@ -359,17 +355,6 @@ void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool dir
     staged_write.Add(*s);
     return true;
   };
-  if (const char* e = std::getenv("H4_CONVLOOP")) {  // TEMP experiment
-    for (int i = 0; i < std::atoi(e); ++i) {
-      ::unlink(plain_path.c_str());
-      auto p = TimedCopy(rt, {.src = host(a, plain), .dst = file(plain_name, plain)}, "p");
-      ::unlink(soa_path.c_str());
-      auto q = TimedCopy(rt, {.src = host(a, aos), .dst = file(soa_name, soa)}, "c");
-      std::fprintf(stderr, "H4 plain %.1f ms conv %.1f ms ratio %.3f\n", *p * 1e3, *q * 1e3, *p / *q);
-    }
-    remove_files();
-    return;
-  }
   Rounds read_rounds, write_rounds, nosync_rounds, convert_rounds;
   const double gb = static_cast<double>(bytes) / 1e9;
   for (int rep = 0; rep < repeat; ++rep) {
@@ -487,7 +472,7 @@ void RunDisk(const std::string& dir, uint64_t bytes, Report& report, int repeat)
   };
   Rounds rounds[2];
   const double gb = static_cast<double>(bytes) / 1e9;
-  for (int rep = 0; rep < (std::getenv("H4_SKIPCH") ? 0 : kRepeat); ++rep) {
+  for (int rep = 0; rep < kRepeat; ++rep) {
     if (rep % 2) with_fio();
     if (!channels()) {
       ::unlink(path.c_str());
