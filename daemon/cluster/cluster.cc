@@ -128,6 +128,7 @@ class CrossOp final : public CrossTransfer, public std::enable_shared_from_this<
 struct Cluster::Impl {
   Config config;
   std::string secret;
+  uint32_t protocol_version = kPeerProtocolVersion;  // what our hellos claim
   std::unique_ptr<net::DataPlane> data;
   Node* node = nullptr;
   std::vector<std::unique_ptr<Peer>> peers;  // constant after Create
@@ -233,11 +234,11 @@ struct Cluster::Impl {
     v1::PeerHello req;
     req.set_node_name(self());
     req.set_node(config.runtime.node);
-    req.set_protocol_version(kPeerProtocolVersion);
+    req.set_protocol_version(protocol_version);
     req.set_nonce(RandomHex(16));
     req.set_unix_ms(UnixMs());
     req.set_mac(Hmac(secret, {"hello", self(), std::to_string(config.runtime.node),
-                              std::to_string(kPeerProtocolVersion), req.nonce(),
+                              std::to_string(protocol_version), req.nonce(),
                               std::to_string(req.unix_ms())}));
     grpc::ClientContext ctx;
     SetDeadline(ctx, config.cluster.peer_timeout_ms);
@@ -957,6 +958,10 @@ Result<std::unique_ptr<Cluster>> Cluster::Create(const Config& config) {
     o.corrupt_chunk = std::strtoull(c, nullptr, 10);
     spdlog::warn("fault injection: chunk {} of every incoming transfer is corrupted on arrival",
                  *o.corrupt_chunk);
+  }
+  if (const char* v = std::getenv("ISOMETRY_FAULT_PEER_PROTOCOL")) {
+    impl->protocol_version = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
+    spdlog::warn("fault injection: hellos claim peer protocol version {}", impl->protocol_version);
   }
   ISO_ASSIGN_OR_RETURN(impl->data, net::DataPlane::Create(o));
   grpc::ChannelArguments args;

@@ -138,6 +138,11 @@ class Node:
             f.write(text)
 
     def start(self):
+        for stale in ("grpc.sock", "local.sock"):  # left by a killed daemon
+            if os.path.exists(os.path.join(self.dir, stale)):
+                os.unlink(os.path.join(self.dir, stale))
+        if self.log:
+            self.log.close()
         cmd = [self.cluster.isometryd, "--config", self.config]
         if self.netns:
             cmd = ["ip", "netns", "exec", self.netns] + cmd
@@ -163,6 +168,9 @@ class Node:
 
     def stop(self):
         """SIGTERM; returns the exit status."""
+        if self.log:
+            self.log.close()
+            self.log = None
         if not self.proc or self.proc.poll() is not None:
             return self.proc.returncode if self.proc else 0
         self.proc.send_signal(signal.SIGTERM)

@@ -448,9 +448,10 @@ void RunDisk(const std::string& dir, uint64_t bytes, Report& report, int repeat)
         return false;
       }
       direct = direct && file->direct_fd() >= 0;
-      // Sized before the timing, as fio and DiskEndpoint::OpenForWrite do:
-      // O_DIRECT writes past the end of the file are serialised by ext4
-      // and XFS (each extends i_size), which fio never measures.
+      // Sized before the timing, as fio and DiskEndpoint::OpenForWrite do.
+      // Otherwise every write extends the file, and ext4 runs an extending
+      // O_DIRECT write synchronously under the exclusive inode lock: the
+      // queue depth collapses to 1, which fio never measures.
       if (write && ::ftruncate(file->fd(), static_cast<off_t>(bytes)) != 0) {
         std::fprintf(stderr, "disk bench: ftruncate %s: %s\n", path.c_str(), std::strerror(errno));
         return false;

@@ -1,0 +1,314 @@
+"""Cross-node transfers between real isometryd daemons on loopback.
+
+Run with Debian's interpreter:
+
+    ISOMETRYD=build/daemon/isometryd ISOMETRY_PYTHONPATH=build/python \\
+        /usr/bin/python3 -m unittest -v test_cluster      # in tests/cluster
+
+Each test builds its own cluster (own ports, sockets, state and DSK
+directories, one shared secret) and stops it with SIGTERM, requiring exit
+status 0 from every daemon still running.
+"""
+
+import os
+import sys
+import time
+import unittest
+
+ISOMETRYD = os.environ.get("ISOMETRYD", "")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+if not ISOMETRYD:
+    print("test_cluster: skipped: ISOMETRYD is not set (point it at the isometryd binary)",
+          file=sys.stderr)
+else:
+    import cluster_fixture as cf
+    from isometry import IsometryError, TransferError
+
+FIELDS = [("a", 4), ("b", 8), ("c", 2)]
+ENTRY = 14
+# Every layout family: AOS, SOA, transposed, hybrid (blocked fields), 2-D blocked.
+LAYOUTS = ["F,x,y", "x,y,F", "F,y,x", "y,x,F", "x_in=8,F,x_out,y", "x_in=8,y_in=4,F,x_out,y_out"]
+
+
+@unittest.skipUnless(ISOMETRYD, "ISOMETRYD is not set")
+class ClusterTest(unittest.TestCase):
+    names = ["a", "b"]
+    opts = {"request": "256KiB"}
+
+    def setUp(self):
+        self.cluster = cf.Cluster(ISOMETRYD, self.names, **self.opts)
+        self.cluster.start()
+
+    def tearDown(self):
+        codes = self.cluster.stop()
+        for name, code in codes.items():
+            if code not in (0, -9):
+                print(self.cluster[name].log_text()[-4000:], file=sys.stderr)
+            self.assertIn(code, (0, -9), f"{name} exited with {code}")
+
+    # ---- helpers ----
+
+    def published(self, client, nbytes, data=None):
+        a = client.allocate("sys0", nbytes)
+        if data is not None:
+            client.write(a, 0, data)
+        client.publish(a)
+        return a
+
+    def to_aos(self, client, alloc, bounds, layout, nbytes):
+        """The instance's contents in AOS order, by a local copy on its node."""
+        check = client.allocate("sys0", nbytes)
+        src = client.register_instance(alloc, bounds, FIELDS, layout)
+        dst = client.register_instance(check, bounds, FIELDS, "F,x,y")
+        client.copy(src, dst)
+        return client.read(check, 0, nbytes)
+
+
+class LayoutFamilies(ClusterTest):
+    def test_every_layout_family_crosses_both_ways(self):
+        bounds = [1000, 301]  # 301 rows: edge chunks, not a multiple of any block
+        nbytes = 1000 * 301 * ENTRY
+        data = os.urandom(nbytes)
+        a, b = self.cluster["a"], self.cluster["b"]
+        with a.client() as ca, b.client() as cb:
+            src = ca.allocate("sys0", nbytes)
+            ca.write(src, 0, data)
+            src_i = ca.register_instance(src, bounds, FIELDS, "F,x,y")
+            for layout in LAYOUTS:
+                with self.subTest(layout=layout):
+                    size = 1024 * 304 * ENTRY  # room for blocked padding
+                    dst = self.published(cb, size)
+                    remote = ca.register_instance(dst.id, bounds, FIELDS, layout, memory="b:sys0")
+                    info = ca.copy(src_i, remote)
+                    self.assertEqual(info.state, "done")
+                    self.assertIn("a:sys0", info.path)
+                    self.assertIn("b:sys0", info.path)
+                    self.assertEqual(self.to_aos(cb, dst, bounds, layout, nbytes), data)
+                    # remote -> local, started by a
+                    back = ca.allocate("sys0", nbytes)
+                    back_i = ca.register_instance(back, bounds, FIELDS, "F,x,y")
+                    ca.copy(remote, back_i)
+                    self.assertEqual(ca.read(back, 0, nbytes), data)
+
+    def test_sub_box_and_checksums_counted(self):
+        bounds = [512, 512]
+        nbytes = 512 * 512 * ENTRY
+        data = os.urandom(nbytes)
+        a, b = self.cluster["a"], self.cluster["b"]
+        with a.client() as ca, b.client() as cb:
+            src = ca.allocate("sys0", nbytes)
+            ca.write(src, 0, data)
+            dst = self.published(cb, nbytes, b"\0" * nbytes)
+            s = ca.register_instance(src, bounds, FIELDS, "F,x,y")
+            d = ca.register_instance(dst.id, bounds, FIELDS, "F,x,y", memory="b:sys0")
+            ca.copy(s, d, box=[(100, 300), (7, 500)])
+            got = cb.read(dst, 0, nbytes)
+            row = 512 * ENTRY
+            for y in (0, 6, 7, 250, 499, 500, 511):
+                for x in (0, 99, 100, 299, 300):
+                    off = y * row + x * ENTRY
+                    inside = 100 <= x < 300 and 7 <= y < 500
+                    want = data[off:off + ENTRY] if inside else b"\0" * ENTRY
+                    self.assertEqual(got[off:off + ENTRY], want, (x, y))
+            peers = {p.name: p for p in ca.peers().peers}
+            self.assertEqual(peers["b"].state, "up")
+            self.assertGreater(peers["b"].bytes_sent, 0)
+
+
+class Disks(ClusterTest):
+    def test_file_to_remote_memory_and_memory_to_remote_file(self):
+        n = 3 << 20  # 3M entries of 1 field, 12 MiB: several chunks
+        fields = [("v", 4)]
+        data = os.urandom(n * 4)
+        a, b = self.cluster["a"], self.cluster["b"]
+        with open(os.path.join(a.dsk, "in.bin"), "wb") as f:
+            f.write(data)
+        with a.client() as ca, b.client() as cb:
+            dst = self.published(cb, n * 4)
+            src = ca.register_instance(0, [n], fields, "F,x", memory="dsk0", file="in.bin")
+            d = ca.register_instance(dst.id, [n], fields, "F,x", memory="b:sys0")
+            info = ca.copy(src, d)
+            self.assertIn("a:dsk0", info.path)
+            self.assertEqual(cb.read(dst, 0, n * 4), data)
+
+    def test_local_memory_to_remote_file(self):
+        n = 1 << 20
+        fields = [("v", 8)]
+        data = os.urandom(n * 8)
+        a, b = self.cluster["a"], self.cluster["b"]
+        with a.client() as ca:
+            src = ca.allocate("sys0", n * 8)
+            ca.write(src, 0, data)
+            s = ca.register_instance(src, [n], fields, "F,x")
+            out = ca.register_instance(0, [n], fields, "F,x", memory="b:dsk0", file="out.bin")
+            ca.copy(s, out)
+        with open(os.path.join(b.dsk, "out.bin"), "rb") as f:
+            self.assertEqual(f.read(), data)
+        self.assertEqual([f for f in os.listdir(b.dsk) if f != "out.bin"], [])
+
+
+class ThirdParty(ClusterTest):
+    names = ["a", "b", "c"]
+
+    def test_a_asks_b_to_send_to_c(self):
+        n = 2 << 20
+        fields = [("v", 4)]
+        data = os.urandom(n * 4)
+        a, b, c = self.cluster["a"], self.cluster["b"], self.cluster["c"]
+        with a.client() as ca, b.client() as cb, c.client() as cc:
+            src = self.published(cb, n * 4, data)
+            dst = self.published(cc, n * 4)
+            s = ca.register_instance(src.id, [n], fields, "F,x", memory="b:sys0")
+            d = ca.register_instance(dst.id, [n], fields, "F,x", memory="c:sys0")
+            info = ca.copy(s, d)
+            self.assertEqual(info.state, "done")
+            self.assertEqual(cc.read(dst, 0, n * 4), data)
+            # Both ends on one other node: refused with a clear error.
+            d2 = ca.register_instance(src.id, [n], fields, "F,x", memory="b:sys0")
+            with self.assertRaises(IsometryError) as e:
+                ca.copy(s, d2)
+            self.assertIn("both ends are on node 'b'", e.exception.message)
+
+
+class BadInput(ClusterTest):
+    def test_refusals_change_nothing(self):
+        a, b = self.cluster["a"], self.cluster["b"]
+        with a.client() as ca, b.client() as cb:
+            src = ca.allocate("sys0", 4096)
+            s = ca.register_instance(src, [512], [("v", 8)], "F,x")
+            with self.assertRaises(IsometryError) as e:
+                ca.register_instance(1, [512], [("v", 8)], "F,x", memory="nowhere:sys0")
+            self.assertEqual(e.exception.code, "NOT_FOUND")
+            with self.assertRaises(IsometryError) as e:
+                ca.register_instance(0, [512], [("v", 8)], "F,x", memory="b:dsk0", file="../x")
+            self.assertEqual(e.exception.code, "PERMISSION_DENIED")
+            # An allocation b has not published: b refuses its half.
+            private = cb.allocate("sys0", 4096)
+            d = ca.register_instance(private.id, [512], [("v", 8)], "F,x", memory="b:sys0")
+            with self.assertRaises(TransferError) as e:
+                ca.copy(s, d)
+            self.assertIn("not published", e.exception.info.message)
+            # Too small on b: refused there with the sizes.
+            small = self.published(cb, 1024)
+            d = ca.register_instance(small.id, [512], [("v", 8)], "F,x", memory="b:sys0")
+            with self.assertRaises(TransferError) as e:
+                ca.copy(s, d)
+            self.assertIn("does not fit", e.exception.info.message)
+            # Nothing leaked on either node; both still serve.
+            for c in (ca, cb):
+                mems = {m.name: m for m in c.memories()}
+                self.assertEqual(mems["sys0"].staging_used, 0)
+                self.assertEqual(c.status().transfers_active, 0)
+            ok = self.published(cb, 4096)
+            d = ca.register_instance(ok.id, [512], [("v", 8)], "F,x", memory="b:sys0")
+            self.assertEqual(ca.copy(s, d).state, "done")
+
+
+class Checksums(ClusterTest):
+    opts = {"request": "256KiB", "checksum": True}
+
+    def setUp(self):
+        self.cluster = cf.Cluster(ISOMETRYD, self.names, env=[None, {"ISOMETRY_FAULT_CORRUPT_CHUNK": "2"}],
+                                  **self.opts)
+        self.cluster.start()
+
+    def test_corrupted_chunk_is_caught(self):
+        n = 1 << 20
+        data = os.urandom(n * 4)
+        a, b = self.cluster["a"], self.cluster["b"]
+        with a.client() as ca, b.client() as cb:
+            src = ca.allocate("sys0", n * 4)
+            ca.write(src, 0, data)
+            s = ca.register_instance(src, [n], [("v", 4)], "F,x")
+            dst = self.published(cb, n * 4)
+            d = ca.register_instance(dst.id, [n], [("v", 4)], "F,x", memory="b:sys0")
+            with self.assertRaises(TransferError) as e:
+                ca.copy(s, d)
+            self.assertEqual(e.exception.info.code, 15)  # DATA_LOSS
+            self.assertIn("checksum", e.exception.info.message)
+            # b -> a is not corrupted (a injects nothing) and checks out.
+            back = ca.allocate("sys0", n * 4)
+            bi = ca.register_instance(back, [n], [("v", 4)], "F,x")
+            cb.write(dst, 0, data)
+            ca.copy(d, bi)
+            self.assertEqual(ca.read(back, 0, n * 4), data)
+            for c in (ca, cb):
+                self.assertEqual({m.name: m for m in c.memories()}["sys0"].staging_used, 0)
+
+
+class PeerFailure(ClusterTest):
+    # b sends at 32 MiB/s, so a 64 MiB copy takes about 2 s.
+    opts = {"request": "1MiB", "timeout_ms": 1500, "keepalive_ms": 200,
+            "extra_cluster": 'rate_limit = "32MiB"'}
+
+    def test_kill_mid_transfer_then_recover(self):
+        n = 16 << 20
+        a, b = self.cluster["a"], self.cluster["b"]
+        with a.client() as ca:
+            with b.client() as cb:
+                src = self.published(cb, n * 4, b"\x17" * (n * 4))
+                s = ca.register_instance(src.id, [n], [("v", 4)], "F,x", memory="b:sys0")
+            dst = ca.allocate("sys0", n * 4)
+            d = ca.register_instance(dst, [n], [("v", 4)], "F,x")
+            t = ca.copy(s, d, wait=False)
+            time.sleep(0.5)
+            running = ca.transfer(t)
+            self.assertEqual(running.state, "running")
+            killed = time.time()
+            b.kill()
+            info = ca.wait(t, check=False)
+            took = time.time() - killed
+            self.assertEqual(info.state, "failed")
+            self.assertEqual(info.code, 14, info.message)  # UNAVAILABLE
+            self.assertLess(took, 1.5 + 1.0)  # within peer_timeout_ms (+ slack)
+            mems = {m.name: m for m in ca.memories()}
+            self.assertEqual(mems["sys0"].staging_used, 0)
+            self.assertEqual(ca.status().transfers_active, 0)
+            peers = {p.name: p for p in ca.peers().peers}
+            self.assertIn(peers["b"].state, ("down", "connecting"))
+            # b comes back: new copies work without restarting a.
+            b.start()
+            self.cluster.wait_up()
+            with b.client() as cb:
+                data = os.urandom(1 << 20)
+                src = self.published(cb, len(data), data)
+                s = ca.register_instance(src.id, [len(data)], [("v", 1)], "F,x", memory="b:sys0")
+                d = ca.register_instance(dst, [len(data)], [("v", 1)], "F,x")
+                self.assertEqual(ca.copy(s, d).state, "done")
+                self.assertEqual(ca.read(dst, 0, len(data)), data)
+
+
+class Refusals(unittest.TestCase):
+    def run_pair(self, secrets=None, env=None):
+        cluster = cf.Cluster(ISOMETRYD, ["a", "b"], secrets=secrets, env=env)
+        cluster.start(wait_up=False)
+        try:
+            deadline = time.time() + 10
+            while time.time() < deadline:
+                with cluster["a"].client() as ca:
+                    p = {p.name: p for p in ca.peers().peers}["b"]
+                if p.state == "refused":
+                    break
+                time.sleep(0.1)
+            return cluster, p
+        finally:
+            self.assertEqual(set(cluster.stop().values()), {0})
+
+    @unittest.skipUnless(ISOMETRYD, "ISOMETRYD is not set")
+    def test_wrong_secret_is_refused_and_logged(self):
+        cluster, p = self.run_pair(secrets=[None, "another secret entirely, 123"])
+        self.assertEqual(p.state, "refused")
+        self.assertIn("secret", p.last_error)
+        self.assertIn("authentication failed", cluster["b"].log_text())
+
+    @unittest.skipUnless(ISOMETRYD, "ISOMETRYD is not set")
+    def test_wrong_protocol_version_is_refused_and_logged(self):
+        cluster, p = self.run_pair(env=[{"ISOMETRY_FAULT_PEER_PROTOCOL": "99"}, None])
+        self.assertEqual(p.state, "refused")
+        self.assertIn("protocol version 99", p.last_error)
+        self.assertIn("protocol version 99", cluster["b"].log_text())
+
+
+if __name__ == "__main__":
+    unittest.main()
