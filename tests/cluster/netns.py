@@ -1,0 +1,73 @@
+"""Two network namespaces joined by a veth pair, shaped with tc tbf: a
+two-host network on one machine (root only)."""
+
+import os
+import subprocess
+
+
+def run(*cmd):
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def unavailable_reason():
+    """Why namespaces cannot be used here, or None."""
+    if os.geteuid() != 0:
+        return "not root: ip netns needs CAP_SYS_ADMIN"
+    probe = f"iso-probe-{os.getpid()}"
+    try:
+        run("ip", "netns", "add", probe)
+        run("ip", "netns", "del", probe)
+    except (OSError, subprocess.CalledProcessError) as e:
+        return f"ip netns does not work here: {e}"
+    return None
+
+
+class ShapedPair:
+    """Namespaces <tag>-a and <tag>-b, addresses 10.<n>.0.1 and .2, each
+    direction limited to `rate` (tc syntax, e.g. "8gbit")."""
+
+    def __init__(self, rate, subnet=77):
+        tag = f"iso{os.getpid() % 100000}"
+        self.ns = [f"{tag}-a", f"{tag}-b"]
+        self.hosts = [f"10.{subnet}.0.1", f"10.{subnet}.0.2"]
+        self.dev = [f"{tag}a", f"{tag}b"]
+        self.rate = rate
+        for ns in self.ns:
+            run("ip", "netns", "add", ns)
+        try:
+            run("ip", "link", "add", self.dev[0], "type", "veth", "peer", "name", self.dev[1])
+            for ns, dev, host in zip(self.ns, self.dev, self.hosts):
+                run("ip", "link", "set", dev, "netns", ns)
+                run("ip", "-n", ns, "addr", "add", f"{host}/24", "dev", dev)
+                run("ip", "-n", ns, "link", "set", dev, "up")
+                run("ip", "-n", ns, "link", "set", "lo", "up")
+                # Token bucket: `rate`, a burst of 1 ms at that rate (at
+                # least 64 KiB), queueing at most 20 ms.
+                run("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf",
+                    "rate", rate, "burst", self._burst(), "latency", "20ms")
+        except Exception:
+            self.close()
+            raise
+
+    def _burst(self):
+        units = {"gbit": 1e9, "mbit": 1e6, "kbit": 1e3}
+        for u, scale in units.items():
+            if self.rate.endswith(u):
+                bps = float(self.rate[: -len(u)]) * scale
+                return str(max(65536, int(bps / 8 / 1000)))
+        return "262144"
+
+    def rate_bytes_per_s(self):
+        units = {"gbit": 1e9, "mbit": 1e6, "kbit": 1e3}
+        for u, scale in units.items():
+            if self.rate.endswith(u):
+                return float(self.rate[: -len(u)]) * scale / 8
+        raise ValueError(self.rate)
+
+    def cut(self, index=0):
+        """Takes one end's link down (a partition: no FIN, no RST)."""
+        run("ip", "-n", self.ns[index], "link", "set", self.dev[index], "down")
+
+    def close(self):
+        for ns in self.ns:
+            subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)

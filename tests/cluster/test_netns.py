@@ -1,0 +1,90 @@
+"""Daemons on two hosts: network namespaces joined by a veth pair shaped
+with tc tbf (root only; skipped with the reason otherwise).
+
+    ISOMETRYD=build/daemon/isometryd ISOMETRY_PYTHONPATH=build/python \\
+        /usr/bin/python3 -m unittest -v test_netns      # in tests/cluster
+"""
+
+import os
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import netns  # noqa: E402
+
+ISOMETRYD = os.environ.get("ISOMETRYD", "")
+REASON = "ISOMETRYD is not set" if not ISOMETRYD else netns.unavailable_reason()
+if REASON:
+    print(f"test_netns: skipped: {REASON}", file=sys.stderr)
+else:
+    import cluster_fixture as cf
+    from isometry import TransferError  # noqa: F401
+
+
+@unittest.skipIf(REASON, REASON or "")
+class ShapedLink(unittest.TestCase):
+    def setUp(self):
+        self.net = netns.ShapedPair("2gbit")
+        self.cluster = cf.Cluster(ISOMETRYD, ["a", "b"], hosts=self.net.hosts, netns=self.net.ns,
+                                  request="1MiB", timeout_ms=1500, keepalive_ms=200)
+        try:
+            self.cluster.start()
+        except Exception:
+            self.cluster.stop()
+            self.net.close()
+            raise
+
+    def tearDown(self):
+        codes = self.cluster.stop()
+        self.net.close()
+        self.assertEqual(set(codes.values()) - {-9}, {0}, codes)
+
+    def test_copy_across_the_shaped_link(self):
+        n = 64 << 20
+        data = os.urandom(n)
+        a, b = self.cluster["a"], self.cluster["b"]
+        with a.client() as ca, b.client() as cb:
+            src = ca.allocate("sys0", n)
+            ca.write(src, 0, data)
+            dst = cb.allocate("sys0", n)
+            cb.publish(dst)
+            s = ca.register_instance(src, [n // 8, 1], [("v", 8)], "F,x,y")
+            d = ca.register_instance(dst.id, [n // 8, 1], [("v", 8)], "x,y,F", memory="b:sys0")
+            t0 = time.time()
+            info = ca.copy(s, d)
+            took = time.time() - t0
+            self.assertEqual(info.state, "done")
+            self.assertEqual(cb.read(dst, 0, n), data)
+            rate = n / took
+            print(f"\n  64 MiB over a {self.net.rate} veth: {rate / 1e9:.3f} GB/s "
+                  f"({rate / self.net.rate_bytes_per_s():.2f} of the link)", file=sys.stderr)
+
+    def test_partition_fails_within_the_timeout(self):
+        n = 256 << 20  # about 1 s on the link: cut half-way
+        a, b = self.cluster["a"], self.cluster["b"]
+        with a.client() as ca, b.client() as cb:
+            src = ca.allocate("sys0", n)
+            dst = cb.allocate("sys0", n)
+            cb.publish(dst)
+            s = ca.register_instance(src, [n], [("v", 1)], "F,x")
+            d = ca.register_instance(dst.id, [n], [("v", 1)], "F,x", memory="b:sys0")
+            t = ca.copy(s, d, wait=False)
+            time.sleep(0.4)
+            self.net.cut(0)  # no FIN, no RST: only timeouts can tell
+            cut = time.time()
+            info = ca.wait(t, check=False)
+            took = time.time() - cut
+            self.assertEqual(info.state, "failed")
+            self.assertEqual(info.code, 14, info.message)  # UNAVAILABLE
+            self.assertLess(took, 1.5 + 1.5)
+            self.assertEqual({m.name: m for m in ca.memories()}["sys0"].staging_used, 0)
+            # b notices too and frees its half.
+            deadline = time.time() + 5
+            while cb.status().transfers_active and time.time() < deadline:
+                time.sleep(0.1)
+            self.assertEqual({m.name: m for m in cb.memories()}["sys0"].staging_used, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
