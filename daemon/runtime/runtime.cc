@@ -723,7 +723,12 @@ struct Runtime::Impl {
                                                    k, ": ", s.message())));
       }
       if (t->phase == Phase::kDraining && t->in_flight == 0) c = Finish(t, t->failure);
-      NotifyWorkers();
+      // Only this transfer's channels can have new work (a free slot, a
+      // finished dependency, room in flight); waking every worker on every
+      // request costs more than the request on fast channels.
+      for (const auto& xd : t->xds) {
+        if (!xd->remote) workers[xd->channel]->cv.notify_all();
+      }
     }
     if (commit) {
       // Every chunk is written; no request of this transfer is in flight.

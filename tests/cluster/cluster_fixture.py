@@ -190,9 +190,10 @@ class Cluster:
     """names: node names; hosts: their addresses (default all 127.0.0.1);
     netns: optional namespace per node; secrets: optional per-node secret."""
 
-    def __init__(self, isometryd, names, hosts=None, netns=None, secrets=None, env=None, **opts):
+    def __init__(self, isometryd, names, hosts=None, netns=None, secrets=None, env=None,
+                 root=None, **opts):
         self.isometryd = isometryd
-        self.root = tempfile.mkdtemp(prefix="iso-cluster-")
+        self.root = tempfile.mkdtemp(prefix="iso-cluster-", dir=root)
         hosts = hosts or ["127.0.0.1"] * len(names)
         netns = netns or [None] * len(names)
         env = env or [None] * len(names)
@@ -243,4 +244,10 @@ class Cluster:
             time.sleep(0.1)
 
     def stop(self):
-        return {n.name: n.stop() for n in self.nodes}
+        """Stops every node; removes the cluster's directory when all exited 0."""
+        import shutil
+
+        codes = {n.name: n.stop() for n in self.nodes}
+        if set(codes.values()) <= {0}:
+            shutil.rmtree(self.root, ignore_errors=True)
+        return codes

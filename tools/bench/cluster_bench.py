@@ -1,0 +1,229 @@
+#!/usr/bin/python3
+"""Cluster benchmarks of isometryd (issue: peers, RemoteMemcpy over TCP).
+
+In one run, with the peers measured on the same machine:
+  loopback   SYS -> SYS* of --gib GiB between two daemons on 127.0.0.1, vs
+             iperf3 (as many streams as data connections, and one) and
+             ucx_perftest -t tag_bw with UCX_TLS=tcp.
+  shaped     (root; network namespaces) a veth pair shaped with tc tbf to
+             about the disk's O_DIRECT read rate (measured first, with fio):
+             SYS -> SYS* vs the link rate, and DSK -> SYS* pipelined vs
+             staged (read all into memory, then send all) - Isometry fig. 7.
+
+Usage (Debian's python3 has grpc):
+  /usr/bin/python3 tools/bench/cluster_bench.py --isometryd build-release/daemon/isometryd \\
+      --pythonpath build-release/python [--gib 1] [--json] [--scenario loopback|shaped]
+
+Prints a table; with --json one object per line:
+  {"scenario","metric","value","unit","baseline","baseline_value","ratio"}
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "cluster"))
+
+ROWS = []
+
+
+def report(scenario, metric, value, unit, baseline="", baseline_value=0.0, note=""):
+    ratio = value / baseline_value if baseline_value else 0.0
+    ROWS.append(dict(scenario=scenario, metric=metric, value=value, unit=unit,
+                     baseline=baseline, baseline_value=baseline_value, ratio=ratio, note=note))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def timed_copy(client, src, dst):
+    t0 = time.perf_counter()
+    info = client.copy(src, dst)
+    took = time.perf_counter() - t0
+    if info.state != "done":
+        raise RuntimeError(f"copy ended {info.state}: {info.message}")
+    return took
+
+
+def best_of(n, fn):
+    return min(fn() for _ in range(n))
+
+
+# ---- peers ----
+
+def iperf3(host, nbytes, streams, netns=None):
+    port = free_port()
+    pre = ["ip", "netns", "exec", netns[1]] if netns else []
+    pre_c = ["ip", "netns", "exec", netns[0]] if netns else []
+    server = subprocess.Popen(pre + ["iperf3", "-s", "-1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        out = subprocess.run(pre_c + ["iperf3", "-c", host, "-p", str(port), "-n", str(nbytes),
+                                      "-P", str(streams), "-J"],
+                             capture_output=True, text=True, timeout=300)
+        data = json.loads(out.stdout)
+        return data["end"]["sum_received"]["bits_per_second"] / 8
+    finally:
+        server.wait(timeout=30)
+
+
+def ucx_tcp(nbytes, message=4 << 20):
+    port = free_port()
+    iters = max(8, nbytes // message)
+    args = ["-t", "tag_bw", "-s", str(message), "-n", str(iters), "-p", str(port)]
+    env = dict(os.environ, UCX_TLS="tcp")
+    server = subprocess.Popen(["ucx_perftest"] + args, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1.0)
+        out = subprocess.run(["ucx_perftest", "127.0.0.1"] + args, env=env, capture_output=True,
+                             text=True, timeout=300)
+        m = re.search(r"^Final:\s+(.*)$", out.stdout, re.M)
+        if not m:
+            raise RuntimeError("ucx_perftest printed no Final: row: " + out.stdout[-500:])
+        fields = m.group(1).split()
+        return float(fields[5]) * (1 << 20)  # overall bandwidth, MB/s with MB = 2^20
+    finally:
+        server.wait(timeout=30)
+
+
+def fio_read(path, nbytes):
+    out = subprocess.run(["fio", "--name=r", f"--filename={path}", "--rw=read", "--bs=4M",
+                          f"--size={nbytes}", "--direct=1", "--ioengine=io_uring",
+                          "--iodepth=8", "--output-format=json"],
+                         capture_output=True, text=True, timeout=300)
+    return json.loads(out.stdout)["jobs"][0]["read"]["bw_bytes"]
+
+
+# ---- scenarios ----
+
+def pair(cluster, nbytes):
+    """Published destination on b, source on a, both 1-D byte arrays."""
+    a, b = cluster["a"], cluster["b"]
+    ca, cb = a.client("bench"), b.client("bench")
+    src = ca.allocate("sys0", nbytes)
+    ca.write(src, 0, os.urandom(1 << 20) * (nbytes >> 20))
+    dst = cb.allocate("sys0", nbytes)
+    cb.publish(dst)
+    s = ca.register_instance(src, [nbytes // 8], [("v", 8)], "F,x")
+    d = ca.register_instance(dst.id, [nbytes // 8], [("v", 8)], "F,x", memory="b:sys0")
+    return ca, cb, s, d
+
+
+def loopback(args, cf):
+    nbytes = args.gib << 30
+    cluster = cf.Cluster(args.isometryd, ["a", "b"], pool=f"{args.gib + 1}GiB",
+                         connections=args.connections, request=args.request)
+    try:
+        cluster.start()
+        ca, cb, s, d = pair(cluster, nbytes)
+        rate = nbytes / best_of(3, lambda: timed_copy(ca, s, d))
+        ca.close()
+        cb.close()
+    finally:
+        cluster.stop()
+    ip_n = iperf3("127.0.0.1", nbytes, args.connections)
+    ip_1 = iperf3("127.0.0.1", nbytes, 1)
+    try:
+        ucx = ucx_tcp(nbytes)
+    except Exception as e:  # reported, not fatal
+        print(f"ucx_perftest: {e}", file=sys.stderr)
+        ucx = 0.0
+    what = f"SYS->SYS* {args.gib} GiB loopback, {args.connections} connections"
+    report("loopback", what, rate / 1e9, "GB/s", "ucx_perftest tag_bw UCX_TLS=tcp", ucx / 1e9)
+    report("loopback", what, rate / 1e9, "GB/s", f"iperf3 -P {args.connections}", ip_n / 1e9)
+    report("loopback", what, rate / 1e9, "GB/s", "iperf3 -P 1", ip_1 / 1e9)
+
+
+def shaped(args, cf, netns):
+    reason = netns.unavailable_reason()
+    if reason:
+        print(f"shaped: skipped: {reason}", file=sys.stderr)
+        return
+    nbytes = args.gib << 30
+    root = tempfile.mkdtemp(prefix="iso-bench-", dir=args.disk_dir)
+    try:
+        probe = os.path.join(root, "probe.bin")
+        with open(probe, "wb") as f:
+            for _ in range(nbytes >> 20):
+                f.write(os.urandom(1 << 20))
+        disk = fio_read(probe, nbytes)
+        # The link: the disk's rate, in whole 100 Mbit/s steps, at most 16 Gbit/s.
+        mbit = max(100, min(16000, int(disk * 8 / 1e6) // 100 * 100))
+        rate = f"{mbit}mbit"
+        net = netns.ShapedPair(rate)
+        cluster = None
+        try:
+            cluster = cf.Cluster(args.isometryd, ["a", "b"], hosts=net.hosts, netns=net.ns,
+                                 pool=f"{args.gib + 1}GiB", connections=args.connections,
+                                 request=args.request, root=root)
+            cluster.start()
+            link = net.rate_bytes_per_s()
+            os.replace(probe, os.path.join(cluster["a"].dsk, "in.bin"))
+            ca, cb, s, d = pair(cluster, nbytes)
+            sys_rate = nbytes / best_of(2, lambda: timed_copy(ca, s, d))
+            report("shaped", f"SYS->SYS* {args.gib} GiB over a {rate} veth", sys_rate / 1e9,
+                   "GB/s", "link rate (tc tbf)", link / 1e9)
+            f = ca.register_instance(0, [nbytes // 8], [("v", 8)], "F,x", memory="dsk0",
+                                     file="in.bin")
+            local = ca.allocate("sys0", nbytes)
+            li = ca.register_instance(local, [nbytes // 8], [("v", 8)], "F,x")
+            pipelined = best_of(2, lambda: timed_copy(ca, f, d))
+            staged = best_of(2, lambda: timed_copy(ca, f, li) + timed_copy(ca, li, d))
+            report("shaped", f"DSK->SYS* {args.gib} GiB pipelined (disk {disk / 1e9:.2f} GB/s)",
+                   nbytes / pipelined / 1e9, "GB/s", "staged: read all, then send all",
+                   nbytes / staged / 1e9)
+            report("shaped", "disk O_DIRECT read (fio io_uring, 4 MiB, QD 8)", disk / 1e9, "GB/s")
+            ca.close()
+            cb.close()
+        finally:
+            if cluster:
+                cluster.stop()
+            net.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--isometryd", default="build-release/daemon/isometryd")
+    p.add_argument("--pythonpath", default="build-release/python")
+    p.add_argument("--gib", type=int, default=1, help="transfer size in GiB (default 1)")
+    p.add_argument("--connections", type=int, default=4, help="data connections per peer")
+    p.add_argument("--request", default="4MiB", help="cluster.request_size (chunk size)")
+    p.add_argument("--disk-dir", default="/var/tmp", help="where the DSK files go (a real disk)")
+    p.add_argument("--scenario", choices=["loopback", "shaped", "all"], default="all")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args()
+    sys.path.insert(0, args.pythonpath)
+    import cluster_fixture as cf
+    import netns
+    if args.scenario in ("loopback", "all"):
+        loopback(args, cf)
+    if args.scenario in ("shaped", "all"):
+        shaped(args, cf, netns)
+    for r in ROWS:
+        if args.json:
+            print(json.dumps({k: r[k] for k in ("scenario", "metric", "value", "unit", "baseline",
+                                                "baseline_value", "ratio")}))
+        else:
+            base = f"{r['baseline']} {r['baseline_value']:.3f}" if r["baseline"] else ""
+            ratio = f"{r['ratio']:.2f}x" if r["ratio"] else ""
+            print(f"{r['scenario']:<9} {r['metric']:<58} {r['value']:8.3f} {r['unit']:<5} "
+                  f"{base:<46} {ratio}")
+
+
+if __name__ == "__main__":
+    main()
