@@ -49,6 +49,13 @@ class ShapedPair:
             self.close()
             raise
 
+    def set_rate(self, rate):
+        """Changes the shaping of both directions to `rate`."""
+        self.rate = rate
+        for ns, dev in zip(self.ns, self.dev):
+            run("ip", "netns", "exec", ns, "tc", "qdisc", "change", "dev", dev, "root", "tbf",
+                "rate", rate, "burst", self._burst(), "latency", "20ms")
+
     def _burst(self):
         units = {"gbit": 1e9, "mbit": 1e6, "kbit": 1e3}
         for u, scale in units.items():
