@@ -380,6 +380,18 @@ Result<Instance> Client::RegisterFile(const std::string& memory, const std::stri
   return Instance(impl_, resp.register_instance().instance(), resp.register_instance().total_bytes());
 }
 
+Result<Instance> Client::RegisterRemote(const std::string& memory, uint64_t allocation,
+                                        uint64_t offset, const InstanceShape& shape) {
+  v1::LocalRequest req;
+  v1::InstanceSpec* spec = req.mutable_register_instance()->mutable_spec();
+  spec->set_memory(memory);
+  spec->set_allocation(allocation);
+  spec->set_offset(offset);
+  ShapeToProto(shape, spec);
+  ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, impl_->Call(req, nullptr));
+  return Instance(impl_, resp.register_instance().instance(), resp.register_instance().total_bytes());
+}
+
 Result<Instance> Client::Register(const Allocation& allocation, uint64_t offset,
                                   const InstanceShape& shape) {
   v1::LocalRequest req;

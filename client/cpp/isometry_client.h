@@ -109,6 +109,12 @@ class Client {
   // directory), starting at `offset` bytes into the file.
   Result<Instance> RegisterFile(const std::string& memory, const std::string& file,
                                 uint64_t offset, const InstanceShape& shape);
+  // Another node's memory ("node-b:sys0"): an allocation published there
+  // (its id on that node), `offset` bytes in. Files of another node's DSK
+  // memory go through RegisterFile("node-b:dsk0", ...). Copies between
+  // instances of different nodes are planned end to end by this daemon.
+  Result<Instance> RegisterRemote(const std::string& memory, uint64_t allocation,
+                                  uint64_t offset, const InstanceShape& shape);
 
   // Queues a copy of the source's whole index space; returns a ticket for
   // Wait(). Blocks only while the submission ring is full.

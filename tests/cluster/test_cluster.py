@@ -116,6 +116,33 @@ class LayoutFamilies(ClusterTest):
             self.assertGreater(peers["b"].bytes_sent, 0)
 
 
+class Tools(ClusterTest):
+    def test_isoctl_peers_and_the_cpp_client(self):
+        import json
+        import subprocess
+
+        a, b = self.cluster["a"], self.cluster["b"]
+        isoctl = os.environ.get("ISOCTL")
+        if isoctl:
+            out = subprocess.run([isoctl, "--socket", a.socket, "peers"], capture_output=True,
+                                 text=True, check=True).stdout
+            self.assertIn("node 'a'", out)
+            self.assertRegex(out, r"\bb\s+127\.0\.0\.1:\d+\s+up\b")
+            js = json.loads(subprocess.run([isoctl, "--socket", a.socket, "--json", "peers"],
+                                           capture_output=True, text=True, check=True).stdout)
+            self.assertEqual(js["peers"][0]["state"], "up")
+        example = os.environ.get("ISOMETRY_CLUSTER_COPY")
+        if example:
+            with b.client() as cb:
+                dst = self.published(cb, 100000 * 12)
+                out = subprocess.run([example, os.path.join(a.dir, "local.sock"), "b:sys0",
+                                      str(dst.id)], capture_output=True, text=True)
+                self.assertEqual(out.returncode, 0, out.stderr)
+                ids = cb.read(dst, 0, 100000 * 4)  # SOA: the ids come first
+                self.assertEqual(ids[4 * 99999:], (99999).to_bytes(4, "little"))
+                self.assertEqual(ids[:8], bytes([0, 0, 0, 0, 1, 0, 0, 0]))
+
+
 class Disks(ClusterTest):
     def test_file_to_remote_memory_and_memory_to_remote_file(self):
         n = 3 << 20  # 3M entries of 1 field, 12 MiB: several chunks

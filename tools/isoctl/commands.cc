@@ -47,6 +47,12 @@ Status RunMemories(DaemonClient& client, const Output& out) {
   return Print(out, resp, RenderMemories);
 }
 
+Status RunPeers(DaemonClient& client, const Output& out) {
+  v1::ListPeersResponse resp;
+  ISO_RETURN_IF_ERROR(client.Call(&Stub::ListPeers, v1::ListPeersRequest(), &resp));
+  return Print(out, resp, RenderPeers);
+}
+
 Status RunChannels(DaemonClient& client, const Output& out) {
   v1::ListChannelsResponse resp;
   ISO_RETURN_IF_ERROR(client.Call(&Stub::ListChannels, v1::ListChannelsRequest(), &resp));

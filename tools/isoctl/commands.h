@@ -20,6 +20,8 @@ struct Output {
 Status RunStatus(DaemonClient& client, const Output& out);
 Status RunMemories(DaemonClient& client, const Output& out);
 Status RunChannels(DaemonClient& client, const Output& out);
+// The peer daemons of this node's cluster (state, round trip, data links).
+Status RunPeers(DaemonClient& client, const Output& out);
 // Transfers in flight, or one transfer (in flight or recently ended) by id.
 Status RunTransfers(DaemonClient& client, const Output& out, std::optional<uint64_t> id);
 

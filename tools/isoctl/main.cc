@@ -127,6 +127,8 @@ int main(int argc, char** argv) {
 
   app.add_subcommand("status", "daemon version, uptime, sessions and transfer counters")
       ->callback([&] { run = [&](DaemonClient& c) { return RunStatus(c, output); }; });
+  app.add_subcommand("peers", "the cluster's peer daemons: state, round trip, data connections")
+      ->callback([&] { run = [&](DaemonClient& c) { return RunPeers(c, output); }; });
 
   app.add_subcommand("calibrate", "measure every channel's throughput function again")
       ->callback([&] { run = [&](DaemonClient& c) { return RunCalibrate(c, output); }; });

@@ -3,6 +3,7 @@
 #include <absl/status/status.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <vector>
 
 #include "tools/isoctl/format.h"
@@ -95,6 +96,29 @@ std::string RenderMemories(const v1::ListMemoriesResponse& r) {
   }
   if (t.empty()) return "no memories\n";
   return t.Render();
+}
+
+std::string RenderPeers(const v1::ListPeersResponse& r) {
+  if (r.peers().empty()) return "node '" + r.node_name() + "' has no peers (a single node)\n";
+  Table t({{"PEER"},
+           {"ADDRESS"},
+           {"STATE"},
+           {"NODE", Align::kRight},
+           {"RTT", Align::kRight},
+           {"DATA OUT/IN", Align::kRight},
+           {"SENT", Align::kRight},
+           {"RECEIVED", Align::kRight},
+           {"LAST ERROR"}});
+  for (const v1::PeerInfo& p : r.peers()) {
+    char rtt[32];
+    std::snprintf(rtt, sizeof rtt, "%.2f ms", p.rtt_ms());
+    t.AddRow({p.name(), p.address(), p.state(), p.state() == "up" ? std::to_string(p.node()) : "-",
+              p.state() == "up" ? rtt : "-",
+              std::to_string(p.data_out()) + "/" + std::to_string(p.data_in()),
+              FormatBytes(p.bytes_sent()), FormatBytes(p.bytes_received()),
+              p.last_error().empty() ? "-" : p.last_error()});
+  }
+  return "node '" + r.node_name() + "'\n" + t.Render();
 }
 
 std::string RenderChannels(const v1::ListChannelsResponse& r) {

@@ -10,6 +10,8 @@
 namespace isometry::isoctl {
 
 std::string RenderStatus(const v1::StatusResponse& status);
+// The node's peer daemons: state, round trip, data connections, bytes.
+std::string RenderPeers(const v1::ListPeersResponse& peers);
 // One line for `top`'s header: uptime, sessions, transfer counters.
 std::string RenderStatusLine(const v1::StatusResponse& status);
 std::string RenderMemories(const v1::ListMemoriesResponse& memories);
