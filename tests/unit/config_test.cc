@@ -124,3 +124,74 @@ TEST_CASE("the embedded default serves: a client pool in sys0, sockets under /ru
   CHECK(c->runtime.memories[1].pool_bytes == 0);  // REG: no NIC here, no client pool
   CHECK(c->runtime.inline_bytes == 64u << 10);
 }
+
+namespace {
+constexpr std::string_view kNodeBase = R"(
+[daemon]
+grpc_tcp = "127.0.0.1:7470"
+[[memory]]
+name = "sys0"
+[[channel]]
+name = "memcpy0"
+)";
+
+std::string ClusterErrorOf(std::string_view extra) {
+  auto r = ParseConfig(StrCat(kNodeBase, extra), "c.toml");
+  return r.ok() ? "" : std::string(r.status().message());
+}
+}  // namespace
+
+TEST_CASE("a cluster section and peers parse with their defaults") {
+  auto c = ParseConfig(StrCat(kNodeBase, R"(
+[cluster]
+node_name = "node-a"
+secret_file = "/etc/isometry/cluster.secret"
+data_listen = "0.0.0.0:7471"
+checksum = true
+request_size = "8MiB"
+[[peer]]
+name = "node-b"
+address = "10.0.0.2:7470"
+)"),
+                       "c.toml");
+  REQUIRE(c.ok());
+  CHECK(c->cluster.node_name == "node-a");
+  CHECK(c->cluster.checksum);
+  CHECK(c->cluster.request_bytes == 8ull << 20);
+  CHECK(c->cluster.data_connections == 4);
+  CHECK(c->cluster.peer_timeout_ms == 3000);
+  REQUIRE(c->cluster.peers.size() == 1);
+  CHECK(c->cluster.peers[0].address == "10.0.0.2:7470");
+  // The embedded default is a single node.
+  CHECK(ParseConfig(EmbeddedDefaultConfig(), "default")->cluster.peers.empty());
+}
+
+TEST_CASE("cluster configs that cannot work are refused with the reason") {
+  CHECK_THAT(ClusterErrorOf("[[peer]]\nname = \"b\"\naddress = \"h:1\"\n"),
+             Catch::Contains("cluster.secret_file is required"));
+  CHECK_THAT(ClusterErrorOf("[cluster]\nsecret_file = \"s\"\n[[peer]]\nname = \"b\"\n"),
+             Catch::Contains("key 'peer.address': is required"));
+  CHECK_THAT(ClusterErrorOf("[cluster]\nsecret_file = \"s\"\nnode_name = \"b\"\n"
+                            "[[peer]]\nname = \"b\"\naddress = \"h:1\"\n"),
+             Catch::Contains("listed twice or is this node"));
+  CHECK_THAT(ClusterErrorOf("[cluster]\nnode_name = \"a:b\"\n"), Catch::Contains("without ':'"));
+  CHECK_THAT(ClusterErrorOf("[cluster]\nkeepalive_ms = 5000\npeer_timeout_ms = 1000\n"),
+             Catch::Contains("keepalive_ms"));
+  CHECK_THAT(ClusterErrorOf("[cluster]\ndata_connections = 0\n"),
+             Catch::Contains("cluster.data_connections"));
+  CHECK_THAT(ClusterErrorOf("[cluster]\nsecrets = 1\n"), Catch::Contains("unknown key"));
+  auto no_tcp = ParseConfig(R"(
+[[memory]]
+name = "sys0"
+[[channel]]
+name = "memcpy0"
+[cluster]
+secret_file = "s"
+[[peer]]
+name = "b"
+address = "h:1"
+)",
+                            "c.toml");
+  REQUIRE(!no_tcp.ok());
+  CHECK_THAT(std::string(no_tcp.status().message()), Catch::Contains("daemon.grpc_tcp is empty"));
+}
