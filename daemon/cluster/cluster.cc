@@ -90,8 +90,13 @@ class CrossOp final : public CrossTransfer, public std::enable_shared_from_this<
     nodes_.push_back(node);
   }
   void SetLocal(Transfer t) {
-    std::lock_guard lock(mu_);
-    local_ = t;
+    Status failed;
+    {
+      std::lock_guard lock(mu_);
+      local_ = t;
+      failed = failure_;
+    }
+    if (!failed.ok()) t.Abort(failed);  // the copy failed while this half started
   }
   void AddAwait(const std::string& node, std::shared_ptr<grpc::ClientContext> ctx) {
     std::lock_guard lock(mu_);
