@@ -14,6 +14,7 @@
 #include "channels/tcp/data_plane.h"
 #include "channels/tcp/tcp_channel.h"
 #include "daemon/cluster/secret.h"
+#include "daemon/runtime/chunker.h"
 #include "daemon/server/convert.h"
 #include "planner/planner.h"
 
@@ -54,6 +55,19 @@ struct Peer {
   double rtt_ms = 0;
   Clock::time_point last_answer{};
   bool up = false;
+};
+
+// An end of a cross-node copy by name: its node and memory ("" = SYS).
+struct CrossEndName {
+  std::string node, memory;
+};
+
+// A planned cross-node path and the chunking both halves share.
+struct CrossPlan {
+  Topology topo;  // both nodes' graphs, memories named "node:memory"
+  Path path;
+  size_t net_hop = 0;
+  uint64_t chunk_target = 0, slot_limit = 0;
 };
 
 // A half this node runs for a cross-node copy.
@@ -455,7 +469,14 @@ struct Cluster::Impl {
 
   // ---- cross-node copies (initiator) ----
 
+  Result<CrossPlan> PlanCross(const CrossEndName& src, const CrossEndName& dst,
+                              const Layout& src_layout, const Layout& dst_layout, const Box& box,
+                              uint64_t field_bytes);
+  CrossEndName NameOf(const CrossEnd& e) const;
   Result<std::shared_ptr<CrossTransfer>> Copy(CrossCopySpec spec, std::function<void(Status)> done);
+  Result<PlanReport> Explain(const std::string& src_memory, const Layout& src_layout,
+                             const std::string& dst_memory, const Layout& dst_layout,
+                             const Box& bounds, const FieldSpace& fields);
   void SetUp(std::shared_ptr<CrossOp> op, CrossCopySpec spec, Path path, size_t net_hop,
              uint64_t chunk_target, uint64_t slot_limit);
 };
@@ -530,17 +551,17 @@ void CrossOp::HalfDone(Status s) {
 
 // ---- planning and set-up ----
 
-Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::Copy(CrossCopySpec spec,
-                                                           std::function<void(Status)> done) {
-  const std::string src_node = spec.src.node.empty() ? self() : spec.src.node;
-  const std::string dst_node = spec.dst.node.empty() ? self() : spec.dst.node;
-  if (src_node == dst_node) {
-    return absl::UnimplementedError(StrCat("both ends are on node '", src_node,
+Result<CrossPlan> Cluster::Impl::PlanCross(const CrossEndName& src, const CrossEndName& dst,
+                                           const Layout& src_layout, const Layout& dst_layout,
+                                           const Box& box, uint64_t field_bytes) {
+  if (src.node == dst.node) {
+    return absl::UnimplementedError(StrCat("both ends are on node '", src.node,
                                            "': ask that node to copy (its own clients do)"));
   }
   // The graph: both nodes' memories and channels, named "node:memory",
   // joined by the network edges between their SYS memories.
-  Topology topo;
+  CrossPlan plan;
+  Topology& topo = plan.topo;
   std::map<std::string, uint32_t> node_ids;
   auto add_node = [&](const std::string& name) -> Status {
     if (name == self()) {
@@ -568,9 +589,9 @@ Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::Copy(CrossCopySpec spec,
     for (const TopologyEdge& e : p->topology.edges) topo.edges.push_back(e);
     return OkStatus();
   };
-  ISO_RETURN_IF_ERROR(add_node(src_node));
-  ISO_RETURN_IF_ERROR(add_node(dst_node));
-  const uint32_t s_id = node_ids[src_node], d_id = node_ids[dst_node];
+  ISO_RETURN_IF_ERROR(add_node(src.node));
+  ISO_RETURN_IF_ERROR(add_node(dst.node));
+  const uint32_t s_id = node_ids[src.node], d_id = node_ids[dst.node];
   const size_t n = topo.memories.size();
   for (size_t a = 0; a < n; ++a) {
     for (size_t b = 0; b < n; ++b) {
@@ -583,19 +604,51 @@ Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::Copy(CrossCopySpec spec,
       }
     }
   }
-  // The ends' memories.
-  auto memory_of = [&](const CrossEnd& e, const std::string& node_name) -> Result<MemoryId> {
-    if (e.node.empty()) return e.local.memory;
-    const uint32_t id = node_ids[node_name];
+  // An end's memory by name; "" is the node's first SYS memory.
+  auto memory_of = [&](const CrossEndName& e) -> Result<MemoryId> {
+    const uint32_t id = node_ids[e.node];
     for (const TopologyMemory& m : topo.memories) {
       if (m.id.node != id) continue;
-      const std::string short_name = m.name.substr(node_name.size() + 1);
+      const std::string short_name = m.name.substr(e.node.size() + 1);
       if (e.memory.empty() ? m.kind == MemoryKind::kSys : short_name == e.memory) return m.id;
     }
-    return NotFound("node '", node_name, "' has no memory '", e.memory, "'");
+    return NotFound("node '", e.node, "' has no memory '", e.memory, "'");
   };
-  ISO_ASSIGN_OR_RETURN(MemoryId src_mem, memory_of(spec.src, src_node));
-  ISO_ASSIGN_OR_RETURN(MemoryId dst_mem, memory_of(spec.dst, dst_node));
+  ISO_ASSIGN_OR_RETURN(MemoryId src_mem, memory_of(src));
+  ISO_ASSIGN_OR_RETURN(MemoryId dst_mem, memory_of(dst));
+  PlannerOptions po;
+  const RuntimeConfig& rc = node->runtime().config();
+  po.full_threshold = rc.full_planner_threshold;
+  po.space_threshold = rc.space_threshold;
+  po.cache_capacity = 0;
+  Planner planner(topo, po);
+  ISO_ASSIGN_OR_RETURN(plan.path, planner.Plan({src_mem, src_layout}, {dst_mem, dst_layout}, box,
+                                               field_bytes));
+  size_t crossings = 0;
+  plan.net_hop = plan.path.edges.size();
+  for (size_t h = 0; h < plan.path.edges.size(); ++h) {
+    if (plan.path.edges[h].kind == ChannelKind::kRemoteMemcpy) {
+      plan.net_hop = h;
+      ++crossings;
+    }
+  }
+  if (crossings != 1) {
+    return FailedPrecondition("the plan ", plan.path.ToString(topo), " crosses the network ",
+                              crossings, " times; one crossing is supported");
+  }
+  plan.chunk_target = config.cluster.request_bytes;
+  plan.slot_limit = rc.space_threshold / static_cast<uint64_t>(rc.slots_per_buffer);
+  return plan;
+}
+
+CrossEndName Cluster::Impl::NameOf(const CrossEnd& e) const {
+  if (!e.node.empty()) return {e.node, e.memory};
+  const TopologyMemory* m = node->runtime().topology().FindMemory(e.local.memory);
+  return {self(), m ? m->name : ""};
+}
+
+Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::Copy(CrossCopySpec spec,
+                                                           std::function<void(Status)> done) {
   if (!(spec.src.shape.fields == spec.dst.shape.fields)) {
     return InvalidArgument("copy: source and destination field spaces differ");
   }
@@ -604,43 +657,69 @@ Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::Copy(CrossCopySpec spec,
   if (!spec.src.shape.bounds.contains(box) || !spec.dst.shape.bounds.contains(box)) {
     return OutOfRange("copy box ", ToString(box), " lies outside an instance's index space");
   }
-  PlannerOptions po;
-  const RuntimeConfig& rc = node->runtime().config();
-  po.full_threshold = rc.full_planner_threshold;
-  po.space_threshold = rc.space_threshold;
-  po.cache_capacity = 0;
-  Planner planner(topo, po);
-  ISO_ASSIGN_OR_RETURN(Path path, planner.Plan({src_mem, spec.src.shape.layout},
-                                               {dst_mem, spec.dst.shape.layout}, box,
-                                               spec.src.shape.fields.total_bytes()));
-  size_t net_hop = path.edges.size(), crossings = 0;
-  for (size_t h = 0; h < path.edges.size(); ++h) {
-    if (path.edges[h].kind == ChannelKind::kRemoteMemcpy) {
-      net_hop = h;
-      ++crossings;
-    }
-  }
-  if (crossings != 1) {
-    return FailedPrecondition("the plan ", path.ToString(topo), " crosses the network ",
-                              crossings, " times; one crossing is supported");
-  }
+  ISO_ASSIGN_OR_RETURN(CrossPlan plan,
+                       PlanCross(NameOf(spec.src), NameOf(spec.dst), spec.src.shape.layout,
+                                 spec.dst.shape.layout, box, spec.src.shape.fields.total_bytes()));
   uint64_t key;
   {
     std::lock_guard lock(mu);
     key = (static_cast<uint64_t>(config.runtime.node) << 40) | next_key++;
   }
   const uint64_t bytes = box.volume() * spec.src.shape.fields.total_bytes();
-  auto op = std::make_shared<CrossOp>(this, key, path.ToString(topo), bytes, std::move(done));
+  auto op = std::make_shared<CrossOp>(this, key, plan.path.ToString(plan.topo), bytes,
+                                      std::move(done));
   {
     std::lock_guard lock(mu);
     ops[key] = op;
   }
-  const uint64_t slot_limit = rc.space_threshold / static_cast<uint64_t>(rc.slots_per_buffer);
-  Post([this, op, spec = std::move(spec), path = std::move(path), net_hop,
-        target = config.cluster.request_bytes, slot_limit]() mutable {
-    SetUp(op, std::move(spec), std::move(path), net_hop, target, slot_limit);
+  Post([this, op, spec = std::move(spec), plan = std::move(plan)]() mutable {
+    SetUp(op, std::move(spec), std::move(plan.path), plan.net_hop, plan.chunk_target,
+          plan.slot_limit);
   });
   return std::static_pointer_cast<CrossTransfer>(op);
+}
+
+Result<PlanReport> Cluster::Impl::Explain(const std::string& src_memory, const Layout& src_layout,
+                                          const std::string& dst_memory, const Layout& dst_layout,
+                                          const Box& bounds, const FieldSpace& fields) {
+  auto split = [&](const std::string& m) {
+    const size_t colon = m.find(':');
+    return colon == std::string::npos ? CrossEndName{self(), m}
+                                      : CrossEndName{m.substr(0, colon), m.substr(colon + 1)};
+  };
+  ISO_ASSIGN_OR_RETURN(CrossPlan plan, PlanCross(split(src_memory), split(dst_memory), src_layout,
+                                                 dst_layout, bounds, fields.total_bytes()));
+  std::vector<Layout> layouts;
+  std::vector<bool> intermediate;
+  for (size_t i = 0; i < plan.path.nodes.size(); ++i) {
+    layouts.push_back(plan.path.nodes[i].layout);
+    intermediate.push_back(i > 0 && i + 1 < plan.path.nodes.size());
+  }
+  ISO_ASSIGN_OR_RETURN(ChunkGrid grid, ChunkGrid::Make(bounds, fields, layouts, intermediate,
+                                                       plan.chunk_target, plan.slot_limit));
+  PlanReport rep;
+  rep.algorithm = plan.path.algorithm;
+  rep.text = plan.path.ToString(plan.topo);
+  rep.predicted_bytes_per_s = plan.path.predicted_bps;
+  rep.chunks = grid.count();
+  rep.chunk_bytes = grid.full_chunk().volume() * fields.total_bytes();
+  for (size_t h = 0; h < plan.path.edges.size(); ++h) {
+    const TopologyEdge& e = plan.path.edges[h];
+    PlanHopReport hop;
+    hop.src_memory = plan.topo.FindMemory(e.src)->name;
+    hop.dst_memory = plan.topo.FindMemory(e.dst)->name;
+    hop.channel = e.channel_name;
+    hop.src_layout = plan.path.nodes[h].layout.ToString();
+    hop.dst_layout = plan.path.nodes[h + 1].layout.ToString();
+    hop.request_bytes = rep.chunk_bytes;
+    hop.buffer_bytes = h + 1 < plan.path.edges.size()
+                           ? grid.SlotBytes(plan.path.nodes[h + 1].layout, fields.total_bytes()) *
+                                 static_cast<uint64_t>(node->runtime().config().slots_per_buffer)
+                           : 0;
+    hop.predicted_bytes_per_s = h < plan.path.hop_bps.size() ? plan.path.hop_bps[h] : 0;
+    rep.hops.push_back(hop);
+  }
+  return rep;
 }
 
 void Cluster::Impl::SetUp(std::shared_ptr<CrossOp> op, CrossCopySpec spec, Path path,
@@ -1046,6 +1125,12 @@ void Cluster::Stop() {
 grpc::Service* Cluster::service() { return impl_->service.get(); }
 
 bool Cluster::KnowsNode(const std::string& node) const { return impl_->FindPeer(node) != nullptr; }
+
+Result<PlanReport> Cluster::Explain(const std::string& src_memory, const Layout& src_layout,
+                                    const std::string& dst_memory, const Layout& dst_layout,
+                                    const Box& bounds, const FieldSpace& fields) {
+  return impl_->Explain(src_memory, src_layout, dst_memory, dst_layout, bounds, fields);
+}
 
 Result<std::shared_ptr<CrossTransfer>> Cluster::Copy(CrossCopySpec spec,
                                                      std::function<void(Status)> done) {

@@ -46,6 +46,9 @@ class Cluster final : public CrossCopier {
   Result<std::shared_ptr<CrossTransfer>> Copy(CrossCopySpec spec,
                                               std::function<void(Status)> done) override;
   bool KnowsNode(const std::string& node) const override;
+  Result<PlanReport> Explain(const std::string& src_memory, const Layout& src_layout,
+                             const std::string& dst_memory, const Layout& dst_layout,
+                             const Box& bounds, const FieldSpace& fields) override;
 
   struct Impl;
 

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "daemon/runtime/runtime.h"
@@ -38,6 +39,21 @@ struct CrossCopySpec {
   bool durable = true;
 };
 
+struct PlanHopReport {
+  std::string src_memory, dst_memory, channel, src_layout, dst_layout;
+  uint64_t request_bytes = 0;
+  uint64_t buffer_bytes = 0;
+  double predicted_bytes_per_s = 0;
+};
+struct PlanReport {
+  std::string algorithm;
+  std::vector<PlanHopReport> hops;
+  std::string text;
+  double predicted_bytes_per_s = 0;
+  uint64_t chunks = 0;
+  uint64_t chunk_bytes = 0;
+};
+
 // A running cross-node copy, as the initiating node sees it.
 class CrossTransfer {
  public:
@@ -57,6 +73,10 @@ class CrossCopier {
                                                       std::function<void(Status)> done) = 0;
   // Whether `node` names a peer of this node's cluster.
   virtual bool KnowsNode(const std::string& node) const = 0;
+  // The plan of a copy between "node:memory" memories (isoctl plan).
+  virtual Result<PlanReport> Explain(const std::string& src_memory, const Layout& src_layout,
+                                     const std::string& dst_memory, const Layout& dst_layout,
+                                     const Box& bounds, const FieldSpace& fields) = 0;
 };
 
 }  // namespace isometry

@@ -859,8 +859,21 @@ void Node::SampleThroughput() {
 Result<PlanReport> Node::Explain(const std::string& src_memory, const Layout& src_layout,
                                  const std::string& dst_memory, const Layout& dst_layout,
                                  const Box& bounds, const FieldSpace& fields) const {
-  ISO_ASSIGN_OR_RETURN(MemoryId src, impl_->runtime->FindMemory(src_memory));
-  ISO_ASSIGN_OR_RETURN(MemoryId dst, impl_->runtime->FindMemory(dst_memory));
+  // "node:memory" of another node: the cluster plans it.
+  const std::string& self = impl_->config.cluster.node_name;
+  auto other_node = [&](const std::string& m) {
+    const size_t colon = m.find(':');
+    return colon != std::string::npos && m.substr(0, colon) != self;
+  };
+  if (other_node(src_memory) || other_node(dst_memory)) {
+    if (!impl_->cross) return FailedPrecondition("this node has no peers");
+    return impl_->cross->Explain(src_memory, src_layout, dst_memory, dst_layout, bounds, fields);
+  }
+  auto local_name = [&](const std::string& m) {
+    return m.rfind(self + ":", 0) == 0 ? m.substr(self.size() + 1) : m;
+  };
+  ISO_ASSIGN_OR_RETURN(MemoryId src, impl_->runtime->FindMemory(local_name(src_memory)));
+  ISO_ASSIGN_OR_RETURN(MemoryId dst, impl_->runtime->FindMemory(local_name(dst_memory)));
   InstanceShape ss{bounds, fields, src_layout}, ds{bounds, fields, dst_layout};
   ISO_RETURN_IF_ERROR(ss.Validate("source"));
   ISO_RETURN_IF_ERROR(ds.Validate("destination"));

@@ -91,20 +91,6 @@ struct NodeStatus {
   uint64_t instances = 0;
 };
 
-struct PlanHopReport {
-  std::string src_memory, dst_memory, channel, src_layout, dst_layout;
-  uint64_t request_bytes = 0;
-  uint64_t buffer_bytes = 0;
-  double predicted_bytes_per_s = 0;
-};
-struct PlanReport {
-  std::string algorithm;
-  std::vector<PlanHopReport> hops;
-  std::string text;
-  double predicted_bytes_per_s = 0;
-  uint64_t chunks = 0;
-  uint64_t chunk_bytes = 0;
-};
 
 struct InstanceSpec {
   uint64_t allocation = 0;  // pool instances

@@ -131,6 +131,19 @@ class Tools(ClusterTest):
             js = json.loads(subprocess.run([isoctl, "--socket", a.socket, "--json", "peers"],
                                            capture_output=True, text=True, check=True).stdout)
             self.assertEqual(js["peers"][0]["state"], "up")
+            # Plans across nodes by node name; the conversion stays off the network hop.
+            plan = subprocess.run([isoctl, "--socket", a.socket, "plan", "sys0", "b:sys0",
+                                   "--extents", "1024x1024", "--fields", "a:4,b:8",
+                                   "--src-layout", "F,x,y", "--dst-layout", "x,y,F"],
+                                  capture_output=True, text=True)
+            self.assertEqual(plan.returncode, 0, plan.stderr)
+            self.assertIn("a:sys0", plan.stdout)
+            self.assertIn("b:sys0", plan.stdout)
+            self.assertIn("tcp", plan.stdout)
+            bad = subprocess.run([isoctl, "--socket", a.socket, "plan", "sys0", "zz:sys0",
+                                  "--extents", "64"], capture_output=True, text=True)
+            self.assertEqual(bad.returncode, 1)
+            self.assertIn("no node 'zz'", bad.stderr)
         example = os.environ.get("ISOMETRY_CLUSTER_COPY")
         if example:
             with b.client() as cb:
