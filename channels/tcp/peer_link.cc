@@ -229,17 +229,24 @@ void PeerLink::FailConn(Conn* c, const Status& why) {
 
 // ---- requests ----
 
+bool PeerLink::RefusedLocked(uint64_t transfer, bool connected, const char* unconnected,
+                             RequestDone& done) {
+  Status why;
+  if (auto d = dead_.find(transfer); d != dead_.end()) {
+    why = d->second.first;
+  } else if (!connected) {
+    why = Unavailable("peer '", peer_, "' ", unconnected);
+  } else {
+    return false;
+  }
+  completer_->Post([done = std::move(done), why] { done(why); });
+  return true;
+}
+
 void PeerLink::Send(const ChannelRequest& request, RequestDone done) {
   const Key key{request.dst_net.transfer, request.dst_net.chunk};
   std::lock_guard lock(mu_);
-  if (auto d = dead_.find(key.first); d != dead_.end()) {
-    completer_->Post([done = std::move(done), s = d->second.first] { done(s); });
-    return;
-  }
-  if (out_.empty()) {
-    completer_->Post([done = std::move(done), p = peer_] {
-      done(Unavailable("peer '", p, "' is not connected (no data connection)"));
-    });
+  if (RefusedLocked(key.first, !out_.empty(), "is not connected (no data connection)", done)) {
     return;
   }
   Request r{request, std::move(done)};
@@ -256,16 +263,7 @@ void PeerLink::Send(const ChannelRequest& request, RequestDone done) {
 void PeerLink::Post(const ChannelRequest& request, RequestDone done) {
   const Key key{request.src_net.transfer, request.src_net.chunk};
   std::lock_guard lock(mu_);
-  if (auto d = dead_.find(key.first); d != dead_.end()) {
-    completer_->Post([done = std::move(done), s = d->second.first] { done(s); });
-    return;
-  }
-  if (in_.empty()) {
-    completer_->Post([done = std::move(done), p = peer_] {
-      done(Unavailable("peer '", p, "' has no data connection to this node"));
-    });
-    return;
-  }
+  if (RefusedLocked(key.first, !in_.empty(), "has no data connection to this node", done)) return;
   posted_.emplace(key, Request{request, std::move(done)});
   Job j;
   j.header.type = FrameType::kCredit;

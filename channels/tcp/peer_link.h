@@ -48,8 +48,10 @@ struct DataOptions {
   std::optional<uint64_t> corrupt_chunk;
 };
 
-// Runs failure completions on its own thread (never inside the call that
-// caused them, which may hold the runtime's lock).
+// Runs closures one at a time, in order, on its own thread: failure
+// completions (never inside the call that caused them, which may hold the
+// runtime's lock), and the cluster layer's set-up work. The destructor runs
+// what is queued, then joins.
 class Completer {
  public:
   Completer();
@@ -108,6 +110,10 @@ class PeerLink {
   void AbandonLocked(uint64_t transfer, const Status& why,
                      std::vector<std::function<void()>>& calls);
   void PruneDeadLocked();
+  // Fails `done` (on the completer) when `transfer` has ended or the link
+  // lacks the connection the request needs; true when it did.
+  bool RefusedLocked(uint64_t transfer, bool connected, const char* unconnected,
+                     RequestDone& done);
 
   const std::string peer_;
   const DataOptions options_;

@@ -161,12 +161,9 @@ struct Cluster::Impl {
   std::map<uint64_t, std::weak_ptr<CrossOp>> ops;
   uint64_t next_key = 1;
 
-  // Set-up of halves runs here, never on a gRPC or ring thread.
-  std::mutex work_mu;
-  std::condition_variable work_cv;
-  std::deque<std::function<void()>> work;
-  bool work_stop = false;
-  std::thread worker;
+  // Set-up of halves and reactions to dead links run here, never on a
+  // gRPC, ring or link thread. Made in Start, ended in Stop.
+  std::unique_ptr<net::Completer> worker;
 
   std::unique_ptr<v1::IsometryPeer::CallbackService> service;
 
@@ -180,24 +177,8 @@ struct Cluster::Impl {
   }
 
   void Post(std::function<void()> fn) {
-    {
-      std::lock_guard lock(work_mu);
-      work.push_back(std::move(fn));
-    }
-    work_cv.notify_one();
-  }
-
-  void WorkLoop() {
-    std::unique_lock lock(work_mu);
-    while (true) {
-      work_cv.wait(lock, [&] { return work_stop || !work.empty(); });
-      if (work.empty()) return;
-      auto fn = std::move(work.front());
-      work.pop_front();
-      lock.unlock();
-      fn();
-      lock.lock();
-    }
+    std::lock_guard lock(mu);
+    if (worker && !stopping) worker->Post(std::move(fn));
   }
 
   // ---- topology ----
@@ -1093,7 +1074,10 @@ void Cluster::Start(Node* node) {
         }
         impl->Post([impl, peer, why] { impl->MarkDown(peer, why); });
       });
-  impl->worker = std::thread([impl] { impl->WorkLoop(); });
+  {
+    std::lock_guard lock(impl->mu);
+    impl->worker = std::make_unique<net::Completer>();
+  }
   for (auto& p : impl->peers) {
     Peer* raw = p.get();
     raw->loop = std::thread([impl, raw] { impl->PeerLoop(*raw); });
@@ -1111,12 +1095,7 @@ void Cluster::Stop() {
   for (auto& p : impl->peers) {
     if (p->loop.joinable()) p->loop.join();
   }
-  {
-    std::lock_guard lock(impl->work_mu);
-    impl->work_stop = true;
-  }
-  impl->work_cv.notify_all();
-  if (impl->worker.joinable()) impl->worker.join();
+  impl->worker.reset();  // runs what was posted before `stopping`, then joins
   for (auto& p : impl->peers) {
     impl->data->Link(p->config.name).Fail(Unavailable("isometryd is stopping"));
   }
