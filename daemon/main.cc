@@ -112,17 +112,28 @@ int Serve(const Config& config) {
     peers = [c = cluster.get()] { return c->ListPeers(); };
   }
   auto service = GrpcService::Make(**node, *token, peers);
+  // The client API on the unix socket (permission-checked). With peers,
+  // the TCP port serves only the peer API, whose calls carry a token won
+  // with the cluster secret; without, it serves the client API (trusted
+  // networks only, see README).
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + d.grpc_socket, grpc::InsecureServerCredentials());
   int tcp_port = 0;
-  if (!d.grpc_tcp.empty()) {
+  if (!d.grpc_tcp.empty() && !cluster) {
     builder.AddListeningPort(d.grpc_tcp, grpc::InsecureServerCredentials(), &tcp_port);
   }
   builder.SetMaxReceiveMessageSize(80 << 20);
   builder.SetMaxSendMessageSize(80 << 20);
   builder.RegisterService(service->service());
-  if (cluster) builder.RegisterService(cluster->service());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  std::unique_ptr<grpc::Server> peer_server;
+  if (server && cluster) {
+    grpc::ServerBuilder pb;
+    pb.AddListeningPort(d.grpc_tcp, grpc::InsecureServerCredentials(), &tcp_port);
+    pb.SetMaxReceiveMessageSize(16 << 20);
+    pb.RegisterService(cluster->service());
+    peer_server = pb.BuildAndStart();
+  }
   if (!server || (!d.grpc_tcp.empty() && tcp_port == 0)) {
     spdlog::error("cannot start the gRPC server on unix:{}{}", d.grpc_socket,
                   d.grpc_tcp.empty() ? "" : " and " + d.grpc_tcp);
@@ -133,7 +144,7 @@ int Serve(const Config& config) {
     return 1;
   }
   spdlog::info("gRPC on unix:{}{}", d.grpc_socket,
-               d.grpc_tcp.empty() ? "" : " and tcp " + d.grpc_tcp);
+               d.grpc_tcp.empty() ? "" : (cluster ? "; peer API on tcp " : " and tcp ") + d.grpc_tcp);
   spdlog::info("isometryd {} ready: node {}, {} memories, {} channel(s)", ISOMETRY_VERSION,
                config.runtime.node, config.runtime.memories.size(), config.runtime.channels.size());
   if (cluster) cluster->Start(node->get());
@@ -159,8 +170,10 @@ int Serve(const Config& config) {
   if (cluster) cluster->Stop();
   service->Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (peer_server) peer_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   local->reset();
   server.reset();
+  peer_server.reset();
   ::unlink(d.grpc_socket.c_str());
   node->reset();
   cluster.reset();

@@ -240,6 +240,16 @@ class BadInput(ClusterTest):
                 mems = {m.name: m for m in c.memories()}
                 self.assertEqual(mems["sys0"].staging_used, 0)
                 self.assertEqual(c.status().transfers_active, 0)
+            # The TCP port serves peers only: the client API is not there.
+            import grpc
+            from isometry import isometry_pb2 as pb, isometry_pb2_grpc as pb_grpc
+            with grpc.insecure_channel(a.address) as ch:
+                with self.assertRaises(grpc.RpcError) as e:
+                    pb_grpc.IsometryStub(ch).GetStatus(pb.StatusRequest(), timeout=5)
+                self.assertEqual(e.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+                with self.assertRaises(grpc.RpcError) as e:  # no token
+                    pb_grpc.IsometryPeerStub(ch).Ping(pb.PeerPing(), timeout=5)
+                self.assertEqual(e.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
             ok = self.published(cb, 4096)
             d = ca.register_instance(ok.id, [512], [("v", 8)], "F,x", memory="b:sys0")
             self.assertEqual(ca.copy(s, d).state, "done")
