@@ -317,6 +317,13 @@ class PeerFailure(ClusterTest):
             self.assertEqual(ca.status().transfers_active, 0)
             peers = {p.name: p for p in ca.peers().peers}
             self.assertIn(peers["b"].state, ("down", "connecting"))
+            # a keeps serving its own clients meanwhile.
+            here = ca.allocate("sys0", 1 << 20)
+            ca.write(here, 0, b"\x42" * (1 << 20))
+            h1 = ca.register_instance(here, [1 << 20], [("v", 1)], "F,x")
+            h2 = ca.register_instance(dst, [1 << 20], [("v", 1)], "F,x")
+            self.assertEqual(ca.copy(h1, h2).state, "done")
+            self.assertEqual(ca.read(dst, 0, 16), b"\x42" * 16)
             # b comes back: new copies work without restarting a.
             b.start()
             self.cluster.wait_up()
