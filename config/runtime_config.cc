@@ -132,8 +132,9 @@ Status ClusterConfig::Validate() const {
     return InvalidArgument("config: cluster.data_connections is ", data_connections,
                            "; it must be between 1 and 64");
   }
-  if (request_bytes < 4096) {
-    return InvalidArgument("config: cluster.request_size must be at least 4096 bytes");
+  if (request_bytes < 4096 || request_bytes > (256ull << 20)) {
+    return InvalidArgument("config: cluster.request_size is ", request_bytes,
+                           " bytes; it must be between 4 KiB and 256 MiB");
   }
   if (peer_timeout_ms < 100 || keepalive_ms < 10 || keepalive_ms >= peer_timeout_ms) {
     return InvalidArgument("config: cluster.keepalive_ms (", keepalive_ms,

@@ -180,6 +180,8 @@ TEST_CASE("cluster configs that cannot work are refused with the reason") {
   CHECK_THAT(ClusterErrorOf("[cluster]\ndata_connections = 0\n"),
              Catch::Contains("cluster.data_connections"));
   CHECK_THAT(ClusterErrorOf("[cluster]\nsecrets = 1\n"), Catch::Contains("unknown key"));
+  CHECK_THAT(ClusterErrorOf("[cluster]\nrequest_size = \"1GiB\"\n"),
+             Catch::Contains("between 4 KiB and 256 MiB"));
   auto no_tcp = ParseConfig(R"(
 [[memory]]
 name = "sys0"
