@@ -14,8 +14,9 @@ packages=(
   liburing-dev libibverbs-dev librdmacm-dev
   # daemon plumbing
   libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev libsystemd-dev libxxhash-dev
-  # tests
-  catch2 python3-pytest
+  libssl-dev
+  # tests (iproute2: ip netns, veth and tc for the two-host cluster test)
+  catch2 python3-pytest iproute2
   # benchmark peers (measured in the same run as Isometry)
   ucx-utils libucx-dev mpich libmpich-dev openmpi-bin libopenmpi-dev fio iperf3
 )
