@@ -69,6 +69,7 @@ struct ChannelRequest {
   FileRef dst_file;                // DiskWrite
   NetRef src_net;                  // RemoteMemcpy, receiving half
   NetRef dst_net;                  // RemoteMemcpy, sending half
+  int priority = 0;                // the transfer's; channels that queue honour it
 };
 
 using RequestDone = std::function<void(Status)>;

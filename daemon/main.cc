@@ -89,6 +89,11 @@ int Serve(const Config& config) {
     spdlog::error("cannot start: {}", node.status().ToString());
     return 1;
   }
+  if (cluster) {
+    // Before any server: clients and peers find the cluster layer ready.
+    (*node)->SetCrossCopier(cluster.get());
+    cluster->Start(node->get());
+  }
   auto local = LocalServer::Start(**node);
   if (!local.ok()) {
     spdlog::error("cannot start the local socket: {}", local.status().ToString());
@@ -107,10 +112,7 @@ int Serve(const Config& config) {
     return 1;
   }
   GrpcService::PeersProvider peers;
-  if (cluster) {
-    (*node)->SetCrossCopier(cluster.get());
-    peers = [c = cluster.get()] { return c->ListPeers(); };
-  }
+  if (cluster) peers = [c = cluster.get()] { return c->ListPeers(); };
   auto service = GrpcService::Make(**node, *token, peers);
   // The client API on the unix socket (permission-checked). With peers,
   // the TCP port serves only the peer API, whose calls carry a token won
@@ -147,7 +149,6 @@ int Serve(const Config& config) {
                d.grpc_tcp.empty() ? "" : (cluster ? "; peer API on tcp " : " and tcp ") + d.grpc_tcp);
   spdlog::info("isometryd {} ready: node {}, {} memories, {} channel(s)", ISOMETRY_VERSION,
                config.runtime.node, config.runtime.memories.size(), config.runtime.channels.size());
-  if (cluster) cluster->Start(node->get());
   sd_notify(0, "READY=1\nSTATUS=serving");
 
   uint64_t watchdog_usec = 0;

@@ -21,6 +21,7 @@ Result<std::unique_ptr<DataPlane>> DataPlane::Create(const DataOptions& options)
 DataPlane::~DataPlane() {
   if (listen_fd_ >= 0) ::shutdown(listen_fd_, SHUT_RDWR);
   if (acceptor_.joinable()) acceptor_.join();
+  JoinHandshakes(/*all=*/true);
   if (listen_fd_ >= 0) ::close(listen_fd_);
   std::map<std::string, std::unique_ptr<PeerLink>> links;
   {
@@ -42,9 +43,10 @@ PeerLink& DataPlane::Link(const std::string& peer) {
   std::lock_guard lock(mu_);
   auto& l = links_[peer];
   if (!l) {
-    l = std::make_unique<PeerLink>(peer, options_, &completer_, [this, peer](const Status& why) {
-      if (on_down_) on_down_(peer, why);
-    });
+    l = std::make_unique<PeerLink>(peer, options_, &completer_,
+                                   [this, peer](const Status& why, uint64_t generation) {
+                                     if (on_down_) on_down_(peer, why, generation);
+                                   });
   }
   return *l;
 }
@@ -56,8 +58,31 @@ void DataPlane::AcceptLoop() {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       return;  // shut down
     }
-    Handshake(fd);
+    JoinHandshakes(/*all=*/false);
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    std::lock_guard lock(handshake_mu_);
+    handshakes_.emplace_back(std::thread([this, fd, done] {
+                               Handshake(fd);
+                               *done = true;
+                             }),
+                             done);
   }
+}
+
+void DataPlane::JoinHandshakes(bool all) {
+  std::vector<std::thread> finished;
+  {
+    std::lock_guard lock(handshake_mu_);
+    for (auto it = handshakes_.begin(); it != handshakes_.end();) {
+      if (all || *it->second) {
+        finished.push_back(std::move(it->first));
+        it = handshakes_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& t : finished) t.join();
 }
 
 void DataPlane::Handshake(int fd) {

@@ -2,12 +2,14 @@
 // connections and one PeerLink per peer (peer_link.h).
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "channels/tcp/peer_link.h"
 
@@ -18,8 +20,10 @@ class DataPlane {
   // Says which peer a connecting node is: checks the token the node
   // presents (issued to it at the gRPC hello); an error refuses it.
   using TokenCheck = std::function<Result<std::string>(uint32_t node, const std::string& token)>;
-  // A link went down (a connection broke or the peer was declared dead).
-  using LinkDown = std::function<void(const std::string& peer, const Status& why)>;
+  // A link went down (a connection broke); `generation` is the link's
+  // generation() when it did.
+  using LinkDown =
+      std::function<void(const std::string& peer, const Status& why, uint64_t generation)>;
 
   // Binds options.listen (so address() is known); Start() accepts.
   static Result<std::unique_ptr<DataPlane>> Create(const DataOptions& options);
@@ -36,6 +40,7 @@ class DataPlane {
   explicit DataPlane(const DataOptions& options) : options_(options) {}
   void AcceptLoop();
   void Handshake(int fd);
+  void JoinHandshakes(bool all);
 
   const DataOptions options_;
   int listen_fd_ = -1;
@@ -46,6 +51,10 @@ class DataPlane {
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<PeerLink>> links_;  // guarded by mu_
   std::thread acceptor_;
+  // One thread per connection still saying hello (each bounded by
+  // timeout_ms), so a silent connection never holds up the others.
+  std::mutex handshake_mu_;
+  std::vector<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> handshakes_;
 };
 
 }  // namespace isometry::net

@@ -43,6 +43,12 @@ struct FrameHeader {
 };
 static_assert(sizeof(FrameHeader) == 48);
 
+// A status code from the wire: an error code, never OK (an abort that
+// claimed success would end a transfer "done" without its data).
+inline absl::StatusCode ErrorCodeFromWire(int64_t code) {
+  return code > 0 && code <= 16 ? static_cast<absl::StatusCode>(code) : absl::StatusCode::kAborted;
+}
+
 // Checks magic, version, type and the payload bound of a received header.
 Status CheckHeader(const FrameHeader& h);
 

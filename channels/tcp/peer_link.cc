@@ -6,6 +6,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
+
 #include "layout/executor.h"
 
 namespace isometry::net {
@@ -59,7 +61,9 @@ struct PeerLink::Conn {
   bool outgoing = false;
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<Job> queue;  // guarded by mu
+  // Control frames first, then DATA by priority (higher first), each in
+  // the order queued. Guarded by mu.
+  std::deque<Job> queue;
   bool closing = false;   // guarded by mu
   std::thread reader, writer;
   std::vector<std::byte> send_bounce, recv_bounce;  // owned by the writer / reader thread
@@ -70,12 +74,19 @@ struct PeerLink::Conn {
     if (fd >= 0) ::close(fd);
   }
   // Wakes both threads for good: they exit, the destructor joins them.
-  void Close(std::vector<std::function<void()>>& calls, const Status& why) {
+  // Queued DATA fails with `why`; queued control frames go to `leftover`
+  // when given (a replaced connection's credits must still be sent).
+  void Close(std::vector<std::function<void()>>& calls, const Status& why,
+             std::deque<Job>* leftover = nullptr) {
     std::lock_guard lock(mu);
     if (!closing) ::shutdown(fd, SHUT_RDWR);
     closing = true;
     for (Job& j : queue) {
-      if (j.data) calls.push_back([d = std::move(j.data->done), why] { d(why); });
+      if (j.data) {
+        calls.push_back([d = std::move(j.data->done), why] { d(why); });
+      } else if (leftover) {
+        leftover->push_back(std::move(j));
+      }
     }
     queue.clear();
     cv.notify_all();
@@ -83,7 +94,7 @@ struct PeerLink::Conn {
 };
 
 PeerLink::PeerLink(std::string peer, const DataOptions& options, Completer* completer,
-                   std::function<void(const Status&)> on_down)
+                   std::function<void(const Status&, uint64_t)> on_down)
     : peer_(std::move(peer)),
       options_(options),
       completer_(completer),
@@ -107,6 +118,10 @@ int PeerLink::outgoing() const {
 int PeerLink::incoming() const {
   std::lock_guard lock(mu_);
   return static_cast<int>(in_.size());
+}
+uint64_t PeerLink::generation() const {
+  std::lock_guard lock(mu_);
+  return generation_;
 }
 uint64_t PeerLink::bytes_sent() const {
   std::lock_guard lock(mu_);
@@ -143,6 +158,10 @@ Status PeerLink::Connect(const std::string& address, uint32_t self_node, const s
     ISO_RETURN_IF_ERROR(RecvAll(fd, &reply, sizeof reply));
     ISO_RETURN_IF_ERROR(CheckHeader(reply));
     if (reply.type != FrameType::kHello) {
+      if (reply.type != FrameType::kAbort || reply.length > kMaxControlPayload) {
+        return absl::DataLossError(StrCat("peer '", peer_, "' answered the hello with frame type ",
+                                          static_cast<int>(reply.type)));
+      }
       std::string why(reply.length, '\0');
       (void)RecvAll(fd, why.data(), reply.length);
       return absl::PermissionDeniedError(
@@ -157,6 +176,7 @@ Status PeerLink::Connect(const std::string& address, uint32_t self_node, const s
   for (auto& c : out_) c->Close(calls, Unavailable("replaced"));
   for (auto& c : out_) closed_.push_back(c);
   out_ = conns;
+  ++generation_;
   for (auto& c : conns) StartConn(c);
   for (auto& fn : calls) completer_->Post(std::move(fn));
   spdlog::info("data link to peer '{}': {} connection(s) to {}", peer_, conns.size(), address);
@@ -172,10 +192,12 @@ void PeerLink::AddIncoming(int fd) {
     // The peer opened a new set (it restarted or reconnected): the oldest
     // connections are stale.
     std::vector<std::function<void()>> calls;
-    in_.front()->Close(calls, Unavailable("replaced"));
+    std::deque<Job> credits;
+    in_.front()->Close(calls, Unavailable("replaced"), &credits);
     closed_.push_back(in_.front());
     in_.erase(in_.begin());
     for (auto& fn : calls) completer_->Post(std::move(fn));
+    for (Job& j : credits) Enqueue(c, std::move(j));
   }
   in_.push_back(c);
   StartConn(c);
@@ -189,18 +211,20 @@ void PeerLink::StartConn(std::shared_ptr<Conn> c) {
   raw->writer = std::thread([this, raw] { Writer(raw); });
 }
 
-void PeerLink::Fail(const Status& why) {
+void PeerLink::Fail(const Status& why, bool notify) {
   std::vector<std::function<void()>> calls;
   bool had = false;
+  uint64_t generation;
   {
     std::lock_guard lock(mu_);
     had = !out_.empty() || !in_.empty();
+    generation = generation_;
     FailLocked(why, calls);
   }
   for (auto& fn : calls) completer_->Post(std::move(fn));
   if (had) {
     spdlog::warn("data link to peer '{}' is down: {}", peer_, why.ToString());
-    if (on_down_) on_down_(why);
+    if (notify && on_down_) on_down_(why, generation);
   }
 }
 
@@ -249,6 +273,13 @@ void PeerLink::Send(const ChannelRequest& request, RequestDone done) {
   if (RefusedLocked(key.first, !out_.empty(), "is not connected (no data connection)", done)) {
     return;
   }
+  if (waiting_credit_.count(key)) {
+    completer_->Post([done = std::move(done), key] {
+      done(absl::InternalError(StrCat("chunk ", key.second, " of transfer ", key.first,
+                                      " submitted twice")));
+    });
+    return;
+  }
   Request r{request, std::move(done)};
   if (credits_.erase(key)) {
     Job j;
@@ -264,6 +295,13 @@ void PeerLink::Post(const ChannelRequest& request, RequestDone done) {
   const Key key{request.src_net.transfer, request.src_net.chunk};
   std::lock_guard lock(mu_);
   if (RefusedLocked(key.first, !in_.empty(), "has no data connection to this node", done)) return;
+  if (posted_.count(key)) {
+    completer_->Post([done = std::move(done), key] {
+      done(absl::InternalError(StrCat("chunk ", key.second, " of transfer ", key.first,
+                                      " posted twice")));
+    });
+    return;
+  }
   posted_.emplace(key, Request{request, std::move(done)});
   Job j;
   j.header.type = FrameType::kCredit;
@@ -320,7 +358,7 @@ void PeerLink::OnAbortFrame(const FrameHeader& h, const std::string& message) {
   {
     std::lock_guard lock(mu_);
     if (dead_.count(h.transfer)) return;  // we ended it first
-    const Status why(static_cast<absl::StatusCode>(h.code),
+    const Status why(ErrorCodeFromWire(h.code),
                      StrCat("peer '", peer_, "' ended the transfer: ", message));
     AbandonLocked(h.transfer, why, calls);
   }
@@ -329,7 +367,18 @@ void PeerLink::OnAbortFrame(const FrameHeader& h, const std::string& message) {
 
 void PeerLink::Enqueue(const std::shared_ptr<Conn>& c, Job job) {
   std::lock_guard lock(c->mu);
-  c->queue.push_back(std::move(job));
+  if (!job.data) {
+    // Control frames overtake queued DATA: credits and aborts are small and
+    // what the other side waits for.
+    auto it = std::find_if(c->queue.begin(), c->queue.end(), [](const Job& j) { return j.data; });
+    c->queue.insert(it, std::move(job));
+  } else {
+    const int prio = job.data->request.priority;
+    auto it = std::find_if(c->queue.begin(), c->queue.end(), [prio](const Job& j) {
+      return j.data && j.data->request.priority < prio;
+    });
+    c->queue.insert(it, std::move(job));
+  }
   c->cv.notify_one();
 }
 
@@ -416,6 +465,12 @@ void PeerLink::Reader(Conn* c) {
           if (dead_.count(h.transfer) || out_.empty()) break;
           auto it = waiting_credit_.find(key);
           if (it == waiting_credit_.end()) {
+            // Early credits are bounded by what the peer's runtime posts;
+            // a flood of unsolicited ones is a broken peer.
+            if (credits_.size() >= (1u << 20)) {
+              s = absl::DataLossError("more than 2^20 credits for chunks never sent");
+              break;
+            }
             credits_.insert(key);
             break;
           }

@@ -68,8 +68,10 @@ class Completer {
 
 class PeerLink {
  public:
+  // `on_down` gets the reason and the generation (see generation()) of the
+  // connections that broke.
   PeerLink(std::string peer, const DataOptions& options, Completer* completer,
-           std::function<void(const Status&)> on_down);
+           std::function<void(const Status&, uint64_t)> on_down);
   ~PeerLink();
 
   const std::string& peer() const { return peer_; }
@@ -77,8 +79,11 @@ class PeerLink {
   Status Connect(const std::string& address, uint32_t self_node, const std::string& token);
   // A connection the peer opened, after its hello was accepted.
   void AddIncoming(int fd);
-  // Closes every connection and fails what is in flight with `why`.
-  void Fail(const Status& why);
+  // Closes every connection and fails what is in flight with `why`;
+  // `notify` reports it to on_down.
+  void Fail(const Status& why, bool notify = true);
+  // Counts Connect()s: a down report about an older generation is stale.
+  uint64_t generation() const;
 
   void Send(const ChannelRequest& request, RequestDone done);
   void Post(const ChannelRequest& request, RequestDone done);
@@ -118,7 +123,7 @@ class PeerLink {
   const std::string peer_;
   const DataOptions options_;
   Completer* const completer_;
-  const std::function<void(const Status&)> on_down_;
+  const std::function<void(const Status&, uint64_t)> on_down_;
   RateLimiter limiter_;
 
   mutable std::mutex mu_;
@@ -129,6 +134,7 @@ class PeerLink {
   std::set<Key> credits_;                             // credits that came before the chunk
   std::map<uint64_t, std::pair<Status, std::chrono::steady_clock::time_point>> dead_;
   uint64_t sent_ = 0, received_ = 0;
+  uint64_t generation_ = 0;
 };
 
 }  // namespace isometry::net

@@ -12,9 +12,14 @@ class TcpChannel final : public Channel {
     caps_.memory_kinds = {{MemoryKind::kSys, MemoryKind::kSys}};
     caps_.converts_layout = false;  // it can (a bounce buffer), but a Memcpy hop does it better
     caps_.request_bytes = config.request_bytes;
-    // Requests waiting for credits or data hold no thread; the bound only
-    // keeps one transfer from queueing its whole box.
-    caps_.max_in_flight = config.max_in_flight > 0 ? config.max_in_flight : 64;
+    // Requests waiting for a credit or for data hold no thread and no
+    // memory (their chunk's place is the transfer's own), so they are not
+    // rationed: a budget shared by both directions and by every transfer
+    // with this peer would let requests that wait on the other node fill
+    // it and stall transfers the other node waits on (a cross-node
+    // deadlock). Credits bound what travels; priorities order the queues
+    // of each connection.
+    caps_.max_in_flight = config.max_in_flight > 0 ? config.max_in_flight : (1 << 20);
     caps_.rate_limit_bytes_per_s = config.rate_limit_bytes_per_s;
   }
 

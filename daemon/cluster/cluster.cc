@@ -75,6 +75,7 @@ struct Half {
   uint64_t key = 0;
   std::string partner, initiator;
   std::optional<Transfer> transfer;
+  Status aborted;  // set when an abort came before or during the start
   bool finished = false;
   Status status;
   Clock::time_point finished_at{};
@@ -117,6 +118,10 @@ class CrossOp final : public CrossTransfer, public std::enable_shared_from_this<
     awaits_.emplace_back(node, std::move(ctx));
   }
   void HalfDone(Status s);
+  void Finish(std::function<void(Status)> done, Status final);
+  // Set-up is over (every half it started was counted): the copy ends when
+  // the last of them has, or now when none runs.
+  void SetUpDone();
   void Fail(Status why);  // ends every half with `why`
   bool Involves(const std::string& node) const {
     std::lock_guard lock(mu_);
@@ -136,6 +141,7 @@ class CrossOp final : public CrossTransfer, public std::enable_shared_from_this<
   mutable std::mutex mu_;
   std::function<void(Status)> done_;  // guarded by mu_
   int pending_ = 0;
+  bool setup_done_ = false;
   Status failure_;
   std::optional<Transfer> local_;
   std::vector<std::string> nodes_;  // nodes running remote halves ("" = here)
@@ -157,9 +163,12 @@ struct Cluster::Impl {
   bool stopping = false;
   std::map<std::string, std::string> issued;  // peer -> token we issued it
   std::map<std::string, uint32_t> peer_nodes;  // peer -> node id it said hello with
+  std::map<std::string, Clock::time_point> nonces;  // hellos seen in the last 5 minutes
   std::map<uint64_t, std::shared_ptr<Half>> halves;
   std::map<uint64_t, std::weak_ptr<CrossOp>> ops;
-  uint64_t next_key = 1;
+  // Cross-node copy keys: this node's id, then a counter that starts at a
+  // random point so keys of a restarted node do not meet its old ones.
+  uint64_t next_key = 0;
 
   // Set-up of halves and reactions to dead links run here, never on a
   // gRPC, ring or link thread. Made in Start, ended in Stop.
@@ -356,32 +365,37 @@ struct Cluster::Impl {
   // A peer is gone: everything that involves it fails with UNAVAILABLE
   // (its buffers are freed as the halves drain) and the loop says hello
   // again.
-  void MarkDown(const std::string& name, Status why) {
+  // `generation`: the data link's generation the failure was seen on
+  // (none: now); a stale report about replaced connections changes nothing.
+  void MarkDown(const std::string& name, Status why,
+                std::optional<uint64_t> generation = std::nullopt) {
     Peer* p = FindPeer(name);
     if (!p) return;
-    std::vector<std::shared_ptr<Half>> hs;
+    net::PeerLink& link = data->Link(name);
+    if (generation && *generation != link.generation()) return;
+    link.Fail(why, /*notify=*/false);  // before `up` goes: Connect() must open new ones
+    std::vector<std::optional<Transfer>> hs;
     std::vector<std::shared_ptr<CrossOp>> os;
     {
       std::lock_guard lock(mu);
-      if (!p->up && p->state != "up") {
-        // Not up: still end what may be waiting on it.
-      }
       const bool was_up = p->up;
       p->up = false;
       p->state = "down";
       p->last_error = std::string(why.message());
       if (was_up) spdlog::warn("peer '{}' is down: {}", name, why.ToString());
       for (auto& [key, h] : halves) {
-        if (!h->finished && (h->partner == name || h->initiator == name)) hs.push_back(h);
+        if (!h->finished && (h->partner == name || h->initiator == name)) {
+          h->aborted = why;
+          hs.push_back(h->transfer);
+        }
       }
       for (auto& [key, w] : ops) {
         if (auto o = w.lock(); o && o->Involves(name)) os.push_back(o);
       }
       cv.notify_all();
     }
-    data->Link(name).Fail(why);
-    for (auto& h : hs) {
-      if (h->transfer) h->transfer->Abort(why);
+    for (auto& t : hs) {
+      if (t) t->Abort(why);
     }
     for (auto& o : os) o->Fail(why);
   }
@@ -432,19 +446,29 @@ struct Cluster::Impl {
       // Finished halves stay a while for a late AwaitHalf.
       const auto cutoff = Clock::now() - std::chrono::minutes(5);
       for (auto it = halves.begin(); it != halves.end();) {
-        it = it->second->finished && it->second->finished_at < cutoff ? halves.erase(it)
-                                                                       : std::next(it);
+        const bool over = it->second->finished || !it->second->transfer;
+        it = over && it->second->finished_at < cutoff ? halves.erase(it) : std::next(it);
       }
-      if (halves.count(key)) return absl::AlreadyExistsError(StrCat("half ", key, " exists"));
+      if (auto it = halves.find(key); it != halves.end()) {
+        if (it->second->transfer || it->second->finished) {
+          return absl::AlreadyExistsError(StrCat("half ", key, " exists"));
+        }
+        h->aborted = it->second->aborted;  // a tombstone: AbortHalf came first
+      }
       halves[key] = h;
     }
     auto t = node->runtime().Copy(std::move(req));
-    std::lock_guard lock(mu);
-    if (!t.ok()) {
-      halves.erase(key);
-      return t.status();
+    Status aborted;
+    {
+      std::lock_guard lock(mu);
+      if (!t.ok()) {
+        halves.erase(key);
+        return t.status();
+      }
+      h->transfer = *t;
+      aborted = h->aborted;
     }
-    h->transfer = *t;
+    if (!aborted.ok()) t->Abort(aborted);
     return OkStatus();
   }
 
@@ -460,6 +484,8 @@ struct Cluster::Impl {
                              const Box& bounds, const FieldSpace& fields);
   void SetUp(std::shared_ptr<CrossOp> op, CrossCopySpec spec, Path path, size_t net_hop,
              uint64_t chunk_target, uint64_t slot_limit);
+  void SetUpHalves(const std::shared_ptr<CrossOp>& op, CrossCopySpec spec, Path path,
+                   size_t net_hop, uint64_t chunk_target, uint64_t slot_limit);
 };
 
 // ---- CrossOp ----
@@ -512,22 +538,36 @@ void CrossOp::HalfDone(Status s) {
       failure_ = s;
       fail_others = true;
     }
-    if (--pending_ > 0 || !done_) {
-      if (!fail_others) return;
-    } else {
-      done = std::move(done_);
-      done_ = nullptr;
+    --pending_;
+    if (pending_ == 0 && setup_done_ && done_) {
+      done = std::exchange(done_, nullptr);
       final = failure_;
     }
   }
   if (fail_others) Fail(s);
-  if (done) {
-    {
-      std::lock_guard lock(impl_->mu);
-      impl_->ops.erase(key_);
+  if (done) Finish(std::move(done), std::move(final));
+}
+
+void CrossOp::SetUpDone() {
+  std::function<void(Status)> done;
+  Status final;
+  {
+    std::lock_guard lock(mu_);
+    setup_done_ = true;
+    if (pending_ == 0 && done_) {
+      done = std::exchange(done_, nullptr);
+      final = failure_;
     }
-    done(final);
   }
+  if (done) Finish(std::move(done), std::move(final));
+}
+
+void CrossOp::Finish(std::function<void(Status)> done, Status final) {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->ops.erase(key_);
+  }
+  done(std::move(final));
 }
 
 // ---- planning and set-up ----
@@ -561,6 +601,10 @@ Result<CrossPlan> Cluster::Impl::PlanCross(const CrossEndName& src, const CrossE
     if (!p->up) {
       return Unavailable("peer '", name, "' is ", p->state,
                          p->last_error.empty() ? "" : ": " + p->last_error);
+    }
+    if (data->Link(name).incoming() == 0) {
+      return Unavailable("peer '", name, "' is up but has not opened its data connections to ",
+                         "this node yet");
     }
     node_ids[name] = p->node;
     for (TopologyMemory m : p->topology.memories) {
@@ -644,7 +688,7 @@ Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::Copy(CrossCopySpec spec,
   uint64_t key;
   {
     std::lock_guard lock(mu);
-    key = (static_cast<uint64_t>(config.runtime.node) << 40) | next_key++;
+    key = (static_cast<uint64_t>(config.runtime.node) << 40) | (next_key++ & ((1ull << 40) - 1));
   }
   const uint64_t bytes = box.volume() * spec.src.shape.fields.total_bytes();
   auto op = std::make_shared<CrossOp>(this, key, plan.path.ToString(plan.topo), bytes,
@@ -705,6 +749,12 @@ Result<PlanReport> Cluster::Impl::Explain(const std::string& src_memory, const L
 
 void Cluster::Impl::SetUp(std::shared_ptr<CrossOp> op, CrossCopySpec spec, Path path,
                           size_t net_hop, uint64_t chunk_target, uint64_t slot_limit) {
+  SetUpHalves(op, std::move(spec), std::move(path), net_hop, chunk_target, slot_limit);
+  op->SetUpDone();
+}
+
+void Cluster::Impl::SetUpHalves(const std::shared_ptr<CrossOp>& op, CrossCopySpec spec, Path path,
+                                size_t net_hop, uint64_t chunk_target, uint64_t slot_limit) {
   const std::string src_node = spec.src.node.empty() ? self() : spec.src.node;
   const std::string dst_node = spec.dst.node.empty() ? self() : spec.dst.node;
   // The receiving half first: its credits are what lets the sender go.
@@ -727,10 +777,12 @@ void Cluster::Impl::SetUp(std::shared_ptr<CrossOp> op, CrossCopySpec spec, Path 
         op->HalfDone(s);
         break;
       }
-      std::lock_guard lock(mu);
-      if (auto h = halves.find(op->key()); h != halves.end() && h->second->transfer) {
-        op->SetLocal(*h->second->transfer);
+      std::optional<Transfer> t;
+      {
+        std::lock_guard lock(mu);
+        if (auto h = halves.find(op->key()); h != halves.end()) t = h->second->transfer;
       }
+      if (t) op->SetLocal(*t);  // not under mu: it may abort, whose completion takes mu
       continue;
     }
     Peer* p = FindPeer(here);
@@ -775,6 +827,7 @@ void Cluster::Impl::SetUp(std::shared_ptr<CrossOp> op, CrossCopySpec spec, Path 
       op->HalfDone(FromGrpc(gs, StrCat("node '", here, "' refused its half")));
       break;
     }
+    if (op->failed()) op->Cancel();  // failed while the peer set its half up: end it there too
     auto actx = std::make_shared<grpc::ClientContext>();
     {
       std::lock_guard lock(mu);
@@ -862,6 +915,14 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
       return r;
     }
     auto h = it->second;
+    if (!h->transfer && !h->finished && !h->aborted.ok()) {
+      const Status s = h->aborted;
+      lock.unlock();
+      resp->set_code(static_cast<int>(s.code()));
+      resp->set_message(std::string(s.message()));
+      r->Finish(grpc::Status::OK);
+      return r;
+    }
     auto finish = [r, resp](const Status& s) {
       resp->set_code(static_cast<int>(s.code()));
       resp->set_message(std::string(s.message()));
@@ -882,16 +943,22 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
                                       v1::AbortHalfResponse*) override {
     auto caller = Caller(ctx);
     if (!caller.ok()) return Reply(ctx, caller.status());
+    const Status why(net::ErrorCodeFromWire(req->code()),
+                     StrCat("node '", *caller, "' ended the transfer: ", req->message()));
     std::optional<Transfer> t;
     {
       std::lock_guard lock(impl_->mu);
-      auto it = impl_->halves.find(req->key());
-      if (it != impl_->halves.end()) t = it->second->transfer;
+      auto& h = impl_->halves[req->key()];
+      if (!h) {  // not started yet: a tombstone its start will find
+        h = std::make_shared<Half>();
+        h->key = req->key();
+        h->initiator = *caller;
+        h->finished_at = Clock::now();
+      }
+      if (h->aborted.ok()) h->aborted = why;
+      t = h->transfer;
     }
-    if (t) {
-      t->Abort(Status(static_cast<absl::StatusCode>(req->code()),
-                      StrCat("node '", *caller, "' ended the transfer: ", req->message())));
-    }
+    if (t) t->Abort(why);
     return Reply(ctx, OkStatus());
   }
 
@@ -922,6 +989,18 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
     }
     if (std::llabs(UnixMs() - req.unix_ms()) > 5 * 60 * 1000) {
       return absl::UnauthenticatedError("hello is more than 5 minutes off this node's clock");
+    }
+    {
+      // A hello is good once: a recorded one replayed within its 5 minutes
+      // of validity is refused.
+      std::lock_guard lock(impl_->mu);
+      const auto now = Clock::now();
+      for (auto it = impl_->nonces.begin(); it != impl_->nonces.end();) {
+        it = now - it->second > std::chrono::minutes(6) ? impl_->nonces.erase(it) : std::next(it);
+      }
+      if (!impl_->nonces.emplace(req.nonce(), now).second) {
+        return absl::UnauthenticatedError("replayed hello (its nonce was used before)");
+      }
     }
     if (req.node() == impl_->config.runtime.node) {
       return FailedPrecondition("node id ", req.node(), " is this node's own runtime.node");
@@ -1040,6 +1119,7 @@ Result<std::unique_ptr<Cluster>> Cluster::Create(const Config& config) {
     impl->peers.push_back(std::move(p));
   }
   impl->service = std::make_unique<PeerService>(impl.get());
+  impl->next_key = std::strtoull(RandomHex(5).c_str(), nullptr, 16) | 1;
   return std::unique_ptr<Cluster>(new Cluster(std::move(impl)));
 }
 
@@ -1066,13 +1146,10 @@ void Cluster::Start(Node* node) {
         return absl::UnauthenticatedError(
             StrCat("node ", node_id, " presented no valid token (say hello over gRPC first)"));
       },
-      [impl](const std::string& peer, const Status& why) {
-        // Not on the link's thread: MarkDown fails the link again.
-        {
-          std::lock_guard lock(impl->mu);
-          if (impl->stopping) return;
-        }
-        impl->Post([impl, peer, why] { impl->MarkDown(peer, why); });
+      [impl](const std::string& peer, const Status& why, uint64_t generation) {
+        // Not on the link's thread (MarkDown takes locks the link's callers
+        // hold); a report about connections since replaced is dropped there.
+        impl->Post([impl, peer, why, generation] { impl->MarkDown(peer, why, generation); });
       });
   {
     std::lock_guard lock(impl->mu);
@@ -1095,7 +1172,27 @@ void Cluster::Stop() {
   for (auto& p : impl->peers) {
     if (p->loop.joinable()) p->loop.join();
   }
-  impl->worker.reset();  // runs what was posted before `stopping`, then joins
+  std::unique_ptr<net::Completer> worker;
+  std::vector<std::optional<Transfer>> hs;
+  std::vector<std::shared_ptr<CrossOp>> os;
+  {
+    std::lock_guard lock(impl->mu);
+    worker.swap(impl->worker);
+    for (auto& [key, h] : impl->halves) {
+      if (!h->finished) hs.push_back(h->transfer);
+    }
+    for (auto& [key, w] : impl->ops) {
+      if (auto o = w.lock()) os.push_back(o);
+    }
+  }
+  worker.reset();  // runs what was posted before `stopping`, then joins
+  // Nothing ends these halves once the links are gone: end them now, so
+  // their AwaitHalf calls are answered before the peer server stops.
+  const Status why = Unavailable("isometryd on node '", impl->self(), "' is stopping");
+  for (auto& t : hs) {
+    if (t) t->Abort(why);
+  }
+  for (auto& o : os) o->Fail(why);
   for (auto& p : impl->peers) {
     impl->data->Link(p->config.name).Fail(Unavailable("isometryd is stopping"));
   }

@@ -269,6 +269,23 @@ struct Runtime::Impl {
       return FailedPrecondition("cross-node copy ", part.key, ": no network channel '",
                                 part.net_channel, "' on this node");
     }
+    // The other node planned this path: check it as untrusted input.
+    // Nodes on this side of the network hop must be this node's memories,
+    // those on the other side another node's.
+    for (size_t i = 0; i < path.nodes.size(); ++i) {
+      const MemoryId m = path.nodes[i].memory;
+      const bool here = part.sending ? i <= part.net_hop : i > part.net_hop;
+      if (here != IsLocal(m) || (here && !topo.FindMemory(m))) {
+        return InvalidArgument("cross-node copy ", part.key, ": path node ", i, " (",
+                               MemoryName(m), ") is not where the network hop puts it");
+      }
+    }
+    if (part.chunk_target < 4096 || part.chunk_target > (256ull << 20) || part.slot_limit < 4096 ||
+        part.slot_limit > config.space_threshold) {
+      return InvalidArgument("cross-node copy ", part.key, ": chunks of ", part.chunk_target,
+                             " bytes in slots of ", part.slot_limit,
+                             " are outside this node's limits");
+    }
     t.path = path;
     for (size_t h = 0; h < path.edges.size(); ++h) {
       TopologyEdge& e = t.path.edges[h];
@@ -387,6 +404,10 @@ struct Runtime::Impl {
     ISO_ASSIGN_OR_RETURN(ChunkGrid grid,
                          req.remote ? RemoteGrid(*t, box, req.src.shape.fields, *req.remote)
                                     : GridFor(t->path, box, req.src.shape.fields));
+    if (req.remote && grid.count() > (1ull << 22)) {
+      return InvalidArgument("cross-node copy ", req.remote->key, ": ", grid.count(),
+                             " chunks; at most 4194304 (raise cluster.request_size)");
+    }
     t->grid = grid;
     std::vector<uint64_t> need(pools.size(), 0);
     for (size_t i = 1; i + 1 < t->path.nodes.size(); ++i) {
@@ -535,6 +556,7 @@ struct Runtime::Impl {
   // Stops issuing new requests; the transfer finishes when the last request
   // in flight returns.
   Completion Abort(const std::shared_ptr<TransferState>& t, Status why) {
+    if (why.ok()) why = absl::UnknownError("transfer aborted without a reason");
     if (t->remote && !t->abandoned && t->phase != Phase::kFinished) {
       // Frees what the network channel holds for it and tells the other node.
       t->abandoned = true;
@@ -685,7 +707,7 @@ struct Runtime::Impl {
       } else {
         const uint64_t bytes = (*program)->bytes;
         channels[w.channel]->Submit(
-            {*program, in.base, out.base, in.file, out.file, in.net, out.net},
+            {*program, in.base, out.base, in.file, out.file, in.net, out.net, t.priority},
             [this, keep, x, k, bytes](Status s) { OnRequestDone(keep, x, k, bytes, std::move(s)); });
       }
       lock.lock();
