@@ -255,6 +255,69 @@ class BadInput(ClusterTest):
             self.assertEqual(ca.copy(s, d).state, "done")
 
 
+class Concurrency(ClusterTest):
+    def test_both_directions_at_once_and_cancel_at_once(self):
+        # Each direction has more chunks (128 of 256 KiB) than any per-peer
+        # budget once had: pulls both ways at once must both finish.
+        n = 32 << 20
+        a, b = self.cluster["a"], self.cluster["b"]
+        with a.client() as ca, b.client() as cb:
+            da, db = os.urandom(n), os.urandom(n)
+            pa = self.published(ca, n, da)
+            pb = self.published(cb, n, db)
+            into_a = ca.allocate("sys0", n)
+            into_b = cb.allocate("sys0", n)
+            ta = ca.copy(ca.register_instance(pb.id, [n], [("v", 1)], "F,x", memory="b:sys0"),
+                         ca.register_instance(into_a, [n], [("v", 1)], "F,x"), wait=False)
+            tb = cb.copy(cb.register_instance(pa.id, [n], [("v", 1)], "F,x", memory="a:sys0"),
+                         cb.register_instance(into_b, [n], [("v", 1)], "F,x"), wait=False)
+            self.assertEqual(ca.wait(ta, timeout_ms=60000).state, "done")
+            self.assertEqual(cb.wait(tb, timeout_ms=60000).state, "done")
+            self.assertEqual(ca.read(into_a, 0, n), db)
+            self.assertEqual(cb.read(into_b, 0, n), da)
+            # Cancelled the moment it is submitted: it ends, and frees all.
+            s = ca.register_instance(pa, [n], [("v", 1)], "F,x")
+            d = ca.register_instance(pb.id, [n], [("v", 1)], "F,x", memory="b:sys0")
+            for _ in range(5):
+                t = ca.copy(s, d, wait=False)
+                ca.cancel(t)
+                info = ca.wait(t, timeout_ms=20000, check=False)
+                self.assertIn(info.state, ("cancelled", "done"))
+            for c in (ca, cb):
+                self.assertEqual({m.name: m for m in c.memories()}["sys0"].staging_used, 0)
+
+
+class HelloReplay(ClusterTest):
+    def test_a_recorded_hello_is_good_once(self):
+        import hashlib
+        import hmac
+        import grpc
+        from isometry import isometry_pb2 as pb, isometry_pb2_grpc as pb_grpc
+
+        a = self.cluster["a"]
+        secret = b"correct horse battery staple 42"  # the fixture's
+        nonce, ms = os.urandom(16).hex(), int(time.time() * 1000)
+        parts = ["hello", "b", "2", "1", nonce, str(ms)]
+        mac = hmac.new(secret, b"".join(p.encode() + b"\x1f" for p in parts),
+                       hashlib.sha256).digest()
+        hello = pb.PeerHello(node_name="b", node=2, protocol_version=1, nonce=nonce.encode(),
+                             unix_ms=ms, mac=mac)
+        with grpc.insecure_channel(a.address) as ch:
+            stub = pb_grpc.IsometryPeerStub(ch)
+            welcome = stub.Hello(hello, timeout=5)
+            self.assertEqual(welcome.node_name, "a")
+            self.assertTrue(welcome.token)
+            with self.assertRaises(grpc.RpcError) as e:
+                stub.Hello(hello, timeout=5)
+            self.assertEqual(e.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+            self.assertIn("replayed", e.exception.details())
+            bad = pb.PeerHello(node_name="b", node=2, protocol_version=1, nonce=b"x" * 32,
+                               unix_ms=ms, mac=mac)
+            with self.assertRaises(grpc.RpcError) as e:
+                stub.Hello(bad, timeout=5)
+            self.assertEqual(e.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+
+
 class Checksums(ClusterTest):
     opts = {"request": "256KiB", "checksum": True}
 
