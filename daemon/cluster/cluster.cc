@@ -446,8 +446,11 @@ struct Cluster::Impl {
       // Finished halves stay a while for a late AwaitHalf.
       const auto cutoff = Clock::now() - std::chrono::minutes(5);
       for (auto it = halves.begin(); it != halves.end();) {
-        const bool over = it->second->finished || !it->second->transfer;
-        it = over && it->second->finished_at < cutoff ? halves.erase(it) : std::next(it);
+        // Over: finished, or a tombstone (an abort for a half that never
+        // started). A half still starting has neither and stays.
+        const Half& old = *it->second;
+        const bool over = old.finished || (!old.transfer && !old.aborted.ok());
+        it = over && old.finished_at < cutoff ? halves.erase(it) : std::next(it);
       }
       if (auto it = halves.find(key); it != halves.end()) {
         if (it->second->transfer || it->second->finished) {
