@@ -88,7 +88,8 @@ class AttachReactor final : public grpc::ServerWriteReactor<v1::SessionEvent> {
     state_->Push(std::move(first));
   }
 
-  void Stop() { state_->FinishOnce(grpc::Status::OK); }
+  // Outlives the reactor (OnDone deletes it): what Shutdown holds.
+  std::shared_ptr<AttachState> state() const { return state_; }
 
   void OnWriteDone(bool ok) override {
     std::lock_guard lock(state_->mu);
@@ -135,12 +136,15 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
   grpc::Service* service() override { return this; }
 
   void Shutdown() override {
-    std::vector<AttachReactor*> streams;
+    // The states, not the reactors: a stream may end (and its reactor be
+    // deleted) between taking the list and finishing it; FinishOnce on a
+    // state whose reactor is gone does nothing.
+    std::vector<std::shared_ptr<AttachState>> streams;
     {
       std::lock_guard lock(mu_);
-      streams.assign(attached_.begin(), attached_.end());
+      for (AttachReactor* r : attached_) streams.push_back(r->state());
     }
-    for (AttachReactor* r : streams) r->Stop();
+    for (auto& s : streams) s->FinishOnce(grpc::Status::OK);
     std::thread calibrator;
     {
       std::lock_guard lock(calibration_mu_);
