@@ -57,11 +57,6 @@ struct Peer {
   bool up = false;
 };
 
-// An end of a cross-node copy by name: its node and memory ("" = SYS).
-struct CrossEndName {
-  std::string node, memory;
-};
-
 // A planned cross-node path and the chunking both halves share.
 struct CrossPlan {
   Topology topo;  // both nodes' graphs, memories named "node:memory"
@@ -185,6 +180,33 @@ struct Cluster::Impl {
     return nullptr;
   }
 
+  // Our token at peer `p` on an outgoing call.
+  void Authorize(grpc::ClientContext& ctx, const Peer& p) {
+    std::lock_guard lock(mu);
+    ctx.AddMetadata(kTokenKey, p.token);
+  }
+
+  // The peer this node issued `token` to; under mu.
+  const std::string* PeerOfTokenLocked(const std::string& token) const {
+    for (const auto& [peer, t] : issued) {
+      if (SameMac(t, token)) return &peer;
+    }
+    return nullptr;
+  }
+
+  // Where peers open data connections: the listener's address, or for a
+  // wildcard listener the host peers already dial (daemon.grpc_tcp's, or
+  // loopback when that is a wildcard too) with the listener's port.
+  std::string DataAddress() const {
+    const std::string& bound = data->address();
+    const size_t colon = bound.rfind(':');
+    const std::string host = bound.substr(0, colon), port = bound.substr(colon + 1);
+    if (host != "0.0.0.0" && host != "[::]") return bound;
+    const std::string& grpc_tcp = config.daemon.grpc_tcp;
+    const std::string ghost = grpc_tcp.substr(0, grpc_tcp.rfind(':'));
+    return StrCat(ghost.empty() || ghost == "0.0.0.0" ? "127.0.0.1" : ghost, ":", port);
+  }
+
   void Post(std::function<void()> fn) {
     std::lock_guard lock(mu);
     if (worker && !stopping) worker->Post(std::move(fn));
@@ -286,10 +308,7 @@ struct Cluster::Impl {
   Status Ping(Peer& p) {
     grpc::ClientContext ctx;
     SetDeadline(ctx, config.cluster.keepalive_ms * 2);
-    {
-      std::lock_guard lock(mu);
-      ctx.AddMetadata(kTokenKey, p.token);
-    }
+    Authorize(ctx, p);
     v1::PeerPing req;
     v1::PeerPong resp;
     const auto t0 = Clock::now();
@@ -477,10 +496,10 @@ struct Cluster::Impl {
 
   // ---- cross-node copies (initiator) ----
 
-  Result<CrossPlan> PlanCross(const CrossEndName& src, const CrossEndName& dst,
+  Result<CrossPlan> PlanCross(const NodeMemory& src, const NodeMemory& dst,
                               const Layout& src_layout, const Layout& dst_layout, const Box& box,
                               uint64_t field_bytes);
-  CrossEndName NameOf(const CrossEnd& e) const;
+  NodeMemory NameOf(const CrossEnd& e) const;
   Result<std::shared_ptr<CrossTransfer>> Copy(CrossCopySpec spec, std::function<void(Status)> done);
   Result<PlanReport> Explain(const std::string& src_memory, const Layout& src_layout,
                              const std::string& dst_memory, const Layout& dst_layout,
@@ -515,10 +534,7 @@ void CrossOp::Fail(Status why) {
     if (!p) continue;
     auto ctx = std::make_shared<grpc::ClientContext>();
     SetDeadline(*ctx, impl_->config.cluster.peer_timeout_ms);
-    {
-      std::lock_guard lock(impl_->mu);
-      ctx->AddMetadata(kTokenKey, p->token);
-    }
+    impl_->Authorize(*ctx, *p);
     auto req = std::make_shared<v1::AbortHalfRequest>();
     req->set_key(key_);
     req->set_code(static_cast<int>(why.code()));
@@ -575,7 +591,7 @@ void CrossOp::Finish(std::function<void(Status)> done, Status final) {
 
 // ---- planning and set-up ----
 
-Result<CrossPlan> Cluster::Impl::PlanCross(const CrossEndName& src, const CrossEndName& dst,
+Result<CrossPlan> Cluster::Impl::PlanCross(const NodeMemory& src, const NodeMemory& dst,
                                            const Layout& src_layout, const Layout& dst_layout,
                                            const Box& box, uint64_t field_bytes) {
   if (src.node == dst.node) {
@@ -633,7 +649,7 @@ Result<CrossPlan> Cluster::Impl::PlanCross(const CrossEndName& src, const CrossE
     }
   }
   // An end's memory by name; "" is the node's first SYS memory.
-  auto memory_of = [&](const CrossEndName& e) -> Result<MemoryId> {
+  auto memory_of = [&](const NodeMemory& e) -> Result<MemoryId> {
     const uint32_t id = node_ids[e.node];
     for (const TopologyMemory& m : topo.memories) {
       if (m.id.node != id) continue;
@@ -669,7 +685,7 @@ Result<CrossPlan> Cluster::Impl::PlanCross(const CrossEndName& src, const CrossE
   return plan;
 }
 
-CrossEndName Cluster::Impl::NameOf(const CrossEnd& e) const {
+NodeMemory Cluster::Impl::NameOf(const CrossEnd& e) const {
   if (!e.node.empty()) return {e.node, e.memory};
   const TopologyMemory* m = node->runtime().topology().FindMemory(e.local.memory);
   return {self(), m ? m->name : ""};
@@ -710,44 +726,15 @@ Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::Copy(CrossCopySpec spec,
 Result<PlanReport> Cluster::Impl::Explain(const std::string& src_memory, const Layout& src_layout,
                                           const std::string& dst_memory, const Layout& dst_layout,
                                           const Box& bounds, const FieldSpace& fields) {
-  auto split = [&](const std::string& m) {
-    const size_t colon = m.find(':');
-    return colon == std::string::npos ? CrossEndName{self(), m}
-                                      : CrossEndName{m.substr(0, colon), m.substr(colon + 1)};
-  };
-  ISO_ASSIGN_OR_RETURN(CrossPlan plan, PlanCross(split(src_memory), split(dst_memory), src_layout,
-                                                 dst_layout, bounds, fields.total_bytes()));
-  std::vector<Layout> layouts;
-  std::vector<bool> intermediate;
-  for (size_t i = 0; i < plan.path.nodes.size(); ++i) {
-    layouts.push_back(plan.path.nodes[i].layout);
-    intermediate.push_back(i > 0 && i + 1 < plan.path.nodes.size());
-  }
-  ISO_ASSIGN_OR_RETURN(ChunkGrid grid, ChunkGrid::Make(bounds, fields, layouts, intermediate,
-                                                       plan.chunk_target, plan.slot_limit));
-  PlanReport rep;
-  rep.algorithm = plan.path.algorithm;
-  rep.text = plan.path.ToString(plan.topo);
-  rep.predicted_bytes_per_s = plan.path.predicted_bps;
-  rep.chunks = grid.count();
-  rep.chunk_bytes = grid.full_chunk().volume() * fields.total_bytes();
-  for (size_t h = 0; h < plan.path.edges.size(); ++h) {
-    const TopologyEdge& e = plan.path.edges[h];
-    PlanHopReport hop;
-    hop.src_memory = plan.topo.FindMemory(e.src)->name;
-    hop.dst_memory = plan.topo.FindMemory(e.dst)->name;
-    hop.channel = e.channel_name;
-    hop.src_layout = plan.path.nodes[h].layout.ToString();
-    hop.dst_layout = plan.path.nodes[h + 1].layout.ToString();
-    hop.request_bytes = rep.chunk_bytes;
-    hop.buffer_bytes = h + 1 < plan.path.edges.size()
-                           ? grid.SlotBytes(plan.path.nodes[h + 1].layout, fields.total_bytes()) *
-                                 static_cast<uint64_t>(node->runtime().config().slots_per_buffer)
-                           : 0;
-    hop.predicted_bytes_per_s = h < plan.path.hop_bps.size() ? plan.path.hop_bps[h] : 0;
-    rep.hops.push_back(hop);
-  }
-  return rep;
+  ISO_ASSIGN_OR_RETURN(CrossPlan plan,
+                       PlanCross(SplitNodeMemory(src_memory, self()),
+                                 SplitNodeMemory(dst_memory, self()), src_layout, dst_layout,
+                                 bounds, fields.total_bytes()));
+  ISO_ASSIGN_OR_RETURN(ChunkGrid grid, GridAlong(plan.path, bounds, fields, plan.chunk_target,
+                                                 plan.slot_limit));
+  return ReportPlan(ExplainGrid(std::move(plan.path), grid, fields.total_bytes(),
+                                node->runtime().config().slots_per_buffer),
+                    plan.topo);
 }
 
 void Cluster::Impl::SetUp(std::shared_ptr<CrossOp> op, CrossCopySpec spec, Path path,
@@ -820,10 +807,7 @@ void Cluster::Impl::SetUpHalves(const std::shared_ptr<CrossOp>& op, CrossCopySpe
     req.set_partner(partner);
     grpc::ClientContext ctx;
     SetDeadline(ctx, config.cluster.peer_timeout_ms);
-    {
-      std::lock_guard lock(mu);
-      ctx.AddMetadata(kTokenKey, p->token);
-    }
+    Authorize(ctx, *p);
     v1::StartHalfResponse resp;
     grpc::Status gs = p->stub->StartHalf(&ctx, req, &resp);
     if (!gs.ok()) {
@@ -832,10 +816,7 @@ void Cluster::Impl::SetUpHalves(const std::shared_ptr<CrossOp>& op, CrossCopySpe
     }
     if (op->failed()) op->Cancel();  // failed while the peer set its half up: end it there too
     auto actx = std::make_shared<grpc::ClientContext>();
-    {
-      std::lock_guard lock(mu);
-      actx->AddMetadata(kTokenKey, p->token);
-    }
+    Authorize(*actx, *p);
     auto areq = std::make_shared<v1::AwaitHalfRequest>();
     areq->set_key(op->key());
     auto aresp = std::make_shared<v1::AwaitHalfResponse>();
@@ -883,7 +864,7 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
     resp->set_mac(Hmac(impl_->secret, {"welcome", impl_->self(),
                                        std::to_string(impl_->config.runtime.node), req->nonce(),
                                        token}));
-    resp->set_data_address(DataAddressFor(ctx));
+    resp->set_data_address(impl_->DataAddress());
     impl_->DescribeSelf(resp);
     return Reply(ctx, OkStatus());
   }
@@ -1017,26 +998,9 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
     if (it != ctx->client_metadata().end()) {
       const std::string token(it->second.data(), it->second.size());
       std::lock_guard lock(impl_->mu);
-      for (const auto& [peer, t] : impl_->issued) {
-        if (SameMac(t, token)) return peer;
-      }
+      if (const std::string* peer = impl_->PeerOfTokenLocked(token)) return *peer;
     }
     return absl::UnauthenticatedError("no valid peer token: say hello first");
-  }
-
-  // The data address as the caller can reach it: our listener's port on
-  // the address the caller used for gRPC when we listen on every address.
-  std::string DataAddressFor(grpc::CallbackServerContext* ctx) const {
-    const std::string& bound = impl_->data->address();
-    const size_t colon = bound.rfind(':');
-    const std::string host = bound.substr(0, colon), port = bound.substr(colon + 1);
-    if (host != "0.0.0.0" && host != "[::]") return bound;
-    // ctx->peer() is the caller's address; our own local address is what
-    // the caller dialled: take it from the peer config's view instead.
-    (void)ctx;
-    const std::string& grpc_tcp = impl_->config.daemon.grpc_tcp;
-    const std::string ghost = grpc_tcp.substr(0, grpc_tcp.rfind(':'));
-    return StrCat(ghost.empty() || ghost == "0.0.0.0" ? "127.0.0.1" : ghost, ":", port);
   }
 
   Status Start(const std::string& caller, const v1::StartHalfRequest& req) {
@@ -1140,12 +1104,8 @@ void Cluster::Start(Node* node) {
   impl->data->Start(
       [impl](uint32_t node_id, const std::string& token) -> Result<std::string> {
         std::lock_guard lock(impl->mu);
-        for (const auto& [peer, t] : impl->issued) {
-          if (SameMac(t, token)) {
-            if (impl->peer_nodes[peer] != node_id) break;
-            return peer;
-          }
-        }
+        const std::string* peer = impl->PeerOfTokenLocked(token);
+        if (peer && impl->peer_nodes[*peer] == node_id) return *peer;
         return absl::UnauthenticatedError(
             StrCat("node ", node_id, " presented no valid token (say hello over gRPC first)"));
       },

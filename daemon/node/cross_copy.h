@@ -15,6 +15,17 @@
 
 namespace isometry {
 
+// A memory by cluster-wide name: "node:memory", or "memory" for one of
+// this node's (`self`).
+struct NodeMemory {
+  std::string node, memory;
+};
+inline NodeMemory SplitNodeMemory(const std::string& name, const std::string& self) {
+  const size_t colon = name.find(':');
+  if (colon == std::string::npos) return {self, name};
+  return {name.substr(0, colon), name.substr(colon + 1)};
+}
+
 // A registered instance as the node knows it.
 struct InstanceSpec;
 

@@ -572,29 +572,26 @@ Result<std::pair<uint64_t, uint64_t>> Node::RegisterInstance(const std::string& 
   const uint64_t total = spec.shape.total_bytes();
   std::lock_guard lock(impl_->mu);
   ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
-  std::string memory = spec.memory;
-  if (const size_t colon = memory.find(':'); colon != std::string::npos) {
-    const std::string node = memory.substr(0, colon);
-    if (node != impl_->config.cluster.node_name) {
-      // Another node's instance: that node checks it when a copy uses it.
-      if (!impl_->cross || !impl_->cross->KnowsNode(node)) {
-        return NotFound("no node '", node, "' in this cluster (memory '", spec.memory, "')");
-      }
-      if (spec.file.empty() && spec.allocation == 0) {
-        return InvalidArgument("remote instance on '", spec.memory,
-                               "': name a file or an allocation published there");
-      }
-      if (!spec.file.empty()) ISO_RETURN_IF_ERROR(CheckRelativePath(spec.file));
-      const uint64_t id = impl_->next_instance++;
-      Instance in{id, session, nullptr, spec.offset, spec.shape, 0, spec.file};
-      in.remote_node = node;
-      in.remote_allocation = spec.allocation;
-      in.remote_memory = memory.substr(colon + 1);
-      impl_->instances[id] = std::move(in);
-      s->instances.insert(id);
-      return std::make_pair(id, total);
+  const NodeMemory where = SplitNodeMemory(spec.memory, impl_->config.cluster.node_name);
+  const std::string& memory = where.memory;
+  if (where.node != impl_->config.cluster.node_name) {
+    // Another node's instance: that node checks it when a copy uses it.
+    if (!impl_->cross || !impl_->cross->KnowsNode(where.node)) {
+      return NotFound("no node '", where.node, "' in this cluster (memory '", spec.memory, "')");
     }
-    memory = memory.substr(colon + 1);  // this node's own name
+    if (spec.file.empty() && spec.allocation == 0) {
+      return InvalidArgument("remote instance on '", spec.memory,
+                             "': name a file or an allocation published there");
+    }
+    if (!spec.file.empty()) ISO_RETURN_IF_ERROR(CheckRelativePath(spec.file));
+    const uint64_t id = impl_->next_instance++;
+    Instance in{id, session, nullptr, spec.offset, spec.shape, 0, spec.file};
+    in.remote_node = where.node;
+    in.remote_allocation = spec.allocation;
+    in.remote_memory = memory;
+    impl_->instances[id] = std::move(in);
+    s->instances.insert(id);
+    return std::make_pair(id, total);
   }
   if (!spec.file.empty() || !memory.empty()) {
     // A file of a DSK memory: checked lexically here, opened (confined to
@@ -861,19 +858,13 @@ Result<PlanReport> Node::Explain(const std::string& src_memory, const Layout& sr
                                  const Box& bounds, const FieldSpace& fields) const {
   // "node:memory" of another node: the cluster plans it.
   const std::string& self = impl_->config.cluster.node_name;
-  auto other_node = [&](const std::string& m) {
-    const size_t colon = m.find(':');
-    return colon != std::string::npos && m.substr(0, colon) != self;
-  };
-  if (other_node(src_memory) || other_node(dst_memory)) {
+  const NodeMemory s = SplitNodeMemory(src_memory, self), d = SplitNodeMemory(dst_memory, self);
+  if (s.node != self || d.node != self) {
     if (!impl_->cross) return FailedPrecondition("this node has no peers");
     return impl_->cross->Explain(src_memory, src_layout, dst_memory, dst_layout, bounds, fields);
   }
-  auto local_name = [&](const std::string& m) {
-    return m.rfind(self + ":", 0) == 0 ? m.substr(self.size() + 1) : m;
-  };
-  ISO_ASSIGN_OR_RETURN(MemoryId src, impl_->runtime->FindMemory(local_name(src_memory)));
-  ISO_ASSIGN_OR_RETURN(MemoryId dst, impl_->runtime->FindMemory(local_name(dst_memory)));
+  ISO_ASSIGN_OR_RETURN(MemoryId src, impl_->runtime->FindMemory(s.memory));
+  ISO_ASSIGN_OR_RETURN(MemoryId dst, impl_->runtime->FindMemory(d.memory));
   InstanceShape ss{bounds, fields, src_layout}, ds{bounds, fields, dst_layout};
   ISO_RETURN_IF_ERROR(ss.Validate("source"));
   ISO_RETURN_IF_ERROR(ds.Validate("destination"));
@@ -881,8 +872,11 @@ Result<PlanReport> Node::Explain(const std::string& src_memory, const Layout& sr
   ISO_ASSIGN_OR_RETURN(PlanExplanation ex,
                        impl_->runtime->Explain({src, nullptr, ss.total_bytes(), ss},
                                                {dst, nullptr, ds.total_bytes(), ds}));
+  return ReportPlan(ex, impl_->runtime->topology());
+}
+
+PlanReport ReportPlan(const PlanExplanation& ex, const Topology& topo) {
   const Path& path = ex.path;
-  const Topology& topo = impl_->runtime->topology();
   PlanReport rep;
   rep.algorithm = path.algorithm;
   rep.text = path.ToString(topo);

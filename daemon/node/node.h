@@ -120,6 +120,10 @@ struct CopySpec {
 // the latency path); GetTransfer() has the full one.
 using TransferCallback = std::function<void(const TransferReport&)>;
 
+// An explained plan as isoctl and the gRPC API show it, memory names from
+// `topo` (this node's graph, or the cluster's for cross-node plans).
+PlanReport ReportPlan(const PlanExplanation& ex, const Topology& topo);
+
 class Node {
  public:
   // `net_maker` makes the network channel of each configured peer (the

@@ -131,4 +131,15 @@ uint64_t ChunkGrid::SlotBytes(const Layout& layout, uint64_t field_bytes) const 
   return Total(layout, full_chunk(), field_bytes);
 }
 
+Result<ChunkGrid> GridAlong(const Path& path, const Box& box, const FieldSpace& fields,
+                            uint64_t target_bytes, uint64_t slot_limit) {
+  std::vector<Layout> layouts;
+  std::vector<bool> intermediate;
+  for (size_t i = 0; i < path.nodes.size(); ++i) {
+    layouts.push_back(path.nodes[i].layout);
+    intermediate.push_back(i > 0 && i + 1 < path.nodes.size());
+  }
+  return ChunkGrid::Make(box, fields, layouts, intermediate, target_bytes, slot_limit);
+}
+
 }  // namespace isometry

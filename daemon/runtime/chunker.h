@@ -16,6 +16,7 @@
 #include "core/field_space.h"
 #include "core/layout.h"
 #include "core/status.h"
+#include "planner/topology.h"
 
 namespace isometry {
 
@@ -44,5 +45,10 @@ class ChunkGrid {
   std::array<int, kMaxDims> order_{};  // dims, outermost first
   uint64_t count_ = 0;
 };
+
+// The grid of a transfer along `path`: every path node's layout, the inner
+// nodes being ring buffers.
+Result<ChunkGrid> GridAlong(const Path& path, const Box& box, const FieldSpace& fields,
+                            uint64_t target_bytes, uint64_t slot_limit);
 
 }  // namespace isometry

@@ -240,13 +240,7 @@ struct Runtime::Impl {
       target = std::min(target, channels[e.channel]->caps().request_bytes);
     }
     if (path.edges.size() > 1) target = std::min(target, slot_limit);
-    std::vector<Layout> layouts;
-    std::vector<bool> intermediate;
-    for (size_t i = 0; i < path.nodes.size(); ++i) {
-      layouts.push_back(path.nodes[i].layout);
-      intermediate.push_back(i > 0 && i + 1 < path.nodes.size());
-    }
-    return ChunkGrid::Make(box, fields, layouts, intermediate, target, slot_limit);
+    return GridAlong(path, box, fields, target, slot_limit);
   }
 
   // Checks a cross-node part and puts its path on `t`: hops that live
@@ -317,18 +311,6 @@ struct Runtime::Impl {
       }
     }
     return OkStatus();
-  }
-
-  Result<ChunkGrid> RemoteGrid(const TransferState& t, const Box& box, const FieldSpace& fields,
-                               const RemotePart& part) const {
-    std::vector<Layout> layouts;
-    std::vector<bool> intermediate;
-    for (size_t i = 0; i < t.path.nodes.size(); ++i) {
-      layouts.push_back(t.path.nodes[i].layout);
-      intermediate.push_back(i > 0 && i + 1 < t.path.nodes.size());
-    }
-    return ChunkGrid::Make(box, fields, layouts, intermediate, part.chunk_target,
-                           part.slot_limit);
   }
 
   Result<std::shared_ptr<TransferState>> Build(CopyRequest& req) {
@@ -402,7 +384,8 @@ struct Runtime::Impl {
     const int slots = config.slots_per_buffer;
     const uint64_t entry = req.src.shape.fields.total_bytes();
     ISO_ASSIGN_OR_RETURN(ChunkGrid grid,
-                         req.remote ? RemoteGrid(*t, box, req.src.shape.fields, *req.remote)
+                         req.remote ? GridAlong(t->path, box, req.src.shape.fields,
+                                                req.remote->chunk_target, req.remote->slot_limit)
                                     : GridFor(t->path, box, req.src.shape.fields));
     if (req.remote && grid.count() > (1ull << 22)) {
       return InvalidArgument("cross-node copy ", req.remote->key, ": ", grid.count(),
@@ -886,18 +869,24 @@ Result<Path> Runtime::Plan(const InstanceRef& src, const InstanceRef& dst) const
   return impl_->MakePath(src, dst, src.shape.bounds, {});
 }
 
-Result<PlanExplanation> Runtime::Explain(const InstanceRef& src, const InstanceRef& dst) const {
+PlanExplanation ExplainGrid(Path path, const ChunkGrid& grid, uint64_t entry_bytes,
+                            int slots_per_buffer) {
   PlanExplanation e;
-  ISO_ASSIGN_OR_RETURN(e.path, impl_->MakePath(src, dst, src.shape.bounds, {}));
-  ISO_ASSIGN_OR_RETURN(ChunkGrid grid, impl_->GridFor(e.path, src.shape.bounds, src.shape.fields));
-  const uint64_t entry = src.shape.fields.total_bytes();
+  e.path = std::move(path);
   e.chunks = grid.count();
-  e.chunk_bytes = grid.full_chunk().volume() * entry;
+  e.chunk_bytes = grid.full_chunk().volume() * entry_bytes;
   for (size_t i = 1; i + 1 < e.path.nodes.size(); ++i) {
-    e.buffer_bytes.push_back(grid.SlotBytes(e.path.nodes[i].layout, entry) *
-                             static_cast<uint64_t>(impl_->config.slots_per_buffer));
+    e.buffer_bytes.push_back(grid.SlotBytes(e.path.nodes[i].layout, entry_bytes) *
+                             static_cast<uint64_t>(slots_per_buffer));
   }
   return e;
+}
+
+Result<PlanExplanation> Runtime::Explain(const InstanceRef& src, const InstanceRef& dst) const {
+  ISO_ASSIGN_OR_RETURN(Path path, impl_->MakePath(src, dst, src.shape.bounds, {}));
+  ISO_ASSIGN_OR_RETURN(ChunkGrid grid, impl_->GridFor(path, src.shape.bounds, src.shape.fields));
+  return ExplainGrid(std::move(path), grid, src.shape.fields.total_bytes(),
+                     impl_->config.slots_per_buffer);
 }
 
 Result<Calibration> Runtime::Recalibrate() {

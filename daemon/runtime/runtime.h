@@ -110,6 +110,12 @@ struct PlanExplanation {
   std::vector<uint64_t> buffer_bytes;  // per intermediate buffer, all slots
 };
 
+class ChunkGrid;
+// The explanation of `path` cut into `grid`, with rings of
+// `slots_per_buffer` slots (Runtime::Explain; cross-node plans too).
+PlanExplanation ExplainGrid(Path path, const ChunkGrid& grid, uint64_t entry_bytes,
+                            int slots_per_buffer);
+
 // A handle to a submitted transfer. Copyable; dropping it does not cancel.
 class Transfer {
  public:

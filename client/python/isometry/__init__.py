@@ -20,13 +20,7 @@ from .client import (
     TransferError,
 )
 
-__all__ = [
-    "Client",
-    "IsometryError",
-    "TransferError",
-    "Allocation",
-    "Instance",
-    "DEFAULT_SOCKET",
-    "isometry_pb2",
-    "isometry_pb2_grpc",
-]
+from . import client as _client
+
+# The client module's public names, and the generated stubs.
+__all__ = _client.__all__ + ["isometry_pb2", "isometry_pb2_grpc"]
