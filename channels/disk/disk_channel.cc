@@ -44,7 +44,6 @@
 #include <fcntl.h>
 #include <liburing.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -62,6 +61,7 @@
 #include <vector>
 
 #include "channels/disk/uring.h"
+#include "channels/host_pages.h"
 #include "channels/rate_limiter.h"
 #include "layout/executor.h"
 
@@ -115,24 +115,6 @@ class UniqueFd {
 
  private:
   int fd_;
-};
-
-class Mapping {
- public:
-  Mapping() = default;
-  Mapping(void* base, size_t bytes) : base_(base), bytes_(bytes) {}
-  Mapping(Mapping&& o) noexcept
-      : base_(std::exchange(o.base_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  Mapping& operator=(Mapping&&) = delete;
-  ~Mapping() {
-    if (base_) ::munmap(base_, bytes_);
-  }
-  std::byte* data() const { return static_cast<std::byte*>(base_); }
-  size_t size() const { return bytes_; }
-
- private:
-  void* base_ = nullptr;
-  size_t bytes_ = 0;
 };
 
 // First-fit allocator of 4 KiB-aligned ranges of the staging mapping.
@@ -217,7 +199,7 @@ class DiskChannel final : public Channel {
  public:
   struct Parts {
     Uring ring;
-    Mapping staging;
+    HostPages staging;
     UniqueFd wake;
     unsigned queue_depth;
     uint64_t max_io_bytes;
@@ -667,7 +649,7 @@ class DiskChannel final : public Channel {
 
   // The kernel may still touch these while the ring lives: declared before
   // ring_, so they are released after it.
-  Mapping staging_;
+  HostPages staging_;
   UniqueFd wake_;
   uint64_t wake_buf_ = 0;
   Uring ring_;
@@ -714,25 +696,24 @@ Result<std::unique_ptr<Channel>> MakeDiskChannel(const ChannelConfig& config,
   staging = AlignUp(std::max(staging, 2 * max_io));
 
   ISO_ASSIGN_OR_RETURN(Uring ring, Uring::Create({.entries = depth + 1}));
-  void* base = ::mmap(nullptr, staging, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-  if (base == MAP_FAILED) {
-    return ResourceExhausted("channel '", config.name, "': cannot map ", staging,
-                             " bytes of staging memory: ", ErrnoText(errno));
+  // Huge pages where the kernel has them: few segments per O_DIRECT request.
+  Result<HostPages> mapping = HostPages::Map(staging, /*populate=*/true);
+  if (!mapping.ok()) {
+    return ResourceExhausted("channel '", config.name, "': staging memory: ",
+                             mapping.status().message());
   }
-  Mapping mapping(base, staging);
   UniqueFd wake(::eventfd(0, EFD_CLOEXEC));  // blocking: io_uring polls it
   if (wake.get() < 0) {
     return Internal("channel '", config.name, "': eventfd: ", ErrnoText(errno));
   }
   // Registrations are optimisations: a refusal is noted in the description.
-  if (options.register_buffers) (void)ring.RegisterBuffer(mapping.data(), mapping.size());
+  if (options.register_buffers) (void)ring.RegisterBuffer(mapping->data(), mapping->size());
   int slot_pairs = 0;
   if (options.register_files) {
     const int requests = config.max_in_flight > 0 ? config.max_in_flight : 64;
     if (ring.RegisterFileTable(static_cast<unsigned>(2 * requests)).ok()) slot_pairs = requests;
   }
-  DiskChannel::Parts parts{std::move(ring), std::move(mapping), std::move(wake), depth,
+  DiskChannel::Parts parts{std::move(ring), *std::move(mapping), std::move(wake), depth,
                            max_io,          slot_pairs};
   return std::unique_ptr<Channel>(new DiskChannel(config, options, std::move(parts)));
 }

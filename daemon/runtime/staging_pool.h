@@ -17,7 +17,8 @@ class StagingPool {
   StagingPool(MemoryId id, uint64_t budget) : id_(id), budget_(budget) {}
 
   bool Fits(uint64_t bytes) const { return bytes <= budget_ - used_; }
-  // Page-aligned block of `bytes`, counted against the budget. Fails when
+  // Page-aligned block of `bytes` (HostPages: 2 MiB-aligned, huge-page
+  // advised from 2 MiB up), counted against the budget. Fails when
   // the budget is exceeded or the system is out of memory.
   Result<std::byte*> Take(uint64_t bytes);
   void Give(std::byte* block, uint64_t bytes);

@@ -1,0 +1,76 @@
+#include "channels/host_pages.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace isometry {
+
+namespace {
+
+uint64_t RoundUp(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
+
+uint64_t PageBytes() {
+  static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+}  // namespace
+
+uint64_t HostPagesLength(uint64_t bytes) {
+  bytes = bytes ? bytes : 1;
+  return bytes >= kHugePageBytes ? RoundUp(bytes, kHugePageBytes) : RoundUp(bytes, PageBytes());
+}
+
+void UnmapHostPages(std::byte* base, uint64_t length) {
+  if (base) ::munmap(base, length);
+}
+
+Result<HostPages> HostPages::Map(uint64_t bytes, bool populate) {
+  const uint64_t length = HostPagesLength(bytes);
+  const bool huge = length >= kHugePageBytes;
+  // Over-map by one huge page and trim both ends to get 2 MiB alignment:
+  // mmap only promises page alignment.
+  const uint64_t span = huge ? length + kHugePageBytes : length;
+  void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) {
+    return ResourceExhausted("cannot map ", bytes, " bytes of host memory: ", std::strerror(errno));
+  }
+  auto* base = static_cast<std::byte*>(raw);
+  if (huge) {
+    const uintptr_t at = reinterpret_cast<uintptr_t>(base);
+    const uint64_t head = RoundUp(at, kHugePageBytes) - at;
+    if (head) ::munmap(base, head);
+    if (kHugePageBytes - head) ::munmap(base + head + length, kHugePageBytes - head);
+    base += head;
+    // A hint: EINVAL where THP is compiled out; the pages are then small.
+    (void)::madvise(base, length, MADV_HUGEPAGE);
+  }
+  HostPages pages(base, length);
+  if (populate) {
+    // After the advice, so the faults take huge pages (MAP_POPULATE would
+    // fault before madvise could run).
+    for (uint64_t off = 0; off < length; off += PageBytes())
+      *reinterpret_cast<volatile char*>(base + off) = 0;
+  }
+  return pages;
+}
+
+HostPages& HostPages::operator=(HostPages&& o) noexcept {
+  if (this != &o) {
+    Unmap();
+    base_ = std::exchange(o.base_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+  }
+  return *this;
+}
+
+void HostPages::Unmap() {
+  UnmapHostPages(base_, bytes_);
+  base_ = nullptr;
+  bytes_ = 0;
+}
+
+}  // namespace isometry
