@@ -202,34 +202,56 @@ struct Best {
 };
 
 // One measurement and its baseline, round by round (both taken in the same
-// round, back to back), printed so a reader can see the spread behind the
-// best-of rows: fio alone moves 1.3-3.1 GB/s between runs on a shared
-// virtio disk.
+// round, back to back). The table shows medians: on a shared virtio disk fio
+// alone moves 1.1-3.1 GB/s between runs, so the median of paired ratios is
+// the figure that survives the noise; every round is printed to stderr.
 class Rounds {
  public:
+  struct Median {
+    double ours = 0, base = 0, ratio = 0;  // GB/s, GB/s, median of ours/base
+    int rounds = 0;
+  };
   void Add(double ours, double base) {
     if (ours > 0 && base > 0) pairs_.push_back({ours, base});
   }
+  Median Medians() const {
+    std::vector<double> ours, base, ratio;
+    for (const auto& [o, b] : pairs_) {
+      ours.push_back(o);
+      base.push_back(b);
+      ratio.push_back(o / b);
+    }
+    return {MedianOf(ours), MedianOf(base), MedianOf(ratio), static_cast<int>(pairs_.size())};
+  }
   void Print(const char* what) const {
     if (pairs_.empty()) return;
-    std::vector<double> ratios;
     std::string line;
     for (const auto& [ours, base] : pairs_) {
-      ratios.push_back(ours / base);
       char buf[64];
       std::snprintf(buf, sizeof buf, " %.2f/%.2f=%.2f", ours, base, ours / base);
       line += buf;
     }
-    std::sort(ratios.begin(), ratios.end());
-    const size_t m = ratios.size();
-    const double median = m % 2 ? ratios[m / 2] : (ratios[m / 2 - 1] + ratios[m / 2]) / 2;
     std::fprintf(stderr, "  %s per round (GB/s, ours/baseline=ratio):%s; median ratio %.3f\n", what,
-                 line.c_str(), median);
+                 line.c_str(), Medians().ratio);
   }
 
  private:
+  static double MedianOf(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const size_t m = v.size();
+    return m % 2 ? v[m / 2] : (v[m / 2 - 1] + v[m / 2]) / 2;
+  }
   std::vector<std::pair<double, double>> pairs_;
 };
+
+// A table row from the medians of `r`: "<baseline>, median of N rounds".
+Row MedianRow(const char* scenario, const char* metric, const Rounds& r, const std::string& base,
+              const char* target) {
+  const Rounds::Median m = r.Medians();
+  return {scenario, metric, m.ours,  "GB/s", StrCat(base, ", median of ", m.rounds, " rounds"),
+          m.base,   m.ratio, target};
+}
 
 // DSK->SYS and SYS->DSK of `bytes` through the Runtime against fio, and an
 // AOS (SYS) -> SOA (file) write pipelined in one Copy against staged
@@ -289,9 +311,9 @@ void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool dir
     return true;
   };
 
-  Best write, write_nosync, fsync_cost, read, pipelined, staged, staged_convert, staged_write;
+  Best write, fsync_cost, staged_convert, staged_write;
   // The last round's times, for the per-round pairs.
-  double last_write = 0, last_nosync = 0, last_read = 0, last_pipelined = 0;
+  double last_write = 0, last_nosync = 0, last_read = 0, last_pipelined = 0, last_staged = 0;
   // write (no fsync), read, write ending with fsync (the durable baseline).
   FioResult fio[3];
   double fio_round[3] = {};
@@ -313,7 +335,6 @@ void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool dir
     std::memset(b.data(), 0, b.size());
     s = TimedCopy(rt, {.src = file(plain_name, plain), .dst = host(b, plain)}, "DSK->SYS");
     if (!s) return false;
-    read.Add(*s);
     last_read = *s;
     if (first && std::memcmp(a.data(), b.data(), bytes) != 0) {
       std::fprintf(stderr, "disk bench: DSK->SYS read back other bytes than SYS->DSK wrote\n");
@@ -323,7 +344,6 @@ void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool dir
     s = TimedCopy(rt, {.src = host(a, plain), .dst = file(plain_name, plain), .durable = false},
                   "SYS->DSK (durable=false)");
     if (!s) return false;
-    write_nosync.Add(*s);
     last_nosync = *s;
     // What durable=true adds, measured directly: the data went out with
     // O_DIRECT, so this is the file's metadata, the device cache flush and
@@ -333,7 +353,6 @@ void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool dir
     ::unlink(soa_path.c_str());
     s = TimedCopy(rt, {.src = host(a, aos), .dst = file(soa_name, soa)}, "AOS->SOA file");
     if (!s) return false;
-    pipelined.Add(*s);
     last_pipelined = *s;
     if (first) {
       std::memset(b.data(), 0, b.size());
@@ -350,12 +369,12 @@ void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool dir
     if (!convert) return false;
     s = TimedCopy(rt, {.src = host(b, soa), .dst = file(soa_name, soa)}, "SOA->file");
     if (!s) return false;
-    staged.Add(*convert + *s);
+    last_staged = *convert + *s;
     staged_convert.Add(*convert);
     staged_write.Add(*s);
     return true;
   };
-  Rounds read_rounds, write_rounds, nosync_rounds, convert_rounds;
+  Rounds read_rounds, write_rounds, nosync_rounds, convert_rounds, staged_rounds;
   const double gb = static_cast<double>(bytes) / 1e9;
   for (int rep = 0; rep < repeat; ++rep) {
     if (rep % 2) with_fio();
@@ -367,53 +386,44 @@ void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool dir
     read_rounds.Add(gb / last_read, fio_round[1]);
     write_rounds.Add(gb / last_write, fio_round[2]);
     nosync_rounds.Add(gb / last_nosync, fio_round[0]);
-    convert_rounds.Add(static_cast<double>(aos_bytes) / 1e9 / last_pipelined, gb / last_write);
+    const double aos_gb = static_cast<double>(aos_bytes) / 1e9;
+    convert_rounds.Add(aos_gb / last_pipelined, gb / last_write);
+    staged_rounds.Add(aos_gb / last_pipelined, aos_gb / last_staged);
   }
   remove_files();
   read_rounds.Print("runtime DSK->SYS vs fio read");
   write_rounds.Print("runtime SYS->DSK (durable) vs fio write + end_fsync");
   nosync_rounds.Print("runtime SYS->DSK (durable=false) vs fio write");
   convert_rounds.Print("AOS->SOA file vs plain durable write");
+  staged_rounds.Print("AOS->SOA file pipelined vs staged");
 
   const double sync_ms = fsync_cost.seconds < 1e300 ? fsync_cost.seconds * 1e3 : -1;
   std::fprintf(stderr,
-               "  runtime SYS->DSK: %.1f ms durable, %.1f ms with durable=false; fdatasync + "
-               "directory fsync of the written file: %.1f ms (%.1f%% of the durable write)%s\n",
-               write.seconds * 1e3, write_nosync.seconds * 1e3, sync_ms,
-               100 * sync_ms / (write.seconds * 1e3),
+               "  runtime SYS->DSK: best %.1f ms durable; fdatasync + directory fsync of the "
+               "written file: %.1f ms (%.1f%% of the durable write)%s\n",
+               write.seconds * 1e3, sync_ms, 100 * sync_ms / (write.seconds * 1e3),
                sync_ms > 0.5 * write.seconds * 1e3 ? ": fdatasync dominates" : "");
   std::fprintf(stderr, "  staged AOS->SOA (best of each): convert %.1f ms, write %.1f ms\n",
                staged_convert.seconds * 1e3, staged_write.seconds * 1e3);
-  struct Case {
-    const char* scenario;
-    const char* metric;
-    const Best* ours;
-    int fio;  // index into fio[]
-    const char* target;
-  };
-  for (const Case& c : {Case{"disk_read_runtime", "throughput", &read, 1, ">= 0.9"},
-                        Case{"disk_write_runtime", "throughput", &write, 2, ">= 0.9"},
-                        Case{"disk_write_runtime", "durable=false", &write_nosync, 0, ""}}) {
-    const double gbps = c.ours->GBps(bytes);
-    const FioResult& f = fio[c.fio];
-    if (!f.ok) {
-      std::fprintf(stderr, "  fio unavailable: %s\n", f.detail.c_str());
-      report.Add({c.scenario, c.metric, gbps, "GB/s", "fio unavailable", 0, 0, ""});
-      continue;
-    }
-    report.Add({c.scenario, c.metric, gbps, "GB/s", FioBaseline(c.fio != 1, direct, c.fio == 2),
-                f.bytes_per_s / 1e9, gbps / (f.bytes_per_s / 1e9), c.target});
+  if (fio[0].ok && fio[1].ok && fio[2].ok) {
+    report.Add(MedianRow("disk_read_runtime", "throughput", read_rounds,
+                         FioBaseline(false, direct), ">= 0.9"));
+    report.Add(MedianRow("disk_write_runtime", "throughput", write_rounds,
+                         FioBaseline(true, direct, true), ">= 0.9"));
+    report.Add(MedianRow("disk_write_runtime", "durable=false", nosync_rounds,
+                         FioBaseline(true, direct), ""));
+  } else {
+    for (const FioResult& f : fio)
+      if (!f.ok) std::fprintf(stderr, "  fio unavailable: %s\n", f.detail.c_str());
   }
   if (sync_ms >= 0) {
     report.Add({"disk_write_runtime", "fdatasync", sync_ms, "ms", "the whole durable write",
                 write.seconds * 1e3, sync_ms / (write.seconds * 1e3), "report"});
   }
-  report.Add({"aos_to_soa_to_disk", "throughput", pipelined.GBps(aos_bytes), "GB/s",
-              "staged (convert all, then write)", staged.GBps(aos_bytes),
-              staged.seconds / pipelined.seconds, ""});
-  report.Add({"aos_to_soa_to_disk", "vs_plain_write", pipelined.GBps(aos_bytes), "GB/s",
-              "plain write (disk_write_runtime)", write.GBps(bytes),
-              pipelined.GBps(aos_bytes) / write.GBps(bytes), ">= 0.9"});
+  report.Add(MedianRow("aos_to_soa_to_disk", "throughput", staged_rounds,
+                       "staged (convert all, then write)", ""));
+  report.Add(MedianRow("aos_to_soa_to_disk", "vs_plain_write", convert_rounds,
+                       "plain durable write (disk_write_runtime)", ">= 0.9"));
 }
 
 }  // namespace
@@ -432,13 +442,12 @@ void RunDisk(const std::string& dir, uint64_t bytes, Report& report, int repeat)
   const HostBuffer host(std::min(bytes, host_bytes), 7);
   const unsigned depth = kDefaultQueueDepth;  // fio gets the channel's queue depth
 
-  double ours[2] = {1e300, 1e300};  // seconds: write, read
   double ours_round[2] = {}, fio_round[2] = {};  // this round's seconds, GB/s
   FioResult fio[2];
   bool direct = true;
   // Each round: the channels write a fresh file and read it back, and fio
-  // does the same, in alternating order (the disk is shared and noisy; the
-  // best round of each is kept).
+  // does the same, in alternating order (the disk is shared and noisy: the
+  // rows are medians of the rounds).
   auto channels = [&]() -> bool {
     ::unlink(path.c_str());
     for (const bool write : {true, false}) {
@@ -458,7 +467,6 @@ void RunDisk(const std::string& dir, uint64_t bytes, Report& report, int repeat)
       }
       const auto s = RunChannel(write ? *writer : *reader, write, file->Ref(), bytes, host);
       if (!s) return false;
-      ours[!write] = std::min(ours[!write], *s);
       ours_round[!write] = *s;
     }
     return true;
@@ -487,22 +495,19 @@ void RunDisk(const std::string& dir, uint64_t bytes, Report& report, int repeat)
   rounds[1].Print("channel read vs fio read");
 
   for (const bool write : {true, false}) {
-    const std::string name = write ? "disk_write_1MiB" : "disk_read_1MiB";
-    const double gbps = static_cast<double>(bytes) / ours[!write] / 1e9;
     const FioResult& f = fio[!write];
     if (!f.ok) {
       std::fprintf(stderr, "  fio unavailable: %s\n", f.detail.c_str());
-      report.Add({name, "throughput", gbps, "GB/s", "fio unavailable", 0, 0, ""});
       continue;
     }
-    report.Add({name, "throughput", gbps, "GB/s", FioBaseline(write, direct), f.bytes_per_s / 1e9,
-                gbps / (f.bytes_per_s / 1e9), ">= 0.9"});
+    report.Add(MedianRow(write ? "disk_write_1MiB" : "disk_read_1MiB", "throughput",
+                         rounds[!write], FioBaseline(write, direct), ">= 0.9"));
   }
   if (!direct)
     std::fprintf(stderr, "  note: %s has no O_DIRECT; the channel used the page cache\n",
                  dir.c_str());
 
-  RunDiskRuntime(dir, bytes, std::max(1, repeat), direct, report);
+  RunDiskRuntime(dir, bytes, std::max(kRepeat, repeat), direct, report);
 }
 
 }  // namespace isometry::bench

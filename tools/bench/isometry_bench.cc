@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   app.add_option("--scenario", only,
                  "run only these: contiguous, aos_to_soa, pipeline, priority, client_to_client, "
                  "latency, disk, planning (default: all)");
-  app.add_option("--repeat", local.repeat, "runs per measurement; the best is kept")
+  app.add_option("--repeat", local.repeat, "runs per measurement; the best is kept (disk: paired rounds with fio, at least 5, medians shown)")
       ->check(CLI::Range(1, 100));
   app.add_option("--contiguous-mib", contiguous_mib, "size of the contiguous copy")
       ->check(CLI::Range(1.0, 65536.0));
