@@ -679,6 +679,7 @@ struct Runtime::Impl {
         t.times.first_dispatch = Clock::now();
         t.times.dispatch_seq_at_first = w.dispatch_seq;
       }
+      if (x == &FirstLocalXd(t)) t.times.dispatch_seq_at_last = w.dispatch_seq;
       const Box chunk = t.grid->chunk(k);
       Endpoint in = InputOf(t, x->hop, chunk, k);
       Endpoint out = OutputOf(t, x->hop, chunk, k);

@@ -63,6 +63,10 @@ struct TransferTimes {
   // requests went ahead of it.
   uint64_t dispatch_seq_at_submit = 0;
   uint64_t dispatch_seq_at_first = 0;
+  // ... and when its last request on that channel was dispatched: requests
+  // of other transfers numbered between _at_first and _at_last ran among
+  // this transfer's.
+  uint64_t dispatch_seq_at_last = 0;
 };
 
 // This node's part of a cross-node transfer (DESIGN.md, "Cluster"): the
