@@ -5,6 +5,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 namespace isometry {
 
@@ -18,6 +20,16 @@ uint64_t PageBytes() {
 }
 
 }  // namespace
+
+std::string TransparentHugePageMode() {
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string line;
+  if (!std::getline(in, line)) return "unavailable";
+  // e.g. "always [madvise] never": the bracketed word is the setting.
+  const size_t open = line.find('['), close = line.find(']');
+  if (open == std::string::npos || close == std::string::npos || close < open) return line;
+  return line.substr(open + 1, close - open - 1);
+}
 
 uint64_t HostPagesLength(uint64_t bytes) {
   bytes = bytes ? bytes : 1;

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include "core/status.h"
@@ -57,6 +58,11 @@ class HostPages {
   std::byte* base_ = nullptr;
   uint64_t bytes_ = 0;
 };
+
+// The kernel's THP setting (/sys/kernel/mm/transparent_hugepage/enabled):
+// "always", "madvise" (HostPages get huge pages in both) or "never"; or
+// "unavailable" where the kernel has no THP. For log lines.
+std::string TransparentHugePageMode();
 
 // The length HostPages::Map(bytes) maps.
 uint64_t HostPagesLength(uint64_t bytes);

@@ -241,7 +241,8 @@ class DiskChannel final : public Channel {
     for (int i = 0; i < parts.file_slots; ++i) free_slots_.push_back(2 * i);
     description_ =
         StrCat(prefix_, ": ", ring_.info().Describe(), ", queue depth ", queue_depth_, ", max I/O ",
-               max_io_bytes_ >> 10, " KiB, staging ", staging_.size() >> 10, " KiB");
+               max_io_bytes_ >> 10, " KiB, staging ", staging_.size() >> 10, " KiB (transparent huge pages: ",
+               TransparentHugePageMode(), ")");
     worker_ = std::thread([this] { Run(); });
   }
 

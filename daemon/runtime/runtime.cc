@@ -10,6 +10,8 @@
 #include <thread>
 
 #include "channels/channel_factory.h"
+#include "channels/disk/disk_channel.h"
+#include "channels/host_pages.h"
 #include "daemon/runtime/staging_pool.h"
 #include "daemon/runtime/transfer_state.h"
 #include "layout/program_cache.h"
@@ -768,6 +770,7 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config, Ch
     impl->pools.emplace_back(id, m.staging_bytes);
     ids[m.name] = id;
   }
+  bool thp_warned = false;
   for (size_t c = 0; c < config.channels.size(); ++c) {
     const ChannelConfig& cc = config.channels[c];
     ISO_ASSIGN_OR_RETURN(std::unique_ptr<Channel> ch, maker(cc));
@@ -787,6 +790,17 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config, Ch
                  cc.rate_limit_bytes_per_s
                      ? StrCat(", capped at ", cc.rate_limit_bytes_per_s, " bytes/s")
                      : std::string());
+    // Ring, registrations, staging and its page size: what an operator
+    // checks when a disk path is slower than fio.
+    if (const std::string d = DescribeDiskChannel(*ch); !d.empty()) {
+      spdlog::info("{}", d);
+      if (!thp_warned && TransparentHugePageMode() == "never") {
+        thp_warned = true;
+        spdlog::warn("transparent huge pages are off: staging rings use 4 KiB pages, so every "
+                     "O_DIRECT request is one segment per page (slower on virtualized disks); "
+                     "'echo madvise > /sys/kernel/mm/transparent_hugepage/enabled' enables them");
+      }
+    }
     impl->channels.push_back(std::move(ch));
   }
   if (config.calibrate) {

@@ -110,3 +110,15 @@ TEST_CASE("the staging pool hands out huge-page memory within its budget") {
   REQUIRE(c.ok());
   pool.Give(*c, 8ull << 20);
 }
+
+TEST_CASE("the THP mode is read from the kernel's setting") {
+  const std::string mode = TransparentHugePageMode();
+  if (ThpCompiledIn()) {
+    std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+    std::string line;
+    std::getline(in, line);
+    CHECK(line.find("[" + mode + "]") != std::string::npos);
+  } else {
+    CHECK(mode == "unavailable");
+  }
+}
