@@ -21,14 +21,26 @@ uint64_t PageBytes() {
 
 }  // namespace
 
-std::string TransparentHugePageMode() {
-  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+namespace {
+
+// The bracketed word of a sysfs setting such as "always [madvise] never".
+std::string BracketedSetting(const char* path) {
+  std::ifstream in(path);
   std::string line;
   if (!std::getline(in, line)) return "unavailable";
-  // e.g. "always [madvise] never": the bracketed word is the setting.
   const size_t open = line.find('['), close = line.find(']');
   if (open == std::string::npos || close == std::string::npos || close < open) return line;
   return line.substr(open + 1, close - open - 1);
+}
+
+}  // namespace
+
+std::string TransparentHugePageMode() {
+  return BracketedSetting("/sys/kernel/mm/transparent_hugepage/enabled");
+}
+
+std::string ShmemHugePageMode() {
+  return BracketedSetting("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
 }
 
 uint64_t HostPagesLength(uint64_t bytes) {

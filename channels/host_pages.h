@@ -63,6 +63,10 @@ class HostPages {
 // "always", "madvise" (HostPages get huge pages in both) or "never"; or
 // "unavailable" where the kernel has no THP. For log lines.
 std::string TransparentHugePageMode();
+// The same for shared memory (.../transparent_hugepage/shmem_enabled): the
+// daemon's client pools (memfd) get huge pages under "always", "advise"
+// and "within_size", never under the kernel's default "never".
+std::string ShmemHugePageMode();
 
 // The length HostPages::Map(bytes) maps.
 uint64_t HostPagesLength(uint64_t bytes);

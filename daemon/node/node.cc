@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <set>
 
 #include "channels/channel_factory.h"
+#include "channels/host_pages.h"
 #include "daemon/node/shared_memory.h"
 #include "daemon/runtime/disk_endpoint.h"
 
@@ -320,6 +322,16 @@ Result<std::unique_ptr<Node>> Node::Create(const Config& config, ChannelMaker ne
     p->quota = m.client_quota ? m.client_quota : m.pool_bytes;
     p->hugetlb = m.hugetlb;
     impl->pools.push_back(p);
+  }
+  // Pool pages size every O_DIRECT or socket request from client memory:
+  // one segment per page. Say so once when nothing gives large pages.
+  const bool any_hugetlb = std::any_of(config.runtime.memories.begin(),
+                                       config.runtime.memories.end(),
+                                       [](const MemoryConfig& m) { return m.hugetlb; });
+  if (!any_hugetlb && ShmemHugePageMode() == "never") {
+    spdlog::info("client pools use 4 KiB pages (transparent_hugepage/shmem_enabled is 'never'); "
+                 "disk paths from pool memory run faster with 'advise' or with memory.hugetlb "
+                 "(README, Tuning)");
   }
   const size_t channels = rc.channels.size();
   impl->samples.push_back({Clock::now(), std::vector<uint64_t>(channels, 0)});

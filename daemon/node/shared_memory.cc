@@ -49,6 +49,11 @@ Result<SharedMemory> SharedMemory::Create(const std::string& name, uint64_t byte
   }
   void* p = mmap(nullptr, m.mapped_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) return Fail("mmap", name);
+  // Where shmem THP is allowed (transparent_hugepage/shmem_enabled =
+  // advise), pages this process faults in are huge: disk and network DMA
+  // then see few, large segments (channels/host_pages.h). A hint; ignored
+  // under "never" and for hugetlb memory.
+  if (!m.hugetlb_ && m.mapped_ >= (2ull << 20)) (void)::madvise(p, m.mapped_, MADV_HUGEPAGE);
   m.data_ = static_cast<std::byte*>(p);
   m.size_ = bytes;
   return m;
