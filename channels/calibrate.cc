@@ -1,10 +1,19 @@
 #include "channels/calibrate.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <random>
+
+#include "channels/disk/disk_channel.h"
+#include "channels/host_pages.h"
 
 namespace isometry {
 
@@ -17,6 +26,7 @@ struct FreeDeleter {
 };
 
 constexpr uint64_t kGatherBytes = 4ull << 20;  // data per request of small runs
+constexpr uint64_t kDiskArea = 128ull << 20;   // scratch file bytes, cycled
 
 // Runs of `run` bytes gathered from every other run-sized slot of the
 // source into consecutive bytes of the destination: 4 MiB per request, or
@@ -34,6 +44,94 @@ std::shared_ptr<const CopyProgram> Runs(uint64_t run) {
   p->bytes = count * run;
   p->runs = count;
   return p;
+}
+
+// Back-to-back requests make(0), make(1), ... of `bytes` each, up to the
+// channel's max_in_flight at a time, for `slice` (at least two). Returns
+// their throughput in bytes/s.
+Result<double> TimeRequests(Channel& channel, const std::function<ChannelRequest(uint64_t)>& make,
+                            uint64_t bytes, Clock::duration slice) {
+  const int depth = std::max(1, channel.caps().max_in_flight);
+  std::mutex mu;
+  std::condition_variable cv;
+  int in_flight = 0;
+  Status failure;
+  uint64_t done = 0, issued = 0;
+  const auto start = Clock::now();
+  const auto deadline = start + slice;
+  std::unique_lock lock(mu);
+  while ((Clock::now() < deadline || issued < 2) && failure.ok()) {
+    while (in_flight >= depth) cv.wait(lock);
+    ++in_flight;
+    const uint64_t k = issued++;
+    lock.unlock();
+    channel.Submit(make(k), [&](Status s) {
+      std::lock_guard l(mu);
+      --in_flight;
+      ++done;
+      if (!s.ok() && failure.ok()) failure = s;
+      cv.notify_all();
+    });
+    lock.lock();
+  }
+  cv.wait(lock, [&] { return in_flight == 0; });
+  if (!failure.ok()) return failure;
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return static_cast<double>(done * bytes) / seconds;
+}
+
+// One sample per size, `budget` shared evenly. A slow (rate-capped)
+// channel would blow the budget on large requests: past the point where
+// two requests take longer than the slice, the curve is flat at the last
+// measured rate. A request of size s moves max(s, min_request) bytes;
+// `measure(size, slice)` times one size.
+Result<std::vector<RateSample>> MeasureSizes(
+    const std::vector<uint64_t>& sizes, uint64_t min_request, std::chrono::milliseconds budget,
+    const std::function<Result<double>(uint64_t, Clock::duration)>& measure) {
+  const auto per_size = budget / static_cast<int>(sizes.size());
+  std::vector<RateSample> out;
+  for (uint64_t size : sizes) {
+    if (!out.empty()) {
+      const double predicted_s =
+          2.0 * static_cast<double>(std::max(size, min_request)) / out.back().bytes_per_s;
+      if (predicted_s > std::chrono::duration<double>(per_size).count()) {
+        out.push_back({size, out.back().bytes_per_s});
+        continue;
+      }
+    }
+    ISO_ASSIGN_OR_RETURN(const double bps, measure(size, per_size));
+    out.push_back({size, bps});
+  }
+  return out;
+}
+
+// A contiguous request of `bytes`.
+std::shared_ptr<const CopyProgram> Contiguous(uint64_t bytes) {
+  auto p = std::make_shared<CopyProgram>();
+  CopyOp op;
+  op.run_bytes = bytes;
+  p->ops.push_back(op);
+  p->bytes = bytes;
+  p->runs = 1;
+  return p;
+}
+
+// Writes `bytes` of `host` (cycled) at the start of `file`, durably: the
+// area a DiskRead calibration reads. A sparse file would read as zeros
+// without touching the device.
+Status FillFile(const DiskFile& file, const HostPages& host, uint64_t bytes) {
+  const int fd = file.direct_fd() >= 0 ? file.direct_fd() : file.fd();
+  for (uint64_t off = 0; off < bytes;) {
+    const uint64_t n = std::min<uint64_t>(host.size(), bytes - off);
+    const ssize_t w = ::pwrite(fd, host.data(), n, static_cast<off_t>(off));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      return Internal("calibration: writing ", file.path(), ": ",
+                      w < 0 ? std::strerror(errno) : "no progress");
+    }
+    off += static_cast<uint64_t>(w);
+  }
+  return SyncFile(file.Ref());
 }
 
 }  // namespace
@@ -59,52 +157,60 @@ Result<std::vector<RateSample>> MeasureChannel(Channel& channel,
   if (!src || !dst) return ResourceExhausted("calibration: cannot allocate scratch buffers");
   std::memset(src.get(), 1, largest);  // fault the pages in before timing
   std::memset(dst.get(), 0, largest);
-  const int depth = std::max(1, channel.caps().max_in_flight);
-  const auto per_size = budget / static_cast<int>(sizes.size());
-
-  std::vector<RateSample> out;
-  for (uint64_t size : sizes) {
-    // A slow (rate-capped) channel would blow the budget on large requests:
-    // past the point where two requests take longer than the slice, the
-    // curve is flat at the last measured rate.
-    if (!out.empty()) {
-      const double predicted_s =
-          2.0 * static_cast<double>(std::max(size, kGatherBytes)) / out.back().bytes_per_s;
-      if (predicted_s > std::chrono::duration<double>(per_size).count()) {
-        out.push_back({size, out.back().bytes_per_s});
-        continue;
-      }
-    }
+  return MeasureSizes(sizes, kGatherBytes, budget, [&](uint64_t size, Clock::duration slice) {
     auto program = Runs(size);
-    std::mutex mu;
-    std::condition_variable cv;
-    int in_flight = 0;
-    Status failure;
-    uint64_t done = 0;
-    const auto start = Clock::now();
-    const auto deadline = start + per_size;
-    uint64_t issued = 0;
-    std::unique_lock lock(mu);
-    while ((Clock::now() < deadline || issued < 2) && failure.ok()) {
-      while (in_flight >= depth) cv.wait(lock);
-      ++in_flight;
-      ++issued;
-      lock.unlock();
-      channel.Submit({program, src.get(), dst.get()}, [&](Status s) {
-        std::lock_guard l(mu);
-        --in_flight;
-        ++done;
-        if (!s.ok()) failure = s;
-        cv.notify_all();
-      });
-      lock.lock();
-    }
-    cv.wait(lock, [&] { return in_flight == 0; });
-    if (!failure.ok()) return failure;
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    out.push_back({size, static_cast<double>(done * program->bytes) / seconds});
+    return TimeRequests(
+        channel, [&](uint64_t) { return ChannelRequest{program, src.get(), dst.get()}; },
+        program->bytes, slice);
+  });
+}
+
+Result<std::vector<RateSample>> MeasureDiskChannel(Channel& channel, const std::string& directory,
+                                                   std::chrono::milliseconds budget) {
+  const ChannelKind kind = channel.caps().kind;
+  if (kind != ChannelKind::kDiskRead && kind != ChannelKind::kDiskWrite) {
+    return InvalidArgument("calibration: channel '", channel.caps().name,
+                           "' is not a disk channel");
   }
-  return out;
+  const bool write = kind == ChannelKind::kDiskWrite;
+  const std::vector<uint64_t> sizes = CalibrationSizes(channel.caps());
+  std::mt19937_64 rng(std::random_device{}());
+  const std::string path =
+      StrCat(directory, "/.isometry-calibration-", ::getpid(), "-", rng() % 1000000000);
+  ISO_ASSIGN_OR_RETURN(DiskFile file, DiskFile::Open(path, DiskFile::Mode::kUpdate));
+  // Unlinked at once: the open fds keep it, nothing is left behind even if
+  // the daemon dies mid-measurement.
+  ::unlink(path.c_str());
+  // Sized first: ext4 serializes O_DIRECT writes that extend a file.
+  if (::ftruncate(file.fd(), static_cast<off_t>(kDiskArea)) != 0) {
+    return Internal("calibration: sizing ", path, ": ", std::strerror(errno));
+  }
+  // Host memory like the daemon's ring buffers (huge pages where allowed).
+  ISO_ASSIGN_OR_RETURN(HostPages host, HostPages::Map(sizes.back(), /*populate=*/true));
+  std::memset(host.data(), 0x5a, host.size());
+  if (!write) ISO_RETURN_IF_ERROR(FillFile(file, host, kDiskArea));
+  const FileRef ref = file.Ref();
+  return MeasureSizes(sizes, 0, budget, [&](uint64_t size, Clock::duration slice) {
+    auto program = Contiguous(size);
+    // Sequential requests through the area, wrapping at its end.
+    const uint64_t per_area = std::max<uint64_t>(1, kDiskArea / size);
+    return TimeRequests(
+        channel,
+        [&](uint64_t k) {
+          ChannelRequest r{.program = program};
+          FileRef at = ref;
+          at.offset = (k % per_area) * size;
+          if (write) {
+            r.src = host.data();
+            r.dst_file = at;
+          } else {
+            r.dst = host.data();
+            r.src_file = at;
+          }
+          return r;
+        },
+        size, slice);
+  });
 }
 
 }  // namespace isometry

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -32,5 +33,16 @@ std::vector<uint64_t> CalibrationSizes(const ChannelCaps& caps);
 // channels only. Other traffic on the channel lowers the figures.
 Result<std::vector<RateSample>> MeasureChannel(Channel& channel,
                                                      std::chrono::milliseconds budget);
+
+// Measures a DiskRead or DiskWrite channel: sequential back-to-back
+// requests of each size (4 KiB to 64 MiB, powers of four) through a 128 MiB
+// scratch file in `directory`, from or into huge-page host memory like the
+// daemon's rings. The file is unlinked as soon as it is open, so nothing is
+// left behind; a DiskRead calibration first writes the area (untimed: a
+// sparse file would read without touching the device). Costs up to about
+// `budget` of I/O plus, for reads, the 128 MiB fill. Fails with the path
+// when the directory cannot take the file.
+Result<std::vector<RateSample>> MeasureDiskChannel(Channel& channel, const std::string& directory,
+                                                   std::chrono::milliseconds budget);
 
 }  // namespace isometry

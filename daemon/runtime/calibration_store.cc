@@ -1,5 +1,6 @@
 #include "daemon/runtime/calibration_store.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -30,6 +31,14 @@ std::string HardwareFingerprint(const RuntimeConfig& config) {
   for (const ChannelConfig& c : config.channels) {
     s << '|' << c.name << ':' << static_cast<int>(c.kind) << ':' << c.threads << ':'
       << c.max_in_flight << ':' << c.request_bytes << ':' << c.rate_limit_bytes_per_s;
+  }
+  // Disk channels are measured on the first DSK directory they serve: a
+  // directory on another device is other hardware.
+  for (const MemoryConfig& m : config.memories) {
+    if (m.kind != MemoryKind::kDsk) continue;
+    struct stat st {};
+    const bool known = ::stat(m.directory.c_str(), &st) == 0;
+    s << '|' << m.name << ':' << m.directory << ':' << (known ? static_cast<uint64_t>(st.st_dev) : 0);
   }
   const std::string text = s.str();
   char hex[17];

@@ -14,9 +14,9 @@ namespace isometry {
 
 using Calibration = std::map<std::string, std::vector<RateSample>>;  // by channel name
 
-// CPU model, core count, memory size and each channel's config (kind,
-// threads, in-flight limit, request size, rate cap): what the figures
-// depend on.
+// CPU model, core count, memory size, each channel's config (kind,
+// threads, in-flight limit, request size, rate cap) and each DSK memory's
+// directory and device: what the figures depend on.
 std::string HardwareFingerprint(const RuntimeConfig& config);
 
 // Reads `path`; NotFound when absent, FailedPrecondition when it was made

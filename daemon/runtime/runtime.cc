@@ -131,15 +131,44 @@ struct Runtime::Impl {
     Calibration cal;
     const auto budget = std::chrono::milliseconds(config.calibration_budget_ms) /
                         static_cast<int>(std::max<size_t>(channels.size(), 1));
-    for (auto& ch : channels) {
-      if (ch->caps().kind != ChannelKind::kMemcpy) continue;  // host-memory measurement only
-      ISO_ASSIGN_OR_RETURN(cal[ch->caps().name], MeasureChannel(*ch, budget));
+    for (size_t c = 0; c < channels.size(); ++c) {
+      Channel& ch = *channels[c];
+      const ChannelKind kind = ch.caps().kind;
+      if (kind == ChannelKind::kMemcpy) {
+        ISO_ASSIGN_OR_RETURN(cal[ch.caps().name], MeasureChannel(ch, budget));
+      } else if (kind == ChannelKind::kDiskRead || kind == ChannelKind::kDiskWrite) {
+        // On a scratch file in the first DSK directory the channel serves.
+        // A directory that refuses it keeps the model, not the start-up.
+        const std::string dir = DiskDirectoryOf(static_cast<int>(c));
+        if (dir.empty()) continue;
+        auto measured = MeasureDiskChannel(ch, dir, budget);
+        if (!measured.ok()) {
+          spdlog::warn("calibration: channel '{}' keeps the 1 GB/s model: {}", ch.caps().name,
+                       measured.status().ToString());
+          continue;
+        }
+        cal[ch.caps().name] = *std::move(measured);
+      }
     }
     if (!config.calibration_file.empty()) {
       Status s = SaveCalibration(config.calibration_file, fp, cal);
       if (!s.ok()) spdlog::warn("calibration: not kept: {}", s.ToString());
     }
     return cal;
+  }
+
+  // The directory of the first DSK memory an edge of channel `c` reaches;
+  // "" if none.
+  std::string DiskDirectoryOf(int c) const {
+    for (const TopologyEdge& e : topo.edges) {
+      if (e.channel != c) continue;
+      for (const MemoryId id : {e.src, e.dst}) {
+        if (!IsLocal(id) || id.memory >= config.memories.size()) continue;
+        const MemoryConfig& m = config.memories[id.memory];
+        if (m.kind == MemoryKind::kDsk) return m.directory;
+      }
+    }
+    return "";
   }
 
   // Puts measured throughput functions on the graph's edges and starts a
@@ -776,9 +805,10 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config, Ch
     ISO_ASSIGN_OR_RETURN(std::unique_ptr<Channel> ch, maker(cc));
     for (const auto& [s, d] : config.EdgesOf(cc)) {
       TopologyEdge e{ids[s], ids[d], static_cast<int>(c), cc.kind, cc.name};
-      // Disk channels are not calibrated yet: model them as a 1 GB/s device
-      // with 100 us per request, so the planner keeps small requests (and
-      // layout changes) off them (Isometry fig. 9b).
+      // Until calibration measures them (runtime.calibrate), disk channels
+      // are modelled as a 1 GB/s device with 100 us per request, so the
+      // planner keeps small requests (and layout changes) off them
+      // (Isometry fig. 9b).
       if (cc.kind == ChannelKind::kDiskRead || cc.kind == ChannelKind::kDiskWrite) {
         e.tp = ThroughputFunction::PerRequestOverhead(1e9, 100e-6);
       }

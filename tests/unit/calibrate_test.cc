@@ -2,8 +2,15 @@
 
 #include "channels/calibrate.h"
 #include "channels/channel_factory.h"
+#include "channels/disk/disk_channel.h"
+
+#include <mutex>
+#include <set>
+
+#include "unit/temp_dir.h"
 
 using namespace isometry;
+using namespace isometry::testing;
 
 TEST_CASE("calibration measures a converting channel's run sizes from 1 byte to 64 MiB") {
   ChannelConfig cc;
@@ -38,4 +45,64 @@ TEST_CASE("a rate-capped channel never measures above its cap, and stays in budg
   }
   // Large sizes are extrapolated at the cap rather than run for seconds.
   CHECK(took < std::chrono::seconds(3));
+}
+
+TEST_CASE("a disk channel is measured with its own kind of I/O on a scratch file it leaves behind") {
+  TempDir dir;
+  for (const ChannelKind kind : {ChannelKind::kDiskWrite, ChannelKind::kDiskRead}) {
+    DYNAMIC_SECTION(ChannelKindName(kind)) {
+      ChannelConfig cc;
+      cc.name = "d";
+      cc.kind = kind;
+      std::mutex mu;
+      std::set<bool> directions;  // write flags of the I/O seen
+      std::set<std::string> paths;
+      uint64_t bytes = 0;
+      DiskChannelOptions options;
+      options.io_hook = [&](const DiskIoEvent& e) {
+        std::lock_guard lock(mu);
+        directions.insert(e.write);
+        paths.insert(*e.path);
+        bytes += e.result > 0 ? static_cast<uint64_t>(e.result) : 0;
+        return e.result;
+      };
+      auto ch = MakeDiskChannel(cc, options);
+      REQUIRE(ch.ok());
+      auto samples = MeasureDiskChannel(**ch, dir.path, std::chrono::milliseconds(400));
+      REQUIRE(samples.ok());
+      REQUIRE(samples->size() == CalibrationSizes((*ch)->caps()).size());
+      CHECK(samples->front().request_bytes == 4096);
+      CHECK(samples->back().request_bytes == 64ull << 20);
+      for (const RateSample& s : *samples) CHECK(s.bytes_per_s > 0);
+      // Large requests amortize the per-request cost the planner weighs.
+      CHECK(samples->back().bytes_per_s > samples->front().bytes_per_s);
+      // Real I/O of the channel's own direction on one scratch file in the
+      // directory (the read calibration fills its area outside the channel).
+      CHECK(directions == std::set<bool>{kind == ChannelKind::kDiskWrite});
+      REQUIRE(paths.size() == 1);
+      CHECK(paths.begin()->rfind(dir.path + "/.isometry-calibration-", 0) == 0);
+      CHECK(bytes >= 8 * 2 * 4096);  // at least two requests per size
+      // Unlinked as soon as it was open: nothing left behind.
+      CHECK(dir.Files().empty());
+    }
+  }
+}
+
+TEST_CASE("disk calibration refuses other channels and names a directory it cannot use") {
+  ChannelConfig mc;
+  mc.name = "memcpy0";
+  auto memcpy_channel = MakeChannel(mc);
+  REQUIRE(memcpy_channel.ok());
+  auto wrong = MeasureDiskChannel(**memcpy_channel, "/var/tmp", std::chrono::milliseconds(100));
+  CHECK(wrong.status().code() == absl::StatusCode::kInvalidArgument);
+
+  ChannelConfig dc;
+  dc.name = "w";
+  dc.kind = ChannelKind::kDiskWrite;
+  auto disk = MakeDiskChannel(dc);
+  REQUIRE(disk.ok());
+  auto missing = MeasureDiskChannel(**disk, "/nonexistent-isometry-dir", std::chrono::milliseconds(100));
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().message().find("/nonexistent-isometry-dir/.isometry-calibration-") !=
+        std::string::npos);
 }

@@ -27,6 +27,7 @@
 #include "channels/channel_factory.h"
 #include "channels/disk/uring.h"
 #include "layout/compiler.h"
+#include "unit/temp_dir.h"
 #include "unit/test_util.h"
 
 using namespace isometry;
@@ -35,42 +36,6 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A directory whose file system takes O_DIRECT (/var/tmp first: /tmp may be
-// a tmpfs, which refuses O_DIRECT before Linux 6.6), or "" if none does.
-std::string DirectCapableBase() {
-  for (const char* base : {"/var/tmp", "/tmp"}) {
-    const std::string probe = StrCat(base, "/isometry-odirect-probe-", getpid());
-    const int fd = ::open(probe.c_str(), O_CREAT | O_RDWR | O_DIRECT, 0600);
-    if (fd >= 0) {
-      ::close(fd);
-      ::unlink(probe.c_str());
-      return base;
-    }
-    ::unlink(probe.c_str());
-  }
-  return "";
-}
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string base = DirectCapableBase();
-    if (base.empty()) {
-      WARN("no O_DIRECT-capable directory: only the buffered path is exercised");
-      base = "/tmp";
-    }
-    std::string tmpl = base + "/isometry-disk-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-    ::chmod(tmpl.c_str(), 0755);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string File(const std::string& name) const { return (path / name).string(); }
-};
 
 // Page-aligned host memory, optionally shifted off alignment.
 class HostBuffer {
@@ -550,7 +515,7 @@ TEST_CASE(
 
 TEST_CASE("ENOSPC on a full tmpfs names the file, and the channel serves on") {
   TempDir dir;
-  const fs::path mnt = dir.path / "small";
+  const fs::path mnt = fs::path(dir.path) / "small";
   fs::create_directory(mnt);
   if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=256k") != 0) {
     WARN("skipped: cannot mount a 256 KiB tmpfs at " << mnt << ": " << std::strerror(errno)
@@ -675,11 +640,11 @@ TEST_CASE("missing files, permission denied and bad descriptors are reported wit
           StrCat("disk_write 'w': ", path, " at offset 4096 (+4096): Bad file descriptor"));
   }
   SECTION("reading a directory") {
-    auto file = DiskFile::Open(dir.path.string(), DiskFile::Mode::kRead);
+    auto file = DiskFile::Open(dir.path, DiskFile::Mode::kRead);
     REQUIRE(file.ok());
     const Status s = Read(*r, file->Ref(0), buf.data(), Contiguous(100));
     CHECK(Message(s) ==
-          StrCat("disk_read 'r': ", dir.path.string(), " at offset 0 (+100): Is a directory"));
+          StrCat("disk_read 'r': ", dir.path, " at offset 0 (+100): Is a directory"));
   }
   // Whatever failed, both channels still serve.
   auto file = DiskFile::Open(dir.File("fine"), DiskFile::Mode::kUpdate);

@@ -9,7 +9,9 @@
 #include <thread>
 
 #include "channels/channel_factory.h"
+#include "daemon/runtime/calibration_store.h"
 #include "daemon/runtime/runtime.h"
+#include "unit/temp_dir.h"
 #include "unit/test_util.h"
 
 using namespace isometry;
@@ -17,22 +19,6 @@ using namespace isometry::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-// /var/tmp is usually a real file system (O_DIRECT); tmpfs works too,
-// through the buffered path.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/var/tmp/isometry-dsk-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::vector<std::string> Files() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(path)) out.push_back(e.path().filename());
-    return out;
-  }
-};
 
 RuntimeConfig DiskConfig(const std::string& dir) {
   RuntimeConfig c = DefaultRuntimeConfig();
@@ -243,4 +229,44 @@ TEST_CASE("a DSK memory whose directory is missing is refused at start") {
   auto rt = Runtime::Create(DiskConfig("/var/tmp/isometry-no-such-dir"));
   REQUIRE(!rt.ok());
   CHECK_THAT(std::string(rt.status().message()), Catch::Contains("does not exist"));
+}
+
+TEST_CASE("calibration measures the disk channels on their DSK directory and plans with it") {
+  TempDir dir, state;
+  RuntimeConfig c = DiskConfig(dir.path);
+  c.calibrate = true;
+  c.calibration_file = state.File("calibration.toml");
+  c.calibration_budget_ms = 900;
+  auto rt = Runtime::Create(c);
+  REQUIRE(rt.ok());
+  // Kept with the others, under a fingerprint that names the directory.
+  auto cal = LoadCalibration(c.calibration_file, HardwareFingerprint(c));
+  REQUIRE(cal.ok());
+  double lo = 1e300, hi = 0;
+  for (const char* name : {"disk_read0", "disk_write0"}) {
+    INFO(name);
+    REQUIRE(cal->count(name) == 1);
+    CHECK(cal->at(name).size() == 8);  // 4 KiB, 16 KiB, ... 64 MiB
+    if (std::string(name) == "disk_write0") {
+      for (const RateSample& s : cal->at(name)) {
+        lo = std::min(lo, s.bytes_per_s);
+        hi = std::max(hi, s.bytes_per_s);
+      }
+    }
+  }
+  CHECK(dir.Files().empty());  // the scratch files are gone
+  // The planner predicts a write to the file from the measured function,
+  // not from the 1 GB/s model.
+  Runtime& r = **rt;
+  const InstanceShape shape{Box::FromExtents({4 << 20}), FieldSpace::Uniform(1, 8), Layout::Aos(1)};
+  std::vector<std::byte> host(shape.total_bytes());
+  InstanceRef src{*r.FindMemory("sys0"), host.data(), host.size(), shape};
+  auto plan = r.Explain(src, FileRefTo(*r.FindMemory("dsk0"), "x.bin", shape));
+  REQUIRE(plan.ok());
+  CHECK(plan->path.predicted_bps >= lo * 0.999);
+  CHECK(plan->path.predicted_bps <= hi * 1.001);
+  // A directory on another device (or moved) is other hardware.
+  RuntimeConfig moved = c;
+  moved.memories.back().directory = state.path;
+  CHECK(HardwareFingerprint(moved) != HardwareFingerprint(c));
 }
