@@ -8,17 +8,17 @@ ISOMETRY_PYTHONPATH pointing at build/python.
 """
 
 import os
-import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
 
 if os.environ.get("ISOMETRY_PYTHONPATH"):
     sys.path.insert(0, os.environ["ISOMETRY_PYTHONPATH"])
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
 
 import isometry  # noqa: E402
+from isometryd_process import IsometrydProcess  # noqa: E402
 
 CONFIG = """\
 [daemon]
@@ -97,8 +97,7 @@ class Node:
         self.dir = tempfile.mkdtemp(prefix=f"iso-{name}-", dir=cluster.root)
         os.makedirs(os.path.join(self.dir, "dsk"))
         self.grpc_port = free_port() if netns is None else 7470
-        self.proc = None
-        self.log = None
+        self.process = None
 
     @property
     def address(self):
@@ -138,52 +137,38 @@ class Node:
             f.write(text)
 
     def start(self):
-        for stale in ("grpc.sock", "local.sock"):  # left by a killed daemon
-            if os.path.exists(os.path.join(self.dir, stale)):
-                os.unlink(os.path.join(self.dir, stale))
-        if self.log:
-            self.log.close()
-        cmd = [self.cluster.isometryd, "--config", self.config]
-        if self.netns:
-            cmd = ["ip", "netns", "exec", self.netns] + cmd
-        self.log = open(os.path.join(self.dir, "isometryd.log"), "ab")
-        env = dict(os.environ)
-        env.update(self.env)
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        deadline = time.time() + 20
-        while not os.path.exists(self.socket):
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name}: isometryd exited: {self.log_text()[-2000:]}")
-            if time.time() > deadline:
-                raise RuntimeError(f"{self.name}: isometryd did not start")
-            time.sleep(0.05)
+        # A killed daemon leaves its local socket (start() removes the gRPC one).
+        stale = os.path.join(self.dir, "local.sock")
+        if os.path.exists(stale):
+            os.unlink(stale)
+        self.process = IsometrydProcess(
+            self.cluster.isometryd,
+            self.config,
+            os.path.join(self.dir, "isometryd.log"),
+            self.socket,
+            prefix=["ip", "netns", "exec", self.netns] if self.netns else (),
+            env=self.env,
+            name=self.name,
+        )
+        self.process.start()
 
     def client(self, name="test"):
         return isometry.Client(self.socket, name=name)
 
     def kill(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait()
+        if self.process:
+            self.process.kill()
 
     def stop(self):
-        """SIGTERM; returns the exit status."""
-        if self.log:
-            self.log.close()
-            self.log = None
-        if not self.proc or self.proc.poll() is not None:
-            return self.proc.returncode if self.proc else 0
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            return -9
+        """SIGTERM; returns the exit status (None if it had to be killed)."""
+        if not self.process:
+            return 0
+        code = self.process.stop()
+        self.process.close_log()
+        return code
 
     def log_text(self):
-        with open(os.path.join(self.dir, "isometryd.log"), "rb") as f:
-            return f.read().decode(errors="replace")
+        return self.process.log_text(tail=None) if self.process else ""
 
 
 class Cluster:

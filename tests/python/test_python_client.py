@@ -18,13 +18,14 @@ requiring exit status 0.
 import os
 import random
 import shutil
-import signal
 import struct
-import subprocess
 import sys
 import tempfile
 import time
 import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
+from isometryd_process import IsometrydProcess  # noqa: E402
 
 ISOMETRYD = os.environ.get("ISOMETRYD", "")
 if os.environ.get("ISOMETRY_PYTHONPATH"):
@@ -208,21 +209,17 @@ class PythonClientTest(unittest.TestCase):
         config = os.path.join(self.dir, "isometry.toml")
         with open(config, "w") as f:
             f.write(CONFIG.format(dir=self.dir))
-        self.log_path = os.path.join(self.dir, "isometryd.log")
-        self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(
-            [ISOMETRYD, "--config", config], stdout=self.log, stderr=subprocess.STDOUT
+        self.daemon = IsometrydProcess(
+            ISOMETRYD, config, os.path.join(self.dir, "isometryd.log"), self.socket
         )
         self.clients = []
         self.stopped = False
-        deadline = time.monotonic() + 20
-        while not os.path.exists(self.socket):
-            if self.proc.poll() is not None:
-                self.fail(f"isometryd exited with {self.proc.returncode}:\n{self._log()}")
-            if time.monotonic() > deadline:
-                self._kill()
-                self.fail(f"isometryd did not create {self.socket} in 20 s:\n{self._log()}")
-            time.sleep(0.02)
+        try:
+            self.daemon.start()
+        except AssertionError as e:
+            self.daemon.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.fail(str(e))
         self.c = self.client("main")
 
     def tearDown(self):
@@ -231,31 +228,21 @@ class PythonClientTest(unittest.TestCase):
         if not self.stopped:
             rc = self.stop_daemon()
             self.assertEqual(rc, 0, f"isometryd exited with {rc} on SIGTERM:\n{self._log()}")
-        self.log.close()
+        self.daemon.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     # ---- helpers ----
 
     def _log(self):
-        self.log.flush()
-        with open(self.log_path, "rb") as f:
-            return f.read().decode(errors="replace")[-4000:]
-
-    def _kill(self):
-        self.proc.kill()
-        self.proc.wait()
-        self.stopped = True
+        return self.daemon.log_text()
 
     def stop_daemon(self):
         """SIGTERM, then the exit status (killing it after 30 s)."""
         self.stopped = True
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        rc = self.daemon.stop(timeout_s=30)
+        if rc is None:
             self.fail(f"isometryd did not exit within 30 s of SIGTERM:\n{self._log()}")
+        return rc
 
     def client(self, name):
         c = isometry.Client(self.socket, name=name, connect_timeout=10)
@@ -263,8 +250,9 @@ class PythonClientTest(unittest.TestCase):
         return c
 
     def assertDaemonAlive(self):
-        self.assertIsNone(
-            self.proc.poll(), f"isometryd died (status {self.proc.returncode}):\n{self._log()}"
+        self.assertTrue(
+            self.daemon.alive(),
+            f"isometryd died (status {self.daemon.proc.returncode}):\n{self._log()}",
         )
 
     def assertFails(self, code, fn, *args, contains=(), **kwargs):

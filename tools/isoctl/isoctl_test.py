@@ -19,12 +19,16 @@ field; 64-bit integers as strings), and the exit code says who failed:
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 import unittest
+
+sys.path.insert(
+    0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "pyfixture")
+)
+from isometryd_process import IsometrydProcess  # noqa: E402
 
 ISOMETRYD = os.environ.get("ISOMETRYD", "")
 ISOCTL = os.environ.get("ISOCTL", "")
@@ -71,55 +75,32 @@ class Daemon:
         self.config = os.path.join(self.dir, "isometryd.toml")
         with open(self.config, "w") as f:
             f.write(CONFIG.format(dir=self.dir, channel_extra=channel_extra))
-        self.log_path = os.path.join(self.dir, "isometryd.log")
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(
-            [ISOMETRYD, "-c", self.config],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
+        self.process = IsometrydProcess(
+            ISOMETRYD, self.config, os.path.join(self.dir, "isometryd.log"), self.socket
         )
 
     def log(self):
-        self._log.flush()
-        with open(self.log_path, "rb") as f:
-            return f.read().decode(errors="replace")
+        return self.process.log_text(tail=None)
 
     def wait_ready(self):
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(
-                    f"isometryd exited with {self.proc.returncode} while starting:\n{self.log()}"
-                )
-            if os.path.exists(self.socket):
-                r = subprocess.run(
-                    [ISOCTL, "--socket", self.socket, "--timeout-ms", "2000", "status"],
-                    capture_output=True,
-                    timeout=COMMAND_TIMEOUT_S,
-                )
-                if r.returncode == 0:
-                    return
-            time.sleep(0.05)
-        raise AssertionError(f"isometryd not ready after {START_TIMEOUT_S} s:\n{self.log()}")
+        """Started, and answering `isoctl status`."""
+
+        def answers():
+            r = subprocess.run(
+                [ISOCTL, "--socket", self.socket, "--timeout-ms", "2000", "status"],
+                capture_output=True,
+                timeout=COMMAND_TIMEOUT_S,
+            )
+            return r.returncode == 0
+
+        self.process.start(ready=answers, timeout_s=START_TIMEOUT_S)
 
     def stop(self):
         """SIGTERM; returns the exit status (None if it had to be killed)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=EXIT_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-                return None
-        return self.proc.returncode
+        return self.process.stop(timeout_s=EXIT_TIMEOUT_S)
 
     def cleanup(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self._log.close()
+        self.process.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

@@ -1,0 +1,103 @@
+"""One isometryd process for the Python test suites (client, isoctl and
+cluster tests): started from a config file, its output appended to a log
+file, stopped with SIGTERM and its exit status reported.
+
+Standard library only, so Debian's /usr/bin/python3 runs it as is.
+"""
+
+import os
+import signal
+import subprocess
+import time
+
+
+class IsometrydProcess:
+    """`prefix` runs before the binary (e.g. ["ip", "netns", "exec", ns]);
+    `env` adds variables to the test's environment."""
+
+    def __init__(self, isometryd, config, log_path, socket, prefix=(), env=None, name="isometryd"):
+        self.isometryd = isometryd
+        self.config = config
+        self.log_path = log_path
+        self.socket = socket
+        self.prefix = list(prefix)
+        self.env = dict(env or {})
+        self.name = name
+        self.proc = None
+        self._log = None
+
+    def start(self, ready=None, timeout_s=20):
+        """Starts the daemon and waits until its gRPC socket exists and
+        `ready()` (optional) returns true. Raises AssertionError with the
+        log's tail if it exits or is not ready in time (it is then killed).
+        A socket left by a killed predecessor is removed first."""
+        if os.path.exists(self.socket):
+            os.unlink(self.socket)
+        self.close_log()
+        self._log = open(self.log_path, "ab")
+        env = dict(os.environ)
+        env.update(self.env)
+        self.proc = subprocess.Popen(
+            self.prefix + [self.isometryd, "--config", self.config],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
+        deadline = time.monotonic() + timeout_s
+        while not (os.path.exists(self.socket) and (ready is None or ready())):
+            if self.proc.poll() is not None:
+                raise AssertionError(
+                    f"{self.name}: isometryd exited with {self.proc.returncode} while "
+                    f"starting:\n{self.log_text()}"
+                )
+            if time.monotonic() > deadline:
+                self.kill()
+                raise AssertionError(
+                    f"{self.name}: isometryd not ready after {timeout_s} s:\n{self.log_text()}"
+                )
+            time.sleep(0.02)
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout_s=20):
+        """SIGTERM; the exit status, or None if it had to be killed after
+        `timeout_s`. Returns the old status when it already ended."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                return None
+        return self.proc.returncode
+
+    def kill(self):
+        """SIGKILL and reap (no-op when it is not running)."""
+        if self.alive():
+            self.proc.kill()
+            self.proc.wait()
+
+    def log_text(self, tail=4000):
+        """The last `tail` characters of the log (all of it with None)."""
+        if self._log:
+            self._log.flush()
+        try:
+            with open(self.log_path, "rb") as f:
+                text = f.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+        return text if tail is None else text[-tail:]
+
+    def close_log(self):
+        if self._log:
+            self._log.close()
+            self._log = None
+
+    def close(self):
+        """Kills a daemon still running and closes the log."""
+        self.kill()
+        self.close_log()
