@@ -105,17 +105,6 @@ Result<std::vector<RateSample>> MeasureSizes(
   return out;
 }
 
-// A contiguous request of `bytes`.
-std::shared_ptr<const CopyProgram> Contiguous(uint64_t bytes) {
-  auto p = std::make_shared<CopyProgram>();
-  CopyOp op;
-  op.run_bytes = bytes;
-  p->ops.push_back(op);
-  p->bytes = bytes;
-  p->runs = 1;
-  return p;
-}
-
 // Writes `bytes` of `host` (cycled) at the start of `file`, durably: the
 // area a DiskRead calibration reads. A sparse file would read as zeros
 // without touching the device.
@@ -191,7 +180,7 @@ Result<std::vector<RateSample>> MeasureDiskChannel(Channel& channel, const std::
   if (!write) ISO_RETURN_IF_ERROR(FillFile(file, host, kDiskArea));
   const FileRef ref = file.Ref();
   return MeasureSizes(sizes, 0, budget, [&](uint64_t size, Clock::duration slice) {
-    auto program = Contiguous(size);
+    auto program = ContiguousProgram(size);
     // Sequential requests through the area, wrapping at its end.
     const uint64_t per_area = std::max<uint64_t>(1, kDiskArea / size);
     return TimeRequests(

@@ -16,6 +16,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace isometry {
@@ -47,5 +48,9 @@ struct CopyProgram {
   uint64_t bytes = 0;  // total bytes moved
   uint64_t runs = 0;   // total contiguous runs (the request count of a naive engine)
 };
+
+// The canonical program of one contiguous copy of `bytes` from offset 0 to
+// offset 0: a single op, no loops.
+std::shared_ptr<const CopyProgram> ContiguousProgram(uint64_t bytes);
 
 }  // namespace isometry

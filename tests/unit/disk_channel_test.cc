@@ -76,16 +76,6 @@ std::vector<std::byte> ReadAt(const std::string& path, uint64_t offset, uint64_t
   return v;
 }
 
-std::shared_ptr<const CopyProgram> Contiguous(uint64_t bytes) {
-  auto p = std::make_shared<CopyProgram>();
-  CopyOp op;
-  op.run_bytes = bytes;
-  p->ops.push_back(op);
-  p->bytes = bytes;
-  p->runs = 1;
-  return p;
-}
-
 std::shared_ptr<const CopyProgram> Compile(const InstanceShape& s, const InstanceShape& d,
                                            const Box& box) {
   auto p = CompileCopy(s, d, box);
@@ -229,9 +219,9 @@ TEST_CASE("contiguous round trips of odd sizes at odd offsets, direct and buffer
             HostBuffer src(size, misalign), dst(size, misalign);
             src.Fill(data);
             log.direct = log.buffered = 0;
-            REQUIRE(Write(*w, ref, src.data(), Contiguous(size)).ok());
+            REQUIRE(Write(*w, ref, src.data(), ContiguousProgram(size)).ok());
             CHECK(ReadAt(path, offset, size) == data);
-            REQUIRE(Read(*r, ref, dst.data(), Contiguous(size)).ok());
+            REQUIRE(Read(*r, ref, dst.data(), ContiguousProgram(size)).ok());
             CHECK(dst.Vector() == data);
             const bool has_block = (offset + size) / 4096 > (offset + 4095) / 4096;
             if (!use_direct || file->direct_fd() < 0) {
@@ -325,8 +315,8 @@ TEST_CASE("concurrent readers and writers on different files") {
         const auto data = Pattern(size, rng());
         HostBuffer src(size, rng() % 2 * 16), dst(size);
         src.Fill(data);
-        Status s = Write(*w, file->Ref(offset), src.data(), Contiguous(size));
-        if (s.ok()) s = Read(*r, file->Ref(offset), dst.data(), Contiguous(size));
+        Status s = Write(*w, file->Ref(offset), src.data(), ContiguousProgram(size));
+        if (s.ok()) s = Read(*r, file->Ref(offset), dst.data(), ContiguousProgram(size));
         std::lock_guard lock(mu);
         if (!s.ok()) failures.push_back(s.ToString());
         if (s.ok() && dst.Vector() != data)
@@ -357,7 +347,7 @@ TEST_CASE("concurrent readers and writers on different files") {
     auto p = std::make_shared<std::promise<Status>>();
     results.push_back(p->get_future());
     w->Submit(
-        {.program = Contiguous(data[i].size()), .src = bufs[i].data(), .dst_file = files[i].Ref(i)},
+        {.program = ContiguousProgram(data[i].size()), .src = bufs[i].data(), .dst_file = files[i].Ref(i)},
         [p](Status s) { p->set_value(std::move(s)); });
   }
   for (auto& f : results) CHECK(f.get().ok());
@@ -391,9 +381,9 @@ TEST_CASE("bounced and staged requests share a small staging pool without deadlo
         src.Fill(data);
         const uint64_t far = 1 << 21;  // the raw bytes live after the AOS instance
         Status s = Write(*w, file->Ref(4096), soa_src.data(), to_disk);
-        if (s.ok()) s = Write(*w, file->Ref(far), src.data(), Contiguous(size));
+        if (s.ok()) s = Write(*w, file->Ref(far), src.data(), ContiguousProgram(size));
         if (s.ok()) s = Read(*r, file->Ref(4096), soa_back.data(), from_disk);
-        if (s.ok()) s = Read(*r, file->Ref(far), back.data(), Contiguous(size));
+        if (s.ok()) s = Read(*r, file->Ref(far), back.data(), ContiguousProgram(size));
         if (!s.ok())
           err = s.ToString();
         else if (soa_back.Vector() != soa_data || back.Vector() != data)
@@ -431,8 +421,8 @@ TEST_CASE("short transfers are resubmitted and -EAGAIN is retried") {
   const auto data = Pattern(size, 5);
   HostBuffer src(size), dst(size, 24);
   src.Fill(data);
-  REQUIRE(Write(*w, file->Ref(333), src.data(), Contiguous(size)).ok());
-  REQUIRE(Read(*r, file->Ref(333), dst.data(), Contiguous(size)).ok());
+  REQUIRE(Write(*w, file->Ref(333), src.data(), ContiguousProgram(size)).ok());
+  REQUIRE(Read(*r, file->Ref(333), dst.data(), ContiguousProgram(size)).ok());
   CHECK(dst.Vector() == data);
   CHECK(shortened > 10);
   CHECK(again > 10);
@@ -482,7 +472,7 @@ TEST_CASE(
     std::byte* host;
     uint64_t offset;
   };
-  for (const Shape& shape : {Shape{"bounced contiguous", Contiguous(size), host.data(), 100},
+  for (const Shape& shape : {Shape{"bounced contiguous", ContiguousProgram(size), host.data(), 100},
                              Shape{"staged AOS<->SOA", nullptr, soa_mem.data(), 4096}}) {
     for (const bool writing : {true, false}) {
       Channel& ch = writing ? *w : *r;
@@ -540,7 +530,7 @@ TEST_CASE("ENOSPC on a full tmpfs names the file, and the channel serves on") {
       REQUIRE(file.ok());
       FileRef ref = file->Ref(0);
       if (!use_direct) ref.direct_fd = -1;
-      s = Write(*w, ref, src.data(), Contiguous(size));
+      s = Write(*w, ref, src.data(), ContiguousProgram(size));
     }
     INFO(s.ToString());
     CHECK(s.code() == absl::StatusCode::kResourceExhausted);
@@ -551,10 +541,10 @@ TEST_CASE("ENOSPC on a full tmpfs names the file, and the channel serves on") {
   // Still serving: a small write on the same tmpfs, and one elsewhere.
   auto file = DiskFile::Open((mnt / "small").string(), DiskFile::Mode::kWrite);
   REQUIRE(file.ok());
-  CHECK(Write(*w, file->Ref(100), src.data(), Contiguous(20000)).ok());
+  CHECK(Write(*w, file->Ref(100), src.data(), ContiguousProgram(20000)).ok());
   auto other = DiskFile::Open(dir.File("other"), DiskFile::Mode::kWrite);
   REQUIRE(other.ok());
-  CHECK(Write(*w, other->Ref(0), src.data(), Contiguous(size)).ok());
+  CHECK(Write(*w, other->Ref(0), src.data(), ContiguousProgram(size)).ok());
 }
 
 TEST_CASE("a file shorter than the instance fails the read with the path and where") {
@@ -568,7 +558,7 @@ TEST_CASE("a file shorter than the instance fails the read with the path and whe
   for (const bool use_direct : {true, false}) {
     FileRef ref = file->Ref(0);
     if (!use_direct) ref.direct_fd = -1;
-    const Status s = Read(*r, ref, dst.data(), Contiguous(20000));
+    const Status s = Read(*r, ref, dst.data(), ContiguousProgram(20000));
     INFO(s.ToString());
     CHECK(s.code() == absl::StatusCode::kOutOfRange);
     CHECK(Message(s).find(StrCat("disk_read 'r': ", path, " at offset ")) == 0);
@@ -590,7 +580,7 @@ TEST_CASE("a file shorter than the instance fails the read with the path and whe
   CHECK(Read(*r, file->Ref(10000 - fits.total_bytes()), dst.data(),
              Compile(fits, soa(fits), fits.bounds))
             .ok());
-  CHECK(Read(*r, file->Ref(0), dst.data(), Contiguous(10000)).ok());
+  CHECK(Read(*r, file->Ref(0), dst.data(), ContiguousProgram(10000)).ok());
 }
 
 TEST_CASE("missing files, permission denied and bad descriptors are reported with the path") {
@@ -607,7 +597,7 @@ TEST_CASE("missing files, permission denied and bad descriptors are reported wit
     CHECK(file.status().code() == absl::StatusCode::kNotFound);
     CHECK(Message(file.status()) == StrCat("open ", path, ": No such file or directory"));
     // A request whose file the caller could not open.
-    const Status s = Read(*r, FileRef{.path = path}, buf.data(), Contiguous(100));
+    const Status s = Read(*r, FileRef{.path = path}, buf.data(), ContiguousProgram(100));
     CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
     CHECK(Message(s) ==
           StrCat("disk_read 'r': request without an open source file ('", path, "')"));
@@ -634,7 +624,7 @@ TEST_CASE("missing files, permission denied and bad descriptors are reported wit
     WriteAt(path, Pattern(8192, 1), 0);
     auto file = DiskFile::Open(path, DiskFile::Mode::kRead);
     REQUIRE(file.ok());
-    const Status s = Write(*w, file->Ref(4096), buf.data(), Contiguous(4096));
+    const Status s = Write(*w, file->Ref(4096), buf.data(), ContiguousProgram(4096));
     CHECK(s.code() == absl::StatusCode::kFailedPrecondition);  // EBADF
     CHECK(Message(s) ==
           StrCat("disk_write 'w': ", path, " at offset 4096 (+4096): Bad file descriptor"));
@@ -642,16 +632,16 @@ TEST_CASE("missing files, permission denied and bad descriptors are reported wit
   SECTION("reading a directory") {
     auto file = DiskFile::Open(dir.path, DiskFile::Mode::kRead);
     REQUIRE(file.ok());
-    const Status s = Read(*r, file->Ref(0), buf.data(), Contiguous(100));
+    const Status s = Read(*r, file->Ref(0), buf.data(), ContiguousProgram(100));
     CHECK(Message(s) ==
           StrCat("disk_read 'r': ", dir.path, " at offset 0 (+100): Is a directory"));
   }
   // Whatever failed, both channels still serve.
   auto file = DiskFile::Open(dir.File("fine"), DiskFile::Mode::kUpdate);
   REQUIRE(file.ok());
-  CHECK(Write(*w, file->Ref(7), buf.data(), Contiguous(65536)).ok());
+  CHECK(Write(*w, file->Ref(7), buf.data(), ContiguousProgram(65536)).ok());
   HostBuffer back(65536);
-  CHECK(Read(*r, file->Ref(7), back.data(), Contiguous(65536)).ok());
+  CHECK(Read(*r, file->Ref(7), back.data(), ContiguousProgram(65536)).ok());
   CHECK(back.Vector() == buf.Vector());
   CHECK(SyncFile(file->Ref()).ok());
   const Status bad = SyncFile(FileRef{.path = "/nowhere"});
@@ -674,7 +664,7 @@ TEST_CASE("a rate-capped disk channel paces requests; the destructor finishes qu
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 8; ++i) {
     (*w)->Submit(
-        {.program = Contiguous(1 << 20), .src = src.data(), .dst_file = file->Ref(i << 20)},
+        {.program = ContiguousProgram(1 << 20), .src = src.data(), .dst_file = file->Ref(i << 20)},
         [&](Status s) { ok += s.ok(); });
   }
   w->reset();  // waits for all eight

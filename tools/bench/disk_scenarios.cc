@@ -195,10 +195,10 @@ std::optional<double> TimedSync(const std::string& path, const std::string& dir)
   return out;
 }
 
+// The shortest time seen (the detail lines printed besides the medians).
 struct Best {
   double seconds = 1e300;
   void Add(double s) { seconds = std::min(seconds, s); }
-  double GBps(uint64_t bytes) const { return static_cast<double>(bytes) / seconds / 1e9; }
 };
 
 // One measurement and its baseline, round by round (both taken in the same
@@ -255,9 +255,9 @@ Row MedianRow(const char* scenario, const char* metric, const Rounds& r, const s
 
 // DSK->SYS and SYS->DSK of `bytes` through the Runtime against fio, and an
 // AOS (SYS) -> SOA (file) write pipelined in one Copy against staged
-// (convert all into SYS, then write). Best of `repeat` rounds; each round
-// runs every runtime case once and fio once, in alternating order. Removes
-// its files.
+// (convert all into SYS, then write). `repeat` rounds, each running every
+// runtime case once and fio once, in alternating order; the rows are the
+// rounds' medians. Removes its files.
 void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool direct,
                     Report& report) {
   auto created = Runtime::Create(DiskRuntimeConfig(dir));
