@@ -5,9 +5,11 @@
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "isometry.grpc.pb.h"
 #include "tools/common/daemon_process.h"
@@ -42,6 +44,18 @@ class Daemon {
     for (const auto& m : resp.memories())
       if (m.name() == memory) return m.pool_used();
     return ~0ull;
+  }
+
+  // True once no session is left, no transfer is active and memory's pool
+  // is empty, polled for up to 3 s: a session ends when the daemon reads
+  // its client's socket close, which trails the client's exit.
+  bool SettlesEmpty(const std::string& memory) {
+    for (int i = 0; i < 300; ++i) {
+      const v1::StatusResponse st = Status();
+      if (st.sessions() == 0 && st.transfers_active() == 0 && PoolUsed(memory) == 0) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
   }
 
  private:
