@@ -12,6 +12,7 @@
 //    the channel stays usable for later requests.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -70,6 +71,13 @@ struct ChannelRequest {
   NetRef src_net;                  // RemoteMemcpy, receiving half
   NetRef dst_net;                  // RemoteMemcpy, sending half
   int priority = 0;                // the transfer's; channels that queue honour it
+  // Set (never cleared) when the transfer gives up: a request not started
+  // yet completes with CANCELLED at once, a running one at its next safe
+  // point (between I/Os, between pieces of a paced copy). Null: never.
+  // Must stay valid until `done` runs; the runtime calls Interrupt() after
+  // setting it so a sleeping channel looks.
+  const std::atomic<bool>* cancelled = nullptr;
+  bool Cancelled() const { return cancelled && cancelled->load(std::memory_order_acquire); }
 };
 
 using RequestDone = std::function<void(Status)>;
@@ -86,6 +94,10 @@ class Channel {
     (void)request;
     return FailedPrecondition("channel '", caps().name, "' cannot run requests inline");
   }
+  // Some request's `cancelled` flag was set: look at the requests held now
+  // and end the cancelled ones promptly (see ChannelRequest::cancelled).
+  // Never blocks; may run under the caller's locks.
+  virtual void Interrupt() {}
   // The runtime gave up on cross-node transfer `transfer` (it failed here,
   // or was cancelled): requests of it the channel still holds complete
   // with `why` (on a channel thread, never inside this call, which may run

@@ -28,12 +28,17 @@
 //    without O_DIRECT) everything takes the buffered fd, in place.
 // 3. I/O is issued in ascending file order (Isometry §3.4: sequential
 //    access), requests in arrival order, with up to queue_depth SQEs in
-//    flight. Short transfers are resubmitted for the remainder (switching
+//    flight; every active request gets one SQE before the oldest fills the
+//    rest, so a request of millions of tiny I/Os (a layout change forced
+//    onto the disk hop) cannot hold a small request back for its duration. Short transfers are resubmitted for the remainder (switching
 //    to the buffered fd where the remainder is unaligned), -EAGAIN/-EINTR
 //    retried, an O_DIRECT -EINVAL retried on the buffered fd, a read that
 //    returns 0 early fails as "file shorter than the instance", any other
 //    error fails the request. A failed request issues nothing more, waits
 //    for what is in flight, frees its staging and then completes.
+// 4. A cancelled request (ChannelRequest::cancelled, with Interrupt())
+//    ends like a failed one: not started, it completes at once; running,
+//    after the I/Os in flight (each at most max_io_bytes) return.
 //
 // One worker thread owns the ring: it starts requests, prepares and submits
 // SQEs, reaps completions and runs `done`. Submit() only queues and writes
@@ -75,6 +80,7 @@ constexpr uint64_t kMaxListedRuns = 1ull << 22;  // bounds the run list (~100 MB
 constexpr int kMaxRetries = 1000;                // -EAGAIN / -EINTR per I/O
 constexpr size_t kFixedFilesMinIos = 4;          // fewer I/Os: plain fds are cheaper
 constexpr uint64_t kWakeTag = 1;                 // user_data of the eventfd read
+constexpr int kMaxIdlePasses = 4;                // see Run()
 
 bool Aligned(uint64_t v) { return v % kAlign == 0; }
 bool Aligned(const std::byte* p) { return reinterpret_cast<uintptr_t>(p) % kAlign == 0; }
@@ -258,6 +264,8 @@ class DiskChannel final : public Channel {
   const ChannelCaps& caps() const override { return caps_; }
   const std::string& description() const { return description_; }
 
+  void Interrupt() override { Wake(); }
+
   void Submit(ChannelRequest request, RequestDone done) override {
     auto r = std::make_unique<Request>();
     r->req = std::move(request);
@@ -298,9 +306,23 @@ class DiskChannel final : public Channel {
         }
         stopping = stopping_;
       }
-      const std::optional<Clock::time_point> wait_until = StartRequests();
-      Issue();
-      FinishRequests();
+      // Finishing a request frees staging that a pending request may wait
+      // for: go round again before sleeping, or that request sleeps until
+      // an unrelated submission wakes the worker (issue #21: a disk read
+      // stalled at its last chunk with the daemon idle).
+      std::optional<Clock::time_point> wait_until;
+      for (int pass = 0;; ++pass) {
+        wait_until = StartRequests();
+        Issue();
+        const bool finished = FinishRequests();
+        if (pending_.empty() || wait_until) break;
+        if (!finished && in_flight_ > 0) break;  // a completion will wake us
+        if (pass >= kMaxIdlePasses) {
+          // Nothing in flight holds staging, yet the request cannot start:
+          // a bookkeeping bug. Fail it loudly rather than hang.
+          FailFront(Internal(prefix_, ": staging memory never became free for a request"));
+        }
+      }
       // Outstanding work is finished even while stopping: done() is owed.
       if (stopping && pending_.empty() && active_.empty()) return;
       int64_t timeout_ns = 0;
@@ -317,9 +339,31 @@ class DiskChannel final : public Channel {
     }
   }
 
+  // Moves the front pending request to active with `why` and no I/O.
+  void FailFront(Status why) {
+    pending_.front()->status = std::move(why);
+    active_.push_back(std::move(pending_.front()));
+    pending_.pop_front();
+  }
+
+  Status CancelledStatus() const {
+    return absl::CancelledError(StrCat(prefix_, ": request cancelled"));
+  }
+
   // Moves pending requests to active in arrival order. Returns when the
   // next may start under the rate limit, if that is what holds it back.
   std::optional<Clock::time_point> StartRequests() {
+    // Cancelled requests leave the queue first: one waiting for staging
+    // memory or the rate limit must not hold them back.
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if ((*it)->req.Cancelled()) {
+        (*it)->status = CancelledStatus();
+        active_.push_back(std::move(*it));
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
     while (!pending_.empty()) {
       Request& r = *pending_.front();
       if (limiter_ && Clock::now() < next_start_) return next_start_;
@@ -506,28 +550,36 @@ class DiskChannel final : public Channel {
     r.file_slot = -1;
   }
 
-  // Fills the queue from active requests, oldest first, each in file order.
+  // Fills the queue from active requests, each in file order: first one
+  // SQE for every request that has none in flight (so none waits for
+  // another's whole request), then the oldest first.
   void Issue() {
     bounce_waiting_ = false;
     for (auto& rp : active_) {
-      Request& r = *rp;
-      while (!r.failed() && r.next < r.ios.size() && in_flight_ < queue_depth_) {
-        Io& io = r.ios[r.next];
-        if (io.bounce && io.mem == nullptr) {
-          const std::optional<uint64_t> off = allocator_.Allocate(io.length);
-          if (!off) {
-            bounce_waiting_ = true;
-            break;  // later requests may still go: staging frees as they finish
-          }
-          io.staging_offset = *off;
-          io.mem = staging_.data() + *off;
-          io.in_staging = true;
-          if (write_) std::memcpy(io.mem, io.host, io.length);
+      if (rp->in_flight == 0) IssueFrom(*rp, 1);
+    }
+    for (auto& rp : active_) IssueFrom(*rp, queue_depth_);
+  }
+
+  // Queues up to `most` more SQEs of `r` while the ring has room.
+  void IssueFrom(Request& r, unsigned most) {
+    if (!r.failed() && r.req.Cancelled()) r.status = CancelledStatus();
+    for (unsigned n = 0;
+         n < most && !r.failed() && r.next < r.ios.size() && in_flight_ < queue_depth_; ++n) {
+      Io& io = r.ios[r.next];
+      if (io.bounce && io.mem == nullptr) {
+        const std::optional<uint64_t> off = allocator_.Allocate(io.length);
+        if (!off) {
+          bounce_waiting_ = true;
+          return;  // later requests may still go: staging frees as they finish
         }
-        ++r.next;
-        Queue(io);
+        io.staging_offset = *off;
+        io.mem = staging_.data() + *off;
+        io.in_staging = true;
+        if (write_) std::memcpy(io.mem, io.host, io.length);
       }
-      if (in_flight_ >= queue_depth_) return;
+      ++r.next;
+      Queue(io);
     }
   }
 
@@ -620,7 +672,9 @@ class DiskChannel final : public Channel {
     return StrCat(prefix_, ": ", name, " at offset ", off, " (+", len, "): ", cause);
   }
 
-  void FinishRequests() {
+  // Completes finished requests; true if there was one.
+  bool FinishRequests() {
+    bool any = false;
     for (auto it = active_.begin(); it != active_.end();) {
       Request& r = **it;
       if (!r.finished()) {
@@ -635,7 +689,9 @@ class DiskChannel final : public Channel {
       std::unique_ptr<Request> finished = std::move(*it);
       it = active_.erase(it);
       finished->done(std::move(finished->status));
+      any = true;
     }
+    return any;
   }
 
   // Constant after construction.

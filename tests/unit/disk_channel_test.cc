@@ -398,6 +398,44 @@ TEST_CASE("bounced and staged requests share a small staging pool without deadlo
   for (const std::string& f : failures) WARN(f);
 }
 
+// Issue #21, item 1: a request waiting for staging memory was left asleep
+// when the request holding that memory finished (staging was freed after
+// the worker had tried to start pending requests, and nothing woke it).
+// Two staged reads that each need more than half of the staging, submitted
+// back to back, with nothing else on the channel.
+TEST_CASE("a request waiting for staging starts when the request before it frees it") {
+  TempDir dir;
+  // 640 KiB of 4-byte runs each way: staged (small runs, dense in the file).
+  const InstanceShape aos{Box::FromExtents({40960}), FieldSpace::Uniform(4, 4), Layout::Aos(1)};
+  const InstanceShape soa{aos.bounds, aos.fields, Layout::Soa(1)};
+  const auto from_disk = Compile(aos, soa, aos.bounds);
+  const std::string path = dir.File("staged");
+  const auto data = Pattern(aos.total_bytes(), 7);
+  WriteAt(path, data, 0);
+  auto file = DiskFile::Open(path, DiskFile::Mode::kRead);
+  REQUIRE(file.ok());
+  // Declared before the channel, so a failed wait below still outlives it.
+  HostBuffer a(soa.total_bytes()), b(soa.total_bytes());
+  const DiskChannelOptions options{.max_io_bytes = 256 << 10, .staging_bytes = 1 << 20};
+  auto r = MakeDisk(ChannelKind::kDiskRead, "r", options);
+  for (int round = 0; round < 20; ++round) {
+    auto pa = std::make_shared<std::promise<Status>>(), pb = std::make_shared<std::promise<Status>>();
+    auto fa = pa->get_future(), fb = pb->get_future();
+    r->Submit({.program = from_disk, .dst = a.data(), .src_file = file->Ref(0)},
+              [pa](Status s) { pa->set_value(std::move(s)); });
+    r->Submit({.program = from_disk, .dst = b.data(), .src_file = file->Ref(0)},
+              [pb](Status s) { pb->set_value(std::move(s)); });
+    INFO("round " << round);
+    REQUIRE(fa.wait_for(10s) == std::future_status::ready);
+    REQUIRE(fb.wait_for(10s) == std::future_status::ready);
+    CHECK(fa.get().ok());
+    CHECK(fb.get().ok());
+    const std::vector<std::byte> untouched(soa.total_bytes());
+    CHECK(CheckCopy(aos, data, soa, a.Vector(), untouched, aos.bounds) == "");
+    CHECK(CheckCopy(aos, data, soa, b.Vector(), untouched, aos.bounds) == "");
+  }
+}
+
 TEST_CASE("short transfers are resubmitted and -EAGAIN is retried") {
   TempDir dir;
   IoLog log;
