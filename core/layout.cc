@@ -1,5 +1,10 @@
 #include "core/layout.h"
 
+#include <algorithm>
+#include <array>
+#include <optional>
+#include <utility>
+
 #include "core/strings.h"
 
 namespace isometry {
@@ -14,12 +19,93 @@ std::string DimName(int d) {
   return d >= 0 && d < kMaxDims ? kDimNames[d] : StrCat("d", d);
 }
 
+// "x, y" for the first `dims` dimensions.
+std::string DimNames(int dims) {
+  std::string s;
+  for (int d = 0; d < dims && d < kMaxDims; ++d) StrAppend(&s, d ? ", " : "", DimName(d));
+  return s;
+}
+
+// "x, z" for the dimensions marked in `which`.
+std::string DimNames(const std::array<bool, kMaxDims>& which) {
+  std::string s;
+  for (int d = 0; d < kMaxDims; ++d) {
+    if (which[d]) StrAppend(&s, s.empty() ? "" : ", ", DimName(d));
+  }
+  return s;
+}
+
 // Returns the dimension named by `name` (x/y/z/w or d0..d3), or -1.
 int ParseDimName(std::string_view name) {
   for (int d = 0; d < kMaxDims; ++d) {
     if (name == kDimNames[d] || name == StrCat("d", d)) return d;
   }
   return -1;
+}
+
+// A component name without its "=c": x, x_in, x_out (or d0, d0_in, ...).
+// The dimension may lie beyond the layout's; Parse says so.
+std::optional<LayoutComponent> ParseComponentName(std::string_view name) {
+  LayoutComponent c;
+  c.kind = Kind::kDim;
+  for (const auto& [suffix, kind] : {std::pair{std::string_view("_in"), Kind::kDimIn},
+                                     std::pair{std::string_view("_out"), Kind::kDimOut}}) {
+    if (name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix) {
+      name.remove_suffix(suffix.size());
+      c.kind = kind;
+      break;
+    }
+  }
+  c.dim = ParseDimName(name);
+  if (c.dim < 0) return std::nullopt;
+  return c;
+}
+
+// `name` as a user probably meant it: lower case, '-' for '_'.
+std::string Normalized(std::string_view name) {
+  std::string s = AsciiLower(name);
+  for (char& ch : s) ch = ch == '-' ? '_' : ch;
+  return s;
+}
+
+// "F, x, y, x_in=c, x_out, y_in=c, y_out" for a 2-d layout.
+std::string ComponentNames(int dims) {
+  dims = std::clamp(dims, 1, kMaxDims);
+  std::string s = "F";
+  for (int d = 0; d < dims; ++d) StrAppend(&s, ", ", DimName(d));
+  for (int d = 0; d < dims; ++d) StrAppend(&s, ", ", DimName(d), "_in=c, ", DimName(d), "_out");
+  return s;
+}
+
+// The largest blocking factor: a block of more points than this cannot be
+// stored (InstanceShape::Validate bounds storage by 2^62 bytes).
+constexpr int64_t kMaxBlockingFactor = int64_t{1} << 62;
+
+// The c of `tok` (x_in=c): a positive decimal integer, written plainly.
+// Each other form gets a message that says what is wrong with it.
+Result<int64_t> ParseBlockingFactor(std::string_view value, std::string_view tok,
+                                    std::string_view name, std::string_view text) {
+  const auto bad = [&](auto... why) {
+    return InvalidArgument("layout '", text, "': '", tok, "': ", why...);
+  };
+  if (TrimAscii(value) != value) return bad("no spaces around '=' (as in ", name, "=4)");
+  if (value.front() == '+') {
+    return bad("the blocking factor takes no sign (as in ", name, "=", value.substr(1), ")");
+  }
+  if (value.front() == '-') return bad("the blocking factor must be at least 1");
+  if (value.size() > 1 && value[0] == '0' && (value[1] == 'x' || value[1] == 'X')) {
+    return bad("hexadecimal is not accepted; write the blocking factor in decimal");
+  }
+  const bool digits = value.find_first_not_of("0123456789") == std::string_view::npos;
+  if (!digits) {
+    return bad("'", value, "' is not a number; the blocking factor is a decimal integer, as in ",
+               name, "=4");
+  }
+  const std::optional<int64_t> v = ParseNumber<int64_t>(value);  // fails past 2^63 - 1
+  if (!v || *v > kMaxBlockingFactor) {
+    return bad("the blocking factor is too large (at most 2^62 = ", kMaxBlockingFactor, ")");
+  }
+  return *v;
 }
 
 std::string ComponentText(const LayoutComponent& c) {
@@ -43,6 +129,7 @@ Result<Layout> Layout::Make(std::vector<LayoutComponent> components, int dims) {
   l.dims_ = dims;
   int fields_seen = 0;
   std::array<int, kMaxDims> whole{}, in{}, out{};
+  std::array<bool, kMaxDims> named{};
   for (size_t i = 0; i < components.size(); ++i) {
     const LayoutComponent& c = components[i];
     if (c.kind == Kind::kFields) {
@@ -50,10 +137,12 @@ Result<Layout> Layout::Make(std::vector<LayoutComponent> components, int dims) {
       l.fields_pos_ = i;
       continue;
     }
-    if (c.dim < 0 || c.dim >= dims) {
+    if (c.dim < 0 || c.dim >= kMaxDims) {
       return InvalidArgument("layout: component ", i, " names dimension ", c.dim,
-                             " but the index space has ", dims, " dimension(s)");
+                             "; dimensions are numbered 0 to ", kMaxDims - 1);
     }
+    named[c.dim] = true;
+    if (c.dim >= dims) continue;  // reported below, with the whole layout
     if (c.kind == Kind::kDim) ++whole[c.dim];
     if (c.kind == Kind::kDimIn) {
       ++in[c.dim];
@@ -66,6 +155,25 @@ Result<Layout> Layout::Make(std::vector<LayoutComponent> components, int dims) {
   }
   l.components_ = std::move(components);
   const std::string text = l.ToString();
+  // A layout for another number of dimensions: say so with both counts
+  // rather than which component is out of place.
+  int named_count = 0;
+  std::string extra, missing;
+  for (int d = 0; d < kMaxDims; ++d) {
+    named_count += named[d];
+    if (named[d] && d >= dims) StrAppend(&extra, extra.empty() ? "" : ", ", DimName(d));
+    if (!named[d] && d < dims) StrAppend(&missing, missing.empty() ? "" : ", ", DimName(d));
+  }
+  if (!extra.empty()) {
+    return InvalidArgument("layout '", text, "' names ", named_count, " dimension(s) (",
+                           DimNames(named), ") but the index space has ", dims, " (",
+                           DimNames(dims), "): ", extra, " is not one of them");
+  }
+  if (named_count != dims) {
+    return InvalidArgument("layout '", text, "' names ", named_count, " dimension(s) but the ",
+                           "index space has ", dims, " (", DimNames(dims), "): dimension ",
+                           missing, " is missing");
+  }
   if (fields_seen != 1) {
     return InvalidArgument("layout '", text, "': the field space F must appear exactly once, ",
                            "found ", fields_seen, " times");
@@ -88,43 +196,47 @@ Result<Layout> Layout::Parse(std::string_view text, int dims) {
   for (std::string_view raw : SplitOn(text, ',')) {
     std::string_view tok = TrimAscii(raw);
     if (tok.empty()) return InvalidArgument("layout '", text, "': empty component");
-    if (tok == "F") {
+    const size_t eq = tok.find('=');
+    const std::string_view name = tok.substr(0, eq);
+    const bool has_value = eq != std::string_view::npos;
+    if (has_value && TrimAscii(name) != name) {
+      return InvalidArgument("layout '", text, "': '", tok, "': no spaces around '=' (as in ",
+                             TrimAscii(name), "=4)");
+    }
+    if (name == "F") {
+      if (has_value) {
+        return InvalidArgument("layout '", text, "': only x_in (y_in, ...) takes '=c', not '",
+                               tok, "'");
+      }
       comps.push_back({Kind::kFields, 0, 0});
       continue;
     }
-    const size_t eq = tok.find('=');
-    std::string_view head = tok.substr(0, eq);
-    LayoutComponent c;
-    auto consume_suffix = [&head](std::string_view suffix) {
-      if (head.size() < suffix.size() || head.substr(head.size() - suffix.size()) != suffix) {
-        return false;
+    std::optional<LayoutComponent> c = ParseComponentName(name);
+    if (!c) {
+      // x_IN=4, x-in=4: say what was probably meant.
+      const std::string fixed = Normalized(name);
+      const std::string hint =
+          fixed != name && ParseComponentName(fixed)
+              ? StrCat(" (did you mean '", fixed, tok.substr(name.size()),
+                       "'? component names are lower case, with '_')")
+              : "";
+      return InvalidArgument("layout '", text, "': unknown component '", tok, "'", hint,
+                             "; the components of a ", dims, "-d layout are ",
+                             ComponentNames(dims));
+    }
+    if (c->kind != Kind::kDimIn) {
+      if (has_value) {
+        return InvalidArgument("layout '", text, "': only x_in (y_in, ...) takes '=c', not '",
+                               tok, "'");
       }
-      head.remove_suffix(suffix.size());
-      return true;
-    };
-    if (consume_suffix("_in")) {
-      c.kind = Kind::kDimIn;
-      std::optional<int64_t> block;
-      if (eq != std::string_view::npos) block = ParseNumber<int64_t>(tok.substr(eq + 1));
-      if (block) c.block = *block;
-      if (!block) {
-        return InvalidArgument("layout '", text, "': '", tok, "' needs a blocking factor, as in ",
-                               head, "_in=4");
-      }
-    } else if (consume_suffix("_out")) {
-      c.kind = Kind::kDimOut;
     } else {
-      c.kind = Kind::kDim;
+      if (!has_value || eq + 1 == tok.size()) {
+        return InvalidArgument("layout '", text, "': '", tok, "' needs a blocking factor, as in ",
+                               name, "=4");
+      }
+      ISO_ASSIGN_OR_RETURN(c->block, ParseBlockingFactor(tok.substr(eq + 1), tok, name, text));
     }
-    if (c.kind != Kind::kDimIn && eq != std::string_view::npos) {
-      return InvalidArgument("layout '", text, "': only x_in takes '=c', not '", tok, "'");
-    }
-    c.dim = ParseDimName(head);
-    if (c.dim < 0) {
-      return InvalidArgument("layout '", text, "': unknown component '", tok,
-                             "' (use F, x, y, z, w, x_in=c, x_out)");
-    }
-    comps.push_back(c);
+    comps.push_back(*c);
   }
   return Make(std::move(comps), dims);
 }

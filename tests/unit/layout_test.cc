@@ -27,9 +27,54 @@ TEST_CASE("bad layouts are rejected with a message that names the problem") {
   CHECK_THAT(ErrorOf(Layout::Parse("F,x_in=0,x_out", 1)), Catch::Contains("at least 1"));
   CHECK_THAT(ErrorOf(Layout::Parse("F,x_in,x_out", 1)), Catch::Contains("blocking factor"));
   CHECK_THAT(ErrorOf(Layout::Parse("F,q", 1)), Catch::Contains("unknown component 'q'"));
-  CHECK_THAT(ErrorOf(Layout::Parse("F,x,y", 1)), Catch::Contains("names dimension 1"));
+  CHECK_THAT(ErrorOf(Layout::Parse("F,x,y", 1)),
+             Catch::Contains("names 2 dimension(s) (x, y) but the index space has 1 (x)"));
   CHECK_THAT(ErrorOf(Layout::Parse("F,x", 5)), Catch::Contains("between 1 and 4"));
   CHECK_THAT(ErrorOf(Layout::Parse("F,,x", 1)), Catch::Contains("empty component"));
+}
+
+// Issue #21: every malformed blocking factor got "needs a blocking factor",
+// and misspelled names got "only x_in takes =c".
+TEST_CASE("a bad blocking factor or component name gets a message that says what is wrong") {
+  const auto error = [](const char* text, int dims = 1) {
+    return ErrorOf(Layout::Parse(text, dims));
+  };
+  CHECK_THAT(error("F,x_in=4x,x_out"), Catch::Contains("'4x' is not a number"));
+  CHECK_THAT(error("F,x_in=4.5,x_out"), Catch::Contains("'4.5' is not a number"));
+  CHECK_THAT(error("F,x_in=+4,x_out"), Catch::Contains("takes no sign (as in x_in=4)"));
+  CHECK_THAT(error("F,x_in=-4,x_out"), Catch::Contains("must be at least 1"));
+  CHECK_THAT(error("F,x_in= 4,x_out"), Catch::Contains("no spaces around '='"));
+  CHECK_THAT(error("F,x_in =4,x_out"), Catch::Contains("no spaces around '='"));
+  CHECK_THAT(error("F,x_in=0x10,x_out"), Catch::Contains("hexadecimal is not accepted"));
+  CHECK_THAT(error("F,x_in=99999999999999999999,x_out"),
+             Catch::Contains("too large (at most 2^62 = 4611686018427387904)"));
+  CHECK_THAT(error("F,x_in=4611686018427387905,x_out"), Catch::Contains("too large"));
+  CHECK(Layout::Parse("F,x_in=4611686018427387904,x_out", 1).ok());  // the limit itself parses
+  CHECK_THAT(error("F,x_in=,x_out"), Catch::Contains("needs a blocking factor, as in x_in=4"));
+  CHECK_THAT(error("F,x_in,x_out"), Catch::Contains("needs a blocking factor, as in x_in=4"));
+  CHECK(error("F,x_in=0010,x_out").empty());  // leading zeros are still decimal
+
+  CHECK_THAT(error("F,x_IN=4,x_out"),
+             Catch::Contains("unknown component 'x_IN=4' (did you mean 'x_in=4'?"));
+  CHECK_THAT(error("F,x-in=4,x_out"),
+             Catch::Contains("unknown component 'x-in=4' (did you mean 'x_in=4'?"));
+  CHECK_THAT(error("F,X"), Catch::Contains("(did you mean 'x'?"));
+  CHECK_THAT(error("F,x,q", 2),
+             Catch::Contains("the components of a 2-d layout are F, x, y, x_in=c, x_out, y_in=c, "
+                             "y_out"));
+  CHECK_THAT(error("F,x_out=4,x_in=4"), Catch::Contains("only x_in (y_in, ...) takes '=c', not "
+                                                        "'x_out=4'"));
+  CHECK_THAT(error("F=2,x"), Catch::Contains("takes '=c', not 'F=2'"));
+  CHECK_THAT(error("F,x=4"), Catch::Contains("takes '=c', not 'x=4'"));
+}
+
+TEST_CASE("a layout for another number of dimensions says both counts") {
+  CHECK_THAT(ErrorOf(Layout::Parse("F,x", 2)),
+             Catch::Contains("names 1 dimension(s) but the index space has 2 (x, y): dimension "
+                             "y is missing"));
+  CHECK_THAT(ErrorOf(Layout::Parse("F,y_in=2,y_out,x,z", 2)),
+             Catch::Contains("names 3 dimension(s) (x, y, z) but the index space has 2 (x, y): z "
+                             "is not one of them"));
 }
 
 TEST_CASE("standard constructors") {
