@@ -19,6 +19,11 @@ enum class ChannelKind : uint8_t {
 };
 
 std::string_view ChannelKindName(ChannelKind kind);
+// Whether a hop on this kind of channel may change the layout. Disk
+// channels move whole runs between a file and memory (one I/O per run):
+// a layout change there is millions of tiny I/Os, so the planners put it
+// on a Memcpy hop instead (the caller may still force it with `via`).
+bool ConvertsLayout(ChannelKind kind);
 std::optional<ChannelKind> ParseChannelKind(std::string_view name);
 
 }  // namespace isometry

@@ -384,17 +384,23 @@ Result<Path> Graph::Simple(const PlanEndpoint& src, const PlanEndpoint& dst) con
   if (s < 0) return NotFound("unknown memory ", ToString(src.memory));
   if (d < 0) return NotFound("unknown memory ", ToString(dst.memory));
   std::vector<const TopologyEdge*> edges;
-  if (s == d) {
-    const TopologyEdge* self = EdgeBetween(s, s);
-    if (!self) return NotFound("no channel copies within memory ", ToString(src.memory));
+  if (const TopologyEdge* self = s == d ? EdgeBetween(s, s) : nullptr) {
     edges.push_back(self);
   } else {
+    // BFS as PlanSimple's: without a self-loop, a copy within one memory
+    // is the shortest round trip through others.
     std::vector<const Arc*> via(topo.memories.size(), nullptr);
     std::vector<char> seen(topo.memories.size(), 0);
     std::vector<int> queue{s};
     seen[static_cast<size_t>(s)] = 1;
-    for (size_t q = 0; q < queue.size() && !seen[static_cast<size_t>(d)]; ++q) {
+    const Arc* last = nullptr;
+    for (size_t q = 0; q < queue.size() && !last; ++q) {
       for (const Arc& a : out_in_topo_order[static_cast<size_t>(queue[q])]) {
+        if (a.to == queue[q]) continue;  // a self-loop
+        if (a.to == d) {
+          last = &a;
+          break;
+        }
         const size_t t = static_cast<size_t>(a.to);
         if (seen[t]) continue;
         seen[t] = 1;
@@ -402,15 +408,19 @@ Result<Path> Graph::Simple(const PlanEndpoint& src, const PlanEndpoint& dst) con
         queue.push_back(a.to);
       }
     }
-    if (!seen[static_cast<size_t>(d)]) {
-      return NotFound("no path of channels leads from memory ", ToString(src.memory), " to ",
-                      ToString(dst.memory));
+    if (!last) {
+      if (s == d) {
+        return NotFound("no channel copies within memory '", topo.NameOf(src.memory), "'",
+                        ", directly or through another memory");
+      }
+      return NotFound("no path of channels leads from memory '", topo.NameOf(src.memory),
+                      "' to '", topo.NameOf(dst.memory), "'");
     }
-    std::vector<int> mems{d};
-    while (mems.back() != s) {
-      const Arc* a = via[static_cast<size_t>(mems.back())];
+    edges.push_back(&topo.edges[static_cast<size_t>(last->edge)]);
+    for (int m = Index(edges.back()->src); m != s;) {
+      const Arc* a = via[static_cast<size_t>(m)];
       edges.push_back(&topo.edges[static_cast<size_t>(a->edge)]);
-      mems.push_back(Index(edges.back()->src));
+      m = Index(edges.back()->src);
     }
     std::reverse(edges.begin(), edges.end());
   }
@@ -614,16 +624,20 @@ void Search::PrepareGraphBounds() {
     std::vector<char> seen(n, 0);
     std::vector<int> queue{s_};
     seen[static_cast<size_t>(s_)] = 1;
+    // An arc into the destination (for a copy within one memory: its
+    // self-loop, or the end of a round trip).
+    bool reached = false;
     for (size_t q = 0; q < queue.size(); ++q) {
       for (const Arc& a : g_.out[static_cast<size_t>(queue[q])]) {
         const size_t t = static_cast<size_t>(a.to);
+        reached = reached || a.to == d_;
         if (allowed_[t] && !seen[t]) {
           seen[t] = 1;
           queue.push_back(a.to);
         }
       }
     }
-    if (!seen[static_cast<size_t>(d_)]) allowed_.assign(n, 1);
+    if (!reached) allowed_.assign(n, 1);
   }
   // Hop distances and widest bottlenecks to the destination, backwards.
   dist_.assign(n, std::numeric_limits<int>::max());
@@ -894,6 +908,9 @@ void Search::Dfs(int m, int c, int depth, double bound) {
     const int end = last ? dst_cand_ + 1 : static_cast<int>(cands_.size());
     for (int c2 = first; c2 < end; ++c2) {
       if (self && c2 == c) continue;  // a self-loop converts or is useless
+      // Disk hops never convert (ConvertsLayout): a Memcpy hop beside them
+      // does it with large disk requests; the caller may still force it.
+      if (c2 != c && !ConvertsLayout(e.kind)) continue;
       const PairModel& p = Pair(c, c2);
       if (poor_rule_ && a.poor) {
         // §4.2: no conversion of the innermost component on a channel that
@@ -988,8 +1005,8 @@ Result<Path> Search::Run() {
   PrepareVariables();
   PrepareGraphBounds();
   if (upper_ <= 0) {
-    return NotFound("no path of channels leads from memory ", ToString(src_.memory), " to ",
-                    ToString(dst_.memory));
+    return NotFound("no path of channels leads from memory '", g_.topo.NameOf(src_.memory),
+                    "' to '", g_.topo.NameOf(dst_.memory), "'");
   }
 
   // The simple planner's path is the first incumbent.
@@ -1019,8 +1036,8 @@ Result<Path> Search::Run() {
     RunPasses();
   }
   if (!best_path_) {
-    return FailedPrecondition("no path from ", ToString(src_.memory), " to ",
-                              ToString(dst_.memory), " within ", o_.max_hops,
+    return FailedPrecondition("no path from '", g_.topo.NameOf(src_.memory), "' to '",
+                              g_.topo.NameOf(dst_.memory), "' within ", o_.max_hops,
                               " hops satisfies the space threshold of ", o_.space_threshold,
                               " bytes");
   }

@@ -50,7 +50,19 @@ Result<std::shared_ptr<const Path>> Planner::PlanShared(const PlanEndpoint& src,
     }
   } else {
     path = full_.Plan(src, dst, bounds, field_bytes);
-    if (path.ok()) full_plans_.fetch_add(1, std::memory_order_relaxed);
+    if (path.ok()) {
+      full_plans_.fetch_add(1, std::memory_order_relaxed);
+    } else if (absl::IsFailedPrecondition(path.status())) {
+      // No path satisfies the model's space threshold (a large transpose
+      // between two intermediate buffers, e.g. DSK -> SYS -> SYS -> DSK).
+      // The runtime's buffers hold whole chunks, which any layout can
+      // address, so the simple path still runs well: return it, without
+      // estimates, as for small transfers.
+      if (Result<Path> simple = full_.Simple(src, dst); simple.ok()) {
+        simple_plans_.fetch_add(1, std::memory_order_relaxed);
+        path = std::move(simple);
+      }
+    }
   }
   if (!path.ok()) {
     failures_.fetch_add(1, std::memory_order_relaxed);

@@ -9,7 +9,10 @@
 // 16 MiB. Every returned path carries the model's estimates
 // (Path::predicted_bps, request_bytes, buffer_bytes: see EvaluatePath); a
 // simple path the model rejects (SUFFIX̄ over TH between two intermediate
-// buffers) is still returned, with the estimates left empty.
+// buffers) is still returned, with the estimates left empty; so is the
+// simple path of a large transfer for which the full algorithm finds no
+// path within TH. Layout changes are never placed on disk hops
+// (ConvertsLayout) unless the caller forces them.
 //
 // The topology is fixed for the planner's life: when channels or their
 // calibration change, build a new Planner (its cache starts empty).

@@ -8,33 +8,43 @@ namespace isometry {
 namespace {
 
 // Shortest memory sequence src -> dst by hop count (BFS). A copy within one
-// memory is its self-loop.
+// memory is its self-loop or, without one, the shortest round trip through
+// other memories (DSK -> SYS -> DSK: disk channels have no self-loop).
 Result<std::vector<const TopologyEdge*>> ShortestPath(const Topology& topo, MemoryId src,
                                                       MemoryId dst) {
   if (src == dst) {
-    const TopologyEdge* self = topo.FindEdge(src, dst);
-    if (!self) return NotFound("no channel copies within memory ", ToString(src));
-    return std::vector<const TopologyEdge*>{self};
+    if (const TopologyEdge* self = topo.FindEdge(src, dst)) return std::vector{self};
   }
+  // The edge that first reached each memory; src is reached by none.
   std::map<MemoryId, const TopologyEdge*> via;
   std::deque<MemoryId> queue{src};
   via[src] = nullptr;
-  while (!queue.empty() && !via.count(dst)) {
+  const TopologyEdge* last = nullptr;  // the edge into dst
+  while (!queue.empty() && !last) {
     const MemoryId m = queue.front();
     queue.pop_front();
     for (const TopologyEdge& e : topo.edges) {
-      if (e.src == m && !via.count(e.dst)) {
+      if (e.src != m || e.src == e.dst) continue;
+      if (e.dst == dst) {
+        last = &e;
+        break;
+      }
+      if (!via.count(e.dst)) {
         via[e.dst] = &e;
         queue.push_back(e.dst);
       }
     }
   }
-  if (!via.count(dst)) {
-    return NotFound("no path of channels leads from memory ", ToString(src), " to ",
-                    ToString(dst));
+  if (!last) {
+    if (src == dst) {
+      return NotFound("no channel copies within memory '", topo.NameOf(src), "'",
+                      ", directly or through another memory");
+    }
+    return NotFound("no path of channels leads from memory '", topo.NameOf(src), "' to '",
+                    topo.NameOf(dst), "'");
   }
-  std::vector<const TopologyEdge*> path;
-  for (MemoryId m = dst; m != src; m = via[m]->src) path.insert(path.begin(), via[m]);
+  std::vector<const TopologyEdge*> path{last};
+  for (MemoryId m = last->src; m != src; m = via[m]->src) path.insert(path.begin(), via[m]);
   return path;
 }
 
