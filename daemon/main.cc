@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -167,7 +168,16 @@ int Serve(const Config& config) {
   spdlog::info("{}: stopping; in-flight transfers get {} ms to finish", strsignal(sig),
                d.shutdown_grace_ms);
   sd_notify(0, "STOPPING=1\nSTATUS=draining");
-  (*node)->Drain(std::chrono::milliseconds(d.shutdown_grace_ms));
+  const Node::DrainOutcome drained = (*node)->Drain(std::chrono::milliseconds(d.shutdown_grace_ms));
+  if (drained.stuck > 0) {
+    // Tearing down would wait for them: leave now. Pending DSK writes are
+    // unnamed (O_TMPFILE) files, so nothing half-written is left behind.
+    spdlog::error("stopped with {} transfer(s) abandoned", drained.stuck);
+    ::unlink(d.grpc_socket.c_str());
+    ::unlink(d.local_socket.c_str());
+    spdlog::shutdown();
+    std::_Exit(1);
+  }
   if (cluster) cluster->Stop();
   service->Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
@@ -178,6 +188,11 @@ int Serve(const Config& config) {
   ::unlink(d.grpc_socket.c_str());
   node->reset();
   cluster.reset();
+  if (drained.cancelled > 0) {
+    spdlog::warn("stopped; {} transfer(s) were cancelled by the shutdown (exit status 1)",
+                 drained.cancelled);
+    return 1;
+  }
   spdlog::info("stopped");
   return 0;
 }

@@ -68,6 +68,7 @@
 #include "channels/disk/uring.h"
 #include "channels/host_pages.h"
 #include "channels/rate_limiter.h"
+#include "core/unique_fd.h"
 #include "layout/executor.h"
 
 namespace isometry {
@@ -99,29 +100,6 @@ std::string ErrnoText(int err) {
   char buf[128];
   return strerror_r(err, buf, sizeof buf);  // GNU: returns the message
 }
-
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd = -1) : fd_(fd) {}
-  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  ~UniqueFd() { reset(); }
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_;
-};
 
 // First-fit allocator of 4 KiB-aligned ranges of the staging mapping.
 class StagingAllocator {

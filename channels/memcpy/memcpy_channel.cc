@@ -48,6 +48,8 @@ class MemcpyChannel final : public Channel {
     return OkStatus();
   }
 
+  void Interrupt() override { cv_.notify_all(); }
+
   void Submit(ChannelRequest request, RequestDone done) override {
     {
       std::lock_guard lock(mu_);
@@ -73,10 +75,19 @@ class MemcpyChannel final : public Channel {
         item = std::move(queue_.front());
         queue_.pop_front();
       }
+      if (item.request.Cancelled()) {
+        item.done(absl::CancelledError(StrCat("memcpy '", caps_.name, "': request cancelled")));
+        continue;
+      }
       RateLimiter::Clock::time_point until{};
       if (limiter_) until = limiter_->Reserve(item.request.program->bytes);
       ExecuteProgram(*item.request.program, item.request.src, item.request.dst);
-      if (limiter_) std::this_thread::sleep_until(until);
+      if (limiter_) {
+        // Paced: the bytes are copied; the wait that follows ends early
+        // when the request is cancelled (Interrupt) or the channel stops.
+        std::unique_lock lock(mu_);
+        cv_.wait_until(lock, until, [&] { return stopping_ || item.request.Cancelled(); });
+      }
       item.done(OkStatus());
     }
   }

@@ -284,7 +284,10 @@ struct Node::Impl {
 
 Node::Node(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-Node::~Node() { Drain(std::chrono::milliseconds(0)); }
+Node::~Node() {
+  // Destroying the runtime below waits for every request in flight.
+  (void)Drain(std::chrono::milliseconds(0), std::chrono::hours(24 * 365));
+}
 
 Result<std::unique_ptr<Node>> Node::Create(const Config& config, ChannelMaker net_maker) {
   auto impl = std::make_unique<Impl>();
@@ -664,6 +667,8 @@ Result<uint64_t> Node::Copy(const std::string& session, const CopySpec& spec,
       }
       ends[i] = &it->second;
     }
+    ISO_RETURN_IF_ERROR(
+        CheckCopyDimensions(ends[0]->shape.bounds, ends[1]->shape.bounds, spec.box));
     if (!ends[0]->remote_node.empty() || !ends[1]->remote_node.empty()) {
       cross.emplace();
       CrossEnd* out[2] = {&cross->src, &cross->dst};
@@ -926,24 +931,31 @@ NodeStatus Node::GetStatus() const {
   return s;
 }
 
-void Node::Drain(std::chrono::milliseconds grace) {
+Node::DrainOutcome Node::Drain(std::chrono::milliseconds grace,
+                               std::chrono::milliseconds cancel_bound) {
   std::unique_lock lock(impl_->mu);
   impl_->draining = true;
-  if (!impl_->idle_cv.wait_for(lock, grace, [&] { return impl_->active.empty(); })) {
-    std::vector<Transfer> left;
-    std::vector<std::shared_ptr<CrossTransfer>> cross;
-    for (auto& [id, r] : impl_->active) {
-      if (r->handle) left.push_back(*r->handle);
-      if (r->cross) cross.push_back(r->cross);
-    }
-    spdlog::warn("shutdown: cancelling {} transfer(s) still running after {} ms", left.size(),
-                 grace.count());
-    lock.unlock();
-    for (Transfer& t : left) t.Cancel();
-    for (auto& c : cross) c->Cancel();
-    lock.lock();
-    impl_->idle_cv.wait(lock, [&] { return impl_->active.empty(); });
+  DrainOutcome outcome;
+  if (impl_->idle_cv.wait_for(lock, grace, [&] { return impl_->active.empty(); })) return outcome;
+  std::vector<Transfer> left;
+  std::vector<std::shared_ptr<CrossTransfer>> cross;
+  for (auto& [id, r] : impl_->active) {
+    if (r->handle) left.push_back(*r->handle);
+    if (r->cross) cross.push_back(r->cross);
   }
+  outcome.cancelled = impl_->active.size();
+  spdlog::warn("shutdown: cancelling {} transfer(s) still running after {} ms", outcome.cancelled,
+               grace.count());
+  lock.unlock();
+  for (Transfer& t : left) t.Cancel();
+  for (auto& c : cross) c->Cancel();
+  lock.lock();
+  if (!impl_->idle_cv.wait_for(lock, cancel_bound, [&] { return impl_->active.empty(); })) {
+    outcome.stuck = impl_->active.size();
+    spdlog::error("shutdown: {} transfer(s) did not end within {} ms of being cancelled",
+                  outcome.stuck, cancel_bound.count());
+  }
+  return outcome;
 }
 
 }  // namespace isometry

@@ -185,9 +185,18 @@ class Node {
   Result<Calibration> Calibrate();
   const Config& config() const;
 
+  // What Drain had to give up.
+  struct DrainOutcome {
+    size_t cancelled = 0;  // transfers still running at the grace deadline
+    size_t stuck = 0;      // of those, still not ended `cancel_bound` later
+  };
   // Stops admitting copies (they fail with UNAVAILABLE), lets transfers in
-  // flight finish for up to `grace`, then cancels the rest and waits.
-  void Drain(std::chrono::milliseconds grace);
+  // flight finish for up to `grace`, then cancels the rest and waits for
+  // them at most `cancel_bound` more: it returns within grace +
+  // cancel_bound whatever the transfers do. A caller that sees `stuck`
+  // must not destroy the Node (that waits for them): it exits instead.
+  DrainOutcome Drain(std::chrono::milliseconds grace,
+                     std::chrono::milliseconds cancel_bound = std::chrono::seconds(2));
 
   // Samples channel throughput (current and peak); called periodically by
   // the daemon, and by tests.

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "core/status.h"
-#include "daemon/node/unique_fd.h"
+#include "core/unique_fd.h"
 
 namespace isometry {
 

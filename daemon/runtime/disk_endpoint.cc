@@ -2,13 +2,21 @@
 
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <limits>
+
+#include "core/unique_fd.h"
 
 namespace isometry {
 
@@ -92,62 +100,116 @@ Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenForRead(const std::strin
   auto file = Reopen(path_fd, shown, DiskFile::Mode::kRead);
   ::close(path_fd);
   if (!file.ok()) return file.status();
-  return std::unique_ptr<DiskEndpoint>(new DiskEndpoint(*std::move(file), shown, "", -1));
+  return std::unique_ptr<DiskEndpoint>(new DiskEndpoint(*std::move(file), shown, -1, ""));
 }
+
+namespace {
+
+// An unpredictable name for the moment between linkat and renameat.
+std::string RandomName(const std::string& base) {
+  uint64_t r[2] = {0, 0};
+  if (getrandom(r, sizeof r, 0) != static_cast<ssize_t>(sizeof r)) {
+    r[0] = static_cast<uint64_t>(getpid()) << 32 ^ static_cast<uint64_t>(time(nullptr));
+    r[1] = reinterpret_cast<uintptr_t>(&r);
+  }
+  char hex[33];
+  std::snprintf(hex, sizeof hex, "%016llx%016llx", static_cast<unsigned long long>(r[0]),
+                static_cast<unsigned long long>(r[1]));
+  return StrCat(".", base.substr(0, 200), ".isometry-", hex);
+}
+
+// Copies all of `from` into `to` (both at offset 0): shared extents where
+// the file system has them, an in-kernel copy otherwise.
+Status CopyContent(int from, int to, uint64_t size, const std::string& shown) {
+  if (size == 0 || ::ioctl(to, FICLONE, from) == 0) return OkStatus();
+  loff_t in = 0, out = 0;
+  while (static_cast<uint64_t>(in) < size) {
+    const ssize_t n = ::copy_file_range(from, &in, to, &out, size - static_cast<uint64_t>(in), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Errno("copying the old content of " + shown, errno);
+    if (n == 0) return Internal(shown, " shrank while its old content was copied");
+  }
+  return OkStatus();
+}
+
+}  // namespace
 
 Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenForWrite(const std::string& directory,
                                                                  const std::string& relative,
-                                                                 uint64_t size) {
+                                                                 uint64_t offset, uint64_t bytes,
+                                                                 bool covers_instance) {
   ISO_RETURN_IF_ERROR(CheckRelativePath(relative));
   const std::string shown = directory + "/" + relative;
-  const int top = ::open(directory.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (top < 0) return Errno("DSK directory " + directory, errno);
+  const std::string base = Basename(relative);
+  if (base.empty() || base == ".") return InvalidArgument("DSK instance: '", relative, "' names a directory");
+  if (offset > std::numeric_limits<uint64_t>::max() - bytes ||
+      offset + bytes > static_cast<uint64_t>(std::numeric_limits<off_t>::max())) {
+    return InvalidArgument(shown, ": offset ", offset, " + ", bytes, " bytes is past the largest file size");
+  }
+  const uint64_t end = offset + bytes;
+  UniqueFd top(::open(directory.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (top.get() < 0) return Errno("DSK directory " + directory, errno);
   const std::string parent = Dirname(relative);
-  const int dir = OpenBeneath(top, parent, O_DIRECTORY | O_RDONLY, 0);
-  const int err = errno;
-  ::close(top);
-  if (dir < 0) {
+  UniqueFd dir(OpenBeneath(top.get(), parent, O_DIRECTORY | O_RDONLY, 0));
+  if (dir.get() < 0) {
+    const int err = errno;
     return err == EXDEV ? absl::PermissionDeniedError(StrCat(shown, " leaves the memory's directory"))
                         : Errno(directory + "/" + parent, err);
   }
-  static std::atomic<uint64_t> counter{0};
-  const std::string temp_name =
-      StrCat(".", Basename(relative), ".isometry-", getpid(), "-", counter.fetch_add(1));
-  const int fd = OpenBeneath(dir, temp_name, O_CREAT | O_EXCL | O_RDWR, 0644);
-  if (fd < 0) {
-    const int e = errno;
-    ::close(dir);
-    return Errno(shown, e);
+  // The target as it is now, without following a link in its last name.
+  UniqueFd old(::openat(dir.get(), base.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  uint64_t old_size = 0;
+  if (old.get() < 0) {
+    if (errno == ELOOP) {
+      return absl::PermissionDeniedError(
+          StrCat(shown, " is a symbolic link; DSK writes replace files, not links"));
+    }
+    if (errno != ENOENT) return Errno(shown, errno);
+  } else {
+    struct stat st{};
+    if (fstat(old.get(), &st) != 0) return Errno(shown, errno);
+    if (!S_ISREG(st.st_mode)) return InvalidArgument(shown, " is not a regular file");
+    old_size = static_cast<uint64_t>(st.st_size);
   }
-  const std::string temp = directory + "/" + (parent == "." ? "" : parent + "/") + temp_name;
-  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
-    const int e = errno;
-    ::close(fd);
-    ::unlink(temp.c_str());
-    ::close(dir);
-    return Errno(shown, e);
+  const bool keep_old = old.get() >= 0 && !(covers_instance && offset == 0 && old_size <= end);
+
+  UniqueFd fd(::openat(dir.get(), ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0644));
+  if (fd.get() < 0) {
+    return Errno(StrCat(shown, ": an unnamed temporary file (O_TMPFILE) in its directory"), errno);
   }
-  auto file = Reopen(fd, shown, DiskFile::Mode::kUpdate);
-  ::close(fd);
-  if (!file.ok()) {
-    ::unlink(temp.c_str());
-    ::close(dir);
-    return file.status();
+  if (keep_old) ISO_RETURN_IF_ERROR(CopyContent(old.get(), fd.get(), old_size, shown));
+  if (ftruncate(fd.get(), static_cast<off_t>(std::max(old_size, end))) != 0) {
+    return Errno(shown, errno);
   }
-  return std::unique_ptr<DiskEndpoint>(new DiskEndpoint(*std::move(file), shown, temp, dir));
+  ISO_ASSIGN_OR_RETURN(DiskFile file, Reopen(fd.get(), shown, DiskFile::Mode::kUpdate));
+  return std::unique_ptr<DiskEndpoint>(
+      new DiskEndpoint(std::move(file), shown, dir.release(), base));
 }
 
 Status DiskEndpoint::Commit(bool durable) {
-  if (temp_.empty()) return OkStatus();
+  if (name_.empty()) return OkStatus();
   if (durable) ISO_RETURN_IF_ERROR(SyncFile(file_.Ref(0)));
-  if (std::rename(temp_.c_str(), target_.c_str()) != 0) return Errno("rename to " + target_, errno);
-  temp_.clear();
+  // Give the unnamed file a name nobody can predict, then move it over the
+  // target: rename is atomic, linkat cannot replace.
+  const std::string proc = StrCat("/proc/self/fd/", file_.fd());
+  std::string temp;
+  for (int attempt = 0;; ++attempt) {
+    temp = RandomName(name_);
+    if (::linkat(AT_FDCWD, proc.c_str(), dir_fd_, temp.c_str(), AT_SYMLINK_FOLLOW) == 0) break;
+    if (errno != EEXIST || attempt == 3) return Errno("naming the new content of " + target_, errno);
+  }
+  if (::renameat(dir_fd_, temp.c_str(), dir_fd_, name_.c_str()) != 0) {
+    const int err = errno;
+    ::unlinkat(dir_fd_, temp.c_str(), 0);
+    return Errno("rename to " + target_, err);
+  }
+  name_.clear();
   if (durable && fsync(dir_fd_) != 0) return Errno("fsync of the directory of " + target_, errno);
   return OkStatus();
 }
 
 DiskEndpoint::~DiskEndpoint() {
-  if (!temp_.empty()) ::unlink(temp_.c_str());
+  // An uncommitted write is an unnamed file: closing it frees it.
   if (dir_fd_ >= 0) ::close(dir_fd_);
 }
 

@@ -31,7 +31,7 @@ using Phase = TransferState::Phase;
 struct DmaWorker {
   size_t channel = 0;
   int max_in_flight = 1;
-  std::vector<XdState*> pool;  // priority desc, then submission order
+  std::vector<XdState*> pool;  // priority desc; equal priorities take turns (RotateAmongEquals)
   int in_flight = 0;
   uint64_t requests_done = 0;
   uint64_t bytes_done = 0;
@@ -252,8 +252,8 @@ struct Runtime::Impl {
     for (size_t i = 0; i + 1 < p.nodes.size(); ++i) {
       const TopologyEdge* e = topo.FindEdge(p.nodes[i].memory, p.nodes[i + 1].memory);
       if (!e) {
-        return NotFound("no channel connects memory ", ToString(p.nodes[i].memory), " to ",
-                        ToString(p.nodes[i + 1].memory), " (hop ", i, " of the path)");
+        return NotFound("no channel connects memory '", MemoryName(p.nodes[i].memory), "' to '",
+                        MemoryName(p.nodes[i + 1].memory), "' (hop ", i, " of the path)");
       }
       p.edges.push_back(*e);
     }
@@ -373,8 +373,8 @@ struct Runtime::Impl {
     const bool src_disk = !receiving && IsDisk(req.src.memory);
     const bool dst_disk = !sending && IsDisk(req.dst.memory);
     if (!req.remote && !src_disk && !dst_disk && Overlaps(req.src, req.dst)) {
-      return InvalidArgument("copy: source and destination storage overlap in memory ",
-                             ToString(req.src.memory));
+      return InvalidArgument("copy: source and destination storage overlap in memory '",
+                             MemoryName(req.src.memory), "'");
     }
     auto t = std::make_shared<TransferState>();
     t->priority = req.priority;
@@ -405,10 +405,15 @@ struct Runtime::Impl {
                                                      req.src.shape.total_bytes()));
     }
     if (dst_disk) {
+      // Only a copy that writes every byte of the instance may drop the
+      // file's old content; any other keeps the bytes it does not write.
+      const InstanceShape& d = req.dst.shape;
+      const bool covers = box == d.bounds && d.bounds.volume() * d.fields.total_bytes() ==
+                                                 d.total_bytes();
       ISO_ASSIGN_OR_RETURN(t->dst_disk,
                            DiskEndpoint::OpenForWrite(DirectoryOf(req.dst.memory), req.dst.file,
-                                                      req.dst.file_offset +
-                                                          req.dst.shape.total_bytes()));
+                                                      req.dst.file_offset, d.total_bytes(),
+                                                      covers));
     }
 
     const size_t hops = t->path.edges.size();
@@ -581,6 +586,12 @@ struct Runtime::Impl {
     t->phase = Phase::kDraining;
     t->failure = std::move(why);
     if (t->in_flight == 0) return Finish(t, t->failure);
+    // Requests in flight end at the channels' next safe point instead of
+    // running to completion (a slow or paced channel could take minutes).
+    t->cancelled.store(true, std::memory_order_release);
+    for (const auto& x : t->xds) {
+      if (!x->remote) channels[x->channel]->Interrupt();
+    }
     return {};
   }
 
@@ -681,6 +692,18 @@ struct Runtime::Impl {
     return {std::move(s), b.data + (k % static_cast<uint64_t>(b.slots)) * b.slot_bytes, {}};
   }
 
+  // Moves `x` behind the other XDs of its priority: equal priorities take
+  // turns request by request, so one transfer of slow requests (a layout
+  // change forced onto a disk hop) cannot hold a channel for its whole
+  // length while another of the same priority waits. Higher priorities
+  // still always go first.
+  static void RotateAmongEquals(std::vector<XdState*>& pool, XdState* x) {
+    auto at = std::find(pool.begin(), pool.end(), x);
+    auto end = at;
+    while (end + 1 != pool.end() && (*(end + 1))->transfer->priority == x->transfer->priority) ++end;
+    std::rotate(at, at + 1, end + 1);
+  }
+
   void WorkerLoop(DmaWorker& w) {
     std::unique_lock lock(mu);
     while (true) {
@@ -700,6 +723,7 @@ struct Runtime::Impl {
       }
       TransferState& t = *x->transfer;
       std::shared_ptr<TransferState> keep = active.at(t.id);
+      RotateAmongEquals(w.pool, x);
       const uint64_t k = x->next++;
       ++x->in_flight;
       ++t.in_flight;
@@ -722,7 +746,8 @@ struct Runtime::Impl {
       } else {
         const uint64_t bytes = (*program)->bytes;
         channels[w.channel]->Submit(
-            {*program, in.base, out.base, in.file, out.file, in.net, out.net, t.priority},
+            {*program, in.base, out.base, in.file, out.file, in.net, out.net, t.priority,
+             &t.cancelled},
             [this, keep, x, k, bytes](Status s) { OnRequestDone(keep, x, k, bytes, std::move(s)); });
       }
       lock.lock();

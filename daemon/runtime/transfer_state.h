@@ -2,6 +2,8 @@
 // completion block is guarded by the runtime's mutex.
 #pragma once
 
+#include <atomic>
+
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -65,6 +67,9 @@ struct TransferState {
   // Guarded by the runtime mutex.
   Phase phase = Phase::kWaiting;
   Status failure;  // why it is draining
+  // Set once the transfer gives up (cancel, a failed hop, shutdown): the
+  // channels end its requests early (ChannelRequest::cancelled).
+  std::atomic<bool> cancelled{false};
   int in_flight = 0;
   std::vector<RingBuffer> buffers;  // buffers[i] sits between hop i and i+1
   std::vector<std::unique_ptr<XdState>> xds;

@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "daemon/node/shared_memory.h"
-#include "daemon/node/unique_fd.h"
+#include "core/unique_fd.h"
 #include "daemon/server/convert.h"
 #include "isometry.pb.h"
 #include "proto/local_wire.h"

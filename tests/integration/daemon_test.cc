@@ -357,7 +357,9 @@ TEST_CASE("calibration at start is kept in the state directory; plans carry pred
   f->set_name("v");
   f->set_size(8);
   v1::ExplainPlanResponse plan;
-  REQUIRE(d.stub().ExplainPlan(&ectx, er, &plan).ok());
+  const grpc::Status explained = d.stub().ExplainPlan(&ectx, er, &plan);
+  INFO(explained.error_message());
+  REQUIRE(explained.ok());
   CHECK(plan.algorithm() == "full");  // 32 MiB >= the 16 MiB threshold
   REQUIRE(plan.hops_size() == 1);
   CHECK(plan.hops(0).channel() == "memcpy0");
