@@ -1,5 +1,6 @@
 #include "tools/bench/bench_report.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace isometry::bench {
@@ -23,7 +24,49 @@ std::string Number(double v) {
   return buf;
 }
 
+double MedianOf(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size();
+  return m % 2 ? v[m / 2] : (v[m / 2 - 1] + v[m / 2]) / 2;
+}
+
 }  // namespace
+
+Rounds::Median Rounds::Medians() const {
+  std::vector<double> ours, base, ratio;
+  for (const auto& [o, b] : pairs_) {
+    ours.push_back(o);
+    base.push_back(b);
+    ratio.push_back(o / b);
+  }
+  return {MedianOf(ours), MedianOf(base), MedianOf(ratio), static_cast<int>(pairs_.size())};
+}
+
+void Rounds::Print(const char* what) const {
+  if (pairs_.empty()) return;
+  std::string line;
+  for (const auto& [ours, base] : pairs_) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " %.2f/%.2f=%.2f", ours, base, ours / base);
+    line += buf;
+  }
+  std::fprintf(stderr, "  %s per round (GB/s, ours/baseline=ratio):%s; median ratio %.3f\n", what,
+               line.c_str(), Medians().ratio);
+}
+
+Row MedianRow(const char* scenario, const char* metric, const Rounds& r, const std::string& base,
+              const char* target) {
+  const Rounds::Median m = r.Medians();
+  return {scenario,
+          metric,
+          m.ours,
+          "GB/s",
+          base + ", median of " + std::to_string(m.rounds) + " rounds",
+          m.base,
+          m.ratio,
+          target};
+}
 
 void Report::Add(Row row) {
   if (json_) {

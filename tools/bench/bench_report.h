@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace isometry::bench {
@@ -32,5 +33,32 @@ class Report {
   bool json_;
   std::vector<Row> rows_;
 };
+
+// One measurement and its baseline, round by round (both taken in the same
+// round, back to back). The table shows medians: on a shared virtio disk fio
+// alone moves 1.1-3.1 GB/s between runs, so the median of paired ratios is
+// the figure that survives the noise; every round is printed to stderr.
+class Rounds {
+ public:
+  struct Median {
+    double ours = 0, base = 0, ratio = 0;  // GB/s, GB/s, median of ours/base
+    int rounds = 0;
+  };
+  void Add(double ours, double base) {
+    if (ours > 0 && base > 0) pairs_.push_back({ours, base});
+  }
+  Median Medians() const;
+  // "  <what> per round (GB/s, ours/baseline=ratio): ...; median ratio R" on
+  // stderr.
+  void Print(const char* what) const;
+
+ private:
+  std::vector<std::pair<double, double>> pairs_;
+};
+
+// A table row from the medians of `r` (GB/s): "<baseline>, median of N
+// rounds".
+Row MedianRow(const char* scenario, const char* metric, const Rounds& r, const std::string& base,
+              const char* target);
 
 }  // namespace isometry::bench

@@ -201,58 +201,6 @@ struct Best {
   void Add(double s) { seconds = std::min(seconds, s); }
 };
 
-// One measurement and its baseline, round by round (both taken in the same
-// round, back to back). The table shows medians: on a shared virtio disk fio
-// alone moves 1.1-3.1 GB/s between runs, so the median of paired ratios is
-// the figure that survives the noise; every round is printed to stderr.
-class Rounds {
- public:
-  struct Median {
-    double ours = 0, base = 0, ratio = 0;  // GB/s, GB/s, median of ours/base
-    int rounds = 0;
-  };
-  void Add(double ours, double base) {
-    if (ours > 0 && base > 0) pairs_.push_back({ours, base});
-  }
-  Median Medians() const {
-    std::vector<double> ours, base, ratio;
-    for (const auto& [o, b] : pairs_) {
-      ours.push_back(o);
-      base.push_back(b);
-      ratio.push_back(o / b);
-    }
-    return {MedianOf(ours), MedianOf(base), MedianOf(ratio), static_cast<int>(pairs_.size())};
-  }
-  void Print(const char* what) const {
-    if (pairs_.empty()) return;
-    std::string line;
-    for (const auto& [ours, base] : pairs_) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, " %.2f/%.2f=%.2f", ours, base, ours / base);
-      line += buf;
-    }
-    std::fprintf(stderr, "  %s per round (GB/s, ours/baseline=ratio):%s; median ratio %.3f\n", what,
-                 line.c_str(), Medians().ratio);
-  }
-
- private:
-  static double MedianOf(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const size_t m = v.size();
-    return m % 2 ? v[m / 2] : (v[m / 2 - 1] + v[m / 2]) / 2;
-  }
-  std::vector<std::pair<double, double>> pairs_;
-};
-
-// A table row from the medians of `r`: "<baseline>, median of N rounds".
-Row MedianRow(const char* scenario, const char* metric, const Rounds& r, const std::string& base,
-              const char* target) {
-  const Rounds::Median m = r.Medians();
-  return {scenario, metric, m.ours,  "GB/s", StrCat(base, ", median of ", m.rounds, " rounds"),
-          m.base,   m.ratio, target};
-}
-
 // DSK->SYS and SYS->DSK of `bytes` through the Runtime against fio, and an
 // AOS (SYS) -> SOA (file) write pipelined in one Copy against staged
 // (convert all into SYS, then write). `repeat` rounds, each running every

@@ -26,8 +26,8 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "one JSON object per line instead of a table");
   app.add_option("--scenario", only,
                  "run only these: contiguous, aos_to_soa, pipeline, priority, client_to_client, "
-                 "latency, disk, planning (default: all)");
-  app.add_option("--repeat", local.repeat, "runs per measurement; the best is kept (disk: paired rounds with fio, at least 5, medians shown)")
+                 "latency, first_copy, disk, planning (default: all)");
+  app.add_option("--repeat", local.repeat, "runs per measurement; the best is kept (disk, first_copy: paired rounds, at least 5, medians shown)")
       ->check(CLI::Range(1, 100));
   app.add_option("--contiguous-mib", contiguous_mib, "size of the contiguous copy")
       ->check(CLI::Range(1.0, 65536.0));
@@ -55,12 +55,14 @@ int main(int argc, char** argv) {
   local.hop_rate = static_cast<uint64_t>(hop_rate_gib * (1ull << 30));
   spdlog::set_level(spdlog::level::warn);
   daemon.peers = !no_peers;
+  daemon.first_copy_rounds = local.repeat;
 
   const std::set<std::string> chosen(only.begin(), only.end());
   auto wanted = [&](const char* name) { return chosen.empty() || chosen.count(name); };
   for (const std::string& s : chosen) {
     if (s != "contiguous" && s != "aos_to_soa" && s != "pipeline" && s != "priority" &&
-        s != "client_to_client" && s != "latency" && s != "disk" && s != "planning") {
+        s != "client_to_client" && s != "latency" && s != "first_copy" && s != "disk" &&
+        s != "planning") {
       std::fprintf(stderr, "unknown scenario '%s'\n", s.c_str());
       return 2;
     }
@@ -72,6 +74,7 @@ int main(int argc, char** argv) {
   if (wanted("priority")) RunPriority(local, report);
   if (wanted("client_to_client")) RunClientToClient(daemon, report);
   if (wanted("latency")) RunLatency(daemon, report);
+  if (wanted("first_copy")) RunFirstCopy(daemon, report);
   if (wanted("planning")) RunPlanning(local.repeat, report);
   if (wanted("disk")) RunDisk(disk_dir, static_cast<uint64_t>(disk_mib * (1 << 20)), report, local.repeat);
   report.Finish();
