@@ -23,6 +23,8 @@ namespace isometry {
 
 inline constexpr int kMaxCopyLoops = 12;
 
+// Strides are two's complement: the compiler may walk a blocked layout
+// backwards, and a negative stride is stored wrapped around 2^64.
 struct CopyLoop {
   uint64_t count = 1;
   uint64_t src_stride = 0;

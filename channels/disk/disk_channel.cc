@@ -378,21 +378,28 @@ class DiskChannel final : public Channel {
     }
 
     // The file range the program touches, relative to the instance.
-    unsigned __int128 lo = std::numeric_limits<uint64_t>::max(), hi = 0;
+    // Strides are two's complement: the compiler walks some blocked
+    // layouts backwards (a negative stride wraps around 2^64).
+    __int128 lo = std::numeric_limits<int64_t>::max(), hi = 0;
+    bool moves = false;
     for (const CopyOp& op : p.ops) {
       if (MovesNothing(op)) continue;
-      unsigned __int128 first = write_ ? op.dst_offset : op.src_offset, last = first + op.run_bytes;
+      moves = true;
+      __int128 first = write_ ? op.dst_offset : op.src_offset, last = first + op.run_bytes;
       for (int l = 0; l < op.num_loops; ++l) {
-        const uint64_t stride = write_ ? op.loops[l].dst_stride : op.loops[l].src_stride;
-        last += static_cast<unsigned __int128>(op.loops[l].count - 1) * stride;
+        const auto stride =
+            static_cast<int64_t>(write_ ? op.loops[l].dst_stride : op.loops[l].src_stride);
+        const __int128 reach = static_cast<__int128>(op.loops[l].count - 1) * stride;
+        (reach < 0 ? first : last) += reach;
       }
       lo = std::min(lo, first);
       hi = std::max(hi, last);
     }
-    if (hi == 0) return true;  // only empty ops
-    if (hi + r.file->offset > static_cast<unsigned __int128>(std::numeric_limits<int64_t>::max())) {
-      r.status = InvalidArgument(prefix_, ": ", r.file->path, ": the request reaches past the ",
-                                 "largest file offset");
+    if (!moves) return true;  // only empty ops
+    if (lo < 0 || hi + r.file->offset > std::numeric_limits<int64_t>::max()) {
+      r.status = InvalidArgument(prefix_, ": ", r.file->path, ": the request reaches ",
+                                 lo < 0 ? "before the instance's first byte"
+                                        : "past the largest file offset");
       return true;
     }
     const uint64_t span = static_cast<uint64_t>(hi - lo);
@@ -768,7 +775,7 @@ Status SyncFile(const FileRef& file) {
   return OkStatus();
 }
 
-Result<DiskFile> DiskFile::Open(const std::string& path, Mode mode) {
+Result<DiskFile> DiskFile::Open(const std::string& path, Mode mode, const std::string& shown) {
   int flags = O_CLOEXEC;
   switch (mode) {
     case Mode::kRead:
@@ -798,7 +805,7 @@ Result<DiskFile> DiskFile::Open(const std::string& path, Mode mode) {
     return Status(absl::ErrnoToStatusCode(err),
                   StrCat("open ", path, " with O_DIRECT: ", ErrnoText(err)));
   }
-  return DiskFile(path, fd.release(), direct.release());
+  return DiskFile(shown.empty() ? path : shown, fd.release(), direct.release());
 }
 
 DiskFile::DiskFile(DiskFile&& other) noexcept

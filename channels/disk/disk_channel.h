@@ -97,7 +97,9 @@ class DiskFile {
   // Fails with the path and strerror (ENOENT, EACCES, EISDIR, ...). A file
   // system without O_DIRECT (EINVAL) is not an error: direct_fd() is -1 and
   // every I/O takes the buffered fd.
-  static Result<DiskFile> Open(const std::string& path, Mode mode);
+  // `shown`, when given, is the name errors and FileRef::path use instead
+  // of `path` (e.g. the file's name when `path` is /proc/self/fd/N).
+  static Result<DiskFile> Open(const std::string& path, Mode mode, const std::string& shown = "");
 
   DiskFile(DiskFile&& other) noexcept;
   DiskFile& operator=(DiskFile&& other) noexcept;

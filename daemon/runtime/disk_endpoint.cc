@@ -48,7 +48,7 @@ std::string Basename(const std::string& rel) {
 // Reopens an O_PATH descriptor as a real file through /proc, so the file
 // checked by openat2 is the file used (no race with a renamed symlink).
 Result<DiskFile> Reopen(int path_fd, const std::string& shown, DiskFile::Mode mode) {
-  auto f = DiskFile::Open("/proc/self/fd/" + std::to_string(path_fd), mode);
+  auto f = DiskFile::Open("/proc/self/fd/" + std::to_string(path_fd), mode, shown);
   if (!f.ok()) return Status(f.status().code(), StrCat(shown, ": ", f.status().message()));
   return f;
 }
