@@ -10,6 +10,11 @@ const TopologyMemory* Topology::FindMemory(MemoryId id) const {
   return nullptr;
 }
 
+std::string Topology::NameOf(MemoryId id) const {
+  const TopologyMemory* m = FindMemory(id);
+  return m ? m->name : isometry::ToString(id);
+}
+
 const TopologyEdge* Topology::FindEdge(MemoryId src, MemoryId dst) const {
   for (const TopologyEdge& e : edges) {
     if (e.src == src && e.dst == dst) return &e;
@@ -20,10 +25,8 @@ const TopologyEdge* Topology::FindEdge(MemoryId src, MemoryId dst) const {
 std::string Path::ToString(const Topology& topo) const {
   std::string s;
   for (size_t i = 0; i < nodes.size(); ++i) {
-    const TopologyMemory* m = topo.FindMemory(nodes[i].memory);
     StrAppend(&s, i ? " -[" : "", i ? edges[i - 1].channel_name : "", i ? "]-> " : "",
-                    m ? m->name : isometry::ToString(nodes[i].memory), "<",
-                    nodes[i].layout.ToString(), ">");
+              topo.NameOf(nodes[i].memory), "<", nodes[i].layout.ToString(), ">");
   }
   return s;
 }

@@ -36,6 +36,10 @@ struct Topology {
   std::vector<TopologyEdge> edges;
 
   const TopologyMemory* FindMemory(MemoryId id) const;
+  // A memory as users name it, for messages: its name ("sys0"; in a
+  // cross-node graph "node-b:sys0"), or its id ("0:3") when the graph has
+  // no such memory.
+  std::string NameOf(MemoryId id) const;
   // The edge src -> dst, or null when no channel connects them.
   const TopologyEdge* FindEdge(MemoryId src, MemoryId dst) const;
 };

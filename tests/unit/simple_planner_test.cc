@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include "planner/full_planner.h"
 #include "planner/simple_planner.h"
 
 using namespace isometry;
@@ -69,4 +70,21 @@ TEST_CASE("simple planner: unknown memories and unreachable memories are errors"
   CHECK(absl::IsNotFound(PlanSimple(t, {{9, 9}, Layout::Aos(1)}, {{0, 0}, Layout::Aos(1)}).status()));
   auto r = PlanSimple(t, {{1, 0}, Layout::Aos(1)}, {{0, 0}, Layout::Aos(1)});
   CHECK_THAT(std::string(r.status().message()), Catch::Contains("no path"));
+}
+
+// Issue #21: errors named memories by id ("memory 1:0") where users wrote
+// names.
+TEST_CASE("planners name memories in their errors as users wrote them") {
+  const Topology t = PaperGraph();
+  const PlanEndpoint remote{{1, 0}, Layout::Aos(1)}, sys{{0, 0}, Layout::Aos(1)};
+  const std::string simple(PlanSimple(t, remote, sys).status().message());
+  CHECK_THAT(simple, Catch::Contains("from memory 'reg*' to 'sys'"));
+  CHECK_THAT(simple, !Catch::Contains("1:0"));
+  FullPlanner full(t, {});
+  CHECK_THAT(std::string(full.Simple(remote, sys).status().message()),
+             Catch::Contains("from memory 'reg*' to 'sys'"));
+  const std::string planned(full.Plan(remote, sys, Box::FromExtents({1024}), 8).status().message());
+  CHECK_THAT(planned, Catch::Contains("'reg*'"));
+  CHECK_THAT(planned, Catch::Contains("'sys'"));
+  CHECK_THAT(planned, !Catch::Contains("1:0"));
 }
