@@ -23,6 +23,19 @@ Status InstanceShape::Validate(std::string_view what) const {
   return OkStatus();
 }
 
+Status CheckCopyDimensions(const Box& src, const Box& dst, const std::optional<Box>& box) {
+  if (src.dims != dst.dims) {
+    return InvalidArgument("copy: the source instance has ", src.dims, " dimension(s) (",
+                           ToString(src), "), the destination ", dst.dims, " (", ToString(dst),
+                           "); both need the same number");
+  }
+  if (box && box->dims != src.dims) {
+    return InvalidArgument("copy: the box ", ToString(*box), " has ", box->dims,
+                           " dimension(s) but the instances have ", src.dims);
+  }
+  return OkStatus();
+}
+
 uint64_t InstanceShape::total_bytes() const {
   return Total(layout, bounds, fields.total_bytes());
 }

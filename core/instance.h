@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 
 #include "core/box.h"
 #include "core/field_space.h"
@@ -44,5 +45,10 @@ struct InstanceShape {
   // Byte offset of one (field, point); the point must lie in `bounds`.
   uint64_t OffsetOf(size_t field, const std::array<int64_t, kMaxDims>& point) const;
 };
+
+// A copy's source, destination and box (absent: the source's index space)
+// have one number of dimensions. The error (INVALID_ARGUMENT) gives the
+// counts, so a mismatch is not reported as a box outside an index space.
+Status CheckCopyDimensions(const Box& src, const Box& dst, const std::optional<Box>& box);
 
 }  // namespace isometry

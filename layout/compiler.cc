@@ -268,10 +268,7 @@ Status CheckCompatible(const InstanceShape& src, const InstanceShape& dst, const
                            src.fields.size(), " vs ", dst.fields.size(),
                            " fields); fields must match by name, order and size");
   }
-  if (box.dims != src.bounds.dims || box.dims != dst.bounds.dims) {
-    return InvalidArgument("copy: box has ", box.dims, " dimension(s), source ",
-                           src.bounds.dims, ", destination ", dst.bounds.dims);
-  }
+  ISO_RETURN_IF_ERROR(CheckCopyDimensions(src.bounds, dst.bounds, box));
   if (!src.bounds.contains(box)) {
     return OutOfRange("copy: box ", ToString(box), " lies outside the source index space ",
                       ToString(src.bounds));

@@ -439,8 +439,10 @@ struct Cluster::Impl {
     req.dst = part.sending ? other_ref : end.local;
     const MemoryId mine = part.sending ? part.path.nodes.front().memory : part.path.nodes.back().memory;
     if (end.local.memory != mine) {
-      return InvalidArgument("cross-node copy ", key, ": the instance lives in memory ",
-                             ToString(end.local.memory), ", the plan says ", ToString(mine));
+      const Topology& topo = node->runtime().topology();
+      return InvalidArgument("cross-node copy ", key, ": the instance lives in memory '",
+                             topo.NameOf(end.local.memory), "', the plan says '",
+                             topo.NameOf(mine), "'");
     }
     req.box = box;
     req.priority = priority;
@@ -696,6 +698,7 @@ Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::Copy(CrossCopySpec spec,
   if (!(spec.src.shape.fields == spec.dst.shape.fields)) {
     return InvalidArgument("copy: source and destination field spaces differ");
   }
+  ISO_RETURN_IF_ERROR(CheckCopyDimensions(spec.src.shape.bounds, spec.dst.shape.bounds, spec.box));
   const Box box = spec.box.value_or(spec.src.shape.bounds);
   ISO_RETURN_IF_ERROR(box.Validate("copy box"));
   if (!spec.src.shape.bounds.contains(box) || !spec.dst.shape.bounds.contains(box)) {

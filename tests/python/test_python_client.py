@@ -416,6 +416,38 @@ class PythonClientTest(unittest.TestCase):
             self.assertEqual(cm.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
             self.assertIn("session", cm.exception.details())
 
+    def test_copy_and_layout_errors_say_what_is_wrong(self):
+        """Issue #21: each malformed blocking factor and component name gets its
+        own message; dimension mismatches give the counts; memories are named."""
+        c = self.c
+        a = c.allocate("sys0", 1 << 16)
+        for layout, why in (
+            ("F,x_in=4x,x_out", "'4x' is not a number"),
+            ("F,x_in=+4,x_out", "takes no sign"),
+            ("F,x_in= 4,x_out", "no spaces around '='"),
+            ("F,x_in=0x10,x_out", "hexadecimal is not accepted"),
+            ("F,x_in=99999999999999999999,x_out", "too large (at most 2^62"),
+            ("F,x_IN=4,x_out", "did you mean 'x_in=4'"),
+            ("F,x-in=4,x_out", "did you mean 'x_in=4'"),
+            ("F,x,y", "names 2 dimension(s) (x, y) but the index space has 1"),
+        ):
+            with self.subTest(layout=layout):
+                self.assertFails("INVALID_ARGUMENT", c.register_instance, a, [64], FIELDS, layout,
+                                 contains=(why,))
+        one = c.register_instance(a, [64], FIELDS, "F,x")
+        two = c.register_instance(a, [8, 8], FIELDS, "F,y,x", offset=4096)
+        other = c.register_instance(a, [8, 8], FIELDS, "y,x,F", offset=8192)
+        self.assertFails("INVALID_ARGUMENT", c.copy, one, two, wait=True,
+                         contains=("source instance has 1 dimension(s)", "the destination 2"))
+        self.assertFails("INVALID_ARGUMENT", c.copy, two, other, wait=True, box=[(0, 4)],
+                         contains=("box [0..4) has 1 dimension(s) but the instances have 2",))
+        self.assertNotIn("lies outside", self.assertFails(
+            "INVALID_ARGUMENT", c.copy, two, other, wait=True, box=[(0, 4), (0, 4), (0, 1)]).message)
+        # Overlapping storage: the memory by the name the config gives it.
+        err = self.assertFails("INVALID_ARGUMENT", c.copy, two, two, wait=True,
+                               contains=("overlap in memory 'sys0'",))
+        self.assertNotIn("0:0", err.message)
+
     def test_closing_a_client_frees_its_allocations(self):
         observer = self.c
         base = observer.status()
