@@ -153,11 +153,14 @@ struct LocalServer::Impl {
       auto c = std::make_shared<LocalClient>();
       c->socket.reset(fd);
       c->creds = {cred.pid, cred.uid, cred.gid};
-      {
-        std::lock_guard lock(mu);
-        c->key = next_key++;
-        clients[c->key] = c;
-      }
+      // The thread is stored under mu: a client that closes at once (a
+      // readiness probe) reaches Disconnect, which detaches c->thread under
+      // mu, possibly before std::thread returns here. Unlocked, Disconnect
+      // found no thread to detach and the last reference, dropped below,
+      // destroyed a joinable std::thread: std::terminate.
+      std::lock_guard lock(mu);
+      c->key = next_key++;
+      clients[c->key] = c;
       c->thread = std::thread([this, c] { ServeControl(c); });
     }
   }
