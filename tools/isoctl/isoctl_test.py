@@ -389,6 +389,24 @@ class ExitCodeTest(IsoctlTest):
                      "3  isometryd cannot be reached"):
             self.assertIn(line, r.stdout)
 
+    def test_help_layout_labels_match_readme(self):
+        # Issue #21: the default F,x,y was labelled plain "AOS", which README
+        # defines as C order, F,y,x; F,x,y is AOS in Fortran order.
+        for cmd in ("copy", "plan"):
+            with self.subTest(cmd=cmd):
+                r = self.isoctl(cmd, "--help", socket="")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                text = " ".join(r.stdout.split())  # CLI11 wraps long descriptions
+                self.assertIn("default: F,x[,y...]: AOS in Fortran order", text)
+                self.assertIn("AOS in C order is F,[...y,]x, SOA [...y,]x,F", text)
+                self.assertNotIn("F,x[,y...], AOS)", text)
+
+    def test_help_says_timeout_bounds_wait(self):
+        r = self.isoctl("--help", socket="")
+        self.assertIn("and when given, of `wait` too", " ".join(r.stdout.split()))
+        r = self.isoctl("wait", "--help", socket="")
+        self.assertIn("the global --timeout-ms if given", " ".join(r.stdout.split()))
+
     def test_sigterm_exits_zero(self):
         self.stop_daemon()
         r = self.isoctl("status")
@@ -440,6 +458,15 @@ class InFlightTest(IsoctlTest):
         r = self.isoctl("wait", t["id"], "--timeout-ms", "100")
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("DEADLINE_EXCEEDED: ", r.stderr)
+
+        # The global --timeout-ms bounds a wait too (issue #21: it did not;
+        # the wait lasted as long as the transfer).
+        started = time.monotonic()
+        r = self.isoctl("--timeout-ms", "300", "wait", t["id"])
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("DEADLINE_EXCEEDED: ", r.stderr)
+        self.assertLess(time.monotonic() - started, 5)  # the copy itself needs ~8 s
+        self.assertEqual(self.json("transfers", t["id"])["state"], "running")  # unharmed
 
         # Not the transfer's session and no operator token: refused.
         r = self.isoctl("cancel", t["id"], operator=False)

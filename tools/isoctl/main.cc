@@ -82,9 +82,12 @@ void AddShapeOptions(CLI::App* cmd, ShapeArgs& shape) {
   cmd->add_option("--extents", shape.extents, "index space, x first: 1048576, 1024x1024, ...")
       ->capture_default_str();
   cmd->add_option("--fields", shape.fields, "fields NAME:BYTES,... (default: one 8-byte field f0)");
-  cmd->add_option("--src-layout", shape.src_layout, "source layout (default: F,x[,y...], AOS)");
+  // README's AOS is C order (F,y,x); the default here is Fortran order.
+  cmd->add_option("--src-layout", shape.src_layout,
+                  "source layout (default: F,x[,y...]: AOS in Fortran order, x varies fastest "
+                  "after F; AOS in C order is F,[...y,]x, SOA [...y,]x,F)");
   cmd->add_option("--dst-layout", shape.dst_layout,
-                  "destination layout (default: F,x[,y...], AOS)");
+                  "destination layout (default: F,x[,y...], as --src-layout)");
 }
 
 int Fail(const Status& s) {
@@ -112,8 +115,11 @@ int main(int argc, char** argv) {
                         kDefaultSocket, ")"));
   app.add_flag("--json", output.json,
                "print the daemon's responses as protobuf JSON (proto field names, every field)");
-  app.add_option("--timeout-ms", timeout_ms, "deadline of each call to isometryd; 0: none")
-      ->capture_default_str();
+  CLI::Option* timeout_option =
+      app.add_option("--timeout-ms", timeout_ms,
+                     "deadline of each call to isometryd, and when given, of `wait` too (a "
+                     "transfer still running then fails the wait with DEADLINE_EXCEEDED); 0: none")
+          ->capture_default_str();
   std::string token_file = DefaultTokenFile();
   app.add_option("--operator-token", token_file,
                  StrCat("file with the daemon's operator token, needed to cancel other clients' "
@@ -225,9 +231,19 @@ int main(int argc, char** argv) {
   wait_cmd
       ->add_option("--timeout-ms", wait.timeout_ms,
                    "give up (DEADLINE_EXCEEDED, exit 1) when the transfer is still running "
-                   "after this long; 0: wait until it ends")
+                   "after this long; 0: the global --timeout-ms if given (isoctl --timeout-ms N "
+                   "wait ID), else wait until it ends")
       ->capture_default_str();
-  wait_cmd->callback([&] { run = [&](DaemonClient& c) { return RunWait(c, output, wait); }; });
+  wait_cmd->callback([&] {
+    run = [&](DaemonClient& c) {
+      // The global --timeout-ms, given before the subcommand, bounds the
+      // wait as it bounds every other call; without it a wait has no limit
+      // (the default 10 s would cut short waits for long transfers).
+      WaitArgs bounded = wait;
+      if (bounded.timeout_ms == 0 && timeout_option->count() > 0) bounded.timeout_ms = timeout_ms;
+      return RunWait(c, output, bounded);
+    };
+  });
 
   try {
     app.parse(argc, argv);
