@@ -28,9 +28,10 @@
 //    without O_DIRECT) everything takes the buffered fd, in place.
 // 3. I/O is issued in ascending file order (Isometry §3.4: sequential
 //    access), requests in arrival order, with up to queue_depth SQEs in
-//    flight; every active request gets one SQE before the oldest fills the
-//    rest, so a request of millions of tiny I/Os (a layout change forced
-//    onto the disk hop) cannot hold a small request back for its duration. Short transfers are resubmitted for the remainder (switching
+//    flight; a newly started request gets its first SQE before the oldest
+//    fills the rest, so a request of millions of tiny I/Os (a layout change
+//    forced onto the disk hop) cannot hold a small request back for its
+//    whole duration. Short transfers are resubmitted for the remainder (switching
 //    to the buffered fd where the remainder is unaligned), -EAGAIN/-EINTR
 //    retried, an O_DIRECT -EINVAL retried on the buffered fd, a read that
 //    returns 0 early fails as "file shorter than the instance", any other
@@ -82,6 +83,7 @@ constexpr int kMaxRetries = 1000;                // -EAGAIN / -EINTR per I/O
 constexpr size_t kFixedFilesMinIos = 4;          // fewer I/Os: plain fds are cheaper
 constexpr uint64_t kWakeTag = 1;                 // user_data of the eventfd read
 constexpr int kMaxIdlePasses = 4;                // see Run()
+constexpr size_t kCancelCheckRuns = 1 << 16;     // runs listed between looks at a cancel
 
 bool Aligned(uint64_t v) { return v % kAlign == 0; }
 bool Aligned(const std::byte* p) { return reinterpret_cast<uintptr_t>(p) % kAlign == 0; }
@@ -428,16 +430,31 @@ class DiskChannel final : public Channel {
                                    " small runs over a sparse file range; split the request");
         return true;
       }
-      for (const FileRun& run : ListRuns(p, r.file->offset, host))
-        Cut(r, run, /*in_staging=*/false);
+      // Millions of runs take a while to list: a cancel is looked at
+      // every kCancelCheckRuns of them (the latency promised in channel.h).
+      std::optional<std::vector<FileRun>> runs = ListRuns(p, r.file->offset, host, r.req);
+      if (!runs) {
+        r.status = CancelledStatus();
+        return true;
+      }
+      for (size_t i = 0; i < runs->size(); ++i) {
+        if (i % kCancelCheckRuns == kCancelCheckRuns - 1 && r.req.Cancelled()) {
+          r.ios.clear();
+          r.status = CancelledStatus();
+          return true;
+        }
+        Cut(r, (*runs)[i], /*in_staging=*/false);
+      }
     }
     AttachFixedFiles(r);
     return true;
   }
 
   // The program's runs as (file offset, host address, length), ascending
-  // in the file, merged where they touch in the file and in memory.
-  std::vector<FileRun> ListRuns(const CopyProgram& p, uint64_t file_base, std::byte* host) const {
+  // in the file, merged where they touch in the file and in memory; nullopt
+  // when `req` is cancelled meanwhile.
+  std::optional<std::vector<FileRun>> ListRuns(const CopyProgram& p, uint64_t file_base,
+                                               std::byte* host, const ChannelRequest& req) const {
     std::vector<FileRun> runs;
     runs.reserve(p.runs);
     bool sorted = true;
@@ -445,8 +462,17 @@ class DiskChannel final : public Channel {
       if (!runs.empty() && runs.back().file > file_base + file) sorted = false;
       runs.push_back({file_base + file, host + mem, len});
     };
-    for (const CopyOp& op : p.ops) {
-      if (MovesNothing(op)) continue;
+    for (const CopyOp& program_op : p.ops) {
+      if (MovesNothing(program_op)) continue;
+      // A loop nest is a product: any loop order visits the same runs.
+      // Largest file stride outermost visits them in file order (no sort
+      // for a transposed op, whose loops run across the file).
+      CopyOp op = program_op;
+      std::stable_sort(op.loops.begin(), op.loops.begin() + op.num_loops,
+                       [&](const CopyLoop& a, const CopyLoop& b) {
+                         return static_cast<int64_t>(write_ ? a.dst_stride : a.src_stride) >
+                                static_cast<int64_t>(write_ ? b.dst_stride : b.src_stride);
+                       });
       const uint64_t f0 = write_ ? op.dst_offset : op.src_offset;
       const uint64_t m0 = write_ ? op.src_offset : op.dst_offset;
       if (op.num_loops == 0) {
@@ -461,11 +487,13 @@ class DiskChannel final : public Channel {
           m += idx[l] * (write_ ? op.loops[l].src_stride : op.loops[l].dst_stride);
         }
         emit(f, m, op.run_bytes);
+        if (runs.size() % kCancelCheckRuns == 0 && req.Cancelled()) return std::nullopt;
         int l = op.num_loops - 1;
         while (l >= 0 && ++idx[l] == op.loops[l].count) idx[l--] = 0;
         if (l < 0) break;
       }
     }
+    if (req.Cancelled()) return std::nullopt;
     if (!sorted) {
       std::stable_sort(runs.begin(), runs.end(),
                        [](const FileRun& a, const FileRun& b) { return a.file < b.file; });
@@ -536,12 +564,13 @@ class DiskChannel final : public Channel {
   }
 
   // Fills the queue from active requests, each in file order: first one
-  // SQE for every request that has none in flight (so none waits for
-  // another's whole request), then the oldest first.
+  // SQE for every request that has issued none yet (so a small request
+  // never waits for another's whole request: one of millions of tiny I/Os
+  // takes minutes), then the oldest first (sequential order for the rest).
   void Issue() {
     bounce_waiting_ = false;
     for (auto& rp : active_) {
-      if (rp->in_flight == 0) IssueFrom(*rp, 1);
+      if (rp->next == 0) IssueFrom(*rp, 1);
     }
     for (auto& rp : active_) IssueFrom(*rp, queue_depth_);
   }

@@ -217,11 +217,13 @@ void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool dir
   const MemoryId sys = *rt.FindMemory("sys0"), dsk = *rt.FindMemory("dsk0");
   const std::string plain_name = StrCat("isometry-bench-rt-", ::getpid(), ".bin");
   const std::string soa_name = StrCat("isometry-bench-soa-", ::getpid(), ".bin");
+  const std::string dd_name = StrCat("isometry-bench-dd-", ::getpid(), ".bin");
+  const std::string dd_path = StrCat(dir, "/", dd_name);
   const std::string plain_path = StrCat(dir, "/", plain_name);
   const std::string soa_path = StrCat(dir, "/", soa_name);
   const std::string fio_path = StrCat(dir, "/isometry-bench-rt-fio-", ::getpid(), ".bin");
   auto remove_files = [&] {
-    for (const std::string* p : {&plain_path, &soa_path, &fio_path}) ::unlink(p->c_str());
+    for (const std::string* p : {&plain_path, &soa_path, &fio_path, &dd_path}) ::unlink(p->c_str());
   };
 
   // Plain: a contiguous 1-D instance of 8-byte entries. Converting: 8 fields
@@ -233,6 +235,11 @@ void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool dir
   const uint64_t aos_bytes = static_cast<uint64_t>(n) * 32;
   const InstanceShape aos{Box::FromExtents({n}), FieldSpace::Uniform(8, 4), Layout::Aos(1)};
   const InstanceShape soa{aos.bounds, aos.fields, Layout::Soa(1)};
+  // DSK -> DSK: the plain file read as a 16 x (bytes / 128) matrix of
+  // 8-byte values, written transposed (F,x,y -> F,y,x: rows become columns).
+  const InstanceShape rows{Box::FromExtents({16, static_cast<int64_t>(bytes / 128)}),
+                           FieldSpace::Uniform(1, 8), *Layout::Parse("F,x,y", 2)};
+  const InstanceShape cols{rows.bounds, rows.fields, *Layout::Parse("F,y,x", 2)};
   // `a`: the source of every write (word k holds k, so AOS entry i field f
   // holds 8i + f). `b`: the read destination and the staged SOA buffer.
   HostBuffer a(bytes, 0), b(bytes, 0);
@@ -262,6 +269,7 @@ void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool dir
   Best write, fsync_cost, staged_convert, staged_write;
   // The last round's times, for the per-round pairs.
   double last_write = 0, last_nosync = 0, last_read = 0, last_pipelined = 0, last_staged = 0;
+  double last_dd = 0;
   // write (no fsync), read, write ending with fsync (the durable baseline).
   FioResult fio[3];
   double fio_round[3] = {};
@@ -288,6 +296,25 @@ void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool dir
       std::fprintf(stderr, "disk bench: DSK->SYS read back other bytes than SYS->DSK wrote\n");
       return false;
     }
+    ::unlink(dd_path.c_str());
+    s = TimedCopy(rt, {.src = file(plain_name, rows), .dst = file(dd_name, cols)}, "DSK->DSK");
+    if (!s) return false;
+    last_dd = *s;
+    if (first) {  // row x of the source is column x of the copy
+      std::memset(b.data(), 0, b.size());
+      if (!TimedCopy(rt, {.src = file(dd_name, cols), .dst = host(b, cols)}, "DSK->DSK check")) {
+        return false;
+      }
+      const uint64_t n_cols = bytes / 128;
+      for (uint64_t x = 0; x < 16; ++x)
+        for (uint64_t y = 0; y < n_cols; y += 4099)
+          if (std::memcmp(b.data() + 8 * (x * n_cols + y), a.data() + 8 * (y * 16 + x), 8) != 0) {
+            std::fprintf(stderr, "disk bench: DSK->DSK transpose differs at (%llu, %llu)\n",
+                         static_cast<unsigned long long>(x), static_cast<unsigned long long>(y));
+            return false;
+          }
+    }
+    ::unlink(dd_path.c_str());
     ::unlink(plain_path.c_str());
     s = TimedCopy(rt, {.src = host(a, plain), .dst = file(plain_name, plain), .durable = false},
                   "SYS->DSK (durable=false)");
@@ -322,7 +349,7 @@ void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool dir
     staged_write.Add(*s);
     return true;
   };
-  Rounds read_rounds, write_rounds, nosync_rounds, convert_rounds, staged_rounds;
+  Rounds read_rounds, write_rounds, nosync_rounds, convert_rounds, staged_rounds, dd_rounds;
   const double gb = static_cast<double>(bytes) / 1e9;
   for (int rep = 0; rep < repeat; ++rep) {
     if (rep % 2) with_fio();
@@ -337,6 +364,7 @@ void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool dir
     const double aos_gb = static_cast<double>(aos_bytes) / 1e9;
     convert_rounds.Add(aos_gb / last_pipelined, gb / last_write);
     staged_rounds.Add(aos_gb / last_pipelined, aos_gb / last_staged);
+    dd_rounds.Add(gb / last_dd, gb / (last_read + last_write));
   }
   remove_files();
   read_rounds.Print("runtime DSK->SYS vs fio read");
@@ -344,6 +372,7 @@ void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool dir
   nosync_rounds.Print("runtime SYS->DSK (durable=false) vs fio write");
   convert_rounds.Print("AOS->SOA file vs plain durable write");
   staged_rounds.Print("AOS->SOA file pipelined vs staged");
+  dd_rounds.Print("DSK->DSK transposed vs DSK->SYS read + SYS->DSK write of the same bytes");
 
   const double sync_ms = fsync_cost.seconds < 1e300 ? fsync_cost.seconds * 1e3 : -1;
   std::fprintf(stderr,
@@ -372,6 +401,8 @@ void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool dir
                        "staged (convert all, then write)", ""));
   report.Add(MedianRow("aos_to_soa_to_disk", "vs_plain_write", convert_rounds,
                        "plain durable write (disk_write_runtime)", ">= 0.9"));
+  report.Add(MedianRow("dsk_to_dsk_transpose", "throughput", dd_rounds,
+                       "read into SYS, then durable write (same bytes)", ">= 0.9"));
 }
 
 }  // namespace
