@@ -3,6 +3,15 @@
 // The memfd is sealed against shrinking and growing, so a client holding
 // the fd cannot truncate it under the daemon (which would turn the
 // daemon's next access into SIGBUS).
+//
+// Its pages are populated when it is made: every page exists (zeroed) in
+// the memfd and is mapped in this process's page table before Create
+// returns, so no copy into it later takes page faults in the daemon (a
+// first copy into fresh 4 KiB-page memory ran 5-8x slower than the next,
+// issue #21), and a system out of memory fails the allocation instead of
+// a copy. The cost moves to Create: about what those faults cost (see
+// README, Client pools). Nothing ever discards the pages until the memfd
+// is closed by everyone holding it.
 #pragma once
 
 #include <cstddef>
@@ -18,7 +27,8 @@ class SharedMemory {
  public:
   // `bytes` is rounded up to the page size (2 MiB with hugetlb). With
   // hugetlb requested but unavailable, falls back to normal pages and sets
-  // used_hugetlb() false.
+  // used_hugetlb() false. Fails with RESOURCE_EXHAUSTED when the pages
+  // cannot be had.
   static Result<SharedMemory> Create(const std::string& name, uint64_t bytes, bool hugetlb);
 
   SharedMemory() = default;
@@ -31,6 +41,8 @@ class SharedMemory {
   uint64_t mapped_size() const { return mapped_; }
   int fd() const { return fd_.get(); }
   bool used_hugetlb() const { return hugetlb_; }
+  // Seconds Create spent populating the pages (for log lines).
+  double populate_seconds() const { return populate_seconds_; }
 
  private:
   UniqueFd fd_;
@@ -38,6 +50,7 @@ class SharedMemory {
   uint64_t size_ = 0;
   uint64_t mapped_ = 0;
   bool hugetlb_ = false;
+  double populate_seconds_ = 0;
 };
 
 }  // namespace isometry

@@ -1,31 +1,89 @@
 #include "daemon/runtime/staging_pool.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "channels/host_pages.h"
 
 namespace isometry {
+
+StagingPool::StagingPool(StagingPool&& o) noexcept
+    : id_(o.id_),
+      budget_(o.budget_),
+      used_(std::exchange(o.used_, 0)),
+      peak_(o.peak_),
+      largest_(o.largest_),
+      cached_(std::exchange(o.cached_, 0)),
+      cache_(std::exchange(o.cache_, {})) {}
+
+StagingPool& StagingPool::operator=(StagingPool&& o) noexcept {
+  if (this != &o) {
+    UnmapCache();
+    id_ = o.id_;
+    budget_ = o.budget_;
+    used_ = std::exchange(o.used_, 0);
+    peak_ = o.peak_;
+    largest_ = o.largest_;
+    cached_ = std::exchange(o.cached_, 0);
+    cache_ = std::exchange(o.cache_, {});
+  }
+  return *this;
+}
+
+StagingPool::~StagingPool() { UnmapCache(); }
+
+void StagingPool::UnmapCache() {
+  for (const auto& [length, block] : cache_) UnmapHostPages(block, length);
+  cache_.clear();
+  cached_ = 0;
+}
+
+void StagingPool::MakeRoom(uint64_t bytes) {
+  while (!cache_.empty() && used_ + cached_ + bytes > budget_) {
+    auto largest = std::prev(cache_.end());
+    UnmapHostPages(largest->second, largest->first);
+    cached_ -= largest->first;
+    cache_.erase(largest);
+  }
+}
 
 Result<std::byte*> StagingPool::Take(uint64_t bytes) {
   if (!Fits(bytes)) {
     return ResourceExhausted("staging memory ", ToString(id_), ": ", bytes, " bytes requested, ",
                              budget_ - used_, " of ", budget_, " free");
   }
-  // Huge-page advised (channels/host_pages.h): disks and NICs move ring
-  // slots in few physically contiguous segments.
-  Result<HostPages> pages = HostPages::Map(bytes);
-  if (!pages.ok()) {
-    return ResourceExhausted("staging memory ", ToString(id_), ": ", pages.status().message());
+  const uint64_t length = HostPagesLength(bytes);
+  std::byte* block = nullptr;
+  if (auto hit = cache_.find(length); hit != cache_.end()) {
+    block = hit->second;
+    cached_ -= length;
+    cache_.erase(hit);
+  } else {
+    MakeRoom(length);
+    // Huge-page advised (channels/host_pages.h): disks and NICs move ring
+    // slots in few physically contiguous segments.
+    Result<HostPages> pages = HostPages::Map(bytes);
+    if (!pages.ok()) {
+      return ResourceExhausted("staging memory ", ToString(id_), ": ", pages.status().message());
+    }
+    block = pages->release();
   }
   used_ += bytes;
   peak_ = std::max(peak_, used_);
   largest_ = std::max(largest_, bytes);
-  return pages->release();
+  return block;
 }
 
 void StagingPool::Give(std::byte* block, uint64_t bytes) {
-  UnmapHostPages(block, HostPagesLength(bytes));
   used_ -= bytes;
+  const uint64_t length = HostPagesLength(bytes);
+  MakeRoom(length);
+  if (used_ + cached_ + length > budget_) {  // a block longer than the budget's rest
+    UnmapHostPages(block, length);
+    return;
+  }
+  cache_.emplace(length, block);
+  cached_ += length;
 }
 
 }  // namespace isometry

@@ -4,6 +4,7 @@
 #include <sys/un.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -60,6 +61,23 @@ TEST_CASE("a C++ client round-trips data byte-exactly with a layout change") {
   REQUIRE(c->Copy(dst.inst, back.inst).status.ok());
   CHECK(CheckCopy(src.shape, Bytes(src.alloc, src.shape.total_bytes()), back.shape,
                   Bytes(back.alloc, back.shape.total_bytes()), back.before, space) == "");
+  CHECK(d.Stop() == 0);
+}
+
+// Issue #21: pages of a fresh allocation were faulted in inside the first
+// copy (the daemon's) and the client's first pass (its own mapping).
+TEST_CASE("a client's allocation is populated: mapped in full before its first use") {
+  Daemon d(kOneMemory);
+  auto c = Connect(d);
+  const uint64_t bytes = (16ull << 20) + 100;
+  client::Allocation a = *c->Allocate("sys0", bytes);
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  CHECK(MappedRss(a.data()) == (bytes + page - 1) / page * page);
+  // And a published one mapped by another client.
+  REQUIRE(a.Publish().ok());
+  auto other = Connect(d, "other");
+  client::Allocation view = *other->Map(a.id());
+  CHECK(MappedRss(view.data()) == (bytes + page - 1) / page * page);
   CHECK(d.Stop() == 0);
 }
 

@@ -111,6 +111,52 @@ TEST_CASE("the staging pool hands out huge-page memory within its budget") {
   pool.Give(*c, 8ull << 20);
 }
 
+// Issue #21: every transfer's rings were fresh mappings, so their pages
+// were faulted in (and zeroed) inside every copy through staging.
+TEST_CASE("the staging pool keeps blocks given back resident and hands them out again") {
+  StagingPool pool(MemoryId{0, 1}, 16ull << 20);
+  auto a = pool.Take(4ull << 20);
+  REQUIRE(a.ok());
+  std::memset(*a, 0x5a, 4ull << 20);
+  pool.Give(*a, 4ull << 20);
+  CHECK(pool.used() == 0);
+  CHECK(pool.cached() == 4ull << 20);
+  auto b = pool.Take(4ull << 20);  // the same length: the same block, pages kept
+  REQUIRE(b.ok());
+  CHECK(*b == *a);
+  CHECK(pool.cached() == 0);
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> resident((4ull << 20) / page);
+  REQUIRE(::mincore(*b, 4ull << 20, resident.data()) == 0);
+  for (unsigned char r : resident) REQUIRE((r & 1) == 1);
+  CHECK((*b)[(4ull << 20) - 1] == std::byte{0x5a});  // not discarded (no MADV_DONTNEED)
+  pool.Give(*b, 4ull << 20);
+}
+
+TEST_CASE("the staging pool's cache and blocks in use stay within the budget") {
+  StagingPool pool(MemoryId{0, 1}, 8ull << 20);
+  auto a = pool.Take(6ull << 20);
+  REQUIRE(a.ok());
+  pool.Give(*a, 6ull << 20);
+  CHECK(pool.cached() == 6ull << 20);
+  // Another length needs room: the cached 6 MiB go.
+  auto b = pool.Take(4ull << 20);
+  REQUIRE(b.ok());
+  CHECK(pool.cached() == 0);
+  auto c = pool.Take(2ull << 20);
+  REQUIRE(c.ok());
+  pool.Give(*b, 4ull << 20);
+  CHECK(pool.used() + pool.cached() <= pool.budget());
+  // 6 MiB fit beside the 2 MiB in use once the cached 4 MiB are unmapped.
+  auto d = pool.Take(6ull << 20);
+  REQUIRE(d.ok());
+  CHECK(pool.used() + pool.cached() <= pool.budget());
+  pool.Give(*c, 2ull << 20);
+  pool.Give(*d, 6ull << 20);
+  CHECK(pool.used() == 0);
+  CHECK(pool.cached() <= pool.budget());
+}
+
 TEST_CASE("the THP mode is read from the kernel's setting") {
   const std::string mode = TransparentHugePageMode();
   if (ThpCompiledIn()) {

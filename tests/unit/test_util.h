@@ -2,7 +2,9 @@
 // element-by-element reference check.
 #pragma once
 
+#include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -11,6 +13,22 @@
 #include "core/status.h"
 
 namespace isometry::testing {
+
+// Rss of this process's mapping that starts at `p` (/proc/self/smaps), in
+// bytes: how much of it the page table maps now. 0 when there is none.
+inline uint64_t MappedRss(const void* p) {
+  std::ifstream in("/proc/self/smaps");
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    const size_t dash = line.find('-');
+    if (dash != std::string::npos && dash < 17 && line.find(' ') > dash) {
+      inside = std::stoull(line.substr(0, dash), nullptr, 16) == reinterpret_cast<uintptr_t>(p);
+    } else if (inside && line.rfind("Rss:", 0) == 0) {
+      return std::stoull(line.substr(4)) * 1024;  // "Rss:   8192 kB"
+    }
+  }
+  return 0;
+}
 
 inline FieldSpace RandomFields(std::mt19937_64& rng, int max_fields = 8) {
   static constexpr uint32_t kSizes[] = {1, 2, 3, 4, 8, 12, 16};
