@@ -361,6 +361,7 @@ struct Runtime::Impl {
       return InvalidArgument("copy: source and destination field spaces differ; fields must ",
                              "match by name, order and size");
     }
+    ISO_RETURN_IF_ERROR(CheckCopyDimensions(req.src.shape.bounds, req.dst.shape.bounds, req.box));
     const Box box = req.box.value_or(req.src.shape.bounds);
     ISO_RETURN_IF_ERROR(box.Validate("copy box"));
     for (const InstanceRef* r : {&req.src, &req.dst}) {

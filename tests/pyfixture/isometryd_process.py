@@ -7,8 +7,24 @@ Standard library only, so Debian's /usr/bin/python3 runs it as is.
 
 import os
 import signal
+import socket
 import subprocess
 import time
+
+
+def _accepts(path):
+    """True once a unix socket at `path` takes connections: the file appears
+    at bind(), before listen(), and a connect in between is refused."""
+    if not os.path.exists(path):
+        return False
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
 
 
 class IsometrydProcess:
@@ -27,7 +43,7 @@ class IsometrydProcess:
         self._log = None
 
     def start(self, ready=None, timeout_s=20):
-        """Starts the daemon and waits until its gRPC socket exists and
+        """Starts the daemon and waits until its gRPC socket accepts and
         `ready()` (optional) returns true. Raises AssertionError with the
         log's tail if it exits or is not ready in time (it is then killed).
         A socket left by a killed predecessor is removed first."""
@@ -45,7 +61,7 @@ class IsometrydProcess:
             env=env,
         )
         deadline = time.monotonic() + timeout_s
-        while not (os.path.exists(self.socket) and (ready is None or ready())):
+        while not (_accepts(self.socket) and (ready is None or ready())):
             if self.proc.poll() is not None:
                 raise AssertionError(
                     f"{self.name}: isometryd exited with {self.proc.returncode} while "

@@ -328,6 +328,9 @@ TEST_CASE("bad requests are rejected with a clear message and change nothing") {
   Box outside = Box::FromExtents({1001});
   CHECK_THAT(error_of({.src = s.Ref(sys), .dst = d.Ref(sys), .box = outside}),
              Catch::Contains("outside the source"));
+  Box flat = Box::FromExtents({10, 10});  // issue #21: a dimension mismatch, not "outside"
+  CHECK_THAT(error_of({.src = s.Ref(sys), .dst = d.Ref(sys), .box = flat}),
+             Catch::Contains("has 2 dimension(s) but the instances have 1"));
   InstanceRef other_fields = d.Ref(sys);
   other_fields.shape.fields = FieldSpace::Uniform(1, 8);
   CHECK_THAT(error_of({.src = s.Ref(sys), .dst = other_fields}), Catch::Contains("field spaces differ"));

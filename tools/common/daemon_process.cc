@@ -58,7 +58,7 @@ Result<DaemonProcess> DaemonProcess::Start(const std::string& binary, const std:
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) return Unavailable("cannot start ", binary, ": ", std::strerror(rc));
   for (int i = 0; i < 1000; ++i) {
-    if (std::filesystem::exists(d.grpc_) && Accepts(d.local_)) return d;
+    if (Accepts(d.grpc_) && Accepts(d.local_)) return d;  // both listening, not only created
     int status;
     if (waitpid(d.pid_, &status, WNOHANG) == d.pid_) {
       d.pid_ = -1;
