@@ -156,18 +156,20 @@ Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenForWrite(const std::stri
     return err == EXDEV ? absl::PermissionDeniedError(StrCat(shown, " leaves the memory's directory"))
                         : Errno(directory + "/" + parent, err);
   }
-  // The target as it is now, without following a link in its last name.
-  UniqueFd old(::openat(dir.get(), base.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  // The target as it is now, without following a link in its last name
+  // and without opening anything but a regular file (O_PATH first: opening
+  // a device or FIFO someone planted could have effects).
+  UniqueFd old(::openat(dir.get(), base.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
   uint64_t old_size = 0;
   if (old.get() < 0) {
-    if (errno == ELOOP) {
-      return absl::PermissionDeniedError(
-          StrCat(shown, " is a symbolic link; DSK writes replace files, not links"));
-    }
     if (errno != ENOENT) return Errno(shown, errno);
   } else {
     struct stat st{};
     if (fstat(old.get(), &st) != 0) return Errno(shown, errno);
+    if (S_ISLNK(st.st_mode)) {
+      return absl::PermissionDeniedError(
+          StrCat(shown, " is a symbolic link; DSK writes replace files, not links"));
+    }
     if (!S_ISREG(st.st_mode)) return InvalidArgument(shown, " is not a regular file");
     old_size = static_cast<uint64_t>(st.st_size);
   }
@@ -177,7 +179,11 @@ Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenForWrite(const std::stri
   if (fd.get() < 0) {
     return Errno(StrCat(shown, ": an unnamed temporary file (O_TMPFILE) in its directory"), errno);
   }
-  if (keep_old) ISO_RETURN_IF_ERROR(CopyContent(old.get(), fd.get(), old_size, shown));
+  if (keep_old) {
+    UniqueFd content(::open(StrCat("/proc/self/fd/", old.get()).c_str(), O_RDONLY | O_CLOEXEC));
+    if (content.get() < 0) return Errno(shown, errno);
+    ISO_RETURN_IF_ERROR(CopyContent(content.get(), fd.get(), old_size, shown));
+  }
   if (ftruncate(fd.get(), static_cast<off_t>(std::max(old_size, end))) != 0) {
     return Errno(shown, errno);
   }
