@@ -4,7 +4,6 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
 #include <fcntl.h>
-#include <sys/random.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 #include <iostream>
 
 #include "config/config_parser.h"
+#include "core/random.h"
 #include "daemon/cluster/cluster.h"
 #include "daemon/node/node.h"
 #include "daemon/server/grpc_service.h"
@@ -42,12 +42,7 @@ Status PrepareDirectories(const DaemonConfig& d) {
 // A fresh operator token per start, readable by the daemon's user only:
 // whoever can read it (root, the isometry user) may cancel any transfer.
 Result<std::string> WriteOperatorToken(const DaemonConfig& d) {
-  unsigned char raw[16];
-  if (getrandom(raw, sizeof raw, 0) != static_cast<ssize_t>(sizeof raw)) {
-    return Internal("getrandom failed");
-  }
-  std::string token;
-  for (unsigned char b : raw) token += StrCat(std::hex, static_cast<int>(b >> 4), static_cast<int>(b & 15));
+  const std::string token = RandomHex(16);
   const std::string path = d.state_dir + "/operator.token";
   ::unlink(path.c_str());
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);

@@ -2,6 +2,8 @@
 // for the peer hello and random tokens. The secret itself never travels.
 #pragma once
 
+#include "core/random.h"  // RandomHex, for nonces and tokens
+
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,7 +19,5 @@ Result<std::string> LoadSecret(const std::string& path);
 std::string Hmac(std::string_view secret, const std::vector<std::string>& parts);
 // Compares without an early exit (no timing hint for forgers).
 bool SameMac(std::string_view a, std::string_view b);
-// `bytes` random bytes from the kernel, hex-encoded.
-std::string RandomHex(size_t bytes);
 
 }  // namespace isometry

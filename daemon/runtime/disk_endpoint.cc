@@ -4,18 +4,16 @@
 #include <linux/openat2.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <limits>
 
+#include "core/random.h"
 #include "core/unique_fd.h"
 
 namespace isometry {
@@ -107,15 +105,7 @@ namespace {
 
 // An unpredictable name for the moment between linkat and renameat.
 std::string RandomName(const std::string& base) {
-  uint64_t r[2] = {0, 0};
-  if (getrandom(r, sizeof r, 0) != static_cast<ssize_t>(sizeof r)) {
-    r[0] = static_cast<uint64_t>(getpid()) << 32 ^ static_cast<uint64_t>(time(nullptr));
-    r[1] = reinterpret_cast<uintptr_t>(&r);
-  }
-  char hex[33];
-  std::snprintf(hex, sizeof hex, "%016llx%016llx", static_cast<unsigned long long>(r[0]),
-                static_cast<unsigned long long>(r[1]));
-  return StrCat(".", base.substr(0, 200), ".isometry-", hex);
+  return StrCat(".", base.substr(0, 200), ".isometry-", RandomHex(16));
 }
 
 // Copies all of `from` into `to` (both at offset 0): shared extents where
