@@ -6,9 +6,11 @@ Standard library only, so Debian's /usr/bin/python3 runs it as is.
 """
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 
 
@@ -30,6 +32,32 @@ def _accepts(path):
 class IsometrydProcess:
     """`prefix` runs before the binary (e.g. ["ip", "netns", "exec", ns]);
     `env` adds variables to the test's environment."""
+
+    @classmethod
+    def started_in_temp_dir(cls, isometryd, config_template, prefix, dirs=()):
+        """A daemon in a fresh temporary directory: `config_template` with
+        {dir} filled in is its config (sockets, state, `dirs` made inside
+        it), grpc.sock its socket. Returns (directory, started daemon); on
+        a failed start the directory is removed and AssertionError raised."""
+        directory = tempfile.mkdtemp(prefix=prefix)
+        for d in dirs:
+            os.mkdir(os.path.join(directory, d))
+        config = os.path.join(directory, "isometry.toml")
+        with open(config, "w") as f:
+            f.write(config_template.format(dir=directory))
+        daemon = cls(
+            isometryd,
+            config,
+            os.path.join(directory, "isometryd.log"),
+            os.path.join(directory, "grpc.sock"),
+        )
+        try:
+            daemon.start()
+        except AssertionError:
+            daemon.close()
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
+        return directory, daemon
 
     def __init__(self, isometryd, config, log_path, socket, prefix=(), env=None, name="isometryd"):
         self.isometryd = isometryd

@@ -17,10 +17,8 @@ import os
 import random
 import re
 import shutil
-import signal
 import struct
 import sys
-import tempfile
 import time
 import unittest
 
@@ -97,23 +95,15 @@ class DiskPathsTest(unittest.TestCase):
     def setUp(self):
         if _IMPORT_ERROR is not None:
             self.fail(f"cannot import the isometry package ({_IMPORT_ERROR})")
-        self.dir = tempfile.mkdtemp(prefix="isometry-disk-")
-        self.dsk = os.path.join(self.dir, "dsk")
-        os.mkdir(self.dsk)
-        self.socket = os.path.join(self.dir, "grpc.sock")
-        config = os.path.join(self.dir, "isometry.toml")
-        with open(config, "w") as f:
-            f.write(CONFIG.format(dir=self.dir))
-        self.daemon = IsometrydProcess(
-            ISOMETRYD, config, os.path.join(self.dir, "isometryd.log"), self.socket
-        )
-        self.expected_exit = 0
         try:
-            self.daemon.start()
+            self.dir, self.daemon = IsometrydProcess.started_in_temp_dir(
+                ISOMETRYD, CONFIG, "isometry-disk-", dirs=["dsk"]
+            )
         except AssertionError as e:
-            self.daemon.close()
-            shutil.rmtree(self.dir, ignore_errors=True)
             self.fail(str(e))
+        self.dsk = os.path.join(self.dir, "dsk")
+        self.socket = self.daemon.socket
+        self.expected_exit = 0
         self.c = isometry.Client(self.socket, name="disk-test", connect_timeout=10)
 
     def tearDown(self):

@@ -20,7 +20,6 @@ import random
 import shutil
 import struct
 import sys
-import tempfile
 import time
 import unittest
 
@@ -204,22 +203,15 @@ class PythonClientTest(unittest.TestCase):
                 "run with /usr/bin/python3 (python3-grpcio, python3-protobuf)"
             )
         self.assertTrue(os.access(ISOMETRYD, os.X_OK), f"ISOMETRYD={ISOMETRYD} is not executable")
-        self.dir = tempfile.mkdtemp(prefix="isometry-pytest-")
-        self.socket = os.path.join(self.dir, "grpc.sock")
-        config = os.path.join(self.dir, "isometry.toml")
-        with open(config, "w") as f:
-            f.write(CONFIG.format(dir=self.dir))
-        self.daemon = IsometrydProcess(
-            ISOMETRYD, config, os.path.join(self.dir, "isometryd.log"), self.socket
-        )
+        try:
+            self.dir, self.daemon = IsometrydProcess.started_in_temp_dir(
+                ISOMETRYD, CONFIG, "isometry-pytest-"
+            )
+        except AssertionError as e:
+            self.fail(str(e))
+        self.socket = self.daemon.socket
         self.clients = []
         self.stopped = False
-        try:
-            self.daemon.start()
-        except AssertionError as e:
-            self.daemon.close()
-            shutil.rmtree(self.dir, ignore_errors=True)
-            self.fail(str(e))
         self.c = self.client("main")
 
     def tearDown(self):
