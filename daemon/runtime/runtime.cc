@@ -278,9 +278,8 @@ struct Runtime::Impl {
     // Measured (1 GiB, 2-core VM, medians of 5 paired rounds): DSK -> DSK
     // transpose 0.87-0.92 -> 1.06-1.11 of read + write; AOS -> SOA into a
     // file 0.94-1.05 -> 1.09-1.10 of the plain durable write.
-    const bool disk_hop = std::any_of(path.edges.begin(), path.edges.end(), [](const auto& e) {
-      return e.kind == ChannelKind::kDiskRead || e.kind == ChannelKind::kDiskWrite;
-    });
+    // (DSK memories are only ever a path's ends: Build refuses others.)
+    const bool disk_hop = IsDisk(path.nodes.front().memory) || IsDisk(path.nodes.back().memory);
     if (disk_hop && path.edges.size() > 1) {
       const uint64_t bytes = box.volume() * fields.total_bytes();
       target = std::max(target, std::min(slot_limit, bytes / 8));
