@@ -26,6 +26,14 @@ state_dir = "/var/lib/isometry"
 sq_entries = 256
 cq_entries = 256
 shutdown_grace_ms = 5000
+max_sessions = 1024
+max_sessions_per_uid = 64         # local-socket sessions of one uid
+max_grpc_sessions = 256           # gRPC sessions together (gRPC hides the peer uid)
+max_connections_per_uid = 64      # local-socket connections of one uid
+hello_timeout_ms = 5000           # a local connection says hello by then or is closed
+max_transfers_per_session = 1024  # copies in flight per session
+max_allocations_per_session = 1024
+max_instances_per_session = 16384
 calibrate = true            # measure channel throughput at start (kept in state_dir)
 
 [runtime]
@@ -35,6 +43,7 @@ space_threshold = "32MiB"
 slots_per_buffer = 2
 # Compiled copy programs kept in the memoization cache.
 program_cache_entries = 4096
+program_cache_bytes = "256MiB"   # and the bytes they may hold together
 # Direct copies up to this size run on the submitting thread (latency path).
 inline_bytes = "64KiB"
 # Transfers this large are planned with the full algorithm, smaller ones
@@ -150,7 +159,7 @@ class Reader {
 Status ReadRuntime(const Reader& r, const toml::table& t, RuntimeConfig& c) {
   ISO_RETURN_IF_ERROR(r.OnlyKeys(t, "runtime.",
                                  {"node", "space_threshold", "slots_per_buffer",
-                                  "program_cache_entries", "inline_bytes",
+                                  "program_cache_entries", "program_cache_bytes", "inline_bytes",
                                   "full_planner_threshold", "plan_cache_entries"}));
   if (const toml::node* n = t.get("node")) {
     ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, "runtime.node", 0, UINT32_MAX));
@@ -177,6 +186,9 @@ Status ReadRuntime(const Reader& r, const toml::table& t, RuntimeConfig& c) {
     ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, "runtime.program_cache_entries", 1, 1 << 24));
     c.program_cache_entries = static_cast<size_t>(v);
   }
+  if (const toml::node* n = t.get("program_cache_bytes")) {
+    ISO_ASSIGN_OR_RETURN(c.program_cache_bytes, r.Size(*n, "runtime.program_cache_bytes"));
+  }
   return OkStatus();
 }
 
@@ -185,7 +197,9 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
       t, "daemon.",
       {"local_socket", "grpc_socket", "grpc_tcp", "socket_group", "socket_mode", "log_level",
        "state_dir", "sq_entries", "cq_entries", "max_sessions", "shutdown_grace_ms",
-       "calibrate"}));
+       "calibrate", "max_sessions_per_uid", "max_grpc_sessions", "max_connections_per_uid",
+       "hello_timeout_ms", "max_transfers_per_session", "max_allocations_per_session",
+       "max_instances_per_session"}));
   struct StringKey {
     const char* key;
     std::string* out;
@@ -220,7 +234,17 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
   for (const IntKey& k : {IntKey{"sq_entries", &c.sq_entries, 2, 65536},
                           IntKey{"cq_entries", &c.cq_entries, 2, 65536},
                           IntKey{"max_sessions", &c.max_sessions, 1, 1 << 20},
-                          IntKey{"shutdown_grace_ms", &c.shutdown_grace_ms, 0, 3600000}}) {
+                          IntKey{"shutdown_grace_ms", &c.shutdown_grace_ms, 0, 3600000},
+                          IntKey{"max_sessions_per_uid", &c.max_sessions_per_uid, 1, 1 << 20},
+                          IntKey{"max_grpc_sessions", &c.max_grpc_sessions, 0, 1 << 20},
+                          IntKey{"max_connections_per_uid", &c.max_connections_per_uid, 1, 1 << 20},
+                          IntKey{"hello_timeout_ms", &c.hello_timeout_ms, 100, 600000},
+                          IntKey{"max_transfers_per_session", &c.max_transfers_per_session, 1,
+                                 1 << 24},
+                          IntKey{"max_allocations_per_session", &c.max_allocations_per_session,
+                                 1, 1 << 20},
+                          IntKey{"max_instances_per_session", &c.max_instances_per_session, 1,
+                                 1 << 24}}) {
     if (const toml::node* n = t.get(k.key)) {
       ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, StrCat("daemon.", k.key), k.lo, k.hi));
       *k.out = static_cast<uint32_t>(v);

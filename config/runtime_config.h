@@ -57,6 +57,9 @@ struct RuntimeConfig {
   uint64_t space_threshold = 32ull << 20;
   int slots_per_buffer = 2;  // ring depth of intermediate buffers (>= 2 pipelines)
   size_t program_cache_entries = 4096;
+  // Bytes the cached programs may hold together: entries alone do not
+  // bound memory (one blocked 4-D program can take tens of MB).
+  uint64_t program_cache_bytes = 256ull << 20;
   // Direct (one-hop) copies up to this many bytes on a channel without a
   // rate cap run on the submitting thread, skipping the DMA worker: the
   // small-copy latency path. They are smaller than one request, so they
@@ -93,6 +96,17 @@ struct DaemonConfig {
   uint32_t sq_entries = 256;  // per-client submission ring
   uint32_t cq_entries = 256;  // per-client completion ring (bounds copies in flight)
   uint32_t max_sessions = 1024;
+  // Per-client bounds (README, Security model): one client's exhaustion
+  // never denies service to others.
+  uint32_t max_sessions_per_uid = 64;      // local-socket sessions of one uid
+  // gRPC does not expose the peer's uid (grpc/grpc#15511): gRPC sessions
+  // share this budget, apart from the local-socket clients'.
+  uint32_t max_grpc_sessions = 256;
+  uint32_t max_connections_per_uid = 64;   // local-socket connections of one uid
+  uint32_t hello_timeout_ms = 5000;        // a local connection must say hello by then
+  uint32_t max_transfers_per_session = 1024;    // in flight
+  uint32_t max_allocations_per_session = 1024;  // each is a memfd the daemon holds
+  uint32_t max_instances_per_session = 16384;
   uint32_t shutdown_grace_ms = 5000;  // SIGTERM: time in-flight transfers get to finish
   // Calibrate channels at start, kept in state_dir/calibration.toml.
   bool calibrate = true;

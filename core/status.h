@@ -60,6 +60,14 @@ template <typename... Args>
 Status FailedPrecondition(const Args&... args) {
   return absl::FailedPreconditionError(StrCat(args...));
 }
+template <typename... Args>
+Status DeadlineExceeded(const Args&... args) {
+  return absl::DeadlineExceededError(StrCat(args...));
+}
+template <typename... Args>
+Status PermissionDenied(const Args&... args) {
+  return absl::PermissionDeniedError(StrCat(args...));
+}
 
 }  // namespace isometry
 

@@ -122,6 +122,13 @@ int Serve(const Config& config) {
   }
   builder.SetMaxReceiveMessageSize(80 << 20);
   builder.SetMaxSendMessageSize(80 << 20);
+  // One connection cannot open unbounded streams, and messages in flight
+  // (up to 80 MiB each) cannot take unbounded memory: gRPC refuses with
+  // RESOURCE_EXHAUSTED past these.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 128);
+  grpc::ResourceQuota quota("isometryd-grpc");
+  quota.Resize(size_t{1} << 30);
+  builder.SetResourceQuota(quota);
   builder.RegisterService(service->service());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   std::unique_ptr<grpc::Server> peer_server;

@@ -59,19 +59,39 @@ Result<std::shared_ptr<const CopyProgram>> ProgramCache::Get(const InstanceShape
   // compiler on every miss and by the caller's validation on hits.
   ISO_ASSIGN_OR_RETURN(CopyProgram program, CompileCopy(src, dst, box));
   auto shared = std::make_shared<const CopyProgram>(std::move(program));
+  const uint64_t footprint = FootprintOf(*shared, key.size());
+  if (footprint > capacity_bytes_) return shared;  // used once, never kept
   std::lock_guard lock(mu_);
   auto it = index_.find(hash);
   if (it != index_.end()) {
+    bytes_ -= it->second->bytes;
     lru_.erase(it->second);
     index_.erase(it);
   }
-  lru_.push_front({std::move(key), shared});
+  lru_.push_front({std::move(key), shared, footprint});
+  bytes_ += footprint;
   index_[hash] = lru_.begin();
-  while (lru_.size() > capacity_) {
-    index_.erase(XXH3_64bits(lru_.back().key.data(), lru_.back().key.size()));
+  EvictLocked();
+  return shared;
+}
+
+void ProgramCache::EvictLocked() {
+  while (lru_.size() > capacity_ || bytes_ > capacity_bytes_) {
+    const Entry& last = lru_.back();
+    index_.erase(XXH3_64bits(last.key.data(), last.key.size()));
+    bytes_ -= last.bytes;
     lru_.pop_back();
   }
-  return shared;
+}
+
+uint64_t ProgramCache::FootprintOf(const CopyProgram& p, size_t key_bytes) {
+  return sizeof(CopyProgram) + p.ops.capacity() * sizeof(CopyOp) + key_bytes + sizeof(Entry) +
+         64;  // list node, index slot and allocator overhead, roughly
+}
+
+uint64_t ProgramCache::bytes() const {
+  std::lock_guard lock(mu_);
+  return bytes_;
 }
 
 uint64_t ProgramCache::hits() const {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -27,6 +28,10 @@ Status ReadExact(int socket, char* buf, size_t n, std::vector<int>* fds, bool eo
     const ssize_t r = recvmsg(socket, &msg, MSG_CMSG_CLOEXEC);
     if (r < 0) {
       if (errno == EINTR) continue;
+      // SO_RCVTIMEO ran out (the daemon bounds how long a frame may take).
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        return DeadlineExceeded("no complete frame within the time allowed");
+      }
       return Errno("recvmsg");
     }
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
@@ -87,7 +92,8 @@ Status SendFrame(int socket, const google::protobuf::MessageLite& msg, const std
   return OkStatus();
 }
 
-Status RecvFrame(int socket, google::protobuf::MessageLite* msg, std::vector<int>* fds) {
+Status RecvFrame(int socket, google::protobuf::MessageLite* msg, std::vector<int>* fds,
+                 uint32_t max_bytes) {
   std::vector<int> got;
   auto fail = [&](Status s) {
     for (int fd : got) ::close(fd);
@@ -96,10 +102,19 @@ Status RecvFrame(int socket, google::protobuf::MessageLite* msg, std::vector<int
   uint32_t len = 0;
   Status s = ReadExact(socket, reinterpret_cast<char*>(&len), sizeof len, &got, true);
   if (!s.ok()) return fail(s);
-  if (len > kMaxFrameBytes) return fail(InvalidArgument("frame of ", len, " bytes exceeds the limit"));
-  std::string body(len, '\0');
-  s = ReadExact(socket, body.data(), len, &got, false);
-  if (!s.ok()) return fail(s);
+  if (len > max_bytes) {
+    return fail(InvalidArgument("frame of ", len, " bytes exceeds the limit of ", max_bytes));
+  }
+  // Grown as bytes arrive: a peer announcing a large frame and sending
+  // nothing holds no more memory than it sent.
+  std::string body;
+  constexpr size_t kStep = 64 << 10;
+  while (body.size() < len) {
+    const size_t at = body.size();
+    body.resize(at + std::min<size_t>(kStep, len - at));
+    s = ReadExact(socket, body.data() + at, body.size() - at, &got, false);
+    if (!s.ok()) return fail(s);
+  }
   if (!msg->ParseFromString(body)) return fail(InvalidArgument("malformed frame (not a protobuf message)"));
   fds->insert(fds->end(), got.begin(), got.end());
   return OkStatus();

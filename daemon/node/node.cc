@@ -7,11 +7,15 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <random>
 #include <set>
+
+#include <openssl/crypto.h>
 
 #include "channels/channel_factory.h"
 #include "channels/host_pages.h"
+#include "core/log_escape.h"
+#include "core/random.h"
+#include "core/strings.h"
 #include "daemon/node/shared_memory.h"
 #include "daemon/runtime/disk_endpoint.h"
 
@@ -44,7 +48,8 @@ struct PoolAccount {
 
 struct Allocation {
   uint64_t id = 0;
-  std::string owner;  // session; empty once published and its owner left
+  uint64_t owner = 0;      // session number; 0 once published and its owner left
+  int64_t owner_uid = -1;  // the publisher's uid (-1: not known)
   std::shared_ptr<PoolAccount> pool;
   SharedMemory shm;
   bool published = false;  // guarded by the node lock
@@ -55,7 +60,7 @@ struct Allocation {
 
 struct Instance {
   uint64_t id = 0;
-  std::string session;
+  uint64_t session = 0;
   std::shared_ptr<Allocation> allocation;  // null for DSK instances
   uint64_t offset = 0;
   InstanceShape shape;
@@ -68,7 +73,7 @@ struct Instance {
 
 struct TransferRecord {
   uint64_t id = 0;
-  std::string session;
+  SessionOwner owner;  // owner.session is the session's number
   std::optional<Transfer> handle;  // set once the runtime accepted it
   std::shared_ptr<CrossTransfer> cross;  // or: a cross-node copy this node started
   std::shared_ptr<Allocation> src, dst;  // kept alive until the transfer ends
@@ -79,8 +84,9 @@ struct TransferRecord {
 };
 
 struct Session {
-  std::string id;
-  std::string name;
+  uint64_t id = 0;     // public
+  std::string token;   // secret: "<id>.<64 hex digits>", 256 random bits
+  std::string name;    // as the client gave it, cut to 128 bytes
   Credentials creds;
   TransferCallback on_done;
   std::set<uint64_t> allocations;
@@ -89,14 +95,22 @@ struct Session {
   std::map<size_t, uint64_t> quota_used;  // per pool
 };
 
-std::string NewSessionId() {
-  static std::mt19937_64 rng{std::random_device{}()};
-  static std::mutex mu;
-  std::lock_guard lock(mu);
-  char buf[33];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(rng()),
-                static_cast<unsigned long long>(rng()));
-  return buf;
+// The number a token claims; the token is then compared in full.
+std::optional<uint64_t> TokenNumber(const std::string& token) {
+  const size_t dot = token.find('.');
+  if (dot == std::string::npos) return std::nullopt;
+  return ParseNumber<uint64_t>(std::string_view(token).substr(0, dot));
+}
+
+// Constant time in the contents: a caller learns nothing from how long a
+// wrong token took to refuse.
+bool SameToken(const std::string& a, const std::string& b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+SessionOwner OwnerOf(const Session& s) {
+  return SessionOwner{s.id, s.name, s.creds.known() ? static_cast<int64_t>(s.creds.uid) : -1,
+                      s.creds.pid};
 }
 
 std::string StateName(const TransferRecord& r) {
@@ -121,7 +135,8 @@ struct Node::Impl {
   mutable std::mutex mu;
   std::condition_variable idle_cv;
   std::vector<std::shared_ptr<PoolAccount>> pools;                      // constant
-  std::map<std::string, Session> sessions;                              // guarded by mu
+  std::map<uint64_t, Session> sessions;  // by public number; guarded by mu
+  uint64_t next_session = 1;             // guarded by mu
   std::map<uint64_t, std::shared_ptr<Allocation>> allocations;          // guarded by mu
   std::map<uint64_t, Instance> instances;                               // guarded by mu
   std::map<uint64_t, std::shared_ptr<TransferRecord>> active;           // guarded by mu
@@ -136,18 +151,33 @@ struct Node::Impl {
 
   static constexpr size_t kFinishedKept = 4096;
 
-  Status CheckSession(const std::string& id) const {
-    if (sessions.count(id)) return OkStatus();
-    return FailedPrecondition("unknown or closed session '", id,
-                              "': attach first (gRPC Attach or the local handshake)");
+  // Under mu. The same answer for a wrong token and a closed session, and
+  // the token is never echoed (errors reach logs and terminals).
+  const Session* FindSessionOrNull(const std::string& token) const {
+    const std::optional<uint64_t> n = TokenNumber(token);
+    if (!n) return nullptr;
+    auto it = sessions.find(*n);
+    if (it == sessions.end() || !SameToken(it->second.token, token)) return nullptr;
+    return &it->second;
   }
 
-  Result<Session*> FindSession(const std::string& id) {
-    ISO_RETURN_IF_ERROR(CheckSession(id));
-    return &sessions.find(id)->second;
+  Result<Session*> FindSession(const std::string& token) {
+    const Session* s = FindSessionOrNull(token);
+    if (!s) {
+      return FailedPrecondition(
+          "unknown or closed session: attach first (gRPC Attach or the local handshake) and "
+          "pass the token it returned");
+    }
+    return const_cast<Session*>(s);
   }
 
-  Result<std::shared_ptr<Allocation>> UsableAllocation(const std::string& session, uint64_t id) const {
+  Result<const Session*> FindSession(const std::string& token) const {
+    return const_cast<Impl*>(this)->FindSession(token);
+  }
+
+  Status CheckSession(const std::string& token) const { return FindSession(token).status(); }
+
+  Result<std::shared_ptr<Allocation>> UsableAllocation(uint64_t session, uint64_t id) const {
     auto it = allocations.find(id);
     if (it == allocations.end()) return NotFound("no allocation ", id);
     const Allocation& a = *it->second;
@@ -169,7 +199,7 @@ struct Node::Impl {
   TransferReport BuildReport(const TransferRecord& r, bool detailed = true) const {
     TransferReport rep;
     rep.id = r.id;
-    rep.session = r.session;
+    rep.owner = r.owner;
     rep.status = r.status;
     rep.state = StateName(r);
     if (r.cross) {
@@ -216,7 +246,7 @@ struct Node::Impl {
     active.erase(r->id);
     finished.push_back(r);
     if (finished.size() > kFinishedKept) finished.pop_front();
-    auto s = sessions.find(r->session);
+    auto s = sessions.find(r->owner.session);
     if (s != sessions.end()) {
       s->second.transfers.erase(r->id);
       if (s->second.on_done) calls.emplace_back(s->second.on_done, r->final_report);
@@ -240,7 +270,7 @@ struct Node::Impl {
     for (auto& [cb, rep] : calls) cb(rep);
   }
 
-  Result<uint64_t> StartCross(const std::string& session, std::shared_ptr<TransferRecord> record,
+  Result<uint64_t> StartCross(uint64_t session, std::shared_ptr<TransferRecord> record,
                               CrossCopySpec spec, const CopySpec& copy) {
     if (!cross) return FailedPrecondition("this node has no peers: cross-node copies need [[peer]]");
     spec.box = copy.box;
@@ -274,7 +304,7 @@ struct Node::Impl {
       auto it = allocations.find(id);
       if (it == allocations.end()) continue;
       if (it->second->published) {
-        it->second->owner.clear();  // outlives its session
+        it->second->owner = 0;  // outlives its session
       } else {
         allocations.erase(it);      // memory goes when in-flight transfers drain
       }
@@ -402,24 +432,43 @@ Result<CrossEnd> Node::ResolveForPeer(const InstanceSpec& spec) const {
 
 // ---- sessions ----
 
-Result<std::string> Node::OpenSession(const std::string& client_name, const Credentials& creds,
-                                      TransferCallback on_transfer_done) {
+Result<OpenedSession> Node::OpenSession(const std::string& client_name,
+                                        const Credentials& creds,
+                                        TransferCallback on_transfer_done) {
   std::lock_guard lock(impl_->mu);
   if (impl_->draining) return Unavailable("isometryd is shutting down");
-  if (impl_->sessions.size() >= impl_->config.daemon.max_sessions) {
+  const DaemonConfig& dc = impl_->config.daemon;
+  if (impl_->sessions.size() >= dc.max_sessions) {
     return ResourceExhausted("too many sessions (", impl_->sessions.size(),
-                             "); daemon.max_sessions is ", impl_->config.daemon.max_sessions);
+                             "); daemon.max_sessions is ", dc.max_sessions);
+  }
+  // One uid (or, where gRPC hides it, the gRPC clients together) cannot
+  // take every session slot from the others.
+  uint32_t same = 0;
+  for (const auto& [id, other] : impl_->sessions) {
+    same += creds.known() ? other.creds.known() && other.creds.uid == creds.uid
+                          : !other.creds.known();
+  }
+  if (creds.known() && same >= dc.max_sessions_per_uid) {
+    return ResourceExhausted("uid ", creds.uid, " already has ", same,
+                             " sessions; daemon.max_sessions_per_uid is ",
+                             dc.max_sessions_per_uid);
+  }
+  if (!creds.known() && same >= dc.max_grpc_sessions) {
+    return ResourceExhausted("too many gRPC sessions (", same, "); daemon.max_grpc_sessions is ",
+                             dc.max_grpc_sessions);
   }
   Session s;
-  s.id = NewSessionId();
+  s.id = impl_->next_session++;
+  s.token = StrCat(s.id, ".", RandomHex(32));
   s.name = client_name.substr(0, 128);
   s.creds = creds;
   s.on_done = std::move(on_transfer_done);
-  const std::string id = s.id;
-  impl_->sessions.emplace(id, std::move(s));
-  spdlog::info("session {} opened: client '{}' pid {} uid {}", id, client_name, creds.pid,
-               creds.uid);
-  return id;
+  OpenedSession opened{s.token, s.id};
+  spdlog::info("session {} opened: client '{}' pid {} uid {}", s.id, ForLog(s.name), creds.pid,
+               creds.known() ? std::to_string(creds.uid) : std::string("unknown (gRPC)"));
+  impl_->sessions.emplace(s.id, std::move(s));
+  return opened;
 }
 
 void Node::CloseSession(const std::string& session) {
@@ -427,8 +476,9 @@ void Node::CloseSession(const std::string& session) {
   std::vector<std::shared_ptr<CrossTransfer>> cross;
   {
     std::lock_guard lock(impl_->mu);
-    auto it = impl_->sessions.find(session);
-    if (it == impl_->sessions.end()) return;
+    const Session* found = impl_->FindSessionOrNull(session);
+    if (!found) return;
+    auto it = impl_->sessions.find(found->id);
     Session& s = it->second;
     for (uint64_t id : s.transfers) {
       auto t = impl_->active.find(id);
@@ -443,8 +493,8 @@ void Node::CloseSession(const std::string& session) {
     }
     spdlog::info("session {} closed: client '{}' pid {}; cancelling {} transfer(s), freeing {} "
                  "allocation(s), keeping {} published",
-                 session, s.name, s.creds.pid, to_cancel.size(), s.allocations.size() - published,
-                 published);
+                 s.id, ForLog(s.name), s.creds.pid, to_cancel.size() + cross.size(),
+                 s.allocations.size() - published, published);
     impl_->ReleaseSessionLocked(s);
     // Completions of its transfers no longer reach it.
     impl_->sessions.erase(it);
@@ -455,7 +505,14 @@ void Node::CloseSession(const std::string& session) {
 
 bool Node::HasSession(const std::string& session) const {
   std::lock_guard lock(impl_->mu);
-  return impl_->sessions.count(session) > 0;
+  return impl_->FindSessionOrNull(session) != nullptr;
+}
+
+std::optional<uint64_t> Node::SessionNumber(const std::string& session) const {
+  std::lock_guard lock(impl_->mu);
+  const Session* s = impl_->FindSessionOrNull(session);
+  if (!s) return std::nullopt;
+  return s->id;
 }
 
 // ---- pool memory ----
@@ -473,10 +530,19 @@ Result<AllocationReport> Node::Allocate(const std::string& session, const std::s
     return ResourceExhausted("allocation of ", bytes, " bytes exceeds memory '", memory,
                              "' pool of ", pool->capacity, " bytes");
   }
-  uint64_t id;
+  uint64_t id, session_id;
+  int64_t owner_uid;
   {
     std::lock_guard lock(impl_->mu);
     ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
+    const uint32_t max_allocations = impl_->config.daemon.max_allocations_per_session;
+    if (s->allocations.size() >= max_allocations) {
+      return ResourceExhausted("this session holds ", s->allocations.size(),
+                               " allocations; daemon.max_allocations_per_session is ",
+                               max_allocations);
+    }
+    session_id = s->id;
+    owner_uid = OwnerOf(*s).uid;
     uint64_t& used = s->quota_used[pool->memory];
     if (bytes > pool->quota - used) {
       return ResourceExhausted("client quota of memory '", memory, "' exhausted: ", used,
@@ -491,7 +557,7 @@ Result<AllocationReport> Node::Allocate(const std::string& session, const std::s
   }
   auto shm = SharedMemory::Create(StrCat("isometry:", memory, ":", id), bytes, pool->hugetlb);
   std::lock_guard lock(impl_->mu);
-  auto sit = impl_->sessions.find(session);
+  auto sit = impl_->sessions.find(session_id);
   if (!shm.ok() || sit == impl_->sessions.end()) {
     pool->used -= bytes;
     if (sit != impl_->sessions.end()) sit->second.quota_used[pool->memory] -= bytes;
@@ -506,7 +572,8 @@ Result<AllocationReport> Node::Allocate(const std::string& session, const std::s
                 shm->populate_seconds() * 1e3);
   auto a = std::make_shared<Allocation>();
   a->id = id;
-  a->owner = session;
+  a->owner = session_id;
+  a->owner_uid = owner_uid;
   a->shm = *std::move(shm);
   a->pool = pool;  // from here on the destructor returns the bytes
   impl_->allocations[id] = a;
@@ -514,18 +581,24 @@ Result<AllocationReport> Node::Allocate(const std::string& session, const std::s
   return AllocationReport{id, memory, bytes, a->shm.fd()};
 }
 
-Status Node::Free(const std::string& session, uint64_t allocation) {
+Status Node::Free(const std::string& session, uint64_t allocation, bool is_operator) {
   std::lock_guard lock(impl_->mu);
   ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
   auto it = impl_->allocations.find(allocation);
   if (it == impl_->allocations.end()) return NotFound("no allocation ", allocation);
   Allocation& a = *it->second;
-  // A published allocation whose owner has gone belongs to everyone: any
-  // session may free it (otherwise nothing could, short of a restart).
-  const bool orphan = a.published && a.owner.empty();
-  if (a.owner != session && !orphan) {
-    return absl::PermissionDeniedError(
-        StrCat("allocation ", allocation, " belongs to another client"));
+  // A published allocation whose owner has gone: a later session of the
+  // same uid (the publisher's job, restarted) or the operator frees it;
+  // other users may read it but not destroy it.
+  const bool orphan = a.published && a.owner == 0;
+  const int64_t uid = OwnerOf(*s).uid;
+  const bool same_uid = uid >= 0 && uid == a.owner_uid;
+  if (a.owner != s->id && !(orphan && (same_uid || is_operator))) {
+    return absl::PermissionDeniedError(StrCat(
+        "allocation ", allocation, " belongs to another client",
+        orphan ? "; its publisher has left: a session of the same uid, or the operator "
+                 "(--operator-token), may free it"
+               : ""));
   }
   for (auto i = s->instances.begin(); i != s->instances.end();) {
     auto inst = impl_->instances.find(*i);
@@ -536,7 +609,7 @@ Status Node::Free(const std::string& session, uint64_t allocation) {
       ++i;
     }
   }
-  if (!orphan) s->quota_used[a.pool->memory] -= a.shm.size();
+  if (a.owner == s->id) s->quota_used[a.pool->memory] -= a.shm.size();
   s->allocations.erase(allocation);
   impl_->allocations.erase(it);
   return OkStatus();
@@ -544,10 +617,10 @@ Status Node::Free(const std::string& session, uint64_t allocation) {
 
 Status Node::Publish(const std::string& session, uint64_t allocation) {
   std::lock_guard lock(impl_->mu);
-  ISO_RETURN_IF_ERROR(impl_->CheckSession(session));
+  ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
   auto it = impl_->allocations.find(allocation);
   if (it == impl_->allocations.end()) return NotFound("no allocation ", allocation);
-  if (it->second->owner != session) {
+  if (it->second->owner != s->id) {
     return absl::PermissionDeniedError(
         StrCat("allocation ", allocation, " belongs to another client"));
   }
@@ -557,8 +630,8 @@ Status Node::Publish(const std::string& session, uint64_t allocation) {
 
 Result<AllocationReport> Node::Lookup(const std::string& session, uint64_t allocation) const {
   std::lock_guard lock(impl_->mu);
-  ISO_RETURN_IF_ERROR(impl_->CheckSession(session));
-  ISO_ASSIGN_OR_RETURN(auto a, impl_->UsableAllocation(session, allocation));
+  ISO_ASSIGN_OR_RETURN(const Session* s, impl_->FindSession(session));
+  ISO_ASSIGN_OR_RETURN(auto a, impl_->UsableAllocation(s->id, allocation));
   return AllocationReport{a->id, a->pool->name, a->shm.size(), a->shm.fd()};
 }
 
@@ -577,8 +650,8 @@ Status Node::Write(const std::string& session, uint64_t allocation, uint64_t off
   std::shared_ptr<Allocation> a;
   {
     std::lock_guard lock(impl_->mu);
-    ISO_RETURN_IF_ERROR(impl_->CheckSession(session));
-    ISO_ASSIGN_OR_RETURN(a, impl_->UsableAllocation(session, allocation));
+    ISO_ASSIGN_OR_RETURN(const Session* s, impl_->FindSession(session));
+    ISO_ASSIGN_OR_RETURN(a, impl_->UsableAllocation(s->id, allocation));
   }
   ISO_RETURN_IF_ERROR(CheckRange(offset, data.size(), a->shm.size(), allocation));
   if (!data.empty()) std::memcpy(a->shm.data() + offset, data.data(), data.size());
@@ -590,8 +663,8 @@ Result<std::string> Node::Read(const std::string& session, uint64_t allocation, 
   std::shared_ptr<Allocation> a;
   {
     std::lock_guard lock(impl_->mu);
-    ISO_RETURN_IF_ERROR(impl_->CheckSession(session));
-    ISO_ASSIGN_OR_RETURN(a, impl_->UsableAllocation(session, allocation));
+    ISO_ASSIGN_OR_RETURN(const Session* s, impl_->FindSession(session));
+    ISO_ASSIGN_OR_RETURN(a, impl_->UsableAllocation(s->id, allocation));
   }
   ISO_RETURN_IF_ERROR(CheckRange(offset, length, a->shm.size(), allocation));
   if (length > (64ull << 20)) return OutOfRange("a read returns at most 64 MiB; asked ", length);
@@ -606,6 +679,12 @@ Result<std::pair<uint64_t, uint64_t>> Node::RegisterInstance(const std::string& 
   const uint64_t total = spec.shape.total_bytes();
   std::lock_guard lock(impl_->mu);
   ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
+  const uint32_t max_instances = impl_->config.daemon.max_instances_per_session;
+  if (s->instances.size() >= max_instances) {
+    return ResourceExhausted("this session has ", s->instances.size(),
+                             " instances registered; daemon.max_instances_per_session is ",
+                             max_instances);
+  }
   const NodeMemory where = SplitNodeMemory(spec.memory, impl_->config.cluster.node_name);
   const std::string& memory = where.memory;
   if (where.node != impl_->config.cluster.node_name) {
@@ -619,7 +698,7 @@ Result<std::pair<uint64_t, uint64_t>> Node::RegisterInstance(const std::string& 
     }
     if (!spec.file.empty()) ISO_RETURN_IF_ERROR(CheckRelativePath(spec.file));
     const uint64_t id = impl_->next_instance++;
-    Instance in{id, session, nullptr, spec.offset, spec.shape, 0, spec.file};
+    Instance in{id, s->id, nullptr, spec.offset, spec.shape, 0, spec.file};
     in.remote_node = where.node;
     in.remote_allocation = spec.allocation;
     in.remote_memory = memory;
@@ -639,12 +718,12 @@ Result<std::pair<uint64_t, uint64_t>> Node::RegisterInstance(const std::string& 
     }
     ISO_RETURN_IF_ERROR(CheckRelativePath(spec.file));
     const uint64_t id = impl_->next_instance++;
-    Instance in{id, session, nullptr, spec.offset, spec.shape, m, spec.file};
+    Instance in{id, s->id, nullptr, spec.offset, spec.shape, m, spec.file};
     impl_->instances[id] = std::move(in);
     s->instances.insert(id);
     return std::make_pair(id, total);
   }
-  ISO_ASSIGN_OR_RETURN(auto a, impl_->UsableAllocation(session, spec.allocation));
+  ISO_ASSIGN_OR_RETURN(auto a, impl_->UsableAllocation(s->id, spec.allocation));
   if (spec.offset > a->shm.size() || total > a->shm.size() - spec.offset) {
     return OutOfRange("instance of ", total, " bytes (layout '", spec.shape.layout.ToString(),
                       "' over ", ToString(spec.shape.bounds), ") at offset ", spec.offset,
@@ -652,7 +731,7 @@ Result<std::pair<uint64_t, uint64_t>> Node::RegisterInstance(const std::string& 
                       " bytes");
   }
   const uint64_t id = impl_->next_instance++;
-  impl_->instances[id] = Instance{id, session, a, spec.offset, spec.shape, 0, ""};
+  impl_->instances[id] = Instance{id, s->id, a, spec.offset, spec.shape, 0, ""};
   s->instances.insert(id);
   return std::make_pair(id, total);
 }
@@ -668,19 +747,27 @@ Status Node::UnregisterInstance(const std::string& session, uint64_t instance) {
 Result<uint64_t> Node::Copy(const std::string& session, const CopySpec& spec,
                             TransferCallback on_done) {
   auto record = std::make_shared<TransferRecord>();
-  record->session = session;
   if (on_done) record->waiters.push_back(std::move(on_done));
   CopyRequest req;
   std::optional<CrossCopySpec> cross;
+  uint64_t session_id;
   {
     std::lock_guard lock(impl_->mu);
     if (impl_->draining) return Unavailable("isometryd is shutting down; no new copies");
-    ISO_RETURN_IF_ERROR(impl_->CheckSession(session));
+    ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
+    const uint32_t max_transfers = impl_->config.daemon.max_transfers_per_session;
+    if (s->transfers.size() >= max_transfers) {
+      return ResourceExhausted("this session has ", s->transfers.size(),
+                               " transfers in flight; daemon.max_transfers_per_session is ",
+                               max_transfers, " (wait for some to finish)");
+    }
+    session_id = s->id;
+    record->owner = OwnerOf(*s);
     const Instance* ends[2] = {nullptr, nullptr};
     const uint64_t ids[2] = {spec.src_instance, spec.dst_instance};
     for (int i = 0; i < 2; ++i) {
       auto it = impl_->instances.find(ids[i]);
-      if (it == impl_->instances.end() || it->second.session != session) {
+      if (it == impl_->instances.end() || it->second.session != session_id) {
         return NotFound("no ", i ? "destination" : "source", " instance ", ids[i],
                         " registered in this session");
       }
@@ -740,7 +827,7 @@ Result<uint64_t> Node::Copy(const std::string& session, const CopySpec& spec,
   req.box = spec.box;
   req.priority = spec.priority;
   Impl* impl = impl_.get();
-  if (cross) return impl_->StartCross(session, record, *std::move(cross), spec);
+  if (cross) return impl_->StartCross(session_id, record, *std::move(cross), spec);
   req.on_complete = [impl, record](Status s) { impl->OnRuntimeDone(record, std::move(s)); };
   // Not under the node lock: the inline path completes inside Copy().
   ISO_ASSIGN_OR_RETURN(Transfer t, impl_->runtime->Copy(std::move(req)));
@@ -751,7 +838,7 @@ Result<uint64_t> Node::Copy(const std::string& session, const CopySpec& spec,
     record->id = t.id();
     record->handle = t;
     impl_->active[t.id()] = record;
-    auto s = impl_->sessions.find(session);
+    auto s = impl_->sessions.find(session_id);
     if (s != impl_->sessions.end()) {
       s->second.transfers.insert(t.id());
     } else {
@@ -764,23 +851,37 @@ Result<uint64_t> Node::Copy(const std::string& session, const CopySpec& spec,
   return t.id();
 }
 
+namespace {
+// Who may see, wait on or cancel a transfer: its session and the operator.
+// A caller without a (valid) session is told what would let it, not that
+// its session is unknown: isoctl acts without one.
+Status MayTouch(const SessionOwner& owner, const Session* caller, bool is_operator,
+                uint64_t transfer, std::string_view what, const std::string& state_dir) {
+  if (is_operator || (caller && caller->id == owner.session)) return OkStatus();
+  return absl::PermissionDeniedError(
+      StrCat("transfer ", transfer, " belongs to another client (session ", owner.session,
+             "); ", what, " it needs the operator token (", state_dir, "/operator.token)"));
+}
+}  // namespace
+
 Status Node::Cancel(const std::string& session, uint64_t transfer, bool is_operator) {
   std::optional<Transfer> t;
   std::shared_ptr<CrossTransfer> cross;
   {
     std::lock_guard lock(impl_->mu);
+    const Session* caller = impl_->FindSessionOrNull(session);
     auto it = impl_->active.find(transfer);
     if (it == impl_->active.end()) {
       for (const auto& f : impl_->finished) {
-        if (f->id == transfer) return OkStatus();  // already ended: nothing to do
+        if (f->id != transfer) continue;
+        ISO_RETURN_IF_ERROR(MayTouch(f->owner, caller, is_operator, transfer, "cancelling",
+                                     impl_->config.daemon.state_dir));
+        return OkStatus();  // already ended: nothing to do
       }
       return NotFound("no transfer ", transfer);
     }
-    if (!is_operator && it->second->session != session) {
-      return absl::PermissionDeniedError(
-          StrCat("transfer ", transfer, " belongs to another client; cancelling it needs the ",
-                 "operator token (", impl_->config.daemon.state_dir, "/operator.token)"));
-    }
+    ISO_RETURN_IF_ERROR(MayTouch(it->second->owner, caller, is_operator, transfer, "cancelling",
+                                 impl_->config.daemon.state_dir));
     t = it->second->handle;
     cross = it->second->cross;
   }
@@ -789,34 +890,46 @@ Status Node::Cancel(const std::string& session, uint64_t transfer, bool is_opera
   return OkStatus();
 }
 
-Result<TransferReport> Node::GetTransfer(uint64_t transfer) const {
+Result<TransferReport> Node::GetTransfer(const std::string& session, uint64_t transfer,
+                                         bool is_operator) const {
   std::lock_guard lock(impl_->mu);
+  const Session* caller = impl_->FindSessionOrNull(session);
+  const TransferRecord* r = nullptr;
   auto it = impl_->active.find(transfer);
-  if (it != impl_->active.end()) return impl_->BuildReport(*it->second);
+  if (it != impl_->active.end()) r = it->second.get();
   for (const auto& f : impl_->finished) {
-    if (f->id == transfer) return impl_->BuildReport(*f);
+    if (!r && f->id == transfer) r = f.get();
   }
-  return NotFound("no transfer ", transfer, " (finished transfers are kept for the last ",
-                  Impl::kFinishedKept, ")");
+  if (!r) {
+    return NotFound("no transfer ", transfer, " (finished transfers are kept for the last ",
+                    Impl::kFinishedKept, ")");
+  }
+  ISO_RETURN_IF_ERROR(MayTouch(r->owner, caller, is_operator, transfer, "inspecting",
+                               impl_->config.daemon.state_dir));
+  return impl_->BuildReport(*r);
 }
 
-Status Node::WhenDone(uint64_t transfer, TransferCallback cb) {
+Status Node::WhenDone(const std::string& session, uint64_t transfer, bool is_operator,
+                      TransferCallback cb) {
   TransferReport rep;
   {
     std::lock_guard lock(impl_->mu);
+    const Session* caller = impl_->FindSessionOrNull(session);
     auto it = impl_->active.find(transfer);
     if (it != impl_->active.end()) {
+      ISO_RETURN_IF_ERROR(MayTouch(it->second->owner, caller, is_operator, transfer,
+                                   "waiting on", impl_->config.daemon.state_dir));
       it->second->waiters.push_back(std::move(cb));
       return OkStatus();
     }
-    bool found = false;
+    const TransferRecord* r = nullptr;
     for (const auto& f : impl_->finished) {
-      if (f->id == transfer) {
-        rep = f->final_report;
-        found = true;
-      }
+      if (f->id == transfer) r = f.get();
     }
-    if (!found) return NotFound("no transfer ", transfer);
+    if (!r) return NotFound("no transfer ", transfer);
+    ISO_RETURN_IF_ERROR(MayTouch(r->owner, caller, is_operator, transfer, "waiting on",
+                                 impl_->config.daemon.state_dir));
+    rep = r->final_report;
   }
   cb(rep);
   return OkStatus();

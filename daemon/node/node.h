@@ -5,11 +5,20 @@
 // local (shared-memory) server both translate their messages into calls on
 // it; neither holds state of its own beyond connections.
 //
-// Sessions: every client call names a session. A session ends when its
-// connection ends (the local socket closes, the gRPC Attach stream ends);
-// ending it cancels its transfers and frees its allocations that were not
-// published. Memory still used by a transfer in flight is released when
-// that transfer has drained.
+// Sessions: every client call names a session by its token, an
+// unguessable capability handed only to the client that attached (over the
+// local socket's handshake or in the first gRPC Attach event). The token is
+// never listed or logged; others see a session's public number and owner
+// (client name, uid, pid). A session ends when its connection ends (the
+// local socket closes, the gRPC Attach stream ends); ending it cancels its
+// transfers and frees its allocations that were not published. Memory still
+// used by a transfer in flight is released when that transfer has drained.
+//
+// Who may do what (README, Security model): a session touches its own
+// allocations, instances and transfers, and allocations others published;
+// the operator (who presents state_dir/operator.token) may also wait on,
+// inspect and cancel any transfer, free orphaned published allocations and
+// recalibrate.
 //
 // Thread-safety: every method may be called from any thread. Callbacks
 // (transfer completion) run on runtime threads, never under the node lock.
@@ -35,10 +44,27 @@
 
 namespace isometry {
 
+// The peer's credentials as the kernel reported them (SO_PEERCRED); -1
+// where the transport does not say (gRPC).
 struct Credentials {
   pid_t pid = -1;
   uid_t uid = static_cast<uid_t>(-1);
   gid_t gid = static_cast<gid_t>(-1);
+  bool known() const { return uid != static_cast<uid_t>(-1); }
+};
+
+// What anyone may see of a session: never its token.
+struct SessionOwner {
+  uint64_t session = 0;  // public number ("session 17" in logs and isoctl)
+  std::string client;    // the name the client gave
+  int64_t uid = -1;      // -1: not known (gRPC does not expose the peer)
+  int64_t pid = -1;
+};
+
+// An opened session: the token goes to its client only.
+struct OpenedSession {
+  std::string token;
+  uint64_t id = 0;
 };
 
 struct HopReport {
@@ -49,7 +75,7 @@ struct HopReport {
 
 struct TransferReport {
   uint64_t id = 0;
-  std::string session;
+  SessionOwner owner;
   std::string state;  // waiting, running, done, failed, cancelled
   Status status;
   int priority = 0;
@@ -139,16 +165,22 @@ class Node {
   ~Node();
 
   // Sessions. `on_transfer_done` receives every finished transfer of the
-  // session (the completion stream / ring); it may be empty.
-  Result<std::string> OpenSession(const std::string& client_name, const Credentials& creds,
-                                  TransferCallback on_transfer_done);
+  // session (the completion stream / ring); it may be empty. Refused with
+  // RESOURCE_EXHAUSTED beyond daemon.max_sessions, max_sessions_per_uid
+  // (credentials known) or max_grpc_sessions (not known).
+  Result<OpenedSession> OpenSession(const std::string& client_name, const Credentials& creds,
+                                    TransferCallback on_transfer_done);
   void CloseSession(const std::string& session);
   bool HasSession(const std::string& session) const;
+  // The public number of the session `token` names, for log lines.
+  std::optional<uint64_t> SessionNumber(const std::string& session) const;
 
   // Pool memory. The report's fd is what clients map.
   Result<AllocationReport> Allocate(const std::string& session, const std::string& memory,
                                     uint64_t bytes);
-  Status Free(const std::string& session, uint64_t allocation);
+  // The owner frees its allocation; a published one whose owner has left
+  // may be freed by a session of the same (known) uid, or the operator.
+  Status Free(const std::string& session, uint64_t allocation, bool is_operator = false);
   Status Publish(const std::string& session, uint64_t allocation);
   // An allocation the session may use: its own or a published one.
   Result<AllocationReport> Lookup(const std::string& session, uint64_t allocation) const;
@@ -167,12 +199,17 @@ class Node {
   // (optional) runs once when it ends, in addition to the session callback.
   Result<uint64_t> Copy(const std::string& session, const CopySpec& spec,
                         TransferCallback on_done = nullptr);
-  // A session may cancel its own transfers; the operator (who holds the
-  // token in state_dir/operator.token) any transfer.
+  // A session may cancel, inspect and wait on its own transfers; the
+  // operator (who holds the token in state_dir/operator.token) on any.
+  // Others get PERMISSION_DENIED, also for transfers that have ended.
+  // Cancelling one's own ended transfer answers OK (nothing to do).
   Status Cancel(const std::string& session, uint64_t transfer, bool is_operator = false);
-  Result<TransferReport> GetTransfer(uint64_t transfer) const;
+  Result<TransferReport> GetTransfer(const std::string& session, uint64_t transfer,
+                                     bool is_operator = false) const;
   // Runs `cb` once the transfer has ended (at once if it already has).
-  Status WhenDone(uint64_t transfer, TransferCallback cb);
+  Status WhenDone(const std::string& session, uint64_t transfer, bool is_operator,
+                  TransferCallback cb);
+  // Every transfer in flight, with its owner (never a credential).
   std::vector<TransferReport> ListTransfers() const;
 
   std::vector<MemoryReport> ListMemories() const;

@@ -88,7 +88,7 @@ struct Runtime::Impl {
   RuntimeStats stats;                                      // guarded by mu
   bool stopping = false;                                   // guarded by mu
 
-  explicit Impl(const RuntimeConfig& c) : config(c), cache(c.program_cache_entries) {}
+  explicit Impl(const RuntimeConfig& c) : config(c), cache(c.program_cache_entries, c.program_cache_bytes) {}
 
   bool IsDisk(MemoryId id) const {
     const TopologyMemory* m = topo.FindMemory(id);

@@ -79,7 +79,11 @@ void ToProto(const TransferReport& r, v1::TransferInfo* out) {
   out->set_bytes(r.bytes);
   out->set_elapsed_s(r.elapsed_s);
   out->set_path(r.path);
-  out->set_session(r.session);
+  v1::SessionOwner* owner = out->mutable_owner();
+  owner->set_session_id(r.owner.session);
+  owner->set_client_name(r.owner.client);
+  owner->set_uid(r.owner.uid);
+  owner->set_pid(r.owner.pid);
   for (const HopReport& h : r.hops) {
     v1::HopProgress* p = out->add_hops();
     p->set_src_memory(h.src_memory);

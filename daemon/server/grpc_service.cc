@@ -8,6 +8,8 @@
 #include <set>
 #include <thread>
 
+#include <openssl/crypto.h>
+
 #include "daemon/server/convert.h"
 #include "daemon/server/timer.h"
 
@@ -81,10 +83,11 @@ class AttachReactor final : public grpc::ServerWriteReactor<v1::SessionEvent> {
       state_->FinishOnce(ToGrpc(session.status()));
       return;
     }
-    session_ = *session;
+    session_ = session->token;
     track_(this, true);
     v1::SessionEvent first;
     first.set_session(session_);
+    first.set_session_id(session->id);
     state_->Push(std::move(first));
   }
 
@@ -130,6 +133,14 @@ class AttachReactor final : public grpc::ServerWriteReactor<v1::SessionEvent> {
 
 class Service final : public v1::Isometry::CallbackService, public GrpcService {
  public:
+  // The caller presented the operator token (compared in constant time).
+  bool IsOperator(const CallbackServerContext* ctx) const {
+    auto it = ctx->client_metadata().find(kOperatorKey);
+    if (operator_token_.empty() || it == ctx->client_metadata().end()) return false;
+    return it->second.size() == operator_token_.size() &&
+           CRYPTO_memcmp(it->second.data(), operator_token_.data(), operator_token_.size()) == 0;
+  }
+
   Service(Node& node, std::string operator_token, PeersProvider peers)
       : node_(node), operator_token_(std::move(operator_token)), peers_(std::move(peers)) {}
 
@@ -185,7 +196,7 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
 
   ServerUnaryReactor* Free(CallbackServerContext* ctx, const v1::FreeRequest* req,
                            v1::FreeResponse*) override {
-    return Reply(ctx, node_.Free(SessionOf(ctx), req->allocation()));
+    return Reply(ctx, node_.Free(SessionOf(ctx), req->allocation(), IsOperator(ctx)));
   }
 
   ServerUnaryReactor* Publish(CallbackServerContext* ctx, const v1::PublishRequest* req,
@@ -230,15 +241,16 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
     if (!spec.ok()) return Reply(ctx, spec.status());
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
     TransferCallback on_done;
+    const std::string session = SessionOf(ctx);
     if (req->wait()) {
       Node* node = &node_;
-      on_done = [reactor, resp, node](const TransferReport& r) {
+      on_done = [reactor, resp, node, session](const TransferReport& r) {
         resp->set_transfer(r.id);
-        ToProto(node->GetTransfer(r.id).value_or(r), resp->mutable_info());
+        ToProto(node->GetTransfer(session, r.id).value_or(r), resp->mutable_info());
         reactor->Finish(grpc::Status::OK);
       };
     }
-    auto id = node_.Copy(SessionOf(ctx), *spec, std::move(on_done));
+    auto id = node_.Copy(session, *spec, std::move(on_done));
     if (!id.ok()) {
       reactor->Finish(ToGrpc(id.status()));
     } else if (!req->wait()) {
@@ -254,9 +266,13 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
     auto once = std::make_shared<std::atomic<bool>>(false);
     const uint64_t id = req->transfer();
     Node* node = &node_;
-    Status s = node_.WhenDone(id, [reactor, resp, once, node](const TransferReport& r) {
+    const std::string session = SessionOf(ctx);
+    const bool is_operator = IsOperator(ctx);
+    Status s = node_.WhenDone(session, id, is_operator,
+                              [reactor, resp, once, node, session, is_operator](
+                                  const TransferReport& r) {
       if (once->exchange(true)) return;
-      ToProto(node->GetTransfer(r.id).value_or(r), resp);
+      ToProto(node->GetTransfer(session, r.id, is_operator).value_or(r), resp);
       reactor->Finish(grpc::Status::OK);
     });
     if (!s.ok()) {
@@ -264,9 +280,9 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
       reactor->Finish(ToGrpc(s));
     } else if (req->timeout_ms() > 0) {
       timer_.At(Timer::Clock::now() + std::chrono::milliseconds(req->timeout_ms()),
-                [reactor, resp, once, node, id] {
+                [reactor, resp, once, node, id, session, is_operator] {
                   if (once->exchange(true)) return;
-                  auto r = node->GetTransfer(id);
+                  auto r = node->GetTransfer(session, id, is_operator);
                   if (r.ok()) ToProto(*r, resp);
                   reactor->Finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                                                "transfer " + std::to_string(id) +
@@ -278,16 +294,12 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
 
   ServerUnaryReactor* Cancel(CallbackServerContext* ctx, const v1::CancelRequest* req,
                              v1::CancelResponse*) override {
-    auto it = ctx->client_metadata().find(kOperatorKey);
-    const bool is_operator =
-        !operator_token_.empty() && it != ctx->client_metadata().end() &&
-        std::string_view(it->second.data(), it->second.size()) == operator_token_;
-    return Reply(ctx, node_.Cancel(SessionOf(ctx), req->transfer(), is_operator));
+    return Reply(ctx, node_.Cancel(SessionOf(ctx), req->transfer(), IsOperator(ctx)));
   }
 
   ServerUnaryReactor* GetTransfer(CallbackServerContext* ctx, const v1::GetTransferRequest* req,
                                   v1::TransferInfo* resp) override {
-    auto r = node_.GetTransfer(req->transfer());
+    auto r = node_.GetTransfer(SessionOf(ctx), req->transfer(), IsOperator(ctx));
     if (r.ok()) ToProto(*r, resp);
     return Reply(ctx, r.status());
   }
@@ -322,6 +334,12 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
   // Measuring takes about calibration_budget_ms: off the gRPC threads.
   ServerUnaryReactor* Calibrate(CallbackServerContext* ctx, const v1::CalibrateRequest*,
                                 v1::CalibrateResponse* resp) override {
+    if (!IsOperator(ctx)) {
+      return Reply(ctx, absl::PermissionDeniedError(
+                            "calibrate is an operator action: pass the operator token "
+                            "(isoctl --operator-token, file " +
+                            node_.config().daemon.state_dir + "/operator.token)"));
+    }
     std::lock_guard lock(calibration_mu_);
     if (calibrating_) return Reply(ctx, Unavailable("a calibration is already running"));
     // The previous one has finished (calibrating_ is false): joining is quick.

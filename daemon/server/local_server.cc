@@ -2,6 +2,7 @@
 
 #include <grp.h>
 #include <spdlog/spdlog.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -34,7 +35,10 @@ Status Errno(const std::string& what) { return Internal(what, ": ", std::strerro
 // One attached process: its session, socket, control segment and eventfds.
 struct LocalClient {
   uint64_t key = 0;  // epoll data
-  std::string session;
+  std::string session;      // the token: never logged
+  uint64_t session_id = 0;  // its public number, for logs
+  std::atomic<bool> attached{false};  // hello done (read by the accept thread)
+  std::chrono::steady_clock::time_point accepted_at;
   Credentials creds;
   UniqueFd socket;
   SharedMemory control;
@@ -130,11 +134,68 @@ struct LocalServer::Impl {
   std::mutex mu;
   std::map<uint64_t, std::shared_ptr<LocalClient>> clients;  // guarded by mu
   uint64_t next_key = 1;                                     // guarded by mu
+  // Refused connections per uid since the last log line about that uid
+  // (only the accept thread touches it): a flood logs once per interval.
+  std::map<uid_t, std::pair<std::chrono::steady_clock::time_point, uint64_t>> refusals;
 
   explicit Impl(Node& n) : node(n) {}
 
+  // Under mu: whether a new connection of `uid` is within the bounds
+  // (daemon.max_connections_per_uid, and max_sessions for all together).
+  Status AdmitLocked(uid_t uid) const {
+    const DaemonConfig& dc = node.config().daemon;
+    if (clients.size() >= dc.max_sessions) {
+      return ResourceExhausted("too many local connections (", clients.size(),
+                               "); daemon.max_sessions is ", dc.max_sessions);
+    }
+    uint32_t same = 0;
+    for (const auto& [key, other] : clients) same += other->creds.uid == uid;
+    if (same >= dc.max_connections_per_uid) {
+      return ResourceExhausted("uid ", uid, " already has ", same,
+                               " connections to the local socket; "
+                               "daemon.max_connections_per_uid is ",
+                               dc.max_connections_per_uid);
+    }
+    return OkStatus();
+  }
+
+  // Tells a refused client why (best effort, never blocking) and closes it.
+  void Refuse(int fd, uid_t uid, const Status& why) {
+    v1::LocalResponse resp;
+    resp.set_code(static_cast<int32_t>(why.code()));
+    resp.set_message(std::string(why.message()));
+    timeval quick{0, 1000};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &quick, sizeof quick);
+    (void)wire::SendFrame(fd, resp);
+    ::close(fd);
+    auto& [last, count] = refusals[uid];
+    ++count;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last < std::chrono::seconds(10)) return;
+    spdlog::warn("local connection(s) of uid {} refused: {} ({} in the last interval)", uid,
+                 std::string(why.message()), count);
+    last = now;
+    count = 0;
+  }
+
+  // Closes connections that did not complete hello in time: a client
+  // that connects and says nothing (or a byte now and then) holds a
+  // thread and a slot only until daemon.hello_timeout_ms.
+  void CloseLateHellos() {
+    const auto limit = std::chrono::milliseconds(node.config().daemon.hello_timeout_ms);
+    const auto now = std::chrono::steady_clock::now();
+    std::lock_guard lock(mu);
+    for (auto& [key, c] : clients) {
+      if (!c->attached && now - c->accepted_at > limit) shutdown(c->socket.get(), SHUT_RDWR);
+    }
+  }
+
   void AcceptLoop() {
     while (!stopping) {
+      pollfd p{listener.get(), POLLIN, 0};
+      const int ready = poll(&p, 1, 200);
+      CloseLateHellos();
+      if (ready <= 0) continue;
       const int fd = accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0) {
         if (stopping) return;
@@ -151,31 +212,51 @@ struct LocalServer::Impl {
         continue;
       }
       auto c = std::make_shared<LocalClient>();
-      c->socket.reset(fd);
       c->creds = {cred.pid, cred.uid, cred.gid};
       // The thread is stored under mu: a client that closes at once (a
       // readiness probe) reaches Disconnect, which detaches c->thread under
       // mu, possibly before std::thread returns here. Unlocked, Disconnect
       // found no thread to detach and the last reference, dropped below,
       // destroyed a joinable std::thread: std::terminate.
-      std::lock_guard lock(mu);
+      std::unique_lock lock(mu);
+      if (Status admit = AdmitLocked(cred.uid); !admit.ok()) {
+        lock.unlock();
+        Refuse(fd, cred.uid, admit);
+        continue;
+      }
+      c->socket.reset(fd);
+      c->accepted_at = std::chrono::steady_clock::now();
       c->key = next_key++;
       clients[c->key] = c;
       c->thread = std::thread([this, c] { ServeControl(c); });
     }
   }
 
+  // Before hello a connection holds a thread but no session: it gets
+  // daemon.hello_timeout_ms to send a small hello frame, or is closed.
+  static constexpr uint32_t kMaxHelloBytes = 4096;
+
+  static void SetReceiveTimeout(int fd, uint32_t ms) {
+    timeval tv{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>((ms % 1000) * 1000)};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+
   // Frames until the socket closes; then the session ends.
   void ServeControl(const std::shared_ptr<LocalClient>& c) {
+    SetReceiveTimeout(c->socket.get(), node.config().daemon.hello_timeout_ms);
     while (!stopping) {
       v1::LocalRequest req;
       std::vector<int> fds;
-      Status s = wire::RecvFrame(c->socket.get(), &req, &fds);
+      const bool attached = !c->session.empty();
+      Status s = wire::RecvFrame(c->socket.get(), &req, &fds,
+                                 attached ? wire::kMaxFrameBytes : kMaxHelloBytes);
       for (int fd : fds) ::close(fd);  // clients never send fds
       if (!s.ok()) {
         if (!absl::IsUnavailable(s)) {
-          spdlog::warn("local client pid {}: {}; closing its connection", c->creds.pid,
-                       s.ToString());
+          spdlog::warn("local client pid {} uid {}{}: {}; closing its connection", c->creds.pid,
+                       c->creds.uid,
+                       attached ? StrCat(" (session ", c->session_id, ")") : " (before hello)",
+                       std::string(s.message()));
         }
         break;
       }
@@ -258,12 +339,17 @@ struct LocalServer::Impl {
     c.cq_mask = dc.cq_entries - 1;
     // The daemon's own copies of the geometry (masks, entry counts) are
     // what it trusts; the header in shared memory informs the client only.
-    ISO_ASSIGN_OR_RETURN(c.session, node.OpenSession(h.client_name(), c.creds, nullptr));
+    ISO_ASSIGN_OR_RETURN(OpenedSession opened, node.OpenSession(h.client_name(), c.creds, nullptr));
+    c.session = opened.token;
+    c.session_id = opened.id;
+    SetReceiveTimeout(c.socket.get(), 0);  // attached: the client may idle
+    c.attached = true;
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = c.key;
     if (epoll_ctl(epoll.get(), EPOLL_CTL_ADD, c.sq_event.get(), &ev) != 0) return Errno("epoll_ctl");
     out->set_session(c.session);
+    out->set_session_id(c.session_id);
     out->set_sq_entries(dc.sq_entries);
     out->set_cq_entries(dc.cq_entries);
     out->set_control_bytes(c.control.size());
@@ -351,7 +437,7 @@ struct LocalServer::Impl {
       // to it rather than reading stale slots forever.
       if (tail - head > c->sq_mask + 1) {
         spdlog::warn("session {}: submission tail {} runs {} entries ahead of head {}; skipping",
-                     c->session, tail, tail - head, head);
+                     c->session_id, tail, tail - head, head);
         head = tail;
         break;
       }

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "client/cpp/isometry_client.h"
@@ -383,9 +384,19 @@ TEST_CASE("calibration at start is kept in the state directory; plans carry pred
   CHECK(plan.hops(0).channel() == "memcpy0");
   CHECK(plan.predicted_bytes_per_s() > 1e8);
   CHECK(plan.chunks() == 8);  // 32 MiB in 4 MiB requests
-  // Re-measuring on request.
-  grpc::ClientContext cctx;
+  // Re-measuring on request: an operator action.
   v1::CalibrateResponse cal;
+  {
+    grpc::ClientContext anyone;
+    const grpc::Status refused = d.stub().Calibrate(&anyone, v1::CalibrateRequest(), &cal);
+    CHECK(refused.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+    CHECK(refused.error_message().find("operator") != std::string::npos);
+  }
+  std::string token;
+  std::ifstream(d.dir() + "/state/operator.token") >> token;
+  REQUIRE(!token.empty());
+  grpc::ClientContext cctx;
+  cctx.AddMetadata("isometry-operator", token);
   REQUIRE(d.stub().Calibrate(&cctx, v1::CalibrateRequest(), &cal).ok());
   REQUIRE(cal.channels_size() == 1);
   CHECK(cal.channels(0).channel() == "memcpy0");

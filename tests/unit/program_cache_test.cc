@@ -31,3 +31,46 @@ TEST_CASE("the program cache memoizes by shape pair and box, LRU first out") {
   CHECK(!cache.Get(aos, soa, outside).ok());
   CHECK(cache.size() == 2);
 }
+
+TEST_CASE("the program cache keeps at most its byte budget, whatever the entry count") {
+  // A 4-D blocked layout and a box that cuts blocks: a program of tens of
+  // ops (about 40 KB), and a distinct one for every box.
+  const FieldSpace f = FieldSpace::Uniform(2, 4);
+  const InstanceShape aos{Box::FromExtents({20, 20, 20, 20}), f, Layout::Aos(4)};
+  const InstanceShape blocked{aos.bounds, f,
+                              *Layout::Parse("x_in=3,y_in=3,z_in=3,w_in=3,F,x_out,y_out,z_out,w_out", 4)};
+  auto cut = [&](int64_t lo) {
+    Box b = aos.bounds;
+    for (int d = 0; d < 4; ++d) {
+      b.lo[d] = lo;
+      b.hi[d] = 20 - 1;
+    }
+    return b;
+  };
+  auto one = ProgramCache(1).Get(aos, blocked, cut(1));
+  REQUIRE(one.ok());
+  const uint64_t each = ProgramCache::FootprintOf(**one, 0);
+  REQUIRE(each > 10000);
+  // Room for about three such programs, entries for thousands.
+  const uint64_t budget = 3 * each + each / 2;
+  ProgramCache cache(4096, budget);
+  for (int64_t lo = 1; lo <= 5; ++lo) {
+    REQUIRE(cache.Get(aos, blocked, cut(lo)).ok());
+    CHECK(cache.bytes() <= budget);
+  }
+  CHECK(cache.size() >= 2);
+  CHECK(cache.size() <= 4);
+  CHECK(cache.misses() == 5);
+  // The most recent stays; the first was evicted.
+  REQUIRE(cache.Get(aos, blocked, cut(5)).ok());
+  CHECK(cache.hits() == 1);
+  REQUIRE(cache.Get(aos, blocked, cut(1)).ok());
+  CHECK(cache.misses() == 6);
+  // A program larger than the whole budget is compiled and returned, not kept.
+  ProgramCache tiny(4096, 1024);
+  auto big = tiny.Get(aos, blocked, cut(1));
+  REQUIRE(big.ok());
+  CHECK((*big)->bytes == (*one)->bytes);
+  CHECK(tiny.size() == 0);
+  CHECK(tiny.bytes() == 0);
+}

@@ -261,7 +261,10 @@ class CopyTest(IsoctlTest):
         self.assertEqual(info["code"], 0)
         self.assertEqual(int(info["bytes"]), size)
         self.assertGreater(info["elapsed_s"], 0)
-        self.assertTrue(info["session"])
+        # The owner is shown, never the session's token.
+        self.assertNotIn("session", info)
+        self.assertEqual(info["owner"]["client_name"], "isoctl copy")
+        self.assertGreater(int(info["owner"]["session_id"]), 0)
         self.assertEqual(len(info["hops"]), 1)
         hop = info["hops"][0]
         self.assertEqual(hop["channel"], "memcpy0")

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "core/log_escape.h"
 #include "tools/isoctl/format.h"
 
 namespace isometry::isoctl {
@@ -42,6 +43,17 @@ std::string Join(const google::protobuf::RepeatedPtrField<std::string>& items) {
 
 double Throughput(const v1::TransferInfo& t) {
   return t.elapsed_s() > 0 ? static_cast<double>(t.bytes()) / t.elapsed_s() : 0;
+}
+
+// "name (session 3, uid 1000, pid 42)": who owns a transfer, never a
+// credential. The name is another client's string: escaped, so it cannot
+// drive the operator's terminal.
+std::string OwnerText(const v1::SessionOwner& o) {
+  std::string out = o.client_name().empty() ? std::string("?") : ForLog(o.client_name(), 64);
+  out += " (session " + std::to_string(o.session_id());
+  out += o.uid() >= 0 ? ", uid " + std::to_string(o.uid()) : std::string(", gRPC");
+  if (o.pid() >= 0) out += ", pid " + std::to_string(o.pid());
+  return out + ")";
 }
 
 }  // namespace
@@ -152,6 +164,7 @@ std::string RenderTransfers(const v1::ListTransfersResponse& r) {
            {"PRIO", Align::kRight},
            {"SIZE", Align::kRight},
            {"ELAPSED", Align::kRight},
+           {"OWNER"},
            {"HOP", Align::kRight},
            {"CHANNEL"},
            {"FROM->TO"},
@@ -161,7 +174,7 @@ std::string RenderTransfers(const v1::ListTransfersResponse& r) {
   for (const v1::TransferInfo& x : r.transfers()) {
     std::vector<std::string> head = {std::to_string(x.id()), x.state(),
                                      std::to_string(x.priority()), FormatBytes(x.bytes()),
-                                     FormatDuration(x.elapsed_s())};
+                                     FormatDuration(x.elapsed_s()), OwnerText(x.owner())};
     if (x.hops().empty()) {
       t.AddRow(head);
       continue;
@@ -193,6 +206,7 @@ std::string RenderTransfer(const v1::TransferInfo& x) {
     out += ", " + FormatBytes(x.bytes()) + ", " + FormatDuration(x.elapsed_s()) + " so far";
   }
   out += "\n";
+  if (x.has_owner()) out += "owner: " + OwnerText(x.owner()) + "\n";
   if (!x.path().empty()) out += "path: " + x.path() + "\n";
   if (x.hops().empty()) return out;
   Table t({{"HOP", Align::kRight},

@@ -64,6 +64,7 @@ __all__ = [
 
 DEFAULT_SOCKET = "/run/isometry/grpc.sock"
 SESSION_METADATA_KEY = "isometry-session"
+OPERATOR_METADATA_KEY = "isometry-operator"
 
 # The daemon accepts messages up to 80 MiB; Write and Read are split into
 # pieces of this size so that a call never approaches a message limit.
@@ -222,6 +223,11 @@ class Client:
         call_timeout: deadline in seconds of ordinary calls (None: none).
             Calls that wait for a transfer (``copy(wait=True)``, ``wait``)
             are bounded by their own timeout instead.
+        operator_token: the daemon's operator token (the contents of
+            ``state_dir/operator.token``), sent with every call; it lets
+            this client inspect, wait on and cancel any transfer, free
+            orphaned published allocations and recalibrate. None: an
+            ordinary client, which touches only its own session's things.
 
     Raises:
         IsometryError: ``UNAVAILABLE`` if nothing answers on the socket,
@@ -238,6 +244,7 @@ class Client:
         name: str = "python",
         connect_timeout: float = 10.0,
         call_timeout: Optional[float] = 60.0,
+        operator_token: Optional[str] = None,
     ):
         self.socket = socket
         self.name = name
@@ -247,6 +254,8 @@ class Client:
         self._completions = collections.OrderedDict()  # transfer id -> TransferInfo
         self._completion_cv = threading.Condition(self._lock)
         self._session: Optional[str] = None
+        self._session_id = 0
+        self._operator_token = operator_token
         self._stream_error: Optional[IsometryError] = None
         self._stream_ended = False
         self._closing = False
@@ -298,6 +307,7 @@ class Client:
                 with self._lock:
                     if self._session is None:
                         self._session = event.session
+                        self._session_id = event.session_id
                         self._session_ready.set()
                     if event.HasField("completed"):
                         info = event.completed
@@ -322,8 +332,14 @@ class Client:
 
     @property
     def session(self) -> str:
-        """The session id the daemon assigned to this client."""
+        """The session token the daemon gave this client: a secret capability
+        (whoever holds it acts as this session); never share or log it."""
         return self._session or ""
+
+    @property
+    def session_id(self) -> int:
+        """The session's public number, as logs and ``isoctl transfers`` show it."""
+        return self._session_id
 
     @property
     def alive(self) -> bool:
@@ -355,7 +371,10 @@ class Client:
         self.close()
 
     def _metadata(self):
-        return ((SESSION_METADATA_KEY, self._session or ""),)
+        md = ((SESSION_METADATA_KEY, self._session or ""),)
+        if self._operator_token:
+            md += ((OPERATOR_METADATA_KEY, self._operator_token),)
+        return md
 
     def _call(self, method: str, request, timeout=...):
         """Runs one unary call, translating gRPC errors into IsometryError."""
@@ -576,19 +595,23 @@ class Client:
         return info
 
     def cancel(self, transfer) -> None:
-        """Cancels one of this session's transfers."""
+        """Cancels one of this session's transfers (any transfer, with the
+        operator token). PERMISSION_DENIED for another client's."""
         self._call("Cancel", pb.CancelRequest(transfer=_id(transfer, "cancel")))
 
     def transfer(self, transfer) -> "pb.TransferInfo":
-        """The current TransferInfo of a transfer (the daemon keeps ended
-        transfers for a while)."""
+        """The current TransferInfo of one of this session's transfers (any,
+        with the operator token); the daemon keeps ended transfers for a
+        while. PERMISSION_DENIED for another client's."""
         return self._call("GetTransfer", pb.GetTransferRequest(transfer=_id(transfer, "transfer")))
 
     # ---- introspection ----
 
     def transfers(self) -> list:
-        """The daemon's transfers in flight (waiting or running), as TransferInfo
-        messages; ended ones are found with :meth:`transfer` or :meth:`wait`."""
+        """The daemon's transfers in flight (waiting or running), every
+        client's, as TransferInfo messages with their ``owner`` (session
+        number, client name, uid, pid; never a credential); ended ones are
+        found with :meth:`transfer` or :meth:`wait`."""
         return list(self._call("ListTransfers", pb.ListTransfersRequest()).transfers)
 
     def channels(self) -> list:
