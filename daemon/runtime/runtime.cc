@@ -88,7 +88,8 @@ struct Runtime::Impl {
   RuntimeStats stats;                                      // guarded by mu
   bool stopping = false;                                   // guarded by mu
 
-  explicit Impl(const RuntimeConfig& c) : config(c), cache(c.program_cache_entries, c.program_cache_bytes) {}
+  explicit Impl(const RuntimeConfig& c)
+      : config(c), cache(c.program_cache_entries, c.program_cache_bytes) {}
 
   bool IsDisk(MemoryId id) const {
     const TopologyMemory* m = topo.FindMemory(id);
@@ -1026,6 +1027,7 @@ RuntimeStats Runtime::Stats() const {
   }
   s.program_cache_hits = impl_->cache.hits();
   s.program_cache_misses = impl_->cache.misses();
+  s.program_cache_bytes = impl_->cache.bytes();
   const PlannerStats p = impl_->CurrentPlanner()->stats();
   s.plan_cache_hits = p.cache_hits;
   s.plan_cache_misses = p.cache_misses;

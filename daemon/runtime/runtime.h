@@ -179,6 +179,7 @@ struct RuntimeStats {
   uint64_t transfers_waiting_for_buffers = 0;
   uint64_t program_cache_hits = 0;
   uint64_t program_cache_misses = 0;
+  uint64_t program_cache_bytes = 0;  // held by the kept programs
   uint64_t transfers_inline = 0;  // small direct copies run on the submitting thread
   uint64_t plan_cache_hits = 0;   // since the last calibration
   uint64_t plan_cache_misses = 0;

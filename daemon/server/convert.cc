@@ -171,6 +171,7 @@ void ToProto(const NodeStatus& s, v1::StatusResponse* out) {
   out->set_transfers_active(s.transfers_active);
   out->set_program_cache_hits(s.runtime.program_cache_hits);
   out->set_program_cache_misses(s.runtime.program_cache_misses);
+  out->set_program_cache_bytes(s.runtime.program_cache_bytes);
   out->set_allocations(s.allocations);
   out->set_instances(s.instances);
   out->set_plan_cache_hits(s.runtime.plan_cache_hits);

@@ -71,7 +71,8 @@ std::string RenderStatus(const v1::StatusResponse& s) {
       {"transfers failed", n(s.transfers_failed())},
       {"transfers cancelled", n(s.transfers_cancelled())},
       {"program cache",
-       n(s.program_cache_hits()) + " hits, " + n(s.program_cache_misses()) + " misses"},
+       n(s.program_cache_hits()) + " hits, " + n(s.program_cache_misses()) + " misses, " +
+           FormatBytes(s.program_cache_bytes()) + " held"},
       {"plan cache", n(s.plan_cache_hits()) + " hits, " + n(s.plan_cache_misses()) + " misses (" +
                          n(s.plans_simple()) + " simple, " + n(s.plans_full()) + " full plans)"},
       {"allocations", n(s.allocations())},

@@ -1,0 +1,532 @@
+"""Attacks on a real isometryd by clients that share its node (issue #11).
+
+Each test plays a hostile local user against a victim client: a second
+session, a second uid, forged and stolen-looking tokens, connection and
+session floods, many distinct copy programs. Each asserts the clear error
+the attacker gets AND that the victim's data, transfers and service are
+unaffected, and that the daemon's threads and memory stay bounded.
+
+Run like test_python_client (ISOMETRYD, ISOMETRY_PYTHONPATH); as root, for
+the second-uid tests (they run a child as `nobody`).
+"""
+
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
+from isometryd_process import IsometrydProcess  # noqa: E402
+
+ISOMETRYD = os.environ.get("ISOMETRYD", "")
+PYTHONPATH = os.environ.get("ISOMETRY_PYTHONPATH", "")
+if PYTHONPATH:
+    sys.path.insert(0, PYTHONPATH)
+
+_IMPORT_ERROR = None
+try:
+    import grpc
+
+    import isometry
+    from isometry import IsometryError
+    from isometry import isometry_pb2 as pb
+    from isometry import isometry_pb2_grpc as pb_grpc
+except ImportError as e:
+    _IMPORT_ERROR = e
+
+SKIP_REASON = "ISOMETRYD is not set: point it at the isometryd binary (and ISOMETRY_PYTHONPATH)"
+if not ISOMETRYD:
+    print(f"test_session_attacks: skipped: {SKIP_REASON}", file=sys.stderr)
+
+# A rate-capped channel keeps the victim's copy in flight for seconds.
+CONFIG = """\
+[daemon]
+local_socket = "{dir}/local.sock"
+grpc_socket = "{dir}/grpc.sock"
+state_dir = "{dir}/state"
+socket_mode = "0666"
+log_level = "info"
+shutdown_grace_ms = 500
+calibrate = false
+max_sessions = 64
+max_sessions_per_uid = 6
+max_grpc_sessions = 12
+max_connections_per_uid = 8
+hello_timeout_ms = 1000
+max_transfers_per_session = 4
+max_allocations_per_session = 8
+max_instances_per_session = 16
+
+[runtime]
+program_cache_bytes = "1MiB"
+
+[[memory]]
+name = "sys0"
+kind = "SYS"
+pool = "256MiB"
+client_quota = "128MiB"
+staging = "64MiB"
+
+[[channel]]
+name = "memcpy0"
+kind = "memcpy"
+threads = 2
+rate_limit = "16MiB"
+"""
+
+NOBODY = 65534
+SLOW_BYTES = 48 << 20  # about 3 s at the channel's 16 MiB/s
+
+
+def threads_of(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    raise AssertionError("no Threads line")
+
+
+def rss_of(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS line")
+
+
+def wait_until(cond, what, timeout_s=10.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class LocalConnection:
+    """The local socket's framing (proto/local_wire.h) by hand: a little
+    endian uint32 length, then a LocalRequest; responses likewise."""
+
+    def __init__(self, path):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(5)
+        self.sock.connect(path)
+
+    def send_raw(self, data):
+        self.sock.sendall(data)
+
+    def request(self, req):
+        body = req.SerializeToString()
+        self.sock.sendall(struct.pack("<I", len(body)) + body)
+        return self.response()
+
+    def response(self):
+        head = self._exact(4)
+        if head is None:
+            return None
+        (n,) = struct.unpack("<I", head)
+        body = self._exact(n)
+        resp = pb.LocalResponse()
+        resp.ParseFromString(body)
+        return resp
+
+    def hello(self, name="raw"):
+        return self.request(pb.LocalRequest(tag=1, hello=pb.HelloRequest(abi_version=1,
+                                                                          client_name=name)))
+
+    def closed_by_daemon(self, timeout_s):
+        """True if the daemon closes the connection within timeout_s."""
+        self.sock.settimeout(timeout_s)
+        try:
+            while True:
+                data = self.sock.recv(4096)
+                if not data:
+                    return True
+        except socket.timeout:
+            return False
+        except OSError:
+            return True
+
+    def _exact(self, n):
+        out = b""
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                return None
+            out += chunk
+        return out
+
+    def close(self):
+        self.sock.close()
+
+
+@unittest.skipUnless(ISOMETRYD, SKIP_REASON)
+class SessionAttackTest(unittest.TestCase):
+    def setUp(self):
+        if _IMPORT_ERROR is not None:
+            self.fail(f"cannot import the isometry package: {_IMPORT_ERROR}")
+        self.dir, self.daemon = IsometrydProcess.started_in_temp_dir(
+            ISOMETRYD, CONFIG, "isometry-attack-")
+        os.chmod(self.dir, 0o755)  # the second uid reaches the sockets
+        self.addCleanup(self._stop)
+        self.socket = os.path.join(self.dir, "grpc.sock")
+        self.local = os.path.join(self.dir, "local.sock")
+        with open(os.path.join(self.dir, "state", "operator.token")) as f:
+            self.operator_token = f.read().strip()
+        self.victim = isometry.Client(self.socket, name="victim")
+        self.addCleanup(self.victim.close)
+
+    def _stop(self):
+        try:
+            self.daemon.stop()
+        finally:
+            self.daemon.close()
+            import shutil
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def client(self, name, **kw):
+        c = isometry.Client(self.socket, name=name, **kw)
+        self.addCleanup(c.close)
+        return c
+
+    def assertFails(self, code, fn, *args, **kw):
+        with self.assertRaises(IsometryError) as cm:
+            fn(*args, **kw)
+        self.assertEqual(cm.exception.code, code, cm.exception.message)
+        return cm.exception.message
+
+    def victim_setup(self):
+        """The victim's 1 MiB of known bytes, an instance on it, and a slow
+        copy in flight."""
+        a = self.victim.allocate("sys0", 1 << 20)
+        pattern = bytes(range(256)) * 4096
+        self.victim.write(a, 0, pattern)
+        inst = self.victim.register_instance(a, [1 << 18], [("v", 4)], "F,x")
+        src_alloc = self.victim.allocate("sys0", SLOW_BYTES)
+        dst_alloc = self.victim.allocate("sys0", SLOW_BYTES)
+        src = self.victim.register_instance(src_alloc, [SLOW_BYTES // 8], [("v", 8)], "F,x")
+        dst = self.victim.register_instance(dst_alloc, [SLOW_BYTES // 8], [("v", 8)], "F,x")
+        transfer = self.victim.copy(src, dst, wait=False)
+        return a, pattern, inst, transfer
+
+    # ---- a second session of the same machine ----
+
+    def test_second_session_cannot_touch_the_first(self):
+        a, pattern, inst, transfer = self.victim_setup()
+        evil = self.client("attacker")
+
+        # Allocations: ids are guessable, ownership is checked.
+        for fn, args in [(evil.read, (a.id, 0, 16)), (evil.write, (a.id, 0, b"pwned")),
+                         (evil.free, (a.id,)), (evil.publish, (a.id,))]:
+            msg = self.assertFails("PERMISSION_DENIED", fn, *args)
+            self.assertIn("another client", msg)
+        self.assertFails("PERMISSION_DENIED", evil.register_instance, a.id, [16], [("v", 4)], "F,x")
+        self.assertFails("NOT_FOUND", evil.unregister_instance, inst.id)
+        own = evil.register_instance(evil.allocate("sys0", 1 << 20), [1 << 18], [("v", 4)], "F,x")
+        self.assertFails("NOT_FOUND", evil.copy, inst.id, own)
+        self.assertFails("NOT_FOUND", evil.copy, own, inst.id)
+
+        # The list shows the owner, never a credential.
+        listed = [t for t in evil.transfers() if t.id == transfer]
+        self.assertEqual(len(listed), 1)
+        owner = listed[0].owner
+        self.assertEqual(owner.client_name, "victim")
+        self.assertEqual(owner.session_id, self.victim.session_id)
+        self.assertEqual(owner.uid, -1)  # gRPC: the daemon cannot know it
+        raw = pb.ListTransfersResponse(transfers=evil.transfers()).SerializeToString()
+        secret = self.victim.session.split(".", 1)[1]
+        self.assertNotIn(secret.encode(), raw)
+        self.assertNotIn(self.victim.session.encode(), raw)
+
+        # Another client's transfer: not to be inspected, awaited or cancelled.
+        for fn in (evil.transfer, evil.cancel):
+            msg = self.assertFails("PERMISSION_DENIED", fn, transfer)
+            self.assertIn("operator token", msg)
+        self.assertFails("PERMISSION_DENIED", evil.wait, transfer, timeout_ms=100)
+        self.assertEqual(self.victim.transfer(transfer).state, "running")
+
+        # Calibrate is the operator's.
+        stub = pb_grpc.IsometryStub(evil._channel)
+        with self.assertRaises(grpc.RpcError) as cm:
+            stub.Calibrate(pb.CalibrateRequest(), metadata=(("isometry-session", evil.session),))
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+
+        # The victim's bytes are untouched; its copy finishes.
+        self.assertEqual(self.victim.read(a, 0, 1 << 20), pattern)
+        info = self.victim.wait(transfer, timeout_ms=30000)
+        self.assertEqual(info.state, "done")
+
+        # Ended transfers stay the owner's: cancelling one is not "OK".
+        self.assertFails("PERMISSION_DENIED", evil.cancel, transfer)
+        self.assertFails("PERMISSION_DENIED", evil.transfer, transfer)
+        self.assertFails("PERMISSION_DENIED", evil.wait, transfer)
+        self.victim.cancel(transfer)  # its owner: nothing to do, OK
+
+    def test_forged_tokens_are_refused_alike(self):
+        a = self.victim.allocate("sys0", 4096)
+        self.victim.write(a, 0, b"\x5a" * 4096)
+        channel = grpc.insecure_channel("unix:" + self.socket)
+        self.addCleanup(channel.close)
+        stub = pb_grpc.IsometryStub(channel)
+        sid = str(self.victim.session_id)
+        real = self.victim.session
+        forged = [
+            sid, sid + ".", sid + "." + "0" * 64, sid + "." + real.split(".", 1)[1][:-1] + "x",
+            real[:-1], real + "0", "0." + real.split(".", 1)[1], "-1." + "a" * 64,
+            "99999999999999999999999." + "a" * 64, "", "\x00" * 8, "." * 80,
+        ]
+        for token in forged:
+            for call in (lambda md: stub.Read(pb.ReadRequest(allocation=a.id, length=16), metadata=md),
+                         lambda md: stub.Free(pb.FreeRequest(allocation=a.id), metadata=md)):
+                try:
+                    call((("isometry-session", token),))
+                    self.fail(f"forged token {token!r} was accepted")
+                except grpc.RpcError as e:
+                    self.assertEqual(e.code(), grpc.StatusCode.FAILED_PRECONDITION, repr(token))
+                    self.assertNotIn(real, e.details() or "")
+                    self.assertIn("unknown or closed session", e.details() or "")
+                except ValueError:
+                    pass  # metadata the gRPC library itself refuses to send
+        self.assertEqual(self.victim.read(a, 0, 4096), b"\x5a" * 4096)
+        # The daemon's log has no token in it.
+        log = self.daemon.log_text(tail=1 << 20)
+        self.assertNotIn(real.split(".", 1)[1], log)
+        self.assertIn(f"session {self.victim.session_id} opened", log)
+
+    def test_operator_may_inspect_and_cancel_any_transfer(self):
+        _, _, _, transfer = self.victim_setup()
+        op = self.client("operator", operator_token=self.operator_token)
+        self.assertEqual(op.transfer(transfer).owner.client_name, "victim")
+        op.cancel(transfer)
+        info = self.victim.wait(transfer, timeout_ms=10000, check=False)
+        self.assertEqual(info.state, "cancelled")
+        # A wrong operator token is no operator token.
+        fake = self.client("fake-operator", operator_token="0" * len(self.operator_token))
+        self.assertFails("PERMISSION_DENIED", fake.transfer, transfer)
+
+    def test_orphaned_published_allocation_is_not_anyones(self):
+        owner = self.client("publisher")
+        a = owner.allocate("sys0", 4096)
+        owner.write(a, 0, b"\x11" * 4096)
+        owner.publish(a)
+        owner.close()
+        evil = self.client("attacker")
+        wait_until(lambda: evil.status().sessions == 2, "the publisher's session to end")
+        self.assertEqual(evil.read(a.id, 0, 4096), b"\x11" * 4096)  # published: readable
+        msg = self.assertFails("PERMISSION_DENIED", evil.free, a.id)
+        self.assertIn("operator", msg)
+        self.assertEqual(evil.read(a.id, 0, 16), b"\x11" * 16)
+        self.client("operator", operator_token=self.operator_token).free(a.id)
+        self.assertFails("NOT_FOUND", evil.read, a.id, 0, 16)
+
+    # ---- another uid ----
+
+    def run_as_nobody(self, script):
+        env = dict(os.environ, PYTHONPATH=PYTHONPATH, PYTHONDONTWRITEBYTECODE="1")
+        r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                           text=True, timeout=60, user=NOBODY, group=65534, extra_groups=[])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return json.loads(r.stdout)
+
+    def test_another_uid_cannot_touch_the_victim(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to run a child as nobody")
+        a, pattern, _, transfer = self.victim_setup()
+        script = f"""
+import json, isometry
+out = {{}}
+c = isometry.Client({self.socket!r}, name="intruder")
+def code(fn, *args, **kw):
+    try:
+        fn(*args, **kw)
+        return "OK"
+    except isometry.IsometryError as e:
+        return e.code
+out["read"] = code(c.read, {a.id}, 0, 16)
+out["write"] = code(c.write, {a.id}, 0, b"x")
+out["free"] = code(c.free, {a.id})
+out["get"] = code(c.transfer, {transfer})
+out["cancel"] = code(c.cancel, {transfer})
+out["owners"] = [t.owner.client_name for t in c.transfers()]
+c.close()
+print(json.dumps(out))
+"""
+        out = self.run_as_nobody(script)
+        for k in ("read", "write", "free", "get", "cancel"):
+            self.assertEqual(out[k], "PERMISSION_DENIED", k)
+        self.assertIn("victim", out["owners"])
+        self.assertEqual(self.victim.read(a, 0, 1 << 20), pattern)
+        self.assertIn(self.victim.transfer(transfer).state, ("waiting", "running"))
+
+    def test_local_sessions_are_bound_per_uid(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to run a child as nobody")
+        # nobody opens as many local sessions as it can.
+        script = f"""
+import json, socket, struct, time
+from isometry import isometry_pb2 as pb
+codes, keep = [], []
+for i in range(12):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect({self.local!r})
+    body = pb.LocalRequest(tag=1, hello=pb.HelloRequest(abi_version=1, client_name="n")).SerializeToString()
+    try:
+        s.sendall(struct.pack("<I", len(body)) + body)
+    except OSError:
+        pass  # refused at accept: the daemon's answer is still there to read
+    head = s.recv(4)
+    if len(head) < 4:
+        codes.append("closed"); continue
+    (n,) = struct.unpack("<I", head)
+    data = b""
+    while len(data) < n:
+        data += s.recv(n - len(data))
+    r = pb.LocalResponse(); r.ParseFromString(data)
+    codes.append(r.code)
+    keep.append(s)
+print(json.dumps({{"codes": codes}}))
+"""
+        codes = self.run_as_nobody(script)["codes"]
+        self.assertEqual(codes[:6], [0] * 6)  # max_sessions_per_uid = 6
+        self.assertTrue(all(c == 8 for c in codes[6:]), codes)  # RESOURCE_EXHAUSTED
+        # Root's local clients were never short of a session.
+        c = LocalConnection(self.local)
+        self.addCleanup(c.close)
+        self.assertEqual(c.hello("root").code, 0)
+
+    # ---- floods ----
+
+    def test_stalled_and_flooding_connections_are_bounded(self):
+        pid = self.daemon.proc.pid
+        base_threads = threads_of(pid)
+        stalled = []
+        refused = 0
+        for _ in range(300):
+            try:
+                c = LocalConnection(self.local)
+            except OSError:
+                refused += 1
+                continue
+            stalled.append(c)
+        self.addCleanup(lambda: [c.close() for c in stalled])
+        time.sleep(0.3)
+        # max_connections_per_uid = 8 (root is one uid, the victim is gRPC).
+        self.assertLessEqual(threads_of(pid), base_threads + 8 + 4)
+        answered = []
+        for c in stalled[8:]:
+            r = c.response()
+            if r is not None:
+                answered.append(r.code)
+        self.assertTrue(answered, "refused connections are told why")
+        self.assertTrue(all(code == 8 for code in answered), answered)
+        # Stalled before hello: closed after hello_timeout_ms (1 s).
+        for c in stalled[:8]:
+            self.assertTrue(c.closed_by_daemon(5.0), "a silent connection was kept")
+        # A byte now and then does not keep a connection alive either.
+        slow = LocalConnection(self.local)
+        self.addCleanup(slow.close)
+        started = time.monotonic()
+        try:
+            for _ in range(40):
+                slow.send_raw(b"\x01")
+                time.sleep(0.1)
+        except OSError:
+            pass
+        self.assertTrue(slow.closed_by_daemon(5.0))
+        self.assertLess(time.monotonic() - started, 5.0)
+        # A huge frame before hello: closed at once, nothing allocated.
+        big = LocalConnection(self.local)
+        self.addCleanup(big.close)
+        big.send_raw(struct.pack("<I", 1 << 20) + b"\x00" * 100)
+        self.assertTrue(big.closed_by_daemon(2.0))
+        # Service went on: the victim copies, a new local client attaches.
+        a = self.victim.allocate("sys0", 8192)
+        i = self.victim.register_instance(a, [1024], [("v", 4)], "F,x")
+        j = self.victim.register_instance(a, [1024], [("v", 4)], "F,x", offset=4096)
+        self.victim.copy(i, j)
+        wait_until(lambda: threads_of(pid) <= base_threads + 4, "the stalled threads to end")
+        fresh = LocalConnection(self.local)
+        self.addCleanup(fresh.close)
+        self.assertEqual(fresh.hello("fresh").code, 0)
+        # Nothing was logged verbatim or without bound.
+        self.assertLess(max(len(l) for l in self.daemon.log_text(tail=1 << 20).splitlines()), 4096)
+
+    def test_attach_flood_leaves_others_served(self):
+        floods = []
+        codes = []
+        for i in range(40):
+            try:
+                floods.append(self.client(f"flood{i}", connect_timeout=5))
+            except IsometryError as e:
+                codes.append(e.code)
+        # The victim's session is one of the 12 gRPC sessions.
+        self.assertEqual(len(floods), 11)
+        self.assertTrue(codes and all(c == "RESOURCE_EXHAUSTED" for c in codes), codes)
+        # Local-socket clients are not denied by a gRPC flood.
+        c = LocalConnection(self.local)
+        self.addCleanup(c.close)
+        self.assertEqual(c.hello("local").code, 0)
+        # The victim is still served.
+        a = self.victim.allocate("sys0", 4096)
+        self.victim.write(a, 0, b"ok")
+        self.assertEqual(self.victim.read(a, 0, 2), b"ok")
+
+    def test_per_session_bounds(self):
+        evil = self.client("hog")
+        allocs = [evil.allocate("sys0", 4096) for _ in range(8)]
+        msg = self.assertFails("RESOURCE_EXHAUSTED", evil.allocate, "sys0", 4096)
+        self.assertIn("max_allocations_per_session", msg)
+        for _ in range(16):
+            evil.register_instance(allocs[0], [16], [("v", 4)], "F,x")
+        msg = self.assertFails("RESOURCE_EXHAUSTED", evil.register_instance, allocs[0], [16],
+                               [("v", 4)], "F,x")
+        self.assertIn("max_instances_per_session", msg)
+        # Transfers in flight: four slow copies, the fifth refused.
+        hog = self.client("hog2")
+        src = hog.register_instance(hog.allocate("sys0", 16 << 20), [2 << 20], [("v", 8)], "F,x")
+        dsts = [hog.register_instance(hog.allocate("sys0", 16 << 20), [2 << 20], [("v", 8)], "F,x")
+                for _ in range(4)]
+        ids = [hog.copy(src, d, wait=False) for d in dsts]
+        msg = self.assertFails("RESOURCE_EXHAUSTED", hog.copy, src, dsts[1], wait=False)
+        self.assertIn("max_transfers_per_session", msg)
+        # Others still copy.
+        a = self.victim.allocate("sys0", 8192)
+        i = self.victim.register_instance(a, [1024], [("v", 4)], "F,x")
+        j = self.victim.register_instance(a, [1024], [("v", 4)], "F,x", offset=4096)
+        self.victim.copy(i, j, timeout=30)
+        for t in ids:
+            hog.cancel(t)
+
+    def test_many_distinct_programs_keep_memory_bounded(self):
+        pid = self.daemon.proc.pid
+        n = 20
+        a = self.victim.allocate("sys0", n ** 4 * 8)
+        b = self.victim.allocate("sys0", 21 ** 4 * 8)  # whole 3-point blocks
+        src = self.victim.register_instance(a, [n] * 4, [("u", 4), ("v", 4)], "F,x,y,z,w")
+        dst = self.victim.register_instance(
+            b, [n] * 4, [("u", 4), ("v", 4)],
+            "x_in=3,y_in=3,z_in=3,w_in=3,F,x_out,y_out,z_out,w_out")
+
+        def distinct(k):
+            lo = [1 + k % 5, 1 + (k // 5) % 5, 1 + (k // 25) % 5, 1]
+            return [(lo[d], n - 1 - (k % 3)) for d in range(4)]
+
+        for k in range(20):
+            self.victim.copy(src, dst, box=distinct(k))
+        before = rss_of(pid)
+        for k in range(20, 400):
+            self.victim.copy(src, dst, box=distinct(k))
+        grown = rss_of(pid) - before
+        self.assertLess(grown, 48 << 20, f"the daemon grew by {grown >> 20} MiB")
+        st = self.victim.status()
+        self.assertGreaterEqual(st.program_cache_misses, 100)
+        self.assertLessEqual(st.program_cache_bytes, 1 << 20)  # runtime.program_cache_bytes
+        self.assertGreater(st.program_cache_bytes, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
