@@ -85,10 +85,22 @@ struct Client::Impl {
   Result<v1::LocalResponse> Call(v1::LocalRequest req, std::vector<int>* fds) {
     std::lock_guard lock(control_mu);
     req.set_tag(next_tag++);
-    ISO_RETURN_IF_ERROR(wire::SendFrame(socket, req));
+    // A connection the daemon refused (too many of this uid's, see README,
+    // Security model) has its reason waiting to be read, tag 0, even when
+    // the send already failed because the daemon closed it.
+    const Status sent = wire::SendFrame(socket, req);
     v1::LocalResponse resp;
     std::vector<int> got;
-    ISO_RETURN_IF_ERROR(wire::RecvFrame(socket, &resp, &got));
+    const Status received = wire::RecvFrame(socket, &resp, &got);
+    if (!received.ok()) return sent.ok() ? received : sent;
+    if (resp.tag() == 0 && resp.code() != 0) {
+      CloseAll(got);
+      return FromCode(resp.code(), "isometryd refused the connection: " + resp.message());
+    }
+    if (!sent.ok()) {
+      CloseAll(got);
+      return sent;
+    }
     if (resp.tag() != req.tag()) {
       CloseAll(got);
       return Internal("response tag ", resp.tag(), " does not match request ", req.tag());

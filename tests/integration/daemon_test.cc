@@ -109,6 +109,31 @@ TEST_CASE("a published allocation is a client-to-client path; others cannot touc
   CHECK(d.Stop() == 0);
 }
 
+TEST_CASE("a C++ client over its uid's connection bound hears why, and others are served") {
+  // The test's uid may hold two local connections; the third is refused
+  // with the reason, not a broken pipe or a tag mismatch.
+  Daemon d(std::string("max_connections_per_uid = 2\n") + kOneMemory);
+  auto a = Connect(d, "first");
+  auto b = Connect(d, "second");
+  auto refused = Client::Connect({.local_socket = d.local_socket(), .name = "third"});
+  REQUIRE(!refused.ok());
+  CHECK(absl::IsResourceExhausted(refused.status()));
+  CHECK(refused.status().message().find("max_connections_per_uid") != std::string::npos);
+  // The two attached keep working; one leaving makes room.
+  const InstanceShape shape{Box::FromExtents({1024}), FieldSpace::Uniform(1, 4), Layout::Aos(1)};
+  Placed src = Place(*a, shape, 1), dst = Place(*a, shape, 2);
+  REQUIRE(a->Copy(src.inst, dst.inst).status.ok());
+  b.reset();
+  std::unique_ptr<Client> c;
+  for (int i = 0; i < 300 && !c; ++i) {
+    auto next = Client::Connect({.local_socket = d.local_socket(), .name = "third"});
+    if (next.ok()) c = *std::move(next);
+    else std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(c != nullptr);
+  CHECK(d.Stop() == 0);
+}
+
 TEST_CASE("16 concurrent client processes x 64 transfers, all verified") {
   Daemon d(kOneMemory);
   std::vector<pid_t> children;
