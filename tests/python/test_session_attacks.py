@@ -521,7 +521,12 @@ print(json.dumps({{"codes": codes}}))
         for k in range(20, 400):
             self.victim.copy(src, dst, box=distinct(k))
         grown = rss_of(pid) - before
-        self.assertLess(grown, 48 << 20, f"the daemon grew by {grown >> 20} MiB")
+        # Under AddressSanitizer freed memory sits in its quarantine (up to
+        # 256 MiB): RSS says nothing there; the cache's own count still does.
+        with open(f"/proc/{pid}/maps") as f:
+            sanitized = "libasan" in f.read()
+        if not sanitized:
+            self.assertLess(grown, 48 << 20, f"the daemon grew by {grown >> 20} MiB")
         st = self.victim.status()
         self.assertGreaterEqual(st.program_cache_misses, 100)
         self.assertLessEqual(st.program_cache_bytes, 1 << 20)  # runtime.program_cache_bytes
