@@ -12,6 +12,7 @@
 
 #include "channels/channel_factory.h"
 #include "channels/host_pages.h"
+#include "core/checked.h"
 #include "daemon/node/shared_memory.h"
 #include "daemon/runtime/disk_endpoint.h"
 
@@ -97,6 +98,14 @@ std::string NewSessionId() {
   std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(rng()),
                 static_cast<unsigned long long>(rng()));
   return buf;
+}
+
+// An instance's storage [offset, offset + bytes) must not wrap 2^64
+// (a wrapped end would pass every later "fits" check).
+Status CheckInstanceEnd(uint64_t offset, uint64_t bytes) {
+  if (CheckedAdd(offset, bytes)) return OkStatus();
+  return InvalidArgument("instance: offset ", offset, " + ", bytes,
+                         " bytes of storage wraps past 2^64");
 }
 
 std::string StateName(const TransferRecord& r) {
@@ -368,6 +377,7 @@ Runtime& Node::runtime() { return *impl_->runtime; }
 
 Result<CrossEnd> Node::ResolveForPeer(const InstanceSpec& spec) const {
   ISO_RETURN_IF_ERROR(spec.shape.Validate("instance"));
+  ISO_RETURN_IF_ERROR(CheckInstanceEnd(spec.offset, spec.shape.total_bytes()));
   CrossEnd end;
   if (!spec.file.empty()) {
     ISO_ASSIGN_OR_RETURN(MemoryId m, impl_->runtime->FindMemory(spec.memory));
@@ -604,6 +614,7 @@ Result<std::pair<uint64_t, uint64_t>> Node::RegisterInstance(const std::string& 
                                                              const InstanceSpec& spec) {
   ISO_RETURN_IF_ERROR(spec.shape.Validate("instance"));
   const uint64_t total = spec.shape.total_bytes();
+  ISO_RETURN_IF_ERROR(CheckInstanceEnd(spec.offset, total));
   std::lock_guard lock(impl_->mu);
   ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
   const NodeMemory where = SplitNodeMemory(spec.memory, impl_->config.cluster.node_name);
@@ -675,7 +686,8 @@ Result<uint64_t> Node::Copy(const std::string& session, const CopySpec& spec,
   {
     std::lock_guard lock(impl_->mu);
     if (impl_->draining) return Unavailable("isometryd is shutting down; no new copies");
-    ISO_RETURN_IF_ERROR(impl_->CheckSession(session));
+    ISO_ASSIGN_OR_RETURN(Session * owner, impl_->FindSession(session));
+    req.disk_owner = StrCat("uid ", owner->creds.uid);  // memory.quota_bytes is per uid
     const Instance* ends[2] = {nullptr, nullptr};
     const uint64_t ids[2] = {spec.src_instance, spec.dst_instance};
     for (int i = 0; i < 2; ++i) {
