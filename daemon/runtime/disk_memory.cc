@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/checked.h"
+#include "daemon/runtime/beneath.h"
 
 namespace isometry {
 
@@ -51,7 +52,14 @@ Result<std::shared_ptr<DiskMemory>> DiskMemory::Open(const MemoryConfig& config)
     return FailedPrecondition("DSK memory '", config.name, "': directory '", config.directory,
                               "': ", std::strerror(err));
   }
+  // The first resolution probes for openat2 (and logs a fallback).
+  (void)OpenBeneath(dir.get(), ".", O_PATH | O_DIRECTORY, config.directory);
   return std::shared_ptr<DiskMemory>(new DiskMemory(config, std::move(dir)));
+}
+
+const char* DiskMemory::Resolution() {
+  return HaveOpenat2() ? "openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)"
+                       : "a walk of one component at a time (O_NOFOLLOW; no openat2)";
 }
 
 namespace {

@@ -58,6 +58,9 @@ class DiskMemory : public std::enable_shared_from_this<DiskMemory> {
  public:
   // Opens the directory (it must exist and be a directory).
   static Result<std::shared_ptr<DiskMemory>> Open(const MemoryConfig& config);
+  // How names are resolved on this kernel, for the start-up log:
+  // "openat2" or the fallback walk (daemon/runtime/beneath.h).
+  static const char* Resolution();
 
   const std::string& name() const { return name_; }
   const std::string& directory() const { return directory_; }

@@ -833,6 +833,10 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config, Ch
     impl->disks.emplace_back();
     if (m.kind == MemoryKind::kDsk) {
       ISO_ASSIGN_OR_RETURN(impl->disks.back(), DiskMemory::Open(m));
+      spdlog::info("memory '{}': DSK directory {} opened; names resolved beneath it with {}, no "
+                   "links; files up to {} bytes, {} bytes being written at once per uid{}",
+                   m.name, m.directory, DiskMemory::Resolution(), m.max_file_bytes, m.quota_bytes,
+                   m.allow_hard_links ? "; files with several hard links allowed" : "");
     }
     impl->topo.memories.push_back({id, m.kind, m.name});
     impl->pools.emplace_back(id, m.staging_bytes);
