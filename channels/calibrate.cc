@@ -10,10 +10,11 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <random>
 
 #include "channels/disk/disk_channel.h"
 #include "channels/host_pages.h"
+#include "core/random.h"
+#include "core/unique_fd.h"
 
 namespace isometry {
 
@@ -163,13 +164,23 @@ Result<std::vector<RateSample>> MeasureDiskChannel(Channel& channel, const std::
   }
   const bool write = kind == ChannelKind::kDiskWrite;
   const std::vector<uint64_t> sizes = CalibrationSizes(channel.caps());
-  std::mt19937_64 rng(std::random_device{}());
-  const std::string path =
-      StrCat(directory, "/.isometry-calibration-", ::getpid(), "-", rng() % 1000000000);
-  ISO_ASSIGN_OR_RETURN(DiskFile file, DiskFile::Open(path, DiskFile::Mode::kUpdate));
-  // Unlinked at once: the open fds keep it, nothing is left behind even if
-  // the daemon dies mid-measurement.
-  ::unlink(path.c_str());
+  // An unnamed file (O_TMPFILE): nothing to plant a link at, nothing left
+  // behind even if the daemon dies mid-measurement. The name is for
+  // messages only. File systems without O_TMPFILE get a fresh file of an
+  // unpredictable name (O_EXCL | O_NOFOLLOW), unlinked at once.
+  const std::string path = StrCat(directory, "/.isometry-calibration-", RandomHex(8));
+  UniqueFd scratch(::open(directory.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+  const bool named = !scratch.valid() && (errno == EOPNOTSUPP || errno == EISDIR);
+  if (named) scratch.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!scratch.valid()) {
+    const int err = errno;
+    return Status(absl::ErrnoToStatusCode(err),
+                  StrCat("calibration: scratch file ", path, ": ", std::strerror(err)));
+  }
+  if (named) ::unlink(path.c_str());
+  ISO_ASSIGN_OR_RETURN(DiskFile file, DiskFile::Open(StrCat("/proc/self/fd/", scratch.get()),
+                                                     DiskFile::Mode::kUpdate, path));
+  scratch.reset();
   // Sized first: ext4 serializes O_DIRECT writes that extend a file.
   if (::ftruncate(file.fd(), static_cast<off_t>(kDiskArea)) != 0) {
     return Internal("calibration: sizing ", path, ": ", std::strerror(errno));

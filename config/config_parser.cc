@@ -303,7 +303,8 @@ Result<PeerConfig> ReadPeer(const Reader& r, const toml::table& t) {
 Result<MemoryConfig> ReadMemory(const Reader& r, const toml::table& t) {
   ISO_RETURN_IF_ERROR(
       r.OnlyKeys(t, "memory.",
-                 {"name", "kind", "staging", "pool", "client_quota", "hugetlb", "directory"}));
+                 {"name", "kind", "staging", "pool", "client_quota", "hugetlb", "directory",
+                  "max_file_bytes", "quota_bytes", "allow_hard_links"}));
   MemoryConfig m;
   const toml::node* name = t.get("name");
   if (!name) return r.Error(t, "memory.name", "is required");
@@ -329,6 +330,24 @@ Result<MemoryConfig> ReadMemory(const Reader& r, const toml::table& t) {
   }
   if (const toml::node* n = t.get("hugetlb")) {
     ISO_ASSIGN_OR_RETURN(m.hugetlb, r.Bool(*n, "memory.hugetlb"));
+  }
+  // DSK bounds (daemon/runtime/disk_memory.h); meaningless elsewhere.
+  for (const char* key : {"max_file_bytes", "quota_bytes", "allow_hard_links"}) {
+    const toml::node* n = t.get(key);
+    if (n && m.kind != MemoryKind::kDsk) {
+      return r.Error(*n, StrCat("memory.", key), "applies to DSK memories only");
+    }
+  }
+  if (const toml::node* n = t.get("max_file_bytes")) {
+    ISO_ASSIGN_OR_RETURN(m.max_file_bytes, r.Size(*n, "memory.max_file_bytes"));
+    if (m.max_file_bytes == 0) return r.Error(*n, "memory.max_file_bytes", "must be above 0");
+  }
+  if (const toml::node* n = t.get("quota_bytes")) {
+    ISO_ASSIGN_OR_RETURN(m.quota_bytes, r.Size(*n, "memory.quota_bytes"));
+    if (m.quota_bytes == 0) return r.Error(*n, "memory.quota_bytes", "must be above 0");
+  }
+  if (const toml::node* n = t.get("allow_hard_links")) {
+    ISO_ASSIGN_OR_RETURN(m.allow_hard_links, r.Bool(*n, "memory.allow_hard_links"));
   }
   return m;
 }

@@ -35,6 +35,14 @@ Status RuntimeConfig::Validate() const {
       if (m.pool_bytes) {
         return InvalidArgument("config: DSK memory '", m.name, "' cannot have a client pool");
       }
+      // Past 2^63 - 1 no file offset can address it.
+      if (m.max_file_bytes == 0 || m.max_file_bytes > (uint64_t{1} << 63) - 1) {
+        return InvalidArgument("config: DSK memory '", m.name, "' has max_file_bytes ",
+                               m.max_file_bytes, "; it must be between 1 and 2^63 - 1");
+      }
+      if (m.quota_bytes == 0) {
+        return InvalidArgument("config: DSK memory '", m.name, "' has quota_bytes 0");
+      }
     } else if (!IsHostMemory(m.kind)) {
       return InvalidArgument("config: memory '", m.name, "' has kind ", MemoryKindName(m.kind),
                              "; this build serves SYS, REG, ZCM and DSK memories");

@@ -32,6 +32,13 @@ struct MemoryConfig {
   bool hugetlb = false;
   // DSK memories: the directory whose files are its instances.
   std::string directory;
+  // DSK memories (daemon/runtime/disk_memory.h): the largest file a write
+  // may produce; per client uid, the total size of the files its copies
+  // are writing here at once; whether files with several hard links may be
+  // read or replaced.
+  uint64_t max_file_bytes = 64ull << 30;
+  uint64_t quota_bytes = 256ull << 30;
+  bool allow_hard_links = false;
 };
 
 struct ChannelConfig {

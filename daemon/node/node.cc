@@ -13,6 +13,7 @@
 
 #include "channels/channel_factory.h"
 #include "channels/host_pages.h"
+#include "core/checked.h"
 #include "core/log_escape.h"
 #include "core/random.h"
 #include "core/strings.h"
@@ -111,6 +112,14 @@ bool SameToken(const std::string& a, const std::string& b) {
 SessionOwner OwnerOf(const Session& s) {
   return SessionOwner{s.id, s.name, s.creds.known() ? static_cast<int64_t>(s.creds.uid) : -1,
                       s.creds.pid};
+}
+
+// An instance's storage [offset, offset + bytes) must not wrap 2^64
+// (a wrapped end would pass every later "fits" check).
+Status CheckInstanceEnd(uint64_t offset, uint64_t bytes) {
+  if (CheckedAdd(offset, bytes)) return OkStatus();
+  return InvalidArgument("instance: offset ", offset, " + ", bytes,
+                         " bytes of storage wraps past 2^64");
 }
 
 std::string StateName(const TransferRecord& r) {
@@ -398,6 +407,7 @@ Runtime& Node::runtime() { return *impl_->runtime; }
 
 Result<CrossEnd> Node::ResolveForPeer(const InstanceSpec& spec) const {
   ISO_RETURN_IF_ERROR(spec.shape.Validate("instance"));
+  ISO_RETURN_IF_ERROR(CheckInstanceEnd(spec.offset, spec.shape.total_bytes()));
   CrossEnd end;
   if (!spec.file.empty()) {
     ISO_ASSIGN_OR_RETURN(MemoryId m, impl_->runtime->FindMemory(spec.memory));
@@ -677,6 +687,7 @@ Result<std::pair<uint64_t, uint64_t>> Node::RegisterInstance(const std::string& 
                                                              const InstanceSpec& spec) {
   ISO_RETURN_IF_ERROR(spec.shape.Validate("instance"));
   const uint64_t total = spec.shape.total_bytes();
+  ISO_RETURN_IF_ERROR(CheckInstanceEnd(spec.offset, total));
   std::lock_guard lock(impl_->mu);
   ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
   const uint32_t max_instances = impl_->config.daemon.max_instances_per_session;
@@ -763,6 +774,9 @@ Result<uint64_t> Node::Copy(const std::string& session, const CopySpec& spec,
     }
     session_id = s->id;
     record->owner = OwnerOf(*s);
+    // memory.quota_bytes is per uid; where gRPC hides the uid, per session
+    // (one gRPC user cannot use up another's).
+    req.disk_owner = s->creds.known() ? StrCat("uid ", s->creds.uid) : StrCat("session ", s->id);
     const Instance* ends[2] = {nullptr, nullptr};
     const uint64_t ids[2] = {spec.src_instance, spec.dst_instance};
     for (int i = 0; i < 2; ++i) {

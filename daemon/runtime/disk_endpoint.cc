@@ -1,11 +1,9 @@
 #include "daemon/runtime/disk_endpoint.h"
 
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,7 +11,9 @@
 #include <cstring>
 #include <limits>
 
+#include "core/checked.h"
 #include "core/random.h"
+#include "daemon/runtime/beneath.h"
 #include "core/unique_fd.h"
 
 namespace isometry {
@@ -22,16 +22,6 @@ namespace {
 
 Status Errno(const std::string& what, int err) {
   return Status(absl::ErrnoToStatusCode(err), StrCat(what, ": ", std::strerror(err)));
-}
-
-// openat2 confined to `dir_fd`: the kernel refuses escapes through `..` or
-// symbolic links (RESOLVE_BENEATH).
-int OpenBeneath(int dir_fd, const std::string& rel, uint64_t flags, uint64_t mode) {
-  open_how how{};
-  how.flags = flags | O_CLOEXEC;
-  how.mode = mode;
-  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-  return static_cast<int>(syscall(SYS_openat2, dir_fd, rel.c_str(), &how, sizeof how));
 }
 
 std::string Dirname(const std::string& rel) {
@@ -49,6 +39,23 @@ Result<DiskFile> Reopen(int path_fd, const std::string& shown, DiskFile::Mode mo
   auto f = DiskFile::Open("/proc/self/fd/" + std::to_string(path_fd), mode, shown);
   if (!f.ok()) return Status(f.status().code(), StrCat(shown, ": ", f.status().message()));
   return f;
+}
+
+// Refuses what DSK endpoints never open: non-regular files and (unless
+// the memory allows them) files with more than one hard link, which may
+// be links to files outside the directory.
+Status CheckFile(const struct stat& st, const DiskMemory& memory, const std::string& shown) {
+  if (S_ISLNK(st.st_mode)) {
+    return absl::PermissionDeniedError(
+        StrCat(shown, " is a symbolic link; DSK writes replace files, not links"));
+  }
+  if (!S_ISREG(st.st_mode)) return InvalidArgument(shown, " is not a regular file");
+  if (st.st_nlink > 1 && !memory.allow_hard_links()) {
+    return absl::PermissionDeniedError(
+        StrCat(shown, " has ", st.st_nlink, " hard links; DSK memory '", memory.name(),
+               "' refuses files with more than one (memory.allow_hard_links)"));
+  }
+  return OkStatus();
 }
 
 }  // namespace
@@ -71,34 +78,27 @@ Status CheckRelativePath(const std::string& relative) {
   return OkStatus();
 }
 
-Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenForRead(const std::string& directory,
+Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenForRead(std::shared_ptr<DiskMemory> memory,
                                                                 const std::string& relative,
                                                                 uint64_t offset, uint64_t bytes) {
   ISO_RETURN_IF_ERROR(CheckRelativePath(relative));
-  const std::string shown = directory + "/" + relative;
-  const int dir = ::open(directory.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return Errno("DSK directory " + directory, errno);
-  const int path_fd = OpenBeneath(dir, relative, O_PATH, 0);
-  const int err = errno;
-  ::close(dir);
-  if (path_fd < 0) {
-    return err == EXDEV ? absl::PermissionDeniedError(StrCat(shown, " leaves the memory's directory"))
-                        : Errno(shown, err);
+  const std::string shown = memory->directory() + "/" + relative;
+  const std::optional<uint64_t> end = CheckedAdd(offset, bytes);
+  if (!end) {
+    return InvalidArgument(shown, ": offset ", offset, " + ", bytes, " bytes wraps past 2^64");
   }
+  // O_PATH first: opening a FIFO or device someone planted could block or
+  // have effects; only a regular file is reopened for reading.
+  ISO_ASSIGN_OR_RETURN(UniqueFd path_fd, OpenBeneath(memory->dir_fd(), relative, O_PATH, shown));
   struct stat st{};
-  if (fstat(path_fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(path_fd);
-    return InvalidArgument(shown, " is not a regular file");
-  }
-  if (static_cast<uint64_t>(st.st_size) < offset + bytes) {
-    ::close(path_fd);
+  if (fstat(path_fd.get(), &st) != 0) return Errno(shown, errno);
+  ISO_RETURN_IF_ERROR(CheckFile(st, *memory, shown));
+  if (static_cast<uint64_t>(st.st_size) < *end) {
     return OutOfRange(shown, " holds ", st.st_size, " bytes; the instance needs ", bytes,
                       " bytes at offset ", offset);
   }
-  auto file = Reopen(path_fd, shown, DiskFile::Mode::kRead);
-  ::close(path_fd);
-  if (!file.ok()) return file.status();
-  return std::unique_ptr<DiskEndpoint>(new DiskEndpoint(*std::move(file), shown, -1, ""));
+  ISO_ASSIGN_OR_RETURN(DiskFile file, Reopen(path_fd.get(), shown, DiskFile::Mode::kRead));
+  return std::unique_ptr<DiskEndpoint>(new DiskEndpoint(std::move(file), shown));
 }
 
 namespace {
@@ -124,89 +124,106 @@ Status CopyContent(int from, int to, uint64_t size, const std::string& shown) {
 
 }  // namespace
 
-Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenForWrite(const std::string& directory,
+Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenForWrite(std::shared_ptr<DiskMemory> memory,
                                                                  const std::string& relative,
                                                                  uint64_t offset, uint64_t bytes,
-                                                                 bool covers_instance) {
+                                                                 bool covers_instance,
+                                                                 const std::string& owner) {
   ISO_RETURN_IF_ERROR(CheckRelativePath(relative));
-  const std::string shown = directory + "/" + relative;
+  const std::string shown = memory->directory() + "/" + relative;
   const std::string base = Basename(relative);
   if (base.empty() || base == ".") return InvalidArgument("DSK instance: '", relative, "' names a directory");
-  if (offset > std::numeric_limits<uint64_t>::max() - bytes ||
-      offset + bytes > static_cast<uint64_t>(std::numeric_limits<off_t>::max())) {
-    return InvalidArgument(shown, ": offset ", offset, " + ", bytes, " bytes is past the largest file size");
+  // Bounds first: nothing is opened or created for a write refused here.
+  const std::optional<uint64_t> end = CheckedAdd(offset, bytes);
+  if (!end) {
+    return InvalidArgument(shown, ": offset ", offset, " + ", bytes, " bytes wraps past 2^64");
   }
-  const uint64_t end = offset + bytes;
-  UniqueFd top(::open(directory.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (top.get() < 0) return Errno("DSK directory " + directory, errno);
+  if (*end > memory->max_file_bytes()) {
+    return OutOfRange(shown, ": an instance of ", bytes, " bytes at offset ", offset,
+                      " ends at byte ", *end, ", past max_file_bytes of DSK memory '",
+                      memory->name(), "' (", memory->max_file_bytes(), ")");
+  }
   const std::string parent = Dirname(relative);
-  UniqueFd dir(OpenBeneath(top.get(), parent, O_DIRECTORY | O_RDONLY, 0));
-  if (dir.get() < 0) {
-    const int err = errno;
-    return err == EXDEV ? absl::PermissionDeniedError(StrCat(shown, " leaves the memory's directory"))
-                        : Errno(directory + "/" + parent, err);
-  }
+  ISO_ASSIGN_OR_RETURN(UniqueFd dir, OpenBeneath(memory->dir_fd(), parent, O_DIRECTORY | O_RDONLY,
+                                                 memory->directory() + "/" + parent));
   // The target as it is now, without following a link in its last name
   // and without opening anything but a regular file (O_PATH first: opening
-  // a device or FIFO someone planted could have effects).
+  // a device or FIFO someone planted could have effects). One component
+  // relative to the directory's fd: nothing to resolve but the name.
   UniqueFd old(::openat(dir.get(), base.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
   uint64_t old_size = 0;
-  if (old.get() < 0) {
+  if (!old.valid()) {
     if (errno != ENOENT) return Errno(shown, errno);
   } else {
     struct stat st{};
     if (fstat(old.get(), &st) != 0) return Errno(shown, errno);
-    if (S_ISLNK(st.st_mode)) {
-      return absl::PermissionDeniedError(
-          StrCat(shown, " is a symbolic link; DSK writes replace files, not links"));
-    }
-    if (!S_ISREG(st.st_mode)) return InvalidArgument(shown, " is not a regular file");
+    ISO_RETURN_IF_ERROR(CheckFile(st, *memory, shown));
     old_size = static_cast<uint64_t>(st.st_size);
   }
-  const bool keep_old = old.get() >= 0 && !(covers_instance && offset == 0 && old_size <= end);
+  const uint64_t size = std::max(old_size, *end);
+  if (size > memory->max_file_bytes()) {
+    return OutOfRange(shown, " holds ", old_size, " bytes, past max_file_bytes of DSK memory '",
+                      memory->name(), "' (", memory->max_file_bytes(), "); it cannot be rewritten");
+  }
+  ISO_ASSIGN_OR_RETURN(DiskCharge charge, memory->Charge(owner, size));
+  const bool keep_old = old.valid() && !(covers_instance && offset == 0 && old_size <= *end);
 
   UniqueFd fd(::openat(dir.get(), ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0644));
-  if (fd.get() < 0) {
+  if (!fd.valid()) {
     return Errno(StrCat(shown, ": an unnamed temporary file (O_TMPFILE) in its directory"), errno);
   }
   if (keep_old) {
     UniqueFd content(::open(StrCat("/proc/self/fd/", old.get()).c_str(), O_RDONLY | O_CLOEXEC));
-    if (content.get() < 0) return Errno(shown, errno);
+    if (!content.valid()) return Errno(shown, errno);
     ISO_RETURN_IF_ERROR(CopyContent(content.get(), fd.get(), old_size, shown));
   }
-  if (ftruncate(fd.get(), static_cast<off_t>(std::max(old_size, end))) != 0) {
-    return Errno(shown, errno);
-  }
+  if (ftruncate(fd.get(), static_cast<off_t>(size)) != 0) return Errno(shown, errno);
   ISO_ASSIGN_OR_RETURN(DiskFile file, Reopen(fd.get(), shown, DiskFile::Mode::kUpdate));
-  return std::unique_ptr<DiskEndpoint>(
-      new DiskEndpoint(std::move(file), shown, dir.release(), base));
+  std::unique_ptr<DiskEndpoint> e(new DiskEndpoint(std::move(file), shown));
+  e->memory_ = std::move(memory);
+  e->parent_ = parent;
+  e->dir_ = std::move(dir);
+  e->name_ = base;
+  e->charge_ = std::move(charge);
+  return e;
 }
 
 Status DiskEndpoint::Commit(bool durable) {
   if (name_.empty()) return OkStatus();
   if (durable) ISO_RETURN_IF_ERROR(SyncFile(file_.Ref(0)));
+  // The directory must still be the one beneath the memory's: one moved
+  // out (or swapped for a link) while the copy ran gets nothing.
+  // (A narrow race stays: a directory moved between this check and the
+  // rename below still gets the file; see SECURITY_NOTES.md.)
+  Result<UniqueFd> now = OpenBeneath(memory_->dir_fd(), parent_, O_PATH | O_DIRECTORY,
+                                     memory_->directory() + "/" + parent_);
+  struct stat was{}, is{};
+  if (!now.ok() || fstat(dir_.get(), &was) != 0 || fstat(now->get(), &is) != 0 ||
+      was.st_dev != is.st_dev || was.st_ino != is.st_ino) {
+    return absl::AbortedError(StrCat("the directory of ", target_,
+                                     " was moved or replaced during the copy; nothing was written",
+                                     now.ok() ? "" : StrCat(" (", now.status().message(), ")")));
+  }
   // Give the unnamed file a name nobody can predict, then move it over the
   // target: rename is atomic, linkat cannot replace.
   const std::string proc = StrCat("/proc/self/fd/", file_.fd());
   std::string temp;
   for (int attempt = 0;; ++attempt) {
     temp = RandomName(name_);
-    if (::linkat(AT_FDCWD, proc.c_str(), dir_fd_, temp.c_str(), AT_SYMLINK_FOLLOW) == 0) break;
+    if (::linkat(AT_FDCWD, proc.c_str(), dir_.get(), temp.c_str(), AT_SYMLINK_FOLLOW) == 0) break;
     if (errno != EEXIST || attempt == 3) return Errno("naming the new content of " + target_, errno);
   }
-  if (::renameat(dir_fd_, temp.c_str(), dir_fd_, name_.c_str()) != 0) {
+  if (::renameat(dir_.get(), temp.c_str(), dir_.get(), name_.c_str()) != 0) {
     const int err = errno;
-    ::unlinkat(dir_fd_, temp.c_str(), 0);
+    ::unlinkat(dir_.get(), temp.c_str(), 0);
     return Errno("rename to " + target_, err);
   }
   name_.clear();
-  if (durable && fsync(dir_fd_) != 0) return Errno("fsync of the directory of " + target_, errno);
+  charge_.Release();
+  if (durable && fsync(dir_.get()) != 0) return Errno("fsync of the directory of " + target_, errno);
   return OkStatus();
 }
 
-DiskEndpoint::~DiskEndpoint() {
-  // An uncommitted write is an unnamed file: closing it frees it.
-  if (dir_fd_ >= 0) ::close(dir_fd_);
-}
+DiskEndpoint::~DiskEndpoint() = default;
 
 }  // namespace isometry

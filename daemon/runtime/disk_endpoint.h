@@ -1,9 +1,14 @@
 // Files of a DSK memory as transfer endpoints.
 //
 // A DSK instance names a file by a path relative to the memory's
-// directory. Paths that could leave it are refused: absolute paths, `..`
-// components, and (checked by the kernel, openat2 RESOLVE_BENEATH) symbolic
-// links that point outside.
+// directory. Every step is relative to the directory's fd, opened once at
+// start (DiskMemory), through openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS
+// | RESOLVE_NO_MAGICLINKS) (daemon/runtime/beneath.h): absolute paths,
+// `..` and symbolic links anywhere in the name are refused, also links
+// that stay inside, so a directory swapped for a link mid-copy cannot
+// redirect a later step. Files that are not regular, and files with more
+// than one hard link (unless the memory's allow_hard_links), are refused
+// for reading and writing.
 //
 // Reads open the file as it is.
 //
@@ -14,11 +19,17 @@
 // of the target (FICLONE where the file system shares extents, else
 // copy_file_range), so every byte outside the destination's elements keeps
 // its old value. Commit() makes the data durable (fdatasync, unless the
-// copy opted out), links the file under an unpredictable name and renames
-// it over the target, then syncs the directory, all relative to the
-// directory's fd. A transfer that fails, is cancelled or dies with the
+// copy opted out), checks that the target's directory is still the one
+// found beneath the memory's directory (it fails if it was moved or
+// replaced meanwhile), links the file under an unpredictable name and
+// renames it over the target, then syncs the directory, all relative to
+// the directory's fd. A transfer that fails, is cancelled or dies with the
 // daemon leaves the target as it was (or absent) and no temporary file.
 // Targets that are symbolic links or not regular files are refused.
+// Bounds: the file a write produces (max(old size, offset + bytes)) is at
+// most the memory's max_file_bytes, and it is charged at that size to the
+// writer's quota_bytes until the write ends; both are checked before
+// anything is created.
 // Cost: a partial write first copies the whole target (on ext4 ~ the
 // disk's read+write rate; free on XFS/btrfs with reflinks).
 #pragma once
@@ -27,27 +38,31 @@
 #include <string>
 
 #include "channels/disk/disk_channel.h"
+#include "core/unique_fd.h"
+#include "daemon/runtime/disk_memory.h"
 #include "core/status.h"
 
 namespace isometry {
 
 class DiskEndpoint {
  public:
-  // Opens `relative` under `directory` for reading; the file must hold at
-  // least `offset + bytes` bytes.
-  static Result<std::unique_ptr<DiskEndpoint>> OpenForRead(const std::string& directory,
+  // Opens `relative` in `memory` for reading; the file must hold at least
+  // `offset + bytes` bytes.
+  static Result<std::unique_ptr<DiskEndpoint>> OpenForRead(std::shared_ptr<DiskMemory> memory,
                                                            const std::string& relative,
                                                            uint64_t offset, uint64_t bytes);
   // Prepares a write of the instance at `offset` (`bytes` of storage) of
-  // `relative` (its directory must exist). `covers_instance`: the copy
-  // writes every byte of the instance's storage; only then (with offset 0
-  // and no longer target) may the old content be dropped instead of
-  // copied. The file ends up max(old size, offset + bytes) long.
-  static Result<std::unique_ptr<DiskEndpoint>> OpenForWrite(const std::string& directory,
+  // `relative` (its directory must exist), charged to `owner`'s quota.
+  // `covers_instance`: the copy writes every byte of the instance's
+  // storage; only then (with offset 0 and no longer target) may the old
+  // content be dropped instead of copied. The file ends up
+  // max(old size, offset + bytes) long.
+  static Result<std::unique_ptr<DiskEndpoint>> OpenForWrite(std::shared_ptr<DiskMemory> memory,
                                                             const std::string& relative,
                                                             uint64_t offset, uint64_t bytes,
-                                                            bool covers_instance);
-  ~DiskEndpoint();  // removes an uncommitted temporary file
+                                                            bool covers_instance,
+                                                            const std::string& owner);
+  ~DiskEndpoint();  // an uncommitted temporary file is unnamed: closing frees it
 
   FileRef Ref(uint64_t offset) const { return file_.Ref(offset); }
   // Durable (when asked), then renamed over the target.
@@ -55,12 +70,15 @@ class DiskEndpoint {
   const std::string& path() const { return target_; }
 
  private:
-  DiskEndpoint(DiskFile file, std::string target, int dir_fd, std::string name)
-      : file_(std::move(file)), target_(std::move(target)), dir_fd_(dir_fd), name_(std::move(name)) {}
+  DiskEndpoint(DiskFile file, std::string target) : file_(std::move(file)), target_(std::move(target)) {}
   DiskFile file_;
   std::string target_;  // directory + "/" + relative, for messages
-  int dir_fd_ = -1;     // writes: the target's directory (linkat, renameat, fsync)
-  std::string name_;    // writes: the target's name in dir_fd_; empty once committed
+  // Writes only:
+  std::shared_ptr<DiskMemory> memory_;
+  std::string parent_;  // the target's directory, relative to the memory's
+  UniqueFd dir_;        // that directory (linkat, renameat, fsync)
+  std::string name_;    // the target's name in dir_; empty once committed
+  DiskCharge charge_;   // the file's bytes on the writer's quota
 };
 
 // Lexical checks of a relative path (no I/O): non-empty, relative, no `..`.

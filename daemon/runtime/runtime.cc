@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <filesystem>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -76,6 +75,7 @@ struct Runtime::Impl {
   std::shared_ptr<Planner> planner;
   std::mutex calibrate_mu;  // one calibration at a time
   std::vector<std::unique_ptr<Channel>> channels;  // constant after Create
+  std::vector<std::shared_ptr<DiskMemory>> disks;  // per memory (null: not DSK); constant after Create
   ProgramCache cache{4096};
 
   mutable std::mutex mu;
@@ -95,9 +95,7 @@ struct Runtime::Impl {
     const TopologyMemory* m = topo.FindMemory(id);
     return m && m->kind == MemoryKind::kDsk;
   }
-  const std::string& DirectoryOf(MemoryId id) const {
-    return config.memories[PoolIndex(id)].directory;
-  }
+  const std::shared_ptr<DiskMemory>& DiskOf(MemoryId id) const { return disks[PoolIndex(id)]; }
 
   bool IsLocal(MemoryId id) const { return id.node == config.node; }
 
@@ -415,7 +413,7 @@ struct Runtime::Impl {
     }
     if (src_disk) {
       ISO_ASSIGN_OR_RETURN(t->src_disk,
-                           DiskEndpoint::OpenForRead(DirectoryOf(req.src.memory), req.src.file,
+                           DiskEndpoint::OpenForRead(DiskOf(req.src.memory), req.src.file,
                                                      req.src.file_offset,
                                                      req.src.shape.total_bytes()));
     }
@@ -426,9 +424,9 @@ struct Runtime::Impl {
       const bool covers = box == d.bounds && d.bounds.volume() * d.fields.total_bytes() ==
                                                  d.total_bytes();
       ISO_ASSIGN_OR_RETURN(t->dst_disk,
-                           DiskEndpoint::OpenForWrite(DirectoryOf(req.dst.memory), req.dst.file,
+                           DiskEndpoint::OpenForWrite(DiskOf(req.dst.memory), req.dst.file,
                                                       req.dst.file_offset, d.total_bytes(),
-                                                      covers));
+                                                      covers, req.disk_owner));
     }
 
     const size_t hops = t->path.edges.size();
@@ -831,9 +829,15 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config, Ch
   for (size_t i = 0; i < config.memories.size(); ++i) {
     const MemoryConfig& m = config.memories[i];
     const MemoryId id{config.node, static_cast<uint32_t>(i)};
-    if (m.kind == MemoryKind::kDsk && !std::filesystem::is_directory(m.directory)) {
-      return FailedPrecondition("DSK memory '", m.name, "': directory '", m.directory,
-                                "' does not exist");
+    // A DSK directory is resolved once, here: every file step starts at
+    // this fd (daemon/runtime/disk_memory.h).
+    impl->disks.emplace_back();
+    if (m.kind == MemoryKind::kDsk) {
+      ISO_ASSIGN_OR_RETURN(impl->disks.back(), DiskMemory::Open(m));
+      spdlog::info("memory '{}': DSK directory {} opened; names resolved beneath it with {}, no "
+                   "links; files up to {} bytes, {} bytes being written at once per uid{}",
+                   m.name, m.directory, DiskMemory::Resolution(), m.max_file_bytes, m.quota_bytes,
+                   m.allow_hard_links ? "; files with several hard links allowed" : "");
     }
     impl->topo.memories.push_back({id, m.kind, m.name});
     impl->pools.emplace_back(id, m.staging_bytes);

@@ -97,6 +97,10 @@ struct CopyRequest {
   // A DSK destination is fdatasync'ed before it replaces its target; false
   // skips that (the rename still makes it all-or-nothing).
   bool durable = true;
+  // Who a DSK destination's bytes are charged to (memory.quota_bytes),
+  // e.g. "uid 1000"; "" = cross-node halves (and embedders of Runtime)
+  // share one account.
+  std::string disk_owner;
   // Set for one node's part of a cross-node copy; the end on the other
   // node (dst when sending, src when receiving) then only gives the shape.
   std::optional<RemotePart> remote;

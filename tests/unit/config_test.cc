@@ -197,3 +197,33 @@ address = "h:1"
   REQUIRE(!no_tcp.ok());
   CHECK_THAT(std::string(no_tcp.status().message()), Catch::Contains("daemon.grpc_tcp is empty"));
 }
+
+TEST_CASE("DSK memories take max_file_bytes, quota_bytes and allow_hard_links, and only they do") {
+  const std::string channels =
+      "[[channel]]\nname = \"r\"\nkind = \"disk_read\"\n[[channel]]\nname = \"w\"\nkind = \"disk_write\"\n"
+      "[[channel]]\nname = \"m\"\n";
+  const std::string host = "[[memory]]\nname = \"sys0\"\n";
+  auto parse = [&](const std::string& dsk_keys) {
+    return ParseConfig(host + "[[memory]]\nname = \"dsk0\"\nkind = \"DSK\"\ndirectory = \"/srv/d\"\n" +
+                           dsk_keys + channels,
+                       "k.toml");
+  };
+  auto defaults = parse("");
+  REQUIRE(defaults.ok());
+  const MemoryConfig& d = defaults->runtime.memories[1];
+  CHECK(d.max_file_bytes == 64ull << 30);
+  CHECK(d.quota_bytes == 256ull << 30);
+  CHECK_FALSE(d.allow_hard_links);
+  auto set = parse("max_file_bytes = \"1TiB\"\nquota_bytes = \"2GiB\"\nallow_hard_links = true\n");
+  REQUIRE(set.ok());
+  CHECK(set->runtime.memories[1].max_file_bytes == 1ull << 40);
+  CHECK(set->runtime.memories[1].quota_bytes == 2ull << 30);
+  CHECK(set->runtime.memories[1].allow_hard_links);
+  auto error = [](const Result<Config>& r) { return r.ok() ? std::string() : std::string(r.status().message()); };
+  CHECK_THAT(error(parse("max_file_bytes = 0\n")), Catch::Contains("k.toml:7: key 'memory.max_file_bytes'"));
+  CHECK_THAT(error(parse("quota_bytes = 0\n")), Catch::Contains("key 'memory.quota_bytes'"));
+  CHECK_THAT(error(parse("allow_hard_links = \"yes\"\n")), Catch::Contains("key 'memory.allow_hard_links'"));
+  CHECK_THAT(error(parse("max_file_bytes = \"9000000TiB\"\n")), Catch::Contains("max_file_bytes"));
+  auto on_host = ParseConfig("[[memory]]\nname = \"sys0\"\nquota_bytes = \"1GiB\"\n" + channels, "h.toml");
+  CHECK_THAT(error(on_host), Catch::Contains("h.toml:3: key 'memory.quota_bytes': applies to DSK memories only"));
+}
