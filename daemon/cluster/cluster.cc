@@ -872,13 +872,14 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
       // Anyone who reaches the TCP port can send hellos: their names are
       // escaped and their lines limited per address.
       static LogLimiter limiter(5, std::chrono::seconds(10));
-      if (const auto v = limiter.Allow(ctx->peer()); v.log) {
+      const std::string from = ctx->peer();  // "ipv4:10.0.0.9:51234": key by host
+      if (const auto v = limiter.Allow(std::string_view(from).substr(0, from.rfind(':'))); v.log) {
         if (v.suppressed) {
           spdlog::warn("suppressed {} similar peer hello lines from {}", v.suppressed,
-                       ForLog(ctx->peer()));
+                       ForLog(from));
         }
         spdlog::warn("peer hello from '{}' ({}) refused: {}", ForLog(req->node_name()),
-                     ForLog(ctx->peer()), ForLog(s.ToString(), 512));
+                     ForLog(from), ForLog(s.ToString(), 512));
       }
       return Reply(ctx, s);
     }
