@@ -35,7 +35,7 @@ Status ConfigKeyError(std::string_view key_path, const Args&... args) {
 std::optional<std::string> ConfigKeyOf(const Status& s);
 
 struct ConfigOrigin {
-  std::string source = "<config>";  // the file as named, or "<embedded default>"
+  std::string source = "<config>";   // the file as named, or "<embedded default>"
   std::map<std::string, int> lines;  // indexed key path -> line (1-based)
 
   // The line of `key_path`, or of its nearest written parent ("memory[1]"

@@ -364,7 +364,9 @@ void RecordLines(const toml::node& n, const std::string& path, std::map<std::str
       RecordLines(v, path.empty() ? std::string(k.str()) : StrCat(path, ".", k.str()), lines);
     }
   } else if (const toml::array* a = n.as_array()) {
-    for (size_t i = 0; i < a->size(); ++i) RecordLines(*a->get(i), StrCat(path, "[", i, "]"), lines);
+    for (size_t i = 0; i < a->size(); ++i) {
+      RecordLines(*a->get(i), StrCat(path, "[", i, "]"), lines);
+    }
   }
 }
 

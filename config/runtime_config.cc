@@ -17,8 +17,8 @@ Status RuntimeConfig::Validate() const {
                           slots_per_buffer, "; it must be between 1 and 64");
   }
   if (space_threshold < 4096) {
-    return ConfigKeyError("runtime.space_threshold", "runtime.space_threshold is ",
-                          space_threshold, " bytes; it must be at least 4096");
+    return ConfigKeyError("runtime.space_threshold", "runtime.space_threshold is ", space_threshold,
+                          " bytes; it must be at least 4096");
   }
   std::map<std::string, MemoryKind> kinds;
   for (size_t i = 0; i < memories.size(); ++i) {
@@ -37,8 +37,7 @@ Status RuntimeConfig::Validate() const {
         return ConfigKeyError(key + ".directory", "DSK memory '", m.name, "' needs a directory");
       }
       if (m.pool_bytes) {
-        return ConfigKeyError(key + ".pool", "DSK memory '", m.name,
-                              "' cannot have a client pool");
+        return ConfigKeyError(key + ".pool", "DSK memory '", m.name, "' cannot have a client pool");
       }
     } else if (!IsHostMemory(m.kind)) {
       return ConfigKeyError(key + ".kind", "memory '", m.name, "' has kind ",
@@ -78,12 +77,10 @@ Status RuntimeConfig::Validate() const {
     for (size_t e = 0; e < edges.size(); ++e) {
       const auto& [src, dst] = edges[e];
       // Written edges point at their line; default ones at the kind.
-      const std::string edge_key =
-          c.edges.empty() ? key + ".kind" : StrCat(key, ".edges[", e, "]");
+      const std::string edge_key = c.edges.empty() ? key + ".kind" : StrCat(key, ".edges[", e, "]");
       for (const std::string& m : {src, dst}) {
         if (!kinds.count(m)) {
-          return ConfigKeyError(edge_key, "channel '", c.name, "' names unknown memory '", m,
-                                "'");
+          return ConfigKeyError(edge_key, "channel '", c.name, "' names unknown memory '", m, "'");
         }
       }
       const bool src_disk = kinds[src] == MemoryKind::kDsk, dst_disk = kinds[dst] == MemoryKind::kDsk;
@@ -128,10 +125,11 @@ Status DaemonConfig::Validate() const {
                           "daemon.local_socket and daemon.grpc_socket are the same path");
   }
   auto pow2 = [](uint32_t v) { return v >= 2 && v <= 65536 && (v & (v - 1)) == 0; };
-  for (const auto& [key, v] : {std::pair{"daemon.sq_entries", sq_entries},
-                               std::pair{"daemon.cq_entries", cq_entries}}) {
+  for (const auto& [key, v] :
+       {std::pair{"daemon.sq_entries", sq_entries}, std::pair{"daemon.cq_entries", cq_entries}}) {
     if (!pow2(v)) {
-      return ConfigKeyError(key, "is ", v, "; ring sizes must be powers of two between 2 and "
+      return ConfigKeyError(key, "is ", v,
+                            "; ring sizes must be powers of two between 2 and "
                             "65536");
     }
   }
@@ -157,10 +155,11 @@ Status ClusterConfig::Validate() const {
                           " bytes; it must be between 4 KiB and 256 MiB");
   }
   if (peer_timeout_ms < 100 || keepalive_ms < 10 || keepalive_ms >= peer_timeout_ms) {
-    return ConfigKeyError(peer_timeout_ms < 100 ? "cluster.peer_timeout_ms" : "cluster.keepalive_ms",
-                          "cluster.keepalive_ms (", keepalive_ms,
-                          ") must be at least 10 and below cluster.peer_timeout_ms (",
-                          peer_timeout_ms, "), which must be at least 100");
+    return ConfigKeyError(
+        peer_timeout_ms < 100 ? "cluster.peer_timeout_ms" : "cluster.keepalive_ms",
+        "cluster.keepalive_ms (", keepalive_ms,
+        ") must be at least 10 and below cluster.peer_timeout_ms (", peer_timeout_ms,
+        "), which must be at least 100");
   }
   std::set<std::string> names{node_name};
   for (size_t i = 0; i < peers.size(); ++i) {
@@ -171,8 +170,7 @@ Status ClusterConfig::Validate() const {
                             "' must be non-empty, no ':'");
     }
     if (!names.insert(p.name).second) {
-      return ConfigKeyError(key + ".name", "peer '", p.name,
-                            "' is listed twice or is this node");
+      return ConfigKeyError(key + ".name", "peer '", p.name, "' is listed twice or is this node");
     }
     if (p.address.find(':') == std::string::npos) {
       return ConfigKeyError(key + ".address", "peer '", p.name, "' address '", p.address,
@@ -191,7 +189,8 @@ Status Config::Validate() const {
   ISO_RETURN_IF_ERROR(daemon.Validate());
   ISO_RETURN_IF_ERROR(cluster.Validate());
   if (!cluster.peers.empty() && daemon.grpc_tcp.empty()) {
-    return ConfigKeyError("daemon.grpc_tcp", "peers are listed but daemon.grpc_tcp is empty; "
+    return ConfigKeyError("daemon.grpc_tcp",
+                          "peers are listed but daemon.grpc_tcp is empty; "
                           "peers reach this node's gRPC service over TCP");
   }
   return OkStatus();

@@ -8,7 +8,8 @@ constexpr std::string_view kOverflowKey = "\x01overflow";
 }  // namespace
 
 LogLimiter::LogLimiter(size_t lines_per_interval, Clock::duration interval, size_t max_keys)
-    : lines_per_interval_(lines_per_interval), interval_(interval),
+    : lines_per_interval_(lines_per_interval),
+      interval_(interval),
       max_keys_(max_keys < 1 ? 1 : max_keys) {}
 
 LogLimiter::Verdict LogLimiter::Allow(std::string_view key, Clock::time_point now) {

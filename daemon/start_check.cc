@@ -25,7 +25,7 @@ std::string ErrnoText(int err) { return std::strerror(err); }
 Status CheckWritableDirectory(const char* key, const std::string& dir, std::string_view what) {
   std::filesystem::path p = std::filesystem::absolute(dir);
   bool exists_already = true;
-  struct stat st{};
+  struct stat st {};
   while (::stat(p.c_str(), &st) != 0) {
     if (errno != ENOENT && errno != ENOTDIR) {  // ENOTDIR: a file on the way
       return ConfigKeyError(key, what, " '", dir, "': ", p.string(), ": ", ErrnoText(errno));
@@ -39,9 +39,9 @@ Status CheckWritableDirectory(const char* key, const std::string& dir, std::stri
   }
   if (::euidaccess(p.c_str(), W_OK | X_OK) != 0) {
     return ConfigKeyError(key, what, " '", dir, "': ",
-                          exists_already ? "the directory is not writable"
-                                         : StrCat("cannot be created: ", p.string(),
-                                                  " is not writable"),
+                          exists_already
+                              ? "the directory is not writable"
+                              : StrCat("cannot be created: ", p.string(), " is not writable"),
                           " (", ErrnoText(errno), ")");
   }
   return OkStatus();
@@ -53,7 +53,7 @@ Status CheckSocketPath(const char* key, const std::string& path) {
     return ConfigKeyError(key, "socket path '", path, "' is ", path.size(),
                           " bytes; unix socket paths may have at most ", kMax);
   }
-  struct stat st{};
+  struct stat st {};
   if (::lstat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
     // Start removes a stale socket there; anything else is not its to remove.
     return ConfigKeyError(key, "'", path, "' exists and is not a socket");
@@ -105,14 +105,13 @@ Status CheckListenAddress(const char* key, const std::string& address) {
 }
 
 Status CheckDiskDirectory(const std::string& key, const MemoryConfig& m) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(m.directory.c_str(), &st) != 0) {
-    return ConfigKeyError(key, "DSK memory '", m.name, "': directory '", m.directory, "': ",
-                          ErrnoText(errno));
+    return ConfigKeyError(key, "DSK memory '", m.name, "': directory '", m.directory,
+                          "': ", ErrnoText(errno));
   }
   if (!S_ISDIR(st.st_mode)) {
-    return ConfigKeyError(key, "DSK memory '", m.name, "': '", m.directory,
-                          "' is not a directory");
+    return ConfigKeyError(key, "DSK memory '", m.name, "': '", m.directory, "' is not a directory");
   }
   if (::euidaccess(m.directory.c_str(), X_OK) != 0) {
     return ConfigKeyError(key, "DSK memory '", m.name, "': directory '", m.directory,

@@ -13,12 +13,12 @@
 
 #include "channels/tcp/data_plane.h"
 #include "channels/tcp/tcp_channel.h"
+#include "core/log_escape.h"
+#include "core/log_limiter.h"
 #include "daemon/cluster/secret.h"
 #include "daemon/runtime/chunker.h"
 #include "daemon/server/convert.h"
 #include "planner/planner.h"
-#include "core/log_escape.h"
-#include "core/log_limiter.h"
 
 namespace isometry {
 
@@ -459,8 +459,8 @@ struct Cluster::Impl {
     const MemoryId mine = part.sending ? part.path.nodes.front().memory : part.path.nodes.back().memory;
     if (end.local.memory != mine) {
       return InvalidArgument("cross-node copy ", key, ": the instance lives in memory '",
-                             MemoryName(end.local.memory), "', the plan says '",
-                             MemoryName(mine), "'");
+                             MemoryName(end.local.memory), "', the plan says '", MemoryName(mine),
+                             "'");
     }
     for (const PathNode& n : part.path.nodes) part.names[n.memory] = MemoryName(n.memory);
     req.box = box;
@@ -913,8 +913,10 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
     auto caller = Caller(ctx);
     if (!caller.ok()) return Reply(ctx, caller.status());
     Status s = Start(*caller, *req);
-    if (!s.ok()) spdlog::warn("half {} for '{}' refused: {}", req->key(), ForLog(*caller),
-                              ForLog(s.ToString(), 512));
+    if (!s.ok()) {
+      spdlog::warn("half {} for '{}' refused: {}", req->key(), ForLog(*caller),
+                   ForLog(s.ToString(), 512));
+    }
     return Reply(ctx, s);
   }
 

@@ -811,10 +811,9 @@ struct Runtime::Impl {
         const TopologyEdge& e = t->path.edges[x->hop];
         const RemotePart* remote = t->remote ? &*t->remote : nullptr;
         c = Abort(t, Status(s.code(), StrCat("transfer ", t->id, ", hop ", x->hop, " (",
-                                                   MemoryName(e.src, remote), " -> ",
-                                                   MemoryName(e.dst, remote),
-                                                   " on channel '", e.channel_name, "'), chunk ",
-                                                   k, ": ", s.message())));
+                                             MemoryName(e.src, remote), " -> ",
+                                             MemoryName(e.dst, remote), " on channel '",
+                                             e.channel_name, "'), chunk ", k, ": ", s.message())));
       }
       if (t->phase == Phase::kDraining && t->in_flight == 0) c = Finish(t, t->failure);
       // Only this transfer's channels can have new work (a free slot, a

@@ -200,21 +200,26 @@ address = "h:1"
 
 // Issue #11: the cross-field checks point at their line too.
 TEST_CASE("cross-field rejections name the file, the line and the key") {
-  CHECK_THAT(ErrorOf("[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\n"
-                     "edges = [\n  [\"a\", \"a\"],\n  [\"a\", \"b\"],\n]\n"),
-             Catch::Contains("test.toml:7: key 'channel.edges': channel 'c' names unknown memory 'b'"));
-  CHECK_THAT(ErrorOf("[[memory]]\nname = \"a\"\n[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\n"),
-             Catch::Contains("test.toml:4: key 'memory.name': memory 'a' is defined twice"));
+  CHECK_THAT(
+      ErrorOf("[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\n"
+              "edges = [\n  [\"a\", \"a\"],\n  [\"a\", \"b\"],\n]\n"),
+      Catch::Contains("test.toml:7: key 'channel.edges': channel 'c' names unknown memory 'b'"));
+  CHECK_THAT(
+      ErrorOf("[[memory]]\nname = \"a\"\n[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\n"),
+      Catch::Contains("test.toml:4: key 'memory.name': memory 'a' is defined twice"));
   CHECK_THAT(ErrorOf("[[memory]]\nname = \"a\"\nkind = \"FBM\"\n[[channel]]\nname = \"c\"\n"),
              Catch::Contains("test.toml:3: key 'memory.kind': memory 'a' has kind FBM"));
-  CHECK_THAT(ErrorOf("[runtime]\nspace_threshold = 100\n[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\n"),
+  CHECK_THAT(ErrorOf("[runtime]\nspace_threshold = 100\n[[memory]]\nname = "
+                     "\"a\"\n[[channel]]\nname = \"c\"\n"),
              Catch::Contains("test.toml:2: key 'runtime.space_threshold'"));
-  CHECK_THAT(ErrorOf("[[memory]]\nname = \"a\"\npool = \"1MiB\"\n\nclient_quota = \"2MiB\"\n[[channel]]\nname = \"c\"\n"),
+  CHECK_THAT(ErrorOf("[[memory]]\nname = \"a\"\npool = \"1MiB\"\n\nclient_quota = "
+                     "\"2MiB\"\n[[channel]]\nname = \"c\"\n"),
              Catch::Contains("test.toml:5: key 'memory.client_quota'"));
   // Nothing written at all: the first line, and the key that is missing.
   CHECK_THAT(ErrorOf(""), Catch::Contains("test.toml:1: key 'memory': no [[memory]] is defined"));
   auto daemon_error = [](const char* body) {
-    auto r = ParseConfig(std::string(body) + "\n[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\n", "d.toml");
+    auto r = ParseConfig(
+        std::string(body) + "\n[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\n", "d.toml");
     return r.ok() ? std::string() : std::string(r.status().message());
   };
   CHECK_THAT(daemon_error("\n[daemon]\ncq_entries = 8\nsq_entries = 100"),

@@ -1,8 +1,7 @@
-#include <catch2/catch.hpp>
-
-#include <string>
-
 #include "core/log_escape.h"
+
+#include <catch2/catch.hpp>
+#include <string>
 
 using namespace isometry;
 

@@ -1,8 +1,7 @@
-#include <catch2/catch.hpp>
-
-#include <string>
-
 #include "core/log_limiter.h"
+
+#include <catch2/catch.hpp>
+#include <string>
 
 using namespace isometry;
 using std::chrono::seconds;

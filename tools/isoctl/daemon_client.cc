@@ -11,7 +11,6 @@
 #include <filesystem>
 
 #include "core/unique_fd.h"
-
 #include "tools/isoctl/exit_codes.h"
 
 namespace isometry::isoctl {
@@ -46,8 +45,8 @@ Status PermissionDenied(const std::string& socket, const std::string& path) {
                   "); ask an administrator to add you to it (usermod -aG ", group,
                   " $USER) and log in again");
   }
-  return UnreachableError(StrCat("cannot reach isometryd at ", Target(socket),
-                                 ": permission denied", hint));
+  return UnreachableError(
+      StrCat("cannot reach isometryd at ", Target(socket), ": permission denied", hint));
 }
 
 // Why a socket path cannot be connected to, as far as the file system and

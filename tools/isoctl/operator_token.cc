@@ -24,8 +24,8 @@ Result<std::string> ReadOperatorToken(const std::string& path, bool named) {
   }
   if (err != 0) {
     if (!named && (err == ENOENT || err == EACCES)) return std::string();
-    return UsageError(StrCat("cannot read the operator token file '", path, "': ",
-                             std::strerror(err)));
+    return UsageError(
+        StrCat("cannot read the operator token file '", path, "': ", std::strerror(err)));
   }
   std::string token = text.substr(0, text.find('\n'));
   if (!token.empty() && token.back() == '\r') token.pop_back();
