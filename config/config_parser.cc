@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <toml++/toml.h>
@@ -396,6 +397,22 @@ Result<ChannelConfig> ReadChannel(const Reader& r, const toml::table& t) {
   return c;
 }
 
+// Every node's line under its indexed path (memory[1].pool, channel[0].edges[2]).
+void RecordLines(const toml::node& n, const std::string& path, std::map<std::string, int>& lines) {
+  if (!path.empty() && n.source().begin.line > 0) {
+    lines[path] = static_cast<int>(n.source().begin.line);
+  }
+  if (const toml::table* t = n.as_table()) {
+    for (const auto& [k, v] : *t) {
+      RecordLines(v, path.empty() ? std::string(k.str()) : StrCat(path, ".", k.str()), lines);
+    }
+  } else if (const toml::array* a = n.as_array()) {
+    for (size_t i = 0; i < a->size(); ++i) {
+      RecordLines(*a->get(i), StrCat(path, "[", i, "]"), lines);
+    }
+  }
+}
+
 }  // namespace
 
 std::string_view EmbeddedDefaultConfig() { return kDefaultConfig; }
@@ -475,13 +492,11 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view source) 
   ISO_RETURN_IF_ERROR(read_list("memory", ReadMemory, c.memories));
   ISO_RETURN_IF_ERROR(read_list("channel", ReadChannel, c.channels));
   ISO_RETURN_IF_ERROR(read_list("peer", ReadPeer, config.cluster.peers));
-  if (!config.cluster.peers.empty() && config.daemon.grpc_tcp.empty()) {
-    return InvalidArgument(source, ": config: peers are listed but daemon.grpc_tcp is empty; ",
-                           "peers reach this node's gRPC service over TCP");
-  }
-  for (Status valid : {c.Validate(), config.daemon.Validate(), config.cluster.Validate()}) {
-    if (!valid.ok()) return InvalidArgument(source, ": ", std::string(valid.message()));
-  }
+  // The cross-field checks name keys; the lines recorded here turn those
+  // into FILE:LINE.
+  config.origin.source = std::string(source);
+  RecordLines(root, "", config.origin.lines);
+  ISO_RETURN_IF_ERROR(config.origin.Locate(config.Validate()));
   return config;
 }
 

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/config_origin.h"
 #include "core/channel_kind.h"
 #include "core/memory.h"
 #include "core/status.h"
@@ -152,6 +153,12 @@ struct Config {
   RuntimeConfig runtime;
   DaemonConfig daemon;
   ClusterConfig cluster;
+  // Where the file wrote each key (for FILE:LINE in later checks' errors).
+  ConfigOrigin origin;
+
+  // All three parts' checks and those across them (peers need grpc_tcp).
+  // Errors are ConfigKeyErrors: origin.Locate points them at their line.
+  Status Validate() const;
 };
 
 // A single node with SYS, REG and ZCM host memories and one Memcpy channel.

@@ -21,6 +21,7 @@
 #include "daemon/node/node.h"
 #include "daemon/server/grpc_service.h"
 #include "daemon/server/local_server.h"
+#include "daemon/start_check.h"
 
 using namespace isometry;
 
@@ -225,6 +226,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!log_level.empty()) config->daemon.log_level = log_level;
+  // The same checks for --check-config and for a start: what passes here
+  // does not fail later for a reason these could have seen.
+  if (Status s = config->origin.Locate(CheckStartable(*config)); !s.ok()) {
+    std::fprintf(stderr, "isometryd: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   if (check_only) {
     std::printf("%s: valid (%zu memories, %zu channels)\n",
                 config_path.empty() ? "<embedded default>" : config_path.c_str(),

@@ -5,6 +5,9 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "core/log_escape.h"
+#include "core/log_limiter.h"
+
 namespace isometry::net {
 
 Result<std::unique_ptr<DataPlane>> DataPlane::Create(const DataOptions& options) {
@@ -100,7 +103,12 @@ void DataPlane::Handshake(int fd) {
   FrameHeader reply;
   if (!peer.ok()) {
     const std::string why(peer.status().message());
-    spdlog::warn("data connection from node {} refused: {}", h.code, why);
+    // Anyone who reaches the data port can try: limited lines, escaped text.
+    static LogLimiter limiter(5, std::chrono::seconds(10));
+    if (const auto v = limiter.Allow("data handshake"); v.log) {
+      if (v.suppressed) spdlog::warn("suppressed {} similar data connection lines", v.suppressed);
+      spdlog::warn("data connection from node {} refused: {}", h.code, ForLog(why, 512));
+    }
     reply.type = FrameType::kAbort;
     reply.code = static_cast<uint32_t>(peer.status().code());
     reply.length = why.size();

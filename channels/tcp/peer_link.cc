@@ -8,6 +8,8 @@
 
 #include <algorithm>
 
+#include "core/log_escape.h"
+#include "core/log_limiter.h"
 #include "layout/executor.h"
 
 namespace isometry::net {
@@ -223,7 +225,7 @@ void PeerLink::Fail(const Status& why, bool notify) {
   }
   for (auto& fn : calls) completer_->Post(std::move(fn));
   if (had) {
-    spdlog::warn("data link to peer '{}' is down: {}", peer_, why.ToString());
+    spdlog::warn("data link to peer '{}' is down: {}", peer_, ForLog(why.ToString(), 512));
     if (notify && on_down_) on_down_(why, generation);
   }
 }

@@ -13,6 +13,8 @@
 
 #include "channels/tcp/data_plane.h"
 #include "channels/tcp/tcp_channel.h"
+#include "core/log_escape.h"
+#include "core/log_limiter.h"
 #include "daemon/cluster/secret.h"
 #include "daemon/runtime/chunker.h"
 #include "daemon/server/convert.h"
@@ -351,7 +353,8 @@ struct Cluster::Impl {
                       : "down";
         p.last_error = std::string(s.message());
         if (logged != p.last_error) {
-          spdlog::warn("peer '{}' ({}): {}", p.config.name, p.config.address, s.ToString());
+          spdlog::warn("peer '{}' ({}): {}", p.config.name, p.config.address,
+                       ForLog(s.ToString(), 512));
           logged = p.last_error;
         }
         cv.wait_for(lock, backoff, [&] { return stopping; });
@@ -401,7 +404,7 @@ struct Cluster::Impl {
       p->up = false;
       p->state = "down";
       p->last_error = std::string(why.message());
-      if (was_up) spdlog::warn("peer '{}' is down: {}", name, why.ToString());
+      if (was_up) spdlog::warn("peer '{}' is down: {}", name, ForLog(why.ToString(), 512));
       for (auto& [key, h] : halves) {
         if (!h->finished && (h->partner == name || h->initiator == name)) {
           h->aborted = why;
@@ -417,6 +420,22 @@ struct Cluster::Impl {
       if (t) t->Abort(why);
     }
     for (auto& o : os) o->Fail(why);
+  }
+
+  // A memory as users name it: "sys0" on this node, "node-b:sys0" on a
+  // peer (by the topology its welcome gave), its id when neither has it.
+  // Not under mu.
+  std::string MemoryName(MemoryId id) const {
+    const Topology& local = node->runtime().topology();
+    if (local.FindMemory(id)) return local.NameOf(id);
+    std::lock_guard lock(mu);
+    for (const auto& p : peers) {
+      if (p->node != id.node) continue;
+      if (const TopologyMemory* m = p->topology.FindMemory(id)) {
+        return StrCat(p->config.name, ":", m->name);
+      }
+    }
+    return StrCat("memory ", id.memory, " of node ", id.node);
   }
 
   // ---- halves ----
@@ -439,11 +458,11 @@ struct Cluster::Impl {
     req.dst = part.sending ? other_ref : end.local;
     const MemoryId mine = part.sending ? part.path.nodes.front().memory : part.path.nodes.back().memory;
     if (end.local.memory != mine) {
-      const Topology& topo = node->runtime().topology();
       return InvalidArgument("cross-node copy ", key, ": the instance lives in memory '",
-                             topo.NameOf(end.local.memory), "', the plan says '",
-                             topo.NameOf(mine), "'");
+                             MemoryName(end.local.memory), "', the plan says '", MemoryName(mine),
+                             "'");
     }
+    for (const PathNode& n : part.path.nodes) part.names[n.memory] = MemoryName(n.memory);
     req.box = box;
     req.priority = priority;
     req.durable = durable;
@@ -850,8 +869,18 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
                                   v1::PeerWelcome* resp) override {
     Status s = CheckHello(*req);
     if (!s.ok()) {
-      spdlog::warn("peer hello from '{}' ({}) refused: {}", req->node_name(), ctx->peer(),
-                   s.ToString());
+      // Anyone who reaches the TCP port can send hellos: their names are
+      // escaped and their lines limited per address.
+      static LogLimiter limiter(5, std::chrono::seconds(10));
+      const std::string from = ctx->peer();  // "ipv4:10.0.0.9:51234": key by host
+      if (const auto v = limiter.Allow(std::string_view(from).substr(0, from.rfind(':'))); v.log) {
+        if (v.suppressed) {
+          spdlog::warn("suppressed {} similar peer hello lines from {}", v.suppressed,
+                       ForLog(from));
+        }
+        spdlog::warn("peer hello from '{}' ({}) refused: {}", ForLog(req->node_name()),
+                     ForLog(from), ForLog(s.ToString(), 512));
+      }
       return Reply(ctx, s);
     }
     const std::string token = RandomHex(16);
@@ -884,7 +913,10 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
     auto caller = Caller(ctx);
     if (!caller.ok()) return Reply(ctx, caller.status());
     Status s = Start(*caller, *req);
-    if (!s.ok()) spdlog::warn("half {} for '{}' refused: {}", req->key(), *caller, s.ToString());
+    if (!s.ok()) {
+      spdlog::warn("half {} for '{}' refused: {}", req->key(), ForLog(*caller),
+                   ForLog(s.ToString(), 512));
+    }
     return Reply(ctx, s);
   }
 

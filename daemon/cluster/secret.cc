@@ -5,6 +5,8 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -12,7 +14,9 @@ namespace isometry {
 
 Result<std::string> LoadSecret(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cluster secret file '", path, "' cannot be read");
+  if (!in) {
+    return NotFound("cluster secret file '", path, "' cannot be read: ", std::strerror(errno));
+  }
   std::stringstream ss;
   ss << in.rdbuf();
   std::string secret = ss.str();

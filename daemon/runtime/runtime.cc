@@ -17,6 +17,8 @@
 #include "channels/calibrate.h"
 #include "daemon/runtime/calibration_store.h"
 #include "planner/planner.h"
+#include "core/log_escape.h"
+#include "core/log_limiter.h"
 
 namespace isometry {
 
@@ -99,10 +101,15 @@ struct Runtime::Impl {
 
   bool IsLocal(MemoryId id) const { return id.node == config.node; }
 
-  // A memory's name for messages; memories of other nodes by their id.
-  std::string MemoryName(MemoryId id) const {
-    const TopologyMemory* m = topo.FindMemory(id);
-    return m ? m->name : StrCat("memory ", id.memory, " of node ", id.node);
+  // A memory's name for messages: this node's by its config, another
+  // node's as the cluster named it for a cross-node part ("b:sys0"), else
+  // by its id.
+  std::string MemoryName(MemoryId id, const RemotePart* part = nullptr) const {
+    if (const TopologyMemory* m = topo.FindMemory(id)) return m->name;
+    if (part) {
+      if (auto it = part->names.find(id); it != part->names.end()) return it->second;
+    }
+    return StrCat("memory ", id.memory, " of node ", id.node);
   }
 
   size_t PoolIndex(MemoryId id) const {
@@ -314,7 +321,7 @@ struct Runtime::Impl {
       const bool here = part.sending ? i <= part.net_hop : i > part.net_hop;
       if (here != IsLocal(m) || (here && !topo.FindMemory(m))) {
         return InvalidArgument("cross-node copy ", part.key, ": path node ", i, " (",
-                               MemoryName(m), ") is not where the network hop puts it");
+                               MemoryName(m, &part), ") is not where the network hop puts it");
       }
     }
     if (part.chunk_target < 4096 || part.chunk_target > (256ull << 20) || part.slot_limit < 4096 ||
@@ -343,7 +350,8 @@ struct Runtime::Impl {
       const TopologyEdge* local = topo.FindEdge(e.src, e.dst);
       if (!IsLocal(e.src) || !local) {
         return NotFound("cross-node copy ", part.key, ": no channel here connects ",
-                        MemoryName(e.src), " to ", MemoryName(e.dst), " (hop ", h, ")");
+                        MemoryName(e.src, &part), " to ", MemoryName(e.dst, &part), " (hop ", h,
+                        ")");
       }
       e.channel = local->channel;
     }
@@ -570,7 +578,15 @@ struct Runtime::Impl {
       ++stats.transfers_cancelled;
     } else {
       ++stats.transfers_failed;
-      spdlog::warn("transfer {} failed: {}", t->id, status.ToString());
+      // A client can fail transfers at will (a missing file, a bad layout):
+      // its strings are escaped and its lines limited per error code.
+      static LogLimiter limiter(20, std::chrono::seconds(10));
+      if (const auto v = limiter.Allow(absl::StatusCodeToString(status.code())); v.log) {
+        if (v.suppressed) {
+          spdlog::warn("suppressed {} similar 'transfer failed' lines", v.suppressed);
+        }
+        spdlog::warn("transfer {} failed: {}", t->id, ForLog(status.ToString(), 512));
+      }
     }
     {
       std::lock_guard lock(t->done_mu);
@@ -792,10 +808,11 @@ struct Runtime::Impl {
         }
       } else if (t->phase == Phase::kRunning) {
         const TopologyEdge& e = t->path.edges[x->hop];
+        const RemotePart* remote = t->remote ? &*t->remote : nullptr;
         c = Abort(t, Status(s.code(), StrCat("transfer ", t->id, ", hop ", x->hop, " (",
-                                                   MemoryName(e.src), " -> ", MemoryName(e.dst),
-                                                   " on channel '", e.channel_name, "'), chunk ",
-                                                   k, ": ", s.message())));
+                                             MemoryName(e.src, remote), " -> ",
+                                             MemoryName(e.dst, remote), " on channel '",
+                                             e.channel_name, "'), chunk ", k, ": ", s.message())));
       }
       if (t->phase == Phase::kDraining && t->in_flight == 0) c = Finish(t, t->failure);
       // Only this transfer's channels can have new work (a free slot, a
@@ -840,7 +857,7 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config, Ch
                    m.allow_hard_links ? "; files with several hard links allowed" : "");
     }
     impl->topo.memories.push_back({id, m.kind, m.name});
-    impl->pools.emplace_back(id, m.staging_bytes);
+    impl->pools.emplace_back(id, m.staging_bytes, m.name);
     ids[m.name] = id;
   }
   bool thp_warned = false;

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -85,6 +86,9 @@ struct RemotePart {
   std::string net_channel;
   uint64_t chunk_target = 0;
   uint64_t slot_limit = 0;
+  // The other node's memories on the path as users name them ("b:sys0"),
+  // for messages; this node's are named by its own config.
+  std::map<MemoryId, std::string> names;
 };
 
 struct CopyRequest {

@@ -9,6 +9,7 @@ namespace isometry {
 
 StagingPool::StagingPool(StagingPool&& o) noexcept
     : id_(o.id_),
+      name_(o.name_),
       budget_(o.budget_),
       used_(std::exchange(o.used_, 0)),
       peak_(o.peak_),
@@ -20,6 +21,7 @@ StagingPool& StagingPool::operator=(StagingPool&& o) noexcept {
   if (this != &o) {
     UnmapCache();
     id_ = o.id_;
+    name_ = o.name_;
     budget_ = o.budget_;
     used_ = std::exchange(o.used_, 0);
     peak_ = o.peak_;
@@ -49,7 +51,7 @@ void StagingPool::MakeRoom(uint64_t bytes) {
 
 Result<std::byte*> StagingPool::Take(uint64_t bytes) {
   if (!Fits(bytes)) {
-    return ResourceExhausted("staging memory ", ToString(id_), ": ", bytes, " bytes requested, ",
+    return ResourceExhausted("staging memory '", name_, "': ", bytes, " bytes requested, ",
                              budget_ - used_, " of ", budget_, " free");
   }
   const uint64_t length = HostPagesLength(bytes);
@@ -64,7 +66,7 @@ Result<std::byte*> StagingPool::Take(uint64_t bytes) {
     // slots in few physically contiguous segments.
     Result<HostPages> pages = HostPages::Map(bytes);
     if (!pages.ok()) {
-      return ResourceExhausted("staging memory ", ToString(id_), ": ", pages.status().message());
+      return ResourceExhausted("staging memory '", name_, "': ", pages.status().message());
     }
     block = pages->release();
   }

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <string>
 
 #include "core/memory.h"
 #include "core/status.h"
@@ -22,7 +23,9 @@ namespace isometry {
 
 class StagingPool {
  public:
-  StagingPool(MemoryId id, uint64_t budget) : id_(id), budget_(budget) {}
+  // `name`: the memory as users wrote it (messages say "staging memory 'sys0'").
+  StagingPool(MemoryId id, uint64_t budget, std::string name = {})
+      : id_(id), name_(name.empty() ? ToString(id) : std::move(name)), budget_(budget) {}
   StagingPool(StagingPool&& o) noexcept;
   StagingPool& operator=(StagingPool&& o) noexcept;
   StagingPool(const StagingPool&) = delete;
@@ -53,6 +56,7 @@ class StagingPool {
   void UnmapCache();
 
   MemoryId id_;
+  std::string name_;
   uint64_t budget_;
   uint64_t used_ = 0;
   uint64_t peak_ = 0;

@@ -340,6 +340,11 @@ class Checksums(ClusterTest):
                 ca.copy(s, d)
             self.assertEqual(e.exception.info.code, 15)  # DATA_LOSS
             self.assertIn("checksum", e.exception.info.message)
+            # The node that saw it first names the other's memory as users
+            # write it (#11), not "memory 0 of node 1".
+            self.assertRegex(e.exception.info.message,
+                             r"\((a:sys0 -> sys0|sys0 -> b:sys0) on channel")
+            self.assertNotIn(" of node ", e.exception.info.message)
             # b -> a is not corrupted (a injects nothing) and checks out.
             back = ca.allocate("sys0", n * 4)
             bi = ca.register_instance(back, [n], [("v", 4)], "F,x")

@@ -226,4 +226,52 @@ TEST_CASE("DSK memories take max_file_bytes, quota_bytes and allow_hard_links, a
   CHECK_THAT(error(parse("max_file_bytes = \"9000000TiB\"\n")), Catch::Contains("max_file_bytes"));
   auto on_host = ParseConfig("[[memory]]\nname = \"sys0\"\nquota_bytes = \"1GiB\"\n" + channels, "h.toml");
   CHECK_THAT(error(on_host), Catch::Contains("h.toml:3: key 'memory.quota_bytes': applies to DSK memories only"));
+
+// Issue #11: the cross-field checks point at their line too.
+TEST_CASE("cross-field rejections name the file, the line and the key") {
+  CHECK_THAT(
+      ErrorOf("[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\n"
+              "edges = [\n  [\"a\", \"a\"],\n  [\"a\", \"b\"],\n]\n"),
+      Catch::Contains("test.toml:7: key 'channel.edges': channel 'c' names unknown memory 'b'"));
+  CHECK_THAT(
+      ErrorOf("[[memory]]\nname = \"a\"\n[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\n"),
+      Catch::Contains("test.toml:4: key 'memory.name': memory 'a' is defined twice"));
+  CHECK_THAT(ErrorOf("[[memory]]\nname = \"a\"\nkind = \"FBM\"\n[[channel]]\nname = \"c\"\n"),
+             Catch::Contains("test.toml:3: key 'memory.kind': memory 'a' has kind FBM"));
+  CHECK_THAT(ErrorOf("[runtime]\nspace_threshold = 100\n[[memory]]\nname = "
+                     "\"a\"\n[[channel]]\nname = \"c\"\n"),
+             Catch::Contains("test.toml:2: key 'runtime.space_threshold'"));
+  CHECK_THAT(ErrorOf("[[memory]]\nname = \"a\"\npool = \"1MiB\"\n\nclient_quota = "
+                     "\"2MiB\"\n[[channel]]\nname = \"c\"\n"),
+             Catch::Contains("test.toml:5: key 'memory.client_quota'"));
+  // Nothing written at all: the first line, and the key that is missing.
+  CHECK_THAT(ErrorOf(""), Catch::Contains("test.toml:1: key 'memory': no [[memory]] is defined"));
+  auto daemon_error = [](const char* body) {
+    auto r = ParseConfig(
+        std::string(body) + "\n[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\n", "d.toml");
+    return r.ok() ? std::string() : std::string(r.status().message());
+  };
+  CHECK_THAT(daemon_error("\n[daemon]\ncq_entries = 8\nsq_entries = 100"),
+             Catch::Contains("d.toml:4: key 'daemon.sq_entries': is 100"));
+  CHECK_THAT(daemon_error("[daemon]\n\nlog_level = \"loud\""),
+             Catch::Contains("d.toml:3: key 'daemon.log_level'"));
+  // An absent key points at its table: peers need daemon.grpc_tcp.
+  CHECK_THAT(daemon_error("[cluster]\nsecret_file = \"s\"\n[daemon]\nlog_level = \"info\"\n"
+                          "[[peer]]\nname = \"b\"\naddress = \"h:1\""),
+             Catch::Contains("d.toml:3: key 'daemon.grpc_tcp': peers are listed"));
+}
+
+TEST_CASE("a config key error without a file stands alone; Locate adds the file") {
+  RuntimeConfig c = DefaultRuntimeConfig();
+  c.memories[1].name = c.memories[0].name;
+  const Status s = c.Validate();
+  CHECK(std::string(s.message()) == "config: key 'memory.name': memory 'sys0' is defined twice");
+  CHECK(ConfigKeyOf(s) == std::optional<std::string>("memory[1].name"));
+  ConfigOrigin origin;
+  origin.source = "x.toml";
+  origin.lines["memory[1]"] = 12;
+  CHECK(std::string(origin.Locate(s).message()) ==
+        "x.toml:12: key 'memory.name': memory 'sys0' is defined twice");
+  CHECK(std::string(origin.Locate(Internal("disk on fire")).message()) == "x.toml: disk on fire");
+  CHECK(origin.Locate(OkStatus()).ok());
 }

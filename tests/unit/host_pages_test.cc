@@ -104,6 +104,10 @@ TEST_CASE("the staging pool hands out huge-page memory within its budget") {
   CHECK(b.status().code() == absl::StatusCode::kResourceExhausted);
   CHECK(pool.used() == 5ull << 20);
   pool.Give(*a, 5ull << 20);
+  // Issue #11: the memory is named as the config wrote it, not "0:1".
+  StagingPool named(MemoryId{0, 1}, 4096, "sys0");
+  CHECK(std::string(named.Take(8192).status().message()) ==
+        "staging memory 'sys0': 8192 bytes requested, 4096 of 4096 free");
   CHECK(pool.used() == 0);
   CHECK(pool.peak() == 5ull << 20);
   auto c = pool.Take(8ull << 20);

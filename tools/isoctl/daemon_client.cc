@@ -1,10 +1,16 @@
 #include "tools/isoctl/daemon_client.h"
 
+#include <grp.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 
+#include "core/unique_fd.h"
 #include "tools/isoctl/exit_codes.h"
 
 namespace isometry::isoctl {
@@ -19,18 +25,56 @@ constexpr int kMaxMessageBytes = 80 << 20;
 
 std::string Target(const std::string& socket) { return "unix:" + socket; }
 
-// Why a socket path cannot be connected to, as far as the file system can
-// tell; empty when it looks like a socket.
-std::string SocketProblem(const std::string& socket) {
-  struct stat st {};
-  if (::stat(socket.c_str(), &st) != 0) return std::strerror(errno);
-  if (!S_ISSOCK(st.st_mode)) return "not a socket";
-  return {};
-}
-
 Status Unreachable(const std::string& socket, const std::string& why) {
   return UnreachableError(StrCat("cannot reach isometryd at ", Target(socket), ": ", why,
                                  " (is isometryd running? set --socket or ISOMETRY_SOCKET)"));
+}
+
+// Refused by file permissions: the daemon runs, this user may not connect.
+// Says which group opens `path` (the socket, or a directory on the way).
+Status PermissionDenied(const std::string& socket, const std::string& path) {
+  struct stat st {};
+  const bool known = ::stat(path.c_str(), &st) == 0;
+  const struct group* g = known ? ::getgrgid(st.st_gid) : nullptr;
+  const std::string group = g ? g->gr_name : known ? std::to_string(st.st_gid) : "";
+  std::string hint;
+  if (!group.empty()) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    hint = StrCat(": ", path, " is open to group '", group, "' (mode ", mode,
+                  "); ask an administrator to add you to it (usermod -aG ", group,
+                  " $USER) and log in again");
+  }
+  return UnreachableError(
+      StrCat("cannot reach isometryd at ", Target(socket), ": permission denied", hint));
+}
+
+// Why a socket path cannot be connected to, as far as the file system and
+// a plain connect() tell; OK when something listens there.
+Status SocketProblem(const std::string& socket) {
+  struct stat st {};
+  if (::stat(socket.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err != EACCES) return Unreachable(socket, std::strerror(err));
+    // A directory on the way is closed: name the deepest one that exists
+    // for us to stat (the one whose search permission is missing is
+    // typically the socket's own, e.g. /run/isometry at mode 0750).
+    const std::string dir = std::filesystem::path(socket).parent_path().string();
+    return PermissionDenied(socket, dir.empty() ? "." : dir);
+  }
+  if (!S_ISSOCK(st.st_mode)) return Unreachable(socket, "not a socket");
+  sockaddr_un addr{};
+  if (socket.size() >= sizeof addr.sun_path) return Unreachable(socket, "socket path too long");
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, socket.c_str(), socket.size() + 1);
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return Unreachable(socket, std::strerror(errno));
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    const int err = errno;
+    if (err == EACCES || err == EPERM) return PermissionDenied(socket, socket);
+    return Unreachable(socket, err == ECONNREFUSED ? "connection refused" : std::strerror(err));
+  }
+  return OkStatus();
 }
 
 }  // namespace
@@ -41,9 +85,7 @@ DaemonClient::DaemonClient(ConnectOptions options, std::shared_ptr<grpc::Channel
       stub_(v1::Isometry::NewStub(channel_)) {}
 
 Result<std::unique_ptr<DaemonClient>> DaemonClient::Connect(const ConnectOptions& options) {
-  if (std::string problem = SocketProblem(options.socket); !problem.empty()) {
-    return Unreachable(options.socket, problem);
-  }
+  ISO_RETURN_IF_ERROR(SocketProblem(options.socket));
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);

@@ -133,7 +133,7 @@ class IsoctlTest(unittest.TestCase):
         """
         cmd = [ISOCTL, "--socket", socket or self.daemon.socket] if socket != "" else [ISOCTL]
         token = os.path.join(self.daemon.dir, "state", "operator.token")
-        cmd += ["--operator-token", token if operator else os.path.join(self.daemon.dir, "none")]
+        cmd += ["--operator-token", token if operator else ""]
         return subprocess.run(
             cmd + list(args),
             capture_output=True,
@@ -384,6 +384,72 @@ class ExitCodeTest(IsoctlTest):
         # A usage error is found before connecting: even without a daemon.
         r = self.isoctl("copy", "--extents", "0", socket="/nonexistent/grpc.sock")
         self.assertEqual(r.returncode, 2, r.stderr)
+
+    def test_named_operator_token_must_be_readable(self):
+        """A token file the user named (option or environment) that cannot
+        be read is an error that names it, before anything is asked."""
+        d = self.daemon.dir
+        os.mkdir(os.path.join(d, "a-directory"))
+        with open(os.path.join(d, "empty.token"), "w"):
+            pass
+        cases = [
+            (["--operator-token", os.path.join(d, "missing.token")], None, "No such file"),
+            (["--operator-token", os.path.join(d, "a-directory")], None, "Is a directory"),
+            (["--operator-token", os.path.join(d, "empty.token")], None, "holds no token"),
+            ([], {"ISOMETRY_OPERATOR_TOKEN": os.path.join(d, "missing.token")}, "No such file"),
+        ]
+        for args, env_extra, says in cases:
+            with self.subTest(args=args, env=env_extra):
+                env = dict(os.environ, **(env_extra or {}))
+                r = subprocess.run(
+                    [ISOCTL, "--socket", self.daemon.socket] + args + ["status"],
+                    capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, env=env)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("operator token file", r.stderr)
+                self.assertIn(says, r.stderr)
+                self.assertEqual(r.stdout, "")
+        # "" names no file: the call goes ahead without operator rights.
+        r = self.isoctl("status", operator=False)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def run_as_nobody(self, *args):
+        return subprocess.run(
+            ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", ISOCTL,
+             "--socket", self.daemon.socket, "--operator-token", ""] + list(args),
+            capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
+
+    @unittest.skipUnless(os.geteuid() == 0 and shutil.which("setpriv"),
+                         "needs root and setpriv to run isoctl as another user")
+    def test_permission_denied_names_the_group(self):
+        """A user the socket's permissions keep out hears so, and which
+        group to join, not "is isometryd running?"."""
+        os.chmod(self.daemon.dir, 0o755)
+        # The socket itself closed (the daemon's socket_mode 0660, group root).
+        os.chmod(self.daemon.socket, 0o660)
+        r = self.run_as_nobody("status")
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("permission denied", r.stderr)
+        self.assertIn(f"{self.daemon.socket} is open to group 'root' (mode 0660)", r.stderr)
+        self.assertIn("usermod -aG root", r.stderr)
+        self.assertNotIn("is isometryd running", r.stderr)
+        # The directory closed, as /run/isometry (RuntimeDirectoryMode=0750).
+        os.chmod(self.daemon.dir, 0o750)
+        r = self.run_as_nobody("status")
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn(f"{self.daemon.dir} is open to group 'root' (mode 0750)", r.stderr)
+        self.assertNotIn("is isometryd running", r.stderr)
+        # An unreadable named token file says so too (as any user but root).
+        os.chmod(self.daemon.dir, 0o755)
+        token = os.path.join(self.daemon.dir, "state", "operator.token")
+        r = subprocess.run(
+            ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", ISOCTL,
+             "--socket", self.daemon.socket, "--operator-token", token, "status"],
+            capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(f"cannot read the operator token file '{token}'", r.stderr)
+        self.assertIn("Permission denied", r.stderr)
+        # Nothing was harmed: root still gets in.
+        self.ok("status")
 
     def test_help_documents_exit_codes(self):
         r = self.isoctl("--help", socket="")

@@ -4,7 +4,6 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -13,6 +12,7 @@
 #include "core/strings.h"
 #include "tools/isoctl/commands.h"
 #include "tools/isoctl/exit_codes.h"
+#include "tools/isoctl/operator_token.h"
 
 using namespace isometry;
 using namespace isometry::isoctl;
@@ -24,17 +24,10 @@ constexpr char kSocketEnv[] = "ISOMETRY_SOCKET";
 constexpr char kTokenEnv[] = "ISOMETRY_OPERATOR_TOKEN";
 constexpr char kDefaultTokenFile[] = "/var/lib/isometry/operator.token";
 
-std::string DefaultTokenFile() {
+// The environment's token file; null when unset.
+const char* TokenFileFromEnv() {
   const char* env = std::getenv(kTokenEnv);
-  return env && *env ? env : kDefaultTokenFile;
-}
-
-// The token, or "" when the file is absent or unreadable (not an operator).
-std::string ReadToken(const std::string& path) {
-  std::ifstream in(path);
-  std::string token;
-  if (in) std::getline(in, token);
-  return token;
+  return env && *env ? env : nullptr;
 }
 
 constexpr char kFooter[] = R"(Exit codes:
@@ -120,11 +113,13 @@ int main(int argc, char** argv) {
                      "deadline of each call to isometryd, and when given, of `wait` too (a "
                      "transfer still running then fails the wait with DEADLINE_EXCEEDED); 0: none")
           ->capture_default_str();
-  std::string token_file = DefaultTokenFile();
-  app.add_option("--operator-token", token_file,
-                 StrCat("file with the daemon's operator token, needed to cancel other clients' "
-                        "transfers (default: $", kTokenEnv, ", else ", kDefaultTokenFile,
-                        "); read when readable"));
+  std::string token_file = TokenFileFromEnv() ? TokenFileFromEnv() : kDefaultTokenFile;
+  CLI::Option* token_option = app.add_option(
+      "--operator-token", token_file,
+      StrCat("file with the daemon's operator token, needed to cancel other clients' "
+             "transfers (default: $", kTokenEnv, ", else ", kDefaultTokenFile,
+             "). A file named here or in $", kTokenEnv, " must be readable; the default is "
+             "used when readable; \"\" sends no token"));
 
   // Each subcommand sets `run`, and `prepare` when its options need more
   // checks than CLI11 makes; the daemon is asked only once both succeeded.
@@ -259,7 +254,10 @@ int main(int argc, char** argv) {
   if (Status s = prepare(); !s.ok()) return Fail(s);
 
   connect.timeout = std::chrono::milliseconds(timeout_ms);
-  connect.operator_token = ReadToken(token_file);
+  const bool token_named = token_option->count() > 0 || TokenFileFromEnv() != nullptr;
+  auto token = ReadOperatorToken(token_file, token_named);
+  if (!token.ok()) return Fail(token.status());
+  connect.operator_token = *token;
   auto client = DaemonClient::Connect(connect);
   if (!client.ok()) return Fail(client.status());
   const Status status = run(**client);

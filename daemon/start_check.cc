@@ -1,0 +1,152 @@
+#include "daemon/start_check.h"
+
+#include <grp.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+
+#include "daemon/cluster/secret.h"
+
+namespace isometry {
+
+namespace {
+
+std::string ErrnoText(int err) { return std::strerror(err); }
+
+// `dir` exists as a directory the daemon may write in, or the nearest
+// existing ancestor is one (the daemon creates the rest at start).
+Status CheckWritableDirectory(const char* key, const std::string& dir, std::string_view what) {
+  std::filesystem::path p = std::filesystem::absolute(dir);
+  bool exists_already = true;
+  struct stat st {};
+  while (::stat(p.c_str(), &st) != 0) {
+    if (errno != ENOENT && errno != ENOTDIR) {  // ENOTDIR: a file on the way
+      return ConfigKeyError(key, what, " '", dir, "': ", p.string(), ": ", ErrnoText(errno));
+    }
+    exists_already = false;
+    if (!p.has_relative_path()) break;  // "/" itself is missing: cannot happen
+    p = p.parent_path();
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return ConfigKeyError(key, what, " '", dir, "': ", p.string(), " is not a directory");
+  }
+  if (::euidaccess(p.c_str(), W_OK | X_OK) != 0) {
+    return ConfigKeyError(key, what, " '", dir, "': ",
+                          exists_already
+                              ? "the directory is not writable"
+                              : StrCat("cannot be created: ", p.string(), " is not writable"),
+                          " (", ErrnoText(errno), ")");
+  }
+  return OkStatus();
+}
+
+Status CheckSocketPath(const char* key, const std::string& path) {
+  constexpr size_t kMax = sizeof(sockaddr_un{}.sun_path) - 1;
+  if (path.size() > kMax) {
+    return ConfigKeyError(key, "socket path '", path, "' is ", path.size(),
+                          " bytes; unix socket paths may have at most ", kMax);
+  }
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
+    // Start removes a stale socket there; anything else is not its to remove.
+    return ConfigKeyError(key, "'", path, "' exists and is not a socket");
+  }
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  return CheckWritableDirectory(key, dir.empty() ? "." : dir, "the socket's directory");
+}
+
+// "host:port" or "[v6]:port" that this machine can listen on. Binding to
+// port 0 asks the kernel whether the host is one of its addresses without
+// taking the real port (which a running daemon may hold).
+Status CheckListenAddress(const char* key, const std::string& address) {
+  const size_t colon = address.rfind(':');
+  const std::string port = colon == std::string::npos ? "" : address.substr(colon + 1);
+  std::string host = colon == std::string::npos ? "" : address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  const bool numeric = !port.empty() && port.size() <= 5 &&
+                       port.find_first_not_of("0123456789") == std::string::npos;
+  if (host.empty() || !numeric || std::stoul(port) > 65535) {
+    return ConfigKeyError(key, "address '", address,
+                          "' is not host:port (e.g. \"127.0.0.1:7470\", \"[::1]:7470\")");
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), "0", &hints, &found); rc != 0) {
+    return ConfigKeyError(key, "address '", address, "': host '", host, "': ", gai_strerror(rc));
+  }
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owner(found, ::freeaddrinfo);
+  int last_error = 0;
+  for (const addrinfo* a = found; a; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      last_error = errno;
+      continue;
+    }
+    const int rc = ::bind(fd, a->ai_addr, a->ai_addrlen);
+    last_error = errno;
+    ::close(fd);
+    if (rc == 0) return OkStatus();
+  }
+  return ConfigKeyError(key, "address '", address, "': cannot listen on host '", host,
+                        "': ", ErrnoText(last_error),
+                        last_error == EADDRNOTAVAIL ? " (not an address of this machine)" : "");
+}
+
+Status CheckDiskDirectory(const std::string& key, const MemoryConfig& m) {
+  struct stat st {};
+  if (::stat(m.directory.c_str(), &st) != 0) {
+    return ConfigKeyError(key, "DSK memory '", m.name, "': directory '", m.directory,
+                          "': ", ErrnoText(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return ConfigKeyError(key, "DSK memory '", m.name, "': '", m.directory, "' is not a directory");
+  }
+  if (::euidaccess(m.directory.c_str(), X_OK) != 0) {
+    return ConfigKeyError(key, "DSK memory '", m.name, "': directory '", m.directory,
+                          "' cannot be searched: ", ErrnoText(errno));
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+Status CheckStartable(const Config& config) {
+  ISO_RETURN_IF_ERROR(config.Validate());
+  const DaemonConfig& d = config.daemon;
+  ISO_RETURN_IF_ERROR(CheckSocketPath("daemon.local_socket", d.local_socket));
+  ISO_RETURN_IF_ERROR(CheckSocketPath("daemon.grpc_socket", d.grpc_socket));
+  ISO_RETURN_IF_ERROR(CheckWritableDirectory("daemon.state_dir", d.state_dir, "state_dir"));
+  if (!d.socket_group.empty() && ::getgrnam(d.socket_group.c_str()) == nullptr) {
+    return ConfigKeyError("daemon.socket_group", "group '", d.socket_group,
+                          "' does not exist (create it, or leave socket_group out to keep the "
+                          "daemon's group)");
+  }
+  if (!d.grpc_tcp.empty()) ISO_RETURN_IF_ERROR(CheckListenAddress("daemon.grpc_tcp", d.grpc_tcp));
+  for (size_t i = 0; i < config.runtime.memories.size(); ++i) {
+    const MemoryConfig& m = config.runtime.memories[i];
+    if (m.kind != MemoryKind::kDsk) continue;
+    ISO_RETURN_IF_ERROR(CheckDiskDirectory(StrCat("memory[", i, "].directory"), m));
+  }
+  const ClusterConfig& c = config.cluster;
+  if (!c.peers.empty()) {
+    ISO_RETURN_IF_ERROR(CheckListenAddress("cluster.data_listen", c.data_listen));
+    if (Result<std::string> secret = LoadSecret(c.secret_file); !secret.ok()) {
+      return ConfigKeyError("cluster.secret_file", secret.status().message());
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace isometry

@@ -1,0 +1,31 @@
+// What the daemon needs from the machine before it starts, checked in one
+// place: `isometryd --check-config` runs exactly these checks, and so does
+// every start before it touches anything, so a config that passes the check
+// does not fail at start for a reason the check could have seen.
+//
+// Beyond the file's own validation (Config::Validate) it checks:
+//   daemon.local_socket, daemon.grpc_socket: at most 107 bytes (sun_path),
+//     not an existing file other than a socket (the daemon removes stale
+//     sockets only), a directory that exists or can be created;
+//   daemon.state_dir: a writable directory, or one that can be created;
+//   daemon.socket_group: an existing group;
+//   daemon.grpc_tcp, cluster.data_listen (with peers): host:port with a
+//     numeric port below 65536 and a host that is an address of this machine;
+//   memory[].directory of DSK memories: an existing, searchable directory;
+//   cluster.secret_file (with peers): readable and long enough.
+// Not checked (only binding tells): whether a TCP port is free.
+//
+// Every error is a ConfigKeyError naming its key: config.origin.Locate()
+// gives it the file and line.
+#pragma once
+
+#include "config/runtime_config.h"
+#include "core/status.h"
+
+namespace isometry {
+
+// Reads the file system, the group database and the resolver; changes
+// nothing.
+Status CheckStartable(const Config& config);
+
+}  // namespace isometry
