@@ -15,6 +15,7 @@
 #include "channels/host_pages.h"
 #include "core/checked.h"
 #include "core/log_escape.h"
+#include "core/log_limiter.h"
 #include "core/random.h"
 #include "core/strings.h"
 #include "daemon/node/shared_memory.h"
@@ -159,6 +160,18 @@ struct Node::Impl {
   std::vector<double> current_bps, peak_bps;                            // guarded by mu
 
   static constexpr size_t kFinishedKept = 4096;
+
+  // Session open/close lines: a client that attaches in a loop writes a
+  // few per 10 s, then one line counting the rest (per uid; gRPC together).
+  LogLimiter session_lines{20, std::chrono::seconds(10)};
+  bool SessionLineAllowed(const Credentials& creds) {
+    const std::string key = creds.known() ? std::to_string(creds.uid) : std::string("gRPC");
+    const LogLimiter::Verdict v = session_lines.Allow(key);
+    if (v.log && v.suppressed > 0) {
+      spdlog::info("sessions of uid {}: {} open/close line(s) suppressed", key, v.suppressed);
+    }
+    return v.log;
+  }
 
   // Under mu. The same answer for a wrong token and a closed session, and
   // the token is never echoed (errors reach logs and terminals).
@@ -475,8 +488,10 @@ Result<OpenedSession> Node::OpenSession(const std::string& client_name,
   s.creds = creds;
   s.on_done = std::move(on_transfer_done);
   OpenedSession opened{s.token, s.id};
-  spdlog::info("session {} opened: client '{}' pid {} uid {}", s.id, ForLog(s.name), creds.pid,
-               creds.known() ? std::to_string(creds.uid) : std::string("unknown (gRPC)"));
+  if (impl_->SessionLineAllowed(s.creds)) {
+    spdlog::info("session {} opened: client '{}' pid {} uid {}", s.id, ForLog(s.name), creds.pid,
+                 creds.known() ? std::to_string(creds.uid) : std::string("unknown (gRPC)"));
+  }
   impl_->sessions.emplace(s.id, std::move(s));
   return opened;
 }
@@ -501,10 +516,12 @@ void Node::CloseSession(const std::string& session) {
       auto a = impl_->allocations.find(id);
       published += a != impl_->allocations.end() && a->second->published;
     }
-    spdlog::info("session {} closed: client '{}' pid {}; cancelling {} transfer(s), freeing {} "
-                 "allocation(s), keeping {} published",
-                 s.id, ForLog(s.name), s.creds.pid, to_cancel.size() + cross.size(),
-                 s.allocations.size() - published, published);
+    if (impl_->SessionLineAllowed(s.creds)) {
+      spdlog::info("session {} closed: client '{}' pid {}; cancelling {} transfer(s), freeing {} "
+                   "allocation(s), keeping {} published",
+                   s.id, ForLog(s.name), s.creds.pid, to_cancel.size() + cross.size(),
+                   s.allocations.size() - published, published);
+    }
     impl_->ReleaseSessionLocked(s);
     // Completions of its transfers no longer reach it.
     impl_->sessions.erase(it);

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "daemon/node/shared_memory.h"
+#include "core/log_limiter.h"
 #include "core/unique_fd.h"
 #include "daemon/server/convert.h"
 #include "isometry.pb.h"
@@ -134,9 +135,20 @@ struct LocalServer::Impl {
   std::mutex mu;
   std::map<uint64_t, std::shared_ptr<LocalClient>> clients;  // guarded by mu
   uint64_t next_key = 1;                                     // guarded by mu
-  // Refused connections per uid since the last log line about that uid
-  // (only the accept thread touches it): a flood logs once per interval.
-  std::map<uid_t, std::pair<std::chrono::steady_clock::time_point, uint64_t>> refusals;
+  // Warnings a client can trigger at will (refused connections, broken
+  // frames, a runaway ring tail): a few lines per uid per 10 s, then one
+  // line with the count of the rest.
+  LogLimiter warnings{5, std::chrono::seconds(10)};
+
+  // Writes `line` unless this uid has had its share of warnings lately.
+  void WarnLimited(uid_t uid, const std::string& line) {
+    const LogLimiter::Verdict v = warnings.Allow(std::to_string(uid));
+    if (!v.log) return;
+    if (v.suppressed > 0) {
+      spdlog::warn("local clients of uid {}: {} similar line(s) suppressed", uid, v.suppressed);
+    }
+    spdlog::warn("{}", line);
+  }
 
   explicit Impl(Node& n) : node(n) {}
 
@@ -168,14 +180,7 @@ struct LocalServer::Impl {
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &quick, sizeof quick);
     (void)wire::SendFrame(fd, resp);
     ::close(fd);
-    auto& [last, count] = refusals[uid];
-    ++count;
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last < std::chrono::seconds(10)) return;
-    spdlog::warn("local connection(s) of uid {} refused: {} ({} in the last interval)", uid,
-                 std::string(why.message()), count);
-    last = now;
-    count = 0;
+    WarnLimited(uid, StrCat("local connection of uid ", uid, " refused: ", why.message()));
   }
 
   // Closes connections that did not complete hello in time: a client
@@ -253,10 +258,10 @@ struct LocalServer::Impl {
       for (int fd : fds) ::close(fd);  // clients never send fds
       if (!s.ok()) {
         if (!absl::IsUnavailable(s)) {
-          spdlog::warn("local client pid {} uid {}{}: {}; closing its connection", c->creds.pid,
-                       c->creds.uid,
-                       attached ? StrCat(" (session ", c->session_id, ")") : " (before hello)",
-                       std::string(s.message()));
+          WarnLimited(c->creds.uid,
+                      StrCat("local client pid ", c->creds.pid, " uid ", c->creds.uid,
+                             attached ? StrCat(" (session ", c->session_id, ")") : " (before hello)",
+                             ": ", s.message(), "; closing its connection"));
         }
         break;
       }
@@ -436,8 +441,9 @@ struct LocalServer::Impl {
       // A tail more than a ring ahead is a client bug or attack: resync
       // to it rather than reading stale slots forever.
       if (tail - head > c->sq_mask + 1) {
-        spdlog::warn("session {}: submission tail {} runs {} entries ahead of head {}; skipping",
-                     c->session_id, tail, tail - head, head);
+        WarnLimited(c->creds.uid, StrCat("session ", c->session_id, ": submission tail ", tail,
+                                         " runs ", tail - head, " entries ahead of head ", head,
+                                         "; skipping"));
         head = tail;
         break;
       }

@@ -226,6 +226,7 @@ TEST_CASE("DSK memories take max_file_bytes, quota_bytes and allow_hard_links, a
   CHECK_THAT(error(parse("max_file_bytes = \"9000000TiB\"\n")), Catch::Contains("max_file_bytes"));
   auto on_host = ParseConfig("[[memory]]\nname = \"sys0\"\nquota_bytes = \"1GiB\"\n" + channels, "h.toml");
   CHECK_THAT(error(on_host), Catch::Contains("h.toml:3: key 'memory.quota_bytes': applies to DSK memories only"));
+}
 
 // Issue #11: the cross-field checks point at their line too.
 TEST_CASE("cross-field rejections name the file, the line and the key") {
