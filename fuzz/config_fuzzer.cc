@@ -14,8 +14,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Result<Config> c = ParseConfig(text, "fuzz.toml");
   if (!c.ok() && c.status().message().empty()) std::abort();
   // What the parser accepted, the runtime's own checks accept too.
-  if (c.ok() && (!c->runtime.Validate().ok() || !c->daemon.Validate().ok() ||
-                 !c->cluster.Validate().ok())) {
+  if (c.ok() &&
+      (!c->runtime.Validate().ok() || !c->daemon.Validate().ok() || !c->cluster.Validate().ok())) {
     std::abort();
   }
   (void)ParseByteSize(text);

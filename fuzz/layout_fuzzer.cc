@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string_view>
 
 #include "core/instance.h"
@@ -13,15 +14,22 @@ using namespace isometry;
 
 namespace {
 
-// Extents near the interesting edges: 0, 1, small, 2^31, 2^62, 2^63 - 1.
+// Bounds near the interesting edges: small, raw, +-(2^62 - 1) (the largest
+// accepted), 2^31, and int64's own limits.
 int64_t Coordinate(uint8_t sel, int64_t raw) {
   switch (sel % 6) {
-    case 0: return raw % 17;
-    case 1: return raw;
-    case 2: return kMaxCoordinate - (raw & 63);
-    case 3: return -kMaxCoordinate + (raw & 63);
-    case 4: return (int64_t{1} << 31) + (raw & 3);
-    default: return raw < 0 ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
+    case 0:
+      return raw % 17;
+    case 1:
+      return raw;
+    case 2:
+      return kMaxCoordinate - (raw & 63);
+    case 3:
+      return -kMaxCoordinate + (raw & 63);
+    case 4:
+      return (int64_t{1} << 31) + (raw & 3);
+    default:
+      return raw < 0 ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
   }
 }
 

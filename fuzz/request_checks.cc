@@ -34,7 +34,8 @@ void ExpectClientError(const Status& s) {
     case absl::StatusCode::kResourceExhausted:
     case absl::StatusCode::kFailedPrecondition:
       return;
-    default: Finding("unexpected error code", s);
+    default:
+      Finding("unexpected error code", s);
   }
 }
 
@@ -153,7 +154,8 @@ void CheckLocalRequest(const v1::LocalRequest& req) {
   switch (req.body_case()) {
     case v1::LocalRequest::kRegisterInstance:
       return CheckInstanceSpec(req.register_instance().spec());
-    default: return;
+    default:
+      return;
   }
 }
 

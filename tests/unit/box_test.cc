@@ -2,7 +2,6 @@
 // near +-2^63 once made Box::extent overflow (signed) when another
 // dimension was empty, and an ASan/UBSan daemon died on one ExplainPlan.
 #include <catch2/catch.hpp>
-
 #include <limits>
 
 #include "core/instance.h"
@@ -28,15 +27,17 @@ std::string Error(const Status& s) { return std::string(s.message()); }
 
 }  // namespace
 
-TEST_CASE("a box with int64 extreme bounds is INVALID_ARGUMENT, even when another dimension is empty") {
+TEST_CASE(
+    "a box with int64 extreme bounds is INVALID_ARGUMENT, even when another dimension is empty") {
   // The reported case: dimension 0 empty, dimension 1 the whole int64 range.
-  for (const Box& b : {Make({{0, 0}, {kMin, kMax}}), Make({{kMin, kMax}}),
-                       Make({{kMin, 0}}), Make({{0, kMax}}), Make({{kMin, kMin}}),
-                       Make({{kMax, kMax}}), Make({{5, 5}, {0, 1}, {kMin, kMin + 1}})}) {
+  for (const Box& b :
+       {Make({{0, 0}, {kMin, kMax}}), Make({{kMin, kMax}}), Make({{kMin, 0}}), Make({{0, kMax}}),
+        Make({{kMin, kMin}}), Make({{kMax, kMax}}), Make({{5, 5}, {0, 1}, {kMin, kMin + 1}})}) {
     const Status s = b.Validate("bounds");
     INFO(ToString(b));
     CHECK(s.code() == absl::StatusCode::kInvalidArgument);
-    CHECK_THAT(Error(s), Catch::Contains("lies outside [-4611686018427387903, 4611686018427387903]"));
+    CHECK_THAT(Error(s),
+               Catch::Contains("lies outside [-4611686018427387903, 4611686018427387903]"));
   }
 }
 

@@ -1,8 +1,7 @@
-#include <catch2/catch.hpp>
-
-#include <cstring>
-
 #include "proto/ring_validate.h"
+
+#include <catch2/catch.hpp>
+#include <cstring>
 
 using namespace isometry;
 using namespace isometry::ring;
