@@ -1,5 +1,7 @@
 #include "core/box.h"
 
+#include <algorithm>
+
 
 namespace isometry {
 
@@ -20,7 +22,7 @@ uint64_t Box::volume() const {
   uint64_t v = 1;
   for (int d = 0; d < dims; ++d) {
     if (hi[d] <= lo[d]) return 0;
-    v *= static_cast<uint64_t>(hi[d] - lo[d]);
+    v *= static_cast<uint64_t>(extent(d));
   }
   return v;
 }
@@ -40,15 +42,24 @@ Status Box::Validate(std::string_view what) const {
     return InvalidArgument(what, ": ", dims, " dimensions; between 1 and ", kMaxDims,
                            " are supported");
   }
-  unsigned __int128 v = 1;
+  unsigned __int128 span = 1;
   for (int d = 0; d < dims; ++d) {
+    for (const int64_t v : {lo[d], hi[d]}) {
+      if (v < -kMaxCoordinate || v > kMaxCoordinate) {
+        return InvalidArgument(what, ": dimension ", d, " bound ", v, " lies outside [-",
+                               kMaxCoordinate, ", ", kMaxCoordinate, "] (+-(2^62-1))");
+      }
+    }
     if (hi[d] < lo[d]) {
       return InvalidArgument(what, ": dimension ", d, " has hi ", hi[d], " below lo ", lo[d]);
     }
-    // In 128 bits: hi - lo of two int64 values can exceed int64.
-    v *= static_cast<unsigned __int128>(static_cast<__int128>(hi[d]) - lo[d]);
-    if (v > (uint64_t{1} << 62)) {
-      return OutOfRange(what, ": ", ToString(*this), " has more than 2^62 points");
+    // Within the coordinate bounds hi - lo fits in int64; the span stays
+    // below 2^124 before the check, so 128 bits hold it.
+    span *= static_cast<unsigned __int128>(std::max<int64_t>(hi[d] - lo[d], 1));
+    if (span > kMaxSpan) {
+      return InvalidArgument(what, ": ", ToString(*this),
+                             " spans more than 2^62 points (the product of its extents, an "
+                             "empty dimension counted as 1)");
     }
   }
   return OkStatus();

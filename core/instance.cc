@@ -1,5 +1,7 @@
 #include "core/instance.h"
 
+#include <algorithm>
+
 namespace isometry {
 
 using Kind = LayoutComponent::Kind;
@@ -11,13 +13,18 @@ Status InstanceShape::Validate(std::string_view what) const {
                            " dimension(s) but the index space ", ToString(bounds), " has ",
                            bounds.dims);
   }
-  unsigned __int128 total = fields.total_bytes();
+  // Each component counts at least 1, like Box's span: an empty instance
+  // still computes strides (Addressing) from the other components, and
+  // those must not wrap. Field sizes are at most 2^20 and component sizes
+  // at most 2^62, so the running product stays far below 2^128.
+  unsigned __int128 total = std::max<uint64_t>(fields.total_bytes(), 1);
   for (size_t i = 0; i < layout.components().size(); ++i) {
     if (layout.components()[i].kind == Kind::kFields) continue;
-    total *= ComponentSize(layout, i, bounds, fields.total_bytes());
+    total *= std::max<uint64_t>(ComponentSize(layout, i, bounds, fields.total_bytes()), 1);
     if (total > (uint64_t{1} << 62)) {
-      return OutOfRange(what, ": storage of ", ToString(bounds), " in layout '",
-                        layout.ToString(), "' exceeds 2^62 bytes");
+      return InvalidArgument(what, ": storage of ", ToString(bounds), " in layout '",
+                             layout.ToString(), "' exceeds 2^62 bytes (an empty dimension ",
+                             "counted as 1 point)");
     }
   }
   return OkStatus();

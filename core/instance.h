@@ -37,7 +37,9 @@ struct InstanceShape {
   Layout layout;
 
   // Checks the box, that the layout has the box's dimensionality, and that
-  // the storage size fits in 63 bits.
+  // the storage size fits in 2^62 bytes with every empty component counted
+  // as 1 (so every stride and offset Addressing computes fits too). All
+  // errors are INVALID_ARGUMENT.
   Status Validate(std::string_view what) const;
   // Storage bytes, padding of partial blocks included (TOTAL of §4.2).
   uint64_t total_bytes() const;

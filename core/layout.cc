@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "core/checked.h"
 #include "core/strings.h"
 
 namespace isometry {
@@ -301,8 +302,10 @@ uint64_t ComponentSize(const Layout& l, size_t index, const Box& bounds, uint64_
     case Kind::kDim: return extent;
     case Kind::kDimIn: return static_cast<uint64_t>(c.block);
     case Kind::kDimOut: {
+      // ceil(extent / b) without forming extent + b - 1, which wraps for
+      // blocks near 2^64 on a layout built by Make rather than Parse.
       const uint64_t b = static_cast<uint64_t>(l.block_of(c.dim));
-      return (extent + b - 1) / b;
+      return extent == 0 ? 0 : (extent - 1) / b + 1;
     }
   }
   return 0;
@@ -319,10 +322,19 @@ std::vector<uint64_t> Sizes(const Layout& l, const Box& bounds, uint64_t field_b
   return s;
 }
 
+// Saturates at UINT64_MAX instead of wrapping: an intermediate layout a
+// client names (a forced hop's x_in=2^62) is bounded by no instance, and a
+// wrapped size could pass as a small buffer. A zero factor still gives 0.
 uint64_t Product(const std::vector<uint64_t>& v, size_t from, size_t to) {
   uint64_t p = 1;
-  for (size_t i = from; i < to; ++i) p *= v[i];
-  return p;
+  bool saturated = false;
+  for (size_t i = from; i < to; ++i) {
+    if (v[i] == 0) return 0;
+    const std::optional<uint64_t> next = CheckedMul(p, v[i]);
+    saturated |= !next;
+    if (next) p = *next;
+  }
+  return saturated ? UINT64_MAX : p;
 }
 
 }  // namespace

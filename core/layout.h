@@ -78,6 +78,8 @@ uint64_t ComponentSize(const Layout& l, size_t index, const Box& bounds, uint64_
 
 // The layout algebra of Isometry §4.2. All sizes are products of component
 // sizes; |F| counts bytes, so TOTAL is the instance's storage in bytes.
+// A product that does not fit in 64 bits is UINT64_MAX (never a wrapped
+// value), so an unvalidated layout over a large box reads as "too large".
 uint64_t Total(const Layout& l, const Box& bounds, uint64_t field_bytes);
 // Product of the longest common prefix: entries that may merge into one request.
 uint64_t Prefix(const Layout& a, const Layout& b, const Box& bounds, uint64_t field_bytes);

@@ -30,9 +30,11 @@ uint64_t DimOffset(const DimAddressing& m, int64_t lo, int64_t x) {
 // Next point after x where side `m` (origin lo) starts a new block; hi if none.
 int64_t NextBreak(const DimAddressing& m, int64_t lo, int64_t x, int64_t hi) {
   if (!m.block) return hi;
+  // Relative to lo: r + block <= 2^63 - 1 for a validated shape (r below
+  // the extent, both at most 2^62), while lo + that could pass int64.
   const int64_t r = x - lo;
-  const int64_t next = lo + (r / m.block + 1) * m.block;
-  return std::min(next, hi);
+  const int64_t next = r - r % m.block + m.block;
+  return next >= hi - lo ? hi : lo + next;
 }
 
 // Splits [a, b) of one dimension into pieces where both sides are affine,

@@ -7,6 +7,8 @@ set -euo pipefail
 packages=(
   # toolchain
   build-essential g++ cmake ninja-build pkg-config git clang-format clang-tidy
+  # fuzzing (scripts/fuzz.sh): clang 14 with libFuzzer and the sanitizers
+  clang-14 libclang-rt-14-dev
   # wire contract and services
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   python3-grpcio python3-protobuf

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test twice: once in a
 # RelWithDebInfo build and once under AddressSanitizer + UBSan; also builds
-# the Release configuration the quick start uses.
+# the Release configuration the quick start uses; then runs every libFuzzer
+# target briefly from its seed corpus (scripts/fuzz.sh, clang).
 # Usage: scripts/test.sh            (from anywhere; as root on a fresh box)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,3 +28,5 @@ echo "== ASan + UBSan build and tests"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DISOMETRY_SANITIZE=ON
+echo "== Fuzz targets, 20 s each from the seed corpus (scripts/fuzz.sh)"
+scripts/fuzz.sh 20

@@ -1,7 +1,11 @@
 #include "daemon/runtime/chunker.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
+#include <optional>
+
+#include "core/checked.h"
 
 namespace isometry {
 
@@ -30,6 +34,14 @@ std::array<int, kMaxDims> OuterFirst(const Layout& l) {
   return order;
 }
 
+// lcm(a, b) for a, b >= 1, or INT64_MAX where it does not fit (std::lcm
+// is undefined then). Blocks come from client layouts, up to 2^62 each; an
+// alignment beyond any extent only means "do not align", as INT64_MAX does.
+int64_t SaturatingLcm(int64_t a, int64_t b) {
+  const std::optional<int64_t> l = CheckedMul(a / std::gcd(a, b), b);
+  return l ? *l : std::numeric_limits<int64_t>::max();
+}
+
 Box ExtentBox(const Box& box, const std::array<int64_t, kMaxDims>& ext) {
   Box b;
   b.dims = box.dims;
@@ -56,7 +68,7 @@ Result<ChunkGrid> ChunkGrid::Make(const Box& box, const FieldSpace& fields,
   for (int d = 0; d < dims; ++d) {
     align[d] = 1;
     for (const Layout& l : layouts) {
-      if (const int64_t b = l.block_of(d)) align[d] = std::lcm(align[d], b);
+      if (const int64_t b = l.block_of(d)) align[d] = SaturatingLcm(align[d], b);
     }
   }
 

@@ -26,6 +26,7 @@
 #include "isometry.pb.h"
 #include "proto/local_wire.h"
 #include "proto/ring_abi.h"
+#include "proto/ring_validate.h"
 
 namespace isometry {
 
@@ -463,21 +464,17 @@ struct LocalServer::Impl {
   }
 
   void Submit(const std::shared_ptr<LocalClient>& c, const ring::SubmissionEntry& e) {
-    bool reserved_zero = e.flags == 0;
-    for (uint8_t b : e.reserved) reserved_zero &= b == 0;
-    if (!reserved_zero) {
-      return c->Complete(e.user_data, 0,
-                         InvalidArgument("submission has non-zero flags or reserved bytes"));
-    }
-    switch (static_cast<ring::Op>(e.op)) {
+    const Result<ring::ValidSubmission> v = ring::ValidateSubmission(e);
+    if (!v.ok()) return c->Complete(e.user_data, 0, v.status());
+    switch (v->op) {
       case ring::Op::kNop: return c->Complete(e.user_data, 0, OkStatus());
       case ring::Op::kCancel:
-        return c->Complete(e.user_data, e.transfer, node.Cancel(c->session, e.transfer));
+        return c->Complete(e.user_data, v->transfer, node.Cancel(c->session, v->transfer));
       case ring::Op::kCopy: {
         CopySpec spec;
-        spec.src_instance = e.src_instance;
-        spec.dst_instance = e.dst_instance;
-        spec.priority = e.priority;
+        spec.src_instance = v->src_instance;
+        spec.dst_instance = v->dst_instance;
+        spec.priority = v->priority;
         const uint64_t user_data = e.user_data;
         std::weak_ptr<LocalClient> weak = c;
         auto t = node.Copy(c->session, spec, [weak, user_data](const TransferReport& r) {
@@ -487,7 +484,6 @@ struct LocalServer::Impl {
         return;
       }
     }
-    c->Complete(e.user_data, 0, InvalidArgument("unknown ring op ", e.op));
   }
 };
 

@@ -123,3 +123,26 @@ TEST_CASE("an empty box compiles to an empty program") {
   CHECK(p->ops.empty());
   CHECK(p->bytes == 0);
 }
+
+// Issue #11: index spaces at the edges of the accepted coordinates
+// (+-(2^62-1)), blocked on both sides with blocks out of phase, compile
+// and copy element-exactly; block boundaries are computed relative to lo,
+// so nothing near int64's limits overflows (the UBSan build checks).
+TEST_CASE("copies at the extreme accepted coordinates are element-exact") {
+  const FieldSpace fs = FieldSpace::Make({{"a", 4}, {"b", 2}}).value();
+  for (const int64_t base : {kMaxCoordinate - 64, -kMaxCoordinate}) {
+    Box bounds;
+    bounds.dims = 2;
+    bounds.lo = {base, -kMaxCoordinate};
+    bounds.hi = {base + 64, -kMaxCoordinate + 5};
+    Box dbounds = bounds;
+    dbounds.lo[0] = base + 1;  // the destination's blocks start elsewhere
+    const InstanceShape ss{bounds, fs, Layout::Parse("x_in=7,F,x_out,y", 2).value()};
+    const InstanceShape ds{dbounds, fs, Layout::Parse("F,y,x_in=5,x_out", 2).value()};
+    Box box = dbounds;
+    box.hi[0] -= 3;
+    box.lo[1] += 1;
+    INFO(ToString(box));
+    CHECK(RunAndCheck(ss, ds, box, 7) == "");
+  }
+}
