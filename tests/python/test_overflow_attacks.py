@@ -98,11 +98,14 @@ class OverflowAttackTest(unittest.TestCase):
         for bounds, layout, why in BAD_BOUNDS:
             with self.subTest(bounds=bounds, layout=layout):
                 self.assertInvalid(self.c.register_instance, a, bounds, FIELDS, layout, contains=(why,))
-        # Offsets that wrap 2^64 with the instance's size: outside the allocation.
-        for offset in (U64_MAX, U64_MAX - 63, 2**63):
+        # Offsets that wrap 2^64 with the instance's size are refused as such;
+        # one that does not wrap lies outside the allocation.
+        for offset in (U64_MAX, U64_MAX - 63):
             with self.subTest(offset=offset):
                 self.assertInvalid(self.c.register_instance, a, [8], FIELDS, "F,x", offset=offset,
-                                   code="OUT_OF_RANGE", contains=("4096",))
+                                   contains=("wraps past 2^64",))
+        self.assertInvalid(self.c.register_instance, a, [8], FIELDS, "F,x", offset=2**63,
+                           code="OUT_OF_RANGE", contains=("4096",))
         self.assertEqual(self.counters(), before)
         # And a legitimate instance at the largest bounds still registers.
         inst = self.c.register_instance(a, [(LIMIT - 512, LIMIT)], FIELDS, "F,x")
