@@ -335,9 +335,10 @@ class SessionAttackTest(unittest.TestCase):
     def test_another_uid_cannot_touch_the_victim(self):
         if os.geteuid() != 0:
             self.skipTest("needs root to run a child as nobody")
-        a, pattern, _, transfer = self.victim_setup()
+        a, pattern, inst, transfer = self.victim_setup()
         script = f"""
-import json, isometry
+import json, grpc, isometry
+from isometry import isometry_pb2 as pb
 out = {{}}
 c = isometry.Client({self.socket!r}, name="intruder")
 def code(fn, *args, **kw):
@@ -346,19 +347,30 @@ def code(fn, *args, **kw):
         return "OK"
     except isometry.IsometryError as e:
         return e.code
+    except grpc.RpcError as e:
+        return e.code().name
 out["read"] = code(c.read, {a.id}, 0, 16)
 out["write"] = code(c.write, {a.id}, 0, b"x")
 out["free"] = code(c.free, {a.id})
+out["publish"] = code(c.publish, {a.id})
+out["register"] = code(c.register_instance, {a.id}, [16], [("v", 4)], "F,x")
 out["get"] = code(c.transfer, {transfer})
 out["cancel"] = code(c.cancel, {transfer})
-out["owners"] = [t.owner.client_name for t in c.transfers()]
+out["wait"] = code(c.wait, {transfer}, timeout_ms=100)
+out["calibrate"] = code(c._stub.Calibrate, pb.CalibrateRequest(), metadata=c._metadata())
+out["unregister"] = code(c.unregister_instance, {inst.id})
+out["copy"] = code(c.copy, {inst.id}, {inst.id})
+out["owners"] = [(t.owner.client_name, t.owner.session_id) for t in c.transfers()]
 c.close()
 print(json.dumps(out))
 """
         out = self.run_as_nobody(script)
-        for k in ("read", "write", "free", "get", "cancel"):
+        for k in ("read", "write", "free", "publish", "register", "get", "cancel", "wait",
+                  "calibrate"):
             self.assertEqual(out[k], "PERMISSION_DENIED", k)
-        self.assertIn("victim", out["owners"])
+        self.assertEqual(out["unregister"], "NOT_FOUND")  # not in its session
+        self.assertEqual(out["copy"], "NOT_FOUND")
+        self.assertIn(["victim", self.victim.session_id], out["owners"])
         self.assertEqual(self.victim.read(a, 0, 1 << 20), pattern)
         self.assertIn(self.victim.transfer(transfer).state, ("waiting", "running"))
 
