@@ -193,6 +193,46 @@ rate_limit = "64MiB"
   CHECK(d.Stop() == 0);
 }
 
+namespace {
+size_t OpenFds(pid_t pid) {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+    ++n;
+  }
+  return n;
+}
+}  // namespace
+
+TEST_CASE("300 clients killed with SIGKILL at random points: nothing leaks, others unharmed") {
+  Daemon d(kOneMemory);
+  REQUIRE(d.SettlesEmpty("sys0"));
+  const size_t fds_before = OpenFds(d.pid());
+  std::mt19937 rng(11);
+  for (int i = 0; i < 300; ++i) {
+    // Killed while connecting, allocating, registering or copying.
+    const pid_t w = SpawnWorker({d.local_socket(), "transfers", std::to_string(i)});
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 30000));
+    kill(w, SIGKILL);
+    waitpid(w, nullptr, 0);
+  }
+  CHECK(d.SettlesEmpty("sys0"));
+  const v1::StatusResponse st = d.Status();
+  CHECK(st.allocations() == 0);
+  CHECK(st.instances() == 0);
+  // Every memfd, eventfd and socket of the dead sessions was closed.
+  CHECK(OpenFds(d.pid()) <= fds_before);
+  auto c = Connect(d);
+  const InstanceShape small{Box::FromExtents({1000}), FieldSpace::Uniform(3, 4), Layout::Aos(1)};
+  Placed s = Place(*c, small, 3);
+  Placed t = Place(*c, {small.bounds, small.fields, Layout::Soa(1)}, 4);
+  REQUIRE(c->Copy(s.inst, t.inst).status.ok());
+  CHECK(CheckCopy(s.shape, s.before, t.shape, Bytes(t.alloc, t.shape.total_bytes()), t.before,
+                  small.bounds) == "");
+  c.reset();
+  CHECK(d.Stop() == 0);
+}
+
 TEST_CASE("thousands of malformed ring entries complete with errors; the daemon stays healthy") {
   Daemon d(kOneMemory);
   auto c = Connect(d, "fuzzer");

@@ -29,6 +29,7 @@ class DaemonProcess {
   const std::string& local_socket() const { return local_; }
   const std::string& grpc_socket() const { return grpc_; }
   const std::string& dir() const { return dir_; }
+  pid_t pid() const { return pid_; }
 
   // The daemon binary next to a tool in the build tree, or $ISOMETRYD.
   static std::string Locate(const char* argv0);
