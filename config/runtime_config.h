@@ -106,11 +106,11 @@ struct DaemonConfig {
   uint32_t max_sessions = 1024;
   // Per-client bounds (README, Security model): one client's exhaustion
   // never denies service to others.
-  uint32_t max_sessions_per_uid = 64;      // local-socket sessions of one uid
+  uint32_t max_sessions_per_uid = 512;     // local-socket sessions of one uid
   // gRPC does not expose the peer's uid (grpc/grpc#15511): gRPC sessions
   // share this budget, apart from the local-socket clients'.
   uint32_t max_grpc_sessions = 256;
-  uint32_t max_connections_per_uid = 64;   // local-socket connections of one uid
+  uint32_t max_connections_per_uid = 512;  // local-socket connections of one uid
   uint32_t hello_timeout_ms = 5000;        // a local connection must say hello by then
   uint32_t max_transfers_per_session = 1024;    // in flight
   uint32_t max_allocations_per_session = 1024;  // each is a memfd the daemon holds
