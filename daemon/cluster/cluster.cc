@@ -191,7 +191,7 @@ struct Cluster::Impl {
   // The peer this node issued `token` to; under mu.
   const std::string* PeerOfTokenLocked(const std::string& token) const {
     for (const auto& [peer, t] : issued) {
-      if (SameMac(t, token)) return &peer;
+      if (SameSecret(t, token)) return &peer;
     }
     return nullptr;
   }
@@ -281,7 +281,7 @@ struct Cluster::Impl {
     if (!s.ok()) return FromGrpc(s, StrCat("hello to peer '", p.config.name, "'"));
     const std::string expect = Hmac(secret, {"welcome", w.node_name(), std::to_string(w.node()),
                                              req.nonce(), w.token()});
-    if (!SameMac(expect, w.mac())) {
+    if (!SameSecret(expect, w.mac())) {
       return absl::UnauthenticatedError(StrCat("peer '", p.config.name,
                                                "' answered without proof of the cluster secret "
                                                "(wrong secret on one side?)"));
@@ -1001,7 +1001,7 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
         Hmac(impl_->secret, {"hello", req.node_name(), std::to_string(req.node()),
                              std::to_string(req.protocol_version()), req.nonce(),
                              std::to_string(req.unix_ms())});
-    if (!SameMac(expect, req.mac())) {
+    if (!SameSecret(expect, req.mac())) {
       return absl::UnauthenticatedError(
           "authentication failed: the hello's proof does not match this node's cluster secret "
           "(wrong secret?)");

@@ -46,11 +46,4 @@ std::string Hmac(std::string_view secret, const std::vector<std::string>& parts)
   return std::string(reinterpret_cast<const char*>(out), len);
 }
 
-bool SameMac(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
 }  // namespace isometry

@@ -2,7 +2,7 @@
 // for the peer hello and random tokens. The secret itself never travels.
 #pragma once
 
-#include "core/random.h"  // RandomHex, for nonces and tokens
+#include "core/random.h"  // RandomHex for nonces and tokens, SameSecret for MACs
 
 #include <string>
 #include <string_view>
@@ -15,9 +15,8 @@ namespace isometry {
 // Reads the secret (trailing newlines dropped). At least 16 bytes; a file
 // others may read is accepted with a warning in the log.
 Result<std::string> LoadSecret(const std::string& path);
-// HMAC-SHA256 over the parts, each followed by a 0x1f separator.
+// HMAC-SHA256 over the parts, each followed by a 0x1f separator. Compare
+// MACs with SameSecret (core/random.h).
 std::string Hmac(std::string_view secret, const std::vector<std::string>& parts);
-// Compares without an early exit (no timing hint for forgers).
-bool SameMac(std::string_view a, std::string_view b);
 
 }  // namespace isometry

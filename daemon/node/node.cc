@@ -9,8 +9,6 @@
 #include <deque>
 #include <set>
 
-#include <openssl/crypto.h>
-
 #include "channels/channel_factory.h"
 #include "channels/host_pages.h"
 #include "core/checked.h"
@@ -104,12 +102,6 @@ std::optional<uint64_t> TokenNumber(const std::string& token) {
   return ParseNumber<uint64_t>(std::string_view(token).substr(0, dot));
 }
 
-// Constant time in the contents: a caller learns nothing from how long a
-// wrong token took to refuse.
-bool SameToken(const std::string& a, const std::string& b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
-}
-
 SessionOwner OwnerOf(const Session& s) {
   return SessionOwner{s.id, s.name, s.creds.known() ? static_cast<int64_t>(s.creds.uid) : -1,
                       s.creds.pid};
@@ -179,7 +171,7 @@ struct Node::Impl {
     const std::optional<uint64_t> n = TokenNumber(token);
     if (!n) return nullptr;
     auto it = sessions.find(*n);
-    if (it == sessions.end() || !SameToken(it->second.token, token)) return nullptr;
+    if (it == sessions.end() || !SameSecret(it->second.token, token)) return nullptr;
     return &it->second;
   }
 

@@ -8,8 +8,7 @@
 #include <set>
 #include <thread>
 
-#include <openssl/crypto.h>
-
+#include "core/random.h"
 #include "daemon/server/convert.h"
 #include "daemon/server/timer.h"
 
@@ -137,8 +136,7 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
   bool IsOperator(const CallbackServerContext* ctx) const {
     auto it = ctx->client_metadata().find(kOperatorKey);
     if (operator_token_.empty() || it == ctx->client_metadata().end()) return false;
-    return it->second.size() == operator_token_.size() &&
-           CRYPTO_memcmp(it->second.data(), operator_token_.data(), operator_token_.size()) == 0;
+    return SameSecret(std::string_view(it->second.data(), it->second.size()), operator_token_);
   }
 
   Service(Node& node, std::string operator_token, PeersProvider peers)

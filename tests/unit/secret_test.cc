@@ -39,12 +39,12 @@ TEST_CASE("HMACs bind every part, its order and the secret") {
   const std::string k = "0123456789abcdef";
   const std::string m = Hmac(k, {"hello", "node-a", "1"});
   CHECK(m.size() == 32);  // SHA-256
-  CHECK(SameMac(m, Hmac(k, {"hello", "node-a", "1"})));
-  CHECK(!SameMac(m, Hmac(k, {"hello", "node-a", "2"})));
-  CHECK(!SameMac(m, Hmac(k, {"node-a", "hello", "1"})));
-  CHECK(!SameMac(m, Hmac(k, {"hellonode-a", "1"})));  // separators count
-  CHECK(!SameMac(m, Hmac("0123456789abcdeF", {"hello", "node-a", "1"})));
-  CHECK(!SameMac(m, m.substr(0, 31)));
+  CHECK(SameSecret(m, Hmac(k, {"hello", "node-a", "1"})));
+  CHECK(!SameSecret(m, Hmac(k, {"hello", "node-a", "2"})));
+  CHECK(!SameSecret(m, Hmac(k, {"node-a", "hello", "1"})));
+  CHECK(!SameSecret(m, Hmac(k, {"hellonode-a", "1"})));  // separators count
+  CHECK(!SameSecret(m, Hmac("0123456789abcdeF", {"hello", "node-a", "1"})));
+  CHECK(!SameSecret(m, m.substr(0, 31)));
   CHECK(RandomHex(16).size() == 32);
   CHECK(RandomHex(16) != RandomHex(16));
 }
