@@ -61,10 +61,6 @@ Status FailedPrecondition(const Args&... args) {
   return absl::FailedPreconditionError(StrCat(args...));
 }
 template <typename... Args>
-Status DeadlineExceeded(const Args&... args) {
-  return absl::DeadlineExceededError(StrCat(args...));
-}
-template <typename... Args>
 Status PermissionDenied(const Args&... args) {
   return absl::PermissionDeniedError(StrCat(args...));
 }

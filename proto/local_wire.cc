@@ -28,10 +28,6 @@ Status ReadExact(int socket, char* buf, size_t n, std::vector<int>* fds, bool eo
     const ssize_t r = recvmsg(socket, &msg, MSG_CMSG_CLOEXEC);
     if (r < 0) {
       if (errno == EINTR) continue;
-      // SO_RCVTIMEO ran out (the daemon bounds how long a frame may take).
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        return DeadlineExceeded("no complete frame within the time allowed");
-      }
       return Errno("recvmsg");
     }
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {

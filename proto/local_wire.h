@@ -16,9 +16,8 @@ inline constexpr int kMaxFds = 4;
 
 // Blocking. Retries EINTR and short writes.
 Status SendFrame(int socket, const google::protobuf::MessageLite& msg, const std::vector<int>& fds = {});
-// Blocking. Returns UNAVAILABLE on orderly EOF (the peer closed),
-// DEADLINE_EXCEEDED when the socket's SO_RCVTIMEO runs out, an error for a
-// frame over `max_bytes` or malformed. Received fds are owned by the caller
+// Blocking. Returns UNAVAILABLE on orderly EOF (the peer closed), an error
+// for a frame over `max_bytes` or malformed. Received fds are owned by the caller
 // (closed on error here).
 Status RecvFrame(int socket, google::protobuf::MessageLite* msg, std::vector<int>* fds,
                  uint32_t max_bytes = kMaxFrameBytes);

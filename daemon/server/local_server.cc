@@ -40,6 +40,7 @@ struct LocalClient {
   std::string session;      // the token: never logged
   uint64_t session_id = 0;  // its public number, for logs
   std::atomic<bool> attached{false};  // hello done (read by the accept thread)
+  std::atomic<bool> late{false};      // shut down for want of a hello
   std::chrono::steady_clock::time_point accepted_at;
   Credentials creds;
   UniqueFd socket;
@@ -187,12 +188,24 @@ struct LocalServer::Impl {
   // Closes connections that did not complete hello in time: a client
   // that connects and says nothing (or a byte now and then) holds a
   // thread and a slot only until daemon.hello_timeout_ms.
+  // The only deadline before hello: reads block without a timeout.
   void CloseLateHellos() {
-    const auto limit = std::chrono::milliseconds(node.config().daemon.hello_timeout_ms);
+    const uint32_t ms = node.config().daemon.hello_timeout_ms;
     const auto now = std::chrono::steady_clock::now();
-    std::lock_guard lock(mu);
-    for (auto& [key, c] : clients) {
-      if (!c->attached && now - c->accepted_at > limit) shutdown(c->socket.get(), SHUT_RDWR);
+    std::vector<Credentials> late;
+    {
+      std::lock_guard lock(mu);
+      for (auto& [key, c] : clients) {
+        if (c->attached || now - c->accepted_at <= std::chrono::milliseconds(ms)) continue;
+        if (c->late.exchange(true)) continue;  // shut down already; its thread is leaving
+        shutdown(c->socket.get(), SHUT_RDWR);
+        late.push_back(c->creds);
+      }
+    }
+    for (const Credentials& cr : late) {
+      WarnLimited(cr.uid, StrCat("local client pid ", cr.pid, " uid ", cr.uid,
+                                 " sent no hello within daemon.hello_timeout_ms (", ms,
+                                 " ms); closing its connection"));
     }
   }
 
@@ -242,14 +255,8 @@ struct LocalServer::Impl {
   // daemon.hello_timeout_ms to send a small hello frame, or is closed.
   static constexpr uint32_t kMaxHelloBytes = 4096;
 
-  static void SetReceiveTimeout(int fd, uint32_t ms) {
-    timeval tv{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>((ms % 1000) * 1000)};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  }
-
   // Frames until the socket closes; then the session ends.
   void ServeControl(const std::shared_ptr<LocalClient>& c) {
-    SetReceiveTimeout(c->socket.get(), node.config().daemon.hello_timeout_ms);
     while (!stopping) {
       v1::LocalRequest req;
       std::vector<int> fds;
@@ -348,8 +355,7 @@ struct LocalServer::Impl {
     ISO_ASSIGN_OR_RETURN(OpenedSession opened, node.OpenSession(h.client_name(), c.creds, nullptr));
     c.session = opened.token;
     c.session_id = opened.id;
-    SetReceiveTimeout(c.socket.get(), 0);  // attached: the client may idle
-    c.attached = true;
+    c.attached = true;  // no deadline from here on: the client may idle
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = c.key;
