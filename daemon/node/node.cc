@@ -107,6 +107,23 @@ SessionOwner OwnerOf(const Session& s) {
                       s.creds.pid};
 }
 
+// Who may see, wait on or cancel a transfer: its session and the operator.
+// A caller without a (valid) session is told what would let it, not that
+// its session is unknown: isoctl acts without one.
+Status MayTouch(const SessionOwner& owner, const Session* caller, bool is_operator,
+                uint64_t transfer, std::string_view what, const std::string& state_dir) {
+  if (is_operator || (caller && caller->id == owner.session)) return OkStatus();
+  return PermissionDenied("transfer ", transfer, " belongs to another client (session ",
+                          owner.session, "); ", what, " it needs the operator token (",
+                          state_dir, "/operator.token)");
+}
+
+// A transfer's record as Cancel, GetTransfer and WhenDone find it.
+struct FoundTransfer {
+  TransferRecord* record = nullptr;
+  bool in_flight = false;  // in `active`; else among the last ended
+};
+
 // An instance's storage [offset, offset + bytes) must not wrap 2^64
 // (a wrapped end would pass every later "fits" check).
 Status CheckInstanceEnd(uint64_t offset, uint64_t bytes) {
@@ -190,6 +207,29 @@ struct Node::Impl {
   }
 
   Status CheckSession(const std::string& token) const { return FindSession(token).status(); }
+
+  // Under mu: the record of `transfer`, in flight or among the last
+  // kFinishedKept ended, if the caller may act on it (`what` it wants to do
+  // goes into the refusal).
+  Result<FoundTransfer> TouchableLocked(const std::string& session, uint64_t transfer,
+                                         bool is_operator, std::string_view what) const {
+    FoundTransfer found;
+    auto it = active.find(transfer);
+    if (it != active.end()) {
+      found = {it->second.get(), true};
+    } else {
+      for (const auto& f : finished) {
+        if (f->id == transfer) found.record = f.get();
+      }
+    }
+    if (!found.record) {
+      return NotFound("no transfer ", transfer, " (finished transfers are kept for the last ",
+                      kFinishedKept, ")");
+    }
+    ISO_RETURN_IF_ERROR(MayTouch(found.record->owner, FindSessionOrNull(session), is_operator,
+                                 transfer, what, config.daemon.state_dir));
+    return found;
+  }
 
   Result<std::shared_ptr<Allocation>> UsableAllocation(uint64_t session, uint64_t id) const {
     auto it = allocations.find(id);
@@ -874,39 +914,16 @@ Result<uint64_t> Node::Copy(const std::string& session, const CopySpec& spec,
   return t.id();
 }
 
-namespace {
-// Who may see, wait on or cancel a transfer: its session and the operator.
-// A caller without a (valid) session is told what would let it, not that
-// its session is unknown: isoctl acts without one.
-Status MayTouch(const SessionOwner& owner, const Session* caller, bool is_operator,
-                uint64_t transfer, std::string_view what, const std::string& state_dir) {
-  if (is_operator || (caller && caller->id == owner.session)) return OkStatus();
-  return absl::PermissionDeniedError(
-      StrCat("transfer ", transfer, " belongs to another client (session ", owner.session,
-             "); ", what, " it needs the operator token (", state_dir, "/operator.token)"));
-}
-}  // namespace
-
 Status Node::Cancel(const std::string& session, uint64_t transfer, bool is_operator) {
   std::optional<Transfer> t;
   std::shared_ptr<CrossTransfer> cross;
   {
     std::lock_guard lock(impl_->mu);
-    const Session* caller = impl_->FindSessionOrNull(session);
-    auto it = impl_->active.find(transfer);
-    if (it == impl_->active.end()) {
-      for (const auto& f : impl_->finished) {
-        if (f->id != transfer) continue;
-        ISO_RETURN_IF_ERROR(MayTouch(f->owner, caller, is_operator, transfer, "cancelling",
-                                     impl_->config.daemon.state_dir));
-        return OkStatus();  // already ended: nothing to do
-      }
-      return NotFound("no transfer ", transfer);
-    }
-    ISO_RETURN_IF_ERROR(MayTouch(it->second->owner, caller, is_operator, transfer, "cancelling",
-                                 impl_->config.daemon.state_dir));
-    t = it->second->handle;
-    cross = it->second->cross;
+    ISO_ASSIGN_OR_RETURN(FoundTransfer f,
+                         impl_->TouchableLocked(session, transfer, is_operator, "cancelling"));
+    if (!f.in_flight) return OkStatus();  // already ended: nothing to do
+    t = f.record->handle;
+    cross = f.record->cross;
   }
   if (t) t->Cancel();
   if (cross) cross->Cancel();
@@ -916,20 +933,9 @@ Status Node::Cancel(const std::string& session, uint64_t transfer, bool is_opera
 Result<TransferReport> Node::GetTransfer(const std::string& session, uint64_t transfer,
                                          bool is_operator) const {
   std::lock_guard lock(impl_->mu);
-  const Session* caller = impl_->FindSessionOrNull(session);
-  const TransferRecord* r = nullptr;
-  auto it = impl_->active.find(transfer);
-  if (it != impl_->active.end()) r = it->second.get();
-  for (const auto& f : impl_->finished) {
-    if (!r && f->id == transfer) r = f.get();
-  }
-  if (!r) {
-    return NotFound("no transfer ", transfer, " (finished transfers are kept for the last ",
-                    Impl::kFinishedKept, ")");
-  }
-  ISO_RETURN_IF_ERROR(MayTouch(r->owner, caller, is_operator, transfer, "inspecting",
-                               impl_->config.daemon.state_dir));
-  return impl_->BuildReport(*r);
+  ISO_ASSIGN_OR_RETURN(FoundTransfer f,
+                       impl_->TouchableLocked(session, transfer, is_operator, "inspecting"));
+  return impl_->BuildReport(*f.record);
 }
 
 Status Node::WhenDone(const std::string& session, uint64_t transfer, bool is_operator,
@@ -937,22 +943,13 @@ Status Node::WhenDone(const std::string& session, uint64_t transfer, bool is_ope
   TransferReport rep;
   {
     std::lock_guard lock(impl_->mu);
-    const Session* caller = impl_->FindSessionOrNull(session);
-    auto it = impl_->active.find(transfer);
-    if (it != impl_->active.end()) {
-      ISO_RETURN_IF_ERROR(MayTouch(it->second->owner, caller, is_operator, transfer,
-                                   "waiting on", impl_->config.daemon.state_dir));
-      it->second->waiters.push_back(std::move(cb));
+    ISO_ASSIGN_OR_RETURN(FoundTransfer f,
+                         impl_->TouchableLocked(session, transfer, is_operator, "waiting on"));
+    if (f.in_flight) {
+      f.record->waiters.push_back(std::move(cb));
       return OkStatus();
     }
-    const TransferRecord* r = nullptr;
-    for (const auto& f : impl_->finished) {
-      if (f->id == transfer) r = f.get();
-    }
-    if (!r) return NotFound("no transfer ", transfer);
-    ISO_RETURN_IF_ERROR(MayTouch(r->owner, caller, is_operator, transfer, "waiting on",
-                                 impl_->config.daemon.state_dir));
-    rep = r->final_report;
+    rep = f.record->final_report;
   }
   cb(rep);
   return OkStatus();
