@@ -236,8 +236,7 @@ struct Node::Impl {
     if (it == allocations.end()) return NotFound("no allocation ", id);
     const Allocation& a = *it->second;
     if (a.owner != session && !a.published) {
-      return absl::PermissionDeniedError(
-          StrCat("allocation ", id, " belongs to another client and is not published"));
+      return PermissionDenied("allocation ", id, " belongs to another client and is not published");
     }
     return it->second;
   }
@@ -468,9 +467,9 @@ Result<CrossEnd> Node::ResolveForPeer(const InstanceSpec& spec) const {
   std::lock_guard lock(impl_->mu);
   auto it = impl_->allocations.find(spec.allocation);
   if (it == impl_->allocations.end() || !it->second->published) {
-    return absl::PermissionDeniedError(
-        StrCat("allocation ", spec.allocation, " of node '", impl_->config.cluster.node_name,
-               "' does not exist or is not published (peers reach published allocations only)"));
+    return PermissionDenied(
+        "allocation ", spec.allocation, " of node '", impl_->config.cluster.node_name,
+        "' does not exist or is not published (peers reach published allocations only)");
   }
   const auto& a = it->second;
   const uint64_t total = spec.shape.total_bytes();
@@ -653,11 +652,10 @@ Status Node::Free(const std::string& session, uint64_t allocation, bool is_opera
   const int64_t uid = OwnerOf(*s).uid;
   const bool same_uid = uid >= 0 && uid == a.owner_uid;
   if (a.owner != s->id && !(orphan && (same_uid || is_operator))) {
-    return absl::PermissionDeniedError(StrCat(
-        "allocation ", allocation, " belongs to another client",
-        orphan ? "; its publisher has left: a session of the same uid, or the operator "
-                 "(--operator-token), may free it"
-               : ""));
+    return PermissionDenied("allocation ", allocation, " belongs to another client",
+                            orphan ? "; its publisher has left: a session of the same uid, or "
+                                     "the operator (--operator-token), may free it"
+                                   : "");
   }
   for (auto i = s->instances.begin(); i != s->instances.end();) {
     auto inst = impl_->instances.find(*i);
@@ -680,8 +678,7 @@ Status Node::Publish(const std::string& session, uint64_t allocation) {
   auto it = impl_->allocations.find(allocation);
   if (it == impl_->allocations.end()) return NotFound("no allocation ", allocation);
   if (it->second->owner != s->id) {
-    return absl::PermissionDeniedError(
-        StrCat("allocation ", allocation, " belongs to another client"));
+    return PermissionDenied("allocation ", allocation, " belongs to another client");
   }
   it->second->published = true;
   return OkStatus();

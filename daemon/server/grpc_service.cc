@@ -333,10 +333,9 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
   ServerUnaryReactor* Calibrate(CallbackServerContext* ctx, const v1::CalibrateRequest*,
                                 v1::CalibrateResponse* resp) override {
     if (!IsOperator(ctx)) {
-      return Reply(ctx, absl::PermissionDeniedError(
-                            "calibrate is an operator action: pass the operator token "
-                            "(isoctl --operator-token, file " +
-                            node_.config().daemon.state_dir + "/operator.token)"));
+      return Reply(ctx, PermissionDenied("calibrate is an operator action: pass the operator "
+                                         "token (isoctl --operator-token, file ",
+                                         node_.config().daemon.state_dir, "/operator.token)"));
     }
     std::lock_guard lock(calibration_mu_);
     if (calibrating_) return Reply(ctx, Unavailable("a calibration is already running"));
