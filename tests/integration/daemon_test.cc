@@ -43,6 +43,17 @@ pid_t SpawnWorker(const std::vector<std::string>& args, int stdout_fd = -1) {
   return pid;
 }
 
+// A client connecting now copies an AOS instance into SOA, verified.
+void CheckNewClientServed(const Daemon& d) {
+  auto c = Connect(d);
+  const InstanceShape small{Box::FromExtents({1000}), FieldSpace::Uniform(3, 4), Layout::Aos(1)};
+  Placed s = Place(*c, small, 3);
+  Placed t = Place(*c, {small.bounds, small.fields, Layout::Soa(1)}, 4);
+  REQUIRE(c->Copy(s.inst, t.inst).status.ok());
+  CHECK(CheckCopy(s.shape, s.before, t.shape, Bytes(t.alloc, t.shape.total_bytes()), t.before,
+                  small.bounds) == "");
+}
+
 }  // namespace
 
 TEST_CASE("a C++ client round-trips data byte-exactly with a layout change") {
@@ -183,13 +194,7 @@ rate_limit = "64MiB"
   CHECK(d.Status().transfers_cancelled() == 1);
   CHECK(d.Status().sessions() == 0);
   // Everyone else carries on.
-  auto c = Connect(d);
-  const InstanceShape small{Box::FromExtents({1000}), FieldSpace::Uniform(3, 4), Layout::Aos(1)};
-  Placed s = Place(*c, small, 3);
-  Placed t = Place(*c, {small.bounds, small.fields, Layout::Soa(1)}, 4);
-  REQUIRE(c->Copy(s.inst, t.inst).status.ok());
-  CHECK(CheckCopy(s.shape, s.before, t.shape, Bytes(t.alloc, t.shape.total_bytes()), t.before,
-                  small.bounds) == "");
+  CheckNewClientServed(d);
   CHECK(d.Stop() == 0);
 }
 
@@ -222,14 +227,7 @@ TEST_CASE("300 clients killed with SIGKILL at random points: nothing leaks, othe
   CHECK(st.instances() == 0);
   // Every memfd, eventfd and socket of the dead sessions was closed.
   CHECK(OpenFds(d.pid()) <= fds_before);
-  auto c = Connect(d);
-  const InstanceShape small{Box::FromExtents({1000}), FieldSpace::Uniform(3, 4), Layout::Aos(1)};
-  Placed s = Place(*c, small, 3);
-  Placed t = Place(*c, {small.bounds, small.fields, Layout::Soa(1)}, 4);
-  REQUIRE(c->Copy(s.inst, t.inst).status.ok());
-  CHECK(CheckCopy(s.shape, s.before, t.shape, Bytes(t.alloc, t.shape.total_bytes()), t.before,
-                  small.bounds) == "");
-  c.reset();
+  CheckNewClientServed(d);
   CHECK(d.Stop() == 0);
 }
 
