@@ -12,13 +12,12 @@ behaviour; in a plain build it proves the answers.
 
 import os
 import shutil
-import socket
-import struct
 import sys
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
 from isometryd_process import IsometrydProcess  # noqa: E402
+from local_socket import LocalConnection  # noqa: E402
 from test_python_client import _IMPORT_ERROR, CONFIG, ISOMETRYD, SKIP_REASON  # noqa: E402
 
 if _IMPORT_ERROR is None:
@@ -137,12 +136,9 @@ class OverflowAttackTest(unittest.TestCase):
 
     def test_local_socket_register_instance_with_extreme_bounds(self):
         """The shared-memory handshake socket converts the same specs."""
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(10)
-        s.connect(os.path.join(self.dir, "local.sock"))
+        s = LocalConnection(os.path.join(self.dir, "local.sock"), timeout_s=10)
         try:
-            hello = pb.LocalRequest(tag=1, hello=pb.HelloRequest(abi_version=1, client_name="attacker"))
-            resp = self._exchange(s, hello)
+            resp = s.hello("attacker")
             self.assertEqual(resp.code, 0, resp.message)
             before = self.counters()
             for bounds, layout, why in BAD_BOUNDS:
@@ -152,43 +148,14 @@ class OverflowAttackTest(unittest.TestCase):
                     spec.bounds.lo.append(lo)
                     spec.bounds.hi.append(hi)
                 req = pb.LocalRequest(tag=2, register_instance=pb.RegisterInstanceRequest(spec=spec))
-                resp = self._exchange(s, req)
+                resp = s.request(req)
+                self.assertIsNotNone(resp, "the daemon closed the local socket")
                 self.assertEqual(resp.code, 3, f"{bounds}: {resp.message}")  # INVALID_ARGUMENT
                 self.assertIn(why, resp.message)
             self.assertEqual(self.counters(), before)
         finally:
             s.close()
         self.assertTrue(self.daemon.alive(), self.daemon.log_text())
-
-    @staticmethod
-    def _exchange(s, msg):
-        body = msg.SerializeToString()
-        s.sendall(struct.pack("<I", len(body)) + body)
-        header = b""
-        fds = []
-        while len(header) < 4:
-            data, ancdata, _, _ = s.recvmsg(4 - len(header), socket.CMSG_SPACE(16 * 4))
-            if not data:
-                raise AssertionError("the daemon closed the local socket")
-            header += data
-            for level, kind, payload in ancdata:
-                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                    fds += list(struct.unpack(f"{len(payload) // 4}i", payload[: len(payload) // 4 * 4]))
-        (n,) = struct.unpack("<I", header)
-        body = b""
-        while len(body) < n:
-            data, ancdata, _, _ = s.recvmsg(n - len(body), socket.CMSG_SPACE(16 * 4))
-            if not data:
-                raise AssertionError("the daemon closed the local socket mid-frame")
-            body += data
-            for level, kind, payload in ancdata:
-                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                    fds += list(struct.unpack(f"{len(payload) // 4}i", payload[: len(payload) // 4 * 4]))
-        for fd in fds:
-            os.close(fd)
-        resp = pb.LocalResponse()
-        resp.ParseFromString(body)
-        return resp
 
 
 if __name__ == "__main__":

@@ -12,15 +12,16 @@ the second-uid tests (they run a child as `nobody`).
 
 import json
 import os
-import socket
 import struct
 import subprocess
 import sys
 import time
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
+FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture")
+sys.path.insert(0, FIXTURE_DIR)
 from isometryd_process import IsometrydProcess  # noqa: E402
+from local_socket import LocalConnection  # noqa: E402
 
 ISOMETRYD = os.environ.get("ISOMETRYD", "")
 PYTHONPATH = os.environ.get("ISOMETRY_PYTHONPATH", "")
@@ -105,63 +106,6 @@ def wait_until(cond, what, timeout_s=10.0):
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-class LocalConnection:
-    """The local socket's framing (proto/local_wire.h) by hand: a little
-    endian uint32 length, then a LocalRequest; responses likewise."""
-
-    def __init__(self, path):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(5)
-        self.sock.connect(path)
-
-    def send_raw(self, data):
-        self.sock.sendall(data)
-
-    def request(self, req):
-        body = req.SerializeToString()
-        self.sock.sendall(struct.pack("<I", len(body)) + body)
-        return self.response()
-
-    def response(self):
-        head = self._exact(4)
-        if head is None:
-            return None
-        (n,) = struct.unpack("<I", head)
-        body = self._exact(n)
-        resp = pb.LocalResponse()
-        resp.ParseFromString(body)
-        return resp
-
-    def hello(self, name="raw"):
-        return self.request(pb.LocalRequest(tag=1, hello=pb.HelloRequest(abi_version=1,
-                                                                          client_name=name)))
-
-    def closed_by_daemon(self, timeout_s):
-        """True if the daemon closes the connection within timeout_s."""
-        self.sock.settimeout(timeout_s)
-        try:
-            while True:
-                data = self.sock.recv(4096)
-                if not data:
-                    return True
-        except socket.timeout:
-            return False
-        except OSError:
-            return True
-
-    def _exact(self, n):
-        out = b""
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            if not chunk:
-                return None
-            out += chunk
-        return out
-
-    def close(self):
-        self.sock.close()
 
 
 @unittest.skipUnless(ISOMETRYD, SKIP_REASON)
@@ -379,27 +323,20 @@ print(json.dumps(out))
             self.skipTest("needs root to run a child as nobody")
         # nobody opens as many local sessions as it can.
         script = f"""
-import json, socket, struct, time
+import json, sys
+sys.path.insert(0, {FIXTURE_DIR!r})
+from local_socket import LocalConnection
 from isometry import isometry_pb2 as pb
 codes, keep = [], []
 for i in range(12):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect({self.local!r})
-    body = pb.LocalRequest(tag=1, hello=pb.HelloRequest(abi_version=1, client_name="n")).SerializeToString()
+    c = LocalConnection({self.local!r})
     try:
-        s.sendall(struct.pack("<I", len(body)) + body)
+        c.send(pb.LocalRequest(tag=1, hello=pb.HelloRequest(abi_version=1, client_name="n")))
     except OSError:
         pass  # refused at accept: the daemon's answer is still there to read
-    head = s.recv(4)
-    if len(head) < 4:
-        codes.append("closed"); continue
-    (n,) = struct.unpack("<I", head)
-    data = b""
-    while len(data) < n:
-        data += s.recv(n - len(data))
-    r = pb.LocalResponse(); r.ParseFromString(data)
-    codes.append(r.code)
-    keep.append(s)
+    r = c.response()
+    codes.append("closed" if r is None else r.code)
+    keep.append(c)
 print(json.dumps({{"codes": codes}}))
 """
         codes = self.run_as_nobody(script)["codes"]
