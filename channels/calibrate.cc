@@ -137,20 +137,24 @@ std::vector<uint64_t> CalibrationSizes(const ChannelCaps& caps) {
   return sizes;
 }
 
-Result<std::vector<RateSample>> MeasureChannel(Channel& channel,
-                                                     std::chrono::milliseconds budget) {
+Result<std::vector<RateSample>> MeasureChannel(Channel& channel, std::chrono::milliseconds budget) {
   const std::vector<uint64_t> sizes = CalibrationSizes(channel.caps());
   // Room for the largest run, or for 4 MiB of runs at a stride of two runs.
   const uint64_t largest = std::max(sizes.back(), 2 * kGatherBytes);
-  std::unique_ptr<std::byte, FreeDeleter> src(static_cast<std::byte*>(std::aligned_alloc(4096, largest)));
-  std::unique_ptr<std::byte, FreeDeleter> dst(static_cast<std::byte*>(std::aligned_alloc(4096, largest)));
+  std::unique_ptr<std::byte, FreeDeleter> src(
+      static_cast<std::byte*>(std::aligned_alloc(4096, largest)));
+  std::unique_ptr<std::byte, FreeDeleter> dst(
+      static_cast<std::byte*>(std::aligned_alloc(4096, largest)));
   if (!src || !dst) return ResourceExhausted("calibration: cannot allocate scratch buffers");
   std::memset(src.get(), 1, largest);  // fault the pages in before timing
   std::memset(dst.get(), 0, largest);
   return MeasureSizes(sizes, kGatherBytes, budget, [&](uint64_t size, Clock::duration slice) {
     auto program = Runs(size);
     return TimeRequests(
-        channel, [&](uint64_t) { return ChannelRequest{program, src.get(), dst.get()}; },
+        channel,
+        [&](uint64_t) {
+          return ChannelRequest{program, src.get(), dst.get()};
+        },
         program->bytes, slice);
   });
 }
@@ -171,7 +175,8 @@ Result<std::vector<RateSample>> MeasureDiskChannel(Channel& channel, const std::
   const std::string path = StrCat(directory, "/.isometry-calibration-", RandomHex(8));
   UniqueFd scratch(::open(directory.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
   const bool named = !scratch.valid() && (errno == EOPNOTSUPP || errno == EISDIR);
-  if (named) scratch.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (named)
+    scratch.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!scratch.valid()) {
     const int err = errno;
     return Status(absl::ErrnoToStatusCode(err),

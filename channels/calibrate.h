@@ -31,8 +31,7 @@ std::vector<uint64_t> CalibrationSizes(const ChannelCaps& caps);
 // speed on a layout conversion is the run (PREFIX of §4.2), not the
 // request, so each request gathers 4 MiB of runs of that size. Host-memory
 // channels only. Other traffic on the channel lowers the figures.
-Result<std::vector<RateSample>> MeasureChannel(Channel& channel,
-                                                     std::chrono::milliseconds budget);
+Result<std::vector<RateSample>> MeasureChannel(Channel& channel, std::chrono::milliseconds budget);
 
 // Measures a DiskRead or DiskWrite channel: sequential back-to-back
 // requests of each size (4 KiB to 64 MiB, powers of four) through a 128 MiB

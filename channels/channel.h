@@ -31,11 +31,11 @@ struct ChannelCaps {
   std::string name;
   ChannelKind kind = ChannelKind::kMemcpy;
   std::vector<std::pair<MemoryKind, MemoryKind>> memory_kinds;  // what it can connect
-  bool converts_layout = false;   // executes strided programs efficiently
-  uint64_t request_bytes = 0;     // preferred request size (sweet spot)
+  bool converts_layout = false;  // executes strided programs efficiently
+  uint64_t request_bytes = 0;    // preferred request size (sweet spot)
   int max_in_flight = 1;
   uint64_t rate_limit_bytes_per_s = 0;  // 0 = unlimited
-  bool runs_inline = false;  // RunInline() is supported
+  bool runs_inline = false;             // RunInline() is supported
 };
 
 // An instance that lives in a file (DSK memory): its first byte is at

@@ -7,10 +7,13 @@ namespace isometry {
 
 Result<std::unique_ptr<Channel>> MakeChannel(const ChannelConfig& config) {
   switch (config.kind) {
-    case ChannelKind::kMemcpy: return MakeMemcpyChannel(config);
+    case ChannelKind::kMemcpy:
+      return MakeMemcpyChannel(config);
     case ChannelKind::kDiskRead:
-    case ChannelKind::kDiskWrite: return MakeDiskChannel(config);
-    default: break;
+    case ChannelKind::kDiskWrite:
+      return MakeDiskChannel(config);
+    default:
+      break;
   }
   return FailedPrecondition("channel '", config.name, "': kind ", ChannelKindName(config.kind),
                             " is not available in this build");

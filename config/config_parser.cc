@@ -1,6 +1,6 @@
 #include "config/config_parser.h"
 
-#include "core/strings.h"
+#include <toml++/toml.h>
 
 #include <charconv>
 #include <cmath>
@@ -8,13 +8,15 @@
 #include <map>
 #include <set>
 #include <sstream>
-#include <toml++/toml.h>
+
+#include "core/strings.h"
 
 namespace isometry {
 
 namespace {
 
-constexpr std::string_view kDefaultConfig = R"(# Isometry node configuration (embedded default: one node, host memories).
+constexpr std::string_view kDefaultConfig =
+    R"(# Isometry node configuration (embedded default: one node, host memories).
 
 [daemon]
 local_socket = "/run/isometry/isometry.sock"   # shared-memory handshake (SO_PEERCRED)
@@ -99,8 +101,7 @@ class Reader {
   explicit Reader(std::string_view source) : source_(source) {}
 
   Status Error(const toml::node& node, std::string_view key, std::string_view problem) const {
-    return InvalidArgument(source_, ":", node.source().begin.line, ": key '", key, "': ",
-                           problem);
+    return InvalidArgument(source_, ":", node.source().begin.line, ": key '", key, "': ", problem);
   }
 
   // Rejects keys of `table` outside `allowed`.
@@ -112,8 +113,7 @@ class Reader {
       if (!ok) {
         std::string list;
         for (std::string_view a : allowed) StrAppend(&list, list.empty() ? "" : ", ", a);
-        return Error(v, StrCat(prefix, k.str()),
-                     StrCat("unknown key (known here: ", list, ")"));
+        return Error(v, StrCat(prefix, k.str()), StrCat("unknown key (known here: ", list, ")"));
       }
     }
     return OkStatus();
@@ -129,8 +129,7 @@ class Reader {
     return Error(n, key, "must be true or false");
   }
 
-  Result<int64_t> Integer(const toml::node& n, std::string_view key, int64_t lo,
-                          int64_t hi) const {
+  Result<int64_t> Integer(const toml::node& n, std::string_view key, int64_t lo, int64_t hi) const {
     auto v = n.value<int64_t>();
     if (!v || !n.is_integer()) return Error(n, key, "must be an integer");
     if (*v < lo || *v > hi) {
@@ -158,10 +157,10 @@ class Reader {
 };
 
 Status ReadRuntime(const Reader& r, const toml::table& t, RuntimeConfig& c) {
-  ISO_RETURN_IF_ERROR(r.OnlyKeys(t, "runtime.",
-                                 {"node", "space_threshold", "slots_per_buffer",
-                                  "program_cache_entries", "program_cache_bytes", "inline_bytes",
-                                  "full_planner_threshold", "plan_cache_entries"}));
+  ISO_RETURN_IF_ERROR(r.OnlyKeys(
+      t, "runtime.",
+      {"node", "space_threshold", "slots_per_buffer", "program_cache_entries",
+       "program_cache_bytes", "inline_bytes", "full_planner_threshold", "plan_cache_entries"}));
   if (const toml::node* n = t.get("node")) {
     ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, "runtime.node", 0, UINT32_MAX));
     c.node = static_cast<uint32_t>(v);
@@ -197,20 +196,17 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
   ISO_RETURN_IF_ERROR(r.OnlyKeys(
       t, "daemon.",
       {"local_socket", "grpc_socket", "grpc_tcp", "socket_group", "socket_mode", "log_level",
-       "state_dir", "sq_entries", "cq_entries", "max_sessions", "shutdown_grace_ms",
-       "calibrate", "max_sessions_per_uid", "max_grpc_sessions", "max_connections_per_uid",
-       "hello_timeout_ms", "max_transfers_per_session", "max_allocations_per_session",
-       "max_instances_per_session"}));
+       "state_dir", "sq_entries", "cq_entries", "max_sessions", "shutdown_grace_ms", "calibrate",
+       "max_sessions_per_uid", "max_grpc_sessions", "max_connections_per_uid", "hello_timeout_ms",
+       "max_transfers_per_session", "max_allocations_per_session", "max_instances_per_session"}));
   struct StringKey {
     const char* key;
     std::string* out;
   };
-  for (const StringKey& k : {StringKey{"local_socket", &c.local_socket},
-                             StringKey{"grpc_socket", &c.grpc_socket},
-                             StringKey{"grpc_tcp", &c.grpc_tcp},
-                             StringKey{"socket_group", &c.socket_group},
-                             StringKey{"log_level", &c.log_level},
-                             StringKey{"state_dir", &c.state_dir}}) {
+  for (const StringKey& k :
+       {StringKey{"local_socket", &c.local_socket}, StringKey{"grpc_socket", &c.grpc_socket},
+        StringKey{"grpc_tcp", &c.grpc_tcp}, StringKey{"socket_group", &c.socket_group},
+        StringKey{"log_level", &c.log_level}, StringKey{"state_dir", &c.state_dir}}) {
     if (const toml::node* n = t.get(k.key)) {
       ISO_ASSIGN_OR_RETURN(*k.out, r.String(*n, StrCat("daemon.", k.key)));
     }
@@ -232,20 +228,18 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
     uint32_t* out;
     int64_t lo, hi;
   };
-  for (const IntKey& k : {IntKey{"sq_entries", &c.sq_entries, 2, 65536},
-                          IntKey{"cq_entries", &c.cq_entries, 2, 65536},
-                          IntKey{"max_sessions", &c.max_sessions, 1, 1 << 20},
-                          IntKey{"shutdown_grace_ms", &c.shutdown_grace_ms, 0, 3600000},
-                          IntKey{"max_sessions_per_uid", &c.max_sessions_per_uid, 1, 1 << 20},
-                          IntKey{"max_grpc_sessions", &c.max_grpc_sessions, 0, 1 << 20},
-                          IntKey{"max_connections_per_uid", &c.max_connections_per_uid, 1, 1 << 20},
-                          IntKey{"hello_timeout_ms", &c.hello_timeout_ms, 100, 600000},
-                          IntKey{"max_transfers_per_session", &c.max_transfers_per_session, 1,
-                                 1 << 24},
-                          IntKey{"max_allocations_per_session", &c.max_allocations_per_session,
-                                 1, 1 << 20},
-                          IntKey{"max_instances_per_session", &c.max_instances_per_session, 1,
-                                 1 << 24}}) {
+  for (const IntKey& k :
+       {IntKey{"sq_entries", &c.sq_entries, 2, 65536},
+        IntKey{"cq_entries", &c.cq_entries, 2, 65536},
+        IntKey{"max_sessions", &c.max_sessions, 1, 1 << 20},
+        IntKey{"shutdown_grace_ms", &c.shutdown_grace_ms, 0, 3600000},
+        IntKey{"max_sessions_per_uid", &c.max_sessions_per_uid, 1, 1 << 20},
+        IntKey{"max_grpc_sessions", &c.max_grpc_sessions, 0, 1 << 20},
+        IntKey{"max_connections_per_uid", &c.max_connections_per_uid, 1, 1 << 20},
+        IntKey{"hello_timeout_ms", &c.hello_timeout_ms, 100, 600000},
+        IntKey{"max_transfers_per_session", &c.max_transfers_per_session, 1, 1 << 24},
+        IntKey{"max_allocations_per_session", &c.max_allocations_per_session, 1, 1 << 20},
+        IntKey{"max_instances_per_session", &c.max_instances_per_session, 1, 1 << 24}}) {
     if (const toml::node* n = t.get(k.key)) {
       ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, StrCat("daemon.", k.key), k.lo, k.hi));
       *k.out = static_cast<uint32_t>(v);
@@ -255,13 +249,13 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
 }
 
 Status ReadCluster(const Reader& r, const toml::table& t, ClusterConfig& c) {
-  ISO_RETURN_IF_ERROR(r.OnlyKeys(
-      t, "cluster.",
-      {"node_name", "secret_file", "data_listen", "data_connections", "checksum",
-       "peer_timeout_ms", "keepalive_ms", "request_size", "rate_limit", "link_rate"}));
-  for (const auto& [key, out] : {std::pair{"node_name", &c.node_name},
-                                 std::pair{"secret_file", &c.secret_file},
-                                 std::pair{"data_listen", &c.data_listen}}) {
+  ISO_RETURN_IF_ERROR(
+      r.OnlyKeys(t, "cluster.",
+                 {"node_name", "secret_file", "data_listen", "data_connections", "checksum",
+                  "peer_timeout_ms", "keepalive_ms", "request_size", "rate_limit", "link_rate"}));
+  for (const auto& [key, out] :
+       {std::pair{"node_name", &c.node_name}, std::pair{"secret_file", &c.secret_file},
+        std::pair{"data_listen", &c.data_listen}}) {
     if (const toml::node* n = t.get(key)) {
       ISO_ASSIGN_OR_RETURN(*out, r.String(*n, StrCat("cluster.", key)));
     }
@@ -354,9 +348,9 @@ Result<MemoryConfig> ReadMemory(const Reader& r, const toml::table& t) {
 }
 
 Result<ChannelConfig> ReadChannel(const Reader& r, const toml::table& t) {
-  ISO_RETURN_IF_ERROR(r.OnlyKeys(t, "channel.",
-                                 {"name", "kind", "threads", "max_in_flight", "request_size",
-                                  "rate_limit", "edges"}));
+  ISO_RETURN_IF_ERROR(r.OnlyKeys(
+      t, "channel.",
+      {"name", "kind", "threads", "max_in_flight", "request_size", "rate_limit", "edges"}));
   ChannelConfig c;
   const toml::node* name = t.get("name");
   if (!name) return r.Error(t, "channel.name", "is required");
@@ -386,8 +380,7 @@ Result<ChannelConfig> ReadChannel(const Reader& r, const toml::table& t) {
     if (!edges) return r.Error(*n, "channel.edges", "must be an array of [src, dst] pairs");
     for (const toml::node& e : *edges) {
       const toml::array* pair = e.as_array();
-      if (!pair || pair->size() != 2 || !pair->get(0)->is_string() ||
-          !pair->get(1)->is_string()) {
+      if (!pair || pair->size() != 2 || !pair->get(0)->is_string() || !pair->get(1)->is_string()) {
         return r.Error(e, "channel.edges", "each edge must be [\"src\", \"dst\"]");
       }
       c.edges.emplace_back(*pair->get(0)->value<std::string>(),
@@ -428,16 +421,27 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
   const double number = *parsed;
   const std::string unit(TrimAscii(std::string_view(s).substr(i)));
   double scale = 0;
-  if (unit.empty() || unit == "b") scale = 1;
-  else if (unit == "kib" || unit == "k") scale = 1024.0;
-  else if (unit == "mib" || unit == "m") scale = 1024.0 * 1024;
-  else if (unit == "gib" || unit == "g") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "tib" || unit == "t") scale = 1024.0 * 1024 * 1024 * 1024;
-  else if (unit == "kb") scale = 1e3;
-  else if (unit == "mb") scale = 1e6;
-  else if (unit == "gb") scale = 1e9;
-  else if (unit == "tb") scale = 1e12;
-  else return InvalidArgument("'", text, "' has unknown unit '", unit, "' (use KiB, MiB, GiB, KB, MB, GB)");
+  if (unit.empty() || unit == "b")
+    scale = 1;
+  else if (unit == "kib" || unit == "k")
+    scale = 1024.0;
+  else if (unit == "mib" || unit == "m")
+    scale = 1024.0 * 1024;
+  else if (unit == "gib" || unit == "g")
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit == "tib" || unit == "t")
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "kb")
+    scale = 1e3;
+  else if (unit == "mb")
+    scale = 1e6;
+  else if (unit == "gb")
+    scale = 1e9;
+  else if (unit == "tb")
+    scale = 1e12;
+  else
+    return InvalidArgument("'", text, "' has unknown unit '", unit,
+                           "' (use KiB, MiB, GiB, KB, MB, GB)");
   const double bytes = number * scale;
   if (!(bytes >= 0) || bytes > 9.0e18) return OutOfRange("'", text, "' is too large");
   return static_cast<uint64_t>(std::llround(bytes));

@@ -1,9 +1,9 @@
 #include "config/runtime_config.h"
 
-#include "config/config_parser.h"
-
 #include <map>
 #include <set>
+
+#include "config/config_parser.h"
 
 namespace isometry {
 
@@ -91,7 +91,8 @@ Status RuntimeConfig::Validate() const {
           return ConfigKeyError(edge_key, "channel '", c.name, "' names unknown memory '", m, "'");
         }
       }
-      const bool src_disk = kinds[src] == MemoryKind::kDsk, dst_disk = kinds[dst] == MemoryKind::kDsk;
+      const bool src_disk = kinds[src] == MemoryKind::kDsk,
+                 dst_disk = kinds[dst] == MemoryKind::kDsk;
       const bool fits = c.kind == ChannelKind::kMemcpy     ? !src_disk && !dst_disk
                         : c.kind == ChannelKind::kDiskRead ? src_disk && !dst_disk
                                                            : !src_disk && dst_disk;
@@ -115,8 +116,8 @@ std::vector<std::pair<std::string, std::string>> RuntimeConfig::EdgesOf(
   for (const MemoryConfig& a : memories) {
     for (const MemoryConfig& b : memories) {
       const bool a_disk = a.kind == MemoryKind::kDsk, b_disk = b.kind == MemoryKind::kDsk;
-      const bool take = c.kind == ChannelKind::kMemcpy     ? !a_disk && !b_disk
-                        : c.kind == ChannelKind::kDiskRead ? a_disk && !b_disk
+      const bool take = c.kind == ChannelKind::kMemcpy      ? !a_disk && !b_disk
+                        : c.kind == ChannelKind::kDiskRead  ? a_disk && !b_disk
                         : c.kind == ChannelKind::kDiskWrite ? !a_disk && b_disk
                                                             : false;
       if (take) edges.emplace_back(a.name, b.name);

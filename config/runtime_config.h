@@ -49,8 +49,8 @@ struct ChannelConfig {
   // every pair of host memories (memcpy, self-loops included), every DSK to
   // host memory (disk_read), every host to DSK memory (disk_write).
   std::vector<std::pair<std::string, std::string>> edges;
-  int threads = 2;            // worker threads
-  int max_in_flight = 0;      // requests in flight; 0 = threads
+  int threads = 2;                      // worker threads
+  int max_in_flight = 0;                // requests in flight; 0 = threads
   uint64_t request_bytes = 4ull << 20;  // preferred request size
   // Bandwidth cap in bytes/s for QoS; 0 = unlimited.
   uint64_t rate_limit_bytes_per_s = 0;
@@ -106,12 +106,12 @@ struct DaemonConfig {
   uint32_t max_sessions = 1024;
   // Per-client bounds (README, Security model): one client's exhaustion
   // never denies service to others.
-  uint32_t max_sessions_per_uid = 512;     // local-socket sessions of one uid
+  uint32_t max_sessions_per_uid = 512;  // local-socket sessions of one uid
   // gRPC does not expose the peer's uid (grpc/grpc#15511): gRPC sessions
   // share this budget, apart from the local-socket clients'.
   uint32_t max_grpc_sessions = 256;
-  uint32_t max_connections_per_uid = 512;  // local-socket connections of one uid
-  uint32_t hello_timeout_ms = 5000;        // a local connection must say hello by then
+  uint32_t max_connections_per_uid = 512;       // local-socket connections of one uid
+  uint32_t hello_timeout_ms = 5000;             // a local connection must say hello by then
   uint32_t max_transfers_per_session = 1024;    // in flight
   uint32_t max_allocations_per_session = 1024;  // each is a memfd the daemon holds
   uint32_t max_instances_per_session = 16384;
@@ -136,12 +136,12 @@ struct ClusterConfig {
   // least 16 bytes; keep it mode 0600). Required with peers.
   std::string secret_file;
   std::string data_listen = "0.0.0.0:0";  // data connections from peers (port 0: any)
-  int data_connections = 4;              // per peer and direction; chunks are striped
-  bool checksum = false;                 // XXH3-64 of every chunk, checked on arrival
-  uint32_t peer_timeout_ms = 3000;       // a peer silent this long is down
-  uint32_t keepalive_ms = 500;           // ping interval (round-trip time in isoctl peers)
-  uint64_t request_bytes = 4ull << 20;   // chunk size of cross-node transfers
-  uint64_t rate_limit_bytes_per_s = 0;   // sending cap per peer; 0 = none
+  int data_connections = 4;               // per peer and direction; chunks are striped
+  bool checksum = false;                  // XXH3-64 of every chunk, checked on arrival
+  uint32_t peer_timeout_ms = 3000;        // a peer silent this long is down
+  uint32_t keepalive_ms = 500;            // ping interval (round-trip time in isoctl peers)
+  uint64_t request_bytes = 4ull << 20;    // chunk size of cross-node transfers
+  uint64_t rate_limit_bytes_per_s = 0;    // sending cap per peer; 0 = none
   // Throughput the planner assumes for the network hop until measured.
   uint64_t link_bytes_per_s = 1250000000ull;
   std::vector<PeerConfig> peers;

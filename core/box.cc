@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-
 namespace isometry {
 
 Box Box::FromExtents(std::initializer_list<int64_t> extents) {

@@ -1,21 +1,29 @@
 #include "core/channel_kind.h"
 
-#include "core/strings.h"
-
 #include <string>
+
+#include "core/strings.h"
 
 namespace isometry {
 
 std::string_view ChannelKindName(ChannelKind kind) {
   switch (kind) {
-    case ChannelKind::kMemcpy: return "memcpy";
-    case ChannelKind::kCma: return "cma";
-    case ChannelKind::kGpuRead: return "gpu_read";
-    case ChannelKind::kGpuWrite: return "gpu_write";
-    case ChannelKind::kGpuCopy: return "gpu_copy";
-    case ChannelKind::kDiskRead: return "disk_read";
-    case ChannelKind::kDiskWrite: return "disk_write";
-    case ChannelKind::kRemoteMemcpy: return "remote_memcpy";
+    case ChannelKind::kMemcpy:
+      return "memcpy";
+    case ChannelKind::kCma:
+      return "cma";
+    case ChannelKind::kGpuRead:
+      return "gpu_read";
+    case ChannelKind::kGpuWrite:
+      return "gpu_write";
+    case ChannelKind::kGpuCopy:
+      return "gpu_copy";
+    case ChannelKind::kDiskRead:
+      return "disk_read";
+    case ChannelKind::kDiskWrite:
+      return "disk_write";
+    case ChannelKind::kRemoteMemcpy:
+      return "remote_memcpy";
   }
   return "?";
 }

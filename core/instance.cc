@@ -43,9 +43,7 @@ Status CheckCopyDimensions(const Box& src, const Box& dst, const std::optional<B
   return OkStatus();
 }
 
-uint64_t InstanceShape::total_bytes() const {
-  return Total(layout, bounds, fields.total_bytes());
-}
+uint64_t InstanceShape::total_bytes() const { return Total(layout, bounds, fields.total_bytes()); }
 
 FieldAddressing InstanceShape::Addressing(size_t field) const {
   FieldAddressing a;

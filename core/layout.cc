@@ -16,9 +16,7 @@ using Kind = LayoutComponent::Kind;
 
 constexpr const char* kDimNames[kMaxDims] = {"x", "y", "z", "w"};
 
-std::string DimName(int d) {
-  return d >= 0 && d < kMaxDims ? kDimNames[d] : StrCat("d", d);
-}
+std::string DimName(int d) { return d >= 0 && d < kMaxDims ? kDimNames[d] : StrCat("d", d); }
 
 // "x, y" for the first `dims` dimensions.
 std::string DimNames(int dims) {
@@ -111,10 +109,14 @@ Result<int64_t> ParseBlockingFactor(std::string_view value, std::string_view tok
 
 std::string ComponentText(const LayoutComponent& c) {
   switch (c.kind) {
-    case Kind::kFields: return "F";
-    case Kind::kDim: return DimName(c.dim);
-    case Kind::kDimIn: return StrCat(DimName(c.dim), "_in=", c.block);
-    case Kind::kDimOut: return StrCat(DimName(c.dim), "_out");
+    case Kind::kFields:
+      return "F";
+    case Kind::kDim:
+      return DimName(c.dim);
+    case Kind::kDimIn:
+      return StrCat(DimName(c.dim), "_in=", c.block);
+    case Kind::kDimOut:
+      return StrCat(DimName(c.dim), "_out");
   }
   return "?";
 }
@@ -172,8 +174,8 @@ Result<Layout> Layout::Make(std::vector<LayoutComponent> components, int dims) {
   }
   if (named_count != dims) {
     return InvalidArgument("layout '", text, "' names ", named_count, " dimension(s) but the ",
-                           "index space has ", dims, " (", DimNames(dims), "): dimension ",
-                           missing, " is missing");
+                           "index space has ", dims, " (", DimNames(dims), "): dimension ", missing,
+                           " is missing");
   }
   if (fields_seen != 1) {
     return InvalidArgument("layout '", text, "': the field space F must appear exactly once, ",
@@ -206,8 +208,8 @@ Result<Layout> Layout::Parse(std::string_view text, int dims) {
     }
     if (name == "F") {
       if (has_value) {
-        return InvalidArgument("layout '", text, "': only x_in (y_in, ...) takes '=c', not '",
-                               tok, "'");
+        return InvalidArgument("layout '", text, "': only x_in (y_in, ...) takes '=c', not '", tok,
+                               "'");
       }
       comps.push_back({Kind::kFields, 0, 0});
       continue;
@@ -216,19 +218,18 @@ Result<Layout> Layout::Parse(std::string_view text, int dims) {
     if (!c) {
       // x_IN=4, x-in=4: say what was probably meant.
       const std::string fixed = Normalized(name);
-      const std::string hint =
-          fixed != name && ParseComponentName(fixed)
-              ? StrCat(" (did you mean '", fixed, tok.substr(name.size()),
-                       "'? component names are lower case, with '_')")
-              : "";
+      const std::string hint = fixed != name && ParseComponentName(fixed)
+                                   ? StrCat(" (did you mean '", fixed, tok.substr(name.size()),
+                                            "'? component names are lower case, with '_')")
+                                   : "";
       return InvalidArgument("layout '", text, "': unknown component '", tok, "'", hint,
                              "; the components of a ", dims, "-d layout are ",
                              ComponentNames(dims));
     }
     if (c->kind != Kind::kDimIn) {
       if (has_value) {
-        return InvalidArgument("layout '", text, "': only x_in (y_in, ...) takes '=c', not '",
-                               tok, "'");
+        return InvalidArgument("layout '", text, "': only x_in (y_in, ...) takes '=c', not '", tok,
+                               "'");
       }
     } else {
       if (!has_value || eq + 1 == tok.size()) {
@@ -264,9 +265,8 @@ Layout Layout::Soa(int dims) {
 Result<Layout> Layout::Hybrid(int dims, int64_t block) {
   if (dims < 1 || dims > kMaxDims) return InvalidArgument("hybrid layout: bad dims ", dims);
   const int fast = dims - 1;
-  std::vector<LayoutComponent> c{{Kind::kDimIn, fast, block},
-                                 {Kind::kFields, 0, 0},
-                                 {Kind::kDimOut, fast, 0}};
+  std::vector<LayoutComponent> c{
+      {Kind::kDimIn, fast, block}, {Kind::kFields, 0, 0}, {Kind::kDimOut, fast, 0}};
   for (int d = dims - 2; d >= 0; --d) c.push_back({Kind::kDim, d, 0});
   return Make(std::move(c), dims);
 }
@@ -298,9 +298,12 @@ uint64_t ComponentSize(const Layout& l, size_t index, const Box& bounds, uint64_
   const LayoutComponent& c = l.components()[index];
   const uint64_t extent = static_cast<uint64_t>(bounds.extent(c.dim));
   switch (c.kind) {
-    case Kind::kFields: return field_bytes;
-    case Kind::kDim: return extent;
-    case Kind::kDimIn: return static_cast<uint64_t>(c.block);
+    case Kind::kFields:
+      return field_bytes;
+    case Kind::kDim:
+      return extent;
+    case Kind::kDimIn:
+      return static_cast<uint64_t>(c.block);
     case Kind::kDimOut: {
       // ceil(extent / b) without forming extent + b - 1, which wraps for
       // blocks near 2^64 on a layout built by Make rather than Parse.

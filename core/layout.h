@@ -49,7 +49,7 @@ class Layout {
   static Layout RowMajor(int dims);     // AOS in C order: <F, d_{n-1}, ..., d_0>
   static Layout ColumnMajor(int dims);  // AOS in Fortran order: <F, d_0, ..., d_{n-1}>
   static Layout Aos(int dims) { return RowMajor(dims); }
-  static Layout Soa(int dims);          // <d_{n-1}, ..., d_0, F>
+  static Layout Soa(int dims);  // <d_{n-1}, ..., d_0, F>
   // Hybrid (AOSOA): blocks of `c` points of the fastest dimension per field.
   static Result<Layout> Hybrid(int dims, int64_t c);
   // Blocked: <F, ins..., outs...> with one block size per dimension

@@ -7,12 +7,18 @@ namespace isometry {
 
 std::string_view MemoryKindName(MemoryKind kind) {
   switch (kind) {
-    case MemoryKind::kSys: return "SYS";
-    case MemoryKind::kReg: return "REG";
-    case MemoryKind::kZcm: return "ZCM";
-    case MemoryKind::kFbm: return "FBM";
-    case MemoryKind::kDsk: return "DSK";
-    case MemoryKind::kProcess: return "PROC";
+    case MemoryKind::kSys:
+      return "SYS";
+    case MemoryKind::kReg:
+      return "REG";
+    case MemoryKind::kZcm:
+      return "ZCM";
+    case MemoryKind::kFbm:
+      return "FBM";
+    case MemoryKind::kDsk:
+      return "DSK";
+    case MemoryKind::kProcess:
+      return "PROC";
   }
   return "?";
 }

@@ -8,6 +8,7 @@
 
 #include <absl/status/status.h>
 #include <absl/status/statusor.h>
+
 #include <sstream>
 #include <string>
 
@@ -68,10 +69,10 @@ Status PermissionDenied(const Args&... args) {
 }  // namespace isometry
 
 // Returns early with the error of an expression that yields a Status.
-#define ISO_RETURN_IF_ERROR(expr)                 \
-  do {                                            \
-    ::isometry::Status iso_status_ = (expr);      \
-    if (!iso_status_.ok()) return iso_status_;    \
+#define ISO_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::isometry::Status iso_status_ = (expr);   \
+    if (!iso_status_.ok()) return iso_status_; \
   } while (0)
 
 #define ISO_CONCAT_INNER_(a, b) a##b

@@ -1,9 +1,9 @@
 // isometryd: the Isometry node daemon.
+#include <fcntl.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
-#include <fcntl.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
@@ -149,22 +149,24 @@ int Serve(const Config& config) {
     spdlog::error("{}", s.ToString());
     return 1;
   }
-  spdlog::info("gRPC on unix:{}{}", d.grpc_socket,
-               d.grpc_tcp.empty() ? "" : (cluster ? "; peer API on tcp " : " and tcp ") + d.grpc_tcp);
+  spdlog::info(
+      "gRPC on unix:{}{}", d.grpc_socket,
+      d.grpc_tcp.empty() ? "" : (cluster ? "; peer API on tcp " : " and tcp ") + d.grpc_tcp);
   spdlog::info("isometryd {} ready: node {}, {} memories, {} channel(s)", ISOMETRY_VERSION,
                config.runtime.node, config.runtime.memories.size(), config.runtime.channels.size());
   sd_notify(0, "READY=1\nSTATUS=serving");
 
   uint64_t watchdog_usec = 0;
   const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0;
-  const auto tick = std::chrono::milliseconds(
-      watchdog ? std::min<uint64_t>(250, watchdog_usec / 2000) : 250);
+  const auto tick =
+      std::chrono::milliseconds(watchdog ? std::min<uint64_t>(250, watchdog_usec / 2000) : 250);
   int sig = 0;
   while (true) {
     timespec ts{0, static_cast<long>(tick.count()) * 1000000L};
     sig = sigtimedwait(&signals, nullptr, &ts);
     if (sig == SIGTERM || sig == SIGINT) break;
-    if (sig == SIGHUP) spdlog::info("SIGHUP: configuration reload is not supported; restart to apply");
+    if (sig == SIGHUP)
+      spdlog::info("SIGHUP: configuration reload is not supported; restart to apply");
     (*node)->SampleThroughput();
     if (watchdog) sd_notify(0, "WATCHDOG=1");
   }
@@ -184,7 +186,8 @@ int Serve(const Config& config) {
   if (cluster) cluster->Stop();
   service->Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  if (peer_server) peer_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (peer_server)
+    peer_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   local->reset();
   server.reset();
   peer_server.reset();
@@ -203,13 +206,15 @@ int Serve(const Config& config) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"isometryd: the Isometry per-node data transfer daemon.\n"
-               "Without --config it serves the embedded single-node default."};
+  CLI::App app{
+      "isometryd: the Isometry per-node data transfer daemon.\n"
+      "Without --config it serves the embedded single-node default."};
   std::string config_path;
   bool print_default = false, check_only = false;
   std::string log_level;
   app.add_option("-c,--config", config_path, "TOML configuration file")->check(CLI::ExistingFile);
-  app.add_flag("--print-default-config", print_default, "print the embedded default config and exit");
+  app.add_flag("--print-default-config", print_default,
+               "print the embedded default config and exit");
   app.add_flag("--check-config", check_only, "validate the configuration and exit (0 = valid)");
   app.add_option("--log-level", log_level, "override daemon.log_level")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));

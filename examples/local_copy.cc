@@ -22,10 +22,11 @@ int main() {
   std::vector<std::byte> src(aos.total_bytes()), dst(soa.total_bytes());
   for (size_t i = 0; i < src.size(); ++i) src[i] = std::byte(i * 7 + 3);
 
-  auto transfer = (*runtime)->Copy({.src = {sys, src.data(), src.size(), aos},
-                                    .dst = {sys, dst.data(), dst.size(), soa}});
+  auto transfer = (*runtime)->Copy(
+      {.src = {sys, src.data(), src.size(), aos}, .dst = {sys, dst.data(), dst.size(), soa}});
   if (!transfer.ok()) return std::fprintf(stderr, "%s\n", transfer.status().ToString().c_str()), 1;
-  if (Status s = transfer->Wait(); !s.ok()) return std::fprintf(stderr, "%s\n", s.ToString().c_str()), 1;
+  if (Status s = transfer->Wait(); !s.ok())
+    return std::fprintf(stderr, "%s\n", s.ToString().c_str()), 1;
 
   for (size_t f = 0; f < fields.size(); ++f)
     for (int64_t i = 0; i < 512; ++i)

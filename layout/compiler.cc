@@ -266,8 +266,8 @@ Status CheckCompatible(const InstanceShape& src, const InstanceShape& dst, const
   ISO_RETURN_IF_ERROR(dst.Validate("destination instance"));
   ISO_RETURN_IF_ERROR(box.Validate("copy box"));
   if (!(src.fields == dst.fields)) {
-    return InvalidArgument("copy: source and destination field spaces differ (",
-                           src.fields.size(), " vs ", dst.fields.size(),
+    return InvalidArgument("copy: source and destination field spaces differ (", src.fields.size(),
+                           " vs ", dst.fields.size(),
                            " fields); fields must match by name, order and size");
   }
   ISO_RETURN_IF_ERROR(CheckCopyDimensions(src.bounds, dst.bounds, box));
@@ -276,8 +276,8 @@ Status CheckCompatible(const InstanceShape& src, const InstanceShape& dst, const
                       ToString(src.bounds));
   }
   if (!dst.bounds.contains(box)) {
-    return OutOfRange("copy: box ", ToString(box),
-                      " lies outside the destination index space ", ToString(dst.bounds));
+    return OutOfRange("copy: box ", ToString(box), " lies outside the destination index space ",
+                      ToString(dst.bounds));
   }
   return OkStatus();
 }

@@ -15,7 +15,6 @@ namespace isometry {
 //
 // Errors name the problem: mismatched field spaces or dimensionality, a box
 // outside either instance, invalid shapes.
-Result<CopyProgram> CompileCopy(const InstanceShape& src, const InstanceShape& dst,
-                                const Box& box);
+Result<CopyProgram> CompileCopy(const InstanceShape& src, const InstanceShape& dst, const Box& box);
 
 }  // namespace isometry

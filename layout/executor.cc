@@ -20,14 +20,22 @@ void InnerFixed(const CopyLoop& l, const std::byte* s, std::byte* d) {
 
 void InnerRun(const CopyLoop& l, uint64_t run, const std::byte* s, std::byte* d) {
   switch (run) {
-    case 1: return InnerFixed<1>(l, s, d);
-    case 2: return InnerFixed<2>(l, s, d);
-    case 4: return InnerFixed<4>(l, s, d);
-    case 8: return InnerFixed<8>(l, s, d);
-    case 12: return InnerFixed<12>(l, s, d);
-    case 16: return InnerFixed<16>(l, s, d);
-    case 32: return InnerFixed<32>(l, s, d);
-    default: break;
+    case 1:
+      return InnerFixed<1>(l, s, d);
+    case 2:
+      return InnerFixed<2>(l, s, d);
+    case 4:
+      return InnerFixed<4>(l, s, d);
+    case 8:
+      return InnerFixed<8>(l, s, d);
+    case 12:
+      return InnerFixed<12>(l, s, d);
+    case 16:
+      return InnerFixed<16>(l, s, d);
+    case 32:
+      return InnerFixed<32>(l, s, d);
+    default:
+      break;
   }
   for (uint64_t i = 0; i < l.count; ++i) {
     std::memcpy(d, s, run);

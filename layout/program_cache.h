@@ -24,8 +24,8 @@ class ProgramCache {
 
   // Returns the cached program or compiles, caches and returns it. Errors are
   // not cached. Thread-safe; compilation runs outside the lock.
-  Result<std::shared_ptr<const CopyProgram>> Get(const InstanceShape& src,
-                                                 const InstanceShape& dst, const Box& box);
+  Result<std::shared_ptr<const CopyProgram>> Get(const InstanceShape& src, const InstanceShape& dst,
+                                                 const Box& box);
 
   uint64_t hits() const;
   uint64_t misses() const;
@@ -47,9 +47,9 @@ class ProgramCache {
   mutable std::mutex mu_;
   std::list<Entry> lru_;  // guarded by mu_; front = most recent
   std::unordered_map<uint64_t, std::list<Entry>::iterator> index_;  // guarded by mu_
-  uint64_t hits_ = 0;    // guarded by mu_
-  uint64_t misses_ = 0;  // guarded by mu_
-  uint64_t bytes_ = 0;   // guarded by mu_
+  uint64_t hits_ = 0;                                               // guarded by mu_
+  uint64_t misses_ = 0;                                             // guarded by mu_
+  uint64_t bytes_ = 0;                                              // guarded by mu_
 };
 
 }  // namespace isometry

@@ -1,11 +1,11 @@
 #include "planner/full_planner.h"
 
-#include "planner/simple_planner.h"
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
+
+#include "planner/simple_planner.h"
 
 namespace isometry {
 
@@ -65,10 +65,18 @@ Shape ShapeOf(const Layout& l) {
   for (const LayoutComponent& c : l.components()) {
     const auto dim = static_cast<int8_t>(c.dim);
     switch (c.kind) {
-      case Kind::kFields: s.Push({AtomKind::kF, 0, 0}); break;
-      case Kind::kDim: s.Push({AtomKind::kWhole, dim, 0}); break;
-      case Kind::kDimIn: s.Push({AtomKind::kIn, dim, c.block}); break;
-      case Kind::kDimOut: s.Push({AtomKind::kOut, dim, l.block_of(c.dim)}); break;
+      case Kind::kFields:
+        s.Push({AtomKind::kF, 0, 0});
+        break;
+      case Kind::kDim:
+        s.Push({AtomKind::kWhole, dim, 0});
+        break;
+      case Kind::kDimIn:
+        s.Push({AtomKind::kIn, dim, c.block});
+        break;
+      case Kind::kDimOut:
+        s.Push({AtomKind::kOut, dim, l.block_of(c.dim)});
+        break;
     }
   }
   return s;
@@ -119,10 +127,14 @@ PairShape AnalyzePair(const Shape& a, const Shape& b) {
 uint64_t AtomBytes(const Atom& x, const Box& bounds, uint64_t field_bytes) {
   const uint64_t e = x.kind == AtomKind::kF ? 0 : static_cast<uint64_t>(bounds.extent(x.dim));
   switch (x.kind) {
-    case AtomKind::kF: return field_bytes;
-    case AtomKind::kWhole: return e;
-    case AtomKind::kIn: return static_cast<uint64_t>(x.block);
-    case AtomKind::kOut: return CeilDiv(e, static_cast<uint64_t>(x.block));
+    case AtomKind::kF:
+      return field_bytes;
+    case AtomKind::kWhole:
+      return e;
+    case AtomKind::kIn:
+      return static_cast<uint64_t>(x.block);
+    case AtomKind::kOut:
+      return CeilDiv(e, static_cast<uint64_t>(x.block));
   }
   return 0;
 }
@@ -207,12 +219,19 @@ Result<Layout> Concretize(const Shape& s, const std::array<int64_t, kMaxDims>& b
   for (int i = 0; i < s.n; ++i) {
     const Atom& x = s[i];
     switch (x.kind) {
-      case AtomKind::kF: comps.push_back({Kind::kFields, 0, 0}); break;
-      case AtomKind::kWhole: comps.push_back({Kind::kDim, x.dim, 0}); break;
-      case AtomKind::kIn:
-        comps.push_back({Kind::kDimIn, x.dim, x.block > 0 ? x.block : blocks[static_cast<size_t>(x.dim)]});
+      case AtomKind::kF:
+        comps.push_back({Kind::kFields, 0, 0});
         break;
-      case AtomKind::kOut: comps.push_back({Kind::kDimOut, x.dim, 0}); break;
+      case AtomKind::kWhole:
+        comps.push_back({Kind::kDim, x.dim, 0});
+        break;
+      case AtomKind::kIn:
+        comps.push_back(
+            {Kind::kDimIn, x.dim, x.block > 0 ? x.block : blocks[static_cast<size_t>(x.dim)]});
+        break;
+      case AtomKind::kOut:
+        comps.push_back({Kind::kDimOut, x.dim, 0});
+        break;
     }
   }
   return Layout::Make(std::move(comps), dims);
@@ -254,7 +273,7 @@ Result<Path> Evaluate(Path path, const std::vector<const TopologyEdge*>& edges, 
   path.buffer_bytes.assign(hops - 1, 0);
   for (size_t k = 0; k + 1 < hops; ++k) {  // the buffer at nodes[k + 1]
     uint64_t b = std::max(path.request_bytes[k], path.request_bytes[k + 1]);
-    if (k >= 1) b = std::max(b, sbar[k]);           // hop k joins two intermediates
+    if (k >= 1) b = std::max(b, sbar[k]);            // hop k joins two intermediates
     if (k + 2 < hops) b = std::max(b, sbar[k + 1]);  // so does hop k + 1
     const Shape& s = shapes[k + 1];
     path.buffer_bytes[k] = std::min(b, Product(s, 0, s.n, bounds, field_bytes));
@@ -364,12 +383,12 @@ struct Graph {
   Topology topo;
   FullPlannerOptions options;
   std::vector<std::pair<MemoryId, int>> index;  // sorted by id
-  std::vector<uint32_t> node;                    // node of each memory
+  std::vector<uint32_t> node;                   // node of each memory
   std::vector<std::vector<Arc>> out, in;
   std::vector<std::vector<Arc>> out_in_topo_order;  // the order PlanSimple scans
-  std::vector<std::pair<uint64_t, int>> pairs;  // (src * n + dst, edge), sorted
-  std::vector<int> edge_curve;                  // per edge index (-1: ignored edge)
-  std::vector<char> edge_poor;                  // per edge index
+  std::vector<std::pair<uint64_t, int>> pairs;      // (src * n + dst, edge), sorted
+  std::vector<int> edge_curve;                      // per edge index (-1: ignored edge)
+  std::vector<char> edge_poor;                      // per edge index
   size_t curve_count = 0;
   std::vector<char> at_least;  // curve_count x curve_count: row >= column pointwise
 
@@ -413,8 +432,8 @@ Result<Path> Graph::Simple(const PlanEndpoint& src, const PlanEndpoint& dst) con
         return NotFound("no channel copies within memory '", topo.NameOf(src.memory), "'",
                         ", directly or through another memory");
       }
-      return NotFound("no path of channels leads from memory '", topo.NameOf(src.memory),
-                      "' to '", topo.NameOf(dst.memory), "'");
+      return NotFound("no path of channels leads from memory '", topo.NameOf(src.memory), "' to '",
+                      topo.NameOf(dst.memory), "'");
     }
     edges.push_back(&topo.edges[static_cast<size_t>(last->edge)]);
     for (int m = Index(edges.back()->src); m != s;) {
@@ -531,7 +550,7 @@ class Search {
   double best_ = 0;
   std::optional<Path> best_path_;
   double tau_ = 0, max_pruned_ = 0;
-  int hops_ = 0;  // exact length of the paths of this pass
+  int hops_ = 0;                        // exact length of the paths of this pass
   std::vector<int> mem_, cand_, edge_;  // the partial path
   std::vector<char> visited_, self_used_;
 
@@ -558,15 +577,22 @@ Expr Search::MakeExpr(const Shape& ra, int from, int to) const {
     const Atom& x = ra[i];
     const size_t d = static_cast<size_t>(x.dim);
     switch (x.kind) {
-      case AtomKind::kF: e.c += log_fb_; break;
-      case AtomKind::kWhole: e.c += log_extent_[d]; break;
+      case AtomKind::kF:
+        e.c += log_fb_;
+        break;
+      case AtomKind::kWhole:
+        e.c += log_extent_[d];
+        break;
       case AtomKind::kIn:
-        if (x.block > 0) e.c += std::log2(static_cast<double>(x.block)); else e.mask[d] |= 1;
+        if (x.block > 0)
+          e.c += std::log2(static_cast<double>(x.block));
+        else
+          e.mask[d] |= 1;
         break;
       case AtomKind::kOut:
         if (x.block > 0) {
-          e.c += std::log2(static_cast<double>(
-              CeilDiv(static_cast<uint64_t>(bounds_.extent(x.dim)), static_cast<uint64_t>(x.block))));
+          e.c += std::log2(static_cast<double>(CeilDiv(static_cast<uint64_t>(bounds_.extent(x.dim)),
+                                                       static_cast<uint64_t>(x.block))));
         } else {
           e.mask[d] |= 2;
         }
@@ -579,8 +605,7 @@ Expr Search::MakeExpr(const Shape& ra, int from, int to) const {
 const Search::PairModel& Search::Pair(int a, int b) {
   PairModel& p = pairs_[static_cast<size_t>(a) * cands_.size() + static_cast<size_t>(b)];
   if (p.ready) return p;
-  const PairShape ps =
-      AnalyzePair(cands_[static_cast<size_t>(a)], cands_[static_cast<size_t>(b)]);
+  const PairShape ps = AnalyzePair(cands_[static_cast<size_t>(a)], cands_[static_cast<size_t>(b)]);
   p.shares_innermost = ps.pf > 0;
   p.prefix = MakeExpr(ps.ra, 0, ps.pf);
   p.sbar = MakeExpr(ps.ra, 0, ps.sb);
@@ -732,7 +757,8 @@ bool Search::Solve(const Constraint* cs, int n, Values& lo, Values& hi) const {
   int pick = -1;
   for (int d = 0; d < dims_; ++d) {
     const size_t dd = static_cast<size_t>(d);
-    if (lo[dd] < hi[dd] && (pick < 0 || hi[dd] - lo[dd] > hi[static_cast<size_t>(pick)] - lo[static_cast<size_t>(pick)])) {
+    if (lo[dd] < hi[dd] && (pick < 0 || hi[dd] - lo[dd] > hi[static_cast<size_t>(pick)] -
+                                                              lo[static_cast<size_t>(pick)])) {
       pick = d;
     }
   }
@@ -836,8 +862,9 @@ void Search::SolveLeaf(double bound) {
   for (int i = 0; i <= hops; ++i) {
     const size_t ii = static_cast<size_t>(i);
     Result<Layout> l = i == 0 ? Result<Layout>(src_.layout)
-                              : i == hops ? Result<Layout>(dst_.layout)
-                                          : Concretize(cands_[static_cast<size_t>(cand_[ii])], blocks, dims_);
+                       : i == hops
+                           ? Result<Layout>(dst_.layout)
+                           : Concretize(cands_[static_cast<size_t>(cand_[ii])], blocks, dims_);
     if (!l.ok()) return;  // cannot happen: candidates are valid layouts
     path.nodes.push_back({g_.topo.memories[static_cast<size_t>(mem_[ii])].id, *std::move(l)});
     if (i < hops) {
@@ -1087,8 +1114,8 @@ Result<Path> EvaluateWith(FindEdge find, Path path, const Box& bounds, uint64_t 
 
 }  // namespace
 
-Result<Path> EvaluatePath(const Topology& topo, Path path, const Box& bounds,
-                          uint64_t field_bytes, const FullPlannerOptions& options) {
+Result<Path> EvaluatePath(const Topology& topo, Path path, const Box& bounds, uint64_t field_bytes,
+                          const FullPlannerOptions& options) {
   return EvaluateWith([&topo](MemoryId a, MemoryId b) { return topo.FindEdge(a, b); },
                       std::move(path), bounds, field_bytes, options);
 }
@@ -1115,8 +1142,8 @@ FullPlanner::~FullPlanner() = default;
 FullPlanner::FullPlanner(FullPlanner&&) noexcept = default;
 FullPlanner& FullPlanner::operator=(FullPlanner&&) noexcept = default;
 
-Result<Path> FullPlanner::Plan(const PlanEndpoint& src, const PlanEndpoint& dst,
-                               const Box& bounds, uint64_t field_bytes) const {
+Result<Path> FullPlanner::Plan(const PlanEndpoint& src, const PlanEndpoint& dst, const Box& bounds,
+                               uint64_t field_bytes) const {
   full_planner_internal::Search search(*graph_, src, dst, bounds, field_bytes);
   return search.Run();
 }

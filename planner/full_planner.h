@@ -106,8 +106,8 @@ struct FullPlannerOptions {
 // a hop with no channel in `topo` (connectivity), a layout of the wrong
 // dimensionality, SUFFIX̄ > TH between two intermediates (space), an empty
 // or invalid index space. Pure function; thread-safe.
-Result<Path> EvaluatePath(const Topology& topo, Path path, const Box& bounds,
-                          uint64_t field_bytes, const FullPlannerOptions& options = {});
+Result<Path> EvaluatePath(const Topology& topo, Path path, const Box& bounds, uint64_t field_bytes,
+                          const FullPlannerOptions& options = {});
 
 // The candidate layouts for intermediate buffers, with every variable
 // blocking factor of dimension d set to blocks[d] (clamped to [1, extent]).

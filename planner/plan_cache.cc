@@ -29,7 +29,7 @@ PlanKey PlanKey::Make(const PlanEndpoint& src, const PlanEndpoint& dst, const Bo
                       uint64_t field_bytes) {
   PlanKey k{src.memory, src.layout, dst.memory, dst.layout};
   const unsigned __int128 bytes = static_cast<unsigned __int128>(bounds.volume()) * field_bytes;
-  k.size_class = bytes == 0 ? -1
+  k.size_class = bytes == 0    ? -1
                  : bytes >> 64 ? 64 + FloorLog2(static_cast<uint64_t>(bytes >> 64))
                                : FloorLog2(static_cast<uint64_t>(bytes));
   for (int d = 0; d < bounds.dims && d < kMaxDims; ++d) {

@@ -32,7 +32,7 @@ struct PlanKey {
   Layout src_layout;
   MemoryId dst_memory;
   Layout dst_layout;
-  int size_class = -1;  // floor(log2(points * |F|)); -1 for no data
+  int size_class = -1;                             // floor(log2(points * |F|)); -1 for no data
   std::array<int8_t, kMaxDims + 1> shape_class{};  // per dimension, then |F|
 
   static PlanKey Make(const PlanEndpoint& src, const PlanEndpoint& dst, const Box& bounds,

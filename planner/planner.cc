@@ -19,8 +19,8 @@ Planner::Planner(Topology topo, PlannerOptions options)
       cache_(options.cache_capacity) {}
 
 Result<std::shared_ptr<const Path>> Planner::PlanShared(const PlanEndpoint& src,
-                                                        const PlanEndpoint& dst,
-                                                        const Box& bounds, uint64_t field_bytes) {
+                                                        const PlanEndpoint& dst, const Box& bounds,
+                                                        uint64_t field_bytes) {
   if (Status s = bounds.Validate("index space"); !s.ok()) {
     failures_.fetch_add(1, std::memory_order_relaxed);
     return s;

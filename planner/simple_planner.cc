@@ -60,8 +60,8 @@ Result<Path> PlanSimple(const Topology& topo, const PlanEndpoint& src, const Pla
                          [&topo](MemoryId m) { return topo.FindEdge(m, m); });
 }
 
-Result<Path> PlaceConversion(const Topology& topo, const PlanEndpoint& src,
-                             const PlanEndpoint& dst, std::vector<const TopologyEdge*> edges,
+Result<Path> PlaceConversion(const Topology& topo, const PlanEndpoint& src, const PlanEndpoint& dst,
+                             std::vector<const TopologyEdge*> edges,
                              const std::function<const TopologyEdge*(MemoryId)>& self_loop) {
   // Which hop converts: the first Memcpy hop; without one, insert a Memcpy
   // self-loop after the first host memory.

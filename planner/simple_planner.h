@@ -26,8 +26,8 @@ Result<Path> PlanSimple(const Topology& topo, const PlanEndpoint& src, const Pla
 // shortest path their own way: places the one layout conversion on `edges`
 // (in path order) and builds the Path. `self_loop(m)` is m's self-loop edge
 // or null.
-Result<Path> PlaceConversion(const Topology& topo, const PlanEndpoint& src,
-                             const PlanEndpoint& dst, std::vector<const TopologyEdge*> edges,
+Result<Path> PlaceConversion(const Topology& topo, const PlanEndpoint& src, const PlanEndpoint& dst,
+                             std::vector<const TopologyEdge*> edges,
                              const std::function<const TopologyEdge*(MemoryId)>& self_loop);
 
 }  // namespace isometry

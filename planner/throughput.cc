@@ -78,7 +78,8 @@ Result<ThroughputFunction> ThroughputFunction::FromSamples(std::vector<Throughpu
   for (size_t k = 1; k < rx.size(); ++k) {
     if (ry[k] <= max) continue;  // the envelope stays flat through this segment
     double start = rx[k - 1];
-    if (ry[k - 1] < max) start = rx[k - 1] + (max - ry[k - 1]) / (ry[k] - ry[k - 1]) * (rx[k] - rx[k - 1]);
+    if (ry[k - 1] < max)
+      start = rx[k - 1] + (max - ry[k - 1]) / (ry[k] - ry[k - 1]) * (rx[k] - rx[k - 1]);
     if (start > c->x.back()) {
       c->x.push_back(start);
       c->y.push_back(max);
@@ -109,8 +110,7 @@ std::optional<uint64_t> ThroughputFunction::MinRequestFor(double bps) const {
   if (!(bps > 0)) return uint64_t{1};
   const Curve& c = *curve_;
   if (bps > c.y.back()) return std::nullopt;
-  const size_t i =
-      static_cast<size_t>(std::lower_bound(c.y.begin(), c.y.end(), bps) - c.y.begin());
+  const size_t i = static_cast<size_t>(std::lower_bound(c.y.begin(), c.y.end(), bps) - c.y.begin());
   double guess;
   if (i == 0) {
     guess = std::ceil(bps / c.y[0] * c.first_bytes);
@@ -129,7 +129,10 @@ std::optional<uint64_t> ThroughputFunction::MinRequestFor(double bps) const {
     while (At(hi) < bps) hi = hi > (UINT64_MAX >> 1) ? UINT64_MAX : hi * 2;
     while (lo < hi) {
       const uint64_t mid = lo + (hi - lo) / 2;
-      if (At(mid) >= bps) hi = mid; else lo = mid + 1;
+      if (At(mid) >= bps)
+        hi = mid;
+      else
+        lo = mid + 1;
     }
     r = lo;
   }
@@ -170,9 +173,8 @@ bool ThroughputFunction::AtLeast(const ThroughputFunction& other) const {
 }
 
 bool ThroughputFunction::operator==(const ThroughputFunction& other) const {
-  return curve_ == other.curve_ ||
-         (curve_->x == other.curve_->x && curve_->y == other.curve_->y &&
-          curve_->first_bytes == other.curve_->first_bytes);
+  return curve_ == other.curve_ || (curve_->x == other.curve_->x && curve_->y == other.curve_->y &&
+                                    curve_->first_bytes == other.curve_->first_bytes);
 }
 
 }  // namespace isometry

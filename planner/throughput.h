@@ -29,8 +29,8 @@
 namespace isometry {
 
 struct ThroughputSample {
-  uint64_t request_bytes = 0;  // >= 1
-  double bytes_per_second = 0; // >= 0, finite
+  uint64_t request_bytes = 0;   // >= 1
+  double bytes_per_second = 0;  // >= 0, finite
   bool operator==(const ThroughputSample&) const = default;
 };
 

@@ -1,6 +1,5 @@
 #include "planner/topology.h"
 
-
 namespace isometry {
 
 const TopologyMemory* Topology::FindMemory(MemoryId id) const {

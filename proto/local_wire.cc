@@ -3,8 +3,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <string>
 
@@ -52,10 +52,12 @@ Status ReadExact(int socket, char* buf, size_t n, std::vector<int>* fds, bool eo
 
 }  // namespace
 
-Status SendFrame(int socket, const google::protobuf::MessageLite& msg, const std::vector<int>& fds) {
+Status SendFrame(int socket, const google::protobuf::MessageLite& msg,
+                 const std::vector<int>& fds) {
   std::string body;
   if (!msg.SerializeToString(&body)) return Internal("cannot serialize frame");
-  if (body.size() > kMaxFrameBytes) return OutOfRange("frame of ", body.size(), " bytes is too large");
+  if (body.size() > kMaxFrameBytes)
+    return OutOfRange("frame of ", body.size(), " bytes is too large");
   if (fds.size() > static_cast<size_t>(kMaxFds)) return Internal("too many fds for one frame");
   const uint32_t len = static_cast<uint32_t>(body.size());
   std::string frame(reinterpret_cast<const char*>(&len), sizeof len);
@@ -111,7 +113,8 @@ Status RecvFrame(int socket, google::protobuf::MessageLite* msg, std::vector<int
     s = ReadExact(socket, body.data() + at, body.size() - at, &got, false);
     if (!s.ok()) return fail(s);
   }
-  if (!msg->ParseFromString(body)) return fail(InvalidArgument("malformed frame (not a protobuf message)"));
+  if (!msg->ParseFromString(body))
+    return fail(InvalidArgument("malformed frame (not a protobuf message)"));
   fds->insert(fds->end(), got.begin(), got.end());
   return OkStatus();
 }

@@ -15,7 +15,8 @@ inline constexpr uint32_t kMaxFrameBytes = 1u << 20;
 inline constexpr int kMaxFds = 4;
 
 // Blocking. Retries EINTR and short writes.
-Status SendFrame(int socket, const google::protobuf::MessageLite& msg, const std::vector<int>& fds = {});
+Status SendFrame(int socket, const google::protobuf::MessageLite& msg,
+                 const std::vector<int>& fds = {});
 // Blocking. Returns UNAVAILABLE on orderly EOF (the peer closed), an error
 // for a frame over `max_bytes` or malformed. Received fds are owned by the caller
 // (closed on error here).

@@ -39,7 +39,7 @@ struct SubmissionEntry {
   uint64_t user_data;  // echoed in the completion
   uint64_t src_instance;
   uint64_t dst_instance;
-  uint64_t transfer;  // kCancel
+  uint64_t transfer;     // kCancel
   uint8_t reserved[24];  // must be 0
 };
 static_assert(sizeof(SubmissionEntry) == 64);

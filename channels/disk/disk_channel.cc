@@ -227,8 +227,8 @@ class DiskChannel final : public Channel {
     for (int i = 0; i < parts.file_slots; ++i) free_slots_.push_back(2 * i);
     description_ =
         StrCat(prefix_, ": ", ring_.info().Describe(), ", queue depth ", queue_depth_, ", max I/O ",
-               max_io_bytes_ >> 10, " KiB, staging ", staging_.size() >> 10, " KiB (transparent huge pages: ",
-               TransparentHugePageMode(), ")");
+               max_io_bytes_ >> 10, " KiB, staging ", staging_.size() >> 10,
+               " KiB (transparent huge pages: ", TransparentHugePageMode(), ")");
     worker_ = std::thread([this] { Run(); });
   }
 
@@ -399,9 +399,9 @@ class DiskChannel final : public Channel {
     }
     if (!moves) return true;  // only empty ops
     if (lo < 0 || hi + r.file->offset > std::numeric_limits<int64_t>::max()) {
-      r.status = InvalidArgument(prefix_, ": ", r.file->path, ": the request reaches ",
-                                 lo < 0 ? "before the instance's first byte"
-                                        : "past the largest file offset");
+      r.status = InvalidArgument(
+          prefix_, ": ", r.file->path, ": the request reaches ",
+          lo < 0 ? "before the instance's first byte" : "past the largest file offset");
       return true;
     }
     const uint64_t span = static_cast<uint64_t>(hi - lo);
@@ -770,8 +770,8 @@ Result<std::unique_ptr<Channel>> MakeDiskChannel(const ChannelConfig& config,
   // Huge pages where the kernel has them: few segments per O_DIRECT request.
   Result<HostPages> mapping = HostPages::Map(staging, /*populate=*/true);
   if (!mapping.ok()) {
-    return ResourceExhausted("channel '", config.name, "': staging memory: ",
-                             mapping.status().message());
+    return ResourceExhausted("channel '", config.name,
+                             "': staging memory: ", mapping.status().message());
   }
   UniqueFd wake(::eventfd(0, EFD_CLOEXEC));  // blocking: io_uring polls it
   if (wake.get() < 0) {

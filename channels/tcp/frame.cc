@@ -45,8 +45,8 @@ Result<addrinfo*> Resolve(const std::string& address, bool passive) {
   hints.ai_socktype = SOCK_STREAM;
   if (passive) hints.ai_flags = AI_PASSIVE;
   addrinfo* res = nullptr;
-  const int rc = getaddrinfo(hp.first.empty() ? nullptr : hp.first.c_str(), hp.second.c_str(),
-                             &hints, &res);
+  const int rc =
+      getaddrinfo(hp.first.empty() ? nullptr : hp.first.c_str(), hp.second.c_str(), &hints, &res);
   if (rc != 0) return InvalidArgument("address '", address, "': ", gai_strerror(rc));
   return res;
 }

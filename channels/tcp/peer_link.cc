@@ -54,8 +54,8 @@ void Completer::Post(std::function<void()> fn) {
 
 struct PeerLink::Job {
   FrameHeader header;
-  std::string control;            // HELLO / ABORT payload
-  std::optional<Request> data;    // DATA: what to send
+  std::string control;          // HELLO / ABORT payload
+  std::optional<Request> data;  // DATA: what to send
 };
 
 struct PeerLink::Conn {
@@ -66,7 +66,7 @@ struct PeerLink::Conn {
   // Control frames first, then DATA by priority (higher first), each in
   // the order queued. Guarded by mu.
   std::deque<Job> queue;
-  bool closing = false;   // guarded by mu
+  bool closing = false;  // guarded by mu
   std::thread reader, writer;
   std::vector<std::byte> send_bounce, recv_bounce;  // owned by the writer / reader thread
 
@@ -277,8 +277,8 @@ void PeerLink::Send(const ChannelRequest& request, RequestDone done) {
   }
   if (waiting_credit_.count(key)) {
     completer_->Post([done = std::move(done), key] {
-      done(absl::InternalError(StrCat("chunk ", key.second, " of transfer ", key.first,
-                                      " submitted twice")));
+      done(absl::InternalError(
+          StrCat("chunk ", key.second, " of transfer ", key.first, " submitted twice")));
     });
     return;
   }
@@ -299,8 +299,8 @@ void PeerLink::Post(const ChannelRequest& request, RequestDone done) {
   if (RefusedLocked(key.first, !in_.empty(), "has no data connection to this node", done)) return;
   if (posted_.count(key)) {
     completer_->Post([done = std::move(done), key] {
-      done(absl::InternalError(StrCat("chunk ", key.second, " of transfer ", key.first,
-                                      " posted twice")));
+      done(absl::InternalError(
+          StrCat("chunk ", key.second, " of transfer ", key.first, " posted twice")));
     });
     return;
   }

@@ -38,10 +38,10 @@
 namespace isometry::net {
 
 struct DataOptions {
-  std::string listen = "0.0.0.0:0";  // data connections from peers
-  int connections = 4;               // per peer and direction
-  bool checksum = false;             // XXH3-64 per chunk, checked by the receiver
-  uint32_t timeout_ms = 3000;        // a silent peer is dead after this
+  std::string listen = "0.0.0.0:0";     // data connections from peers
+  int connections = 4;                  // per peer and direction
+  bool checksum = false;                // XXH3-64 per chunk, checked by the receiver
+  uint32_t timeout_ms = 3000;           // a silent peer is dead after this
   uint64_t rate_limit_bytes_per_s = 0;  // sending cap per peer; 0 = none
   // Fault injection for tests: the receiver flips a byte of this chunk
   // (of every transfer) before checking it.
@@ -117,8 +117,7 @@ class PeerLink {
   void PruneDeadLocked();
   // Fails `done` (on the completer) when `transfer` has ended or the link
   // lacks the connection the request needs; true when it did.
-  bool RefusedLocked(uint64_t transfer, bool connected, const char* unconnected,
-                     RequestDone& done);
+  bool RefusedLocked(uint64_t transfer, bool connected, const char* unconnected, RequestDone& done);
 
   const std::string peer_;
   const DataOptions options_;
@@ -127,11 +126,11 @@ class PeerLink {
   RateLimiter limiter_;
 
   mutable std::mutex mu_;
-  std::vector<std::shared_ptr<Conn>> out_, in_;       // live connections
-  std::vector<std::shared_ptr<Conn>> closed_;         // joined later, off their own threads
-  std::map<Key, Request> posted_;                     // receiving: chunk -> where it goes
-  std::map<Key, Request> waiting_credit_;             // sending: chunk -> what to send
-  std::set<Key> credits_;                             // credits that came before the chunk
+  std::vector<std::shared_ptr<Conn>> out_, in_;  // live connections
+  std::vector<std::shared_ptr<Conn>> closed_;    // joined later, off their own threads
+  std::map<Key, Request> posted_;                // receiving: chunk -> where it goes
+  std::map<Key, Request> waiting_credit_;        // sending: chunk -> what to send
+  std::set<Key> credits_;                        // credits that came before the chunk
   std::map<uint64_t, std::pair<Status, std::chrono::steady_clock::time_point>> dead_;
   uint64_t sent_ = 0, received_ = 0;
   uint64_t generation_ = 0;

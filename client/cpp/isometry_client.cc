@@ -151,8 +151,8 @@ struct Client::Impl {
     // Ring full: the daemon drains it as it goes, as long as completions
     // are consumed; collect them here so a submit-only caller cannot stall
     // both rings.
-    for (int spins = 0; sq_tail - header->sq_head.value.load(std::memory_order_acquire) >= sq_entries;
-         ++spins) {
+    for (int spins = 0;
+         sq_tail - header->sq_head.value.load(std::memory_order_acquire) >= sq_entries; ++spins) {
       lock.unlock();
       {
         std::unique_lock cq_lock(cq_mu, std::try_to_lock);
@@ -223,7 +223,9 @@ struct Client::Impl {
 // ---- Allocation ----
 
 namespace {
-Client::Impl& ImplOf(const std::shared_ptr<void>& p) { return *static_cast<Client::Impl*>(p.get()); }
+Client::Impl& ImplOf(const std::shared_ptr<void>& p) {
+  return *static_cast<Client::Impl*>(p.get());
+}
 }  // namespace
 
 Allocation::Allocation(Allocation&& o) noexcept
@@ -397,7 +399,8 @@ Result<Instance> Client::RegisterFile(const std::string& memory, const std::stri
   spec->set_offset(offset);
   ShapeToProto(shape, spec);
   ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, impl_->Call(req, nullptr));
-  return Instance(impl_, resp.register_instance().instance(), resp.register_instance().total_bytes());
+  return Instance(impl_, resp.register_instance().instance(),
+                  resp.register_instance().total_bytes());
 }
 
 Result<Instance> Client::RegisterRemote(const std::string& memory, uint64_t allocation,
@@ -409,7 +412,8 @@ Result<Instance> Client::RegisterRemote(const std::string& memory, uint64_t allo
   spec->set_offset(offset);
   ShapeToProto(shape, spec);
   ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, impl_->Call(req, nullptr));
-  return Instance(impl_, resp.register_instance().instance(), resp.register_instance().total_bytes());
+  return Instance(impl_, resp.register_instance().instance(),
+                  resp.register_instance().total_bytes());
 }
 
 Result<Instance> Client::Register(const Allocation& allocation, uint64_t offset,
@@ -420,7 +424,8 @@ Result<Instance> Client::Register(const Allocation& allocation, uint64_t offset,
   spec->set_offset(offset);
   ShapeToProto(shape, spec);
   ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, impl_->Call(req, nullptr));
-  return Instance(impl_, resp.register_instance().instance(), resp.register_instance().total_bytes());
+  return Instance(impl_, resp.register_instance().instance(),
+                  resp.register_instance().total_bytes());
 }
 
 Result<uint64_t> Client::Submit(const Instance& src, const Instance& dst, int priority) {

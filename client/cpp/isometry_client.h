@@ -1,9 +1,10 @@
 // The C++ client of isometryd: the local shared-memory path.
 //
-//   auto client = isometry::client::Client::Connect({.local_socket = "/run/isometry/isometry.sock"});
-//   auto src = (*client)->Allocate("sys0", bytes);        // mapped here, owned by this session
-//   auto a = (*client)->Register(*src, 0, aos_shape);     // validated once, then used by handle
-//   auto done = (*client)->Copy(a, b);                    // through the submission ring
+//   auto client = isometry::client::Client::Connect({.local_socket =
+//   "/run/isometry/isometry.sock"}); auto src = (*client)->Allocate("sys0", bytes);        //
+//   mapped here, owned by this session auto a = (*client)->Register(*src, 0, aos_shape);     //
+//   validated once, then used by handle auto done = (*client)->Copy(a, b);                    //
+//   through the submission ring
 //
 // Connect() performs the handshake on the daemon's unix socket (the daemon
 // identifies this process by SO_PEERCRED) and maps the control segment
@@ -56,8 +57,8 @@ class Allocation {
 
  private:
   friend class Client;
-  Allocation(std::shared_ptr<void> c, uint64_t id, std::byte* data, uint64_t size,
-             uint64_t mapped, bool owned)
+  Allocation(std::shared_ptr<void> c, uint64_t id, std::byte* data, uint64_t size, uint64_t mapped,
+             bool owned)
       : client_(std::move(c)), id_(id), data_(data), size_(size), mapped_(mapped), owned_(owned) {}
   void Release();
   std::shared_ptr<void> client_;  // the connection (Client::Impl)
@@ -107,14 +108,14 @@ class Client {
                             const InstanceShape& shape);
   // An instance in a file of a DSK memory (`file` relative to its
   // directory), starting at `offset` bytes into the file.
-  Result<Instance> RegisterFile(const std::string& memory, const std::string& file,
-                                uint64_t offset, const InstanceShape& shape);
+  Result<Instance> RegisterFile(const std::string& memory, const std::string& file, uint64_t offset,
+                                const InstanceShape& shape);
   // Another node's memory ("node-b:sys0"): an allocation published there
   // (its id on that node), `offset` bytes in. Files of another node's DSK
   // memory go through RegisterFile("node-b:dsk0", ...). Copies between
   // instances of different nodes are planned end to end by this daemon.
-  Result<Instance> RegisterRemote(const std::string& memory, uint64_t allocation,
-                                  uint64_t offset, const InstanceShape& shape);
+  Result<Instance> RegisterRemote(const std::string& memory, uint64_t allocation, uint64_t offset,
+                                  const InstanceShape& shape);
 
   // Queues a copy of the source's whole index space; returns a ticket for
   // Wait(). Blocks only while the submission ring is full.

@@ -35,7 +35,8 @@ int64_t UnixMs() {
 }
 
 Status FromGrpc(const grpc::Status& s, std::string_view what) {
-  return Status(static_cast<absl::StatusCode>(s.error_code()), StrCat(what, ": ", s.error_message()));
+  return Status(static_cast<absl::StatusCode>(s.error_code()),
+                StrCat(what, ": ", s.error_message()));
 }
 
 void SetDeadline(grpc::ClientContext& ctx, uint32_t ms) {
@@ -50,10 +51,10 @@ struct Peer {
   // Guarded by the cluster mutex.
   std::string state = "connecting";  // connecting, up, down, refused
   std::string last_error;
-  std::string token;          // what it issued us (our calls and data connections)
+  std::string token;  // what it issued us (our calls and data connections)
   uint32_t node = 0;
   std::string data_address;
-  Topology topology;          // its memories and edges, ids {node, index}
+  Topology topology;  // its memories and edges, ids {node, index}
   double rtt_ms = 0;
   Clock::time_point last_answer{};
   bool up = false;
@@ -158,8 +159,8 @@ struct Cluster::Impl {
   mutable std::mutex mu;
   std::condition_variable cv;  // wakes peer loops (stop, peer down)
   bool stopping = false;
-  std::map<std::string, std::string> issued;  // peer -> token we issued it
-  std::map<std::string, uint32_t> peer_nodes;  // peer -> node id it said hello with
+  std::map<std::string, std::string> issued;        // peer -> token we issued it
+  std::map<std::string, uint32_t> peer_nodes;       // peer -> node id it said hello with
   std::map<std::string, Clock::time_point> nonces;  // hellos seen in the last 5 minutes
   std::map<uint64_t, std::shared_ptr<Half>> halves;
   std::map<uint64_t, std::weak_ptr<CrossOp>> ops;
@@ -270,17 +271,17 @@ struct Cluster::Impl {
     req.set_protocol_version(protocol_version);
     req.set_nonce(RandomHex(16));
     req.set_unix_ms(UnixMs());
-    req.set_mac(Hmac(secret, {"hello", self(), std::to_string(config.runtime.node),
-                              std::to_string(protocol_version), req.nonce(),
-                              std::to_string(req.unix_ms())}));
+    req.set_mac(Hmac(
+        secret, {"hello", self(), std::to_string(config.runtime.node),
+                 std::to_string(protocol_version), req.nonce(), std::to_string(req.unix_ms())}));
     grpc::ClientContext ctx;
     SetDeadline(ctx, config.cluster.peer_timeout_ms);
     v1::PeerWelcome w;
     const auto t0 = Clock::now();
     grpc::Status s = p.stub->Hello(&ctx, req, &w);
     if (!s.ok()) return FromGrpc(s, StrCat("hello to peer '", p.config.name, "'"));
-    const std::string expect = Hmac(secret, {"welcome", w.node_name(), std::to_string(w.node()),
-                                             req.nonce(), w.token()});
+    const std::string expect =
+        Hmac(secret, {"welcome", w.node_name(), std::to_string(w.node()), req.nonce(), w.token()});
     if (!SameSecret(expect, w.mac())) {
       return absl::UnauthenticatedError(StrCat("peer '", p.config.name,
                                                "' answered without proof of the cluster secret "
@@ -295,8 +296,8 @@ struct Cluster::Impl {
                                 " like this node; node ids must differ");
     }
     ISO_ASSIGN_OR_RETURN(Topology topo, TopologyOf(w));
-    ISO_RETURN_IF_ERROR(data->Link(p.config.name).Connect(w.data_address(), config.runtime.node,
-                                                          w.token()));
+    ISO_RETURN_IF_ERROR(
+        data->Link(p.config.name).Connect(w.data_address(), config.runtime.node, w.token()));
     std::lock_guard lock(mu);
     p.token = w.token();
     p.node = w.node();
@@ -343,8 +344,7 @@ struct Cluster::Impl {
           backoff = std::chrono::milliseconds(100);
           logged.clear();
           spdlog::info("peer '{}' is up: node {}, {} memories, data at {}, rtt {:.2f} ms",
-                       p.config.name, p.node, p.topology.memories.size(), p.data_address,
-                       p.rtt_ms);
+                       p.config.name, p.node, p.topology.memories.size(), p.data_address, p.rtt_ms);
           continue;
         }
         p.state = (absl::IsUnauthenticated(s) || absl::IsFailedPrecondition(s) ||
@@ -376,9 +376,9 @@ struct Cluster::Impl {
           last = p.last_answer;
         }
         if (Clock::now() - last >= std::chrono::milliseconds(config.cluster.peer_timeout_ms)) {
-          MarkDown(p.config.name, Unavailable("peer '", p.config.name, "' did not answer for ",
-                                              config.cluster.peer_timeout_ms, " ms (",
-                                              s.message(), ")"));
+          MarkDown(p.config.name,
+                   Unavailable("peer '", p.config.name, "' did not answer for ",
+                               config.cluster.peer_timeout_ms, " ms (", s.message(), ")"));
         }
       }
     }
@@ -456,7 +456,8 @@ struct Cluster::Impl {
     InstanceRef other_ref{other_mem, nullptr, 0, other};
     req.src = part.sending ? end.local : other_ref;
     req.dst = part.sending ? other_ref : end.local;
-    const MemoryId mine = part.sending ? part.path.nodes.front().memory : part.path.nodes.back().memory;
+    const MemoryId mine =
+        part.sending ? part.path.nodes.front().memory : part.path.nodes.back().memory;
     if (end.local.memory != mine) {
       return InvalidArgument("cross-node copy ", key, ": the instance lives in memory '",
                              MemoryName(end.local.memory), "', the plan says '", MemoryName(mine),
@@ -687,8 +688,8 @@ Result<CrossPlan> Cluster::Impl::PlanCross(const NodeMemory& src, const NodeMemo
   po.space_threshold = rc.space_threshold;
   po.cache_capacity = 0;
   Planner planner(topo, po);
-  ISO_ASSIGN_OR_RETURN(plan.path, planner.Plan({src_mem, src_layout}, {dst_mem, dst_layout}, box,
-                                               field_bytes));
+  ISO_ASSIGN_OR_RETURN(
+      plan.path, planner.Plan({src_mem, src_layout}, {dst_mem, dst_layout}, box, field_bytes));
   size_t crossings = 0;
   plan.net_hop = plan.path.edges.size();
   for (size_t h = 0; h < plan.path.edges.size(); ++h) {
@@ -732,8 +733,8 @@ Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::Copy(CrossCopySpec spec,
     key = (static_cast<uint64_t>(config.runtime.node) << 40) | (next_key++ & ((1ull << 40) - 1));
   }
   const uint64_t bytes = box.volume() * spec.src.shape.fields.total_bytes();
-  auto op = std::make_shared<CrossOp>(this, key, plan.path.ToString(plan.topo), bytes,
-                                      std::move(done));
+  auto op =
+      std::make_shared<CrossOp>(this, key, plan.path.ToString(plan.topo), bytes, std::move(done));
   {
     std::lock_guard lock(mu);
     ops[key] = op;
@@ -748,12 +749,11 @@ Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::Copy(CrossCopySpec spec,
 Result<PlanReport> Cluster::Impl::Explain(const std::string& src_memory, const Layout& src_layout,
                                           const std::string& dst_memory, const Layout& dst_layout,
                                           const Box& bounds, const FieldSpace& fields) {
-  ISO_ASSIGN_OR_RETURN(CrossPlan plan,
-                       PlanCross(SplitNodeMemory(src_memory, self()),
-                                 SplitNodeMemory(dst_memory, self()), src_layout, dst_layout,
-                                 bounds, fields.total_bytes()));
-  ISO_ASSIGN_OR_RETURN(ChunkGrid grid, GridAlong(plan.path, bounds, fields, plan.chunk_target,
-                                                 plan.slot_limit));
+  ISO_ASSIGN_OR_RETURN(CrossPlan plan, PlanCross(SplitNodeMemory(src_memory, self()),
+                                                 SplitNodeMemory(dst_memory, self()), src_layout,
+                                                 dst_layout, bounds, fields.total_bytes()));
+  ISO_ASSIGN_OR_RETURN(ChunkGrid grid,
+                       GridAlong(plan.path, bounds, fields, plan.chunk_target, plan.slot_limit));
   return ReportPlan(ExplainGrid(std::move(plan.path), grid, fields.total_bytes(),
                                 node->runtime().config().slots_per_buffer),
                     plan.topo);
@@ -778,8 +778,8 @@ void Cluster::Impl::SetUpHalves(const std::shared_ptr<CrossOp>& op, CrossCopySpe
     const CrossEnd& other = sending ? spec.dst : spec.src;
     op->AddHalf(here == self() ? "" : here);
     if (here == self()) {
-      RemotePart part{op->key(), path, net_hop, sending, "tcp:" + partner, chunk_target,
-                      slot_limit};
+      RemotePart part{op->key(),        path,         net_hop,   sending,
+                      "tcp:" + partner, chunk_target, slot_limit};
       std::weak_ptr<CrossOp> weak = op;
       Status s = StartLocalHalf(op->key(), std::move(part), end, other.shape, spec.box,
                                 spec.priority, spec.durable, self(), [weak](Status st) {
@@ -893,9 +893,9 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
     resp->set_node(impl_->config.runtime.node);
     resp->set_protocol_version(kPeerProtocolVersion);
     resp->set_token(token);
-    resp->set_mac(Hmac(impl_->secret, {"welcome", impl_->self(),
-                                       std::to_string(impl_->config.runtime.node), req->nonce(),
-                                       token}));
+    resp->set_mac(
+        Hmac(impl_->secret, {"welcome", impl_->self(), std::to_string(impl_->config.runtime.node),
+                             req->nonce(), token}));
     resp->set_data_address(impl_->DataAddress());
     impl_->DescribeSelf(resp);
     return Reply(ctx, OkStatus());
@@ -998,9 +998,9 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
           StrCat("node '", req.node_name(), "' is not a [[peer]] of node '", impl_->self(), "'"));
     }
     const std::string expect =
-        Hmac(impl_->secret, {"hello", req.node_name(), std::to_string(req.node()),
-                             std::to_string(req.protocol_version()), req.nonce(),
-                             std::to_string(req.unix_ms())});
+        Hmac(impl_->secret,
+             {"hello", req.node_name(), std::to_string(req.node()),
+              std::to_string(req.protocol_version()), req.nonce(), std::to_string(req.unix_ms())});
     if (!SameSecret(expect, req.mac())) {
       return absl::UnauthenticatedError(
           "authentication failed: the hello's proof does not match this node's cluster secret "

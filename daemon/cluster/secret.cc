@@ -25,10 +25,12 @@ Result<std::string> LoadSecret(const std::string& path) {
     return InvalidArgument("cluster secret in '", path, "' has ", secret.size(),
                            " bytes; use at least 16 (e.g. `head -c 32 /dev/urandom | base64`)");
   }
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 0077)) {
-    spdlog::warn("cluster secret file '{}' is readable by group or others (mode {:o}); "
-                 "chmod 600 it", path, st.st_mode & 0777);
+    spdlog::warn(
+        "cluster secret file '{}' is readable by group or others (mode {:o}); "
+        "chmod 600 it",
+        path, st.st_mode & 0777);
   }
   return secret;
 }

@@ -2,12 +2,11 @@
 // for the peer hello and random tokens. The secret itself never travels.
 #pragma once
 
-#include "core/random.h"  // RandomHex for nonces and tokens, SameSecret for MACs
-
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/random.h"  // RandomHex for nonces and tokens, SameSecret for MACs
 #include "core/status.h"
 
 namespace isometry {

@@ -31,8 +31,8 @@ struct InstanceSpec;
 
 // One end of a cross-node copy.
 struct CrossEnd {
-  std::string node;                 // empty: this node
-  InstanceRef local;                // this node's end
+  std::string node;                  // empty: this node
+  InstanceRef local;                 // this node's end
   std::shared_ptr<const void> keep;  // keeps this node's allocation alive
   // Another node's end: allocation (published there) or memory + file;
   // shape in `shape`.

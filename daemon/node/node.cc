@@ -64,8 +64,8 @@ struct Instance {
   std::shared_ptr<Allocation> allocation;  // null for DSK instances
   uint64_t offset = 0;
   InstanceShape shape;
-  size_t disk_memory = 0;  // DSK instances: the memory's index
-  std::string file;        // DSK instances: relative path
+  size_t disk_memory = 0;   // DSK instances: the memory's index
+  std::string file;         // DSK instances: relative path
   std::string remote_node;  // another node's instance (spec in remote_*)
   uint64_t remote_allocation = 0;
   std::string remote_memory;
@@ -73,8 +73,8 @@ struct Instance {
 
 struct TransferRecord {
   uint64_t id = 0;
-  SessionOwner owner;  // owner.session is the session's number
-  std::optional<Transfer> handle;  // set once the runtime accepted it
+  SessionOwner owner;                    // owner.session is the session's number
+  std::optional<Transfer> handle;        // set once the runtime accepted it
   std::shared_ptr<CrossTransfer> cross;  // or: a cross-node copy this node started
   std::shared_ptr<Allocation> src, dst;  // kept alive until the transfer ends
   bool finished = false;
@@ -84,9 +84,9 @@ struct TransferRecord {
 };
 
 struct Session {
-  uint64_t id = 0;     // public
-  std::string token;   // secret: "<id>.<64 hex digits>", 256 random bits
-  std::string name;    // as the client gave it, cut to 128 bytes
+  uint64_t id = 0;    // public
+  std::string token;  // secret: "<id>.<64 hex digits>", 256 random bits
+  std::string name;   // as the client gave it, cut to 128 bytes
   Credentials creds;
   TransferCallback on_done;
   std::set<uint64_t> allocations;
@@ -114,8 +114,8 @@ Status MayTouch(const SessionOwner& owner, const Session* caller, bool is_operat
                 uint64_t transfer, std::string_view what, const std::string& state_dir) {
   if (is_operator || (caller && caller->id == owner.session)) return OkStatus();
   return PermissionDenied("transfer ", transfer, " belongs to another client (session ",
-                          owner.session, "); ", what, " it needs the operator token (",
-                          state_dir, "/operator.token)");
+                          owner.session, "); ", what, " it needs the operator token (", state_dir,
+                          "/operator.token)");
 }
 
 // A transfer's record as Cancel, GetTransfer and WhenDone find it.
@@ -136,7 +136,8 @@ std::string StateName(const TransferRecord& r) {
   // Waiting: queued for staging buffers or behind other work on its
   // channels (no request dispatched yet).
   if (!r.finished) {
-    const bool started = r.handle && r.handle->times().first_dispatch != TransferTimes::Clock::time_point{};
+    const bool started =
+        r.handle && r.handle->times().first_dispatch != TransferTimes::Clock::time_point{};
     return started ? "running" : "waiting";
   }
   if (r.status.ok()) return "done";
@@ -153,20 +154,20 @@ struct Node::Impl {
 
   mutable std::mutex mu;
   std::condition_variable idle_cv;
-  std::vector<std::shared_ptr<PoolAccount>> pools;                      // constant
-  std::map<uint64_t, Session> sessions;  // by public number; guarded by mu
-  uint64_t next_session = 1;             // guarded by mu
-  std::map<uint64_t, std::shared_ptr<Allocation>> allocations;          // guarded by mu
-  std::map<uint64_t, Instance> instances;                               // guarded by mu
-  std::map<uint64_t, std::shared_ptr<TransferRecord>> active;           // guarded by mu
-  std::deque<std::shared_ptr<TransferRecord>> finished;                 // guarded by mu
-  uint64_t next_allocation = 1, next_instance = 1;                      // guarded by mu
+  std::vector<std::shared_ptr<PoolAccount>> pools;              // constant
+  std::map<uint64_t, Session> sessions;                         // by public number; guarded by mu
+  uint64_t next_session = 1;                                    // guarded by mu
+  std::map<uint64_t, std::shared_ptr<Allocation>> allocations;  // guarded by mu
+  std::map<uint64_t, Instance> instances;                       // guarded by mu
+  std::map<uint64_t, std::shared_ptr<TransferRecord>> active;   // guarded by mu
+  std::deque<std::shared_ptr<TransferRecord>> finished;         // guarded by mu
+  uint64_t next_allocation = 1, next_instance = 1;              // guarded by mu
   // Ids of cross-node copies this node starts; far above the runtime's.
-  uint64_t next_cross = 1ull << 48;                                     // guarded by mu
-  bool draining = false;                                                // guarded by mu
+  uint64_t next_cross = 1ull << 48;  // guarded by mu
+  bool draining = false;             // guarded by mu
   // (time, bytes done per channel) over the last second; guarded by mu.
   std::deque<std::pair<Clock::time_point, std::vector<uint64_t>>> samples;
-  std::vector<double> current_bps, peak_bps;                            // guarded by mu
+  std::vector<double> current_bps, peak_bps;  // guarded by mu
 
   static constexpr size_t kFinishedKept = 4096;
 
@@ -212,7 +213,7 @@ struct Node::Impl {
   // kFinishedKept ended, if the caller may act on it (`what` it wants to do
   // goes into the refusal).
   Result<FoundTransfer> TouchableLocked(const std::string& session, uint64_t transfer,
-                                         bool is_operator, std::string_view what) const {
+                                        bool is_operator, std::string_view what) const {
     FoundTransfer found;
     auto it = active.find(transfer);
     if (it != active.end()) {
@@ -325,13 +326,14 @@ struct Node::Impl {
 
   Result<uint64_t> StartCross(uint64_t session, std::shared_ptr<TransferRecord> record,
                               CrossCopySpec spec, const CopySpec& copy) {
-    if (!cross) return FailedPrecondition("this node has no peers: cross-node copies need [[peer]]");
+    if (!cross)
+      return FailedPrecondition("this node has no peers: cross-node copies need [[peer]]");
     spec.box = copy.box;
     spec.priority = copy.priority;
     spec.durable = copy.durable;
-    ISO_ASSIGN_OR_RETURN(
-        auto handle,
-        cross->Copy(std::move(spec), [this, record](Status s) { OnRuntimeDone(record, std::move(s)); }));
+    ISO_ASSIGN_OR_RETURN(auto handle, cross->Copy(std::move(spec), [this, record](Status s) {
+      OnRuntimeDone(record, std::move(s));
+    }));
     std::vector<std::pair<TransferCallback, TransferReport>> calls;
     bool orphan = false;
     {
@@ -359,7 +361,7 @@ struct Node::Impl {
       if (it->second->published) {
         it->second->owner = 0;  // outlives its session
       } else {
-        allocations.erase(it);      // memory goes when in-flight transfers drain
+        allocations.erase(it);  // memory goes when in-flight transfers drain
       }
     }
   }
@@ -413,28 +415,31 @@ Result<std::unique_ptr<Node>> Node::Create(const Config& config, ChannelMaker ne
     // memory), populated when it is made: what that costs here, measured
     // on a probe of up to 64 MiB.
     const uint64_t probe_bytes = std::min<uint64_t>(p->capacity, 64ull << 20);
-    auto probe = SharedMemory::Create(StrCat("isometry:", m.name, ":probe"), probe_bytes, m.hugetlb);
+    auto probe =
+        SharedMemory::Create(StrCat("isometry:", m.name, ":probe"), probe_bytes, m.hugetlb);
     if (!probe.ok()) {
       spdlog::warn("memory '{}': a {} MiB probe allocation failed: {}", m.name, probe_bytes >> 20,
                    probe.status().ToString());
       continue;
     }
     const double ms = probe->populate_seconds() * 1e3;
-    spdlog::info("memory '{}': client pool of {} MiB; allocations are populated when made "
-                 "({} MiB in {:.1f} ms, {:.0f} ms per GiB{})",
-                 m.name, p->capacity >> 20, probe_bytes >> 20, ms,
-                 ms * static_cast<double>(1ull << 30) / static_cast<double>(probe_bytes),
-                 probe->used_hugetlb() ? ", hugetlb" : "");
+    spdlog::info(
+        "memory '{}': client pool of {} MiB; allocations are populated when made "
+        "({} MiB in {:.1f} ms, {:.0f} ms per GiB{})",
+        m.name, p->capacity >> 20, probe_bytes >> 20, ms,
+        ms * static_cast<double>(1ull << 30) / static_cast<double>(probe_bytes),
+        probe->used_hugetlb() ? ", hugetlb" : "");
   }
   // Pool pages size every O_DIRECT or socket request from client memory:
   // one segment per page. Say so once when nothing gives large pages.
-  const bool any_hugetlb = std::any_of(config.runtime.memories.begin(),
-                                       config.runtime.memories.end(),
-                                       [](const MemoryConfig& m) { return m.hugetlb; });
+  const bool any_hugetlb =
+      std::any_of(config.runtime.memories.begin(), config.runtime.memories.end(),
+                  [](const MemoryConfig& m) { return m.hugetlb; });
   if (!any_hugetlb && ShmemHugePageMode() == "never") {
-    spdlog::info("client pools use 4 KiB pages (transparent_hugepage/shmem_enabled is 'never'); "
-                 "disk paths from pool memory run faster with 'advise' or with memory.hugetlb "
-                 "(README, Tuning)");
+    spdlog::info(
+        "client pools use 4 KiB pages (transparent_hugepage/shmem_enabled is 'never'); "
+        "disk paths from pool memory run faster with 'advise' or with memory.hugetlb "
+        "(README, Tuning)");
   }
   const size_t channels = rc.channels.size();
   impl->samples.push_back({Clock::now(), std::vector<uint64_t>(channels, 0)});
@@ -479,15 +484,15 @@ Result<CrossEnd> Node::ResolveForPeer(const InstanceSpec& spec) const {
                       " bytes on node '", impl_->config.cluster.node_name, "'");
   }
   const MemoryId mem = impl_->runtime->topology().memories[a->pool->memory].id;
-  end.local = InstanceRef{mem, a->shm.data() + spec.offset, a->shm.size() - spec.offset, spec.shape};
+  end.local =
+      InstanceRef{mem, a->shm.data() + spec.offset, a->shm.size() - spec.offset, spec.shape};
   end.keep = a;
   return end;
 }
 
 // ---- sessions ----
 
-Result<OpenedSession> Node::OpenSession(const std::string& client_name,
-                                        const Credentials& creds,
+Result<OpenedSession> Node::OpenSession(const std::string& client_name, const Credentials& creds,
                                         TransferCallback on_transfer_done) {
   std::lock_guard lock(impl_->mu);
   if (impl_->draining) return Unavailable("isometryd is shutting down");
@@ -500,13 +505,12 @@ Result<OpenedSession> Node::OpenSession(const std::string& client_name,
   // take every session slot from the others.
   uint32_t same = 0;
   for (const auto& [id, other] : impl_->sessions) {
-    same += creds.known() ? other.creds.known() && other.creds.uid == creds.uid
-                          : !other.creds.known();
+    same +=
+        creds.known() ? other.creds.known() && other.creds.uid == creds.uid : !other.creds.known();
   }
   if (creds.known() && same >= dc.max_sessions_per_uid) {
     return ResourceExhausted("uid ", creds.uid, " already has ", same,
-                             " sessions; daemon.max_sessions_per_uid is ",
-                             dc.max_sessions_per_uid);
+                             " sessions; daemon.max_sessions_per_uid is ", dc.max_sessions_per_uid);
   }
   if (!creds.known() && same >= dc.max_grpc_sessions) {
     return ResourceExhausted("too many gRPC sessions (", same, "); daemon.max_grpc_sessions is ",
@@ -548,10 +552,11 @@ void Node::CloseSession(const std::string& session) {
       published += a != impl_->allocations.end() && a->second->published;
     }
     if (impl_->SessionLineAllowed(s.creds)) {
-      spdlog::info("session {} closed: client '{}' pid {}; cancelling {} transfer(s), freeing {} "
-                   "allocation(s), keeping {} published",
-                   s.id, ForLog(s.name), s.creds.pid, to_cancel.size() + cross.size(),
-                   s.allocations.size() - published, published);
+      spdlog::info(
+          "session {} closed: client '{}' pid {}; cancelling {} transfer(s), freeing {} "
+          "allocation(s), keeping {} published",
+          s.id, ForLog(s.name), s.creds.pid, to_cancel.size() + cross.size(),
+          s.allocations.size() - published, published);
     }
     impl_->ReleaseSessionLocked(s);
     // Completions of its transfers no longer reach it.
@@ -603,8 +608,8 @@ Result<AllocationReport> Node::Allocate(const std::string& session, const std::s
     owner_uid = OwnerOf(*s).uid;
     uint64_t& used = s->quota_used[pool->memory];
     if (bytes > pool->quota - used) {
-      return ResourceExhausted("client quota of memory '", memory, "' exhausted: ", used,
-                               " of ", pool->quota, " bytes held, ", bytes, " asked");
+      return ResourceExhausted("client quota of memory '", memory, "' exhausted: ", used, " of ",
+                               pool->quota, " bytes held, ", bytes, " asked");
     }
     if (!pool->TryTake(bytes)) {
       return ResourceExhausted("memory '", memory, "' pool is full: ", pool->used.load(), " of ",
@@ -622,9 +627,10 @@ Result<AllocationReport> Node::Allocate(const std::string& session, const std::s
     return shm.ok() ? FailedPrecondition("session closed during allocation") : shm.status();
   }
   if (pool->hugetlb && !shm->used_hugetlb() && !pool->hugetlb_warned.exchange(true)) {
-    spdlog::warn("memory '{}': hugetlb is configured but no 2 MiB huge pages could be had "
-                 "(see /proc/sys/vm/nr_hugepages); using normal pages",
-                 memory);
+    spdlog::warn(
+        "memory '{}': hugetlb is configured but no 2 MiB huge pages could be had "
+        "(see /proc/sys/vm/nr_hugepages); using normal pages",
+        memory);
   }
   spdlog::debug("memory '{}': allocation {} of {} bytes populated in {:.1f} ms", memory, id, bytes,
                 shm->populate_seconds() * 1e3);

@@ -117,7 +117,6 @@ struct NodeStatus {
   uint64_t instances = 0;
 };
 
-
 struct InstanceSpec {
   uint64_t allocation = 0;  // pool instances
   uint64_t offset = 0;      // in the allocation, or in the file

@@ -2,11 +2,10 @@
 
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
@@ -74,7 +73,7 @@ int WalkBeneath(int dir_fd, const std::string& rel, int flags) {
     if (fd < 0) {
       // A link where a directory was expected answers ENOTDIR: say ELOOP.
       const int err = errno;
-      struct stat st{};
+      struct stat st {};
       const bool link = err == ENOTDIR &&
                         ::fstatat(cur, parts[i].c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
                         S_ISLNK(st.st_mode);
@@ -83,7 +82,7 @@ int WalkBeneath(int dir_fd, const std::string& rel, int flags) {
     }
     if (!want_link) {
       // O_NOFOLLOW alone opens a link with O_PATH instead of failing.
-      struct stat st{};
+      struct stat st {};
       if (::fstat(fd, &st) == 0 && S_ISLNK(st.st_mode)) {
         ::close(fd);
         errno = ELOOP;
@@ -109,8 +108,9 @@ Result<UniqueFd> OpenBeneath(int dir_fd, const std::string& relative, int flags,
     fd = Openat2(dir_fd, relative.c_str(), flags);
     if (fd < 0 && errno == ENOSYS) {
       if (openat2_state.exchange(-1) != -1) {
-        spdlog::warn("DSK memories: this kernel has no openat2 (Linux >= 5.6); file names are "
-                     "resolved one component at a time with O_NOFOLLOW instead");
+        spdlog::warn(
+            "DSK memories: this kernel has no openat2 (Linux >= 5.6); file names are "
+            "resolved one component at a time with O_NOFOLLOW instead");
       }
     } else {
       openat2_state.store(1);

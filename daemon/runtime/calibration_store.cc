@@ -1,13 +1,13 @@
 #include "daemon/runtime/calibration_store.h"
 
 #include <sys/stat.h>
+#include <toml++/toml.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include <cstdio>
 #include <fstream>
 #include <sstream>
-#include <toml++/toml.h>
 
 namespace isometry {
 
@@ -38,7 +38,8 @@ std::string HardwareFingerprint(const RuntimeConfig& config) {
     if (m.kind != MemoryKind::kDsk) continue;
     struct stat st {};
     const bool known = ::stat(m.directory.c_str(), &st) == 0;
-    s << '|' << m.name << ':' << m.directory << ':' << (known ? static_cast<uint64_t>(st.st_dev) : 0);
+    s << '|' << m.name << ':' << m.directory << ':'
+      << (known ? static_cast<uint64_t>(st.st_dev) : 0);
   }
   const std::string text = s.str();
   char hex[17];
@@ -68,7 +69,8 @@ Result<Calibration> LoadCalibration(const std::string& path, const std::string& 
     auto& list = out[std::string(name.str())];
     for (const toml::node& s : *samples) {
       const toml::array* pair = s.as_array();
-      if (!pair || pair->size() != 2) return InvalidArgument(path, ": bad sample in '", name.str(), "'");
+      if (!pair || pair->size() != 2)
+        return InvalidArgument(path, ": bad sample in '", name.str(), "'");
       const auto bytes = pair->get(0)->value<int64_t>();
       const auto bps = pair->get(1)->value<double>();
       if (!bytes || !bps || *bytes <= 0 || *bps <= 0) {
@@ -95,10 +97,12 @@ Status SaveCalibration(const std::string& path, const std::string& fingerprint,
   {
     std::ofstream out(tmp);
     if (!out) return Internal("cannot write ", tmp);
-    out << "# Isometry channel calibration: [request bytes, bytes/s] per channel.\n" << root << "\n";
+    out << "# Isometry channel calibration: [request bytes, bytes/s] per channel.\n"
+        << root << "\n";
     if (!out) return Internal("cannot write ", tmp);
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return Internal("cannot rename ", tmp, " to ", path);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    return Internal("cannot rename ", tmp, " to ", path);
   return OkStatus();
 }
 

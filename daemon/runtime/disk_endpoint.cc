@@ -13,8 +13,8 @@
 
 #include "core/checked.h"
 #include "core/random.h"
-#include "daemon/runtime/beneath.h"
 #include "core/unique_fd.h"
+#include "daemon/runtime/beneath.h"
 
 namespace isometry {
 
@@ -63,8 +63,9 @@ Status CheckFile(const struct stat& st, const DiskMemory& memory, const std::str
 Status CheckRelativePath(const std::string& relative) {
   if (relative.empty()) return InvalidArgument("DSK instance: empty file name");
   if (relative.front() == '/') {
-    return absl::PermissionDeniedError(StrCat("DSK instance: '", relative,
-                                              "' is absolute; name files relative to the memory's directory"));
+    return absl::PermissionDeniedError(
+        StrCat("DSK instance: '", relative,
+               "' is absolute; name files relative to the memory's directory"));
   }
   size_t start = 0;
   while (start <= relative.size()) {
@@ -90,7 +91,7 @@ Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenForRead(std::shared_ptr<
   // O_PATH first: opening a FIFO or device someone planted could block or
   // have effects; only a regular file is reopened for reading.
   ISO_ASSIGN_OR_RETURN(UniqueFd path_fd, OpenBeneath(memory->dir_fd(), relative, O_PATH, shown));
-  struct stat st{};
+  struct stat st {};
   if (fstat(path_fd.get(), &st) != 0) return Errno(shown, errno);
   ISO_RETURN_IF_ERROR(CheckFile(st, *memory, shown));
   if (static_cast<uint64_t>(st.st_size) < *end) {
@@ -132,7 +133,8 @@ Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenForWrite(std::shared_ptr
   ISO_RETURN_IF_ERROR(CheckRelativePath(relative));
   const std::string shown = memory->directory() + "/" + relative;
   const std::string base = Basename(relative);
-  if (base.empty() || base == ".") return InvalidArgument("DSK instance: '", relative, "' names a directory");
+  if (base.empty() || base == ".")
+    return InvalidArgument("DSK instance: '", relative, "' names a directory");
   // Bounds first: nothing is opened or created for a write refused here.
   const std::optional<uint64_t> end = CheckedAdd(offset, bytes);
   if (!end) {
@@ -155,7 +157,7 @@ Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenForWrite(std::shared_ptr
   if (!old.valid()) {
     if (errno != ENOENT) return Errno(shown, errno);
   } else {
-    struct stat st{};
+    struct stat st {};
     if (fstat(old.get(), &st) != 0) return Errno(shown, errno);
     ISO_RETURN_IF_ERROR(CheckFile(st, *memory, shown));
     old_size = static_cast<uint64_t>(st.st_size);
@@ -197,7 +199,8 @@ Status DiskEndpoint::Commit(bool durable) {
   // rename below still gets the file; see SECURITY_NOTES.md.)
   Result<UniqueFd> now = OpenBeneath(memory_->dir_fd(), parent_, O_PATH | O_DIRECTORY,
                                      memory_->directory() + "/" + parent_);
-  struct stat was{}, is{};
+  struct stat was {
+  }, is{};
   if (!now.ok() || fstat(dir_.get(), &was) != 0 || fstat(now->get(), &is) != 0 ||
       was.st_dev != is.st_dev || was.st_ino != is.st_ino) {
     return absl::AbortedError(StrCat("the directory of ", target_,
@@ -211,7 +214,8 @@ Status DiskEndpoint::Commit(bool durable) {
   for (int attempt = 0;; ++attempt) {
     temp = RandomName(name_);
     if (::linkat(AT_FDCWD, proc.c_str(), dir_.get(), temp.c_str(), AT_SYMLINK_FOLLOW) == 0) break;
-    if (errno != EEXIST || attempt == 3) return Errno("naming the new content of " + target_, errno);
+    if (errno != EEXIST || attempt == 3)
+      return Errno("naming the new content of " + target_, errno);
   }
   if (::renameat(dir_.get(), temp.c_str(), dir_.get(), name_.c_str()) != 0) {
     const int err = errno;
@@ -220,7 +224,8 @@ Status DiskEndpoint::Commit(bool durable) {
   }
   name_.clear();
   charge_.Release();
-  if (durable && fsync(dir_.get()) != 0) return Errno("fsync of the directory of " + target_, errno);
+  if (durable && fsync(dir_.get()) != 0)
+    return Errno("fsync of the directory of " + target_, errno);
   return OkStatus();
 }
 

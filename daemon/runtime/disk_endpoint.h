@@ -38,9 +38,9 @@
 #include <string>
 
 #include "channels/disk/disk_channel.h"
+#include "core/status.h"
 #include "core/unique_fd.h"
 #include "daemon/runtime/disk_memory.h"
-#include "core/status.h"
 
 namespace isometry {
 
@@ -70,7 +70,8 @@ class DiskEndpoint {
   const std::string& path() const { return target_; }
 
  private:
-  DiskEndpoint(DiskFile file, std::string target) : file_(std::move(file)), target_(std::move(target)) {}
+  DiskEndpoint(DiskFile file, std::string target)
+      : file_(std::move(file)), target_(std::move(target)) {}
   DiskFile file_;
   std::string target_;  // directory + "/" + relative, for messages
   // Writes only:

@@ -13,7 +13,9 @@
 namespace isometry {
 
 DiskCharge::DiskCharge(DiskCharge&& o) noexcept
-    : memory_(std::move(o.memory_)), owner_(std::move(o.owner_)), bytes_(std::exchange(o.bytes_, 0)) {}
+    : memory_(std::move(o.memory_)),
+      owner_(std::move(o.owner_)),
+      bytes_(std::exchange(o.bytes_, 0)) {}
 
 DiskCharge& DiskCharge::operator=(DiskCharge&& o) noexcept {
   if (this != &o) {

@@ -8,17 +8,17 @@
 #include <mutex>
 #include <thread>
 
+#include "channels/calibrate.h"
 #include "channels/channel_factory.h"
 #include "channels/disk/disk_channel.h"
 #include "channels/host_pages.h"
+#include "core/log_escape.h"
+#include "core/log_limiter.h"
+#include "daemon/runtime/calibration_store.h"
 #include "daemon/runtime/staging_pool.h"
 #include "daemon/runtime/transfer_state.h"
 #include "layout/program_cache.h"
-#include "channels/calibrate.h"
-#include "daemon/runtime/calibration_store.h"
 #include "planner/planner.h"
-#include "core/log_escape.h"
-#include "core/log_limiter.h"
 
 namespace isometry {
 
@@ -75,20 +75,21 @@ struct Runtime::Impl {
   // Replaced whole (atomic_store) when calibration changes the graph; a
   // plan in progress keeps the planner it started with.
   std::shared_ptr<Planner> planner;
-  std::mutex calibrate_mu;  // one calibration at a time
+  std::mutex calibrate_mu;                         // one calibration at a time
   std::vector<std::unique_ptr<Channel>> channels;  // constant after Create
-  std::vector<std::shared_ptr<DiskMemory>> disks;  // per memory (null: not DSK); constant after Create
+  std::vector<std::shared_ptr<DiskMemory>>
+      disks;  // per memory (null: not DSK); constant after Create
   ProgramCache cache{4096};
 
   mutable std::mutex mu;
   std::condition_variable drained_cv;
-  std::vector<StagingPool> pools;                          // guarded by mu
-  std::vector<std::unique_ptr<DmaWorker>> workers;         // guarded by mu (contents)
-  std::vector<std::shared_ptr<TransferState>> waiting;     // guarded by mu
+  std::vector<StagingPool> pools;                             // guarded by mu
+  std::vector<std::unique_ptr<DmaWorker>> workers;            // guarded by mu (contents)
+  std::vector<std::shared_ptr<TransferState>> waiting;        // guarded by mu
   std::map<uint64_t, std::shared_ptr<TransferState>> active;  // guarded by mu
-  uint64_t next_id = 1;                                    // guarded by mu
-  RuntimeStats stats;                                      // guarded by mu
-  bool stopping = false;                                   // guarded by mu
+  uint64_t next_id = 1;                                       // guarded by mu
+  RuntimeStats stats;                                         // guarded by mu
+  bool stopping = false;                                      // guarded by mu
 
   explicit Impl(const RuntimeConfig& c)
       : config(c), cache(c.program_cache_entries, c.program_cache_bytes) {}
@@ -227,8 +228,8 @@ struct Runtime::Impl {
     if (need > 0 && ref.base == nullptr) return InvalidArgument(what, ": base pointer is null");
     if (need > ref.capacity) {
       return OutOfRange(what, ": layout '", ref.shape.layout.ToString(), "' over ",
-                        ToString(ref.shape.bounds), " needs ", need,
-                        " bytes but the buffer holds ", ref.capacity);
+                        ToString(ref.shape.bounds), " needs ", need, " bytes but the buffer holds ",
+                        ref.capacity);
     }
     return OkStatus();
   }
@@ -420,21 +421,20 @@ struct Runtime::Impl {
       }
     }
     if (src_disk) {
-      ISO_ASSIGN_OR_RETURN(t->src_disk,
-                           DiskEndpoint::OpenForRead(DiskOf(req.src.memory), req.src.file,
-                                                     req.src.file_offset,
-                                                     req.src.shape.total_bytes()));
+      ISO_ASSIGN_OR_RETURN(
+          t->src_disk, DiskEndpoint::OpenForRead(DiskOf(req.src.memory), req.src.file,
+                                                 req.src.file_offset, req.src.shape.total_bytes()));
     }
     if (dst_disk) {
       // Only a copy that writes every byte of the instance may drop the
       // file's old content; any other keeps the bytes it does not write.
       const InstanceShape& d = req.dst.shape;
-      const bool covers = box == d.bounds && d.bounds.volume() * d.fields.total_bytes() ==
-                                                 d.total_bytes();
-      ISO_ASSIGN_OR_RETURN(t->dst_disk,
-                           DiskEndpoint::OpenForWrite(DiskOf(req.dst.memory), req.dst.file,
-                                                      req.dst.file_offset, d.total_bytes(),
-                                                      covers, req.disk_owner));
+      const bool covers =
+          box == d.bounds && d.bounds.volume() * d.fields.total_bytes() == d.total_bytes();
+      ISO_ASSIGN_OR_RETURN(
+          t->dst_disk,
+          DiskEndpoint::OpenForWrite(DiskOf(req.dst.memory), req.dst.file, req.dst.file_offset,
+                                     d.total_bytes(), covers, req.disk_owner));
     }
 
     const size_t hops = t->path.edges.size();
@@ -469,8 +469,7 @@ struct Runtime::Impl {
     for (size_t p = 0; p < pools.size(); ++p) {
       if (need[p] > pools[p].budget()) {
         return ResourceExhausted("copy needs ", need[p], " bytes of staging in memory '",
-                                 topo.memories[p].name, "', whose budget is ",
-                                 pools[p].budget());
+                                 topo.memories[p].name, "', whose budget is ", pools[p].budget());
       }
     }
     for (size_t h = 0; h < hops; ++h) {
@@ -502,8 +501,9 @@ struct Runtime::Impl {
     for (RingBuffer& b : t.buffers) {
       if (!b.remote) order.push_back(&b);
     }
-    std::stable_sort(order.begin(), order.end(),
-                     [](const RingBuffer* a, const RingBuffer* b) { return a->memory < b->memory; });
+    std::stable_sort(order.begin(), order.end(), [](const RingBuffer* a, const RingBuffer* b) {
+      return a->memory < b->memory;
+    });
     for (RingBuffer* b : order) {
       auto block = pools[b->pool].Take(b->bytes());
       if (!block.ok()) {  // out of host memory: undo and wait
@@ -539,8 +539,9 @@ struct Runtime::Impl {
   }
 
   void Enqueue(std::shared_ptr<TransferState> t) {
-    auto pos = std::upper_bound(waiting.begin(), waiting.end(), t,
-                                [](const auto& a, const auto& b) { return a->priority > b->priority; });
+    auto pos =
+        std::upper_bound(waiting.begin(), waiting.end(), t,
+                         [](const auto& a, const auto& b) { return a->priority > b->priority; });
     waiting.insert(pos, std::move(t));
     ++stats.transfers_waiting_for_buffers;
     AdmitWaiting();
@@ -650,9 +651,9 @@ struct Runtime::Impl {
   Completion RunInline(const std::shared_ptr<TransferState>& t) {
     const Box chunk = t->grid->chunk(0);
     auto program = cache.Get(t->src.shape, t->dst.shape, chunk);
-    Status s = program.ok() ? channels[t->xds[0]->channel]->RunInline(
-                                  {*program, t->src.base, t->dst.base})
-                            : program.status();
+    Status s = program.ok()
+                   ? channels[t->xds[0]->channel]->RunInline({*program, t->src.base, t->dst.base})
+                   : program.status();
     std::lock_guard lock(mu);
     DmaWorker& w = *workers[t->xds[0]->channel];
     t->times.first_dispatch = Clock::now();
@@ -729,7 +730,8 @@ struct Runtime::Impl {
   static void RotateAmongEquals(std::vector<XdState*>& pool, XdState* x) {
     auto at = std::find(pool.begin(), pool.end(), x);
     auto end = at;
-    while (end + 1 != pool.end() && (*(end + 1))->transfer->priority == x->transfer->priority) ++end;
+    while (end + 1 != pool.end() && (*(end + 1))->transfer->priority == x->transfer->priority)
+      ++end;
     std::rotate(at, at + 1, end + 1);
   }
 
@@ -774,10 +776,11 @@ struct Runtime::Impl {
         OnRequestDone(keep, x, k, 0, program.status());
       } else {
         const uint64_t bytes = (*program)->bytes;
-        channels[w.channel]->Submit(
-            {*program, in.base, out.base, in.file, out.file, in.net, out.net, t.priority,
-             &t.cancelled},
-            [this, keep, x, k, bytes](Status s) { OnRequestDone(keep, x, k, bytes, std::move(s)); });
+        channels[w.channel]->Submit({*program, in.base, out.base, in.file, out.file, in.net,
+                                     out.net, t.priority, &t.cancelled},
+                                    [this, keep, x, k, bytes](Status s) {
+                                      OnRequestDone(keep, x, k, bytes, std::move(s));
+                                    });
       }
       lock.lock();
     }
@@ -798,8 +801,7 @@ struct Runtime::Impl {
         ++x->done_count;
         ++w.requests_done;
         w.bytes_done += bytes;
-        if (t->phase == Phase::kRunning &&
-            t->xds[t->last_hop]->done_count == t->grid->count()) {
+        if (t->phase == Phase::kRunning && t->xds[t->last_hop]->done_count == t->grid->count()) {
           if (t->dst_disk) {
             commit = true;  // fdatasync + rename, outside the lock
           } else {
@@ -827,8 +829,8 @@ struct Runtime::Impl {
       Status durable = t->dst_disk->Commit(t->durable);
       std::lock_guard lock(mu);
       c = Finish(t, durable.ok() ? durable
-                                 : Status(durable.code(), StrCat("transfer ", t->id, ": ",
-                                                                 durable.message())));
+                                 : Status(durable.code(),
+                                          StrCat("transfer ", t->id, ": ", durable.message())));
     }
     c.Run();
   }
@@ -851,10 +853,11 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config, Ch
     impl->disks.emplace_back();
     if (m.kind == MemoryKind::kDsk) {
       ISO_ASSIGN_OR_RETURN(impl->disks.back(), DiskMemory::Open(m));
-      spdlog::info("memory '{}': DSK directory {} opened; names resolved beneath it with {}, no "
-                   "links; files up to {} bytes, {} bytes being written at once per uid{}",
-                   m.name, m.directory, DiskMemory::Resolution(), m.max_file_bytes, m.quota_bytes,
-                   m.allow_hard_links ? "; files with several hard links allowed" : "");
+      spdlog::info(
+          "memory '{}': DSK directory {} opened; names resolved beneath it with {}, no "
+          "links; files up to {} bytes, {} bytes being written at once per uid{}",
+          m.name, m.directory, DiskMemory::Resolution(), m.max_file_bytes, m.quota_bytes,
+          m.allow_hard_links ? "; files with several hard links allowed" : "");
     }
     impl->topo.memories.push_back({id, m.kind, m.name});
     impl->pools.emplace_back(id, m.staging_bytes, m.name);
@@ -875,21 +878,21 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config, Ch
       }
       impl->topo.edges.push_back(std::move(e));
     }
-    spdlog::info("channel '{}' ({}): {} thread(s), {} request(s) in flight, requests of {} bytes{}",
-                 cc.name, ChannelKindName(cc.kind), cc.threads, ch->caps().max_in_flight,
-                 cc.request_bytes,
-                 cc.rate_limit_bytes_per_s
-                     ? StrCat(", capped at ", cc.rate_limit_bytes_per_s, " bytes/s")
-                     : std::string());
+    spdlog::info(
+        "channel '{}' ({}): {} thread(s), {} request(s) in flight, requests of {} bytes{}", cc.name,
+        ChannelKindName(cc.kind), cc.threads, ch->caps().max_in_flight, cc.request_bytes,
+        cc.rate_limit_bytes_per_s ? StrCat(", capped at ", cc.rate_limit_bytes_per_s, " bytes/s")
+                                  : std::string());
     // Ring, registrations, staging and its page size: what an operator
     // checks when a disk path is slower than fio.
     if (const std::string d = DescribeDiskChannel(*ch); !d.empty()) {
       spdlog::info("{}", d);
       if (!thp_warned && TransparentHugePageMode() == "never") {
         thp_warned = true;
-        spdlog::warn("transparent huge pages are off: staging rings use 4 KiB pages, so every "
-                     "O_DIRECT request is one segment per page (slower on virtualized disks); "
-                     "'echo madvise > /sys/kernel/mm/transparent_hugepage/enabled' enables them");
+        spdlog::warn(
+            "transparent huge pages are off: staging rings use 4 KiB pages, so every "
+            "O_DIRECT request is one segment per page (slower on virtualized disks); "
+            "'echo madvise > /sys/kernel/mm/transparent_hugepage/enabled' enables them");
       }
     }
     impl->channels.push_back(std::move(ch));
@@ -921,8 +924,8 @@ Runtime::~Runtime() {
     std::unique_lock lock(impl_->mu);
     impl_->stopping = true;
     while (!impl_->waiting.empty()) {
-      done.push_back(impl_->Finish(impl_->waiting.front(),
-                                   absl::CancelledError("runtime is shutting down")));
+      done.push_back(
+          impl_->Finish(impl_->waiting.front(), absl::CancelledError("runtime is shutting down")));
     }
     std::vector<std::shared_ptr<TransferState>> running;
     for (auto& [id, t] : impl_->active) running.push_back(t);

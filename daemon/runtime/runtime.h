@@ -25,10 +25,10 @@
 
 #include "channels/channel.h"
 #include "config/runtime_config.h"
-#include "daemon/runtime/calibration_store.h"
 #include "core/instance.h"
 #include "core/memory.h"
 #include "core/status.h"
+#include "daemon/runtime/calibration_store.h"
 #include "planner/topology.h"
 
 namespace isometry {
@@ -79,7 +79,7 @@ struct TransferTimes {
 // chunks (chunk_target, slot_limit), so chunk k means the same sub-box on
 // both nodes.
 struct RemotePart {
-  uint64_t key = 0;      // the cross-node transfer; the same on both nodes
+  uint64_t key = 0;  // the cross-node transfer; the same on both nodes
   Path path;
   size_t net_hop = 0;
   bool sending = false;  // true: hops [0, net_hop] run here; false: [net_hop, end)
@@ -94,9 +94,9 @@ struct RemotePart {
 struct CopyRequest {
   InstanceRef src;
   InstanceRef dst;
-  std::optional<Box> box;  // default: the source's whole index space
-  int priority = 0;        // higher runs first on every channel it uses
-  std::vector<HopSpec> via;  // explicit intermediates; empty = planner decides
+  std::optional<Box> box;                   // default: the source's whole index space
+  int priority = 0;                         // higher runs first on every channel it uses
+  std::vector<HopSpec> via;                 // explicit intermediates; empty = planner decides
   std::function<void(Status)> on_complete;  // optional
   // A DSK destination is fdatasync'ed before it replaces its target; false
   // skips that (the rename still makes it all-or-nothing).
@@ -117,8 +117,8 @@ struct TransferState;
 // model's predictions) and the runtime's chunking of it.
 struct PlanExplanation {
   Path path;
-  uint64_t chunks = 0;       // chunks every hop moves
-  uint64_t chunk_bytes = 0;  // data bytes of a full chunk (= one request)
+  uint64_t chunks = 0;                 // chunks every hop moves
+  uint64_t chunk_bytes = 0;            // data bytes of a full chunk (= one request)
   std::vector<uint64_t> buffer_bytes;  // per intermediate buffer, all slots
 };
 
@@ -163,20 +163,20 @@ struct MemoryUsage {
   MemoryId id;
   MemoryKind kind;
   uint64_t staging_budget = 0;
-  uint64_t staging_used = 0;      // bytes of intermediate buffers held now
-  uint64_t staging_peak = 0;      // most ever held at once
-  uint64_t largest_buffer = 0;    // largest single intermediate buffer ever
+  uint64_t staging_used = 0;    // bytes of intermediate buffers held now
+  uint64_t staging_peak = 0;    // most ever held at once
+  uint64_t largest_buffer = 0;  // largest single intermediate buffer ever
 };
 
 struct ChannelStats {
   std::string name;
-  int xds_queued = 0;          // unfinished XDs in the XD pool
+  int xds_queued = 0;  // unfinished XDs in the XD pool
   int requests_in_flight = 0;
   uint64_t requests_done = 0;
   uint64_t bytes_done = 0;
-  uint64_t dispatch_seq = 0;   // requests dispatched so far
+  uint64_t dispatch_seq = 0;                            // requests dispatched so far
   std::vector<std::pair<int, int>> queued_by_priority;  // (priority, XDs), highest first
-  int threads_or_slots = 0;    // max requests in flight
+  int threads_or_slots = 0;                             // max requests in flight
 };
 
 struct RuntimeStats {
@@ -188,8 +188,8 @@ struct RuntimeStats {
   uint64_t program_cache_hits = 0;
   uint64_t program_cache_misses = 0;
   uint64_t program_cache_bytes = 0;  // held by the kept programs
-  uint64_t transfers_inline = 0;  // small direct copies run on the submitting thread
-  uint64_t plan_cache_hits = 0;   // since the last calibration
+  uint64_t transfers_inline = 0;     // small direct copies run on the submitting thread
+  uint64_t plan_cache_hits = 0;      // since the last calibration
   uint64_t plan_cache_misses = 0;
   uint64_t plans_simple = 0;
   uint64_t plans_full = 0;

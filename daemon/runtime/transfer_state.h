@@ -3,7 +3,6 @@
 #pragma once
 
 #include <atomic>
-
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -38,8 +37,8 @@ struct XdState {
   TransferState* transfer = nullptr;
   size_t hop = 0;
   size_t channel = 0;
-  uint64_t next = 0;            // next chunk to issue
-  std::vector<uint8_t> done;    // per chunk
+  uint64_t next = 0;          // next chunk to issue
+  std::vector<uint8_t> done;  // per chunk
   uint64_t done_count = 0;
   int in_flight = 0;
   bool remote = false;  // runs on the other node of a cross-node copy

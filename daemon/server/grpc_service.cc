@@ -39,7 +39,7 @@ ServerUnaryReactor* Reply(CallbackServerContext* ctx, const Status& s) {
 struct AttachState {
   std::mutex mu;
   grpc::ServerWriteReactor<v1::SessionEvent>* reactor = nullptr;  // null once done
-  std::deque<v1::SessionEvent> queue;  // front is being written
+  std::deque<v1::SessionEvent> queue;                             // front is being written
   bool writing = false;
   bool finished = false;
 
@@ -170,7 +170,10 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
         node_,
         [this](AttachReactor* r, bool add) {
           std::lock_guard lock(mu_);
-          if (add) attached_.insert(r); else attached_.erase(r);
+          if (add)
+            attached_.insert(r);
+          else
+            attached_.erase(r);
         },
         req->client_name());
   }
@@ -266,26 +269,26 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
     Node* node = &node_;
     const std::string session = SessionOf(ctx);
     const bool is_operator = IsOperator(ctx);
-    Status s = node_.WhenDone(session, id, is_operator,
-                              [reactor, resp, once, node, session, is_operator](
-                                  const TransferReport& r) {
-      if (once->exchange(true)) return;
-      ToProto(node->GetTransfer(session, r.id, is_operator).value_or(r), resp);
-      reactor->Finish(grpc::Status::OK);
-    });
+    Status s =
+        node_.WhenDone(session, id, is_operator,
+                       [reactor, resp, once, node, session, is_operator](const TransferReport& r) {
+                         if (once->exchange(true)) return;
+                         ToProto(node->GetTransfer(session, r.id, is_operator).value_or(r), resp);
+                         reactor->Finish(grpc::Status::OK);
+                       });
     if (!s.ok()) {
       once->store(true);
       reactor->Finish(ToGrpc(s));
     } else if (req->timeout_ms() > 0) {
-      timer_.At(Timer::Clock::now() + std::chrono::milliseconds(req->timeout_ms()),
-                [reactor, resp, once, node, id, session, is_operator] {
-                  if (once->exchange(true)) return;
-                  auto r = node->GetTransfer(session, id, is_operator);
-                  if (r.ok()) ToProto(*r, resp);
-                  reactor->Finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                                               "transfer " + std::to_string(id) +
-                                                   " is still running"));
-                });
+      timer_.At(
+          Timer::Clock::now() + std::chrono::milliseconds(req->timeout_ms()),
+          [reactor, resp, once, node, id, session, is_operator] {
+            if (once->exchange(true)) return;
+            auto r = node->GetTransfer(session, id, is_operator);
+            if (r.ok()) ToProto(*r, resp);
+            reactor->Finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                         "transfer " + std::to_string(id) + " is still running"));
+          });
     }
     return reactor;
   }
@@ -377,8 +380,8 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
   std::mutex mu_;
   std::set<AttachReactor*> attached_;  // guarded by mu_
   std::mutex calibration_mu_;
-  std::thread calibrator_;             // guarded by calibration_mu_
-  bool calibrating_ = false;           // guarded by calibration_mu_
+  std::thread calibrator_;    // guarded by calibration_mu_
+  bool calibrating_ = false;  // guarded by calibration_mu_
 };
 
 }  // namespace

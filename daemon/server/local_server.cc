@@ -1,8 +1,8 @@
 #include "daemon/server/local_server.h"
 
 #include <grp.h>
-#include <spdlog/spdlog.h>
 #include <poll.h>
+#include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -19,9 +19,9 @@
 #include <mutex>
 #include <thread>
 
-#include "daemon/node/shared_memory.h"
 #include "core/log_limiter.h"
 #include "core/unique_fd.h"
+#include "daemon/node/shared_memory.h"
 #include "daemon/server/convert.h"
 #include "isometry.pb.h"
 #include "proto/local_wire.h"
@@ -36,9 +36,9 @@ Status Errno(const std::string& what) { return Internal(what, ": ", std::strerro
 
 // One attached process: its session, socket, control segment and eventfds.
 struct LocalClient {
-  uint64_t key = 0;  // epoll data
-  std::string session;      // the token: never logged
-  uint64_t session_id = 0;  // its public number, for logs
+  uint64_t key = 0;                   // epoll data
+  std::string session;                // the token: never logged
+  uint64_t session_id = 0;            // its public number, for logs
   std::atomic<bool> attached{false};  // hello done (read by the accept thread)
   std::atomic<bool> late{false};      // shut down for want of a hello
   std::chrono::steady_clock::time_point accepted_at;
@@ -51,8 +51,8 @@ struct LocalClient {
   ring::SubmissionEntry* sq = nullptr;
   ring::CompletionEntry* cq = nullptr;
   uint32_t sq_mask = 0, cq_mask = 0;
-  std::mutex cq_mu;           // producers: the ring thread and completion callbacks
-  uint32_t cq_tail = 0;       // guarded by cq_mu (mirror of the shared index)
+  std::mutex cq_mu;      // producers: the ring thread and completion callbacks
+  uint32_t cq_tail = 0;  // guarded by cq_mu (mirror of the shared index)
   // Submissions taken from the SQ; each owes exactly one completion. Only
   // the ring thread touches it.
   uint32_t accepted = 0;
@@ -266,10 +266,10 @@ struct LocalServer::Impl {
       for (int fd : fds) ::close(fd);  // clients never send fds
       if (!s.ok()) {
         if (!absl::IsUnavailable(s)) {
-          WarnLimited(c->creds.uid,
-                      StrCat("local client pid ", c->creds.pid, " uid ", c->creds.uid,
-                             attached ? StrCat(" (session ", c->session_id, ")") : " (before hello)",
-                             ": ", s.message(), "; closing its connection"));
+          WarnLimited(c->creds.uid, StrCat("local client pid ", c->creds.pid, " uid ", c->creds.uid,
+                                           attached ? StrCat(" (session ", c->session_id, ")")
+                                                    : " (before hello)",
+                                           ": ", s.message(), "; closing its connection"));
         }
         break;
       }
@@ -291,7 +291,8 @@ struct LocalServer::Impl {
       return FailedPrecondition("send hello first");
     }
     switch (req.body_case()) {
-      case v1::LocalRequest::kHello: return Hello(c, req.hello(), resp->mutable_hello(), fds);
+      case v1::LocalRequest::kHello:
+        return Hello(c, req.hello(), resp->mutable_hello(), fds);
       case v1::LocalRequest::kAllocate: {
         ISO_ASSIGN_OR_RETURN(AllocationReport a, node.Allocate(c.session, req.allocate().memory(),
                                                                req.allocate().bytes()));
@@ -308,10 +309,13 @@ struct LocalServer::Impl {
         fds->push_back(a.fd);
         return OkStatus();
       }
-      case v1::LocalRequest::kFree: return node.Free(c.session, req.free().allocation());
-      case v1::LocalRequest::kPublish: return node.Publish(c.session, req.publish().allocation());
+      case v1::LocalRequest::kFree:
+        return node.Free(c.session, req.free().allocation());
+      case v1::LocalRequest::kPublish:
+        return node.Publish(c.session, req.publish().allocation());
       case v1::LocalRequest::kRegisterInstance: {
-        ISO_ASSIGN_OR_RETURN(InstanceSpec spec, InstanceSpecFromProto(req.register_instance().spec()));
+        ISO_ASSIGN_OR_RETURN(InstanceSpec spec,
+                             InstanceSpecFromProto(req.register_instance().spec()));
         ISO_ASSIGN_OR_RETURN(auto r, node.RegisterInstance(c.session, spec));
         resp->mutable_register_instance()->set_instance(r.first);
         resp->mutable_register_instance()->set_total_bytes(r.second);
@@ -319,7 +323,8 @@ struct LocalServer::Impl {
       }
       case v1::LocalRequest::kUnregisterInstance:
         return node.UnregisterInstance(c.session, req.unregister_instance().instance());
-      case v1::LocalRequest::BODY_NOT_SET: break;
+      case v1::LocalRequest::BODY_NOT_SET:
+        break;
     }
     return InvalidArgument("empty or unknown request");
   }
@@ -332,9 +337,9 @@ struct LocalServer::Impl {
                                 "daemon speaks ", ring::kAbiVersion, ")");
     }
     const DaemonConfig& dc = node.config().daemon;
-    ISO_ASSIGN_OR_RETURN(c.control,
-                         SharedMemory::Create("isometry:control",
-                                              ring::ControlBytes(dc.sq_entries, dc.cq_entries), false));
+    ISO_ASSIGN_OR_RETURN(
+        c.control, SharedMemory::Create("isometry:control",
+                                        ring::ControlBytes(dc.sq_entries, dc.cq_entries), false));
     c.sq_event.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     c.cq_event.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!c.sq_event.valid() || !c.cq_event.valid()) return Errno("eventfd");
@@ -359,7 +364,8 @@ struct LocalServer::Impl {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = c.key;
-    if (epoll_ctl(epoll.get(), EPOLL_CTL_ADD, c.sq_event.get(), &ev) != 0) return Errno("epoll_ctl");
+    if (epoll_ctl(epoll.get(), EPOLL_CTL_ADD, c.sq_event.get(), &ev) != 0)
+      return Errno("epoll_ctl");
     out->set_session(c.session);
     out->set_session_id(c.session_id);
     out->set_sq_entries(dc.sq_entries);
@@ -448,9 +454,9 @@ struct LocalServer::Impl {
       // A tail more than a ring ahead is a client bug or attack: resync
       // to it rather than reading stale slots forever.
       if (tail - head > c->sq_mask + 1) {
-        WarnLimited(c->creds.uid, StrCat("session ", c->session_id, ": submission tail ", tail,
-                                         " runs ", tail - head, " entries ahead of head ", head,
-                                         "; skipping"));
+        WarnLimited(c->creds.uid,
+                    StrCat("session ", c->session_id, ": submission tail ", tail, " runs ",
+                           tail - head, " entries ahead of head ", head, "; skipping"));
         head = tail;
         break;
       }
@@ -473,7 +479,8 @@ struct LocalServer::Impl {
     const Result<ring::ValidSubmission> v = ring::ValidateSubmission(e);
     if (!v.ok()) return c->Complete(e.user_data, 0, v.status());
     switch (v->op) {
-      case ring::Op::kNop: return c->Complete(e.user_data, 0, OkStatus());
+      case ring::Op::kNop:
+        return c->Complete(e.user_data, 0, OkStatus());
       case ring::Op::kCancel:
         return c->Complete(e.user_data, v->transfer, node.Cancel(c->session, v->transfer));
       case ring::Op::kCopy: {

@@ -24,9 +24,9 @@ int main(int argc, char** argv) {
         Placed s = Place(*c, {bounds, fs, RandomLayout(rng, bounds)}, rng());
         Placed t = Place(*c, {bounds, fs, RandomLayout(rng, bounds)}, rng());
         const client::Completion done = c->Copy(s.inst, t.inst, i % 3);
-        if (!done.status.ok() || CheckCopy(s.shape, s.before, t.shape,
-                                           Bytes(t.alloc, t.shape.total_bytes()), t.before,
-                                           bounds) != "") {
+        if (!done.status.ok() ||
+            CheckCopy(s.shape, s.before, t.shape, Bytes(t.alloc, t.shape.total_bytes()), t.before,
+                      bounds) != "") {
           std::fprintf(stderr, "copy %d: %s\n", i, done.status.ToString().c_str());
           ++failures;
         }
@@ -34,7 +34,8 @@ int main(int argc, char** argv) {
       return failures ? 1 : 0;
     }
     if (mode == "victim") {
-      const InstanceShape big{Box::FromExtents({8 << 20}), FieldSpace::Uniform(1, 8), Layout::Aos(1)};
+      const InstanceShape big{Box::FromExtents({8 << 20}), FieldSpace::Uniform(1, 8),
+                              Layout::Aos(1)};
       Placed s = Place(*c, big, 1);
       Placed t = Place(*c, big, 2);
       auto ticket = c->Submit(s.inst, t.inst);

@@ -20,7 +20,8 @@ class Daemon {
  public:
   explicit Daemon(const std::string& extra_toml, bool calibrate = false)
       : process_(StartOrThrow(extra_toml, calibrate)) {
-    channel_ = grpc::CreateChannel("unix:" + process_.grpc_socket(), grpc::InsecureChannelCredentials());
+    channel_ =
+        grpc::CreateChannel("unix:" + process_.grpc_socket(), grpc::InsecureChannelCredentials());
     stub_ = v1::Isometry::NewStub(channel_);
   }
 

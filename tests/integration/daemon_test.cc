@@ -1,12 +1,12 @@
 // Integration tests against real isometryd processes.
-#include <catch2/catch.hpp>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -138,8 +138,10 @@ TEST_CASE("a C++ client over its uid's connection bound hears why, and others ar
   std::unique_ptr<Client> c;
   for (int i = 0; i < 300 && !c; ++i) {
     auto next = Client::Connect({.local_socket = d.local_socket(), .name = "third"});
-    if (next.ok()) c = *std::move(next);
-    else std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (next.ok())
+      c = *std::move(next);
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   CHECK(c != nullptr);
   CHECK(d.Stop() == 0);
@@ -240,7 +242,8 @@ TEST_CASE("thousands of malformed ring entries complete with errors; the daemon 
   std::vector<uint64_t> tickets;
   for (int i = 0; i < n; ++i) {
     ring::SubmissionEntry e{};
-    for (size_t b = 0; b < sizeof e; ++b) reinterpret_cast<uint8_t*>(&e)[b] = static_cast<uint8_t>(rng());
+    for (size_t b = 0; b < sizeof e; ++b)
+      reinterpret_cast<uint8_t*>(&e)[b] = static_cast<uint8_t>(rng());
     if (i % 4 == 0) {  // well-formed header, unknown instances / transfers
       e = ring::SubmissionEntry{};
       e.op = static_cast<uint16_t>(1 + rng() % 2);
@@ -446,7 +449,7 @@ TEST_CASE("calibration at start is kept in the state directory; plans carry pred
   REQUIRE(plan.hops_size() == 1);
   CHECK(plan.hops(0).channel() == "memcpy0");
   CHECK(plan.predicted_bytes_per_s() > 0);  // calibrated (a speed is a benchmark's business)
-  CHECK(plan.chunks() == 8);  // 32 MiB in 4 MiB requests
+  CHECK(plan.chunks() == 8);                // 32 MiB in 4 MiB requests
   // Re-measuring on request: an operator action.
   v1::CalibrateResponse cal;
   {

@@ -2,10 +2,10 @@
 // through openat2 and through the component walk used without it.
 #include "daemon/runtime/beneath.h"
 
-#include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 
@@ -39,11 +39,12 @@ TEST_CASE("OpenBeneath refuses links and escapes with either resolver") {
       const char* name;
       const char* says;
     };
-    for (const Case& c : {Case{"out/secret", "symbolic link"}, Case{"alias/b/file", "symbolic link"},
-                          Case{"a/link", "symbolic link"}, Case{"out", "symbolic link"},
-                          Case{"../x", "leaves the memory's directory"},
-                          Case{"a/../../x", "leaves the memory's directory"},
-                          Case{"/etc/passwd", "leaves the memory's directory"}}) {
+    for (const Case& c :
+         {Case{"out/secret", "symbolic link"}, Case{"alias/b/file", "symbolic link"},
+          Case{"a/link", "symbolic link"}, Case{"out", "symbolic link"},
+          Case{"../x", "leaves the memory's directory"},
+          Case{"a/../../x", "leaves the memory's directory"},
+          Case{"/etc/passwd", "leaves the memory's directory"}}) {
       INFO(c.name);
       auto fd = OpenBeneath(root.get(), c.name, O_PATH, c.name, r);
       REQUIRE_FALSE(fd.ok());
@@ -54,7 +55,7 @@ TEST_CASE("OpenBeneath refuses links and escapes with either resolver") {
     // the caller's own message; a link earlier in the name is still refused.
     auto link = OpenBeneath(root.get(), "a/link", O_PATH | O_NOFOLLOW, "a/link", r);
     REQUIRE(link.ok());
-    struct stat st{};
+    struct stat st {};
     REQUIRE(fstat(link->get(), &st) == 0);
     CHECK(S_ISLNK(st.st_mode));
     CHECK_FALSE(OpenBeneath(root.get(), "out/secret", O_PATH | O_NOFOLLOW, "x", r).ok());

@@ -1,12 +1,11 @@
-#include <catch2/catch.hpp>
-
 #include "channels/calibrate.h"
-#include "channels/channel_factory.h"
-#include "channels/disk/disk_channel.h"
 
+#include <catch2/catch.hpp>
 #include <mutex>
 #include <set>
 
+#include "channels/channel_factory.h"
+#include "channels/disk/disk_channel.h"
 #include "unit/temp_dir.h"
 
 using namespace isometry;
@@ -50,7 +49,8 @@ TEST_CASE("a rate-capped channel never measures above its cap, and stays in budg
   CHECK(took < std::chrono::seconds(3));
 }
 
-TEST_CASE("a disk channel is measured with its own kind of I/O on a scratch file it leaves behind") {
+TEST_CASE(
+    "a disk channel is measured with its own kind of I/O on a scratch file it leaves behind") {
   TempDir dir;
   for (const ChannelKind kind : {ChannelKind::kDiskWrite, ChannelKind::kDiskRead}) {
     DYNAMIC_SECTION(ChannelKindName(kind)) {
@@ -104,7 +104,8 @@ TEST_CASE("disk calibration refuses other channels and names a directory it cann
   dc.kind = ChannelKind::kDiskWrite;
   auto disk = MakeDiskChannel(dc);
   REQUIRE(disk.ok());
-  auto missing = MeasureDiskChannel(**disk, "/nonexistent-isometry-dir", std::chrono::milliseconds(100));
+  auto missing =
+      MeasureDiskChannel(**disk, "/nonexistent-isometry-dir", std::chrono::milliseconds(100));
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.status().message().find("/nonexistent-isometry-dir/.isometry-calibration-") !=
         std::string::npos);

@@ -1,10 +1,10 @@
-#include <catch2/catch.hpp>
+#include "daemon/runtime/calibration_store.h"
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 
 #include "config/runtime_config.h"
-#include "daemon/runtime/calibration_store.h"
 
 using namespace isometry;
 

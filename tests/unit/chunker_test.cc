@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "daemon/runtime/chunker.h"
+
+#include <catch2/catch.hpp>
 
 using namespace isometry;
 
@@ -51,7 +51,8 @@ TEST_CASE("coprime huge blocking factors along a path do not overflow the alignm
   const Box box = Box::FromExtents({1000});
   const FieldSpace fs = FieldSpace::Uniform(1, 8);
   const int64_t b = int64_t{1} << 40;
-  const std::vector<Layout> layouts{*Layout::Hybrid(1, b), Layout::Aos(1), *Layout::Hybrid(1, b + 1)};
+  const std::vector<Layout> layouts{*Layout::Hybrid(1, b), Layout::Aos(1),
+                                    *Layout::Hybrid(1, b + 1)};
   auto g = ChunkGrid::Make(box, fs, layouts, {false, true, false}, 800, 1 << 20);
   REQUIRE(g.ok());
   int64_t covered = 0;

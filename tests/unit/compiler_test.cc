@@ -1,6 +1,7 @@
+#include "layout/compiler.h"
+
 #include <catch2/catch.hpp>
 
-#include "layout/compiler.h"
 #include "layout/executor.h"
 #include "unit/test_util.h"
 
@@ -19,7 +20,8 @@ std::string RunAndCheck(const InstanceShape& ss, const InstanceShape& ds, const 
   ExecuteProgram(*program, src.data(), dst.data());
   uint64_t expect = 0;
   for (const Field& f : ss.fields.fields()) expect += f.size * box.volume();
-  if (program->bytes != expect) return StrCat("program moves ", program->bytes, " bytes, expected ", expect);
+  if (program->bytes != expect)
+    return StrCat("program moves ", program->bytes, " bytes, expected ", expect);
   return CheckCopy(ss, src, ds, dst, before, box);
 }
 
@@ -54,10 +56,16 @@ TEST_CASE("every layout pair of a generated family copies element-exactly") {
 TEST_CASE("named layout conversions copy element-exactly") {
   const FieldSpace fs = *FieldSpace::Make({{"a", 4}, {"b", 8}, {"c", 2}, {"d", 4}});
   const Box b2 = Box::FromExtents({37, 23});
-  const std::vector<Layout> layouts = {
-      Layout::Aos(2), Layout::Soa(2), Layout::RowMajor(2), Layout::ColumnMajor(2),
-      *Layout::Hybrid(2, 8), *Layout::Hybrid(2, 5), *Layout::Blocked({4, 4}),
-      *Layout::Blocked({5, 3}), *Layout::Parse("x,F,y", 2), *Layout::Parse("y_in=6,x,F,y_out", 2)};
+  const std::vector<Layout> layouts = {Layout::Aos(2),
+                                       Layout::Soa(2),
+                                       Layout::RowMajor(2),
+                                       Layout::ColumnMajor(2),
+                                       *Layout::Hybrid(2, 8),
+                                       *Layout::Hybrid(2, 5),
+                                       *Layout::Blocked({4, 4}),
+                                       *Layout::Blocked({5, 3}),
+                                       *Layout::Parse("x,F,y", 2),
+                                       *Layout::Parse("y_in=6,x,F,y_out", 2)};
   for (const Layout& a : layouts) {
     for (const Layout& b : layouts) {
       INFO(a.ToString() << " -> " << b.ToString());
@@ -87,7 +95,8 @@ TEST_CASE("AOS to SOA is one strided op per field group, not one op per element"
   CHECK(p->ops.size() <= 2);  // one tiled op (+ a remainder)
   CHECK(p->runs == 8u << 20);
   // A row of a 2-D row-major array is one run; a sub-box is one op.
-  const InstanceShape rm{Box::FromExtents({64, 64}), FieldSpace::Uniform(1, 8), Layout::RowMajor(2)};
+  const InstanceShape rm{Box::FromExtents({64, 64}), FieldSpace::Uniform(1, 8),
+                         Layout::RowMajor(2)};
   Box sub = Box::FromExtents({64, 64});
   sub.lo[0] = 8;
   sub.hi[0] = 16;

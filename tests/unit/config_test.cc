@@ -41,10 +41,12 @@ TEST_CASE("config errors name the key and the line") {
   CHECK_THAT(ErrorOf("[[memory]]\nname = \"a\"\nkind = \"TAPE\"\n"),
              Catch::Contains("test.toml:3: key 'memory.kind': unknown kind 'TAPE'"));
   CHECK_THAT(ErrorOf("[runtime\n"), Catch::Contains("test.toml:1"));
-  CHECK_THAT(ErrorOf("[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\nedges = [[\"a\", \"b\"]]\n"),
-             Catch::Contains("unknown memory 'b'"));
-  CHECK_THAT(ErrorOf("[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\n[[channel]]\nname = \"d\"\n"),
-             Catch::Contains("another channel already serves"));
+  CHECK_THAT(
+      ErrorOf("[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\nedges = [[\"a\", \"b\"]]\n"),
+      Catch::Contains("unknown memory 'b'"));
+  CHECK_THAT(
+      ErrorOf("[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\n[[channel]]\nname = \"d\"\n"),
+      Catch::Contains("another channel already serves"));
   CHECK_THAT(ErrorOf("[[memory]]\nname = \"a\"\n"), Catch::Contains("no [[channel]]"));
 }
 
@@ -65,7 +67,8 @@ edges = [["a", "b"]]
 [[channel]]
 name = "down"
 edges = [["b", "a"]]
-)", "x");
+)",
+                              "x");
   REQUIRE(c.ok());
   CHECK(c->space_threshold == 8ull << 20);
   CHECK(c->channels[0].rate_limit_bytes_per_s == 1ull << 30);
@@ -92,7 +95,8 @@ client_quota = "16MiB"
 hugetlb = true
 [[channel]]
 name = "memcpy0"
-)", "d.toml");
+)",
+                       "d.toml");
   REQUIRE(c.ok());
   CHECK(c->daemon.local_socket == "/tmp/x/local.sock");
   CHECK(c->daemon.grpc_tcp == "127.0.0.1:7470");
@@ -102,15 +106,22 @@ name = "memcpy0"
   CHECK(c->runtime.memories[0].client_quota == 16u << 20);
   CHECK(c->runtime.memories[0].hugetlb);
   auto daemon_error = [](const char* body) {
-    auto r = ParseConfig(std::string(body) + "\n[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\n", "d.toml");
+    auto r = ParseConfig(
+        std::string(body) + "\n[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\n", "d.toml");
     return r.ok() ? std::string() : std::string(r.status().message());
   };
-  CHECK_THAT(daemon_error("[daemon]\nsocket_mode = \"rw\""), Catch::Contains("d.toml:2: key 'daemon.socket_mode'"));
+  CHECK_THAT(daemon_error("[daemon]\nsocket_mode = \"rw\""),
+             Catch::Contains("d.toml:2: key 'daemon.socket_mode'"));
   CHECK_THAT(daemon_error("[daemon]\nsq_entries = 100"), Catch::Contains("powers of two"));
-  CHECK_THAT(daemon_error("[daemon]\nlog_level = \"loud\""), Catch::Contains("daemon.log_level 'loud'"));
-  CHECK_THAT(daemon_error("[daemon]\nlocal_socket = \"/a\"\ngrpc_socket = \"/a\""), Catch::Contains("same path"));
+  CHECK_THAT(daemon_error("[daemon]\nlog_level = \"loud\""),
+             Catch::Contains("daemon.log_level 'loud'"));
+  CHECK_THAT(daemon_error("[daemon]\nlocal_socket = \"/a\"\ngrpc_socket = \"/a\""),
+             Catch::Contains("same path"));
   CHECK_THAT(daemon_error("[daemon]\nlisten = 1"), Catch::Contains("unknown key"));
-  auto quota = ParseConfig("[[memory]]\nname = \"a\"\npool = \"1MiB\"\nclient_quota = \"2MiB\"\n[[channel]]\nname = \"c\"\n", "q.toml");
+  auto quota = ParseConfig(
+      "[[memory]]\nname = \"a\"\npool = \"1MiB\"\nclient_quota = \"2MiB\"\n[[channel]]\nname = "
+      "\"c\"\n",
+      "q.toml");
   CHECK_THAT(std::string(quota.status().message()), Catch::Contains("client_quota"));
 }
 
@@ -200,11 +211,13 @@ address = "h:1"
 
 TEST_CASE("DSK memories take max_file_bytes, quota_bytes and allow_hard_links, and only they do") {
   const std::string channels =
-      "[[channel]]\nname = \"r\"\nkind = \"disk_read\"\n[[channel]]\nname = \"w\"\nkind = \"disk_write\"\n"
+      "[[channel]]\nname = \"r\"\nkind = \"disk_read\"\n[[channel]]\nname = \"w\"\nkind = "
+      "\"disk_write\"\n"
       "[[channel]]\nname = \"m\"\n";
   const std::string host = "[[memory]]\nname = \"sys0\"\n";
   auto parse = [&](const std::string& dsk_keys) {
-    return ParseConfig(host + "[[memory]]\nname = \"dsk0\"\nkind = \"DSK\"\ndirectory = \"/srv/d\"\n" +
+    return ParseConfig(host +
+                           "[[memory]]\nname = \"dsk0\"\nkind = \"DSK\"\ndirectory = \"/srv/d\"\n" +
                            dsk_keys + channels,
                        "k.toml");
   };
@@ -219,13 +232,19 @@ TEST_CASE("DSK memories take max_file_bytes, quota_bytes and allow_hard_links, a
   CHECK(set->runtime.memories[1].max_file_bytes == 1ull << 40);
   CHECK(set->runtime.memories[1].quota_bytes == 2ull << 30);
   CHECK(set->runtime.memories[1].allow_hard_links);
-  auto error = [](const Result<Config>& r) { return r.ok() ? std::string() : std::string(r.status().message()); };
-  CHECK_THAT(error(parse("max_file_bytes = 0\n")), Catch::Contains("k.toml:7: key 'memory.max_file_bytes'"));
+  auto error = [](const Result<Config>& r) {
+    return r.ok() ? std::string() : std::string(r.status().message());
+  };
+  CHECK_THAT(error(parse("max_file_bytes = 0\n")),
+             Catch::Contains("k.toml:7: key 'memory.max_file_bytes'"));
   CHECK_THAT(error(parse("quota_bytes = 0\n")), Catch::Contains("key 'memory.quota_bytes'"));
-  CHECK_THAT(error(parse("allow_hard_links = \"yes\"\n")), Catch::Contains("key 'memory.allow_hard_links'"));
+  CHECK_THAT(error(parse("allow_hard_links = \"yes\"\n")),
+             Catch::Contains("key 'memory.allow_hard_links'"));
   CHECK_THAT(error(parse("max_file_bytes = \"9000000TiB\"\n")), Catch::Contains("max_file_bytes"));
-  auto on_host = ParseConfig("[[memory]]\nname = \"sys0\"\nquota_bytes = \"1GiB\"\n" + channels, "h.toml");
-  CHECK_THAT(error(on_host), Catch::Contains("h.toml:3: key 'memory.quota_bytes': applies to DSK memories only"));
+  auto on_host =
+      ParseConfig("[[memory]]\nname = \"sys0\"\nquota_bytes = \"1GiB\"\n" + channels, "h.toml");
+  CHECK_THAT(error(on_host),
+             Catch::Contains("h.toml:3: key 'memory.quota_bytes': applies to DSK memories only"));
 }
 
 // Issue #11: the cross-field checks point at their line too.

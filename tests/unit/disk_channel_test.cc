@@ -346,9 +346,10 @@ TEST_CASE("concurrent readers and writers on different files") {
   for (int i = 0; i < kFiles; ++i) {
     auto p = std::make_shared<std::promise<Status>>();
     results.push_back(p->get_future());
-    w->Submit(
-        {.program = ContiguousProgram(data[i].size()), .src = bufs[i].data(), .dst_file = files[i].Ref(i)},
-        [p](Status s) { p->set_value(std::move(s)); });
+    w->Submit({.program = ContiguousProgram(data[i].size()),
+               .src = bufs[i].data(),
+               .dst_file = files[i].Ref(i)},
+              [p](Status s) { p->set_value(std::move(s)); });
   }
   for (auto& f : results) CHECK(f.get().ok());
   for (int i = 0; i < kFiles; ++i) CHECK(ReadAt(files[i].path(), i, data[i].size()) == data[i]);
@@ -419,7 +420,8 @@ TEST_CASE("a request waiting for staging starts when the request before it frees
   const DiskChannelOptions options{.max_io_bytes = 256 << 10, .staging_bytes = 1 << 20};
   auto r = MakeDisk(ChannelKind::kDiskRead, "r", options);
   for (int round = 0; round < 20; ++round) {
-    auto pa = std::make_shared<std::promise<Status>>(), pb = std::make_shared<std::promise<Status>>();
+    auto pa = std::make_shared<std::promise<Status>>(),
+         pb = std::make_shared<std::promise<Status>>();
     auto fa = pa->get_future(), fb = pb->get_future();
     r->Submit({.program = from_disk, .dst = a.data(), .src_file = file->Ref(0)},
               [pa](Status s) { pa->set_value(std::move(s)); });
@@ -455,7 +457,8 @@ TEST_CASE("a sub-box of a blocked layout whose program walks backwards round-tri
   const auto to_disk = Compile(slot, file_shape, box), from_disk = Compile(file_shape, slot, box);
   bool backwards = false;
   for (const CopyOp& op : to_disk->ops)
-    for (int l = 0; l < op.num_loops; ++l) backwards |= static_cast<int64_t>(op.loops[l].dst_stride) < 0;
+    for (int l = 0; l < op.num_loops; ++l)
+      backwards |= static_cast<int64_t>(op.loops[l].dst_stride) < 0;
   REQUIRE(backwards);  // the case this test is about
   const std::string path = dir.File("blocked");
   const auto before = Pattern(file_shape.total_bytes() + 100, 1);
@@ -469,8 +472,10 @@ TEST_CASE("a sub-box of a blocked layout whose program walks backwards round-tri
   INFO(written.ToString());
   REQUIRE(written.ok());
   const auto after = ReadAt(path, 0, before.size());
-  const std::vector<std::byte> old_instance(before.begin(), before.begin() + file_shape.total_bytes());
-  const std::vector<std::byte> new_instance(after.begin(), after.begin() + file_shape.total_bytes());
+  const std::vector<std::byte> old_instance(before.begin(),
+                                            before.begin() + file_shape.total_bytes());
+  const std::vector<std::byte> new_instance(after.begin(),
+                                            after.begin() + file_shape.total_bytes());
   CHECK(CheckCopy(slot, data, file_shape, new_instance, old_instance, box) == "");
   CHECK(std::equal(after.begin() + file_shape.total_bytes(), after.end(),
                    before.begin() + file_shape.total_bytes()));
@@ -713,8 +718,7 @@ TEST_CASE("missing files, permission denied and bad descriptors are reported wit
     auto file = DiskFile::Open(dir.path, DiskFile::Mode::kRead);
     REQUIRE(file.ok());
     const Status s = Read(*r, file->Ref(0), buf.data(), ContiguousProgram(100));
-    CHECK(Message(s) ==
-          StrCat("disk_read 'r': ", dir.path, " at offset 0 (+100): Is a directory"));
+    CHECK(Message(s) == StrCat("disk_read 'r': ", dir.path, " at offset 0 (+100): Is a directory"));
   }
   // Whatever failed, both channels still serve.
   auto file = DiskFile::Open(dir.File("fine"), DiskFile::Mode::kUpdate);

@@ -1,9 +1,9 @@
 // DSK memories through the runtime: files as transfer endpoints, layout
 // conversion on Memcpy before the disk, durability and failure cleanup.
-#include <catch2/catch.hpp>
 #include <unistd.h>
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -80,7 +80,8 @@ TEST_CASE("layout families round-trip through files byte-exactly") {
     // The file holds the instance in the file layout, after `offset` bytes.
     const auto on_disk = ReadFile(dir.path + "/" + name);
     REQUIRE(on_disk.size() == offset + file.total_bytes());
-    std::vector<std::byte> file_part(on_disk.begin() + static_cast<ptrdiff_t>(offset), on_disk.end());
+    std::vector<std::byte> file_part(on_disk.begin() + static_cast<ptrdiff_t>(offset),
+                                     on_disk.end());
     std::vector<std::byte> zeros(file.total_bytes(), std::byte{0});
     CHECK(CheckCopy(src, sbytes, file, file_part, zeros, bounds) == "");
     auto rd = r.Copy({.src = FileRefTo(dsk, name, file, offset),
@@ -120,24 +121,29 @@ TEST_CASE("paths that leave the directory are refused; short files are errors") 
   fs::create_symlink("/tmp", dir.path + "/out");
   for (const char* bad : {"../escape.bin", "/etc/passwd", "sub/../../x.bin", "out/x.bin", ""}) {
     INFO(bad);
-    auto w = r.Copy({.src = {sys, mem.data(), mem.size(), shape}, .dst = FileRefTo(dsk, bad, shape)});
+    auto w =
+        r.Copy({.src = {sys, mem.data(), mem.size(), shape}, .dst = FileRefTo(dsk, bad, shape)});
     REQUIRE(!w.ok());
     CHECK((absl::IsPermissionDenied(w.status()) || absl::IsInvalidArgument(w.status())));
-    auto rd = r.Copy({.src = FileRefTo(dsk, bad, shape), .dst = {sys, mem.data(), mem.size(), shape}});
+    auto rd =
+        r.Copy({.src = FileRefTo(dsk, bad, shape), .dst = {sys, mem.data(), mem.size(), shape}});
     REQUIRE(!rd.ok());
   }
   CHECK(!fs::exists("/tmp/x.bin"));
   // A file shorter than the instance, and a missing one.
   std::ofstream(dir.path + "/short.bin") << "only a few bytes";
-  auto s = r.Copy({.src = FileRefTo(dsk, "short.bin", shape), .dst = {sys, mem.data(), mem.size(), shape}});
+  auto s = r.Copy(
+      {.src = FileRefTo(dsk, "short.bin", shape), .dst = {sys, mem.data(), mem.size(), shape}});
   REQUIRE(!s.ok());
   CHECK_THAT(std::string(s.status().message()), Catch::Contains("short.bin holds 16 bytes"));
-  auto m = r.Copy({.src = FileRefTo(dsk, "missing.bin", shape), .dst = {sys, mem.data(), mem.size(), shape}});
+  auto m = r.Copy(
+      {.src = FileRefTo(dsk, "missing.bin", shape), .dst = {sys, mem.data(), mem.size(), shape}});
   REQUIRE(!m.ok());
   CHECK(absl::IsNotFound(m.status()));
   CHECK_THAT(std::string(m.status().message()), Catch::Contains("missing.bin"));
   // Files land in subdirectories that exist.
-  auto ok = r.Copy({.src = {sys, mem.data(), mem.size(), shape}, .dst = FileRefTo(dsk, "sub/in.bin", shape)});
+  auto ok = r.Copy(
+      {.src = {sys, mem.data(), mem.size(), shape}, .dst = FileRefTo(dsk, "sub/in.bin", shape)});
   REQUIRE(ok.ok());
   CHECK(ok->Wait().ok());
   CHECK(fs::file_size(dir.path + "/sub/in.bin") == shape.total_bytes());
@@ -149,7 +155,8 @@ TEST_CASE("a failed write leaves no file that looks complete, frees every buffer
   // The disk-write channel's third request reports an I/O error.
   class Failing final : public Channel {
    public:
-    Failing(std::unique_ptr<Channel> inner, std::atomic<int>& n) : inner_(std::move(inner)), n_(n) {}
+    Failing(std::unique_ptr<Channel> inner, std::atomic<int>& n)
+        : inner_(std::move(inner)), n_(n) {}
     const ChannelCaps& caps() const override { return inner_->caps(); }
     void Submit(ChannelRequest req, RequestDone done) override {
       const bool fail = ++n_ == 3;
@@ -179,7 +186,8 @@ TEST_CASE("a failed write leaves no file that looks complete, frees every buffer
   auto mem = Pattern(aos.total_bytes(), 1);
   // An older, complete version of the target must survive the failure.
   std::ofstream(dir.path + "/data.bin") << "previous version";
-  auto t = r.Copy({.src = {sys, mem.data(), mem.size(), aos}, .dst = FileRefTo(dsk, "data.bin", soa)});
+  auto t =
+      r.Copy({.src = {sys, mem.data(), mem.size(), aos}, .dst = FileRefTo(dsk, "data.bin", soa)});
   REQUIRE(t.ok());
   const Status s = t->Wait();
   REQUIRE(!s.ok());
@@ -188,7 +196,8 @@ TEST_CASE("a failed write leaves no file that looks complete, frees every buffer
   CHECK(dir.Files() == std::vector<std::string>{"data.bin"});  // no temporary file left
   CHECK(fs::file_size(dir.path + "/data.bin") == std::string("previous version").size());
   // The next write succeeds and replaces it.
-  auto again = r.Copy({.src = {sys, mem.data(), mem.size(), aos}, .dst = FileRefTo(dsk, "data.bin", soa)});
+  auto again =
+      r.Copy({.src = {sys, mem.data(), mem.size(), aos}, .dst = FileRefTo(dsk, "data.bin", soa)});
   REQUIRE(again.ok());
   REQUIRE(again->Wait().ok());
   CHECK(fs::file_size(dir.path + "/data.bin") == soa.total_bytes());
@@ -212,11 +221,12 @@ TEST_CASE("concurrent readers and writers on different files") {
       const auto before = back;
       const std::string name = "t" + std::to_string(k) + ".bin";
       for (int i = 0; i < 3; ++i) {
-        auto w = r.Copy({.src = {sys, src.data(), src.size(), shape}, .dst = FileRefTo(dsk, name, file),
+        auto w = r.Copy({.src = {sys, src.data(), src.size(), shape},
+                         .dst = FileRefTo(dsk, name, file),
                          .durable = i == 0});
-        auto rd = w.ok() && w->Wait().ok()
-                      ? r.Copy({.src = FileRefTo(dsk, name, file), .dst = {sys, back.data(), back.size(), shape}})
-                      : Result<Transfer>(Internal("write failed"));
+        auto rd = w.ok() && w->Wait().ok() ? r.Copy({.src = FileRefTo(dsk, name, file),
+                                                     .dst = {sys, back.data(), back.size(), shape}})
+                                           : Result<Transfer>(Internal("write failed"));
         if (!rd.ok() || !rd->Wait().ok() || back != src) ++failures;
       }
     });

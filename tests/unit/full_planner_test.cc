@@ -1,14 +1,14 @@
 // The full path planner (Isometry §4.2): the paper's choices on fig. 4 with
 // table 5 bandwidths, and properties on random graphs, checked with the core
 // layout algebra independently of the planner's own model code.
-#include <catch2/catch.hpp>
+#include "planner/full_planner.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
 #include <random>
 #include <set>
 
-#include "planner/full_planner.h"
 #include "planner/planner.h"
 #include "planner/synthetic_graphs.h"
 
@@ -44,12 +44,12 @@ uint64_t RefinedSuffixBar(const Layout& a, const Layout& b, const Box& bounds, u
 
 // Checks every constraint of §4.2 on a returned path; "" or what failed.
 std::string CheckConstraints(const Topology& topo, const Path& p, const PlanEndpoint& src,
-                             const PlanEndpoint& dst, const Box& bounds, uint64_t fb,
-                             uint64_t th) {
+                             const PlanEndpoint& dst, const Box& bounds, uint64_t fb, uint64_t th) {
   const size_t hops = p.edges.size();
   if (p.nodes.size() != hops + 1 || hops == 0) return "malformed path";
   if (!(p.nodes.front() == PathNode{src.memory, src.layout})) return "does not start at the source";
-  if (!(p.nodes.back() == PathNode{dst.memory, dst.layout})) return "does not end at the destination";
+  if (!(p.nodes.back() == PathNode{dst.memory, dst.layout}))
+    return "does not end at the destination";
   // Acyclic: a memory appears once, or twice in a row (one self-loop); a
   // copy within one memory may also end where it started.
   std::set<MemoryId> seen;
@@ -98,7 +98,9 @@ double ModelBps(const Topology& topo, const Path& p, const Box& bounds, uint64_t
   return e.ok() ? e->predicted_bps : 0;
 }
 
-bool Converts(const Path& p, size_t hop) { return !(p.nodes[hop].layout == p.nodes[hop + 1].layout); }
+bool Converts(const Path& p, size_t hop) {
+  return !(p.nodes[hop].layout == p.nodes[hop + 1].layout);
+}
 
 MemoryId Mem(uint32_t node, PaperMemory m) { return PaperMemoryId(node, m); }
 
@@ -227,7 +229,8 @@ TEST_CASE("full planner: errors") {
   const Box b = Box::FromExtents({1024});
   const PlanEndpoint sys{Mem(0, PaperMemory::kSys), Layout::Aos(1)};
   CHECK(absl::IsNotFound(PlanFull(t, {{7, 0}, Layout::Aos(1)}, sys, b, 8).status()));
-  CHECK(absl::IsInvalidArgument(PlanFull(t, sys, {Mem(1, PaperMemory::kSys), Layout::Aos(2)}, b, 8).status()));
+  CHECK(absl::IsInvalidArgument(
+      PlanFull(t, sys, {Mem(1, PaperMemory::kSys), Layout::Aos(2)}, b, 8).status()));
   CHECK(absl::IsInvalidArgument(PlanFull(t, sys, sys, Box::FromExtents({0}), 8).status()));
   CHECK(absl::IsInvalidArgument(PlanFull(t, sys, sys, b, 0).status()));
   Topology island = t;
@@ -235,7 +238,8 @@ TEST_CASE("full planner: errors") {
   CHECK(absl::IsNotFound(PlanFull(island, sys, {{9, 0}, Layout::Aos(1)}, b, 8).status()));
   // EvaluatePath rejects missing channels and space violations.
   Path p;
-  p.nodes = {{Mem(0, PaperMemory::kFbm), Layout::Aos(1)}, {Mem(1, PaperMemory::kFbm), Layout::Aos(1)}};
+  p.nodes = {{Mem(0, PaperMemory::kFbm), Layout::Aos(1)},
+             {Mem(1, PaperMemory::kFbm), Layout::Aos(1)}};
   p.edges = {TopologyEdge{}};
   p.edges[0].src = p.nodes[0].memory;
   p.edges[0].dst = p.nodes[1].memory;
@@ -271,11 +275,13 @@ namespace {
 ThroughputFunction RandomTp(std::mt19937_64& rng) {
   const double peak = std::exp2(std::uniform_real_distribution<double>(27, 34)(rng));
   switch (rng() % 4) {
-    case 0: return ThroughputFunction::Constant(peak);
+    case 0:
+      return ThroughputFunction::Constant(peak);
     case 1: {
       std::vector<ThroughputSample> s;
       for (int k = 0; k < 6; ++k) {  // non-monotone on purpose
-        s.push_back({uint64_t{1} << (rng() % 30), peak * std::uniform_real_distribution<double>(0.01, 1)(rng)});
+        s.push_back({uint64_t{1} << (rng() % 30),
+                     peak * std::uniform_real_distribution<double>(0.01, 1)(rng)});
       }
       return *ThroughputFunction::FromSamples(std::move(s));
     }
@@ -307,7 +313,8 @@ Topology RandomGraph(std::mt19937_64& rng, uint32_t nodes, uint32_t per_node, do
       const bool host_self = a.id == b.id && IsHostMemory(a.kind);
       if (!(host_self ? u(rng) < 0.8 : u(rng) < density)) continue;
       ChannelKind kind = ChannelKind::kGpuCopy;
-      if (IsHostMemory(a.kind) && IsHostMemory(b.kind) && a.id.node == b.id.node) kind = ChannelKind::kMemcpy;
+      if (IsHostMemory(a.kind) && IsHostMemory(b.kind) && a.id.node == b.id.node)
+        kind = ChannelKind::kMemcpy;
       if (a.id.node != b.id.node) kind = ChannelKind::kRemoteMemcpy;
       t.edges.push_back({a.id, b.id, static_cast<int>(t.edges.size()), kind,
                          StrCat("c", t.edges.size()),
@@ -320,10 +327,14 @@ Topology RandomGraph(std::mt19937_64& rng, uint32_t nodes, uint32_t per_node, do
 Layout RandomLayout(std::mt19937_64& rng, int dims, const Box& b) {
   const int64_t fast = std::max<int64_t>(1, b.extent(dims - 1) / 3);
   switch (rng() % 5) {
-    case 0: return Layout::RowMajor(dims);
-    case 1: return Layout::ColumnMajor(dims);
-    case 2: return Layout::Soa(dims);
-    case 3: return *Layout::Hybrid(dims, std::min<int64_t>(fast, 16));
+    case 0:
+      return Layout::RowMajor(dims);
+    case 1:
+      return Layout::ColumnMajor(dims);
+    case 2:
+      return Layout::Soa(dims);
+    case 3:
+      return *Layout::Hybrid(dims, std::min<int64_t>(fast, 16));
     default: {
       std::vector<int64_t> blocks;
       for (int d = 0; d < dims; ++d) blocks.push_back(1 + static_cast<int64_t>(rng() % 8));
@@ -343,7 +354,9 @@ Request RandomRequest(std::mt19937_64& rng, const Topology& t, int64_t max_exten
   const int dims = 1 + static_cast<int>(rng() % 2);
   r.bounds.dims = dims;
   for (int d = 0; d < dims; ++d) {
-    r.bounds.hi[d] = rng() % 2 ? int64_t{1} << (rng() % 12) : 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(max_extent));
+    r.bounds.hi[d] = rng() % 2
+                         ? int64_t{1} << (rng() % 12)
+                         : 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(max_extent));
     r.bounds.hi[d] = std::min(r.bounds.hi[d], max_extent);
   }
   static constexpr uint64_t kFb[] = {1, 4, 8, 16, 32, 100};
@@ -367,8 +380,9 @@ TEST_CASE("full planner property: every path meets §4.2's constraints and beats
     const Request r = RandomRequest(rng, t, 5000);
     FullPlannerOptions o;
     o.space_threshold = kTh[rng() % 4];
-    INFO("iteration " << iter << ": " << r.src.layout.ToString() << " -> " << r.dst.layout.ToString()
-                      << " over " << ToString(r.bounds) << " |F|=" << r.fb << " TH=" << o.space_threshold);
+    INFO("iteration " << iter << ": " << r.src.layout.ToString() << " -> "
+                      << r.dst.layout.ToString() << " over " << ToString(r.bounds)
+                      << " |F|=" << r.fb << " TH=" << o.space_threshold);
     Result<Path> full = PlanFull(t, r.src, r.dst, r.bounds, r.fb, o);
     Result<Path> simple = PlanSimple(t, r.src, r.dst);
     // The planner's indexed copy of the simple algorithm agrees exactly.
@@ -400,7 +414,8 @@ TEST_CASE("full planner property: every path meets §4.2's constraints and beats
     REQUIRE(again.ok());
     CHECK(*again == *full);
   }
-  INFO("planned " << planned << ", compared " << compared << ", strictly better " << strictly_better);
+  INFO("planned " << planned << ", compared " << compared << ", strictly better "
+                  << strictly_better);
   CHECK(planned > 100);
   CHECK(compared > 50);
   CHECK(strictly_better > 5);
@@ -422,8 +437,10 @@ double BruteForce(const Topology& t, const Request& r, const FullPlannerOptions&
       if (c >= e) break;
     }
   }
-  auto layouts_for = [&](const std::array<int64_t, kMaxDims>& blocks, const std::vector<MemoryId>& path) {
-    const std::vector<Layout> cands = CandidateLayouts(r.src.layout, r.dst.layout, r.bounds, blocks);
+  auto layouts_for = [&](const std::array<int64_t, kMaxDims>& blocks,
+                         const std::vector<MemoryId>& path) {
+    const std::vector<Layout> cands =
+        CandidateLayouts(r.src.layout, r.dst.layout, r.bounds, blocks);
     const size_t inner = path.size() - 2;
     std::vector<size_t> pick(inner, 0);
     while (true) {
@@ -431,7 +448,8 @@ double BruteForce(const Topology& t, const Request& r, const FullPlannerOptions&
       p.nodes.push_back({path[0], r.src.layout});
       for (size_t i = 0; i < inner; ++i) p.nodes.push_back({path[i + 1], cands[pick[i]]});
       p.nodes.push_back({path.back(), r.dst.layout});
-      for (size_t i = 0; i + 1 < path.size(); ++i) p.edges.push_back(*t.FindEdge(path[i], path[i + 1]));
+      for (size_t i = 0; i + 1 < path.size(); ++i)
+        p.edges.push_back(*t.FindEdge(path[i], path[i + 1]));
       best = std::max(best, ModelBps(t, p, r.bounds, r.fb, o));
       size_t k = 0;
       while (k < inner && ++pick[k] == cands.size()) pick[k++] = 0;
@@ -503,8 +521,9 @@ TEST_CASE("full planner property: matches an exhaustive search of its space on s
     o.stop_fraction = 1.0;  // no early exit: the search must be exact
     o.poor_fraction = 0;    // no small-request pruning: a heuristic, not exact
     o.space_threshold = uint64_t{64} << (rng() % 8);
-    INFO("iteration " << iter << ": " << r.src.layout.ToString() << " -> " << r.dst.layout.ToString()
-                      << " over " << ToString(r.bounds) << " |F|=" << r.fb << " TH=" << o.space_threshold);
+    INFO("iteration " << iter << ": " << r.src.layout.ToString() << " -> "
+                      << r.dst.layout.ToString() << " over " << ToString(r.bounds)
+                      << " |F|=" << r.fb << " TH=" << o.space_threshold);
     const double brute = BruteForce(t, r, o);
     Result<Path> full = PlanFull(t, r.src, r.dst, r.bounds, r.fb, o);
     if (brute == 0) {

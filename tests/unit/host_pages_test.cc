@@ -1,3 +1,5 @@
+#include "channels/host_pages.h"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -9,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "channels/host_pages.h"
 #include "daemon/runtime/staging_pool.h"
 
 using namespace isometry;

@@ -1,7 +1,8 @@
+#include "core/layout.h"
+
 #include <catch2/catch.hpp>
 
 #include "core/instance.h"
-#include "core/layout.h"
 
 using namespace isometry;
 
@@ -123,8 +124,8 @@ TEST_CASE("addressing follows the layout vector") {
   // last one padded; storage = 2 blocks * 2 points * 12 bytes.
   InstanceShape hyb{Box::FromExtents({3}), fs, *Layout::Hybrid(1, 2)};
   CHECK(hyb.total_bytes() == 48);
-  CHECK(hyb.OffsetOf(0, {2}) == 24);           // block 1, point 0, field a
-  CHECK(hyb.OffsetOf(1, {1}) == 2 * 4 + 8);    // block 0, field b starts after 2 a's
+  CHECK(hyb.OffsetOf(0, {2}) == 24);         // block 1, point 0, field a
+  CHECK(hyb.OffsetOf(1, {1}) == 2 * 4 + 8);  // block 0, field b starts after 2 a's
   // Index spaces need not start at zero.
   Box b = Box::FromExtents({3});
   b.lo[0] = 10;

@@ -1,12 +1,12 @@
 // The plan cache and the planner facade: keys, counters, eviction, threads,
 // the size threshold between the simple and full algorithms, and that a
 // cached plan equals a fresh one.
-#include <catch2/catch.hpp>
+#include "planner/plan_cache.h"
 
+#include <catch2/catch.hpp>
 #include <random>
 #include <thread>
 
-#include "planner/plan_cache.h"
 #include "planner/planner.h"
 #include "planner/synthetic_graphs.h"
 
@@ -16,7 +16,9 @@ namespace {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 
-PlanEndpoint At(uint32_t node, PaperMemory m, Layout l) { return {PaperMemoryId(node, m), std::move(l)}; }
+PlanEndpoint At(uint32_t node, PaperMemory m, Layout l) {
+  return {PaperMemoryId(node, m), std::move(l)};
+}
 
 Path SomePath(int tag) {
   Path p;
@@ -39,7 +41,8 @@ TEST_CASE("plan cache: keys by memories, layouts and size class") {
   CHECK_FALSE(PlanKey::Make(a, b, Box::FromExtents({5000}), 8) ==
               PlanKey::Make(a, b, Box::FromExtents({9000}), 8));
   CHECK_FALSE(k == PlanKey::Make(b, a, Box::FromExtents({1000}), 8));
-  CHECK_FALSE(k == PlanKey::Make(a, At(1, PaperMemory::kSys, Layout::Aos(1)), Box::FromExtents({1000}), 8));
+  CHECK_FALSE(
+      k == PlanKey::Make(a, At(1, PaperMemory::kSys, Layout::Aos(1)), Box::FromExtents({1000}), 8));
   // Same bytes, different shape: different keys (blocking factors differ).
   const PlanEndpoint a2 = At(0, PaperMemory::kSys, Layout::RowMajor(2));
   const PlanEndpoint b2 = At(1, PaperMemory::kSys, Layout::ColumnMajor(2));
@@ -83,7 +86,8 @@ TEST_CASE("plan cache: concurrent finds and inserts keep exact counters") {
     threads.emplace_back([&, t] {
       std::mt19937_64 rng(static_cast<uint64_t>(t));
       for (int i = 0; i < kOps; ++i) {
-        const PlanKey k = PlanKey::Make(a, a, Box::FromExtents({int64_t{1} << (rng() % 100 % 40)}), 1);
+        const PlanKey k =
+            PlanKey::Make(a, a, Box::FromExtents({int64_t{1} << (rng() % 100 % 40)}), 1);
         if (auto p = cache.Find(k)) {
           CHECK(p->nodes.size() == 2);
         } else {
@@ -157,8 +161,8 @@ TEST_CASE("planner property: a cached plan equals a fresh one") {
     const PaperMemory src_mem = kMems[rng() % 5];
     const auto dst_node = static_cast<uint32_t>(rng() % 3);
     const PaperMemory dst_mem = kMems[rng() % 5];
-    reqs.push_back({At(src_node, src_mem, ls), At(dst_node, dst_mem, ld), b,
-                    uint64_t{4} << (rng() % 3)});
+    reqs.push_back(
+        {At(src_node, src_mem, ls), At(dst_node, dst_mem, ld), b, uint64_t{4} << (rng() % 3)});
   }
   for (int round = 0; round < 2; ++round) {
     for (const Req& r : reqs) {
@@ -183,9 +187,9 @@ TEST_CASE("planner: concurrent planning") {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 50; ++i) {
         const int64_t n = int64_t{1} << (10 + (i + t) % 16);
-        Result<Path> p = planner.Plan(At(0, PaperMemory::kFbm, Layout::RowMajor(1)),
-                                      At(1, PaperMemory::kFbm, Layout::Soa(1)),
-                                      Box::FromExtents({n}), 32);
+        Result<Path> p =
+            planner.Plan(At(0, PaperMemory::kFbm, Layout::RowMajor(1)),
+                         At(1, PaperMemory::kFbm, Layout::Soa(1)), Box::FromExtents({n}), 32);
         ok += p.ok();
       }
     });

@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "layout/program_cache.h"
+
+#include <catch2/catch.hpp>
 
 using namespace isometry;
 
@@ -17,7 +17,8 @@ TEST_CASE("the program cache memoizes by shape pair and box, LRU first out") {
   CHECK(cache.misses() == 1);
   // Field names do not change addressing: same program.
   const FieldSpace renamed = *FieldSpace::Make({{"a", 4}, {"b", 4}, {"c", 4}, {"d", 4}});
-  auto p3 = cache.Get({aos.bounds, renamed, aos.layout}, {aos.bounds, renamed, soa.layout}, aos.bounds);
+  auto p3 =
+      cache.Get({aos.bounds, renamed, aos.layout}, {aos.bounds, renamed, soa.layout}, aos.bounds);
   CHECK(cache.hits() == 2);
   // Two more keys evict the first.
   REQUIRE(cache.Get(soa, aos, aos.bounds).ok());
@@ -37,8 +38,8 @@ TEST_CASE("the program cache keeps at most its byte budget, whatever the entry c
   // ops (about 40 KB), and a distinct one for every box.
   const FieldSpace f = FieldSpace::Uniform(2, 4);
   const InstanceShape aos{Box::FromExtents({20, 20, 20, 20}), f, Layout::Aos(4)};
-  const InstanceShape blocked{aos.bounds, f,
-                              *Layout::Parse("x_in=3,y_in=3,z_in=3,w_in=3,F,x_out,y_out,z_out,w_out", 4)};
+  const InstanceShape blocked{
+      aos.bounds, f, *Layout::Parse("x_in=3,y_in=3,z_in=3,w_in=3,F,x_out,y_out,z_out,w_out", 4)};
   auto cut = [&](int64_t lo) {
     Box b = aos.bounds;
     for (int d = 0; d < 4; ++d) {

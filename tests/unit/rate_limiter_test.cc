@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "channels/rate_limiter.h"
+
+#include <catch2/catch.hpp>
 
 using namespace isometry;
 using namespace std::chrono;

@@ -1,10 +1,10 @@
-#include <catch2/catch.hpp>
+#include "daemon/runtime/runtime.h"
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <thread>
 
 #include "channels/channel_factory.h"
-#include "daemon/runtime/runtime.h"
 #include "unit/test_util.h"
 
 using namespace isometry;
@@ -69,8 +69,9 @@ TEST_CASE("a direct copy with a layout change completes and matches") {
   Buf src({Box::FromExtents({300, 200}), fs, Layout::Aos(2)}, 1);
   Buf dst({src.shape.bounds, fs, *Layout::Blocked({16, 7})}, 2);
   std::atomic<int> callbacks{0};
-  auto t = (*rt)->Copy({.src = src.Ref(sys), .dst = dst.Ref(sys),
-                        .on_complete = [&](Status s) { callbacks += s.ok() ? 1 : 100; }});
+  auto t = (*rt)->Copy({.src = src.Ref(sys), .dst = dst.Ref(sys), .on_complete = [&](Status s) {
+                          callbacks += s.ok() ? 1 : 100;
+                        }});
   REQUIRE(t.ok());
   REQUIRE(t->Wait().ok());
   CHECK(CheckCopy(src.shape, src.bytes, dst.shape, dst.bytes, dst.before, src.shape.bounds) == "");
@@ -123,8 +124,9 @@ TEST_CASE("multi-hop pipelines with TH far below the instance stay within TH") {
   CHECK(r.Memories()[1].largest_buffer > 0);
 }
 
-TEST_CASE("a high-priority transfer behind 8 large low-priority ones has all its requests "
-          "dispatched before any more of theirs") {
+TEST_CASE(
+    "a high-priority transfer behind 8 large low-priority ones has all its requests "
+    "dispatched before any more of theirs") {
   // What the scheduler promises is dispatch order: a request already
   // running is not preempted, so which transfer *ends* first also depends
   // on thread scheduling (the latency benefit is measured by
@@ -145,7 +147,10 @@ TEST_CASE("a high-priority transfer behind 8 large low-priority ones has all its
   std::vector<Transfer> low;
   for (int i = 0; i < 8; ++i) {
     Buf* s = bufs.emplace_back(std::make_unique<Buf>(
-        InstanceShape{Box::FromExtents({static_cast<int64_t>(big / 8)}), fs, Layout::Aos(1)}, i)).get();
+                                   InstanceShape{Box::FromExtents({static_cast<int64_t>(big / 8)}),
+                                                 fs, Layout::Aos(1)},
+                                   i))
+                 .get();
     bufs.emplace_back(std::make_unique<Buf>(s->shape, 100 + i));
   }
   for (int i = 0; i < 8; ++i) {
@@ -258,8 +263,10 @@ TEST_CASE("transfers that do not fit the staging budget wait, then all complete"
   std::vector<Transfer> ts;
   for (int i = 0; i < 6; ++i) {
     Buf* s = bufs.emplace_back(std::make_unique<Buf>(shape, i)).get();
-    Buf* d = bufs.emplace_back(std::make_unique<Buf>(
-        InstanceShape{shape.bounds, shape.fields, Layout::Soa(1)}, 50 + i)).get();
+    Buf* d =
+        bufs.emplace_back(std::make_unique<Buf>(
+                              InstanceShape{shape.bounds, shape.fields, Layout::Soa(1)}, 50 + i))
+            .get();
     auto t = r.Copy({.src = s->Ref(sys), .dst = d->Ref(sys), .via = {{reg, Layout::Soa(1)}}});
     REQUIRE(t.ok());
     ts.push_back(*t);
@@ -324,7 +331,8 @@ TEST_CASE("bad requests are rejected with a clear message and change nothing") {
   InstanceRef null = d.Ref(sys);
   null.base = nullptr;
   CHECK_THAT(error_of({.src = s.Ref(sys), .dst = null}), Catch::Contains("null"));
-  CHECK_THAT(error_of({.src = s.Ref({0, 42}), .dst = d.Ref(sys)}), Catch::Contains("unknown memory"));
+  CHECK_THAT(error_of({.src = s.Ref({0, 42}), .dst = d.Ref(sys)}),
+             Catch::Contains("unknown memory"));
   Box outside = Box::FromExtents({1001});
   CHECK_THAT(error_of({.src = s.Ref(sys), .dst = d.Ref(sys), .box = outside}),
              Catch::Contains("outside the source"));
@@ -333,7 +341,8 @@ TEST_CASE("bad requests are rejected with a clear message and change nothing") {
              Catch::Contains("has 2 dimension(s) but the instances have 1"));
   InstanceRef other_fields = d.Ref(sys);
   other_fields.shape.fields = FieldSpace::Uniform(1, 8);
-  CHECK_THAT(error_of({.src = s.Ref(sys), .dst = other_fields}), Catch::Contains("field spaces differ"));
+  CHECK_THAT(error_of({.src = s.Ref(sys), .dst = other_fields}),
+             Catch::Contains("field spaces differ"));
   CHECK_THAT(error_of({.src = s.Ref(sys), .dst = s.Ref(sys)}), Catch::Contains("overlap"));
   CHECK_THAT(error_of({.src = s.Ref(sys), .dst = d.Ref(sys), .via = {{zcm, Layout::Soa(1)}}}),
              Catch::Contains("budget is 4096"));
@@ -385,8 +394,9 @@ TEST_CASE("small direct copies run inline on the submitting thread; capped chann
   const InstanceShape small{Box::FromExtents({512}), FieldSpace::Uniform(2, 4), Layout::Aos(1)};
   Buf s(small, 1), d({small.bounds, small.fields, Layout::Soa(1)}, 2);
   std::thread::id ran_on;
-  auto t = (*rt)->Copy({.src = s.Ref(sys), .dst = d.Ref(sys),
-                        .on_complete = [&](Status) { ran_on = std::this_thread::get_id(); }});
+  auto t = (*rt)->Copy({.src = s.Ref(sys), .dst = d.Ref(sys), .on_complete = [&](Status) {
+                          ran_on = std::this_thread::get_id();
+                        }});
   REQUIRE(t.ok());
   CHECK(t->Poll().has_value());  // already finished when Copy returned
   CHECK(ran_on == std::this_thread::get_id());

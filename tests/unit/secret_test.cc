@@ -1,12 +1,11 @@
-#include <catch2/catch.hpp>
+#include "daemon/cluster/secret.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
-
-#include "daemon/cluster/secret.h"
 
 using namespace isometry;
 

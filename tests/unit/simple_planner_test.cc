@@ -1,7 +1,8 @@
+#include "planner/simple_planner.h"
+
 #include <catch2/catch.hpp>
 
 #include "planner/full_planner.h"
-#include "planner/simple_planner.h"
 
 using namespace isometry;
 
@@ -12,8 +13,10 @@ namespace {
 Topology PaperGraph() {
   Topology t;
   const MemoryId sys{0, 0}, reg{0, 1}, dsk{0, 2}, rreg{1, 0};
-  t.memories = {{sys, MemoryKind::kSys, "sys"}, {reg, MemoryKind::kReg, "reg"},
-                {dsk, MemoryKind::kDsk, "dsk"}, {rreg, MemoryKind::kReg, "reg*"}};
+  t.memories = {{sys, MemoryKind::kSys, "sys"},
+                {reg, MemoryKind::kReg, "reg"},
+                {dsk, MemoryKind::kDsk, "dsk"},
+                {rreg, MemoryKind::kReg, "reg*"}};
   auto edge = [&](MemoryId a, MemoryId b, ChannelKind k, const char* n) {
     t.edges.push_back({a, b, static_cast<int>(t.edges.size()), k, n});
   };
@@ -62,12 +65,14 @@ TEST_CASE("simple planner: shortest multi-hop path; intermediates keep src or ds
   CHECK(p->nodes[1].layout == Layout::Aos(1));
   CHECK(p->nodes[2].layout == Layout::Soa(1));
   CHECK(p->nodes[3].layout == Layout::Soa(1));
-  CHECK(p->ToString(t) == "dsk<F,x> -[diskread]-> sys<F,x> -[memcpy]-> reg<x,F> -[net]-> reg*<x,F>");
+  CHECK(p->ToString(t) ==
+        "dsk<F,x> -[diskread]-> sys<F,x> -[memcpy]-> reg<x,F> -[net]-> reg*<x,F>");
 }
 
 TEST_CASE("simple planner: unknown memories and unreachable memories are errors") {
   const Topology t = PaperGraph();
-  CHECK(absl::IsNotFound(PlanSimple(t, {{9, 9}, Layout::Aos(1)}, {{0, 0}, Layout::Aos(1)}).status()));
+  CHECK(
+      absl::IsNotFound(PlanSimple(t, {{9, 9}, Layout::Aos(1)}, {{0, 0}, Layout::Aos(1)}).status()));
   auto r = PlanSimple(t, {{1, 0}, Layout::Aos(1)}, {{0, 0}, Layout::Aos(1)});
   CHECK_THAT(std::string(r.status().message()), Catch::Contains("no path"));
 }

@@ -122,14 +122,15 @@ inline std::string CheckCopy(const InstanceShape& ss, const std::vector<std::byt
       if (!err.empty()) return;
       const uint64_t so = ss.OffsetOf(f, p), dof = ds.OffsetOf(f, p);
       if (std::memcmp(&src[so], &dst[dof], size) != 0) {
-        err = StrCat("field ", f, " at point (", p[0], ",", p[1], ",", p[2], ",", p[3],
-                     ") differs");
+        err =
+            StrCat("field ", f, " at point (", p[0], ",", p[1], ",", p[2], ",", p[3], ") differs");
       }
       for (uint32_t b = 0; b < size; ++b) written[dof + b] = 1;
     });
   }
   for (size_t i = 0; i < dst.size() && err.empty(); ++i) {
-    if (!written[i] && dst[i] != dst_before[i]) err = StrCat("byte ", i, " outside the box changed");
+    if (!written[i] && dst[i] != dst_before[i])
+      err = StrCat("byte ", i, " outside the box changed");
   }
   return err;
 }

@@ -1,11 +1,10 @@
 // Throughput functions: interpolation in log2(request size), the monotonic
 // envelope of the paper's footnote 2, and the inverse MinRequestFor.
-#include <catch2/catch.hpp>
+#include "planner/throughput.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
-
-#include "planner/throughput.h"
 
 using namespace isometry;
 

@@ -70,11 +70,12 @@ Row MedianRow(const char* scenario, const char* metric, const Rounds& r, const s
 
 void Report::Add(Row row) {
   if (json_) {
-    std::printf("{\"scenario\":%s,\"metric\":%s,\"value\":%s,\"unit\":%s,\"baseline\":%s,"
-                "\"baseline_value\":%s,\"ratio\":%s}\n",
-                Quote(row.scenario).c_str(), Quote(row.metric).c_str(), Number(row.value).c_str(),
-                Quote(row.unit).c_str(), Quote(row.baseline).c_str(),
-                Number(row.baseline_value).c_str(), Number(row.ratio).c_str());
+    std::printf(
+        "{\"scenario\":%s,\"metric\":%s,\"value\":%s,\"unit\":%s,\"baseline\":%s,"
+        "\"baseline_value\":%s,\"ratio\":%s}\n",
+        Quote(row.scenario).c_str(), Quote(row.metric).c_str(), Number(row.value).c_str(),
+        Quote(row.unit).c_str(), Quote(row.baseline).c_str(), Number(row.baseline_value).c_str(),
+        Number(row.ratio).c_str());
     std::fflush(stdout);
   } else {
     std::fprintf(stderr, "  done: %s / %s\n", row.scenario.c_str(), row.metric.c_str());

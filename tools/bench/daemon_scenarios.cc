@@ -105,8 +105,8 @@ void FirstCopyCase(client::Client& c, const char* scenario, const InstanceShape&
   std::fprintf(stderr, "  %s per round: allocate / client reads the fresh result (ms per GiB):%s\n",
                scenario, detail.c_str());
   report.Add(MedianRow(scenario, "first_copy", copy, "same allocation again", ">= 0.9"));
-  report.Add(MedianRow(scenario, "allocate+first_copy", with_allocate, "same allocation again",
-                       "report"));
+  report.Add(
+      MedianRow(scenario, "allocate+first_copy", with_allocate, "same allocation again", "report"));
 }
 
 }  // namespace
@@ -180,8 +180,8 @@ void RunClientToClient(const DaemonOptions& o, Report& report) {
       best_name = p.name;
     }
   }
-  report.Add({name, "vs_best_peer", ours, "GB/s", best_name, best, best > 0 ? ours / best : 0,
-              ">= 1.2"});
+  report.Add(
+      {name, "vs_best_peer", ours, "GB/s", best_name, best, best > 0 ? ours / best : 0, ">= 1.2"});
 }
 
 void RunLatency(const DaemonOptions& o, Report& report) {
@@ -221,7 +221,8 @@ void RunLatency(const DaemonOptions& o, Report& report) {
                 Percentile(floor_us, 0.99), p99 / Percentile(floor_us, 0.99), ""});
   }
   {
-    auto channel = grpc::CreateChannel("unix:" + daemon.grpc_socket(), grpc::InsecureChannelCredentials());
+    auto channel =
+        grpc::CreateChannel("unix:" + daemon.grpc_socket(), grpc::InsecureChannelCredentials());
     auto stub = v1::Isometry::NewStub(channel);
     grpc::ClientContext attach_ctx;
     v1::AttachRequest areq;
@@ -263,7 +264,8 @@ void RunLatency(const DaemonOptions& o, Report& report) {
       v1::CopyResponse resp;
       const auto t0 = Clock::now();
       call(&v1::Isometry::Stub::Copy, cr, &resp);
-      if (i >= 200) us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+      if (i >= 200)
+        us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
       if (resp.info().state() != "done") Die("gRPC copy: " + resp.info().message());
     }
     report.Add({"latency_4KiB_grpc", "median", Percentile(us, 0.5), "us", "4 KiB memcpy in-process",

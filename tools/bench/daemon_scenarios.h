@@ -18,7 +18,7 @@ struct DaemonOptions {
   int client_iterations = 40;
   int latency_iterations = 20000;
   int grpc_iterations = 5000;
-  bool peers = true;  // also run UCX / MPICH / Open MPI
+  bool peers = true;          // also run UCX / MPICH / Open MPI
   int first_copy_rounds = 5;  // paired rounds of first_copy (at least 5)
 };
 

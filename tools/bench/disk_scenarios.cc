@@ -383,8 +383,8 @@ void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool dir
   std::fprintf(stderr, "  staged AOS->SOA (best of each): convert %.1f ms, write %.1f ms\n",
                staged_convert.seconds * 1e3, staged_write.seconds * 1e3);
   if (fio[0].ok && fio[1].ok && fio[2].ok) {
-    report.Add(MedianRow("disk_read_runtime", "throughput", read_rounds,
-                         FioBaseline(false, direct), ">= 0.9"));
+    report.Add(MedianRow("disk_read_runtime", "throughput", read_rounds, FioBaseline(false, direct),
+                         ">= 0.9"));
     report.Add(MedianRow("disk_write_runtime", "throughput", write_rounds,
                          FioBaseline(true, direct, true), ">= 0.9"));
     report.Add(MedianRow("disk_write_runtime", "durable=false", nosync_rounds,
@@ -479,8 +479,8 @@ void RunDisk(const std::string& dir, uint64_t bytes, Report& report, int repeat)
       std::fprintf(stderr, "  fio unavailable: %s\n", f.detail.c_str());
       continue;
     }
-    report.Add(MedianRow(write ? "disk_write_1MiB" : "disk_read_1MiB", "throughput",
-                         rounds[!write], FioBaseline(write, direct), ">= 0.9"));
+    report.Add(MedianRow(write ? "disk_write_1MiB" : "disk_read_1MiB", "throughput", rounds[!write],
+                         FioBaseline(write, direct), ">= 0.9"));
   }
   if (!direct)
     std::fprintf(stderr, "  note: %s has no O_DIRECT; the channel used the page cache\n",

@@ -27,7 +27,9 @@ int main(int argc, char** argv) {
   app.add_option("--scenario", only,
                  "run only these: contiguous, aos_to_soa, pipeline, priority, client_to_client, "
                  "latency, first_copy, disk, planning (default: all)");
-  app.add_option("--repeat", local.repeat, "runs per measurement; the best is kept (disk, first_copy: paired rounds, at least 5, medians shown)")
+  app.add_option("--repeat", local.repeat,
+                 "runs per measurement; the best is kept (disk, first_copy: paired rounds, at "
+                 "least 5, medians shown)")
       ->check(CLI::Range(1, 100));
   app.add_option("--contiguous-mib", contiguous_mib, "size of the contiguous copy")
       ->check(CLI::Range(1.0, 65536.0));
@@ -46,7 +48,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-peers", no_peers, "skip UCX / MPICH / Open MPI in client_to_client");
   std::string disk_dir = "/var/tmp";
   double disk_mib = 1024;
-  app.add_option("--disk-dir", disk_dir, "scratch directory for the disk scenario (O_DIRECT-capable)");
+  app.add_option("--disk-dir", disk_dir,
+                 "scratch directory for the disk scenario (O_DIRECT-capable)");
   app.add_option("--disk-mib", disk_mib, "bytes the disk scenario writes and reads")
       ->check(CLI::Range(1.0, 1048576.0));
   CLI11_PARSE(app, argc, argv);
@@ -76,7 +79,8 @@ int main(int argc, char** argv) {
   if (wanted("latency")) RunLatency(daemon, report);
   if (wanted("first_copy")) RunFirstCopy(daemon, report);
   if (wanted("planning")) RunPlanning(local.repeat, report);
-  if (wanted("disk")) RunDisk(disk_dir, static_cast<uint64_t>(disk_mib * (1 << 20)), report, local.repeat);
+  if (wanted("disk"))
+    RunDisk(disk_dir, static_cast<uint64_t>(disk_mib * (1 << 20)), report, local.repeat);
   report.Finish();
   return 0;
 }

@@ -65,9 +65,8 @@ void RunContiguous(const LocalOptions& o, Report& report) {
   const MemoryId sys = *rt->FindMemory("sys0");
   const InstanceShape shape = Bytes1D(o.contiguous_bytes);
   HostBuffer src(shape.total_bytes(), 3), dst(shape.total_bytes(), 0);
-  const double ours = BestOf(o.repeat, [&] {
-    MustCopy(*rt, {.src = Ref(sys, src, shape), .dst = Ref(sys, dst, shape)});
-  });
+  const double ours = BestOf(
+      o.repeat, [&] { MustCopy(*rt, {.src = Ref(sys, src, shape), .dst = Ref(sys, dst, shape)}); });
   const double base = BestOf(o.repeat, [&] { std::memcpy(dst.data(), src.data(), src.size()); });
   report.Add({"contiguous_sys_sys", "throughput", GBps(src.size(), ours), "GB/s",
               "memcpy (1 thread)", GBps(src.size(), base), base / ours, ">= 0.95"});
@@ -81,9 +80,8 @@ void RunAosToSoa(const LocalOptions& o, Report& report) {
   const InstanceShape aos{Box::FromExtents({n}), fs, Layout::Aos(1)};
   const InstanceShape soa{aos.bounds, fs, Layout::Soa(1)};
   HostBuffer src(aos.total_bytes(), 5), dst(soa.total_bytes(), 0);
-  const double ours = BestOf(o.repeat, [&] {
-    MustCopy(*rt, {.src = Ref(sys, src, aos), .dst = Ref(sys, dst, soa)});
-  });
+  const double ours = BestOf(
+      o.repeat, [&] { MustCopy(*rt, {.src = Ref(sys, src, aos), .dst = Ref(sys, dst, soa)}); });
   // The loop a programmer writes for this exact struct: known field count.
   struct Entry {
     float f[8];
@@ -118,8 +116,9 @@ void RunPipeline(const LocalOptions& o, Report& report) {
     HostBuffer src(shape.total_bytes(), 7), dst(shape.total_bytes(), 0),
         stage(shape.total_bytes(), 0);
     const double pipelined = BestOf(o.repeat, [&] {
-      MustCopy(*rt, {.src = Ref(sys, src, shape), .dst = Ref(sys, dst, shape),
-                     .via = {{reg, shape.layout}}});
+      MustCopy(
+          *rt,
+          {.src = Ref(sys, src, shape), .dst = Ref(sys, dst, shape), .via = {{reg, shape.layout}}});
     });
     // Staged: the same two hops one after the other through a full-size
     // staging instance in REG.
@@ -149,7 +148,8 @@ void RunPriority(const LocalOptions& o, Report& report) {
   for (int r = 0; r < o.repeat; ++r) {
     std::vector<Transfer> lows;
     for (int i = 0; i < 8; ++i) {
-      auto t = rt->Copy({.src = Ref(sys, *low[2 * i], lshape), .dst = Ref(sys, *low[2 * i + 1], lshape)});
+      auto t = rt->Copy(
+          {.src = Ref(sys, *low[2 * i], lshape), .dst = Ref(sys, *low[2 * i + 1], lshape)});
       if (t.ok()) lows.push_back(*t);
     }
     while (rt->Channels()[0].requests_in_flight == 0) {

@@ -57,16 +57,20 @@ void RunPlanning(int repeat, Report& report) {
     const Topology topo = PaperGraph(nodes);
     const uint32_t last = nodes - 1;
     const Transfer transfers[] = {
-        {"1d", {PaperMemoryId(0, PaperMemory::kFbm), Layout::Aos(1)},
+        {"1d",
+         {PaperMemoryId(0, PaperMemory::kFbm), Layout::Aos(1)},
          {PaperMemoryId(last, PaperMemory::kFbm), Layout::Soa(1)},
-         Box::FromExtents({4 << 20}), 32},
-        {"2d", {PaperMemoryId(0, PaperMemory::kFbm), Layout::RowMajor(2)},
+         Box::FromExtents({4 << 20}),
+         32},
+        {"2d",
+         {PaperMemoryId(0, PaperMemory::kFbm), Layout::RowMajor(2)},
          {PaperMemoryId(last, PaperMemory::kFbm), Layout::ColumnMajor(2)},
-         Box::FromExtents({4096, 4096}), 16},
+         Box::FromExtents({4096, 4096}),
+         16},
     };
     for (const Transfer& t : transfers) {
-      const std::string scenario = "planning_" + std::string(t.name) + "_" +
-                                   std::to_string(nodes) + "node";
+      const std::string scenario =
+          "planning_" + std::string(t.name) + "_" + std::to_string(nodes) + "node";
       PlannerOptions uncached;
       uncached.cache_capacity = 0;
       uncached.full_threshold = UINT64_MAX;  // always simple

@@ -70,7 +70,9 @@ Result<DaemonProcess> DaemonProcess::Start(const std::string& binary, const std:
 }
 
 DaemonProcess::DaemonProcess(DaemonProcess&& o) noexcept
-    : dir_(std::move(o.dir_)), local_(std::move(o.local_)), grpc_(std::move(o.grpc_)),
+    : dir_(std::move(o.dir_)),
+      local_(std::move(o.local_)),
+      grpc_(std::move(o.grpc_)),
       pid_(std::exchange(o.pid_, -1)) {}
 
 DaemonProcess::~DaemonProcess() {

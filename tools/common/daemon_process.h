@@ -17,8 +17,7 @@ class DaemonProcess {
   // `calibrate`: measure channels at start (off by default: tests need no
   // figures and start faster).
   static Result<DaemonProcess> Start(const std::string& binary, const std::string& extra_toml,
-                                     const std::string& log_level = "warn",
-                                     bool calibrate = false);
+                                     const std::string& log_level = "warn", bool calibrate = false);
   DaemonProcess(DaemonProcess&& o) noexcept;
   DaemonProcess& operator=(DaemonProcess&&) = delete;
   DaemonProcess(const DaemonProcess&) = delete;

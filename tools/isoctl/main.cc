@@ -117,8 +117,9 @@ int main(int argc, char** argv) {
   CLI::Option* token_option = app.add_option(
       "--operator-token", token_file,
       StrCat("file with the daemon's operator token, needed to cancel other clients' "
-             "transfers (default: $", kTokenEnv, ", else ", kDefaultTokenFile,
-             "). A file named here or in $", kTokenEnv, " must be readable; the default is "
+             "transfers (default: $",
+             kTokenEnv, ", else ", kDefaultTokenFile, "). A file named here or in $", kTokenEnv,
+             " must be readable; the default is "
              "used when readable; \"\" sends no token"));
 
   // Each subcommand sets `run`, and `prepare` when its options need more

@@ -70,9 +70,8 @@ std::string RenderStatus(const v1::StatusResponse& s) {
       {"transfers completed", n(s.transfers_completed())},
       {"transfers failed", n(s.transfers_failed())},
       {"transfers cancelled", n(s.transfers_cancelled())},
-      {"program cache",
-       n(s.program_cache_hits()) + " hits, " + n(s.program_cache_misses()) + " misses, " +
-           FormatBytes(s.program_cache_bytes()) + " held"},
+      {"program cache", n(s.program_cache_hits()) + " hits, " + n(s.program_cache_misses()) +
+                            " misses, " + FormatBytes(s.program_cache_bytes()) + " held"},
       {"plan cache", n(s.plan_cache_hits()) + " hits, " + n(s.plan_cache_misses()) + " misses (" +
                          n(s.plans_simple()) + " simple, " + n(s.plans_full()) + " full plans)"},
       {"allocations", n(s.allocations())},
@@ -173,8 +172,8 @@ std::string RenderTransfers(const v1::ListTransfersResponse& r) {
            {"CHUNKS", Align::kRight},
            {"DONE", Align::kRight}});
   for (const v1::TransferInfo& x : r.transfers()) {
-    std::vector<std::string> head = {std::to_string(x.id()), x.state(),
-                                     std::to_string(x.priority()), FormatBytes(x.bytes()),
+    std::vector<std::string> head = {std::to_string(x.id()),        x.state(),
+                                     std::to_string(x.priority()),  FormatBytes(x.bytes()),
                                      FormatDuration(x.elapsed_s()), OwnerText(x.owner())};
     if (x.hops().empty()) {
       t.AddRow(head);
