@@ -153,7 +153,7 @@ Result<std::vector<RateSample>> MeasureChannel(Channel& channel, std::chrono::mi
     return TimeRequests(
         channel,
         [&](uint64_t) {
-          return ChannelRequest{program, src.get(), dst.get()};
+          return ChannelRequest{program, HostBytes{src.get()}, HostBytes{dst.get()}};
         },
         program->bytes, slice);
   });
@@ -194,7 +194,7 @@ Result<std::vector<RateSample>> MeasureDiskChannel(Channel& channel, const std::
   ISO_ASSIGN_OR_RETURN(HostPages host, HostPages::Map(sizes.back(), /*populate=*/true));
   std::memset(host.data(), 0x5a, host.size());
   if (!write) ISO_RETURN_IF_ERROR(FillFile(file, host, kDiskArea));
-  const FileRef ref = file.Ref();
+  const FileRange ref = file.Ref();
   return MeasureSizes(sizes, 0, budget, [&](uint64_t size, Clock::duration slice) {
     auto program = ContiguousProgram(size);
     // Sequential requests through the area, wrapping at its end.
@@ -203,14 +203,14 @@ Result<std::vector<RateSample>> MeasureDiskChannel(Channel& channel, const std::
         channel,
         [&](uint64_t k) {
           ChannelRequest r{.program = program};
-          FileRef at = ref;
+          FileRange at = ref;
           at.offset = (k % per_area) * size;
           if (write) {
-            r.src = host.data();
-            r.dst_file = at;
+            r.src = HostBytes{host.data()};
+            r.dst = std::move(at);
           } else {
-            r.dst = host.data();
-            r.src_file = at;
+            r.src = std::move(at);
+            r.dst = HostBytes{host.data()};
           }
           return r;
         },

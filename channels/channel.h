@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "channels/endpoint.h"
 #include "core/channel_kind.h"
 #include "core/memory.h"
 #include "core/status.h"
@@ -38,39 +39,17 @@ struct ChannelCaps {
   bool runs_inline = false;             // RunInline() is supported
 };
 
-// An instance that lives in a file (DSK memory): its first byte is at
-// `offset` of the file. `direct_fd`, when >= 0, is the same file opened
-// with O_DIRECT, for aligned runs.
-struct FileRef {
-  int fd = -1;
-  int direct_fd = -1;
-  uint64_t offset = 0;
-  std::string path;  // for error messages
-  bool valid() const { return fd >= 0; }
-};
-
-// The network end of a request (RemoteMemcpy): chunk `chunk` of the
-// cross-node transfer `transfer`, as it travels between the two nodes (the
-// chunk linearized densely in the receiving side's layout).
-struct NetRef {
-  uint64_t transfer = 0;
-  uint64_t chunk = 0;
-  bool valid = false;
-};
-
-// One request: run `program` from the source to the destination. Host
-// endpoints are pointers to the instance's (or slot's) first byte; a disk
-// endpoint is a FileRef instead (and its pointer is null); a network end is
-// a NetRef (sending half: dst_net; receiving half: src_net).
+// One request: run `program` from the source endpoint to the destination
+// endpoint (endpoint.h). Which alternatives a channel takes is its own
+// contract (a memcpy channel: host to host; DiskRead: a file range to host
+// memory; RemoteMemcpy: host memory to a network half when sending, a
+// network half to host memory when receiving); any other pair fails the
+// request with FAILED_PRECONDITION.
 struct ChannelRequest {
   std::shared_ptr<const CopyProgram> program;
-  const std::byte* src = nullptr;  // base of the source instance or slot
-  std::byte* dst = nullptr;        // base of the destination instance or slot
-  FileRef src_file;                // DiskRead
-  FileRef dst_file;                // DiskWrite
-  NetRef src_net;                  // RemoteMemcpy, receiving half
-  NetRef dst_net;                  // RemoteMemcpy, sending half
-  int priority = 0;                // the transfer's; channels that queue honour it
+  Endpoint src;
+  Endpoint dst;
+  int priority = 0;  // the transfer's; channels that queue honour it
   // Set (never cleared) when the transfer gives up: a request not started
   // yet completes with CANCELLED at once, a running one at its next safe
   // point (between I/Os, between pieces of a paced copy). Null: never.

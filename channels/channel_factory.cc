@@ -1,22 +1,145 @@
 #include "channels/channel_factory.h"
 
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <system_error>
+
 #include "channels/disk/disk_channel.h"
+#include "channels/disk/uring.h"
 #include "channels/memcpy/memcpy_channel.h"
+#include "channels/tcp/data_plane.h"
+#include "channels/tcp/tcp_channel.h"
 
 namespace isometry {
+namespace {
 
-Result<std::unique_ptr<Channel>> MakeChannel(const ChannelConfig& config) {
-  switch (config.kind) {
-    case ChannelKind::kMemcpy:
-      return MakeMemcpyChannel(config);
-    case ChannelKind::kDiskRead:
-    case ChannelKind::kDiskWrite:
-      return MakeDiskChannel(config);
-    default:
-      break;
+using Maker = Result<std::unique_ptr<Channel>> (*)(const ChannelConfig&, const ChannelContext&);
+using Probe = ChannelAvailability (*)(ChannelKind, const ChannelContext&);
+
+ChannelAvailability Available(ChannelKind kind, std::string detail) {
+  return {kind, true, std::move(detail)};
+}
+ChannelAvailability Absent(ChannelKind kind, std::string why) {
+  return {kind, false, std::move(why)};
+}
+
+// ---- the backends of this build ----
+
+Result<std::unique_ptr<Channel>> MakeMemcpy(const ChannelConfig& c, const ChannelContext&) {
+  return MakeMemcpyChannel(c);
+}
+ChannelAvailability ProbeMemcpy(ChannelKind kind, const ChannelContext&) {
+  return Available(kind, "host memory copies on the channel's threads");
+}
+
+Result<std::unique_ptr<Channel>> MakeDisk(const ChannelConfig& c, const ChannelContext&) {
+  return MakeDiskChannel(c);
+}
+// The disk channels each own a ring: a small one here shows whether the
+// kernel (sysctl, seccomp, memlock) lets this process have them.
+ChannelAvailability ProbeDisk(ChannelKind kind, const ChannelContext&) {
+  auto ring = Uring::Create({.entries = 2});
+  if (!ring.ok()) return Absent(kind, StrCat("io_uring refused: ", ring.status().message()));
+  return Available(kind, ring->info().Describe());
+}
+
+Result<std::unique_ptr<Channel>> MakeTcp(const ChannelConfig& c, const ChannelContext& context) {
+  if (!context.data_plane) {
+    return FailedPrecondition("channel '", c.name,
+                              "': a remote_memcpy channel needs the cluster's data plane (this "
+                              "node has no [[peer]])");
   }
-  return FailedPrecondition("channel '", config.name, "': kind ", ChannelKindName(config.kind),
-                            " is not available in this build");
+  if (c.peer.empty()) {
+    return InvalidArgument("channel '", c.name, "': a remote_memcpy channel names no peer");
+  }
+  return MakeTcpChannel(c, context.data_plane->Link(c.peer));
+}
+ChannelAvailability ProbeTcp(ChannelKind kind, const ChannelContext& context) {
+  if (!context.data_plane) return Absent(kind, "no [[peer]] configured");
+  return Available(kind, StrCat("TCP data plane listening on ", context.data_plane->address()));
+}
+
+// Kinds with no implementation in this version: the probe still says what
+// the machine has, so an operator sees why the kind is absent.
+ChannelAvailability ProbeGpu(ChannelKind kind, const ChannelContext&) {
+  std::error_code ec;
+  const bool device = std::filesystem::exists("/dev/nvidia0", ec);
+  return Absent(kind, StrCat("this version of isometryd has no GPU channels",
+                             device ? " (an NVIDIA device node exists: /dev/nvidia0)"
+                                    : "; no NVIDIA device node (/dev/nvidia0)"));
+}
+ChannelAvailability ProbeCma(ChannelKind kind, const ChannelContext&) {
+  return Absent(kind, "this version of isometryd has no CMA channel");
+}
+// RDMA would be a remote_memcpy backend; reported beside the kinds so the
+// log says why the network hop runs over TCP.
+std::string RdmaDevices() {
+  std::error_code ec;
+  std::string names;
+  for (const auto& e : std::filesystem::directory_iterator("/sys/class/infiniband", ec)) {
+    names += (names.empty() ? "" : ", ") + e.path().filename().string();
+  }
+  return names;
+}
+
+struct Backend {
+  ChannelKind kind;
+  Probe probe;
+  Maker make;  // null: not in this build
+};
+
+// The table: one row per kind. A new channel adds its row here (under its
+// build switch, if it has one) and nowhere else.
+constexpr Backend kBackends[] = {
+    {ChannelKind::kMemcpy, ProbeMemcpy, MakeMemcpy},
+    {ChannelKind::kCma, ProbeCma, nullptr},
+    {ChannelKind::kGpuRead, ProbeGpu, nullptr},
+    {ChannelKind::kGpuWrite, ProbeGpu, nullptr},
+    {ChannelKind::kGpuCopy, ProbeGpu, nullptr},
+    {ChannelKind::kDiskRead, ProbeDisk, MakeDisk},
+    {ChannelKind::kDiskWrite, ProbeDisk, MakeDisk},
+    {ChannelKind::kRemoteMemcpy, ProbeTcp, MakeTcp},
+};
+
+const Backend* BackendOf(ChannelKind kind) {
+  for (const Backend& b : kBackends) {
+    if (b.kind == kind) return &b;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<ChannelAvailability> ProbeChannels(const ChannelContext& context) {
+  std::vector<ChannelAvailability> out;
+  for (const Backend& b : kBackends) out.push_back(b.probe(b.kind, context));
+  return out;
+}
+
+void LogChannelAvailability(const std::vector<ChannelAvailability>& found) {
+  for (const ChannelAvailability& a : found) {
+    if (a.available) {
+      spdlog::info("channel kind {}: available; {}", ChannelKindName(a.kind), a.detail);
+    } else {
+      spdlog::info("channel kind {}: absent: {}", ChannelKindName(a.kind), a.detail);
+    }
+  }
+  const std::string rdma = RdmaDevices();
+  spdlog::info("RDMA: {}", rdma.empty() ? "no device in /sys/class/infiniband; network hops use TCP"
+                                        : "devices " + rdma +
+                                              " found, but this version of isometryd has no RDMA "
+                                              "channel; network hops use TCP");
+}
+
+Result<std::unique_ptr<Channel>> MakeChannel(const ChannelConfig& config,
+                                             const ChannelContext& context) {
+  const Backend* b = BackendOf(config.kind);
+  if (!b || !b->make) {
+    return FailedPrecondition("channel '", config.name, "': kind ", ChannelKindName(config.kind),
+                              " is not available in this build");
+  }
+  return b->make(config, context);
 }
 
 }  // namespace isometry

@@ -6,7 +6,8 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
+
+#include "absl/synchronization/mutex.h"
 
 namespace isometry {
 
@@ -19,7 +20,7 @@ class RateLimiter {
   // caller does its work and then sleeps until that point. Idle time is not
   // banked: a request never starts earlier than now.
   Clock::time_point Reserve(uint64_t bytes) {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     const Clock::time_point now = Clock::now();
     if (next_ < now) next_ = now;
     next_ += std::chrono::nanoseconds(
@@ -29,8 +30,8 @@ class RateLimiter {
 
  private:
   const uint64_t bytes_per_s_;
-  std::mutex mu_;
-  Clock::time_point next_{};  // guarded by mu_
+  absl::Mutex mu_;
+  Clock::time_point next_ ABSL_GUARDED_BY(mu_){};
 };
 
 }  // namespace isometry

@@ -228,4 +228,19 @@ RuntimeConfig DefaultRuntimeConfig() {
   return *ParseRuntimeConfig(EmbeddedDefaultConfig(), "<embedded default>");
 }
 
+std::vector<ChannelConfig> PeerChannels(const ClusterConfig& cluster) {
+  std::vector<ChannelConfig> out;
+  for (const PeerConfig& p : cluster.peers) {
+    ChannelConfig c;
+    c.name = "tcp:" + p.name;
+    c.kind = ChannelKind::kRemoteMemcpy;
+    c.threads = cluster.data_connections;
+    c.request_bytes = cluster.request_bytes;
+    c.rate_limit_bytes_per_s = cluster.rate_limit_bytes_per_s;
+    c.peer = p.name;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 }  // namespace isometry

@@ -54,6 +54,10 @@ struct ChannelConfig {
   uint64_t request_bytes = 4ull << 20;  // preferred request size
   // Bandwidth cap in bytes/s for QoS; 0 = unlimited.
   uint64_t rate_limit_bytes_per_s = 0;
+  // remote_memcpy only: the peer (its cluster.node_name) whose data link
+  // the channel uses. These channels are not written in the file: the
+  // daemon makes one per [[peer]] (PeerChannels below).
+  std::string peer;
 };
 
 struct RuntimeConfig {
@@ -148,6 +152,11 @@ struct ClusterConfig {
 
   Status Validate() const;
 };
+
+// The network channels of a node with peers: one remote_memcpy channel per
+// peer, named "tcp:<peer>" (what isoctl shows), with the cluster's data
+// connections, chunk size and rate cap.
+std::vector<ChannelConfig> PeerChannels(const ClusterConfig& cluster);
 
 struct Config {
   RuntimeConfig runtime;

@@ -81,7 +81,7 @@ int Serve(const Config& config) {
     }
     cluster = *std::move(c);
   }
-  auto node = Node::Create(config, cluster ? cluster->NetChannelMaker() : nullptr);
+  auto node = Node::Create(config, cluster ? cluster->channel_context() : ChannelContext{});
   if (!node.ok()) {
     spdlog::error("cannot start: {}", node.status().ToString());
     return 1;

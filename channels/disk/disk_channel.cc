@@ -1,6 +1,6 @@
 // How a request becomes I/O.
 //
-// 1. The program's runs are mapped to file offsets (FileRef.offset + the
+// 1. The program's runs are mapped to file offsets (FileRange.offset + the
 //    run's file-side offset) and host addresses. Two shapes:
 //    - Large runs (the normal case: the planner never routes a layout
 //      change through a disk channel, converts_layout is false): runs are
@@ -159,9 +159,10 @@ struct Io {
 struct Request {
   ChannelRequest req;
   RequestDone done;
-  const FileRef* file = nullptr;  // req.src_file or req.dst_file
-  std::vector<Io> ios;            // ascending file order; never resized once built
-  size_t next = 0;                // first Io not yet issued
+  const FileRange* file = nullptr;  // the request's file end (set by Prepare)
+  std::byte* host = nullptr;        // its host end's base (set by Prepare)
+  std::vector<Io> ios;              // ascending file order; never resized once built
+  size_t next = 0;                  // first Io not yet issued
   int in_flight = 0;
   Status status;
   // Small-run programs: the file range [lo, hi) staged at staging_base.
@@ -358,17 +359,26 @@ class DiskChannel final : public Channel {
   // Validates `r` and cuts it into I/Os. Returns false only when it must
   // wait for staging memory; an invalid request gets its status and no I/O.
   bool Prepare(Request& r) {
-    r.file = write_ ? &r.req.dst_file : &r.req.src_file;
-    std::byte* host =
-        write_ ? const_cast<std::byte*>(r.req.src) : r.req.dst;  // never written for DiskWrite
     if (!r.req.program) {
       r.status = InvalidArgument(prefix_, ": request without a program");
       return true;
     }
     const CopyProgram& p = *r.req.program;
-    if (!r.file->valid()) {
-      r.status = FailedPrecondition(prefix_, ": request without an open ",
-                                    write_ ? "destination" : "source", " file",
+    const Endpoint& file_end = write_ ? r.req.dst : r.req.src;
+    const Endpoint& host_end = write_ ? r.req.src : r.req.dst;
+    const char* file_side = write_ ? "destination" : "source";
+    const char* host_side = write_ ? "source" : "destination";
+    auto file = EndpointAs<FileRange>(file_end, prefix_, file_side);
+    auto host_bytes = EndpointAs<HostBytes>(host_end, prefix_, host_side);
+    if (!file.ok() || !host_bytes.ok()) {
+      r.status = file.ok() ? host_bytes.status() : file.status();
+      return true;
+    }
+    r.file = *file;
+    r.host = (*host_bytes)->base;  // never written for DiskWrite
+    std::byte* host = r.host;
+    if (r.file->fd < 0) {
+      r.status = FailedPrecondition(prefix_, ": request without an open ", file_side, " file",
                                     r.file->path.empty() ? "" : " ('" + r.file->path + "')");
       return true;
     }
@@ -696,7 +706,7 @@ class DiskChannel final : public Channel {
         continue;
       }
       if (r.staged) {
-        if (!write_ && !r.failed()) ExecuteProgram(r.shifted, r.staging_base, r.req.dst);
+        if (!write_ && !r.failed()) ExecuteProgram(r.shifted, r.staging_base, r.host);
         allocator_.Free(r.staging_offset, r.staging_bytes);
       }
       DetachFixedFiles(r);
@@ -794,7 +804,7 @@ std::string DescribeDiskChannel(const Channel& channel) {
   return disk ? disk->description() : std::string();
 }
 
-Status SyncFile(const FileRef& file) {
+Status SyncFile(const FileRange& file) {
   while (::fdatasync(file.fd) != 0) {
     if (errno == EINTR) continue;
     const int err = errno;

@@ -2,13 +2,14 @@
 // memory) to host memory (SYS/REG/ZCM) and back, on io_uring.
 //
 // A request's copy program is executed as file I/O: every contiguous run is
-// a read or write at file offset FileRef.offset + (the run's offset in the
-// program) into or from host memory. DiskRead takes ChannelRequest::src_file
-// and ::dst; DiskWrite takes ::src and ::dst_file.
+// a read or write at file offset FileRange.offset + (the run's offset in the
+// program) into or from host memory. DiskRead takes a FileRange source and a
+// HostBytes destination; DiskWrite a HostBytes source and a FileRange
+// destination (channels/endpoint.h).
 //
 // Contract (besides channels/channel.h):
 //  - The channel never opens, closes, truncates or syncs a file it is given:
-//    the FileRef's fds must stay open until `done` runs. Durability is the
+//    the FileRange's fds must stay open until `done` runs. Durability is the
 //    caller's: call SyncFile() once a write transfer has finished.
 //  - A DiskWrite program must write each file byte at most once
 //    (CompileCopy's programs do); a DiskRead program may read bytes twice.
@@ -83,9 +84,9 @@ Result<std::unique_ptr<Channel>> MakeDiskChannel(const ChannelConfig& config,
 std::string DescribeDiskChannel(const Channel& channel);
 
 // fdatasync(file.fd), retrying EINTR; the error names the path.
-Status SyncFile(const FileRef& file);
+Status SyncFile(const FileRange& file);
 
-// Owner of the two fds a FileRef names: the file opened buffered and, where
+// Owner of the two fds a FileRange names: the file opened buffered and, where
 // the file system supports it, again with O_DIRECT. Move-only; closes both.
 class DiskFile {
  public:
@@ -97,7 +98,7 @@ class DiskFile {
   // Fails with the path and strerror (ENOENT, EACCES, EISDIR, ...). A file
   // system without O_DIRECT (EINVAL) is not an error: direct_fd() is -1 and
   // every I/O takes the buffered fd.
-  // `shown`, when given, is the name errors and FileRef::path use instead
+  // `shown`, when given, is the name errors and FileRange::path use instead
   // of `path` (e.g. the file's name when `path` is /proc/self/fd/N).
   static Result<DiskFile> Open(const std::string& path, Mode mode, const std::string& shown = "");
 
@@ -107,9 +108,9 @@ class DiskFile {
   DiskFile& operator=(const DiskFile&) = delete;
   ~DiskFile();
 
-  // The FileRef of an instance starting at `offset` of this file; valid
+  // The FileRange of an instance starting at `offset` of this file; valid
   // while this object lives.
-  FileRef Ref(uint64_t offset = 0) const { return {fd_, direct_fd_, offset, path_}; }
+  FileRange Ref(uint64_t offset = 0) const { return {fd_, direct_fd_, offset, path_}; }
   int fd() const { return fd_; }
   int direct_fd() const { return direct_fd_; }
   const std::string& path() const { return path_; }

@@ -1,10 +1,9 @@
 #include "channels/memcpy/memcpy_channel.h"
 
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "channels/rate_limiter.h"
 #include "layout/executor.h"
 
@@ -33,10 +32,10 @@ class MemcpyChannel final : public Channel {
 
   ~MemcpyChannel() override {
     {
-      std::lock_guard lock(mu_);
+      absl::MutexLock lock(&mu_);
       stopping_ = true;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     for (std::thread& t : threads_) t.join();
   }
 
@@ -44,18 +43,17 @@ class MemcpyChannel final : public Channel {
 
   Status RunInline(const ChannelRequest& request) override {
     if (!caps_.runs_inline) return Channel::RunInline(request);
-    ExecuteProgram(*request.program, request.src, request.dst);
-    return OkStatus();
+    return Copy(request);
   }
 
-  void Interrupt() override { cv_.notify_all(); }
+  void Interrupt() override { cv_.SignalAll(); }
 
   void Submit(ChannelRequest request, RequestDone done) override {
     {
-      std::lock_guard lock(mu_);
+      absl::MutexLock lock(&mu_);
       queue_.push_back({std::move(request), std::move(done)});
     }
-    cv_.notify_one();
+    cv_.Signal();
   }
 
  private:
@@ -64,12 +62,22 @@ class MemcpyChannel final : public Channel {
     RequestDone done;
   };
 
+  // Host memory to host memory, nothing else.
+  Status Copy(const ChannelRequest& request) const {
+    ISO_ASSIGN_OR_RETURN(const HostBytes* src,
+                         EndpointAs<HostBytes>(request.src, caps_.name, "source"));
+    ISO_ASSIGN_OR_RETURN(const HostBytes* dst,
+                         EndpointAs<HostBytes>(request.dst, caps_.name, "destination"));
+    ExecuteProgram(*request.program, src->base, dst->base);
+    return OkStatus();
+  }
+
   void Run() {
     while (true) {
       Item item;
       {
-        std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        absl::MutexLock lock(&mu_);
+        while (!stopping_ && queue_.empty()) cv_.Wait(&mu_);
         // Outstanding work is finished even while stopping: done() is owed.
         if (queue_.empty()) return;
         item = std::move(queue_.front());
@@ -81,23 +89,27 @@ class MemcpyChannel final : public Channel {
       }
       RateLimiter::Clock::time_point until{};
       if (limiter_) until = limiter_->Reserve(item.request.program->bytes);
-      ExecuteProgram(*item.request.program, item.request.src, item.request.dst);
-      if (limiter_) {
+      Status copied = Copy(item.request);
+      if (limiter_ && copied.ok()) {
         // Paced: the bytes are copied; the wait that follows ends early
         // when the request is cancelled (Interrupt) or the channel stops.
-        std::unique_lock lock(mu_);
-        cv_.wait_until(lock, until, [&] { return stopping_ || item.request.Cancelled(); });
+        const absl::Time deadline =
+            absl::Now() + absl::FromChrono(until - RateLimiter::Clock::now());
+        absl::MutexLock lock(&mu_);
+        while (!stopping_ && !item.request.Cancelled()) {
+          if (cv_.WaitWithDeadline(&mu_, deadline)) break;
+        }
       }
-      item.done(OkStatus());
+      item.done(std::move(copied));
     }
   }
 
   ChannelCaps caps_;  // constant after construction
   std::unique_ptr<RateLimiter> limiter_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Item> queue_;  // guarded by mu_
-  bool stopping_ = false;   // guarded by mu_
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

@@ -270,7 +270,8 @@ bool PeerLink::RefusedLocked(uint64_t transfer, bool connected, const char* unco
 }
 
 void PeerLink::Send(const ChannelRequest& request, RequestDone done) {
-  const Key key{request.dst_net.transfer, request.dst_net.chunk};
+  const NetHalf& half = std::get<NetHalf>(request.dst);
+  const Key key{half.transfer, half.chunk};
   std::lock_guard lock(mu_);
   if (RefusedLocked(key.first, !out_.empty(), "is not connected (no data connection)", done)) {
     return;
@@ -294,7 +295,8 @@ void PeerLink::Send(const ChannelRequest& request, RequestDone done) {
 }
 
 void PeerLink::Post(const ChannelRequest& request, RequestDone done) {
-  const Key key{request.src_net.transfer, request.src_net.chunk};
+  const NetHalf& half = std::get<NetHalf>(request.src);
+  const Key key{half.transfer, half.chunk};
   std::lock_guard lock(mu_);
   if (RefusedLocked(key.first, !in_.empty(), "has no data connection to this node", done)) return;
   if (posted_.count(key)) {
@@ -400,7 +402,7 @@ void PeerLink::Writer(Conn* c) {
       std::optional<Status> dead;
       {
         std::lock_guard lock(mu_);
-        auto d = dead_.find(job.data->request.dst_net.transfer);
+        auto d = dead_.find(std::get<NetHalf>(job.data->request.dst).transfer);
         if (d != dead_.end()) dead = d->second.first;
       }
       if (dead) {
@@ -422,17 +424,19 @@ Status PeerLink::WriteJob(Conn& c, Job& job) {
   const ChannelRequest& r = job.data->request;
   const CopyProgram& program = *r.program;
   const uint64_t span = DestinationSpan(program);
+  const std::byte* src = std::get<HostBytes>(r.src).base;
+  const NetHalf& half = std::get<NetHalf>(r.dst);
   const std::byte* payload;
   if (WireIsOneRun(program, /*wire_is_dst=*/true)) {
-    payload = r.src + program.ops[0].src_offset;  // straight from memory
+    payload = src + program.ops[0].src_offset;  // straight from memory
   } else {
     c.send_bounce.resize(span);
-    ExecuteProgram(program, r.src, c.send_bounce.data());
+    ExecuteProgram(program, src, c.send_bounce.data());
     payload = c.send_bounce.data();
   }
   FrameHeader& h = job.header;
-  h.transfer = r.dst_net.transfer;
-  h.chunk = r.dst_net.chunk;
+  h.transfer = half.transfer;
+  h.chunk = half.chunk;
   h.length = span;
   if (options_.checksum) {
     h.flags |= kFlagChecksum;
@@ -526,9 +530,10 @@ Status PeerLink::ReceiveData(Conn& c, const FrameHeader& h) {
     return OkStatus();
   }
   const bool direct = WireIsOneRun(program, /*wire_is_dst=*/false);
+  std::byte* const dst = std::get<HostBytes>(r->request.dst).base;
   std::byte* target;
   if (direct) {
-    target = r->request.dst + program.ops[0].dst_offset;  // straight into place
+    target = dst + program.ops[0].dst_offset;  // straight into place
   } else {
     c.recv_bounce.resize(span);
     target = c.recv_bounce.data();
@@ -550,7 +555,7 @@ Status PeerLink::ReceiveData(Conn& c, const FrameHeader& h) {
       return OkStatus();
     }
   }
-  if (!direct) ExecuteProgram(program, target, r->request.dst);
+  if (!direct) ExecuteProgram(program, target, dst);
   {
     std::lock_guard lock(mu_);
     received_ += span;

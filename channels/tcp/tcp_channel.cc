@@ -1,5 +1,8 @@
 #include "channels/tcp/tcp_channel.h"
 
+#include <thread>
+#include <variant>
+
 namespace isometry {
 
 namespace {
@@ -25,16 +28,25 @@ class TcpChannel final : public Channel {
 
   const ChannelCaps& caps() const override { return caps_; }
 
+  // Host memory to a network half (sending) or a network half to host
+  // memory (receiving); the PeerLink relies on these checks.
   void Submit(ChannelRequest request, RequestDone done) override {
-    if (request.dst_net.valid) {
+    const bool sending = std::holds_alternative<NetHalf>(request.dst);
+    Status ok = sending ? EndpointAs<HostBytes>(request.src, caps_.name, "source").status()
+                        : EndpointAs<NetHalf>(request.src, caps_.name, "source").status();
+    if (ok.ok() && !sending) {
+      ok = EndpointAs<HostBytes>(request.dst, caps_.name, "destination").status();
+    }
+    if (!ok.ok()) {
+      // A programming error of the caller: reported, never crashed on, and
+      // never inside Submit() (channel.h).
+      std::thread([done = std::move(done), ok] { done(ok); }).detach();
+      return;
+    }
+    if (sending) {
       link_.Send(request, std::move(done));
-    } else if (request.src_net.valid) {
-      link_.Post(request, std::move(done));
     } else {
-      // Programming error of the caller; reported, never crashed on.
-      std::thread([done = std::move(done), n = caps_.name] {
-        done(absl::InternalError(StrCat("channel '", n, "': a request without a network end")));
-      }).detach();
+      link_.Post(request, std::move(done));
     }
   }
 

@@ -448,7 +448,7 @@ struct Cluster::Impl {
                         std::function<void(Status)> on_done) {
     auto h = std::make_shared<Half>();
     h->key = key;
-    h->partner = part.net_channel.substr(4);
+    h->partner = part.peer;
     h->initiator = initiator;
     CopyRequest req;
     const MemoryId other_mem =
@@ -778,8 +778,7 @@ void Cluster::Impl::SetUpHalves(const std::shared_ptr<CrossOp>& op, CrossCopySpe
     const CrossEnd& other = sending ? spec.dst : spec.src;
     op->AddHalf(here == self() ? "" : here);
     if (here == self()) {
-      RemotePart part{op->key(),        path,         net_hop,   sending,
-                      "tcp:" + partner, chunk_target, slot_limit};
+      RemotePart part{op->key(), path, net_hop, sending, partner, chunk_target, slot_limit};
       std::weak_ptr<CrossOp> weak = op;
       Status s = StartLocalHalf(op->key(), std::move(part), end, other.shape, spec.box,
                                 spec.priority, spec.durable, self(), [weak](Status st) {
@@ -1048,7 +1047,7 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
     if (!impl_->FindPeer(req.partner())) {
       return NotFound("node '", req.partner(), "' is not a peer of node '", impl_->self(), "'");
     }
-    part.net_channel = "tcp:" + req.partner();
+    part.peer = req.partner();
     if (req.nodes_size() != req.edges_size() + 1 || req.edges_size() == 0) {
       return InvalidArgument("malformed path");
     }
@@ -1125,13 +1124,7 @@ Result<std::unique_ptr<Cluster>> Cluster::Create(const Config& config) {
   return std::unique_ptr<Cluster>(new Cluster(std::move(impl)));
 }
 
-ChannelMaker Cluster::NetChannelMaker() {
-  Impl* impl = impl_.get();
-  return [impl](const ChannelConfig& c) -> Result<std::unique_ptr<Channel>> {
-    const std::string peer = c.name.substr(4);  // "tcp:<peer>"
-    return MakeTcpChannel(c, impl->data->Link(peer));
-  };
-}
+ChannelContext Cluster::channel_context() { return {impl_->data.get()}; }
 
 void Cluster::Start(Node* node) {
   Impl* impl = impl_.get();

@@ -32,8 +32,9 @@ class Cluster final : public CrossCopier {
   static Result<std::unique_ptr<Cluster>> Create(const Config& config);
   ~Cluster() override;
 
-  // For Node::Create: the network channel of each peer.
-  ChannelMaker NetChannelMaker();
+  // For Node::Create: the data plane the network channel of each peer
+  // uses; valid while the cluster lives.
+  ChannelContext channel_context();
   // Serves peers and starts the peer loops (after the node exists).
   void Start(Node* node);
   // Stops the loops and the data plane; cross-node transfers fail. Call

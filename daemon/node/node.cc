@@ -374,7 +374,7 @@ Node::~Node() {
   (void)Drain(std::chrono::milliseconds(0), std::chrono::hours(24 * 365));
 }
 
-Result<std::unique_ptr<Node>> Node::Create(const Config& config, ChannelMaker net_maker) {
+Result<std::unique_ptr<Node>> Node::Create(const Config& config, const ChannelContext& context) {
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   RuntimeConfig rc = config.runtime;
@@ -382,24 +382,14 @@ Result<std::unique_ptr<Node>> Node::Create(const Config& config, ChannelMaker ne
     rc.calibrate = true;
     rc.calibration_file = config.daemon.state_dir + "/calibration.toml";
   }
-  if (net_maker) {
+  if (context.data_plane) {
     // One RemoteMemcpy channel per peer: its DMA worker schedules both
     // halves of the network hops with that peer.
-    for (const PeerConfig& p : config.cluster.peers) {
-      ChannelConfig c;
-      c.name = "tcp:" + p.name;
-      c.kind = ChannelKind::kRemoteMemcpy;
-      c.threads = config.cluster.data_connections;
-      c.request_bytes = config.cluster.request_bytes;
-      c.rate_limit_bytes_per_s = config.cluster.rate_limit_bytes_per_s;
-      rc.channels.push_back(c);
-    }
+    for (ChannelConfig& c : PeerChannels(config.cluster)) rc.channels.push_back(std::move(c));
   }
   impl->config.runtime.channels = rc.channels;
-  ChannelMaker maker = [net_maker](const ChannelConfig& c) -> Result<std::unique_ptr<Channel>> {
-    if (c.kind == ChannelKind::kRemoteMemcpy && net_maker) return net_maker(c);
-    return MakeChannel(c);
-  };
+  LogChannelAvailability(ProbeChannels(context));
+  ChannelMaker maker = [context](const ChannelConfig& c) { return MakeChannel(c, context); };
   ISO_ASSIGN_OR_RETURN(impl->runtime, Runtime::Create(rc, maker));
   for (size_t i = 0; i < config.runtime.memories.size(); ++i) {
     const MemoryConfig& m = config.runtime.memories[i];
@@ -564,11 +554,6 @@ void Node::CloseSession(const std::string& session) {
   }
   for (Transfer& t : to_cancel) t.Cancel();
   for (auto& c : cross) c->Cancel();
-}
-
-bool Node::HasSession(const std::string& session) const {
-  std::lock_guard lock(impl_->mu);
-  return impl_->FindSessionOrNull(session) != nullptr;
 }
 
 std::optional<uint64_t> Node::SessionNumber(const std::string& session) const {

@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "channels/channel_factory.h"
 #include "config/runtime_config.h"
 #include "core/instance.h"
 #include "core/status.h"
@@ -151,10 +152,11 @@ PlanReport ReportPlan(const PlanExplanation& ex, const Topology& topo);
 
 class Node {
  public:
-  // `net_maker` makes the network channel of each configured peer (the
-  // cluster layer's data links); without it peers are not served.
+  // Channels are made by MakeChannel with `context`; with a data plane
+  // (the cluster layer's links) each configured peer gets its network
+  // channel (PeerChannels), without one peers are not served.
   static Result<std::unique_ptr<Node>> Create(const Config& config,
-                                              ChannelMaker net_maker = nullptr);
+                                              const ChannelContext& context = {});
   // Cross-node copies go to `copier` (set once, before serving).
   void SetCrossCopier(CrossCopier* copier);
   // This node's end of a cross-node copy a peer asked for: a published
@@ -170,7 +172,6 @@ class Node {
   Result<OpenedSession> OpenSession(const std::string& client_name, const Credentials& creds,
                                     TransferCallback on_transfer_done);
   void CloseSession(const std::string& session);
-  bool HasSession(const std::string& session) const;
   // The public number of the session `token` names, for log lines.
   std::optional<uint64_t> SessionNumber(const std::string& session) const;
 

@@ -64,7 +64,7 @@ class DiskEndpoint {
                                                             const std::string& owner);
   ~DiskEndpoint();  // an uncommitted temporary file is unnamed: closing frees it
 
-  FileRef Ref(uint64_t offset) const { return file_.Ref(offset); }
+  FileRange Ref(uint64_t offset) const { return file_.Ref(offset); }
   // Durable (when asked), then renamed over the target.
   Status Commit(bool durable);
   const std::string& path() const { return target_; }

@@ -304,15 +304,15 @@ struct Runtime::Impl {
       return InvalidArgument("cross-node copy ", part.key, ": malformed path");
     }
     int net = -1;
-    for (size_t c = 0; c < channels.size(); ++c) {
-      if (channels[c]->caps().name == part.net_channel &&
-          channels[c]->caps().kind == ChannelKind::kRemoteMemcpy) {
+    for (size_t c = 0; c < config.channels.size(); ++c) {
+      if (config.channels[c].kind == ChannelKind::kRemoteMemcpy &&
+          config.channels[c].peer == part.peer) {
         net = static_cast<int>(c);
       }
     }
     if (net < 0) {
-      return FailedPrecondition("cross-node copy ", part.key, ": no network channel '",
-                                part.net_channel, "' on this node");
+      return FailedPrecondition("cross-node copy ", part.key, ": no network channel to peer '",
+                                part.peer, "' on this node");
     }
     // The other node planned this path: check it as untrusted input.
     // Nodes on this side of the network hop must be this node's memories,
@@ -651,9 +651,9 @@ struct Runtime::Impl {
   Completion RunInline(const std::shared_ptr<TransferState>& t) {
     const Box chunk = t->grid->chunk(0);
     auto program = cache.Get(t->src.shape, t->dst.shape, chunk);
-    Status s = program.ok()
-                   ? channels[t->xds[0]->channel]->RunInline({*program, t->src.base, t->dst.base})
-                   : program.status();
+    Status s = program.ok() ? channels[t->xds[0]->channel]->RunInline(
+                                  {*program, HostBytes{t->src.base}, HostBytes{t->dst.base}})
+                            : program.status();
     std::lock_guard lock(mu);
     DmaWorker& w = *workers[t->xds[0]->channel];
     t->times.first_dispatch = Clock::now();
@@ -686,40 +686,40 @@ struct Runtime::Impl {
     return true;
   }
 
-  struct Endpoint {
+  // One end of an XD's request for chunk k: its shape (for the program)
+  // and where its bytes are (host memory, a file, the network).
+  struct ChunkEnd {
     InstanceShape shape;
-    std::byte* base;
-    FileRef file;  // DSK ends
-    NetRef net;    // the network end of a cross-node hop
+    Endpoint where;
   };
 
   // Chunk k as it crosses the network: dense in the receiving side's layout.
-  static Endpoint Wire(const TransferState& t, const Box& chunk, uint64_t k) {
+  static ChunkEnd Wire(const TransferState& t, const Box& chunk, uint64_t k) {
     const size_t h = t.remote->net_hop;
     InstanceShape s{chunk, t.src.shape.fields, t.path.nodes[h + 1].layout};
-    return {std::move(s), nullptr, {}, NetRef{t.remote->key, k, true}};
+    return {std::move(s), NetHalf{t.remote->key, k}};
   }
 
-  Endpoint InputOf(const TransferState& t, size_t hop, const Box& chunk, uint64_t k) const {
+  ChunkEnd InputOf(const TransferState& t, size_t hop, const Box& chunk, uint64_t k) const {
     if (t.remote && !t.remote->sending && hop == t.remote->net_hop) return Wire(t, chunk, k);
     if (hop == 0) {
-      if (t.src_disk) return {t.src.shape, nullptr, t.src_disk->Ref(t.src.file_offset)};
-      return {t.src.shape, t.src.base, {}};
+      if (t.src_disk) return {t.src.shape, t.src_disk->Ref(t.src.file_offset)};
+      return {t.src.shape, HostBytes{t.src.base}};
     }
     return SlotOf(t, t.buffers[hop - 1], chunk, k);
   }
-  Endpoint OutputOf(const TransferState& t, size_t hop, const Box& chunk, uint64_t k) const {
+  ChunkEnd OutputOf(const TransferState& t, size_t hop, const Box& chunk, uint64_t k) const {
     if (t.remote && t.remote->sending && hop == t.remote->net_hop) return Wire(t, chunk, k);
     if (hop + 1 == t.xds.size()) {
-      if (t.dst_disk) return {t.dst.shape, nullptr, t.dst_disk->Ref(t.dst.file_offset)};
-      return {t.dst.shape, t.dst.base, {}};
+      if (t.dst_disk) return {t.dst.shape, t.dst_disk->Ref(t.dst.file_offset)};
+      return {t.dst.shape, HostBytes{t.dst.base}};
     }
     return SlotOf(t, t.buffers[hop], chunk, k);
   }
-  static Endpoint SlotOf(const TransferState& t, const RingBuffer& b, const Box& chunk,
+  static ChunkEnd SlotOf(const TransferState& t, const RingBuffer& b, const Box& chunk,
                          uint64_t k) {
     InstanceShape s{chunk, t.src.shape.fields, b.layout};
-    return {std::move(s), b.data + (k % static_cast<uint64_t>(b.slots)) * b.slot_bytes, {}};
+    return {std::move(s), HostBytes{b.data + (k % static_cast<uint64_t>(b.slots)) * b.slot_bytes}};
   }
 
   // Moves `x` behind the other XDs of its priority: equal priorities take
@@ -767,8 +767,8 @@ struct Runtime::Impl {
       }
       if (x == &FirstLocalXd(t)) t.times.dispatch_seq_at_last = w.dispatch_seq;
       const Box chunk = t.grid->chunk(k);
-      Endpoint in = InputOf(t, x->hop, chunk, k);
-      Endpoint out = OutputOf(t, x->hop, chunk, k);
+      ChunkEnd in = InputOf(t, x->hop, chunk, k);
+      ChunkEnd out = OutputOf(t, x->hop, chunk, k);
       lock.unlock();
 
       auto program = cache.Get(in.shape, out.shape, chunk);
@@ -776,11 +776,11 @@ struct Runtime::Impl {
         OnRequestDone(keep, x, k, 0, program.status());
       } else {
         const uint64_t bytes = (*program)->bytes;
-        channels[w.channel]->Submit({*program, in.base, out.base, in.file, out.file, in.net,
-                                     out.net, t.priority, &t.cancelled},
-                                    [this, keep, x, k, bytes](Status s) {
-                                      OnRequestDone(keep, x, k, bytes, std::move(s));
-                                    });
+        channels[w.channel]->Submit(
+            {*program, std::move(in.where), std::move(out.where), t.priority, &t.cancelled},
+            [this, keep, x, k, bytes](Status s) {
+              OnRequestDone(keep, x, k, bytes, std::move(s));
+            });
       }
       lock.lock();
     }
@@ -842,7 +842,7 @@ Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->s
 
 Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config, ChannelMaker maker) {
   ISO_RETURN_IF_ERROR(config.Validate());
-  if (!maker) maker = MakeChannel;
+  if (!maker) maker = [](const ChannelConfig& c) { return MakeChannel(c); };
   auto impl = std::make_unique<Impl>(config);
   std::map<std::string, MemoryId> ids;
   for (size_t i = 0; i < config.memories.size(); ++i) {

@@ -74,7 +74,8 @@ struct TransferTimes {
 // initiating node planned `path` over the cluster's graph (memory ids are
 // cluster-wide) and every node involved runs the hops that live on it. The
 // network hop path.edges[net_hop] has a sending half on the source's node
-// and a receiving half on the destination's, on the channel `net_channel`,
+// and a receiving half on the destination's, on this node's remote_memcpy
+// channel for `peer` (the other node),
 // paced by the receiver's credits. Both halves cut the box into the same
 // chunks (chunk_target, slot_limit), so chunk k means the same sub-box on
 // both nodes.
@@ -83,7 +84,7 @@ struct RemotePart {
   Path path;
   size_t net_hop = 0;
   bool sending = false;  // true: hops [0, net_hop] run here; false: [net_hop, end)
-  std::string net_channel;
+  std::string peer;  // the other node's name (cluster.node_name)
   uint64_t chunk_target = 0;
   uint64_t slot_limit = 0;
   // The other node's memories on the path as users name them ("b:sys0"),

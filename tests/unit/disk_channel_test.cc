@@ -92,12 +92,13 @@ Status Run(Channel& channel, ChannelRequest request) {
   return future.get();
 }
 
-Status Write(Channel& w, const FileRef& file, const std::byte* src,
+Status Write(Channel& w, const FileRange& file, std::byte* src,
              std::shared_ptr<const CopyProgram> p) {
-  return Run(w, {.program = std::move(p), .src = src, .dst_file = file});
+  return Run(w, {.program = std::move(p), .src = HostBytes{src}, .dst = file});
 }
-Status Read(Channel& r, const FileRef& file, std::byte* dst, std::shared_ptr<const CopyProgram> p) {
-  return Run(r, {.program = std::move(p), .dst = dst, .src_file = file});
+Status Read(Channel& r, const FileRange& file, std::byte* dst,
+            std::shared_ptr<const CopyProgram> p) {
+  return Run(r, {.program = std::move(p), .src = file, .dst = HostBytes{dst}});
 }
 
 // Counts I/Os by path and optionally rewrites results: the tests' seam.
@@ -213,7 +214,7 @@ TEST_CASE("contiguous round trips of odd sizes at odd offsets, direct and buffer
                                     << " host misaligned by " << misalign) {
             auto file = DiskFile::Open(path, DiskFile::Mode::kUpdate);
             REQUIRE(file.ok());
-            FileRef ref = file->Ref(offset);
+            FileRange ref = file->Ref(offset);
             if (!use_direct) ref.direct_fd = -1;
             const auto data = Pattern(size, ++seed);
             HostBuffer src(size, misalign), dst(size, misalign);
@@ -268,7 +269,7 @@ TEST_CASE("AOS on disk <-> SOA in memory, whole instances and sub-boxes") {
           auto opened = DiskFile::Open(path, DiskFile::Mode::kUpdate);
           REQUIRE(opened.ok());
           auto ref = [&](uint64_t off) {
-            FileRef f = opened->Ref(off);
+            FileRange f = opened->Ref(off);
             if (!use_direct) f.direct_fd = -1;
             return f;
           };
@@ -347,8 +348,8 @@ TEST_CASE("concurrent readers and writers on different files") {
     auto p = std::make_shared<std::promise<Status>>();
     results.push_back(p->get_future());
     w->Submit({.program = ContiguousProgram(data[i].size()),
-               .src = bufs[i].data(),
-               .dst_file = files[i].Ref(i)},
+               .src = HostBytes{bufs[i].data()},
+               .dst = files[i].Ref(i)},
               [p](Status s) { p->set_value(std::move(s)); });
   }
   for (auto& f : results) CHECK(f.get().ok());
@@ -423,9 +424,9 @@ TEST_CASE("a request waiting for staging starts when the request before it frees
     auto pa = std::make_shared<std::promise<Status>>(),
          pb = std::make_shared<std::promise<Status>>();
     auto fa = pa->get_future(), fb = pb->get_future();
-    r->Submit({.program = from_disk, .dst = a.data(), .src_file = file->Ref(0)},
+    r->Submit({.program = from_disk, .src = file->Ref(0), .dst = HostBytes{a.data()}},
               [pa](Status s) { pa->set_value(std::move(s)); });
-    r->Submit({.program = from_disk, .dst = b.data(), .src_file = file->Ref(0)},
+    r->Submit({.program = from_disk, .src = file->Ref(0), .dst = HostBytes{b.data()}},
               [pb](Status s) { pb->set_value(std::move(s)); });
     INFO("round " << round);
     REQUIRE(fa.wait_for(10s) == std::future_status::ready);
@@ -566,7 +567,7 @@ TEST_CASE(
         auto program =
             shape.program ? shape.program : (writing ? full_staging_write : full_staging_read);
         fault.fail_at = fault.last + 1 + k;
-        const FileRef ref = file->Ref(shape.offset);
+        const FileRange ref = file->Ref(shape.offset);
         const Status s =
             writing ? Write(ch, ref, shape.host, program) : Read(ch, ref, shape.host, program);
         if (s.ok()) {  // k passed the number of I/Os the request makes
@@ -613,7 +614,7 @@ TEST_CASE("ENOSPC on a full tmpfs names the file, and the channel serves on") {
     {
       auto file = DiskFile::Open(path, DiskFile::Mode::kWrite);
       REQUIRE(file.ok());
-      FileRef ref = file->Ref(0);
+      FileRange ref = file->Ref(0);
       if (!use_direct) ref.direct_fd = -1;
       s = Write(*w, ref, src.data(), ContiguousProgram(size));
     }
@@ -641,7 +642,7 @@ TEST_CASE("a file shorter than the instance fails the read with the path and whe
   REQUIRE(file.ok());
   HostBuffer dst(1 << 20);
   for (const bool use_direct : {true, false}) {
-    FileRef ref = file->Ref(0);
+    FileRange ref = file->Ref(0);
     if (!use_direct) ref.direct_fd = -1;
     const Status s = Read(*r, ref, dst.data(), ContiguousProgram(20000));
     INFO(s.ToString());
@@ -682,7 +683,7 @@ TEST_CASE("missing files, permission denied and bad descriptors are reported wit
     CHECK(file.status().code() == absl::StatusCode::kNotFound);
     CHECK(Message(file.status()) == StrCat("open ", path, ": No such file or directory"));
     // A request whose file the caller could not open.
-    const Status s = Read(*r, FileRef{.path = path}, buf.data(), ContiguousProgram(100));
+    const Status s = Read(*r, FileRange{.path = path}, buf.data(), ContiguousProgram(100));
     CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
     CHECK(Message(s) ==
           StrCat("disk_read 'r': request without an open source file ('", path, "')"));
@@ -728,7 +729,7 @@ TEST_CASE("missing files, permission denied and bad descriptors are reported wit
   CHECK(Read(*r, file->Ref(7), back.data(), ContiguousProgram(65536)).ok());
   CHECK(back.Vector() == buf.Vector());
   CHECK(SyncFile(file->Ref()).ok());
-  const Status bad = SyncFile(FileRef{.path = "/nowhere"});
+  const Status bad = SyncFile(FileRange{.path = "/nowhere"});
   CHECK(Message(bad) == "fdatasync /nowhere: Bad file descriptor");
 }
 
@@ -747,9 +748,10 @@ TEST_CASE("a rate-capped disk channel paces requests; the destructor finishes qu
   std::atomic<int> ok{0};
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 8; ++i) {
-    (*w)->Submit(
-        {.program = ContiguousProgram(1 << 20), .src = src.data(), .dst_file = file->Ref(i << 20)},
-        [&](Status s) { ok += s.ok(); });
+    (*w)->Submit({.program = ContiguousProgram(1 << 20),
+                  .src = HostBytes{src.data()},
+                  .dst = file->Ref(i << 20)},
+                 [&](Status s) { ok += s.ok(); });
   }
   w->reset();  // waits for all eight
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

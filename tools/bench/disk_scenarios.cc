@@ -76,8 +76,8 @@ FioResult RunFio(const std::string& file, bool write, uint64_t bytes, unsigned d
 // Moves `bytes` between `host` (cycled) and the file with requests of four
 // 1 MiB runs, max_in_flight at a time. Returns seconds, or nullopt after
 // printing the failure.
-std::optional<double> RunChannel(Channel& channel, bool write, const FileRef& file, uint64_t bytes,
-                                 const HostBuffer& host) {
+std::optional<double> RunChannel(Channel& channel, bool write, const FileRange& file,
+                                 uint64_t bytes, const HostBuffer& host) {
   std::mutex mu;
   std::condition_variable cv;
   int in_flight = 0;
@@ -96,15 +96,15 @@ std::optional<double> RunChannel(Channel& channel, bool write, const FileRef& fi
     program->bytes = runs * kRun;
     program->runs = runs;
     std::byte* mem = host.data() + off % host.size();
-    FileRef ref = file;
+    FileRange ref = file;
     ref.offset = off;
     ChannelRequest req{.program = std::move(program)};
     if (write) {
-      req.src = mem;
-      req.dst_file = ref;
+      req.src = HostBytes{mem};
+      req.dst = ref;
     } else {
-      req.dst = mem;
-      req.src_file = ref;
+      req.src = ref;
+      req.dst = HostBytes{mem};
     }
     cv.wait(lock, [&] { return in_flight < depth; });
     ++in_flight;

@@ -1,0 +1,87 @@
+// The channel factory and request endpoints: every kind is reported, a
+// kind without a backend or without what it needs is refused with a reason,
+// and a channel handed an endpoint it cannot reach fails that request
+// cleanly and keeps serving.
+#include "channels/channel_factory.h"
+
+#include <catch2/catch.hpp>
+#include <future>
+#include <set>
+#include <vector>
+
+#include "layout/copy_program.h"
+
+using namespace isometry;
+
+namespace {
+
+Status Run(Channel& c, ChannelRequest r) {
+  std::promise<Status> done;
+  auto f = done.get_future();
+  c.Submit(std::move(r), [&](Status s) { done.set_value(std::move(s)); });
+  return f.get();
+}
+
+}  // namespace
+
+TEST_CASE("the probe reports every channel kind, with a reason for each absent one") {
+  const auto found = ProbeChannels({});
+  std::set<ChannelKind> kinds;
+  for (const ChannelAvailability& a : found) {
+    kinds.insert(a.kind);
+    CHECK_FALSE(a.detail.empty());
+  }
+  for (ChannelKind k : {ChannelKind::kMemcpy, ChannelKind::kCma, ChannelKind::kGpuRead,
+                        ChannelKind::kGpuWrite, ChannelKind::kGpuCopy, ChannelKind::kDiskRead,
+                        ChannelKind::kDiskWrite, ChannelKind::kRemoteMemcpy}) {
+    CHECK(kinds.count(k) == 1);
+  }
+  for (const ChannelAvailability& a : found) {
+    if (a.kind == ChannelKind::kMemcpy) CHECK(a.available);
+    // Without a data plane there is no network channel.
+    if (a.kind == ChannelKind::kRemoteMemcpy) {
+      CHECK_FALSE(a.available);
+      CHECK_THAT(a.detail, Catch::Contains("peer"));
+    }
+  }
+}
+
+TEST_CASE("kinds this build lacks, or lacking what they need, are refused with the reason") {
+  ChannelConfig c;
+  c.name = "g";
+  c.kind = ChannelKind::kGpuCopy;
+  auto gpu = MakeChannel(c);
+  REQUIRE_FALSE(gpu.ok());
+  CHECK_THAT(std::string(gpu.status().message()), Catch::Contains("not available in this build"));
+
+  c.name = "tcp:b";
+  c.kind = ChannelKind::kRemoteMemcpy;
+  c.peer = "b";
+  auto tcp = MakeChannel(c);
+  REQUIRE_FALSE(tcp.ok());
+  CHECK_THAT(std::string(tcp.status().message()), Catch::Contains("data plane"));
+}
+
+TEST_CASE("a memcpy channel copies host to host and refuses other endpoints") {
+  ChannelConfig c;
+  c.name = "m";
+  c.kind = ChannelKind::kMemcpy;
+  c.threads = 1;
+  auto ch = MakeChannel(c);
+  REQUIRE(ch.ok());
+  std::vector<std::byte> a(64, std::byte{7}), b(64);
+  REQUIRE(Run(**ch, {ContiguousProgram(64), HostBytes{a.data()}, HostBytes{b.data()}}).ok());
+  CHECK(a == b);
+
+  Status s =
+      Run(**ch, {ContiguousProgram(64), FileRange{.fd = 0, .path = "x"}, HostBytes{b.data()}});
+  CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(s.message()),
+             Catch::Contains("channel 'm' takes host memory as its source, not a file range"));
+  s = Run(**ch, {ContiguousProgram(64), HostBytes{a.data()}, NetHalf{1, 2}});
+  CHECK_THAT(std::string(s.message()), Catch::Contains("destination, not a network half"));
+  // Still serving.
+  std::vector<std::byte> d(64);
+  REQUIRE(Run(**ch, {ContiguousProgram(64), HostBytes{a.data()}, HostBytes{d.data()}}).ok());
+  CHECK(a == d);
+}
