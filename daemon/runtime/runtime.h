@@ -84,7 +84,7 @@ struct RemotePart {
   Path path;
   size_t net_hop = 0;
   bool sending = false;  // true: hops [0, net_hop] run here; false: [net_hop, end)
-  std::string peer;  // the other node's name (cluster.node_name)
+  std::string peer;      // the other node's name (cluster.node_name)
   uint64_t chunk_target = 0;
   uint64_t slot_limit = 0;
   // The other node's memories on the path as users name them ("b:sys0"),

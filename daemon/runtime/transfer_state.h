@@ -1,14 +1,15 @@
-// Internal state of transfers and XDs. Everything here except the
-// completion block is guarded by the runtime's mutex.
+// Internal state of transfers and XDs. Fields marked "runtime's" are
+// guarded by the owning runtime's mutex (Runtime::Impl::mu); the analysis
+// cannot name it from here, so runtime_impl.h's functions that touch them
+// require that lock. The completion block has its own annotated lock.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "core/instance.h"
 #include "daemon/runtime/chunker.h"
 #include "daemon/runtime/disk_endpoint.h"
@@ -63,7 +64,7 @@ struct TransferState {
   size_t last_hop = 0;                     // the last hop that runs on this node
   int net_channel = -1;                    // local channel of the network hop
 
-  // Guarded by the runtime mutex.
+  // The runtime's (see above).
   Phase phase = Phase::kWaiting;
   Status failure;  // why it is draining
   // Set once the transfer gives up (cancel, a failed hop, shutdown): the
@@ -76,12 +77,13 @@ struct TransferState {
   bool dispatched = false;
   bool abandoned = false;  // the network channel was told (once)
 
-  // Completion block, guarded by done_mu (so handles work without the runtime).
-  mutable std::mutex done_mu;
-  mutable std::condition_variable done_cv;
-  bool finished = false;
-  Status status;
-  TransferTimes final_times;
+  // Completion block, under its own lock (so handles work without the
+  // runtime's). Taken inside the runtime's lock, never around it.
+  mutable absl::Mutex done_mu;
+  mutable absl::CondVar done_cv;
+  bool finished ABSL_GUARDED_BY(done_mu) = false;
+  Status status ABSL_GUARDED_BY(done_mu);
+  TransferTimes final_times ABSL_GUARDED_BY(done_mu);
 
   // Back pointer for Cancel(); valid while the runtime lives.
   Runtime* runtime = nullptr;

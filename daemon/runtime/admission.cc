@@ -1,0 +1,179 @@
+// Runtime::Impl, admission and completion: a transfer takes all of its
+// ring buffers or none (Isometry §3.6), its XDs join their channels' DMA
+// worker pools, and it finishes (or is aborted) exactly once, giving back
+// its buffers and waking whoever waits. Everything here runs under `mu`
+// except Cancel/AbortNow, which take it.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "core/log_escape.h"
+#include "core/log_limiter.h"
+#include "daemon/runtime/runtime_impl.h"
+
+namespace isometry {
+
+using Phase = TransferState::Phase;
+
+void Completion::Run() {
+  if (!transfer) return;
+  Status s;
+  {
+    absl::MutexLock lock(&transfer->done_mu);
+    s = transfer->status;
+  }
+  transfer->done_cv.SignalAll();
+  // Called once, then dropped: the callback may hold what holds this
+  // transfer (a caller's record with its handle), a cycle otherwise.
+  std::function<void(Status)> callback = std::exchange(transfer->on_complete, nullptr);
+  if (callback) callback(s);
+}
+
+// Takes every ring buffer of `t` or none: buffers are taken in the global
+// memory order (Isometry §3.6), all under one lock, so a transfer never
+// holds some buffers while waiting for others.
+bool Runtime::Impl::TryAdmit(TransferState& t) {
+  std::vector<uint64_t> need(pools.size(), 0);
+  for (const RingBuffer& b : t.buffers) {
+    if (!b.remote) need[b.pool] += b.bytes();
+  }
+  for (size_t p = 0; p < pools.size(); ++p) {
+    if (!pools[p].Fits(need[p])) return false;
+  }
+  std::vector<RingBuffer*> order;
+  for (RingBuffer& b : t.buffers) {
+    if (!b.remote) order.push_back(&b);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [](const RingBuffer* a, const RingBuffer* b) { return a->memory < b->memory; });
+  for (RingBuffer* b : order) {
+    auto block = pools[b->pool].Take(b->bytes());
+    if (!block.ok()) {  // out of host memory: undo and wait
+      for (RingBuffer* u : order) {
+        if (u->data) pools[u->pool].Give(std::exchange(u->data, nullptr), u->bytes());
+      }
+      return false;
+    }
+    b->data = *block;
+  }
+  t.phase = Phase::kRunning;
+  for (auto& x : t.xds) {
+    if (x->remote) continue;
+    DmaWorker& w = *workers[x->channel];
+    auto pos = std::upper_bound(w.pool.begin(), w.pool.end(), x.get(),
+                                [](const XdState* a, const XdState* b) {
+                                  return a->transfer->priority > b->transfer->priority;
+                                });
+    w.pool.insert(pos, x.get());
+  }
+  t.times.dispatch_seq_at_submit = workers[FirstLocalXd(t).channel]->dispatch_seq;
+  return true;
+}
+
+// Admits waiting transfers in (priority, submission) order; stops at the
+// first that does not fit so large transfers are not starved.
+void Runtime::Impl::AdmitWaiting() {
+  while (!waiting.empty() && TryAdmit(*waiting.front())) {
+    active[waiting.front()->id] = waiting.front();
+    waiting.erase(waiting.begin());
+  }
+  NotifyWorkers();
+}
+
+void Runtime::Impl::Enqueue(std::shared_ptr<TransferState> t) {
+  auto pos = std::upper_bound(waiting.begin(), waiting.end(), t, [](const auto& a, const auto& b) {
+    return a->priority > b->priority;
+  });
+  waiting.insert(pos, std::move(t));
+  ++stats.transfers_waiting_for_buffers;
+  AdmitWaiting();
+}
+
+const XdState& Runtime::Impl::FirstLocalXd(const TransferState& t) {
+  for (const auto& x : t.xds) {
+    if (!x->remote) return *x;
+  }
+  return *t.xds.front();
+}
+
+void Runtime::Impl::NotifyWorkers() {
+  for (auto& w : workers) w->cv.SignalAll();
+}
+
+Completion Runtime::Impl::Finish(const std::shared_ptr<TransferState>& t, Status status) {
+  for (auto& x : t->xds) {
+    if (x->remote) continue;
+    auto& pool = workers[x->channel]->pool;
+    pool.erase(std::remove(pool.begin(), pool.end(), x.get()), pool.end());
+  }
+  for (RingBuffer& b : t->buffers) {
+    if (b.data) pools[b.pool].Give(std::exchange(b.data, nullptr), b.bytes());
+  }
+  t->phase = Phase::kFinished;
+  t->times.finished = RuntimeClock::now();
+  t->src_disk.reset();
+  t->dst_disk.reset();  // removes the temporary file unless committed
+  if (status.ok()) {
+    ++stats.transfers_completed;
+  } else if (absl::IsCancelled(status)) {
+    ++stats.transfers_cancelled;
+  } else {
+    ++stats.transfers_failed;
+    // A client can fail transfers at will (a missing file, a bad layout):
+    // its strings are escaped and its lines limited per error code.
+    static LogLimiter limiter(20, std::chrono::seconds(10));
+    if (const auto v = limiter.Allow(absl::StatusCodeToString(status.code())); v.log) {
+      if (v.suppressed) {
+        spdlog::warn("suppressed {} similar 'transfer failed' lines", v.suppressed);
+      }
+      spdlog::warn("transfer {} failed: {}", t->id, ForLog(status.ToString(), 512));
+    }
+  }
+  {
+    absl::MutexLock lock(&t->done_mu);
+    t->finished = true;
+    t->status = std::move(status);
+    t->final_times = t->times;
+  }
+  active.erase(t->id);
+  waiting.erase(std::remove(waiting.begin(), waiting.end(), t), waiting.end());
+  AdmitWaiting();
+  drained_cv.SignalAll();
+  return Completion{t};
+}
+
+Completion Runtime::Impl::Abort(const std::shared_ptr<TransferState>& t, Status why) {
+  if (why.ok()) why = absl::UnknownError("transfer aborted without a reason");
+  if (t->remote && !t->abandoned && t->phase != Phase::kFinished) {
+    // Frees what the network channel holds for it and tells the other node.
+    t->abandoned = true;
+    channels[static_cast<size_t>(t->net_channel)]->AbandonTransfer(t->remote->key, why);
+  }
+  if (t->phase == Phase::kWaiting) return Finish(t, std::move(why));
+  if (t->phase != Phase::kRunning) return {};
+  t->phase = Phase::kDraining;
+  t->failure = std::move(why);
+  if (t->in_flight == 0) return Finish(t, t->failure);
+  // Requests in flight end at the channels' next safe point instead of
+  // running to completion (a slow or paced channel could take minutes).
+  t->cancelled.store(true, std::memory_order_release);
+  for (const auto& x : t->xds) {
+    if (!x->remote) channels[x->channel]->Interrupt();
+  }
+  return {};
+}
+
+void Runtime::Impl::Cancel(const std::shared_ptr<TransferState>& t) {
+  AbortNow(t, absl::CancelledError(StrCat("transfer ", t->id, " was cancelled")));
+}
+
+void Runtime::Impl::AbortNow(const std::shared_ptr<TransferState>& t, Status why) {
+  Completion c;
+  {
+    absl::MutexLock lock(&mu);
+    c = Abort(t, std::move(why));
+  }
+  c.Run();
+}
+
+}  // namespace isometry

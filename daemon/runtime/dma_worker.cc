@@ -1,0 +1,217 @@
+// Runtime::Impl, the DMA workers (Isometry §3.5): one thread per channel
+// that picks the highest-priority runnable XD of its pool, issues its next
+// chunk as one request (program + endpoints) and accounts for it when the
+// channel completes it; and the inline latency path, which runs a small
+// direct copy on the submitting thread.
+#include <algorithm>
+
+#include "daemon/runtime/runtime_impl.h"
+
+namespace isometry {
+namespace {
+
+using Phase = TransferState::Phase;
+
+// Whether chunk x.next may be issued now (under the runtime lock).
+bool Runnable(const XdState& x) {
+  const TransferState& t = *x.transfer;
+  if (t.phase != Phase::kRunning || x.next >= t.grid->count()) return false;
+  const uint64_t k = x.next;
+  // Copy dependency. The network hop's receiving half needs no check
+  // here: data arrival gates it inside its channel.
+  if (x.hop > 0 && !t.xds[x.hop - 1]->remote && !t.xds[x.hop - 1]->done[k]) return false;
+  // A free output slot. The sending half's slot is on the other node:
+  // the receiver's credits gate it inside the channel.
+  if (x.hop + 1 < t.xds.size() && !t.xds[x.hop + 1]->remote) {
+    const uint64_t slots = static_cast<uint64_t>(t.buffers[x.hop].slots);
+    if (k >= slots && !t.xds[x.hop + 1]->done[k - slots]) return false;
+  }
+  return true;
+}
+
+// One end of an XD's request for chunk k: its shape (for the program)
+// and where its bytes are (host memory, a file, the network).
+struct ChunkEnd {
+  InstanceShape shape;
+  Endpoint where;
+};
+
+// Chunk k as it crosses the network: dense in the receiving side's layout.
+ChunkEnd Wire(const TransferState& t, const Box& chunk, uint64_t k) {
+  const size_t h = t.remote->net_hop;
+  InstanceShape s{chunk, t.src.shape.fields, t.path.nodes[h + 1].layout};
+  return {std::move(s), NetHalf{t.remote->key, k}};
+}
+
+ChunkEnd SlotOf(const TransferState& t, const RingBuffer& b, const Box& chunk, uint64_t k) {
+  InstanceShape s{chunk, t.src.shape.fields, b.layout};
+  return {std::move(s), HostBytes{b.data + (k % static_cast<uint64_t>(b.slots)) * b.slot_bytes}};
+}
+
+ChunkEnd InputOf(const TransferState& t, size_t hop, const Box& chunk, uint64_t k) {
+  if (t.remote && !t.remote->sending && hop == t.remote->net_hop) return Wire(t, chunk, k);
+  if (hop == 0) {
+    if (t.src_disk) return {t.src.shape, t.src_disk->Ref(t.src.file_offset)};
+    return {t.src.shape, HostBytes{t.src.base}};
+  }
+  return SlotOf(t, t.buffers[hop - 1], chunk, k);
+}
+
+ChunkEnd OutputOf(const TransferState& t, size_t hop, const Box& chunk, uint64_t k) {
+  if (t.remote && t.remote->sending && hop == t.remote->net_hop) return Wire(t, chunk, k);
+  if (hop + 1 == t.xds.size()) {
+    if (t.dst_disk) return {t.dst.shape, t.dst_disk->Ref(t.dst.file_offset)};
+    return {t.dst.shape, HostBytes{t.dst.base}};
+  }
+  return SlotOf(t, t.buffers[hop], chunk, k);
+}
+
+// Moves `x` behind the other XDs of its priority: equal priorities take
+// turns request by request, so one transfer of slow requests (a layout
+// change forced onto a disk hop) cannot hold a channel for its whole
+// length while another of the same priority waits. Higher priorities
+// still always go first.
+void RotateAmongEquals(std::vector<XdState*>& pool, XdState* x) {
+  auto at = std::find(pool.begin(), pool.end(), x);
+  auto end = at;
+  while (end + 1 != pool.end() && (*(end + 1))->transfer->priority == x->transfer->priority) ++end;
+  std::rotate(at, at + 1, end + 1);
+}
+
+}  // namespace
+
+// ---- the inline latency path ----
+
+// Constant-data check: a direct copy of one chunk, no larger than
+// inline_bytes, on a channel that can run it on this thread.
+bool Runtime::Impl::RunsInline(const TransferState& t) const {
+  if (config.inline_bytes == 0 || t.xds.size() != 1 || t.grid->count() != 1) return false;
+  const Channel& ch = *channels[t.xds[0]->channel];
+  return ch.caps().runs_inline &&
+         t.box.volume() * t.src.shape.fields.total_bytes() <= config.inline_bytes;
+}
+
+Completion Runtime::Impl::RunInline(const std::shared_ptr<TransferState>& t) {
+  const Box chunk = t->grid->chunk(0);
+  auto program = cache.Get(t->src.shape, t->dst.shape, chunk);
+  Status s = program.ok() ? channels[t->xds[0]->channel]->RunInline(
+                                {*program, HostBytes{t->src.base}, HostBytes{t->dst.base}})
+                          : program.status();
+  absl::MutexLock lock(&mu);
+  DmaWorker& w = *workers[t->xds[0]->channel];
+  t->times.first_dispatch = RuntimeClock::now();
+  ++stats.transfers_inline;
+  active[t->id] = t;
+  if (s.ok()) {
+    t->xds[0]->done[0] = 1;
+    t->xds[0]->done_count = 1;
+    ++w.requests_done;
+    w.bytes_done += (*program)->bytes;
+  }
+  return Finish(t, std::move(s));
+}
+
+// ---- the DMA worker ----
+
+void Runtime::Impl::WorkerLoop(DmaWorker& w) {
+  // Locked by hand: the lock is dropped around Submit (a channel may
+  // complete on its own thread at once, and OnRequestDone takes it).
+  mu.Lock();
+  while (true) {
+    if (stopping && w.pool.empty() && w.in_flight == 0) break;
+    XdState* x = nullptr;
+    if (w.in_flight < w.max_in_flight) {
+      for (XdState* c : w.pool) {
+        if (Runnable(*c)) {
+          x = c;
+          break;
+        }
+      }
+    }
+    if (!x) {
+      w.cv.Wait(&mu);
+      continue;
+    }
+    TransferState& t = *x->transfer;
+    std::shared_ptr<TransferState> keep = active.at(t.id);
+    RotateAmongEquals(w.pool, x);
+    const uint64_t k = x->next++;
+    ++x->in_flight;
+    ++t.in_flight;
+    ++w.in_flight;
+    ++w.dispatch_seq;
+    if (!t.dispatched) {
+      t.dispatched = true;
+      t.times.first_dispatch = RuntimeClock::now();
+      t.times.dispatch_seq_at_first = w.dispatch_seq;
+    }
+    if (x == &FirstLocalXd(t)) t.times.dispatch_seq_at_last = w.dispatch_seq;
+    const Box chunk = t.grid->chunk(k);
+    ChunkEnd in = InputOf(t, x->hop, chunk, k);
+    ChunkEnd out = OutputOf(t, x->hop, chunk, k);
+    mu.Unlock();
+
+    auto program = cache.Get(in.shape, out.shape, chunk);
+    if (!program.ok()) {
+      OnRequestDone(keep, x, k, 0, program.status());
+    } else {
+      const uint64_t bytes = (*program)->bytes;
+      channels[w.channel]->Submit(
+          {*program, std::move(in.where), std::move(out.where), t.priority, &t.cancelled},
+          [this, keep, x, k, bytes](Status s) { OnRequestDone(keep, x, k, bytes, std::move(s)); });
+    }
+    mu.Lock();
+  }
+  mu.Unlock();
+}
+
+void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdState* x, uint64_t k,
+                                  uint64_t bytes, Status s) {
+  Completion c;
+  bool commit = false;
+  {
+    absl::MutexLock lock(&mu);
+    DmaWorker& w = *workers[x->channel];
+    --w.in_flight;
+    --x->in_flight;
+    --t->in_flight;
+    if (s.ok()) {
+      x->done[k] = 1;
+      ++x->done_count;
+      ++w.requests_done;
+      w.bytes_done += bytes;
+      if (t->phase == Phase::kRunning && t->xds[t->last_hop]->done_count == t->grid->count()) {
+        if (t->dst_disk) {
+          commit = true;  // fdatasync + rename, outside the lock
+        } else {
+          c = Finish(t, OkStatus());
+        }
+      }
+    } else if (t->phase == Phase::kRunning) {
+      const TopologyEdge& e = t->path.edges[x->hop];
+      const RemotePart* remote = t->remote ? &*t->remote : nullptr;
+      c = Abort(t, Status(s.code(), StrCat("transfer ", t->id, ", hop ", x->hop, " (",
+                                           MemoryName(e.src, remote), " -> ",
+                                           MemoryName(e.dst, remote), " on channel '",
+                                           e.channel_name, "'), chunk ", k, ": ", s.message())));
+    }
+    if (t->phase == Phase::kDraining && t->in_flight == 0) c = Finish(t, t->failure);
+    // Only this transfer's channels can have new work (a free slot, a
+    // finished dependency, room in flight); waking every worker on every
+    // request costs more than the request on fast channels.
+    for (const auto& xd : t->xds) {
+      if (!xd->remote) workers[xd->channel]->cv.SignalAll();
+    }
+  }
+  if (commit) {
+    // Every chunk is written; no request of this transfer is in flight.
+    Status durable = t->dst_disk->Commit(t->durable);
+    absl::MutexLock lock(&mu);
+    c = Finish(t, durable.ok() ? durable
+                               : Status(durable.code(),
+                                        StrCat("transfer ", t->id, ": ", durable.message())));
+  }
+  c.Run();
+}
+
+}  // namespace isometry

@@ -1,0 +1,99 @@
+// Runtime::Impl, calibration (Isometry §4.1): measuring every channel's
+// throughput function, keeping the figures, and planning with them.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "channels/calibrate.h"
+#include "daemon/runtime/calibration_store.h"
+#include "daemon/runtime/runtime_impl.h"
+
+namespace isometry {
+
+// Measures every channel (budget shared evenly), or reuses the file.
+Result<Calibration> Runtime::Impl::LoadOrMeasure(bool force) {
+  const std::string fp = HardwareFingerprint(config);
+  if (!force && !config.calibration_file.empty()) {
+    auto loaded = LoadCalibration(config.calibration_file, fp);
+    if (loaded.ok()) {
+      spdlog::info("calibration: reusing {} (fingerprint {})", config.calibration_file, fp);
+      return loaded;
+    }
+    if (!absl::IsNotFound(loaded.status())) {
+      spdlog::info("calibration: measuring again ({})", loaded.status().ToString());
+    }
+  }
+  Calibration cal;
+  const auto budget = std::chrono::milliseconds(config.calibration_budget_ms) /
+                      static_cast<int>(std::max<size_t>(channels.size(), 1));
+  for (size_t c = 0; c < channels.size(); ++c) {
+    Channel& ch = *channels[c];
+    const ChannelKind kind = ch.caps().kind;
+    if (kind == ChannelKind::kMemcpy) {
+      ISO_ASSIGN_OR_RETURN(cal[ch.caps().name], MeasureChannel(ch, budget));
+    } else if (kind == ChannelKind::kDiskRead || kind == ChannelKind::kDiskWrite) {
+      // On a scratch file in the first DSK directory the channel serves.
+      // A directory that refuses it keeps the model, not the start-up.
+      const std::string dir = DiskDirectoryOf(static_cast<int>(c));
+      if (dir.empty()) continue;
+      auto measured = MeasureDiskChannel(ch, dir, budget);
+      if (!measured.ok()) {
+        spdlog::warn("calibration: channel '{}' keeps the 1 GB/s model: {}", ch.caps().name,
+                     measured.status().ToString());
+        continue;
+      }
+      cal[ch.caps().name] = *std::move(measured);
+    }
+  }
+  if (!config.calibration_file.empty()) {
+    Status s = SaveCalibration(config.calibration_file, fp, cal);
+    if (!s.ok()) spdlog::warn("calibration: not kept: {}", s.ToString());
+  }
+  return cal;
+}
+
+// The directory of the first DSK memory an edge of channel `c` reaches;
+// "" if none.
+std::string Runtime::Impl::DiskDirectoryOf(int c) const {
+  for (const TopologyEdge& e : topo.edges) {
+    if (e.channel != c) continue;
+    for (const MemoryId id : {e.src, e.dst}) {
+      if (!IsLocal(id) || id.memory >= config.memories.size()) continue;
+      const MemoryConfig& m = config.memories[id.memory];
+      if (m.kind == MemoryKind::kDsk) return m.directory;
+    }
+  }
+  return "";
+}
+
+// Puts measured throughput functions on the graph's edges and starts a
+// fresh planner (its cache would describe the old figures).
+Status Runtime::Impl::ApplyCalibration(const Calibration& cal) {
+  for (TopologyEdge& e : topo.edges) {
+    auto it = cal.find(e.channel_name);
+    if (it == cal.end()) continue;
+    std::vector<ThroughputSample> samples;
+    for (const RateSample& s : it->second) samples.push_back({s.request_bytes, s.bytes_per_s});
+    ISO_ASSIGN_OR_RETURN(e.tp, ThroughputFunction::FromSamples(std::move(samples)));
+  }
+  for (const auto& [name, samples] : cal) {
+    double peak = 0;
+    for (const RateSample& s : samples) peak = std::max(peak, s.bytes_per_s);
+    spdlog::info("calibration: channel '{}' peaks at {:.2f} GB/s ({} sizes; {} B: {:.2f} GB/s)",
+                 name, peak / 1e9, samples.size(),
+                 samples.empty() ? 0 : samples.front().request_bytes,
+                 samples.empty() ? 0.0 : samples.front().bytes_per_s / 1e9);
+  }
+  MakePlanner();
+  return OkStatus();
+}
+
+void Runtime::Impl::MakePlanner() {
+  PlannerOptions o;
+  o.full_threshold = config.full_planner_threshold;
+  o.space_threshold = config.space_threshold;
+  o.cache_capacity = config.plan_cache_entries;
+  std::atomic_store(&planner, std::make_shared<Planner>(topo, o));
+}
+
+}  // namespace isometry

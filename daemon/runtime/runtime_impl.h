@@ -1,0 +1,143 @@
+// The runtime's insides, shared by the files that implement it by role:
+//   runtime.cc          the public API (Runtime, Transfer), start and stop
+//   runtime_calibration.cc  measuring channels and swapping the planner
+//   transfer_build.cc   validating a request, planning it, opening its ends,
+//                       sizing its buffers and making its XDs
+//   admission.cc        taking buffers for transfers (Isometry §3.6), and
+//                       finishing or aborting them
+//   dma_worker.cc       the DMA workers (Isometry §3.5): one thread per
+//                       channel issuing requests by priority, and the inline
+//                       latency path
+// Nothing outside daemon/runtime includes this header.
+//
+// Locking: `mu` guards the scheduling state (pools, workers, queues,
+// statistics) and every TransferState field its header says is the
+// runtime's; the analysis cannot name that lock from TransferState (it
+// lives here), so those fields carry the rule as a comment and every
+// function touching them here requires `mu`. A transfer's completion block
+// has its own lock (TransferState::done_mu), taken inside `mu`, never
+// around it.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "channels/channel.h"
+#include "daemon/runtime/disk_memory.h"
+#include "daemon/runtime/runtime.h"
+#include "daemon/runtime/staging_pool.h"
+#include "daemon/runtime/transfer_state.h"
+#include "layout/program_cache.h"
+#include "planner/planner.h"
+
+namespace isometry {
+
+using RuntimeClock = std::chrono::steady_clock;
+
+// The DMA worker of one channel (Isometry §3.5): its XD pool in priority
+// order and its in-flight accounting. Its fields are guarded by the
+// runtime's `mu` (see above); `cv` waits on it.
+struct DmaWorker {
+  size_t channel = 0;
+  int max_in_flight = 1;
+  std::vector<XdState*> pool;  // priority desc; equal priorities take turns (RotateAmongEquals)
+  int in_flight = 0;
+  uint64_t requests_done = 0;
+  uint64_t bytes_done = 0;
+  uint64_t dispatch_seq = 0;
+  absl::CondVar cv;
+  std::thread thread;
+};
+
+// Runs a finished transfer's notifications outside the runtime lock.
+struct Completion {
+  std::shared_ptr<TransferState> transfer;
+  void Run();
+};
+
+struct Runtime::Impl {
+  explicit Impl(const RuntimeConfig& c)
+      : config(c), cache(c.program_cache_entries, c.program_cache_bytes) {}
+
+  // ---- constant after Create (read without a lock) ----
+  RuntimeConfig config;
+  Topology topo;  // edges' throughput functions change on recalibration (under calibrate_mu)
+  Runtime* self = nullptr;
+  std::vector<std::unique_ptr<Channel>> channels;
+  std::vector<std::shared_ptr<DiskMemory>> disks;  // per memory (null: not DSK)
+  ProgramCache cache{4096};                        // thread-safe itself
+  // Replaced whole (atomic_store) when calibration changes the graph; a
+  // plan in progress keeps the planner it started with.
+  std::shared_ptr<Planner> planner;
+  absl::Mutex calibrate_mu;  // one calibration at a time
+
+  // ---- scheduling state ----
+  mutable absl::Mutex mu;
+  absl::CondVar drained_cv;  // `active` became empty
+  std::vector<StagingPool> pools ABSL_GUARDED_BY(mu);
+  std::vector<std::unique_ptr<DmaWorker>> workers ABSL_GUARDED_BY(mu);  // contents too
+  std::vector<std::shared_ptr<TransferState>> waiting ABSL_GUARDED_BY(mu);
+  std::map<uint64_t, std::shared_ptr<TransferState>> active ABSL_GUARDED_BY(mu);
+  uint64_t next_id ABSL_GUARDED_BY(mu) = 1;
+  RuntimeStats stats ABSL_GUARDED_BY(mu);
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+
+  // ---- names and lookups (constant data) ----
+  bool IsDisk(MemoryId id) const;
+  bool IsLocal(MemoryId id) const { return id.node == config.node; }
+  size_t PoolIndex(MemoryId id) const;
+  const std::shared_ptr<DiskMemory>& DiskOf(MemoryId id) const { return disks[PoolIndex(id)]; }
+  // A memory's name for messages: this node's by its config, another
+  // node's as the cluster named it for a cross-node part ("b:sys0"), else
+  // by its id.
+  std::string MemoryName(MemoryId id, const RemotePart* part = nullptr) const;
+  std::shared_ptr<Planner> CurrentPlanner() const { return std::atomic_load(&planner); }
+
+  // ---- calibration (runtime_calibration.cc; Isometry §4.1) ----
+  Result<Calibration> LoadOrMeasure(bool force);
+  std::string DiskDirectoryOf(int channel) const;
+  Status ApplyCalibration(const Calibration& cal);
+  void MakePlanner();
+
+  // ---- building a transfer (transfer_build.cc; no lock: constant data) ----
+  Result<std::shared_ptr<TransferState>> Build(CopyRequest& req);
+  Status CheckEnds(const CopyRequest& req, bool sending, bool receiving) const;
+  Result<Box> CheckBox(const CopyRequest& req) const;
+  Status CheckInstance(const InstanceRef& ref, std::string_view what) const;
+  Status PlanPath(TransferState& t, const CopyRequest& req) const;
+  Result<Path> MakePath(const InstanceRef& src, const InstanceRef& dst, const Box& box,
+                        const std::vector<HopSpec>& via) const;
+  Status AdoptRemotePath(TransferState& t, const RemotePart& part) const;
+  Status OpenDiskEnds(TransferState& t, const CopyRequest& req, bool src_disk, bool dst_disk) const;
+  Result<ChunkGrid> GridFor(const Path& path, const Box& box, const FieldSpace& fields) const;
+  Status SizeBuffers(TransferState& t, const CopyRequest& req) const;
+  static void MakeXds(TransferState& t);
+
+  // ---- admission and completion (admission.cc) ----
+  bool TryAdmit(TransferState& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void AdmitWaiting() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void Enqueue(std::shared_ptr<TransferState> t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void NotifyWorkers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  Completion Finish(const std::shared_ptr<TransferState>& t, Status status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Stops issuing new requests; the transfer finishes when the last request
+  // in flight returns.
+  Completion Abort(const std::shared_ptr<TransferState>& t, Status why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void Cancel(const std::shared_ptr<TransferState>& t) ABSL_LOCKS_EXCLUDED(mu);
+  void AbortNow(const std::shared_ptr<TransferState>& t, Status why) ABSL_LOCKS_EXCLUDED(mu);
+  static const XdState& FirstLocalXd(const TransferState& t);
+
+  // ---- the DMA workers and the inline path (dma_worker.cc) ----
+  bool RunsInline(const TransferState& t) const;
+  Completion RunInline(const std::shared_ptr<TransferState>& t) ABSL_LOCKS_EXCLUDED(mu);
+  void WorkerLoop(DmaWorker& w) ABSL_LOCKS_EXCLUDED(mu);
+  void OnRequestDone(const std::shared_ptr<TransferState>& t, XdState* x, uint64_t k,
+                     uint64_t bytes, Status s) ABSL_LOCKS_EXCLUDED(mu);
+};
+
+}  // namespace isometry
