@@ -1,0 +1,404 @@
+// Instances and copies: clients register instances (a piece of an
+// allocation, a file of a DSK memory, or another node's), and copy between
+// two of theirs; a copy's ends are resolved under the node lock, submitted
+// to the runtime (or to the cluster layer across nodes) outside it, and
+// tracked until its callbacks have run.
+#include <spdlog/spdlog.h>
+
+#include "core/checked.h"
+#include "core/strings.h"
+#include "daemon/node/node_impl.h"
+#include "daemon/runtime/disk_endpoint.h"
+
+namespace isometry {
+namespace {
+
+// Who may see, wait on or cancel a transfer: its session and the operator.
+// A caller without a (valid) session is told what would let it, not that
+// its session is unknown: isoctl acts without one.
+Status MayTouch(const SessionOwner& owner, const Session* caller, bool is_operator,
+                uint64_t transfer, std::string_view what, const std::string& state_dir) {
+  if (is_operator || (caller && caller->id == owner.session)) return OkStatus();
+  return PermissionDenied("transfer ", transfer, " belongs to another client (session ",
+                          owner.session, "); ", what, " it needs the operator token (", state_dir,
+                          "/operator.token)");
+}
+
+std::string StateName(const TransferRecord& r) {
+  // Waiting: queued for staging buffers or behind other work on its
+  // channels (no request dispatched yet).
+  if (!r.finished) {
+    const bool started =
+        r.handle && r.handle->times().first_dispatch != TransferTimes::Clock::time_point{};
+    return started ? "running" : "waiting";
+  }
+  if (r.status.ok()) return "done";
+  return absl::IsCancelled(r.status) ? "cancelled" : "failed";
+}
+
+}  // namespace
+
+// An instance's storage [offset, offset + bytes) must not wrap 2^64
+// (a wrapped end would pass every later "fits" check).
+Status CheckInstanceEnd(uint64_t offset, uint64_t bytes) {
+  if (CheckedAdd(offset, bytes)) return OkStatus();
+  return InvalidArgument("instance: offset ", offset, " + ", bytes,
+                         " bytes of storage wraps past 2^64");
+}
+
+Result<FoundTransfer> Node::Impl::TouchableLocked(const std::string& session, uint64_t transfer,
+                                                  bool is_operator, std::string_view what) const {
+  FoundTransfer found;
+  auto it = active.find(transfer);
+  if (it != active.end()) {
+    found = {it->second.get(), true};
+  } else {
+    for (const auto& f : finished) {
+      if (f->id == transfer) found.record = f.get();
+    }
+  }
+  if (!found.record) {
+    return NotFound("no transfer ", transfer, " (finished transfers are kept for the last ",
+                    kFinishedKept, ")");
+  }
+  ISO_RETURN_IF_ERROR(MayTouch(found.record->owner, FindSessionOrNull(session), is_operator,
+                               transfer, what, config.daemon.state_dir));
+  return found;
+}
+
+TransferReport Node::Impl::BuildReport(const TransferRecord& r, bool detailed) const {
+  TransferReport rep;
+  rep.id = r.id;
+  rep.owner = r.owner;
+  rep.status = r.status;
+  rep.state = StateName(r);
+  if (r.cross) {
+    rep.state = r.finished ? rep.state : "running";
+    rep.bytes = r.cross->bytes();
+    rep.elapsed_s = std::chrono::duration<double>(NodeClock::now() - r.cross->started()).count();
+    if (detailed) rep.path = r.cross->PathText();
+    return rep;
+  }
+  if (!r.handle) return rep;
+  const Transfer& t = *r.handle;
+  rep.priority = t.priority();
+  rep.bytes = t.bytes();
+  const TransferTimes times = t.times();
+  const auto end = r.finished ? times.finished : NodeClock::now();
+  rep.elapsed_s = std::chrono::duration<double>(end - times.submitted).count();
+  if (!detailed) return rep;
+  const Topology& topo = runtime->topology();
+  rep.path = t.path().ToString(topo);
+  const std::vector<uint64_t> done = t.HopsDone();
+  for (size_t h = 0; h < t.path().edges.size(); ++h) {
+    const TopologyEdge& e = t.path().edges[h];
+    HopReport hop;
+    hop.src_memory = topo.FindMemory(e.src)->name;
+    hop.dst_memory = topo.FindMemory(e.dst)->name;
+    hop.channel = e.channel_name;
+    hop.src_layout = t.path().nodes[h].layout.ToString();
+    hop.dst_layout = t.path().nodes[h + 1].layout.ToString();
+    hop.chunks_done = h < done.size() ? done[h] : 0;
+    hop.chunks_total = t.chunks();
+    rep.hops.push_back(hop);
+  }
+  return rep;
+}
+
+PendingCalls Node::Impl::Finalize(const std::shared_ptr<TransferRecord>& r) {
+  std::vector<std::pair<TransferCallback, TransferReport>> calls;
+  r->final_report = BuildReport(*r, /*detailed=*/false);
+  r->src.reset();
+  r->dst.reset();
+  active.erase(r->id);
+  finished.push_back(r);
+  if (finished.size() > kFinishedKept) finished.pop_front();
+  auto s = sessions.find(r->owner.session);
+  if (s != sessions.end()) {
+    s->second.transfers.erase(r->id);
+    if (s->second.on_done) calls.emplace_back(s->second.on_done, r->final_report);
+  }
+  for (TransferCallback& w : r->waiters) calls.emplace_back(std::move(w), r->final_report);
+  r->waiters.clear();
+  idle_cv.SignalAll();
+  return calls;
+}
+
+void Node::Impl::OnRuntimeDone(const std::shared_ptr<TransferRecord>& r, Status s) {
+  std::vector<std::pair<TransferCallback, TransferReport>> calls;
+  {
+    absl::MutexLock lock(&mu);
+    r->finished = true;
+    r->status = std::move(s);
+    // Completed before Copy() registered it (the inline path): Copy()
+    // finalizes instead.
+    if (r->handle || r->cross) calls = Finalize(r);
+  }
+  for (auto& [cb, rep] : calls) cb(rep);
+}
+
+Result<uint64_t> Node::Impl::StartCross(uint64_t session, std::shared_ptr<TransferRecord> record,
+                                        CrossCopySpec spec, const CopySpec& copy) {
+  if (!cross) return FailedPrecondition("this node has no peers: cross-node copies need [[peer]]");
+  spec.box = copy.box;
+  spec.priority = copy.priority;
+  spec.durable = copy.durable;
+  ISO_ASSIGN_OR_RETURN(auto handle, cross->Copy(std::move(spec), [this, record](Status s) {
+    OnRuntimeDone(record, std::move(s));
+  }));
+  PendingCalls calls;
+  bool adopted;
+  {
+    absl::MutexLock lock(&mu);
+    record->cross = handle;
+    adopted = AdoptLocked(session, record, calls);
+  }
+  if (!adopted) handle->Cancel();
+  for (auto& [cb, rep] : calls) cb(rep);
+  return record->id;
+}
+
+bool Node::Impl::AdoptLocked(uint64_t session, const std::shared_ptr<TransferRecord>& record,
+                             PendingCalls& calls) {
+  active[record->id] = record;
+  auto s = sessions.find(session);
+  const bool adopted = s != sessions.end();
+  if (adopted) s->second.transfers.insert(record->id);
+  if (record->finished) calls = Finalize(record);
+  return adopted;
+}
+
+Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string& session,
+                                                               const CopySpec& spec,
+                                                               TransferRecord& record) {
+  ResolvedCopy resolved;
+  std::optional<CrossCopySpec>& cross = resolved.cross;
+  if (draining) return Unavailable("isometryd is shutting down; no new copies");
+  ISO_ASSIGN_OR_RETURN(Session * s, FindSession(session));
+  const uint32_t max_transfers = config.daemon.max_transfers_per_session;
+  if (s->transfers.size() >= max_transfers) {
+    return ResourceExhausted("this session has ", s->transfers.size(),
+                             " transfers in flight; daemon.max_transfers_per_session is ",
+                             max_transfers, " (wait for some to finish)");
+  }
+  resolved.session = s->id;
+  record.owner = OwnerOf(*s);
+  // memory.quota_bytes is per uid; where gRPC hides the uid, per session
+  // (one gRPC user cannot use up another's).
+  resolved.request.disk_owner =
+      s->creds.known() ? StrCat("uid ", s->creds.uid) : StrCat("session ", s->id);
+  const Instance* ends[2] = {nullptr, nullptr};
+  const uint64_t ids[2] = {spec.src_instance, spec.dst_instance};
+  for (int i = 0; i < 2; ++i) {
+    auto it = instances.find(ids[i]);
+    if (it == instances.end() || it->second.session != resolved.session) {
+      return NotFound("no ", i ? "destination" : "source", " instance ", ids[i],
+                      " registered in this session");
+    }
+    ends[i] = &it->second;
+  }
+  ISO_RETURN_IF_ERROR(CheckCopyDimensions(ends[0]->shape.bounds, ends[1]->shape.bounds, spec.box));
+  if (!ends[0]->remote_node.empty() || !ends[1]->remote_node.empty()) {
+    cross.emplace();
+    CrossEnd* out[2] = {&cross->src, &cross->dst};
+    for (int i = 0; i < 2; ++i) {
+      const Instance& in = *ends[i];
+      CrossEnd& e = *out[i];
+      e.node = in.remote_node;
+      e.shape = in.shape;
+      if (!in.remote_node.empty()) {
+        e.allocation = in.remote_allocation;
+        e.offset = in.offset;
+        e.memory = in.remote_memory;
+        e.file = in.file;
+      }
+    }
+    if (!spec.via.empty()) {
+      return InvalidArgument("explicit intermediate hops are not supported across nodes");
+    }
+  }
+  auto ref = [&](const Instance& in) {
+    if (!in.remote_node.empty()) return InstanceRef{};
+    if (!in.allocation) {
+      InstanceRef r{runtime->topology().memories[in.disk_memory].id, nullptr, 0, in.shape};
+      r.file = in.file;
+      r.file_offset = in.offset;
+      return r;
+    }
+    const MemoryId mem = runtime->topology().memories[in.allocation->pool->memory].id;
+    return InstanceRef{mem, in.allocation->shm.data() + in.offset,
+                       in.allocation->shm.size() - in.offset, in.shape};
+  };
+  resolved.request.src = ref(*ends[0]);
+  resolved.request.dst = ref(*ends[1]);
+  if (cross) {
+    cross->src.local = resolved.request.src;
+    cross->dst.local = resolved.request.dst;
+    cross->src.keep = ends[0]->allocation;
+    cross->dst.keep = ends[1]->allocation;
+    record.id = next_cross++;
+  }
+  record.src = ends[0]->allocation;
+  record.dst = ends[1]->allocation;
+  resolved.request.durable = spec.durable;
+  for (const ViaHop& h : spec.via) {
+    ISO_ASSIGN_OR_RETURN(MemoryId m, runtime->FindMemory(h.memory));
+    ISO_ASSIGN_OR_RETURN(Layout l, Layout::Parse(h.layout, ends[0]->shape.bounds.dims));
+    resolved.request.via.push_back({m, l});
+  }
+  return resolved;
+}
+
+Result<std::pair<uint64_t, uint64_t>> Node::RegisterInstance(const std::string& session,
+                                                             const InstanceSpec& spec) {
+  ISO_RETURN_IF_ERROR(spec.shape.Validate("instance"));
+  const uint64_t total = spec.shape.total_bytes();
+  ISO_RETURN_IF_ERROR(CheckInstanceEnd(spec.offset, total));
+  absl::MutexLock lock(&impl_->mu);
+  ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
+  const uint32_t max_instances = impl_->config.daemon.max_instances_per_session;
+  if (s->instances.size() >= max_instances) {
+    return ResourceExhausted("this session has ", s->instances.size(),
+                             " instances registered; daemon.max_instances_per_session is ",
+                             max_instances);
+  }
+  const NodeMemory where = SplitNodeMemory(spec.memory, impl_->config.cluster.node_name);
+  const std::string& memory = where.memory;
+  if (where.node != impl_->config.cluster.node_name) {
+    // Another node's instance: that node checks it when a copy uses it.
+    if (!impl_->cross || !impl_->cross->KnowsNode(where.node)) {
+      return NotFound("no node '", where.node, "' in this cluster (memory '", spec.memory, "')");
+    }
+    if (spec.file.empty() && spec.allocation == 0) {
+      return InvalidArgument("remote instance on '", spec.memory,
+                             "': name a file or an allocation published there");
+    }
+    if (!spec.file.empty()) ISO_RETURN_IF_ERROR(CheckRelativePath(spec.file));
+    const uint64_t id = impl_->next_instance++;
+    Instance in{id, s->id, nullptr, spec.offset, spec.shape, 0, spec.file};
+    in.remote_node = where.node;
+    in.remote_allocation = spec.allocation;
+    in.remote_memory = memory;
+    impl_->instances[id] = std::move(in);
+    s->instances.insert(id);
+    return std::make_pair(id, total);
+  }
+  if (!spec.file.empty() || !memory.empty()) {
+    // A file of a DSK memory: checked lexically here, opened (confined to
+    // the directory) by each copy.
+    const auto& mems = impl_->config.runtime.memories;
+    size_t m = 0;
+    while (m < mems.size() && mems[m].name != memory) ++m;
+    if (m == mems.size()) return NotFound("no memory named '", memory, "'");
+    if (mems[m].kind != MemoryKind::kDsk) {
+      return InvalidArgument("memory '", memory, "' is not a DSK memory; name an allocation");
+    }
+    ISO_RETURN_IF_ERROR(CheckRelativePath(spec.file));
+    const uint64_t id = impl_->next_instance++;
+    Instance in{id, s->id, nullptr, spec.offset, spec.shape, m, spec.file};
+    impl_->instances[id] = std::move(in);
+    s->instances.insert(id);
+    return std::make_pair(id, total);
+  }
+  ISO_ASSIGN_OR_RETURN(auto a, impl_->UsableAllocation(s->id, spec.allocation));
+  if (spec.offset > a->shm.size() || total > a->shm.size() - spec.offset) {
+    return OutOfRange("instance of ", total, " bytes (layout '", spec.shape.layout.ToString(),
+                      "' over ", ToString(spec.shape.bounds), ") at offset ", spec.offset,
+                      " does not fit allocation ", spec.allocation, " of ", a->shm.size(),
+                      " bytes");
+  }
+  const uint64_t id = impl_->next_instance++;
+  impl_->instances[id] = Instance{id, s->id, a, spec.offset, spec.shape, 0, ""};
+  s->instances.insert(id);
+  return std::make_pair(id, total);
+}
+
+Status Node::UnregisterInstance(const std::string& session, uint64_t instance) {
+  absl::MutexLock lock(&impl_->mu);
+  ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
+  if (!s->instances.erase(instance)) return NotFound("no instance ", instance, " in this session");
+  impl_->instances.erase(instance);
+  return OkStatus();
+}
+
+Result<uint64_t> Node::Copy(const std::string& session, const CopySpec& spec,
+                            TransferCallback on_done) {
+  auto record = std::make_shared<TransferRecord>();
+  if (on_done) record->waiters.push_back(std::move(on_done));
+  Impl::ResolvedCopy resolved;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    ISO_ASSIGN_OR_RETURN(resolved, impl_->ResolveCopyLocked(session, spec, *record));
+  }
+  CopyRequest& req = resolved.request;
+  req.box = spec.box;
+  req.priority = spec.priority;
+  if (resolved.cross) {
+    return impl_->StartCross(resolved.session, record, *std::move(resolved.cross), spec);
+  }
+  Impl* impl = impl_.get();
+  req.on_complete = [impl, record](Status s) { impl->OnRuntimeDone(record, std::move(s)); };
+  // Not under the node lock: the inline path completes inside Copy().
+  ISO_ASSIGN_OR_RETURN(Transfer t, impl_->runtime->Copy(std::move(req)));
+  PendingCalls calls;
+  bool adopted;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    record->id = t.id();
+    record->handle = t;
+    adopted = impl_->AdoptLocked(resolved.session, record, calls);
+  }
+  if (!adopted) t.Cancel();  // the session ended while we submitted
+  for (auto& [cb, rep] : calls) cb(rep);
+  return t.id();
+}
+
+Status Node::Cancel(const std::string& session, uint64_t transfer, bool is_operator) {
+  std::optional<Transfer> t;
+  std::shared_ptr<CrossTransfer> cross;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    ISO_ASSIGN_OR_RETURN(FoundTransfer f,
+                         impl_->TouchableLocked(session, transfer, is_operator, "cancelling"));
+    if (!f.in_flight) return OkStatus();  // already ended: nothing to do
+    t = f.record->handle;
+    cross = f.record->cross;
+  }
+  if (t) t->Cancel();
+  if (cross) cross->Cancel();
+  return OkStatus();
+}
+
+Result<TransferReport> Node::GetTransfer(const std::string& session, uint64_t transfer,
+                                         bool is_operator) const {
+  absl::MutexLock lock(&impl_->mu);
+  ISO_ASSIGN_OR_RETURN(FoundTransfer f,
+                       impl_->TouchableLocked(session, transfer, is_operator, "inspecting"));
+  return impl_->BuildReport(*f.record);
+}
+
+Status Node::WhenDone(const std::string& session, uint64_t transfer, bool is_operator,
+                      TransferCallback cb) {
+  TransferReport rep;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    ISO_ASSIGN_OR_RETURN(FoundTransfer f,
+                         impl_->TouchableLocked(session, transfer, is_operator, "waiting on"));
+    if (f.in_flight) {
+      f.record->waiters.push_back(std::move(cb));
+      return OkStatus();
+    }
+    rep = f.record->final_report;
+  }
+  cb(rep);
+  return OkStatus();
+}
+
+std::vector<TransferReport> Node::ListTransfers() const {
+  absl::MutexLock lock(&impl_->mu);
+  std::vector<TransferReport> out;
+  for (const auto& [id, r] : impl_->active) out.push_back(impl_->BuildReport(*r));
+  return out;
+}
+
+}  // namespace isometry

@@ -1,0 +1,198 @@
+// The node's insides, shared by the files that implement it by role:
+//   node.cc           start, peers' view of its instances, introspection,
+//                     drain
+//   node_sessions.cc  sessions: open, find by token, close and release
+//   node_pools.cc     client pool memory: allocate, free, publish, read,
+//                     write
+//   node_copies.cc    instances and copies: register, resolve a copy's ends,
+//                     submit it here or across nodes, track it to the end
+// Nothing outside daemon/node includes this header.
+//
+// Locking: `mu` guards the session, allocation, instance and transfer
+// tables; records reached through them (TransferRecord, Allocation's
+// `published` and `owner`) are the node lock's too, which the analysis
+// cannot name from inside those records, so the functions touching them
+// require `mu`. Callbacks to clients run outside it.
+#pragma once
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "core/log_limiter.h"
+#include "daemon/node/node.h"
+#include "daemon/node/shared_memory.h"
+
+namespace isometry {
+
+using NodeClock = std::chrono::steady_clock;
+
+// Client pool of one memory. `used` is atomic because allocations are
+// released by whichever thread drops the last reference (a transfer's
+// completion, possibly), never under the node lock.
+struct PoolAccount {
+  size_t memory = 0;  // index into the runtime's memories
+  std::string name;
+  uint64_t capacity = 0;
+  uint64_t quota = 0;
+  bool hugetlb = false;
+  std::atomic<bool> hugetlb_warned{false};
+  std::atomic<uint64_t> used{0};
+
+  bool TryTake(uint64_t bytes) {
+    uint64_t cur = used.load();
+    do {
+      if (bytes > capacity - cur) return false;
+    } while (!used.compare_exchange_weak(cur, cur + bytes));
+    return true;
+  }
+};
+
+struct Allocation {
+  uint64_t id = 0;
+  uint64_t owner = 0;      // session number; 0 once published and its owner left
+  int64_t owner_uid = -1;  // the publisher's uid (-1: not known)
+  std::shared_ptr<PoolAccount> pool;
+  SharedMemory shm;
+  bool published = false;  // the node lock's (Node::Impl::mu)
+  ~Allocation() {
+    if (pool) pool->used -= shm.size();
+  }
+};
+
+struct Instance {
+  uint64_t id = 0;
+  uint64_t session = 0;
+  std::shared_ptr<Allocation> allocation;  // null for DSK instances
+  uint64_t offset = 0;
+  InstanceShape shape;
+  size_t disk_memory = 0;   // DSK instances: the memory's index
+  std::string file;         // DSK instances: relative path
+  std::string remote_node;  // another node's instance (spec in remote_*)
+  uint64_t remote_allocation = 0;
+  std::string remote_memory;
+};
+
+struct TransferRecord {
+  uint64_t id = 0;
+  SessionOwner owner;                    // owner.session is the session's number
+  std::optional<Transfer> handle;        // set once the runtime accepted it
+  std::shared_ptr<CrossTransfer> cross;  // or: a cross-node copy this node started
+  std::shared_ptr<Allocation> src, dst;  // kept alive until the transfer ends
+  bool finished = false;
+  Status status;
+  std::vector<TransferCallback> waiters;
+  TransferReport final_report;
+};
+
+struct Session {
+  uint64_t id = 0;    // public
+  std::string token;  // secret: "<id>.<64 hex digits>", 256 random bits
+  std::string name;   // as the client gave it, cut to 128 bytes
+  Credentials creds;
+  TransferCallback on_done;
+  std::set<uint64_t> allocations;
+  std::set<uint64_t> instances;
+  std::set<uint64_t> transfers;
+  std::map<size_t, uint64_t> quota_used;  // per pool
+};
+
+// A found transfer record as Cancel, GetTransfer and WhenDone see it.
+struct FoundTransfer {
+  TransferRecord* record = nullptr;
+  bool in_flight = false;  // in `active`; else among the last ended
+};
+
+// Callbacks owed to clients, run outside the node lock.
+using PendingCalls = std::vector<std::pair<TransferCallback, TransferReport>>;
+
+struct Node::Impl {
+  // ---- constant after Create ----
+  Config config;
+  std::unique_ptr<Runtime> runtime;
+  CrossCopier* cross = nullptr;  // set before serving
+  const NodeClock::time_point started = NodeClock::now();
+  std::vector<std::shared_ptr<PoolAccount>> pools;
+  static constexpr size_t kFinishedKept = 4096;
+
+  // ---- the tables ----
+  mutable absl::Mutex mu;
+  absl::CondVar idle_cv;                                     // `active` became empty
+  std::map<uint64_t, Session> sessions ABSL_GUARDED_BY(mu);  // by public number
+  uint64_t next_session ABSL_GUARDED_BY(mu) = 1;
+  std::map<uint64_t, std::shared_ptr<Allocation>> allocations ABSL_GUARDED_BY(mu);
+  std::map<uint64_t, Instance> instances ABSL_GUARDED_BY(mu);
+  std::map<uint64_t, std::shared_ptr<TransferRecord>> active ABSL_GUARDED_BY(mu);
+  std::deque<std::shared_ptr<TransferRecord>> finished ABSL_GUARDED_BY(mu);
+  uint64_t next_allocation ABSL_GUARDED_BY(mu) = 1;
+  uint64_t next_instance ABSL_GUARDED_BY(mu) = 1;
+  // Ids of cross-node copies this node starts; far above the runtime's.
+  uint64_t next_cross ABSL_GUARDED_BY(mu) = 1ull << 48;
+  bool draining ABSL_GUARDED_BY(mu) = false;
+  // (time, bytes done per channel) over the last second.
+  std::deque<std::pair<NodeClock::time_point, std::vector<uint64_t>>> samples ABSL_GUARDED_BY(mu);
+  std::vector<double> current_bps ABSL_GUARDED_BY(mu);
+  std::vector<double> peak_bps ABSL_GUARDED_BY(mu);
+
+  // Session open/close lines: a client that attaches in a loop writes a
+  // few per 10 s, then one line counting the rest (per uid; gRPC together).
+  LogLimiter session_lines{20, std::chrono::seconds(10)};
+
+  // ---- sessions (node_sessions.cc) ----
+  bool SessionLineAllowed(const Credentials& creds);
+  // The same answer for a wrong token and a closed session, and the token
+  // is never echoed (errors reach logs and terminals).
+  const Session* FindSessionOrNull(const std::string& token) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  Result<Session*> FindSession(const std::string& token) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void ReleaseSessionLocked(Session& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+
+  // ---- pools (node_pools.cc) ----
+  Result<std::shared_ptr<Allocation>> UsableAllocation(uint64_t session, uint64_t id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  std::shared_ptr<PoolAccount> PoolByName(const std::string& name) const;
+
+  // ---- copies (node_copies.cc) ----
+  // The record of `transfer`, in flight or among the last kFinishedKept
+  // ended, if the caller may act on it (`what` it wants to do goes into the
+  // refusal).
+  Result<FoundTransfer> TouchableLocked(const std::string& session, uint64_t transfer,
+                                        bool is_operator, std::string_view what) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // `detailed` adds the path text and per-hop progress: string work kept
+  // off the completion path (the ring's latency), done on introspection.
+  TransferReport BuildReport(const TransferRecord& r, bool detailed = true) const;
+  // Moves a finished record out of `active` and returns the callbacks to
+  // run (outside the lock).
+  PendingCalls Finalize(const std::shared_ptr<TransferRecord>& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void OnRuntimeDone(const std::shared_ptr<TransferRecord>& r, Status s) ABSL_LOCKS_EXCLUDED(mu);
+  // A copy's ends and checks, under the lock: what to submit.
+  struct ResolvedCopy {
+    CopyRequest request;
+    std::optional<CrossCopySpec> cross;
+    uint64_t session = 0;
+  };
+  Result<ResolvedCopy> ResolveCopyLocked(const std::string& session, const CopySpec& spec,
+                                         TransferRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Puts an accepted transfer among the session's; false if the session
+  // ended meanwhile (the caller cancels it).
+  bool AdoptLocked(uint64_t session, const std::shared_ptr<TransferRecord>& record,
+                   PendingCalls& calls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  Result<uint64_t> StartCross(uint64_t session, std::shared_ptr<TransferRecord> record,
+                              CrossCopySpec spec, const CopySpec& copy) ABSL_LOCKS_EXCLUDED(mu);
+};
+
+// Shared checks.
+std::optional<uint64_t> TokenNumber(const std::string& token);
+SessionOwner OwnerOf(const Session& s);
+// An instance's storage [offset, offset + bytes) must not wrap 2^64.
+Status CheckInstanceEnd(uint64_t offset, uint64_t bytes);
+
+}  // namespace isometry

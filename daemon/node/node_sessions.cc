@@ -1,0 +1,145 @@
+// Node sessions: opened per client (local socket or gRPC), found by their
+// secret token, closed when the client leaves, releasing what they held.
+#include <spdlog/spdlog.h>
+
+#include "core/log_escape.h"
+#include "core/random.h"
+#include "core/strings.h"
+#include "daemon/node/node_impl.h"
+
+namespace isometry {
+
+// The number a token claims; the token is then compared in full.
+std::optional<uint64_t> TokenNumber(const std::string& token) {
+  const size_t dot = token.find('.');
+  if (dot == std::string::npos) return std::nullopt;
+  return ParseNumber<uint64_t>(std::string_view(token).substr(0, dot));
+}
+
+SessionOwner OwnerOf(const Session& s) {
+  return SessionOwner{s.id, s.name, s.creds.known() ? static_cast<int64_t>(s.creds.uid) : -1,
+                      s.creds.pid};
+}
+
+bool Node::Impl::SessionLineAllowed(const Credentials& creds) {
+  const std::string key = creds.known() ? std::to_string(creds.uid) : std::string("gRPC");
+  const LogLimiter::Verdict v = session_lines.Allow(key);
+  if (v.log && v.suppressed > 0) {
+    spdlog::info("sessions of uid {}: {} open/close line(s) suppressed", key, v.suppressed);
+  }
+  return v.log;
+}
+
+const Session* Node::Impl::FindSessionOrNull(const std::string& token) const {
+  const std::optional<uint64_t> n = TokenNumber(token);
+  if (!n) return nullptr;
+  auto it = sessions.find(*n);
+  if (it == sessions.end() || !SameSecret(it->second.token, token)) return nullptr;
+  return &it->second;
+}
+
+Result<Session*> Node::Impl::FindSession(const std::string& token) {
+  const Session* s = FindSessionOrNull(token);
+  if (!s) {
+    return FailedPrecondition(
+        "unknown or closed session: attach first (gRPC Attach or the local handshake) and "
+        "pass the token it returned");
+  }
+  return const_cast<Session*>(s);
+}
+
+void Node::Impl::ReleaseSessionLocked(Session& s) {
+  for (uint64_t id : s.instances) instances.erase(id);
+  for (uint64_t id : s.allocations) {
+    auto it = allocations.find(id);
+    if (it == allocations.end()) continue;
+    if (it->second->published) {
+      it->second->owner = 0;  // outlives its session
+    } else {
+      allocations.erase(it);  // memory goes when in-flight transfers drain
+    }
+  }
+}
+
+Result<OpenedSession> Node::OpenSession(const std::string& client_name, const Credentials& creds,
+                                        TransferCallback on_transfer_done) {
+  absl::MutexLock lock(&impl_->mu);
+  if (impl_->draining) return Unavailable("isometryd is shutting down");
+  const DaemonConfig& dc = impl_->config.daemon;
+  if (impl_->sessions.size() >= dc.max_sessions) {
+    return ResourceExhausted("too many sessions (", impl_->sessions.size(),
+                             "); daemon.max_sessions is ", dc.max_sessions);
+  }
+  // One uid (or, where gRPC hides it, the gRPC clients together) cannot
+  // take every session slot from the others.
+  uint32_t same = 0;
+  for (const auto& [id, other] : impl_->sessions) {
+    same +=
+        creds.known() ? other.creds.known() && other.creds.uid == creds.uid : !other.creds.known();
+  }
+  if (creds.known() && same >= dc.max_sessions_per_uid) {
+    return ResourceExhausted("uid ", creds.uid, " already has ", same,
+                             " sessions; daemon.max_sessions_per_uid is ", dc.max_sessions_per_uid);
+  }
+  if (!creds.known() && same >= dc.max_grpc_sessions) {
+    return ResourceExhausted("too many gRPC sessions (", same, "); daemon.max_grpc_sessions is ",
+                             dc.max_grpc_sessions);
+  }
+  Session s;
+  s.id = impl_->next_session++;
+  s.token = StrCat(s.id, ".", RandomHex(32));
+  s.name = client_name.substr(0, 128);
+  s.creds = creds;
+  s.on_done = std::move(on_transfer_done);
+  OpenedSession opened{s.token, s.id};
+  if (impl_->SessionLineAllowed(s.creds)) {
+    spdlog::info("session {} opened: client '{}' pid {} uid {}", s.id, ForLog(s.name), creds.pid,
+                 creds.known() ? std::to_string(creds.uid) : std::string("unknown (gRPC)"));
+  }
+  impl_->sessions.emplace(s.id, std::move(s));
+  return opened;
+}
+
+void Node::CloseSession(const std::string& session) {
+  std::vector<Transfer> to_cancel;
+  std::vector<std::shared_ptr<CrossTransfer>> cross;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    const Session* found = impl_->FindSessionOrNull(session);
+    if (!found) return;
+    auto it = impl_->sessions.find(found->id);
+    Session& s = it->second;
+    for (uint64_t id : s.transfers) {
+      auto t = impl_->active.find(id);
+      if (t == impl_->active.end()) continue;
+      if (t->second->handle) to_cancel.push_back(*t->second->handle);
+      if (t->second->cross) cross.push_back(t->second->cross);
+    }
+    size_t published = 0;
+    for (uint64_t id : s.allocations) {
+      auto a = impl_->allocations.find(id);
+      published += a != impl_->allocations.end() && a->second->published;
+    }
+    if (impl_->SessionLineAllowed(s.creds)) {
+      spdlog::info(
+          "session {} closed: client '{}' pid {}; cancelling {} transfer(s), freeing {} "
+          "allocation(s), keeping {} published",
+          s.id, ForLog(s.name), s.creds.pid, to_cancel.size() + cross.size(),
+          s.allocations.size() - published, published);
+    }
+    impl_->ReleaseSessionLocked(s);
+    // Completions of its transfers no longer reach it.
+    impl_->sessions.erase(it);
+  }
+  for (Transfer& t : to_cancel) t.Cancel();
+  for (auto& c : cross) c->Cancel();
+}
+
+std::optional<uint64_t> Node::SessionNumber(const std::string& session) const {
+  absl::MutexLock lock(&impl_->mu);
+  const Session* s = impl_->FindSessionOrNull(session);
+  if (!s) return std::nullopt;
+  return s->id;
+}
+
+}  // namespace isometry
