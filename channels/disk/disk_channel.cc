@@ -35,11 +35,12 @@
 #include <deque>
 #include <limits>
 #include <list>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "channels/disk/direct_io.h"
 #include "channels/disk/disk_request.h"
 #include "channels/disk/staging.h"
@@ -119,9 +120,9 @@ class DiskChannel final : public Channel {
     worker_ = std::thread([this] { Run(); });
   }
 
-  ~DiskChannel() override {
+  ~DiskChannel() override ABSL_LOCKS_EXCLUDED(mu_) {
     {
-      std::lock_guard lock(mu_);
+      absl::MutexLock lock(&mu_);
       stopping_ = true;
     }
     Wake();
@@ -133,12 +134,12 @@ class DiskChannel final : public Channel {
 
   void Interrupt() override { Wake(); }
 
-  void Submit(ChannelRequest request, RequestDone done) override {
+  void Submit(ChannelRequest request, RequestDone done) override ABSL_LOCKS_EXCLUDED(mu_) {
     auto r = std::make_unique<Request>();
     r->req = std::move(request);
     r->done = std::move(done);
     {
-      std::lock_guard lock(mu_);
+      absl::MutexLock lock(&mu_);
       queue_.push_back(std::move(r));
     }
     Wake();
@@ -161,12 +162,12 @@ class DiskChannel final : public Channel {
     io_uring_sqe_set_data64(sqe, kWakeTag);
   }
 
-  void Run() {
+  void Run() ABSL_LOCKS_EXCLUDED(mu_) {
     ArmWake();
     while (true) {
       bool stopping;
       {
-        std::lock_guard lock(mu_);
+        absl::MutexLock lock(&mu_);
         while (!queue_.empty()) {
           pending_.push_back(std::move(queue_.front()));
           queue_.pop_front();
@@ -534,9 +535,9 @@ class DiskChannel final : public Channel {
   uint64_t wake_buf_ = 0;
   Uring ring_;
 
-  std::mutex mu_;
-  std::deque<std::unique_ptr<Request>> queue_;  // guarded by mu_
-  bool stopping_ = false;                       // guarded by mu_
+  absl::Mutex mu_;
+  std::deque<std::unique_ptr<Request>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
   // Worker thread only.
   std::deque<std::unique_ptr<Request>> pending_;
