@@ -11,7 +11,7 @@
 #include <memory>
 #include <mutex>
 
-#include "channels/disk/disk_channel.h"
+#include "channels/disk/disk_file.h"
 #include "channels/host_pages.h"
 #include "core/random.h"
 #include "core/unique_fd.h"

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "core/unique_fd.h"
 #include "daemon/cluster/secret.h"
 
 namespace isometry {
@@ -89,14 +90,13 @@ Status CheckListenAddress(const char* key, const std::string& address) {
   std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owner(found, ::freeaddrinfo);
   int last_error = 0;
   for (const addrinfo* a = found; a; a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) {
+    const UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+    if (!fd.valid()) {
       last_error = errno;
       continue;
     }
-    const int rc = ::bind(fd, a->ai_addr, a->ai_addrlen);
+    const int rc = ::bind(fd.get(), a->ai_addr, a->ai_addrlen);
     last_error = errno;
-    ::close(fd);
     if (rc == 0) return OkStatus();
   }
   return ConfigKeyError(key, "address '", address, "': cannot listen on host '", host,

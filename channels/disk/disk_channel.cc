@@ -1,32 +1,8 @@
-// How a request becomes I/O.
+// The disk channel: the worker that issues a request's I/O on io_uring and
+// completes it. How a request is cut into I/Os is in disk_request.h, the
+// staging memory in staging.h, the files' owner in disk_file.h.
 //
-// 1. The program's runs are mapped to file offsets (FileRange.offset + the
-//    run's file-side offset) and host addresses. Two shapes:
-//    - Large runs (the normal case: the planner never routes a layout
-//      change through a disk channel, converts_layout is false): runs are
-//      listed, sorted by file offset and merged where they touch in the
-//      file and in memory. I/O goes straight to host memory (zero copy).
-//    - Small runs (average < kSmallRun, e.g. AOS on disk <-> SOA in memory)
-//      covering a dense file range: one I/O per run would be millions of
-//      SQEs ("small requests kill channels"), so the whole range goes
-//      through registered staging memory as a few large I/Os, and the copy
-//      program runs between staging and host memory (layout/executor).
-// 2. Every file range is cut at 4 KiB boundaries: the aligned body goes to
-//    the O_DIRECT fd in pieces of at most max_io_bytes; an unaligned head
-//    and tail (< 4 KiB each) go to the buffered fd. We do not bounce heads
-//    and tails through an aligned buffer: for a write that would be a
-//    read-modify-write of the whole 4 KiB block, which races with a
-//    neighbouring request writing the rest of that block (adjacent chunks
-//    of one transfer are written concurrently). The page cache merges such
-//    partial writes correctly, and heads and tails never share a block
-//    with an O_DIRECT piece (a block is direct only when one piece covers
-//    it whole), so the two paths never overlap.
-//    A body whose file range is aligned but whose host address is not
-//    (O_DIRECT needs both) is bounced through staging memory instead: one
-//    memcpy, which the buffered path would cost too, without polluting the
-//    page cache or writing back later. Without a direct fd (a file system
-//    without O_DIRECT) everything takes the buffered fd, in place.
-// 3. I/O is issued in ascending file order (Isometry §3.4: sequential
+// 1. I/O is issued in ascending file order (Isometry §3.4: sequential
 //    access), requests in arrival order, with up to queue_depth SQEs in
 //    flight; a newly started request gets its first SQE before the oldest
 //    fills the rest, so a request of millions of tiny I/Os (a layout change
@@ -37,7 +13,7 @@
 //    returns 0 early fails as "file shorter than the instance", any other
 //    error fails the request. A failed request issues nothing more, waits
 //    for what is in flight, frees its staging and then completes.
-// 4. A cancelled request (ChannelRequest::cancelled, with Interrupt())
+// 2. A cancelled request (ChannelRequest::cancelled, with Interrupt())
 //    ends like a failed one: not started, it completes at once; running,
 //    after the I/Os in flight (each at most max_io_bytes) return.
 //
@@ -47,7 +23,6 @@
 // io_uring_enter alone.
 #include "channels/disk/disk_channel.h"
 
-#include <fcntl.h>
 #include <liburing.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -60,12 +35,15 @@
 #include <deque>
 #include <limits>
 #include <list>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "channels/disk/direct_io.h"
+#include "channels/disk/disk_request.h"
+#include "channels/disk/staging.h"
 #include "channels/disk/uring.h"
 #include "channels/host_pages.h"
 #include "channels/rate_limiter.h"
@@ -76,117 +54,27 @@ namespace isometry {
 
 namespace {
 
-constexpr uint64_t kAlign = 4096;                // O_DIRECT granularity we require
-constexpr uint64_t kSmallRun = 16ull << 10;      // average run below this: staged
-constexpr uint64_t kMaxListedRuns = 1ull << 22;  // bounds the run list (~100 MB)
-constexpr int kMaxRetries = 1000;                // -EAGAIN / -EINTR per I/O
-constexpr size_t kFixedFilesMinIos = 4;          // fewer I/Os: plain fds are cheaper
-constexpr uint64_t kWakeTag = 1;                 // user_data of the eventfd read
-constexpr int kMaxIdlePasses = 4;                // see Run()
-constexpr size_t kCancelCheckRuns = 1 << 16;     // runs listed between looks at a cancel
+using disk::AlignDown;
+using disk::Aligned;
+using disk::AlignUp;
+using disk::ErrnoText;
+using disk::FileRun;
+using disk::FileSpan;
+using disk::Io;
+using disk::kAlign;
+using disk::Request;
+using disk::StagingMemory;
 
-bool Aligned(uint64_t v) { return v % kAlign == 0; }
-bool Aligned(const std::byte* p) { return reinterpret_cast<uintptr_t>(p) % kAlign == 0; }
-uint64_t AlignDown(uint64_t v) { return v / kAlign * kAlign; }
-uint64_t AlignUp(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
-
-// An op that moves nothing (hand-built programs may have them).
-bool MovesNothing(const CopyOp& op) {
-  if (op.run_bytes == 0) return true;
-  for (int l = 0; l < op.num_loops; ++l)
-    if (op.loops[l].count == 0) return true;
-  return false;
-}
-
-std::string ErrnoText(int err) {
-  char buf[128];
-  return strerror_r(err, buf, sizeof buf);  // GNU: returns the message
-}
-
-// First-fit allocator of 4 KiB-aligned ranges of the staging mapping.
-class StagingAllocator {
- public:
-  explicit StagingAllocator(uint64_t bytes) { free_[0] = bytes; }
-  std::optional<uint64_t> Allocate(uint64_t bytes) {
-    bytes = AlignUp(bytes);
-    for (auto it = free_.begin(); it != free_.end(); ++it) {
-      if (it->second < bytes) continue;
-      const uint64_t off = it->first, left = it->second - bytes;
-      free_.erase(it);
-      if (left) free_[off + bytes] = left;
-      return off;
-    }
-    return std::nullopt;
-  }
-  void Free(uint64_t off, uint64_t bytes) {
-    bytes = AlignUp(bytes);
-    auto next = free_.lower_bound(off);
-    if (next != free_.end() && off + bytes == next->first) {
-      bytes += next->second;
-      next = free_.erase(next);
-    }
-    if (next != free_.begin()) {
-      auto prev = std::prev(next);
-      if (prev->first + prev->second == off) {
-        prev->second += bytes;
-        return;
-      }
-    }
-    free_[off] = bytes;
-  }
-
- private:
-  std::map<uint64_t, uint64_t> free_;  // offset -> bytes, coalesced
-};
-
-struct Request;
-
-// One read or write of a contiguous file range (resubmitted until done).
-struct Io {
-  Request* owner = nullptr;
-  uint64_t file_offset = 0;  // absolute
-  uint64_t length = 0;
-  uint64_t done = 0;
-  std::byte* mem = nullptr;   // what the kernel reads or writes
-  std::byte* host = nullptr;  // bounce: the host memory `mem` stands for
-  bool direct = false;        // O_DIRECT fd
-  bool bounce = false;        // needs staging at issue time (host unaligned)
-  bool in_staging = false;    // mem lies in the registered staging memory
-  uint64_t staging_offset = 0;
-  int retries = 0;
-};
-
-struct Request {
-  ChannelRequest req;
-  RequestDone done;
-  const FileRange* file = nullptr;  // the request's file end (set by Prepare)
-  std::byte* host = nullptr;        // its host end's base (set by Prepare)
-  std::vector<Io> ios;              // ascending file order; never resized once built
-  size_t next = 0;                  // first Io not yet issued
-  int in_flight = 0;
-  Status status;
-  // Small-run programs: the file range [lo, hi) staged at staging_base.
-  bool staged = false;
-  uint64_t staging_offset = 0, staging_bytes = 0;
-  std::byte* staging_base = nullptr;  // holds file byte `lo`
-  CopyProgram shifted;                // file-side offsets relative to lo
-  int file_slot = -1;                 // fixed-file slot pair, or -1
-
-  bool failed() const { return !status.ok(); }
-  bool finished() const { return in_flight == 0 && (failed() || next == ios.size()); }
-};
-
-struct FileRun {
-  uint64_t file = 0;  // absolute offset
-  std::byte* mem = nullptr;
-  uint64_t len = 0;
-};
+constexpr int kMaxRetries = 1000;        // -EAGAIN / -EINTR per I/O
+constexpr size_t kFixedFilesMinIos = 4;  // fewer I/Os: plain fds are cheaper
+constexpr uint64_t kWakeTag = 1;         // user_data of the eventfd read
+constexpr int kMaxIdlePasses = 4;        // see Run()
 
 class DiskChannel final : public Channel {
  public:
   struct Parts {
     Uring ring;
-    HostPages staging;
+    StagingMemory staging;
     UniqueFd wake;
     unsigned queue_depth;
     uint64_t max_io_bytes;
@@ -201,8 +89,7 @@ class DiskChannel final : public Channel {
         hook_(options.io_hook),
         staging_(std::move(parts.staging)),
         wake_(std::move(parts.wake)),
-        ring_(std::move(parts.ring)),
-        allocator_(staging_.size()) {
+        ring_(std::move(parts.ring)) {
     caps_.name = config.name;
     caps_.kind = config.kind;
     for (MemoryKind host : {MemoryKind::kSys, MemoryKind::kReg, MemoryKind::kZcm}) {
@@ -233,9 +120,9 @@ class DiskChannel final : public Channel {
     worker_ = std::thread([this] { Run(); });
   }
 
-  ~DiskChannel() override {
+  ~DiskChannel() override ABSL_LOCKS_EXCLUDED(mu_) {
     {
-      std::lock_guard lock(mu_);
+      absl::MutexLock lock(&mu_);
       stopping_ = true;
     }
     Wake();
@@ -247,12 +134,12 @@ class DiskChannel final : public Channel {
 
   void Interrupt() override { Wake(); }
 
-  void Submit(ChannelRequest request, RequestDone done) override {
+  void Submit(ChannelRequest request, RequestDone done) override ABSL_LOCKS_EXCLUDED(mu_) {
     auto r = std::make_unique<Request>();
     r->req = std::move(request);
     r->done = std::move(done);
     {
-      std::lock_guard lock(mu_);
+      absl::MutexLock lock(&mu_);
       queue_.push_back(std::move(r));
     }
     Wake();
@@ -275,12 +162,12 @@ class DiskChannel final : public Channel {
     io_uring_sqe_set_data64(sqe, kWakeTag);
   }
 
-  void Run() {
+  void Run() ABSL_LOCKS_EXCLUDED(mu_) {
     ArmWake();
     while (true) {
       bool stopping;
       {
-        std::lock_guard lock(mu_);
+        absl::MutexLock lock(&mu_);
         while (!queue_.empty()) {
           pending_.push_back(std::move(queue_.front()));
           queue_.pop_front();
@@ -359,11 +246,46 @@ class DiskChannel final : public Channel {
   // Validates `r` and cuts it into I/Os. Returns false only when it must
   // wait for staging memory; an invalid request gets its status and no I/O.
   bool Prepare(Request& r) {
-    if (!r.req.program) {
-      r.status = InvalidArgument(prefix_, ": request without a program");
+    if (!ResolveEnds(r)) return true;
+    const CopyProgram& p = *r.req.program;
+    if (p.bytes == 0 || p.ops.empty()) return true;
+    if (r.host == nullptr) {
+      r.status =
+          InvalidArgument(prefix_, ": request without a host ", write_ ? "source" : "destination");
       return true;
     }
-    const CopyProgram& p = *r.req.program;
+    const std::optional<FileSpan> span = disk::FileSideSpan(p, write_);
+    if (!span) return true;  // only empty ops
+    if (span->lo < 0 || span->hi + r.file->offset > std::numeric_limits<int64_t>::max()) {
+      r.status = InvalidArgument(
+          prefix_, ": ", r.file->path, ": the request reaches ",
+          span->lo < 0 ? "before the instance's first byte" : "past the largest file offset");
+      return true;
+    }
+    const auto lo = static_cast<uint64_t>(span->lo);
+    const auto bytes = static_cast<uint64_t>(span->hi - span->lo);
+    const uint64_t file_lo = r.file->offset + lo;
+    const uint64_t avg_run = p.bytes / std::max<uint64_t>(1, p.runs);
+    // Reads may read the gaps of a nearly dense range; writes must cover
+    // their range exactly (each byte once, so span == bytes means no gap).
+    const bool dense = write_ ? bytes == p.bytes : bytes <= 2 * p.bytes;
+    const uint64_t staged_bytes = AlignUp(file_lo + bytes) - AlignDown(file_lo);
+    if (p.runs > 1 && avg_run < disk::kSmallRun && dense && staged_bytes <= staging_.size()) {
+      if (!PrepareStaged(r, lo, file_lo, bytes, staged_bytes)) return false;
+    } else if (!PrepareListed(r)) {
+      return true;
+    }
+    AttachFixedFiles(r);
+    return true;
+  }
+
+  // Sets r.file and r.host from the request's ends; false (with r.status
+  // set) when they are not what this channel takes.
+  bool ResolveEnds(Request& r) {
+    if (!r.req.program) {
+      r.status = InvalidArgument(prefix_, ": request without a program");
+      return false;
+    }
     const Endpoint& file_end = write_ ? r.req.dst : r.req.src;
     const Endpoint& host_end = write_ ? r.req.src : r.req.dst;
     const char* file_side = write_ ? "destination" : "source";
@@ -372,185 +294,63 @@ class DiskChannel final : public Channel {
     auto host_bytes = EndpointAs<HostBytes>(host_end, prefix_, host_side);
     if (!file.ok() || !host_bytes.ok()) {
       r.status = file.ok() ? host_bytes.status() : file.status();
-      return true;
+      return false;
     }
     r.file = *file;
     r.host = (*host_bytes)->base;  // never written for DiskWrite
-    std::byte* host = r.host;
     if (r.file->fd < 0) {
       r.status = FailedPrecondition(prefix_, ": request without an open ", file_side, " file",
                                     r.file->path.empty() ? "" : " ('" + r.file->path + "')");
-      return true;
+      return false;
     }
-    if (p.bytes == 0 || p.ops.empty()) return true;
-    if (host == nullptr) {
-      r.status =
-          InvalidArgument(prefix_, ": request without a host ", write_ ? "source" : "destination");
-      return true;
-    }
-
-    // The file range the program touches, relative to the instance.
-    // Strides are two's complement: the compiler walks some blocked
-    // layouts backwards (a negative stride wraps around 2^64).
-    __int128 lo = std::numeric_limits<int64_t>::max(), hi = 0;
-    bool moves = false;
-    for (const CopyOp& op : p.ops) {
-      if (MovesNothing(op)) continue;
-      moves = true;
-      __int128 first = write_ ? op.dst_offset : op.src_offset, last = first + op.run_bytes;
-      for (int l = 0; l < op.num_loops; ++l) {
-        const auto stride =
-            static_cast<int64_t>(write_ ? op.loops[l].dst_stride : op.loops[l].src_stride);
-        const __int128 reach = static_cast<__int128>(op.loops[l].count - 1) * stride;
-        (reach < 0 ? first : last) += reach;
-      }
-      lo = std::min(lo, first);
-      hi = std::max(hi, last);
-    }
-    if (!moves) return true;  // only empty ops
-    if (lo < 0 || hi + r.file->offset > std::numeric_limits<int64_t>::max()) {
-      r.status = InvalidArgument(
-          prefix_, ": ", r.file->path, ": the request reaches ",
-          lo < 0 ? "before the instance's first byte" : "past the largest file offset");
-      return true;
-    }
-    const uint64_t span = static_cast<uint64_t>(hi - lo);
-    const uint64_t file_lo = r.file->offset + static_cast<uint64_t>(lo);
-    const uint64_t avg_run = p.bytes / std::max<uint64_t>(1, p.runs);
-    // Reads may read the gaps of a nearly dense range; writes must cover
-    // their range exactly (each byte once, so span == bytes means no gap).
-    const bool dense = write_ ? span == p.bytes : span <= 2 * p.bytes;
-    const uint64_t staged_bytes = AlignUp(file_lo + span) - AlignDown(file_lo);
-    if (p.runs > 1 && avg_run < kSmallRun && dense && staged_bytes <= staging_.size()) {
-      if (bounce_waiting_) return false;  // let bounced I/O get staging first
-      const std::optional<uint64_t> off = allocator_.Allocate(staged_bytes);
-      if (!off) return false;
-      r.staged = true;
-      r.staging_offset = *off;
-      r.staging_bytes = staged_bytes;
-      r.staging_base = staging_.data() + *off + file_lo % kAlign;
-      r.shifted = p;
-      for (CopyOp& op : r.shifted.ops)
-        (write_ ? op.dst_offset : op.src_offset) -= static_cast<uint64_t>(lo);
-      if (write_) ExecuteProgram(r.shifted, host, r.staging_base);
-      Cut(r, {file_lo, r.staging_base, span}, /*in_staging=*/true);
-    } else {
-      if (p.runs > kMaxListedRuns) {
-        r.status = InvalidArgument(prefix_, ": ", r.file->path, ": a program of ", p.runs,
-                                   " small runs over a sparse file range; split the request");
-        return true;
-      }
-      // Millions of runs take a while to list: a cancel is looked at
-      // every kCancelCheckRuns of them (the latency promised in channel.h).
-      std::optional<std::vector<FileRun>> runs = ListRuns(p, r.file->offset, host, r.req);
-      if (!runs) {
-        r.status = CancelledStatus();
-        return true;
-      }
-      for (size_t i = 0; i < runs->size(); ++i) {
-        if (i % kCancelCheckRuns == kCancelCheckRuns - 1 && r.req.Cancelled()) {
-          r.ios.clear();
-          r.status = CancelledStatus();
-          return true;
-        }
-        Cut(r, (*runs)[i], /*in_staging=*/false);
-      }
-    }
-    AttachFixedFiles(r);
     return true;
   }
 
-  // The program's runs as (file offset, host address, length), ascending
-  // in the file, merged where they touch in the file and in memory; nullopt
-  // when `req` is cancelled meanwhile.
-  std::optional<std::vector<FileRun>> ListRuns(const CopyProgram& p, uint64_t file_base,
-                                               std::byte* host, const ChannelRequest& req) const {
-    std::vector<FileRun> runs;
-    runs.reserve(p.runs);
-    bool sorted = true;
-    auto emit = [&](uint64_t file, uint64_t mem, uint64_t len) {
-      if (!runs.empty() && runs.back().file > file_base + file) sorted = false;
-      runs.push_back({file_base + file, host + mem, len});
-    };
-    for (const CopyOp& program_op : p.ops) {
-      if (MovesNothing(program_op)) continue;
-      // A loop nest is a product: any loop order visits the same runs.
-      // Largest file stride outermost visits them in file order (no sort
-      // for a transposed op, whose loops run across the file).
-      CopyOp op = program_op;
-      std::stable_sort(op.loops.begin(), op.loops.begin() + op.num_loops,
-                       [&](const CopyLoop& a, const CopyLoop& b) {
-                         return static_cast<int64_t>(write_ ? a.dst_stride : a.src_stride) >
-                                static_cast<int64_t>(write_ ? b.dst_stride : b.src_stride);
-                       });
-      const uint64_t f0 = write_ ? op.dst_offset : op.src_offset;
-      const uint64_t m0 = write_ ? op.src_offset : op.dst_offset;
-      if (op.num_loops == 0) {
-        emit(f0, m0, op.run_bytes);
-        continue;
-      }
-      std::array<uint64_t, kMaxCopyLoops> idx{};
-      while (true) {
-        uint64_t f = f0, m = m0;
-        for (int l = 0; l < op.num_loops; ++l) {
-          f += idx[l] * (write_ ? op.loops[l].dst_stride : op.loops[l].src_stride);
-          m += idx[l] * (write_ ? op.loops[l].src_stride : op.loops[l].dst_stride);
-        }
-        emit(f, m, op.run_bytes);
-        if (runs.size() % kCancelCheckRuns == 0 && req.Cancelled()) return std::nullopt;
-        int l = op.num_loops - 1;
-        while (l >= 0 && ++idx[l] == op.loops[l].count) idx[l--] = 0;
-        if (l < 0) break;
-      }
-    }
-    if (req.Cancelled()) return std::nullopt;
-    if (!sorted) {
-      std::stable_sort(runs.begin(), runs.end(),
-                       [](const FileRun& a, const FileRun& b) { return a.file < b.file; });
-    }
-    std::vector<FileRun> merged;
-    for (const FileRun& run : runs) {
-      if (!merged.empty() && merged.back().file + merged.back().len == run.file &&
-          merged.back().mem + merged.back().len == run.mem) {
-        merged.back().len += run.len;
-      } else {
-        merged.push_back(run);
-      }
-    }
-    return merged;
+  // A small-run program over a dense file range: the file bytes
+  // [file_lo, file_lo + bytes) go through one piece of staging memory (`lo`
+  // is file_lo relative to the instance). False while no piece is free.
+  bool PrepareStaged(Request& r, uint64_t lo, uint64_t file_lo, uint64_t bytes,
+                     uint64_t staged_bytes) {
+    if (bounce_waiting_) return false;  // let bounced I/O get staging first
+    const std::optional<uint64_t> off = staging_.Take(staged_bytes);
+    if (!off) return false;
+    r.staged = true;
+    r.staging_offset = *off;
+    r.staging_bytes = staged_bytes;
+    r.staging_base = staging_.data() + *off + file_lo % kAlign;
+    r.shifted = *r.req.program;
+    for (CopyOp& op : r.shifted.ops) (write_ ? op.dst_offset : op.src_offset) -= lo;
+    if (write_) ExecuteProgram(r.shifted, r.host, r.staging_base);
+    disk::CutRun(r, {file_lo, r.staging_base, bytes}, /*in_staging=*/true, max_io_bytes_);
+    return true;
   }
 
-  // Cuts one file range into I/Os: buffered head, O_DIRECT body pieces of
-  // at most max_io_bytes, buffered tail.
-  void Cut(Request& r, const FileRun& run, bool in_staging) {
-    const bool has_direct = r.file->direct_fd >= 0;
-    const uint64_t a = run.file, e = run.file + run.len;
-    auto add = [&](uint64_t off, uint64_t len, bool body) {
-      Io io;
-      io.owner = &r;
-      io.file_offset = off;
-      io.length = len;
-      io.mem = run.mem + (off - a);
-      io.in_staging = in_staging;
-      if (body && has_direct) {
-        io.direct = true;
-        if (!Aligned(io.mem)) {  // aligned file range, unaligned host memory
-          io.bounce = true;
-          io.host = io.mem;
-          io.mem = nullptr;
-        }
-      }
-      r.ios.push_back(io);
-    };
-    const uint64_t body_lo = std::min(AlignUp(a), e);
-    const uint64_t body_hi = std::max(AlignDown(e), body_lo);
-    if (a < body_lo) add(a, body_lo - a, false);
-    for (uint64_t o = body_lo; o < body_hi;) {
-      const uint64_t n = std::min(max_io_bytes_, body_hi - o);
-      add(o, n, true);
-      o += n;
+  // Large runs: I/O straight to host memory. False (with r.status set) when
+  // the program is refused or the request is cancelled meanwhile.
+  bool PrepareListed(Request& r) {
+    const CopyProgram& p = *r.req.program;
+    if (p.runs > disk::kMaxListedRuns) {
+      r.status = InvalidArgument(prefix_, ": ", r.file->path, ": a program of ", p.runs,
+                                 " small runs over a sparse file range; split the request");
+      return false;
     }
-    if (body_hi < e) add(body_hi, e - body_hi, false);
+    // Millions of runs take a while to list: a cancel is looked at
+    // every kCancelCheckRuns of them (the latency promised in channel.h).
+    std::optional<std::vector<FileRun>> runs =
+        disk::ListRuns(p, write_, r.file->offset, r.host, r.req);
+    if (!runs) {
+      r.status = CancelledStatus();
+      return false;
+    }
+    for (size_t i = 0; i < runs->size(); ++i) {
+      if (i % disk::kCancelCheckRuns == disk::kCancelCheckRuns - 1 && r.req.Cancelled()) {
+        r.ios.clear();
+        r.status = CancelledStatus();
+        return false;
+      }
+      disk::CutRun(r, (*runs)[i], /*in_staging=*/false, max_io_bytes_);
+    }
+    return true;
   }
 
   void AttachFixedFiles(Request& r) {
@@ -592,7 +392,7 @@ class DiskChannel final : public Channel {
          n < most && !r.failed() && r.next < r.ios.size() && in_flight_ < queue_depth_; ++n) {
       Io& io = r.ios[r.next];
       if (io.bounce && io.mem == nullptr) {
-        const std::optional<uint64_t> off = allocator_.Allocate(io.length);
+        const std::optional<uint64_t> off = staging_.Take(io.length);
         if (!off) {
           bounce_waiting_ = true;
           return;  // later requests may still go: staging frees as they finish
@@ -686,7 +486,7 @@ class DiskChannel final : public Channel {
       }
     }
     if (io.bounce && io.mem) {
-      allocator_.Free(io.staging_offset, io.length);
+      staging_.GiveBack(io.staging_offset, io.length);
       io.mem = nullptr;
     }
   }
@@ -707,7 +507,7 @@ class DiskChannel final : public Channel {
       }
       if (r.staged) {
         if (!write_ && !r.failed()) ExecuteProgram(r.shifted, r.staging_base, r.host);
-        allocator_.Free(r.staging_offset, r.staging_bytes);
+        staging_.GiveBack(r.staging_offset, r.staging_bytes);
       }
       DetachFixedFiles(r);
       std::unique_ptr<Request> finished = std::move(*it);
@@ -730,19 +530,18 @@ class DiskChannel final : public Channel {
 
   // The kernel may still touch these while the ring lives: declared before
   // ring_, so they are released after it.
-  HostPages staging_;
+  StagingMemory staging_;
   UniqueFd wake_;
   uint64_t wake_buf_ = 0;
   Uring ring_;
 
-  std::mutex mu_;
-  std::deque<std::unique_ptr<Request>> queue_;  // guarded by mu_
-  bool stopping_ = false;                       // guarded by mu_
+  absl::Mutex mu_;
+  std::deque<std::unique_ptr<Request>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
   // Worker thread only.
   std::deque<std::unique_ptr<Request>> pending_;
   std::list<std::unique_ptr<Request>> active_;
-  StagingAllocator allocator_;
   std::vector<int> free_slots_;  // first slot of each free fixed-file pair
   unsigned in_flight_ = 0;       // SQEs, the eventfd read not counted
   uint64_t sequence_ = 0;
@@ -777,8 +576,7 @@ Result<std::unique_ptr<Channel>> MakeDiskChannel(const ChannelConfig& config,
   staging = AlignUp(std::max(staging, 2 * max_io));
 
   ISO_ASSIGN_OR_RETURN(Uring ring, Uring::Create({.entries = depth + 1}));
-  // Huge pages where the kernel has them: few segments per O_DIRECT request.
-  Result<HostPages> mapping = HostPages::Map(staging, /*populate=*/true);
+  Result<StagingMemory> mapping = StagingMemory::Map(staging);
   if (!mapping.ok()) {
     return ResourceExhausted("channel '", config.name,
                              "': staging memory: ", mapping.status().message());
@@ -802,72 +600,6 @@ Result<std::unique_ptr<Channel>> MakeDiskChannel(const ChannelConfig& config,
 std::string DescribeDiskChannel(const Channel& channel) {
   const auto* disk = dynamic_cast<const DiskChannel*>(&channel);
   return disk ? disk->description() : std::string();
-}
-
-Status SyncFile(const FileRange& file) {
-  while (::fdatasync(file.fd) != 0) {
-    if (errno == EINTR) continue;
-    const int err = errno;
-    return Status(absl::ErrnoToStatusCode(err),
-                  StrCat("fdatasync ", file.path, ": ", ErrnoText(err)));
-  }
-  return OkStatus();
-}
-
-Result<DiskFile> DiskFile::Open(const std::string& path, Mode mode, const std::string& shown) {
-  int flags = O_CLOEXEC;
-  switch (mode) {
-    case Mode::kRead:
-      flags |= O_RDONLY;
-      break;
-    case Mode::kWrite:
-      flags |= O_WRONLY | O_CREAT;
-      break;
-    case Mode::kUpdate:
-      flags |= O_RDWR | O_CREAT;
-      break;
-  }
-  auto open = [&](int f) {
-    int fd;
-    do fd = ::open(path.c_str(), f, 0644);
-    while (fd < 0 && errno == EINTR);
-    return fd;
-  };
-  UniqueFd fd(open(flags));
-  if (fd.get() < 0) {
-    const int err = errno;
-    return Status(absl::ErrnoToStatusCode(err), StrCat("open ", path, ": ", ErrnoText(err)));
-  }
-  UniqueFd direct(open((flags & ~O_CREAT) | O_DIRECT));
-  if (direct.get() < 0 && errno != EINVAL) {  // EINVAL: no O_DIRECT on this file system
-    const int err = errno;
-    return Status(absl::ErrnoToStatusCode(err),
-                  StrCat("open ", path, " with O_DIRECT: ", ErrnoText(err)));
-  }
-  return DiskFile(shown.empty() ? path : shown, fd.release(), direct.release());
-}
-
-DiskFile::DiskFile(DiskFile&& other) noexcept
-    : path_(std::move(other.path_)),
-      fd_(std::exchange(other.fd_, -1)),
-      direct_fd_(std::exchange(other.direct_fd_, -1)) {}
-
-DiskFile& DiskFile::operator=(DiskFile&& other) noexcept {
-  if (this != &other) {
-    Close();
-    path_ = std::move(other.path_);
-    fd_ = std::exchange(other.fd_, -1);
-    direct_fd_ = std::exchange(other.direct_fd_, -1);
-  }
-  return *this;
-}
-
-DiskFile::~DiskFile() { Close(); }
-
-void DiskFile::Close() {
-  if (fd_ >= 0) ::close(fd_);
-  if (direct_fd_ >= 0) ::close(direct_fd_);
-  fd_ = direct_fd_ = -1;
 }
 
 }  // namespace isometry

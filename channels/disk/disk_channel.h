@@ -10,7 +10,8 @@
 // Contract (besides channels/channel.h):
 //  - The channel never opens, closes, truncates or syncs a file it is given:
 //    the FileRange's fds must stay open until `done` runs. Durability is the
-//    caller's: call SyncFile() once a write transfer has finished.
+//    caller's: call SyncFile() (disk_file.h) once a write transfer has
+//    finished.
 //  - A DiskWrite program must write each file byte at most once
 //    (CompileCopy's programs do); a DiskRead program may read bytes twice.
 //  - A failure (ENOSPC, EIO, EBADF, a file shorter than the instance, ...)
@@ -82,47 +83,5 @@ Result<std::unique_ptr<Channel>> MakeDiskChannel(const ChannelConfig& config,
 // What a disk channel chose at run time (ring set-up, registrations, queue
 // depth, staging), for the log; "" for a channel that is not a disk channel.
 std::string DescribeDiskChannel(const Channel& channel);
-
-// fdatasync(file.fd), retrying EINTR; the error names the path.
-Status SyncFile(const FileRange& file);
-
-// Owner of the two fds a FileRange names: the file opened buffered and, where
-// the file system supports it, again with O_DIRECT. Move-only; closes both.
-class DiskFile {
- public:
-  enum class Mode {
-    kRead,    // O_RDONLY
-    kWrite,   // O_WRONLY | O_CREAT (mode 0644), never truncates
-    kUpdate,  // O_RDWR | O_CREAT
-  };
-  // Fails with the path and strerror (ENOENT, EACCES, EISDIR, ...). A file
-  // system without O_DIRECT (EINVAL) is not an error: direct_fd() is -1 and
-  // every I/O takes the buffered fd.
-  // `shown`, when given, is the name errors and FileRange::path use instead
-  // of `path` (e.g. the file's name when `path` is /proc/self/fd/N).
-  static Result<DiskFile> Open(const std::string& path, Mode mode, const std::string& shown = "");
-
-  DiskFile(DiskFile&& other) noexcept;
-  DiskFile& operator=(DiskFile&& other) noexcept;
-  DiskFile(const DiskFile&) = delete;
-  DiskFile& operator=(const DiskFile&) = delete;
-  ~DiskFile();
-
-  // The FileRange of an instance starting at `offset` of this file; valid
-  // while this object lives.
-  FileRange Ref(uint64_t offset = 0) const { return {fd_, direct_fd_, offset, path_}; }
-  int fd() const { return fd_; }
-  int direct_fd() const { return direct_fd_; }
-  const std::string& path() const { return path_; }
-
- private:
-  DiskFile(std::string path, int fd, int direct_fd)
-      : path_(std::move(path)), fd_(fd), direct_fd_(direct_fd) {}
-  void Close();
-
-  std::string path_;
-  int fd_ = -1;
-  int direct_fd_ = -1;
-};
 
 }  // namespace isometry

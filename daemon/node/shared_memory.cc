@@ -71,30 +71,26 @@ Result<SharedMemory> SharedMemory::Create(const std::string& name, uint64_t byte
   const uint64_t page = hugetlb ? (2ull << 20) : static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   const uint64_t mapped = (std::max<uint64_t>(bytes, 1) + page - 1) / page * page;
   unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING;
-  int fd = -1;
+  UniqueFd fd;
   if (hugetlb) {
-    fd = memfd_create(name.c_str(), flags | MFD_HUGETLB | MFD_HUGE_2MB);
-    if (fd >= 0 && ftruncate(fd, static_cast<off_t>(mapped)) != 0) {
-      ::close(fd);
-      fd = -1;
-    }
-    m.hugetlb_ = fd >= 0;
+    fd.reset(memfd_create(name.c_str(), flags | MFD_HUGETLB | MFD_HUGE_2MB));
+    if (fd.valid() && ftruncate(fd.get(), static_cast<off_t>(mapped)) != 0) fd.reset();
+    m.hugetlb_ = fd.valid();
   }
-  if (fd < 0) {
+  if (!fd.valid()) {
     const uint64_t small = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
     m.mapped_ = (std::max<uint64_t>(bytes, 1) + small - 1) / small * small;
-    fd = memfd_create(name.c_str(), flags);
-    if (fd < 0) return Fail("memfd_create", name);
-    m.fd_.reset(fd);
-    if (ftruncate(fd, static_cast<off_t>(m.mapped_)) != 0) return Fail("ftruncate", name);
+    fd.reset(memfd_create(name.c_str(), flags));
+    if (!fd.valid()) return Fail("memfd_create", name);
+    if (ftruncate(fd.get(), static_cast<off_t>(m.mapped_)) != 0) return Fail("ftruncate", name);
   } else {
-    m.fd_.reset(fd);
     m.mapped_ = mapped;
   }
-  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+  m.fd_ = std::move(fd);
+  if (fcntl(m.fd_.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     return Fail("sealing", name);
   }
-  void* p = mmap(nullptr, m.mapped_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = mmap(nullptr, m.mapped_, PROT_READ | PROT_WRITE, MAP_SHARED, m.fd_.get(), 0);
   if (p == MAP_FAILED) return Fail("mmap", name);
   // Where shmem THP is allowed (transparent_hugepage/shmem_enabled =
   // advise), pages this process faults in are huge: disk and network DMA

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 namespace isometry {
@@ -20,7 +21,7 @@ namespace {
 // 1: openat2 works, 0: not probed yet, -1: the kernel lacks it.
 std::atomic<int> openat2_state{0};
 
-int Openat2(int dir_fd, const char* rel, int flags) {
+UniqueFd Openat2(int dir_fd, const char* rel, int flags) {
   open_how how{};
   how.flags = static_cast<uint64_t>(flags) | O_CLOEXEC;
   // openat2 refuses a mode without O_CREAT/O_TMPFILE (O_TMPFILE's bits
@@ -31,7 +32,7 @@ int Openat2(int dir_fd, const char* rel, int flags) {
   int fd;
   do fd = static_cast<int>(::syscall(SYS_openat2, dir_fd, rel, &how, sizeof how));
   while (fd < 0 && (errno == EINTR || errno == EAGAIN));  // EAGAIN: a rename raced the lookup
-  return fd;
+  return UniqueFd(fd);
 }
 
 std::vector<std::string> Components(const std::string& rel) {
@@ -48,20 +49,22 @@ std::vector<std::string> Components(const std::string& rel) {
 
 // Without openat2: one component at a time, never following a link.
 // ELOOP/ENOTDIR for a link met on the way, EXDEV for `..` or an absolute
-// name, like openat2 answers.
-int WalkBeneath(int dir_fd, const std::string& rel, int flags) {
+// name, like openat2 answers. On failure errno says why (set after every
+// fd opened on the way is closed).
+UniqueFd WalkBeneath(int dir_fd, const std::string& rel, int flags) {
   if (rel.empty() || rel.front() == '/') {
     errno = EXDEV;
-    return -1;
+    return UniqueFd();
   }
   const std::vector<std::string> parts = Components(rel);
-  if (parts.empty()) return ::openat(dir_fd, ".", flags | O_CLOEXEC, 0644);
+  if (parts.empty()) return UniqueFd(::openat(dir_fd, ".", flags | O_CLOEXEC, 0644));
   UniqueFd at;
   int cur = dir_fd;
   for (size_t i = 0; i < parts.size(); ++i) {
     if (parts[i] == "..") {
+      at.reset();
       errno = EXDEV;
-      return -1;
+      return UniqueFd();
     }
     const bool last = i + 1 == parts.size();
     int f = last ? flags : (O_PATH | O_DIRECTORY);
@@ -69,31 +72,33 @@ int WalkBeneath(int dir_fd, const std::string& rel, int flags) {
     // the link itself (O_PATH | O_NOFOLLOW), as openat2 allows.
     const bool want_link = last && (flags & O_PATH) && (flags & O_NOFOLLOW);
     f |= O_NOFOLLOW;
-    const int fd = ::openat(cur, parts[i].c_str(), f | O_CLOEXEC, 0644);
-    if (fd < 0) {
+    UniqueFd fd(::openat(cur, parts[i].c_str(), f | O_CLOEXEC, 0644));
+    if (!fd.valid()) {
       // A link where a directory was expected answers ENOTDIR: say ELOOP.
       const int err = errno;
       struct stat st {};
       const bool link = err == ENOTDIR &&
                         ::fstatat(cur, parts[i].c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
                         S_ISLNK(st.st_mode);
+      at.reset();
       errno = link ? ELOOP : err;
-      return -1;
+      return UniqueFd();
     }
     if (!want_link) {
       // O_NOFOLLOW alone opens a link with O_PATH instead of failing.
       struct stat st {};
-      if (::fstat(fd, &st) == 0 && S_ISLNK(st.st_mode)) {
-        ::close(fd);
+      if (::fstat(fd.get(), &st) == 0 && S_ISLNK(st.st_mode)) {
+        fd.reset();
+        at.reset();
         errno = ELOOP;
-        return -1;
+        return UniqueFd();
       }
     }
     if (last) return fd;
-    at.reset(fd);
+    at = std::move(fd);
     cur = at.get();
   }
-  return -1;  // not reached
+  return UniqueFd();  // not reached
 }
 
 }  // namespace
@@ -102,11 +107,11 @@ bool HaveOpenat2() { return openat2_state.load() >= 0; }
 
 Result<UniqueFd> OpenBeneath(int dir_fd, const std::string& relative, int flags,
                              const std::string& shown, Resolver resolver) {
-  int fd = -1;
+  UniqueFd fd;
   const bool walk = resolver == Resolver::kWalk;
   if (!walk && openat2_state.load() >= 0) {
     fd = Openat2(dir_fd, relative.c_str(), flags);
-    if (fd < 0 && errno == ENOSYS) {
+    if (!fd.valid() && errno == ENOSYS) {
       if (openat2_state.exchange(-1) != -1) {
         spdlog::warn(
             "DSK memories: this kernel has no openat2 (Linux >= 5.6); file names are "
@@ -117,7 +122,7 @@ Result<UniqueFd> OpenBeneath(int dir_fd, const std::string& relative, int flags,
     }
   }
   if (walk || openat2_state.load() < 0) fd = WalkBeneath(dir_fd, relative, flags);
-  if (fd >= 0) return UniqueFd(fd);
+  if (fd.valid()) return fd;
   const int err = errno;
   switch (err) {
     case EXDEV:

@@ -37,7 +37,7 @@
 #include <memory>
 #include <string>
 
-#include "channels/disk/disk_channel.h"
+#include "channels/disk/disk_file.h"
 #include "core/status.h"
 #include "core/unique_fd.h"
 #include "daemon/runtime/disk_memory.h"

@@ -71,7 +71,7 @@ std::string OwnerName(const std::string& owner) {
 }  // namespace
 
 Result<DiskCharge> DiskMemory::Charge(const std::string& owner, uint64_t bytes) {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   uint64_t& used = charged_[owner];
   const std::optional<uint64_t> after = CheckedAdd(used, bytes);
   if (!after || *after > quota_bytes_) {
@@ -91,13 +91,13 @@ Result<DiskCharge> DiskMemory::Charge(const std::string& owner, uint64_t bytes) 
 }
 
 uint64_t DiskMemory::charged(const std::string& owner) const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = charged_.find(owner);
   return it == charged_.end() ? 0 : it->second;
 }
 
 void DiskMemory::Give(const std::string& owner, uint64_t bytes) {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = charged_.find(owner);
   if (it == charged_.end()) return;
   it->second -= std::min(it->second, bytes);

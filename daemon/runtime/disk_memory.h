@@ -25,9 +25,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "config/runtime_config.h"
 #include "core/status.h"
 #include "core/unique_fd.h"
@@ -70,20 +71,20 @@ class DiskMemory : public std::enable_shared_from_this<DiskMemory> {
 
   // Charges `bytes` to `owner` ("" = cross-node copies); ResourceExhausted
   // when its quota_bytes would be passed.
-  Result<DiskCharge> Charge(const std::string& owner, uint64_t bytes);
-  uint64_t charged(const std::string& owner) const;
+  Result<DiskCharge> Charge(const std::string& owner, uint64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t charged(const std::string& owner) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   friend class DiskCharge;
   DiskMemory(const MemoryConfig& config, UniqueFd dir);
-  void Give(const std::string& owner, uint64_t bytes);
+  void Give(const std::string& owner, uint64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string name_, directory_;
   const UniqueFd dir_;  // O_PATH | O_DIRECTORY
   const uint64_t max_file_bytes_, quota_bytes_;
   const bool allow_hard_links_;
-  mutable std::mutex mu_;
-  std::map<std::string, uint64_t> charged_;  // guarded by mu_; owners with bytes > 0
+  mutable absl::Mutex mu_;
+  std::map<std::string, uint64_t> charged_ ABSL_GUARDED_BY(mu_);  // owners with bytes > 0
 };
 
 }  // namespace isometry

@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "channels/channel_factory.h"
+#include "channels/disk/disk_file.h"
 #include "channels/disk/uring.h"
 #include "layout/compiler.h"
 #include "unit/temp_dir.h"

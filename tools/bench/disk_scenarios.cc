@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "channels/disk/disk_channel.h"
+#include "channels/disk/disk_file.h"
 #include "config/runtime_config.h"
 #include "daemon/runtime/runtime.h"
 #include "tools/bench/host_buffer.h"
