@@ -4,13 +4,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <mutex>
 
+#include "absl/synchronization/mutex.h"
 #include "channels/disk/disk_file.h"
 #include "channels/host_pages.h"
 #include "core/random.h"
@@ -53,32 +52,36 @@ std::shared_ptr<const CopyProgram> Runs(uint64_t run) {
 Result<double> TimeRequests(Channel& channel, const std::function<ChannelRequest(uint64_t)>& make,
                             uint64_t bytes, Clock::duration slice) {
   const int depth = std::max(1, channel.caps().max_in_flight);
-  std::mutex mu;
-  std::condition_variable cv;
-  int in_flight = 0;
-  Status failure;
-  uint64_t done = 0, issued = 0;
+  // Shared with the completions, which run on the channel's threads.
+  struct InFlight {
+    absl::Mutex mu;
+    absl::CondVar cv;
+    int count ABSL_GUARDED_BY(mu) = 0;
+    uint64_t done ABSL_GUARDED_BY(mu) = 0;
+    Status failure ABSL_GUARDED_BY(mu);
+  } f;
+  uint64_t issued = 0;
   const auto start = Clock::now();
   const auto deadline = start + slice;
-  std::unique_lock lock(mu);
-  while ((Clock::now() < deadline || issued < 2) && failure.ok()) {
-    while (in_flight >= depth) cv.wait(lock);
-    ++in_flight;
+  absl::MutexLock lock(&f.mu);
+  while ((Clock::now() < deadline || issued < 2) && f.failure.ok()) {
+    while (f.count >= depth) f.cv.Wait(&f.mu);
+    ++f.count;
     const uint64_t k = issued++;
-    lock.unlock();
-    channel.Submit(make(k), [&](Status s) {
-      std::lock_guard l(mu);
-      --in_flight;
-      ++done;
-      if (!s.ok() && failure.ok()) failure = s;
-      cv.notify_all();
+    f.mu.Unlock();  // Submit may complete at once, on another thread
+    channel.Submit(make(k), [&f](Status s) {
+      absl::MutexLock l(&f.mu);
+      --f.count;
+      ++f.done;
+      if (!s.ok() && f.failure.ok()) f.failure = s;
+      f.cv.SignalAll();
     });
-    lock.lock();
+    f.mu.Lock();
   }
-  cv.wait(lock, [&] { return in_flight == 0; });
-  if (!failure.ok()) return failure;
+  while (f.count > 0) f.cv.Wait(&f.mu);
+  if (!f.failure.ok()) return f.failure;
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  return static_cast<double>(done * bytes) / seconds;
+  return static_cast<double>(f.done * bytes) / seconds;
 }
 
 // One sample per size, `budget` shared evenly. A slow (rate-capped)
