@@ -29,6 +29,7 @@
 #include "channels/tcp/data_plane.h"
 #include "daemon/cluster/cluster.h"
 #include "planner/topology.h"
+#include "planner/topology_join.h"
 
 namespace isometry {
 
@@ -196,6 +197,9 @@ struct Cluster::Impl {
 
   // ---- cross-node copies, initiator (cross_copy.cc) ----
 
+  // Node `name`'s graph, for the cluster-wide one; an error when it is
+  // unknown or cannot take part in a copy now.
+  Status AddNodeGraph(const std::string& name, std::vector<NodeGraph>& graphs);
   Result<CrossPlan> PlanCross(const NodeMemory& src, const NodeMemory& dst,
                               const Layout& src_layout, const Layout& dst_layout, const Box& box,
                               uint64_t field_bytes);

@@ -3,13 +3,12 @@
 // follow them to the end (CrossOp).
 #include <grpcpp/grpcpp.h>
 
-#include <map>
-
 #include "daemon/cluster/cluster_impl.h"
 #include "daemon/cluster/cross_op.h"
 #include "daemon/cluster/peer_wire.h"
 #include "daemon/runtime/chunker.h"
 #include "planner/planner.h"
+#include "planner/topology_join.h"
 
 namespace isometry {
 
@@ -98,6 +97,26 @@ void CrossOp::Finish(std::function<void(Status)> done, Status final) {
 
 // ---- planning ----
 
+Status Cluster::Impl::AddNodeGraph(const std::string& name, std::vector<NodeGraph>& graphs) {
+  if (name == self()) {
+    graphs.push_back({name, config.runtime.node, node->runtime().topology()});
+    return OkStatus();
+  }
+  Peer* p = FindPeer(name);
+  if (!p) return NotFound("no node '", name, "' in this cluster");
+  std::lock_guard lock(mu);
+  if (!p->up) {
+    return Unavailable("peer '", name, "' is ", p->state,
+                       p->last_error.empty() ? "" : ": " + p->last_error);
+  }
+  if (data->Link(name).incoming() == 0) {
+    return Unavailable("peer '", name, "' is up but has not opened its data connections to ",
+                       "this node yet");
+  }
+  graphs.push_back({name, p->node, p->topology});
+  return OkStatus();
+}
+
 Result<cluster::CrossPlan> Cluster::Impl::PlanCross(const NodeMemory& src, const NodeMemory& dst,
                                                     const Layout& src_layout,
                                                     const Layout& dst_layout, const Box& box,
@@ -107,67 +126,21 @@ Result<cluster::CrossPlan> Cluster::Impl::PlanCross(const NodeMemory& src, const
                                            "': ask that node to copy (its own clients do)"));
   }
   // The graph: both nodes' memories and channels, named "node:memory",
-  // joined by the network edges between their SYS memories.
+  // joined by the network edges from the source's SYS memories to the
+  // destination's.
   CrossPlan plan;
-  Topology& topo = plan.topo;
-  std::map<std::string, uint32_t> node_ids;
-  auto add_node = [&](const std::string& name) -> Status {
-    if (name == self()) {
-      node_ids[name] = config.runtime.node;
-      const Topology& mine = node->runtime().topology();
-      for (TopologyMemory m : mine.memories) {
-        m.name = StrCat(name, ":", m.name);
-        topo.memories.push_back(m);
-      }
-      for (const TopologyEdge& e : mine.edges) topo.edges.push_back(e);
-      return OkStatus();
-    }
-    Peer* p = FindPeer(name);
-    if (!p) return NotFound("no node '", name, "' in this cluster");
-    std::lock_guard lock(mu);
-    if (!p->up) {
-      return Unavailable("peer '", name, "' is ", p->state,
-                         p->last_error.empty() ? "" : ": " + p->last_error);
-    }
-    if (data->Link(name).incoming() == 0) {
-      return Unavailable("peer '", name, "' is up but has not opened its data connections to ",
-                         "this node yet");
-    }
-    node_ids[name] = p->node;
-    for (TopologyMemory m : p->topology.memories) {
-      m.name = StrCat(name, ":", m.name);
-      topo.memories.push_back(m);
-    }
-    for (const TopologyEdge& e : p->topology.edges) topo.edges.push_back(e);
-    return OkStatus();
-  };
-  ISO_RETURN_IF_ERROR(add_node(src.node));
-  ISO_RETURN_IF_ERROR(add_node(dst.node));
-  const uint32_t s_id = node_ids[src.node], d_id = node_ids[dst.node];
-  const size_t n = topo.memories.size();
-  for (size_t a = 0; a < n; ++a) {
-    for (size_t b = 0; b < n; ++b) {
-      const TopologyMemory &ma = topo.memories[a], &mb = topo.memories[b];
-      if (ma.id.node == s_id && mb.id.node == d_id && ma.kind == MemoryKind::kSys &&
-          mb.kind == MemoryKind::kSys) {
-        topo.edges.push_back({ma.id, mb.id, -1, ChannelKind::kRemoteMemcpy, "tcp",
-                              ThroughputFunction::PerRequestOverhead(
-                                  static_cast<double>(config.cluster.link_bytes_per_s), 50e-6)});
-      }
-    }
-  }
-  // An end's memory by name; "" is the node's first SYS memory.
-  auto memory_of = [&](const NodeMemory& e) -> Result<MemoryId> {
-    const uint32_t id = node_ids[e.node];
-    for (const TopologyMemory& m : topo.memories) {
-      if (m.id.node != id) continue;
-      const std::string short_name = m.name.substr(e.node.size() + 1);
-      if (e.memory.empty() ? m.kind == MemoryKind::kSys : short_name == e.memory) return m.id;
-    }
-    return NotFound("node '", e.node, "' has no memory '", e.memory, "'");
-  };
-  ISO_ASSIGN_OR_RETURN(MemoryId src_mem, memory_of(src));
-  ISO_ASSIGN_OR_RETURN(MemoryId dst_mem, memory_of(dst));
+  std::vector<NodeGraph> graphs;
+  ISO_RETURN_IF_ERROR(AddNodeGraph(src.node, graphs));
+  ISO_RETURN_IF_ERROR(AddNodeGraph(dst.node, graphs));
+  const NetworkLink link{src.node, dst.node, ChannelKind::kRemoteMemcpy, "tcp",
+                         ThroughputFunction::PerRequestOverhead(
+                             static_cast<double>(config.cluster.link_bytes_per_s), 50e-6)};
+  ISO_ASSIGN_OR_RETURN(plan.topo, JoinTopologies(graphs, {link}));
+  const Topology& topo = plan.topo;
+  ISO_ASSIGN_OR_RETURN(MemoryId src_mem,
+                       FindJoinedMemory(topo, src.node, graphs[0].id, src.memory));
+  ISO_ASSIGN_OR_RETURN(MemoryId dst_mem,
+                       FindJoinedMemory(topo, dst.node, graphs[1].id, dst.memory));
   PlannerOptions po;
   const RuntimeConfig& rc = node->runtime().config();
   po.full_threshold = rc.full_planner_threshold;
