@@ -28,7 +28,8 @@ Cluster::~Cluster() {
   impl_->data.reset();
 }
 
-Result<std::unique_ptr<Cluster>> Cluster::Create(const Config& config) {
+Result<std::unique_ptr<Cluster>> Cluster::Create(const Config& config,
+                                                 const FaultInjection& faults) {
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   const ClusterConfig& cc = config.cluster;
@@ -39,15 +40,8 @@ Result<std::unique_ptr<Cluster>> Cluster::Create(const Config& config) {
   o.checksum = cc.checksum;
   o.timeout_ms = cc.peer_timeout_ms;
   o.rate_limit_bytes_per_s = cc.rate_limit_bytes_per_s;
-  if (const char* c = std::getenv("ISOMETRY_FAULT_CORRUPT_CHUNK")) {
-    o.corrupt_chunk = std::strtoull(c, nullptr, 10);
-    spdlog::warn("fault injection: chunk {} of every incoming transfer is corrupted on arrival",
-                 *o.corrupt_chunk);
-  }
-  if (const char* v = std::getenv("ISOMETRY_FAULT_PEER_PROTOCOL")) {
-    impl->protocol_version = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
-    spdlog::warn("fault injection: hellos claim peer protocol version {}", impl->protocol_version);
-  }
+  o.corrupt_chunk = faults.corrupt_chunk;
+  if (faults.peer_protocol) impl->protocol_version = *faults.peer_protocol;
   ISO_ASSIGN_OR_RETURN(impl->data, net::DataPlane::Create(o));
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
