@@ -49,12 +49,17 @@ Result<std::unique_ptr<Cluster>> Cluster::Create(const Config& config,
   for (const PeerConfig& pc : cc.peers) {
     auto p = std::make_unique<Peer>();
     p->config = pc;
+    p->index = impl->peers.size();
     p->stub = v1::IsometryPeer::NewStub(
         grpc::CreateCustomChannel(pc.address, grpc::InsecureChannelCredentials(), args));
     impl->peers.push_back(std::move(p));
   }
   impl->service = cluster::MakePeerService(impl.get());
-  impl->next_key = std::strtoull(RandomHex(5).c_str(), nullptr, 16) | 1;
+  {
+    absl::MutexLock lock(&impl->mu);
+    impl->peer_states.resize(impl->peers.size());
+    impl->next_key = std::strtoull(RandomHex(5).c_str(), nullptr, 16) | 1;
+  }
   return std::unique_ptr<Cluster>(new Cluster(std::move(impl)));
 }
 
@@ -65,7 +70,7 @@ void Cluster::Start(Node* node) {
   impl->node = node;
   impl->data->Start(
       [impl](uint32_t node_id, const std::string& token) -> Result<std::string> {
-        std::lock_guard lock(impl->mu);
+        absl::MutexLock lock(&impl->mu);
         const std::string* peer = impl->PeerOfTokenLocked(token);
         if (peer && impl->peer_nodes[*peer] == node_id) return *peer;
         return absl::UnauthenticatedError(
@@ -77,7 +82,7 @@ void Cluster::Start(Node* node) {
         impl->Post([impl, peer, why, generation] { impl->MarkDown(peer, why, generation); });
       });
   {
-    std::lock_guard lock(impl->mu);
+    absl::MutexLock lock(&impl->mu);
     impl->worker = std::make_unique<net::Completer>();
   }
   for (auto& p : impl->peers) {
@@ -89,11 +94,11 @@ void Cluster::Start(Node* node) {
 void Cluster::Stop() {
   Impl* impl = impl_.get();
   {
-    std::lock_guard lock(impl->mu);
+    absl::MutexLock lock(&impl->mu);
     if (impl->stopping) return;
     impl->stopping = true;
   }
-  impl->cv.notify_all();
+  impl->cv.SignalAll();
   for (auto& p : impl->peers) {
     if (p->loop.joinable()) p->loop.join();
   }
@@ -101,7 +106,7 @@ void Cluster::Stop() {
   std::vector<std::optional<Transfer>> hs;
   std::vector<std::shared_ptr<CrossOp>> os;
   {
-    std::lock_guard lock(impl->mu);
+    absl::MutexLock lock(&impl->mu);
     worker.swap(impl->worker);
     for (auto& [key, h] : impl->halves) {
       if (!h->finished) hs.push_back(h->transfer);
@@ -141,17 +146,18 @@ Result<std::shared_ptr<CrossTransfer>> Cluster::Copy(CrossCopySpec spec,
 v1::ListPeersResponse Cluster::ListPeers() const {
   v1::ListPeersResponse out;
   out.set_node_name(impl_->self());
-  std::lock_guard lock(impl_->mu);
+  absl::MutexLock lock(&impl_->mu);
   for (const auto& p : impl_->peers) {
     auto* pi = out.add_peers();
     pi->set_name(p->config.name);
     pi->set_address(p->config.address);
-    pi->set_state(p->state);
-    pi->set_node(p->node);
-    pi->set_rtt_ms(p->rtt_ms);
-    pi->set_last_error(p->last_error);
-    pi->set_memories(static_cast<uint32_t>(p->topology.memories.size()));
-    pi->set_data_address(p->data_address);
+    const cluster::PeerState& st = impl_->StateLocked(*p);
+    pi->set_state(st.state);
+    pi->set_node(st.node);
+    pi->set_rtt_ms(st.rtt_ms);
+    pi->set_last_error(st.last_error);
+    pi->set_memories(static_cast<uint32_t>(st.topology.memories.size()));
+    pi->set_data_address(st.data_address);
     net::PeerLink& link = impl_->data->Link(p->config.name);
     pi->set_data_out(static_cast<uint32_t>(link.outgoing()));
     pi->set_data_in(static_cast<uint32_t>(link.incoming()));

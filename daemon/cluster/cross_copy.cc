@@ -25,7 +25,7 @@ void CrossOp::Fail(Status why) {
   std::vector<std::string> nodes;
   std::vector<std::shared_ptr<grpc::ClientContext>> awaits;
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (failure_.ok()) failure_ = why;
     local = local_;
     nodes = nodes_;
@@ -56,7 +56,7 @@ void CrossOp::HalfDone(Status s) {
   Status final;
   bool fail_others = false;
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!s.ok() && failure_.ok()) {
       failure_ = s;
       fail_others = true;
@@ -75,7 +75,7 @@ void CrossOp::SetUpDone() {
   std::function<void(Status)> done;
   Status final;
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     setup_done_ = true;
     if (pending_ == 0 && done_) {
       done = std::exchange(done_, nullptr);
@@ -87,7 +87,7 @@ void CrossOp::SetUpDone() {
 
 void CrossOp::Finish(std::function<void(Status)> done, Status final) {
   {
-    std::lock_guard lock(impl_->mu);
+    absl::MutexLock lock(&impl_->mu);
     impl_->ops.erase(key_);
   }
   done(std::move(final));
@@ -104,16 +104,17 @@ Status Cluster::Impl::AddNodeGraph(const std::string& name, std::vector<NodeGrap
   }
   Peer* p = FindPeer(name);
   if (!p) return NotFound("no node '", name, "' in this cluster");
-  std::lock_guard lock(mu);
-  if (!p->up) {
-    return Unavailable("peer '", name, "' is ", p->state,
-                       p->last_error.empty() ? "" : ": " + p->last_error);
+  absl::MutexLock lock(&mu);
+  const PeerState& st = StateLocked(*p);
+  if (!st.up) {
+    return Unavailable("peer '", name, "' is ", st.state,
+                       st.last_error.empty() ? "" : ": " + st.last_error);
   }
   if (data->Link(name).incoming() == 0) {
     return Unavailable("peer '", name, "' is up but has not opened its data connections to ",
                        "this node yet");
   }
-  graphs.push_back({name, p->node, p->topology});
+  graphs.push_back({name, st.node, st.topology});
   return OkStatus();
 }
 
@@ -188,14 +189,14 @@ Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::Copy(CrossCopySpec spec,
                                  spec.dst.shape.layout, box, spec.src.shape.fields.total_bytes()));
   uint64_t key;
   {
-    std::lock_guard lock(mu);
+    absl::MutexLock lock(&mu);
     key = (static_cast<uint64_t>(config.runtime.node) << 40) | (next_key++ & ((1ull << 40) - 1));
   }
   const uint64_t bytes = box.volume() * spec.src.shape.fields.total_bytes();
   auto op =
       std::make_shared<CrossOp>(this, key, plan.path.ToString(plan.topo), bytes, std::move(done));
   {
-    std::lock_guard lock(mu);
+    absl::MutexLock lock(&mu);
     ops[key] = op;
   }
   Post([this, op, spec = std::move(spec), plan = std::move(plan)]() mutable {
@@ -261,7 +262,7 @@ bool Cluster::Impl::SetUpOwnHalf(const std::shared_ptr<CrossOp>& op, const Cross
   }
   std::optional<Transfer> t;
   {
-    std::lock_guard lock(mu);
+    absl::MutexLock lock(&mu);
     if (auto h = halves.find(op->key()); h != halves.end()) t = h->second->transfer;
   }
   if (t) op->SetLocal(*t);  // not under mu: it may abort, whose completion takes mu

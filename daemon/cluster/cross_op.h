@@ -4,12 +4,13 @@
 
 #include <algorithm>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/cluster/cluster_impl.h"
 
 namespace isometry::cluster {
@@ -28,21 +29,21 @@ class CrossOp final : public CrossTransfer, public std::enable_shared_from_this<
   uint64_t key() const { return key_; }
   // A half is being set up (counted until HalfDone).
   void AddHalf(const std::string& node) {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     ++pending_;
     nodes_.push_back(node);
   }
   void SetLocal(Transfer t) {
     Status failed;
     {
-      std::lock_guard lock(mu_);
+      absl::MutexLock lock(&mu_);
       local_ = t;
       failed = failure_;
     }
     if (!failed.ok()) t.Abort(failed);  // the copy failed while this half started
   }
   void AddAwait(const std::string& node, std::shared_ptr<grpc::ClientContext> ctx) {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     awaits_.emplace_back(node, std::move(ctx));
   }
   void HalfDone(Status s);
@@ -52,11 +53,11 @@ class CrossOp final : public CrossTransfer, public std::enable_shared_from_this<
   void SetUpDone();
   void Fail(Status why);  // ends every half with `why`
   bool Involves(const std::string& node) const {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     return std::find(nodes_.begin(), nodes_.end(), node) != nodes_.end();
   }
   bool failed() const {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     return !failure_.ok();
   }
 
@@ -66,14 +67,16 @@ class CrossOp final : public CrossTransfer, public std::enable_shared_from_this<
   const std::string path_;
   const uint64_t bytes_;
   const Clock::time_point started_ = Clock::now();
-  mutable std::mutex mu_;
-  std::function<void(Status)> done_;  // guarded by mu_
-  int pending_ = 0;
-  bool setup_done_ = false;
-  Status failure_;
-  std::optional<Transfer> local_;
-  std::vector<std::string> nodes_;  // nodes running remote halves ("" = here)
-  std::vector<std::pair<std::string, std::shared_ptr<grpc::ClientContext>>> awaits_;
+  mutable absl::Mutex mu_;
+  std::function<void(Status)> done_ ABSL_GUARDED_BY(mu_);
+  int pending_ ABSL_GUARDED_BY(mu_) = 0;
+  bool setup_done_ ABSL_GUARDED_BY(mu_) = false;
+  Status failure_ ABSL_GUARDED_BY(mu_);
+  std::optional<Transfer> local_ ABSL_GUARDED_BY(mu_);
+  // Nodes running remote halves ("" = here).
+  std::vector<std::string> nodes_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<std::string, std::shared_ptr<grpc::ClientContext>>> awaits_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace isometry::cluster

@@ -40,7 +40,7 @@ Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossE
   req.on_complete = [self, h, keep, on_done](Status s) {
     std::vector<std::function<void(const Status&)>> waiters;
     {
-      std::lock_guard lock(self->mu);
+      absl::MutexLock lock(&self->mu);
       h->finished = true;
       h->status = s;
       h->finished_at = Clock::now();
@@ -50,7 +50,7 @@ Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossE
     if (on_done) on_done(s);
   };
   {
-    std::lock_guard lock(mu);
+    absl::MutexLock lock(&mu);
     // Finished halves stay a while for a late AwaitHalf.
     const auto cutoff = Clock::now() - std::chrono::minutes(5);
     for (auto it = halves.begin(); it != halves.end();) {
@@ -71,7 +71,7 @@ Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossE
   auto t = node->runtime().Copy(std::move(req));
   Status aborted;
   {
-    std::lock_guard lock(mu);
+    absl::MutexLock lock(&mu);
     if (!t.ok()) {
       halves.erase(key);
       return t.status();
@@ -92,28 +92,31 @@ Status Cluster::Impl::StartPeerHalf(const std::string& caller, cluster::HalfRequ
 }
 
 Status Cluster::Impl::AwaitHalf(uint64_t key, std::function<void(const Status&)> on_end) {
-  std::unique_lock lock(mu);
-  auto it = halves.find(key);
-  if (it == halves.end()) return NotFound("no half ", key, " on node '", self(), "'");
-  auto h = it->second;
-  if (!h->transfer && !h->finished && !h->aborted.ok()) {
-    const Status s = h->aborted;
-    lock.unlock();
-    on_end(s);
-  } else if (h->finished) {
-    const Status s = h->status;
-    lock.unlock();
-    on_end(s);
-  } else {
-    h->waiters.push_back(std::move(on_end));
+  Status ended;  // the half's end, when it has ended
+  bool over = false;
+  {
+    absl::MutexLock lock(&mu);
+    auto it = halves.find(key);
+    if (it == halves.end()) return NotFound("no half ", key, " on node '", self(), "'");
+    const Half& h = *it->second;
+    if (!h.transfer && !h.finished && !h.aborted.ok()) {  // a tombstone
+      ended = h.aborted;
+      over = true;
+    } else if (h.finished) {
+      ended = h.status;
+      over = true;
+    } else {
+      it->second->waiters.push_back(std::move(on_end));
+    }
   }
+  if (over) on_end(ended);
   return OkStatus();
 }
 
 void Cluster::Impl::AbortHalf(const std::string& caller, uint64_t key, const Status& why) {
   std::optional<Transfer> t;
   {
-    std::lock_guard lock(mu);
+    absl::MutexLock lock(&mu);
     auto& h = halves[key];
     if (!h) {  // not started yet: a tombstone its start will find
       h = std::make_shared<Half>();

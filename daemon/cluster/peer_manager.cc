@@ -46,13 +46,13 @@ Cluster::Impl::Peer* Cluster::Impl::FindPeer(const std::string& name) const {
 }
 
 void Cluster::Impl::Post(std::function<void()> fn) {
-  std::lock_guard lock(mu);
+  absl::MutexLock lock(&mu);
   if (worker && !stopping) worker->Post(std::move(fn));
 }
 
 void Cluster::Impl::Authorize(grpc::ClientContext& ctx, const Peer& p) {
-  std::lock_guard lock(mu);
-  ctx.AddMetadata(cluster::kTokenKey, p.token);
+  absl::MutexLock lock(&mu);
+  ctx.AddMetadata(cluster::kTokenKey, StateLocked(p).token);
 }
 
 const std::string* Cluster::Impl::PeerOfTokenLocked(const std::string& token) const {
@@ -63,7 +63,7 @@ const std::string* Cluster::Impl::PeerOfTokenLocked(const std::string& token) co
 }
 
 Result<std::string> Cluster::Impl::PeerOfToken(const std::string& token) const {
-  std::lock_guard lock(mu);
+  absl::MutexLock lock(&mu);
   if (const std::string* peer = PeerOfTokenLocked(token)) return *peer;
   return absl::UnauthenticatedError("no valid peer token: say hello first");
 }
@@ -101,7 +101,7 @@ Result<cluster::WelcomeOut> Cluster::Impl::AcceptHello(const cluster::HelloIn& h
   }
   const std::string token = RandomHex(16);
   {
-    std::lock_guard lock(mu);
+    absl::MutexLock lock(&mu);
     issued[hello.node_name] = token;
     peer_nodes[hello.node_name] = hello.node;
   }
@@ -140,7 +140,7 @@ Status Cluster::Impl::CheckHello(const cluster::HelloIn& req) {
   {
     // A hello is good once: a recorded one replayed within its 5 minutes
     // of validity is refused.
-    std::lock_guard lock(mu);
+    absl::MutexLock lock(&mu);
     const auto now = Clock::now();
     for (auto it = nonces.begin(); it != nonces.end();) {
       it = now - it->second > std::chrono::minutes(6) ? nonces.erase(it) : std::next(it);
@@ -191,13 +191,14 @@ Status Cluster::Impl::Hello(Peer& p) {
   ISO_ASSIGN_OR_RETURN(Topology topo, cluster::TopologyFromWelcome(w));
   ISO_RETURN_IF_ERROR(
       data->Link(p.config.name).Connect(w.data_address(), config.runtime.node, w.token()));
-  std::lock_guard lock(mu);
-  p.token = w.token();
-  p.node = w.node();
-  p.data_address = w.data_address();
-  p.topology = std::move(topo);
-  p.rtt_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  p.last_answer = Clock::now();
+  absl::MutexLock lock(&mu);
+  PeerState& st = StateLocked(p);
+  st.token = w.token();
+  st.node = w.node();
+  st.data_address = w.data_address();
+  st.topology = std::move(topo);
+  st.rtt_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  st.last_answer = Clock::now();
   return OkStatus();
 }
 
@@ -210,9 +211,10 @@ Status Cluster::Impl::Ping(Peer& p) {
   const auto t0 = Clock::now();
   grpc::Status s = p.stub->Ping(&ctx, req, &resp);
   if (!s.ok()) return cluster::FromGrpc(s, "ping");
-  std::lock_guard lock(mu);
-  p.rtt_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  p.last_answer = Clock::now();
+  absl::MutexLock lock(&mu);
+  PeerState& st = StateLocked(p);
+  st.rtt_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  st.last_answer = Clock::now();
   return OkStatus();
 }
 
@@ -222,51 +224,56 @@ void Cluster::Impl::PeerLoop(Peer& p) {
   while (true) {
     bool up;
     {
-      std::unique_lock lock(mu);
+      absl::MutexLock lock(&mu);
       if (stopping) return;
-      up = p.up;
+      up = StateLocked(p).up;
     }
     if (!up) {
       Status s = Hello(p);
-      std::unique_lock lock(mu);
+      absl::MutexLock lock(&mu);
       if (stopping) return;
+      PeerState& st = StateLocked(p);
       if (s.ok()) {
-        p.up = true;
-        p.state = "up";
-        p.last_error.clear();
+        st.up = true;
+        st.state = "up";
+        st.last_error.clear();
         backoff = std::chrono::milliseconds(100);
         logged.clear();
         spdlog::info("peer '{}' is up: node {}, {} memories, data at {}, rtt {:.2f} ms",
-                     p.config.name, p.node, p.topology.memories.size(), p.data_address, p.rtt_ms);
+                     p.config.name, st.node, st.topology.memories.size(), st.data_address,
+                     st.rtt_ms);
         continue;
       }
-      p.state = (absl::IsUnauthenticated(s) || absl::IsFailedPrecondition(s) ||
-                 absl::IsPermissionDenied(s))
-                    ? "refused"
-                    : "down";
-      p.last_error = std::string(s.message());
-      if (logged != p.last_error) {
+      st.state = (absl::IsUnauthenticated(s) || absl::IsFailedPrecondition(s) ||
+                  absl::IsPermissionDenied(s))
+                     ? "refused"
+                     : "down";
+      st.last_error = std::string(s.message());
+      if (logged != st.last_error) {
         spdlog::warn("peer '{}' ({}): {}", p.config.name, p.config.address,
                      ForLog(s.ToString(), 512));
-        logged = p.last_error;
+        logged = st.last_error;
       }
-      cv.wait_for(lock, backoff, [&] { return stopping; });
+      const absl::Time until = absl::Now() + absl::FromChrono(backoff);
+      while (!stopping && !cv.WaitWithDeadline(&mu, until)) {
+      }
       backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(5));
       continue;
     }
     {
-      std::unique_lock lock(mu);
-      cv.wait_for(lock, std::chrono::milliseconds(config.cluster.keepalive_ms),
-                  [&] { return stopping || !p.up; });
+      absl::MutexLock lock(&mu);
+      const absl::Time until = absl::Now() + absl::Milliseconds(config.cluster.keepalive_ms);
+      while (!stopping && StateLocked(p).up && !cv.WaitWithDeadline(&mu, until)) {
+      }
       if (stopping) return;
-      if (!p.up) continue;
+      if (!StateLocked(p).up) continue;
     }
     Status s = Ping(p);
     if (!s.ok()) {
       Clock::time_point last;
       {
-        std::lock_guard lock(mu);
-        last = p.last_answer;
+        absl::MutexLock lock(&mu);
+        last = StateLocked(p).last_answer;
       }
       if (Clock::now() - last >= std::chrono::milliseconds(config.cluster.peer_timeout_ms)) {
         MarkDown(p.config.name,
@@ -287,11 +294,12 @@ void Cluster::Impl::MarkDown(const std::string& name, Status why,
   std::vector<std::optional<Transfer>> hs;
   std::vector<std::shared_ptr<CrossOp>> os;
   {
-    std::lock_guard lock(mu);
-    const bool was_up = p->up;
-    p->up = false;
-    p->state = "down";
-    p->last_error = std::string(why.message());
+    absl::MutexLock lock(&mu);
+    PeerState& st = StateLocked(*p);
+    const bool was_up = st.up;
+    st.up = false;
+    st.state = "down";
+    st.last_error = std::string(why.message());
     if (was_up) spdlog::warn("peer '{}' is down: {}", name, ForLog(why.ToString(), 512));
     for (auto& [key, h] : halves) {
       if (!h->finished && (h->partner == name || h->initiator == name)) {
@@ -302,7 +310,7 @@ void Cluster::Impl::MarkDown(const std::string& name, Status why,
     for (auto& [key, w] : ops) {
       if (auto o = w.lock(); o && o->Involves(name)) os.push_back(o);
     }
-    cv.notify_all();
+    cv.SignalAll();
   }
   for (auto& t : hs) {
     if (t) t->Abort(why);
@@ -313,10 +321,11 @@ void Cluster::Impl::MarkDown(const std::string& name, Status why,
 std::string Cluster::Impl::MemoryName(MemoryId id) const {
   const Topology& local = node->runtime().topology();
   if (local.FindMemory(id)) return local.NameOf(id);
-  std::lock_guard lock(mu);
+  absl::MutexLock lock(&mu);
   for (const auto& p : peers) {
-    if (p->node != id.node) continue;
-    if (const TopologyMemory* m = p->topology.FindMemory(id)) {
+    const PeerState& st = StateLocked(*p);
+    if (st.node != id.node) continue;
+    if (const TopologyMemory* m = st.topology.FindMemory(id)) {
       return StrCat(p->config.name, ":", m->name);
     }
   }
