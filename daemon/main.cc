@@ -18,6 +18,7 @@
 #include "config/config_parser.h"
 #include "core/random.h"
 #include "daemon/cluster/cluster.h"
+#include "daemon/fault_injection.h"
 #include "daemon/node/node.h"
 #include "daemon/server/grpc_service.h"
 #include "daemon/server/local_server.h"
@@ -72,9 +73,10 @@ int Serve(const Config& config) {
 
   // Peers: the data listener and the network channels exist before the
   // node (its runtime owns the channels).
+  const FaultInjection faults = FaultInjectionFromEnvironment();
   std::unique_ptr<Cluster> cluster;
   if (!config.cluster.peers.empty()) {
-    auto c = Cluster::Create(config);
+    auto c = Cluster::Create(config, faults);
     if (!c.ok()) {
       spdlog::error("cannot start the cluster layer: {}", c.status().ToString());
       return 1;

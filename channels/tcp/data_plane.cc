@@ -16,19 +16,19 @@ Result<std::unique_ptr<DataPlane>> DataPlane::Create(const DataOptions& options)
   }
   std::unique_ptr<DataPlane> p(new DataPlane(options));
   ISO_ASSIGN_OR_RETURN(auto bound, ListenOn(options.listen));
-  p->listen_fd_ = bound.first;
+  p->listen_fd_ = std::move(bound.first);
   p->address_ = bound.second;
   return p;
 }
 
 DataPlane::~DataPlane() {
-  if (listen_fd_ >= 0) ::shutdown(listen_fd_, SHUT_RDWR);
+  if (listen_fd_.valid()) ::shutdown(listen_fd_.get(), SHUT_RDWR);
   if (acceptor_.joinable()) acceptor_.join();
   JoinHandshakes(/*all=*/true);
-  if (listen_fd_ >= 0) ::close(listen_fd_);
+  listen_fd_.reset();
   std::map<std::string, std::unique_ptr<PeerLink>> links;
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     links.swap(links_);
   }
   links.clear();
@@ -43,7 +43,7 @@ void DataPlane::Start(TokenCheck check, LinkDown on_down) {
 }
 
 PeerLink& DataPlane::Link(const std::string& peer) {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto& l = links_[peer];
   if (!l) {
     l = std::make_unique<PeerLink>(peer, options_, &completer_,
@@ -56,16 +56,16 @@ PeerLink& DataPlane::Link(const std::string& peer) {
 
 void DataPlane::AcceptLoop() {
   while (true) {
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) {
+    UniqueFd fd(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!fd.valid()) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       return;  // shut down
     }
     JoinHandshakes(/*all=*/false);
     auto done = std::make_shared<std::atomic<bool>>(false);
-    std::lock_guard lock(handshake_mu_);
-    handshakes_.emplace_back(std::thread([this, fd, done] {
-                               Handshake(fd);
+    absl::MutexLock lock(&handshake_mu_);
+    handshakes_.emplace_back(std::thread([this, fd = std::move(fd), done]() mutable {
+                               Handshake(std::move(fd));
                                *done = true;
                              }),
                              done);
@@ -75,7 +75,7 @@ void DataPlane::AcceptLoop() {
 void DataPlane::JoinHandshakes(bool all) {
   std::vector<std::thread> finished;
   {
-    std::lock_guard lock(handshake_mu_);
+    absl::MutexLock lock(&handshake_mu_);
     for (auto it = handshakes_.begin(); it != handshakes_.end();) {
       if (all || *it->second) {
         finished.push_back(std::move(it->first));
@@ -88,7 +88,8 @@ void DataPlane::JoinHandshakes(bool all) {
   for (auto& t : finished) t.join();
 }
 
-void DataPlane::Handshake(int fd) {
+void DataPlane::Handshake(UniqueFd owned) {
+  const int fd = owned.get();
   // A connecting node has this long to say who it is.
   timeval tv{static_cast<time_t>(options_.timeout_ms / 1000),
              static_cast<suseconds_t>((options_.timeout_ms % 1000) * 1000)};
@@ -113,17 +114,13 @@ void DataPlane::Handshake(int fd) {
     reply.code = static_cast<uint32_t>(peer.status().code());
     reply.length = why.size();
     (void)SendFrame(fd, reply, why.data());
-    ::close(fd);
     return;
   }
   reply.type = FrameType::kHello;
-  if (!SendFrame(fd, reply).ok()) {
-    ::close(fd);
-    return;
-  }
+  if (!SendFrame(fd, reply).ok()) return;
   timeval none{};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
-  Link(*peer).AddIncoming(fd);
+  Link(*peer).AddIncoming(std::move(owned));
 }
 
 }  // namespace isometry::net

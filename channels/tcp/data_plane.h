@@ -6,12 +6,14 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "channels/tcp/peer_link.h"
+#include "core/unique_fd.h"
 
 namespace isometry::net {
 
@@ -34,27 +36,28 @@ class DataPlane {
   const std::string& address() const { return address_; }
   const DataOptions& options() const { return options_; }
   // The link of a peer, made on first use; valid while the plane lives.
-  PeerLink& Link(const std::string& peer);
+  PeerLink& Link(const std::string& peer) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   explicit DataPlane(const DataOptions& options) : options_(options) {}
   void AcceptLoop();
-  void Handshake(int fd);
-  void JoinHandshakes(bool all);
+  void Handshake(UniqueFd fd);
+  void JoinHandshakes(bool all) ABSL_LOCKS_EXCLUDED(handshake_mu_);
 
   const DataOptions options_;
-  int listen_fd_ = -1;
+  UniqueFd listen_fd_;
   std::string address_;
   TokenCheck check_;
   LinkDown on_down_;
   Completer completer_;
-  std::mutex mu_;
-  std::map<std::string, std::unique_ptr<PeerLink>> links_;  // guarded by mu_
+  absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<PeerLink>> links_ ABSL_GUARDED_BY(mu_);
   std::thread acceptor_;
   // One thread per connection still saying hello (each bounded by
   // timeout_ms), so a silent connection never holds up the others.
-  std::mutex handshake_mu_;
-  std::vector<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> handshakes_;
+  absl::Mutex handshake_mu_;
+  std::vector<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> handshakes_
+      ABSL_GUARDED_BY(handshake_mu_);
 };
 
 }  // namespace isometry::net

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 namespace isometry::net {
@@ -136,19 +137,20 @@ Status Discard(int fd, uint64_t length) {
   return OkStatus();
 }
 
-Result<int> ConnectTo(const std::string& address, uint32_t timeout_ms) {
+Result<UniqueFd> ConnectTo(const std::string& address, uint32_t timeout_ms) {
   ISO_ASSIGN_OR_RETURN(addrinfo * res, Resolve(address, false));
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(res, &freeaddrinfo);
   Status last = Unavailable("no address for '", address, "'");
   for (addrinfo* a = res; a; a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) continue;
-    int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
+    UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd.valid()) continue;
+    int rc = ::connect(fd.get(), a->ai_addr, a->ai_addrlen);
     if (rc < 0 && errno == EINPROGRESS) {
-      pollfd p{fd, POLLOUT, 0};
+      pollfd p{fd.get(), POLLOUT, 0};
       rc = ::poll(&p, 1, static_cast<int>(timeout_ms));
       int err = 0;
       socklen_t len = sizeof err;
-      if (rc == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
+      if (rc == 1 && ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
         rc = 0;
       } else {
         errno = rc == 0 ? ETIMEDOUT : (err ? err : errno);
@@ -156,41 +158,35 @@ Result<int> ConnectTo(const std::string& address, uint32_t timeout_ms) {
       }
     }
     if (rc == 0) {
-      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-      freeaddrinfo(res);
+      ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
       return fd;
     }
-    last = Errno(StrCat("connect to ", address), errno);
-    ::close(fd);
+    const int err = errno;
+    last = Errno(StrCat("connect to ", address), err);
   }
-  freeaddrinfo(res);
   return last;
 }
 
-Result<std::pair<int, std::string>> ListenOn(const std::string& address) {
+Result<std::pair<UniqueFd, std::string>> ListenOn(const std::string& address) {
   ISO_ASSIGN_OR_RETURN(addrinfo * res, Resolve(address, true));
-  const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    freeaddrinfo(res);
-    return Errno("socket", errno);
-  }
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(res, &freeaddrinfo);
+  UniqueFd fd(::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return Errno("socket", errno);
   const int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(fd, res->ai_addr, res->ai_addrlen) < 0 || ::listen(fd, 64) < 0) {
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(fd.get(), res->ai_addr, res->ai_addrlen) < 0 || ::listen(fd.get(), 64) < 0) {
     const int err = errno;
-    freeaddrinfo(res);
-    ::close(fd);
     return Errno(StrCat("listen on ", address), err);
   }
-  freeaddrinfo(res);
+  owned.reset();
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &len);
   char host[NI_MAXHOST], port[NI_MAXSERV];
   ::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, port, sizeof port,
                 NI_NUMERICHOST | NI_NUMERICSERV);
   const bool v6 = ss.ss_family == AF_INET6;
-  return std::make_pair(fd, StrCat(v6 ? "[" : "", host, v6 ? "]" : "", ":", port));
+  return std::make_pair(std::move(fd), StrCat(v6 ? "[" : "", host, v6 ? "]" : "", ":", port));
 }
 
 void TuneSocket(int fd, uint32_t timeout_ms) {

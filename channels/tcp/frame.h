@@ -17,6 +17,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "core/unique_fd.h"
 #include "layout/copy_program.h"
 
 namespace isometry::net {
@@ -59,10 +60,12 @@ Status SendFrame(int fd, const FrameHeader& h, const void* payload = nullptr);
 Status RecvAll(int fd, void* data, uint64_t length);
 Status Discard(int fd, uint64_t length);
 
-// Connects to "host:port" within `timeout_ms`.
-Result<int> ConnectTo(const std::string& address, uint32_t timeout_ms);
-// Listens on "host:port" (port 0: any); returns the fd and the bound address.
-Result<std::pair<int, std::string>> ListenOn(const std::string& address);
+// Connects to "host:port" within `timeout_ms`; the connected socket is
+// blocking.
+Result<UniqueFd> ConnectTo(const std::string& address, uint32_t timeout_ms);
+// Listens on "host:port" (port 0: any); returns the socket and the bound
+// address.
+Result<std::pair<UniqueFd, std::string>> ListenOn(const std::string& address);
 // Data-connection options: no Nagle, and a dead peer noticed within
 // `timeout_ms` (unacknowledged data: TCP_USER_TIMEOUT; idle: keepalive).
 void TuneSocket(int fd, uint32_t timeout_ms);

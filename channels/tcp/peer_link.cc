@@ -19,35 +19,34 @@ using Clock = std::chrono::steady_clock;
 // ---- Completer ----
 
 Completer::Completer() {
-  thread_ = std::thread([this] {
-    std::unique_lock lock(mu_);
-    while (true) {
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+  thread_ = std::thread([this] { Run(); });
+}
+
+void Completer::Run() {
+  while (true) {
+    std::function<void()> fn;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &Completer::ReadyLocked));
       if (queue_.empty()) return;
-      auto fn = std::move(queue_.front());
+      fn = std::move(queue_.front());
       queue_.pop_front();
-      lock.unlock();
-      fn();
-      lock.lock();
     }
-  });
+    fn();
+  }
 }
 
 Completer::~Completer() {
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
   thread_.join();
 }
 
 void Completer::Post(std::function<void()> fn) {
-  {
-    std::lock_guard lock(mu_);
-    queue_.push_back(std::move(fn));
-  }
-  cv_.notify_all();
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(std::move(fn));
 }
 
 // ---- connections ----
@@ -59,29 +58,30 @@ struct PeerLink::Job {
 };
 
 struct PeerLink::Conn {
-  int fd = -1;
+  UniqueFd fd;
   bool outgoing = false;
-  std::mutex mu;
-  std::condition_variable cv;
+  absl::Mutex mu;
   // Control frames first, then DATA by priority (higher first), each in
-  // the order queued. Guarded by mu.
-  std::deque<Job> queue;
-  bool closing = false;  // guarded by mu
+  // the order queued.
+  std::deque<Job> queue ABSL_GUARDED_BY(mu);
+  bool closing ABSL_GUARDED_BY(mu) = false;
   std::thread reader, writer;
   std::vector<std::byte> send_bounce, recv_bounce;  // owned by the writer / reader thread
 
   ~Conn() {
     if (reader.joinable()) reader.join();
     if (writer.joinable()) writer.join();
-    if (fd >= 0) ::close(fd);
+  }
+  bool WriterHasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return closing || !queue.empty();
   }
   // Wakes both threads for good: they exit, the destructor joins them.
   // Queued DATA fails with `why`; queued control frames go to `leftover`
   // when given (a replaced connection's credits must still be sent).
   void Close(std::vector<std::function<void()>>& calls, const Status& why,
-             std::deque<Job>* leftover = nullptr) {
-    std::lock_guard lock(mu);
-    if (!closing) ::shutdown(fd, SHUT_RDWR);
+             std::deque<Job>* leftover = nullptr) ABSL_LOCKS_EXCLUDED(mu) {
+    absl::MutexLock lock(&mu);
+    if (!closing) ::shutdown(fd.get(), SHUT_RDWR);
     closing = true;
     for (Job& j : queue) {
       if (j.data) {
@@ -91,7 +91,6 @@ struct PeerLink::Conn {
       }
     }
     queue.clear();
-    cv.notify_all();
   }
 };
 
@@ -107,46 +106,47 @@ PeerLink::~PeerLink() {
   Fail(absl::CancelledError(StrCat("data link to peer '", peer_, "' closed")));
   std::vector<std::shared_ptr<Conn>> old;
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     old.swap(closed_);
   }
   old.clear();  // joins, without the lock the threads may still take
 }
 
 int PeerLink::outgoing() const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   return static_cast<int>(out_.size());
 }
 int PeerLink::incoming() const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   return static_cast<int>(in_.size());
 }
 uint64_t PeerLink::generation() const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   return generation_;
 }
 uint64_t PeerLink::bytes_sent() const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   return sent_;
 }
 uint64_t PeerLink::bytes_received() const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   return received_;
 }
 
 Status PeerLink::Connect(const std::string& address, uint32_t self_node, const std::string& token) {
   {
     std::vector<std::shared_ptr<Conn>> old;
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (static_cast<int>(out_.size()) == options_.connections) return OkStatus();
     old.swap(closed_);  // threads of failed connections have exited or are exiting
   }
   std::vector<std::shared_ptr<Conn>> conns;
   for (int i = 0; i < options_.connections; ++i) {
-    ISO_ASSIGN_OR_RETURN(int fd, ConnectTo(address, options_.timeout_ms));
+    ISO_ASSIGN_OR_RETURN(UniqueFd connected, ConnectTo(address, options_.timeout_ms));
     auto c = std::make_shared<Conn>();
-    c->fd = fd;
+    c->fd = std::move(connected);
     c->outgoing = true;
+    const int fd = c->fd.get();  // owned by c
     TuneSocket(fd, options_.timeout_ms);
     FrameHeader h;
     h.type = FrameType::kHello;
@@ -173,7 +173,7 @@ Status PeerLink::Connect(const std::string& address, uint32_t self_node, const s
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
     conns.push_back(std::move(c));
   }
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<std::function<void()>> calls;
   for (auto& c : out_) c->Close(calls, Unavailable("replaced"));
   for (auto& c : out_) closed_.push_back(c);
@@ -185,11 +185,11 @@ Status PeerLink::Connect(const std::string& address, uint32_t self_node, const s
   return OkStatus();
 }
 
-void PeerLink::AddIncoming(int fd) {
+void PeerLink::AddIncoming(UniqueFd fd) {
   auto c = std::make_shared<Conn>();
-  c->fd = fd;
-  TuneSocket(fd, options_.timeout_ms);
-  std::lock_guard lock(mu_);
+  c->fd = std::move(fd);
+  TuneSocket(c->fd.get(), options_.timeout_ms);
+  absl::MutexLock lock(&mu_);
   if (static_cast<int>(in_.size()) >= options_.connections) {
     // The peer opened a new set (it restarted or reconnected): the oldest
     // connections are stale.
@@ -218,7 +218,7 @@ void PeerLink::Fail(const Status& why, bool notify) {
   bool had = false;
   uint64_t generation;
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     had = !out_.empty() || !in_.empty();
     generation = generation_;
     FailLocked(why, calls);
@@ -247,7 +247,7 @@ void PeerLink::FailLocked(const Status& why, std::vector<std::function<void()>>&
 
 void PeerLink::FailConn(Conn* c, const Status& why) {
   {
-    std::lock_guard lock(c->mu);
+    absl::MutexLock lock(&c->mu);
     if (c->closing) return;  // closed on purpose
   }
   Fail(Unavailable(StrCat("peer '", peer_, "': data connection lost: ", why.message())));
@@ -272,7 +272,7 @@ bool PeerLink::RefusedLocked(uint64_t transfer, bool connected, const char* unco
 void PeerLink::Send(const ChannelRequest& request, RequestDone done) {
   const NetHalf& half = std::get<NetHalf>(request.dst);
   const Key key{half.transfer, half.chunk};
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (RefusedLocked(key.first, !out_.empty(), "is not connected (no data connection)", done)) {
     return;
   }
@@ -297,7 +297,7 @@ void PeerLink::Send(const ChannelRequest& request, RequestDone done) {
 void PeerLink::Post(const ChannelRequest& request, RequestDone done) {
   const NetHalf& half = std::get<NetHalf>(request.src);
   const Key key{half.transfer, half.chunk};
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (RefusedLocked(key.first, !in_.empty(), "has no data connection to this node", done)) return;
   if (posted_.count(key)) {
     completer_->Post([done = std::move(done), key] {
@@ -317,7 +317,7 @@ void PeerLink::Post(const ChannelRequest& request, RequestDone done) {
 void PeerLink::Abandon(uint64_t transfer, const Status& why) {
   std::vector<std::function<void()>> calls;
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     AbandonLocked(transfer, why, calls);
     Job j;
     j.header.type = FrameType::kAbort;
@@ -360,7 +360,7 @@ void PeerLink::PruneDeadLocked() {
 void PeerLink::OnAbortFrame(const FrameHeader& h, const std::string& message) {
   std::vector<std::function<void()>> calls;
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (dead_.count(h.transfer)) return;  // we ended it first
     const Status why(ErrorCodeFromWire(h.code),
                      StrCat("peer '", peer_, "' ended the transfer: ", message));
@@ -370,7 +370,7 @@ void PeerLink::OnAbortFrame(const FrameHeader& h, const std::string& message) {
 }
 
 void PeerLink::Enqueue(const std::shared_ptr<Conn>& c, Job job) {
-  std::lock_guard lock(c->mu);
+  absl::MutexLock lock(&c->mu);
   if (!job.data) {
     // Control frames overtake queued DATA: credits and aborts are small and
     // what the other side waits for.
@@ -383,7 +383,6 @@ void PeerLink::Enqueue(const std::shared_ptr<Conn>& c, Job job) {
     });
     c->queue.insert(it, std::move(job));
   }
-  c->cv.notify_one();
 }
 
 // ---- threads ----
@@ -392,8 +391,8 @@ void PeerLink::Writer(Conn* c) {
   while (true) {
     Job job;
     {
-      std::unique_lock lock(c->mu);
-      c->cv.wait(lock, [&] { return c->closing || !c->queue.empty(); });
+      absl::MutexLock lock(&c->mu);
+      c->mu.Await(absl::Condition(c, &Conn::WriterHasWorkLocked));
       if (c->closing) return;
       job = std::move(c->queue.front());
       c->queue.pop_front();
@@ -401,7 +400,7 @@ void PeerLink::Writer(Conn* c) {
     if (job.data) {
       std::optional<Status> dead;
       {
-        std::lock_guard lock(mu_);
+        absl::MutexLock lock(&mu_);
         auto d = dead_.find(std::get<NetHalf>(job.data->request.dst).transfer);
         if (d != dead_.end()) dead = d->second.first;
       }
@@ -420,7 +419,7 @@ void PeerLink::Writer(Conn* c) {
 }
 
 Status PeerLink::WriteJob(Conn& c, Job& job) {
-  if (!job.data) return SendFrame(c.fd, job.header, job.control.data());
+  if (!job.data) return SendFrame(c.fd.get(), job.header, job.control.data());
   const ChannelRequest& r = job.data->request;
   const CopyProgram& program = *r.program;
   const uint64_t span = DestinationSpan(program);
@@ -443,9 +442,9 @@ Status PeerLink::WriteJob(Conn& c, Job& job) {
     h.checksum = XXH3_64bits(payload, span);
   }
   const auto until = options_.rate_limit_bytes_per_s ? limiter_.Reserve(span) : Clock::now();
-  ISO_RETURN_IF_ERROR(SendFrame(c.fd, h, payload));
+  ISO_RETURN_IF_ERROR(SendFrame(c.fd.get(), h, payload));
   std::this_thread::sleep_until(until);
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   sent_ += span;
   return OkStatus();
 }
@@ -453,7 +452,7 @@ Status PeerLink::WriteJob(Conn& c, Job& job) {
 void PeerLink::Reader(Conn* c) {
   while (true) {
     FrameHeader h;
-    Status s = RecvAll(c->fd, &h, sizeof h);
+    Status s = RecvAll(c->fd.get(), &h, sizeof h);
     if (s.ok()) s = CheckHeader(h);
     if (s.ok()) {
       switch (h.type) {
@@ -466,7 +465,7 @@ void PeerLink::Reader(Conn* c) {
             s = absl::DataLossError("CREDIT on an incoming connection");
             break;
           }
-          std::lock_guard lock(mu_);
+          absl::MutexLock lock(&mu_);
           const Key key{h.transfer, h.chunk};
           if (dead_.count(h.transfer) || out_.empty()) break;
           auto it = waiting_credit_.find(key);
@@ -489,7 +488,7 @@ void PeerLink::Reader(Conn* c) {
         }
         case FrameType::kAbort: {
           std::string message(h.length, '\0');
-          s = RecvAll(c->fd, message.data(), h.length);
+          s = RecvAll(c->fd.get(), message.data(), h.length);
           if (s.ok()) OnAbortFrame(h, message);
           break;
         }
@@ -508,7 +507,7 @@ void PeerLink::Reader(Conn* c) {
 Status PeerLink::ReceiveData(Conn& c, const FrameHeader& h) {
   std::optional<Request> r;
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = posted_.find({h.transfer, h.chunk});
     if (it == posted_.end()) {
       if (!dead_.count(h.transfer)) {
@@ -520,11 +519,11 @@ Status PeerLink::ReceiveData(Conn& c, const FrameHeader& h) {
       posted_.erase(it);
     }
   }
-  if (!r) return Discard(c.fd, h.length);  // the transfer ended meanwhile
+  if (!r) return Discard(c.fd.get(), h.length);  // the transfer ended meanwhile
   const CopyProgram& program = *r->request.program;
   const uint64_t span = SourceSpan(program);
   if (h.length != span) {
-    ISO_RETURN_IF_ERROR(Discard(c.fd, h.length));
+    ISO_RETURN_IF_ERROR(Discard(c.fd.get(), h.length));
     r->done(absl::DataLossError(StrCat("peer '", peer_, "': chunk ", h.chunk, " of transfer ",
                                        h.transfer, " has ", h.length, " bytes, expected ", span)));
     return OkStatus();
@@ -538,7 +537,7 @@ Status PeerLink::ReceiveData(Conn& c, const FrameHeader& h) {
     c.recv_bounce.resize(span);
     target = c.recv_bounce.data();
   }
-  Status s = RecvAll(c.fd, target, span);
+  Status s = RecvAll(c.fd.get(), target, span);
   if (!s.ok()) {
     r->done(Unavailable(StrCat("peer '", peer_, "': ", s.message())));
     return s;
@@ -557,7 +556,7 @@ Status PeerLink::ReceiveData(Conn& c, const FrameHeader& h) {
   }
   if (!direct) ExecuteProgram(program, target, dst);
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     received_ += span;
   }
   r->done(OkStatus());

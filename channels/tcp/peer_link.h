@@ -19,21 +19,22 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "channels/channel.h"
 #include "channels/rate_limiter.h"
 #include "channels/tcp/frame.h"
+#include "core/unique_fd.h"
 
 namespace isometry::net {
 
@@ -56,13 +57,15 @@ class Completer {
  public:
   Completer();
   ~Completer();
-  void Post(std::function<void()> fn);
+  void Post(std::function<void()> fn) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  bool stop_ = false;
+  void Run() ABSL_LOCKS_EXCLUDED(mu_);
+  bool ReadyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); }
+
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 
@@ -76,12 +79,13 @@ class PeerLink {
 
   const std::string& peer() const { return peer_; }
   // Opens this node's connections to the peer (closing old ones).
-  Status Connect(const std::string& address, uint32_t self_node, const std::string& token);
+  Status Connect(const std::string& address, uint32_t self_node, const std::string& token)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // A connection the peer opened, after its hello was accepted.
-  void AddIncoming(int fd);
+  void AddIncoming(UniqueFd fd);
   // Closes every connection and fails what is in flight with `why`;
   // `notify` reports it to on_down.
-  void Fail(const Status& why, bool notify = true);
+  void Fail(const Status& why, bool notify = true) ABSL_LOCKS_EXCLUDED(mu_);
   // Counts Connect()s: a down report about an older generation is stale.
   uint64_t generation() const;
 
@@ -108,16 +112,18 @@ class PeerLink {
   void Writer(Conn* c);
   Status WriteJob(Conn& c, Job& job);
   Status ReceiveData(Conn& c, const FrameHeader& h);
-  void OnAbortFrame(const FrameHeader& h, const std::string& message);
+  void OnAbortFrame(const FrameHeader& h, const std::string& message) ABSL_LOCKS_EXCLUDED(mu_);
   void Enqueue(const std::shared_ptr<Conn>& c, Job job);
-  void FailConn(Conn* c, const Status& why);
-  void FailLocked(const Status& why, std::vector<std::function<void()>>& calls);
+  void FailConn(Conn* c, const Status& why) ABSL_LOCKS_EXCLUDED(mu_);
+  void FailLocked(const Status& why, std::vector<std::function<void()>>& calls)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AbandonLocked(uint64_t transfer, const Status& why,
-                     std::vector<std::function<void()>>& calls);
-  void PruneDeadLocked();
+                     std::vector<std::function<void()>>& calls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PruneDeadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails `done` (on the completer) when `transfer` has ended or the link
   // lacks the connection the request needs; true when it did.
-  bool RefusedLocked(uint64_t transfer, bool connected, const char* unconnected, RequestDone& done);
+  bool RefusedLocked(uint64_t transfer, bool connected, const char* unconnected, RequestDone& done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string peer_;
   const DataOptions options_;
@@ -125,15 +131,19 @@ class PeerLink {
   const std::function<void(const Status&, uint64_t)> on_down_;
   RateLimiter limiter_;
 
-  mutable std::mutex mu_;
-  std::vector<std::shared_ptr<Conn>> out_, in_;  // live connections
-  std::vector<std::shared_ptr<Conn>> closed_;    // joined later, off their own threads
-  std::map<Key, Request> posted_;                // receiving: chunk -> where it goes
-  std::map<Key, Request> waiting_credit_;        // sending: chunk -> what to send
-  std::set<Key> credits_;                        // credits that came before the chunk
-  std::map<uint64_t, std::pair<Status, std::chrono::steady_clock::time_point>> dead_;
-  uint64_t sent_ = 0, received_ = 0;
-  uint64_t generation_ = 0;
+  mutable absl::Mutex mu_;
+  std::vector<std::shared_ptr<Conn>> out_ ABSL_GUARDED_BY(mu_);  // live connections
+  std::vector<std::shared_ptr<Conn>> in_ ABSL_GUARDED_BY(mu_);
+  // Joined later, off their own threads.
+  std::vector<std::shared_ptr<Conn>> closed_ ABSL_GUARDED_BY(mu_);
+  std::map<Key, Request> posted_ ABSL_GUARDED_BY(mu_);          // receiving: chunk -> where it goes
+  std::map<Key, Request> waiting_credit_ ABSL_GUARDED_BY(mu_);  // sending: chunk -> what to send
+  std::set<Key> credits_ ABSL_GUARDED_BY(mu_);  // credits that came before the chunk
+  std::map<uint64_t, std::pair<Status, std::chrono::steady_clock::time_point>> dead_
+      ABSL_GUARDED_BY(mu_);
+  uint64_t sent_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t received_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace isometry::net

@@ -21,6 +21,7 @@
 #include <memory>
 
 #include "config/runtime_config.h"
+#include "daemon/fault_injection.h"
 #include "daemon/node/node.h"
 #include "isometry.grpc.pb.h"
 
@@ -29,7 +30,10 @@ namespace isometry {
 class Cluster final : public CrossCopier {
  public:
   // Reads the secret and binds the data listener; starts nothing.
-  static Result<std::unique_ptr<Cluster>> Create(const Config& config);
+  // `faults`: what tests inject (daemon/fault_injection.h); none in
+  // production.
+  static Result<std::unique_ptr<Cluster>> Create(const Config& config,
+                                                 const FaultInjection& faults);
   ~Cluster() override;
 
   // For Node::Create: the data plane the network channel of each peer

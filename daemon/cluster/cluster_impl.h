@@ -1,0 +1,248 @@
+// Internal to daemon/cluster: the state the cluster layer's parts share.
+// Not a public interface; include daemon/cluster/cluster.h instead.
+//
+// The parts, by role (each in its own file, all on one Cluster::Impl):
+//   peer_manager.cc   hello / ping / backoff per peer, peer state, tokens
+//   peer_service.cc   the IsometryPeer gRPC service: translation only
+//   cross_copy.cc     the initiator's side of a cross-node copy: CrossOp,
+//                     planning, setting up the halves
+//   halves.cc         the halves this node runs for any initiator
+//   peer_wire.cc      proto <-> domain for the peer messages
+//   cluster.cc        the Cluster facade: create, start, stop, list
+//
+// One mutex, Impl::mu, guards the mutable state of peers, halves and
+// copies: a peer going down touches all three at once.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "channels/tcp/data_plane.h"
+#include "daemon/cluster/cluster.h"
+#include "planner/topology.h"
+#include "planner/topology_join.h"
+
+namespace isometry {
+
+namespace cluster {
+
+using Clock = std::chrono::steady_clock;
+inline constexpr uint32_t kPeerProtocolVersion = 1;
+inline constexpr char kTokenKey[] = "isometry-peer-token";
+
+int64_t UnixMs();
+Status FromGrpc(const grpc::Status& s, std::string_view what);
+void SetDeadline(grpc::ClientContext& ctx, uint32_t ms);
+
+// A configured peer: constant after Cluster::Create (its loop is made in
+// Start and joined in Stop).
+struct Peer {
+  PeerConfig config;
+  std::unique_ptr<v1::IsometryPeer::Stub> stub;
+  std::thread loop;
+  size_t index = 0;  // of its PeerState in Impl::peer_states
+};
+
+// What this node knows of a peer now (Impl::StateLocked).
+struct PeerState {
+  std::string state = "connecting";  // connecting, up, down, refused
+  std::string last_error;
+  std::string token;  // what it issued us (our calls and data connections)
+  uint32_t node = 0;
+  std::string data_address;
+  Topology topology;  // its memories and edges, ids {node, index}
+  double rtt_ms = 0;
+  Clock::time_point last_answer{};
+  bool up = false;
+};
+
+// A planned cross-node path and the chunking both halves share.
+struct CrossPlan {
+  Topology topo;  // both nodes' graphs, memories named "node:memory"
+  Path path;
+  size_t net_hop = 0;
+  uint64_t chunk_target = 0, slot_limit = 0;
+};
+
+// A half this node runs for a cross-node copy. Its mutable fields are
+// guarded by Impl::mu, but not annotated: a Half outlives its entry in
+// Impl::halves (its runtime completion holds it), and clang's analysis names
+// a lock by the expression that reaches it, so it cannot tie h->field to
+// Impl::mu. Touch them only under Impl::mu.
+struct Half {
+  uint64_t key = 0;
+  std::string partner, initiator;
+  std::optional<Transfer> transfer;
+  Status aborted;  // set when an abort came before or during the start
+  bool finished = false;
+  Status status;
+  Clock::time_point finished_at{};
+  std::vector<std::function<void(const Status&)>> waiters;
+};
+
+// A hello as the peer service received it (v1::PeerHello's fields).
+struct HelloIn {
+  std::string node_name;
+  uint32_t node = 0;
+  uint32_t protocol_version = 0;
+  std::string nonce;
+  int64_t unix_ms = 0;
+  std::string mac;
+  std::string from;  // the caller's address, for the log
+};
+
+// What this node answers an accepted hello with (v1::PeerWelcome).
+struct WelcomeOut {
+  std::string node_name;
+  uint32_t node = 0;
+  uint32_t protocol_version = 0;
+  std::string token, mac, data_address;
+  const Topology* topology = nullptr;  // this node's; lives as long as the node
+};
+
+// A half a peer asks this node to run (v1::StartHalfRequest, parsed).
+struct HalfRequest {
+  RemotePart part;  // without peer: set from `partner`
+  std::string partner;
+  InstanceSpec local;
+  InstanceShape other;
+  Box box;
+  int priority = 0;
+  bool durable = true;
+};
+
+class CrossOp;
+
+}  // namespace cluster
+
+struct Cluster::Impl {
+  using Peer = cluster::Peer;
+  using PeerState = cluster::PeerState;
+  using Half = cluster::Half;
+  using CrossOp = cluster::CrossOp;
+  using CrossPlan = cluster::CrossPlan;
+  using Clock = cluster::Clock;
+
+  Config config;
+  std::string secret;
+  uint32_t protocol_version = cluster::kPeerProtocolVersion;  // what our hellos claim
+  std::unique_ptr<net::DataPlane> data;
+  Node* node = nullptr;
+  std::vector<std::unique_ptr<Peer>> peers;  // constant after Create
+
+  mutable absl::Mutex mu;
+  absl::CondVar cv;  // wakes peer loops (stop, peer down)
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+  std::vector<PeerState> peer_states ABSL_GUARDED_BY(mu);          // one per peers[i]
+  std::map<std::string, std::string> issued ABSL_GUARDED_BY(mu);   // peer -> token we issued it
+  std::map<std::string, uint32_t> peer_nodes ABSL_GUARDED_BY(mu);  // peer -> node id of its hello
+  // Hellos seen in the last 5 minutes.
+  std::map<std::string, Clock::time_point> nonces ABSL_GUARDED_BY(mu);
+  std::map<uint64_t, std::shared_ptr<Half>> halves ABSL_GUARDED_BY(mu);
+  std::map<uint64_t, std::weak_ptr<CrossOp>> ops ABSL_GUARDED_BY(mu);
+  // Cross-node copy keys: this node's id, then a counter that starts at a
+  // random point so keys of a restarted node do not meet its old ones.
+  uint64_t next_key ABSL_GUARDED_BY(mu) = 0;
+
+  // Set-up of halves and reactions to dead links run here, never on a
+  // gRPC, ring or link thread. Made in Start, ended in Stop.
+  std::unique_ptr<net::Completer> worker ABSL_GUARDED_BY(mu);
+
+  std::unique_ptr<v1::IsometryPeer::CallbackService> service;
+
+  const std::string& self() const { return config.cluster.node_name; }
+  Peer* FindPeer(const std::string& name) const;
+  PeerState& StateLocked(const Peer& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return peer_states[p.index];
+  }
+  const PeerState& StateLocked(const Peer& p) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return peer_states[p.index];
+  }
+  void Post(std::function<void()> fn) ABSL_LOCKS_EXCLUDED(mu);
+
+  // ---- peers (peer_manager.cc) ----
+
+  // Our token at peer `p` on an outgoing call.
+  void Authorize(grpc::ClientContext& ctx, const Peer& p) ABSL_LOCKS_EXCLUDED(mu);
+  // The peer this node issued `token` to; under mu.
+  const std::string* PeerOfTokenLocked(const std::string& token) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // The peer that presents `token` on a call to this node.
+  Result<std::string> PeerOfToken(const std::string& token) const ABSL_LOCKS_EXCLUDED(mu);
+  // Where peers open data connections.
+  std::string DataAddress() const;
+  // Checks a peer's hello and issues it a token.
+  Result<cluster::WelcomeOut> AcceptHello(const cluster::HelloIn& hello) ABSL_LOCKS_EXCLUDED(mu);
+  Status CheckHello(const cluster::HelloIn& hello) ABSL_LOCKS_EXCLUDED(mu);
+  Status Hello(Peer& p) ABSL_LOCKS_EXCLUDED(mu);
+  Status Ping(Peer& p) ABSL_LOCKS_EXCLUDED(mu);
+  void PeerLoop(Peer& p) ABSL_LOCKS_EXCLUDED(mu);
+  // A peer is gone: everything that involves it fails with UNAVAILABLE
+  // (its buffers are freed as the halves drain) and the loop says hello
+  // again.
+  // `generation`: the data link's generation the failure was seen on
+  // (none: now); a stale report about replaced connections changes nothing.
+  void MarkDown(const std::string& name, Status why,
+                std::optional<uint64_t> generation = std::nullopt) ABSL_LOCKS_EXCLUDED(mu);
+  // A memory as users name it: "sys0" on this node, "node-b:sys0" on a
+  // peer (by the topology its welcome gave), its id when neither has it.
+  // Not under mu.
+  std::string MemoryName(MemoryId id) const ABSL_LOCKS_EXCLUDED(mu);
+
+  // ---- this node's halves (halves.cc) ----
+
+  // Starts this node's half; `end` is this node's end, `other` the shape
+  // of the other end.
+  Status StartLocalHalf(uint64_t key, RemotePart part, const CrossEnd& end,
+                        const InstanceShape& other, std::optional<Box> box, int priority,
+                        bool durable, const std::string& initiator,
+                        std::function<void(Status)> on_done) ABSL_LOCKS_EXCLUDED(mu);
+  // A half `caller` asks this node to run.
+  Status StartPeerHalf(const std::string& caller, cluster::HalfRequest req);
+  // Runs `on_end` with the half's final status, now when it has ended;
+  // NotFound when this node has no half `key`.
+  Status AwaitHalf(uint64_t key, std::function<void(const Status&)> on_end) ABSL_LOCKS_EXCLUDED(mu);
+  // Ends half `key` with `why` (or its start, when it has not started).
+  void AbortHalf(const std::string& caller, uint64_t key, const Status& why)
+      ABSL_LOCKS_EXCLUDED(mu);
+
+  // ---- cross-node copies, initiator (cross_copy.cc) ----
+
+  // Node `name`'s graph, for the cluster-wide one; an error when it is
+  // unknown or cannot take part in a copy now.
+  Status AddNodeGraph(const std::string& name, std::vector<NodeGraph>& graphs)
+      ABSL_LOCKS_EXCLUDED(mu);
+  Result<CrossPlan> PlanCross(const NodeMemory& src, const NodeMemory& dst,
+                              const Layout& src_layout, const Layout& dst_layout, const Box& box,
+                              uint64_t field_bytes);
+  NodeMemory NameOf(const CrossEnd& e) const;
+  Result<std::shared_ptr<CrossTransfer>> Copy(CrossCopySpec spec, std::function<void(Status)> done)
+      ABSL_LOCKS_EXCLUDED(mu);
+  Result<PlanReport> Explain(const std::string& src_memory, const Layout& src_layout,
+                             const std::string& dst_memory, const Layout& dst_layout,
+                             const Box& bounds, const FieldSpace& fields);
+  void SetUp(std::shared_ptr<CrossOp> op, CrossCopySpec spec, Path path, size_t net_hop,
+             uint64_t chunk_target, uint64_t slot_limit);
+  void SetUpHalves(const std::shared_ptr<CrossOp>& op, CrossCopySpec spec, Path path,
+                   size_t net_hop, uint64_t chunk_target, uint64_t slot_limit);
+  // This node's half of `op`; false when the copy cannot go on.
+  bool SetUpOwnHalf(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec, bool sending,
+                    const std::string& partner, const Path& path, size_t net_hop,
+                    uint64_t chunk_target, uint64_t slot_limit);
+  // Peer `here`'s half of `op`, then awaits its end; false when the copy
+  // cannot go on.
+  bool SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec, bool sending,
+                     const std::string& here, const std::string& partner, const Path& path,
+                     size_t net_hop, uint64_t chunk_target, uint64_t slot_limit);
+};
+
+}  // namespace isometry

@@ -1,0 +1,321 @@
+// The initiator's side of a cross-node copy: plan the whole path over the
+// joined graphs, then set up the halves (the receiving one first) and
+// follow them to the end (CrossOp).
+#include <grpcpp/grpcpp.h>
+
+#include "daemon/cluster/cluster_impl.h"
+#include "daemon/cluster/cross_op.h"
+#include "daemon/cluster/peer_wire.h"
+#include "daemon/runtime/chunker.h"
+#include "planner/planner.h"
+#include "planner/topology_join.h"
+
+namespace isometry {
+
+namespace cluster {
+
+// ---- CrossOp ----
+
+void CrossOp::Cancel() {
+  Fail(absl::CancelledError(StrCat("cross-node transfer ", key_, " was cancelled")));
+}
+
+void CrossOp::Fail(Status why) {
+  std::optional<Transfer> local;
+  std::vector<std::string> nodes;
+  std::vector<std::shared_ptr<grpc::ClientContext>> awaits;
+  {
+    absl::MutexLock lock(&mu_);
+    if (failure_.ok()) failure_ = why;
+    local = local_;
+    nodes = nodes_;
+    for (auto& [n, ctx] : awaits_) awaits.push_back(ctx);
+  }
+  if (local) local->Abort(why);
+  for (const std::string& n : nodes) {
+    if (n.empty()) continue;
+    Peer* p = impl_->FindPeer(n);
+    if (!p) continue;
+    auto ctx = std::make_shared<grpc::ClientContext>();
+    SetDeadline(*ctx, impl_->config.cluster.peer_timeout_ms);
+    impl_->Authorize(*ctx, *p);
+    auto req = std::make_shared<v1::AbortHalfRequest>();
+    req->set_key(key_);
+    req->set_code(static_cast<int>(why.code()));
+    req->set_message(std::string(why.message()));
+    auto resp = std::make_shared<v1::AbortHalfResponse>();
+    p->stub->async()->AbortHalf(ctx.get(), req.get(), resp.get(),
+                                [ctx, req, resp](grpc::Status) {});
+  }
+  // A peer that vanished never answers AwaitHalf: stop waiting.
+  for (auto& ctx : awaits) ctx->TryCancel();
+}
+
+void CrossOp::HalfDone(Status s) {
+  std::function<void(Status)> done;
+  Status final;
+  bool fail_others = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!s.ok() && failure_.ok()) {
+      failure_ = s;
+      fail_others = true;
+    }
+    --pending_;
+    if (pending_ == 0 && setup_done_ && done_) {
+      done = std::exchange(done_, nullptr);
+      final = failure_;
+    }
+  }
+  if (fail_others) Fail(s);
+  if (done) Finish(std::move(done), std::move(final));
+}
+
+void CrossOp::SetUpDone() {
+  std::function<void(Status)> done;
+  Status final;
+  {
+    absl::MutexLock lock(&mu_);
+    setup_done_ = true;
+    if (pending_ == 0 && done_) {
+      done = std::exchange(done_, nullptr);
+      final = failure_;
+    }
+  }
+  if (done) Finish(std::move(done), std::move(final));
+}
+
+void CrossOp::Finish(std::function<void(Status)> done, Status final) {
+  {
+    absl::MutexLock lock(&impl_->mu);
+    impl_->ops.erase(key_);
+  }
+  done(std::move(final));
+}
+
+}  // namespace cluster
+
+// ---- planning ----
+
+Status Cluster::Impl::AddNodeGraph(const std::string& name, std::vector<NodeGraph>& graphs) {
+  if (name == self()) {
+    graphs.push_back({name, config.runtime.node, node->runtime().topology()});
+    return OkStatus();
+  }
+  Peer* p = FindPeer(name);
+  if (!p) return NotFound("no node '", name, "' in this cluster");
+  absl::MutexLock lock(&mu);
+  const PeerState& st = StateLocked(*p);
+  if (!st.up) {
+    return Unavailable("peer '", name, "' is ", st.state,
+                       st.last_error.empty() ? "" : ": " + st.last_error);
+  }
+  if (data->Link(name).incoming() == 0) {
+    return Unavailable("peer '", name, "' is up but has not opened its data connections to ",
+                       "this node yet");
+  }
+  graphs.push_back({name, st.node, st.topology});
+  return OkStatus();
+}
+
+Result<cluster::CrossPlan> Cluster::Impl::PlanCross(const NodeMemory& src, const NodeMemory& dst,
+                                                    const Layout& src_layout,
+                                                    const Layout& dst_layout, const Box& box,
+                                                    uint64_t field_bytes) {
+  if (src.node == dst.node) {
+    return absl::UnimplementedError(StrCat("both ends are on node '", src.node,
+                                           "': ask that node to copy (its own clients do)"));
+  }
+  // The graph: both nodes' memories and channels, named "node:memory",
+  // joined by the network edges from the source's SYS memories to the
+  // destination's.
+  CrossPlan plan;
+  std::vector<NodeGraph> graphs;
+  ISO_RETURN_IF_ERROR(AddNodeGraph(src.node, graphs));
+  ISO_RETURN_IF_ERROR(AddNodeGraph(dst.node, graphs));
+  const NetworkLink link{src.node, dst.node, ChannelKind::kRemoteMemcpy, "tcp",
+                         ThroughputFunction::PerRequestOverhead(
+                             static_cast<double>(config.cluster.link_bytes_per_s), 50e-6)};
+  ISO_ASSIGN_OR_RETURN(plan.topo, JoinTopologies(graphs, {link}));
+  const Topology& topo = plan.topo;
+  ISO_ASSIGN_OR_RETURN(MemoryId src_mem,
+                       FindJoinedMemory(topo, src.node, graphs[0].id, src.memory));
+  ISO_ASSIGN_OR_RETURN(MemoryId dst_mem,
+                       FindJoinedMemory(topo, dst.node, graphs[1].id, dst.memory));
+  PlannerOptions po;
+  const RuntimeConfig& rc = node->runtime().config();
+  po.full_threshold = rc.full_planner_threshold;
+  po.space_threshold = rc.space_threshold;
+  po.cache_capacity = 0;
+  Planner planner(topo, po);
+  ISO_ASSIGN_OR_RETURN(
+      plan.path, planner.Plan({src_mem, src_layout}, {dst_mem, dst_layout}, box, field_bytes));
+  size_t crossings = 0;
+  plan.net_hop = plan.path.edges.size();
+  for (size_t h = 0; h < plan.path.edges.size(); ++h) {
+    if (plan.path.edges[h].kind == ChannelKind::kRemoteMemcpy) {
+      plan.net_hop = h;
+      ++crossings;
+    }
+  }
+  if (crossings != 1) {
+    return FailedPrecondition("the plan ", plan.path.ToString(topo), " crosses the network ",
+                              crossings, " times; one crossing is supported");
+  }
+  plan.chunk_target = config.cluster.request_bytes;
+  plan.slot_limit = rc.space_threshold / static_cast<uint64_t>(rc.slots_per_buffer);
+  return plan;
+}
+
+NodeMemory Cluster::Impl::NameOf(const CrossEnd& e) const {
+  if (!e.node.empty()) return {e.node, e.memory};
+  const TopologyMemory* m = node->runtime().topology().FindMemory(e.local.memory);
+  return {self(), m ? m->name : ""};
+}
+
+Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::Copy(CrossCopySpec spec,
+                                                           std::function<void(Status)> done) {
+  if (!(spec.src.shape.fields == spec.dst.shape.fields)) {
+    return InvalidArgument("copy: source and destination field spaces differ");
+  }
+  ISO_RETURN_IF_ERROR(CheckCopyDimensions(spec.src.shape.bounds, spec.dst.shape.bounds, spec.box));
+  const Box box = spec.box.value_or(spec.src.shape.bounds);
+  ISO_RETURN_IF_ERROR(box.Validate("copy box"));
+  if (!spec.src.shape.bounds.contains(box) || !spec.dst.shape.bounds.contains(box)) {
+    return OutOfRange("copy box ", ToString(box), " lies outside an instance's index space");
+  }
+  ISO_ASSIGN_OR_RETURN(CrossPlan plan,
+                       PlanCross(NameOf(spec.src), NameOf(spec.dst), spec.src.shape.layout,
+                                 spec.dst.shape.layout, box, spec.src.shape.fields.total_bytes()));
+  uint64_t key;
+  {
+    absl::MutexLock lock(&mu);
+    key = (static_cast<uint64_t>(config.runtime.node) << 40) | (next_key++ & ((1ull << 40) - 1));
+  }
+  const uint64_t bytes = box.volume() * spec.src.shape.fields.total_bytes();
+  auto op =
+      std::make_shared<CrossOp>(this, key, plan.path.ToString(plan.topo), bytes, std::move(done));
+  {
+    absl::MutexLock lock(&mu);
+    ops[key] = op;
+  }
+  Post([this, op, spec = std::move(spec), plan = std::move(plan)]() mutable {
+    SetUp(op, std::move(spec), std::move(plan.path), plan.net_hop, plan.chunk_target,
+          plan.slot_limit);
+  });
+  return std::static_pointer_cast<CrossTransfer>(op);
+}
+
+Result<PlanReport> Cluster::Impl::Explain(const std::string& src_memory, const Layout& src_layout,
+                                          const std::string& dst_memory, const Layout& dst_layout,
+                                          const Box& bounds, const FieldSpace& fields) {
+  ISO_ASSIGN_OR_RETURN(CrossPlan plan, PlanCross(SplitNodeMemory(src_memory, self()),
+                                                 SplitNodeMemory(dst_memory, self()), src_layout,
+                                                 dst_layout, bounds, fields.total_bytes()));
+  ISO_ASSIGN_OR_RETURN(ChunkGrid grid,
+                       GridAlong(plan.path, bounds, fields, plan.chunk_target, plan.slot_limit));
+  return ReportPlan(ExplainGrid(std::move(plan.path), grid, fields.total_bytes(),
+                                node->runtime().config().slots_per_buffer),
+                    plan.topo);
+}
+
+// ---- set-up of the halves ----
+
+void Cluster::Impl::SetUp(std::shared_ptr<CrossOp> op, CrossCopySpec spec, Path path,
+                          size_t net_hop, uint64_t chunk_target, uint64_t slot_limit) {
+  SetUpHalves(op, std::move(spec), std::move(path), net_hop, chunk_target, slot_limit);
+  op->SetUpDone();
+}
+
+void Cluster::Impl::SetUpHalves(const std::shared_ptr<CrossOp>& op, CrossCopySpec spec, Path path,
+                                size_t net_hop, uint64_t chunk_target, uint64_t slot_limit) {
+  const std::string src_node = spec.src.node.empty() ? self() : spec.src.node;
+  const std::string dst_node = spec.dst.node.empty() ? self() : spec.dst.node;
+  // The receiving half first: its credits are what lets the sender go.
+  for (const bool sending : {false, true}) {
+    if (op->failed()) break;
+    const std::string& here = sending ? src_node : dst_node;
+    const std::string& partner = sending ? dst_node : src_node;
+    op->AddHalf(here == self() ? "" : here);
+    const bool go_on = here == self() ? SetUpOwnHalf(op, spec, sending, partner, path, net_hop,
+                                                     chunk_target, slot_limit)
+                                      : SetUpPeerHalf(op, spec, sending, here, partner, path,
+                                                      net_hop, chunk_target, slot_limit);
+    if (!go_on) break;
+  }
+}
+
+bool Cluster::Impl::SetUpOwnHalf(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec,
+                                 bool sending, const std::string& partner, const Path& path,
+                                 size_t net_hop, uint64_t chunk_target, uint64_t slot_limit) {
+  const CrossEnd& end = sending ? spec.src : spec.dst;
+  const CrossEnd& other = sending ? spec.dst : spec.src;
+  RemotePart part{op->key(), path, net_hop, sending, partner, chunk_target, slot_limit};
+  std::weak_ptr<CrossOp> weak = op;
+  Status s = StartLocalHalf(op->key(), std::move(part), end, other.shape, spec.box, spec.priority,
+                            spec.durable, self(), [weak](Status st) {
+                              if (auto o = weak.lock()) o->HalfDone(std::move(st));
+                            });
+  if (!s.ok()) {
+    op->HalfDone(s);
+    return false;
+  }
+  std::optional<Transfer> t;
+  {
+    absl::MutexLock lock(&mu);
+    if (auto h = halves.find(op->key()); h != halves.end()) t = h->second->transfer;
+  }
+  if (t) op->SetLocal(*t);  // not under mu: it may abort, whose completion takes mu
+  return true;
+}
+
+bool Cluster::Impl::SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec,
+                                  bool sending, const std::string& here, const std::string& partner,
+                                  const Path& path, size_t net_hop, uint64_t chunk_target,
+                                  uint64_t slot_limit) {
+  Peer* p = FindPeer(here);
+  cluster::HalfOut out;
+  out.key = op->key();
+  out.sending = sending;
+  out.path = &path;
+  out.net_hop = net_hop;
+  out.chunk_target = chunk_target;
+  out.slot_limit = slot_limit;
+  out.box = spec.box.value_or(spec.src.shape.bounds);
+  out.end = sending ? &spec.src : &spec.dst;
+  out.other = sending ? &spec.dst : &spec.src;
+  out.priority = spec.priority;
+  out.durable = spec.durable;
+  out.partner = partner;
+  const v1::StartHalfRequest req = cluster::ToProto(out);
+  grpc::ClientContext ctx;
+  cluster::SetDeadline(ctx, config.cluster.peer_timeout_ms);
+  Authorize(ctx, *p);
+  v1::StartHalfResponse resp;
+  grpc::Status gs = p->stub->StartHalf(&ctx, req, &resp);
+  if (!gs.ok()) {
+    op->HalfDone(cluster::FromGrpc(gs, StrCat("node '", here, "' refused its half")));
+    return false;
+  }
+  if (op->failed()) op->Cancel();  // failed while the peer set its half up: end it there too
+  auto actx = std::make_shared<grpc::ClientContext>();
+  Authorize(*actx, *p);
+  auto areq = std::make_shared<v1::AwaitHalfRequest>();
+  areq->set_key(op->key());
+  auto aresp = std::make_shared<v1::AwaitHalfResponse>();
+  op->AddAwait(here, actx);
+  std::weak_ptr<CrossOp> weak = op;
+  p->stub->async()->AwaitHalf(
+      actx.get(), areq.get(), aresp.get(), [weak, actx, areq, aresp, here](grpc::Status gs2) {
+        auto o = weak.lock();
+        if (!o) return;
+        if (!gs2.ok()) {
+          o->HalfDone(Unavailable(StrCat("node '", here, "': ", gs2.error_message())));
+        } else {
+          o->HalfDone(Status(static_cast<absl::StatusCode>(aresp->code()), aresp->message()));
+        }
+      });
+  return true;
+}
+
+}  // namespace isometry

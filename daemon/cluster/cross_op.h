@@ -1,0 +1,82 @@
+// Internal to daemon/cluster: the initiator's view of a cross-node copy.
+// Methods in cross_copy.cc.
+#pragma once
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/cluster/cluster_impl.h"
+
+namespace isometry::cluster {
+
+class CrossOp final : public CrossTransfer, public std::enable_shared_from_this<CrossOp> {
+ public:
+  CrossOp(Cluster::Impl* impl, uint64_t key, std::string path, uint64_t bytes,
+          std::function<void(Status)> done)
+      : impl_(impl), key_(key), path_(std::move(path)), bytes_(bytes), done_(std::move(done)) {}
+
+  void Cancel() override;
+  std::string PathText() const override { return path_; }
+  uint64_t bytes() const override { return bytes_; }
+  Clock::time_point started() const override { return started_; }
+
+  uint64_t key() const { return key_; }
+  // A half is being set up (counted until HalfDone).
+  void AddHalf(const std::string& node) {
+    absl::MutexLock lock(&mu_);
+    ++pending_;
+    nodes_.push_back(node);
+  }
+  void SetLocal(Transfer t) {
+    Status failed;
+    {
+      absl::MutexLock lock(&mu_);
+      local_ = t;
+      failed = failure_;
+    }
+    if (!failed.ok()) t.Abort(failed);  // the copy failed while this half started
+  }
+  void AddAwait(const std::string& node, std::shared_ptr<grpc::ClientContext> ctx) {
+    absl::MutexLock lock(&mu_);
+    awaits_.emplace_back(node, std::move(ctx));
+  }
+  void HalfDone(Status s);
+  void Finish(std::function<void(Status)> done, Status final);
+  // Set-up is over (every half it started was counted): the copy ends when
+  // the last of them has, or now when none runs.
+  void SetUpDone();
+  void Fail(Status why);  // ends every half with `why`
+  bool Involves(const std::string& node) const {
+    absl::MutexLock lock(&mu_);
+    return std::find(nodes_.begin(), nodes_.end(), node) != nodes_.end();
+  }
+  bool failed() const {
+    absl::MutexLock lock(&mu_);
+    return !failure_.ok();
+  }
+
+ private:
+  Cluster::Impl* const impl_;
+  const uint64_t key_;
+  const std::string path_;
+  const uint64_t bytes_;
+  const Clock::time_point started_ = Clock::now();
+  mutable absl::Mutex mu_;
+  std::function<void(Status)> done_ ABSL_GUARDED_BY(mu_);
+  int pending_ ABSL_GUARDED_BY(mu_) = 0;
+  bool setup_done_ ABSL_GUARDED_BY(mu_) = false;
+  Status failure_ ABSL_GUARDED_BY(mu_);
+  std::optional<Transfer> local_ ABSL_GUARDED_BY(mu_);
+  // Nodes running remote halves ("" = here).
+  std::vector<std::string> nodes_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<std::string, std::shared_ptr<grpc::ClientContext>>> awaits_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace isometry::cluster

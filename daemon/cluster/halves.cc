@@ -1,0 +1,133 @@
+// The halves of cross-node copies that run on this node, whoever
+// initiated them: started through the runtime, awaited and aborted by the
+// initiator (or by this node's own CrossOp).
+#include <chrono>
+
+#include "daemon/cluster/cluster_impl.h"
+
+namespace isometry {
+
+using cluster::Clock;
+
+Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossEnd& end,
+                                     const InstanceShape& other, std::optional<Box> box,
+                                     int priority, bool durable, const std::string& initiator,
+                                     std::function<void(Status)> on_done) {
+  auto h = std::make_shared<Half>();
+  h->key = key;
+  h->partner = part.peer;
+  h->initiator = initiator;
+  CopyRequest req;
+  const MemoryId other_mem =
+      part.sending ? part.path.nodes.back().memory : part.path.nodes.front().memory;
+  InstanceRef other_ref{other_mem, nullptr, 0, other};
+  req.src = part.sending ? end.local : other_ref;
+  req.dst = part.sending ? other_ref : end.local;
+  const MemoryId mine =
+      part.sending ? part.path.nodes.front().memory : part.path.nodes.back().memory;
+  if (end.local.memory != mine) {
+    return InvalidArgument("cross-node copy ", key, ": the instance lives in memory '",
+                           MemoryName(end.local.memory), "', the plan says '", MemoryName(mine),
+                           "'");
+  }
+  for (const PathNode& n : part.path.nodes) part.names[n.memory] = MemoryName(n.memory);
+  req.box = box;
+  req.priority = priority;
+  req.durable = durable;
+  req.remote = std::move(part);
+  std::shared_ptr<const void> keep = end.keep;
+  Impl* self = this;
+  req.on_complete = [self, h, keep, on_done](Status s) {
+    std::vector<std::function<void(const Status&)>> waiters;
+    {
+      absl::MutexLock lock(&self->mu);
+      h->finished = true;
+      h->status = s;
+      h->finished_at = Clock::now();
+      waiters.swap(h->waiters);
+    }
+    for (auto& w : waiters) w(s);
+    if (on_done) on_done(s);
+  };
+  {
+    absl::MutexLock lock(&mu);
+    // Finished halves stay a while for a late AwaitHalf.
+    const auto cutoff = Clock::now() - std::chrono::minutes(5);
+    for (auto it = halves.begin(); it != halves.end();) {
+      // Over: finished, or a tombstone (an abort for a half that never
+      // started). A half still starting has neither and stays.
+      const Half& old = *it->second;
+      const bool over = old.finished || (!old.transfer && !old.aborted.ok());
+      it = over && old.finished_at < cutoff ? halves.erase(it) : std::next(it);
+    }
+    if (auto it = halves.find(key); it != halves.end()) {
+      if (it->second->transfer || it->second->finished) {
+        return absl::AlreadyExistsError(StrCat("half ", key, " exists"));
+      }
+      h->aborted = it->second->aborted;  // a tombstone: AbortHalf came first
+    }
+    halves[key] = h;
+  }
+  auto t = node->runtime().Copy(std::move(req));
+  Status aborted;
+  {
+    absl::MutexLock lock(&mu);
+    if (!t.ok()) {
+      halves.erase(key);
+      return t.status();
+    }
+    h->transfer = *t;
+    aborted = h->aborted;
+  }
+  if (!aborted.ok()) t->Abort(aborted);
+  return OkStatus();
+}
+
+Status Cluster::Impl::StartPeerHalf(const std::string& caller, cluster::HalfRequest req) {
+  req.part.peer = req.partner;
+  ISO_ASSIGN_OR_RETURN(CrossEnd end, node->ResolveForPeer(req.local));
+  const uint64_t key = req.part.key;
+  return StartLocalHalf(key, std::move(req.part), end, req.other, req.box, req.priority,
+                        req.durable, caller, nullptr);
+}
+
+Status Cluster::Impl::AwaitHalf(uint64_t key, std::function<void(const Status&)> on_end) {
+  Status ended;  // the half's end, when it has ended
+  bool over = false;
+  {
+    absl::MutexLock lock(&mu);
+    auto it = halves.find(key);
+    if (it == halves.end()) return NotFound("no half ", key, " on node '", self(), "'");
+    const Half& h = *it->second;
+    if (!h.transfer && !h.finished && !h.aborted.ok()) {  // a tombstone
+      ended = h.aborted;
+      over = true;
+    } else if (h.finished) {
+      ended = h.status;
+      over = true;
+    } else {
+      it->second->waiters.push_back(std::move(on_end));
+    }
+  }
+  if (over) on_end(ended);
+  return OkStatus();
+}
+
+void Cluster::Impl::AbortHalf(const std::string& caller, uint64_t key, const Status& why) {
+  std::optional<Transfer> t;
+  {
+    absl::MutexLock lock(&mu);
+    auto& h = halves[key];
+    if (!h) {  // not started yet: a tombstone its start will find
+      h = std::make_shared<Half>();
+      h->key = key;
+      h->initiator = caller;
+      h->finished_at = Clock::now();
+    }
+    if (h->aborted.ok()) h->aborted = why;
+    t = h->transfer;
+  }
+  if (t) t->Abort(why);
+}
+
+}  // namespace isometry

@@ -1,0 +1,104 @@
+#include "daemon/cluster/peer_service.h"
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include "channels/tcp/frame.h"
+#include "core/log_escape.h"
+#include "daemon/cluster/peer_wire.h"
+#include "daemon/server/convert.h"
+
+namespace isometry::cluster {
+
+namespace {
+
+class PeerService final : public v1::IsometryPeer::CallbackService {
+ public:
+  explicit PeerService(Cluster::Impl* impl) : impl_(impl) {}
+
+  grpc::ServerUnaryReactor* Hello(grpc::CallbackServerContext* ctx, const v1::PeerHello* req,
+                                  v1::PeerWelcome* resp) override {
+    auto welcome = impl_->AcceptHello(FromProto(*req, ctx->peer()));
+    if (welcome.ok()) ToProto(*welcome, resp);
+    return Reply(ctx, welcome.status());
+  }
+
+  grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* ctx, const v1::PeerPing*,
+                                 v1::PeerPong*) override {
+    auto caller = Caller(ctx);
+    return Reply(ctx, caller.ok() ? OkStatus() : caller.status());
+  }
+
+  grpc::ServerUnaryReactor* StartHalf(grpc::CallbackServerContext* ctx,
+                                      const v1::StartHalfRequest* req,
+                                      v1::StartHalfResponse*) override {
+    auto caller = Caller(ctx);
+    if (!caller.ok()) return Reply(ctx, caller.status());
+    Status s = Start(*caller, *req);
+    if (!s.ok()) {
+      spdlog::warn("half {} for '{}' refused: {}", req->key(), ForLog(*caller),
+                   ForLog(s.ToString(), 512));
+    }
+    return Reply(ctx, s);
+  }
+
+  grpc::ServerUnaryReactor* AwaitHalf(grpc::CallbackServerContext* ctx,
+                                      const v1::AwaitHalfRequest* req,
+                                      v1::AwaitHalfResponse* resp) override {
+    auto caller = Caller(ctx);
+    if (!caller.ok()) return Reply(ctx, caller.status());
+    grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+    Status s = impl_->AwaitHalf(req->key(), [r, resp](const Status& end) {
+      resp->set_code(static_cast<int>(end.code()));
+      resp->set_message(std::string(end.message()));
+      r->Finish(grpc::Status::OK);
+    });
+    if (!s.ok()) r->Finish(ToGrpc(s));
+    return r;
+  }
+
+  grpc::ServerUnaryReactor* AbortHalf(grpc::CallbackServerContext* ctx,
+                                      const v1::AbortHalfRequest* req,
+                                      v1::AbortHalfResponse*) override {
+    auto caller = Caller(ctx);
+    if (!caller.ok()) return Reply(ctx, caller.status());
+    const Status why(net::ErrorCodeFromWire(req->code()),
+                     StrCat("node '", *caller, "' ended the transfer: ", req->message()));
+    impl_->AbortHalf(*caller, req->key(), why);
+    return Reply(ctx, OkStatus());
+  }
+
+ private:
+  static grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* ctx, const Status& s) {
+    grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+    r->Finish(ToGrpc(s));
+    return r;
+  }
+
+  // The caller, by the token this node issued it.
+  Result<std::string> Caller(grpc::CallbackServerContext* ctx) const {
+    auto it = ctx->client_metadata().find(kTokenKey);
+    if (it == ctx->client_metadata().end()) {
+      return absl::UnauthenticatedError("no valid peer token: say hello first");
+    }
+    return impl_->PeerOfToken(std::string(it->second.data(), it->second.size()));
+  }
+
+  Status Start(const std::string& caller, const v1::StartHalfRequest& req) {
+    if (!impl_->FindPeer(req.partner())) {
+      return NotFound("node '", req.partner(), "' is not a peer of node '", impl_->self(), "'");
+    }
+    ISO_ASSIGN_OR_RETURN(HalfRequest half, FromProto(req));
+    return impl_->StartPeerHalf(caller, std::move(half));
+  }
+
+  Cluster::Impl* const impl_;
+};
+
+}  // namespace
+
+std::unique_ptr<v1::IsometryPeer::CallbackService> MakePeerService(Cluster::Impl* impl) {
+  return std::make_unique<PeerService>(impl);
+}
+
+}  // namespace isometry::cluster

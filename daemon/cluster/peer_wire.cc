@@ -1,0 +1,139 @@
+#include "daemon/cluster/peer_wire.h"
+
+#include "daemon/server/convert.h"
+
+namespace isometry::cluster {
+
+void ToWelcome(const Topology& topo, v1::PeerWelcome* w) {
+  for (const TopologyMemory& m : topo.memories) {
+    auto* pm = w->add_memories();
+    pm->set_index(m.id.memory);
+    pm->set_name(m.name);
+    pm->set_kind(std::string(MemoryKindName(m.kind)));
+  }
+  for (const TopologyEdge& e : topo.edges) {
+    auto* pe = w->add_edges();
+    pe->set_src(e.src.memory);
+    pe->set_dst(e.dst.memory);
+    pe->set_channel(e.channel_name);
+    pe->set_kind(std::string(ChannelKindName(e.kind)));
+    for (const ThroughputSample& s : e.tp.Breakpoints()) {
+      auto* r = pe->add_rates();
+      r->set_request_bytes(s.request_bytes);
+      r->set_bytes_per_s(s.bytes_per_second);
+    }
+  }
+}
+
+Result<Topology> TopologyFromWelcome(const v1::PeerWelcome& w) {
+  Topology t;
+  for (const auto& m : w.memories()) {
+    auto kind = ParseMemoryKind(m.kind());
+    if (!kind) return InvalidArgument("peer memory '", m.name(), "' has unknown kind ", m.kind());
+    t.memories.push_back({MemoryId{w.node(), m.index()}, *kind, m.name()});
+  }
+  for (const auto& e : w.edges()) {
+    auto kind = ParseChannelKind(e.kind());
+    if (!kind) return InvalidArgument("peer channel '", e.channel(), "' has unknown kind");
+    TopologyEdge te{MemoryId{w.node(), e.src()}, MemoryId{w.node(), e.dst()}, -1, *kind,
+                    e.channel()};
+    std::vector<ThroughputSample> samples;
+    for (const auto& r : e.rates()) samples.push_back({r.request_bytes(), r.bytes_per_s()});
+    if (!samples.empty()) {
+      auto tp = ThroughputFunction::FromSamples(std::move(samples));
+      if (tp.ok()) te.tp = *tp;
+    }
+    t.edges.push_back(std::move(te));
+  }
+  return t;
+}
+
+HelloIn FromProto(const v1::PeerHello& req, std::string from) {
+  HelloIn h;
+  h.node_name = req.node_name();
+  h.node = req.node();
+  h.protocol_version = req.protocol_version();
+  h.nonce = req.nonce();
+  h.unix_ms = req.unix_ms();
+  h.mac = req.mac();
+  h.from = std::move(from);
+  return h;
+}
+
+void ToProto(const WelcomeOut& w, v1::PeerWelcome* out) {
+  out->set_node_name(w.node_name);
+  out->set_node(w.node);
+  out->set_protocol_version(w.protocol_version);
+  out->set_token(w.token);
+  out->set_mac(w.mac);
+  out->set_data_address(w.data_address);
+  if (w.topology) ToWelcome(*w.topology, out);
+}
+
+v1::StartHalfRequest ToProto(const HalfOut& h) {
+  v1::StartHalfRequest req;
+  req.set_key(h.key);
+  req.set_sending(h.sending);
+  for (const PathNode& pn : h.path->nodes) {
+    auto* ns = req.add_nodes();
+    ns->set_node(pn.memory.node);
+    ns->set_memory(pn.memory.memory);
+    ns->set_layout(pn.layout.ToString());
+  }
+  for (const TopologyEdge& e : h.path->edges) {
+    auto* es = req.add_edges();
+    es->set_channel(e.channel_name);
+    es->set_kind(std::string(ChannelKindName(e.kind)));
+  }
+  req.set_net_hop(static_cast<uint32_t>(h.net_hop));
+  req.set_chunk_target(h.chunk_target);
+  req.set_slot_limit(h.slot_limit);
+  ToProto(h.box, req.mutable_box());
+  auto* local = req.mutable_local();
+  local->set_allocation(h.end->allocation);
+  local->set_offset(h.end->offset);
+  local->set_memory(h.end->memory);
+  local->set_file(h.end->file);
+  isometry::ToProto(h.end->shape, local);
+  isometry::ToProto(h.other->shape.bounds, req.mutable_other_bounds());
+  req.set_other_layout(h.other->shape.layout.ToString());
+  req.set_priority(h.priority);
+  req.set_durable(h.durable);
+  req.set_partner(h.partner);
+  return req;
+}
+
+Result<HalfRequest> FromProto(const v1::StartHalfRequest& req) {
+  HalfRequest h;
+  RemotePart& part = h.part;
+  part.key = req.key();
+  part.sending = req.sending();
+  part.net_hop = req.net_hop();
+  part.chunk_target = req.chunk_target();
+  part.slot_limit = req.slot_limit();
+  h.partner = req.partner();
+  if (req.nodes_size() != req.edges_size() + 1 || req.edges_size() == 0) {
+    return InvalidArgument("malformed path");
+  }
+  ISO_ASSIGN_OR_RETURN(h.box, BoxFromProto(req.box(), "box"));
+  for (const auto& ns : req.nodes()) {
+    ISO_ASSIGN_OR_RETURN(Layout l, Layout::Parse(ns.layout(), h.box.dims));
+    part.path.nodes.push_back({MemoryId{ns.node(), ns.memory()}, l});
+  }
+  for (int i = 0; i < req.edges_size(); ++i) {
+    auto kind = ParseChannelKind(req.edges(i).kind());
+    if (!kind) return InvalidArgument("edge ", i, " has unknown kind");
+    part.path.edges.push_back({part.path.nodes[static_cast<size_t>(i)].memory,
+                               part.path.nodes[static_cast<size_t>(i) + 1].memory, -1, *kind,
+                               req.edges(i).channel()});
+  }
+  ISO_ASSIGN_OR_RETURN(h.local, InstanceSpecFromProto(req.local()));
+  ISO_ASSIGN_OR_RETURN(h.other.bounds, BoxFromProto(req.other_bounds(), "other_bounds"));
+  h.other.fields = h.local.shape.fields;
+  ISO_ASSIGN_OR_RETURN(h.other.layout, Layout::Parse(req.other_layout(), h.other.bounds.dims));
+  h.priority = req.priority();
+  h.durable = req.durable();
+  return h;
+}
+
+}  // namespace isometry::cluster

@@ -1,0 +1,38 @@
+// Internal to daemon/cluster: the peer protocol's messages (isometry.proto,
+// IsometryPeer) to and from the domain types the rest of the cluster layer
+// speaks. Pure translation: no I/O, no locks.
+#pragma once
+
+#include "daemon/cluster/cluster_impl.h"
+#include "isometry.grpc.pb.h"
+
+namespace isometry::cluster {
+
+// A node's memories and channels, as a welcome carries them.
+void ToWelcome(const Topology& topo, v1::PeerWelcome* w);
+// The peer's topology from its welcome: memory ids {w.node(), index}.
+// An unknown memory or channel kind is an error.
+Result<Topology> TopologyFromWelcome(const v1::PeerWelcome& w);
+
+HelloIn FromProto(const v1::PeerHello& req, std::string from);
+void ToProto(const WelcomeOut& w, v1::PeerWelcome* out);
+
+// What a peer needs to run its half of a cross-node copy.
+struct HalfOut {
+  uint64_t key = 0;
+  bool sending = false;
+  const Path* path = nullptr;
+  size_t net_hop = 0;
+  uint64_t chunk_target = 0, slot_limit = 0;
+  Box box;
+  const CrossEnd* end = nullptr;    // the peer's end
+  const CrossEnd* other = nullptr;  // the other end (its shape)
+  int priority = 0;
+  bool durable = true;
+  std::string partner;
+};
+v1::StartHalfRequest ToProto(const HalfOut& h);
+// The half a peer asks for; an error when the request is malformed.
+Result<HalfRequest> FromProto(const v1::StartHalfRequest& req);
+
+}  // namespace isometry::cluster

@@ -1,0 +1,23 @@
+#include "daemon/fault_injection.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+
+namespace isometry {
+
+FaultInjection FaultInjectionFromEnvironment() {
+  FaultInjection f;
+  if (const char* c = std::getenv("ISOMETRY_FAULT_CORRUPT_CHUNK")) {
+    f.corrupt_chunk = std::strtoull(c, nullptr, 10);
+    spdlog::warn("fault injection: chunk {} of every incoming transfer is corrupted on arrival",
+                 *f.corrupt_chunk);
+  }
+  if (const char* v = std::getenv("ISOMETRY_FAULT_PEER_PROTOCOL")) {
+    f.peer_protocol = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
+    spdlog::warn("fault injection: hellos claim peer protocol version {}", *f.peer_protocol);
+  }
+  return f;
+}
+
+}  // namespace isometry

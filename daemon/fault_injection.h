@@ -1,0 +1,30 @@
+// Faults a test can inject into a running isometryd. Read from the
+// environment in one place (main), logged, and handed down as this struct:
+// nothing below main reads the environment for them.
+//
+//   ISOMETRY_FAULT_CORRUPT_CHUNK=k   the receiving node flips a byte of
+//                                    chunk k of every incoming cross-node
+//                                    transfer before checking it
+//   ISOMETRY_FAULT_PEER_PROTOCOL=v   this node's peer hellos claim protocol
+//                                    version v
+//
+// Never set in production: each one set is logged as a warning.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+namespace isometry {
+
+struct FaultInjection {
+  std::optional<uint64_t> corrupt_chunk;
+  std::optional<uint32_t> peer_protocol;
+
+  bool any() const { return corrupt_chunk || peer_protocol; }
+};
+
+// The faults the environment asks for (none when no variable is set); logs
+// a warning for each. Values are read as decimal numbers, as strtoull does.
+FaultInjection FaultInjectionFromEnvironment();
+
+}  // namespace isometry
