@@ -1,4 +1,8 @@
 // isometryd: the Isometry node daemon.
+//
+// main() reads the command line and the configuration; Serve() brings the
+// daemon up as a list of steps (each a function below that says what it
+// needs), waits for a stop signal, drains and tears down in reverse order.
 #include <fcntl.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
@@ -17,6 +21,7 @@
 
 #include "config/config_parser.h"
 #include "core/random.h"
+#include "core/unique_fd.h"
 #include "daemon/cluster/cluster.h"
 #include "daemon/fault_injection.h"
 #include "daemon/node/node.h"
@@ -41,28 +46,9 @@ Status PrepareDirectories(const DaemonConfig& d) {
   return OkStatus();
 }
 
-// A fresh operator token per start, readable by the daemon's user only:
-// whoever can read it (root, the isometry user) may cancel any transfer.
-Result<std::string> WriteOperatorToken(const DaemonConfig& d) {
-  const std::string token = RandomHex(16);
-  const std::string path = d.state_dir + "/operator.token";
-  ::unlink(path.c_str());
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return Internal("cannot write ", path, ": ", std::strerror(errno));
-  const bool ok = ::write(fd, token.data(), token.size()) == static_cast<ssize_t>(token.size());
-  ::close(fd);
-  if (!ok) return Internal("cannot write ", path);
-  return token;
-}
-
-int Serve(const Config& config) {
-  SetUpLogging(config.daemon.log_level);
-  if (Status s = PrepareDirectories(config.daemon); !s.ok()) {
-    spdlog::error("{}", s.ToString());
-    return 1;
-  }
-  // Signals are taken by sigtimedwait in this thread only: block them before
-  // any other thread starts.
+// Signals are taken by sigtimedwait in the main thread only: they are
+// blocked before any other thread starts, so every thread inherits the mask.
+sigset_t BlockStopSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
@@ -70,53 +56,61 @@ int Serve(const Config& config) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+  return signals;
+}
 
-  // Peers: the data listener and the network channels exist before the
-  // node (its runtime owns the channels).
-  const FaultInjection faults = FaultInjectionFromEnvironment();
-  std::unique_ptr<Cluster> cluster;
-  if (!config.cluster.peers.empty()) {
-    auto c = Cluster::Create(config, faults);
-    if (!c.ok()) {
-      spdlog::error("cannot start the cluster layer: {}", c.status().ToString());
-      return 1;
-    }
-    cluster = *std::move(c);
-  }
+// Peers: the data listener and the network channels exist before the node
+// (its runtime owns the channels). Null without [[peer]].
+Result<std::unique_ptr<Cluster>> CreateClusterIfPeers(const Config& config,
+                                                      const FaultInjection& faults) {
+  if (config.cluster.peers.empty()) return std::unique_ptr<Cluster>();
+  return Cluster::Create(config, faults);
+}
+
+// The node, joined to the cluster layer before any server starts: clients
+// and peers find the cluster layer ready.
+Result<std::unique_ptr<Node>> CreateNode(const Config& config, Cluster* cluster) {
   auto node = Node::Create(config, cluster ? cluster->channel_context() : ChannelContext{});
-  if (!node.ok()) {
-    spdlog::error("cannot start: {}", node.status().ToString());
-    return 1;
-  }
+  if (!node.ok()) return node;
   if (cluster) {
-    // Before any server: clients and peers find the cluster layer ready.
-    (*node)->SetCrossCopier(cluster.get());
+    (*node)->SetCrossCopier(cluster);
     cluster->Start(node->get());
   }
-  auto local = LocalServer::Start(**node);
-  if (!local.ok()) {
-    spdlog::error("cannot start the local socket: {}", local.status().ToString());
-    return 1;
-  }
-  const DaemonConfig& d = config.daemon;
-  if (Status s = PrepareSocketPath(d.grpc_socket); !s.ok()) {
-    spdlog::error("{}", s.ToString());
-    return 1;
-  }
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  auto token = WriteOperatorToken(d);
-  if (!token.ok()) {
-    spdlog::error("{}", token.status().ToString());
-    return 1;
-  }
+  return node;
+}
+
+// A fresh operator token per start, readable by the daemon's user only:
+// whoever can read it (root, the isometry user) may cancel any transfer.
+Result<std::string> WriteOperatorToken(const DaemonConfig& d) {
+  const std::string token = RandomHex(16);
+  const std::string path = d.state_dir + "/operator.token";
+  ::unlink(path.c_str());
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!fd.valid()) return Internal("cannot write ", path, ": ", std::strerror(errno));
+  if (::write(fd.get(), token.data(), token.size()) != static_cast<ssize_t>(token.size()))
+    return Internal("cannot write ", path);
+  return token;
+}
+
+// The gRPC servers and what they serve; destroyed in reverse order of
+// construction (servers before the services they call).
+struct GrpcServers {
+  std::unique_ptr<GrpcService> service;
+  std::unique_ptr<grpc::Server> server;       // the client API
+  std::unique_ptr<grpc::Server> peer_server;  // the peer API (with peers only)
+};
+
+// The client API on the unix socket (permission-checked). With peers, the
+// TCP port serves only the peer API, whose calls carry a token won with
+// the cluster secret; without, it serves the client API (trusted networks
+// only, see README).
+Result<GrpcServers> StartGrpcServers(const DaemonConfig& d, Node& node, Cluster* cluster,
+                                     const std::string& operator_token) {
+  GrpcServers g;
   GrpcService::PeersProvider peers;
-  if (cluster) peers = [c = cluster.get()] { return c->ListPeers(); };
-  auto service = GrpcService::Make(**node, *token, peers);
-  // The client API on the unix socket (permission-checked). With peers,
-  // the TCP port serves only the peer API, whose calls carry a token won
-  // with the cluster secret; without, it serves the client API (trusted
-  // networks only, see README).
+  if (cluster) peers = [cluster] { return cluster->ListPeers(); };
+  g.service = GrpcService::Make(node, operator_token, peers);
+
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + d.grpc_socket, grpc::InsecureServerCredentials());
   int tcp_port = 0;
@@ -132,70 +126,115 @@ int Serve(const Config& config) {
   grpc::ResourceQuota quota("isometryd-grpc");
   quota.Resize(size_t{1} << 30);
   builder.SetResourceQuota(quota);
-  builder.RegisterService(service->service());
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  std::unique_ptr<grpc::Server> peer_server;
-  if (server && cluster) {
+  builder.RegisterService(g.service->service());
+  g.server = builder.BuildAndStart();
+  if (g.server && cluster) {
     grpc::ServerBuilder pb;
     pb.AddListeningPort(d.grpc_tcp, grpc::InsecureServerCredentials(), &tcp_port);
     pb.SetMaxReceiveMessageSize(16 << 20);
     pb.RegisterService(cluster->service());
-    peer_server = pb.BuildAndStart();
+    g.peer_server = pb.BuildAndStart();
   }
-  if (!server || (!d.grpc_tcp.empty() && tcp_port == 0)) {
-    spdlog::error("cannot start the gRPC server on unix:{}{}", d.grpc_socket,
-                  d.grpc_tcp.empty() ? "" : " and " + d.grpc_tcp);
-    return 1;
+  if (!g.server || (!d.grpc_tcp.empty() && tcp_port == 0)) {
+    return Internal("cannot start the gRPC server on unix:", d.grpc_socket,
+                    d.grpc_tcp.empty() ? "" : " and " + d.grpc_tcp);
   }
-  if (Status s = ApplySocketPermissions(d.grpc_socket, d.socket_mode, d.socket_group); !s.ok()) {
-    spdlog::error("{}", s.ToString());
-    return 1;
-  }
+  return g;
+}
+
+void AnnounceReady(const Config& config, bool with_peers) {
+  const DaemonConfig& d = config.daemon;
   spdlog::info(
       "gRPC on unix:{}{}", d.grpc_socket,
-      d.grpc_tcp.empty() ? "" : (cluster ? "; peer API on tcp " : " and tcp ") + d.grpc_tcp);
+      d.grpc_tcp.empty() ? "" : (with_peers ? "; peer API on tcp " : " and tcp ") + d.grpc_tcp);
   spdlog::info("isometryd {} ready: node {}, {} memories, {} channel(s)", ISOMETRY_VERSION,
                config.runtime.node, config.runtime.memories.size(), config.runtime.channels.size());
   sd_notify(0, "READY=1\nSTATUS=serving");
+}
 
+// Until SIGTERM or SIGINT (returned); meanwhile samples throughput and pets
+// systemd's watchdog when it has one.
+int WaitForStopSignal(const sigset_t& signals, Node& node) {
   uint64_t watchdog_usec = 0;
   const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0;
   const auto tick =
       std::chrono::milliseconds(watchdog ? std::min<uint64_t>(250, watchdog_usec / 2000) : 250);
-  int sig = 0;
   while (true) {
     timespec ts{0, static_cast<long>(tick.count()) * 1000000L};
-    sig = sigtimedwait(&signals, nullptr, &ts);
-    if (sig == SIGTERM || sig == SIGINT) break;
+    const int sig = sigtimedwait(&signals, nullptr, &ts);
+    if (sig == SIGTERM || sig == SIGINT) return sig;
     if (sig == SIGHUP)
       spdlog::info("SIGHUP: configuration reload is not supported; restart to apply");
-    (*node)->SampleThroughput();
+    node.SampleThroughput();
     if (watchdog) sd_notify(0, "WATCHDOG=1");
   }
+}
+
+// Transfers still stuck after the grace period: tearing down would wait for
+// them, so the process leaves now. Pending DSK writes are unnamed
+// (O_TMPFILE) files, so nothing half-written is left behind.
+[[noreturn]] void AbandonStuck(const DaemonConfig& d, size_t stuck) {
+  spdlog::error("stopped with {} transfer(s) abandoned", stuck);
+  ::unlink(d.grpc_socket.c_str());
+  ::unlink(d.local_socket.c_str());
+  spdlog::shutdown();
+  std::_Exit(1);
+}
+
+// Stops the servers and the cluster layer in the order the calls between
+// them need: peers first, then the clients' streams and servers.
+void StopServing(const DaemonConfig& d, Cluster* cluster, GrpcServers& grpc,
+                 std::unique_ptr<LocalServer>& local) {
+  if (cluster) cluster->Stop();
+  grpc.service->Shutdown();
+  grpc.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (grpc.peer_server)
+    grpc.peer_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  local.reset();
+  grpc.server.reset();
+  grpc.peer_server.reset();
+  ::unlink(d.grpc_socket.c_str());
+}
+
+// Logs why the daemon cannot start; the exit status.
+int Fail(const std::string& line) {
+  spdlog::error("{}", line);
+  return 1;
+}
+
+int Serve(const Config& config) {
+  const DaemonConfig& d = config.daemon;
+  SetUpLogging(d.log_level);
+  if (Status s = PrepareDirectories(d); !s.ok()) return Fail(s.ToString());
+  const sigset_t signals = BlockStopSignals();
+
+  const FaultInjection faults = FaultInjectionFromEnvironment();
+  auto cluster = CreateClusterIfPeers(config, faults);
+  if (!cluster.ok()) return Fail("cannot start the cluster layer: " + cluster.status().ToString());
+  auto node = CreateNode(config, cluster->get());
+  if (!node.ok()) return Fail("cannot start: " + node.status().ToString());
+  auto local = LocalServer::Start(**node);
+  if (!local.ok()) return Fail("cannot start the local socket: " + local.status().ToString());
+  if (Status s = PrepareSocketPath(d.grpc_socket); !s.ok()) return Fail(s.ToString());
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  auto token = WriteOperatorToken(d);
+  if (!token.ok()) return Fail(token.status().ToString());
+  auto grpc = StartGrpcServers(d, **node, cluster->get(), *token);
+  if (!grpc.ok()) return Fail(std::string(grpc.status().message()));
+  if (Status s = ApplySocketPermissions(d.grpc_socket, d.socket_mode, d.socket_group); !s.ok())
+    return Fail(s.ToString());
+  AnnounceReady(config, *cluster != nullptr);
+
+  const int sig = WaitForStopSignal(signals, **node);
   spdlog::info("{}: stopping; in-flight transfers get {} ms to finish", strsignal(sig),
                d.shutdown_grace_ms);
   sd_notify(0, "STOPPING=1\nSTATUS=draining");
   const Node::DrainOutcome drained = (*node)->Drain(std::chrono::milliseconds(d.shutdown_grace_ms));
-  if (drained.stuck > 0) {
-    // Tearing down would wait for them: leave now. Pending DSK writes are
-    // unnamed (O_TMPFILE) files, so nothing half-written is left behind.
-    spdlog::error("stopped with {} transfer(s) abandoned", drained.stuck);
-    ::unlink(d.grpc_socket.c_str());
-    ::unlink(d.local_socket.c_str());
-    spdlog::shutdown();
-    std::_Exit(1);
-  }
-  if (cluster) cluster->Stop();
-  service->Shutdown();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  if (peer_server)
-    peer_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  local->reset();
-  server.reset();
-  peer_server.reset();
-  ::unlink(d.grpc_socket.c_str());
+  if (drained.stuck > 0) AbandonStuck(d, drained.stuck);
+  StopServing(d, cluster->get(), *grpc, *local);
   node->reset();
-  cluster.reset();
+  cluster->reset();
   if (drained.cancelled > 0) {
     spdlog::warn("stopped; {} transfer(s) were cancelled by the shutdown (exit status 1)",
                  drained.cancelled);
@@ -205,43 +244,55 @@ int Serve(const Config& config) {
   return 0;
 }
 
+struct Options {
+  std::string config_path;
+  bool print_default = false;
+  bool check_only = false;
+  std::string log_level;
+};
+
+// The embedded default without --config; --log-level overrides the file.
+Result<Config> LoadConfig(const Options& o) {
+  auto config = o.config_path.empty() ? ParseConfig(EmbeddedDefaultConfig(), "<embedded default>")
+                                      : LoadConfigFile(o.config_path);
+  if (config.ok() && !o.log_level.empty()) config->daemon.log_level = o.log_level;
+  return config;
+}
+
+// The same checks for --check-config and for a start: what passes here
+// does not fail later for a reason these could have seen.
+Status CheckConfig(const Config& config) { return config.origin.Locate(CheckStartable(config)); }
+
+int ExitUsage(const Status& s) {
+  std::fprintf(stderr, "isometryd: %s\n", std::string(s.message()).c_str());
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
       "isometryd: the Isometry per-node data transfer daemon.\n"
       "Without --config it serves the embedded single-node default."};
-  std::string config_path;
-  bool print_default = false, check_only = false;
-  std::string log_level;
-  app.add_option("-c,--config", config_path, "TOML configuration file")->check(CLI::ExistingFile);
-  app.add_flag("--print-default-config", print_default,
+  Options o;
+  app.add_option("-c,--config", o.config_path, "TOML configuration file")->check(CLI::ExistingFile);
+  app.add_flag("--print-default-config", o.print_default,
                "print the embedded default config and exit");
-  app.add_flag("--check-config", check_only, "validate the configuration and exit (0 = valid)");
-  app.add_option("--log-level", log_level, "override daemon.log_level")
+  app.add_flag("--check-config", o.check_only, "validate the configuration and exit (0 = valid)");
+  app.add_option("--log-level", o.log_level, "override daemon.log_level")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   CLI11_PARSE(app, argc, argv);
 
-  if (print_default) {
+  if (o.print_default) {
     std::cout << EmbeddedDefaultConfig();
     return 0;
   }
-  auto config = config_path.empty() ? ParseConfig(EmbeddedDefaultConfig(), "<embedded default>")
-                                    : LoadConfigFile(config_path);
-  if (!config.ok()) {
-    std::fprintf(stderr, "isometryd: %s\n", std::string(config.status().message()).c_str());
-    return 2;
-  }
-  if (!log_level.empty()) config->daemon.log_level = log_level;
-  // The same checks for --check-config and for a start: what passes here
-  // does not fail later for a reason these could have seen.
-  if (Status s = config->origin.Locate(CheckStartable(*config)); !s.ok()) {
-    std::fprintf(stderr, "isometryd: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  if (check_only) {
+  auto config = LoadConfig(o);
+  if (!config.ok()) return ExitUsage(config.status());
+  if (Status s = CheckConfig(*config); !s.ok()) return ExitUsage(s);
+  if (o.check_only) {
     std::printf("%s: valid (%zu memories, %zu channels)\n",
-                config_path.empty() ? "<embedded default>" : config_path.c_str(),
+                o.config_path.empty() ? "<embedded default>" : o.config_path.c_str(),
                 config->runtime.memories.size(), config->runtime.channels.size());
     return 0;
   }

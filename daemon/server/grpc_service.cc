@@ -1,10 +1,10 @@
 #include "daemon/server/grpc_service.h"
 
+#include <absl/synchronization/mutex.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <deque>
-#include <mutex>
 #include <set>
 #include <thread>
 
@@ -37,26 +37,26 @@ ServerUnaryReactor* Reply(CallbackServerContext* ctx, const Status& s) {
 // State shared between an Attach stream and the session callback, which may
 // fire on any thread until the session is closed.
 struct AttachState {
-  std::mutex mu;
-  grpc::ServerWriteReactor<v1::SessionEvent>* reactor = nullptr;  // null once done
-  std::deque<v1::SessionEvent> queue;                             // front is being written
-  bool writing = false;
-  bool finished = false;
+  absl::Mutex mu;
+  // Null once done.
+  grpc::ServerWriteReactor<v1::SessionEvent>* reactor ABSL_GUARDED_BY(mu) = nullptr;
+  std::deque<v1::SessionEvent> queue ABSL_GUARDED_BY(mu);  // front is being written
+  bool writing ABSL_GUARDED_BY(mu) = false;
+  bool finished ABSL_GUARDED_BY(mu) = false;
 
-  // Under mu.
-  void WriteNext() {
+  void WriteNext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (writing || finished || queue.empty() || !reactor) return;
     writing = true;
     reactor->StartWrite(&queue.front());
   }
-  void Push(v1::SessionEvent e) {
-    std::lock_guard lock(mu);
+  void Push(v1::SessionEvent e) ABSL_LOCKS_EXCLUDED(mu) {
+    absl::MutexLock lock(&mu);
     if (finished) return;
     queue.push_back(std::move(e));
     WriteNext();
   }
-  void FinishOnce(const grpc::Status& s) {
-    std::lock_guard lock(mu);
+  void FinishOnce(const grpc::Status& s) ABSL_LOCKS_EXCLUDED(mu) {
+    absl::MutexLock lock(&mu);
     if (finished || !reactor) return;
     finished = true;
     reactor->Finish(s);
@@ -68,7 +68,10 @@ class AttachReactor final : public grpc::ServerWriteReactor<v1::SessionEvent> {
   AttachReactor(Node& node, std::function<void(AttachReactor*, bool)> track,
                 const std::string& name)
       : node_(node), track_(std::move(track)), state_(std::make_shared<AttachState>()) {
-    state_->reactor = this;
+    {
+      absl::MutexLock lock(&state_->mu);
+      state_->reactor = this;
+    }
     std::weak_ptr<AttachState> weak = state_;
     auto session = node_.OpenSession(name.empty() ? "grpc" : name, Credentials{},
                                      [weak](const TransferReport& r) {
@@ -94,7 +97,7 @@ class AttachReactor final : public grpc::ServerWriteReactor<v1::SessionEvent> {
   std::shared_ptr<AttachState> state() const { return state_; }
 
   void OnWriteDone(bool ok) override {
-    std::lock_guard lock(state_->mu);
+    absl::MutexLock lock(&state_->mu);
     state_->writing = false;
     if (!state_->queue.empty()) state_->queue.pop_front();
     if (!ok) return;  // the stream is broken; OnCancel/OnDone follow
@@ -110,7 +113,7 @@ class AttachReactor final : public grpc::ServerWriteReactor<v1::SessionEvent> {
   void OnDone() override {
     CloseSession();
     {
-      std::lock_guard lock(state_->mu);
+      absl::MutexLock lock(&state_->mu);
       state_->reactor = nullptr;
       state_->finished = true;
     }
@@ -150,13 +153,13 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
     // state whose reactor is gone does nothing.
     std::vector<std::shared_ptr<AttachState>> streams;
     {
-      std::lock_guard lock(mu_);
+      absl::MutexLock lock(&mu_);
       for (AttachReactor* r : attached_) streams.push_back(r->state());
     }
     for (auto& s : streams) s->FinishOnce(grpc::Status::OK);
     std::thread calibrator;
     {
-      std::lock_guard lock(calibration_mu_);
+      absl::MutexLock lock(&calibration_mu_);
       calibrator = std::move(calibrator_);
     }
     if (calibrator.joinable()) calibrator.join();  // it takes calibration_mu_ when done
@@ -169,7 +172,7 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
     return new AttachReactor(
         node_,
         [this](AttachReactor* r, bool add) {
-          std::lock_guard lock(mu_);
+          absl::MutexLock lock(&mu_);
           if (add)
             attached_.insert(r);
           else
@@ -340,7 +343,7 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
                                          "token (isoctl --operator-token, file ",
                                          node_.config().daemon.state_dir, "/operator.token)"));
     }
-    std::lock_guard lock(calibration_mu_);
+    absl::MutexLock lock(&calibration_mu_);
     if (calibrating_) return Reply(ctx, Unavailable("a calibration is already running"));
     // The previous one has finished (calibrating_ is false): joining is quick.
     if (calibrator_.joinable()) calibrator_.join();
@@ -350,7 +353,7 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
       auto cal = node_.Calibrate();
       if (cal.ok()) ToProto(*cal, resp);
       reactor->Finish(ToGrpc(cal.status()));
-      std::lock_guard done(calibration_mu_);
+      absl::MutexLock done(&calibration_mu_);
       calibrating_ = false;
     });
     return reactor;
@@ -377,11 +380,11 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
   const std::string operator_token_;
   const PeersProvider peers_;
   Timer timer_;
-  std::mutex mu_;
-  std::set<AttachReactor*> attached_;  // guarded by mu_
-  std::mutex calibration_mu_;
-  std::thread calibrator_;    // guarded by calibration_mu_
-  bool calibrating_ = false;  // guarded by calibration_mu_
+  absl::Mutex mu_;
+  std::set<AttachReactor*> attached_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex calibration_mu_;
+  std::thread calibrator_ ABSL_GUARDED_BY(calibration_mu_);
+  bool calibrating_ ABSL_GUARDED_BY(calibration_mu_) = false;
 };
 
 }  // namespace

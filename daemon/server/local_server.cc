@@ -1,5 +1,6 @@
 #include "daemon/server/local_server.h"
 
+#include <absl/synchronization/mutex.h>
 #include <grp.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
@@ -16,7 +17,6 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <thread>
 
 #include "core/log_limiter.h"
@@ -51,8 +51,8 @@ struct LocalClient {
   ring::SubmissionEntry* sq = nullptr;
   ring::CompletionEntry* cq = nullptr;
   uint32_t sq_mask = 0, cq_mask = 0;
-  std::mutex cq_mu;      // producers: the ring thread and completion callbacks
-  uint32_t cq_tail = 0;  // guarded by cq_mu (mirror of the shared index)
+  absl::Mutex cq_mu;  // producers: the ring thread and completion callbacks
+  uint32_t cq_tail ABSL_GUARDED_BY(cq_mu) = 0;  // mirror of the shared index
   // Submissions taken from the SQ; each owes exactly one completion. Only
   // the ring thread touches it.
   uint32_t accepted = 0;
@@ -60,9 +60,9 @@ struct LocalClient {
   std::thread thread;
 
   // Posts one completion. The CQ never overflows: see CompletionSlotFree.
-  void Complete(uint64_t user_data, uint64_t transfer, const Status& s) {
+  void Complete(uint64_t user_data, uint64_t transfer, const Status& s) ABSL_LOCKS_EXCLUDED(cq_mu) {
     {
-      std::lock_guard lock(cq_mu);
+      absl::MutexLock lock(&cq_mu);
       ring::CompletionEntry& e = cq[cq_tail & cq_mask];
       e.user_data = user_data;
       e.transfer = transfer;
@@ -134,9 +134,9 @@ struct LocalServer::Impl {
   UniqueFd wake;  // stops the ring thread
   std::atomic<bool> stopping{false};
   std::thread accept_thread, ring_thread;
-  std::mutex mu;
-  std::map<uint64_t, std::shared_ptr<LocalClient>> clients;  // guarded by mu
-  uint64_t next_key = 1;                                     // guarded by mu
+  absl::Mutex mu;
+  std::map<uint64_t, std::shared_ptr<LocalClient>> clients ABSL_GUARDED_BY(mu);
+  uint64_t next_key ABSL_GUARDED_BY(mu) = 1;
   // Warnings a client can trigger at will (refused connections, broken
   // frames, a runaway ring tail): a few lines per uid per 10 s, then one
   // line with the count of the rest.
@@ -154,9 +154,9 @@ struct LocalServer::Impl {
 
   explicit Impl(Node& n) : node(n) {}
 
-  // Under mu: whether a new connection of `uid` is within the bounds
+  // Whether a new connection of `uid` is within the bounds
   // (daemon.max_connections_per_uid, and max_sessions for all together).
-  Status AdmitLocked(uid_t uid) const {
+  Status AdmitLocked(uid_t uid) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     const DaemonConfig& dc = node.config().daemon;
     if (clients.size() >= dc.max_sessions) {
       return ResourceExhausted("too many local connections (", clients.size(),
@@ -194,7 +194,7 @@ struct LocalServer::Impl {
     const auto now = std::chrono::steady_clock::now();
     std::vector<Credentials> late;
     {
-      std::lock_guard lock(mu);
+      absl::MutexLock lock(&mu);
       for (auto& [key, c] : clients) {
         if (c->attached || now - c->accepted_at <= std::chrono::milliseconds(ms)) continue;
         if (c->late.exchange(true)) continue;  // shut down already; its thread is leaving
@@ -237,17 +237,19 @@ struct LocalServer::Impl {
       // mu, possibly before std::thread returns here. Unlocked, Disconnect
       // found no thread to detach and the last reference, dropped below,
       // destroyed a joinable std::thread: std::terminate.
-      std::unique_lock lock(mu);
-      if (Status admit = AdmitLocked(cred.uid); !admit.ok()) {
-        lock.unlock();
-        Refuse(fd, cred.uid, admit);
-        continue;
+      Status admit;
+      {
+        absl::MutexLock lock(&mu);
+        admit = AdmitLocked(cred.uid);
+        if (admit.ok()) {
+          c->socket.reset(fd);
+          c->accepted_at = std::chrono::steady_clock::now();
+          c->key = next_key++;
+          clients[c->key] = c;
+          c->thread = std::thread([this, c] { ServeControl(c); });
+        }
       }
-      c->socket.reset(fd);
-      c->accepted_at = std::chrono::steady_clock::now();
-      c->key = next_key++;
-      clients[c->key] = c;
-      c->thread = std::thread([this, c] { ServeControl(c); });
+      if (!admit.ok()) Refuse(fd, cred.uid, admit);
     }
   }
 
@@ -381,7 +383,7 @@ struct LocalServer::Impl {
     c->closed = true;
     if (c->sq_event.valid()) epoll_ctl(epoll.get(), EPOLL_CTL_DEL, c->sq_event.get(), nullptr);
     if (!c->session.empty()) node.CloseSession(c->session);
-    std::lock_guard lock(mu);
+    absl::MutexLock lock(&mu);
     // The thread cannot join itself: detach it; shared_ptr keeps the state.
     if (c->thread.joinable()) c->thread.detach();
     clients.erase(c->key);
@@ -419,7 +421,7 @@ struct LocalServer::Impl {
         if (events[i].data.u64 == 0) return;  // wake: stopping
         std::shared_ptr<LocalClient> c;
         {
-          std::lock_guard lock(mu);
+          absl::MutexLock lock(&mu);
           auto it = clients.find(events[i].data.u64);
           if (it != clients.end()) c = it->second;
         }
@@ -532,14 +534,14 @@ LocalServer::~LocalServer() {
   impl_->ring_thread.join();
   std::vector<std::shared_ptr<LocalClient>> clients;
   {
-    std::lock_guard lock(impl_->mu);
+    absl::MutexLock lock(&impl_->mu);
     for (auto& [k, c] : impl_->clients) clients.push_back(c);
   }
   // Unblock every control thread; each ends its session and leaves.
   for (auto& c : clients) shutdown(c->socket.get(), SHUT_RDWR);
   for (int i = 0; i < 500; ++i) {
     {
-      std::lock_guard lock(impl_->mu);
+      absl::MutexLock lock(&impl_->mu);
       if (impl_->clients.empty()) break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));

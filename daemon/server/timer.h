@@ -2,11 +2,12 @@
 // callback must be quick; it never runs after the Timer is destroyed.
 #pragma once
 
+#include <absl/synchronization/mutex.h>
+#include <absl/time/time.h>
+
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <thread>
 
 namespace isometry {
@@ -17,46 +18,51 @@ class Timer {
   Timer() : thread_([this] { Run(); }) {}
   ~Timer() {
     {
-      std::lock_guard lock(mu_);
+      absl::MutexLock lock(&mu_);
       stopping_ = true;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     thread_.join();
   }
-  void At(Clock::time_point when, std::function<void()> fn) {
+  void At(Clock::time_point when, std::function<void()> fn) ABSL_LOCKS_EXCLUDED(mu_) {
     {
-      std::lock_guard lock(mu_);
+      absl::MutexLock lock(&mu_);
       queue_.emplace(when, std::move(fn));
     }
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 
  private:
-  void Run() {
-    std::unique_lock lock(mu_);
+  void Run() ABSL_LOCKS_EXCLUDED(mu_) {
+    while (std::function<void()> fn = NextDue()) fn();
+  }
+
+  // Blocks until a callback is due (returned, taken off the queue) or the
+  // Timer stops (empty).
+  std::function<void()> NextDue() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
     while (!stopping_) {
       if (queue_.empty()) {
-        cv_.wait(lock);
+        cv_.Wait(&mu_);
         continue;
       }
       auto first = queue_.begin();
       if (Clock::now() < first->first) {
-        cv_.wait_until(lock, first->first);
+        cv_.WaitWithTimeout(&mu_, absl::FromChrono(first->first - Clock::now()));
         continue;
       }
       std::function<void()> fn = std::move(first->second);
       queue_.erase(first);
-      lock.unlock();
-      fn();
-      lock.lock();
+      return fn;
     }
+    return nullptr;
   }
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::multimap<Clock::time_point, std::function<void()>> queue_;  // guarded by mu_
-  bool stopping_ = false;                                          // guarded by mu_
-  std::thread thread_;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::multimap<Clock::time_point, std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: it starts once the members above exist
 };
 
 }  // namespace isometry
