@@ -27,11 +27,15 @@
 #include "daemon/node/node.h"
 #include "daemon/server/grpc_service.h"
 #include "daemon/server/local_server.h"
+#include "daemon/server/reflection_v1.h"
 #include "daemon/start_check.h"
 
 using namespace isometry;
 
 namespace {
+
+constexpr char kClientService[] = "isometry.v1.Isometry";
+constexpr char kPeerService[] = "isometry.v1.IsometryPeer";
 
 void SetUpLogging(const std::string& level) {
   // Under systemd, journald stamps time and priority itself: plain lines.
@@ -96,6 +100,8 @@ Result<std::string> WriteOperatorToken(const DaemonConfig& d) {
 // construction (servers before the services they call).
 struct GrpcServers {
   std::unique_ptr<GrpcService> service;
+  std::unique_ptr<ReflectionV1> reflection;
+  std::unique_ptr<ReflectionV1> peer_reflection;
   std::unique_ptr<grpc::Server> server;       // the client API
   std::unique_ptr<grpc::Server> peer_server;  // the peer API (with peers only)
 };
@@ -103,13 +109,15 @@ struct GrpcServers {
 // The client API on the unix socket (permission-checked). With peers, the
 // TCP port serves only the peer API, whose calls carry a token won with
 // the cluster secret; without, it serves the client API (trusted networks
-// only, see README).
+// only, see README). Each server answers health checks for "" and for the
+// services it serves, and reflection (v1alpha from gRPC, v1 ours).
 Result<GrpcServers> StartGrpcServers(const DaemonConfig& d, Node& node, Cluster* cluster,
                                      const std::string& operator_token) {
   GrpcServers g;
   GrpcService::PeersProvider peers;
   if (cluster) peers = [cluster] { return cluster->ListPeers(); };
   g.service = GrpcService::Make(node, operator_token, peers);
+  g.reflection = ReflectionV1::Make({kClientService});
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + d.grpc_socket, grpc::InsecureServerCredentials());
@@ -127,18 +135,23 @@ Result<GrpcServers> StartGrpcServers(const DaemonConfig& d, Node& node, Cluster*
   quota.Resize(size_t{1} << 30);
   builder.SetResourceQuota(quota);
   builder.RegisterService(g.service->service());
+  builder.RegisterService(g.reflection->service());
   g.server = builder.BuildAndStart();
   if (g.server && cluster) {
+    g.peer_reflection = ReflectionV1::Make({kPeerService});
     grpc::ServerBuilder pb;
     pb.AddListeningPort(d.grpc_tcp, grpc::InsecureServerCredentials(), &tcp_port);
     pb.SetMaxReceiveMessageSize(16 << 20);
     pb.RegisterService(cluster->service());
+    pb.RegisterService(g.peer_reflection->service());
     g.peer_server = pb.BuildAndStart();
   }
   if (!g.server || (!d.grpc_tcp.empty() && tcp_port == 0)) {
     return Internal("cannot start the gRPC server on unix:", d.grpc_socket,
                     d.grpc_tcp.empty() ? "" : " and " + d.grpc_tcp);
   }
+  g.server->GetHealthCheckService()->SetServingStatus(kClientService, true);
+  if (g.peer_server) g.peer_server->GetHealthCheckService()->SetServingStatus(kPeerService, true);
   return g;
 }
 
