@@ -3,6 +3,7 @@
 #include <absl/synchronization/mutex.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <set>
@@ -43,6 +44,12 @@ struct AttachState {
   std::deque<v1::SessionEvent> queue ABSL_GUARDED_BY(mu);  // front is being written
   bool writing ABSL_GUARDED_BY(mu) = false;
   bool finished ABSL_GUARDED_BY(mu) = false;
+  std::string token ABSL_GUARDED_BY(mu);  // the session's, once opened
+
+  std::string Token() ABSL_LOCKS_EXCLUDED(mu) {
+    absl::MutexLock lock(&mu);
+    return token;
+  }
 
   void WriteNext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (writing || finished || queue.empty() || !reactor) return;
@@ -73,12 +80,15 @@ class AttachReactor final : public grpc::ServerWriteReactor<v1::SessionEvent> {
       state_->reactor = this;
     }
     std::weak_ptr<AttachState> weak = state_;
+    // Completions carry the path and hops as Wait's answer does: the
+    // callback's report lacks them (node.h), the ended transfer's has them.
     auto session = node_.OpenSession(name.empty() ? "grpc" : name, Credentials{},
-                                     [weak](const TransferReport& r) {
+                                     [weak, node = &node_](const TransferReport& r) {
                                        auto s = weak.lock();
                                        if (!s) return;
                                        v1::SessionEvent e;
-                                       ToProto(r, e.mutable_completed());
+                                       ToProto(node->GetTransfer(s->Token(), r.id).value_or(r),
+                                               e.mutable_completed());
                                        s->Push(std::move(e));
                                      });
     if (!session.ok()) {
@@ -86,6 +96,10 @@ class AttachReactor final : public grpc::ServerWriteReactor<v1::SessionEvent> {
       return;
     }
     session_ = session->token;
+    {
+      absl::MutexLock lock(&state_->mu);
+      state_->token = session_;
+    }
     track_(this, true);
     v1::SessionEvent first;
     first.set_session(session_);
@@ -131,6 +145,135 @@ class AttachReactor final : public grpc::ServerWriteReactor<v1::SessionEvent> {
   std::shared_ptr<AttachState> state_;
   std::string session_;
   std::atomic<bool> closed_{false};
+};
+
+// Bytes [offset, offset + length) of an allocation the session may use
+// (its own or a published one), checked before a stream moves any byte.
+Status CheckStreamRange(const Node& node, const std::string& session, uint64_t allocation,
+                        uint64_t offset, uint64_t length) {
+  ISO_ASSIGN_OR_RETURN(AllocationReport a, node.Lookup(session, allocation));
+  if (offset > a.bytes || length > a.bytes - offset) {
+    return OutOfRange("bytes [", offset, ", ", offset, "+", length, ") lie outside allocation ",
+                      allocation, " of ", a.bytes, " bytes");
+  }
+  return OkStatus();
+}
+
+// ReadStream: one Node::Read per chunk, each written before the next is
+// read, so a stream holds one chunk in memory.
+class ReadStreamReactor final : public grpc::ServerWriteReactor<v1::ReadChunk> {
+ public:
+  static constexpr uint64_t kChunk = 1 << 20;
+
+  ReadStreamReactor(const Node& node, std::string session, const v1::ReadRequest& req)
+      : node_(node),
+        session_(std::move(session)),
+        allocation_(req.allocation()),
+        offset_(req.offset()),
+        length_(req.length()) {
+    Status s = CheckStreamRange(node_, session_, allocation_, offset_, length_);
+    if (!s.ok()) {
+      Finish(ToGrpc(s));
+      return;
+    }
+    Next();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+      return;
+    }
+    Next();
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void Next() {
+    if (sent_ == length_) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    const uint64_t n = std::min(kChunk, length_ - sent_);
+    auto data = node_.Read(session_, allocation_, offset_ + sent_, n);
+    if (!data.ok()) {
+      Finish(ToGrpc(data.status()));
+      return;
+    }
+    chunk_.set_offset(offset_ + sent_);
+    *chunk_.mutable_data() = *std::move(data);
+    sent_ += n;
+    StartWrite(&chunk_);
+  }
+
+  const Node& node_;
+  const std::string session_;
+  const uint64_t allocation_, offset_, length_;
+  uint64_t sent_ = 0;
+  v1::ReadChunk chunk_;  // the one being written
+};
+
+// WriteStream: the first message's range is checked before any byte is
+// written; then one Node::Write per message.
+class WriteStreamReactor final : public grpc::ServerReadReactor<v1::WriteStreamRequest> {
+ public:
+  WriteStreamReactor(Node& node, std::string session) : node_(node), session_(std::move(session)) {
+    StartRead(&req_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client finished sending (or went away)
+      Finish(ToGrpc(Ended()));
+      return;
+    }
+    if (!started_) {
+      started_ = true;
+      allocation_ = req_.allocation();
+      offset_ = req_.offset();
+      length_ = req_.length();
+      Status s = CheckStreamRange(node_, session_, allocation_, offset_, length_);
+      if (!s.ok()) {
+        Finish(ToGrpc(s));
+        return;
+      }
+    }
+    const std::string& data = req_.data();
+    if (data.size() > length_ - received_) {
+      Finish(ToGrpc(InvalidArgument("WriteStream sent more than the ", length_,
+                                    " bytes its first message announced; bytes [", offset_, ", ",
+                                    offset_, "+", received_, ") were written")));
+      return;
+    }
+    if (!data.empty()) {
+      Status s = node_.Write(session_, allocation_, offset_ + received_, data);
+      if (!s.ok()) {
+        Finish(ToGrpc(s));
+        return;
+      }
+      received_ += data.size();
+    }
+    StartRead(&req_);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  Status Ended() const {
+    if (!started_) return InvalidArgument("WriteStream ended before its first message");
+    if (received_ != length_) {
+      return InvalidArgument("WriteStream ended after ", received_, " of the ", length_,
+                             " bytes its first message announced; bytes [", offset_, ", ", offset_,
+                             "+", received_, ") were written");
+    }
+    return OkStatus();
+  }
+
+  Node& node_;
+  const std::string session_;
+  bool started_ = false;
+  uint64_t allocation_ = 0, offset_ = 0, length_ = 0, received_ = 0;
+  v1::WriteStreamRequest req_;  // the one being read
 };
 
 class Service final : public v1::Isometry::CallbackService, public GrpcService {
@@ -218,6 +361,16 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
     auto data = node_.Read(SessionOf(ctx), req->allocation(), req->offset(), req->length());
     if (data.ok()) *resp->mutable_data() = *std::move(data);
     return Reply(ctx, data.status());
+  }
+
+  grpc::ServerWriteReactor<v1::ReadChunk>* ReadStream(CallbackServerContext* ctx,
+                                                      const v1::ReadRequest* req) override {
+    return new ReadStreamReactor(node_, SessionOf(ctx), *req);
+  }
+
+  grpc::ServerReadReactor<v1::WriteStreamRequest>* WriteStream(CallbackServerContext* ctx,
+                                                               v1::WriteResponse*) override {
+    return new WriteStreamReactor(node_, SessionOf(ctx));
   }
 
   ServerUnaryReactor* RegisterInstance(CallbackServerContext* ctx,

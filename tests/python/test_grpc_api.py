@@ -152,6 +152,122 @@ class DaemonCase(unittest.TestCase):
 
 
 @unittest.skipUnless(ISOMETRYD, SKIP_REASON)
+class LargeData(DaemonCase):
+    def test_20_mib_written_and_read_back_through_the_streams(self):
+        n = 20 * MiB
+        a = self.c.allocate("sys0", n + 4096)
+        data = random.Random(7).randbytes(n)
+        self.c.write(a, 4096, data)  # WriteStream (above 1 MiB)
+        self.assertEqual(self.c.read(a, 4096, n), data)  # ReadStream
+        # The raw stream: ordered chunks of at most 1 MiB that tile the range.
+        _, stub = self.stub()
+        chunks = list(
+            stub.ReadStream(
+                pb.ReadRequest(allocation=a.id, offset=4096, length=n), metadata=self.md(self.c)
+            )
+        )
+        self.assertTrue(all(len(ch.data) <= MiB for ch in chunks))
+        self.assertEqual([ch.offset for ch in chunks], list(range(4096, 4096 + n, MiB)))
+        self.assertEqual(b"".join(ch.data for ch in chunks), data)
+
+    def test_a_unary_read_above_4_mib_fails_in_a_default_client(self):
+        a = self.c.allocate("sys0", 5 * MiB)
+        _, stub = self.stub()  # default options: 4 MiB receive limit
+        with self.assertRaises(grpc.RpcError) as e:
+            stub.Read(
+                pb.ReadRequest(allocation=a.id, offset=0, length=5 * MiB), metadata=self.md(self.c)
+            )
+        self.assertEqual(e.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        # The same client reads it through ReadStream.
+        got = b"".join(
+            ch.data
+            for ch in stub.ReadStream(
+                pb.ReadRequest(allocation=a.id, offset=0, length=5 * MiB), metadata=self.md(self.c)
+            )
+        )
+        self.assertEqual(len(got), 5 * MiB)
+
+    def test_bad_offsets_and_lengths_are_refused_and_change_nothing(self):
+        size = 4 * MiB
+        a = self.c.allocate("sys0", size)
+        before = random.Random(3).randbytes(size)
+        self.c.write(a, 0, before)
+        _, stub = self.stub()
+        md = self.md(self.c)
+        piece = b"\xee" * MiB
+
+        def write_stream(first, rest=()):
+            msgs = [first] + [pb.WriteStreamRequest(data=d) for d in rest]
+            return stub.WriteStream(iter(msgs), metadata=md, timeout=10)
+
+        bad_ranges = [(size + 1, 1), (size - 10, 11), (1, 2**64 - 1), (2**64 - 1, 2), (0, size + 1)]
+        for offset, length in bad_ranges:
+            with self.subTest(offset=offset, length=length):
+                with self.assertRaises(grpc.RpcError) as e:
+                    write_stream(
+                        pb.WriteStreamRequest(
+                            allocation=a.id, offset=offset, length=length, data=piece
+                        ),
+                        [piece] * 3,
+                    )
+                self.assertEqual(e.exception.code(), grpc.StatusCode.OUT_OF_RANGE)
+                self.assertIn("outside allocation", e.exception.details())
+                with self.assertRaises(IsometryError) as ie:
+                    self.c.read(a, offset, length)
+                self.assertEqual(ie.exception.code, "OUT_OF_RANGE")
+                with self.assertRaises(grpc.RpcError) as e:
+                    list(
+                        stub.ReadStream(
+                            pb.ReadRequest(allocation=a.id, offset=offset, length=length),
+                            metadata=md,
+                        )
+                    )
+                self.assertEqual(e.exception.code(), grpc.StatusCode.OUT_OF_RANGE)
+        # Through the client: a 2 MiB write that does not fit writes nothing.
+        with self.assertRaises(IsometryError) as ie:
+            self.c.write(a, size - MiB, b"\x11" * (2 * MiB))
+        self.assertEqual(ie.exception.code, "OUT_OF_RANGE")
+        self.assertEqual(self.c.read(a, 0, size), before)
+
+        # More data than announced, or less: INVALID_ARGUMENT, saying what
+        # was written (the bytes before that point).
+        with self.assertRaises(grpc.RpcError) as e:
+            write_stream(pb.WriteStreamRequest(allocation=a.id, offset=0, length=10, data=b"x" * 11))
+        self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("more than the 10 bytes", e.exception.details())
+        self.assertEqual(self.c.read(a, 0, size), before)
+        with self.assertRaises(grpc.RpcError) as e:
+            write_stream(pb.WriteStreamRequest(allocation=a.id, offset=0, length=10, data=b"y" * 4))
+        self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("after 4 of the 10 bytes", e.exception.details())
+        self.assertEqual(self.c.read(a, 0, 4), b"yyyy")
+
+    def test_another_clients_allocation_is_refused(self):
+        other = self.client("other")
+        a = self.c.allocate("sys0", 2 * MiB)
+        before = random.Random(5).randbytes(2 * MiB)
+        self.c.write(a, 0, before)
+        for call in (
+            lambda: other.write(a.id, 0, b"\x00" * (2 * MiB)),
+            lambda: other.read(a.id, 0, 2 * MiB),
+            lambda: other.write(a.id, 0, b"\x00"),
+            lambda: other.read(a.id, 0, 1),
+        ):
+            with self.assertRaises(IsometryError) as e:
+                call()
+            self.assertEqual(e.exception.code, "PERMISSION_DENIED")
+        # Without a session at all: refused too.
+        _, stub = self.stub()
+        with self.assertRaises(grpc.RpcError) as e:
+            list(stub.ReadStream(pb.ReadRequest(allocation=a.id, offset=0, length=2 * MiB)))
+        self.assertNotEqual(e.exception.code(), grpc.StatusCode.OK)
+        self.assertEqual(self.c.read(a, 0, 2 * MiB), before)
+        # Published, the other client may use it.
+        self.c.publish(a)
+        self.assertEqual(other.read(a.id, 0, 2 * MiB), before)
+
+
+@unittest.skipUnless(ISOMETRYD, SKIP_REASON)
 class HealthAndReflection(DaemonCase):
     def test_health_answers_for_the_client_service(self):
         channel, _ = self.stub()
@@ -183,7 +299,8 @@ class HealthAndReflection(DaemonCase):
                     self.assertEqual(files[0].name, "isometry.proto")
                     service = next(s for s in files[0].service if s.name == "Isometry")
                     methods = {m.name: m for m in service.method}
-                    self.assertTrue(methods["Attach"].server_streaming)
+                    self.assertTrue(methods["ReadStream"].server_streaming)
+                    self.assertTrue(methods["WriteStream"].client_streaming)
                 self.assertEqual(answers[2].error_response.error_code, 5)  # NOT_FOUND
         v1_names = {
             s.name for s in _reflect(channel, "v1", requests[:1])[0].list_services_response.service
@@ -231,6 +348,105 @@ class PeerApiOnlyWithPeers(DaemonCase):
         }
         self.assertIn("isometry.v1.IsometryPeer", names)
         self.assertNotIn("isometry.v1.Isometry", names)
+
+
+@unittest.skipUnless(ISOMETRYD, SKIP_REASON)
+class Completions(DaemonCase):
+    def test_completion_events_carry_path_and_hops_like_wait(self):
+        n = 4096
+        a = self.c.allocate("sys0", 2 * n * 12)
+        src = self.c.register_instance(a, [n], [("a", 4), ("b", 8)], "F,x")
+        dst = self.c.register_instance(a, [n], [("a", 4), ("b", 8)], "x,F", offset=n * 12)
+        tid = self.c.copy(src, dst, wait=False)
+        deadline = time.monotonic() + 20
+        while self.c.completed(tid) is None:
+            self.assertLess(time.monotonic(), deadline, "no completion event")
+            time.sleep(0.01)
+        event = self.c.completed(tid)
+        _, stub = self.stub()
+        waited = stub.Wait(pb.WaitRequest(transfer=tid), metadata=self.md(self.c))
+        self.assertEqual(event.state, "done")
+        self.assertTrue(event.path)
+        self.assertEqual(event.path, waited.path)
+        self.assertGreaterEqual(len(event.hops), 1)
+        self.assertEqual(list(event.hops), list(waited.hops))
+        for hop in event.hops:
+            self.assertEqual(hop.chunks_done, hop.chunks_total)
+
+
+# The worked example of README "Layouts" ("Byte by byte") and of
+# isometry.proto (InstanceSpec): x in [10, 14), y in [20, 23), fields
+# a (4 bytes), b (8), c (2): 14 bytes per point.
+BOUNDS = [(10, 14), (20, 23)]
+FIELDS = [("a", 4), ("b", 8), ("c", 2)]
+FORMATS = ["<I", "<Q", "<H"]
+SIZES = [4, 8, 2]
+FIELD_OFFSETS = [0, 4, 12]
+NX, NY = 4, 3
+
+
+def _offset(layout, f, x, y):
+    """The README's formulas, one per layout of the example."""
+    i, j = x - 10, y - 20
+    if layout == "F,y,x":
+        return FIELD_OFFSETS[f] + 14 * (j + NY * i)
+    if layout == "x,F,y":
+        return NX * FIELD_OFFSETS[f] + SIZES[f] * i + NX * 14 * j
+    if layout == "y,x,F":
+        return NX * NY * FIELD_OFFSETS[f] + SIZES[f] * (j + NY * i)
+    raise ValueError(layout)
+
+
+def _value(f, x, y):
+    return [x * 1000 + y, (x << 40) | (y << 8) | 0xAB, (x * 7 + y) & 0xFFFF][f]
+
+
+@unittest.skipUnless(ISOMETRYD, SKIP_REASON)
+class WorkedLayoutExample(DaemonCase):
+    def test_readme_offsets_match_a_real_copy(self):
+        # The numbers the README quotes.
+        self.assertEqual(_offset("F,y,x", 1, 12, 21), 102)
+        self.assertEqual(_offset("x,F,y", 1, 12, 21), 88)
+        self.assertEqual(_offset("y,x,F", 1, 12, 21), 104)
+        total = 14 * NX * NY
+        a = self.c.allocate("sys0", 4 * total)
+        src_buf = bytearray(total)
+        for x in range(10, 14):
+            for y in range(20, 23):
+                for f, fmt in enumerate(FORMATS):
+                    struct.pack_into(fmt, src_buf, _offset("y,x,F", f, x, y), _value(f, x, y))
+        self.c.write(a, 0, bytes(src_buf))
+        src = self.c.register_instance(a, BOUNDS, FIELDS, "y,x,F")
+        self.assertEqual(src.total_bytes, total)
+        for k, layout in enumerate(["F,y,x", "x,F,y"], start=1):
+            with self.subTest(layout=layout):
+                dst = self.c.register_instance(a, BOUNDS, FIELDS, layout, offset=k * total)
+                self.c.copy(src, dst)
+                got = self.c.read(a, k * total, total)
+                for x in range(10, 14):
+                    for y in range(20, 23):
+                        for f, fmt in enumerate(FORMATS):
+                            (v,) = struct.unpack_from(fmt, got, _offset(layout, f, x, y))
+                            self.assertEqual(v, _value(f, x, y), (layout, f, x, y))
+
+    def test_copy_box_is_in_absolute_coordinates(self):
+        total = 14 * NX * NY
+        a = self.c.allocate("sys0", 2 * total)
+        self.c.write(a, 0, b"\x5a" * total)
+        self.c.write(a, total, b"\x00" * total)
+        src = self.c.register_instance(a, BOUNDS, FIELDS, "F,y,x")
+        dst = self.c.register_instance(a, BOUNDS, FIELDS, "F,y,x", offset=total)
+        # The one point (12, 21): box lo/hi in the instances' coordinates.
+        self.c.copy(src, dst, box=[(12, 13), (21, 22)])
+        got = self.c.read(a, total, total)
+        point = _offset("F,y,x", 0, 12, 21)  # 98: the point's 14 bytes
+        self.assertEqual(point, 98)
+        self.assertEqual(got[point : point + 14], b"\x5a" * 14)
+        self.assertEqual(got[:point] + got[point + 14 :], b"\x00" * (total - 14))
+        # A box outside the bounds (relative coordinates) is refused.
+        with self.assertRaises(IsometryError) as e:
+            self.c.copy(src, dst, box=[(2, 3), (1, 2)])
+        self.assertEqual(e.exception.code, "OUT_OF_RANGE")
 
 
 if __name__ == "__main__":

@@ -66,9 +66,10 @@ DEFAULT_SOCKET = "/run/isometry/grpc.sock"
 SESSION_METADATA_KEY = "isometry-session"
 OPERATOR_METADATA_KEY = "isometry-operator"
 
-# The daemon accepts messages up to 80 MiB; Write and Read are split into
-# pieces of this size so that a call never approaches a message limit.
-_IO_CHUNK = 4 << 20
+# Writes and reads up to this size are one unary call; larger ones go
+# through WriteStream / ReadStream in pieces of this size, so no message
+# approaches a limit and the whole range is checked before a byte moves.
+_IO_CHUNK = 1 << 20
 _MAX_MESSAGE = 80 << 20
 # Completion events kept for wait() (oldest dropped first).
 _MAX_COMPLETIONS = 10000
@@ -376,16 +377,21 @@ class Client:
             md += ((OPERATOR_METADATA_KEY, self._operator_token),)
         return md
 
-    def _call(self, method: str, request, timeout=...):
-        """Runs one unary call, translating gRPC errors into IsometryError."""
+    def _call(self, method: str, request, timeout=..., stream: bool = False):
+        """Runs one call, translating gRPC errors into IsometryError.
+
+        ``request`` may be an iterator (client streaming); ``stream`` collects
+        a server stream's messages into a list.
+        """
         if self._closed:
             raise IsometryError("FAILED_PRECONDITION", "this client is closed")
         if timeout is ...:
             timeout = self.call_timeout
         try:
-            return getattr(self._stub, method)(
+            answer = getattr(self._stub, method)(
                 request, timeout=timeout, metadata=self._metadata()
             )
+            return list(answer) if stream else answer
         except grpc.RpcError as e:
             message = e.details() or ""
             with self._lock:
@@ -421,36 +427,40 @@ class Client:
     def write(self, alloc: Union[Allocation, int], offset: int, data) -> None:
         """Writes ``data`` (bytes-like) into an allocation at byte ``offset``.
 
-        Large writes are sent in several calls of at most 4 MiB.
+        Up to 1 MiB is one ``Write`` call; more goes through ``WriteStream``
+        in 1 MiB pieces. Either way the whole range is checked first: a bad
+        allocation, offset or length raises and writes nothing.
         """
         aid = _id(alloc, "write")
         view = memoryview(data).cast("B")
-        if len(view) == 0:
-            self._call("Write", pb.WriteRequest(allocation=aid, offset=offset, data=b""))
+        if len(view) <= _IO_CHUNK:
+            self._call("Write", pb.WriteRequest(allocation=aid, offset=offset, data=bytes(view)))
             return
-        for start in range(0, len(view), _IO_CHUNK):
-            piece = bytes(view[start : start + _IO_CHUNK])
-            self._call("Write", pb.WriteRequest(allocation=aid, offset=offset + start, data=piece))
+
+        def pieces():
+            for start in range(0, len(view), _IO_CHUNK):
+                piece = bytes(view[start : start + _IO_CHUNK])
+                if start == 0:
+                    yield pb.WriteStreamRequest(
+                        allocation=aid, offset=offset, length=len(view), data=piece
+                    )
+                else:
+                    yield pb.WriteStreamRequest(data=piece)
+
+        self._call("WriteStream", pieces())
 
     def read(self, alloc: Union[Allocation, int], offset: int, length: int) -> bytes:
         """Reads ``length`` bytes of an allocation from byte ``offset``.
 
-        Large reads are made of several calls of at most 4 MiB.
+        Up to 1 MiB is one ``Read`` call; more comes through ``ReadStream``
+        (a default gRPC client cannot receive a unary ``Read`` of more than
+        4 MiB). A bad range raises before any data moves.
         """
         aid = _id(alloc, "read")
+        request = pb.ReadRequest(allocation=aid, offset=offset, length=length)
         if length <= _IO_CHUNK:
-            return self._call(
-                "Read", pb.ReadRequest(allocation=aid, offset=offset, length=length)
-            ).data
-        parts = []
-        for start in range(0, length, _IO_CHUNK):
-            n = min(_IO_CHUNK, length - start)
-            parts.append(
-                self._call(
-                    "Read", pb.ReadRequest(allocation=aid, offset=offset + start, length=n)
-                ).data
-            )
-        return b"".join(parts)
+            return self._call("Read", request).data
+        return b"".join(chunk.data for chunk in self._call("ReadStream", request, stream=True))
 
     # ---- instances and copies ----
 
