@@ -174,14 +174,14 @@ struct LocalServer::Impl {
   }
 
   // Tells a refused client why (best effort, never blocking) and closes it.
-  void Refuse(int fd, uid_t uid, const Status& why) {
+  void Refuse(UniqueFd fd, uid_t uid, const Status& why) {
     v1::LocalResponse resp;
     resp.set_code(static_cast<int32_t>(why.code()));
     resp.set_message(std::string(why.message()));
     timeval quick{0, 1000};
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &quick, sizeof quick);
-    (void)wire::SendFrame(fd, resp);
-    ::close(fd);
+    setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &quick, sizeof quick);
+    (void)wire::SendFrame(fd.get(), resp);
+    fd.reset();
     WarnLimited(uid, StrCat("local connection of uid ", uid, " refused: ", why.message()));
   }
 
@@ -215,8 +215,8 @@ struct LocalServer::Impl {
       const int ready = poll(&p, 1, 200);
       CloseLateHellos();
       if (ready <= 0) continue;
-      const int fd = accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) {
+      UniqueFd fd(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (!fd.valid()) {
         if (stopping) return;
         if (errno == EINTR || errno == ECONNABORTED) continue;
         spdlog::error("local socket accept: {}", std::strerror(errno));
@@ -225,9 +225,8 @@ struct LocalServer::Impl {
       }
       ucred cred{};
       socklen_t len = sizeof cred;
-      if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+      if (getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
         spdlog::warn("local client refused: SO_PEERCRED failed: {}", std::strerror(errno));
-        ::close(fd);
         continue;
       }
       auto c = std::make_shared<LocalClient>();
@@ -242,14 +241,14 @@ struct LocalServer::Impl {
         absl::MutexLock lock(&mu);
         admit = AdmitLocked(cred.uid);
         if (admit.ok()) {
-          c->socket.reset(fd);
+          c->socket = std::move(fd);
           c->accepted_at = std::chrono::steady_clock::now();
           c->key = next_key++;
           clients[c->key] = c;
           c->thread = std::thread([this, c] { ServeControl(c); });
         }
       }
-      if (!admit.ok()) Refuse(fd, cred.uid, admit);
+      if (!admit.ok()) Refuse(std::move(fd), cred.uid, admit);
     }
   }
 
