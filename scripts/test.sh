@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs every test twice: once in a
+# Installs what is missing, checks the include layering, builds, and runs every test twice: once in a
 # RelWithDebInfo build and once under AddressSanitizer + UBSan; also builds
 # the Release configuration the quick start uses; then runs every libFuzzer
 # target briefly from its seed corpus (scripts/fuzz.sh, clang).
@@ -10,6 +10,9 @@ cd "$(dirname "$0")/.."
 if [[ $(id -u) -eq 0 ]] || command -v sudo >/dev/null; then
   scripts/install-deps.sh
 fi
+
+echo "== Layering (scripts/check_layering.py)"
+/usr/bin/python3 scripts/check_layering.py
 
 jobs=$(nproc)
 run_suite() {
