@@ -37,6 +37,6 @@ function(isometry_unittest name module dir)
     list(APPEND names ${name}.${case})
   endforeach()
   set_tests_properties(${names} PROPERTIES
-    ENVIRONMENT "${arg_ENVIRONMENT};PYTHONDONTWRITEBYTECODE=1"
+    ENVIRONMENT "${arg_ENVIRONMENT};ISOMETRY_DAEMON_CONFIG=$<TARGET_FILE:isometry_daemon_config>;PYTHONDONTWRITEBYTECODE=1"
     SKIP_RETURN_CODE 77 TIMEOUT ${arg_TIMEOUT})
 endfunction()
