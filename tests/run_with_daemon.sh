@@ -2,17 +2,16 @@
 # Runs a command against a private isometryd: run_with_daemon.sh ISOMETRYD CMD...
 # The command finds the daemon through ISOMETRY_LOCAL_SOCKET and
 # ISOMETRY_SOCKET (gRPC). The daemon must exit 0 on SIGTERM afterwards.
+# The [daemon] section comes from isometry_daemon_config ($ISOMETRY_DAEMON_CONFIG,
+# else next to the daemon in the build tree), as for every other launcher.
 set -euo pipefail
 daemon=$1; shift
+config_tool=${ISOMETRY_DAEMON_CONFIG:-$(dirname "$(dirname "$daemon")")/tools/common/isometry_daemon_config}
 dir=$(mktemp -d /tmp/isometry-run-XXXXXX)
+pid=""
 trap 'kill -9 "$pid" 2>/dev/null || true; rm -rf "$dir"' EXIT
-cat > "$dir/isometryd.toml" <<TOML
-[daemon]
-local_socket = "$dir/local.sock"
-grpc_socket = "$dir/grpc.sock"
-state_dir = "$dir/state"
-log_level = "warn"
-calibrate = false
+"$config_tool" --dir "$dir" --log-level warn --shutdown-grace-ms default > "$dir/isometryd.toml"
+cat >> "$dir/isometryd.toml" <<TOML
 [[memory]]
 name = "sys0"
 pool = "256MiB"

@@ -18,18 +18,12 @@ if os.environ.get("ISOMETRY_PYTHONPATH"):
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
 
 import isometry  # noqa: E402
-from isometryd_process import IsometrydProcess  # noqa: E402
+from isometryd_process import IsometrydProcess, daemon_section  # noqa: E402
 
-CONFIG = """\
-[daemon]
-local_socket = "{dir}/local.sock"
-grpc_socket = "{dir}/grpc.sock"
-grpc_tcp = "{host}:{grpc_port}"
-state_dir = "{dir}/state"
-log_level = "info"
-shutdown_grace_ms = 1000
-calibrate = false
-
+# [daemon]: isometryd_process.daemon_section (sockets and state in the
+# temporary directory) with these options; CONFIG follows it.
+DAEMON = dict(log_level="info", shutdown_grace_ms=1000)
+CONFIG = """
 [runtime]
 node = {node_id}
 space_threshold = "{th}"
@@ -115,10 +109,11 @@ class Node:
         peer_text = "".join(
             f'\n[[peer]]\nname = "{p.name}"\naddress = "{p.address}"\n' for p in peers
         )
-        text = CONFIG.format(
+        grpc_tcp = ("grpc_tcp", f'"{self.host}:{self.grpc_port}"')
+        text = daemon_section(self.dir, self.cluster.isometryd, extra=[grpc_tcp], **DAEMON)
+        text += CONFIG.format(
             dir=self.dir,
             host=self.host,
-            grpc_port=self.grpc_port,
             node_id=self.node_id,
             name=self.name,
             secret=secret,

@@ -14,6 +14,41 @@ import tempfile
 import time
 
 
+def daemon_config_tool(isometryd):
+    """The isometry_daemon_config binary: $ISOMETRY_DAEMON_CONFIG (ctest sets
+    it), else its place in the build tree that holds `isometryd`
+    (build/daemon/isometryd -> build/tools/common/isometry_daemon_config)."""
+    tool = os.environ.get("ISOMETRY_DAEMON_CONFIG")
+    if tool:
+        return tool
+    build = os.path.dirname(os.path.dirname(os.path.abspath(isometryd)))
+    return os.path.join(build, "tools", "common", "isometry_daemon_config")
+
+
+def daemon_section(directory, isometryd, log_level="warn", shutdown_grace_ms=2000,
+                   calibrate=False, extra=()):
+    """The [daemon] section of a private daemon's config, written by the one
+    writer every launcher uses (tools/common/daemon_config.h, through the
+    isometry_daemon_config tool): sockets local.sock and grpc.sock and the
+    state directory state/ in `directory`. `shutdown_grace_ms` None keeps
+    the daemon's default; `extra` is (key, TOML value) pairs, strings
+    quoted. Ends after its last key, so more [daemon] keys may follow."""
+    args = [daemon_config_tool(isometryd), "--dir", directory, "--log-level", log_level,
+            "--shutdown-grace-ms", "default" if shutdown_grace_ms is None else str(shutdown_grace_ms)]
+    if calibrate:
+        args.append("--calibrate")
+    for key, value in extra:
+        args += ["--set", f"{key}={value}"]
+    try:
+        r = subprocess.run(args, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise AssertionError(f"no {args[0]}: build it (target isometry_daemon_config) "
+                             "or point ISOMETRY_DAEMON_CONFIG at it") from None
+    if r.returncode != 0:
+        raise AssertionError(f"{args[0]} failed ({r.returncode}): {r.stderr}")
+    return r.stdout
+
+
 def _accepts(path):
     """True once a unix socket at `path` takes connections: the file appears
     at bind(), before listen(), and a connect in between is refused."""
@@ -34,17 +69,24 @@ class IsometrydProcess:
     `env` adds variables to the test's environment."""
 
     @classmethod
-    def started_in_temp_dir(cls, isometryd, config_template, prefix, dirs=()):
-        """A daemon in a fresh temporary directory: `config_template` with
-        {dir} filled in is its config (sockets, state, `dirs` made inside
-        it), grpc.sock its socket. Returns (directory, started daemon); on
-        a failed start the directory is removed and AssertionError raised."""
+    def started_in_temp_dir(cls, isometryd, config_template, prefix, dirs=(), daemon=None):
+        """A daemon in a fresh temporary directory: its [daemon] section
+        (daemon_section with the options in the dict `daemon`) and then
+        `config_template` with {dir} filled in are its config (sockets,
+        state, `dirs` made inside it), grpc.sock its socket. Returns
+        (directory, started daemon); on a failed start the directory is
+        removed and AssertionError raised."""
         directory = tempfile.mkdtemp(prefix=prefix)
         for d in dirs:
             os.mkdir(os.path.join(directory, d))
         config = os.path.join(directory, "isometry.toml")
+        try:
+            text = daemon_section(directory, isometryd, **(daemon or {}))
+        except AssertionError:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
         with open(config, "w") as f:
-            f.write(config_template.format(dir=directory))
+            f.write(text + config_template.format(dir=directory))
         daemon = cls(
             isometryd,
             config,

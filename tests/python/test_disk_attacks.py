@@ -30,15 +30,10 @@ if _IMPORT_ERROR is None:
 
 # max_file_bytes keeps its default (64 GiB); the quota is small so one slow
 # copy of SLOW_BYTES fits and two do not.
-CONFIG = """\
-[daemon]
-local_socket = "{dir}/local.sock"
-grpc_socket = "{dir}/grpc.sock"
-state_dir = "{dir}/state"
-log_level = "info"
-shutdown_grace_ms = 1000
-calibrate = false
-
+# [daemon]: isometryd_process.daemon_section (sockets and state in the
+# temporary directory) with these options; CONFIG follows it.
+DAEMON = dict(log_level="info", shutdown_grace_ms=1000)
+CONFIG = """
 [[memory]]
 name = "sys0"
 kind = "SYS"
@@ -117,7 +112,7 @@ class _DiskDaemon(unittest.TestCase):
         try:
             self.dir, self.daemon = IsometrydProcess.started_in_temp_dir(
                 ISOMETRYD, CONFIG % self.extra_memory_keys, "isometry-attack-",
-                dirs=["dsk", "outside"],
+                dirs=["dsk", "outside"], daemon=DAEMON,
             )
         except AssertionError as e:
             self.fail(str(e))

@@ -39,15 +39,10 @@ from test_python_client import (  # noqa: E402
 if _IMPORT_ERROR is None:
     import isometry
 
-CONFIG = """\
-[daemon]
-local_socket = "{dir}/local.sock"
-grpc_socket = "{dir}/grpc.sock"
-state_dir = "{dir}/state"
-log_level = "info"
-shutdown_grace_ms = 1000
-calibrate = false
-
+# [daemon]: isometryd_process.daemon_section (sockets and state in the
+# temporary directory) with these options; CONFIG follows it.
+DAEMON = dict(log_level="info", shutdown_grace_ms=1000)
+CONFIG = """
 [[memory]]
 name = "sys0"
 kind = "SYS"
@@ -97,7 +92,7 @@ class DiskPathsTest(unittest.TestCase):
             self.fail(f"cannot import the isometry package ({_IMPORT_ERROR})")
         try:
             self.dir, self.daemon = IsometrydProcess.started_in_temp_dir(
-                ISOMETRYD, CONFIG, "isometry-disk-", dirs=["dsk"]
+                ISOMETRYD, CONFIG, "isometry-disk-", dirs=["dsk"], daemon=DAEMON
             )
         except AssertionError as e:
             self.fail(str(e))

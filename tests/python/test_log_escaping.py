@@ -20,15 +20,10 @@ from test_python_client import _IMPORT_ERROR, ISOMETRYD  # noqa: E402
 if _IMPORT_ERROR is None:
     import isometry
 
-CONFIG = """\
-[daemon]
-local_socket = "{dir}/local.sock"
-grpc_socket = "{dir}/grpc.sock"
-state_dir = "{dir}/state"
-log_level = "info"
-shutdown_grace_ms = 1000
-calibrate = false
-
+# [daemon]: isometryd_process.daemon_section (sockets and state in the
+# temporary directory) with these options; CONFIG follows it.
+DAEMON = dict(log_level="info", shutdown_grace_ms=1000)
+CONFIG = """
 [[memory]]
 name = "sys0"
 kind = "SYS"
@@ -64,7 +59,7 @@ class LogEscapingTest(unittest.TestCase):
         if _IMPORT_ERROR is not None:
             self.fail(f"cannot import the isometry package ({_IMPORT_ERROR})")
         self.dir, self.daemon = IsometrydProcess.started_in_temp_dir(
-            ISOMETRYD, CONFIG, "isometry-logesc-", dirs=["dsk"]
+            ISOMETRYD, CONFIG, "isometry-logesc-", dirs=["dsk"], daemon=DAEMON
         )
         self.addCleanup(shutil.rmtree, self.dir, True)
         self.addCleanup(self.daemon.close)

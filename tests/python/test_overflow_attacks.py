@@ -18,7 +18,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
 from isometryd_process import IsometrydProcess  # noqa: E402
 from local_socket import LocalConnection  # noqa: E402
-from test_python_client import _IMPORT_ERROR, CONFIG, ISOMETRYD, SKIP_REASON  # noqa: E402
+from test_python_client import _IMPORT_ERROR, CONFIG, DAEMON, ISOMETRYD, SKIP_REASON  # noqa: E402
 
 if _IMPORT_ERROR is None:
     import isometry
@@ -54,7 +54,7 @@ class OverflowAttackTest(unittest.TestCase):
             self.fail(f"cannot import the isometry package ({_IMPORT_ERROR}); see test_python_client")
         try:
             self.dir, self.daemon = IsometrydProcess.started_in_temp_dir(
-                ISOMETRYD, CONFIG, "isometry-overflow-"
+                ISOMETRYD, CONFIG, "isometry-overflow-", daemon=DAEMON
             )
         except AssertionError as e:
             self.fail(str(e))

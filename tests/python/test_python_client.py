@@ -51,15 +51,10 @@ if not ISOMETRYD:
 POOL_BYTES = 64 << 20
 QUOTA_BYTES = 32 << 20
 
-CONFIG = """\
-[daemon]
-local_socket = "{dir}/local.sock"
-grpc_socket = "{dir}/grpc.sock"
-state_dir = "{dir}/state"
-log_level = "warn"
-shutdown_grace_ms = 2000
-calibrate = false
-
+# [daemon]: isometryd_process.daemon_section (sockets and state in the
+# temporary directory) with these options; CONFIG follows it.
+DAEMON = dict(log_level="warn", shutdown_grace_ms=2000)
+CONFIG = """
 [[memory]]
 name = "sys0"
 kind = "SYS"
@@ -205,7 +200,7 @@ class PythonClientTest(unittest.TestCase):
         self.assertTrue(os.access(ISOMETRYD, os.X_OK), f"ISOMETRYD={ISOMETRYD} is not executable")
         try:
             self.dir, self.daemon = IsometrydProcess.started_in_temp_dir(
-                ISOMETRYD, CONFIG, "isometry-pytest-"
+                ISOMETRYD, CONFIG, "isometry-pytest-", daemon=DAEMON
             )
         except AssertionError as e:
             self.fail(str(e))

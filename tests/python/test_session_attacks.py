@@ -43,25 +43,21 @@ SKIP_REASON = "ISOMETRYD is not set: point it at the isometryd binary (and ISOME
 if not ISOMETRYD:
     print(f"test_session_attacks: skipped: {SKIP_REASON}", file=sys.stderr)
 
-# A rate-capped channel keeps the victim's copy in flight for seconds.
-CONFIG = """\
-[daemon]
-local_socket = "{dir}/local.sock"
-grpc_socket = "{dir}/grpc.sock"
-state_dir = "{dir}/state"
-socket_mode = "0666"
-log_level = "info"
-shutdown_grace_ms = 500
-calibrate = false
-max_sessions = 64
-max_sessions_per_uid = 6
-max_grpc_sessions = 12
-max_connections_per_uid = 8
-hello_timeout_ms = 1000
-max_transfers_per_session = 4
-max_allocations_per_session = 8
-max_instances_per_session = 16
-
+# [daemon]: isometryd_process.daemon_section (sockets and state in the
+# temporary directory) with these options; CONFIG follows it, where a
+# rate-capped channel keeps the victim's copy in flight for seconds.
+DAEMON = dict(log_level="info", shutdown_grace_ms=500, extra=[
+    ("socket_mode", '"0666"'),
+    ("max_sessions", 64),
+    ("max_sessions_per_uid", 6),
+    ("max_grpc_sessions", 12),
+    ("max_connections_per_uid", 8),
+    ("hello_timeout_ms", 1000),
+    ("max_transfers_per_session", 4),
+    ("max_allocations_per_session", 8),
+    ("max_instances_per_session", 16),
+])
+CONFIG = """
 [runtime]
 program_cache_bytes = "1MiB"
 
@@ -114,7 +110,7 @@ class SessionAttackTest(unittest.TestCase):
         if _IMPORT_ERROR is not None:
             self.fail(f"cannot import the isometry package: {_IMPORT_ERROR}")
         self.dir, self.daemon = IsometrydProcess.started_in_temp_dir(
-            ISOMETRYD, CONFIG, "isometry-attack-")
+            ISOMETRYD, CONFIG, "isometry-attack-", daemon=DAEMON)
         os.chmod(self.dir, 0o755)  # the second uid reaches the sockets
         self.addCleanup(self._stop)
         self.socket = os.path.join(self.dir, "grpc.sock")

@@ -25,9 +25,11 @@ TEST_CASE("calibration measures a converting channel's run sizes from 1 byte to 
   CHECK(samples->front().request_bytes == 1);
   CHECK(samples->back().request_bytes == 64ull << 20);
   for (const RateSample& s : *samples) CHECK(s.bytes_per_s > 0);
-  // Long runs move faster than single bytes (the per-run cost the planner
-  // weighs against layout changes).
-  CHECK(samples->back().bytes_per_s > samples->front().bytes_per_s);
+  // Long runs are never slower than single bytes (the per-run cost the
+  // planner weighs against layout changes). Not strictly faster: on a
+  // loaded machine (ASan, busy CI) only the smallest sizes fit the budget
+  // and the rest are extrapolated flat from them.
+  CHECK(samples->back().bytes_per_s >= samples->front().bytes_per_s);
 }
 
 TEST_CASE("a rate-capped channel never measures above its cap, and stays in budget") {
@@ -77,8 +79,9 @@ TEST_CASE(
       CHECK(samples->front().request_bytes == 4096);
       CHECK(samples->back().request_bytes == 64ull << 20);
       for (const RateSample& s : *samples) CHECK(s.bytes_per_s > 0);
-      // Large requests amortize the per-request cost the planner weighs.
-      CHECK(samples->back().bytes_per_s > samples->front().bytes_per_s);
+      // Large requests amortize the per-request cost the planner weighs
+      // (equal when a loaded machine extrapolated the large sizes flat).
+      CHECK(samples->back().bytes_per_s >= samples->front().bytes_per_s);
       // Real I/O of the channel's own direction on one scratch file in the
       // directory (the read calibration fills its area outside the channel).
       CHECK(directions == std::set<bool>{kind == ChannelKind::kDiskWrite});

@@ -28,6 +28,7 @@
 #include "channels/disk/disk_file.h"
 #include "channels/disk/uring.h"
 #include "layout/compiler.h"
+#include "unit/skip.h"
 #include "unit/temp_dir.h"
 #include "unit/test_util.h"
 
@@ -590,14 +591,14 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("ENOSPC on a full tmpfs names the file, and the channel serves on") {
+TEST_CASE("ENOSPC on a full tmpfs names the file, and the channel serves on",
+          "[may_skip][tmpfs_enospc]") {
   TempDir dir;
   const fs::path mnt = fs::path(dir.path) / "small";
   fs::create_directory(mnt);
   if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=256k") != 0) {
-    WARN("skipped: cannot mount a 256 KiB tmpfs at " << mnt << ": " << std::strerror(errno)
+    ISOMETRY_SKIP("cannot mount a 256 KiB tmpfs at " << mnt << ": " << std::strerror(errno)
                                                      << " (needs root / CAP_SYS_ADMIN)");
-    return;
   }
   struct Unmount {
     const fs::path& p;
@@ -670,7 +671,25 @@ TEST_CASE("a file shorter than the instance fails the read with the path and whe
   CHECK(Read(*r, file->Ref(0), dst.data(), ContiguousProgram(10000)).ok());
 }
 
-TEST_CASE("missing files, permission denied and bad descriptors are reported with the path") {
+TEST_CASE("permission denied is reported with the path", "[may_skip][permission_denied]") {
+  TempDir dir;
+  const std::string path = dir.File("secret");
+  WriteAt(path, Pattern(100, 1), 0);
+  REQUIRE(::chmod(path.c_str(), 0600) == 0);
+  // Root passes permission checks; a file-system uid of nobody (per
+  // thread, and it drops CAP_DAC_OVERRIDE) does not.
+  const int before = ::setfsuid(65534);
+  auto file = DiskFile::Open(path, DiskFile::Mode::kRead);
+  ::setfsuid(static_cast<uid_t>(before));
+  if (::geteuid() != 0 && file.ok()) {
+    ISOMETRY_SKIP("running as uid " << ::geteuid() << " that owns the file (needs root)");
+  }
+  REQUIRE_FALSE(file.ok());
+  CHECK(file.status().code() == absl::StatusCode::kPermissionDenied);
+  CHECK(Message(file.status()) == StrCat("open ", path, ": Permission denied"));
+}
+
+TEST_CASE("missing files and bad descriptors are reported with the path") {
   TempDir dir;
   auto w = MakeDisk(ChannelKind::kDiskWrite, "w");
   auto r = MakeDisk(ChannelKind::kDiskRead, "r");
@@ -688,23 +707,6 @@ TEST_CASE("missing files, permission denied and bad descriptors are reported wit
     CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
     CHECK(Message(s) ==
           StrCat("disk_read 'r': request without an open source file ('", path, "')"));
-  }
-  SECTION("permission denied") {
-    const std::string path = dir.File("secret");
-    WriteAt(path, Pattern(100, 1), 0);
-    REQUIRE(::chmod(path.c_str(), 0600) == 0);
-    // Root passes permission checks; a file-system uid of nobody (per
-    // thread, and it drops CAP_DAC_OVERRIDE) does not.
-    const int before = ::setfsuid(65534);
-    auto file = DiskFile::Open(path, DiskFile::Mode::kRead);
-    ::setfsuid(static_cast<uid_t>(before));
-    if (::geteuid() != 0 && file.ok()) {
-      WARN("skipped: running as uid " << ::geteuid() << " that owns the file");
-    } else {
-      REQUIRE_FALSE(file.ok());
-      CHECK(file.status().code() == absl::StatusCode::kPermissionDenied);
-      CHECK(Message(file.status()) == StrCat("open ", path, ": Permission denied"));
-    }
   }
   SECTION("writing through a read-only descriptor") {
     const std::string path = dir.File("ro");

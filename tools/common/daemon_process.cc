@@ -14,6 +14,8 @@
 #include <fstream>
 #include <thread>
 
+#include "tools/common/daemon_config.h"
+
 extern char** environ;
 
 namespace isometry::tools {
@@ -38,14 +40,14 @@ Result<DaemonProcess> DaemonProcess::Start(const std::string& binary, const std:
   char tmpl[] = "/tmp/isometry-XXXXXX";
   if (!mkdtemp(tmpl)) return Internal("mkdtemp failed");
   d.dir_ = tmpl;
-  d.local_ = d.dir_ + "/local.sock";
+  d.local_ = d.dir_ + "/local.sock";  // where DaemonSection puts them
   d.grpc_ = d.dir_ + "/grpc.sock";
   const std::string config = d.dir_ + "/isometryd.toml";
   const std::string log = d.dir_ + "/isometryd.log";
-  std::ofstream(config) << "[daemon]\nlocal_socket = \"" << d.local_ << "\"\ngrpc_socket = \""
-                        << d.grpc_ << "\"\nstate_dir = \"" << d.dir_ << "/state\"\nlog_level = \""
-                        << log_level << "\"\nshutdown_grace_ms = 2000\ncalibrate = "
-                        << (calibrate ? "true" : "false") << "\n"
+  std::ofstream(config) << DaemonSection({.dir = d.dir_,
+                                          .log_level = log_level,
+                                          .shutdown_grace_ms = 2000,
+                                          .calibrate = calibrate})
                         << extra_toml;
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);

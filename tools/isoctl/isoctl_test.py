@@ -28,7 +28,7 @@ import unittest
 sys.path.insert(
     0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "pyfixture")
 )
-from isometryd_process import IsometrydProcess  # noqa: E402
+from isometryd_process import IsometrydProcess, daemon_section  # noqa: E402
 
 ISOMETRYD = os.environ.get("ISOMETRYD", "")
 ISOCTL = os.environ.get("ISOCTL", "")
@@ -42,15 +42,10 @@ if not (ISOMETRYD and ISOCTL):
 
 POOL_BYTES = 256 << 20
 
-CONFIG = """\
-[daemon]
-local_socket = "{dir}/local.sock"
-grpc_socket = "{dir}/grpc.sock"
-state_dir = "{dir}/state"
-log_level = "warn"
-shutdown_grace_ms = 2000
-calibrate = false
-
+# [daemon]: isometryd_process.daemon_section (sockets and state in the
+# temporary directory) with these options; CONFIG follows it.
+DAEMON = dict(log_level="warn", shutdown_grace_ms=2000)
+CONFIG = """
 [[memory]]
 name = "sys0"
 pool = "256MiB"
@@ -74,7 +69,8 @@ class Daemon:
         self.socket = os.path.join(self.dir, "grpc.sock")
         self.config = os.path.join(self.dir, "isometryd.toml")
         with open(self.config, "w") as f:
-            f.write(CONFIG.format(dir=self.dir, channel_extra=channel_extra))
+            f.write(daemon_section(self.dir, ISOMETRYD, **DAEMON)
+                    + CONFIG.format(dir=self.dir, channel_extra=channel_extra))
         self.process = IsometrydProcess(
             ISOMETRYD, self.config, os.path.join(self.dir, "isometryd.log"), self.socket
         )

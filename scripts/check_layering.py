@@ -1,0 +1,173 @@
+#!/usr/bin/python3
+"""Fails when a source file includes a header from a layer it may not use.
+
+Lower layers never include higher ones (STYLE.md, "Dependency direction"),
+and protobuf/gRPC types stay in the services, the peer service, the clients
+and the tools. The rule is a table below; a new folder must be added to it
+before its files pass. Reads the `#include "..."` lines of every tracked .cc
+and .h file, plus `#include <...>` lines that name gRPC or protobuf headers.
+
+Usage: scripts/check_layering.py [REPO_ROOT]
+Prints FILE:LINE: layer X may not include Y for each violation; exits 1 on
+any, 0 when the tree is clean.
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+# Where each file belongs: the first matching path prefix wins, so deeper
+# folders come before their parents. "channels/<kind>/" is matched by rule
+# (see layer_of) so a new channel folder needs no edit here.
+LAYER_PREFIXES = [
+    ("core/", "core"),
+    ("layout/", "layout"),
+    ("config/", "config"),
+    ("planner/", "planner"),
+    ("channels/", "channels"),
+    # Our framing of the local socket and the shared ring's ABI; built on
+    # protobuf, so only the layers that may see proto types include it.
+    ("proto/", "wire"),
+    ("daemon/runtime/", "daemon/runtime"),
+    ("daemon/node/", "daemon/node"),
+    ("daemon/server/", "daemon/server"),
+    ("daemon/cluster/", "daemon/cluster"),
+    # main.cc and the start checks assemble the servers.
+    ("daemon/", "daemon"),
+    ("client/", "client"),
+    ("tools/", "tools"),
+    ("examples/", "examples"),
+    ("fuzz/", "fuzz"),
+    ("tests/", "tests"),
+    # tests/ is on the test targets' include path: "unit/test_util.h".
+    ("unit/", "tests"),
+    ("integration/", "tests"),
+]
+
+# Generated code (isometry.pb.h, isometry.grpc.pb.h) and the protobuf and
+# gRPC libraries' own headers.
+PROTO = "proto"
+PROTO_ANGLE = re.compile(r"^(grpcpp|grpc|google/protobuf)/")
+
+_DOMAIN = {"core", "layout", "config", "planner", "channels"}
+_DAEMON_LOW = _DOMAIN | {"daemon/runtime", "daemon/node"}
+_PROTO_USERS = {"wire", PROTO}
+
+# Which layers each layer may include (itself always included).
+ALLOWED = {
+    "core": {"core"},
+    "layout": {"core"},
+    "config": {"core", "layout"},
+    # Pure: request + topology in, plan out; no config, no I/O.
+    "planner": {"core", "layout"},
+    "channels": {"core", "layout", "config"},
+    "wire": {"core", PROTO},
+    "daemon/runtime": _DOMAIN,
+    "daemon/node": _DOMAIN | {"daemon/runtime"},
+    "daemon/server": _DAEMON_LOW | _PROTO_USERS,
+    # The peer service converts with daemon/server/convert.h.
+    "daemon/cluster": _DAEMON_LOW | _PROTO_USERS | {"daemon/server"},
+    "daemon": _DAEMON_LOW | _PROTO_USERS | {"daemon/server", "daemon/cluster"},
+    # Clients speak the wire and the core model, never the daemon's insides.
+    "client": {"core", "layout"} | _PROTO_USERS,
+    "tools": _DAEMON_LOW | _PROTO_USERS
+    | {"daemon/server", "daemon/cluster", "daemon", "client"},
+    # What a user of the project writes: the client, or the runtime embedded
+    # in-process with its config (examples/local_copy.cc).
+    "examples": {"core", "layout", "config", "daemon/runtime", "client"},
+    # Fuzzers reach into the parsers and converters they attack.
+    "fuzz": _DAEMON_LOW | _PROTO_USERS | {"daemon/server", "daemon/cluster", "client"},
+    # Tests may include anything except the other leaves (examples, fuzz).
+    "tests": _DAEMON_LOW | _PROTO_USERS
+    | {"daemon/server", "daemon/cluster", "daemon", "client", "tools"},
+}
+
+_QUOTED = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+_ANGLE = re.compile(r"^\s*#\s*include\s+<([^>]+)>")
+
+
+def layer_of(path):
+    if path.endswith(".pb.h"):
+        return PROTO
+    for prefix, layer in LAYER_PREFIXES:
+        if path.startswith(prefix):
+            return layer
+    return None
+
+
+def channel_kind(path):
+    """'disk' for channels/disk/x.h; None for channels/x.h and other layers."""
+    parts = path.split("/")
+    if len(parts) > 2 and parts[0] == "channels":
+        return parts[1]
+    return None
+
+
+def check_include(src, inc):
+    """Returns why `src` may not include `inc`, or None when it may."""
+    src_layer = layer_of(src)
+    inc_layer = PROTO if PROTO_ANGLE.match(inc) else layer_of(inc)
+    if src_layer is None:
+        return f"{src} is in no layer (add its folder to scripts/check_layering.py)"
+    if inc_layer is None:
+        return (f"layer {src_layer} may not include {inc} "
+                "(in no layer: add its folder to scripts/check_layering.py)")
+    if inc_layer != src_layer and inc_layer not in ALLOWED[src_layer]:
+        return f"layer {src_layer} may not include {inc} (layer {inc_layer})"
+    # A channel folder stands alone: it uses the channel contract and the
+    # shared helpers in channels/, never another channel's files.
+    src_kind, inc_kind = channel_kind(src), channel_kind(inc)
+    if src_kind and inc_kind and src_kind != inc_kind:
+        return f"layer channels/{src_kind} may not include {inc} (channel {inc_kind})"
+    return None
+
+
+def tracked_sources(root):
+    try:
+        out = subprocess.run(["git", "-C", root, "ls-files", "*.cc", "*.h"],
+                             check=True, capture_output=True, text=True).stdout
+        return [p for p in out.splitlines() if p]
+    except (OSError, subprocess.CalledProcessError):
+        # A source tarball: every .cc/.h outside build folders.
+        found = []
+        for dirpath, dirnames, filenames in os.walk(root):
+            rel = os.path.relpath(dirpath, root)
+            dirnames[:] = [d for d in dirnames
+                           if not d.startswith((".", "build"))]
+            for name in filenames:
+                if name.endswith((".cc", ".h")):
+                    found.append(os.path.normpath(os.path.join(rel, name)))
+        return sorted(found)
+
+
+def violations(root):
+    for path in tracked_sources(root):
+        with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+            for lineno, line in enumerate(f, 1):
+                m = _QUOTED.match(line)
+                inc = m.group(1) if m else None
+                if inc is None:
+                    m = _ANGLE.match(line)
+                    if not m or not PROTO_ANGLE.match(m.group(1)):
+                        continue
+                    inc = m.group(1)
+                why = check_include(path, inc)
+                if why:
+                    yield f"{path}:{lineno}: {why}"
+
+
+def main(argv):
+    root = argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
+    found = list(violations(os.path.abspath(root)))
+    for v in found:
+        print(v)
+    if found:
+        print(f"check_layering: {len(found)} include(s) break the layering "
+              "(table in scripts/check_layering.py)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

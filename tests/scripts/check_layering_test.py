@@ -1,0 +1,69 @@
+"""The layering table says what STYLE.md's dependency direction says."""
+
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
+import check_layering as cl  # noqa: E402
+
+
+class CheckIncludeTest(unittest.TestCase):
+    def refused(self, src, inc):
+        self.assertIsNotNone(cl.check_include(src, inc), f"{src} -> {inc}")
+
+    def allowed(self, src, inc):
+        self.assertIsNone(cl.check_include(src, inc), f"{src} -> {inc}")
+
+    def test_lower_layers_never_include_higher_ones(self):
+        self.refused("core/status.h", "layout/layout.h")
+        self.refused("layout/compiler.cc", "planner/planner.h")
+        self.refused("planner/planner.cc", "config/runtime_config.h")
+        self.refused("planner/planner.cc", "channels/channel.h")
+        self.refused("channels/channel.h", "planner/topology.h")
+        self.refused("channels/channel.h", "daemon/runtime/runtime.h")
+        self.refused("daemon/runtime/runtime.cc", "daemon/node/node.h")
+        self.refused("daemon/node/node.cc", "daemon/server/convert.h")
+        self.refused("client/cpp/isometry_client.cc", "daemon/node/node.h")
+        self.allowed("layout/compiler.cc", "core/status.h")
+        self.allowed("channels/channel.h", "layout/copy_program.h")
+        self.allowed("daemon/node/node.cc", "daemon/runtime/runtime.h")
+        self.allowed("tools/bench/local_scenarios.cc", "daemon/runtime/runtime.h")
+
+    def test_proto_types_stay_in_services_clients_and_tools(self):
+        for src in ("daemon/runtime/runtime.cc", "daemon/node/node.h",
+                    "planner/planner.cc", "channels/tcp/frame.cc", "config/x.cc"):
+            self.refused(src, "isometry.pb.h")
+            self.refused(src, "grpcpp/grpcpp.h")
+            self.refused(src, "google/protobuf/message.h")
+            self.refused(src, "proto/local_wire.h")
+        for src in ("daemon/server/convert.h", "daemon/cluster/cluster.h",
+                    "daemon/main.cc", "client/cpp/isometry_client.cc",
+                    "tools/isoctl/render.h", "tests/integration/daemon_fixture.h"):
+            self.allowed(src, "isometry.grpc.pb.h")
+            self.allowed(src, "grpcpp/grpcpp.h")
+
+    def test_a_channel_folder_uses_no_other_channel(self):
+        self.refused("channels/disk/disk_channel.cc", "channels/tcp/frame.h")
+        self.allowed("channels/disk/disk_channel.cc", "channels/channel.h")
+        self.allowed("channels/disk/disk_channel.cc", "channels/disk/uring.h")
+        self.allowed("channels/channel_factory.cc", "channels/disk/disk_channel.h")
+
+    def test_leaves(self):
+        self.refused("examples/local_copy.cc", "daemon/node/node.h")
+        self.allowed("examples/local_copy.cc", "daemon/runtime/runtime.h")
+        self.refused("tests/unit/x_test.cc", "fuzz/request_checks.h")
+        self.allowed("tests/unit/x_test.cc", "unit/test_util.h")
+        self.refused("daemon/main.cc", "tools/common/daemon_process.h")
+
+    def test_unknown_folders_must_be_added_to_the_table(self):
+        self.refused("newlayer/a.cc", "core/status.h")
+        self.refused("core/a.cc", "a_header_in_no_layer.h")
+
+    def test_the_tree_is_clean(self):
+        root = os.path.join(os.path.dirname(__file__), "..", "..")
+        self.assertEqual(list(cl.violations(os.path.abspath(root))), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
