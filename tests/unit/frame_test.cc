@@ -212,14 +212,14 @@ TEST_CASE("Discard skips exactly the payload it is told to") {
 TEST_CASE("listen, connect and exchange a frame over loopback TCP") {
   auto listening = ListenOn("127.0.0.1:0");
   REQUIRE(listening.ok());
-  UniqueFd listener(listening->first);
+  UniqueFd listener = std::move(listening->first);
   const std::string& address = listening->second;
   CHECK(address.rfind("127.0.0.1:", 0) == 0);
   CHECK(address != "127.0.0.1:0");  // the port the kernel chose
 
   auto connected = ConnectTo(address, 5000);
   REQUIRE(connected.ok());
-  UniqueFd client(*connected);
+  UniqueFd client = *std::move(connected);
   TuneSocket(client.get(), 2000);
   UniqueFd server(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
   REQUIRE(server.valid());
@@ -249,7 +249,7 @@ TEST_CASE("bad addresses and refused connections say which address") {
   auto listening = ListenOn("127.0.0.1:0");
   REQUIRE(listening.ok());
   const std::string address = listening->second;
-  ::close(listening->first);
+  listening->first.reset();
   auto c = ConnectTo(address, 2000);
   REQUIRE_FALSE(c.ok());
   CHECK(c.status().code() == absl::StatusCode::kUnavailable);
