@@ -1,16 +1,23 @@
 #include "layout/executor.h"
 
+#include <cstdint>
 #include <cstring>
 
 namespace isometry {
 
 namespace {
 
+// Strides are stored as uint64_t with negative ones wrapped (two's
+// complement); they are added to pointers as the signed values they stand
+// for, since a wrapped unsigned addition overflows the pointer (undefined
+// behaviour that clang's UBSan reports), even though the result is the same.
+int64_t Signed(uint64_t stride) { return static_cast<int64_t>(stride); }
+
 // Innermost loop with a run size known at compile time: the memcpy becomes
 // a single load/store pair.
 template <size_t N>
 void InnerFixed(const CopyLoop& l, const std::byte* s, std::byte* d) {
-  const uint64_t ss = l.src_stride, ds = l.dst_stride;
+  const int64_t ss = Signed(l.src_stride), ds = Signed(l.dst_stride);
   for (uint64_t i = 0; i < l.count; ++i) {
     std::memcpy(d, s, N);
     s += ss;
@@ -39,8 +46,8 @@ void InnerRun(const CopyLoop& l, uint64_t run, const std::byte* s, std::byte* d)
   }
   for (uint64_t i = 0; i < l.count; ++i) {
     std::memcpy(d, s, run);
-    s += l.src_stride;
-    d += l.dst_stride;
+    s += Signed(l.src_stride);
+    d += Signed(l.dst_stride);
   }
 }
 
@@ -49,8 +56,8 @@ void Nest(const CopyOp& op, int level, const std::byte* s, std::byte* d) {
   if (level == op.num_loops - 1) return InnerRun(l, op.run_bytes, s, d);
   for (uint64_t i = 0; i < l.count; ++i) {
     Nest(op, level + 1, s, d);
-    s += l.src_stride;
-    d += l.dst_stride;
+    s += Signed(l.src_stride);
+    d += Signed(l.dst_stride);
   }
 }
 

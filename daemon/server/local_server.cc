@@ -417,11 +417,14 @@ struct LocalServer::Impl {
         return;
       }
       for (int i = 0; i < std::max(n, 0); ++i) {
-        if (events[i].data.u64 == 0) return;  // wake: stopping
+        // A copy: epoll_event is packed, and find() would bind a reference
+        // to its misaligned member.
+        const uint64_t key = events[i].data.u64;
+        if (key == 0) return;  // wake: stopping
         std::shared_ptr<LocalClient> c;
         {
           absl::MutexLock lock(&mu);
-          auto it = clients.find(events[i].data.u64);
+          auto it = clients.find(key);
           if (it != clients.end()) c = it->second;
         }
         if (!c || c->closed) continue;
