@@ -23,7 +23,7 @@
 #include "core/random.h"
 #include "core/unique_fd.h"
 #include "daemon/cluster/cluster.h"
-#include "daemon/fault_injection.h"
+#include "daemon/cluster/fault_injection.h"
 #include "daemon/node/node.h"
 #include "daemon/server/grpc_service.h"
 #include "daemon/server/local_server.h"

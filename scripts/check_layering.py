@@ -83,6 +83,10 @@ ALLOWED = {
     | {"daemon/server", "daemon/cluster", "daemon", "client", "tools"},
 }
 
+# Libraries every layer may use, like the standard library: abseil (the
+# error type, strings, and the annotated locks clang checks).
+BASE_LIBRARIES = re.compile(r"^absl/")
+
 _QUOTED = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 _ANGLE = re.compile(r"^\s*#\s*include\s+<([^>]+)>")
 
@@ -107,6 +111,8 @@ def channel_kind(path):
 def check_include(src, inc):
     """Returns why `src` may not include `inc`, or None when it may."""
     src_layer = layer_of(src)
+    if BASE_LIBRARIES.match(inc):
+        return None
     inc_layer = PROTO if PROTO_ANGLE.match(inc) else layer_of(inc)
     if src_layer is None:
         return f"{src} is in no layer (add its folder to scripts/check_layering.py)"

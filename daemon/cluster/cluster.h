@@ -21,7 +21,7 @@
 #include <memory>
 
 #include "config/runtime_config.h"
-#include "daemon/fault_injection.h"
+#include "daemon/cluster/fault_injection.h"
 #include "daemon/node/node.h"
 #include "isometry.grpc.pb.h"
 
@@ -30,7 +30,7 @@ namespace isometry {
 class Cluster final : public CrossCopier {
  public:
   // Reads the secret and binds the data listener; starts nothing.
-  // `faults`: what tests inject (daemon/fault_injection.h); none in
+  // `faults`: what tests inject (daemon/cluster/fault_injection.h); none in
   // production.
   static Result<std::unique_ptr<Cluster>> Create(const Config& config,
                                                  const FaultInjection& faults);

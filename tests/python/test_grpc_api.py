@@ -43,14 +43,9 @@ if not ISOMETRYD:
 
 MiB = 1 << 20
 
+# Follows the [daemon] section the fixture writes (daemon_section: sockets,
+# state_dir, log_level warn, calibrate off); {extra_daemon} adds keys to it.
 CONFIG = """\
-[daemon]
-local_socket = "{dir}/local.sock"
-grpc_socket = "{dir}/grpc.sock"
-state_dir = "{dir}/state"
-log_level = "warn"
-shutdown_grace_ms = 2000
-calibrate = false
 {extra_daemon}
 [[memory]]
 name = "sys0"

@@ -1,4 +1,4 @@
-#include "daemon/fault_injection.h"
+#include "daemon/cluster/fault_injection.h"
 
 #include <spdlog/spdlog.h>
 
