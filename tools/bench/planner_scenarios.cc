@@ -7,7 +7,7 @@
 #include <string>
 
 #include "planner/planner.h"
-#include "planner/synthetic_graphs.h"
+#include "planner/testing/synthetic_graphs.h"
 
 namespace isometry::bench {
 

@@ -1,4 +1,4 @@
-#include "planner/synthetic_graphs.h"
+#include "planner/testing/synthetic_graphs.h"
 
 namespace isometry {
 
