@@ -44,7 +44,7 @@ Result<std::shared_ptr<const CopyProgram>> ProgramCache::Get(const InstanceShape
   }
   const uint64_t hash = XXH3_64bits(key.data(), key.size());
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = index_.find(hash);
     // The full key is compared too: a hash collision is a miss, never a
     // wrong program.
@@ -61,7 +61,7 @@ Result<std::shared_ptr<const CopyProgram>> ProgramCache::Get(const InstanceShape
   auto shared = std::make_shared<const CopyProgram>(std::move(program));
   const uint64_t footprint = FootprintOf(*shared, key.size());
   if (footprint > capacity_bytes_) return shared;  // used once, never kept
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = index_.find(hash);
   if (it != index_.end()) {
     bytes_ -= it->second->bytes;
@@ -90,20 +90,20 @@ uint64_t ProgramCache::FootprintOf(const CopyProgram& p, size_t key_bytes) {
 }
 
 uint64_t ProgramCache::bytes() const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   return bytes_;
 }
 
 uint64_t ProgramCache::hits() const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   return hits_;
 }
 uint64_t ProgramCache::misses() const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   return misses_;
 }
 size_t ProgramCache::size() const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   return lru_.size();
 }
 

@@ -56,7 +56,7 @@ PlanCache::PlanCache(size_t capacity) : capacity_(capacity) {}
 
 std::shared_ptr<const Path> PlanCache::Find(const PlanKey& key) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = map_.find(key);
     if (it != map_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
@@ -75,7 +75,7 @@ void PlanCache::Insert(const PlanKey& key, Path path) {
 
 void PlanCache::Insert(const PlanKey& key, std::shared_ptr<const Path> value) {
   if (capacity_ == 0 || !value) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = map_.find(key);
   if (it != map_.end()) {
     it->second->second = std::move(value);
@@ -91,13 +91,13 @@ void PlanCache::Insert(const PlanKey& key, std::shared_ptr<const Path> value) {
 }
 
 void PlanCache::Clear() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   map_.clear();
   lru_.clear();
 }
 
 size_t PlanCache::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return map_.size();
 }
 

@@ -1,5 +1,7 @@
 #include "tools/bench/peers.h"
 
+#include <absl/base/thread_annotations.h>
+#include <absl/synchronization/mutex.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -19,7 +21,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string_view>
@@ -402,12 +403,15 @@ Build Compile(const Flavor& f, const std::string& source_dir, const std::string&
 // Compiles the program for `which` the first time it is asked for; later
 // calls, failed ones included, get the first answer.
 Build BuildOnce(MpiFlavor which, const Flavor& f, const std::string& source_dir) {
-  static std::mutex mu;
-  static BuildDir dir;
-  static std::map<MpiFlavor, Build> builds;
-  std::lock_guard lock(mu);
-  if (auto it = builds.find(which); it != builds.end()) return it->second;
-  return builds[which] = Compile(f, source_dir, dir.path());
+  struct Builds {
+    absl::Mutex mu;
+    BuildDir dir ABSL_GUARDED_BY(mu);
+    std::map<MpiFlavor, Build> by_flavor ABSL_GUARDED_BY(mu);
+  };
+  static Builds builds;
+  absl::MutexLock lock(&builds.mu);
+  if (auto it = builds.by_flavor.find(which); it != builds.by_flavor.end()) return it->second;
+  return builds.by_flavor[which] = Compile(f, source_dir, builds.dir.path());
 }
 
 // The value of "bytes_per_s=" in mpi_bandwidth's line.
