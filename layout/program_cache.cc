@@ -20,7 +20,9 @@ void AppendShape(std::string& key, const InstanceShape& s) {
     Put(key, s.bounds.hi[d]);
   }
   Put(key, s.fields.size());
-  for (const Field& f : s.fields.fields()) Put(key, f.size);
+  for (const Field& f : s.fields.fields()) {
+    Put(key, f.size);
+  }
   Put(key, s.layout.components().size());
   for (const LayoutComponent& c : s.layout.components()) {
     Put(key, c.kind);
@@ -60,7 +62,9 @@ Result<std::shared_ptr<const CopyProgram>> ProgramCache::Get(const InstanceShape
   ISO_ASSIGN_OR_RETURN(CopyProgram program, CompileCopy(src, dst, box));
   auto shared = std::make_shared<const CopyProgram>(std::move(program));
   const uint64_t footprint = FootprintOf(*shared, key.size());
-  if (footprint > capacity_bytes_) return shared;  // used once, never kept
+  if (footprint > capacity_bytes_) {
+    return shared;  // used once, never kept
+  }
   absl::MutexLock lock(&mu_);
   auto it = index_.find(hash);
   if (it != index_.end()) {

@@ -12,10 +12,16 @@ BlockSystem::BlockSystem(const Box& bounds, uint64_t field_bytes, const std::vec
     extent_[dd] = e;
     log_extent_[dd] = std::log2(static_cast<double>(e));
     bool variable = false;
-    for (const Shape& s : cands) variable = variable || s.SplitBlock(d) == 0;
-    if (!variable) continue;
+    for (const Shape& s : cands) {
+      variable = variable || s.SplitBlock(d) == 0;
+    }
+    if (!variable) {
+      continue;
+    }
     int v = 0;
-    while (v < kMaxVar && (uint64_t{1} << v) < e) ++v;
+    while (v < kMaxVar && (uint64_t{1} << v) < e) {
+      ++v;
+    }
     vmax_[dd] = v;
     for (int k = 0; k <= v; ++k) {
       const uint64_t c = static_cast<uint64_t>(BlockFor(k, static_cast<int64_t>(e)));
@@ -32,7 +38,7 @@ Expr BlockSystem::MakeExpr(const Shape& ra, int from, int to) const {
   Expr e;
   for (int i = from; i < to; ++i) {
     const Atom& x = ra[i];
-    const size_t d = static_cast<size_t>(x.dim);
+    const size_t d = static_cast<uint8_t>(x.dim);  // 0 <= dim < kMaxDims
     switch (x.kind) {
       case AtomKind::kF:
         e.c += log_fb_;
@@ -73,17 +79,23 @@ bool BlockSystem::Propagate(const Constraint* cs, int n, Values& lo, Values& hi)
       for (int d = 0; d < dims_; ++d) {
         const size_t dd = static_cast<size_t>(d);
         const uint8_t m = c.e.mask[dd];
-        if (!m) continue;
+        if (!m) {
+          continue;
+        }
         const bool increasing = (m != 2) == (c.sign > 0);
         best[dd] = c.sign * Term(d, m, increasing ? hi[dd] : lo[dd]);
         total += best[dd];
       }
       const double target = c.sign * c.rhs;
-      if (total < target - kEps) return false;
+      if (total < target - kEps) {
+        return false;
+      }
       for (int d = 0; d < dims_; ++d) {
         const size_t dd = static_cast<size_t>(d);
         const uint8_t m = c.e.mask[dd];
-        if (!m) continue;
+        if (!m) {
+          continue;
+        }
         const double need = target - (total - best[dd]) - kEps;
         if ((m != 2) == (c.sign > 0)) {
           while (lo[dd] <= hi[dd] && c.sign * Term(d, m, lo[dd]) < need) {
@@ -96,10 +108,14 @@ bool BlockSystem::Propagate(const Constraint* cs, int n, Values& lo, Values& hi)
             changed = true;
           }
         }
-        if (lo[dd] > hi[dd]) return false;
+        if (lo[dd] > hi[dd]) {
+          return false;
+        }
       }
     }
-    if (!changed) return true;
+    if (!changed) {
+      return true;
+    }
   }
   return true;
 }
@@ -107,7 +123,9 @@ bool BlockSystem::Propagate(const Constraint* cs, int n, Values& lo, Values& hi)
 // Exact: propagation, then splitting the widest domain (smaller blocking
 // factors first, which keeps buffers and chunks small).
 bool BlockSystem::Solve(const Constraint* cs, int n, Values& lo, Values& hi) const {
-  if (!Propagate(cs, n, lo, hi)) return false;
+  if (!Propagate(cs, n, lo, hi)) {
+    return false;
+  }
   int pick = -1;
   for (int d = 0; d < dims_; ++d) {
     const size_t dd = static_cast<size_t>(d);
@@ -116,7 +134,9 @@ bool BlockSystem::Solve(const Constraint* cs, int n, Values& lo, Values& hi) con
       pick = d;
     }
   }
-  if (pick < 0) return true;
+  if (pick < 0) {
+    return true;
+  }
   const size_t p = static_cast<size_t>(pick);
   const int mid = lo[p] + (hi[p] - lo[p]) / 2;
   Values lo2 = lo, hi2 = hi;

@@ -59,7 +59,9 @@ class BlockSystem {
     double s = e.c;
     for (int d = 0; d < dims_; ++d) {
       const uint8_t m = e.mask[static_cast<size_t>(d)];
-      if (m) s += Term(d, m, m == 2 ? lo[static_cast<size_t>(d)] : hi[static_cast<size_t>(d)]);
+      if (m) {
+        s += Term(d, m, m == 2 ? lo[static_cast<size_t>(d)] : hi[static_cast<size_t>(d)]);
+      }
     }
     return s;
   }
@@ -67,7 +69,9 @@ class BlockSystem {
     double s = e.c;
     for (int d = 0; d < dims_; ++d) {
       const uint8_t m = e.mask[static_cast<size_t>(d)];
-      if (m) s += Term(d, m, m == 2 ? hi[static_cast<size_t>(d)] : lo[static_cast<size_t>(d)]);
+      if (m) {
+        s += Term(d, m, m == 2 ? hi[static_cast<size_t>(d)] : lo[static_cast<size_t>(d)]);
+      }
     }
     return s;
   }

@@ -13,7 +13,9 @@ Result<Path> Evaluate(Path path, const std::vector<const TopologyEdge*>& edges, 
   const size_t hops = edges.size();
   const uint64_t th = o.space_threshold;
   std::vector<Shape> shapes;
-  for (const PathNode& n : path.nodes) shapes.push_back(ShapeOf(n.layout));
+  for (const PathNode& n : path.nodes) {
+    shapes.push_back(ShapeOf(n.layout));
+  }
   std::vector<uint64_t> prefix(hops), sbar(hops), cap(hops);
   path.hop_bps.assign(hops, 0);
   double tp = std::numeric_limits<double>::infinity();
@@ -41,8 +43,12 @@ Result<Path> Evaluate(Path path, const std::vector<const TopologyEdge*>& edges, 
   path.buffer_bytes.assign(hops - 1, 0);
   for (size_t k = 0; k + 1 < hops; ++k) {  // the buffer at nodes[k + 1]
     uint64_t b = std::max(path.request_bytes[k], path.request_bytes[k + 1]);
-    if (k >= 1) b = std::max(b, sbar[k]);            // hop k joins two intermediates
-    if (k + 2 < hops) b = std::max(b, sbar[k + 1]);  // so does hop k + 1
+    if (k >= 1) {
+      b = std::max(b, sbar[k]);  // hop k joins two intermediates
+    }
+    if (k + 2 < hops) {
+      b = std::max(b, sbar[k + 1]);  // so does hop k + 1
+    }
     const Shape& s = shapes[k + 1];
     path.buffer_bytes[k] = std::min(b, Product(s, 0, s.n, bounds, field_bytes));
   }
@@ -51,8 +57,12 @@ Result<Path> Evaluate(Path path, const std::vector<const TopologyEdge*>& edges, 
 
 Status ValidateRequest(const Box& bounds, uint64_t field_bytes) {
   ISO_RETURN_IF_ERROR(bounds.Validate("index space"));
-  if (bounds.empty()) return InvalidArgument("index space ", ToString(bounds), " is empty");
-  if (field_bytes == 0) return InvalidArgument("the entry size |F| is 0 bytes");
+  if (bounds.empty()) {
+    return InvalidArgument("index space ", ToString(bounds), " is empty");
+  }
+  if (field_bytes == 0) {
+    return InvalidArgument("the entry size |F| is 0 bytes");
+  }
   return OkStatus();
 }
 

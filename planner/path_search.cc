@@ -91,7 +91,9 @@ class Search {
 
 const Search::PairModel& Search::Pair(int a, int b) {
   PairModel& p = pairs_[static_cast<size_t>(a) * cands_.size() + static_cast<size_t>(b)];
-  if (p.ready) return p;
+  if (p.ready) {
+    return p;
+  }
   const PairShape ps = AnalyzePair(cands_[static_cast<size_t>(a)], cands_[static_cast<size_t>(b)]);
   p.shares_innermost = ps.pf > 0;
   p.prefix = vars_.MakeExpr(ps.ra, 0, ps.pf);
@@ -127,7 +129,9 @@ void Search::PrepareGraphBounds() {
         }
       }
     }
-    if (!reached) allowed_.assign(n, 1);
+    if (!reached) {
+      allowed_.assign(n, 1);
+    }
   }
   // Hop distances and widest bottlenecks to the destination, backwards.
   dist_.assign(n, std::numeric_limits<int>::max());
@@ -153,11 +157,15 @@ void Search::PrepareGraphBounds() {
         m = static_cast<int>(i);
       }
     }
-    if (m < 0) break;
+    if (m < 0) {
+      break;
+    }
     done[static_cast<size_t>(m)] = 1;
     for (const Arc& a : g_.in[static_cast<size_t>(m)]) {
       const size_t f = static_cast<size_t>(a.to);
-      if (!allowed_[f] || done[f]) continue;
+      if (!allowed_[f] || done[f]) {
+        continue;
+      }
       widest_[f] = std::max(widest_[f], std::min(a.peak, widest_[static_cast<size_t>(m)]));
     }
   }
@@ -178,7 +186,9 @@ Values Search::UsedDomain() const {
   for (const Hop& h : hops_list_) {
     for (int d = 0; d < dims_; ++d) {
       const size_t dd = static_cast<size_t>(d);
-      if (h.pair->prefix.mask[dd] || (h.inner && h.pair->sbar.mask[dd])) hi[dd] = vars_.vmax()[dd];
+      if (h.pair->prefix.mask[dd] || (h.inner && h.pair->sbar.mask[dd])) {
+        hi[dd] = vars_.vmax()[dd];
+      }
     }
   }
   return hi;
@@ -199,16 +209,27 @@ std::optional<Values> Search::FeasibleAt(double tp, bool exact) const {
       h.request_tp = tp;
     }
     const std::optional<uint64_t>& r = h.request;
-    if (!r) return std::nullopt;
-    if (h.touches_buffer && *r > o_.space_threshold) return std::nullopt;
-    if (static_cast<double>(*r) > h.pair->max_prefix_bytes) return std::nullopt;
-    if (*r > 1) cs.push_back({h.pair->prefix, 1, std::log2(static_cast<double>(*r))});
-    if (h.inner) cs.push_back({h.pair->sbar, -1, log_th_});
+    if (!r) {
+      return std::nullopt;
+    }
+    if (h.touches_buffer && *r > o_.space_threshold) {
+      return std::nullopt;
+    }
+    if (static_cast<double>(*r) > h.pair->max_prefix_bytes) {
+      return std::nullopt;
+    }
+    if (*r > 1) {
+      cs.push_back({h.pair->prefix, 1, std::log2(static_cast<double>(*r))});
+    }
+    if (h.inner) {
+      cs.push_back({h.pair->sbar, -1, log_th_});
+    }
   }
   Values lo{}, hi = UsedDomain();
   const int n = static_cast<int>(cs.size());
-  if (!(exact ? vars_.Solve(cs.data(), n, lo, hi) : vars_.Propagate(cs.data(), n, lo, hi)))
+  if (!(exact ? vars_.Solve(cs.data(), n, lo, hi) : vars_.Propagate(cs.data(), n, lo, hi))) {
     return std::nullopt;
+  }
   return lo;
 }
 
@@ -261,7 +282,9 @@ void Search::SolveLeaf(double bound) {
                        : i == hops
                            ? Result<Layout>(dst_.layout)
                            : Concretize(cands_[static_cast<size_t>(cand_[ii])], blocks, dims_);
-    if (!l.ok()) return;  // cannot happen: candidates are valid layouts
+    if (!l.ok()) {
+      return;  // cannot happen: candidates are valid layouts
+    }
     path.nodes.push_back({g_.topo.memories[static_cast<size_t>(mem_[ii])].id, *std::move(l)});
     if (i < hops) {
       edges.push_back(&g_.topo.edges[static_cast<size_t>(edge_[ii])]);
@@ -269,7 +292,9 @@ void Search::SolveLeaf(double bound) {
     }
   }
   Result<Path> evaluated = Evaluate(std::move(path), edges, bounds_, fb_, o_);
-  if (evaluated.ok()) Consider(*std::move(evaluated));
+  if (evaluated.ok()) {
+    Consider(*std::move(evaluated));
+  }
 }
 
 // True when the hops x -> y (edge_xy) -> z (yz) are a detour that the
@@ -283,11 +308,17 @@ void Search::SolveLeaf(double bound) {
 // round trips through a GPU between two host memories. Not applied when the
 // small-request rule would forbid the direct hop's conversion.
 bool Search::Detour(int x, int edge_xy, const Arc& yz) const {
-  if (x == yz.to) return false;
+  if (x == yz.to) {
+    return false;
+  }
   const int xz = g_.EdgeIndex(x, yz.to);
-  if (xz < 0) return false;
+  if (xz < 0) {
+    return false;
+  }
   const size_t e = static_cast<size_t>(xz);
-  if (poor_rule_ && g_.edge_poor[e]) return false;
+  if (poor_rule_ && g_.edge_poor[e]) {
+    return false;
+  }
   const int c = g_.edge_curve[e];
   return g_.CurveAtLeast(c, g_.edge_curve[static_cast<size_t>(edge_xy)]) &&
          g_.CurveAtLeast(c, yz.curve);
@@ -295,32 +326,50 @@ bool Search::Detour(int x, int edge_xy, const Arc& yz) const {
 
 // Depth-first over (memory, layout) pairs; paths of exactly hops_ hops.
 void Search::Dfs(int m, int c, int depth, double bound) {
-  if (Done()) return;
+  if (Done()) {
+    return;
+  }
   if (depth == hops_) {
-    if (m == d_ && c == dst_cand_) SolveLeaf(bound);
+    if (m == d_ && c == dst_cand_) {
+      SolveLeaf(bound);
+    }
     return;
   }
   const int remaining = hops_ - depth;  // hops still to take, this one included
   const size_t mm = static_cast<size_t>(m);
   for (const Arc& a : g_.out[mm]) {
     const size_t t = static_cast<size_t>(a.to);
-    if (!allowed_[t]) continue;
+    if (!allowed_[t]) {
+      continue;
+    }
     const bool self = a.to == m;
     const bool last = remaining == 1;
     if (self) {
-      if (self_used_[mm]) continue;
+      if (self_used_[mm]) {
+        continue;
+      }
     } else if (visited_[t] && !(last && a.to == d_)) {
       continue;
     }
-    if (last && a.to != d_) continue;
-    if (!last) {
-      if (dist_[t] > remaining - 1) continue;
-      // At the destination early, only its self-loop can follow.
-      if (a.to == d_ && (remaining - 1 != 1 || self || !g_.EdgeBetween(d_, d_))) continue;
+    if (last && a.to != d_) {
+      continue;
     }
-    if (depth >= 1 && Detour(mem_[static_cast<size_t>(depth - 1)], edge_.back(), a)) continue;
+    if (!last) {
+      if (dist_[t] > remaining - 1) {
+        continue;
+      }
+      // At the destination early, only its self-loop can follow.
+      if (a.to == d_ && (remaining - 1 != 1 || self || !g_.EdgeBetween(d_, d_))) {
+        continue;
+      }
+    }
+    if (depth >= 1 && Detour(mem_[static_cast<size_t>(depth - 1)], edge_.back(), a)) {
+      continue;
+    }
     double reach = std::min(bound, a.peak);
-    if (!last) reach = std::min(reach, widest_[t]);
+    if (!last) {
+      reach = std::min(reach, widest_[t]);
+    }
     if (reach < Threshold()) {
       Prune(reach);
       continue;
@@ -330,10 +379,14 @@ void Search::Dfs(int m, int c, int depth, double bound) {
     const int first = last ? dst_cand_ : 0;
     const int end = last ? dst_cand_ + 1 : static_cast<int>(cands_.size());
     for (int c2 = first; c2 < end; ++c2) {
-      if (self && c2 == c) continue;  // a self-loop converts or is useless
+      if (self && c2 == c) {
+        continue;  // a self-loop converts or is useless
+      }
       // Disk hops never convert (ConvertsLayout): a Memcpy hop beside them
       // does it with large disk requests; the caller may still force it.
-      if (c2 != c && !ConvertsLayout(e.kind)) continue;
+      if (c2 != c && !ConvertsLayout(e.kind)) {
+        continue;
+      }
       const PairModel& p = Pair(c, c2);
       if (poor_rule_ && a.poor) {
         // §4.2: no conversion of the innermost component on a channel that
@@ -345,9 +398,13 @@ void Search::Dfs(int m, int c, int depth, double bound) {
           continue;
         }
       }
-      if (from_inner && to_inner && p.min_sbar_log > log_th_ + kEps) continue;
+      if (from_inner && to_inner && p.min_sbar_log > log_th_ + kEps) {
+        continue;
+      }
       double req = p.max_prefix_bytes;
-      if (from_inner || to_inner) req = std::min(req, static_cast<double>(o_.space_threshold));
+      if (from_inner || to_inner) {
+        req = std::min(req, static_cast<double>(o_.space_threshold));
+      }
       const double hop = e.tp.At(static_cast<uint64_t>(std::min(req, 1.8e19)));
       const double next = std::min(reach, hop);
       if (next < Threshold()) {
@@ -372,16 +429,22 @@ void Search::Dfs(int m, int c, int depth, double bound) {
       cand_.push_back(c2);
       edge_.push_back(a.edge);
       const bool was_visited = visited_[t];
-      if (self) self_used_[mm] = 1;
+      if (self) {
+        self_used_[mm] = 1;
+      }
       visited_[t] = 1;
       Dfs(a.to, c2, depth + 1, next);
       visited_[t] = was_visited;
-      if (self) self_used_[mm] = 0;
+      if (self) {
+        self_used_[mm] = 0;
+      }
       mem_.pop_back();
       cand_.pop_back();
       edge_.pop_back();
       hops_list_.pop_back();
-      if (Done()) return;
+      if (Done()) {
+        return;
+      }
     }
   }
 }
@@ -405,7 +468,9 @@ void Search::RunPasses() {
       visited_[static_cast<size_t>(s_)] = 0;
     }
     const double floor = best_ * (1 + o_.improve_margin);
-    if (best_ >= tau_ || max_pruned_ <= floor || tau_ <= floor) break;
+    if (best_ >= tau_ || max_pruned_ <= floor || tau_ <= floor) {
+      break;
+    }
     tau_ = std::max(floor, 0.5 * std::min(max_pruned_, tau_));
   }
 }
@@ -416,8 +481,12 @@ Result<Path> Search::Run() {
   ISO_RETURN_IF_ERROR(ValidateLayout(dst_.layout, bounds_, "destination"));
   s_ = g_.Index(src_.memory);
   d_ = g_.Index(dst_.memory);
-  if (s_ < 0) return NotFound("unknown memory ", ToString(src_.memory));
-  if (d_ < 0) return NotFound("unknown memory ", ToString(dst_.memory));
+  if (s_ < 0) {
+    return NotFound("unknown memory ", ToString(src_.memory));
+  }
+  if (d_ < 0) {
+    return NotFound("unknown memory ", ToString(dst_.memory));
+  }
   dims_ = bounds_.dims;
   log_th_ = std::log2(static_cast<double>(std::max<uint64_t>(o_.space_threshold, 1)));
 

@@ -48,7 +48,9 @@ size_t PlanKeyHash::operator()(const PlanKey& k) const {
   h = HashLayout(h, k.src_layout);
   h = HashLayout(h, k.dst_layout);
   h = Mix(h, static_cast<uint64_t>(k.size_class + 1));
-  for (int8_t c : k.shape_class) h = Mix(h, static_cast<uint64_t>(c + 1));
+  for (int8_t c : k.shape_class) {
+    h = Mix(h, static_cast<uint64_t>(c + 1));
+  }
   return h;
 }
 
@@ -69,12 +71,16 @@ std::shared_ptr<const Path> PlanCache::Find(const PlanKey& key) {
 }
 
 void PlanCache::Insert(const PlanKey& key, Path path) {
-  if (capacity_ == 0) return;
+  if (capacity_ == 0) {
+    return;
+  }
   Insert(key, std::make_shared<const Path>(std::move(path)));
 }
 
 void PlanCache::Insert(const PlanKey& key, std::shared_ptr<const Path> value) {
-  if (capacity_ == 0 || !value) return;
+  if (capacity_ == 0 || !value) {
+    return;
+  }
   absl::MutexLock lock(&mu_);
   auto it = map_.find(key);
   if (it != map_.end()) {

@@ -33,7 +33,9 @@ Shape Refine(const Shape& a, const Shape& b) {
   std::array<int64_t, kMaxDims> split;
   split.fill(-1);
   for (int i = 0; i < b.n; ++i) {
-    if (b[i].kind == AtomKind::kIn) split[static_cast<size_t>(b[i].dim)] = b[i].block;
+    if (b[i].kind == AtomKind::kIn) {
+      split[static_cast<size_t>(b[i].dim)] = b[i].block;
+    }
   }
   Shape r;
   for (int i = 0; i < a.n; ++i) {
@@ -55,9 +57,13 @@ PairShape AnalyzePair(const Shape& a, const Shape& b) {
   PairShape p;
   p.ra = Refine(a, b);
   const Shape rb = Refine(b, a);
-  while (p.pf < p.ra.n && p.pf < rb.n && p.ra[p.pf] == rb[p.pf]) ++p.pf;
+  while (p.pf < p.ra.n && p.pf < rb.n && p.ra[p.pf] == rb[p.pf]) {
+    ++p.pf;
+  }
   int k = 0;
-  while (k < p.ra.n && k < rb.n && p.ra[p.ra.n - 1 - k] == rb[rb.n - 1 - k]) ++k;
+  while (k < p.ra.n && k < rb.n && p.ra[p.ra.n - 1 - k] == rb[rb.n - 1 - k]) {
+    ++k;
+  }
   p.sb = p.ra.n - k;
   return p;
 }
@@ -79,7 +85,9 @@ uint64_t AtomBytes(const Atom& x, const Box& bounds, uint64_t field_bytes) {
 
 uint64_t Product(const Shape& s, int from, int to, const Box& bounds, uint64_t field_bytes) {
   uint64_t p = 1;
-  for (int i = from; i < to; ++i) p = SatMul(p, AtomBytes(s[i], bounds, field_bytes));
+  for (int i = from; i < to; ++i) {
+    p = SatMul(p, AtomBytes(s[i], bounds, field_bytes));
+  }
   return p;
 }
 
@@ -91,7 +99,9 @@ std::vector<int> InnerOrder(const Shape& s) {
   std::vector<int> order;
   for (int i = 0; i < s.n; ++i) {
     const int t = s[i].kind == AtomKind::kF ? -1 : s[i].dim;
-    if (std::find(order.begin(), order.end(), t) == order.end()) order.push_back(t);
+    if (std::find(order.begin(), order.end(), t) == order.end()) {
+      order.push_back(t);
+    }
   }
   return order;
 }
@@ -100,8 +110,12 @@ std::vector<int> InnerOrder(const Shape& s) {
 std::vector<int> OuterOrder(const Shape& s) {
   std::vector<int> order;
   for (int i = s.n - 1; i >= 0; --i) {
-    if (s[i].kind == AtomKind::kF) continue;
-    if (std::find(order.begin(), order.end(), s[i].dim) == order.end()) order.push_back(s[i].dim);
+    if (s[i].kind == AtomKind::kF) {
+      continue;
+    }
+    if (std::find(order.begin(), order.end(), s[i].dim) == order.end()) {
+      order.push_back(s[i].dim);
+    }
   }
   std::reverse(order.begin(), order.end());
   return order;
@@ -111,11 +125,15 @@ std::vector<int> OuterOrder(const Shape& s) {
 
 std::vector<Shape> CandidateShapes(const Shape& src, const Shape& dst, int dims) {
   std::vector<Shape> c{src};
-  if (src == dst) return c;
+  if (src == dst) {
+    return c;
+  }
   c.push_back(dst);
   // Equal up to refinement (e.g. <F,x> and <F,x_in=c,x_out>): no conversion
   // to stage. Both stay: with padding (c not dividing |x|) their sizes differ.
-  if (Equivalent(src, dst)) return c;
+  if (Equivalent(src, dst)) {
+    return c;
+  }
   std::array<int64_t, kMaxDims> block{};
   for (int d = 0; d < dims; ++d) {
     const int64_t bs = src.SplitBlock(d), bd = dst.SplitBlock(d);
@@ -182,9 +200,13 @@ std::vector<Layout> CandidateLayouts(const Layout& src, const Layout& dst, const
     clamped[dd] = std::clamp<int64_t>(blocks[dd], 1, std::max<int64_t>(bounds.extent(d), 1));
   }
   std::vector<Layout> out;
-  if (src.dims() != bounds.dims || dst.dims() != bounds.dims) return out;
+  if (src.dims() != bounds.dims || dst.dims() != bounds.dims) {
+    return out;
+  }
   for (const Shape& s : CandidateShapes(ShapeOf(src), ShapeOf(dst), bounds.dims)) {
-    if (Result<Layout> l = Concretize(s, clamped, bounds.dims); l.ok()) out.push_back(*l);
+    if (Result<Layout> l = Concretize(s, clamped, bounds.dims); l.ok()) {
+      out.push_back(*l);
+    }
   }
   return out;
 }

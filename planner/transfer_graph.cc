@@ -8,27 +8,37 @@ namespace isometry::full_planner_internal {
 
 Graph::Graph(Topology t, FullPlannerOptions o) : topo(std::move(t)), options(o) {
   const size_t n = topo.memories.size();
-  for (size_t i = 0; i < n; ++i) index.push_back({topo.memories[i].id, static_cast<int>(i)});
+  for (size_t i = 0; i < n; ++i) {
+    index.push_back({topo.memories[i].id, static_cast<int>(i)});
+  }
   std::sort(index.begin(), index.end());
   out.resize(n);
   in.resize(n);
-  for (const TopologyMemory& m : topo.memories) node.push_back(m.id.node);
+  for (const TopologyMemory& m : topo.memories) {
+    node.push_back(m.id.node);
+  }
   std::vector<const ThroughputFunction*> curves;
   edge_curve.assign(topo.edges.size(), -1);
   edge_poor.assign(topo.edges.size(), 0);
   for (size_t e = 0; e < topo.edges.size(); ++e) {
     const TopologyEdge& te = topo.edges[e];
     const int s = Index(te.src), d = Index(te.dst);
-    if (s < 0 || d < 0) continue;
+    if (s < 0 || d < 0) {
+      continue;
+    }
     const uint64_t key = static_cast<uint64_t>(s) * n + static_cast<uint64_t>(d);
     auto at = std::lower_bound(pairs.begin(), pairs.end(), std::pair<uint64_t, int>{key, -1});
-    if (at != pairs.end() && at->first == key) continue;  // FindEdge keeps the first
+    if (at != pairs.end() && at->first == key) {
+      continue;  // FindEdge keeps the first
+    }
     pairs.insert(at, {key, static_cast<int>(e)});
     const double peak = te.tp.Peak();
     const bool poor = te.tp.At(options.probe_request_bytes) < options.poor_fraction * peak;
     int curve = -1;
     for (size_t c = 0; c < curves.size() && curve < 0; ++c) {
-      if (*curves[c] == te.tp) curve = static_cast<int>(c);
+      if (*curves[c] == te.tp) {
+        curve = static_cast<int>(c);
+      }
     }
     if (curve < 0 && curves.size() < kMaxCurves) {
       curve = static_cast<int>(curves.size());
@@ -59,8 +69,12 @@ Graph::Graph(Topology t, FullPlannerOptions o) : topo(std::move(t)), options(o) 
 // same shortest path wins; the conversion hop is chosen by the same rule.
 Result<Path> Graph::Simple(const PlanEndpoint& src, const PlanEndpoint& dst) const {
   const int s = Index(src.memory), d = Index(dst.memory);
-  if (s < 0) return NotFound("unknown memory ", ToString(src.memory));
-  if (d < 0) return NotFound("unknown memory ", ToString(dst.memory));
+  if (s < 0) {
+    return NotFound("unknown memory ", ToString(src.memory));
+  }
+  if (d < 0) {
+    return NotFound("unknown memory ", ToString(dst.memory));
+  }
   std::vector<const TopologyEdge*> edges;
   if (const TopologyEdge* self = s == d ? EdgeBetween(s, s) : nullptr) {
     edges.push_back(self);
@@ -74,13 +88,17 @@ Result<Path> Graph::Simple(const PlanEndpoint& src, const PlanEndpoint& dst) con
     const Arc* last = nullptr;
     for (size_t q = 0; q < queue.size() && !last; ++q) {
       for (const Arc& a : out_in_topo_order[static_cast<size_t>(queue[q])]) {
-        if (a.to == queue[q]) continue;  // a self-loop
+        if (a.to == queue[q]) {
+          continue;  // a self-loop
+        }
         if (a.to == d) {
           last = &a;
           break;
         }
         const size_t t = static_cast<size_t>(a.to);
-        if (seen[t]) continue;
+        if (seen[t]) {
+          continue;
+        }
         seen[t] = 1;
         via[t] = &a;
         queue.push_back(a.to);

@@ -19,6 +19,7 @@
 
 #include "channels/disk/disk_channel.h"
 #include "config/runtime_config.h"
+#include "core/strings.h"
 #include "core/unique_fd.h"
 #include "daemon/runtime/runtime.h"
 #include "tools/bench/host_buffer.h"
@@ -40,7 +41,9 @@ struct FioResult {
 
 std::string ShellQuote(const std::string& s) {
   std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  for (char c : s) {
+    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  }
   return out + "'";
 }
 
@@ -57,10 +60,14 @@ FioResult RunFio(const std::string& file, bool write, uint64_t bytes, unsigned d
              " --ioengine=io_uring --direct=1 --iodepth=", depth, " --fallocate=none",
              end_fsync ? " --end_fsync=1" : "", " --output-format=json");
   FILE* pipe = ::popen(("timeout 300 " + cmd + " 2>&1").c_str(), "r");
-  if (!pipe) return {false, 0, "cannot start fio"};
+  if (!pipe) {
+    return {false, 0, "cannot start fio"};
+  }
   std::string out;
   char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) {
+    out.append(buf, n);
+  }
   const int status = ::pclose(pipe);
   if (status != 0) {
     return {false, 0,
@@ -70,7 +77,9 @@ FioResult RunFio(const std::string& file, bool write, uint64_t bytes, unsigned d
   // jobs[0].<rw>.bw_bytes, without a JSON library.
   const size_t section = out.find("\"" + rw + "\" : {");
   const size_t key = section == std::string::npos ? section : out.find("\"bw_bytes\" : ", section);
-  if (key == std::string::npos) return {false, 0, "no bw_bytes in fio's output"};
+  if (key == std::string::npos) {
+    return {false, 0, "no bw_bytes in fio's output"};
+  }
   return {true, std::strtod(out.c_str() + key + 13, nullptr), cmd};
 }
 
@@ -110,18 +119,24 @@ std::optional<double> RunChannel(Channel& channel, bool write, const FileRef& fi
       req.dst = mem;
       req.src_file = ref;
     }
-    while (f.count >= depth) f.cv.Wait(&f.mu);
+    while (f.count >= depth) {
+      f.cv.Wait(&f.mu);
+    }
     ++f.count;
     f.mu.Unlock();
-    channel.Submit(std::move(req), [&f](Status s) {
+    channel.Submit(std::move(req), [&f](const Status& s) {
       absl::MutexLock l(&f.mu);
       --f.count;
-      if (!s.ok() && f.failure.ok()) f.failure = s;
+      if (!s.ok() && f.failure.ok()) {
+        f.failure = s;
+      }
       f.cv.SignalAll();
     });
     f.mu.Lock();
   }
-  while (f.count != 0) f.cv.Wait(&f.mu);
+  while (f.count != 0) {
+    f.cv.Wait(&f.mu);
+  }
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   const Status failure = f.failure;
   f.mu.Unlock();
@@ -140,15 +155,21 @@ std::unique_ptr<Channel> MakeOrDie(ChannelKind kind, const char* name) {
   auto ch = MakeDiskChannel(c);
   if (!ch.ok()) {
     std::fprintf(stderr, "disk bench: %s\n", ch.status().ToString().c_str());
-    std::exit(1);
+    // A benchmark that cannot go on ends the process; the rows so far are
+    // void and no state needs an orderly shutdown.
+    std::exit(1);  // NOLINT(concurrency-mt-unsafe)
   }
   std::fprintf(stderr, "  %s\n", DescribeDiskChannel(**ch).c_str());
   return *std::move(ch);
 }
 
 void KeepBest(FioResult& best, const FioResult& f) {
-  if (f.ok && (!best.ok || f.bytes_per_s > best.bytes_per_s)) best = f;
-  if (!f.ok && !best.ok) best = f;
+  if (f.ok && (!best.ok || f.bytes_per_s > best.bytes_per_s)) {
+    best = f;
+  }
+  if (!f.ok && !best.ok) {
+    best = f;
+  }
 }
 
 std::string FioBaseline(bool write, bool direct, bool end_fsync = false) {
@@ -196,7 +217,7 @@ std::optional<double> TimedSync(const std::string& path, const std::string& dir)
     }
   }
   if (!out) {
-    std::fprintf(stderr, "disk bench: syncing %s: %s\n", path.c_str(), std::strerror(errno));
+    std::fprintf(stderr, "disk bench: syncing %s: %s\n", path.c_str(), ErrnoString(errno).c_str());
   }
   return out;
 }
@@ -238,7 +259,9 @@ class DiskRuntimeBench {
         a_(bytes, 0),
         b_(bytes, 0) {
     uint32_t* w = reinterpret_cast<uint32_t*>(a_.data());
-    for (uint64_t k = 0; k < bytes / 4; ++k) w[k] = static_cast<uint32_t>(k);
+    for (uint64_t k = 0; k < bytes / 4; ++k) {
+      w[k] = static_cast<uint32_t>(k);
+    }
   }
 
   void RemoveFiles() const {
@@ -255,7 +278,9 @@ class DiskRuntimeBench {
       const FioResult f = RunFio(fio_path_, i != 1, bytes_, kDefaultQueueDepth, i == 2);
       fio_round_[i] = f.ok ? f.bytes_per_s / 1e9 : 0;
       KeepBest(fio_[i], f);
-      if (i == 2) ::unlink(fio_path_.c_str());
+      if (i == 2) {
+        ::unlink(fio_path_.c_str());
+      }
     }
   }
 
@@ -295,7 +320,9 @@ class DiskRuntimeBench {
     const uint32_t* w = reinterpret_cast<const uint32_t*>(b_.data());
     for (int64_t f = 0; f < 8; ++f) {
       for (int64_t i = 0; i < n_; ++i) {
-        if (w[f * n_ + i] != static_cast<uint32_t>(8 * i + f)) return false;
+        if (w[f * n_ + i] != static_cast<uint32_t>(8 * i + f)) {
+          return false;
+        }
       }
     }
     return true;
@@ -339,12 +366,16 @@ class DiskRuntimeBench {
 bool DiskRuntimeBench::PlainWriteRead(bool first) {
   ::unlink(plain_path_.c_str());  // the rename would free the old file's blocks in the timing
   auto s = TimedCopy(rt_, {.src = Host(a_, plain_), .dst = File(plain_name_, plain_)}, "SYS->DSK");
-  if (!s) return false;
+  if (!s) {
+    return false;
+  }
   write_.Add(*s);
   last_write_ = *s;
   std::memset(b_.data(), 0, b_.size());
   s = TimedCopy(rt_, {.src = File(plain_name_, plain_), .dst = Host(b_, plain_)}, "DSK->SYS");
-  if (!s) return false;
+  if (!s) {
+    return false;
+  }
   last_read_ = *s;
   if (first && std::memcmp(a_.data(), b_.data(), bytes_) != 0) {
     std::fprintf(stderr, "disk bench: DSK->SYS read back other bytes than SYS->DSK wrote\n");
@@ -357,7 +388,9 @@ bool DiskRuntimeBench::Transpose(bool first) {
   ::unlink(dd_path_.c_str());
   auto s =
       TimedCopy(rt_, {.src = File(plain_name_, rows_), .dst = File(dd_name_, cols_)}, "DSK->DSK");
-  if (!s) return false;
+  if (!s) {
+    return false;
+  }
   last_dd_ = *s;
   if (first) {  // row x of the source is column x of the copy
     std::memset(b_.data(), 0, b_.size());
@@ -384,19 +417,25 @@ bool DiskRuntimeBench::PlainWriteNoSync() {
   auto s =
       TimedCopy(rt_, {.src = Host(a_, plain_), .dst = File(plain_name_, plain_), .durable = false},
                 "SYS->DSK (durable=false)");
-  if (!s) return false;
+  if (!s) {
+    return false;
+  }
   last_nosync_ = *s;
   // What durable=true adds, measured directly: the data went out with
   // O_DIRECT, so this is the file's metadata, the device cache flush and
   // the directory (DiskEndpoint::Commit syncs both).
-  if (const auto sync = TimedSync(plain_path_, dir_)) fsync_cost_.Add(*sync);
+  if (const auto sync = TimedSync(plain_path_, dir_)) {
+    fsync_cost_.Add(*sync);
+  }
   return true;
 }
 
 bool DiskRuntimeBench::AosToSoa(bool first) {
   ::unlink(soa_path_.c_str());
   auto s = TimedCopy(rt_, {.src = Host(a_, aos_), .dst = File(soa_name_, soa_)}, "AOS->SOA file");
-  if (!s) return false;
+  if (!s) {
+    return false;
+  }
   last_pipelined_ = *s;
   if (first) {
     std::memset(b_.data(), 0, b_.size());
@@ -410,9 +449,13 @@ bool DiskRuntimeBench::AosToSoa(bool first) {
   }
   ::unlink(soa_path_.c_str());
   const auto convert = TimedCopy(rt_, {.src = Host(a_, aos_), .dst = Host(b_, soa_)}, "AOS->SOA");
-  if (!convert) return false;
+  if (!convert) {
+    return false;
+  }
   s = TimedCopy(rt_, {.src = Host(b_, soa_), .dst = File(soa_name_, soa_)}, "SOA->file");
-  if (!s) return false;
+  if (!s) {
+    return false;
+  }
   last_staged_ = *convert + *s;
   staged_convert_.Add(*convert);
   staged_write_.Add(*s);
@@ -444,7 +487,9 @@ void DiskRuntimeBench::Print(bool direct, Report& report) const {
                          FioBaseline(true, direct), ""));
   } else {
     for (const FioResult& f : fio_) {
-      if (!f.ok) std::fprintf(stderr, "  fio unavailable: %s\n", f.detail.c_str());
+      if (!f.ok) {
+        std::fprintf(stderr, "  fio unavailable: %s\n", f.detail.c_str());
+      }
     }
   }
   if (sync_ms >= 0) {
@@ -470,12 +515,16 @@ void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool dir
   }
   DiskRuntimeBench bench(**created, dir, bytes);
   for (int rep = 0; rep < repeat; ++rep) {
-    if (rep % 2) bench.Fio();
+    if (rep % 2) {
+      bench.Fio();
+    }
     if (!bench.Round(rep == 0)) {
       bench.RemoveFiles();
       return;
     }
-    if (rep % 2 == 0) bench.Fio();
+    if (rep % 2 == 0) {
+      bench.Fio();
+    }
     bench.AddRound();
   }
   bench.RemoveFiles();
@@ -518,11 +567,14 @@ void RunDisk(const std::string& dir, uint64_t bytes, Report& report, int repeat)
       // O_DIRECT write synchronously under the exclusive inode lock: the
       // queue depth collapses to 1, which fio never measures.
       if (write && ::ftruncate(file->fd(), static_cast<off_t>(bytes)) != 0) {
-        std::fprintf(stderr, "disk bench: ftruncate %s: %s\n", path.c_str(), std::strerror(errno));
+        std::fprintf(stderr, "disk bench: ftruncate %s: %s\n", path.c_str(),
+                     ErrnoString(errno).c_str());
         return false;
       }
       const auto s = RunChannel(write ? *writer : *reader, write, file->Ref(), bytes, host);
-      if (!s) return false;
+      if (!s) {
+        return false;
+      }
       ours_round[!write] = *s;
     }
     return true;
@@ -538,13 +590,19 @@ void RunDisk(const std::string& dir, uint64_t bytes, Report& report, int repeat)
   Rounds rounds[2];
   const double gb = static_cast<double>(bytes) / 1e9;
   for (int rep = 0; rep < kRepeat; ++rep) {
-    if (rep % 2) with_fio();
+    if (rep % 2) {
+      with_fio();
+    }
     if (!channels()) {
       ::unlink(path.c_str());
       return;
     }
-    if (rep % 2 == 0) with_fio();
-    for (int i : {0, 1}) rounds[i].Add(gb / ours_round[i], fio_round[i]);
+    if (rep % 2 == 0) {
+      with_fio();
+    }
+    for (int i : {0, 1}) {
+      rounds[i].Add(gb / ours_round[i], fio_round[i]);
+    }
   }
   ::unlink(path.c_str());
   rounds[0].Print("channel write vs fio write");
@@ -559,9 +617,10 @@ void RunDisk(const std::string& dir, uint64_t bytes, Report& report, int repeat)
     report.Add(MedianRow(write ? "disk_write_1MiB" : "disk_read_1MiB", "throughput", rounds[!write],
                          FioBaseline(write, direct), ">= 0.9"));
   }
-  if (!direct)
+  if (!direct) {
     std::fprintf(stderr, "  note: %s has no O_DIRECT; the channel used the page cache\n",
                  dir.c_str());
+  }
 
   RunDiskRuntime(dir, bytes, std::max(kRepeat, repeat), direct, report);
 }

@@ -58,7 +58,9 @@ Status ParsePattern(const std::string& text, CopyArgs& args) {
     if (hex) {
       uint32_t x = 0;
       const auto [end, ec] = std::from_chars(text.data() + 2, text.data() + text.size(), x, 16);
-      if (ec == std::errc() && end == text.data() + text.size()) v = x;
+      if (ec == std::errc() && end == text.data() + text.size()) {
+        v = x;
+      }
     } else {
       v = ParseNumber<uint32_t>(text);
     }
@@ -86,7 +88,9 @@ void AddShapeOptions(CLI::App* cmd, ShapeArgs& shape) {
 int Fail(const Status& s) {
   std::fflush(stdout);  // what was printed before the error comes first
   std::fprintf(stderr, "isoctl: %s\n", Describe(s).c_str());
-  if (ExitCodeOf(s) == kExitUsage) std::fprintf(stderr, "Run with --help for more information.\n");
+  if (ExitCodeOf(s) == kExitUsage) {
+    std::fprintf(stderr, "Run with --help for more information.\n");
+  }
   return ExitCodeOf(s);
 }
 
@@ -302,13 +306,23 @@ int main(int argc, char** argv) {
   AddCancelCommand(app, inv);
   AddWaitCommand(app, inv);
 
-  if (std::optional<int> code = Parse(app, argc, argv)) return *code;
-  if (!inv.run) return Fail(UsageError("a subcommand is required"));
+  if (std::optional<int> code = Parse(app, argc, argv)) {
+    return *code;
+  }
+  if (!inv.run) {
+    return Fail(UsageError("a subcommand is required"));
+  }
   // Usage errors come before connecting, so they are reported as such even
   // without a daemon.
-  if (Status s = inv.prepare(); !s.ok()) return Fail(s);
+  if (Status s = inv.prepare(); !s.ok()) {
+    return Fail(s);
+  }
   auto client = Connect(inv);
-  if (!client.ok()) return Fail(client.status());
-  if (Status s = inv.run(**client); !s.ok()) return Fail(s);
+  if (!client.ok()) {
+    return Fail(client.status());
+  }
+  if (Status s = inv.run(**client); !s.ok()) {
+    return Fail(s);
+  }
   return kExitOk;
 }
