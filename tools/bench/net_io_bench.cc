@@ -138,8 +138,8 @@ void RunThreads(const Plan& p, Pairs& pairs) {
 std::pair<std::byte*, uint64_t> Piece(const Plan& p, int c, Cursor& cur, bool send) {
   const uint64_t k = static_cast<uint64_t>(c) + cur.frame * static_cast<uint64_t>(p.connections);
   if (cur.done < kHeader) {
-    return { cur.header + cur.done, kHeader - cur.done }
-  };
+    return {cur.header + cur.done, kHeader - cur.done};
+  }
   std::byte* base = (send ? p.src : p.dst) + k * p.frame;
   return {base + (cur.done - kHeader), p.length(k) - (cur.done - kHeader)};
 }
