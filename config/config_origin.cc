@@ -13,9 +13,15 @@ std::string Unindexed(std::string_view path) {
   std::string out;
   bool in_index = false;
   for (char c : path) {
-    if (c == '[') in_index = true;
-    if (!in_index) out.push_back(c);
-    if (c == ']') in_index = false;
+    if (c == '[') {
+      in_index = true;
+    }
+    if (!in_index) {
+      out.push_back(c);
+    }
+    if (c == ']') {
+      in_index = false;
+    }
   }
   return out;
 }
@@ -36,24 +42,34 @@ Status MakeConfigKeyError(std::string_view key_path, std::string_view problem) {
 
 std::optional<std::string> ConfigKeyOf(const Status& s) {
   auto payload = s.GetPayload(kConfigKeyPayload);
-  if (!payload) return std::nullopt;
+  if (!payload) {
+    return std::nullopt;
+  }
   return std::string(*payload);
 }
 
 int ConfigOrigin::LineOf(std::string_view key_path) const {
   for (std::string_view p = key_path; !p.empty(); p = ParentOf(p)) {
     auto it = lines.find(std::string(p));
-    if (it != lines.end() && it->second > 0) return it->second;
+    if (it != lines.end() && it->second > 0) {
+      return it->second;
+    }
   }
   return 1;
 }
 
 Status ConfigOrigin::Locate(const Status& s) const {
-  if (s.ok()) return s;
+  if (s.ok()) {
+    return s;
+  }
   std::string_view msg(s.message().data(), s.message().size());
   const std::optional<std::string> key = ConfigKeyOf(s);
-  if (!key) return Status(s.code(), StrCat(source, ": ", msg));
-  if (msg.substr(0, kPrefix.size()) == kPrefix) msg.remove_prefix(kPrefix.size());
+  if (!key) {
+    return Status(s.code(), StrCat(source, ": ", msg));
+  }
+  if (msg.substr(0, kPrefix.size()) == kPrefix) {
+    msg.remove_prefix(kPrefix.size());
+  }
   Status located(s.code(), StrCat(source, ":", LineOf(*key), ": ", msg));
   located.SetPayload(kConfigKeyPayload, absl::Cord(*key));
   return located;

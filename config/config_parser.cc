@@ -109,10 +109,14 @@ class Reader {
                   std::initializer_list<std::string_view> allowed) const {
     for (const auto& [k, v] : table) {
       bool ok = false;
-      for (std::string_view a : allowed) ok |= (k.str() == a);
+      for (std::string_view a : allowed) {
+        ok |= (k.str() == a);
+      }
       if (!ok) {
         std::string list;
-        for (std::string_view a : allowed) StrAppend(&list, list.empty() ? "" : ", ", a);
+        for (std::string_view a : allowed) {
+          StrAppend(&list, list.empty() ? "" : ", ", a);
+        }
         return Error(v, StrCat(prefix, k.str()), StrCat("unknown key (known here: ", list, ")"));
       }
     }
@@ -120,18 +124,24 @@ class Reader {
   }
 
   Result<std::string> String(const toml::node& n, std::string_view key) const {
-    if (auto s = n.value<std::string>()) return *s;
+    if (auto s = n.value<std::string>()) {
+      return *s;
+    }
     return Error(n, key, "must be a string");
   }
 
   Result<bool> Bool(const toml::node& n, std::string_view key) const {
-    if (auto b = n.value<bool>(); b && n.is_boolean()) return *b;
+    if (auto b = n.value<bool>(); b && n.is_boolean()) {
+      return *b;
+    }
     return Error(n, key, "must be true or false");
   }
 
   Result<int64_t> Integer(const toml::node& n, std::string_view key, int64_t lo, int64_t hi) const {
     auto v = n.value<int64_t>();
-    if (!v || !n.is_integer()) return Error(n, key, "must be an integer");
+    if (!v || !n.is_integer()) {
+      return Error(n, key, "must be an integer");
+    }
     if (*v < lo || *v > hi) {
       return Error(n, key, StrCat("is ", *v, "; it must be between ", lo, " and ", hi));
     }
@@ -141,12 +151,16 @@ class Reader {
   Result<uint64_t> Size(const toml::node& n, std::string_view key) const {
     if (n.is_integer()) {
       const int64_t v = *n.value<int64_t>();
-      if (v < 0) return Error(n, key, "must not be negative");
+      if (v < 0) {
+        return Error(n, key, "must not be negative");
+      }
       return static_cast<uint64_t>(v);
     }
     if (auto s = n.value<std::string>()) {
       auto r = ParseByteSize(*s);
-      if (!r.ok()) return Error(n, key, std::string(r.status().message()));
+      if (!r.ok()) {
+        return Error(n, key, std::string(r.status().message()));
+      }
       return *r;
     }
     return Error(n, key, "must be a size like 4096 or \"32MiB\"");
@@ -289,7 +303,9 @@ Result<PeerConfig> ReadPeer(const Reader& r, const toml::table& t) {
   PeerConfig p;
   for (const auto& [key, out] : {std::pair{"name", &p.name}, std::pair{"address", &p.address}}) {
     const toml::node* n = t.get(key);
-    if (!n) return r.Error(t, StrCat("peer.", key), "is required");
+    if (!n) {
+      return r.Error(t, StrCat("peer.", key), "is required");
+    }
     ISO_ASSIGN_OR_RETURN(*out, r.String(*n, StrCat("peer.", key)));
   }
   return p;
@@ -302,12 +318,16 @@ Result<MemoryConfig> ReadMemory(const Reader& r, const toml::table& t) {
                   "max_file_bytes", "quota_bytes", "allow_hard_links"}));
   MemoryConfig m;
   const toml::node* name = t.get("name");
-  if (!name) return r.Error(t, "memory.name", "is required");
+  if (!name) {
+    return r.Error(t, "memory.name", "is required");
+  }
   ISO_ASSIGN_OR_RETURN(m.name, r.String(*name, "memory.name"));
   if (const toml::node* n = t.get("kind")) {
     ISO_ASSIGN_OR_RETURN(std::string kind, r.String(*n, "memory.kind"));
     auto k = ParseMemoryKind(kind);
-    if (!k) return r.Error(*n, "memory.kind", StrCat("unknown kind '", kind, "'"));
+    if (!k) {
+      return r.Error(*n, "memory.kind", StrCat("unknown kind '", kind, "'"));
+    }
     m.kind = *k;
   }
   if (const toml::node* n = t.get("staging")) {
@@ -319,7 +339,9 @@ Result<MemoryConfig> ReadMemory(const Reader& r, const toml::table& t) {
   if (const toml::node* n = t.get("client_quota")) {
     ISO_ASSIGN_OR_RETURN(m.client_quota, r.Size(*n, "memory.client_quota"));
   }
-  if (m.client_quota == 0) m.client_quota = m.pool_bytes;
+  if (m.client_quota == 0) {
+    m.client_quota = m.pool_bytes;
+  }
   if (const toml::node* n = t.get("directory")) {
     ISO_ASSIGN_OR_RETURN(m.directory, r.String(*n, "memory.directory"));
   }
@@ -335,11 +357,15 @@ Result<MemoryConfig> ReadMemory(const Reader& r, const toml::table& t) {
   }
   if (const toml::node* n = t.get("max_file_bytes")) {
     ISO_ASSIGN_OR_RETURN(m.max_file_bytes, r.Size(*n, "memory.max_file_bytes"));
-    if (m.max_file_bytes == 0) return r.Error(*n, "memory.max_file_bytes", "must be above 0");
+    if (m.max_file_bytes == 0) {
+      return r.Error(*n, "memory.max_file_bytes", "must be above 0");
+    }
   }
   if (const toml::node* n = t.get("quota_bytes")) {
     ISO_ASSIGN_OR_RETURN(m.quota_bytes, r.Size(*n, "memory.quota_bytes"));
-    if (m.quota_bytes == 0) return r.Error(*n, "memory.quota_bytes", "must be above 0");
+    if (m.quota_bytes == 0) {
+      return r.Error(*n, "memory.quota_bytes", "must be above 0");
+    }
   }
   if (const toml::node* n = t.get("allow_hard_links")) {
     ISO_ASSIGN_OR_RETURN(m.allow_hard_links, r.Bool(*n, "memory.allow_hard_links"));
@@ -353,12 +379,16 @@ Result<ChannelConfig> ReadChannel(const Reader& r, const toml::table& t) {
       {"name", "kind", "threads", "max_in_flight", "request_size", "rate_limit", "edges"}));
   ChannelConfig c;
   const toml::node* name = t.get("name");
-  if (!name) return r.Error(t, "channel.name", "is required");
+  if (!name) {
+    return r.Error(t, "channel.name", "is required");
+  }
   ISO_ASSIGN_OR_RETURN(c.name, r.String(*name, "channel.name"));
   if (const toml::node* n = t.get("kind")) {
     ISO_ASSIGN_OR_RETURN(std::string kind, r.String(*n, "channel.kind"));
     auto k = ParseChannelKind(kind);
-    if (!k) return r.Error(*n, "channel.kind", StrCat("unknown kind '", kind, "'"));
+    if (!k) {
+      return r.Error(*n, "channel.kind", StrCat("unknown kind '", kind, "'"));
+    }
     c.kind = *k;
   }
   if (const toml::node* n = t.get("threads")) {
@@ -377,7 +407,9 @@ Result<ChannelConfig> ReadChannel(const Reader& r, const toml::table& t) {
   }
   if (const toml::node* n = t.get("edges")) {
     const toml::array* edges = n->as_array();
-    if (!edges) return r.Error(*n, "channel.edges", "must be an array of [src, dst] pairs");
+    if (!edges) {
+      return r.Error(*n, "channel.edges", "must be an array of [src, dst] pairs");
+    }
     for (const toml::node& e : *edges) {
       const toml::array* pair = e.as_array();
       if (!pair || pair->size() != 2 || !pair->get(0)->is_string() || !pair->get(1)->is_string()) {
@@ -413,7 +445,9 @@ std::string_view EmbeddedDefaultConfig() { return kDefaultConfig; }
 Result<uint64_t> ParseByteSize(std::string_view text) {
   const std::string s = AsciiLower(TrimAscii(text));
   size_t i = 0;
-  while (i < s.size() && ((s[i] >= '0' && s[i] <= '9') || s[i] == '.')) ++i;
+  while (i < s.size() && ((s[i] >= '0' && s[i] <= '9') || s[i] == '.')) {
+    ++i;
+  }
   const std::optional<double> parsed = ParseNumber<double>(std::string_view(s).substr(0, i));
   if (i == 0 || !parsed) {
     return InvalidArgument("'", text, "' is not a size (examples: 4096, 64KiB, 32MiB, 1GiB)");
@@ -421,29 +455,32 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
   const double number = *parsed;
   const std::string unit(TrimAscii(std::string_view(s).substr(i)));
   double scale = 0;
-  if (unit.empty() || unit == "b")
+  if (unit.empty() || unit == "b") {
     scale = 1;
-  else if (unit == "kib" || unit == "k")
+  } else if (unit == "kib" || unit == "k") {
     scale = 1024.0;
-  else if (unit == "mib" || unit == "m")
+  } else if (unit == "mib" || unit == "m") {
     scale = 1024.0 * 1024;
-  else if (unit == "gib" || unit == "g")
+  } else if (unit == "gib" || unit == "g") {
     scale = 1024.0 * 1024 * 1024;
-  else if (unit == "tib" || unit == "t")
+  } else if (unit == "tib" || unit == "t") {
     scale = 1024.0 * 1024 * 1024 * 1024;
-  else if (unit == "kb")
+  } else if (unit == "kb") {
     scale = 1e3;
-  else if (unit == "mb")
+  } else if (unit == "mb") {
     scale = 1e6;
-  else if (unit == "gb")
+  } else if (unit == "gb") {
     scale = 1e9;
-  else if (unit == "tb")
+  } else if (unit == "tb") {
     scale = 1e12;
-  else
+  } else {
     return InvalidArgument("'", text, "' has unknown unit '", unit,
                            "' (use KiB, MiB, GiB, KB, MB, GB)");
+  }
   const double bytes = number * scale;
-  if (!(bytes >= 0) || bytes > 9.0e18) return OutOfRange("'", text, "' is too large");
+  if (!(bytes >= 0) || bytes > 9.0e18) {
+    return OutOfRange("'", text, "' is too large");
+  }
   return static_cast<uint64_t>(std::llround(bytes));
 }
 
@@ -466,29 +503,43 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view source) 
   RuntimeConfig& c = config.runtime;
   if (const toml::node* n = root.get("runtime")) {
     const toml::table* t = n->as_table();
-    if (!t) return r.Error(*n, "runtime", "must be a table");
+    if (!t) {
+      return r.Error(*n, "runtime", "must be a table");
+    }
     ISO_RETURN_IF_ERROR(ReadRuntime(r, *t, c));
   }
   if (const toml::node* n = root.get("daemon")) {
     const toml::table* t = n->as_table();
-    if (!t) return r.Error(*n, "daemon", "must be a table");
+    if (!t) {
+      return r.Error(*n, "daemon", "must be a table");
+    }
     ISO_RETURN_IF_ERROR(ReadDaemon(r, *t, config.daemon));
   }
   if (const toml::node* n = root.get("cluster")) {
     const toml::table* t = n->as_table();
-    if (!t) return r.Error(*n, "cluster", "must be a table");
+    if (!t) {
+      return r.Error(*n, "cluster", "must be a table");
+    }
     ISO_RETURN_IF_ERROR(ReadCluster(r, *t, config.cluster));
   }
   auto read_list = [&](const char* key, auto read_one, auto& out) -> Status {
     const toml::node* n = root.get(key);
-    if (!n) return OkStatus();
+    if (!n) {
+      return OkStatus();
+    }
     const toml::array* arr = n->as_array();
-    if (!arr) return r.Error(*n, key, StrCat("must be written as [[", key, "]] tables"));
+    if (!arr) {
+      return r.Error(*n, key, StrCat("must be written as [[", key, "]] tables"));
+    }
     for (const toml::node& e : *arr) {
       const toml::table* t = e.as_table();
-      if (!t) return r.Error(e, key, StrCat("must be written as [[", key, "]] tables"));
+      if (!t) {
+        return r.Error(e, key, StrCat("must be written as [[", key, "]] tables"));
+      }
       auto item = read_one(r, *t);
-      if (!item.ok()) return item.status();
+      if (!item.ok()) {
+        return item.status();
+      }
       out.push_back(*std::move(item));
     }
     return OkStatus();
@@ -506,7 +557,9 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view source) 
 
 Result<Config> LoadConfigFile(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return NotFound("config file '", path, "' cannot be opened");
+  if (!in) {
+    return NotFound("config file '", path, "' cannot be opened");
+  }
   std::stringstream ss;
   ss << in.rdbuf();
   return ParseConfig(ss.str(), path);

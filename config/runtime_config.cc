@@ -10,8 +10,12 @@ namespace isometry {
 Status RuntimeConfig::Validate() const {
   // Every rejection names its key (indexed: memory[1].pool), so a parsed
   // file's origin can point at the line (ConfigOrigin::Locate).
-  if (memories.empty()) return ConfigKeyError("memory", "no [[memory]] is defined");
-  if (channels.empty()) return ConfigKeyError("channel", "no [[channel]] is defined");
+  if (memories.empty()) {
+    return ConfigKeyError("memory", "no [[memory]] is defined");
+  }
+  if (channels.empty()) {
+    return ConfigKeyError("channel", "no [[channel]] is defined");
+  }
   if (slots_per_buffer < 1 || slots_per_buffer > 64) {
     return ConfigKeyError("runtime.slots_per_buffer", "runtime.slots_per_buffer is ",
                           slots_per_buffer, "; it must be between 1 and 64");
@@ -24,7 +28,9 @@ Status RuntimeConfig::Validate() const {
   for (size_t i = 0; i < memories.size(); ++i) {
     const MemoryConfig& m = memories[i];
     const std::string key = StrCat("memory[", i, "]");
-    if (m.name.empty()) return ConfigKeyError(key + ".name", "a memory has no name");
+    if (m.name.empty()) {
+      return ConfigKeyError(key + ".name", "a memory has no name");
+    }
     if (!kinds.emplace(m.name, m.kind).second) {
       return ConfigKeyError(key + ".name", "memory '", m.name, "' is defined twice");
     }
@@ -58,11 +64,15 @@ Status RuntimeConfig::Validate() const {
   for (size_t i = 0; i < channels.size(); ++i) {
     const ChannelConfig& c = channels[i];
     const std::string key = StrCat("channel[", i, "]");
-    if (c.name.empty()) return ConfigKeyError(key + ".name", "a channel has no name");
+    if (c.name.empty()) {
+      return ConfigKeyError(key + ".name", "a channel has no name");
+    }
     if (!names.insert(c.name).second) {
       return ConfigKeyError(key + ".name", "channel '", c.name, "' is defined twice");
     }
-    if (c.kind == ChannelKind::kRemoteMemcpy) continue;  // made per peer by the daemon
+    if (c.kind == ChannelKind::kRemoteMemcpy) {
+      continue;  // made per peer by the daemon
+    }
     if (c.kind != ChannelKind::kMemcpy && c.kind != ChannelKind::kDiskRead &&
         c.kind != ChannelKind::kDiskWrite) {
       return ConfigKeyError(key + ".kind", "channel '", c.name, "' has kind ",
@@ -111,7 +121,9 @@ Status RuntimeConfig::Validate() const {
 
 std::vector<std::pair<std::string, std::string>> RuntimeConfig::EdgesOf(
     const ChannelConfig& c) const {
-  if (!c.edges.empty()) return c.edges;
+  if (!c.edges.empty()) {
+    return c.edges;
+  }
   std::vector<std::pair<std::string, std::string>> edges;
   for (const MemoryConfig& a : memories) {
     for (const MemoryConfig& b : memories) {
@@ -120,15 +132,21 @@ std::vector<std::pair<std::string, std::string>> RuntimeConfig::EdgesOf(
                         : c.kind == ChannelKind::kDiskRead  ? a_disk && !b_disk
                         : c.kind == ChannelKind::kDiskWrite ? !a_disk && b_disk
                                                             : false;
-      if (take) edges.emplace_back(a.name, b.name);
+      if (take) {
+        edges.emplace_back(a.name, b.name);
+      }
     }
   }
   return edges;
 }
 
 Status DaemonConfig::Validate() const {
-  if (local_socket.empty()) return ConfigKeyError("daemon.local_socket", "is empty");
-  if (grpc_socket.empty()) return ConfigKeyError("daemon.grpc_socket", "is empty");
+  if (local_socket.empty()) {
+    return ConfigKeyError("daemon.local_socket", "is empty");
+  }
+  if (grpc_socket.empty()) {
+    return ConfigKeyError("daemon.grpc_socket", "is empty");
+  }
   if (local_socket == grpc_socket) {
     return ConfigKeyError("daemon.grpc_socket",
                           "daemon.local_socket and daemon.grpc_socket are the same path");
@@ -142,9 +160,13 @@ Status DaemonConfig::Validate() const {
                             "65536");
     }
   }
-  if (socket_mode > 0777) return ConfigKeyError("daemon.socket_mode", "is not a file mode");
+  if (socket_mode > 0777) {
+    return ConfigKeyError("daemon.socket_mode", "is not a file mode");
+  }
   for (const char* level : {"trace", "debug", "info", "warn", "error"}) {
-    if (log_level == level) return OkStatus();
+    if (log_level == level) {
+      return OkStatus();
+    }
   }
   return ConfigKeyError("daemon.log_level", "daemon.log_level '", log_level,
                         "' is not one of trace, debug, info, warn, error");

@@ -9,7 +9,9 @@ Box Box::FromExtents(std::initializer_list<int64_t> extents) {
   b.dims = static_cast<int>(extents.size());
   int d = 0;
   for (int64_t e : extents) {
-    if (d >= kMaxDims) break;
+    if (d >= kMaxDims) {
+      break;
+    }
     b.lo[d] = 0;
     b.hi[d] = e;
     ++d;
@@ -20,7 +22,9 @@ Box Box::FromExtents(std::initializer_list<int64_t> extents) {
 uint64_t Box::volume() const {
   uint64_t v = 1;
   for (int d = 0; d < dims; ++d) {
-    if (hi[d] <= lo[d]) return 0;
+    if (hi[d] <= lo[d]) {
+      return 0;
+    }
     v *= static_cast<uint64_t>(extent(d));
   }
   return v;
@@ -29,9 +33,13 @@ uint64_t Box::volume() const {
 bool Box::empty() const { return volume() == 0; }
 
 bool Box::contains(const Box& other) const {
-  if (other.dims != dims) return false;
+  if (other.dims != dims) {
+    return false;
+  }
   for (int d = 0; d < dims; ++d) {
-    if (other.lo[d] < lo[d] || other.hi[d] > hi[d]) return false;
+    if (other.lo[d] < lo[d] || other.hi[d] > hi[d]) {
+      return false;
+    }
   }
   return true;
 }

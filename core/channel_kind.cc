@@ -35,7 +35,9 @@ bool ConvertsLayout(ChannelKind kind) {
 std::optional<ChannelKind> ParseChannelKind(std::string_view name) {
   const std::string lower = AsciiLower(name);
   for (int k = 0; k <= static_cast<int>(ChannelKind::kRemoteMemcpy); ++k) {
-    if (lower == ChannelKindName(static_cast<ChannelKind>(k))) return static_cast<ChannelKind>(k);
+    if (lower == ChannelKindName(static_cast<ChannelKind>(k))) {
+      return static_cast<ChannelKind>(k);
+    }
   }
   return std::nullopt;
 }

@@ -17,7 +17,9 @@ template <typename T>
 std::optional<T> CheckedAdd(T a, T b) {
   static_assert(std::is_integral_v<T>);
   T out;
-  if (__builtin_add_overflow(a, b, &out)) return std::nullopt;
+  if (__builtin_add_overflow(a, b, &out)) {
+    return std::nullopt;
+  }
   return out;
 }
 
@@ -25,7 +27,9 @@ template <typename T>
 std::optional<T> CheckedSub(T a, T b) {
   static_assert(std::is_integral_v<T>);
   T out;
-  if (__builtin_sub_overflow(a, b, &out)) return std::nullopt;
+  if (__builtin_sub_overflow(a, b, &out)) {
+    return std::nullopt;
+  }
   return out;
 }
 
@@ -33,7 +37,9 @@ template <typename T>
 std::optional<T> CheckedMul(T a, T b) {
   static_assert(std::is_integral_v<T>);
   T out;
-  if (__builtin_mul_overflow(a, b, &out)) return std::nullopt;
+  if (__builtin_mul_overflow(a, b, &out)) {
+    return std::nullopt;
+  }
   return out;
 }
 

@@ -9,11 +9,15 @@ constexpr uint32_t kMaxFieldBytes = 1u << 20;
 }
 
 Result<FieldSpace> FieldSpace::Make(std::vector<Field> fields) {
-  if (fields.empty()) return InvalidArgument("field space: no fields");
+  if (fields.empty()) {
+    return InvalidArgument("field space: no fields");
+  }
   std::set<std::string> names;
   FieldSpace fs;
   for (const Field& f : fields) {
-    if (f.name.empty()) return InvalidArgument("field space: a field has an empty name");
+    if (f.name.empty()) {
+      return InvalidArgument("field space: a field has an empty name");
+    }
     if (!names.insert(f.name).second) {
       return InvalidArgument("field space: field '", f.name, "' appears twice");
     }
@@ -30,7 +34,9 @@ Result<FieldSpace> FieldSpace::Make(std::vector<Field> fields) {
 
 FieldSpace FieldSpace::Uniform(int count, uint32_t size) {
   std::vector<Field> fields;
-  for (int i = 0; i < count; ++i) fields.push_back({StrCat("f", i), size});
+  for (int i = 0; i < count; ++i) {
+    fields.push_back({StrCat("f", i), size});
+  }
   return *Make(std::move(fields));
 }
 

@@ -19,7 +19,9 @@ Status InstanceShape::Validate(std::string_view what) const {
   // at most 2^62, so the running product stays far below 2^128.
   unsigned __int128 total = std::max<uint64_t>(fields.total_bytes(), 1);
   for (size_t i = 0; i < layout.components().size(); ++i) {
-    if (layout.components()[i].kind == Kind::kFields) continue;
+    if (layout.components()[i].kind == Kind::kFields) {
+      continue;
+    }
     total *= std::max<uint64_t>(ComponentSize(layout, i, bounds, fields.total_bytes()), 1);
     if (total > (uint64_t{1} << 62)) {
       return InvalidArgument(what, ": storage of ", ToString(bounds), " in layout '",
@@ -52,7 +54,9 @@ FieldAddressing InstanceShape::Addressing(size_t field) const {
   const size_t fpos = layout.fields_position();
   // Points per field block: product of the components inside F.
   uint64_t inner_points = 1;
-  for (size_t i = 0; i < fpos; ++i) inner_points *= ComponentSize(layout, i, bounds, 0);
+  for (size_t i = 0; i < fpos; ++i) {
+    inner_points *= ComponentSize(layout, i, bounds, 0);
+  }
   a.base = inner_points * fields.offset_of(field);
   // Components inside F step in units of this field's size; outside F in
   // units of the whole block of all fields.

@@ -21,7 +21,9 @@ std::string DimName(int d) { return d >= 0 && d < kMaxDims ? kDimNames[d] : StrC
 // "x, y" for the first `dims` dimensions.
 std::string DimNames(int dims) {
   std::string s;
-  for (int d = 0; d < dims && d < kMaxDims; ++d) StrAppend(&s, d ? ", " : "", DimName(d));
+  for (int d = 0; d < dims && d < kMaxDims; ++d) {
+    StrAppend(&s, d ? ", " : "", DimName(d));
+  }
   return s;
 }
 
@@ -29,7 +31,9 @@ std::string DimNames(int dims) {
 std::string DimNames(const std::array<bool, kMaxDims>& which) {
   std::string s;
   for (int d = 0; d < kMaxDims; ++d) {
-    if (which[d]) StrAppend(&s, s.empty() ? "" : ", ", DimName(d));
+    if (which[d]) {
+      StrAppend(&s, s.empty() ? "" : ", ", DimName(d));
+    }
   }
   return s;
 }
@@ -37,7 +41,9 @@ std::string DimNames(const std::array<bool, kMaxDims>& which) {
 // Returns the dimension named by `name` (x/y/z/w or d0..d3), or -1.
 int ParseDimName(std::string_view name) {
   for (int d = 0; d < kMaxDims; ++d) {
-    if (name == kDimNames[d] || name == StrCat("d", d)) return d;
+    if (name == kDimNames[d] || name == StrCat("d", d)) {
+      return d;
+    }
   }
   return -1;
 }
@@ -56,14 +62,18 @@ std::optional<LayoutComponent> ParseComponentName(std::string_view name) {
     }
   }
   c.dim = ParseDimName(name);
-  if (c.dim < 0) return std::nullopt;
+  if (c.dim < 0) {
+    return std::nullopt;
+  }
   return c;
 }
 
 // `name` as a user probably meant it: lower case, '-' for '_'.
 std::string Normalized(std::string_view name) {
   std::string s = AsciiLower(name);
-  for (char& ch : s) ch = ch == '-' ? '_' : ch;
+  for (char& ch : s) {
+    ch = ch == '-' ? '_' : ch;
+  }
   return s;
 }
 
@@ -71,8 +81,12 @@ std::string Normalized(std::string_view name) {
 std::string ComponentNames(int dims) {
   dims = std::clamp(dims, 1, kMaxDims);
   std::string s = "F";
-  for (int d = 0; d < dims; ++d) StrAppend(&s, ", ", DimName(d));
-  for (int d = 0; d < dims; ++d) StrAppend(&s, ", ", DimName(d), "_in=c, ", DimName(d), "_out");
+  for (int d = 0; d < dims; ++d) {
+    StrAppend(&s, ", ", DimName(d));
+  }
+  for (int d = 0; d < dims; ++d) {
+    StrAppend(&s, ", ", DimName(d), "_in=c, ", DimName(d), "_out");
+  }
   return s;
 }
 
@@ -87,11 +101,15 @@ Result<int64_t> ParseBlockingFactor(std::string_view value, std::string_view tok
   const auto bad = [&](auto... why) {
     return InvalidArgument("layout '", text, "': '", tok, "': ", why...);
   };
-  if (TrimAscii(value) != value) return bad("no spaces around '=' (as in ", name, "=4)");
+  if (TrimAscii(value) != value) {
+    return bad("no spaces around '=' (as in ", name, "=4)");
+  }
   if (value.front() == '+') {
     return bad("the blocking factor takes no sign (as in ", name, "=", value.substr(1), ")");
   }
-  if (value.front() == '-') return bad("the blocking factor must be at least 1");
+  if (value.front() == '-') {
+    return bad("the blocking factor must be at least 1");
+  }
   if (value.size() > 1 && value[0] == '0' && (value[1] == 'x' || value[1] == 'X')) {
     return bad("hexadecimal is not accepted; write the blocking factor in decimal");
   }
@@ -145,8 +163,12 @@ Result<Layout> Layout::Make(std::vector<LayoutComponent> components, int dims) {
                              "; dimensions are numbered 0 to ", kMaxDims - 1);
     }
     named[c.dim] = true;
-    if (c.dim >= dims) continue;  // reported below, with the whole layout
-    if (c.kind == Kind::kDim) ++whole[c.dim];
+    if (c.dim >= dims) {
+      continue;  // reported below, with the whole layout
+    }
+    if (c.kind == Kind::kDim) {
+      ++whole[c.dim];
+    }
     if (c.kind == Kind::kDimIn) {
       ++in[c.dim];
       if (c.block < 1) {
@@ -154,7 +176,9 @@ Result<Layout> Layout::Make(std::vector<LayoutComponent> components, int dims) {
                                "; it must be at least 1");
       }
     }
-    if (c.kind == Kind::kDimOut) ++out[c.dim];
+    if (c.kind == Kind::kDimOut) {
+      ++out[c.dim];
+    }
   }
   l.components_ = std::move(components);
   const std::string text = l.ToString();
@@ -164,8 +188,12 @@ Result<Layout> Layout::Make(std::vector<LayoutComponent> components, int dims) {
   std::string extra, missing;
   for (int d = 0; d < kMaxDims; ++d) {
     named_count += named[d];
-    if (named[d] && d >= dims) StrAppend(&extra, extra.empty() ? "" : ", ", DimName(d));
-    if (!named[d] && d < dims) StrAppend(&missing, missing.empty() ? "" : ", ", DimName(d));
+    if (named[d] && d >= dims) {
+      StrAppend(&extra, extra.empty() ? "" : ", ", DimName(d));
+    }
+    if (!named[d] && d < dims) {
+      StrAppend(&missing, missing.empty() ? "" : ", ", DimName(d));
+    }
   }
   if (!extra.empty()) {
     return InvalidArgument("layout '", text, "' names ", named_count, " dimension(s) (",
@@ -198,7 +226,9 @@ Result<Layout> Layout::Parse(std::string_view text, int dims) {
   std::vector<LayoutComponent> comps;
   for (std::string_view raw : SplitOn(text, ',')) {
     std::string_view tok = TrimAscii(raw);
-    if (tok.empty()) return InvalidArgument("layout '", text, "': empty component");
+    if (tok.empty()) {
+      return InvalidArgument("layout '", text, "': empty component");
+    }
     const size_t eq = tok.find('=');
     const std::string_view name = tok.substr(0, eq);
     const bool has_value = eq != std::string_view::npos;
@@ -245,43 +275,59 @@ Result<Layout> Layout::Parse(std::string_view text, int dims) {
 
 Layout Layout::RowMajor(int dims) {
   std::vector<LayoutComponent> c{{Kind::kFields, 0, 0}};
-  for (int d = dims - 1; d >= 0; --d) c.push_back({Kind::kDim, d, 0});
+  for (int d = dims - 1; d >= 0; --d) {
+    c.push_back({Kind::kDim, d, 0});
+  }
   return *Make(std::move(c), dims);
 }
 
 Layout Layout::ColumnMajor(int dims) {
   std::vector<LayoutComponent> c{{Kind::kFields, 0, 0}};
-  for (int d = 0; d < dims; ++d) c.push_back({Kind::kDim, d, 0});
+  for (int d = 0; d < dims; ++d) {
+    c.push_back({Kind::kDim, d, 0});
+  }
   return *Make(std::move(c), dims);
 }
 
 Layout Layout::Soa(int dims) {
   std::vector<LayoutComponent> c;
-  for (int d = dims - 1; d >= 0; --d) c.push_back({Kind::kDim, d, 0});
+  for (int d = dims - 1; d >= 0; --d) {
+    c.push_back({Kind::kDim, d, 0});
+  }
   c.push_back({Kind::kFields, 0, 0});
   return *Make(std::move(c), dims);
 }
 
 Result<Layout> Layout::Hybrid(int dims, int64_t block) {
-  if (dims < 1 || dims > kMaxDims) return InvalidArgument("hybrid layout: bad dims ", dims);
+  if (dims < 1 || dims > kMaxDims) {
+    return InvalidArgument("hybrid layout: bad dims ", dims);
+  }
   const int fast = dims - 1;
   std::vector<LayoutComponent> c{
       {Kind::kDimIn, fast, block}, {Kind::kFields, 0, 0}, {Kind::kDimOut, fast, 0}};
-  for (int d = dims - 2; d >= 0; --d) c.push_back({Kind::kDim, d, 0});
+  for (int d = dims - 2; d >= 0; --d) {
+    c.push_back({Kind::kDim, d, 0});
+  }
   return Make(std::move(c), dims);
 }
 
 Result<Layout> Layout::Blocked(std::vector<int64_t> blocks) {
   const int dims = static_cast<int>(blocks.size());
   std::vector<LayoutComponent> c{{Kind::kFields, 0, 0}};
-  for (int d = dims - 1; d >= 0; --d) c.push_back({Kind::kDimIn, d, blocks[d]});
-  for (int d = dims - 1; d >= 0; --d) c.push_back({Kind::kDimOut, d, 0});
+  for (int d = dims - 1; d >= 0; --d) {
+    c.push_back({Kind::kDimIn, d, blocks[d]});
+  }
+  for (int d = dims - 1; d >= 0; --d) {
+    c.push_back({Kind::kDimOut, d, 0});
+  }
   return Make(std::move(c), dims);
 }
 
 int64_t Layout::block_of(int d) const {
   for (const LayoutComponent& c : components_) {
-    if (c.kind == Kind::kDimIn && c.dim == d) return c.block;
+    if (c.kind == Kind::kDimIn && c.dim == d) {
+      return c.block;
+    }
   }
   return 0;
 }
@@ -332,10 +378,14 @@ uint64_t Product(const std::vector<uint64_t>& v, size_t from, size_t to) {
   uint64_t p = 1;
   bool saturated = false;
   for (size_t i = from; i < to; ++i) {
-    if (v[i] == 0) return 0;
+    if (v[i] == 0) {
+      return 0;
+    }
     const std::optional<uint64_t> next = CheckedMul(p, v[i]);
     saturated |= !next;
-    if (next) p = *next;
+    if (next) {
+      p = *next;
+    }
   }
   return saturated ? UINT64_MAX : p;
 }
@@ -351,7 +401,9 @@ uint64_t Prefix(const Layout& a, const Layout& b, const Box& bounds, uint64_t fi
   const auto& ca = a.components();
   const auto& cb = b.components();
   size_t n = 0;
-  while (n < ca.size() && n < cb.size() && ca[n] == cb[n]) ++n;
+  while (n < ca.size() && n < cb.size() && ca[n] == cb[n]) {
+    ++n;
+  }
   return Product(Sizes(a, bounds, field_bytes), 0, n);
 }
 
@@ -359,7 +411,9 @@ uint64_t Suffix(const Layout& a, const Layout& b, const Box& bounds, uint64_t fi
   const auto& ca = a.components();
   const auto& cb = b.components();
   size_t n = 0;
-  while (n < ca.size() && n < cb.size() && ca[ca.size() - 1 - n] == cb[cb.size() - 1 - n]) ++n;
+  while (n < ca.size() && n < cb.size() && ca[ca.size() - 1 - n] == cb[cb.size() - 1 - n]) {
+    ++n;
+  }
   const auto s = Sizes(a, bounds, field_bytes);
   return Product(s, s.size() - n, s.size());
 }

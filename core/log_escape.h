@@ -29,7 +29,9 @@ inline std::string ForLog(std::string_view s, size_t max_bytes = 128) {
       out.push_back(kHex[c & 0xf]);
     }
   }
-  if (s.size() > n) out += "...(" + std::to_string(s.size()) + " bytes)";
+  if (s.size() > n) {
+    out += "...(" + std::to_string(s.size()) + " bytes)";
+  }
   return out;
 }
 

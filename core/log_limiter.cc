@@ -13,7 +13,7 @@ LogLimiter::LogLimiter(size_t lines_per_interval, Clock::duration interval, size
       max_keys_(max_keys < 1 ? 1 : max_keys) {}
 
 LogLimiter::Verdict LogLimiter::Allow(std::string_view key, Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = windows_.find(std::string(key));
   if (it == windows_.end()) {
     if (windows_.size() >= max_keys_) {

@@ -18,10 +18,12 @@
 // overflow key (they are limited together, never unlimited).
 #pragma once
 
+#include <absl/base/thread_annotations.h>
+#include <absl/synchronization/mutex.h>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -40,7 +42,8 @@ class LogLimiter {
   LogLimiter(size_t lines_per_interval, Clock::duration interval, size_t max_keys = 1024);
 
   // Counts one line for `key` at `now`.
-  Verdict Allow(std::string_view key, Clock::time_point now = Clock::now());
+  Verdict Allow(std::string_view key, Clock::time_point now = Clock::now())
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Window {
@@ -52,8 +55,8 @@ class LogLimiter {
   const size_t lines_per_interval_;
   const Clock::duration interval_;
   const size_t max_keys_;
-  std::mutex mu_;
-  std::unordered_map<std::string, Window> windows_;  // guarded by mu_
+  absl::Mutex mu_;
+  std::unordered_map<std::string, Window> windows_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace isometry

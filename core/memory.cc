@@ -27,7 +27,9 @@ std::optional<MemoryKind> ParseMemoryKind(std::string_view name) {
   const std::string upper = AsciiUpper(name);
   for (MemoryKind k : {MemoryKind::kSys, MemoryKind::kReg, MemoryKind::kZcm, MemoryKind::kFbm,
                        MemoryKind::kDsk, MemoryKind::kProcess}) {
-    if (upper == MemoryKindName(k)) return k;
+    if (upper == MemoryKindName(k)) {
+      return k;
+    }
   }
   return std::nullopt;
 }

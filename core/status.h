@@ -80,7 +80,11 @@ Status PermissionDenied(const Args&... args) {
 // Declares `lhs` from a Result<T> expression, or returns its error.
 #define ISO_ASSIGN_OR_RETURN(lhs, expr) \
   ISO_ASSIGN_OR_RETURN_IMPL_(ISO_CONCAT_(iso_result_, __LINE__), lhs, expr)
+// `lhs` may be a declaration ("const T x") and `tmp` is an identifier:
+// neither may be parenthesized.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define ISO_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                               \
   if (!tmp.ok()) return tmp.status();              \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)

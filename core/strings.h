@@ -3,6 +3,7 @@
 #pragma once
 
 #include <charconv>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,20 +13,28 @@ namespace isometry {
 
 inline std::string AsciiLower(std::string_view s) {
   std::string out(s);
-  for (char& c : out) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  for (char& c : out) {
+    c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  }
   return out;
 }
 
 inline std::string AsciiUpper(std::string_view s) {
   std::string out(s);
-  for (char& c : out) c = (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c;
+  for (char& c : out) {
+    c = (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c;
+  }
   return out;
 }
 
 inline std::string_view TrimAscii(std::string_view s) {
   const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
-  while (!s.empty() && space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && space(s.back())) s.remove_suffix(1);
+  while (!s.empty() && space(s.front())) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && space(s.back())) {
+    s.remove_suffix(1);
+  }
   return s;
 }
 
@@ -35,7 +44,9 @@ inline std::vector<std::string_view> SplitOn(std::string_view s, char sep) {
   while (true) {
     const size_t pos = s.find(sep, start);
     out.push_back(s.substr(start, pos == std::string_view::npos ? pos : pos - start));
-    if (pos == std::string_view::npos) return out;
+    if (pos == std::string_view::npos) {
+      return out;
+    }
     start = pos + 1;
   }
 }
@@ -45,8 +56,17 @@ template <typename T>
 std::optional<T> ParseNumber(std::string_view s) {
   T v{};
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  if (ec != std::errc() || end != s.data() + s.size()) {
+    return std::nullopt;
+  }
   return v;
+}
+
+// The message of errno value `err`. std::strerror may share one buffer
+// between threads; GNU strerror_r (what glibc gives C++) does not.
+inline std::string ErrnoString(int err) {
+  char buf[256];
+  return strerror_r(err, buf, sizeof(buf));
 }
 
 }  // namespace isometry

@@ -19,14 +19,20 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto client = client::Client::Connect({.local_socket = argv[1], .name = "cluster_copy"});
-  if (!client.ok()) return std::fprintf(stderr, "%s\n", client.status().ToString().c_str()), 1;
+  if (!client.ok()) {
+    return std::fprintf(stderr, "%s\n", client.status().ToString().c_str()), 1;
+  }
 
   const FieldSpace fields = *FieldSpace::Make({{"id", 4}, {"mass", 8}});
   const InstanceShape aos{Box::FromExtents({100000}), fields, Layout::Aos(1)};
   const InstanceShape soa{aos.bounds, fields, Layout::Soa(1)};
   auto src = (*client)->Allocate("sys0", aos.total_bytes());
-  if (!src.ok()) return std::fprintf(stderr, "%s\n", src.status().ToString().c_str()), 1;
-  for (int32_t i = 0; i < 100000; ++i) std::memcpy(src->data() + aos.OffsetOf(0, {i}), &i, 4);
+  if (!src.ok()) {
+    return std::fprintf(stderr, "%s\n", src.status().ToString().c_str()), 1;
+  }
+  for (int32_t i = 0; i < 100000; ++i) {
+    std::memcpy(src->data() + aos.OffsetOf(0, {i}), &i, 4);
+  }
 
   auto a = (*client)->Register(*src, 0, aos);
   auto b = (*client)->RegisterRemote(argv[2], std::strtoull(argv[3], nullptr, 10), 0, soa);
@@ -35,7 +41,9 @@ int main(int argc, char** argv) {
     return std::fprintf(stderr, "register failed: %s\n", s.ToString().c_str()), 1;
   }
   const client::Completion done = (*client)->Copy(*a, *b);
-  if (!done.status.ok()) return std::fprintf(stderr, "%s\n", done.status.ToString().c_str()), 1;
+  if (!done.status.ok()) {
+    return std::fprintf(stderr, "%s\n", done.status.ToString().c_str()), 1;
+  }
   std::printf("transfer %lu: 100000 entries AOS here -> SOA on %s\n",
               static_cast<unsigned long>(done.transfer), argv[2]);
   return 0;

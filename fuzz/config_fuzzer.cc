@@ -12,7 +12,9 @@ using namespace isometry;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   const Result<Config> c = ParseConfig(text, "fuzz.toml");
-  if (!c.ok() && c.status().message().empty()) std::abort();
+  if (!c.ok() && c.status().message().empty()) {
+    std::abort();
+  }
   // What the parser accepted, the runtime's own checks accept too.
   if (c.ok() &&
       (!c->runtime.Validate().ok() || !c->daemon.Validate().ok() || !c->cluster.Validate().ok())) {

@@ -38,12 +38,14 @@ int64_t Coordinate(uint8_t sel, int64_t raw) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Header: dims byte, then per dimension a selector byte and 2 x 8 bytes.
   constexpr size_t kHeader = 1 + kMaxDims * 17;
-  if (size < kHeader) return 0;
+  if (size < kHeader) {
+    return 0;
+  }
   const int dims = data[0] % 6;  // 0 and 5 are invalid on purpose
   Box box;
   box.dims = dims;
   for (int d = 0; d < kMaxDims && d < dims; ++d) {
-    const uint8_t* p = data + 1 + d * 17;
+    const uint8_t* p = data + 1 + static_cast<size_t>(d) * 17;
     int64_t a, b;
     std::memcpy(&a, p + 1, 8);
     std::memcpy(&b, p + 9, 8);
@@ -53,11 +55,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data + kHeader), size - kHeader);
   const Result<Layout> l = Layout::Parse(text, dims);
   if (!l.ok()) {
-    if (l.status().code() != absl::StatusCode::kInvalidArgument) std::abort();
+    if (l.status().code() != absl::StatusCode::kInvalidArgument) {
+      std::abort();
+    }
     return 0;
   }
   const Result<Layout> again = Layout::Parse(l->ToString(), dims);
-  if (!again.ok() || !(*again == *l)) std::abort();
+  if (!again.ok() || !(*again == *l)) {
+    std::abort();
+  }
   const InstanceShape shape{box, FieldSpace::Uniform(2, 3), *l};
   if (!shape.Validate("fuzz").ok()) {
     // Sizes of an unvalidated shape may be wrong but must not be UB.
@@ -65,11 +71,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const uint64_t total = shape.total_bytes();
-  if (total > (uint64_t{1} << 62)) std::abort();
+  if (total > (uint64_t{1} << 62)) {
+    std::abort();
+  }
   if (!box.empty()) {
     std::array<int64_t, kMaxDims> last{};
-    for (int d = 0; d < dims; ++d) last[d] = box.hi[d] - 1;
-    if (shape.OffsetOf(1, last) + 3 > total) std::abort();
+    for (int d = 0; d < dims; ++d) {
+      last[d] = box.hi[d] - 1;
+    }
+    if (shape.OffsetOf(1, last) + 3 > total) {
+      std::abort();
+    }
   }
   return 0;
 }

@@ -16,13 +16,19 @@ using namespace isometry;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // A socket buffer holds this much without a reader; larger inputs add
   // nothing the length check does not already see.
-  if (size > 64 * 1024) return 0;
+  if (size > size_t{64} * 1024) {
+    return 0;
+  }
   int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) std::abort();
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    std::abort();
+  }
   size_t sent = 0;
   while (sent < size) {
     const ssize_t w = ::write(sv[0], data + sent, size - sent);
-    if (w <= 0) std::abort();
+    if (w <= 0) {
+      std::abort();
+    }
     sent += static_cast<size_t>(w);
   }
   ::shutdown(sv[0], SHUT_WR);
@@ -31,8 +37,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     v1::LocalRequest req;
     std::vector<int> fds;
     const Status s = wire::RecvFrame(sv[1], &req, &fds);
-    for (int fd : fds) ::close(fd);
-    if (!s.ok()) break;
+    for (int fd : fds) {
+      ::close(fd);
+    }
+    if (!s.ok()) {
+      break;
+    }
     fuzz::CheckLocalRequest(req);
   }
   ::close(sv[0]);

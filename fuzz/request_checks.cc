@@ -26,8 +26,12 @@ constexpr uint64_t kRunPoints = 1 << 12;
 
 // A rejection is a clear client error, never an internal one.
 void ExpectClientError(const Status& s) {
-  if (s.ok()) return;
-  if (s.message().empty()) Finding("error without a message");
+  if (s.ok()) {
+    return;
+  }
+  if (s.message().empty()) {
+    Finding("error without a message");
+  }
   switch (s.code()) {
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kOutOfRange:
@@ -42,14 +46,24 @@ void ExpectClientError(const Status& s) {
 // Invariants of an accepted shape that addressing relies on.
 void CheckShape(const InstanceShape& shape) {
   const uint64_t total = shape.total_bytes();
-  if (total > (uint64_t{1} << 62)) Finding("accepted shape larger than 2^62 bytes");
-  if (shape.bounds.empty()) return;
+  if (total > (uint64_t{1} << 62)) {
+    Finding("accepted shape larger than 2^62 bytes");
+  }
+  if (shape.bounds.empty()) {
+    return;
+  }
   std::array<int64_t, kMaxDims> last{};
-  for (int d = 0; d < shape.bounds.dims; ++d) last[d] = shape.bounds.hi[d] - 1;
+  for (int d = 0; d < shape.bounds.dims; ++d) {
+    last[d] = shape.bounds.hi[d] - 1;
+  }
   for (size_t f = 0; f < shape.fields.size(); ++f) {
     const uint64_t end = shape.OffsetOf(f, last) + shape.fields.fields()[f].size;
-    if (end > total) Finding("last element lies past the instance's storage");
-    if (shape.OffsetOf(f, shape.bounds.lo) >= total) Finding("first element past storage");
+    if (end > total) {
+      Finding("last element lies past the instance's storage");
+    }
+    if (shape.OffsetOf(f, shape.bounds.lo) >= total) {
+      Finding("first element past storage");
+    }
   }
 }
 
@@ -57,9 +71,15 @@ void CheckShape(const InstanceShape& shape) {
 // exactly the shapes' sizes (ASan reports any byte outside them).
 void CompileAndRun(const InstanceShape& src, const InstanceShape& dst, const Box& box) {
   const Result<CopyProgram> p = CompileCopy(src, dst, box);
-  if (!p.ok()) return ExpectClientError(p.status());
-  if (p->bytes != box.volume() * src.fields.total_bytes()) Finding("program moves wrong bytes");
-  if (src.total_bytes() > kRunBytes || dst.total_bytes() > kRunBytes) return;
+  if (!p.ok()) {
+    return ExpectClientError(p.status());
+  }
+  if (p->bytes != box.volume() * src.fields.total_bytes()) {
+    Finding("program moves wrong bytes");
+  }
+  if (src.total_bytes() > kRunBytes || dst.total_bytes() > kRunBytes) {
+    return;
+  }
   std::vector<std::byte> a(src.total_bytes()), b(dst.total_bytes());
   ExecuteProgram(*p, a.data(), b.data());
 }
@@ -76,15 +96,23 @@ void ChunkAndCompile(const InstanceShape& src, const InstanceShape& dst, const B
   intermediate.push_back(false);
   const Result<ChunkGrid> g =
       ChunkGrid::Make(box, src.fields, layouts, intermediate, 1 << 20, 4 << 20);
-  if (!g.ok()) return ExpectClientError(g.status());
-  if (box.volume() > kRunPoints) return;
+  if (!g.ok()) {
+    return ExpectClientError(g.status());
+  }
+  if (box.volume() > kRunPoints) {
+    return;
+  }
   uint64_t points = 0;
   for (uint64_t k = 0; k < g->count(); ++k) {
     const Box c = g->chunk(k);
-    if (!box.contains(c)) Finding("chunk outside the box");
+    if (!box.contains(c)) {
+      Finding("chunk outside the box");
+    }
     points += c.volume();
   }
-  if (points != box.volume()) Finding("chunks do not tile the box");
+  if (points != box.volume()) {
+    Finding("chunks do not tile the box");
+  }
   CompileAndRun(src, dst, box);
 }
 
@@ -92,9 +120,13 @@ void ChunkAndCompile(const InstanceShape& src, const InstanceShape& dst, const B
 
 void CheckInstanceSpec(const v1::InstanceSpec& proto) {
   const Result<InstanceSpec> spec = InstanceSpecFromProto(proto);
-  if (!spec.ok()) return ExpectClientError(spec.status());
+  if (!spec.ok()) {
+    return ExpectClientError(spec.status());
+  }
   const Status valid = spec->shape.Validate("instance");
-  if (!valid.ok()) return ExpectClientError(valid);
+  if (!valid.ok()) {
+    return ExpectClientError(valid);
+  }
   CheckShape(spec->shape);
   // RegisterInstance's fit check, as node.cc does it.
   constexpr uint64_t kAllocation = 1 << 20;
@@ -104,8 +136,12 @@ void CheckInstanceSpec(const v1::InstanceSpec& proto) {
 
 void CheckCopyRequest(const v1::CopyRequest& req) {
   const Result<CopySpec> spec = CopySpecFromProto(req);
-  if (!spec.ok()) return ExpectClientError(spec.status());
-  if (!spec->box) return;
+  if (!spec.ok()) {
+    return ExpectClientError(spec.status());
+  }
+  if (!spec->box) {
+    return;
+  }
   // The instances a copy names live in the daemon; here both are the
   // box's own index space in row-major order, the hops as given.
   const Box& box = *spec->box;
@@ -113,12 +149,16 @@ void CheckCopyRequest(const v1::CopyRequest& req) {
   std::vector<Layout> via;
   for (const ViaHop& h : spec->via) {
     const Result<Layout> l = Layout::Parse(h.layout, box.dims);
-    if (!l.ok()) return ExpectClientError(l.status());
+    if (!l.ok()) {
+      return ExpectClientError(l.status());
+    }
     via.push_back(*l);
   }
   const InstanceShape shape{box, fields, Layout::RowMajor(box.dims)};
   const Status s = shape.Validate("instance");
-  if (!s.ok()) return ExpectClientError(s);
+  if (!s.ok()) {
+    return ExpectClientError(s);
+  }
   ChunkAndCompile(shape, shape, box, via);
 }
 
@@ -126,17 +166,27 @@ void CheckExplainPlan(const v1::ExplainPlanRequest& req) {
   // The same steps, in the same order, as GrpcService::ExplainPlan and
   // Node::Explain (before the planner picks a path).
   const Result<Box> bounds = BoxFromProto(req.bounds(), "bounds");
-  if (!bounds.ok()) return ExpectClientError(bounds.status());
+  if (!bounds.ok()) {
+    return ExpectClientError(bounds.status());
+  }
   const Result<FieldSpace> fields = FieldsFromProto(req.fields());
-  if (!fields.ok()) return ExpectClientError(fields.status());
+  if (!fields.ok()) {
+    return ExpectClientError(fields.status());
+  }
   const Result<Layout> sl = Layout::Parse(req.src_layout(), bounds->dims);
-  if (!sl.ok()) return ExpectClientError(sl.status());
+  if (!sl.ok()) {
+    return ExpectClientError(sl.status());
+  }
   const Result<Layout> dl = Layout::Parse(req.dst_layout(), bounds->dims);
-  if (!dl.ok()) return ExpectClientError(dl.status());
+  if (!dl.ok()) {
+    return ExpectClientError(dl.status());
+  }
   const InstanceShape ss{*bounds, *fields, *sl}, ds{*bounds, *fields, *dl};
   for (const InstanceShape* s : {&ss, &ds}) {
     const Status v = s->Validate("instance");
-    if (!v.ok()) return ExpectClientError(v);
+    if (!v.ok()) {
+      return ExpectClientError(v);
+    }
     CheckShape(*s);
   }
   ChunkAndCompile(ss, ds, *bounds, {});

@@ -9,39 +9,53 @@
 using namespace isometry;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (size < 1) return 0;
+  if (size < 1) {
+    return 0;
+  }
   const uint8_t which = data[0] % 8;
   const void* body = data + 1;
   const int n = static_cast<int>(size - 1);
   switch (which) {
     case 0: {
       v1::RegisterInstanceRequest r;
-      if (r.ParseFromArray(body, n)) fuzz::CheckInstanceSpec(r.spec());
+      if (r.ParseFromArray(body, n)) {
+        fuzz::CheckInstanceSpec(r.spec());
+      }
       break;
     }
     case 1: {
       v1::CopyRequest r;
-      if (r.ParseFromArray(body, n)) fuzz::CheckCopyRequest(r);
+      if (r.ParseFromArray(body, n)) {
+        fuzz::CheckCopyRequest(r);
+      }
       break;
     }
     case 2: {
       v1::ExplainPlanRequest r;
-      if (r.ParseFromArray(body, n)) fuzz::CheckExplainPlan(r);
+      if (r.ParseFromArray(body, n)) {
+        fuzz::CheckExplainPlan(r);
+      }
       break;
     }
     case 3: {
       v1::WriteRequest r;
-      if (r.ParseFromArray(body, n)) fuzz::CheckWriteRange(r.offset(), r.data().size());
+      if (r.ParseFromArray(body, n)) {
+        fuzz::CheckWriteRange(r.offset(), r.data().size());
+      }
       break;
     }
     case 4: {
       v1::ReadRequest r;
-      if (r.ParseFromArray(body, n)) fuzz::CheckWriteRange(r.offset(), r.length());
+      if (r.ParseFromArray(body, n)) {
+        fuzz::CheckWriteRange(r.offset(), r.length());
+      }
       break;
     }
     case 5: {
       v1::LocalRequest r;
-      if (r.ParseFromArray(body, n)) fuzz::CheckLocalRequest(r);
+      if (r.ParseFromArray(body, n)) {
+        fuzz::CheckLocalRequest(r);
+      }
       break;
     }
     case 6: {

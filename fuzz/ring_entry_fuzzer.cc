@@ -16,14 +16,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::memcpy(&e, data, size < sizeof e ? size : sizeof e);
   const Result<ring::ValidSubmission> v = ring::ValidateSubmission(e);
   if (!v.ok()) {
-    if (v.status().code() != absl::StatusCode::kInvalidArgument) std::abort();
-    if (v.status().message().size() > sizeof(ring::CompletionEntry::message)) std::abort();
+    if (v.status().code() != absl::StatusCode::kInvalidArgument) {
+      std::abort();
+    }
+    if (v.status().message().size() > sizeof(ring::CompletionEntry::message)) {
+      std::abort();
+    }
     return 0;
   }
-  if (e.flags != 0 || e.op > static_cast<uint16_t>(ring::Op::kCancel)) std::abort();
-  for (uint8_t b : e.reserved) {
-    if (b != 0) std::abort();
+  if (e.flags != 0 || e.op > static_cast<uint16_t>(ring::Op::kCancel)) {
+    std::abort();
   }
-  if (static_cast<uint16_t>(v->op) != e.op || v->priority != e.priority) std::abort();
+  for (uint8_t b : e.reserved) {
+    if (b != 0) {
+      std::abort();
+    }
+  }
+  if (static_cast<uint16_t>(v->op) != e.op || v->priority != e.priority) {
+    std::abort();
+  }
   return 0;
 }

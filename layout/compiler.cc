@@ -29,7 +29,9 @@ uint64_t DimOffset(const DimAddressing& m, int64_t lo, int64_t x) {
 
 // Next point after x where side `m` (origin lo) starts a new block; hi if none.
 int64_t NextBreak(const DimAddressing& m, int64_t lo, int64_t x, int64_t hi) {
-  if (!m.block) return hi;
+  if (!m.block) {
+    return hi;
+  }
   // Relative to lo: r + block <= 2^63 - 1 for a validated shape (r below
   // the extent, both at most 2^62), while lo + that could pass int64.
   const int64_t r = x - lo;
@@ -63,7 +65,9 @@ std::vector<DimPiece> SplitDim(const DimAddressing& s, int64_t slo, const DimAdd
         const uint64_t dd = p.dst_start - last.dst_start;
         // Offsets only grow along a dimension, so the unsigned deltas are exact.
         if (k == 1 || (ds == k * last.outer.src_stride && dd == k * last.outer.dst_stride)) {
-          if (k == 1) last.outer = {1, ds, dd};
+          if (k == 1) {
+            last.outer = {1, ds, dd};
+          }
           last.outer.count = k + 1;
           return;
         }
@@ -98,7 +102,9 @@ std::vector<DimPiece> SplitDim(const DimAddressing& s, int64_t slo, const DimAdd
       pieces.push_back(p);
       x += full * m.block;
     }
-    if (x < b) add(x, b - x);
+    if (x < b) {
+      add(x, b - x);
+    }
     return pieces;
   }
   // Different blocking on the two sides: walk every segment boundary.
@@ -116,10 +122,14 @@ std::vector<DimPiece> SplitDim(const DimAddressing& s, int64_t slo, const DimAdd
 void Canonicalize(CopyOp& op) {
   std::vector<CopyLoop> loops;
   for (int i = 0; i < op.num_loops; ++i) {
-    if (op.loops[i].count > 1) loops.push_back(op.loops[i]);
+    if (op.loops[i].count > 1) {
+      loops.push_back(op.loops[i]);
+    }
   }
   std::stable_sort(loops.begin(), loops.end(), [](const CopyLoop& x, const CopyLoop& y) {
-    if (x.dst_stride != y.dst_stride) return x.dst_stride > y.dst_stride;
+    if (x.dst_stride != y.dst_stride) {
+      return x.dst_stride > y.dst_stride;
+    }
     return x.src_stride > y.src_stride;
   });
   bool changed = true;
@@ -149,9 +159,13 @@ void Canonicalize(CopyOp& op) {
 }
 
 bool SameLoops(const CopyOp& a, const CopyOp& b) {
-  if (a.num_loops != b.num_loops) return false;
+  if (a.num_loops != b.num_loops) {
+    return false;
+  }
   for (int i = 0; i < a.num_loops; ++i) {
-    if (!(a.loops[i] == b.loops[i])) return false;
+    if (!(a.loops[i] == b.loops[i])) {
+      return false;
+    }
   }
   return true;
 }
@@ -161,7 +175,9 @@ using OpList = std::vector<CopyOp>;
 // Fields stored next to each other on both sides (F innermost in both, AOS
 // to AOS) fuse into one wider run.
 bool TryFuseAdjacent(OpList& group, const OpList& next) {
-  if (group.size() != next.size()) return false;
+  if (group.size() != next.size()) {
+    return false;
+  }
   for (size_t j = 0; j < group.size(); ++j) {
     const CopyOp& g = group[j];
     const CopyOp& n = next[j];
@@ -195,7 +211,9 @@ std::vector<OpList> LoopOverFields(std::vector<OpList> groups) {
         ok = SameLoops(g[k], first[k]) && g[k].run_bytes == first[k].run_bytes &&
              first[k].num_loops < kMaxCopyLoops && g[k].src_offset > prev[k].src_offset &&
              g[k].dst_offset > prev[k].dst_offset;
-        if (!ok) break;
+        if (!ok) {
+          break;
+        }
         const uint64_t s = g[k].src_offset - prev[k].src_offset;
         const uint64_t d = g[k].dst_offset - prev[k].dst_offset;
         if (deltas_set) {
@@ -205,7 +223,9 @@ std::vector<OpList> LoopOverFields(std::vector<OpList> groups) {
           dd[k] = d;
         }
       }
-      if (!ok) break;
+      if (!ok) {
+        break;
+      }
       deltas_set = true;
       ++j;
     }
@@ -288,7 +308,9 @@ Result<CopyProgram> CompileCopy(const InstanceShape& src, const InstanceShape& d
                                 const Box& box) {
   ISO_RETURN_IF_ERROR(CheckCompatible(src, dst, box));
   CopyProgram program;
-  if (box.empty()) return program;
+  if (box.empty()) {
+    return program;
+  }
   const int dims = box.dims;
 
   std::vector<OpList> per_field;
@@ -318,15 +340,21 @@ Result<CopyProgram> CompileCopy(const InstanceShape& src, const InstanceShape& d
       Canonicalize(op);
       ops.push_back(op);
       int d = 0;
-      while (d < dims && ++idx[d] == pieces[d].size()) idx[d++] = 0;
-      if (d == dims) break;
+      while (d < dims && ++idx[d] == pieces[d].size()) {
+        idx[d++] = 0;
+      }
+      if (d == dims) {
+        break;
+      }
     }
     per_field.push_back(std::move(ops));
   }
 
   std::vector<OpList> groups;
   for (OpList& ops : per_field) {
-    if (groups.empty() || !TryFuseAdjacent(groups.back(), ops)) groups.push_back(std::move(ops));
+    if (groups.empty() || !TryFuseAdjacent(groups.back(), ops)) {
+      groups.push_back(std::move(ops));
+    }
   }
   groups = LoopOverFields(std::move(groups));
 
@@ -346,7 +374,9 @@ Result<CopyProgram> CompileCopy(const InstanceShape& src, const InstanceShape& d
     }
   }
   OpList scheduled;
-  for (const CopyOp& op : program.ops) Tile(op, scheduled);
+  for (const CopyOp& op : program.ops) {
+    Tile(op, scheduled);
+  }
   program.ops = std::move(scheduled);
   for (const CopyOp& op : program.ops) {
     program.bytes += op.bytes();

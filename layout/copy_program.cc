@@ -4,7 +4,9 @@ namespace isometry {
 
 uint64_t CopyOp::runs() const {
   uint64_t n = 1;
-  for (int i = 0; i < num_loops; ++i) n *= loops[i].count;
+  for (int i = 0; i < num_loops; ++i) {
+    n *= loops[i].count;
+  }
   return n;
 }
 

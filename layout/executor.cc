@@ -53,7 +53,9 @@ void InnerRun(const CopyLoop& l, uint64_t run, const std::byte* s, std::byte* d)
 
 void Nest(const CopyOp& op, int level, const std::byte* s, std::byte* d) {
   const CopyLoop& l = op.loops[level];
-  if (level == op.num_loops - 1) return InnerRun(l, op.run_bytes, s, d);
+  if (level == op.num_loops - 1) {
+    return InnerRun(l, op.run_bytes, s, d);
+  }
   for (uint64_t i = 0; i < l.count; ++i) {
     Nest(op, level + 1, s, d);
     s += Signed(l.src_stride);
@@ -74,7 +76,9 @@ void ExecuteOp(const CopyOp& op, const std::byte* src, std::byte* dst) {
 }
 
 void ExecuteProgram(const CopyProgram& program, const std::byte* src, std::byte* dst) {
-  for (const CopyOp& op : program.ops) ExecuteOp(op, src, dst);
+  for (const CopyOp& op : program.ops) {
+    ExecuteOp(op, src, dst);
+  }
 }
 
 }  // namespace isometry

@@ -20,7 +20,9 @@ void AppendShape(std::string& key, const InstanceShape& s) {
     Put(key, s.bounds.hi[d]);
   }
   Put(key, s.fields.size());
-  for (const Field& f : s.fields.fields()) Put(key, f.size);
+  for (const Field& f : s.fields.fields()) {
+    Put(key, f.size);
+  }
   Put(key, s.layout.components().size());
   for (const LayoutComponent& c : s.layout.components()) {
     Put(key, c.kind);
@@ -44,7 +46,7 @@ Result<std::shared_ptr<const CopyProgram>> ProgramCache::Get(const InstanceShape
   }
   const uint64_t hash = XXH3_64bits(key.data(), key.size());
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = index_.find(hash);
     // The full key is compared too: a hash collision is a miss, never a
     // wrong program.
@@ -60,8 +62,10 @@ Result<std::shared_ptr<const CopyProgram>> ProgramCache::Get(const InstanceShape
   ISO_ASSIGN_OR_RETURN(CopyProgram program, CompileCopy(src, dst, box));
   auto shared = std::make_shared<const CopyProgram>(std::move(program));
   const uint64_t footprint = FootprintOf(*shared, key.size());
-  if (footprint > capacity_bytes_) return shared;  // used once, never kept
-  std::lock_guard lock(mu_);
+  if (footprint > capacity_bytes_) {
+    return shared;  // used once, never kept
+  }
+  absl::MutexLock lock(&mu_);
   auto it = index_.find(hash);
   if (it != index_.end()) {
     bytes_ -= it->second->bytes;
@@ -90,20 +94,20 @@ uint64_t ProgramCache::FootprintOf(const CopyProgram& p, size_t key_bytes) {
 }
 
 uint64_t ProgramCache::bytes() const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   return bytes_;
 }
 
 uint64_t ProgramCache::hits() const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   return hits_;
 }
 uint64_t ProgramCache::misses() const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   return misses_;
 }
 size_t ProgramCache::size() const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   return lru_.size();
 }
 

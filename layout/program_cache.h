@@ -6,10 +6,12 @@
 // but not kept.
 #pragma once
 
+#include <absl/base/thread_annotations.h>
+#include <absl/synchronization/mutex.h>
+
 #include <cstdint>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 
@@ -25,12 +27,12 @@ class ProgramCache {
   // Returns the cached program or compiles, caches and returns it. Errors are
   // not cached. Thread-safe; compilation runs outside the lock.
   Result<std::shared_ptr<const CopyProgram>> Get(const InstanceShape& src, const InstanceShape& dst,
-                                                 const Box& box);
+                                                 const Box& box) ABSL_LOCKS_EXCLUDED(mu_);
 
-  uint64_t hits() const;
-  uint64_t misses() const;
-  size_t size() const;
-  uint64_t bytes() const;  // what the kept programs hold (estimate)
+  uint64_t hits() const ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t misses() const ABSL_LOCKS_EXCLUDED(mu_);
+  size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t bytes() const ABSL_LOCKS_EXCLUDED(mu_);  // what the kept programs hold (estimate)
 
   // Heap bytes of a program and its key, as the byte budget counts them.
   static uint64_t FootprintOf(const CopyProgram& p, size_t key_bytes);
@@ -41,15 +43,15 @@ class ProgramCache {
     std::shared_ptr<const CopyProgram> program;
     uint64_t bytes = 0;
   };
-  void EvictLocked();
+  void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const size_t capacity_;
   const uint64_t capacity_bytes_;
-  mutable std::mutex mu_;
-  std::list<Entry> lru_;  // guarded by mu_; front = most recent
-  std::unordered_map<uint64_t, std::list<Entry>::iterator> index_;  // guarded by mu_
-  uint64_t hits_ = 0;                                               // guarded by mu_
-  uint64_t misses_ = 0;                                             // guarded by mu_
-  uint64_t bytes_ = 0;                                              // guarded by mu_
+  mutable absl::Mutex mu_;
+  std::list<Entry> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
+  std::unordered_map<uint64_t, std::list<Entry>::iterator> index_ ABSL_GUARDED_BY(mu_);
+  uint64_t hits_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t misses_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace isometry

@@ -54,8 +54,8 @@
 //    and space) infeasible at the threshold: its constraints are a subset
 //    of any completion's;
 //  - detours: x -> y -> z is dropped when the direct channel x -> z is at
-//    least as fast as both hops for every request size (see Detour in the
-//    .cc): Memcpy chains, self-loops beside Memcpy hops, GPU round trips;
+//    least as fast as both hops for every request size (see Detour in
+//    path_search.cc): Memcpy chains, self-loops beside Memcpy hops, GPU round trips;
 //  - a self-loop must convert the layout (otherwise it only adds a copy);
 //  - (heuristic, §4.2) on channels that behave poorly with small requests
 //    (tp at probe_request_bytes below poor_fraction of the peak) the

@@ -48,7 +48,9 @@ size_t PlanKeyHash::operator()(const PlanKey& k) const {
   h = HashLayout(h, k.src_layout);
   h = HashLayout(h, k.dst_layout);
   h = Mix(h, static_cast<uint64_t>(k.size_class + 1));
-  for (int8_t c : k.shape_class) h = Mix(h, static_cast<uint64_t>(c + 1));
+  for (int8_t c : k.shape_class) {
+    h = Mix(h, static_cast<uint64_t>(c + 1));
+  }
   return h;
 }
 
@@ -56,7 +58,7 @@ PlanCache::PlanCache(size_t capacity) : capacity_(capacity) {}
 
 std::shared_ptr<const Path> PlanCache::Find(const PlanKey& key) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = map_.find(key);
     if (it != map_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
@@ -69,13 +71,17 @@ std::shared_ptr<const Path> PlanCache::Find(const PlanKey& key) {
 }
 
 void PlanCache::Insert(const PlanKey& key, Path path) {
-  if (capacity_ == 0) return;
+  if (capacity_ == 0) {
+    return;
+  }
   Insert(key, std::make_shared<const Path>(std::move(path)));
 }
 
 void PlanCache::Insert(const PlanKey& key, std::shared_ptr<const Path> value) {
-  if (capacity_ == 0 || !value) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  if (capacity_ == 0 || !value) {
+    return;
+  }
+  absl::MutexLock lock(&mu_);
   auto it = map_.find(key);
   if (it != map_.end()) {
     it->second->second = std::move(value);
@@ -91,13 +97,13 @@ void PlanCache::Insert(const PlanKey& key, std::shared_ptr<const Path> value) {
 }
 
 void PlanCache::Clear() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   map_.clear();
   lru_.clear();
 }
 
 size_t PlanCache::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return map_.size();
 }
 

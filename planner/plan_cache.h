@@ -13,12 +13,14 @@
 // exact under concurrency.
 #pragma once
 
+#include <absl/base/thread_annotations.h>
+#include <absl/synchronization/mutex.h>
+
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
 
@@ -49,16 +51,16 @@ class PlanCache {
   explicit PlanCache(size_t capacity = 4096);
 
   // The cached path, counting a hit; null, counting a miss.
-  std::shared_ptr<const Path> Find(const PlanKey& key);
+  std::shared_ptr<const Path> Find(const PlanKey& key) ABSL_LOCKS_EXCLUDED(mu_);
   // Stores (or replaces) the path of `key`, evicting the least recently used
   // entry when full. A capacity of 0 stores nothing.
   void Insert(const PlanKey& key, Path path);
-  void Insert(const PlanKey& key, std::shared_ptr<const Path> path);
-  void Clear();
+  void Insert(const PlanKey& key, std::shared_ptr<const Path> path) ABSL_LOCKS_EXCLUDED(mu_);
+  void Clear() ABSL_LOCKS_EXCLUDED(mu_);
 
   uint64_t hits() const { return hits_.load(std::memory_order_relaxed); }
   uint64_t misses() const { return misses_.load(std::memory_order_relaxed); }
-  size_t size() const;
+  size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
   size_t capacity() const { return capacity_; }
 
  private:
@@ -66,9 +68,9 @@ class PlanCache {
 
   const size_t capacity_;  // constant after construction
   std::atomic<uint64_t> hits_{0}, misses_{0};
-  mutable std::mutex mu_;
-  std::list<Entry> lru_;  // guarded by mu_; most recent first
-  std::unordered_map<PlanKey, std::list<Entry>::iterator, PlanKeyHash> map_;  // guarded by mu_
+  mutable absl::Mutex mu_;
+  std::list<Entry> lru_ ABSL_GUARDED_BY(mu_);  // most recent first
+  std::unordered_map<PlanKey, std::list<Entry>::iterator, PlanKeyHash> map_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace isometry

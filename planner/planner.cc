@@ -34,7 +34,9 @@ Result<std::shared_ptr<const Path>> Planner::PlanShared(const PlanEndpoint& src,
     }
   }
   const PlanKey key = PlanKey::Make(src, dst, bounds, field_bytes);
-  if (std::shared_ptr<const Path> hit = cache_.Find(key)) return hit;
+  if (std::shared_ptr<const Path> hit = cache_.Find(key)) {
+    return hit;
+  }
 
   const unsigned __int128 bytes = static_cast<unsigned __int128>(bounds.volume()) * field_bytes;
   Result<Path> path;

@@ -13,7 +13,9 @@ namespace {
 Result<std::vector<const TopologyEdge*>> ShortestPath(const Topology& topo, MemoryId src,
                                                       MemoryId dst) {
   if (src == dst) {
-    if (const TopologyEdge* self = topo.FindEdge(src, dst)) return std::vector{self};
+    if (const TopologyEdge* self = topo.FindEdge(src, dst)) {
+      return std::vector{self};
+    }
   }
   // The edge that first reached each memory; src is reached by none.
   std::map<MemoryId, const TopologyEdge*> via;
@@ -24,7 +26,9 @@ Result<std::vector<const TopologyEdge*>> ShortestPath(const Topology& topo, Memo
     const MemoryId m = queue.front();
     queue.pop_front();
     for (const TopologyEdge& e : topo.edges) {
-      if (e.src != m || e.src == e.dst) continue;
+      if (e.src != m || e.src == e.dst) {
+        continue;
+      }
       if (e.dst == dst) {
         last = &e;
         break;
@@ -44,7 +48,9 @@ Result<std::vector<const TopologyEdge*>> ShortestPath(const Topology& topo, Memo
                     topo.NameOf(dst), "'");
   }
   std::vector<const TopologyEdge*> path{last};
-  for (MemoryId m = last->src; m != src; m = via[m]->src) path.insert(path.begin(), via[m]);
+  for (MemoryId m = last->src; m != src; m = via[m]->src) {
+    path.insert(path.begin(), via[m]);
+  }
   return path;
 }
 
@@ -52,7 +58,9 @@ Result<std::vector<const TopologyEdge*>> ShortestPath(const Topology& topo, Memo
 
 Result<Path> PlanSimple(const Topology& topo, const PlanEndpoint& src, const PlanEndpoint& dst) {
   for (const PlanEndpoint* e : {&src, &dst}) {
-    if (!topo.FindMemory(e->memory)) return NotFound("unknown memory ", ToString(e->memory));
+    if (!topo.FindMemory(e->memory)) {
+      return NotFound("unknown memory ", ToString(e->memory));
+    }
   }
   ISO_ASSIGN_OR_RETURN(std::vector<const TopologyEdge*> edges,
                        ShortestPath(topo, src.memory, dst.memory));
@@ -68,7 +76,9 @@ Result<Path> PlaceConversion(const Topology& topo, const PlanEndpoint& src, cons
   int convert = -1;
   if (!(src.layout == dst.layout)) {
     for (size_t i = 0; i < edges.size() && convert < 0; ++i) {
-      if (edges[i]->kind == ChannelKind::kMemcpy) convert = static_cast<int>(i);
+      if (edges[i]->kind == ChannelKind::kMemcpy) {
+        convert = static_cast<int>(i);
+      }
     }
     if (convert < 0) {
       for (size_t i = 0; i <= edges.size(); ++i) {

@@ -36,7 +36,9 @@ ThroughputFunction ThroughputFunction::Constant(double bytes_per_second) {
 }
 
 ThroughputFunction ThroughputFunction::PerRequestOverhead(double peak, double overhead_seconds) {
-  if (!(overhead_seconds > 0)) return Constant(peak);
+  if (!(overhead_seconds > 0)) {
+    return Constant(peak);
+  }
   std::vector<ThroughputSample> s;
   for (int k = 0; k <= 40; ++k) {
     const double r = std::ldexp(1.0, k);
@@ -46,7 +48,9 @@ ThroughputFunction ThroughputFunction::PerRequestOverhead(double peak, double ov
 }
 
 Result<ThroughputFunction> ThroughputFunction::FromSamples(std::vector<ThroughputSample> samples) {
-  if (samples.empty()) return InvalidArgument("throughput function: no samples");
+  if (samples.empty()) {
+    return InvalidArgument("throughput function: no samples");
+  }
   for (const ThroughputSample& s : samples) {
     if (s.request_bytes == 0) {
       return InvalidArgument("throughput function: a sample has a request of 0 bytes");
@@ -64,7 +68,9 @@ Result<ThroughputFunction> ThroughputFunction::FromSamples(std::vector<Throughpu
   // Raw points, one per request size (the best measurement of each).
   std::vector<double> rx, ry;
   for (size_t i = 0; i < samples.size(); ++i) {
-    if (i > 0 && samples[i].request_bytes == samples[i - 1].request_bytes) continue;
+    if (i > 0 && samples[i].request_bytes == samples[i - 1].request_bytes) {
+      continue;
+    }
     rx.push_back(std::log2(static_cast<double>(samples[i].request_bytes)));
     ry.push_back(samples[i].bytes_per_second);
   }
@@ -76,10 +82,13 @@ Result<ThroughputFunction> ThroughputFunction::FromSamples(std::vector<Throughpu
   c->y.push_back(ry[0]);
   double max = ry[0];
   for (size_t k = 1; k < rx.size(); ++k) {
-    if (ry[k] <= max) continue;  // the envelope stays flat through this segment
+    if (ry[k] <= max) {
+      continue;  // the envelope stays flat through this segment
+    }
     double start = rx[k - 1];
-    if (ry[k - 1] < max)
+    if (ry[k - 1] < max) {
       start = rx[k - 1] + (max - ry[k - 1]) / (ry[k] - ry[k - 1]) * (rx[k] - rx[k - 1]);
+    }
     if (start > c->x.back()) {
       c->x.push_back(start);
       c->y.push_back(max);
@@ -92,14 +101,22 @@ Result<ThroughputFunction> ThroughputFunction::FromSamples(std::vector<Throughpu
 }
 
 double ThroughputFunction::At(uint64_t request_bytes) const {
-  if (request_bytes == 0) return 0;
+  if (request_bytes == 0) {
+    return 0;
+  }
   const Curve& c = *curve_;
   const double bytes = static_cast<double>(request_bytes);
-  if (bytes <= c.first_bytes) return std::min(c.y[0], c.y[0] * (bytes / c.first_bytes));
+  if (bytes <= c.first_bytes) {
+    return std::min(c.y[0], c.y[0] * (bytes / c.first_bytes));
+  }
   const double x = std::log2(bytes);
   const size_t i = static_cast<size_t>(std::upper_bound(c.x.begin(), c.x.end(), x) - c.x.begin());
-  if (i >= c.x.size()) return c.y.back();
-  if (i == 0) return c.y[0];
+  if (i >= c.x.size()) {
+    return c.y.back();
+  }
+  if (i == 0) {
+    return c.y[0];
+  }
   const double t = (x - c.x[i - 1]) / (c.x[i] - c.x[i - 1]);
   return std::clamp(c.y[i - 1] + (c.y[i] - c.y[i - 1]) * t, c.y[i - 1], c.y[i]);
 }
@@ -107,9 +124,13 @@ double ThroughputFunction::At(uint64_t request_bytes) const {
 double ThroughputFunction::Peak() const { return curve_->y.back(); }
 
 std::optional<uint64_t> ThroughputFunction::MinRequestFor(double bps) const {
-  if (!(bps > 0)) return uint64_t{1};
+  if (!(bps > 0)) {
+    return uint64_t{1};
+  }
   const Curve& c = *curve_;
-  if (bps > c.y.back()) return std::nullopt;
+  if (bps > c.y.back()) {
+    return std::nullopt;
+  }
   const size_t i = static_cast<size_t>(std::lower_bound(c.y.begin(), c.y.end(), bps) - c.y.begin());
   double guess;
   if (i == 0) {
@@ -122,17 +143,24 @@ std::optional<uint64_t> ThroughputFunction::MinRequestFor(double bps) const {
   // with the monotone At (a few steps), then by bisection if need be.
   const double kMax = 1.8e19;
   uint64_t r = static_cast<uint64_t>(std::clamp(guess, 1.0, kMax));
-  for (int step = 0; step < 4 && r > 1 && At(r - 1) >= bps; ++step) --r;
-  for (int step = 0; step < 4 && At(r) < bps; ++step) ++r;
+  for (int step = 0; step < 4 && r > 1 && At(r - 1) >= bps; ++step) {
+    --r;
+  }
+  for (int step = 0; step < 4 && At(r) < bps; ++step) {
+    ++r;
+  }
   if (At(r) < bps || (r > 1 && At(r - 1) >= bps)) {
     uint64_t lo = 1, hi = r;  // find the first r with At(r) >= bps in [1, hi]
-    while (At(hi) < bps) hi = hi > (UINT64_MAX >> 1) ? UINT64_MAX : hi * 2;
+    while (At(hi) < bps) {
+      hi = hi > (UINT64_MAX >> 1) ? UINT64_MAX : hi * 2;
+    }
     while (lo < hi) {
       const uint64_t mid = lo + (hi - lo) / 2;
-      if (At(mid) >= bps)
+      if (At(mid) >= bps) {
         hi = mid;
-      else
+      } else {
         lo = mid + 1;
+      }
     }
     r = lo;
   }
@@ -151,9 +179,13 @@ namespace {
 
 // The envelope at log2(request bytes) = x, for any real x >= 0.
 double AtLog2(const std::vector<double>& xs, const std::vector<double>& ys, double x) {
-  if (x <= xs[0]) return ys[0] * std::exp2(x - xs[0]);
+  if (x <= xs[0]) {
+    return ys[0] * std::exp2(x - xs[0]);
+  }
   const size_t i = static_cast<size_t>(std::upper_bound(xs.begin(), xs.end(), x) - xs.begin());
-  if (i >= xs.size()) return ys.back();
+  if (i >= xs.size()) {
+    return ys.back();
+  }
   const double t = (x - xs[i - 1]) / (xs[i] - xs[i - 1]);
   return std::clamp(ys[i - 1] + (ys[i] - ys[i - 1]) * t, ys[i - 1], ys[i]);
 }
@@ -161,12 +193,16 @@ double AtLog2(const std::vector<double>& xs, const std::vector<double>& ys, doub
 }  // namespace
 
 bool ThroughputFunction::AtLeast(const ThroughputFunction& other) const {
-  if (curve_ == other.curve_) return true;
+  if (curve_ == other.curve_) {
+    return true;
+  }
   const Curve& a = *curve_;
   const Curve& b = *other.curve_;
   for (const Curve* c : {&a, &b}) {
     for (double x : c->x) {
-      if (AtLog2(a.x, a.y, x) < AtLog2(b.x, b.y, x) * (1 - 1e-12)) return false;
+      if (AtLog2(a.x, a.y, x) < AtLog2(b.x, b.y, x) * (1 - 1e-12)) {
+        return false;
+      }
     }
   }
   return true;

@@ -4,7 +4,9 @@ namespace isometry {
 
 const TopologyMemory* Topology::FindMemory(MemoryId id) const {
   for (const TopologyMemory& m : memories) {
-    if (m.id == id) return &m;
+    if (m.id == id) {
+      return &m;
+    }
   }
   return nullptr;
 }
@@ -16,7 +18,9 @@ std::string Topology::NameOf(MemoryId id) const {
 
 const TopologyEdge* Topology::FindEdge(MemoryId src, MemoryId dst) const {
   for (const TopologyEdge& e : edges) {
-    if (e.src == src && e.dst == dst) return &e;
+    if (e.src == src && e.dst == dst) {
+      return &e;
+    }
   }
   return nullptr;
 }

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/strings.h"
 #include "isometry.pb.h"
 #include "proto/local_wire.h"
 
@@ -22,12 +23,16 @@ namespace isometry::client {
 namespace {
 
 Status FromCode(int32_t code, const std::string& message) {
-  if (code == 0) return OkStatus();
+  if (code == 0) {
+    return OkStatus();
+  }
   return Status(static_cast<absl::StatusCode>(code), message);
 }
 
 void CloseAll(const std::vector<int>& fds) {
-  for (int fd : fds) ::close(fd);
+  for (int fd : fds) {
+    ::close(fd);
+  }
 }
 
 Result<std::pair<std::byte*, uint64_t>> MapFd(int fd, uint64_t bytes) {
@@ -38,11 +43,15 @@ Result<std::pair<std::byte*, uint64_t>> MapFd(int fd, uint64_t bytes) {
   // first pass over its memory takes no page faults (they cost about 0.1 s
   // per GiB of 4 KiB pages on the development VM, paid here instead).
   void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-  if (p == MAP_FAILED) return Internal("mmap of ", bytes, " bytes: ", std::strerror(errno));
+  if (p == MAP_FAILED) {
+    return Internal("mmap of ", bytes, " bytes: ", ErrnoString(errno));
+  }
   // A hint for pages that are huge where the node allows shmem THP
   // ("advise"), so the daemon's disk and network I/O sees few large
   // segments. The daemon's own mapping carries it when it populates.
-  if (mapped >= (2ull << 20)) (void)::madvise(p, mapped, MADV_HUGEPAGE);
+  if (mapped >= (2ull << 20)) {
+    (void)::madvise(p, mapped, MADV_HUGEPAGE);
+  }
   return std::make_pair(static_cast<std::byte*>(p), mapped);
 }
 
@@ -76,9 +85,14 @@ struct Client::Impl {
   void Close() { shutdown(socket, SHUT_RDWR); }
 
   ~Impl() {
-    if (control) munmap(control, control_mapped);
-    for (int fd : {socket, sq_event, cq_event})
-      if (fd >= 0) ::close(fd);
+    if (control) {
+      munmap(control, control_mapped);
+    }
+    for (int fd : {socket, sq_event, cq_event}) {
+      if (fd >= 0) {
+        ::close(fd);
+      }
+    }
   }
 
   // One control round trip; fds in the response are returned to the caller.
@@ -92,7 +106,9 @@ struct Client::Impl {
     v1::LocalResponse resp;
     std::vector<int> got;
     const Status received = wire::RecvFrame(socket, &resp, &got);
-    if (!received.ok()) return sent.ok() ? received : sent;
+    if (!received.ok()) {
+      return sent.ok() ? received : sent;
+    }
     if (resp.tag() == 0 && resp.code() != 0) {
       CloseAll(got);
       return FromCode(resp.code(), "isometryd refused the connection: " + resp.message());
@@ -156,9 +172,13 @@ struct Client::Impl {
       lock.unlock();
       {
         std::unique_lock cq_lock(cq_mu, std::try_to_lock);
-        if (cq_lock.owns_lock() && Reap() > 0) cq_cv.notify_all();
+        if (cq_lock.owns_lock() && Reap() > 0) {
+          cq_cv.notify_all();
+        }
       }
-      if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (spins > 1000) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
       lock.lock();
     }
     std::memcpy(&sq[sq_tail & (sq_entries - 1)], &e, sizeof e);
@@ -168,7 +188,7 @@ struct Client::Impl {
     if (header->daemon_awake.value.load(std::memory_order_seq_cst) == 0) {
       const uint64_t one = 1;
       if (::write(sq_event, &one, sizeof one) != sizeof one) {
-        return Unavailable("cannot signal the daemon: ", std::strerror(errno));
+        return Unavailable("cannot signal the daemon: ", ErrnoString(errno));
       }
     }
     return e.user_data;
@@ -201,7 +221,9 @@ struct Client::Impl {
         pollfd p{cq_event, POLLIN, 0};
         const int r = poll(&p, 1, 100);
         uint64_t count;
-        if (r > 0) (void)!::read(cq_event, &count, sizeof count);
+        if (r > 0) {
+          (void)!::read(cq_event, &count, sizeof count);
+        }
         if (r == 0 && !DaemonAlive()) {
           lock.lock();
           reaping = false;
@@ -252,7 +274,9 @@ Allocation& Allocation::operator=(Allocation&& o) noexcept {
 Allocation::~Allocation() { Release(); }
 
 void Allocation::Release() {
-  if (data_) munmap(data_, mapped_);
+  if (data_) {
+    munmap(data_, mapped_);
+  }
   data_ = nullptr;
   if (client_ && owned_) {
     v1::LocalRequest req;
@@ -263,7 +287,9 @@ void Allocation::Release() {
 }
 
 Status Allocation::Publish() {
-  if (!client_) return FailedPrecondition("allocation was released");
+  if (!client_) {
+    return FailedPrecondition("allocation was released");
+  }
   v1::LocalRequest req;
   req.mutable_publish()->set_allocation(id_);
   return ImplOf(client_).Call(req, nullptr).status();
@@ -285,7 +311,9 @@ Instance& Instance::operator=(Instance&& o) noexcept {
 }
 
 Instance::~Instance() {
-  if (!client_) return;
+  if (!client_) {
+    return;
+  }
   v1::LocalRequest req;
   req.mutable_unregister_instance()->set_instance(id_);
   (void)ImplOf(client_).Call(req, nullptr);
@@ -306,12 +334,14 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
     return InvalidArgument("socket path '", options.local_socket, "' is too long");
   }
   impl->socket = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (impl->socket < 0) return Internal("socket: ", std::strerror(errno));
+  if (impl->socket < 0) {
+    return Internal("socket: ", ErrnoString(errno));
+  }
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, options.local_socket.c_str(), options.local_socket.size() + 1);
   if (connect(impl->socket, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     return Unavailable("cannot connect to isometryd at ", options.local_socket, ": ",
-                       std::strerror(errno));
+                       ErrnoString(errno));
   }
   v1::LocalRequest hello;
   hello.mutable_hello()->set_abi_version(ring::kAbiVersion);
@@ -327,7 +357,9 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   const v1::HelloResponse& h = resp.hello();
   auto mapped = MapFd(fds[0], h.control_bytes());
   ::close(fds[0]);
-  if (!mapped.ok()) return mapped.status();
+  if (!mapped.ok()) {
+    return mapped.status();
+  }
   impl->control = mapped->first;
   impl->control_mapped = mapped->second;
   impl->header = reinterpret_cast<ring::ControlHeader*>(impl->control);
@@ -358,7 +390,9 @@ Result<Allocation> Client::RequestMapping(const v1::LocalRequest& req, bool owne
   const uint64_t bytes = owned ? resp.allocate().bytes() : resp.map().bytes();
   auto mapped = MapFd(fds[0], bytes);
   ::close(fds[0]);
-  if (!mapped.ok()) return mapped.status();
+  if (!mapped.ok()) {
+    return mapped.status();
+  }
   return Allocation(impl_, id, mapped->first, bytes, mapped->second, owned);
 }
 
@@ -446,7 +480,9 @@ Completion Client::Wait(uint64_t ticket) { return impl_->Wait(ticket); }
 
 Completion Client::Copy(const Instance& src, const Instance& dst, int priority) {
   auto ticket = Submit(src, dst, priority);
-  if (!ticket.ok()) return {0, ticket.status()};
+  if (!ticket.ok()) {
+    return {0, ticket.status()};
+  }
   return Wait(*ticket);
 }
 
@@ -456,7 +492,9 @@ Completion Client::Cancel(uint64_t transfer) {
   e.user_data = impl_->next_ticket++;
   e.transfer = transfer;
   auto ticket = impl_->Push(e);
-  if (!ticket.ok()) return {0, ticket.status()};
+  if (!ticket.ok()) {
+    return {0, ticket.status()};
+  }
   return Wait(*ticket);
 }
 

@@ -10,7 +10,7 @@
 #include <set>
 
 #include "planner/planner.h"
-#include "planner/synthetic_graphs.h"
+#include "planner/testing/synthetic_graphs.h"
 
 using namespace isometry;
 using Kind = LayoutComponent::Kind;

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "planner/planner.h"
-#include "planner/synthetic_graphs.h"
+#include "planner/testing/synthetic_graphs.h"
 
 using namespace isometry;
 

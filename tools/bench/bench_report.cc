@@ -11,21 +11,27 @@ namespace {
 std::string Quote(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
+    if (c == '"' || c == '\\') {
+      out += '\\';
+    }
     out += c;
   }
   return out + "\"";
 }
 
 std::string Number(double v) {
-  if (!std::isfinite(v)) return "null";
+  if (!std::isfinite(v)) {
+    return "null";
+  }
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.6g", v);
   return buf;
 }
 
 double MedianOf(std::vector<double> v) {
-  if (v.empty()) return 0;
+  if (v.empty()) {
+    return 0;
+  }
   std::sort(v.begin(), v.end());
   const size_t m = v.size();
   return m % 2 ? v[m / 2] : (v[m / 2 - 1] + v[m / 2]) / 2;
@@ -44,7 +50,9 @@ Rounds::Median Rounds::Medians() const {
 }
 
 void Rounds::Print(const char* what) const {
-  if (pairs_.empty()) return;
+  if (pairs_.empty()) {
+    return;
+  }
   std::string line;
   for (const auto& [ours, base] : pairs_) {
     char buf[64];
@@ -84,7 +92,9 @@ void Report::Add(Row row) {
 }
 
 void Report::Finish() const {
-  if (json_) return;
+  if (json_) {
+    return;
+  }
   std::printf("\n%-22s %-26s %12s %-6s %-28s %12s %7s %s\n", "scenario", "metric", "value", "unit",
               "baseline", "baseline", "ratio", "target");
   for (const Row& r : rows_) {

@@ -45,7 +45,9 @@ class Rounds {
     int rounds = 0;
   };
   void Add(double ours, double base) {
-    if (ours > 0 && base > 0) pairs_.push_back({ours, base});
+    if (ours > 0 && base > 0) {
+      pairs_.push_back({ours, base});
+    }
   }
   Median Medians() const;
   // "  <what> per round (GB/s, ours/baseline=ratio): ...; median ratio R" on

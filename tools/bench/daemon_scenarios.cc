@@ -32,12 +32,16 @@ threads = 2
 
 [[noreturn]] void Die(const std::string& what) {
   std::fprintf(stderr, "isometry_bench: %s\n", what.c_str());
-  std::exit(1);
+  // A benchmark that cannot go on ends the process; the rows so far are
+  // void and no state needs an orderly shutdown.
+  std::exit(1);  // NOLINT(concurrency-mt-unsafe)
 }
 
 template <typename T>
 T Must(Result<T> r, const char* what) {
-  if (!r.ok()) Die(std::string(what) + ": " + r.status().ToString());
+  if (!r.ok()) {
+    Die(std::string(what) + ": " + r.status().ToString());
+  }
   return *std::move(r);
 }
 
@@ -71,7 +75,9 @@ void FirstCopyCase(client::Client& c, const char* scenario, const InstanceShape&
   {  // warm the daemon's channels and plan cache
     client::Allocation dst = Must(c.Allocate("sys0", dst_shape.total_bytes()), "allocate");
     client::Instance out = Must(c.Register(dst, 0, dst_shape), "register");
-    if (Status s = c.Copy(in, out).status; !s.ok()) Die(s.ToString());
+    if (Status s = c.Copy(in, out).status; !s.ok()) {
+      Die(s.ToString());
+    }
   }
   Rounds copy, with_allocate;
   std::string detail;
@@ -82,17 +88,24 @@ void FirstCopyCase(client::Client& c, const char* scenario, const InstanceShape&
     const double allocate_s = Seconds(t0);
     client::Instance out = Must(c.Register(dst, 0, dst_shape), "register");
     auto t1 = Clock::now();
-    if (Status s = c.Copy(in, out).status; !s.ok()) Die(s.ToString());
+    if (Status s = c.Copy(in, out).status; !s.ok()) {
+      Die(s.ToString());
+    }
     const double first_s = Seconds(t1);
     // The client reading its result: one byte per page of its own mapping.
     t1 = Clock::now();
     unsigned sum = 0;
-    for (uint64_t off = 0; off < dst.size(); off += 4096)
+    for (uint64_t off = 0; off < dst.size(); off += 4096) {
       sum += static_cast<unsigned>(*reinterpret_cast<volatile std::byte*>(dst.data() + off));
+    }
     const double touch_s = Seconds(t1);
-    if (sum == 0) Die(std::string(scenario) + ": the copy left the destination empty");
+    if (sum == 0) {
+      Die(std::string(scenario) + ": the copy left the destination empty");
+    }
     t1 = Clock::now();
-    if (Status s = c.Copy(in, out).status; !s.ok()) Die(s.ToString());
+    if (Status s = c.Copy(in, out).status; !s.ok()) {
+      Die(s.ToString());
+    }
     const double again_s = Seconds(t1);
     copy.Add(gb / first_s, gb / again_s);
     with_allocate.Add(gb / (allocate_s + first_s), gb / again_s);
@@ -136,20 +149,28 @@ void RunClientToClient(const DaemonOptions& o, Report& report) {
   const InstanceShape shape = Flat(o.client_bytes);
   client::Allocation src = Must(producer->Allocate("sys0", shape.total_bytes()), "allocate");
   std::memset(src.data(), 0x5a, src.size());
-  if (Status s = src.Publish(); !s.ok()) Die(s.ToString());
+  if (Status s = src.Publish(); !s.ok()) {
+    Die(s.ToString());
+  }
   client::Allocation view = Must(consumer->Map(src.id()), "map");
   client::Allocation dst = Must(consumer->Allocate("sys0", shape.total_bytes()), "allocate");
   std::memset(dst.data(), 0, dst.size());
   client::Instance in = Must(consumer->Register(view, 0, shape), "register");
   client::Instance out = Must(consumer->Register(dst, 0, shape), "register");
-  for (int i = 0; i < 3; ++i) consumer->Copy(in, out);  // warm-up
+  for (int i = 0; i < 3; ++i) {
+    consumer->Copy(in, out);  // warm-up
+  }
   const auto t0 = Clock::now();
   for (int i = 0; i < o.client_iterations; ++i) {
     const client::Completion c = consumer->Copy(in, out);
-    if (!c.status.ok()) Die(c.status.ToString());
+    if (!c.status.ok()) {
+      Die(c.status.ToString());
+    }
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (std::memcmp(dst.data(), src.data(), 4096) != 0) Die("client-to-client copy is wrong");
+  if (std::memcmp(dst.data(), src.data(), 4096) != 0) {
+    Die("client-to-client copy is wrong");
+  }
   const double ours = static_cast<double>(o.client_bytes) * o.client_iterations / seconds / 1e9;
   daemon.Stop();
   const std::string name = "client_to_client_" + std::to_string(o.client_bytes >> 20) + "MiB";
@@ -205,14 +226,18 @@ void RunLatency(const DaemonOptions& o, Report& report) {
     client::Allocation da = Must(c->Allocate("sys0", 4096), "allocate");
     client::Instance si = Must(c->Register(sa, 0, shape), "register");
     client::Instance di = Must(c->Register(da, 0, shape), "register");
-    for (int i = 0; i < 1000; ++i) c->Copy(si, di);
+    for (int i = 0; i < 1000; ++i) {
+      c->Copy(si, di);
+    }
     std::vector<double> us;
     us.reserve(static_cast<size_t>(o.latency_iterations));
     for (int i = 0; i < o.latency_iterations; ++i) {
       const auto t0 = Clock::now();
       const client::Completion done = c->Copy(si, di);
       us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-      if (!done.status.ok()) Die(done.status.ToString());
+      if (!done.status.ok()) {
+        Die(done.status.ToString());
+      }
     }
     const double median = Percentile(us, 0.5), p99 = Percentile(us, 0.99);
     report.Add({"latency_4KiB_ring", "median", median, "us", "4 KiB memcpy in-process",
@@ -229,12 +254,16 @@ void RunLatency(const DaemonOptions& o, Report& report) {
     areq.set_client_name("lat-grpc");
     auto stream = stub->Attach(&attach_ctx, areq);
     v1::SessionEvent first;
-    if (!stream->Read(&first)) Die("gRPC attach failed");
+    if (!stream->Read(&first)) {
+      Die("gRPC attach failed");
+    }
     auto call = [&](auto method, const auto& req, auto* resp) {
       grpc::ClientContext ctx;
       ctx.AddMetadata("isometry-session", first.session());
       grpc::Status s = ((*stub).*method)(&ctx, req, resp);
-      if (!s.ok()) Die("gRPC: " + s.error_message());
+      if (!s.ok()) {
+        Die("gRPC: " + s.error_message());
+      }
     };
     uint64_t instances[2];
     for (uint64_t& inst : instances) {
@@ -264,9 +293,12 @@ void RunLatency(const DaemonOptions& o, Report& report) {
       v1::CopyResponse resp;
       const auto t0 = Clock::now();
       call(&v1::Isometry::Stub::Copy, cr, &resp);
-      if (i >= 200)
+      if (i >= 200) {
         us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-      if (resp.info().state() != "done") Die("gRPC copy: " + resp.info().message());
+      }
+      if (resp.info().state() != "done") {
+        Die("gRPC copy: " + resp.info().message());
+      }
     }
     report.Add({"latency_4KiB_grpc", "median", Percentile(us, 0.5), "us", "4 KiB memcpy in-process",
                 floor_median, Percentile(us, 0.5) / floor_median, ""});

@@ -1,17 +1,17 @@
 #include "tools/bench/disk_scenarios.h"
 
+#include <absl/base/thread_annotations.h>
+#include <absl/synchronization/mutex.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -20,6 +20,8 @@
 #include "channels/disk/disk_channel.h"
 #include "channels/disk/disk_file.h"
 #include "config/runtime_config.h"
+#include "core/strings.h"
+#include "core/unique_fd.h"
 #include "daemon/runtime/runtime.h"
 #include "tools/bench/host_buffer.h"
 
@@ -40,7 +42,9 @@ struct FioResult {
 
 std::string ShellQuote(const std::string& s) {
   std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  for (char c : s) {
+    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  }
   return out + "'";
 }
 
@@ -57,10 +61,14 @@ FioResult RunFio(const std::string& file, bool write, uint64_t bytes, unsigned d
              " --ioengine=io_uring --direct=1 --iodepth=", depth, " --fallocate=none",
              end_fsync ? " --end_fsync=1" : "", " --output-format=json");
   FILE* pipe = ::popen(("timeout 300 " + cmd + " 2>&1").c_str(), "r");
-  if (!pipe) return {false, 0, "cannot start fio"};
+  if (!pipe) {
+    return {false, 0, "cannot start fio"};
+  }
   std::string out;
   char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) {
+    out.append(buf, n);
+  }
   const int status = ::pclose(pipe);
   if (status != 0) {
     return {false, 0,
@@ -70,7 +78,9 @@ FioResult RunFio(const std::string& file, bool write, uint64_t bytes, unsigned d
   // jobs[0].<rw>.bw_bytes, without a JSON library.
   const size_t section = out.find("\"" + rw + "\" : {");
   const size_t key = section == std::string::npos ? section : out.find("\"bw_bytes\" : ", section);
-  if (key == std::string::npos) return {false, 0, "no bw_bytes in fio's output"};
+  if (key == std::string::npos) {
+    return {false, 0, "no bw_bytes in fio's output"};
+  }
   return {true, std::strtod(out.c_str() + key + 13, nullptr), cmd};
 }
 
@@ -79,14 +89,17 @@ FioResult RunFio(const std::string& file, bool write, uint64_t bytes, unsigned d
 // printing the failure.
 std::optional<double> RunChannel(Channel& channel, bool write, const FileRange& file,
                                  uint64_t bytes, const HostBuffer& host) {
-  std::mutex mu;
-  std::condition_variable cv;
-  int in_flight = 0;
-  Status failure;
+  // Shared with the completion callbacks, which run on the channel's threads.
+  struct InFlight {
+    absl::Mutex mu;
+    absl::CondVar cv;
+    int count ABSL_GUARDED_BY(mu) = 0;
+    Status failure ABSL_GUARDED_BY(mu);
+  } f;
   const int depth = std::max(1, channel.caps().max_in_flight);
   const auto t0 = Clock::now();
-  std::unique_lock lock(mu);
-  for (uint64_t off = 0; off < bytes && failure.ok(); off += kRequest) {
+  f.mu.Lock();
+  for (uint64_t off = 0; off < bytes && f.failure.ok(); off += kRequest) {
     const uint64_t runs = std::min(kRequest, bytes - off) / kRun;
     auto program = std::make_shared<CopyProgram>();
     CopyOp op;
@@ -107,19 +120,27 @@ std::optional<double> RunChannel(Channel& channel, bool write, const FileRange& 
       req.src = ref;
       req.dst = HostBytes{mem};
     }
-    cv.wait(lock, [&] { return in_flight < depth; });
-    ++in_flight;
-    lock.unlock();
-    channel.Submit(std::move(req), [&](Status s) {
-      std::lock_guard l(mu);
-      --in_flight;
-      if (!s.ok() && failure.ok()) failure = s;
-      cv.notify_all();
+    while (f.count >= depth) {
+      f.cv.Wait(&f.mu);
+    }
+    ++f.count;
+    f.mu.Unlock();
+    channel.Submit(std::move(req), [&f](const Status& s) {
+      absl::MutexLock l(&f.mu);
+      --f.count;
+      if (!s.ok() && f.failure.ok()) {
+        f.failure = s;
+      }
+      f.cv.SignalAll();
     });
-    lock.lock();
+    f.mu.Lock();
   }
-  cv.wait(lock, [&] { return in_flight == 0; });
+  while (f.count != 0) {
+    f.cv.Wait(&f.mu);
+  }
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const Status failure = f.failure;
+  f.mu.Unlock();
   if (!failure.ok()) {
     std::fprintf(stderr, "disk bench: %s\n", failure.ToString().c_str());
     return std::nullopt;
@@ -135,15 +156,21 @@ std::unique_ptr<Channel> MakeOrDie(ChannelKind kind, const char* name) {
   auto ch = MakeDiskChannel(c);
   if (!ch.ok()) {
     std::fprintf(stderr, "disk bench: %s\n", ch.status().ToString().c_str());
-    std::exit(1);
+    // A benchmark that cannot go on ends the process; the rows so far are
+    // void and no state needs an orderly shutdown.
+    std::exit(1);  // NOLINT(concurrency-mt-unsafe)
   }
   std::fprintf(stderr, "  %s\n", DescribeDiskChannel(**ch).c_str());
   return *std::move(ch);
 }
 
 void KeepBest(FioResult& best, const FioResult& f) {
-  if (f.ok && (!best.ok || f.bytes_per_s > best.bytes_per_s)) best = f;
-  if (!f.ok && !best.ok) best = f;
+  if (f.ok && (!best.ok || f.bytes_per_s > best.bytes_per_s)) {
+    best = f;
+  }
+  if (!f.ok && !best.ok) {
+    best = f;
+  }
 }
 
 std::string FioBaseline(bool write, bool direct, bool end_fsync = false) {
@@ -181,18 +208,18 @@ std::optional<double> TimedCopy(Runtime& rt, CopyRequest req, const char* what) 
 
 // Seconds of fdatasync(path) plus fsync(dir), or nullopt (printed).
 std::optional<double> TimedSync(const std::string& path, const std::string& dir) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  const UniqueFd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   std::optional<double> out;
-  if (fd >= 0 && dfd >= 0) {
+  if (fd.valid() && dfd.valid()) {
     const auto t0 = Clock::now();
-    if (::fdatasync(fd) == 0 && ::fsync(dfd) == 0)
+    if (::fdatasync(fd.get()) == 0 && ::fsync(dfd.get()) == 0) {
       out = std::chrono::duration<double>(Clock::now() - t0).count();
+    }
   }
-  if (!out)
-    std::fprintf(stderr, "disk bench: syncing %s: %s\n", path.c_str(), std::strerror(errno));
-  if (fd >= 0) ::close(fd);
-  if (dfd >= 0) ::close(dfd);
+  if (!out) {
+    std::fprintf(stderr, "disk bench: syncing %s: %s\n", path.c_str(), ErrnoString(errno).c_str());
+  }
   return out;
 }
 
@@ -204,9 +231,282 @@ struct Best {
 
 // DSK->SYS and SYS->DSK of `bytes` through the Runtime against fio, and an
 // AOS (SYS) -> SOA (file) write pipelined in one Copy against staged
-// (convert all into SYS, then write). `repeat` rounds, each running every
-// runtime case once and fio once, in alternating order; the rows are the
-// rounds' medians. Removes its files.
+// (convert all into SYS, then write). Each round runs every runtime case
+// once (Round) and fio once (Fio); the rows are the rounds' medians.
+class DiskRuntimeBench {
+ public:
+  DiskRuntimeBench(Runtime& rt, const std::string& dir, uint64_t bytes)
+      : rt_(rt),
+        sys_(*rt.FindMemory("sys0")),
+        dsk_(*rt.FindMemory("dsk0")),
+        dir_(dir),
+        bytes_(bytes),
+        plain_name_(StrCat("isometry-bench-rt-", ::getpid(), ".bin")),
+        soa_name_(StrCat("isometry-bench-soa-", ::getpid(), ".bin")),
+        dd_name_(StrCat("isometry-bench-dd-", ::getpid(), ".bin")),
+        dd_path_(StrCat(dir, "/", dd_name_)),
+        plain_path_(StrCat(dir, "/", plain_name_)),
+        soa_path_(StrCat(dir, "/", soa_name_)),
+        fio_path_(StrCat(dir, "/isometry-bench-rt-fio-", ::getpid(), ".bin")),
+        plain_{Box::FromExtents({static_cast<int64_t>(bytes / 8)}), FieldSpace::Uniform(1, 8),
+               Layout::Aos(1)},
+        n_(static_cast<int64_t>(bytes / 32)),
+        aos_bytes_(static_cast<uint64_t>(n_) * 32),
+        aos_{Box::FromExtents({n_}), FieldSpace::Uniform(8, 4), Layout::Aos(1)},
+        soa_{aos_.bounds, aos_.fields, Layout::Soa(1)},
+        rows_{Box::FromExtents({16, static_cast<int64_t>(bytes / 128)}), FieldSpace::Uniform(1, 8),
+              *Layout::Parse("F,x,y", 2)},
+        cols_{rows_.bounds, rows_.fields, *Layout::Parse("F,y,x", 2)},
+        a_(bytes, 0),
+        b_(bytes, 0) {
+    uint32_t* w = reinterpret_cast<uint32_t*>(a_.data());
+    for (uint64_t k = 0; k < bytes / 4; ++k) {
+      w[k] = static_cast<uint32_t>(k);
+    }
+  }
+
+  void RemoveFiles() const {
+    for (const std::string* p : {&plain_path_, &soa_path_, &fio_path_, &dd_path_}) {
+      ::unlink(p->c_str());
+    }
+  }
+
+  // fio's write (no fsync), read, and write ending with fsync (the durable
+  // baseline), once.
+  void Fio() {
+    ::unlink(fio_path_.c_str());
+    for (int i : {2, 0, 1}) {  // the read reads the last write's file
+      const FioResult f = RunFio(fio_path_, i != 1, bytes_, kDefaultQueueDepth, i == 2);
+      fio_round_[i] = f.ok ? f.bytes_per_s / 1e9 : 0;
+      KeepBest(fio_[i], f);
+      if (i == 2) {
+        ::unlink(fio_path_.c_str());
+      }
+    }
+  }
+
+  // Every runtime case once; the first round also checks what was copied.
+  // False after printing a failure.
+  bool Round(bool first) {
+    return PlainWriteRead(first) && Transpose(first) && PlainWriteNoSync() && AosToSoa(first);
+  }
+
+  // Adds the last round (runtime and fio) to the medians.
+  void AddRound() {
+    const double gb = static_cast<double>(bytes_) / 1e9;
+    read_rounds_.Add(gb / last_read_, fio_round_[1]);
+    write_rounds_.Add(gb / last_write_, fio_round_[2]);
+    nosync_rounds_.Add(gb / last_nosync_, fio_round_[0]);
+    const double aos_gb = static_cast<double>(aos_bytes_) / 1e9;
+    convert_rounds_.Add(aos_gb / last_pipelined_, gb / last_write_);
+    staged_rounds_.Add(aos_gb / last_pipelined_, aos_gb / last_staged_);
+    dd_rounds_.Add(gb / last_dd_, gb / (last_read_ + last_write_));
+  }
+
+  void Print(bool direct, Report& report) const;
+
+ private:
+  InstanceRef Host(const HostBuffer& buf, const InstanceShape& s) const {
+    return InstanceRef{sys_, buf.data(), buf.size(), s};
+  }
+  InstanceRef File(const std::string& name, const InstanceShape& s) const {
+    InstanceRef r;
+    r.memory = dsk_;
+    r.shape = s;
+    r.file = name;
+    return r;
+  }
+  // True when `b` holds the SOA form of `a`.
+  bool SoaOk() const {
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(b_.data());
+    for (int64_t f = 0; f < 8; ++f) {
+      for (int64_t i = 0; i < n_; ++i) {
+        if (w[f * n_ + i] != static_cast<uint32_t>(8 * i + f)) {
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  bool PlainWriteRead(bool first);
+  bool Transpose(bool first);
+  bool PlainWriteNoSync();
+  bool AosToSoa(bool first);
+
+  Runtime& rt_;
+  const MemoryId sys_, dsk_;
+  const std::string dir_;
+  const uint64_t bytes_;
+  const std::string plain_name_, soa_name_, dd_name_;
+  const std::string dd_path_, plain_path_, soa_path_, fio_path_;
+  // Plain: a contiguous 1-D instance of 8-byte entries. Converting: 8 fields
+  // of 4 bytes, AOS in SYS, SOA in the file (the file system's 4 KiB
+  // alignment holds: bytes is a multiple of 1 MiB, so each SOA field is too).
+  const InstanceShape plain_;
+  const int64_t n_;
+  const uint64_t aos_bytes_;
+  const InstanceShape aos_, soa_;
+  // DSK -> DSK: the plain file read as a 16 x (bytes / 128) matrix of
+  // 8-byte values, written transposed (F,x,y -> F,y,x: rows become columns).
+  const InstanceShape rows_, cols_;
+  // `a`: the source of every write (word k holds k, so AOS entry i field f
+  // holds 8i + f). `b`: the read destination and the staged SOA buffer.
+  HostBuffer a_, b_;
+
+  Best write_, fsync_cost_, staged_convert_, staged_write_;
+  // The last round's times, for the per-round pairs.
+  double last_write_ = 0, last_nosync_ = 0, last_read_ = 0, last_pipelined_ = 0, last_staged_ = 0;
+  double last_dd_ = 0;
+  // write (no fsync), read, write ending with fsync (the durable baseline).
+  FioResult fio_[3];
+  double fio_round_[3] = {};
+  Rounds read_rounds_, write_rounds_, nosync_rounds_, convert_rounds_, staged_rounds_, dd_rounds_;
+};
+
+bool DiskRuntimeBench::PlainWriteRead(bool first) {
+  ::unlink(plain_path_.c_str());  // the rename would free the old file's blocks in the timing
+  auto s = TimedCopy(rt_, {.src = Host(a_, plain_), .dst = File(plain_name_, plain_)}, "SYS->DSK");
+  if (!s) {
+    return false;
+  }
+  write_.Add(*s);
+  last_write_ = *s;
+  std::memset(b_.data(), 0, b_.size());
+  s = TimedCopy(rt_, {.src = File(plain_name_, plain_), .dst = Host(b_, plain_)}, "DSK->SYS");
+  if (!s) {
+    return false;
+  }
+  last_read_ = *s;
+  if (first && std::memcmp(a_.data(), b_.data(), bytes_) != 0) {
+    std::fprintf(stderr, "disk bench: DSK->SYS read back other bytes than SYS->DSK wrote\n");
+    return false;
+  }
+  return true;
+}
+
+bool DiskRuntimeBench::Transpose(bool first) {
+  ::unlink(dd_path_.c_str());
+  auto s =
+      TimedCopy(rt_, {.src = File(plain_name_, rows_), .dst = File(dd_name_, cols_)}, "DSK->DSK");
+  if (!s) {
+    return false;
+  }
+  last_dd_ = *s;
+  if (first) {  // row x of the source is column x of the copy
+    std::memset(b_.data(), 0, b_.size());
+    if (!TimedCopy(rt_, {.src = File(dd_name_, cols_), .dst = Host(b_, cols_)}, "DSK->DSK check")) {
+      return false;
+    }
+    const uint64_t n_cols = bytes_ / 128;
+    for (uint64_t x = 0; x < 16; ++x) {
+      for (uint64_t y = 0; y < n_cols; y += 4099) {
+        if (std::memcmp(b_.data() + 8 * (x * n_cols + y), a_.data() + 8 * (y * 16 + x), 8) != 0) {
+          std::fprintf(stderr, "disk bench: DSK->DSK transpose differs at (%llu, %llu)\n",
+                       static_cast<unsigned long long>(x), static_cast<unsigned long long>(y));
+          return false;
+        }
+      }
+    }
+  }
+  ::unlink(dd_path_.c_str());
+  return true;
+}
+
+bool DiskRuntimeBench::PlainWriteNoSync() {
+  ::unlink(plain_path_.c_str());
+  auto s =
+      TimedCopy(rt_, {.src = Host(a_, plain_), .dst = File(plain_name_, plain_), .durable = false},
+                "SYS->DSK (durable=false)");
+  if (!s) {
+    return false;
+  }
+  last_nosync_ = *s;
+  // What durable=true adds, measured directly: the data went out with
+  // O_DIRECT, so this is the file's metadata, the device cache flush and
+  // the directory (DiskEndpoint::Commit syncs both).
+  if (const auto sync = TimedSync(plain_path_, dir_)) {
+    fsync_cost_.Add(*sync);
+  }
+  return true;
+}
+
+bool DiskRuntimeBench::AosToSoa(bool first) {
+  ::unlink(soa_path_.c_str());
+  auto s = TimedCopy(rt_, {.src = Host(a_, aos_), .dst = File(soa_name_, soa_)}, "AOS->SOA file");
+  if (!s) {
+    return false;
+  }
+  last_pipelined_ = *s;
+  if (first) {
+    std::memset(b_.data(), 0, b_.size());
+    if (!TimedCopy(rt_, {.src = File(soa_name_, soa_), .dst = Host(b_, soa_)}, "SOA file read")) {
+      return false;
+    }
+    if (!SoaOk()) {
+      std::fprintf(stderr, "disk bench: the AOS->SOA file does not hold the SOA of the source\n");
+      return false;
+    }
+  }
+  ::unlink(soa_path_.c_str());
+  const auto convert = TimedCopy(rt_, {.src = Host(a_, aos_), .dst = Host(b_, soa_)}, "AOS->SOA");
+  if (!convert) {
+    return false;
+  }
+  s = TimedCopy(rt_, {.src = Host(b_, soa_), .dst = File(soa_name_, soa_)}, "SOA->file");
+  if (!s) {
+    return false;
+  }
+  last_staged_ = *convert + *s;
+  staged_convert_.Add(*convert);
+  staged_write_.Add(*s);
+  return true;
+}
+
+void DiskRuntimeBench::Print(bool direct, Report& report) const {
+  read_rounds_.Print("runtime DSK->SYS vs fio read");
+  write_rounds_.Print("runtime SYS->DSK (durable) vs fio write + end_fsync");
+  nosync_rounds_.Print("runtime SYS->DSK (durable=false) vs fio write");
+  convert_rounds_.Print("AOS->SOA file vs plain durable write");
+  staged_rounds_.Print("AOS->SOA file pipelined vs staged");
+  dd_rounds_.Print("DSK->DSK transposed vs DSK->SYS read + SYS->DSK write of the same bytes");
+
+  const double sync_ms = fsync_cost_.seconds < 1e300 ? fsync_cost_.seconds * 1e3 : -1;
+  std::fprintf(stderr,
+               "  runtime SYS->DSK: best %.1f ms durable; fdatasync + directory fsync of the "
+               "written file: %.1f ms (%.1f%% of the durable write)%s\n",
+               write_.seconds * 1e3, sync_ms, 100 * sync_ms / (write_.seconds * 1e3),
+               sync_ms > 0.5 * write_.seconds * 1e3 ? ": fdatasync dominates" : "");
+  std::fprintf(stderr, "  staged AOS->SOA (best of each): convert %.1f ms, write %.1f ms\n",
+               staged_convert_.seconds * 1e3, staged_write_.seconds * 1e3);
+  if (fio_[0].ok && fio_[1].ok && fio_[2].ok) {
+    report.Add(MedianRow("disk_read_runtime", "throughput", read_rounds_,
+                         FioBaseline(false, direct), ">= 0.9"));
+    report.Add(MedianRow("disk_write_runtime", "throughput", write_rounds_,
+                         FioBaseline(true, direct, true), ">= 0.9"));
+    report.Add(MedianRow("disk_write_runtime", "durable=false", nosync_rounds_,
+                         FioBaseline(true, direct), ""));
+  } else {
+    for (const FioResult& f : fio_) {
+      if (!f.ok) {
+        std::fprintf(stderr, "  fio unavailable: %s\n", f.detail.c_str());
+      }
+    }
+  }
+  if (sync_ms >= 0) {
+    report.Add({"disk_write_runtime", "fdatasync", sync_ms, "ms", "the whole durable write",
+                write_.seconds * 1e3, sync_ms / (write_.seconds * 1e3), "report"});
+  }
+  report.Add(MedianRow("aos_to_soa_to_disk", "throughput", staged_rounds_,
+                       "staged (convert all, then write)", ""));
+  report.Add(MedianRow("aos_to_soa_to_disk", "vs_plain_write", convert_rounds_,
+                       "plain durable write (disk_write_runtime)", ">= 0.9"));
+  report.Add(MedianRow("dsk_to_dsk_transpose", "throughput", dd_rounds_,
+                       "read into SYS, then durable write (same bytes)", ">= 0.9"));
+}
+
+// `repeat` rounds of DiskRuntimeBench, runtime and fio in alternating order.
+// Removes its files.
 void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool direct,
                     Report& report) {
   auto created = Runtime::Create(DiskRuntimeConfig(dir));
@@ -214,196 +514,22 @@ void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool dir
     std::fprintf(stderr, "disk bench: runtime: %s\n", created.status().ToString().c_str());
     return;
   }
-  Runtime& rt = **created;
-  const MemoryId sys = *rt.FindMemory("sys0"), dsk = *rt.FindMemory("dsk0");
-  const std::string plain_name = StrCat("isometry-bench-rt-", ::getpid(), ".bin");
-  const std::string soa_name = StrCat("isometry-bench-soa-", ::getpid(), ".bin");
-  const std::string dd_name = StrCat("isometry-bench-dd-", ::getpid(), ".bin");
-  const std::string dd_path = StrCat(dir, "/", dd_name);
-  const std::string plain_path = StrCat(dir, "/", plain_name);
-  const std::string soa_path = StrCat(dir, "/", soa_name);
-  const std::string fio_path = StrCat(dir, "/isometry-bench-rt-fio-", ::getpid(), ".bin");
-  auto remove_files = [&] {
-    for (const std::string* p : {&plain_path, &soa_path, &fio_path, &dd_path}) ::unlink(p->c_str());
-  };
-
-  // Plain: a contiguous 1-D instance of 8-byte entries. Converting: 8 fields
-  // of 4 bytes, AOS in SYS, SOA in the file (the file system's 4 KiB
-  // alignment holds: bytes is a multiple of 1 MiB, so each SOA field is too).
-  const InstanceShape plain{Box::FromExtents({static_cast<int64_t>(bytes / 8)}),
-                            FieldSpace::Uniform(1, 8), Layout::Aos(1)};
-  const int64_t n = static_cast<int64_t>(bytes / 32);
-  const uint64_t aos_bytes = static_cast<uint64_t>(n) * 32;
-  const InstanceShape aos{Box::FromExtents({n}), FieldSpace::Uniform(8, 4), Layout::Aos(1)};
-  const InstanceShape soa{aos.bounds, aos.fields, Layout::Soa(1)};
-  // DSK -> DSK: the plain file read as a 16 x (bytes / 128) matrix of
-  // 8-byte values, written transposed (F,x,y -> F,y,x: rows become columns).
-  const InstanceShape rows{Box::FromExtents({16, static_cast<int64_t>(bytes / 128)}),
-                           FieldSpace::Uniform(1, 8), *Layout::Parse("F,x,y", 2)};
-  const InstanceShape cols{rows.bounds, rows.fields, *Layout::Parse("F,y,x", 2)};
-  // `a`: the source of every write (word k holds k, so AOS entry i field f
-  // holds 8i + f). `b`: the read destination and the staged SOA buffer.
-  HostBuffer a(bytes, 0), b(bytes, 0);
-  {
-    uint32_t* w = reinterpret_cast<uint32_t*>(a.data());
-    for (uint64_t k = 0; k < bytes / 4; ++k) w[k] = static_cast<uint32_t>(k);
-  }
-  auto host = [&](const HostBuffer& buf, const InstanceShape& s) {
-    return InstanceRef{sys, buf.data(), buf.size(), s};
-  };
-  auto file = [&](const std::string& name, const InstanceShape& s) {
-    InstanceRef r;
-    r.memory = dsk;
-    r.shape = s;
-    r.file = name;
-    return r;
-  };
-  // True when `b` holds the SOA form of `a`.
-  auto soa_ok = [&] {
-    const uint32_t* w = reinterpret_cast<const uint32_t*>(b.data());
-    for (int64_t f = 0; f < 8; ++f)
-      for (int64_t i = 0; i < n; ++i)
-        if (w[f * n + i] != static_cast<uint32_t>(8 * i + f)) return false;
-    return true;
-  };
-
-  Best write, fsync_cost, staged_convert, staged_write;
-  // The last round's times, for the per-round pairs.
-  double last_write = 0, last_nosync = 0, last_read = 0, last_pipelined = 0, last_staged = 0;
-  double last_dd = 0;
-  // write (no fsync), read, write ending with fsync (the durable baseline).
-  FioResult fio[3];
-  double fio_round[3] = {};
-  auto with_fio = [&] {
-    ::unlink(fio_path.c_str());
-    for (int i : {2, 0, 1}) {  // the read reads the last write's file
-      const FioResult f = RunFio(fio_path, i != 1, bytes, kDefaultQueueDepth, i == 2);
-      fio_round[i] = f.ok ? f.bytes_per_s / 1e9 : 0;
-      KeepBest(fio[i], f);
-      if (i == 2) ::unlink(fio_path.c_str());
-    }
-  };
-  auto runtime = [&](bool first) -> bool {
-    ::unlink(plain_path.c_str());  // the rename would free the old file's blocks in the timing
-    auto s = TimedCopy(rt, {.src = host(a, plain), .dst = file(plain_name, plain)}, "SYS->DSK");
-    if (!s) return false;
-    write.Add(*s);
-    last_write = *s;
-    std::memset(b.data(), 0, b.size());
-    s = TimedCopy(rt, {.src = file(plain_name, plain), .dst = host(b, plain)}, "DSK->SYS");
-    if (!s) return false;
-    last_read = *s;
-    if (first && std::memcmp(a.data(), b.data(), bytes) != 0) {
-      std::fprintf(stderr, "disk bench: DSK->SYS read back other bytes than SYS->DSK wrote\n");
-      return false;
-    }
-    ::unlink(dd_path.c_str());
-    s = TimedCopy(rt, {.src = file(plain_name, rows), .dst = file(dd_name, cols)}, "DSK->DSK");
-    if (!s) return false;
-    last_dd = *s;
-    if (first) {  // row x of the source is column x of the copy
-      std::memset(b.data(), 0, b.size());
-      if (!TimedCopy(rt, {.src = file(dd_name, cols), .dst = host(b, cols)}, "DSK->DSK check")) {
-        return false;
-      }
-      const uint64_t n_cols = bytes / 128;
-      for (uint64_t x = 0; x < 16; ++x)
-        for (uint64_t y = 0; y < n_cols; y += 4099)
-          if (std::memcmp(b.data() + 8 * (x * n_cols + y), a.data() + 8 * (y * 16 + x), 8) != 0) {
-            std::fprintf(stderr, "disk bench: DSK->DSK transpose differs at (%llu, %llu)\n",
-                         static_cast<unsigned long long>(x), static_cast<unsigned long long>(y));
-            return false;
-          }
-    }
-    ::unlink(dd_path.c_str());
-    ::unlink(plain_path.c_str());
-    s = TimedCopy(rt, {.src = host(a, plain), .dst = file(plain_name, plain), .durable = false},
-                  "SYS->DSK (durable=false)");
-    if (!s) return false;
-    last_nosync = *s;
-    // What durable=true adds, measured directly: the data went out with
-    // O_DIRECT, so this is the file's metadata, the device cache flush and
-    // the directory (DiskEndpoint::Commit syncs both).
-    if (const auto sync = TimedSync(plain_path, dir)) fsync_cost.Add(*sync);
-
-    ::unlink(soa_path.c_str());
-    s = TimedCopy(rt, {.src = host(a, aos), .dst = file(soa_name, soa)}, "AOS->SOA file");
-    if (!s) return false;
-    last_pipelined = *s;
-    if (first) {
-      std::memset(b.data(), 0, b.size());
-      if (!TimedCopy(rt, {.src = file(soa_name, soa), .dst = host(b, soa)}, "SOA file read")) {
-        return false;
-      }
-      if (!soa_ok()) {
-        std::fprintf(stderr, "disk bench: the AOS->SOA file does not hold the SOA of the source\n");
-        return false;
-      }
-    }
-    ::unlink(soa_path.c_str());
-    const auto convert = TimedCopy(rt, {.src = host(a, aos), .dst = host(b, soa)}, "AOS->SOA");
-    if (!convert) return false;
-    s = TimedCopy(rt, {.src = host(b, soa), .dst = file(soa_name, soa)}, "SOA->file");
-    if (!s) return false;
-    last_staged = *convert + *s;
-    staged_convert.Add(*convert);
-    staged_write.Add(*s);
-    return true;
-  };
-  Rounds read_rounds, write_rounds, nosync_rounds, convert_rounds, staged_rounds, dd_rounds;
-  const double gb = static_cast<double>(bytes) / 1e9;
+  DiskRuntimeBench bench(**created, dir, bytes);
   for (int rep = 0; rep < repeat; ++rep) {
-    if (rep % 2) with_fio();
-    if (!runtime(rep == 0)) {
-      remove_files();
+    if (rep % 2) {
+      bench.Fio();
+    }
+    if (!bench.Round(rep == 0)) {
+      bench.RemoveFiles();
       return;
     }
-    if (rep % 2 == 0) with_fio();
-    read_rounds.Add(gb / last_read, fio_round[1]);
-    write_rounds.Add(gb / last_write, fio_round[2]);
-    nosync_rounds.Add(gb / last_nosync, fio_round[0]);
-    const double aos_gb = static_cast<double>(aos_bytes) / 1e9;
-    convert_rounds.Add(aos_gb / last_pipelined, gb / last_write);
-    staged_rounds.Add(aos_gb / last_pipelined, aos_gb / last_staged);
-    dd_rounds.Add(gb / last_dd, gb / (last_read + last_write));
+    if (rep % 2 == 0) {
+      bench.Fio();
+    }
+    bench.AddRound();
   }
-  remove_files();
-  read_rounds.Print("runtime DSK->SYS vs fio read");
-  write_rounds.Print("runtime SYS->DSK (durable) vs fio write + end_fsync");
-  nosync_rounds.Print("runtime SYS->DSK (durable=false) vs fio write");
-  convert_rounds.Print("AOS->SOA file vs plain durable write");
-  staged_rounds.Print("AOS->SOA file pipelined vs staged");
-  dd_rounds.Print("DSK->DSK transposed vs DSK->SYS read + SYS->DSK write of the same bytes");
-
-  const double sync_ms = fsync_cost.seconds < 1e300 ? fsync_cost.seconds * 1e3 : -1;
-  std::fprintf(stderr,
-               "  runtime SYS->DSK: best %.1f ms durable; fdatasync + directory fsync of the "
-               "written file: %.1f ms (%.1f%% of the durable write)%s\n",
-               write.seconds * 1e3, sync_ms, 100 * sync_ms / (write.seconds * 1e3),
-               sync_ms > 0.5 * write.seconds * 1e3 ? ": fdatasync dominates" : "");
-  std::fprintf(stderr, "  staged AOS->SOA (best of each): convert %.1f ms, write %.1f ms\n",
-               staged_convert.seconds * 1e3, staged_write.seconds * 1e3);
-  if (fio[0].ok && fio[1].ok && fio[2].ok) {
-    report.Add(MedianRow("disk_read_runtime", "throughput", read_rounds, FioBaseline(false, direct),
-                         ">= 0.9"));
-    report.Add(MedianRow("disk_write_runtime", "throughput", write_rounds,
-                         FioBaseline(true, direct, true), ">= 0.9"));
-    report.Add(MedianRow("disk_write_runtime", "durable=false", nosync_rounds,
-                         FioBaseline(true, direct), ""));
-  } else {
-    for (const FioResult& f : fio)
-      if (!f.ok) std::fprintf(stderr, "  fio unavailable: %s\n", f.detail.c_str());
-  }
-  if (sync_ms >= 0) {
-    report.Add({"disk_write_runtime", "fdatasync", sync_ms, "ms", "the whole durable write",
-                write.seconds * 1e3, sync_ms / (write.seconds * 1e3), "report"});
-  }
-  report.Add(MedianRow("aos_to_soa_to_disk", "throughput", staged_rounds,
-                       "staged (convert all, then write)", ""));
-  report.Add(MedianRow("aos_to_soa_to_disk", "vs_plain_write", convert_rounds,
-                       "plain durable write (disk_write_runtime)", ">= 0.9"));
-  report.Add(MedianRow("dsk_to_dsk_transpose", "throughput", dd_rounds,
-                       "read into SYS, then durable write (same bytes)", ">= 0.9"));
+  bench.RemoveFiles();
+  bench.Print(direct, report);
 }
 
 }  // namespace
@@ -442,11 +568,14 @@ void RunDisk(const std::string& dir, uint64_t bytes, Report& report, int repeat)
       // O_DIRECT write synchronously under the exclusive inode lock: the
       // queue depth collapses to 1, which fio never measures.
       if (write && ::ftruncate(file->fd(), static_cast<off_t>(bytes)) != 0) {
-        std::fprintf(stderr, "disk bench: ftruncate %s: %s\n", path.c_str(), std::strerror(errno));
+        std::fprintf(stderr, "disk bench: ftruncate %s: %s\n", path.c_str(),
+                     ErrnoString(errno).c_str());
         return false;
       }
       const auto s = RunChannel(write ? *writer : *reader, write, file->Ref(), bytes, host);
-      if (!s) return false;
+      if (!s) {
+        return false;
+      }
       ours_round[!write] = *s;
     }
     return true;
@@ -462,13 +591,19 @@ void RunDisk(const std::string& dir, uint64_t bytes, Report& report, int repeat)
   Rounds rounds[2];
   const double gb = static_cast<double>(bytes) / 1e9;
   for (int rep = 0; rep < kRepeat; ++rep) {
-    if (rep % 2) with_fio();
+    if (rep % 2) {
+      with_fio();
+    }
     if (!channels()) {
       ::unlink(path.c_str());
       return;
     }
-    if (rep % 2 == 0) with_fio();
-    for (int i : {0, 1}) rounds[i].Add(gb / ours_round[i], fio_round[i]);
+    if (rep % 2 == 0) {
+      with_fio();
+    }
+    for (int i : {0, 1}) {
+      rounds[i].Add(gb / ours_round[i], fio_round[i]);
+    }
   }
   ::unlink(path.c_str());
   rounds[0].Print("channel write vs fio write");
@@ -483,9 +618,10 @@ void RunDisk(const std::string& dir, uint64_t bytes, Report& report, int repeat)
     report.Add(MedianRow(write ? "disk_write_1MiB" : "disk_read_1MiB", "throughput", rounds[!write],
                          FioBaseline(write, direct), ">= 0.9"));
   }
-  if (!direct)
+  if (!direct) {
     std::fprintf(stderr, "  note: %s has no O_DIRECT; the channel used the page cache\n",
                  dir.c_str());
+  }
 
   RunDiskRuntime(dir, bytes, std::max(kRepeat, repeat), direct, report);
 }

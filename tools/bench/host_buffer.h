@@ -14,7 +14,9 @@ class HostBuffer {
   explicit HostBuffer(size_t bytes, int fill = 1)
       : bytes_(bytes),
         data_(static_cast<std::byte*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096))) {
-    if (!data_) std::abort();
+    if (!data_) {
+      std::abort();
+    }
     std::memset(data_.get(), fill, bytes);
   }
   std::byte* data() const { return data_.get(); }

@@ -71,16 +71,33 @@ int main(int argc, char** argv) {
     }
   }
   Report report(json);
-  if (wanted("contiguous")) RunContiguous(local, report);
-  if (wanted("aos_to_soa")) RunAosToSoa(local, report);
-  if (wanted("pipeline")) RunPipeline(local, report);
-  if (wanted("priority")) RunPriority(local, report);
-  if (wanted("client_to_client")) RunClientToClient(daemon, report);
-  if (wanted("latency")) RunLatency(daemon, report);
-  if (wanted("first_copy")) RunFirstCopy(daemon, report);
-  if (wanted("planning")) RunPlanning(local.repeat, report);
-  if (wanted("disk"))
+  if (wanted("contiguous")) {
+    RunContiguous(local, report);
+  }
+  if (wanted("aos_to_soa")) {
+    RunAosToSoa(local, report);
+  }
+  if (wanted("pipeline")) {
+    RunPipeline(local, report);
+  }
+  if (wanted("priority")) {
+    RunPriority(local, report);
+  }
+  if (wanted("client_to_client")) {
+    RunClientToClient(daemon, report);
+  }
+  if (wanted("latency")) {
+    RunLatency(daemon, report);
+  }
+  if (wanted("first_copy")) {
+    RunFirstCopy(daemon, report);
+  }
+  if (wanted("planning")) {
+    RunPlanning(local.repeat, report);
+  }
+  if (wanted("disk")) {
     RunDisk(disk_dir, static_cast<uint64_t>(disk_mib * (1 << 20)), report, local.repeat);
+  }
   report.Finish();
   return 0;
 }

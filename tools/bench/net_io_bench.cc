@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "config/config_parser.h"
+#include "core/strings.h"
 #include "tools/bench/bench_report.h"
 
 namespace {
@@ -32,7 +33,9 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kHeader = 48;
 
 void Check(bool ok, const char* what) {
-  if (!ok) throw std::runtime_error(std::string(what) + ": " + std::strerror(errno));
+  if (!ok) {
+    throw std::runtime_error(std::string(what) + ": " + isometry::ErrnoString(errno));
+  }
 }
 
 // N connected pairs on loopback: senders[i] -> receivers[i].
@@ -60,8 +63,12 @@ struct Pairs {
     ::close(l);
   }
   ~Pairs() {
-    for (int fd : senders) ::close(fd);
-    for (int fd : receivers) ::close(fd);
+    for (int fd : senders) {
+      ::close(fd);
+    }
+    for (int fd : receivers) {
+      ::close(fd);
+    }
   }
 };
 
@@ -122,13 +129,17 @@ void RunThreads(const Plan& p, Pairs& pairs) {
       }
     });
   }
-  for (auto& t : threads) t.join();
+  for (auto& t : threads) {
+    t.join();
+  }
 }
 
 // The next piece of connection c's current frame for a cursor: header or payload.
 std::pair<std::byte*, uint64_t> Piece(const Plan& p, int c, Cursor& cur, bool send) {
   const uint64_t k = static_cast<uint64_t>(c) + cur.frame * static_cast<uint64_t>(p.connections);
-  if (cur.done < kHeader) return {cur.header + cur.done, kHeader - cur.done};
+  if (cur.done < kHeader) {
+    return {cur.header + cur.done, kHeader - cur.done};
+  }
   std::byte* base = (send ? p.src : p.dst) + k * p.frame;
   return {base + (cur.done - kHeader), p.length(k) - (cur.done - kHeader)};
 }
@@ -148,7 +159,9 @@ void EpollSide(const Plan& p, const std::vector<int>& fds, bool send) {
   std::vector<Cursor> cur(fds.size());
   int open = 0;
   for (size_t c = 0; c < fds.size(); ++c) {
-    if (static_cast<uint64_t>(c) >= p.frames()) continue;
+    if (static_cast<uint64_t>(c) >= p.frames()) {
+      continue;
+    }
     ::fcntl(fds[c], F_SETFL, O_NONBLOCK);
     epoll_event ev{send ? static_cast<uint32_t>(EPOLLOUT) : static_cast<uint32_t>(EPOLLIN),
                    {.u64 = c}};
@@ -164,7 +177,9 @@ void EpollSide(const Plan& p, const std::vector<int>& fds, bool send) {
         auto [ptr, len] = Piece(p, c, cur[static_cast<size_t>(c)], send);
         const ssize_t got = send ? ::send(fds[static_cast<size_t>(c)], ptr, len, MSG_NOSIGNAL)
                                  : ::recv(fds[static_cast<size_t>(c)], ptr, len, 0);
-        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+          break;
+        }
         Check(got > 0, send ? "send" : "recv");
         if (Advance(p, c, cur[static_cast<size_t>(c)], static_cast<uint64_t>(got))) {
           ::epoll_ctl(ep, EPOLL_CTL_DEL, fds[static_cast<size_t>(c)], nullptr);
@@ -201,7 +216,9 @@ void UringSide(const Plan& p, const std::vector<int>& fds, bool send) {
     io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(c));
   };
   for (size_t c = 0; c < fds.size(); ++c) {
-    if (static_cast<uint64_t>(c) >= p.frames()) continue;
+    if (static_cast<uint64_t>(c) >= p.frames()) {
+      continue;
+    }
     submit(static_cast<int>(c));
     ++open;
   }
@@ -242,7 +259,9 @@ double Best(const Plan& p, int repeat, Fn run) {
     const auto t0 = Clock::now();
     run(p, pairs);
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (std::memcmp(p.src, p.dst, p.bytes) != 0) throw std::runtime_error("data mismatch");
+    if (std::memcmp(p.src, p.dst, p.bytes) != 0) {
+      throw std::runtime_error("data mismatch");
+    }
     best = std::max(best, static_cast<double>(p.bytes) / s);
   }
   return best;
@@ -250,7 +269,9 @@ double Best(const Plan& p, int repeat, Fn run) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// Failures of the runs are caught below; what else could throw here (CLI11's
+// option set-up, allocation) is a bug that should terminate loudly.
+int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   CLI::App app{"net_io_bench: blocking threads vs epoll vs io_uring for the data connections"};
   std::string bytes_text = "1GiB", frame_text = "4MiB";
   int connections = 4, repeat = 3;
@@ -271,7 +292,9 @@ int main(int argc, char** argv) {
       ::mmap(nullptr, *bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   auto* dst = static_cast<std::byte*>(
       ::mmap(nullptr, *bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  if (src == MAP_FAILED || dst == MAP_FAILED) return std::perror("mmap"), 1;
+  if (src == MAP_FAILED || dst == MAP_FAILED) {
+    return std::perror("mmap"), 1;
+  }
   for (uint64_t i = 0; i < *bytes; i += 8) {
     const uint64_t v = i * 0x9e3779b97f4a7c15ull;
     std::memcpy(src + i, &v, std::min<uint64_t>(8, *bytes - i));

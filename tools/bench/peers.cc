@@ -1,5 +1,7 @@
 #include "tools/bench/peers.h"
 
+#include <absl/base/thread_annotations.h>
+#include <absl/synchronization/mutex.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -19,7 +21,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string_view>
@@ -67,8 +68,12 @@ PeerResult Unavailable(std::string why) { return {false, 0, std::move(why)}; }
 
 std::string Describe(const Command& c) {
   std::string s;
-  for (const std::string& part : c.env) s += part + " ";
-  for (const std::string& part : c.argv) s += part + " ";
+  for (const std::string& part : c.env) {
+    s += part + " ";
+  }
+  for (const std::string& part : c.argv) {
+    s += part + " ";
+  }
   s.pop_back();  // argv is never empty
   return s;
 }
@@ -77,7 +82,9 @@ std::string Describe(const Command& c) {
 std::string Tail(const std::string& output) {
   constexpr size_t kKeep = 400;
   std::string tail = output.substr(output.size() - std::min(output.size(), kKeep));
-  while (!tail.empty() && std::isspace(static_cast<unsigned char>(tail.back()))) tail.pop_back();
+  while (!tail.empty() && std::isspace(static_cast<unsigned char>(tail.back()))) {
+    tail.pop_back();
+  }
   std::replace(tail.begin(), tail.end(), '\n', ' ');
   return tail;
 }
@@ -88,7 +95,9 @@ std::optional<std::string> FindInPath(const std::string& name) {
   while (!dirs.empty()) {
     const size_t colon = std::min(dirs.find(':'), dirs.size());
     const std::string candidate = std::string(dirs.substr(0, colon)) + "/" + name;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
     dirs.remove_prefix(std::min(colon + 1, dirs.size()));
   }
   return std::nullopt;
@@ -104,7 +113,9 @@ std::vector<std::string> ChildEnv(const std::vector<std::string>& overrides) {
           return entry.substr(0, entry.find('=') + 1) ==
                  std::string_view(o).substr(0, o.find('=') + 1);
         });
-    if (!replaced) env.emplace_back(entry);
+    if (!replaced) {
+      env.emplace_back(entry);
+    }
   }
   env.insert(env.end(), overrides.begin(), overrides.end());
   return env;
@@ -113,7 +124,9 @@ std::vector<std::string> ChildEnv(const std::vector<std::string>& overrides) {
 std::vector<char*> Pointers(std::vector<std::string>& strings) {
   std::vector<char*> pointers;
   pointers.reserve(strings.size() + 1);
-  for (std::string& s : strings) pointers.push_back(s.data());
+  for (std::string& s : strings) {
+    pointers.push_back(s.data());
+  }
   pointers.push_back(nullptr);
   return pointers;
 }
@@ -164,7 +177,9 @@ std::optional<Child> Spawn(const Command& c, std::string* error) {
 // while we may still signal that group.
 bool Exited(pid_t pid) {
   siginfo_t info{};
-  if (waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0) return true;
+  if (waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+    return true;
+  }
   return info.si_pid == pid;
 }
 
@@ -188,7 +203,9 @@ bool Drain(int fd, std::string* out) {
 void Terminate(pid_t pid) {
   kill(-pid, SIGTERM);
   const auto give_up = Clock::now() + kTermGrace;
-  while (!Exited(pid) && Clock::now() < give_up) std::this_thread::sleep_for(10ms);
+  while (!Exited(pid) && Clock::now() < give_up) {
+    std::this_thread::sleep_for(10ms);
+  }
   kill(-pid, SIGKILL);
 }
 
@@ -222,7 +239,9 @@ Outcome Finish(const Child& child, Clock::time_point deadline) {
 // start.
 std::optional<Outcome> Run(const Command& c, Clock::time_point deadline, std::string* error) {
   const std::optional<Child> child = Spawn(c, error);
-  if (!child) return std::nullopt;
+  if (!child) {
+    return std::nullopt;
+  }
   return Finish(*child, deadline);
 }
 
@@ -263,8 +282,12 @@ uint64_t WarmupFor(uint64_t iterations) { return std::max<uint64_t>(1, iteration
 std::string UcxTagLanes(const std::string& output) {
   for (size_t at = output.find("tag("); at != std::string::npos; at = output.find("tag(", at + 1)) {
     const size_t end = output.find(')', at);
-    if (end == std::string::npos) break;
-    if (output.compare(at, 9, "tag(self/") != 0) return output.substr(at, end + 1 - at);
+    if (end == std::string::npos) {
+      break;
+    }
+    if (output.compare(at, 9, "tag(self/") != 0) {
+      return output.substr(at, end + 1 - at);
+    }
   }
   return "";
 }
@@ -274,7 +297,9 @@ std::string UcxTagLanes(const std::string& output) {
 // A port that nothing uses now, found by binding to port 0 on loopback.
 std::optional<uint16_t> FreeLoopbackPort() {
   const int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s < 0) return std::nullopt;
+  if (s < 0) {
+    return std::nullopt;
+  }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -282,7 +307,9 @@ std::optional<uint16_t> FreeLoopbackPort() {
   const bool ok = bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
                   getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
   close(s);
-  if (!ok) return std::nullopt;
+  if (!ok) {
+    return std::nullopt;
+  }
   return ntohs(addr.sin_port);
 }
 
@@ -299,14 +326,18 @@ bool Listening(uint16_t port) {
     std::istringstream fields(line);
     std::string slot, local, remote, state;
     fields >> slot >> local >> remote >> state;
-    if (state == "0A" && local.ends_with(suffix)) return true;  // 0A: TCP_LISTEN
+    if (state == "0A" && local.ends_with(suffix)) {
+      return true;  // 0A: TCP_LISTEN
+    }
   }
   return false;
 }
 
 bool AwaitListening(uint16_t port, pid_t server, Clock::time_point deadline) {
   while (Clock::now() < deadline && !Exited(server)) {
-    if (Listening(port)) return true;
+    if (Listening(port)) {
+      return true;
+    }
     std::this_thread::sleep_for(10ms);
   }
   return false;
@@ -318,11 +349,15 @@ bool AwaitListening(uint16_t port, pid_t server, Clock::time_point deadline) {
 // 64 MiB in 12332.451 us is printed as 5189.56.
 std::optional<double> ParseUcxFinal(const std::string& output) {
   const size_t at = output.rfind("Final:");
-  if (at == std::string::npos) return std::nullopt;
+  if (at == std::string::npos) {
+    return std::nullopt;
+  }
   std::istringstream row(output.substr(at + std::strlen("Final:")));
   double field[6];
   for (double& f : field) {
-    if (!(row >> f)) return std::nullopt;
+    if (!(row >> f)) {
+      return std::nullopt;
+    }
   }
   return field[5] * 1048576.0;
 }
@@ -366,11 +401,15 @@ class BuildDir {
  public:
   BuildDir() {
     char path[] = "/tmp/isometry_bench_mpi_XXXXXX";
-    if (mkdtemp(path)) path_ = path;
+    if (mkdtemp(path)) {
+      path_ = path;
+    }
   }
   ~BuildDir() {
     std::error_code ignored;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+    if (!path_.empty()) {
+      std::filesystem::remove_all(path_, ignored);
+    }
   }
   BuildDir(const BuildDir&) = delete;
   BuildDir& operator=(const BuildDir&) = delete;
@@ -386,49 +425,68 @@ struct Build {
 };
 
 Build Compile(const Flavor& f, const std::string& source_dir, const std::string& dir) {
-  if (dir.empty()) return {false, "cannot create a temporary directory"};
+  if (dir.empty()) {
+    return {false, "cannot create a temporary directory"};
+  }
   const std::string source = source_dir + "/mpi_bandwidth.c";
-  if (access(source.c_str(), R_OK) != 0) return {false, "cannot read " + source};
+  if (access(source.c_str(), R_OK) != 0) {
+    return {false, "cannot read " + source};
+  }
   const std::string binary = dir + "/" + f.mpicc + "_mpi_bandwidth";
   const Command cc{{f.mpicc, "-O2", "-o", binary, source}, {}};
   std::string error;
   const std::optional<Outcome> o = Run(cc, Clock::now() + kPeerTimeout, &error);
-  if (!o) return {false, error};
-  if (const std::string why = FailureOf(*o); !why.empty())
+  if (!o) {
+    return {false, error};
+  }
+  if (const std::string why = FailureOf(*o); !why.empty()) {
     return {false, Describe(cc) + ": " + why};
+  }
   return {true, binary};
 }
 
 // Compiles the program for `which` the first time it is asked for; later
 // calls, failed ones included, get the first answer.
 Build BuildOnce(MpiFlavor which, const Flavor& f, const std::string& source_dir) {
-  static std::mutex mu;
-  static BuildDir dir;
-  static std::map<MpiFlavor, Build> builds;
-  std::lock_guard lock(mu);
-  if (auto it = builds.find(which); it != builds.end()) return it->second;
-  return builds[which] = Compile(f, source_dir, dir.path());
+  struct Builds {
+    absl::Mutex mu;
+    BuildDir dir ABSL_GUARDED_BY(mu);
+    std::map<MpiFlavor, Build> by_flavor ABSL_GUARDED_BY(mu);
+  };
+  static Builds builds;
+  absl::MutexLock lock(&builds.mu);
+  if (auto it = builds.by_flavor.find(which); it != builds.by_flavor.end()) {
+    return it->second;
+  }
+  return builds.by_flavor[which] = Compile(f, source_dir, builds.dir.path());
 }
 
 // The value of "bytes_per_s=" in mpi_bandwidth's line.
 std::optional<double> ParseMpiLine(const std::string& output) {
   const size_t at = output.find("bytes_per_s=");
-  if (at == std::string::npos) return std::nullopt;
+  if (at == std::string::npos) {
+    return std::nullopt;
+  }
   const char* begin = output.c_str() + at + std::strlen("bytes_per_s=");
   char* end = nullptr;
   const double v = std::strtod(begin, &end);
-  if (end == begin || !(v > 0)) return std::nullopt;
+  if (end == begin || !(v > 0)) {
+    return std::nullopt;
+  }
   return v;
 }
 
 }  // namespace
 
 PeerResult UcxTagBwShm(uint64_t bytes) {
-  if (bytes == 0 || !FitsInMemory(bytes))
+  if (bytes == 0 || !FitsInMemory(bytes)) {
     return Unavailable("UCX: size must be positive and at most a quarter of the memory");
+  }
   const auto deadline = Clock::now() + kPeerTimeout;
   const std::optional<uint16_t> port = FreeLoopbackPort();
-  if (!port) return Unavailable("UCX: no free TCP port on 127.0.0.1");
+  if (!port) {
+    return Unavailable("UCX: no free TCP port on 127.0.0.1");
+  }
   const uint64_t iterations = IterationsFor(bytes);
   const std::vector<std::string> test = {"-t", "tag_bw",
                                          "-s", std::to_string(bytes),
@@ -448,7 +506,9 @@ PeerResult UcxTagBwShm(uint64_t bytes) {
 
   std::string error;
   const std::optional<Child> s = Spawn(server, &error);
-  if (!s) return Unavailable("UCX: " + error);
+  if (!s) {
+    return Unavailable("UCX: " + error);
+  }
   if (!AwaitListening(*port, s->pid, deadline)) {
     const Outcome so = Finish(*s, Clock::now());
     const std::string why = FailureOf(so);
@@ -460,23 +520,30 @@ PeerResult UcxTagBwShm(uint64_t bytes) {
   const std::string client_failure = co ? FailureOf(*co) : error;
   // Without a client that ran to the end, the server would wait for it forever.
   const Outcome so = Finish(*s, client_failure.empty() ? deadline : Clock::now());
-  if (!client_failure.empty())
+  if (!client_failure.empty()) {
     return Unavailable("UCX: client " + client_failure + " [" + commands + "]");
-  if (const std::string why = FailureOf(so); !why.empty())
+  }
+  if (const std::string why = FailureOf(so); !why.empty()) {
     return Unavailable("UCX: server " + why + " [" + commands + "]");
+  }
   const std::optional<double> bandwidth = ParseUcxFinal(co->output);
-  if (!bandwidth) return Unavailable("UCX: no Final: row [" + commands + "]: " + Tail(co->output));
+  if (!bandwidth) {
+    return Unavailable("UCX: no Final: row [" + commands + "]: " + Tail(co->output));
+  }
   return {true, *bandwidth, commands + " (transport: UCX " + UcxTagLanes(co->output) + ")"};
 }
 
 PeerResult MpiSendBandwidth(MpiFlavor which, uint64_t bytes, const std::string& source_dir) {
   const Flavor f = FlavorOf(which);
   // MPI counts are int; mpi_bandwidth.c sends the message as one MPI_BYTE array.
-  if (bytes == 0 || bytes > INT_MAX || !FitsInMemory(bytes))
+  if (bytes == 0 || bytes > INT_MAX || !FitsInMemory(bytes)) {
     return Unavailable(f.name +
                        ": size must be 1..2^31-1 bytes and at most a quarter of the memory");
+  }
   const Build build = BuildOnce(which, f, source_dir);
-  if (!build.ok) return Unavailable(f.name + ": " + build.binary_or_error);
+  if (!build.ok) {
+    return Unavailable(f.name + ": " + build.binary_or_error);
+  }
   const uint64_t iterations = IterationsFor(bytes);
   Command run = f.launch;
   run.argv.insert(run.argv.end(),
@@ -485,13 +552,17 @@ PeerResult MpiSendBandwidth(MpiFlavor which, uint64_t bytes, const std::string& 
   const std::string command = Describe(run);
   std::string error;
   const std::optional<Outcome> o = Run(run, Clock::now() + kPeerTimeout, &error);
-  if (!o) return Unavailable(f.name + ": " + error);
-  if (const std::string why = FailureOf(*o); !why.empty())
+  if (!o) {
+    return Unavailable(f.name + ": " + error);
+  }
+  if (const std::string why = FailureOf(*o); !why.empty()) {
     return Unavailable(f.name + ": " + why + " [" + command + "]");
+  }
   const std::optional<double> bandwidth = ParseMpiLine(o->output);
-  if (!bandwidth)
+  if (!bandwidth) {
     return Unavailable(f.name + ": no bytes_per_s= in output [" + command +
                        "]: " + Tail(o->output));
+  }
   const std::string lanes = UcxTagLanes(o->output);
   return {true, *bandwidth,
           command + " (transport: " + f.transport + (lanes.empty() ? "" : ", UCX " + lanes) + ")"};

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <thread>
 
+#include "core/strings.h"
 #include "tools/common/daemon_config.h"
 
 extern char** environ;
@@ -38,7 +39,9 @@ Result<DaemonProcess> DaemonProcess::Start(const std::string& binary, const std:
                                            const std::string& log_level, bool calibrate) {
   DaemonProcess d;
   char tmpl[] = "/tmp/isometry-XXXXXX";
-  if (!mkdtemp(tmpl)) return Internal("mkdtemp failed");
+  if (!mkdtemp(tmpl)) {
+    return Internal("mkdtemp failed");
+  }
   d.dir_ = tmpl;
   d.local_ = d.dir_ + "/local.sock";  // where DaemonSection puts them
   d.grpc_ = d.dir_ + "/grpc.sock";
@@ -58,9 +61,13 @@ Result<DaemonProcess> DaemonProcess::Start(const std::string& binary, const std:
                   nullptr};
   const int rc = posix_spawn(&d.pid_, binary.c_str(), &fa, nullptr, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return Unavailable("cannot start ", binary, ": ", std::strerror(rc));
+  if (rc != 0) {
+    return Unavailable("cannot start ", binary, ": ", ErrnoString(rc));
+  }
   for (int i = 0; i < 1000; ++i) {
-    if (Accepts(d.grpc_) && Accepts(d.local_)) return d;  // both listening, not only created
+    if (Accepts(d.grpc_) && Accepts(d.local_)) {
+      return d;  // both listening, not only created
+    }
     int status;
     if (waitpid(d.pid_, &status, WNOHANG) == d.pid_) {
       d.pid_ = -1;
@@ -89,7 +96,9 @@ DaemonProcess::~DaemonProcess() {
 }
 
 int DaemonProcess::Stop() {
-  if (pid_ <= 0) return -1;
+  if (pid_ <= 0) {
+    return -1;
+  }
   kill(pid_, SIGTERM);
   for (int i = 0; i < 1000; ++i) {
     int status = 0;
@@ -103,13 +112,17 @@ int DaemonProcess::Stop() {
 }
 
 std::string DaemonProcess::Locate(const char* argv0) {
-  if (const char* env = std::getenv("ISOMETRYD")) return env;
+  if (const char* env = std::getenv("ISOMETRYD")) {
+    return env;
+  }
   // tools/<tool>/<binary> in the build tree -> daemon/isometryd
   std::error_code ec;
   const auto self = std::filesystem::canonical(argv0, ec);
   if (!ec) {
     const auto candidate = self.parent_path().parent_path().parent_path() / "daemon" / "isometryd";
-    if (std::filesystem::exists(candidate)) return candidate.string();
+    if (std::filesystem::exists(candidate)) {
+      return candidate.string();
+    }
   }
   return "isometryd";
 }

@@ -14,7 +14,9 @@ using Stub = v1::Isometry::Stub;
 // Prints a response: its JSON, or its human rendering.
 template <typename Message, typename Render>
 Status Print(const Output& out, const Message& message, Render render) {
-  if (out.json) return PrintJson(message);
+  if (out.json) {
+    return PrintJson(message);
+  }
   std::fputs(render(message).c_str(), stdout);
   return OkStatus();
 }
@@ -22,7 +24,9 @@ Status Print(const Output& out, const Message& message, Render render) {
 }  // namespace
 
 Status TransferOutcome(const v1::TransferInfo& t) {
-  if (t.state() == "done") return OkStatus();
+  if (t.state() == "done") {
+    return OkStatus();
+  }
   if (t.code() != 0) {
     // The daemon's message usually names the transfer already.
     const std::string name = StrCat("transfer ", t.id());

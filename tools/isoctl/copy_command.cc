@@ -34,7 +34,9 @@ uint64_t SplitMix64(uint64_t x) {
 
 // The byte the source holds at `offset` (relative to the instance's start).
 uint8_t PatternByte(const CopyArgs& args, uint64_t offset) {
-  if (args.pattern == Pattern::kByte) return args.pattern_byte;
+  if (args.pattern == Pattern::kByte) {
+    return args.pattern_byte;
+  }
   return static_cast<uint8_t>(SplitMix64(offset / 8) >> (8 * (offset % 8)));
 }
 
@@ -100,7 +102,9 @@ Status Fill(Session& session, const CopyArgs& args, const End& src) {
     const uint64_t n = std::min(kWriteChunkBytes, src.bytes - offset);
     std::string* data = req.mutable_data();
     data->resize(n);
-    for (uint64_t i = 0; i < n; ++i) (*data)[i] = static_cast<char>(PatternByte(args, offset + i));
+    for (uint64_t i = 0; i < n; ++i) {
+      (*data)[i] = static_cast<char>(PatternByte(args, offset + i));
+    }
     req.set_offset(offset);
     ISO_RETURN_IF_ERROR(session.Call(&Stub::Write, req, &resp));
   }
@@ -143,7 +147,9 @@ Result<uint64_t> Verify(Session& session, const CopyArgs& args, const End& dst) 
         const uint8_t want = PatternByte(args, s + k);
         if (got != want) {
           std::string point;
-          for (int i = 0; i < box.dims; ++i) StrAppend(&point, i ? "," : "", p[i]);
+          for (int i = 0; i < box.dims; ++i) {
+            StrAppend(&point, i ? "," : "", p[i]);
+          }
           char bytes[64];
           std::snprintf(bytes, sizeof bytes, "0x%02x where the source holds 0x%02x", got, want);
           return absl::DataLossError(StrCat("verify: field '", args.src.fields.fields()[f].name,
@@ -154,10 +160,14 @@ Result<uint64_t> Verify(Session& session, const CopyArgs& args, const End& dst) 
       ++checked;
       int i = 0;
       for (; i < box.dims; ++i) {
-        if (++p[i] < box.hi[i]) break;
+        if (++p[i] < box.hi[i]) {
+          break;
+        }
         p[i] = box.lo[i];
       }
-      if (i == box.dims) break;
+      if (i == box.dims) {
+        break;
+      }
     }
   }
   return checked;
@@ -165,9 +175,13 @@ Result<uint64_t> Verify(Session& session, const CopyArgs& args, const End& dst) 
 
 std::string Shape(const ParsedShape& shape) {
   std::string out;
-  for (int64_t e : shape.extents) out += (out.empty() ? "" : "x") + std::to_string(e);
+  for (int64_t e : shape.extents) {
+    out += (out.empty() ? "" : "x") + std::to_string(e);
+  }
   out += " points, fields";
-  for (const Field& f : shape.fields) out += " " + f.name + ":" + std::to_string(f.size);
+  for (const Field& f : shape.fields) {
+    out += " " + f.name + ":" + std::to_string(f.size);
+  }
   return out;
 }
 
@@ -175,7 +189,9 @@ std::string Shape(const ParsedShape& shape) {
 
 Status RunCopy(DaemonClient& client, const Output& out, const CopyArgs& args) {
   const auto say = [&](const std::string& line) {
-    if (!out.json) std::printf("%s\n", line.c_str());
+    if (!out.json) {
+      std::printf("%s\n", line.c_str());
+    }
   };
   ISO_ASSIGN_OR_RETURN(Session session, Session::Open(client, "isoctl copy"));
   say(StrCat("session ", session.id(), " on unix:", client.socket()));
@@ -195,7 +211,9 @@ Status RunCopy(DaemonClient& client, const Output& out, const CopyArgs& args) {
                  FormatBytes(e->bytes), e->layout});
   }
   say(Shape(args.shape));
-  if (!out.json) std::fputs(ends.Render().c_str(), stdout);
+  if (!out.json) {
+    std::fputs(ends.Render().c_str(), stdout);
+  }
 
   if (args.pattern != Pattern::kNone) {
     const auto start = SteadyClock::now();

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/strings.h"
 #include "core/unique_fd.h"
 #include "tools/isoctl/exit_codes.h"
 
@@ -55,24 +56,34 @@ Status SocketProblem(const std::string& socket) {
   struct stat st {};
   if (::stat(socket.c_str(), &st) != 0) {
     const int err = errno;
-    if (err != EACCES) return Unreachable(socket, std::strerror(err));
+    if (err != EACCES) {
+      return Unreachable(socket, ErrnoString(err));
+    }
     // A directory on the way is closed: name the deepest one that exists
     // for us to stat (the one whose search permission is missing is
     // typically the socket's own, e.g. /run/isometry at mode 0750).
     const std::string dir = std::filesystem::path(socket).parent_path().string();
     return PermissionDenied(socket, dir.empty() ? "." : dir);
   }
-  if (!S_ISSOCK(st.st_mode)) return Unreachable(socket, "not a socket");
+  if (!S_ISSOCK(st.st_mode)) {
+    return Unreachable(socket, "not a socket");
+  }
   sockaddr_un addr{};
-  if (socket.size() >= sizeof addr.sun_path) return Unreachable(socket, "socket path too long");
+  if (socket.size() >= sizeof addr.sun_path) {
+    return Unreachable(socket, "socket path too long");
+  }
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, socket.c_str(), socket.size() + 1);
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return Unreachable(socket, std::strerror(errno));
+  if (!fd.valid()) {
+    return Unreachable(socket, ErrnoString(errno));
+  }
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
     const int err = errno;
-    if (err == EACCES || err == EPERM) return PermissionDenied(socket, socket);
-    return Unreachable(socket, err == ECONNREFUSED ? "connection refused" : std::strerror(err));
+    if (err == EACCES || err == EPERM) {
+      return PermissionDenied(socket, socket);
+    }
+    return Unreachable(socket, err == ECONNREFUSED ? "connection refused" : ErrnoString(err));
   }
   return OkStatus();
 }
@@ -110,13 +121,21 @@ Result<std::unique_ptr<DaemonClient>> DaemonClient::Connect(const ConnectOptions
 
 void DaemonClient::Prepare(grpc::ClientContext& ctx, const CallOptions& call) const {
   const auto timeout = call.timeout.count() >= 0 ? call.timeout : options_.timeout;
-  if (timeout.count() > 0) ctx.set_deadline(std::chrono::system_clock::now() + timeout);
-  if (!call.session.empty()) ctx.AddMetadata(kSessionKey, std::string(call.session));
-  if (!options_.operator_token.empty()) ctx.AddMetadata(kOperatorKey, options_.operator_token);
+  if (timeout.count() > 0) {
+    ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  }
+  if (!call.session.empty()) {
+    ctx.AddMetadata(kSessionKey, std::string(call.session));
+  }
+  if (!options_.operator_token.empty()) {
+    ctx.AddMetadata(kOperatorKey, options_.operator_token);
+  }
 }
 
 Status DaemonClient::Convert(const grpc::Status& status) {
-  if (status.ok()) return OkStatus();
+  if (status.ok()) {
+    return OkStatus();
+  }
   // UNAVAILABLE is also the daemon's own answer while it drains, and
   // isoctl never cancels a call, so a CANCELLED one was cancelled by a
   // server that stops. Either means "no daemon" once the connection is gone.
@@ -144,7 +163,9 @@ bool DaemonClient::StillConnected() {
   // fails the calls; give the channel that moment to notice.
   constexpr auto kGrace = std::chrono::milliseconds(250);
   const grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/false);
-  if (state != GRPC_CHANNEL_READY) return false;
+  if (state != GRPC_CHANNEL_READY) {
+    return false;
+  }
   return !channel_->WaitForStateChange(state, std::chrono::system_clock::now() + kGrace);
 }
 
@@ -159,7 +180,9 @@ Result<Session> Session::Open(DaemonClient& client, const std::string& client_na
   if (!s.stream_->Read(&first)) {
     const grpc::Status status = s.stream_->Finish();
     s.stream_.reset();
-    if (status.ok()) return Internal("isometryd ended the Attach stream without a session id");
+    if (status.ok()) {
+      return Internal("isometryd ended the Attach stream without a session id");
+    }
     return client.Convert(status);
   }
   if (first.session().empty()) {
@@ -170,7 +193,9 @@ Result<Session> Session::Open(DaemonClient& client, const std::string& client_na
 }
 
 void Session::Close() {
-  if (!stream_) return;
+  if (!stream_) {
+    return;
+  }
   // Completion events may still be queued on the stream; cancelling drops
   // them and ends the session at once.
   ctx_->TryCancel();

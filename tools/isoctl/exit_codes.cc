@@ -27,18 +27,28 @@ Status UnreachableError(const std::string& message) {
 }
 
 ExitCode ExitCodeOf(const Status& status) {
-  if (status.ok()) return kExitOk;
+  if (status.ok()) {
+    return kExitOk;
+  }
   const auto payload = status.GetPayload(kExitPayload);
-  if (!payload) return kExitDaemonError;
+  if (!payload) {
+    return kExitDaemonError;
+  }
   const std::string text(*payload);
-  if (text == "2") return kExitUsage;
-  if (text == "3") return kExitUnreachable;
+  if (text == "2") {
+    return kExitUsage;
+  }
+  if (text == "3") {
+    return kExitUnreachable;
+  }
   return kExitDaemonError;
 }
 
 std::string Describe(const Status& status) {
   std::string message(status.message());
-  if (ExitCodeOf(status) != kExitDaemonError) return message;
+  if (ExitCodeOf(status) != kExitDaemonError) {
+    return message;
+  }
   return absl::StatusCodeToString(status.code()) + ": " + message;
 }
 

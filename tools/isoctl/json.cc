@@ -17,7 +17,9 @@ Result<std::string> ToJson(const google::protobuf::Message& message, JsonStyle s
     return Internal("cannot print ", message.GetTypeName(), " as JSON: ", status.ToString());
   }
   // add_whitespace ends the document with a newline; the line form has none.
-  while (!out.empty() && out.back() == '\n') out.pop_back();
+  while (!out.empty() && out.back() == '\n') {
+    out.pop_back();
+  }
   return out;
 }
 

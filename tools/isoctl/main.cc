@@ -58,7 +58,9 @@ Status ParsePattern(const std::string& text, CopyArgs& args) {
     if (hex) {
       uint32_t x = 0;
       const auto [end, ec] = std::from_chars(text.data() + 2, text.data() + text.size(), x, 16);
-      if (ec == std::errc() && end == text.data() + text.size()) v = x;
+      if (ec == std::errc() && end == text.data() + text.size()) {
+        v = x;
+      }
     } else {
       v = ParseNumber<uint32_t>(text);
     }
@@ -86,101 +88,124 @@ void AddShapeOptions(CLI::App* cmd, ShapeArgs& shape) {
 int Fail(const Status& s) {
   std::fflush(stdout);  // what was printed before the error comes first
   std::fprintf(stderr, "isoctl: %s\n", Describe(s).c_str());
-  if (ExitCodeOf(s) == kExitUsage) std::fprintf(stderr, "Run with --help for more information.\n");
+  if (ExitCodeOf(s) == kExitUsage) {
+    std::fprintf(stderr, "Run with --help for more information.\n");
+  }
   return ExitCodeOf(s);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"isoctl: inspect and drive the local isometryd over its gRPC unix socket"};
-  app.set_version_flag("--version", std::string("isoctl ") + ISOMETRY_VERSION);
-  app.footer(kFooter);
-  app.require_subcommand(1);
-  // Global options may also follow the subcommand: `isoctl status --json`.
-  app.fallthrough();
-
+// Everything the command line sets: the global options, each subcommand's
+// arguments, and what the chosen subcommand does. CLI11 binds its options
+// to these fields, so one Invocation outlives parsing.
+struct Invocation {
   ConnectOptions connect{.socket = DefaultSocket()};
   Output output;
   uint32_t timeout_ms = 10000;
-  app.add_option("--socket", connect.socket,
-                 StrCat("isometryd's gRPC unix socket (default: $", kSocketEnv, ", else ",
-                        kDefaultSocket, ")"));
-  app.add_flag("--json", output.json,
-               "print the daemon's responses as protobuf JSON (proto field names, every field)");
-  CLI::Option* timeout_option =
-      app.add_option("--timeout-ms", timeout_ms,
-                     "deadline of each call to isometryd, and when given, of `wait` too (a "
-                     "transfer still running then fails the wait with DEADLINE_EXCEEDED); 0: none")
-          ->capture_default_str();
+  CLI::Option* timeout_option = nullptr;
   std::string token_file = TokenFileFromEnv() ? TokenFileFromEnv() : kDefaultTokenFile;
-  CLI::Option* token_option = app.add_option(
-      "--operator-token", token_file,
-      StrCat("file with the daemon's operator token, needed to cancel other clients' "
-             "transfers (default: $",
-             kTokenEnv, ", else ", kDefaultTokenFile, "). A file named here or in $", kTokenEnv,
-             " must be readable; the default is "
-             "used when readable; \"\" sends no token"));
+  CLI::Option* token_option = nullptr;
 
   // Each subcommand sets `run`, and `prepare` when its options need more
   // checks than CLI11 makes; the daemon is asked only once both succeeded.
   std::function<Status()> prepare = [] { return OkStatus(); };
   std::function<Status(DaemonClient&)> run;
 
+  std::optional<uint64_t> transfer_id;
+  TopArgs top;
+  ShapeArgs plan_shape;
+  PlanArgs plan;
+  ShapeArgs copy_shape;
+  CopyArgs copy;
+  std::string pattern = "hash";
+  uint64_t cancel_id = 0;
+  WaitArgs wait;
+};
+
+void AddGlobalOptions(CLI::App& app, Invocation& inv) {
+  app.set_version_flag("--version", std::string("isoctl ") + ISOMETRY_VERSION);
+  app.footer(kFooter);
+  app.require_subcommand(1);
+  // Global options may also follow the subcommand: `isoctl status --json`.
+  app.fallthrough();
+
+  app.add_option("--socket", inv.connect.socket,
+                 StrCat("isometryd's gRPC unix socket (default: $", kSocketEnv, ", else ",
+                        kDefaultSocket, ")"));
+  app.add_flag("--json", inv.output.json,
+               "print the daemon's responses as protobuf JSON (proto field names, every field)");
+  inv.timeout_option =
+      app.add_option("--timeout-ms", inv.timeout_ms,
+                     "deadline of each call to isometryd, and when given, of `wait` too (a "
+                     "transfer still running then fails the wait with DEADLINE_EXCEEDED); 0: none")
+          ->capture_default_str();
+  inv.token_option = app.add_option(
+      "--operator-token", inv.token_file,
+      StrCat("file with the daemon's operator token, needed to cancel other clients' "
+             "transfers (default: $",
+             kTokenEnv, ", else ", kDefaultTokenFile, "). A file named here or in $", kTokenEnv,
+             " must be readable; the default is "
+             "used when readable; \"\" sends no token"));
+}
+
+// The subcommands that take no arguments, and `transfers`.
+void AddListCommands(CLI::App& app, Invocation& inv) {
+  const Output& output = inv.output;
   app.add_subcommand("status", "daemon version, uptime, sessions and transfer counters")
-      ->callback([&] { run = [&](DaemonClient& c) { return RunStatus(c, output); }; });
+      ->callback([&] { inv.run = [&](DaemonClient& c) { return RunStatus(c, output); }; });
   app.add_subcommand("peers", "the cluster's peer daemons: state, round trip, data connections")
-      ->callback([&] { run = [&](DaemonClient& c) { return RunPeers(c, output); }; });
+      ->callback([&] { inv.run = [&](DaemonClient& c) { return RunPeers(c, output); }; });
 
   app.add_subcommand("calibrate", "measure every channel's throughput function again")
-      ->callback([&] { run = [&](DaemonClient& c) { return RunCalibrate(c, output); }; });
+      ->callback([&] { inv.run = [&](DaemonClient& c) { return RunCalibrate(c, output); }; });
 
   app.add_subcommand("memories", "memories with their client pools and staging budgets")
-      ->callback([&] { run = [&](DaemonClient& c) { return RunMemories(c, output); }; });
+      ->callback([&] { inv.run = [&](DaemonClient& c) { return RunMemories(c, output); }; });
 
   app.add_subcommand("channels",
                      "live queue table: in flight/max, XDs queued by priority, requests done, "
                      "bytes moved, current and peak throughput, rate cap")
-      ->callback([&] { run = [&](DaemonClient& c) { return RunChannels(c, output); }; });
+      ->callback([&] { inv.run = [&](DaemonClient& c) { return RunChannels(c, output); }; });
 
-  std::optional<uint64_t> transfer_id;
   CLI::App* transfers = app.add_subcommand(
       "transfers", "transfers in flight with per-hop progress, or one transfer by ID");
-  transfers->add_option("ID", transfer_id, "one transfer, in flight or recently ended");
+  transfers->add_option("ID", inv.transfer_id, "one transfer, in flight or recently ended");
   transfers->callback(
-      [&] { run = [&](DaemonClient& c) { return RunTransfers(c, output, transfer_id); }; });
+      [&] { inv.run = [&](DaemonClient& c) { return RunTransfers(c, output, inv.transfer_id); }; });
+}
 
-  TopArgs top;
+void AddTopCommand(CLI::App& app, Invocation& inv) {
   CLI::App* top_cmd =
       app.add_subcommand("top", "refreshing view of channels and transfers until Ctrl-C");
-  top_cmd->add_option("--interval-ms", top.interval_ms, "refresh period")
+  top_cmd->add_option("--interval-ms", inv.top.interval_ms, "refresh period")
       ->capture_default_str()
       ->check(CLI::Range(10, 3600 * 1000, "10..3600000"));
-  top_cmd->add_option("--iterations", top.iterations, "stop after N refreshes; 0: until Ctrl-C")
+  top_cmd->add_option("--iterations", inv.top.iterations, "stop after N refreshes; 0: until Ctrl-C")
       ->capture_default_str()
       ->check(CLI::Range(0, std::numeric_limits<int>::max(), "NONNEGATIVE"));
-  top_cmd->callback([&] { run = [&](DaemonClient& c) { return RunTop(c, output, top); }; });
+  top_cmd->callback(
+      [&] { inv.run = [&](DaemonClient& c) { return RunTop(c, inv.output, inv.top); }; });
+}
 
-  ShapeArgs plan_shape;
-  PlanArgs plan;
+void AddPlanCommand(CLI::App& app, Invocation& inv) {
+  PlanArgs& plan = inv.plan;
   CLI::App* plan_cmd = app.add_subcommand("plan", "explain how isometryd would copy SRC to DST");
   plan_cmd->add_option("SRC", plan.src_memory, "source memory name")->required();
   plan_cmd->add_option("DST", plan.dst_memory, "destination memory name")->required();
-  AddShapeOptions(plan_cmd, plan_shape);
+  AddShapeOptions(plan_cmd, inv.plan_shape);
   plan_cmd->callback([&] {
-    prepare = [&]() -> Status {
-      ISO_ASSIGN_OR_RETURN(plan.shape, ParseShapeArgs(plan_shape));
+    inv.prepare = [&]() -> Status {
+      ISO_ASSIGN_OR_RETURN(plan.shape, ParseShapeArgs(inv.plan_shape));
       // Checked here as for `copy`, so that a bad shape is a usage error.
       ISO_RETURN_IF_ERROR(MakeShape(plan.shape, plan.shape.src_layout, "--src-layout").status());
       ISO_RETURN_IF_ERROR(MakeShape(plan.shape, plan.shape.dst_layout, "--dst-layout").status());
       return OkStatus();
     };
-    run = [&](DaemonClient& c) { return RunPlan(c, output, plan); };
+    inv.run = [&](DaemonClient& c) { return RunPlan(c, inv.output, plan); };
   });
+}
 
-  ShapeArgs copy_shape;
-  CopyArgs copy;
-  std::string pattern = "hash";
+void AddCopyCommand(CLI::App& app, Invocation& inv) {
+  CopyArgs& copy = inv.copy;
   CLI::App* copy_cmd = app.add_subcommand(
       "copy",
       "smoke test: in a session of its own, allocate a source and a destination, fill the "
@@ -189,10 +214,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   copy_cmd->add_option("--dst-memory", copy.dst_memory,
                        "memory of the destination (default: --memory)");
-  AddShapeOptions(copy_cmd, copy_shape);
+  AddShapeOptions(copy_cmd, inv.copy_shape);
   copy_cmd->add_option("--priority", copy.priority, "transfer priority, higher first")
       ->capture_default_str();
-  copy_cmd->add_option("--pattern", pattern, "source contents: hash, none, or a byte (0x5a)")
+  copy_cmd->add_option("--pattern", inv.pattern, "source contents: hash, none, or a byte (0x5a)")
       ->capture_default_str();
   copy_cmd->add_flag("--verify", copy.verify,
                      "read the destination back (into isoctl's memory) and compare every "
@@ -201,46 +226,54 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000, "1..1000000"));
   copy_cmd->callback([&] {
-    prepare = [&]() -> Status {
-      ISO_RETURN_IF_ERROR(ParsePattern(pattern, copy));
+    inv.prepare = [&]() -> Status {
+      ISO_RETURN_IF_ERROR(ParsePattern(inv.pattern, copy));
       if (copy.verify && copy.pattern == Pattern::kNone) {
         return UsageError("--verify needs a --pattern other than none");
       }
-      ISO_ASSIGN_OR_RETURN(copy.shape, ParseShapeArgs(copy_shape));
+      ISO_ASSIGN_OR_RETURN(copy.shape, ParseShapeArgs(inv.copy_shape));
       ISO_ASSIGN_OR_RETURN(copy.src, MakeShape(copy.shape, copy.shape.src_layout, "--src-layout"));
       ISO_ASSIGN_OR_RETURN(copy.dst, MakeShape(copy.shape, copy.shape.dst_layout, "--dst-layout"));
       return OkStatus();
     };
-    run = [&](DaemonClient& c) { return RunCopy(c, output, copy); };
+    inv.run = [&](DaemonClient& c) { return RunCopy(c, inv.output, copy); };
   });
+}
 
-  uint64_t cancel_id = 0;
+void AddCancelCommand(CLI::App& app, Invocation& inv) {
   CLI::App* cancel_cmd = app.add_subcommand("cancel", "cancel a transfer in flight");
-  cancel_cmd->add_option("ID", cancel_id, "transfer id")->required();
+  cancel_cmd->add_option("ID", inv.cancel_id, "transfer id")->required();
   cancel_cmd->callback(
-      [&] { run = [&](DaemonClient& c) { return RunCancel(c, output, cancel_id); }; });
+      [&] { inv.run = [&](DaemonClient& c) { return RunCancel(c, inv.output, inv.cancel_id); }; });
+}
 
-  WaitArgs wait;
+void AddWaitCommand(CLI::App& app, Invocation& inv) {
   CLI::App* wait_cmd =
       app.add_subcommand("wait", "wait until a transfer ends; fails unless it ends \"done\"");
-  wait_cmd->add_option("ID", wait.id, "transfer id")->required();
+  wait_cmd->add_option("ID", inv.wait.id, "transfer id")->required();
   wait_cmd
-      ->add_option("--timeout-ms", wait.timeout_ms,
+      ->add_option("--timeout-ms", inv.wait.timeout_ms,
                    "give up (DEADLINE_EXCEEDED, exit 1) when the transfer is still running "
                    "after this long; 0: the global --timeout-ms if given (isoctl --timeout-ms N "
                    "wait ID), else wait until it ends")
       ->capture_default_str();
   wait_cmd->callback([&] {
-    run = [&](DaemonClient& c) {
+    inv.run = [&](DaemonClient& c) {
       // The global --timeout-ms, given before the subcommand, bounds the
       // wait as it bounds every other call; without it a wait has no limit
       // (the default 10 s would cut short waits for long transfers).
-      WaitArgs bounded = wait;
-      if (bounded.timeout_ms == 0 && timeout_option->count() > 0) bounded.timeout_ms = timeout_ms;
-      return RunWait(c, output, bounded);
+      WaitArgs bounded = inv.wait;
+      if (bounded.timeout_ms == 0 && inv.timeout_option->count() > 0) {
+        bounded.timeout_ms = inv.timeout_ms;
+      }
+      return RunWait(c, inv.output, bounded);
     };
   });
+}
 
+// The exit code when parsing ends the run (--help, --version, a usage
+// error), nullopt when a subcommand is to run.
+std::optional<int> Parse(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -249,19 +282,47 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? kExitOk : kExitUsage;
   }
-  if (!run) return Fail(UsageError("a subcommand is required"));
+  return std::nullopt;
+}
+
+// Reads the operator token and connects with the global options.
+Result<std::unique_ptr<DaemonClient>> Connect(Invocation& inv) {
+  inv.connect.timeout = std::chrono::milliseconds(inv.timeout_ms);
+  const bool token_named = inv.token_option->count() > 0 || TokenFileFromEnv() != nullptr;
+  ISO_ASSIGN_OR_RETURN(inv.connect.operator_token, ReadOperatorToken(inv.token_file, token_named));
+  return DaemonClient::Connect(inv.connect);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"isoctl: inspect and drive the local isometryd over its gRPC unix socket"};
+  Invocation inv;
+  AddGlobalOptions(app, inv);
+  AddListCommands(app, inv);
+  AddTopCommand(app, inv);
+  AddPlanCommand(app, inv);
+  AddCopyCommand(app, inv);
+  AddCancelCommand(app, inv);
+  AddWaitCommand(app, inv);
+
+  if (std::optional<int> code = Parse(app, argc, argv)) {
+    return *code;
+  }
+  if (!inv.run) {
+    return Fail(UsageError("a subcommand is required"));
+  }
   // Usage errors come before connecting, so they are reported as such even
   // without a daemon.
-  if (Status s = prepare(); !s.ok()) return Fail(s);
-
-  connect.timeout = std::chrono::milliseconds(timeout_ms);
-  const bool token_named = token_option->count() > 0 || TokenFileFromEnv() != nullptr;
-  auto token = ReadOperatorToken(token_file, token_named);
-  if (!token.ok()) return Fail(token.status());
-  connect.operator_token = *token;
-  auto client = DaemonClient::Connect(connect);
-  if (!client.ok()) return Fail(client.status());
-  const Status status = run(**client);
-  if (!status.ok()) return Fail(status);
+  if (Status s = inv.prepare(); !s.ok()) {
+    return Fail(s);
+  }
+  auto client = Connect(inv);
+  if (!client.ok()) {
+    return Fail(client.status());
+  }
+  if (Status s = inv.run(**client); !s.ok()) {
+    return Fail(s);
+  }
   return kExitOk;
 }

@@ -23,13 +23,19 @@ std::string CodeName(int32_t code) {
 std::string Queued(const v1::ChannelInfo& c) {
   std::vector<std::pair<int32_t, int32_t>> levels;
   for (const v1::QueueLevel& q : c.queued()) {
-    if (q.xds() > 0) levels.emplace_back(q.priority(), q.xds());
+    if (q.xds() > 0) {
+      levels.emplace_back(q.priority(), q.xds());
+    }
   }
-  if (levels.empty()) return "-";
+  if (levels.empty()) {
+    return "-";
+  }
   std::sort(levels.begin(), levels.end(), [](auto a, auto b) { return a.first > b.first; });
   std::string out;
   for (const auto& [prio, xds] : levels) {
-    if (!out.empty()) out += ' ';
+    if (!out.empty()) {
+      out += ' ';
+    }
     out += "p" + std::to_string(prio) + ":" + std::to_string(xds);
   }
   return out;
@@ -37,7 +43,9 @@ std::string Queued(const v1::ChannelInfo& c) {
 
 std::string Join(const google::protobuf::RepeatedPtrField<std::string>& items) {
   std::string out;
-  for (const std::string& s : items) out += (out.empty() ? "" : " ") + s;
+  for (const std::string& s : items) {
+    out += (out.empty() ? "" : " ") + s;
+  }
   return out.empty() ? "-" : out;
 }
 
@@ -52,7 +60,9 @@ std::string OwnerText(const v1::SessionOwner& o) {
   std::string out = o.client_name().empty() ? std::string("?") : ForLog(o.client_name(), 64);
   out += " (session " + std::to_string(o.session_id());
   out += o.uid() >= 0 ? ", uid " + std::to_string(o.uid()) : std::string(", gRPC");
-  if (o.pid() >= 0) out += ", pid " + std::to_string(o.pid());
+  if (o.pid() >= 0) {
+    out += ", pid " + std::to_string(o.pid());
+  }
   return out + ")";
 }
 
@@ -106,12 +116,16 @@ std::string RenderMemories(const v1::ListMemoriesResponse& r) {
               pool ? FormatBytes(m.client_quota()) : "-", FormatBytes(m.staging_budget()),
               FormatBytes(m.staging_used()), FormatBytes(m.staging_peak())});
   }
-  if (t.empty()) return "no memories\n";
+  if (t.empty()) {
+    return "no memories\n";
+  }
   return t.Render();
 }
 
 std::string RenderPeers(const v1::ListPeersResponse& r) {
-  if (r.peers().empty()) return "node '" + r.node_name() + "' has no peers (a single node)\n";
+  if (r.peers().empty()) {
+    return "node '" + r.node_name() + "' has no peers (a single node)\n";
+  }
   Table t({{"PEER"},
            {"ADDRESS"},
            {"STATE"},
@@ -154,7 +168,9 @@ std::string RenderChannels(const v1::ListChannelsResponse& r) {
                   : "none",
               Join(c.edges())});
   }
-  if (t.empty()) return "no channels\n";
+  if (t.empty()) {
+    return "no channels\n";
+  }
   return t.Render();
 }
 
@@ -190,7 +206,9 @@ std::string RenderTransfers(const v1::ListTransfersResponse& r) {
       t.AddRow(std::move(row));
     }
   }
-  if (t.empty()) return "no transfers in flight\n";
+  if (t.empty()) {
+    return "no transfers in flight\n";
+  }
   return t.Render();
 }
 
@@ -206,9 +224,15 @@ std::string RenderTransfer(const v1::TransferInfo& x) {
     out += ", " + FormatBytes(x.bytes()) + ", " + FormatDuration(x.elapsed_s()) + " so far";
   }
   out += "\n";
-  if (x.has_owner()) out += "owner: " + OwnerText(x.owner()) + "\n";
-  if (!x.path().empty()) out += "path: " + x.path() + "\n";
-  if (x.hops().empty()) return out;
+  if (x.has_owner()) {
+    out += "owner: " + OwnerText(x.owner()) + "\n";
+  }
+  if (!x.path().empty()) {
+    out += "path: " + x.path() + "\n";
+  }
+  if (x.hops().empty()) {
+    return out;
+  }
   Table t({{"HOP", Align::kRight},
            {"CHANNEL"},
            {"FROM->TO"},
@@ -227,7 +251,9 @@ std::string RenderTransfer(const v1::TransferInfo& x) {
 
 std::string RenderPlan(const v1::ExplainPlanResponse& p) {
   std::string out = "algorithm: " + p.algorithm() + "\n";
-  if (!p.text().empty()) out += "path: " + p.text() + "\n";
+  if (!p.text().empty()) {
+    out += "path: " + p.text() + "\n";
+  }
   if (p.predicted_bytes_per_s() > 0) {
     out += "predicted: " + FormatRate(p.predicted_bytes_per_s()) + "\n";
   }

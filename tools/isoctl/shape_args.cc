@@ -27,7 +27,9 @@ Result<std::vector<int64_t>> ParseExtents(std::string_view text) {
 }
 
 Result<std::vector<Field>> ParseFields(std::string_view text) {
-  if (TrimAscii(text).empty()) return std::vector<Field>{{"f0", 8}};
+  if (TrimAscii(text).empty()) {
+    return std::vector<Field>{{"f0", 8}};
+  }
   std::vector<Field> out;
   for (std::string_view part : SplitOn(text, ',')) {
     part = TrimAscii(part);
@@ -48,7 +50,9 @@ Result<std::vector<Field>> ParseFields(std::string_view text) {
 
 std::string DefaultLayout(int dims) {
   std::string out = "F";
-  for (int d = 0; d < dims; ++d) out += std::string(",") + "xyzw"[d];
+  for (int d = 0; d < dims; ++d) {
+    out += std::string(",") + "xyzw"[d];
+  }
   return out;
 }
 
@@ -66,11 +70,17 @@ Result<InstanceShape> MakeShape(const ParsedShape& shape, const std::string& lay
                                 const char* option) {
   Box bounds;
   bounds.dims = static_cast<int>(shape.extents.size());
-  for (int d = 0; d < bounds.dims; ++d) bounds.hi[d] = shape.extents[d];
+  for (int d = 0; d < bounds.dims; ++d) {
+    bounds.hi[d] = shape.extents[d];
+  }
   auto fields = FieldSpace::Make(shape.fields);
-  if (!fields.ok()) return UsageError(StrCat("--fields: ", fields.status().message()));
+  if (!fields.ok()) {
+    return UsageError(StrCat("--fields: ", fields.status().message()));
+  }
   auto parsed = Layout::Parse(layout, bounds.dims);
-  if (!parsed.ok()) return UsageError(StrCat(option, ": ", parsed.status().message()));
+  if (!parsed.ok()) {
+    return UsageError(StrCat(option, ": ", parsed.status().message()));
+  }
   InstanceShape s{bounds, *std::move(fields), *std::move(parsed)};
   if (Status v = s.Validate("instance"); !v.ok()) {
     return UsageError(StrCat("--extents/", option, ": ", v.message()));

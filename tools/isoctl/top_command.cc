@@ -70,8 +70,12 @@ Status RunTop(DaemonClient& client, const Output& out, const TopArgs& args) {
   StopSignals signals;
   const bool tty = !out.json && ::isatty(STDOUT_FILENO);
   for (int i = 0; args.iterations == 0 || i < args.iterations; ++i) {
-    if (i > 0) SleepUnlessStopped(std::chrono::milliseconds(args.interval_ms));
-    if (g_stop.load()) break;
+    if (i > 0) {
+      SleepUnlessStopped(std::chrono::milliseconds(args.interval_ms));
+    }
+    if (g_stop.load()) {
+      break;
+    }
     v1::StatusResponse status;
     v1::ListChannelsResponse channels;
     v1::ListTransfersResponse transfers;

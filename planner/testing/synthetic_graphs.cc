@@ -1,4 +1,4 @@
-#include "planner/synthetic_graphs.h"
+#include "planner/testing/synthetic_graphs.h"
 
 namespace isometry {
 
@@ -38,7 +38,9 @@ Topology PaperGraph(uint32_t nodes) {
   for (uint32_t n = 0; n < nodes; ++n) {
     const auto id = [n](M m) { return PaperMemoryId(n, m); };
     for (M a : host) {
-      for (M b : host) edge(id(a), id(b), ChannelKind::kMemcpy, StrCat("memcpy", n), memcpy);
+      for (M b : host) {
+        edge(id(a), id(b), ChannelKind::kMemcpy, StrCat("memcpy", n), memcpy);
+      }
     }
     edge(id(M::kZcm), id(M::kFbm), ChannelKind::kGpuWrite, StrCat("gpuwrite", n), gpu_write_zcm);
     edge(id(M::kReg), id(M::kFbm), ChannelKind::kGpuWrite, StrCat("gpuwrite", n), gpu_write_host);
@@ -54,7 +56,9 @@ Topology PaperGraph(uint32_t nodes) {
   }
   for (uint32_t a = 0; a < nodes; ++a) {
     for (uint32_t b = 0; b < nodes; ++b) {
-      if (a == b) continue;
+      if (a == b) {
+        continue;
+      }
       for (M from : host) {
         for (M to : host) {
           edge(PaperMemoryId(a, from), PaperMemoryId(b, to), ChannelKind::kRemoteMemcpy,

@@ -1,0 +1,86 @@
+#include "planner/path_evaluation.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "planner/shape_algebra.h"
+
+namespace isometry {
+namespace full_planner_internal {
+
+Result<Path> Evaluate(Path path, const std::vector<const TopologyEdge*>& edges, const Box& bounds,
+                      uint64_t field_bytes, const FullPlannerOptions& o) {
+  const size_t hops = edges.size();
+  const uint64_t th = o.space_threshold;
+  std::vector<Shape> shapes;
+  for (const PathNode& n : path.nodes) {
+    shapes.push_back(ShapeOf(n.layout));
+  }
+  std::vector<uint64_t> prefix(hops), sbar(hops), cap(hops);
+  path.hop_bps.assign(hops, 0);
+  double tp = std::numeric_limits<double>::infinity();
+  for (size_t h = 0; h < hops; ++h) {
+    const PairShape p = AnalyzePair(shapes[h], shapes[h + 1]);
+    prefix[h] = Product(p.ra, 0, p.pf, bounds, field_bytes);
+    sbar[h] = Product(p.ra, 0, p.sb, bounds, field_bytes);
+    const bool from_inner = h > 0, to_inner = h + 1 < hops;
+    if (from_inner && to_inner && sbar[h] > th) {
+      return FailedPrecondition("space: hop ", h, " (", path.nodes[h].layout.ToString(), " -> ",
+                                path.nodes[h + 1].layout.ToString(), ") shuffles ", sbar[h],
+                                " bytes between two intermediate buffers; the threshold is ", th);
+    }
+    cap[h] = from_inner || to_inner ? std::min(prefix[h], th) : prefix[h];
+    path.hop_bps[h] = edges[h]->tp.At(cap[h]);
+    tp = std::min(tp, path.hop_bps[h]);
+    path.edges[h] = *edges[h];
+  }
+  path.predicted_bps = tp;
+  path.request_bytes.assign(hops, 0);
+  for (size_t h = 0; h < hops; ++h) {
+    uint64_t r = edges[h]->tp.MinRequestFor(tp).value_or(cap[h]);
+    path.request_bytes[h] = std::min(std::max(r, o.min_request_bytes), cap[h]);
+  }
+  path.buffer_bytes.assign(hops - 1, 0);
+  for (size_t k = 0; k + 1 < hops; ++k) {  // the buffer at nodes[k + 1]
+    uint64_t b = std::max(path.request_bytes[k], path.request_bytes[k + 1]);
+    if (k >= 1) {
+      b = std::max(b, sbar[k]);  // hop k joins two intermediates
+    }
+    if (k + 2 < hops) {
+      b = std::max(b, sbar[k + 1]);  // so does hop k + 1
+    }
+    const Shape& s = shapes[k + 1];
+    path.buffer_bytes[k] = std::min(b, Product(s, 0, s.n, bounds, field_bytes));
+  }
+  return path;
+}
+
+Status ValidateRequest(const Box& bounds, uint64_t field_bytes) {
+  ISO_RETURN_IF_ERROR(bounds.Validate("index space"));
+  if (bounds.empty()) {
+    return InvalidArgument("index space ", ToString(bounds), " is empty");
+  }
+  if (field_bytes == 0) {
+    return InvalidArgument("the entry size |F| is 0 bytes");
+  }
+  return OkStatus();
+}
+
+Status ValidateLayout(const Layout& l, const Box& bounds, std::string_view what) {
+  if (l.dims() != bounds.dims) {
+    return InvalidArgument(what, " layout '", l.ToString(), "' has ", l.dims(),
+                           " dimension(s); the index space has ", bounds.dims);
+  }
+  return OkStatus();
+}
+
+}  // namespace full_planner_internal
+
+Result<Path> EvaluatePath(const Topology& topo, Path path, const Box& bounds, uint64_t field_bytes,
+                          const FullPlannerOptions& options) {
+  return full_planner_internal::EvaluateWith(
+      [&topo](MemoryId a, MemoryId b) { return topo.FindEdge(a, b); }, std::move(path), bounds,
+      field_bytes, options);
+}
+
+}  // namespace isometry
