@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what is missing, checks the include layering, builds, and runs
 # every test twice: once in a RelWithDebInfo build and once under
-# AddressSanitizer + UBSan; also builds everything with clang (the
-# thread-safety analysis) and the Release configuration the quick start uses;
-# then runs every libFuzzer target briefly from its seed corpus
-# (scripts/fuzz.sh, clang).
+# AddressSanitizer + UBSan; checks formatting, builds everything with clang
+# (its thread-safety analysis) and the Release configuration the quick
+# start uses, then runs every libFuzzer target briefly from its seed corpus
+# (scripts/fuzz.sh, clang). clang-tidy (scripts/tidy.sh) is not in this run
+# yet: its findings are being worked off (see README, Tests).
 # Usage: scripts/test.sh            (from anywhere; as root on a fresh box)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +16,8 @@ fi
 
 echo "== Layering (scripts/check_layering.py)"
 /usr/bin/python3 scripts/check_layering.py
+echo "== clang-format (the checked-in .clang-format; zero differences)"
+git ls-files '*.cc' '*.h' | xargs clang-format --dry-run --Werror
 
 jobs=$(nproc)
 run_suite() {
@@ -29,11 +32,10 @@ run_suite build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 echo "== Release build (what the quick start and the benchmarks use; -O3 warnings differ)"
 cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DISOMETRY_BUILD_TESTS=OFF >/dev/null
 cmake --build build-release -j "$jobs"
-# Compile only: clang's UBSan also reports pointer arithmetic that wraps
-# (layout/executor.cc adds negative strides stored as uint64) and a
-# reference to a packed epoll_event field (daemon/server/local_server.cc),
-# which g++'s does not; once those are fixed, build-asan moves to clang and
-# this build goes.
+# Compile only, so that clang's -Wthread-safety (CMake adds it for clang,
+# with -Werror) checks every lock annotation. The ASan suite stays on g++
+# until it passes under clang (its UBSan found two bugs, now fixed; the
+# rest of that run is not verified yet).
 echo "== clang build, compile only (-Wthread-safety checks the lock annotations)"
 cmake -S . -B build-clang -G Ninja -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null

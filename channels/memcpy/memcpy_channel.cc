@@ -16,9 +16,11 @@ class MemcpyChannel final : public Channel {
   explicit MemcpyChannel(const ChannelConfig& config) {
     caps_.name = config.name;
     caps_.kind = ChannelKind::kMemcpy;
-    for (MemoryKind a : {MemoryKind::kSys, MemoryKind::kReg, MemoryKind::kZcm})
-      for (MemoryKind b : {MemoryKind::kSys, MemoryKind::kReg, MemoryKind::kZcm})
+    for (MemoryKind a : {MemoryKind::kSys, MemoryKind::kReg, MemoryKind::kZcm}) {
+      for (MemoryKind b : {MemoryKind::kSys, MemoryKind::kReg, MemoryKind::kZcm}) {
         caps_.memory_kinds.emplace_back(a, b);
+      }
+    }
     caps_.converts_layout = true;
     caps_.request_bytes = config.request_bytes;
     caps_.max_in_flight = config.max_in_flight > 0 ? config.max_in_flight : config.threads;

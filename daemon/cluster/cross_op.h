@@ -33,7 +33,7 @@ class CrossOp final : public CrossTransfer, public std::enable_shared_from_this<
     ++pending_;
     nodes_.push_back(node);
   }
-  void SetLocal(Transfer t) {
+  void SetLocal(const Transfer& t) {
     Status failed;
     {
       absl::MutexLock lock(&mu_);

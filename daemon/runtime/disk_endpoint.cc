@@ -1,5 +1,7 @@
 #include "daemon/runtime/disk_endpoint.h"
 
+#include "core/strings.h"
+
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
@@ -21,7 +23,7 @@ namespace isometry {
 namespace {
 
 Status Errno(const std::string& what, int err) {
-  return Status(absl::ErrnoToStatusCode(err), StrCat(what, ": ", std::strerror(err)));
+  return Status(absl::ErrnoToStatusCode(err), StrCat(what, ": ", ErrnoString(err)));
 }
 
 std::string Dirname(const std::string& rel) {
@@ -79,7 +81,7 @@ Status CheckRelativePath(const std::string& relative) {
   return OkStatus();
 }
 
-Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenForRead(std::shared_ptr<DiskMemory> memory,
+Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenForRead(const std::shared_ptr<DiskMemory>& memory,
                                                                 const std::string& relative,
                                                                 uint64_t offset, uint64_t bytes) {
   ISO_RETURN_IF_ERROR(CheckRelativePath(relative));
@@ -133,8 +135,9 @@ Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenForWrite(std::shared_ptr
   ISO_RETURN_IF_ERROR(CheckRelativePath(relative));
   const std::string shown = memory->directory() + "/" + relative;
   const std::string base = Basename(relative);
-  if (base.empty() || base == ".")
+  if (base.empty() || base == ".") {
     return InvalidArgument("DSK instance: '", relative, "' names a directory");
+  }
   // Bounds first: nothing is opened or created for a write refused here.
   const std::optional<uint64_t> end = CheckedAdd(offset, bytes);
   if (!end) {
@@ -214,8 +217,9 @@ Status DiskEndpoint::Commit(bool durable) {
   for (int attempt = 0;; ++attempt) {
     temp = RandomName(name_);
     if (::linkat(AT_FDCWD, proc.c_str(), dir_.get(), temp.c_str(), AT_SYMLINK_FOLLOW) == 0) break;
-    if (errno != EEXIST || attempt == 3)
+    if (errno != EEXIST || attempt == 3) {
       return Errno("naming the new content of " + target_, errno);
+    }
   }
   if (::renameat(dir_.get(), temp.c_str(), dir_.get(), name_.c_str()) != 0) {
     const int err = errno;
@@ -224,8 +228,9 @@ Status DiskEndpoint::Commit(bool durable) {
   }
   name_.clear();
   charge_.Release();
-  if (durable && fsync(dir_.get()) != 0)
+  if (durable && fsync(dir_.get()) != 0) {
     return Errno("fsync of the directory of " + target_, errno);
+  }
   return OkStatus();
 }
 

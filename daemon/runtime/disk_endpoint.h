@@ -48,7 +48,7 @@ class DiskEndpoint {
  public:
   // Opens `relative` in `memory` for reading; the file must hold at least
   // `offset + bytes` bytes.
-  static Result<std::unique_ptr<DiskEndpoint>> OpenForRead(std::shared_ptr<DiskMemory> memory,
+  static Result<std::unique_ptr<DiskEndpoint>> OpenForRead(const std::shared_ptr<DiskMemory>& memory,
                                                            const std::string& relative,
                                                            uint64_t offset, uint64_t bytes);
   // Prepares a write of the instance at `offset` (`bytes` of storage) of

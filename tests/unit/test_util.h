@@ -34,6 +34,7 @@ inline FieldSpace RandomFields(std::mt19937_64& rng, int max_fields = 8) {
   static constexpr uint32_t kSizes[] = {1, 2, 3, 4, 8, 12, 16};
   const int n = std::uniform_int_distribution<int>(1, max_fields)(rng);
   std::vector<Field> fields;
+  fields.reserve(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
     fields.push_back({StrCat("f", i), kSizes[rng() % std::size(kSizes)]});
   }
@@ -129,8 +130,9 @@ inline std::string CheckCopy(const InstanceShape& ss, const std::vector<std::byt
     });
   }
   for (size_t i = 0; i < dst.size() && err.empty(); ++i) {
-    if (!written[i] && dst[i] != dst_before[i])
+    if (!written[i] && dst[i] != dst_before[i]) {
       err = StrCat("byte ", i, " outside the box changed");
+    }
   }
   return err;
 }
