@@ -14,19 +14,13 @@
 #include <vector>
 
 #include "core/unique_fd.h"
+#include "unit/socket_pair.h"
 
 namespace isometry::net {
 namespace {
 
-struct SocketPair {
-  UniqueFd a, b;
-};
-
-SocketPair MakeSocketPair() {
-  int fds[2];
-  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
-  return {UniqueFd(fds[0]), UniqueFd(fds[1])};
-}
+using testing::MakeSocketPair;
+using testing::SocketPair;
 
 std::vector<char> Pattern(size_t n, int seed) {
   std::vector<char> v(n);

@@ -16,19 +16,13 @@
 
 #include "core/unique_fd.h"
 #include "isometry.pb.h"
+#include "unit/socket_pair.h"
 
 namespace isometry::wire {
 namespace {
 
-struct SocketPair {
-  UniqueFd a, b;
-};
-
-SocketPair MakeSocketPair() {
-  int fds[2];
-  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
-  return {UniqueFd(fds[0]), UniqueFd(fds[1])};
-}
+using testing::MakeSocketPair;
+using testing::SocketPair;
 
 int OpenFds() {
   int n = 0;
