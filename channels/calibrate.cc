@@ -13,6 +13,7 @@
 #include "channels/disk/disk_file.h"
 #include "channels/host_pages.h"
 #include "core/random.h"
+#include "core/strings.h"
 #include "core/unique_fd.h"
 
 namespace isometry {
@@ -120,7 +121,7 @@ Status FillFile(const DiskFile& file, const HostPages& host, uint64_t bytes) {
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
       return Internal("calibration: writing ", file.path(), ": ",
-                      w < 0 ? std::strerror(errno) : "no progress");
+                      w < 0 ? ErrnoString(errno) : "no progress");
     }
     off += static_cast<uint64_t>(w);
   }
@@ -183,7 +184,7 @@ Result<std::vector<RateSample>> MeasureDiskChannel(Channel& channel, const std::
   if (!scratch.valid()) {
     const int err = errno;
     return Status(absl::ErrnoToStatusCode(err),
-                  StrCat("calibration: scratch file ", path, ": ", std::strerror(err)));
+                  StrCat("calibration: scratch file ", path, ": ", ErrnoString(err)));
   }
   if (named) ::unlink(path.c_str());
   ISO_ASSIGN_OR_RETURN(DiskFile file, DiskFile::Open(StrCat("/proc/self/fd/", scratch.get()),
@@ -191,7 +192,7 @@ Result<std::vector<RateSample>> MeasureDiskChannel(Channel& channel, const std::
   scratch.reset();
   // Sized first: ext4 serializes O_DIRECT writes that extend a file.
   if (::ftruncate(file.fd(), static_cast<off_t>(kDiskArea)) != 0) {
-    return Internal("calibration: sizing ", path, ": ", std::strerror(errno));
+    return Internal("calibration: sizing ", path, ": ", ErrnoString(errno));
   }
   // Host memory like the daemon's ring buffers (huge pages where allowed).
   ISO_ASSIGN_OR_RETURN(HostPages host, HostPages::Map(sizes.back(), /*populate=*/true));

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 
+#include "core/strings.h"
+
 namespace isometry {
 
 namespace {
@@ -60,7 +62,7 @@ Result<HostPages> HostPages::Map(uint64_t bytes, bool populate) {
   const uint64_t span = huge ? length + kHugePageBytes : length;
   void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) {
-    return ResourceExhausted("cannot map ", bytes, " bytes of host memory: ", std::strerror(errno));
+    return ResourceExhausted("cannot map ", bytes, " bytes of host memory: ", ErrnoString(errno));
   }
   auto* base = static_cast<std::byte*>(raw);
   if (huge) {

@@ -21,6 +21,7 @@
 
 #include "config/config_parser.h"
 #include "core/random.h"
+#include "core/strings.h"
 #include "core/unique_fd.h"
 #include "daemon/cluster/cluster.h"
 #include "daemon/cluster/fault_injection.h"
@@ -90,7 +91,7 @@ Result<std::string> WriteOperatorToken(const DaemonConfig& d) {
   const std::string path = d.state_dir + "/operator.token";
   ::unlink(path.c_str());
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-  if (!fd.valid()) return Internal("cannot write ", path, ": ", std::strerror(errno));
+  if (!fd.valid()) return Internal("cannot write ", path, ": ", ErrnoString(errno));
   if (::write(fd.get(), token.data(), token.size()) != static_cast<ssize_t>(token.size()))
     return Internal("cannot write ", path);
   return token;
@@ -240,7 +241,9 @@ int Serve(const Config& config) {
   AnnounceReady(config, *cluster != nullptr);
 
   const int sig = WaitForStopSignal(signals, **node);
-  spdlog::info("{}: stopping; in-flight transfers get {} ms to finish", strsignal(sig),
+  // sigdescr_np: strsignal's buffer is shared between threads.
+  const char* why = sigdescr_np(sig);
+  spdlog::info("{}: stopping; in-flight transfers get {} ms to finish", why ? why : "signal",
                d.shutdown_grace_ms);
   sd_notify(0, "STOPPING=1\nSTATUS=draining");
   const Node::DrainOutcome drained = (*node)->Drain(std::chrono::milliseconds(d.shutdown_grace_ms));

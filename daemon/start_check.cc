@@ -12,14 +12,14 @@
 #include <filesystem>
 #include <memory>
 
+#include "core/group.h"
+#include "core/strings.h"
 #include "core/unique_fd.h"
 #include "daemon/cluster/secret.h"
 
 namespace isometry {
 
 namespace {
-
-std::string ErrnoText(int err) { return std::strerror(err); }
 
 // `dir` exists as a directory the daemon may write in, or the nearest
 // existing ancestor is one (the daemon creates the rest at start).
@@ -29,7 +29,7 @@ Status CheckWritableDirectory(const char* key, const std::string& dir, std::stri
   struct stat st {};
   while (::stat(p.c_str(), &st) != 0) {
     if (errno != ENOENT && errno != ENOTDIR) {  // ENOTDIR: a file on the way
-      return ConfigKeyError(key, what, " '", dir, "': ", p.string(), ": ", ErrnoText(errno));
+      return ConfigKeyError(key, what, " '", dir, "': ", p.string(), ": ", ErrnoString(errno));
     }
     exists_already = false;
     if (!p.has_relative_path()) break;  // "/" itself is missing: cannot happen
@@ -43,7 +43,7 @@ Status CheckWritableDirectory(const char* key, const std::string& dir, std::stri
                           exists_already
                               ? "the directory is not writable"
                               : StrCat("cannot be created: ", p.string(), " is not writable"),
-                          " (", ErrnoText(errno), ")");
+                          " (", ErrnoString(errno), ")");
   }
   return OkStatus();
 }
@@ -100,7 +100,7 @@ Status CheckListenAddress(const char* key, const std::string& address) {
     if (rc == 0) return OkStatus();
   }
   return ConfigKeyError(key, "address '", address, "': cannot listen on host '", host,
-                        "': ", ErrnoText(last_error),
+                        "': ", ErrnoString(last_error),
                         last_error == EADDRNOTAVAIL ? " (not an address of this machine)" : "");
 }
 
@@ -108,14 +108,14 @@ Status CheckDiskDirectory(const std::string& key, const MemoryConfig& m) {
   struct stat st {};
   if (::stat(m.directory.c_str(), &st) != 0) {
     return ConfigKeyError(key, "DSK memory '", m.name, "': directory '", m.directory,
-                          "': ", ErrnoText(errno));
+                          "': ", ErrnoString(errno));
   }
   if (!S_ISDIR(st.st_mode)) {
     return ConfigKeyError(key, "DSK memory '", m.name, "': '", m.directory, "' is not a directory");
   }
   if (::euidaccess(m.directory.c_str(), X_OK) != 0) {
     return ConfigKeyError(key, "DSK memory '", m.name, "': directory '", m.directory,
-                          "' cannot be searched: ", ErrnoText(errno));
+                          "' cannot be searched: ", ErrnoString(errno));
   }
   return OkStatus();
 }
@@ -128,7 +128,7 @@ Status CheckStartable(const Config& config) {
   ISO_RETURN_IF_ERROR(CheckSocketPath("daemon.local_socket", d.local_socket));
   ISO_RETURN_IF_ERROR(CheckSocketPath("daemon.grpc_socket", d.grpc_socket));
   ISO_RETURN_IF_ERROR(CheckWritableDirectory("daemon.state_dir", d.state_dir, "state_dir"));
-  if (!d.socket_group.empty() && ::getgrnam(d.socket_group.c_str()) == nullptr) {
+  if (!d.socket_group.empty() && !GroupIdOf(d.socket_group)) {
     return ConfigKeyError("daemon.socket_group", "group '", d.socket_group,
                           "' does not exist (create it, or leave socket_group out to keep the "
                           "daemon's group)");

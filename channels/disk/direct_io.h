@@ -16,10 +16,4 @@ inline bool Aligned(const std::byte* p) { return reinterpret_cast<uintptr_t>(p) 
 inline uint64_t AlignDown(uint64_t v) { return v / kAlign * kAlign; }
 inline uint64_t AlignUp(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
-// strerror_r rather than strerror: several channels' workers fail at once.
-inline std::string ErrnoText(int err) {
-  char buf[128];
-  return strerror_r(err, buf, sizeof buf);  // GNU: returns the message
-}
-
 }  // namespace isometry::disk

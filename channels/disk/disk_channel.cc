@@ -47,6 +47,7 @@
 #include "channels/disk/uring.h"
 #include "channels/host_pages.h"
 #include "channels/rate_limiter.h"
+#include "core/strings.h"
 #include "core/unique_fd.h"
 #include "layout/executor.h"
 
@@ -57,7 +58,6 @@ namespace {
 using disk::AlignDown;
 using disk::Aligned;
 using disk::AlignUp;
-using disk::ErrnoText;
 using disk::FileRun;
 using disk::FileSpan;
 using disk::Io;
@@ -473,7 +473,7 @@ class DiskChannel final : public Channel {
         return Queue(io);
       }
       if (res < 0) {
-        r.status = Status(absl::ErrnoToStatusCode(-res), Where(r, off, len, ErrnoText(-res)));
+        r.status = Status(absl::ErrnoToStatusCode(-res), Where(r, off, len, ErrnoString(-res)));
       } else if (res == 0) {
         r.status = write_
                        ? Internal(Where(r, off, len, "the write made no progress"))
@@ -583,7 +583,7 @@ Result<std::unique_ptr<Channel>> MakeDiskChannel(const ChannelConfig& config,
   }
   UniqueFd wake(::eventfd(0, EFD_CLOEXEC));  // blocking: io_uring polls it
   if (wake.get() < 0) {
-    return Internal("channel '", config.name, "': eventfd: ", ErrnoText(errno));
+    return Internal("channel '", config.name, "': eventfd: ", ErrnoString(errno));
   }
   // Registrations are optimisations: a refusal is noted in the description.
   if (options.register_buffers) (void)ring.RegisterBuffer(mapping->data(), mapping->size());

@@ -6,17 +6,16 @@
 #include <cerrno>
 
 #include "channels/disk/direct_io.h"
+#include "core/strings.h"
 
 namespace isometry {
-
-using disk::ErrnoText;
 
 Status SyncFile(const FileRange& file) {
   while (::fdatasync(file.fd) != 0) {
     if (errno == EINTR) continue;
     const int err = errno;
     return Status(absl::ErrnoToStatusCode(err),
-                  StrCat("fdatasync ", file.path, ": ", ErrnoText(err)));
+                  StrCat("fdatasync ", file.path, ": ", ErrnoString(err)));
   }
   return OkStatus();
 }
@@ -43,13 +42,13 @@ Result<DiskFile> DiskFile::Open(const std::string& path, Mode mode, const std::s
   UniqueFd fd = open(flags);
   if (!fd.valid()) {
     const int err = errno;
-    return Status(absl::ErrnoToStatusCode(err), StrCat("open ", path, ": ", ErrnoText(err)));
+    return Status(absl::ErrnoToStatusCode(err), StrCat("open ", path, ": ", ErrnoString(err)));
   }
   UniqueFd direct = open((flags & ~O_CREAT) | O_DIRECT);
   if (!direct.valid() && errno != EINVAL) {  // EINVAL: no O_DIRECT on this file system
     const int err = errno;
     return Status(absl::ErrnoToStatusCode(err),
-                  StrCat("open ", path, " with O_DIRECT: ", ErrnoText(err)));
+                  StrCat("open ", path, " with O_DIRECT: ", ErrnoString(err)));
   }
   return DiskFile(shown.empty() ? path : shown, std::move(fd), std::move(direct));
 }

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <vector>
 
+#include "core/strings.h"
+
 namespace isometry {
 
 namespace {
@@ -63,7 +65,7 @@ Result<Uring> Uring::Create(const UringOptions& options) {
                              "kernel without CONFIG_IO_URING)"
                            : (rc == -ENOMEM ? " (RLIMIT_MEMLOCK too low for the rings?)" : "");
     return Status(absl::ErrnoToStatusCode(-rc), StrCat("io_uring_setup(", options.entries,
-                                                       " entries): ", std::strerror(-rc), hint));
+                                                       " entries): ", ErrnoString(-rc), hint));
   }
   info.sq_entries = params.sq_entries;
   info.cq_entries = params.cq_entries;
@@ -92,9 +94,9 @@ Status Uring::RegisterBuffer(void* base, size_t bytes) {
   iovec iov{base, bytes};
   const int rc = io_uring_register_buffers(ring_.get(), &iov, 1);
   if (rc < 0) {
-    AddNote(&info_.notes, StrCat("registering the staging buffer: ", std::strerror(-rc)));
+    AddNote(&info_.notes, StrCat("registering the staging buffer: ", ErrnoString(-rc)));
     return Status(absl::ErrnoToStatusCode(-rc),
-                  StrCat("io_uring_register_buffers: ", std::strerror(-rc)));
+                  StrCat("io_uring_register_buffers: ", ErrnoString(-rc)));
   }
   info_.registered_buffer = true;
   return OkStatus();
@@ -107,9 +109,9 @@ Status Uring::RegisterFileTable(unsigned slots) {
     rc = io_uring_register_files(ring_.get(), empty.data(), slots);
   }
   if (rc < 0) {
-    AddNote(&info_.notes, StrCat("registering a file table: ", std::strerror(-rc)));
+    AddNote(&info_.notes, StrCat("registering a file table: ", ErrnoString(-rc)));
     return Status(absl::ErrnoToStatusCode(-rc),
-                  StrCat("io_uring_register_files: ", std::strerror(-rc)));
+                  StrCat("io_uring_register_files: ", ErrnoString(-rc)));
   }
   info_.registered_files = true;
   return OkStatus();
@@ -119,7 +121,7 @@ Status Uring::UpdateFiles(unsigned offset, const int* fds, unsigned count) {
   const int rc = io_uring_register_files_update(ring_.get(), offset, fds, count);
   if (rc < 0) {
     return Status(absl::ErrnoToStatusCode(-rc),
-                  StrCat("io_uring_register_files_update: ", std::strerror(-rc)));
+                  StrCat("io_uring_register_files_update: ", ErrnoString(-rc)));
   }
   return OkStatus();
 }
@@ -139,7 +141,7 @@ Status Uring::SubmitAndWait(unsigned wait_nr, int64_t timeout_ns) {
     }
     if (rc >= 0) return OkStatus();
     if (rc == -EINTR) continue;
-    return Status(absl::ErrnoToStatusCode(-rc), StrCat("io_uring_enter: ", std::strerror(-rc)));
+    return Status(absl::ErrnoToStatusCode(-rc), StrCat("io_uring_enter: ", ErrnoString(-rc)));
   }
 }
 

@@ -14,12 +14,14 @@
 #include <memory>
 #include <vector>
 
+#include "core/strings.h"
+
 namespace isometry::net {
 
 namespace {
 
 Status Errno(std::string_view what, int err) {
-  const std::string msg = StrCat(what, ": ", std::strerror(err));
+  const std::string msg = StrCat(what, ": ", ErrnoString(err));
   if (err == ECONNRESET || err == EPIPE || err == ETIMEDOUT || err == ECONNREFUSED ||
       err == EHOSTUNREACH || err == ENETUNREACH || err == ECONNABORTED) {
     return Unavailable(msg);

@@ -10,12 +10,14 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/strings.h"
+
 namespace isometry {
 
 Result<std::string> LoadSecret(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return NotFound("cluster secret file '", path, "' cannot be read: ", std::strerror(errno));
+    return NotFound("cluster secret file '", path, "' cannot be read: ", ErrnoString(errno));
   }
   std::stringstream ss;
   ss << in.rdbuf();

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/strings.h"
+
 // Linux 5.14; older headers lack it, older kernels answer EINVAL.
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -24,7 +26,7 @@ namespace isometry {
 namespace {
 
 Result<SharedMemory> Fail(const std::string& what, const std::string& name) {
-  return ResourceExhausted(what, " for shared memory '", name, "': ", std::strerror(errno));
+  return ResourceExhausted(what, " for shared memory '", name, "': ", ErrnoString(errno));
 }
 
 // Faults every page of a fresh shared mapping in for writing: the memfd

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/strings.h"
+
 namespace isometry {
 
 namespace {
@@ -131,7 +133,7 @@ Result<UniqueFd> OpenBeneath(int dir_fd, const std::string& relative, int flags,
       return absl::PermissionDeniedError(
           StrCat(shown, " is or passes through a symbolic link; DSK file names may not use links"));
     default:
-      return Status(absl::ErrnoToStatusCode(err), StrCat(shown, ": ", std::strerror(err)));
+      return Status(absl::ErrnoToStatusCode(err), StrCat(shown, ": ", ErrnoString(err)));
   }
 }
 

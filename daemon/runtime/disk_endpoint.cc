@@ -1,7 +1,5 @@
 #include "daemon/runtime/disk_endpoint.h"
 
-#include "core/strings.h"
-
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
@@ -15,6 +13,7 @@
 
 #include "core/checked.h"
 #include "core/random.h"
+#include "core/strings.h"
 #include "core/unique_fd.h"
 #include "daemon/runtime/beneath.h"
 
@@ -81,9 +80,9 @@ Status CheckRelativePath(const std::string& relative) {
   return OkStatus();
 }
 
-Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenForRead(const std::shared_ptr<DiskMemory>& memory,
-                                                                const std::string& relative,
-                                                                uint64_t offset, uint64_t bytes) {
+Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenForRead(
+    const std::shared_ptr<DiskMemory>& memory, const std::string& relative, uint64_t offset,
+    uint64_t bytes) {
   ISO_RETURN_IF_ERROR(CheckRelativePath(relative));
   const std::string shown = memory->directory() + "/" + relative;
   const std::optional<uint64_t> end = CheckedAdd(offset, bytes);

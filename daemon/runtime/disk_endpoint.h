@@ -48,9 +48,9 @@ class DiskEndpoint {
  public:
   // Opens `relative` in `memory` for reading; the file must hold at least
   // `offset + bytes` bytes.
-  static Result<std::unique_ptr<DiskEndpoint>> OpenForRead(const std::shared_ptr<DiskMemory>& memory,
-                                                           const std::string& relative,
-                                                           uint64_t offset, uint64_t bytes);
+  static Result<std::unique_ptr<DiskEndpoint>> OpenForRead(
+      const std::shared_ptr<DiskMemory>& memory, const std::string& relative, uint64_t offset,
+      uint64_t bytes);
   // Prepares a write of the instance at `offset` (`bytes` of storage) of
   // `relative` (its directory must exist), charged to `owner`'s quota.
   // `covers_instance`: the copy writes every byte of the instance's

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/checked.h"
+#include "core/strings.h"
 #include "daemon/runtime/beneath.h"
 
 namespace isometry {
@@ -52,7 +53,7 @@ Result<std::shared_ptr<DiskMemory>> DiskMemory::Open(const MemoryConfig& config)
                                 "' does not exist");
     }
     return FailedPrecondition("DSK memory '", config.name, "': directory '", config.directory,
-                              "': ", std::strerror(err));
+                              "': ", ErrnoString(err));
   }
   // The first resolution probes for openat2 (and logs a fallback).
   (void)OpenBeneath(dir.get(), ".", O_PATH | O_DIRECTORY, config.directory);

@@ -19,7 +19,9 @@
 #include <map>
 #include <thread>
 
+#include "core/group.h"
 #include "core/log_limiter.h"
+#include "core/strings.h"
 #include "core/unique_fd.h"
 #include "daemon/node/shared_memory.h"
 #include "daemon/server/convert.h"
@@ -32,7 +34,7 @@ namespace isometry {
 
 namespace {
 
-Status Errno(const std::string& what) { return Internal(what, ": ", std::strerror(errno)); }
+Status Errno(const std::string& what) { return Internal(what, ": ", ErrnoString(errno)); }
 
 // One attached process: its session, socket, control segment and eventfds.
 struct LocalClient {
@@ -100,9 +102,9 @@ Status PrepareSocketPath(const std::string& path) {
 Status ApplySocketPermissions(const std::string& path, uint32_t mode, const std::string& group) {
   if (chmod(path.c_str(), mode) != 0) return Errno("chmod " + path);
   if (!group.empty()) {
-    struct group* g = getgrnam(group.c_str());
-    if (!g) return NotFound("socket group '", group, "' does not exist");
-    if (chown(path.c_str(), static_cast<uid_t>(-1), g->gr_gid) != 0) return Errno("chown " + path);
+    const std::optional<gid_t> gid = GroupIdOf(group);
+    if (!gid) return NotFound("socket group '", group, "' does not exist");
+    if (chown(path.c_str(), static_cast<uid_t>(-1), *gid) != 0) return Errno("chown " + path);
   }
   return OkStatus();
 }
@@ -219,14 +221,14 @@ struct LocalServer::Impl {
       if (!fd.valid()) {
         if (stopping) return;
         if (errno == EINTR || errno == ECONNABORTED) continue;
-        spdlog::error("local socket accept: {}", std::strerror(errno));
+        spdlog::error("local socket accept: {}", ErrnoString(errno));
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
         continue;
       }
       ucred cred{};
       socklen_t len = sizeof cred;
       if (getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-        spdlog::warn("local client refused: SO_PEERCRED failed: {}", std::strerror(errno));
+        spdlog::warn("local client refused: SO_PEERCRED failed: {}", ErrnoString(errno));
         continue;
       }
       auto c = std::make_shared<LocalClient>();
@@ -413,7 +415,7 @@ struct LocalServer::Impl {
       }
       const int n = epoll_wait(epoll.get(), events, 64, polling ? 0 : -1);
       if (n < 0 && errno != EINTR) {
-        spdlog::error("ring epoll: {}", std::strerror(errno));
+        spdlog::error("ring epoll: {}", ErrnoString(errno));
         return;
       }
       for (int i = 0; i < std::max(n, 0); ++i) {

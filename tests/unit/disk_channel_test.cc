@@ -27,6 +27,7 @@
 #include "channels/channel_factory.h"
 #include "channels/disk/disk_file.h"
 #include "channels/disk/uring.h"
+#include "core/strings.h"
 #include "layout/compiler.h"
 #include "unit/skip.h"
 #include "unit/temp_dir.h"
@@ -597,7 +598,7 @@ TEST_CASE("ENOSPC on a full tmpfs names the file, and the channel serves on",
   const fs::path mnt = fs::path(dir.path) / "small";
   fs::create_directory(mnt);
   if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=256k") != 0) {
-    ISOMETRY_SKIP("cannot mount a 256 KiB tmpfs at " << mnt << ": " << std::strerror(errno)
+    ISOMETRY_SKIP("cannot mount a 256 KiB tmpfs at " << mnt << ": " << ErrnoString(errno)
                                                      << " (needs root / CAP_SYS_ADMIN)");
   }
   struct Unmount {

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/strings.h"
 #include "core/unique_fd.h"
 #include "unit/socket_pair.h"
 
@@ -181,7 +182,7 @@ TEST_CASE("sending to a closed peer is UNAVAILABLE and raises no SIGPIPE") {
   const std::vector<char> payload = Pattern(64, 2);
   const Status s = SendFrame(p.a.get(), Header(FrameType::kAbort, payload.size()), payload.data());
   CHECK(s.code() == absl::StatusCode::kUnavailable);
-  CHECK(s.message() == StrCat("send: ", std::strerror(EPIPE)));
+  CHECK(s.message() == StrCat("send: ", ErrnoString(EPIPE)));
 }
 
 TEST_CASE("Discard skips exactly the payload it is told to") {
@@ -247,7 +248,7 @@ TEST_CASE("bad addresses and refused connections say which address") {
   auto c = ConnectTo(address, 2000);
   REQUIRE_FALSE(c.ok());
   CHECK(c.status().code() == absl::StatusCode::kUnavailable);
-  CHECK(c.status().message() == StrCat("connect to ", address, ": ", std::strerror(ECONNREFUSED)));
+  CHECK(c.status().message() == StrCat("connect to ", address, ": ", ErrnoString(ECONNREFUSED)));
 }
 
 CopyOp Op(uint64_t src, uint64_t dst, uint64_t run, std::vector<CopyLoop> loops = {}) {
