@@ -70,7 +70,7 @@ Result<double> TimeRequests(Channel& channel, const std::function<ChannelRequest
     ++f.count;
     const uint64_t k = issued++;
     f.mu.Unlock();  // Submit may complete at once, on another thread
-    channel.Submit(make(k), [&f](Status s) {
+    channel.Submit(make(k), [&f](const Status& s) {
       absl::MutexLock l(&f.mu);
       --f.count;
       ++f.done;
@@ -179,8 +179,9 @@ Result<std::vector<RateSample>> MeasureDiskChannel(Channel& channel, const std::
   const std::string path = StrCat(directory, "/.isometry-calibration-", RandomHex(8));
   UniqueFd scratch(::open(directory.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
   const bool named = !scratch.valid() && (errno == EOPNOTSUPP || errno == EISDIR);
-  if (named)
+  if (named) {
     scratch.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  }
   if (!scratch.valid()) {
     const int err = errno;
     return Status(absl::ErrnoToStatusCode(err),

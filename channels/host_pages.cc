@@ -78,8 +78,9 @@ Result<HostPages> HostPages::Map(uint64_t bytes, bool populate) {
   if (populate) {
     // After the advice, so the faults take huge pages (MAP_POPULATE would
     // fault before madvise could run).
-    for (uint64_t off = 0; off < length; off += PageBytes())
+    for (uint64_t off = 0; off < length; off += PageBytes()) {
       *reinterpret_cast<volatile char*>(base + off) = 0;
+    }
   }
   return pages;
 }

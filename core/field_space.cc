@@ -34,6 +34,7 @@ Result<FieldSpace> FieldSpace::Make(std::vector<Field> fields) {
 
 FieldSpace FieldSpace::Uniform(int count, uint32_t size) {
   std::vector<Field> fields;
+  fields.reserve(static_cast<size_t>(count));
   for (int i = 0; i < count; ++i) {
     fields.push_back({StrCat("f", i), size});
   }

@@ -177,8 +177,9 @@ int WaitForStopSignal(const sigset_t& signals, Node& node) {
     timespec ts{0, static_cast<long>(tick.count()) * 1000000L};
     const int sig = sigtimedwait(&signals, nullptr, &ts);
     if (sig == SIGTERM || sig == SIGINT) return sig;
-    if (sig == SIGHUP)
+    if (sig == SIGHUP) {
       spdlog::info("SIGHUP: configuration reload is not supported; restart to apply");
+    }
     node.SampleThroughput();
     if (watchdog) sd_notify(0, "WATCHDOG=1");
   }
@@ -202,8 +203,9 @@ void StopServing(const DaemonConfig& d, Cluster* cluster, GrpcServers& grpc,
   if (cluster) cluster->Stop();
   grpc.service->Shutdown();
   grpc.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  if (grpc.peer_server)
+  if (grpc.peer_server) {
     grpc.peer_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  }
   local.reset();
   grpc.server.reset();
   grpc.peer_server.reset();
@@ -236,8 +238,9 @@ int Serve(const Config& config) {
   if (!token.ok()) return Fail(token.status().ToString());
   auto grpc = StartGrpcServers(d, **node, cluster->get(), *token);
   if (!grpc.ok()) return Fail(std::string(grpc.status().message()));
-  if (Status s = ApplySocketPermissions(d.grpc_socket, d.socket_mode, d.socket_group); !s.ok())
+  if (Status s = ApplySocketPermissions(d.grpc_socket, d.socket_mode, d.socket_group); !s.ok()) {
     return Fail(s.ToString());
+  }
   AnnounceReady(config, *cluster != nullptr);
 
   const int sig = WaitForStopSignal(signals, **node);

@@ -47,7 +47,7 @@ size_t PlanKeyHash::operator()(const PlanKey& k) const {
   h = Mix(h, (uint64_t{k.dst_memory.node} << 32) | k.dst_memory.memory);
   h = HashLayout(h, k.src_layout);
   h = HashLayout(h, k.dst_layout);
-  h = Mix(h, static_cast<uint64_t>(k.size_class + 1));
+  h = Mix(h, static_cast<uint64_t>(k.size_class) + 1);
   for (int8_t c : k.shape_class) {
     h = Mix(h, static_cast<uint64_t>(c + 1));
   }

@@ -35,8 +35,9 @@ Result<DiskFile> DiskFile::Open(const std::string& path, Mode mode, const std::s
   }
   auto open = [&](int f) {
     int fd;
-    do fd = ::open(path.c_str(), f, 0644);
-    while (fd < 0 && errno == EINTR);
+    do {
+      fd = ::open(path.c_str(), f, 0644);
+    } while (fd < 0 && errno == EINTR);
     return UniqueFd(fd);
   };
   UniqueFd fd = open(flags);

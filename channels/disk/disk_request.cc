@@ -13,8 +13,9 @@ namespace {
 // An op that moves nothing (hand-built programs may have them).
 bool MovesNothing(const CopyOp& op) {
   if (op.run_bytes == 0) return true;
-  for (int l = 0; l < op.num_loops; ++l)
+  for (int l = 0; l < op.num_loops; ++l) {
     if (op.loops[l].count == 0) return true;
+  }
   return false;
 }
 

@@ -205,7 +205,7 @@ void PeerLink::AddIncoming(UniqueFd fd) {
   StartConn(c);
 }
 
-void PeerLink::StartConn(std::shared_ptr<Conn> c) {
+void PeerLink::StartConn(const std::shared_ptr<Conn>& c) {
   Conn* raw = c.get();
   // The threads use the raw pointer: the link's vectors own the Conn and
   // destroy it (joining them) only from other threads.

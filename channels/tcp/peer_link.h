@@ -107,7 +107,7 @@ class PeerLink {
     RequestDone done;
   };
 
-  void StartConn(std::shared_ptr<Conn> c);
+  void StartConn(const std::shared_ptr<Conn>& c);
   void Reader(Conn* c);
   void Writer(Conn* c);
   Status WriteJob(Conn& c, Job& job);

@@ -191,7 +191,7 @@ struct Cluster::Impl {
   // again.
   // `generation`: the data link's generation the failure was seen on
   // (none: now); a stale report about replaced connections changes nothing.
-  void MarkDown(const std::string& name, Status why,
+  void MarkDown(const std::string& name, const Status& why,
                 std::optional<uint64_t> generation = std::nullopt) ABSL_LOCKS_EXCLUDED(mu);
   // A memory as users name it: "sys0" on this node, "node-b:sys0" on a
   // peer (by the topology its welcome gave), its id when neither has it.
@@ -205,7 +205,7 @@ struct Cluster::Impl {
   Status StartLocalHalf(uint64_t key, RemotePart part, const CrossEnd& end,
                         const InstanceShape& other, std::optional<Box> box, int priority,
                         bool durable, const std::string& initiator,
-                        std::function<void(Status)> on_done) ABSL_LOCKS_EXCLUDED(mu);
+                        const std::function<void(Status)>& on_done) ABSL_LOCKS_EXCLUDED(mu);
   // A half `caller` asks this node to run.
   Status StartPeerHalf(const std::string& caller, cluster::HalfRequest req);
   // Runs `on_end` with the half's final status, now when it has ended;
@@ -230,9 +230,9 @@ struct Cluster::Impl {
   Result<PlanReport> Explain(const std::string& src_memory, const Layout& src_layout,
                              const std::string& dst_memory, const Layout& dst_layout,
                              const Box& bounds, const FieldSpace& fields);
-  void SetUp(std::shared_ptr<CrossOp> op, CrossCopySpec spec, Path path, size_t net_hop,
-             uint64_t chunk_target, uint64_t slot_limit);
-  void SetUpHalves(const std::shared_ptr<CrossOp>& op, CrossCopySpec spec, Path path,
+  void SetUp(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec, const Path& path,
+             size_t net_hop, uint64_t chunk_target, uint64_t slot_limit);
+  void SetUpHalves(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec, const Path& path,
                    size_t net_hop, uint64_t chunk_target, uint64_t slot_limit);
   // This node's half of `op`; false when the copy cannot go on.
   bool SetUpOwnHalf(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec, bool sending,

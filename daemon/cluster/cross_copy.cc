@@ -20,7 +20,7 @@ void CrossOp::Cancel() {
   Fail(absl::CancelledError(StrCat("cross-node transfer ", key_, " was cancelled")));
 }
 
-void CrossOp::Fail(Status why) {
+void CrossOp::Fail(const Status& why) {
   std::optional<Transfer> local;
   std::vector<std::string> nodes;
   std::vector<std::shared_ptr<grpc::ClientContext>> awaits;
@@ -45,13 +45,13 @@ void CrossOp::Fail(Status why) {
     req->set_message(std::string(why.message()));
     auto resp = std::make_shared<v1::AbortHalfResponse>();
     p->stub->async()->AbortHalf(ctx.get(), req.get(), resp.get(),
-                                [ctx, req, resp](grpc::Status) {});
+                                [ctx, req, resp](const grpc::Status&) {});
   }
   // A peer that vanished never answers AwaitHalf: stop waiting.
   for (auto& ctx : awaits) ctx->TryCancel();
 }
 
-void CrossOp::HalfDone(Status s) {
+void CrossOp::HalfDone(const Status& s) {
   std::function<void(Status)> done;
   Status final;
   bool fail_others = false;
@@ -85,7 +85,7 @@ void CrossOp::SetUpDone() {
   if (done) Finish(std::move(done), std::move(final));
 }
 
-void CrossOp::Finish(std::function<void(Status)> done, Status final) {
+void CrossOp::Finish(const std::function<void(Status)>& done, Status final) {
   {
     absl::MutexLock lock(&impl_->mu);
     impl_->ops.erase(key_);
@@ -200,8 +200,7 @@ Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::Copy(CrossCopySpec spec,
     ops[key] = op;
   }
   Post([this, op, spec = std::move(spec), plan = std::move(plan)]() mutable {
-    SetUp(op, std::move(spec), std::move(plan.path), plan.net_hop, plan.chunk_target,
-          plan.slot_limit);
+    SetUp(op, spec, plan.path, plan.net_hop, plan.chunk_target, plan.slot_limit);
   });
   return std::static_pointer_cast<CrossTransfer>(op);
 }
@@ -221,14 +220,16 @@ Result<PlanReport> Cluster::Impl::Explain(const std::string& src_memory, const L
 
 // ---- set-up of the halves ----
 
-void Cluster::Impl::SetUp(std::shared_ptr<CrossOp> op, CrossCopySpec spec, Path path,
-                          size_t net_hop, uint64_t chunk_target, uint64_t slot_limit) {
-  SetUpHalves(op, std::move(spec), std::move(path), net_hop, chunk_target, slot_limit);
+void Cluster::Impl::SetUp(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec,
+                          const Path& path, size_t net_hop, uint64_t chunk_target,
+                          uint64_t slot_limit) {
+  SetUpHalves(op, spec, path, net_hop, chunk_target, slot_limit);
   op->SetUpDone();
 }
 
-void Cluster::Impl::SetUpHalves(const std::shared_ptr<CrossOp>& op, CrossCopySpec spec, Path path,
-                                size_t net_hop, uint64_t chunk_target, uint64_t slot_limit) {
+void Cluster::Impl::SetUpHalves(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec,
+                                const Path& path, size_t net_hop, uint64_t chunk_target,
+                                uint64_t slot_limit) {
   const std::string src_node = spec.src.node.empty() ? self() : spec.src.node;
   const std::string dst_node = spec.dst.node.empty() ? self() : spec.dst.node;
   // The receiving half first: its credits are what lets the sender go.
@@ -306,7 +307,8 @@ bool Cluster::Impl::SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const Cros
   op->AddAwait(here, actx);
   std::weak_ptr<CrossOp> weak = op;
   p->stub->async()->AwaitHalf(
-      actx.get(), areq.get(), aresp.get(), [weak, actx, areq, aresp, here](grpc::Status gs2) {
+      actx.get(), areq.get(), aresp.get(),
+      [weak, actx, areq, aresp, here](const grpc::Status& gs2) {
         auto o = weak.lock();
         if (!o) return;
         if (!gs2.ok()) {

@@ -46,12 +46,12 @@ class CrossOp final : public CrossTransfer, public std::enable_shared_from_this<
     absl::MutexLock lock(&mu_);
     awaits_.emplace_back(node, std::move(ctx));
   }
-  void HalfDone(Status s);
-  void Finish(std::function<void(Status)> done, Status final);
+  void HalfDone(const Status& s);
+  void Finish(const std::function<void(Status)>& done, Status final);
   // Set-up is over (every half it started was counted): the copy ends when
   // the last of them has, or now when none runs.
   void SetUpDone();
-  void Fail(Status why);  // ends every half with `why`
+  void Fail(const Status& why);  // ends every half with `why`
   bool Involves(const std::string& node) const {
     absl::MutexLock lock(&mu_);
     return std::find(nodes_.begin(), nodes_.end(), node) != nodes_.end();

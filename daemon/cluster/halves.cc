@@ -12,7 +12,7 @@ using cluster::Clock;
 Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossEnd& end,
                                      const InstanceShape& other, std::optional<Box> box,
                                      int priority, bool durable, const std::string& initiator,
-                                     std::function<void(Status)> on_done) {
+                                     const std::function<void(Status)>& on_done) {
   auto h = std::make_shared<Half>();
   h->key = key;
   h->partner = part.peer;
@@ -37,7 +37,7 @@ Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossE
   req.remote = std::move(part);
   std::shared_ptr<const void> keep = end.keep;
   Impl* self = this;
-  req.on_complete = [self, h, keep, on_done](Status s) {
+  req.on_complete = [self, h, keep, on_done](const Status& s) {
     std::vector<std::function<void(const Status&)>> waiters;
     {
       absl::MutexLock lock(&self->mu);

@@ -134,7 +134,7 @@ Status Cluster::Impl::CheckHello(const cluster::HelloIn& req) {
         "authentication failed: the hello's proof does not match this node's cluster secret "
         "(wrong secret?)");
   }
-  if (std::llabs(cluster::UnixMs() - req.unix_ms) > 5 * 60 * 1000) {
+  if (std::llabs(cluster::UnixMs() - req.unix_ms) > int64_t{5} * 60 * 1000) {
     return absl::UnauthenticatedError("hello is more than 5 minutes off this node's clock");
   }
   {
@@ -284,7 +284,7 @@ void Cluster::Impl::PeerLoop(Peer& p) {
   }
 }
 
-void Cluster::Impl::MarkDown(const std::string& name, Status why,
+void Cluster::Impl::MarkDown(const std::string& name, const Status& why,
                              std::optional<uint64_t> generation) {
   Peer* p = FindPeer(name);
   if (!p) return;

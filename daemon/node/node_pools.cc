@@ -23,8 +23,9 @@ Result<std::shared_ptr<Allocation>> Node::Impl::UsableAllocation(uint64_t sessio
 }
 
 std::shared_ptr<PoolAccount> Node::Impl::PoolByName(const std::string& name) const {
-  for (const auto& p : pools)
+  for (const auto& p : pools) {
     if (p->name == name) return p;
+  }
   return nullptr;
 }
 

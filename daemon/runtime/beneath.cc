@@ -32,8 +32,9 @@ UniqueFd Openat2(int dir_fd, const char* rel, int flags) {
   how.mode = creates ? 0644 : 0;
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
   int fd;
-  do fd = static_cast<int>(::syscall(SYS_openat2, dir_fd, rel, &how, sizeof how));
-  while (fd < 0 && (errno == EINTR || errno == EAGAIN));  // EAGAIN: a rename raced the lookup
+  do {
+    fd = static_cast<int>(::syscall(SYS_openat2, dir_fd, rel, &how, sizeof how));
+  } while (fd < 0 && (errno == EINTR || errno == EAGAIN));  // EAGAIN: a rename raced the lookup
   return UniqueFd(fd);
 }
 

@@ -69,8 +69,9 @@ Result<Calibration> LoadCalibration(const std::string& path, const std::string& 
     auto& list = out[std::string(name.str())];
     for (const toml::node& s : *samples) {
       const toml::array* pair = s.as_array();
-      if (!pair || pair->size() != 2)
+      if (!pair || pair->size() != 2) {
         return InvalidArgument(path, ": bad sample in '", name.str(), "'");
+      }
       const auto bytes = pair->get(0)->value<int64_t>();
       const auto bps = pair->get(1)->value<double>();
       if (!bytes || !bps || *bytes <= 0 || *bps <= 0) {
@@ -101,8 +102,9 @@ Status SaveCalibration(const std::string& path, const std::string& fingerprint,
         << root << "\n";
     if (!out) return Internal("cannot write ", tmp);
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     return Internal("cannot rename ", tmp, " to ", path);
+  }
   return OkStatus();
 }
 

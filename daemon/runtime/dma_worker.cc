@@ -158,7 +158,7 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
       const uint64_t bytes = (*program)->bytes;
       channels[w.channel]->Submit(
           {*program, std::move(in.where), std::move(out.where), t.priority, &t.cancelled},
-          [this, keep, x, k, bytes](Status s) { OnRequestDone(keep, x, k, bytes, std::move(s)); });
+          [this, keep, x, k, bytes](const Status& s) { OnRequestDone(keep, x, k, bytes, s); });
     }
     mu.Lock();
   }
@@ -166,7 +166,7 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
 }
 
 void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdState* x, uint64_t k,
-                                  uint64_t bytes, Status s) {
+                                  uint64_t bytes, const Status& s) {
   Completion c;
   bool commit = false;
   {

@@ -137,7 +137,7 @@ struct Runtime::Impl {
   Completion RunInline(const std::shared_ptr<TransferState>& t) ABSL_LOCKS_EXCLUDED(mu);
   void WorkerLoop(DmaWorker& w) ABSL_LOCKS_EXCLUDED(mu);
   void OnRequestDone(const std::shared_ptr<TransferState>& t, XdState* x, uint64_t k,
-                     uint64_t bytes, Status s) ABSL_LOCKS_EXCLUDED(mu);
+                     uint64_t bytes, const Status& s) ABSL_LOCKS_EXCLUDED(mu);
 };
 
 }  // namespace isometry

@@ -21,8 +21,9 @@ Result<Box> BoxFromProto(const v1::Box& box, std::string_view what) {
 }
 
 Result<FieldSpace> FieldsFromProto(const google::protobuf::RepeatedPtrField<v1::Field>& fields) {
-  if (fields.size() > 4096)
+  if (fields.size() > 4096) {
     return InvalidArgument("field space: ", fields.size(), " fields; at most 4096");
+  }
   std::vector<Field> out;
   for (const v1::Field& f : fields) out.push_back({f.name(), f.size()});
   return FieldSpace::Make(std::move(out));
@@ -66,8 +67,9 @@ Result<CopySpec> CopySpecFromProto(const v1::CopyRequest& req) {
     ISO_ASSIGN_OR_RETURN(Box b, BoxFromProto(req.box(), "copy box"));
     c.box = b;
   }
-  if (req.via_size() > 8)
+  if (req.via_size() > 8) {
     return InvalidArgument("copy: ", req.via_size(), " forced hops; at most 8");
+  }
   for (const v1::Hop& h : req.via()) c.via.push_back({h.memory(), h.layout()});
   return c;
 }

@@ -316,10 +316,11 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
         node_,
         [this](AttachReactor* r, bool add) {
           absl::MutexLock lock(&mu_);
-          if (add)
+          if (add) {
             attached_.insert(r);
-          else
+          } else {
             attached_.erase(r);
+          }
         },
         req->client_name());
   }

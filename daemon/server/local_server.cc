@@ -367,8 +367,9 @@ struct LocalServer::Impl {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = c.key;
-    if (epoll_ctl(epoll.get(), EPOLL_CTL_ADD, c.sq_event.get(), &ev) != 0)
+    if (epoll_ctl(epoll.get(), EPOLL_CTL_ADD, c.sq_event.get(), &ev) != 0) {
       return Errno("epoll_ctl");
+    }
     out->set_session(c.session);
     out->set_session_id(c.session_id);
     out->set_sq_entries(dc.sq_entries);

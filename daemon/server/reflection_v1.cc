@@ -76,8 +76,9 @@ class Service final : public refl::ServerReflection::Service, public ReflectionV
         break;
       }
       case refl::ServerReflectionRequest::kListServices:
-        for (const std::string& s : services_)
+        for (const std::string& s : services_) {
           resp.mutable_list_services_response()->add_service()->set_name(s);
+        }
         break;
       default:
         Error(kInvalidArgument, "empty or unknown message_request", resp);

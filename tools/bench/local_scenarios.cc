@@ -148,6 +148,7 @@ void RunPriority(const LocalOptions& o, Report& report) {
   const InstanceShape lshape = Bytes1D(256ull << 20);
   HostBuffer hs(hshape.total_bytes(), 1), hd(hshape.total_bytes(), 0);
   std::vector<std::unique_ptr<HostBuffer>> low;
+  low.reserve(16);
   for (int i = 0; i < 16; ++i) {
     low.push_back(std::make_unique<HostBuffer>(lshape.total_bytes(), i));
   }
@@ -159,8 +160,8 @@ void RunPriority(const LocalOptions& o, Report& report) {
   for (int r = 0; r < o.repeat; ++r) {
     std::vector<Transfer> lows;
     for (int i = 0; i < 8; ++i) {
-      auto t = rt->Copy(
-          {.src = Ref(sys, *low[2 * i], lshape), .dst = Ref(sys, *low[2 * i + 1], lshape)});
+      auto t = rt->Copy({.src = Ref(sys, *low[2 * static_cast<size_t>(i)], lshape),
+                         .dst = Ref(sys, *low[2 * static_cast<size_t>(i) + 1], lshape)});
       if (t.ok()) {
         lows.push_back(*t);
       }
