@@ -149,14 +149,7 @@ TEST_CASE("a C++ client over its uid's connection bound hears why, and others ar
   Placed src = Place(*a, shape, 1), dst = Place(*a, shape, 2);
   REQUIRE(a->Copy(src.inst, dst.inst).status.ok());
   b.reset();
-  std::unique_ptr<Client> c;
-  for (int i = 0; i < 300 && !c; ++i) {
-    auto next = Client::Connect({.local_socket = d.local_socket(), .name = "third"});
-    if (next.ok())
-      c = *std::move(next);
-    else
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  auto c = connect_when_room("third");
   CHECK(c != nullptr);
   CHECK(d.Stop() == 0);
 }
