@@ -9,9 +9,9 @@
 #include <functional>
 #include <memory>
 
-#include "absl/synchronization/mutex.h"
 #include "channels/disk/disk_file.h"
 #include "channels/host_pages.h"
+#include "channels/request_stream.h"
 #include "core/random.h"
 #include "core/strings.h"
 #include "core/unique_fd.h"
@@ -52,37 +52,13 @@ std::shared_ptr<const CopyProgram> Runs(uint64_t run) {
 // their throughput in bytes/s.
 Result<double> TimeRequests(Channel& channel, const std::function<ChannelRequest(uint64_t)>& make,
                             uint64_t bytes, Clock::duration slice) {
-  const int depth = std::max(1, channel.caps().max_in_flight);
-  // Shared with the completions, which run on the channel's threads.
-  struct InFlight {
-    absl::Mutex mu;
-    absl::CondVar cv;
-    int count ABSL_GUARDED_BY(mu) = 0;
-    uint64_t done ABSL_GUARDED_BY(mu) = 0;
-    Status failure ABSL_GUARDED_BY(mu);
-  } f;
-  uint64_t issued = 0;
   const auto start = Clock::now();
   const auto deadline = start + slice;
-  absl::MutexLock lock(&f.mu);
-  while ((Clock::now() < deadline || issued < 2) && f.failure.ok()) {
-    while (f.count >= depth) f.cv.Wait(&f.mu);
-    ++f.count;
-    const uint64_t k = issued++;
-    f.mu.Unlock();  // Submit may complete at once, on another thread
-    channel.Submit(make(k), [&f](const Status& s) {
-      absl::MutexLock l(&f.mu);
-      --f.count;
-      ++f.done;
-      if (!s.ok() && f.failure.ok()) f.failure = s;
-      f.cv.SignalAll();
-    });
-    f.mu.Lock();
-  }
-  while (f.count > 0) f.cv.Wait(&f.mu);
-  if (!f.failure.ok()) return f.failure;
+  ISO_ASSIGN_OR_RETURN(const uint64_t done, StreamRequests(channel, make, [&](uint64_t issued) {
+                         return issued < 2 || Clock::now() < deadline;
+                       }));
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  return static_cast<double>(f.done * bytes) / seconds;
+  return static_cast<double>(done * bytes) / seconds;
 }
 
 // One sample per size, `budget` shared evenly. A slow (rate-capped)

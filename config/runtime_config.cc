@@ -7,6 +7,94 @@
 
 namespace isometry {
 
+namespace {
+
+// One [[memory]] entry; `key` is its indexed name (memory[1]).
+Status ValidateMemory(const MemoryConfig& m, const std::string& key) {
+  if (m.client_quota > m.pool_bytes) {
+    return ConfigKeyError(key + ".client_quota", "memory '", m.name, "' has client_quota ",
+                          m.client_quota, " above its pool of ", m.pool_bytes, " bytes");
+  }
+  if (m.kind == MemoryKind::kDsk) {
+    if (m.directory.empty()) {
+      return ConfigKeyError(key + ".directory", "DSK memory '", m.name, "' needs a directory");
+    }
+    if (m.pool_bytes) {
+      return ConfigKeyError(key + ".pool", "DSK memory '", m.name, "' cannot have a client pool");
+    }
+    // Past 2^63 - 1 no file offset can address it.
+    if (m.max_file_bytes == 0 || m.max_file_bytes > (uint64_t{1} << 63) - 1) {
+      return InvalidArgument("config: DSK memory '", m.name, "' has max_file_bytes ",
+                             m.max_file_bytes, "; it must be between 1 and 2^63 - 1");
+    }
+    if (m.quota_bytes == 0) {
+      return InvalidArgument("config: DSK memory '", m.name, "' has quota_bytes 0");
+    }
+  } else if (!IsHostMemory(m.kind)) {
+    return ConfigKeyError(key + ".kind", "memory '", m.name, "' has kind ", MemoryKindName(m.kind),
+                          "; this build serves SYS, REG, ZCM and DSK memories");
+  }
+  return OkStatus();
+}
+
+// One local [[channel]] entry's own settings; `key` is its indexed name.
+Status ValidateChannelSettings(const ChannelConfig& c, const std::string& key) {
+  if (c.kind != ChannelKind::kMemcpy && c.kind != ChannelKind::kDiskRead &&
+      c.kind != ChannelKind::kDiskWrite) {
+    return ConfigKeyError(key + ".kind", "channel '", c.name, "' has kind ",
+                          ChannelKindName(c.kind),
+                          "; this build provides memcpy, disk_read and disk_write channels");
+  }
+  if (c.threads < 1 || c.threads > 256) {
+    return ConfigKeyError(key + ".threads", "channel '", c.name, "' has ", c.threads,
+                          " threads; between 1 and 256 are allowed");
+  }
+  if (c.max_in_flight < 0) {
+    return ConfigKeyError(key + ".max_in_flight", "channel '", c.name,
+                          "' has negative max_in_flight");
+  }
+  if (c.request_bytes < 4096) {
+    return ConfigKeyError(key + ".request_size", "channel '", c.name, "' has request_size ",
+                          c.request_bytes, "; it must be at least 4096 bytes");
+  }
+  return OkStatus();
+}
+
+// The edges of one local channel (RuntimeConfig::EdgesOf): known memories,
+// of the kinds its channel kind moves between, each served by no other
+// channel (`served` collects them across channels).
+Status ValidateChannelEdges(const ChannelConfig& c, const std::string& key,
+                            const std::vector<std::pair<std::string, std::string>>& edges,
+                            const std::map<std::string, MemoryKind>& kinds,
+                            std::set<std::pair<std::string, std::string>>& served) {
+  for (size_t e = 0; e < edges.size(); ++e) {
+    const auto& [src, dst] = edges[e];
+    // Written edges point at their line; default ones at the kind.
+    const std::string edge_key = c.edges.empty() ? key + ".kind" : StrCat(key, ".edges[", e, "]");
+    for (const std::string& m : {src, dst}) {
+      if (!kinds.count(m)) {
+        return ConfigKeyError(edge_key, "channel '", c.name, "' names unknown memory '", m, "'");
+      }
+    }
+    const bool src_disk = kinds.at(src) == MemoryKind::kDsk;
+    const bool dst_disk = kinds.at(dst) == MemoryKind::kDsk;
+    const bool fits = c.kind == ChannelKind::kMemcpy     ? !src_disk && !dst_disk
+                      : c.kind == ChannelKind::kDiskRead ? src_disk && !dst_disk
+                                                         : !src_disk && dst_disk;
+    if (!fits) {
+      return ConfigKeyError(edge_key, "channel '", c.name, "' (", ChannelKindName(c.kind),
+                            ") cannot serve ", src, " -> ", dst);
+    }
+    if (!served.insert({src, dst}).second) {
+      return ConfigKeyError(edge_key, "channel '", c.name, "' serves ", src, " -> ", dst,
+                            ", which another channel already serves");
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 Status RuntimeConfig::Validate() const {
   // Every rejection names its key (indexed: memory[1].pool), so a parsed
   // file's origin can point at the line (ConfigOrigin::Locate).
@@ -34,30 +122,7 @@ Status RuntimeConfig::Validate() const {
     if (!kinds.emplace(m.name, m.kind).second) {
       return ConfigKeyError(key + ".name", "memory '", m.name, "' is defined twice");
     }
-    if (m.client_quota > m.pool_bytes) {
-      return ConfigKeyError(key + ".client_quota", "memory '", m.name, "' has client_quota ",
-                            m.client_quota, " above its pool of ", m.pool_bytes, " bytes");
-    }
-    if (m.kind == MemoryKind::kDsk) {
-      if (m.directory.empty()) {
-        return ConfigKeyError(key + ".directory", "DSK memory '", m.name, "' needs a directory");
-      }
-      if (m.pool_bytes) {
-        return ConfigKeyError(key + ".pool", "DSK memory '", m.name, "' cannot have a client pool");
-      }
-      // Past 2^63 - 1 no file offset can address it.
-      if (m.max_file_bytes == 0 || m.max_file_bytes > (uint64_t{1} << 63) - 1) {
-        return InvalidArgument("config: DSK memory '", m.name, "' has max_file_bytes ",
-                               m.max_file_bytes, "; it must be between 1 and 2^63 - 1");
-      }
-      if (m.quota_bytes == 0) {
-        return InvalidArgument("config: DSK memory '", m.name, "' has quota_bytes 0");
-      }
-    } else if (!IsHostMemory(m.kind)) {
-      return ConfigKeyError(key + ".kind", "memory '", m.name, "' has kind ",
-                            MemoryKindName(m.kind),
-                            "; this build serves SYS, REG, ZCM and DSK memories");
-    }
+    ISO_RETURN_IF_ERROR(ValidateMemory(m, key));
   }
   std::set<std::string> names;
   std::set<std::pair<std::string, std::string>> served;
@@ -73,48 +138,8 @@ Status RuntimeConfig::Validate() const {
     if (c.kind == ChannelKind::kRemoteMemcpy) {
       continue;  // made per peer by the daemon
     }
-    if (c.kind != ChannelKind::kMemcpy && c.kind != ChannelKind::kDiskRead &&
-        c.kind != ChannelKind::kDiskWrite) {
-      return ConfigKeyError(key + ".kind", "channel '", c.name, "' has kind ",
-                            ChannelKindName(c.kind),
-                            "; this build provides memcpy, disk_read and disk_write channels");
-    }
-    if (c.threads < 1 || c.threads > 256) {
-      return ConfigKeyError(key + ".threads", "channel '", c.name, "' has ", c.threads,
-                            " threads; between 1 and 256 are allowed");
-    }
-    if (c.max_in_flight < 0) {
-      return ConfigKeyError(key + ".max_in_flight", "channel '", c.name,
-                            "' has negative max_in_flight");
-    }
-    if (c.request_bytes < 4096) {
-      return ConfigKeyError(key + ".request_size", "channel '", c.name, "' has request_size ",
-                            c.request_bytes, "; it must be at least 4096 bytes");
-    }
-    const auto edges = EdgesOf(c);
-    for (size_t e = 0; e < edges.size(); ++e) {
-      const auto& [src, dst] = edges[e];
-      // Written edges point at their line; default ones at the kind.
-      const std::string edge_key = c.edges.empty() ? key + ".kind" : StrCat(key, ".edges[", e, "]");
-      for (const std::string& m : {src, dst}) {
-        if (!kinds.count(m)) {
-          return ConfigKeyError(edge_key, "channel '", c.name, "' names unknown memory '", m, "'");
-        }
-      }
-      const bool src_disk = kinds[src] == MemoryKind::kDsk,
-                 dst_disk = kinds[dst] == MemoryKind::kDsk;
-      const bool fits = c.kind == ChannelKind::kMemcpy     ? !src_disk && !dst_disk
-                        : c.kind == ChannelKind::kDiskRead ? src_disk && !dst_disk
-                                                           : !src_disk && dst_disk;
-      if (!fits) {
-        return ConfigKeyError(edge_key, "channel '", c.name, "' (", ChannelKindName(c.kind),
-                              ") cannot serve ", src, " -> ", dst);
-      }
-      if (!served.insert({src, dst}).second) {
-        return ConfigKeyError(edge_key, "channel '", c.name, "' serves ", src, " -> ", dst,
-                              ", which another channel already serves");
-      }
-    }
+    ISO_RETURN_IF_ERROR(ValidateChannelSettings(c, key));
+    ISO_RETURN_IF_ERROR(ValidateChannelEdges(c, key, EdgesOf(c), kinds, served));
   }
   return OkStatus();
 }

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <iostream>
 
@@ -92,8 +93,9 @@ Result<std::string> WriteOperatorToken(const DaemonConfig& d) {
   ::unlink(path.c_str());
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!fd.valid()) return Internal("cannot write ", path, ": ", ErrnoString(errno));
-  if (::write(fd.get(), token.data(), token.size()) != static_cast<ssize_t>(token.size()))
+  if (::write(fd.get(), token.data(), token.size()) != static_cast<ssize_t>(token.size())) {
     return Internal("cannot write ", path);
+  }
   return token;
 }
 
@@ -287,9 +289,7 @@ int ExitUsage(const Status& s) {
   return 2;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   CLI::App app{
       "isometryd: the Isometry per-node data transfer daemon.\n"
       "Without --config it serves the embedded single-node default."};
@@ -316,4 +316,19 @@ int main(int argc, char** argv) {
     return 0;
   }
   return Serve(*config);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Serve handles its own failures; what escapes is a bug or an allocation
+  // failure: say so in one line instead of std::terminate's abort.
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "isometryd: fatal: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "isometryd: fatal: unknown exception\n");
+  }
+  return 1;
 }

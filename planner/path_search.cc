@@ -34,6 +34,8 @@ class Search {
   std::optional<Values> FeasibleAt(double tp, bool exact = true) const;
   Values UsedDomain() const;
   void Dfs(int m, int c, int depth, double bound);
+  bool ArcFits(int m, const Arc& a, int depth) const;
+  void Extend(int m, int c, const Arc& a, int depth, double reach);
   bool Detour(int x, int edge_xy, const Arc& yz) const;
   void SolveLeaf(double bound);
   void RunPasses();
@@ -335,116 +337,139 @@ void Search::Dfs(int m, int c, int depth, double bound) {
     }
     return;
   }
-  const int remaining = hops_ - depth;  // hops still to take, this one included
-  const size_t mm = static_cast<size_t>(m);
-  for (const Arc& a : g_.out[mm]) {
-    const size_t t = static_cast<size_t>(a.to);
-    if (!allowed_[t]) {
-      continue;
-    }
-    const bool self = a.to == m;
-    const bool last = remaining == 1;
-    if (self) {
-      if (self_used_[mm]) {
-        continue;
-      }
-    } else if (visited_[t] && !(last && a.to == d_)) {
-      continue;
-    }
-    if (last && a.to != d_) {
-      continue;
-    }
-    if (!last) {
-      if (dist_[t] > remaining - 1) {
-        continue;
-      }
-      // At the destination early, only its self-loop can follow.
-      if (a.to == d_ && (remaining - 1 != 1 || self || !g_.EdgeBetween(d_, d_))) {
-        continue;
-      }
-    }
-    if (depth >= 1 && Detour(mem_[static_cast<size_t>(depth - 1)], edge_.back(), a)) {
+  const bool last = depth + 1 == hops_;
+  for (const Arc& a : g_.out[static_cast<size_t>(m)]) {
+    if (!ArcFits(m, a, depth)) {
       continue;
     }
     double reach = std::min(bound, a.peak);
     if (!last) {
-      reach = std::min(reach, widest_[t]);
+      reach = std::min(reach, widest_[static_cast<size_t>(a.to)]);
     }
     if (reach < Threshold()) {
       Prune(reach);
       continue;
     }
-    const TopologyEdge& e = g_.topo.edges[static_cast<size_t>(a.edge)];
-    const bool from_inner = depth > 0, to_inner = !last;
-    const int first = last ? dst_cand_ : 0;
-    const int end = last ? dst_cand_ + 1 : static_cast<int>(cands_.size());
-    for (int c2 = first; c2 < end; ++c2) {
-      if (self && c2 == c) {
-        continue;  // a self-loop converts or is useless
-      }
-      // Disk hops never convert (ConvertsLayout): a Memcpy hop beside them
-      // does it with large disk requests; the caller may still force it.
-      if (c2 != c && !ConvertsLayout(e.kind)) {
+    Extend(m, c, a, depth, reach);
+    if (Done()) {
+      return;
+    }
+  }
+}
+
+// Whether arc `a` out of memory `m` may be hop `depth`: an allowed memory,
+// no memory twice (one self-loop each), the destination reachable in the
+// hops left and reached exactly at the end (or one self-loop before it),
+// and no detour a direct edge would beat.
+bool Search::ArcFits(int m, const Arc& a, int depth) const {
+  const int remaining = hops_ - depth;  // hops still to take, this one included
+  const size_t mm = static_cast<size_t>(m);
+  const size_t t = static_cast<size_t>(a.to);
+  if (!allowed_[t]) {
+    return false;
+  }
+  const bool self = a.to == m;
+  const bool last = remaining == 1;
+  if (self) {
+    if (self_used_[mm]) {
+      return false;
+    }
+  } else if (visited_[t] && !(last && a.to == d_)) {
+    return false;
+  }
+  if (last && a.to != d_) {
+    return false;
+  }
+  if (!last) {
+    if (dist_[t] > remaining - 1) {
+      return false;
+    }
+    // At the destination early, only its self-loop can follow.
+    if (a.to == d_ && (remaining - 1 != 1 || self || !g_.EdgeBetween(d_, d_))) {
+      return false;
+    }
+  }
+  return depth < 1 || !Detour(mem_[static_cast<size_t>(depth - 1)], edge_.back(), a);
+}
+
+// Tries each layout candidate at the end of arc `a` (hop `depth`, from
+// candidate `c`, the path so far bounded by `reach`) and searches on from
+// every one the constraints leave.
+void Search::Extend(int m, int c, const Arc& a, int depth, double reach) {
+  const size_t mm = static_cast<size_t>(m);
+  const size_t t = static_cast<size_t>(a.to);
+  const bool self = a.to == m;
+  const bool last = depth + 1 == hops_;
+  const TopologyEdge& e = g_.topo.edges[static_cast<size_t>(a.edge)];
+  const bool from_inner = depth > 0, to_inner = !last;
+  const int first = last ? dst_cand_ : 0;
+  const int end = last ? dst_cand_ + 1 : static_cast<int>(cands_.size());
+  for (int c2 = first; c2 < end; ++c2) {
+    if (self && c2 == c) {
+      continue;  // a self-loop converts or is useless
+    }
+    // Disk hops never convert (ConvertsLayout): a Memcpy hop beside them
+    // does it with large disk requests; the caller may still force it.
+    if (c2 != c && !ConvertsLayout(e.kind)) {
+      continue;
+    }
+    const PairModel& p = Pair(c, c2);
+    if (poor_rule_ && a.poor) {
+      // §4.2: no conversion of the innermost component on a channel that
+      // is poor with small requests; and between two intermediate buffers
+      // (whose layouts are both ours to choose) no conversion at all there:
+      // a Memcpy hop next to it converts better.
+      if (!p.shares_innermost || (from_inner && to_inner && c2 != c)) {
+        poor_pruned_ = true;
         continue;
       }
-      const PairModel& p = Pair(c, c2);
-      if (poor_rule_ && a.poor) {
-        // §4.2: no conversion of the innermost component on a channel that
-        // is poor with small requests; and between two intermediate buffers
-        // (whose layouts are both ours to choose) no conversion at all there:
-        // a Memcpy hop next to it converts better.
-        if (!p.shares_innermost || (from_inner && to_inner && c2 != c)) {
-          poor_pruned_ = true;
-          continue;
-        }
-      }
-      if (from_inner && to_inner && p.min_sbar_log > log_th_ + kEps) {
-        continue;
-      }
-      double req = p.max_prefix_bytes;
-      if (from_inner || to_inner) {
-        req = std::min(req, static_cast<double>(o_.space_threshold));
-      }
-      const double hop = e.tp.At(static_cast<uint64_t>(std::min(req, 1.8e19)));
-      const double next = std::min(reach, hop);
-      if (next < Threshold()) {
-        Prune(next);
-        continue;
-      }
-      hops_list_.push_back({&e, &p, from_inner || to_inner, from_inner && to_inner});
-      // The hop bounds above treat blocking factors one hop at a time; when
-      // this hop constrains them, check the partial path's whole system (the
-      // space constraint couples them: fig. 6's x_in x y_in <= TH).
-      bool variables = false;
-      for (int d = 0; d < dims_; ++d) {
-        const size_t dd = static_cast<size_t>(d);
-        variables = variables || p.prefix.mask[dd] || (from_inner && to_inner && p.sbar.mask[dd]);
-      }
-      if (variables && !FeasibleAt(Threshold(), /*exact=*/false)) {
-        hops_list_.pop_back();
-        Prune(std::min(next, Threshold()) * (1 - 1e-9));
-        continue;
-      }
-      mem_.push_back(a.to);
-      cand_.push_back(c2);
-      edge_.push_back(a.edge);
-      const bool was_visited = visited_[t];
-      if (self) {
-        self_used_[mm] = 1;
-      }
-      visited_[t] = 1;
-      Dfs(a.to, c2, depth + 1, next);
-      visited_[t] = was_visited;
-      if (self) {
-        self_used_[mm] = 0;
-      }
-      mem_.pop_back();
-      cand_.pop_back();
-      edge_.pop_back();
+    }
+    if (from_inner && to_inner && p.min_sbar_log > log_th_ + kEps) {
+      continue;
+    }
+    double req = p.max_prefix_bytes;
+    if (from_inner || to_inner) {
+      req = std::min(req, static_cast<double>(o_.space_threshold));
+    }
+    const double hop = e.tp.At(static_cast<uint64_t>(std::min(req, 1.8e19)));
+    const double next = std::min(reach, hop);
+    if (next < Threshold()) {
+      Prune(next);
+      continue;
+    }
+    hops_list_.push_back({&e, &p, from_inner || to_inner, from_inner && to_inner});
+    // The hop bounds above treat blocking factors one hop at a time; when
+    // this hop constrains them, check the partial path's whole system (the
+    // space constraint couples them: fig. 6's x_in x y_in <= TH).
+    bool variables = false;
+    for (int d = 0; d < dims_; ++d) {
+      const size_t dd = static_cast<size_t>(d);
+      variables = variables || p.prefix.mask[dd] || (from_inner && to_inner && p.sbar.mask[dd]);
+    }
+    if (variables && !FeasibleAt(Threshold(), /*exact=*/false)) {
       hops_list_.pop_back();
-      if (Done()) {
-        return;
-      }
+      Prune(std::min(next, Threshold()) * (1 - 1e-9));
+      continue;
+    }
+    mem_.push_back(a.to);
+    cand_.push_back(c2);
+    edge_.push_back(a.edge);
+    const bool was_visited = visited_[t];
+    if (self) {
+      self_used_[mm] = 1;
+    }
+    visited_[t] = 1;
+    Dfs(a.to, c2, depth + 1, next);
+    visited_[t] = was_visited;
+    if (self) {
+      self_used_[mm] = 0;
+    }
+    mem_.pop_back();
+    cand_.pop_back();
+    edge_.pop_back();
+    hops_list_.pop_back();
+    if (Done()) {
+      return;
     }
   }
 }

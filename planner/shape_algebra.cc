@@ -34,13 +34,13 @@ Shape Refine(const Shape& a, const Shape& b) {
   split.fill(-1);
   for (int i = 0; i < b.n; ++i) {
     if (b[i].kind == AtomKind::kIn) {
-      split[static_cast<size_t>(b[i].dim)] = b[i].block;
+      split[b[i].dim_index()] = b[i].block;
     }
   }
   Shape r;
   for (int i = 0; i < a.n; ++i) {
     const Atom& x = a[i];
-    const int64_t s = x.kind == AtomKind::kWhole ? split[static_cast<size_t>(x.dim)] : -1;
+    const int64_t s = x.kind == AtomKind::kWhole ? split[x.dim_index()] : -1;
     if (s >= 0) {
       r.Push({AtomKind::kIn, x.dim, s});
       r.Push({AtomKind::kOut, x.dim, s});
@@ -178,8 +178,7 @@ Result<Layout> Concretize(const Shape& s, const std::array<int64_t, kMaxDims>& b
         comps.push_back({Kind::kDim, x.dim, 0});
         break;
       case AtomKind::kIn:
-        comps.push_back(
-            {Kind::kDimIn, x.dim, x.block > 0 ? x.block : blocks[static_cast<size_t>(x.dim)]});
+        comps.push_back({Kind::kDimIn, x.dim, x.block > 0 ? x.block : blocks[x.dim_index()]});
         break;
       case AtomKind::kOut:
         comps.push_back({Kind::kDimOut, x.dim, 0});

@@ -34,6 +34,8 @@ struct Atom {
   int8_t dim = 0;
   // kIn / kOut: the blocking factor; 0 is the path's variable for `dim`.
   int64_t block = 0;
+  // `dim` as an array index (dims are 0 .. kMaxDims - 1, never negative).
+  size_t dim_index() const { return static_cast<uint8_t>(dim); }
   bool operator==(const Atom&) const = default;
 };
 

@@ -16,6 +16,8 @@ fi
 
 echo "== Layering (scripts/check_layering.py)"
 /usr/bin/python3 scripts/check_layering.py
+echo "== File sizes (scripts/check_file_size.py; functions: clang-tidy below)"
+/usr/bin/python3 scripts/check_file_size.py
 echo "== clang-format (the checked-in .clang-format; zero differences)"
 git ls-files '*.cc' '*.h' | xargs clang-format --dry-run --Werror
 

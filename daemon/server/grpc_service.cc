@@ -360,8 +360,11 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
   ServerUnaryReactor* Read(CallbackServerContext* ctx, const v1::ReadRequest* req,
                            v1::ReadResponse* resp) override {
     auto data = node_.Read(SessionOf(ctx), req->allocation(), req->offset(), req->length());
-    if (data.ok()) *resp->mutable_data() = *std::move(data);
-    return Reply(ctx, data.status());
+    if (!data.ok()) {
+      return Reply(ctx, data.status());
+    }
+    *resp->mutable_data() = *std::move(data);
+    return Reply(ctx, OkStatus());
   }
 
   grpc::ServerWriteReactor<v1::ReadChunk>* ReadStream(CallbackServerContext* ctx,

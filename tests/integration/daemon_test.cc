@@ -294,6 +294,86 @@ TEST_CASE("thousands of malformed ring entries complete with errors; the daemon 
   CHECK(d.Stop() == 0);
 }
 
+namespace {
+
+// The i-th of eight kinds of malformed gRPC request, random where it can
+// be; `session` is a valid session for the calls that need one.
+grpc::Status SendMalformed(v1::Isometry::Stub& stub, int i, std::mt19937_64& rng,
+                           const std::string& session) {
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("isometry-session", session);
+  switch (i % 8) {
+    case 0: {  // bad layout text
+      v1::RegisterInstanceRequest r;
+      r.mutable_spec()->set_layout("F,x,q" + std::to_string(rng() % 10));
+      r.mutable_spec()->mutable_bounds()->add_lo(0);
+      r.mutable_spec()->mutable_bounds()->add_hi(10);
+      r.mutable_spec()->add_fields()->set_size(4);
+      v1::RegisterInstanceResponse out;
+      return stub.RegisterInstance(&ctx, r, &out);
+    }
+    case 1: {  // box with mismatched or too many dims, overflowing extents
+      v1::RegisterInstanceRequest r;
+      for (int k = 0; k < 1 + static_cast<int>(rng() % 6); ++k) {
+        r.mutable_spec()->mutable_bounds()->add_lo(static_cast<int64_t>(rng()));
+        r.mutable_spec()->mutable_bounds()->add_hi(static_cast<int64_t>(rng()));
+      }
+      r.mutable_spec()->set_layout("F,x");
+      v1::RegisterInstanceResponse out;
+      return stub.RegisterInstance(&ctx, r, &out);
+    }
+    case 2: {  // huge or zero allocation
+      v1::AllocateRequest r;
+      r.set_memory(i % 16 == 2 ? "nope" : "sys0");
+      r.set_bytes(rng() % 2 ? 0 : (1ull << 62) + rng() % 1000);
+      v1::AllocateResponse out;
+      return stub.Allocate(&ctx, r, &out);
+    }
+    case 3: {  // unknown instances
+      v1::CopyRequest r;
+      r.set_src_instance(rng());
+      r.set_dst_instance(rng());
+      v1::CopyResponse out;
+      return stub.Copy(&ctx, r, &out);
+    }
+    case 4: {  // reads and writes outside any allocation
+      v1::ReadRequest r;
+      r.set_allocation(rng() % 4);
+      r.set_offset(rng());
+      r.set_length(rng());
+      v1::ReadResponse out;
+      return stub.Read(&ctx, r, &out);
+    }
+    case 5: {  // no session at all
+      grpc::ClientContext bare;
+      v1::AllocateRequest r;
+      r.set_memory("sys0");
+      r.set_bytes(4096);
+      v1::AllocateResponse out;
+      return stub.Allocate(&bare, r, &out);
+    }
+    case 6: {  // bad plan requests
+      v1::ExplainPlanRequest r;
+      r.set_src_memory("sys0");
+      r.set_dst_memory(rng() % 2 ? "sys0" : "mars");
+      r.set_src_layout("F");
+      r.set_dst_layout("x,F");
+      r.mutable_bounds()->add_lo(0);
+      r.mutable_bounds()->add_hi(-5);
+      v1::ExplainPlanResponse out;
+      return stub.ExplainPlan(&ctx, r, &out);
+    }
+    default: {  // cancel / wait unknown transfers, free unknown allocations
+      v1::FreeRequest r;
+      r.set_allocation(rng());
+      v1::FreeResponse out;
+      return stub.Free(&ctx, r, &out);
+    }
+  }
+}
+
+}  // namespace
+
 TEST_CASE("thousands of malformed gRPC requests get clear errors; nothing changes") {
   Daemon d(kOneMemory);
   v1::Isometry::Stub& stub = d.stub();
@@ -306,91 +386,12 @@ TEST_CASE("thousands of malformed gRPC requests get clear errors; nothing change
   REQUIRE(stream->Read(&first));
   const std::string session = first.session();
   REQUIRE(!session.empty());
-  auto ctx_for = [&](grpc::ClientContext& ctx) { ctx.AddMetadata("isometry-session", session); };
 
   std::mt19937_64 rng(7);
   int rejected = 0;
   const int n = 2000;
   for (int i = 0; i < n; ++i) {
-    grpc::ClientContext ctx;
-    ctx_for(ctx);
-    grpc::Status s;
-    switch (i % 8) {
-      case 0: {  // bad layout text
-        v1::RegisterInstanceRequest r;
-        r.mutable_spec()->set_layout("F,x,q" + std::to_string(rng() % 10));
-        r.mutable_spec()->mutable_bounds()->add_lo(0);
-        r.mutable_spec()->mutable_bounds()->add_hi(10);
-        r.mutable_spec()->add_fields()->set_size(4);
-        v1::RegisterInstanceResponse out;
-        s = stub.RegisterInstance(&ctx, r, &out);
-        break;
-      }
-      case 1: {  // box with mismatched or too many dims, overflowing extents
-        v1::RegisterInstanceRequest r;
-        for (int k = 0; k < 1 + static_cast<int>(rng() % 6); ++k) {
-          r.mutable_spec()->mutable_bounds()->add_lo(static_cast<int64_t>(rng()));
-          r.mutable_spec()->mutable_bounds()->add_hi(static_cast<int64_t>(rng()));
-        }
-        r.mutable_spec()->set_layout("F,x");
-        v1::RegisterInstanceResponse out;
-        s = stub.RegisterInstance(&ctx, r, &out);
-        break;
-      }
-      case 2: {  // huge or zero allocation
-        v1::AllocateRequest r;
-        r.set_memory(i % 16 == 2 ? "nope" : "sys0");
-        r.set_bytes(rng() % 2 ? 0 : (1ull << 62) + rng() % 1000);
-        v1::AllocateResponse out;
-        s = stub.Allocate(&ctx, r, &out);
-        break;
-      }
-      case 3: {  // unknown instances
-        v1::CopyRequest r;
-        r.set_src_instance(rng());
-        r.set_dst_instance(rng());
-        v1::CopyResponse out;
-        s = stub.Copy(&ctx, r, &out);
-        break;
-      }
-      case 4: {  // reads and writes outside any allocation
-        v1::ReadRequest r;
-        r.set_allocation(rng() % 4);
-        r.set_offset(rng());
-        r.set_length(rng());
-        v1::ReadResponse out;
-        s = stub.Read(&ctx, r, &out);
-        break;
-      }
-      case 5: {  // no session at all
-        grpc::ClientContext bare;
-        v1::AllocateRequest r;
-        r.set_memory("sys0");
-        r.set_bytes(4096);
-        v1::AllocateResponse out;
-        s = stub.Allocate(&bare, r, &out);
-        break;
-      }
-      case 6: {  // bad plan requests
-        v1::ExplainPlanRequest r;
-        r.set_src_memory("sys0");
-        r.set_dst_memory(rng() % 2 ? "sys0" : "mars");
-        r.set_src_layout("F");
-        r.set_dst_layout("x,F");
-        r.mutable_bounds()->add_lo(0);
-        r.mutable_bounds()->add_hi(-5);
-        v1::ExplainPlanResponse out;
-        s = stub.ExplainPlan(&ctx, r, &out);
-        break;
-      }
-      default: {  // cancel / wait unknown transfers, free unknown allocations
-        v1::FreeRequest r;
-        r.set_allocation(rng());
-        v1::FreeResponse out;
-        s = stub.Free(&ctx, r, &out);
-        break;
-      }
-    }
+    const grpc::Status s = SendMalformed(stub, i, rng, session);
     if (!s.ok()) {
       ++rejected;
       REQUIRE(!s.error_message().empty());

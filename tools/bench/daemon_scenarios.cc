@@ -205,107 +205,128 @@ void RunClientToClient(const DaemonOptions& o, Report& report) {
       {name, "vs_best_peer", ours, "GB/s", best_name, best, best > 0 ? ours / best : 0, ">= 1.2"});
 }
 
-void RunLatency(const DaemonOptions& o, Report& report) {
-  tools::DaemonProcess daemon = StartDaemon(o);
-  const InstanceShape shape = Flat(4096);
-  // The physical floor: a 4 KiB memcpy in this process.
+namespace {
+
+// 4 KiB memcpys in this process, in microseconds each: the physical floor.
+std::vector<double> MemcpyFloorUs(int iterations) {
   std::vector<std::byte> a(4096, std::byte{1}), b(4096);
-  std::vector<double> floor_us;
-  for (int i = 0; i < o.latency_iterations; ++i) {
+  std::vector<double> us;
+  us.reserve(static_cast<size_t>(iterations));
+  for (int i = 0; i < iterations; ++i) {
     const auto t0 = Clock::now();
     std::memcpy(b.data(), a.data(), a.size());
     asm volatile("" ::: "memory");
-    floor_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
   }
-  const double floor_median = Percentile(floor_us, 0.5);
+  return us;
+}
 
-  {
-    auto c = Must(client::Client::Connect({.local_socket = daemon.local_socket(), .name = "lat"}),
-                  "connect");
-    client::Allocation sa = Must(c->Allocate("sys0", 4096), "allocate");
-    client::Allocation da = Must(c->Allocate("sys0", 4096), "allocate");
-    client::Instance si = Must(c->Register(sa, 0, shape), "register");
-    client::Instance di = Must(c->Register(da, 0, shape), "register");
-    for (int i = 0; i < 1000; ++i) {
-      c->Copy(si, di);
+// 4 KiB copies through the client library's shared-memory rings, waited
+// for one at a time, in microseconds each (after 1000 to warm up).
+std::vector<double> RingLatencyUs(const tools::DaemonProcess& daemon, int iterations) {
+  const InstanceShape shape = Flat(4096);
+  auto c = Must(client::Client::Connect({.local_socket = daemon.local_socket(), .name = "lat"}),
+                "connect");
+  client::Allocation sa = Must(c->Allocate("sys0", 4096), "allocate");
+  client::Allocation da = Must(c->Allocate("sys0", 4096), "allocate");
+  client::Instance si = Must(c->Register(sa, 0, shape), "register");
+  client::Instance di = Must(c->Register(da, 0, shape), "register");
+  for (int i = 0; i < 1000; ++i) {
+    c->Copy(si, di);
+  }
+  std::vector<double> us;
+  us.reserve(static_cast<size_t>(iterations));
+  for (int i = 0; i < iterations; ++i) {
+    const auto t0 = Clock::now();
+    const client::Completion done = c->Copy(si, di);
+    us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    if (!done.status.ok()) {
+      Die(done.status.ToString());
     }
-    std::vector<double> us;
-    us.reserve(static_cast<size_t>(o.latency_iterations));
-    for (int i = 0; i < o.latency_iterations; ++i) {
-      const auto t0 = Clock::now();
-      const client::Completion done = c->Copy(si, di);
+  }
+  return us;
+}
+
+// 4 KiB unary gRPC Copy calls with wait=true over the daemon's unix socket,
+// in microseconds each (after 200 to warm up).
+std::vector<double> GrpcLatencyUs(const tools::DaemonProcess& daemon, int iterations) {
+  auto channel =
+      grpc::CreateChannel("unix:" + daemon.grpc_socket(), grpc::InsecureChannelCredentials());
+  auto stub = v1::Isometry::NewStub(channel);
+  grpc::ClientContext attach_ctx;
+  v1::AttachRequest areq;
+  areq.set_client_name("lat-grpc");
+  auto stream = stub->Attach(&attach_ctx, areq);
+  v1::SessionEvent first;
+  if (!stream->Read(&first)) {
+    Die("gRPC attach failed");
+  }
+  auto call = [&](auto method, const auto& req, auto* resp) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("isometry-session", first.session());
+    grpc::Status s = ((*stub).*method)(&ctx, req, resp);
+    if (!s.ok()) {
+      Die("gRPC: " + s.error_message());
+    }
+  };
+  uint64_t instances[2];
+  for (uint64_t& inst : instances) {
+    v1::AllocateRequest ar;
+    ar.set_memory("sys0");
+    ar.set_bytes(4096);
+    v1::AllocateResponse alloc;
+    call(&v1::Isometry::Stub::Allocate, ar, &alloc);
+    v1::RegisterInstanceRequest rr;
+    rr.mutable_spec()->set_allocation(alloc.allocation());
+    rr.mutable_spec()->mutable_bounds()->add_lo(0);
+    rr.mutable_spec()->mutable_bounds()->add_hi(512);
+    v1::Field* f = rr.mutable_spec()->add_fields();
+    f->set_name("v");
+    f->set_size(8);
+    rr.mutable_spec()->set_layout("F,x");
+    v1::RegisterInstanceResponse reg;
+    call(&v1::Isometry::Stub::RegisterInstance, rr, &reg);
+    inst = reg.instance();
+  }
+  v1::CopyRequest cr;
+  cr.set_src_instance(instances[0]);
+  cr.set_dst_instance(instances[1]);
+  cr.set_wait(true);
+  std::vector<double> us;
+  for (int i = 0; i < iterations + 200; ++i) {
+    v1::CopyResponse resp;
+    const auto t0 = Clock::now();
+    call(&v1::Isometry::Stub::Copy, cr, &resp);
+    if (i >= 200) {
       us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-      if (!done.status.ok()) {
-        Die(done.status.ToString());
-      }
     }
-    const double median = Percentile(us, 0.5), p99 = Percentile(us, 0.99);
-    report.Add({"latency_4KiB_ring", "median", median, "us", "4 KiB memcpy in-process",
-                floor_median, median / floor_median, "<= 10 us"});
-    report.Add({"latency_4KiB_ring", "p99", p99, "us", "4 KiB memcpy in-process",
-                Percentile(floor_us, 0.99), p99 / Percentile(floor_us, 0.99), ""});
+    if (resp.info().state() != "done") {
+      Die("gRPC copy: " + resp.info().message());
+    }
   }
-  {
-    auto channel =
-        grpc::CreateChannel("unix:" + daemon.grpc_socket(), grpc::InsecureChannelCredentials());
-    auto stub = v1::Isometry::NewStub(channel);
-    grpc::ClientContext attach_ctx;
-    v1::AttachRequest areq;
-    areq.set_client_name("lat-grpc");
-    auto stream = stub->Attach(&attach_ctx, areq);
-    v1::SessionEvent first;
-    if (!stream->Read(&first)) {
-      Die("gRPC attach failed");
-    }
-    auto call = [&](auto method, const auto& req, auto* resp) {
-      grpc::ClientContext ctx;
-      ctx.AddMetadata("isometry-session", first.session());
-      grpc::Status s = ((*stub).*method)(&ctx, req, resp);
-      if (!s.ok()) {
-        Die("gRPC: " + s.error_message());
-      }
-    };
-    uint64_t instances[2];
-    for (uint64_t& inst : instances) {
-      v1::AllocateRequest ar;
-      ar.set_memory("sys0");
-      ar.set_bytes(4096);
-      v1::AllocateResponse alloc;
-      call(&v1::Isometry::Stub::Allocate, ar, &alloc);
-      v1::RegisterInstanceRequest rr;
-      rr.mutable_spec()->set_allocation(alloc.allocation());
-      rr.mutable_spec()->mutable_bounds()->add_lo(0);
-      rr.mutable_spec()->mutable_bounds()->add_hi(512);
-      v1::Field* f = rr.mutable_spec()->add_fields();
-      f->set_name("v");
-      f->set_size(8);
-      rr.mutable_spec()->set_layout("F,x");
-      v1::RegisterInstanceResponse reg;
-      call(&v1::Isometry::Stub::RegisterInstance, rr, &reg);
-      inst = reg.instance();
-    }
-    v1::CopyRequest cr;
-    cr.set_src_instance(instances[0]);
-    cr.set_dst_instance(instances[1]);
-    cr.set_wait(true);
-    std::vector<double> us;
-    for (int i = 0; i < o.grpc_iterations + 200; ++i) {
-      v1::CopyResponse resp;
-      const auto t0 = Clock::now();
-      call(&v1::Isometry::Stub::Copy, cr, &resp);
-      if (i >= 200) {
-        us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-      }
-      if (resp.info().state() != "done") {
-        Die("gRPC copy: " + resp.info().message());
-      }
-    }
-    report.Add({"latency_4KiB_grpc", "median", Percentile(us, 0.5), "us", "4 KiB memcpy in-process",
-                floor_median, Percentile(us, 0.5) / floor_median, ""});
-    report.Add({"latency_4KiB_grpc", "p99", Percentile(us, 0.99), "us", "4 KiB memcpy in-process",
-                Percentile(floor_us, 0.99), Percentile(us, 0.99) / Percentile(floor_us, 0.99), ""});
-    attach_ctx.TryCancel();
-  }
+  attach_ctx.TryCancel();
+  return us;
+}
+
+}  // namespace
+
+void RunLatency(const DaemonOptions& o, Report& report) {
+  tools::DaemonProcess daemon = StartDaemon(o);
+  const std::vector<double> floor_us = MemcpyFloorUs(o.latency_iterations);
+  const double floor_median = Percentile(floor_us, 0.5);
+  const double floor_p99 = Percentile(floor_us, 0.99);
+  const std::vector<double> ring = RingLatencyUs(daemon, o.latency_iterations);
+  const double median = Percentile(ring, 0.5), p99 = Percentile(ring, 0.99);
+  report.Add({"latency_4KiB_ring", "median", median, "us", "4 KiB memcpy in-process", floor_median,
+              median / floor_median, "<= 10 us"});
+  report.Add({"latency_4KiB_ring", "p99", p99, "us", "4 KiB memcpy in-process", floor_p99,
+              p99 / floor_p99, ""});
+  const std::vector<double> grpc_us = GrpcLatencyUs(daemon, o.grpc_iterations);
+  report.Add({"latency_4KiB_grpc", "median", Percentile(grpc_us, 0.5), "us",
+              "4 KiB memcpy in-process", floor_median, Percentile(grpc_us, 0.5) / floor_median,
+              ""});
+  report.Add({"latency_4KiB_grpc", "p99", Percentile(grpc_us, 0.99), "us",
+              "4 KiB memcpy in-process", floor_p99, Percentile(grpc_us, 0.99) / floor_p99, ""});
   daemon.Stop();
 }
 

@@ -1,7 +1,5 @@
 #include "tools/bench/disk_scenarios.h"
 
-#include <absl/base/thread_annotations.h>
-#include <absl/synchronization/mutex.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -19,10 +17,12 @@
 
 #include "channels/disk/disk_channel.h"
 #include "channels/disk/disk_file.h"
+#include "channels/request_stream.h"
 #include "config/runtime_config.h"
 #include "core/strings.h"
 #include "core/unique_fd.h"
 #include "daemon/runtime/runtime.h"
+#include "tools/bench/fio.h"
 #include "tools/bench/host_buffer.h"
 
 namespace isometry::bench {
@@ -34,72 +34,13 @@ constexpr uint64_t kRun = 1ull << 20;      // bytes per run, like fio's bs=1M
 constexpr uint64_t kRequest = 4ull << 20;  // the channel's request_bytes
 constexpr int kRepeat = 5;
 
-struct FioResult {
-  bool ok = false;
-  double bytes_per_s = 0;
-  std::string detail;  // the command, or why it failed
-};
-
-std::string ShellQuote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  }
-  return out + "'";
-}
-
-// fio on `file` with the channels' settings. The file is laid out like
-// Isometry's: fio's write job sizes a missing file with ftruncate
-// (--fallocate=none), as DiskEndpoint::OpenForWrite and the channel rows do,
-// so both sides write into the same kind of sparse file. `end_fsync`: fio's
-// time includes an fsync at the end, the baseline of a durable write.
-FioResult RunFio(const std::string& file, bool write, uint64_t bytes, unsigned depth,
-                 bool end_fsync = false) {
-  const std::string rw = write ? "write" : "read";
-  const std::string cmd =
-      StrCat("fio --name=x --filename=", ShellQuote(file), " --rw=", rw, " --bs=1M --size=", bytes,
-             " --ioengine=io_uring --direct=1 --iodepth=", depth, " --fallocate=none",
-             end_fsync ? " --end_fsync=1" : "", " --output-format=json");
-  FILE* pipe = ::popen(("timeout 300 " + cmd + " 2>&1").c_str(), "r");
-  if (!pipe) {
-    return {false, 0, "cannot start fio"};
-  }
-  std::string out;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) {
-    out.append(buf, n);
-  }
-  const int status = ::pclose(pipe);
-  if (status != 0) {
-    return {false, 0,
-            StrCat("'", cmd, "' failed (status ", status,
-                   "): ", out.substr(out.size() - std::min<size_t>(out.size(), 200)))};
-  }
-  // jobs[0].<rw>.bw_bytes, without a JSON library.
-  const size_t section = out.find("\"" + rw + "\" : {");
-  const size_t key = section == std::string::npos ? section : out.find("\"bw_bytes\" : ", section);
-  if (key == std::string::npos) {
-    return {false, 0, "no bw_bytes in fio's output"};
-  }
-  return {true, std::strtod(out.c_str() + key + 13, nullptr), cmd};
-}
-
 // Moves `bytes` between `host` (cycled) and the file with requests of four
 // 1 MiB runs, max_in_flight at a time. Returns seconds, or nullopt after
 // printing the failure.
 std::optional<double> RunChannel(Channel& channel, bool write, const FileRange& file,
                                  uint64_t bytes, const HostBuffer& host) {
-  // Shared with the completion callbacks, which run on the channel's threads.
-  struct InFlight {
-    absl::Mutex mu;
-    absl::CondVar cv;
-    int count ABSL_GUARDED_BY(mu) = 0;
-    Status failure ABSL_GUARDED_BY(mu);
-  } f;
-  const int depth = std::max(1, channel.caps().max_in_flight);
-  const auto t0 = Clock::now();
-  f.mu.Lock();
-  for (uint64_t off = 0; off < bytes && f.failure.ok(); off += kRequest) {
+  auto request = [&](uint64_t k) {
+    const uint64_t off = k * kRequest;
     const uint64_t runs = std::min(kRequest, bytes - off) / kRun;
     auto program = std::make_shared<CopyProgram>();
     CopyOp op;
@@ -120,29 +61,14 @@ std::optional<double> RunChannel(Channel& channel, bool write, const FileRange& 
       req.src = ref;
       req.dst = HostBytes{mem};
     }
-    while (f.count >= depth) {
-      f.cv.Wait(&f.mu);
-    }
-    ++f.count;
-    f.mu.Unlock();
-    channel.Submit(std::move(req), [&f](const Status& s) {
-      absl::MutexLock l(&f.mu);
-      --f.count;
-      if (!s.ok() && f.failure.ok()) {
-        f.failure = s;
-      }
-      f.cv.SignalAll();
-    });
-    f.mu.Lock();
-  }
-  while (f.count != 0) {
-    f.cv.Wait(&f.mu);
-  }
+    return req;
+  };
+  const auto t0 = Clock::now();
+  const Result<uint64_t> done =
+      StreamRequests(channel, request, [&](uint64_t k) { return k * kRequest < bytes; });
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  const Status failure = f.failure;
-  f.mu.Unlock();
-  if (!failure.ok()) {
-    std::fprintf(stderr, "disk bench: %s\n", failure.ToString().c_str());
+  if (!done.ok()) {
+    std::fprintf(stderr, "disk bench: %s\n", done.status().ToString().c_str());
     return std::nullopt;
   }
   return seconds;
@@ -162,20 +88,6 @@ std::unique_ptr<Channel> MakeOrDie(ChannelKind kind, const char* name) {
   }
   std::fprintf(stderr, "  %s\n", DescribeDiskChannel(**ch).c_str());
   return *std::move(ch);
-}
-
-void KeepBest(FioResult& best, const FioResult& f) {
-  if (f.ok && (!best.ok || f.bytes_per_s > best.bytes_per_s)) {
-    best = f;
-  }
-  if (!f.ok && !best.ok) {
-    best = f;
-  }
-}
-
-std::string FioBaseline(bool write, bool direct, bool end_fsync = false) {
-  return StrCat("fio io_uring ", write ? "write" : "read", " QD", kDefaultQueueDepth,
-                direct ? " direct" : "", end_fsync ? " +fsync" : "");
 }
 
 // ---- Runtime level: the same I/O as a user's Copy() to and from a file ----

@@ -4,6 +4,8 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
 #include <set>
 #include <string>
 
@@ -15,7 +17,9 @@
 
 using namespace isometry::bench;
 
-int main(int argc, char** argv) {
+namespace {
+
+int Main(int argc, char** argv) {
   CLI::App app{"isometry_bench: Isometry against the physical limit and its peers"};
   bool json = false;
   std::vector<std::string> only;
@@ -100,4 +104,17 @@ int main(int argc, char** argv) {
   }
   report.Finish();
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "isometry_bench: fatal: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "isometry_bench: fatal: unknown exception\n");
+  }
+  return 1;
 }
