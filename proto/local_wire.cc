@@ -8,11 +8,13 @@
 #include <cstring>
 #include <string>
 
+#include "core/strings.h"
+
 namespace isometry::wire {
 
 namespace {
 
-Status Errno(const char* what) { return Unavailable(what, ": ", std::strerror(errno)); }
+Status Errno(const char* what) { return Unavailable(what, ": ", ErrnoString(errno)); }
 
 // Reads exactly n bytes, collecting any fds that arrive on the way.
 Status ReadExact(int socket, char* buf, size_t n, std::vector<int>* fds, bool eof_ok) {
@@ -56,8 +58,9 @@ Status SendFrame(int socket, const google::protobuf::MessageLite& msg,
                  const std::vector<int>& fds) {
   std::string body;
   if (!msg.SerializeToString(&body)) return Internal("cannot serialize frame");
-  if (body.size() > kMaxFrameBytes)
+  if (body.size() > kMaxFrameBytes) {
     return OutOfRange("frame of ", body.size(), " bytes is too large");
+  }
   if (fds.size() > static_cast<size_t>(kMaxFds)) return Internal("too many fds for one frame");
   const uint32_t len = static_cast<uint32_t>(body.size());
   std::string frame(reinterpret_cast<const char*>(&len), sizeof len);
@@ -113,8 +116,9 @@ Status RecvFrame(int socket, google::protobuf::MessageLite* msg, std::vector<int
     s = ReadExact(socket, body.data() + at, body.size() - at, &got, false);
     if (!s.ok()) return fail(s);
   }
-  if (!msg->ParseFromString(body))
+  if (!msg->ParseFromString(body)) {
     return fail(InvalidArgument("malformed frame (not a protobuf message)"));
+  }
   fds->insert(fds->end(), got.begin(), got.end());
   return OkStatus();
 }

@@ -446,12 +446,13 @@ class DiskChannel final : public Channel {
   void Reap() {
     while (io_uring_cqe* cqe = ring_.PeekCqe()) {
       const uint64_t tag = cqe->user_data;
+      Io* const io = static_cast<Io*>(io_uring_cqe_get_data(cqe));  // when not the wake tag
       const int res = cqe->res;
       ring_.MarkSeen(cqe);
       if (tag == kWakeTag) {
         ArmWake();
       } else {
-        Complete(*reinterpret_cast<Io*>(tag), res);
+        Complete(*io, res);
       }
     }
   }
@@ -558,7 +559,7 @@ Result<std::unique_ptr<Channel>> MakeDiskChannel(const ChannelConfig& config) {
 }
 
 Result<std::unique_ptr<Channel>> MakeDiskChannel(const ChannelConfig& config,
-                                                 DiskChannelOptions options) {
+                                                 const DiskChannelOptions& options) {
   if (config.kind != ChannelKind::kDiskRead && config.kind != ChannelKind::kDiskWrite) {
     return InvalidArgument("channel '", config.name, "' is not a disk channel");
   }

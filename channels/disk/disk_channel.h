@@ -78,7 +78,7 @@ inline constexpr unsigned kDefaultQueueDepth = 8;
 // set up (the message says why).
 Result<std::unique_ptr<Channel>> MakeDiskChannel(const ChannelConfig& config);
 Result<std::unique_ptr<Channel>> MakeDiskChannel(const ChannelConfig& config,
-                                                 DiskChannelOptions options);
+                                                 const DiskChannelOptions& options);
 
 // What a disk channel chose at run time (ring set-up, registrations, queue
 // depth, staging), for the log; "" for a channel that is not a disk channel.

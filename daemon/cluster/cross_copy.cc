@@ -68,7 +68,7 @@ void CrossOp::HalfDone(const Status& s) {
     }
   }
   if (fail_others) Fail(s);
-  if (done) Finish(std::move(done), std::move(final));
+  if (done) Finish(done, std::move(final));
 }
 
 void CrossOp::SetUpDone() {
@@ -82,7 +82,7 @@ void CrossOp::SetUpDone() {
       final = failure_;
     }
   }
-  if (done) Finish(std::move(done), std::move(final));
+  if (done) Finish(done, std::move(final));
 }
 
 void CrossOp::Finish(const std::function<void(Status)>& done, Status final) {
@@ -254,8 +254,8 @@ bool Cluster::Impl::SetUpOwnHalf(const std::shared_ptr<CrossOp>& op, const Cross
   RemotePart part{op->key(), path, net_hop, sending, partner, chunk_target, slot_limit};
   std::weak_ptr<CrossOp> weak = op;
   Status s = StartLocalHalf(op->key(), std::move(part), end, other.shape, spec.box, spec.priority,
-                            spec.durable, self(), [weak](Status st) {
-                              if (auto o = weak.lock()) o->HalfDone(std::move(st));
+                            spec.durable, self(), [weak](const Status& st) {
+                              if (auto o = weak.lock()) o->HalfDone(st);
                             });
   if (!s.ok()) {
     op->HalfDone(s);

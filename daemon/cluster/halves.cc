@@ -109,7 +109,8 @@ Status Cluster::Impl::AwaitHalf(uint64_t key, std::function<void(const Status&)>
       it->second->waiters.push_back(std::move(on_end));
     }
   }
-  if (over) on_end(ended);
+  // on_end was moved only in the branch that leaves `over` false.
+  if (over) on_end(ended);  // NOLINT(bugprone-use-after-move)
   return OkStatus();
 }
 

@@ -137,7 +137,8 @@ void Node::Impl::OnRuntimeDone(const std::shared_ptr<TransferRecord>& r, Status 
   for (auto& [cb, rep] : calls) cb(rep);
 }
 
-Result<uint64_t> Node::Impl::StartCross(uint64_t session, std::shared_ptr<TransferRecord> record,
+Result<uint64_t> Node::Impl::StartCross(uint64_t session,
+                                        const std::shared_ptr<TransferRecord>& record,
                                         CrossCopySpec spec, const CopySpec& copy) {
   if (!cross) return FailedPrecondition("this node has no peers: cross-node copies need [[peer]]");
   spec.box = copy.box;

@@ -185,7 +185,7 @@ struct Node::Impl {
   // ended meanwhile (the caller cancels it).
   bool AdoptLocked(uint64_t session, const std::shared_ptr<TransferRecord>& record,
                    PendingCalls& calls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  Result<uint64_t> StartCross(uint64_t session, std::shared_ptr<TransferRecord> record,
+  Result<uint64_t> StartCross(uint64_t session, const std::shared_ptr<TransferRecord>& record,
                               CrossCopySpec spec, const CopySpec& copy) ABSL_LOCKS_EXCLUDED(mu);
 };
 

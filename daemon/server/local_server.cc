@@ -250,7 +250,8 @@ struct LocalServer::Impl {
           c->thread = std::thread([this, c] { ServeControl(c); });
         }
       }
-      if (!admit.ok()) Refuse(std::move(fd), cred.uid, admit);
+      // fd was moved only when admitted.
+      if (!admit.ok()) Refuse(std::move(fd), cred.uid, admit);  // NOLINT(bugprone-use-after-move)
     }
   }
 

@@ -43,8 +43,9 @@ class Daemon {
     grpc::ClientContext ctx;
     v1::ListMemoriesResponse resp;
     stub_->ListMemories(&ctx, v1::ListMemoriesRequest(), &resp);
-    for (const auto& m : resp.memories())
+    for (const auto& m : resp.memories()) {
       if (m.name() == memory) return m.pool_used();
+    }
     return ~0ull;
   }
 

@@ -157,6 +157,7 @@ TEST_CASE("a C++ client over its uid's connection bound hears why, and others ar
 TEST_CASE("16 concurrent client processes x 64 transfers, all verified") {
   Daemon d(kOneMemory);
   std::vector<pid_t> children;
+  children.reserve(16);
   for (int k = 0; k < 16; ++k) {
     children.push_back(SpawnWorker({d.local_socket(), "transfers", std::to_string(k)}));
   }
@@ -171,7 +172,7 @@ TEST_CASE("16 concurrent client processes x 64 transfers, all verified") {
   // has read each socket's close).
   CHECK(d.SettlesEmpty("sys0"));
   const v1::StatusResponse st = d.Status();
-  CHECK(st.transfers_completed() >= 16 * 64);
+  CHECK(st.transfers_completed() >= uint64_t{16} * 64);
   CHECK(st.sessions() == 0);
   CHECK(d.PoolUsed("sys0") == 0);
   CHECK(d.Stop() == 0);
@@ -194,7 +195,7 @@ rate_limit = "64MiB"
   char x;
   REQUIRE(read(ready[0], &x, 1) == 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(150));  // the copy is under way
-  CHECK(d.PoolUsed("sys0") == 2 * (64u << 20));
+  CHECK(d.PoolUsed("sys0") == uint64_t{2} * (64u << 20));
   kill(victim, SIGKILL);
   waitpid(victim, nullptr, 0);
   // The daemon notices the closed socket, cancels, and frees both buffers
@@ -249,8 +250,9 @@ TEST_CASE("thousands of malformed ring entries complete with errors; the daemon 
   std::vector<uint64_t> tickets;
   for (int i = 0; i < n; ++i) {
     ring::SubmissionEntry e{};
-    for (size_t b = 0; b < sizeof e; ++b)
+    for (size_t b = 0; b < sizeof e; ++b) {
       reinterpret_cast<uint8_t*>(&e)[b] = static_cast<uint8_t>(rng());
+    }
     if (i % 4 == 0) {  // well-formed header, unknown instances / transfers
       e = ring::SubmissionEntry{};
       e.op = static_cast<uint16_t>(1 + rng() % 2);

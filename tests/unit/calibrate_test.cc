@@ -87,7 +87,7 @@ TEST_CASE(
       CHECK(directions == std::set<bool>{kind == ChannelKind::kDiskWrite});
       REQUIRE(paths.size() == 1);
       CHECK(paths.begin()->rfind(dir.path + "/.isometry-calibration-", 0) == 0);
-      CHECK(bytes >= 8 * 2 * 4096);  // at least two requests per size
+      CHECK(bytes >= uint64_t{8} * 2 * 4096);  // at least two requests per size
       // Unlinked as soon as it was open: nothing left behind.
       CHECK(dir.Files().empty());
     }

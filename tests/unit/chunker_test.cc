@@ -8,18 +8,21 @@ TEST_CASE("chunks tile the box exactly once, cut along the source's outer dimens
   const Box box = Box::FromExtents({100, 50, 7});
   const FieldSpace fs = FieldSpace::Uniform(2, 4);
   const std::vector<Layout> layouts{Layout::RowMajor(3), Layout::Soa(3), Layout::ColumnMajor(3)};
-  auto g = ChunkGrid::Make(box, fs, layouts, {false, true, false}, 8 * 50 * 7 * 3, 1 << 20);
+  auto g =
+      ChunkGrid::Make(box, fs, layouts, {false, true, false}, uint64_t{8} * 50 * 7 * 3, 1 << 20);
   REQUIRE(g.ok());
   // Row-major: x (dimension 0) is outermost, so chunks are slabs of x.
   CHECK(g->full_chunk().extent(0) == 3);
   CHECK(g->full_chunk().extent(1) == 50);
-  std::vector<int> covered(100 * 50 * 7, 0);
+  std::vector<int> covered(size_t{100} * 50 * 7, 0);
   for (uint64_t k = 0; k < g->count(); ++k) {
     const Box c = g->chunk(k);
     REQUIRE(box.contains(c));
-    for (int64_t x = c.lo[0]; x < c.hi[0]; ++x)
-      for (int64_t y = c.lo[1]; y < c.hi[1]; ++y)
+    for (int64_t x = c.lo[0]; x < c.hi[0]; ++x) {
+      for (int64_t y = c.lo[1]; y < c.hi[1]; ++y) {
         for (int64_t z = c.lo[2]; z < c.hi[2]; ++z) ++covered[(x * 50 + y) * 7 + z];
+      }
+    }
   }
   for (int v : covered) REQUIRE(v == 1);
 }

@@ -20,8 +20,9 @@ std::string RunAndCheck(const InstanceShape& ss, const InstanceShape& ds, const 
   ExecuteProgram(*program, src.data(), dst.data());
   uint64_t expect = 0;
   for (const Field& f : ss.fields.fields()) expect += f.size * box.volume();
-  if (program->bytes != expect)
+  if (program->bytes != expect) {
     return StrCat("program moves ", program->bytes, " bytes, expected ", expect);
+  }
   return CheckCopy(ss, src, ds, dst, before, box);
 }
 
@@ -105,7 +106,7 @@ TEST_CASE("AOS to SOA is one strided op per field group, not one op per element"
   auto q = CompileCopy(rm, rm, sub);
   REQUIRE(q.ok());
   REQUIRE(q->ops.size() == 1);
-  CHECK(q->ops[0].run_bytes == 32 * 8);
+  CHECK(q->ops[0].run_bytes == uint64_t{32} * 8);
   CHECK(q->runs == 8);
 }
 

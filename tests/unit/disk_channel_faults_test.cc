@@ -306,7 +306,7 @@ TEST_CASE("a rate-capped disk channel paces requests; the destructor finishes qu
     (*w)->Submit({.program = ContiguousProgram(1 << 20),
                   .src = HostBytes{src.data()},
                   .dst = file->Ref(i << 20)},
-                 [&](Status s) { ok += s.ok(); });
+                 [&](const Status& s) { ok += s.ok(); });
   }
   w->reset();  // waits for all eight
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

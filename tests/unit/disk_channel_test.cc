@@ -212,6 +212,7 @@ TEST_CASE("concurrent readers and writers on different files") {
   auto r = MakeDisk(ChannelKind::kDiskRead, "r");
   constexpr int kThreads = 4;
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   std::mutex mu;
   std::vector<std::string> failures;
   for (int t = 0; t < kThreads; ++t) {
@@ -228,8 +229,9 @@ TEST_CASE("concurrent readers and writers on different files") {
         if (s.ok()) s = Read(*r, file->Ref(offset), dst.data(), ContiguousProgram(size));
         std::lock_guard lock(mu);
         if (!s.ok()) failures.push_back(s.ToString());
-        if (s.ok() && dst.Vector() != data)
+        if (s.ok() && dst.Vector() != data) {
           failures.push_back(StrCat("thread ", t, " round ", i, " differs"));
+        }
       }
       if (!file.ok()) failures.push_back(file.status().ToString());
     });
@@ -247,7 +249,7 @@ TEST_CASE("concurrent readers and writers on different files") {
     auto f = DiskFile::Open(dir.File(StrCat("burst", i)), DiskFile::Mode::kUpdate);
     REQUIRE(f.ok());
     files.push_back(*std::move(f));
-    data.push_back(Pattern((1ull << 20) + 4096 * i + i, 100 + i));
+    data.push_back(Pattern((1ull << 20) + 4096ull * i + i, 100 + i));
     bufs.emplace_back(data.back().size());
     bufs.back().Fill(data.back());
   }
@@ -277,6 +279,7 @@ TEST_CASE("bounced and staged requests share a small staging pool without deadlo
   std::mutex mu;
   std::vector<std::string> failures;
   std::vector<std::thread> threads;
+  threads.reserve(4);
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       auto file = DiskFile::Open(dir.File(StrCat("p", t)), DiskFile::Mode::kUpdate);
@@ -294,10 +297,11 @@ TEST_CASE("bounced and staged requests share a small staging pool without deadlo
         if (s.ok()) s = Write(*w, file->Ref(far), src.data(), ContiguousProgram(size));
         if (s.ok()) s = Read(*r, file->Ref(4096), soa_back.data(), from_disk);
         if (s.ok()) s = Read(*r, file->Ref(far), back.data(), ContiguousProgram(size));
-        if (!s.ok())
+        if (!s.ok()) {
           err = s.ToString();
-        else if (soa_back.Vector() != soa_data || back.Vector() != data)
+        } else if (soa_back.Vector() != soa_data || back.Vector() != data) {
           err = "data differs";
+        }
       }
       std::lock_guard lock(mu);
       if (!err.empty()) failures.push_back(StrCat("thread ", t, ": ", err));
@@ -365,9 +369,11 @@ TEST_CASE("a sub-box of a blocked layout whose program walks backwards round-tri
   const InstanceShape slot{box, file_shape.fields, blocked};
   const auto to_disk = Compile(slot, file_shape, box), from_disk = Compile(file_shape, slot, box);
   bool backwards = false;
-  for (const CopyOp& op : to_disk->ops)
-    for (int l = 0; l < op.num_loops; ++l)
+  for (const CopyOp& op : to_disk->ops) {
+    for (int l = 0; l < op.num_loops; ++l) {
       backwards |= static_cast<int64_t>(op.loops[l].dst_stride) < 0;
+    }
+  }
   REQUIRE(backwards);  // the case this test is about
   const std::string path = dir.File("blocked");
   const auto before = Pattern(file_shape.total_bytes() + 100, 1);

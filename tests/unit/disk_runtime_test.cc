@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <utility>
 
 #include "channels/channel_factory.h"
 #include "daemon/runtime/calibration_store.h"
@@ -161,7 +162,7 @@ TEST_CASE("a failed write leaves no file that looks complete, frees every buffer
     void Submit(ChannelRequest req, RequestDone done) override {
       const bool fail = ++n_ == 3;
       inner_->Submit(std::move(req), [done = std::move(done), fail](Status s) {
-        done(fail ? Status(absl::StatusCode::kDataLoss, "injected EIO") : s);
+        done(fail ? Status(absl::StatusCode::kDataLoss, "injected EIO") : std::move(s));
       });
     }
 
@@ -211,6 +212,7 @@ TEST_CASE("concurrent readers and writers on different files") {
   const MemoryId sys = *r.FindMemory("sys0"), dsk = *r.FindMemory("dsk0");
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
+  threads.reserve(4);
   for (int k = 0; k < 4; ++k) {
     threads.emplace_back([&, k] {
       const InstanceShape shape{Box::FromExtents({300000 + k * 17}), FieldSpace::Uniform(3, 4),

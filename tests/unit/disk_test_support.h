@@ -73,8 +73,9 @@ inline Status Run(Channel& channel, ChannelRequest request) {
   auto promise = std::make_shared<std::promise<Status>>();
   auto future = promise->get_future();
   channel.Submit(std::move(request), [promise](Status s) { promise->set_value(std::move(s)); });
-  if (future.wait_for(std::chrono::seconds(30)) != std::future_status::ready)
+  if (future.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
     FAIL("request did not complete in 30 s");
+  }
   return future.get();
 }
 
@@ -102,12 +103,12 @@ struct IoLog {
 };
 
 inline std::unique_ptr<Channel> MakeDisk(ChannelKind kind, const std::string& name,
-                                         DiskChannelOptions options = {}) {
+                                         const DiskChannelOptions& options = {}) {
   ChannelConfig c;
   c.name = name;
   c.kind = kind;
   c.max_in_flight = 8;
-  auto ch = MakeDiskChannel(c, std::move(options));
+  auto ch = MakeDiskChannel(c, options);
   INFO(ch.status().ToString());
   REQUIRE(ch.ok());
   return *std::move(ch);

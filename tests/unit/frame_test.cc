@@ -25,8 +25,9 @@ using testing::SocketPair;
 
 std::vector<char> Pattern(size_t n, int seed) {
   std::vector<char> v(n);
-  for (size_t i = 0; i < n; ++i)
+  for (size_t i = 0; i < n; ++i) {
     v[i] = static_cast<char>((i * 131 + static_cast<size_t>(seed)) & 0xff);
+  }
   return v;
 }
 

@@ -47,8 +47,9 @@ inline std::string CheckConstraints(const Topology& topo, const Path& p, const P
   const size_t hops = p.edges.size();
   if (p.nodes.size() != hops + 1 || hops == 0) return "malformed path";
   if (!(p.nodes.front() == PathNode{src.memory, src.layout})) return "does not start at the source";
-  if (!(p.nodes.back() == PathNode{dst.memory, dst.layout}))
+  if (!(p.nodes.back() == PathNode{dst.memory, dst.layout})) {
     return "does not end at the destination";
+  }
   // Acyclic: a memory appears once, or twice in a row (one self-loop); a
   // copy within one memory may also end where it started.
   std::set<MemoryId> seen;

@@ -24,6 +24,7 @@ ThroughputFunction RandomTp(std::mt19937_64& rng) {
       return ThroughputFunction::Constant(peak);
     case 1: {
       std::vector<ThroughputSample> s;
+      s.reserve(6);
       for (int k = 0; k < 6; ++k) {  // non-monotone on purpose
         s.push_back({uint64_t{1} << (rng() % 30),
                      peak * std::uniform_real_distribution<double>(0.01, 1)(rng)});
@@ -58,8 +59,9 @@ Topology RandomGraph(std::mt19937_64& rng, uint32_t nodes, uint32_t per_node, do
       const bool host_self = a.id == b.id && IsHostMemory(a.kind);
       if (!(host_self ? u(rng) < 0.8 : u(rng) < density)) continue;
       ChannelKind kind = ChannelKind::kGpuCopy;
-      if (IsHostMemory(a.kind) && IsHostMemory(b.kind) && a.id.node == b.id.node)
+      if (IsHostMemory(a.kind) && IsHostMemory(b.kind) && a.id.node == b.id.node) {
         kind = ChannelKind::kMemcpy;
+      }
       if (a.id.node != b.id.node) kind = ChannelKind::kRemoteMemcpy;
       t.edges.push_back({a.id, b.id, static_cast<int>(t.edges.size()), kind,
                          StrCat("c", t.edges.size()),
@@ -82,6 +84,7 @@ Layout RandomLayout(std::mt19937_64& rng, int dims, const Box& b) {
       return *Layout::Hybrid(dims, std::min<int64_t>(fast, 16));
     default: {
       std::vector<int64_t> blocks;
+      blocks.reserve(static_cast<size_t>(dims));
       for (int d = 0; d < dims; ++d) blocks.push_back(1 + static_cast<int64_t>(rng() % 8));
       return *Layout::Blocked(blocks);
     }
@@ -193,8 +196,9 @@ double BruteForce(const Topology& t, const Request& r, const FullPlannerOptions&
       p.nodes.push_back({path[0], r.src.layout});
       for (size_t i = 0; i < inner; ++i) p.nodes.push_back({path[i + 1], cands[pick[i]]});
       p.nodes.push_back({path.back(), r.dst.layout});
-      for (size_t i = 0; i + 1 < path.size(); ++i)
+      for (size_t i = 0; i + 1 < path.size(); ++i) {
         p.edges.push_back(*t.FindEdge(path[i], path[i + 1]));
+      }
       best = std::max(best, ModelBps(t, p, r.bounds, r.fb, o));
       size_t k = 0;
       while (k < inner && ++pick[k] == cands.size()) pick[k++] = 0;

@@ -48,8 +48,9 @@ std::unique_ptr<Channel> Make(const ChannelConfig& c) {
 
 std::vector<std::byte> Pattern(size_t n, int seed) {
   std::vector<std::byte> v(n);
-  for (size_t i = 0; i < n; ++i)
+  for (size_t i = 0; i < n; ++i) {
     v[i] = static_cast<std::byte>((i * 31 + static_cast<size_t>(seed)) & 0xff);
+  }
   return v;
 }
 
@@ -205,12 +206,13 @@ TEST_CASE("many requests from many threads each complete once with their own byt
   std::vector<int> calls(srcs.size(), 0);
   int finished = 0, failed = 0;
   std::vector<std::thread> submitters;
+  submitters.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     submitters.emplace_back([&, t] {
       for (int k = 0; k < kPerThread; ++k) {
-        const size_t i = static_cast<size_t>(t * kPerThread + k);
+        const size_t i = static_cast<size_t>(t) * kPerThread + static_cast<size_t>(k);
         ch->Submit(HostRequest(ContiguousProgram(kBytes), srcs[i].data(), dsts[i].data()),
-                   [&, i](Status s) {
+                   [&, i](const Status& s) {
                      std::lock_guard lock(mu);
                      ++calls[i];
                      failed += s.ok() ? 0 : 1;
@@ -241,10 +243,11 @@ TEST_CASE("destroying the channel finishes the requests it holds") {
   {
     auto ch = Make(Config(1));
     for (auto& dst : dsts) {
-      ch->Submit(HostRequest(ContiguousProgram(1 << 20), src.data(), dst.data()), [&](Status s) {
-        ok += s.ok() ? 1 : 0;
-        ++calls;
-      });
+      ch->Submit(HostRequest(ContiguousProgram(1 << 20), src.data(), dst.data()),
+                 [&](const Status& s) {
+                   ok += s.ok() ? 1 : 0;
+                   ++calls;
+                 });
     }
   }  // the destructor waits for outstanding requests
   CHECK(calls == 32);

@@ -82,6 +82,7 @@ TEST_CASE("plan cache: concurrent finds and inserts keep exact counters") {
   const PlanEndpoint a = At(0, PaperMemory::kSys, Layout::Aos(1));
   constexpr int kThreads = 4, kOps = 5000;
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       std::mt19937_64 rng(static_cast<uint64_t>(t));
@@ -97,7 +98,7 @@ TEST_CASE("plan cache: concurrent finds and inserts keep exact counters") {
     });
   }
   for (std::thread& t : threads) t.join();
-  CHECK(cache.hits() + cache.misses() == kThreads * kOps);
+  CHECK(cache.hits() + cache.misses() == uint64_t{kThreads} * kOps);
   CHECK(cache.size() <= 64);
 }
 
@@ -182,6 +183,7 @@ TEST_CASE("planner property: a cached plan equals a fresh one") {
 TEST_CASE("planner: concurrent planning") {
   Planner planner(PaperGraph(2));
   std::vector<std::thread> threads;
+  threads.reserve(4);
   std::atomic<int> ok{0};
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {

@@ -32,8 +32,9 @@ void SameMessage(const Descriptor& ours, const Descriptor& theirs) {
     CHECK(a->type() == b->type());
     CHECK(a->is_repeated() == b->is_repeated());
     CHECK((a->containing_oneof() == nullptr) == (b->containing_oneof() == nullptr));
-    if (a->containing_oneof() && b->containing_oneof())
+    if (a->containing_oneof() && b->containing_oneof()) {
       CHECK(a->containing_oneof()->name() == b->containing_oneof()->name());
+    }
     if (a->message_type()) {
       CHECK(Relative(a->message_type()->full_name(), "grpc.reflection.v1.") ==
             Relative(b->message_type()->full_name(), "grpc.reflection.v1alpha."));

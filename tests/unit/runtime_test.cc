@@ -3,6 +3,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <thread>
+#include <utility>
 
 #include "channels/channel_factory.h"
 #include "unit/test_util.h"
@@ -49,7 +50,7 @@ class FaultyChannel final : public Channel {
   void Submit(ChannelRequest req, RequestDone done) override {
     const bool fail = ++count_ == fail_at_;
     inner_->Submit(std::move(req), [done = std::move(done), fail](Status s) {
-      done(fail ? Internal("injected I/O error") : s);
+      done(fail ? Internal("injected I/O error") : std::move(s));
     });
   }
 
@@ -69,9 +70,10 @@ TEST_CASE("a direct copy with a layout change completes and matches") {
   Buf src({Box::FromExtents({300, 200}), fs, Layout::Aos(2)}, 1);
   Buf dst({src.shape.bounds, fs, *Layout::Blocked({16, 7})}, 2);
   std::atomic<int> callbacks{0};
-  auto t = (*rt)->Copy({.src = src.Ref(sys), .dst = dst.Ref(sys), .on_complete = [&](Status s) {
-                          callbacks += s.ok() ? 1 : 100;
-                        }});
+  auto t =
+      (*rt)->Copy({.src = src.Ref(sys), .dst = dst.Ref(sys), .on_complete = [&](const Status& s) {
+                     callbacks += s.ok() ? 1 : 100;
+                   }});
   REQUIRE(t.ok());
   REQUIRE(t->Wait().ok());
   CHECK(CheckCopy(src.shape, src.bytes, dst.shape, dst.bytes, dst.before, src.shape.bounds) == "");
@@ -102,8 +104,9 @@ TEST_CASE("multi-hop pipelines with TH far below the instance stay within TH") {
     auto small_layout = [&] {
       Layout l = RandomLayout(rng, bounds);
       auto comps = l.components();
-      for (auto& c : comps)
+      for (auto& c : comps) {
         if (c.kind == LayoutComponent::Kind::kDimIn) c.block = 1 + c.block % 4;
+      }
       return *Layout::Make(comps, dims);
     };
     const std::vector<HopSpec> via{{reg, small_layout()}, {zcm, small_layout()}};
@@ -154,8 +157,8 @@ TEST_CASE(
     bufs.emplace_back(std::make_unique<Buf>(s->shape, 100 + i));
   }
   for (int i = 0; i < 8; ++i) {
-    Buf* s = bufs[2 * i].get();
-    Buf* d = bufs[2 * i + 1].get();
+    Buf* s = bufs[2 * static_cast<size_t>(i)].get();
+    Buf* d = bufs[2 * static_cast<size_t>(i) + 1].get();
     auto t = r.Copy({.src = s->Ref(sys), .dst = d->Ref(sys), .priority = 0});
     REQUIRE(t.ok());
     low.push_back(*t);
@@ -289,6 +292,7 @@ TEST_CASE("many threads submitting at once all get correct copies") {
   const MemoryId sys = Mem(r, "sys0"), zcm = Mem(r, "zcm0");
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
+  threads.reserve(8);
   for (int th = 0; th < 8; ++th) {
     threads.emplace_back([&, th] {
       std::mt19937_64 rng(static_cast<uint64_t>(th));
@@ -394,7 +398,7 @@ TEST_CASE("small direct copies run inline on the submitting thread; capped chann
   const InstanceShape small{Box::FromExtents({512}), FieldSpace::Uniform(2, 4), Layout::Aos(1)};
   Buf s(small, 1), d({small.bounds, small.fields, Layout::Soa(1)}, 2);
   std::thread::id ran_on;
-  auto t = (*rt)->Copy({.src = s.Ref(sys), .dst = d.Ref(sys), .on_complete = [&](Status) {
+  auto t = (*rt)->Copy({.src = s.Ref(sys), .dst = d.Ref(sys), .on_complete = [&](const Status&) {
                           ran_on = std::this_thread::get_id();
                         }});
   REQUIRE(t.ok());

@@ -20,8 +20,9 @@ Topology PaperGraph() {
   auto edge = [&](MemoryId a, MemoryId b, ChannelKind k, const char* n) {
     t.edges.push_back({a, b, static_cast<int>(t.edges.size()), k, n});
   };
-  for (MemoryId a : {sys, reg})
+  for (MemoryId a : {sys, reg}) {
     for (MemoryId b : {sys, reg}) edge(a, b, ChannelKind::kMemcpy, "memcpy");
+  }
   edge(rreg, rreg, ChannelKind::kMemcpy, "memcpy*");
   edge(sys, dsk, ChannelKind::kDiskWrite, "diskwrite");
   edge(dsk, sys, ChannelKind::kDiskRead, "diskread");

@@ -21,9 +21,9 @@ inline int& SkippedCases() {
 
 // Ends the current test case as skipped, saying why (a stream expression,
 // as for WARN).
-#define ISOMETRY_SKIP(why)                 \
-  do {                                     \
-    ++::isometry::testing::SkippedCases(); \
-    WARN("skipped: " << why);              \
-    return;                                \
+#define ISOMETRY_SKIP(why)                                                                  \
+  do {                                                                                      \
+    ++::isometry::testing::SkippedCases();                                                  \
+    WARN("skipped: " << why); /* NOLINT(bugprone-macro-parentheses): a stream expression */ \
+    return;                                                                                 \
   } while (false)

@@ -54,8 +54,9 @@ struct TempDir {
   // Names of the entries, hidden ones included.
   std::vector<std::string> Files() const {
     std::vector<std::string> out;
-    for (const auto& e : std::filesystem::directory_iterator(path))
+    for (const auto& e : std::filesystem::directory_iterator(path)) {
       out.push_back(e.path().filename());
+    }
     return out;
   }
 };

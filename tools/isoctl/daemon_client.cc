@@ -1,6 +1,5 @@
 #include "tools/isoctl/daemon_client.h"
 
-#include <grp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -9,7 +8,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
+#include "core/group.h"
 #include "core/strings.h"
 #include "core/unique_fd.h"
 #include "tools/isoctl/exit_codes.h"
@@ -36,8 +37,8 @@ Status Unreachable(const std::string& socket, const std::string& why) {
 Status PermissionDenied(const std::string& socket, const std::string& path) {
   struct stat st {};
   const bool known = ::stat(path.c_str(), &st) == 0;
-  const struct group* g = known ? ::getgrgid(st.st_gid) : nullptr;
-  const std::string group = g ? g->gr_name : known ? std::to_string(st.st_gid) : "";
+  const std::optional<std::string> name = known ? GroupNameOf(st.st_gid) : std::nullopt;
+  const std::string group = name ? *name : known ? std::to_string(st.st_gid) : "";
   std::string hint;
   if (!group.empty()) {
     char mode[8];

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -293,9 +294,7 @@ Result<std::unique_ptr<DaemonClient>> Connect(Invocation& inv) {
   return DaemonClient::Connect(inv.connect);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   CLI::App app{"isoctl: inspect and drive the local isometryd over its gRPC unix socket"};
   Invocation inv;
   AddGlobalOptions(app, inv);
@@ -325,4 +324,19 @@ int main(int argc, char** argv) {
     return Fail(s);
   }
   return kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Errors are Status values; what escapes is a bug or an allocation
+  // failure: one line and the daemon-error code instead of an abort.
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "isoctl: fatal: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "isoctl: fatal: unknown exception\n");
+  }
+  return kExitDaemonError;
 }
