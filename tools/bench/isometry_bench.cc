@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 
+#include "core/lock_checks.h"
 #include "tools/bench/daemon_scenarios.h"
 #include "tools/bench/disk_scenarios.h"
 #include "tools/bench/local_scenarios.h"
@@ -20,6 +21,7 @@ using namespace isometry::bench;
 namespace {
 
 int Main(int argc, char** argv) {
+  isometry::SetLockOrderChecksForBuild();  // as isometryd does: measure what users run
   CLI::App app{"isometry_bench: Isometry against the physical limit and its peers"};
   bool json = false;
   std::vector<std::string> only;
