@@ -49,11 +49,6 @@ tools::DaemonProcess StartDaemon(const DaemonOptions& o) {
   return Must(tools::DaemonProcess::Start(o.isometryd, kDaemonConfig), "starting isometryd");
 }
 
-double Percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1))];
-}
-
 InstanceShape Flat(uint64_t bytes) {
   return {Box::FromExtents({static_cast<int64_t>(bytes / 8)}), FieldSpace::Uniform(1, 8),
           Layout::Aos(1)};
@@ -128,7 +123,7 @@ void RunFirstCopy(const DaemonOptions& o, Report& report) {
   tools::DaemonProcess daemon = StartDaemon(o);
   auto c = Must(client::Client::Connect({.local_socket = daemon.local_socket(), .name = "first"}),
                 "connect");
-  const int rounds = std::max(5, o.first_copy_rounds);
+  const int rounds = o.rounds;
   const FieldSpace fs = FieldSpace::Uniform(8, 4);
   const int64_t entries = 4 << 20;  // x 8 fields x 4 B = 128 MiB
   const InstanceShape aos{Box::FromExtents({entries}), fs, Layout::Aos(1)};
@@ -312,22 +307,46 @@ std::vector<double> GrpcLatencyUs(const tools::DaemonProcess& daemon, int iterat
 
 void RunLatency(const DaemonOptions& o, Report& report) {
   tools::DaemonProcess daemon = StartDaemon(o);
-  const std::vector<double> floor_us = MemcpyFloorUs(o.latency_iterations);
-  const double floor_median = Percentile(floor_us, 0.5);
-  const double floor_p99 = Percentile(floor_us, 0.99);
-  const std::vector<double> ring = RingLatencyUs(daemon, o.latency_iterations);
-  const double median = Percentile(ring, 0.5), p99 = Percentile(ring, 0.99);
-  report.Add({"latency_4KiB_ring", "median", median, "us", "4 KiB memcpy in-process", floor_median,
-              median / floor_median, "<= 10 us"});
-  report.Add({"latency_4KiB_ring", "p99", p99, "us", "4 KiB memcpy in-process", floor_p99,
-              p99 / floor_p99, ""});
-  const std::vector<double> grpc_us = GrpcLatencyUs(daemon, o.grpc_iterations);
-  report.Add({"latency_4KiB_grpc", "median", Percentile(grpc_us, 0.5), "us",
-              "4 KiB memcpy in-process", floor_median, Percentile(grpc_us, 0.5) / floor_median,
-              ""});
-  report.Add({"latency_4KiB_grpc", "p99", Percentile(grpc_us, 0.99), "us",
-              "4 KiB memcpy in-process", floor_p99, Percentile(grpc_us, 0.99) / floor_p99, ""});
+  // Per round: the floor, the ring and gRPC once each, in that order;
+  // every sample kept for the percentiles.
+  Rounds ring_median, ring_p99, grpc_median, grpc_p99;
+  std::vector<double> all_floor, all_ring, all_grpc;
+  auto add = [](std::vector<double> samples, std::vector<double>& all) {
+    all.insert(all.end(), samples.begin(), samples.end());
+    std::sort(samples.begin(), samples.end());
+    return std::pair{PercentileOf(samples, 0.5), PercentileOf(samples, 0.99)};
+  };
+  for (int r = 0; r < o.rounds; ++r) {
+    const auto floor = add(MemcpyFloorUs(o.latency_iterations), all_floor);
+    const auto ring = add(RingLatencyUs(daemon, o.latency_iterations), all_ring);
+    const auto grpc = add(GrpcLatencyUs(daemon, o.grpc_iterations), all_grpc);
+    ring_median.Add(ring.first, floor.first);
+    ring_p99.Add(ring.second, floor.second);
+    grpc_median.Add(grpc.first, floor.first);
+    grpc_p99.Add(grpc.second, floor.second);
+  }
   daemon.Stop();
+  ring_median.Print("4 KiB ring median vs memcpy floor (us)");
+  ring_p99.Print("4 KiB ring p99 vs memcpy floor (us)");
+  grpc_median.Print("4 KiB gRPC median vs memcpy floor (us)");
+  grpc_p99.Print("4 KiB gRPC p99 vs memcpy floor (us)");
+  const Percentiles floor_pct = PercentilesOf(std::move(all_floor));
+  const std::string floor = "4 KiB memcpy in-process";
+  auto row = [&](const char* scenario, const char* metric, const Rounds& r, const char* target,
+                 std::vector<double>* samples) {
+    Row out = MedianRow(scenario, metric, r, floor, target, "us");
+    out.predicted.note = "no plan: a latency row";
+    out.bytes = 4096;
+    if (samples) {  // the median row carries the distribution
+      out.percentiles = PercentilesOf(std::move(*samples));
+      out.baseline_percentiles = floor_pct;
+    }
+    report.Add(std::move(out));
+  };
+  row("latency_4KiB_ring", "median", ring_median, "<= 10 us", &all_ring);
+  row("latency_4KiB_ring", "p99", ring_p99, "<= 20 us", nullptr);
+  row("latency_4KiB_grpc", "median", grpc_median, "<= 100 us", &all_grpc);
+  row("latency_4KiB_grpc", "p99", grpc_p99, "", nullptr);
 }
 
 }  // namespace isometry::bench
