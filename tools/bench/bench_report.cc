@@ -191,7 +191,7 @@ void Report::Finish() const {
   for (const Row& r : rows_) {
     char range[32] = "-", rounds[16] = "-", predicted[32] = "no plan", vs[32] = "-";
     if (r.rounds > 0) {
-      std::snprintf(range, sizeof range, "%.2f-%.2f", r.ratio_min, r.ratio_max);
+      std::snprintf(range, sizeof range, "%.3g-%.3g", r.ratio_min, r.ratio_max);
       std::snprintf(rounds, sizeof rounds, "%d", r.rounds);
     }
     if (const double pr = PredictedRatio(r); pr > 0) {
