@@ -65,11 +65,10 @@ std::string Json(const Row& row) {
     for (size_t i = 0; i < row.round_values.size(); ++i) {
       ratios.push_back(row.round_values[i] / row.round_baselines[i]);
     }
-    out += ",\"rounds\":" + std::to_string(row.rounds) + ",\"ratio_min\":" +
-           Number(row.ratio_min) + ",\"ratio_max\":" + Number(row.ratio_max) +
-           ",\"round_values\":" + Array(row.round_values) +
-           ",\"round_baselines\":" + Array(row.round_baselines) + ",\"round_ratios\":" +
-           Array(ratios);
+    out +=
+        ",\"rounds\":" + std::to_string(row.rounds) + ",\"ratio_min\":" + Number(row.ratio_min) +
+        ",\"ratio_max\":" + Number(row.ratio_max) + ",\"round_values\":" + Array(row.round_values) +
+        ",\"round_baselines\":" + Array(row.round_baselines) + ",\"round_ratios\":" + Array(ratios);
   }
   const double pr = PredictedRatio(row);
   if (pr > 0) {
@@ -185,8 +184,8 @@ void Report::Finish() const {
     return;
   }
   std::printf("\n%-22s %-20s %10s %-5s %-34s %10s %6s %-11s %3s %9s %-9s %s\n", "scenario",
-              "metric", "value", "unit", "baseline", "baseline", "ratio", "range", "n",
-              "predicted", "meas/pred", "target");
+              "metric", "value", "unit", "baseline", "baseline", "ratio", "range", "n", "predicted",
+              "meas/pred", "target");
   bool outside = false;
   for (const Row& r : rows_) {
     char range[32] = "-", rounds[16] = "-", predicted[32] = "no plan", vs[32] = "-";

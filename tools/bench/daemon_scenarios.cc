@@ -209,7 +209,8 @@ void RunClientToClient(const DaemonOptions& o, Report& report) {
   daemon.Stop();
   auto add = [&](Row row) {
     row.bytes = o.client_bytes;
-    row.predicted.note = "no plan: the daemon's plan is not asked for (no ExplainPlan in the client)";
+    row.predicted.note =
+        "no plan: the daemon's plan is not asked for (no ExplainPlan in the client)";
     report.Add(std::move(row));
   };
   if (!o.peers) {

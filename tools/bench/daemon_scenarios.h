@@ -18,8 +18,8 @@ struct DaemonOptions {
   int client_iterations = 40;
   int latency_iterations = 20000;  // per round
   int grpc_iterations = 2000;      // per round
-  bool peers = true;          // also run UCX / MPICH / Open MPI
-  int rounds = 5;             // paired rounds of first_copy and latency
+  bool peers = true;               // also run UCX / MPICH / Open MPI
+  int rounds = 5;                  // paired rounds of first_copy and latency
 };
 
 void RunClientToClient(const DaemonOptions& o, Report& report);

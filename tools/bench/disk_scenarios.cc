@@ -424,8 +424,14 @@ void DiskRuntimeBench::Print(bool direct, Report& report) const {
     }
   }
   if (sync_ms >= 0) {
-    Row row{"disk_write_runtime", "fdatasync", sync_ms, "ms", "the whole durable write (best)",
-            write_.seconds * 1e3, sync_ms / (write_.seconds * 1e3), "report"};
+    Row row{"disk_write_runtime",
+            "fdatasync",
+            sync_ms,
+            "ms",
+            "the whole durable write (best)",
+            write_.seconds * 1e3,
+            sync_ms / (write_.seconds * 1e3),
+            "report"};
     row.predicted.note = "no plan: a time row (best of the rounds)";
     report.Add(std::move(row));
   }
@@ -442,8 +448,8 @@ void DiskRuntimeBench::Print(bool direct, Report& report) const {
 
 // `rounds` rounds of DiskRuntimeBench, runtime and fio in alternating order.
 // Removes its files.
-void RunDiskRuntime(const std::string& dir, uint64_t bytes, int rounds, bool direct,
-                    bool calibrate, Report& report) {
+void RunDiskRuntime(const std::string& dir, uint64_t bytes, int rounds, bool direct, bool calibrate,
+                    Report& report) {
   auto created = Runtime::Create(DiskRuntimeConfig(dir, calibrate));
   if (!created.ok()) {
     std::fprintf(stderr, "disk bench: runtime: %s\n", created.status().ToString().c_str());

@@ -12,7 +12,8 @@ namespace isometry::bench {
 
 // Writes then reads `bytes` (default 1 GiB) of a scratch file in `dir` with
 // the channels and with fio, alternating, in `rounds` paired rounds (the
-// rows are medians); removes the file. A missing or failing fio gives a row whose baseline says why.
+// rows are medians); removes the file. A missing or failing fio gives a row whose baseline says
+// why.
 //
 // Then the same through the Runtime (a DSK memory on `dir`), `rounds`
 // rounds, each interleaved with a fio write and read of the same

@@ -54,7 +54,8 @@ int Main(int argc, char** argv) {
   daemon.source_dir = ISOMETRY_BENCH_SOURCE_DIR;
   bool no_peers = false;
   app.add_option("--isometryd", daemon.isometryd, "daemon binary for the daemon scenarios");
-  app.add_option("--latency-iterations", daemon.latency_iterations, "4 KiB copies on the ring per round")
+  app.add_option("--latency-iterations", daemon.latency_iterations,
+                 "4 KiB copies on the ring per round")
       ->check(CLI::Range(100, 10000000));
   app.add_option("--grpc-iterations", daemon.grpc_iterations, "4 KiB copies over gRPC per round")
       ->check(CLI::Range(100, 10000000));
