@@ -50,7 +50,7 @@ struct ChannelConfig {
   // host memory (disk_read), every host to DSK memory (disk_write).
   std::vector<std::pair<std::string, std::string>> edges;
   int threads = 2;                      // worker threads
-  int max_in_flight = 0;                // requests in flight; 0 = threads
+  int max_in_flight = 0;                // requests in flight; 0 = the kind's default
   uint64_t request_bytes = 4ull << 20;  // preferred request size
   // Bandwidth cap in bytes/s for QoS; 0 = unlimited.
   uint64_t rate_limit_bytes_per_s = 0;

@@ -1,5 +1,8 @@
 #include "layout/executor.h"
 
+#include <emmintrin.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -51,33 +54,89 @@ void InnerRun(const CopyLoop& l, uint64_t run, const std::byte* s, std::byte* d)
   }
 }
 
-void Nest(const CopyOp& op, int level, const std::byte* s, std::byte* d) {
-  const CopyLoop& l = op.loops[level];
-  if (level == op.num_loops - 1) {
-    return InnerRun(l, op.run_bytes, s, d);
+// One run with non-temporal stores (SSE2, part of x86-64): the bytes up to
+// the first 16-byte-aligned destination address and the tail go through
+// memcpy; the caller fences once after all runs (StreamFence).
+void StreamRun(const std::byte* s, std::byte* d, uint64_t n) {
+  const uint64_t head = std::min<uint64_t>(n, (16 - reinterpret_cast<uintptr_t>(d) % 16) % 16);
+  std::memcpy(d, s, head);
+  s += head;
+  d += head;
+  n -= head;
+  auto* out = reinterpret_cast<__m128i*>(d);
+  const auto* in = reinterpret_cast<const __m128i*>(s);
+  for (; n >= 64; n -= 64, in += 4, out += 4) {
+    const __m128i a = _mm_loadu_si128(in);
+    const __m128i b = _mm_loadu_si128(in + 1);
+    const __m128i c = _mm_loadu_si128(in + 2);
+    const __m128i e = _mm_loadu_si128(in + 3);
+    _mm_stream_si128(out, a);
+    _mm_stream_si128(out + 1, b);
+    _mm_stream_si128(out + 2, c);
+    _mm_stream_si128(out + 3, e);
   }
+  std::memcpy(out, in, n);
+}
+
+void InnerStream(const CopyLoop& l, uint64_t run, const std::byte* s, std::byte* d) {
   for (uint64_t i = 0; i < l.count; ++i) {
-    Nest(op, level + 1, s, d);
+    StreamRun(s, d, run);
     s += Signed(l.src_stride);
     d += Signed(l.dst_stride);
   }
 }
 
-}  // namespace
+void Nest(const CopyOp& op, int level, bool stream, const std::byte* s, std::byte* d) {
+  const CopyLoop& l = op.loops[level];
+  if (level == op.num_loops - 1) {
+    return stream ? InnerStream(l, op.run_bytes, s, d) : InnerRun(l, op.run_bytes, s, d);
+  }
+  for (uint64_t i = 0; i < l.count; ++i) {
+    Nest(op, level + 1, stream, s, d);
+    s += Signed(l.src_stride);
+    d += Signed(l.dst_stride);
+  }
+}
 
-void ExecuteOp(const CopyOp& op, const std::byte* src, std::byte* dst) {
+// Whether `op` runs with non-temporal stores; the caller then fences.
+bool Streams(const CopyOp& op, Stores stores) {
+  return stores == Stores::kStreaming && op.run_bytes >= kStreamRunBytes;
+}
+
+void RunOp(const CopyOp& op, bool stream, const std::byte* src, std::byte* dst) {
   const std::byte* s = src + op.src_offset;
   std::byte* d = dst + op.dst_offset;
   if (op.num_loops == 0) {
-    std::memcpy(d, s, op.run_bytes);
+    if (stream) {
+      StreamRun(s, d, op.run_bytes);
+    } else {
+      std::memcpy(d, s, op.run_bytes);
+    }
     return;
   }
-  Nest(op, 0, s, d);
+  Nest(op, 0, stream, s, d);
 }
 
-void ExecuteProgram(const CopyProgram& program, const std::byte* src, std::byte* dst) {
+}  // namespace
+
+void ExecuteOp(const CopyOp& op, const std::byte* src, std::byte* dst, Stores stores) {
+  const bool stream = Streams(op, stores);
+  RunOp(op, stream, src, dst);
+  if (stream) {
+    _mm_sfence();  // the non-temporal stores are visible before completion is
+  }
+}
+
+void ExecuteProgram(const CopyProgram& program, const std::byte* src, std::byte* dst,
+                    Stores stores) {
+  bool streamed = false;
   for (const CopyOp& op : program.ops) {
-    ExecuteOp(op, src, dst);
+    const bool stream = Streams(op, stores);
+    RunOp(op, stream, src, dst);
+    streamed |= stream;
+  }
+  if (streamed) {
+    _mm_sfence();  // the non-temporal stores are visible before completion is
   }
 }
 

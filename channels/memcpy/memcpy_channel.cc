@@ -23,7 +23,12 @@ class MemcpyChannel final : public Channel {
     }
     caps_.converts_layout = true;
     caps_.request_bytes = config.request_bytes;
-    caps_.max_in_flight = config.max_in_flight > 0 ? config.max_in_flight : config.threads;
+    // Default: two requests per thread, so a thread that finishes one finds
+    // the next queued instead of idling until the DMA worker (another
+    // thread, on a machine with few cores maybe not running) hands it one.
+    // A high-priority request then waits behind at most one more request
+    // per thread.
+    caps_.max_in_flight = config.max_in_flight > 0 ? config.max_in_flight : 2 * config.threads;
     caps_.rate_limit_bytes_per_s = config.rate_limit_bytes_per_s;
     caps_.runs_inline = config.rate_limit_bytes_per_s == 0;  // a cap must pace every byte
     if (config.rate_limit_bytes_per_s) {
@@ -70,7 +75,8 @@ class MemcpyChannel final : public Channel {
                          EndpointAs<HostBytes>(request.src, caps_.name, "source"));
     ISO_ASSIGN_OR_RETURN(const HostBytes* dst,
                          EndpointAs<HostBytes>(request.dst, caps_.name, "destination"));
-    ExecuteProgram(*request.program, src->base, dst->base);
+    ExecuteProgram(*request.program, src->base, dst->base,
+                   request.stream_stores ? Stores::kStreaming : Stores::kCached);
     return OkStatus();
   }
 

@@ -156,8 +156,9 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
       OnRequestDone(keep, x, k, 0, program.status());
     } else {
       const uint64_t bytes = (*program)->bytes;
+      const bool stream = t.stream_last_hop && x->hop == t.last_hop;
       channels[w.channel]->Submit(
-          {*program, std::move(in.where), std::move(out.where), t.priority, &t.cancelled},
+          {*program, std::move(in.where), std::move(out.where), t.priority, &t.cancelled, stream},
           [this, keep, x, k, bytes](const Status& s) { OnRequestDone(keep, x, k, bytes, s); });
     }
     mu.Lock();

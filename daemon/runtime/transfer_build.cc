@@ -5,6 +5,7 @@
 // data only, and a transfer that fails to build changes nothing.
 #include <algorithm>
 
+#include "core/cpu_cache.h"
 #include "daemon/runtime/runtime_impl.h"
 
 namespace isometry {
@@ -63,6 +64,8 @@ Result<std::shared_ptr<TransferState>> Runtime::Impl::Build(CopyRequest& req) {
   t->durable = req.durable;
   t->runtime = self;
   ISO_RETURN_IF_ERROR(PlanPath(*t, req));
+  t->stream_last_hop =
+      !req.remote && box.volume() * req.src.shape.fields.total_bytes() > LastLevelCacheBytes();
   ISO_RETURN_IF_ERROR(OpenDiskEnds(*t, req, src_disk, dst_disk));
   ISO_RETURN_IF_ERROR(SizeBuffers(*t, req));
   MakeXds(*t);

@@ -63,6 +63,10 @@ struct TransferState {
   std::optional<RemotePart> remote;        // one node's part of a cross-node copy
   size_t last_hop = 0;                     // the last hop that runs on this node
   int net_channel = -1;                    // local channel of the network hop
+  // The last hop writes the user's destination with non-temporal stores
+  // (ChannelRequest::stream_stores): a local transfer larger than the
+  // last-level cache.
+  bool stream_last_hop = false;
 
   // The runtime's (see above).
   Phase phase = Phase::kWaiting;

@@ -97,7 +97,7 @@ TEST_CASE("caps describe a host-to-host layout converter") {
   CHECK(caps.name == "memcpy0");
   CHECK(caps.kind == ChannelKind::kMemcpy);
   CHECK(caps.converts_layout);
-  CHECK(caps.max_in_flight == 3);  // max_in_flight 0: one per thread
+  CHECK(caps.max_in_flight == 6);  // max_in_flight 0: two per thread
   CHECK(caps.runs_inline);
   CHECK(caps.memory_kinds.size() == 9);  // SYS, REG, ZCM to each other
   for (const auto& [a, b] : caps.memory_kinds) {

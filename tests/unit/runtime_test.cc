@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "channels/channel_factory.h"
+#include "core/cpu_cache.h"
 #include "unit/test_util.h"
 
 using namespace isometry;
@@ -58,6 +59,24 @@ class FaultyChannel final : public Channel {
   std::unique_ptr<Channel> inner_;
   int fail_at_;
   std::atomic<int> count_{0};
+};
+
+// Wraps the real channel; counts requests that ask for non-temporal stores.
+class StreamCountingChannel final : public Channel {
+ public:
+  StreamCountingChannel(std::unique_ptr<Channel> inner, std::atomic<int>& streamed,
+                        std::atomic<int>& cached)
+      : inner_(std::move(inner)), streamed_(streamed), cached_(cached) {}
+  const ChannelCaps& caps() const override { return inner_->caps(); }
+  void Submit(ChannelRequest req, RequestDone done) override {
+    (req.stream_stores ? streamed_ : cached_)++;
+    inner_->Submit(std::move(req), std::move(done));
+  }
+
+ private:
+  std::unique_ptr<Channel> inner_;
+  std::atomic<int>& streamed_;
+  std::atomic<int>& cached_;
 };
 
 }  // namespace
@@ -422,4 +441,39 @@ TEST_CASE("small direct copies run inline on the submitting thread; capped chann
   REQUIRE(v.ok());
   REQUIRE(v->Wait().ok());
   CHECK((*capped)->Stats().transfers_inline == 0);
+}
+
+TEST_CASE("only a transfer larger than the last-level cache streams its stores, and matches") {
+  std::atomic<int> streamed{0}, cached{0};
+  RuntimeConfig c = DefaultRuntimeConfig();
+  c.inline_bytes = 0;
+  auto rt = Runtime::Create(c, [&](const ChannelConfig& cc) -> Result<std::unique_ptr<Channel>> {
+    ISO_ASSIGN_OR_RETURN(auto inner, MakeChannel(cc));
+    return std::unique_ptr<Channel>(new StreamCountingChannel(std::move(inner), streamed, cached));
+  });
+  REQUIRE(rt.ok());
+  const MemoryId sys = Mem(**rt, "sys0");
+  const FieldSpace fs = FieldSpace::Uniform(2, 8);
+  // Fields apart in both, x innermost: runs of one field along x, long
+  // enough to stream.
+  const int64_t rows = static_cast<int64_t>(LastLevelCacheBytes() / (64 * 16)) + 64;
+  Buf src({Box::FromExtents({rows, 64}), fs, *Layout::Parse("x,F,y", 2)}, 1);
+  Buf dst({src.shape.bounds, fs, *Layout::Parse("x,y,F", 2)}, 2);
+  auto t = (*rt)->Copy({.src = src.Ref(sys), .dst = dst.Ref(sys)});
+  REQUIRE(t.ok());
+  REQUIRE(t->Wait().ok());
+  CHECK(streamed > 0);
+  CHECK(cached == 0);
+  CHECK(CheckCopy(src.shape, src.bytes, dst.shape, dst.bytes, dst.before, src.shape.bounds) == "");
+
+  streamed = 0;
+  Buf small_src({Box::FromExtents({64, 64}), fs, Layout::Aos(2)}, 3);
+  Buf small_dst({small_src.shape.bounds, fs, Layout::Soa(2)}, 4);
+  auto u = (*rt)->Copy({.src = small_src.Ref(sys), .dst = small_dst.Ref(sys)});
+  REQUIRE(u.ok());
+  REQUIRE(u->Wait().ok());
+  CHECK(streamed == 0);
+  CHECK(cached > 0);
+  CHECK(CheckCopy(small_src.shape, small_src.bytes, small_dst.shape, small_dst.bytes,
+                  small_dst.before, small_src.shape.bounds) == "");
 }
