@@ -227,7 +227,8 @@ Result<Path> Runtime::Impl::MakePath(const InstanceRef& src, const InstanceRef& 
                                      const std::vector<HopSpec>& via) const {
   if (via.empty()) {
     return CurrentPlanner()->Plan({src.memory, src.shape.layout}, {dst.memory, dst.shape.layout},
-                                  box, src.shape.fields.total_bytes());
+                                  box, src.shape.fields.total_bytes(),
+                                  src.shape.fields.smallest_bytes());
   }
   Path p;
   p.algorithm = "explicit";
