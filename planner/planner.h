@@ -61,6 +61,14 @@ class Planner {
                                                  const Box& bounds, uint64_t field_bytes,
                                                  uint64_t element_bytes = 1);
 
+  // The model's estimates for a path the caller chose (a forced `via`
+  // path): EvaluatePath over this planner's topology and options. Errors:
+  // those of EvaluatePath (the space constraint among them). Not cached.
+  Result<Path> Evaluate(Path path, const Box& bounds, uint64_t field_bytes,
+                        uint64_t element_bytes = 1) const {
+    return full_.Evaluate(std::move(path), bounds, field_bytes, element_bytes);
+  }
+
   PlannerStats stats() const;
   const Topology& topology() const { return full_.topology(); }
   const PlannerOptions& options() const { return options_; }

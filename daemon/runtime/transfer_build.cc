@@ -252,7 +252,12 @@ Result<Path> Runtime::Impl::MakePath(const InstanceRef& src, const InstanceRef& 
     }
     p.edges.push_back(*e);
   }
-  return p;
+  // The model's figures for the forced path too, so its prediction can be
+  // held against what it measures; a path the model rejects (a shuffle
+  // over TH between two intermediates) still runs, without them.
+  Result<Path> evaluated = CurrentPlanner()->Evaluate(p, box, src.shape.fields.total_bytes(),
+                                                      src.shape.fields.smallest_bytes());
+  return evaluated.ok() ? *std::move(evaluated) : p;
 }
 
 // The chunk sequence a path runs with: chunks of about the smallest
