@@ -423,3 +423,23 @@ TEST_CASE("small direct copies run inline on the submitting thread; capped chann
   REQUIRE(v->Wait().ok());
   CHECK((*capped)->Stats().transfers_inline == 0);
 }
+
+TEST_CASE("a forced path carries the model's prediction, with the smallest field as run unit") {
+  auto rt = Runtime::Create(SmallConfig(32 << 20));
+  REQUIRE(rt.ok());
+  Runtime& r = **rt;
+  const MemoryId sys = Mem(r, "sys0"), reg = Mem(r, "reg0");
+  const FieldSpace fs = FieldSpace::Uniform(8, 4);
+  Buf src({Box::FromExtents({4096}), fs, Layout::Aos(1)}, 1);
+  Buf dst({src.shape.bounds, fs, Layout::Soa(1)}, 2);
+  auto t = r.Copy({.src = src.Ref(sys), .dst = dst.Ref(sys), .via = {{reg, Layout::Soa(1)}}});
+  REQUIRE(t.ok());
+  REQUIRE(t->Wait().ok());
+  const Path& p = t->path();
+  CHECK(p.algorithm == "explicit");
+  REQUIRE(p.hop_bps.size() == 2);
+  CHECK(p.predicted_bps > 0);
+  // The converting hop (AOS -> SOA, nothing shared) at a 4-byte run.
+  CHECK(p.hop_bps[0] == Approx(p.edges[0].tp.At(4)));
+  CHECK(p.predicted_bps == Approx(std::min(p.hop_bps[0], p.hop_bps[1])));
+}
