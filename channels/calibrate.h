@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -21,16 +22,31 @@ struct RateSample {
 
 // Sizes measured: powers of four from 4 KiB to 64 MiB for channels that
 // move whole requests; for layout-converting channels (Memcpy), contiguous
-// run sizes, powers of eight from 1 byte to 64 MiB.
+// run sizes: powers of two from 1 to 64 bytes, then powers of eight to
+// 64 MiB.
 std::vector<uint64_t> CalibrationSizes(const ChannelCaps& caps);
 
-// Runs requests of each size on `channel` between two scratch host buffers,
+// Runs requests of each size on `channel` between two scratch host areas,
 // keeping up to caps().max_in_flight requests in flight, for about
 // budget / sizes each (at least two requests per size). For a converting
 // channel the size is the contiguous run inside a request: what bounds its
-// speed on a layout conversion is the run (PREFIX of §4.2), not the
-// request, so each request gathers 4 MiB of runs of that size. Host-memory
-// channels only. Other traffic on the channel lowers the figures.
+// speed on a layout conversion is the run (PREFIX of §4.2, in bytes), not
+// the request, so each request is a 4 MiB two-field AOS->SOA conversion
+// with runs of that size. Every figure is memory-bound: consecutive
+// requests walk through areas of CalibrationAreaBytes(last-level cache)
+// each, so no request finds its data in the cache (measured on one cached
+// buffer, the figures were 3-4x what real copies reach). Allocating and
+// faulting in the two areas costs time outside `budget` (~0.1 s for
+// 256 MiB). Host-memory channels only. Other traffic on the channel lowers
+// the figures.
+// The size of each of MeasureChannel's source and destination areas:
+// 4x the last-level cache, at least 128 MiB (two slots of the largest
+// request, also when the cache size is unknown: 0), at most 1 GiB.
+uint64_t CalibrationAreaBytes(uint64_t llc_bytes);
+
+// A sysfs cache size ("32768K", "1M", "512"), in bytes; 0 when malformed.
+uint64_t ParseCacheSize(std::string_view text);
+
 Result<std::vector<RateSample>> MeasureChannel(Channel& channel, std::chrono::milliseconds budget);
 
 // Measures a DiskRead or DiskWrite channel: sequential back-to-back

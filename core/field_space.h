@@ -1,6 +1,7 @@
 // Field spaces: the named values stored for every point of an index space.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -28,6 +29,13 @@ class FieldSpace {
   const std::vector<Field>& fields() const { return fields_; }
   size_t size() const { return fields_.size(); }
   uint64_t total_bytes() const { return total_bytes_; }
+  // The smallest field's size: the shortest contiguous run a layout change
+  // that separates the fields (AOS -> SOA) can leave; 0 when empty.
+  uint64_t smallest_bytes() const {
+    uint64_t s = 0;
+    for (const Field& f : fields_) s = s == 0 ? f.size : std::min<uint64_t>(s, f.size);
+    return s;
+  }
   // Byte offset of field i within one packed entry (sum of earlier sizes).
   uint64_t offset_of(size_t i) const { return offsets_[i]; }
   bool operator==(const FieldSpace& o) const { return fields_ == o.fields_; }

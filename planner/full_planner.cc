@@ -23,18 +23,20 @@ FullPlanner::FullPlanner(FullPlanner&&) noexcept = default;
 FullPlanner& FullPlanner::operator=(FullPlanner&&) noexcept = default;
 
 Result<Path> FullPlanner::Plan(const PlanEndpoint& src, const PlanEndpoint& dst, const Box& bounds,
-                               uint64_t field_bytes) const {
-  return full_planner_internal::SearchBestPath(*graph_, src, dst, bounds, field_bytes);
+                               uint64_t field_bytes, uint64_t element_bytes) const {
+  return full_planner_internal::SearchBestPath(*graph_, src, dst, bounds, field_bytes,
+                                               element_bytes);
 }
 
-Result<Path> FullPlanner::Evaluate(Path path, const Box& bounds, uint64_t field_bytes) const {
+Result<Path> FullPlanner::Evaluate(Path path, const Box& bounds, uint64_t field_bytes,
+                                   uint64_t element_bytes) const {
   const Graph& g = *graph_;
   return full_planner_internal::EvaluateWith(
       [&g](MemoryId a, MemoryId b) -> const TopologyEdge* {
         const int s = g.Index(a), d = g.Index(b);
         return s >= 0 && d >= 0 ? g.EdgeBetween(s, d) : nullptr;
       },
-      std::move(path), bounds, field_bytes, g.options);
+      std::move(path), bounds, field_bytes, g.options, element_bytes);
 }
 
 Result<Path> FullPlanner::Simple(const PlanEndpoint& src, const PlanEndpoint& dst) const {

@@ -4,7 +4,12 @@
 // The model. A path <(m_0,l_0), ..., (m_{n+1},l_{n+1})> has one hop per
 // pair of neighbours. For hop i:
 //   PREFIX_i  = the longest common prefix of l_i and l_{i+1}, in bytes: the
-//               largest request the hop can issue;
+//               largest request the hop can issue. Without F in it, its
+//               atoms count points and each point is one field's value:
+//               PREFIX_i = points x the smallest field's size (element
+//               bytes), so AOS -> SOA of 4-byte fields is a 4-byte run;
+//               the channel's throughput function is of run bytes (how
+//               converting channels are calibrated);
 //   SUFFIX̄_i = TOTAL / the longest common suffix: the data one hop shuffles,
 //               a lower bound on buffers when both ends are intermediate.
 // Layouts are compared after *refinement*: when one layout keeps dimension x
@@ -102,12 +107,15 @@ struct FullPlannerOptions {
 };
 
 // Checks a path against the model and fills its estimates (predicted_bps,
-// hop_bps, request_bytes, buffer_bytes; see Path). Errors: a malformed path,
+// hop_bps, request_bytes, buffer_bytes; see Path). `element_bytes` is the
+// smallest field's size, the unit of a run when a hop's common prefix
+// leaves F out (see the model above); 1 when unknown, which counts such
+// runs in points (conservative). Errors: a malformed path,
 // a hop with no channel in `topo` (connectivity), a layout of the wrong
 // dimensionality, SUFFIX̄ > TH between two intermediates (space), an empty
 // or invalid index space. Pure function; thread-safe.
 Result<Path> EvaluatePath(const Topology& topo, Path path, const Box& bounds, uint64_t field_bytes,
-                          const FullPlannerOptions& options = {});
+                          const FullPlannerOptions& options = {}, uint64_t element_bytes = 1);
 
 // The candidate layouts for intermediate buffers, with every variable
 // blocking factor of dimension d set to blocks[d] (clamped to [1, extent]).
@@ -143,7 +151,7 @@ class FullPlanner {
   // (InvalidArgument), no path (NotFound), no path satisfying the space
   // constraints (FailedPrecondition).
   Result<Path> Plan(const PlanEndpoint& src, const PlanEndpoint& dst, const Box& bounds,
-                    uint64_t field_bytes) const;
+                    uint64_t field_bytes, uint64_t element_bytes = 1) const;
 
   // The simple algorithm (PlanSimple, §4.4) on the indexed graph: the same
   // path or error as PlanSimple(topology(), src, dst), without a scan of
@@ -153,7 +161,8 @@ class FullPlanner {
 
   // EvaluatePath over this planner's topology (edges found by index, not
   // by a scan).
-  Result<Path> Evaluate(Path path, const Box& bounds, uint64_t field_bytes) const;
+  Result<Path> Evaluate(Path path, const Box& bounds, uint64_t field_bytes,
+                        uint64_t element_bytes = 1) const;
 
   const Topology& topology() const;
   const FullPlannerOptions& options() const;

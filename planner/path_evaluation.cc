@@ -9,7 +9,7 @@ namespace isometry {
 namespace full_planner_internal {
 
 Result<Path> Evaluate(Path path, const std::vector<const TopologyEdge*>& edges, const Box& bounds,
-                      uint64_t field_bytes, const FullPlannerOptions& o) {
+                      uint64_t field_bytes, const FullPlannerOptions& o, uint64_t element_bytes) {
   const size_t hops = edges.size();
   const uint64_t th = o.space_threshold;
   std::vector<Shape> shapes;
@@ -21,7 +21,7 @@ Result<Path> Evaluate(Path path, const std::vector<const TopologyEdge*>& edges, 
   double tp = std::numeric_limits<double>::infinity();
   for (size_t h = 0; h < hops; ++h) {
     const PairShape p = AnalyzePair(shapes[h], shapes[h + 1]);
-    prefix[h] = Product(p.ra, 0, p.pf, bounds, field_bytes);
+    prefix[h] = PrefixBytes(p, bounds, field_bytes, element_bytes);
     sbar[h] = Product(p.ra, 0, p.sb, bounds, field_bytes);
     const bool from_inner = h > 0, to_inner = h + 1 < hops;
     if (from_inner && to_inner && sbar[h] > th) {
@@ -77,10 +77,10 @@ Status ValidateLayout(const Layout& l, const Box& bounds, std::string_view what)
 }  // namespace full_planner_internal
 
 Result<Path> EvaluatePath(const Topology& topo, Path path, const Box& bounds, uint64_t field_bytes,
-                          const FullPlannerOptions& options) {
+                          const FullPlannerOptions& options, uint64_t element_bytes) {
   return full_planner_internal::EvaluateWith(
       [&topo](MemoryId a, MemoryId b) { return topo.FindEdge(a, b); }, std::move(path), bounds,
-      field_bytes, options);
+      field_bytes, options, element_bytes);
 }
 
 }  // namespace isometry

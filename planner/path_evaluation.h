@@ -18,7 +18,8 @@ namespace isometry::full_planner_internal {
 // (edges[h] joins path.nodes[h] and path.nodes[h + 1]). Fills the path's
 // estimates; fails only on the space constraint.
 Result<Path> Evaluate(Path path, const std::vector<const TopologyEdge*>& edges, const Box& bounds,
-                      uint64_t field_bytes, const FullPlannerOptions& o);
+                      uint64_t field_bytes, const FullPlannerOptions& o,
+                      uint64_t element_bytes = 1);
 
 // A non-empty, valid index space and a non-zero entry size.
 Status ValidateRequest(const Box& bounds, uint64_t field_bytes);
@@ -30,7 +31,7 @@ Status ValidateLayout(const Layout& l, const Box& bounds, std::string_view what)
 // find(a, b) returns the edge a -> b or nullptr.
 template <typename FindEdge>
 Result<Path> EvaluateWith(FindEdge find, Path path, const Box& bounds, uint64_t field_bytes,
-                          const FullPlannerOptions& options) {
+                          const FullPlannerOptions& options, uint64_t element_bytes = 1) {
   ISO_RETURN_IF_ERROR(ValidateRequest(bounds, field_bytes));
   if (path.nodes.size() < 2 || path.edges.size() + 1 != path.nodes.size()) {
     return InvalidArgument("path: ", path.nodes.size(), " memories and ", path.edges.size(),
@@ -54,7 +55,7 @@ Result<Path> EvaluateWith(FindEdge find, Path path, const Box& bounds, uint64_t 
     }
     edges.push_back(e);
   }
-  return Evaluate(std::move(path), edges, bounds, field_bytes, options);
+  return Evaluate(std::move(path), edges, bounds, field_bytes, options, element_bytes);
 }
 
 }  // namespace isometry::full_planner_internal

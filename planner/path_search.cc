@@ -15,8 +15,14 @@ namespace {
 class Search {
  public:
   Search(const Graph& g, const PlanEndpoint& src, const PlanEndpoint& dst, const Box& bounds,
-         uint64_t field_bytes)
-      : g_(g), o_(g.options), src_(src), dst_(dst), bounds_(bounds), fb_(field_bytes) {}
+         uint64_t field_bytes, uint64_t element_bytes)
+      : g_(g),
+        o_(g.options),
+        src_(src),
+        dst_(dst),
+        bounds_(bounds),
+        fb_(field_bytes),
+        eb_(std::max<uint64_t>(element_bytes, 1)) {}
 
   Result<Path> Run();
 
@@ -50,6 +56,7 @@ class Search {
   const PlanEndpoint& dst_;
   const Box& bounds_;
   const uint64_t fb_;
+  const uint64_t eb_;  // element bytes: the run unit of a prefix without F
   int dims_ = 0;
   int s_ = -1, d_ = -1;  // memory indices
   double log_th_ = 0;
@@ -99,6 +106,9 @@ const Search::PairModel& Search::Pair(int a, int b) {
   const PairShape ps = AnalyzePair(cands_[static_cast<size_t>(a)], cands_[static_cast<size_t>(b)]);
   p.shares_innermost = ps.pf > 0;
   p.prefix = vars_.MakeExpr(ps.ra, 0, ps.pf);
+  if (!HasFields(ps.ra, 0, ps.pf)) {
+    p.prefix.c += std::log2(static_cast<double>(eb_));  // as PrefixBytes
+  }
   p.sbar = vars_.MakeExpr(ps.ra, 0, ps.sb);
   Values lo{}, hi = vars_.vmax();
   p.max_prefix_bytes = std::exp2(vars_.Max(p.prefix, lo, hi)) * (1 + 1e-12);
@@ -293,7 +303,7 @@ void Search::SolveLeaf(double bound) {
       path.edges.push_back(*edges.back());
     }
   }
-  Result<Path> evaluated = Evaluate(std::move(path), edges, bounds_, fb_, o_);
+  Result<Path> evaluated = Evaluate(std::move(path), edges, bounds_, fb_, o_, eb_);
   if (evaluated.ok()) {
     Consider(*std::move(evaluated));
   }
@@ -536,7 +546,7 @@ Result<Path> Search::Run() {
       edges.push_back(te);
     }
     if (connected) {
-      Result<Path> evaluated = Evaluate(*std::move(simple), edges, bounds_, fb_, o_);
+      Result<Path> evaluated = Evaluate(*std::move(simple), edges, bounds_, fb_, o_, eb_);
       if (evaluated.ok()) {
         evaluated->algorithm = "full";
         Consider(*std::move(evaluated));
@@ -563,8 +573,8 @@ Result<Path> Search::Run() {
 }  // namespace
 
 Result<Path> SearchBestPath(const Graph& g, const PlanEndpoint& src, const PlanEndpoint& dst,
-                            const Box& bounds, uint64_t field_bytes) {
-  Search search(g, src, dst, bounds, field_bytes);
+                            const Box& bounds, uint64_t field_bytes, uint64_t element_bytes) {
+  Search search(g, src, dst, bounds, field_bytes, element_bytes);
   return search.Run();
 }
 

@@ -14,6 +14,6 @@ namespace isometry::full_planner_internal {
 
 // FullPlanner::Plan on `g`. Pure; any number may run at once on one Graph.
 Result<Path> SearchBestPath(const Graph& g, const PlanEndpoint& src, const PlanEndpoint& dst,
-                            const Box& bounds, uint64_t field_bytes);
+                            const Box& bounds, uint64_t field_bytes, uint64_t element_bytes = 1);
 
 }  // namespace isometry::full_planner_internal

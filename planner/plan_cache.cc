@@ -1,5 +1,6 @@
 #include "planner/plan_cache.h"
 
+#include <algorithm>
 #include <bit>
 
 namespace isometry {
@@ -26,8 +27,9 @@ size_t HashLayout(size_t h, const Layout& l) {
 }  // namespace
 
 PlanKey PlanKey::Make(const PlanEndpoint& src, const PlanEndpoint& dst, const Box& bounds,
-                      uint64_t field_bytes) {
+                      uint64_t field_bytes, uint64_t element_bytes) {
   PlanKey k{src.memory, src.layout, dst.memory, dst.layout};
+  k.element_class = static_cast<int8_t>(FloorLog2(std::max<uint64_t>(element_bytes, 1)));
   const unsigned __int128 bytes = static_cast<unsigned __int128>(bounds.volume()) * field_bytes;
   k.size_class = bytes == 0    ? -1
                  : bytes >> 64 ? 64 + FloorLog2(static_cast<uint64_t>(bytes >> 64))
@@ -51,6 +53,7 @@ size_t PlanKeyHash::operator()(const PlanKey& k) const {
   for (int8_t c : k.shape_class) {
     h = Mix(h, static_cast<uint64_t>(c + 1));
   }
+  h = Mix(h, static_cast<uint64_t>(k.element_class));
   return h;
 }
 

@@ -36,9 +36,10 @@ struct PlanKey {
   Layout dst_layout;
   int size_class = -1;                             // floor(log2(points * |F|)); -1 for no data
   std::array<int8_t, kMaxDims + 1> shape_class{};  // per dimension, then |F|
+  int8_t element_class = 0;  // floor(log2(smallest field bytes)): the run unit
 
   static PlanKey Make(const PlanEndpoint& src, const PlanEndpoint& dst, const Box& bounds,
-                      uint64_t field_bytes);
+                      uint64_t field_bytes, uint64_t element_bytes = 1);
   bool operator==(const PlanKey&) const = default;
 };
 

@@ -20,7 +20,8 @@ Planner::Planner(Topology topo, PlannerOptions options)
 
 Result<std::shared_ptr<const Path>> Planner::PlanShared(const PlanEndpoint& src,
                                                         const PlanEndpoint& dst, const Box& bounds,
-                                                        uint64_t field_bytes) {
+                                                        uint64_t field_bytes,
+                                                        uint64_t element_bytes) {
   if (Status s = bounds.Validate("index space"); !s.ok()) {
     failures_.fetch_add(1, std::memory_order_relaxed);
     return s;
@@ -33,7 +34,7 @@ Result<std::shared_ptr<const Path>> Planner::PlanShared(const PlanEndpoint& src,
                              " dimension(s); the index space has ", bounds.dims);
     }
   }
-  const PlanKey key = PlanKey::Make(src, dst, bounds, field_bytes);
+  const PlanKey key = PlanKey::Make(src, dst, bounds, field_bytes, element_bytes);
   if (std::shared_ptr<const Path> hit = cache_.Find(key)) {
     return hit;
   }
@@ -46,12 +47,13 @@ Result<std::shared_ptr<const Path>> Planner::PlanShared(const PlanEndpoint& src,
       simple_plans_.fetch_add(1, std::memory_order_relaxed);
       // The estimates, when the model accepts the path (it may not, and the
       // path is still the simple algorithm's answer).
-      if (Result<Path> evaluated = full_.Evaluate(*path, bounds, field_bytes); evaluated.ok()) {
+      if (Result<Path> evaluated = full_.Evaluate(*path, bounds, field_bytes, element_bytes);
+          evaluated.ok()) {
         path = std::move(evaluated);
       }
     }
   } else {
-    path = full_.Plan(src, dst, bounds, field_bytes);
+    path = full_.Plan(src, dst, bounds, field_bytes, element_bytes);
     if (path.ok()) {
       full_plans_.fetch_add(1, std::memory_order_relaxed);
     } else if (absl::IsFailedPrecondition(path.status())) {
@@ -76,8 +78,9 @@ Result<std::shared_ptr<const Path>> Planner::PlanShared(const PlanEndpoint& src,
 }
 
 Result<Path> Planner::Plan(const PlanEndpoint& src, const PlanEndpoint& dst, const Box& bounds,
-                           uint64_t field_bytes) {
-  ISO_ASSIGN_OR_RETURN(std::shared_ptr<const Path> p, PlanShared(src, dst, bounds, field_bytes));
+                           uint64_t field_bytes, uint64_t element_bytes) {
+  ISO_ASSIGN_OR_RETURN(std::shared_ptr<const Path> p,
+                       PlanShared(src, dst, bounds, field_bytes, element_bytes));
   return *p;
 }
 

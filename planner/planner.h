@@ -49,13 +49,25 @@ class Planner {
  public:
   explicit Planner(Topology topo, PlannerOptions options = {});
 
-  // Errors: those of PlanSimple / FullPlanner::Plan (unknown memory, bad
-  // layouts or index space, no path). Errors are not cached.
+  // `field_bytes` is |F| (the entry); `element_bytes` the smallest field's
+  // size, the unit of a run where a hop's layouts share no F (see
+  // full_planner.h; 1 counts such runs in points). Errors: those of
+  // PlanSimple / FullPlanner::Plan (unknown memory, bad layouts or index
+  // space, no path). Errors are not cached.
   Result<Path> Plan(const PlanEndpoint& src, const PlanEndpoint& dst, const Box& bounds,
-                    uint64_t field_bytes);
+                    uint64_t field_bytes, uint64_t element_bytes = 1);
   // The same, sharing the cached path instead of copying it.
   Result<std::shared_ptr<const Path>> PlanShared(const PlanEndpoint& src, const PlanEndpoint& dst,
-                                                 const Box& bounds, uint64_t field_bytes);
+                                                 const Box& bounds, uint64_t field_bytes,
+                                                 uint64_t element_bytes = 1);
+
+  // The model's estimates for a path the caller chose (a forced `via`
+  // path): EvaluatePath over this planner's topology and options. Errors:
+  // those of EvaluatePath (the space constraint among them). Not cached.
+  Result<Path> Evaluate(Path path, const Box& bounds, uint64_t field_bytes,
+                        uint64_t element_bytes = 1) const {
+    return full_.Evaluate(std::move(path), bounds, field_bytes, element_bytes);
+  }
 
   PlannerStats stats() const;
   const Topology& topology() const { return full_.topology(); }

@@ -91,6 +91,21 @@ uint64_t Product(const Shape& s, int from, int to, const Box& bounds, uint64_t f
   return p;
 }
 
+bool HasFields(const Shape& s, int from, int to) {
+  for (int i = from; i < to; ++i) {
+    if (s[i].kind == AtomKind::kF) {
+      return true;
+    }
+  }
+  return false;
+}
+
+uint64_t PrefixBytes(const PairShape& p, const Box& bounds, uint64_t field_bytes,
+                     uint64_t element_bytes) {
+  const uint64_t product = Product(p.ra, 0, p.pf, bounds, field_bytes);
+  return HasFields(p.ra, 0, p.pf) ? product : SatMul(product, std::max<uint64_t>(element_bytes, 1));
+}
+
 namespace {
 
 // Innermost-first order of F and the dimensions by their innermost

@@ -83,6 +83,17 @@ uint64_t AtomBytes(const Atom& x, const Box& bounds, uint64_t field_bytes);
 // The product of the sizes of s[from, to), saturating; concrete atoms only.
 uint64_t Product(const Shape& s, int from, int to, const Box& bounds, uint64_t field_bytes);
 
+// PREFIX of a hop in bytes: the product of the common prefix's atoms
+// times, when the prefix leaves F out, `element_bytes` (the smallest
+// field): without F, an atom counts points, and a contiguous run is one
+// field's value at each of them (AOS <F,x> -> SOA <x,F> shares nothing and
+// moves runs of one field, not of one byte).
+uint64_t PrefixBytes(const PairShape& p, const Box& bounds, uint64_t field_bytes,
+                     uint64_t element_bytes);
+
+// True when s[from, to) holds the field atom F.
+bool HasFields(const Shape& s, int from, int to);
+
 // See CandidateLayouts in full_planner.h. Element 0 is the source; element 1
 // the destination unless the two are equivalent.
 std::vector<Shape> CandidateShapes(const Shape& src, const Shape& dst, int dims);

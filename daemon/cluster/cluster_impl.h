@@ -223,7 +223,7 @@ struct Cluster::Impl {
       ABSL_LOCKS_EXCLUDED(mu);
   Result<CrossPlan> PlanCross(const NodeMemory& src, const NodeMemory& dst,
                               const Layout& src_layout, const Layout& dst_layout, const Box& box,
-                              uint64_t field_bytes);
+                              const FieldSpace& fields);
   NodeMemory NameOf(const CrossEnd& e) const;
   Result<std::shared_ptr<CrossTransfer>> Copy(CrossCopySpec spec, std::function<void(Status)> done)
       ABSL_LOCKS_EXCLUDED(mu);

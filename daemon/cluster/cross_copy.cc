@@ -121,7 +121,7 @@ Status Cluster::Impl::AddNodeGraph(const std::string& name, std::vector<NodeGrap
 Result<cluster::CrossPlan> Cluster::Impl::PlanCross(const NodeMemory& src, const NodeMemory& dst,
                                                     const Layout& src_layout,
                                                     const Layout& dst_layout, const Box& box,
-                                                    uint64_t field_bytes) {
+                                                    const FieldSpace& fields) {
   if (src.node == dst.node) {
     return absl::UnimplementedError(StrCat("both ends are on node '", src.node,
                                            "': ask that node to copy (its own clients do)"));
@@ -148,8 +148,8 @@ Result<cluster::CrossPlan> Cluster::Impl::PlanCross(const NodeMemory& src, const
   po.space_threshold = rc.space_threshold;
   po.cache_capacity = 0;
   Planner planner(topo, po);
-  ISO_ASSIGN_OR_RETURN(
-      plan.path, planner.Plan({src_mem, src_layout}, {dst_mem, dst_layout}, box, field_bytes));
+  ISO_ASSIGN_OR_RETURN(plan.path, planner.Plan({src_mem, src_layout}, {dst_mem, dst_layout}, box,
+                                               fields.total_bytes(), fields.smallest_bytes()));
   size_t crossings = 0;
   plan.net_hop = plan.path.edges.size();
   for (size_t h = 0; h < plan.path.edges.size(); ++h) {
@@ -186,15 +186,15 @@ Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::Copy(CrossCopySpec spec,
   }
   ISO_ASSIGN_OR_RETURN(CrossPlan plan,
                        PlanCross(NameOf(spec.src), NameOf(spec.dst), spec.src.shape.layout,
-                                 spec.dst.shape.layout, box, spec.src.shape.fields.total_bytes()));
+                                 spec.dst.shape.layout, box, spec.src.shape.fields));
   uint64_t key;
   {
     absl::MutexLock lock(&mu);
     key = (static_cast<uint64_t>(config.runtime.node) << 40) | (next_key++ & ((1ull << 40) - 1));
   }
   const uint64_t bytes = box.volume() * spec.src.shape.fields.total_bytes();
-  auto op =
-      std::make_shared<CrossOp>(this, key, plan.path.ToString(plan.topo), bytes, std::move(done));
+  auto op = std::make_shared<CrossOp>(this, key, plan.path.ToString(plan.topo), bytes,
+                                      plan.path.predicted_bps, std::move(done));
   {
     absl::MutexLock lock(&mu);
     ops[key] = op;
@@ -210,7 +210,7 @@ Result<PlanReport> Cluster::Impl::Explain(const std::string& src_memory, const L
                                           const Box& bounds, const FieldSpace& fields) {
   ISO_ASSIGN_OR_RETURN(CrossPlan plan, PlanCross(SplitNodeMemory(src_memory, self()),
                                                  SplitNodeMemory(dst_memory, self()), src_layout,
-                                                 dst_layout, bounds, fields.total_bytes()));
+                                                 dst_layout, bounds, fields));
   ISO_ASSIGN_OR_RETURN(ChunkGrid grid,
                        GridAlong(plan.path, bounds, fields, plan.chunk_target, plan.slot_limit));
   return ReportPlan(ExplainGrid(std::move(plan.path), grid, fields.total_bytes(),

@@ -18,13 +18,19 @@ namespace isometry::cluster {
 class CrossOp final : public CrossTransfer, public std::enable_shared_from_this<CrossOp> {
  public:
   CrossOp(Cluster::Impl* impl, uint64_t key, std::string path, uint64_t bytes,
-          std::function<void(Status)> done)
-      : impl_(impl), key_(key), path_(std::move(path)), bytes_(bytes), done_(std::move(done)) {}
+          double predicted_bytes_per_s, std::function<void(Status)> done)
+      : impl_(impl),
+        key_(key),
+        path_(std::move(path)),
+        bytes_(bytes),
+        predicted_(predicted_bytes_per_s),
+        done_(std::move(done)) {}
 
   void Cancel() override;
   std::string PathText() const override { return path_; }
   uint64_t bytes() const override { return bytes_; }
   Clock::time_point started() const override { return started_; }
+  double predicted_bytes_per_s() const override { return predicted_; }
 
   uint64_t key() const { return key_; }
   // A half is being set up (counted until HalfDone).
@@ -66,6 +72,7 @@ class CrossOp final : public CrossTransfer, public std::enable_shared_from_this<
   const uint64_t key_;
   const std::string path_;
   const uint64_t bytes_;
+  const double predicted_;  // bytes/s; 0: no estimate
   const Clock::time_point started_ = Clock::now();
   mutable absl::Mutex mu_;
   std::function<void(Status)> done_ ABSL_GUARDED_BY(mu_);

@@ -73,6 +73,8 @@ class CrossTransfer {
   virtual std::string PathText() const = 0;
   virtual uint64_t bytes() const = 0;
   virtual std::chrono::steady_clock::time_point started() const = 0;
+  // The plan's predicted bytes/s over the joined graph (0: no estimate).
+  virtual double predicted_bytes_per_s() const = 0;
 };
 
 class CrossCopier {

@@ -82,6 +82,10 @@ struct TransferReport {
   int priority = 0;
   uint64_t bytes = 0;
   double elapsed_s = 0;
+  // The plan's predicted bytes/s (0: no estimate) and, once done, the
+  // measured bytes / elapsed_s (0 before).
+  double predicted_bytes_per_s = 0;
+  double measured_bytes_per_s = 0;
   std::string path;
   std::vector<HopReport> hops;
 };

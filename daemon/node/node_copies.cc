@@ -65,6 +65,19 @@ Result<FoundTransfer> Node::Impl::TouchableLocked(const std::string& session, ui
   return found;
 }
 
+namespace {
+
+// Measured throughput of a copy that has ended "done": its bytes over its
+// whole wall time (submission to completion, queueing included), the
+// figure a caller sees and the one to hold a prediction against.
+void SetMeasured(TransferReport& rep) {
+  if (rep.state == "done" && rep.elapsed_s > 0) {
+    rep.measured_bytes_per_s = static_cast<double>(rep.bytes) / rep.elapsed_s;
+  }
+}
+
+}  // namespace
+
 TransferReport Node::Impl::BuildReport(const TransferRecord& r, bool detailed) const {
   TransferReport rep;
   rep.id = r.id;
@@ -75,6 +88,8 @@ TransferReport Node::Impl::BuildReport(const TransferRecord& r, bool detailed) c
     rep.state = r.finished ? rep.state : "running";
     rep.bytes = r.cross->bytes();
     rep.elapsed_s = std::chrono::duration<double>(NodeClock::now() - r.cross->started()).count();
+    rep.predicted_bytes_per_s = r.cross->predicted_bytes_per_s();
+    SetMeasured(rep);
     if (detailed) rep.path = r.cross->PathText();
     return rep;
   }
@@ -85,6 +100,8 @@ TransferReport Node::Impl::BuildReport(const TransferRecord& r, bool detailed) c
   const TransferTimes times = t.times();
   const auto end = r.finished ? times.finished : NodeClock::now();
   rep.elapsed_s = std::chrono::duration<double>(end - times.submitted).count();
+  rep.predicted_bytes_per_s = t.path().predicted_bps;
+  SetMeasured(rep);
   if (!detailed) return rep;
   const Topology& topo = runtime->topology();
   rep.path = t.path().ToString(topo);

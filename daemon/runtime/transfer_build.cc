@@ -230,7 +230,8 @@ Result<Path> Runtime::Impl::MakePath(const InstanceRef& src, const InstanceRef& 
                                      const std::vector<HopSpec>& via) const {
   if (via.empty()) {
     return CurrentPlanner()->Plan({src.memory, src.shape.layout}, {dst.memory, dst.shape.layout},
-                                  box, src.shape.fields.total_bytes());
+                                  box, src.shape.fields.total_bytes(),
+                                  src.shape.fields.smallest_bytes());
   }
   Path p;
   p.algorithm = "explicit";
@@ -254,7 +255,12 @@ Result<Path> Runtime::Impl::MakePath(const InstanceRef& src, const InstanceRef& 
     }
     p.edges.push_back(*e);
   }
-  return p;
+  // The model's figures for the forced path too, so its prediction can be
+  // held against what it measures; a path the model rejects (a shuffle
+  // over TH between two intermediates) still runs, without them.
+  Result<Path> evaluated = CurrentPlanner()->Evaluate(p, box, src.shape.fields.total_bytes(),
+                                                      src.shape.fields.smallest_bytes());
+  return evaluated.ok() ? *std::move(evaluated) : p;
 }
 
 // The chunk sequence a path runs with: chunks of about the smallest

@@ -82,6 +82,8 @@ void ToProto(const TransferReport& r, v1::TransferInfo* out) {
   out->set_priority(r.priority);
   out->set_bytes(r.bytes);
   out->set_elapsed_s(r.elapsed_s);
+  out->set_predicted_bytes_per_s(r.predicted_bytes_per_s);
+  out->set_measured_bytes_per_s(r.measured_bytes_per_s);
   out->set_path(r.path);
   v1::SessionOwner* owner = out->mutable_owner();
   owner->set_session_id(r.owner.session);

@@ -482,13 +482,46 @@ TEST_CASE("calibration at start is kept in the state directory; plans carry pred
   REQUIRE(d.stub().Calibrate(&cctx, v1::CalibrateRequest(), &cal).ok());
   REQUIRE(cal.channels_size() == 1);
   CHECK(cal.channels(0).channel() == "memcpy0");
-  REQUIRE(cal.channels(0).samples_size() == 10);  // runs of 1 B .. 64 MiB
+  // Runs of 1 .. 64 B by doubling, then 512 B .. 64 MiB by eights.
+  REQUIRE(cal.channels(0).samples_size() == 14);
   CHECK(cal.channels(0).samples(0).request_bytes() == 1);
   for (const auto& s : cal.channels(0).samples()) {
     CHECK(std::isfinite(s.bytes_per_s()));
     CHECK(s.bytes_per_s() > 0);
   }
   CHECK(d.Status().plans_full() == 0);  // a fresh planner after calibration
+  CHECK(d.Stop() == 0);
+}
+
+TEST_CASE("a finished transfer carries the plan's predicted and its measured throughput") {
+  Daemon d(kOneMemory);
+  auto c = Connect(d);
+  const InstanceShape aos{Box::FromExtents({1 << 16}), FieldSpace::Uniform(8, 4), Layout::Aos(1)};
+  InstanceShape soa = aos;
+  soa.layout = Layout::Soa(1);
+  Placed src = Place(*c, aos, 1);
+  Placed dst = Place(*c, soa, 2);
+  const client::Completion done = c->Copy(src.inst, dst.inst);
+  REQUIRE(done.status.ok());
+  std::string token;
+  std::ifstream(d.dir() + "/state/operator.token") >> token;
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("isometry-operator", token);
+  v1::GetTransferRequest req;
+  req.set_transfer(done.transfer);
+  v1::TransferInfo info;
+  const grpc::Status got = d.stub().GetTransfer(&ctx, req, &info);
+  INFO(got.error_message());
+  REQUIRE(got.ok());
+  CHECK(info.state() == "done");
+  // Figures, not speeds: both there, finite and positive; the measured one
+  // is the bytes over the elapsed time the record reports.
+  CHECK(std::isfinite(info.predicted_bytes_per_s()));
+  CHECK(info.predicted_bytes_per_s() > 0);
+  CHECK(std::isfinite(info.measured_bytes_per_s()));
+  CHECK(info.measured_bytes_per_s() > 0);
+  CHECK(info.measured_bytes_per_s() ==
+        Approx(static_cast<double>(info.bytes()) / info.elapsed_s()).epsilon(1e-9));
   CHECK(d.Stop() == 0);
 }
 

@@ -280,6 +280,9 @@ class PythonClientTest(unittest.TestCase):
         self.assertEqual(info.state, "done", info)
         self.assertEqual(info.code, 0)
         self.assertEqual(info.priority, priority)
+        # The planner's prediction and what the copy measured, both reported.
+        self.assertGreater(info.predicted_bytes_per_s, 0)
+        self.assertGreater(info.measured_bytes_per_s, 0)
         out = c.read(da, 0, dst_ref.total)
         self.assertEqual(len(out), dst_ref.total)
         # Element by element first, for a readable failure ...

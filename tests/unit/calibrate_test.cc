@@ -113,3 +113,19 @@ TEST_CASE("disk calibration refuses other channels and names a directory it cann
   CHECK(missing.status().message().find("/nonexistent-isometry-dir/.isometry-calibration-") !=
         std::string::npos);
 }
+
+TEST_CASE("calibration areas are several times the last-level cache, read from sysfs sizes") {
+  CHECK(ParseCacheSize("32768K") == 32ull << 20);
+  CHECK(ParseCacheSize("32768K\n") == 32ull << 20);
+  CHECK(ParseCacheSize("1M") == 1ull << 20);
+  CHECK(ParseCacheSize("512") == 512);
+  CHECK(ParseCacheSize("") == 0);
+  CHECK(ParseCacheSize("K") == 0);
+  CHECK(ParseCacheSize("12Q") == 0);
+  CHECK(ParseCacheSize("99999999999999999999K") == 0);
+  // Unknown or small caches still get areas the largest request cycles in.
+  CHECK(CalibrationAreaBytes(0) == 128ull << 20);
+  CHECK(CalibrationAreaBytes(8ull << 20) == 128ull << 20);
+  CHECK(CalibrationAreaBytes(96ull << 20) == 384ull << 20);
+  CHECK(CalibrationAreaBytes(1ull << 40) == 1ull << 30);
+}

@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "core/field_space.h"
 #include "planner/planner.h"
 #include "planner/testing/synthetic_graphs.h"
 
@@ -201,4 +202,57 @@ TEST_CASE("planner: concurrent planning") {
   const PlannerStats s = planner.stats();
   CHECK(s.cache_hits + s.cache_misses == 200);
   CHECK(s.simple_plans + s.full_plans == s.cache_misses);
+}
+
+// The issue #13 case: AOS -> SOA of 4M points x 8 fields x 4 B on one SYS
+// memory. The layouts share no prefix, so each run is one field's value:
+// the hop is predicted at tp(4 bytes), not tp(1), on a Memcpy function of
+// run bytes (how converting channels are calibrated).
+TEST_CASE("planner: an AOS<->SOA hop is predicted at the smallest field's run, in bytes") {
+  Topology t;
+  const MemoryId sys{0, 0};
+  t.memories = {{sys, MemoryKind::kSys, "sys0"}};
+  auto tp = ThroughputFunction::FromSamples({{1, 1.9e9},
+                                             {2, 3.1e9},
+                                             {4, 4.6e9},
+                                             {8, 5.0e9},
+                                             {64, 6.0e9},
+                                             {4096, 7.0e9},
+                                             {64 * kMiB, 8.0e9}});
+  REQUIRE(tp.ok());
+  t.edges.push_back({sys, sys, 0, ChannelKind::kMemcpy, "memcpy0", *tp});
+  const FieldSpace fields = FieldSpace::Uniform(8, 4);
+  REQUIRE(fields.smallest_bytes() == 4);
+  for (const int64_t points : {int64_t{1000}, int64_t{4} << 20}) {  // simple, then full
+    DYNAMIC_SECTION(points << " points") {
+      const Box box = Box::FromExtents({points});
+      for (const auto& [from, to] :
+           {std::pair{Layout::Aos(1), Layout::Soa(1)}, std::pair{Layout::Soa(1), Layout::Aos(1)}}) {
+        Planner planner(t);
+        auto p = planner.Plan({sys, from}, {sys, to}, box, fields.total_bytes(),
+                              fields.smallest_bytes());
+        REQUIRE(p.ok());
+        REQUIRE(p->edges.size() == 1);
+        CHECK(p->predicted_bps == Approx(tp->At(4)));
+        CHECK(p->hop_bps[0] == Approx(tp->At(4)));
+        // Without the field sizes the run is counted in points (1 byte).
+        auto unknown = Planner(t).Plan({sys, from}, {sys, to}, box, fields.total_bytes());
+        REQUIRE(unknown.ok());
+        CHECK(unknown->predicted_bps == Approx(tp->At(1)));
+      }
+      // A copy that keeps the layout moves whole entries: F is in the
+      // prefix and the field size plays no part.
+      auto same = Planner(t).Plan({sys, Layout::Aos(1)}, {sys, Layout::Aos(1)}, box, 32, 4);
+      REQUIRE(same.ok());
+      CHECK(same->predicted_bps == Approx(tp->At(static_cast<uint64_t>(points) * 32)));
+    }
+  }
+}
+
+TEST_CASE("plan cache: the smallest field's size is part of the key") {
+  const PlanEndpoint a = At(0, PaperMemory::kSys, Layout::Aos(1));
+  const PlanEndpoint b = At(0, PaperMemory::kSys, Layout::Soa(1));
+  const Box box = Box::FromExtents({1000});
+  CHECK(PlanKey::Make(a, b, box, 32) == PlanKey::Make(a, b, box, 32, 1));
+  CHECK_FALSE(PlanKey::Make(a, b, box, 32, 4) == PlanKey::Make(a, b, box, 32, 1));
 }

@@ -476,4 +476,23 @@ TEST_CASE("only a transfer larger than the last-level cache streams its stores, 
   CHECK(cached > 0);
   CHECK(CheckCopy(small_src.shape, small_src.bytes, small_dst.shape, small_dst.bytes,
                   small_dst.before, small_src.shape.bounds) == "");
+
+TEST_CASE("a forced path carries the model's prediction, with the smallest field as run unit") {
+  auto rt = Runtime::Create(SmallConfig(32 << 20));
+  REQUIRE(rt.ok());
+  Runtime& r = **rt;
+  const MemoryId sys = Mem(r, "sys0"), reg = Mem(r, "reg0");
+  const FieldSpace fs = FieldSpace::Uniform(8, 4);
+  Buf src({Box::FromExtents({4096}), fs, Layout::Aos(1)}, 1);
+  Buf dst({src.shape.bounds, fs, Layout::Soa(1)}, 2);
+  auto t = r.Copy({.src = src.Ref(sys), .dst = dst.Ref(sys), .via = {{reg, Layout::Soa(1)}}});
+  REQUIRE(t.ok());
+  REQUIRE(t->Wait().ok());
+  const Path& p = t->path();
+  CHECK(p.algorithm == "explicit");
+  REQUIRE(p.hop_bps.size() == 2);
+  CHECK(p.predicted_bps > 0);
+  // The converting hop (AOS -> SOA, nothing shared) at a 4-byte run.
+  CHECK(p.hop_bps[0] == Approx(p.edges[0].tp.At(4)));
+  CHECK(p.predicted_bps == Approx(std::min(p.hop_bps[0], p.hop_bps[1])));
 }

@@ -274,6 +274,12 @@ class CopyTest(IsoctlTest):
         # The daemon keeps the finished transfer; `transfers ID` and `wait ID` find it.
         t = self.json("transfers", r["transfer"])
         self.assertEqual((t["id"], t["state"], t["bytes"]), (info["id"], "done", info["bytes"]))
+        # The plan's prediction beside what the copy measured (no speed asserted).
+        self.assertGreater(t["predicted_bytes_per_s"], 0)
+        self.assertGreater(t["measured_bytes_per_s"], 0)
+        self.assertRegex(self.ok("transfers", r["transfer"]),
+                         r"throughput: predicted [\d.]+ [kMGT]?B/s, measured [\d.]+ [kMGT]?B/s "
+                         r"\([\d.]+x\)")
         self.assertEqual(self.json("wait", r["transfer"])["state"], "done")
 
         s = self.json("status")

@@ -31,5 +31,7 @@ with Client(args.socket, name="copy_example") as c:
     flag = struct.unpack_from(f"<{N}B", out, 12 * N)
     ok = list(zip(ids, mass, flag)) == records
     print(f"{'OK' if ok else 'MISMATCH'}: {N} records AOS->SOA, {info.bytes} bytes "
-          f"via {info.path or 'direct'} in {info.elapsed_s * 1e3:.2f} ms")
+          f"via {info.path or 'direct'} in {info.elapsed_s * 1e3:.2f} ms "
+          f"({info.measured_bytes_per_s / 1e9:.2f} GB/s; "
+          f"predicted {info.predicted_bytes_per_s / 1e9:.2f})")
 raise SystemExit(0 if ok else 1)

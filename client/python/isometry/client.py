@@ -545,7 +545,10 @@ class Client:
 
         Returns:
             with ``wait``, the final ``TransferInfo``; otherwise the transfer
-            id (an int) for :meth:`wait` or :meth:`cancel`.
+            id (an int) for :meth:`wait` or :meth:`cancel`. A finished
+            ``TransferInfo`` holds ``predicted_bytes_per_s`` (the planner's
+            model; 0 when it has no estimate) beside
+            ``measured_bytes_per_s`` (bytes over the copy's wall time).
         """
         req = pb.CopyRequest(
             src_instance=_id(src, "copy src"),
