@@ -164,6 +164,13 @@ class MetricsTest(unittest.TestCase):
                        "isometry_program_cache_misses_total", "isometry_program_cache_bytes"):
             self.assertIn(family, types)
         self.assertNotIn("isometry_peer_up", types)  # no [[peer]]
+        # The dashboard asks only for metrics the daemon serves.
+        dashboard = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                 "tools", "grafana", "isometry.json")
+        with open(dashboard) as f:
+            used = set(re.findall(r"isometry_[a-z0-9_]+", f.read()))
+        for name in used - {"isometry_peer_rtt_seconds", "isometry_peer_up"}:
+            self.assertIn(name, types, f"tools/grafana/isometry.json uses {name}")
         nbytes = 8 << 20
         self.copy(nbytes)
         after, _ = self.scrape(port)
