@@ -510,8 +510,8 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view source) 
     return InvalidArgument(source, ":", e.source().begin.line, ": ", e.description());
   }
   Reader r(source);
-  ISO_RETURN_IF_ERROR(
-      r.OnlyKeys(root, "", {"daemon", "runtime", "memory", "channel", "cluster", "peer", "metrics"}));
+  ISO_RETURN_IF_ERROR(r.OnlyKeys(
+      root, "", {"daemon", "runtime", "memory", "channel", "cluster", "peer", "metrics"}));
   Config config;
   RuntimeConfig& c = config.runtime;
   if (const toml::node* n = root.get("runtime")) {

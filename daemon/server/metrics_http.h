@@ -26,8 +26,7 @@ class MetricsHttpServer {
   static constexpr int kThreads = 2;
 
   // `listen`: "host:port" or "[v6]:port", already validated by the config.
-  static Result<std::unique_ptr<MetricsHttpServer>> Start(const std::string& listen,
-                                                          Render render);
+  static Result<std::unique_ptr<MetricsHttpServer>> Start(const std::string& listen, Render render);
   virtual ~MetricsHttpServer() = default;
 
  protected:

@@ -63,8 +63,8 @@ MetricsSnapshot TakeMetricsSnapshot(const Node& node, const MetricsPeersProvider
     s.has_peers = true;
     const v1::ListPeersResponse list = peers();
     for (const v1::PeerInfo& p : list.peers()) {
-      s.peers.push_back({p.name(), p.state(), p.rtt_ms() / 1000.0, p.bytes_sent(),
-                         p.bytes_received()});
+      s.peers.push_back(
+          {p.name(), p.state(), p.rtt_ms() / 1000.0, p.bytes_sent(), p.bytes_received()});
     }
   }
   return s;

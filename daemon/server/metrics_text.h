@@ -34,7 +34,7 @@ struct ChannelMetrics {
 
 struct MemoryMetrics {
   std::string name;
-  std::string kind;  // "SYS", "DSK", ...
+  std::string kind;            // "SYS", "DSK", ...
   uint64_t pool_capacity = 0;  // client pool; 0: none (no pool series)
   uint64_t pool_used = 0;
   uint64_t staging_budget = 0;

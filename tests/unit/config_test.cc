@@ -310,12 +310,12 @@ TEST_CASE("[metrics]: off without the table, the default address with it, bad li
   CHECK(on->metrics.enabled);
   CHECK(on->metrics.listen == "127.0.0.1:9464");
   CHECK(parse("[metrics]\nlisten = \"[::1]:9100\"\n")->metrics.listen == "[::1]:9100");
-  for (const char* bad : {"\"127.0.0.1\"", "\"127.0.0.1:0\"", "\"127.0.0.1:65536\"",
-                          "\":9464\"", "\"127.0.0.1:94x4\"", "\"127.0.0.1:-1\""}) {
+  for (const char* bad : {"\"127.0.0.1\"", "\"127.0.0.1:0\"", "\"127.0.0.1:65536\"", "\":9464\"",
+                          "\"127.0.0.1:94x4\"", "\"127.0.0.1:-1\""}) {
     INFO(bad);
-    CHECK_THAT(error(StrCat("[metrics]\nlisten = ", bad, "\n")),
-               Catch::Contains("m.toml:6: key 'metrics.listen'") &&
-                   Catch::Contains("is not host:port"));
+    CHECK_THAT(
+        error(StrCat("[metrics]\nlisten = ", bad, "\n")),
+        Catch::Contains("m.toml:6: key 'metrics.listen'") && Catch::Contains("is not host:port"));
   }
   CHECK_THAT(error("[metrics]\nlisten = 9464\n"),
              Catch::Contains("key 'metrics.listen': must be a string"));
