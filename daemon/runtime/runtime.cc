@@ -246,7 +246,7 @@ RuntimeStats Runtime::Stats() const {
   s.program_cache_bytes = impl_->cache.bytes();
   absl::MutexLock lock(&impl_->planner_stats_mu);
   const PlannerStats p = impl_->CurrentPlanner()->stats();
-  const PlannerStats& r = impl_->retired_planners;
+  const PlannerStats r = impl_->retired_planners;
   s.plan_cache_hits = r.cache_hits + p.cache_hits;
   s.plan_cache_misses = r.cache_misses + p.cache_misses;
   s.plans_simple = r.simple_plans + p.simple_plans;
