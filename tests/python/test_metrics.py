@@ -211,6 +211,31 @@ class MetricsTest(unittest.TestCase):
         self.assertIn(f"cannot serve metrics on 127.0.0.1:{port}: Address already in use",
                       str(cm.exception))
 
+    def test_peers_state_and_round_trip(self):
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                        "cluster"))
+        import cluster_fixture as cf
+
+        cluster = cf.Cluster(ISOMETRYD, ["a", "b"])
+        ports = {}
+        for node in cluster.nodes:
+            ports[node.name] = free_port()
+            with open(node.config, "a") as f:
+                f.write(f'\n[metrics]\nlisten = "127.0.0.1:{ports[node.name]}"\n')
+        try:
+            cluster.start()
+            samples, types = self.scrape(ports["a"])
+            self.assertEqual(samples[("isometry_peer_up", '{peer="b"}')], 1)
+            self.assertEqual(samples[("isometry_peer_state", '{peer="b",state="up"}')], 1)
+            self.assertEqual(samples[("isometry_peer_state", '{peer="b",state="down"}')], 0)
+            self.assertIn(("isometry_peer_rtt_seconds", '{peer="b"}'), samples)
+            self.assertIn(("isometry_channel_bytes_total",
+                           '{channel="tcp:b",kind="remote_memcpy"}'), samples)
+            self.assertEqual(types["isometry_peer_sent_bytes_total"], "counter")
+        finally:
+            codes = cluster.stop()
+        self.assertEqual(set(codes.values()), {0}, codes)
+
     def test_bad_listen_fails_the_config_check(self):
         d = tempfile.mkdtemp(prefix="isometry-metrics-cfg-")
         self.addCleanup(shutil.rmtree, d, True)
