@@ -247,10 +247,14 @@ RuntimeStats Runtime::Stats() const {
   absl::MutexLock lock(&impl_->planner_stats_mu);
   const PlannerStats p = impl_->CurrentPlanner()->stats();
   const PlannerStats r = impl_->retired_planners;
-  s.plan_cache_hits = r.cache_hits + p.cache_hits;
-  s.plan_cache_misses = r.cache_misses + p.cache_misses;
-  s.plans_simple = r.simple_plans + p.simple_plans;
-  s.plans_full = r.full_plans + p.full_plans;
+  s.plan_cache_hits = p.cache_hits;
+  s.plan_cache_misses = p.cache_misses;
+  s.plans_simple = p.simple_plans;
+  s.plans_full = p.full_plans;
+  s.plan_cache_hits_since_start = r.cache_hits + p.cache_hits;
+  s.plan_cache_misses_since_start = r.cache_misses + p.cache_misses;
+  s.plans_simple_since_start = r.simple_plans + p.simple_plans;
+  s.plans_full_since_start = r.full_plans + p.full_plans;
   return s;
 }
 

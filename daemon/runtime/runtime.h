@@ -193,11 +193,16 @@ struct RuntimeStats {
   uint64_t program_cache_misses = 0;
   uint64_t program_cache_bytes = 0;  // held by the kept programs
   uint64_t transfers_inline = 0;     // small direct copies run on the submitting thread
-  // Since start: a recalibration's new planner adds to its predecessors'.
-  uint64_t plan_cache_hits = 0;
+  uint64_t plan_cache_hits = 0;      // since the last calibration (its fresh planner)
   uint64_t plan_cache_misses = 0;
   uint64_t plans_simple = 0;
   uint64_t plans_full = 0;
+  // The same since start: the planners that recalibrations replaced are
+  // added in, so these never decrease (the metrics' counters).
+  uint64_t plan_cache_hits_since_start = 0;
+  uint64_t plan_cache_misses_since_start = 0;
+  uint64_t plans_simple_since_start = 0;
+  uint64_t plans_full_since_start = 0;
 };
 
 // Makes the channel for a config entry. The default is MakeChannel (the

@@ -23,10 +23,10 @@ void CopyStatus(const NodeStatus& st, MetricsSnapshot& s) {
   s.program_cache_hits = r.program_cache_hits;
   s.program_cache_misses = r.program_cache_misses;
   s.program_cache_bytes = r.program_cache_bytes;
-  s.plan_cache_hits = r.plan_cache_hits;
-  s.plan_cache_misses = r.plan_cache_misses;
-  s.plans_simple = r.plans_simple;
-  s.plans_full = r.plans_full;
+  s.plan_cache_hits = r.plan_cache_hits_since_start;
+  s.plan_cache_misses = r.plan_cache_misses_since_start;
+  s.plans_simple = r.plans_simple_since_start;
+  s.plans_full = r.plans_full_since_start;
 }
 
 }  // namespace
