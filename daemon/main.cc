@@ -21,6 +21,7 @@
 #include <iostream>
 
 #include "config/config_parser.h"
+#include "core/lock_checks.h"
 #include "core/random.h"
 #include "core/strings.h"
 #include "core/unique_fd.h"
@@ -310,6 +311,7 @@ int ExitUsage(const Status& s) {
 }
 
 int Main(int argc, char** argv) {
+  SetLockOrderChecksForBuild();
   CLI::App app{
       "isometryd: the Isometry per-node data transfer daemon.\n"
       "Without --config it serves the embedded single-node default."};

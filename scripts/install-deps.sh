@@ -21,6 +21,8 @@ packages=(
   catch2 python3-pytest iproute2
   # benchmark peers (measured in the same run as Isometry)
   ucx-utils libucx-dev mpich libmpich-dev openmpi-bin libopenmpi-dev fio iperf3
+  # benchmark charts (tools/bench/plot.py)
+  python3-matplotlib
 )
 
 missing=()

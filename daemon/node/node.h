@@ -196,7 +196,8 @@ class Node {
   Status UnregisterInstance(const std::string& session, uint64_t instance);
 
   // Queues a copy between two instances the session registered. `on_done`
-  // (optional) runs once when it ends, in addition to the session callback.
+  // (optional) runs once when it ends, instead of the session callback:
+  // the caller answers this transfer itself.
   Result<uint64_t> Copy(const std::string& session, const CopySpec& spec,
                         TransferCallback on_done = nullptr);
   // A session may cancel, inspect and wait on its own transfers; the

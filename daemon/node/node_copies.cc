@@ -53,9 +53,8 @@ Result<FoundTransfer> Node::Impl::TouchableLocked(const std::string& session, ui
   if (it != active.end()) {
     found = {it->second.get(), true};
   } else {
-    for (const auto& f : finished) {
-      if (f->id == transfer) found.record = f.get();
-    }
+    auto f = finished.find(transfer);
+    if (f != finished.end()) found.record = f->second.get();
   }
   if (!found.record) {
     return NotFound("no transfer ", transfer, " (finished transfers are kept for the last ",
@@ -111,12 +110,18 @@ PendingCalls Node::Impl::Finalize(const std::shared_ptr<TransferRecord>& r) {
   r->src.reset();
   r->dst.reset();
   active.erase(r->id);
-  finished.push_back(r);
-  if (finished.size() > kFinishedKept) finished.pop_front();
+  finished[r->id] = r;
+  finished_order.push_back(r->id);
+  if (finished_order.size() > kFinishedKept) {
+    finished.erase(finished_order.front());
+    finished_order.pop_front();
+  }
   auto s = sessions.find(r->owner.session);
   if (s != sessions.end()) {
     s->second.transfers.erase(r->id);
-    if (s->second.on_done) calls.emplace_back(s->second.on_done, r->final_report);
+    if (s->second.on_done && !r->caller_answers) {
+      calls.emplace_back(s->second.on_done, r->final_report);
+    }
   }
   for (TransferCallback& w : r->waiters) calls.emplace_back(std::move(w), r->final_report);
   r->waiters.clear();
@@ -325,7 +330,10 @@ Status Node::UnregisterInstance(const std::string& session, uint64_t instance) {
 Result<uint64_t> Node::Copy(const std::string& session, const CopySpec& spec,
                             TransferCallback on_done) {
   auto record = std::make_shared<TransferRecord>();
-  if (on_done) record->waiters.push_back(std::move(on_done));
+  if (on_done) {
+    record->waiters.push_back(std::move(on_done));
+    record->caller_answers = true;
+  }
   Impl::ResolvedCopy resolved;
   {
     absl::MutexLock lock(&impl_->mu);

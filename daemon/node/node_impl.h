@@ -23,6 +23,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -89,6 +90,11 @@ struct TransferRecord {
   bool finished = false;
   Status status;
   std::vector<TransferCallback> waiters;
+  // Copy() was given its own on_done (a gRPC Copy with wait, a ring entry):
+  // that caller answers the transfer, so the session callback (the gRPC
+  // Attach stream's completion event) is not sent too: one message per
+  // small copy instead of two on the client's connection.
+  bool caller_answers = false;
   TransferReport final_report;
 };
 
@@ -130,7 +136,11 @@ struct Node::Impl {
   std::map<uint64_t, std::shared_ptr<Allocation>> allocations ABSL_GUARDED_BY(mu);
   std::map<uint64_t, Instance> instances ABSL_GUARDED_BY(mu);
   std::map<uint64_t, std::shared_ptr<TransferRecord>> active ABSL_GUARDED_BY(mu);
-  std::deque<std::shared_ptr<TransferRecord>> finished ABSL_GUARDED_BY(mu);
+  // The last kFinishedKept finished records, by id (Wait, GetTransfer and
+  // every gRPC completion event look one up: a scan cost ~50 us a copy),
+  // and their ids oldest first, the order they are forgotten in.
+  std::unordered_map<uint64_t, std::shared_ptr<TransferRecord>> finished ABSL_GUARDED_BY(mu);
+  std::deque<uint64_t> finished_order ABSL_GUARDED_BY(mu);
   uint64_t next_allocation ABSL_GUARDED_BY(mu) = 1;
   uint64_t next_instance ABSL_GUARDED_BY(mu) = 1;
   // Ids of cross-node copies this node starts; far above the runtime's.

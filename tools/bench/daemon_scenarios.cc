@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "client/cpp/isometry_client.h"
@@ -30,6 +31,11 @@ name = "memcpy0"
 threads = 2
 )";
 
+// Why rows through the daemon have no prediction: the C++ client library
+// has no ExplainPlan call (the RPC exists; the client does not wrap it).
+constexpr char kNoDaemonPlan[] =
+    "no plan: through the daemon, and the C++ client has no ExplainPlan";
+
 [[noreturn]] void Die(const std::string& what) {
   std::fprintf(stderr, "isometry_bench: %s\n", what.c_str());
   // A benchmark that cannot go on ends the process; the rows so far are
@@ -47,11 +53,6 @@ T Must(Result<T> r, const char* what) {
 
 tools::DaemonProcess StartDaemon(const DaemonOptions& o) {
   return Must(tools::DaemonProcess::Start(o.isometryd, kDaemonConfig), "starting isometryd");
-}
-
-double Percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1))];
 }
 
 InstanceShape Flat(uint64_t bytes) {
@@ -117,9 +118,13 @@ void FirstCopyCase(client::Client& c, const char* scenario, const InstanceShape&
   copy.Print(StrCat(scenario, ": first copy vs repeated").c_str());
   std::fprintf(stderr, "  %s per round: allocate / client reads the fresh result (ms per GiB):%s\n",
                scenario, detail.c_str());
-  report.Add(MedianRow(scenario, "first_copy", copy, "same allocation again", ">= 0.9"));
-  report.Add(
-      MedianRow(scenario, "allocate+first_copy", with_allocate, "same allocation again", "report"));
+  for (Row row : {MedianRow(scenario, "first_copy", copy, "same allocation again", ">= 0.9"),
+                  MedianRow(scenario, "allocate+first_copy", with_allocate, "same allocation again",
+                            "report")}) {
+    row.bytes = bytes;
+    row.predicted.note = kNoDaemonPlan;
+    report.Add(std::move(row));
+  }
 }
 
 }  // namespace
@@ -128,7 +133,7 @@ void RunFirstCopy(const DaemonOptions& o, Report& report) {
   tools::DaemonProcess daemon = StartDaemon(o);
   auto c = Must(client::Client::Connect({.local_socket = daemon.local_socket(), .name = "first"}),
                 "connect");
-  const int rounds = std::max(5, o.first_copy_rounds);
+  const int rounds = o.rounds;
   const FieldSpace fs = FieldSpace::Uniform(8, 4);
   const int64_t entries = 4 << 20;  // x 8 fields x 4 B = 128 MiB
   const InstanceShape aos{Box::FromExtents({entries}), fs, Layout::Aos(1)};
@@ -160,49 +165,76 @@ void RunClientToClient(const DaemonOptions& o, Report& report) {
   for (int i = 0; i < 3; ++i) {
     consumer->Copy(in, out);  // warm-up
   }
-  const auto t0 = Clock::now();
-  for (int i = 0; i < o.client_iterations; ++i) {
-    const client::Completion c = consumer->Copy(in, out);
-    if (!c.status.ok()) {
-      Die(c.status.ToString());
+  // One round of ours: client_iterations copies back to back, in GB/s.
+  auto ours = [&] {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < o.client_iterations; ++i) {
+      const client::Completion c = consumer->Copy(in, out);
+      if (!c.status.ok()) {
+        Die(c.status.ToString());
+      }
     }
+    const double seconds = Seconds(t0);
+    return static_cast<double>(o.client_bytes) * o.client_iterations / seconds / 1e9;
+  };
+  const std::string name = "client_to_client_" + std::to_string(o.client_bytes >> 20) + "MiB";
+  struct Peer {
+    const char* name;
+    std::function<PeerResult()> run;
+    Rounds rounds;
+    std::string unavailable;
+  };
+  std::vector<Peer> peers;
+  if (o.peers) {
+    peers.push_back({"UCX tag_bw UCX_TLS=shm", [&] { return UcxTagBwShm(o.client_bytes); }});
+    peers.push_back({"MPICH MPI_Send", [&] {
+                       return MpiSendBandwidth(MpiFlavor::kMpich, o.client_bytes, o.source_dir);
+                     }});
+    peers.push_back({"Open MPI MPI_Send", [&] {
+                       return MpiSendBandwidth(MpiFlavor::kOpenMpi, o.client_bytes, o.source_dir);
+                     }});
   }
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  // Each round: ours, then every peer (the peers run in their own
+  // processes while the daemon idles), each paired with this round's ours.
+  Rounds alone, vs_best;
+  for (int r = 0; r < o.rounds; ++r) {
+    const double gbps = ours();
+    alone.Add(gbps, gbps);
+    double best = 0;
+    for (Peer& p : peers) {
+      const PeerResult result = p.run();
+      if (!result.ok) {
+        p.unavailable = result.detail;
+        continue;
+      }
+      p.rounds.Add(gbps, result.bytes_per_s / 1e9);
+      best = std::max(best, result.bytes_per_s / 1e9);
+    }
+    vs_best.Add(gbps, best);
+  }
   if (std::memcmp(dst.data(), src.data(), 4096) != 0) {
     Die("client-to-client copy is wrong");
   }
-  const double ours = static_cast<double>(o.client_bytes) * o.client_iterations / seconds / 1e9;
   daemon.Stop();
-  const std::string name = "client_to_client_" + std::to_string(o.client_bytes >> 20) + "MiB";
+  auto add = [&](Row row) {
+    row.bytes = o.client_bytes;
+    row.predicted.note = kNoDaemonPlan;
+    report.Add(std::move(row));
+  };
   if (!o.peers) {
-    report.Add({name, "throughput", ours, "GB/s", "(peers skipped)", 0, 0, ""});
+    add(MedianRow(name.c_str(), "throughput", alone, "(peers skipped)", ""));
     return;
   }
-  struct Peer {
-    const char* name;
-    PeerResult result;
-  };
-  const Peer peers[] = {
-      {"UCX tag_bw UCX_TLS=shm", UcxTagBwShm(o.client_bytes)},
-      {"MPICH MPI_Send", MpiSendBandwidth(MpiFlavor::kMpich, o.client_bytes, o.source_dir)},
-      {"Open MPI MPI_Send", MpiSendBandwidth(MpiFlavor::kOpenMpi, o.client_bytes, o.source_dir)},
-  };
-  double best = 0;
-  std::string best_name = "no peer ran";
   for (const Peer& p : peers) {
-    if (!p.result.ok) {
-      std::fprintf(stderr, "  %s unavailable: %s\n", p.name, p.result.detail.c_str());
-      continue;
+    if (!p.unavailable.empty()) {
+      std::fprintf(stderr, "  %s unavailable: %s\n", p.name, p.unavailable.c_str());
     }
-    const double gbps = p.result.bytes_per_s / 1e9;
-    report.Add({name, "throughput", ours, "GB/s", p.name, gbps, ours / gbps, ""});
-    if (gbps > best) {
-      best = gbps;
-      best_name = p.name;
+    if (!p.rounds.pairs().empty()) {
+      p.rounds.Print(StrCat(name, " vs ", p.name).c_str());
+      add(MedianRow(name.c_str(), "throughput", p.rounds, p.name, ""));
     }
   }
-  report.Add(
-      {name, "vs_best_peer", ours, "GB/s", best_name, best, best > 0 ? ours / best : 0, ">= 1.2"});
+  add(MedianRow(name.c_str(), "vs_best_peer", vs_best, "the round's best peer", ">= 1.2"));
 }
 
 namespace {
@@ -312,22 +344,46 @@ std::vector<double> GrpcLatencyUs(const tools::DaemonProcess& daemon, int iterat
 
 void RunLatency(const DaemonOptions& o, Report& report) {
   tools::DaemonProcess daemon = StartDaemon(o);
-  const std::vector<double> floor_us = MemcpyFloorUs(o.latency_iterations);
-  const double floor_median = Percentile(floor_us, 0.5);
-  const double floor_p99 = Percentile(floor_us, 0.99);
-  const std::vector<double> ring = RingLatencyUs(daemon, o.latency_iterations);
-  const double median = Percentile(ring, 0.5), p99 = Percentile(ring, 0.99);
-  report.Add({"latency_4KiB_ring", "median", median, "us", "4 KiB memcpy in-process", floor_median,
-              median / floor_median, "<= 10 us"});
-  report.Add({"latency_4KiB_ring", "p99", p99, "us", "4 KiB memcpy in-process", floor_p99,
-              p99 / floor_p99, ""});
-  const std::vector<double> grpc_us = GrpcLatencyUs(daemon, o.grpc_iterations);
-  report.Add({"latency_4KiB_grpc", "median", Percentile(grpc_us, 0.5), "us",
-              "4 KiB memcpy in-process", floor_median, Percentile(grpc_us, 0.5) / floor_median,
-              ""});
-  report.Add({"latency_4KiB_grpc", "p99", Percentile(grpc_us, 0.99), "us",
-              "4 KiB memcpy in-process", floor_p99, Percentile(grpc_us, 0.99) / floor_p99, ""});
+  // Per round: the floor, the ring and gRPC once each, in that order;
+  // every sample kept for the percentiles.
+  Rounds ring_median, ring_p99, grpc_median, grpc_p99;
+  std::vector<double> all_floor, all_ring, all_grpc;
+  auto add = [](std::vector<double> samples, std::vector<double>& all) {
+    all.insert(all.end(), samples.begin(), samples.end());
+    std::sort(samples.begin(), samples.end());
+    return std::pair{PercentileOf(samples, 0.5), PercentileOf(samples, 0.99)};
+  };
+  for (int r = 0; r < o.rounds; ++r) {
+    const auto floor = add(MemcpyFloorUs(o.latency_iterations), all_floor);
+    const auto ring = add(RingLatencyUs(daemon, o.latency_iterations), all_ring);
+    const auto grpc = add(GrpcLatencyUs(daemon, o.grpc_iterations), all_grpc);
+    ring_median.Add(ring.first, floor.first);
+    ring_p99.Add(ring.second, floor.second);
+    grpc_median.Add(grpc.first, floor.first);
+    grpc_p99.Add(grpc.second, floor.second);
+  }
   daemon.Stop();
+  ring_median.Print("4 KiB ring median vs memcpy floor (us)");
+  ring_p99.Print("4 KiB ring p99 vs memcpy floor (us)");
+  grpc_median.Print("4 KiB gRPC median vs memcpy floor (us)");
+  grpc_p99.Print("4 KiB gRPC p99 vs memcpy floor (us)");
+  const Percentiles floor_pct = PercentilesOf(std::move(all_floor));
+  const std::string floor = "4 KiB memcpy in-process";
+  auto row = [&](const char* scenario, const char* metric, const Rounds& r, const char* target,
+                 std::vector<double>* samples) {
+    Row out = MedianRow(scenario, metric, r, floor, target, "us");
+    out.predicted.note = "no plan: a latency row";
+    out.bytes = 4096;
+    if (samples) {  // the median row carries the distribution
+      out.percentiles = PercentilesOf(std::move(*samples));
+      out.baseline_percentiles = floor_pct;
+    }
+    report.Add(std::move(out));
+  };
+  row("latency_4KiB_ring", "median", ring_median, "<= 10 us", &all_ring);
+  row("latency_4KiB_ring", "p99", ring_p99, "<= 20 us", nullptr);
+  row("latency_4KiB_grpc", "median", grpc_median, "<= 100 us", &all_grpc);
+  row("latency_4KiB_grpc", "p99", grpc_p99, "", nullptr);
 }
 
 }  // namespace isometry::bench

@@ -16,13 +16,17 @@ struct DaemonOptions {
   std::string source_dir;  // tools/bench, for the MPI peer's source
   uint64_t client_bytes = 64ull << 20;
   int client_iterations = 40;
-  int latency_iterations = 20000;
-  int grpc_iterations = 5000;
-  bool peers = true;          // also run UCX / MPICH / Open MPI
-  int first_copy_rounds = 5;  // paired rounds of first_copy (at least 5)
+  int latency_iterations = 20000;  // per round
+  int grpc_iterations = 2000;      // per round
+  bool peers = true;               // also run UCX / MPICH / Open MPI
+  int rounds = 5;                  // paired rounds of first_copy and latency
 };
 
 void RunClientToClient(const DaemonOptions& o, Report& report);
+// 4 KiB copies on the ring and over gRPC against the in-process 4 KiB
+// memcpy floor: each round takes every sample set once; a row is the
+// median over rounds of the round's median (or p99) paired with the
+// floor's, and carries the percentiles of all samples for a CDF.
 void RunLatency(const DaemonOptions& o, Report& report);
 // fresh_aos_soa_128MiB and fresh_contig_256MiB: each round
 // allocates a fresh destination, copies into it, copies again into the same

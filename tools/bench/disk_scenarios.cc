@@ -24,6 +24,7 @@
 #include "daemon/runtime/runtime.h"
 #include "tools/bench/fio.h"
 #include "tools/bench/host_buffer.h"
+#include "tools/bench/prediction.h"
 
 namespace isometry::bench {
 
@@ -32,7 +33,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr uint64_t kRun = 1ull << 20;      // bytes per run, like fio's bs=1M
 constexpr uint64_t kRequest = 4ull << 20;  // the channel's request_bytes
-constexpr int kRepeat = 5;
 
 // Moves `bytes` between `host` (cycled) and the file with requests of four
 // 1 MiB runs, max_in_flight at a time. Returns seconds, or nullopt after
@@ -97,8 +97,9 @@ std::unique_ptr<Channel> MakeOrDie(ChannelKind kind, const char* name) {
 // 1-hop chunks are the channel scenario's requests). The space threshold
 // and ring depth stay at their defaults: the ring buffers of a converting
 // write are the ones a user gets.
-RuntimeConfig DiskRuntimeConfig(const std::string& dir) {
+RuntimeConfig DiskRuntimeConfig(const std::string& dir, bool calibrate) {
   RuntimeConfig c = DefaultRuntimeConfig();
+  c.calibrate = calibrate;
   AddDiskMemory(c, dir);
   return c;
 }
@@ -215,6 +216,15 @@ class DiskRuntimeBench {
     dd_rounds_.Add(gb / last_dd_, gb / (last_read_ + last_write_));
   }
 
+  // The plans' predictions for the copies the rows measure; before
+  // RemoveFiles (a DSK source is planned from its file).
+  void Predict() {
+    write_plan_ = PredictionOf(rt_, Host(a_, plain_), File(plain_name_, plain_));
+    read_plan_ = PredictionOf(rt_, File(plain_name_, plain_), Host(b_, plain_));
+    aos_plan_ = PredictionOf(rt_, Host(a_, aos_), File(soa_name_, soa_));
+    dd_plan_ = PredictionOf(rt_, File(plain_name_, rows_), File(dd_name_, cols_));
+  }
+
   void Print(bool direct, Report& report) const;
 
  private:
@@ -274,6 +284,7 @@ class DiskRuntimeBench {
   FioResult fio_[3];
   double fio_round_[3] = {};
   Rounds read_rounds_, write_rounds_, nosync_rounds_, convert_rounds_, staged_rounds_, dd_rounds_;
+  Prediction write_plan_, read_plan_, aos_plan_, dd_plan_;
 };
 
 bool DiskRuntimeBench::PlainWriteRead(bool first) {
@@ -391,13 +402,20 @@ void DiskRuntimeBench::Print(bool direct, Report& report) const {
                sync_ms > 0.5 * write_.seconds * 1e3 ? ": fdatasync dominates" : "");
   std::fprintf(stderr, "  staged AOS->SOA (best of each): convert %.1f ms, write %.1f ms\n",
                staged_convert_.seconds * 1e3, staged_write_.seconds * 1e3);
+  auto add = [&](Row row, const Prediction& p) {
+    row.bytes = row.scenario == "aos_to_soa_to_disk" ? aos_bytes_ : bytes_;
+    report.Add(WithPrediction(std::move(row), p));
+  };
   if (fio_[0].ok && fio_[1].ok && fio_[2].ok) {
-    report.Add(MedianRow("disk_read_runtime", "throughput", read_rounds_,
-                         FioBaseline(false, direct), ">= 0.9"));
-    report.Add(MedianRow("disk_write_runtime", "throughput", write_rounds_,
-                         FioBaseline(true, direct, true), ">= 0.9"));
-    report.Add(MedianRow("disk_write_runtime", "durable=false", nosync_rounds_,
-                         FioBaseline(true, direct), ""));
+    add(MedianRow("disk_read_runtime", "throughput", read_rounds_, FioBaseline(false, direct),
+                  ">= 0.9"),
+        read_plan_);
+    add(MedianRow("disk_write_runtime", "throughput", write_rounds_,
+                  FioBaseline(true, direct, true), ">= 0.9"),
+        write_plan_);
+    add(MedianRow("disk_write_runtime", "durable=false", nosync_rounds_, FioBaseline(true, direct),
+                  ""),
+        write_plan_);
   } else {
     for (const FioResult& f : fio_) {
       if (!f.ok) {
@@ -406,28 +424,39 @@ void DiskRuntimeBench::Print(bool direct, Report& report) const {
     }
   }
   if (sync_ms >= 0) {
-    report.Add({"disk_write_runtime", "fdatasync", sync_ms, "ms", "the whole durable write",
-                write_.seconds * 1e3, sync_ms / (write_.seconds * 1e3), "report"});
+    Row row{"disk_write_runtime",
+            "fdatasync",
+            sync_ms,
+            "ms",
+            "the whole durable write (best)",
+            write_.seconds * 1e3,
+            sync_ms / (write_.seconds * 1e3),
+            "report"};
+    row.predicted.note = "no plan: a time row (best of the rounds)";
+    report.Add(std::move(row));
   }
-  report.Add(MedianRow("aos_to_soa_to_disk", "throughput", staged_rounds_,
-                       "staged (convert all, then write)", ""));
-  report.Add(MedianRow("aos_to_soa_to_disk", "vs_plain_write", convert_rounds_,
-                       "plain durable write (disk_write_runtime)", ">= 0.9"));
-  report.Add(MedianRow("dsk_to_dsk_transpose", "throughput", dd_rounds_,
-                       "read into SYS, then durable write (same bytes)", ">= 0.9"));
+  add(MedianRow("aos_to_soa_to_disk", "throughput", staged_rounds_,
+                "staged (convert all, then write)", ""),
+      aos_plan_);
+  add(MedianRow("aos_to_soa_to_disk", "vs_plain_write", convert_rounds_,
+                "plain durable write (disk_write_runtime)", ">= 0.9"),
+      aos_plan_);
+  add(MedianRow("dsk_to_dsk_transpose", "throughput", dd_rounds_,
+                "read into SYS, then durable write (same bytes)", ">= 0.9"),
+      dd_plan_);
 }
 
-// `repeat` rounds of DiskRuntimeBench, runtime and fio in alternating order.
+// `rounds` rounds of DiskRuntimeBench, runtime and fio in alternating order.
 // Removes its files.
-void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool direct,
+void RunDiskRuntime(const std::string& dir, uint64_t bytes, int rounds, bool direct, bool calibrate,
                     Report& report) {
-  auto created = Runtime::Create(DiskRuntimeConfig(dir));
+  auto created = Runtime::Create(DiskRuntimeConfig(dir, calibrate));
   if (!created.ok()) {
     std::fprintf(stderr, "disk bench: runtime: %s\n", created.status().ToString().c_str());
     return;
   }
   DiskRuntimeBench bench(**created, dir, bytes);
-  for (int rep = 0; rep < repeat; ++rep) {
+  for (int rep = 0; rep < rounds; ++rep) {
     if (rep % 2) {
       bench.Fio();
     }
@@ -440,13 +469,14 @@ void RunDiskRuntime(const std::string& dir, uint64_t bytes, int repeat, bool dir
     }
     bench.AddRound();
   }
+  bench.Predict();
   bench.RemoveFiles();
   bench.Print(direct, report);
 }
 
 }  // namespace
 
-void RunDisk(const std::string& dir, uint64_t bytes, Report& report, int repeat) {
+void RunDisk(const std::string& dir, uint64_t bytes, Report& report, int rounds, bool calibrate) {
   bytes = std::max(kRun, bytes / kRun * kRun);
   const std::string path = StrCat(dir, "/isometry-bench-disk-", ::getpid(), ".bin");
   auto writer = MakeOrDie(ChannelKind::kDiskWrite, "dsk_w");
@@ -500,9 +530,9 @@ void RunDisk(const std::string& dir, uint64_t bytes, Report& report, int repeat)
       KeepBest(fio[!write], f);
     }
   };
-  Rounds rounds[2];
+  Rounds per_round[2];
   const double gb = static_cast<double>(bytes) / 1e9;
-  for (int rep = 0; rep < kRepeat; ++rep) {
+  for (int rep = 0; rep < rounds; ++rep) {
     if (rep % 2) {
       with_fio();
     }
@@ -514,12 +544,12 @@ void RunDisk(const std::string& dir, uint64_t bytes, Report& report, int repeat)
       with_fio();
     }
     for (int i : {0, 1}) {
-      rounds[i].Add(gb / ours_round[i], fio_round[i]);
+      per_round[i].Add(gb / ours_round[i], fio_round[i]);
     }
   }
   ::unlink(path.c_str());
-  rounds[0].Print("channel write vs fio write");
-  rounds[1].Print("channel read vs fio read");
+  per_round[0].Print("channel write vs fio write");
+  per_round[1].Print("channel read vs fio read");
 
   for (const bool write : {true, false}) {
     const FioResult& f = fio[!write];
@@ -527,15 +557,18 @@ void RunDisk(const std::string& dir, uint64_t bytes, Report& report, int repeat)
       std::fprintf(stderr, "  fio unavailable: %s\n", f.detail.c_str());
       continue;
     }
-    report.Add(MedianRow(write ? "disk_write_1MiB" : "disk_read_1MiB", "throughput", rounds[!write],
-                         FioBaseline(write, direct), ">= 0.9"));
+    Row row = MedianRow(write ? "disk_write_1MiB" : "disk_read_1MiB", "throughput",
+                        per_round[!write], FioBaseline(write, direct), ">= 0.9");
+    row.bytes = bytes;
+    row.predicted.note = "no plan: the channel alone, no planner involved";
+    report.Add(std::move(row));
   }
   if (!direct) {
     std::fprintf(stderr, "  note: %s has no O_DIRECT; the channel used the page cache\n",
                  dir.c_str());
   }
 
-  RunDiskRuntime(dir, bytes, std::max(kRepeat, repeat), direct, report);
+  RunDiskRuntime(dir, bytes, rounds, direct, calibrate, report);
 }
 
 }  // namespace isometry::bench

@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 
+#include "core/lock_checks.h"
 #include "tools/bench/daemon_scenarios.h"
 #include "tools/bench/disk_scenarios.h"
 #include "tools/bench/local_scenarios.h"
@@ -20,22 +21,30 @@ using namespace isometry::bench;
 namespace {
 
 int Main(int argc, char** argv) {
+  isometry::SetLockOrderChecksForBuild();  // as isometryd does: measure what users run
   CLI::App app{"isometry_bench: Isometry against the physical limit and its peers"};
   bool json = false;
   std::vector<std::string> only;
   LocalOptions local;
-  double contiguous_mib = static_cast<double>(local.contiguous_bytes >> 20);
+  std::vector<double> contiguous_mib = {static_cast<double>(local.contiguous_bytes[0] >> 20)};
   double pipeline_mib = static_cast<double>(local.pipeline_bytes >> 20);
   double hop_rate_gib = 1.0;
   app.add_flag("--json", json, "one JSON object per line instead of a table");
   app.add_option("--scenario", only,
                  "run only these: contiguous, aos_to_soa, pipeline, priority, client_to_client, "
                  "latency, first_copy, disk, planning (default: all)");
-  app.add_option("--repeat", local.repeat,
-                 "runs per measurement; the best is kept (disk, first_copy: paired rounds, at "
-                 "least 5, medians shown)")
+  app.add_option("--rounds,--repeat", local.rounds,
+                 "paired rounds per row: Isometry and its baseline back to back in each, the "
+                 "table shows the median of the per-round ratios and their range (at least 5 "
+                 "for figures you report; --repeat is the old name)")
       ->check(CLI::Range(1, 100));
-  app.add_option("--contiguous-mib", contiguous_mib, "size of the contiguous copy")
+  bool no_calibrate = false;
+  app.add_flag("--no-calibrate", no_calibrate,
+               "skip the channels' calibration at each in-process Runtime's start (faster; "
+               "every edge then counts as 1 GB/s, so the predicted column means nothing)");
+  app.add_option("--contiguous-mib", contiguous_mib,
+                 "size(s) of the contiguous copy, e.g. 16,64,256,1024 for a size sweep")
+      ->delimiter(',')
       ->check(CLI::Range(1.0, 65536.0));
   app.add_option("--pipeline-mib", pipeline_mib, "size of the two-hop copies")
       ->check(CLI::Range(1.0, 65536.0));
@@ -47,7 +56,10 @@ int Main(int argc, char** argv) {
   daemon.source_dir = ISOMETRY_BENCH_SOURCE_DIR;
   bool no_peers = false;
   app.add_option("--isometryd", daemon.isometryd, "daemon binary for the daemon scenarios");
-  app.add_option("--latency-iterations", daemon.latency_iterations, "4 KiB copies on the ring")
+  app.add_option("--latency-iterations", daemon.latency_iterations,
+                 "4 KiB copies on the ring per round")
+      ->check(CLI::Range(100, 10000000));
+  app.add_option("--grpc-iterations", daemon.grpc_iterations, "4 KiB copies over gRPC per round")
       ->check(CLI::Range(100, 10000000));
   app.add_flag("--no-peers", no_peers, "skip UCX / MPICH / Open MPI in client_to_client");
   std::string disk_dir = "/var/tmp";
@@ -57,12 +69,16 @@ int Main(int argc, char** argv) {
   app.add_option("--disk-mib", disk_mib, "bytes the disk scenario writes and reads")
       ->check(CLI::Range(1.0, 1048576.0));
   CLI11_PARSE(app, argc, argv);
-  local.contiguous_bytes = static_cast<uint64_t>(contiguous_mib * (1 << 20)) / 8 * 8;
+  local.calibrate = !no_calibrate;
+  local.contiguous_bytes.clear();
+  for (const double mib : contiguous_mib) {
+    local.contiguous_bytes.push_back(static_cast<uint64_t>(mib * (1 << 20)) / 8 * 8);
+  }
   local.pipeline_bytes = static_cast<uint64_t>(pipeline_mib * (1 << 20)) / 8 * 8;
   local.hop_rate = static_cast<uint64_t>(hop_rate_gib * (1ull << 30));
   spdlog::set_level(spdlog::level::warn);
   daemon.peers = !no_peers;
-  daemon.first_copy_rounds = local.repeat;
+  daemon.rounds = local.rounds;
 
   const std::set<std::string> chosen(only.begin(), only.end());
   auto wanted = [&](const char* name) { return chosen.empty() || chosen.count(name); };
@@ -97,10 +113,11 @@ int Main(int argc, char** argv) {
     RunFirstCopy(daemon, report);
   }
   if (wanted("planning")) {
-    RunPlanning(local.repeat, report);
+    RunPlanning(local.rounds, report);
   }
   if (wanted("disk")) {
-    RunDisk(disk_dir, static_cast<uint64_t>(disk_mib * (1 << 20)), report, local.repeat);
+    RunDisk(disk_dir, static_cast<uint64_t>(disk_mib * (1 << 20)), report, local.rounds,
+            local.calibrate);
   }
   report.Finish();
   return 0;

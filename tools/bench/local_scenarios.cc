@@ -6,11 +6,14 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "config/runtime_config.h"
 #include "daemon/runtime/runtime.h"
 #include "tools/bench/host_buffer.h"
+#include "tools/bench/memcpy_baseline.h"
+#include "tools/bench/prediction.h"
 
 namespace isometry::bench {
 
@@ -18,20 +21,33 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Best of `repeat` runs, in seconds: the least disturbed run on a noisy box.
-double BestOf(int repeat, const std::function<void()>& fn) {
-  double best = 1e300;
-  for (int i = 0; i < repeat; ++i) {
-    const auto t0 = Clock::now();
-    fn();
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+// Seconds of one call of `fn`.
+double Timed(const std::function<void()>& fn) {
+  const auto t0 = Clock::now();
+  fn();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// One paired round: `ours` and `base` back to back, in an order that
+// alternates with the round (drift in the machine's speed then favours
+// neither side), as (our seconds, baseline seconds).
+std::pair<double, double> PairedRound(int round, const std::function<void()>& ours,
+                                      const std::function<void()>& base) {
+  double o = 0, b = 0;
+  if (round % 2) {
+    b = Timed(base);
+    o = Timed(ours);
+  } else {
+    o = Timed(ours);
+    b = Timed(base);
   }
-  return best;
+  return {o, b};
 }
 
 double GBps(uint64_t bytes, double seconds) { return static_cast<double>(bytes) / seconds / 1e9; }
 
-std::unique_ptr<Runtime> MakeRuntime(const RuntimeConfig& c) {
+std::unique_ptr<Runtime> MakeRuntime(RuntimeConfig c, const LocalOptions& o) {
+  c.calibrate = o.calibrate;
   auto rt = Runtime::Create(c);
   if (!rt.ok()) {
     std::fprintf(stderr, "runtime: %s\n", rt.status().ToString().c_str());
@@ -64,33 +80,63 @@ InstanceShape Bytes1D(uint64_t bytes) {
 
 }  // namespace
 
+// Memory on both sides: `src` and `dst` are HostBuffers, written whole at
+// construction (every page faulted in); the Isometry copy (in-process SYS
+// memory: the channel copies between the user's pointers) and both memcpy
+// baselines move the same two buffers, after one untimed warm-up each, so
+// no side times a first-touch fault or a plan-cache miss.
 void RunContiguous(const LocalOptions& o, Report& report) {
-  auto rt = MakeRuntime(DefaultRuntimeConfig());
+  auto rt = MakeRuntime(DefaultRuntimeConfig(), o);
   const MemoryId sys = *rt->FindMemory("sys0");
-  const InstanceShape shape = Bytes1D(o.contiguous_bytes);
-  HostBuffer src(shape.total_bytes(), 3), dst(shape.total_bytes(), 0);
-  const double ours = BestOf(
-      o.repeat, [&] { MustCopy(*rt, {.src = Ref(sys, src, shape), .dst = Ref(sys, dst, shape)}); });
-  const double base = BestOf(o.repeat, [&] { std::memcpy(dst.data(), src.data(), src.size()); });
-  report.Add({"contiguous_sys_sys", "throughput", GBps(src.size(), ours), "GB/s",
-              "memcpy (1 thread)", GBps(src.size(), base), base / ours, ">= 0.95"});
+  for (const uint64_t size : o.contiguous_bytes) {
+    const InstanceShape shape = Bytes1D(size);
+    HostBuffer src(shape.total_bytes(), 3), dst(shape.total_bytes(), 0);
+    const CopyRequest copy{.src = Ref(sys, src, shape), .dst = Ref(sys, dst, shape)};
+    auto ours = [&] { MustCopy(*rt, copy); };
+    ours();
+    (void)TimedMemcpy(dst.data(), src.data(), src.size());
+    (void)TimedMemcpy2(dst.data(), src.data(), src.size());
+    Rounds one, two;
+    for (int r = 0; r < o.rounds; ++r) {
+      double memcpy1 = 0, memcpy2 = 0;
+      const auto [ours_s, base_s] = PairedRound(r, ours, [&] {
+        memcpy1 = TimedMemcpy(dst.data(), src.data(), src.size());
+        memcpy2 = TimedMemcpy2(dst.data(), src.data(), src.size());
+      });
+      (void)base_s;
+      one.Add(GBps(src.size(), ours_s), GBps(src.size(), memcpy1));
+      two.Add(GBps(src.size(), ours_s), GBps(src.size(), memcpy2));
+    }
+    one.Print("contiguous SYS->SYS vs memcpy (1 thread)");
+    two.Print("contiguous SYS->SYS vs memcpy (2 threads)");
+    const Prediction p = PredictionOf(*rt, copy.src, copy.dst);
+    Row vs1 = WithPrediction(
+        MedianRow("contiguous_sys_sys", "throughput", one, "memcpy (1 thread)", ">= 0.95"), p);
+    Row vs2 = WithPrediction(MedianRow("contiguous_sys_sys", "vs_2thread_memcpy", two,
+                                       "memcpy (2 threads, half each)", ">= 0.9"),
+                             p);
+    vs1.bytes = vs2.bytes = src.size();
+    report.Add(std::move(vs1));
+    report.Add(std::move(vs2));
+  }
 }
 
 void RunAosToSoa(const LocalOptions& o, Report& report) {
-  auto rt = MakeRuntime(DefaultRuntimeConfig());
+  auto rt = MakeRuntime(DefaultRuntimeConfig(), o);
   const MemoryId sys = *rt->FindMemory("sys0");
   const int64_t n = static_cast<int64_t>(o.aos_entries);
   const FieldSpace fs = FieldSpace::Uniform(8, 4);
   const InstanceShape aos{Box::FromExtents({n}), fs, Layout::Aos(1)};
   const InstanceShape soa{aos.bounds, fs, Layout::Soa(1)};
+  // Both buffers written at construction (resident), shared by both sides.
   HostBuffer src(aos.total_bytes(), 5), dst(soa.total_bytes(), 0);
-  const double ours = BestOf(
-      o.repeat, [&] { MustCopy(*rt, {.src = Ref(sys, src, aos), .dst = Ref(sys, dst, soa)}); });
+  const CopyRequest copy{.src = Ref(sys, src, aos), .dst = Ref(sys, dst, soa)};
+  auto ours = [&] { MustCopy(*rt, copy); };
   // The loop a programmer writes for this exact struct: known field count.
   struct Entry {
     float f[8];
   };
-  const double base = BestOf(o.repeat, [&] {
+  auto loop = [&] {
     const Entry* in = reinterpret_cast<const Entry*>(src.data());
     float* out = reinterpret_cast<float*>(dst.data());
     for (int64_t i = 0; i < n; ++i) {
@@ -98,9 +144,21 @@ void RunAosToSoa(const LocalOptions& o, Report& report) {
         out[f * n + i] = in[i].f[f];
       }
     }
-  });
-  report.Add({"aos_to_soa_4Mx8x4B", "throughput", GBps(src.size(), ours), "GB/s",
-              "hand-written loop", GBps(src.size(), base), base / ours, ">= 1.0"});
+    asm volatile("" ::: "memory");
+  };
+  ours();
+  loop();
+  Rounds rounds;
+  for (int r = 0; r < o.rounds; ++r) {
+    const auto [ours_s, base_s] = PairedRound(r, ours, loop);
+    rounds.Add(GBps(src.size(), ours_s), GBps(src.size(), base_s));
+  }
+  rounds.Print("AOS->SOA vs hand-written loop");
+  Row row = WithPrediction(
+      MedianRow("aos_to_soa_4Mx8x4B", "throughput", rounds, "hand-written loop", ">= 1.0"),
+      PredictionOf(*rt, copy.src, copy.dst));
+  row.bytes = src.size();
+  report.Add(std::move(row));
 }
 
 void RunPipeline(const LocalOptions& o, Report& report) {
@@ -119,30 +177,41 @@ void RunPipeline(const LocalOptions& o, Report& report) {
     }
     c.channels = {up, down};
     c.memories[1].staging_bytes = o.pipeline_bytes + (64ull << 20);
-    auto rt = MakeRuntime(c);
+    auto rt = MakeRuntime(c, o);
     const MemoryId sys = *rt->FindMemory("sys0"), reg = *rt->FindMemory("reg0");
     const InstanceShape shape = Bytes1D(o.pipeline_bytes);
     HostBuffer src(shape.total_bytes(), 7), dst(shape.total_bytes(), 0),
         stage(shape.total_bytes(), 0);
-    const double pipelined = BestOf(o.repeat, [&] {
-      MustCopy(
-          *rt,
-          {.src = Ref(sys, src, shape), .dst = Ref(sys, dst, shape), .via = {{reg, shape.layout}}});
-    });
+    const CopyRequest copy{
+        .src = Ref(sys, src, shape), .dst = Ref(sys, dst, shape), .via = {{reg, shape.layout}}};
+    auto pipelined = [&] { MustCopy(*rt, copy); };
     // Staged: the same two hops one after the other through a full-size
     // staging instance in REG.
-    const double staged = BestOf(o.repeat, [&] {
+    auto staged = [&] {
       MustCopy(*rt, {.src = Ref(sys, src, shape), .dst = Ref(reg, stage, shape)});
       MustCopy(*rt, {.src = Ref(reg, stage, shape), .dst = Ref(sys, dst, shape)});
-    });
-    const std::string name = capped ? "two_hop_capped" : "two_hop_memcpy";
-    report.Add({name, "throughput", GBps(src.size(), pipelined), "GB/s", "staged (hop, then hop)",
-                GBps(src.size(), staged), staged / pipelined, capped ? ">= 1.6" : "report"});
+    };
+    pipelined();
+    staged();
+    Rounds rounds;
+    for (int r = 0; r < o.rounds; ++r) {
+      const auto [ours_s, base_s] = PairedRound(r, pipelined, staged);
+      rounds.Add(GBps(src.size(), ours_s), GBps(src.size(), base_s));
+    }
+    const char* name = capped ? "two_hop_capped" : "two_hop_memcpy";
+    rounds.Print(name);
+    // With only hop_up and hop_down configured, the planner's SYS->SYS
+    // path is the same two hops through reg0.
+    Row row = WithPrediction(MedianRow(name, "throughput", rounds, "staged (hop, then hop)",
+                                       capped ? ">= 1.6" : "report"),
+                             PredictionOf(*rt, copy.src, copy.dst));
+    row.bytes = src.size();
+    report.Add(std::move(row));
   }
 }
 
 void RunPriority(const LocalOptions& o, Report& report) {
-  auto rt = MakeRuntime(DefaultRuntimeConfig());
+  auto rt = MakeRuntime(DefaultRuntimeConfig(), o);
   const MemoryId sys = *rt->FindMemory("sys0");
   const InstanceShape hshape = Bytes1D(64ull << 20);
   const InstanceShape lshape = Bytes1D(256ull << 20);
@@ -155,9 +224,7 @@ void RunPriority(const LocalOptions& o, Report& report) {
   auto high = [&] {
     MustCopy(*rt, {.src = Ref(sys, hs, hshape), .dst = Ref(sys, hd, hshape), .priority = 10});
   };
-  const double idle = BestOf(o.repeat, high);
-  double loaded = 1e300;
-  for (int r = 0; r < o.repeat; ++r) {
+  auto loaded = [&] {
     std::vector<Transfer> lows;
     for (int i = 0; i < 8; ++i) {
       auto t = rt->Copy({.src = Ref(sys, *low[2 * static_cast<size_t>(i)], lshape),
@@ -168,13 +235,23 @@ void RunPriority(const LocalOptions& o, Report& report) {
     }
     while (rt->Channels()[0].requests_in_flight == 0) {
     }
-    loaded = std::min(loaded, BestOf(1, high));
+    const double s = Timed(high);
     for (Transfer& t : lows) {
       (void)t.Wait();
     }
+    return s;
+  };
+  high();
+  Rounds rounds;  // completion times in ms: loaded / idle, lower is better
+  for (int r = 0; r < o.rounds; ++r) {
+    const double idle = Timed(high);
+    rounds.Add(loaded() * 1e3, idle * 1e3);
   }
-  report.Add({"priority_under_load", "completion_time", loaded * 1e3, "ms",
-              "same transfer on an idle channel", idle * 1e3, loaded / idle, "<= 1.2"});
+  rounds.Print("priority: high-priority copy under load vs idle (ms)");
+  Row row = MedianRow("priority_under_load", "completion_time", rounds,
+                      "same transfer on an idle channel", "<= 1.2", "ms");
+  row.predicted.note = "no plan: a completion-time row";
+  report.Add(std::move(row));
 }
 
 }  // namespace isometry::bench

@@ -9,8 +9,8 @@
 namespace isometry::bench {
 
 // Rows "planning_<1d|2d>_<2|16>node" / "simple" | "full" | "cache_hit", in
-// microseconds per plan (best of `repeat` timed batches), against the
+// microseconds per plan (the median of `rounds` timed batches), against the
 // targets 10, 100 and 1 us; ratio = target / value (>= 1 meets it).
-void RunPlanning(int repeat, Report& report);
+void RunPlanning(int rounds, Report& report);
 
 }  // namespace isometry::bench
