@@ -93,6 +93,10 @@ request_size = "4MiB"
 # [[peer]]
 # name = "node-b"
 # address = "10.0.0.2:7470"       # its daemon.grpc_tcp
+
+# Prometheus metrics on GET /metrics (off without this table).
+# [metrics]
+# listen = "127.0.0.1:9464"
 )";
 
 // Error with the file, line and key of a node.
@@ -298,6 +302,15 @@ Status ReadCluster(const Reader& r, const toml::table& t, ClusterConfig& c) {
   return OkStatus();
 }
 
+Status ReadMetrics(const Reader& r, const toml::table& t, MetricsConfig& c) {
+  ISO_RETURN_IF_ERROR(r.OnlyKeys(t, "metrics.", {"listen"}));
+  c.enabled = true;
+  if (const toml::node* n = t.get("listen")) {
+    ISO_ASSIGN_OR_RETURN(c.listen, r.String(*n, "metrics.listen"));
+  }
+  return OkStatus();
+}
+
 Result<PeerConfig> ReadPeer(const Reader& r, const toml::table& t) {
   ISO_RETURN_IF_ERROR(r.OnlyKeys(t, "peer.", {"name", "address"}));
   PeerConfig p;
@@ -497,8 +510,8 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view source) 
     return InvalidArgument(source, ":", e.source().begin.line, ": ", e.description());
   }
   Reader r(source);
-  ISO_RETURN_IF_ERROR(
-      r.OnlyKeys(root, "", {"daemon", "runtime", "memory", "channel", "cluster", "peer"}));
+  ISO_RETURN_IF_ERROR(r.OnlyKeys(
+      root, "", {"daemon", "runtime", "memory", "channel", "cluster", "peer", "metrics"}));
   Config config;
   RuntimeConfig& c = config.runtime;
   if (const toml::node* n = root.get("runtime")) {
@@ -521,6 +534,13 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view source) 
       return r.Error(*n, "cluster", "must be a table");
     }
     ISO_RETURN_IF_ERROR(ReadCluster(r, *t, config.cluster));
+  }
+  if (const toml::node* n = root.get("metrics")) {
+    const toml::table* t = n->as_table();
+    if (!t) {
+      return r.Error(*n, "metrics", "must be a table");
+    }
+    ISO_RETURN_IF_ERROR(ReadMetrics(r, *t, config.metrics));
   }
   auto read_list = [&](const char* key, auto read_one, auto& out) -> Status {
     const toml::node* n = root.get(key);

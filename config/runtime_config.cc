@@ -4,6 +4,7 @@
 #include <set>
 
 #include "config/config_parser.h"
+#include "core/strings.h"
 
 namespace isometry {
 
@@ -240,10 +241,45 @@ Status ClusterConfig::Validate() const {
   return OkStatus();
 }
 
+Result<HostPort> ParseHostPort(std::string_view address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string_view::npos) {
+    return InvalidArgument("'", address, "' is not host:port (e.g. \"127.0.0.1:9464\")");
+  }
+  HostPort out;
+  std::string_view host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  out.host = std::string(host);
+  const std::string_view port = address.substr(colon + 1);
+  // 0 stands for "not a number" too: a scraper needs a fixed port.
+  const uint32_t n = ParseNumber<uint32_t>(port).value_or(0);
+  if (out.host.empty() || out.host.find_first_of("[] ") != std::string::npos || n == 0 ||
+      n > 65535) {
+    return InvalidArgument("'", address,
+                           "' is not host:port with a port from 1 to 65535 (e.g. "
+                           "\"127.0.0.1:9464\", \"[::1]:9464\")");
+  }
+  out.port = static_cast<uint16_t>(n);
+  return out;
+}
+
+Status MetricsConfig::Validate() const {
+  if (!enabled) {
+    return OkStatus();
+  }
+  if (Result<HostPort> hp = ParseHostPort(listen); !hp.ok()) {
+    return ConfigKeyError("metrics.listen", "metrics.listen ", hp.status().message());
+  }
+  return OkStatus();
+}
+
 Status Config::Validate() const {
   ISO_RETURN_IF_ERROR(runtime.Validate());
   ISO_RETURN_IF_ERROR(daemon.Validate());
   ISO_RETURN_IF_ERROR(cluster.Validate());
+  ISO_RETURN_IF_ERROR(metrics.Validate());
   if (!cluster.peers.empty() && daemon.grpc_tcp.empty()) {
     return ConfigKeyError("daemon.grpc_tcp",
                           "peers are listed but daemon.grpc_tcp is empty; "

@@ -158,10 +158,29 @@ struct ClusterConfig {
 // connections, chunk size and rate cap.
 std::vector<ChannelConfig> PeerChannels(const ClusterConfig& cluster);
 
+// The Prometheus text endpoint ([metrics] in the file): GET /metrics over
+// plain HTTP. Off without the table; the table alone serves the default
+// address.
+struct MetricsConfig {
+  bool enabled = false;
+  std::string listen = "127.0.0.1:9464";  // "host:port" or "[v6]:port"
+
+  Status Validate() const;
+};
+
+// A listen address split into its host (brackets of an IPv6 literal
+// removed) and a port from 1 to 65535.
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;
+};
+Result<HostPort> ParseHostPort(std::string_view address);
+
 struct Config {
   RuntimeConfig runtime;
   DaemonConfig daemon;
   ClusterConfig cluster;
+  MetricsConfig metrics;
   // Where the file wrote each key (for FILE:LINE in later checks' errors).
   ConfigOrigin origin;
 

@@ -30,6 +30,8 @@
 #include "daemon/node/node.h"
 #include "daemon/server/grpc_service.h"
 #include "daemon/server/local_server.h"
+#include "daemon/server/metrics_http.h"
+#include "daemon/server/metrics_snapshot.h"
 #include "daemon/server/reflection_v1.h"
 #include "daemon/start_check.h"
 
@@ -159,6 +161,21 @@ Result<GrpcServers> StartGrpcServers(const DaemonConfig& d, Node& node, Cluster*
   return g;
 }
 
+// GET /metrics with [metrics]; null without. It binds before the sockets
+// are made, so a port in use stops the start before it touches a socket
+// a running daemon may own.
+Result<std::unique_ptr<MetricsHttpServer>> StartMetricsIfConfigured(const MetricsConfig& m,
+                                                                    const Node& node,
+                                                                    const Cluster* cluster) {
+  if (!m.enabled) return std::unique_ptr<MetricsHttpServer>();
+  MetricsPeersProvider peers;
+  if (cluster) peers = [cluster] { return cluster->ListPeers(); };
+  auto server = MetricsHttpServer::Start(
+      m.listen, [&node, peers] { return RenderMetrics(TakeMetricsSnapshot(node, peers)); });
+  if (server.ok()) spdlog::info("metrics on http://{}/metrics", m.listen);
+  return server;
+}
+
 void AnnounceReady(const Config& config, bool with_peers) {
   const DaemonConfig& d = config.daemon;
   spdlog::info(
@@ -202,7 +219,8 @@ int WaitForStopSignal(const sigset_t& signals, Node& node) {
 // Stops the servers and the cluster layer in the order the calls between
 // them need: peers first, then the clients' streams and servers.
 void StopServing(const DaemonConfig& d, Cluster* cluster, GrpcServers& grpc,
-                 std::unique_ptr<LocalServer>& local) {
+                 std::unique_ptr<LocalServer>& local, std::unique_ptr<MetricsHttpServer>& metrics) {
+  metrics.reset();
   if (cluster) cluster->Stop();
   grpc.service->Shutdown();
   grpc.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
@@ -232,6 +250,8 @@ int Serve(const Config& config) {
   if (!cluster.ok()) return Fail("cannot start the cluster layer: " + cluster.status().ToString());
   auto node = CreateNode(config, cluster->get());
   if (!node.ok()) return Fail("cannot start: " + node.status().ToString());
+  auto metrics = StartMetricsIfConfigured(config.metrics, **node, cluster->get());
+  if (!metrics.ok()) return Fail(std::string(metrics.status().message()));
   auto local = LocalServer::Start(**node);
   if (!local.ok()) return Fail("cannot start the local socket: " + local.status().ToString());
   if (Status s = PrepareSocketPath(d.grpc_socket); !s.ok()) return Fail(s.ToString());
@@ -254,7 +274,7 @@ int Serve(const Config& config) {
   sd_notify(0, "STOPPING=1\nSTATUS=draining");
   const Node::DrainOutcome drained = (*node)->Drain(std::chrono::milliseconds(d.shutdown_grace_ms));
   if (drained.stuck > 0) AbandonStuck(d, drained.stuck);
-  StopServing(d, cluster->get(), *grpc, *local);
+  StopServing(d, cluster->get(), *grpc, *local, *metrics);
   node->reset();
   cluster->reset();
   if (drained.cancelled > 0) {

@@ -134,6 +134,9 @@ Status CheckStartable(const Config& config) {
                           "daemon's group)");
   }
   if (!d.grpc_tcp.empty()) ISO_RETURN_IF_ERROR(CheckListenAddress("daemon.grpc_tcp", d.grpc_tcp));
+  if (config.metrics.enabled) {
+    ISO_RETURN_IF_ERROR(CheckListenAddress("metrics.listen", config.metrics.listen));
+  }
   for (size_t i = 0; i < config.runtime.memories.size(); ++i) {
     const MemoryConfig& m = config.runtime.memories[i];
     if (m.kind != MemoryKind::kDsk) continue;

@@ -9,7 +9,8 @@
 //     sockets only), a directory that exists or can be created;
 //   daemon.state_dir: a writable directory, or one that can be created;
 //   daemon.socket_group: an existing group;
-//   daemon.grpc_tcp, cluster.data_listen (with peers): host:port with a
+//   daemon.grpc_tcp, cluster.data_listen (with peers), metrics.listen
+//     (with [metrics]): host:port with a
 //     numeric port below 65536 and a host that is an address of this machine;
 //   memory[].directory of DSK memories: an existing, searchable directory;
 //   cluster.secret_file (with peers): readable and long enough.

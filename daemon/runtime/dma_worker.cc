@@ -107,6 +107,8 @@ Completion Runtime::Impl::RunInline(const std::shared_ptr<TransferState>& t) {
     t->xds[0]->done_count = 1;
     ++w.requests_done;
     w.bytes_done += (*program)->bytes;
+  } else if (!absl::IsCancelled(s)) {
+    ++w.errors;
   }
   return Finish(t, std::move(s));
 }
@@ -188,7 +190,10 @@ void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdSta
           c = Finish(t, OkStatus());
         }
       }
-    } else if (t->phase == Phase::kRunning) {
+    } else if (!absl::IsCancelled(s)) {
+      ++w.errors;
+    }
+    if (!s.ok() && t->phase == Phase::kRunning) {
       const TopologyEdge& e = t->path.edges[x->hop];
       const RemotePart* remote = t->remote ? &*t->remote : nullptr;
       c = Abort(t, Status(s.code(), StrCat("transfer ", t->id, ", hop ", x->hop, " (",

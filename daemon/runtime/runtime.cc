@@ -217,6 +217,7 @@ std::vector<ChannelStats> Runtime::Channels() const {
     s.requests_in_flight = w->in_flight;
     s.requests_done = w->requests_done;
     s.bytes_done = w->bytes_done;
+    s.errors = w->errors;
     s.dispatch_seq = w->dispatch_seq;
     s.threads_or_slots = w->max_in_flight;
     for (const XdState* x : w->pool) {
@@ -237,15 +238,23 @@ RuntimeStats Runtime::Stats() const {
   {
     absl::MutexLock lock(&impl_->mu);
     s = impl_->stats;
+    s.transfers_waiting = impl_->waiting.size();
+    s.transfers_running = impl_->active.size();
   }
   s.program_cache_hits = impl_->cache.hits();
   s.program_cache_misses = impl_->cache.misses();
   s.program_cache_bytes = impl_->cache.bytes();
+  absl::MutexLock lock(&impl_->planner_stats_mu);
   const PlannerStats p = impl_->CurrentPlanner()->stats();
+  const PlannerStats r = impl_->retired_planners;
   s.plan_cache_hits = p.cache_hits;
   s.plan_cache_misses = p.cache_misses;
   s.plans_simple = p.simple_plans;
   s.plans_full = p.full_plans;
+  s.plan_cache_hits_since_start = r.cache_hits + p.cache_hits;
+  s.plan_cache_misses_since_start = r.cache_misses + p.cache_misses;
+  s.plans_simple_since_start = r.simple_plans + p.simple_plans;
+  s.plans_full_since_start = r.full_plans + p.full_plans;
   return s;
 }
 

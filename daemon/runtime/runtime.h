@@ -175,6 +175,7 @@ struct ChannelStats {
   int requests_in_flight = 0;
   uint64_t requests_done = 0;
   uint64_t bytes_done = 0;
+  uint64_t errors = 0;                                  // requests that failed (not cancelled)
   uint64_t dispatch_seq = 0;                            // requests dispatched so far
   std::vector<std::pair<int, int>> queued_by_priority;  // (priority, XDs), highest first
   int threads_or_slots = 0;                             // max requests in flight
@@ -185,15 +186,23 @@ struct RuntimeStats {
   uint64_t transfers_completed = 0;
   uint64_t transfers_failed = 0;
   uint64_t transfers_cancelled = 0;
-  uint64_t transfers_waiting_for_buffers = 0;
+  uint64_t transfers_waiting_for_buffers = 0;  // ever queued for staging buffers
+  uint64_t transfers_waiting = 0;              // queued for staging buffers now
+  uint64_t transfers_running = 0;              // admitted and not yet finished now
   uint64_t program_cache_hits = 0;
   uint64_t program_cache_misses = 0;
   uint64_t program_cache_bytes = 0;  // held by the kept programs
   uint64_t transfers_inline = 0;     // small direct copies run on the submitting thread
-  uint64_t plan_cache_hits = 0;      // since the last calibration
+  uint64_t plan_cache_hits = 0;      // since the last calibration (its fresh planner)
   uint64_t plan_cache_misses = 0;
   uint64_t plans_simple = 0;
   uint64_t plans_full = 0;
+  // The same since start: the planners that recalibrations replaced are
+  // added in, so these never decrease (the metrics' counters).
+  uint64_t plan_cache_hits_since_start = 0;
+  uint64_t plan_cache_misses_since_start = 0;
+  uint64_t plans_simple_since_start = 0;
+  uint64_t plans_full_since_start = 0;
 };
 
 // Makes the channel for a config entry. The default is MakeChannel (the

@@ -93,6 +93,14 @@ void Runtime::Impl::MakePlanner() {
   o.full_threshold = config.full_planner_threshold;
   o.space_threshold = config.space_threshold;
   o.cache_capacity = config.plan_cache_entries;
+  absl::MutexLock lock(&planner_stats_mu);
+  if (const std::shared_ptr<Planner> old = CurrentPlanner()) {
+    const PlannerStats s = old->stats();
+    retired_planners.cache_hits += s.cache_hits;
+    retired_planners.cache_misses += s.cache_misses;
+    retired_planners.simple_plans += s.simple_plans;
+    retired_planners.full_plans += s.full_plans;
+  }
   std::atomic_store(&planner, std::make_shared<Planner>(topo, o));
 }
 

@@ -48,6 +48,7 @@ struct DmaWorker {
   int in_flight = 0;
   uint64_t requests_done = 0;
   uint64_t bytes_done = 0;
+  uint64_t errors = 0;  // failed requests, cancellations aside
   uint64_t dispatch_seq = 0;
   absl::CondVar cv;
   std::thread thread;
@@ -74,6 +75,10 @@ struct Runtime::Impl {
   // plan in progress keeps the planner it started with.
   std::shared_ptr<Planner> planner;
   absl::Mutex calibrate_mu;  // one calibration at a time
+  // Counts of the planners replaced so far, so that Stats() stays
+  // monotonic across recalibrations; taken around the swap and the read.
+  mutable absl::Mutex planner_stats_mu;
+  PlannerStats retired_planners ABSL_GUARDED_BY(planner_stats_mu);
 
   // ---- scheduling state ----
   mutable absl::Mutex mu;

@@ -295,3 +295,34 @@ TEST_CASE("a config key error without a file stands alone; Locate adds the file"
   CHECK(std::string(origin.Locate(Internal("disk on fire")).message()) == "x.toml: disk on fire");
   CHECK(origin.Locate(OkStatus()).ok());
 }
+
+TEST_CASE("[metrics]: off without the table, the default address with it, bad listen named") {
+  const std::string base = "[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\n";
+  auto parse = [&](const std::string& extra) { return ParseConfig(base + extra, "m.toml"); };
+  auto error = [&](const std::string& extra) {
+    auto r = parse(extra);
+    return r.ok() ? std::string() : std::string(r.status().message());
+  };
+  CHECK_FALSE(parse("")->metrics.enabled);
+  CHECK_FALSE(ParseConfig(EmbeddedDefaultConfig(), "default")->metrics.enabled);
+  auto on = parse("[metrics]\n");
+  REQUIRE(on.ok());
+  CHECK(on->metrics.enabled);
+  CHECK(on->metrics.listen == "127.0.0.1:9464");
+  CHECK(parse("[metrics]\nlisten = \"[::1]:9100\"\n")->metrics.listen == "[::1]:9100");
+  for (const char* bad : {"\"127.0.0.1\"", "\"127.0.0.1:0\"", "\"127.0.0.1:65536\"", "\":9464\"",
+                          "\"127.0.0.1:94x4\"", "\"127.0.0.1:-1\""}) {
+    INFO(bad);
+    CHECK_THAT(
+        error(StrCat("[metrics]\nlisten = ", bad, "\n")),
+        Catch::Contains("m.toml:6: key 'metrics.listen'") && Catch::Contains("is not host:port"));
+  }
+  CHECK_THAT(error("[metrics]\nlisten = 9464\n"),
+             Catch::Contains("key 'metrics.listen': must be a string"));
+  CHECK_THAT(error("[metrics]\nport = 9464\n"),
+             Catch::Contains("key 'metrics.port': unknown key (known here: listen)"));
+  auto hp = ParseHostPort("[::1]:9100");
+  REQUIRE(hp.ok());
+  CHECK(hp->host == "::1");
+  CHECK(hp->port == 9100);
+}

@@ -1,0 +1,73 @@
+#include "daemon/server/metrics_snapshot.h"
+
+#include "core/channel_kind.h"
+#include "core/memory.h"
+
+namespace isometry {
+
+namespace {
+
+void CopyStatus(const NodeStatus& st, MetricsSnapshot& s) {
+  const RuntimeStats& r = st.runtime;
+  s.uptime_s = st.uptime_s;
+  s.sessions = st.sessions;
+  s.transfers_waiting = r.transfers_waiting;
+  s.transfers_running = r.transfers_running;
+  s.transfers_active = st.transfers_active;
+  s.transfers_submitted = r.transfers_submitted;
+  s.transfers_done = r.transfers_completed;
+  s.transfers_failed = r.transfers_failed;
+  s.transfers_cancelled = r.transfers_cancelled;
+  s.transfers_inline = r.transfers_inline;
+  s.transfers_waited = r.transfers_waiting_for_buffers;
+  s.program_cache_hits = r.program_cache_hits;
+  s.program_cache_misses = r.program_cache_misses;
+  s.program_cache_bytes = r.program_cache_bytes;
+  s.plan_cache_hits = r.plan_cache_hits_since_start;
+  s.plan_cache_misses = r.plan_cache_misses_since_start;
+  s.plans_simple = r.plans_simple_since_start;
+  s.plans_full = r.plans_full_since_start;
+}
+
+}  // namespace
+
+MetricsSnapshot TakeMetricsSnapshot(const Node& node, const MetricsPeersProvider& peers) {
+  MetricsSnapshot s;
+  s.version = ISOMETRY_VERSION;
+  CopyStatus(node.GetStatus(), s);
+  for (const ChannelReport& c : node.ListChannels()) {
+    ChannelMetrics m;
+    m.name = c.stats.name;
+    m.kind = std::string(ChannelKindName(c.config.kind));
+    m.bytes = c.stats.bytes_done;
+    m.requests = c.stats.requests_done;
+    m.errors = c.stats.errors;
+    m.in_flight = c.stats.requests_in_flight;
+    m.max_in_flight = c.stats.threads_or_slots;
+    m.queued_by_priority = c.stats.queued_by_priority;
+    m.bytes_per_s = c.current_bytes_per_s;
+    s.channels.push_back(std::move(m));
+  }
+  for (const MemoryReport& r : node.ListMemories()) {
+    MemoryMetrics m;
+    m.name = r.usage.name;
+    m.kind = std::string(MemoryKindName(r.usage.kind));
+    m.pool_capacity = r.pool_capacity;
+    m.pool_used = r.pool_used;
+    m.staging_budget = r.usage.staging_budget;
+    m.staging_used = r.usage.staging_used;
+    m.staging_peak = r.usage.staging_peak;
+    s.memories.push_back(std::move(m));
+  }
+  if (peers) {
+    s.has_peers = true;
+    const v1::ListPeersResponse list = peers();
+    for (const v1::PeerInfo& p : list.peers()) {
+      s.peers.push_back(
+          {p.name(), p.state(), p.rtt_ms() / 1000.0, p.bytes_sent(), p.bytes_received()});
+    }
+  }
+  return s;
+}
+
+}  // namespace isometry

@@ -1,0 +1,248 @@
+#include "daemon/server/metrics_text.h"
+
+#include <charconv>
+#include <cmath>
+#include <initializer_list>
+
+namespace isometry {
+
+namespace {
+
+struct Label {
+  std::string_view name;
+  std::string_view value;
+};
+
+// Appends families to the page; each sample's name is the family's name
+// or the family's name plus a suffix the type allows (none here).
+class Page {
+ public:
+  void Family(std::string_view name, std::string_view type, std::string_view help) {
+    out_.append("# HELP ").append(name).append(" ");
+    for (char c : help) {
+      if (c == '\\') {
+        out_.append("\\\\");
+      } else if (c == '\n') {
+        out_.append("\\n");
+      } else {
+        out_.push_back(c);
+      }
+    }
+    out_.append("\n# TYPE ").append(name).append(" ").append(type).append("\n");
+    name_ = name;
+  }
+
+  void Sample(std::initializer_list<Label> labels, uint64_t value) {
+    Head(labels);
+    out_.append(std::to_string(value)).push_back('\n');
+  }
+  void Sample(std::initializer_list<Label> labels, double value) {
+    Head(labels);
+    AppendDouble(value);
+    out_.push_back('\n');
+  }
+
+  std::string Take() { return std::move(out_); }
+
+ private:
+  void Head(std::initializer_list<Label> labels) {
+    out_.append(name_);
+    if (labels.size() > 0) {
+      out_.push_back('{');
+      bool first = true;
+      for (const Label& l : labels) {
+        if (!first) out_.push_back(',');
+        first = false;
+        out_.append(l.name).append("=\"").append(EscapeLabelValue(l.value)).push_back('"');
+      }
+      out_.push_back('}');
+    }
+    out_.push_back(' ');
+  }
+
+  void AppendDouble(double v) {
+    if (std::isnan(v)) {
+      out_.append("NaN");
+    } else if (std::isinf(v)) {
+      out_.append(v > 0 ? "+Inf" : "-Inf");
+    } else {
+      char buf[64];
+      const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+      out_.append(buf, r.ptr);
+    }
+  }
+
+  std::string out_;
+  std::string_view name_;
+};
+
+void RenderTransfers(const MetricsSnapshot& s, Page& p) {
+  p.Family("isometry_transfers", "gauge",
+           "Transfers of this node's runtime now, by state (waiting: for staging buffers).");
+  p.Sample({{"state", "waiting"}}, s.transfers_waiting);
+  p.Sample({{"state", "running"}}, s.transfers_running);
+  p.Family("isometry_transfers_active", "gauge",
+           "Client copies in flight, cross-node ones included.");
+  p.Sample({}, s.transfers_active);
+  p.Family("isometry_transfers_submitted_total", "counter", "Transfers accepted by the runtime.");
+  p.Sample({}, s.transfers_submitted);
+  p.Family("isometry_transfers_finished_total", "counter", "Transfers that ended, by outcome.");
+  p.Sample({{"state", "done"}}, s.transfers_done);
+  p.Sample({{"state", "failed"}}, s.transfers_failed);
+  p.Sample({{"state", "cancelled"}}, s.transfers_cancelled);
+  p.Family("isometry_transfers_inline_total", "counter",
+           "Small direct copies run on the submitting thread.");
+  p.Sample({}, s.transfers_inline);
+  p.Family("isometry_transfers_waited_for_buffers_total", "counter",
+           "Transfers that had to wait for staging buffers before running.");
+  p.Sample({}, s.transfers_waited);
+}
+
+void RenderChannels(const MetricsSnapshot& s, Page& p) {
+  struct Counter {
+    const char* name;
+    const char* help;
+    uint64_t ChannelMetrics::*field;
+  };
+  for (const Counter& c : {
+           Counter{"isometry_channel_bytes_total", "Bytes moved by the channel.",
+                   &ChannelMetrics::bytes},
+           Counter{"isometry_channel_requests_total", "Requests the channel completed.",
+                   &ChannelMetrics::requests},
+           Counter{"isometry_channel_errors_total",
+                   "Requests that failed on the channel (cancellations aside).",
+                   &ChannelMetrics::errors},
+       }) {
+    p.Family(c.name, "counter", c.help);
+    for (const ChannelMetrics& ch : s.channels) {
+      p.Sample({{"channel", ch.name}, {"kind", ch.kind}}, ch.*c.field);
+    }
+  }
+  p.Family("isometry_channel_requests_in_flight", "gauge", "Requests on the channel now.");
+  for (const ChannelMetrics& ch : s.channels) {
+    p.Sample({{"channel", ch.name}, {"kind", ch.kind}}, static_cast<uint64_t>(ch.in_flight));
+  }
+  p.Family("isometry_channel_max_in_flight", "gauge", "Requests the channel may have at once.");
+  for (const ChannelMetrics& ch : s.channels) {
+    p.Sample({{"channel", ch.name}, {"kind", ch.kind}}, static_cast<uint64_t>(ch.max_in_flight));
+  }
+  p.Family("isometry_channel_throughput_bytes_per_second", "gauge",
+           "Bytes per second the channel moved over the last second.");
+  for (const ChannelMetrics& ch : s.channels) {
+    p.Sample({{"channel", ch.name}, {"kind", ch.kind}}, ch.bytes_per_s);
+  }
+  p.Family("isometry_channel_queued_xds", "gauge",
+           "Unfinished XDs in the channel's pool, by priority (absent: none queued).");
+  for (const ChannelMetrics& ch : s.channels) {
+    for (const auto& [priority, xds] : ch.queued_by_priority) {
+      const std::string prio = std::to_string(priority);
+      p.Sample({{"channel", ch.name}, {"kind", ch.kind}, {"priority", prio}},
+               static_cast<uint64_t>(xds));
+    }
+  }
+}
+
+void RenderMemories(const MetricsSnapshot& s, Page& p) {
+  struct Gauge {
+    const char* name;
+    const char* help;
+    uint64_t MemoryMetrics::*field;
+    bool pool;  // only memories with a client pool
+  };
+  for (const Gauge& g : {
+           Gauge{"isometry_pool_capacity_bytes", "Size of the memory's client pool.",
+                 &MemoryMetrics::pool_capacity, true},
+           Gauge{"isometry_pool_used_bytes", "Client pool bytes allocated now.",
+                 &MemoryMetrics::pool_used, true},
+           Gauge{"isometry_staging_budget_bytes",
+                 "Staging budget of the memory (intermediate buffers).",
+                 &MemoryMetrics::staging_budget, false},
+           Gauge{"isometry_staging_used_bytes", "Staging bytes held by transfers now.",
+                 &MemoryMetrics::staging_used, false},
+           Gauge{"isometry_staging_peak_bytes", "Most staging bytes ever held at once.",
+                 &MemoryMetrics::staging_peak, false},
+       }) {
+    p.Family(g.name, "gauge", g.help);
+    for (const MemoryMetrics& m : s.memories) {
+      if (g.pool && m.pool_capacity == 0) continue;
+      p.Sample({{"memory", m.name}, {"kind", m.kind}}, m.*g.field);
+    }
+  }
+}
+
+void RenderCaches(const MetricsSnapshot& s, Page& p) {
+  p.Family("isometry_program_cache_hits_total", "counter", "Copy programs found in the cache.");
+  p.Sample({}, s.program_cache_hits);
+  p.Family("isometry_program_cache_misses_total", "counter", "Copy programs compiled anew.");
+  p.Sample({}, s.program_cache_misses);
+  p.Family("isometry_program_cache_bytes", "gauge", "Bytes held by the cached copy programs.");
+  p.Sample({}, s.program_cache_bytes);
+  p.Family("isometry_plan_cache_hits_total", "counter", "Paths found in the plan cache.");
+  p.Sample({}, s.plan_cache_hits);
+  p.Family("isometry_plan_cache_misses_total", "counter", "Paths the planner had to search.");
+  p.Sample({}, s.plan_cache_misses);
+  p.Family("isometry_plans_total", "counter", "Paths planned, by algorithm.");
+  p.Sample({{"algorithm", "simple"}}, s.plans_simple);
+  p.Sample({{"algorithm", "full"}}, s.plans_full);
+}
+
+void RenderPeers(const MetricsSnapshot& s, Page& p) {
+  static constexpr std::string_view kStates[] = {"connecting", "up", "down", "refused"};
+  p.Family("isometry_peer_state", "gauge", "1 for the peer's current state, 0 for the others.");
+  for (const PeerMetrics& peer : s.peers) {
+    bool known = false;
+    for (std::string_view st : kStates) {
+      known |= peer.state == st;
+      p.Sample({{"peer", peer.name}, {"state", st}}, uint64_t{peer.state == st ? 1u : 0u});
+    }
+    if (!known) p.Sample({{"peer", peer.name}, {"state", peer.state}}, uint64_t{1});
+  }
+  p.Family("isometry_peer_up", "gauge", "1 while the peer is up.");
+  for (const PeerMetrics& peer : s.peers) {
+    p.Sample({{"peer", peer.name}}, uint64_t{peer.state == "up" ? 1u : 0u});
+  }
+  p.Family("isometry_peer_rtt_seconds", "gauge", "Last keepalive round trip to the peer.");
+  for (const PeerMetrics& peer : s.peers) p.Sample({{"peer", peer.name}}, peer.rtt_seconds);
+  p.Family("isometry_peer_sent_bytes_total", "counter", "Bytes sent to the peer on data links.");
+  for (const PeerMetrics& peer : s.peers) p.Sample({{"peer", peer.name}}, peer.bytes_sent);
+  p.Family("isometry_peer_received_bytes_total", "counter",
+           "Bytes received from the peer on data links.");
+  for (const PeerMetrics& peer : s.peers) p.Sample({{"peer", peer.name}}, peer.bytes_received);
+}
+
+}  // namespace
+
+std::string EscapeLabelValue(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    if (c == '\\') {
+      out.append("\\\\");
+    } else if (c == '"') {
+      out.append("\\\"");
+    } else if (c == '\n') {
+      out.append("\\n");
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::string RenderMetrics(const MetricsSnapshot& s) {
+  Page p;
+  p.Family("isometry_build_info", "gauge", "Always 1; the daemon's version as a label.");
+  p.Sample({{"version", s.version}}, uint64_t{1});
+  p.Family("isometry_uptime_seconds", "gauge", "Seconds since the daemon started.");
+  p.Sample({}, s.uptime_s);
+  p.Family("isometry_sessions", "gauge", "Client sessions open now.");
+  p.Sample({}, s.sessions);
+  RenderTransfers(s, p);
+  RenderChannels(s, p);
+  RenderMemories(s, p);
+  RenderCaches(s, p);
+  if (s.has_peers) RenderPeers(s, p);
+  return p.Take();
+}
+
+}  // namespace isometry

@@ -1,0 +1,92 @@
+// The Prometheus text exposition (format 0.0.4) of a node's numbers.
+//
+// MetricsSnapshot is a plain copy of what the daemon counts, taken in one
+// go (daemon/server/metrics_snapshot.h); RenderMetrics turns it into the
+// page GET /metrics answers. Rendering is a pure function of the snapshot,
+// so the names, types and escaping are tested without a daemon.
+//
+// What goes in: counts, sizes, rates, and the names an operator wrote in
+// the config (memories, channels, peers) or that are fixed (states,
+// kinds). Never a session token, a client's name, a file path or a secret.
+// Every name starts with `isometry_`; counters end in `_total` and never
+// decrease while the daemon runs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace isometry {
+
+struct ChannelMetrics {
+  std::string name;  // as configured ("memcpy0", "tcp:node-b")
+  std::string kind;  // "memcpy", "disk_read", ...
+  uint64_t bytes = 0;
+  uint64_t requests = 0;
+  uint64_t errors = 0;  // failed requests; cancellations are not errors
+  int in_flight = 0;
+  int max_in_flight = 0;
+  std::vector<std::pair<int, int>> queued_by_priority;  // (priority, XDs)
+  double bytes_per_s = 0;                               // over the last second
+};
+
+struct MemoryMetrics {
+  std::string name;
+  std::string kind;            // "SYS", "DSK", ...
+  uint64_t pool_capacity = 0;  // client pool; 0: none (no pool series)
+  uint64_t pool_used = 0;
+  uint64_t staging_budget = 0;
+  uint64_t staging_used = 0;
+  uint64_t staging_peak = 0;
+};
+
+struct PeerMetrics {
+  std::string name;
+  std::string state;  // connecting, up, down, refused
+  double rtt_seconds = 0;
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+};
+
+struct MetricsSnapshot {
+  std::string version;
+  double uptime_s = 0;
+  uint64_t sessions = 0;
+  // Transfers of the runtime: now ...
+  uint64_t transfers_waiting = 0;  // for staging buffers
+  uint64_t transfers_running = 0;
+  uint64_t transfers_active = 0;  // client copies in flight (cross-node ones included)
+  // ... and since start.
+  uint64_t transfers_submitted = 0;
+  uint64_t transfers_done = 0;
+  uint64_t transfers_failed = 0;
+  uint64_t transfers_cancelled = 0;
+  uint64_t transfers_inline = 0;
+  uint64_t transfers_waited = 0;  // that had to wait for staging buffers
+  uint64_t program_cache_hits = 0;
+  uint64_t program_cache_misses = 0;
+  uint64_t program_cache_bytes = 0;
+  uint64_t plan_cache_hits = 0;
+  uint64_t plan_cache_misses = 0;
+  uint64_t plans_simple = 0;
+  uint64_t plans_full = 0;
+  std::vector<ChannelMetrics> channels;
+  std::vector<MemoryMetrics> memories;
+  bool has_peers = false;  // peer series only on nodes with [[peer]]
+  std::vector<PeerMetrics> peers;
+};
+
+// A label value as the format wants it: backslash, double quote and line
+// feed escaped (\\, \", \n); every other byte as is.
+std::string EscapeLabelValue(std::string_view value);
+
+// The whole page: one `# HELP` and one `# TYPE` line before each family's
+// samples, families in a fixed order, one sample per line.
+std::string RenderMetrics(const MetricsSnapshot& s);
+
+// The Content-Type of that page.
+inline constexpr char kMetricsContentType[] = "text/plain; version=0.0.4; charset=utf-8";
+
+}  // namespace isometry
