@@ -476,6 +476,7 @@ TEST_CASE("only a transfer larger than the last-level cache streams its stores, 
   CHECK(cached > 0);
   CHECK(CheckCopy(small_src.shape, small_src.bytes, small_dst.shape, small_dst.bytes,
                   small_dst.before, small_src.shape.bounds) == "");
+}
 
 TEST_CASE("a forced path carries the model's prediction, with the smallest field as run unit") {
   auto rt = Runtime::Create(SmallConfig(32 << 20));
