@@ -25,11 +25,13 @@ TEST_CASE("calibration measures a converting channel's run sizes from 1 byte to 
   CHECK(samples->front().request_bytes == 1);
   CHECK(samples->back().request_bytes == 64ull << 20);
   for (const RateSample& s : *samples) CHECK(s.bytes_per_s > 0);
-  // Long runs are never slower than single bytes (the per-run cost the
-  // planner weighs against layout changes). Not strictly faster: on a
-  // loaded machine (ASan, busy CI) only the smallest sizes fit the budget
-  // and the rest are extrapolated flat from them.
-  CHECK(samples->back().bytes_per_s >= samples->front().bytes_per_s);
+  // Long runs are not clearly slower than single bytes (the per-run cost
+  // the planner weighs against layout changes). Not strictly faster, and
+  // with some slack: every sample is memory-bound (4.6 GB/s at 1 byte vs
+  // 7.5 at 64 MiB on a 2-core VM), so a busy neighbour during one sample
+  // moves it by more than the gap; and under ASan only the smallest sizes
+  // fit the budget, the rest extrapolated flat from them.
+  CHECK(samples->back().bytes_per_s >= 0.7 * samples->front().bytes_per_s);
 }
 
 TEST_CASE("a rate-capped channel never measures above its cap, and stays in budget") {
