@@ -456,7 +456,7 @@ TEST_CASE("only a transfer larger than the last-level cache streams its stores, 
   const FieldSpace fs = FieldSpace::Uniform(2, 8);
   // Fields apart in both, x innermost: runs of one field along x, long
   // enough to stream.
-  const int64_t rows = static_cast<int64_t>(LastLevelCacheBytes() / (64 * 16)) + 64;
+  const int64_t rows = static_cast<int64_t>(LastLevelCacheBytes() / (uint64_t{64} * 16)) + 64;
   Buf src({Box::FromExtents({rows, 64}), fs, *Layout::Parse("x,F,y", 2)}, 1);
   Buf dst({src.shape.bounds, fs, *Layout::Parse("x,y,F", 2)}, 2);
   auto t = (*rt)->Copy({.src = src.Ref(sys), .dst = dst.Ref(sys)});

@@ -20,6 +20,52 @@ using namespace isometry::bench;
 
 namespace {
 
+// Runs the scenarios named in `only` (all when empty); 2 for an unknown name.
+int RunChosen(const std::vector<std::string>& only, bool json, const LocalOptions& local,
+              const DaemonOptions& daemon, const std::string& disk_dir, double disk_mib) {
+  const std::set<std::string> chosen(only.begin(), only.end());
+  auto wanted = [&](const char* name) { return chosen.empty() || chosen.count(name); };
+  for (const std::string& s : chosen) {
+    if (s != "contiguous" && s != "aos_to_soa" && s != "pipeline" && s != "priority" &&
+        s != "client_to_client" && s != "latency" && s != "first_copy" && s != "disk" &&
+        s != "planning") {
+      std::fprintf(stderr, "unknown scenario '%s'\n", s.c_str());
+      return 2;
+    }
+  }
+  Report report(json);
+  if (wanted("contiguous")) {
+    RunContiguous(local, report);
+  }
+  if (wanted("aos_to_soa")) {
+    RunAosToSoa(local, report);
+  }
+  if (wanted("pipeline")) {
+    RunPipeline(local, report);
+  }
+  if (wanted("priority")) {
+    RunPriority(local, report);
+  }
+  if (wanted("client_to_client")) {
+    RunClientToClient(daemon, report);
+  }
+  if (wanted("latency")) {
+    RunLatency(daemon, report);
+  }
+  if (wanted("first_copy")) {
+    RunFirstCopy(daemon, report);
+  }
+  if (wanted("planning")) {
+    RunPlanning(local.rounds, report);
+  }
+  if (wanted("disk")) {
+    RunDisk(disk_dir, static_cast<uint64_t>(disk_mib * (1 << 20)), report, local.rounds,
+            local.calibrate);
+  }
+  report.Finish();
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   isometry::SetLockOrderChecksForBuild();  // as isometryd does: measure what users run
   CLI::App app{"isometry_bench: Isometry against the physical limit and its peers"};
@@ -80,47 +126,7 @@ int Main(int argc, char** argv) {
   daemon.peers = !no_peers;
   daemon.rounds = local.rounds;
 
-  const std::set<std::string> chosen(only.begin(), only.end());
-  auto wanted = [&](const char* name) { return chosen.empty() || chosen.count(name); };
-  for (const std::string& s : chosen) {
-    if (s != "contiguous" && s != "aos_to_soa" && s != "pipeline" && s != "priority" &&
-        s != "client_to_client" && s != "latency" && s != "first_copy" && s != "disk" &&
-        s != "planning") {
-      std::fprintf(stderr, "unknown scenario '%s'\n", s.c_str());
-      return 2;
-    }
-  }
-  Report report(json);
-  if (wanted("contiguous")) {
-    RunContiguous(local, report);
-  }
-  if (wanted("aos_to_soa")) {
-    RunAosToSoa(local, report);
-  }
-  if (wanted("pipeline")) {
-    RunPipeline(local, report);
-  }
-  if (wanted("priority")) {
-    RunPriority(local, report);
-  }
-  if (wanted("client_to_client")) {
-    RunClientToClient(daemon, report);
-  }
-  if (wanted("latency")) {
-    RunLatency(daemon, report);
-  }
-  if (wanted("first_copy")) {
-    RunFirstCopy(daemon, report);
-  }
-  if (wanted("planning")) {
-    RunPlanning(local.rounds, report);
-  }
-  if (wanted("disk")) {
-    RunDisk(disk_dir, static_cast<uint64_t>(disk_mib * (1 << 20)), report, local.rounds,
-            local.calibrate);
-  }
-  report.Finish();
-  return 0;
+  return RunChosen(only, json, local, daemon, disk_dir, disk_mib);
 }
 
 }  // namespace
