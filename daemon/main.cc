@@ -22,6 +22,7 @@
 
 #include "config/config_parser.h"
 #include "core/lock_checks.h"
+#include "core/main_guard.h"
 #include "core/random.h"
 #include "core/strings.h"
 #include "core/unique_fd.h"
@@ -342,15 +343,4 @@ int Main(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  // Serve handles its own failures; what escapes is a bug or an allocation
-  // failure: say so in one line instead of std::terminate's abort.
-  try {
-    return Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "isometryd: fatal: %s\n", e.what());
-  } catch (...) {
-    std::fprintf(stderr, "isometryd: fatal: unknown exception\n");
-  }
-  return 1;
-}
+int main(int argc, char** argv) { return isometry::RunMain("isometryd", 1, Main, argc, argv); }

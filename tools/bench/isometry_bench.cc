@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/lock_checks.h"
+#include "core/main_guard.h"
 #include "tools/bench/daemon_scenarios.h"
 #include "tools/bench/disk_scenarios.h"
 #include "tools/bench/local_scenarios.h"
@@ -131,13 +132,4 @@ int Main(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "isometry_bench: fatal: %s\n", e.what());
-  } catch (...) {
-    std::fprintf(stderr, "isometry_bench: fatal: unknown exception\n");
-  }
-  return 1;
-}
+int main(int argc, char** argv) { return isometry::RunMain("isometry_bench", 1, Main, argc, argv); }

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "core/main_guard.h"
 #include "core/strings.h"
 #include "tools/isoctl/commands.h"
 #include "tools/isoctl/exit_codes.h"
@@ -329,14 +330,5 @@ int Main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Errors are Status values; what escapes is a bug or an allocation
-  // failure: one line and the daemon-error code instead of an abort.
-  try {
-    return Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "isoctl: fatal: %s\n", e.what());
-  } catch (...) {
-    std::fprintf(stderr, "isoctl: fatal: unknown exception\n");
-  }
-  return kExitDaemonError;
+  return isometry::RunMain("isoctl", kExitDaemonError, Main, argc, argv);
 }
