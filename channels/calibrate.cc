@@ -6,13 +6,13 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <memory>
 
 #include "channels/disk/disk_file.h"
 #include "channels/host_pages.h"
 #include "channels/request_stream.h"
+#include "core/cpu_cache.h"
 #include "core/random.h"
 #include "core/strings.h"
 #include "core/unique_fd.h"
@@ -53,21 +53,6 @@ std::shared_ptr<const CopyProgram> Runs(uint64_t run) {
   p->bytes = runs * run;
   p->runs = runs;
   return p;
-}
-
-// Bytes of the last-level cache of CPU 0, from sysfs (the largest data or
-// unified cache listed); 0 when unknown.
-uint64_t LastLevelCacheBytes() {
-  uint64_t largest = 0;
-  for (int i = 0; i < 16; ++i) {
-    const std::string dir = StrCat("/sys/devices/system/cpu/cpu0/cache/index", i);
-    std::ifstream type(dir + "/type"), size(dir + "/size");
-    std::string t, sz;
-    if (!(type >> t) || !(size >> sz)) continue;
-    if (t == "Instruction") continue;
-    largest = std::max(largest, ParseCacheSize(sz));
-  }
-  return largest;
 }
 
 // Back-to-back requests make(0), make(1), ... of `bytes` each, up to the
@@ -141,28 +126,6 @@ std::vector<uint64_t> CalibrationSizes(const ChannelCaps& caps) {
     for (uint64_t s = 4096; s <= (64ull << 20); s *= 4) sizes.push_back(s);
   }
   return sizes;
-}
-
-uint64_t ParseCacheSize(std::string_view text) {
-  uint64_t n = 0;
-  size_t i = 0;
-  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
-    if (n > (uint64_t{1} << 40)) return 0;  // nonsense, not a cache
-    n = n * 10 + static_cast<uint64_t>(text[i] - '0');
-  }
-  if (i == 0) return 0;
-  const std::string_view unit = text.substr(i);
-  if (unit.empty() || unit == "\n") return n;
-  switch (unit[0]) {
-    case 'K':
-      return n << 10;
-    case 'M':
-      return n << 20;
-    case 'G':
-      return n << 30;
-    default:
-      return 0;
-  }
 }
 
 uint64_t CalibrationAreaBytes(uint64_t llc_bytes) {

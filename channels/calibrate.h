@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -40,12 +39,9 @@ std::vector<uint64_t> CalibrationSizes(const ChannelCaps& caps);
 // 256 MiB). Host-memory channels only. Other traffic on the channel lowers
 // the figures.
 // The size of each of MeasureChannel's source and destination areas:
-// 4x the last-level cache, at least 128 MiB (two slots of the largest
-// request, also when the cache size is unknown: 0), at most 1 GiB.
+// 4x the last-level cache (core/cpu_cache.h), at least 128 MiB (two slots
+// of the largest request, also for a cache size of 0), at most 1 GiB.
 uint64_t CalibrationAreaBytes(uint64_t llc_bytes);
-
-// A sysfs cache size ("32768K", "1M", "512"), in bytes; 0 when malformed.
-uint64_t ParseCacheSize(std::string_view text);
 
 Result<std::vector<RateSample>> MeasureChannel(Channel& channel, std::chrono::milliseconds budget);
 

@@ -96,15 +96,15 @@ class Service final : public refl::ServerReflection::Service, public ReflectionV
     }
     auto* out = resp.mutable_file_descriptor_response();
     std::set<const FileDescriptor*> seen{file};
-    std::vector<const FileDescriptor*> todo{file};
-    while (!todo.empty()) {
-      const FileDescriptor* f = todo.back();
-      todo.pop_back();
+    std::vector<const FileDescriptor*> pending{file};
+    while (!pending.empty()) {
+      const FileDescriptor* f = pending.back();
+      pending.pop_back();
       google::protobuf::FileDescriptorProto proto;
       f->CopyTo(&proto);
       proto.SerializeToString(out->add_file_descriptor_proto());
       for (int i = 0; i < f->dependency_count(); ++i) {
-        if (seen.insert(f->dependency(i)).second) todo.push_back(f->dependency(i));
+        if (seen.insert(f->dependency(i)).second) pending.push_back(f->dependency(i));
       }
     }
   }

@@ -6,6 +6,7 @@
 
 #include "channels/channel_factory.h"
 #include "channels/disk/disk_channel.h"
+#include "core/cpu_cache.h"
 #include "unit/temp_dir.h"
 
 using namespace isometry;
