@@ -87,22 +87,49 @@ void PlanCache::Insert(const PlanKey& key, std::shared_ptr<const Path> value) {
   absl::MutexLock lock(&mu_);
   auto it = map_.find(key);
   if (it != map_.end()) {
+    bytes_ -= FootprintOf(key, *it->second->second);
+    bytes_ += FootprintOf(key, *value);
     it->second->second = std::move(value);
     lru_.splice(lru_.begin(), lru_, it->second);
     return;
   }
   if (map_.size() >= capacity_) {
+    bytes_ -= FootprintOf(lru_.back().first, *lru_.back().second);
     map_.erase(lru_.back().first);
     lru_.pop_back();
   }
+  bytes_ += FootprintOf(key, *value);
   lru_.emplace_front(key, std::move(value));
   map_.emplace(key, lru_.begin());
+}
+
+uint64_t PlanCache::FootprintOf(const PlanKey& key, const Path& path) {
+  auto layout_bytes = [](const Layout& l) {
+    return l.components().capacity() * sizeof(LayoutComponent);
+  };
+  // The LRU node and the index node, each holding a key or a pointer.
+  uint64_t n = 2 * sizeof(PlanKey) + sizeof(Path) + 4 * sizeof(void*);
+  n += layout_bytes(key.src_layout) + layout_bytes(key.dst_layout);
+  for (const PathNode& node : path.nodes) n += sizeof(PathNode) + layout_bytes(node.layout);
+  for (const TopologyEdge& edge : path.edges) {
+    n += sizeof(TopologyEdge) + edge.channel_name.capacity();
+  }
+  n += path.algorithm.capacity();
+  n += path.hop_bps.capacity() * sizeof(double);
+  n += (path.request_bytes.capacity() + path.buffer_bytes.capacity()) * sizeof(uint64_t);
+  return n;
+}
+
+uint64_t PlanCache::bytes() const {
+  absl::MutexLock lock(&mu_);
+  return bytes_;
 }
 
 void PlanCache::Clear() {
   absl::MutexLock lock(&mu_);
   map_.clear();
   lru_.clear();
+  bytes_ = 0;
 }
 
 size_t PlanCache::size() const {

@@ -63,6 +63,11 @@ class PlanCache {
   uint64_t misses() const { return misses_.load(std::memory_order_relaxed); }
   size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
   size_t capacity() const { return capacity_; }
+  // What the kept entries hold, estimated from their keys' and paths'
+  // vectors and strings (the throughput curves are shared with the
+  // topology and not counted).
+  uint64_t bytes() const ABSL_LOCKS_EXCLUDED(mu_);
+  static uint64_t FootprintOf(const PlanKey& key, const Path& path);
 
  private:
   using Entry = std::pair<PlanKey, std::shared_ptr<const Path>>;
@@ -71,6 +76,7 @@ class PlanCache {
   std::atomic<uint64_t> hits_{0}, misses_{0};
   mutable absl::Mutex mu_;
   std::list<Entry> lru_ ABSL_GUARDED_BY(mu_);  // most recent first
+  uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::unordered_map<PlanKey, std::list<Entry>::iterator, PlanKeyHash> map_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -91,6 +91,8 @@ PlannerStats Planner::stats() const {
   s.simple_plans = simple_plans_.load(std::memory_order_relaxed);
   s.full_plans = full_plans_.load(std::memory_order_relaxed);
   s.failures = failures_.load(std::memory_order_relaxed);
+  s.cache_entries = cache_.size();
+  s.cache_bytes = cache_.bytes();
   return s;
 }
 

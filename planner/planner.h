@@ -40,9 +40,11 @@ struct PlannerOptions {
 struct PlannerStats {
   uint64_t cache_hits = 0;
   uint64_t cache_misses = 0;
-  uint64_t simple_plans = 0;  // paths the simple algorithm produced
-  uint64_t full_plans = 0;    // paths the full algorithm produced
-  uint64_t failures = 0;      // requests that ended in an error
+  uint64_t simple_plans = 0;   // paths the simple algorithm produced
+  uint64_t full_plans = 0;     // paths the full algorithm produced
+  uint64_t failures = 0;       // requests that ended in an error
+  uint64_t cache_entries = 0;  // paths kept now
+  uint64_t cache_bytes = 0;    // what they hold (PlanCache::bytes)
 };
 
 class Planner {

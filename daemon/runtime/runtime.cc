@@ -200,7 +200,7 @@ std::vector<MemoryUsage> Runtime::Memories() const {
   for (size_t i = 0; i < impl_->pools.size(); ++i) {
     const StagingPool& p = impl_->pools[i];
     const TopologyMemory& m = impl_->topo.memories[i];
-    out.push_back({m.name, m.id, m.kind, p.budget(), p.used(), p.peak(), p.largest()});
+    out.push_back({m.name, m.id, m.kind, p.budget(), p.used(), p.peak(), p.largest(), p.cached()});
   }
   return out;
 }
@@ -244,11 +244,14 @@ RuntimeStats Runtime::Stats() const {
   s.program_cache_hits = impl_->cache.hits();
   s.program_cache_misses = impl_->cache.misses();
   s.program_cache_bytes = impl_->cache.bytes();
+  s.program_cache_entries = impl_->cache.size();
   absl::MutexLock lock(&impl_->planner_stats_mu);
   const PlannerStats p = impl_->CurrentPlanner()->stats();
   const PlannerStats r = impl_->retired_planners;
   s.plan_cache_hits = p.cache_hits;
   s.plan_cache_misses = p.cache_misses;
+  s.plan_cache_entries = p.cache_entries;
+  s.plan_cache_bytes = p.cache_bytes;
   s.plans_simple = p.simple_plans;
   s.plans_full = p.full_plans;
   s.plan_cache_hits_since_start = r.cache_hits + p.cache_hits;

@@ -167,6 +167,7 @@ struct MemoryUsage {
   uint64_t staging_used = 0;    // bytes of intermediate buffers held now
   uint64_t staging_peak = 0;    // most ever held at once
   uint64_t largest_buffer = 0;  // largest single intermediate buffer ever
+  uint64_t staging_cached = 0;  // mapped bytes of buffers given back, kept for reuse
 };
 
 struct ChannelStats {
@@ -192,8 +193,11 @@ struct RuntimeStats {
   uint64_t program_cache_hits = 0;
   uint64_t program_cache_misses = 0;
   uint64_t program_cache_bytes = 0;  // held by the kept programs
-  uint64_t transfers_inline = 0;     // small direct copies run on the submitting thread
-  uint64_t plan_cache_hits = 0;      // since the last calibration (its fresh planner)
+  uint64_t program_cache_entries = 0;
+  uint64_t plan_cache_entries = 0;  // paths the current planner keeps
+  uint64_t plan_cache_bytes = 0;    // what they hold (estimate)
+  uint64_t transfers_inline = 0;    // small direct copies run on the submitting thread
+  uint64_t plan_cache_hits = 0;     // since the last calibration (its fresh planner)
   uint64_t plan_cache_misses = 0;
   uint64_t plans_simple = 0;
   uint64_t plans_full = 0;

@@ -23,6 +23,9 @@ void CopyStatus(const NodeStatus& st, MetricsSnapshot& s) {
   s.program_cache_hits = r.program_cache_hits;
   s.program_cache_misses = r.program_cache_misses;
   s.program_cache_bytes = r.program_cache_bytes;
+  s.program_cache_entries = r.program_cache_entries;
+  s.plan_cache_entries = r.plan_cache_entries;
+  s.plan_cache_bytes = r.plan_cache_bytes;
   s.plan_cache_hits = r.plan_cache_hits_since_start;
   s.plan_cache_misses = r.plan_cache_misses_since_start;
   s.plans_simple = r.plans_simple_since_start;
@@ -57,6 +60,7 @@ MetricsSnapshot TakeMetricsSnapshot(const Node& node, const MetricsPeersProvider
     m.staging_budget = r.usage.staging_budget;
     m.staging_used = r.usage.staging_used;
     m.staging_peak = r.usage.staging_peak;
+    m.staging_cached = r.usage.staging_cached;
     s.memories.push_back(std::move(m));
   }
   if (peers) {

@@ -161,6 +161,9 @@ void RenderMemories(const MetricsSnapshot& s, Page& p) {
                  &MemoryMetrics::staging_used, false},
            Gauge{"isometry_staging_peak_bytes", "Most staging bytes ever held at once.",
                  &MemoryMetrics::staging_peak, false},
+           Gauge{"isometry_staging_cached_bytes",
+                 "Staging bytes given back and kept mapped for reuse (within the budget).",
+                 &MemoryMetrics::staging_cached, false},
        }) {
     p.Family(g.name, "gauge", g.help);
     for (const MemoryMetrics& m : s.memories) {
@@ -177,10 +180,17 @@ void RenderCaches(const MetricsSnapshot& s, Page& p) {
   p.Sample({}, s.program_cache_misses);
   p.Family("isometry_program_cache_bytes", "gauge", "Bytes held by the cached copy programs.");
   p.Sample({}, s.program_cache_bytes);
+  p.Family("isometry_program_cache_entries", "gauge", "Copy programs kept in the cache.");
+  p.Sample({}, s.program_cache_entries);
   p.Family("isometry_plan_cache_hits_total", "counter", "Paths found in the plan cache.");
   p.Sample({}, s.plan_cache_hits);
   p.Family("isometry_plan_cache_misses_total", "counter", "Paths the planner had to search.");
   p.Sample({}, s.plan_cache_misses);
+  p.Family("isometry_plan_cache_entries", "gauge", "Paths kept in the plan cache.");
+  p.Sample({}, s.plan_cache_entries);
+  p.Family("isometry_plan_cache_bytes", "gauge",
+           "Bytes held by the plan cache's paths and keys (estimate).");
+  p.Sample({}, s.plan_cache_bytes);
   p.Family("isometry_plans_total", "counter", "Paths planned, by algorithm.");
   p.Sample({{"algorithm", "simple"}}, s.plans_simple);
   p.Sample({{"algorithm", "full"}}, s.plans_full);

@@ -40,6 +40,7 @@ struct MemoryMetrics {
   uint64_t staging_budget = 0;
   uint64_t staging_used = 0;
   uint64_t staging_peak = 0;
+  uint64_t staging_cached = 0;
 };
 
 struct PeerMetrics {
@@ -68,8 +69,11 @@ struct MetricsSnapshot {
   uint64_t program_cache_hits = 0;
   uint64_t program_cache_misses = 0;
   uint64_t program_cache_bytes = 0;
+  uint64_t program_cache_entries = 0;
   uint64_t plan_cache_hits = 0;
   uint64_t plan_cache_misses = 0;
+  uint64_t plan_cache_entries = 0;
+  uint64_t plan_cache_bytes = 0;
   uint64_t plans_simple = 0;
   uint64_t plans_full = 0;
   std::vector<ChannelMetrics> channels;

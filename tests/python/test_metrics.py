@@ -161,7 +161,9 @@ class MetricsTest(unittest.TestCase):
                        "isometry_channel_throughput_bytes_per_second", "isometry_transfers",
                        "isometry_transfers_finished_total", "isometry_pool_used_bytes",
                        "isometry_staging_used_bytes", "isometry_plan_cache_hits_total",
-                       "isometry_program_cache_misses_total", "isometry_program_cache_bytes"):
+                       "isometry_program_cache_misses_total", "isometry_program_cache_bytes",
+                       "isometry_program_cache_entries", "isometry_plan_cache_entries",
+                       "isometry_plan_cache_bytes", "isometry_staging_cached_bytes"):
             self.assertIn(family, types)
         self.assertNotIn("isometry_peer_up", types)  # no [[peer]]
         # The dashboard asks only for metrics the daemon serves.
@@ -183,6 +185,10 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(after[done] - before[done], 1)
         used = ("isometry_pool_used_bytes", '{memory="sys0",kind="SYS"}')
         self.assertEqual(after[used], 0)  # the client closed: its allocations are freed
+        # The copy was planned and compiled once: both caches hold it now.
+        self.assertGreaterEqual(after[("isometry_plan_cache_entries", "")], 1)
+        self.assertGreater(after[("isometry_plan_cache_bytes", "")], 0)
+        self.assertGreaterEqual(after[("isometry_program_cache_entries", "")], 1)
         # Nothing secret or client-given: the client's name is not there.
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
             self.assertNotIn("metrics-test", r.read().decode())

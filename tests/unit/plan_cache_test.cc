@@ -71,8 +71,14 @@ TEST_CASE("plan cache: hits, misses and least-recently-used eviction") {
   CHECK(cache.Find(key(4))->algorithm == "tag5");
   CHECK(cache.hits() == 4);
   CHECK(cache.misses() == 2);
+  // bytes follows inserts, replacements and evictions exactly.
+  const uint64_t each = PlanCache::FootprintOf(key(1), SomePath(1));
+  CHECK(each > sizeof(PlanKey));
+  CHECK(cache.bytes() ==
+        PlanCache::FootprintOf(key(1), SomePath(1)) + PlanCache::FootprintOf(key(4), SomePath(5)));
   cache.Clear();
   CHECK(cache.size() == 0);
+  CHECK(cache.bytes() == 0);
   PlanCache off(0);
   off.Insert(key(1), SomePath(1));
   CHECK(off.Find(key(1)) == nullptr);
