@@ -65,6 +65,10 @@ template <typename... Args>
 Status PermissionDenied(const Args&... args) {
   return absl::PermissionDeniedError(StrCat(args...));
 }
+template <typename... Args>
+Status Unimplemented(const Args&... args) {
+  return absl::UnimplementedError(StrCat(args...));
+}
 
 }  // namespace isometry
 

@@ -30,6 +30,9 @@ Result<FieldSpace> FieldsFromProto(const google::protobuf::RepeatedPtrField<v1::
 }
 
 Result<InstanceSpec> InstanceSpecFromProto(const v1::InstanceSpec& spec) {
+  if (spec.has_datatype() || spec.private_range() != 0) {
+    return Unimplemented("datatype and private-range instances are not served by this daemon yet");
+  }
   ISO_ASSIGN_OR_RETURN(Box bounds, BoxFromProto(spec.bounds(), "instance bounds"));
   ISO_ASSIGN_OR_RETURN(FieldSpace fields, FieldsFromProto(spec.fields()));
   ISO_ASSIGN_OR_RETURN(Layout layout, Layout::Parse(spec.layout(), bounds.dims));

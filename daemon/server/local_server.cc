@@ -327,6 +327,9 @@ struct LocalServer::Impl {
       }
       case v1::LocalRequest::kUnregisterInstance:
         return node.UnregisterInstance(c.session, req.unregister_instance().instance());
+      case v1::LocalRequest::kRegisterPrivate:
+      case v1::LocalRequest::kPublishPrivate:
+        return Unimplemented("private memory ranges are not served by this daemon yet");
       case v1::LocalRequest::BODY_NOT_SET:
         break;
     }
