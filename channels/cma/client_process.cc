@@ -159,9 +159,8 @@ Result<ClientProcess> ClientProcess::Open(const PeerCredentials& peer) {
     }
   }
   if (ids.proc_owner != peer.uid) {
-    return refuse(
-        "it is not dumpable (a setuid/setgid exec or prctl(PR_SET_DUMPABLE, 0)); /proc/",
-        peer.pid, " is owned by uid ", ids.proc_owner);
+    return refuse("it is not dumpable (a setuid/setgid exec or prctl(PR_SET_DUMPABLE, 0)); /proc/",
+                  peer.pid, " is owned by uid ", ids.proc_owner);
   }
   if (peer.uid != 0 && (ids.cap_permitted | ids.cap_effective) != 0) {
     return refuse("it holds capabilities (CapPrm ", ids.cap_permitted, ")");

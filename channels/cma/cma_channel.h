@@ -48,7 +48,7 @@ struct CmaCost {
   double bytes_per_second = 0;
 };
 
-// Measures CmaCost on this machine (about 10-30 ms): process_vm_readv of
+// Measures CmaCost on this machine (about 20-60 ms, 3 MiB of scratch memory): process_vm_readv of
 // this process's own memory, 1 MiB each time, in iovecs of 64 B to
 // 64 KiB (a least-squares line through time vs iovec count) and as one
 // iovec. The 1 MiB is cache-resident, so bytes_per_second is the

@@ -45,16 +45,17 @@ class Batcher {
         cancelled_(cancelled),
         batch_bytes_(limits.batch_bytes ? limits.batch_bytes : 1),
         max_iovecs_(std::clamp<size_t>(limits.max_iovecs, 1, kMaxIovecs)),
-        call_(target.syscall                                   ? target.syscall
+        call_(target.syscall                            ? target.syscall
               : target.direction == CmaDirection::kRead ? RealRead
-                                                          : RealWrite),
+                                                        : RealWrite),
         stats_(stats) {}
 
   // One run: `len` bytes at `remote` in the other process, at `local` here.
   Status Add(uint64_t remote, uint64_t local, uint64_t len) {
     while (len > 0) {
       const uint64_t piece = std::min(len, batch_bytes_ - bytes_);
-      const bool join_remote = nr_ && Address(remote_[nr_ - 1]) + remote_[nr_ - 1].iov_len == remote;
+      const bool join_remote =
+          nr_ && Address(remote_[nr_ - 1]) + remote_[nr_ - 1].iov_len == remote;
       const bool join_local = nl_ && Address(local_[nl_ - 1]) + local_[nl_ - 1].iov_len == local;
       if ((!join_remote && nr_ == max_iovecs_) || (!join_local && nl_ == max_iovecs_)) {
         ISO_RETURN_IF_ERROR(Issue());
@@ -124,8 +125,8 @@ class Batcher {
                                 " (ptrace access check: CAP_SYS_PTRACE, kernel.yama.ptrace_scope)");
       case EFAULT:
         return InvalidArgument(t_.channel, ": could not ", verb, " ", at.iov_len, " bytes at 0x",
-                               Hex(Address(at)), " in process ", t_.pid,
-                               ": not mapped", t_.direction == CmaDirection::kWrite ? " writable" : "");
+                               Hex(Address(at)), " in process ", t_.pid, ": not mapped",
+                               t_.direction == CmaDirection::kWrite ? " writable" : "");
       case ENOMEM:
         return ResourceExhausted(t_.channel, ": out of memory for a ", verb, " of process ",
                                  t_.pid);
@@ -195,8 +196,7 @@ class Batcher {
 }  // namespace
 
 Status CmaCopy(const CopyProgram& program, const CmaTarget& target,
-               const std::atomic<bool>* cancelled, const CmaLimits& limits,
-               CmaCopyStats* stats) {
+               const std::atomic<bool>* cancelled, const CmaLimits& limits, CmaCopyStats* stats) {
   CmaCopyStats ignored;
   Batcher batcher(target, cancelled, limits, stats ? *stats : ignored);
   const bool read = target.direction == CmaDirection::kRead;

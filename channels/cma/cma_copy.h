@@ -51,18 +51,18 @@ struct CmaLimits {
 // The other process and how the copy reaches it.
 struct CmaTarget {
   pid_t pid = 0;
-  int pidfd = -1;                     // pins identity; see CmaCopy
-  uint64_t remote_base = 0;           // ProcessBytes::address
-  std::byte* local_base = nullptr;    // HostBytes::base
+  int pidfd = -1;                   // pins identity; see CmaCopy
+  uint64_t remote_base = 0;         // ProcessBytes::address
+  std::byte* local_base = nullptr;  // HostBytes::base
   CmaDirection direction = CmaDirection::kRead;
-  CmaSyscall syscall = nullptr;       // null: the real one
-  std::string_view channel = "cma";   // for messages
+  CmaSyscall syscall = nullptr;      // null: the real one
+  std::string_view channel = "cma";  // for messages
 };
 
 // What one CmaCopy did: for the calibration and tests.
 struct CmaCopyStats {
-  uint64_t calls = 0;      // system calls made, resumptions included
-  uint64_t batches = 0;    // batches issued
+  uint64_t calls = 0;    // system calls made, resumptions included
+  uint64_t batches = 0;  // batches issued
   uint64_t remote_iovecs = 0;
   uint64_t local_iovecs = 0;
 };

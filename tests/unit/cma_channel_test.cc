@@ -21,7 +21,8 @@ namespace {
 
 std::vector<std::byte> Pattern(size_t n, int seed) {
   std::vector<std::byte> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 131 + seed * 7 + i / 251) & 255);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = static_cast<std::byte>((i * 131 + seed * 7 + i / 251) & 255);
   return v;
 }
 
@@ -166,8 +167,8 @@ TEST_CASE("cma writes a strided program into a child process byte for byte") {
   const auto program = StridedProgram();
   const auto src = Pattern(kBytes, 3);
   ExecuteProgram(*program, src.data(), want.data());
-  REQUIRE(Run(*channel, {program, HostBytes{const_cast<std::byte*>(src.data())},
-                         process.At(child.address())})
+  REQUIRE(Run(*channel,
+              {program, HostBytes{const_cast<std::byte*>(src.data())}, process.At(child.address())})
               .ok());
   CHECK(child.Dump() == want);
 }
@@ -235,7 +236,8 @@ TEST_CASE("cma resumes short calls from the byte they stopped at") {
 
 TEST_CASE("cma copies what is mapped, then names the unmapped address") {
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  void* area = ::mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* area =
+      ::mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   REQUIRE(area != MAP_FAILED);
   auto* bytes = static_cast<std::byte*>(area);
   std::fill(bytes, bytes + 2 * page, std::byte{0x11});
@@ -291,9 +293,9 @@ TEST_CASE("a child killed mid-request fails it cleanly and the channel keeps ser
   // Still serving a live one.
   CmaChild child(remote.data(), kBytes);
   const ClientProcess process = Open(child);
-  REQUIRE(Run(*channel, {ContiguousProgram(kBytes), process.At(child.address()),
-                         HostBytes{dst.data()}})
-              .ok());
+  REQUIRE(
+      Run(*channel, {ContiguousProgram(kBytes), process.At(child.address()), HostBytes{dst.data()}})
+          .ok());
   CHECK(dst == CmaChild::Expected(remote.data(), kBytes));
 }
 
@@ -313,7 +315,8 @@ TEST_CASE("cma stops between batches once cancelled") {
               .local_base = dst.data(),
               .syscall = ShortRead};
   CmaCopyStats stats;
-  const Status s = CmaCopy(*ContiguousProgram(kBytes), t, &cancelled, {.batch_bytes = 4096}, &stats);
+  const Status s =
+      CmaCopy(*ContiguousProgram(kBytes), t, &cancelled, {.batch_bytes = 4096}, &stats);
   hook = nullptr;
   CHECK(s.code() == absl::StatusCode::kCancelled);
   CHECK(stats.batches == 2);  // the second batch was running when the flag was set
@@ -324,7 +327,8 @@ TEST_CASE("cma stops between batches once cancelled") {
                    HostBytes{untouched.data()}};
   r.cancelled = &cancelled;
   CHECK(Run(*channel, r).code() == absl::StatusCode::kCancelled);
-  CHECK(std::all_of(untouched.begin(), untouched.end(), [](std::byte b) { return b == std::byte{0}; }));
+  CHECK(std::all_of(untouched.begin(), untouched.end(),
+                    [](std::byte b) { return b == std::byte{0}; }));
 }
 
 TEST_CASE("cma refuses endpoints it cannot serve") {
@@ -361,7 +365,6 @@ TEST_CASE("the probe finds cma here and the calibration measures it quickly") {
   CHECK(cost->per_iovec_seconds > 0);
   CHECK(cost->per_iovec_seconds < 1e-4);
   CHECK(cost->bytes_per_second > 1e8);
-  WARN("cma: " << cost->per_iovec_seconds * 1e9 << " ns per iovec, "
-               << cost->bytes_per_second / 1e9 << " GB/s contiguous, measured in " << took * 1e3
-               << " ms");
+  WARN("cma: " << cost->per_iovec_seconds * 1e9 << " ns per iovec, " << cost->bytes_per_second / 1e9
+               << " GB/s contiguous, measured in " << took * 1e3 << " ms");
 }

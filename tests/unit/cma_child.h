@@ -5,8 +5,8 @@
 // reads, writes and exits (async-signal-safe: the test has threads).
 #pragma once
 
-#include <signal.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
