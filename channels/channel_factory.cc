@@ -79,7 +79,11 @@ Result<std::unique_ptr<Channel>> MakeCma(const ChannelConfig& c, const ChannelCo
 ChannelAvailability ProbeCmaKind(ChannelKind kind, const ChannelContext&) {
   const Status s = ProbeCma();
   if (!s.ok()) return Absent(kind, std::string(s.message()));
-  return Available(kind, "process_vm_readv/writev and pidfd_open work");
+  const int scope = YamaPtraceScope();
+  return Available(
+      kind, StrCat("process_vm_readv/writev and pidfd_open work; ",
+                   scope < 0 ? std::string("no Yama") : StrCat("kernel.yama.ptrace_scope ", scope),
+                   "; other users' processes need CAP_SYS_PTRACE"));
 }
 // RDMA would be a remote_memcpy backend; reported beside the kinds so the
 // log says why the network hop runs over TCP.

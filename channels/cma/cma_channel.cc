@@ -1,5 +1,6 @@
 #include "channels/cma/cma_channel.h"
 
+#include <fcntl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -149,7 +150,21 @@ Status ProbeCma() {
   }
   auto pidfd = OpenPidfd(::getpid());
   if (!pidfd.ok()) return Unavailable(pidfd.status().message());
+  // Reading itself passes every ptrace check, so Yama's "no attach" (3),
+  // which refuses every other process, is read from its sysctl.
+  if (YamaPtraceScope() == 3) {
+    return Unavailable("kernel.yama.ptrace_scope is 3: no process may read another's memory");
+  }
   return OkStatus();
+}
+
+int YamaPtraceScope() {
+  char buf[8] = {};
+  UniqueFd fd(::open("/proc/sys/kernel/yama/ptrace_scope", O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return -1;
+  const ssize_t n = ::read(fd.get(), buf, sizeof(buf) - 1);
+  if (n < 1 || buf[0] < '0' || buf[0] > '3') return -1;
+  return buf[0] - '0';
 }
 
 }  // namespace isometry

@@ -38,8 +38,13 @@ Result<std::unique_ptr<Channel>> MakeCmaChannel(const ChannelConfig& config);
 
 // Whether process_vm_readv and pidfd_open work for this process here (a
 // seccomp filter, a kernel without CONFIG_CROSS_MEMORY_ATTACH or before
-// 5.3 refuses them): reads a few bytes of itself. OK, or the reason.
+// 5.3 refuses them): reads a few bytes of itself; and that Yama's
+// ptrace_scope is not 3 (which refuses every other process, even with
+// CAP_SYS_PTRACE). OK, or the reason.
 Status ProbeCma();
+
+// kernel.yama.ptrace_scope (0-3), or -1 without Yama.
+int YamaPtraceScope();
 
 // The planner's cost model of CMA: moving B bytes in R runs costs about
 // R * per_iovec_seconds + B / bytes_per_second.
