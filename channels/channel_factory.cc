@@ -83,7 +83,8 @@ ChannelAvailability ProbeCmaKind(ChannelKind kind, const ChannelContext&) {
   return Available(
       kind, StrCat("process_vm_readv/writev and pidfd_open work; ",
                    scope < 0 ? std::string("no Yama") : StrCat("kernel.yama.ptrace_scope ", scope),
-                   "; other users' processes need CAP_SYS_PTRACE"));
+                   "; reaching clients' processes needs CAP_SYS_PTRACE (or "
+                   "ptrace_scope 0 and the daemon's own uid)"));
 }
 // RDMA would be a remote_memcpy backend; reported beside the kinds so the
 // log says why the network hop runs over TCP.

@@ -63,7 +63,7 @@ Result<CmaCost> MeasureCmaCost() {
   int points = 0;
   for (size_t piece = 64; piece <= (64u << 10); piece *= 4) {
     ISO_ASSIGN_OR_RETURN(double t, TimeRead(src, dst, piece, kRepeats));
-    const double n = static_cast<double>(kArea / piece);
+    const double n = static_cast<double>(kArea) / static_cast<double>(piece);
     sx += n;
     sy += t;
     sxx += n * n;

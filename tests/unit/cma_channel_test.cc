@@ -19,10 +19,11 @@ using isometry::testing::CmaChild;
 
 namespace {
 
-std::vector<std::byte> Pattern(size_t n, int seed) {
+std::vector<std::byte> Pattern(size_t n, size_t seed) {
   std::vector<std::byte> v(n);
-  for (size_t i = 0; i < n; ++i)
+  for (size_t i = 0; i < n; ++i) {
     v[i] = static_cast<std::byte>((i * 131 + seed * 7 + i / 251) & 255);
+  }
   return v;
 }
 
@@ -82,10 +83,10 @@ std::unique_ptr<Channel> MakeCma(int threads = 2) {
   return std::move(*ch);
 }
 
-Status Run(Channel& c, ChannelRequest r) {
+Status Run(Channel& c, const ChannelRequest& r) {
   std::promise<Status> done;
   auto f = done.get_future();
-  c.Submit(std::move(r), [&](Status s) { done.set_value(std::move(s)); });
+  c.Submit(r, [&](Status s) { done.set_value(std::move(s)); });
   return f.get();
 }
 
