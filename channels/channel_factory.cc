@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "channels/cma/cma_channel.h"
 #include "channels/disk/disk_channel.h"
 #include "channels/disk/uring.h"
 #include "channels/memcpy/memcpy_channel.h"
@@ -69,8 +70,21 @@ ChannelAvailability ProbeGpu(ChannelKind kind, const ChannelContext&) {
                              device ? " (an NVIDIA device node exists: /dev/nvidia0)"
                                     : "; no NVIDIA device node (/dev/nvidia0)"));
 }
-ChannelAvailability ProbeCma(ChannelKind kind, const ChannelContext&) {
-  return Absent(kind, "this version of isometryd has no CMA channel");
+Result<std::unique_ptr<Channel>> MakeCma(const ChannelConfig& c, const ChannelContext&) {
+  return MakeCmaChannel(c);
+}
+// A read of this process shows whether seccomp, the kernel build or the
+// ptrace policy let the daemon use process_vm_*; another uid's process
+// also needs CAP_SYS_PTRACE (channels/cma/client_process.h).
+ChannelAvailability ProbeCmaKind(ChannelKind kind, const ChannelContext&) {
+  const Status s = ProbeCma();
+  if (!s.ok()) return Absent(kind, std::string(s.message()));
+  const int scope = YamaPtraceScope();
+  return Available(
+      kind, StrCat("process_vm_readv/writev and pidfd_open work; ",
+                   scope < 0 ? std::string("no Yama") : StrCat("kernel.yama.ptrace_scope ", scope),
+                   "; reaching clients' processes needs CAP_SYS_PTRACE (or "
+                   "ptrace_scope 0 and the daemon's own uid)"));
 }
 // RDMA would be a remote_memcpy backend; reported beside the kinds so the
 // log says why the network hop runs over TCP.
@@ -93,7 +107,7 @@ struct Backend {
 // build switch, if it has one) and nowhere else.
 constexpr Backend kBackends[] = {
     {ChannelKind::kMemcpy, ProbeMemcpy, MakeMemcpy},
-    {ChannelKind::kCma, ProbeCma, nullptr},
+    {ChannelKind::kCma, ProbeCmaKind, MakeCma},
     {ChannelKind::kGpuRead, ProbeGpu, nullptr},
     {ChannelKind::kGpuWrite, ProbeGpu, nullptr},
     {ChannelKind::kGpuCopy, ProbeGpu, nullptr},

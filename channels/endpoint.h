@@ -56,11 +56,16 @@ struct DeviceBytes {
   uint64_t address = 0;
 };
 
-// Memory of another process on this node (reached by CMA): an address in
-// process `pid`. No channel of this build takes it yet.
+// Memory of another process on this node (reached by CMA,
+// channels/cma/): an address in process `pid`. `pidfd` pins the process's
+// identity: a pidfd the caller took when the process registered
+// (channels/cma/client_process.h) and keeps open until `done` has run. The
+// CMA channel refuses an endpoint without one (pids are reused; the pidfd
+// is how it knows the pid still names that process).
 struct ProcessBytes {
   pid_t pid = 0;
   uint64_t address = 0;
+  int pidfd = -1;
 };
 
 using Endpoint = std::variant<HostBytes, FileRange, NetHalf, DeviceBytes, ProcessBytes>;

@@ -41,10 +41,23 @@ Status ValidateMemory(const MemoryConfig& m, const std::string& key) {
 // One local [[channel]] entry's own settings; `key` is its indexed name.
 Status ValidateChannelSettings(const ChannelConfig& c, const std::string& key) {
   if (c.kind != ChannelKind::kMemcpy && c.kind != ChannelKind::kDiskRead &&
-      c.kind != ChannelKind::kDiskWrite) {
+      c.kind != ChannelKind::kDiskWrite && c.kind != ChannelKind::kCma) {
     return ConfigKeyError(key + ".kind", "channel '", c.name, "' has kind ",
                           ChannelKindName(c.kind),
-                          "; this build provides memcpy, disk_read and disk_write channels");
+                          "; this build provides memcpy, cma, disk_read and disk_write channels");
+  }
+  if (c.kind == ChannelKind::kCma) {
+    // Its ends are the clients' registered process memories, which no
+    // [[memory]] names: it serves them to and from every host memory.
+    if (!c.edges.empty()) {
+      return ConfigKeyError(key + ".edges", "channel '", c.name,
+                            "' (cma) takes no edges: it serves every client's registered memory "
+                            "to and from every host memory");
+    }
+    if (c.rate_limit_bytes_per_s) {
+      return ConfigKeyError(key + ".rate_limit", "channel '", c.name,
+                            "' (cma) takes no rate_limit");
+    }
   }
   if (c.threads < 1 || c.threads > 256) {
     return ConfigKeyError(key + ".threads", "channel '", c.name, "' has ", c.threads,

@@ -47,7 +47,9 @@ struct ChannelConfig {
   ChannelKind kind = ChannelKind::kMemcpy;
   // Directed memory pairs (by name) this channel serves. Empty: by kind,
   // every pair of host memories (memcpy, self-loops included), every DSK to
-  // host memory (disk_read), every host to DSK memory (disk_write).
+  // host memory (disk_read), every host to DSK memory (disk_write). A cma
+  // channel takes none: its ends are clients' registered process memories,
+  // not [[memory]] entries, so EdgesOf gives it no configured edge.
   std::vector<std::pair<std::string, std::string>> edges;
   int threads = 2;                      // worker threads
   int max_in_flight = 0;                // requests in flight; 0 = the kind's default

@@ -77,6 +77,30 @@ edges = [["b", "a"]]
   CHECK(c->memories[1].kind == MemoryKind::kReg);
 }
 
+TEST_CASE("a cma channel is configured without edges or a rate limit") {
+  auto c = ParseRuntimeConfig(R"(
+[[memory]]
+name = "a"
+[[channel]]
+name = "m"
+[[channel]]
+name = "cma0"
+kind = "cma"
+threads = 3
+)",
+                              "x");
+  REQUIRE(c.ok());
+  CHECK(c->channels[1].kind == ChannelKind::kCma);
+  CHECK(c->channels[1].threads == 3);
+  CHECK(c->EdgesOf(c->channels[1]).empty());
+  CHECK_THAT(ErrorOf("[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\nkind = \"cma\"\n"
+                     "edges = [[\"a\", \"a\"]]\n"),
+             Catch::Contains("key 'channel.edges': channel 'c' (cma) takes no edges"));
+  CHECK_THAT(ErrorOf("[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\nkind = \"cma\"\n"
+                     "rate_limit = \"1GiB\"\n"),
+             Catch::Contains("(cma) takes no rate_limit"));
+}
+
 TEST_CASE("the daemon section: sockets, modes, rings, with errors that name the key") {
   auto c = ParseConfig(R"(
 [daemon]

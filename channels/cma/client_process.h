@@ -1,0 +1,109 @@
+// Client processes the daemon reaches by CMA (process_vm_readv/writev),
+// pinned by a pidfd, and the identity check that decides whether it may.
+//
+// What the kernel checks. process_vm_readv/writev on process T succeed
+// only where the caller passes ptrace_may_access(T,
+// PTRACE_MODE_ATTACH_REALCREDS): the caller's real uid equals T's real,
+// effective and saved uids and its real gid T's real, effective and saved
+// gids, T is dumpable (not a setuid/setgid exec, no
+// prctl(PR_SET_DUMPABLE, 0)) and T's permitted capabilities are a subset
+// of the caller's — or the caller has CAP_SYS_PTRACE in T's user
+// namespace, which skips all of that. Then Yama, for ATTACH-mode checks
+// such as these: kernel.yama.ptrace_scope 0 adds nothing; 1
+// ("restricted", Debian's and Ubuntu's default where Yama is built in)
+// lets only an ancestor of T, a tracer T declared with
+// prctl(PR_SET_PTRACER), or CAP_SYS_PTRACE through — the daemon is no
+// client's ancestor, so without the capability it reaches nobody; 2
+// ("admin only") lets only CAP_SYS_PTRACE through; 3 ("no attach")
+// refuses everyone, root included, until reboot.
+//
+// Why the daemon checks for itself. systemd/isometryd.service runs the
+// daemon with CAP_SYS_PTRACE (ambient), so the kernel lets it read and
+// write every process on the node (except under ptrace_scope 3): the
+// kernel's check says nothing about the client the daemon acts for. A
+// client names its process only through the connection's SO_PEERCRED
+// pid, taken at connect(); by the time it registers memory, that pid may
+// run a setuid binary (the connecting process exec'd it and kept the
+// socket), have been passed the socket by another process, or be a new
+// process that got the recycled pid. So the daemon repeats the kernel's
+// test between the client and the process itself — ids equal, dumpable,
+// no capabilities unless the client is root — after pinning the process with a
+// pidfd, and then acts only through that pidfd's process.
+//
+// Thread safety: ClientProcess is immutable after Open(); its methods may
+// be called from any thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string_view>
+
+#include "channels/endpoint.h"
+#include "core/status.h"
+#include "core/unique_fd.h"
+
+namespace isometry {
+
+// Who is asking, as SO_PEERCRED reported it at connect().
+struct PeerCredentials {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+// What ClientProcess::Open reads from /proc/<pid>.
+struct ProcessIds {
+  uid_t uid[4] = {};  // real, effective, saved, filesystem
+  gid_t gid[4] = {};
+  uint64_t cap_permitted = 0;
+  uint64_t cap_effective = 0;
+  uid_t proc_owner = 0;  // owner of /proc/<pid>: root for a non-dumpable process
+};
+
+// Parses the Uid:, Gid:, CapPrm: and CapEff: lines of /proc/<pid>/status
+// (the other fields of the result are left alone). INVALID_ARGUMENT when
+// a line is missing or malformed.
+Status ParseProcStatus(std::string_view text, ProcessIds& ids);
+
+// pidfd_open(2) of `pid` (a thread-group leader). NOT_FOUND when no such
+// process exists; the errno otherwise (ENOSYS before Linux 5.3).
+Result<UniqueFd> OpenPidfd(pid_t pid);
+
+// Whether the process `pidfd` refers to has exited (it is a zombie or
+// gone: its pid may be reused from then on). A pidfd polls readable once
+// the process has exited; this does not wait.
+Result<bool> PidfdExited(int pidfd);
+
+// A client's process, pinned by a pidfd; move-only.
+class ClientProcess {
+ public:
+  // The security check: opens a pidfd for `peer.pid`, then reads the
+  // process's credentials from /proc and requires that
+  //  - every uid (real, effective, saved, fs) equals peer.uid and every
+  //    gid peer.gid (a setuid/setgid program, even one that dropped its
+  //    effective id for a while, is refused);
+  //  - it is dumpable (/proc/<pid> owned by its uid; a non-dumpable
+  //    process asked not to be inspected, as the kernel honours);
+  //  - for a non-root peer, it holds no permitted capability (a binary
+  //    with file capabilities is more than its uid may reach);
+  // and finally that the pidfd's process is still alive, so what /proc
+  // said was about that process and not a later one with the same pid.
+  // PERMISSION_DENIED names the mismatch; NOT_FOUND: the process exited.
+  static Result<ClientProcess> Open(const PeerCredentials& peer);
+
+  pid_t pid() const { return pid_; }
+  int pidfd() const { return pidfd_.get(); }
+  // OK while the process lives; NOT_FOUND once it has exited.
+  Status CheckAlive() const;
+  // The endpoint for `address` in this process. The ClientProcess must
+  // outlive every request made with it (the endpoint borrows the pidfd).
+  ProcessBytes At(uint64_t address) const { return {pid_, address, pidfd_.get()}; }
+
+ private:
+  ClientProcess(pid_t pid, UniqueFd pidfd) : pid_(pid), pidfd_(std::move(pidfd)) {}
+  pid_t pid_ = 0;
+  UniqueFd pidfd_;
+};
+
+}  // namespace isometry

@@ -1,0 +1,170 @@
+#include "channels/cma/cma_channel.h"
+
+#include <fcntl.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <deque>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "channels/cma/client_process.h"
+#include "channels/cma/cma_copy.h"
+#include "core/strings.h"
+
+namespace isometry {
+
+namespace {
+
+class CmaChannel final : public Channel {
+ public:
+  explicit CmaChannel(const ChannelConfig& config) {
+    caps_.name = config.name;
+    caps_.kind = ChannelKind::kCma;
+    for (MemoryKind host : {MemoryKind::kSys, MemoryKind::kReg, MemoryKind::kZcm}) {
+      caps_.memory_kinds.emplace_back(MemoryKind::kProcess, host);
+      caps_.memory_kinds.emplace_back(host, MemoryKind::kProcess);
+    }
+    caps_.converts_layout = true;  // at a per-run cost: MeasureCmaCost
+    caps_.request_bytes = config.request_bytes;
+    // As memcpy: a thread that finishes a request finds the next queued.
+    caps_.max_in_flight = config.max_in_flight > 0 ? config.max_in_flight : 2 * config.threads;
+    caps_.runs_inline = true;
+    for (int i = 0; i < config.threads; ++i) threads_.emplace_back([this] { Run(); });
+  }
+
+  ~CmaChannel() override {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+    }
+    cv_.SignalAll();
+    for (std::thread& t : threads_) t.join();
+  }
+
+  const ChannelCaps& caps() const override { return caps_; }
+
+  Status RunInline(const ChannelRequest& request) override { return Copy(request); }
+
+  void Submit(ChannelRequest request, RequestDone done) override {
+    {
+      absl::MutexLock lock(&mu_);
+      queue_.push_back({std::move(request), std::move(done)});
+    }
+    cv_.Signal();
+  }
+
+ private:
+  struct Item {
+    ChannelRequest request;
+    RequestDone done;
+  };
+
+  Result<CmaTarget> TargetOf(const ChannelRequest& request) const {
+    const auto* src_process = std::get_if<ProcessBytes>(&request.src);
+    const auto* dst_process = std::get_if<ProcessBytes>(&request.dst);
+    if (src_process && dst_process) {
+      return FailedPrecondition("channel '", caps_.name,
+                                "' copies between another process and this one, not between two "
+                                "other processes (processes ",
+                                src_process->pid, " and ", dst_process->pid,
+                                "): stage through host memory");
+    }
+    CmaTarget t;
+    t.channel = caps_.name;
+    const ProcessBytes* process = nullptr;
+    const HostBytes* host = nullptr;
+    if (src_process) {
+      t.direction = CmaDirection::kRead;
+      process = src_process;
+      ISO_ASSIGN_OR_RETURN(host, EndpointAs<HostBytes>(request.dst, caps_.name, "destination"));
+    } else {
+      t.direction = CmaDirection::kWrite;
+      ISO_ASSIGN_OR_RETURN(process,
+                           EndpointAs<ProcessBytes>(request.dst, caps_.name, "destination"));
+      ISO_ASSIGN_OR_RETURN(host, EndpointAs<HostBytes>(request.src, caps_.name, "source"));
+    }
+    if (process->pidfd < 0) {
+      return FailedPrecondition("channel '", caps_.name, "': process ", process->pid,
+                                " comes without the pidfd it registered with");
+    }
+    t.pid = process->pid;
+    t.pidfd = process->pidfd;
+    t.remote_base = process->address;
+    t.local_base = host->base;
+    return t;
+  }
+
+  Status Copy(const ChannelRequest& request) const {
+    ISO_ASSIGN_OR_RETURN(CmaTarget target, TargetOf(request));
+    return CmaCopy(*request.program, target, request.cancelled);
+  }
+
+  void Run() {
+    while (true) {
+      Item item;
+      {
+        absl::MutexLock lock(&mu_);
+        while (!stopping_ && queue_.empty()) cv_.Wait(&mu_);
+        // Outstanding work is finished even while stopping: done() is owed.
+        if (queue_.empty()) return;
+        item = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      // A request cancelled while queued ends here; a running one at its
+      // next batch (CmaCopy).
+      Status s = Copy(item.request);
+      item.done(std::move(s));
+    }
+  }
+
+  ChannelCaps caps_;  // constant after construction
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Channel>> MakeCmaChannel(const ChannelConfig& config) {
+  if (config.kind != ChannelKind::kCma) {
+    return InvalidArgument("channel '", config.name, "' is not a cma channel");
+  }
+  if (config.threads < 1) {
+    return InvalidArgument("channel '", config.name, "' needs at least one thread");
+  }
+  if (config.rate_limit_bytes_per_s) {
+    return InvalidArgument("channel '", config.name, "': cma channels take no rate_limit");
+  }
+  return std::unique_ptr<Channel>(new CmaChannel(config));
+}
+
+Status ProbeCma() {
+  char from[8] = "isometr", to[8] = {};
+  iovec local{to, sizeof(to)}, remote{from, sizeof(from)};
+  if (::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0) != sizeof(from)) {
+    return Unavailable("process_vm_readv of this process fails: ", ErrnoString(errno));
+  }
+  auto pidfd = OpenPidfd(::getpid());
+  if (!pidfd.ok()) return Unavailable(pidfd.status().message());
+  // Reading itself passes every ptrace check, so Yama's "no attach" (3),
+  // which refuses every other process, is read from its sysctl.
+  if (YamaPtraceScope() == 3) {
+    return Unavailable("kernel.yama.ptrace_scope is 3: no process may read another's memory");
+  }
+  return OkStatus();
+}
+
+int YamaPtraceScope() {
+  char buf[8] = {};
+  UniqueFd fd(::open("/proc/sys/kernel/yama/ptrace_scope", O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return -1;
+  const ssize_t n = ::read(fd.get(), buf, sizeof(buf) - 1);
+  if (n < 1 || buf[0] < '0' || buf[0] > '3') return -1;
+  return buf[0] - '0';
+}
+
+}  // namespace isometry

@@ -1,0 +1,238 @@
+#include "channels/cma/cma_copy.h"
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <string>
+
+#include "channels/cma/client_process.h"
+#include "core/strings.h"
+
+namespace isometry {
+namespace {
+
+ssize_t RealRead(pid_t pid, const iovec* local, unsigned long local_count, const iovec* remote,
+                 unsigned long remote_count, unsigned long flags) {
+  return ::process_vm_readv(pid, local, local_count, remote, remote_count, flags);
+}
+ssize_t RealWrite(pid_t pid, const iovec* local, unsigned long local_count, const iovec* remote,
+                  unsigned long remote_count, unsigned long flags) {
+  return ::process_vm_writev(pid, local, local_count, remote, remote_count, flags);
+}
+
+uint64_t Address(const iovec& v) { return reinterpret_cast<uintptr_t>(v.iov_base); }
+// Remote addresses are the other process's: the kernel reads them, this
+// process never dereferences them, so the cast costs no optimization.
+void* Pointer(uint64_t address) {
+  return reinterpret_cast<void*>(  // NOLINT(performance-no-int-to-ptr)
+      static_cast<uintptr_t>(address));
+}
+
+// Drops the first `n` bytes of the iovecs from `at` on (a partial call).
+void Advance(iovec* v, size_t& at, uint64_t n) {
+  while (n > 0) {
+    if (n < v[at].iov_len) {
+      v[at].iov_base = Pointer(Address(v[at]) + n);
+      v[at].iov_len -= n;
+      return;
+    }
+    n -= v[at].iov_len;
+    ++at;
+  }
+}
+
+// Collects runs into iovec batches and issues them (see cma_copy.h).
+class Batcher {
+ public:
+  Batcher(const CmaTarget& target, const std::atomic<bool>* cancelled, const CmaLimits& limits,
+          CmaCopyStats& stats)
+      : t_(target),
+        cancelled_(cancelled),
+        batch_bytes_(limits.batch_bytes ? limits.batch_bytes : 1),
+        max_iovecs_(std::clamp<size_t>(limits.max_iovecs, 1, kMaxIovecs)),
+        call_(target.syscall                            ? target.syscall
+              : target.direction == CmaDirection::kRead ? RealRead
+                                                        : RealWrite),
+        stats_(stats) {}
+
+  // One run: `len` bytes at `remote` in the other process, at `local` here.
+  Status Add(uint64_t remote, uint64_t local, uint64_t len) {
+    while (len > 0) {
+      const uint64_t piece = std::min(len, batch_bytes_ - bytes_);
+      const bool join_remote =
+          nr_ && Address(remote_[nr_ - 1]) + remote_[nr_ - 1].iov_len == remote;
+      const bool join_local = nl_ && Address(local_[nl_ - 1]) + local_[nl_ - 1].iov_len == local;
+      if ((!join_remote && nr_ == max_iovecs_) || (!join_local && nl_ == max_iovecs_)) {
+        ISO_RETURN_IF_ERROR(Issue());
+        continue;
+      }
+      Append(remote_, nr_, join_remote, remote, piece);
+      Append(local_, nl_, join_local, local, piece);
+      bytes_ += piece;
+      remote += piece;
+      local += piece;
+      len -= piece;
+      if (bytes_ == batch_bytes_) ISO_RETURN_IF_ERROR(Issue());
+    }
+    return OkStatus();
+  }
+
+  // Issues what is collected; also the first cancellation and liveness
+  // check of a program with no bytes.
+  Status Finish() { return bytes_ ? Issue() : Check(); }
+
+ private:
+  static void Append(std::array<iovec, kMaxIovecs>& v, size_t& n, bool join, uint64_t address,
+                     uint64_t len) {
+    if (join) {
+      v[n - 1].iov_len += len;
+    } else {
+      v[n++] = iovec{Pointer(address), len};
+    }
+  }
+
+  Status Check() const {
+    if (cancelled_ && cancelled_->load(std::memory_order_acquire)) {
+      return absl::CancelledError(StrCat(t_.channel, ": request cancelled"));
+    }
+    return Alive();
+  }
+
+  // Pinning identity. process_vm_* take a pid, not a pidfd, so the kernel
+  // resolves t_.pid afresh at each call. The pidfd refers to the process
+  // that registered (ClientProcess::Open checked it); a pid is reused only
+  // after its process has exited AND been reaped, and a pidfd polls
+  // readable from the exit on. So if the pidfd's process is alive after a
+  // call, the pid was bound to it from pidfd_open through the whole call,
+  // and every byte the call moved was that process's: checking after the
+  // call is what proves a successful request touched the right process.
+  // When the check after a call finds the process gone, the request
+  // fails (its bytes are not used) — and for the call itself to have
+  // reached another process, within the one call since the check before
+  // it, the client would have had to exit, be reaped, and the kernel to
+  // hand its pid out again, which takes allocating every other free pid
+  // first (pids are allocated cyclically up to kernel.pid_max). The
+  // check before each batch keeps that window to one call.
+  Status Alive() const {
+    ISO_ASSIGN_OR_RETURN(bool exited, PidfdExited(t_.pidfd));
+    if (exited) return NotFound(t_.channel, ": process ", t_.pid, " has exited");
+    return OkStatus();
+  }
+
+  Status CallFailed(int err, const iovec& at) const {
+    const char* verb = t_.direction == CmaDirection::kRead ? "read" : "write";
+    switch (err) {
+      case ESRCH:
+        return NotFound(t_.channel, ": process ", t_.pid, " has exited");
+      case EPERM:
+        return PermissionDenied(t_.channel, ": the kernel does not let this daemon ", verb,
+                                " process ", t_.pid,
+                                " (ptrace access check: CAP_SYS_PTRACE, kernel.yama.ptrace_scope)");
+      case EFAULT:
+        return InvalidArgument(t_.channel, ": could not ", verb, " ", at.iov_len, " bytes at 0x",
+                               Hex(Address(at)), " in process ", t_.pid, ": not mapped",
+                               t_.direction == CmaDirection::kWrite ? " writable" : "");
+      case ENOMEM:
+        return ResourceExhausted(t_.channel, ": out of memory for a ", verb, " of process ",
+                                 t_.pid);
+      default:
+        return Internal(t_.channel, ": process_vm_", verb, "v of process ", t_.pid, ": ",
+                        ErrnoString(err));
+    }
+  }
+
+  static std::string Hex(uint64_t v) {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    std::string s;
+    do {
+      s.insert(s.begin(), kDigits[v & 15]);
+      v >>= 4;
+    } while (v);
+    return s;
+  }
+
+  Status Issue() {
+    ISO_RETURN_IF_ERROR(Check());
+    ++stats_.batches;
+    stats_.remote_iovecs += nr_;
+    stats_.local_iovecs += nl_;
+    size_t ri = 0, li = 0;
+    uint64_t left = bytes_;
+    Status result = OkStatus();
+    while (left > 0) {
+      ++stats_.calls;
+      const ssize_t n = call_(t_.pid, &local_[li], nl_ - li, &remote_[ri], nr_ - ri, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        // No progress: the first remaining remote byte is unreachable
+        // (the kernel stops there; a partial call returned the bytes
+        // before it).
+        result = CallFailed(n < 0 ? errno : EFAULT, remote_[ri]);
+        break;
+      }
+      if (static_cast<uint64_t>(n) > left) {
+        result = Internal(t_.channel, ": the kernel reports ", n, " bytes moved of ", left);
+        break;
+      }
+      Advance(remote_.data(), ri, static_cast<uint64_t>(n));
+      Advance(local_.data(), li, static_cast<uint64_t>(n));
+      left -= static_cast<uint64_t>(n);
+    }
+    nr_ = nl_ = 0;
+    bytes_ = 0;
+    // After the call, also when it failed: an exit explains ESRCH and
+    // EFAULT (the mappings go first) better than they do.
+    ISO_RETURN_IF_ERROR(Alive());
+    return result;
+  }
+
+  const CmaTarget& t_;
+  const std::atomic<bool>* cancelled_;
+  const uint64_t batch_bytes_;
+  const size_t max_iovecs_;
+  const CmaSyscall call_;
+  CmaCopyStats& stats_;
+  std::array<iovec, kMaxIovecs> remote_{};
+  std::array<iovec, kMaxIovecs> local_{};
+  size_t nr_ = 0, nl_ = 0;
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace
+
+Status CmaCopy(const CopyProgram& program, const CmaTarget& target,
+               const std::atomic<bool>* cancelled, const CmaLimits& limits, CmaCopyStats* stats) {
+  CmaCopyStats ignored;
+  Batcher batcher(target, cancelled, limits, stats ? *stats : ignored);
+  const bool read = target.direction == CmaDirection::kRead;
+  const uint64_t local_base = reinterpret_cast<uintptr_t>(target.local_base);
+  for (const CopyOp& op : program.ops) {
+    bool empty = op.run_bytes == 0;
+    for (int k = 0; k < op.num_loops; ++k) empty |= op.loops[k].count == 0;
+    if (empty) continue;
+    // Offsets wrap modulo 2^64 like the strides (copy_program.h).
+    uint64_t src = op.src_offset, dst = op.dst_offset;
+    std::array<uint64_t, kMaxCopyLoops> index{};
+    while (true) {
+      const uint64_t remote = target.remote_base + (read ? src : dst);
+      const uint64_t local = local_base + (read ? dst : src);
+      ISO_RETURN_IF_ERROR(batcher.Add(remote, local, op.run_bytes));
+      int k = op.num_loops - 1;
+      for (; k >= 0; --k) {
+        const CopyLoop& loop = op.loops[k];
+        if (++index[k] < loop.count) {
+          src += loop.src_stride;
+          dst += loop.dst_stride;
+          break;
+        }
+        src -= (loop.count - 1) * loop.src_stride;
+        dst -= (loop.count - 1) * loop.dst_stride;
+        index[k] = 0;
+      }
+      if (k < 0) break;
+    }
+  }
+  return batcher.Finish();
+}
+
+}  // namespace isometry
