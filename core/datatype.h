@@ -219,8 +219,10 @@ class Datatype {
   std::shared_ptr<const DatatypeNode> node_;
 };
 
-// Same tree (same node or equal kinds, arguments and children); what makes a
-// struct "homogeneous" (no padding), where MPICH compares type handles.
+// Same tree (same node, or equal kinds, arguments as written and children):
+// what makes a struct "homogeneous" (no padding). MPICH compares type
+// handles there, so two equal trees built separately are the same type here
+// but not in MPICH; a description sent over the network has no handles.
 bool SameType(const Datatype& a, const Datatype& b);
 
 // --- The typemap of `count` elements, in pack order ---

@@ -59,23 +59,31 @@ Result<Datatype> Datatype::Struct(std::span<const int64_t> blocklengths,
     depth = std::max(depth, t.info().depth + 1);
     homogeneous = homogeneous && SameType(t, types[0]);
   }
-  const bool all_zero =
-      std::all_of(blocklengths.begin(), blocklengths.end(), [](int64_t b) { return b == 0; });
-  if (n.count == 0 || all_zero) {
+  // MPICH: a struct of no data (all blocklengths 0 or all types empty) is
+  // the empty type, even if its entries have extents.
+  Arith a;
+  int64_t size = 0;
+  for (size_t i = 0; i < types.size(); ++i) {
+    size = a.Add(size, a.Mul(blocklengths[i], types[i].size()));
+  }
+  if (!a.ok()) {
+    return OutOfRange(what, ": size overflows 64-bit byte counts");
+  }
+  if (size == 0) {
     n.info = EmptyInfo();
     n.info.weight = weight;
     n.info.depth = depth;
     return DatatypeFactory::Make(what, std::move(n));
   }
-  Arith a;
   bool any = false;
-  int64_t lb = 0, ub = 0, tlb = 0, tub = 0, size = 0, align = 0, next = 0;
+  int64_t lb = 0, ub = 0, tlb = 0, tub = 0, align = 0, next = 0;
   bool adjacent = true;
   uint64_t segs = 0;
   for (size_t i = 0; i < types.size(); ++i) {
     const int64_t len = blocklengths[i];
     if (len == 0) {
-      continue;  // neither bounds nor alignment, as in MPICH
+      continue;  // neither bounds nor alignment, as in MPICH; an entry of
+                 // an empty type with blocklength > 0 counts for both
     }
     const DatatypeInfo& o = types[i].info();
     const int64_t disp = displacements_bytes[i];
@@ -90,7 +98,6 @@ Result<Datatype> Datatype::Struct(std::span<const int64_t> blocklengths,
     tlb = any ? std::min(tlb, btlb) : btlb;
     tub = any ? std::max(tub, btub) : btub;
     any = true;
-    size = a.Add(size, a.Mul(len, o.size));
     align = std::max(align, o.alignment);
     if (o.size > 0) {
       const int64_t start = a.Add(disp, o.lb);
@@ -124,7 +131,8 @@ bool SameType(const Datatype& a, const Datatype& b) {
   if (&x == &y) {
     return true;
   }
-  if (x.kind != y.kind || x.basic != y.basic || x.count != y.count ||
+  if (x.kind != y.kind || x.basic != y.basic || x.in_elements != y.in_elements ||
+      x.count != y.count ||
       x.blocklength != y.blocklength || x.stride != y.stride ||
       x.blocklengths != y.blocklengths || x.displacements != y.displacements ||
       x.new_lb != y.new_lb || x.new_extent != y.new_extent || x.order != y.order ||

@@ -224,23 +224,44 @@ Status CheckBuffers(size_t buffer_size, int64_t origin, const Datatype& type, in
 Status Pack(std::span<const uint8_t> buffer, int64_t origin, const Datatype& type,
             int64_t count, std::span<uint8_t> packed) {
   ISO_RETURN_IF_ERROR(CheckBuffers(buffer.size(), origin, type, count, packed.size()));
-  uint8_t* out = packed.data();
-  return ForEachSegment(type, count, [&](const Segment& s) {
-    std::memcpy(out, buffer.data() + origin + s.offset, static_cast<size_t>(s.length));
-    out += s.length;
+  size_t done = 0;
+  bool overrun = false;
+  ISO_RETURN_IF_ERROR(ForEachSegment(type, count, [&](const Segment& s) {
+    // Defence in depth: the typemap never holds more than count * size.
+    if (static_cast<uint64_t>(s.length) > packed.size() - done) {
+      overrun = true;
+      return false;
+    }
+    std::memcpy(packed.data() + done, buffer.data() + origin + s.offset,
+                static_cast<size_t>(s.length));
+    done += static_cast<size_t>(s.length);
     return true;
-  });
+  }));
+  if (overrun) {
+    return Internal("datatype ", type.ToString(200), " yields more than its size");
+  }
+  return OkStatus();
 }
 
 Status Unpack(std::span<const uint8_t> packed, const Datatype& type, int64_t count,
               std::span<uint8_t> buffer, int64_t origin) {
   ISO_RETURN_IF_ERROR(CheckBuffers(buffer.size(), origin, type, count, packed.size()));
-  const uint8_t* in = packed.data();
-  return ForEachSegment(type, count, [&](const Segment& s) {
-    std::memcpy(buffer.data() + origin + s.offset, in, static_cast<size_t>(s.length));
-    in += s.length;
+  size_t done = 0;
+  bool overrun = false;
+  ISO_RETURN_IF_ERROR(ForEachSegment(type, count, [&](const Segment& s) {
+    if (static_cast<uint64_t>(s.length) > packed.size() - done) {
+      overrun = true;
+      return false;
+    }
+    std::memcpy(buffer.data() + origin + s.offset, packed.data() + done,
+                static_cast<size_t>(s.length));
+    done += static_cast<size_t>(s.length);
     return true;
-  });
+  }));
+  if (overrun) {
+    return Internal("datatype ", type.ToString(200), " yields more than its size");
+  }
+  return OkStatus();
 }
 
 }  // namespace isometry
