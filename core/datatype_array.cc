@@ -135,6 +135,77 @@ Result<ArrayDim> DarrayDim(size_t i, int64_t gsize, Distribution dist, int64_t d
   return d;
 }
 
+// MPICH builds a darray from vectors, structs and resized types, one
+// dimension at a time, and its true bounds are those of that composition,
+// which are wider than the data where a cyclic dimension holds only a
+// partial block (an empty vector joins the struct at displacement 0). To
+// report what MPICH reports, the same composition is built from our own
+// constructors; only its true bounds are used (the typemap is the same).
+Status MpichDarrayTrueBounds(std::span<const int64_t> gsizes,
+                             std::span<const Distribution> distribs,
+                             std::span<const int64_t> dargs, std::span<const int64_t> psizes,
+                             std::span<const int64_t> coords, ArrayOrder order,
+                             const Datatype& old, DatatypeInfo* info) {
+  const size_t nd = gsizes.size();
+  const int64_t ext = old.extent();
+  Arith a;
+  Datatype t = old;
+  int64_t disp = 0;    // elements, summed over dims
+  int64_t faster = 1;  // product of the gsizes of the dims built so far
+  for (size_t k = 0; k < nd; ++k) {
+    const size_t i = order == ArrayOrder::kC ? nd - 1 - k : k;
+    const Datatype below = t;
+    const int64_t g = gsizes[i];
+    const int64_t p = psizes[i];
+    const int64_t c = coords[i];
+    const int64_t stride = a.Mul(ext, faster);
+    int64_t st = 0;
+    if (distribs[i] != Distribution::kCyclic) {
+      const bool dflt = distribs[i] == Distribution::kNone || dargs[i] == kDefaultDarg;
+      const int64_t b = dflt ? (g + p - 1) / p : dargs[i];
+      const int64_t mine = std::clamp<int64_t>(g - b * c, 0, b);
+      ISO_ASSIGN_OR_RETURN(t, k == 0 ? Datatype::Contiguous(mine, t)
+                                     : Datatype::Hvector(mine, 1, stride, t));
+      st = mine == 0 ? 0 : b * c;
+    } else {
+      const int64_t b = dargs[i] == kDefaultDarg ? 1 : dargs[i];
+      const int64_t first = c * b;
+      const int64_t left = g - first;
+      const int64_t local = left <= 0 ? 0 : (left / (p * b)) * b + std::min(left % (p * b), b);
+      const int64_t count = local / b;
+      const int64_t rem = local % b;
+      const int64_t step = a.Mul(a.Mul(p, b), stride);
+      ISO_ASSIGN_OR_RETURN(Datatype v, Datatype::Hvector(count, b, step, t));
+      if (rem > 0) {
+        const int64_t bl[2] = {1, rem};
+        const int64_t d[2] = {0, a.Mul(count, step)};
+        const Datatype ty[2] = {v, t};
+        ISO_ASSIGN_OR_RETURN(v, Datatype::Struct(bl, d, ty));
+      }
+      if (k == 0) {
+        const int64_t shift[1] = {a.Mul(first, ext)};
+        ISO_ASSIGN_OR_RETURN(v, Datatype::HindexedBlock(1, shift, v));
+        ISO_ASSIGN_OR_RETURN(v, Datatype::Resized(v, 0, a.Mul(ext, g)));
+      } else {
+        st = local == 0 ? 0 : first;
+      }
+      t = v;
+    }
+    // Each dimension's type spans its whole slab of the global array.
+    ISO_ASSIGN_OR_RETURN(t, Datatype::Resized(t, 0, a.Mul(g, below.extent())));
+    disp = a.Add(disp, a.Mul(st, faster));
+    faster = a.Mul(faster, g);
+  }
+  const int64_t shift[1] = {a.Mul(disp, ext)};
+  ISO_ASSIGN_OR_RETURN(t, Datatype::HindexedBlock(1, shift, t));
+  if (!a.ok()) {
+    return OutOfRange("darray: bounds overflow 64-bit byte offsets");
+  }
+  info->true_lb = t.true_lb();
+  info->true_extent = t.true_extent();
+  return OkStatus();
+}
+
 }  // namespace
 
 Result<Datatype> Datatype::Subarray(std::span<const int64_t> sizes,
@@ -204,12 +275,14 @@ Result<Datatype> Datatype::Darray(int64_t size, int64_t rank, std::span<const in
   }
   // The process grid is row-major whatever the array order (MPI 4.0, 5.1.4).
   std::vector<ArrayDim> dims(nd);
+  std::vector<int64_t> coords(nd);
   int64_t rest = rank;
   for (size_t k = 0; k < nd; ++k) {
     const size_t i = nd - 1 - k;
-    const int64_t coord = rest % psizes[i];
+    coords[i] = rest % psizes[i];
     rest /= psizes[i];
-    ISO_ASSIGN_OR_RETURN(dims[i], DarrayDim(i, gsizes[i], distribs[i], dargs[i], psizes[i], coord));
+    ISO_ASSIGN_OR_RETURN(dims[i],
+                         DarrayDim(i, gsizes[i], distribs[i], dargs[i], psizes[i], coords[i]));
   }
   DatatypeNode n;
   n.kind = DatatypeKind::kDarray;
@@ -222,6 +295,11 @@ Result<Datatype> Datatype::Darray(int64_t size, int64_t rank, std::span<const in
   n.psizes.assign(psizes.begin(), psizes.end());
   n.children.push_back(old);
   ISO_RETURN_IF_ERROR(PlaceDims(what, std::move(dims), gsizes, order, old, &n));
+  if (n.info.size > 0) {
+    ISO_RETURN_IF_ERROR(
+        MpichDarrayTrueBounds(gsizes, distribs, dargs, psizes, coords, order, old, &n.info));
+    n.info.dense = n.info.dense && n.info.true_lb == 0;
+  }
   return DatatypeFactory::Make(what, std::move(n));
 }
 
