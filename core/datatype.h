@@ -22,8 +22,13 @@
 //    old type in contiguous/vector/indexed becomes the empty type (size 0,
 //    lb = ub = true_lb = true_ub = 0).
 //  - Struct pads its extent up to a multiple of the largest alignment of its
-//    non-empty entries (the standard's epsilon), unless every entry has the
-//    same old type (SameType), which MPICH treats as hindexed: no padding.
+//    entries with blocklength > 0 (the standard's epsilon; the empty type,
+//    and a subarray or darray holding no data, have no alignment), unless every
+//    entry has the same old type, which MPICH treats as hindexed: no padding.
+//    "Same" is SameType, except that integers of one size are one type and
+//    a wrapper holding exactly one X at offset 0 with X's bounds (e.g.
+//    contiguous(1, X)) is X, as MPICH 4.0 behaves. A struct holding no data
+//    is the empty type.
 //    Indexed/hindexed/vector and the others never pad. Open MPI differs: it
 //    pads hindexed/hvector extents of unaligned blocks too, and never pads a
 //    struct whose entries are resized types (it keeps their ub as sticky

@@ -38,6 +38,59 @@ int64_t PaddedUb(Arith& a, int64_t lb, int64_t ub, int64_t alignment) {
   return eps == 0 ? ub : a.Add(ub, alignment - eps);
 }
 
+// Integers of one size are one class (MPICH 4.0 does not pad a struct of
+// int64 and uint64, nor of int32 and uint32, but does pad int32 and float).
+int BasicClass(BasicType t) {
+  switch (t) {
+    case BasicType::kByte:
+    case BasicType::kChar:
+    case BasicType::kInt8:
+    case BasicType::kUint8:
+      return 1;
+    case BasicType::kInt16:
+    case BasicType::kUint16:
+      return 2;
+    case BasicType::kInt32:
+    case BasicType::kUint32:
+      return 4;
+    case BasicType::kInt64:
+    case BasicType::kUint64:
+      return 8;
+    default:
+      return 100 + static_cast<int>(t);
+  }
+}
+
+// A node that holds exactly one element of its only child at offset 0, with
+// the child's bounds, is the child (MPICH's type engine folds such
+// wrappers: contiguous(1, X), a resize to X's own bounds, a darray that
+// selects all of a one-element array, ...).
+const Datatype& Peel(const Datatype& t) {
+  const Datatype* x = &t;
+  while (x->node().children.size() == 1) {
+    const Datatype& c = x->node().children[0];
+    const DatatypeInfo& a = x->info();
+    const DatatypeInfo& b = c.info();
+    if (b.size == 0 || a.size != b.size || a.lb != b.lb || a.extent != b.extent ||
+        a.true_lb != b.true_lb || a.true_extent != b.true_extent) {
+      break;
+    }
+    x = &c;
+  }
+  return *x;
+}
+
+// Whether MPICH sees two struct entries as one type (then the struct is an
+// hindexed and is not padded).
+bool SameForPadding(const Datatype& a, const Datatype& b) {
+  const Datatype& x = Peel(a);
+  const Datatype& y = Peel(b);
+  if (x.kind() == DatatypeKind::kBasic && y.kind() == DatatypeKind::kBasic) {
+    return BasicClass(x.node().basic) == BasicClass(y.node().basic);
+  }
+  return SameType(x, y);
+}
+
 }  // namespace
 
 Result<Datatype> Datatype::Struct(std::span<const int64_t> blocklengths,
@@ -57,7 +110,7 @@ Result<Datatype> Datatype::Struct(std::span<const int64_t> blocklengths,
   for (const Datatype& t : types) {
     weight = SatWeight(weight, t.info().weight);
     depth = std::max(depth, t.info().depth + 1);
-    homogeneous = homogeneous && SameType(t, types[0]);
+    homogeneous = homogeneous && SameForPadding(t, types[0]);
   }
   // MPICH: a struct of no data (all blocklengths 0 or all types empty) is
   // the empty type, even if its entries have extents.

@@ -185,7 +185,7 @@ class Gen {
       case 11:
         return Darray(c, kind == 10 ? MPI_ORDER_C : MPI_ORDER_FORTRAN);
     }
-    return Finish(std::move(ours), m, rc, {c}, kind == 8);
+    return Finish(std::move(ours), m, rc, {c}, c.has_resized);
   }
 
   std::optional<Pair> Struct(int levels) {
@@ -237,7 +237,7 @@ class Gen {
     const int rc = MPI_Type_create_subarray(nd, AsInt(sizes).data(), AsInt(subs).data(),
                                             AsInt(starts).data(),
                                             c_order ? MPI_ORDER_C : MPI_ORDER_FORTRAN, c.mpi, m);
-    return Finish(std::move(*ours), *m, rc, {c}, false);
+    return Finish(std::move(*ours), *m, rc, {c}, c.has_resized);
   }
 
   std::optional<Pair> Darray(const Pair& c, int order) {
@@ -269,7 +269,7 @@ class Gen {
     MPI_Datatype m = MPI_DATATYPE_NULL;
     const int rc = MPI_Type_create_darray(size, rank, nd, AsInt(gs).data(), mds.data(), mdargs.data(),
                                           AsInt(ps).data(), order, c.mpi, &m);
-    return Finish(std::move(ours), m, rc, {c}, false);
+    return Finish(std::move(ours), m, rc, {c}, c.has_resized);
   }
 
   std::optional<Pair> Finish(Result<Datatype> ours, MPI_Datatype m, int rc,
@@ -283,6 +283,11 @@ class Gen {
 // Compares one new node's bounds; Open MPI's known corners taint it.
 std::optional<Pair> Gen::Finish(Result<Datatype> ours, MPI_Datatype m, int rc,
                                 const std::vector<Pair>& kids, bool resized) {
+  if (kOpenMpi && ours.ok() && rc != MPI_SUCCESS && ours->kind() == DatatypeKind::kDarray &&
+      ours->node().children[0].kind() != DatatypeKind::kBasic) {
+    ++tolerated["darray of some derived old types rejected"];
+    return std::nullopt;
+  }
   if (!ours.ok() || rc != MPI_SUCCESS) {
     FAIL_IF(ours.ok() != (rc == MPI_SUCCESS), "constructor disagrees: ours %s, MPI rc %d\n",
             ours.ok() ? ours->ToString().c_str() : std::string(ours.status().message()).c_str(), rc);
@@ -300,7 +305,10 @@ std::optional<Pair> Gen::Finish(Result<Datatype> ours, MPI_Datatype m, int rc,
     MPI_Type_commit(&m);
     cache_[key] = m;
   }
-  Pair p{t, m, false, resized || t.kind() == DatatypeKind::kResized};
+  // Subarray and darray are resized types inside (both libraries).
+  Pair p{t, m, false,
+         resized || t.kind() == DatatypeKind::kResized || t.kind() == DatatypeKind::kSubarray ||
+             t.kind() == DatatypeKind::kDarray};
   for (const Pair& k : kids) {
     p.tainted = p.tainted || k.tainted;
   }
@@ -321,8 +329,8 @@ std::optional<Pair> Gen::Finish(Result<Datatype> ours, MPI_Datatype m, int rc,
     const DatatypeKind k = t.kind();
     if (t.size() == 0) {
       corner = "zero-size type bounds";
-    } else if (k == DatatypeKind::kStruct && resized) {
-      corner = "struct of resized types (sticky lb/ub)";
+    } else if (p.has_resized) {
+      corner = "lb/ub of resized types kept as sticky markers (also in subarray/darray)";
     } else if ((k == DatatypeKind::kStruct || k == DatatypeKind::kIndexed ||
                 k == DatatypeKind::kIndexedBlock || k == DatatypeKind::kVector) &&
                lb == t.lb() && tlb == t.true_lb() && textent == t.true_extent() &&
@@ -341,6 +349,21 @@ std::optional<Pair> Gen::Finish(Result<Datatype> ours, MPI_Datatype m, int rc,
           (long long)textent);
   p.tainted = true;
   return p;
+}
+
+// MPICH 4.0.2's MPI_Pack divides by zero (SIGFPE) on a struct entry of
+// blocklength > 0 whose type holds no data; such trees are not packed there.
+bool HasEmptyStructEntry(const Datatype& t) {
+  const DatatypeNode& n = t.node();
+  for (size_t i = 0; i < n.children.size(); ++i) {
+    if (n.kind == DatatypeKind::kStruct && n.blocklengths[i] > 0 && n.children[i].size() == 0) {
+      return true;
+    }
+    if (HasEmptyStructEntry(n.children[i])) {
+      return true;
+    }
+  }
+  return false;
 }
 
 bool Overlapping(const Datatype& t, int count) {
@@ -424,7 +447,9 @@ int main(int argc, char** argv) {
   MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
   int trees = 0, compared = 0;
   {
-    Gen gen(kOpenMpi ? 20261124 : 14);
+    // ISOMETRY_DATATYPE_SEED explores other trees; the default is fixed.
+    const char* seed = std::getenv("ISOMETRY_DATATYPE_SEED");
+    Gen gen(seed != nullptr ? std::strtoull(seed, nullptr, 10) : (kOpenMpi ? 20261124 : 14));
     while (trees < kTrees) {
       auto p = gen.Tree(static_cast<int>(gen.Int(1, 4)));
       if (!p || std::abs(p->ours.extent()) > kMaxSpan || p->ours.true_extent() > kMaxSpan) {
@@ -433,6 +458,11 @@ int main(int argc, char** argv) {
       }
       ++trees;
       if (p->tainted) {
+        gen.FreeTypes();
+        continue;
+      }
+      if (!kOpenMpi && p->ours.size() > 0 && HasEmptyStructEntry(p->ours)) {
+        ++tolerated["not packed: struct entry of an empty type (MPICH SIGFPE)"];
         gen.FreeTypes();
         continue;
       }
@@ -446,7 +476,7 @@ int main(int argc, char** argv) {
   std::printf("%s: %d trees, %d compared byte for byte, %d failures\n", ISOMETRY_MPI_NAME, trees,
               compared, failures);
   for (const auto& [corner, n] : tolerated) {
-    std::printf("  tolerated Open MPI difference: %s (%d nodes)\n", corner.c_str(), n);
+    std::printf("  tolerated: %s (%d)\n", corner.c_str(), n);
   }
   MPI_Finalize();
   return failures == 0 ? 0 : 1;
