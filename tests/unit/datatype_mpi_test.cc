@@ -62,6 +62,7 @@ const struct {
     // alignment are checked in datatype_test.cc).
 };
 
+bool HasEmptyStructEntry(const Datatype& t);
 int failures = 0;
 std::map<std::string, int> tolerated;  // Open MPI corner -> nodes
 
@@ -329,6 +330,11 @@ std::optional<Pair> Gen::Finish(Result<Datatype> ours, MPI_Datatype m, int rc,
     const DatatypeKind k = t.kind();
     if (t.size() == 0) {
       corner = "zero-size type bounds";
+    } else if (k == DatatypeKind::kVector && t.node().stride < 0 &&
+               -t.node().stride <= t.node().blocklength * t.node().children[0].extent()) {
+      corner = "vector with a negative stride no longer than its block";
+    } else if (k == DatatypeKind::kStruct && HasEmptyStructEntry(t)) {
+      corner = "struct entries of empty types in the bounds";
     } else if (p.has_resized) {
       corner = "lb/ub of resized types kept as sticky markers (also in subarray/darray)";
     } else if ((k == DatatypeKind::kStruct || k == DatatypeKind::kIndexed ||
