@@ -18,9 +18,9 @@ struct BasicSpec {
   const char* name;
 };
 constexpr BasicSpec kBasics[kNumBasicTypes] = {
-    {1, 1, "byte"},   {1, 1, "char"},   {1, 1, "int8"},   {2, 2, "int16"},  {4, 4, "int32"},
-    {8, 8, "int64"},  {1, 1, "uint8"},  {2, 2, "uint16"}, {4, 4, "uint32"}, {8, 8, "uint64"},
-    {4, 4, "float"},  {8, 8, "double"}, {16, 16, "long_double"},
+    {1, 1, "byte"},  {1, 1, "char"},   {1, 1, "int8"},          {2, 2, "int16"},  {4, 4, "int32"},
+    {8, 8, "int64"}, {1, 1, "uint8"},  {2, 2, "uint16"},        {4, 4, "uint32"}, {8, 8, "uint64"},
+    {4, 4, "float"}, {8, 8, "double"}, {16, 16, "long_double"},
 };
 
 // lb/ub of `n` consecutive old elements at `disp`, MPICH's
@@ -118,13 +118,13 @@ Result<Datatype> MakeVector(const char* what, int64_t count, int64_t blocklength
   if (!a.ok()) {
     return Overflow(what);
   }
-  n.info.dense = o.dense && blocklength > 0 &&
-                 (count == 1 || stride_bytes == a.Mul(blocklength, o.extent));
+  n.info.dense =
+      o.dense && blocklength > 0 && (count == 1 || stride_bytes == a.Mul(blocklength, o.extent));
   n.info.max_segments =
-      n.info.dense ? 1
-                   : SatMul(static_cast<uint64_t>(count),
-                            o.dense ? 1 : SatMul(static_cast<uint64_t>(blocklength),
-                                                 o.max_segments));
+      n.info.dense
+          ? 1
+          : SatMul(static_cast<uint64_t>(count),
+                   o.dense ? 1 : SatMul(static_cast<uint64_t>(blocklength), o.max_segments));
   return DatatypeFactory::Make(what, std::move(n));
 }
 
@@ -179,7 +179,8 @@ Result<Datatype> MakeIndexed(const char* what, DatatypeKind kind, std::vector<in
   if (!a.ok()) {
     return Overflow(what);
   }
-  n.info.dense = adjacent && segs > 0 && n.info.size == n.info.extent && n.info.lb == n.info.true_lb;
+  n.info.dense =
+      adjacent && segs > 0 && n.info.size == n.info.extent && n.info.lb == n.info.true_lb;
   n.info.max_segments = n.info.dense ? 1 : segs;
   return DatatypeFactory::Make(what, std::move(n));
 }
@@ -200,8 +201,7 @@ Result<std::vector<int64_t>> ToBytes(const char* what, std::span<const int64_t> 
 
 Status CheckArrays(const char* what, std::span<const int64_t> lengths, size_t n) {
   if (lengths.size() != n) {
-    return InvalidArgument(what, ": ", lengths.size(), " blocklengths but ", n,
-                           " displacements");
+    return InvalidArgument(what, ": ", lengths.size(), " blocklengths but ", n, " displacements");
   }
   for (size_t i = 0; i < lengths.size(); ++i) {
     if (lengths[i] < 0) {
@@ -209,8 +209,7 @@ Status CheckArrays(const char* what, std::span<const int64_t> lengths, size_t n)
     }
   }
   if (n > static_cast<size_t>(kMaxDatatypeWeight)) {
-    return ResourceExhausted(what, ": ", n, " entries exceed the limit of ",
-                             kMaxDatatypeWeight);
+    return ResourceExhausted(what, ": ", n, " entries exceed the limit of ", kMaxDatatypeWeight);
   }
   return OkStatus();
 }
@@ -304,8 +303,7 @@ Result<Datatype> Datatype::Hvector(int64_t count, int64_t blocklength, int64_t s
 }
 
 Result<Datatype> Datatype::Indexed(std::span<const int64_t> blocklengths,
-                                   std::span<const int64_t> displacements,
-                                   const Datatype& old) {
+                                   std::span<const int64_t> displacements, const Datatype& old) {
   const char* what = "indexed";
   ISO_RETURN_IF_ERROR(CheckArrays(what, blocklengths, displacements.size()));
   ISO_ASSIGN_OR_RETURN(std::vector<int64_t> bytes, ToBytes(what, displacements, old));
@@ -322,8 +320,7 @@ Result<Datatype> Datatype::Hindexed(std::span<const int64_t> blocklengths,
                      {displacements_bytes.begin(), displacements_bytes.end()}, 0, false, old);
 }
 
-Result<Datatype> Datatype::IndexedBlock(int64_t blocklength,
-                                        std::span<const int64_t> displacements,
+Result<Datatype> Datatype::IndexedBlock(int64_t blocklength, std::span<const int64_t> displacements,
                                         const Datatype& old) {
   const char* what = "indexed_block";
   ISO_RETURN_IF_ERROR(CheckCount(what, "blocklength", blocklength));
@@ -344,8 +341,8 @@ Result<Datatype> Datatype::HindexedBlock(int64_t blocklength,
     return ResourceExhausted(what, ": too many displacements");
   }
   return MakeIndexed(what, DatatypeKind::kIndexedBlock, {},
-                     {displacements_bytes.begin(), displacements_bytes.end()}, blocklength,
-                     false, old);
+                     {displacements_bytes.begin(), displacements_bytes.end()}, blocklength, false,
+                     old);
 }
 
 Result<Datatype> Datatype::Resized(const Datatype& old, int64_t lb, int64_t extent) {

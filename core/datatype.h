@@ -96,7 +96,7 @@ inline constexpr int kMaxDatatypeDepth = 32;
 // Nodes plus array entries, each counted once per reference from a parent:
 // bounds memory, ToString and the per-element walking overhead.
 inline constexpr int64_t kMaxDatatypeWeight = int64_t{1} << 20;
-inline constexpr int kMaxArrayDims = 32;         // subarray/darray ndims
+inline constexpr int kMaxArrayDims = 32;                        // subarray/darray ndims
 inline constexpr int64_t kMaxDatatypeBytes = int64_t{1} << 60;  // |any bound|
 
 // One dimension of a subarray or darray, in pack order's nesting (slowest
@@ -139,23 +139,23 @@ struct DatatypeNode {
   // How the user wrote it, for ToString only: element units (vector,
   // indexed, indexed_block) versus bytes (hvector, hindexed, ...).
   bool in_elements = false;
-  int64_t count = 0;                    // contiguous, vector; entries of indexed/struct
-  int64_t blocklength = 0;              // vector, indexed_block
-  int64_t stride = 0;                   // vector, bytes
-  std::vector<int64_t> blocklengths;    // indexed, struct
-  std::vector<int64_t> displacements;   // indexed, indexed_block, struct: bytes
-  std::vector<Datatype> children;       // one old type; struct: one per entry
-  int64_t new_lb = 0;                   // resized
-  int64_t new_extent = 0;               // resized
+  int64_t count = 0;                   // contiguous, vector; entries of indexed/struct
+  int64_t blocklength = 0;             // vector, indexed_block
+  int64_t stride = 0;                  // vector, bytes
+  std::vector<int64_t> blocklengths;   // indexed, struct
+  std::vector<int64_t> displacements;  // indexed, indexed_block, struct: bytes
+  std::vector<Datatype> children;      // one old type; struct: one per entry
+  int64_t new_lb = 0;                  // resized
+  int64_t new_extent = 0;              // resized
   // subarray/darray: the arguments as given, plus dims in pack nesting
   // order (slowest first) for walkers and compilers.
   ArrayOrder order = ArrayOrder::kC;
-  std::vector<int64_t> sizes;  // sizes / gsizes
-  std::vector<int64_t> subsizes, starts;           // subarray
-  int64_t nprocs = 0, rank = 0;                    // darray
-  std::vector<Distribution> distribs;              // darray
-  std::vector<int64_t> dargs, psizes;              // darray
-  std::vector<ArrayDim> dims;                      // both
+  std::vector<int64_t> sizes;             // sizes / gsizes
+  std::vector<int64_t> subsizes, starts;  // subarray
+  int64_t nprocs = 0, rank = 0;           // darray
+  std::vector<Distribution> distribs;     // darray
+  std::vector<int64_t> dargs, psizes;     // darray
+  std::vector<ArrayDim> dims;             // both
   DatatypeInfo info;
 };
 
@@ -179,8 +179,7 @@ class Datatype {
   static Result<Datatype> Hindexed(std::span<const int64_t> blocklengths,
                                    std::span<const int64_t> displacements_bytes,
                                    const Datatype& old);
-  static Result<Datatype> IndexedBlock(int64_t blocklength,
-                                       std::span<const int64_t> displacements,
+  static Result<Datatype> IndexedBlock(int64_t blocklength, std::span<const int64_t> displacements,
                                        const Datatype& old);
   static Result<Datatype> HindexedBlock(int64_t blocklength,
                                         std::span<const int64_t> displacements_bytes,
@@ -199,9 +198,8 @@ class Datatype {
   // MPI_Type_create_darray; dargs[i] may be kDefaultDarg.
   static Result<Datatype> Darray(int64_t size, int64_t rank, std::span<const int64_t> gsizes,
                                  std::span<const Distribution> distribs,
-                                 std::span<const int64_t> dargs,
-                                 std::span<const int64_t> psizes, ArrayOrder order,
-                                 const Datatype& old);
+                                 std::span<const int64_t> dargs, std::span<const int64_t> psizes,
+                                 ArrayOrder order, const Datatype& old);
 
   // --- Properties (MPI_Type_size, MPI_Type_get_extent, ..._true_extent) ---
   int64_t size() const { return node_->info.size; }
@@ -246,8 +244,7 @@ struct Segment {
 Status ForEachSegment(const Datatype& type, int64_t count,
                       absl::FunctionRef<bool(const Segment&)> fn);
 // The same runs as a vector; ResourceExhausted past max_segments.
-Result<std::vector<Segment>> Segments(const Datatype& type, int64_t count,
-                                      size_t max_segments);
+Result<std::vector<Segment>> Segments(const Datatype& type, int64_t count, size_t max_segments);
 
 // The bytes of buffer that `count` elements touch are [origin + true_lb,
 // origin + (count - 1) * extent + true_ub) for extent >= 0 (see
@@ -261,8 +258,8 @@ Result<ByteSpan> SpanOfElements(const Datatype& type, int64_t count);
 // MPI_Pack / MPI_Unpack of `count` elements whose origin (MPI's buf) is
 // buffer[origin]. `packed` must hold count * size() bytes. OutOfRange if a
 // run falls outside buffer, InvalidArgument for a short `packed`.
-Status Pack(std::span<const uint8_t> buffer, int64_t origin, const Datatype& type,
-            int64_t count, std::span<uint8_t> packed);
+Status Pack(std::span<const uint8_t> buffer, int64_t origin, const Datatype& type, int64_t count,
+            std::span<uint8_t> packed);
 Status Unpack(std::span<const uint8_t> packed, const Datatype& type, int64_t count,
               std::span<uint8_t> buffer, int64_t origin);
 

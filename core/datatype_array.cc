@@ -64,10 +64,9 @@ Status PlaceDims(const char* what, std::vector<ArrayDim> dims, std::span<const i
     int64_t lo = 0;
     int64_t hi = 0;
     for (const ArrayDim& d : dims) {
-      const int64_t last = d.tail > 0 ? a.Add(a.Add(d.first, a.Mul(d.full_blocks, d.cycle)),
-                                              d.tail - 1)
-                                      : a.Add(a.Add(d.first, a.Mul(d.full_blocks - 1, d.cycle)),
-                                              d.block - 1);
+      const int64_t last =
+          d.tail > 0 ? a.Add(a.Add(d.first, a.Mul(d.full_blocks, d.cycle)), d.tail - 1)
+                     : a.Add(a.Add(d.first, a.Mul(d.full_blocks - 1, d.cycle)), d.block - 1);
       const int64_t p = a.Mul(d.first, d.elem_stride);
       const int64_t q = a.Mul(last, d.elem_stride);
       lo = a.Add(lo, std::min(p, q));
@@ -143,10 +142,9 @@ Result<ArrayDim> DarrayDim(size_t i, int64_t gsize, Distribution dist, int64_t d
 // report what MPICH reports, the same composition is built from our own
 // constructors; only its true bounds are used (the typemap is the same).
 Status MpichDarrayTrueBounds(std::span<const int64_t> gsizes,
-                             std::span<const Distribution> distribs,
-                             std::span<const int64_t> dargs, std::span<const int64_t> psizes,
-                             std::span<const int64_t> coords, ArrayOrder order,
-                             const Datatype& old, DatatypeInfo* info) {
+                             std::span<const Distribution> distribs, std::span<const int64_t> dargs,
+                             std::span<const int64_t> psizes, std::span<const int64_t> coords,
+                             ArrayOrder order, const Datatype& old, DatatypeInfo* info) {
   const size_t nd = gsizes.size();
   const int64_t ext = old.extent();
   Arith a;
@@ -165,8 +163,8 @@ Status MpichDarrayTrueBounds(std::span<const int64_t> gsizes,
       const bool dflt = distribs[i] == Distribution::kNone || dargs[i] == kDefaultDarg;
       const int64_t b = dflt ? (g + p - 1) / p : dargs[i];
       const int64_t mine = std::clamp<int64_t>(g - b * c, 0, b);
-      ISO_ASSIGN_OR_RETURN(t, k == 0 ? Datatype::Contiguous(mine, t)
-                                     : Datatype::Hvector(mine, 1, stride, t));
+      ISO_ASSIGN_OR_RETURN(
+          t, k == 0 ? Datatype::Contiguous(mine, t) : Datatype::Hvector(mine, 1, stride, t));
       st = mine == 0 ? 0 : b * c;
     } else {
       const int64_t b = dargs[i] == kDefaultDarg ? 1 : dargs[i];
@@ -216,8 +214,8 @@ Result<Datatype> Datatype::Subarray(std::span<const int64_t> sizes,
   const char* what = "subarray";
   ISO_RETURN_IF_ERROR(CheckDims(what, sizes.size()));
   if (subsizes.size() != sizes.size() || starts.size() != sizes.size()) {
-    return InvalidArgument(what, ": ", sizes.size(), " sizes, ", subsizes.size(),
-                           " subsizes and ", starts.size(), " starts differ in number");
+    return InvalidArgument(what, ": ", sizes.size(), " sizes, ", subsizes.size(), " subsizes and ",
+                           starts.size(), " starts differ in number");
   }
   std::vector<ArrayDim> dims(sizes.size());
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -245,9 +243,8 @@ Result<Datatype> Datatype::Subarray(std::span<const int64_t> sizes,
 
 Result<Datatype> Datatype::Darray(int64_t size, int64_t rank, std::span<const int64_t> gsizes,
                                   std::span<const Distribution> distribs,
-                                  std::span<const int64_t> dargs,
-                                  std::span<const int64_t> psizes, ArrayOrder order,
-                                  const Datatype& old) {
+                                  std::span<const int64_t> dargs, std::span<const int64_t> psizes,
+                                  ArrayOrder order, const Datatype& old) {
   const char* what = "darray";
   ISO_RETURN_IF_ERROR(CheckDims(what, gsizes.size()));
   const size_t nd = gsizes.size();

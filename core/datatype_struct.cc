@@ -185,13 +185,12 @@ bool SameType(const Datatype& a, const Datatype& b) {
     return true;
   }
   if (x.kind != y.kind || x.basic != y.basic || x.in_elements != y.in_elements ||
-      x.count != y.count ||
-      x.blocklength != y.blocklength || x.stride != y.stride ||
+      x.count != y.count || x.blocklength != y.blocklength || x.stride != y.stride ||
       x.blocklengths != y.blocklengths || x.displacements != y.displacements ||
       x.new_lb != y.new_lb || x.new_extent != y.new_extent || x.order != y.order ||
       x.sizes != y.sizes || x.subsizes != y.subsizes || x.starts != y.starts ||
-      x.nprocs != y.nprocs || x.rank != y.rank || x.distribs != y.distribs ||
-      x.dargs != y.dargs || x.psizes != y.psizes || x.children.size() != y.children.size()) {
+      x.nprocs != y.nprocs || x.rank != y.rank || x.distribs != y.distribs || x.dargs != y.dargs ||
+      x.psizes != y.psizes || x.children.size() != y.children.size()) {
     return false;
   }
   for (size_t i = 0; i < x.children.size(); ++i) {

@@ -221,8 +221,8 @@ Status CheckBuffers(size_t buffer_size, int64_t origin, const Datatype& type, in
 
 }  // namespace
 
-Status Pack(std::span<const uint8_t> buffer, int64_t origin, const Datatype& type,
-            int64_t count, std::span<uint8_t> packed) {
+Status Pack(std::span<const uint8_t> buffer, int64_t origin, const Datatype& type, int64_t count,
+            std::span<uint8_t> packed) {
   ISO_RETURN_IF_ERROR(CheckBuffers(buffer.size(), origin, type, count, packed.size()));
   size_t done = 0;
   bool overrun = false;

@@ -51,12 +51,12 @@ const struct {
   BasicType ours;
   MPI_Datatype mpi;
 } kBasics[] = {
-    {BasicType::kByte, MPI_BYTE},        {BasicType::kChar, MPI_CHAR},
-    {BasicType::kInt8, MPI_INT8_T},      {BasicType::kInt16, MPI_INT16_T},
-    {BasicType::kInt32, MPI_INT32_T},    {BasicType::kInt64, MPI_INT64_T},
-    {BasicType::kUint8, MPI_UINT8_T},    {BasicType::kUint16, MPI_UINT16_T},
-    {BasicType::kUint32, MPI_UINT32_T},  {BasicType::kUint64, MPI_UINT64_T},
-    {BasicType::kFloat, MPI_FLOAT},      {BasicType::kDouble, MPI_DOUBLE},
+    {BasicType::kByte, MPI_BYTE},       {BasicType::kChar, MPI_CHAR},
+    {BasicType::kInt8, MPI_INT8_T},     {BasicType::kInt16, MPI_INT16_T},
+    {BasicType::kInt32, MPI_INT32_T},   {BasicType::kInt64, MPI_INT64_T},
+    {BasicType::kUint8, MPI_UINT8_T},   {BasicType::kUint16, MPI_UINT16_T},
+    {BasicType::kUint32, MPI_UINT32_T}, {BasicType::kUint64, MPI_UINT64_T},
+    {BasicType::kFloat, MPI_FLOAT},     {BasicType::kDouble, MPI_DOUBLE},
     // Not kLongDouble: MPICH packs it as a value, copying only the 10
     // significant bytes of its 16, where Pack copies all 16 (its size and
     // alignment are checked in datatype_test.cc).
@@ -66,14 +66,14 @@ bool HasEmptyStructEntry(const Datatype& t);
 int failures = 0;
 std::map<std::string, int> tolerated;  // Open MPI corner -> nodes
 
-#define FAIL_IF(cond, ...)                       \
-  do {                                           \
-    if (cond) {                                  \
-      ++failures;                                \
-      if (failures < 30) {                       \
+#define FAIL_IF(cond, ...)                          \
+  do {                                              \
+    if (cond) {                                     \
+      ++failures;                                   \
+      if (failures < 30) {                          \
         std::fprintf(stderr, "FAIL: " __VA_ARGS__); \
-      }                                          \
-    }                                            \
+      }                                             \
+    }                                               \
   } while (0)
 
 class Gen {
@@ -95,7 +95,9 @@ class Gen {
     spare_.clear();
   }
 
-  int64_t Int(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng_); }
+  int64_t Int(int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
+  }
   bool Chance(int percent) { return Int(0, 99) < percent; }
 
   // A random tree with `levels` constructors above the basic types, or
@@ -125,7 +127,9 @@ class Gen {
     return v;
   }
   static std::vector<int> AsInt(const std::vector<int64_t>& v) { return {v.begin(), v.end()}; }
-  static std::vector<MPI_Aint> AsAint(const std::vector<int64_t>& v) { return {v.begin(), v.end()}; }
+  static std::vector<MPI_Aint> AsAint(const std::vector<int64_t>& v) {
+    return {v.begin(), v.end()};
+  }
   int64_t Count() { return Chance(8) ? 0 : Int(1, 3); }
   int64_t BlockLen() { return Chance(15) ? 0 : Int(1, 3); }
 
@@ -235,9 +239,9 @@ class Gen {
     const bool c_order = Chance(50);
     *ours = Datatype::Subarray(sizes, subs, starts, c_order ? ArrayOrder::kC : ArrayOrder::kFortran,
                                c.ours);
-    const int rc = MPI_Type_create_subarray(nd, AsInt(sizes).data(), AsInt(subs).data(),
-                                            AsInt(starts).data(),
-                                            c_order ? MPI_ORDER_C : MPI_ORDER_FORTRAN, c.mpi, m);
+    const int rc =
+        MPI_Type_create_subarray(nd, AsInt(sizes).data(), AsInt(subs).data(), AsInt(starts).data(),
+                                 c_order ? MPI_ORDER_C : MPI_ORDER_FORTRAN, c.mpi, m);
     return Finish(std::move(*ours), *m, rc, {c}, c.has_resized);
   }
 
@@ -249,15 +253,19 @@ class Gen {
     int64_t size = 1;
     for (int64_t i = 0; i < nd; ++i) {
       const int64_t pick = Int(0, 2);
-      ds[i] = pick == 0 ? Distribution::kNone : pick == 1 ? Distribution::kBlock : Distribution::kCyclic;
-      mds[i] = pick == 0 ? MPI_DISTRIBUTE_NONE : pick == 1 ? MPI_DISTRIBUTE_BLOCK : MPI_DISTRIBUTE_CYCLIC;
+      ds[i] = pick == 0   ? Distribution::kNone
+              : pick == 1 ? Distribution::kBlock
+                          : Distribution::kCyclic;
+      mds[i] = pick == 0   ? MPI_DISTRIBUTE_NONE
+               : pick == 1 ? MPI_DISTRIBUTE_BLOCK
+                           : MPI_DISTRIBUTE_CYCLIC;
       if (pick == 0) {
         ps[i] = 1;
       }
       const int64_t min_block = (gs[i] + ps[i] - 1) / ps[i];
       dargs[i] = Chance(50) || pick == 0 ? kDefaultDarg
-                 : pick == 1               ? Int(min_block, min_block + 2)
-                                           : Int(1, 3);
+                 : pick == 1             ? Int(min_block, min_block + 2)
+                                         : Int(1, 3);
       size *= ps[i];
     }
     const int64_t rank = Int(0, size - 1);
@@ -265,11 +273,12 @@ class Gen {
     for (int64_t i = 0; i < nd; ++i) {
       mdargs[i] = dargs[i] == kDefaultDarg ? MPI_DISTRIBUTE_DFLT_DARG : static_cast<int>(dargs[i]);
     }
-    auto ours = Datatype::Darray(size, rank, gs, ds, dargs, ps,
-                                 order == MPI_ORDER_C ? ArrayOrder::kC : ArrayOrder::kFortran, c.ours);
+    auto ours =
+        Datatype::Darray(size, rank, gs, ds, dargs, ps,
+                         order == MPI_ORDER_C ? ArrayOrder::kC : ArrayOrder::kFortran, c.ours);
     MPI_Datatype m = MPI_DATATYPE_NULL;
-    const int rc = MPI_Type_create_darray(size, rank, nd, AsInt(gs).data(), mds.data(), mdargs.data(),
-                                          AsInt(ps).data(), order, c.mpi, &m);
+    const int rc = MPI_Type_create_darray(size, rank, nd, AsInt(gs).data(), mds.data(),
+                                          mdargs.data(), AsInt(ps).data(), order, c.mpi, &m);
     return Finish(std::move(ours), m, rc, {c}, c.has_resized);
   }
 
@@ -278,7 +287,7 @@ class Gen {
 
   std::mt19937_64 rng_;
   std::map<std::string, MPI_Datatype> cache_;  // same tree, same handle
-  std::vector<MPI_Datatype> spare_;             // freed at the end
+  std::vector<MPI_Datatype> spare_;            // freed at the end
 };
 
 // Compares one new node's bounds; Open MPI's known corners taint it.
@@ -291,7 +300,8 @@ std::optional<Pair> Gen::Finish(Result<Datatype> ours, MPI_Datatype m, int rc,
   }
   if (!ours.ok() || rc != MPI_SUCCESS) {
     FAIL_IF(ours.ok() != (rc == MPI_SUCCESS), "constructor disagrees: ours %s, MPI rc %d\n",
-            ours.ok() ? ours->ToString().c_str() : std::string(ours.status().message()).c_str(), rc);
+            ours.ok() ? ours->ToString().c_str() : std::string(ours.status().message()).c_str(),
+            rc);
     if (rc == MPI_SUCCESS) {
       spare_.push_back(m);
     }
@@ -320,8 +330,8 @@ std::optional<Pair> Gen::Finish(Result<Datatype> ours, MPI_Datatype m, int rc,
   MPI_Type_get_true_extent(m, &tlb, &textent);
   FAIL_IF(size != t.size(), "size %lld != MPI %lld for %s\n", (long long)t.size(), (long long)size,
           key.c_str());
-  const bool bounds = lb == t.lb() && extent == t.extent() && tlb == t.true_lb() &&
-                      textent == t.true_extent();
+  const bool bounds =
+      lb == t.lb() && extent == t.extent() && tlb == t.true_lb() && textent == t.true_extent();
   if (p.tainted || bounds) {
     return p;
   }

@@ -131,7 +131,7 @@ TEST_CASE("darray block, cyclic and block-cyclic with default dargs") {
   const std::vector<int64_t> gs{10, 7}, da{kDefaultDarg, 2}, ps{3, 2};
   const std::vector<Distribution> ds{Distribution::kBlock, Distribution::kCyclic};
   // (size, true_lb, true_extent) per rank, as MPICH computes them.
-  const int64_t want[6][3] = {{64, 0, 108},   {48, 8, 104},   {64, 112, 108},
+  const int64_t want[6][3] = {{64, 0, 108},   {48, 8, 104},  {64, 112, 108},
                               {48, 120, 104}, {32, 224, 52}, {24, 232, 48}};
   for (int r = 0; r < 6; ++r) {
     const Datatype t = Ok(Datatype::Darray(6, r, gs, ds, da, ps, ArrayOrder::kC, kInt));
@@ -161,7 +161,7 @@ TEST_CASE("invalid arguments are errors that name the problem") {
   CHECK(!Datatype::Subarray(empty, empty, empty, ArrayOrder::kC, kInt).ok());
   const std::vector<int64_t> gs{10}, da{3}, ps{3}, dflt{kDefaultDarg};
   const std::vector<Distribution> block{Distribution::kBlock};
-  CHECK(!Datatype::Darray(3, 0, gs, block, da, ps, ArrayOrder::kC, kInt).ok());  // 3*3 < 10
+  CHECK(!Datatype::Darray(3, 0, gs, block, da, ps, ArrayOrder::kC, kInt).ok());    // 3*3 < 10
   CHECK(!Datatype::Darray(4, 0, gs, block, dflt, ps, ArrayOrder::kC, kInt).ok());  // grid 3 != 4
   CHECK(!Datatype::Darray(3, 3, gs, block, dflt, ps, ArrayOrder::kC, kInt).ok());  // rank
   const std::vector<Distribution> none{Distribution::kNone};
