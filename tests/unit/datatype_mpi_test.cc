@@ -11,9 +11,10 @@
 // are counted, and the trees above them are not compared further (their
 // typemaps legitimately differ), everything else must agree.
 //
-// No mpirun: MPI_Init as a singleton. If that cannot work here the test
-// says why and exits 77 (ctest's skip), checked first in a child process
-// because a failing MPI_Init may abort instead of returning.
+// ISOMETRY_DATATYPE_SEED=N draws other trees (the default seed is fixed, so
+// ctest runs are reproducible). No mpirun: MPI_Init as a singleton. If that cannot work here the
+// test says why and exits 77 (ctest's skip), checked first in a child process because a failing
+// MPI_Init may abort instead of returning.
 #include <mpi.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -382,11 +383,15 @@ bool HasEmptyStructEntry(const Datatype& t) {
   return false;
 }
 
+// Also checks the walker's promise: no more runs than max_segments says.
 bool Overlapping(const Datatype& t, int count) {
   auto segs = Segments(t, count, 1 << 20);
   if (!segs.ok()) {
     return true;
   }
+  FAIL_IF(segs->size() > t.info().max_segments * static_cast<uint64_t>(count),
+          "%zu segments, max_segments %llu for %s\n", segs->size(),
+          (unsigned long long)t.info().max_segments, t.ToString(300).c_str());
   std::sort(segs->begin(), segs->end(),
             [](const Segment& a, const Segment& b) { return a.offset < b.offset; });
   for (size_t i = 1; i < segs->size(); ++i) {
