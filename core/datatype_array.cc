@@ -135,6 +135,16 @@ Result<ArrayDim> DarrayDim(size_t i, int64_t gsize, Distribution dist, int64_t d
   return d;
 }
 
+// A shallow type with t's bounds and true bounds (t holds data): keeps the
+// composition below within kMaxDatatypeDepth for any number of dimensions.
+Result<Datatype> StandIn(const Datatype& t) {
+  ISO_ASSIGN_OR_RETURN(Datatype run,
+                       Datatype::Contiguous(t.true_extent(), Datatype::Basic(BasicType::kByte)));
+  const int64_t at[1] = {t.true_lb()};
+  ISO_ASSIGN_OR_RETURN(run, Datatype::HindexedBlock(1, at, run));
+  return Datatype::Resized(run, t.lb(), t.extent());
+}
+
 // MPICH builds a darray from vectors, structs and resized types, one
 // dimension at a time, and its true bounds are those of that composition,
 // which are wider than the data where a cyclic dimension holds only a
@@ -148,7 +158,7 @@ Status MpichDarrayTrueBounds(std::span<const int64_t> gsizes,
   const size_t nd = gsizes.size();
   const int64_t ext = old.extent();
   Arith a;
-  Datatype t = old;
+  ISO_ASSIGN_OR_RETURN(Datatype t, StandIn(old));
   int64_t disp = 0;    // elements, summed over dims
   int64_t faster = 1;  // product of the gsizes of the dims built so far
   for (size_t k = 0; k < nd; ++k) {
@@ -192,6 +202,7 @@ Status MpichDarrayTrueBounds(std::span<const int64_t> gsizes,
     }
     // Each dimension's type spans its whole slab of the global array.
     ISO_ASSIGN_OR_RETURN(t, Datatype::Resized(t, 0, a.Mul(g, below.extent())));
+    ISO_ASSIGN_OR_RETURN(t, StandIn(t));
     disp = a.Add(disp, a.Mul(st, faster));
     faster = a.Mul(faster, g);
   }

@@ -145,6 +145,14 @@ TEST_CASE("darray block, cyclic and block-cyclic with default dargs") {
               272);
 }
 
+TEST_CASE("darrays of many dimensions stay within the description limits") {
+  const std::vector<int64_t> gs(10, 3), da(10, 2), ps(10, 1);
+  const std::vector<Distribution> ds(10, Distribution::kCyclic);
+  const Datatype t = Ok(Datatype::Darray(1, 0, gs, ds, da, ps, ArrayOrder::kC, kInt));
+  CheckBounds(t, 4 * 59049, 0, 4 * 59049, 0, 4 * 59049);
+  CHECK(t.info().dense);
+}
+
 TEST_CASE("invalid arguments are errors that name the problem") {
   const std::vector<int64_t> one{1}, two{1, 2}, neg{-1};
   CHECK(Datatype::Contiguous(-1, kInt).status().code() == absl::StatusCode::kInvalidArgument);
