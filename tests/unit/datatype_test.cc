@@ -149,7 +149,8 @@ TEST_CASE("darrays of many dimensions stay within the description limits") {
   const std::vector<int64_t> gs(10, 3), da(10, 2), ps(10, 1);
   const std::vector<Distribution> ds(10, Distribution::kCyclic);
   const Datatype t = Ok(Datatype::Darray(1, 0, gs, ds, da, ps, ArrayOrder::kC, kInt));
-  CheckBounds(t, 4 * 59049, 0, 4 * 59049, 0, 4 * 59049);
+  const int64_t bytes = int64_t{4} * 59049;  // 3^10 int32
+  CheckBounds(t, bytes, 0, bytes, 0, bytes);
   CHECK(t.info().dense);
 }
 
