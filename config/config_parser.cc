@@ -37,6 +37,7 @@ hello_timeout_ms = 5000           # a local connection says hello by then or is 
 max_transfers_per_session = 1024  # copies in flight per session
 max_allocations_per_session = 1024
 max_instances_per_session = 16384
+max_private_ranges_per_session = 64   # registered ranges of a client's own memory (CMA)
 calibrate = true            # measure channel throughput at start (kept in state_dir)
 
 [runtime]
@@ -79,6 +80,14 @@ threads = 2
 request_size = "4MiB"
 # rate_limit = "2GiB"          # bytes per second; absent or "0" = unlimited
 # edges = [["sys0", "reg0"]]   # absent = every pair of host memories
+
+# Clients' private memory (LocalRequest.register_private) to and from every
+# host memory by process_vm_readv/writev; the runtime names it "proc".
+[[channel]]
+name = "cma0"
+kind = "cma"
+threads = 2
+request_size = "4MiB"
 
 # A cluster: list the other daemons, give every node the same secret.
 # [cluster]
@@ -216,7 +225,8 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
       {"local_socket", "grpc_socket", "grpc_tcp", "socket_group", "socket_mode", "log_level",
        "state_dir", "sq_entries", "cq_entries", "max_sessions", "shutdown_grace_ms", "calibrate",
        "max_sessions_per_uid", "max_grpc_sessions", "max_connections_per_uid", "hello_timeout_ms",
-       "max_transfers_per_session", "max_allocations_per_session", "max_instances_per_session"}));
+       "max_transfers_per_session", "max_allocations_per_session", "max_instances_per_session",
+       "max_private_ranges_per_session"}));
   struct StringKey {
     const char* key;
     std::string* out;
@@ -257,7 +267,8 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
         IntKey{"hello_timeout_ms", &c.hello_timeout_ms, 100, 600000},
         IntKey{"max_transfers_per_session", &c.max_transfers_per_session, 1, 1 << 24},
         IntKey{"max_allocations_per_session", &c.max_allocations_per_session, 1, 1 << 20},
-        IntKey{"max_instances_per_session", &c.max_instances_per_session, 1, 1 << 24}}) {
+        IntKey{"max_instances_per_session", &c.max_instances_per_session, 1, 1 << 24},
+        IntKey{"max_private_ranges_per_session", &c.max_private_ranges_per_session, 1, 1 << 16}}) {
     if (const toml::node* n = t.get(k.key)) {
       ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, StrCat("daemon.", k.key), k.lo, k.hi));
       *k.out = static_cast<uint32_t>(v);

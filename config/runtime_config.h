@@ -121,6 +121,8 @@ struct DaemonConfig {
   uint32_t max_transfers_per_session = 1024;    // in flight
   uint32_t max_allocations_per_session = 1024;  // each is a memfd the daemon holds
   uint32_t max_instances_per_session = 16384;
+  // Ranges of its own memory a local-socket session may register for CMA.
+  uint32_t max_private_ranges_per_session = 64;
   uint32_t shutdown_grace_ms = 5000;  // SIGTERM: time in-flight transfers get to finish
   // Calibrate channels at start, kept in state_dir/calibration.toml.
   bool calibrate = true;

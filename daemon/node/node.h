@@ -128,6 +128,9 @@ struct InstanceSpec {
   InstanceShape shape;
   std::string memory;  // DSK instances: the DSK memory ...
   std::string file;    // ... and the file, relative to its directory
+  // Client process memory: a private range this session registered, or
+  // one another session of its uid published (RegisterPrivate).
+  uint64_t private_range = 0;
   // "node:memory" in `memory` names another node's memory: with `file`, a
   // file of its DSK memory; without, `allocation` published there.
 };
@@ -198,6 +201,19 @@ class Node {
   Result<std::pair<uint64_t, uint64_t>> RegisterInstance(const std::string& session,
                                                          const InstanceSpec& spec);
   Status UnregisterInstance(const std::string& session, uint64_t instance);
+
+  // Client process memory (node_private.cc). A local-socket session
+  // registers [address, address + bytes) of its own process (the one
+  // SO_PEERCRED named; pinned by a pidfd at the first call, after the
+  // identity check of channels/cma/client_process.h) for instances the
+  // daemon reaches by CMA. The range lives until the session ends; copies
+  // that use it afterwards are refused. Sessions without credentials
+  // (gRPC): FAILED_PRECONDITION. Bad ranges: INVALID_ARGUMENT; more than
+  // daemon.max_private_ranges_per_session: RESOURCE_EXHAUSTED.
+  Result<uint64_t> RegisterPrivate(const std::string& session, uint64_t address, uint64_t bytes);
+  // Lets other sessions of the same uid register instances over the
+  // range; sessions of any other uid never can (NOT_FOUND for them).
+  Status PublishPrivate(const std::string& session, uint64_t range);
 
   // Queues a copy between two instances the session registered. `on_done`
   // (optional) runs once when it ends, instead of the session callback:

@@ -219,6 +219,11 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string
                       " registered in this session");
     }
     ends[i] = &it->second;
+    const std::shared_ptr<PrivateRange>& pr = it->second.private_range;
+    if (pr && !pr->alive) {
+      return NotFound(i ? "destination" : "source", " instance ", ids[i], ": private range ",
+                      pr->id, " ended with its session");
+    }
   }
   ISO_RETURN_IF_ERROR(CheckCopyDimensions(ends[0]->shape.bounds, ends[1]->shape.bounds, spec.box));
   if (!ends[0]->remote_node.empty() || !ends[1]->remote_node.empty()) {
@@ -240,8 +245,18 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string
       return InvalidArgument("explicit intermediate hops are not supported across nodes");
     }
   }
+  if (cross && (ends[0]->private_range || ends[1]->private_range)) {
+    return Unimplemented("private ranges are not copied across nodes yet");
+  }
+  const MemoryId proc_id = runtime->FindMemory(kProcessMemoryName).value_or(MemoryId{});
   auto ref = [&](const Instance& in) {
     if (!in.remote_node.empty()) return InstanceRef{};
+    if (in.private_range) {
+      InstanceRef r{proc_id, nullptr, in.private_range->bytes - in.offset, in.shape};
+      r.process = in.private_range->process;
+      r.address = in.private_range->address + in.offset;
+      return r;
+    }
     if (!in.allocation) {
       InstanceRef r{runtime->topology().memories[in.disk_memory].id, nullptr, 0, in.shape};
       r.file = in.file;
@@ -284,6 +299,14 @@ Result<std::pair<uint64_t, uint64_t>> Node::RegisterInstance(const std::string& 
     return ResourceExhausted("this session has ", s->instances.size(),
                              " instances registered; daemon.max_instances_per_session is ",
                              max_instances);
+  }
+  if (spec.private_range != 0) {
+    if (spec.allocation != 0 || !spec.memory.empty() || !spec.file.empty()) {
+      return InvalidArgument("instance: a private range excludes allocation, memory and file");
+    }
+    uint64_t id = 0;
+    ISO_RETURN_IF_ERROR(impl_->RegisterPrivateInstanceLocked(*s, spec, total, id));
+    return std::make_pair(id, total);
   }
   const NodeMemory where = SplitNodeMemory(spec.memory, impl_->config.cluster.node_name);
   const std::string& memory = where.memory;

@@ -28,6 +28,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "core/log_limiter.h"
+#include "channels/cma/client_process.h"
 #include "daemon/node/node.h"
 #include "daemon/node/shared_memory.h"
 
@@ -68,6 +69,20 @@ struct Allocation {
   }
 };
 
+// A range of a client's own memory (Node::RegisterPrivate). Constant
+// after registration but `alive` and `published`, which are the node
+// lock's.
+struct PrivateRange {
+  uint64_t id = 0;
+  uint64_t session = 0;  // the registering session's number
+  uid_t uid = 0;         // its uid: only sessions of this uid may use it
+  uint64_t address = 0;
+  uint64_t bytes = 0;
+  std::shared_ptr<const ClientProcess> process;  // pinned by its pidfd
+  bool published = false;
+  bool alive = true;  // false once its session ended
+};
+
 struct Instance {
   uint64_t id = 0;
   uint64_t session = 0;
@@ -79,6 +94,7 @@ struct Instance {
   std::string remote_node;  // another node's instance (spec in remote_*)
   uint64_t remote_allocation = 0;
   std::string remote_memory;
+  std::shared_ptr<PrivateRange> private_range;  // PROCESS instances; offset is in it
 };
 
 struct TransferRecord {
@@ -108,6 +124,9 @@ struct Session {
   std::set<uint64_t> instances;
   std::set<uint64_t> transfers;
   std::map<size_t, uint64_t> quota_used;  // per pool
+  // Its own process, opened at the first RegisterPrivate, and its ranges.
+  std::shared_ptr<const ClientProcess> process;
+  std::set<uint64_t> private_ranges;
 };
 
 // A found transfer record as Cancel, GetTransfer and WhenDone see it.
@@ -143,6 +162,8 @@ struct Node::Impl {
   std::deque<uint64_t> finished_order ABSL_GUARDED_BY(mu);
   uint64_t next_allocation ABSL_GUARDED_BY(mu) = 1;
   uint64_t next_instance ABSL_GUARDED_BY(mu) = 1;
+  std::map<uint64_t, std::shared_ptr<PrivateRange>> private_ranges ABSL_GUARDED_BY(mu);
+  uint64_t next_private ABSL_GUARDED_BY(mu) = 1;
   // Ids of cross-node copies this node starts; far above the runtime's.
   uint64_t next_cross ABSL_GUARDED_BY(mu) = 1ull << 48;
   bool draining ABSL_GUARDED_BY(mu) = false;
@@ -165,6 +186,16 @@ struct Node::Impl {
   void ReleaseSessionLocked(Session& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // ---- pools (node_pools.cc) ----
+  // ---- private ranges (node_private.cc) ----
+  // The range `id` if session `s` may use it: its own, or published by a
+  // session of its uid. NOT_FOUND otherwise (another uid's range is not
+  // told apart from none).
+  Result<std::shared_ptr<PrivateRange>> UsablePrivateRange(const Session& s, uint64_t id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  Status RegisterPrivateInstanceLocked(Session& s, const InstanceSpec& spec, uint64_t total,
+                                       uint64_t& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void ReleasePrivateLocked(Session& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+
   Result<std::shared_ptr<Allocation>> UsableAllocation(uint64_t session, uint64_t id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   std::shared_ptr<PoolAccount> PoolByName(const std::string& name) const;

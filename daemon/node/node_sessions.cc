@@ -49,6 +49,7 @@ Result<Session*> Node::Impl::FindSession(const std::string& token) {
 }
 
 void Node::Impl::ReleaseSessionLocked(Session& s) {
+  ReleasePrivateLocked(s);
   for (uint64_t id : s.instances) instances.erase(id);
   for (uint64_t id : s.allocations) {
     auto it = allocations.find(id);

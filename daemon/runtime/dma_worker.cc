@@ -5,6 +5,7 @@
 // direct copy on the submitting thread.
 #include <algorithm>
 
+#include "channels/cma/client_process.h"
 #include "daemon/runtime/runtime_impl.h"
 
 namespace isometry {
@@ -48,11 +49,17 @@ ChunkEnd SlotOf(const TransferState& t, const RingBuffer& b, const Box& chunk, u
   return {std::move(s), HostBytes{b.data + (k % static_cast<uint64_t>(b.slots)) * b.slot_bytes}};
 }
 
+// A user's end: a PROCESS instance by its pinned process, else host bytes.
+Endpoint UserEnd(const InstanceRef& ref) {
+  if (ref.process) return ref.process->At(ref.address);
+  return HostBytes{ref.base};
+}
+
 ChunkEnd InputOf(const TransferState& t, size_t hop, const Box& chunk, uint64_t k) {
   if (t.remote && !t.remote->sending && hop == t.remote->net_hop) return Wire(t, chunk, k);
   if (hop == 0) {
     if (t.src_disk) return {t.src.shape, t.src_disk->Ref(t.src.file_offset)};
-    return {t.src.shape, HostBytes{t.src.base}};
+    return {t.src.shape, UserEnd(t.src)};
   }
   return SlotOf(t, t.buffers[hop - 1], chunk, k);
 }
@@ -61,7 +68,7 @@ ChunkEnd OutputOf(const TransferState& t, size_t hop, const Box& chunk, uint64_t
   if (t.remote && t.remote->sending && hop == t.remote->net_hop) return Wire(t, chunk, k);
   if (hop + 1 == t.xds.size()) {
     if (t.dst_disk) return {t.dst.shape, t.dst_disk->Ref(t.dst.file_offset)};
-    return {t.dst.shape, HostBytes{t.dst.base}};
+    return {t.dst.shape, UserEnd(t.dst)};
   }
   return SlotOf(t, t.buffers[hop], chunk, k);
 }
@@ -95,7 +102,7 @@ Completion Runtime::Impl::RunInline(const std::shared_ptr<TransferState>& t) {
   const Box chunk = t->grid->chunk(0);
   auto program = cache.Get(t->src.shape, t->dst.shape, chunk);
   Status s = program.ok() ? channels[t->xds[0]->channel]->RunInline(
-                                {*program, HostBytes{t->src.base}, HostBytes{t->dst.base}})
+                                {*program, UserEnd(t->src), UserEnd(t->dst)})
                           : program.status();
   absl::MutexLock lock(&mu);
   DmaWorker& w = *workers[t->xds[0]->channel];

@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <map>
 #include <thread>
 
@@ -21,8 +22,52 @@ using Phase = TransferState::Phase;
 
 Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->self = this; }
 
-Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config, ChannelMaker maker) {
-  ISO_RETURN_IF_ERROR(config.Validate());
+namespace {
+
+bool HasCmaChannel(const RuntimeConfig& config) {
+  return std::any_of(config.channels.begin(), config.channels.end(),
+                     [](const ChannelConfig& c) { return c.kind == ChannelKind::kCma; });
+}
+
+// A cma channel serves clients' registered process memory, which no
+// [[memory]] names: the runtime adds one PROCESS memory for all of it
+// (no staging: it is only ever a path's end) and edges between it and
+// every host memory, both ways.
+Status AddProcessMemory(RuntimeConfig& config) {
+  if (!HasCmaChannel(config)) return OkStatus();
+  for (const MemoryConfig& m : config.memories) {
+    if (m.name == kProcessMemoryName) {
+      return InvalidArgument("config: memory name '", kProcessMemoryName,
+                             "' is reserved for clients' process memory (a cma channel)");
+    }
+  }
+  MemoryConfig proc;
+  proc.name = std::string(kProcessMemoryName);
+  proc.kind = MemoryKind::kProcess;
+  proc.staging_bytes = 0;
+  config.memories.push_back(std::move(proc));
+  return OkStatus();
+}
+
+std::vector<std::pair<std::string, std::string>> ChannelEdges(const RuntimeConfig& config,
+                                                              const ChannelConfig& c) {
+  if (c.kind != ChannelKind::kCma) return config.EdgesOf(c);
+  std::vector<std::pair<std::string, std::string>> edges;
+  for (const MemoryConfig& m : config.memories) {
+    if (!IsHostMemory(m.kind)) continue;
+    edges.emplace_back(kProcessMemoryName, m.name);
+    edges.emplace_back(m.name, kProcessMemoryName);
+  }
+  return edges;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config_in,
+                                                 ChannelMaker maker) {
+  ISO_RETURN_IF_ERROR(config_in.Validate());
+  RuntimeConfig config = config_in;
+  ISO_RETURN_IF_ERROR(AddProcessMemory(config));
   if (!maker) maker = [](const ChannelConfig& c) { return MakeChannel(c); };
   auto impl = std::make_unique<Impl>(config);
   std::map<std::string, MemoryId> ids;
@@ -51,7 +96,7 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config, Ch
   for (size_t c = 0; c < config.channels.size(); ++c) {
     const ChannelConfig& cc = config.channels[c];
     ISO_ASSIGN_OR_RETURN(std::unique_ptr<Channel> ch, maker(cc));
-    for (const auto& [s, d] : config.EdgesOf(cc)) {
+    for (const auto& [s, d] : ChannelEdges(config, cc)) {
       TopologyEdge e{ids[s], ids[d], static_cast<int>(c), cc.kind, cc.name};
       // Until calibration measures them (runtime.calibrate), disk channels
       // are modelled as a 1 GB/s device with 100 us per request, so the
@@ -59,6 +104,12 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config, Ch
       // (Isometry fig. 9b).
       if (cc.kind == ChannelKind::kDiskRead || cc.kind == ChannelKind::kDiskWrite) {
         e.tp = ThroughputFunction::PerRequestOverhead(1e9, 100e-6);
+      }
+      // CMA pays per iovec, one per contiguous run (the planner's request
+      // size on a hop): ~0.4 us each was measured on these machines, until
+      // calibration measures it (MeasureCmaCost).
+      if (cc.kind == ChannelKind::kCma) {
+        e.tp = ThroughputFunction::PerRequestOverhead(8e9, 0.4e-6);
       }
       impl->topo.edges.push_back(std::move(e));
     }

@@ -33,6 +33,13 @@
 
 namespace isometry {
 
+class ClientProcess;  // channels/cma/client_process.h
+
+// The PROCESS memory the runtime adds when a cma channel is configured:
+// every client's registered private memory, reached by CMA to and from
+// every host memory.
+inline constexpr std::string_view kProcessMemoryName = "proc";
+
 // An instance the caller owns: its bytes live at `base` in memory `memory`.
 // `capacity` is how many bytes from `base` the caller vouches for; the
 // instance's storage (shape.total_bytes()) must fit in it.
@@ -46,6 +53,12 @@ struct InstanceRef {
   // daemon/runtime/disk_endpoint.h for paths and durability.
   std::string file;
   uint64_t file_offset = 0;
+  // PROCESS memory: the client process, pinned by its pidfd, and the
+  // instance's first byte in it (`base` unused; `capacity` is what its
+  // registered range holds from `address`). The transfer keeps `process`
+  // until it ends, so the pidfd outlives every request made with it.
+  std::shared_ptr<const ClientProcess> process;
+  uint64_t address = 0;
 };
 
 // An intermediate hop forced by the caller instead of planned.

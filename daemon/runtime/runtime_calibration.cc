@@ -5,10 +5,27 @@
 #include <algorithm>
 
 #include "channels/calibrate.h"
+#include "channels/cma/cma_channel.h"
 #include "daemon/runtime/calibration_store.h"
 #include "daemon/runtime/runtime_impl.h"
 
 namespace isometry {
+namespace {
+
+// The CMA cost model as a throughput function of the run size r (one
+// iovec per contiguous run): r / (per_iovec + r / bandwidth), sampled at
+// powers of two from 8 B to 1 GiB.
+std::vector<RateSample> CmaSamples(const CmaCost& cost) {
+  std::vector<RateSample> samples;
+  for (uint64_t r = 8; r <= (1ull << 30); r *= 2) {
+    const double seconds =
+        cost.per_iovec_seconds + static_cast<double>(r) / std::max(cost.bytes_per_second, 1.0);
+    samples.push_back({r, static_cast<double>(r) / std::max(seconds, 1e-12)});
+  }
+  return samples;
+}
+
+}  // namespace
 
 // Measures every channel (budget shared evenly), or reuses the file.
 Result<Calibration> Runtime::Impl::LoadOrMeasure(bool force) {
@@ -31,6 +48,19 @@ Result<Calibration> Runtime::Impl::LoadOrMeasure(bool force) {
     const ChannelKind kind = ch.caps().kind;
     if (kind == ChannelKind::kMemcpy) {
       ISO_ASSIGN_OR_RETURN(cal[ch.caps().name], MeasureChannel(ch, budget));
+    } else if (kind == ChannelKind::kCma) {
+      // Not by copies between two host buffers (MeasureChannel): its ends
+      // are other processes. A failed measurement keeps the default model.
+      auto measured = MeasureCmaCost();
+      if (!measured.ok()) {
+        spdlog::warn("calibration: channel '{}' keeps the 0.4 us/iovec model: {}",
+                     ch.caps().name, measured.status().ToString());
+        continue;
+      }
+      cal[ch.caps().name] = CmaSamples(*measured);
+      spdlog::info("calibration: channel '{}' costs {:.2f} us per iovec (run), {:.2f} GB/s",
+                   ch.caps().name, measured->per_iovec_seconds * 1e6,
+                   measured->bytes_per_second / 1e9);
     } else if (kind == ChannelKind::kDiskRead || kind == ChannelKind::kDiskWrite) {
       // On a scratch file in the first DSK directory the channel serves.
       // A directory that refuses it keeps the model, not the start-up.

@@ -5,6 +5,7 @@
 // data only, and a transfer that fails to build changes nothing.
 #include <algorithm>
 
+#include "channels/cma/client_process.h"
 #include "core/cpu_cache.h"
 #include "daemon/runtime/runtime_impl.h"
 
@@ -13,6 +14,13 @@ namespace {
 
 bool Overlaps(const InstanceRef& a, const InstanceRef& b) {
   if (a.memory != b.memory) return false;
+  if (a.process || b.process) {
+    // PROCESS memory: addresses in one process's space.
+    if (!a.process || !b.process || a.process->pid() != b.process->pid()) return false;
+    const uint64_t a_end = a.address + a.shape.total_bytes();
+    const uint64_t b_end = b.address + b.shape.total_bytes();
+    return a.address < b_end && b.address < a_end;
+  }
   const std::byte* a_end = a.base + a.shape.total_bytes();
   const std::byte* b_end = b.base + b.shape.total_bytes();
   return a.base < b_end && b.base < a_end;
@@ -123,6 +131,11 @@ Status Runtime::Impl::PlanPath(TransferState& t, const CopyRequest& req) const {
       return FailedPrecondition("the path ", t.path.ToString(topo),
                                 " stages in a DSK memory; DSK memories are endpoints only");
     }
+    const TopologyMemory* m = topo.FindMemory(t.path.nodes[i].memory);
+    if (m && m->kind == MemoryKind::kProcess) {
+      return FailedPrecondition("the path ", t.path.ToString(topo),
+                                " stages in PROCESS memory; it is an endpoint only");
+    }
   }
   return OkStatus();
 }
@@ -212,12 +225,19 @@ Status Runtime::Impl::CheckInstance(const InstanceRef& ref, std::string_view wha
     }
     return CheckRelativePath(ref.file);
   }
-  if (!IsHostMemory(m->kind)) {
+  if (m->kind == MemoryKind::kProcess) {
+    if (!ref.process) {
+      return InvalidArgument(what, ": memory '", m->name,
+                             "' is PROCESS: name a client's registered private range");
+    }
+  } else if (ref.process) {
+    return InvalidArgument(what, ": a private range lives in PROCESS memory, not '", m->name, "'");
+  } else if (!IsHostMemory(m->kind)) {
     return InvalidArgument(what, ": memory '", m->name, "' is ", MemoryKindName(m->kind),
                            "; this runtime addresses host and DSK memories");
   }
   const uint64_t need = ref.shape.total_bytes();
-  if (need > 0 && ref.base == nullptr) return InvalidArgument(what, ": base pointer is null");
+  if (need > 0 && ref.base == nullptr && !ref.process) return InvalidArgument(what, ": base pointer is null");
   if (need > ref.capacity) {
     return OutOfRange(what, ": layout '", ref.shape.layout.ToString(), "' over ",
                       ToString(ref.shape.bounds), " needs ", need, " bytes but the buffer holds ",

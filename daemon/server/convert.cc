@@ -30,14 +30,16 @@ Result<FieldSpace> FieldsFromProto(const google::protobuf::RepeatedPtrField<v1::
 }
 
 Result<InstanceSpec> InstanceSpecFromProto(const v1::InstanceSpec& spec) {
-  if (spec.has_datatype() || spec.private_range() != 0) {
-    return Unimplemented("datatype and private-range instances are not served by this daemon yet");
+  if (spec.has_datatype()) {
+    return Unimplemented("datatype instances are not served by this daemon yet");
   }
   ISO_ASSIGN_OR_RETURN(Box bounds, BoxFromProto(spec.bounds(), "instance bounds"));
   ISO_ASSIGN_OR_RETURN(FieldSpace fields, FieldsFromProto(spec.fields()));
   ISO_ASSIGN_OR_RETURN(Layout layout, Layout::Parse(spec.layout(), bounds.dims));
-  return InstanceSpec{spec.allocation(), spec.offset(), InstanceShape{bounds, fields, layout},
-                      spec.memory(), spec.file()};
+  InstanceSpec out{spec.allocation(), spec.offset(), InstanceShape{bounds, fields, layout},
+                   spec.memory(), spec.file()};
+  out.private_range = spec.private_range();
+  return out;
 }
 
 void ToProto(const Box& box, v1::Box* out) {

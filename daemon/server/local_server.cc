@@ -327,9 +327,15 @@ struct LocalServer::Impl {
       }
       case v1::LocalRequest::kUnregisterInstance:
         return node.UnregisterInstance(c.session, req.unregister_instance().instance());
-      case v1::LocalRequest::kRegisterPrivate:
+      case v1::LocalRequest::kRegisterPrivate: {
+        ISO_ASSIGN_OR_RETURN(uint64_t range,
+                             node.RegisterPrivate(c.session, req.register_private().address(),
+                                                  req.register_private().bytes()));
+        resp->mutable_register_private()->set_private_range(range);
+        return OkStatus();
+      }
       case v1::LocalRequest::kPublishPrivate:
-        return Unimplemented("private memory ranges are not served by this daemon yet");
+        return node.PublishPrivate(c.session, req.publish_private().private_range());
       case v1::LocalRequest::BODY_NOT_SET:
         break;
     }

@@ -1,0 +1,115 @@
+// Client process memory: ranges a local-socket client registers of its
+// own process, reached by CMA. The permission model (README, "Client
+// process memory (CMA)"): the daemon reaches a process only for a client
+// of that process's uid — the registering session, or another session of
+// the same uid after PublishPrivate — never for any other uid, whatever it
+// asks; the process itself passed ClientProcess::Open's identity check
+// against the session's SO_PEERCRED.
+#include <spdlog/spdlog.h>
+
+#include "core/checked.h"
+#include "core/strings.h"
+#include "daemon/node/node_impl.h"
+
+namespace isometry {
+
+Result<std::shared_ptr<PrivateRange>> Node::Impl::UsablePrivateRange(const Session& s,
+                                                                     uint64_t id) const {
+  auto it = private_ranges.find(id);
+  if (it != private_ranges.end() && it->second->alive) {
+    const PrivateRange& r = *it->second;
+    const bool same_uid = s.creds.known() && s.creds.uid == r.uid;
+    if (r.session == s.id || (r.published && same_uid)) return it->second;
+  }
+  return NotFound("no private range ", id,
+                  " usable by this session (ranges are usable by their session, and once "
+                  "published by sessions of the same uid, until their session ends)");
+}
+
+Status Node::Impl::RegisterPrivateInstanceLocked(Session& s, const InstanceSpec& spec,
+                                                 uint64_t total, uint64_t& id) {
+  ISO_ASSIGN_OR_RETURN(std::shared_ptr<PrivateRange> r,
+                       UsablePrivateRange(s, spec.private_range));
+  if (spec.offset > r->bytes || total > r->bytes - spec.offset) {
+    return OutOfRange("instance of ", total, " bytes (layout '", spec.shape.layout.ToString(),
+                      "' over ", ToString(spec.shape.bounds), ") at offset ", spec.offset,
+                      " does not fit private range ", r->id, " of ", r->bytes, " bytes");
+  }
+  id = next_instance++;
+  Instance in{id, s.id, nullptr, spec.offset, spec.shape, 0, ""};
+  in.private_range = std::move(r);
+  instances[id] = std::move(in);
+  s.instances.insert(id);
+  return OkStatus();
+}
+
+void Node::Impl::ReleasePrivateLocked(Session& s) {
+  for (uint64_t id : s.private_ranges) {
+    auto it = private_ranges.find(id);
+    if (it == private_ranges.end()) continue;
+    // Instances of other sessions over it still hold it: they are refused
+    // from now on; transfers in flight keep the pidfd until they end.
+    it->second->alive = false;
+    private_ranges.erase(it);
+  }
+  s.private_ranges.clear();
+}
+
+Result<uint64_t> Node::RegisterPrivate(const std::string& session, uint64_t address,
+                                       uint64_t bytes) {
+  if (bytes == 0) return InvalidArgument("private range: 0 bytes");
+  if (address == 0) return InvalidArgument("private range: address 0");
+  if (!CheckedAdd(address, bytes)) {
+    return InvalidArgument("private range: address ", address, " + ", bytes,
+                           " bytes wraps past 2^64");
+  }
+  if (!impl_->runtime->FindMemory(kProcessMemoryName).ok()) {
+    return FailedPrecondition("private memory needs a cma channel in the daemon's config");
+  }
+  absl::MutexLock lock(&impl_->mu);
+  ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
+  if (!s->creds.known() || s->creds.pid <= 0) {
+    return FailedPrecondition(
+        "private memory is registered over the local socket only (the daemon needs the "
+        "process's SO_PEERCRED credentials)");
+  }
+  const uint32_t max_ranges = impl_->config.daemon.max_private_ranges_per_session;
+  if (s->private_ranges.size() >= max_ranges) {
+    return ResourceExhausted("this session has ", s->private_ranges.size(),
+                             " private ranges registered; daemon.max_private_ranges_per_session is ",
+                             max_ranges);
+  }
+  if (!s->process) {
+    // Once per session: the pidfd pins the process SO_PEERCRED named at
+    // connect() for the session's life.
+    ISO_ASSIGN_OR_RETURN(ClientProcess p,
+                         ClientProcess::Open({s->creds.pid, s->creds.uid, s->creds.gid}));
+    s->process = std::make_shared<const ClientProcess>(std::move(p));
+  }
+  ISO_RETURN_IF_ERROR(s->process->CheckAlive());
+  auto r = std::make_shared<PrivateRange>();
+  r->id = impl_->next_private++;
+  r->session = s->id;
+  r->uid = s->creds.uid;
+  r->address = address;
+  r->bytes = bytes;
+  r->process = s->process;
+  impl_->private_ranges[r->id] = r;
+  s->private_ranges.insert(r->id);
+  spdlog::debug("session {}: private range {} of pid {}: {} bytes", s->id, r->id, s->creds.pid,
+                bytes);
+  return r->id;
+}
+
+Status Node::PublishPrivate(const std::string& session, uint64_t range) {
+  absl::MutexLock lock(&impl_->mu);
+  ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
+  auto it = impl_->private_ranges.find(range);
+  if (it == impl_->private_ranges.end() || it->second->session != s->id) {
+    return NotFound("no private range ", range, " registered by this session");
+  }
+  it->second->published = true;
+  return OkStatus();
+}
+
+}  // namespace isometry
