@@ -462,6 +462,38 @@ Result<Instance> Client::Register(const Allocation& allocation, uint64_t offset,
                   resp.register_instance().total_bytes());
 }
 
+Result<PrivateRange> Client::RegisterPrivate(void* address, uint64_t bytes) {
+  v1::LocalRequest req;
+  req.mutable_register_private()->set_address(reinterpret_cast<uintptr_t>(address));
+  req.mutable_register_private()->set_bytes(bytes);
+  ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, impl_->Call(req, nullptr));
+  return PrivateRange(impl_, resp.register_private().private_range(), address, bytes);
+}
+
+Status PrivateRange::Publish() {
+  if (!client_) return FailedPrecondition("private range has no client");
+  v1::LocalRequest req;
+  req.mutable_publish_private()->set_private_range(id_);
+  return ImplOf(client_).Call(req, nullptr).status();
+}
+
+Result<Instance> Client::Register(const PrivateRange& range, uint64_t offset,
+                                  const InstanceShape& shape) {
+  return RegisterPrivateInstance(range.id(), offset, shape);
+}
+
+Result<Instance> Client::RegisterPrivateInstance(uint64_t private_range, uint64_t offset,
+                                                 const InstanceShape& shape) {
+  v1::LocalRequest req;
+  v1::InstanceSpec* spec = req.mutable_register_instance()->mutable_spec();
+  spec->set_private_range(private_range);
+  spec->set_offset(offset);
+  ShapeToProto(shape, spec);
+  ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, impl_->Call(req, nullptr));
+  return Instance(impl_, resp.register_instance().instance(),
+                  resp.register_instance().total_bytes());
+}
+
 Result<uint64_t> Client::Submit(const Instance& src, const Instance& dst, int priority) {
   ring::SubmissionEntry e{};
   e.op = static_cast<uint16_t>(ring::Op::kCopy);

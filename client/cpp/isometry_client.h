@@ -89,6 +89,30 @@ class Instance {
   uint64_t total_ = 0;
 };
 
+// A range of this process's own memory registered with the daemon, which
+// reaches it by CMA (process_vm_readv/writev) instead of through a pool:
+// no copy into shared memory first. It lives until the session ends (the
+// Client is destroyed); the memory must stay mapped that long, or copies
+// touching unmapped pages fail naming the address. Copyable (a handle).
+class PrivateRange {
+ public:
+  uint64_t id() const { return id_; }
+  void* address() const { return address_; }
+  uint64_t size() const { return size_; }
+  // Lets other sessions of this process's uid register instances over it
+  // (Client::RegisterPrivateInstance with id()); no other uid ever can.
+  Status Publish();
+
+ private:
+  friend class Client;
+  PrivateRange(std::shared_ptr<void> c, uint64_t id, void* address, uint64_t size)
+      : client_(std::move(c)), id_(id), address_(address), size_(size) {}
+  std::shared_ptr<void> client_;  // the connection (Client::Impl)
+  uint64_t id_ = 0;
+  void* address_ = nullptr;
+  uint64_t size_ = 0;
+};
+
 struct Completion {
   uint64_t transfer = 0;  // 0 when the daemon rejected the submission
   Status status;
@@ -116,6 +140,22 @@ class Client {
   // instances of different nodes are planned end to end by this daemon.
   Result<Instance> RegisterRemote(const std::string& memory, uint64_t allocation, uint64_t offset,
                                   const InstanceShape& shape);
+
+  // Registers [address, address + bytes) of this process's memory
+  // (README, "Client process memory"). Errors: INVALID_ARGUMENT for an
+  // empty or wrapping range, RESOURCE_EXHAUSTED past
+  // daemon.max_private_ranges_per_session, PERMISSION_DENIED when the
+  // daemon's identity check refuses this process (a setuid program, one
+  // that is not dumpable, ...).
+  Result<PrivateRange> RegisterPrivate(void* address, uint64_t bytes);
+  // An instance whose first byte is `offset` bytes into the range; all
+  // its storage (shape.total_bytes()) must lie inside it.
+  Result<Instance> Register(const PrivateRange& range, uint64_t offset,
+                            const InstanceShape& shape);
+  // The same by range id: a range this session registered, or one that
+  // another session of this uid published (NOT_FOUND otherwise).
+  Result<Instance> RegisterPrivateInstance(uint64_t private_range, uint64_t offset,
+                                           const InstanceShape& shape);
 
   // Queues a copy of the source's whole index space; returns a ticket for
   // Wait(). Blocks only while the submission ring is full.

@@ -51,8 +51,14 @@ Status AddProcessMemory(RuntimeConfig& config) {
 
 std::vector<std::pair<std::string, std::string>> ChannelEdges(const RuntimeConfig& config,
                                                               const ChannelConfig& c) {
-  if (c.kind != ChannelKind::kCma) return config.EdgesOf(c);
   std::vector<std::pair<std::string, std::string>> edges;
+  if (c.kind != ChannelKind::kCma) {
+    // PROCESS memory is only ever reached by cma.
+    for (auto& e : config.EdgesOf(c)) {
+      if (e.first != kProcessMemoryName && e.second != kProcessMemoryName) edges.push_back(e);
+    }
+    return edges;
+  }
   for (const MemoryConfig& m : config.memories) {
     if (!IsHostMemory(m.kind)) continue;
     edges.emplace_back(kProcessMemoryName, m.name);
