@@ -220,13 +220,27 @@ Status ReadRuntime(const Reader& r, const toml::table& t, RuntimeConfig& c) {
 }
 
 Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
-  ISO_RETURN_IF_ERROR(r.OnlyKeys(
-      t, "daemon.",
-      {"local_socket", "grpc_socket", "grpc_tcp", "socket_group", "socket_mode", "log_level",
-       "state_dir", "sq_entries", "cq_entries", "max_sessions", "shutdown_grace_ms", "calibrate",
-       "max_sessions_per_uid", "max_grpc_sessions", "max_connections_per_uid", "hello_timeout_ms",
-       "max_transfers_per_session", "max_allocations_per_session", "max_instances_per_session",
-       "max_private_ranges_per_session"}));
+  ISO_RETURN_IF_ERROR(r.OnlyKeys(t, "daemon.",
+                                 {"local_socket",
+                                  "grpc_socket",
+                                  "grpc_tcp",
+                                  "socket_group",
+                                  "socket_mode",
+                                  "log_level",
+                                  "state_dir",
+                                  "sq_entries",
+                                  "cq_entries",
+                                  "max_sessions",
+                                  "shutdown_grace_ms",
+                                  "calibrate",
+                                  "max_sessions_per_uid",
+                                  "max_grpc_sessions",
+                                  "max_connections_per_uid",
+                                  "hello_timeout_ms",
+                                  "max_transfers_per_session",
+                                  "max_allocations_per_session",
+                                  "max_instances_per_session",
+                                  "max_private_ranges_per_session"}));
   struct StringKey {
     const char* key;
     std::string* out;

@@ -35,6 +35,7 @@ Result<Path> Evaluate(Path path, const std::vector<const TopologyEdge*>& edges, 
     path.edges[h] = *edges[h];
   }
   path.predicted_bps = tp;
+  path.run_bytes = cap;
   path.request_bytes.assign(hops, 0);
   for (size_t h = 0; h < hops; ++h) {
     uint64_t r = edges[h]->tp.MinRequestFor(tp).value_or(cap[h]);

@@ -41,7 +41,15 @@ Result<std::shared_ptr<const Path>> Planner::PlanShared(const PlanEndpoint& src,
 
   const unsigned __int128 bytes = static_cast<unsigned __int128>(bounds.volume()) * field_bytes;
   Result<Path> path;
-  if (bytes < options_.full_threshold) {
+  // A PROCESS end is reached by CMA, whose cost per run decides between a
+  // direct hop and packing through a slot: the simple planner always
+  // packs, so those copies get the full search whatever their size.
+  const auto is_process = [this](MemoryId m) {
+    const TopologyMemory* tm = topology().FindMemory(m);
+    return tm && tm->kind == MemoryKind::kProcess;
+  };
+  const bool process_end = is_process(src.memory) || is_process(dst.memory);
+  if (bytes < options_.full_threshold && !process_end) {
     path = full_.Simple(src, dst);  // PlanSimple on the indexed graph
     if (path.ok()) {
       simple_plans_.fetch_add(1, std::memory_order_relaxed);

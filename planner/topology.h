@@ -62,11 +62,16 @@ struct Path {
   //   request_bytes[h]   the request size hop h should use: the smallest one
   //                      that sustains predicted_bps (at least the model's
   //                      minimum request), never more than the hop allows
+  //   run_bytes[h]       the contiguous runs hop h moves (PREFIX, capped by TH
+  //                      next to an intermediate buffer): the request size
+  //                      its throughput function is read at (on cma, one
+  //                      iovec each)
   //   buffer_bytes[k]    the minimum size of the intermediate buffer at
   //                      nodes[k + 1] (one entry per intermediate memory)
   double predicted_bps = 0;
   std::vector<double> hop_bps;
   std::vector<uint64_t> request_bytes;
+  std::vector<uint64_t> run_bytes;
   std::vector<uint64_t> buffer_bytes;
 
   std::string ToString(const Topology& topo) const;

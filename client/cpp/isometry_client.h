@@ -150,8 +150,7 @@ class Client {
   Result<PrivateRange> RegisterPrivate(void* address, uint64_t bytes);
   // An instance whose first byte is `offset` bytes into the range; all
   // its storage (shape.total_bytes()) must lie inside it.
-  Result<Instance> Register(const PrivateRange& range, uint64_t offset,
-                            const InstanceShape& shape);
+  Result<Instance> Register(const PrivateRange& range, uint64_t offset, const InstanceShape& shape);
   // The same by range id: a range this session registered, or one that
   // another session of this uid published (NOT_FOUND otherwise).
   Result<Instance> RegisterPrivateInstance(uint64_t private_range, uint64_t offset,

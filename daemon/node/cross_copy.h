@@ -55,6 +55,7 @@ struct PlanHopReport {
   uint64_t request_bytes = 0;
   uint64_t buffer_bytes = 0;
   double predicted_bytes_per_s = 0;
+  uint64_t run_bytes = 0;  // contiguous runs of the hop (0: not computed)
 };
 struct PlanReport {
   std::string algorithm;

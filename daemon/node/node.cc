@@ -232,6 +232,7 @@ PlanReport ReportPlan(const PlanExplanation& ex, const Topology& topo) {
     hop.request_bytes = ex.chunk_bytes;
     hop.buffer_bytes = h < ex.buffer_bytes.size() ? ex.buffer_bytes[h] : 0;
     hop.predicted_bytes_per_s = h < path.hop_bps.size() ? path.hop_bps[h] : 0;
+    hop.run_bytes = h < path.run_bytes.size() ? path.run_bytes[h] : 0;
     rep.hops.push_back(hop);
   }
   return rep;

@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "core/log_limiter.h"
 #include "channels/cma/client_process.h"
+#include "core/log_limiter.h"
 #include "daemon/node/node.h"
 #include "daemon/node/shared_memory.h"
 

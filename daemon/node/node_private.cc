@@ -28,8 +28,7 @@ Result<std::shared_ptr<PrivateRange>> Node::Impl::UsablePrivateRange(const Sessi
 
 Status Node::Impl::RegisterPrivateInstanceLocked(Session& s, const InstanceSpec& spec,
                                                  uint64_t total, uint64_t& id) {
-  ISO_ASSIGN_OR_RETURN(std::shared_ptr<PrivateRange> r,
-                       UsablePrivateRange(s, spec.private_range));
+  ISO_ASSIGN_OR_RETURN(std::shared_ptr<PrivateRange> r, UsablePrivateRange(s, spec.private_range));
   if (spec.offset > r->bytes || total > r->bytes - spec.offset) {
     return OutOfRange("instance of ", total, " bytes (layout '", spec.shape.layout.ToString(),
                       "' over ", ToString(spec.shape.bounds), ") at offset ", spec.offset,
@@ -75,9 +74,9 @@ Result<uint64_t> Node::RegisterPrivate(const std::string& session, uint64_t addr
   }
   const uint32_t max_ranges = impl_->config.daemon.max_private_ranges_per_session;
   if (s->private_ranges.size() >= max_ranges) {
-    return ResourceExhausted("this session has ", s->private_ranges.size(),
-                             " private ranges registered; daemon.max_private_ranges_per_session is ",
-                             max_ranges);
+    return ResourceExhausted(
+        "this session has ", s->private_ranges.size(),
+        " private ranges registered; daemon.max_private_ranges_per_session is ", max_ranges);
   }
   if (!s->process) {
     // Once per session: the pidfd pins the process SO_PEERCRED named at

@@ -101,9 +101,10 @@ bool Runtime::Impl::RunsInline(const TransferState& t) const {
 Completion Runtime::Impl::RunInline(const std::shared_ptr<TransferState>& t) {
   const Box chunk = t->grid->chunk(0);
   auto program = cache.Get(t->src.shape, t->dst.shape, chunk);
-  Status s = program.ok() ? channels[t->xds[0]->channel]->RunInline(
-                                {*program, UserEnd(t->src), UserEnd(t->dst)})
-                          : program.status();
+  Status s =
+      program.ok()
+          ? channels[t->xds[0]->channel]->RunInline({*program, UserEnd(t->src), UserEnd(t->dst)})
+          : program.status();
   absl::MutexLock lock(&mu);
   DmaWorker& w = *workers[t->xds[0]->channel];
   t->times.first_dispatch = RuntimeClock::now();

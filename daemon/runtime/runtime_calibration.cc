@@ -53,8 +53,8 @@ Result<Calibration> Runtime::Impl::LoadOrMeasure(bool force) {
       // are other processes. A failed measurement keeps the default model.
       auto measured = MeasureCmaCost();
       if (!measured.ok()) {
-        spdlog::warn("calibration: channel '{}' keeps the 0.4 us/iovec model: {}",
-                     ch.caps().name, measured.status().ToString());
+        spdlog::warn("calibration: channel '{}' keeps the 0.4 us/iovec model: {}", ch.caps().name,
+                     measured.status().ToString());
         continue;
       }
       cal[ch.caps().name] = CmaSamples(*measured);

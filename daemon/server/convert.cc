@@ -152,6 +152,7 @@ void ToProto(const PlanReport& r, v1::ExplainPlanResponse* out) {
     p->set_request_bytes(h.request_bytes);
     p->set_buffer_bytes(h.buffer_bytes);
     p->set_predicted_bytes_per_s(h.predicted_bytes_per_s);
+    p->set_run_bytes(h.run_bytes);
   }
   out->set_predicted_bytes_per_s(r.predicted_bytes_per_s);
   out->set_chunks(r.chunks);

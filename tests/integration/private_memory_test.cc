@@ -212,8 +212,8 @@ TEST_CASE("a range over unmapped memory fails the copy naming the address; the d
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   Worker w(d, 4 * page, 21, -1, 4 * page);  // 4 mapped pages, then a 4-page hole
   auto c = Connect(d);
-  const InstanceShape all{Box::FromExtents({static_cast<int64_t>(page)}),
-                          FieldSpace::Uniform(1, 8), Layout::Aos(1)};
+  const InstanceShape all{Box::FromExtents({static_cast<int64_t>(page)}), FieldSpace::Uniform(1, 8),
+                          Layout::Aos(1)};
   auto src = c->RegisterPrivateInstance(w.range(), 0, all);
   REQUIRE(src.ok());
   Placed dst = Place(*c, all, 2);
@@ -274,8 +274,7 @@ TEST_CASE("a process killed mid-copy fails that copy cleanly; its ranges go with
   CHECK(d.Stop() == 0);
 }
 
-TEST_CASE("another uid's private range cannot be used, published or not",
-          "[may_skip][other_uid]") {
+TEST_CASE("another uid's private range cannot be used, published or not", "[may_skip][other_uid]") {
   if (geteuid() != 0) ISOMETRY_SKIP("needs root to start a client of uid 65534");
   Daemon d(kConfig);
   // The worker (uid 65534) must reach the socket in the daemon's directory.

@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
   const uint64_t seed = std::stoull(argv[3]);
   const long uid = std::stol(argv[4]);
   const uint64_t extra = std::stoull(argv[5]);
-  void* m = mmap(nullptr, bytes + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* m =
+      mmap(nullptr, bytes + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return 3;
   auto* base = static_cast<std::byte*>(m);
   const std::vector<std::byte> pattern = Pattern(bytes, seed);

@@ -288,12 +288,14 @@ std::string RenderPlan(const v1::ExplainPlanResponse& p) {
            {"SRC-LAYOUT"},
            {"DST-LAYOUT"},
            {"REQUEST", Align::kRight},
+           {"RUN", Align::kRight},
            {"PREDICTED", Align::kRight},
            {"BUFFER", Align::kRight}});
   for (int h = 0; h < p.hops_size(); ++h) {
     const v1::PlanHop& hop = p.hops(h);
     t.AddRow({std::to_string(h), hop.channel(), hop.src_memory() + "->" + hop.dst_memory(),
               hop.src_layout(), hop.dst_layout(), FormatBytes(hop.request_bytes()),
+              hop.run_bytes() ? FormatBytes(hop.run_bytes()) : "-",
               hop.predicted_bytes_per_s() > 0 ? FormatRate(hop.predicted_bytes_per_s()) : "-",
               hop.buffer_bytes() ? FormatBytes(hop.buffer_bytes()) : "-"});
   }
