@@ -33,7 +33,9 @@ Result<std::vector<const TopologyEdge*>> ShortestPath(const Topology& topo, Memo
         last = &e;
         break;
       }
-      if (!via.count(e.dst)) {
+      const TopologyMemory* next = topo.FindMemory(e.dst);
+      // Client process memory is a copy's end, never a staging memory.
+      if (!via.count(e.dst) && !(next && next->kind == MemoryKind::kProcess)) {
         via[e.dst] = &e;
         queue.push_back(e.dst);
       }

@@ -189,7 +189,10 @@ TEST_CASE("bad private ranges and instances are refused and register nothing") {
   std::vector<std::byte> buf(4096);
   CHECK(absl::IsInvalidArgument(c->RegisterPrivate(buf.data(), 0).status()));
   CHECK(absl::IsInvalidArgument(
-      c->RegisterPrivate(reinterpret_cast<void*>(~uint64_t{0} - 10), 100).status()));
+      c->RegisterPrivate(
+           reinterpret_cast<void*>(~uintptr_t{0} - 10),  // NOLINT(performance-no-int-to-ptr)
+           100)
+          .status()));
   std::vector<client::PrivateRange> ranges;
   for (int i = 0; i < 4; ++i) {
     auto r = c->RegisterPrivate(buf.data(), buf.size());

@@ -15,8 +15,9 @@ TEST_CASE("the embedded default config parses to a single node with host memorie
   auto c = ParseRuntimeConfig(EmbeddedDefaultConfig(), "default");
   REQUIRE(c.ok());
   CHECK(c->memories.size() == 3);
-  CHECK(c->channels.size() == 1);
+  CHECK(c->channels.size() == 2);
   CHECK(c->channels[0].kind == ChannelKind::kMemcpy);
+  CHECK(c->channels[1].kind == ChannelKind::kCma);  // client process memory
   CHECK(c->space_threshold == 32ull << 20);
   CHECK(DefaultRuntimeConfig().memories[1].name == "reg0");
 }
