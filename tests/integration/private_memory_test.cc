@@ -55,6 +55,7 @@ class Worker {
                                         std::to_string(uid),
                                         std::to_string(hole)};
     std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
     for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
     posix_spawn_file_actions_t fa;

@@ -21,8 +21,9 @@ Topology Graph() {
   const ThroughputFunction memcpy = ThroughputFunction::PerRequestOverhead(9e9, 5e-9);
   const ThroughputFunction cma = ThroughputFunction::PerRequestOverhead(13e9, 0.4e-6);
   for (MemoryId a : {kSys, kReg}) {
-    for (MemoryId b : {kSys, kReg})
+    for (MemoryId b : {kSys, kReg}) {
       t.edges.push_back({a, b, 0, ChannelKind::kMemcpy, "memcpy0", memcpy});
+    }
     t.edges.push_back({kProc, a, 1, ChannelKind::kCma, "cma0", cma});
     t.edges.push_back({a, kProc, 1, ChannelKind::kCma, "cma0", cma});
   }
