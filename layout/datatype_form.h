@@ -1,0 +1,108 @@
+// Canonical forms: one normal shape for "where the bytes of a packed stream
+// live", whatever described them (an MPI-style datatype, or an instance
+// shape and a box). Equal packed streams have equal forms, so equivalent
+// descriptions built differently hash alike and share one compiled program
+// (FALCON-X §4.3, memoized translation).
+//
+// A form is a list of pieces in pack order. A piece is `run` contiguous bytes
+// repeated over a loop nest (outermost loop first) from `offset`:
+//
+//   for i0 < loops[0].count: ... for ik < loops[k].count:
+//     the run at offset + sum(i_j * loops[j].stride)
+//
+// Definition (what makes the form canonical): take the typemap's runs in
+// pack order with adjacent runs merged (exactly ForEachSegment's runs), then
+// group greedily, level by level: level 1 turns each maximal chain of
+// consecutive equal-length runs at a constant stride into one piece with one
+// loop; level m does the same to consecutive pieces with m-1 loops and equal
+// run and loops, adding an outer loop. Chains start left to right and are
+// maximal; pieces get at most kMaxFormLoops loops. The form is a function of
+// the stream alone, so equal streams <=> equal forms. In consequence: unit
+// loops never appear, every count is >= 2, a dense level is folded into the
+// run or the loop inside it, nested vectors become one multi-level piece, an
+// indexed type with regular displacements becomes a vector-like piece, and
+// an irregular remainder stays a list of pieces (an index list).
+//
+// Cost: a regular tree (contiguous, vector, subarray, resized, and
+// indexed/struct whose blocks repeat regularly) is combined from its
+// children's forms in O(tree), never expanded. Irregular nodes are walked
+// segment by segment (ForEachSegment), at most kMaxFormWalkSegments runs,
+// and a form holds at most kMaxFormPieces pieces; past either the result is
+// ResourceExhausted (the caller then packs/unpacks instead).
+//
+// All functions are pure and thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/box.h"
+#include "core/datatype.h"
+#include "core/instance.h"
+#include "core/status.h"
+
+namespace isometry {
+
+inline constexpr int kMaxFormLoops = 12;                      // = kMaxCopyLoops
+inline constexpr size_t kMaxFormPieces = size_t{1} << 20;     // pieces of one form
+inline constexpr int64_t kMaxFormWalkSegments = int64_t{1} << 21;  // runs walked
+
+struct FormLoop {
+  int64_t count = 0;   // >= 2
+  int64_t stride = 0;  // bytes, any sign
+  bool operator==(const FormLoop&) const = default;
+};
+
+struct FormPiece {
+  int64_t offset = 0;  // bytes from the origin (may be negative)
+  int64_t run = 0;     // bytes, > 0
+  std::vector<FormLoop> loops;  // outermost first, at most kMaxFormLoops
+  bool operator==(const FormPiece&) const = default;
+
+  uint64_t runs() const;   // contiguous runs (product of counts)
+  uint64_t bytes() const;  // runs() * run
+  int64_t lowest() const;  // smallest offset any run starts at
+};
+
+struct CanonicalForm {
+  std::vector<FormPiece> pieces;  // pack order
+  bool operator==(const CanonicalForm&) const = default;
+
+  // Bytes of the packed stream (saturating at 2^64-1).
+  uint64_t bytes() const;
+  // Contiguous runs of the stream (its fragmentation, for the planner's
+  // CMA-vs-pack choice); O(pieces x loops), nothing expanded.
+  uint64_t runs() const;
+  // The most negative offset touched (a datatype's true lb for count 1);
+  // 0 for an empty form.
+  int64_t lowest() const;
+};
+
+// The form of `count` elements of `type` from its origin (MPI's buf).
+// Errors: InvalidArgument/OutOfRange as SpanOfElements; ResourceExhausted
+// past the bounds above.
+Result<CanonicalForm> DatatypeForm(const Datatype& type, int64_t count);
+
+// The form of `box` of an instance in AOS C order, the order an MPI user
+// expects of an array of structs: for each point of the box in row-major
+// order (the last dimension fastest), each field in field order, its bytes.
+// Offsets are from the instance's first byte. Errors: the shape or box is
+// invalid, the box lies outside the shape's bounds, or the bounds above.
+Result<CanonicalForm> LayoutForm(const InstanceShape& shape, const Box& box);
+
+// The canonical serialization: little-endian int64s, "ISOFORM1" magic, the
+// piece count, then per piece offset, run, loop count and (count, stride)
+// for each loop. Stable across processes, builds and hosts.
+std::string SerializeForm(const CanonicalForm& form);
+// FNV-1a 64 (offset basis 0xcbf29ce484222325, prime 0x100000001b3) of
+// SerializeForm: stable, so peers may refer to a form by its hash. Not
+// collision resistant against an adversary: a cache keyed by it must
+// compare the forms (operator==) before trusting a hit.
+uint64_t FormHash(const CanonicalForm& form);
+
+// Internal to layout/ (the compiler shares them): the greedy grouping of the
+// definition above applied to pieces, and its check for a single nest.
+std::vector<FormPiece> GroupPieces(std::vector<FormPiece> pieces);
+
+}  // namespace isometry
