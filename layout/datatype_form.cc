@@ -160,8 +160,8 @@ Nest ArrayNest(const DatatypeNode& n) {
     const Nest block = Repeat(inner, d.block, d.elem_stride);
     std::vector<Nest> parts;
     if (d.full_blocks > 0) {
-      parts.push_back(Shift(Repeat(block, d.full_blocks, d.cycle * d.elem_stride),
-                            d.first * d.elem_stride));
+      parts.push_back(
+          Shift(Repeat(block, d.full_blocks, d.cycle * d.elem_stride), d.first * d.elem_stride));
     }
     if (d.tail > 0) {
       parts.push_back(Shift(Repeat(inner, d.tail, d.elem_stride),
@@ -197,7 +197,8 @@ Nest NestOf(const Datatype& t) {
       std::vector<Nest> blocks;
       for (size_t i = 0; i < n.displacements.size(); ++i) {
         const Datatype& c = n.kind == DatatypeKind::kStruct ? n.children[i] : n.children[0];
-        const int64_t len = n.kind == DatatypeKind::kIndexedBlock ? n.blocklength : n.blocklengths[i];
+        const int64_t len =
+            n.kind == DatatypeKind::kIndexedBlock ? n.blocklength : n.blocklengths[i];
         blocks.push_back(BlockOf(c, n.displacements[i], len));
       }
       const Nest r = Combine(blocks);
@@ -239,8 +240,8 @@ bool GroupLevel(std::vector<FormPiece>& pieces, size_t inner_loops) {
     size_t j = i + 1;
     if (first.loops.size() == inner_loops) {
       while (j < pieces.size() && SameShape(pieces[j], first) &&
-             (j == i + 1 || pieces[j].offset - pieces[j - 1].offset ==
-                                pieces[i + 1].offset - pieces[i].offset)) {
+             (j == i + 1 ||
+              pieces[j].offset - pieces[j - 1].offset == pieces[i + 1].offset - pieces[i].offset)) {
         ++j;
       }
     }

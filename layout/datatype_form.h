@@ -44,8 +44,8 @@
 
 namespace isometry {
 
-inline constexpr int kMaxFormLoops = 12;                      // = kMaxCopyLoops
-inline constexpr size_t kMaxFormPieces = size_t{1} << 20;     // pieces of one form
+inline constexpr int kMaxFormLoops = 12;                           // = kMaxCopyLoops
+inline constexpr size_t kMaxFormPieces = size_t{1} << 20;          // pieces of one form
 inline constexpr int64_t kMaxFormWalkSegments = int64_t{1} << 21;  // runs walked
 
 struct FormLoop {
@@ -55,8 +55,8 @@ struct FormLoop {
 };
 
 struct FormPiece {
-  int64_t offset = 0;  // bytes from the origin (may be negative)
-  int64_t run = 0;     // bytes, > 0
+  int64_t offset = 0;           // bytes from the origin (may be negative)
+  int64_t run = 0;              // bytes, > 0
   std::vector<FormLoop> loops;  // outermost first, at most kMaxFormLoops
   bool operator==(const FormPiece&) const = default;
 

@@ -35,7 +35,8 @@ void CanonicalizeOp(CopyOp& op) {
     for (size_t i = 1; i < loops.size(); ++i) {
       const CopyLoop in = loops[i];
       CopyLoop& out = loops[i - 1];
-      if (out.src_stride == in.count * in.src_stride && out.dst_stride == in.count * in.dst_stride) {
+      if (out.src_stride == in.count * in.src_stride &&
+          out.dst_stride == in.count * in.dst_stride) {
         out = {out.count * in.count, in.src_stride, in.dst_stride};
         loops.erase(loops.begin() + static_cast<ptrdiff_t>(i));
         changed = true;
@@ -59,8 +60,7 @@ std::vector<FormLoop> UnitLoops(const FormPiece& p, int64_t g) {
 // One op for two pieces of equal bytes when one's counts refine the other's
 // (mixed-radix: from the innermost level, the smaller count divides the
 // larger); nullopt otherwise.
-std::optional<CopyOp> PairPieces(const FormPiece& a, const FormPiece& b, int64_t sa0,
-                                 int64_t sb0) {
+std::optional<CopyOp> PairPieces(const FormPiece& a, const FormPiece& b, int64_t sa0, int64_t sb0) {
   const int64_t g = std::gcd(a.run, b.run);
   const std::vector<FormLoop> la = UnitLoops(a, g), lb = UnitLoops(b, g);
   std::vector<CopyLoop> out;  // innermost first

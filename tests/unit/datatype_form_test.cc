@@ -6,10 +6,28 @@
 #include <catch2/catch.hpp>
 
 #include "unit/random_datatype.h"
+#include "unit/test_util.h"
 
 using namespace isometry;
 
 namespace {
+
+// Points of a box in row-major order (the last dimension fastest), as
+// LayoutForm orders them (test_util's ForEachPoint runs dimension 0 fastest).
+template <typename F>
+void ForEachPointC(const Box& box, F&& f) {
+  if (box.empty()) return;
+  std::array<int64_t, kMaxDims> p = box.lo;
+  while (true) {
+    f(p);
+    int d = box.dims - 1;
+    while (d >= 0 && ++p[d] == box.hi[d]) {
+      p[d] = box.lo[d];
+      --d;
+    }
+    if (d < 0) return;
+  }
+}
 
 const Datatype kByte = Datatype::Basic(BasicType::kByte);
 const Datatype kInt = Datatype::Basic(BasicType::kInt32);
@@ -94,9 +112,8 @@ TEST_CASE("equivalent datatypes built differently have one form and one hash") {
   // regular displacements is a vector.
   const Datatype inner = Ok(Datatype::Vector(3, 2, 5, kInt));  // 8-byte runs, stride 20
   const Datatype nested = Ok(Datatype::Hvector(4, 1, 100, inner));
-  const Datatype idx =
-      Ok(Datatype::Hindexed(std::vector<int64_t>{1, 1, 1, 1}, std::vector<int64_t>{0, 100, 200, 300},
-                            inner));
+  const Datatype idx = Ok(Datatype::Hindexed(std::vector<int64_t>{1, 1, 1, 1},
+                                             std::vector<int64_t>{0, 100, 200, 300}, inner));
   const CanonicalForm f = Form(nested);
   CHECK(f == Form(idx));
   REQUIRE(f.pieces.size() == 1);
@@ -150,9 +167,9 @@ TEST_CASE("regular trees stay compact without expansion") {
   const CanonicalForm g = Form(big);
   REQUIRE(g.pieces.size() == 1);
   CHECK(g.runs() == (uint64_t{1} << 40));
-  const Datatype sub = Ok(Datatype::Subarray(std::vector<int64_t>{64, 64, 64},
-                                             std::vector<int64_t>{32, 16, 8},
-                                             std::vector<int64_t>{1, 2, 3}, ArrayOrder::kC, kDouble));
+  const Datatype sub =
+      Ok(Datatype::Subarray(std::vector<int64_t>{64, 64, 64}, std::vector<int64_t>{32, 16, 8},
+                            std::vector<int64_t>{1, 2, 3}, ArrayOrder::kC, kDouble));
   const CanonicalForm s = Form(sub);
   REQUIRE(s.pieces.size() == 1);
   CHECK(s.pieces[0].run == 64);
@@ -178,10 +195,49 @@ TEST_CASE("layout forms follow AOS C order") {
   CHECK_FALSE(LayoutForm(aos, Box::FromExtents({7, 10})).ok());
 }
 
+TEST_CASE("random layouts: forms expand to the AOS C order walk") {
+  std::mt19937_64 rng(41);
+  for (int i = 0; i < 400; ++i) {
+    const int dims = static_cast<int>(rng() % 3) + 1;
+    const Box bounds = isometry::testing::RandomBounds(rng, dims, 6);
+    const FieldSpace fields = isometry::testing::RandomFields(rng, 3);
+    const InstanceShape shape{bounds, fields, isometry::testing::RandomLayout(rng, bounds)};
+    const Box box = isometry::testing::RandomSubBox(rng, bounds);
+    INFO(shape.layout.ToString() << " over " << ToString(bounds) << ", box " << ToString(box));
+    std::vector<Segment> want;
+    ForEachPointC(box, [&](const std::array<int64_t, kMaxDims>& p) {
+      for (size_t f = 0; f < fields.size(); ++f) {
+        const auto at = static_cast<int64_t>(shape.OffsetOf(f, p));
+        if (!want.empty() && want.back().offset + want.back().length == at) {
+          want.back().length += fields.fields()[f].size;
+        } else {
+          want.push_back({at, fields.fields()[f].size});
+        }
+      }
+    });
+    auto f = LayoutForm(shape, box);
+    REQUIRE(f.ok());
+    if (box.empty()) want.clear();
+    std::string dbg;
+    for (const auto& p : f->pieces) {
+      dbg += "[" + std::to_string(p.offset) + " run " + std::to_string(p.run);
+      for (const auto& l : p.loops)
+        dbg += " (" + std::to_string(l.count) + "," + std::to_string(l.stride) + ")";
+      dbg += "]";
+    }
+    dbg += " want";
+    for (const auto& w : want)
+      dbg += " " + std::to_string(w.offset) + ":" + std::to_string(w.length);
+    INFO(dbg);
+    CHECK(Expand(*f) == want);
+  }
+}
+
 TEST_CASE("form bounds give ResourceExhausted") {
   // Runs of 1 and 2 bytes alternating: nothing groups.
   const Datatype odd = Ok(Datatype::Resized(
-      Ok(Datatype::Hindexed(std::vector<int64_t>{1, 2}, std::vector<int64_t>{0, 5}, kByte)), 0, 10));
+      Ok(Datatype::Hindexed(std::vector<int64_t>{1, 2}, std::vector<int64_t>{0, 5}, kByte)), 0,
+      10));
   auto many_pieces = DatatypeForm(odd, 600'000);
   REQUIRE_FALSE(many_pieces.ok());
   CHECK(absl::IsResourceExhausted(many_pieces.status()));

@@ -76,8 +76,8 @@ class RandomDatatypes {
           subs[d] = Int(1, sizes[d]);
           starts[d] = Int(0, sizes[d] - subs[d]);
         }
-        return Datatype::Subarray(sizes, subs, starts, Int(0, 1) ? ArrayOrder::kC : ArrayOrder::kFortran,
-                                  old);
+        return Datatype::Subarray(sizes, subs, starts,
+                                  Int(0, 1) ? ArrayOrder::kC : ArrayOrder::kFortran, old);
       }
       default: {
         // A regular indexed type (a vector in disguise).
