@@ -83,6 +83,26 @@ Datatype Flat(const std::vector<Segment>& segs) {
   return Ok(Datatype::Hindexed(len, disp, kByte));
 }
 
+std::string Describe(const CanonicalForm& f) {
+  std::string out;
+  for (const FormPiece& p : f.pieces) {
+    out += "[" + std::to_string(p.offset) + " run " + std::to_string(p.run);
+    for (const FormLoop& l : p.loops) {
+      out += " (" + std::to_string(l.count) + "," + std::to_string(l.stride) + ")";
+    }
+    out += "]";
+  }
+  return out;
+}
+
+std::string Describe(const std::vector<Segment>& segs) {
+  std::string out;
+  for (const Segment& s : segs) {
+    out += " " + std::to_string(s.offset) + ":" + std::to_string(s.length);
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("equivalent datatypes built differently have one form and one hash") {
@@ -174,7 +194,7 @@ TEST_CASE("regular trees stay compact without expansion") {
   REQUIRE(s.pieces.size() == 1);
   CHECK(s.pieces[0].run == 64);
   CHECK(s.pieces[0].loops.size() == 2);
-  CHECK(s.lowest() == ((1 * 64 + 2) * 64 + 3) * 8);
+  CHECK(s.lowest() == (int64_t{1 * 64 + 2} * 64 + 3) * 8);
 }
 
 TEST_CASE("layout forms follow AOS C order") {
@@ -186,7 +206,7 @@ TEST_CASE("layout forms follow AOS C order") {
   REQUIRE(f.ok());
   // The first three rows of an AOS array are one run.
   REQUIRE(f->pieces.size() == 1);
-  CHECK(f->pieces[0].run == 3 * 10 * 12);
+  CHECK(f->pieces[0].run == int64_t{3} * 10 * 12);
   const InstanceShape soa{bounds, FieldSpace::Uniform(2, 4), Layout::Soa(2)};
   auto g = LayoutForm(soa, box);
   REQUIRE(g.ok());
@@ -218,17 +238,7 @@ TEST_CASE("random layouts: forms expand to the AOS C order walk") {
     auto f = LayoutForm(shape, box);
     REQUIRE(f.ok());
     if (box.empty()) want.clear();
-    std::string dbg;
-    for (const auto& p : f->pieces) {
-      dbg += "[" + std::to_string(p.offset) + " run " + std::to_string(p.run);
-      for (const auto& l : p.loops)
-        dbg += " (" + std::to_string(l.count) + "," + std::to_string(l.stride) + ")";
-      dbg += "]";
-    }
-    dbg += " want";
-    for (const auto& w : want)
-      dbg += " " + std::to_string(w.offset) + ":" + std::to_string(w.length);
-    INFO(dbg);
+    INFO(Describe(*f) << " want " << Describe(want));
     CHECK(Expand(*f) == want);
   }
 }

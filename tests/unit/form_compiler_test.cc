@@ -151,8 +151,9 @@ TEST_CASE("datatype <-> layout pairs the layout's AOS C order") {
     ForEachPointC(box, [&](const std::array<int64_t, kMaxDims>& p) {
       for (size_t f = 0; f < fields.size(); ++f) {
         const uint64_t at = shape.OffsetOf(f, p);
-        for (uint32_t b = 0; b < fields.fields()[f].size; ++b)
+        for (uint32_t b = 0; b < fields.fields()[f].size; ++b) {
           REQUIRE(back[at + b] == inst[at + b]);
+        }
       }
     });
   }
@@ -208,7 +209,7 @@ TEST_CASE("regular copies compile to a handful of ops") {
   const FormCopy s = Compile(sub, 1, Ok(Datatype::Contiguous(300, kDouble)), 1);
   REQUIRE(s.program.ops.size() == 1);
   CHECK(s.program.ops[0].num_loops == 2);
-  CHECK(s.src_shift == ((1 * 30 + 2) * 20 + 3) * 8);
+  CHECK(s.src_shift == (int64_t{1 * 30 + 2} * 20 + 3) * 8);
 }
 
 TEST_CASE("form copies refuse past their bounds and on size mismatch") {
