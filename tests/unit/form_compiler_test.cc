@@ -10,6 +10,7 @@
 
 #include "layout/compiler.h"
 #include "layout/executor.h"
+#include "layout/form_cache.h"
 #include "unit/random_datatype.h"
 #include "unit/test_util.h"
 
@@ -236,4 +237,37 @@ TEST_CASE("form copies refuse past their bounds and on size mismatch") {
   auto runs = CompileDatatypeCopy(v12, 1, v8, 1);
   REQUIRE_FALSE(runs.ok());
   CHECK(absl::IsResourceExhausted(runs.status()));
+}
+
+TEST_CASE("equivalent datatypes built differently share one cache entry") {
+  FormProgramCache cache(8);
+  const Datatype dst = Ok(Datatype::Contiguous(64, kByte));
+  const Datatype a = Ok(Datatype::Contiguous(8, kDouble));
+  const Datatype b = Ok(Datatype::Vector(2, 4, 4, kDouble));
+  const Datatype c =
+      Ok(Datatype::Subarray(std::vector<int64_t>{2, 4}, std::vector<int64_t>{2, 4},
+                            std::vector<int64_t>{0, 0}, ArrayOrder::kFortran, kDouble));
+  const CanonicalForm df = *DatatypeForm(dst, 1);
+  std::shared_ptr<const FormCopy> first;
+  for (const Datatype& t : {a, b, c}) {
+    auto r = cache.Get(*DatatypeForm(t, 1), df);
+    REQUIRE(r.ok());
+    if (!first) {
+      first = *r;
+    }
+    CHECK(*r == first);
+  }
+  CHECK(cache.size() == 1);
+  CHECK(cache.hits() == 2);
+  CHECK(cache.misses() == 1);
+  // Another type is another entry; the oldest goes past the capacity.
+  FormProgramCache small(1);
+  REQUIRE(small.Get(*DatatypeForm(a, 1), df).ok());
+  REQUIRE(small.Get(*DatatypeForm(Ok(Datatype::Vector(8, 1, 2, kDouble)), 1), df).ok());
+  CHECK(small.size() == 1);
+  REQUIRE(small.Get(*DatatypeForm(a, 1), df).ok());
+  CHECK(small.misses() == 3);
+  // Errors are not cached.
+  CHECK_FALSE(small.Get(df, *DatatypeForm(kDouble, 1)).ok());
+  CHECK(small.size() == 1);
 }
