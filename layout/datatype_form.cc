@@ -9,15 +9,29 @@ namespace {
 
 using Wide = __int128;
 
-// The form of one element of a node, when that node is a single canonical
-// piece (or holds no bytes); kIrregular sends the caller to segment walking.
+// The form of one element of a node when it is known without walking the
+// whole tree: kRegular, one simple canonical piece; kGroup, one group piece
+// (terminal: a parent repeating it walks instead); kList, the merged runs of
+// one small irregular element (a padded struct), which a repeat may turn
+// into a group; kIrregular sends the caller to segment walking.
 struct Nest {
-  enum State : uint8_t { kEmpty, kRegular, kIrregular };
+  enum State : uint8_t { kEmpty, kRegular, kGroup, kList, kIrregular };
   State state = kEmpty;
   FormPiece piece;
+  std::vector<FormPiece> runs;  // kList
 };
 
-Nest Irregular() { return Nest{Nest::kIrregular, {}}; }
+// Appends a run in pack order, merging it into the previous one it continues.
+void AppendRun(std::vector<FormPiece>& runs, int64_t offset, int64_t length) {
+  if (!runs.empty() && runs.back().offset + runs.back().run == offset) {
+    runs.back().run += length;
+    return;
+  }
+  runs.push_back(FormPiece{offset, length, {}, {}});
+}
+
+Nest Irregular() { return Nest{Nest::kIrregular, {}, {}}; }
+Nest Regular(FormPiece p) { return Nest{Nest::kRegular, std::move(p), {}}; }
 
 // Folds what the greedy grouping would never produce: unit loops, an inner
 // loop stepping by the run (dense: part of the run), and two loops where the
@@ -73,12 +87,20 @@ bool IsCanonical(const FormPiece& p) {
   return k == 0 || p.loops.back().stride != p.run;
 }
 
+Nest RepeatList(const Nest& n, int64_t count, int64_t stride);
+
 Nest Repeat(Nest n, int64_t count, int64_t stride) {
-  if (n.state != Nest::kRegular || count == 1) {
+  if (n.state == Nest::kEmpty || n.state == Nest::kIrregular || count == 1) {
     return n;
   }
   if (count == 0) {
     return Nest{};
+  }
+  if (n.state == Nest::kList) {
+    return RepeatList(n, count, stride);
+  }
+  if (n.state == Nest::kGroup) {
+    return Irregular();
   }
   n.piece.loops.insert(n.piece.loops.begin(), FormLoop{count, stride});
   Fold(n.piece);
@@ -87,30 +109,37 @@ Nest Repeat(Nest n, int64_t count, int64_t stride) {
 
 Nest Shift(Nest n, int64_t by) {
   n.piece.offset += by;
+  for (FormPiece& r : n.runs) {
+    r.offset += by;
+  }
   return n;
 }
 
 bool SameShape(const FormPiece& a, const FormPiece& b) {
-  return a.run == b.run && a.loops == b.loops;
+  return a.run == b.run && a.loops == b.loops && a.body == b.body;
 }
 
 // Consecutive blocks in pack order, each one nest: one nest when the
 // non-empty ones are equal in shape at a constant step.
 Nest Combine(const std::vector<Nest>& blocks) {
-  std::vector<const FormPiece*> v;
+  std::vector<const Nest*> nonempty;
   for (const Nest& b : blocks) {
-    if (b.state == Nest::kIrregular) {
-      return Irregular();
-    }
-    if (b.state == Nest::kRegular) {
-      v.push_back(&b.piece);
+    if (b.state != Nest::kEmpty) {
+      nonempty.push_back(&b);
     }
   }
-  if (v.empty()) {
+  if (nonempty.empty()) {
     return Nest{};
   }
-  if (v.size() == 1) {
-    return Nest{Nest::kRegular, *v[0]};
+  if (nonempty.size() == 1) {
+    return *nonempty[0];
+  }
+  std::vector<const FormPiece*> v;
+  for (const Nest* b : nonempty) {
+    if (b->state != Nest::kRegular) {
+      return Irregular();
+    }
+    v.push_back(&b->piece);
   }
   const int64_t step = v[1]->offset - v[0]->offset;
   for (size_t i = 1; i < v.size(); ++i) {
@@ -118,7 +147,7 @@ Nest Combine(const std::vector<Nest>& blocks) {
       return Irregular();
     }
   }
-  return Repeat(Nest{Nest::kRegular, *v[0]}, static_cast<int64_t>(v.size()), step);
+  return Repeat(Regular(*v[0]), static_cast<int64_t>(v.size()), step);
 }
 
 // Groups a walked run list (0-loop pieces) and reports whether it is one piece.
@@ -127,7 +156,7 @@ Nest FromRuns(std::vector<FormPiece> runs) {
     return Nest{};
   }
   runs = GroupPieces(std::move(runs));
-  return runs.size() == 1 ? Nest{Nest::kRegular, std::move(runs[0])} : Irregular();
+  return runs.size() == 1 && runs[0].body.empty() ? Regular(std::move(runs[0])) : Irregular();
 }
 
 // Small irregular-looking nodes (struct {int; double}, indexed with uneven
@@ -140,10 +169,17 @@ Nest WalkNode(const Datatype& t) {
   }
   std::vector<FormPiece> runs;
   const Status st = ForEachSegment(t, 1, [&](const Segment& s) {
-    runs.push_back(FormPiece{s.offset, s.length, {}});
+    runs.push_back(FormPiece{s.offset, s.length, {}, {}});
     return true;
   });
-  return st.ok() ? FromRuns(std::move(runs)) : Irregular();
+  if (!st.ok()) {
+    return Irregular();
+  }
+  Nest n = FromRuns(runs);
+  if (n.state == Nest::kIrregular) {
+    n = Nest{Nest::kList, {}, std::move(runs)};
+  }
+  return n;
 }
 
 Nest NestOf(const Datatype& t);
@@ -182,7 +218,7 @@ Nest NestOf(const Datatype& t) {
     return Nest{};
   }
   if (info.dense || n.kind == DatatypeKind::kBasic) {
-    return Nest{Nest::kRegular, FormPiece{info.lb, info.size, {}}};
+    return Regular(FormPiece{info.lb, info.size, {}, {}});
   }
   switch (n.kind) {
     case DatatypeKind::kContiguous:
@@ -260,15 +296,6 @@ bool GroupLevel(std::vector<FormPiece>& pieces, size_t inner_loops) {
   return any;
 }
 
-// Appends a run in pack order, merging it into the previous one it continues.
-void AppendRun(std::vector<FormPiece>& runs, int64_t offset, int64_t length) {
-  if (!runs.empty() && runs.back().offset + runs.back().run == offset) {
-    runs.back().run += length;
-    return;
-  }
-  runs.push_back(FormPiece{offset, length, {}});
-}
-
 // One point's fields as one nest, repeated over the box's dimensions (last
 // fastest) when every field is addressed alike in each dimension (AOS, or
 // SOA with equal field sizes) and each dimension's range is affine.
@@ -330,63 +357,117 @@ Result<std::vector<FormPiece>> WalkLayout(const InstanceShape& shape, const Box&
   }
 }
 
-}  // namespace
-
-uint64_t FormPiece::runs() const {
-  uint64_t n = 1;
-  for (const FormLoop& l : loops) {
-    n = __builtin_mul_overflow(n, static_cast<uint64_t>(l.count), &n) ? UINT64_MAX : n;
-  }
-  return n;
-}
-
-uint64_t FormPiece::bytes() const {
-  uint64_t b = 0;
-  return __builtin_mul_overflow(runs(), static_cast<uint64_t>(run), &b) ? UINT64_MAX : b;
-}
-
-int64_t FormPiece::lowest() const {
-  int64_t lo = offset;
-  for (const FormLoop& l : loops) {
-    lo += std::min<int64_t>(0, (l.count - 1) * l.stride);
-  }
-  return lo;
-}
-
-uint64_t CanonicalForm::bytes() const {
-  uint64_t b = 0;
-  for (const FormPiece& p : pieces) {
-    b = __builtin_add_overflow(b, p.bytes(), &b) ? UINT64_MAX : b;
-  }
-  return b;
-}
-
-uint64_t CanonicalForm::runs() const {
-  uint64_t n = 0;
-  for (const FormPiece& p : pieces) {
-    n = __builtin_add_overflow(n, p.runs(), &n) ? UINT64_MAX : n;
-  }
-  return n;
-}
-
-int64_t CanonicalForm::lowest() const {
-  if (pieces.empty()) {
-    return 0;
-  }
-  int64_t lo = pieces[0].lowest();
-  for (const FormPiece& p : pieces) {
-    lo = std::min(lo, p.lowest());
-  }
-  return lo;
-}
-
-std::vector<FormPiece> GroupPieces(std::vector<FormPiece> pieces) {
+// Levels of the definition: chains of equal simple pieces (or of equal
+// groups) at a constant step gain outer loops.
+void GroupLevels(std::vector<FormPiece>& pieces) {
   for (size_t level = 0; level < static_cast<size_t>(kMaxFormLoops); ++level) {
     const bool any = GroupLevel(pieces, level);
     if (!any && std::none_of(pieces.begin(), pieces.end(),
                              [&](const FormPiece& p) { return p.loops.size() > level; })) {
       break;
     }
+  }
+}
+
+// pieces[b, b+p) repeat pieces[a, a+p) moved by `step`, all simple.
+bool BlockRepeats(const std::vector<FormPiece>& v, size_t a, size_t b, size_t p, int64_t step) {
+  for (size_t k = 0; k < p; ++k) {
+    if (!v[a + k].body.empty() || !SameShape(v[a + k], v[b + k]) ||
+        v[b + k].offset - v[a + k].offset != step) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The period pass of the definition: at each position, the repetition of
+// a block of 2..kMaxFormPeriod simple pieces covering the most pieces
+// (ties: the shorter block) becomes one group piece.
+bool PeriodPass(std::vector<FormPiece>& pieces) {
+  std::vector<FormPiece> out;
+  bool any = false;
+  size_t i = 0;
+  while (i < pieces.size()) {
+    size_t best_p = 0, best_r = 1;
+    for (size_t p = 2; p <= kMaxFormPeriod && i + 2 * p <= pieces.size(); ++p) {
+      const int64_t step = pieces[i + p].offset - pieces[i].offset;
+      size_t r = 1;
+      while (i + (r + 1) * p <= pieces.size() &&
+             BlockRepeats(pieces, i + (r - 1) * p, i + r * p, p, step)) {
+        ++r;
+      }
+      if (r >= 2 && r * p > best_r * best_p) {
+        best_p = p;
+        best_r = r;
+      }
+    }
+    if (best_p == 0) {
+      out.push_back(std::move(pieces[i++]));
+      continue;
+    }
+    FormPiece g;
+    g.offset = pieces[i].offset;
+    g.loops.push_back({static_cast<int64_t>(best_r), pieces[i + best_p].offset - g.offset});
+    for (size_t k = 0; k < best_p; ++k) {
+      g.body.push_back(std::move(pieces[i + k]));
+      g.body.back().offset -= g.offset;
+    }
+    out.push_back(std::move(g));
+    i += best_p * best_r;
+    any = true;
+  }
+  pieces = std::move(out);
+  return any;
+}
+
+std::vector<FormPiece> Moved(const std::vector<FormPiece>& v, int64_t by) {
+  std::vector<FormPiece> out = v;
+  for (FormPiece& p : out) {
+    p.offset += by;
+  }
+  return out;
+}
+
+// `count` >= 2 copies of a small irregular element, `stride` apart, as one
+// group piece, when that is what the definition gives: the element's pieces
+// (at most kMaxFormPeriod, themselves without a period) do not interact
+// across copies (checked on three copies: merging and chaining are between
+// neighbours only), so the period pass takes them as one block.
+Nest RepeatList(const Nest& n, int64_t count, int64_t stride) {
+  std::vector<FormPiece> one = n.runs;
+  GroupLevels(one);
+  std::vector<FormPiece> probe = one;
+  if (one.size() < 2 || one.size() > kMaxFormPeriod || PeriodPass(probe)) {
+    return Irregular();
+  }
+  std::vector<FormPiece> three;
+  for (int64_t k = 0; k < 3; ++k) {
+    for (const FormPiece& r : n.runs) {
+      AppendRun(three, r.offset + k * stride, r.run);
+    }
+  }
+  GroupLevels(three);
+  std::vector<FormPiece> want = one;
+  for (int64_t k = 1; k < 3; ++k) {
+    const std::vector<FormPiece> m = Moved(one, k * stride);
+    want.insert(want.end(), m.begin(), m.end());
+  }
+  if (three != want) {
+    return Irregular();
+  }
+  Nest g{Nest::kGroup, {}, {}};
+  g.piece.offset = one[0].offset;
+  g.piece.loops.push_back({count, stride});
+  g.piece.body = Moved(one, -one[0].offset);
+  return g;
+}
+
+}  // namespace
+
+std::vector<FormPiece> GroupPieces(std::vector<FormPiece> pieces) {
+  GroupLevels(pieces);
+  if (PeriodPass(pieces)) {
+    GroupLevels(pieces);  // only groups can still chain
   }
   return pieces;
 }
@@ -398,8 +479,12 @@ Result<CanonicalForm> DatatypeForm(const Datatype& type, int64_t count) {
   if (n.state == Nest::kEmpty) {
     return form;
   }
-  if (n.state == Nest::kRegular) {
+  if (n.state == Nest::kRegular || n.state == Nest::kGroup) {
     form.pieces.push_back(n.piece);
+    return form;
+  }
+  if (n.state == Nest::kList) {
+    form.pieces = GroupPieces(n.runs);
     return form;
   }
   std::vector<FormPiece> runs;
@@ -409,7 +494,7 @@ Result<CanonicalForm> DatatypeForm(const Datatype& type, int64_t count) {
       too_many = true;
       return false;
     }
-    runs.push_back(FormPiece{s.offset, s.length, {}});
+    runs.push_back(FormPiece{s.offset, s.length, {}, {}});
     return true;
   }));
   if (too_many) {
@@ -418,36 +503,6 @@ Result<CanonicalForm> DatatypeForm(const Datatype& type, int64_t count) {
   form.pieces = GroupPieces(std::move(runs));
   ISO_RETURN_IF_ERROR(CheckPieces(form.pieces));
   return form;
-}
-
-std::string SerializeForm(const CanonicalForm& form) {
-  std::string out = "ISOFORM1";
-  auto put = [&](int64_t v) {
-    const auto u = static_cast<uint64_t>(v);
-    for (int i = 0; i < 8; ++i) {
-      out.push_back(static_cast<char>((u >> (8 * i)) & 0xff));
-    }
-  };
-  put(static_cast<int64_t>(form.pieces.size()));
-  for (const FormPiece& p : form.pieces) {
-    put(p.offset);
-    put(p.run);
-    put(static_cast<int64_t>(p.loops.size()));
-    for (const FormLoop& l : p.loops) {
-      put(l.count);
-      put(l.stride);
-    }
-  }
-  return out;
-}
-
-uint64_t FormHash(const CanonicalForm& form) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (const char c : SerializeForm(form)) {
-    h ^= static_cast<uint8_t>(c);
-    h *= 0x100000001b3ull;
-  }
-  return h;
 }
 
 }  // namespace isometry

@@ -12,6 +12,9 @@ namespace {
 
 uint64_t U(int64_t v) { return static_cast<uint64_t>(v); }
 
+// Ops in a repeating block the recompression looks for.
+constexpr size_t kMaxCopyPeriod = 8;
+
 // Drops unit loops, folds an inner loop contiguous on both sides into the
 // run, and merges two loops where the outer steps by the inner's span on
 // both sides. Loop order is kept (pack order).
@@ -114,36 +117,76 @@ class RunCursor {
   explicit RunCursor(const CanonicalForm& f) : f_(f) { StartPiece(); }
   bool done() const { return piece_ >= f_.pieces.size(); }
   int64_t offset() const { return base_ + used_; }
-  int64_t left() const { return f_.pieces[piece_].run - used_; }
+  int64_t left() const { return cur_->run - used_; }
   void Advance(int64_t n) {
     used_ += n;
-    if (used_ < f_.pieces[piece_].run) {
+    if (used_ < cur_->run) {
       return;
     }
     used_ = 0;
-    const FormPiece& p = f_.pieces[piece_];
+    if (!Step(*cur_, idx_, base_)) {
+      NextSimple();
+    }
+  }
+
+ private:
+  // Advances a loop nest's indices; false (indices and base restored) once
+  // it has wrapped around.
+  static bool Step(const FormPiece& p, std::vector<int64_t>& idx, int64_t& base) {
     for (size_t k = p.loops.size(); k-- > 0;) {
-      base_ += p.loops[k].stride;
-      if (++idx_[k] < p.loops[k].count) {
+      base += p.loops[k].stride;
+      if (++idx[k] < p.loops[k].count) {
+        return true;
+      }
+      base -= p.loops[k].count * p.loops[k].stride;
+      idx[k] = 0;
+    }
+    return false;
+  }
+  void StartSimple(const FormPiece& p, int64_t base) {
+    cur_ = &p;
+    base_ = base;
+    idx_.assign(p.loops.size(), 0);
+  }
+  void StartPiece() {
+    if (done()) {
+      return;
+    }
+    const FormPiece& p = f_.pieces[piece_];
+    if (p.body.empty()) {
+      StartSimple(p, p.offset);
+      return;
+    }
+    group_base_ = p.offset;
+    group_idx_.assign(p.loops.size(), 0);
+    body_ = 0;
+    StartSimple(p.body[0], group_base_ + p.body[0].offset);
+  }
+  void NextSimple() {
+    const FormPiece& p = f_.pieces[piece_];
+    if (!p.body.empty()) {
+      if (++body_ < p.body.size()) {
+        StartSimple(p.body[body_], group_base_ + p.body[body_].offset);
         return;
       }
-      base_ -= p.loops[k].count * p.loops[k].stride;
-      idx_[k] = 0;
+      body_ = 0;
+      if (Step(p, group_idx_, group_base_)) {
+        StartSimple(p.body[0], group_base_ + p.body[0].offset);
+        return;
+      }
     }
     ++piece_;
     StartPiece();
   }
 
- private:
-  void StartPiece() {
-    if (done()) {
-      return;
-    }
-    base_ = f_.pieces[piece_].offset;
-    idx_.assign(f_.pieces[piece_].loops.size(), 0);
-  }
   const CanonicalForm& f_;
   size_t piece_ = 0;
+  // The group being walked, when pieces_[piece_] is one.
+  std::vector<int64_t> group_idx_;
+  int64_t group_base_ = 0;
+  size_t body_ = 0;
+  // The simple piece being walked.
+  const FormPiece* cur_ = nullptr;
   std::vector<int64_t> idx_;
   int64_t base_ = 0;
   int64_t used_ = 0;
@@ -205,14 +248,14 @@ bool Repeats(const std::vector<CopyOp>& ops, size_t a, size_t b, size_t p, uint6
 }
 
 // One recompression level: the longest repetition of a block of up to
-// kMaxFormPeriod ops starting at each position becomes one outer loop per op.
+// kMaxCopyPeriod ops starting at each position becomes one outer loop per op.
 bool CompressPass(std::vector<CopyOp>& ops) {
   std::vector<CopyOp> out;
   bool any = false;
   size_t i = 0;
   while (i < ops.size()) {
     size_t best_p = 0, best_r = 1;
-    for (size_t p = 1; p <= kMaxFormPeriod && i + 2 * p <= ops.size(); ++p) {
+    for (size_t p = 1; p <= kMaxCopyPeriod && i + 2 * p <= ops.size(); ++p) {
       const uint64_t ds = ops[i + p].src_offset - ops[i].src_offset;
       const uint64_t dd = ops[i + p].dst_offset - ops[i].dst_offset;
       size_t r = 1;
@@ -259,7 +302,8 @@ std::optional<std::vector<CopyOp>> PairAligned(const CanonicalForm& src, const C
   }
   std::vector<CopyOp> ops;
   for (size_t i = 0; i < src.pieces.size(); ++i) {
-    if (src.pieces[i].bytes() != dst.pieces[i].bytes()) {
+    if (src.pieces[i].bytes() != dst.pieces[i].bytes() || !src.pieces[i].body.empty() ||
+        !dst.pieces[i].body.empty()) {
       return std::nullopt;
     }
     std::optional<CopyOp> op = PairPieces(src.pieces[i], dst.pieces[i], s0, d0);

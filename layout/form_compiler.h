@@ -13,7 +13,7 @@
 //    contiguous, or vectors with blocks 8 and 16) is one op, no expansion;
 //  - otherwise the two streams are walked run by run (at most
 //    kMaxFormCopyRuns paired runs) and recompressed: a block of up to
-//    kMaxFormPeriod consecutive ops that repeats at a constant step becomes
+//    8 consecutive ops that repeats at a constant step becomes
 //    those ops with an outer loop, level after level; vectors with blocks of
 //    12 and 8 bytes become a handful of ops;
 //  - at most kMaxFormCopyOps ops; past it, or past the walk bound,
@@ -38,7 +38,6 @@ namespace isometry {
 
 inline constexpr size_t kMaxFormCopyOps = size_t{1} << 16;
 inline constexpr int64_t kMaxFormCopyRuns = int64_t{1} << 22;
-inline constexpr size_t kMaxFormPeriod = 8;
 
 // CopyProgram offsets are unsigned, a datatype's may be negative: every
 // program offset is relative to the side's origin plus its shift, which is

@@ -271,3 +271,22 @@ TEST_CASE("equivalent datatypes built differently share one cache entry") {
   CHECK_FALSE(small.Get(df, *DatatypeForm(kDouble, 1)).ok());
   CHECK(small.size() == 1);
 }
+
+TEST_CASE("an array of padded structs copies as a few looped ops") {
+  const Datatype kInt = Datatype::Basic(BasicType::kInt32);
+  const Datatype padded =
+      Ok(Datatype::Struct(std::vector<int64_t>{1, 1, 1}, std::vector<int64_t>{0, 8, 16},
+                          std::vector<Datatype>{kInt, kDouble, kInt}));
+  const int64_t n = 1 << 20;
+  const FormCopy big = Compile(padded, n, kByte, 16 * n);
+  CHECK(big.program.ops.size() <= 2);
+  CHECK(big.program.runs == 2 * static_cast<uint64_t>(n));
+  // Correct bytes on a smaller array.
+  const FormCopy fc = Compile(padded, 100, kByte, 1600);
+  const Buffer src = BufferFor(padded, 100, 3);
+  std::vector<uint8_t> want(1600), got(1600);
+  REQUIRE(Pack(src.bytes, src.origin, padded, 100, want).ok());
+  ExecuteProgram(fc.program, At(src.bytes, src.origin + fc.src_shift),
+                 reinterpret_cast<std::byte*>(got.data()) + fc.dst_shift);
+  CHECK(got == want);
+}
