@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <unordered_map>
 
 namespace isometry {
 
@@ -163,93 +164,132 @@ Nest FromRuns(std::vector<FormPiece> runs) {
 // blocks that touch) are walked: a single element of at most this many runs.
 constexpr uint64_t kWalkNodeRuns = 4096;
 
-Nest WalkNode(const Datatype& t) {
-  if (t.info().max_segments > kWalkNodeRuns) {
-    return Irregular();
-  }
-  std::vector<FormPiece> runs;
-  const Status st = ForEachSegment(t, 1, [&](const Segment& s) {
-    runs.push_back(FormPiece{s.offset, s.length, {}, {}});
-    return true;
-  });
-  if (!st.ok()) {
-    return Irregular();
-  }
-  Nest n = FromRuns(runs);
-  if (n.state == Nest::kIrregular) {
-    n = Nest{Nest::kList, {}, std::move(runs)};
-  }
-  return n;
-}
-
-Nest NestOf(const Datatype& t);
-
-// `n` consecutive elements of t from `at`, one extent apart.
-Nest BlockOf(const Datatype& t, int64_t at, int64_t n) {
-  return Shift(Repeat(NestOf(t), n, t.extent()), at);
-}
-
-Nest ArrayNest(const DatatypeNode& n) {
-  Nest inner = NestOf(n.children[0]);
-  for (size_t k = n.dims.size(); k-- > 0;) {
-    const ArrayDim& d = n.dims[k];
-    const Nest block = Repeat(inner, d.block, d.elem_stride);
-    std::vector<Nest> parts;
-    if (d.full_blocks > 0) {
-      parts.push_back(
-          Shift(Repeat(block, d.full_blocks, d.cycle * d.elem_stride), d.first * d.elem_stride));
+// Builds the nests of one tree. A node shared by several parents (the old
+// type of an indexed type's every block) is built once, and all walking of
+// small nodes together stays within kMaxFormWalkSegments runs, so a
+// description sent by a client costs O(weight + kMaxFormWalkSegments).
+class NestBuilder {
+ public:
+  // The reference stays valid: the memo's nodes never move.
+  const Nest& Of(const Datatype& t) {
+    auto it = memo_.find(&t.node());
+    if (it != memo_.end()) {
+      return it->second;
     }
-    if (d.tail > 0) {
-      parts.push_back(Shift(Repeat(inner, d.tail, d.elem_stride),
-                            (d.first + d.full_blocks * d.cycle) * d.elem_stride));
-    }
-    inner = Combine(parts);
-    if (inner.state == Nest::kIrregular) {
-      return inner;
-    }
+    Nest n = Build(t);
+    return memo_.emplace(&t.node(), std::move(n)).first->second;
   }
-  return inner;
-}
 
-Nest NestOf(const Datatype& t) {
-  const DatatypeNode& n = t.node();
-  const DatatypeInfo& info = n.info;
-  if (info.size == 0) {
-    return Nest{};
+ private:
+  Nest Walk(const Datatype& t) {
+    if (t.info().max_segments > kWalkNodeRuns ||
+        static_cast<int64_t>(t.info().max_segments) > budget_) {
+      return Irregular();
+    }
+    std::vector<FormPiece> runs;
+    const Status st = ForEachSegment(t, 1, [&](const Segment& s) {
+      runs.push_back(FormPiece{s.offset, s.length, {}, {}});
+      return true;
+    });
+    budget_ -= static_cast<int64_t>(t.info().max_segments);
+    if (!st.ok()) {
+      return Irregular();
+    }
+    Nest n = FromRuns(runs);
+    if (n.state == Nest::kIrregular) {
+      n = Nest{Nest::kList, {}, std::move(runs)};
+    }
+    return n;
   }
-  if (info.dense || n.kind == DatatypeKind::kBasic) {
-    return Regular(FormPiece{info.lb, info.size, {}, {}});
+
+  // `n` consecutive elements of t from `at`, one extent apart.
+  Nest Block(const Datatype& t, int64_t at, int64_t n) {
+    return Shift(Repeat(Of(t), n, t.extent()), at);
   }
-  switch (n.kind) {
-    case DatatypeKind::kContiguous:
-      return BlockOf(n.children[0], 0, n.count);
-    case DatatypeKind::kVector:
-      return Repeat(BlockOf(n.children[0], 0, n.blocklength), n.count, n.stride);
-    case DatatypeKind::kResized:
-      return NestOf(n.children[0]);
-    case DatatypeKind::kIndexed:
-    case DatatypeKind::kIndexedBlock:
-    case DatatypeKind::kStruct: {
-      std::vector<Nest> blocks;
-      for (size_t i = 0; i < n.displacements.size(); ++i) {
-        const Datatype& c = n.kind == DatatypeKind::kStruct ? n.children[i] : n.children[0];
-        const int64_t len =
-            n.kind == DatatypeKind::kIndexedBlock ? n.blocklength : n.blocklengths[i];
-        blocks.push_back(BlockOf(c, n.displacements[i], len));
+
+  Nest Array(const DatatypeNode& n) {
+    Nest inner = Of(n.children[0]);
+    for (size_t k = n.dims.size(); k-- > 0;) {
+      const ArrayDim& d = n.dims[k];
+      const Nest block = Repeat(inner, d.block, d.elem_stride);
+      std::vector<Nest> parts;
+      if (d.full_blocks > 0) {
+        parts.push_back(
+            Shift(Repeat(block, d.full_blocks, d.cycle * d.elem_stride), d.first * d.elem_stride));
       }
-      const Nest r = Combine(blocks);
-      return r.state == Nest::kIrregular ? WalkNode(t) : r;
+      if (d.tail > 0) {
+        parts.push_back(Shift(Repeat(inner, d.tail, d.elem_stride),
+                              (d.first + d.full_blocks * d.cycle) * d.elem_stride));
+      }
+      inner = Combine(parts);
+      if (inner.state == Nest::kIrregular) {
+        return inner;
+      }
     }
-    case DatatypeKind::kSubarray:
-    case DatatypeKind::kDarray: {
-      const Nest r = ArrayNest(n);
-      return r.state == Nest::kIrregular ? WalkNode(t) : r;
-    }
-    case DatatypeKind::kBasic:
-      break;
+    return inner;
   }
-  return Irregular();
-}
+
+  // Indexed, indexed_block and struct: the blocks combined when they are
+  // regular, without building them when they cannot be.
+  Nest Blocks(const DatatypeNode& n) {
+    const bool is_struct = n.kind == DatatypeKind::kStruct;
+    auto child = [&](size_t i) -> const Datatype& { return n.children[is_struct ? i : 0]; };
+    auto len = [&](size_t i) {
+      return n.kind == DatatypeKind::kIndexedBlock ? n.blocklength : n.blocklengths[i];
+    };
+    size_t nonempty = 0;
+    bool all_regular = true;
+    for (size_t i = 0; i < n.displacements.size(); ++i) {
+      if (len(i) > 0 && child(i).size() > 0) {
+        ++nonempty;
+        all_regular = all_regular && Of(child(i)).state == Nest::kRegular;
+      }
+    }
+    if (nonempty > 1 && !all_regular) {
+      return Irregular();
+    }
+    std::vector<Nest> blocks;
+    for (size_t i = 0; i < n.displacements.size(); ++i) {
+      blocks.push_back(Block(child(i), n.displacements[i], len(i)));
+    }
+    return Combine(blocks);
+  }
+
+  Nest Build(const Datatype& t) {
+    const DatatypeNode& n = t.node();
+    const DatatypeInfo& info = n.info;
+    if (info.size == 0) {
+      return Nest{};
+    }
+    if (info.dense || n.kind == DatatypeKind::kBasic) {
+      return Regular(FormPiece{info.lb, info.size, {}, {}});
+    }
+    Nest r;
+    switch (n.kind) {
+      case DatatypeKind::kContiguous:
+        return Block(n.children[0], 0, n.count);
+      case DatatypeKind::kVector:
+        return Repeat(Block(n.children[0], 0, n.blocklength), n.count, n.stride);
+      case DatatypeKind::kResized:
+        return Of(n.children[0]);
+      case DatatypeKind::kIndexed:
+      case DatatypeKind::kIndexedBlock:
+      case DatatypeKind::kStruct:
+        r = Blocks(n);
+        break;
+      case DatatypeKind::kSubarray:
+      case DatatypeKind::kDarray:
+        r = Array(n);
+        break;
+      case DatatypeKind::kBasic:
+        break;
+    }
+    return r.state == Nest::kIrregular ? Walk(t) : r;
+  }
+
+  std::unordered_map<const DatatypeNode*, Nest> memo_;
+  int64_t budget_ = kMaxFormWalkSegments;
+};
 
 Status CheckPieces(const std::vector<FormPiece>& pieces) {
   if (pieces.size() > kMaxFormPieces) {
@@ -475,7 +515,7 @@ std::vector<FormPiece> GroupPieces(std::vector<FormPiece> pieces) {
 Result<CanonicalForm> DatatypeForm(const Datatype& type, int64_t count) {
   ISO_RETURN_IF_ERROR(SpanOfElements(type, count).status());
   CanonicalForm form;
-  const Nest n = Repeat(NestOf(type), count, type.extent());
+  const Nest n = Repeat(NestBuilder().Of(type), count, type.extent());
   if (n.state == Nest::kEmpty) {
     return form;
   }

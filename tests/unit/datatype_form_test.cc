@@ -291,6 +291,22 @@ TEST_CASE("arrays of padded structs are one group piece") {
   CHECK(r.pieces[0].body.size() == 2);
 }
 
+TEST_CASE("a shared irregular old type is built once, not once per block") {
+  const Datatype padded =
+      Ok(Datatype::Struct(std::vector<int64_t>{1, 1, 1}, std::vector<int64_t>{0, 8, 16},
+                          std::vector<Datatype>{kInt, kDouble, kInt}));
+  std::vector<int64_t> disp;
+  int64_t at = 0;
+  for (int i = 0; i < 300'000; ++i) {
+    disp.push_back(at);
+    at += 2 + i % 7;  // irregular gaps, in elements of 24 bytes
+  }
+  const Datatype many = Ok(Datatype::IndexedBlock(1, disp, padded));
+  const CanonicalForm f = Form(many);
+  CHECK(f.runs() == 600'000);
+  CHECK(f.bytes() == uint64_t{300'000} * 16);
+}
+
 TEST_CASE("form bounds give ResourceExhausted") {
   // Runs of 1..9 bytes in turn: nothing chains, and the period (9 pieces)
   // is longer than a group's body may be.
