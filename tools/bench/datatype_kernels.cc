@@ -38,7 +38,7 @@ Result<DatatypeKernel> Wrf() {
   const int64_t sizes[] = {32, 64, 64}, sub[] = {32, 3, 64}, starts[] = {0, 3, 0};
   ISO_ASSIGN_OR_RETURN(Datatype one,
                        Datatype::Subarray(sizes, sub, starts, ArrayOrder::kC, kFloat));
-  const int64_t array = 32 * 64 * 64 * 4;
+  const int64_t array = int64_t{32} * 64 * 64 * 4;
   const int64_t lens[] = {1, 1, 1, 1}, disps[] = {0, array, 2 * array, 3 * array};
   const Datatype types[] = {one, one, one, one};
   ISO_ASSIGN_OR_RETURN(Datatype t, Datatype::Struct(lens, disps, types));
@@ -49,6 +49,7 @@ Result<DatatypeKernel> Lammps() {
   constexpr int kAtoms = 65536, kSent = 4000;
   const std::vector<int64_t> idx = IrregularIndices(kSent, kAtoms, 11u);
   std::vector<int64_t> idx3;
+  idx3.reserve(idx.size());
   for (int64_t i : idx) idx3.push_back(3 * i);
   ISO_ASSIGN_OR_RETURN(Datatype xv, Datatype::IndexedBlock(3, idx3, kDouble));
   ISO_ASSIGN_OR_RETURN(Datatype type, Datatype::IndexedBlock(1, idx, kInt));
@@ -86,7 +87,7 @@ Result<DatatypeKernel> MakeDatatypeKernel(const std::string& name, int64_t block
   if (name == "wrf_y_vec") return Wrf();
   if (name == "milc_su3_zd") {
     ISO_ASSIGN_OR_RETURN(Datatype su3, Datatype::Contiguous(6, kFloat));
-    ISO_ASSIGN_OR_RETURN(Datatype t, Datatype::Vector(8, 8 * 8, 8 * 8 * 8, su3));
+    ISO_ASSIGN_OR_RETURN(Datatype t, Datatype::Vector(8, int64_t{8} * 8, int64_t{8} * 8 * 8, su3));
     return Same(name, t, 1, int64_t{8} * 8 * 8 * 8 * 24);
   }
   if (name == "nas_mg_z") {
