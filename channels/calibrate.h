@@ -46,13 +46,17 @@ uint64_t CalibrationAreaBytes(uint64_t llc_bytes);
 Result<std::vector<RateSample>> MeasureChannel(Channel& channel, std::chrono::milliseconds budget);
 
 // Measures a DiskRead or DiskWrite channel: sequential back-to-back
-// requests of each size (4 KiB to 64 MiB, powers of four) through a 128 MiB
-// scratch file in `directory`, from or into huge-page host memory like the
+// requests of each size (4 KiB to 64 MiB, powers of four) through a scratch
+// file in `directory`, from or into huge-page host memory like the
 // daemon's rings. The file is unlinked as soon as it is open, so nothing is
-// left behind; a DiskRead calibration first writes the area (untimed: a
-// sparse file would read without touching the device). Costs up to about
-// `budget` of I/O plus, for reads, the 128 MiB fill. Fails with the path
-// when the directory cannot take the file.
+// left behind. A DiskRead calibration first writes a 128 MiB area
+// (untimed: a sparse file would read without touching the device) and
+// cycles through it. A DiskWrite calibration measures what a durable copy
+// into a new file pays: each size writes into holes of a sparse 512 MiB
+// file (its blocks dropped first) and its time includes the closing
+// fdatasync. Costs up to about `budget` of I/O plus, for reads, the fill;
+// a write needs up to about budget x device speed of free space, briefly.
+// Fails with the path when the directory cannot take the file.
 Result<std::vector<RateSample>> MeasureDiskChannel(Channel& channel, const std::string& directory,
                                                    std::chrono::milliseconds budget);
 

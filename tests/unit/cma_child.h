@@ -68,9 +68,18 @@ class CmaChild {
     return v;
   }
   // SIGKILL; `reap` also waits for it (its pid may be reused from then on).
+  // Returns once the child is dead: reaped, or (reap false) a zombie, so
+  // the caller's next look at it never races the signal's delivery.
   void Kill(bool reap = true) {
     ::kill(pid_, SIGKILL);
-    if (reap) Reap();
+    if (reap) {
+      Reap();
+      return;
+    }
+    siginfo_t info{};
+    while (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOWAIT) != 0 &&
+           errno == EINTR) {
+    }
   }
   void Reap() {
     if (reaped_) return;

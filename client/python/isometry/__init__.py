@@ -10,7 +10,7 @@ stubs ``isometry_pb2`` and ``isometry_pb2_grpc``, in ``build/python/isometry``:
 See :mod:`isometry.client` for the API.
 """
 
-from . import isometry_pb2, isometry_pb2_grpc
+from . import datatype, isometry_pb2, isometry_pb2_grpc
 from .client import (
     DEFAULT_SOCKET,
     Allocation,
@@ -23,4 +23,4 @@ from .client import (
 from . import client as _client
 
 # The client module's public names, and the generated stubs.
-__all__ = _client.__all__ + ["isometry_pb2", "isometry_pb2_grpc"]
+__all__ = _client.__all__ + ["datatype", "isometry_pb2", "isometry_pb2_grpc"]

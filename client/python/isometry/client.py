@@ -52,6 +52,7 @@ import grpc
 
 from . import isometry_pb2 as pb
 from . import isometry_pb2_grpc as pb_grpc
+from .datatype import Datatype, as_proto
 
 __all__ = [
     "Client",
@@ -467,12 +468,14 @@ class Client:
     def register_instance(
         self,
         alloc: Union[Allocation, int],
-        bounds: BoundsLike,
-        fields: FieldsLike,
-        layout: str,
+        bounds: Optional[BoundsLike] = None,
+        fields: Optional[FieldsLike] = None,
+        layout: str = "",
         offset: int = 0,
         memory: str = "",
         file: str = "",
+        datatype: Optional[Datatype] = None,
+        count: int = 1,
     ) -> Instance:
         """Registers an instance: an index space x fields stored in ``alloc``.
 
@@ -490,22 +493,53 @@ class Client:
                 ``"F,x"`` (array of structs), ``"x,F"`` (struct of arrays),
                 ``"F,x,y"``, ``"x_in=8,F,x_out"``.
             offset: the instance's first byte within the allocation.
+            datatype, count: instead of bounds, fields and layout: ``count``
+                elements of an :class:`isometry.datatype.Datatype` whose
+                origin (MPI's buf) is ``offset`` bytes into the allocation
+                or file. Copies between datatype instances move the packed
+                stream (MPI_Pack order).
 
         Returns:
             an :class:`Instance` with the daemon's id and the storage size.
         """
-        spec = pb.InstanceSpec(
-            allocation=_id(alloc, "register_instance") if alloc else 0,
-            offset=offset,
-            bounds=_box(bounds, "bounds"),
-            fields=_fields(fields),
-            layout=layout,
-            memory=memory,
-            file=file,
-        )
+        if datatype is not None:
+            if bounds is not None or fields is not None or layout:
+                raise ValueError("register_instance: a datatype replaces bounds, fields and layout")
+            spec = pb.InstanceSpec(
+                allocation=_id(alloc, "register_instance") if alloc else 0,
+                offset=offset,
+                datatype=as_proto(datatype),
+                count=count,
+                memory=memory,
+                file=file,
+            )
+        else:
+            if bounds is None or fields is None or not layout:
+                raise ValueError("register_instance: bounds, fields and layout (or a datatype)")
+            spec = pb.InstanceSpec(
+                allocation=_id(alloc, "register_instance") if alloc else 0,
+                offset=offset,
+                bounds=_box(bounds, "bounds"),
+                fields=_fields(fields),
+                layout=layout,
+                memory=memory,
+                file=file,
+            )
         r = self._call("RegisterInstance", pb.RegisterInstanceRequest(spec=spec))
         return Instance(
             id=r.instance, total_bytes=r.total_bytes, allocation=spec.allocation, offset=offset
+        )
+
+    def register_datatype(self, datatype: Datatype) -> "pb.RegisterDatatypeResponse":
+        """Translates a datatype once for this session (memoized, FALCON-X).
+
+        Returns the daemon's answer: ``handle`` (use
+        ``Datatype.registered(handle)`` in later instances), MPI's ``size``,
+        ``lb``, ``extent``, ``true_lb``, ``true_extent``, and ``canonical``,
+        the normalized form equivalent datatypes share.
+        """
+        return self._call(
+            "RegisterDatatype", pb.RegisterDatatypeRequest(datatype=as_proto(datatype))
         )
 
     def unregister_instance(self, instance: Union[Instance, int]) -> None:
