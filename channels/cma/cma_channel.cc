@@ -5,10 +5,9 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <deque>
-#include <thread>
+#include <memory>
 
-#include "absl/synchronization/mutex.h"
+#include "channels/channel_workers.h"
 #include "channels/cma/client_process.h"
 #include "channels/cma/cma_copy.h"
 #include "core/strings.h"
@@ -31,16 +30,11 @@ class CmaChannel final : public Channel {
     // As memcpy: a thread that finishes a request finds the next queued.
     caps_.max_in_flight = config.max_in_flight > 0 ? config.max_in_flight : 2 * config.threads;
     caps_.runs_inline = true;
-    for (int i = 0; i < config.threads; ++i) threads_.emplace_back([this] { Run(); });
-  }
-
-  ~CmaChannel() override {
-    {
-      absl::MutexLock lock(&mu_);
-      stopping_ = true;
-    }
-    cv_.SignalAll();
-    for (std::thread& t : threads_) t.join();
+    // A request cancelled while queued ends at once; a running one at its
+    // next batch (CmaCopy).
+    workers_ = std::make_unique<ChannelWorkers>(
+        config.threads,
+        [this](const ChannelRequest& r, const RequestDone& done) { done(Copy(r)); });
   }
 
   const ChannelCaps& caps() const override { return caps_; }
@@ -48,19 +42,10 @@ class CmaChannel final : public Channel {
   Status RunInline(const ChannelRequest& request) override { return Copy(request); }
 
   void Submit(ChannelRequest request, RequestDone done) override {
-    {
-      absl::MutexLock lock(&mu_);
-      queue_.push_back({std::move(request), std::move(done)});
-    }
-    cv_.Signal();
+    workers_->Push(std::move(request), std::move(done));
   }
 
  private:
-  struct Item {
-    ChannelRequest request;
-    RequestDone done;
-  };
-
   Result<CmaTarget> TargetOf(const ChannelRequest& request) const {
     const auto* src_process = std::get_if<ProcessBytes>(&request.src);
     const auto* dst_process = std::get_if<ProcessBytes>(&request.dst);
@@ -101,30 +86,8 @@ class CmaChannel final : public Channel {
     return CmaCopy(*request.program, target, request.cancelled);
   }
 
-  void Run() {
-    while (true) {
-      Item item;
-      {
-        absl::MutexLock lock(&mu_);
-        while (!stopping_ && queue_.empty()) cv_.Wait(&mu_);
-        // Outstanding work is finished even while stopping: done() is owed.
-        if (queue_.empty()) return;
-        item = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      // A request cancelled while queued ends here; a running one at its
-      // next batch (CmaCopy).
-      Status s = Copy(item.request);
-      item.done(std::move(s));
-    }
-  }
-
-  ChannelCaps caps_;  // constant after construction
-  absl::Mutex mu_;
-  absl::CondVar cv_;
-  std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_;
+  ChannelCaps caps_;                         // constant after construction
+  std::unique_ptr<ChannelWorkers> workers_;  // last: its threads stop first
 };
 
 }  // namespace

@@ -1,9 +1,8 @@
 #include "channels/memcpy/memcpy_channel.h"
 
-#include <deque>
-#include <thread>
+#include <memory>
 
-#include "absl/synchronization/mutex.h"
+#include "channels/channel_workers.h"
 #include "channels/rate_limiter.h"
 #include "layout/executor.h"
 
@@ -34,16 +33,8 @@ class MemcpyChannel final : public Channel {
     if (config.rate_limit_bytes_per_s) {
       limiter_ = std::make_unique<RateLimiter>(config.rate_limit_bytes_per_s);
     }
-    for (int i = 0; i < config.threads; ++i) threads_.emplace_back([this] { Run(); });
-  }
-
-  ~MemcpyChannel() override {
-    {
-      absl::MutexLock lock(&mu_);
-      stopping_ = true;
-    }
-    cv_.SignalAll();
-    for (std::thread& t : threads_) t.join();
+    workers_ = std::make_unique<ChannelWorkers>(
+        config.threads, [this](ChannelRequest& r, RequestDone& done) { Serve(r, done); });
   }
 
   const ChannelCaps& caps() const override { return caps_; }
@@ -53,22 +44,13 @@ class MemcpyChannel final : public Channel {
     return Copy(request);
   }
 
-  void Interrupt() override { cv_.SignalAll(); }
+  void Interrupt() override { workers_->Interrupt(); }
 
   void Submit(ChannelRequest request, RequestDone done) override {
-    {
-      absl::MutexLock lock(&mu_);
-      queue_.push_back({std::move(request), std::move(done)});
-    }
-    cv_.Signal();
+    workers_->Push(std::move(request), std::move(done));
   }
 
  private:
-  struct Item {
-    ChannelRequest request;
-    RequestDone done;
-  };
-
   // Host memory to host memory, nothing else.
   Status Copy(const ChannelRequest& request) const {
     ISO_ASSIGN_OR_RETURN(const HostBytes* src,
@@ -80,45 +62,27 @@ class MemcpyChannel final : public Channel {
     return OkStatus();
   }
 
-  void Run() {
-    while (true) {
-      Item item;
-      {
-        absl::MutexLock lock(&mu_);
-        while (!stopping_ && queue_.empty()) cv_.Wait(&mu_);
-        // Outstanding work is finished even while stopping: done() is owed.
-        if (queue_.empty()) return;
-        item = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      if (item.request.Cancelled()) {
-        item.done(absl::CancelledError(StrCat("memcpy '", caps_.name, "': request cancelled")));
-        continue;
-      }
-      RateLimiter::Clock::time_point until{};
-      if (limiter_) until = limiter_->Reserve(item.request.program->bytes);
-      Status copied = Copy(item.request);
-      if (limiter_ && copied.ok()) {
-        // Paced: the bytes are copied; the wait that follows ends early
-        // when the request is cancelled (Interrupt) or the channel stops.
-        const absl::Time deadline =
-            absl::Now() + absl::FromChrono(until - RateLimiter::Clock::now());
-        absl::MutexLock lock(&mu_);
-        while (!stopping_ && !item.request.Cancelled()) {
-          if (cv_.WaitWithDeadline(&mu_, deadline)) break;
-        }
-      }
-      item.done(std::move(copied));
+  // One request, on a worker thread.
+  void Serve(const ChannelRequest& request, const RequestDone& done) {
+    if (request.Cancelled()) {
+      done(absl::CancelledError(StrCat("memcpy '", caps_.name, "': request cancelled")));
+      return;
     }
+    RateLimiter::Clock::time_point until{};
+    if (limiter_) until = limiter_->Reserve(request.program->bytes);
+    Status copied = Copy(request);
+    if (limiter_ && copied.ok()) {
+      // Paced: the bytes are copied; the wait that follows ends early
+      // when the request is cancelled (Interrupt) or the channel stops.
+      workers_->SleepUntil(absl::Now() + absl::FromChrono(until - RateLimiter::Clock::now()),
+                           request);
+    }
+    done(std::move(copied));
   }
 
   ChannelCaps caps_;  // constant after construction
   std::unique_ptr<RateLimiter> limiter_;
-  absl::Mutex mu_;
-  absl::CondVar cv_;
-  std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_;
+  std::unique_ptr<ChannelWorkers> workers_;  // last: its threads stop first
 };
 
 }  // namespace

@@ -12,23 +12,6 @@ using namespace isometry;
 
 namespace {
 
-// Points of a box in row-major order (the last dimension fastest), as
-// LayoutForm orders them (test_util's ForEachPoint runs dimension 0 fastest).
-template <typename F>
-void ForEachPointC(const Box& box, F&& f) {
-  if (box.empty()) return;
-  std::array<int64_t, kMaxDims> p = box.lo;
-  while (true) {
-    f(p);
-    int d = box.dims - 1;
-    while (d >= 0 && ++p[d] == box.hi[d]) {
-      p[d] = box.lo[d];
-      --d;
-    }
-    if (d < 0) return;
-  }
-}
-
 const Datatype kByte = Datatype::Basic(BasicType::kByte);
 const Datatype kInt = Datatype::Basic(BasicType::kInt32);
 const Datatype kDouble = Datatype::Basic(BasicType::kDouble);
@@ -243,7 +226,7 @@ TEST_CASE("random layouts: forms expand to the AOS C order walk") {
     const Box box = isometry::testing::RandomSubBox(rng, bounds);
     INFO(shape.layout.ToString() << " over " << ToString(bounds) << ", box " << ToString(box));
     std::vector<Segment> want;
-    ForEachPointC(box, [&](const std::array<int64_t, kMaxDims>& p) {
+    testing::ForEachPointC(box, [&](const std::array<int64_t, kMaxDims>& p) {
       for (size_t f = 0; f < fields.size(); ++f) {
         const auto at = static_cast<int64_t>(shape.OffsetOf(f, p));
         if (!want.empty() && want.back().offset + want.back().length == at) {

@@ -18,23 +18,6 @@ using namespace isometry;
 
 namespace {
 
-// Points of a box in row-major order (the last dimension fastest), as
-// LayoutForm orders them (test_util's ForEachPoint runs dimension 0 fastest).
-template <typename F>
-void ForEachPointC(const Box& box, F&& f) {
-  if (box.empty()) return;
-  std::array<int64_t, kMaxDims> p = box.lo;
-  while (true) {
-    f(p);
-    int d = box.dims - 1;
-    while (d >= 0 && ++p[d] == box.hi[d]) {
-      p[d] = box.lo[d];
-      --d;
-    }
-    if (d < 0) return;
-  }
-}
-
 const Datatype kByte = Datatype::Basic(BasicType::kByte);
 const Datatype kDouble = Datatype::Basic(BasicType::kDouble);
 
@@ -127,7 +110,7 @@ TEST_CASE("datatype <-> layout pairs the layout's AOS C order") {
     std::vector<uint8_t> inst(shape.total_bytes());
     for (size_t k = 0; k < inst.size(); ++k) inst[k] = static_cast<uint8_t>(k * 13 + 3);
     std::vector<uint8_t> packed;
-    ForEachPointC(box, [&](const std::array<int64_t, kMaxDims>& p) {
+    testing::ForEachPointC(box, [&](const std::array<int64_t, kMaxDims>& p) {
       for (size_t f = 0; f < fields.size(); ++f) {
         const uint64_t at = shape.OffsetOf(f, p);
         packed.insert(packed.end(), inst.begin() + static_cast<ptrdiff_t>(at),
@@ -149,7 +132,7 @@ TEST_CASE("datatype <-> layout pairs the layout's AOS C order") {
     std::vector<uint8_t> back(inst.size(), 0);
     ExecuteProgram(from->program, At(got.bytes, got.origin + from->src_shift),
                    reinterpret_cast<std::byte*>(back.data()) + from->dst_shift);
-    ForEachPointC(box, [&](const std::array<int64_t, kMaxDims>& p) {
+    testing::ForEachPointC(box, [&](const std::array<int64_t, kMaxDims>& p) {
       for (size_t f = 0; f < fields.size(); ++f) {
         const uint64_t at = shape.OffsetOf(f, p);
         for (uint32_t b = 0; b < fields.fields()[f].size; ++b) {

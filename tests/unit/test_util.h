@@ -109,6 +109,23 @@ void ForEachPoint(const Box& box, F&& f) {
   }
 }
 
+// The same in row-major order (the last dimension fastest), the order of
+// LayoutForm's packed stream.
+template <typename F>
+void ForEachPointC(const Box& box, F&& f) {
+  if (box.empty()) return;
+  std::array<int64_t, kMaxDims> p = box.lo;
+  while (true) {
+    f(p);
+    int d = box.dims - 1;
+    while (d >= 0 && ++p[d] == box.hi[d]) {
+      p[d] = box.lo[d];
+      --d;
+    }
+    if (d < 0) return;
+  }
+}
+
 // Compares every byte of every (field, point) of `box` between the two
 // instances, and checks that destination bytes outside the box still hold
 // `dst_before`. Returns "" or a description of the first difference.

@@ -1,0 +1,54 @@
+// The request queue of a channel that runs requests on threads of its own
+// (memcpy, cma): requests start in submission order (the DMA worker
+// already ordered them by priority), one per free thread.
+//
+// Shutdown: the destructor lets the threads finish every queued request
+// (each owes its `done`), then joins them. A channel declares its
+// ChannelWorkers last, so the threads stop before anything `serve` uses is
+// destroyed.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "channels/channel.h"
+
+namespace isometry {
+
+class ChannelWorkers {
+ public:
+  // Runs `serve(request, done)` for each request, on one of `threads`
+  // threads; `serve` must call `done` exactly once.
+  using Serve = std::function<void(ChannelRequest&, RequestDone&)>;
+  ChannelWorkers(int threads, Serve serve);
+  ~ChannelWorkers();
+  ChannelWorkers(const ChannelWorkers&) = delete;
+  ChannelWorkers& operator=(const ChannelWorkers&) = delete;
+
+  void Push(ChannelRequest request, RequestDone done) ABSL_LOCKS_EXCLUDED(mu_);
+  // Wakes every SleepUntil (a request's `cancelled` flag was set).
+  void Interrupt() { cv_.SignalAll(); }
+  // For `serve`: waits until `deadline`, returning early when the channel
+  // stops or `request` is cancelled (a paced copy's wait).
+  void SleepUntil(absl::Time deadline, const ChannelRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Item {
+    ChannelRequest request;
+    RequestDone done;
+  };
+  void Run() ABSL_LOCKS_EXCLUDED(mu_);
+
+  const Serve serve_;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;  // last: started once the rest exists
+};
+
+}  // namespace isometry
