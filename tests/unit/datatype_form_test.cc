@@ -5,10 +5,12 @@
 
 #include <catch2/catch.hpp>
 
+#include "unit/form_expand.h"
 #include "unit/random_datatype.h"
 #include "unit/test_util.h"
 
 using namespace isometry;
+using isometry::testing::Expand;
 
 namespace {
 
@@ -26,46 +28,6 @@ CanonicalForm Form(const Datatype& t, int64_t count = 1) {
   INFO(t.ToString() << " x" << count << ": " << f.status().message());
   REQUIRE(f.ok());
   return *std::move(f);
-}
-
-// Calls fn(offset) for every point of a piece's loop nest.
-template <typename F>
-void ForEachIteration(const FormPiece& p, F&& fn) {
-  const size_t k = p.loops.size();
-  std::vector<int64_t> idx(k, 0);
-  while (true) {
-    int64_t off = p.offset;
-    for (size_t i = 0; i < k; ++i) off += idx[i] * p.loops[i].stride;
-    fn(off);
-    size_t i = k;
-    while (i > 0 && ++idx[i - 1] == p.loops[i - 1].count) idx[--i] = 0;
-    if (i == 0) break;
-  }
-}
-
-void Append(std::vector<Segment>& out, int64_t off, int64_t len) {
-  if (!out.empty() && out.back().offset + out.back().length == off) {
-    out.back().length += len;
-  } else {
-    out.push_back({off, len});
-  }
-}
-
-// The runs a form stands for, merged as ForEachSegment merges them.
-std::vector<Segment> Expand(const CanonicalForm& f) {
-  std::vector<Segment> out;
-  for (const FormPiece& p : f.pieces) {
-    ForEachIteration(p, [&](int64_t at) {
-      if (p.body.empty()) {
-        Append(out, at, p.run);
-        return;
-      }
-      for (const FormPiece& b : p.body) {
-        ForEachIteration(b, [&](int64_t o) { Append(out, at + o, b.run); });
-      }
-    });
-  }
-  return out;
 }
 
 std::vector<Segment> Segs(const Datatype& t, int64_t count) {

@@ -11,10 +11,15 @@
 #include "layout/compiler.h"
 #include "layout/executor.h"
 #include "layout/form_cache.h"
+#include "unit/form_expand.h"
 #include "unit/random_datatype.h"
 #include "unit/test_util.h"
 
 using namespace isometry;
+using isometry::testing::At;
+using isometry::testing::Buffer;
+using isometry::testing::BufferFor;
+using isometry::testing::Overlaps;
 
 namespace {
 
@@ -35,33 +40,6 @@ FormCopy Compile(const Datatype& s, int64_t sc, const Datatype& d, int64_t dc) {
 }
 
 // A buffer holding `count` elements of t, and where its origin lies.
-struct Buffer {
-  std::vector<uint8_t> bytes;
-  int64_t origin = 0;
-};
-
-Buffer BufferFor(const Datatype& t, int64_t count, uint8_t seed) {
-  const ByteSpan span = *SpanOfElements(t, count);
-  Buffer b;
-  b.bytes.resize(static_cast<size_t>(span.end - span.begin) + 1);
-  for (size_t i = 0; i < b.bytes.size(); ++i) b.bytes[i] = static_cast<uint8_t>(i * 7 + seed);
-  b.origin = -span.begin;
-  return b;
-}
-
-bool Overlaps(const Datatype& t, int64_t count) {
-  auto segs = *Segments(t, count, 1 << 20);
-  std::sort(segs.begin(), segs.end(),
-            [](const Segment& a, const Segment& b) { return a.offset < b.offset; });
-  for (size_t i = 1; i < segs.size(); ++i) {
-    if (segs[i - 1].offset + segs[i - 1].length > segs[i].offset) return true;
-  }
-  return false;
-}
-
-const std::byte* At(const std::vector<uint8_t>& v, int64_t i) {
-  return reinterpret_cast<const std::byte*>(v.data()) + i;
-}
 
 }  // namespace
 
