@@ -66,6 +66,10 @@ struct ProcessBytes {
   pid_t pid = 0;
   uint64_t address = 0;
   int pidfd = -1;
+  // /proc/<pid>/mem opened when the process registered: it pins the
+  // address space that was checked, so I/O through it fails once the
+  // process exec()s another program (channels/cma/cma_copy.h). -1: none.
+  int mem_fd = -1;
 };
 
 using Endpoint = std::variant<HostBytes, FileRange, NetHalf, DeviceBytes, ProcessBytes>;

@@ -139,6 +139,15 @@ Result<ClientProcess> ClientProcess::Open(const PeerCredentials& peer) {
   // time /proc is read without the pidfd seeing its process exit.
   ISO_ASSIGN_OR_RETURN(UniqueFd pidfd, OpenPidfd(peer.pid));
   ClientProcess process(peer.pid, std::move(pidfd));
+  // Then the address space, before the checks (see the header).
+  const std::string mem = StrCat("/proc/", peer.pid, "/mem");
+  process.mem_.reset(::open(mem.c_str(), O_RDWR | O_CLOEXEC));
+  if (!process.mem_.valid()) {
+    const int err = errno;
+    ISO_RETURN_IF_ERROR(process.CheckAlive());
+    return Status(absl::ErrnoToStatusCode(err),
+                  StrCat("cannot open ", mem, ": ", ErrnoString(err)));
+  }
   ISO_ASSIGN_OR_RETURN(ProcessIds ids, ReadProcessIds(peer.pid));
   // Alive now, so /proc spoke of the pidfd's process (its pid was bound
   // to it from pidfd_open until this check).

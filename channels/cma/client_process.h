@@ -89,6 +89,11 @@ class ClientProcess {
   //    with file capabilities is more than its uid may reach);
   // and finally that the pidfd's process is still alive, so what /proc
   // said was about that process and not a later one with the same pid.
+  // Before reading /proc it opens /proc/<pid>/mem, which holds on to the
+  // address space it was opened on: the one the checks then describe (an
+  // exec before the checks shows in them; one after them leaves this fd
+  // on the old, dead address space, so a copy through it fails instead of
+  // reaching the new program — a setuid one, say).
   // PERMISSION_DENIED names the mismatch; NOT_FOUND: the process exited.
   static Result<ClientProcess> Open(const PeerCredentials& peer);
 
@@ -98,12 +103,14 @@ class ClientProcess {
   Status CheckAlive() const;
   // The endpoint for `address` in this process. The ClientProcess must
   // outlive every request made with it (the endpoint borrows the pidfd).
-  ProcessBytes At(uint64_t address) const { return {pid_, address, pidfd_.get()}; }
+  ProcessBytes At(uint64_t address) const { return {pid_, address, pidfd_.get(), mem_.get()}; }
+  int mem_fd() const { return mem_.get(); }
 
  private:
   ClientProcess(pid_t pid, UniqueFd pidfd) : pid_(pid), pidfd_(std::move(pidfd)) {}
   pid_t pid_ = 0;
   UniqueFd pidfd_;
+  UniqueFd mem_;  // /proc/<pid>/mem, opened before the checks
 };
 
 }  // namespace isometry

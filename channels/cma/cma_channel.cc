@@ -76,6 +76,7 @@ class CmaChannel final : public Channel {
     }
     t.pid = process->pid;
     t.pidfd = process->pidfd;
+    t.mem_fd = process->mem_fd;
     t.remote_base = process->address;
     t.local_base = host->base;
     return t;

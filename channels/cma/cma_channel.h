@@ -53,12 +53,13 @@ struct CmaCost {
   double bytes_per_second = 0;
 };
 
-// Measures CmaCost on this machine (about 20-60 ms, 3 MiB of scratch memory): process_vm_readv of
-// this process's own memory, 1 MiB each time, in iovecs of 64 B to
-// 64 KiB (a least-squares line through time vs iovec count) and as one
-// iovec. The 1 MiB is cache-resident, so bytes_per_second is the
-// in-cache rate (an upper bound); per_iovec_seconds includes the share of
-// the system call each iovec carries at 1024 iovecs per call.
+// Measures CmaCost on this machine (about 50-200 ms, 3 MiB of scratch
+// memory): reads of this process's own memory the way the channel reads a
+// client, one preadv of /proc/self/mem per run, 1 MiB each time in runs of
+// 64 B to 64 KiB (a least-squares line through time vs run count) and as
+// one run. The 1 MiB is cache-resident, so bytes_per_second is the
+// in-cache rate (an upper bound); per_iovec_seconds is the cost of one
+// run, a system call each.
 Result<CmaCost> MeasureCmaCost();
 
 }  // namespace isometry

@@ -1,5 +1,7 @@
 #include "channels/cma/cma_copy.h"
 
+#include <poll.h>
+
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -21,6 +23,45 @@ ssize_t RealWrite(pid_t pid, const iovec* local, unsigned long local_count, cons
 }
 
 uint64_t Address(const iovec& v) { return reinterpret_cast<uintptr_t>(v.iov_base); }
+
+// The batch through /proc/<pid>/mem (CmaTarget::mem_fd), as process_vm_*
+// would move it: one preadv/pwritev per remote iovec, with the local
+// iovecs that cover its bytes; stops at the first short call and returns
+// the bytes moved, or -1 with errno when the first call moved nothing.
+// EIO (what the file says for an unmapped address) becomes EFAULT, and 0
+// bytes from a live process ENOEXEC: its address space is gone (exec).
+ssize_t MemCall(int fd, bool read, const iovec* local, size_t local_count, const iovec* remote,
+                size_t remote_count) {
+  std::array<iovec, kMaxIovecs> pieces{};
+  size_t li = 0;
+  uint64_t used = 0;  // bytes of local[li] already paired
+  ssize_t total = 0;
+  for (size_t ri = 0; ri < remote_count; ++ri) {
+    size_t n = 0;
+    for (uint64_t need = remote[ri].iov_len; need > 0 && li < local_count;) {
+      const uint64_t take = std::min<uint64_t>(need, local[li].iov_len - used);
+      pieces[n++] = {static_cast<std::byte*>(local[li].iov_base) + used, take};
+      need -= take;
+      used += take;
+      if (used == local[li].iov_len) {
+        ++li;
+        used = 0;
+      }
+    }
+    const auto at = static_cast<off_t>(Address(remote[ri]));
+    const ssize_t got = read ? ::preadv(fd, pieces.data(), static_cast<int>(n), at)
+                             : ::pwritev(fd, pieces.data(), static_cast<int>(n), at);
+    if (got <= 0) {
+      if (total > 0) return total;
+      if (got == 0) errno = ENOEXEC;
+      if (got < 0 && errno == EIO) errno = EFAULT;
+      return -1;
+    }
+    total += got;
+    if (static_cast<uint64_t>(got) < remote[ri].iov_len) return total;
+  }
+  return total;
+}
 // Remote addresses are the other process's: the kernel reads them, this
 // process never dereferences them, so the cast costs no optimization.
 void* Pointer(uint64_t address) {
@@ -53,6 +94,7 @@ class Batcher {
         call_(target.syscall                            ? target.syscall
               : target.direction == CmaDirection::kRead ? RealRead
                                                         : RealWrite),
+        use_mem_(!target.syscall && target.mem_fd >= 0),
         stats_(stats) {}
 
   // One run: `len` bytes at `remote` in the other process, at `local` here.
@@ -119,6 +161,13 @@ class Batcher {
     return OkStatus();
   }
 
+  // Waits up to `ms` for the process to exit (its pidfd to poll readable).
+  void AwaitExit(int ms) const {
+    pollfd p{t_.pidfd, POLLIN, 0};
+    while (::poll(&p, 1, ms) < 0 && errno == EINTR) {
+    }
+  }
+
   Status CallFailed(int err, const iovec& at) const {
     const char* verb = t_.direction == CmaDirection::kRead ? "read" : "write";
     switch (err) {
@@ -132,6 +181,10 @@ class Batcher {
         return InvalidArgument(t_.channel, ": could not ", verb, " ", at.iov_len, " bytes at 0x",
                                Hex(Address(at)), " in process ", t_.pid, ": not mapped",
                                t_.direction == CmaDirection::kWrite ? " writable" : "");
+      case ENOEXEC:
+        return FailedPrecondition(t_.channel, ": process ", t_.pid,
+                                  " has replaced its program (exec) since it registered its "
+                                  "memory; register again from the new program");
       case ENOMEM:
         return ResourceExhausted(t_.channel, ": out of memory for a ", verb, " of process ",
                                  t_.pid);
@@ -161,13 +214,20 @@ class Batcher {
     Status result = OkStatus();
     while (left > 0) {
       ++stats_.calls;
-      const ssize_t n = call_(t_.pid, &local_[li], nl_ - li, &remote_[ri], nr_ - ri, 0);
+      const ssize_t n = use_mem_ ? MemCall(t_.mem_fd, t_.direction == CmaDirection::kRead,
+                                           &local_[li], nl_ - li, &remote_[ri], nr_ - ri)
+                                 : call_(t_.pid, &local_[li], nl_ - li, &remote_[ri], nr_ - ri, 0);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         // No progress: the first remaining remote byte is unreachable
         // (the kernel stops there; a partial call returned the bytes
         // before it).
-        result = CallFailed(n < 0 ? errno : EFAULT, remote_[ri]);
+        const int err = n < 0 ? errno : EFAULT;
+        // An address space that is gone is an exec, or an exit still
+        // under way (the memory goes before the pidfd reports the exit):
+        // give an exit a moment to show, so it is reported as one.
+        if (err == ENOEXEC) AwaitExit(100);
+        result = CallFailed(err, remote_[ri]);
         break;
       }
       if (static_cast<uint64_t>(n) > left) {
@@ -191,6 +251,7 @@ class Batcher {
   const uint64_t batch_bytes_;
   const size_t max_iovecs_;
   const CmaSyscall call_;
+  const bool use_mem_;  // through the pinned address space (CmaTarget::mem_fd)
   CmaCopyStats& stats_;
   std::array<iovec, kMaxIovecs> remote_{};
   std::array<iovec, kMaxIovecs> local_{};

@@ -51,7 +51,17 @@ struct CmaLimits {
 // The other process and how the copy reaches it.
 struct CmaTarget {
   pid_t pid = 0;
-  int pidfd = -1;                   // pins identity; see CmaCopy
+  int pidfd = -1;  // pins identity; see CmaCopy
+  // /proc/<pid>/mem of the registered address space (ProcessBytes). When
+  // set (and no `syscall` is injected), each batch goes through it, one
+  // preadv/pwritev per remote iovec, instead of process_vm_*: those
+  // resolve the pid's *current* program, so a client that exec()s a
+  // setuid program after registering would have the daemon (which holds
+  // CAP_SYS_PTRACE) read or write the privileged image; through this fd
+  // the copy fails with FAILED_PRECONDITION instead. Writes through it
+  // also reach read-only pages of the client's own mappings (as ptrace
+  // does).
+  int mem_fd = -1;
   uint64_t remote_base = 0;         // ProcessBytes::address
   std::byte* local_base = nullptr;  // HostBytes::base
   CmaDirection direction = CmaDirection::kRead;

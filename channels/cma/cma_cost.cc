@@ -1,6 +1,7 @@
-// MeasureCmaCost (cma_channel.h): the per-iovec overhead and bandwidth of
-// process_vm_readv, for the planner's choice between a direct CMA copy
-// and packing through a pool slot (issue 14: fragmented types pack).
+// MeasureCmaCost (cma_channel.h): the per-run overhead and bandwidth of
+// reading a client's memory (preadv of /proc/<pid>/mem), for the planner's choice between a direct
+// CMA copy and packing through a pool slot (issue 14: fragmented types pack).
+#include <fcntl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 
 #include "channels/cma/cma_channel.h"
 #include "core/strings.h"
+#include "core/unique_fd.h"
 
 namespace isometry {
 namespace {
@@ -25,9 +27,10 @@ constexpr int kContiguousRepeats = 24;
 using Clock = std::chrono::steady_clock;
 
 // Best of `repeats`: seconds to read kArea bytes of this process in
-// iovecs of `piece` bytes (1024 a call), strided 2x on the remote side so
-// the kernel cannot see them as one range.
-Result<double> TimeRead(const std::vector<std::byte>& src, std::vector<std::byte>& dst,
+// pieces of `piece` bytes, strided 2x on the remote side so the kernel
+// cannot see them as one range, the way the channel reads a client: one
+// preadv of /proc/<pid>/mem per remote run (cma_copy.h, CmaTarget::mem_fd).
+Result<double> TimeRead(int mem, const std::vector<std::byte>& src, std::vector<std::byte>& dst,
                         size_t piece, int repeats) {
   const size_t n = kArea / piece;
   std::vector<iovec> remote(n), local(n);
@@ -38,14 +41,13 @@ Result<double> TimeRead(const std::vector<std::byte>& src, std::vector<std::byte
   double best = 1e9;
   for (int r = 0; r < repeats; ++r) {
     const auto t0 = Clock::now();
-    for (size_t at = 0; at < n;) {
-      const size_t count = std::min<size_t>(n - at, 1024);
-      const ssize_t got = ::process_vm_readv(::getpid(), &local[at], count, &remote[at], count, 0);
-      if (got != static_cast<ssize_t>(count * piece)) {
-        return Unavailable("process_vm_readv of this process: ",
+    for (size_t at = 0; at < n; ++at) {
+      const auto from = static_cast<off_t>(reinterpret_cast<uintptr_t>(remote[at].iov_base));
+      const ssize_t got = ::preadv(mem, &local[at], 1, from);
+      if (got != static_cast<ssize_t>(piece)) {
+        return Unavailable("reading /proc/self/mem: ",
                            got < 0 ? ErrnoString(errno) : StrCat("short read of ", got));
       }
-      at += count;
     }
     best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
   }
@@ -57,12 +59,14 @@ Result<double> TimeRead(const std::vector<std::byte>& src, std::vector<std::byte
 Result<CmaCost> MeasureCmaCost() {
   // The source is strided 2x, so twice the area; both faulted in first.
   std::vector<std::byte> src(2 * kArea, std::byte{1}), dst(kArea, std::byte{0});
-  ISO_ASSIGN_OR_RETURN(double contiguous, TimeRead(src, dst, kArea, kContiguousRepeats));
+  const UniqueFd mem(::open("/proc/self/mem", O_RDONLY | O_CLOEXEC));
+  if (!mem.valid()) return Unavailable("opening /proc/self/mem: ", ErrnoString(errno));
+  ISO_ASSIGN_OR_RETURN(double contiguous, TimeRead(mem.get(), src, dst, kArea, kContiguousRepeats));
   // t(n) = n * per_iovec + bytes / bandwidth: least squares over n.
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
   int points = 0;
   for (size_t piece = 64; piece <= (64u << 10); piece *= 4) {
-    ISO_ASSIGN_OR_RETURN(double t, TimeRead(src, dst, piece, kRepeats));
+    ISO_ASSIGN_OR_RETURN(double t, TimeRead(mem.get(), src, dst, piece, kRepeats));
     const double n = static_cast<double>(kArea) / static_cast<double>(piece);
     sx += n;
     sy += t;

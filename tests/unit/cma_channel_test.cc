@@ -4,6 +4,7 @@
 // mid-request, cancellation, endpoints it refuses, and its calibration.
 #include "channels/cma/cma_channel.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <future>
 #include <numeric>
@@ -298,6 +299,32 @@ TEST_CASE("a child killed mid-request fails it cleanly and the channel keeps ser
       Run(*channel, {ContiguousProgram(kBytes), process.At(child.address()), HostBytes{dst.data()}})
           .ok());
   CHECK(dst == CmaChild::Expected(remote.data(), kBytes));
+}
+
+TEST_CASE("a client that exec()s after registering is never reached in its new program") {
+  // The attack: register, then exec a (setuid) program and have a sibling
+  // holding the session copy from or into the same addresses. The daemon
+  // holds CAP_SYS_PTRACE, so process_vm_* would reach the new image; the
+  // copy goes through the address space that was checked instead.
+  auto remote = Pattern(kBytes, 9);
+  auto channel = MakeCma();
+  CmaChild child(remote.data(), kBytes);
+  const ClientProcess process = Open(child);
+  child.Exec();
+  REQUIRE(process.CheckAlive().ok());  // the same process, another program
+  std::vector<std::byte> dst(kBytes, std::byte{0});
+  const Status r =
+      Run(*channel, {ContiguousProgram(4096), process.At(child.address()), HostBytes{dst.data()}});
+  CHECK(r.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(Message(r), Catch::Contains("replaced its program (exec)"));
+  CHECK(std::all_of(dst.begin(), dst.end(), [](std::byte b) { return b == std::byte{0}; }));
+  std::vector<std::byte> src(4096, std::byte{1});
+  const Status w =
+      Run(*channel, {ContiguousProgram(4096), HostBytes{src.data()}, process.At(child.address())});
+  CHECK(w.code() == absl::StatusCode::kFailedPrecondition);
+  // A fresh registration checks the new program (same uid here: accepted).
+  const ClientProcess again = Open(child);
+  CHECK(again.CheckAlive().ok());
 }
 
 TEST_CASE("cma stops between batches once cancelled") {

@@ -61,6 +61,16 @@ class CmaChild {
     ReadAll(out.data(), out.size());
     return out;
   }
+  // Makes the child exec /bin/sleep: a new program at the same pid.
+  // Returns once the exec has happened (the reply pipe, close-on-exec,
+  // reads EOF).
+  void Exec() {
+    const char c = 'x';
+    if (::write(commands_.get(), &c, 1) != 1) return;
+    char sink = 0;
+    while (::read(replies_.get(), &sink, 1) > 0) {
+    }
+  }
   // What the child held right after the fork.
   static std::vector<std::byte> Expected(const std::byte* buffer, size_t bytes) {
     std::vector<std::byte> v(buffer, buffer + bytes);
@@ -95,7 +105,11 @@ class CmaChild {
     const auto address = reinterpret_cast<uint64_t>(buffer_);
     if (::write(replies, &address, sizeof(address)) != sizeof(address)) ::_exit(1);
     char c = 0;
-    while (::read(commands, &c, 1) == 1 && c == 'd') {
+    while (::read(commands, &c, 1) == 1 && (c == 'd' || c == 'x')) {
+      if (c == 'x') {
+        ::execl("/bin/sleep", "sleep", "30", static_cast<char*>(nullptr));
+        ::_exit(1);
+      }
       size_t at = 0;
       while (at < bytes_) {
         const ssize_t n = ::write(replies, buffer_ + at, bytes_ - at);
