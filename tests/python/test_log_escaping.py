@@ -74,11 +74,24 @@ class LogEscapingTest(unittest.TestCase):
         so every commit (the rename at the end) fails after the start."""
         ids = []
         for name in names:
-            dst = self.c.register_instance(
-                0, [ROWS, COLS], [("f", 1)], "F,y,x", memory="dsk0", file=name)
-            ids.append(self.c.copy(self.src, dst, via=[("sys0", "F,x,y")], wait=False))
-            os.mkdir(os.path.join(self.dir, "dsk", name))
-            open(os.path.join(self.dir, "dsk", name, "keep"), "w").close()
+            target = os.path.join(self.dir, "dsk", name)
+            for _attempt in range(5):
+                dst = self.c.register_instance(
+                    0, [ROWS, COLS], [("f", 1)], "F,y,x", memory="dsk0", file=name)
+                t = self.c.copy(self.src, dst, via=[("sys0", "F,x,y")], wait=False)
+                try:
+                    os.mkdir(target)
+                except FileExistsError:
+                    # The copy won the race and committed before the
+                    # directory went in: take its file away and go again.
+                    self.assertEqual(self.c.wait(t, timeout_ms=120_000).state, "done")
+                    os.unlink(target)
+                    continue
+                ids.append(t)
+                break
+            else:
+                self.fail(f"every copy to {name!r} committed before a directory could block it")
+            open(os.path.join(target, "keep"), "w").close()
         for t in ids:
             info = self.c.wait(t, timeout_ms=120_000, check=False)
             self.assertEqual(info.state, "failed", info)
