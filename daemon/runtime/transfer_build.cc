@@ -237,8 +237,9 @@ Status Runtime::Impl::CheckInstance(const InstanceRef& ref, std::string_view wha
                            "; this runtime addresses host and DSK memories");
   }
   const uint64_t need = ref.shape.total_bytes();
-  if (need > 0 && ref.base == nullptr && !ref.process)
+  if (need > 0 && ref.base == nullptr && !ref.process) {
     return InvalidArgument(what, ": base pointer is null");
+  }
   if (need > ref.capacity) {
     return OutOfRange(what, ": layout '", ref.shape.layout.ToString(), "' over ",
                       ToString(ref.shape.bounds), " needs ", need, " bytes but the buffer holds ",
