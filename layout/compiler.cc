@@ -132,30 +132,7 @@ void Canonicalize(CopyOp& op) {
     }
     return x.src_stride > y.src_stride;
   });
-  bool changed = true;
-  while (changed) {
-    changed = false;
-    if (!loops.empty() && loops.back().src_stride == op.run_bytes &&
-        loops.back().dst_stride == op.run_bytes) {
-      op.run_bytes *= loops.back().count;
-      loops.pop_back();
-      changed = true;
-      continue;
-    }
-    for (size_t i = 1; i < loops.size(); ++i) {
-      CopyLoop& outer = loops[i - 1];
-      const CopyLoop& inner = loops[i];
-      if (outer.src_stride == inner.count * inner.src_stride &&
-          outer.dst_stride == inner.count * inner.dst_stride) {
-        outer = {outer.count * inner.count, inner.src_stride, inner.dst_stride};
-        loops.erase(loops.begin() + static_cast<ptrdiff_t>(i));
-        changed = true;
-        break;
-      }
-    }
-  }
-  op.num_loops = static_cast<int>(loops.size());
-  std::copy(loops.begin(), loops.end(), op.loops.begin());
+  FoldLoops(std::move(loops), op);
 }
 
 bool SameLoops(const CopyOp& a, const CopyOp& b) {

@@ -51,6 +51,12 @@ struct CopyProgram {
   uint64_t runs = 0;   // total contiguous runs (the request count of a naive engine)
 };
 
+// Stores `loops` (outermost first, no unit loops) in `op`, folding
+// trailing loops that step by the run into the run and merging adjacent
+// loops that step as one: the last steps of both compilers' canonical
+// form.
+void FoldLoops(std::vector<CopyLoop> loops, CopyOp& op);
+
 // The canonical program of one contiguous copy of `bytes` from offset 0 to
 // offset 0: a single op, no loops.
 std::shared_ptr<const CopyProgram> ContiguousProgram(uint64_t bytes);

@@ -25,30 +25,7 @@ void CanonicalizeOp(CopyOp& op) {
       loops.push_back(op.loops[i]);
     }
   }
-  bool changed = true;
-  while (changed) {
-    changed = false;
-    if (!loops.empty() && loops.back().src_stride == op.run_bytes &&
-        loops.back().dst_stride == op.run_bytes) {
-      op.run_bytes *= loops.back().count;
-      loops.pop_back();
-      changed = true;
-      continue;
-    }
-    for (size_t i = 1; i < loops.size(); ++i) {
-      const CopyLoop in = loops[i];
-      CopyLoop& out = loops[i - 1];
-      if (out.src_stride == in.count * in.src_stride &&
-          out.dst_stride == in.count * in.dst_stride) {
-        out = {out.count * in.count, in.src_stride, in.dst_stride};
-        loops.erase(loops.begin() + static_cast<ptrdiff_t>(i));
-        changed = true;
-        break;
-      }
-    }
-  }
-  op.num_loops = static_cast<int>(loops.size());
-  std::copy(loops.begin(), loops.end(), op.loops.begin());
+  FoldLoops(std::move(loops), op);
 }
 
 // A piece as loops over units of g bytes, innermost first.

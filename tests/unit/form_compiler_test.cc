@@ -19,7 +19,6 @@ using namespace isometry;
 using isometry::testing::At;
 using isometry::testing::Buffer;
 using isometry::testing::BufferFor;
-using isometry::testing::Overlaps;
 
 namespace {
 
@@ -47,24 +46,16 @@ TEST_CASE("random datatype pairs copy as Pack then Unpack") {
   testing::RandomDatatypes gen(2026);
   int checked = 0;
   for (int i = 0; i < 500; ++i) {
-    const Datatype s = gen.Next(static_cast<int>(gen.Int(1, 4)));
-    const Datatype d = gen.Next(static_cast<int>(gen.Int(1, 4)));
-    const int64_t l = std::lcm(s.size(), d.size());
-    if (l > 8192) continue;
-    const int64_t sc = l / s.size(), dc = l / d.size();
-    if (Overlaps(d, dc)) continue;
-    const FormCopy fc = Compile(s, sc, d, dc);
-    INFO(s.ToString() << " x" << sc << " -> " << d.ToString() << " x" << dc);
-    CHECK(fc.program.bytes == static_cast<uint64_t>(l));
-    const Buffer src = BufferFor(s, sc, 1);
-    Buffer want = BufferFor(d, dc, 9);
-    Buffer got = want;
-    std::vector<uint8_t> packed(static_cast<size_t>(l));
-    REQUIRE(Pack(src.bytes, src.origin, s, sc, packed).ok());
-    REQUIRE(Unpack(packed, d, dc, want.bytes, want.origin).ok());
-    ExecuteProgram(fc.program, At(src.bytes, src.origin + fc.src_shift),
+    const std::optional<testing::CopyCase> c = testing::RandomCopyCase(gen, 1, 9);
+    if (!c) continue;
+    const FormCopy fc = Compile(c->src, c->src_count, c->dst, c->dst_count);
+    INFO(c->src.ToString() << " x" << c->src_count << " -> " << c->dst.ToString() << " x"
+                           << c->dst_count);
+    CHECK(fc.program.bytes == static_cast<uint64_t>(c->bytes));
+    Buffer got = BufferFor(c->dst, c->dst_count, 9);
+    ExecuteProgram(fc.program, At(c->source.bytes, c->source.origin + fc.src_shift),
                    reinterpret_cast<std::byte*>(got.bytes.data()) + got.origin + fc.dst_shift);
-    REQUIRE(got.bytes == want.bytes);
+    REQUIRE(got.bytes == c->want.bytes);
     ++checked;
   }
   CHECK(checked > 250);

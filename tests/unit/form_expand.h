@@ -6,10 +6,13 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <numeric>
+#include <optional>
 #include <vector>
 
 #include "core/datatype.h"
 #include "layout/datatype_form.h"
+#include "unit/random_datatype.h"
 
 namespace isometry::testing {
 
@@ -81,6 +84,34 @@ inline bool Overlaps(const Datatype& t, int64_t count) {
 
 inline const std::byte* At(const std::vector<uint8_t>& v, int64_t i) {
   return reinterpret_cast<const std::byte*>(v.data()) + i;
+}
+
+// A random copy between two datatypes: counts whose packed streams have the
+// same size (at most 8192 bytes), a destination whose runs do not overlap,
+// a patterned source and what MPI_Unpack(MPI_Pack(source)) leaves in the
+// patterned destination: the oracle of a compiled copy. nullopt for a draw
+// that does not qualify.
+struct CopyCase {
+  Datatype src, dst;
+  int64_t src_count = 0, dst_count = 0, bytes = 0;
+  Buffer source, want;
+};
+
+inline std::optional<CopyCase> RandomCopyCase(RandomDatatypes& gen, uint8_t src_seed,
+                                              uint8_t dst_seed) {
+  const Datatype s = gen.Next(static_cast<int>(gen.Int(1, 4)));
+  const Datatype d = gen.Next(static_cast<int>(gen.Int(1, 4)));
+  const int64_t l = std::lcm(s.size(), d.size());
+  if (l > 8192) return std::nullopt;
+  const int64_t sc = l / s.size(), dc = l / d.size();
+  if (Overlaps(d, dc)) return std::nullopt;
+  CopyCase c{s, d, sc, dc, l, BufferFor(s, sc, src_seed), BufferFor(d, dc, dst_seed)};
+  std::vector<uint8_t> packed(static_cast<size_t>(l));
+  if (!Pack(c.source.bytes, c.source.origin, s, sc, packed).ok() ||
+      !Unpack(packed, d, dc, c.want.bytes, c.want.origin).ok()) {
+    return std::nullopt;
+  }
+  return c;
 }
 
 }  // namespace isometry::testing

@@ -69,20 +69,13 @@ TEST_CASE("restrict: a copy compiled chunk by chunk equals pack + unpack") {
   RandomDatatypes gen(77);
   int checked = 0;
   for (int i = 0; i < 300; ++i) {
-    const Datatype s = gen.Next(static_cast<int>(gen.Int(1, 4)));
-    const Datatype d = gen.Next(static_cast<int>(gen.Int(1, 4)));
-    const int64_t l = std::lcm(s.size(), d.size());
-    if (l > 8192) continue;
-    const int64_t sc = l / s.size(), dc = l / d.size();
-    if (Overlaps(d, dc)) continue;
-    INFO(s.ToString() << " x" << sc << " -> " << d.ToString() << " x" << dc);
-    const CanonicalForm sf = FormOf(s, sc), df = FormOf(d, dc);
-    const Buffer src = BufferFor(s, sc, 3);
-    Buffer want = BufferFor(d, dc, 5);
-    Buffer got = want;
-    std::vector<uint8_t> packed(static_cast<size_t>(l));
-    REQUIRE(Pack(src.bytes, src.origin, s, sc, packed).ok());
-    REQUIRE(Unpack(packed, d, dc, want.bytes, want.origin).ok());
+    const std::optional<CopyCase> c = RandomCopyCase(gen, 3, 5);
+    if (!c) continue;
+    INFO(c->src.ToString() << " x" << c->src_count << " -> " << c->dst.ToString() << " x"
+                           << c->dst_count);
+    const CanonicalForm sf = FormOf(c->src, c->src_count), df = FormOf(c->dst, c->dst_count);
+    const int64_t l = c->bytes;
+    Buffer got = BufferFor(c->dst, c->dst_count, 5);
     const int64_t chunk = gen.Int(1, l);
     for (int64_t a = 0; a < l; a += chunk) {
       const auto b = static_cast<uint64_t>(std::min(l, a + chunk));
@@ -92,10 +85,10 @@ TEST_CASE("restrict: a copy compiled chunk by chunk equals pack + unpack") {
       REQUIRE(out.ok());
       auto fc = CompileFormCopy(*in, *out);
       REQUIRE(fc.ok());
-      ExecuteProgram(fc->program, At(src.bytes, src.origin + fc->src_shift),
+      ExecuteProgram(fc->program, At(c->source.bytes, c->source.origin + fc->src_shift),
                      reinterpret_cast<std::byte*>(got.bytes.data()) + got.origin + fc->dst_shift);
     }
-    REQUIRE(got.bytes == want.bytes);
+    REQUIRE(got.bytes == c->want.bytes);
     ++checked;
   }
   CHECK(checked > 150);
