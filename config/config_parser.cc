@@ -38,6 +38,7 @@ max_transfers_per_session = 1024  # copies in flight per session
 max_allocations_per_session = 1024
 max_instances_per_session = 16384
 max_private_ranges_per_session = 64   # registered ranges of a client's own memory (CMA)
+max_datatypes_per_session = 1024      # RegisterDatatype handles
 calibrate = true            # measure channel throughput at start (kept in state_dir)
 
 [runtime]
@@ -240,7 +241,8 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
                                   "max_transfers_per_session",
                                   "max_allocations_per_session",
                                   "max_instances_per_session",
-                                  "max_private_ranges_per_session"}));
+                                  "max_private_ranges_per_session",
+                                  "max_datatypes_per_session"}));
   struct StringKey {
     const char* key;
     std::string* out;
@@ -282,7 +284,8 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
         IntKey{"max_transfers_per_session", &c.max_transfers_per_session, 1, 1 << 24},
         IntKey{"max_allocations_per_session", &c.max_allocations_per_session, 1, 1 << 20},
         IntKey{"max_instances_per_session", &c.max_instances_per_session, 1, 1 << 24},
-        IntKey{"max_private_ranges_per_session", &c.max_private_ranges_per_session, 1, 1 << 16}}) {
+        IntKey{"max_private_ranges_per_session", &c.max_private_ranges_per_session, 1, 1 << 16},
+        IntKey{"max_datatypes_per_session", &c.max_datatypes_per_session, 1, 1 << 20}}) {
     if (const toml::node* n = t.get(k.key)) {
       ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, StrCat("daemon.", k.key), k.lo, k.hi));
       *k.out = static_cast<uint32_t>(v);

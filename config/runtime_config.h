@@ -123,6 +123,8 @@ struct DaemonConfig {
   uint32_t max_instances_per_session = 16384;
   // Ranges of its own memory a local-socket session may register for CMA.
   uint32_t max_private_ranges_per_session = 64;
+  // Datatypes a session may register (RegisterDatatype handles).
+  uint32_t max_datatypes_per_session = 1024;
   uint32_t shutdown_grace_ms = 5000;  // SIGTERM: time in-flight transfers get to finish
   // Calibrate channels at start, kept in state_dir/calibration.toml.
   bool calibrate = true;

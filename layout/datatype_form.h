@@ -117,6 +117,12 @@ std::string SerializeForm(const CanonicalForm& form);
 // collision resistant against an adversary: a cache keyed by it must
 // compare the forms (operator==) before trusting a hit.
 uint64_t FormHash(const CanonicalForm& form);
+// The form for people (isoctl plan, RegisterDatatype's answer): pieces in
+// pack order, "; "-separated; a simple piece is "RUN@OFFSET" followed by
+// "xCOUNT/STRIDE" per loop, outermost first; a group is its body in
+// parentheses, e.g. "8@0 x1024/16" (vector(1024, 8, 16) of bytes) or
+// "(4@0, 8@8)@0 x100/16". Past `max_pieces` pieces: "; ... (N more)".
+std::string FormText(const CanonicalForm& form, size_t max_pieces = 16);
 
 // The grouping of the definition above applied to merged runs in pack order
 // (pieces without loops), e.g. from ForEachSegment.

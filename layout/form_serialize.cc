@@ -1,6 +1,7 @@
 // Counting and the stable serialization/hash of canonical forms (the parts
 // of layout/datatype_form.h that need no construction machinery).
 #include <algorithm>
+#include <string>
 
 #include "layout/datatype_form.h"
 
@@ -106,6 +107,41 @@ uint64_t FormHash(const CanonicalForm& form) {
     h *= 0x100000001b3ull;
   }
   return h;
+}
+
+namespace {
+
+void AppendPieceText(const FormPiece& p, std::string& out) {
+  if (p.body.empty()) {
+    out += std::to_string(p.run);
+  } else {
+    out += '(';
+    for (size_t i = 0; i < p.body.size(); ++i) {
+      if (i) out += ", ";
+      AppendPieceText(p.body[i], out);
+    }
+    out += ')';
+  }
+  out += '@' + std::to_string(p.offset);
+  for (const FormLoop& l : p.loops) {
+    out += " x" + std::to_string(l.count) + '/' + std::to_string(l.stride);
+  }
+}
+
+}  // namespace
+
+std::string FormText(const CanonicalForm& form, size_t max_pieces) {
+  if (form.pieces.empty()) return "(empty)";
+  std::string out;
+  const size_t shown = std::min(form.pieces.size(), max_pieces);
+  for (size_t i = 0; i < shown; ++i) {
+    if (i) out += "; ";
+    AppendPieceText(form.pieces[i], out);
+  }
+  if (shown < form.pieces.size()) {
+    out += "; ... (" + std::to_string(form.pieces.size() - shown) + " more)";
+  }
+  return out;
 }
 
 }  // namespace isometry

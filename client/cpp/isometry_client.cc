@@ -16,6 +16,7 @@
 
 #include "core/strings.h"
 #include "isometry.pb.h"
+#include "proto/datatype_wire.h"
 #include "proto/local_wire.h"
 
 namespace isometry::client {
@@ -422,41 +423,55 @@ void ShapeToProto(const InstanceShape& shape, v1::InstanceSpec* spec) {
   }
   spec->set_layout(shape.layout.ToString());
 }
+
+void DescribeTo(const Description& what, v1::InstanceSpec* spec) {
+  if (const auto* shape = std::get_if<InstanceShape>(&what)) {
+    ShapeToProto(*shape, spec);
+    return;
+  }
+  const Elements& e = std::get<Elements>(what);
+  if (e.handle != 0) {
+    spec->mutable_datatype()->set_registered(e.handle);
+  } else {
+    wire::DatatypeToProto(e.type, spec->mutable_datatype());
+  }
+  spec->set_count(e.count);
+}
 }  // namespace
 
 Result<Instance> Client::RegisterFile(const std::string& memory, const std::string& file,
-                                      uint64_t offset, const InstanceShape& shape) {
+                                      uint64_t offset, const Description& what) {
   v1::LocalRequest req;
   v1::InstanceSpec* spec = req.mutable_register_instance()->mutable_spec();
   spec->set_memory(memory);
   spec->set_file(file);
   spec->set_offset(offset);
-  ShapeToProto(shape, spec);
+  DescribeTo(what, spec);
   ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, impl_->Call(req, nullptr));
   return Instance(impl_, resp.register_instance().instance(),
                   resp.register_instance().total_bytes());
 }
 
 Result<Instance> Client::RegisterRemote(const std::string& memory, uint64_t allocation,
-                                        uint64_t offset, const InstanceShape& shape) {
+                                        uint64_t offset, const Description& what) {
   v1::LocalRequest req;
   v1::InstanceSpec* spec = req.mutable_register_instance()->mutable_spec();
   spec->set_memory(memory);
   spec->set_allocation(allocation);
   spec->set_offset(offset);
-  ShapeToProto(shape, spec);
+  DescribeTo(what, spec);
   ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, impl_->Call(req, nullptr));
   return Instance(impl_, resp.register_instance().instance(),
                   resp.register_instance().total_bytes());
 }
 
 Result<Instance> Client::Register(const Allocation& allocation, uint64_t offset,
-                                  const InstanceShape& shape) {
+                                  const Description& what) {
   v1::LocalRequest req;
   v1::InstanceSpec* spec = req.mutable_register_instance()->mutable_spec();
   spec->set_allocation(allocation.id());
   spec->set_offset(offset);
-  ShapeToProto(shape, spec);
+  DescribeTo(what, spec);
   ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, impl_->Call(req, nullptr));
   return Instance(impl_, resp.register_instance().instance(),
                   resp.register_instance().total_bytes());
@@ -470,6 +485,13 @@ Result<PrivateRange> Client::RegisterPrivate(void* address, uint64_t bytes) {
   return PrivateRange(impl_, resp.register_private().private_range(), address, bytes);
 }
 
+Result<uint64_t> Client::RegisterDatatype(const Datatype& type) {
+  v1::LocalRequest req;
+  wire::DatatypeToProto(type, req.mutable_register_datatype()->mutable_datatype());
+  ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, impl_->Call(req, nullptr));
+  return resp.register_datatype().handle();
+}
+
 Status PrivateRange::Publish() {
   if (!client_) return FailedPrecondition("private range has no client");
   v1::LocalRequest req;
@@ -478,17 +500,17 @@ Status PrivateRange::Publish() {
 }
 
 Result<Instance> Client::Register(const PrivateRange& range, uint64_t offset,
-                                  const InstanceShape& shape) {
-  return RegisterPrivateInstance(range.id(), offset, shape);
+                                  const Description& what) {
+  return RegisterPrivateInstance(range.id(), offset, what);
 }
 
 Result<Instance> Client::RegisterPrivateInstance(uint64_t private_range, uint64_t offset,
-                                                 const InstanceShape& shape) {
+                                                 const Description& what) {
   v1::LocalRequest req;
   v1::InstanceSpec* spec = req.mutable_register_instance()->mutable_spec();
   spec->set_private_range(private_range);
   spec->set_offset(offset);
-  ShapeToProto(shape, spec);
+  DescribeTo(what, spec);
   ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, impl_->Call(req, nullptr));
   return Instance(impl_, resp.register_instance().instance(),
                   resp.register_instance().total_bytes());

@@ -22,7 +22,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <variant>
 
+#include "core/datatype.h"
 #include "core/instance.h"
 #include "core/status.h"
 #include "proto/ring_abi.h"
@@ -118,6 +120,21 @@ struct Completion {
   Status status;
 };
 
+// `count` elements of an MPI-style datatype (core/datatype.h) from the
+// instance's origin (MPI's buf: the offset given), instead of a layout
+// (README, "Datatypes"). With `handle` (Client::RegisterDatatype) the type
+// travels by handle and the daemon reuses its translation; `type` must
+// then be the type registered.
+struct Elements {
+  Datatype type;
+  int64_t count = 1;
+  uint64_t handle = 0;
+};
+// What an instance holds: an index space with a layout, or elements of a
+// datatype. Copies between a datatype instance and any other move packed
+// streams (MPI_Pack order on each side).
+using Description = std::variant<InstanceShape, Elements>;
+
 class Client {
  public:
   static Result<std::unique_ptr<Client>> Connect(const ClientOptions& options);
@@ -128,18 +145,17 @@ class Client {
   Result<Allocation> Allocate(const std::string& memory, uint64_t bytes);
   // Maps an allocation another client published.
   Result<Allocation> Map(uint64_t published_allocation);
-  Result<Instance> Register(const Allocation& allocation, uint64_t offset,
-                            const InstanceShape& shape);
+  Result<Instance> Register(const Allocation& allocation, uint64_t offset, const Description& what);
   // An instance in a file of a DSK memory (`file` relative to its
   // directory), starting at `offset` bytes into the file.
   Result<Instance> RegisterFile(const std::string& memory, const std::string& file, uint64_t offset,
-                                const InstanceShape& shape);
+                                const Description& what);
   // Another node's memory ("node-b:sys0"): an allocation published there
   // (its id on that node), `offset` bytes in. Files of another node's DSK
   // memory go through RegisterFile("node-b:dsk0", ...). Copies between
   // instances of different nodes are planned end to end by this daemon.
   Result<Instance> RegisterRemote(const std::string& memory, uint64_t allocation, uint64_t offset,
-                                  const InstanceShape& shape);
+                                  const Description& what);
 
   // Registers [address, address + bytes) of this process's memory
   // (README, "Client process memory"). Errors: INVALID_ARGUMENT for an
@@ -148,13 +164,17 @@ class Client {
   // daemon's identity check refuses this process (a setuid program, one
   // that is not dumpable, ...).
   Result<PrivateRange> RegisterPrivate(void* address, uint64_t bytes);
+  // Registers a datatype once for this session; its handle goes in
+  // Elements::handle. Errors: INVALID_ARGUMENT for a type the daemon will
+  // not serve, RESOURCE_EXHAUSTED past daemon.max_datatypes_per_session.
+  Result<uint64_t> RegisterDatatype(const Datatype& type);
   // An instance whose first byte is `offset` bytes into the range; all
   // its storage (shape.total_bytes()) must lie inside it.
-  Result<Instance> Register(const PrivateRange& range, uint64_t offset, const InstanceShape& shape);
+  Result<Instance> Register(const PrivateRange& range, uint64_t offset, const Description& what);
   // The same by range id: a range this session registered, or one that
   // another session of this uid published (NOT_FOUND otherwise).
   Result<Instance> RegisterPrivateInstance(uint64_t private_range, uint64_t offset,
-                                           const InstanceShape& shape);
+                                           const Description& what);
 
   // Queues a copy of the source's whole index space; returns a ticket for
   // Wait(). Blocks only while the submission ring is full.

@@ -128,6 +128,9 @@ Result<HalfRequest> FromProto(const v1::StartHalfRequest& req) {
                                req.edges(i).channel()});
   }
   ISO_ASSIGN_OR_RETURN(h.local, InstanceSpecFromProto(req.local()));
+  if (h.local.datatype) {
+    return Unimplemented("datatype instances are not copied across nodes yet");
+  }
   ISO_ASSIGN_OR_RETURN(h.other.bounds, BoxFromProto(req.other_bounds(), "other_bounds"));
   h.other.fields = h.local.shape.fields;
   ISO_ASSIGN_OR_RETURN(h.other.layout, Layout::Parse(req.other_layout(), h.other.bounds.dims));

@@ -64,6 +64,7 @@ struct PlanReport {
   double predicted_bytes_per_s = 0;
   uint64_t chunks = 0;
   uint64_t chunk_bytes = 0;
+  std::string why;  // datatype plans: the forms and what their runs cost
 };
 
 // A running cross-node copy, as the initiating node sees it.

@@ -38,6 +38,7 @@
 
 #include "channels/channel_factory.h"
 #include "config/runtime_config.h"
+#include "core/datatype.h"
 #include "core/instance.h"
 #include "core/status.h"
 #include "daemon/node/cross_copy.h"
@@ -133,6 +134,31 @@ struct InstanceSpec {
   uint64_t private_range = 0;
   // "node:memory" in `memory` names another node's memory: with `file`, a
   // file of its DSK memory; without, `allocation` published there.
+  // Instead of `shape`: `count` elements of `datatype` whose origin (MPI's
+  // buf) is `offset`; every byte they touch must lie in the storage.
+  // `datatype_handle`: the datatype is that registered handle of the
+  // session (its translation is memoized there).
+  std::optional<Datatype> datatype;
+  int64_t count = 1;
+  uint64_t datatype_handle = 0;
+};
+
+// A registered datatype (RegisterDatatype): its handle, MPI's figures and
+// its canonical form as text.
+struct DatatypeReport {
+  uint64_t handle = 0;
+  int64_t size = 0, lb = 0, extent = 0, true_lb = 0, true_extent = 0;
+  std::string canonical;
+  uint64_t form_hash = 0;
+};
+
+// One side of an explained plan: a layout over the request's bounds and
+// fields, or `count` elements of `datatype`.
+struct PlanSide {
+  std::string memory;
+  Layout layout;
+  std::optional<Datatype> datatype;
+  int64_t count = 1;
 };
 
 struct ViaHop {
@@ -202,6 +228,16 @@ class Node {
                                                          const InstanceSpec& spec);
   Status UnregisterInstance(const std::string& session, uint64_t instance);
 
+  // Datatypes (node_datatypes.cc; FALCON-X's memoized translation): a
+  // session registers a datatype once and names it by handle in later
+  // datatypes and instances; the canonical form of `count` elements of it
+  // is computed once per count and kept with the handle. At most
+  // daemon.max_datatypes_per_session (RESOURCE_EXHAUSTED); handles live
+  // until the session ends.
+  Result<DatatypeReport> RegisterDatatype(const std::string& session, const Datatype& type);
+  // The session's datatype `handle` (NOT_FOUND: not its own).
+  Result<Datatype> LookupDatatype(const std::string& session, uint64_t handle) const;
+
   // Client process memory (node_private.cc). A local-socket session
   // registers [address, address + bytes) of its own process (the one
   // SO_PEERCRED named; pinned by a pidfd at the first call, after the
@@ -238,6 +274,10 @@ class Node {
   Result<PlanReport> Explain(const std::string& src_memory, const Layout& src_layout,
                              const std::string& dst_memory, const Layout& dst_layout,
                              const Box& bounds, const FieldSpace& fields) const;
+  // The same with a datatype on either side (node_datatypes.cc); the plan
+  // says why (forms, runs, the cost of each end) in PlanReport::why.
+  Result<PlanReport> Explain(const PlanSide& src, const PlanSide& dst, const Box& bounds,
+                             const FieldSpace& fields) const;
   NodeStatus GetStatus() const;
   // Re-measures every channel (isoctl calibrate).
   Result<Calibration> Calibrate();

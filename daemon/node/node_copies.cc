@@ -225,8 +225,14 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string
                       pr->id, " ended with its session");
     }
   }
-  ISO_RETURN_IF_ERROR(CheckCopyDimensions(ends[0]->shape.bounds, ends[1]->shape.bounds, spec.box));
+  // A datatype on either end: packed streams, checked by PackEndsLocked.
+  const bool packed = ends[0]->packed || ends[1]->packed;
+  if (!packed) {
+    ISO_RETURN_IF_ERROR(
+        CheckCopyDimensions(ends[0]->shape.bounds, ends[1]->shape.bounds, spec.box));
+  }
   if (!ends[0]->remote_node.empty() || !ends[1]->remote_node.empty()) {
+    if (packed) return Unimplemented("datatype copies across nodes are not supported yet");
     cross.emplace();
     CrossEnd* out[2] = {&cross->src, &cross->dst};
     for (int i = 0; i < 2; ++i) {
@@ -269,6 +275,7 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string
   };
   resolved.request.src = ref(*ends[0]);
   resolved.request.dst = ref(*ends[1]);
+  if (packed) ISO_RETURN_IF_ERROR(PackEndsLocked(ends, spec.box, resolved.request));
   if (cross) {
     cross->src.local = resolved.request.src;
     cross->dst.local = resolved.request.dst;
@@ -287,86 +294,6 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string
   return resolved;
 }
 
-Result<std::pair<uint64_t, uint64_t>> Node::RegisterInstance(const std::string& session,
-                                                             const InstanceSpec& spec) {
-  ISO_RETURN_IF_ERROR(spec.shape.Validate("instance"));
-  const uint64_t total = spec.shape.total_bytes();
-  ISO_RETURN_IF_ERROR(CheckInstanceEnd(spec.offset, total));
-  absl::MutexLock lock(&impl_->mu);
-  ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
-  const uint32_t max_instances = impl_->config.daemon.max_instances_per_session;
-  if (s->instances.size() >= max_instances) {
-    return ResourceExhausted("this session has ", s->instances.size(),
-                             " instances registered; daemon.max_instances_per_session is ",
-                             max_instances);
-  }
-  if (spec.private_range != 0) {
-    if (spec.allocation != 0 || !spec.memory.empty() || !spec.file.empty()) {
-      return InvalidArgument("instance: a private range excludes allocation, memory and file");
-    }
-    uint64_t id = 0;
-    ISO_RETURN_IF_ERROR(impl_->RegisterPrivateInstanceLocked(*s, spec, total, id));
-    return std::make_pair(id, total);
-  }
-  const NodeMemory where = SplitNodeMemory(spec.memory, impl_->config.cluster.node_name);
-  const std::string& memory = where.memory;
-  if (where.node != impl_->config.cluster.node_name) {
-    // Another node's instance: that node checks it when a copy uses it.
-    if (!impl_->cross || !impl_->cross->KnowsNode(where.node)) {
-      return NotFound("no node '", where.node, "' in this cluster (memory '", spec.memory, "')");
-    }
-    if (spec.file.empty() && spec.allocation == 0) {
-      return InvalidArgument("remote instance on '", spec.memory,
-                             "': name a file or an allocation published there");
-    }
-    if (!spec.file.empty()) ISO_RETURN_IF_ERROR(CheckRelativePath(spec.file));
-    const uint64_t id = impl_->next_instance++;
-    Instance in{id, s->id, nullptr, spec.offset, spec.shape, 0, spec.file};
-    in.remote_node = where.node;
-    in.remote_allocation = spec.allocation;
-    in.remote_memory = memory;
-    impl_->instances[id] = std::move(in);
-    s->instances.insert(id);
-    return std::make_pair(id, total);
-  }
-  if (!spec.file.empty() || !memory.empty()) {
-    // A file of a DSK memory: checked lexically here, opened (confined to
-    // the directory) by each copy.
-    const auto& mems = impl_->config.runtime.memories;
-    size_t m = 0;
-    while (m < mems.size() && mems[m].name != memory) ++m;
-    if (m == mems.size()) return NotFound("no memory named '", memory, "'");
-    if (mems[m].kind != MemoryKind::kDsk) {
-      return InvalidArgument("memory '", memory, "' is not a DSK memory; name an allocation");
-    }
-    ISO_RETURN_IF_ERROR(CheckRelativePath(spec.file));
-    const uint64_t id = impl_->next_instance++;
-    Instance in{id, s->id, nullptr, spec.offset, spec.shape, m, spec.file};
-    impl_->instances[id] = std::move(in);
-    s->instances.insert(id);
-    return std::make_pair(id, total);
-  }
-  ISO_ASSIGN_OR_RETURN(auto a, impl_->UsableAllocation(s->id, spec.allocation));
-  if (spec.offset > a->shm.size() || total > a->shm.size() - spec.offset) {
-    return OutOfRange("instance of ", total, " bytes (layout '", spec.shape.layout.ToString(),
-                      "' over ", ToString(spec.shape.bounds), ") at offset ", spec.offset,
-                      " does not fit allocation ", spec.allocation, " of ", a->shm.size(),
-                      " bytes");
-  }
-  const uint64_t id = impl_->next_instance++;
-  impl_->instances[id] = Instance{id, s->id, a, spec.offset, spec.shape, 0, ""};
-  s->instances.insert(id);
-  return std::make_pair(id, total);
-}
-
-Status Node::UnregisterInstance(const std::string& session, uint64_t instance) {
-  absl::MutexLock lock(&impl_->mu);
-  ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
-  if (!s->instances.erase(instance)) return NotFound("no instance ", instance, " in this session");
-  impl_->instances.erase(instance);
-  return OkStatus();
-}
-
 Result<uint64_t> Node::Copy(const std::string& session, const CopySpec& spec,
                             TransferCallback on_done) {
   auto record = std::make_shared<TransferRecord>();
@@ -380,7 +307,7 @@ Result<uint64_t> Node::Copy(const std::string& session, const CopySpec& spec,
     ISO_ASSIGN_OR_RETURN(resolved, impl_->ResolveCopyLocked(session, spec, *record));
   }
   CopyRequest& req = resolved.request;
-  req.box = spec.box;
+  if (!req.src.packed) req.box = spec.box;  // a packed copy moves whole streams
   req.priority = spec.priority;
   if (resolved.cross) {
     return impl_->StartCross(resolved.session, record, *std::move(resolved.cross), spec);

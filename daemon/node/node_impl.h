@@ -95,6 +95,17 @@ struct Instance {
   uint64_t remote_allocation = 0;
   std::string remote_memory;
   std::shared_ptr<PrivateRange> private_range;  // PROCESS instances; offset is in it
+  // Datatype instances: where the packed stream lies from `offset` (the
+  // first byte it touches); `shape` is then PackedShape(packed->bytes).
+  std::shared_ptr<const PackedEnd> packed;
+};
+
+// A datatype a session registered, and the forms of the counts its
+// instances used (memoized translation; a few counts per handle).
+struct RegisteredDatatype {
+  static constexpr size_t kFormsKept = 16;
+  Datatype type;
+  std::map<int64_t, std::shared_ptr<const CanonicalForm>> forms;
 };
 
 struct TransferRecord {
@@ -127,6 +138,7 @@ struct Session {
   // Its own process, opened at the first RegisterPrivate, and its ranges.
   std::shared_ptr<const ClientProcess> process;
   std::set<uint64_t> private_ranges;
+  std::map<uint64_t, RegisteredDatatype> datatypes;  // by handle
 };
 
 // A found transfer record as Cancel, GetTransfer and WhenDone see it.
@@ -164,6 +176,10 @@ struct Node::Impl {
   uint64_t next_instance ABSL_GUARDED_BY(mu) = 1;
   std::map<uint64_t, std::shared_ptr<PrivateRange>> private_ranges ABSL_GUARDED_BY(mu);
   uint64_t next_private ABSL_GUARDED_BY(mu) = 1;
+  uint64_t next_datatype ABSL_GUARDED_BY(mu) = 1;
+  // Forms computed vs taken from a handle's memo (isoctl status).
+  std::atomic<uint64_t> translations{0};
+  std::atomic<uint64_t> translations_memoized{0};
   // Ids of cross-node copies this node starts; far above the runtime's.
   uint64_t next_cross ABSL_GUARDED_BY(mu) = 1ull << 48;
   bool draining ABSL_GUARDED_BY(mu) = false;
@@ -200,6 +216,26 @@ struct Node::Impl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   std::shared_ptr<PoolAccount> PoolByName(const std::string& name) const;
 
+  // ---- instances (node_instances.cc) ----
+  // Registers an instance whose storage is [spec.offset, + total) (checked
+  // against its allocation, range or file name here) and returns its id.
+  Result<uint64_t> PlaceInstanceLocked(Session& s, const InstanceSpec& spec, uint64_t total,
+                                       std::shared_ptr<const PackedEnd> packed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+
+  // ---- datatypes (node_datatypes.cc) ----
+  // The packed end of a datatype instance, its form rebased onto the first
+  // byte it touches, which is `storage_offset` into the storage. Computes
+  // the form outside the lock (it may walk up to 2^21 runs).
+  Result<std::shared_ptr<const PackedEnd>> DatatypeEnd(const std::string& session,
+                                                       const InstanceSpec& spec,
+                                                       uint64_t& storage_offset)
+      ABSL_LOCKS_EXCLUDED(mu);
+  // A copy with a datatype on either end: the layout end (if any) becomes
+  // the packed end of `box` of it (its whole bounds by default).
+  Status PackEndsLocked(const Instance* const ends[2], const std::optional<Box>& box,
+                        CopyRequest& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+
   // ---- copies (node_copies.cc) ----
   // The record of `transfer`, in flight or among the last kFinishedKept
   // ended, if the caller may act on it (`what` it wants to do goes into the
@@ -231,6 +267,9 @@ struct Node::Impl {
 };
 
 // Shared checks.
+// What an instance spec describes, for messages: "layout 'F,x' over
+// [0,8)" or "3 x vector(...)".
+std::string InstanceWhat(const InstanceSpec& spec);
 std::optional<uint64_t> TokenNumber(const std::string& token);
 SessionOwner OwnerOf(const Session& s);
 // An instance's storage [offset, offset + bytes) must not wrap 2^64.

@@ -30,9 +30,9 @@ Status Node::Impl::RegisterPrivateInstanceLocked(Session& s, const InstanceSpec&
                                                  uint64_t total, uint64_t& id) {
   ISO_ASSIGN_OR_RETURN(std::shared_ptr<PrivateRange> r, UsablePrivateRange(s, spec.private_range));
   if (spec.offset > r->bytes || total > r->bytes - spec.offset) {
-    return OutOfRange("instance of ", total, " bytes (layout '", spec.shape.layout.ToString(),
-                      "' over ", ToString(spec.shape.bounds), ") at offset ", spec.offset,
-                      " does not fit private range ", r->id, " of ", r->bytes, " bytes");
+    return OutOfRange("instance of ", total, " bytes (", InstanceWhat(spec), ") at offset ",
+                      spec.offset, " does not fit private range ", r->id, " of ", r->bytes,
+                      " bytes");
   }
   id = next_instance++;
   Instance in{id, s.id, nullptr, spec.offset, spec.shape, 0, ""};

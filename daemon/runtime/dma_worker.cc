@@ -35,7 +35,16 @@ bool Runnable(const XdState& x) {
 struct ChunkEnd {
   InstanceShape shape;
   Endpoint where;
+  const PackedEnd* packed = nullptr;  // a packed copy's user end (slots: null)
 };
+
+// Moves an endpoint `by` bytes forward: a packed chunk's program is
+// relative to the lowest byte it touches (PackedChunk's shifts).
+void Advance(Endpoint& e, uint64_t by) {
+  if (auto* h = std::get_if<HostBytes>(&e)) h->base += by;
+  if (auto* f = std::get_if<FileRange>(&e)) f->offset += by;
+  if (auto* p = std::get_if<ProcessBytes>(&e)) p->address += by;
+}
 
 // Chunk k as it crosses the network: dense in the receiving side's layout.
 ChunkEnd Wire(const TransferState& t, const Box& chunk, uint64_t k) {
@@ -58,8 +67,9 @@ Endpoint UserEnd(const InstanceRef& ref) {
 ChunkEnd InputOf(const TransferState& t, size_t hop, const Box& chunk, uint64_t k) {
   if (t.remote && !t.remote->sending && hop == t.remote->net_hop) return Wire(t, chunk, k);
   if (hop == 0) {
-    if (t.src_disk) return {t.src.shape, t.src_disk->Ref(t.src.file_offset)};
-    return {t.src.shape, UserEnd(t.src)};
+    const PackedEnd* packed = t.src.packed.get();
+    if (t.src_disk) return {t.src.shape, t.src_disk->Ref(t.src.file_offset), packed};
+    return {t.src.shape, UserEnd(t.src), packed};
   }
   return SlotOf(t, t.buffers[hop - 1], chunk, k);
 }
@@ -67,10 +77,27 @@ ChunkEnd InputOf(const TransferState& t, size_t hop, const Box& chunk, uint64_t 
 ChunkEnd OutputOf(const TransferState& t, size_t hop, const Box& chunk, uint64_t k) {
   if (t.remote && t.remote->sending && hop == t.remote->net_hop) return Wire(t, chunk, k);
   if (hop + 1 == t.xds.size()) {
-    if (t.dst_disk) return {t.dst.shape, t.dst_disk->Ref(t.dst.file_offset)};
-    return {t.dst.shape, UserEnd(t.dst)};
+    const PackedEnd* packed = t.dst.packed.get();
+    if (t.dst_disk) return {t.dst.shape, t.dst_disk->Ref(t.dst.file_offset), packed};
+    return {t.dst.shape, UserEnd(t.dst), packed};
   }
   return SlotOf(t, t.buffers[hop], chunk, k);
+}
+
+// The request's program for `chunk`; a packed copy's is compiled from the
+// ends' forms, and its user ends moved to where the program starts.
+Result<std::shared_ptr<const CopyProgram>> ProgramFor(ProgramCache& cache,
+                                                      FormProgramCache& form_cache,
+                                                      const TransferState& t, ChunkEnd& in,
+                                                      ChunkEnd& out, const Box& chunk) {
+  if (!t.src.packed) return cache.Get(in.shape, out.shape, chunk);
+  // Chunk k is the packed range [lo, hi) of the stream on every hop.
+  ISO_ASSIGN_OR_RETURN(PackedChunk c, CompilePackedChunk(form_cache, in.packed, out.packed,
+                                                         static_cast<uint64_t>(chunk.lo[0]),
+                                                         static_cast<uint64_t>(chunk.hi[0])));
+  Advance(in.where, c.src_shift);
+  Advance(out.where, c.dst_shift);
+  return c.program;
 }
 
 // Moves `x` behind the other XDs of its priority: equal priorities take
@@ -93,6 +120,7 @@ void RotateAmongEquals(std::vector<XdState*>& pool, XdState* x) {
 // inline_bytes, on a channel that can run it on this thread.
 bool Runtime::Impl::RunsInline(const TransferState& t) const {
   if (config.inline_bytes == 0 || t.xds.size() != 1 || t.grid->count() != 1) return false;
+  if (t.src.packed) return false;  // compiled per chunk on a channel thread
   const Channel& ch = *channels[t.xds[0]->channel];
   return ch.caps().runs_inline &&
          t.box.volume() * t.src.shape.fields.total_bytes() <= config.inline_bytes;
@@ -161,7 +189,7 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
     ChunkEnd out = OutputOf(t, x->hop, chunk, k);
     mu.Unlock();
 
-    auto program = cache.Get(in.shape, out.shape, chunk);
+    auto program = ProgramFor(cache, form_cache, t, in, out, chunk);
     if (!program.ok()) {
       OnRequestDone(keep, x, k, 0, program.status());
     } else {

@@ -238,9 +238,15 @@ PlanExplanation ExplainGrid(Path path, const ChunkGrid& grid, uint64_t entry_byt
 }
 
 Result<PlanExplanation> Runtime::Explain(const InstanceRef& src, const InstanceRef& dst) const {
-  ISO_ASSIGN_OR_RETURN(Path path, impl_->MakePath(src, dst, src.shape.bounds, {}));
-  ISO_ASSIGN_OR_RETURN(ChunkGrid grid, impl_->GridFor(path, src.shape.bounds, src.shape.fields));
-  return ExplainGrid(std::move(path), grid, src.shape.fields.total_bytes(),
+  CopyRequest req;
+  req.src = src;
+  req.dst = dst;
+  ISO_RETURN_IF_ERROR(impl_->CheckPacked(req));  // packed ends: their PackedShape arrays
+  const InstanceShape& shape = req.src.shape;
+  ISO_ASSIGN_OR_RETURN(Path path, impl_->MakePath(req.src, req.dst, shape.bounds, {}));
+  if (req.src.packed) CostPackedEnds(path, *req.src.packed, *req.dst.packed);
+  ISO_ASSIGN_OR_RETURN(ChunkGrid grid, impl_->GridFor(path, shape.bounds, shape.fields));
+  return ExplainGrid(std::move(path), grid, shape.fields.total_bytes(),
                      impl_->config.slots_per_buffer);
 }
 
@@ -302,6 +308,10 @@ RuntimeStats Runtime::Stats() const {
   s.program_cache_misses = impl_->cache.misses();
   s.program_cache_bytes = impl_->cache.bytes();
   s.program_cache_entries = impl_->cache.size();
+  s.form_cache_hits = impl_->form_cache.hits();
+  s.form_cache_misses = impl_->form_cache.misses();
+  s.form_cache_entries = impl_->form_cache.size();
+  s.form_cache_bytes = impl_->form_cache.bytes();
   absl::MutexLock lock(&impl_->planner_stats_mu);
   const PlannerStats p = impl_->CurrentPlanner()->stats();
   const PlannerStats r = impl_->retired_planners;

@@ -29,6 +29,7 @@
 #include "core/memory.h"
 #include "core/status.h"
 #include "daemon/runtime/calibration_store.h"
+#include "daemon/runtime/packed_end.h"
 #include "planner/topology.h"
 
 namespace isometry {
@@ -59,7 +60,17 @@ struct InstanceRef {
   // until it ends, so the pidfd outlives every request made with it.
   std::shared_ptr<const ClientProcess> process;
   uint64_t address = 0;
+  // A packed end (daemon/runtime/packed_end.h): `shape` is then
+  // PackedShape(packed->bytes) and the bytes lie where packed->form says,
+  // from the instance's first byte, within packed->span bytes of storage.
+  // A copy's ends are both packed or neither.
+  std::shared_ptr<const PackedEnd> packed;
 };
+
+// The bytes of storage an instance's copies may touch from its first byte.
+inline uint64_t StorageBytes(const InstanceRef& ref) {
+  return ref.packed ? ref.packed->span : ref.shape.total_bytes();
+}
 
 // An intermediate hop forced by the caller instead of planned.
 struct HopSpec {
@@ -207,6 +218,11 @@ struct RuntimeStats {
   uint64_t program_cache_misses = 0;
   uint64_t program_cache_bytes = 0;  // held by the kept programs
   uint64_t program_cache_entries = 0;
+  // Programs of packed (datatype) copies, per chunk (layout/form_cache.h).
+  uint64_t form_cache_hits = 0;
+  uint64_t form_cache_misses = 0;
+  uint64_t form_cache_entries = 0;
+  uint64_t form_cache_bytes = 0;
   uint64_t plan_cache_entries = 0;  // paths the current planner keeps
   uint64_t plan_cache_bytes = 0;    // what they hold (estimate)
   uint64_t transfers_inline = 0;    // small direct copies run on the submitting thread

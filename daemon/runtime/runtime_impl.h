@@ -71,6 +71,7 @@ struct Runtime::Impl {
   std::vector<std::unique_ptr<Channel>> channels;
   std::vector<std::shared_ptr<DiskMemory>> disks;  // per memory (null: not DSK)
   ProgramCache cache{4096};                        // thread-safe itself
+  FormProgramCache form_cache{4096, 64ull << 20};  // packed copies' chunks; thread-safe
   // Replaced whole (atomic_store) when calibration changes the graph; a
   // plan in progress keeps the planner it started with.
   std::shared_ptr<Planner> planner;
@@ -110,6 +111,7 @@ struct Runtime::Impl {
 
   // ---- building a transfer (transfer_build.cc; no lock: constant data) ----
   Result<std::shared_ptr<TransferState>> Build(CopyRequest& req);
+  Status CheckPacked(CopyRequest& req) const;
   Status CheckEnds(const CopyRequest& req, bool sending, bool receiving) const;
   Result<Box> CheckBox(const CopyRequest& req) const;
   Status CheckInstance(const InstanceRef& ref, std::string_view what) const;

@@ -17,12 +17,12 @@ bool Overlaps(const InstanceRef& a, const InstanceRef& b) {
   if (a.process || b.process) {
     // PROCESS memory: addresses in one process's space.
     if (!a.process || !b.process || a.process->pid() != b.process->pid()) return false;
-    const uint64_t a_end = a.address + a.shape.total_bytes();
-    const uint64_t b_end = b.address + b.shape.total_bytes();
+    const uint64_t a_end = a.address + StorageBytes(a);
+    const uint64_t b_end = b.address + StorageBytes(b);
     return a.address < b_end && b.address < a_end;
   }
-  const std::byte* a_end = a.base + a.shape.total_bytes();
-  const std::byte* b_end = b.base + b.shape.total_bytes();
+  const std::byte* a_end = a.base + StorageBytes(a);
+  const std::byte* b_end = b.base + StorageBytes(b);
   return a.base < b_end && b.base < a_end;
 }
 
@@ -55,6 +55,7 @@ size_t Runtime::Impl::PoolIndex(MemoryId id) const {
 Result<std::shared_ptr<TransferState>> Runtime::Impl::Build(CopyRequest& req) {
   const bool sending = req.remote && req.remote->sending;
   const bool receiving = req.remote && !req.remote->sending;
+  ISO_RETURN_IF_ERROR(CheckPacked(req));
   ISO_RETURN_IF_ERROR(CheckEnds(req, sending, receiving));
   ISO_ASSIGN_OR_RETURN(const Box box, CheckBox(req));
   const bool src_disk = !receiving && IsDisk(req.src.memory);
@@ -78,6 +79,32 @@ Result<std::shared_ptr<TransferState>> Runtime::Impl::Build(CopyRequest& req) {
   ISO_RETURN_IF_ERROR(SizeBuffers(*t, req));
   MakeXds(*t);
   return t;
+}
+
+// A packed copy: both ends packed to the same size, seen by the rest of
+// the build as PackedShape arrays (the shapes the caller gave are
+// replaced), over their whole stream.
+Status Runtime::Impl::CheckPacked(CopyRequest& req) const {
+  if (!req.src.packed && !req.dst.packed) return OkStatus();
+  if (!req.src.packed || !req.dst.packed) {
+    return InvalidArgument("copy: one end is packed (a datatype) and the other is not; ",
+                           "describe the other end by its form too");
+  }
+  if (req.remote) return Unimplemented("datatype copies across nodes are not supported yet");
+  if (req.src.packed->bytes != req.dst.packed->bytes) {
+    return InvalidArgument("copy: the source (", req.src.packed->what, ") packs to ",
+                           req.src.packed->bytes, " bytes, the destination (", req.dst.packed->what,
+                           ") to ", req.dst.packed->bytes);
+  }
+  if (req.box) {
+    return InvalidArgument("copy: a datatype copy moves whole packed streams; no box");
+  }
+  if (!req.via.empty()) {
+    return InvalidArgument("copy: forced hops are not supported for datatype copies");
+  }
+  req.src.shape = PackedShape(req.src.packed->bytes);
+  req.dst.shape = req.src.shape;
+  return OkStatus();
 }
 
 // Each end is an instance this node holds, except the far end of a
@@ -123,6 +150,7 @@ Status Runtime::Impl::PlanPath(TransferState& t, const CopyRequest& req) const {
     t.net_channel = t.path.edges[req.remote->net_hop].channel;
   } else {
     ISO_ASSIGN_OR_RETURN(t.path, MakePath(req.src, req.dst, t.box, req.via));
+    if (req.src.packed) CostPackedEnds(t.path, *req.src.packed, *req.dst.packed);
   }
   const bool sending = req.remote && req.remote->sending;
   t.last_hop = sending ? req.remote->net_hop : t.path.edges.size() - 1;
@@ -143,19 +171,22 @@ Status Runtime::Impl::PlanPath(TransferState& t, const CopyRequest& req) const {
 Status Runtime::Impl::OpenDiskEnds(TransferState& t, const CopyRequest& req, bool src_disk,
                                    bool dst_disk) const {
   if (src_disk) {
-    ISO_ASSIGN_OR_RETURN(
-        t.src_disk, DiskEndpoint::OpenForRead(DiskOf(req.src.memory), req.src.file,
-                                              req.src.file_offset, req.src.shape.total_bytes()));
+    ISO_ASSIGN_OR_RETURN(t.src_disk,
+                         DiskEndpoint::OpenForRead(DiskOf(req.src.memory), req.src.file,
+                                                   req.src.file_offset, StorageBytes(req.src)));
   }
   if (dst_disk) {
     // Only a copy that writes every byte of the instance may drop the
     // file's old content; any other keeps the bytes it does not write.
+    // A packed end covers its storage when its one run fills it.
     const InstanceShape& d = req.dst.shape;
     const bool covers =
-        t.box == d.bounds && d.bounds.volume() * d.fields.total_bytes() == d.total_bytes();
+        req.dst.packed
+            ? req.dst.packed->runs == 1 && req.dst.packed->bytes == req.dst.packed->span
+            : t.box == d.bounds && d.bounds.volume() * d.fields.total_bytes() == d.total_bytes();
     ISO_ASSIGN_OR_RETURN(t.dst_disk, DiskEndpoint::OpenForWrite(
                                          DiskOf(req.dst.memory), req.dst.file, req.dst.file_offset,
-                                         d.total_bytes(), covers, req.disk_owner));
+                                         StorageBytes(req.dst), covers, req.disk_owner));
   }
   return OkStatus();
 }
@@ -236,13 +267,15 @@ Status Runtime::Impl::CheckInstance(const InstanceRef& ref, std::string_view wha
     return InvalidArgument(what, ": memory '", m->name, "' is ", MemoryKindName(m->kind),
                            "; this runtime addresses host and DSK memories");
   }
-  const uint64_t need = ref.shape.total_bytes();
+  const uint64_t need = StorageBytes(ref);
   if (need > 0 && ref.base == nullptr && !ref.process) {
     return InvalidArgument(what, ": base pointer is null");
   }
   if (need > ref.capacity) {
-    return OutOfRange(what, ": layout '", ref.shape.layout.ToString(), "' over ",
-                      ToString(ref.shape.bounds), " needs ", need, " bytes but the buffer holds ",
+    const std::string described = ref.packed ? ref.packed->what
+                                             : StrCat("layout '", ref.shape.layout.ToString(),
+                                                      "' over ", ToString(ref.shape.bounds));
+    return OutOfRange(what, ": ", described, " needs ", need, " bytes but the buffer holds ",
                       ref.capacity);
   }
   return OkStatus();

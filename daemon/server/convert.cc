@@ -29,9 +29,25 @@ Result<FieldSpace> FieldsFromProto(const google::protobuf::RepeatedPtrField<v1::
   return FieldSpace::Make(std::move(out));
 }
 
-Result<InstanceSpec> InstanceSpecFromProto(const v1::InstanceSpec& spec) {
+Result<InstanceSpec> InstanceSpecFromProto(const v1::InstanceSpec& spec,
+                                           const wire::RegisteredDatatypes& registered) {
   if (spec.has_datatype()) {
-    return Unimplemented("datatype instances are not served by this daemon yet");
+    if (spec.has_bounds() || spec.fields_size() > 0 || !spec.layout().empty()) {
+      return InvalidArgument("instance: a datatype replaces bounds, fields and layout; ",
+                             "give one or the other");
+    }
+    InstanceSpec out;
+    ISO_ASSIGN_OR_RETURN(out.datatype, wire::DatatypeFromProto(spec.datatype(), registered));
+    out.count = spec.count();
+    if (spec.datatype().type_case() == v1::Datatype::kRegistered) {
+      out.datatype_handle = spec.datatype().registered();
+    }
+    out.allocation = spec.allocation();
+    out.offset = spec.offset();
+    out.memory = spec.memory();
+    out.file = spec.file();
+    out.private_range = spec.private_range();
+    return out;
   }
   ISO_ASSIGN_OR_RETURN(Box bounds, BoxFromProto(spec.bounds(), "instance bounds"));
   ISO_ASSIGN_OR_RETURN(FieldSpace fields, FieldsFromProto(spec.fields()));
@@ -157,6 +173,7 @@ void ToProto(const PlanReport& r, v1::ExplainPlanResponse* out) {
   out->set_predicted_bytes_per_s(r.predicted_bytes_per_s);
   out->set_chunks(r.chunks);
   out->set_chunk_bytes(r.chunk_bytes);
+  out->set_why(r.why);
 }
 
 void ToProto(const Calibration& cal, v1::CalibrateResponse* out) {
@@ -195,6 +212,41 @@ void ToProto(const NodeStatus& s, v1::StatusResponse* out) {
 grpc::Status ToGrpc(const Status& s) {
   if (s.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+Result<ExplainArgs> ExplainFromProto(const v1::ExplainPlanRequest& req,
+                                     const wire::RegisteredDatatypes& registered) {
+  ExplainArgs a;
+  a.src.memory = req.src_memory();
+  a.dst.memory = req.dst_memory();
+  const bool both_typed = req.has_src_datatype() && req.has_dst_datatype();
+  if (!both_typed) {
+    ISO_ASSIGN_OR_RETURN(a.bounds, BoxFromProto(req.bounds(), "bounds"));
+    ISO_ASSIGN_OR_RETURN(a.fields, FieldsFromProto(req.fields()));
+  }
+  if (req.has_src_datatype()) {
+    ISO_ASSIGN_OR_RETURN(a.src.datatype, wire::DatatypeFromProto(req.src_datatype(), registered));
+    a.src.count = req.src_count();
+  } else {
+    ISO_ASSIGN_OR_RETURN(a.src.layout, Layout::Parse(req.src_layout(), a.bounds.dims));
+  }
+  if (req.has_dst_datatype()) {
+    ISO_ASSIGN_OR_RETURN(a.dst.datatype, wire::DatatypeFromProto(req.dst_datatype(), registered));
+    a.dst.count = req.dst_count();
+  } else {
+    ISO_ASSIGN_OR_RETURN(a.dst.layout, Layout::Parse(req.dst_layout(), a.bounds.dims));
+  }
+  return a;
+}
+
+void ToProto(const DatatypeReport& r, v1::RegisterDatatypeResponse* out) {
+  out->set_handle(r.handle);
+  out->set_size(r.size);
+  out->set_lb(r.lb);
+  out->set_extent(r.extent);
+  out->set_true_lb(r.true_lb);
+  out->set_true_extent(r.true_extent);
+  out->set_canonical(r.canonical);
 }
 
 }  // namespace isometry

@@ -7,13 +7,27 @@
 
 #include "daemon/node/node.h"
 #include "isometry.pb.h"
+#include "proto/datatype_wire.h"
 
 namespace isometry {
 
 Result<Box> BoxFromProto(const v1::Box& box, std::string_view what);
 Result<FieldSpace> FieldsFromProto(const google::protobuf::RepeatedPtrField<v1::Field>& fields);
-Result<InstanceSpec> InstanceSpecFromProto(const v1::InstanceSpec& spec);
+// A datatype in the spec may name the caller's registered handles through
+// `registered` (none: handles are refused).
+Result<InstanceSpec> InstanceSpecFromProto(const v1::InstanceSpec& spec,
+                                           const wire::RegisteredDatatypes& registered = {});
 Result<CopySpec> CopySpecFromProto(const v1::CopyRequest& req);
+// An ExplainPlan request: a layout side needs bounds and fields (and is
+// checked against them), a datatype side does not.
+struct ExplainArgs {
+  PlanSide src, dst;
+  Box bounds;
+  FieldSpace fields;
+};
+Result<ExplainArgs> ExplainFromProto(const v1::ExplainPlanRequest& req,
+                                     const wire::RegisteredDatatypes& registered);
+void ToProto(const DatatypeReport& r, v1::RegisterDatatypeResponse* out);
 
 void ToProto(const Box& box, v1::Box* out);
 // Bounds, fields and layout of a spec (the rest is left as it is).

@@ -377,10 +377,24 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
     return new WriteStreamReactor(node_, SessionOf(ctx));
   }
 
+  ServerUnaryReactor* RegisterDatatype(CallbackServerContext* ctx,
+                                       const v1::RegisterDatatypeRequest* req,
+                                       v1::RegisterDatatypeResponse* resp) override {
+    const std::string session = SessionOf(ctx);
+    auto type = wire::DatatypeFromProto(
+        req->datatype(), [this, &session](uint64_t h) { return node_.LookupDatatype(session, h); });
+    if (!type.ok()) return Reply(ctx, type.status());
+    auto r = node_.RegisterDatatype(session, *type);
+    if (r.ok()) ToProto(*r, resp);
+    return Reply(ctx, r.status());
+  }
+
   ServerUnaryReactor* RegisterInstance(CallbackServerContext* ctx,
                                        const v1::RegisterInstanceRequest* req,
                                        v1::RegisterInstanceResponse* resp) override {
-    auto spec = InstanceSpecFromProto(req->spec());
+    const std::string session = SessionOf(ctx);
+    auto spec = InstanceSpecFromProto(
+        req->spec(), [this, &session](uint64_t h) { return node_.LookupDatatype(session, h); });
     if (!spec.ok()) return Reply(ctx, spec.status());
     auto r = node_.RegisterInstance(SessionOf(ctx), *spec);
     if (r.ok()) {
@@ -479,15 +493,11 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
 
   ServerUnaryReactor* ExplainPlan(CallbackServerContext* ctx, const v1::ExplainPlanRequest* req,
                                   v1::ExplainPlanResponse* resp) override {
-    auto bounds = BoxFromProto(req->bounds(), "bounds");
-    if (!bounds.ok()) return Reply(ctx, bounds.status());
-    auto fields = FieldsFromProto(req->fields());
-    if (!fields.ok()) return Reply(ctx, fields.status());
-    auto sl = Layout::Parse(req->src_layout(), bounds->dims);
-    if (!sl.ok()) return Reply(ctx, sl.status());
-    auto dl = Layout::Parse(req->dst_layout(), bounds->dims);
-    if (!dl.ok()) return Reply(ctx, dl.status());
-    auto plan = node_.Explain(req->src_memory(), *sl, req->dst_memory(), *dl, *bounds, *fields);
+    const std::string session = SessionOf(ctx);
+    auto args = ExplainFromProto(
+        *req, [this, &session](uint64_t h) { return node_.LookupDatatype(session, h); });
+    if (!args.ok()) return Reply(ctx, args.status());
+    auto plan = node_.Explain(args->src, args->dst, args->bounds, args->fields);
     if (plan.ok()) ToProto(*plan, resp);
     return Reply(ctx, plan.status());
   }

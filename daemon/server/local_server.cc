@@ -318,8 +318,11 @@ struct LocalServer::Impl {
       case v1::LocalRequest::kPublish:
         return node.Publish(c.session, req.publish().allocation());
       case v1::LocalRequest::kRegisterInstance: {
-        ISO_ASSIGN_OR_RETURN(InstanceSpec spec,
-                             InstanceSpecFromProto(req.register_instance().spec()));
+        ISO_ASSIGN_OR_RETURN(
+            InstanceSpec spec,
+            InstanceSpecFromProto(req.register_instance().spec(), [this, &c](uint64_t h) {
+              return node.LookupDatatype(c.session, h);
+            }));
         ISO_ASSIGN_OR_RETURN(auto r, node.RegisterInstance(c.session, spec));
         resp->mutable_register_instance()->set_instance(r.first);
         resp->mutable_register_instance()->set_total_bytes(r.second);
@@ -336,6 +339,16 @@ struct LocalServer::Impl {
       }
       case v1::LocalRequest::kPublishPrivate:
         return node.PublishPrivate(c.session, req.publish_private().private_range());
+      case v1::LocalRequest::kRegisterDatatype: {
+        ISO_ASSIGN_OR_RETURN(
+            Datatype type,
+            wire::DatatypeFromProto(req.register_datatype().datatype(), [this, &c](uint64_t h) {
+              return node.LookupDatatype(c.session, h);
+            }));
+        ISO_ASSIGN_OR_RETURN(DatatypeReport r, node.RegisterDatatype(c.session, type));
+        ToProto(r, resp->mutable_register_datatype());
+        return OkStatus();
+      }
       case v1::LocalRequest::BODY_NOT_SET:
         break;
     }

@@ -1,0 +1,195 @@
+// Datatypes: handles a session registers once (FALCON-X's memoized
+// translation), datatype instances as packed ends (daemon/runtime/
+// packed_end.h), the layout end of a copy against one, and explained
+// datatype plans with the reason for their cost.
+#include <fmt/format.h>
+
+#include "core/strings.h"
+#include "daemon/node/node_impl.h"
+#include "layout/datatype_form.h"
+
+namespace isometry {
+namespace {
+
+// The packed end of `count` elements of `type` given its form: rebased
+// onto the first byte they touch, which lies `-span.begin` bytes from the
+// origin (returned in `begin`).
+Result<std::shared_ptr<const PackedEnd>> RebasedEnd(const Datatype& type, int64_t count,
+                                                    const CanonicalForm& form, int64_t& begin) {
+  ISO_ASSIGN_OR_RETURN(const ByteSpan span, SpanOfElements(type, count));
+  begin = span.begin;
+  return MakePackedEnd(ShiftForm(form, -span.begin), static_cast<uint64_t>(span.end - span.begin),
+                       StrCat(count, " x ", type.ToString(256)));
+}
+
+// The packed end of `box` of a layout instance.
+Result<std::shared_ptr<const PackedEnd>> LayoutEnd(const InstanceShape& shape, const Box& box) {
+  ISO_ASSIGN_OR_RETURN(CanonicalForm form, LayoutForm(shape, box));
+  return MakePackedEnd(std::move(form), shape.total_bytes(),
+                       StrCat("layout '", shape.layout.ToString(), "' over ",
+                              ToString(shape.bounds), " box ", ToString(box)));
+}
+
+std::string EndText(const PackedEnd& e) {
+  const uint64_t avg = e.bytes / std::max<uint64_t>(1, e.runs);
+  return StrCat(e.what, ": ", e.bytes, " bytes in ", e.runs, " run", e.runs == 1 ? "" : "s", " (",
+                avg, " bytes on average), form ", FormText(e.form, 6));
+}
+
+// Why a packed plan costs what it does: each end's form and runs, and the
+// throughput the hops that touch them were read at.
+std::string WhyPacked(const PlanExplanation& ex, const PackedEnd& src, const PackedEnd& dst,
+                      const Topology& topo) {
+  std::string why = StrCat("source ", EndText(src), "; destination ", EndText(dst));
+  const Path& p = ex.path;
+  for (size_t h = 0; h < p.edges.size() && h < p.run_bytes.size(); ++h) {
+    if (h != 0 && h + 1 != p.edges.size()) continue;
+    const char* end =
+        h == 0 ? (p.edges.size() == 1 ? "both ends'" : "the source's") : "the destination's";
+    why += StrCat("; hop ", h, " (", p.edges[h].channel_name, ", ", topo.NameOf(p.edges[h].src),
+                  " -> ", topo.NameOf(p.edges[h].dst), ") moves ", end, " runs of ", p.run_bytes[h],
+                  " bytes: ", fmt::format("{:.2f} GB/s", p.hop_bps[h] / 1e9));
+    if (p.edges[h].kind == ChannelKind::kCma) why += " (one system call per run)";
+  }
+  return why;
+}
+
+}  // namespace
+
+Result<DatatypeReport> Node::RegisterDatatype(const std::string& session, const Datatype& type) {
+  // Translated now: a type too irregular to serve is refused here, once.
+  ISO_ASSIGN_OR_RETURN(CanonicalForm form, DatatypeForm(type, 1));
+  DatatypeReport rep;
+  rep.size = type.size();
+  rep.lb = type.lb();
+  rep.extent = type.extent();
+  rep.true_lb = type.true_lb();
+  rep.true_extent = type.true_extent();
+  rep.canonical = FormText(form);
+  rep.form_hash = FormHash(form);
+  ++impl_->translations;
+  absl::MutexLock lock(&impl_->mu);
+  ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
+  const uint32_t max = impl_->config.daemon.max_datatypes_per_session;
+  if (s->datatypes.size() >= max) {
+    return ResourceExhausted("this session has ", s->datatypes.size(),
+                             " datatypes registered; daemon.max_datatypes_per_session is ", max);
+  }
+  rep.handle = impl_->next_datatype++;
+  RegisteredDatatype reg{type, {}};
+  reg.forms[1] = std::make_shared<const CanonicalForm>(std::move(form));
+  s->datatypes.emplace(rep.handle, std::move(reg));
+  return rep;
+}
+
+Result<Datatype> Node::LookupDatatype(const std::string& session, uint64_t handle) const {
+  absl::MutexLock lock(&impl_->mu);
+  ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
+  auto it = s->datatypes.find(handle);
+  if (it == s->datatypes.end()) {
+    return NotFound("no datatype ", handle, " registered in this session");
+  }
+  return it->second.type;
+}
+
+Result<std::shared_ptr<const PackedEnd>> Node::Impl::DatatypeEnd(const std::string& session,
+                                                                 const InstanceSpec& spec,
+                                                                 uint64_t& storage_offset) {
+  if (spec.count <= 0) {
+    return InvalidArgument("datatype instance: count ", spec.count, "; at least 1 element");
+  }
+  const Datatype& type = *spec.datatype;
+  std::shared_ptr<const CanonicalForm> form;
+  if (spec.datatype_handle != 0) {
+    absl::MutexLock lock(&mu);
+    ISO_ASSIGN_OR_RETURN(Session * s, FindSession(session));
+    auto it = s->datatypes.find(spec.datatype_handle);
+    if (it == s->datatypes.end()) {
+      return NotFound("no datatype ", spec.datatype_handle, " registered in this session");
+    }
+    if (auto f = it->second.forms.find(spec.count); f != it->second.forms.end()) form = f->second;
+  }
+  if (form) {
+    ++translations_memoized;
+  } else {
+    ISO_ASSIGN_OR_RETURN(CanonicalForm computed, DatatypeForm(type, spec.count));
+    form = std::make_shared<const CanonicalForm>(std::move(computed));
+    ++translations;
+    if (spec.datatype_handle != 0) {
+      absl::MutexLock lock(&mu);
+      Session* s = const_cast<Session*>(FindSessionOrNull(session));
+      auto it = s ? s->datatypes.find(spec.datatype_handle) : decltype(s->datatypes.end()){};
+      if (s && it != s->datatypes.end() &&
+          it->second.forms.size() < RegisteredDatatype::kFormsKept) {
+        it->second.forms.emplace(spec.count, form);
+      }
+    }
+  }
+  int64_t begin = 0;
+  ISO_ASSIGN_OR_RETURN(auto end, RebasedEnd(type, spec.count, *form, begin));
+  const __int128 first = static_cast<__int128>(spec.offset) + begin;
+  if (first < 0) {
+    return OutOfRange("datatype instance: its first byte lies ", -begin,
+                      " bytes before its origin, which is at offset ", spec.offset,
+                      " (the lower bound reaches before the storage)");
+  }
+  storage_offset = static_cast<uint64_t>(first);
+  return end;
+}
+
+Status Node::Impl::PackEndsLocked(const Instance* const ends[2], const std::optional<Box>& box,
+                                  CopyRequest& request) const {
+  if (ends[0]->packed && ends[1]->packed && box) {
+    return InvalidArgument("copy: between two datatype instances there is no box; ",
+                           "the whole packed streams are copied");
+  }
+  InstanceRef* refs[2] = {&request.src, &request.dst};
+  for (int i = 0; i < 2; ++i) {
+    if (ends[i]->packed) {
+      refs[i]->packed = ends[i]->packed;
+      continue;
+    }
+    const InstanceShape& shape = ends[i]->shape;
+    const Box b = box.value_or(shape.bounds);
+    if (b.dims != shape.bounds.dims || !shape.bounds.contains(b)) {
+      return OutOfRange("copy box ", ToString(b), " lies outside the ",
+                        i ? "destination" : "source", " index space ", ToString(shape.bounds));
+    }
+    ISO_ASSIGN_OR_RETURN(refs[i]->packed, LayoutEnd(shape, b));
+  }
+  return OkStatus();
+}
+
+Result<PlanReport> Node::Explain(const PlanSide& src, const PlanSide& dst, const Box& bounds,
+                                 const FieldSpace& fields) const {
+  if (!src.datatype && !dst.datatype) {
+    return Explain(src.memory, src.layout, dst.memory, dst.layout, bounds, fields);
+  }
+  const PlanSide* sides[2] = {&src, &dst};
+  InstanceRef refs[2];
+  for (int i = 0; i < 2; ++i) {
+    const PlanSide& side = *sides[i];
+    const NodeMemory where = SplitNodeMemory(side.memory, config().cluster.node_name);
+    if (where.node != config().cluster.node_name) {
+      return Unimplemented("datatype plans across nodes are not supported yet");
+    }
+    ISO_ASSIGN_OR_RETURN(refs[i].memory, impl_->runtime->FindMemory(where.memory));
+    if (side.datatype) {
+      if (side.count <= 0) return InvalidArgument("datatype count ", side.count, "; at least 1");
+      ISO_ASSIGN_OR_RETURN(CanonicalForm form, DatatypeForm(*side.datatype, side.count));
+      int64_t begin = 0;
+      ISO_ASSIGN_OR_RETURN(refs[i].packed, RebasedEnd(*side.datatype, side.count, form, begin));
+    } else {
+      const InstanceShape shape{bounds, fields, side.layout};
+      ISO_RETURN_IF_ERROR(shape.Validate(i ? "destination" : "source"));
+      ISO_ASSIGN_OR_RETURN(refs[i].packed, LayoutEnd(shape, bounds));
+    }
+    refs[i].capacity = refs[i].packed->span;
+  }
+  ISO_ASSIGN_OR_RETURN(PlanExplanation ex, impl_->runtime->Explain(refs[0], refs[1]));
+  PlanReport rep = ReportPlan(ex, impl_->runtime->topology());
+  rep.why = WhyPacked(ex, *refs[0].packed, *refs[1].packed, impl_->runtime->topology());
+  return rep;
+}
+
+}  // namespace isometry

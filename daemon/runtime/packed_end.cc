@@ -1,0 +1,107 @@
+#include "daemon/runtime/packed_end.h"
+
+#include <algorithm>
+
+#include "core/checked.h"
+#include "layout/form_restrict.h"
+
+namespace isometry {
+namespace {
+
+// The highest byte past any run of `p` (offsets relative to `base`), in
+// 128 bits: a hostile form cannot wrap it.
+__int128 PieceEnd(const FormPiece& p, __int128 base) {
+  __int128 hi = base + p.offset;
+  for (const FormLoop& l : p.loops) {
+    if (l.stride > 0) hi += static_cast<__int128>(l.count - 1) * l.stride;
+  }
+  if (p.body.empty()) return hi + p.run;
+  __int128 end = hi;
+  for (const FormPiece& b : p.body) end = std::max(end, PieceEnd(b, hi));
+  return end;
+}
+
+// The same for the lowest byte.
+__int128 PieceLow(const FormPiece& p, __int128 base) {
+  __int128 lo = base + p.offset;
+  for (const FormLoop& l : p.loops) {
+    if (l.stride < 0) lo += static_cast<__int128>(l.count - 1) * l.stride;
+  }
+  if (p.body.empty()) return lo;
+  __int128 low = lo;
+  for (const FormPiece& b : p.body) low = std::min(low, PieceLow(b, lo));
+  return low;
+}
+
+}  // namespace
+
+CanonicalForm ShiftForm(CanonicalForm form, int64_t delta) {
+  for (FormPiece& p : form.pieces) p.offset += delta;
+  return form;
+}
+
+Result<std::shared_ptr<const PackedEnd>> MakePackedEnd(CanonicalForm form, uint64_t span,
+                                                       std::string what) {
+  auto end = std::make_shared<PackedEnd>();
+  end->bytes = form.bytes();
+  if (end->bytes == 0) return InvalidArgument(what, " packs to 0 bytes: nothing to copy");
+  if (end->bytes == UINT64_MAX) return InvalidArgument(what, " packs to more than 2^64 bytes");
+  for (const FormPiece& p : form.pieces) {
+    if (PieceLow(p, 0) < 0 || PieceEnd(p, 0) > static_cast<__int128>(span)) {
+      return Internal(what, ": a run of its form lies outside its ", span, " bytes of storage");
+    }
+  }
+  end->runs = form.runs();
+  end->hash = FormHash(form);
+  end->span = span;
+  end->form = std::move(form);
+  end->what = std::move(what);
+  return std::shared_ptr<const PackedEnd>(std::move(end));
+}
+
+void CostPackedEnds(Path& path, const PackedEnd& src, const PackedEnd& dst) {
+  const size_t hops = path.edges.size();
+  if (hops == 0 || path.hop_bps.size() != hops || path.run_bytes.size() != hops) return;
+  const uint64_t src_run = std::max<uint64_t>(1, src.bytes / std::max<uint64_t>(1, src.runs));
+  const uint64_t dst_run = std::max<uint64_t>(1, dst.bytes / std::max<uint64_t>(1, dst.runs));
+  path.run_bytes[0] = std::min(path.run_bytes[0], src_run);
+  path.run_bytes[hops - 1] = std::min(path.run_bytes[hops - 1], dst_run);
+  double slowest = path.hop_bps[0];
+  for (size_t h = 0; h < hops; ++h) {
+    if (h == 0 || h + 1 == hops) path.hop_bps[h] = path.edges[h].tp.At(path.run_bytes[h]);
+    slowest = std::min(slowest, path.hop_bps[h]);
+  }
+  path.predicted_bps = slowest;
+}
+
+InstanceShape PackedShape(uint64_t bytes) {
+  InstanceShape s;
+  s.bounds.dims = 1;
+  s.bounds.lo[0] = 0;
+  s.bounds.hi[0] = static_cast<int64_t>(bytes);
+  s.fields = *FieldSpace::Make({Field{"packed", 1}});
+  s.layout = *Layout::Parse("F,x", 1);
+  return s;
+}
+
+Result<PackedChunk> CompilePackedChunk(FormProgramCache& cache, const PackedEnd* src,
+                                       const PackedEnd* dst, uint64_t begin, uint64_t end) {
+  if (begin >= end) return InvalidArgument("packed chunk [", begin, ", ", end, ") is empty");
+  const CanonicalForm slot{{FormPiece{0, static_cast<int64_t>(end - begin), {}, {}}}};
+  CanonicalForm in = slot, out = slot;
+  if (src) {
+    ISO_ASSIGN_OR_RETURN(in, RestrictForm(src->form, begin, end));
+  }
+  if (dst) {
+    ISO_ASSIGN_OR_RETURN(out, RestrictForm(dst->form, begin, end));
+  }
+  ISO_ASSIGN_OR_RETURN(std::shared_ptr<const FormCopy> copy, cache.Get(in, out));
+  PackedChunk chunk;
+  // Rebased forms have no negative offset, so neither have the shifts.
+  chunk.src_shift = static_cast<uint64_t>(copy->src_shift);
+  chunk.dst_shift = static_cast<uint64_t>(copy->dst_shift);
+  chunk.program = std::shared_ptr<const CopyProgram>(copy, &copy->program);
+  return chunk;
+}
+
+}  // namespace isometry

@@ -1,0 +1,68 @@
+// A copy end described by a canonical form instead of a layout: a datatype
+// instance, or a layout instance copied against one (README, "Datatypes").
+// Such a copy moves a packed stream of `bytes` bytes: the i-th byte of the
+// source's stream goes to the i-th byte of the destination's.
+//
+// The runtime plans and chunks such a copy as a one-dimensional array of
+// `bytes` one-byte entries (PackedShape), so paths, chunks, ring slots and
+// the network see dense packed bytes; only a hop that reads or writes a
+// user's end compiles its chunk [a, b) of the stream from the end's form
+// (RestrictForm, then CompileFormCopy), which is where fragmentation costs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/instance.h"
+#include "core/status.h"
+#include "layout/datatype_form.h"
+#include "layout/form_cache.h"
+#include "planner/topology.h"
+
+namespace isometry {
+
+struct PackedEnd {
+  // Offsets from the instance's first storage byte, all >= 0: the node
+  // rebases a datatype's form (whose offsets may be negative) onto the
+  // first byte it touches.
+  CanonicalForm form;
+  uint64_t bytes = 0;  // of the packed stream
+  uint64_t span = 0;   // storage bytes: every run lies in [0, span)
+  uint64_t runs = 0;   // contiguous runs (the fragmentation)
+  uint64_t hash = 0;   // FormHash(form)
+  std::string what;    // what the user named, for plans and errors
+};
+
+// Checks and completes an end: the form's offsets must be >= 0 and its
+// runs inside `span`; `bytes` must be > 0.
+Result<std::shared_ptr<const PackedEnd>> MakePackedEnd(CanonicalForm form, uint64_t span,
+                                                       std::string what);
+
+// `form` with every offset moved by `delta` (groups' bodies are relative).
+CanonicalForm ShiftForm(CanonicalForm form, int64_t delta);
+
+// How the runtime sees a packed end: `bytes` entries of one byte in one
+// dimension; both ends of a packed copy have this shape.
+InstanceShape PackedShape(uint64_t bytes);
+
+// The cost model's view of a packed copy's path: the hops that read the
+// source and write the destination move that end's runs (its average run,
+// bytes / runs), not the dense packed array the planner saw, so their
+// throughput is read at that size (on cma, one iovec or system call per
+// run). Does nothing to a path nobody evaluated.
+void CostPackedEnds(Path& path, const PackedEnd& src, const PackedEnd& dst);
+
+// The program for chunk [begin, end) of a packed copy. A null end is a
+// ring slot (the chunk's bytes dense from its first byte). `src_shift` and
+// `dst_shift` are what the program's offsets are relative to, from the
+// end's first storage byte (0 for slots).
+struct PackedChunk {
+  std::shared_ptr<const CopyProgram> program;
+  uint64_t src_shift = 0;
+  uint64_t dst_shift = 0;
+};
+Result<PackedChunk> CompilePackedChunk(FormProgramCache& cache, const PackedEnd* src,
+                                       const PackedEnd* dst, uint64_t begin, uint64_t end);
+
+}  // namespace isometry
