@@ -316,6 +316,29 @@ class PrivateMemoryTest(unittest.TestCase):
         watcher = self.client("watcher", local=False)
         self.wait_for(lambda: watcher.status().sessions == 1, "the local session to end")
 
+    def test_many_copies_without_waiting_all_complete(self):
+        # More than the daemon's 128 concurrent calls per connection.
+        mine = bytearray(range(256)) * 16
+        src = self.c.register_instance(private_range=self.c.register_private(mine),
+                                       bounds=[4096], fields=[("b", 1)], layout="F,x")
+        dsts = []
+        for _ in range(4):
+            a = self.c.allocate("sys0", 4096)
+            dsts.append(self.c.register_instance(a, [4096], [("b", 1)], "F,x"))
+        tids = [self.c.copy(src, dsts[i % 4], wait=False) for i in range(300)]
+        self.assertEqual(self.c.status().sessions, 1)  # not held up by the waits
+        self.wait_for(lambda: all(self.c.completed(t) for t in tids), "300 completions", 60)
+        self.assertEqual({self.c.completed(t).state for t in tids}, {"done"})
+        self.assertEqual(self.c.read(dsts[3].allocation, 0, 4096), bytes(mine))
+
+    def test_daemon_shutdown_ends_a_local_session(self):
+        self.c.register_private(bytearray(64))
+        self.assertEqual(self.daemon.stop(timeout_s=30), 0, self.daemon.log_text())
+        self.wait_for(lambda: not self.c.alive, "the client to see the session end")
+        err = self.assertFails("UNAVAILABLE", self.c.status)
+        self.assertIn("session ended", err.message)
+        self.assertFails("UNAVAILABLE", self.c.register_private, bytearray(64))
+
     def test_a_missing_local_socket_is_a_clear_error(self):
         err = self.assertFails("UNAVAILABLE", isometry.Client, self.socket,
                                local_socket=os.path.join(self.dir, "missing.sock"))

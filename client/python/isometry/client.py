@@ -279,13 +279,8 @@ class Client:
         # Local sessions: Wait calls standing in for the Attach stream's
         # completion events, by transfer id.
         self._waiters = {}
-        self._channel = grpc.insecure_channel(
-            "unix:" + socket,
-            options=[
-                ("grpc.max_receive_message_length", _MAX_MESSAGE),
-                ("grpc.max_send_message_length", _MAX_MESSAGE),
-            ],
-        )
+        self._watch_channel = None
+        self._channel = self._new_channel()
         self._stub = pb_grpc.IsometryStub(self._channel)
         try:
             if local_socket is not None:
@@ -295,6 +290,15 @@ class Client:
         except BaseException:
             self.close()
             raise
+
+    def _new_channel(self):
+        return grpc.insecure_channel(
+            "unix:" + self.socket,
+            options=[
+                ("grpc.max_receive_message_length", _MAX_MESSAGE),
+                ("grpc.max_send_message_length", _MAX_MESSAGE),
+            ],
+        )
 
     def _open_attach(self, connect_timeout: float) -> None:
         """Opens the session with the Attach stream, read by a thread."""
@@ -333,6 +337,8 @@ class Client:
             self._session = self._local.session
             self._session_id = self._local.session_id
         self._session_ready.set()
+        self._watch_channel = self._new_channel()
+        self._watch_stub = pb_grpc.IsometryStub(self._watch_channel)
         try:
             grpc.channel_ready_future(self._channel).result(timeout=connect_timeout)
         except grpc.FutureTimeoutError:
@@ -380,8 +386,12 @@ class Client:
 
     def _watch(self, tid: int) -> None:
         """Local sessions have no Attach stream: one ``Wait`` call per
-        transfer submitted without waiting delivers its completion instead."""
-        future = self._stub.Wait.future(
+        transfer submitted without waiting delivers its completion instead.
+
+        They go over a connection of their own: the daemon allows 128
+        concurrent calls per connection, and waits beyond that queue there
+        instead of delaying this client's other calls."""
+        future = self._watch_stub.Wait.future(
             pb.WaitRequest(transfer=tid, timeout_ms=0), metadata=self._metadata()
         )
         with self._lock:
@@ -444,6 +454,8 @@ class Client:
             self._thread.join()
         if self._local is not None:
             self._local.close()
+        if self._watch_channel is not None:
+            self._watch_channel.close()
         self._channel.close()
         for r in self._private:
             r._release()
