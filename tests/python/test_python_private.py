@@ -331,6 +331,22 @@ class PrivateMemoryTest(unittest.TestCase):
         self.assertEqual({self.c.completed(t).state for t in tids}, {"done"})
         self.assertEqual(self.c.read(dsts[3].allocation, 0, 4096), bytes(mine))
 
+    def test_close_ends_copies_into_private_memory_before_unpinning(self):
+        n = 16 << 20
+        mine = bytearray(n)
+        dst = self.c.register_instance(private_range=self.c.register_private(mine),
+                                       bounds=[n // 8], fields=[("v", 8)], layout="F,x")
+        a = self.c.allocate("sys0", n)
+        src = self.c.register_instance(a, [n // 8], [("v", 8)], "F,x")
+        tids = [self.c.copy(src, dst, wait=False) for _ in range(8)]
+        self.c.close()
+        mine.extend(b"x")  # unpinned: it may move now
+        with open(os.path.join(self.dir, "state", "operator.token")) as f:
+            op = isometry.Client(self.socket, name="op", operator_token=f.read().strip())
+        self.clients.append(op)
+        for t in tids:
+            self.assertIn(op.transfer(t).state, ("done", "cancelled", "failed"))
+
     def test_daemon_shutdown_ends_a_local_session(self):
         self.c.register_private(bytearray(64))
         self.assertEqual(self.daemon.stop(timeout_s=30), 0, self.daemon.log_text())

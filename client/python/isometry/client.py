@@ -60,6 +60,7 @@ there.
 import collections
 import dataclasses
 import threading
+import time
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
@@ -462,17 +463,21 @@ class Client:
         self._private = []
 
     def _drain(self, waiters, timeout: float) -> None:
-        """Cancels the transfers behind `waiters` and waits for their ends."""
+        """Cancels the transfers behind `waiters` and waits for their ends,
+        `timeout` seconds in all."""
+        deadline = time.monotonic() + timeout
         for tid in waiters:
             try:
                 self._stub.Cancel(
-                    pb.CancelRequest(transfer=tid), timeout=timeout, metadata=self._metadata()
+                    pb.CancelRequest(transfer=tid),
+                    timeout=max(deadline - time.monotonic(), 0.001),
+                    metadata=self._metadata(),
                 )
             except grpc.RpcError:
                 pass  # ended already, or the daemon is gone: the wait below says
         for future in waiters.values():
             try:
-                future.result(timeout=timeout)
+                future.result(timeout=max(deadline - time.monotonic(), 0.0))
             except (grpc.RpcError, grpc.FutureTimeoutError, grpc.FutureCancelledError):
                 pass
 
