@@ -12,11 +12,13 @@ See :mod:`isometry.client` for the API.
 
 from . import datatype, isometry_pb2, isometry_pb2_grpc
 from .client import (
+    DEFAULT_LOCAL_SOCKET,
     DEFAULT_SOCKET,
     Allocation,
     Client,
     Instance,
     IsometryError,
+    PrivateRange,
     TransferError,
 )
 

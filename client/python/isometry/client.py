@@ -16,6 +16,13 @@ thread for the life of the client. :meth:`Client.close` (or leaving the
 cancels the session's transfers and frees its allocations that were not
 published.
 
+With ``local_socket=PATH`` the session is opened over the daemon's local
+socket instead (the socket is the session; no Attach stream), because only
+there does the daemon learn which process the client is: what
+:meth:`Client.register_private` needs to copy this process's own memory.
+The gRPC calls carry that session's token; completions of copies submitted
+without waiting come from one ``Wait`` call each.
+
 Example::
 
     from isometry import Client
@@ -24,6 +31,13 @@ Example::
         a = c.allocate("sys0", 4096)
         c.write(a, 0, b"\\x01" * 4096)
         src = c.register_instance(a, [1024], [("v", 4)], "F,x")
+        ...
+
+    buf = bytearray(4096)                                 # this process's memory
+    with Client("/run/isometry/grpc.sock", local_socket="/run/isometry/isometry.sock") as c:
+        mine = c.register_private(buf)
+        src = c.register_instance(private_range=mine, bounds=[1024], fields=[("v", 4)],
+                                  layout="F,x")
         ...
 
 Errors
@@ -46,6 +60,7 @@ there.
 import collections
 import dataclasses
 import threading
+import time
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
@@ -53,6 +68,9 @@ import grpc
 from . import isometry_pb2 as pb
 from . import isometry_pb2_grpc as pb_grpc
 from .datatype import Datatype, as_proto
+from .errors import IsometryError
+from .errors import code_name as _code_name
+from .local import DEFAULT_LOCAL_SOCKET, LocalSession, PrivateRange, pin_buffer
 
 __all__ = [
     "Client",
@@ -60,7 +78,9 @@ __all__ = [
     "TransferError",
     "Allocation",
     "Instance",
+    "PrivateRange",
     "DEFAULT_SOCKET",
+    "DEFAULT_LOCAL_SOCKET",
 ]
 
 DEFAULT_SOCKET = "/run/isometry/grpc.sock"
@@ -74,21 +94,6 @@ _IO_CHUNK = 1 << 20
 _MAX_MESSAGE = 80 << 20
 # Completion events kept for wait() (oldest dropped first).
 _MAX_COMPLETIONS = 10000
-
-
-class IsometryError(Exception):
-    """A call to isometryd failed.
-
-    Attributes:
-        code: the gRPC status code name, e.g. ``"INVALID_ARGUMENT"``,
-            ``"NOT_FOUND"``, ``"RESOURCE_EXHAUSTED"``, ``"UNAVAILABLE"``.
-        message: the daemon's (or gRPC's) explanation.
-    """
-
-    def __init__(self, code: str, message: str):
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
 
 
 class TransferError(IsometryError):
@@ -133,25 +138,20 @@ class Instance:
     Attributes:
         id: the daemon's instance id (what :meth:`Client.copy` takes).
         total_bytes: the storage it covers, padding of partial blocks included.
-        allocation: the id of the allocation that holds it.
-        offset: its first byte within that allocation.
+        allocation: the id of the allocation that holds it (0 for files
+            and private ranges).
+        offset: its first byte within that allocation (or private range).
+        private_range: the id of the private range that holds it, or 0.
     """
 
     id: int
     total_bytes: int
     allocation: int = 0
     offset: int = 0
+    private_range: int = 0
 
     def __int__(self) -> int:
         return self.id
-
-
-def _code_name(code: int) -> str:
-    """Name of a numeric google.rpc.Code (as in ``TransferInfo.code``)."""
-    for c in grpc.StatusCode:
-        if c.value[0] == code:
-            return c.name
-    return f"CODE_{code}"
 
 
 def _id(obj, what: str) -> int:
@@ -216,7 +216,8 @@ def _fields(fields: FieldsLike) -> List["pb.Field"]:
 
 
 class Client:
-    """A session with isometryd over its gRPC unix socket.
+    """A session with isometryd: over its gRPC socket, or over its local
+    socket when this process's own memory is to be copied.
 
     Args:
         socket: path of the daemon's gRPC socket (``[daemon] grpc_socket``).
@@ -230,11 +231,19 @@ class Client:
             this client inspect, wait on and cancel any transfer, free
             orphaned published allocations and recalibrate. None: an
             ordinary client, which touches only its own session's things.
+        local_socket: path of the daemon's local socket (``[daemon]
+            local_socket``, :data:`DEFAULT_LOCAL_SOCKET` by default in the
+            daemon's config). Given, the session is opened there instead of
+            with ``Attach`` (the daemon learns this process's pid and uid
+            from the socket), which :meth:`register_private` needs; every
+            other call still goes over gRPC with the same session token.
+            The session lives while this client is open.
 
     Raises:
-        IsometryError: ``UNAVAILABLE`` if nothing answers on the socket,
-            ``DEADLINE_EXCEEDED`` if no session id arrives in time, or the
-            daemon's refusal (e.g. too many sessions).
+        IsometryError: ``UNAVAILABLE`` if nothing answers on a socket,
+            ``PERMISSION_DENIED`` if the local socket may not be opened by
+            this user, ``DEADLINE_EXCEEDED`` if no session id arrives in
+            time, or the daemon's refusal (e.g. too many sessions).
 
     Use it as a context manager, or call :meth:`close`. Its methods may be
     called from several threads at once.
@@ -247,8 +256,10 @@ class Client:
         connect_timeout: float = 10.0,
         call_timeout: Optional[float] = 60.0,
         operator_token: Optional[str] = None,
+        local_socket: Optional[str] = None,
     ):
         self.socket = socket
+        self.local_socket = local_socket
         self.name = name
         self.call_timeout = call_timeout
         self._lock = threading.Lock()
@@ -262,43 +273,82 @@ class Client:
         self._stream_ended = False
         self._closing = False
         self._closed = False
-        self._channel = grpc.insecure_channel(
-            "unix:" + socket,
+        self._attach = None
+        self._thread = None
+        self._local: Optional[LocalSession] = None
+        self._private: List[PrivateRange] = []
+        # Local sessions: Wait calls standing in for the Attach stream's
+        # completion events, by transfer id.
+        self._waiters = {}
+        self._watch_channel = None
+        self._channel = self._new_channel()
+        self._stub = pb_grpc.IsometryStub(self._channel)
+        try:
+            if local_socket is not None:
+                self._open_local(local_socket, connect_timeout)
+            else:
+                self._open_attach(connect_timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    def _new_channel(self):
+        return grpc.insecure_channel(
+            "unix:" + self.socket,
             options=[
                 ("grpc.max_receive_message_length", _MAX_MESSAGE),
                 ("grpc.max_send_message_length", _MAX_MESSAGE),
             ],
         )
-        self._stub = pb_grpc.IsometryStub(self._channel)
+
+    def _open_attach(self, connect_timeout: float) -> None:
+        """Opens the session with the Attach stream, read by a thread."""
+        socket = self.socket
         self._attach = self._stub.Attach(
-            pb.AttachRequest(client_name=name), wait_for_ready=False
+            pb.AttachRequest(client_name=self.name), wait_for_ready=False
         )
         self._thread = threading.Thread(
-            target=self._consume, name=f"isometry-attach-{name}", daemon=True
+            target=self._consume, name=f"isometry-attach-{self.name}", daemon=True
         )
         self._thread.start()
-        try:
-            if not self._session_ready.wait(connect_timeout):
-                raise IsometryError(
-                    "DEADLINE_EXCEEDED",
-                    f"isometryd at unix:{socket} did not open a session within "
-                    f"{connect_timeout:g} s",
+        if not self._session_ready.wait(connect_timeout):
+            raise IsometryError(
+                "DEADLINE_EXCEEDED",
+                f"isometryd at unix:{socket} did not open a session within "
+                f"{connect_timeout:g} s",
+            )
+        with self._lock:
+            if self._session is None:
+                err = self._stream_error or IsometryError(
+                    "UNAVAILABLE", "the Attach stream ended before a session id arrived"
                 )
-            with self._lock:
-                if self._session is None:
-                    err = self._stream_error or IsometryError(
-                        "UNAVAILABLE", "the Attach stream ended before a session id arrived"
+                if err.code == "UNAVAILABLE":
+                    err = IsometryError(
+                        "UNAVAILABLE",
+                        f"cannot attach to isometryd at unix:{socket} ({err.message}); "
+                        "is the daemon running and is the socket path right?",
                     )
-                    if err.code == "UNAVAILABLE":
-                        err = IsometryError(
-                            "UNAVAILABLE",
-                            f"cannot attach to isometryd at unix:{socket} ({err.message}); "
-                            "is the daemon running and is the socket path right?",
-                        )
-                    raise err
-        except BaseException:
-            self.close()
-            raise
+                raise err
+
+    def _open_local(self, path: str, connect_timeout: float) -> None:
+        """Opens the session over the local socket; no Attach stream, so
+        the daemon holds one session for this client, not two."""
+        self._local = LocalSession(path, self.name, connect_timeout)
+        with self._lock:
+            self._session = self._local.session
+            self._session_id = self._local.session_id
+        self._session_ready.set()
+        self._watch_channel = self._new_channel()
+        self._watch_stub = pb_grpc.IsometryStub(self._watch_channel)
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=connect_timeout)
+        except grpc.FutureTimeoutError:
+            raise IsometryError(
+                "UNAVAILABLE",
+                f"the local session is open, but isometryd's gRPC socket unix:{self.socket} "
+                f"did not answer within {connect_timeout:g} s; is it the same daemon's "
+                "[daemon] grpc_socket?",
+            ) from None
 
     # ---- session plumbing ----
 
@@ -312,12 +362,7 @@ class Client:
                         self._session_id = event.session_id
                         self._session_ready.set()
                     if event.HasField("completed"):
-                        info = event.completed
-                        self._completions[info.id] = info
-                        self._completions.move_to_end(info.id)
-                        while len(self._completions) > _MAX_COMPLETIONS:
-                            self._completions.popitem(last=False)
-                        self._completion_cv.notify_all()
+                        self._record_locked(event.completed)
         except grpc.RpcError as e:
             with self._lock:
                 if not self._closing:
@@ -332,6 +377,36 @@ class Client:
                 self._completion_cv.notify_all()
             self._session_ready.set()
 
+    def _record_locked(self, info) -> None:
+        """Keeps a completion for completed() and wait() (lock held)."""
+        self._completions[info.id] = info
+        self._completions.move_to_end(info.id)
+        while len(self._completions) > _MAX_COMPLETIONS:
+            self._completions.popitem(last=False)
+        self._completion_cv.notify_all()
+
+    def _watch(self, tid: int) -> None:
+        """Local sessions have no Attach stream: one ``Wait`` call per
+        transfer submitted without waiting delivers its completion instead.
+
+        They go over a connection of their own: the daemon allows 128
+        concurrent calls per connection, and waits beyond that queue there
+        instead of delaying this client's other calls."""
+        future = self._watch_stub.Wait.future(
+            pb.WaitRequest(transfer=tid, timeout_ms=0), metadata=self._metadata()
+        )
+        with self._lock:
+            self._waiters[tid] = future
+
+        def done(f):
+            with self._lock:
+                self._waiters.pop(tid, None)
+                if f.cancelled() or f.exception() is not None:
+                    return  # closing, or the daemon went away: wait() asks again
+                self._record_locked(f.result())
+
+        future.add_done_callback(done)
+
     @property
     def session(self) -> str:
         """The session token the daemon gave this client: a secret capability
@@ -345,26 +420,66 @@ class Client:
 
     @property
     def alive(self) -> bool:
-        """True while the session's Attach stream is open."""
+        """True while the session is open: its Attach stream, or its local
+        socket (``local_socket``)."""
+        if self._local is not None:
+            return not self._closed and self._local.alive
         with self._lock:
             return self._session is not None and not self._stream_ended
 
-    def close(self) -> None:
+    def close(self, timeout: float = 10.0) -> None:
         """Ends the session and releases the channel; safe to call twice.
 
-        Cancelling the Attach stream makes the daemon cancel this session's
-        transfers and free its unpublished allocations. Joins the background
-        thread before returning.
+        Ending the session (cancelling the Attach stream, or closing the
+        local socket) makes the daemon cancel this session's transfers, free
+        its unpublished allocations and end its private ranges. Joins the
+        background thread before returning.
+
+        With private ranges, the transfers this client submitted without
+        waiting are cancelled first and awaited (up to ``timeout`` seconds)
+        before the session ends, and only then are the buffers unpinned, so
+        the daemon is not writing into them when they may be freed. Keep a
+        published buffer alive as long as other sessions may copy into it.
         """
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             self._closing = True
-        self._attach.cancel()
-        if self._thread is not threading.current_thread():
+            waiters = dict(self._waiters)
+        if self._private and waiters:
+            self._drain(waiters, timeout)
+        if self._attach is not None:
+            self._attach.cancel()
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
+        if self._local is not None:
+            self._local.close()
+        if self._watch_channel is not None:
+            self._watch_channel.close()
         self._channel.close()
+        for r in self._private:
+            r._release()
+        self._private = []
+
+    def _drain(self, waiters, timeout: float) -> None:
+        """Cancels the transfers behind `waiters` and waits for their ends,
+        `timeout` seconds in all."""
+        deadline = time.monotonic() + timeout
+        for tid in waiters:
+            try:
+                self._stub.Cancel(
+                    pb.CancelRequest(transfer=tid),
+                    timeout=max(deadline - time.monotonic(), 0.001),
+                    metadata=self._metadata(),
+                )
+            except grpc.RpcError:
+                pass  # ended already, or the daemon is gone: the wait below says
+        for future in waiters.values():
+            try:
+                future.result(timeout=max(deadline - time.monotonic(), 0.0))
+            except (grpc.RpcError, grpc.FutureTimeoutError, grpc.FutureCancelledError):
+                pass
 
     def __enter__(self) -> "Client":
         return self
@@ -395,10 +510,14 @@ class Client:
             return list(answer) if stream else answer
         except grpc.RpcError as e:
             message = e.details() or ""
-            with self._lock:
-                lost = self._stream_ended and self._stream_error is not None
-                if lost:
-                    message += f" (the session ended: {self._stream_error.message})"
+            if self._local is not None:
+                if not self._local.alive:
+                    message += " (the session ended: isometryd closed the local socket)"
+            else:
+                with self._lock:
+                    lost = self._stream_ended and self._stream_error is not None
+                    if lost:
+                        message += f" (the session ended: {self._stream_error.message})"
             raise IsometryError(e.code().name, message) from None
 
     # ---- memory ----
@@ -463,11 +582,66 @@ class Client:
             return self._call("Read", request).data
         return b"".join(chunk.data for chunk in self._call("ReadStream", request, stream=True))
 
+    # ---- private memory ----
+
+    def register_private(self, buffer) -> PrivateRange:
+        """Registers this process's own memory for copies by the daemon.
+
+        ``buffer`` is any writable, C-contiguous object with the buffer
+        protocol: a bytearray, a numpy array, an mmap, a ctypes array, or a
+        memoryview of a part of one. The daemon then reads and writes it
+        directly (the ``cma`` channel) in copies between instances that
+        :meth:`register_instance` puts in it with ``private_range=``.
+
+        The client holds a reference that pins the buffer until the session
+        ends (:meth:`close`): it cannot be resized, closed or freed under
+        the daemon. Ranges cannot be unregistered earlier. The buffer must
+        stay mapped and writable while copies use it.
+
+        Needs a session over the local socket (``Client(...,
+        local_socket=PATH)``): the daemon reaches a process only for a
+        client that proved, by SO_PEERCRED, which process it is.
+
+        Returns:
+            a :class:`PrivateRange` (``id``, ``address``, ``nbytes``,
+            ``publish()``).
+
+        Raises:
+            TypeError: for a read-only buffer or an object without the
+                buffer protocol (nothing is sent to the daemon).
+            ValueError: for an empty or non-contiguous buffer.
+            IsometryError: ``FAILED_PRECONDITION`` for a client without a
+                local socket, or from the daemon (no cma channel in its
+                config, ``RESOURCE_EXHAUSTED`` beyond
+                ``daemon.max_private_ranges_per_session``, ...).
+        """
+        if self._closed:
+            raise IsometryError("FAILED_PRECONDITION", "this client is closed")
+        if self._local is None:
+            raise IsometryError(
+                "FAILED_PRECONDITION",
+                "private memory needs a session over the daemon's local socket: "
+                "Client(..., local_socket=PATH) with its [daemon] local_socket "
+                f"(default {DEFAULT_LOCAL_SOCKET}); gRPC sessions carry no process identity",
+            )
+        view, address, nbytes = pin_buffer(buffer)
+        try:
+            r = self._local.request(
+                register_private=pb.RegisterPrivateRequest(address=address, bytes=nbytes)
+            )
+        except BaseException:
+            view.release()
+            raise
+        rng = PrivateRange(self._local, r.register_private.private_range, buffer, view, address)
+        with self._lock:
+            self._private.append(rng)
+        return rng
+
     # ---- instances and copies ----
 
     def register_instance(
         self,
-        alloc: Union[Allocation, int],
+        alloc: Union[Allocation, int, None] = None,
         bounds: Optional[BoundsLike] = None,
         fields: Optional[FieldsLike] = None,
         layout: str = "",
@@ -476,6 +650,7 @@ class Client:
         file: str = "",
         datatype: Optional[Datatype] = None,
         count: int = 1,
+        private_range: Union[PrivateRange, int, None] = None,
     ) -> Instance:
         """Registers an instance: an index space x fields stored in ``alloc``.
 
@@ -498,10 +673,28 @@ class Client:
                 origin (MPI's buf) is ``offset`` bytes into the allocation
                 or file. Copies between datatype instances move the packed
                 stream (MPI_Pack order).
+            private_range: instead of ``alloc``: process memory, a
+                :class:`PrivateRange` of this client's
+                (:meth:`register_private`) or the id of one that another
+                session of this uid published; ``offset`` is then from the
+                range's first byte. The whole instance must lie inside the
+                range (else ``OUT_OF_RANGE``); a range of another session
+                not published, or one whose session ended, is ``NOT_FOUND``.
 
         Returns:
             an :class:`Instance` with the daemon's id and the storage size.
         """
+        if private_range is not None:
+            if alloc or file:
+                raise ValueError("register_instance: a private_range replaces alloc and file")
+            if isinstance(private_range, bool) or not isinstance(
+                private_range, (PrivateRange, int)
+            ):
+                raise TypeError(
+                    "register_instance: private_range is a PrivateRange or a range id, got "
+                    f"{type(private_range).__name__}"
+                )
+            alloc = 0
         if datatype is not None:
             if bounds is not None or fields is not None or layout:
                 raise ValueError("register_instance: a datatype replaces bounds, fields and layout")
@@ -512,6 +705,7 @@ class Client:
                 count=count,
                 memory=memory,
                 file=file,
+                private_range=int(private_range or 0),
             )
         else:
             if bounds is None or fields is None or not layout:
@@ -524,10 +718,15 @@ class Client:
                 layout=layout,
                 memory=memory,
                 file=file,
+                private_range=int(private_range or 0),
             )
         r = self._call("RegisterInstance", pb.RegisterInstanceRequest(spec=spec))
         return Instance(
-            id=r.instance, total_bytes=r.total_bytes, allocation=spec.allocation, offset=offset
+            id=r.instance,
+            total_bytes=r.total_bytes,
+            allocation=spec.allocation,
+            offset=offset,
+            private_range=spec.private_range,
         )
 
     def register_datatype(self, datatype: Datatype) -> "pb.RegisterDatatypeResponse":
@@ -597,6 +796,8 @@ class Client:
             req.via.append(pb.Hop(memory=memory, layout=layout))
         r = self._call("Copy", req, timeout=timeout if wait else self.call_timeout)
         if not wait:
+            if self._local is not None:
+                self._watch(r.transfer)
             return r.transfer
         if check and r.info.state != "done":
             raise TransferError(r.info)
@@ -604,7 +805,8 @@ class Client:
 
     def completed(self, transfer) -> Optional["pb.TransferInfo"]:
         """The final TransferInfo of one of this session's transfers if its
-        completion event has arrived on the Attach stream, else None."""
+        completion event has arrived (on the Attach stream, or for a local
+        session the answer of its ``Wait`` call), else None."""
         tid = _id(transfer, "completed")
         with self._lock:
             return self._completions.get(tid)
