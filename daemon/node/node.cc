@@ -250,6 +250,9 @@ NodeStatus Node::GetStatus() const {
   s.transfers_active = impl_->active.size();
   s.allocations = impl_->allocations.size();
   s.instances = impl_->instances.size();
+  for (const auto& [id, session] : impl_->sessions) s.datatypes += session.datatypes.size();
+  s.datatype_translations = impl_->translations;
+  s.datatype_translations_memoized = impl_->translations_memoized;
   return s;
 }
 

@@ -121,6 +121,9 @@ struct NodeStatus {
   uint64_t transfers_active = 0;
   uint64_t allocations = 0;
   uint64_t instances = 0;
+  uint64_t datatypes = 0;  // registered handles, all sessions
+  uint64_t datatype_translations = 0;
+  uint64_t datatype_translations_memoized = 0;
 };
 
 struct InstanceSpec {

@@ -201,6 +201,13 @@ void ToProto(const NodeStatus& s, v1::StatusResponse* out) {
   out->set_program_cache_hits(s.runtime.program_cache_hits);
   out->set_program_cache_misses(s.runtime.program_cache_misses);
   out->set_program_cache_bytes(s.runtime.program_cache_bytes);
+  out->set_form_cache_hits(s.runtime.form_cache_hits);
+  out->set_form_cache_misses(s.runtime.form_cache_misses);
+  out->set_form_cache_bytes(s.runtime.form_cache_bytes);
+  out->set_form_cache_entries(s.runtime.form_cache_entries);
+  out->set_datatypes(s.datatypes);
+  out->set_datatype_translations(s.datatype_translations);
+  out->set_datatype_translations_memoized(s.datatype_translations_memoized);
   out->set_allocations(s.allocations);
   out->set_instances(s.instances);
   out->set_plan_cache_hits(s.runtime.plan_cache_hits);

@@ -84,6 +84,12 @@ std::string RenderStatus(const v1::StatusResponse& s) {
                             " misses, " + FormatBytes(s.program_cache_bytes()) + " held"},
       {"plan cache", n(s.plan_cache_hits()) + " hits, " + n(s.plan_cache_misses()) + " misses (" +
                          n(s.plans_simple()) + " simple, " + n(s.plans_full()) + " full plans)"},
+      {"datatype programs", n(s.form_cache_hits()) + " hits, " + n(s.form_cache_misses()) +
+                                " misses, " + n(s.form_cache_entries()) + " kept, " +
+                                FormatBytes(s.form_cache_bytes()) + " held"},
+      {"datatypes", n(s.datatypes()) + " registered; " + n(s.datatype_translations()) +
+                        " translated, " + n(s.datatype_translations_memoized()) +
+                        " by handle without translating"},
       {"allocations", n(s.allocations())},
       {"instances", n(s.instances())},
   });
