@@ -1,0 +1,119 @@
+// A private_worker process (tests/integration/private_worker.cc) driven
+// from a test: it registers and publishes a patterned private range of its
+// own memory; the test reads its range id, dumps its memory, kills it.
+#pragma once
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "integration/daemon_fixture.h"
+#include "unit/test_util.h"
+
+namespace isometry::testing {
+
+// A private_worker process: its range id, its commands, its end.
+class Worker {
+ public:
+  Worker(const Daemon& d, uint64_t bytes, uint64_t seed, long uid = -1, uint64_t hole = 0)
+      : bytes_(bytes), seed_(seed) {
+    const char* bin = std::getenv("ISOMETRY_PRIVATE_WORKER");
+    if (!bin) throw std::runtime_error("ISOMETRY_PRIVATE_WORKER is not set (ctest sets it)");
+    int in[2], out[2];
+    if (pipe(in) != 0 || pipe(out) != 0) throw std::runtime_error("pipe");
+    const std::vector<std::string> args{bin,
+                                        d.local_socket(),
+                                        std::to_string(bytes),
+                                        std::to_string(seed),
+                                        std::to_string(uid),
+                                        std::to_string(hole)};
+    std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addclose(&fa, in[1]);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    const int rc = posix_spawn(&pid_, bin, &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    close(out[1]);
+    if (rc != 0) throw std::runtime_error("cannot start private_worker");
+    to_ = fdopen(in[1], "w");
+    from_ = fdopen(out[0], "r");
+    range_ = std::stoull(ReadLine());
+  }
+  ~Worker() {
+    if (pid_ > 0) {
+      std::fputs("exit\n", to_);
+      std::fflush(to_);
+      Reap();
+    }
+    std::fclose(to_);
+    std::fclose(from_);
+  }
+
+  uint64_t range() const { return range_; }
+  pid_t pid() const { return pid_; }
+  std::vector<std::byte> before() const { return Pattern(bytes_, seed_); }
+
+  // Its memory as it is now.
+  std::vector<std::byte> Dump(const Daemon& d) {
+    // Under /tmp: a worker of another uid cannot write the daemon's directory.
+    (void)d;
+    const std::string path = "/tmp/isometry-private-dump." + std::to_string(pid_);
+    std::fprintf(to_, "dump %s\n", path.c_str());
+    std::fflush(to_);
+    if (ReadLine() != "dumped") throw std::runtime_error("worker did not dump");
+    std::ifstream f(path, std::ios::binary);
+    std::vector<char> raw((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::vector<std::byte> out(raw.size());
+    std::memcpy(out.data(), raw.data(), raw.size());
+    std::remove(path.c_str());
+    return out;
+  }
+
+  void Kill() {
+    ::kill(pid_, SIGKILL);
+    Reap();
+  }
+
+ private:
+  std::string ReadLine() {
+    char line[256];
+    if (!std::fgets(line, sizeof line, from_)) {
+      int st = 0;
+      waitpid(pid_, &st, 0);
+      pid_ = -1;
+      throw std::runtime_error("private_worker ended early, status " + std::to_string(st));
+    }
+    std::string s(line);
+    while (!s.empty() && s.back() == '\n') s.pop_back();
+    return s;
+  }
+  void Reap() {
+    int st = 0;
+    waitpid(pid_, &st, 0);
+    pid_ = -1;
+  }
+
+  uint64_t bytes_, seed_;
+  pid_t pid_ = -1;
+  FILE* to_ = nullptr;
+  FILE* from_ = nullptr;
+  uint64_t range_ = 0;
+};
+
+}  // namespace isometry::testing
