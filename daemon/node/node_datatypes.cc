@@ -117,11 +117,13 @@ Result<std::shared_ptr<const PackedEnd>> Node::Impl::DatatypeEnd(const std::stri
     ++translations;
     if (spec.datatype_handle != 0) {
       absl::MutexLock lock(&mu);
-      Session* s = const_cast<Session*>(FindSessionOrNull(session));
-      auto it = s ? s->datatypes.find(spec.datatype_handle) : decltype(s->datatypes.end()){};
-      if (s && it != s->datatypes.end() &&
-          it->second.forms.size() < RegisteredDatatype::kFormsKept) {
-        it->second.forms.emplace(spec.count, form);
+      Result<Session*> s = FindSession(session);
+      if (s.ok()) {  // the session (or the handle) may have ended meanwhile
+        auto it = (*s)->datatypes.find(spec.datatype_handle);
+        if (it != (*s)->datatypes.end() &&
+            it->second.forms.size() < RegisteredDatatype::kFormsKept) {
+          it->second.forms.emplace(spec.count, form);
+        }
       }
     }
   }

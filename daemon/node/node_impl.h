@@ -220,7 +220,7 @@ struct Node::Impl {
   // Registers an instance whose storage is [spec.offset, + total) (checked
   // against its allocation, range or file name here) and returns its id.
   Result<uint64_t> PlaceInstanceLocked(Session& s, const InstanceSpec& spec, uint64_t total,
-                                       std::shared_ptr<const PackedEnd> packed)
+                                       const std::shared_ptr<const PackedEnd>& packed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // ---- datatypes (node_datatypes.cc) ----

@@ -41,7 +41,7 @@ Result<std::pair<uint64_t, uint64_t>> Node::RegisterInstance(const std::string& 
 
 Result<uint64_t> Node::Impl::PlaceInstanceLocked(Session& s, const InstanceSpec& spec,
                                                  uint64_t total,
-                                                 std::shared_ptr<const PackedEnd> packed) {
+                                                 const std::shared_ptr<const PackedEnd>& packed) {
   if (spec.private_range != 0) {
     if (spec.allocation != 0 || !spec.memory.empty() || !spec.file.empty()) {
       return InvalidArgument("instance: a private range excludes allocation, memory and file");
