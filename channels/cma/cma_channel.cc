@@ -10,6 +10,7 @@
 #include "channels/channel_workers.h"
 #include "channels/cma/client_process.h"
 #include "channels/cma/cma_copy.h"
+#include "channels/cma/cma_gather.h"
 #include "core/strings.h"
 
 namespace isometry {
@@ -84,6 +85,10 @@ class CmaChannel final : public Channel {
 
   Status Copy(const ChannelRequest& request) const {
     ISO_ASSIGN_OR_RETURN(CmaTarget target, TargetOf(request));
+    // Many small remote runs close together: one read and a local gather.
+    if (auto gathered = TryGatherRead(*request.program, target, request.cancelled)) {
+      return *gathered;
+    }
     return CmaCopy(*request.program, target, request.cancelled);
   }
 

@@ -49,7 +49,13 @@ std::string WhyPacked(const PlanExplanation& ex, const PackedEnd& src, const Pac
     why += StrCat("; hop ", h, " (", p.edges[h].channel_name, ", ", topo.NameOf(p.edges[h].src),
                   " -> ", topo.NameOf(p.edges[h].dst), ") moves ", end, " runs of ", p.run_bytes[h],
                   " bytes: ", fmt::format("{:.2f} GB/s", p.hop_bps[h] / 1e9));
-    if (p.edges[h].kind == ChannelKind::kCma) why += " (one system call per run)";
+    if (p.edges[h].kind != ChannelKind::kCma) continue;
+    if (h == 0 && ReadsProcess(p, topo) && CmaGathers(src, ex.chunk_bytes)) {
+      why += StrCat(" -> cma reads each chunk's extent in one call and gathers here (", src.runs,
+                    " runs in ", src.span, " bytes cost more as one system call each)");
+    } else {
+      why += " (cma: one system call per run)";
+    }
   }
   return why;
 }

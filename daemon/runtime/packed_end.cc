@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "channels/cma/cma_gather.h"
 #include "core/checked.h"
 #include "layout/form_restrict.h"
 
@@ -59,7 +60,13 @@ Result<std::shared_ptr<const PackedEnd>> MakePackedEnd(CanonicalForm form, uint6
   return std::shared_ptr<const PackedEnd>(std::move(end));
 }
 
-void CostPackedEnds(Path& path, const PackedEnd& src, const PackedEnd& dst) {
+bool ReadsProcess(const Path& path, const Topology& topo) {
+  if (path.edges.empty() || path.edges[0].kind != ChannelKind::kCma) return false;
+  const TopologyMemory* m = topo.FindMemory(path.nodes[0].memory);
+  return m && m->kind == MemoryKind::kProcess;
+}
+
+void CostPackedEnds(Path& path, const PackedEnd& src, const PackedEnd& dst, const Topology& topo) {
   const size_t hops = path.edges.size();
   if (hops == 0 || path.hop_bps.size() != hops || path.run_bytes.size() != hops) return;
   const uint64_t src_run = std::max<uint64_t>(1, src.bytes / std::max<uint64_t>(1, src.runs));
@@ -69,9 +76,25 @@ void CostPackedEnds(Path& path, const PackedEnd& src, const PackedEnd& dst) {
   double slowest = path.hop_bps[0];
   for (size_t h = 0; h < hops; ++h) {
     if (h == 0 || h + 1 == hops) path.hop_bps[h] = path.edges[h].tp.At(path.run_bytes[h]);
+    if (h == 0 && ReadsProcess(path, topo)) {
+      // Gathering: the extent at the channel's modelled byte cost.
+      const double density = static_cast<double>(src.bytes) / static_cast<double>(src.span);
+      const double gather = density / (kCmaExtentByteNanos * 1e-9);
+      if (CmaGathers(src, path.request_bytes.empty() ? src.bytes : path.request_bytes[0])) {
+        path.hop_bps[0] = std::max(path.hop_bps[0], gather);
+      }
+    }
     slowest = std::min(slowest, path.hop_bps[h]);
   }
   path.predicted_bps = slowest;
+}
+
+bool CmaGathers(const PackedEnd& src, uint64_t chunk_bytes) {
+  if (src.bytes == 0 || chunk_bytes == 0) return false;
+  const double chunks = std::max(1.0, static_cast<double>(src.bytes) / chunk_bytes);
+  const auto runs = static_cast<uint64_t>(static_cast<double>(src.runs) / chunks);
+  const auto extent = static_cast<uint64_t>(static_cast<double>(src.span) / chunks);
+  return GatherPays(runs, extent);
 }
 
 InstanceShape PackedShape(uint64_t bytes) {

@@ -50,8 +50,18 @@ InstanceShape PackedShape(uint64_t bytes);
 // source and write the destination move that end's runs (its average run,
 // bytes / runs), not the dense packed array the planner saw, so their
 // throughput is read at that size (on cma, one iovec or system call per
-// run). Does nothing to a path nobody evaluated.
-void CostPackedEnds(Path& path, const PackedEnd& src, const PackedEnd& dst);
+// run). A cma hop reading a fragmented source may instead read the extent
+// of each chunk in one call and gather it here (channels/cma/cma_gather.h);
+// it is costed at the better of the two, as the channel chooses. Does
+// nothing to a path nobody evaluated.
+void CostPackedEnds(Path& path, const PackedEnd& src, const PackedEnd& dst, const Topology& topo);
+// Whether hop 0 of `path` reads PROCESS memory over cma.
+bool ReadsProcess(const Path& path, const Topology& topo);
+
+// Whether a cma hop reading `src` chunk by chunk gathers (by the channel's
+// own rule, for a chunk of average density) rather than reading run by
+// run.
+bool CmaGathers(const PackedEnd& src, uint64_t chunk_bytes);
 
 // The program for chunk [begin, end) of a packed copy. A null end is a
 // ring slot (the chunk's bytes dense from its first byte). `src_shift` and

@@ -244,7 +244,7 @@ Result<PlanExplanation> Runtime::Explain(const InstanceRef& src, const InstanceR
   ISO_RETURN_IF_ERROR(impl_->CheckPacked(req));  // packed ends: their PackedShape arrays
   const InstanceShape& shape = req.src.shape;
   ISO_ASSIGN_OR_RETURN(Path path, impl_->MakePath(req.src, req.dst, shape.bounds, {}));
-  if (req.src.packed) CostPackedEnds(path, *req.src.packed, *req.dst.packed);
+  if (req.src.packed) CostPackedEnds(path, *req.src.packed, *req.dst.packed, impl_->topo);
   ISO_ASSIGN_OR_RETURN(ChunkGrid grid, impl_->GridFor(path, shape.bounds, shape.fields));
   return ExplainGrid(std::move(path), grid, shape.fields.total_bytes(),
                      impl_->config.slots_per_buffer);

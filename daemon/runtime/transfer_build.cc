@@ -150,7 +150,7 @@ Status Runtime::Impl::PlanPath(TransferState& t, const CopyRequest& req) const {
     t.net_channel = t.path.edges[req.remote->net_hop].channel;
   } else {
     ISO_ASSIGN_OR_RETURN(t.path, MakePath(req.src, req.dst, t.box, req.via));
-    if (req.src.packed) CostPackedEnds(t.path, *req.src.packed, *req.dst.packed);
+    if (req.src.packed) CostPackedEnds(t.path, *req.src.packed, *req.dst.packed, topo);
   }
   const bool sending = req.remote && req.remote->sending;
   t.last_hop = sending ? req.remote->net_hop : t.path.edges.size() - 1;

@@ -1,0 +1,107 @@
+// channels/cma/cma_gather: when a fragmented read of another process is
+// one read of its extent plus a local gather, that it moves exactly the
+// program's bytes, and that an extent with an unmapped page between the
+// runs falls back to run-by-run reads. The "other process" is this one
+// (process_vm_readv on itself through a pidfd), so no child is needed.
+#include "channels/cma/cma_gather.h"
+
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <vector>
+
+#include "layout/executor.h"
+#include "unit/test_util.h"
+
+using namespace isometry;
+using isometry::testing::Pattern;
+
+namespace {
+
+// `outer` groups of `runs` runs of `run` bytes every `stride`, the groups
+// `group_stride` apart; dense at the destination.
+CopyProgram Runs(uint64_t outer, uint64_t group_stride, uint64_t runs, uint64_t run,
+                 uint64_t stride) {
+  CopyProgram p;
+  CopyOp op;
+  op.run_bytes = run;
+  op.num_loops = 2;
+  op.loops[0] = {.count = outer, .src_stride = group_stride, .dst_stride = runs * run};
+  op.loops[1] = {.count = runs, .src_stride = stride, .dst_stride = run};
+  p.ops.push_back(op);
+  p.bytes = op.bytes();
+  p.runs = op.runs();
+  return p;
+}
+
+int SelfPidfd() { return static_cast<int>(syscall(SYS_pidfd_open, getpid(), 0)); }
+
+}  // namespace
+
+TEST_CASE("the source extent of a program, negative strides included") {
+  CopyProgram p = Runs(2, 4096, 8, 8, 16);
+  auto e = SourceExtent(p);
+  REQUIRE(e);
+  CHECK(e->begin == 0);
+  CHECK(e->end == 4096 + 7 * 16 + 8);
+  p.ops[0].src_offset = 10000;
+  p.ops[0].loops[1].src_stride = static_cast<uint64_t>(-16);  // runs going down
+  e = SourceExtent(p);
+  REQUIRE(e);
+  CHECK(e->begin == 10000 - 7 * 16);
+  CHECK(e->end == 10000 + 4096 + 8);
+}
+
+TEST_CASE("gathering pays for many small runs close together, never past its bound") {
+  CHECK(GatherPays(131072, 2 << 20));    // 8-byte blocks every 16 bytes
+  CHECK_FALSE(GatherPays(16, 2 << 20));  // 64 KiB blocks: run by run
+  CHECK_FALSE(GatherPays(1, 64));        // one run: nothing to gather
+  CHECK_FALSE(GatherPays(1 << 24, kMaxGatherBytes + 1));
+}
+
+TEST_CASE("a gathered read moves exactly the program's bytes") {
+  const std::vector<std::byte> src = Pattern(1 << 20, 3);
+  const CopyProgram p = Runs(64, 16384, 512, 8, 24);  // 32768 runs of 8 bytes
+  std::vector<std::byte> got(p.bytes), want(p.bytes);
+  ExecuteProgram(p, src.data(), want.data());
+  const int pidfd = SelfPidfd();
+  REQUIRE(pidfd >= 0);
+  CmaTarget t{.pid = getpid(),
+              .pidfd = pidfd,
+              .remote_base = reinterpret_cast<uintptr_t>(src.data()),
+              .local_base = got.data()};
+  const std::optional<Status> s = TryGatherRead(p, t, nullptr);
+  REQUIRE(s.has_value());  // it gathered
+  REQUIRE(s->ok());
+  CHECK(got == want);
+  // Writes never gather (they would overwrite the bytes between runs).
+  t.direction = CmaDirection::kWrite;
+  CHECK_FALSE(TryGatherRead(p, t, nullptr).has_value());
+  close(pidfd);
+}
+
+TEST_CASE("an unmapped page between the runs falls back to run-by-run reads") {
+  const long page = sysconf(_SC_PAGESIZE);
+  auto* base = static_cast<std::byte*>(
+      mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  REQUIRE(base != MAP_FAILED);
+  for (long i = 0; i < 3 * page; ++i) base[i] = static_cast<std::byte>(i * 5 + 1);
+  REQUIRE(munmap(base + page, page) == 0);             // the hole
+  const CopyProgram p = Runs(2, 2 * page, 64, 8, 16);  // runs in pages 0 and 2
+  const int pidfd = SelfPidfd();
+  REQUIRE(pidfd >= 0);
+  std::vector<std::byte> got(p.bytes), want(p.bytes);
+  CmaTarget t{.pid = getpid(),
+              .pidfd = pidfd,
+              .remote_base = reinterpret_cast<uintptr_t>(base),
+              .local_base = got.data()};
+  CHECK_FALSE(TryGatherRead(p, t, nullptr).has_value());
+  REQUIRE(CmaCopy(p, t).ok());
+  ExecuteProgram(p, base, want.data());
+  CHECK(got == want);
+  close(pidfd);
+  munmap(base, page);
+  munmap(base + 2 * page, page);
+}
