@@ -265,8 +265,7 @@ class Parser {
       return q.value;
     }
     const int64_t e = old.extent();
-    if (e == 0 || (e == -1 && q.value == std::numeric_limits<int64_t>::min()) ||
-        q.value % e != 0) {
+    if (e == 0 || (e == -1 && q.value == std::numeric_limits<int64_t>::min()) || q.value % e != 0) {
       if (e == 0 && q.value == 0) {
         return 0;
       }
@@ -400,9 +399,8 @@ class Parser {
     }
     ISO_ASSIGN_OR_RETURN(const Datatype old, Type(depth + 1));
     ISO_ASSIGN_OR_RETURN(const std::vector<int64_t> d, Disps(disps, in_elements, old, list_at));
-    return Built(in_elements ? Datatype::Indexed(lengths, d, old)
-                             : Datatype::Hindexed(lengths, d, old),
-                 at);
+    return Built(
+        in_elements ? Datatype::Indexed(lengths, d, old) : Datatype::Hindexed(lengths, d, old), at);
   }
 
   Result<Datatype> IndexedBlock(bool in_elements, size_t at, int depth) {

@@ -138,8 +138,8 @@ TEST_CASE("short forms build the same types as the constructors") {
        Ok(Datatype::Darray(2, 1, gsizes, cyc, two, psizes, ArrayOrder::kC, kInt))},
       {"resized(-4,16,int32)", Ok(Datatype::Resized(kInt, -4, 16))},
       {"contiguous(2,\n\tvector(2,1,2,resized(0,8,int32)))",
-       Ok(Datatype::Contiguous(
-           2, Ok(Datatype::Vector(2, 1, 2, Ok(Datatype::Resized(kInt, 0, 8))))))},
+       Ok(Datatype::Contiguous(2,
+                               Ok(Datatype::Vector(2, 1, 2, Ok(Datatype::Resized(kInt, 0, 8))))))},
   };
   for (const Case& c : cases) {
     INFO(c.text);
@@ -150,19 +150,18 @@ TEST_CASE("short forms build the same types as the constructors") {
 
 TEST_CASE("bad text is InvalidArgument naming the column and what was expected") {
   CHECK(Bad("") == "datatype text, column 1: expected a datatype, got end of text");
-  CHECK(Bad("int33") == "datatype text, column 1: expected a datatype (unknown name 'int33'), "
-                        "got 'i'");
+  CHECK(Bad("int33") ==
+        "datatype text, column 1: expected a datatype (unknown name 'int33'), "
+        "got 'i'");
   CHECK(Bad("vektor(1,2,3,byte)").find("unknown constructor 'vektor'") != std::string::npos);
-  CHECK(Bad("vector(1,2,3 x,byte)") ==
-        "datatype text, column 14: expected ',' or ';', got 'x'");
+  CHECK(Bad("vector(1,2,3 x,byte)") == "datatype text, column 14: expected ',' or ';', got 'x'");
   CHECK(Bad("contiguous(2,byte").find("expected ')', got end of text") != std::string::npos);
   CHECK(Bad("contiguous(2,byte))").find("column 19: expected the end") != std::string::npos);
   CHECK(Bad("indexed([1,2],[0,3],int32").find("expected ')'") != std::string::npos);
   CHECK(Bad("indexed([1,2,[0,3],int32)").find("column 14: expected a number") != std::string::npos);
   CHECK(Bad("contiguous(-1,byte)").find("count must be >= 0") != std::string::npos);
   CHECK(Bad("contiguous(2,\x01)").find("byte 0x01") != std::string::npos);
-  CHECK(Bad("struct([1,2],[0,4],[int32])").find("2 blocklengths but 1 types") !=
-        std::string::npos);
+  CHECK(Bad("struct([1,2],[0,4],[int32])").find("2 blocklengths but 1 types") != std::string::npos);
   CHECK(Bad("struct([1*int32],[0])").find("blocklengths like") != std::string::npos);
   CHECK(Bad("indexed([1@0B,2],[0],int32)").find("blocklengths like") != std::string::npos);
   CHECK(Bad("vector(2,1,6B,int32)").find("6B is not a whole number of elements") !=
@@ -202,7 +201,8 @@ TEST_CASE("nesting and size limits hold before any recursion") {
   CHECK(Bad(deep).find("nesting deeper than 32") != std::string::npos);
   std::string ok = "byte";
   for (int i = 1; i < kMaxDatatypeDepth; ++i) {
-    ok = "contiguous(1," + ok + ")";
+    ok.insert(0, "contiguous(1,");
+    ok += ")";
   }
   CHECK(ParseDatatype(ok).ok());
   CHECK(Bad("contiguous(1," + ok + ")").find("nesting deeper") != std::string::npos);

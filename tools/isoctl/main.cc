@@ -195,7 +195,8 @@ void AddPlanCommand(CLI::App& app, Invocation& inv) {
   plan_cmd->add_option("SRC", plan.src_memory, "source memory name")->required();
   plan_cmd->add_option("DST", plan.dst_memory, "destination memory name")->required();
   AddShapeOptions(plan_cmd, inv.plan_shape);
-  const auto nonnegative = CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max(), "NONNEGATIVE");
+  const auto nonnegative =
+      CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max(), "NONNEGATIVE");
   plan_cmd->add_option("--src-type", inv.plan_src_type,
                        "source as an MPI-style datatype instead of a layout, e.g. "
                        "\"vector(1024,8,16,byte)\" (README, \"Datatype text\")");
@@ -209,12 +210,12 @@ void AddPlanCommand(CLI::App& app, Invocation& inv) {
       ->check(nonnegative);
   plan_cmd->callback([&] {
     inv.prepare = [&]() -> Status {
-      ISO_ASSIGN_OR_RETURN(plan.src_type, ParseTypeOption(inv.plan_src_type, "--src-type",
-                                                          inv.plan_shape.src_layout,
-                                                          "--src-layout"));
-      ISO_ASSIGN_OR_RETURN(plan.dst_type, ParseTypeOption(inv.plan_dst_type, "--dst-type",
-                                                          inv.plan_shape.dst_layout,
-                                                          "--dst-layout"));
+      ISO_ASSIGN_OR_RETURN(
+          plan.src_type, ParseTypeOption(inv.plan_src_type, "--src-type", inv.plan_shape.src_layout,
+                                         "--src-layout"));
+      ISO_ASSIGN_OR_RETURN(
+          plan.dst_type, ParseTypeOption(inv.plan_dst_type, "--dst-type", inv.plan_shape.dst_layout,
+                                         "--dst-layout"));
       ISO_ASSIGN_OR_RETURN(plan.shape, ParseShapeArgs(inv.plan_shape));
       // Checked here as for `copy`, so that a bad shape is a usage error;
       // only a side described by a layout has one.

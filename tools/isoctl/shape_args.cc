@@ -96,8 +96,8 @@ Result<std::optional<Datatype>> ParseTypeOption(const std::string& text, const c
     return std::nullopt;
   }
   if (!layout.empty()) {
-    return UsageError(StrCat(option, " and ", layout_option,
-                             " both describe one side; give one of them"));
+    return UsageError(
+        StrCat(option, " and ", layout_option, " both describe one side; give one of them"));
   }
   Result<Datatype> t = ParseDatatype(text);
   if (!t.ok()) {
