@@ -212,8 +212,9 @@ class Datatype {
   DatatypeKind kind() const { return node_->kind; }
   const DatatypeNode& node() const { return *node_; }
 
-  // One line, e.g. "vector(count=4,blocklength=1,stride=2,int32)"; nested
-  // types inline; long lists abbreviated; at most max_chars (then "...").
+  // One line, e.g. "vector(4,1,8B; int32)"; nested types inline; long
+  // lists abbreviated; at most max_chars (then "..."). ParseDatatype
+  // (core/datatype_text.h) reads an unabbreviated one back.
   std::string ToString(size_t max_chars = 4096) const;
 
  private:

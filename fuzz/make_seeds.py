@@ -94,6 +94,22 @@ write("layout_fuzzer", "blocked_4d", layout(4, [(0, 2)] * 4, "F,x_in=2,y_in=3,z,
 write("layout_fuzzer", "soa_3d", layout(3, [(1, 4), (0, 5), (2, 3)], "z,y,x,F"))
 write("layout_fuzzer", "int64_edges", layout(2, [(0, 0), (I64_MIN, I64_MAX)], "F,y,x"))
 
+# datatype_text_fuzzer: both forms of every constructor (core/datatype_text.h).
+for name, text in [
+        ("vector_short", "vector(1024,8,16,byte)"),
+        ("vector_printed", "vector(4,1,8B; int32)"),
+        ("indexed", "indexed([1@0B,2@12B]; resized(-4,16; int32))"),
+        ("indexed_short", "hindexed([1,2],[0,12],double)"),
+        ("indexed_block", "indexed_block(2,[0,3],int32)"),
+        ("struct", "struct([1*int32@0B,2*double@8B])"),
+        ("struct_short", "struct([1,2],[0,8],[int32,contiguous(2,char)])"),
+        ("subarray", "subarray(F,sizes=[4,6],subsizes=[2,3],starts=[1,0]; double)"),
+        ("subarray_short", "subarray([4,6],[2,3],[1,0],c,long_double)"),
+        ("darray", "darray(rank 1/6,C,gsizes=[10,7],distribs=[block(4),cyclic],psizes=[3,2]; int32)"),
+        ("darray_short", "darray(2,1,[8],[cyclic(2)],[2],fortran,uint16)"),
+]:
+    write("datatype_text_fuzzer", name, text.encode())
+
 # config_fuzzer: the embedded default, the packaged config, a small cluster.
 here = os.path.dirname(os.path.abspath(__file__))
 with open(os.path.join(here, "..", "config", "config_parser.cc")) as f:

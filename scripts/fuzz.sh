@@ -17,7 +17,7 @@ shift || true
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${ISOMETRY_FUZZ_BUILD:-$root/build-fuzz}
 work=${ISOMETRY_FUZZ_WORK:-${TMPDIR:-/tmp}/isometry-fuzz}
-all=(ring_entry_fuzzer local_frame_fuzzer request_fuzzer layout_fuzzer config_fuzzer)
+all=(ring_entry_fuzzer local_frame_fuzzer request_fuzzer layout_fuzzer datatype_text_fuzzer config_fuzzer)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "proto/datatype_wire.h"
 #include "tools/isoctl/json.h"
 #include "tools/isoctl/render.h"
 
@@ -88,10 +89,22 @@ Status RunPlan(DaemonClient& client, const Output& out, const PlanArgs& args) {
   v1::ExplainPlanRequest req;
   req.set_src_memory(args.src_memory);
   req.set_dst_memory(args.dst_memory);
-  req.set_src_layout(args.shape.src_layout);
-  req.set_dst_layout(args.shape.dst_layout);
-  BoxToProto(args.shape.extents, req.mutable_bounds());
-  FieldsToProto(args.shape.fields, req.mutable_fields());
+  if (args.src_type) {
+    wire::DatatypeToProto(*args.src_type, req.mutable_src_datatype());
+    req.set_src_count(args.src_count);
+  } else {
+    req.set_src_layout(args.shape.src_layout);
+  }
+  if (args.dst_type) {
+    wire::DatatypeToProto(*args.dst_type, req.mutable_dst_datatype());
+    req.set_dst_count(args.dst_count);
+  } else {
+    req.set_dst_layout(args.shape.dst_layout);
+  }
+  if (!args.src_type || !args.dst_type) {
+    BoxToProto(args.shape.extents, req.mutable_bounds());
+    FieldsToProto(args.shape.fields, req.mutable_fields());
+  }
   v1::ExplainPlanResponse resp;
   ISO_RETURN_IF_ERROR(client.Call(&Stub::ExplainPlan, req, &resp));
   return Print(out, resp, RenderPlan);

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "core/datatype.h"
 #include "core/status.h"
 #include "tools/isoctl/daemon_client.h"
 #include "tools/isoctl/shape_args.h"
@@ -25,10 +26,15 @@ Status RunPeers(DaemonClient& client, const Output& out);
 // Transfers in flight, or one transfer (in flight or recently ended) by id.
 Status RunTransfers(DaemonClient& client, const Output& out, std::optional<uint64_t> id);
 
+// A side is a layout over `shape`, or `count` elements of a datatype
+// (then the shape describes nothing on that side; with datatypes on both
+// sides it is not sent).
 struct PlanArgs {
   std::string src_memory;
   std::string dst_memory;
   ParsedShape shape;
+  std::optional<Datatype> src_type, dst_type;
+  int64_t src_count = 1, dst_count = 1;
 };
 Status RunPlan(DaemonClient& client, const Output& out, const PlanArgs& args);
 // Measures every channel again (the daemon replans with the figures).

@@ -234,6 +234,39 @@ class ReadCommandsTest(IsoctlTest):
         self.assertIn("algorithm: ", human)
         self.assertRegex(human, r"(?m)^\s*0\s+memcpy0\s+sys0->sys0\s+F,x,y\s+x,y,F\s")
 
+    def test_plan_datatypes(self):
+        """--src-type/--dst-type send datatypes; the daemon's why (runs per
+        end) is printed, and is in the JSON too."""
+        vec = ["--src-type", "vector(1024, 8, 16, byte)"]
+        both = self.ok("plan", "sys0", "sys0", *vec, "--dst-type", "contiguous(8192,byte)")
+        # One datatype on one side, a layout over the shape on the other.
+        mixed = self.ok("plan", "sys0", "sys0", *vec, "--extents", "8192", "--fields", "v:1")
+        for human in (both, mixed):
+            self.assertRegex(human, r"(?m)^path: sys0.*-\[memcpy0\]-> sys0")
+            self.assertRegex(human, r"(?m)^\s*0\s+memcpy0\s+sys0->sys0\s")
+            self.assertRegex(human, r"(?m)^why: source 1 x vector\(1024,8,16B; byte\): "
+                             r"8192 bytes in 1024 runs.*")
+        self.assertRegex(both, r"(?m)^why: .*destination 1 x contiguous\(8192; byte\)")
+        self.assertRegex(mixed, r"(?m)^why: .*destination layout 'F,x'")
+        p = self.json("plan", "sys0", "sys0", *vec, "--src-count", "2",
+                      "--dst-type", "contiguous(16384,byte)")
+        self.assertIn("2 x vector(1024,8,16B; byte)", p["why"])
+        # The 2nd element starts at the extent, where the 1st's last run ends.
+        self.assertIn("16384 bytes in 2047 runs", p["why"])
+
+    def test_plan_bad_type_is_a_usage_error(self):
+        for args, message in (
+            (["--src-type", "vector(1024,8,16,bytes)"], "column 18: expected a datatype"),
+            (["--dst-type", "contiguous(8,byte"], "expected ')', got end of text"),
+            (["--src-type", "byte", "--src-layout", "F,x"], "give one of them"),
+            (["--dst-type", "byte", "--dst-count", "-1"], "--dst-count"),
+        ):
+            with self.subTest(args=args):
+                # Found before connecting: no daemon on this socket.
+                r = self.isoctl("plan", "sys0", "sys0", *args, socket="/nonexistent/grpc.sock")
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(message, r.stderr)
+
     def test_top_json_lines_and_plain_frames(self):
         out = self.ok("--json", "top", "--iterations", "2", "--interval-ms", "20")
         docs = [json.loads(line) for line in out.splitlines()]

@@ -115,6 +115,7 @@ struct Invocation {
   std::optional<uint64_t> transfer_id;
   TopArgs top;
   ShapeArgs plan_shape;
+  std::string plan_src_type, plan_dst_type;
   PlanArgs plan;
   ShapeArgs copy_shape;
   CopyArgs copy;
@@ -194,12 +195,36 @@ void AddPlanCommand(CLI::App& app, Invocation& inv) {
   plan_cmd->add_option("SRC", plan.src_memory, "source memory name")->required();
   plan_cmd->add_option("DST", plan.dst_memory, "destination memory name")->required();
   AddShapeOptions(plan_cmd, inv.plan_shape);
+  const auto nonnegative =
+      CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max(), "NONNEGATIVE");
+  plan_cmd->add_option("--src-type", inv.plan_src_type,
+                       "source as an MPI-style datatype instead of a layout, e.g. "
+                       "\"vector(1024,8,16,byte)\" (README, \"Datatype text\")");
+  plan_cmd->add_option("--src-count", plan.src_count, "elements of --src-type")
+      ->capture_default_str()
+      ->check(nonnegative);
+  plan_cmd->add_option("--dst-type", inv.plan_dst_type,
+                       "destination as a datatype instead of a layout (as --src-type)");
+  plan_cmd->add_option("--dst-count", plan.dst_count, "elements of --dst-type")
+      ->capture_default_str()
+      ->check(nonnegative);
   plan_cmd->callback([&] {
     inv.prepare = [&]() -> Status {
+      ISO_ASSIGN_OR_RETURN(
+          plan.src_type, ParseTypeOption(inv.plan_src_type, "--src-type", inv.plan_shape.src_layout,
+                                         "--src-layout"));
+      ISO_ASSIGN_OR_RETURN(
+          plan.dst_type, ParseTypeOption(inv.plan_dst_type, "--dst-type", inv.plan_shape.dst_layout,
+                                         "--dst-layout"));
       ISO_ASSIGN_OR_RETURN(plan.shape, ParseShapeArgs(inv.plan_shape));
-      // Checked here as for `copy`, so that a bad shape is a usage error.
-      ISO_RETURN_IF_ERROR(MakeShape(plan.shape, plan.shape.src_layout, "--src-layout").status());
-      ISO_RETURN_IF_ERROR(MakeShape(plan.shape, plan.shape.dst_layout, "--dst-layout").status());
+      // Checked here as for `copy`, so that a bad shape is a usage error;
+      // only a side described by a layout has one.
+      if (!plan.src_type) {
+        ISO_RETURN_IF_ERROR(MakeShape(plan.shape, plan.shape.src_layout, "--src-layout").status());
+      }
+      if (!plan.dst_type) {
+        ISO_RETURN_IF_ERROR(MakeShape(plan.shape, plan.shape.dst_layout, "--dst-layout").status());
+      }
       return OkStatus();
     };
     inv.run = [&](DaemonClient& c) { return RunPlan(c, inv.output, plan); };

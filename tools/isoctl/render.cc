@@ -287,6 +287,11 @@ std::string RenderPlan(const v1::ExplainPlanResponse& p) {
   if (p.predicted_bytes_per_s() > 0) {
     out += "predicted: " + FormatRate(p.predicted_bytes_per_s()) + "\n";
   }
+  // One line: its "; " also appears inside datatype texts, so it is not
+  // a safe place to break.
+  if (!p.why().empty()) {
+    out += "why: " + p.why() + "\n";
+  }
   out += "chunks: " + std::to_string(p.chunks()) + " of " + FormatBytes(p.chunk_bytes()) + "\n";
   Table t({{"HOP", Align::kRight},
            {"CHANNEL"},

@@ -1,6 +1,7 @@
 #include "tools/isoctl/shape_args.h"
 
 #include "core/box.h"
+#include "core/datatype_text.h"
 #include "core/layout.h"
 #include "core/strings.h"
 #include "tools/isoctl/exit_codes.h"
@@ -86,6 +87,23 @@ Result<InstanceShape> MakeShape(const ParsedShape& shape, const std::string& lay
     return UsageError(StrCat("--extents/", option, ": ", v.message()));
   }
   return s;
+}
+
+Result<std::optional<Datatype>> ParseTypeOption(const std::string& text, const char* option,
+                                                const std::string& layout,
+                                                const char* layout_option) {
+  if (text.empty()) {
+    return std::nullopt;
+  }
+  if (!layout.empty()) {
+    return UsageError(
+        StrCat(option, " and ", layout_option, " both describe one side; give one of them"));
+  }
+  Result<Datatype> t = ParseDatatype(text);
+  if (!t.ok()) {
+    return UsageError(StrCat(option, " '", text, "': ", t.status().message()));
+  }
+  return std::optional<Datatype>(*std::move(t));
 }
 
 void BoxToProto(const std::vector<int64_t>& extents, v1::Box* out) {

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/datatype.h"
 #include "core/field_space.h"
 #include "core/instance.h"
 #include "core/status.h"
@@ -40,6 +42,13 @@ std::string DefaultLayout(int dims);
 // option in errors ("--src-layout").
 Result<InstanceShape> MakeShape(const ParsedShape& shape, const std::string& layout,
                                 const char* option);
+
+// --src-type/--dst-type (core/datatype_text.h): nullopt when `text` is
+// empty. A side is described by a type or by a layout, so naming both
+// (`layout` non-empty) is an error too.
+Result<std::optional<Datatype>> ParseTypeOption(const std::string& text, const char* option,
+                                                const std::string& layout,
+                                                const char* layout_option);
 
 void BoxToProto(const std::vector<int64_t>& extents, v1::Box* out);
 void FieldsToProto(const std::vector<Field>& fields,
