@@ -382,7 +382,9 @@ void ContiguousRow(Setup& s, const DatatypeOptions& o, Report& report) {
   CopyAndCheck(s, src, dst, s.source, name);
   auto readv = [&] {
     iovec local{s.dst, kRangeBytes};
-    iovec remote{reinterpret_cast<void*>(s.peer->address()), kRangeBytes};
+    // The peer's address, only handed to the kernel.
+    iovec remote{reinterpret_cast<void*>(s.peer->address()),  // NOLINT(performance-no-int-to-ptr)
+                 kRangeBytes};
     if (process_vm_readv(s.peer->pid(), &local, 1, &remote, 1, 0) !=
         static_cast<ssize_t>(kRangeBytes)) {
       Die("process_vm_readv of the peer failed");
