@@ -12,6 +12,7 @@
 #include "core/lock_checks.h"
 #include "core/main_guard.h"
 #include "tools/bench/daemon_scenarios.h"
+#include "tools/bench/datatype_scenarios.h"
 #include "tools/bench/disk_scenarios.h"
 #include "tools/bench/local_scenarios.h"
 #include "tools/bench/planner_scenarios.h"
@@ -23,13 +24,14 @@ namespace {
 
 // Runs the scenarios named in `only` (all when empty); 2 for an unknown name.
 int RunChosen(const std::vector<std::string>& only, bool json, const LocalOptions& local,
-              const DaemonOptions& daemon, const std::string& disk_dir, double disk_mib) {
+              const DaemonOptions& daemon, const DatatypeOptions& datatype,
+              const std::string& disk_dir, double disk_mib) {
   const std::set<std::string> chosen(only.begin(), only.end());
   auto wanted = [&](const char* name) { return chosen.empty() || chosen.count(name); };
   for (const std::string& s : chosen) {
     if (s != "contiguous" && s != "aos_to_soa" && s != "pipeline" && s != "priority" &&
         s != "client_to_client" && s != "latency" && s != "first_copy" && s != "disk" &&
-        s != "planning") {
+        s != "planning" && s != "datatype") {
       std::fprintf(stderr, "unknown scenario '%s'\n", s.c_str());
       return 2;
     }
@@ -59,6 +61,9 @@ int RunChosen(const std::vector<std::string>& only, bool json, const LocalOption
   if (wanted("planning")) {
     RunPlanning(local.rounds, report);
   }
+  if (wanted("datatype")) {
+    RunDatatype(datatype, report);
+  }
   if (wanted("disk")) {
     RunDisk(disk_dir, static_cast<uint64_t>(disk_mib * (1 << 20)), report, local.rounds,
             local.calibrate);
@@ -68,6 +73,9 @@ int RunChosen(const std::vector<std::string>& only, bool json, const LocalOption
 }
 
 int Main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == kDatatypePeerFlag) {  // the datatype rows' peer
+    return DatatypePeerMain(argv[2], std::stoull(argv[3]));
+  }
   isometry::SetLockOrderChecksForBuild();  // as isometryd does: measure what users run
   CLI::App app{"isometry_bench: Isometry against the physical limit and its peers"};
   bool json = false;
@@ -79,7 +87,7 @@ int Main(int argc, char** argv) {
   app.add_flag("--json", json, "one JSON object per line instead of a table");
   app.add_option("--scenario", only,
                  "run only these: contiguous, aos_to_soa, pipeline, priority, client_to_client, "
-                 "latency, first_copy, disk, planning (default: all)");
+                 "latency, first_copy, datatype, disk, planning (default: all)");
   app.add_option("--rounds,--repeat", local.rounds,
                  "paired rounds per row: Isometry and its baseline back to back in each, the "
                  "table shows the median of the per-round ratios and their range (at least 5 "
@@ -108,13 +116,18 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(100, 10000000));
   app.add_option("--grpc-iterations", daemon.grpc_iterations, "4 KiB copies over gRPC per round")
       ->check(CLI::Range(100, 10000000));
-  app.add_flag("--no-peers", no_peers, "skip UCX / MPICH / Open MPI in client_to_client");
+  app.add_flag("--no-peers", no_peers,
+               "skip UCX / MPICH / Open MPI in client_to_client and datatype");
   std::string disk_dir = "/var/tmp";
   double disk_mib = 1024;
   app.add_option("--disk-dir", disk_dir,
                  "scratch directory for the disk scenario (O_DIRECT-capable)");
   app.add_option("--disk-mib", disk_mib, "bytes the disk scenario writes and reads")
       ->check(CLI::Range(1.0, 1048576.0));
+  double datatype_seconds = 0.2;
+  app.add_option("--datatype-seconds", datatype_seconds,
+                 "datatype rows: timed copies per side and round, in seconds")
+      ->check(CLI::Range(0.01, 60.0));
   CLI11_PARSE(app, argc, argv);
   local.calibrate = !no_calibrate;
   local.contiguous_bytes.clear();
@@ -127,7 +140,9 @@ int Main(int argc, char** argv) {
   daemon.peers = !no_peers;
   daemon.rounds = local.rounds;
 
-  return RunChosen(only, json, local, daemon, disk_dir, disk_mib);
+  const DatatypeOptions datatype{daemon.isometryd, daemon.source_dir, local.rounds,
+                                 datatype_seconds, daemon.peers};
+  return RunChosen(only, json, local, daemon, datatype, disk_dir, disk_mib);
 }
 
 }  // namespace

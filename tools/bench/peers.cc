@@ -424,15 +424,17 @@ struct Build {
   std::string binary_or_error;
 };
 
-Build Compile(const Flavor& f, const std::string& source_dir, const std::string& dir) {
+// Builds `source_dir`/`program`.c with the flavour's mpicc.
+Build Compile(const Flavor& f, const std::string& program, const std::string& source_dir,
+              const std::string& dir) {
   if (dir.empty()) {
     return {false, "cannot create a temporary directory"};
   }
-  const std::string source = source_dir + "/mpi_bandwidth.c";
+  const std::string source = source_dir + "/" + program + ".c";
   if (access(source.c_str(), R_OK) != 0) {
     return {false, "cannot read " + source};
   }
-  const std::string binary = dir + "/" + f.mpicc + "_mpi_bandwidth";
+  const std::string binary = dir + "/" + f.mpicc + "_" + program;
   const Command cc{{f.mpicc, "-O2", "-o", binary, source}, {}};
   std::string error;
   const std::optional<Outcome> o = Run(cc, Clock::now() + kPeerTimeout, &error);
@@ -443,22 +445,6 @@ Build Compile(const Flavor& f, const std::string& source_dir, const std::string&
     return {false, Describe(cc) + ": " + why};
   }
   return {true, binary};
-}
-
-// Compiles the program for `which` the first time it is asked for; later
-// calls, failed ones included, get the first answer.
-Build BuildOnce(MpiFlavor which, const Flavor& f, const std::string& source_dir) {
-  struct Builds {
-    absl::Mutex mu;
-    BuildDir dir ABSL_GUARDED_BY(mu);
-    std::map<MpiFlavor, Build> by_flavor ABSL_GUARDED_BY(mu);
-  };
-  static Builds builds;
-  absl::MutexLock lock(&builds.mu);
-  if (auto it = builds.by_flavor.find(which); it != builds.by_flavor.end()) {
-    return it->second;
-  }
-  return builds.by_flavor[which] = Compile(f, source_dir, builds.dir.path());
 }
 
 // The value of "bytes_per_s=" in mpi_bandwidth's line.
@@ -474,6 +460,48 @@ std::optional<double> ParseMpiLine(const std::string& output) {
     return std::nullopt;
   }
   return v;
+}
+
+// Compiles the program for `which` the first time it is asked for; later
+// calls, failed ones included, get the first answer.
+Build BuildOnce(MpiFlavor which, const Flavor& f, const std::string& program,
+                const std::string& source_dir) {
+  struct Builds {
+    absl::Mutex mu;
+    BuildDir dir ABSL_GUARDED_BY(mu);
+    std::map<std::pair<MpiFlavor, std::string>, Build> built ABSL_GUARDED_BY(mu);
+  };
+  static Builds builds;
+  absl::MutexLock lock(&builds.mu);
+  const auto key = std::make_pair(which, program);
+  if (auto it = builds.built.find(key); it != builds.built.end()) {
+    return it->second;
+  }
+  return builds.built[key] = Compile(f, program, source_dir, builds.dir.path());
+}
+
+// Runs `args` after the flavour's launcher and parses mpi_*.c's
+// "bytes_per_s=" line.
+PeerResult RunMpi(const Flavor& f, const std::vector<std::string>& args) {
+  Command run = f.launch;
+  run.argv.insert(run.argv.end(), args.begin(), args.end());
+  const std::string command = Describe(run);
+  std::string error;
+  const std::optional<Outcome> o = Run(run, Clock::now() + kPeerTimeout, &error);
+  if (!o) {
+    return Unavailable(f.name + ": " + error);
+  }
+  if (const std::string why = FailureOf(*o); !why.empty()) {
+    return Unavailable(f.name + ": " + why + " [" + command + "]");
+  }
+  const std::optional<double> bandwidth = ParseMpiLine(o->output);
+  if (!bandwidth) {
+    return Unavailable(f.name + ": no bytes_per_s= in output [" + command +
+                       "]: " + Tail(o->output));
+  }
+  const std::string lanes = UcxTagLanes(o->output);
+  return {true, *bandwidth,
+          command + " (transport: " + f.transport + (lanes.empty() ? "" : ", UCX " + lanes) + ")"};
 }
 
 }  // namespace
@@ -540,32 +568,25 @@ PeerResult MpiSendBandwidth(MpiFlavor which, uint64_t bytes, const std::string& 
     return Unavailable(f.name +
                        ": size must be 1..2^31-1 bytes and at most a quarter of the memory");
   }
-  const Build build = BuildOnce(which, f, source_dir);
+  const Build build = BuildOnce(which, f, "mpi_bandwidth", source_dir);
   if (!build.ok) {
     return Unavailable(f.name + ": " + build.binary_or_error);
   }
   const uint64_t iterations = IterationsFor(bytes);
-  Command run = f.launch;
-  run.argv.insert(run.argv.end(),
-                  {build.binary_or_error, std::to_string(bytes), std::to_string(iterations),
-                   std::to_string(WarmupFor(iterations))});
-  const std::string command = Describe(run);
-  std::string error;
-  const std::optional<Outcome> o = Run(run, Clock::now() + kPeerTimeout, &error);
-  if (!o) {
-    return Unavailable(f.name + ": " + error);
+  return RunMpi(f, {build.binary_or_error, std::to_string(bytes), std::to_string(iterations),
+                    std::to_string(WarmupFor(iterations))});
+}
+
+PeerResult MpiDatatypeBandwidth(MpiFlavor which, const std::string& kernel, int64_t block,
+                                uint64_t iterations, const std::string& source_dir) {
+  const Flavor f = FlavorOf(which);
+  const Build build = BuildOnce(which, f, "mpi_datatype", source_dir);
+  if (!build.ok) {
+    return Unavailable(f.name + ": " + build.binary_or_error);
   }
-  if (const std::string why = FailureOf(*o); !why.empty()) {
-    return Unavailable(f.name + ": " + why + " [" + command + "]");
-  }
-  const std::optional<double> bandwidth = ParseMpiLine(o->output);
-  if (!bandwidth) {
-    return Unavailable(f.name + ": no bytes_per_s= in output [" + command +
-                       "]: " + Tail(o->output));
-  }
-  const std::string lanes = UcxTagLanes(o->output);
-  return {true, *bandwidth,
-          command + " (transport: " + f.transport + (lanes.empty() ? "" : ", UCX " + lanes) + ")"};
+  iterations = std::max<uint64_t>(iterations, 1);
+  return RunMpi(f, {build.binary_or_error, kernel, std::to_string(iterations),
+                    std::to_string(WarmupFor(iterations)), std::to_string(block)});
 }
 
 }  // namespace isometry::bench

@@ -30,4 +30,12 @@ enum class MpiFlavor { kMpich, kOpenMpi };
 // measures the bandwidth after a warm-up.
 PeerResult MpiSendBandwidth(MpiFlavor flavor, uint64_t bytes, const std::string& source_dir);
 
+// Builds `source_dir`/mpi_datatype.c the same way and runs it as 2 ranks:
+// `iterations` timed MPI_Send/MPI_Recv of `kernel` (its KERNEL argument;
+// `block` for "vector"), both ranks describing their buffer with the
+// kernel's derived datatype; bytes_per_s counts packed bytes. The receiver
+// checks the data, so a wrong transfer is ok=false.
+PeerResult MpiDatatypeBandwidth(MpiFlavor flavor, const std::string& kernel, int64_t block,
+                                uint64_t iterations, const std::string& source_dir);
+
 }  // namespace isometry::bench

@@ -1,0 +1,467 @@
+#include "tools/bench/datatype_scenarios.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "client/cpp/isometry_client.h"
+#include "tools/bench/datatype_kernels.h"
+#include "tools/bench/peers.h"
+#include "tools/common/daemon_process.h"
+
+extern char** environ;
+
+namespace isometry::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using client::Elements;
+
+// The peer's range and the benchmark's own: room for the 64 MiB row (the
+// kernels' buffers are at most 4 MiB).
+constexpr uint64_t kRangeBytes = 64ull << 20;
+
+constexpr char kConfig[] = R"(
+[[memory]]
+name = "sys0"
+pool = "64MiB"
+client_quota = "64MiB"
+[[channel]]
+name = "memcpy0"
+[[channel]]
+name = "cma0"
+kind = "cma"
+)";
+
+constexpr char kNoPlan[] = "no plan: through the daemon, and the C++ client has no ExplainPlan";
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "isometry_bench: %s\n", what.c_str());
+  // The rows so far are void; nothing needs an orderly shutdown.
+  std::exit(1);  // NOLINT(concurrency-mt-unsafe)
+}
+
+template <typename T>
+T Must(Result<T> r, const char* what) {
+  if (!r.ok()) {
+    Die(std::string(what) + ": " + r.status().ToString());
+  }
+  return *std::move(r);
+}
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+// mpi_datatype.c's Pattern: the byte at offset i of the sender's buffer.
+uint8_t PatternByte(uint64_t i) { return static_cast<uint8_t>(i * 131 + (i >> 9)); }
+
+std::byte* MapBytes(uint64_t bytes) {
+  void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) {
+    Die("mmap of the private buffer failed");
+  }
+  return static_cast<std::byte*>(m);
+}
+
+// The peer process: this binary with kDatatypePeerFlag, spawned (never
+// forked: the benchmark process has gRPC's threads).
+class Peer {
+ public:
+  Peer(const std::string& socket, uint64_t bytes) {
+    int in[2], out[2];
+    if (pipe(in) != 0 || pipe(out) != 0) {
+      Die("pipe");
+    }
+    std::vector<std::string> args{"/proc/self/exe", kDatatypePeerFlag, socket,
+                                  std::to_string(bytes)};
+    std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
+    for (std::string& a : args) {
+      argv.push_back(a.data());
+    }
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addclose(&fa, in[1]);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    close(out[1]);
+    to_ = in[1];
+    if (rc != 0) {
+      Die("cannot start the datatype peer process");
+    }
+    FILE* from = fdopen(out[0], "r");
+    unsigned long long range = 0, address = 0;
+    const int got = from ? std::fscanf(from, "%llu %llu", &range, &address) : 0;
+    if (from) {
+      std::fclose(from);
+    }
+    if (got != 2) {
+      Die("the datatype peer process did not publish its range");
+    }
+    range_ = range;
+    address_ = address;
+  }
+  ~Peer() {
+    close(to_);  // the peer ends at end of input
+    int st = 0;
+    waitpid(pid_, &st, 0);
+  }
+  Peer(const Peer&) = delete;
+  Peer& operator=(const Peer&) = delete;
+
+  pid_t pid() const { return pid_; }
+  uint64_t range() const { return range_; }
+  uint64_t address() const { return address_; }
+
+ private:
+  pid_t pid_ = -1;
+  int to_ = -1;
+  uint64_t range_ = 0, address_ = 0;
+};
+
+// What every row shares: the daemon, the peer, the benchmark's session and
+// its own registered (and published) range, and the peer's bytes.
+struct Setup {
+  explicit Setup(const DatatypeOptions& o)
+      : daemon(Must(tools::DaemonProcess::Start(o.isometryd, kConfig), "starting isometryd")),
+        peer(std::make_unique<Peer>(daemon.local_socket(), kRangeBytes)),
+        c(Must(client::Client::Connect({.local_socket = daemon.local_socket(), .name = "dtbench"}),
+               "connect")),
+        dst(MapBytes(kRangeBytes)),
+        range(Must(c->RegisterPrivate(dst, kRangeBytes), "RegisterPrivate")),
+        source(kRangeBytes) {
+    if (Status s = range.Publish(); !s.ok()) {
+      Die("Publish: " + s.ToString());
+    }
+    for (uint64_t i = 0; i < source.size(); ++i) {
+      source[i] = PatternByte(i);
+    }
+  }
+  ~Setup() { munmap(dst, kRangeBytes); }
+  Setup(const Setup&) = delete;
+  Setup& operator=(const Setup&) = delete;
+
+  tools::DaemonProcess daemon;
+  std::unique_ptr<Peer> peer;
+  std::unique_ptr<client::Client> c;
+  std::byte* dst;
+  client::PrivateRange range;
+  std::vector<uint8_t> source;  // the peer's bytes, for the checks
+};
+
+void MustCopy(client::Client& c, const client::Instance& s, const client::Instance& d) {
+  if (const client::Completion done = c.Copy(s, d); !done.status.ok()) {
+    Die("copy: " + done.status.ToString());
+  }
+}
+
+// Seconds per copy over `n` copies back to back.
+double TimeCopies(client::Client& c, const client::Instance& s, const client::Instance& d, int n) {
+  const auto t0 = Clock::now();
+  for (int i = 0; i < n; ++i) {
+    MustCopy(c, s, d);
+  }
+  return Seconds(t0) / n;
+}
+
+// Copies once into a zeroed destination and compares all `span` bytes with
+// `want`: a row that moves wrong bytes does not report.
+void CopyAndCheck(Setup& s, const client::Instance& src, const client::Instance& dst,
+                  std::span<const uint8_t> want, const std::string& row) {
+  std::memset(s.dst, 0, want.size());
+  MustCopy(*s.c, src, dst);
+  if (std::memcmp(s.dst, want.data(), want.size()) != 0) {
+    Die(row + ": the destination holds wrong bytes");
+  }
+}
+
+// What the kernel leaves in a zeroed receive buffer: MPI_Unpack of
+// MPI_Pack of the peer's bytes.
+std::vector<uint8_t> Expected(const Setup& s, const DatatypeKernel& k) {
+  std::vector<uint8_t> packed(static_cast<size_t>(k.packed_bytes()));
+  std::vector<uint8_t> out(static_cast<size_t>(k.recv.span));
+  const std::span<const uint8_t> src(s.source.data(), static_cast<size_t>(k.send.span));
+  if (!Pack(src, 0, k.send.type, k.send.count, packed).ok() ||
+      !Unpack(packed, k.recv.type, k.recv.count, out, 0).ok()) {
+    Die(k.name + ": cannot pack the expected bytes");
+  }
+  return out;
+}
+
+// Copies per round for about `seconds`, from the time of one copy.
+int CopiesFor(double seconds, double per_copy) {
+  return static_cast<int>(std::clamp(std::round(seconds / per_copy), 1.0, 100000.0));
+}
+
+struct Mpi {
+  MpiFlavor flavor;
+  const char* name;
+  double rate = 0;  // bytes/s last seen in this row: sizes the next run
+  Rounds rounds;
+  std::string unavailable;
+};
+
+std::string RowName(const DatatypeKernel& k, int64_t block) {
+  if (k.name != "vector") {
+    return "dt_" + k.name;
+  }
+  return block >= (1 << 20)   ? StrCat("dt_vector_", block >> 20, "MiB")
+         : block >= (1 << 10) ? StrCat("dt_vector_", block >> 10, "KiB")
+                              : StrCat("dt_vector_", block, "B");
+}
+
+// One kernel: Isometry from the peer's memory into ours against both MPIs,
+// round by round; rows per MPI and against the round's best.
+void KernelRow(Setup& s, const DatatypeOptions& o, const DatatypeKernel& k, int64_t block,
+               std::vector<Mpi>& mpis, Report& report) {
+  const std::string name = RowName(k, block);
+  const uint64_t hs = Must(s.c->RegisterDatatype(k.send.type), "RegisterDatatype");
+  const uint64_t hd = Must(s.c->RegisterDatatype(k.recv.type), "RegisterDatatype");
+  client::Instance src = Must(
+      s.c->RegisterPrivateInstance(s.peer->range(), 0, Elements{k.send.type, k.send.count, hs}),
+      "register the peer's instance");
+  client::Instance dst =
+      Must(s.c->Register(s.range, 0, Elements{k.recv.type, k.recv.count, hd}), "register");
+  const std::vector<uint8_t> want = Expected(s, k);
+  CopyAndCheck(s, src, dst, want, name);
+  const int n = CopiesFor(o.seconds, TimeCopies(*s.c, src, dst, 2));
+  const auto packed = static_cast<double>(k.packed_bytes());
+  Rounds vs_best, alone;
+  for (int r = 0; r < o.rounds; ++r) {
+    const double ours = packed / TimeCopies(*s.c, src, dst, n) / 1e9;
+    alone.Add(ours, ours);
+    double best = 0;
+    for (Mpi& m : mpis) {
+      // MPICH moves some of these types at 40-80 MB/s: a row's first round
+      // assumes that much, later ones the rate just seen.
+      const double rate = m.rate > 0 ? m.rate : 5e7;
+      const auto iterations =
+          static_cast<uint64_t>(std::clamp(o.seconds * rate / packed, 10.0, 1e5));
+      // mpi_datatype.c takes a block argument for every kernel (64 when unused).
+      const PeerResult p =
+          MpiDatatypeBandwidth(m.flavor, k.name, block > 0 ? block : 64, iterations, o.source_dir);
+      if (!p.ok) {
+        m.unavailable = p.detail;
+        continue;
+      }
+      m.rate = p.bytes_per_s;
+      m.rounds.Add(ours, p.bytes_per_s / 1e9);
+      best = std::max(best, p.bytes_per_s / 1e9);
+    }
+    vs_best.Add(ours, best);
+  }
+  if (std::memcmp(s.dst, want.data(), want.size()) != 0) {
+    Die(name + ": the destination holds wrong bytes after the timed copies");
+  }
+  auto add = [&](Row row) {
+    row.bytes = static_cast<uint64_t>(k.packed_bytes());
+    row.predicted.note = kNoPlan;
+    report.Add(std::move(row));
+  };
+  for (Mpi& m : mpis) {
+    if (!m.unavailable.empty()) {
+      std::fprintf(stderr, "  %s %s unavailable: %s\n", name.c_str(), m.name,
+                   m.unavailable.c_str());
+      m.unavailable.clear();
+    }
+    m.rate = 0;
+    if (!m.rounds.pairs().empty()) {
+      m.rounds.Print(StrCat(name, " vs ", m.name).c_str());
+      add(MedianRow(name.c_str(), "throughput", m.rounds, m.name, ""));
+    }
+    m.rounds = Rounds();
+  }
+  if (vs_best.pairs().empty()) {  // --no-peers, or no MPI ran (said above)
+    add(MedianRow(name.c_str(), "throughput", alone,
+                  mpis.empty() ? "(MPI skipped)" : "(no MPI ran)", ""));
+    return;
+  }
+  const bool small = k.name == "vector" && block <= 1024;
+  add(MedianRow(name.c_str(), "vs_best_mpi", vs_best, "the round's best MPI",
+                small ? ">= 1.5" : ">= 1.0"));
+}
+
+// Microseconds of `f`.
+template <typename F>
+double Micros(F&& f) {
+  const auto t0 = Clock::now();
+  f();
+  return Seconds(t0) * 1e6;
+}
+
+// Memoization. The daemon translates a datatype (walks it into runs)
+// when it is registered: once by RegisterDatatype for a handle, or at
+// every instance registered by value. Per round, in a fresh session:
+// register the kernel's types and both instances by handle (translate),
+// copy once; then five times each: both instances by handle, both by
+// value, a copy. Rows: translate vs a later registration by handle; by
+// value vs by handle (what the memo saves at every later use); the saving
+// against a whole later use (registration by handle + copy).
+void MemoRow(Setup& s, const DatatypeOptions& o, const DatatypeKernel& k, int64_t block,
+             Report& report) {
+  const std::string name = "dt_memo_" + RowName(k, block).substr(3);
+  Rounds translate, by_value, saved;
+  for (int r = 0; r < o.rounds; ++r) {
+    auto m =
+        Must(client::Client::Connect({.local_socket = s.daemon.local_socket(), .name = "dtmemo"}),
+             "connect");
+    std::optional<client::Instance> src, dst;
+    auto reg = [&](uint64_t hs, uint64_t hd) {
+      src.reset();
+      dst.reset();
+      src = Must(
+          m->RegisterPrivateInstance(s.peer->range(), 0, Elements{k.send.type, k.send.count, hs}),
+          "register");
+      dst =
+          Must(m->RegisterPrivateInstance(s.range.id(), 0, Elements{k.recv.type, k.recv.count, hd}),
+               "register");
+    };
+    uint64_t hs = 0, hd = 0;
+    const double translate_us = Micros([&] {
+      hs = Must(m->RegisterDatatype(k.send.type), "RegisterDatatype");
+      hd = Must(m->RegisterDatatype(k.recv.type), "RegisterDatatype");
+      reg(hs, hd);
+    });
+    MustCopy(*m, *src, *dst);
+    std::vector<double> handle, value, copy;
+    for (int i = 0; i < 5; ++i) {
+      handle.push_back(Micros([&] { reg(hs, hd); }));
+      copy.push_back(Micros([&] { MustCopy(*m, *src, *dst); }));
+      value.push_back(Micros([&] { reg(0, 0); }));
+    }
+    const double handle_us = MedianOf(handle), value_us = MedianOf(value);
+    translate.Add(translate_us, handle_us);
+    by_value.Add(value_us, handle_us);
+    saved.Add(std::max(value_us - handle_us, 1e-3), handle_us + MedianOf(copy));
+  }
+  translate.Print(
+      StrCat(name, ": translate (types + instances) vs instances by handle (us)").c_str());
+  by_value.Print(StrCat(name, ": instances by value vs by handle (us)").c_str());
+  saved.Print(StrCat(name, ": saved per use vs a use by handle with its copy (us)").c_str());
+  for (Row row :
+       {MedianRow(name.c_str(), "translate", translate, "instances by handle", "report", "us"),
+        MedianRow(name.c_str(), "by_value", by_value, "instances by handle", "report", "us"),
+        MedianRow(name.c_str(), "saved_per_use", saved, "use by handle: register + copy", "report",
+                  "us")}) {
+    row.bytes = static_cast<uint64_t>(k.packed_bytes());
+    row.predicted.note = "no plan: registration time";
+    report.Add(std::move(row));
+  }
+}
+
+// 64 MiB contiguous from the peer's memory into ours against one
+// process_vm_readv of one iovec each side, the same copies per round.
+void ContiguousRow(Setup& s, const DatatypeOptions& o, Report& report) {
+  const char* name = "dt_contig_64MiB";
+  const InstanceShape flat{Box::FromExtents({static_cast<int64_t>(kRangeBytes / 8)}),
+                           FieldSpace::Uniform(1, 8), Layout::Aos(1)};
+  client::Instance src =
+      Must(s.c->RegisterPrivateInstance(s.peer->range(), 0, flat), "register the peer's instance");
+  client::Instance dst = Must(s.c->Register(s.range, 0, flat), "register");
+  CopyAndCheck(s, src, dst, s.source, name);
+  auto readv = [&] {
+    iovec local{s.dst, kRangeBytes};
+    // The peer's address, only handed to the kernel.
+    iovec remote{reinterpret_cast<void*>(s.peer->address()),  // NOLINT(performance-no-int-to-ptr)
+                 kRangeBytes};
+    if (process_vm_readv(s.peer->pid(), &local, 1, &remote, 1, 0) !=
+        static_cast<ssize_t>(kRangeBytes)) {
+      Die("process_vm_readv of the peer failed");
+    }
+  };
+  const int n = CopiesFor(o.seconds, TimeCopies(*s.c, src, dst, 1));
+  const double gb = static_cast<double>(kRangeBytes) / 1e9;
+  Rounds rounds;
+  for (int r = 0; r < o.rounds; ++r) {
+    const double ours = gb / TimeCopies(*s.c, src, dst, n);
+    const auto t0 = Clock::now();
+    for (int i = 0; i < n; ++i) {
+      readv();
+    }
+    rounds.Add(ours, gb * n / Seconds(t0));
+  }
+  std::memset(s.dst, 0, kRangeBytes);
+  readv();
+  if (std::memcmp(s.dst, s.source.data(), kRangeBytes) != 0) {
+    Die(std::string(name) + ": process_vm_readv read wrong bytes");
+  }
+  rounds.Print(StrCat(name, " vs process_vm_readv").c_str());
+  Row row = MedianRow(name, "throughput", rounds, "process_vm_readv, 1 iovec", ">= 0.9");
+  row.bytes = kRangeBytes;
+  row.predicted.note = kNoPlan;
+  report.Add(std::move(row));
+}
+
+}  // namespace
+
+void RunDatatype(const DatatypeOptions& o, Report& report) {
+  Setup s(o);
+  std::vector<Mpi> mpis;
+  if (o.peers) {
+    mpis.push_back({MpiFlavor::kMpich, "MPICH MPI_Send"});
+    mpis.push_back({MpiFlavor::kOpenMpi, "Open MPI MPI_Send"});
+  }
+  for (int64_t block : {8, 64, 512, 1024, 4096, 65536, 2 << 20}) {
+    KernelRow(s, o, Must(MakeDatatypeKernel("vector", block), "kernel"), block, mpis, report);
+  }
+  for (const std::string& name : DatatypeKernelNames()) {
+    KernelRow(s, o, Must(MakeDatatypeKernel(name), "kernel"), 0, mpis, report);
+  }
+  MemoRow(s, o, Must(MakeDatatypeKernel("vector", 1024), "kernel"), 1024, report);
+  for (const std::string& name : DatatypeKernelNames()) {
+    MemoRow(s, o, Must(MakeDatatypeKernel(name), "kernel"), 0, report);
+  }
+  ContiguousRow(s, o, report);
+  s.c.reset();
+  s.peer.reset();
+  if (s.daemon.Stop() != 0) {
+    Die("isometryd did not stop cleanly after the datatype rows");
+  }
+}
+
+int DatatypePeerMain(const std::string& socket, uint64_t bytes) {
+  std::byte* base = MapBytes(bytes);
+  for (uint64_t i = 0; i < bytes; ++i) {
+    base[i] = static_cast<std::byte>(PatternByte(i));
+  }
+  auto c = client::Client::Connect({.local_socket = socket, .name = "dtpeer"});
+  if (!c.ok()) {
+    std::fprintf(stderr, "datatype peer: %s\n", c.status().ToString().c_str());
+    return 1;
+  }
+  auto range = (*c)->RegisterPrivate(base, bytes);
+  if (!range.ok() || !range->Publish().ok()) {
+    std::fprintf(stderr, "datatype peer: cannot register and publish its memory\n");
+    return 1;
+  }
+  std::printf("%llu %llu\n", static_cast<unsigned long long>(range->id()),
+              static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(base)));
+  std::fflush(stdout);
+  char line[64];
+  while (std::fgets(line, sizeof line, stdin)) {
+  }
+  return 0;
+}
+
+}  // namespace isometry::bench

@@ -1,0 +1,37 @@
+// Datatype rows (issue #14): copies between two processes' private memory
+// described by MPI-style datatypes, through a private isometryd and its
+// CMA channel, against MPI_Send/MPI_Recv of the same types with MPICH and
+// Open MPI (tools/bench/mpi_datatype.c); what memoized translation saves;
+// and a contiguous 64 MiB copy against one process_vm_readv.
+//
+// The second process is this binary run as a peer (DatatypePeerMain): it
+// fills 64 MiB of its own memory with mpi_datatype.c's pattern, registers
+// and publishes it; the benchmark process copies from it into its own
+// registered memory, and checks the bytes once per row before timing.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tools/bench/bench_report.h"
+
+namespace isometry::bench {
+
+struct DatatypeOptions {
+  std::string isometryd;   // the daemon binary
+  std::string source_dir;  // tools/bench, for mpi_datatype.c
+  int rounds = 5;          // paired rounds per row
+  double seconds = 0.2;    // timed copies per side and round
+  bool peers = true;       // also run MPICH / Open MPI
+};
+
+void RunDatatype(const DatatypeOptions& o, Report& report);
+
+// The first argument that makes isometry_bench the peer process:
+//   isometry_bench --datatype-peer SOCKET BYTES
+constexpr char kDatatypePeerFlag[] = "--datatype-peer";
+// The peer: prints "<range id> <address>\n" once its range is published,
+// then lives until its stdin closes. The exit status.
+int DatatypePeerMain(const std::string& socket, uint64_t bytes);
+
+}  // namespace isometry::bench
