@@ -12,6 +12,7 @@
 
 #include "client/cpp/isometry_client.h"
 #include "isometry.grpc.pb.h"
+#include "tools/bench/bench_fail.h"
 #include "tools/bench/peers.h"
 #include "tools/common/daemon_process.h"
 
@@ -35,23 +36,6 @@ threads = 2
 
 // Why rows through the daemon have no prediction: the C++ client library
 // has no ExplainPlan call (the RPC exists; the client does not wrap it).
-constexpr char kNoDaemonPlan[] =
-    "no plan: through the daemon, and the C++ client has no ExplainPlan";
-
-[[noreturn]] void Die(const std::string& what) {
-  std::fprintf(stderr, "isometry_bench: %s\n", what.c_str());
-  // A benchmark that cannot go on ends the process; the rows so far are
-  // void and no state needs an orderly shutdown.
-  std::exit(1);  // NOLINT(concurrency-mt-unsafe)
-}
-
-template <typename T>
-T Must(Result<T> r, const char* what) {
-  if (!r.ok()) {
-    Die(std::string(what) + ": " + r.status().ToString());
-  }
-  return *std::move(r);
-}
 
 tools::DaemonProcess StartDaemon(const DaemonOptions& o) {
   return Must(tools::DaemonProcess::Start(o.isometryd, kDaemonConfig), "starting isometryd");

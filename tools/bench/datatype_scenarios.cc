@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "client/cpp/isometry_client.h"
+#include "tools/bench/bench_fail.h"
 #include "tools/bench/datatype_kernels.h"
 #include "tools/bench/peers.h"
 #include "tools/common/daemon_process.h"
@@ -47,22 +48,6 @@ name = "memcpy0"
 name = "cma0"
 kind = "cma"
 )";
-
-constexpr char kNoPlan[] = "no plan: through the daemon, and the C++ client has no ExplainPlan";
-
-[[noreturn]] void Die(const std::string& what) {
-  std::fprintf(stderr, "isometry_bench: %s\n", what.c_str());
-  // The rows so far are void; nothing needs an orderly shutdown.
-  std::exit(1);  // NOLINT(concurrency-mt-unsafe)
-}
-
-template <typename T>
-T Must(Result<T> r, const char* what) {
-  if (!r.ok()) {
-    Die(std::string(what) + ": " + r.status().ToString());
-  }
-  return *std::move(r);
-}
 
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
@@ -276,7 +261,7 @@ void KernelRow(Setup& s, const DatatypeOptions& o, const DatatypeKernel& k, int6
   }
   auto add = [&](Row row) {
     row.bytes = static_cast<uint64_t>(k.packed_bytes());
-    row.predicted.note = kNoPlan;
+    row.predicted.note = kNoDaemonPlan;
     report.Add(std::move(row));
   };
   for (Mpi& m : mpis) {
@@ -409,7 +394,7 @@ void ContiguousRow(Setup& s, const DatatypeOptions& o, Report& report) {
   rounds.Print(StrCat(name, " vs process_vm_readv").c_str());
   Row row = MedianRow(name, "throughput", rounds, "process_vm_readv, 1 iovec", ">= 0.9");
   row.bytes = kRangeBytes;
-  row.predicted.note = kNoPlan;
+  row.predicted.note = kNoDaemonPlan;
   report.Add(std::move(row));
 }
 
