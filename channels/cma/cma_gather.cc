@@ -45,17 +45,10 @@ std::optional<Status> TryGatherRead(const CopyProgram& program, const CmaTarget&
   // One buffer per channel thread, kept: its pages are faulted in once.
   thread_local std::vector<std::byte> bounce;
   if (bounce.size() < bytes) bounce.resize(bytes);
-  CopyProgram whole;
-  CopyOp op{};
-  op.src_offset = extent->begin;
-  op.dst_offset = 0;
-  op.run_bytes = bytes;
-  whole.ops.push_back(op);
-  whole.bytes = bytes;
-  whole.runs = 1;
   CmaTarget into = target;
+  into.remote_base = target.remote_base + extent->begin;
   into.local_base = bounce.data();
-  const Status read = CmaCopy(whole, into, cancelled);
+  const Status read = CmaCopy(*ContiguousProgram(bytes), into, cancelled);
   if (absl::IsCancelled(read) || absl::IsNotFound(read) || absl::IsFailedPrecondition(read)) {
     return read;  // cancelled, the process exited or exec()ed: final
   }

@@ -152,7 +152,6 @@ struct DatatypeReport {
   uint64_t handle = 0;
   int64_t size = 0, lb = 0, extent = 0, true_lb = 0, true_extent = 0;
   std::string canonical;
-  uint64_t form_hash = 0;
 };
 
 // One side of an explained plan: a layout over the request's bounds and
@@ -240,6 +239,9 @@ class Node {
   Result<DatatypeReport> RegisterDatatype(const std::string& session, const Datatype& type);
   // The session's datatype `handle` (NOT_FOUND: not its own).
   Result<Datatype> LookupDatatype(const std::string& session, uint64_t handle) const;
+  // LookupDatatype bound to `session`: how the wire decoders resolve
+  // `registered` handles in a datatype message (proto/datatype_wire.h).
+  std::function<Result<Datatype>(uint64_t)> DatatypeHandles(std::string session) const;
 
   // Client process memory (node_private.cc). A local-socket session
   // registers [address, address + bytes) of its own process (the one

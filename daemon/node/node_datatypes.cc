@@ -72,7 +72,6 @@ Result<DatatypeReport> Node::RegisterDatatype(const std::string& session, const 
   rep.true_lb = type.true_lb();
   rep.true_extent = type.true_extent();
   rep.canonical = FormText(form);
-  rep.form_hash = FormHash(form);
   ++impl_->translations;
   absl::MutexLock lock(&impl_->mu);
   ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
@@ -96,6 +95,12 @@ Result<Datatype> Node::LookupDatatype(const std::string& session, uint64_t handl
     return NotFound("no datatype ", handle, " registered in this session");
   }
   return it->second.type;
+}
+
+std::function<Result<Datatype>(uint64_t)> Node::DatatypeHandles(std::string session) const {
+  return [this, session = std::move(session)](uint64_t handle) {
+    return LookupDatatype(session, handle);
+  };
 }
 
 Result<std::shared_ptr<const PackedEnd>> Node::Impl::DatatypeEnd(const std::string& session,

@@ -3,14 +3,13 @@
 #include <algorithm>
 
 #include "channels/cma/cma_gather.h"
-#include "core/checked.h"
 #include "layout/form_restrict.h"
 
 namespace isometry {
 namespace {
 
-// The highest byte past any run of `p` (offsets relative to `base`), in
-// 128 bits: a hostile form cannot wrap it.
+// The byte past the highest run of `p` (offsets relative to `base`), in
+// 128 bits: a hostile form cannot wrap it. (The lowest is FormPiece::lowest.)
 __int128 PieceEnd(const FormPiece& p, __int128 base) {
   __int128 hi = base + p.offset;
   for (const FormLoop& l : p.loops) {
@@ -20,18 +19,6 @@ __int128 PieceEnd(const FormPiece& p, __int128 base) {
   __int128 end = hi;
   for (const FormPiece& b : p.body) end = std::max(end, PieceEnd(b, hi));
   return end;
-}
-
-// The same for the lowest byte.
-__int128 PieceLow(const FormPiece& p, __int128 base) {
-  __int128 lo = base + p.offset;
-  for (const FormLoop& l : p.loops) {
-    if (l.stride < 0) lo += static_cast<__int128>(l.count - 1) * l.stride;
-  }
-  if (p.body.empty()) return lo;
-  __int128 low = lo;
-  for (const FormPiece& b : p.body) low = std::min(low, PieceLow(b, lo));
-  return low;
 }
 
 }  // namespace
@@ -47,13 +34,12 @@ Result<std::shared_ptr<const PackedEnd>> MakePackedEnd(CanonicalForm form, uint6
   end->bytes = form.bytes();
   if (end->bytes == 0) return InvalidArgument(what, " packs to 0 bytes: nothing to copy");
   if (end->bytes == UINT64_MAX) return InvalidArgument(what, " packs to more than 2^64 bytes");
-  for (const FormPiece& p : form.pieces) {
-    if (PieceLow(p, 0) < 0 || PieceEnd(p, 0) > static_cast<__int128>(span)) {
-      return Internal(what, ": a run of its form lies outside its ", span, " bytes of storage");
-    }
+  bool inside = form.lowest() >= 0;
+  for (const FormPiece& p : form.pieces) inside &= PieceEnd(p, 0) <= static_cast<__int128>(span);
+  if (!inside) {
+    return Internal(what, ": a run of its form lies outside its ", span, " bytes of storage");
   }
   end->runs = form.runs();
-  end->hash = FormHash(form);
   end->span = span;
   end->form = std::move(form);
   end->what = std::move(what);
@@ -73,20 +59,15 @@ void CostPackedEnds(Path& path, const PackedEnd& src, const PackedEnd& dst, cons
   const uint64_t dst_run = std::max<uint64_t>(1, dst.bytes / std::max<uint64_t>(1, dst.runs));
   path.run_bytes[0] = std::min(path.run_bytes[0], src_run);
   path.run_bytes[hops - 1] = std::min(path.run_bytes[hops - 1], dst_run);
-  double slowest = path.hop_bps[0];
-  for (size_t h = 0; h < hops; ++h) {
-    if (h == 0 || h + 1 == hops) path.hop_bps[h] = path.edges[h].tp.At(path.run_bytes[h]);
-    if (h == 0 && ReadsProcess(path, topo)) {
-      // Gathering: the extent at the channel's modelled byte cost.
-      const double density = static_cast<double>(src.bytes) / static_cast<double>(src.span);
-      const double gather = density / (kCmaExtentByteNanos * 1e-9);
-      if (CmaGathers(src, path.request_bytes.empty() ? src.bytes : path.request_bytes[0])) {
-        path.hop_bps[0] = std::max(path.hop_bps[0], gather);
-      }
-    }
-    slowest = std::min(slowest, path.hop_bps[h]);
+  path.hop_bps[0] = path.edges[0].tp.At(path.run_bytes[0]);
+  path.hop_bps[hops - 1] = path.edges[hops - 1].tp.At(path.run_bytes[hops - 1]);
+  const uint64_t chunk = path.request_bytes.empty() ? src.bytes : path.request_bytes[0];
+  if (ReadsProcess(path, topo) && CmaGathers(src, chunk)) {
+    // Gathering: the extent at the channel's modelled byte cost.
+    const double density = static_cast<double>(src.bytes) / static_cast<double>(src.span);
+    path.hop_bps[0] = std::max(path.hop_bps[0], density / (kCmaExtentByteNanos * 1e-9));
   }
-  path.predicted_bps = slowest;
+  path.predicted_bps = *std::min_element(path.hop_bps.begin(), path.hop_bps.end());
 }
 
 bool CmaGathers(const PackedEnd& src, uint64_t chunk_bytes) {

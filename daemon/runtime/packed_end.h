@@ -30,7 +30,6 @@ struct PackedEnd {
   uint64_t bytes = 0;  // of the packed stream
   uint64_t span = 0;   // storage bytes: every run lies in [0, span)
   uint64_t runs = 0;   // contiguous runs (the fragmentation)
-  uint64_t hash = 0;   // FormHash(form)
   std::string what;    // what the user named, for plans and errors
 };
 

@@ -31,30 +31,28 @@ Result<FieldSpace> FieldsFromProto(const google::protobuf::RepeatedPtrField<v1::
 
 Result<InstanceSpec> InstanceSpecFromProto(const v1::InstanceSpec& spec,
                                            const wire::RegisteredDatatypes& registered) {
+  InstanceSpec out;
+  out.allocation = spec.allocation();
+  out.offset = spec.offset();
+  out.memory = spec.memory();
+  out.file = spec.file();
+  out.private_range = spec.private_range();
   if (spec.has_datatype()) {
     if (spec.has_bounds() || spec.fields_size() > 0 || !spec.layout().empty()) {
       return InvalidArgument("instance: a datatype replaces bounds, fields and layout; ",
                              "give one or the other");
     }
-    InstanceSpec out;
     ISO_ASSIGN_OR_RETURN(out.datatype, wire::DatatypeFromProto(spec.datatype(), registered));
     out.count = spec.count();
     if (spec.datatype().type_case() == v1::Datatype::kRegistered) {
       out.datatype_handle = spec.datatype().registered();
     }
-    out.allocation = spec.allocation();
-    out.offset = spec.offset();
-    out.memory = spec.memory();
-    out.file = spec.file();
-    out.private_range = spec.private_range();
     return out;
   }
   ISO_ASSIGN_OR_RETURN(Box bounds, BoxFromProto(spec.bounds(), "instance bounds"));
   ISO_ASSIGN_OR_RETURN(FieldSpace fields, FieldsFromProto(spec.fields()));
   ISO_ASSIGN_OR_RETURN(Layout layout, Layout::Parse(spec.layout(), bounds.dims));
-  InstanceSpec out{spec.allocation(), spec.offset(), InstanceShape{bounds, fields, layout},
-                   spec.memory(), spec.file()};
-  out.private_range = spec.private_range();
+  out.shape = InstanceShape{bounds, fields, layout};
   return out;
 }
 
@@ -221,28 +219,37 @@ grpc::Status ToGrpc(const Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
+namespace {
+
+// One side of an ExplainPlan request: `count` elements of its datatype, or
+// its layout over the request's bounds.
+Status PlanSideFromProto(bool typed, const v1::Datatype& type, int64_t count,
+                         const std::string& layout, int dims,
+                         const wire::RegisteredDatatypes& registered, PlanSide& side) {
+  if (typed) {
+    ISO_ASSIGN_OR_RETURN(side.datatype, wire::DatatypeFromProto(type, registered));
+    side.count = count;
+    return OkStatus();
+  }
+  ISO_ASSIGN_OR_RETURN(side.layout, Layout::Parse(layout, dims));
+  return OkStatus();
+}
+
+}  // namespace
+
 Result<ExplainArgs> ExplainFromProto(const v1::ExplainPlanRequest& req,
                                      const wire::RegisteredDatatypes& registered) {
   ExplainArgs a;
   a.src.memory = req.src_memory();
   a.dst.memory = req.dst_memory();
-  const bool both_typed = req.has_src_datatype() && req.has_dst_datatype();
-  if (!both_typed) {
+  if (!req.has_src_datatype() || !req.has_dst_datatype()) {
     ISO_ASSIGN_OR_RETURN(a.bounds, BoxFromProto(req.bounds(), "bounds"));
     ISO_ASSIGN_OR_RETURN(a.fields, FieldsFromProto(req.fields()));
   }
-  if (req.has_src_datatype()) {
-    ISO_ASSIGN_OR_RETURN(a.src.datatype, wire::DatatypeFromProto(req.src_datatype(), registered));
-    a.src.count = req.src_count();
-  } else {
-    ISO_ASSIGN_OR_RETURN(a.src.layout, Layout::Parse(req.src_layout(), a.bounds.dims));
-  }
-  if (req.has_dst_datatype()) {
-    ISO_ASSIGN_OR_RETURN(a.dst.datatype, wire::DatatypeFromProto(req.dst_datatype(), registered));
-    a.dst.count = req.dst_count();
-  } else {
-    ISO_ASSIGN_OR_RETURN(a.dst.layout, Layout::Parse(req.dst_layout(), a.bounds.dims));
-  }
+  ISO_RETURN_IF_ERROR(PlanSideFromProto(req.has_src_datatype(), req.src_datatype(), req.src_count(),
+                                        req.src_layout(), a.bounds.dims, registered, a.src));
+  ISO_RETURN_IF_ERROR(PlanSideFromProto(req.has_dst_datatype(), req.dst_datatype(), req.dst_count(),
+                                        req.dst_layout(), a.bounds.dims, registered, a.dst));
   return a;
 }
 

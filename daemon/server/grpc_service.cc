@@ -381,8 +381,7 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
                                        const v1::RegisterDatatypeRequest* req,
                                        v1::RegisterDatatypeResponse* resp) override {
     const std::string session = SessionOf(ctx);
-    auto type = wire::DatatypeFromProto(
-        req->datatype(), [this, &session](uint64_t h) { return node_.LookupDatatype(session, h); });
+    auto type = wire::DatatypeFromProto(req->datatype(), node_.DatatypeHandles(session));
     if (!type.ok()) return Reply(ctx, type.status());
     auto r = node_.RegisterDatatype(session, *type);
     if (r.ok()) ToProto(*r, resp);
@@ -393,10 +392,9 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
                                        const v1::RegisterInstanceRequest* req,
                                        v1::RegisterInstanceResponse* resp) override {
     const std::string session = SessionOf(ctx);
-    auto spec = InstanceSpecFromProto(
-        req->spec(), [this, &session](uint64_t h) { return node_.LookupDatatype(session, h); });
+    auto spec = InstanceSpecFromProto(req->spec(), node_.DatatypeHandles(session));
     if (!spec.ok()) return Reply(ctx, spec.status());
-    auto r = node_.RegisterInstance(SessionOf(ctx), *spec);
+    auto r = node_.RegisterInstance(session, *spec);
     if (r.ok()) {
       resp->set_instance(r->first);
       resp->set_total_bytes(r->second);
@@ -493,9 +491,7 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
 
   ServerUnaryReactor* ExplainPlan(CallbackServerContext* ctx, const v1::ExplainPlanRequest* req,
                                   v1::ExplainPlanResponse* resp) override {
-    const std::string session = SessionOf(ctx);
-    auto args = ExplainFromProto(
-        *req, [this, &session](uint64_t h) { return node_.LookupDatatype(session, h); });
+    auto args = ExplainFromProto(*req, node_.DatatypeHandles(SessionOf(ctx)));
     if (!args.ok()) return Reply(ctx, args.status());
     auto plan = node_.Explain(args->src, args->dst, args->bounds, args->fields);
     if (plan.ok()) ToProto(*plan, resp);

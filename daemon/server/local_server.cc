@@ -320,9 +320,7 @@ struct LocalServer::Impl {
       case v1::LocalRequest::kRegisterInstance: {
         ISO_ASSIGN_OR_RETURN(
             InstanceSpec spec,
-            InstanceSpecFromProto(req.register_instance().spec(), [this, &c](uint64_t h) {
-              return node.LookupDatatype(c.session, h);
-            }));
+            InstanceSpecFromProto(req.register_instance().spec(), node.DatatypeHandles(c.session)));
         ISO_ASSIGN_OR_RETURN(auto r, node.RegisterInstance(c.session, spec));
         resp->mutable_register_instance()->set_instance(r.first);
         resp->mutable_register_instance()->set_total_bytes(r.second);
@@ -340,11 +338,9 @@ struct LocalServer::Impl {
       case v1::LocalRequest::kPublishPrivate:
         return node.PublishPrivate(c.session, req.publish_private().private_range());
       case v1::LocalRequest::kRegisterDatatype: {
-        ISO_ASSIGN_OR_RETURN(
-            Datatype type,
-            wire::DatatypeFromProto(req.register_datatype().datatype(), [this, &c](uint64_t h) {
-              return node.LookupDatatype(c.session, h);
-            }));
+        ISO_ASSIGN_OR_RETURN(Datatype type,
+                             wire::DatatypeFromProto(req.register_datatype().datatype(),
+                                                     node.DatatypeHandles(c.session)));
         ISO_ASSIGN_OR_RETURN(DatatypeReport r, node.RegisterDatatype(c.session, type));
         ToProto(r, resp->mutable_register_datatype());
         return OkStatus();
