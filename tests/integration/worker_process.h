@@ -4,7 +4,6 @@
 #pragma once
 
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "integration/daemon_fixture.h"
+#include "tools/common/piped_child.h"
 #include "unit/test_util.h"
 
 namespace isometry::testing {
@@ -28,31 +28,13 @@ class Worker {
       : bytes_(bytes), seed_(seed) {
     const char* bin = std::getenv("ISOMETRY_PRIVATE_WORKER");
     if (!bin) throw std::runtime_error("ISOMETRY_PRIVATE_WORKER is not set (ctest sets it)");
-    int in[2], out[2];
-    if (pipe(in) != 0 || pipe(out) != 0) throw std::runtime_error("pipe");
-    const std::vector<std::string> args{bin,
-                                        d.local_socket(),
-                                        std::to_string(bytes),
-                                        std::to_string(seed),
-                                        std::to_string(uid),
-                                        std::to_string(hole)};
-    std::vector<char*> argv;
-    argv.reserve(args.size() + 1);
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_addclose(&fa, in[1]);
-    posix_spawn_file_actions_addclose(&fa, out[0]);
-    const int rc = posix_spawn(&pid_, bin, &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(in[0]);
-    close(out[1]);
-    if (rc != 0) throw std::runtime_error("cannot start private_worker");
-    to_ = fdopen(in[1], "w");
-    from_ = fdopen(out[0], "r");
+    auto child =
+        tools::SpawnPiped({bin, d.local_socket(), std::to_string(bytes), std::to_string(seed),
+                           std::to_string(uid), std::to_string(hole)});
+    if (!child.ok()) throw std::runtime_error(child.status().ToString());
+    pid_ = child->pid;
+    to_ = fdopen(child->to, "w");
+    from_ = fdopen(child->from, "r");
     range_ = std::stoull(ReadLine());
   }
   ~Worker() {

@@ -1,7 +1,6 @@
 #include "tools/bench/datatype_scenarios.h"
 
 #include <signal.h>
-#include <spawn.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -23,6 +22,7 @@
 #include "tools/bench/datatype_kernels.h"
 #include "tools/bench/peers.h"
 #include "tools/common/daemon_process.h"
+#include "tools/common/piped_child.h"
 
 extern char** environ;
 
@@ -32,6 +32,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using client::Elements;
+using tools::PipedChild;
+using tools::SpawnPiped;
 
 // The peer's range and the benchmark's own: room for the 64 MiB row (the
 // kernels' buffers are at most 4 MiB).
@@ -69,33 +71,12 @@ std::byte* MapBytes(uint64_t bytes) {
 class Peer {
  public:
   Peer(const std::string& socket, uint64_t bytes) {
-    int in[2], out[2];
-    if (pipe(in) != 0 || pipe(out) != 0) {
-      Die("pipe");
-    }
-    std::vector<std::string> args{"/proc/self/exe", kDatatypePeerFlag, socket,
-                                  std::to_string(bytes)};
-    std::vector<char*> argv;
-    argv.reserve(args.size() + 1);
-    for (std::string& a : args) {
-      argv.push_back(a.data());
-    }
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_addclose(&fa, in[1]);
-    posix_spawn_file_actions_addclose(&fa, out[0]);
-    const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(in[0]);
-    close(out[1]);
-    to_ = in[1];
-    if (rc != 0) {
-      Die("cannot start the datatype peer process");
-    }
-    FILE* from = fdopen(out[0], "r");
+    const PipedChild child =
+        Must(SpawnPiped({"/proc/self/exe", kDatatypePeerFlag, socket, std::to_string(bytes)}),
+             "the datatype peer process");
+    pid_ = child.pid;
+    to_ = child.to;
+    FILE* from = fdopen(child.from, "r");
     unsigned long long range = 0, address = 0;
     const int got = from ? std::fscanf(from, "%llu %llu", &range, &address) : 0;
     if (from) {
