@@ -105,6 +105,41 @@ Status ParseProcStatus(std::string_view text, ProcessIds& ids) {
   return OkStatus();
 }
 
+Result<uint64_t> ParseProcStatFlags(std::string_view text) {
+  const size_t close = text.rfind(')');
+  if (close == std::string_view::npos) return InvalidArgument("/proc stat has no ')'");
+  std::string_view rest = text.substr(close + 1);
+  // After the name: state ppid pgrp session tty_nr tpgid flags.
+  for (int field = 3; field <= 9; ++field) {
+    const size_t start = rest.find_first_not_of(' ');
+    if (start == std::string_view::npos) {
+      return InvalidArgument("/proc stat ends before field ", field);
+    }
+    rest = rest.substr(start);
+    const std::string_view value = rest.substr(0, rest.find_first_of(" \n"));
+    if (field == 9) {
+      const std::optional<uint64_t> flags = ParseNumber<uint64_t>(value);
+      if (!flags) return InvalidArgument("/proc stat has bad flags '", value, "'");
+      return *flags;
+    }
+    rest = rest.substr(value.size());
+  }
+  return InvalidArgument("/proc stat: unreachable");
+}
+
+Result<bool> ProcessExiting(pid_t pid, int pidfd) {
+  constexpr uint64_t kPfExiting = 0x4;  // include/linux/sched.h
+  ISO_ASSIGN_OR_RETURN(bool exited, PidfdExited(pidfd));
+  if (exited) return true;
+  Result<std::string> stat = ReadSmallFile(StrCat("/proc/", pid, "/stat"));
+  if (absl::IsNotFound(stat.status())) return true;  // reaped since
+  ISO_RETURN_IF_ERROR(stat.status());
+  ISO_ASSIGN_OR_RETURN(uint64_t flags, ParseProcStatFlags(*stat));
+  // Still the pidfd's process after the read, so the flags were its own.
+  ISO_ASSIGN_OR_RETURN(exited, PidfdExited(pidfd));
+  return exited || (flags & kPfExiting) != 0;
+}
+
 Result<UniqueFd> OpenPidfd(pid_t pid) {
   if (pid <= 0) return InvalidArgument("pid ", pid, " names no process");
   const long fd = ::syscall(SYS_pidfd_open, pid, 0);

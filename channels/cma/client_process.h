@@ -75,6 +75,21 @@ Result<UniqueFd> OpenPidfd(pid_t pid);
 // the process has exited; this does not wait.
 Result<bool> PidfdExited(int pidfd);
 
+// The kernel's per-task flags (field 9) of a /proc/<pid>/stat line; the
+// command name in parentheses may hold any byte, ')' and spaces included,
+// so the fields are counted from its last ')'. INVALID_ARGUMENT when the
+// line is malformed.
+Result<uint64_t> ParseProcStatFlags(std::string_view text);
+
+// Whether the process `pidfd` pins (thread-group leader `pid`) is exiting
+// or has exited: its pidfd polls readable, or its leader carries
+// PF_EXITING, which do_exit sets before the address space goes, and which
+// an exec never sets. This is what tells an exit from an exec when the
+// pinned address space turns out empty: the pidfd alone reports the exit
+// only at exit_notify, after the memory is torn down (tens of ms for a
+// large process on a busy machine).
+Result<bool> ProcessExiting(pid_t pid, int pidfd);
+
 // A client's process, pinned by a pidfd; move-only.
 class ClientProcess {
  public:

@@ -1,7 +1,5 @@
 #include "channels/cma/cma_copy.h"
 
-#include <poll.h>
-
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -161,13 +159,6 @@ class Batcher {
     return OkStatus();
   }
 
-  // Waits up to `ms` for the process to exit (its pidfd to poll readable).
-  void AwaitExit(int ms) const {
-    pollfd p{t_.pidfd, POLLIN, 0};
-    while (::poll(&p, 1, ms) < 0 && errno == EINTR) {
-    }
-  }
-
   Status CallFailed(int err, const iovec& at) const {
     const char* verb = t_.direction == CmaDirection::kRead ? "read" : "write";
     switch (err) {
@@ -223,11 +214,14 @@ class Batcher {
         // (the kernel stops there; a partial call returned the bytes
         // before it).
         const int err = n < 0 ? errno : EFAULT;
+        result = CallFailed(err, remote_[ri]);
         // An address space that is gone is an exec, or an exit still
         // under way (the memory goes before the pidfd reports the exit):
-        // give an exit a moment to show, so it is reported as one.
-        if (err == ENOEXEC) AwaitExit(100);
-        result = CallFailed(err, remote_[ri]);
+        // the task's PF_EXITING tells which.
+        if (err == ENOEXEC) {
+          ISO_ASSIGN_OR_RETURN(bool exiting, ProcessExiting(t_.pid, t_.pidfd));
+          if (exiting) result = NotFound(t_.channel, ": process ", t_.pid, " has exited");
+        }
         break;
       }
       if (static_cast<uint64_t>(n) > left) {

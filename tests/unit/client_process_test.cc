@@ -97,6 +97,43 @@ TEST_CASE("an exited process is refused, reaped or not") {
   CHECK(ClientProcess::Open({0, 0, 0}).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("an exiting process is told from a live one by its pidfd and PF_EXITING") {
+  std::vector<std::byte> buffer(4096);
+  CmaChild child(buffer.data(), buffer.size());
+  auto p = ClientProcess::Open({child.pid(), ::getuid(), ::getgid()});
+  REQUIRE(p.ok());
+  auto live = ProcessExiting(p->pid(), p->pidfd());
+  REQUIRE(live.ok());
+  CHECK_FALSE(*live);
+  child.Kill(/*reap=*/false);
+  bool exiting = false;
+  for (int i = 0; i < 1000 && !exiting; ++i) {
+    auto r = ProcessExiting(p->pid(), p->pidfd());
+    REQUIRE(r.ok());
+    exiting = *r;
+    if (!exiting) ::usleep(1000);
+  }
+  CHECK(exiting);
+  child.Reap();
+  auto reaped = ProcessExiting(p->pid(), p->pidfd());
+  REQUIRE(reaped.ok());
+  CHECK(*reaped);
+}
+
+TEST_CASE("/proc stat flags are field 9, counted from the name's last ')'") {
+  auto plain = ParseProcStatFlags("42 (cat) R 1 42 42 0 -1 4194560 97 0 0 0\n");
+  REQUIRE(plain.ok());
+  CHECK(*plain == 4194560);
+  // A name may hold spaces and ')' of its own.
+  auto odd = ParseProcStatFlags("7 (a) b) c) S 1 7 7 0 -1 4194308 1 2\n");
+  REQUIRE(odd.ok());
+  CHECK(*odd == 4194308);
+  CHECK((*odd & 0x4) != 0);
+  CHECK_FALSE(ParseProcStatFlags("7 (x S 1 7").ok());
+  CHECK_FALSE(ParseProcStatFlags("7 (x) S 1 7 7 0").ok());
+  CHECK_FALSE(ParseProcStatFlags("7 (x) S 1 7 7 0 -1 zz 1").ok());
+}
+
 TEST_CASE("/proc status parsing takes the id and capability lines") {
   ProcessIds ids;
   const char* text =
