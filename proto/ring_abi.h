@@ -8,8 +8,9 @@
 //   SQ: the client writes entries and advances sq_tail, then writes 1 to
 //       the submission eventfd unless daemon_awake is 1; the daemon
 //       advances sq_head.
-//   CQ: the daemon writes entries and advances cq_tail (release), then
-//       writes 1 to the completion eventfd; the client advances cq_head.
+//   CQ: the daemon writes entries and advances cq_tail, then writes 1 to
+//       the completion eventfd unless client_spinning is 1; the client
+//       advances cq_head.
 // The daemon copies each submission out of shared memory once and validates
 // the copy; a malformed entry gets a completion with an error, never a crash.
 // The CQ never overflows: the daemon takes a submission only while
@@ -75,6 +76,14 @@ struct ControlHeader {
   // store, then awake load; awake store, then tail load), so a submission
   // is never missed.
   PaddedIndex daemon_awake;
+  // The same handshake the other way: 1 while a client thread spins on
+  // cq_tail waiting for a completion, so the daemon may skip the
+  // completion eventfd (a syscall on its side, a read on the client's).
+  // The client stores 0 before it sleeps on the eventfd and then reads
+  // cq_tail once more; the daemon stores cq_tail and then reads this flag
+  // (all sequentially consistent), so a completion is never slept
+  // through. A client that never sets it gets the eventfd every time.
+  PaddedIndex client_spinning;
 };
 
 inline uint64_t ControlBytes(uint32_t sq_entries, uint32_t cq_entries) {

@@ -215,10 +215,16 @@ struct Client::Impl {
       lock.unlock();
       // Small copies complete within microseconds: spin briefly before
       // sleeping on the eventfd.
+      // While it spins the daemon skips the completion eventfd
+      // (ring_abi.h, client_spinning); clearing the flag and then looking
+      // once more closes the race with a completion published meanwhile.
+      header->client_spinning.value.store(1, std::memory_order_seq_cst);
       const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
       while (!CompletionsPending() && std::chrono::steady_clock::now() < spin_until) {
       }
-      if (!CompletionsPending()) {
+      header->client_spinning.value.store(0, std::memory_order_seq_cst);
+      if (header->cq_head.value.load(std::memory_order_relaxed) ==
+          header->cq_tail.value.load(std::memory_order_seq_cst)) {
         pollfd p{cq_event, POLLIN, 0};
         const int r = poll(&p, 1, 100);
         uint64_t count;

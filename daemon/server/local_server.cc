@@ -73,8 +73,10 @@ struct LocalClient {
       e.message_len = static_cast<uint32_t>(std::min(msg.size(), sizeof e.message));
       if (e.message_len > 0) std::memcpy(e.message, msg.data(), e.message_len);
       ++cq_tail;
-      header->cq_tail.value.store(cq_tail, std::memory_order_release);
+      header->cq_tail.value.store(cq_tail, std::memory_order_seq_cst);
     }
+    // A client spinning on cq_tail sees the entry without the eventfd.
+    if (header->client_spinning.value.load(std::memory_order_seq_cst) == 1) return;
     const uint64_t one = 1;
     (void)!::write(cq_event.get(), &one, sizeof one);
   }
