@@ -64,7 +64,10 @@ DimExchange Canonicalize(std::vector<CoordRun>* raw) {
     return a.coord != b.coord ? a.coord < b.coord : a.run.global < b.run.global;
   });
   DimExchange out;
+  // At most one entry each per raw run: no regrowth, whose count would
+  // depend on the number of remote coordinates.
   out.runs.reserve(raw->size());
+  out.coords.reserve(raw->size());
   for (const CoordRun& cr : *raw) {
     if (cr.run.length == 0) continue;
     if (!out.coords.empty() && out.coords.back().coord == cr.coord) {
