@@ -36,8 +36,9 @@ Result<DimMap> MakeDim(int d, uint64_t extent, const DimDistribution& dist, uint
       m.block = 1;
       break;
     case DistKind::kBlockCyclic:
-      if (dist.block == 0)
+      if (dist.block == 0) {
         return InvalidArgument("dimension ", d, ": BLOCK_CYCLIC block size is 0");
+      }
       m.block = dist.block;
       break;
     default:

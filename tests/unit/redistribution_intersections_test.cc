@@ -109,6 +109,7 @@ TEST_CASE("random 1-D to 3-D cases agree with brute force, every local rank") {
     // Small enough for element-by-element checks of every rank.
     const uint64_t max_extent = dims == 1 ? 200 : dims == 2 ? 40 : 14;
     std::vector<uint64_t> extents;
+    extents.reserve(dims);
     for (int d = 0; d < dims; ++d) extents.push_back(1 + rng() % max_extent);
     const Distribution local = Make(RandomSpec(rng, extents));
     const Distribution remote = Make(RandomSpec(rng, extents));
