@@ -18,6 +18,17 @@ struct RemotePos {
   uint64_t cycle = 0;
 };
 
+// *x = (*x + step) mod `mod` for *x, step < mod, without overflowing when
+// mod is near 2^64; true when it wrapped.
+bool AddMod(uint64_t* x, uint64_t step, uint64_t mod) {
+  if (*x >= mod - step) {
+    *x -= mod - step;
+    return true;
+  }
+  *x += step;
+  return false;
+}
+
 }  // namespace
 
 void AspenDim(const DimProblem& p, std::vector<CoordRun>* out) {
@@ -40,7 +51,8 @@ void AspenDim(const DimProblem& p, std::vector<CoordRun>* out) {
   RemotePos at{
       .offset = start % rm.block, .coord = first_block % rm.procs, .cycle = first_block / rm.procs};
   for (uint64_t i = 0; i < blocks; ++i) {
-    const uint64_t end = std::min(start + lm.block, lm.extent);
+    // Written so that extents near 2^64 cannot wrap.
+    const uint64_t end = start + std::min(lm.block, lm.extent - start);
     uint64_t pos = start;
     uint64_t local = i * lm.block;
     // Adjacency shifting: the local block's first piece goes to at.coord,
@@ -62,16 +74,12 @@ void AspenDim(const DimProblem& p, std::vector<CoordRun>* out) {
       }
     }
     if (i + 1 == blocks) break;
+    // The next local block: one local period further in the remote pattern.
     start += period;
-    at.offset += step_offset;
-    const uint64_t carry = at.offset >= rm.block ? 1 : 0;
-    at.offset -= carry * rm.block;
-    at.coord += step_coord + carry;
-    at.cycle += step_cycle;
-    if (at.coord >= rm.procs) {
-      at.coord -= rm.procs;
-      ++at.cycle;
-    }
+    const bool carry = AddMod(&at.offset, step_offset, rm.block);
+    const bool wrap = AddMod(&at.coord, step_coord, rm.procs);
+    const bool wrap_carry = carry && AddMod(&at.coord, 1, rm.procs);
+    at.cycle += step_cycle + (wrap ? 1 : 0) + (wrap_carry ? 1 : 0);
   }
 }
 

@@ -15,6 +15,11 @@ Run MakeRun(const DimProblem& p, uint64_t lo, uint64_t hi) {
       .global = lo, .length = hi - lo, .local = p.local.Local(lo), .remote = p.remote.Local(lo)};
 }
 
+// x + step, or `limit` when that reaches it: no wrap near 2^64.
+uint64_t Advance(uint64_t x, uint64_t step, uint64_t limit) {
+  return limit - x <= step ? limit : x + step;
+}
+
 }  // namespace
 
 void ClassicalPair(const DimProblem& p, uint64_t remote_coord, std::vector<Run>* out) {
@@ -24,10 +29,10 @@ void ClassicalPair(const DimProblem& p, uint64_t remote_coord, std::vector<Run>*
   const uint64_t rblocks = rm.LocalBlocks(remote_coord);
   for (uint64_t i = 0; i < lblocks; ++i) {
     const uint64_t ls = (i * lm.procs + p.local_coord) * lm.block;
-    const uint64_t le = std::min(ls + lm.block, lm.extent);
+    const uint64_t le = ls + std::min(lm.block, lm.extent - ls);
     for (uint64_t j = 0; j < rblocks; ++j) {
       const uint64_t rs = (j * rm.procs + remote_coord) * rm.block;
-      const uint64_t re = std::min(rs + rm.block, rm.extent);
+      const uint64_t re = rs + std::min(rm.block, rm.extent - rs);
       const uint64_t lo = std::max(ls, rs);
       const uint64_t hi = std::min(le, re);
       if (lo < hi) out->push_back(MakeRun(p, lo, hi));
@@ -55,15 +60,15 @@ void FallsPair(const DimProblem& p, uint64_t remote_coord, std::vector<Run>* out
   const size_t first = out->size();
   // One forward sweep: whichever segment ends first is done with.
   while (ls < window && rs < window) {
-    const uint64_t le = std::min(ls + lm.block, window);
-    const uint64_t re = std::min(rs + rm.block, window);
+    const uint64_t le = ls + std::min(lm.block, window - ls);
+    const uint64_t re = rs + std::min(rm.block, window - rs);
     const uint64_t lo = std::max(ls, rs);
     const uint64_t hi = std::min(le, re);
     if (lo < hi) out->push_back(MakeRun(p, lo, hi));
     if (le <= re) {
-      ls += lstride;
+      ls = Advance(ls, lstride, window);
     } else {
-      rs += rstride;
+      rs = Advance(rs, rstride, window);
     }
   }
   const size_t found = out->size() - first;

@@ -2,6 +2,7 @@
 // the same canonical exchange set, and it lists exactly the elements a
 // brute-force owner mapping finds, with the right local positions.
 #include <catch2/catch.hpp>
+#include <limits>
 #include <random>
 
 #include "redistribution/exchange.h"
@@ -126,6 +127,34 @@ TEST_CASE("a 4-D case agrees with brute force") {
            Make({.extents = {5, 6, 4, 7},
                  .dists = {DimDistribution::Block(), bc(4), bc(1), bc(2)},
                  .grid = {3, 1, 4, 2}}));
+}
+
+TEST_CASE("extents and blocks near 2^64 do not wrap") {
+  // Too big for brute force: the algorithms must agree, and each local
+  // rank's runs must add up to its local extent.
+  constexpr uint64_t kBig = std::numeric_limits<uint64_t>::max();
+  const auto bc = DimDistribution::BlockCyclic;
+  const std::vector<std::pair<DistributionSpec, DistributionSpec>> cases = {
+      {{.extents = {kBig}, .dists = {DimDistribution::Block()}, .grid = {3}},
+       {.extents = {kBig}, .dists = {bc(kBig / 5)}, .grid = {2}}},
+      {{.extents = {kBig}, .dists = {bc(kBig - 7)}, .grid = {1}},
+       {.extents = {kBig}, .dists = {bc(kBig / 3 + 11)}, .grid = {1}}},
+      {{.extents = {kBig - 1}, .dists = {bc(uint64_t{1} << 62)}, .grid = {3}},
+       {.extents = {kBig - 1}, .dists = {bc((uint64_t{1} << 61) + 5)}, .grid = {5}}},
+  };
+  for (const auto& [ls, rs] : cases) {
+    const Distribution local = Make(ls);
+    const Distribution remote = Make(rs);
+    INFO("local " << local.ToString() << ", remote " << remote.ToString());
+    for (uint64_t r = 0; r < local.rank_count(); ++r) {
+      const ExchangeSet aspen = ComputeExchange(local, r, remote, Algorithm::kAspen).value();
+      CHECK(aspen == ComputeExchange(local, r, remote, Algorithm::kClassical).value());
+      CHECK(aspen == ComputeExchange(local, r, remote, Algorithm::kFalls).value());
+      uint64_t total = 0;
+      for (const Run& run : aspen.per_dim[0].runs) total += run.length;
+      CHECK(total == local.LocalExtent(r).value()[0]);
+    }
+  }
 }
 
 TEST_CASE("mismatched distributions and bad ranks are refused") {
