@@ -25,6 +25,7 @@ LAYER_PREFIXES = [
     ("layout/", "layout"),
     ("config/", "config"),
     ("planner/", "planner"),
+    ("redistribution/", "redistribution"),
     ("channels/", "channels"),
     # Our framing of the local socket and the shared ring's ABI; built on
     # protobuf, so only the layers that may see proto types include it.
@@ -61,6 +62,8 @@ ALLOWED = {
     "config": {"core", "layout"},
     # Pure: request + topology in, plan out; no config, no I/O.
     "planner": {"core", "layout"},
+    # Pure too: distributions and their intersections (issue #18).
+    "redistribution": {"core"},
     "channels": {"core", "layout", "config"},
     "wire": {"core", PROTO},
     "daemon/runtime": _DOMAIN,
@@ -72,7 +75,7 @@ ALLOWED = {
     # Clients speak the wire and the core model, never the daemon's insides.
     "client": {"core", "layout"} | _PROTO_USERS,
     "tools": _DAEMON_LOW | _PROTO_USERS
-    | {"daemon/server", "daemon/cluster", "daemon", "client"},
+    | {"daemon/server", "daemon/cluster", "daemon", "client", "redistribution"},
     # What a user of the project writes: the client, or the runtime embedded
     # in-process with its config (examples/local_copy.cc).
     "examples": {"core", "layout", "config", "daemon/runtime", "client"},
@@ -80,7 +83,7 @@ ALLOWED = {
     "fuzz": _DAEMON_LOW | _PROTO_USERS | {"daemon/server", "daemon/cluster", "client"},
     # Tests may include anything except the other leaves (examples, fuzz).
     "tests": _DAEMON_LOW | _PROTO_USERS
-    | {"daemon/server", "daemon/cluster", "daemon", "client", "tools"},
+    | {"daemon/server", "daemon/cluster", "daemon", "client", "tools", "redistribution"},
 }
 
 # Libraries every layer may use, like the standard library: abseil (the
