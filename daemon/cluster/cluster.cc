@@ -132,6 +132,8 @@ grpc::Service* Cluster::service() { return impl_->service.get(); }
 
 bool Cluster::KnowsNode(const std::string& node) const { return impl_->FindPeer(node) != nullptr; }
 
+FormExchangeStats Cluster::FormStats() const { return impl_->forms.Stats(); }
+
 Result<PlanReport> Cluster::Explain(const std::string& src_memory, const Layout& src_layout,
                                     const std::string& dst_memory, const Layout& dst_layout,
                                     const Box& bounds, const FieldSpace& fields) {

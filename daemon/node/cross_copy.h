@@ -32,7 +32,10 @@ struct InstanceSpec;
 // One end of a cross-node copy.
 struct CrossEnd {
   std::string node;                  // empty: this node
-  InstanceRef local;                 // this node's end
+  // This node's end. Of a datatype (packed) copy, local.packed is set on
+  // both ends, the other node's too (its form, to send there), and
+  // `shape` is PackedShape of the packed bytes.
+  InstanceRef local;
   std::shared_ptr<const void> keep;  // keeps this node's allocation alive
   // Another node's end: allocation (published there) or memory + file;
   // shape in `shape`.
@@ -79,9 +82,18 @@ class CrossTransfer {
   virtual double predicted_bytes_per_s() const = 0;
 };
 
+// Exchange-once of canonical forms with peers (daemon/cluster/
+// form_exchange.h), for `isoctl status`.
+struct FormExchangeStats {
+  uint64_t sent = 0, referred = 0, resent = 0;                // as sender
+  uint64_t received = 0, memo_hits = 0, memo_misses = 0;      // as receiver
+  uint64_t memo_bytes = 0;
+};
+
 class CrossCopier {
  public:
   virtual ~CrossCopier() = default;
+  virtual FormExchangeStats FormStats() const { return {}; }
   // Plans and starts the copy; `done` runs once with its final status.
   // Errors (unknown or unreachable node, bad ends) return here.
   virtual Result<std::shared_ptr<CrossTransfer>> Copy(CrossCopySpec spec,

@@ -124,6 +124,7 @@ struct NodeStatus {
   uint64_t datatypes = 0;  // registered handles, all sessions
   uint64_t datatype_translations = 0;
   uint64_t datatype_translations_memoized = 0;
+  FormExchangeStats forms;  // with peers
 };
 
 struct InstanceSpec {
@@ -196,7 +197,10 @@ class Node {
   void SetCrossCopier(CrossCopier* copier);
   // This node's end of a cross-node copy a peer asked for: a published
   // allocation, or a file of a DSK memory (spec.memory without prefix).
-  Result<CrossEnd> ResolveForPeer(const InstanceSpec& spec) const;
+  // With `packed` (a datatype copy's end, its form checked), spec.shape is
+  // ignored: the end is PackedShape(packed->bytes) over packed->span bytes.
+  Result<CrossEnd> ResolveForPeer(const InstanceSpec& spec,
+                                  std::shared_ptr<const PackedEnd> packed = nullptr) const;
   Runtime& runtime();
   ~Node();
 
