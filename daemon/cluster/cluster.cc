@@ -140,6 +140,12 @@ Result<PlanReport> Cluster::Explain(const std::string& src_memory, const Layout&
   return impl_->Explain(src_memory, src_layout, dst_memory, dst_layout, bounds, fields);
 }
 
+Result<PlanReport> Cluster::ExplainPacked(const std::string& src_memory,
+                                          const std::string& dst_memory, const PackedEnd& src,
+                                          const PackedEnd& dst) {
+  return impl_->ExplainPacked(src_memory, dst_memory, src, dst);
+}
+
 Result<std::shared_ptr<CrossTransfer>> Cluster::Copy(CrossCopySpec spec,
                                                      std::function<void(Status)> done) {
   return impl_->Copy(std::move(spec), std::move(done));

@@ -58,6 +58,8 @@ class Cluster final : public CrossCopier {
   Result<PlanReport> Explain(const std::string& src_memory, const Layout& src_layout,
                              const std::string& dst_memory, const Layout& dst_layout,
                              const Box& bounds, const FieldSpace& fields) override;
+  Result<PlanReport> ExplainPacked(const std::string& src_memory, const std::string& dst_memory,
+                                   const PackedEnd& src, const PackedEnd& dst) override;
 
   struct Impl;
 

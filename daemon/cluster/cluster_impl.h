@@ -243,6 +243,8 @@ struct Cluster::Impl {
   Result<PlanReport> Explain(const std::string& src_memory, const Layout& src_layout,
                              const std::string& dst_memory, const Layout& dst_layout,
                              const Box& bounds, const FieldSpace& fields);
+  Result<PlanReport> ExplainPacked(const std::string& src_memory, const std::string& dst_memory,
+                                   const PackedEnd& src, const PackedEnd& dst);
   void SetUp(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec, const Path& path,
              size_t net_hop, uint64_t chunk_target, uint64_t slot_limit);
   void SetUpHalves(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec, const Path& path,

@@ -228,6 +228,28 @@ Result<PlanReport> Cluster::Impl::Explain(const std::string& src_memory, const L
                     plan.topo);
 }
 
+Result<PlanReport> Cluster::Impl::ExplainPacked(const std::string& src_memory,
+                                                const std::string& dst_memory,
+                                                const PackedEnd& src, const PackedEnd& dst) {
+  if (src.bytes != dst.bytes) {
+    return InvalidArgument("the source (", src.what, ") packs to ", src.bytes,
+                           " bytes, the destination (", dst.what, ") to ", dst.bytes);
+  }
+  const InstanceShape shape = PackedShape(src.bytes);
+  ISO_ASSIGN_OR_RETURN(CrossPlan plan,
+                       PlanCross(SplitNodeMemory(src_memory, self()),
+                                 SplitNodeMemory(dst_memory, self()), shape.layout, shape.layout,
+                                 shape.bounds, shape.fields));
+  CostPackedEnds(plan.path, src, dst, plan.topo);
+  ISO_ASSIGN_OR_RETURN(ChunkGrid grid, GridAlong(plan.path, shape.bounds, shape.fields,
+                                                 plan.chunk_target, plan.slot_limit));
+  const PlanExplanation ex =
+      ExplainGrid(std::move(plan.path), grid, 1, node->runtime().config().slots_per_buffer);
+  PlanReport rep = ReportPlan(ex, plan.topo);
+  rep.why = WhyPacked(ex, src, dst, plan.topo);
+  return rep;
+}
+
 // ---- set-up of the halves ----
 
 void Cluster::Impl::SetUp(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec,

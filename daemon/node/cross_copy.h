@@ -104,6 +104,11 @@ class CrossCopier {
   virtual Result<PlanReport> Explain(const std::string& src_memory, const Layout& src_layout,
                                      const std::string& dst_memory, const Layout& dst_layout,
                                      const Box& bounds, const FieldSpace& fields) = 0;
+  // The plan of a datatype copy between "node:memory" memories whose ends
+  // pack as `src` and `dst` (isoctl plan with a datatype).
+  virtual Result<PlanReport> ExplainPacked(const std::string& src_memory,
+                                           const std::string& dst_memory, const PackedEnd& src,
+                                           const PackedEnd& dst) = 0;
 };
 
 }  // namespace isometry

@@ -185,6 +185,10 @@ using TransferCallback = std::function<void(const TransferReport&)>;
 // An explained plan as isoctl and the gRPC API show it, memory names from
 // `topo` (this node's graph, or the cluster's for cross-node plans).
 PlanReport ReportPlan(const PlanExplanation& ex, const Topology& topo);
+// PlanReport::why of a datatype plan: both ends' forms and runs, and what
+// the hops touching them were costed at.
+std::string WhyPacked(const PlanExplanation& ex, const PackedEnd& src, const PackedEnd& dst,
+                      const Topology& topo);
 
 class Node {
  public:

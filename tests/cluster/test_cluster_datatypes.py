@@ -200,6 +200,25 @@ class DatatypesAcrossNodes(unittest.TestCase):
                 ca.copy(src, wide)
             self.assertIn("does not fit allocation", str(cm.exception))
 
+    def test_isoctl_plans_a_datatype_across_nodes_and_shows_the_counters(self):
+        import subprocess
+
+        isoctl = os.environ.get("ISOCTL")
+        if not isoctl:
+            self.skipTest("ISOCTL is not set")
+        a = self.cluster["a"]
+        plan = subprocess.run([isoctl, "--socket", a.socket, "plan", "sys0", "b:sys0",
+                               "--src-type", "vector(1024, 8, 16, byte)",
+                               "--dst-type", "contiguous(8192, byte)"],
+                              capture_output=True, text=True)
+        self.assertEqual(plan.returncode, 0, plan.stderr)
+        self.assertIn("b:sys0", plan.stdout)
+        self.assertIn("8@0 x1024/16", plan.stdout)
+        status = subprocess.run([isoctl, "--socket", a.socket, "status"], capture_output=True,
+                                text=True, check=True).stdout
+        self.assertIn("forms to peers", status)
+        self.assertIn("forms from peers", status)
+
 
 if __name__ == "__main__":
     unittest.main()
