@@ -181,8 +181,7 @@ Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::Copy(CrossCopySpec spec,
   }
   if (packed[0] && packed[0]->bytes != packed[1]->bytes) {
     return InvalidArgument("copy: the source (", packed[0]->what, ") packs to ", packed[0]->bytes,
-                           " bytes, the destination (", packed[1]->what, ") to ",
-                           packed[1]->bytes);
+                           " bytes, the destination (", packed[1]->what, ") to ", packed[1]->bytes);
   }
   if (!(spec.src.shape.fields == spec.dst.shape.fields)) {
     return InvalidArgument("copy: source and destination field spaces differ");
@@ -229,17 +228,16 @@ Result<PlanReport> Cluster::Impl::Explain(const std::string& src_memory, const L
 }
 
 Result<PlanReport> Cluster::Impl::ExplainPacked(const std::string& src_memory,
-                                                const std::string& dst_memory,
-                                                const PackedEnd& src, const PackedEnd& dst) {
+                                                const std::string& dst_memory, const PackedEnd& src,
+                                                const PackedEnd& dst) {
   if (src.bytes != dst.bytes) {
     return InvalidArgument("the source (", src.what, ") packs to ", src.bytes,
                            " bytes, the destination (", dst.what, ") to ", dst.bytes);
   }
   const InstanceShape shape = PackedShape(src.bytes);
-  ISO_ASSIGN_OR_RETURN(CrossPlan plan,
-                       PlanCross(SplitNodeMemory(src_memory, self()),
-                                 SplitNodeMemory(dst_memory, self()), shape.layout, shape.layout,
-                                 shape.bounds, shape.fields));
+  ISO_ASSIGN_OR_RETURN(CrossPlan plan, PlanCross(SplitNodeMemory(src_memory, self()),
+                                                 SplitNodeMemory(dst_memory, self()), shape.layout,
+                                                 shape.layout, shape.bounds, shape.fields));
   CostPackedEnds(plan.path, src, dst, plan.topo);
   ISO_ASSIGN_OR_RETURN(ChunkGrid grid, GridAlong(plan.path, shape.bounds, shape.fields,
                                                  plan.chunk_target, plan.slot_limit));
@@ -347,15 +345,14 @@ bool Cluster::Impl::SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const Cros
   return true;
 }
 
-Status Cluster::Impl::CallStartHalf(const Peer& p, const std::string& here,
-                                   cluster::HalfOut& out) {
+Status Cluster::Impl::CallStartHalf(const Peer& p, const std::string& here, cluster::HalfOut& out) {
   const std::shared_ptr<const PackedEnd>& packed = out.end->local.packed;
   std::string serialized;
   if (packed) {
     serialized = SerializeForm(packed->form);
     if (serialized.size() > kMaxSerializedForm) {
-      return ResourceExhausted("the canonical form of ", packed->what, " takes ",
-                               serialized.size(), " bytes; at most ", kMaxSerializedForm,
+      return ResourceExhausted("the canonical form of ", packed->what, " takes ", serialized.size(),
+                               " bytes; at most ", kMaxSerializedForm,
                                " go to a peer (describe the data more regularly)");
     }
     out.form_hash = SerializedFormHash(serialized);

@@ -89,8 +89,8 @@ Result<std::shared_ptr<const CanonicalForm>> FormExchange::Resolve(const std::st
   ISO_ASSIGN_OR_RETURN(CanonicalForm parsed, ParseForm(bytes));
   const uint64_t actual = SerializedFormHash(bytes);
   if (actual != hash) {
-    return InvalidArgument("canonical form from node '", peer, "' hashes to ", actual,
-                           ", not the ", hash, " it was sent as");
+    return InvalidArgument("canonical form from node '", peer, "' hashes to ", actual, ", not the ",
+                           hash, " it was sent as");
   }
   auto form = std::make_shared<const CanonicalForm>(std::move(parsed));
   ++received_;

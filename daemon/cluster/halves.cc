@@ -106,8 +106,8 @@ Result<std::shared_ptr<const PackedEnd>> Cluster::Impl::PeerPackedEnd(
     const std::string& caller, const cluster::HalfRequest& req) {
   ISO_ASSIGN_OR_RETURN(std::shared_ptr<const CanonicalForm> form,
                        forms.Resolve(caller, req.form_hash, req.form));
-  auto packed = MakePackedEnd(*form, req.form_span,
-                              StrCat("canonical form ", req.form_hash, " from node '", caller, "'"));
+  auto packed = MakePackedEnd(
+      *form, req.form_span, StrCat("canonical form ", req.form_hash, " from node '", caller, "'"));
   // Whatever is wrong with it came from the peer: its request is invalid.
   if (!packed.ok()) return InvalidArgument(packed.status().message());
   if (!(req.other.bounds == PackedShape((*packed)->bytes).bounds)) {

@@ -31,7 +31,7 @@ struct InstanceSpec;
 
 // One end of a cross-node copy.
 struct CrossEnd {
-  std::string node;                  // empty: this node
+  std::string node;  // empty: this node
   // This node's end. Of a datatype (packed) copy, local.packed is set on
   // both ends, the other node's too (its form, to send there), and
   // `shape` is PackedShape of the packed bytes.
@@ -85,8 +85,8 @@ class CrossTransfer {
 // Exchange-once of canonical forms with peers (daemon/cluster/
 // form_exchange.h), for `isoctl status`.
 struct FormExchangeStats {
-  uint64_t sent = 0, referred = 0, resent = 0;                // as sender
-  uint64_t received = 0, memo_hits = 0, memo_misses = 0;      // as receiver
+  uint64_t sent = 0, referred = 0, resent = 0;            // as sender
+  uint64_t received = 0, memo_hits = 0, memo_misses = 0;  // as receiver
   uint64_t memo_bytes = 0;
 };
 

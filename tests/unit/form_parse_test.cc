@@ -58,10 +58,10 @@ TEST_CASE("form parse: hostile input is refused") {
   CHECK(!ParseForm(good + "x").ok());
   CHECK(!ParseForm("ISOFORM2" + good.substr(8)).ok());
   CHECK(!ParseForm("ISOFORM1").ok());
-  CHECK(!ParseForm(OnePiece(0, 0, 4, 16)).ok());              // empty run
-  CHECK(!ParseForm(OnePiece(0, 8, 1, 16)).ok());              // unit loop
+  CHECK(!ParseForm(OnePiece(0, 0, 4, 16)).ok());                 // empty run
+  CHECK(!ParseForm(OnePiece(0, 8, 1, 16)).ok());                 // unit loop
   CHECK(!ParseForm(OnePiece(0, 8, int64_t{1} << 41, 16)).ok());  // too many iterations
-  CHECK(!ParseForm(OnePiece(INT64_MAX - 4, 8, 2, 16)).ok());  // reach wraps
+  CHECK(!ParseForm(OnePiece(INT64_MAX - 4, 8, 2, 16)).ok());     // reach wraps
   CHECK(!ParseForm(OnePiece(0, int64_t{1} << 62, 2, 16)).ok());
   std::string many = "ISOFORM1";
   Put(many, int64_t{1} << 40);  // a piece count it cannot hold
