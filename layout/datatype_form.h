@@ -48,6 +48,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/box.h"
@@ -117,6 +118,17 @@ std::string SerializeForm(const CanonicalForm& form);
 // collision resistant against an adversary: a cache keyed by it must
 // compare the forms (operator==) before trusting a hit.
 uint64_t FormHash(const CanonicalForm& form);
+// FormHash of bytes already serialized (what a peer sent).
+uint64_t SerializedFormHash(std::string_view serialized);
+
+// The most bytes ParseForm takes (a form past it is not sent to peers).
+inline constexpr size_t kMaxSerializedForm = size_t{8} << 20;
+// The form SerializeForm wrote into `bytes`, checked as input from
+// outside: magic, every count and size in range (loops 2..2^40 iterations,
+// at most kMaxFormLoops per piece, groups of simple pieces only, runs > 0),
+// every piece's reach and the packed size below 2^62, no trailing bytes.
+// It need not be canonical. Errors: InvalidArgument saying what is wrong.
+Result<CanonicalForm> ParseForm(std::string_view bytes);
 // The form for people (isoctl plan, RegisterDatatype's answer): pieces in
 // pack order, "; "-separated; a simple piece is "RUN@OFFSET" followed by
 // "xCOUNT/STRIDE" per loop, outermost first; a group is its body in

@@ -100,9 +100,11 @@ std::string SerializeForm(const CanonicalForm& form) {
   return out;
 }
 
-uint64_t FormHash(const CanonicalForm& form) {
+uint64_t FormHash(const CanonicalForm& form) { return SerializedFormHash(SerializeForm(form)); }
+
+uint64_t SerializedFormHash(std::string_view serialized) {
   uint64_t h = 0xcbf29ce484222325ull;
-  for (const char c : SerializeForm(form)) {
+  for (const char c : serialized) {
     h ^= static_cast<uint8_t>(c);
     h *= 0x100000001b3ull;
   }

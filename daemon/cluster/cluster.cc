@@ -132,10 +132,18 @@ grpc::Service* Cluster::service() { return impl_->service.get(); }
 
 bool Cluster::KnowsNode(const std::string& node) const { return impl_->FindPeer(node) != nullptr; }
 
+FormExchangeStats Cluster::FormStats() const { return impl_->forms.Stats(); }
+
 Result<PlanReport> Cluster::Explain(const std::string& src_memory, const Layout& src_layout,
                                     const std::string& dst_memory, const Layout& dst_layout,
                                     const Box& bounds, const FieldSpace& fields) {
   return impl_->Explain(src_memory, src_layout, dst_memory, dst_layout, bounds, fields);
+}
+
+Result<PlanReport> Cluster::ExplainPacked(const std::string& src_memory,
+                                          const std::string& dst_memory, const PackedEnd& src,
+                                          const PackedEnd& dst) {
+  return impl_->ExplainPacked(src_memory, dst_memory, src, dst);
 }
 
 Result<std::shared_ptr<CrossTransfer>> Cluster::Copy(CrossCopySpec spec,

@@ -16,6 +16,9 @@
 //    learns a remote half's end with AwaitHalf. The first failure of any
 //    half aborts the others; the copy ends when every half has ended.
 //    A third-party copy (this node asks B to send to C) has no local half.
+//    A datatype copy moves packed bytes: each node packs or unpacks its
+//    own end by that end's canonical form, which the initiator sends to
+//    the other node once per (peer, form hash) (form_exchange.h).
 #pragma once
 
 #include <memory>
@@ -51,9 +54,12 @@ class Cluster final : public CrossCopier {
   Result<std::shared_ptr<CrossTransfer>> Copy(CrossCopySpec spec,
                                               std::function<void(Status)> done) override;
   bool KnowsNode(const std::string& node) const override;
+  FormExchangeStats FormStats() const override;
   Result<PlanReport> Explain(const std::string& src_memory, const Layout& src_layout,
                              const std::string& dst_memory, const Layout& dst_layout,
                              const Box& bounds, const FieldSpace& fields) override;
+  Result<PlanReport> ExplainPacked(const std::string& src_memory, const std::string& dst_memory,
+                                   const PackedEnd& src, const PackedEnd& dst) override;
 
   struct Impl;
 

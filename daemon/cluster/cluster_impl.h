@@ -28,6 +28,7 @@
 #include "absl/synchronization/mutex.h"
 #include "channels/tcp/data_plane.h"
 #include "daemon/cluster/cluster.h"
+#include "daemon/cluster/form_exchange.h"
 #include "planner/topology.h"
 #include "planner/topology_join.h"
 
@@ -118,9 +119,16 @@ struct HalfRequest {
   Box box;
   int priority = 0;
   bool durable = true;
+  // A datatype copy (form_hash != 0): this node's end is the form with
+  // that hash (its bytes in `form`, or known from the caller's earlier
+  // requests) over form_span bytes from local.offset.
+  uint64_t form_hash = 0;
+  std::string form;
+  uint64_t form_span = 0;
 };
 
 class CrossOp;
+struct HalfOut;  // peer_wire.h
 
 }  // namespace cluster
 
@@ -158,6 +166,7 @@ struct Cluster::Impl {
   std::unique_ptr<net::Completer> worker ABSL_GUARDED_BY(mu);
 
   std::unique_ptr<v1::IsometryPeer::CallbackService> service;
+  cluster::FormExchange forms;  // canonical forms sent to / received from peers
 
   const std::string& self() const { return config.cluster.node_name; }
   Peer* FindPeer(const std::string& name) const;
@@ -206,8 +215,12 @@ struct Cluster::Impl {
                         const InstanceShape& other, std::optional<Box> box, int priority,
                         bool durable, const std::string& initiator,
                         const std::function<void(Status)>& on_done) ABSL_LOCKS_EXCLUDED(mu);
-  // A half `caller` asks this node to run.
+  // A half `caller` asks this node to run. A datatype half naming a form
+  // this node does not hold fails with cluster::UnknownFormError.
   Status StartPeerHalf(const std::string& caller, cluster::HalfRequest req);
+  // The packed end a datatype half from `caller` describes, checked.
+  Result<std::shared_ptr<const PackedEnd>> PeerPackedEnd(const std::string& caller,
+                                                         const cluster::HalfRequest& req);
   // Runs `on_end` with the half's final status, now when it has ended;
   // NotFound when this node has no half `key`.
   Status AwaitHalf(uint64_t key, std::function<void(const Status&)> on_end) ABSL_LOCKS_EXCLUDED(mu);
@@ -230,6 +243,8 @@ struct Cluster::Impl {
   Result<PlanReport> Explain(const std::string& src_memory, const Layout& src_layout,
                              const std::string& dst_memory, const Layout& dst_layout,
                              const Box& bounds, const FieldSpace& fields);
+  Result<PlanReport> ExplainPacked(const std::string& src_memory, const std::string& dst_memory,
+                                   const PackedEnd& src, const PackedEnd& dst);
   void SetUp(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec, const Path& path,
              size_t net_hop, uint64_t chunk_target, uint64_t slot_limit);
   void SetUpHalves(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec, const Path& path,
@@ -240,6 +255,9 @@ struct Cluster::Impl {
                     uint64_t chunk_target, uint64_t slot_limit);
   // Peer `here`'s half of `op`, then awaits its end; false when the copy
   // cannot go on.
+  // StartHalf at peer `p` (named `here`), sending the end's form by hash
+  // or by bytes (exchange-once).
+  Status CallStartHalf(const Peer& p, const std::string& here, cluster::HalfOut& out);
   bool SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec, bool sending,
                      const std::string& here, const std::string& partner, const Path& path,
                      size_t net_hop, uint64_t chunk_target, uint64_t slot_limit);

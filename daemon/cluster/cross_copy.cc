@@ -175,6 +175,14 @@ NodeMemory Cluster::Impl::NameOf(const CrossEnd& e) const {
 
 Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::Copy(CrossCopySpec spec,
                                                            std::function<void(Status)> done) {
+  const PackedEnd* packed[2] = {spec.src.local.packed.get(), spec.dst.local.packed.get()};
+  if (!packed[0] != !packed[1]) {
+    return InvalidArgument("copy: one end is packed (a datatype) and the other is not");
+  }
+  if (packed[0] && packed[0]->bytes != packed[1]->bytes) {
+    return InvalidArgument("copy: the source (", packed[0]->what, ") packs to ", packed[0]->bytes,
+                           " bytes, the destination (", packed[1]->what, ") to ", packed[1]->bytes);
+  }
   if (!(spec.src.shape.fields == spec.dst.shape.fields)) {
     return InvalidArgument("copy: source and destination field spaces differ");
   }
@@ -187,6 +195,7 @@ Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::Copy(CrossCopySpec spec,
   ISO_ASSIGN_OR_RETURN(CrossPlan plan,
                        PlanCross(NameOf(spec.src), NameOf(spec.dst), spec.src.shape.layout,
                                  spec.dst.shape.layout, box, spec.src.shape.fields));
+  if (packed[0]) CostPackedEnds(plan.path, *packed[0], *packed[1], plan.topo);
   uint64_t key;
   {
     absl::MutexLock lock(&mu);
@@ -216,6 +225,27 @@ Result<PlanReport> Cluster::Impl::Explain(const std::string& src_memory, const L
   return ReportPlan(ExplainGrid(std::move(plan.path), grid, fields.total_bytes(),
                                 node->runtime().config().slots_per_buffer),
                     plan.topo);
+}
+
+Result<PlanReport> Cluster::Impl::ExplainPacked(const std::string& src_memory,
+                                                const std::string& dst_memory, const PackedEnd& src,
+                                                const PackedEnd& dst) {
+  if (src.bytes != dst.bytes) {
+    return InvalidArgument("the source (", src.what, ") packs to ", src.bytes,
+                           " bytes, the destination (", dst.what, ") to ", dst.bytes);
+  }
+  const InstanceShape shape = PackedShape(src.bytes);
+  ISO_ASSIGN_OR_RETURN(CrossPlan plan, PlanCross(SplitNodeMemory(src_memory, self()),
+                                                 SplitNodeMemory(dst_memory, self()), shape.layout,
+                                                 shape.layout, shape.bounds, shape.fields));
+  CostPackedEnds(plan.path, src, dst, plan.topo);
+  ISO_ASSIGN_OR_RETURN(ChunkGrid grid, GridAlong(plan.path, shape.bounds, shape.fields,
+                                                 plan.chunk_target, plan.slot_limit));
+  const PlanExplanation ex =
+      ExplainGrid(std::move(plan.path), grid, 1, node->runtime().config().slots_per_buffer);
+  PlanReport rep = ReportPlan(ex, plan.topo);
+  rep.why = WhyPacked(ex, src, dst, plan.topo);
+  return rep;
 }
 
 // ---- set-up of the halves ----
@@ -288,14 +318,9 @@ bool Cluster::Impl::SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const Cros
   out.priority = spec.priority;
   out.durable = spec.durable;
   out.partner = partner;
-  const v1::StartHalfRequest req = cluster::ToProto(out);
-  grpc::ClientContext ctx;
-  cluster::SetDeadline(ctx, config.cluster.peer_timeout_ms);
-  Authorize(ctx, *p);
-  v1::StartHalfResponse resp;
-  grpc::Status gs = p->stub->StartHalf(&ctx, req, &resp);
-  if (!gs.ok()) {
-    op->HalfDone(cluster::FromGrpc(gs, StrCat("node '", here, "' refused its half")));
+  Status started = CallStartHalf(*p, here, out);
+  if (!started.ok()) {
+    op->HalfDone(started);
     return false;
   }
   if (op->failed()) op->Cancel();  // failed while the peer set its half up: end it there too
@@ -318,6 +343,47 @@ bool Cluster::Impl::SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const Cros
         }
       });
   return true;
+}
+
+Status Cluster::Impl::CallStartHalf(const Peer& p, const std::string& here, cluster::HalfOut& out) {
+  const std::shared_ptr<const PackedEnd>& packed = out.end->local.packed;
+  std::string serialized;
+  if (packed) {
+    serialized = SerializeForm(packed->form);
+    if (serialized.size() > kMaxSerializedForm) {
+      return ResourceExhausted("the canonical form of ", packed->what, " takes ", serialized.size(),
+                               " bytes; at most ", kMaxSerializedForm,
+                               " go to a peer (describe the data more regularly)");
+    }
+    out.form_hash = SerializedFormHash(serialized);
+    if (!forms.Known(here, out.form_hash, packed->form)) out.form = &serialized;
+  }
+  for (bool again = false;; again = true) {
+    if (packed) forms.CountSent(out.form != nullptr, again);
+    const v1::StartHalfRequest req = cluster::ToProto(out);
+    grpc::ClientContext ctx;
+    cluster::SetDeadline(ctx, config.cluster.peer_timeout_ms);
+    Authorize(ctx, p);
+    v1::StartHalfResponse resp;
+    grpc::Status gs = p.stub->StartHalf(&ctx, req, &resp);
+    if (!gs.ok()) return cluster::FromGrpc(gs, StrCat("node '", here, "' refused its half"));
+    if (resp.unknown_form() == 0) {
+      if (out.form) {
+        forms.Acknowledged(here, out.form_hash,
+                           std::shared_ptr<const CanonicalForm>(packed, &packed->form),
+                           serialized.size());
+      }
+      return OkStatus();
+    }
+    // The peer lost the form (restarted, or evicted it): once more with
+    // its bytes.
+    forms.Forget(here, out.form_hash);
+    if (out.form || resp.unknown_form() != out.form_hash) {
+      return Internal("node '", here, "' does not know canonical form ", resp.unknown_form(),
+                      " (asked for ", out.form_hash, out.form ? ", sent with its bytes)" : ")");
+    }
+    out.form = &serialized;
+  }
 }
 
 }  // namespace isometry

@@ -9,6 +9,19 @@ namespace isometry {
 
 using cluster::Clock;
 
+namespace {
+
+// A packed end of `bytes` contiguous bytes from 0 (a far end's stand-in).
+Result<std::shared_ptr<const PackedEnd>> DenseEnd(uint64_t bytes) {
+  if (bytes > static_cast<uint64_t>(INT64_MAX)) {
+    return InvalidArgument("a packed stream of ", bytes, " bytes");
+  }
+  const CanonicalForm dense{{FormPiece{0, static_cast<int64_t>(bytes), {}, {}}}};
+  return MakePackedEnd(dense, bytes, "the other node's end");
+}
+
+}  // namespace
+
 Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossEnd& end,
                                      const InstanceShape& other, std::optional<Box> box,
                                      int priority, bool durable, const std::string& initiator,
@@ -21,6 +34,12 @@ Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossE
   const MemoryId other_mem =
       part.sending ? part.path.nodes.back().memory : part.path.nodes.front().memory;
   InstanceRef other_ref{other_mem, nullptr, 0, other};
+  if (end.local.packed) {
+    // A datatype copy: the far end's form stays on its node; a dense end
+    // of as many bytes marks this half packed too. Whole streams: no box.
+    ISO_ASSIGN_OR_RETURN(other_ref.packed, DenseEnd(end.local.packed->bytes));
+    box.reset();
+  }
   req.src = part.sending ? end.local : other_ref;
   req.dst = part.sending ? other_ref : end.local;
   const MemoryId mine =
@@ -83,9 +102,30 @@ Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossE
   return OkStatus();
 }
 
+Result<std::shared_ptr<const PackedEnd>> Cluster::Impl::PeerPackedEnd(
+    const std::string& caller, const cluster::HalfRequest& req) {
+  ISO_ASSIGN_OR_RETURN(std::shared_ptr<const CanonicalForm> form,
+                       forms.Resolve(caller, req.form_hash, req.form));
+  auto packed = MakePackedEnd(
+      *form, req.form_span, StrCat("canonical form ", req.form_hash, " from node '", caller, "'"));
+  // Whatever is wrong with it came from the peer: its request is invalid.
+  if (!packed.ok()) return InvalidArgument(packed.status().message());
+  if (!(req.other.bounds == PackedShape((*packed)->bytes).bounds)) {
+    return InvalidArgument("canonical form ", req.form_hash, " from node '", caller, "' packs ",
+                           (*packed)->bytes, " bytes; the other end has ",
+                           ToString(req.other.bounds));
+  }
+  return packed;
+}
+
 Status Cluster::Impl::StartPeerHalf(const std::string& caller, cluster::HalfRequest req) {
   req.part.peer = req.partner;
-  ISO_ASSIGN_OR_RETURN(CrossEnd end, node->ResolveForPeer(req.local));
+  std::shared_ptr<const PackedEnd> packed;
+  if (req.form_hash != 0) {
+    ISO_ASSIGN_OR_RETURN(packed, PeerPackedEnd(caller, req));
+    req.other = PackedShape(packed->bytes);
+  }
+  ISO_ASSIGN_OR_RETURN(CrossEnd end, node->ResolveForPeer(req.local, std::move(packed)));
   const uint64_t key = req.part.key;
   return StartLocalHalf(key, std::move(req.part), end, req.other, req.box, req.priority,
                         req.durable, caller, nullptr);

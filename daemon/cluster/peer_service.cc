@@ -31,10 +31,14 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
 
   grpc::ServerUnaryReactor* StartHalf(grpc::CallbackServerContext* ctx,
                                       const v1::StartHalfRequest* req,
-                                      v1::StartHalfResponse*) override {
+                                      v1::StartHalfResponse* resp) override {
     auto caller = Caller(ctx);
     if (!caller.ok()) return Reply(ctx, caller.status());
     Status s = Start(*caller, *req);
+    if (std::optional<uint64_t> unknown = UnknownFormOf(s)) {
+      resp->set_unknown_form(*unknown);  // the caller sends the form again
+      return Reply(ctx, OkStatus());
+    }
     if (!s.ok()) {
       spdlog::warn("half {} for '{}' refused: {}", req->key(), ForLog(*caller),
                    ForLog(s.ToString(), 512));

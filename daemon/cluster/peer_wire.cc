@@ -100,6 +100,11 @@ v1::StartHalfRequest ToProto(const HalfOut& h) {
   req.set_priority(h.priority);
   req.set_durable(h.durable);
   req.set_partner(h.partner);
+  if (const PackedEnd* packed = h.end->local.packed.get()) {
+    req.set_form_hash(h.form_hash);
+    req.set_form_span(packed->span);
+    if (h.form) req.set_form(*h.form);
+  }
   return req;
 }
 
@@ -129,8 +134,15 @@ Result<HalfRequest> FromProto(const v1::StartHalfRequest& req) {
   }
   ISO_ASSIGN_OR_RETURN(h.local, InstanceSpecFromProto(req.local()));
   if (h.local.datatype) {
-    return Unimplemented("datatype instances are not copied across nodes yet");
+    return InvalidArgument("a peer's datatype end comes as a canonical form (form_hash), ",
+                           "not as a datatype");
   }
+  if (req.form_hash() == 0 && !req.form().empty()) {
+    return InvalidArgument("a canonical form without its hash");
+  }
+  h.form_hash = req.form_hash();
+  h.form = req.form();
+  h.form_span = req.form_span();
   ISO_ASSIGN_OR_RETURN(h.other.bounds, BoxFromProto(req.other_bounds(), "other_bounds"));
   h.other.fields = h.local.shape.fields;
   ISO_ASSIGN_OR_RETURN(h.other.layout, Layout::Parse(req.other_layout(), h.other.bounds.dims));

@@ -30,6 +30,10 @@ struct HalfOut {
   int priority = 0;
   bool durable = true;
   std::string partner;
+  // A datatype copy: the peer's end by its form's hash (end->local.packed),
+  // with the serialized form when `form` is set.
+  uint64_t form_hash = 0;
+  const std::string* form = nullptr;
 };
 v1::StartHalfRequest ToProto(const HalfOut& h);
 // The half a peer asks for; an error when the request is malformed.

@@ -31,8 +31,11 @@ struct InstanceSpec;
 
 // One end of a cross-node copy.
 struct CrossEnd {
-  std::string node;                  // empty: this node
-  InstanceRef local;                 // this node's end
+  std::string node;  // empty: this node
+  // This node's end. Of a datatype (packed) copy, local.packed is set on
+  // both ends, the other node's too (its form, to send there), and
+  // `shape` is PackedShape of the packed bytes.
+  InstanceRef local;
   std::shared_ptr<const void> keep;  // keeps this node's allocation alive
   // Another node's end: allocation (published there) or memory + file;
   // shape in `shape`.
@@ -79,9 +82,18 @@ class CrossTransfer {
   virtual double predicted_bytes_per_s() const = 0;
 };
 
+// Exchange-once of canonical forms with peers (daemon/cluster/
+// form_exchange.h), for `isoctl status`.
+struct FormExchangeStats {
+  uint64_t sent = 0, referred = 0, resent = 0;            // as sender
+  uint64_t received = 0, memo_hits = 0, memo_misses = 0;  // as receiver
+  uint64_t memo_bytes = 0;
+};
+
 class CrossCopier {
  public:
   virtual ~CrossCopier() = default;
+  virtual FormExchangeStats FormStats() const { return {}; }
   // Plans and starts the copy; `done` runs once with its final status.
   // Errors (unknown or unreachable node, bad ends) return here.
   virtual Result<std::shared_ptr<CrossTransfer>> Copy(CrossCopySpec spec,
@@ -92,6 +104,11 @@ class CrossCopier {
   virtual Result<PlanReport> Explain(const std::string& src_memory, const Layout& src_layout,
                                      const std::string& dst_memory, const Layout& dst_layout,
                                      const Box& bounds, const FieldSpace& fields) = 0;
+  // The plan of a datatype copy between "node:memory" memories whose ends
+  // pack as `src` and `dst` (isoctl plan with a datatype).
+  virtual Result<PlanReport> ExplainPacked(const std::string& src_memory,
+                                           const std::string& dst_memory, const PackedEnd& src,
+                                           const PackedEnd& dst) = 0;
 };
 
 }  // namespace isometry

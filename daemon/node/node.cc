@@ -95,9 +95,12 @@ void Node::SetCrossCopier(CrossCopier* copier) { impl_->cross = copier; }
 
 Runtime& Node::runtime() { return *impl_->runtime; }
 
-Result<CrossEnd> Node::ResolveForPeer(const InstanceSpec& spec) const {
-  ISO_RETURN_IF_ERROR(spec.shape.Validate("instance"));
-  ISO_RETURN_IF_ERROR(CheckInstanceEnd(spec.offset, spec.shape.total_bytes()));
+Result<CrossEnd> Node::ResolveForPeer(const InstanceSpec& spec,
+                                      std::shared_ptr<const PackedEnd> packed) const {
+  const InstanceShape shape = packed ? PackedShape(packed->bytes) : spec.shape;
+  ISO_RETURN_IF_ERROR(shape.Validate("instance"));
+  const uint64_t total = packed ? packed->span : shape.total_bytes();
+  ISO_RETURN_IF_ERROR(CheckInstanceEnd(spec.offset, total));
   CrossEnd end;
   if (!spec.file.empty()) {
     ISO_ASSIGN_OR_RETURN(MemoryId m, impl_->runtime->FindMemory(spec.memory));
@@ -105,9 +108,10 @@ Result<CrossEnd> Node::ResolveForPeer(const InstanceSpec& spec) const {
       return InvalidArgument("memory '", spec.memory, "' is not a DSK memory");
     }
     ISO_RETURN_IF_ERROR(CheckRelativePath(spec.file));
-    end.local = InstanceRef{m, nullptr, 0, spec.shape};
+    end.local = InstanceRef{m, nullptr, 0, shape};
     end.local.file = spec.file;
     end.local.file_offset = spec.offset;
+    end.local.packed = std::move(packed);
     return end;
   }
   absl::MutexLock lock(&impl_->mu);
@@ -118,15 +122,14 @@ Result<CrossEnd> Node::ResolveForPeer(const InstanceSpec& spec) const {
         "' does not exist or is not published (peers reach published allocations only)");
   }
   const auto& a = it->second;
-  const uint64_t total = spec.shape.total_bytes();
   if (spec.offset > a->shm.size() || total > a->shm.size() - spec.offset) {
     return OutOfRange("instance of ", total, " bytes at offset ", spec.offset,
                       " does not fit allocation ", spec.allocation, " of ", a->shm.size(),
                       " bytes on node '", impl_->config.cluster.node_name, "'");
   }
   const MemoryId mem = impl_->runtime->topology().memories[a->pool->memory].id;
-  end.local =
-      InstanceRef{mem, a->shm.data() + spec.offset, a->shm.size() - spec.offset, spec.shape};
+  end.local = InstanceRef{mem, a->shm.data() + spec.offset, a->shm.size() - spec.offset, shape};
+  end.local.packed = std::move(packed);
   end.keep = a;
   return end;
 }
@@ -243,6 +246,7 @@ Result<Calibration> Node::Calibrate() { return impl_->runtime->Recalibrate(); }
 NodeStatus Node::GetStatus() const {
   NodeStatus s;
   s.runtime = impl_->runtime->Stats();
+  if (impl_->cross) s.forms = impl_->cross->FormStats();  // not under mu: it locks its own
   absl::MutexLock lock(&impl_->mu);
   s.node = impl_->config.runtime.node;
   s.uptime_s = std::chrono::duration<double>(NodeClock::now() - impl_->started).count();

@@ -124,6 +124,7 @@ struct NodeStatus {
   uint64_t datatypes = 0;  // registered handles, all sessions
   uint64_t datatype_translations = 0;
   uint64_t datatype_translations_memoized = 0;
+  FormExchangeStats forms;  // with peers
 };
 
 struct InstanceSpec {
@@ -184,6 +185,10 @@ using TransferCallback = std::function<void(const TransferReport&)>;
 // An explained plan as isoctl and the gRPC API show it, memory names from
 // `topo` (this node's graph, or the cluster's for cross-node plans).
 PlanReport ReportPlan(const PlanExplanation& ex, const Topology& topo);
+// PlanReport::why of a datatype plan: both ends' forms and runs, and what
+// the hops touching them were costed at.
+std::string WhyPacked(const PlanExplanation& ex, const PackedEnd& src, const PackedEnd& dst,
+                      const Topology& topo);
 
 class Node {
  public:
@@ -196,7 +201,10 @@ class Node {
   void SetCrossCopier(CrossCopier* copier);
   // This node's end of a cross-node copy a peer asked for: a published
   // allocation, or a file of a DSK memory (spec.memory without prefix).
-  Result<CrossEnd> ResolveForPeer(const InstanceSpec& spec) const;
+  // With `packed` (a datatype copy's end, its form checked), spec.shape is
+  // ignored: the end is PackedShape(packed->bytes) over packed->span bytes.
+  Result<CrossEnd> ResolveForPeer(const InstanceSpec& spec,
+                                  std::shared_ptr<const PackedEnd> packed = nullptr) const;
   Runtime& runtime();
   ~Node();
 

@@ -163,7 +163,8 @@ Result<uint64_t> Node::Impl::StartCross(uint64_t session,
                                         const std::shared_ptr<TransferRecord>& record,
                                         CrossCopySpec spec, const CopySpec& copy) {
   if (!cross) return FailedPrecondition("this node has no peers: cross-node copies need [[peer]]");
-  spec.box = copy.box;
+  // A packed copy moves whole streams (a layout end's box is in its form).
+  spec.box = spec.src.local.packed ? std::nullopt : copy.box;
   spec.priority = copy.priority;
   spec.durable = copy.durable;
   ISO_ASSIGN_OR_RETURN(auto handle, cross->Copy(std::move(spec), [this, record](Status s) {
@@ -232,7 +233,6 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string
         CheckCopyDimensions(ends[0]->shape.bounds, ends[1]->shape.bounds, spec.box));
   }
   if (!ends[0]->remote_node.empty() || !ends[1]->remote_node.empty()) {
-    if (packed) return Unimplemented("datatype copies across nodes are not supported yet");
     cross.emplace();
     CrossEnd* out[2] = {&cross->src, &cross->dst};
     for (int i = 0; i < 2; ++i) {
@@ -250,9 +250,6 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string
     if (!spec.via.empty()) {
       return InvalidArgument("explicit intermediate hops are not supported across nodes");
     }
-  }
-  if (cross && (ends[0]->private_range || ends[1]->private_range)) {
-    return Unimplemented("private ranges are not copied across nodes yet");
   }
   const MemoryId proc_id = runtime->FindMemory(kProcessMemoryName).value_or(MemoryId{});
   auto ref = [&](const Instance& in) {
@@ -281,6 +278,10 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string
     cross->dst.local = resolved.request.dst;
     cross->src.keep = ends[0]->allocation;
     cross->dst.keep = ends[1]->allocation;
+    if (packed) {  // both ends 1-D arrays of packed bytes, as on one node
+      cross->src.shape = PackedShape(resolved.request.src.packed->bytes);
+      cross->dst.shape = PackedShape(resolved.request.dst.packed->bytes);
+    }
     record.id = next_cross++;
   }
   record.src = ends[0]->allocation;

@@ -36,6 +36,8 @@ std::string EndText(const PackedEnd& e) {
                 avg, " bytes on average), form ", FormText(e.form, 6));
 }
 
+}  // namespace
+
 // Why a packed plan costs what it does: each end's form and runs, and the
 // throughput the hops that touch them were read at.
 std::string WhyPacked(const PlanExplanation& ex, const PackedEnd& src, const PackedEnd& dst,
@@ -59,8 +61,6 @@ std::string WhyPacked(const PlanExplanation& ex, const PackedEnd& src, const Pac
   }
   return why;
 }
-
-}  // namespace
 
 Result<DatatypeReport> Node::RegisterDatatype(const std::string& session, const Datatype& type) {
   // Translated now: a type too irregular to serve is refused here, once.
@@ -180,13 +180,15 @@ Result<PlanReport> Node::Explain(const PlanSide& src, const PlanSide& dst, const
   }
   const PlanSide* sides[2] = {&src, &dst};
   InstanceRef refs[2];
+  bool across = false;  // a side on another node: the cluster layer plans
   for (int i = 0; i < 2; ++i) {
     const PlanSide& side = *sides[i];
     const NodeMemory where = SplitNodeMemory(side.memory, config().cluster.node_name);
     if (where.node != config().cluster.node_name) {
-      return Unimplemented("datatype plans across nodes are not supported yet");
+      across = true;
+    } else {
+      ISO_ASSIGN_OR_RETURN(refs[i].memory, impl_->runtime->FindMemory(where.memory));
     }
-    ISO_ASSIGN_OR_RETURN(refs[i].memory, impl_->runtime->FindMemory(where.memory));
     if (side.datatype) {
       if (side.count <= 0) return InvalidArgument("datatype count ", side.count, "; at least 1");
       ISO_ASSIGN_OR_RETURN(CanonicalForm form, DatatypeForm(*side.datatype, side.count));
@@ -198,6 +200,10 @@ Result<PlanReport> Node::Explain(const PlanSide& src, const PlanSide& dst, const
       ISO_ASSIGN_OR_RETURN(refs[i].packed, LayoutEnd(shape, bounds));
     }
     refs[i].capacity = refs[i].packed->span;
+  }
+  if (across) {
+    if (!impl_->cross) return FailedPrecondition("this node has no peers");
+    return impl_->cross->ExplainPacked(src.memory, dst.memory, *refs[0].packed, *refs[1].packed);
   }
   ISO_ASSIGN_OR_RETURN(PlanExplanation ex, impl_->runtime->Explain(refs[0], refs[1]));
   PlanReport rep = ReportPlan(ex, impl_->runtime->topology());

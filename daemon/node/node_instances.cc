@@ -63,7 +63,8 @@ Result<uint64_t> Node::Impl::PlaceInstanceLocked(Session& s, const InstanceSpec&
                              "': name a file or an allocation published there");
     }
     if (!spec.file.empty()) ISO_RETURN_IF_ERROR(CheckRelativePath(spec.file));
-    if (packed) return Unimplemented("datatype instances of another node are not supported yet");
+    // A datatype end there: `offset` is its first storage byte and
+    // `packed` its form from there, sent to that node by the copy.
     const uint64_t id = next_instance++;
     Instance in{id, s.id, nullptr, spec.offset, spec.shape, 0, spec.file};
     in.remote_node = where.node;

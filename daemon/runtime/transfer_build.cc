@@ -90,7 +90,6 @@ Status Runtime::Impl::CheckPacked(CopyRequest& req) const {
     return InvalidArgument("copy: one end is packed (a datatype) and the other is not; ",
                            "describe the other end by its form too");
   }
-  if (req.remote) return Unimplemented("datatype copies across nodes are not supported yet");
   if (req.src.packed->bytes != req.dst.packed->bytes) {
     return InvalidArgument("copy: the source (", req.src.packed->what, ") packs to ",
                            req.src.packed->bytes, " bytes, the destination (", req.dst.packed->what,

@@ -206,6 +206,13 @@ void ToProto(const NodeStatus& s, v1::StatusResponse* out) {
   out->set_datatypes(s.datatypes);
   out->set_datatype_translations(s.datatype_translations);
   out->set_datatype_translations_memoized(s.datatype_translations_memoized);
+  out->set_forms_sent(s.forms.sent);
+  out->set_forms_referred(s.forms.referred);
+  out->set_forms_resent(s.forms.resent);
+  out->set_forms_received(s.forms.received);
+  out->set_form_memo_hits(s.forms.memo_hits);
+  out->set_form_memo_misses(s.forms.memo_misses);
+  out->set_form_memo_bytes(s.forms.memo_bytes);
   out->set_allocations(s.allocations);
   out->set_instances(s.instances);
   out->set_plan_cache_hits(s.runtime.plan_cache_hits);

@@ -70,6 +70,7 @@ name = "disk_write0"
 kind = "disk_write"
 threads = 1
 request_size = "4MiB"
+{extra_channels}
 {peers}
 """
 
@@ -126,6 +127,7 @@ class Node:
             pool=opts.get("pool", "512MiB"),
             th=opts.get("th", "32MiB"),
             extra_cluster=opts.get("extra_cluster", ""),
+            extra_channels=opts.get("extra_channels", ""),
         )
         self.config = os.path.join(self.dir, "isometryd.toml")
         with open(self.config, "w") as f:
@@ -147,8 +149,11 @@ class Node:
         )
         self.process.start()
 
-    def client(self, name="test"):
-        return isometry.Client(self.socket, name=name)
+    def client(self, name="test", local=False):
+        """local: open the session over the local socket (private ranges)."""
+        return isometry.Client(
+            self.socket, name=name,
+            local_socket=os.path.join(self.dir, "local.sock") if local else None)
 
     def kill(self):
         if self.process:

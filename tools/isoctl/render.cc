@@ -90,6 +90,11 @@ std::string RenderStatus(const v1::StatusResponse& s) {
       {"datatypes", n(s.datatypes()) + " registered; " + n(s.datatype_translations()) +
                         " translated, " + n(s.datatype_translations_memoized()) +
                         " by handle without translating"},
+      {"forms to peers", n(s.forms_sent()) + " sent, " + n(s.forms_referred()) + " by hash only, " +
+                             n(s.forms_resent()) + " sent again"},
+      {"forms from peers", n(s.forms_received()) + " received; memo " + n(s.form_memo_hits()) +
+                               " hits, " + n(s.form_memo_misses()) + " misses, " +
+                               FormatBytes(s.form_memo_bytes()) + " held"},
       {"allocations", n(s.allocations())},
       {"instances", n(s.instances())},
   });
