@@ -260,22 +260,22 @@ Result<Ends> CudaChannel::Resolve(const ChannelRequest& r) const {
     return OkStatus();
   };
   if (caps_.kind == ChannelKind::kGpuWrite) {
-    ISO_ASSIGN_OR_RETURN(const HostBytes* src, EndpointAs<HostBytes>(r.src, what_, "source"));
+    ISO_ASSIGN_OR_RETURN(const HostBytes* src, EndpointAs<HostBytes>(r.src, caps_.name, "source"));
     ISO_ASSIGN_OR_RETURN(const DeviceBytes* dst,
-                         EndpointAs<DeviceBytes>(r.dst, what_, "destination"));
+                         EndpointAs<DeviceBytes>(r.dst, caps_.name, "destination"));
     ISO_RETURN_IF_ERROR(device(dst));
     return Ends{dst->device, reinterpret_cast<uint64_t>(src->base), dst->address,
                 cudaMemcpyHostToDevice, false};
   }
   if (caps_.kind == ChannelKind::kGpuRead) {
-    ISO_ASSIGN_OR_RETURN(const DeviceBytes* src, EndpointAs<DeviceBytes>(r.src, what_, "source"));
-    ISO_ASSIGN_OR_RETURN(const HostBytes* dst, EndpointAs<HostBytes>(r.dst, what_, "destination"));
+    ISO_ASSIGN_OR_RETURN(const DeviceBytes* src, EndpointAs<DeviceBytes>(r.src, caps_.name, "source"));
+    ISO_ASSIGN_OR_RETURN(const HostBytes* dst, EndpointAs<HostBytes>(r.dst, caps_.name, "destination"));
     ISO_RETURN_IF_ERROR(device(src));
     return Ends{src->device, src->address, reinterpret_cast<uint64_t>(dst->base),
                 cudaMemcpyDeviceToHost, false};
   }
-  ISO_ASSIGN_OR_RETURN(const DeviceBytes* src, EndpointAs<DeviceBytes>(r.src, what_, "source"));
-  ISO_ASSIGN_OR_RETURN(const DeviceBytes* dst, EndpointAs<DeviceBytes>(r.dst, what_, "destination"));
+  ISO_ASSIGN_OR_RETURN(const DeviceBytes* src, EndpointAs<DeviceBytes>(r.src, caps_.name, "source"));
+  ISO_ASSIGN_OR_RETURN(const DeviceBytes* dst, EndpointAs<DeviceBytes>(r.dst, caps_.name, "destination"));
   ISO_RETURN_IF_ERROR(device(src));
   ISO_RETURN_IF_ERROR(device(dst));
   // The destination's GPU runs it; its kernels read the source's memory
