@@ -77,10 +77,10 @@ class CudaChannel final : public Channel {
   std::vector<std::vector<bool>> peer_;  // peer_[a][b]: a's kernels reach b's memory
   // Touched by the channel's thread only (and Start before it runs).
   std::vector<std::vector<CudaStream>> streams_;  // [device][slot]
-  std::vector<Slot> slots_;  // size never changes; busy flags under mu_
+  std::vector<Slot> slots_;                       // size never changes; busy flags under mu_
 
   absl::Mutex mu_;
-  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);  // ordered: priority, then seq
+  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);   // ordered: priority, then seq
   std::vector<int> completed_ ABSL_GUARDED_BY(mu_);  // slots whose stream is done
   int running_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
@@ -207,7 +207,8 @@ void CudaChannel::Run() {
     }
     for (int s : completed) {
       Slot& done = slots_[static_cast<size_t>(s)];
-      cudaStream_t stream = streams_[static_cast<size_t>(done.device)][static_cast<size_t>(s)].get();
+      cudaStream_t stream =
+          streams_[static_cast<size_t>(done.device)][static_cast<size_t>(s)].get();
       Finish(done, CudaStatus(cudaStreamQuery(stream), what_, "the request's stream"));
     }
     if (next) Begin(*slot, std::move(*next));
@@ -254,8 +255,7 @@ Result<Ends> CudaChannel::Resolve(const ChannelRequest& r) const {
   const auto devices = static_cast<int>(streams_.size());
   auto device = [&](const DeviceBytes* d) -> Status {
     if (d->device < 0 || d->device >= devices) {
-      return InvalidArgument(what_, ": device ", d->device, " does not exist (", devices,
-                             " GPUs)");
+      return InvalidArgument(what_, ": device ", d->device, " does not exist (", devices, " GPUs)");
     }
     return OkStatus();
   };
@@ -268,14 +268,18 @@ Result<Ends> CudaChannel::Resolve(const ChannelRequest& r) const {
                 cudaMemcpyHostToDevice, false};
   }
   if (caps_.kind == ChannelKind::kGpuRead) {
-    ISO_ASSIGN_OR_RETURN(const DeviceBytes* src, EndpointAs<DeviceBytes>(r.src, caps_.name, "source"));
-    ISO_ASSIGN_OR_RETURN(const HostBytes* dst, EndpointAs<HostBytes>(r.dst, caps_.name, "destination"));
+    ISO_ASSIGN_OR_RETURN(const DeviceBytes* src,
+                         EndpointAs<DeviceBytes>(r.src, caps_.name, "source"));
+    ISO_ASSIGN_OR_RETURN(const HostBytes* dst,
+                         EndpointAs<HostBytes>(r.dst, caps_.name, "destination"));
     ISO_RETURN_IF_ERROR(device(src));
     return Ends{src->device, src->address, reinterpret_cast<uint64_t>(dst->base),
                 cudaMemcpyDeviceToHost, false};
   }
-  ISO_ASSIGN_OR_RETURN(const DeviceBytes* src, EndpointAs<DeviceBytes>(r.src, caps_.name, "source"));
-  ISO_ASSIGN_OR_RETURN(const DeviceBytes* dst, EndpointAs<DeviceBytes>(r.dst, caps_.name, "destination"));
+  ISO_ASSIGN_OR_RETURN(const DeviceBytes* src,
+                       EndpointAs<DeviceBytes>(r.src, caps_.name, "source"));
+  ISO_ASSIGN_OR_RETURN(const DeviceBytes* dst,
+                       EndpointAs<DeviceBytes>(r.dst, caps_.name, "destination"));
   ISO_RETURN_IF_ERROR(device(src));
   ISO_RETURN_IF_ERROR(device(dst));
   // The destination's GPU runs it; its kernels read the source's memory
@@ -296,7 +300,8 @@ Status CudaChannel::Issue(Slot& slot, const ChannelRequest& request) {
     limits.max_pitch = std::min(limits.max_pitch, pitch);
   }
   const CudaLowering l = LowerProgram(*request.program, limits);
-  cudaStream_t stream = streams_[static_cast<size_t>(ends->device)][static_cast<size_t>(slot.index)].get();
+  cudaStream_t stream =
+      streams_[static_cast<size_t>(ends->device)][static_cast<size_t>(slot.index)].get();
   for (const CudaCopy& c : l.copies) ISO_RETURN_IF_ERROR(IssueCopy(c, *ends, stream));
   return IssueKernel(slot, l, *ends, stream);
 }
@@ -309,9 +314,9 @@ Status CudaChannel::IssueCopy(const CudaCopy& c, const Ends& e, cudaStream_t str
       return CudaStatus(cudaMemcpyAsync(dst, src, c.width, e.kind, stream), what_,
                         "cudaMemcpyAsync");
     case CudaCopyKind::kMemcpy2D:
-      return CudaStatus(cudaMemcpy2DAsync(dst, c.dst_pitch, src, c.src_pitch, c.width, c.height,
-                                          e.kind, stream),
-                        what_, "cudaMemcpy2DAsync");
+      return CudaStatus(
+          cudaMemcpy2DAsync(dst, c.dst_pitch, src, c.src_pitch, c.width, c.height, e.kind, stream),
+          what_, "cudaMemcpy2DAsync");
     case CudaCopyKind::kMemcpy3D: {
       cudaMemcpy3DParms p{};
       // Linear memory as pitched pointers: xsize in bytes, ysize rows per
@@ -336,12 +341,12 @@ Status CudaChannel::IssueKernel(Slot& slot, const CudaLowering& l, const Ends& e
   DeviceBuffer& table = slot.device_table[static_cast<size_t>(e.device)];
   ISO_RETURN_IF_ERROR(table.Grow(e.device, bytes, what_));
   ISO_RETURN_IF_ERROR(CudaStatus(
-      cudaMemcpyAsync(table.get(), slot.table.data(), bytes, cudaMemcpyHostToDevice, stream),
-      what_, "cudaMemcpyAsync (kernel table)"));
-  return CudaStatus(LaunchPack(static_cast<const PackOp*>(table.get()),
-                               static_cast<uint32_t>(slot.table.size()), l.kernel_runs, e.src,
-                               e.dst, stream),
-                    what_, "the pack kernel's launch");
+      cudaMemcpyAsync(table.get(), slot.table.data(), bytes, cudaMemcpyHostToDevice, stream), what_,
+      "cudaMemcpyAsync (kernel table)"));
+  return CudaStatus(
+      LaunchPack(static_cast<const PackOp*>(table.get()), static_cast<uint32_t>(slot.table.size()),
+                 l.kernel_runs, e.src, e.dst, stream),
+      what_, "the pack kernel's launch");
 }
 
 }  // namespace

@@ -17,12 +17,12 @@
 namespace isometry::cuda {
 
 struct GpuInfo {
-  int index = 0;                 // the CUDA runtime's device number
-  std::string name;              // "NVIDIA H100 80GB HBM3"
-  uint64_t total_memory = 0;     // bytes
-  std::string pci_bus_id;        // "0000:3b:00.0" (lower case, as in sysfs)
-  int numa_node = -1;            // from sysfs; -1: unknown or none
-  uint64_t max_pitch = 0;        // cudaDevAttrMaxPitch
+  int index = 0;              // the CUDA runtime's device number
+  std::string name;           // "NVIDIA H100 80GB HBM3"
+  uint64_t total_memory = 0;  // bytes
+  std::string pci_bus_id;     // "0000:3b:00.0" (lower case, as in sysfs)
+  int numa_node = -1;         // from sysfs; -1: unknown or none
+  uint64_t max_pitch = 0;     // cudaDevAttrMaxPitch
 };
 
 struct GpuProbe {

@@ -24,12 +24,12 @@ std::string NoGpu() {
   return p.gpus.empty() ? p.error : "";
 }
 
-#define REQUIRE_GPU()                                 \
-  do {                                                \
-    const std::string why = NoGpu();                  \
-    if (!why.empty()) {                               \
-      ISOMETRY_SKIP("no CUDA device: " << why);       \
-    }                                                 \
+#define REQUIRE_GPU()                           \
+  do {                                          \
+    const std::string why = NoGpu();            \
+    if (!why.empty()) {                         \
+      ISOMETRY_SKIP("no CUDA device: " << why); \
+    }                                           \
   } while (false)
 
 // Device memory for a test, filled from and read back to host vectors.
@@ -124,8 +124,8 @@ TEST_CASE("random layout pairs round-trip host -> GPU -> host byte for byte",
       const auto src = Pattern(c.src.total_bytes(), static_cast<uint64_t>(i));
       const auto dev_before = Pattern(c.dst.total_bytes(), static_cast<uint64_t>(i) + 1);
       DeviceMemory dev(0, dev_before);
-      REQUIRE(Run(*write, Compile(c.src, c.dst, c.box), HostBytes{const_cast<std::byte*>(src.data())},
-                  dev.at(0))
+      REQUIRE(Run(*write, Compile(c.src, c.dst, c.box),
+                  HostBytes{const_cast<std::byte*>(src.data())}, dev.at(0))
                   .ok());
       const auto on_gpu = dev.Read();
       REQUIRE(CheckCopy(c.src, src, c.dst, on_gpu, dev_before, c.box) == "");
@@ -148,8 +148,8 @@ TEST_CASE("random layout pairs copy GPU -> GPU byte for byte", "[may_skip][devic
     for (int i = 0; i < 150; ++i) {
       const RandomCopy c = MakeRandomCopy(rng, dims, i % 2 == 1);
       const int to = i % 2 ? other : 0;
-      INFO("dims " << dims << " case " << i << " to gpu" << to << ": "
-                   << c.src.layout.ToString() << " -> " << c.dst.layout.ToString());
+      INFO("dims " << dims << " case " << i << " to gpu" << to << ": " << c.src.layout.ToString()
+                   << " -> " << c.dst.layout.ToString());
       const auto src = Pattern(c.src.total_bytes(), static_cast<uint64_t>(i));
       const auto before = Pattern(c.dst.total_bytes(), static_cast<uint64_t>(i) + 1);
       DeviceMemory s(0, src);
@@ -180,8 +180,7 @@ TEST_CASE("endpoints a GPU channel cannot reach fail the request, not the channe
   CHECK(Run(*write, program, HostBytes{host.data()}, dev.at(0)).ok());
 }
 
-TEST_CASE("a high-priority GPU copy overtakes 8 large low-priority ones",
-          "[may_skip][priority]") {
+TEST_CASE("a high-priority GPU copy overtakes 8 large low-priority ones", "[may_skip][priority]") {
   REQUIRE_GPU();
   auto write = Make(ChannelKind::kGpuWrite, 1);
   const uint64_t big = 64ull << 20;
