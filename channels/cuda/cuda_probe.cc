@@ -93,8 +93,9 @@ std::string GpuProbe::Summary() const {
   std::string p2p;
   for (size_t a = 0; a < gpus.size(); ++a) {
     for (size_t b = a + 1; b < gpus.size(); ++b) {
-      if (peer_access[a][b] && peer_access[b][a])
+      if (peer_access[a][b] && peer_access[b][a]) {
         p2p += StrCat(p2p.empty() ? "" : ", ", "gpu", a, "<->gpu", b);
+      }
     }
   }
   if (gpus.size() > 1) out += StrCat("; P2P: ", p2p.empty() ? std::string("none") : p2p);

@@ -68,7 +68,7 @@ std::unique_ptr<Channel> Make(ChannelKind kind, int max_in_flight = 0) {
 Status Run(Channel& c, std::shared_ptr<const CopyProgram> program, Endpoint src, Endpoint dst) {
   std::promise<Status> done;
   auto f = done.get_future();
-  c.Submit({.program = std::move(program), .src = src, .dst = dst},
+  c.Submit({.program = std::move(program), .src = std::move(src), .dst = std::move(dst)},
            [&](Status s) { done.set_value(std::move(s)); });
   return f.get();
 }
@@ -194,7 +194,7 @@ TEST_CASE("a high-priority GPU copy overtakes 8 large low-priority ones", "[may_
                      .src = HostBytes{host.data()},
                      .dst = dev.at(0),
                      .priority = i < 8 ? 0 : 10};
-    write->Submit(std::move(r), [&, i](Status s) {
+    write->Submit(std::move(r), [&, i](const Status& s) {
       CHECK(s.ok());
       std::lock_guard<std::mutex> lock(mu);
       order.push_back(i);

@@ -103,13 +103,13 @@ TEST_CASE("each program shape takes the operation meant for it") {
     CHECK(Compare(p, 3200, 800, {}, 1) == "");
   }
   SECTION("two loops with whole-pitch slices are one 3-D copy") {
-    const auto p = Program({Op(0, 4, 8, {{5, 10 * 32, 4 * 16}, {4, 32, 16}})});
+    const auto p = Program({Op(0, 4, 8, {{5, 320, 64}, {4, 32, 16}})});
     const CudaLowering l = LowerProgram(p);
     REQUIRE(l.copies.size() == 1);
     CHECK(l.copies[0].kind == CudaCopyKind::kMemcpy3D);
     CHECK(l.copies[0].src_rows == 10);
     CHECK(l.copies[0].dst_rows == 4);
-    CHECK(Compare(p, 5 * 320, 4 + 20 * 16, {}, 2) == "");
+    CHECK(Compare(p, 1600, 324, {}, 2) == "");
   }
   SECTION("two loops without whole-pitch slices are a loop of 2-D copies") {
     const auto p = Program({Op(0, 0, 8, {{3, 100, 24}, {3, 24, 8}})});
