@@ -37,6 +37,8 @@ cmake --build build-release -j "$jobs"
 # checks are clang's -Wthread-safety over the lock annotations (CMake adds
 # the flag for clang), so no separate clang build is needed. The ASan suite
 # stays on g++.
+# (*.cc and *.cpp only: the CUDA kernels, *.cu, are excluded there, see
+# the comment in scripts/tidy.sh.)
 echo "== clang-tidy (scripts/tidy.sh; thread-safety analysis included)"
 scripts/tidy.sh build-tidy
 echo "== ASan + UBSan build and tests"

@@ -57,10 +57,11 @@ class CudaChannel final : public Channel {
     RequestDone done;
     ChannelRequest request;  // keeps the program alive while it runs
     std::vector<PackOp> table;
-    std::vector<DeviceBuffer> device_table;  // per device
+    std::vector<DeviceBuffer> device_table;   // per device
+    cudaError_t stream_status = cudaSuccess;  // from the callback, under mu_
   };
 
-  static void CUDART_CB OnStreamDone(void* slot);
+  static void CUDART_CB OnStreamDone(cudaStream_t stream, cudaError_t status, void* slot);
   void Run() ABSL_LOCKS_EXCLUDED(mu_);
   bool Work() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Begin(Slot& slot, Pending pending) ABSL_LOCKS_EXCLUDED(mu_);
@@ -159,10 +160,14 @@ void CudaChannel::Submit(ChannelRequest request, RequestDone done) {
   queue_.insert(at, std::move(p));
 }
 
-// Runs on a CUDA thread: no CUDA calls here, only the hand-over.
-void CUDART_CB CudaChannel::OnStreamDone(void* arg) {
+// Runs on a CUDA thread: no CUDA calls here, only the hand-over. CUDA
+// calls it exactly once, with the stream's error if the device failed
+// (cudaLaunchHostFunc's functions are skipped then, which would leave the
+// request hanging).
+void CUDART_CB CudaChannel::OnStreamDone(cudaStream_t, cudaError_t status, void* arg) {
   auto* slot = static_cast<Slot*>(arg);
   absl::MutexLock lock(&slot->channel->mu_);
+  slot->stream_status = status;
   slot->channel->completed_.push_back(slot->index);
 }
 
@@ -207,9 +212,12 @@ void CudaChannel::Run() {
     }
     for (int s : completed) {
       Slot& done = slots_[static_cast<size_t>(s)];
-      cudaStream_t stream =
-          streams_[static_cast<size_t>(done.device)][static_cast<size_t>(s)].get();
-      Finish(done, CudaStatus(cudaStreamQuery(stream), what_, "the request's stream"));
+      cudaError_t status = cudaSuccess;
+      {
+        absl::MutexLock lock(&mu_);
+        status = done.stream_status;
+      }
+      Finish(done, CudaStatus(status, what_, "the request's copies"));
     }
     if (next) Begin(*slot, std::move(*next));
   }
@@ -237,10 +245,10 @@ void CudaChannel::Begin(Slot& slot, Pending pending) {
   cudaStream_t stream =
       streams_[static_cast<size_t>(slot.device)][static_cast<size_t>(slot.index)].get();
   if (issued.ok()) {
-    const cudaError_t err = cudaLaunchHostFunc(stream, &CudaChannel::OnStreamDone, &slot);
+    const cudaError_t err = cudaStreamAddCallback(stream, &CudaChannel::OnStreamDone, &slot, 0);
     if (err == cudaSuccess) return;  // OnStreamDone hands the slot back to Run
     (void)cudaStreamSynchronize(stream);
-    Finish(slot, CudaStatus(err, what_, "cudaLaunchHostFunc"));
+    Finish(slot, CudaStatus(err, what_, "cudaStreamAddCallback"));
     return;
   }
   // Copies enqueued before the failure may still read or write the

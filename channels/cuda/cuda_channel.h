@@ -14,7 +14,8 @@
 // first, then in submission order) and returns; the thread lowers and
 // enqueues requests while fewer than max_in_flight run, and calls `done`
 // once the stream reaches a host callback enqueued after the request's
-// copies (cudaLaunchHostFunc), never inside Submit(). A request waiting in
+// copies (cudaStreamAddCallback, which also reports a failed device),
+// never inside Submit(). A request waiting in
 // the queue when its `cancelled` flag is set completes with CANCELLED; one
 // on a stream runs to the end. The destructor runs every queued request and
 // waits for the streams.
