@@ -120,7 +120,7 @@ TEST_CASE("each program shape takes the operation meant for it") {
   }
   SECTION("loops walked backwards on both sides are turned around") {
     const auto back = static_cast<uint64_t>(-16);
-    const auto p = Program({Op(15 * 16, 15 * 16, 4, {{16, back, back}})});
+    const auto p = Program({Op(240, 240, 4, {{16, back, back}})});
     const CudaLowering l = LowerProgram(p);
     REQUIRE(l.copies.size() == 1);
     CHECK(l.copies[0].kind == CudaCopyKind::kMemcpy2D);
@@ -129,7 +129,7 @@ TEST_CASE("each program shape takes the operation meant for it") {
   }
   SECTION("three loops, or a stride backwards on one side, go to the pack kernel") {
     const auto back = static_cast<uint64_t>(-4);
-    const auto p = Program({Op(0, 0, 2, {{2, 64, 2}, {3, 16, 4 * 3}, {2, 4, 36 * 2}}),
+    const auto p = Program({Op(0, 0, 2, {{2, 64, 2}, {3, 16, 12}, {2, 4, 72}}),
                             Op(1000, 300 + 28, 4, {{8, 8, back}})});
     const CudaLowering l = LowerProgram(p);
     CHECK(l.copies.empty());
