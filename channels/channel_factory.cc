@@ -11,6 +11,10 @@
 #include "channels/memcpy/memcpy_channel.h"
 #include "channels/tcp/data_plane.h"
 #include "channels/tcp/tcp_channel.h"
+#ifdef ISOMETRY_HAVE_CUDA
+#include "channels/cuda/cuda_channel.h"
+#include "channels/cuda/cuda_probe.h"
+#endif
 
 namespace isometry {
 namespace {
@@ -61,15 +65,33 @@ ChannelAvailability ProbeTcp(ChannelKind kind, const ChannelContext& context) {
   return Available(kind, StrCat("TCP data plane listening on ", context.data_plane->address()));
 }
 
-// Kinds with no implementation in this version: the probe still says what
-// the machine has, so an operator sees why the kind is absent.
+// GPURead, GPUWrite and GPUCopy: the one CUDA switch of the tree. With
+// CUDA, the channels exist wherever the probe (run once per process) found
+// a GPU; without, the kinds are absent and the log says why.
+#ifdef ISOMETRY_HAVE_CUDA
+Result<std::unique_ptr<Channel>> MakeGpu(const ChannelConfig& c, const ChannelContext&) {
+  return cuda::MakeCudaChannel(c, cuda::CachedGpuProbe());
+}
 ChannelAvailability ProbeGpu(ChannelKind kind, const ChannelContext&) {
+  const cuda::GpuProbe& probe = cuda::CachedGpuProbe();
+  if (probe.gpus.empty()) return Absent(kind, probe.error);
+  return Available(kind, StrCat("CUDA streams on ", probe.gpus.size(), " GPU(s)"));
+}
+std::string GpuSummary() { return cuda::CachedGpuProbe().Summary(); }
+constexpr Maker kMakeGpu = MakeGpu;
+#else
+std::string GpuSummary() {
   std::error_code ec;
   const bool device = std::filesystem::exists("/dev/nvidia0", ec);
-  return Absent(kind, StrCat("this version of isometryd has no GPU channels",
-                             device ? " (an NVIDIA device node exists: /dev/nvidia0)"
-                                    : "; no NVIDIA device node (/dev/nvidia0)"));
+  return StrCat("GPU channels absent from this build: ", ISOMETRY_NO_CUDA_WHY,
+                device ? " (an NVIDIA device node exists: /dev/nvidia0)" : "");
 }
+ChannelAvailability ProbeGpu(ChannelKind kind, const ChannelContext&) {
+  return Absent(kind, GpuSummary());
+}
+constexpr Maker kMakeGpu = nullptr;
+#endif
+
 Result<std::unique_ptr<Channel>> MakeCma(const ChannelConfig& c, const ChannelContext&) {
   return MakeCmaChannel(c);
 }
@@ -108,9 +130,9 @@ struct Backend {
 constexpr Backend kBackends[] = {
     {ChannelKind::kMemcpy, ProbeMemcpy, MakeMemcpy},
     {ChannelKind::kCma, ProbeCmaKind, MakeCma},
-    {ChannelKind::kGpuRead, ProbeGpu, nullptr},
-    {ChannelKind::kGpuWrite, ProbeGpu, nullptr},
-    {ChannelKind::kGpuCopy, ProbeGpu, nullptr},
+    {ChannelKind::kGpuRead, ProbeGpu, kMakeGpu},
+    {ChannelKind::kGpuWrite, ProbeGpu, kMakeGpu},
+    {ChannelKind::kGpuCopy, ProbeGpu, kMakeGpu},
     {ChannelKind::kDiskRead, ProbeDisk, MakeDisk},
     {ChannelKind::kDiskWrite, ProbeDisk, MakeDisk},
     {ChannelKind::kRemoteMemcpy, ProbeTcp, MakeTcp},
@@ -139,6 +161,7 @@ void LogChannelAvailability(const std::vector<ChannelAvailability>& found) {
       spdlog::info("channel kind {}: absent: {}", ChannelKindName(a.kind), a.detail);
     }
   }
+  spdlog::info("GPU: {}", GpuSummary());
   const std::string rdma = RdmaDevices();
   spdlog::info("RDMA: {}", rdma.empty() ? "no device in /sys/class/infiniband; network hops use TCP"
                                         : "devices " + rdma +

@@ -49,8 +49,8 @@ struct NetHalf {
   uint64_t chunk = 0;
 };
 
-// Memory of a GPU (FBM): a device pointer on device `device`. No channel of
-// this build takes it yet; it is here so GPU channels add no new field.
+// Memory of a GPU (FBM): a device pointer on device `device` (the CUDA
+// runtime's device number); the GPU channels (channels/cuda/) take it.
 struct DeviceBytes {
   int device = 0;
   uint64_t address = 0;

@@ -10,6 +10,13 @@
 #include <vector>
 
 #include "layout/copy_program.h"
+#ifdef ISOMETRY_HAVE_CUDA
+#include "channels/cuda/cuda_probe.h"
+#endif
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <sstream>
 
 using namespace isometry;
 
@@ -51,8 +58,18 @@ TEST_CASE("kinds this build lacks, or lacking what they need, are refused with t
   c.name = "g";
   c.kind = ChannelKind::kGpuCopy;
   auto gpu = MakeChannel(c);
+#ifdef ISOMETRY_HAVE_CUDA
+  // The CUDA build refuses GPU channels only where the probe found no GPU.
+  if (!cuda::CachedGpuProbe().gpus.empty()) {
+    CHECK(gpu.ok());
+  } else {
+    REQUIRE_FALSE(gpu.ok());
+    CHECK_THAT(std::string(gpu.status().message()), Catch::Contains("no GPU: "));
+  }
+#else
   REQUIRE_FALSE(gpu.ok());
   CHECK_THAT(std::string(gpu.status().message()), Catch::Contains("not available in this build"));
+#endif
 
   c.name = "tcp:b";
   c.kind = ChannelKind::kRemoteMemcpy;
@@ -84,4 +101,29 @@ TEST_CASE("a memcpy channel copies host to host and refuses other endpoints") {
   std::vector<std::byte> d(64);
   REQUIRE(Run(**ch, {ContiguousProgram(64), HostBytes{a.data()}, HostBytes{d.data()}}).ok());
   CHECK(a == d);
+}
+
+// What an operator reads at start about GPUs: here, on a machine without
+// a GPU (or a build without CUDA), that there is none and why.
+TEST_CASE("the start log says whether there are GPU channels, and why not") {
+  std::ostringstream text;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(text);
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
+  LogChannelAvailability(ProbeChannels({}));
+  spdlog::set_default_logger(previous);
+  const std::string log = text.str();
+  INFO(log);
+  CHECK_THAT(log, Catch::Contains("GPU: "));
+#ifdef ISOMETRY_HAVE_CUDA
+  if (cuda::CachedGpuProbe().gpus.empty()) {
+    CHECK_THAT(log, Catch::Contains("channel kind gpu_read: absent: no GPU: "));
+    CHECK_THAT(log, Catch::Contains("GPU: no GPU: "));
+  } else {
+    CHECK_THAT(log, Catch::Contains("channel kind gpu_copy: available"));
+    CHECK_THAT(log, Catch::Contains("gpu0 "));
+  }
+#else
+  CHECK_THAT(log, Catch::Contains("GPU channels absent from this build: "));
+#endif
 }
