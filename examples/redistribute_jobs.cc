@@ -79,6 +79,7 @@ int Rank(const std::string& socket, const Job& job, const char* name, uint64_t r
       if (!done.status.ok()) return std::fprintf(stderr, "%s\n", done.status.ToString().c_str()), 1;
       std::printf("redistributed %s -> consumer (transfer %llu)\n", joined->distribution.c_str(),
                   static_cast<unsigned long long>(done.transfer));
+      std::fflush(stdout);  // the rank ends with _exit
     } else if (cmd == 'v') {
       for (size_t i = 0; i < rows.size() && !producer; ++i) {
         for (size_t k = 0; k < cols.size(); ++k) {
