@@ -12,7 +12,6 @@
 #include "core/strings.h"
 
 namespace isometry {
-
 namespace {
 
 constexpr std::string_view kDefaultConfig =
