@@ -313,8 +313,8 @@ Result<CopyRequest> RedistributionOp::BuildRequest(const Setup& setup, size_t i)
                StrCat("consumer rank ", t.consumer, "'s piece from producer rank ", t.producer)));
   req.disk_owner = setup.disk_owner;
   std::weak_ptr<RedistributionOp> self = weak_from_this();
-  req.on_complete = [self, i](Status s) {
-    if (auto op = self.lock()) op->OnPieceDone(i, std::move(s));
+  req.on_complete = [self, i](const Status& s) {
+    if (auto op = self.lock()) op->OnPieceDone(i, s);
   };
   return req;
 }
@@ -382,7 +382,7 @@ void RedistributionOp::Finish() {
   if (done) done(status);
 }
 
-void RedistributionOp::OnPieceDone(size_t i, Status s) {
+void RedistributionOp::OnPieceDone(size_t i, const Status& s) {
   std::vector<Transfer> abort;
   Status why;
   {

@@ -95,7 +95,7 @@ class RedistributionOp final : public CrossTransfer,
  private:
   Result<CopyRequest> BuildRequest(const Setup& setup, size_t task);
   void Pump();
-  void OnPieceDone(size_t task, Status s);
+  void OnPieceDone(size_t task, const Status& s);
   // Under mu_: whether it has just ended (then it is the caller's to
   // report, outside the lock).
   bool TakeEndLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -292,7 +292,7 @@ TEST_CASE("bad joins and redistributions are refused with the reason") {
   // Rank 1's instance is not rank 0's shape... (10x6 over 2: both 5x6;
   // a 3x6 instance does not fit).
   Box b{2, {0, 0}, {3, 6}};
-  auto small_alloc = r1.client->Allocate("sys0", 3 * 6 * 8);
+  auto small_alloc = r1.client->Allocate("sys0", uint64_t{3} * 6 * 8);
   REQUIRE(small_alloc.ok());
   auto small = r1.client->Register(
       *small_alloc, 0, InstanceShape{b, FieldSpace::Uniform(1, 8), Layout::RowMajor(2)});
@@ -302,7 +302,7 @@ TEST_CASE("bad joins and redistributions are refused with the reason") {
   Box b5{2, {0, 0}, {5, 6}};
   auto blocked_layout = Layout::Blocked({2, 2});
   REQUIRE(blocked_layout.ok());
-  auto blk_alloc = r1.client->Allocate("sys0", 6 * 6 * 8);
+  auto blk_alloc = r1.client->Allocate("sys0", uint64_t{6} * 6 * 8);
   REQUIRE(blk_alloc.ok());
   auto blocked = r1.client->Register(*blk_alloc, 0,
                                      InstanceShape{b5, FieldSpace::Uniform(1, 8), *blocked_layout});
