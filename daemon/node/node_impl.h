@@ -244,8 +244,9 @@ struct Node::Impl {
   // redistributions they were part of (the caller aborts them unlocked).
   std::vector<std::shared_ptr<RedistributionOp>> ReleaseDistributedLocked(uint64_t session)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  // The ranks' local instances of `d` as copy ends (node_redistribute.cc).
-  Result<std::vector<RankEnd>> RankEndsLocked(const DistributedInstance& d) const
+  // The ranks' local instances of `d` as copy ends (node_redistribute.cc);
+  // `destination`: the consumer's (DSK files refused there).
+  Result<std::vector<RankEnd>> RankEndsLocked(const DistributedInstance& d, bool destination) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Ties a planned redistribution to its two sides (ABORTED if either has
   // ended since) and records it as the session's transfer.

@@ -159,7 +159,8 @@ bool IsMember(const DistributedInstance& d, uint64_t session) {
 
 }  // namespace
 
-Result<std::vector<RankEnd>> Node::Impl::RankEndsLocked(const DistributedInstance& d) const {
+Result<std::vector<RankEnd>> Node::Impl::RankEndsLocked(const DistributedInstance& d,
+                                                        bool destination) const {
   std::vector<RankEnd> ends(d.members.size());
   const MemoryId proc_id = runtime->FindMemory(kProcessMemoryName).value_or(MemoryId{});
   for (size_t r = 0; r < ends.size(); ++r) {
@@ -183,6 +184,13 @@ Result<std::vector<RankEnd>> Node::Impl::RankEndsLocked(const DistributedInstanc
       e.ref.process = in.private_range->process;
       e.ref.address = in.private_range->address + in.offset;
     } else if (!in.allocation) {
+      if (destination) {
+        // Each piece copy into a file writes a whole new version of it
+        // and renames it over the target (daemon/runtime/disk_endpoint.h):
+        // concurrent pieces would undo each other.
+        return Unimplemented(what, ": its instance is a DSK file; a file can be a producer's ",
+                             "local storage but not yet a consumer's");
+      }
       e.ref = InstanceRef{runtime->topology().memories[in.disk_memory].id, nullptr, 0, in.shape};
       e.ref.file = in.file;
       e.ref.file_offset = in.offset;
@@ -239,8 +247,8 @@ Result<uint64_t> Node::Redistribute(const std::string& session, const std::strin
                               consumer, "'");
     }
     ISO_RETURN_IF_ERROR(Compatible(*sides[0], *sides[1]));
-    ISO_ASSIGN_OR_RETURN(setup.producers, impl_->RankEndsLocked(*sides[0]));
-    ISO_ASSIGN_OR_RETURN(setup.consumers, impl_->RankEndsLocked(*sides[1]));
+    ISO_ASSIGN_OR_RETURN(setup.producers, impl_->RankEndsLocked(*sides[0], false));
+    ISO_ASSIGN_OR_RETURN(setup.consumers, impl_->RankEndsLocked(*sides[1], true));
     record->owner = OwnerOf(*s);
     record->id = impl_->next_cross++;
     session_id = s->id;

@@ -32,9 +32,23 @@ pool = "64MiB"
 client_quota = "32MiB"
 staging = "64MiB"
 
+[[memory]]
+name = "dsk0"
+kind = "DSK"
+directory = "{dir}/dsk"
+staging = "64MiB"
+
 [[channel]]
 name = "memcpy0"
 kind = "memcpy"
+
+[[channel]]
+name = "disk_read0"
+kind = "disk_read"
+
+[[channel]]
+name = "disk_write0"
+kind = "disk_write"
 """
 
 ROWS, COLS = 13, 10
@@ -56,7 +70,7 @@ class RedistributeTest(unittest.TestCase):
             self.fail(f"cannot import the isometry package ({ref._IMPORT_ERROR})")
         try:
             self.dir, self.daemon = IsometrydProcess.started_in_temp_dir(
-                ISOMETRYD, CONFIG, "isometry-pyrd-", daemon=dict(log_level="warn"))
+                ISOMETRYD, CONFIG, "isometry-pyrd-", dirs=["dsk"], daemon=dict(log_level="warn"))
         except AssertionError as e:
             self.fail(str(e))
         self.clients = []
@@ -119,6 +133,32 @@ class RedistributeTest(unittest.TestCase):
         info = prod[0].redistribute("field", "analysis")
         self.assertEqual(info.state, "done")
         self.assertIn("piece copies done", info.path)
+
+    def test_files_as_producer_storage(self):
+        # Producer: 1x2 grid of CYCLIC columns, each rank's columns in a
+        # DSK file (row-major); consumer: one rank in a pool allocation.
+        for p in range(2):
+            cols = owned(COLS, 1, 2, p)
+            with open(os.path.join(self.dir, "dsk", f"rank{p}.bin"), "wb") as f:
+                for i in range(ROWS):
+                    for j in cols:
+                        f.write(struct.pack("<i", value(i, j)))
+            c = isometry.Client(self.daemon.socket, name="rank", connect_timeout=10)
+            self.clients.append(c)
+            inst = c.register_instance(0, [ROWS, len(cols)], [("v", 4)], "F,y,x",
+                                       memory="dsk0", file=f"rank{p}.bin")
+            c.join_distributed("onfile", [ROWS, COLS], ["block", "cyclic"], [1, 2], 4, p, inst)
+        c, a, inst = self.rank(ROWS, COLS, False, None)
+        c.join_distributed("whole", [ROWS, COLS], ["block", "block"], [1, 1], 4, 0, inst)
+        c.redistribute("onfile", "whole")
+        raw = c.read(a, 0, ROWS * COLS * 4)
+        want = b"".join(struct.pack("<i", value(i, j)) for i in range(ROWS) for j in range(COLS))
+        self.assertEqual(raw, want)
+        # A file as a consumer's storage is refused (each piece copy would
+        # replace the whole file).
+        with self.assertRaises(IsometryError) as e:
+            c.redistribute("whole", "onfile")
+        self.assertEqual(e.exception.code, "UNIMPLEMENTED")
 
     def test_bad_joins_are_refused(self):
         c, _, inst = self.rank(5, 4, False, None)
