@@ -45,7 +45,6 @@ uint64_t InnerRuns(const Piece& piece, int dims) {
 void AddTasks(uint64_t p, const Piece& piece, int dims, uint64_t element_bytes,
               std::vector<PieceTask>& out) {
   const uint64_t inner = InnerRuns(piece, dims);
-  const uint64_t per_index = std::max<uint64_t>(1, kRunsPerCopy / std::max<uint64_t>(inner, 1));
   uint64_t elements_inner = 1;
   for (int d = 1; d < dims; ++d) {
     uint64_t n = 0;
@@ -69,12 +68,13 @@ void AddTasks(uint64_t p, const Piece& piece, int dims, uint64_t element_bytes,
     Run r = whole;
     while (r.length > 0) {
       // dims == 1: a run is one contiguous run whatever its length.
-      const uint64_t room = dims == 1 ? 1 : (kRunsPerCopy - cost) / inner;
-      if (room == 0 || (dims == 1 && cost >= kRunsPerCopy)) {
+      const uint64_t room = dims == 1 || cost >= kRunsPerCopy ? 0 : (kRunsPerCopy - cost) / inner;
+      // A task holds at least one index, however many runs that has.
+      if (!task.dim0.empty() && (dims == 1 ? cost >= kRunsPerCopy : room == 0)) {
         flush();
         continue;
       }
-      const uint64_t take = dims == 1 ? r.length : std::min(r.length, std::max(room, per_index));
+      const uint64_t take = dims == 1 ? r.length : std::min(r.length, std::max<uint64_t>(room, 1));
       task.dim0.push_back({r.global, take, r.local, r.remote});
       task.bytes += take * elements_inner * element_bytes;
       cost += dims == 1 ? 1 : take * inner;
