@@ -328,3 +328,23 @@ TEST_CASE("bad joins and redistributions are refused with the reason") {
   }
   CHECK(absl::IsResourceExhausted(t0.client->JoinDistributed("n9", t, 0, &*t0.inst).status()));
 }
+
+TEST_CASE("pieces with more runs per row than one copy holds are cut and still land right") {
+  Daemon daemon(kConfig);
+  // CYCLIC columns: every element of a producer row is its own run in the
+  // consumer's row (100000 per row, past the 65536 runs of one copy).
+  const client::DistributedSpec ps{
+      {3, 200000}, {{}, {client::DimDistribution::Kind::kCyclic, 0}}, {1, 2}, false, 8};
+  const client::DistributedSpec cs{{3, 200000}, {{}, {}}, {1, 1}, false, 8};
+  auto pd = rd::Distribution::Make(ToSpec(ps));
+  auto cd = rd::Distribution::Make(ToSpec(cs));
+  REQUIRE((pd.ok() && cd.ok()));
+  const Side prod{ps, *pd, {1, 1}, {false, true}, {false, true}};
+  const Side cons{cs, *cd, {1}, {true}, {false}};
+  std::vector<Rank> p = JoinAll(daemon, prod, "wide-p", true);
+  std::vector<Rank> q = JoinAll(daemon, cons, "wide-q", false);
+  const client::Completion done = q[0].client->Redistribute("wide-p", "wide-q");
+  INFO(done.status.ToString());
+  REQUIRE(done.status.ok());
+  CHECK(Mismatches(cons, q) == 0);
+}
