@@ -12,7 +12,6 @@
 #include "core/strings.h"
 
 namespace isometry {
-
 namespace {
 
 constexpr std::string_view kDefaultConfig =
@@ -242,7 +241,9 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
                                   "max_allocations_per_session",
                                   "max_instances_per_session",
                                   "max_private_ranges_per_session",
-                                  "max_datatypes_per_session"}));
+                                  "max_datatypes_per_session",
+                                  "max_distributed_per_uid",
+                                  "redistribute_concurrency"}));
   struct StringKey {
     const char* key;
     std::string* out;
@@ -285,7 +286,9 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
         IntKey{"max_allocations_per_session", &c.max_allocations_per_session, 1, 1 << 20},
         IntKey{"max_instances_per_session", &c.max_instances_per_session, 1, 1 << 24},
         IntKey{"max_private_ranges_per_session", &c.max_private_ranges_per_session, 1, 1 << 16},
-        IntKey{"max_datatypes_per_session", &c.max_datatypes_per_session, 1, 1 << 20}}) {
+        IntKey{"max_datatypes_per_session", &c.max_datatypes_per_session, 1, 1 << 20},
+        IntKey{"max_distributed_per_uid", &c.max_distributed_per_uid, 1, 1 << 16},
+        IntKey{"redistribute_concurrency", &c.redistribute_concurrency, 1, 1024}}) {
     if (const toml::node* n = t.get(k.key)) {
       ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, StrCat("daemon.", k.key), k.lo, k.hi));
       *k.out = static_cast<uint32_t>(v);

@@ -125,6 +125,10 @@ struct DaemonConfig {
   uint32_t max_private_ranges_per_session = 64;
   // Datatypes a session may register (RegisterDatatype handles).
   uint32_t max_datatypes_per_session = 1024;
+  // Distributed instances (M:N redistribution) one uid may have named at
+  // once, and the piece copies one Redistribute runs at a time.
+  uint32_t max_distributed_per_uid = 64;
+  uint32_t redistribute_concurrency = 8;
   uint32_t shutdown_grace_ms = 5000;  // SIGTERM: time in-flight transfers get to finish
   // Calibrate channels at start, kept in state_dir/calibration.toml.
   bool calibrate = true;

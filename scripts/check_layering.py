@@ -52,7 +52,7 @@ PROTO = "proto"
 PROTO_ANGLE = re.compile(r"^(grpcpp|grpc|google/protobuf)/")
 
 _DOMAIN = {"core", "layout", "config", "planner", "channels"}
-_DAEMON_LOW = _DOMAIN | {"daemon/runtime", "daemon/node"}
+_DAEMON_LOW = _DOMAIN | {"daemon/runtime", "daemon/node", "redistribution"}
 _PROTO_USERS = {"wire", PROTO}
 
 # Which layers each layer may include (itself always included).
@@ -67,7 +67,7 @@ ALLOWED = {
     "channels": {"core", "layout", "config"},
     "wire": {"core", PROTO},
     "daemon/runtime": _DOMAIN,
-    "daemon/node": _DOMAIN | {"daemon/runtime"},
+    "daemon/node": _DOMAIN | {"daemon/runtime", "redistribution"},
     "daemon/server": _DAEMON_LOW | _PROTO_USERS,
     # The peer service converts with daemon/server/convert.h.
     "daemon/cluster": _DAEMON_LOW | _PROTO_USERS | {"daemon/server"},

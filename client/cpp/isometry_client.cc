@@ -491,6 +491,41 @@ Result<PrivateRange> Client::RegisterPrivate(void* address, uint64_t bytes) {
   return PrivateRange(impl_, resp.register_private().private_range(), address, bytes);
 }
 
+Result<DistributedInfo> Client::JoinDistributed(const std::string& name,
+                                                const DistributedSpec& spec, uint64_t rank,
+                                                const Instance* local) {
+  v1::LocalRequest req;
+  v1::JoinDistributedRequest* j = req.mutable_join_distributed();
+  j->set_name(name);
+  j->set_element_bytes(spec.element_bytes);
+  j->set_rank(rank);
+  j->set_instance(local ? local->id() : 0);
+  v1::DistributionSpec* d = j->mutable_distribution();
+  for (uint64_t e : spec.extents) d->add_extents(e);
+  for (uint64_t g : spec.grid) d->add_grid(g);
+  d->set_column_major(spec.column_major);
+  for (const DimDistribution& dim : spec.dists) {
+    v1::DimDistribution* out = d->add_dists();
+    out->set_kind(dim.kind == DimDistribution::Kind::kBlock    ? v1::DIST_BLOCK
+                  : dim.kind == DimDistribution::Kind::kCyclic ? v1::DIST_CYCLIC
+                                                               : v1::DIST_BLOCK_CYCLIC);
+    out->set_block(dim.block);
+  }
+  ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, impl_->Call(req, nullptr));
+  const v1::JoinDistributedResponse& r = resp.join_distributed();
+  return DistributedInfo{r.distribution(), r.ranks(), r.joined()};
+}
+
+Completion Client::Redistribute(const std::string& producer, const std::string& consumer) {
+  v1::LocalRequest req;
+  req.mutable_redistribute()->set_producer(producer);
+  req.mutable_redistribute()->set_consumer(consumer);
+  req.mutable_redistribute()->set_wait(true);
+  Result<v1::LocalResponse> resp = impl_->Call(req, nullptr);
+  if (!resp.ok()) return Completion{0, resp.status()};
+  return Completion{resp->redistribute().transfer(), OkStatus()};
+}
+
 Result<uint64_t> Client::RegisterDatatype(const Datatype& type) {
   v1::LocalRequest req;
   wire::DatatypeToProto(type, req.mutable_register_datatype()->mutable_datatype());

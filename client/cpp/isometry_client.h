@@ -23,6 +23,7 @@
 #include <memory>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "core/datatype.h"
 #include "core/instance.h"
@@ -135,6 +136,28 @@ struct Elements {
 // streams (MPI_Pack order on each side).
 using Description = std::variant<InstanceShape, Elements>;
 
+// A distributed instance (README, "Redistributing between jobs (M:N)"):
+// a global index space of 1..4 dimensions, one distribution per dimension
+// over a process grid, ranks numbered row-major over the grid (or
+// column-major), elements of `element_bytes` bytes.
+struct DimDistribution {
+  enum class Kind : uint8_t { kBlock, kCyclic, kBlockCyclic };
+  Kind kind = Kind::kBlock;
+  uint64_t block = 0;  // kBlockCyclic only
+};
+struct DistributedSpec {
+  std::vector<uint64_t> extents;
+  std::vector<DimDistribution> dists;
+  std::vector<uint64_t> grid;
+  bool column_major = false;
+  uint64_t element_bytes = 0;
+};
+struct DistributedInfo {
+  std::string distribution;  // the daemon's description
+  uint64_t ranks = 0;
+  uint64_t joined = 0;  // complete when joined == ranks
+};
+
 class Client {
  public:
   static Result<std::unique_ptr<Client>> Connect(const ClientOptions& options);
@@ -186,6 +209,17 @@ class Client {
   // Asks the daemon to cancel a transfer of this session.
   Completion Cancel(uint64_t transfer);
 
+  // Joins distributed instance `name` as `rank` with `local` (an instance
+  // of this session whose bounds are the rank's local extents, any
+  // strided layout; null for a rank that holds no element). Every rank
+  // must give the same spec. The distributed instance ends when the
+  // session of any of its ranks ends.
+  Result<DistributedInfo> JoinDistributed(const std::string& name, const DistributedSpec& spec,
+                                          uint64_t rank, const Instance* local);
+  // Redistributes complete `producer` into complete `consumer` (this
+  // session a rank of either) and waits until it has ended; other control
+  // calls of this Client wait meanwhile.
+  Completion Redistribute(const std::string& producer, const std::string& consumer);
   // Writes one raw ring entry (its user_data becomes the ticket): for tests
   // of the daemon's input validation.
   Result<uint64_t> SubmitRaw(const ring::SubmissionEntry& entry);

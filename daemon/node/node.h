@@ -42,6 +42,7 @@
 #include "core/instance.h"
 #include "core/status.h"
 #include "daemon/node/cross_copy.h"
+#include "daemon/node/node_distributed.h"
 #include "daemon/runtime/runtime.h"
 
 namespace isometry {
@@ -263,6 +264,20 @@ class Node {
   // Lets other sessions of the same uid register instances over the
   // range; sessions of any other uid never can (NOT_FOUND for them).
   Status PublishPrivate(const std::string& session, uint64_t range);
+
+  // Distributed instances and M:N redistribution (node_distributed.h).
+  // A rank joins `join.name` with its local instance; the answer says how
+  // many ranks have joined. INVALID_ARGUMENT when the join disagrees with
+  // earlier ones or the instance does not fit the rank's local extents,
+  // ALREADY_EXISTS for a rank joined twice, UNIMPLEMENTED for storage that
+  // is not strided or lives on another node.
+  Result<DistributedReport> JoinDistributed(const std::string& session,
+                                            const DistributedJoin& join);
+  // Starts the redistribution of `producer` into `consumer` (both complete,
+  // same global extents and element size, the caller a rank of either) as
+  // one transfer owned by the caller's session; `on_done` as for Copy.
+  Result<uint64_t> Redistribute(const std::string& session, const std::string& producer,
+                                const std::string& consumer, TransferCallback on_done = nullptr);
 
   // Queues a copy between two instances the session registered. `on_done`
   // (optional) runs once when it ends, instead of the session callback:

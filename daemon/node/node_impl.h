@@ -30,6 +30,7 @@
 #include "channels/cma/client_process.h"
 #include "core/log_limiter.h"
 #include "daemon/node/node.h"
+#include "daemon/node/redistribute_op.h"
 #include "daemon/node/shared_memory.h"
 
 namespace isometry {
@@ -235,6 +236,26 @@ struct Node::Impl {
   // the packed end of `box` of it (its whole bounds by default).
   Status PackEndsLocked(const Instance* const ends[2], const std::optional<Box>& box,
                         CopyRequest& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+
+  // ---- distributed instances (node_distributed.cc) ----
+  // By namespace ("uid 1000/" or "grpc/") and name.
+  std::map<std::string, std::shared_ptr<DistributedInstance>> distributed ABSL_GUARDED_BY(mu);
+  // Removes every distributed instance `session` is a rank of; returns the
+  // redistributions they were part of (the caller aborts them unlocked).
+  std::vector<std::shared_ptr<RedistributionOp>> ReleaseDistributedLocked(uint64_t session)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // The ranks' local instances of `d` as copy ends (node_redistribute.cc);
+  // `destination`: the consumer's (DSK files refused there).
+  Result<std::vector<RankEnd>> RankEndsLocked(const DistributedInstance& d, bool destination) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Ties a planned redistribution to its two sides (ABORTED if either has
+  // ended since) and records it as the session's transfer.
+  Status AdoptRedistributionLocked(uint64_t session, const std::string& ns,
+                                   const std::shared_ptr<DistributedInstance> sides[2],
+                                   const std::shared_ptr<RedistributionOp>& op,
+                                   const std::shared_ptr<TransferRecord>& record,
+                                   PendingCalls& calls, bool& adopted)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // ---- copies (node_copies.cc) ----
   // The record of `transfer`, in flight or among the last kFinishedKept

@@ -104,6 +104,8 @@ Result<OpenedSession> Node::OpenSession(const std::string& client_name, const Cr
 void Node::CloseSession(const std::string& session) {
   std::vector<Transfer> to_cancel;
   std::vector<std::shared_ptr<CrossTransfer>> cross;
+  std::vector<std::shared_ptr<RedistributionOp>> redistributions;
+  uint64_t number = 0;
   {
     absl::MutexLock lock(&impl_->mu);
     const Session* found = impl_->FindSessionOrNull(session);
@@ -128,12 +130,15 @@ void Node::CloseSession(const std::string& session) {
           s.id, ForLog(s.name), s.creds.pid, to_cancel.size() + cross.size(),
           s.allocations.size() - published, published);
     }
+    number = s.id;
+    redistributions = impl_->ReleaseDistributedLocked(s.id);
     impl_->ReleaseSessionLocked(s);
     // Completions of its transfers no longer reach it.
     impl_->sessions.erase(it);
   }
   for (Transfer& t : to_cancel) t.Cancel();
   for (auto& c : cross) c->Cancel();
+  AbortRedistributions(redistributions, number);
 }
 
 std::optional<uint64_t> Node::SessionNumber(const std::string& session) const {

@@ -11,6 +11,7 @@
 
 #include "core/random.h"
 #include "daemon/server/convert.h"
+#include "daemon/server/convert_distributed.h"
 #include "daemon/server/timer.h"
 
 namespace isometry {
@@ -526,6 +527,40 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
                                 v1::StatusResponse* resp) override {
     ToProto(node_.GetStatus(), resp);
     return Reply(ctx, OkStatus());
+  }
+
+  ServerUnaryReactor* JoinDistributed(CallbackServerContext* ctx,
+                                      const v1::JoinDistributedRequest* req,
+                                      v1::JoinDistributedResponse* resp) override {
+    auto join = JoinFromProto(*req);
+    if (!join.ok()) return Reply(ctx, join.status());
+    auto r = node_.JoinDistributed(SessionOf(ctx), *join);
+    if (r.ok()) ToProto(*r, resp);
+    return Reply(ctx, r.status());
+  }
+
+  // As Copy: with `wait` the reply comes when it has ended.
+  ServerUnaryReactor* Redistribute(CallbackServerContext* ctx, const v1::RedistributeRequest* req,
+                                   v1::CopyResponse* resp) override {
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    TransferCallback on_done;
+    const std::string session = SessionOf(ctx);
+    if (req->wait()) {
+      Node* node = &node_;
+      on_done = [reactor, resp, node, session](const TransferReport& r) {
+        resp->set_transfer(r.id);
+        ToProto(node->GetTransfer(session, r.id).value_or(r), resp->mutable_info());
+        reactor->Finish(grpc::Status::OK);
+      };
+    }
+    auto id = node_.Redistribute(session, req->producer(), req->consumer(), std::move(on_done));
+    if (!id.ok()) {
+      reactor->Finish(ToGrpc(id.status()));
+    } else if (!req->wait()) {
+      resp->set_transfer(*id);
+      reactor->Finish(grpc::Status::OK);
+    }
+    return reactor;
   }
 
   ServerUnaryReactor* ListPeers(CallbackServerContext* ctx, const v1::ListPeersRequest*,

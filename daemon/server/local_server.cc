@@ -25,6 +25,7 @@
 #include "core/unique_fd.h"
 #include "daemon/node/shared_memory.h"
 #include "daemon/server/convert.h"
+#include "daemon/server/convert_distributed.h"
 #include "isometry.pb.h"
 #include "proto/local_wire.h"
 #include "proto/ring_abi.h"
@@ -347,6 +348,14 @@ struct LocalServer::Impl {
         ToProto(r, resp->mutable_register_datatype());
         return OkStatus();
       }
+      case v1::LocalRequest::kJoinDistributed: {
+        ISO_ASSIGN_OR_RETURN(DistributedJoin join, JoinFromProto(req.join_distributed()));
+        ISO_ASSIGN_OR_RETURN(DistributedReport r, node.JoinDistributed(c.session, join));
+        ToProto(r, resp->mutable_join_distributed());
+        return OkStatus();
+      }
+      case v1::LocalRequest::kRedistribute:
+        return RedistributeLocal(node, c.session, req.redistribute(), resp->mutable_redistribute());
       case v1::LocalRequest::BODY_NOT_SET:
         break;
     }

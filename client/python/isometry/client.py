@@ -68,6 +68,7 @@ import grpc
 from . import isometry_pb2 as pb
 from . import isometry_pb2_grpc as pb_grpc
 from .datatype import Datatype, as_proto
+from .distributed import DimLike, distribution_spec
 from .errors import IsometryError
 from .errors import code_name as _code_name
 from .local import DEFAULT_LOCAL_SOCKET, LocalSession, PrivateRange, pin_buffer
@@ -795,6 +796,55 @@ class Client:
             memory, layout = hop
             req.via.append(pb.Hop(memory=memory, layout=layout))
         r = self._call("Copy", req, timeout=timeout if wait else self.call_timeout)
+        if not wait:
+            if self._local is not None:
+                self._watch(r.transfer)
+            return r.transfer
+        if check and r.info.state != "done":
+            raise TransferError(r.info)
+        return r.info
+
+    # ---- distributed instances (README, "Redistributing between jobs") ----
+
+    def join_distributed(
+        self,
+        name: str,
+        extents: Sequence[int],
+        dists: Sequence[DimLike],
+        grid: Sequence[int],
+        element_bytes: int,
+        rank: int,
+        instance: Union[Instance, int, None],
+        column_major: bool = False,
+    ) -> "pb.JoinDistributedResponse":
+        """Joins distributed instance ``name`` as ``rank`` with ``instance``.
+
+        ``instance`` is an instance of this session whose bounds are the
+        rank's local extents (any strided layout; None for a rank that holds
+        no element). Every rank gives the same ``extents``, ``dists``
+        (see :mod:`isometry.distributed`), ``grid``, ``column_major`` (rank
+        order over the grid) and ``element_bytes``. Returns the daemon's
+        ``distribution`` text, ``ranks`` and ``joined`` so far. The
+        distributed instance ends when any of its ranks' sessions ends.
+        """
+        req = pb.JoinDistributedRequest(
+            name=name,
+            distribution=distribution_spec(extents, dists, grid, column_major),
+            element_bytes=element_bytes,
+            rank=rank,
+            instance=0 if instance is None else _id(instance, "join_distributed instance"),
+        )
+        return self._call("JoinDistributed", req)
+
+    def redistribute(self, producer: str, consumer: str, wait: bool = True,
+                     timeout: Optional[float] = None, check: bool = True):
+        """Moves complete distributed instance ``producer`` into ``consumer``
+        as one transfer (this session a rank of either); ``wait``,
+        ``timeout`` and ``check`` and the answer are as for :meth:`copy`.
+        While it runs, :meth:`transfer` shows the piece copies done.
+        """
+        req = pb.RedistributeRequest(producer=producer, consumer=consumer, wait=wait)
+        r = self._call("Redistribute", req, timeout=timeout if wait else self.call_timeout)
         if not wait:
             if self._local is not None:
                 self._watch(r.transfer)

@@ -1,0 +1,38 @@
+"""Distributed instances and M:N redistribution (README, "Redistributing
+between jobs (M:N)"): how a Python rank describes its distribution.
+
+A dimension's distribution is ``"block"``, ``"cyclic"``, an int ``b`` or
+``("block_cyclic", b)`` (blocks of ``b`` indices dealt round-robin over the
+grid coordinates of that dimension).
+"""
+
+from typing import Sequence, Union
+
+from . import isometry_pb2 as pb
+
+DimLike = Union[str, int, tuple]
+
+
+def _dim(d: DimLike, i: int) -> "pb.DimDistribution":
+    if isinstance(d, bool):
+        raise TypeError(f"dists[{i}]: {d!r} is not a distribution")
+    if d == "block":
+        return pb.DimDistribution(kind=pb.DIST_BLOCK)
+    if d == "cyclic":
+        return pb.DimDistribution(kind=pb.DIST_CYCLIC)
+    if isinstance(d, tuple) and len(d) == 2 and d[0] == "block_cyclic":
+        d = d[1]
+    if isinstance(d, int) and d > 0:
+        return pb.DimDistribution(kind=pb.DIST_BLOCK_CYCLIC, block=d)
+    raise ValueError(f"dists[{i}]: {d!r}; use 'block', 'cyclic' or a block size > 0")
+
+
+def distribution_spec(extents: Sequence[int], dists: Sequence[DimLike], grid: Sequence[int],
+                      column_major: bool = False) -> "pb.DistributionSpec":
+    """The wire form of a distribution (the daemon validates the values)."""
+    return pb.DistributionSpec(
+        extents=[int(e) for e in extents],
+        dists=[_dim(d, i) for i, d in enumerate(dists)],
+        grid=[int(g) for g in grid],
+        column_major=bool(column_major),
+    )

@@ -1,0 +1,443 @@
+// Node::Redistribute (node_distributed.h): ASPEN's exchange sets become
+// packed piece copies between the ranks' local instances, run a few at a
+// time as one transfer.
+//
+// Both ends of a piece copy enumerate the piece's elements in row-major
+// order of their global indices. In every dimension a rank's local index
+// grows with the global index, so that order is the row-major order of
+// the piece's local indices on either side: one nested hindexed datatype
+// per side (a level per dimension, displacements from that side's
+// strides), and the two sides differ only in where each element lies.
+#include <spdlog/spdlog.h>
+
+#include "core/log_escape.h"
+#include "core/strings.h"
+#include "daemon/node/node_impl.h"
+#include "daemon/node/redistribute_op.h"
+#include "layout/datatype_form.h"
+
+namespace isometry {
+namespace {
+
+using Dist = redistribution::Distribution;
+using redistribution::ExchangeSet;
+using redistribution::Piece;
+using redistribution::Run;
+
+// Contiguous runs one piece copy's description may hold (the datatype
+// weight and the form walk stay far below their limits): pieces with more
+// are cut in dimension 0.
+constexpr uint64_t kRunsPerCopy = uint64_t{1} << 16;
+
+// The runs of one index of dimension 0 (dims >= 2), at most.
+uint64_t InnerRuns(const Piece& piece, int dims) {
+  uint64_t runs = 1;
+  for (int d = 1; d < dims; ++d) {
+    uint64_t n = 0;
+    for (const Run& r : piece.runs[d]) n += d + 1 == dims ? 1 : r.length;
+    runs = runs > kRunsPerCopy ? runs : runs * std::max<uint64_t>(n, 1);
+  }
+  return runs;
+}
+
+// Cuts `piece` of producer `p` into tasks of at most kRunsPerCopy runs
+// (where a single index of dimension 0 holds more, one index per task).
+void AddTasks(uint64_t p, const Piece& piece, int dims, uint64_t element_bytes,
+              std::vector<PieceTask>& out) {
+  const uint64_t inner = InnerRuns(piece, dims);
+  uint64_t elements_inner = 1;
+  for (int d = 1; d < dims; ++d) {
+    uint64_t n = 0;
+    for (const Run& r : piece.runs[d]) n += r.length;
+    elements_inner *= n;
+  }
+  PieceTask task;
+  task.producer = p;
+  task.consumer = piece.remote_rank;
+  task.runs = piece.runs;
+  uint64_t cost = 0;
+  auto flush = [&] {
+    if (task.dim0.empty()) return;
+    out.push_back(task);
+    out.back().runs[0] = {};
+    task.dim0.clear();
+    task.bytes = 0;
+    cost = 0;
+  };
+  for (const Run& whole : piece.runs[0]) {
+    Run r = whole;
+    while (r.length > 0) {
+      // dims == 1: a run is one contiguous run whatever its length.
+      const uint64_t room = dims == 1 || cost >= kRunsPerCopy ? 0 : (kRunsPerCopy - cost) / inner;
+      // A task holds at least one index, however many runs that has.
+      if (!task.dim0.empty() && (dims == 1 ? cost >= kRunsPerCopy : room == 0)) {
+        flush();
+        continue;
+      }
+      const uint64_t take = dims == 1 ? r.length : std::min(r.length, std::max<uint64_t>(room, 1));
+      task.dim0.push_back({r.global, take, r.local, r.remote});
+      task.bytes += take * elements_inner * element_bytes;
+      cost += dims == 1 ? 1 : take * inner;
+      r.global += take;
+      r.local += take;
+      r.remote += take;
+      r.length -= take;
+      if (dims != 1 && cost >= kRunsPerCopy) flush();
+    }
+  }
+  flush();
+}
+
+// The packed end of a piece in one side's local storage: `use_local`
+// reads Run::local (the producer's indices), else Run::remote.
+Result<std::shared_ptr<const PackedEnd>> PieceEnd(const StridedStorage& st, const PieceTask& t,
+                                                  int dims, bool use_local, std::string what) {
+  Datatype type = *st.element;
+  std::vector<int64_t> lens, disps;
+  for (int d = dims - 1; d >= 0; --d) {
+    ISO_ASSIGN_OR_RETURN(const Datatype step, Datatype::Resized(type, 0, st.stride[d]));
+    const std::span<const Run> runs = d == 0 ? std::span<const Run>(t.dim0) : t.runs[d];
+    lens.clear();
+    disps.clear();
+    for (const Run& r : runs) {
+      lens.push_back(static_cast<int64_t>(r.length));
+      disps.push_back(static_cast<int64_t>(use_local ? r.local : r.remote) * st.stride[d]);
+    }
+    ISO_ASSIGN_OR_RETURN(type, Datatype::Hindexed(lens, disps, step));
+  }
+  ISO_ASSIGN_OR_RETURN(CanonicalForm form, DatatypeForm(type, 1));
+  return MakePackedEnd(std::move(form), st.span, std::move(what));
+}
+
+// Every producer's exchange set (ASPEN) and its pieces as tasks, dealt
+// round-robin over producers, each producer's list started at a different
+// consumer, so the copies running at once spread over ranks.
+Status PlanPieces(const Dist& prod, const Dist& cons, uint64_t element_bytes,
+                  RedistributionOp::Setup& setup) {
+  const uint64_t m = prod.rank_count();
+  setup.exchanges.reserve(m);  // tasks hold views into them: no reallocation
+  std::vector<std::vector<PieceTask>> per(m);
+  for (uint64_t p = 0; p < m; ++p) {
+    ISO_ASSIGN_OR_RETURN(ExchangeSet ex, redistribution::ComputeExchange(
+                                             prod, p, cons, redistribution::Algorithm::kAspen));
+    setup.exchanges.push_back(std::move(ex));
+    std::vector<Piece> pieces = setup.exchanges.back().Pieces();
+    if (pieces.empty()) continue;
+    std::rotate(pieces.begin(), pieces.begin() + static_cast<ptrdiff_t>(p % pieces.size()),
+                pieces.end());
+    for (const Piece& piece : pieces) AddTasks(p, piece, prod.dims(), element_bytes, per[p]);
+  }
+  for (size_t k = 0;; ++k) {
+    bool any = false;
+    for (auto& list : per) {
+      if (k >= list.size()) continue;
+      setup.tasks.push_back(std::move(list[k]));
+      any = true;
+    }
+    if (!any) break;
+  }
+  return OkStatus();
+}
+
+Status Compatible(const DistributedInstance& a, const DistributedInstance& b) {
+  if (a.dist.extents() != b.dist.extents() || a.dist.dims() != b.dist.dims() ||
+      a.element_bytes != b.element_bytes) {
+    return InvalidArgument("cannot redistribute '", a.name, "' (", a.dist.ToString(), ", ",
+                           a.element_bytes, "-byte elements) into '", b.name, "' (",
+                           b.dist.ToString(), ", ", b.element_bytes,
+                           "-byte elements): the global extents and element sizes must match");
+  }
+  return OkStatus();
+}
+
+bool IsMember(const DistributedInstance& d, uint64_t session) {
+  for (const auto& m : d.members) {
+    if (m && m->session == session) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<std::vector<RankEnd>> Node::Impl::RankEndsLocked(const DistributedInstance& d,
+                                                        bool destination) const {
+  std::vector<RankEnd> ends(d.members.size());
+  const MemoryId proc_id = runtime->FindMemory(kProcessMemoryName).value_or(MemoryId{});
+  for (size_t r = 0; r < ends.size(); ++r) {
+    const DistributedMember& m = *d.members[r];
+    RankEnd& e = ends[r];
+    if (m.instance == 0) {
+      e.empty = true;
+      continue;
+    }
+    auto it = instances.find(m.instance);
+    if (it == instances.end()) {
+      return NotFound("rank ", r, " of '", d.name, "': its instance ", m.instance,
+                      " is no longer registered");
+    }
+    const Instance& in = it->second;
+    const std::string what = StrCat("rank ", r, " of '", d.name, "'");
+    ISO_ASSIGN_OR_RETURN(e.storage, StridedStorageOf(in.shape, what));
+    if (in.private_range) {
+      if (!in.private_range->alive) return NotFound(what, ": its private range ended");
+      e.ref = InstanceRef{proc_id, nullptr, in.private_range->bytes - in.offset, in.shape};
+      e.ref.process = in.private_range->process;
+      e.ref.address = in.private_range->address + in.offset;
+    } else if (!in.allocation) {
+      if (destination) {
+        // Each piece copy into a file writes a whole new version of it
+        // and renames it over the target (daemon/runtime/disk_endpoint.h):
+        // concurrent pieces would undo each other.
+        return Unimplemented(what, ": its instance is a DSK file; a file can be a producer's ",
+                             "local storage but not yet a consumer's");
+      }
+      e.ref = InstanceRef{runtime->topology().memories[in.disk_memory].id, nullptr, 0, in.shape};
+      e.ref.file = in.file;
+      e.ref.file_offset = in.offset;
+    } else {
+      const MemoryId mem = runtime->topology().memories[in.allocation->pool->memory].id;
+      e.ref = InstanceRef{mem, in.allocation->shm.data() + in.offset,
+                          in.allocation->shm.size() - in.offset, in.shape};
+      e.keep = in.allocation;
+    }
+  }
+  return ends;
+}
+
+Result<uint64_t> Node::Redistribute(const std::string& session, const std::string& producer,
+                                    const std::string& consumer, TransferCallback on_done) {
+  auto record = std::make_shared<TransferRecord>();
+  if (on_done) {
+    record->waiters.push_back(std::move(on_done));
+    record->caller_answers = true;
+  }
+  RedistributionOp::Setup setup;
+  std::shared_ptr<DistributedInstance> sides[2];
+  uint64_t session_id = 0;
+  std::string ns;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    if (impl_->draining) return Unavailable("isometryd is shutting down; no new copies");
+    ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
+    const uint32_t max_transfers = impl_->config.daemon.max_transfers_per_session;
+    if (s->transfers.size() >= max_transfers) {
+      return ResourceExhausted("this session has ", s->transfers.size(),
+                               " transfers in flight; daemon.max_transfers_per_session is ",
+                               max_transfers);
+    }
+    ns = DistributedNamespace(*s);
+    const std::string names[2] = {producer, consumer};
+    for (int i = 0; i < 2; ++i) {
+      auto it = impl_->distributed.find(ns + names[i]);
+      if (it == impl_->distributed.end()) {
+        return NotFound("no distributed instance '", ForLog(names[i]),
+                        "' (it ends when the session of any of its ranks ends)");
+      }
+      sides[i] = it->second;
+      if (sides[i]->joined != sides[i]->dist.rank_count()) {
+        return FailedPrecondition("distributed instance '", names[i], "' has ", sides[i]->joined,
+                                  " of its ", sides[i]->dist.rank_count(), " ranks joined");
+      }
+    }
+    if (sides[0] == sides[1]) {
+      return InvalidArgument("redistribution of '", producer, "' into itself");
+    }
+    if (!IsMember(*sides[0], s->id) && !IsMember(*sides[1], s->id)) {
+      return PermissionDenied("redistribute: this session is no rank of '", producer, "' or '",
+                              consumer, "'");
+    }
+    ISO_RETURN_IF_ERROR(Compatible(*sides[0], *sides[1]));
+    ISO_ASSIGN_OR_RETURN(setup.producers, impl_->RankEndsLocked(*sides[0], false));
+    ISO_ASSIGN_OR_RETURN(setup.consumers, impl_->RankEndsLocked(*sides[1], true));
+    record->owner = OwnerOf(*s);
+    record->id = impl_->next_cross++;
+    session_id = s->id;
+    setup.disk_owner = s->creds.known() ? StrCat("uid ", s->creds.uid) : StrCat("session ", s->id);
+  }
+  // The distributions are constant: planned without the node lock.
+  ISO_RETURN_IF_ERROR(PlanPieces(sides[0]->dist, sides[1]->dist, sides[0]->element_bytes, setup));
+  setup.what = StrCat("'", ForLog(producer), "' -> '", ForLog(consumer), "'");
+  setup.dims = sides[0]->dist.dims();
+  setup.concurrency = impl_->config.daemon.redistribute_concurrency;
+  Impl* impl = impl_.get();
+  setup.done = [impl, record](Status st) { impl->OnRuntimeDone(record, std::move(st)); };
+  auto op = std::make_shared<RedistributionOp>(*impl_->runtime, std::move(setup));
+  PendingCalls calls;
+  bool adopted = false;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    ISO_RETURN_IF_ERROR(
+        impl_->AdoptRedistributionLocked(session_id, ns, sides, op, record, calls, adopted));
+  }
+  if (!adopted) op->Cancel();  // the caller's session ended meanwhile
+  op->Start();
+  for (auto& [cb, rep] : calls) cb(rep);
+  return record->id;
+}
+
+Status Node::Impl::AdoptRedistributionLocked(uint64_t session, const std::string& ns,
+                                             const std::shared_ptr<DistributedInstance> sides[2],
+                                             const std::shared_ptr<RedistributionOp>& op,
+                                             const std::shared_ptr<TransferRecord>& record,
+                                             PendingCalls& calls, bool& adopted) {
+  for (int i = 0; i < 2; ++i) {
+    auto it = distributed.find(ns + sides[i]->name);
+    if (it == distributed.end() || it->second != sides[i]) {
+      return absl::AbortedError(StrCat("distributed instance '", ForLog(sides[i]->name),
+                                       "' ended while the redistribution was planned"));
+    }
+  }
+  for (int i = 0; i < 2; ++i) {
+    auto& running = sides[i]->running;
+    std::erase_if(running, [](const std::weak_ptr<RedistributionOp>& w) { return w.expired(); });
+    running.push_back(op);
+  }
+  record->cross = op;
+  adopted = AdoptLocked(session, record, calls);
+  return OkStatus();
+}
+RedistributionOp::RedistributionOp(Runtime& runtime, Setup setup) : runtime_(runtime) {
+  for (const PieceTask& t : setup.tasks) total_bytes_ += t.bytes;
+  task_count_ = setup.tasks.size();
+  absl::MutexLock lock(&mu_);
+  on_end_ = std::move(setup.done);
+  finished_.assign(task_count_, false);
+  setup_ = std::make_shared<const Setup>(std::move(setup));
+}
+
+Result<CopyRequest> RedistributionOp::BuildRequest(const Setup& setup, size_t i) {
+  const PieceTask& t = setup.tasks[i];
+  const RankEnd& src = setup.producers[t.producer];
+  const RankEnd& dst = setup.consumers[t.consumer];
+  CopyRequest req;
+  req.src = src.ref;
+  req.dst = dst.ref;
+  ISO_ASSIGN_OR_RETURN(req.src.packed, PieceEnd(src.storage, t, setup.dims, true,
+                                                StrCat("producer rank ", t.producer,
+                                                       "'s piece for consumer rank ", t.consumer)));
+  ISO_ASSIGN_OR_RETURN(
+      req.dst.packed,
+      PieceEnd(dst.storage, t, setup.dims, false,
+               StrCat("consumer rank ", t.consumer, "'s piece from producer rank ", t.producer)));
+  req.disk_owner = setup.disk_owner;
+  std::weak_ptr<RedistributionOp> self = weak_from_this();
+  req.on_complete = [self, i](const Status& s) {
+    if (auto op = self.lock()) op->OnPieceDone(i, s);
+  };
+  return req;
+}
+
+void RedistributionOp::Start() { Pump(); }
+
+void RedistributionOp::Pump() {
+  bool mine = false;  // this call is the one launching (no recursion)
+  for (;;) {
+    std::shared_ptr<const Setup> setup;
+    size_t i = 0;
+    bool end = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (pumping_ && !mine) return;  // the launching thread looks again
+      if (failure_.ok() && next_ < task_count_ && setup_ && in_flight_ < setup_->concurrency) {
+        pumping_ = mine = true;
+        i = next_++;
+        ++in_flight_;
+        setup = setup_;
+      } else {
+        pumping_ = false;
+        end = TakeEndLocked();
+      }
+    }
+    if (!setup) {
+      if (end) Finish();
+      return;
+    }
+    Result<CopyRequest> req = BuildRequest(*setup, i);
+    Result<Transfer> t = req.ok() ? runtime_.Copy(*std::move(req)) : Result<Transfer>(req.status());
+    if (!t.ok()) {
+      OnPieceDone(i, t.status());
+      continue;
+    }
+    Status failed;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!finished_[i]) running_.emplace(i, *t);
+      failed = failure_;
+    }
+    if (!failed.ok()) t->Abort(failed);  // failed while it was being submitted
+  }
+}
+
+bool RedistributionOp::TakeEndLocked() {
+  if (ended_ || in_flight_ != 0 || pumping_) return false;
+  if (failure_.ok() && next_ < task_count_) return false;
+  ended_ = true;
+  return true;
+}
+
+void RedistributionOp::Finish() {
+  std::function<void(Status)> done;
+  Status status;
+  std::shared_ptr<const Setup> setup;
+  {
+    absl::MutexLock lock(&mu_);
+    done = std::move(on_end_);
+    on_end_ = nullptr;
+    status = failure_;
+    setup = std::move(setup_);  // releases the ends once the last copy drained
+  }
+  setup.reset();
+  if (done) done(status);
+}
+
+void RedistributionOp::OnPieceDone(size_t i, const Status& s) {
+  std::vector<Transfer> abort;
+  Status why;
+  {
+    absl::MutexLock lock(&mu_);
+    if (i >= finished_.size() || finished_[i]) return;
+    finished_[i] = true;
+    --in_flight_;
+    running_.erase(i);
+    if (s.ok()) {
+      ++done_;
+      if (setup_) bytes_done_ += setup_->tasks[i].bytes;
+    } else if (failure_.ok()) {
+      std::string where = "piece copy";
+      if (setup_) {
+        const PieceTask& t = setup_->tasks[i];
+        where =
+            StrCat("piece copy from producer rank ", t.producer, " to consumer rank ", t.consumer);
+      }
+      failure_ = Status(s.code(), StrCat("redistribution ", setup_ ? setup_->what : "", ": ", where,
+                                         " failed: ", s.message()));
+      for (auto& [_, t] : running_) abort.push_back(t);
+      why = failure_;
+    }
+  }
+  for (const Transfer& t : abort) t.Abort(why);
+  Pump();
+}
+
+void RedistributionOp::Abort(const Status& why) {
+  std::vector<Transfer> abort;
+  {
+    absl::MutexLock lock(&mu_);
+    if (ended_ || !failure_.ok()) return;
+    failure_ = why;
+    for (auto& [_, t] : running_) abort.push_back(t);
+  }
+  for (const Transfer& t : abort) t.Abort(why);
+  Pump();
+}
+
+void RedistributionOp::Cancel() { Abort(absl::CancelledError("redistribution cancelled")); }
+
+std::string RedistributionOp::PathText() const {
+  absl::MutexLock lock(&mu_);
+  return StrCat("redistribution ", setup_ ? setup_->what : std::string("(ended)"), ": ", done_,
+                " of ", task_count_, " piece copies done, ", in_flight_, " running; ", bytes_done_,
+                " of ", total_bytes_, " bytes");
+}
+
+}  // namespace isometry

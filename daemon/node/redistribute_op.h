@@ -1,0 +1,124 @@
+// The insides of Node::Redistribute (node_redistribute.cc), shared with
+// the join checks (node_distributed.cc). Nothing outside daemon/node
+// includes this header.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "core/datatype.h"
+#include "daemon/node/cross_copy.h"
+#include "daemon/node/node_distributed.h"
+#include "redistribution/exchange.h"
+
+namespace isometry {
+
+struct Allocation;
+struct Session;
+
+// The namespace of distributed instance names a session sees: its uid's,
+// or the one gRPC sessions share ("uid 1000/", "grpc/").
+std::string DistributedNamespace(const Session& s);
+
+// A local instance whose element at local index (i_0, ..., i_k-1) starts
+// at sum(i_d * stride[d]) and whose fields lie where `element` says from
+// there: any layout without blocked dimensions (x_in / x_out) whose fields
+// share their strides (AOS in any dimension order; SOA when every field
+// has one size).
+struct StridedStorage {
+  std::array<int64_t, redistribution::kMaxDims> stride{};
+  std::optional<Datatype> element;  // a struct of the fields, in field order
+  uint64_t span = 0;                // the instance's storage bytes
+};
+
+// UNIMPLEMENTED (naming the layout and why) for storage that is not
+// strided; `what` names the instance in the message.
+Result<StridedStorage> StridedStorageOf(const InstanceShape& shape, const std::string& what);
+
+// One rank's local instance as a copy end: where it lies (`ref` without a
+// packed end) and what keeps it alive.
+struct RankEnd {
+  InstanceRef ref;
+  std::shared_ptr<const Allocation> keep;
+  StridedStorage storage;
+  bool empty = false;  // the rank holds no element (no instance)
+};
+
+// One piece copy: what producer rank `producer` sends consumer rank
+// `consumer`, restricted in dimension 0 to `dim0` (pieces are cut there so
+// that one copy's description stays small).
+struct PieceTask {
+  uint64_t producer = 0;
+  uint64_t consumer = 0;
+  std::array<std::span<const redistribution::Run>, redistribution::kMaxDims> runs{};
+  std::vector<redistribution::Run> dim0;
+  uint64_t bytes = 0;
+};
+
+// A running redistribution: piece copies submitted to the runtime, at most
+// `concurrency` at a time; the first failure aborts the rest. Thread-safe.
+class RedistributionOp final : public CrossTransfer,
+                               public std::enable_shared_from_this<RedistributionOp> {
+ public:
+  struct Setup {
+    std::string what;  // "'a' -> 'b'"
+    int dims = 0;
+    std::vector<RankEnd> producers, consumers;
+    // Per producer rank; `tasks` hold views into them.
+    std::vector<redistribution::ExchangeSet> exchanges;
+    std::vector<PieceTask> tasks;
+    uint32_t concurrency = 1;
+    std::string disk_owner;
+    std::function<void(Status)> done;  // once, with the final status
+  };
+  RedistributionOp(Runtime& runtime, Setup setup);
+
+  void Start();
+  // Ends it with `why` (the first reason wins); pieces in flight are
+  // aborted, those not started never start.
+  void Abort(const Status& why);
+
+  void Cancel() override;
+  std::string PathText() const override;
+  uint64_t bytes() const override { return total_bytes_; }
+  std::chrono::steady_clock::time_point started() const override { return started_; }
+  double predicted_bytes_per_s() const override { return 0; }
+
+ private:
+  Result<CopyRequest> BuildRequest(const Setup& setup, size_t task);
+  void Pump();
+  void OnPieceDone(size_t task, const Status& s);
+  // Under mu_: whether it has just ended (then it is the caller's to
+  // report, outside the lock).
+  bool TakeEndLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Finish();
+
+  Runtime& runtime_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  uint64_t total_bytes_ = 0;
+  size_t task_count_ = 0;
+  mutable absl::Mutex mu_;
+  // Released when it ends (the ends keep allocations alive); constant
+  // until then, read outside the lock through a copy of the pointer.
+  std::shared_ptr<const Setup> setup_ ABSL_GUARDED_BY(mu_);
+  std::function<void(Status)> on_end_ ABSL_GUARDED_BY(mu_);
+  size_t next_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t done_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t bytes_done_ ABSL_GUARDED_BY(mu_) = 0;
+  bool pumping_ ABSL_GUARDED_BY(mu_) = false;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  Status failure_ ABSL_GUARDED_BY(mu_);
+  std::map<size_t, Transfer> running_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> finished_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace isometry

@@ -1,0 +1,20 @@
+// Proto <-> domain translation of distributed instances and
+// redistribution (issue #18), shared by the gRPC service and the local
+// server. Malformed messages become INVALID_ARGUMENT naming the field.
+#pragma once
+
+#include "daemon/node/node.h"
+#include "isometry.pb.h"
+
+namespace isometry {
+
+Result<DistributedJoin> JoinFromProto(const v1::JoinDistributedRequest& req);
+void ToProto(const DistributedReport& r, v1::JoinDistributedResponse* out);
+
+// The local server's Redistribute: starts it and, with req.wait, blocks
+// the calling (per-connection) thread until it has ended; `out` then has
+// the final TransferInfo, and the answer is the redistribution's status.
+Status RedistributeLocal(Node& node, const std::string& session, const v1::RedistributeRequest& req,
+                         v1::CopyResponse* out);
+
+}  // namespace isometry

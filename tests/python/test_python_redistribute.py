@@ -1,0 +1,191 @@
+"""Distributed instances and M:N redistribution from the Python client
+(issue #18), over gRPC against a real isometryd: a 2x1 BLOCK producer of
+three sessions' worth of ranks redistributed into a 1x3 CYCLIC consumer
+with column-major local storage, checked element by element; progress and
+completion through the transfer calls; bad joins refused.
+
+Run like test_python_client (ISOMETRYD, ISOMETRY_PYTHONPATH; Debian's
+/usr/bin/python3).
+"""
+
+import os
+import shutil
+import struct
+import sys
+import unittest
+
+import test_python_client as ref  # its tests are not collected here
+from test_python_client import ISOMETRYD, SKIP_REASON
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
+from isometryd_process import IsometrydProcess  # noqa: E402
+
+if ref._IMPORT_ERROR is None:
+    import isometry
+    from isometry import IsometryError
+
+CONFIG = """
+[[memory]]
+name = "sys0"
+kind = "SYS"
+pool = "64MiB"
+client_quota = "32MiB"
+staging = "64MiB"
+
+[[memory]]
+name = "dsk0"
+kind = "DSK"
+directory = "{dir}/dsk"
+staging = "64MiB"
+
+[[channel]]
+name = "memcpy0"
+kind = "memcpy"
+
+[[channel]]
+name = "disk_read0"
+kind = "disk_read"
+
+[[channel]]
+name = "disk_write0"
+kind = "disk_write"
+"""
+
+ROWS, COLS = 13, 10
+
+
+def owned(n, block, procs, coord):
+    """The global indices grid coordinate `coord` holds, in local order."""
+    return [g for g in range(n) if (g // block) % procs == coord]
+
+
+def value(i, j):
+    return i * 1000 + j
+
+
+@unittest.skipUnless(ISOMETRYD, SKIP_REASON)
+class RedistributeTest(unittest.TestCase):
+    def setUp(self):
+        if ref._IMPORT_ERROR is not None:
+            self.fail(f"cannot import the isometry package ({ref._IMPORT_ERROR})")
+        try:
+            self.dir, self.daemon = IsometrydProcess.started_in_temp_dir(
+                ISOMETRYD, CONFIG, "isometry-pyrd-", dirs=["dsk"], daemon=dict(log_level="warn"))
+        except AssertionError as e:
+            self.fail(str(e))
+        self.clients = []
+
+    def tearDown(self):
+        for c in self.clients:
+            c.close()
+        rc = self.daemon.stop(timeout_s=30)
+        self.daemon.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.assertEqual(rc, 0)
+
+    def rank(self, rows, cols, column_major, fill):
+        """A session holding a rows x cols int32 instance: `fill(i, j)` at
+        local (i, j), or zeros."""
+        c = isometry.Client(self.daemon.socket, name="rank", connect_timeout=10)
+        self.clients.append(c)
+        data = bytearray(rows * cols * 4)
+        for i in range(rows):
+            for j in range(cols):
+                at = (j * rows + i) if column_major else (i * cols + j)
+                struct.pack_into("<i", data, at * 4, fill(i, j) if fill else 0)
+        a = c.allocate("sys0", max(len(data), 1))
+        c.write(a, 0, bytes(data))
+        inst = c.register_instance(a, bounds=[rows, cols], fields=[("v", 4)],
+                                   layout="F,x,y" if column_major else "F,y,x")
+        return c, a, inst
+
+    def test_block_rows_into_cyclic_columns(self):
+        # Producer: 2x1 grid, BLOCK x BLOCK (rows 0..6 and 7..12).
+        prod = []
+        for p in range(2):
+            rows = owned(ROWS, 7, 2, p)
+            c, _, inst = self.rank(len(rows), COLS, False, lambda i, j, r=rows: value(r[i], j))
+            info = c.join_distributed("field", [ROWS, COLS], ["block", "block"], [2, 1], 4, p,
+                                      inst)
+            self.assertEqual(info.joined, p + 1)
+            prod.append(c)
+        # Consumer: 1x3 grid, BLOCK x BLOCK_CYCLIC(2), column-major storage.
+        cons = []
+        for q in range(3):
+            cols = owned(COLS, 2, 3, q)
+            c, a, inst = self.rank(ROWS, len(cols), True, None)
+            info = c.join_distributed("analysis", [ROWS, COLS], ["block", ("block_cyclic", 2)],
+                                      [1, 3], 4, q, inst)
+            cons.append((c, a, cols))
+        self.assertEqual(info.joined, 3)
+        self.assertIn("BLOCK_CYCLIC(2)", info.distribution)
+
+        tid = cons[0][0].redistribute("field", "analysis", wait=False)
+        done = cons[0][0].wait(tid)
+        self.assertEqual(done.state, "done")
+        self.assertEqual(done.bytes, ROWS * COLS * 4)
+        for c, a, cols in cons:
+            raw = c.read(a, 0, ROWS * len(cols) * 4)
+            for i in range(ROWS):
+                for k, j in enumerate(cols):
+                    got = struct.unpack_from("<i", raw, (k * ROWS + i) * 4)[0]
+                    self.assertEqual(got, value(i, j), f"element ({i}, {j})")
+        info = prod[0].redistribute("field", "analysis")
+        self.assertEqual(info.state, "done")
+        self.assertIn("piece copies done", info.path)
+
+    def test_files_as_producer_storage(self):
+        # Producer: 1x2 grid of CYCLIC columns, each rank's columns in a
+        # DSK file (row-major); consumer: one rank in a pool allocation.
+        for p in range(2):
+            cols = owned(COLS, 1, 2, p)
+            with open(os.path.join(self.dir, "dsk", f"rank{p}.bin"), "wb") as f:
+                for i in range(ROWS):
+                    for j in cols:
+                        f.write(struct.pack("<i", value(i, j)))
+            c = isometry.Client(self.daemon.socket, name="rank", connect_timeout=10)
+            self.clients.append(c)
+            inst = c.register_instance(0, [ROWS, len(cols)], [("v", 4)], "F,y,x",
+                                       memory="dsk0", file=f"rank{p}.bin")
+            c.join_distributed("onfile", [ROWS, COLS], ["block", "cyclic"], [1, 2], 4, p, inst)
+        c, a, inst = self.rank(ROWS, COLS, False, None)
+        c.join_distributed("whole", [ROWS, COLS], ["block", "block"], [1, 1], 4, 0, inst)
+        c.redistribute("onfile", "whole")
+        raw = c.read(a, 0, ROWS * COLS * 4)
+        want = b"".join(struct.pack("<i", value(i, j)) for i in range(ROWS) for j in range(COLS))
+        self.assertEqual(raw, want)
+        # A file as a consumer's storage is refused (each piece copy would
+        # replace the whole file).
+        with self.assertRaises(IsometryError) as e:
+            c.redistribute("whole", "onfile")
+        self.assertEqual(e.exception.code, "UNIMPLEMENTED")
+
+    def test_bad_joins_are_refused(self):
+        c, _, inst = self.rank(5, 4, False, None)
+        c.join_distributed("x", [10, 4], ["block", "block"], [2, 1], 4, 0, inst)
+        c2, _, inst2 = self.rank(5, 4, False, None)
+        with self.assertRaises(IsometryError) as e:
+            c2.join_distributed("x", [10, 4], ["cyclic", "block"], [2, 1], 4, 1, inst2)
+        self.assertEqual(e.exception.code, "INVALID_ARGUMENT")
+        self.assertIn("CYCLIC", e.exception.message)
+        with self.assertRaises(IsometryError) as e:
+            c2.join_distributed("x", [10, 4], ["block", "block"], [2, 1], 8, 1, inst2)
+        self.assertEqual(e.exception.code, "INVALID_ARGUMENT")
+        with self.assertRaises(ValueError):
+            c2.join_distributed("x", [10, 4], ["diagonal", "block"], [2, 1], 4, 1, inst2)
+        with self.assertRaises(IsometryError) as e:
+            c.redistribute("x", "y")
+        self.assertIn(e.exception.code, ("FAILED_PRECONDITION", "NOT_FOUND"))
+        # The rank's session ends: the distributed instance goes with it.
+        c2.join_distributed("x", [10, 4], ["block", "block"], [2, 1], 4, 1, inst2)
+        c2.close()
+        self.clients.remove(c2)
+        c3, _, inst3 = self.rank(10, 4, False, None)
+        c3.join_distributed("y", [10, 4], ["block", "block"], [1, 1], 4, 0, inst3)
+        with self.assertRaises(IsometryError) as e:
+            c3.redistribute("x", "y")
+        self.assertEqual(e.exception.code, "NOT_FOUND")
+
+
+if __name__ == "__main__":
+    unittest.main()
