@@ -413,10 +413,20 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
                            v1::CopyResponse* resp) override {
     auto spec = CopySpecFromProto(*req);
     if (!spec.ok()) return Reply(ctx, spec.status());
+    return StartTransfer(ctx, req->wait(), resp, [&](const std::string& session, auto on_done) {
+      return node_.Copy(session, *spec, std::move(on_done));
+    });
+  }
+
+  // Starts a transfer with `start(session, on_done)` and answers as Copy
+  // does: at once with its id, or with `wait` when it has ended.
+  template <class Start>
+  ServerUnaryReactor* StartTransfer(CallbackServerContext* ctx, bool wait, v1::CopyResponse* resp,
+                                    Start start) {
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
     TransferCallback on_done;
     const std::string session = SessionOf(ctx);
-    if (req->wait()) {
+    if (wait) {
       Node* node = &node_;
       on_done = [reactor, resp, node, session](const TransferReport& r) {
         resp->set_transfer(r.id);
@@ -424,10 +434,10 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
         reactor->Finish(grpc::Status::OK);
       };
     }
-    auto id = node_.Copy(session, *spec, std::move(on_done));
+    Result<uint64_t> id = start(session, std::move(on_done));
     if (!id.ok()) {
       reactor->Finish(ToGrpc(id.status()));
-    } else if (!req->wait()) {
+    } else if (!wait) {
       resp->set_transfer(*id);
       reactor->Finish(grpc::Status::OK);
     }
@@ -539,28 +549,11 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
     return Reply(ctx, r.status());
   }
 
-  // As Copy: with `wait` the reply comes when it has ended.
   ServerUnaryReactor* Redistribute(CallbackServerContext* ctx, const v1::RedistributeRequest* req,
                                    v1::CopyResponse* resp) override {
-    ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    TransferCallback on_done;
-    const std::string session = SessionOf(ctx);
-    if (req->wait()) {
-      Node* node = &node_;
-      on_done = [reactor, resp, node, session](const TransferReport& r) {
-        resp->set_transfer(r.id);
-        ToProto(node->GetTransfer(session, r.id).value_or(r), resp->mutable_info());
-        reactor->Finish(grpc::Status::OK);
-      };
-    }
-    auto id = node_.Redistribute(session, req->producer(), req->consumer(), std::move(on_done));
-    if (!id.ok()) {
-      reactor->Finish(ToGrpc(id.status()));
-    } else if (!req->wait()) {
-      resp->set_transfer(*id);
-      reactor->Finish(grpc::Status::OK);
-    }
-    return reactor;
+    return StartTransfer(ctx, req->wait(), resp, [&](const std::string& session, auto on_done) {
+      return node_.Redistribute(session, req->producer(), req->consumer(), std::move(on_done));
+    });
   }
 
   ServerUnaryReactor* ListPeers(CallbackServerContext* ctx, const v1::ListPeersRequest*,
