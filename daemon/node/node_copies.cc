@@ -192,6 +192,26 @@ bool Node::Impl::AdoptLocked(uint64_t session, const std::shared_ptr<TransferRec
   return adopted;
 }
 
+InstanceRef Node::Impl::LocalRefLocked(const Instance& in) const {
+  if (!in.remote_node.empty()) return InstanceRef{};
+  if (in.private_range) {
+    const MemoryId proc_id = runtime->FindMemory(kProcessMemoryName).value_or(MemoryId{});
+    InstanceRef r{proc_id, nullptr, in.private_range->bytes - in.offset, in.shape};
+    r.process = in.private_range->process;
+    r.address = in.private_range->address + in.offset;
+    return r;
+  }
+  if (!in.allocation) {
+    InstanceRef r{runtime->topology().memories[in.disk_memory].id, nullptr, 0, in.shape};
+    r.file = in.file;
+    r.file_offset = in.offset;
+    return r;
+  }
+  const MemoryId mem = runtime->topology().memories[in.allocation->pool->memory].id;
+  return InstanceRef{mem, in.allocation->shm.data() + in.offset,
+                     in.allocation->shm.size() - in.offset, in.shape};
+}
+
 Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string& session,
                                                                const CopySpec& spec,
                                                                TransferRecord& record) {
@@ -251,27 +271,8 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string
       return InvalidArgument("explicit intermediate hops are not supported across nodes");
     }
   }
-  const MemoryId proc_id = runtime->FindMemory(kProcessMemoryName).value_or(MemoryId{});
-  auto ref = [&](const Instance& in) {
-    if (!in.remote_node.empty()) return InstanceRef{};
-    if (in.private_range) {
-      InstanceRef r{proc_id, nullptr, in.private_range->bytes - in.offset, in.shape};
-      r.process = in.private_range->process;
-      r.address = in.private_range->address + in.offset;
-      return r;
-    }
-    if (!in.allocation) {
-      InstanceRef r{runtime->topology().memories[in.disk_memory].id, nullptr, 0, in.shape};
-      r.file = in.file;
-      r.file_offset = in.offset;
-      return r;
-    }
-    const MemoryId mem = runtime->topology().memories[in.allocation->pool->memory].id;
-    return InstanceRef{mem, in.allocation->shm.data() + in.offset,
-                       in.allocation->shm.size() - in.offset, in.shape};
-  };
-  resolved.request.src = ref(*ends[0]);
-  resolved.request.dst = ref(*ends[1]);
+  resolved.request.src = LocalRefLocked(*ends[0]);
+  resolved.request.dst = LocalRefLocked(*ends[1]);
   if (packed) ISO_RETURN_IF_ERROR(PackEndsLocked(ends, spec.box, resolved.request));
   if (cross) {
     cross->src.local = resolved.request.src;

@@ -277,6 +277,10 @@ struct Node::Impl {
     std::optional<CrossCopySpec> cross;
     uint64_t session = 0;
   };
+  // Where a local instance's bytes are, as the runtime takes an end: its
+  // allocation's mapping, its DSK file, or its private range (an instance
+  // of another node: an empty ref).
+  InstanceRef LocalRefLocked(const Instance& in) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   Result<ResolvedCopy> ResolveCopyLocked(const std::string& session, const CopySpec& spec,
                                          TransferRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Puts an accepted transfer among the session's; false if the session

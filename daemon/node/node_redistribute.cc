@@ -162,7 +162,6 @@ bool IsMember(const DistributedInstance& d, uint64_t session) {
 Result<std::vector<RankEnd>> Node::Impl::RankEndsLocked(const DistributedInstance& d,
                                                         bool destination) const {
   std::vector<RankEnd> ends(d.members.size());
-  const MemoryId proc_id = runtime->FindMemory(kProcessMemoryName).value_or(MemoryId{});
   for (size_t r = 0; r < ends.size(); ++r) {
     const DistributedMember& m = *d.members[r];
     RankEnd& e = ends[r];
@@ -178,28 +177,18 @@ Result<std::vector<RankEnd>> Node::Impl::RankEndsLocked(const DistributedInstanc
     const Instance& in = it->second;
     const std::string what = StrCat("rank ", r, " of '", d.name, "'");
     ISO_ASSIGN_OR_RETURN(e.storage, StridedStorageOf(in.shape, what));
-    if (in.private_range) {
-      if (!in.private_range->alive) return NotFound(what, ": its private range ended");
-      e.ref = InstanceRef{proc_id, nullptr, in.private_range->bytes - in.offset, in.shape};
-      e.ref.process = in.private_range->process;
-      e.ref.address = in.private_range->address + in.offset;
-    } else if (!in.allocation) {
-      if (destination) {
-        // Each piece copy into a file writes a whole new version of it
-        // and renames it over the target (daemon/runtime/disk_endpoint.h):
-        // concurrent pieces would undo each other.
-        return Unimplemented(what, ": its instance is a DSK file; a file can be a producer's ",
-                             "local storage but not yet a consumer's");
-      }
-      e.ref = InstanceRef{runtime->topology().memories[in.disk_memory].id, nullptr, 0, in.shape};
-      e.ref.file = in.file;
-      e.ref.file_offset = in.offset;
-    } else {
-      const MemoryId mem = runtime->topology().memories[in.allocation->pool->memory].id;
-      e.ref = InstanceRef{mem, in.allocation->shm.data() + in.offset,
-                          in.allocation->shm.size() - in.offset, in.shape};
-      e.keep = in.allocation;
+    if (in.private_range && !in.private_range->alive) {
+      return NotFound(what, ": its private range ended");
     }
+    if (!in.private_range && !in.allocation && destination) {
+      // Each piece copy into a file writes a whole new version of it and
+      // renames it over the target (daemon/runtime/disk_endpoint.h):
+      // concurrent pieces would undo each other.
+      return Unimplemented(what, ": its instance is a DSK file; a file can be a producer's ",
+                           "local storage but not yet a consumer's");
+    }
+    e.ref = LocalRefLocked(in);
+    e.keep = in.allocation;
   }
   return ends;
 }
