@@ -12,6 +12,7 @@
 //     barrier to barrier after one untimed call.
 // Rounds are paired (pdgemr2d, then Isometry); the ratio is pdgemr2d's
 // time over Isometry's (above 1: Isometry is faster).
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -20,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "CLI/CLI.hpp"
+#include "core/main_guard.h"
 #include "tools/bench/block_cyclic_jobs.h"
 #include "tools/common/daemon_process.h"
 
@@ -70,9 +71,7 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   CLI::App app{"Isometry Redistribute vs ScaLAPACK pdgemr2d, 2-D block-cyclic, this node"};
   uint64_t mib = 1024, cols = 8192;
   int rounds = 3;
@@ -143,4 +142,10 @@ int main(int argc, char** argv) {
               rounds, bytes / mt / 1e9, bytes / mo / 1e9, mt / mo);
   jobs->reset();
   return daemon && daemon->Stop() != 0 ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return isometry::RunMain("scalapack_bench", 1, Main, argc, argv);
 }
