@@ -21,6 +21,8 @@ packages=(
   catch2 python3-pytest iproute2
   # benchmark peers (measured in the same run as Isometry)
   ucx-utils libucx-dev mpich libmpich-dev openmpi-bin libopenmpi-dev fio iperf3
+  # ScaLAPACK pdgemr2d, the M:N redistribution reference (tests and benchmarks only)
+  libscalapack-mpich-dev
   # benchmark charts (tools/bench/plot.py)
   python3-matplotlib
 )
