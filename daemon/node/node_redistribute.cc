@@ -2,9 +2,13 @@
 // packed piece copies between the ranks' local instances, run a few at a
 // time as one transfer.
 //
-// Both ends of a piece copy enumerate the piece's elements in row-major
-// order of their global indices. In every dimension a rank's local index
-// grows with the global index, so that order is the row-major order of
+// Both ends of a piece copy enumerate the piece's elements in one order of
+// their global indices: dimensions nested as the consumer's local storage
+// nests them (its largest stride outermost), so the destination, whose
+// writes cost the most per contiguous run (one call per run into a private
+// range), sees runs as long as its layout allows; row-major for C-order
+// storage, column-major for ScaLAPACK's. In every dimension a rank's local
+// index grows with the global index, so that order is the same order of
 // the piece's local indices on either side: one nested hindexed datatype
 // per side (a level per dimension, displacements from that side's
 // strides), and the two sides differ only in where each element lies.
@@ -29,22 +33,55 @@ using redistribution::Run;
 // are cut in dimension 0.
 constexpr uint64_t kRunsPerCopy = uint64_t{1} << 16;
 
-// The runs of one index of dimension 0 (dims >= 2), at most.
-uint64_t InnerRuns(const Piece& piece, int dims) {
+// The runs of one index of dimension 0, at most, when `inner` (not 0) is
+// the innermost dimension of the enumeration.
+uint64_t InnerRuns(const Piece& piece, int dims, int inner) {
   uint64_t runs = 1;
   for (int d = 1; d < dims; ++d) {
     uint64_t n = 0;
-    for (const Run& r : piece.runs[d]) n += d + 1 == dims ? 1 : r.length;
+    for (const Run& r : piece.runs[d]) n += d == inner ? 1 : r.length;
     runs = runs > kRunsPerCopy ? runs : runs * std::max<uint64_t>(n, 1);
   }
   return runs;
 }
 
-// Cuts `piece` of producer `p` into tasks of at most kRunsPerCopy runs
-// (where a single index of dimension 0 holds more, one index per task).
+// The runs of one run of dimension 0 when dimension 0 is innermost: one per
+// index of the other dimensions (saturating past kRunsPerCopy).
+uint64_t RunsPerDim0Run(const Piece& piece, int dims) {
+  uint64_t runs = 1;
+  for (int d = 1; d < dims; ++d) {
+    uint64_t n = 0;
+    for (const Run& r : piece.runs[d]) n += r.length;
+    runs = runs > kRunsPerCopy ? runs : runs * std::max<uint64_t>(n, 1);
+  }
+  return runs;
+}
+
+// The consumer's storage order (largest stride outermost; ties keep the
+// dimension order), or row-major where dimension 0 would be innermost but
+// one of its runs alone holds more than kRunsPerCopy runs (cutting in
+// dimension 0 could not bound the copy's description then).
+std::array<int, redistribution::kMaxDims> EnumerationOrder(const StridedStorage& st,
+                                                           const Piece& piece, int dims) {
+  std::array<int, redistribution::kMaxDims> order{0, 1, 2, 3};
+  std::stable_sort(order.begin(), order.begin() + dims,
+                   [&](int a, int b) { return std::abs(st.stride[a]) > std::abs(st.stride[b]); });
+  if (dims > 1 && order[dims - 1] == 0 && RunsPerDim0Run(piece, dims) > kRunsPerCopy) {
+    return {0, 1, 2, 3};
+  }
+  return order;
+}
+
+// Cuts `piece` of producer `p`, enumerated in `order`, into tasks of at
+// most kRunsPerCopy runs (where a single index, or with dimension 0
+// innermost a single run, of dimension 0 holds more: one per task).
 void AddTasks(uint64_t p, const Piece& piece, int dims, uint64_t element_bytes,
-              std::vector<PieceTask>& out) {
-  const uint64_t inner = InnerRuns(piece, dims);
+              const std::array<int, redistribution::kMaxDims>& order, std::vector<PieceTask>& out) {
+  // Dimension 0 innermost: every run of it costs its runs whatever its
+  // length; else every index of it costs the runs of the dimensions inside.
+  const bool per_run = order[dims - 1] == 0;
+  const uint64_t unit =
+      per_run ? RunsPerDim0Run(piece, dims) : InnerRuns(piece, dims, order[dims - 1]);
   uint64_t elements_inner = 1;
   for (int d = 1; d < dims; ++d) {
     uint64_t n = 0;
@@ -55,6 +92,7 @@ void AddTasks(uint64_t p, const Piece& piece, int dims, uint64_t element_bytes,
   task.producer = p;
   task.consumer = piece.remote_rank;
   task.runs = piece.runs;
+  task.order = order;
   uint64_t cost = 0;
   auto flush = [&] {
     if (task.dim0.empty()) return;
@@ -67,22 +105,21 @@ void AddTasks(uint64_t p, const Piece& piece, int dims, uint64_t element_bytes,
   for (const Run& whole : piece.runs[0]) {
     Run r = whole;
     while (r.length > 0) {
-      // dims == 1: a run is one contiguous run whatever its length.
-      const uint64_t room = dims == 1 || cost >= kRunsPerCopy ? 0 : (kRunsPerCopy - cost) / inner;
-      // A task holds at least one index, however many runs that has.
-      if (!task.dim0.empty() && (dims == 1 ? cost >= kRunsPerCopy : room == 0)) {
+      const uint64_t room = per_run || cost >= kRunsPerCopy ? 0 : (kRunsPerCopy - cost) / unit;
+      // A task holds at least one index (one run), however many runs that has.
+      if (!task.dim0.empty() && (per_run ? cost + unit > kRunsPerCopy : room == 0)) {
         flush();
         continue;
       }
-      const uint64_t take = dims == 1 ? r.length : std::min(r.length, std::max<uint64_t>(room, 1));
+      const uint64_t take = per_run ? r.length : std::min(r.length, std::max<uint64_t>(room, 1));
       task.dim0.push_back({r.global, take, r.local, r.remote});
       task.bytes += take * elements_inner * element_bytes;
-      cost += dims == 1 ? 1 : take * inner;
+      cost += per_run ? unit : take * unit;
       r.global += take;
       r.local += take;
       r.remote += take;
       r.length -= take;
-      if (dims != 1 && cost >= kRunsPerCopy) flush();
+      if (cost >= kRunsPerCopy) flush();
     }
   }
   flush();
@@ -94,7 +131,8 @@ Result<std::shared_ptr<const PackedEnd>> PieceEnd(const StridedStorage& st, cons
                                                   int dims, bool use_local, std::string what) {
   Datatype type = *st.element;
   std::vector<int64_t> lens, disps;
-  for (int d = dims - 1; d >= 0; --d) {
+  for (int k = dims - 1; k >= 0; --k) {  // innermost first
+    const int d = t.order[k];
     ISO_ASSIGN_OR_RETURN(const Datatype step, Datatype::Resized(type, 0, st.stride[d]));
     const std::span<const Run> runs = d == 0 ? std::span<const Run>(t.dim0) : t.runs[d];
     lens.clear();
@@ -125,7 +163,12 @@ Status PlanPieces(const Dist& prod, const Dist& cons, uint64_t element_bytes,
     if (pieces.empty()) continue;
     std::rotate(pieces.begin(), pieces.begin() + static_cast<ptrdiff_t>(p % pieces.size()),
                 pieces.end());
-    for (const Piece& piece : pieces) AddTasks(p, piece, prod.dims(), element_bytes, per[p]);
+    for (const Piece& piece : pieces) {
+      const RankEnd& dst = setup.consumers[piece.remote_rank];
+      const auto order = dst.empty ? std::array<int, redistribution::kMaxDims>{0, 1, 2, 3}
+                                   : EnumerationOrder(dst.storage, piece, prod.dims());
+      AddTasks(p, piece, prod.dims(), element_bytes, order, per[p]);
+    }
   }
   for (size_t k = 0;; ++k) {
     bool any = false;

@@ -61,6 +61,9 @@ struct PieceTask {
   std::array<std::span<const redistribution::Run>, redistribution::kMaxDims> runs{};
   std::vector<redistribution::Run> dim0;
   uint64_t bytes = 0;
+  // The order both ends enumerate the piece's elements in, outermost
+  // dimension first (node_redistribute.cc, EnumerationOrder).
+  std::array<int, redistribution::kMaxDims> order{0, 1, 2, 3};
 };
 
 // A running redistribution: piece copies submitted to the runtime, at most

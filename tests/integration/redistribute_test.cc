@@ -348,3 +348,24 @@ TEST_CASE("pieces with more runs per row than one copy holds are cut and still l
   REQUIRE(done.status.ok());
   CHECK(Mismatches(cons, q) == 0);
 }
+
+TEST_CASE("column-major consumers get pieces in column order, cut by runs of dimension 0") {
+  Daemon daemon(kConfig);
+  // CYCLIC rows into a column-major consumer: the enumeration follows the
+  // consumer's columns (dimension 0 innermost), where every producer row is
+  // its own run: 100000 runs per column, 3 columns, cut into several copies.
+  const client::DistributedSpec ps{
+      {200000, 3}, {{client::DimDistribution::Kind::kCyclic, 0}, {}}, {2, 1}, false, 8};
+  const client::DistributedSpec cs{{200000, 3}, {{}, {}}, {1, 1}, false, 8};
+  auto pd = rd::Distribution::Make(ToSpec(ps));
+  auto cd = rd::Distribution::Make(ToSpec(cs));
+  REQUIRE((pd.ok() && cd.ok()));
+  const Side prod{ps, *pd, {1, 1}, {true, false}, {false, true}};
+  const Side cons{cs, *cd, {1}, {true}, {true}};
+  std::vector<Rank> p = JoinAll(daemon, prod, "tall-p", true);
+  std::vector<Rank> q = JoinAll(daemon, cons, "tall-q", false);
+  const client::Completion done = q[0].client->Redistribute("tall-p", "tall-q");
+  INFO(done.status.ToString());
+  REQUIRE(done.status.ok());
+  CHECK(Mismatches(cons, q) == 0);
+}
