@@ -795,7 +795,13 @@ class Client:
         for hop in via or ():
             memory, layout = hop
             req.via.append(pb.Hop(memory=memory, layout=layout))
-        r = self._call("Copy", req, timeout=timeout if wait else self.call_timeout)
+        return self._start_transfer("Copy", req, wait, timeout, check)
+
+    def _start_transfer(self, method, req, wait, timeout, check):
+        """Calls Copy or Redistribute: the transfer id at once, or with
+        ``wait`` its final TransferInfo (TransferError unless done, when
+        ``check``)."""
+        r = self._call(method, req, timeout=timeout if wait else self.call_timeout)
         if not wait:
             if self._local is not None:
                 self._watch(r.transfer)
@@ -844,14 +850,7 @@ class Client:
         While it runs, :meth:`transfer` shows the piece copies done.
         """
         req = pb.RedistributeRequest(producer=producer, consumer=consumer, wait=wait)
-        r = self._call("Redistribute", req, timeout=timeout if wait else self.call_timeout)
-        if not wait:
-            if self._local is not None:
-                self._watch(r.transfer)
-            return r.transfer
-        if check and r.info.state != "done":
-            raise TransferError(r.info)
-        return r.info
+        return self._start_transfer("Redistribute", req, wait, timeout, check)
 
     def completed(self, transfer) -> Optional["pb.TransferInfo"]:
         """The final TransferInfo of one of this session's transfers if its
