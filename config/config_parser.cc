@@ -14,100 +14,6 @@
 namespace isometry {
 namespace {
 
-constexpr std::string_view kDefaultConfig =
-    R"(# Isometry node configuration (embedded default: one node, host memories).
-
-[daemon]
-local_socket = "/run/isometry/isometry.sock"   # shared-memory handshake (SO_PEERCRED)
-grpc_socket = "/run/isometry/grpc.sock"        # gRPC for every language
-# grpc_tcp = "127.0.0.1:7470"                  # also listen on TCP (off by default)
-# socket_group = "isometry"                    # group allowed to connect
-socket_mode = "0660"
-log_level = "info"
-state_dir = "/var/lib/isometry"
-sq_entries = 256
-cq_entries = 256
-shutdown_grace_ms = 5000
-max_sessions = 1024
-max_sessions_per_uid = 512        # local-socket sessions of one uid (a job's ranks on this node)
-max_grpc_sessions = 256           # gRPC sessions together (gRPC hides the peer uid)
-max_connections_per_uid = 512     # local-socket connections of one uid
-hello_timeout_ms = 5000           # a local connection says hello by then or is closed
-max_transfers_per_session = 1024  # copies in flight per session
-max_allocations_per_session = 1024
-max_instances_per_session = 16384
-max_private_ranges_per_session = 64   # registered ranges of a client's own memory (CMA)
-max_datatypes_per_session = 1024      # RegisterDatatype handles
-calibrate = true            # measure channel throughput at start (kept in state_dir)
-
-[runtime]
-# Space threshold TH: the largest intermediate buffer (all slots together).
-space_threshold = "32MiB"
-# Ring depth of every intermediate buffer; 2 or more lets hops overlap.
-slots_per_buffer = 2
-# Compiled copy programs kept in the memoization cache.
-program_cache_entries = 4096
-program_cache_bytes = "256MiB"   # and the bytes they may hold together
-# Direct copies up to this size run on the submitting thread (latency path).
-inline_bytes = "64KiB"
-# Transfers this large are planned with the full algorithm, smaller ones
-# with the simple one.
-full_planner_threshold = "16MiB"
-plan_cache_entries = 4096
-
-[[memory]]
-name = "sys0"
-kind = "SYS"
-staging = "256MiB"
-pool = "1GiB"               # what clients may allocate here
-client_quota = "512MiB"     # per client
-hugetlb = false
-
-[[memory]]
-name = "reg0"
-kind = "REG"
-staging = "256MiB"
-
-[[memory]]
-name = "zcm0"
-kind = "ZCM"
-staging = "256MiB"
-
-[[channel]]
-name = "memcpy0"
-kind = "memcpy"
-threads = 2
-request_size = "4MiB"
-# rate_limit = "2GiB"          # bytes per second; absent or "0" = unlimited
-# edges = [["sys0", "reg0"]]   # absent = every pair of host memories
-
-# Clients' private memory (LocalRequest.register_private) to and from every
-# host memory by process_vm_readv/writev; the runtime names it "proc".
-[[channel]]
-name = "cma0"
-kind = "cma"
-threads = 2
-request_size = "4MiB"
-
-# A cluster: list the other daemons, give every node the same secret.
-# [cluster]
-# node_name = "node-a"            # unique; remote memories are "node-a:sys0"
-# secret_file = "/etc/isometry/cluster.secret"
-# data_listen = "0.0.0.0:7471"    # data connections from peers
-# data_connections = 4            # per peer and direction
-# checksum = false                # XXH3-64 per chunk
-# peer_timeout_ms = 3000
-# keepalive_ms = 500
-# request_size = "4MiB"           # chunk of a cross-node transfer
-# [[peer]]
-# name = "node-b"
-# address = "10.0.0.2:7470"       # its daemon.grpc_tcp
-
-# Prometheus metrics on GET /metrics (off without this table).
-# [metrics]
-# listen = "127.0.0.1:9464"
-)";
-
 // Error with the file, line and key of a node.
 class Reader {
  public:
@@ -151,8 +57,9 @@ class Reader {
   }
 
   Result<int64_t> Integer(const toml::node& n, std::string_view key, int64_t lo, int64_t hi) const {
-    auto v = n.value<int64_t>();
-    if (!v || !n.is_integer()) {
+    // Type first: toml++ casts floats (4e96) to integers, undefined out of range.
+    const std::optional<int64_t> v = n.is_integer() ? n.value<int64_t>() : std::nullopt;
+    if (!v) {
       return Error(n, key, "must be an integer");
     }
     if (*v < lo || *v > hi) {
@@ -483,8 +390,6 @@ void RecordLines(const toml::node& n, const std::string& path, std::map<std::str
 }
 
 }  // namespace
-
-std::string_view EmbeddedDefaultConfig() { return kDefaultConfig; }
 
 Result<uint64_t> ParseByteSize(std::string_view text) {
   const std::string s = AsciiLower(TrimAscii(text));

@@ -112,9 +112,9 @@ for name, text in [
 
 # config_fuzzer: the embedded default, the packaged config, a small cluster.
 here = os.path.dirname(os.path.abspath(__file__))
-with open(os.path.join(here, "..", "config", "config_parser.cc")) as f:
+with open(os.path.join(here, "..", "config", "default_config.cc")) as f:
     src = f.read()
-start = src.index('kDefaultConfig = R"(') + len('kDefaultConfig = R"(')
+start = src.index('R"(', src.index("kDefaultConfig =")) + len('R"(')
 write("config_fuzzer", "embedded_default", src[start:src.index(')"', start)].encode())
 with open(os.path.join(here, "..", "systemd", "isometryd.toml"), "rb") as f:
     write("config_fuzzer", "systemd", f.read())

@@ -75,7 +75,9 @@ Result<Calibration> LoadCalibration(const std::string& path, const std::string& 
       if (!pair || pair->size() != 2) {
         return InvalidArgument(path, ": bad sample in '", name.str(), "'");
       }
-      const auto bytes = pair->get(0)->value<int64_t>();
+      // An integer node only: toml++ casts a float to an integer,
+      // undefined out of range.
+      const auto bytes = pair->get(0)->is_integer() ? pair->get(0)->value<int64_t>() : std::nullopt;
       const auto bps = pair->get(1)->value<double>();
       if (!bytes || !bps || *bytes <= 0 || *bps <= 0) {
         return InvalidArgument(path, ": bad sample in '", name.str(), "'");

@@ -29,5 +29,8 @@ TEST_CASE("calibrations round-trip through the state directory, tagged by finger
   CHECK(absl::IsNotFound(LoadCalibration(dir + "/absent.toml", fp).status()));
   std::ofstream(path) << "fingerprint = \"" << fp << "\"\n[channel]\nmemcpy0 = [[1, -3.0]]\n";
   CHECK(absl::IsInvalidArgument(LoadCalibration(path, fp).status()));
+  // A float byte count (too large for an integer) is a bad sample, not a cast.
+  std::ofstream(path) << "fingerprint = \"" << fp << "\"\n[channel]\nmemcpy0 = [[4e96, 1.0]]\n";
+  CHECK(absl::IsInvalidArgument(LoadCalibration(path, fp).status()));
   std::filesystem::remove_all(dir);
 }

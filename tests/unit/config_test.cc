@@ -49,6 +49,12 @@ TEST_CASE("config errors name the key and the line") {
       ErrorOf("[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\n[[channel]]\nname = \"d\"\n"),
       Catch::Contains("another channel already serves"));
   CHECK_THAT(ErrorOf("[[memory]]\nname = \"a\"\n"), Catch::Contains("no [[channel]]"));
+  // A float where an integer belongs is refused, not cast (4e96 does not
+  // fit an integer: config_fuzzer found the cast undefined).
+  CHECK_THAT(ErrorOf("[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\nthreads = 40e96\n"),
+             Catch::Contains("key 'channel.threads': must be an integer"));
+  CHECK_THAT(ErrorOf("[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\nthreads = 2.0\n"),
+             Catch::Contains("must be an integer"));
 }
 
 TEST_CASE("channels take rate limits, threads and explicit edges") {
