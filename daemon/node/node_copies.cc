@@ -212,25 +212,33 @@ InstanceRef Node::Impl::LocalRefLocked(const Instance& in) const {
                      in.allocation->shm.size() - in.offset, in.shape};
 }
 
-Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string& session,
-                                                               const CopySpec& spec,
-                                                               TransferRecord& record) {
-  ResolvedCopy resolved;
-  std::optional<CrossCopySpec>& cross = resolved.cross;
+Result<Session*> Node::Impl::TransferSessionLocked(const std::string& token) {
   if (draining) return Unavailable("isometryd is shutting down; no new copies");
-  ISO_ASSIGN_OR_RETURN(Session * s, FindSession(session));
+  ISO_ASSIGN_OR_RETURN(Session * s, FindSession(token));
   const uint32_t max_transfers = config.daemon.max_transfers_per_session;
   if (s->transfers.size() >= max_transfers) {
     return ResourceExhausted("this session has ", s->transfers.size(),
                              " transfers in flight; daemon.max_transfers_per_session is ",
                              max_transfers, " (wait for some to finish)");
   }
+  return s;
+}
+
+// memory.quota_bytes is per uid; where gRPC hides the uid, per session (one
+// gRPC user cannot use up another's).
+std::string Node::Impl::DiskOwnerOf(const Session& s) {
+  return s.creds.known() ? StrCat("uid ", s.creds.uid) : StrCat("session ", s.id);
+}
+
+Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string& session,
+                                                               const CopySpec& spec,
+                                                               TransferRecord& record) {
+  ResolvedCopy resolved;
+  std::optional<CrossCopySpec>& cross = resolved.cross;
+  ISO_ASSIGN_OR_RETURN(Session * s, TransferSessionLocked(session));
   resolved.session = s->id;
   record.owner = OwnerOf(*s);
-  // memory.quota_bytes is per uid; where gRPC hides the uid, per session
-  // (one gRPC user cannot use up another's).
-  resolved.request.disk_owner =
-      s->creds.known() ? StrCat("uid ", s->creds.uid) : StrCat("session ", s->id);
+  resolved.request.disk_owner = DiskOwnerOf(*s);
   const Instance* ends[2] = {nullptr, nullptr};
   const uint64_t ids[2] = {spec.src_instance, spec.dst_instance};
   for (int i = 0; i < 2; ++i) {

@@ -200,6 +200,13 @@ struct Node::Impl {
   const Session* FindSessionOrNull(const std::string& token) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   Result<Session*> FindSession(const std::string& token) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // The session `token` when it may start one more transfer: UNAVAILABLE
+  // while draining, RESOURCE_EXHAUSTED at daemon.max_transfers_per_session.
+  Result<Session*> TransferSessionLocked(const std::string& token)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Whose disk quota a transfer of session `s` counts against: its uid's,
+  // or where gRPC hides the uid, the session's own.
+  static std::string DiskOwnerOf(const Session& s);
   void ReleaseSessionLocked(Session& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // ---- pools (node_pools.cc) ----

@@ -45,16 +45,17 @@ uint64_t InnerRuns(const Piece& piece, int dims, int inner) {
   return runs;
 }
 
-// The runs of one run of dimension 0 when dimension 0 is innermost: one per
-// index of the other dimensions (saturating past kRunsPerCopy).
-uint64_t RunsPerDim0Run(const Piece& piece, int dims) {
-  uint64_t runs = 1;
+// The elements of one index of dimension 0 (the product of the other
+// dimensions' lengths; a count of real elements, so it cannot overflow).
+// With dimension 0 innermost, also the runs of one run of dimension 0.
+uint64_t InnerElements(const Piece& piece, int dims) {
+  uint64_t elements = 1;
   for (int d = 1; d < dims; ++d) {
     uint64_t n = 0;
     for (const Run& r : piece.runs[d]) n += r.length;
-    runs = runs > kRunsPerCopy ? runs : runs * std::max<uint64_t>(n, 1);
+    elements *= n;
   }
-  return runs;
+  return elements;
 }
 
 // The consumer's storage order (largest stride outermost; ties keep the
@@ -66,7 +67,7 @@ std::array<int, redistribution::kMaxDims> EnumerationOrder(const StridedStorage&
   std::array<int, redistribution::kMaxDims> order{0, 1, 2, 3};
   std::stable_sort(order.begin(), order.begin() + dims,
                    [&](int a, int b) { return std::abs(st.stride[a]) > std::abs(st.stride[b]); });
-  if (dims > 1 && order[dims - 1] == 0 && RunsPerDim0Run(piece, dims) > kRunsPerCopy) {
+  if (dims > 1 && order[dims - 1] == 0 && InnerElements(piece, dims) > kRunsPerCopy) {
     return {0, 1, 2, 3};
   }
   return order;
@@ -80,14 +81,8 @@ void AddTasks(uint64_t p, const Piece& piece, int dims, uint64_t element_bytes,
   // Dimension 0 innermost: every run of it costs its runs whatever its
   // length; else every index of it costs the runs of the dimensions inside.
   const bool per_run = order[dims - 1] == 0;
-  const uint64_t unit =
-      per_run ? RunsPerDim0Run(piece, dims) : InnerRuns(piece, dims, order[dims - 1]);
-  uint64_t elements_inner = 1;
-  for (int d = 1; d < dims; ++d) {
-    uint64_t n = 0;
-    for (const Run& r : piece.runs[d]) n += r.length;
-    elements_inner *= n;
-  }
+  const uint64_t elements_inner = InnerElements(piece, dims);
+  const uint64_t unit = per_run ? elements_inner : InnerRuns(piece, dims, order[dims - 1]);
   PieceTask task;
   task.producer = p;
   task.consumer = piece.remote_rank;
@@ -249,14 +244,7 @@ Result<uint64_t> Node::Redistribute(const std::string& session, const std::strin
   std::string ns;
   {
     absl::MutexLock lock(&impl_->mu);
-    if (impl_->draining) return Unavailable("isometryd is shutting down; no new copies");
-    ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
-    const uint32_t max_transfers = impl_->config.daemon.max_transfers_per_session;
-    if (s->transfers.size() >= max_transfers) {
-      return ResourceExhausted("this session has ", s->transfers.size(),
-                               " transfers in flight; daemon.max_transfers_per_session is ",
-                               max_transfers);
-    }
+    ISO_ASSIGN_OR_RETURN(Session * s, impl_->TransferSessionLocked(session));
     ns = DistributedNamespace(*s);
     const std::string names[2] = {producer, consumer};
     for (int i = 0; i < 2; ++i) {
@@ -284,7 +272,7 @@ Result<uint64_t> Node::Redistribute(const std::string& session, const std::strin
     record->owner = OwnerOf(*s);
     record->id = impl_->next_cross++;
     session_id = s->id;
-    setup.disk_owner = s->creds.known() ? StrCat("uid ", s->creds.uid) : StrCat("session ", s->id);
+    setup.disk_owner = Impl::DiskOwnerOf(*s);
   }
   // The distributions are constant: planned without the node lock.
   ISO_RETURN_IF_ERROR(PlanPieces(sides[0]->dist, sides[1]->dist, sides[0]->element_bytes, setup));
