@@ -158,9 +158,11 @@ struct Client::Impl {
     return n;
   }
 
+  // Sequentially consistent: after clearing client_spinning, the one load
+  // that closes the race with the daemon (ring_abi.h).
   bool CompletionsPending() const {
     return header->cq_head.value.load(std::memory_order_relaxed) !=
-           header->cq_tail.value.load(std::memory_order_acquire);
+           header->cq_tail.value.load(std::memory_order_seq_cst);
   }
 
   Result<uint64_t> Push(ring::SubmissionEntry e) {
@@ -223,8 +225,7 @@ struct Client::Impl {
       while (!CompletionsPending() && std::chrono::steady_clock::now() < spin_until) {
       }
       header->client_spinning.value.store(0, std::memory_order_seq_cst);
-      if (header->cq_head.value.load(std::memory_order_relaxed) ==
-          header->cq_tail.value.load(std::memory_order_seq_cst)) {
+      if (!CompletionsPending()) {
         pollfd p{cq_event, POLLIN, 0};
         const int r = poll(&p, 1, 100);
         uint64_t count;
