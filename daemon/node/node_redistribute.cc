@@ -120,7 +120,6 @@ void AddTasks(uint64_t p, const Piece& piece, int dims, uint64_t element_bytes,
   flush();
 }
 
-
 Status Compatible(const DistributedInstance& a, const DistributedInstance& b) {
   if (a.dist.extents() != b.dist.extents() || a.dist.dims() != b.dist.dims() ||
       a.element_bytes != b.element_bytes) {
@@ -209,14 +208,11 @@ Result<RankEnd> Node::Impl::RankEndLocked(const DistributedInstance& d, size_t r
   if (in.private_range && !in.private_range->alive) {
     return NotFound(what, ": its private range ended");
   }
-  if (!in.private_range && !in.allocation && destination) {
-    // Each piece copy into a file writes a whole new version of it and
-    // renames it over the target (daemon/runtime/disk_endpoint.h):
-    // concurrent pieces would undo each other.
-    return Unimplemented(what, ": its instance is a DSK file; a file can be a producer's ",
-                         "local storage but not yet a consumer's");
-  }
   e.ref = LocalRefLocked(in);
+  // A copy into a file normally writes a new version and renames it over
+  // the target (daemon/runtime/disk_endpoint.h): concurrent pieces would
+  // undo each other, so pieces write in place, each its own elements.
+  e.ref.file_in_place = destination && !in.private_range && !in.allocation;
   e.keep = in.allocation;
   return e;
 }
@@ -244,12 +240,12 @@ Result<uint64_t> Node::Redistribute(const std::string& session, const std::strin
       if (it != impl_->distributed.end()) sides[i] = it->second;
       here = here && sides[i] && sides[i]->joined == sides[i]->dist.rank_count();
     }
-    const bool member = (sides[0] && IsMember(*sides[0], s->id)) ||
-                        (sides[1] && IsMember(*sides[1], s->id));
+    const bool member =
+        (sides[0] && IsMember(*sides[0], s->id)) || (sides[1] && IsMember(*sides[1], s->id));
     if (!here && impl_->cross && member) {
       // Some ranks joined elsewhere (or not yet): the peers say, unlocked.
-      across.emplace(ClusterRedistribution{s->id, OwnerOf(*s), ns, producer, consumer,
-                                           {sides[0], sides[1]}});
+      across.emplace(
+          ClusterRedistribution{s->id, OwnerOf(*s), ns, producer, consumer, {sides[0], sides[1]}});
     }
     for (int i = 0; i < 2 && !across; ++i) {
       if (!sides[i]) {

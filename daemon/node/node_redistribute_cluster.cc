@@ -53,8 +53,8 @@ class RedistributionAcross final : public CrossTransfer {
       p.handle.reset();
       bytes_done_ += bytes;
       if (!s.ok() && failure_.ok()) {
-        failure_ = Status(s.code(), StrCat("redistribution ", what_, ": the part on node '",
-                                           p.node, "' failed: ", s.message()));
+        failure_ = Status(s.code(), StrCat("redistribution ", what_, ": the part on node '", p.node,
+                                           "' failed: ", s.message()));
         for (const Part& other : parts_) {
           if (other.handle) abort.push_back(other.handle);
         }
@@ -134,21 +134,21 @@ Result<Side> MergeSide(const std::string& name, const std::vector<DistributedRan
       side.ranks.resize(d.rank_count());
       first = a.node;
     } else if (!(d == *side.dist) || a.element_bytes != side.element_bytes) {
-      return InvalidArgument("distributed instance '", ForLog(name), "' is ",
-                             side.dist->ToString(), " of ", side.element_bytes,
-                             "-byte elements on node '", first, "' but ", d.ToString(), " of ",
-                             a.element_bytes, "-byte elements on node '", a.node, "'");
+      return InvalidArgument("distributed instance '", ForLog(name), "' is ", side.dist->ToString(),
+                             " of ", side.element_bytes, "-byte elements on node '", first,
+                             "' but ", d.ToString(), " of ", a.element_bytes,
+                             "-byte elements on node '", a.node, "'");
     }
     nodes += StrCat(nodes.empty() ? "" : ", ", a.node);
     for (const RankPlace& r : a.ranks) {
       if (r.rank >= side.ranks.size()) {
-        return InvalidArgument("node '", a.node, "' reports rank ", r.rank, " of '",
-                               ForLog(name), "', which has ", side.ranks.size(), " ranks");
+        return InvalidArgument("node '", a.node, "' reports rank ", r.rank, " of '", ForLog(name),
+                               "', which has ", side.ranks.size(), " ranks");
       }
       if (side.ranks[r.rank]) {
         return FailedPrecondition("rank ", r.rank, " of distributed instance '", ForLog(name),
-                                  "' joined on node '", side.ranks[r.rank]->node,
-                                  "' and on node '", a.node, "'");
+                                  "' joined on node '", side.ranks[r.rank]->node, "' and on node '",
+                                  a.node, "'");
       }
       side.ranks[r.rank] = r;
       side.ranks[r.rank]->node = a.node;
@@ -162,9 +162,8 @@ Result<Side> MergeSide(const std::string& name, const std::vector<DistributedRan
   uint64_t joined = 0;
   for (const auto& r : side.ranks) joined += r.has_value();
   if (joined != side.ranks.size()) {
-    return FailedPrecondition("distributed instance '", ForLog(name), "' has ", joined,
-                              " of its ", side.ranks.size(), " ranks joined (on nodes ", nodes,
-                              ")");
+    return FailedPrecondition("distributed instance '", ForLog(name), "' has ", joined, " of its ",
+                              side.ranks.size(), " ranks joined (on nodes ", nodes, ")");
   }
   return side;
 }
@@ -398,9 +397,11 @@ Result<CrossEnd> Node::Impl::ResolveRankForPeer(const InstanceSpec& spec,
                     self, "'");
   }
   ISO_ASSIGN_OR_RETURN(RankEnd e, RankEndLocked(d, r, true));
-  if (e.empty) return InvalidArgument("rank ", r, " of '", ForLog(spec.distributed),
-                                      "' holds no element");
-  if (packed->span > e.ref.capacity || packed->span > e.storage.span) {
+  if (e.empty)
+    return InvalidArgument("rank ", r, " of '", ForLog(spec.distributed), "' holds no element");
+  // (A file's length is checked when the piece opens it.)
+  const bool past_memory = e.ref.file.empty() && packed->span > e.ref.capacity;
+  if (past_memory || packed->span > e.storage.span) {
     return OutOfRange("a piece spanning ", packed->span, " bytes into rank ", r, " of '",
                       ForLog(spec.distributed), "', whose instance holds ", e.storage.span);
   }

@@ -83,6 +83,21 @@ Status CheckRelativePath(const std::string& relative) {
 Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenForRead(
     const std::shared_ptr<DiskMemory>& memory, const std::string& relative, uint64_t offset,
     uint64_t bytes) {
+  return OpenExisting(memory, relative, offset, bytes, DiskFile::Mode::kRead);
+}
+
+Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenInPlace(
+    const std::shared_ptr<DiskMemory>& memory, const std::string& relative, uint64_t offset,
+    uint64_t bytes) {
+  ISO_ASSIGN_OR_RETURN(std::unique_ptr<DiskEndpoint> e,
+                       OpenExisting(memory, relative, offset, bytes, DiskFile::Mode::kUpdate));
+  e->in_place_ = true;
+  return e;
+}
+
+Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenExisting(
+    const std::shared_ptr<DiskMemory>& memory, const std::string& relative, uint64_t offset,
+    uint64_t bytes, DiskFile::Mode mode) {
   ISO_RETURN_IF_ERROR(CheckRelativePath(relative));
   const std::string shown = memory->directory() + "/" + relative;
   const std::optional<uint64_t> end = CheckedAdd(offset, bytes);
@@ -99,7 +114,7 @@ Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenForRead(
     return OutOfRange(shown, " holds ", st.st_size, " bytes; the instance needs ", bytes,
                       " bytes at offset ", offset);
   }
-  ISO_ASSIGN_OR_RETURN(DiskFile file, Reopen(path_fd.get(), shown, DiskFile::Mode::kRead));
+  ISO_ASSIGN_OR_RETURN(DiskFile file, Reopen(path_fd.get(), shown, mode));
   return std::unique_ptr<DiskEndpoint>(new DiskEndpoint(std::move(file), shown));
 }
 
@@ -193,6 +208,7 @@ Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenForWrite(std::shared_ptr
 }
 
 Status DiskEndpoint::Commit(bool durable) {
+  if (in_place_) return durable ? SyncFile(file_.Ref(0)) : OkStatus();
   if (name_.empty()) return OkStatus();
   if (durable) ISO_RETURN_IF_ERROR(SyncFile(file_.Ref(0)));
   // The directory must still be the one beneath the memory's: one moved

@@ -62,6 +62,13 @@ class DiskEndpoint {
                                                             uint64_t offset, uint64_t bytes,
                                                             bool covers_instance,
                                                             const std::string& owner);
+  // Opens an existing file of at least `offset + bytes` bytes for writing
+  // in place (a redistribution's pieces, each writing its own elements):
+  // no temporary file, no rename, nothing charged; Commit only syncs. A
+  // copy that fails leaves the file partly written.
+  static Result<std::unique_ptr<DiskEndpoint>> OpenInPlace(
+      const std::shared_ptr<DiskMemory>& memory, const std::string& relative, uint64_t offset,
+      uint64_t bytes);
   ~DiskEndpoint();  // an uncommitted temporary file is unnamed: closing frees it
 
   FileRange Ref(uint64_t offset) const { return file_.Ref(offset); }
@@ -72,8 +79,12 @@ class DiskEndpoint {
  private:
   DiskEndpoint(DiskFile file, std::string target)
       : file_(std::move(file)), target_(std::move(target)) {}
+  static Result<std::unique_ptr<DiskEndpoint>> OpenExisting(
+      const std::shared_ptr<DiskMemory>& memory, const std::string& relative, uint64_t offset,
+      uint64_t bytes, DiskFile::Mode mode);
   DiskFile file_;
   std::string target_;  // directory + "/" + relative, for messages
+  bool in_place_ = false;
   // Writes only:
   std::shared_ptr<DiskMemory> memory_;
   std::string parent_;  // the target's directory, relative to the memory's

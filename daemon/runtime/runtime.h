@@ -54,6 +54,9 @@ struct InstanceRef {
   // daemon/runtime/disk_endpoint.h for paths and durability.
   std::string file;
   uint64_t file_offset = 0;
+  // As a destination: write into the existing file in place (DiskEndpoint::
+  // OpenInPlace), as a redistribution's pieces do.
+  bool file_in_place = false;
   // PROCESS memory: the client process, pinned by its pidfd, and the
   // instance's first byte in it (`base` unused; `capacity` is what its
   // registered range holds from `address`). The transfer keeps `process`

@@ -183,6 +183,12 @@ Status Runtime::Impl::OpenDiskEnds(TransferState& t, const CopyRequest& req, boo
         req.dst.packed
             ? req.dst.packed->runs == 1 && req.dst.packed->bytes == req.dst.packed->span
             : t.box == d.bounds && d.bounds.volume() * d.fields.total_bytes() == d.total_bytes();
+    if (req.dst.file_in_place) {
+      ISO_ASSIGN_OR_RETURN(t.dst_disk,
+                           DiskEndpoint::OpenInPlace(DiskOf(req.dst.memory), req.dst.file,
+                                                     req.dst.file_offset, StorageBytes(req.dst)));
+      return OkStatus();
+    }
     ISO_ASSIGN_OR_RETURN(t.dst_disk, DiskEndpoint::OpenForWrite(
                                          DiskOf(req.dst.memory), req.dst.file, req.dst.file_offset,
                                          StorageBytes(req.dst), covers, req.disk_owner));

@@ -154,11 +154,20 @@ class RedistributeTest(unittest.TestCase):
         raw = c.read(a, 0, ROWS * COLS * 4)
         want = b"".join(struct.pack("<i", value(i, j)) for i in range(ROWS) for j in range(COLS))
         self.assertEqual(raw, want)
-        # A file as a consumer's storage is refused (each piece copy would
-        # replace the whole file).
-        with self.assertRaises(IsometryError) as e:
-            c.redistribute("whole", "onfile")
-        self.assertEqual(e.exception.code, "UNIMPLEMENTED")
+        # Files as a consumer's storage: the pieces write into the existing
+        # files in place, each its own elements.
+        originals = []
+        for p in range(2):
+            path = os.path.join(self.dir, "dsk", f"rank{p}.bin")
+            with open(path, "rb") as f:
+                originals.append(f.read())
+            with open(path, "r+b") as f:
+                f.write(bytes(len(originals[-1])))
+        info = c.redistribute("whole", "onfile")
+        self.assertEqual(info.state, "done")
+        for p in range(2):
+            with open(os.path.join(self.dir, "dsk", f"rank{p}.bin"), "rb") as f:
+                self.assertEqual(f.read(), originals[p], f"rank {p}'s file")
 
     def test_bad_joins_are_refused(self):
         c, _, inst = self.rank(5, 4, False, None)
