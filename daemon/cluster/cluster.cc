@@ -152,8 +152,9 @@ Result<std::vector<DistributedRanks>> Cluster::QueryDistributed(const std::strin
 }
 
 Result<std::shared_ptr<CrossTransfer>> Cluster::RunRedistributePart(
-    const std::string& node, RedistributePart part, std::function<void(Status, uint64_t)> done) {
-  return impl_->RunRedistributePart(node, std::move(part), std::move(done));
+    const std::string& node, const RedistributePart& part,
+    std::function<void(Status, uint64_t)> done) {
+  return impl_->RunRedistributePart(node, part, std::move(done));
 }
 
 void Cluster::AnnounceDistributedEnded(const std::string& key, const std::set<std::string>& peers,

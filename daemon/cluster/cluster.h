@@ -62,7 +62,7 @@ class Cluster final : public CrossCopier {
                                    const PackedEnd& src, const PackedEnd& dst) override;
   Result<std::vector<DistributedRanks>> QueryDistributed(const std::string& key) override;
   Result<std::shared_ptr<CrossTransfer>> RunRedistributePart(
-      const std::string& node, RedistributePart part,
+      const std::string& node, const RedistributePart& part,
       std::function<void(Status, uint64_t)> done) override;
   void AnnounceDistributedEnded(const std::string& key, const std::set<std::string>& peers,
                                 const std::string& why) override;

@@ -272,8 +272,8 @@ struct Cluster::Impl {
   Result<std::vector<DistributedRanks>> QueryDistributed(const std::string& key)
       ABSL_LOCKS_EXCLUDED(mu);
   Result<std::shared_ptr<CrossTransfer>> RunRedistributePart(
-      const std::string& name, RedistributePart part, std::function<void(Status, uint64_t)> done)
-      ABSL_LOCKS_EXCLUDED(mu);
+      const std::string& name, const RedistributePart& part,
+      std::function<void(Status, uint64_t)> done) ABSL_LOCKS_EXCLUDED(mu);
   void AnnounceDistributedEnded(const std::string& key, const std::set<std::string>& to,
                                 const std::string& why) ABSL_LOCKS_EXCLUDED(mu);
   // Runs the part `caller` asks for; `done` once when it ends (not when

@@ -42,7 +42,7 @@ class PartCall final : public CrossTransfer, public std::enable_shared_from_this
     std::weak_ptr<PartCall> self = weak_from_this();
     const std::string node = peer_->config.name;
     peer_->stub->async()->RedistributePart(
-        call.ctx.get(), call.req.get(), call.resp.get(), [self, call, node](grpc::Status s) {
+        call.ctx.get(), call.req.get(), call.resp.get(), [self, call, node](const grpc::Status& s) {
           auto me = self.lock();
           if (!me) return;
           if (!s.ok()) {
@@ -50,9 +50,9 @@ class PartCall final : public CrossTransfer, public std::enable_shared_from_this
             return;
           }
           const int code = call.resp->code();
-          me->End(code == 0 ? OkStatus()
-                            : Status(net::ErrorCodeFromWire(code), call.resp->message()),
-                  call.resp->bytes());
+          me->End(
+              code == 0 ? OkStatus() : Status(net::ErrorCodeFromWire(code), call.resp->message()),
+              call.resp->bytes());
         });
   }
 
@@ -127,8 +127,8 @@ Result<std::vector<DistributedRanks>> Cluster::Impl::QueryDistributed(const std:
     v1::PeerDistributedRanks resp;
     const grpc::Status s = p->stub->QueryDistributed(&ctx, q, &resp);
     if (!s.ok()) {
-      return cluster::FromGrpc(s, StrCat("asking node '", p->config.name, "' for its ranks of '",
-                                         ForLog(key), "'"));
+      return cluster::FromGrpc(
+          s, StrCat("asking node '", p->config.name, "' for its ranks of '", ForLog(key), "'"));
     }
     ISO_ASSIGN_OR_RETURN(DistributedRanks r, cluster::FromProto(resp, p->config.name));
     out.push_back(std::move(r));
@@ -137,7 +137,8 @@ Result<std::vector<DistributedRanks>> Cluster::Impl::QueryDistributed(const std:
 }
 
 Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::RunRedistributePart(
-    const std::string& name, RedistributePart part, std::function<void(Status, uint64_t)> done) {
+    const std::string& name, const RedistributePart& part,
+    std::function<void(Status, uint64_t)> done) {
   const Peer* p = FindPeer(name);
   if (!p) return NotFound("node '", name, "' is not a peer of node '", self(), "'");
   auto call = std::make_shared<cluster::PartCall>(this, p, part.key, std::move(done));
@@ -173,7 +174,7 @@ void Cluster::Impl::AnnounceDistributedEnded(const std::string& key,
 
 Status Cluster::Impl::ServePart(const std::string& caller, const v1::PeerRedistributePart& req,
                                 std::function<void(Status, uint64_t)> done) {
-  ISO_ASSIGN_OR_RETURN(RedistributePart part, cluster::FromProto(req));
+  ISO_ASSIGN_OR_RETURN(const RedistributePart& part, cluster::FromProto(req));
   // The entry holds the part until it ends (nothing else does); a part
   // that ends before it is entered is not entered.
   auto ended = std::make_shared<bool>(false);
@@ -193,7 +194,7 @@ Status Cluster::Impl::ServePart(const std::string& caller, const v1::PeerRedistr
     done(std::move(s), bytes);
   };
   ISO_ASSIGN_OR_RETURN(std::shared_ptr<CrossTransfer> h,
-                       node->RunPartForPeer(caller, part, std::move(finish)));
+                       node->RunPartForPeer(caller, part, finish));
   {
     absl::MutexLock lock(&mu);
     if (*ended) return OkStatus();

@@ -128,25 +128,17 @@ class CrossCopier {
   // The ranks every peer that is up holds of distributed instance `key`
   // (namespace + name); an error names a peer that is up but did not
   // answer.
-  virtual Result<std::vector<DistributedRanks>> QueryDistributed(const std::string& key) {
-    (void)key;
-    return std::vector<DistributedRanks>{};
-  }
+  virtual Result<std::vector<DistributedRanks>> QueryDistributed(const std::string& key) = 0;
   // Runs `part` on peer `node`; `done` runs once with the part's end (its
   // status and the bytes its pieces moved). Cancel() aborts it there.
   virtual Result<std::shared_ptr<CrossTransfer>> RunRedistributePart(
-      const std::string& node, RedistributePart part,
-      std::function<void(Status, uint64_t)> done) {
-    (void)node, (void)part, (void)done;
-    return Unimplemented("this node has no peers");
-  }
+      const std::string& node, const RedistributePart& part,
+      std::function<void(Status, uint64_t)> done) = 0;
   // Tells `peers` that distributed instance `key` ended here (best
   // effort: a peer that is down learns nothing, and a redistribution
   // reaching it fails on the missing rank).
   virtual void AnnounceDistributedEnded(const std::string& key, const std::set<std::string>& peers,
-                                        const std::string& why) {
-    (void)key, (void)peers, (void)why;
-  }
+                                        const std::string& why) = 0;
 };
 
 }  // namespace isometry

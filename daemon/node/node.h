@@ -287,9 +287,9 @@ class Node {
   // producer ranks that node `caller` asks for (`done` once, with the
   // bytes moved); the end of an instance a rank on `caller` left.
   DistributedRanks DistributedRanksForPeer(const std::string& caller, const std::string& key);
-  Result<std::shared_ptr<CrossTransfer>> RunPartForPeer(const std::string& caller,
-                                                        const RedistributePart& part,
-                                                        std::function<void(Status, uint64_t)> done);
+  Result<std::shared_ptr<CrossTransfer>> RunPartForPeer(
+      const std::string& caller, const RedistributePart& part,
+      const std::function<void(Status, uint64_t)>& done);
   void DistributedEndedByPeer(const std::string& caller, const std::string& key,
                               const std::string& why);
 

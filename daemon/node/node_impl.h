@@ -278,10 +278,9 @@ struct Node::Impl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Runs the pieces of `part`'s producer ranks on this node (for `caller`,
   // a node's name); `done` once with its end and the bytes moved.
-  Result<std::shared_ptr<CrossTransfer>> StartPart(const RedistributePart& part,
-                                                   const std::string& caller,
-                                                   std::function<void(Status, uint64_t)> done)
-      ABSL_LOCKS_EXCLUDED(mu);
+  Result<std::shared_ptr<CrossTransfer>> StartPart(
+      const RedistributePart& part, const std::string& caller,
+      const std::function<void(Status, uint64_t)>& done) ABSL_LOCKS_EXCLUDED(mu);
   // A redistribution piece's destination a peer names (ResolveForPeer).
   Result<CrossEnd> ResolveRankForPeer(const InstanceSpec& spec,
                                       std::shared_ptr<const PackedEnd> packed) const

@@ -30,7 +30,7 @@ class RedistributionAcross final : public CrossTransfer {
   }
 
   // Part `i` started; it is aborted at once when the whole has failed.
-  void SetPart(size_t i, std::shared_ptr<CrossTransfer> handle) {
+  void SetPart(size_t i, const std::shared_ptr<CrossTransfer>& handle) {
     Status failed;
     {
       absl::MutexLock lock(&mu_);
@@ -268,10 +268,10 @@ Result<uint64_t> Node::Impl::RedistributeAcrossNodes(
   spdlog::info("redistribution {} (transfer {}) across nodes: parts on {}", what, record->id,
                nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
-    auto done = [across, i](Status s, uint64_t bytes) { across->PartDone(i, s, bytes); };
+    auto done = [across, i](const Status& s, uint64_t bytes) { across->PartDone(i, s, bytes); };
     Result<std::shared_ptr<CrossTransfer>> h =
         nodes[i] == config.cluster.node_name
-            ? StartPart(part, config.cluster.node_name, std::move(done))
+            ? StartPart(part, config.cluster.node_name, done)
             : cross->RunRedistributePart(nodes[i], part, std::move(done));
     if (h.ok()) {
       across->SetPart(i, *h);
@@ -285,7 +285,7 @@ Result<uint64_t> Node::Impl::RedistributeAcrossNodes(
 
 Result<std::shared_ptr<CrossTransfer>> Node::Impl::StartPart(
     const RedistributePart& part, const std::string& caller,
-    std::function<void(Status, uint64_t)> done) {
+    const std::function<void(Status, uint64_t)>& done) {
   ISO_ASSIGN_OR_RETURN(const Dist prod, Dist::Make(part.producer_spec));
   ISO_ASSIGN_OR_RETURN(const Dist cons, Dist::Make(part.consumer_spec));
   if (prod.dims() != cons.dims() || prod.extents() != cons.extents()) {
@@ -397,8 +397,9 @@ Result<CrossEnd> Node::Impl::ResolveRankForPeer(const InstanceSpec& spec,
                     self, "'");
   }
   ISO_ASSIGN_OR_RETURN(RankEnd e, RankEndLocked(d, r, true));
-  if (e.empty)
+  if (e.empty) {
     return InvalidArgument("rank ", r, " of '", ForLog(spec.distributed), "' holds no element");
+  }
   // (A file's length is checked when the piece opens it.)
   const bool past_memory = e.ref.file.empty() && packed->span > e.ref.capacity;
   if (past_memory || packed->span > e.storage.span) {
@@ -439,8 +440,8 @@ DistributedRanks Node::DistributedRanksForPeer(const std::string& caller, const 
 
 Result<std::shared_ptr<CrossTransfer>> Node::RunPartForPeer(
     const std::string& caller, const RedistributePart& part,
-    std::function<void(Status, uint64_t)> done) {
-  return impl_->StartPart(part, caller, std::move(done));
+    const std::function<void(Status, uint64_t)>& done) {
+  return impl_->StartPart(part, caller, done);
 }
 
 void Node::DistributedEndedByPeer(const std::string& caller, const std::string& key,

@@ -139,9 +139,10 @@ void Node::CloseSession(const std::string& session) {
   }
   for (Transfer& t : to_cancel) t.Cancel();
   for (auto& c : cross) c->Cancel();
-  const Status why = absl::AbortedError(
-      StrCat("session ", number, ", a rank of a distributed instance this redistribution uses, "
-             "ended"));
+  const Status why =
+      absl::AbortedError(StrCat("session ", number,
+                                ", a rank of a distributed instance this redistribution uses, "
+                                "ended"));
   AbortRedistributions(redistributions, why);
   if (impl_->cross) {
     for (const EndedDistributed& e : ended_distributed) {

@@ -1,8 +1,9 @@
 // RedistributionOp (redistribute_op.h): a redistribution's piece copies,
 // a few at a time, on this node or, for a consumer rank on another node,
 // as cross-node datatype copies.
-#include "core/strings.h"
 #include "daemon/node/redistribute_op.h"
+
+#include "core/strings.h"
 #include "layout/datatype_form.h"
 
 namespace isometry {
@@ -80,8 +81,10 @@ Result<RedistributionOp::Running> RedistributionOp::Submit(const Setup& setup, s
     out.local = std::move(local);
     return out;
   }
-  if (!setup.cross) return Unavailable("consumer rank ", t.consumer, " lives on node '", dst.node,
-                                       "' and this node has no peers");
+  if (!setup.cross) {
+    return Unavailable("consumer rank ", t.consumer, " lives on node '", dst.node,
+                       "' and this node has no peers");
+  }
   // Both ends packed: 1-D streams of the piece's bytes, each unpacked by
   // its own node; the consumer's node finds the rank's instance by name.
   CrossCopySpec spec;
