@@ -260,8 +260,8 @@ Status ClusterConfig::Validate() const {
   }
   if (!peers.empty() && secret_file.empty() && !tls.enabled()) {
     return ConfigKeyError("cluster.secret_file",
-                          "cluster.secret_file (or [cluster.tls]) is required when peers are "
-                          "listed");
+                          "cluster.secret_file is required when peers are listed (or set "
+                          "[cluster.tls] for mutual TLS)");
   }
   return OkStatus();
 }
