@@ -310,12 +310,23 @@ void PeerLink::Writer(Conn* c) {
       job = std::move(c->queue.front());
       c->queue.pop_front();
     }
+    std::optional<Key> held;
     if (job.data) {
+      const NetHalf& half = std::get<NetHalf>(job.data->request.dst);
       std::optional<Status> dead;
       {
         absl::MutexLock lock(&mu_);
-        auto d = dead_.find(std::get<NetHalf>(job.data->request.dst).transfer);
-        if (d != dead_.end()) dead = d->second.first;
+        auto d = dead_.find(half.transfer);
+        if (d != dead_.end()) {
+          dead = d->second.first;
+        } else if (c->checksum) {
+          // Held until the receiver checked it (a RESEND needs the bytes);
+          // before it is sent, since the answer may come back first.
+          held = Key{half.transfer, half.chunk};
+          ChannelRequest request = job.data->request;
+          unacked_.insert_or_assign(*held, std::move(*job.data));
+          job.data = Request{std::move(request), nullptr};
+        }
       }
       if (dead) {
         job.data->done(*dead);
@@ -323,16 +334,19 @@ void PeerLink::Writer(Conn* c) {
       }
     }
     Status s = WriteJob(*c, job);
-    if (job.data && s.ok() && c->checksum) {
-      // Held until the receiver checked it: a RESEND needs the bytes.
-      const NetHalf& half = std::get<NetHalf>(job.data->request.dst);
-      absl::MutexLock lock(&mu_);
-      if (!dead_.count(half.transfer)) {
-        unacked_.emplace(Key{half.transfer, half.chunk}, std::move(*job.data));
-        job.data.reset();
+    if (held && !s.ok()) {
+      std::optional<Request> r;
+      {
+        absl::MutexLock lock(&mu_);
+        if (auto it = unacked_.find(*held); it != unacked_.end()) {
+          r = std::move(it->second);
+          unacked_.erase(it);
+        }
       }
+      if (r) r->done(s);
+    } else if (!held && job.data) {
+      job.data->done(s);
     }
-    if (job.data) job.data->done(s);
     if (!s.ok()) {
       FailConn(c, s);
       return;

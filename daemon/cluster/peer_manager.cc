@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "absl/strings/match.h"
 #include "core/log_escape.h"
 #include "core/log_limiter.h"
 #include "core/random.h"
@@ -235,6 +236,13 @@ Status Cluster::Impl::Hello(Peer& p) {
   v1::PeerWelcome w;
   const auto t0 = Clock::now();
   grpc::Status s = p.stub->Hello(&ctx, req, &w);
+  if (!s.ok() && tls && absl::StrContains(s.error_message(), "handshake failed")) {
+    // A refused certificate is not an outage: say so, once, as a refusal.
+    return absl::UnauthenticatedError(StrCat(
+        "TLS with peer '", p.config.name, "' at ", p.config.address,
+        " failed: ", s.error_message(), " (do both certificates come from the CA in "
+        "cluster.tls.ca_file, and does the peer's certificate name '", p.config.name, "'?)"));
+  }
   if (!s.ok()) return cluster::FromGrpc(s, StrCat("hello to peer '", p.config.name, "'"));
   const std::string expect =
       Hmac(secret, {"welcome", w.node_name(), std::to_string(w.node()), req.nonce(), w.token()});
