@@ -12,10 +12,10 @@
 #include <filesystem>
 #include <memory>
 
+#include "channels/tcp/wire.h"
 #include "core/group.h"
 #include "core/strings.h"
 #include "core/unique_fd.h"
-#include "channels/tcp/wire.h"
 #include "daemon/cluster/secret.h"
 
 namespace isometry {
@@ -152,8 +152,8 @@ Status CheckStartable(const Config& config) {
       }
     }
     if (c.tls.enabled()) {
-      auto tls = net::TlsContext::Create({c.tls.ca_file, c.tls.cert_file, c.tls.key_file},
-                                         c.node_name);
+      auto tls =
+          net::TlsContext::Create({c.tls.ca_file, c.tls.cert_file, c.tls.key_file}, c.node_name);
       if (!tls.ok()) return ConfigKeyError("cluster.tls", tls.status().message());
     }
   }

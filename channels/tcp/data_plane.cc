@@ -39,9 +39,9 @@ void DataPlane::Start(Authenticate check, LinkDown on_down) {
   check_ = std::move(check);
   on_down_ = std::move(on_down);
   acceptor_ = std::thread([this] { AcceptLoop(); });
-  spdlog::info("data plane listening on {} ({} connection(s) per peer, checksums {}, {})",
-               address_, options_.connections,
-               options_.checksum ? "on" : "off unless a peer asks", options_.tls ? "TLS" : "no TLS");
+  spdlog::info("data plane listening on {} ({} connection(s) per peer, checksums {}, {})", address_,
+               options_.connections, options_.checksum ? "on" : "off unless a peer asks",
+               options_.tls ? "TLS" : "no TLS");
 }
 
 PeerLink& DataPlane::Link(const std::string& peer) {

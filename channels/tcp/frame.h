@@ -15,8 +15,8 @@
 // transfer t) only after B sent CREDIT for it, so B never buffers data it
 // has no room for; with checksums on, B answers each DATA with ACK (good)
 // or RESEND (its checksum failed: A sends it once more), and A holds the
-// chunk until then. ABORT (either way) ends a transfer on both nodes. Fields are in host byte order: peers must share
-// an architecture (the hello compares the magic, so a mismatch is refused).
+// chunk until then. ABORT (either way) ends a transfer on both nodes. Fields are in host byte
+// order: peers must share an architecture (the hello compares the magic, so a mismatch is refused).
 #pragma once
 
 #include <sys/uio.h>

@@ -1,7 +1,5 @@
 #include "channels/tcp/peer_link.h"
 
-#include "channels/tcp/peer_link_conn.h"
-
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -10,6 +8,7 @@
 
 #include <algorithm>
 
+#include "channels/tcp/peer_link_conn.h"
 #include "core/log_escape.h"
 #include "core/log_limiter.h"
 #include "layout/executor.h"

@@ -40,9 +40,9 @@
 namespace isometry::net {
 
 struct DataOptions {
-  std::string node_name;                // this node's, for errors
-  std::string listen = "0.0.0.0:0";     // data connections from peers
-  int connections = 4;                  // per peer and direction
+  std::string node_name;             // this node's, for errors
+  std::string listen = "0.0.0.0:0";  // data connections from peers
+  int connections = 4;               // per peer and direction
   // XXH3-64 per chunk, checked by the receiver; on when either end of a
   // connection asks for it. A chunk whose checksum fails is sent once more.
   bool checksum = false;
@@ -167,7 +167,7 @@ class PeerLink {
   std::set<Key> credits_ ABSL_GUARDED_BY(mu_);  // credits that came before the chunk
   // Sending, checksums on: chunks sent, held until the receiver's ACK.
   std::map<Key, Request> unacked_ ABSL_GUARDED_BY(mu_);
-  std::set<Key> resent_ ABSL_GUARDED_BY(mu_);      // sending: chunks sent twice
+  std::set<Key> resent_ ABSL_GUARDED_BY(mu_);        // sending: chunks sent twice
   std::set<Key> resend_asked_ ABSL_GUARDED_BY(mu_);  // receiving: chunks asked for again
   std::set<Key> corrupted_ ABSL_GUARDED_BY(mu_);     // fault injection, corrupt_once
   std::map<uint64_t, std::pair<Status, std::chrono::steady_clock::time_point>> dead_

@@ -38,10 +38,10 @@ Status PeerLink::CheckChunk(Conn& c, const FrameHeader& h, std::optional<Request
     Answer(c, FrameType::kAck, h);
     return OkStatus();
   }
-  const std::string what =
-      StrCat("node '", options_.node_name, "': chunk ", h.chunk, " of transfer ", h.transfer,
-             " from peer '", peer_, "' (", span, " bytes at offset ", offset,
-             " of its destination) failed its checksum (sent ", h.checksum, ", received ", got, ")");
+  const std::string what = StrCat(
+      "node '", options_.node_name, "': chunk ", h.chunk, " of transfer ", h.transfer,
+      " from peer '", peer_, "' (", span, " bytes at offset ", offset,
+      " of its destination) failed its checksum (sent ", h.checksum, ", received ", got, ")");
   bool again = false;
   {
     absl::MutexLock lock(&mu_);

@@ -172,9 +172,9 @@ Status Wire::StartTls(const TlsContext& ctx, bool accepting, const std::string& 
     }
     const long verify = SSL_get_verify_result(ssl_);
     if (verify != X509_V_OK) {
-      return absl::UnauthenticatedError(
-          StrCat("TLS handshake with ", remote_, " failed: its certificate was refused (",
-                 X509_verify_cert_error_string(verify), ")"));
+      return absl::UnauthenticatedError(StrCat("TLS handshake with ", remote_,
+                                               " failed: its certificate was refused (",
+                                               X509_verify_cert_error_string(verify), ")"));
     }
     return absl::UnauthenticatedError(
         StrCat("TLS handshake with ", remote_, " failed: ", TlsError("handshake", err).message()));

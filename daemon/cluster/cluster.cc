@@ -62,8 +62,8 @@ Result<std::unique_ptr<Cluster>> Cluster::Create(const Config& config,
     grpc::ChannelArguments peer_args = args;
     // A peer's certificate names the peer, not its address.
     if (impl->tls) peer_args.SetSslTargetNameOverride(pc.name);
-    p->stub = v1::IsometryPeer::NewStub(
-        grpc::CreateCustomChannel(pc.address, creds.channel, peer_args));
+    p->stub =
+        v1::IsometryPeer::NewStub(grpc::CreateCustomChannel(pc.address, creds.channel, peer_args));
     impl->peers.push_back(std::move(p));
   }
   impl->service = cluster::MakePeerService(impl.get());

@@ -120,8 +120,8 @@ struct HelloIn {
 // data connections prove who they are.
 struct Session {
   std::string key;
-  uint32_t node = 0;      // its node id, from the hello
-  uint64_t highest = 0;   // the highest call counter seen
+  uint32_t node = 0;        // its node id, from the hello
+  uint64_t highest = 0;     // the highest call counter seen
   std::set<uint64_t> seen;  // counters seen within kCallWindow of it
 };
 
@@ -140,7 +140,7 @@ struct WelcomeOut {
   uint32_t node = 0;
   uint32_t protocol_version = 0;
   std::string token, mac, data_address;  // token: the session's id, sent once
-  const Topology* topology = nullptr;  // this node's; lives as long as the node
+  const Topology* topology = nullptr;    // this node's; lives as long as the node
 };
 
 // A half a peer asks this node to run (v1::StartHalfRequest, parsed).
@@ -174,7 +174,7 @@ struct Cluster::Impl {
   using Clock = cluster::Clock;
 
   Config config;
-  std::string secret;  // empty with TLS and no secret_file
+  std::string secret;                          // empty with TLS and no secret_file
   std::shared_ptr<const net::TlsContext> tls;  // null without [cluster.tls]
   std::shared_ptr<grpc::ServerCredentials> server_credentials;
   uint32_t protocol_version = cluster::kPeerProtocolVersion;  // what our hellos claim
@@ -185,7 +185,7 @@ struct Cluster::Impl {
   mutable absl::Mutex mu;
   absl::CondVar cv;  // wakes peer loops (stop, peer down)
   bool stopping ABSL_GUARDED_BY(mu) = false;
-  std::vector<PeerState> peer_states ABSL_GUARDED_BY(mu);          // one per peers[i]
+  std::vector<PeerState> peer_states ABSL_GUARDED_BY(mu);  // one per peers[i]
   // Sessions peers opened with their hellos to this node, by peer name.
   std::map<std::string, cluster::Session> sessions ABSL_GUARDED_BY(mu);
   // Hellos seen in the last 5 minutes.

@@ -94,7 +94,8 @@ Result<std::string> Cluster::Impl::Caller(const cluster::CallIn& call) {
   const std::string expect =
       Hmac(session.key, {"call", std::string(call.method), call.counter, call.body});
   if (!SameSecret(expect, call.mac)) return refuse("its MAC does not match the caller's session");
-  if (session.highest >= cluster::kCallWindow && counter <= session.highest - cluster::kCallWindow) {
+  if (session.highest >= cluster::kCallWindow &&
+      counter <= session.highest - cluster::kCallWindow) {
     return refuse("its counter is too old (a replayed call?)");
   }
   if (!session.seen.insert(counter).second) return refuse("replayed (its counter was used)");
@@ -239,9 +240,10 @@ Status Cluster::Impl::Hello(Peer& p) {
   if (!s.ok() && tls && absl::StrContains(s.error_message(), "handshake failed")) {
     // A refused certificate is not an outage: say so, once, as a refusal.
     return absl::UnauthenticatedError(StrCat(
-        "TLS with peer '", p.config.name, "' at ", p.config.address,
-        " failed: ", s.error_message(), " (do both certificates come from the CA in "
-        "cluster.tls.ca_file, and does the peer's certificate name '", p.config.name, "'?)"));
+        "TLS with peer '", p.config.name, "' at ", p.config.address, " failed: ", s.error_message(),
+        " (do both certificates come from the CA in "
+        "cluster.tls.ca_file, and does the peer's certificate name '",
+        p.config.name, "'?)"));
   }
   if (!s.ok()) return cluster::FromGrpc(s, StrCat("hello to peer '", p.config.name, "'"));
   const std::string expect =
@@ -268,13 +270,13 @@ Status Cluster::Impl::Hello(Peer& p) {
     st.calls = 0;
   }
   const uint32_t self_node = config.runtime.node;
-  ISO_RETURN_IF_ERROR(data->Link(p.config.name)
-                          .Connect(w.data_address(), self_node,
-                                   [&key, self_node](const std::string& client_nonce,
-                                                     const std::string& server_nonce) {
-                                     return Hmac(key, {"data", std::to_string(self_node),
-                                                       client_nonce, server_nonce});
-                                   }));
+  ISO_RETURN_IF_ERROR(
+      data->Link(p.config.name)
+          .Connect(
+              w.data_address(), self_node,
+              [&key, self_node](const std::string& client_nonce, const std::string& server_nonce) {
+                return Hmac(key, {"data", std::to_string(self_node), client_nonce, server_nonce});
+              }));
   absl::MutexLock lock(&mu);
   PeerState& st = StateLocked(p);
   st.node = w.node();

@@ -89,7 +89,8 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
     const std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
     tls = auth && auth->IsPeerAuthenticated();
     if (!tls) return out;
-    for (const grpc::string_ref& id : auth->GetPeerIdentity()) out.emplace_back(id.data(), id.size());
+    for (const grpc::string_ref& id : auth->GetPeerIdentity())
+      out.emplace_back(id.data(), id.size());
     return out;
   }
 
@@ -100,9 +101,9 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
     CallIn call;
     call.method = method;
     const auto& md = ctx->client_metadata();
-    for (const auto& [key, out] : {std::pair{kCallerKey, &call.caller},
-                                   std::pair{kCounterKey, &call.counter},
-                                   std::pair{kCallMacKey, &call.mac}}) {
+    for (const auto& [key, out] :
+         {std::pair{kCallerKey, &call.caller}, std::pair{kCounterKey, &call.counter},
+          std::pair{kCallMacKey, &call.mac}}) {
       if (auto it = md.find(key); it != md.end()) out->assign(it->second.data(), it->second.size());
     }
     call.body = req.SerializeAsString();

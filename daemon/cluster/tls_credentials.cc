@@ -43,8 +43,9 @@ Result<PeerCredentials> MakePeerCredentials(const ClusterConfig& cluster) {
   ISO_ASSIGN_OR_RETURN(std::string key, ReadPem("cluster.tls.key_file", t.key_file));
   struct stat st {};
   if (::stat(t.key_file.c_str(), &st) == 0 && (st.st_mode & 0077)) {
-    spdlog::warn("cluster.tls.key_file '{}' is readable by group or others (mode {:o}); chmod 600 it",
-                 t.key_file, st.st_mode & 0777);
+    spdlog::warn(
+        "cluster.tls.key_file '{}' is readable by group or others (mode {:o}); chmod 600 it",
+        t.key_file, st.st_mode & 0777);
   }
   grpc::SslCredentialsOptions client;
   client.pem_root_certs = ca;
