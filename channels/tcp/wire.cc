@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
@@ -69,7 +70,12 @@ Result<std::shared_ptr<TlsContext>> TlsContext::Create(const TlsFiles& files,
   // lets the kernel take over both directions.
   SSL_CTX_set_num_tickets(raw, 0);
   SSL_CTX_set_options(raw, SSL_OP_ENABLE_KTLS | SSL_OP_NO_RENEGOTIATION);
-  SSL_CTX_set_mode(raw, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  // Whole writes (a write resumed after WANT_WRITE passes the same
+  // buffer again); AES-128-GCM first, the fastest suite with AES-NI.
+  SSL_CTX_set_mode(raw, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  SSL_CTX_set_ciphersuites(raw,
+                           "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:"
+                           "TLS_CHACHA20_POLY1305_SHA256");
   SSL_CTX_set_verify(raw, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
   ERR_clear_error();
   if (SSL_CTX_load_verify_locations(raw, files.ca_file.c_str(), nullptr) != 1) {
@@ -80,12 +86,19 @@ Result<std::shared_ptr<TlsContext>> TlsContext::Create(const TlsFiles& files,
     return InvalidArgument("cluster.tls.cert_file '", files.cert_file,
                            "' is not a readable PEM certificate: ", OpenSslErrors());
   }
-  if (SSL_CTX_use_PrivateKey_file(raw, files.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+  EVP_PKEY* key = nullptr;
+  if (BIO* in = BIO_new_file(files.key_file.c_str(), "r")) {
+    key = PEM_read_bio_PrivateKey(in, nullptr, nullptr, nullptr);
+    BIO_free(in);
+  }
+  if (!key) {
     ERR_clear_error();  // its text may quote the file
     return InvalidArgument("cluster.tls.key_file '", files.key_file,
-                           "' is not a readable PEM private key");
+                           "' is not a readable PEM private key (without a passphrase)");
   }
-  if (SSL_CTX_check_private_key(raw) != 1) {
+  const int used = SSL_CTX_use_PrivateKey(raw, key);
+  EVP_PKEY_free(key);
+  if (used != 1 || SSL_CTX_check_private_key(raw) != 1) {
     ERR_clear_error();
     return InvalidArgument("cluster.tls.key_file '", files.key_file,
                            "' does not match the certificate in '", files.cert_file, "'");
@@ -181,6 +194,12 @@ Status Wire::StartTls(const TlsContext& ctx, bool accepting, const std::string& 
   }
   ktls_send_ = BIO_get_ktls_send(SSL_get_wbio(ssl_)) != 0;
   ktls_recv_ = BIO_get_ktls_recv(SSL_get_rbio(ssl_)) != 0;
+  if (!ktls_recv_) {
+    // Decrypting in user space: read many records per system call rather
+    // than a 5-byte header and then a body for each 16 KiB record.
+    SSL_set_read_ahead(ssl_, 1);
+    SSL_set_default_read_buffer_len(ssl_, 256 << 10);
+  }
   return OkStatus();
 }
 

@@ -10,6 +10,9 @@
 // with TLS the socket is non-blocking and every OpenSSL call on the
 // connection is made under one mutex, never held across a wait, because
 // one SSL object is not safe for concurrent use.
+//
+// Plain sends never raise SIGPIPE; TLS sends go through OpenSSL's write(2),
+// so a process using TLS wires ignores SIGPIPE (isometryd does).
 #pragma once
 
 #include <sys/uio.h>
