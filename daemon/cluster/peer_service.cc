@@ -89,8 +89,9 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
     const std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
     tls = auth && auth->IsPeerAuthenticated();
     if (!tls) return out;
-    for (const grpc::string_ref& id : auth->GetPeerIdentity())
+    for (const grpc::string_ref& id : auth->GetPeerIdentity()) {
       out.emplace_back(id.data(), id.size());
+    }
     return out;
   }
 
