@@ -20,10 +20,10 @@ namespace {
 
 // A test CA per name (scripts/make-test-ca.sh), made once per run.
 std::string Ca(const std::string& name) {
-  const std::string dir = StrCat("/tmp/iso-wire-test-", ::getpid(), "-", name);
+  std::string dir = StrCat("/tmp/iso-wire-test-", ::getpid(), "-", name);
   if (::access((dir + "/ca.pem").c_str(), R_OK) != 0) {
-    const std::string cmd = StrCat("sh ", ISOMETRY_SOURCE_DIR, "/scripts/make-test-ca.sh ", dir,
-                                   " a b >/dev/null");
+    const std::string cmd =
+        StrCat("sh ", ISOMETRY_SOURCE_DIR, "/scripts/make-test-ca.sh ", dir, " a b >/dev/null");
     REQUIRE(std::system(cmd.c_str()) == 0);
   }
   return dir;
@@ -63,8 +63,8 @@ TEST_CASE("TLS files are checked before any connection, naming the file") {
 }
 
 // Handshakes a (accepting) with b (connecting, expecting `expect`).
-std::pair<Status, Status> Handshake(Wire& a, Wire& b, const TlsContext& ca,
-                                    const TlsContext& cb, const std::string& expect) {
+std::pair<Status, Status> Handshake(Wire& a, Wire& b, const TlsContext& ca, const TlsContext& cb,
+                                    const std::string& expect) {
   Status sa;
   std::thread t([&] { sa = a.StartTls(ca, /*accepting=*/true, "", 5000); });
   const Status sb = b.StartTls(cb, /*accepting=*/false, expect, 5000);
