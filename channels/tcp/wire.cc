@@ -69,6 +69,8 @@ Result<std::shared_ptr<TlsContext>> TlsContext::Create(const TlsFiles& files,
   // No session tickets: nothing arrives after the handshake but data, which
   // lets the kernel take over both directions.
   SSL_CTX_set_num_tickets(raw, 0);
+  // Room for many records per read(2) once read-ahead is on (StartTls).
+  SSL_CTX_set_default_read_buffer_len(raw, 256 << 10);
   SSL_CTX_set_options(raw, SSL_OP_ENABLE_KTLS | SSL_OP_NO_RENEGOTIATION);
   // Whole writes (a write resumed after WANT_WRITE passes the same
   // buffer again); AES-128-GCM first, the fastest suite with AES-NI.
@@ -198,7 +200,6 @@ Status Wire::StartTls(const TlsContext& ctx, bool accepting, const std::string& 
     // Decrypting in user space: read many records per system call rather
     // than a 5-byte header and then a body for each 16 KiB record.
     SSL_set_read_ahead(ssl_, 1);
-    SSL_set_default_read_buffer_len(ssl_, 256 << 10);
   }
   return OkStatus();
 }
