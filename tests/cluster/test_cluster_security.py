@@ -205,9 +205,13 @@ class Replay(SecurityTest):
 
 class Tls(SecurityTest):
     def setUp(self):
-        # TLS alone: no shared secret at all.
+        # TLS alone: no shared secret at all. a asks for checksums and b
+        # corrupts chunk 2 once: the re-send runs over TLS too.
         self.cluster = cf.Cluster(ISOMETRYD, ["a", "b"], tls=["one", "one"],
-                                  secrets=[False, False], request="1MiB")
+                                  secrets=[False, False], request="1MiB",
+                                  node_opts=[{"checksum": True}, None],
+                                  env=[None, {"ISOMETRY_FAULT_CORRUPT_CHUNK": "2",
+                                              "ISOMETRY_FAULT_CORRUPT_ONCE": "1"}])
         self.cluster.start()
 
     def test_copies_both_ways_over_mutual_tls(self):
@@ -221,6 +225,7 @@ class Tls(SecurityTest):
                 cl.__exit__(None, None, None)
             self.assertEqual(self.read(dst_node, dst, n), data)
         self.assertRegex(a.log_text(), r"data link to peer 'b': \d+ connection\(s\) to .*TLS 1\.3")
+        self.assertIn("asking for it once more", b.log_text())
         # Without a certificate the peer port does not even answer.
         with grpc.insecure_channel(a.address) as ch:
             with self.assertRaises(grpc.RpcError):
