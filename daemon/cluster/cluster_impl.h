@@ -2,7 +2,9 @@
 // Not a public interface; include daemon/cluster/cluster.h instead.
 //
 // The parts, by role (each in its own file, all on one Cluster::Impl):
-//   peer_manager.cc   hello / ping / backoff per peer, peer state, tokens
+//   peer_manager.cc   hello / ping / backoff per peer, peer state, sessions
+//                     and the signatures of calls and data connections
+//   tls_credentials.cc  mutual TLS for the peer service and data links
 //   peer_service.cc   the IsometryPeer gRPC service: translation only
 //   cross_copy.cc     the initiator's side of a cross-node copy: CrossOp,
 //                     planning, setting up the halves
@@ -227,7 +229,7 @@ struct Cluster::Impl {
   Result<std::string> DataPeer(const net::DataPlane::HelloProof& hello) ABSL_LOCKS_EXCLUDED(mu);
   // Where peers open data connections.
   std::string DataAddress() const;
-  // Checks a peer's hello and issues it a token.
+  // Checks a peer's hello and opens its session (replacing an older one).
   Result<cluster::WelcomeOut> AcceptHello(const cluster::HelloIn& hello) ABSL_LOCKS_EXCLUDED(mu);
   Status CheckHello(const cluster::HelloIn& hello) ABSL_LOCKS_EXCLUDED(mu);
   Status Hello(Peer& p) ABSL_LOCKS_EXCLUDED(mu);

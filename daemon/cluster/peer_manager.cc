@@ -1,6 +1,7 @@
 // The peer manager: one loop per configured peer says hello (with
 // backoff), pings, and declares the peer down after silence or a broken
-// data connection; and the other side of the hello, tokens issued to peers.
+// data connection; and the other side of the hello: the sessions peers
+// open, and the checks of their signed calls and data connections.
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
