@@ -169,9 +169,11 @@ Result<cluster::WelcomeOut> Cluster::Impl::AcceptHello(const cluster::HelloIn& h
   w.node = config.runtime.node;
   w.protocol_version = cluster::kPeerProtocolVersion;
   w.token = token;
-  w.mac =
-      Hmac(secret, {"welcome", self(), std::to_string(config.runtime.node), hello.nonce, token});
   w.data_address = DataAddress();
+  // The data address too: rewritten, it would send our peer's data
+  // connections somewhere else.
+  w.mac = Hmac(secret, {"welcome", self(), std::to_string(config.runtime.node), hello.nonce, token,
+                        w.data_address});
   w.topology = &node->runtime().topology();
   return w;
 }
@@ -247,8 +249,8 @@ Status Cluster::Impl::Hello(Peer& p) {
         p.config.name, "'?)"));
   }
   if (!s.ok()) return cluster::FromGrpc(s, StrCat("hello to peer '", p.config.name, "'"));
-  const std::string expect =
-      Hmac(secret, {"welcome", w.node_name(), std::to_string(w.node()), req.nonce(), w.token()});
+  const std::string expect = Hmac(secret, {"welcome", w.node_name(), std::to_string(w.node()),
+                                           req.nonce(), w.token(), w.data_address()});
   if (!SameSecret(expect, w.mac())) {
     return absl::UnauthenticatedError(StrCat("peer '", p.config.name,
                                              "' answered without proof of the cluster secret "
