@@ -70,6 +70,18 @@ PeerLink::~PeerLink() {
   old.clear();  // joins, without the lock the threads may still take
 }
 
+std::string PeerLink::security() const {
+  absl::MutexLock lock(&mu_);
+  if (out_.empty()) return "";
+  const Conn& c = *out_.front();
+  const Wire& w = *c.wire;
+  return StrCat(!w.tls()                         ? "plain"
+                : w.ktls_send() && w.ktls_recv() ? "TLS 1.3, kTLS"
+                : w.ktls_send()                  ? "TLS 1.3, kTLS send"
+                                                 : "TLS 1.3",
+                c.checksum ? ", checksums" : "");
+}
+
 int PeerLink::outgoing() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(out_.size());

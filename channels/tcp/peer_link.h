@@ -106,6 +106,9 @@ class PeerLink {
   void Post(const ChannelRequest& request, RequestDone done);
   void Abandon(uint64_t transfer, const Status& why);
 
+  // How this node's connections run: "TLS 1.3, kTLS", "plain, checksums",
+  // ... (see PeerInfo.data_link); empty when none is open.
+  std::string security() const ABSL_LOCKS_EXCLUDED(mu_);
   int outgoing() const;
   int incoming() const;
   uint64_t bytes_sent() const;

@@ -128,6 +128,7 @@ class Tools(ClusterTest):
                                  text=True, check=True).stdout
             self.assertIn("node 'a'", out)
             self.assertRegex(out, r"\bb\s+127\.0\.0\.1:\d+\s+up\b")
+            self.assertRegex(out, r"\bLINK\b.*\n.*\bplain\b")
             js = json.loads(subprocess.run([isoctl, "--socket", a.socket, "--json", "peers"],
                                            capture_output=True, text=True, check=True).stdout)
             self.assertEqual(js["peers"][0]["state"], "up")

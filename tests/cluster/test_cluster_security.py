@@ -226,6 +226,9 @@ class Tls(SecurityTest):
             self.assertEqual(self.read(dst_node, dst, n), data)
         self.assertRegex(a.log_text(), r"data link to peer 'b': \d+ connection\(s\) to .*TLS 1\.3")
         self.assertIn("asking for it once more", b.log_text())
+        with a.client() as ca:
+            self.assertRegex({p.name: p for p in ca.peers().peers}["b"].data_link,
+                             r"^TLS 1\.3(, kTLS.*)?, checksums$")
         # Without a certificate the peer port does not even answer.
         with grpc.insecure_channel(a.address) as ch:
             with self.assertRaises(grpc.RpcError):
