@@ -14,7 +14,9 @@
 // the DATA that follows lands straight in the destination or ring slot
 // (one contiguous run) or is scattered from a bounce buffer. Sending half:
 // Send() waits for the credit, then writes the chunk (straight from
-// memory when it is one run). Any broken connection fails every request
+// memory when it is one run); with checksums on (the connection's hello
+// settles it) the chunk's request completes only at the receiver's ACK,
+// and a RESEND sends it once more. Any broken connection fails every request
 // in flight with UNAVAILABLE and takes the link down until Connect().
 #pragma once
 
