@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "config/tls_config_parser.h"
 #include "core/strings.h"
 
 namespace isometry {
@@ -18,6 +19,7 @@ namespace {
 class Reader {
  public:
   explicit Reader(std::string_view source) : source_(source) {}
+  std::string_view source() const { return source_; }
 
   Status Error(const toml::node& node, std::string_view key, std::string_view problem) const {
     return InvalidArgument(source_, ":", node.source().begin.line, ": key '", key, "': ", problem);
@@ -205,10 +207,13 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
 }
 
 Status ReadCluster(const Reader& r, const toml::table& t, ClusterConfig& c) {
-  ISO_RETURN_IF_ERROR(
-      r.OnlyKeys(t, "cluster.",
-                 {"node_name", "secret_file", "data_listen", "data_connections", "checksum",
-                  "peer_timeout_ms", "keepalive_ms", "request_size", "rate_limit", "link_rate"}));
+  ISO_RETURN_IF_ERROR(r.OnlyKeys(
+      t, "cluster.",
+      {"node_name", "secret_file", "data_listen", "data_connections", "checksum", "peer_timeout_ms",
+       "keepalive_ms", "request_size", "rate_limit", "link_rate", "tls"}));
+  if (const toml::node* n = t.get("tls")) {
+    ISO_RETURN_IF_ERROR(ReadClusterTls(*n, r.source(), c.tls));
+  }
   for (const auto& [key, out] :
        {std::pair{"node_name", &c.node_name}, std::pair{"secret_file", &c.secret_file},
         std::pair{"data_listen", &c.data_listen}}) {

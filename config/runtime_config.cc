@@ -247,9 +247,21 @@ Status ClusterConfig::Validate() const {
                             "' is not host:port");
     }
   }
-  if (!peers.empty() && secret_file.empty()) {
+  if (tls.enabled()) {
+    for (const auto& [key, value] : {std::pair{"cluster.tls.ca_file", &tls.ca_file},
+                                     std::pair{"cluster.tls.cert_file", &tls.cert_file},
+                                     std::pair{"cluster.tls.key_file", &tls.key_file}}) {
+      if (value->empty()) {
+        return ConfigKeyError(key, key,
+                              " is required with [cluster.tls] (ca_file, cert_file and key_file "
+                              "go together)");
+      }
+    }
+  }
+  if (!peers.empty() && secret_file.empty() && !tls.enabled()) {
     return ConfigKeyError("cluster.secret_file",
-                          "cluster.secret_file is required when peers are listed");
+                          "cluster.secret_file is required when peers are listed (or set "
+                          "[cluster.tls] for mutual TLS)");
   }
   return OkStatus();
 }

@@ -142,13 +142,26 @@ struct PeerConfig {
   std::string address;  // its gRPC TCP address (its daemon.grpc_tcp), "host:port"
 };
 
+// Mutual TLS between the nodes of a cluster ([cluster.tls]): PEM files.
+// Every node's certificate is signed by the CA and names the node's
+// cluster.node_name (a DNS subjectAltName, or the common name).
+struct TlsConfig {
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;  // mode 0600; its contents are never logged
+
+  bool enabled() const { return !ca_file.empty() || !cert_file.empty() || !key_file.empty(); }
+};
+
 // Joining daemons into one cluster ([cluster] in the file). Without peers
 // the daemon is a single node and none of this is used.
 struct ClusterConfig {
   std::string node_name = "local";  // unique in the cluster; names this node's memories
   // A file holding the shared secret every node of the cluster has (at
-  // least 16 bytes; keep it mode 0600). Required with peers.
+  // least 16 bytes; keep it mode 0600). Required with peers unless
+  // [cluster.tls] is set.
   std::string secret_file;
+  TlsConfig tls;
   std::string data_listen = "0.0.0.0:0";  // data connections from peers (port 0: any)
   int data_connections = 4;               // per peer and direction; chunks are striped
   bool checksum = false;                  // XXH3-64 of every chunk, checked on arrival

@@ -147,7 +147,7 @@ Result<GrpcServers> StartGrpcServers(const DaemonConfig& d, Node& node, Cluster*
   if (g.server && cluster) {
     g.peer_reflection = ReflectionV1::Make({kPeerService});
     grpc::ServerBuilder pb;
-    pb.AddListeningPort(d.grpc_tcp, grpc::InsecureServerCredentials(), &tcp_port);
+    pb.AddListeningPort(d.grpc_tcp, cluster->server_credentials(), &tcp_port);
     pb.SetMaxReceiveMessageSize(16 << 20);
     pb.RegisterService(cluster->service());
     pb.RegisterService(g.peer_reflection->service());

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "channels/tcp/wire.h"
 #include "core/group.h"
 #include "core/strings.h"
 #include "core/unique_fd.h"
@@ -145,8 +146,15 @@ Status CheckStartable(const Config& config) {
   const ClusterConfig& c = config.cluster;
   if (!c.peers.empty()) {
     ISO_RETURN_IF_ERROR(CheckListenAddress("cluster.data_listen", c.data_listen));
-    if (Result<std::string> secret = LoadSecret(c.secret_file); !secret.ok()) {
-      return ConfigKeyError("cluster.secret_file", secret.status().message());
+    if (!c.secret_file.empty()) {
+      if (Result<std::string> secret = LoadSecret(c.secret_file); !secret.ok()) {
+        return ConfigKeyError("cluster.secret_file", secret.status().message());
+      }
+    }
+    if (c.tls.enabled()) {
+      auto tls =
+          net::TlsContext::Create({c.tls.ca_file, c.tls.cert_file, c.tls.key_file}, c.node_name);
+      if (!tls.ok()) return ConfigKeyError("cluster.tls", tls.status().message());
     }
   }
   return OkStatus();

@@ -7,6 +7,7 @@
 
 #include "core/log_escape.h"
 #include "core/log_limiter.h"
+#include "core/random.h"
 
 namespace isometry::net {
 
@@ -34,12 +35,13 @@ DataPlane::~DataPlane() {
   links.clear();
 }
 
-void DataPlane::Start(TokenCheck check, LinkDown on_down) {
+void DataPlane::Start(Authenticate check, LinkDown on_down) {
   check_ = std::move(check);
   on_down_ = std::move(on_down);
   acceptor_ = std::thread([this] { AcceptLoop(); });
-  spdlog::info("data plane listening on {} ({} connection(s) per peer, checksums {})", address_,
-               options_.connections, options_.checksum ? "on" : "off");
+  spdlog::info("data plane listening on {} ({} connection(s) per peer, checksums {}, {})", address_,
+               options_.connections, options_.checksum ? "on" : "off unless a peer asks",
+               options_.tls ? "TLS" : "no TLS");
 }
 
 PeerLink& DataPlane::Link(const std::string& peer) {
@@ -57,6 +59,7 @@ PeerLink& DataPlane::Link(const std::string& peer) {
 void DataPlane::AcceptLoop() {
   while (true) {
     UniqueFd fd(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    std::string remote = fd.valid() ? RemoteAddress(fd.get()) : std::string();
     if (!fd.valid()) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       return;  // shut down
@@ -64,8 +67,8 @@ void DataPlane::AcceptLoop() {
     JoinHandshakes(/*all=*/false);
     auto done = std::make_shared<std::atomic<bool>>(false);
     absl::MutexLock lock(&handshake_mu_);
-    handshakes_.emplace_back(std::thread([this, fd = std::move(fd), done]() mutable {
-                               Handshake(std::move(fd));
+    handshakes_.emplace_back(std::thread([this, fd = std::move(fd), remote, done]() mutable {
+                               Handshake(std::move(fd), std::move(remote));
                                *done = true;
                              }),
                              done);
@@ -88,39 +91,64 @@ void DataPlane::JoinHandshakes(bool all) {
   for (auto& t : finished) t.join();
 }
 
-void DataPlane::Handshake(UniqueFd owned) {
-  const int fd = owned.get();
-  // A connecting node has this long to say who it is.
-  timeval tv{static_cast<time_t>(options_.timeout_ms / 1000),
-             static_cast<suseconds_t>((options_.timeout_ms % 1000) * 1000)};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  FrameHeader h;
-  Status s = RecvAll(fd, &h, sizeof h);
-  if (s.ok()) s = CheckHeader(h);
-  if (s.ok() && h.type != FrameType::kHello) s = absl::DataLossError("first frame is not HELLO");
-  std::string token(s.ok() ? h.length : 0, '\0');
-  if (s.ok()) s = RecvAll(fd, token.data(), h.length);
-  Result<std::string> peer = s.ok() ? check_(h.code, token) : Result<std::string>(s);
-  FrameHeader reply;
-  if (!peer.ok()) {
-    const std::string why(peer.status().message());
-    // Anyone who reaches the data port can try: limited lines, escaped text.
+void DataPlane::Handshake(UniqueFd owned, std::string remote) {
+  auto w = std::make_unique<Wire>(std::move(owned), std::move(remote));
+  Result<std::pair<std::string, bool>> admitted = Admit(*w);
+  if (!admitted.ok()) {
+    const std::string why(admitted.status().message());
+    // Anyone who reaches the data port can try: limited lines per address,
+    // escaped text, and the address named. Nothing of the real peer's
+    // links is touched.
     static LogLimiter limiter(5, std::chrono::seconds(10));
-    if (const auto v = limiter.Allow("data handshake"); v.log) {
-      if (v.suppressed) spdlog::warn("suppressed {} similar data connection lines", v.suppressed);
-      spdlog::warn("data connection from node {} refused: {}", h.code, ForLog(why, 512));
+    const std::string& from = w->remote();
+    if (const auto v = limiter.Allow(std::string_view(from).substr(0, from.rfind(':'))); v.log) {
+      if (v.suppressed) {
+        spdlog::warn("suppressed {} similar data connection lines from {}", v.suppressed, from);
+      }
+      spdlog::warn("data connection from {} refused: {}", from, ForLog(why, 512));
     }
+    FrameHeader reply;
     reply.type = FrameType::kAbort;
-    reply.code = static_cast<uint32_t>(peer.status().code());
+    reply.code = static_cast<uint32_t>(admitted.status().code());
     reply.length = why.size();
-    (void)SendFrame(fd, reply, why.data());
+    (void)w->SendFrame(reply, why.data());
     return;
   }
+  FrameHeader reply;
   reply.type = FrameType::kHello;
-  if (!SendFrame(fd, reply).ok()) return;
-  timeval none{};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
-  Link(*peer).AddIncoming(std::move(owned));
+  if (admitted->second) reply.flags |= kFlagChecksum;
+  if (!w->SendFrame(reply).ok()) return;
+  Link(admitted->first).AddIncoming(std::move(w), admitted->second);
+}
+
+Result<std::pair<std::string, bool>> DataPlane::Admit(Wire& w) {
+  // A connecting node has timeout_ms per step to say who it is.
+  const uint32_t t = options_.timeout_ms;
+  if (options_.tls) ISO_RETURN_IF_ERROR(w.StartTls(*options_.tls, /*accepting=*/true, "", t));
+  FrameHeader h;
+  std::string client_nonce;
+  ISO_RETURN_IF_ERROR(w.RecvFrame(h, &client_nonce, t));
+  if (h.type != FrameType::kHello) return absl::DataLossError("first frame is not HELLO");
+  if (client_nonce.size() < 16 || client_nonce.size() > 128) {
+    return absl::DataLossError("HELLO without a nonce of 16 to 128 bytes");
+  }
+  HelloProof proof;
+  proof.node = h.code;
+  proof.client_nonce = std::move(client_nonce);
+  proof.server_nonce = RandomHex(16);
+  const bool want_checksum = (h.flags & kFlagChecksum) != 0;
+  FrameHeader challenge;
+  challenge.type = FrameType::kChallenge;
+  challenge.length = proof.server_nonce.size();
+  ISO_RETURN_IF_ERROR(w.SendFrame(challenge, proof.server_nonce.data()));
+  ISO_RETURN_IF_ERROR(w.RecvFrame(h, &proof.proof, t));
+  if (h.type != FrameType::kProof) return absl::DataLossError("second frame is not PROOF");
+  ISO_ASSIGN_OR_RETURN(std::string peer, check_(proof));
+  if (!w.PeerIs(peer)) {
+    return absl::UnauthenticatedError(
+        StrCat("its TLS certificate does not name peer '", peer, "' it claims to be"));
+  }
+  return std::make_pair(std::move(peer), want_checksum || options_.checksum);
 }
 
 }  // namespace isometry::net

@@ -19,9 +19,16 @@ namespace isometry::net {
 
 class DataPlane {
  public:
-  // Says which peer a connecting node is: checks the token the node
-  // presents (issued to it at the gRPC hello); an error refuses it.
-  using TokenCheck = std::function<Result<std::string>(uint32_t node, const std::string& token)>;
+  // What a connecting node sent to say who it is (frame.h, the hello).
+  struct HelloProof {
+    uint32_t node = 0;  // the id it claims
+    std::string client_nonce, server_nonce, proof;
+  };
+  // Says which peer a connecting node is, by its proof (made with the
+  // session key of that peer's gRPC hello to this node); an error refuses
+  // the connection and nothing else. With TLS the peer's certificate must
+  // also name the peer it proves to be.
+  using Authenticate = std::function<Result<std::string>(const HelloProof& hello)>;
   // A link went down (a connection broke); `generation` is the link's
   // generation() when it did.
   using LinkDown =
@@ -31,7 +38,7 @@ class DataPlane {
   static Result<std::unique_ptr<DataPlane>> Create(const DataOptions& options);
   ~DataPlane();
 
-  void Start(TokenCheck check, LinkDown on_down);
+  void Start(Authenticate check, LinkDown on_down);
   // The bound address, e.g. "0.0.0.0:41234".
   const std::string& address() const { return address_; }
   const DataOptions& options() const { return options_; }
@@ -41,13 +48,16 @@ class DataPlane {
  private:
   explicit DataPlane(const DataOptions& options) : options_(options) {}
   void AcceptLoop();
-  void Handshake(UniqueFd fd);
+  void Handshake(UniqueFd fd, std::string remote);
+  // The hello of one incoming connection: the peer it proved to be and
+  // whether checksums are on, or why it is refused.
+  Result<std::pair<std::string, bool>> Admit(Wire& w);
   void JoinHandshakes(bool all) ABSL_LOCKS_EXCLUDED(handshake_mu_);
 
   const DataOptions options_;
   UniqueFd listen_fd_;
   std::string address_;
-  TokenCheck check_;
+  Authenticate check_;
   LinkDown on_down_;
   Completer completer_;
   absl::Mutex mu_;

@@ -54,6 +54,16 @@ Result<addrinfo*> Resolve(const std::string& address, bool passive) {
   return res;
 }
 
+std::string AddressText(const sockaddr_storage& ss, socklen_t len) {
+  char host[NI_MAXHOST], port[NI_MAXSERV];
+  if (::getnameinfo(reinterpret_cast<const sockaddr*>(&ss), len, host, sizeof host, port,
+                    sizeof port, NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+    return "unknown address";
+  }
+  const bool v6 = ss.ss_family == AF_INET6;
+  return StrCat(v6 ? "[" : "", host, v6 ? "]" : "", ":", port);
+}
+
 uint64_t Span(const CopyProgram& p, bool dst) {
   uint64_t end = 0;
   for (const CopyOp& op : p.ops) {
@@ -76,7 +86,7 @@ Status CheckHeader(const FrameHeader& h) {
                               kDataProtocolVersion);
   }
   const auto t = static_cast<uint8_t>(h.type);
-  if (t < 1 || t > 4) return absl::DataLossError(StrCat("unknown frame type ", t));
+  if (t < 1 || t > kLastFrameType) return absl::DataLossError(StrCat("unknown frame type ", t));
   const uint64_t limit = h.type == FrameType::kData ? kMaxDataPayload : kMaxControlPayload;
   if (h.length > limit) {
     return absl::DataLossError(StrCat("frame payload of ", h.length, " bytes exceeds ", limit));
@@ -184,11 +194,15 @@ Result<std::pair<UniqueFd, std::string>> ListenOn(const std::string& address) {
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
   ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &len);
-  char host[NI_MAXHOST], port[NI_MAXSERV];
-  ::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, port, sizeof port,
-                NI_NUMERICHOST | NI_NUMERICSERV);
-  const bool v6 = ss.ss_family == AF_INET6;
-  return std::make_pair(std::move(fd), StrCat(v6 ? "[" : "", host, v6 ? "]" : "", ":", port));
+  std::string bound = AddressText(ss, len);
+  return std::make_pair(std::move(fd), std::move(bound));
+}
+
+std::string RemoteAddress(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "unknown address";
+  return AddressText(ss, len);
 }
 
 void TuneSocket(int fd, uint32_t timeout_ms) {

@@ -2,13 +2,21 @@
 // helpers (RemoteMemcpy over TCP).
 //
 // Every frame is a fixed 48-byte header, then `length` payload bytes. A
-// connection opens with HELLO (the connecting node's id and the token its
-// peer issued it at the gRPC hello) answered by HELLO (accepted) or ABORT
-// (refused, with the reason). Then, on a connection node A opened to node
-// B: A sends DATA (chunk k of transfer t) only after B sent CREDIT for it,
-// so B never buffers data it has no room for; ABORT (either way) ends a
-// transfer on both nodes. Fields are in host byte order: peers must share
-// an architecture (the hello compares the magic, so a mismatch is refused).
+// connection (after the TLS handshake, when TLS is on) opens with a
+// challenge, so nothing a listener records can open another one:
+//   A -> B  HELLO      code: A's node id; flags: A wants checksums;
+//                      payload: A's nonce
+//   B -> A  CHALLENGE  payload: B's fresh nonce
+//   A -> B  PROOF      payload: HMAC(session key of A's gRPC hello to B,
+//                      "data", A's id, A's nonce, B's nonce)
+//   B -> A  HELLO      accepted; flags: checksums on (either side asked)
+//        or ABORT      refused, with the reason
+// Then, on a connection node A opened to node B: A sends DATA (chunk k of
+// transfer t) only after B sent CREDIT for it, so B never buffers data it
+// has no room for; with checksums on, B answers each DATA with ACK (good)
+// or RESEND (its checksum failed: A sends it once more), and A holds the
+// chunk until then. ABORT (either way) ends a transfer on both nodes. Fields are in host byte
+// order: peers must share an architecture (the hello compares the magic, so a mismatch is refused).
 #pragma once
 
 #include <sys/uio.h>
@@ -23,12 +31,24 @@
 namespace isometry::net {
 
 inline constexpr uint32_t kFrameMagic = 0x4d4f5349;  // "ISOM"
-inline constexpr uint16_t kDataProtocolVersion = 1;
+inline constexpr uint16_t kDataProtocolVersion = 2;
 inline constexpr uint64_t kMaxControlPayload = 64 << 10;
 inline constexpr uint64_t kMaxDataPayload = 1ull << 30;
 
-enum class FrameType : uint8_t { kHello = 1, kData = 2, kCredit = 3, kAbort = 4 };
-inline constexpr uint8_t kFlagChecksum = 1;  // `checksum` is XXH3-64 of the payload
+enum class FrameType : uint8_t {
+  kHello = 1,
+  kData = 2,
+  kCredit = 3,
+  kAbort = 4,
+  kChallenge = 5,
+  kProof = 6,
+  kAck = 7,
+  kResend = 8,
+};
+inline constexpr uint8_t kLastFrameType = 8;
+// DATA: `checksum` is XXH3-64 of the payload. HELLO: checksums wanted
+// (connecting) or on (the answer).
+inline constexpr uint8_t kFlagChecksum = 1;
 
 struct FrameHeader {
   uint32_t magic = kFrameMagic;
@@ -66,6 +86,9 @@ Result<UniqueFd> ConnectTo(const std::string& address, uint32_t timeout_ms);
 // Listens on "host:port" (port 0: any); returns the socket and the bound
 // address.
 Result<std::pair<UniqueFd, std::string>> ListenOn(const std::string& address);
+// The other end of a connected socket, "host:port" ("[v6]:port"), or
+// "unknown address".
+std::string RemoteAddress(int fd);
 // Data-connection options: no Nagle, and a dead peer noticed within
 // `timeout_ms` (unacknowledged data: TCP_USER_TIMEOUT; idle: keepalive).
 void TuneSocket(int fd, uint32_t timeout_ms);

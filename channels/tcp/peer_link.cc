@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "channels/tcp/peer_link_conn.h"
 #include "core/log_escape.h"
 #include "core/log_limiter.h"
 #include "layout/executor.h"
@@ -51,49 +52,6 @@ void Completer::Post(std::function<void()> fn) {
 
 // ---- connections ----
 
-struct PeerLink::Job {
-  FrameHeader header;
-  std::string control;          // HELLO / ABORT payload
-  std::optional<Request> data;  // DATA: what to send
-};
-
-struct PeerLink::Conn {
-  UniqueFd fd;
-  bool outgoing = false;
-  absl::Mutex mu;
-  // Control frames first, then DATA by priority (higher first), each in
-  // the order queued.
-  std::deque<Job> queue ABSL_GUARDED_BY(mu);
-  bool closing ABSL_GUARDED_BY(mu) = false;
-  std::thread reader, writer;
-  std::vector<std::byte> send_bounce, recv_bounce;  // owned by the writer / reader thread
-
-  ~Conn() {
-    if (reader.joinable()) reader.join();
-    if (writer.joinable()) writer.join();
-  }
-  bool WriterHasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    return closing || !queue.empty();
-  }
-  // Wakes both threads for good: they exit, the destructor joins them.
-  // Queued DATA fails with `why`; queued control frames go to `leftover`
-  // when given (a replaced connection's credits must still be sent).
-  void Close(std::vector<std::function<void()>>& calls, const Status& why,
-             std::deque<Job>* leftover = nullptr) ABSL_LOCKS_EXCLUDED(mu) {
-    absl::MutexLock lock(&mu);
-    if (!closing) ::shutdown(fd.get(), SHUT_RDWR);
-    closing = true;
-    for (Job& j : queue) {
-      if (j.data) {
-        calls.push_back([d = std::move(j.data->done), why] { d(why); });
-      } else if (leftover) {
-        leftover->push_back(std::move(j));
-      }
-    }
-    queue.clear();
-  }
-};
-
 PeerLink::PeerLink(std::string peer, const DataOptions& options, Completer* completer,
                    std::function<void(const Status&, uint64_t)> on_down)
     : peer_(std::move(peer)),
@@ -110,6 +68,18 @@ PeerLink::~PeerLink() {
     old.swap(closed_);
   }
   old.clear();  // joins, without the lock the threads may still take
+}
+
+std::string PeerLink::security() const {
+  absl::MutexLock lock(&mu_);
+  if (out_.empty()) return "";
+  const Conn& c = *out_.front();
+  const Wire& w = *c.wire;
+  return StrCat(!w.tls()                         ? "plain"
+                : w.ktls_send() && w.ktls_recv() ? "TLS 1.3, kTLS"
+                : w.ktls_send()                  ? "TLS 1.3, kTLS send"
+                                                 : "TLS 1.3",
+                c.checksum ? ", checksums" : "");
 }
 
 int PeerLink::outgoing() const {
@@ -133,62 +103,11 @@ uint64_t PeerLink::bytes_received() const {
   return received_;
 }
 
-Status PeerLink::Connect(const std::string& address, uint32_t self_node, const std::string& token) {
-  {
-    std::vector<std::shared_ptr<Conn>> old;
-    absl::MutexLock lock(&mu_);
-    if (static_cast<int>(out_.size()) == options_.connections) return OkStatus();
-    old.swap(closed_);  // threads of failed connections have exited or are exiting
-  }
-  std::vector<std::shared_ptr<Conn>> conns;
-  for (int i = 0; i < options_.connections; ++i) {
-    ISO_ASSIGN_OR_RETURN(UniqueFd connected, ConnectTo(address, options_.timeout_ms));
-    auto c = std::make_shared<Conn>();
-    c->fd = std::move(connected);
-    c->outgoing = true;
-    const int fd = c->fd.get();  // owned by c
-    TuneSocket(fd, options_.timeout_ms);
-    FrameHeader h;
-    h.type = FrameType::kHello;
-    h.code = self_node;
-    h.length = token.size();
-    ISO_RETURN_IF_ERROR(SendFrame(fd, h, token.data()));
-    timeval tv{static_cast<time_t>(options_.timeout_ms / 1000),
-               static_cast<suseconds_t>((options_.timeout_ms % 1000) * 1000)};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    FrameHeader reply;
-    ISO_RETURN_IF_ERROR(RecvAll(fd, &reply, sizeof reply));
-    ISO_RETURN_IF_ERROR(CheckHeader(reply));
-    if (reply.type != FrameType::kHello) {
-      if (reply.type != FrameType::kAbort || reply.length > kMaxControlPayload) {
-        return absl::DataLossError(StrCat("peer '", peer_, "' answered the hello with frame type ",
-                                          static_cast<int>(reply.type)));
-      }
-      std::string why(reply.length, '\0');
-      (void)RecvAll(fd, why.data(), reply.length);
-      return absl::PermissionDeniedError(
-          StrCat("peer '", peer_, "' refused the data connection: ", why));
-    }
-    timeval none{};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
-    conns.push_back(std::move(c));
-  }
-  absl::MutexLock lock(&mu_);
-  std::vector<std::function<void()>> calls;
-  for (auto& c : out_) c->Close(calls, Unavailable("replaced"));
-  for (auto& c : out_) closed_.push_back(c);
-  out_ = conns;
-  ++generation_;
-  for (auto& c : conns) StartConn(c);
-  for (auto& fn : calls) completer_->Post(std::move(fn));
-  spdlog::info("data link to peer '{}': {} connection(s) to {}", peer_, conns.size(), address);
-  return OkStatus();
-}
-
-void PeerLink::AddIncoming(UniqueFd fd) {
+void PeerLink::AddIncoming(std::unique_ptr<Wire> wire, bool checksum) {
   auto c = std::make_shared<Conn>();
-  c->fd = std::move(fd);
-  TuneSocket(c->fd.get(), options_.timeout_ms);
+  c->wire = std::move(wire);
+  c->checksum = checksum;
+  TuneSocket(c->wire->fd(), options_.timeout_ms);
   absl::MutexLock lock(&mu_);
   if (static_cast<int>(in_.size()) >= options_.connections) {
     // The peer opened a new set (it restarted or reconnected): the oldest
@@ -199,7 +118,7 @@ void PeerLink::AddIncoming(UniqueFd fd) {
     closed_.push_back(in_.front());
     in_.erase(in_.begin());
     for (auto& fn : calls) completer_->Post(std::move(fn));
-    for (Job& j : credits) Enqueue(c, std::move(j));
+    for (Job& j : credits) Enqueue(*c, std::move(j));
   }
   in_.push_back(c);
   StartConn(c);
@@ -238,11 +157,13 @@ void PeerLink::FailLocked(const Status& why, std::vector<std::function<void()>>&
     }
     v->clear();
   }
-  for (auto* m : {&posted_, &waiting_credit_}) {
+  for (auto* m : {&posted_, &waiting_credit_, &unacked_}) {
     for (auto& [key, r] : *m) calls.push_back([d = std::move(r.done), why] { d(why); });
     m->clear();
   }
   credits_.clear();
+  resent_.clear();
+  resend_asked_.clear();
 }
 
 void PeerLink::FailConn(Conn* c, const Status& why) {
@@ -250,7 +171,8 @@ void PeerLink::FailConn(Conn* c, const Status& why) {
     absl::MutexLock lock(&c->mu);
     if (c->closing) return;  // closed on purpose
   }
-  Fail(Unavailable(StrCat("peer '", peer_, "': data connection lost: ", why.message())));
+  Fail(Unavailable(StrCat("peer '", peer_, "': data connection ", c->outgoing ? "to " : "from ",
+                          c->wire->remote(), " lost: ", why.message())));
 }
 
 // ---- requests ----
@@ -288,7 +210,7 @@ void PeerLink::Send(const ChannelRequest& request, RequestDone done) {
     Job j;
     j.header.type = FrameType::kData;
     j.data = std::move(r);
-    Enqueue(out_[key.second % out_.size()], std::move(j));
+    Enqueue(*out_[key.second % out_.size()], std::move(j));
   } else {
     waiting_credit_.emplace(key, std::move(r));
   }
@@ -311,7 +233,7 @@ void PeerLink::Post(const ChannelRequest& request, RequestDone done) {
   j.header.type = FrameType::kCredit;
   j.header.transfer = key.first;
   j.header.chunk = key.second;
-  Enqueue(in_[key.second % in_.size()], std::move(j));
+  Enqueue(*in_[key.second % in_.size()], std::move(j));
 }
 
 void PeerLink::Abandon(uint64_t transfer, const Status& why) {
@@ -326,9 +248,9 @@ void PeerLink::Abandon(uint64_t transfer, const Status& why) {
     j.control = std::string(why.message()).substr(0, kMaxControlPayload);
     j.header.length = j.control.size();
     if (!out_.empty()) {
-      Enqueue(out_.front(), std::move(j));
+      Enqueue(*out_.front(), std::move(j));
     } else if (!in_.empty()) {
-      Enqueue(in_.front(), std::move(j));
+      Enqueue(*in_.front(), std::move(j));
     }
   }
   for (auto& fn : calls) completer_->Post(std::move(fn));
@@ -338,14 +260,16 @@ void PeerLink::AbandonLocked(uint64_t transfer, const Status& why,
                              std::vector<std::function<void()>>& calls) {
   PruneDeadLocked();
   dead_[transfer] = {why, Clock::now()};
-  for (auto* m : {&posted_, &waiting_credit_}) {
+  for (auto* m : {&posted_, &waiting_credit_, &unacked_}) {
     auto it = m->lower_bound({transfer, 0});
     while (it != m->end() && it->first.first == transfer) {
       calls.push_back([d = std::move(it->second.done), why] { d(why); });
       it = m->erase(it);
     }
   }
-  credits_.erase(credits_.lower_bound({transfer, 0}), credits_.lower_bound({transfer + 1, 0}));
+  for (auto* set : {&credits_, &resent_, &resend_asked_, &corrupted_}) {
+    set->erase(set->lower_bound({transfer, 0}), set->lower_bound({transfer + 1, 0}));
+  }
 }
 
 void PeerLink::PruneDeadLocked() {
@@ -369,19 +293,19 @@ void PeerLink::OnAbortFrame(const FrameHeader& h, const std::string& message) {
   for (auto& fn : calls) completer_->Post(std::move(fn));
 }
 
-void PeerLink::Enqueue(const std::shared_ptr<Conn>& c, Job job) {
-  absl::MutexLock lock(&c->mu);
+void PeerLink::Enqueue(Conn& c, Job job) {
+  absl::MutexLock lock(&c.mu);
   if (!job.data) {
     // Control frames overtake queued DATA: credits and aborts are small and
     // what the other side waits for.
-    auto it = std::find_if(c->queue.begin(), c->queue.end(), [](const Job& j) { return j.data; });
-    c->queue.insert(it, std::move(job));
+    auto it = std::find_if(c.queue.begin(), c.queue.end(), [](const Job& j) { return j.data; });
+    c.queue.insert(it, std::move(job));
   } else {
     const int prio = job.data->request.priority;
-    auto it = std::find_if(c->queue.begin(), c->queue.end(), [prio](const Job& j) {
+    auto it = std::find_if(c.queue.begin(), c.queue.end(), [prio](const Job& j) {
       return j.data && j.data->request.priority < prio;
     });
-    c->queue.insert(it, std::move(job));
+    c.queue.insert(it, std::move(job));
   }
 }
 
@@ -397,12 +321,23 @@ void PeerLink::Writer(Conn* c) {
       job = std::move(c->queue.front());
       c->queue.pop_front();
     }
+    std::optional<Key> held;
     if (job.data) {
+      const NetHalf& half = std::get<NetHalf>(job.data->request.dst);
       std::optional<Status> dead;
       {
         absl::MutexLock lock(&mu_);
-        auto d = dead_.find(std::get<NetHalf>(job.data->request.dst).transfer);
-        if (d != dead_.end()) dead = d->second.first;
+        auto d = dead_.find(half.transfer);
+        if (d != dead_.end()) {
+          dead = d->second.first;
+        } else if (c->checksum) {
+          // Held until the receiver checked it (a RESEND needs the bytes);
+          // before it is sent, since the answer may come back first.
+          held = Key{half.transfer, half.chunk};
+          ChannelRequest request = job.data->request;
+          unacked_.insert_or_assign(*held, std::move(*job.data));
+          job.data = Request{std::move(request), nullptr};
+        }
       }
       if (dead) {
         job.data->done(*dead);
@@ -410,7 +345,19 @@ void PeerLink::Writer(Conn* c) {
       }
     }
     Status s = WriteJob(*c, job);
-    if (job.data) job.data->done(s);
+    if (held && !s.ok()) {
+      std::optional<Request> r;
+      {
+        absl::MutexLock lock(&mu_);
+        if (auto it = unacked_.find(*held); it != unacked_.end()) {
+          r = std::move(it->second);
+          unacked_.erase(it);
+        }
+      }
+      if (r) r->done(s);
+    } else if (!held && job.data) {
+      job.data->done(s);
+    }
     if (!s.ok()) {
       FailConn(c, s);
       return;
@@ -419,7 +366,7 @@ void PeerLink::Writer(Conn* c) {
 }
 
 Status PeerLink::WriteJob(Conn& c, Job& job) {
-  if (!job.data) return SendFrame(c.fd.get(), job.header, job.control.data());
+  if (!job.data) return c.wire->SendFrame(job.header, job.control.data());
   const ChannelRequest& r = job.data->request;
   const CopyProgram& program = *r.program;
   const uint64_t span = DestinationSpan(program);
@@ -437,12 +384,12 @@ Status PeerLink::WriteJob(Conn& c, Job& job) {
   h.transfer = half.transfer;
   h.chunk = half.chunk;
   h.length = span;
-  if (options_.checksum) {
+  if (c.checksum) {
     h.flags |= kFlagChecksum;
     h.checksum = XXH3_64bits(payload, span);
   }
   const auto until = options_.rate_limit_bytes_per_s ? limiter_.Reserve(span) : Clock::now();
-  ISO_RETURN_IF_ERROR(SendFrame(c.fd.get(), h, payload));
+  ISO_RETURN_IF_ERROR(c.wire->SendFrame(h, payload));
   std::this_thread::sleep_until(until);
   absl::MutexLock lock(&mu_);
   sent_ += span;
@@ -452,7 +399,7 @@ Status PeerLink::WriteJob(Conn& c, Job& job) {
 void PeerLink::Reader(Conn* c) {
   while (true) {
     FrameHeader h;
-    Status s = RecvAll(c->fd.get(), &h, sizeof h);
+    Status s = c->wire->Recv(&h, sizeof h);
     if (s.ok()) s = CheckHeader(h);
     if (s.ok()) {
       switch (h.type) {
@@ -483,17 +430,24 @@ void PeerLink::Reader(Conn* c) {
           j.header.type = FrameType::kData;
           j.data = std::move(it->second);
           waiting_credit_.erase(it);
-          Enqueue(out_[key.second % out_.size()], std::move(j));
+          Enqueue(*out_[key.second % out_.size()], std::move(j));
           break;
         }
+        case FrameType::kAck:
+        case FrameType::kResend:
+          s = c->outgoing ? OnAnswer(*c, h)
+                          : absl::DataLossError("ACK or RESEND on an incoming connection");
+          break;
         case FrameType::kAbort: {
           std::string message(h.length, '\0');
-          s = RecvAll(c->fd.get(), message.data(), h.length);
+          s = c->wire->Recv(message.data(), h.length);
           if (s.ok()) OnAbortFrame(h, message);
           break;
         }
         case FrameType::kHello:
-          s = absl::DataLossError("unexpected HELLO");
+        case FrameType::kChallenge:
+        case FrameType::kProof:
+          s = absl::DataLossError("unexpected hello frame after the hello");
           break;
       }
     }
@@ -519,11 +473,11 @@ Status PeerLink::ReceiveData(Conn& c, const FrameHeader& h) {
       posted_.erase(it);
     }
   }
-  if (!r) return Discard(c.fd.get(), h.length);  // the transfer ended meanwhile
+  if (!r) return c.wire->Discard(h.length);  // the transfer ended meanwhile
   const CopyProgram& program = *r->request.program;
   const uint64_t span = SourceSpan(program);
   if (h.length != span) {
-    ISO_RETURN_IF_ERROR(Discard(c.fd.get(), h.length));
+    ISO_RETURN_IF_ERROR(c.wire->Discard(h.length));
     r->done(absl::DataLossError(StrCat("peer '", peer_, "': chunk ", h.chunk, " of transfer ",
                                        h.transfer, " has ", h.length, " bytes, expected ", span)));
     return OkStatus();
@@ -537,23 +491,13 @@ Status PeerLink::ReceiveData(Conn& c, const FrameHeader& h) {
     c.recv_bounce.resize(span);
     target = c.recv_bounce.data();
   }
-  Status s = RecvAll(c.fd.get(), target, span);
+  Status s = c.wire->Recv(target, span);
   if (!s.ok()) {
     r->done(Unavailable(StrCat("peer '", peer_, "': ", s.message())));
     return s;
   }
-  if (options_.corrupt_chunk && *options_.corrupt_chunk == h.chunk && span > 0) {
-    target[span / 2] ^= std::byte{0x5a};  // fault injection (tests)
-  }
-  if (h.flags & kFlagChecksum) {
-    const uint64_t got = XXH3_64bits(target, span);
-    if (got != h.checksum) {
-      r->done(absl::DataLossError(StrCat("peer '", peer_, "': chunk ", h.chunk, " of transfer ",
-                                         h.transfer, " failed its checksum (sent ", h.checksum,
-                                         ", received ", got, ")")));
-      return OkStatus();
-    }
-  }
+  ISO_RETURN_IF_ERROR(CheckChunk(c, h, r, target, span));
+  if (!r) return OkStatus();  // asked again, or failed
   if (!direct) ExecuteProgram(program, target, dst);
   {
     absl::MutexLock lock(&mu_);

@@ -12,6 +12,7 @@
 #include "daemon/cluster/cross_op.h"
 #include "daemon/cluster/peer_service.h"
 #include "daemon/cluster/secret.h"
+#include "daemon/cluster/tls_credentials.h"
 
 namespace isometry {
 
@@ -33,8 +34,16 @@ Result<std::unique_ptr<Cluster>> Cluster::Create(const Config& config,
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   const ClusterConfig& cc = config.cluster;
-  ISO_ASSIGN_OR_RETURN(impl->secret, LoadSecret(cc.secret_file));
+  if (!cc.secret_file.empty()) {
+    ISO_ASSIGN_OR_RETURN(impl->secret, LoadSecret(cc.secret_file));
+  }
+  ISO_ASSIGN_OR_RETURN(cluster::PeerCredentials creds, cluster::MakePeerCredentials(cc));
+  impl->tls = creds.data;
+  impl->server_credentials = creds.server;
   net::DataOptions o;
+  o.node_name = cc.node_name;
+  o.tls = creds.data;
+  o.corrupt_once = faults.corrupt_once;
   o.listen = cc.data_listen;
   o.connections = cc.data_connections;
   o.checksum = cc.checksum;
@@ -50,8 +59,11 @@ Result<std::unique_ptr<Cluster>> Cluster::Create(const Config& config,
     auto p = std::make_unique<Peer>();
     p->config = pc;
     p->index = impl->peers.size();
-    p->stub = v1::IsometryPeer::NewStub(
-        grpc::CreateCustomChannel(pc.address, grpc::InsecureChannelCredentials(), args));
+    grpc::ChannelArguments peer_args = args;
+    // A peer's certificate names the peer, not its address.
+    if (impl->tls) peer_args.SetSslTargetNameOverride(pc.name);
+    p->stub =
+        v1::IsometryPeer::NewStub(grpc::CreateCustomChannel(pc.address, creds.channel, peer_args));
     impl->peers.push_back(std::move(p));
   }
   impl->service = cluster::MakePeerService(impl.get());
@@ -69,13 +81,7 @@ void Cluster::Start(Node* node) {
   Impl* impl = impl_.get();
   impl->node = node;
   impl->data->Start(
-      [impl](uint32_t node_id, const std::string& token) -> Result<std::string> {
-        absl::MutexLock lock(&impl->mu);
-        const std::string* peer = impl->PeerOfTokenLocked(token);
-        if (peer && impl->peer_nodes[*peer] == node_id) return *peer;
-        return absl::UnauthenticatedError(
-            StrCat("node ", node_id, " presented no valid token (say hello over gRPC first)"));
-      },
+      [impl](const net::DataPlane::HelloProof& hello) { return impl->DataPeer(hello); },
       [impl](const std::string& peer, const Status& why, uint64_t generation) {
         // Not on the link's thread (MarkDown takes locks the link's callers
         // hold); a report about connections since replaced is dropped there.
@@ -130,6 +136,10 @@ void Cluster::Stop() {
 }
 
 grpc::Service* Cluster::service() { return impl_->service.get(); }
+
+std::shared_ptr<grpc::ServerCredentials> Cluster::server_credentials() const {
+  return impl_->server_credentials;
+}
 
 bool Cluster::KnowsNode(const std::string& node) const { return impl_->FindPeer(node) != nullptr; }
 
@@ -187,6 +197,7 @@ v1::ListPeersResponse Cluster::ListPeers() const {
     pi->set_data_in(static_cast<uint32_t>(link.incoming()));
     pi->set_bytes_sent(link.bytes_sent());
     pi->set_bytes_received(link.bytes_received());
+    pi->set_data_link(link.security());
   }
   return out;
 }

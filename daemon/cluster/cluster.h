@@ -32,7 +32,8 @@ namespace isometry {
 
 class Cluster final : public CrossCopier {
  public:
-  // Reads the secret and binds the data listener; starts nothing.
+  // Reads the secret and the TLS files and binds the data listener;
+  // starts nothing.
   // `faults`: what tests inject (daemon/cluster/fault_injection.h); none in
   // production.
   static Result<std::unique_ptr<Cluster>> Create(const Config& config,
@@ -49,6 +50,10 @@ class Cluster final : public CrossCopier {
   void Stop();
 
   grpc::Service* service();
+  // What the peer service's TCP port listens with: mutual TLS when
+  // [cluster.tls] is set, else insecure (the shared secret's MACs
+  // authenticate the calls).
+  std::shared_ptr<grpc::ServerCredentials> server_credentials() const;
   v1::ListPeersResponse ListPeers() const;
 
   Result<std::shared_ptr<CrossTransfer>> Copy(CrossCopySpec spec,

@@ -2,7 +2,9 @@
 // Not a public interface; include daemon/cluster/cluster.h instead.
 //
 // The parts, by role (each in its own file, all on one Cluster::Impl):
-//   peer_manager.cc   hello / ping / backoff per peer, peer state, tokens
+//   peer_manager.cc   hello / ping / backoff per peer, peer state, sessions
+//                     and the signatures of calls and data connections
+//   tls_credentials.cc  mutual TLS for the peer service and data links
 //   peer_service.cc   the IsometryPeer gRPC service: translation only
 //   cross_copy.cc     the initiator's side of a cross-node copy: CrossOp,
 //                     planning, setting up the halves
@@ -38,8 +40,16 @@ namespace isometry {
 namespace cluster {
 
 using Clock = std::chrono::steady_clock;
-inline constexpr uint32_t kPeerProtocolVersion = 1;
-inline constexpr char kTokenKey[] = "isometry-peer-token";
+// 2: session keys, per-call MACs and challenged data connections.
+inline constexpr uint32_t kPeerProtocolVersion = 2;
+// A peer call's metadata: the caller's name, its call counter, and
+// HMAC(session key, "call" | method | counter | serialized request).
+inline constexpr char kCallerKey[] = "isometry-peer";
+inline constexpr char kCounterKey[] = "isometry-peer-call";
+inline constexpr char kCallMacKey[] = "isometry-peer-mac-bin";
+// How far behind the highest counter seen a call may arrive (calls made
+// at once on several threads overtake each other).
+inline constexpr uint64_t kCallWindow = 4096;
 
 int64_t UnixMs();
 Status FromGrpc(const grpc::Status& s, std::string_view what);
@@ -58,7 +68,10 @@ struct Peer {
 struct PeerState {
   std::string state = "connecting";  // connecting, up, down, refused
   std::string last_error;
-  std::string token;  // what it issued us (our calls and data connections)
+  // The key of our session with it (from our hello; never sent): MACs of
+  // our calls and proofs of our data connections.
+  std::string session_key;
+  uint64_t calls = 0;  // counter of our calls in this session
   uint32_t node = 0;
   std::string data_address;
   Topology topology;  // its memories and edges, ids {node, index}
@@ -100,6 +113,27 @@ struct HelloIn {
   int64_t unix_ms = 0;
   std::string mac;
   std::string from;  // the caller's address, for the log
+  // TLS: the names of the caller's verified certificate; empty without TLS.
+  std::vector<std::string> identities;
+  bool tls = false;
+};
+
+// A session a peer opened with its hello to this node: how its calls and
+// data connections prove who they are.
+struct Session {
+  std::string key;
+  uint32_t node = 0;        // its node id, from the hello
+  uint64_t highest = 0;     // the highest call counter seen
+  std::set<uint64_t> seen;  // counters seen within kCallWindow of it
+};
+
+// A peer call as the service received it, to authenticate.
+struct CallIn {
+  std::string caller, counter, mac;  // the metadata
+  std::string_view method;
+  std::string body;  // the request, serialized
+  std::vector<std::string> identities;
+  bool tls = false;
 };
 
 // What this node answers an accepted hello with (v1::PeerWelcome).
@@ -107,8 +141,8 @@ struct WelcomeOut {
   std::string node_name;
   uint32_t node = 0;
   uint32_t protocol_version = 0;
-  std::string token, mac, data_address;
-  const Topology* topology = nullptr;  // this node's; lives as long as the node
+  std::string token, mac, data_address;  // token: the session's id, sent once
+  const Topology* topology = nullptr;    // this node's; lives as long as the node
 };
 
 // A half a peer asks this node to run (v1::StartHalfRequest, parsed).
@@ -143,7 +177,9 @@ struct Cluster::Impl {
   using Clock = cluster::Clock;
 
   Config config;
-  std::string secret;
+  std::string secret;                          // empty with TLS and no secret_file
+  std::shared_ptr<const net::TlsContext> tls;  // null without [cluster.tls]
+  std::shared_ptr<grpc::ServerCredentials> server_credentials;
   uint32_t protocol_version = cluster::kPeerProtocolVersion;  // what our hellos claim
   std::unique_ptr<net::DataPlane> data;
   Node* node = nullptr;
@@ -152,9 +188,9 @@ struct Cluster::Impl {
   mutable absl::Mutex mu;
   absl::CondVar cv;  // wakes peer loops (stop, peer down)
   bool stopping ABSL_GUARDED_BY(mu) = false;
-  std::vector<PeerState> peer_states ABSL_GUARDED_BY(mu);          // one per peers[i]
-  std::map<std::string, std::string> issued ABSL_GUARDED_BY(mu);   // peer -> token we issued it
-  std::map<std::string, uint32_t> peer_nodes ABSL_GUARDED_BY(mu);  // peer -> node id of its hello
+  std::vector<PeerState> peer_states ABSL_GUARDED_BY(mu);  // one per peers[i]
+  // Sessions peers opened with their hellos to this node, by peer name.
+  std::map<std::string, cluster::Session> sessions ABSL_GUARDED_BY(mu);
   // Hellos seen in the last 5 minutes.
   std::map<std::string, Clock::time_point> nonces ABSL_GUARDED_BY(mu);
   std::map<uint64_t, std::shared_ptr<Half>> halves ABSL_GUARDED_BY(mu);
@@ -189,16 +225,19 @@ struct Cluster::Impl {
 
   // ---- peers (peer_manager.cc) ----
 
-  // Our token at peer `p` on an outgoing call.
-  void Authorize(grpc::ClientContext& ctx, const Peer& p) ABSL_LOCKS_EXCLUDED(mu);
-  // The peer this node issued `token` to; under mu.
-  const std::string* PeerOfTokenLocked(const std::string& token) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  // The peer that presents `token` on a call to this node.
-  Result<std::string> PeerOfToken(const std::string& token) const ABSL_LOCKS_EXCLUDED(mu);
+  // Signs an outgoing call `method` (the RPC's name) with `req` to peer
+  // `p`: a fresh counter and the MAC of both, with our session key.
+  void Authorize(grpc::ClientContext& ctx, const Peer& p, std::string_view method,
+                 const google::protobuf::MessageLite& req) ABSL_LOCKS_EXCLUDED(mu);
+  // The peer that made a call: its MAC under that peer's session, a
+  // counter not seen before, and with TLS its certificate's name. A
+  // recorded call replayed, or a request altered, is refused.
+  Result<std::string> Caller(const cluster::CallIn& call) ABSL_LOCKS_EXCLUDED(mu);
+  // The peer a data connection's hello proves to be (frame.h).
+  Result<std::string> DataPeer(const net::DataPlane::HelloProof& hello) ABSL_LOCKS_EXCLUDED(mu);
   // Where peers open data connections.
   std::string DataAddress() const;
-  // Checks a peer's hello and issues it a token.
+  // Checks a peer's hello and opens its session (replacing an older one).
   Result<cluster::WelcomeOut> AcceptHello(const cluster::HelloIn& hello) ABSL_LOCKS_EXCLUDED(mu);
   Status CheckHello(const cluster::HelloIn& hello) ABSL_LOCKS_EXCLUDED(mu);
   Status Hello(Peer& p) ABSL_LOCKS_EXCLUDED(mu);

@@ -38,11 +38,11 @@ void CrossOp::Fail(const Status& why) {
     if (!p) continue;
     auto ctx = std::make_shared<grpc::ClientContext>();
     SetDeadline(*ctx, impl_->config.cluster.peer_timeout_ms);
-    impl_->Authorize(*ctx, *p);
     auto req = std::make_shared<v1::AbortHalfRequest>();
     req->set_key(key_);
     req->set_code(static_cast<int>(why.code()));
     req->set_message(std::string(why.message()));
+    impl_->Authorize(*ctx, *p, "AbortHalf", *req);
     auto resp = std::make_shared<v1::AbortHalfResponse>();
     p->stub->async()->AbortHalf(ctx.get(), req.get(), resp.get(),
                                 [ctx, req, resp](const grpc::Status&) {});
@@ -325,9 +325,9 @@ bool Cluster::Impl::SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const Cros
   }
   if (op->failed()) op->Cancel();  // failed while the peer set its half up: end it there too
   auto actx = std::make_shared<grpc::ClientContext>();
-  Authorize(*actx, *p);
   auto areq = std::make_shared<v1::AwaitHalfRequest>();
   areq->set_key(op->key());
+  Authorize(*actx, *p, "AwaitHalf", *areq);
   auto aresp = std::make_shared<v1::AwaitHalfResponse>();
   op->AddAwait(here, actx);
   std::weak_ptr<CrossOp> weak = op;
@@ -363,7 +363,7 @@ Status Cluster::Impl::CallStartHalf(const Peer& p, const std::string& here, clus
     const v1::StartHalfRequest req = cluster::ToProto(out);
     grpc::ClientContext ctx;
     cluster::SetDeadline(ctx, config.cluster.peer_timeout_ms);
-    Authorize(ctx, p);
+    Authorize(ctx, p, "StartHalf", req);
     v1::StartHalfResponse resp;
     grpc::Status gs = p.stub->StartHalf(&ctx, req, &resp);
     if (!gs.ok()) return cluster::FromGrpc(gs, StrCat("node '", here, "' refused its half"));

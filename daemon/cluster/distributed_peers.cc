@@ -34,7 +34,7 @@ class PartCall final : public CrossTransfer, public std::enable_shared_from_this
   void Start(const RedistributePart& part) {
     AsyncCall<v1::PeerRedistributePart, v1::PeerRedistributeDone> call;
     ToProto(part, call.req.get());
-    impl_->Authorize(*call.ctx, *peer_);
+    impl_->Authorize(*call.ctx, *peer_, "RedistributePart", *call.req);
     {
       absl::MutexLock lock(&mu_);
       ctx_ = call.ctx;
@@ -72,10 +72,10 @@ class PartCall final : public CrossTransfer, public std::enable_shared_from_this
   void Abort(const Status& why) override {
     AsyncCall<v1::PeerAbortRedistribute, v1::PeerAbortRedistributeResponse> call;
     SetDeadline(*call.ctx, impl_->config.cluster.peer_timeout_ms);
-    impl_->Authorize(*call.ctx, *peer_);
     call.req->set_key(key_);
     call.req->set_code(static_cast<int>(why.code()));
     call.req->set_message(std::string(why.message()));
+    impl_->Authorize(*call.ctx, *peer_, "AbortRedistributePart", *call.req);
     peer_->stub->async()->AbortRedistributePart(call.ctx.get(), call.req.get(), call.resp.get(),
                                                 [call](const grpc::Status&) {});
   }
@@ -121,9 +121,9 @@ Result<std::vector<DistributedRanks>> Cluster::Impl::QueryDistributed(const std:
   for (const Peer* p : up) {
     grpc::ClientContext ctx;
     cluster::SetDeadline(ctx, config.cluster.peer_timeout_ms);
-    Authorize(ctx, *p);
     v1::PeerDistributedQuery q;
     q.set_key(key);
+    Authorize(ctx, *p, "QueryDistributed", q);
     v1::PeerDistributedRanks resp;
     const grpc::Status s = p->stub->QueryDistributed(&ctx, q, &resp);
     if (!s.ok()) {
@@ -162,10 +162,10 @@ void Cluster::Impl::AnnounceDistributedEnded(const std::string& key,
     if (!p) continue;
     auto ctx = std::make_shared<grpc::ClientContext>();
     cluster::SetDeadline(*ctx, config.cluster.peer_timeout_ms);
-    Authorize(*ctx, *p);
     auto req = std::make_shared<v1::PeerDistributedEnded>();
     req->set_key(key);
     req->set_why(why);
+    Authorize(*ctx, *p, "DistributedEnded", *req);
     auto resp = std::make_shared<v1::PeerDistributedEndedResponse>();
     p->stub->async()->DistributedEnded(ctx.get(), req.get(), resp.get(),
                                        [ctx, req, resp](const grpc::Status&) {});

@@ -13,6 +13,10 @@ FaultInjection FaultInjectionFromEnvironment() {
     spdlog::warn("fault injection: chunk {} of every incoming transfer is corrupted on arrival",
                  *f.corrupt_chunk);
   }
+  if (const char* o = std::getenv("ISOMETRY_FAULT_CORRUPT_ONCE"); o && f.corrupt_chunk) {
+    f.corrupt_once = std::strtoull(o, nullptr, 10) != 0;
+    if (f.corrupt_once) spdlog::warn("fault injection: ... on its first arrival only");
+  }
   if (const char* v = std::getenv("ISOMETRY_FAULT_PEER_PROTOCOL")) {
     f.peer_protocol = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
     spdlog::warn("fault injection: hellos claim peer protocol version {}", *f.peer_protocol);

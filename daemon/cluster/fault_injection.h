@@ -5,6 +5,8 @@
 //   ISOMETRY_FAULT_CORRUPT_CHUNK=k   the receiving node flips a byte of
 //                                    chunk k of every incoming cross-node
 //                                    transfer before checking it
+//   ISOMETRY_FAULT_CORRUPT_ONCE=1    ... only the chunk's first arrival (a
+//                                    re-sent copy arrives intact)
 //   ISOMETRY_FAULT_PEER_PROTOCOL=v   this node's peer hellos claim protocol
 //                                    version v
 //
@@ -18,6 +20,7 @@ namespace isometry {
 
 struct FaultInjection {
   std::optional<uint64_t> corrupt_chunk;
+  bool corrupt_once = false;
   std::optional<uint32_t> peer_protocol;
 
   bool any() const { return corrupt_chunk || peer_protocol; }

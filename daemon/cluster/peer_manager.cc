@@ -1,12 +1,16 @@
 // The peer manager: one loop per configured peer says hello (with
 // backoff), pings, and declares the peer down after silence or a broken
-// data connection; and the other side of the hello, tokens issued to peers.
+// data connection; and the other side of the hello: the sessions peers
+// open, and the checks of their signed calls and data connections.
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 
+#include "absl/strings/match.h"
 #include "core/log_escape.h"
 #include "core/log_limiter.h"
 #include "core/random.h"
@@ -50,22 +54,75 @@ void Cluster::Impl::Post(std::function<void()> fn) {
   if (worker && !stopping) worker->Post(std::move(fn));
 }
 
-void Cluster::Impl::Authorize(grpc::ClientContext& ctx, const Peer& p) {
-  absl::MutexLock lock(&mu);
-  ctx.AddMetadata(cluster::kTokenKey, StateLocked(p).token);
-}
-
-const std::string* Cluster::Impl::PeerOfTokenLocked(const std::string& token) const {
-  for (const auto& [peer, t] : issued) {
-    if (SameSecret(t, token)) return &peer;
+void Cluster::Impl::Authorize(grpc::ClientContext& ctx, const Peer& p, std::string_view method,
+                              const google::protobuf::MessageLite& req) {
+  std::string key;
+  uint64_t counter;
+  {
+    absl::MutexLock lock(&mu);
+    PeerState& st = StateLocked(p);
+    key = st.session_key;
+    counter = ++st.calls;
   }
-  return nullptr;
+  const std::string n = std::to_string(counter);
+  ctx.AddMetadata(cluster::kCallerKey, self());
+  ctx.AddMetadata(cluster::kCounterKey, n);
+  ctx.AddMetadata(cluster::kCallMacKey,
+                  Hmac(key, {"call", std::string(method), n, req.SerializeAsString()}));
 }
 
-Result<std::string> Cluster::Impl::PeerOfToken(const std::string& token) const {
+Result<std::string> Cluster::Impl::Caller(const cluster::CallIn& call) {
+  auto refuse = [&](std::string_view why) {
+    return absl::UnauthenticatedError(StrCat("peer call ", call.method, " refused: ", why));
+  };
+  if (call.caller.empty() || call.counter.empty() || call.mac.empty()) {
+    return refuse("it is not signed (say hello first)");
+  }
+  if (call.tls && std::find(call.identities.begin(), call.identities.end(), call.caller) ==
+                      call.identities.end()) {
+    return refuse(StrCat("the caller's TLS certificate does not name '", call.caller, "'"));
+  }
+  uint64_t counter = 0;
+  const auto [end, ec] =
+      std::from_chars(call.counter.data(), call.counter.data() + call.counter.size(), counter);
+  if (ec != std::errc() || end != call.counter.data() + call.counter.size() || counter == 0) {
+    return refuse("its counter is not a number");
+  }
   absl::MutexLock lock(&mu);
-  if (const std::string* peer = PeerOfTokenLocked(token)) return *peer;
-  return absl::UnauthenticatedError("no valid peer token: say hello first");
+  auto it = sessions.find(call.caller);
+  if (it == sessions.end()) return refuse("no session with the caller (say hello first)");
+  cluster::Session& session = it->second;
+  const std::string expect =
+      Hmac(session.key, {"call", std::string(call.method), call.counter, call.body});
+  if (!SameSecret(expect, call.mac)) return refuse("its MAC does not match the caller's session");
+  if (session.highest >= cluster::kCallWindow &&
+      counter <= session.highest - cluster::kCallWindow) {
+    return refuse("its counter is too old (a replayed call?)");
+  }
+  if (!session.seen.insert(counter).second) return refuse("replayed (its counter was used)");
+  session.highest = std::max(session.highest, counter);
+  if (session.highest > cluster::kCallWindow) {
+    session.seen.erase(session.seen.begin(),
+                       session.seen.lower_bound(session.highest - cluster::kCallWindow));
+  }
+  return call.caller;
+}
+
+Result<std::string> Cluster::Impl::DataPeer(const net::DataPlane::HelloProof& hello) {
+  absl::MutexLock lock(&mu);
+  for (const auto& [peer, session] : sessions) {
+    if (session.node != hello.node) continue;
+    const std::string expect = Hmac(
+        session.key, {"data", std::to_string(hello.node), hello.client_nonce, hello.server_nonce});
+    if (!SameSecret(expect, hello.proof)) {
+      return absl::UnauthenticatedError(
+          StrCat("its proof for node ", hello.node, " ('", peer,
+                 "') does not match that peer's session (a replayed or forged hello?)"));
+    }
+    return peer;
+  }
+  return absl::UnauthenticatedError(
+      StrCat("node ", hello.node, " has no session with this node (say hello over gRPC first)"));
 }
 
 // The listener's address, or for a wildcard listener the host peers
@@ -102,17 +159,21 @@ Result<cluster::WelcomeOut> Cluster::Impl::AcceptHello(const cluster::HelloIn& h
   const std::string token = RandomHex(16);
   {
     absl::MutexLock lock(&mu);
-    issued[hello.node_name] = token;
-    peer_nodes[hello.node_name] = hello.node;
+    cluster::Session& session = sessions[hello.node_name];
+    session = cluster::Session{};
+    session.key = Hmac(secret, {"session", hello.nonce, token});
+    session.node = hello.node;
   }
   cluster::WelcomeOut w;
   w.node_name = self();
   w.node = config.runtime.node;
   w.protocol_version = cluster::kPeerProtocolVersion;
   w.token = token;
-  w.mac =
-      Hmac(secret, {"welcome", self(), std::to_string(config.runtime.node), hello.nonce, token});
   w.data_address = DataAddress();
+  // The data address too: rewritten, it would send our peer's data
+  // connections somewhere else.
+  w.mac = Hmac(secret, {"welcome", self(), std::to_string(config.runtime.node), hello.nonce, token,
+                        w.data_address});
   w.topology = &node->runtime().topology();
   return w;
 }
@@ -125,6 +186,13 @@ Status Cluster::Impl::CheckHello(const cluster::HelloIn& req) {
   if (!FindPeer(req.node_name)) {
     return absl::PermissionDeniedError(
         StrCat("node '", req.node_name, "' is not a [[peer]] of node '", self(), "'"));
+  }
+  if (tls && std::find(req.identities.begin(), req.identities.end(), req.node_name) ==
+                 req.identities.end()) {
+    std::string names;
+    for (const std::string& n : req.identities) StrAppend(&names, names.empty() ? "" : ", ", n);
+    return absl::UnauthenticatedError(StrCat("the caller's TLS certificate does not name '",
+                                             req.node_name, "' (it names '", names, "')"));
   }
   const std::string expect =
       Hmac(secret, {"hello", req.node_name, std::to_string(req.node),
@@ -172,9 +240,17 @@ Status Cluster::Impl::Hello(Peer& p) {
   v1::PeerWelcome w;
   const auto t0 = Clock::now();
   grpc::Status s = p.stub->Hello(&ctx, req, &w);
+  if (!s.ok() && tls && absl::StrContains(s.error_message(), "handshake failed")) {
+    // A refused certificate is not an outage: say so, once, as a refusal.
+    return absl::UnauthenticatedError(StrCat(
+        "TLS with peer '", p.config.name, "' at ", p.config.address, " failed: ", s.error_message(),
+        " (do both certificates come from the CA in "
+        "cluster.tls.ca_file, and does the peer's certificate name '",
+        p.config.name, "'?)"));
+  }
   if (!s.ok()) return cluster::FromGrpc(s, StrCat("hello to peer '", p.config.name, "'"));
-  const std::string expect =
-      Hmac(secret, {"welcome", w.node_name(), std::to_string(w.node()), req.nonce(), w.token()});
+  const std::string expect = Hmac(secret, {"welcome", w.node_name(), std::to_string(w.node()),
+                                           req.nonce(), w.token(), w.data_address()});
   if (!SameSecret(expect, w.mac())) {
     return absl::UnauthenticatedError(StrCat("peer '", p.config.name,
                                              "' answered without proof of the cluster secret "
@@ -189,11 +265,23 @@ Status Cluster::Impl::Hello(Peer& p) {
                               " like this node; node ids must differ");
   }
   ISO_ASSIGN_OR_RETURN(Topology topo, cluster::TopologyFromWelcome(w));
+  const std::string key = Hmac(secret, {"session", req.nonce(), w.token()});
+  {
+    absl::MutexLock lock(&mu);
+    PeerState& st = StateLocked(p);
+    st.session_key = key;
+    st.calls = 0;
+  }
+  const uint32_t self_node = config.runtime.node;
   ISO_RETURN_IF_ERROR(
-      data->Link(p.config.name).Connect(w.data_address(), config.runtime.node, w.token()));
+      data->Link(p.config.name)
+          .Connect(
+              w.data_address(), self_node,
+              [&key, self_node](const std::string& client_nonce, const std::string& server_nonce) {
+                return Hmac(key, {"data", std::to_string(self_node), client_nonce, server_nonce});
+              }));
   absl::MutexLock lock(&mu);
   PeerState& st = StateLocked(p);
-  st.token = w.token();
   st.node = w.node();
   st.data_address = w.data_address();
   st.topology = std::move(topo);
@@ -205,8 +293,8 @@ Status Cluster::Impl::Hello(Peer& p) {
 Status Cluster::Impl::Ping(Peer& p) {
   grpc::ClientContext ctx;
   cluster::SetDeadline(ctx, config.cluster.keepalive_ms * 2);
-  Authorize(ctx, p);
   v1::PeerPing req;
+  Authorize(ctx, p, "Ping", req);
   v1::PeerPong resp;
   const auto t0 = Clock::now();
   grpc::Status s = p.stub->Ping(&ctx, req, &resp);

@@ -5,6 +5,7 @@
 
 #include "channels/tcp/frame.h"
 #include "core/log_escape.h"
+#include "core/log_limiter.h"
 #include "daemon/cluster/peer_wire.h"
 #include "daemon/server/convert.h"
 
@@ -18,21 +19,23 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
 
   grpc::ServerUnaryReactor* Hello(grpc::CallbackServerContext* ctx, const v1::PeerHello* req,
                                   v1::PeerWelcome* resp) override {
-    auto welcome = impl_->AcceptHello(FromProto(*req, ctx->peer()));
+    HelloIn hello = FromProto(*req, ctx->peer());
+    hello.identities = Identities(ctx, hello.tls);
+    auto welcome = impl_->AcceptHello(hello);
     if (welcome.ok()) ToProto(*welcome, resp);
     return Reply(ctx, welcome.status());
   }
 
-  grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* ctx, const v1::PeerPing*,
+  grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* ctx, const v1::PeerPing* req,
                                  v1::PeerPong*) override {
-    auto caller = Caller(ctx);
+    auto caller = Caller(ctx, "Ping", *req);
     return Reply(ctx, caller.ok() ? OkStatus() : caller.status());
   }
 
   grpc::ServerUnaryReactor* StartHalf(grpc::CallbackServerContext* ctx,
                                       const v1::StartHalfRequest* req,
                                       v1::StartHalfResponse* resp) override {
-    auto caller = Caller(ctx);
+    auto caller = Caller(ctx, "StartHalf", *req);
     if (!caller.ok()) return Reply(ctx, caller.status());
     Status s = Start(*caller, *req);
     if (std::optional<uint64_t> unknown = UnknownFormOf(s)) {
@@ -49,7 +52,7 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
   grpc::ServerUnaryReactor* AwaitHalf(grpc::CallbackServerContext* ctx,
                                       const v1::AwaitHalfRequest* req,
                                       v1::AwaitHalfResponse* resp) override {
-    auto caller = Caller(ctx);
+    auto caller = Caller(ctx, "AwaitHalf", *req);
     if (!caller.ok()) return Reply(ctx, caller.status());
     grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
     Status s = impl_->AwaitHalf(req->key(), [r, resp](const Status& end) {
@@ -64,7 +67,7 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
   grpc::ServerUnaryReactor* AbortHalf(grpc::CallbackServerContext* ctx,
                                       const v1::AbortHalfRequest* req,
                                       v1::AbortHalfResponse*) override {
-    auto caller = Caller(ctx);
+    auto caller = Caller(ctx, "AbortHalf", *req);
     if (!caller.ok()) return Reply(ctx, caller.status());
     const Status why(net::ErrorCodeFromWire(req->code()),
                      StrCat("node '", *caller, "' ended the transfer: ", req->message()));
@@ -75,7 +78,7 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
   grpc::ServerUnaryReactor* QueryDistributed(grpc::CallbackServerContext* ctx,
                                              const v1::PeerDistributedQuery* req,
                                              v1::PeerDistributedRanks* resp) override {
-    auto caller = Caller(ctx);
+    auto caller = Caller(ctx, "QueryDistributed", *req);
     if (!caller.ok()) return Reply(ctx, caller.status());
     ToProto(impl_->node->DistributedRanksForPeer(*caller, req->key()), resp);
     return Reply(ctx, OkStatus());
@@ -84,7 +87,7 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
   grpc::ServerUnaryReactor* RedistributePart(grpc::CallbackServerContext* ctx,
                                              const v1::PeerRedistributePart* req,
                                              v1::PeerRedistributeDone* resp) override {
-    auto caller = Caller(ctx);
+    auto caller = Caller(ctx, "RedistributePart", *req);
     if (!caller.ok()) return Reply(ctx, caller.status());
     grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
     Status s = impl_->ServePart(*caller, *req, [r, resp](const Status& end, uint64_t bytes) {
@@ -104,7 +107,7 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
   grpc::ServerUnaryReactor* AbortRedistributePart(grpc::CallbackServerContext* ctx,
                                                   const v1::PeerAbortRedistribute* req,
                                                   v1::PeerAbortRedistributeResponse*) override {
-    auto caller = Caller(ctx);
+    auto caller = Caller(ctx, "AbortRedistributePart", *req);
     if (!caller.ok()) return Reply(ctx, caller.status());
     const Status why(net::ErrorCodeFromWire(req->code()),
                      StrCat("node '", *caller, "' ended the redistribution: ", req->message()));
@@ -115,7 +118,7 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
   grpc::ServerUnaryReactor* DistributedEnded(grpc::CallbackServerContext* ctx,
                                              const v1::PeerDistributedEnded* req,
                                              v1::PeerDistributedEndedResponse*) override {
-    auto caller = Caller(ctx);
+    auto caller = Caller(ctx, "DistributedEnded", *req);
     if (!caller.ok()) return Reply(ctx, caller.status());
     impl_->node->DistributedEndedByPeer(*caller, req->key(), req->why());
     return Reply(ctx, OkStatus());
@@ -128,13 +131,43 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
     return r;
   }
 
-  // The caller, by the token this node issued it.
-  Result<std::string> Caller(grpc::CallbackServerContext* ctx) const {
-    auto it = ctx->client_metadata().find(kTokenKey);
-    if (it == ctx->client_metadata().end()) {
-      return absl::UnauthenticatedError("no valid peer token: say hello first");
+  // The names of the caller's verified TLS certificate; `tls`: whether
+  // the call came over TLS at all.
+  static std::vector<std::string> Identities(grpc::CallbackServerContext* ctx, bool& tls) {
+    std::vector<std::string> out;
+    const std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
+    tls = auth && auth->IsPeerAuthenticated();
+    if (!tls) return out;
+    for (const grpc::string_ref& id : auth->GetPeerIdentity()) {
+      out.emplace_back(id.data(), id.size());
     }
-    return impl_->PeerOfToken(std::string(it->second.data(), it->second.size()));
+    return out;
+  }
+
+  // The peer that made this call, by its signature (Impl::Caller). A
+  // refusal names the caller's address in the log, a few lines at most.
+  Result<std::string> Caller(grpc::CallbackServerContext* ctx, std::string_view method,
+                             const google::protobuf::MessageLite& req) const {
+    CallIn call;
+    call.method = method;
+    const auto& md = ctx->client_metadata();
+    for (const auto& [key, out] :
+         {std::pair{kCallerKey, &call.caller}, std::pair{kCounterKey, &call.counter},
+          std::pair{kCallMacKey, &call.mac}}) {
+      if (auto it = md.find(key); it != md.end()) out->assign(it->second.data(), it->second.size());
+    }
+    call.body = req.SerializeAsString();
+    call.identities = Identities(ctx, call.tls);
+    Result<std::string> caller = impl_->Caller(call);
+    if (!caller.ok()) {
+      static LogLimiter limiter(5, std::chrono::seconds(10));
+      const std::string from = ctx->peer();
+      if (const auto v = limiter.Allow(std::string_view(from).substr(0, from.rfind(':'))); v.log) {
+        spdlog::warn("peer call from {} (claims '{}') refused: {}", ForLog(from),
+                     ForLog(call.caller), ForLog(std::string(caller.status().message()), 512));
+      }
+    }
+    return caller;
   }
 
   Status Start(const std::string& caller, const v1::StartHalfRequest& req) {

@@ -31,7 +31,7 @@ inline_bytes = "64KiB"
 
 [cluster]
 node_name = "{name}"
-secret_file = "{secret}"
+{secret_line}
 data_listen = "{host}:0"
 data_connections = {connections}
 checksum = {checksum}
@@ -39,6 +39,7 @@ peer_timeout_ms = {timeout_ms}
 keepalive_ms = {keepalive_ms}
 request_size = "{request}"
 {extra_cluster}
+{tls}
 
 [[memory]]
 name = "sys0"
@@ -106,7 +107,9 @@ class Node:
     def dsk(self):
         return os.path.join(self.dir, "dsk")
 
-    def write_config(self, secret, peers, **opts):
+    def write_config(self, secret, peers, tls_dir=None, **opts):
+        """secret: the secret file (None: none); tls_dir: a directory
+        scripts/make-test-ca.sh filled (ca.pem, NAME.pem, NAME.key)."""
         peer_text = "".join(
             f'\n[[peer]]\nname = "{p.name}"\naddress = "{p.address}"\n' for p in peers
         )
@@ -117,7 +120,10 @@ class Node:
             host=self.host,
             node_id=self.node_id,
             name=self.name,
-            secret=secret,
+            secret_line=f'secret_file = "{secret}"' if secret else "",
+            tls=(f'\n[cluster.tls]\nca_file = "{tls_dir}/ca.pem"\n'
+                 f'cert_file = "{tls_dir}/{self.name}.pem"\nkey_file = "{tls_dir}/{self.name}.key"\n'
+                 if tls_dir else ""),
             peers=peer_text,
             connections=opts.get("connections", 4),
             checksum="true" if opts.get("checksum") else "false",
@@ -173,10 +179,14 @@ class Node:
 
 class Cluster:
     """names: node names; hosts: their addresses (default all 127.0.0.1);
-    netns: optional namespace per node; secrets: optional per-node secret."""
+    netns: optional namespace per node; secrets: optional per-node secret
+    (False: no secret_file); tls: per node, the name of a test CA (made by
+    scripts/make-test-ca.sh under the cluster's directory; nodes given the
+    same name trust each other) or None; node_opts: per node, options that
+    override **opts."""
 
     def __init__(self, isometryd, names, hosts=None, netns=None, secrets=None, env=None,
-                 root=None, **opts):
+                 root=None, tls=None, node_opts=None, **opts):
         self.isometryd = isometryd
         self.root = tempfile.mkdtemp(prefix="iso-cluster-", dir=root)
         hosts = hosts or ["127.0.0.1"] * len(names)
@@ -186,13 +196,29 @@ class Cluster:
             Node(self, n, i + 1, hosts[i], netns[i], env[i]) for i, n in enumerate(names)
         ]
         self.secret_files = []
+        tls_dirs = [self.make_ca(ca, names) if ca else None for ca in (tls or [None] * len(names))]
         for i, node in enumerate(self.nodes):
-            secret = (secrets[i] if secrets else None) or "correct horse battery staple 42"
-            path = os.path.join(node.dir, "cluster.secret")
-            with open(path, "w") as f:
-                f.write(secret + "\n")
-            os.chmod(path, 0o600)
-            node.write_config(path, [p for p in self.nodes if p is not node], **opts)
+            secret = (secrets[i] if secrets else None)
+            path = None
+            if secret is not False:
+                path = os.path.join(node.dir, "cluster.secret")
+                with open(path, "w") as f:
+                    f.write((secret or "correct horse battery staple 42") + "\n")
+                os.chmod(path, 0o600)
+            mine = dict(opts, **((node_opts or [None] * len(names))[i] or {}))
+            node.write_config(path, [p for p in self.nodes if p is not node],
+                              tls_dir=tls_dirs[i], **mine)
+
+    def make_ca(self, ca, names):
+        """A test CA named `ca` with a certificate for every node (made once)."""
+        import subprocess
+
+        d = os.path.join(self.root, f"ca-{ca}")
+        if not os.path.exists(os.path.join(d, "ca.pem")):
+            script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                  "scripts", "make-test-ca.sh")
+            subprocess.run(["sh", script, d, *names], check=True, stdout=subprocess.DEVNULL)
+        return d
 
     def __getitem__(self, name):
         for n in self.nodes:

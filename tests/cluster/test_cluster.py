@@ -128,6 +128,7 @@ class Tools(ClusterTest):
                                  text=True, check=True).stdout
             self.assertIn("node 'a'", out)
             self.assertRegex(out, r"\bb\s+127\.0\.0\.1:\d+\s+up\b")
+            self.assertRegex(out, r"\bLINK\b.*\n.*\bplain\b")
             js = json.loads(subprocess.run([isoctl, "--socket", a.socket, "--json", "peers"],
                                            capture_output=True, text=True, check=True).stdout)
             self.assertEqual(js["peers"][0]["state"], "up")
@@ -297,10 +298,10 @@ class HelloReplay(ClusterTest):
         a = self.cluster["a"]
         secret = b"correct horse battery staple 42"  # the fixture's
         nonce, ms = os.urandom(16).hex(), int(time.time() * 1000)
-        parts = ["hello", "b", "2", "1", nonce, str(ms)]
+        parts = ["hello", "b", "2", "2", nonce, str(ms)]
         mac = hmac.new(secret, b"".join(p.encode() + b"\x1f" for p in parts),
                        hashlib.sha256).digest()
-        hello = pb.PeerHello(node_name="b", node=2, protocol_version=1, nonce=nonce.encode(),
+        hello = pb.PeerHello(node_name="b", node=2, protocol_version=2, nonce=nonce.encode(),
                              unix_ms=ms, mac=mac)
         with grpc.insecure_channel(a.address) as ch:
             stub = pb_grpc.IsometryPeerStub(ch)
@@ -311,7 +312,7 @@ class HelloReplay(ClusterTest):
                 stub.Hello(hello, timeout=5)
             self.assertEqual(e.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
             self.assertIn("replayed", e.exception.details())
-            bad = pb.PeerHello(node_name="b", node=2, protocol_version=1, nonce=b"x" * 32,
+            bad = pb.PeerHello(node_name="b", node=2, protocol_version=2, nonce=b"x" * 32,
                                unix_ms=ms, mac=mac)
             with self.assertRaises(grpc.RpcError) as e:
                 stub.Hello(bad, timeout=5)

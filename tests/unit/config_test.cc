@@ -240,6 +240,36 @@ address = "h:1"
   CHECK_THAT(std::string(no_tcp.status().message()), Catch::Contains("daemon.grpc_tcp is empty"));
 }
 
+TEST_CASE("[cluster.tls] takes three PEM paths, together, and replaces the secret") {
+  auto c = ParseConfig(StrCat(kNodeBase, R"(
+[cluster]
+node_name = "a"
+[cluster.tls]
+ca_file = "/etc/isometry/ca.pem"
+cert_file = "/etc/isometry/a.pem"
+key_file = "/etc/isometry/a.key"
+[[peer]]
+name = "b"
+address = "h:1"
+)"),
+                       "c.toml");
+  REQUIRE(c.ok());
+  CHECK(c->cluster.tls.enabled());
+  CHECK(c->cluster.tls.ca_file == "/etc/isometry/ca.pem");
+  CHECK(c->cluster.tls.cert_file == "/etc/isometry/a.pem");
+  CHECK(c->cluster.tls.key_file == "/etc/isometry/a.key");
+  CHECK(c->cluster.secret_file.empty());
+  CHECK_THAT(ClusterErrorOf("[cluster.tls]\nca_file = \"ca.pem\"\ncert_file = \"a.pem\"\n"),
+             Catch::Contains("cluster.tls.key_file is required with [cluster.tls]"));
+  CHECK_THAT(ClusterErrorOf("[cluster.tls]\nca_file = 1\n"),
+             Catch::Contains("key 'cluster.tls.ca_file': must be a string"));
+  CHECK_THAT(ClusterErrorOf("[cluster.tls]\ncafile = \"x\"\n"),
+             Catch::Contains("unknown key (known here: ca_file, cert_file, key_file)"));
+  CHECK_THAT(ClusterErrorOf("[cluster.tls]\nkey_file = \"\"\n"),
+             Catch::Contains("must not be empty"));
+  CHECK_THAT(ClusterErrorOf("[cluster]\ntls = 3\n"), Catch::Contains("must be a table"));
+}
+
 TEST_CASE("DSK memories take max_file_bytes, quota_bytes and allow_hard_links, and only they do") {
   const std::string channels =
       "[[channel]]\nname = \"r\"\nkind = \"disk_read\"\n[[channel]]\nname = \"w\"\nkind = "

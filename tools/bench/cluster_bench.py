@@ -125,18 +125,29 @@ def pair(cluster, nbytes):
     return ca, cb, s, d
 
 
-def loopback(args, cf):
+def loopback_rate(args, cf, **cluster_args):
+    """The best of three SYS -> remote SYS copies on a loopback pair."""
     nbytes = args.gib << 30
     cluster = cf.Cluster(args.isometryd, ["a", "b"], pool=f"{args.gib + 1}GiB",
-                         connections=args.connections, request=args.request)
+                         connections=args.connections, request=args.request, **cluster_args)
     try:
         cluster.start()
         ca, cb, s, d = pair(cluster, nbytes)
         rate = nbytes / best_of(3, lambda: timed_copy(ca, s, d))
+        kernel_tls = "kTLS" in cluster["a"].log_text() and "no kTLS" not in cluster["a"].log_text()
         ca.close()
         cb.close()
     finally:
         cluster.stop()
+    return rate, kernel_tls
+
+
+def loopback(args, cf):
+    nbytes = args.gib << 30
+    rate, _ = loopback_rate(args, cf)
+    # Mutual TLS 1.3 on the peer service and every data connection (kTLS
+    # where the kernel offers it: the note says which).
+    tls_rate, kernel_tls = loopback_rate(args, cf, tls=["bench", "bench"])
     ip_n = iperf3("127.0.0.1", nbytes, args.connections)
     ip_1 = iperf3("127.0.0.1", nbytes, 1)
     ucx = {}
@@ -153,6 +164,9 @@ def loopback(args, cf):
            "UCX tag_bw tcp, 4 MiB messages (cache-hot)", ucx[4 << 20] / 1e9)
     report("loopback", what, rate / 1e9, "GB/s", f"iperf3 -P {args.connections}", ip_n / 1e9)
     report("loopback", what, rate / 1e9, "GB/s", "iperf3 -P 1", ip_1 / 1e9)
+    report("loopback", f"SYS->SYS* {args.gib} GiB loopback, mutual TLS", tls_rate / 1e9, "GB/s",
+           "the same without TLS", rate / 1e9,
+           note="kTLS" if kernel_tls else "TLS in user space (no kTLS)")
 
 
 def shaped(args, cf, netns):

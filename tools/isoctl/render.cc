@@ -143,6 +143,7 @@ std::string RenderPeers(const v1::ListPeersResponse& r) {
            {"NODE", Align::kRight},
            {"RTT", Align::kRight},
            {"DATA OUT/IN", Align::kRight},
+           {"LINK"},
            {"SENT", Align::kRight},
            {"RECEIVED", Align::kRight},
            {"LAST ERROR"}});
@@ -152,8 +153,8 @@ std::string RenderPeers(const v1::ListPeersResponse& r) {
     t.AddRow({p.name(), p.address(), p.state(), p.state() == "up" ? std::to_string(p.node()) : "-",
               p.state() == "up" ? rtt : "-",
               std::to_string(p.data_out()) + "/" + std::to_string(p.data_in()),
-              FormatBytes(p.bytes_sent()), FormatBytes(p.bytes_received()),
-              p.last_error().empty() ? "-" : p.last_error()});
+              p.data_link().empty() ? "-" : p.data_link(), FormatBytes(p.bytes_sent()),
+              FormatBytes(p.bytes_received()), p.last_error().empty() ? "-" : p.last_error()});
   }
   return "node '" + r.node_name() + "'\n" + t.Render();
 }

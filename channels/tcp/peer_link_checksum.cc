@@ -1,0 +1,101 @@
+// Checksummed chunks: the receiver checks each one and answers ACK or
+// RESEND; the sender holds a chunk until then and sends it once more when
+// asked (frame.h).
+#include <spdlog/spdlog.h>
+#include <xxhash.h>
+
+#include "channels/tcp/peer_link.h"
+#include "channels/tcp/peer_link_conn.h"
+
+namespace isometry::net {
+
+Status PeerLink::CheckChunk(Conn& c, const FrameHeader& h, std::optional<Request>& r,
+                            std::byte* data, uint64_t span) {
+  const Key key{h.transfer, h.chunk};
+  if (options_.corrupt_chunk && *options_.corrupt_chunk == h.chunk && span > 0) {
+    absl::MutexLock lock(&mu_);
+    if (!options_.corrupt_once || corrupted_.insert(key).second) {
+      data[span / 2] ^= std::byte{0x5a};  // fault injection (tests)
+    }
+  }
+  const bool summed = (h.flags & kFlagChecksum) != 0;
+  if (c.checksum && !summed) {
+    r->done(absl::DataLossError(StrCat("node '", options_.node_name, "': chunk ", h.chunk,
+                                       " of transfer ", h.transfer, " from peer '", peer_,
+                                       "' came without the checksum its connection agreed on")));
+    r.reset();
+    return OkStatus();
+  }
+  if (!summed) return OkStatus();
+  const uint64_t got = XXH3_64bits(data, span);
+  const CopyProgram& program = *r->request.program;
+  const uint64_t offset = program.ops.empty() ? 0 : program.ops[0].dst_offset;
+  if (got == h.checksum) {
+    {
+      absl::MutexLock lock(&mu_);
+      resend_asked_.erase(key);
+    }
+    Answer(c, FrameType::kAck, h);
+    return OkStatus();
+  }
+  const std::string what = StrCat(
+      "node '", options_.node_name, "': chunk ", h.chunk, " of transfer ", h.transfer,
+      " from peer '", peer_, "' (", span, " bytes at offset ", offset,
+      " of its destination) failed its checksum (sent ", h.checksum, ", received ", got, ")");
+  bool again = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!dead_.count(h.transfer) && resend_asked_.insert(key).second) {
+      posted_.emplace(key, std::move(*r));
+      again = true;
+    } else {
+      resend_asked_.erase(key);
+    }
+  }
+  if (again) {
+    spdlog::warn("{}; asking for it once more", what);
+    r.reset();
+    Answer(c, FrameType::kResend, h);
+    return OkStatus();
+  }
+  r->done(absl::DataLossError(StrCat(what, " again after it was re-sent")));
+  r.reset();
+  return OkStatus();
+}
+
+void PeerLink::Answer(Conn& c, FrameType type, const FrameHeader& h) {
+  Job j;
+  j.header.type = type;
+  j.header.transfer = h.transfer;
+  j.header.chunk = h.chunk;
+  Enqueue(c, std::move(j));
+}
+
+Status PeerLink::OnAnswer(Conn& c, const FrameHeader& h) {
+  const Key key{h.transfer, h.chunk};
+  std::optional<Request> r;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = unacked_.find(key);
+    if (it == unacked_.end()) return OkStatus();  // its transfer ended meanwhile
+    if (h.type == FrameType::kResend) {
+      if (!resent_.insert(key).second) {
+        return absl::DataLossError(StrCat("peer '", peer_, "' asked for chunk ", h.chunk,
+                                          " of transfer ", h.transfer, " a third time"));
+      }
+      Job j;
+      j.header.type = FrameType::kData;
+      j.data = std::move(it->second);
+      unacked_.erase(it);
+      Enqueue(c, std::move(j));
+      return OkStatus();
+    }
+    r = std::move(it->second);
+    unacked_.erase(it);
+    resent_.erase(key);
+  }
+  r->done(OkStatus());
+  return OkStatus();
+}
+
+}  // namespace isometry::net

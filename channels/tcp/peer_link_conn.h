@@ -1,0 +1,62 @@
+// Internal to channels/tcp: one data connection of a PeerLink and the
+// frames queued on it. Shared by the link's files (peer_link.cc,
+// peer_link_hello.cc, peer_link_checksum.cc); not a public interface.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "channels/tcp/peer_link.h"
+
+namespace isometry::net {
+
+struct PeerLink::Job {
+  FrameHeader header;
+  std::string control;          // HELLO / ABORT payload
+  std::optional<Request> data;  // DATA: what to send
+};
+
+struct PeerLink::Conn {
+  std::unique_ptr<Wire> wire;
+  bool outgoing = false;
+  bool checksum = false;  // what its hello settled
+  absl::Mutex mu;
+  // Control frames first, then DATA by priority (higher first), each in
+  // the order queued.
+  std::deque<Job> queue ABSL_GUARDED_BY(mu);
+  bool closing ABSL_GUARDED_BY(mu) = false;
+  std::thread reader, writer;
+  std::vector<std::byte> send_bounce, recv_bounce;  // owned by the writer / reader thread
+
+  ~Conn() {
+    if (reader.joinable()) reader.join();
+    if (writer.joinable()) writer.join();
+  }
+  bool WriterHasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return closing || !queue.empty();
+  }
+  // Wakes both threads for good: they exit, the destructor joins them.
+  // Queued DATA fails with `why`; queued control frames go to `leftover`
+  // when given (a replaced connection's credits must still be sent).
+  void Close(std::vector<std::function<void()>>& calls, const Status& why,
+             std::deque<Job>* leftover = nullptr) ABSL_LOCKS_EXCLUDED(mu) {
+    absl::MutexLock lock(&mu);
+    if (!closing) wire->Shutdown();
+    closing = true;
+    for (Job& j : queue) {
+      if (j.data) {
+        calls.push_back([d = std::move(j.data->done), why] { d(why); });
+      } else if (leftover) {
+        leftover->push_back(std::move(j));
+      }
+    }
+    queue.clear();
+  }
+};
+
+}  // namespace isometry::net

@@ -1,0 +1,94 @@
+// A PeerLink's outgoing connections: TLS (when on), then the challenge
+// hello of frame.h, so a recorded hello never opens another connection.
+#include <spdlog/spdlog.h>
+
+#include "channels/tcp/peer_link.h"
+#include "channels/tcp/peer_link_conn.h"
+#include "core/random.h"
+
+namespace isometry::net {
+
+Status PeerLink::Connect(const std::string& address, uint32_t self_node, const Prover& prove) {
+  {
+    std::vector<std::shared_ptr<Conn>> old;
+    absl::MutexLock lock(&mu_);
+    if (static_cast<int>(out_.size()) == options_.connections) return OkStatus();
+    old.swap(closed_);  // threads of failed connections have exited or are exiting
+  }
+  std::vector<std::shared_ptr<Conn>> conns;
+  for (int i = 0; i < options_.connections; ++i) {
+    ISO_ASSIGN_OR_RETURN(std::shared_ptr<Conn> c, Open(address, self_node, prove));
+    conns.push_back(std::move(c));
+  }
+  const Wire& first = *conns.front()->wire;
+  absl::MutexLock lock(&mu_);
+  std::vector<std::function<void()>> calls;
+  for (auto& c : out_) c->Close(calls, Unavailable("replaced"));
+  for (auto& c : out_) closed_.push_back(c);
+  out_ = conns;
+  ++generation_;
+  for (auto& c : conns) StartConn(c);
+  for (auto& fn : calls) completer_->Post(std::move(fn));
+  spdlog::info("data link to peer '{}': {} connection(s) to {}, {}, checksums {}", peer_,
+               conns.size(), address,
+               !first.tls()        ? "no TLS"
+               : first.ktls_send() ? (first.ktls_recv() ? "TLS 1.3, kTLS send and receive"
+                                                        : "TLS 1.3, kTLS send only")
+                                   : "TLS 1.3 in user space (no kTLS)",
+               conns.front()->checksum ? "on" : "off");
+  return OkStatus();
+}
+
+Result<std::shared_ptr<PeerLink::Conn>> PeerLink::Open(const std::string& address,
+                                                       uint32_t self_node, const Prover& prove) {
+  const uint32_t t = options_.timeout_ms;
+  ISO_ASSIGN_OR_RETURN(UniqueFd connected, ConnectTo(address, t));
+  TuneSocket(connected.get(), t);
+  auto c = std::make_shared<Conn>();
+  c->outgoing = true;
+  c->wire = std::make_unique<Wire>(std::move(connected), address);
+  Wire& w = *c->wire;
+  if (options_.tls) {
+    Status s = w.StartTls(*options_.tls, /*accepting=*/false, peer_, t);
+    if (!s.ok()) {
+      return Status(s.code(), StrCat("data connection to peer '", peer_, "': ", s.message()));
+    }
+  }
+  FrameHeader h;
+  h.type = FrameType::kHello;
+  h.code = self_node;
+  if (options_.checksum) h.flags |= kFlagChecksum;
+  const std::string nonce = RandomHex(16);
+  h.length = nonce.size();
+  ISO_RETURN_IF_ERROR(w.SendFrame(h, nonce.data()));
+  // Either answer may be a refusal (ABORT, with its reason).
+  auto answer = [&](FrameType want, std::string& payload) -> Status {
+    FrameHeader reply;
+    ISO_RETURN_IF_ERROR(w.RecvFrame(reply, &payload, t));
+    if (reply.type == want) {
+      c->checksum = (reply.flags & kFlagChecksum) != 0;
+      return OkStatus();
+    }
+    if (reply.type == FrameType::kAbort) {
+      return absl::PermissionDeniedError(
+          StrCat("peer '", peer_, "' at ", address, " refused the data connection: ", payload));
+    }
+    return absl::DataLossError(StrCat("peer '", peer_, "' at ", address,
+                                      " answered the hello with frame type ",
+                                      static_cast<int>(reply.type)));
+  };
+  std::string challenge, accepted;
+  ISO_RETURN_IF_ERROR(answer(FrameType::kChallenge, challenge));
+  if (challenge.size() < 16) {
+    return absl::DataLossError(StrCat("peer '", peer_, "' sent a challenge without a nonce"));
+  }
+  const std::string proof = prove(nonce, challenge);
+  FrameHeader p;
+  p.type = FrameType::kProof;
+  p.length = proof.size();
+  ISO_RETURN_IF_ERROR(w.SendFrame(p, proof.data()));
+  ISO_RETURN_IF_ERROR(answer(FrameType::kHello, accepted));
+  return c;
+}
+
+}  // namespace isometry::net
