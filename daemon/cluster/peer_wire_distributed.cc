@@ -65,6 +65,7 @@ void ToProto(const RedistributePart& p, v1::PeerRedistributePart* out) {
   isometry::ToProto(p.consumer_spec, out->mutable_consumer_distribution());
   out->set_element_bytes(p.element_bytes);
   for (const RankPlace& r : p.consumers) ToProto(r, out->add_consumers());
+  out->set_concurrency(p.concurrency);
 }
 
 Result<RedistributePart> FromProto(const v1::PeerRedistributePart& in) {
@@ -75,6 +76,7 @@ Result<RedistributePart> FromProto(const v1::PeerRedistributePart& in) {
   ISO_ASSIGN_OR_RETURN(p.producer_spec, DistributionFromProto(in.producer_distribution()));
   ISO_ASSIGN_OR_RETURN(p.consumer_spec, DistributionFromProto(in.consumer_distribution()));
   p.element_bytes = in.element_bytes();
+  p.concurrency = in.concurrency();
   for (const v1::PeerRankPlace& r : in.consumers()) {
     ISO_ASSIGN_OR_RETURN(RankPlace place, FromProto(r));
     if (place.node.empty()) return InvalidArgument("consumer rank ", place.rank, " has no node");

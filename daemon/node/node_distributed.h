@@ -89,6 +89,7 @@ struct RedistributePart {
   redistribution::DistributionSpec producer_spec, consumer_spec;
   uint64_t element_bytes = 0;
   std::vector<RankPlace> consumers;  // every consumer rank, node set
+  uint32_t concurrency = 1;          // piece copies at once (the node's own bound caps it)
 };
 
 // ---- the node's own records (node_impl.h holds a table of these) ----

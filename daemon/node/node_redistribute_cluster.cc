@@ -249,6 +249,9 @@ Result<uint64_t> Node::Impl::RedistributeAcrossNodes(
   for (const auto& r : sides[0].ranks) {
     if (std::find(nodes.begin(), nodes.end(), r->node) == nodes.end()) nodes.push_back(r->node);
   }
+  // One bound for the whole cluster: the parts share it.
+  const uint32_t conc = config.daemon.redistribute_concurrency;
+  part.concurrency = std::max<uint32_t>(1, conc / static_cast<uint32_t>(nodes.size()));
   const std::string what = StrCat("'", ForLog(c.producer), "' -> '", ForLog(c.consumer), "'");
   Impl* impl = this;
   auto across = std::make_shared<RedistributionAcross>(
@@ -350,7 +353,8 @@ Result<std::shared_ptr<CrossTransfer>> Node::Impl::StartPart(
   setup.what = StrCat("'", ForLog(part.producer), "' -> '", ForLog(part.consumer), "' (part on '",
                       self, "')");
   setup.dims = prod.dims();
-  setup.concurrency = config.daemon.redistribute_concurrency;
+  setup.concurrency =
+      std::clamp<uint32_t>(part.concurrency, 1, config.daemon.redistribute_concurrency);
   setup.disk_owner = StrCat("node '", caller, "'");
   setup.consumer_key = part.consumer;
   setup.cross = cross;
