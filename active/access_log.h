@@ -40,6 +40,8 @@ class LogWriter {
   // [published - capacity, published] reads as no progress.
   uint64_t Acknowledged() const;
   uint64_t published() const { return published_; }
+  // Bytes free for records now (the reader's acknowledgements included).
+  uint64_t Room() const { return Free(); }
   uint64_t next_seq() const { return seq_ + 1; }
   uint64_t capacity() const { return capacity_; }
 

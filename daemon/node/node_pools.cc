@@ -123,6 +123,10 @@ Status Node::Free(const std::string& session, uint64_t allocation, bool is_opera
   }
   if (a.owner == s->id) s->quota_used[a.pool->memory] -= a.shm.size();
   s->allocations.erase(allocation);
+  if (a.watch) {
+    a.watch->Close("the allocation was freed");
+    a.watch.reset();
+  }
   impl_->allocations.erase(it);
   return OkStatus();
 }
