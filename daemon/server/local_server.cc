@@ -26,6 +26,7 @@
 #include "daemon/node/shared_memory.h"
 #include "daemon/server/convert.h"
 #include "daemon/server/convert_distributed.h"
+#include "daemon/server/active_rpc.h"
 #include "isometry.pb.h"
 #include "proto/local_wire.h"
 #include "proto/ring_abi.h"
@@ -356,6 +357,12 @@ struct LocalServer::Impl {
       }
       case v1::LocalRequest::kRedistribute:
         return RedistributeLocal(node, c.session, req.redistribute(), resp->mutable_redistribute());
+      case v1::LocalRequest::kWatch:
+      case v1::LocalRequest::kUnwatch:
+      case v1::LocalRequest::kGetWatch:
+      case v1::LocalRequest::kActiveFlush:
+      case v1::LocalRequest::kDirtyPages:
+        return ActiveLocal(node, c.session, req, resp, fds);
       case v1::LocalRequest::BODY_NOT_SET:
         break;
     }
