@@ -375,6 +375,14 @@ Status WatchState::Apply(ActiveAccess& a) {
   const uint64_t need = LogNeed(pieces, a.op, max_data);
   const bool stream = need + cap / 4 > cap;
   if (need > 0 && !stream && !WaitForRoom(need + cap / 4)) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (closed_) {
+        return absl::AbortedError(StrCat("the watch on allocation ", allocation_, " ended while ",
+                                         "the copy waited for log room (", close_why_,
+                                         "); nothing of the copy was applied"));
+      }
+    }
     if (options_.full == LogFullMode::kFail) {
       return ResourceExhausted("access log of allocation ", allocation_, " is full (",
                                writer_.Room(), " of ", cap, " bytes free, ", need,
