@@ -167,6 +167,13 @@ class ActiveCopy : public std::enable_shared_from_this<ActiveCopy> {
   Status status_ ABSL_GUARDED_BY(mu_);
 };
 
+// Node::Write and Node::Read through a watch: a put of `data` or a get of
+// `length` bytes at `offset` of the watched allocation, finished by the
+// watch's worker (waited for here). False when no region is touched (the
+// caller moves the bytes itself).
+Result<bool> RunActiveBytes(WatchState& w, active::Op op, uint64_t session, uint64_t offset,
+                            std::string_view data, uint64_t length);
+
 // A found transfer record as Cancel, GetTransfer and WhenDone see it.
 struct FoundTransfer {
   TransferRecord* record = nullptr;

@@ -6,6 +6,8 @@
 
 #include <cstring>
 
+#include "absl/synchronization/notification.h"
+
 #include "core/checked.h"
 #include "core/strings.h"
 #include "daemon/node/node_impl.h"
@@ -117,6 +119,32 @@ void ActiveCopy::StartPut() {
   }
   auto self = shared_from_this();
   put_watch->Enqueue(std::move(put), [self](Status s) { self->finish(std::move(s)); });
+}
+
+Result<bool> RunActiveBytes(WatchState& w, active::Op op, uint64_t session, uint64_t offset,
+                            std::string_view data, uint64_t length) {
+  const Ranges ranges{{offset, offset + length}};
+  bool watched = false;
+  ISO_RETURN_IF_ERROR(w.CheckAccess(op, ranges, watched));
+  if (!watched) return false;
+  ActiveAccess acc;
+  acc.op = op;
+  acc.ranges = ranges;
+  acc.source.session = session;
+  if (op == active::Op::kPut) {
+    acc.scratch = std::make_unique<std::byte[]>(data.size());
+    std::memcpy(acc.scratch.get(), data.data(), data.size());
+    acc.scratch_base = offset;
+  }
+  absl::Notification done;
+  Status status;
+  w.Enqueue(std::move(acc), [&](Status s) {
+    status = std::move(s);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  ISO_RETURN_IF_ERROR(status);
+  return true;
 }
 
 uint64_t Node::Impl::WatchedRegionsLocked(const Session& s) const {
