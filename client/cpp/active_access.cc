@@ -14,8 +14,7 @@ AccessLog::~AccessLog() {
   ::close(event_fd_);
 }
 
-size_t AccessLog::Poll(
-    const std::function<void(const active::LogEntry&, std::string_view)>& fn) {
+size_t AccessLog::Poll(const std::function<void(const active::LogEntry&, std::string_view)>& fn) {
   return reader_.Poll(fn);
 }
 
@@ -69,8 +68,7 @@ Result<uint64_t> ActiveAccess::Watch(const Allocation& allocation, const WatchOp
     ::close(fds[1]);
     return reader.status();
   }
-  logs_[allocation.id()].reset(
-      new AccessLog(static_cast<std::byte*>(p), bytes, fds[1], *reader));
+  logs_[allocation.id()].reset(new AccessLog(static_cast<std::byte*>(p), bytes, fds[1], *reader));
   return resp.watch().region();
 }
 

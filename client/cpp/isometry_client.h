@@ -33,7 +33,7 @@
 namespace isometry::v1 {
 class LocalRequest;
 class LocalResponse;
-}
+}  // namespace isometry::v1
 
 namespace isometry::client {
 

@@ -7,7 +7,6 @@
 #include <cstring>
 
 #include "absl/synchronization/notification.h"
-
 #include "core/checked.h"
 #include "core/strings.h"
 #include "daemon/node/node_impl.h"
@@ -53,9 +52,8 @@ Ranges TouchedRanges(const InstanceRef& ref, uint64_t instance_offset,
   exact = false;
   const uint64_t total = StorageBytes(ref);
   Ranges whole{{instance_offset, instance_offset + total}};
-  Result<CanonicalForm> form =
-      ref.packed ? Result<CanonicalForm>(ref.packed->form)
-                 : LayoutForm(ref.shape, box.value_or(ref.shape.bounds));
+  Result<CanonicalForm> form = ref.packed ? Result<CanonicalForm>(ref.packed->form)
+                                          : LayoutForm(ref.shape, box.value_or(ref.shape.bounds));
   if (!form.ok() || form->runs() > kMaxExactRuns) return whole;
   Ranges out;
   for (const FormPiece& p : form->pieces) {
@@ -151,7 +149,8 @@ uint64_t Node::Impl::WatchedRegionsLocked(const Session& s) const {
   uint64_t n = 0;
   for (uint64_t id : s.allocations) {
     auto it = allocations.find(id);
-    if (it != allocations.end() && it->second->watch) n += it->second->watch->Report().regions.size();
+    if (it != allocations.end() && it->second->watch)
+      n += it->second->watch->Report().regions.size();
   }
   return n;
 }
@@ -209,9 +208,9 @@ Result<WatchHandle> Node::Watch(const std::string& session, const WatchSpec& spe
     // directory like every DSK path.
     ISO_ASSIGN_OR_RETURN(std::shared_ptr<DiskMemory> disk,
                          impl_->runtime->FindDisk(spec.file_memory));
-    ISO_ASSIGN_OR_RETURN(rs.file, OpenBeneath(disk->dir_fd(), spec.file,
-                                              O_WRONLY | O_CREAT | O_APPEND,
-                                              StrCat(spec.file_memory, ":", spec.file)));
+    ISO_ASSIGN_OR_RETURN(rs.file,
+                         OpenBeneath(disk->dir_fd(), spec.file, O_WRONLY | O_CREAT | O_APPEND,
+                                     StrCat(spec.file_memory, ":", spec.file)));
   }
   absl::MutexLock lock(&impl_->mu);
   ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
@@ -237,12 +236,11 @@ Result<WatchHandle> Node::Watch(const std::string& session, const WatchSpec& spe
                              " bytes asked; daemon.max_access_log_bytes is ",
                              dc.max_access_log_bytes);
     }
-    o.full = spec.full.value_or(dc.access_log_full == "fail" ? LogFullMode::kFail
-                                                             : LogFullMode::kBlock);
+    o.full =
+        spec.full.value_or(dc.access_log_full == "fail" ? LogFullMode::kFail : LogFullMode::kBlock);
     o.block_limit = std::chrono::milliseconds(dc.access_log_block_ms);
     o.limits.max_regions = dc.max_watched_regions_per_session;
-    ISO_ASSIGN_OR_RETURN(a.watch,
-                         WatchState::Create(a.id, s->id, a.shm.data(), a.shm.size(), o));
+    ISO_ASSIGN_OR_RETURN(a.watch, WatchState::Create(a.id, s->id, a.shm.data(), a.shm.size(), o));
   }
   Result<uint64_t> id = a.watch->AddRegion(std::move(rs));
   if (!id.ok()) {

@@ -80,8 +80,8 @@ Status HashInsert(std::byte* region, uint64_t region_bytes, uint32_t value_bytes
       placed = true;
     }
     if (!placed) {
-      return ResourceExhausted("hash_insert: the hashtable's ", slots, " slots are full (key ",
-                               key, " not inserted)");
+      return ResourceExhausted("hash_insert: the hashtable's ", slots, " slots are full (key ", key,
+                               " not inserted)");
     }
     ++inserted;
   }
@@ -274,11 +274,11 @@ Status WatchState::Append(LogEntry entry, std::string_view data, bool& waited) {
     Wake();
     waited = true;
     if (!WaitForRoom(need + writer_.capacity() / 4)) {
-      return absl::DeadlineExceededError(
-          StrCat("access log of allocation ", allocation_, " stayed full for ",
-                 options_.block_limit.count(), " ms while a copy logged more than the log holds; ",
-                 "entries up to seq ", writer_.next_seq() - 1,
-                 " were logged and the copy's bytes were applied"));
+      return absl::DeadlineExceededError(StrCat("access log of allocation ", allocation_,
+                                                " stayed full for ", options_.block_limit.count(),
+                                                " ms while a copy logged more than the log holds; ",
+                                                "entries up to seq ", writer_.next_seq() - 1,
+                                                " were logged and the copy's bytes were applied"));
     }
   }
   if (!writer_.TryAppend(entry, data)) return Internal("access log append failed with room");
@@ -304,12 +304,12 @@ Status WatchState::RunBuiltin(RegionState& rs, const Piece& p, const Effect& e,
     }
     case Handler::kHashInsert:
       if (a.op != Op::kPut) return OkStatus();
-      return HashInsert(memory_ + r.begin, r.end - r.begin, r.value_bytes, data,
-                        rs.stats.inserts);
+      return HashInsert(memory_ + r.begin, r.end - r.begin, r.value_bytes, data, rs.stats.inserts);
     case Handler::kFileLog: {
       LogEntry entry{};
       entry.record_bytes = static_cast<uint32_t>(sizeof entry + (e.data ? data.size() : 0));
-      entry.op = static_cast<uint16_t>(a.op == Op::kPut ? active::LogOp::kPut : active::LogOp::kGet);
+      entry.op =
+          static_cast<uint16_t>(a.op == Op::kPut ? active::LogOp::kPut : active::LogOp::kGet);
       entry.flags = static_cast<uint16_t>((e.apply ? active::kLogApplied : 0) |
                                           (e.data ? active::kLogHasData : 0));
       entry.seq = ++rs.stats.entries;
@@ -322,8 +322,8 @@ Status WatchState::RunBuiltin(RegionState& rs, const Piece& p, const Effect& e,
       entry.source_node = a.source.node;
       entry.data_bytes = e.data ? data.size() : 0;
       ISO_RETURN_IF_ERROR(WriteAll(rs.file.get(), &entry, sizeof entry, "file log write"));
-      if (e.data) ISO_RETURN_IF_ERROR(WriteAll(rs.file.get(), data.data(), data.size(),
-                                               "file log write"));
+      if (e.data)
+        ISO_RETURN_IF_ERROR(WriteAll(rs.file.get(), data.data(), data.size(), "file log write"));
       return OkStatus();
     }
   }
@@ -361,7 +361,8 @@ Status WatchState::Apply(ActiveAccess& a) {
                                        " ended before the copy was applied: ", close_why_));
     }
     for (const Piece& p : table_.SplitAll(a.ranges)) {
-      pieces.push_back({p.begin, p.end, p.region ? std::optional<Region>(*p.region) : std::nullopt});
+      pieces.push_back(
+          {p.begin, p.end, p.region ? std::optional<Region>(*p.region) : std::nullopt});
       if (p.region && active::EffectOf(*p.region, a.op).deny) {
         ++regions_[p.region->id].stats.denied;
         return PermissionDenied("bytes [", p.begin, ", ", p.end, ") of allocation ", allocation_,
@@ -384,14 +385,15 @@ Status WatchState::Apply(ActiveAccess& a) {
       }
     }
     if (options_.full == LogFullMode::kFail) {
-      return ResourceExhausted("access log of allocation ", allocation_, " is full (",
-                               writer_.Room(), " of ", cap, " bytes free, ", need,
-                               " needed); the owner has not acknowledged its entries. Nothing of ",
-                               "the copy was applied (the watch fails copies when its log is full)");
+      return ResourceExhausted(
+          "access log of allocation ", allocation_, " is full (", writer_.Room(), " of ", cap,
+          " bytes free, ", need,
+          " needed); the owner has not acknowledged its entries. Nothing of ",
+          "the copy was applied (the watch fails copies when its log is full)");
     }
     return absl::DeadlineExceededError(StrCat(
-        "access log of allocation ", allocation_, " stayed full for ",
-        options_.block_limit.count(), " ms (", need, " bytes needed); nothing of the copy was applied"));
+        "access log of allocation ", allocation_, " stayed full for ", options_.block_limit.count(),
+        " ms (", need, " bytes needed); nothing of the copy was applied"));
   }
   if (stream && options_.full == LogFullMode::kFail) {
     return ResourceExhausted("the copy would log ", need, " bytes into allocation ", allocation_,
@@ -411,9 +413,10 @@ Status WatchState::Apply(ActiveAccess& a) {
     if (!p.region || !status.ok()) continue;
     const Region& r = *p.region;
     const Effect e = active::EffectOf(r, a.op);
-    const char* bytes = a.op == Op::kPut
-                            ? reinterpret_cast<const char*>(a.scratch.get() + (p.begin - a.scratch_base))
-                            : reinterpret_cast<const char*>(memory_ + p.begin);
+    const char* bytes =
+        a.op == Op::kPut
+            ? reinterpret_cast<const char*>(a.scratch.get() + (p.begin - a.scratch_base))
+            : reinterpret_cast<const char*>(memory_ + p.begin);
     const std::string_view data(bytes, p.end - p.begin);
     {
       absl::MutexLock lock(&mu_);

@@ -34,8 +34,9 @@ Status DirtyPagesRpc(Node& node, const std::string& session, const v1::DirtyPage
 grpc::ServerUnaryReactor* ActiveFlushRpc(Node& node, const std::string& session,
                                          const v1::ActiveFlushRequest& req,
                                          grpc::ServerUnaryReactor* reactor) {
-  Status s = node.ActiveFlush(session, req.allocation(), std::chrono::milliseconds(req.timeout_ms()),
-                              [reactor](Status done) { reactor->Finish(ToGrpc(done)); });
+  Status s =
+      node.ActiveFlush(session, req.allocation(), std::chrono::milliseconds(req.timeout_ms()),
+                       [reactor](Status done) { reactor->Finish(ToGrpc(done)); });
   if (!s.ok()) reactor->Finish(ToGrpc(s));
   return reactor;
 }

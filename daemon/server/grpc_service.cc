@@ -10,10 +10,10 @@
 #include <thread>
 
 #include "core/random.h"
-#include "daemon/server/convert.h"
 #include "daemon/server/active_rpc.h"
-#include "daemon/server/convert_watch.h"
+#include "daemon/server/convert.h"
 #include "daemon/server/convert_distributed.h"
+#include "daemon/server/convert_watch.h"
 #include "daemon/server/timer.h"
 
 namespace isometry {

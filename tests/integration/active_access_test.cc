@@ -1,6 +1,8 @@
 // Active Access (issue #19) against a real isometryd: watched regions,
 // access logs, active puts and gets for each action, back-pressure, flush
 // ordering, ownership, and release when the owner goes.
+#include "client/cpp/active_access.h"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -12,7 +14,6 @@
 #include <thread>
 
 #include "active/log_abi.h"
-#include "client/cpp/active_access.h"
 #include "integration/client_helpers.h"
 #include "integration/daemon_fixture.h"
 #include "unit/test_util.h"
@@ -138,7 +139,7 @@ TEST_CASE("active put, log_only: the region keeps its bytes, the data goes to th
   Setup s(d);
   REQUIRE(s.aa->Watch(s.table, Opts(8192, 4096, active::Action::kLogOnly)).ok());
   const auto data = Pattern(8192, 9);
-  REQUIRE(s.Put(4096, data).status.ok());  // [4096, 12288)
+  REQUIRE(s.Put(4096, data).status.ok());             // [4096, 12288)
   CHECK(Same(s.table.data() + 4096, data, 0, 4096));  // outside: applied
   for (uint64_t i = 8192; i < 12288; ++i) CHECK(s.table.data()[i] == std::byte{0x11});
   auto entries = s.Drain();
@@ -247,7 +248,7 @@ TEST_CASE("a full log in fail mode fails the copy before any byte lands") {
   // The failed put left the bytes of the last successful one.
   CHECK(Same(s.table.data(), Pattern(500, static_cast<uint64_t>(ok - 1)), 0, 500));
   CHECK(s.Drain().size() == static_cast<size_t>(ok));  // every entry is there
-  CHECK(s.Put(0, Pattern(500, 99)).status.ok());         // room again after the ack
+  CHECK(s.Put(0, Pattern(500, 99)).status.ok());       // room again after the ack
 }
 
 TEST_CASE("a full log in block mode holds the copy until the owner acknowledges") {
@@ -261,9 +262,8 @@ TEST_CASE("a full log in block mode holds the copy until the owner acknowledges"
   int i = 0;
   std::future<Completion> blocked;
   for (;; ++i) {
-    blocked = std::async(std::launch::async, [&s, i] {
-      return s.Put(0, Pattern(500, static_cast<uint64_t>(i)));
-    });
+    blocked = std::async(std::launch::async,
+                         [&s, i] { return s.Put(0, Pattern(500, static_cast<uint64_t>(i))); });
     if (blocked.wait_for(milliseconds(500)) != std::future_status::ready) break;
     REQUIRE(blocked.get().status.ok());
     REQUIRE(i < 40);
@@ -300,13 +300,16 @@ TEST_CASE("only the owner watches an allocation or reads its log") {
   auto mapped = s.b->Map(s.table.id());
   REQUIRE(mapped.ok());
   ActiveAccess other(*s.b);
-  CHECK(absl::IsPermissionDenied(other.Watch(*mapped, Opts(0, 4096, active::Action::kDeny)).status()));
+  CHECK(absl::IsPermissionDenied(
+      other.Watch(*mapped, Opts(0, 4096, active::Action::kDeny)).status()));
   REQUIRE(s.aa->Watch(s.table, Opts(0, 4096, active::Action::kApplyLog)).ok());
   CHECK(absl::IsPermissionDenied(other.Stats(s.table.id()).status()));
   CHECK(other.Log(s.table.id()) == nullptr);
   // Bad ranges are refused at the boundary.
-  CHECK(absl::IsInvalidArgument(s.aa->Watch(s.table, Opts(100, 4096, active::Action::kApplyLog)).status()));
-  CHECK(absl::IsInvalidArgument(s.aa->Watch(s.table, Opts(0, 8192, active::Action::kApplyLog)).status()));
+  CHECK(absl::IsInvalidArgument(
+      s.aa->Watch(s.table, Opts(100, 4096, active::Action::kApplyLog)).status()));
+  CHECK(absl::IsInvalidArgument(
+      s.aa->Watch(s.table, Opts(0, 8192, active::Action::kApplyLog)).status()));
   CHECK(absl::IsInvalidArgument(
       s.aa->Watch(s.table, Opts(kTable, 4096, active::Action::kApplyLog)).status()));
 }
