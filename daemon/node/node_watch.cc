@@ -149,8 +149,9 @@ uint64_t Node::Impl::WatchedRegionsLocked(const Session& s) const {
   uint64_t n = 0;
   for (uint64_t id : s.allocations) {
     auto it = allocations.find(id);
-    if (it != allocations.end() && it->second->watch)
+    if (it != allocations.end() && it->second->watch) {
       n += it->second->watch->Report().regions.size();
+    }
   }
   return n;
 }

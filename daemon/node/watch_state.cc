@@ -322,8 +322,9 @@ Status WatchState::RunBuiltin(RegionState& rs, const Piece& p, const Effect& e,
       entry.source_node = a.source.node;
       entry.data_bytes = e.data ? data.size() : 0;
       ISO_RETURN_IF_ERROR(WriteAll(rs.file.get(), &entry, sizeof entry, "file log write"));
-      if (e.data)
+      if (e.data) {
         ISO_RETURN_IF_ERROR(WriteAll(rs.file.get(), data.data(), data.size(), "file log write"));
+      }
       return OkStatus();
     }
   }

@@ -36,7 +36,7 @@ grpc::ServerUnaryReactor* ActiveFlushRpc(Node& node, const std::string& session,
                                          grpc::ServerUnaryReactor* reactor) {
   Status s =
       node.ActiveFlush(session, req.allocation(), std::chrono::milliseconds(req.timeout_ms()),
-                       [reactor](Status done) { reactor->Finish(ToGrpc(done)); });
+                       [reactor](const Status& done) { reactor->Finish(ToGrpc(done)); });
   if (!s.ok()) reactor->Finish(ToGrpc(s));
   return reactor;
 }

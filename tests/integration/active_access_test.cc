@@ -27,7 +27,7 @@ using std::chrono::milliseconds;
 
 namespace {
 
-constexpr uint64_t kTable = 64 * 1024;  // the watched allocation
+constexpr uint64_t kTable = uint64_t{64} * 1024;  // the watched allocation
 
 InstanceShape ByteShape(uint64_t n) {
   return {Box::FromExtents({static_cast<int64_t>(n)}), FieldSpace::Uniform(1, 1), Layout::Aos(1)};
@@ -112,7 +112,7 @@ TEST_CASE("active put, apply_log: applied, split at the region, logged with data
   Setup s(d);
   auto region = s.aa->Watch(s.table, Opts(4096, 4096, active::Action::kApplyLog));
   REQUIRE(region.ok());
-  const auto data = Pattern(3 * 4096, 7);
+  const auto data = Pattern(uint64_t{3} * 4096, 7);
   Completion c = s.Put(2048, data);  // [2048, 14336): three pieces
   REQUIRE(c.status.ok());
   CHECK(Same(s.table.data() + 2048, data, 0, data.size()));
