@@ -3,6 +3,9 @@
 // ordering, ownership, and release when the owner goes.
 #include "client/cpp/active_access.h"
 
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -393,4 +396,75 @@ TEST_CASE("built-in handlers: counters, hashtable insert, dirty pages, file log"
   // The client handler's log saw none of these.
   CHECK(s.Drain().empty());
   std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+size_t OpenFds(pid_t pid) {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("an owner process killed with SIGKILL: regions and log released, writers not stuck") {
+  Daemon d(kOneMemory);
+  const char* bin = std::getenv("ISOMETRY_CLIENT_WORKER");
+  REQUIRE(bin);
+  int out[2];
+  REQUIRE(pipe(out) == 0);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  const std::string sock = d.local_socket();
+  char* argv[] = {const_cast<char*>(bin), const_cast<char*>(sock.c_str()),
+                  const_cast<char*>("watcher"), nullptr};
+  pid_t owner = -1;
+  REQUIRE(posix_spawn(&owner, bin, &fa, nullptr, argv, environ) == 0);
+  posix_spawn_file_actions_destroy(&fa);
+  close(out[1]);
+  std::string line;
+  char ch;
+  while (read(out[0], &ch, 1) == 1 && ch != '\n') line += ch;
+  close(out[0]);
+  const uint64_t table = std::stoull(line);
+  CHECK(d.Status().watched_regions() == 1);
+  // A writer fills the never-acknowledged log; its next put waits.
+  auto b = ConnectTo(d.local_socket(), "writer");
+  auto mapped = b->Map(table);
+  REQUIRE(mapped.ok());
+  auto src = b->Allocate("sys0", 500);
+  REQUIRE(src.ok());
+  auto s = b->Register(*src, 0, ByteShape(500));
+  auto t = b->Register(*mapped, 0, ByteShape(500));
+  REQUIRE((s.ok() && t.ok()));
+  std::future<Completion> blocked;
+  for (int i = 0; i < 40; ++i) {
+    blocked = std::async(std::launch::async, [&] { return b->Copy(*s, *t); });
+    if (blocked.wait_for(milliseconds(500)) != std::future_status::ready) break;
+    REQUIRE(blocked.get().status.ok());
+  }
+  const size_t fds_watched = OpenFds(d.pid());
+  kill(owner, SIGKILL);
+  waitpid(owner, nullptr, 0);
+  REQUIRE(blocked.wait_for(milliseconds(5000)) == std::future_status::ready);
+  CHECK(absl::IsAborted(blocked.get().status));
+  for (int i = 0; i < 300 && d.Status().watched_allocations() != 0; ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  const v1::StatusResponse st = d.Status();
+  CHECK(st.watched_allocations() == 0);
+  CHECK(st.watched_regions() == 0);
+  CHECK(st.watches_size() == 0);
+  // The owner's socket, control segment, its two eventfds, and the log's
+  // memfd and eventfd are closed.
+  for (int i = 0; i < 300 && OpenFds(d.pid()) > fds_watched - 6; ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  CHECK(OpenFds(d.pid()) <= fds_watched - 6);
+  CHECK(b->Copy(*s, *t).status.ok());  // the published allocation is plain memory now
 }
