@@ -114,6 +114,19 @@ Result<std::vector<uint64_t>> ActiveAccess::DirtyPages(uint64_t allocation, bool
                                resp.dirty_pages().pages().end());
 }
 
+Result<CheckpointStats> ActiveAccess::Checkpoint(uint64_t allocation, const std::string& memory,
+                                                 const std::string& file, bool full) {
+  v1::LocalRequest req;
+  v1::CheckpointRequest* c = req.mutable_checkpoint();
+  c->set_allocation(allocation);
+  c->set_memory(memory);
+  c->set_file(file);
+  c->set_full(full);
+  ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, client_.Request(req, nullptr));
+  const v1::CheckpointResponse& r = resp.checkpoint();
+  return CheckpointStats{r.full(), r.pages_written(), r.bytes_written(), r.file_bytes()};
+}
+
 AccessLog* ActiveAccess::Log(uint64_t allocation) {
   std::lock_guard lock(mu_);
   auto it = logs_.find(allocation);

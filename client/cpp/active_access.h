@@ -54,6 +54,10 @@ struct WatchedRegionStats {
   uint64_t region = 0, offset = 0, bytes = 0;
   uint64_t puts = 0, gets = 0, bytes_accessed = 0, denied = 0, inserts = 0, dirty_pages = 0;
 };
+struct CheckpointStats {
+  bool full = false;
+  uint64_t pages_written = 0, bytes_written = 0, file_bytes = 0;
+};
 struct WatchStats {
   uint64_t log_bytes = 0, published = 0, acknowledged = 0, entries = 0;
   std::vector<WatchedRegionStats> regions;
@@ -103,6 +107,12 @@ class ActiveAccess {
   Result<WatchStats> Stats(uint64_t allocation);
   // kDirtyPages regions: the pages written since the last clear.
   Result<std::vector<uint64_t>> DirtyPages(uint64_t allocation, bool clear);
+  // Writes the allocation's image into `file` of DSK memory `memory`: all
+  // of it the first time (or with `full`), then only the pages its
+  // kDirtyPages regions saw written since. Restore with RegisterFile +
+  // Copy. Only the owner.
+  Result<CheckpointStats> Checkpoint(uint64_t allocation, const std::string& memory,
+                                     const std::string& file, bool full = false);
   // The allocation's log once watched here (null before), kept until the
   // allocation's last region is unwatched.
   AccessLog* Log(uint64_t allocation);

@@ -211,6 +211,13 @@ struct WatchHandle {
   int event_fd = -1;
 };
 
+struct CheckpointReport {
+  bool full = false;
+  uint64_t pages_written = 0;
+  uint64_t bytes_written = 0;
+  uint64_t file_bytes = 0;
+};
+
 // Completion callbacks get a report without `path` and `hops` (kept off
 // the latency path); GetTransfer() has the full one.
 using TransferCallback = std::function<void(const TransferReport&)>;
@@ -331,6 +338,17 @@ class Node {
   // `clear` starts a new epoch.
   Result<std::vector<uint64_t>> DirtyPages(const std::string& session, uint64_t allocation,
                                            bool clear);
+  // Incremental checkpoint (node_checkpoint.cc): the owner's allocation
+  // as an image in `file` of DSK memory `memory`. The first time (or with
+  // `full`, or when the file is not the allocation's size) every page is
+  // written; afterwards only the pages that its dirty_pages regions saw
+  // written since the last checkpoint. Then fdatasync. Pages the owner
+  // stores into through its own mapping are not tracked (the daemon sees
+  // only accesses through it). Restore by copying the file into an
+  // allocation (RegisterFile + Copy): byte-exact.
+  Result<CheckpointReport> Checkpoint(const std::string& session, uint64_t allocation,
+                                      const std::string& memory, const std::string& file,
+                                      bool full);
   // Every watch on this node (isoctl status; never a log's contents).
   std::vector<WatchReport> ListWatches() const;
 

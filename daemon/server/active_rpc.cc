@@ -31,6 +31,17 @@ Status DirtyPagesRpc(Node& node, const std::string& session, const v1::DirtyPage
   return OkStatus();
 }
 
+Status CheckpointRpc(Node& node, const std::string& session, const v1::CheckpointRequest& req,
+                     v1::CheckpointResponse* out) {
+  ISO_ASSIGN_OR_RETURN(CheckpointReport r, node.Checkpoint(session, req.allocation(), req.memory(),
+                                                           req.file(), req.full()));
+  out->set_full(r.full);
+  out->set_pages_written(r.pages_written);
+  out->set_bytes_written(r.bytes_written);
+  out->set_file_bytes(r.file_bytes);
+  return OkStatus();
+}
+
 grpc::ServerUnaryReactor* ActiveFlushRpc(Node& node, const std::string& session,
                                          const v1::ActiveFlushRequest& req,
                                          grpc::ServerUnaryReactor* reactor) {
@@ -85,6 +96,8 @@ Status ActiveLocal(Node& node, const std::string& session, const v1::LocalReques
       return FlushAndWait(node, session, req.active_flush());
     case v1::LocalRequest::kDirtyPages:
       return DirtyPagesRpc(node, session, req.dirty_pages(), resp->mutable_dirty_pages());
+    case v1::LocalRequest::kCheckpoint:
+      return CheckpointRpc(node, session, req.checkpoint(), resp->mutable_checkpoint());
     default:
       return InvalidArgument("not an active access request");
   }

@@ -19,6 +19,8 @@ Status GetWatchRpc(Node& node, const std::string& session, const v1::GetWatchReq
                    v1::WatchInfo* out);
 Status DirtyPagesRpc(Node& node, const std::string& session, const v1::DirtyPagesRequest& req,
                      v1::DirtyPagesResponse* out);
+Status CheckpointRpc(Node& node, const std::string& session, const v1::CheckpointRequest& req,
+                     v1::CheckpointResponse* out);
 // Finishes `reactor` from the watch's worker once flushed: no gRPC thread
 // waits.
 grpc::ServerUnaryReactor* ActiveFlushRpc(Node& node, const std::string& session,

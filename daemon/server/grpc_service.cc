@@ -563,6 +563,10 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
                                  v1::DirtyPagesResponse* resp) override {
     return Reply(ctx, DirtyPagesRpc(node_, SessionOf(ctx), *req, resp));
   }
+  ServerUnaryReactor* Checkpoint(CallbackServerContext* ctx, const v1::CheckpointRequest* req,
+                                 v1::CheckpointResponse* resp) override {
+    return Reply(ctx, CheckpointRpc(node_, SessionOf(ctx), *req, resp));
+  }
 
   ServerUnaryReactor* JoinDistributed(CallbackServerContext* ctx,
                                       const v1::JoinDistributedRequest* req,

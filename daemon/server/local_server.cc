@@ -362,6 +362,7 @@ struct LocalServer::Impl {
       case v1::LocalRequest::kGetWatch:
       case v1::LocalRequest::kActiveFlush:
       case v1::LocalRequest::kDirtyPages:
+      case v1::LocalRequest::kCheckpoint:
         return ActiveLocal(node, c.session, req, resp, fds);
       case v1::LocalRequest::BODY_NOT_SET:
         break;

@@ -100,3 +100,11 @@ class ActiveAccessMixin:
         the allocation's ``dirty_pages`` regions."""
         r = self._call("DirtyPages", pb.DirtyPagesRequest(allocation=_aid(alloc), clear=clear))
         return list(r.pages)
+
+    def checkpoint(self, alloc, memory: str, file: str, full: bool = False) -> "pb.CheckpointResponse":
+        """Writes the allocation's image into ``file`` of DSK ``memory``: all
+        pages the first time (or with ``full``), then only those its
+        ``dirty_pages`` regions saw written since. Restore by registering
+        the file as an instance and copying it into an allocation."""
+        req = pb.CheckpointRequest(allocation=_aid(alloc), memory=memory, file=file, full=full)
+        return self._call("Checkpoint", req)
