@@ -491,7 +491,7 @@ TEST_CASE("incremental checkpoint writes only dirty pages and restores byte-exac
   REQUIRE(second.ok());
   CHECK_FALSE(second->full);
   CHECK(second->pages_written == 3);
-  CHECK(second->bytes_written == 3 * 4096);
+  CHECK(second->bytes_written == uint64_t{3} * 4096);
   // Nothing written since: nothing to write.
   auto third = s.aa->Checkpoint(s.table.id(), "dsk0", "table.img");
   REQUIRE(third.ok());
@@ -504,7 +504,7 @@ TEST_CASE("incremental checkpoint writes only dirty pages and restores byte-exac
   REQUIRE((file.ok() && into.ok()));
   REQUIRE(s.a->Copy(*file, *into).status.ok());
   CHECK(std::memcmp(fresh->data(), s.table.data(), kTable) == 0);
-  CHECK(std::memcmp(s.table.data() + 4096 * 3 + 4000, Pattern(200, 5).data(), 200) == 0);
+  CHECK(std::memcmp(s.table.data() + uint64_t{4096} * 3 + 4000, Pattern(200, 5).data(), 200) == 0);
   // Only the owner checkpoints.
   CHECK(absl::IsPermissionDenied(
       ActiveAccess(*s.b).Checkpoint(s.table.id(), "dsk0", "other.img").status()));
