@@ -123,6 +123,7 @@ void Cluster::Stop() {
     if (t) t->Abort(why);
   }
   for (auto& o : os) o->Fail(why);
+  for (auto& p : impl->peers) impl->FailPartsWith(p->config.name, why);  // redistributions
   for (auto& p : impl->peers) {
     impl->data->Link(p->config.name).Fail(Unavailable("isometryd is stopping"));
   }
@@ -144,6 +145,20 @@ Result<PlanReport> Cluster::ExplainPacked(const std::string& src_memory,
                                           const std::string& dst_memory, const PackedEnd& src,
                                           const PackedEnd& dst) {
   return impl_->ExplainPacked(src_memory, dst_memory, src, dst);
+}
+
+Result<std::vector<DistributedRanks>> Cluster::QueryDistributed(const std::string& key) {
+  return impl_->QueryDistributed(key);
+}
+
+Result<std::shared_ptr<CrossTransfer>> Cluster::RunRedistributePart(
+    const std::string& node, RedistributePart part, std::function<void(Status, uint64_t)> done) {
+  return impl_->RunRedistributePart(node, std::move(part), std::move(done));
+}
+
+void Cluster::AnnounceDistributedEnded(const std::string& key, const std::set<std::string>& peers,
+                                       const std::string& why) {
+  impl_->AnnounceDistributedEnded(key, peers, why);
 }
 
 Result<std::shared_ptr<CrossTransfer>> Cluster::Copy(CrossCopySpec spec,

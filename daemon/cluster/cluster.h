@@ -60,6 +60,12 @@ class Cluster final : public CrossCopier {
                              const Box& bounds, const FieldSpace& fields) override;
   Result<PlanReport> ExplainPacked(const std::string& src_memory, const std::string& dst_memory,
                                    const PackedEnd& src, const PackedEnd& dst) override;
+  Result<std::vector<DistributedRanks>> QueryDistributed(const std::string& key) override;
+  Result<std::shared_ptr<CrossTransfer>> RunRedistributePart(
+      const std::string& node, RedistributePart part,
+      std::function<void(Status, uint64_t)> done) override;
+  void AnnounceDistributedEnded(const std::string& key, const std::set<std::string>& peers,
+                                const std::string& why) override;
 
   struct Impl;
 

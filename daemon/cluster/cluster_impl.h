@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -128,6 +129,7 @@ struct HalfRequest {
 };
 
 class CrossOp;
+class PartCall;  // distributed_peers.cc
 struct HalfOut;  // peer_wire.h
 
 }  // namespace cluster
@@ -164,6 +166,13 @@ struct Cluster::Impl {
   // Set-up of halves and reactions to dead links run here, never on a
   // gRPC, ring or link thread. Made in Start, ended in Stop.
   std::unique_ptr<net::Completer> worker ABSL_GUARDED_BY(mu);
+
+  // Redistribution parts: those this node runs on peers (by a local
+  // number), and those it runs for peers (by caller and their key).
+  std::map<uint64_t, std::weak_ptr<cluster::PartCall>> part_calls ABSL_GUARDED_BY(mu);
+  uint64_t next_part_call ABSL_GUARDED_BY(mu) = 0;
+  std::map<std::pair<std::string, uint64_t>, std::shared_ptr<CrossTransfer>> served_parts
+      ABSL_GUARDED_BY(mu);
 
   std::unique_ptr<v1::IsometryPeer::CallbackService> service;
   cluster::FormExchange forms;  // canonical forms sent to / received from peers
@@ -258,6 +267,25 @@ struct Cluster::Impl {
   // StartHalf at peer `p` (named `here`), sending the end's form by hash
   // or by bytes (exchange-once).
   Status CallStartHalf(const Peer& p, const std::string& here, cluster::HalfOut& out);
+  // ---- distributed instances across nodes (distributed_peers.cc) ----
+
+  Result<std::vector<DistributedRanks>> QueryDistributed(const std::string& key)
+      ABSL_LOCKS_EXCLUDED(mu);
+  Result<std::shared_ptr<CrossTransfer>> RunRedistributePart(
+      const std::string& name, RedistributePart part, std::function<void(Status, uint64_t)> done)
+      ABSL_LOCKS_EXCLUDED(mu);
+  void AnnounceDistributedEnded(const std::string& key, const std::set<std::string>& to,
+                                const std::string& why) ABSL_LOCKS_EXCLUDED(mu);
+  // Runs the part `caller` asks for; `done` once when it ends (not when
+  // this returns an error).
+  Status ServePart(const std::string& caller, const v1::PeerRedistributePart& req,
+                   std::function<void(Status, uint64_t)> done) ABSL_LOCKS_EXCLUDED(mu);
+  void AbortServedPart(const std::string& caller, uint64_t key, const Status& why)
+      ABSL_LOCKS_EXCLUDED(mu);
+  // Peer `name` is down: the parts it runs for this node and those this
+  // node runs for it end with `why`.
+  void FailPartsWith(const std::string& name, const Status& why) ABSL_LOCKS_EXCLUDED(mu);
+
   bool SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec, bool sending,
                      const std::string& here, const std::string& partner, const Path& path,
                      size_t net_hop, uint64_t chunk_target, uint64_t slot_limit);

@@ -27,6 +27,7 @@ class CrossOp final : public CrossTransfer, public std::enable_shared_from_this<
         done_(std::move(done)) {}
 
   void Cancel() override;
+  void Abort(const Status& why) override { Fail(why); }
   std::string PathText() const override { return path_; }
   uint64_t bytes() const override { return bytes_; }
   Clock::time_point started() const override { return started_; }

@@ -316,6 +316,7 @@ void Cluster::Impl::MarkDown(const std::string& name, const Status& why,
     if (t) t->Abort(why);
   }
   for (auto& o : os) o->Fail(why);
+  FailPartsWith(name, why);
 }
 
 std::string Cluster::Impl::MemoryName(MemoryId id) const {

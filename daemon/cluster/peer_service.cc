@@ -72,6 +72,55 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
     return Reply(ctx, OkStatus());
   }
 
+  grpc::ServerUnaryReactor* QueryDistributed(grpc::CallbackServerContext* ctx,
+                                             const v1::PeerDistributedQuery* req,
+                                             v1::PeerDistributedRanks* resp) override {
+    auto caller = Caller(ctx);
+    if (!caller.ok()) return Reply(ctx, caller.status());
+    ToProto(impl_->node->DistributedRanksForPeer(*caller, req->key()), resp);
+    return Reply(ctx, OkStatus());
+  }
+
+  grpc::ServerUnaryReactor* RedistributePart(grpc::CallbackServerContext* ctx,
+                                             const v1::PeerRedistributePart* req,
+                                             v1::PeerRedistributeDone* resp) override {
+    auto caller = Caller(ctx);
+    if (!caller.ok()) return Reply(ctx, caller.status());
+    grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+    Status s = impl_->ServePart(*caller, *req, [r, resp](const Status& end, uint64_t bytes) {
+      resp->set_code(static_cast<int>(end.code()));
+      resp->set_message(std::string(end.message()));
+      resp->set_bytes(bytes);
+      r->Finish(grpc::Status::OK);
+    });
+    if (!s.ok()) {
+      spdlog::warn("redistribution part {} for '{}' refused: {}", req->key(), ForLog(*caller),
+                   ForLog(s.ToString(), 512));
+      r->Finish(ToGrpc(s));
+    }
+    return r;
+  }
+
+  grpc::ServerUnaryReactor* AbortRedistributePart(grpc::CallbackServerContext* ctx,
+                                                  const v1::PeerAbortRedistribute* req,
+                                                  v1::PeerAbortRedistributeResponse*) override {
+    auto caller = Caller(ctx);
+    if (!caller.ok()) return Reply(ctx, caller.status());
+    const Status why(net::ErrorCodeFromWire(req->code()),
+                     StrCat("node '", *caller, "' ended the redistribution: ", req->message()));
+    impl_->AbortServedPart(*caller, req->key(), why);
+    return Reply(ctx, OkStatus());
+  }
+
+  grpc::ServerUnaryReactor* DistributedEnded(grpc::CallbackServerContext* ctx,
+                                             const v1::PeerDistributedEnded* req,
+                                             v1::PeerDistributedEndedResponse*) override {
+    auto caller = Caller(ctx);
+    if (!caller.ok()) return Reply(ctx, caller.status());
+    impl_->node->DistributedEndedByPeer(*caller, req->key(), req->why());
+    return Reply(ctx, OkStatus());
+  }
+
  private:
   static grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* ctx, const Status& s) {
     grpc::ServerUnaryReactor* r = ctx->DefaultReactor();

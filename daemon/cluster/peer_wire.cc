@@ -94,6 +94,8 @@ v1::StartHalfRequest ToProto(const HalfOut& h) {
   local->set_offset(h.end->offset);
   local->set_memory(h.end->memory);
   local->set_file(h.end->file);
+  req.set_distributed(h.end->distributed);
+  req.set_distributed_rank(h.end->distributed_rank);
   isometry::ToProto(h.end->shape, local);
   isometry::ToProto(h.other->shape.bounds, req.mutable_other_bounds());
   req.set_other_layout(h.other->shape.layout.ToString());
@@ -139,6 +141,12 @@ Result<HalfRequest> FromProto(const v1::StartHalfRequest& req) {
   }
   if (req.form_hash() == 0 && !req.form().empty()) {
     return InvalidArgument("a canonical form without its hash");
+  }
+  h.local.distributed = req.distributed();
+  h.local.distributed_rank = req.distributed_rank();
+  if (!h.local.distributed.empty() && (req.form_hash() == 0 || req.sending())) {
+    return InvalidArgument("a distributed rank's instance is only the destination of a ",
+                           "datatype half");
   }
   h.form_hash = req.form_hash();
   h.form = req.form();

@@ -39,4 +39,11 @@ v1::StartHalfRequest ToProto(const HalfOut& h);
 // The half a peer asks for; an error when the request is malformed.
 Result<HalfRequest> FromProto(const v1::StartHalfRequest& req);
 
+// Distributed instances across nodes (peer_wire_distributed.cc). Ranks
+// from a peer's answer are placed on `node`, the peer that answered.
+void ToProto(const DistributedRanks& r, v1::PeerDistributedRanks* out);
+Result<DistributedRanks> FromProto(const v1::PeerDistributedRanks& in, const std::string& node);
+void ToProto(const RedistributePart& p, v1::PeerRedistributePart* out);
+Result<RedistributePart> FromProto(const v1::PeerRedistributePart& in);
+
 }  // namespace isometry::cluster

@@ -7,10 +7,12 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "daemon/node/node_distributed.h"
 #include "daemon/runtime/runtime.h"
 
 namespace isometry {
@@ -43,6 +45,12 @@ struct CrossEnd {
   uint64_t offset = 0;
   std::string memory;  // without the node prefix
   std::string file;
+  // Instead of allocation or file: rank `distributed_rank`'s local
+  // instance of distributed instance `distributed` (namespace + name) on
+  // that node, a redistribution piece's destination (`memory` names its
+  // memory there).
+  std::string distributed;
+  uint64_t distributed_rank = 0;
   InstanceShape shape;
 };
 
@@ -75,6 +83,11 @@ class CrossTransfer {
  public:
   virtual ~CrossTransfer() = default;
   virtual void Cancel() = 0;
+  // Ends it with `why` (a cancellation by default).
+  virtual void Abort(const Status& why) {
+    (void)why;
+    Cancel();
+  }
   virtual std::string PathText() const = 0;
   virtual uint64_t bytes() const = 0;
   virtual std::chrono::steady_clock::time_point started() const = 0;
@@ -109,6 +122,31 @@ class CrossCopier {
   virtual Result<PlanReport> ExplainPacked(const std::string& src_memory,
                                            const std::string& dst_memory, const PackedEnd& src,
                                            const PackedEnd& dst) = 0;
+
+  // ---- distributed instances across nodes (node_distributed.h) ----
+
+  // The ranks every peer that is up holds of distributed instance `key`
+  // (namespace + name); an error names a peer that is up but did not
+  // answer.
+  virtual Result<std::vector<DistributedRanks>> QueryDistributed(const std::string& key) {
+    (void)key;
+    return std::vector<DistributedRanks>{};
+  }
+  // Runs `part` on peer `node`; `done` runs once with the part's end (its
+  // status and the bytes its pieces moved). Cancel() aborts it there.
+  virtual Result<std::shared_ptr<CrossTransfer>> RunRedistributePart(
+      const std::string& node, RedistributePart part,
+      std::function<void(Status, uint64_t)> done) {
+    (void)node, (void)part, (void)done;
+    return Unimplemented("this node has no peers");
+  }
+  // Tells `peers` that distributed instance `key` ended here (best
+  // effort: a peer that is down learns nothing, and a redistribution
+  // reaching it fails on the missing rank).
+  virtual void AnnounceDistributedEnded(const std::string& key, const std::set<std::string>& peers,
+                                        const std::string& why) {
+    (void)key, (void)peers, (void)why;
+  }
 };
 
 }  // namespace isometry

@@ -101,6 +101,7 @@ Result<CrossEnd> Node::ResolveForPeer(const InstanceSpec& spec,
   ISO_RETURN_IF_ERROR(shape.Validate("instance"));
   const uint64_t total = packed ? packed->span : shape.total_bytes();
   ISO_RETURN_IF_ERROR(CheckInstanceEnd(spec.offset, total));
+  if (!spec.distributed.empty()) return impl_->ResolveRankForPeer(spec, std::move(packed));
   CrossEnd end;
   if (!spec.file.empty()) {
     ISO_ASSIGN_OR_RETURN(MemoryId m, impl_->runtime->FindMemory(spec.memory));

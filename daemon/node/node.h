@@ -149,6 +149,10 @@ struct InstanceSpec {
   std::optional<Datatype> datatype;
   int64_t count = 1;
   uint64_t datatype_handle = 0;
+  // Peers only (ResolveForPeer): rank `distributed_rank`'s local instance
+  // of distributed instance `distributed` (namespace + name) on this node.
+  std::string distributed;
+  uint64_t distributed_rank = 0;
 };
 
 // A registered datatype (RegisterDatatype): its handle, MPI's figures and
@@ -317,6 +321,16 @@ class Node {
   // one transfer owned by the caller's session; `on_done` as for Copy.
   Result<uint64_t> Redistribute(const std::string& session, const std::string& producer,
                                 const std::string& consumer, TransferCallback on_done = nullptr);
+  // For peers (the cluster layer), with distributed instances named by
+  // namespace + name: the ranks joined here; the pieces of this node's
+  // producer ranks that node `caller` asks for (`done` once, with the
+  // bytes moved); the end of an instance a rank on `caller` left.
+  DistributedRanks DistributedRanksForPeer(const std::string& caller, const std::string& key);
+  Result<std::shared_ptr<CrossTransfer>> RunPartForPeer(const std::string& caller,
+                                                        const RedistributePart& part,
+                                                        std::function<void(Status, uint64_t)> done);
+  void DistributedEndedByPeer(const std::string& caller, const std::string& key,
+                              const std::string& why);
 
   // Active Access (node_watch.cc). Only the allocation's owner watches,
   // unwatches and reads the log (PERMISSION_DENIED for others); bad

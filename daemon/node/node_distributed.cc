@@ -142,7 +142,7 @@ Result<DistributedReport> Node::JoinDistributed(const std::string& session,
                                "daemon.max_distributed_per_uid is ", max);
     }
     auto fresh = std::make_shared<DistributedInstance>(
-        DistributedInstance{join.name, dist, join.element_bytes, {}, 0, {}});
+        DistributedInstance{join.name, dist, join.spec, join.element_bytes, {}, 0, {}});
     fresh->members.resize(dist.rank_count());
     found = impl_->distributed.emplace(key, std::move(fresh)).first;
   }
@@ -166,9 +166,9 @@ Result<DistributedReport> Node::JoinDistributed(const std::string& session,
   return ReportOf(d);
 }
 
-std::vector<std::shared_ptr<RedistributionOp>> Node::Impl::ReleaseDistributedLocked(
-    uint64_t session) {
-  std::vector<std::shared_ptr<RedistributionOp>> ops;
+std::vector<std::shared_ptr<CrossTransfer>> Node::Impl::ReleaseDistributedLocked(
+    uint64_t session, std::vector<EndedDistributed>& ended) {
+  std::vector<std::shared_ptr<CrossTransfer>> ops;
   for (auto it = distributed.begin(); it != distributed.end();) {
     const DistributedInstance& d = *it->second;
     bool member = false;
@@ -180,17 +180,15 @@ std::vector<std::shared_ptr<RedistributionOp>> Node::Impl::ReleaseDistributedLoc
     for (const auto& w : d.running) {
       if (auto op = w.lock()) ops.push_back(std::move(op));
     }
+    ended.push_back({it->first, d.peers});
     it = distributed.erase(it);
   }
   return ops;
 }
 
-void AbortRedistributions(const std::vector<std::shared_ptr<RedistributionOp>>& ops,
-                          uint64_t session) {
-  for (const auto& op : ops) {
-    op->Abort(absl::AbortedError(StrCat("session ", session, ", a rank of a distributed ",
-                                        "instance this redistribution uses, ended")));
-  }
+void AbortRedistributions(const std::vector<std::shared_ptr<CrossTransfer>>& ops,
+                          const Status& why) {
+  for (const auto& op : ops) op->Abort(why);
 }
 
 }  // namespace isometry

@@ -27,9 +27,11 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "core/instance.h"
 #include "redistribution/distribution.h"
 
 namespace isometry {
@@ -51,9 +53,47 @@ struct DistributedReport {
   uint64_t joined = 0;  // complete when joined == ranks
 };
 
+// ---- across nodes (the cluster layer carries these between daemons) ----
+//
+// A distributed instance may have ranks on several nodes: each node keeps
+// the ranks that joined there, and the node a Redistribute call reaches
+// (the coordinator) asks every peer for theirs (QueryDistributed). Every
+// rank must have joined on exactly one node. The coordinator then asks
+// each node holding producer ranks to run those ranks' pieces (a part);
+// a piece whose consumer rank lives on another node is a cross-node
+// datatype copy into that rank's local instance. When a rank's session
+// ends, its node ends the instance and tells its peers, which end theirs.
+
+// A rank's local instance, where it lies.
+struct RankPlace {
+  uint64_t rank = 0;
+  std::string node;    // empty: this node
+  std::string memory;  // its memory on that node ("sys0", "proc")
+  InstanceShape shape;
+  bool empty = false;  // the rank holds no element
+};
+
+// One node's ranks of a distributed instance (QueryDistributed).
+struct DistributedRanks {
+  std::string node;  // who answered
+  bool found = false;
+  redistribution::DistributionSpec spec;
+  uint64_t element_bytes = 0;
+  std::vector<RankPlace> ranks;
+};
+
+// The pieces of the producer ranks on one node (RedistributePart).
+struct RedistributePart {
+  uint64_t key = 0;
+  std::string producer, consumer;  // namespace + name
+  redistribution::DistributionSpec producer_spec, consumer_spec;
+  uint64_t element_bytes = 0;
+  std::vector<RankPlace> consumers;  // every consumer rank, node set
+};
+
 // ---- the node's own records (node_impl.h holds a table of these) ----
 
-class RedistributionOp;  // node_distributed.cc
+class CrossTransfer;  // cross_copy.h
 
 struct DistributedMember {
   uint64_t session = 0;  // the joining session's public number
@@ -63,16 +103,26 @@ struct DistributedMember {
 struct DistributedInstance {
   std::string name;
   redistribution::Distribution dist;
+  redistribution::DistributionSpec spec;  // what made `dist` (sent to peers)
   uint64_t element_bytes = 0;
   std::vector<std::optional<DistributedMember>> members;  // by rank
   uint64_t joined = 0;
-  // Redistributions reading or writing it, aborted when it ends.
-  std::vector<std::weak_ptr<RedistributionOp>> running;
+  // Redistributions (or parts of one) reading or writing it, aborted when
+  // it ends.
+  std::vector<std::weak_ptr<CrossTransfer>> running;
+  // Other nodes known to hold ranks of it (learned by QueryDistributed,
+  // asked or answered): told when it ends here, and only they can end it.
+  std::set<std::string> peers;
 };
 
-// Ends `ops` with ABORTED because `session` (a rank's) ended. Called
-// without the node lock.
-void AbortRedistributions(const std::vector<std::shared_ptr<RedistributionOp>>& ops,
-                          uint64_t session);
+// A distributed instance that ended here, and the peers to tell.
+struct EndedDistributed {
+  std::string key;  // namespace + name
+  std::set<std::string> peers;
+};
+
+// Ends `ops` with `why`. Called without the node lock.
+void AbortRedistributions(const std::vector<std::shared_ptr<CrossTransfer>>& ops,
+                          const Status& why);
 
 }  // namespace isometry

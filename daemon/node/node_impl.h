@@ -183,6 +183,15 @@ struct FoundTransfer {
 // Callbacks owed to clients, run outside the node lock.
 using PendingCalls = std::vector<std::pair<TransferCallback, TransferReport>>;
 
+// A redistribution some of whose ranks joined on other nodes, as
+// Node::Redistribute found it (node_redistribute_cluster.cc goes on).
+struct ClusterRedistribution {
+  uint64_t session = 0;
+  SessionOwner owner;
+  std::string ns, producer, consumer;
+  std::shared_ptr<DistributedInstance> local[2];  // this node's ranks, if any
+};
+
 struct Node::Impl {
   // ---- constant after Create ----
   Config config;
@@ -281,17 +290,42 @@ struct Node::Impl {
   std::map<std::string, std::shared_ptr<DistributedInstance>> distributed ABSL_GUARDED_BY(mu);
   // Removes every distributed instance `session` is a rank of; returns the
   // redistributions they were part of (the caller aborts them unlocked).
-  std::vector<std::shared_ptr<RedistributionOp>> ReleaseDistributedLocked(uint64_t session)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // `ended` receives the keys (namespace + name) of the instances removed.
+  std::vector<std::shared_ptr<CrossTransfer>> ReleaseDistributedLocked(
+      uint64_t session, std::vector<EndedDistributed>& ended) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // The ranks' local instances of `d` as copy ends (node_redistribute.cc);
   // `destination`: the consumer's (DSK files refused there).
   Result<std::vector<RankEnd>> RankEndsLocked(const DistributedInstance& d, bool destination) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  Result<RankEnd> RankEndLocked(const DistributedInstance& d, size_t rank, bool destination) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+
+  // ---- distributed instances across nodes (node_redistribute_cluster.cc) ----
+  // Node::Redistribute where not every rank joined here.
+  Result<uint64_t> RedistributeAcrossNodes(ClusterRedistribution c,
+                                           const std::shared_ptr<TransferRecord>& record)
+      ABSL_LOCKS_EXCLUDED(mu);
+  // The ranks of `d` joined on this node, as peers see them.
+  DistributedRanks LocalRanksLocked(const DistributedInstance& d) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Runs the pieces of `part`'s producer ranks on this node (for `caller`,
+  // a node's name); `done` once with its end and the bytes moved.
+  Result<std::shared_ptr<CrossTransfer>> StartPart(const RedistributePart& part,
+                                                   const std::string& caller,
+                                                   std::function<void(Status, uint64_t)> done)
+      ABSL_LOCKS_EXCLUDED(mu);
+  // A redistribution piece's destination a peer names (ResolveForPeer).
+  Result<CrossEnd> ResolveRankForPeer(const InstanceSpec& spec,
+                                      std::shared_ptr<const PackedEnd> packed) const
+      ABSL_LOCKS_EXCLUDED(mu);
+  // Ends the distributed instance `key` here (a peer said it ended there).
+  std::vector<std::shared_ptr<CrossTransfer>> EndDistributedLocked(const std::string& key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Ties a planned redistribution to its two sides (ABORTED if either has
   // ended since) and records it as the session's transfer.
   Status AdoptRedistributionLocked(uint64_t session, const std::string& ns,
                                    const std::shared_ptr<DistributedInstance> sides[2],
-                                   const std::shared_ptr<RedistributionOp>& op,
+                                   const std::shared_ptr<CrossTransfer>& op,
                                    const std::shared_ptr<TransferRecord>& record,
                                    PendingCalls& calls, bool& adopted)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);

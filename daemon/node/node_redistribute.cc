@@ -120,29 +120,28 @@ void AddTasks(uint64_t p, const Piece& piece, int dims, uint64_t element_bytes,
   flush();
 }
 
-// The packed end of a piece in one side's local storage: `use_local`
-// reads Run::local (the producer's indices), else Run::remote.
-Result<std::shared_ptr<const PackedEnd>> PieceEnd(const StridedStorage& st, const PieceTask& t,
-                                                  int dims, bool use_local, std::string what) {
-  Datatype type = *st.element;
-  std::vector<int64_t> lens, disps;
-  for (int k = dims - 1; k >= 0; --k) {  // innermost first
-    const int d = t.order[k];
-    ISO_ASSIGN_OR_RETURN(const Datatype step, Datatype::Resized(type, 0, st.stride[d]));
-    const std::span<const Run> runs = d == 0 ? std::span<const Run>(t.dim0) : t.runs[d];
-    lens.clear();
-    disps.clear();
-    for (const Run& r : runs) {
-      lens.push_back(static_cast<int64_t>(r.length));
-      disps.push_back(static_cast<int64_t>(use_local ? r.local : r.remote) * st.stride[d]);
-    }
-    ISO_ASSIGN_OR_RETURN(type, Datatype::Hindexed(lens, disps, step));
+
+Status Compatible(const DistributedInstance& a, const DistributedInstance& b) {
+  if (a.dist.extents() != b.dist.extents() || a.dist.dims() != b.dist.dims() ||
+      a.element_bytes != b.element_bytes) {
+    return InvalidArgument("cannot redistribute '", a.name, "' (", a.dist.ToString(), ", ",
+                           a.element_bytes, "-byte elements) into '", b.name, "' (",
+                           b.dist.ToString(), ", ", b.element_bytes,
+                           "-byte elements): the global extents and element sizes must match");
   }
-  ISO_ASSIGN_OR_RETURN(CanonicalForm form, DatatypeForm(type, 1));
-  return MakePackedEnd(std::move(form), st.span, std::move(what));
+  return OkStatus();
 }
 
-// Every producer's exchange set (ASPEN) and its pieces as tasks, dealt
+bool IsMember(const DistributedInstance& d, uint64_t session) {
+  for (const auto& m : d.members) {
+    if (m && m->session == session) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+// Every producer's (on this node) exchange set (ASPEN) and its pieces as tasks, dealt
 // round-robin over producers, each producer's list started at a different
 // consumer, so the copies running at once spread over ranks.
 Status PlanPieces(const Dist& prod, const Dist& cons, uint64_t element_bytes,
@@ -151,6 +150,10 @@ Status PlanPieces(const Dist& prod, const Dist& cons, uint64_t element_bytes,
   setup.exchanges.reserve(m);  // tasks hold views into them: no reallocation
   std::vector<std::vector<PieceTask>> per(m);
   for (uint64_t p = 0; p < m; ++p) {
+    if (!setup.producers[p].node.empty()) {  // its node runs its pieces
+      setup.exchanges.emplace_back();
+      continue;
+    }
     ISO_ASSIGN_OR_RETURN(ExchangeSet ex, redistribution::ComputeExchange(
                                              prod, p, cons, redistribution::Algorithm::kAspen));
     setup.exchanges.push_back(std::move(ex));
@@ -177,58 +180,45 @@ Status PlanPieces(const Dist& prod, const Dist& cons, uint64_t element_bytes,
   return OkStatus();
 }
 
-Status Compatible(const DistributedInstance& a, const DistributedInstance& b) {
-  if (a.dist.extents() != b.dist.extents() || a.dist.dims() != b.dist.dims() ||
-      a.element_bytes != b.element_bytes) {
-    return InvalidArgument("cannot redistribute '", a.name, "' (", a.dist.ToString(), ", ",
-                           a.element_bytes, "-byte elements) into '", b.name, "' (",
-                           b.dist.ToString(), ", ", b.element_bytes,
-                           "-byte elements): the global extents and element sizes must match");
-  }
-  return OkStatus();
-}
-
-bool IsMember(const DistributedInstance& d, uint64_t session) {
-  for (const auto& m : d.members) {
-    if (m && m->session == session) return true;
-  }
-  return false;
-}
-
-}  // namespace
-
 Result<std::vector<RankEnd>> Node::Impl::RankEndsLocked(const DistributedInstance& d,
                                                         bool destination) const {
   std::vector<RankEnd> ends(d.members.size());
   for (size_t r = 0; r < ends.size(); ++r) {
-    const DistributedMember& m = *d.members[r];
-    RankEnd& e = ends[r];
-    if (m.instance == 0) {
-      e.empty = true;
-      continue;
-    }
-    auto it = instances.find(m.instance);
-    if (it == instances.end()) {
-      return NotFound("rank ", r, " of '", d.name, "': its instance ", m.instance,
-                      " is no longer registered");
-    }
-    const Instance& in = it->second;
-    const std::string what = StrCat("rank ", r, " of '", d.name, "'");
-    ISO_ASSIGN_OR_RETURN(e.storage, StridedStorageOf(in.shape, what));
-    if (in.private_range && !in.private_range->alive) {
-      return NotFound(what, ": its private range ended");
-    }
-    if (!in.private_range && !in.allocation && destination) {
-      // Each piece copy into a file writes a whole new version of it and
-      // renames it over the target (daemon/runtime/disk_endpoint.h):
-      // concurrent pieces would undo each other.
-      return Unimplemented(what, ": its instance is a DSK file; a file can be a producer's ",
-                           "local storage but not yet a consumer's");
-    }
-    e.ref = LocalRefLocked(in);
-    e.keep = in.allocation;
+    ISO_ASSIGN_OR_RETURN(ends[r], RankEndLocked(d, r, destination));
   }
   return ends;
+}
+
+Result<RankEnd> Node::Impl::RankEndLocked(const DistributedInstance& d, size_t r,
+                                          bool destination) const {
+  RankEnd e;
+  if (!d.members[r]) return NotFound("rank ", r, " of '", d.name, "' has not joined here");
+  const DistributedMember& m = *d.members[r];
+  if (m.instance == 0) {
+    e.empty = true;
+    return e;
+  }
+  auto it = instances.find(m.instance);
+  if (it == instances.end()) {
+    return NotFound("rank ", r, " of '", d.name, "': its instance ", m.instance,
+                    " is no longer registered");
+  }
+  const Instance& in = it->second;
+  const std::string what = StrCat("rank ", r, " of '", d.name, "'");
+  ISO_ASSIGN_OR_RETURN(e.storage, StridedStorageOf(in.shape, what));
+  if (in.private_range && !in.private_range->alive) {
+    return NotFound(what, ": its private range ended");
+  }
+  if (!in.private_range && !in.allocation && destination) {
+    // Each piece copy into a file writes a whole new version of it and
+    // renames it over the target (daemon/runtime/disk_endpoint.h):
+    // concurrent pieces would undo each other.
+    return Unimplemented(what, ": its instance is a DSK file; a file can be a producer's ",
+                         "local storage but not yet a consumer's");
+  }
+  e.ref = LocalRefLocked(in);
+  e.keep = in.allocation;
+  return e;
 }
 
 Result<uint64_t> Node::Redistribute(const std::string& session, const std::string& producer,
@@ -242,38 +232,53 @@ Result<uint64_t> Node::Redistribute(const std::string& session, const std::strin
   std::shared_ptr<DistributedInstance> sides[2];
   uint64_t session_id = 0;
   std::string ns;
+  std::optional<ClusterRedistribution> across;
   {
     absl::MutexLock lock(&impl_->mu);
     ISO_ASSIGN_OR_RETURN(Session * s, impl_->TransferSessionLocked(session));
     ns = DistributedNamespace(*s);
     const std::string names[2] = {producer, consumer};
+    bool here = true;  // every rank of both joined on this node
     for (int i = 0; i < 2; ++i) {
       auto it = impl_->distributed.find(ns + names[i]);
-      if (it == impl_->distributed.end()) {
+      if (it != impl_->distributed.end()) sides[i] = it->second;
+      here = here && sides[i] && sides[i]->joined == sides[i]->dist.rank_count();
+    }
+    const bool member = (sides[0] && IsMember(*sides[0], s->id)) ||
+                        (sides[1] && IsMember(*sides[1], s->id));
+    if (!here && impl_->cross && member) {
+      // Some ranks joined elsewhere (or not yet): the peers say, unlocked.
+      across.emplace(ClusterRedistribution{s->id, OwnerOf(*s), ns, producer, consumer,
+                                           {sides[0], sides[1]}});
+    }
+    for (int i = 0; i < 2 && !across; ++i) {
+      if (!sides[i]) {
         return NotFound("no distributed instance '", ForLog(names[i]),
                         "' (it ends when the session of any of its ranks ends)");
       }
-      sides[i] = it->second;
       if (sides[i]->joined != sides[i]->dist.rank_count()) {
         return FailedPrecondition("distributed instance '", names[i], "' has ", sides[i]->joined,
                                   " of its ", sides[i]->dist.rank_count(), " ranks joined");
       }
     }
-    if (sides[0] == sides[1]) {
-      return InvalidArgument("redistribution of '", producer, "' into itself");
+    if (!across && sides[0] == sides[1]) {
+      return InvalidArgument("redistribution of '", ForLog(producer), "' into itself");
     }
-    if (!IsMember(*sides[0], s->id) && !IsMember(*sides[1], s->id)) {
+    if (!member) {
       return PermissionDenied("redistribute: this session is no rank of '", producer, "' or '",
                               consumer, "'");
     }
-    ISO_RETURN_IF_ERROR(Compatible(*sides[0], *sides[1]));
-    ISO_ASSIGN_OR_RETURN(setup.producers, impl_->RankEndsLocked(*sides[0], false));
-    ISO_ASSIGN_OR_RETURN(setup.consumers, impl_->RankEndsLocked(*sides[1], true));
-    record->owner = OwnerOf(*s);
-    record->id = impl_->next_cross++;
-    session_id = s->id;
-    setup.disk_owner = Impl::DiskOwnerOf(*s);
+    if (!across) {
+      ISO_RETURN_IF_ERROR(Compatible(*sides[0], *sides[1]));
+      ISO_ASSIGN_OR_RETURN(setup.producers, impl_->RankEndsLocked(*sides[0], false));
+      ISO_ASSIGN_OR_RETURN(setup.consumers, impl_->RankEndsLocked(*sides[1], true));
+      record->owner = OwnerOf(*s);
+      record->id = impl_->next_cross++;
+      session_id = s->id;
+      setup.disk_owner = Impl::DiskOwnerOf(*s);
+    }
   }
+  if (across) return impl_->RedistributeAcrossNodes(*std::move(across), record);
   // The distributions are constant: planned without the node lock.
   ISO_RETURN_IF_ERROR(PlanPieces(sides[0]->dist, sides[1]->dist, sides[0]->element_bytes, setup));
   setup.what = StrCat("'", ForLog(producer), "' -> '", ForLog(consumer), "'");
@@ -297,10 +302,11 @@ Result<uint64_t> Node::Redistribute(const std::string& session, const std::strin
 
 Status Node::Impl::AdoptRedistributionLocked(uint64_t session, const std::string& ns,
                                              const std::shared_ptr<DistributedInstance> sides[2],
-                                             const std::shared_ptr<RedistributionOp>& op,
+                                             const std::shared_ptr<CrossTransfer>& op,
                                              const std::shared_ptr<TransferRecord>& record,
                                              PendingCalls& calls, bool& adopted) {
   for (int i = 0; i < 2; ++i) {
+    if (!sides[i]) continue;  // no rank of it here (across nodes)
     auto it = distributed.find(ns + sides[i]->name);
     if (it == distributed.end() || it->second != sides[i]) {
       return absl::AbortedError(StrCat("distributed instance '", ForLog(sides[i]->name),
@@ -308,156 +314,16 @@ Status Node::Impl::AdoptRedistributionLocked(uint64_t session, const std::string
     }
   }
   for (int i = 0; i < 2; ++i) {
-    auto& running = sides[i]->running;
-    std::erase_if(running, [](const std::weak_ptr<RedistributionOp>& w) { return w.expired(); });
-    running.push_back(op);
+    if (sides[i]) TrackRunning(*sides[i], op);
   }
   record->cross = op;
   adopted = AdoptLocked(session, record, calls);
   return OkStatus();
 }
-RedistributionOp::RedistributionOp(Runtime& runtime, Setup setup) : runtime_(runtime) {
-  for (const PieceTask& t : setup.tasks) total_bytes_ += t.bytes;
-  task_count_ = setup.tasks.size();
-  absl::MutexLock lock(&mu_);
-  on_end_ = std::move(setup.done);
-  finished_.assign(task_count_, false);
-  setup_ = std::make_shared<const Setup>(std::move(setup));
-}
 
-Result<CopyRequest> RedistributionOp::BuildRequest(const Setup& setup, size_t i) {
-  const PieceTask& t = setup.tasks[i];
-  const RankEnd& src = setup.producers[t.producer];
-  const RankEnd& dst = setup.consumers[t.consumer];
-  CopyRequest req;
-  req.src = src.ref;
-  req.dst = dst.ref;
-  ISO_ASSIGN_OR_RETURN(req.src.packed, PieceEnd(src.storage, t, setup.dims, true,
-                                                StrCat("producer rank ", t.producer,
-                                                       "'s piece for consumer rank ", t.consumer)));
-  ISO_ASSIGN_OR_RETURN(
-      req.dst.packed,
-      PieceEnd(dst.storage, t, setup.dims, false,
-               StrCat("consumer rank ", t.consumer, "'s piece from producer rank ", t.producer)));
-  req.disk_owner = setup.disk_owner;
-  std::weak_ptr<RedistributionOp> self = weak_from_this();
-  req.on_complete = [self, i](const Status& s) {
-    if (auto op = self.lock()) op->OnPieceDone(i, s);
-  };
-  return req;
-}
-
-void RedistributionOp::Start() { Pump(); }
-
-void RedistributionOp::Pump() {
-  bool mine = false;  // this call is the one launching (no recursion)
-  for (;;) {
-    std::shared_ptr<const Setup> setup;
-    size_t i = 0;
-    bool end = false;
-    {
-      absl::MutexLock lock(&mu_);
-      if (pumping_ && !mine) return;  // the launching thread looks again
-      if (failure_.ok() && next_ < task_count_ && setup_ && in_flight_ < setup_->concurrency) {
-        pumping_ = mine = true;
-        i = next_++;
-        ++in_flight_;
-        setup = setup_;
-      } else {
-        pumping_ = false;
-        end = TakeEndLocked();
-      }
-    }
-    if (!setup) {
-      if (end) Finish();
-      return;
-    }
-    Result<CopyRequest> req = BuildRequest(*setup, i);
-    Result<Transfer> t = req.ok() ? runtime_.Copy(*std::move(req)) : Result<Transfer>(req.status());
-    if (!t.ok()) {
-      OnPieceDone(i, t.status());
-      continue;
-    }
-    Status failed;
-    {
-      absl::MutexLock lock(&mu_);
-      if (!finished_[i]) running_.emplace(i, *t);
-      failed = failure_;
-    }
-    if (!failed.ok()) t->Abort(failed);  // failed while it was being submitted
-  }
-}
-
-bool RedistributionOp::TakeEndLocked() {
-  if (ended_ || in_flight_ != 0 || pumping_) return false;
-  if (failure_.ok() && next_ < task_count_) return false;
-  ended_ = true;
-  return true;
-}
-
-void RedistributionOp::Finish() {
-  std::function<void(Status)> done;
-  Status status;
-  std::shared_ptr<const Setup> setup;
-  {
-    absl::MutexLock lock(&mu_);
-    done = std::move(on_end_);
-    on_end_ = nullptr;
-    status = failure_;
-    setup = std::move(setup_);  // releases the ends once the last copy drained
-  }
-  setup.reset();
-  if (done) done(status);
-}
-
-void RedistributionOp::OnPieceDone(size_t i, const Status& s) {
-  std::vector<Transfer> abort;
-  Status why;
-  {
-    absl::MutexLock lock(&mu_);
-    if (i >= finished_.size() || finished_[i]) return;
-    finished_[i] = true;
-    --in_flight_;
-    running_.erase(i);
-    if (s.ok()) {
-      ++done_;
-      if (setup_) bytes_done_ += setup_->tasks[i].bytes;
-    } else if (failure_.ok()) {
-      std::string where = "piece copy";
-      if (setup_) {
-        const PieceTask& t = setup_->tasks[i];
-        where =
-            StrCat("piece copy from producer rank ", t.producer, " to consumer rank ", t.consumer);
-      }
-      failure_ = Status(s.code(), StrCat("redistribution ", setup_ ? setup_->what : "", ": ", where,
-                                         " failed: ", s.message()));
-      for (auto& [_, t] : running_) abort.push_back(t);
-      why = failure_;
-    }
-  }
-  for (const Transfer& t : abort) t.Abort(why);
-  Pump();
-}
-
-void RedistributionOp::Abort(const Status& why) {
-  std::vector<Transfer> abort;
-  {
-    absl::MutexLock lock(&mu_);
-    if (ended_ || !failure_.ok()) return;
-    failure_ = why;
-    for (auto& [_, t] : running_) abort.push_back(t);
-  }
-  for (const Transfer& t : abort) t.Abort(why);
-  Pump();
-}
-
-void RedistributionOp::Cancel() { Abort(absl::CancelledError("redistribution cancelled")); }
-
-std::string RedistributionOp::PathText() const {
-  absl::MutexLock lock(&mu_);
-  return StrCat("redistribution ", setup_ ? setup_->what : std::string("(ended)"), ": ", done_,
-                " of ", task_count_, " piece copies done, ", in_flight_, " running; ", bytes_done_,
-                " of ", total_bytes_, " bytes");
+void TrackRunning(DistributedInstance& d, const std::shared_ptr<CrossTransfer>& op) {
+  std::erase_if(d.running, [](const std::weak_ptr<CrossTransfer>& w) { return w.expired(); });
+  d.running.push_back(op);
 }
 
 }  // namespace isometry

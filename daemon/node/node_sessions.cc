@@ -110,7 +110,8 @@ Result<OpenedSession> Node::OpenSession(const std::string& client_name, const Cr
 void Node::CloseSession(const std::string& session) {
   std::vector<Transfer> to_cancel;
   std::vector<std::shared_ptr<CrossTransfer>> cross;
-  std::vector<std::shared_ptr<RedistributionOp>> redistributions;
+  std::vector<std::shared_ptr<CrossTransfer>> redistributions;
+  std::vector<EndedDistributed> ended_distributed;
   uint64_t number = 0;
   {
     absl::MutexLock lock(&impl_->mu);
@@ -137,14 +138,23 @@ void Node::CloseSession(const std::string& session) {
           s.allocations.size() - published, published);
     }
     number = s.id;
-    redistributions = impl_->ReleaseDistributedLocked(s.id);
+    redistributions = impl_->ReleaseDistributedLocked(s.id, ended_distributed);
     impl_->ReleaseSessionLocked(s);
     // Completions of its transfers no longer reach it.
     impl_->sessions.erase(it);
   }
   for (Transfer& t : to_cancel) t.Cancel();
   for (auto& c : cross) c->Cancel();
-  AbortRedistributions(redistributions, number);
+  const Status why = absl::AbortedError(
+      StrCat("session ", number, ", a rank of a distributed instance this redistribution uses, "
+             "ended"));
+  AbortRedistributions(redistributions, why);
+  if (impl_->cross) {
+    for (const EndedDistributed& e : ended_distributed) {
+      if (e.peers.empty()) continue;
+      impl_->cross->AnnounceDistributedEnded(e.key, e.peers, std::string(why.message()));
+    }
+  }
 }
 
 std::optional<uint64_t> Node::SessionNumber(const std::string& session) const {

@@ -50,6 +50,10 @@ struct RankEnd {
   std::shared_ptr<const Allocation> keep;
   StridedStorage storage;
   bool empty = false;  // the rank holds no element (no instance)
+  // On another node (`ref` unused): a consumer rank reached by a
+  // cross-node copy, or a producer rank whose pieces that node runs.
+  std::string node;
+  std::string memory;  // its memory there
 };
 
 // One piece copy: what producer rank `producer` sends consumer rank
@@ -80,6 +84,10 @@ class RedistributionOp final : public CrossTransfer,
     std::vector<PieceTask> tasks;
     uint32_t concurrency = 1;
     std::string disk_owner;
+    // Consumer ranks on other nodes: `consumer_key` (namespace + name)
+    // names their instance there, `cross` copies to them.
+    std::string consumer_key;
+    CrossCopier* cross = nullptr;
     std::function<void(Status)> done;  // once, with the final status
   };
   RedistributionOp(Runtime& runtime, Setup setup);
@@ -87,16 +95,29 @@ class RedistributionOp final : public CrossTransfer,
   void Start();
   // Ends it with `why` (the first reason wins); pieces in flight are
   // aborted, those not started never start.
-  void Abort(const Status& why);
+  void Abort(const Status& why) override;
 
   void Cancel() override;
+  // Bytes its finished pieces moved.
+  uint64_t bytes_done() const {
+    absl::MutexLock lock(&mu_);
+    return bytes_done_;
+  }
   std::string PathText() const override;
   uint64_t bytes() const override { return total_bytes_; }
   std::chrono::steady_clock::time_point started() const override { return started_; }
   double predicted_bytes_per_s() const override { return 0; }
 
  private:
+  // A piece in flight: on this node, or a cross-node copy.
+  struct Running {
+    std::optional<Transfer> local;
+    std::shared_ptr<CrossTransfer> cross;
+    void Abort(const Status& why) const;
+  };
   Result<CopyRequest> BuildRequest(const Setup& setup, size_t task);
+  // Submits piece `task`; what runs it.
+  Result<Running> Submit(const Setup& setup, size_t task);
   void Pump();
   void OnPieceDone(size_t task, const Status& s);
   // Under mu_: whether it has just ended (then it is the caller's to
@@ -120,8 +141,18 @@ class RedistributionOp final : public CrossTransfer,
   bool pumping_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   Status failure_ ABSL_GUARDED_BY(mu_);
-  std::map<size_t, Transfer> running_ ABSL_GUARDED_BY(mu_);
+  std::map<size_t, Running> running_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> finished_ ABSL_GUARDED_BY(mu_);
 };
+
+// Records `op` as using `d` (aborted when `d` ends); under the node lock.
+void TrackRunning(DistributedInstance& d, const std::shared_ptr<CrossTransfer>& op);
+
+// Every producer rank's exchange set (ASPEN) and its pieces as tasks into
+// setup.tasks, but for producer ranks whose node is set (that node runs
+// them); setup.producers and setup.consumers must be filled in.
+Status PlanPieces(const redistribution::Distribution& prod,
+                  const redistribution::Distribution& cons, uint64_t element_bytes,
+                  RedistributionOp::Setup& setup);
 
 }  // namespace isometry

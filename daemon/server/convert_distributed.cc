@@ -9,37 +9,55 @@ namespace isometry {
 
 namespace rd = redistribution;
 
-Result<DistributedJoin> JoinFromProto(const v1::JoinDistributedRequest& req) {
-  DistributedJoin j;
-  j.name = req.name();
-  j.element_bytes = req.element_bytes();
-  j.rank = req.rank();
-  j.instance = req.instance();
-  const v1::DistributionSpec& d = req.distribution();
+Result<rd::DistributionSpec> DistributionFromProto(const v1::DistributionSpec& d) {
   if (d.extents_size() > rd::kMaxDims || d.dists_size() > rd::kMaxDims ||
       d.grid_size() > rd::kMaxDims) {
     return InvalidArgument("distribution: at most ", rd::kMaxDims, " dimensions");
   }
-  j.spec.extents.assign(d.extents().begin(), d.extents().end());
-  j.spec.grid.assign(d.grid().begin(), d.grid().end());
-  j.spec.order = d.column_major() ? rd::GridOrder::kColumnMajor : rd::GridOrder::kRowMajor;
+  rd::DistributionSpec spec;
+  spec.extents.assign(d.extents().begin(), d.extents().end());
+  spec.grid.assign(d.grid().begin(), d.grid().end());
+  spec.order = d.column_major() ? rd::GridOrder::kColumnMajor : rd::GridOrder::kRowMajor;
   for (int i = 0; i < d.dists_size(); ++i) {
     const v1::DimDistribution& dim = d.dists(i);
     switch (dim.kind()) {
       case v1::DIST_BLOCK:
-        j.spec.dists.push_back(rd::DimDistribution::Block());
+        spec.dists.push_back(rd::DimDistribution::Block());
         break;
       case v1::DIST_CYCLIC:
-        j.spec.dists.push_back(rd::DimDistribution::Cyclic());
+        spec.dists.push_back(rd::DimDistribution::Cyclic());
         break;
       case v1::DIST_BLOCK_CYCLIC:
-        j.spec.dists.push_back(rd::DimDistribution::BlockCyclic(dim.block()));
+        spec.dists.push_back(rd::DimDistribution::BlockCyclic(dim.block()));
         break;
       default:
         return InvalidArgument("distribution.dists[", i, "].kind: unknown value ",
                                static_cast<int>(dim.kind()));
     }
   }
+  return spec;
+}
+
+void ToProto(const rd::DistributionSpec& spec, v1::DistributionSpec* out) {
+  for (const uint64_t e : spec.extents) out->add_extents(e);
+  for (const uint64_t g : spec.grid) out->add_grid(g);
+  out->set_column_major(spec.order == rd::GridOrder::kColumnMajor);
+  for (const rd::DimDistribution& d : spec.dists) {
+    v1::DimDistribution* dim = out->add_dists();
+    dim->set_kind(d.kind == rd::DistKind::kBlock    ? v1::DIST_BLOCK
+                  : d.kind == rd::DistKind::kCyclic ? v1::DIST_CYCLIC
+                                                    : v1::DIST_BLOCK_CYCLIC);
+    if (d.kind == rd::DistKind::kBlockCyclic) dim->set_block(d.block);
+  }
+}
+
+Result<DistributedJoin> JoinFromProto(const v1::JoinDistributedRequest& req) {
+  DistributedJoin j;
+  j.name = req.name();
+  j.element_bytes = req.element_bytes();
+  j.rank = req.rank();
+  j.instance = req.instance();
+  ISO_ASSIGN_OR_RETURN(j.spec, DistributionFromProto(req.distribution()));
   return j;
 }
 

@@ -8,6 +8,8 @@
 
 namespace isometry {
 
+Result<redistribution::DistributionSpec> DistributionFromProto(const v1::DistributionSpec& d);
+void ToProto(const redistribution::DistributionSpec& spec, v1::DistributionSpec* out);
 Result<DistributedJoin> JoinFromProto(const v1::JoinDistributedRequest& req);
 void ToProto(const DistributedReport& r, v1::JoinDistributedResponse* out);
 

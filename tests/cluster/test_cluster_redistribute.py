@@ -1,0 +1,265 @@
+"""M:N redistribution between distributed instances whose ranks joined on
+several real isometryd daemons on loopback (issue #18; README,
+"Redistributing between jobs (M:N)").
+
+Every rank is its own session on the daemon of "its" node; the node that
+receives the Redistribute call asks its peers for their ranks and starts a
+part on every node holding producer ranks; pieces into a consumer rank on
+another node are cross-node datatype copies. Consumer-local arrays are
+checked element by element against the global array. Random cases: 1-3
+dimensions, grids of 1..4 per dimension, block sizes that do and do not
+divide, row- or column-major local storage, both sides spread over 2-3
+daemons.
+
+Run like test_cluster (ISOMETRYD, ISOMETRY_PYTHONPATH, /usr/bin/python3).
+"""
+
+import os
+import random
+import struct
+import sys
+import unittest
+
+ISOMETRYD = os.environ.get("ISOMETRYD", "")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+if ISOMETRYD:
+    import cluster_fixture as cf
+    from isometry import IsometryError, TransferError
+
+CMA = '\n[[channel]]\nname = "cma0"\nkind = "cma"\n'
+
+
+def owned(n, block, procs, coord):
+    """The global indices grid coordinate `coord` holds, in local order."""
+    return [g for g in range(n) if (g // block) % procs == coord]
+
+
+def block_of(kind, n, procs):
+    if kind == "block":
+        return -(-n // procs)
+    if kind == "cyclic":
+        return 1
+    return kind[1]
+
+
+def value(index):
+    """The global element at `index` (a tuple): a distinct 32-bit value."""
+    v = 0
+    for i in index:
+        v = v * 1009 + i + 1
+    return v & 0x7FFFFFFF
+
+
+class Job:
+    """A distributed instance's description and each rank's local indices."""
+
+    def __init__(self, extents, dists, grid, column_major_storage):
+        self.extents, self.dists, self.grid = extents, dists, grid
+        self.column_major_storage = column_major_storage
+        self.blocks = [block_of(d, n, p) for d, n, p in zip(dists, extents, grid)]
+
+    def ranks(self):
+        count = 1
+        for p in self.grid:
+            count *= p
+        return count
+
+    def local(self, rank):
+        """Per dimension the global indices `rank` holds (row-major ranks)."""
+        coords, r = [], rank
+        for p in reversed(self.grid):
+            coords.append(r % p)
+            r //= p
+        coords.reverse()
+        return [owned(n, b, p, c)
+                for n, b, p, c in zip(self.extents, self.blocks, self.grid, coords)]
+
+    def layout(self):
+        dims = "xyzw"[:len(self.extents)]
+        # Layouts list dimensions innermost first after F.
+        inner_first = dims if self.column_major_storage else dims[::-1]
+        return "F," + ",".join(inner_first)
+
+    def offsets(self, local):
+        """(local index tuple, element offset) in storage order."""
+        sizes = [len(ix) for ix in local]
+        order = range(len(sizes)) if self.column_major_storage else reversed(range(len(sizes)))
+        strides, s = [0] * len(sizes), 1
+        for d in order:
+            strides[d] = s
+            s *= sizes[d]
+
+        def walk(d, prefix):
+            if d == len(sizes):
+                yield tuple(prefix)
+                return
+            for i in range(sizes[d]):
+                yield from walk(d + 1, prefix + [i])
+        for li in walk(0, []):
+            yield li, sum(i * st for i, st in zip(li, strides))
+
+
+@unittest.skipUnless(ISOMETRYD, "ISOMETRYD is not set")
+class RedistributeAcrossNodes(unittest.TestCase):
+    NODES = ["a", "b", "c"]
+
+    def setUp(self):
+        self.cluster = cf.Cluster(ISOMETRYD, self.NODES, request="64KiB", extra_channels=CMA)
+        self.cluster.start()
+        self.clients = []
+
+    killed = ()
+
+    def tearDown(self):
+        for c in self.clients:
+            c.close()
+        codes = self.cluster.stop()
+        for name, code in codes.items():
+            if name in self.killed:
+                continue
+            if code != 0:
+                print(f"--- {name}\n" + self.cluster[name].log_text()[-4000:], file=sys.stderr)
+            self.assertEqual(code, 0, f"{name} exited with {code}")
+
+    def rank(self, node, job, rank, name, producer, local=False):
+        """Joins `rank` of `job` as `name` from a session on `node`; returns
+        (client, storage, local indices). Private storage with `local`."""
+        c = self.cluster[node].client(name=f"{name}{rank}", local=local)
+        self.clients.append(c)
+        idx = job.local(rank)
+        count = 1
+        for ix in idx:
+            count *= len(ix)
+        data = bytearray(count * 4)
+        if producer:
+            for li, at in job.offsets(idx):
+                struct.pack_into("<i", data, at * 4, value(tuple(ix[i] for ix, i in zip(idx, li))))
+        inst = None
+        if local:
+            storage = data
+            rng = c.register_private(storage)
+            if count:
+                inst = c.register_instance(private_range=rng, bounds=[len(ix) for ix in idx],
+                                           fields=[("v", 4)], layout=job.layout())
+        else:
+            storage = c.allocate("sys0", max(len(data), 1))
+            c.write(storage, 0, bytes(data) or b"\0")
+            if count:
+                inst = c.register_instance(storage, bounds=[len(ix) for ix in idx],
+                                           fields=[("v", 4)], layout=job.layout())
+        c.join_distributed(name, job.extents, job.dists, job.grid, 4, rank, inst)
+        return c, storage, idx
+
+    def check_consumer(self, job, ranks):
+        for c, storage, idx in ranks:
+            count = 1
+            for ix in idx:
+                count *= len(ix)
+            raw = bytes(storage) if isinstance(storage, bytearray) else (
+                c.read(storage, 0, count * 4) if count else b"")
+            for li, at in job.offsets(idx):
+                want = value(tuple(ix[i] for ix, i in zip(idx, li)))
+                got = struct.unpack_from("<i", raw, at * 4)[0]
+                self.assertEqual(got, want, f"global {tuple(ix[i] for ix, i in zip(idx, li))}")
+
+    def place(self, job, name, producer, nodes, local=False):
+        return [self.rank(nodes[r % len(nodes)], job, r, name, producer, local)
+                for r in range(job.ranks())]
+
+    def test_random_cases_over_three_nodes(self):
+        rng = random.Random(18)
+        kinds = ["block", "cyclic", ("block_cyclic", 2), ("block_cyclic", 3), ("block_cyclic", 5)]
+        for case in range(6):
+            dims = 1 + case % 3
+            extents = [rng.randint(5, 23) for _ in range(dims)]
+
+            def job():
+                grid = [rng.randint(1, 4 if dims < 3 else 2) for _ in range(dims)]
+                return Job(extents, [rng.choice(kinds) for _ in range(dims)], grid,
+                           rng.random() < 0.5)
+            prod, cons = job(), job()
+            nodes_p = rng.sample(self.NODES, rng.randint(1, 3))
+            nodes_c = rng.sample(self.NODES, rng.randint(1, 3))
+            if set(nodes_p) == set(nodes_c) == {nodes_p[0]}:
+                nodes_c = [n for n in self.NODES if n != nodes_p[0]][:1]
+            with self.subTest(case=case, extents=extents, prod=(prod.dists, prod.grid),
+                              cons=(cons.dists, cons.grid), nodes=(nodes_p, nodes_c)):
+                p = self.place(prod, f"p{case}", True, nodes_p)
+                q = self.place(cons, f"q{case}", False, nodes_c)
+                starter = q[0][0] if case % 2 else p[-1][0]
+                info = starter.redistribute(f"p{case}", f"q{case}")
+                self.assertEqual(info.state, "done")
+                total = 4
+                for n in extents:
+                    total *= n
+                self.assertEqual(info.bytes, total)
+                self.check_consumer(cons, q)
+                for c, _, _ in p + q:
+                    self.clients.remove(c)
+                    c.close()
+
+    def test_private_consumer_on_another_node(self):
+        prod = Job([40, 30], [("block_cyclic", 4), "block"], [2, 2], False)
+        cons = Job([40, 30], ["block", ("block_cyclic", 7)], [1, 3], True)
+        p = self.place(prod, "P", True, ["a"], local=True)
+        q = self.place(cons, "Q", False, ["b", "c"], local=True)
+        info = p[0][0].redistribute("P", "Q")
+        self.assertEqual(info.state, "done")
+        self.assertIn("across nodes", info.path)
+        self.check_consumer(cons, q)
+
+    def test_membership_errors(self):
+        job = Job([12, 8], ["block", "block"], [2, 1], False)
+        whole = Job([12, 8], ["block", "block"], [1, 1], False)
+        self.rank("a", job, 0, "m", True)
+        dup = self.rank("b", job, 0, "m", True)  # rank 0 again, on another node
+        w = self.rank("c", whole, 0, "w", False)
+        with self.assertRaises(IsometryError) as e:
+            w[0].redistribute("m", "w")
+        self.assertEqual(e.exception.code, "FAILED_PRECONDITION")
+        self.assertIn("rank 0", e.exception.message)
+        self.assertIn("joined on node", e.exception.message)
+        # Rank 1 missing once the duplicate has left.
+        self.clients.remove(dup[0])
+        dup[0].close()
+        with self.assertRaises(IsometryError) as e:
+            w[0].redistribute("m", "w")
+        self.assertEqual(e.exception.code, "FAILED_PRECONDITION")
+        self.assertIn("1 of its 2 ranks", e.exception.message)
+        # A different distribution under the same name on another node.
+        other = Job([12, 8], ["cyclic", "block"], [2, 1], False)
+        self.rank("b", other, 1, "m", True)
+        with self.assertRaises(IsometryError) as e:
+            w[0].redistribute("m", "w")
+        self.assertEqual(e.exception.code, "INVALID_ARGUMENT")
+        self.assertIn("on node", e.exception.message)
+
+    def test_rank_leaving_or_node_dying_fails_cleanly(self):
+        prod = Job([64, 48], [("block_cyclic", 3), "block"], [2, 1], False)
+        cons = Job([64, 48], ["block", "cyclic"], [1, 2], True)
+        p = self.place(prod, "L", True, ["a", "b"])
+        q = self.place(cons, "M", False, ["b", "c"])
+        self.assertEqual(q[0][0].redistribute("L", "M").state, "done")
+        # A consumer rank on c leaves: the instance ends there and on the
+        # nodes c met; a later redistribution is refused, nothing hangs.
+        self.clients.remove(q[1][0])
+        q[1][0].close()
+        with self.assertRaises(IsometryError) as e:
+            p[0][0].redistribute("L", "M")
+        self.assertIn(e.exception.code, ("FAILED_PRECONDITION", "NOT_FOUND"))
+        # Node b dies: its ranks are gone with it; a and c keep serving.
+        self.killed = ("b",)
+        self.cluster["b"].kill()
+        with self.assertRaises(IsometryError) as e:
+            p[0][0].redistribute("L", "M")
+        self.assertIn(e.exception.code, ("FAILED_PRECONDITION", "NOT_FOUND", "UNAVAILABLE"))
+        c = self.cluster["c"].client()
+        self.clients.append(c)
+        a = c.allocate("sys0", 4096)
+        c.write(a, 0, b"\x07" * 4096)
+        self.assertEqual(c.read(a, 0, 4096), b"\x07" * 4096)
+
+
+if __name__ == "__main__":
+    unittest.main()
