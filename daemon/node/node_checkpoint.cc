@@ -54,7 +54,8 @@ Result<CheckpointReport> Node::Checkpoint(const std::string& session, uint64_t a
                              "' takes files of at most ", disk->max_file_bytes(), " bytes");
   }
   const std::string shown = StrCat(memory, ":", file);
-  ISO_ASSIGN_OR_RETURN(UniqueFd fd, OpenBeneath(disk->dir_fd(), file, O_RDWR | O_CREAT, shown));
+  ISO_ASSIGN_OR_RETURN(UniqueFd fd,
+                       OpenBeneath(disk->dir_fd(), file, O_RDWR | O_CREAT | O_NONBLOCK, shown));
   struct stat st {};
   if (fstat(fd.get(), &st) != 0) return Internal("fstat ", shown, ": ", ErrnoString(errno));
   if (!S_ISREG(st.st_mode) || (st.st_nlink > 1 && !disk->allow_hard_links())) {

@@ -3,6 +3,7 @@
 // source (get) touches one are finished by the allocation's WatchState
 // (daemon/node/watch_state.h) before they complete.
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <cstring>
 
@@ -209,9 +210,15 @@ Result<WatchHandle> Node::Watch(const std::string& session, const WatchSpec& spe
     // directory like every DSK path.
     ISO_ASSIGN_OR_RETURN(std::shared_ptr<DiskMemory> disk,
                          impl_->runtime->FindDisk(spec.file_memory));
-    ISO_ASSIGN_OR_RETURN(rs.file,
-                         OpenBeneath(disk->dir_fd(), spec.file, O_WRONLY | O_CREAT | O_APPEND,
-                                     StrCat(spec.file_memory, ":", spec.file)));
+    // O_NONBLOCK: a FIFO planted under the name must not hang the open.
+    const std::string shown = StrCat(spec.file_memory, ":", spec.file);
+    ISO_ASSIGN_OR_RETURN(rs.file, OpenBeneath(disk->dir_fd(), spec.file,
+                                              O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK, shown));
+    struct stat st {};
+    if (fstat(rs.file.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+        (st.st_nlink > 1 && !disk->allow_hard_links())) {
+      return PermissionDenied(shown, " is not a regular file with one link");
+    }
   }
   absl::MutexLock lock(&impl_->mu);
   ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
