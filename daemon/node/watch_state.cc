@@ -167,16 +167,35 @@ Status WatchState::CheckAccess(active::Op op,
 }
 
 void WatchState::Enqueue(ActiveAccess access, std::function<void(Status)> done) {
-  absl::MutexLock lock(&mu_);
-  ++pending_;
-  jobs_.push_back(Job{std::move(access), std::move(done), {}});
-  cv_.Signal();
+  Status ended;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!closed_) {
+      ++pending_;
+      jobs_.push_back(Job{std::move(access), std::move(done), {}});
+      cv_.Signal();
+      return;
+    }
+    ended = absl::AbortedError(StrCat("the watch on allocation ", allocation_,
+                                      " ended before the access was applied: ", close_why_));
+  }
+  // The worker may have exited: answer here, nothing applied.
+  done(std::move(ended));
 }
 
 void WatchState::Flush(std::chrono::milliseconds limit, std::function<void(Status)> done) {
-  absl::MutexLock lock(&mu_);
-  jobs_.push_back(Job{std::nullopt, std::move(done), Clock::now() + limit});
-  cv_.Signal();
+  Status ended;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!closed_) {
+      jobs_.push_back(Job{std::nullopt, std::move(done), Clock::now() + limit});
+      cv_.Signal();
+      return;
+    }
+    ended =
+        absl::AbortedError(StrCat("the watch on allocation ", allocation_, " ended: ", close_why_));
+  }
+  done(std::move(ended));
 }
 
 void WatchState::Close(const std::string& why) {
