@@ -126,11 +126,12 @@ TEST_CASE("a full hashtable fails the put that does not fit") {
   rs.region.action = active::Action::kLogOnly;
   rs.region.handler = active::Handler::kHashInsert;
   rs.region.value_bytes = 8;
-  REQUIRE(f.w->AddRegion(std::move(rs)).ok());
+  const Result<uint64_t> added = f.w->AddRegion(std::move(rs));
+  REQUIRE(added.ok());
   // 4096 / 24 = 170 slots: 170 distinct keys fit, the 171st does not.
-  std::vector<std::byte> recs(171 * 16);
+  std::vector<std::byte> recs(size_t{171} * 16);
   for (uint64_t k = 0; k < 171; ++k) std::memcpy(recs.data() + k * 16, &k, 8);
-  recs.resize(170 * 16);
+  recs.resize(size_t{170} * 16);
   CHECK(f.Put(0, recs).ok());
   std::vector<std::byte> more(16);
   const uint64_t key = 1000;
