@@ -152,7 +152,13 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
                                   "max_private_ranges_per_session",
                                   "max_datatypes_per_session",
                                   "max_distributed_per_uid",
-                                  "redistribute_concurrency"}));
+                                  "redistribute_concurrency",
+                                  "max_watched_regions_per_session",
+                                  "access_log_bytes",
+                                  "max_access_log_bytes",
+                                  "access_log_full",
+                                  "access_log_block_ms",
+                                  "max_flush_ms"}));
   struct StringKey {
     const char* key;
     std::string* out;
@@ -160,7 +166,8 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
   for (const StringKey& k :
        {StringKey{"local_socket", &c.local_socket}, StringKey{"grpc_socket", &c.grpc_socket},
         StringKey{"grpc_tcp", &c.grpc_tcp}, StringKey{"socket_group", &c.socket_group},
-        StringKey{"log_level", &c.log_level}, StringKey{"state_dir", &c.state_dir}}) {
+        StringKey{"log_level", &c.log_level}, StringKey{"state_dir", &c.state_dir},
+        StringKey{"access_log_full", &c.access_log_full}}) {
     if (const toml::node* n = t.get(k.key)) {
       ISO_ASSIGN_OR_RETURN(*k.out, r.String(*n, StrCat("daemon.", k.key)));
     }
@@ -197,7 +204,12 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
         IntKey{"max_private_ranges_per_session", &c.max_private_ranges_per_session, 1, 1 << 16},
         IntKey{"max_datatypes_per_session", &c.max_datatypes_per_session, 1, 1 << 20},
         IntKey{"max_distributed_per_uid", &c.max_distributed_per_uid, 1, 1 << 16},
-        IntKey{"redistribute_concurrency", &c.redistribute_concurrency, 1, 1024}}) {
+        IntKey{"redistribute_concurrency", &c.redistribute_concurrency, 1, 1024},
+        IntKey{"max_watched_regions_per_session", &c.max_watched_regions_per_session, 1, 1 << 16},
+        IntKey{"access_log_bytes", &c.access_log_bytes, 4096, 1 << 30},
+        IntKey{"max_access_log_bytes", &c.max_access_log_bytes, 4096, 1 << 30},
+        IntKey{"access_log_block_ms", &c.access_log_block_ms, 1, 3600000},
+        IntKey{"max_flush_ms", &c.max_flush_ms, 1, 3600000}}) {
     if (const toml::node* n = t.get(k.key)) {
       ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, StrCat("daemon.", k.key), k.lo, k.hi));
       *k.out = static_cast<uint32_t>(v);

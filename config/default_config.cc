@@ -30,6 +30,12 @@ max_allocations_per_session = 1024
 max_instances_per_session = 16384
 max_private_ranges_per_session = 64   # registered ranges of a client's own memory (CMA)
 max_datatypes_per_session = 1024      # RegisterDatatype handles
+max_watched_regions_per_session = 64  # Active Access: watched regions of one session
+access_log_bytes = 1048576            # a watched allocation's access log ring (power of two)
+max_access_log_bytes = 67108864       # the largest ring a watch may ask for
+access_log_full = "block"             # full log: "block" the writing copy, or "fail" it
+access_log_block_ms = 10000           # "block": a copy waits this long, then fails
+max_flush_ms = 60000                  # the longest an active flush waits
 calibrate = true            # measure channel throughput at start (kept in state_dir)
 
 [runtime]

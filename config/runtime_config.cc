@@ -202,6 +202,19 @@ Status DaemonConfig::Validate() const {
   if (socket_mode > 0777) {
     return ConfigKeyError("daemon.socket_mode", "is not a file mode");
   }
+  for (const auto& [key, v] : {std::pair{"daemon.access_log_bytes", access_log_bytes},
+                               std::pair{"daemon.max_access_log_bytes", max_access_log_bytes}}) {
+    if (v < 4096 || (v & (v - 1)) != 0) {
+      return ConfigKeyError(key, "is ", v, "; access log sizes are powers of two >= 4096");
+    }
+  }
+  if (access_log_bytes > max_access_log_bytes) {
+    return ConfigKeyError("daemon.access_log_bytes", "is larger than daemon.max_access_log_bytes");
+  }
+  if (access_log_full != "block" && access_log_full != "fail") {
+    return ConfigKeyError("daemon.access_log_full", "is '", access_log_full,
+                          "'; it is \"block\" or \"fail\"");
+  }
   for (const char* level : {"trace", "debug", "info", "warn", "error"}) {
     if (log_level == level) {
       return OkStatus();

@@ -129,6 +129,18 @@ struct DaemonConfig {
   // once, and the piece copies one Redistribute runs at a time.
   uint32_t max_distributed_per_uid = 64;
   uint32_t redistribute_concurrency = 8;
+  // Active Access (README, "Active Access"): watched regions one session
+  // may hold over all its allocations, the access log ring of a watched
+  // allocation (default and largest size, bytes, powers of two), what a
+  // full log does to the writing copy ("block": it waits up to
+  // access_log_block_ms, then fails; "fail": it fails at once, nothing
+  // applied), and the longest an active flush may wait.
+  uint32_t max_watched_regions_per_session = 64;
+  uint32_t access_log_bytes = 1u << 20;
+  uint32_t max_access_log_bytes = 64u << 20;
+  std::string access_log_full = "block";
+  uint32_t access_log_block_ms = 10000;
+  uint32_t max_flush_ms = 60000;
   uint32_t shutdown_grace_ms = 5000;  // SIGTERM: time in-flight transfers get to finish
   // Calibrate channels at start, kept in state_dir/calibration.toml.
   bool calibrate = true;

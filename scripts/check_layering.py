@@ -26,6 +26,7 @@ LAYER_PREFIXES = [
     ("config/", "config"),
     ("planner/", "planner"),
     ("redistribution/", "redistribution"),
+    ("active/", "active"),
     ("channels/", "channels"),
     # Our framing of the local socket and the shared ring's ABI; built on
     # protobuf, so only the layers that may see proto types include it.
@@ -52,7 +53,7 @@ PROTO = "proto"
 PROTO_ANGLE = re.compile(r"^(grpcpp|grpc|google/protobuf)/")
 
 _DOMAIN = {"core", "layout", "config", "planner", "channels"}
-_DAEMON_LOW = _DOMAIN | {"daemon/runtime", "daemon/node", "redistribution"}
+_DAEMON_LOW = _DOMAIN | {"daemon/runtime", "daemon/node", "redistribution", "active"}
 _PROTO_USERS = {"wire", PROTO}
 
 # Which layers each layer may include (itself always included).
@@ -64,16 +65,19 @@ ALLOWED = {
     "planner": {"core", "layout"},
     # Pure too: distributions and their intersections (issue #18).
     "redistribution": {"core"},
+    # Active Access (issue #19): region tables and the access log ring.
+    "active": {"core"},
     "channels": {"core", "layout", "config"},
     "wire": {"core", PROTO},
     "daemon/runtime": _DOMAIN,
-    "daemon/node": _DOMAIN | {"daemon/runtime", "redistribution"},
+    "daemon/node": _DOMAIN | {"daemon/runtime", "redistribution", "active"},
     "daemon/server": _DAEMON_LOW | _PROTO_USERS,
     # The peer service converts with daemon/server/convert.h.
     "daemon/cluster": _DAEMON_LOW | _PROTO_USERS | {"daemon/server"},
     "daemon": _DAEMON_LOW | _PROTO_USERS | {"daemon/server", "daemon/cluster"},
     # Clients speak the wire and the core model, never the daemon's insides.
-    "client": {"core", "layout"} | _PROTO_USERS,
+    # active/: the access log ring's ABI and reader.
+    "client": {"core", "layout", "active"} | _PROTO_USERS,
     "tools": _DAEMON_LOW | _PROTO_USERS
     | {"daemon/server", "daemon/cluster", "daemon", "client", "redistribution"},
     # What a user of the project writes: the client, or the runtime embedded

@@ -568,6 +568,10 @@ Result<uint64_t> Client::Submit(const Instance& src, const Instance& dst, int pr
   return impl_->Push(e);
 }
 
+Result<v1::LocalResponse> Client::Request(const v1::LocalRequest& req, std::vector<int>* fds) {
+  return impl_->Call(req, fds);
+}
+
 Result<uint64_t> Client::SubmitRaw(const ring::SubmissionEntry& entry) {
   return impl_->Push(entry);
 }

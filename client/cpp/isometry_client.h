@@ -32,7 +32,8 @@
 
 namespace isometry::v1 {
 class LocalRequest;
-}
+class LocalResponse;
+}  // namespace isometry::v1
 
 namespace isometry::client {
 
@@ -223,6 +224,10 @@ class Client {
   // Writes one raw ring entry (its user_data becomes the ticket): for tests
   // of the daemon's input validation.
   Result<uint64_t> SubmitRaw(const ring::SubmissionEntry& entry);
+  // One control request over the local socket, answered in order with the
+  // response and the fds it carried (the caller owns them): how the
+  // Active Access calls (client/cpp/active_access.h) reach the daemon.
+  Result<v1::LocalResponse> Request(const v1::LocalRequest& req, std::vector<int>* fds);
 
   struct Impl;
 

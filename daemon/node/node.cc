@@ -123,6 +123,12 @@ Result<CrossEnd> Node::ResolveForPeer(const InstanceSpec& spec,
         "' does not exist or is not published (peers reach published allocations only)");
   }
   const auto& a = it->second;
+  if (a->watch) {
+    return FailedPrecondition("allocation ", spec.allocation, " of node '",
+                              impl_->config.cluster.node_name,
+                              "' has watched regions: copies from other nodes to or from it are "
+                              "not served (README, Active Access)");
+  }
   if (spec.offset > a->shm.size() || total > a->shm.size() - spec.offset) {
     return OutOfRange("instance of ", total, " bytes at offset ", spec.offset,
                       " does not fit allocation ", spec.allocation, " of ", a->shm.size(),
@@ -258,6 +264,11 @@ NodeStatus Node::GetStatus() const {
   for (const auto& [id, session] : impl_->sessions) s.datatypes += session.datatypes.size();
   s.datatype_translations = impl_->translations;
   s.datatype_translations_memoized = impl_->translations_memoized;
+  for (const auto& [id, a] : impl_->allocations) {
+    if (!a->watch) continue;
+    ++s.watched_allocations;
+    s.watched_regions += a->watch->Report().regions.size();
+  }
   return s;
 }
 

@@ -43,6 +43,7 @@
 #include "core/status.h"
 #include "daemon/node/cross_copy.h"
 #include "daemon/node/node_distributed.h"
+#include "daemon/node/watch_state.h"
 #include "daemon/runtime/runtime.h"
 
 namespace isometry {
@@ -125,6 +126,8 @@ struct NodeStatus {
   uint64_t datatypes = 0;  // registered handles, all sessions
   uint64_t datatype_translations = 0;
   uint64_t datatype_translations_memoized = 0;
+  uint64_t watched_allocations = 0;  // Active Access: allocations with regions
+  uint64_t watched_regions = 0;
   FormExchangeStats forms;  // with peers
 };
 
@@ -181,6 +184,42 @@ struct CopySpec {
   int priority = 0;
   std::vector<ViaHop> via;
   bool durable = true;  // DSK destinations: fdatasync before the rename
+};
+
+// Active Access (node_watch.cc; README, "Active Access"): a watched
+// region of a pool allocation.
+struct WatchSpec {
+  uint64_t allocation = 0;
+  uint64_t offset = 0;  // page aligned
+  uint64_t bytes = 0;   // page multiple, or up to the allocation's end
+  active::Action action = active::Action::kApplyLog;
+  active::Handler handler = active::Handler::kClient;
+  uint64_t tag = 0;
+  bool log_data = true;
+  uint32_t value_bytes = 8;  // kHashInsert
+  std::string file_memory;   // kFileLog: a DSK memory ...
+  std::string file;          // ... and a file in it (appended to; created)
+  // The first watch of an allocation makes its log: 0 = the config's size
+  // and full mode.
+  uint64_t log_bytes = 0;
+  std::optional<LogFullMode> full;
+};
+
+// What the owner needs to read the log: fds borrowed from the node, valid
+// while the watch lives (the local server passes them with SCM_RIGHTS).
+struct WatchHandle {
+  uint64_t region = 0;
+  uint64_t allocation = 0;
+  int log_fd = -1;
+  uint64_t log_mapped_bytes = 0;
+  int event_fd = -1;
+};
+
+struct CheckpointReport {
+  bool full = false;
+  uint64_t pages_written = 0;
+  uint64_t bytes_written = 0;
+  uint64_t file_bytes = 0;
 };
 
 // Completion callbacks get a report without `path` and `hops` (kept off
@@ -292,6 +331,40 @@ class Node {
       const std::function<void(Status, uint64_t)>& done);
   void DistributedEndedByPeer(const std::string& caller, const std::string& key,
                               const std::string& why);
+
+  // Active Access (node_watch.cc). Only the allocation's owner watches,
+  // unwatches and reads the log (PERMISSION_DENIED for others); bad
+  // ranges, overlaps and handler/action mismatches: INVALID_ARGUMENT;
+  // more than daemon.max_watched_regions_per_session: RESOURCE_EXHAUSTED.
+  // The watch (regions and log) ends with the owner's session, when the
+  // allocation is freed, or when its last region is unwatched.
+  Result<WatchHandle> Watch(const std::string& session, const WatchSpec& spec);
+  Status Unwatch(const std::string& session, uint64_t allocation, uint64_t region);
+  Result<WatchReport> GetWatch(const std::string& session, uint64_t allocation) const;
+  // Active flush: `done` runs once every access to the allocation's
+  // regions up to now has been handled (entries acknowledged by the owner,
+  // built-in handlers run), or with DEADLINE_EXCEEDED after `limit`
+  // (capped at daemon.max_flush_ms). Any session that may use the
+  // allocation may flush. OK at once for an allocation not watched.
+  Status ActiveFlush(const std::string& session, uint64_t allocation,
+                     std::chrono::milliseconds limit, std::function<void(Status)> done);
+  // The dirty pages (kDirtyPages regions) of the owner's allocation;
+  // `clear` starts a new epoch.
+  Result<std::vector<uint64_t>> DirtyPages(const std::string& session, uint64_t allocation,
+                                           bool clear);
+  // Incremental checkpoint (node_checkpoint.cc): the owner's allocation
+  // as an image in `file` of DSK memory `memory`. The first time (or with
+  // `full`, or when the file is not the allocation's size) every page is
+  // written; afterwards only the pages that its dirty_pages regions saw
+  // written since the last checkpoint. Then fdatasync. Pages the owner
+  // stores into through its own mapping are not tracked (the daemon sees
+  // only accesses through it). Restore by copying the file into an
+  // allocation (RegisterFile + Copy): byte-exact.
+  Result<CheckpointReport> Checkpoint(const std::string& session, uint64_t allocation,
+                                      const std::string& memory, const std::string& file,
+                                      bool full);
+  // Every watch on this node (isoctl status; never a log's contents).
+  std::vector<WatchReport> ListWatches() const;
 
   // Queues a copy between two instances the session registered. `on_done`
   // (optional) runs once when it ends, instead of the session callback:

@@ -283,6 +283,18 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string
   resolved.request.dst = LocalRefLocked(*ends[1]);
   if (packed) ISO_RETURN_IF_ERROR(PackEndsLocked(ends, spec.box, resolved.request));
   if (cross) {
+    for (const Instance* in : ends) {
+      if (in->allocation && in->allocation->watch) {
+        return FailedPrecondition("allocation ", in->allocation->id,
+                                  " has watched regions: copies across nodes to or from it are ",
+                                  "not served (README, Active Access)");
+      }
+    }
+  } else {
+    ISO_ASSIGN_OR_RETURN(resolved.active,
+                         PrepareActiveLocked(ends, spec.box, resolved.request, resolved.session));
+  }
+  if (cross) {
     cross->src.local = resolved.request.src;
     cross->dst.local = resolved.request.dst;
     cross->src.keep = ends[0]->allocation;
@@ -323,9 +335,17 @@ Result<uint64_t> Node::Copy(const std::string& session, const CopySpec& spec,
     return impl_->StartCross(resolved.session, record, *std::move(resolved.cross), spec);
   }
   Impl* impl = impl_.get();
-  req.on_complete = [impl, record](Status s) { impl->OnRuntimeDone(record, std::move(s)); };
+  std::shared_ptr<ActiveCopy> active = std::move(resolved.active);
+  if (active) {
+    // Completes once its watches have applied and logged it.
+    active->finish = [impl, record](Status s) { impl->OnRuntimeDone(record, std::move(s)); };
+    req.on_complete = [active](Status s) { active->Completed(std::move(s)); };
+  } else {
+    req.on_complete = [impl, record](Status s) { impl->OnRuntimeDone(record, std::move(s)); };
+  }
   // Not under the node lock: the inline path completes inside Copy().
   ISO_ASSIGN_OR_RETURN(Transfer t, impl_->runtime->Copy(std::move(req)));
+  if (active) active->Registered(t.id());
   PendingCalls calls;
   bool adopted;
   {

@@ -65,7 +65,10 @@ struct Allocation {
   std::shared_ptr<PoolAccount> pool;
   SharedMemory shm;
   bool published = false;  // the node lock's (Node::Impl::mu)
+  // Active Access: its regions and log while watched; the node lock's.
+  std::shared_ptr<WatchState> watch;
   ~Allocation() {
+    if (watch) watch->Close("the allocation was freed");
     if (pool) pool->used -= shm.size();
   }
 };
@@ -141,6 +144,35 @@ struct Session {
   std::set<uint64_t> private_ranges;
   std::map<uint64_t, RegisteredDatatype> datatypes;  // by handle
 };
+
+// The end of a copy that touches watched regions (node_watch.cc): once
+// the runtime has moved its bytes (into a scratch buffer for a put) and
+// Copy() knows its id, the source's watch logs the get, then the
+// destination's applies and logs the put, then `finish` completes it.
+class ActiveCopy : public std::enable_shared_from_this<ActiveCopy> {
+ public:
+  std::shared_ptr<WatchState> get_watch, put_watch;
+  ActiveAccess get, put;
+  std::function<void(Status)> finish;  // set before the copy is submitted
+
+  void Completed(Status s) ABSL_LOCKS_EXCLUDED(mu_);
+  void Registered(uint64_t transfer) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  void Start();
+  void StartPut();
+  absl::Mutex mu_;
+  bool completed_ ABSL_GUARDED_BY(mu_) = false;
+  bool registered_ ABSL_GUARDED_BY(mu_) = false;
+  Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+// Node::Write and Node::Read through a watch: a put of `data` or a get of
+// `length` bytes at `offset` of the watched allocation, finished by the
+// watch's worker (waited for here). False when no region is touched (the
+// caller moves the bytes itself).
+Result<bool> RunActiveBytes(WatchState& w, active::Op op, uint64_t session, uint64_t offset,
+                            std::string_view data, uint64_t length);
 
 // A found transfer record as Cancel, GetTransfer and WhenDone see it.
 struct FoundTransfer {
@@ -297,6 +329,16 @@ struct Node::Impl {
                                    PendingCalls& calls, bool& adopted)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
+  // ---- Active Access (node_watch.cc) ----
+  // A copy's watched ends: whether either touches a watched region (then
+  // `active` is set up and the request's destination may be redirected
+  // into a scratch buffer); PERMISSION_DENIED when a region denies it.
+  Result<std::shared_ptr<ActiveCopy>> PrepareActiveLocked(const Instance* const ends[2],
+                                                          const std::optional<Box>& box,
+                                                          CopyRequest& request, uint64_t session)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  uint64_t WatchedRegionsLocked(const Session& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+
   // ---- copies (node_copies.cc) ----
   // The record of `transfer`, in flight or among the last kFinishedKept
   // ended, if the caller may act on it (`what` it wants to do goes into the
@@ -316,6 +358,7 @@ struct Node::Impl {
     CopyRequest request;
     std::optional<CrossCopySpec> cross;
     uint64_t session = 0;
+    std::shared_ptr<ActiveCopy> active;  // touches watched regions
   };
   // Where a local instance's bytes are, as the runtime takes an end: its
   // allocation's mapping, its DSK file, or its private range (an instance

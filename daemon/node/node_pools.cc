@@ -123,6 +123,10 @@ Status Node::Free(const std::string& session, uint64_t allocation, bool is_opera
   }
   if (a.owner == s->id) s->quota_used[a.pool->memory] -= a.shm.size();
   s->allocations.erase(allocation);
+  if (a.watch) {
+    a.watch->Close("the allocation was freed");
+    a.watch.reset();
+  }
   impl_->allocations.erase(it);
   return OkStatus();
 }
@@ -159,12 +163,23 @@ Status CheckRange(uint64_t offset, uint64_t length, uint64_t size, uint64_t allo
 Status Node::Write(const std::string& session, uint64_t allocation, uint64_t offset,
                    std::string_view data) {
   std::shared_ptr<Allocation> a;
+  std::shared_ptr<WatchState> watch;
+  uint64_t sid = 0;
   {
     absl::MutexLock lock(&impl_->mu);
     ISO_ASSIGN_OR_RETURN(const Session* s, impl_->FindSession(session));
     ISO_ASSIGN_OR_RETURN(a, impl_->UsableAllocation(s->id, allocation));
+    watch = a->watch;
+    sid = s->id;
   }
   ISO_RETURN_IF_ERROR(CheckRange(offset, data.size(), a->shm.size(), allocation));
+  // The owner's own writes and reads are not active accesses: it reaches
+  // the memory directly anyway (README, Active Access).
+  if (watch && watch->owner_session() != sid && !data.empty()) {
+    ISO_ASSIGN_OR_RETURN(bool active,
+                         RunActiveBytes(*watch, active::Op::kPut, sid, offset, data, data.size()));
+    if (active) return OkStatus();
+  }
   if (!data.empty()) std::memcpy(a->shm.data() + offset, data.data(), data.size());
   return OkStatus();
 }
@@ -172,13 +187,21 @@ Status Node::Write(const std::string& session, uint64_t allocation, uint64_t off
 Result<std::string> Node::Read(const std::string& session, uint64_t allocation, uint64_t offset,
                                uint64_t length) const {
   std::shared_ptr<Allocation> a;
+  std::shared_ptr<WatchState> watch;
+  uint64_t sid = 0;
   {
     absl::MutexLock lock(&impl_->mu);
     ISO_ASSIGN_OR_RETURN(const Session* s, impl_->FindSession(session));
     ISO_ASSIGN_OR_RETURN(a, impl_->UsableAllocation(s->id, allocation));
+    watch = a->watch;
+    sid = s->id;
   }
   ISO_RETURN_IF_ERROR(CheckRange(offset, length, a->shm.size(), allocation));
   if (length > (64ull << 20)) return OutOfRange("a read returns at most 64 MiB; asked ", length);
+  // An active get: logged (and refused where denied) before it is served.
+  if (watch && watch->owner_session() != sid && length > 0) {
+    ISO_RETURN_IF_ERROR(RunActiveBytes(*watch, active::Op::kGet, sid, offset, {}, length).status());
+  }
   return std::string(reinterpret_cast<const char*>(a->shm.data() + offset), length);
 }
 

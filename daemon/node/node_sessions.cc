@@ -54,6 +54,12 @@ void Node::Impl::ReleaseSessionLocked(Session& s) {
   for (uint64_t id : s.allocations) {
     auto it = allocations.find(id);
     if (it == allocations.end()) continue;
+    // Its watch ends with its owner: regions and log released now, copies
+    // waiting on the log fail.
+    if (it->second->watch) {
+      it->second->watch->Close("its owner's session ended");
+      it->second->watch.reset();
+    }
     if (it->second->published) {
       it->second->owner = 0;  // outlives its session
     } else {

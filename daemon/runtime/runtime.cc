@@ -197,6 +197,13 @@ Result<MemoryId> Runtime::FindMemory(std::string_view name) const {
   return NotFound("no memory named '", name, "'");
 }
 
+Result<std::shared_ptr<DiskMemory>> Runtime::FindDisk(std::string_view name) const {
+  ISO_ASSIGN_OR_RETURN(MemoryId id, FindMemory(name));
+  const std::shared_ptr<DiskMemory>& d = impl_->DiskOf(id);
+  if (!d) return InvalidArgument("memory '", name, "' is not a DSK memory");
+  return d;
+}
+
 Result<Transfer> Runtime::Copy(CopyRequest request) {
   ISO_ASSIGN_OR_RETURN(std::shared_ptr<TransferState> t, impl_->Build(request));
   Completion c;

@@ -245,6 +245,8 @@ struct RuntimeStats {
 // real channels); tests pass a factory that wraps them to inject faults.
 using ChannelMaker = std::function<Result<std::unique_ptr<Channel>>(const ChannelConfig&)>;
 
+class DiskMemory;
+
 class Runtime {
  public:
   static Result<std::unique_ptr<Runtime>> Create(const RuntimeConfig& config,
@@ -255,6 +257,9 @@ class Runtime {
 
   // The id of a configured memory by name.
   Result<MemoryId> FindMemory(std::string_view name) const;
+  // The DSK memory `name` (its directory fd), for files the node writes
+  // itself (Active Access file logs). NOT_FOUND / INVALID_ARGUMENT.
+  Result<std::shared_ptr<DiskMemory>> FindDisk(std::string_view name) const;
   // Validates, plans and queues a copy. Errors (bad shapes, bounds, unknown
   // memories, unreachable paths, buffers that could never fit) return here
   // and change nothing.

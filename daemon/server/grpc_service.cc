@@ -10,8 +10,10 @@
 #include <thread>
 
 #include "core/random.h"
+#include "daemon/server/active_rpc.h"
 #include "daemon/server/convert.h"
 #include "daemon/server/convert_distributed.h"
+#include "daemon/server/convert_watch.h"
 #include "daemon/server/timer.h"
 
 namespace isometry {
@@ -536,7 +538,34 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
   ServerUnaryReactor* GetStatus(CallbackServerContext* ctx, const v1::StatusRequest*,
                                 v1::StatusResponse* resp) override {
     ToProto(node_.GetStatus(), resp);
+    AddWatches(node_.ListWatches(), resp);
     return Reply(ctx, OkStatus());
+  }
+
+  // ---- Active Access (daemon/server/active_rpc.h) ----
+  ServerUnaryReactor* Watch(CallbackServerContext* ctx, const v1::WatchRequest* req,
+                            v1::WatchResponse* resp) override {
+    return Reply(ctx, WatchRpc(node_, SessionOf(ctx), *req, resp));
+  }
+  ServerUnaryReactor* Unwatch(CallbackServerContext* ctx, const v1::UnwatchRequest* req,
+                              v1::UnwatchResponse*) override {
+    return Reply(ctx, node_.Unwatch(SessionOf(ctx), req->allocation(), req->region()));
+  }
+  ServerUnaryReactor* GetWatch(CallbackServerContext* ctx, const v1::GetWatchRequest* req,
+                               v1::WatchInfo* resp) override {
+    return Reply(ctx, GetWatchRpc(node_, SessionOf(ctx), *req, resp));
+  }
+  ServerUnaryReactor* ActiveFlush(CallbackServerContext* ctx, const v1::ActiveFlushRequest* req,
+                                  v1::ActiveFlushResponse*) override {
+    return ActiveFlushRpc(node_, SessionOf(ctx), *req, ctx->DefaultReactor());
+  }
+  ServerUnaryReactor* DirtyPages(CallbackServerContext* ctx, const v1::DirtyPagesRequest* req,
+                                 v1::DirtyPagesResponse* resp) override {
+    return Reply(ctx, DirtyPagesRpc(node_, SessionOf(ctx), *req, resp));
+  }
+  ServerUnaryReactor* Checkpoint(CallbackServerContext* ctx, const v1::CheckpointRequest* req,
+                                 v1::CheckpointResponse* resp) override {
+    return Reply(ctx, CheckpointRpc(node_, SessionOf(ctx), *req, resp));
   }
 
   ServerUnaryReactor* JoinDistributed(CallbackServerContext* ctx,

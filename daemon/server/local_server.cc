@@ -24,6 +24,7 @@
 #include "core/strings.h"
 #include "core/unique_fd.h"
 #include "daemon/node/shared_memory.h"
+#include "daemon/server/active_rpc.h"
 #include "daemon/server/convert.h"
 #include "daemon/server/convert_distributed.h"
 #include "isometry.pb.h"
@@ -356,6 +357,13 @@ struct LocalServer::Impl {
       }
       case v1::LocalRequest::kRedistribute:
         return RedistributeLocal(node, c.session, req.redistribute(), resp->mutable_redistribute());
+      case v1::LocalRequest::kWatch:
+      case v1::LocalRequest::kUnwatch:
+      case v1::LocalRequest::kGetWatch:
+      case v1::LocalRequest::kActiveFlush:
+      case v1::LocalRequest::kDirtyPages:
+      case v1::LocalRequest::kCheckpoint:
+        return ActiveLocal(node, c.session, req, resp, fds);
       case v1::LocalRequest::BODY_NOT_SET:
         break;
     }

@@ -2,9 +2,14 @@
 // the test never forks its own multi-threaded process).
 //   client_worker SOCKET transfers SEED   64 random verified copies; exit 0 if all match
 //   client_worker SOCKET victim           starts a long copy, prints "submitted", waits
+//   client_worker SOCKET watcher          publishes a 64 KiB allocation with all of it
+//                                         watched (4 KiB log, never acknowledged),
+//                                         prints its id, waits
 #include <cstdio>
 #include <string>
+#include <thread>
 
+#include "client/cpp/active_access.h"
 #include "integration/client_helpers.h"
 
 using namespace isometry;
@@ -32,6 +37,18 @@ int main(int argc, char** argv) {
         }
       }
       return failures ? 1 : 0;
+    }
+    if (mode == "watcher") {
+      auto a = c->Allocate("sys0", 65536);
+      if (!a.ok() || !a->Publish().ok()) return 1;
+      client::ActiveAccess aa(*c);
+      client::WatchOptions o;
+      o.bytes = 65536;
+      o.log_bytes = 4096;
+      if (!aa.Watch(*a, o).ok()) return 1;
+      std::printf("%llu\n", static_cast<unsigned long long>(a->id()));
+      std::fflush(stdout);
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
     }
     if (mode == "victim") {
       const InstanceShape big{Box::FromExtents({8 << 20}), FieldSpace::Uniform(1, 8),

@@ -70,7 +70,15 @@ std::string OwnerText(const v1::SessionOwner& o) {
 
 std::string RenderStatus(const v1::StatusResponse& s) {
   const auto n = [](uint64_t v) { return std::to_string(v); };
-  return RenderFields({
+  std::vector<std::pair<std::string, std::string>> watches;
+  for (const v1::WatchInfo& w : s.watches()) {
+    watches.emplace_back("  allocation " + n(w.allocation()),
+                         "session " + n(w.owner_session()) + ", " + n(w.regions_size()) +
+                             " region(s), log " + FormatBytes(w.log_bytes()) + " (" + w.full() +
+                             "), " + n(w.entries()) + " entries, " +
+                             n(w.log_published() - w.log_acknowledged()) + " B unacknowledged");
+  }
+  std::string out = RenderFields({
       {"version", s.version()},
       {"node", n(s.node())},
       {"uptime", FormatDuration(s.uptime_s())},
@@ -97,7 +105,10 @@ std::string RenderStatus(const v1::StatusResponse& s) {
                                FormatBytes(s.form_memo_bytes()) + " held"},
       {"allocations", n(s.allocations())},
       {"instances", n(s.instances())},
+      {"watched (active access)",
+       n(s.watched_allocations()) + " allocation(s), " + n(s.watched_regions()) + " region(s)"},
   });
+  return watches.empty() ? out : out + RenderFields(watches);
 }
 
 std::string RenderStatusLine(const v1::StatusResponse& s) {

@@ -67,6 +67,7 @@ import grpc
 
 from . import isometry_pb2 as pb
 from . import isometry_pb2_grpc as pb_grpc
+from .active import ActiveAccessMixin
 from .datatype import Datatype, as_proto
 from .distributed import DimLike, distribution_spec
 from .errors import IsometryError
@@ -216,7 +217,7 @@ def _fields(fields: FieldsLike) -> List["pb.Field"]:
     return out
 
 
-class Client:
+class Client(ActiveAccessMixin):
     """A session with isometryd: over its gRPC socket, or over its local
     socket when this process's own memory is to be copied.
 

@@ -1,0 +1,110 @@
+"""Active Access from the Python client (README, "Active Access").
+
+The owner of an allocation watches page-aligned regions of it; copies,
+writes and reads by any client that touch a region are split at its
+boundaries and act as its action says (``"apply_log"``, ``"log_only"``,
+``"apply_notify"``, ``"deny"``), running its handler: the owner's access
+log ring (``"client"``, read by the C++ client over the local socket), or
+one built into the daemon (``"count"``, ``"file_log"``, ``"hash_insert"``,
+``"dirty_pages"``). :meth:`active_flush` returns once every access so far
+has been handled. These calls go over gRPC; mixed into :class:`Client`.
+"""
+
+from typing import List, Optional, Union
+
+from . import isometry_pb2 as pb
+
+__all__ = ["ACTIONS", "HANDLERS", "ActiveAccessMixin"]
+
+ACTIONS = {
+    "apply_log": pb.WATCH_APPLY_LOG,
+    "log_only": pb.WATCH_LOG_ONLY,
+    "apply_notify": pb.WATCH_APPLY_NOTIFY,
+    "deny": pb.WATCH_DENY,
+}
+HANDLERS = {
+    "client": pb.HANDLER_CLIENT,
+    "count": pb.HANDLER_COUNT,
+    "file_log": pb.HANDLER_FILE_LOG,
+    "hash_insert": pb.HANDLER_HASH_INSERT,
+    "dirty_pages": pb.HANDLER_DIRTY_PAGES,
+}
+_FULL = {None: pb.LOG_FULL_DEFAULT, "block": pb.LOG_FULL_BLOCK, "fail": pb.LOG_FULL_FAIL}
+
+
+def _aid(alloc) -> int:
+    return int(alloc)
+
+
+class ActiveAccessMixin:
+    """Active Access calls of :class:`isometry.Client` (needs ``_call``)."""
+
+    def watch(
+        self,
+        alloc,
+        offset: int,
+        nbytes: int,
+        action: str = "apply_log",
+        handler: str = "count",
+        tag: int = 0,
+        log_data: bool = True,
+        value_bytes: int = 8,
+        file_memory: str = "",
+        file: str = "",
+        log_bytes: int = 0,
+        full: Optional[str] = None,
+    ) -> int:
+        """Watches ``[offset, offset + nbytes)`` of this session's allocation
+        ``alloc`` (page aligned; the end may be the allocation's end) and
+        returns the region's id. ``full`` ("block" or "fail", None: the
+        daemon's ``access_log_full``) and ``log_bytes`` apply to the
+        allocation's first watch. Raises IsometryError: PERMISSION_DENIED
+        (not the owner), INVALID_ARGUMENT (bounds, alignment, overlap, an
+        unknown action or handler), RESOURCE_EXHAUSTED (too many regions).
+        """
+        if action not in ACTIONS or handler not in HANDLERS or full not in _FULL:
+            from .errors import IsometryError
+
+            raise IsometryError(
+                "INVALID_ARGUMENT",
+                f"watch: action is one of {sorted(ACTIONS)}, handler one of {sorted(HANDLERS)}, "
+                "full one of None, 'block', 'fail'",
+            )
+        req = pb.WatchRequest(
+            allocation=_aid(alloc), offset=offset, bytes=nbytes, action=ACTIONS[action],
+            handler=HANDLERS[handler], tag=tag, no_data=not log_data, value_bytes=value_bytes,
+            file_memory=file_memory, file=file, log_bytes=log_bytes, full=_FULL[full],
+        )
+        return self._call("Watch", req).region
+
+    def unwatch(self, alloc, region: int) -> None:
+        """Removes a region; the allocation's last one ends its watch."""
+        self._call("Unwatch", pb.UnwatchRequest(allocation=_aid(alloc), region=region))
+
+    def watch_info(self, alloc) -> "pb.WatchInfo":
+        """The owner's view of the watch: regions with their counters, log
+        bytes published and acknowledged."""
+        return self._call("GetWatch", pb.GetWatchRequest(allocation=_aid(alloc)))
+
+    def active_flush(self, alloc, timeout_ms: int = 0) -> None:
+        """Returns once every access to ``alloc``'s regions so far has been
+        handled; raises DEADLINE_EXCEEDED after ``timeout_ms`` (0: the
+        daemon's ``max_flush_ms``). Any session that may use ``alloc``."""
+        timeout = None if timeout_ms == 0 else timeout_ms / 1000.0 + 5.0
+        self._call("ActiveFlush",
+                   pb.ActiveFlushRequest(allocation=_aid(alloc), timeout_ms=timeout_ms),
+                   timeout=timeout)
+
+    def dirty_pages(self, alloc, clear: bool = False) -> List[int]:
+        """Page numbers (4096-byte pages) written since the last clear in
+        the allocation's ``dirty_pages`` regions."""
+        r = self._call("DirtyPages", pb.DirtyPagesRequest(allocation=_aid(alloc), clear=clear))
+        return list(r.pages)
+
+    def checkpoint(self, alloc, memory: str, file: str, full: bool = False) -> "pb.CheckpointResponse":
+        """Writes the allocation's image into ``file`` of DSK ``memory``: all
+        pages the first time (or with ``full``), then only those its
+        ``dirty_pages`` regions saw written since. Restore by registering
+        the file as an instance and copying it into an allocation."""
+        req = pb.CheckpointRequest(allocation=_aid(alloc), memory=memory, file=file, full=full)
+        return self._call("Checkpoint", req)

@@ -1,0 +1,348 @@
+// Active Access (issue #19, seed 004): the node's side. Owners watch
+// regions of their pool allocations; copies whose destination (put) or
+// source (get) touches one are finished by the allocation's WatchState
+// (daemon/node/watch_state.h) before they complete.
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cstring>
+
+#include "absl/synchronization/notification.h"
+#include "core/checked.h"
+#include "core/strings.h"
+#include "daemon/node/node_impl.h"
+#include "daemon/runtime/beneath.h"
+#include "daemon/runtime/disk_memory.h"
+#include "layout/datatype_form.h"
+
+namespace isometry {
+namespace {
+
+using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;
+
+// Past this many runs an end's touched bytes are taken as its whole
+// storage (the scratch buffer then starts as a copy of it).
+constexpr uint64_t kMaxExactRuns = uint64_t{1} << 16;
+
+void ExpandPiece(const FormPiece& p, int64_t base, Ranges& out) {
+  const size_t depth = p.loops.size();
+  std::vector<int64_t> idx(depth, 0);
+  for (;;) {
+    int64_t off = base + p.offset;
+    for (size_t l = 0; l < depth; ++l) off += idx[l] * p.loops[l].stride;
+    if (p.body.empty()) {
+      out.emplace_back(static_cast<uint64_t>(off), static_cast<uint64_t>(off + p.run));
+    } else {
+      for (const FormPiece& b : p.body) ExpandPiece(b, off, out);
+    }
+    size_t l = depth;
+    while (l > 0) {
+      --l;
+      if (++idx[l] < p.loops[l].count) break;
+      idx[l] = 0;
+      if (l == 0) return;
+    }
+    if (depth == 0) return;
+  }
+}
+
+// The allocation bytes a copy end touches: its form's runs, exactly when
+// there are few, else all of its storage (`exact` false).
+Ranges TouchedRanges(const InstanceRef& ref, uint64_t instance_offset,
+                     const std::optional<Box>& box, bool& exact) {
+  exact = false;
+  const uint64_t total = StorageBytes(ref);
+  Ranges whole{{instance_offset, instance_offset + total}};
+  Result<CanonicalForm> form = ref.packed ? Result<CanonicalForm>(ref.packed->form)
+                                          : LayoutForm(ref.shape, box.value_or(ref.shape.bounds));
+  if (!form.ok() || form->runs() > kMaxExactRuns) return whole;
+  Ranges out;
+  for (const FormPiece& p : form->pieces) {
+    ExpandPiece(p, static_cast<int64_t>(instance_offset), out);
+  }
+  exact = true;
+  return active::MergeRanges(std::move(out));
+}
+
+}  // namespace
+
+void ActiveCopy::Completed(Status s) {
+  {
+    absl::MutexLock lock(&mu_);
+    completed_ = true;
+    status_ = std::move(s);
+    if (!registered_) return;
+  }
+  Start();
+}
+
+void ActiveCopy::Registered(uint64_t transfer) {
+  get.source.transfer = transfer;
+  put.source.transfer = transfer;
+  {
+    absl::MutexLock lock(&mu_);
+    registered_ = true;
+    if (!completed_) return;
+  }
+  Start();
+}
+
+void ActiveCopy::Start() {
+  Status s;
+  {
+    absl::MutexLock lock(&mu_);
+    s = status_;
+  }
+  if (!s.ok()) {
+    finish(std::move(s));
+    return;
+  }
+  if (!get_watch) {
+    StartPut();
+    return;
+  }
+  auto self = shared_from_this();
+  get_watch->Enqueue(std::move(get), [self](Status gs) {
+    if (!gs.ok()) {
+      self->finish(std::move(gs));
+    } else {
+      self->StartPut();
+    }
+  });
+}
+
+void ActiveCopy::StartPut() {
+  if (!put_watch) {
+    finish(OkStatus());
+    return;
+  }
+  auto self = shared_from_this();
+  put_watch->Enqueue(std::move(put), [self](Status s) { self->finish(std::move(s)); });
+}
+
+Result<bool> RunActiveBytes(WatchState& w, active::Op op, uint64_t session, uint64_t offset,
+                            std::string_view data, uint64_t length) {
+  const Ranges ranges{{offset, offset + length}};
+  bool watched = false;
+  ISO_RETURN_IF_ERROR(w.CheckAccess(op, ranges, watched));
+  if (!watched) return false;
+  ActiveAccess acc;
+  acc.op = op;
+  acc.ranges = ranges;
+  acc.source.session = session;
+  if (op == active::Op::kPut) {
+    acc.scratch = std::make_unique<std::byte[]>(data.size());
+    std::memcpy(acc.scratch.get(), data.data(), data.size());
+    acc.scratch_base = offset;
+  }
+  absl::Notification done;
+  Status status;
+  w.Enqueue(std::move(acc), [&](Status s) {
+    status = std::move(s);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  ISO_RETURN_IF_ERROR(status);
+  return true;
+}
+
+uint64_t Node::Impl::WatchedRegionsLocked(const Session& s) const {
+  uint64_t n = 0;
+  for (uint64_t id : s.allocations) {
+    auto it = allocations.find(id);
+    if (it != allocations.end() && it->second->watch) {
+      n += it->second->watch->Report().regions.size();
+    }
+  }
+  return n;
+}
+
+Result<std::shared_ptr<ActiveCopy>> Node::Impl::PrepareActiveLocked(const Instance* const ends[2],
+                                                                    const std::optional<Box>& box,
+                                                                    CopyRequest& request,
+                                                                    uint64_t session) {
+  std::shared_ptr<ActiveCopy> ac;
+  InstanceRef* refs[2] = {&request.src, &request.dst};
+  for (int i = 0; i < 2; ++i) {
+    const Instance& in = *ends[i];
+    if (!in.allocation || !in.allocation->watch) continue;
+    const active::Op op = i == 0 ? active::Op::kGet : active::Op::kPut;
+    bool exact = false;
+    Ranges ranges = TouchedRanges(*refs[i], in.offset, refs[i]->packed ? std::nullopt : box, exact);
+    bool watched = false;
+    ISO_RETURN_IF_ERROR(in.allocation->watch->CheckAccess(op, ranges, watched));
+    if (!watched) continue;
+    if (!ac) ac = std::make_shared<ActiveCopy>();
+    ActiveAccess& acc = i == 0 ? ac->get : ac->put;
+    acc.op = op;
+    acc.ranges = std::move(ranges);
+    acc.source.session = session;
+    (i == 0 ? ac->get_watch : ac->put_watch) = in.allocation->watch;
+    if (i == 1) {
+      // The runtime writes into scratch; the watch applies it piece by
+      // piece. Where the touched runs are not known exactly, scratch
+      // starts as the storage so untouched bytes go back unchanged.
+      const uint64_t total = StorageBytes(request.dst);
+      acc.scratch = std::make_unique<std::byte[]>(total);
+      acc.scratch_base = in.offset;
+      if (!exact) std::memcpy(acc.scratch.get(), request.dst.base, total);
+      request.dst.base = acc.scratch.get();
+      request.dst.capacity = total;
+    }
+  }
+  return ac;
+}
+
+Result<WatchHandle> Node::Watch(const std::string& session, const WatchSpec& spec) {
+  const DaemonConfig& dc = impl_->config.daemon;
+  const auto end = CheckedAdd(spec.offset, spec.bytes);
+  if (!end) return InvalidArgument("watched range wraps past 2^64");
+  RegionSpec rs;
+  rs.region.begin = spec.offset;
+  rs.region.end = *end;
+  rs.region.action = spec.action;
+  rs.region.handler = spec.handler;
+  rs.region.tag = spec.tag;
+  rs.region.log_data = spec.log_data;
+  rs.region.value_bytes = spec.value_bytes;
+  if (spec.handler == active::Handler::kFileLog) {
+    // Opened before the lock (file I/O), confined beneath the DSK
+    // directory like every DSK path.
+    ISO_ASSIGN_OR_RETURN(std::shared_ptr<DiskMemory> disk,
+                         impl_->runtime->FindDisk(spec.file_memory));
+    // O_NONBLOCK: a FIFO planted under the name must not hang the open.
+    const std::string shown = StrCat(spec.file_memory, ":", spec.file);
+    ISO_ASSIGN_OR_RETURN(rs.file, OpenBeneath(disk->dir_fd(), spec.file,
+                                              O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK, shown));
+    struct stat st {};
+    if (fstat(rs.file.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+        (st.st_nlink > 1 && !disk->allow_hard_links())) {
+      return PermissionDenied(shown, " is not a regular file with one link");
+    }
+  }
+  absl::MutexLock lock(&impl_->mu);
+  ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
+  auto it = impl_->allocations.find(spec.allocation);
+  if (it == impl_->allocations.end()) return NotFound("no allocation ", spec.allocation);
+  Allocation& a = *it->second;
+  if (a.owner != s->id) {
+    return PermissionDenied("allocation ", spec.allocation,
+                            " belongs to another client: only its owner watches its regions");
+  }
+  const uint64_t held = impl_->WatchedRegionsLocked(*s);
+  if (held >= dc.max_watched_regions_per_session) {
+    return ResourceExhausted("this session watches ", held,
+                             " regions; daemon.max_watched_regions_per_session is ",
+                             dc.max_watched_regions_per_session);
+  }
+  const bool fresh = !a.watch;
+  if (fresh) {
+    WatchOptions o;
+    o.log_bytes = spec.log_bytes != 0 ? spec.log_bytes : dc.access_log_bytes;
+    if (o.log_bytes > dc.max_access_log_bytes) {
+      return InvalidArgument("access log of ", o.log_bytes,
+                             " bytes asked; daemon.max_access_log_bytes is ",
+                             dc.max_access_log_bytes);
+    }
+    o.full =
+        spec.full.value_or(dc.access_log_full == "fail" ? LogFullMode::kFail : LogFullMode::kBlock);
+    o.block_limit = std::chrono::milliseconds(dc.access_log_block_ms);
+    o.limits.max_regions = dc.max_watched_regions_per_session;
+    ISO_ASSIGN_OR_RETURN(a.watch, WatchState::Create(a.id, s->id, a.shm.data(), a.shm.size(), o));
+  }
+  Result<uint64_t> id = a.watch->AddRegion(std::move(rs));
+  if (!id.ok()) {
+    if (fresh) {
+      a.watch->Close("its first region was refused");
+      a.watch.reset();
+    }
+    return id.status();
+  }
+  return WatchHandle{*id, a.id, a.watch->log_fd(), a.watch->log_mapped_bytes(),
+                     a.watch->event_fd()};
+}
+
+Status Node::Unwatch(const std::string& session, uint64_t allocation, uint64_t region) {
+  absl::MutexLock lock(&impl_->mu);
+  ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
+  auto it = impl_->allocations.find(allocation);
+  if (it == impl_->allocations.end() || it->second->owner != s->id || !it->second->watch) {
+    return NotFound("no watched region ", region, " on an allocation ", allocation,
+                    " of this session");
+  }
+  Allocation& a = *it->second;
+  ISO_RETURN_IF_ERROR(a.watch->RemoveRegion(region));
+  if (a.watch->empty()) {
+    a.watch->Close("its last region was unwatched");
+    a.watch.reset();
+  }
+  return OkStatus();
+}
+
+Result<WatchReport> Node::GetWatch(const std::string& session, uint64_t allocation) const {
+  std::shared_ptr<WatchState> w;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    const Session* s = impl_->FindSessionOrNull(session);
+    if (!s) return NotFound("no such session");
+    auto it = impl_->allocations.find(allocation);
+    if (it == impl_->allocations.end() || it->second->owner != s->id) {
+      return PermissionDenied("allocation ", allocation,
+                              " is not this session's: only its owner reads its watch");
+    }
+    w = it->second->watch;
+  }
+  if (!w) return NotFound("allocation ", allocation, " has no watched region");
+  return w->Report();
+}
+
+Status Node::ActiveFlush(const std::string& session, uint64_t allocation,
+                         std::chrono::milliseconds limit, std::function<void(Status)> done) {
+  std::shared_ptr<WatchState> w;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    ISO_ASSIGN_OR_RETURN(const Session* s, impl_->FindSession(session));
+    ISO_ASSIGN_OR_RETURN(auto a, impl_->UsableAllocation(s->id, allocation));
+    w = a->watch;
+  }
+  const auto cap = std::chrono::milliseconds(impl_->config.daemon.max_flush_ms);
+  if (limit.count() <= 0 || limit > cap) limit = cap;
+  if (!w) {
+    done(OkStatus());
+    return OkStatus();
+  }
+  w->Flush(limit, std::move(done));
+  return OkStatus();
+}
+
+Result<std::vector<uint64_t>> Node::DirtyPages(const std::string& session, uint64_t allocation,
+                                               bool clear) {
+  std::shared_ptr<WatchState> w;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
+    auto it = impl_->allocations.find(allocation);
+    if (it == impl_->allocations.end() || it->second->owner != s->id) {
+      return PermissionDenied("allocation ", allocation, " is not this session's");
+    }
+    w = it->second->watch;
+  }
+  if (!w) return NotFound("allocation ", allocation, " has no watched region");
+  return w->DirtyPages(clear);
+}
+
+std::vector<WatchReport> Node::ListWatches() const {
+  std::vector<std::shared_ptr<WatchState>> ws;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    for (const auto& [id, a] : impl_->allocations) {
+      if (a->watch) ws.push_back(a->watch);
+    }
+  }
+  std::vector<WatchReport> out;
+  out.reserve(ws.size());
+  for (const auto& w : ws) out.push_back(w->Report());
+  return out;
+}
+
+}  // namespace isometry

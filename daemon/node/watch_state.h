@@ -1,0 +1,195 @@
+// The daemon's side of Active Access (issue #19, seed 004): the watched
+// regions of one pool allocation, its access log ring and the handlers.
+//
+// A WatchState lives while its allocation has watched regions and its
+// owner session lasts. It owns the region table (active/watch.h), the log
+// ring (a sealed memfd the owner maps) with the eventfd that wakes the
+// owner, the built-in handlers' state (counters, file logs, dirty pages)
+// and one worker thread that finishes active copies in the order they
+// completed: a copy whose destination (put) or source (get) touches a
+// region runs through the runtime with its destination redirected into a
+// scratch buffer (puts), then the worker applies it piece by piece as each
+// region's action says, appends the log entries, publishes them and only
+// then lets the copy complete. A full log blocks the worker (the copy
+// waits, for at most access_log_block_ms) or fails the copy before any of
+// its bytes land, as the watch's `full` mode says; nothing is ever
+// dropped.
+//
+// Thread-safety: every method may be called from any thread; callbacks
+// (Enqueue's done, flush callbacks) run on the worker thread, never under
+// the state's lock.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "active/access_log.h"
+#include "active/watch.h"
+#include "core/status.h"
+#include "core/unique_fd.h"
+#include "daemon/node/shared_memory.h"
+
+namespace isometry {
+
+enum class LogFullMode : uint8_t { kBlock, kFail };
+
+struct WatchOptions {
+  uint64_t log_bytes = 1 << 20;  // ring capacity, a power of two
+  LogFullMode full = LogFullMode::kBlock;
+  std::chrono::milliseconds block_limit{10000};  // kBlock: then the copy fails
+  active::Limits limits;
+};
+
+// A region as the owner asked for it, with what the built-in handlers need.
+struct RegionSpec {
+  active::Region region;
+  UniqueFd file;  // kFileLog: opened (append) beneath the DSK directory
+};
+
+struct RegionStats {
+  active::Region region;
+  uint64_t puts = 0, gets = 0, bytes = 0, entries = 0, denied = 0;
+  uint64_t inserts = 0;      // kHashInsert
+  uint64_t dirty_pages = 0;  // kDirtyPages: pages written since the last checkpoint
+};
+
+struct WatchReport {
+  uint64_t allocation = 0;
+  uint64_t owner_session = 0;
+  uint64_t log_bytes = 0;
+  uint64_t published = 0;     // log bytes published
+  uint64_t acknowledged = 0;  // log bytes the owner acknowledged
+  uint64_t entries = 0;       // entries logged so far
+  uint64_t pending_copies = 0;
+  std::string full_mode;  // "block" or "fail"
+  std::vector<RegionStats> regions;
+};
+
+// Who made an access (the log entry's source fields).
+struct AccessSource {
+  uint64_t session = 0;
+  uint32_t node = 0;
+  uint64_t transfer = 0;
+};
+
+// One active copy's touch of the allocation: `ranges` (sorted, disjoint,
+// allocation offsets) read (kGet) or written (kPut). A put's bytes are in
+// `scratch`, whose byte 0 is allocation offset `scratch_base`.
+struct ActiveAccess {
+  active::Op op = active::Op::kPut;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  std::unique_ptr<std::byte[]> scratch;
+  uint64_t scratch_base = 0;
+  AccessSource source;
+};
+
+class WatchState {
+ public:
+  // `memory`/`bytes`: the allocation's mapping (kept alive by the caller's
+  // reference to the allocation for as long as this state lives).
+  static Result<std::shared_ptr<WatchState>> Create(uint64_t allocation, uint64_t owner_session,
+                                                    std::byte* memory, uint64_t bytes,
+                                                    const WatchOptions& options);
+  ~WatchState();
+  WatchState(const WatchState&) = delete;
+  WatchState& operator=(const WatchState&) = delete;
+
+  uint64_t allocation() const { return allocation_; }
+  uint64_t owner_session() const { return owner_; }
+  int log_fd() const { return log_.fd(); }
+  uint64_t log_mapped_bytes() const { return log_.size(); }
+  int event_fd() const { return event_.get(); }
+
+  Result<uint64_t> AddRegion(RegionSpec spec);
+  Status RemoveRegion(uint64_t id);
+  bool empty() const;
+  // The ranges of [begin, end) that lie in watched regions would deny
+  // `op` (PERMISSION_DENIED naming the first), or whether the range is
+  // watched at all (`watched`).
+  Status CheckAccess(active::Op op, const std::vector<std::pair<uint64_t, uint64_t>>& ranges,
+                     bool& watched) const;
+  // Finishes `access` on the worker: applies it, logs it, publishes, then
+  // calls `done` with the outcome (an error: nothing of a put applied,
+  // unless the log had to be streamed past its capacity in block mode and
+  // timed out, which the message says).
+  void Enqueue(ActiveAccess access, std::function<void(Status)> done);
+  // Calls `done` once every access enqueued before it has been applied and
+  // every entry published by then acknowledged by the owner (OK), or after
+  // `limit` (DEADLINE_EXCEEDED), or when the watch ends (ABORTED).
+  void Flush(std::chrono::milliseconds limit, std::function<void(Status)> done);
+  // Ends the watch: the worker fails what is queued (ABORTED, nothing
+  // applied), wakes blocked copies and flushes, and exits. Idempotent.
+  void Close(const std::string& why);
+  WatchReport Report() const;
+  // kDirtyPages: the dirty page numbers of all regions; `clear` resets them.
+  std::vector<uint64_t> DirtyPages(bool clear);
+
+ private:
+  struct Job {
+    std::optional<ActiveAccess> access;  // none: a flush marker
+    std::function<void(Status)> done;
+    std::chrono::steady_clock::time_point flush_deadline;
+  };
+  struct FlushWaiter {
+    uint64_t target = 0;
+    std::chrono::steady_clock::time_point deadline;
+    std::function<void(Status)> done;
+  };
+  struct RegionState {
+    RegionStats stats;
+    UniqueFd file;
+    std::vector<bool> dirty;  // per page of the region
+  };
+  WatchState(uint64_t allocation, uint64_t owner, std::byte* memory, uint64_t bytes,
+             WatchOptions options, SharedMemory log);
+  void Run();
+  Status Apply(ActiveAccess& a);
+  // Appends `entry` (+ data) when the log has room, else waits or fails
+  // per mode. Called without mu_ on the worker (the writer is the
+  // worker's), taking mu_ for waits.
+  Status Append(active::LogEntry entry, std::string_view data, bool& waited);
+  bool WaitForRoom(uint64_t need);
+  void Wake();
+  Status RunBuiltin(RegionState& rs, const active::Piece& p, const active::Effect& e,
+                    const ActiveAccess& a, std::string_view data);
+  void FireFlushes(std::vector<std::pair<std::function<void(Status)>, Status>>& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // ---- constant after Create ----
+  const uint64_t allocation_;
+  const uint64_t owner_;
+  std::byte* const memory_;
+  const uint64_t bytes_;
+  const WatchOptions options_;
+  SharedMemory log_;
+  UniqueFd event_;
+
+  // ---- the worker's own (only Run and what it calls touch them); the
+  // worker thread holds a reference to this state until it exits ----
+  active::LogWriter writer_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  active::RegionTable table_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, RegionState> regions_ ABSL_GUARDED_BY(mu_);  // by region id
+  std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);
+  std::vector<FlushWaiter> flushes_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::string close_why_ ABSL_GUARDED_BY(mu_);
+  // Mirrors of the writer's figures for Report and flushes.
+  std::atomic<uint64_t> published_{0};
+  std::atomic<uint64_t> entries_{0};
+  std::atomic<uint64_t> acked_{0};
+  std::atomic<uint64_t> pending_{0};
+};
+
+}  // namespace isometry

@@ -1,0 +1,106 @@
+#include "daemon/server/active_rpc.h"
+
+#include "absl/synchronization/mutex.h"
+#include "daemon/server/convert.h"
+#include "daemon/server/convert_watch.h"
+
+namespace isometry {
+
+Status WatchRpc(Node& node, const std::string& session, const v1::WatchRequest& req,
+                v1::WatchResponse* out) {
+  ISO_ASSIGN_OR_RETURN(WatchSpec spec, WatchSpecFromProto(req));
+  ISO_ASSIGN_OR_RETURN(WatchHandle h, node.Watch(session, spec));
+  out->set_region(h.region);
+  out->set_allocation(h.allocation);
+  out->set_log_bytes(h.log_mapped_bytes);
+  return OkStatus();
+}
+
+Status GetWatchRpc(Node& node, const std::string& session, const v1::GetWatchRequest& req,
+                   v1::WatchInfo* out) {
+  ISO_ASSIGN_OR_RETURN(WatchReport r, node.GetWatch(session, req.allocation()));
+  ToProto(r, out);
+  return OkStatus();
+}
+
+Status DirtyPagesRpc(Node& node, const std::string& session, const v1::DirtyPagesRequest& req,
+                     v1::DirtyPagesResponse* out) {
+  ISO_ASSIGN_OR_RETURN(auto pages, node.DirtyPages(session, req.allocation(), req.clear()));
+  out->set_page_bytes(4096);
+  for (uint64_t p : pages) out->add_pages(p);
+  return OkStatus();
+}
+
+Status CheckpointRpc(Node& node, const std::string& session, const v1::CheckpointRequest& req,
+                     v1::CheckpointResponse* out) {
+  ISO_ASSIGN_OR_RETURN(CheckpointReport r, node.Checkpoint(session, req.allocation(), req.memory(),
+                                                           req.file(), req.full()));
+  out->set_full(r.full);
+  out->set_pages_written(r.pages_written);
+  out->set_bytes_written(r.bytes_written);
+  out->set_file_bytes(r.file_bytes);
+  return OkStatus();
+}
+
+grpc::ServerUnaryReactor* ActiveFlushRpc(Node& node, const std::string& session,
+                                         const v1::ActiveFlushRequest& req,
+                                         grpc::ServerUnaryReactor* reactor) {
+  Status s =
+      node.ActiveFlush(session, req.allocation(), std::chrono::milliseconds(req.timeout_ms()),
+                       [reactor](const Status& done) { reactor->Finish(ToGrpc(done)); });
+  if (!s.ok()) reactor->Finish(ToGrpc(s));
+  return reactor;
+}
+
+namespace {
+
+Status FlushAndWait(Node& node, const std::string& session, const v1::ActiveFlushRequest& req) {
+  struct Waiter {
+    absl::Mutex mu;
+    bool done ABSL_GUARDED_BY(mu) = false;
+    Status status ABSL_GUARDED_BY(mu);
+  };
+  auto w = std::make_shared<Waiter>();
+  ISO_RETURN_IF_ERROR(node.ActiveFlush(session, req.allocation(),
+                                       std::chrono::milliseconds(req.timeout_ms()), [w](Status s) {
+                                         absl::MutexLock lock(&w->mu);
+                                         w->status = std::move(s);
+                                         w->done = true;
+                                       }));
+  absl::MutexLock lock(&w->mu);
+  w->mu.Await(absl::Condition(&w->done));
+  return w->status;
+}
+
+}  // namespace
+
+Status ActiveLocal(Node& node, const std::string& session, const v1::LocalRequest& req,
+                   v1::LocalResponse* resp, std::vector<int>* fds) {
+  switch (req.body_case()) {
+    case v1::LocalRequest::kWatch: {
+      ISO_ASSIGN_OR_RETURN(WatchSpec spec, WatchSpecFromProto(req.watch()));
+      ISO_ASSIGN_OR_RETURN(WatchHandle h, node.Watch(session, spec));
+      v1::WatchResponse* out = resp->mutable_watch();
+      out->set_region(h.region);
+      out->set_allocation(h.allocation);
+      out->set_log_bytes(h.log_mapped_bytes);
+      fds->push_back(h.log_fd);
+      fds->push_back(h.event_fd);
+      return OkStatus();
+    }
+    case v1::LocalRequest::kUnwatch:
+      return node.Unwatch(session, req.unwatch().allocation(), req.unwatch().region());
+    case v1::LocalRequest::kGetWatch:
+      return GetWatchRpc(node, session, req.get_watch(), resp->mutable_get_watch());
+    case v1::LocalRequest::kActiveFlush:
+      return FlushAndWait(node, session, req.active_flush());
+    case v1::LocalRequest::kDirtyPages:
+      return DirtyPagesRpc(node, session, req.dirty_pages(), resp->mutable_dirty_pages());
+    case v1::LocalRequest::kCheckpoint:
+      return CheckpointRpc(node, session, req.checkpoint(), resp->mutable_checkpoint());
+    default:
+      return InvalidArgument("not an active access request");
+  }
+}
+
+}  // namespace isometry

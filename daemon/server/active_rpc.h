@@ -1,0 +1,37 @@
+// Active Access (issue #19) requests, as both front ends serve them: the
+// gRPC service (one function per RPC) and the local socket (ActiveLocal,
+// which also hands the owner the access log memfd and eventfd).
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <string>
+#include <vector>
+
+#include "daemon/node/node.h"
+#include "isometry.pb.h"
+
+namespace isometry {
+
+Status WatchRpc(Node& node, const std::string& session, const v1::WatchRequest& req,
+                v1::WatchResponse* out);
+Status GetWatchRpc(Node& node, const std::string& session, const v1::GetWatchRequest& req,
+                   v1::WatchInfo* out);
+Status DirtyPagesRpc(Node& node, const std::string& session, const v1::DirtyPagesRequest& req,
+                     v1::DirtyPagesResponse* out);
+Status CheckpointRpc(Node& node, const std::string& session, const v1::CheckpointRequest& req,
+                     v1::CheckpointResponse* out);
+// Finishes `reactor` from the watch's worker once flushed: no gRPC thread
+// waits.
+grpc::ServerUnaryReactor* ActiveFlushRpc(Node& node, const std::string& session,
+                                         const v1::ActiveFlushRequest& req,
+                                         grpc::ServerUnaryReactor* reactor);
+
+// The local socket's watch, unwatch, get_watch, active_flush and
+// dirty_pages requests. A watch answers with two fds (borrowed from the
+// node; the caller sends them): the log memfd and its eventfd. A flush
+// blocks the calling (connection) thread until done.
+Status ActiveLocal(Node& node, const std::string& session, const v1::LocalRequest& req,
+                   v1::LocalResponse* resp, std::vector<int>* fds);
+
+}  // namespace isometry
