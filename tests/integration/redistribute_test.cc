@@ -78,8 +78,13 @@ Side RandomSide(std::mt19937_64& rng, const std::vector<uint64_t>& extents, uint
   s.extents = extents;
   s.element_bytes = elem;
   s.column_major = rng() % 2;
+  // Grids of 1..8 per dimension (8x1, 1x8, 2x4, ...; 1..2 in 3-D), at
+  // most 8 ranks a side so every case stays a few dozen sessions.
+  uint64_t ranks = 1;
   for (size_t d = 0; d < extents.size(); ++d) {
-    s.grid.push_back(1 + rng() % (extents.size() == 3 ? 2 : 4));
+    const uint64_t room = extents.size() == 3 ? 2 : 8 / ranks;
+    s.grid.push_back(1 + rng() % std::max<uint64_t>(room, 1));
+    ranks *= s.grid.back();
     const int k = static_cast<int>(rng() % 3);
     client::DimDistribution dim;
     dim.kind = static_cast<client::DimDistribution::Kind>(k);
