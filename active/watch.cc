@@ -83,6 +83,10 @@ Result<uint64_t> RegionTable::Add(Region r, uint64_t allocation_bytes, const Lim
       return InvalidArgument("hash_insert value_bytes must be a multiple of 8 in [8, 4096], not ",
                              r.value_bytes);
     }
+    if (r.end - r.begin < 16 + uint64_t{r.value_bytes}) {
+      return InvalidArgument("watched region [", r.begin, ", ", r.end, ") holds no hash_insert ",
+                             "slot of ", 16 + uint64_t{r.value_bytes}, " bytes");
+    }
   }
   if (r.handler == Handler::kDirtyPages && r.action != Action::kApplyLog &&
       r.action != Action::kApplyNotify) {

@@ -58,6 +58,10 @@ Status HashInsert(std::byte* region, uint64_t region_bytes, uint32_t value_bytes
   const uint64_t rec = 8 + uint64_t{value_bytes};
   const uint64_t slot = 16 + uint64_t{value_bytes};
   const uint64_t slots = region_bytes / slot;
+  if (slots == 0) {  // Watch refuses such regions; never divide by zero here
+    return FailedPrecondition("hash_insert: the region's ", region_bytes, " bytes hold no ", slot,
+                              "-byte slot");
+  }
   if (records.size() % rec != 0) {
     return InvalidArgument("hash_insert: a put of ", records.size(),
                            " bytes is not a whole number of ", rec, "-byte (key, value) records");

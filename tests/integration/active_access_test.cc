@@ -315,6 +315,16 @@ TEST_CASE("only the owner watches an allocation or reads its log") {
       s.aa->Watch(s.table, Opts(0, 8192, active::Action::kApplyLog)).status()));
   CHECK(absl::IsInvalidArgument(
       s.aa->Watch(s.table, Opts(kTable, 4096, active::Action::kApplyLog)).status()));
+  // A hashtable region without room for one slot (16 + 4096 bytes in one
+  // page) is refused: a put into it once divided by zero slots and took
+  // the daemon down. The daemon serves on.
+  WatchOptions tiny = Opts(4096, 4096, active::Action::kLogOnly);
+  tiny.handler = active::Handler::kHashInsert;
+  tiny.value_bytes = 4096;
+  const auto refused = s.aa->Watch(s.table, tiny);
+  CHECK(absl::IsInvalidArgument(refused.status()));
+  CHECK(std::string(refused.status().message()).find("slot") != std::string::npos);
+  CHECK(s.Put(4096, std::vector<std::byte>(64, std::byte{7})).status.ok());
 }
 
 TEST_CASE("an owner that goes releases its regions and log; a waiting copy fails, not hangs") {

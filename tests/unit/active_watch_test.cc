@@ -42,6 +42,20 @@ TEST_CASE("regions are validated: bounds, alignment, overlap, limits, handler fi
   CHECK(t.size() == 3);
 }
 
+TEST_CASE("a hash_insert region too small for one slot is refused (no division by zero later)") {
+  RegionTable t;
+  const Limits lim{4096, 8};
+  // The last region of a 4200-byte allocation holds 104 bytes; a slot of
+  // 4096-byte values needs 4112.
+  Region r = Make(4096, 4200, Action::kLogOnly, Handler::kHashInsert);
+  r.value_bytes = 4096;
+  const auto refused = t.Add(r, 4200, lim);
+  CHECK(absl::IsInvalidArgument(refused.status()));
+  CHECK(std::string(refused.status().message()).find("slot") != std::string::npos);
+  r.value_bytes = 8;  // 24-byte slots: four of them fit
+  CHECK(t.Add(r, 4200, lim).ok());
+}
+
 TEST_CASE("remove frees the range for a new region") {
   RegionTable t;
   const Limits lim{4096, 8};
