@@ -63,9 +63,11 @@ kind = "disk_write"
 def fill(client, alloc, size, seed):
     """Writes a pseudo-random image through `client`; returns it."""
     rng = random.Random(seed)
-    image = bytearray(rng.randbytes(size))
+    image = bytearray(size)
     for at in range(0, size, CHUNK):
-        client.write(alloc, at, bytes(image[at:at + CHUNK]))
+        part = rng.randbytes(min(CHUNK, size - at))
+        image[at:at + len(part)] = part
+        client.write(alloc, at, part)
     return image
 
 
