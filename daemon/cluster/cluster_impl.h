@@ -51,6 +51,15 @@ inline constexpr char kCallMacKey[] = "isometry-peer-mac-bin";
 // at once on several threads overtake each other).
 inline constexpr uint64_t kCallWindow = 4096;
 
+// An asynchronous peer call's context, request and answer, shared with its
+// callback (which keeps them alive until the call ends).
+template <typename Request, typename Response>
+struct AsyncCall {
+  std::shared_ptr<grpc::ClientContext> ctx = std::make_shared<grpc::ClientContext>();
+  std::shared_ptr<Request> req = std::make_shared<Request>();
+  std::shared_ptr<Response> resp = std::make_shared<Response>();
+};
+
 int64_t UnixMs();
 Status FromGrpc(const grpc::Status& s, std::string_view what);
 void SetDeadline(grpc::ClientContext& ctx, uint32_t ms);

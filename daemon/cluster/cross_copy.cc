@@ -36,16 +36,14 @@ void CrossOp::Fail(const Status& why) {
     if (n.empty()) continue;
     Peer* p = impl_->FindPeer(n);
     if (!p) continue;
-    auto ctx = std::make_shared<grpc::ClientContext>();
-    SetDeadline(*ctx, impl_->config.cluster.peer_timeout_ms);
-    auto req = std::make_shared<v1::AbortHalfRequest>();
-    req->set_key(key_);
-    req->set_code(static_cast<int>(why.code()));
-    req->set_message(std::string(why.message()));
-    impl_->Authorize(*ctx, *p, "AbortHalf", *req);
-    auto resp = std::make_shared<v1::AbortHalfResponse>();
-    p->stub->async()->AbortHalf(ctx.get(), req.get(), resp.get(),
-                                [ctx, req, resp](const grpc::Status&) {});
+    AsyncCall<v1::AbortHalfRequest, v1::AbortHalfResponse> call;
+    SetDeadline(*call.ctx, impl_->config.cluster.peer_timeout_ms);
+    call.req->set_key(key_);
+    call.req->set_code(static_cast<int>(why.code()));
+    call.req->set_message(std::string(why.message()));
+    impl_->Authorize(*call.ctx, *p, "AbortHalf", *call.req);
+    p->stub->async()->AbortHalf(call.ctx.get(), call.req.get(), call.resp.get(),
+                                [call](const grpc::Status&) {});
   }
   // A peer that vanished never answers AwaitHalf: stop waiting.
   for (auto& ctx : awaits) ctx->TryCancel();
@@ -324,22 +322,20 @@ bool Cluster::Impl::SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const Cros
     return false;
   }
   if (op->failed()) op->Cancel();  // failed while the peer set its half up: end it there too
-  auto actx = std::make_shared<grpc::ClientContext>();
-  auto areq = std::make_shared<v1::AwaitHalfRequest>();
-  areq->set_key(op->key());
-  Authorize(*actx, *p, "AwaitHalf", *areq);
-  auto aresp = std::make_shared<v1::AwaitHalfResponse>();
-  op->AddAwait(here, actx);
+  cluster::AsyncCall<v1::AwaitHalfRequest, v1::AwaitHalfResponse> call;
+  call.req->set_key(op->key());
+  Authorize(*call.ctx, *p, "AwaitHalf", *call.req);
+  op->AddAwait(here, call.ctx);
   std::weak_ptr<CrossOp> weak = op;
   p->stub->async()->AwaitHalf(
-      actx.get(), areq.get(), aresp.get(),
-      [weak, actx, areq, aresp, here](const grpc::Status& gs2) {
+      call.ctx.get(), call.req.get(), call.resp.get(), [weak, call, here](const grpc::Status& gs2) {
         auto o = weak.lock();
         if (!o) return;
         if (!gs2.ok()) {
           o->HalfDone(Unavailable(StrCat("node '", here, "': ", gs2.error_message())));
         } else {
-          o->HalfDone(Status(static_cast<absl::StatusCode>(aresp->code()), aresp->message()));
+          o->HalfDone(
+              Status(static_cast<absl::StatusCode>(call.resp->code()), call.resp->message()));
         }
       });
   return true;

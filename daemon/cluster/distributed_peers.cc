@@ -12,16 +12,6 @@
 
 namespace isometry {
 namespace cluster {
-namespace {
-
-template <typename Request, typename Response>
-struct AsyncCall {
-  std::shared_ptr<grpc::ClientContext> ctx = std::make_shared<grpc::ClientContext>();
-  std::shared_ptr<Request> req = std::make_shared<Request>();
-  std::shared_ptr<Response> resp = std::make_shared<Response>();
-};
-
-}  // namespace
 
 // A part of a redistribution running on a peer, as the coordinator holds
 // it: its end comes as the answer of the long RedistributePart call.
@@ -160,15 +150,13 @@ void Cluster::Impl::AnnounceDistributedEnded(const std::string& key,
   for (const std::string& name : to) {
     const Peer* p = FindPeer(name);
     if (!p) continue;
-    auto ctx = std::make_shared<grpc::ClientContext>();
-    cluster::SetDeadline(*ctx, config.cluster.peer_timeout_ms);
-    auto req = std::make_shared<v1::PeerDistributedEnded>();
-    req->set_key(key);
-    req->set_why(why);
-    Authorize(*ctx, *p, "DistributedEnded", *req);
-    auto resp = std::make_shared<v1::PeerDistributedEndedResponse>();
-    p->stub->async()->DistributedEnded(ctx.get(), req.get(), resp.get(),
-                                       [ctx, req, resp](const grpc::Status&) {});
+    cluster::AsyncCall<v1::PeerDistributedEnded, v1::PeerDistributedEndedResponse> call;
+    cluster::SetDeadline(*call.ctx, config.cluster.peer_timeout_ms);
+    call.req->set_key(key);
+    call.req->set_why(why);
+    Authorize(*call.ctx, *p, "DistributedEnded", *call.req);
+    p->stub->async()->DistributedEnded(call.ctx.get(), call.req.get(), call.resp.get(),
+                                       [call](const grpc::Status&) {});
   }
 }
 

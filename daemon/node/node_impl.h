@@ -297,6 +297,11 @@ struct Node::Impl {
   // `destination`: the consumer's (DSK files refused there).
   Result<std::vector<RankEnd>> RankEndsLocked(const DistributedInstance& d, bool destination) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // ABORTED (naming `shown` and `what` was being planned) unless `key`
+  // still names `d`: it ended, or was replaced, meanwhile.
+  Status StillCurrentLocked(const std::string& key, const std::shared_ptr<DistributedInstance>& d,
+                            const std::string& shown, const char* what) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   Result<RankEnd> RankEndLocked(const DistributedInstance& d, size_t rank, bool destination) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 

@@ -120,17 +120,6 @@ void AddTasks(uint64_t p, const Piece& piece, int dims, uint64_t element_bytes,
   flush();
 }
 
-Status Compatible(const DistributedInstance& a, const DistributedInstance& b) {
-  if (a.dist.extents() != b.dist.extents() || a.dist.dims() != b.dist.dims() ||
-      a.element_bytes != b.element_bytes) {
-    return InvalidArgument("cannot redistribute '", a.name, "' (", a.dist.ToString(), ", ",
-                           a.element_bytes, "-byte elements) into '", b.name, "' (",
-                           b.dist.ToString(), ", ", b.element_bytes,
-                           "-byte elements): the global extents and element sizes must match");
-  }
-  return OkStatus();
-}
-
 bool IsMember(const DistributedInstance& d, uint64_t session) {
   for (const auto& m : d.members) {
     if (m && m->session == session) return true;
@@ -265,7 +254,8 @@ Result<uint64_t> Node::Redistribute(const std::string& session, const std::strin
                               consumer, "'");
     }
     if (!across) {
-      ISO_RETURN_IF_ERROR(Compatible(*sides[0], *sides[1]));
+      ISO_RETURN_IF_ERROR(Compatible(sides[0]->name, sides[0]->dist, sides[0]->element_bytes,
+                                     sides[1]->name, sides[1]->dist, sides[1]->element_bytes));
       ISO_ASSIGN_OR_RETURN(setup.producers, impl_->RankEndsLocked(*sides[0], false));
       ISO_ASSIGN_OR_RETURN(setup.consumers, impl_->RankEndsLocked(*sides[1], true));
       record->owner = OwnerOf(*s);
@@ -303,17 +293,37 @@ Status Node::Impl::AdoptRedistributionLocked(uint64_t session, const std::string
                                              PendingCalls& calls, bool& adopted) {
   for (int i = 0; i < 2; ++i) {
     if (!sides[i]) continue;  // no rank of it here (across nodes)
-    auto it = distributed.find(ns + sides[i]->name);
-    if (it == distributed.end() || it->second != sides[i]) {
-      return absl::AbortedError(StrCat("distributed instance '", ForLog(sides[i]->name),
-                                       "' ended while the redistribution was planned"));
-    }
+    ISO_RETURN_IF_ERROR(
+        StillCurrentLocked(ns + sides[i]->name, sides[i], sides[i]->name, "redistribution"));
   }
   for (int i = 0; i < 2; ++i) {
     if (sides[i]) TrackRunning(*sides[i], op);
   }
   record->cross = op;
   adopted = AdoptLocked(session, record, calls);
+  return OkStatus();
+}
+
+Status Node::Impl::StillCurrentLocked(const std::string& key,
+                                      const std::shared_ptr<DistributedInstance>& d,
+                                      const std::string& shown, const char* what) const {
+  auto it = distributed.find(key);
+  if (it == distributed.end() || it->second != d) {
+    return absl::AbortedError(StrCat("distributed instance '", ForLog(shown), "' ended while the ",
+                                     what, " was planned"));
+  }
+  return OkStatus();
+}
+
+Status Compatible(const std::string& a_name, const redistribution::Distribution& a,
+                  uint64_t a_bytes, const std::string& b_name,
+                  const redistribution::Distribution& b, uint64_t b_bytes) {
+  if (a.extents() != b.extents() || a.dims() != b.dims() || a_bytes != b_bytes) {
+    return InvalidArgument("cannot redistribute '", ForLog(a_name), "' (", a.ToString(), ", ",
+                           a_bytes, "-byte elements) into '", ForLog(b_name), "' (", b.ToString(),
+                           ", ", b_bytes,
+                           "-byte elements): the global extents and element sizes must match");
+  }
   return OkStatus();
 }
 

@@ -214,11 +214,8 @@ Result<uint64_t> Node::Impl::RedistributeAcrossNodes(
     absl::MutexLock lock(&mu);
     for (int i = 0; i < 2; ++i) {
       if (!c.local[i]) continue;
-      auto it = distributed.find(c.ns + names[i]);
-      if (it == distributed.end() || it->second != c.local[i]) {
-        return absl::AbortedError(StrCat("distributed instance '", ForLog(names[i]),
-                                         "' ended while the redistribution was planned"));
-      }
+      ISO_RETURN_IF_ERROR(
+          StillCurrentLocked(c.ns + names[i], c.local[i], names[i], "redistribution"));
       for (const DistributedRanks& a : answers[i]) {
         if (a.found) c.local[i]->peers.insert(a.node);
       }
@@ -229,15 +226,8 @@ Result<uint64_t> Node::Impl::RedistributeAcrossNodes(
   for (int i = 0; i < 2; ++i) {
     ISO_ASSIGN_OR_RETURN(sides[i], MergeSide(names[i], answers[i]));
   }
-  if (sides[0].dist->extents() != sides[1].dist->extents() ||
-      sides[0].dist->dims() != sides[1].dist->dims() ||
-      sides[0].element_bytes != sides[1].element_bytes) {
-    return InvalidArgument("cannot redistribute '", ForLog(c.producer), "' (",
-                           sides[0].dist->ToString(), ", ", sides[0].element_bytes,
-                           "-byte elements) into '", ForLog(c.consumer), "' (",
-                           sides[1].dist->ToString(), ", ", sides[1].element_bytes,
-                           "-byte elements): the global extents and element sizes must match");
-  }
+  ISO_RETURN_IF_ERROR(Compatible(c.producer, *sides[0].dist, sides[0].element_bytes, c.consumer,
+                                 *sides[1].dist, sides[1].element_bytes));
   RedistributePart part;
   part.producer = c.ns + c.producer;
   part.consumer = c.ns + c.consumer;
@@ -370,11 +360,7 @@ Result<std::shared_ptr<CrossTransfer>> Node::Impl::StartPart(
     const std::string keys[2] = {part.producer, part.consumer};
     for (int i = 0; i < 2; ++i) {
       if (!sides[i]) continue;
-      auto it = distributed.find(keys[i]);
-      if (it == distributed.end() || it->second != sides[i]) {
-        return absl::AbortedError(StrCat("distributed instance '", ForLog(keys[i]),
-                                         "' ended while the part was planned"));
-      }
+      ISO_RETURN_IF_ERROR(StillCurrentLocked(keys[i], sides[i], keys[i], "part"));
       TrackRunning(*sides[i], op);
     }
   }

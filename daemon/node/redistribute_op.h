@@ -145,6 +145,12 @@ class RedistributionOp final : public CrossTransfer,
   std::vector<bool> finished_ ABSL_GUARDED_BY(mu_);
 };
 
+// INVALID_ARGUMENT unless the two sides have one global index space and
+// element size (what a redistribution needs).
+Status Compatible(const std::string& a_name, const redistribution::Distribution& a,
+                  uint64_t a_bytes, const std::string& b_name,
+                  const redistribution::Distribution& b, uint64_t b_bytes);
+
 // Records `op` as using `d` (aborted when `d` ends); under the node lock.
 void TrackRunning(DistributedInstance& d, const std::shared_ptr<CrossTransfer>& op);
 
