@@ -14,17 +14,22 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/cord.h"
 #include "core/strings.h"
 
 namespace isometry::net {
 
 namespace {
 
+constexpr char kRefusedPayload[] = "isometry.dev/connection-refused";
+
 Status Errno(std::string_view what, int err) {
   const std::string msg = StrCat(what, ": ", ErrnoString(err));
   if (err == ECONNRESET || err == EPIPE || err == ETIMEDOUT || err == ECONNREFUSED ||
       err == EHOSTUNREACH || err == ENETUNREACH || err == ECONNABORTED) {
-    return Unavailable(msg);
+    Status s = Unavailable(msg);
+    if (err == ECONNREFUSED) s.SetPayload(kRefusedPayload, absl::Cord("1"));
+    return s;
   }
   return absl::InternalError(msg);
 }
@@ -216,6 +221,8 @@ void TuneSocket(int fd, uint32_t timeout_ms) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &idle, sizeof idle);
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
 }
+
+bool IsConnectionRefused(const Status& s) { return s.GetPayload(kRefusedPayload).has_value(); }
 
 uint64_t SourceSpan(const CopyProgram& p) { return Span(p, false); }
 uint64_t DestinationSpan(const CopyProgram& p) { return Span(p, true); }

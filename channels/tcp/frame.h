@@ -13,9 +13,12 @@
 //        or ABORT      refused, with the reason
 // Then, on a connection node A opened to node B: A sends DATA (chunk k of
 // transfer t) only after B sent CREDIT for it, so B never buffers data it
-// has no room for; with checksums on, B answers each DATA with ACK (good)
-// or RESEND (its checksum failed: A sends it once more), and A holds the
-// chunk until then. ABORT (either way) ends a transfer on both nodes. Fields are in host byte
+// has no room for; B answers each DATA with ACK (landed; with checksums
+// on, only when its checksum held) or RESEND (its checksum failed: A sends
+// it once more), and A holds the chunk until then, so a connection that
+// drops loses nothing: A reconnects, B credits again what it still waits
+// for and repeats its recent ACKs, A re-sends (peer_link_resume.cc).
+// ABORT (either way) ends a transfer on both nodes. Fields are in host byte
 // order: peers must share an architecture (the hello compares the magic, so a mismatch is refused).
 #pragma once
 
@@ -31,7 +34,8 @@
 namespace isometry::net {
 
 inline constexpr uint32_t kFrameMagic = 0x4d4f5349;  // "ISOM"
-inline constexpr uint16_t kDataProtocolVersion = 2;
+// 3: every DATA is acknowledged (resume after a dropped connection).
+inline constexpr uint16_t kDataProtocolVersion = 3;
 inline constexpr uint64_t kMaxControlPayload = 64 << 10;
 inline constexpr uint64_t kMaxDataPayload = 1ull << 30;
 
@@ -80,6 +84,9 @@ Status SendFrame(int fd, const FrameHeader& h, const void* payload = nullptr);
 Status RecvAll(int fd, void* data, uint64_t length);
 Status Discard(int fd, uint64_t length);
 
+// True for ConnectTo's answer when nothing listens at the address (the
+// host answered with a reset: the daemon there is gone, not unreachable).
+bool IsConnectionRefused(const Status& s);
 // Connects to "host:port" within `timeout_ms`; the connected socket is
 // blocking.
 Result<UniqueFd> ConnectTo(const std::string& address, uint32_t timeout_ms);

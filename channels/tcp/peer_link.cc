@@ -62,6 +62,11 @@ PeerLink::PeerLink(std::string peer, const DataOptions& options, Completer* comp
 
 PeerLink::~PeerLink() {
   Fail(absl::CancelledError(StrCat("data link to peer '", peer_, "' closed")));
+  {
+    absl::MutexLock lock(&mu_);
+    stop_resumer_ = true;
+  }
+  if (resumer_.joinable()) resumer_.join();
   std::vector<std::shared_ptr<Conn>> old;
   {
     absl::MutexLock lock(&mu_);
@@ -102,6 +107,10 @@ uint64_t PeerLink::bytes_received() const {
   absl::MutexLock lock(&mu_);
   return received_;
 }
+uint64_t PeerLink::resumes() const {
+  absl::MutexLock lock(&mu_);
+  return resumes_;
+}
 
 void PeerLink::AddIncoming(std::unique_ptr<Wire> wire, bool checksum) {
   auto c = std::make_shared<Conn>();
@@ -110,18 +119,33 @@ void PeerLink::AddIncoming(std::unique_ptr<Wire> wire, bool checksum) {
   TuneSocket(c->wire->fd(), options_.timeout_ms);
   absl::MutexLock lock(&mu_);
   if (static_cast<int>(in_.size()) >= options_.connections) {
-    // The peer opened a new set (it restarted or reconnected): the oldest
-    // connections are stale.
+    // The peer opened a new set (it reconnected before this node saw the
+    // old one break): the oldest connections are stale, and what went
+    // over them is credited and ACKed again once the new set is in.
     std::vector<std::function<void()>> calls;
-    std::deque<Job> credits;
-    in_.front()->Close(calls, Unavailable("replaced"), &credits);
+    std::deque<Job> dropped;
+    in_.front()->Close(calls, Unavailable("replaced"), &dropped);
     closed_.push_back(in_.front());
     in_.erase(in_.begin());
     for (auto& fn : calls) completer_->Post(std::move(fn));
-    for (Job& j : credits) Enqueue(*c, std::move(j));
+    if (!in_down_since_) {
+      in_down_since_ = Clock::now();
+      in_down_why_ = Unavailable("peer '", peer_, "' opened a new set of data connections");
+      fresh_in_ = 0;
+    }
   }
   in_.push_back(c);
   StartConn(c);
+  if (in_down_since_ && ++fresh_in_ >= options_.connections) {
+    RecreditLocked();
+    spdlog::info(
+        "data link from peer '{}': resumed on {} new connection(s) from {} after {} ms", peer_,
+        in_.size(), c->wire->remote(),
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *in_down_since_)
+            .count());
+    in_down_since_.reset();
+    ++resumes_;
+  }
 }
 
 void PeerLink::StartConn(const std::shared_ptr<Conn>& c) {
@@ -138,7 +162,7 @@ void PeerLink::Fail(const Status& why, bool notify) {
   uint64_t generation;
   {
     absl::MutexLock lock(&mu_);
-    had = !out_.empty() || !in_.empty();
+    had = !out_.empty() || !in_.empty() || ResumingLocked();
     generation = generation_;
     FailLocked(why, calls);
   }
@@ -150,6 +174,11 @@ void PeerLink::Fail(const Status& why, bool notify) {
 }
 
 void PeerLink::FailLocked(const Status& why, std::vector<std::function<void()>>& calls) {
+  ++epoch_;  // a reconnect under way is not installed
+  out_down_since_.reset();
+  in_down_since_.reset();
+  acked_.clear();
+  acked_keys_.clear();
   for (auto* v : {&out_, &in_}) {
     for (auto& c : *v) {
       c->Close(calls, why);
@@ -167,12 +196,17 @@ void PeerLink::FailLocked(const Status& why, std::vector<std::function<void()>>&
 }
 
 void PeerLink::FailConn(Conn* c, const Status& why) {
+  if (c->Closing()) return;  // closed on purpose
+  std::vector<std::function<void()>> calls;
   {
-    absl::MutexLock lock(&c->mu);
-    if (c->closing) return;  // closed on purpose
+    absl::MutexLock lock(&mu_);
+    SuspendLocked(
+        c,
+        Unavailable(StrCat("peer '", peer_, "': data connection ", c->outgoing ? "to " : "from ",
+                           c->wire->remote(), " lost: ", why.message())),
+        calls);
   }
-  Fail(Unavailable(StrCat("peer '", peer_, "': data connection ", c->outgoing ? "to " : "from ",
-                          c->wire->remote(), " lost: ", why.message())));
+  for (auto& fn : calls) completer_->Post(std::move(fn));
 }
 
 // ---- requests ----
@@ -195,7 +229,8 @@ void PeerLink::Send(const ChannelRequest& request, RequestDone done) {
   const NetHalf& half = std::get<NetHalf>(request.dst);
   const Key key{half.transfer, half.chunk};
   absl::MutexLock lock(&mu_);
-  if (RefusedLocked(key.first, !out_.empty(), "is not connected (no data connection)", done)) {
+  if (RefusedLocked(key.first, !out_.empty() || out_down_since_.has_value(),
+                    "is not connected (no data connection)", done)) {
     return;
   }
   if (waiting_credit_.count(key)) {
@@ -206,7 +241,7 @@ void PeerLink::Send(const ChannelRequest& request, RequestDone done) {
     return;
   }
   Request r{request, std::move(done)};
-  if (credits_.erase(key)) {
+  if (!out_.empty() && credits_.erase(key)) {
     Job j;
     j.header.type = FrameType::kData;
     j.data = std::move(r);
@@ -220,7 +255,10 @@ void PeerLink::Post(const ChannelRequest& request, RequestDone done) {
   const NetHalf& half = std::get<NetHalf>(request.src);
   const Key key{half.transfer, half.chunk};
   absl::MutexLock lock(&mu_);
-  if (RefusedLocked(key.first, !in_.empty(), "has no data connection to this node", done)) return;
+  if (RefusedLocked(key.first, !in_.empty() || in_down_since_.has_value(),
+                    "has no data connection to this node", done)) {
+    return;
+  }
   if (posted_.count(key)) {
     completer_->Post([done = std::move(done), key] {
       done(absl::InternalError(
@@ -229,6 +267,7 @@ void PeerLink::Post(const ChannelRequest& request, RequestDone done) {
     return;
   }
   posted_.emplace(key, Request{request, std::move(done)});
+  if (in_.empty() || in_down_since_) return;  // credited when the peer's new set is in
   Job j;
   j.header.type = FrameType::kCredit;
   j.header.transfer = key.first;
@@ -267,7 +306,7 @@ void PeerLink::AbandonLocked(uint64_t transfer, const Status& why,
       it = m->erase(it);
     }
   }
-  for (auto* set : {&credits_, &resent_, &resend_asked_, &corrupted_}) {
+  for (auto* set : {&credits_, &resent_, &resend_asked_, &corrupted_, &dropped_}) {
     set->erase(set->lower_bound({transfer, 0}), set->lower_bound({transfer + 1, 0}));
   }
 }
@@ -321,21 +360,28 @@ void PeerLink::Writer(Conn* c) {
       job = std::move(c->queue.front());
       c->queue.pop_front();
     }
-    std::optional<Key> held;
     if (job.data) {
       const NetHalf& half = std::get<NetHalf>(job.data->request.dst);
+      const Key key{half.transfer, half.chunk};
       std::optional<Status> dead;
       {
         absl::MutexLock lock(&mu_);
-        auto d = dead_.find(half.transfer);
-        if (d != dead_.end()) {
+        if (auto d = dead_.find(key.first); d != dead_.end()) {
           dead = d->second.first;
-        } else if (c->checksum) {
-          // Held until the receiver checked it (a RESEND needs the bytes);
-          // before it is sent, since the answer may come back first.
-          held = Key{half.transfer, half.chunk};
+        } else if (c->Closing()) {
+          // Its set broke after the job left the queue: it waits for the
+          // resume's credit, or fails with the link.
+          if (out_down_since_) {
+            waiting_credit_.insert_or_assign(key, std::move(*job.data));
+            continue;
+          }
+          dead = Unavailable("peer '", peer_, "': the data link closed");
+        } else {
+          // Held until the receiver's ACK (a RESEND, or a resume after a
+          // drop, needs the bytes); before it is sent, since the answer
+          // may come back first.
           ChannelRequest request = job.data->request;
-          unacked_.insert_or_assign(*held, std::move(*job.data));
+          unacked_.insert_or_assign(key, std::move(*job.data));
           job.data = Request{std::move(request), nullptr};
         }
       }
@@ -344,20 +390,9 @@ void PeerLink::Writer(Conn* c) {
         continue;
       }
     }
+    // A chunk whose write fails stays held: the drop's resume sends it
+    // again, or the link's failure fails it.
     Status s = WriteJob(*c, job);
-    if (held && !s.ok()) {
-      std::optional<Request> r;
-      {
-        absl::MutexLock lock(&mu_);
-        if (auto it = unacked_.find(*held); it != unacked_.end()) {
-          r = std::move(it->second);
-          unacked_.erase(it);
-        }
-      }
-      if (r) r->done(s);
-    } else if (!held && job.data) {
-      job.data->done(s);
-    }
     if (!s.ok()) {
       FailConn(c, s);
       return;
@@ -400,7 +435,10 @@ void PeerLink::Reader(Conn* c) {
   while (true) {
     FrameHeader h;
     Status s = c->wire->Recv(&h, sizeof h);
-    if (s.ok()) s = CheckHeader(h);
+    if (s.ok()) {
+      c->last_frame_ns = Clock::now().time_since_epoch().count();
+      s = CheckHeader(h);
+    }
     if (s.ok()) {
       switch (h.type) {
         case FrameType::kData:
@@ -414,7 +452,9 @@ void PeerLink::Reader(Conn* c) {
           }
           absl::MutexLock lock(&mu_);
           const Key key{h.transfer, h.chunk};
-          if (dead_.count(h.transfer) || out_.empty()) break;
+          // Sent already (a credit repeated after a drop): the ACK or the
+          // next resume settles it.
+          if (dead_.count(h.transfer) || out_.empty() || unacked_.count(key)) break;
           auto it = waiting_credit_.find(key);
           if (it == waiting_credit_.end()) {
             // Early credits are bounded by what the peer's runtime posts;
@@ -460,10 +500,15 @@ void PeerLink::Reader(Conn* c) {
 
 Status PeerLink::ReceiveData(Conn& c, const FrameHeader& h) {
   std::optional<Request> r;
+  bool again = false;
   {
     absl::MutexLock lock(&mu_);
     auto it = posted_.find({h.transfer, h.chunk});
-    if (it == posted_.end()) {
+    if (it == posted_.end() && acked_keys_.count({h.transfer, h.chunk})) {
+      // Landed already (its ACK was lost, and a credit repeated after a
+      // drop crossed it): the same bytes again, dropped, and ACKed again.
+      again = true;
+    } else if (it == posted_.end()) {
       if (!dead_.count(h.transfer)) {
         return absl::DataLossError(
             StrCat("chunk ", h.chunk, " of transfer ", h.transfer, " arrived without credit"));
@@ -472,6 +517,11 @@ Status PeerLink::ReceiveData(Conn& c, const FrameHeader& h) {
       r = std::move(it->second);
       posted_.erase(it);
     }
+  }
+  if (again) {
+    ISO_RETURN_IF_ERROR(c.wire->Discard(h.length));
+    Answer(c, FrameType::kAck, h);
+    return OkStatus();
   }
   if (!r) return c.wire->Discard(h.length);  // the transfer ended meanwhile
   const CopyProgram& program = *r->request.program;
@@ -491,9 +541,28 @@ Status PeerLink::ReceiveData(Conn& c, const FrameHeader& h) {
     c.recv_bounce.resize(span);
     target = c.recv_bounce.data();
   }
-  Status s = c.wire->Recv(target, span);
+  Status s = MaybeDrop(c, options_.drop_chunk, {h.transfer, h.chunk})
+                 ? Unavailable("dropped by fault injection")
+                 : c.wire->Recv(target, span);
   if (!s.ok()) {
-    r->done(Unavailable(StrCat("peer '", peer_, "': ", s.message())));
+    // Half-landed: posted again, so the resume credits it once more (the
+    // re-sent chunk overwrites the same bytes).
+    const Key key{h.transfer, h.chunk};
+    absl::MutexLock lock(&mu_);
+    if (auto d = dead_.find(h.transfer); d != dead_.end()) {
+      completer_->Post([r = std::move(*r), why = d->second.first]() mutable { r.done(why); });
+      return s;
+    }
+    posted_.emplace(key, std::move(*r));
+    if (c.Closing() && !in_.empty() && !in_down_since_) {
+      // `c`'s set was replaced and the new one credited already: this
+      // chunk's credit goes over the live set.
+      Job j;
+      j.header.type = FrameType::kCredit;
+      j.header.transfer = key.first;
+      j.header.chunk = key.second;
+      Enqueue(*in_[key.second % in_.size()], std::move(j));
+    }
     return s;
   }
   ISO_RETURN_IF_ERROR(CheckChunk(c, h, r, target, span));

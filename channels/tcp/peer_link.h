@@ -14,10 +14,18 @@
 // the DATA that follows lands straight in the destination or ring slot
 // (one contiguous run) or is scattered from a bounce buffer. Sending half:
 // Send() waits for the credit, then writes the chunk (straight from
-// memory when it is one run); with checksums on (the connection's hello
-// settles it) the chunk's request completes only at the receiver's ACK,
-// and a RESEND sends it once more. Any broken connection fails every request
-// in flight with UNAVAILABLE and takes the link down until Connect().
+// memory when it is one run); the chunk's request completes only at the
+// receiver's ACK (with checksums on, the connection's hello settles it, a
+// RESEND sends it once more).
+//
+// Resume (peer_link_resume.cc): a broken connection loses nothing. The
+// sending direction closes its set, keeps every chunk not yet ACKed and
+// reconnects; the receiving direction keeps what it waits for and, once
+// the peer's new set is in, credits it again and repeats its recent ACKs.
+// Chunks are idempotent at the receiver (one credit, one landing). Only a
+// peer unreachable for timeout_ms (or refusing connections: its daemon
+// is gone) fails what is in flight, with UNAVAILABLE, and takes the link
+// down until Connect().
 #pragma once
 
 #include <chrono>
@@ -57,6 +65,11 @@ struct DataOptions {
   // corrupt_once.
   std::optional<uint64_t> corrupt_chunk;
   bool corrupt_once = false;
+  // Fault injection for tests (resume): the receiver shuts the connection
+  // down as this chunk arrives; or after landing this one, in place of its
+  // ACK. Once per transfer each.
+  std::optional<uint64_t> drop_chunk;
+  std::optional<uint64_t> drop_after_chunk;
 };
 
 // Runs closures one at a time, in order, on its own thread: failure
@@ -92,8 +105,9 @@ class PeerLink {
   // with the session key of this node's gRPC hello to the peer.
   using Prover =
       std::function<std::string(const std::string& client_nonce, const std::string& server_nonce)>;
-  // Opens this node's connections to the peer (closing old ones).
-  Status Connect(const std::string& address, uint32_t self_node, const Prover& prove)
+  // Opens this node's connections to the peer (closing old ones); a
+  // broken set is re-opened with the same address and prover.
+  Status Connect(const std::string& address, uint32_t self_node, Prover prove)
       ABSL_LOCKS_EXCLUDED(mu_);
   // A connection the peer opened, after its hello was accepted; `checksum`:
   // what the hello settled.
@@ -115,6 +129,12 @@ class PeerLink {
   int incoming() const;
   uint64_t bytes_sent() const;
   uint64_t bytes_received() const;
+  // Connection sets re-established after a drop (both directions).
+  uint64_t resumes() const;
+  // The peer answers again after an outage that began at `since`: when
+  // chunks are in flight and no connection got a frame since, the sets
+  // are stuck in TCP's retransmission backoff; they are re-opened now.
+  void Nudge(std::chrono::steady_clock::time_point since) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Job;
@@ -127,7 +147,7 @@ class PeerLink {
 
   // One outgoing connection, its hello answered (link_hello.cc).
   Result<std::shared_ptr<Conn>> Open(const std::string& address, uint32_t self_node,
-                                     const Prover& prove);
+                                     const Prover& prove, uint32_t connect_ms);
   void StartConn(const std::shared_ptr<Conn>& c);
   void Reader(Conn* c);
   void Writer(Conn* c);
@@ -146,6 +166,33 @@ class PeerLink {
   void OnAbortFrame(const FrameHeader& h, const std::string& message) ABSL_LOCKS_EXCLUDED(mu_);
   void Enqueue(Conn& c, Job job);
   void FailConn(Conn* c, const Status& why) ABSL_LOCKS_EXCLUDED(mu_);
+  // ---- resume (peer_link_resume.cc) ----
+  // The set `c` belongs to broke: close it and keep its requests (the
+  // sending direction: every chunk not ACKed waits for a new credit).
+  void SuspendLocked(Conn* c, const Status& why, std::vector<std::function<void()>>& calls)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Credits again what is still posted and repeats recent ACKs, over the
+  // peer's new set of connections.
+  void RecreditLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Remembers an ACK sent, for repeating after a drop.
+  void NoteAckLocked(const Key& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The drop_* faults: shuts `c` down when `chunk` is the one named
+  // (`option`), once per transfer; true when it did.
+  bool MaybeDrop(Conn& c, const std::optional<uint64_t>& option, const Key& key)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Reconnects the sending direction and watches both directions'
+  // deadlines; one thread, started by the first drop.
+  void Resumer() ABSL_LOCKS_EXCLUDED(mu_);
+  bool ResumingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return out_down_since_.has_value() || in_down_since_.has_value();
+  }
+  bool ResumerWakeLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stop_resumer_ || ResumingLocked();
+  }
+  // Opens a full set of outgoing connections and installs it, unless the
+  // link failed (epoch) meanwhile (peer_link_hello.cc).
+  Status OpenSet(const std::string& address, uint32_t self_node, const Prover& prove,
+                 uint64_t epoch, uint32_t connect_ms) ABSL_LOCKS_EXCLUDED(mu_);
   void FailLocked(const Status& why, std::vector<std::function<void()>>& calls)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AbandonLocked(uint64_t transfer, const Status& why,
@@ -175,11 +222,30 @@ class PeerLink {
   std::set<Key> resent_ ABSL_GUARDED_BY(mu_);        // sending: chunks sent twice
   std::set<Key> resend_asked_ ABSL_GUARDED_BY(mu_);  // receiving: chunks asked for again
   std::set<Key> corrupted_ ABSL_GUARDED_BY(mu_);     // fault injection, corrupt_once
+  std::set<Key> dropped_ ABSL_GUARDED_BY(mu_);       // fault injection, drop_*
   std::map<uint64_t, std::pair<Status, std::chrono::steady_clock::time_point>> dead_
       ABSL_GUARDED_BY(mu_);
   uint64_t sent_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t received_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  // Resume: where and how Connect() reached the peer last; since when each
+  // direction waits for a new set; Fail() bumps the epoch, so a reconnect
+  // begun before it is not installed after it.
+  std::string address_ ABSL_GUARDED_BY(mu_);
+  uint32_t self_node_ ABSL_GUARDED_BY(mu_) = 0;
+  Prover prove_ ABSL_GUARDED_BY(mu_);
+  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<std::chrono::steady_clock::time_point> out_down_since_ ABSL_GUARDED_BY(mu_);
+  std::optional<std::chrono::steady_clock::time_point> in_down_since_ ABSL_GUARDED_BY(mu_);
+  Status out_down_why_ ABSL_GUARDED_BY(mu_);
+  Status in_down_why_ ABSL_GUARDED_BY(mu_);
+  int fresh_in_ ABSL_GUARDED_BY(mu_) = 0;  // connections of the peer's new set so far
+  // Receiving: ACKs sent in the last few timeouts, oldest first.
+  std::deque<std::pair<std::chrono::steady_clock::time_point, Key>> acked_ ABSL_GUARDED_BY(mu_);
+  std::multiset<Key> acked_keys_ ABSL_GUARDED_BY(mu_);  // what acked_ holds, to look up
+  uint64_t resumes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_resumer_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread resumer_;
 };
 
 }  // namespace isometry::net

@@ -1,6 +1,6 @@
-// Checksummed chunks: the receiver checks each one and answers ACK or
-// RESEND; the sender holds a chunk until then and sends it once more when
-// asked (frame.h).
+// The receiver's answer to every chunk: ACK when it landed (and, with
+// checksums on, its checksum held) or RESEND; the sender holds a chunk
+// until then and sends it once more when asked (frame.h).
 #include <spdlog/spdlog.h>
 #include <xxhash.h>
 
@@ -26,7 +26,10 @@ Status PeerLink::CheckChunk(Conn& c, const FrameHeader& h, std::optional<Request
     r.reset();
     return OkStatus();
   }
-  if (!summed) return OkStatus();
+  if (!summed) {
+    Answer(c, FrameType::kAck, h);
+    return OkStatus();
+  }
   const uint64_t got = XXH3_64bits(data, span);
   const CopyProgram& program = *r->request.program;
   const uint64_t offset = program.ops.empty() ? 0 : program.ops[0].dst_offset;
@@ -64,11 +67,24 @@ Status PeerLink::CheckChunk(Conn& c, const FrameHeader& h, std::optional<Request
 }
 
 void PeerLink::Answer(Conn& c, FrameType type, const FrameHeader& h) {
+  const Key key{h.transfer, h.chunk};
+  const bool dropped = type == FrameType::kAck && MaybeDrop(c, options_.drop_after_chunk, key);
   Job j;
   j.header.type = type;
   j.header.transfer = h.transfer;
   j.header.chunk = h.chunk;
-  Enqueue(c, std::move(j));
+  absl::MutexLock lock(&mu_);
+  if (type == FrameType::kAck) NoteAckLocked(key);
+  if (dropped) return;
+  Conn* via = &c;
+  if (c.Closing()) {
+    // Its set was replaced while the chunk landed: the answer goes over
+    // the live set, or with the resume (recent ACKs are repeated; a
+    // RESEND's chunk is posted, so it is credited again).
+    if (in_.empty() || in_down_since_) return;
+    via = in_[key.second % in_.size()].get();
+  }
+  Enqueue(*via, std::move(j));
 }
 
 Status PeerLink::OnAnswer(Conn& c, const FrameHeader& h) {
@@ -77,8 +93,7 @@ Status PeerLink::OnAnswer(Conn& c, const FrameHeader& h) {
   {
     absl::MutexLock lock(&mu_);
     auto it = unacked_.find(key);
-    if (it == unacked_.end()) return OkStatus();  // its transfer ended meanwhile
-    if (h.type == FrameType::kResend) {
+    if (it != unacked_.end() && h.type == FrameType::kResend) {
       if (!resent_.insert(key).second) {
         return absl::DataLossError(StrCat("peer '", peer_, "' asked for chunk ", h.chunk,
                                           " of transfer ", h.transfer, " a third time"));
@@ -87,11 +102,27 @@ Status PeerLink::OnAnswer(Conn& c, const FrameHeader& h) {
       j.header.type = FrameType::kData;
       j.data = std::move(it->second);
       unacked_.erase(it);
-      Enqueue(c, std::move(j));
+      if (!c.Closing()) {
+        Enqueue(c, std::move(j));
+      } else if (!out_.empty()) {
+        Enqueue(*out_[key.second % out_.size()], std::move(j));  // the receiver posted it again
+      } else {
+        waiting_credit_.insert_or_assign(key, std::move(*j.data));  // credited after the resume
+      }
       return OkStatus();
     }
-    r = std::move(it->second);
-    unacked_.erase(it);
+    if (it != unacked_.end()) {
+      r = std::move(it->second);
+      unacked_.erase(it);
+    } else if (auto w = waiting_credit_.find(key);
+               h.type == FrameType::kAck && w != waiting_credit_.end()) {
+      // An ACK repeated after a drop, for a chunk waiting to be sent again:
+      // it landed before the drop.
+      r = std::move(w->second);
+      waiting_credit_.erase(w);
+    } else {
+      return OkStatus();  // its transfer ended meanwhile, or a repeated ACK
+    }
     resent_.erase(key);
   }
   r->done(OkStatus());

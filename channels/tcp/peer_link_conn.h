@@ -3,6 +3,7 @@
 // peer_link_hello.cc, peer_link_checksum.cc); not a public interface.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -32,6 +33,9 @@ struct PeerLink::Conn {
   bool closing ABSL_GUARDED_BY(mu) = false;
   std::thread reader, writer;
   std::vector<std::byte> send_bounce, recv_bounce;  // owned by the writer / reader thread
+  // When the reader last got a frame (steady clock, ns): a set that heard
+  // nothing through an outage is re-opened once the peer answers again.
+  std::atomic<int64_t> last_frame_ns{0};
 
   ~Conn() {
     if (reader.joinable()) reader.join();
@@ -41,21 +45,25 @@ struct PeerLink::Conn {
     return closing || !queue.empty();
   }
   // Wakes both threads for good: they exit, the destructor joins them.
-  // Queued DATA fails with `why`; queued control frames go to `leftover`
-  // when given (a replaced connection's credits must still be sent).
+  // Queued DATA fails with `why`, or goes to `leftover` with the control
+  // frames when `keep_data` (a dropped set's chunks are sent again).
   void Close(std::vector<std::function<void()>>& calls, const Status& why,
-             std::deque<Job>* leftover = nullptr) ABSL_LOCKS_EXCLUDED(mu) {
+             std::deque<Job>* leftover = nullptr, bool keep_data = false) ABSL_LOCKS_EXCLUDED(mu) {
     absl::MutexLock lock(&mu);
     if (!closing) wire->Shutdown();
     closing = true;
     for (Job& j : queue) {
-      if (j.data) {
+      if (j.data && !(keep_data && leftover)) {
         calls.push_back([d = std::move(j.data->done), why] { d(why); });
       } else if (leftover) {
         leftover->push_back(std::move(j));
       }
     }
     queue.clear();
+  }
+  bool Closing() ABSL_LOCKS_EXCLUDED(mu) {
+    absl::MutexLock lock(&mu);
+    return closing;
   }
 };
 

@@ -8,7 +8,20 @@
 
 namespace isometry::net {
 
-Status PeerLink::Connect(const std::string& address, uint32_t self_node, const Prover& prove) {
+Status PeerLink::Connect(const std::string& address, uint32_t self_node, Prover prove) {
+  uint64_t epoch;
+  {
+    absl::MutexLock lock(&mu_);
+    address_ = address;
+    self_node_ = self_node;
+    prove_ = prove;
+    epoch = epoch_;
+  }
+  return OpenSet(address, self_node, prove, epoch, options_.timeout_ms);
+}
+
+Status PeerLink::OpenSet(const std::string& address, uint32_t self_node, const Prover& prove,
+                         uint64_t epoch, uint32_t connect_ms) {
   {
     std::vector<std::shared_ptr<Conn>> old;
     absl::MutexLock lock(&mu_);
@@ -17,11 +30,14 @@ Status PeerLink::Connect(const std::string& address, uint32_t self_node, const P
   }
   std::vector<std::shared_ptr<Conn>> conns;
   for (int i = 0; i < options_.connections; ++i) {
-    ISO_ASSIGN_OR_RETURN(std::shared_ptr<Conn> c, Open(address, self_node, prove));
+    ISO_ASSIGN_OR_RETURN(std::shared_ptr<Conn> c, Open(address, self_node, prove, connect_ms));
     conns.push_back(std::move(c));
   }
   const Wire& first = *conns.front()->wire;
   absl::MutexLock lock(&mu_);
+  if (epoch != epoch_) {
+    return Unavailable("data link to peer '", peer_, "' failed while it reconnected");
+  }
   std::vector<std::function<void()>> calls;
   for (auto& c : out_) c->Close(calls, Unavailable("replaced"));
   for (auto& c : out_) closed_.push_back(c);
@@ -29,6 +45,16 @@ Status PeerLink::Connect(const std::string& address, uint32_t self_node, const P
   ++generation_;
   for (auto& c : conns) StartConn(c);
   for (auto& fn : calls) completer_->Post(std::move(fn));
+  if (out_down_since_) {
+    spdlog::info("data link to peer '{}': resumed after {} ms; {} chunk(s) wait for credit again",
+                 peer_,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::steady_clock::now() - *out_down_since_)
+                     .count(),
+                 waiting_credit_.size());
+    out_down_since_.reset();
+    ++resumes_;
+  }
   spdlog::info("data link to peer '{}': {} connection(s) to {}, {}, checksums {}", peer_,
                conns.size(), address,
                !first.tls()        ? "no TLS"
@@ -40,9 +66,10 @@ Status PeerLink::Connect(const std::string& address, uint32_t self_node, const P
 }
 
 Result<std::shared_ptr<PeerLink::Conn>> PeerLink::Open(const std::string& address,
-                                                       uint32_t self_node, const Prover& prove) {
+                                                       uint32_t self_node, const Prover& prove,
+                                                       uint32_t connect_ms) {
   const uint32_t t = options_.timeout_ms;
-  ISO_ASSIGN_OR_RETURN(UniqueFd connected, ConnectTo(address, t));
+  ISO_ASSIGN_OR_RETURN(UniqueFd connected, ConnectTo(address, std::min(connect_ms, t)));
   TuneSocket(connected.get(), t);
   auto c = std::make_shared<Conn>();
   c->outgoing = true;

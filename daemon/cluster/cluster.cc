@@ -50,6 +50,8 @@ Result<std::unique_ptr<Cluster>> Cluster::Create(const Config& config,
   o.timeout_ms = cc.peer_timeout_ms;
   o.rate_limit_bytes_per_s = cc.rate_limit_bytes_per_s;
   o.corrupt_chunk = faults.corrupt_chunk;
+  o.drop_chunk = faults.drop_chunk;
+  o.drop_after_chunk = faults.drop_after_chunk;
   if (faults.peer_protocol) impl->protocol_version = *faults.peer_protocol;
   ISO_ASSIGN_OR_RETURN(impl->data, net::DataPlane::Create(o));
   grpc::ChannelArguments args;
@@ -64,6 +66,8 @@ Result<std::unique_ptr<Cluster>> Cluster::Create(const Config& config,
     if (impl->tls) peer_args.SetSslTargetNameOverride(pc.name);
     p->stub =
         v1::IsometryPeer::NewStub(grpc::CreateCustomChannel(pc.address, creds.channel, peer_args));
+    p->credentials = creds.channel;
+    p->channel_args = peer_args;
     impl->peers.push_back(std::move(p));
   }
   impl->service = cluster::MakePeerService(impl.get());

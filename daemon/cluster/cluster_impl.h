@@ -16,6 +16,9 @@
 // copies: a peer going down touches all three at once.
 #pragma once
 
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/support/channel_arguments.h>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -69,6 +72,11 @@ void SetDeadline(grpc::ClientContext& ctx, uint32_t ms);
 struct Peer {
   PeerConfig config;
   std::unique_ptr<v1::IsometryPeer::Stub> stub;
+  // For a probe over a fresh connection (Ping after a miss): the stub's
+  // connection may sit in TCP's retransmission backoff long after an
+  // outage ended, and would make a short cut look as long as the timeout.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  grpc::ChannelArguments channel_args;
   std::thread loop;
   size_t index = 0;  // of its PeerState in Impl::peer_states
 };
@@ -250,7 +258,8 @@ struct Cluster::Impl {
   Result<cluster::WelcomeOut> AcceptHello(const cluster::HelloIn& hello) ABSL_LOCKS_EXCLUDED(mu);
   Status CheckHello(const cluster::HelloIn& hello) ABSL_LOCKS_EXCLUDED(mu);
   Status Hello(Peer& p) ABSL_LOCKS_EXCLUDED(mu);
-  Status Ping(Peer& p) ABSL_LOCKS_EXCLUDED(mu);
+  // `fresh`: over a new connection of its own (after a missed ping).
+  Status Ping(Peer& p, bool fresh) ABSL_LOCKS_EXCLUDED(mu);
   void PeerLoop(Peer& p) ABSL_LOCKS_EXCLUDED(mu);
   // A peer is gone: everything that involves it fails with UNAVAILABLE
   // (its buffers are freed as the halves drain) and the loop says hello

@@ -17,6 +17,15 @@ FaultInjection FaultInjectionFromEnvironment() {
     f.corrupt_once = std::strtoull(o, nullptr, 10) != 0;
     if (f.corrupt_once) spdlog::warn("fault injection: ... on its first arrival only");
   }
+  if (const char* d = std::getenv("ISOMETRY_FAULT_DROP_CHUNK")) {
+    f.drop_chunk = std::strtoull(d, nullptr, 10);
+    spdlog::warn("fault injection: the data connection drops as chunk {} arrives", *f.drop_chunk);
+  }
+  if (const char* d = std::getenv("ISOMETRY_FAULT_DROP_AFTER_CHUNK")) {
+    f.drop_after_chunk = std::strtoull(d, nullptr, 10);
+    spdlog::warn("fault injection: the data connection drops before chunk {}'s ACK",
+                 *f.drop_after_chunk);
+  }
   if (const char* v = std::getenv("ISOMETRY_FAULT_PEER_PROTOCOL")) {
     f.peer_protocol = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
     spdlog::warn("fault injection: hellos claim peer protocol version {}", *f.peer_protocol);

@@ -7,6 +7,13 @@
 //                                    transfer before checking it
 //   ISOMETRY_FAULT_CORRUPT_ONCE=1    ... only the chunk's first arrival (a
 //                                    re-sent copy arrives intact)
+//   ISOMETRY_FAULT_DROP_CHUNK=k      the receiving node shuts its data
+//                                    connection down as chunk k of a
+//                                    transfer arrives (once per transfer)
+//   ISOMETRY_FAULT_DROP_AFTER_CHUNK=k  the receiving node lands chunk k,
+//                                    then shuts the connection down
+//                                    instead of sending its ACK (once per
+//                                    transfer)
 //   ISOMETRY_FAULT_PEER_PROTOCOL=v   this node's peer hellos claim protocol
 //                                    version v
 //
@@ -21,9 +28,11 @@ namespace isometry {
 struct FaultInjection {
   std::optional<uint64_t> corrupt_chunk;
   bool corrupt_once = false;
+  std::optional<uint64_t> drop_chunk;
+  std::optional<uint64_t> drop_after_chunk;
   std::optional<uint32_t> peer_protocol;
 
-  bool any() const { return corrupt_chunk || peer_protocol; }
+  bool any() const { return corrupt_chunk || drop_chunk || drop_after_chunk || peer_protocol; }
 };
 
 // The faults the environment asks for (none when no variable is set); logs

@@ -277,7 +277,7 @@ Status Cluster::Impl::Hello(Peer& p) {
       data->Link(p.config.name)
           .Connect(
               w.data_address(), self_node,
-              [&key, self_node](const std::string& client_nonce, const std::string& server_nonce) {
+              [key, self_node](const std::string& client_nonce, const std::string& server_nonce) {
                 return Hmac(key, {"data", std::to_string(self_node), client_nonce, server_nonce});
               }));
   absl::MutexLock lock(&mu);
@@ -290,14 +290,23 @@ Status Cluster::Impl::Hello(Peer& p) {
   return OkStatus();
 }
 
-Status Cluster::Impl::Ping(Peer& p) {
+Status Cluster::Impl::Ping(Peer& p, bool fresh) {
   grpc::ClientContext ctx;
   cluster::SetDeadline(ctx, config.cluster.keepalive_ms * 2);
   v1::PeerPing req;
   Authorize(ctx, p, "Ping", req);
   v1::PeerPong resp;
   const auto t0 = Clock::now();
-  grpc::Status s = p.stub->Ping(&ctx, req, &resp);
+  std::unique_ptr<v1::IsometryPeer::Stub> own;
+  if (fresh) {
+    // Its own subchannel pool: a new TCP connection (a SYN now), not the
+    // shared one still backing off.
+    grpc::ChannelArguments args = p.channel_args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    own =
+        v1::IsometryPeer::NewStub(grpc::CreateCustomChannel(p.config.address, p.credentials, args));
+  }
+  grpc::Status s = (own ? own : p.stub)->Ping(&ctx, req, &resp);
   if (!s.ok()) return cluster::FromGrpc(s, "ping");
   absl::MutexLock lock(&mu);
   PeerState& st = StateLocked(p);
@@ -308,6 +317,7 @@ Status Cluster::Impl::Ping(Peer& p) {
 
 void Cluster::Impl::PeerLoop(Peer& p) {
   auto backoff = std::chrono::milliseconds(100);
+  std::optional<Clock::time_point> missed;  // since when pings go unanswered
   std::string logged;
   while (true) {
     bool up;
@@ -356,7 +366,16 @@ void Cluster::Impl::PeerLoop(Peer& p) {
       if (stopping) return;
       if (!StateLocked(p).up) continue;
     }
-    Status s = Ping(p);
+    const auto asked = Clock::now();
+    Status s = Ping(p, missed.has_value());
+    if (s.ok() && missed) {
+      // Back after an outage: data connections that heard nothing since
+      // are re-opened now, not after TCP's retransmission backoff.
+      data->Link(p.config.name).Nudge(*missed);
+      missed.reset();
+    } else if (!s.ok() && !missed) {
+      missed = asked;
+    }
     if (!s.ok()) {
       Clock::time_point last;
       {

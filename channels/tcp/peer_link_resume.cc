@@ -1,0 +1,189 @@
+// Resume of a PeerLink after a dropped connection (peer_link.h): nothing
+// in flight is lost while the peer comes back within timeout_ms.
+//
+// Each direction is a set of connections that breaks as a whole: the
+// sending side closes its set, takes back every chunk the receiver has
+// not ACKed (queued, being written, or written and unanswered) and
+// reconnects; the receiving side closes its set, keeps what it posted
+// (a chunk half-landed is posted again) and, once the peer's new set is
+// in, credits it all again and repeats the ACKs of the last few timeouts
+// (one may have been lost with the old set). A chunk lands at most once
+// per credit, over the same bytes, so a repeat is harmless.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "channels/tcp/peer_link.h"
+#include "channels/tcp/peer_link_conn.h"
+#include "core/log_escape.h"
+
+namespace isometry::net {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t MsSince(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+void PeerLink::SuspendLocked(Conn* c, const Status& why,
+                             std::vector<std::function<void()>>& calls) {
+  auto& set = c->outgoing ? out_ : in_;
+  auto& since = c->outgoing ? out_down_since_ : in_down_since_;
+  if (std::find_if(set.begin(), set.end(), [c](const auto& x) { return x.get() == c; }) ==
+      set.end()) {
+    return;  // an older set's connection: that drop is handled already
+  }
+  std::deque<Job> leftover;
+  for (auto& x : set) {
+    x->Close(calls, why, &leftover, /*keep_data=*/c->outgoing);
+    closed_.push_back(x);
+  }
+  set.clear();
+  if (!since) {
+    since = Clock::now();
+    (c->outgoing ? out_down_why_ : in_down_why_) = why;
+    if (!c->outgoing) fresh_in_ = 0;
+    spdlog::warn("{}; {} for up to {} ms", ForLog(why.ToString(), 512),
+                 c->outgoing ? "reconnecting" : "waiting for the peer to reconnect",
+                 options_.timeout_ms);
+  }
+  if (c->outgoing) {
+    // Everything not ACKed waits for the receiver's new credit; early
+    // credits are void (the receiver credits again).
+    for (Job& j : leftover) {
+      if (!j.data) continue;
+      const NetHalf& half = std::get<NetHalf>(j.data->request.dst);
+      waiting_credit_.insert_or_assign(Key{half.transfer, half.chunk}, std::move(*j.data));
+    }
+    for (auto& [key, r] : unacked_) waiting_credit_.insert_or_assign(key, std::move(r));
+    unacked_.clear();
+    credits_.clear();
+  }
+  if (!resumer_.joinable()) resumer_ = std::thread([this] { Resumer(); });
+}
+
+void PeerLink::Nudge(Clock::time_point since) {
+  std::vector<std::function<void()>> calls;
+  {
+    absl::MutexLock lock(&mu_);
+    if (ResumingLocked() || (posted_.empty() && unacked_.empty() && waiting_credit_.empty())) {
+      return;
+    }
+    const int64_t t = since.time_since_epoch().count();
+    for (const auto* set : {&out_, &in_}) {
+      for (const auto& c : *set) {
+        if (c->last_frame_ns.load() >= t) return;  // alive through it
+      }
+    }
+    const Status why = Unavailable("peer '", peer_,
+                                   "': no data frame since its pings went unanswered; "
+                                   "re-opening the data connections");
+    if (!out_.empty()) SuspendLocked(out_.front().get(), why, calls);
+    if (!in_.empty()) SuspendLocked(in_.front().get(), why, calls);
+  }
+  for (auto& fn : calls) completer_->Post(std::move(fn));
+}
+
+void PeerLink::NoteAckLocked(const Key& key) {
+  const auto now = Clock::now();
+  // An ACK can be lost only with its set, which breaks within a timeout
+  // and is back (or failed) within another: older ones need no repeat.
+  const auto keep = std::chrono::milliseconds(4 * uint64_t{options_.timeout_ms} + 1000);
+  while (!acked_.empty() && now - acked_.front().first > keep) {
+    acked_keys_.erase(acked_keys_.find(acked_.front().second));
+    acked_.pop_front();
+  }
+  acked_.emplace_back(now, key);
+  acked_keys_.insert(key);
+}
+
+void PeerLink::RecreditLocked() {
+  if (in_.empty()) return;
+  const size_t n = in_.size();
+  for (const auto& [key, r] : posted_) {
+    Job j;
+    j.header.type = FrameType::kCredit;
+    j.header.transfer = key.first;
+    j.header.chunk = key.second;
+    Enqueue(*in_[key.second % n], std::move(j));
+  }
+  for (const auto& [when, key] : acked_) {
+    if (dead_.count(key.first)) continue;
+    Job j;
+    j.header.type = FrameType::kAck;
+    j.header.transfer = key.first;
+    j.header.chunk = key.second;
+    Enqueue(*in_[key.second % n], std::move(j));
+  }
+  spdlog::info("data link from peer '{}': {} chunk(s) credited again, {} ACK(s) repeated", peer_,
+               posted_.size(), acked_.size());
+}
+
+bool PeerLink::MaybeDrop(Conn& c, const std::optional<uint64_t>& option, const Key& key) {
+  if (!option || *option != key.second) return false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!dropped_.insert(key).second) return false;
+  }
+  spdlog::warn("fault injection: dropping the data connection {} {} at chunk {} of transfer {}",
+               c.outgoing ? "to" : "from", c.wire->remote(), key.second, key.first);
+  c.wire->Shutdown();
+  return true;
+}
+
+void PeerLink::Resumer() {
+  auto backoff = std::chrono::milliseconds(50);
+  while (true) {
+    std::string address;
+    uint32_t self_node = 0;
+    Prover prove;
+    uint64_t epoch = 0;
+    std::optional<Status> give_up;
+    bool reconnect = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!ResumingLocked()) backoff = std::chrono::milliseconds(50);
+      mu_.Await(absl::Condition(this, &PeerLink::ResumerWakeLocked));
+      if (stop_resumer_) return;
+      const auto limit = static_cast<int64_t>(options_.timeout_ms);
+      if (out_down_since_ && MsSince(*out_down_since_) >= limit) {
+        give_up = out_down_why_;
+      } else if (in_down_since_ && MsSince(*in_down_since_) >= limit) {
+        give_up = in_down_why_;
+      }
+      reconnect = out_down_since_ && out_.empty() && !address_.empty() && prove_;
+      address = address_;
+      self_node = self_node_;
+      prove = prove_;
+      epoch = epoch_;
+    }
+    if (give_up) {
+      Fail(Unavailable("peer '", peer_, "' unreachable for ", options_.timeout_ms,
+                       " ms after: ", give_up->message()));
+      continue;
+    }
+    if (reconnect) {
+      // Short attempts: a SYN lost in an outage is not retried for a
+      // second, and the link may be back long before.
+      Status s =
+          OpenSet(address, self_node, prove, epoch, std::min<uint32_t>(500, options_.timeout_ms));
+      if (s.ok()) continue;
+      if (IsConnectionRefused(s) || absl::IsPermissionDenied(s) || absl::IsUnauthenticated(s) ||
+          absl::IsFailedPrecondition(s)) {
+        // Nothing listens there any more, or the peer no longer knows this
+        // node's session: its daemon restarted; waiting cannot help.
+        Fail(Unavailable("peer '", peer_, "' refused the data link's reconnection: ", s.message()));
+        continue;
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    const absl::Time until = absl::Now() + absl::FromChrono(backoff);
+    mu_.AwaitWithDeadline(absl::Condition(&stop_resumer_), until);
+    backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::milliseconds(400));
+  }
+}
+
+}  // namespace isometry::net

@@ -1,0 +1,141 @@
+"""Data connections that drop mid-copy: the sending node reconnects, the
+receiving node credits again what it still waits for and repeats its
+recent ACKs, and the copy ends whole (channels/tcp/peer_link_resume.cc).
+A peer whose daemon is gone still fails the copy at once.
+
+Run with Debian's interpreter (see test_cluster.py):
+
+    ISOMETRYD=build/daemon/isometryd ISOMETRY_PYTHONPATH=build/python \\
+        /usr/bin/python3 -m unittest -v test_cluster_resume   # in tests/cluster
+"""
+
+import os
+import sys
+import time
+import unittest
+
+ISOMETRYD = os.environ.get("ISOMETRYD", "")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+if not ISOMETRYD:
+    print("test_cluster_resume: skipped: ISOMETRYD is not set", file=sys.stderr)
+else:
+    import cluster_fixture as cf
+
+N = 8 << 20  # 32 chunks of 256 KiB
+
+
+@unittest.skipIf(not ISOMETRYD, "ISOMETRYD is not set")
+class ResumeTest(unittest.TestCase):
+    env = (None, None)  # a's and b's fault injection
+    checksums = (False, False)
+
+    def setUp(self):
+        self.cluster = cf.Cluster(ISOMETRYD, ["a", "b"], request="256KiB", env=list(self.env),
+                                  timeout_ms=3000,
+                                  node_opts=[{
+  "checksum" : c} for c in self.checksums])
+        self.cluster.start()
+
+    def tearDown(self):
+        codes = self.cluster.stop()
+        for name, code in codes.items():
+            if code not in (0, -9):
+                print(self.cluster[name].log_text()[-4000:], file=sys.stderr)
+            self.assertIn(code, (0, -9), f"{name} exited with {code}")
+
+    def copy_a_to_b(self, n=N):
+        a, b = self.cluster["a"], self.cluster["b"]
+        data = os.urandom(n)
+        with b.client() as cb:
+            dst = cb.allocate("sys0", n)
+            cb.publish(dst)
+        with a.client() as ca:
+            src = ca.allocate("sys0", n)
+            ca.write(src, 0, data)
+            s = ca.register_instance(src, [n], [("v", 1)], "F,x")
+            d = ca.register_instance(dst.id, [n], [("v", 1)], "F,x", memory="b:sys0")
+            info = ca.wait(ca.copy(s, d, wait=False), timeout_ms=60000, check=False)
+        with b.client() as cb:
+            got = cb.read(dst, 0, n)
+        return info, data, got
+
+    def assert_idle(self):
+        for node in self.cluster.nodes:
+            with node.client() as c:
+                deadline = time.time() + 5
+                while c.status().transfers_active and time.time() < deadline:
+                    time.sleep(0.05)
+                self.assertEqual(c.status().transfers_active, 0, node.name)
+                self.assertEqual({m.name: m for m in c.memories()}["sys0"].staging_used, 0)
+
+
+class DropAsAChunkArrives(ResumeTest):
+    env = (None, {"ISOMETRY_FAULT_DROP_CHUNK": "5"})
+
+    def test_the_copy_resumes_and_ends_whole(self):
+        info, data, got = self.copy_a_to_b()
+        self.assertEqual(info.state, "done", info.message)
+        self.assertTrue(got == data, "the destination differs from the source")
+        a_log, b_log = self.cluster["a"].log_text(), self.cluster["b"].log_text()
+        self.assertIn("fault injection: dropping the data connection from", b_log)
+#a's sending direction saw the drop, reconnected and resumed; b
+#credited again what it still waited for (chunk 5 at least).
+        self.assertRegex(a_log, r"data connection to \S+ lost: .*; reconnecting for up to 3000 ms")
+        self.assertRegex(a_log, r"data link to peer 'b': resumed after \d+ ms")
+        self.assertRegex(b_log, r"data link from peer 'a': [1-9]\d* chunk\(s\) credited again")
+        self.assert_idle()
+#The link serves the next copy as before.
+        info, data, got = self.copy_a_to_b(1 << 20)
+        self.assertEqual(info.state, "done", info.message)
+        self.assertTrue(got == data)
+
+
+class DropAsAChunkArrivesWithChecksums(DropAsAChunkArrives):
+    checksums = (True, True)
+
+
+class DropInPlaceOfAnAck(ResumeTest):
+#Chunk 7 lands at b, but b drops the connection instead of ACKing it:
+#a keeps the chunk until b, once a reconnected, repeats the ACK.
+    env = (None, {"ISOMETRY_FAULT_DROP_AFTER_CHUNK": "7"})
+
+    def test_the_lost_ack_is_repeated_and_the_copy_ends_whole(self):
+        info, data, got = self.copy_a_to_b()
+        self.assertEqual(info.state, "done", info.message)
+        self.assertTrue(got == data, "the destination differs from the source")
+        b_log = self.cluster["b"].log_text()
+        self.assertIn("fault injection: dropping the data connection from", b_log)
+        self.assertRegex(b_log, r"[1-9]\d* ACK\(s\) repeated")
+        self.assert_idle()
+
+
+class PeerGone(ResumeTest):
+    def test_a_killed_peer_fails_the_copy_at_once_not_after_the_timeout(self):
+        a, b = self.cluster["a"], self.cluster["b"]
+        n = 64 << 20
+        with b.client() as cb:
+            dst = cb.allocate("sys0", n)
+            cb.publish(dst)
+        with a.client() as ca:
+            src = ca.allocate("sys0", n)
+            s = ca.register_instance(src, [n], [("v", 1)], "F,x")
+            d = ca.register_instance(dst.id, [n], [("v", 1)], "F,x", memory="b:sys0")
+#Many copies back to back so one runs when b dies.
+            ts = [ca.copy(s, d, wait=False) for _ in range(8)]
+            time.sleep(0.05)
+            b.kill()
+            killed = time.time()
+            infos = [ca.wait(t, timeout_ms=30000, check=False) for t in ts]
+            took = time.time() - killed
+            failed = [i for i in infos if i.state == "failed"]
+            self.assertTrue(failed, [i.state for i in infos])
+            for i in failed:
+                self.assertEqual(i.code, 14, i.message)  # UNAVAILABLE
+#Refused reconnections end it, not the 3 s timeout.
+            self.assertLess(took, 2.5)
+            self.assertEqual({m.name: m for m in ca.memories()}["sys0"].staging_used, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
