@@ -75,6 +75,10 @@ class ShapedPair:
         """Takes one end's link down (a partition: no FIN, no RST)."""
         run("ip", "-n", self.ns[index], "link", "set", self.dev[index], "down")
 
+    def heal(self, index=0):
+        """Brings the end cut() took down back up."""
+        run("ip", "-n", self.ns[index], "link", "set", self.dev[index], "up")
+
     def close(self):
         for ns in self.ns:
             subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)

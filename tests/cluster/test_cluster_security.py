@@ -31,7 +31,7 @@ else:
 
 SECRET = b"correct horse battery staple 42"  # the fixture's
 HEADER = struct.Struct("<IBBHIIQQQQ")  # channels/tcp/frame.h, FrameHeader
-MAGIC, VERSION = 0x4D4F5349, 2
+MAGIC, VERSION = 0x4D4F5349, 3
 HELLO, ABORT, CHALLENGE, PROOF = 1, 4, 5, 6
 
 

@@ -86,5 +86,55 @@ class ShapedLink(unittest.TestCase):
             self.assertEqual({m.name: m for m in cb.memories()}["sys0"].staging_used, 0)
 
 
+@unittest.skipIf(REASON, REASON or "")
+class ShortCut(unittest.TestCase):
+    """A cut shorter than peer_timeout_ms costs time, never the copy: the
+    data connections resume (channels/tcp/peer_link_resume.cc)."""
+
+    def setUp(self):
+        self.net = netns.ShapedPair("2gbit", subnet=78)
+        self.cluster = cf.Cluster(ISOMETRYD, ["a", "b"], hosts=self.net.hosts, netns=self.net.ns,
+                                  request="1MiB", timeout_ms=3000, keepalive_ms=200)
+        try:
+            self.cluster.start()
+        except Exception:
+            self.cluster.stop()
+            self.net.close()
+            raise
+
+    def tearDown(self):
+        codes = self.cluster.stop()
+        self.net.close()
+        self.assertEqual(set(codes.values()) - {-9}, {0}, codes)
+
+    def test_a_cut_of_two_thirds_of_the_timeout_is_survived_and_the_copy_is_whole(self):
+        n = 256 << 20  # about 1 s on the link: cut a third of the way
+        data = os.urandom(n)
+        a, b = self.cluster["a"], self.cluster["b"]
+        with a.client() as ca, b.client() as cb:
+            src = ca.allocate("sys0", n)
+            ca.write(src, 0, data)
+            dst = cb.allocate("sys0", n)
+            cb.publish(dst)
+            s = ca.register_instance(src, [n], [("v", 1)], "F,x")
+            d = ca.register_instance(dst.id, [n], [("v", 1)], "F,x", memory="b:sys0")
+            t = ca.copy(s, d, wait=False)
+            time.sleep(0.3)
+            self.net.cut(0)
+            time.sleep(2.0)
+            self.net.heal(0)
+            healed = time.time()
+            info = ca.wait(t, timeout_ms=60000, check=False)
+            if info.state != "done":
+                for node in self.cluster.nodes:
+                    print(f"--- {node.name}\n{node.log_text()[-4000:]}", file=sys.stderr)
+            self.assertEqual(info.state, "done", info.message)
+            self.assertTrue(cb.read(dst, 0, n) == data, "the destination differs from the source")
+            print(f"\n  256 MiB with a 2.0 s cut: done {time.time() - healed:.2f} s after the "
+                  f"link came back", file=sys.stderr)
+            for p in ca.peers().peers:
+                self.assertEqual(p.state, "up", p.last_error)
+
+
 if __name__ == "__main__":
     unittest.main()
