@@ -316,6 +316,7 @@ bool Cluster::Impl::SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const Cros
   out.priority = spec.priority;
   out.durable = spec.durable;
   out.partner = partner;
+  out.source = spec.source;
   Status started = CallStartHalf(*p, here, out);
   if (!started.ok()) {
     op->HalfDone(started);
