@@ -142,8 +142,7 @@ Status Cluster::Impl::StartPeerHalf(const std::string& caller, cluster::HalfRequ
     absl::MutexLock lock(&mu);
     if (auto s = sessions.find(caller); s != sessions.end()) access.node = s->second.node;
   }
-  ISO_ASSIGN_OR_RETURN(CrossEnd end,
-                       node->ResolveForPeer(req.local, std::move(packed), &access));
+  ISO_ASSIGN_OR_RETURN(CrossEnd end, node->ResolveForPeer(req.local, std::move(packed), &access));
   const uint64_t key = req.part.key;
   return StartLocalHalf(key, std::move(req.part), end, req.other, req.box, req.priority,
                         req.durable, caller, nullptr);

@@ -60,7 +60,7 @@ struct CrossEnd {
   // both ends, the other node's too (its form, to send there), and
   // `shape` is PackedShape of the packed bytes.
   InstanceRef local;
-  std::shared_ptr<const void> keep;  // keeps this node's allocation alive
+  std::shared_ptr<const void> keep;   // keeps this node's allocation alive
   std::shared_ptr<ActiveEnd> active;  // this node's end touches watched regions
   // Another node's end: allocation (published there) or memory + file;
   // shape in `shape`.

@@ -141,10 +141,10 @@ Result<CrossEnd> Node::ResolveForPeer(const InstanceSpec& spec,
                                 "' has watched regions: only a copy's half reaches it");
     }
     const AccessSource source{access->source.session, access->node, access->source.transfer};
-    ISO_ASSIGN_OR_RETURN(end.active,
-                         PrepareActiveEnd(a->watch, access->sending ? active::Op::kGet
-                                                                    : active::Op::kPut,
-                                          end.local, spec.offset, access->box, source));
+    ISO_ASSIGN_OR_RETURN(
+        end.active,
+        PrepareActiveEnd(a->watch, access->sending ? active::Op::kGet : active::Op::kPut, end.local,
+                         spec.offset, access->box, source));
   }
   return end;
 }

@@ -177,8 +177,7 @@ Result<std::shared_ptr<ActiveEnd>> PrepareActiveEnd(const std::shared_ptr<WatchS
                                                     const AccessSource& source) {
   if (!watch) return std::shared_ptr<ActiveEnd>();
   bool exact = false;
-  Ranges ranges =
-      TouchedRanges(local, instance_offset, local.packed ? std::nullopt : box, exact);
+  Ranges ranges = TouchedRanges(local, instance_offset, local.packed ? std::nullopt : box, exact);
   bool watched = false;
   ISO_RETURN_IF_ERROR(watch->CheckAccess(op, ranges, watched));
   if (!watched) return std::shared_ptr<ActiveEnd>();
