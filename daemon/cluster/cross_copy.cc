@@ -190,6 +190,7 @@ Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::Copy(CrossCopySpec spec,
   if (!spec.src.shape.bounds.contains(box) || !spec.dst.shape.bounds.contains(box)) {
     return OutOfRange("copy box ", ToString(box), " lies outside an instance's index space");
   }
+  if (auto eager = TryEagerPut(spec, done)) return *std::move(eager);
   ISO_ASSIGN_OR_RETURN(CrossPlan plan,
                        PlanCross(NameOf(spec.src), NameOf(spec.dst), spec.src.shape.layout,
                                  spec.dst.shape.layout, box, spec.src.shape.fields));

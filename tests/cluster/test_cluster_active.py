@@ -55,8 +55,10 @@ def read_log(path):
 
 @unittest.skipUnless(ISOMETRYD, "ISOMETRYD is not set")
 class RemoteActiveTest(unittest.TestCase):
+    opts = {"request": "256KiB"}
+
     def setUp(self):
-        self.cluster = cf.Cluster(ISOMETRYD, ["a", "b"], request="256KiB")
+        self.cluster = cf.Cluster(ISOMETRYD, ["a", "b"], **self.opts)
         self.cluster.start()
         self.a, self.b = self.cluster["a"], self.cluster["b"]
         self.ca = self.a.client("owner")
@@ -253,6 +255,28 @@ time.sleep(60)
         self.remote_put(PAGE, data)
         self.assertEqual(self.ca.read(self.table, PAGE, 64), data)
         self.assertEqual(self.ca.watch_info(self.table).pending_copies, 0)
+
+
+class EagerRemoteActiveTest(RemoteActiveTest):
+    """The same with cluster.eager_put_size: small puts go whole in one
+    PutBytes call, and act the same at a watched end."""
+    opts = {"request": "256KiB", "extra_cluster": 'eager_put_size = "16KiB"'}
+
+    def test_small_puts_go_in_one_call(self):
+        self.watch_log(0, "apply_log", "eager.log")
+        small = self.remote_put(8, b"s" * 64)
+        self.assertIn("one call", small.path)
+        big = self.remote_put(0, os.urandom(32 * 1024))
+        self.assertNotIn("one call", big.path)
+        self.assertEqual([(e["transfer"], e["source_node"]) for e in self.log("eager.log")],
+                         [(small.id, self.b.node_id), (big.id, self.b.node_id)])
+        # An allocation that is not published is refused as by a half.
+        hidden = self.ca.allocate("sys0", PAGE)
+        _, src = self.local_bytes(self.cb, b"h" * 16)
+        dst = self.cb.register_instance(hidden.id, [16], [("v", 1)], "F,x", memory="a:sys0")
+        with self.assertRaises(IsometryError) as e:
+            self.cb.copy(src, dst)
+        self.assertEqual(e.exception.code, "PERMISSION_DENIED")
 
 
 if __name__ == "__main__":
