@@ -185,7 +185,7 @@ struct ClusterConfig {
   // both ends, goes whole in one PutBytes call (no halves, no data link).
   // 0: never.
   uint64_t eager_put_bytes = 0;
-  uint64_t rate_limit_bytes_per_s = 0;    // sending cap per peer; 0 = none
+  uint64_t rate_limit_bytes_per_s = 0;  // sending cap per peer; 0 = none
   // Throughput the planner assumes for the network hop until measured.
   uint64_t link_bytes_per_s = 1250000000ull;
   std::vector<PeerConfig> peers;

@@ -37,8 +37,7 @@ std::optional<std::pair<uint64_t, uint64_t>> OneRun(const InstanceShape& shape, 
 }
 
 bool SameShape(const InstanceShape& a, const InstanceShape& b) {
-  return a.bounds == b.bounds && a.fields == b.fields &&
-         a.layout.ToString() == b.layout.ToString();
+  return a.bounds == b.bounds && a.fields == b.fields && a.layout.ToString() == b.layout.ToString();
 }
 
 // An eager put as the initiator sees it: one call in flight.
@@ -68,8 +67,7 @@ std::optional<Result<std::shared_ptr<CrossTransfer>>> Cluster::Impl::TryEagerPut
   const CrossEnd& dst = spec.dst;
   if (limit == 0 || !src.node.empty() || dst.node.empty() || !dst.file.empty() ||
       !dst.distributed.empty() || src.active || src.local.packed || !src.local.base ||
-      src.local.process ||
-      !src.local.file.empty() || !SameShape(src.shape, dst.shape)) {
+      src.local.process || !src.local.file.empty() || !SameShape(src.shape, dst.shape)) {
     return std::nullopt;
   }
   const TopologyMemory* mem = node->runtime().topology().FindMemory(src.local.memory);
@@ -107,11 +105,11 @@ std::optional<Result<std::shared_ptr<CrossTransfer>>> Cluster::Impl::TryEagerPut
   Authorize(*op->call.ctx, *p, "PutBytes", req);
   auto call = op->call;
   const std::string here = dst.node;
-  p->stub->async()->PutBytes(call.ctx.get(), call.req.get(), call.resp.get(),
-                             [call, here, done = std::move(done)](const grpc::Status& gs) {
-                               done(gs.ok() ? OkStatus()
-                                            : cluster::FromGrpc(gs, StrCat("node '", here, "'")));
-                             });
+  p->stub->async()->PutBytes(
+      call.ctx.get(), call.req.get(), call.resp.get(),
+      [call, here, done = std::move(done)](const grpc::Status& gs) {
+        done(gs.ok() ? OkStatus() : cluster::FromGrpc(gs, StrCat("node '", here, "'")));
+      });
   return std::static_pointer_cast<CrossTransfer>(op);
 }
 
