@@ -160,12 +160,13 @@ void Cluster::Impl::ServePutBytes(const std::string& caller, const v1::PutBytesR
     absl::MutexLock lock(&mu);
     if (auto s = sessions.find(caller); s != sessions.end()) access.node = s->second.node;
   }
-  Result<CrossEnd> end = LandPut(*node, req, std::move(access));
+  Result<CrossEnd> end = LandPut(*node, req, access);
   if (!end.ok()) {
     done(end.status());
   } else if (end->active) {
     // The watch applies and logs it; answered once its entries are out.
-    end->active->Finish(OkStatus(), [keep = end->keep, done](Status s) { done(std::move(s)); });
+    end->active->Finish(
+        OkStatus(), [keep = end->keep, done = std::move(done)](Status s) { done(std::move(s)); });
   } else {
     done(OkStatus());
   }
