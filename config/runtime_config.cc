@@ -237,6 +237,10 @@ Status ClusterConfig::Validate() const {
     return ConfigKeyError("cluster.request_size", "cluster.request_size is ", request_bytes,
                           " bytes; it must be between 4 KiB and 256 MiB");
   }
+  if (eager_put_bytes > (1ull << 20)) {
+    return ConfigKeyError("cluster.eager_put_size", "cluster.eager_put_size is ", eager_put_bytes,
+                          " bytes; at most 1 MiB goes in one call");
+  }
   if (peer_timeout_ms < 100 || keepalive_ms < 10 || keepalive_ms >= peer_timeout_ms) {
     return ConfigKeyError(
         peer_timeout_ms < 100 ? "cluster.peer_timeout_ms" : "cluster.keepalive_ms",

@@ -180,7 +180,12 @@ struct ClusterConfig {
   uint32_t peer_timeout_ms = 3000;        // a peer silent this long is down
   uint32_t keepalive_ms = 500;            // ping interval (round-trip time in isoctl peers)
   uint64_t request_bytes = 4ull << 20;    // chunk size of cross-node transfers
-  uint64_t rate_limit_bytes_per_s = 0;    // sending cap per peer; 0 = none
+  // A copy to a peer of at most this many bytes, from this node's pool
+  // memory into a same-shaped allocation there, one contiguous run at
+  // both ends, goes whole in one PutBytes call (no halves, no data link).
+  // 0: never.
+  uint64_t eager_put_bytes = 0;
+  uint64_t rate_limit_bytes_per_s = 0;  // sending cap per peer; 0 = none
   // Throughput the planner assumes for the network hop until measured.
   uint64_t link_bytes_per_s = 1250000000ull;
   std::vector<PeerConfig> peers;

@@ -171,6 +171,7 @@ struct HalfRequest {
   Box box;
   int priority = 0;
   bool durable = true;
+  CopySource source;  // the initiator's client: Active Access log entries
   // A datatype copy (form_hash != 0): this node's end is the form with
   // that hash (its bytes in `form`, or known from the caller's earlier
   // requests) over form_span bytes from local.offset.
@@ -324,6 +325,18 @@ struct Cluster::Impl {
   // StartHalf at peer `p` (named `here`), sending the end's form by hash
   // or by bytes (exchange-once).
   Status CallStartHalf(const Peer& p, const std::string& here, cluster::HalfOut& out);
+  // ---- eager puts (eager_put.cc) ----
+
+  // A small copy into a peer's allocation sent whole in one PutBytes call
+  // (cluster.eager_put_size): none when `spec` does not qualify (then
+  // `done` is untouched and the copy is planned as usual).
+  std::optional<Result<std::shared_ptr<CrossTransfer>>> TryEagerPut(
+      const CrossCopySpec& spec, std::function<void(Status)>& done) ABSL_LOCKS_EXCLUDED(mu);
+  // Lands a peer's PutBytes; `done` runs once, with its outcome (after
+  // the watch's log entries, where the end is watched).
+  void ServePutBytes(const std::string& caller, const v1::PutBytesRequest& req,
+                     std::function<void(Status)> done) ABSL_LOCKS_EXCLUDED(mu);
+
   // ---- distributed instances across nodes (distributed_peers.cc) ----
 
   Result<std::vector<DistributedRanks>> QueryDistributed(const std::string& key)

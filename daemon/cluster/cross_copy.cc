@@ -190,6 +190,7 @@ Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::Copy(CrossCopySpec spec,
   if (!spec.src.shape.bounds.contains(box) || !spec.dst.shape.bounds.contains(box)) {
     return OutOfRange("copy box ", ToString(box), " lies outside an instance's index space");
   }
+  if (auto eager = TryEagerPut(spec, done)) return *std::move(eager);
   ISO_ASSIGN_OR_RETURN(CrossPlan plan,
                        PlanCross(NameOf(spec.src), NameOf(spec.dst), spec.src.shape.layout,
                                  spec.dst.shape.layout, box, spec.src.shape.fields));
@@ -316,6 +317,7 @@ bool Cluster::Impl::SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const Cros
   out.priority = spec.priority;
   out.durable = spec.durable;
   out.partner = partner;
+  out.source = spec.source;
   Status started = CallStartHalf(*p, here, out);
   if (!started.ok()) {
     op->HalfDone(started);

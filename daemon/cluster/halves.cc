@@ -56,7 +56,7 @@ Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossE
   req.remote = std::move(part);
   std::shared_ptr<const void> keep = end.keep;
   Impl* self = this;
-  req.on_complete = [self, h, keep, on_done](const Status& s) {
+  std::function<void(const Status&)> ended = [self, h, keep, on_done](const Status& s) {
     std::vector<std::function<void(const Status&)>> waiters;
     {
       absl::MutexLock lock(&self->mu);
@@ -68,6 +68,15 @@ Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossE
     for (auto& w : waiters) w(s);
     if (on_done) on_done(s);
   };
+  if (std::shared_ptr<ActiveEnd> active = end.active) {
+    // A watched end (Active Access): the half ends once the watch has
+    // applied and logged its bytes, so the copy completes after that.
+    req.on_complete = [active, ended](const Status& s) {
+      active->Finish(s, [ended](const Status& fs) { ended(fs); });
+    };
+  } else {
+    req.on_complete = std::move(ended);
+  }
   {
     absl::MutexLock lock(&mu);
     // Finished halves stay a while for a late AwaitHalf.
@@ -125,7 +134,15 @@ Status Cluster::Impl::StartPeerHalf(const std::string& caller, cluster::HalfRequ
     ISO_ASSIGN_OR_RETURN(packed, PeerPackedEnd(caller, req));
     req.other = PackedShape(packed->bytes);
   }
-  ISO_ASSIGN_OR_RETURN(CrossEnd end, node->ResolveForPeer(req.local, std::move(packed)));
+  PeerAccess access;
+  access.sending = req.part.sending;
+  access.box = req.box;
+  access.source = req.source;
+  {
+    absl::MutexLock lock(&mu);
+    if (auto s = sessions.find(caller); s != sessions.end()) access.node = s->second.node;
+  }
+  ISO_ASSIGN_OR_RETURN(CrossEnd end, node->ResolveForPeer(req.local, std::move(packed), &access));
   const uint64_t key = req.part.key;
   return StartLocalHalf(key, std::move(req.part), end, req.other, req.box, req.priority,
                         req.durable, caller, nullptr);

@@ -75,6 +75,16 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
     return Reply(ctx, OkStatus());
   }
 
+  grpc::ServerUnaryReactor* PutBytes(grpc::CallbackServerContext* ctx,
+                                     const v1::PutBytesRequest* req,
+                                     v1::PutBytesResponse*) override {
+    auto caller = Caller(ctx, "PutBytes", *req);
+    if (!caller.ok()) return Reply(ctx, caller.status());
+    grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+    impl_->ServePutBytes(*caller, *req, [r](const Status& s) { r->Finish(ToGrpc(s)); });
+    return r;
+  }
+
   grpc::ServerUnaryReactor* QueryDistributed(grpc::CallbackServerContext* ctx,
                                              const v1::PeerDistributedQuery* req,
                                              v1::PeerDistributedRanks* resp) override {

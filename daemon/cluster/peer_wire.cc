@@ -102,6 +102,8 @@ v1::StartHalfRequest ToProto(const HalfOut& h) {
   req.set_priority(h.priority);
   req.set_durable(h.durable);
   req.set_partner(h.partner);
+  req.set_source_session(h.source.session);
+  req.set_source_transfer(h.source.transfer);
   if (const PackedEnd* packed = h.end->local.packed.get()) {
     req.set_form_hash(h.form_hash);
     req.set_form_span(packed->span);
@@ -156,6 +158,7 @@ Result<HalfRequest> FromProto(const v1::StartHalfRequest& req) {
   ISO_ASSIGN_OR_RETURN(h.other.layout, Layout::Parse(req.other_layout(), h.other.bounds.dims));
   h.priority = req.priority();
   h.durable = req.durable();
+  h.source = {req.source_session(), req.source_transfer()};
   return h;
 }
 

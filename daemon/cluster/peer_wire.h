@@ -30,6 +30,7 @@ struct HalfOut {
   int priority = 0;
   bool durable = true;
   std::string partner;
+  CopySource source;  // for the peer's Active Access log entries
   // A datatype copy: the peer's end by its form's hash (end->local.packed),
   // with the serialized form when `form` is set.
   uint64_t form_hash = 0;

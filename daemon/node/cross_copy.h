@@ -31,6 +31,28 @@ inline NodeMemory SplitNodeMemory(const std::string& name, const std::string& se
 // A registered instance as the node knows it.
 struct InstanceSpec;
 
+// A cross-node copy's end on this node that touches watched regions of a
+// pool allocation (Active Access, README): a put's half writes into a
+// scratch buffer (the end's `local` already points there), a get's half
+// reads the allocation. Once the half's runtime copy has ended with `s`,
+// Finish hands the access to the allocation's watch, which applies and
+// logs it piece by piece; `done` runs once with the half's final outcome,
+// after the log entries are published (or at once with `s` when it is an
+// error: nothing of a put is then applied). Made by the node; the cluster
+// layer only calls Finish, once.
+class ActiveEnd {
+ public:
+  virtual ~ActiveEnd() = default;
+  virtual void Finish(Status s, std::function<void(Status)> done) = 0;
+};
+
+// Who asked for a cross-node copy, for the log entries of a watched end
+// (0s: unknown).
+struct CopySource {
+  uint64_t session = 0;   // the client's session on the initiating node
+  uint64_t transfer = 0;  // the copy's transfer id there
+};
+
 // One end of a cross-node copy.
 struct CrossEnd {
   std::string node;  // empty: this node
@@ -38,7 +60,8 @@ struct CrossEnd {
   // both ends, the other node's too (its form, to send there), and
   // `shape` is PackedShape of the packed bytes.
   InstanceRef local;
-  std::shared_ptr<const void> keep;  // keeps this node's allocation alive
+  std::shared_ptr<const void> keep;   // keeps this node's allocation alive
+  std::shared_ptr<ActiveEnd> active;  // this node's end touches watched regions
   // Another node's end: allocation (published there) or memory + file;
   // shape in `shape`.
   uint64_t allocation = 0;
@@ -59,6 +82,7 @@ struct CrossCopySpec {
   std::optional<Box> box;
   int priority = 0;
   bool durable = true;
+  CopySource source;
 };
 
 struct PlanHopReport {

@@ -96,7 +96,8 @@ void Node::SetCrossCopier(CrossCopier* copier) { impl_->cross = copier; }
 Runtime& Node::runtime() { return *impl_->runtime; }
 
 Result<CrossEnd> Node::ResolveForPeer(const InstanceSpec& spec,
-                                      std::shared_ptr<const PackedEnd> packed) const {
+                                      std::shared_ptr<const PackedEnd> packed,
+                                      const PeerAccess* access) const {
   const InstanceShape shape = packed ? PackedShape(packed->bytes) : spec.shape;
   ISO_RETURN_IF_ERROR(shape.Validate("instance"));
   const uint64_t total = packed ? packed->span : shape.total_bytes();
@@ -123,12 +124,6 @@ Result<CrossEnd> Node::ResolveForPeer(const InstanceSpec& spec,
         "' does not exist or is not published (peers reach published allocations only)");
   }
   const auto& a = it->second;
-  if (a->watch) {
-    return FailedPrecondition("allocation ", spec.allocation, " of node '",
-                              impl_->config.cluster.node_name,
-                              "' has watched regions: copies from other nodes to or from it are "
-                              "not served (README, Active Access)");
-  }
   if (spec.offset > a->shm.size() || total > a->shm.size() - spec.offset) {
     return OutOfRange("instance of ", total, " bytes at offset ", spec.offset,
                       " does not fit allocation ", spec.allocation, " of ", a->shm.size(),
@@ -138,6 +133,19 @@ Result<CrossEnd> Node::ResolveForPeer(const InstanceSpec& spec,
   end.local = InstanceRef{mem, a->shm.data() + spec.offset, a->shm.size() - spec.offset, shape};
   end.local.packed = std::move(packed);
   end.keep = a;
+  if (a->watch) {
+    // Active Access: an access from another node acts as a local one.
+    if (!access) {
+      return FailedPrecondition("allocation ", spec.allocation, " of node '",
+                                impl_->config.cluster.node_name,
+                                "' has watched regions: only a copy's half reaches it");
+    }
+    const AccessSource source{access->source.session, access->node, access->source.transfer};
+    ISO_ASSIGN_OR_RETURN(
+        end.active,
+        PrepareActiveEnd(a->watch, access->sending ? active::Op::kGet : active::Op::kPut, end.local,
+                         spec.offset, access->box, source));
+  }
   return end;
 }
 

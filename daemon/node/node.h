@@ -155,6 +155,15 @@ struct InstanceSpec {
   uint64_t distributed_rank = 0;
 };
 
+// How a peer's half of a cross-node copy touches this node's end
+// (ResolveForPeer), for Active Access's checks and log entries.
+struct PeerAccess {
+  bool sending = false;    // the half reads the end (a get), else writes it (a put)
+  std::optional<Box> box;  // the copy's box; none: the whole end
+  uint32_t node = 0;       // the initiating node's id (its hello's)
+  CopySource source;       // the client's session and transfer there
+};
+
 // A registered datatype (RegisterDatatype): its handle, MPI's figures and
 // its canonical form as text.
 struct DatatypeReport {
@@ -247,8 +256,13 @@ class Node {
   // allocation, or a file of a DSK memory (spec.memory without prefix).
   // With `packed` (a datatype copy's end, its form checked), spec.shape is
   // ignored: the end is PackedShape(packed->bytes) over packed->span bytes.
+  // With `access`, an allocation end that touches watched regions is
+  // served as an active put (the half receives) or get (it sends): its
+  // CrossEnd::active finishes the half through the watch; a region that
+  // denies the access refuses the half (PERMISSION_DENIED).
   Result<CrossEnd> ResolveForPeer(const InstanceSpec& spec,
-                                  std::shared_ptr<const PackedEnd> packed = nullptr) const;
+                                  std::shared_ptr<const PackedEnd> packed = nullptr,
+                                  const PeerAccess* access = nullptr) const;
   Runtime& runtime();
   ~Node();
 

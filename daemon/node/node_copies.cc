@@ -282,28 +282,33 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string
   resolved.request.src = LocalRefLocked(*ends[0]);
   resolved.request.dst = LocalRefLocked(*ends[1]);
   if (packed) ISO_RETURN_IF_ERROR(PackEndsLocked(ends, spec.box, resolved.request));
-  if (cross) {
-    for (const Instance* in : ends) {
-      if (in->allocation && in->allocation->watch) {
-        return FailedPrecondition("allocation ", in->allocation->id,
-                                  " has watched regions: copies across nodes to or from it are ",
-                                  "not served (README, Active Access)");
-      }
-    }
-  } else {
+  if (!cross) {
     ISO_ASSIGN_OR_RETURN(resolved.active,
                          PrepareActiveLocked(ends, spec.box, resolved.request, resolved.session));
-  }
-  if (cross) {
-    cross->src.local = resolved.request.src;
-    cross->dst.local = resolved.request.dst;
-    cross->src.keep = ends[0]->allocation;
-    cross->dst.keep = ends[1]->allocation;
+  } else {
+    record.id = next_cross++;
+    cross->source = {resolved.session, record.id};
+    CrossEnd* out[2] = {&cross->src, &cross->dst};
+    InstanceRef* refs[2] = {&resolved.request.src, &resolved.request.dst};
+    for (int i = 0; i < 2; ++i) {
+      const Instance& in = *ends[i];
+      if (in.allocation && in.allocation->watch) {
+        // This node's end of a cross-node copy in a watched allocation:
+        // its half goes through the watch (a get at the source, a put at
+        // the destination), as a local copy would.
+        const AccessSource source{resolved.session, 0, record.id};
+        ISO_ASSIGN_OR_RETURN(
+            out[i]->active,
+            PrepareActiveEnd(in.allocation->watch, i == 0 ? active::Op::kGet : active::Op::kPut,
+                             *refs[i], in.offset, packed ? std::nullopt : spec.box, source));
+      }
+      out[i]->local = *refs[i];
+      out[i]->keep = in.allocation;
+    }
     if (packed) {  // both ends 1-D arrays of packed bytes, as on one node
       cross->src.shape = PackedShape(resolved.request.src.packed->bytes);
       cross->dst.shape = PackedShape(resolved.request.dst.packed->bytes);
     }
-    record.id = next_cross++;
   }
   record.src = ends[0]->allocation;
   record.dst = ends[1]->allocation;

@@ -146,6 +146,58 @@ Result<bool> RunActiveBytes(WatchState& w, active::Op op, uint64_t session, uint
   return true;
 }
 
+namespace {
+
+// A cross-node copy's watched end: the half's bytes go through the watch
+// once its runtime copy has ended (a put's were landed in the access's
+// scratch buffer).
+class WatchedEnd final : public ActiveEnd {
+ public:
+  WatchedEnd(std::shared_ptr<WatchState> watch, ActiveAccess access)
+      : watch_(std::move(watch)), access_(std::move(access)) {}
+  void Finish(Status s, std::function<void(Status)> done) override {
+    if (!s.ok()) {  // nothing is applied; the scratch buffer goes with us
+      done(std::move(s));
+      return;
+    }
+    watch_->Enqueue(std::move(access_), std::move(done));
+  }
+
+ private:
+  std::shared_ptr<WatchState> watch_;
+  ActiveAccess access_;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<ActiveEnd>> PrepareActiveEnd(const std::shared_ptr<WatchState>& watch,
+                                                    active::Op op, InstanceRef& local,
+                                                    uint64_t instance_offset,
+                                                    const std::optional<Box>& box,
+                                                    const AccessSource& source) {
+  if (!watch) return std::shared_ptr<ActiveEnd>();
+  bool exact = false;
+  Ranges ranges = TouchedRanges(local, instance_offset, local.packed ? std::nullopt : box, exact);
+  bool watched = false;
+  ISO_RETURN_IF_ERROR(watch->CheckAccess(op, ranges, watched));
+  if (!watched) return std::shared_ptr<ActiveEnd>();
+  ActiveAccess acc;
+  acc.op = op;
+  acc.ranges = std::move(ranges);
+  acc.source = source;
+  if (op == active::Op::kPut) {
+    // As for a local put: the receiving half writes into scratch, which
+    // starts as the storage where the touched runs are not known exactly.
+    const uint64_t total = StorageBytes(local);
+    acc.scratch = std::make_unique<std::byte[]>(total);
+    acc.scratch_base = instance_offset;
+    if (!exact) std::memcpy(acc.scratch.get(), local.base, total);
+    local.base = acc.scratch.get();
+    local.capacity = total;
+  }
+  return std::shared_ptr<ActiveEnd>(std::make_shared<WatchedEnd>(watch, std::move(acc)));
+}
+
 uint64_t Node::Impl::WatchedRegionsLocked(const Session& s) const {
   uint64_t n = 0;
   for (uint64_t id : s.allocations) {

@@ -334,7 +334,8 @@ Status WatchState::RunBuiltin(RegionState& rs, const Piece& p, const Effect& e,
       entry.op =
           static_cast<uint16_t>(a.op == Op::kPut ? active::LogOp::kPut : active::LogOp::kGet);
       entry.flags = static_cast<uint16_t>((e.apply ? active::kLogApplied : 0) |
-                                          (e.data ? active::kLogHasData : 0));
+                                          (e.data ? active::kLogHasData : 0) |
+                                          (e.notify ? active::kLogNotify : 0));
       entry.seq = ++rs.stats.entries;
       entry.offset = p.begin;
       entry.size = p.end - p.begin;

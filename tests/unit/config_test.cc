@@ -191,6 +191,7 @@ secret_file = "/etc/isometry/cluster.secret"
 data_listen = "0.0.0.0:7471"
 checksum = true
 request_size = "8MiB"
+eager_put_size = "64KiB"
 [[peer]]
 name = "node-b"
 address = "10.0.0.2:7470"
@@ -200,6 +201,7 @@ address = "10.0.0.2:7470"
   CHECK(c->cluster.node_name == "node-a");
   CHECK(c->cluster.checksum);
   CHECK(c->cluster.request_bytes == 8ull << 20);
+  CHECK(c->cluster.eager_put_bytes == 64u << 10);
   CHECK(c->cluster.data_connections == 4);
   CHECK(c->cluster.peer_timeout_ms == 3000);
   REQUIRE(c->cluster.peers.size() == 1);
@@ -224,6 +226,8 @@ TEST_CASE("cluster configs that cannot work are refused with the reason") {
   CHECK_THAT(ClusterErrorOf("[cluster]\nsecrets = 1\n"), Catch::Contains("unknown key"));
   CHECK_THAT(ClusterErrorOf("[cluster]\nrequest_size = \"1GiB\"\n"),
              Catch::Contains("between 4 KiB and 256 MiB"));
+  CHECK_THAT(ClusterErrorOf("[cluster]\neager_put_size = \"2MiB\"\n"),
+             Catch::Contains("at most 1 MiB"));
   auto no_tcp = ParseConfig(R"(
 [[memory]]
 name = "sys0"

@@ -1,0 +1,175 @@
+// Eager puts (cluster.eager_put_size): a small cross-node copy from this
+// node's pool memory into a same-shaped allocation on a peer, one
+// contiguous run at both ends, goes whole in one signed PutBytes call
+// instead of two halves over the data link. A remote hashtable insert
+// (README, Active Access) is one such copy: its latency is one peer round
+// trip, not a StartHalf, the data link and an AwaitHalf.
+#include <grpcpp/grpcpp.h>
+
+#include <cstring>
+
+#include "daemon/cluster/cluster_impl.h"
+#include "daemon/server/convert.h"
+#include "layout/datatype_form.h"
+
+namespace isometry {
+
+using cluster::Clock;
+
+namespace {
+
+constexpr uint64_t kMaxEagerPut = uint64_t{1} << 20;  // as cluster.eager_put_size
+constexpr uint32_t kWatchAllowanceMs = 60000;
+
+bool PoolKind(MemoryKind k) {
+  return k == MemoryKind::kSys || k == MemoryKind::kReg || k == MemoryKind::kZcm;
+}
+
+// The one contiguous run `box` covers in `shape`: its offset from the
+// instance's first byte and its length; none when it is several runs.
+std::optional<std::pair<uint64_t, uint64_t>> OneRun(const InstanceShape& shape, const Box& box) {
+  Result<CanonicalForm> form = LayoutForm(shape, box);
+  if (!form.ok() || form->runs() != 1 || form->pieces.size() != 1) return std::nullopt;
+  const FormPiece& p = form->pieces.front();
+  if (p.offset < 0 || !p.body.empty()) return std::nullopt;
+  if (!p.loops.empty()) return std::nullopt;
+  return std::pair{static_cast<uint64_t>(p.offset), static_cast<uint64_t>(p.run)};
+}
+
+bool SameShape(const InstanceShape& a, const InstanceShape& b) {
+  return a.bounds == b.bounds && a.fields == b.fields && a.layout.ToString() == b.layout.ToString();
+}
+
+// An eager put as the initiator sees it: one call in flight.
+class EagerPut final : public CrossTransfer {
+ public:
+  EagerPut(std::string path, uint64_t bytes) : path_(std::move(path)), bytes_(bytes) {}
+  void Cancel() override { call.ctx->TryCancel(); }
+  std::string PathText() const override { return path_; }
+  uint64_t bytes() const override { return bytes_; }
+  std::chrono::steady_clock::time_point started() const override { return started_; }
+  double predicted_bytes_per_s() const override { return 0; }
+
+  cluster::AsyncCall<v1::PutBytesRequest, v1::PutBytesResponse> call;
+
+ private:
+  const std::string path_;
+  const uint64_t bytes_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
+std::optional<Result<std::shared_ptr<CrossTransfer>>> Cluster::Impl::TryEagerPut(
+    const CrossCopySpec& spec, std::function<void(Status)>& done) {
+  const uint64_t limit = config.cluster.eager_put_bytes;
+  const CrossEnd& src = spec.src;
+  const CrossEnd& dst = spec.dst;
+  if (limit == 0 || !src.node.empty() || dst.node.empty() || !dst.file.empty() ||
+      !dst.distributed.empty() || src.active || src.local.packed || !src.local.base ||
+      src.local.process || !src.local.file.empty() || !SameShape(src.shape, dst.shape)) {
+    return std::nullopt;
+  }
+  const TopologyMemory* mem = node->runtime().topology().FindMemory(src.local.memory);
+  if (!mem || !PoolKind(mem->kind)) return std::nullopt;
+  const Box box = spec.box.value_or(src.shape.bounds);
+  if (!box.Validate("copy box").ok() || !src.shape.bounds.contains(box)) {
+    return std::nullopt;  // the planned path says what is wrong
+  }
+  const std::optional<std::pair<uint64_t, uint64_t>> run = OneRun(src.shape, box);
+  if (!run || run->second > limit || run->first + run->second > src.local.capacity) {
+    return std::nullopt;
+  }
+  Peer* p = FindPeer(dst.node);
+  if (!p) return std::nullopt;
+  {
+    absl::MutexLock lock(&mu);
+    if (!StateLocked(*p).up) return std::nullopt;  // the planned path says why
+  }
+  auto op = std::make_shared<EagerPut>(
+      StrCat(MemoryName(src.local.memory), " -> ", dst.node, ":", dst.memory, " (one call)"),
+      run->second);
+  v1::PutBytesRequest& req = *op->call.req;
+  v1::InstanceSpec* local = req.mutable_local();
+  local->set_allocation(dst.allocation);
+  local->set_offset(dst.offset);
+  local->set_memory(dst.memory);
+  ToProto(dst.shape, local);
+  ToProto(box, req.mutable_box());
+  req.set_data(reinterpret_cast<const char*>(src.local.base + run->first), run->second);
+  req.set_source_session(spec.source.session);
+  req.set_source_transfer(spec.source.transfer);
+  // A watched end may hold the put while its log is full (block mode,
+  // daemon.access_log_block_ms there): allow for that beyond the timeout.
+  cluster::SetDeadline(*op->call.ctx, config.cluster.peer_timeout_ms + kWatchAllowanceMs);
+  Authorize(*op->call.ctx, *p, "PutBytes", req);
+  auto call = op->call;
+  const std::string here = dst.node;
+  p->stub->async()->PutBytes(
+      call.ctx.get(), call.req.get(), call.resp.get(),
+      [call, here, done = std::move(done)](const grpc::Status& gs) {
+        done(gs.ok() ? OkStatus() : cluster::FromGrpc(gs, StrCat("node '", here, "'")));
+      });
+  return std::static_pointer_cast<CrossTransfer>(op);
+}
+
+namespace {
+
+// PutBytes' end on this node, checked, with the data written (into the
+// allocation, or into the scratch buffer of a watched end).
+Result<CrossEnd> LandPut(Node& node, const v1::PutBytesRequest& req, PeerAccess access) {
+  ISO_ASSIGN_OR_RETURN(InstanceSpec spec, InstanceSpecFromProto(req.local()));
+  if (spec.datatype || !spec.file.empty() || spec.private_range != 0) {
+    return InvalidArgument("PutBytes: the end must be a published allocation's instance");
+  }
+  ISO_RETURN_IF_ERROR(spec.shape.Validate("instance"));
+  ISO_ASSIGN_OR_RETURN(Box box, BoxFromProto(req.box(), "box"));
+  ISO_RETURN_IF_ERROR(box.Validate("box"));
+  if (!spec.shape.bounds.contains(box)) {
+    return OutOfRange("PutBytes: box ", ToString(box), " lies outside the instance");
+  }
+  const std::optional<std::pair<uint64_t, uint64_t>> r = OneRun(spec.shape, box);
+  if (!r || r->second != req.data().size() || r->second > kMaxEagerPut) {
+    return InvalidArgument("PutBytes: ", req.data().size(),
+                           " bytes that are not the box's one contiguous run (at most 1 MiB)");
+  }
+  access.sending = false;
+  access.box = box;
+  ISO_ASSIGN_OR_RETURN(CrossEnd end, node.ResolveForPeer(spec, nullptr, &access));
+  if (!end.local.base || r->first + r->second > end.local.capacity) {
+    return OutOfRange("PutBytes: the run ends past the instance's storage");
+  }
+  if (!spec.memory.empty()) {
+    ISO_ASSIGN_OR_RETURN(MemoryId m, node.runtime().FindMemory(spec.memory));
+    if (m != end.local.memory) {
+      return InvalidArgument("PutBytes: allocation ", spec.allocation, " is not in memory '",
+                             spec.memory, "'");
+    }
+  }
+  std::memcpy(end.local.base + r->first, req.data().data(), r->second);
+  return end;
+}
+
+}  // namespace
+
+void Cluster::Impl::ServePutBytes(const std::string& caller, const v1::PutBytesRequest& req,
+                                  std::function<void(Status)> done) {
+  PeerAccess access;
+  access.source = {req.source_session(), req.source_transfer()};
+  {
+    absl::MutexLock lock(&mu);
+    if (auto s = sessions.find(caller); s != sessions.end()) access.node = s->second.node;
+  }
+  Result<CrossEnd> end = LandPut(*node, req, access);
+  if (!end.ok()) {
+    done(end.status());
+  } else if (end->active) {
+    // The watch applies and logs it; answered once its entries are out.
+    end->active->Finish(
+        OkStatus(), [keep = end->keep, done = std::move(done)](Status s) { done(std::move(s)); });
+  } else {
+    done(OkStatus());
+  }
+}
+
+}  // namespace isometry
