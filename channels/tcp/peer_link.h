@@ -107,7 +107,7 @@ class PeerLink {
       std::function<std::string(const std::string& client_nonce, const std::string& server_nonce)>;
   // Opens this node's connections to the peer (closing old ones); a
   // broken set is re-opened with the same address and prover.
-  Status Connect(const std::string& address, uint32_t self_node, Prover prove)
+  Status Connect(const std::string& address, uint32_t self_node, const Prover& prove)
       ABSL_LOCKS_EXCLUDED(mu_);
   // A connection the peer opened, after its hello was accepted; `checksum`:
   // what the hello settled.

@@ -8,7 +8,7 @@
 
 namespace isometry::net {
 
-Status PeerLink::Connect(const std::string& address, uint32_t self_node, Prover prove) {
+Status PeerLink::Connect(const std::string& address, uint32_t self_node, const Prover& prove) {
   uint64_t epoch;
   {
     absl::MutexLock lock(&mu_);
