@@ -9,6 +9,10 @@ In one run, with the peers measured on the same machine:
              about the disk's O_DIRECT read rate (measured first, with fio):
              SYS -> SYS* vs the link rate, and DSK -> SYS* pipelined vs
              staged (read all into memory, then send all) - Isometry fig. 7.
+  link       (root) a veth shaped to --link-rate (1 Gbit/s): SYS -> SYS*
+             with mutual TLS vs without, without vs the link rate, and the
+             time a copy loses to a 1 s cut of the link beyond the cut
+             itself (data links resume; peer_timeout_ms 3 s).
 
 Usage (Debian's python3 has grpc):
   /usr/bin/python3 tools/bench/cluster_bench.py --isometryd build-release/daemon/isometryd \\
@@ -223,6 +227,57 @@ def shaped(args, cf, netns):
         shutil.rmtree(root, ignore_errors=True)
 
 
+def link_rows(args, cf, netns):
+    """A veth shaped to --link-rate: mutual TLS on vs off, and the time a
+    copy loses to a 1 s cut beyond the cut itself (the data links resume)."""
+    reason = netns.unavailable_reason()
+    if reason:
+        print(f"link: skipped: {reason}", file=sys.stderr)
+        return
+    nbytes = args.link_mib << 20
+    net = netns.ShapedPair(args.link_rate, subnet=79)
+    try:
+        rates = {}
+        for tls in (None, ["bench", "bench"]):
+            cluster = cf.Cluster(args.isometryd, ["a", "b"], hosts=net.hosts, netns=net.ns,
+                                 pool=f"{2 * args.link_mib}MiB", connections=args.connections,
+                                 request=args.request, timeout_ms=3000, keepalive_ms=200,
+                                 tls=tls)
+            try:
+                cluster.start()
+                ca, cb, s, d = pair(cluster, nbytes)
+                took = best_of(2, lambda: timed_copy(ca, s, d))
+                rates[bool(tls)] = nbytes / took
+                if not tls:
+                    cuts = []
+                    for _ in range(args.cuts):
+                        t = ca.copy(s, d, wait=False)
+                        t0 = time.perf_counter()
+                        time.sleep(min(0.5, took / 3))
+                        net.cut(0)
+                        time.sleep(1.0)
+                        net.heal(0)
+                        info = ca.wait(t, timeout_ms=120000, check=False)
+                        if info.state != "done":
+                            raise RuntimeError(f"copy across the cut ended {info.state}: "
+                                               f"{info.message}")
+                        cuts.append(time.perf_counter() - t0 - took - 1.0)
+                    report("link", f"time lost to a 1 s cut beyond the cut, {args.link_mib} MiB "
+                           f"over {net.rate}", sorted(cuts)[len(cuts) // 2], "s",
+                           "cluster.peer_timeout_ms", 3.0,
+                           note=f"median of {len(cuts)}: " + ", ".join(f"{c:.2f}" for c in cuts))
+                ca.close()
+                cb.close()
+            finally:
+                cluster.stop()
+        report("link", f"SYS->SYS* {args.link_mib} MiB over {net.rate}, mutual TLS",
+               rates[True] / 1e9, "GB/s", "the same without TLS", rates[False] / 1e9)
+        report("link", f"SYS->SYS* {args.link_mib} MiB over {net.rate}, no TLS",
+               rates[False] / 1e9, "GB/s", "link rate (tc tbf)", net.rate_bytes_per_s() / 1e9)
+    finally:
+        net.close()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--isometryd", default="build-release/daemon/isometryd")
@@ -231,7 +286,10 @@ def main():
     p.add_argument("--connections", type=int, default=4, help="data connections per peer")
     p.add_argument("--request", default="4MiB", help="cluster.request_size (chunk size)")
     p.add_argument("--disk-dir", default="/var/tmp", help="where the DSK files go (a real disk)")
-    p.add_argument("--scenario", choices=["loopback", "shaped", "all"], default="all")
+    p.add_argument("--scenario", choices=["loopback", "shaped", "link", "all"], default="all")
+    p.add_argument("--link-rate", default="1gbit", help="the link scenario's veth rate (tc)")
+    p.add_argument("--link-mib", type=int, default=256, help="the link scenario's copy size")
+    p.add_argument("--cuts", type=int, default=3, help="1 s cuts measured in the link scenario")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     sys.path.insert(0, args.pythonpath)
@@ -241,6 +299,8 @@ def main():
         loopback(args, cf)
     if args.scenario in ("shaped", "all"):
         shaped(args, cf, netns)
+    if args.scenario in ("link", "all"):
+        link_rows(args, cf, netns)
     for r in ROWS:
         if args.json:
             print(json.dumps({k: r[k] for k in ("scenario", "metric", "value", "unit", "baseline",
