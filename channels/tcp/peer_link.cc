@@ -61,11 +61,12 @@ PeerLink::PeerLink(std::string peer, const DataOptions& options, Completer* comp
       limiter_(options.rate_limit_bytes_per_s ? options.rate_limit_bytes_per_s : 1) {}
 
 PeerLink::~PeerLink() {
-  Fail(absl::CancelledError(StrCat("data link to peer '", peer_, "' closed")));
   {
+    // First: no resume, and no down report to a cluster going away.
     absl::MutexLock lock(&mu_);
     stop_resumer_ = true;
   }
+  Fail(absl::CancelledError(StrCat("data link to peer '", peer_, "' closed")));
   if (resumer_.joinable()) resumer_.join();
   std::vector<std::shared_ptr<Conn>> old;
   {
@@ -163,6 +164,7 @@ void PeerLink::Fail(const Status& why, bool notify) {
   {
     absl::MutexLock lock(&mu_);
     had = !out_.empty() || !in_.empty() || ResumingLocked();
+    notify = notify && !stop_resumer_;
     generation = generation_;
     FailLocked(why, calls);
   }
