@@ -19,8 +19,16 @@ Status GetWatchRpc(Node& node, const std::string& session, const v1::GetWatchReq
                    v1::WatchInfo* out);
 Status DirtyPagesRpc(Node& node, const std::string& session, const v1::DirtyPagesRequest& req,
                      v1::DirtyPagesResponse* out);
+// Checkpoint, Restore and CompactCheckpoint do their disk I/O on the
+// calling thread (a gRPC callback thread or a local connection's thread):
+// bounded by the image's size, not by other clients.
 Status CheckpointRpc(Node& node, const std::string& session, const v1::CheckpointRequest& req,
                      v1::CheckpointResponse* out);
+Status RestoreRpc(Node& node, const std::string& session, const v1::RestoreRequest& req,
+                  v1::RestoreResponse* out);
+Status CompactCheckpointRpc(Node& node, const std::string& session,
+                            const v1::CompactCheckpointRequest& req,
+                            v1::CompactCheckpointResponse* out);
 // Finishes `reactor` from the watch's worker once flushed: no gRPC thread
 // waits.
 grpc::ServerUnaryReactor* ActiveFlushRpc(Node& node, const std::string& session,

@@ -567,6 +567,15 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
                                  v1::CheckpointResponse* resp) override {
     return Reply(ctx, CheckpointRpc(node_, SessionOf(ctx), *req, resp));
   }
+  ServerUnaryReactor* Restore(CallbackServerContext* ctx, const v1::RestoreRequest* req,
+                              v1::RestoreResponse* resp) override {
+    return Reply(ctx, RestoreRpc(node_, SessionOf(ctx), *req, resp));
+  }
+  ServerUnaryReactor* CompactCheckpoint(CallbackServerContext* ctx,
+                                        const v1::CompactCheckpointRequest* req,
+                                        v1::CompactCheckpointResponse* resp) override {
+    return Reply(ctx, CompactCheckpointRpc(node_, SessionOf(ctx), *req, resp));
+  }
 
   ServerUnaryReactor* JoinDistributed(CallbackServerContext* ctx,
                                       const v1::JoinDistributedRequest* req,
