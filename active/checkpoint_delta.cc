@@ -52,8 +52,8 @@ __attribute__((target("sse4.2"))) uint32_t Crc32cSse(uint32_t crc, const unsigne
 #endif
 
 Status Lost(const std::string& what, uint64_t record, uint64_t offset) {
-  return absl::DataLossError(StrCat("checkpoint delta record ", record, " at offset ", offset,
-                                    ": ", what, "; the delta file is damaged (take a full ",
+  return absl::DataLossError(StrCat("checkpoint delta record ", record, " at offset ", offset, ": ",
+                                    what, "; the delta file is damaged (take a full ",
                                     "checkpoint to start a new chain)"));
 }
 

@@ -23,9 +23,9 @@ struct PmScanArg {
   uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages;
   uint64_t category_inverted, category_mask, category_anyof_mask, return_mask;
 };
-constexpr uint64_t kScanWpMatching = 1;  // PM_SCAN_WP_MATCHING: protect what matched
+constexpr uint64_t kScanWpMatching = 1;    // PM_SCAN_WP_MATCHING: protect what matched
 constexpr uint64_t kScanCheckWpAsync = 2;  // PM_SCAN_CHECK_WPASYNC
-constexpr uint64_t kPageIsWritten = 2;   // PAGE_IS_WRITTEN
+constexpr uint64_t kPageIsWritten = 2;     // PAGE_IS_WRITTEN
 const unsigned long kPagemapScan = _IOWR('f', 16, PmScanArg);  // NOLINT(google-runtime-int)
 constexpr uint64_t kPage = 4096;
 
@@ -34,7 +34,8 @@ constexpr uint64_t kPage = 4096;
 // CAP_SYS_PTRACE) but the device is accessible.
 Result<UniqueFd> OpenUffd() {
   const int flags = O_CLOEXEC | O_NONBLOCK;
-  const long fd = syscall(SYS_userfaultfd, flags | UFFD_USER_MODE_ONLY);  // NOLINT(google-runtime-int)
+  const long fd =
+      syscall(SYS_userfaultfd, flags | UFFD_USER_MODE_ONLY);  // NOLINT(google-runtime-int)
   if (fd >= 0) return UniqueFd(static_cast<int>(fd));
   const int first = errno;
   if (first == ENOSYS) return Unimplemented("userfaultfd: this kernel has no userfaultfd");
@@ -84,8 +85,9 @@ Result<UniqueFd> OpenPagemap() {
   PmScanArg arg{};
   arg.size = sizeof arg;
   if (::ioctl(pm.get(), kPagemapScan, &arg) < 0 && (errno == ENOTTY || errno == EOPNOTSUPP)) {
-    return Unimplemented("this kernel has no PAGEMAP_SCAN ioctl (Linux 6.7): client writes "
-                         "cannot be tracked; take full checkpoints");
+    return Unimplemented(
+        "this kernel has no PAGEMAP_SCAN ioctl (Linux 6.7): client writes "
+        "cannot be tracked; take full checkpoints");
   }
   return pm;
 }
@@ -100,8 +102,8 @@ Status WriteTracker::Supported() {
 Result<std::unique_ptr<WriteTracker>> WriteTracker::Start(std::byte* data, uint64_t bytes) {
   const auto start = reinterpret_cast<uint64_t>(data);
   if (start % kPage != 0 || bytes == 0 || bytes % kPage != 0) {
-    return InvalidArgument("write tracking needs a page-aligned range of whole pages, not ",
-                           bytes, " bytes at ", data);
+    return InvalidArgument("write tracking needs a page-aligned range of whole pages, not ", bytes,
+                           " bytes at ", data);
   }
   ISO_ASSIGN_OR_RETURN(UniqueFd uffd, OpenWpAsync());
   ISO_ASSIGN_OR_RETURN(UniqueFd pagemap, OpenPagemap());
@@ -109,8 +111,9 @@ Result<std::unique_ptr<WriteTracker>> WriteTracker::Start(std::byte* data, uint6
   reg.range = {start, bytes};
   reg.mode = UFFDIO_REGISTER_MODE_WP;
   if (::ioctl(uffd.get(), UFFDIO_REGISTER, &reg) != 0) {
-    return Unimplemented("userfaultfd write-protect register of ", bytes, " bytes: ",
-                         ErrnoString(errno), " (the range must be one shared memfd mapping)");
+    return Unimplemented("userfaultfd write-protect register of ", bytes,
+                         " bytes: ", ErrnoString(errno),
+                         " (the range must be one shared memfd mapping)");
   }
   uffdio_writeprotect wp{};
   wp.range = {start, bytes};

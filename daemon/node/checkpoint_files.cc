@@ -60,7 +60,8 @@ Status PReadAll(int fd, std::byte* data, uint64_t n, uint64_t offset, const std:
     const ssize_t r = ::pread(fd, data, n, static_cast<off_t>(offset));
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) {
-      return Internal("checkpoint read at offset ", offset, " of ", shown, ": ", ErrnoString(errno));
+      return Internal("checkpoint read at offset ", offset, " of ", shown, ": ",
+                      ErrnoString(errno));
     }
     if (r == 0) {
       return absl::DataLossError(
@@ -95,8 +96,8 @@ Result<DeltaTail> ScanDeltaHeaders(int fd, uint64_t file_bytes, uint64_t image_b
                                         " bytes) does not continue the chain"));
     }
     if (h->payload_bytes > file_bytes - t.end - sizeof raw) {
-      return absl::DataLossError(StrCat(shown, ": record ", h->sequence, " at offset ", t.end,
-                                        " is truncated"));
+      return absl::DataLossError(
+          StrCat(shown, ": record ", h->sequence, " at offset ", t.end, " is truncated"));
     }
     t.end += sizeof raw + h->payload_bytes;
     ++t.records;

@@ -26,8 +26,7 @@ struct CheckpointFiles {
   // memory's directory: each must be a regular file with one link (unless
   // the memory allows hard links). NOT_FOUND for a missing base without
   // `create`.
-  static Result<CheckpointFiles> Open(const DiskMemory& disk, const std::string& file,
-                                      bool create);
+  static Result<CheckpointFiles> Open(const DiskMemory& disk, const std::string& file, bool create);
 };
 
 // What a scan of the chain's headers found: records and where they end.

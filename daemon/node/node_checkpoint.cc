@@ -25,8 +25,8 @@ constexpr size_t kMaxClientRanges = 262144;
 // The client's page ranges as page numbers, each checked against the image.
 Result<std::vector<uint64_t>> ClientPages(const CheckpointOptions& o, uint64_t bytes) {
   if (o.client_pages.size() > kMaxClientRanges) {
-    return InvalidArgument(o.client_pages.size(), " client page ranges: at most ",
-                           kMaxClientRanges, " (send a full checkpoint instead)");
+    return InvalidArgument(o.client_pages.size(), " client page ranges: at most ", kMaxClientRanges,
+                           " (send a full checkpoint instead)");
   }
   const uint64_t pages = (bytes + kPage - 1) / kPage;
   std::vector<uint64_t> out;
@@ -124,8 +124,8 @@ Result<CheckpointReport> Node::Checkpoint(const std::string& session, uint64_t a
                                disk->max_file_bytes(), "-byte file limit (take a full checkpoint)");
     }
     ISO_ASSIGN_OR_RETURN(DiskCharge charge, disk->Charge(owner, bytes + tail.end + record.size()));
-    ISO_RETURN_IF_ERROR(PWriteAll(f.delta.get(), record.data(), record.size(), tail.end,
-                                  f.shown_delta));
+    ISO_RETURN_IF_ERROR(
+        PWriteAll(f.delta.get(), record.data(), record.size(), tail.end, f.shown_delta));
     ISO_RETURN_IF_ERROR(SyncData(f.delta.get(), f.shown_delta));
     f.delta_bytes = tail.end + record.size();
     tail.end = f.delta_bytes;
@@ -187,8 +187,8 @@ Result<RestoreReport> Node::Restore(const std::string& session, uint64_t allocat
   return rep;
 }
 
-Result<RestoreReport> Node::CompactCheckpoint(const std::string& session,
-                                              const std::string& memory, const std::string& file) {
+Result<RestoreReport> Node::CompactCheckpoint(const std::string& session, const std::string& memory,
+                                              const std::string& file) {
   std::string owner;
   {
     absl::MutexLock lock(&impl_->mu);
@@ -201,8 +201,8 @@ Result<RestoreReport> Node::CompactCheckpoint(const std::string& session,
   RestoreReport rep;
   rep.image_bytes = f.base_bytes;
   if (f.delta_bytes > 0) {
-    ISO_ASSIGN_OR_RETURN(DeltaTail t, ScanDeltaHeaders(f.delta.get(), f.delta_bytes, f.base_bytes,
-                                                       f.shown_delta));
+    ISO_ASSIGN_OR_RETURN(
+        DeltaTail t, ScanDeltaHeaders(f.delta.get(), f.delta_bytes, f.base_bytes, f.shown_delta));
     rep.deltas = t.records;
   }
   ISO_ASSIGN_OR_RETURN(rep.pages_applied, CompactDeltaChain(f));

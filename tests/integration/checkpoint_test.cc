@@ -116,8 +116,9 @@ TEST_CASE("a delta chain restores byte-exact after full, incrementals and compac
     CHECK(e.RestoresExact());
   }
   // The base alone is still the first image: the chain carries the rest.
-  CHECK(ReadFile(e.Path("t.img")) != std::vector<char>(reinterpret_cast<char*>(e.table.data()),
-                                                      reinterpret_cast<char*>(e.table.data()) + kTable));
+  CHECK(ReadFile(e.Path("t.img")) !=
+        std::vector<char>(reinterpret_cast<char*>(e.table.data()),
+                          reinterpret_cast<char*>(e.table.data()) + kTable));
   // A fourth record passes daemon.checkpoint_max_deltas = 3: merged.
   e.Put(kPage * 60, 10, 99);
   auto fourth = e.aa.Checkpoint(e.table.id(), "dsk0", "t.img");
@@ -125,8 +126,9 @@ TEST_CASE("a delta chain restores byte-exact after full, incrementals and compac
   CHECK(fourth->compacted);
   CHECK(fourth->deltas == 0);
   CHECK(std::filesystem::file_size(e.Path("t.img.delta")) == 0);
-  CHECK(ReadFile(e.Path("t.img")) == std::vector<char>(reinterpret_cast<char*>(e.table.data()),
-                                                      reinterpret_cast<char*>(e.table.data()) + kTable));
+  CHECK(ReadFile(e.Path("t.img")) ==
+        std::vector<char>(reinterpret_cast<char*>(e.table.data()),
+                          reinterpret_cast<char*>(e.table.data()) + kTable));
   CHECK(e.RestoresExact());
   // Explicit compaction, and a checkpoint asking for it.
   e.Put(kPage * 70, 10, 7);
@@ -194,8 +196,8 @@ TEST_CASE("damaged or mismatched restore input is refused and changes nothing") 
   CHECK(absl::IsPermissionDenied(e.aa.Restore(fresh->id(), "dsk0", "../t.img").status()));
   CHECK(Bytes(*fresh, kTable) == untouched);
   // Only the owner restores into an allocation.
-  CHECK(absl::IsPermissionDenied(
-      ActiveAccess(*e.b).Restore(fresh->id(), "dsk0", "t.img").status()));
+  CHECK(
+      absl::IsPermissionDenied(ActiveAccess(*e.b).Restore(fresh->id(), "dsk0", "t.img").status()));
   CHECK(e.RestoresExact());
   // A checkpoint over a chain whose headers are damaged starts over with
   // a full image (payloads are checked by restore and compaction).
@@ -237,7 +239,8 @@ TEST_CASE("client page ranges are validated against the allocation") {
 TEST_CASE("stores through the client's own mapping are tracked with userfaultfd",
           "[may_skip][uffd]") {
   const Status why = client::WriteTracker::Supported();
-  if (!why.ok()) ISOMETRY_SKIP("userfaultfd write-protect tracking unavailable: " << why.ToString());
+  if (!why.ok())
+    ISOMETRY_SKIP("userfaultfd write-protect tracking unavailable: " << why.ToString());
   Env e;
   auto tracker = client::WriteTracker::Start(e.table);
   REQUIRE(tracker.ok());

@@ -65,8 +65,8 @@ TEST_CASE("a chain of records applied to the base gives the image byte for byte"
 TEST_CASE("pages outside the image are refused when writing") {
   const auto img = Image(2 * kCheckpointPage, 3);
   CHECK(absl::IsInvalidArgument(EncodeDeltaRecord(img.data(), img.size(), 1, {2}).status()));
-  CHECK(absl::IsInvalidArgument(
-      EncodeDeltaRecord(img.data(), img.size(), 1, {UINT64_MAX}).status()));
+  CHECK(
+      absl::IsInvalidArgument(EncodeDeltaRecord(img.data(), img.size(), 1, {UINT64_MAX}).status()));
 }
 
 TEST_CASE("damaged, truncated or foreign chains are refused with DATA_LOSS or INVALID_ARGUMENT") {
