@@ -42,8 +42,9 @@ Status CheckpointRpc(Node& node, const std::string& session, const v1::Checkpoin
     return InvalidArgument(req.client_pages_size(), " client page ranges: at most 262144");
   }
   o.client_pages.reserve(req.client_pages_size());
-  for (const v1::PageRange& r : req.client_pages())
+  for (const v1::PageRange& r : req.client_pages()) {
     o.client_pages.emplace_back(r.first_page(), r.pages());
+  }
   ISO_ASSIGN_OR_RETURN(CheckpointReport r,
                        node.Checkpoint(session, req.allocation(), req.memory(), req.file(), o));
   out->set_full(r.full);

@@ -239,8 +239,9 @@ TEST_CASE("client page ranges are validated against the allocation") {
 TEST_CASE("stores through the client's own mapping are tracked with userfaultfd",
           "[may_skip][uffd]") {
   const Status why = client::WriteTracker::Supported();
-  if (!why.ok())
+  if (!why.ok()) {
     ISOMETRY_SKIP("userfaultfd write-protect tracking unavailable: " << why.ToString());
+  }
   Env e;
   auto tracker = client::WriteTracker::Start(e.table);
   REQUIRE(tracker.ok());

@@ -45,7 +45,7 @@ TEST_CASE("a chain of records applied to the base gives the image byte for byte"
   auto r1 = EncodeDeltaRecord(v1.data(), bytes, 1, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
   auto r2 = EncodeDeltaRecord(v2.data(), bytes, 2, {10, 3, 3});  // unsorted, repeated
   REQUIRE((r1.ok() && r2.ok()));
-  CHECK(r2->size() == sizeof(DeltaHeader) + 2 * 8 + kCheckpointPage + 100);
+  CHECK(r2->size() == sizeof(DeltaHeader) + 2 * sizeof(uint64_t) + kCheckpointPage + 100);
   const auto chain = Append(*r1, *r2);
   auto parsed = ParseDeltaChain(chain, bytes);
   REQUIRE(parsed.ok());
