@@ -142,4 +142,47 @@ Status ActiveLocal(Node& node, const std::string& session, const v1::LocalReques
   }
 }
 
+namespace {
+
+grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx, const Status& s) {
+  grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+  r->Finish(ToGrpc(s));
+  return r;
+}
+
+}  // namespace
+
+using Reactor = ActiveCallbacks::Reactor;
+using Ctx = ActiveCallbacks::Ctx;
+
+Reactor* ActiveCallbacks::Watch(Ctx* ctx, const v1::WatchRequest* req, v1::WatchResponse* resp) {
+  return Finish(ctx, WatchRpc(node_, Session(ctx), *req, resp));
+}
+Reactor* ActiveCallbacks::Unwatch(Ctx* ctx, const v1::UnwatchRequest* req, v1::UnwatchResponse*) {
+  return Finish(ctx, node_.Unwatch(Session(ctx), req->allocation(), req->region()));
+}
+Reactor* ActiveCallbacks::GetWatch(Ctx* ctx, const v1::GetWatchRequest* req, v1::WatchInfo* resp) {
+  return Finish(ctx, GetWatchRpc(node_, Session(ctx), *req, resp));
+}
+Reactor* ActiveCallbacks::ActiveFlush(Ctx* ctx, const v1::ActiveFlushRequest* req,
+                                      v1::ActiveFlushResponse*) {
+  return ActiveFlushRpc(node_, Session(ctx), *req, ctx->DefaultReactor());
+}
+Reactor* ActiveCallbacks::DirtyPages(Ctx* ctx, const v1::DirtyPagesRequest* req,
+                                     v1::DirtyPagesResponse* resp) {
+  return Finish(ctx, DirtyPagesRpc(node_, Session(ctx), *req, resp));
+}
+Reactor* ActiveCallbacks::Checkpoint(Ctx* ctx, const v1::CheckpointRequest* req,
+                                     v1::CheckpointResponse* resp) {
+  return Finish(ctx, CheckpointRpc(node_, Session(ctx), *req, resp));
+}
+Reactor* ActiveCallbacks::Restore(Ctx* ctx, const v1::RestoreRequest* req,
+                                  v1::RestoreResponse* resp) {
+  return Finish(ctx, RestoreRpc(node_, Session(ctx), *req, resp));
+}
+Reactor* ActiveCallbacks::CompactCheckpoint(Ctx* ctx, const v1::CompactCheckpointRequest* req,
+                                            v1::CompactCheckpointResponse* resp) {
+  return Finish(ctx, CompactCheckpointRpc(node_, Session(ctx), *req, resp));
+}
+
 }  // namespace isometry

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "daemon/node/node.h"
+#include "isometry.grpc.pb.h"
 #include "isometry.pb.h"
 
 namespace isometry {
@@ -34,6 +35,35 @@ Status CompactCheckpointRpc(Node& node, const std::string& session,
 grpc::ServerUnaryReactor* ActiveFlushRpc(Node& node, const std::string& session,
                                          const v1::ActiveFlushRequest& req,
                                          grpc::ServerUnaryReactor* reactor);
+
+// The Active Access RPCs of the gRPC service (daemon/server/grpc_service.cc
+// derives from this): proto in, node call, proto out.
+class ActiveCallbacks : public v1::Isometry::CallbackService {
+ public:
+  using Ctx = grpc::CallbackServerContext;
+  using Reactor = grpc::ServerUnaryReactor;
+  explicit ActiveCallbacks(Node& node) : node_(node) {}
+
+  Reactor* Watch(Ctx* ctx, const v1::WatchRequest* req, v1::WatchResponse* resp) override;
+  Reactor* Unwatch(Ctx* ctx, const v1::UnwatchRequest* req, v1::UnwatchResponse*) override;
+  Reactor* GetWatch(Ctx* ctx, const v1::GetWatchRequest* req, v1::WatchInfo* resp) override;
+  Reactor* ActiveFlush(Ctx* ctx, const v1::ActiveFlushRequest* req,
+                       v1::ActiveFlushResponse*) override;
+  Reactor* DirtyPages(Ctx* ctx, const v1::DirtyPagesRequest* req,
+                      v1::DirtyPagesResponse* resp) override;
+  Reactor* Checkpoint(Ctx* ctx, const v1::CheckpointRequest* req,
+                      v1::CheckpointResponse* resp) override;
+  Reactor* Restore(Ctx* ctx, const v1::RestoreRequest* req, v1::RestoreResponse* resp) override;
+  Reactor* CompactCheckpoint(Ctx* ctx, const v1::CompactCheckpointRequest* req,
+                             v1::CompactCheckpointResponse* resp) override;
+
+ protected:
+  // The calling session, from the call's metadata.
+  virtual std::string Session(const Ctx* ctx) const = 0;
+
+ private:
+  Node& node_;
+};
 
 // The local socket's watch, unwatch, get_watch, active_flush and
 // dirty_pages requests. A watch answers with two fds (borrowed from the
