@@ -118,7 +118,8 @@ class ActiveAccessTest(unittest.TestCase):
         fresh = self.owner.allocate("sys0", 8 * PAGE)
         back = self.owner.restore(fresh, "dsk0", "t.img")
         self.assertEqual((back.image_bytes, back.deltas), (8 * PAGE, 1))
-        self.assertEqual(self.owner.read(fresh, 0, 8 * PAGE), self.owner.read(self.table, 0, 8 * PAGE))
+        self.assertEqual(self.owner.read(fresh, 0, 8 * PAGE),
+                         self.owner.read(self.table, 0, 8 * PAGE))
         with self.assertRaises(IsometryError) as e:
             self.owner.checkpoint(self.table, "dsk0", "t.img", client_pages=[(8, 1)])
         self.assertEqual(e.exception.code, "INVALID_ARGUMENT")

@@ -127,4 +127,5 @@ class ActiveAccessMixin:
 
     def compact_checkpoint(self, memory: str, file: str) -> "pb.CompactCheckpointResponse":
         """Merges the checkpoint's delta chain into its base."""
-        return self._call("CompactCheckpoint", pb.CompactCheckpointRequest(memory=memory, file=file))
+        req = pb.CompactCheckpointRequest(memory=memory, file=file)
+        return self._call("CompactCheckpoint", req)
