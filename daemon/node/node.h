@@ -379,7 +379,8 @@ class Node {
   // one record with one write and one fdatasync. The chain is merged into
   // the base when asked, when it would hold more than
   // daemon.checkpoint_max_deltas records, or when it outgrows the image.
-  // The disk I/O runs on the calling thread.
+  // The disk I/O runs on the calling thread (never a gRPC one: the
+  // service hands these calls to a worker).
   Result<CheckpointReport> Checkpoint(const std::string& session, uint64_t allocation,
                                       const std::string& memory, const std::string& file,
                                       const CheckpointOptions& options);

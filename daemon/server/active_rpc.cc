@@ -174,15 +174,49 @@ Reactor* ActiveCallbacks::DirtyPages(Ctx* ctx, const v1::DirtyPagesRequest* req,
 }
 Reactor* ActiveCallbacks::Checkpoint(Ctx* ctx, const v1::CheckpointRequest* req,
                                      v1::CheckpointResponse* resp) {
-  return Finish(ctx, CheckpointRpc(node_, Session(ctx), *req, resp));
+  return Offload(
+      ctx, [this, s = Session(ctx), req, resp] { return CheckpointRpc(node_, s, *req, resp); });
 }
 Reactor* ActiveCallbacks::Restore(Ctx* ctx, const v1::RestoreRequest* req,
                                   v1::RestoreResponse* resp) {
-  return Finish(ctx, RestoreRpc(node_, Session(ctx), *req, resp));
+  return Offload(ctx,
+                 [this, s = Session(ctx), req, resp] { return RestoreRpc(node_, s, *req, resp); });
 }
 Reactor* ActiveCallbacks::CompactCheckpoint(Ctx* ctx, const v1::CompactCheckpointRequest* req,
                                             v1::CompactCheckpointResponse* resp) {
-  return Finish(ctx, CompactCheckpointRpc(node_, Session(ctx), *req, resp));
+  return Offload(ctx, [this, s = Session(ctx), req, resp] {
+    return CompactCheckpointRpc(node_, s, *req, resp);
+  });
+}
+
+Reactor* ActiveCallbacks::Offload(Ctx* ctx, std::function<Status()> status) {
+  Reactor* r = ctx->DefaultReactor();
+  absl::MutexLock lock(&mu_);
+  // The request and response live until Finish: the job may use them.
+  jobs_.push_back([r, status = std::move(status)] { r->Finish(ToGrpc(status())); });
+  return r;
+}
+
+void ActiveCallbacks::Run() {
+  for (;;) {
+    std::function<void()> job;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &ActiveCallbacks::Ready));
+      if (jobs_.empty()) return;  // stopping, nothing left
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    job();
+  }
+}
+
+ActiveCallbacks::~ActiveCallbacks() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  worker_.join();
 }
 
 }  // namespace isometry

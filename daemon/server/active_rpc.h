@@ -5,9 +5,13 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <deque>
+#include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "daemon/node/node.h"
 #include "isometry.grpc.pb.h"
 #include "isometry.pb.h"
@@ -21,8 +25,7 @@ Status GetWatchRpc(Node& node, const std::string& session, const v1::GetWatchReq
 Status DirtyPagesRpc(Node& node, const std::string& session, const v1::DirtyPagesRequest& req,
                      v1::DirtyPagesResponse* out);
 // Checkpoint, Restore and CompactCheckpoint do their disk I/O on the
-// calling thread (a gRPC callback thread or a local connection's thread):
-// bounded by the image's size, not by other clients.
+// calling thread (ActiveCallbacks' worker, or a local connection's).
 Status CheckpointRpc(Node& node, const std::string& session, const v1::CheckpointRequest& req,
                      v1::CheckpointResponse* out);
 Status RestoreRpc(Node& node, const std::string& session, const v1::RestoreRequest& req,
@@ -37,12 +40,19 @@ grpc::ServerUnaryReactor* ActiveFlushRpc(Node& node, const std::string& session,
                                          grpc::ServerUnaryReactor* reactor);
 
 // The Active Access RPCs of the gRPC service (daemon/server/grpc_service.cc
-// derives from this): proto in, node call, proto out.
+// derives from this): proto in, node call, proto out. Checkpoint, Restore
+// and CompactCheckpoint, whose disk I/O is bounded by an image's size but
+// not small, run on one worker thread of their own, in arrival order, so
+// no gRPC thread waits for a disk; the worker finishes what is queued and
+// exits when the service is destroyed (after the server has shut down).
 class ActiveCallbacks : public v1::Isometry::CallbackService {
  public:
   using Ctx = grpc::CallbackServerContext;
   using Reactor = grpc::ServerUnaryReactor;
-  explicit ActiveCallbacks(Node& node) : node_(node) {}
+  explicit ActiveCallbacks(Node& node) : node_(node), worker_([this] { Run(); }) {}
+  ~ActiveCallbacks() override;
+  ActiveCallbacks(const ActiveCallbacks&) = delete;
+  ActiveCallbacks& operator=(const ActiveCallbacks&) = delete;
 
   Reactor* Watch(Ctx* ctx, const v1::WatchRequest* req, v1::WatchResponse* resp) override;
   Reactor* Unwatch(Ctx* ctx, const v1::UnwatchRequest* req, v1::UnwatchResponse*) override;
@@ -62,7 +72,16 @@ class ActiveCallbacks : public v1::Isometry::CallbackService {
   virtual std::string Session(const Ctx* ctx) const = 0;
 
  private:
+  // Runs `status` on the worker and finishes the call with its result.
+  Reactor* Offload(Ctx* ctx, std::function<Status()> status);
+  void Run();
+  bool Ready() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !jobs_.empty(); }
+
   Node& node_;
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> jobs_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread worker_;  // last: started once the rest is built
 };
 
 // The local socket's watch, unwatch, get_watch, active_flush and
