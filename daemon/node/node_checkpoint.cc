@@ -145,7 +145,13 @@ Result<CheckpointReport> Node::Checkpoint(const std::string& session, uint64_t a
   const uint64_t max_deltas = impl_->config.daemon.checkpoint_max_deltas;
   if (!full && (options.compact || tail.records > max_deltas || f.delta_bytes > bytes)) {
     ISO_ASSIGN_OR_RETURN(DiskCharge charge, disk->Charge(owner, bytes + f.delta_bytes));
-    ISO_RETURN_IF_ERROR(CompactDeltaChain(f).status());
+    // The record is durable and the chain whole either way: a failed merge
+    // is retried by the next checkpoint.
+    Status merged = CompactDeltaChain(f).status();
+    if (!merged.ok()) {
+      return Status(merged.code(), StrCat("checkpoint appended to ", f.shown_delta,
+                                          ", but merging the chain failed: ", merged.message()));
+    }
     rep.compacted = true;
     rep.deltas = 0;
   }
