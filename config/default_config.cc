@@ -36,6 +36,7 @@ max_access_log_bytes = 67108864       # the largest ring a watch may ask for
 access_log_full = "block"             # full log: "block" the writing copy, or "fail" it
 access_log_block_ms = 10000           # "block": a copy waits this long, then fails
 max_flush_ms = 60000                  # the longest an active flush waits
+checkpoint_max_deltas = 16            # a longer checkpoint delta chain is merged into its base
 calibrate = true            # measure channel throughput at start (kept in state_dir)
 
 [runtime]

@@ -141,6 +141,9 @@ struct DaemonConfig {
   std::string access_log_full = "block";
   uint32_t access_log_block_ms = 10000;
   uint32_t max_flush_ms = 60000;
+  // Incremental checkpoints: a delta chain longer than this is merged into
+  // its base by the checkpoint that would lengthen it.
+  uint32_t checkpoint_max_deltas = 16;
   uint32_t shutdown_grace_ms = 5000;  // SIGTERM: time in-flight transfers get to finish
   // Calibrate channels at start, kept in state_dir/calibration.toml.
   bool calibrate = true;

@@ -4,10 +4,18 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "client/cpp/write_tracker.h"
 #include "core/strings.h"
 #include "isometry.pb.h"
 
 namespace isometry::client {
+namespace {
+
+// Client page ranges sent with one checkpoint: the daemon takes 262144,
+// but a local-socket frame holds 1 MiB, about 80000 ranges.
+constexpr size_t kMaxClientRanges = 65536;
+
+}  // namespace
 
 AccessLog::~AccessLog() {
   munmap(map_, mapped_);
@@ -115,16 +123,63 @@ Result<std::vector<uint64_t>> ActiveAccess::DirtyPages(uint64_t allocation, bool
 }
 
 Result<CheckpointStats> ActiveAccess::Checkpoint(uint64_t allocation, const std::string& memory,
-                                                 const std::string& file, bool full) {
+                                                 const std::string& file,
+                                                 const CheckpointOptions& options) {
   v1::LocalRequest req;
   v1::CheckpointRequest* c = req.mutable_checkpoint();
   c->set_allocation(allocation);
   c->set_memory(memory);
   c->set_file(file);
-  c->set_full(full);
+  c->set_full(options.full);
+  c->set_compact(options.compact);
+  Status tracked;
+  if (options.tracker != nullptr) {
+    // Collected (and re-protected) before the daemon copies the pages: a
+    // store after this point is in this image or in the next list. A full
+    // checkpoint collects too, to start the next list from it.
+    auto pages = options.tracker->Collect();
+    if (options.full) {
+      tracked = pages.status();
+    } else if (pages.ok() && pages->size() <= kMaxClientRanges) {
+      for (const auto& [first, n] : *pages) {
+        v1::PageRange* r = c->add_client_pages();
+        r->set_first_page(first);
+        r->set_pages(n);
+      }
+    } else {
+      tracked = pages.ok() ? ResourceExhausted(pages->size(), " written ranges: more than ",
+                                               kMaxClientRanges, " are sent as a full checkpoint")
+                           : pages.status();
+      c->clear_client_pages();
+      c->set_full(true);
+    }
+  }
   ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, client_.Request(req, nullptr));
   const v1::CheckpointResponse& r = resp.checkpoint();
-  return CheckpointStats{r.full(), r.pages_written(), r.bytes_written(), r.file_bytes()};
+  CheckpointStats st{r.full(),   r.pages_written(),    r.bytes_written(), r.file_bytes(),
+                     r.deltas(), r.delta_file_bytes(), r.compacted(),     tracked};
+  return st;
+}
+
+Result<RestoreStats> ActiveAccess::Restore(uint64_t allocation, const std::string& memory,
+                                           const std::string& file) {
+  v1::LocalRequest req;
+  v1::RestoreRequest* r = req.mutable_restore();
+  r->set_allocation(allocation);
+  r->set_memory(memory);
+  r->set_file(file);
+  ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, client_.Request(req, nullptr));
+  return RestoreStats{resp.restore().image_bytes(), resp.restore().deltas(),
+                      resp.restore().pages_applied()};
+}
+
+Result<RestoreStats> ActiveAccess::Compact(const std::string& memory, const std::string& file) {
+  v1::LocalRequest req;
+  req.mutable_compact_checkpoint()->set_memory(memory);
+  req.mutable_compact_checkpoint()->set_file(file);
+  ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, client_.Request(req, nullptr));
+  return RestoreStats{0, resp.compact_checkpoint().deltas(),
+                      resp.compact_checkpoint().pages_applied()};
 }
 
 AccessLog* ActiveAccess::Log(uint64_t allocation) {

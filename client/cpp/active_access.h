@@ -57,6 +57,22 @@ struct WatchedRegionStats {
 struct CheckpointStats {
   bool full = false;
   uint64_t pages_written = 0, bytes_written = 0, file_bytes = 0;
+  uint64_t deltas = 0, delta_file_bytes = 0;  // the chain afterwards
+  bool compacted = false;
+  // Why the client's own writes were not listed (the tracker failed): the
+  // checkpoint was then taken in full. OK otherwise.
+  Status tracker_status;
+};
+class WriteTracker;
+struct CheckpointOptions {
+  bool full = false;     // rewrite the base, drop the delta chain
+  bool compact = false;  // merge the delta chain into the base afterwards
+  // Lists this process's own stores into the allocation (write_tracker.h)
+  // with the checkpoint; null: only the daemon's dirty pages count.
+  WriteTracker* tracker = nullptr;
+};
+struct RestoreStats {
+  uint64_t image_bytes = 0, deltas = 0, pages_applied = 0;
 };
 struct WatchStats {
   uint64_t log_bytes = 0, published = 0, acknowledged = 0, entries = 0;
@@ -108,11 +124,26 @@ class ActiveAccess {
   // kDirtyPages regions: the pages written since the last clear.
   Result<std::vector<uint64_t>> DirtyPages(uint64_t allocation, bool clear);
   // Writes the allocation's image into `file` of DSK memory `memory`: all
-  // of it the first time (or with `full`), then only the pages its
-  // kDirtyPages regions saw written since. Restore with RegisterFile +
-  // Copy. Only the owner.
+  // of it the first time (or with `full`), then only the pages written
+  // since, appended as one record to `file`.delta (README, "Incremental
+  // checkpoints"): those its kDirtyPages regions saw written and, with a
+  // tracker, those this process stored into. A tracker that fails makes
+  // the checkpoint full (`tracker_status` says why). Only the owner.
   Result<CheckpointStats> Checkpoint(uint64_t allocation, const std::string& memory,
-                                     const std::string& file, bool full = false);
+                                     const std::string& file, const CheckpointOptions& options);
+  Result<CheckpointStats> Checkpoint(uint64_t allocation, const std::string& memory,
+                                     const std::string& file, bool full = false) {
+    CheckpointOptions o;
+    o.full = full;
+    return Checkpoint(allocation, memory, file, o);
+  }
+  // Rebuilds `allocation` (this session's, the image's size) from the
+  // base and its delta chain, byte-exact. DATA_LOSS or INVALID_ARGUMENT
+  // for a damaged, truncated or mismatched checkpoint: nothing changed.
+  Result<RestoreStats> Restore(uint64_t allocation, const std::string& memory,
+                               const std::string& file);
+  // Merges the delta chain into the base now.
+  Result<RestoreStats> Compact(const std::string& memory, const std::string& file);
   // The allocation's log once watched here (null before), kept until the
   // allocation's last region is unwatched.
   AccessLog* Log(uint64_t allocation);

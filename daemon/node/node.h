@@ -34,6 +34,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "channels/channel_factory.h"
@@ -224,11 +225,27 @@ struct WatchHandle {
   int event_fd = -1;
 };
 
+// Incremental checkpoints (node_checkpoint.cc, README "Incremental
+// checkpoints").
+struct CheckpointOptions {
+  bool full = false;     // rewrite the base and drop the delta chain
+  bool compact = false;  // merge the chain into the base afterwards
+  // Pages the client wrote through its own mapping: [first, first + n).
+  std::vector<std::pair<uint64_t, uint64_t>> client_pages;
+};
 struct CheckpointReport {
   bool full = false;
   uint64_t pages_written = 0;
   uint64_t bytes_written = 0;
-  uint64_t file_bytes = 0;
+  uint64_t file_bytes = 0;  // the base image
+  uint64_t deltas = 0;      // records in the chain afterwards
+  uint64_t delta_file_bytes = 0;
+  bool compacted = false;
+};
+struct RestoreReport {
+  uint64_t image_bytes = 0;
+  uint64_t deltas = 0;
+  uint64_t pages_applied = 0;
 };
 
 // Completion callbacks get a report without `path` and `hops` (kept off
@@ -367,16 +384,29 @@ class Node {
   Result<std::vector<uint64_t>> DirtyPages(const std::string& session, uint64_t allocation,
                                            bool clear);
   // Incremental checkpoint (node_checkpoint.cc): the owner's allocation
-  // as an image in `file` of DSK memory `memory`. The first time (or with
-  // `full`, or when the file is not the allocation's size) every page is
-  // written; afterwards only the pages that its dirty_pages regions saw
-  // written since the last checkpoint. Then fdatasync. Pages the owner
-  // stores into through its own mapping are not tracked (the daemon sees
-  // only accesses through it). Restore by copying the file into an
-  // allocation (RegisterFile + Copy): byte-exact.
+  // as a base image `file` of DSK memory `memory` plus a delta chain in
+  // `file`.delta (active/checkpoint_delta.h). The first time (or with
+  // `full`, or when the base is not the allocation's size, or the chain is
+  // damaged) the whole image goes to the base and the chain is dropped;
+  // afterwards the pages its dirty_pages regions saw written since the
+  // last checkpoint, and the client's own `client_pages`, are appended as
+  // one record with one write and one fdatasync. The chain is merged into
+  // the base when asked, when it would hold more than
+  // daemon.checkpoint_max_deltas records, or when it outgrows the image.
+  // The disk I/O runs on the calling thread (never a gRPC one: the
+  // service hands these calls to a worker).
   Result<CheckpointReport> Checkpoint(const std::string& session, uint64_t allocation,
                                       const std::string& memory, const std::string& file,
-                                      bool full);
+                                      const CheckpointOptions& options);
+  // Reads base + chain into the owner's `allocation` (the image's size).
+  // The chain is read and checked whole first: DATA_LOSS (damaged,
+  // truncated) or INVALID_ARGUMENT (another image size) change nothing.
+  Result<RestoreReport> Restore(const std::string& session, uint64_t allocation,
+                                const std::string& memory, const std::string& file);
+  // Merges the chain into the base (crash-safe: the chain is cut only
+  // after the base is synced). Any session that may write the memory.
+  Result<RestoreReport> CompactCheckpoint(const std::string& session, const std::string& memory,
+                                          const std::string& file);
   // Every watch on this node (isoctl status; never a log's contents).
   std::vector<WatchReport> ListWatches() const;
 

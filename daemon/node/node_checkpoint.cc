@@ -1,31 +1,68 @@
 // Incremental checkpoints of a watched allocation (Active Access, issue
-// #19): the allocation's image in a file of a DSK memory, rewritten in
-// full the first time and afterwards only in the pages its dirty_pages
-// regions saw written since the last checkpoint.
-#include <fcntl.h>
-#include <sys/stat.h>
+// #19): a base image in a file of a DSK memory, written in full the first
+// time, and a delta chain beside it (active/checkpoint_delta.h) to which
+// every later checkpoint appends the pages written since as one record:
+// one sequential write and one fdatasync, instead of a scattered write per
+// page. Restore reads base + chain; compaction merges the chain into the
+// base.
+#include <absl/status/status.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "core/strings.h"
+#include "daemon/node/checkpoint_files.h"
 #include "daemon/node/node_impl.h"
-#include "daemon/runtime/beneath.h"
 #include "daemon/runtime/disk_memory.h"
 
 namespace isometry {
 namespace {
 
-constexpr uint64_t kPage = 4096;
+constexpr uint64_t kPage = active::kCheckpointPage;
+// The most page ranges a client may list with one checkpoint.
+constexpr size_t kMaxClientRanges = 262144;
 
-Status PWriteAll(int fd, const std::byte* data, uint64_t n, uint64_t offset,
-                 const std::string& shown) {
-  while (n > 0) {
-    const ssize_t w = ::pwrite(fd, data, n, static_cast<off_t>(offset));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return Internal("checkpoint write to ", shown, ": ", ErrnoString(errno));
-    data += w;
-    offset += static_cast<uint64_t>(w);
-    n -= static_cast<uint64_t>(w);
+// The client's page ranges as page numbers, each checked against the image.
+Result<std::vector<uint64_t>> ClientPages(const CheckpointOptions& o, uint64_t bytes) {
+  if (o.client_pages.size() > kMaxClientRanges) {
+    return InvalidArgument(o.client_pages.size(), " client page ranges: at most ", kMaxClientRanges,
+                           " (send a full checkpoint instead)");
   }
+  const uint64_t pages = (bytes + kPage - 1) / kPage;
+  std::vector<uint64_t> out;
+  for (const auto& [first, n] : o.client_pages) {
+    if (n == 0 || first >= pages || n > pages - first) {
+      return InvalidArgument("client page range [", first, ", +", n, ") is outside the ", pages,
+                             "-page allocation");
+    }
+    if (out.size() + n > pages * 2) {
+      return InvalidArgument("client page ranges list more pages than the allocation has twice");
+    }
+    for (uint64_t p = first; p < first + n; ++p) out.push_back(p);
+  }
+  return out;
+}
+
+Status WriteFull(CheckpointFiles& f, const std::byte* image, uint64_t bytes,
+                 CheckpointReport& rep) {
+  // The chain goes first: a crash while the base is rewritten must not
+  // leave old records that would be replayed over the new base.
+  if (f.delta_bytes > 0) {
+    if (::ftruncate(f.delta.get(), 0) != 0) {
+      return Internal("truncate ", f.shown_delta, ": ", ErrnoString(errno));
+    }
+    ISO_RETURN_IF_ERROR(SyncData(f.delta.get(), f.shown_delta));
+    f.delta_bytes = 0;
+  }
+  ISO_RETURN_IF_ERROR(PWriteAll(f.base.get(), image, bytes, 0, f.shown));
+  if (f.base_bytes > bytes && ::ftruncate(f.base.get(), static_cast<off_t>(bytes)) != 0) {
+    return Internal("truncate ", f.shown, ": ", ErrnoString(errno));
+  }
+  ISO_RETURN_IF_ERROR(SyncData(f.base.get(), f.shown));
+  f.base_bytes = bytes;
+  rep.full = true;
+  rep.bytes_written = bytes;
+  rep.pages_written = (bytes + kPage - 1) / kPage;
   return OkStatus();
 }
 
@@ -33,8 +70,9 @@ Status PWriteAll(int fd, const std::byte* data, uint64_t n, uint64_t offset,
 
 Result<CheckpointReport> Node::Checkpoint(const std::string& session, uint64_t allocation,
                                           const std::string& memory, const std::string& file,
-                                          bool full) {
+                                          const CheckpointOptions& options) {
   std::shared_ptr<Allocation> a;
+  std::shared_ptr<WatchState> watch;
   std::string owner;
   {
     absl::MutexLock lock(&impl_->mu);
@@ -45,6 +83,7 @@ Result<CheckpointReport> Node::Checkpoint(const std::string& session, uint64_t a
                               " is not this session's: only its owner checkpoints it");
     }
     a = it->second;
+    watch = a->watch;
     owner = Impl::DiskOwnerOf(*s);
   }
   ISO_ASSIGN_OR_RETURN(std::shared_ptr<DiskMemory> disk, impl_->runtime->FindDisk(memory));
@@ -53,43 +92,126 @@ Result<CheckpointReport> Node::Checkpoint(const std::string& session, uint64_t a
     return ResourceExhausted("checkpoint of ", bytes, " bytes: memory '", memory,
                              "' takes files of at most ", disk->max_file_bytes(), " bytes");
   }
-  const std::string shown = StrCat(memory, ":", file);
-  ISO_ASSIGN_OR_RETURN(UniqueFd fd,
-                       OpenBeneath(disk->dir_fd(), file, O_RDWR | O_CREAT | O_NONBLOCK, shown));
-  struct stat st {};
-  if (fstat(fd.get(), &st) != 0) return Internal("fstat ", shown, ": ", ErrnoString(errno));
-  if (!S_ISREG(st.st_mode) || (st.st_nlink > 1 && !disk->allow_hard_links())) {
-    return PermissionDenied(shown, " is not a regular file with one link");
+  ISO_ASSIGN_OR_RETURN(std::vector<uint64_t> pages, ClientPages(options, bytes));
+  ISO_ASSIGN_OR_RETURN(CheckpointFiles f, CheckpointFiles::Open(*disk, file, /*create=*/true));
+  // Incremental only over a base of this size whose chain is whole, with
+  // the daemon tracking writes into the allocation.
+  bool full = options.full || !watch || f.base_bytes != bytes;
+  DeltaTail tail;
+  if (!full) {
+    auto t = ScanDeltaHeaders(f.delta.get(), f.delta_bytes, bytes, f.shown_delta);
+    full = !t.ok();  // a damaged chain starts over from a full image
+    if (t.ok()) tail = *t;
   }
-  ISO_ASSIGN_OR_RETURN(DiskCharge charge, disk->Charge(owner, bytes));
-  std::shared_ptr<WatchState> watch;
+  // The dirty set is taken (and cleared) before the pages are copied, so
+  // a write landing meanwhile is in this image or marked for the next.
+  if (watch) {
+    std::vector<uint64_t> daemon_pages = watch->DirtyPages(/*clear=*/true);
+    pages.insert(pages.end(), daemon_pages.begin(), daemon_pages.end());
+  }
+  std::sort(pages.begin(), pages.end());
+  pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
+  CheckpointReport rep;
+  Status done = [&]() -> Status {
+    if (full) {
+      ISO_ASSIGN_OR_RETURN(DiskCharge charge, disk->Charge(owner, bytes));
+      return WriteFull(f, a->shm.data(), bytes, rep);
+    }
+    ISO_ASSIGN_OR_RETURN(std::vector<std::byte> record,
+                         active::EncodeDeltaRecord(a->shm.data(), bytes, tail.records + 1, pages));
+    if (tail.end + record.size() > disk->max_file_bytes()) {
+      return ResourceExhausted(f.shown_delta, " would grow past the memory's ",
+                               disk->max_file_bytes(), "-byte file limit (take a full checkpoint)");
+    }
+    ISO_ASSIGN_OR_RETURN(DiskCharge charge, disk->Charge(owner, bytes + tail.end + record.size()));
+    ISO_RETURN_IF_ERROR(
+        PWriteAll(f.delta.get(), record.data(), record.size(), tail.end, f.shown_delta));
+    ISO_RETURN_IF_ERROR(SyncData(f.delta.get(), f.shown_delta));
+    f.delta_bytes = tail.end + record.size();
+    tail.end = f.delta_bytes;
+    ++tail.records;
+    rep.pages_written = pages.size();
+    rep.bytes_written = record.size() - sizeof(active::DeltaHeader) - pages.size() * 8;
+    return OkStatus();
+  }();
+  if (!done.ok()) {
+    // Nothing of this checkpoint may be relied on: the pages it took stay
+    // dirty for the next one.
+    if (watch) watch->MarkDirty(pages);
+    return done;
+  }
+  rep.file_bytes = bytes;
+  rep.deltas = full ? 0 : tail.records;
+  const uint64_t max_deltas = impl_->config.daemon.checkpoint_max_deltas;
+  if (!full && (options.compact || tail.records > max_deltas || f.delta_bytes > bytes)) {
+    ISO_ASSIGN_OR_RETURN(DiskCharge charge, disk->Charge(owner, bytes + f.delta_bytes));
+    // The record is durable and the chain whole either way: a failed merge
+    // is retried by the next checkpoint.
+    Status merged = CompactDeltaChain(f).status();
+    if (!merged.ok()) {
+      return Status(merged.code(), StrCat("checkpoint appended to ", f.shown_delta,
+                                          ", but merging the chain failed: ", merged.message()));
+    }
+    rep.compacted = true;
+    rep.deltas = 0;
+  }
+  rep.delta_file_bytes = f.delta_bytes;
+  return rep;
+}
+
+Result<RestoreReport> Node::Restore(const std::string& session, uint64_t allocation,
+                                    const std::string& memory, const std::string& file) {
+  std::shared_ptr<Allocation> a;
   {
     absl::MutexLock lock(&impl_->mu);
-    watch = a->watch;
-  }
-  CheckpointReport rep;
-  // Incremental only over an image of this size and pages being tracked;
-  // the dirty set is taken (and cleared) before the pages are read, so a
-  // write landing meanwhile is in this image or marked for the next.
-  rep.full = full || !watch || static_cast<uint64_t>(st.st_size) != bytes;
-  std::vector<uint64_t> pages;
-  if (watch) pages = watch->DirtyPages(/*clear=*/true);
-  if (rep.full) {
-    ISO_RETURN_IF_ERROR(PWriteAll(fd.get(), a->shm.data(), bytes, 0, shown));
-    rep.bytes_written = bytes;
-    rep.pages_written = (bytes + kPage - 1) / kPage;
-  } else {
-    for (uint64_t p : pages) {
-      const uint64_t off = p * kPage;
-      if (off >= bytes) continue;
-      const uint64_t n = std::min(kPage, bytes - off);
-      ISO_RETURN_IF_ERROR(PWriteAll(fd.get(), a->shm.data() + off, n, off, shown));
-      rep.bytes_written += n;
-      ++rep.pages_written;
+    ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
+    auto it = impl_->allocations.find(allocation);
+    if (it == impl_->allocations.end() || it->second->owner != s->id) {
+      return PermissionDenied("allocation ", allocation,
+                              " is not this session's: only its owner restores into it");
     }
+    a = it->second;
   }
-  if (::fdatasync(fd.get()) != 0) return Internal("fdatasync ", shown, ": ", ErrnoString(errno));
-  rep.file_bytes = bytes;
+  ISO_ASSIGN_OR_RETURN(std::shared_ptr<DiskMemory> disk, impl_->runtime->FindDisk(memory));
+  ISO_ASSIGN_OR_RETURN(CheckpointFiles f, CheckpointFiles::Open(*disk, file, /*create=*/false));
+  const uint64_t bytes = a->shm.size();
+  if (f.base_bytes != bytes) {
+    return InvalidArgument(f.shown, " holds a ", f.base_bytes, "-byte image; allocation ",
+                           allocation, " has ", bytes, " bytes");
+  }
+  // The chain is read and checked whole before the allocation changes.
+  ISO_ASSIGN_OR_RETURN(DeltaChain chain, ReadDeltaChain(f, bytes));
+  // The base goes to a private buffer first, so a short base (the file
+  // cut meanwhile) changes nothing either.
+  std::vector<std::byte> image(bytes);
+  ISO_RETURN_IF_ERROR(PReadAll(f.base.get(), image.data(), bytes, 0, f.shown));
+  RestoreReport rep;
+  rep.image_bytes = bytes;
+  rep.deltas = chain.records.size();
+  rep.pages_applied = active::ApplyDeltaChain(chain.bytes, chain.records, image.data(), bytes);
+  std::copy(image.begin(), image.end(), a->shm.data());
+  return rep;
+}
+
+Result<RestoreReport> Node::CompactCheckpoint(const std::string& session, const std::string& memory,
+                                              const std::string& file) {
+  std::string owner;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
+    owner = Impl::DiskOwnerOf(*s);
+  }
+  ISO_ASSIGN_OR_RETURN(std::shared_ptr<DiskMemory> disk, impl_->runtime->FindDisk(memory));
+  ISO_ASSIGN_OR_RETURN(CheckpointFiles f, CheckpointFiles::Open(*disk, file, /*create=*/false));
+  ISO_ASSIGN_OR_RETURN(DiskCharge charge, disk->Charge(owner, f.base_bytes + f.delta_bytes));
+  RestoreReport rep;
+  rep.image_bytes = f.base_bytes;
+  if (f.delta_bytes > 0) {
+    ISO_ASSIGN_OR_RETURN(
+        DeltaTail t, ScanDeltaHeaders(f.delta.get(), f.delta_bytes, f.base_bytes, f.shown_delta));
+    rep.deltas = t.records;
+  }
+  ISO_ASSIGN_OR_RETURN(rep.pages_applied, CompactDeltaChain(f));
   return rep;
 }
 

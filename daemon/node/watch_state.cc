@@ -510,4 +510,17 @@ std::vector<uint64_t> WatchState::DirtyPages(bool clear) {
   return out;
 }
 
+void WatchState::MarkDirty(const std::vector<uint64_t>& pages) {
+  const uint64_t page = options_.limits.page_size;
+  absl::MutexLock lock(&mu_);
+  for (auto& [id, rs] : regions_) {
+    const uint64_t first = rs.stats.region.begin / page;
+    for (uint64_t p : pages) {
+      if (p < first || p - first >= rs.dirty.size()) continue;
+      if (!rs.dirty[p - first]) ++rs.stats.dirty_pages;
+      rs.dirty[p - first] = true;
+    }
+  }
+}
+
 }  // namespace isometry

@@ -132,6 +132,9 @@ class WatchState {
   WatchReport Report() const;
   // kDirtyPages: the dirty page numbers of all regions; `clear` resets them.
   std::vector<uint64_t> DirtyPages(bool clear);
+  // Marks `pages` dirty again (in kDirtyPages regions): a checkpoint that
+  // took them and then failed hands them back for the next one.
+  void MarkDirty(const std::vector<uint64_t>& pages);
 
  private:
   struct Job {

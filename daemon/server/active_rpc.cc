@@ -33,12 +33,46 @@ Status DirtyPagesRpc(Node& node, const std::string& session, const v1::DirtyPage
 
 Status CheckpointRpc(Node& node, const std::string& session, const v1::CheckpointRequest& req,
                      v1::CheckpointResponse* out) {
-  ISO_ASSIGN_OR_RETURN(CheckpointReport r, node.Checkpoint(session, req.allocation(), req.memory(),
-                                                           req.file(), req.full()));
+  CheckpointOptions o;
+  o.full = req.full();
+  o.compact = req.compact();
+  // Bounds and the count limit are the node's to check; only the size of
+  // the copy is bounded here.
+  if (req.client_pages_size() > 262144) {
+    return InvalidArgument(req.client_pages_size(), " client page ranges: at most 262144");
+  }
+  o.client_pages.reserve(req.client_pages_size());
+  for (const v1::PageRange& r : req.client_pages()) {
+    o.client_pages.emplace_back(r.first_page(), r.pages());
+  }
+  ISO_ASSIGN_OR_RETURN(CheckpointReport r,
+                       node.Checkpoint(session, req.allocation(), req.memory(), req.file(), o));
   out->set_full(r.full);
   out->set_pages_written(r.pages_written);
   out->set_bytes_written(r.bytes_written);
   out->set_file_bytes(r.file_bytes);
+  out->set_deltas(r.deltas);
+  out->set_delta_file_bytes(r.delta_file_bytes);
+  out->set_compacted(r.compacted);
+  return OkStatus();
+}
+
+Status RestoreRpc(Node& node, const std::string& session, const v1::RestoreRequest& req,
+                  v1::RestoreResponse* out) {
+  ISO_ASSIGN_OR_RETURN(RestoreReport r,
+                       node.Restore(session, req.allocation(), req.memory(), req.file()));
+  out->set_image_bytes(r.image_bytes);
+  out->set_deltas(r.deltas);
+  out->set_pages_applied(r.pages_applied);
+  return OkStatus();
+}
+
+Status CompactCheckpointRpc(Node& node, const std::string& session,
+                            const v1::CompactCheckpointRequest& req,
+                            v1::CompactCheckpointResponse* out) {
+  ISO_ASSIGN_OR_RETURN(RestoreReport r, node.CompactCheckpoint(session, req.memory(), req.file()));
+  out->set_deltas(r.deltas);
+  out->set_pages_applied(r.pages_applied);
   return OkStatus();
 }
 
@@ -98,9 +132,91 @@ Status ActiveLocal(Node& node, const std::string& session, const v1::LocalReques
       return DirtyPagesRpc(node, session, req.dirty_pages(), resp->mutable_dirty_pages());
     case v1::LocalRequest::kCheckpoint:
       return CheckpointRpc(node, session, req.checkpoint(), resp->mutable_checkpoint());
+    case v1::LocalRequest::kRestore:
+      return RestoreRpc(node, session, req.restore(), resp->mutable_restore());
+    case v1::LocalRequest::kCompactCheckpoint:
+      return CompactCheckpointRpc(node, session, req.compact_checkpoint(),
+                                  resp->mutable_compact_checkpoint());
     default:
       return InvalidArgument("not an active access request");
   }
+}
+
+namespace {
+
+grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx, const Status& s) {
+  grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+  r->Finish(ToGrpc(s));
+  return r;
+}
+
+}  // namespace
+
+using Reactor = ActiveCallbacks::Reactor;
+using Ctx = ActiveCallbacks::Ctx;
+
+Reactor* ActiveCallbacks::Watch(Ctx* ctx, const v1::WatchRequest* req, v1::WatchResponse* resp) {
+  return Finish(ctx, WatchRpc(node_, Session(ctx), *req, resp));
+}
+Reactor* ActiveCallbacks::Unwatch(Ctx* ctx, const v1::UnwatchRequest* req, v1::UnwatchResponse*) {
+  return Finish(ctx, node_.Unwatch(Session(ctx), req->allocation(), req->region()));
+}
+Reactor* ActiveCallbacks::GetWatch(Ctx* ctx, const v1::GetWatchRequest* req, v1::WatchInfo* resp) {
+  return Finish(ctx, GetWatchRpc(node_, Session(ctx), *req, resp));
+}
+Reactor* ActiveCallbacks::ActiveFlush(Ctx* ctx, const v1::ActiveFlushRequest* req,
+                                      v1::ActiveFlushResponse*) {
+  return ActiveFlushRpc(node_, Session(ctx), *req, ctx->DefaultReactor());
+}
+Reactor* ActiveCallbacks::DirtyPages(Ctx* ctx, const v1::DirtyPagesRequest* req,
+                                     v1::DirtyPagesResponse* resp) {
+  return Finish(ctx, DirtyPagesRpc(node_, Session(ctx), *req, resp));
+}
+Reactor* ActiveCallbacks::Checkpoint(Ctx* ctx, const v1::CheckpointRequest* req,
+                                     v1::CheckpointResponse* resp) {
+  return Offload(
+      ctx, [this, s = Session(ctx), req, resp] { return CheckpointRpc(node_, s, *req, resp); });
+}
+Reactor* ActiveCallbacks::Restore(Ctx* ctx, const v1::RestoreRequest* req,
+                                  v1::RestoreResponse* resp) {
+  return Offload(ctx,
+                 [this, s = Session(ctx), req, resp] { return RestoreRpc(node_, s, *req, resp); });
+}
+Reactor* ActiveCallbacks::CompactCheckpoint(Ctx* ctx, const v1::CompactCheckpointRequest* req,
+                                            v1::CompactCheckpointResponse* resp) {
+  return Offload(ctx, [this, s = Session(ctx), req, resp] {
+    return CompactCheckpointRpc(node_, s, *req, resp);
+  });
+}
+
+Reactor* ActiveCallbacks::Offload(Ctx* ctx, std::function<Status()> status) {
+  Reactor* r = ctx->DefaultReactor();
+  absl::MutexLock lock(&mu_);
+  // The request and response live until Finish: the job may use them.
+  jobs_.push_back([r, status = std::move(status)] { r->Finish(ToGrpc(status())); });
+  return r;
+}
+
+void ActiveCallbacks::Run() {
+  for (;;) {
+    std::function<void()> job;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &ActiveCallbacks::Ready));
+      if (jobs_.empty()) return;  // stopping, nothing left
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    job();
+  }
+}
+
+ActiveCallbacks::~ActiveCallbacks() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  worker_.join();
 }
 
 }  // namespace isometry

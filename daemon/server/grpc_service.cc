@@ -279,7 +279,7 @@ class WriteStreamReactor final : public grpc::ServerReadReactor<v1::WriteStreamR
   v1::WriteStreamRequest req_;  // the one being read
 };
 
-class Service final : public v1::Isometry::CallbackService, public GrpcService {
+class Service final : public ActiveCallbacks, public GrpcService {
  public:
   // The caller presented the operator token (compared in constant time).
   bool IsOperator(const CallbackServerContext* ctx) const {
@@ -289,7 +289,10 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
   }
 
   Service(Node& node, std::string operator_token, PeersProvider peers)
-      : node_(node), operator_token_(std::move(operator_token)), peers_(std::move(peers)) {}
+      : ActiveCallbacks(node),
+        node_(node),
+        operator_token_(std::move(operator_token)),
+        peers_(std::move(peers)) {}
 
   grpc::Service* service() override { return this; }
 
@@ -542,31 +545,8 @@ class Service final : public v1::Isometry::CallbackService, public GrpcService {
     return Reply(ctx, OkStatus());
   }
 
-  // ---- Active Access (daemon/server/active_rpc.h) ----
-  ServerUnaryReactor* Watch(CallbackServerContext* ctx, const v1::WatchRequest* req,
-                            v1::WatchResponse* resp) override {
-    return Reply(ctx, WatchRpc(node_, SessionOf(ctx), *req, resp));
-  }
-  ServerUnaryReactor* Unwatch(CallbackServerContext* ctx, const v1::UnwatchRequest* req,
-                              v1::UnwatchResponse*) override {
-    return Reply(ctx, node_.Unwatch(SessionOf(ctx), req->allocation(), req->region()));
-  }
-  ServerUnaryReactor* GetWatch(CallbackServerContext* ctx, const v1::GetWatchRequest* req,
-                               v1::WatchInfo* resp) override {
-    return Reply(ctx, GetWatchRpc(node_, SessionOf(ctx), *req, resp));
-  }
-  ServerUnaryReactor* ActiveFlush(CallbackServerContext* ctx, const v1::ActiveFlushRequest* req,
-                                  v1::ActiveFlushResponse*) override {
-    return ActiveFlushRpc(node_, SessionOf(ctx), *req, ctx->DefaultReactor());
-  }
-  ServerUnaryReactor* DirtyPages(CallbackServerContext* ctx, const v1::DirtyPagesRequest* req,
-                                 v1::DirtyPagesResponse* resp) override {
-    return Reply(ctx, DirtyPagesRpc(node_, SessionOf(ctx), *req, resp));
-  }
-  ServerUnaryReactor* Checkpoint(CallbackServerContext* ctx, const v1::CheckpointRequest* req,
-                                 v1::CheckpointResponse* resp) override {
-    return Reply(ctx, CheckpointRpc(node_, SessionOf(ctx), *req, resp));
-  }
+  // Active Access: ActiveCallbacks (daemon/server/active_rpc.h).
+  std::string Session(const CallbackServerContext* ctx) const override { return SessionOf(ctx); }
 
   ServerUnaryReactor* JoinDistributed(CallbackServerContext* ctx,
                                       const v1::JoinDistributedRequest* req,

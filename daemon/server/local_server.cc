@@ -363,6 +363,8 @@ struct LocalServer::Impl {
       case v1::LocalRequest::kActiveFlush:
       case v1::LocalRequest::kDirtyPages:
       case v1::LocalRequest::kCheckpoint:
+      case v1::LocalRequest::kRestore:
+      case v1::LocalRequest::kCompactCheckpoint:
         return ActiveLocal(node, c.session, req, resp, fds);
       case v1::LocalRequest::BODY_NOT_SET:
         break;

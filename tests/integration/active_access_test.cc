@@ -506,15 +506,21 @@ TEST_CASE("incremental checkpoint writes only dirty pages and restores byte-exac
   auto third = s.aa->Checkpoint(s.table.id(), "dsk0", "table.img");
   REQUIRE(third.ok());
   CHECK(third->pages_written == 0);
-  // Restore into a fresh allocation through the daemon's disk path.
+  // Restore into a fresh allocation: base + delta chain.
   auto fresh = s.a->Allocate("sys0", kTable);
   REQUIRE(fresh.ok());
-  auto file = s.a->RegisterFile("dsk0", "table.img", 0, ByteShape(kTable));
-  auto into = s.a->Register(*fresh, 0, ByteShape(kTable));
-  REQUIRE((file.ok() && into.ok()));
-  REQUIRE(s.a->Copy(*file, *into).status.ok());
+  REQUIRE(s.aa->Restore(fresh->id(), "dsk0", "table.img").ok());
   CHECK(std::memcmp(fresh->data(), s.table.data(), kTable) == 0);
   CHECK(std::memcmp(s.table.data() + uint64_t{4096} * 3 + 4000, Pattern(200, 5).data(), 200) == 0);
+  // Compacted, the base alone is the image: the daemon's disk path reads it.
+  REQUIRE(s.aa->Compact("dsk0", "table.img").ok());
+  auto copy = s.a->Allocate("sys0", kTable);
+  REQUIRE(copy.ok());
+  auto file = s.a->RegisterFile("dsk0", "table.img", 0, ByteShape(kTable));
+  auto into = s.a->Register(*copy, 0, ByteShape(kTable));
+  REQUIRE((file.ok() && into.ok()));
+  REQUIRE(s.a->Copy(*file, *into).status.ok());
+  CHECK(std::memcmp(copy->data(), s.table.data(), kTable) == 0);
   // Only the owner checkpoints.
   CHECK(absl::IsPermissionDenied(
       ActiveAccess(*s.b).Checkpoint(s.table.id(), "dsk0", "other.img").status()));

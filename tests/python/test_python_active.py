@@ -28,6 +28,11 @@ pool = "64MiB"
 client_quota = "32MiB"
 staging = "64MiB"
 
+[[memory]]
+name = "dsk0"
+kind = "DSK"
+directory = "{dir}/dsk"
+
 [[channel]]
 name = "memcpy0"
 kind = "memcpy"
@@ -43,7 +48,7 @@ class ActiveAccessTest(unittest.TestCase):
             self.fail(f"cannot import the isometry package ({ref._IMPORT_ERROR})")
         try:
             self.dir, self.daemon = IsometrydProcess.started_in_temp_dir(
-                ISOMETRYD, CONFIG, "isometry-pyaa-", daemon=dict(log_level="warn"))
+                ISOMETRYD, CONFIG, "isometry-pyaa-", dirs=["dsk"], daemon=dict(log_level="warn"))
         except AssertionError as e:
             self.fail(str(e))
         self.owner = isometry.Client(self.daemon.socket, name="owner", connect_timeout=10)
@@ -101,6 +106,32 @@ class ActiveAccessTest(unittest.TestCase):
         with self.assertRaises(IsometryError) as e:
             self.owner.watch(self.table, 100, PAGE)
         self.assertEqual(e.exception.code, "INVALID_ARGUMENT")
+
+    def test_checkpoint_delta_chain_restore_and_client_pages(self):
+        self.owner.watch(self.table, 0, 8 * PAGE, action="apply_log", handler="dirty_pages")
+        self.assertTrue(self.owner.checkpoint(self.table, "dsk0", "t.img").full)
+        self.other.write(self.table, 3 * PAGE + 10, b"x" * 20)  # tracked by the daemon
+        self.owner.write(self.table, 5 * PAGE, b"y" * 8)         # listed by the client
+        r = self.owner.checkpoint(self.table, "dsk0", "t.img", client_pages=[(5, 1)])
+        self.assertFalse(r.full)
+        self.assertEqual((r.pages_written, r.deltas), (2, 1))
+        fresh = self.owner.allocate("sys0", 8 * PAGE)
+        back = self.owner.restore(fresh, "dsk0", "t.img")
+        self.assertEqual((back.image_bytes, back.deltas), (8 * PAGE, 1))
+        self.assertEqual(self.owner.read(fresh, 0, 8 * PAGE),
+                         self.owner.read(self.table, 0, 8 * PAGE))
+        with self.assertRaises(IsometryError) as e:
+            self.owner.checkpoint(self.table, "dsk0", "t.img", client_pages=[(8, 1)])
+        self.assertEqual(e.exception.code, "INVALID_ARGUMENT")
+        delta = os.path.join(self.dir, "dsk", "t.img.delta")
+        with open(delta, "r+b") as f:
+            f.seek(-3, os.SEEK_END)
+            f.write(b"zzz")
+        other = self.owner.allocate("sys0", 8 * PAGE)
+        with self.assertRaises(IsometryError) as e:
+            self.owner.restore(other, "dsk0", "t.img")
+        self.assertEqual(e.exception.code, "DATA_LOSS")
+        self.assertEqual(self.owner.read(other, 0, 8 * PAGE), bytes(8 * PAGE))
 
 
 if __name__ == "__main__":

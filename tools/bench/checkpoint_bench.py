@@ -4,12 +4,14 @@
 a DSK memory, full versus incremental after --dirty-percent of its pages
 were written through the daemon (a `dirty_pages` watch sees them).
 
-Each round, back to back on the same file: a full checkpoint, then writes
-from another client to that share of pages (random pages, 64 bytes each),
-then an incremental checkpoint. Both are durable (the daemon syncs the
-file). Prints per round both times and the ratio full / incremental
-(target >= 20), then the medians; at the end the file is compared with
-the allocation byte for byte.
+Each round, back to back on the same file: a full checkpoint (the base
+image, rewritten), then writes from another client to that share of pages
+(random pages, 64 bytes each), then an incremental checkpoint (one record
+appended to the base's delta file), then a restore of base + delta into a
+second allocation. All are durable (the daemon syncs the files). Prints
+per round the three times and the ratio full / incremental (target >= 20),
+then the medians; at the end the restored allocation is compared with the
+image byte for byte.
 
 Usage (Debian's python3 has grpc):
   /usr/bin/python3 tools/bench/checkpoint_bench.py --isometryd build-release/daemon/isometryd \\
@@ -92,7 +94,7 @@ def main():
     from isometryd_process import IsometrydProcess
 
     size = args.mib << 20
-    pool = f"{args.mib + 64}MiB"
+    pool = f"{2 * args.mib + 64}MiB"  # the table and the restore target
     directory, daemon = IsometrydProcess.started_in_temp_dir(
         args.isometryd, CONFIG.format(pool=pool), os.path.join(args.dir, "isometry-ckpt-"),
         dirs=["dsk"], daemon=dict(log_level="warn"))
@@ -101,6 +103,7 @@ def main():
         owner = isometry.Client(daemon.socket, name="owner", connect_timeout=10)
         writer = isometry.Client(daemon.socket, name="writer", connect_timeout=10)
         table = owner.allocate("sys0", size)
+        restored = owner.allocate("sys0", size)
         image = fill(owner, table, size, 1)
         owner.publish(table)  # the writer reaches it through the daemon
         owner.watch(table, 0, size, action="apply_log", handler="dirty_pages", log_data=False,
@@ -115,24 +118,38 @@ def main():
                 data = rng.randbytes(64)
                 writer.write(table, p * PAGE + 100, data)
                 image[p * PAGE + 100:p * PAGE + 164] = data
-            incremental = timed(lambda: owner.checkpoint(table, "dsk0", "image.bin"))
-            rows.append((full, incremental))
+            answer = {}
+
+            def incremental_checkpoint():
+                answer["r"] = owner.checkpoint(table, "dsk0", "image.bin")
+
+            incremental = timed(incremental_checkpoint)
+            restore = timed(lambda: owner.restore(restored, "dsk0", "image.bin"))
+            rows.append((full, incremental, restore))
             print(f"round {r + 1}: full {full:.3f} s ({size / full / 1e9:.2f} GB/s), "
-                  f"incremental ({dirty} of {pages} pages dirty) {incremental:.4f} s, "
-                  f"ratio {full / incremental:.1f}x", flush=True)
-        with open(os.path.join(directory, "dsk", "image.bin"), "rb") as f:
-            same = f.read() == bytes(image)
-        full_m = statistics.median(f for f, _ in rows)
-        inc_m = statistics.median(i for _, i in rows)
-        ratios = [f / i for f, i in rows]
+                  f"incremental ({dirty} of {pages} pages dirty, "
+                  f"{'full!' if answer['r'].full else 'delta'}) {incremental:.4f} s, "
+                  f"ratio {full / incremental:.1f}x, restore {restore:.3f} s", flush=True)
+        same = all(owner.read(restored, at, min(CHUNK, size - at)) == bytes(image[at:at + CHUNK])
+                   for at in range(0, size, CHUNK))
+        full_m = statistics.median(f for f, _, _ in rows)
+        inc_m = statistics.median(i for _, i, _ in rows)
+        res_m = statistics.median(x for _, _, x in rows)
+        ratios = [f / i for f, i, _ in rows]
         print(f"median of {len(rows)}: full {full_m:.3f} s, incremental {inc_m:.4f} s, ratio "
               f"{full_m / inc_m:.1f}x (rounds {min(ratios):.1f}-{max(ratios):.1f}x; target >= 20); "
-              f"file {'matches' if same else 'DIFFERS FROM'} the allocation")
+              f"restore (base + delta) {res_m:.3f} s; restored image "
+              f"{'matches' if same else 'DIFFERS FROM'} the allocation")
         if args.json:
-            print(json.dumps(dict(scenario="checkpoint", mib=args.mib,
-                                  dirty_percent=args.dirty_percent, full_s=full_m,
-                                  incremental_s=inc_m, ratio=full_m / inc_m,
-                                  ratio_range=[min(ratios), max(ratios)], verified=same)))
+            for metric, value in (("full_s", full_m), ("incremental_s", inc_m),
+                                  ("restore_s", res_m)):
+                print(json.dumps(dict(scenario=f"checkpoint_{args.mib}MiB_{args.dirty_percent}pct",
+                                      metric=metric, value=value, unit="s",
+                                      baseline="full_checkpoint" if metric == "incremental_s"
+                                      else None,
+                                      baseline_value=full_m if metric == "incremental_s" else None,
+                                      ratio=full_m / inc_m if metric == "incremental_s" else None,
+                                      verified=same)))
         writer.close()
         owner.close()
         if not same:

@@ -121,6 +121,20 @@ Status RunCancel(DaemonClient& client, const Output& out, uint64_t id) {
   });
 }
 
+Status RunCompactCheckpoint(DaemonClient& client, const Output& out, const std::string& memory,
+                            const std::string& file) {
+  ISO_ASSIGN_OR_RETURN(Session session, Session::Open(client, "isoctl checkpoint-compact"));
+  v1::CompactCheckpointRequest req;
+  req.set_memory(memory);
+  req.set_file(file);
+  v1::CompactCheckpointResponse resp;
+  ISO_RETURN_IF_ERROR(session.Call(&Stub::CompactCheckpoint, req, &resp));
+  return Print(out, resp, [&](const v1::CompactCheckpointResponse& r) {
+    return StrCat("merged ", r.deltas(), " delta records (", r.pages_applied(), " pages) into ",
+                  memory, ":", file, "\n");
+  });
+}
+
 Status RunWait(DaemonClient& client, const Output& out, const WaitArgs& args) {
   v1::WaitRequest req;
   req.set_transfer(args.id);

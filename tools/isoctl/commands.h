@@ -47,6 +47,12 @@ Status TransferOutcome(const v1::TransferInfo& transfer);
 // Cancelling a transfer that already ended succeeds and changes nothing.
 Status RunCancel(DaemonClient& client, const Output& out, uint64_t id);
 
+// Merges a checkpoint's delta chain (FILE.delta) into its base FILE of DSK
+// memory MEMORY (README, "Incremental checkpoints"), in a session of its
+// own (the disk quota it charges while it writes is that session's uid's).
+Status RunCompactCheckpoint(DaemonClient& client, const Output& out, const std::string& memory,
+                            const std::string& file);
+
 struct WaitArgs {
   uint64_t id = 0;
   uint32_t timeout_ms = 0;  // 0: until the transfer ends

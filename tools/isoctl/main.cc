@@ -122,6 +122,7 @@ struct Invocation {
   std::string pattern = "hash";
   uint64_t cancel_id = 0;
   WaitArgs wait;
+  std::string checkpoint_memory, checkpoint_file;
 };
 
 void AddGlobalOptions(CLI::App& app, Invocation& inv) {
@@ -274,6 +275,19 @@ void AddCancelCommand(CLI::App& app, Invocation& inv) {
       [&] { inv.run = [&](DaemonClient& c) { return RunCancel(c, inv.output, inv.cancel_id); }; });
 }
 
+void AddCheckpointCommand(CLI::App& app, Invocation& inv) {
+  CLI::App* cmd = app.add_subcommand(
+      "checkpoint-compact", "merge a checkpoint's delta chain (FILE.delta) into its base FILE");
+  cmd->add_option("MEMORY", inv.checkpoint_memory, "the DSK memory")->required();
+  cmd->add_option("FILE", inv.checkpoint_file, "the base image, relative to its directory")
+      ->required();
+  cmd->callback([&] {
+    inv.run = [&](DaemonClient& c) {
+      return RunCompactCheckpoint(c, inv.output, inv.checkpoint_memory, inv.checkpoint_file);
+    };
+  });
+}
+
 void AddWaitCommand(CLI::App& app, Invocation& inv) {
   CLI::App* wait_cmd =
       app.add_subcommand("wait", "wait until a transfer ends; fails unless it ends \"done\"");
@@ -330,6 +344,7 @@ int Main(int argc, char** argv) {
   AddCopyCommand(app, inv);
   AddCancelCommand(app, inv);
   AddWaitCommand(app, inv);
+  AddCheckpointCommand(app, inv);
 
   if (std::optional<int> code = Parse(app, argc, argv)) {
     return *code;

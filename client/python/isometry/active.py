@@ -101,10 +101,31 @@ class ActiveAccessMixin:
         r = self._call("DirtyPages", pb.DirtyPagesRequest(allocation=_aid(alloc), clear=clear))
         return list(r.pages)
 
-    def checkpoint(self, alloc, memory: str, file: str, full: bool = False) -> "pb.CheckpointResponse":
+    def checkpoint(self, alloc, memory: str, file: str, full: bool = False,
+                   compact: bool = False,
+                   client_pages: Optional[List[tuple]] = None) -> "pb.CheckpointResponse":
         """Writes the allocation's image into ``file`` of DSK ``memory``: all
-        pages the first time (or with ``full``), then only those its
-        ``dirty_pages`` regions saw written since. Restore by registering
-        the file as an instance and copying it into an allocation."""
-        req = pb.CheckpointRequest(allocation=_aid(alloc), memory=memory, file=file, full=full)
+        of it the first time (or with ``full``; the delta chain is dropped),
+        then only the pages written since, appended as one record to
+        ``file + ".delta"``: those its ``dirty_pages`` regions saw written
+        and ``client_pages``, ``(first_page, pages)`` ranges this process
+        wrote itself (the C++ client tracks them with userfaultfd; Python
+        has no tracker). ``compact`` merges the chain into the base after.
+        Restore with :meth:`restore`."""
+        req = pb.CheckpointRequest(allocation=_aid(alloc), memory=memory, file=file, full=full,
+                                   compact=compact)
+        for first, n in client_pages or []:
+            req.client_pages.add(first_page=first, pages=n)
         return self._call("Checkpoint", req)
+
+    def restore(self, alloc, memory: str, file: str) -> "pb.RestoreResponse":
+        """Rebuilds ``alloc`` (this session's, the image's size) from the
+        checkpoint's base and delta chain, byte-exact. A damaged or
+        truncated chain raises DATA_LOSS and changes nothing."""
+        req = pb.RestoreRequest(allocation=_aid(alloc), memory=memory, file=file)
+        return self._call("Restore", req)
+
+    def compact_checkpoint(self, memory: str, file: str) -> "pb.CompactCheckpointResponse":
+        """Merges the checkpoint's delta chain into its base."""
+        req = pb.CompactCheckpointRequest(memory=memory, file=file)
+        return self._call("CompactCheckpoint", req)
