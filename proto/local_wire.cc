@@ -57,9 +57,10 @@ Status ReadExact(int socket, char* buf, size_t n, std::vector<int>* fds, bool eo
 Status SendFrame(int socket, const google::protobuf::MessageLite& msg,
                  const std::vector<int>& fds) {
   std::string body;
-  if (!msg.SerializeToString(&body)) return Internal("cannot serialize frame");
+  if (!msg.SerializeToString(&body)) return InvalidArgument("cannot serialize frame");
   if (body.size() > kMaxFrameBytes) {
-    return OutOfRange("frame of ", body.size(), " bytes is too large");
+    return OutOfRange("frame of ", body.size(), " bytes is too large (the local socket takes ",
+                      kMaxFrameBytes, " at most)");
   }
   if (fds.size() > static_cast<size_t>(kMaxFds)) return Internal("too many fds for one frame");
   const uint32_t len = static_cast<uint32_t>(body.size());

@@ -14,7 +14,9 @@ namespace isometry::wire {
 inline constexpr uint32_t kMaxFrameBytes = 1u << 20;
 inline constexpr int kMaxFds = 4;
 
-// Blocking. Retries EINTR and short writes.
+// Blocking. Retries EINTR and short writes. A frame that cannot be sent at
+// all (too large: OUT_OF_RANGE; not serializable: INVALID_ARGUMENT) fails
+// before a byte is written.
 Status SendFrame(int socket, const google::protobuf::MessageLite& msg,
                  const std::vector<int>& fds = {});
 // Blocking. Returns UNAVAILABLE on orderly EOF (the peer closed), an error

@@ -104,6 +104,8 @@ struct Client::Impl {
     // Security model) has its reason waiting to be read, tag 0, even when
     // the send already failed because the daemon closed it.
     const Status sent = wire::SendFrame(socket, req);
+    // Nothing was written: no answer will come.
+    if (absl::IsOutOfRange(sent) || absl::IsInvalidArgument(sent)) return sent;
     v1::LocalResponse resp;
     std::vector<int> got;
     const Status received = wire::RecvFrame(socket, &resp, &got);

@@ -233,6 +233,12 @@ TEST_CASE("client page ranges are validated against the allocation") {
   CHECK(absl::IsInvalidArgument(send(1, UINT64_MAX, 1)));
   CHECK(absl::IsInvalidArgument(send(0, 0, 1)));
   CHECK(send(pages - 1, 1, 1).ok());
+  // A request over the local socket's 1 MiB frame (250,000 ranges of 6 bytes)
+  // fails at once, before a byte is sent, and the connection goes on.
+  const Status big = send(1, 1, 250000);
+  INFO(big.ToString());
+  CHECK(absl::IsOutOfRange(big));
+  CHECK(send(0, 1, 1).ok());
   CHECK(e.RestoresExact());
 }
 
