@@ -254,6 +254,15 @@ class Cluster:
                 raise RuntimeError(f"cluster did not come up: {details}")
             time.sleep(0.1)
 
+    def stop_checked(self, test):
+        """stop(), then `test` asserts every node exited 0 (or was killed, -9),
+        with the log tail of any that did not."""
+        codes = self.stop()
+        for name, code in codes.items():
+            if code not in (0, -9):
+                print(self[name].log_text()[-4000:], file=sys.stderr)
+            test.assertIn(code, (0, -9), f"{name} exited with {code}")
+
     def stop(self):
         """Stops every node; removes the cluster's directory when all exited 0."""
         import shutil

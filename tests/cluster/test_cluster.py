@@ -41,11 +41,7 @@ class ClusterTest(unittest.TestCase):
         self.cluster.start()
 
     def tearDown(self):
-        codes = self.cluster.stop()
-        for name, code in codes.items():
-            if code not in (0, -9):
-                print(self.cluster[name].log_text()[-4000:], file=sys.stderr)
-            self.assertIn(code, (0, -9), f"{name} exited with {code}")
+        self.cluster.stop_checked(self)
 
     # ---- helpers ----
 

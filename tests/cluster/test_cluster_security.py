@@ -102,11 +102,7 @@ def data_hello(address, node_id, prove):
 @unittest.skipUnless(ISOMETRYD, "ISOMETRYD is not set")
 class SecurityTest(unittest.TestCase):
     def tearDown(self):
-        codes = self.cluster.stop()
-        for name, code in codes.items():
-            if code not in (0, -9):
-                print(self.cluster[name].log_text()[-4000:], file=sys.stderr)
-            self.assertIn(code, (0, -9), f"{name} exited with {code}")
+        self.cluster.stop_checked(self)
 
     def copy(self, from_node, to_node, n, wait=True):
         """A copy of n random bytes from from_node's sys0 to to_node's,
