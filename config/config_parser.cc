@@ -220,11 +220,10 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
 }
 
 Status ReadCluster(const Reader& r, const toml::table& t, ClusterConfig& c) {
-  ISO_RETURN_IF_ERROR(r.OnlyKeys(
-      t, "cluster.",
-      {"node_name", "secret_file", "data_listen", "data_connections", "checksum", "peer_timeout_ms",
-       "keepalive_ms", "request_size", "rate_limit", "link_rate", "eager_put_size", "tls",
-       "etcd"}));
+  ISO_RETURN_IF_ERROR(r.OnlyKeys(t, "cluster.",
+                                 {"node_name", "secret_file", "data_listen", "data_connections",
+                                  "checksum", "peer_timeout_ms", "keepalive_ms", "request_size",
+                                  "rate_limit", "link_rate", "eager_put_size", "tls", "etcd"}));
   if (const toml::node* n = t.get("tls")) {
     ISO_RETURN_IF_ERROR(ReadClusterTls(*n, r.source(), c.tls));
   }

@@ -275,10 +275,12 @@ Status ClusterConfig::Validate() const {
       }
     }
   }
-  if (!peers.empty() && secret_file.empty() && !tls.enabled()) {
+  // etcd only says where peers are: without a secret or TLS anyone who
+  // can write a record would be a peer.
+  if (clustered() && secret_file.empty() && !tls.enabled()) {
     return ConfigKeyError("cluster.secret_file",
-                          "cluster.secret_file is required when peers are listed (or set "
-                          "[cluster.tls] for mutual TLS)");
+                          "cluster.secret_file is required when peers are listed or "
+                          "[cluster.etcd] is set (or set [cluster.tls] for mutual TLS)");
   }
   return OkStatus();
 }

@@ -66,7 +66,7 @@ class TcpChannel final : public Channel {
 
  private:
   ChannelCaps caps_;
-  net::PeerLink* const link_;     // null: by the request's peer, on plane_
+  net::PeerLink* const link_;  // null: by the request's peer, on plane_
   net::DataPlane* const plane_;
 };
 
@@ -76,8 +76,7 @@ std::unique_ptr<Channel> MakeTcpChannel(const ChannelConfig& config, net::PeerLi
   return std::make_unique<TcpChannel>(config, &link, nullptr);
 }
 
-std::unique_ptr<Channel> MakeAnyPeerTcpChannel(const ChannelConfig& config,
-                                               net::DataPlane& plane) {
+std::unique_ptr<Channel> MakeAnyPeerTcpChannel(const ChannelConfig& config, net::DataPlane& plane) {
   return std::make_unique<TcpChannel>(config, nullptr, &plane);
 }
 

@@ -17,7 +17,6 @@ namespace isometry {
 std::unique_ptr<Channel> MakeTcpChannel(const ChannelConfig& config, net::PeerLink& link);
 // The channel of every peer learnt at run time (config.peer == kAnyPeer):
 // each request goes to the link of the peer its NetHalf names.
-std::unique_ptr<Channel> MakeAnyPeerTcpChannel(const ChannelConfig& config,
-                                               net::DataPlane& plane);
+std::unique_ptr<Channel> MakeAnyPeerTcpChannel(const ChannelConfig& config, net::DataPlane& plane);
 
 }  // namespace isometry

@@ -8,7 +8,6 @@
 #include <cstdlib>
 
 #include "core/log_escape.h"
-
 #include "core/random.h"
 #include "daemon/cluster/cluster_impl.h"
 #include "daemon/cluster/cross_op.h"

@@ -191,8 +191,8 @@ struct HalfRequest {
 
 class CrossOp;
 class EtcdMembership;  // etcd_membership.h
-class PartCall;  // distributed_peers.cc
-struct HalfOut;  // peer_wire.h
+class PartCall;        // distributed_peers.cc
+struct HalfOut;        // peer_wire.h
 
 }  // namespace cluster
 

@@ -90,6 +90,11 @@ class Membership final : public EtcdMembership {
     if (thread_.joinable()) thread_.join();
   }
 
+  void Poke() override {
+    absl::MutexLock lock(&mu_);
+    poked_ = true;
+  }
+
  private:
   const std::shared_ptr<grpc::Channel>& Channel() const { return channels_[current_]; }
   // An error moves to the next endpoint for the next call.
@@ -141,8 +146,8 @@ class Membership final : public EtcdMembership {
     etcdserverpb::LeaseKeepAliveResponse resp;
     const bool ok = stream->Write(req) && stream->WritesDone() && stream->Read(&resp);
     const grpc::Status s = stream->Finish();
-    if (!ok || !s.ok()) return Failed(s.ok() ? grpc::Status(grpc::UNAVAILABLE, "stream") : s,
-                                      "lease keepalive");
+    if (!ok || !s.ok())
+      return Failed(s.ok() ? grpc::Status(grpc::UNAVAILABLE, "stream") : s, "lease keepalive");
     if (resp.ttl() <= 0) return NotFound("etcd: this node's lease expired");
     return OkStatus();
   }
@@ -201,8 +206,9 @@ class Membership final : public EtcdMembership {
         ++it;
         continue;
       }
-      impl_->RemovePeer(it->first, Unavailable("peer '", it->first,
-                                               "' left the cluster (etcd lease expired)"));
+      impl_->RemovePeer(
+          it->first,
+          Unavailable("peer '", it->first, "' left the cluster (etcd lease expired or revoked)"));
       it = known_.erase(it);
     }
     for (const auto& [name, p] : now) {
@@ -212,16 +218,21 @@ class Membership final : public EtcdMembership {
   }
 
   void Run() {
-    auto next_renew = Clock::now(), next_poll = Clock::now();
+    auto next_renew = Clock::now(), next_poll = Clock::now(), last_poll = Clock::time_point{};
     std::string logged;
     while (true) {
       {
         absl::MutexLock lock(&mu_);
         const auto until = std::min(next_renew, next_poll);
-        mu_.AwaitWithDeadline(absl::Condition(&stopping_), absl::FromChrono(
-                                                               std::chrono::system_clock::now() +
-                                                               (until - Clock::now())));
+        mu_.AwaitWithDeadline(
+            absl::Condition(this, &Membership::Woken),
+            absl::FromChrono(std::chrono::system_clock::now() + (until - Clock::now())));
         if (stopping_) break;
+        if (poked_) {
+          poked_ = false;
+          next_poll = std::min(next_poll, last_poll + std::chrono::milliseconds(100));
+          if (next_poll > Clock::now()) continue;
+        }
       }
       Status s = OkStatus();
       if (Clock::now() >= next_renew) {
@@ -234,7 +245,8 @@ class Membership final : public EtcdMembership {
         Result<std::map<std::string, PeerConfig>> now = Read();
         if (now.ok()) Apply(*now);
         s = now.status();
-        next_poll = Clock::now() + std::chrono::milliseconds(cfg_.poll_ms);
+        last_poll = Clock::now();
+        next_poll = last_poll + std::chrono::milliseconds(cfg_.poll_ms);
       }
       if (!s.ok() && logged != s.message()) {
         spdlog::warn("etcd: {} (static peers and peers already known are unaffected)",
@@ -256,8 +268,11 @@ class Membership final : public EtcdMembership {
   int64_t lease_ = 0;
   std::map<std::string, PeerConfig> known_;
 
+  bool Woken() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || poked_; }
+
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool poked_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

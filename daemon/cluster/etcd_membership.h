@@ -27,6 +27,10 @@ class EtcdMembership {
   // Revokes the lease (this node's record goes now, not after the TTL),
   // then joins. Idempotent.
   virtual void Stop() = 0;
+  // Reads the prefix again soon (at most every 100 ms, however often this
+  // is called): a hello from a name not seen yet may come from a node that
+  // registered since the last read.
+  virtual void Poke() = 0;
 };
 
 // A record's value: "node=<id>\naddress=<host:port>\nidentity=<name>\n".

@@ -16,6 +16,7 @@
 #include "core/random.h"
 #include "daemon/cluster/cluster_impl.h"
 #include "daemon/cluster/cross_op.h"
+#include "daemon/cluster/etcd_membership.h"
 #include "daemon/cluster/peer_wire.h"
 #include "daemon/cluster/secret.h"
 
@@ -194,6 +195,7 @@ Status Cluster::Impl::CheckHello(const cluster::HelloIn& req) {
                               "; this node speaks version ", cluster::kPeerProtocolVersion);
   }
   if (!FindPeer(req.node_name)) {
+    if (etcd) etcd->Poke();  // it may have registered since our last read
     return absl::PermissionDeniedError(
         StrCat("node '", req.node_name, "' is not a [[peer]] of node '", self(), "'",
                etcd ? " (nor registered in etcd, as far as this node has seen)" : ""));

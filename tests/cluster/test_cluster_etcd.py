@@ -207,6 +207,7 @@ class EtcdMembershipTest(unittest.TestCase):
             time.sleep(0.05)
         self.wait_gone("a", "e", timeout=TTL_S + 3)
         self.wait_gone("b", "e", timeout=1)
+        self.assertIn("peer 'e' left the cluster (etcd lease expired", self.node("a").log_text())
         with self.node("a").client() as ca:
             src = ca.allocate("sys0", 4096)
             s = ca.register_instance(src, [4096], [("v", 1)], "F,x")
@@ -218,6 +219,39 @@ class EtcdMembershipTest(unittest.TestCase):
         info, same = self.copy("b", "a")
         self.assertEqual(info.state, "done", info.message)
         self.assertTrue(same)
+
+
+@unittest.skipIf(SKIP, SKIP or "")
+class EtcdWithTlsTest(unittest.TestCase):
+    """Mutual TLS, no secret: a and b (one CA) find each other in etcd and
+    come up over TLS; c, registered too but with a certificate of another CA, is
+    refused both ways."""
+
+    def test_peers_from_etcd_authenticate_by_certificate(self):
+        etcd = Etcd()
+        extra = (f'\n[cluster.etcd]\nendpoints = ["{etcd.endpoint}"]\n'
+                 f'lease_ttl_s = {TTL_S}\npoll_ms = {POLL_MS}\n')
+        cluster = cf.Cluster(ISOMETRYD, ["a", "b", "c"], static_peers=False, secrets=[False] * 3,
+                             tls=["ca", "ca", "other"], extra_cluster=extra, pool="64MiB")
+        try:
+            cluster.start(wait_up=False)
+            deadline = time.time() + 30
+            while True:
+                seen = peers_of(cluster["a"])
+                if seen.get("b") and seen["b"].state == "up" and seen["b"].data_in > 0:
+                    break
+                self.assertLess(time.time(), deadline, f"a never saw b up: {seen}")
+                time.sleep(0.1)
+            self.assertIn("TLS", seen["b"].data_link)
+            time.sleep(1)
+            for n in ("a", "b"):
+                c = peers_of(cluster[n]).get("c")
+                self.assertIsNotNone(c, f"{n} did not learn of c from etcd")
+                self.assertNotEqual(c.state, "up", f"{n} accepted c")
+            self.assertNotEqual(peers_of(cluster["c"])["a"].state, "up")
+        finally:
+            cluster.stop()
+            etcd.stop()
 
 
 if __name__ == "__main__":

@@ -162,8 +162,8 @@ std::string RenderPeers(const v1::ListPeersResponse& r) {
   for (const v1::PeerInfo& p : r.peers()) {
     char rtt[32];
     std::snprintf(rtt, sizeof rtt, "%.2f ms", p.rtt_ms());
-    t.AddRow({p.name(), p.address(), p.source().empty() ? "config" : p.source(), p.state(), p.state() == "up" ? std::to_string(p.node()) : "-",
-              p.state() == "up" ? rtt : "-",
+    t.AddRow({p.name(), p.address(), p.source().empty() ? "config" : p.source(), p.state(),
+              p.state() == "up" ? std::to_string(p.node()) : "-", p.state() == "up" ? rtt : "-",
               std::to_string(p.data_out()) + "/" + std::to_string(p.data_in()),
               p.data_link().empty() ? "-" : p.data_link(), FormatBytes(p.bytes_sent()),
               FormatBytes(p.bytes_received()), p.last_error().empty() ? "-" : p.last_error()});
