@@ -20,8 +20,8 @@ TEST_CASE("records with a bad name or address are refused with the reason") {
   const std::string good = EtcdRecord(1, "h:1", "");
   CHECK_THAT(std::string(ParseEtcdRecord("", good).status().message()),
              Catch::Contains("node name"));
-  CHECK(!ParseEtcdRecord("a:b", good).ok());      // ':' would make a memory name ambiguous
-  CHECK(!ParseEtcdRecord("a/b", good).ok());      // a key below the prefix's level
+  CHECK(!ParseEtcdRecord("a:b", good).ok());  // ':' would make a memory name ambiguous
+  CHECK(!ParseEtcdRecord("a/b", good).ok());  // a key below the prefix's level
   CHECK(!ParseEtcdRecord(std::string(300, 'x'), good).ok());
   CHECK_THAT(std::string(ParseEtcdRecord("a", "node=1\n").status().message()),
              Catch::Contains("not host:port"));
