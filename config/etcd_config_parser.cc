@@ -39,8 +39,9 @@ Status ReadClusterEtcd(const toml::node& node, std::string_view source, EtcdConf
       const std::optional<std::string> s = v.value<std::string>();
       if (!s || !v.is_string()) return error(v, key, "must be a string");
       if (k.str() == "prefix") {
-        if (s->empty() || s->back() != '/')
+        if (s->empty() || s->back() != '/') {
           return error(v, key, "must be non-empty and end in '/'");
+        }
         out.prefix = *s;
       } else {
         if (!IsHostPort(*s)) return error(v, key, "must be \"host:port\"");

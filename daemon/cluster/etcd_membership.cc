@@ -43,6 +43,7 @@ Result<PeerConfig> ParseEtcdRecord(std::string_view name, std::string_view value
 namespace {
 
 using Clock = std::chrono::steady_clock;
+inline constexpr size_t kMaxPeers = 1024;
 
 // The address peers dial: cluster.etcd.advertise, else daemon.grpc_tcp
 // with a wildcard host made loopback (like the data address).
@@ -99,7 +100,7 @@ class Membership final : public EtcdMembership {
   const std::shared_ptr<grpc::Channel>& Channel() const { return channels_[current_]; }
   // An error moves to the next endpoint for the next call.
   Status Failed(const grpc::Status& s, std::string_view what) {
-    const Status out = FromGrpc(s, StrCat("etcd at ", cfg_.endpoints[current_], ": ", what));
+    Status out = FromGrpc(s, StrCat("etcd at ", cfg_.endpoints[current_], ": ", what));
     current_ = (current_ + 1) % channels_.size();
     return out;
   }
@@ -146,8 +147,9 @@ class Membership final : public EtcdMembership {
     etcdserverpb::LeaseKeepAliveResponse resp;
     const bool ok = stream->Write(req) && stream->WritesDone() && stream->Read(&resp);
     const grpc::Status s = stream->Finish();
-    if (!ok || !s.ok())
+    if (!ok || !s.ok()) {
       return Failed(s.ok() ? grpc::Status(grpc::UNAVAILABLE, "stream") : s, "lease keepalive");
+    }
     if (resp.ttl() <= 0) return NotFound("etcd: this node's lease expired");
     return OkStatus();
   }
@@ -192,7 +194,8 @@ class Membership final : public EtcdMembership {
         }
         continue;
       }
-      out.emplace(p->name, *std::move(p));
+      std::string key = p->name;
+      out.emplace(std::move(key), *std::move(p));
     }
     return out;
   }
@@ -213,6 +216,16 @@ class Membership final : public EtcdMembership {
     }
     for (const auto& [name, p] : now) {
       if (known_.count(name)) continue;
+      if (known_.size() >= kMaxPeers) {
+        // Each peer has a thread: whoever can write to etcd must not be
+        // able to make thousands.
+        static LogLimiter limiter(1, std::chrono::seconds(60));
+        if (limiter.Allow("full").log) {
+          spdlog::warn("etcd: {} peers known; '{}' and any more are ignored", kMaxPeers,
+                       ForLog(name));
+        }
+        break;
+      }
       if (Status s = impl_->AddPeer(p, "etcd"); s.ok()) known_.emplace(name, p);
     }
   }
@@ -237,7 +250,10 @@ class Membership final : public EtcdMembership {
       Status s = OkStatus();
       if (Clock::now() >= next_renew) {
         s = lease_ == 0 ? Register() : KeepAlive();
-        if (absl::IsNotFound(s)) lease_ = 0, s = Register();
+        if (absl::IsNotFound(s)) {
+          lease_ = 0;
+          s = Register();
+        }
         next_renew = Clock::now() + (s.ok() ? std::chrono::milliseconds(cfg_.lease_ttl_s * 1000 / 3)
                                             : std::chrono::milliseconds(500));
       }
