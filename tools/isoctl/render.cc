@@ -150,7 +150,6 @@ std::string RenderPeers(const v1::ListPeersResponse& r) {
   }
   Table t({{"PEER"},
            {"ADDRESS"},
-           {"FROM"},
            {"STATE"},
            {"NODE", Align::kRight},
            {"RTT", Align::kRight},
@@ -158,15 +157,17 @@ std::string RenderPeers(const v1::ListPeersResponse& r) {
            {"LINK"},
            {"SENT", Align::kRight},
            {"RECEIVED", Align::kRight},
+           {"FROM"},
            {"LAST ERROR"}});
   for (const v1::PeerInfo& p : r.peers()) {
     char rtt[32];
     std::snprintf(rtt, sizeof rtt, "%.2f ms", p.rtt_ms());
-    t.AddRow({p.name(), p.address(), p.source().empty() ? "config" : p.source(), p.state(),
-              p.state() == "up" ? std::to_string(p.node()) : "-", p.state() == "up" ? rtt : "-",
+    t.AddRow({p.name(), p.address(), p.state(), p.state() == "up" ? std::to_string(p.node()) : "-",
+              p.state() == "up" ? rtt : "-",
               std::to_string(p.data_out()) + "/" + std::to_string(p.data_in()),
               p.data_link().empty() ? "-" : p.data_link(), FormatBytes(p.bytes_sent()),
-              FormatBytes(p.bytes_received()), p.last_error().empty() ? "-" : p.last_error()});
+              FormatBytes(p.bytes_received()), p.source().empty() ? "config" : p.source(),
+              p.last_error().empty() ? "-" : p.last_error()});
   }
   return "node '" + r.node_name() + "'\n" + t.Render();
 }
