@@ -58,6 +58,7 @@ Result<std::unique_ptr<Channel>> MakeTcp(const ChannelConfig& c, const ChannelCo
   if (c.peer.empty()) {
     return InvalidArgument("channel '", c.name, "': a remote_memcpy channel names no peer");
   }
+  if (c.peer == kAnyPeer) return MakeAnyPeerTcpChannel(c, *context.data_plane);
   return MakeTcpChannel(c, context.data_plane->Link(c.peer));
 }
 ChannelAvailability ProbeTcp(ChannelKind kind, const ChannelContext& context) {

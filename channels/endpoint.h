@@ -47,6 +47,7 @@ struct FileRange {
 struct NetHalf {
   uint64_t transfer = 0;
   uint64_t chunk = 0;
+  std::string peer;  // the other node (a channel shared by peers picks its link by it)
 };
 
 // Memory of a GPU (FBM): a device pointer on device `device` (the CUDA

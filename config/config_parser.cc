@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "config/etcd_config_parser.h"
 #include "config/tls_config_parser.h"
 #include "core/strings.h"
 
@@ -221,12 +222,15 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
 }
 
 Status ReadCluster(const Reader& r, const toml::table& t, ClusterConfig& c) {
-  ISO_RETURN_IF_ERROR(r.OnlyKeys(
-      t, "cluster.",
-      {"node_name", "secret_file", "data_listen", "data_connections", "checksum", "peer_timeout_ms",
-       "keepalive_ms", "request_size", "rate_limit", "link_rate", "eager_put_size", "tls"}));
+  ISO_RETURN_IF_ERROR(r.OnlyKeys(t, "cluster.",
+                                 {"node_name", "secret_file", "data_listen", "data_connections",
+                                  "checksum", "peer_timeout_ms", "keepalive_ms", "request_size",
+                                  "rate_limit", "link_rate", "eager_put_size", "tls", "etcd"}));
   if (const toml::node* n = t.get("tls")) {
     ISO_RETURN_IF_ERROR(ReadClusterTls(*n, r.source(), c.tls));
+  }
+  if (const toml::node* n = t.get("etcd")) {
+    ISO_RETURN_IF_ERROR(ReadClusterEtcd(*n, r.source(), c.etcd));
   }
   for (const auto& [key, out] :
        {std::pair{"node_name", &c.node_name}, std::pair{"secret_file", &c.secret_file},

@@ -275,10 +275,12 @@ Status ClusterConfig::Validate() const {
       }
     }
   }
-  if (!peers.empty() && secret_file.empty() && !tls.enabled()) {
+  // etcd only says where peers are: without a secret or TLS anyone who
+  // can write a record would be a peer.
+  if (clustered() && secret_file.empty() && !tls.enabled()) {
     return ConfigKeyError("cluster.secret_file",
-                          "cluster.secret_file is required when peers are listed (or set "
-                          "[cluster.tls] for mutual TLS)");
+                          "cluster.secret_file is required when peers are listed or "
+                          "[cluster.etcd] is set (or set [cluster.tls] for mutual TLS)");
   }
   return OkStatus();
 }
@@ -322,9 +324,9 @@ Status Config::Validate() const {
   ISO_RETURN_IF_ERROR(daemon.Validate());
   ISO_RETURN_IF_ERROR(cluster.Validate());
   ISO_RETURN_IF_ERROR(metrics.Validate());
-  if (!cluster.peers.empty() && daemon.grpc_tcp.empty()) {
+  if (cluster.clustered() && daemon.grpc_tcp.empty()) {
     return ConfigKeyError("daemon.grpc_tcp",
-                          "peers are listed but daemon.grpc_tcp is empty; "
+                          "peers are listed (or [cluster.etcd] set) but daemon.grpc_tcp is empty; "
                           "peers reach this node's gRPC service over TCP");
   }
   return OkStatus();
@@ -363,6 +365,18 @@ std::vector<ChannelConfig> PeerChannels(const ClusterConfig& cluster) {
     c.request_bytes = cluster.request_bytes;
     c.rate_limit_bytes_per_s = cluster.rate_limit_bytes_per_s;
     c.peer = p.name;
+    out.push_back(std::move(c));
+  }
+  if (cluster.etcd.enabled()) {
+    // Peers learnt from etcd share one channel: its requests name their
+    // peer (NetHalf::peer), so peers may come and go while it lives.
+    ChannelConfig c;
+    c.name = "tcp:etcd";
+    c.kind = ChannelKind::kRemoteMemcpy;
+    c.threads = cluster.data_connections;
+    c.request_bytes = cluster.request_bytes;
+    c.rate_limit_bytes_per_s = cluster.rate_limit_bytes_per_s;
+    c.peer = std::string(kAnyPeer);
     out.push_back(std::move(c));
   }
   return out;

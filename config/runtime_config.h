@@ -58,9 +58,12 @@ struct ChannelConfig {
   uint64_t rate_limit_bytes_per_s = 0;
   // remote_memcpy only: the peer (its cluster.node_name) whose data link
   // the channel uses. These channels are not written in the file: the
-  // daemon makes one per [[peer]] (PeerChannels below).
+  // daemon makes one per [[peer]] (PeerChannels below). kAnyPeer: the
+  // channel of the peers learnt from etcd, each request naming its peer.
   std::string peer;
 };
+// No node is named this (node names have no ':').
+inline constexpr std::string_view kAnyPeer = ":etcd";
 
 struct RuntimeConfig {
   uint32_t node = 0;
@@ -170,6 +173,23 @@ struct TlsConfig {
 
 // Joining daemons into one cluster ([cluster] in the file). Without peers
 // the daemon is a single node and none of this is used.
+// Membership through etcd ([cluster.etcd]): this node registers itself
+// under `prefix` + its node_name with a lease it keeps alive, and takes
+// the other keys under `prefix` as peers besides the static [[peer]]s.
+// etcd says where peers are, never whom to trust: they authenticate like
+// static peers (the secret and/or mutual TLS).
+struct EtcdConfig {
+  std::vector<std::string> endpoints;  // "host:port" of etcd's client URL; empty: off
+  std::string prefix = "/isometry/nodes/";
+  uint32_t lease_ttl_s = 10;  // a node that stops renewing is gone this long after
+  uint32_t poll_ms = 1000;    // how often the prefix is read
+  // The gRPC address peers reach this node at; empty: daemon.grpc_tcp
+  // (a wildcard host replaced by 127.0.0.1).
+  std::string advertise;
+
+  bool enabled() const { return !endpoints.empty(); }
+};
+
 struct ClusterConfig {
   std::string node_name = "local";  // unique in the cluster; names this node's memories
   // A file holding the shared secret every node of the cluster has (at
@@ -192,7 +212,10 @@ struct ClusterConfig {
   // Throughput the planner assumes for the network hop until measured.
   uint64_t link_bytes_per_s = 1250000000ull;
   std::vector<PeerConfig> peers;
+  EtcdConfig etcd;
 
+  // Whether this node is in a cluster at all: static peers or etcd.
+  bool clustered() const { return !peers.empty() || etcd.enabled(); }
   Status Validate() const;
 };
 

@@ -73,7 +73,7 @@ sigset_t BlockStopSignals() {
 // (its runtime owns the channels). Null without [[peer]].
 Result<std::unique_ptr<Cluster>> CreateClusterIfPeers(const Config& config,
                                                       const FaultInjection& faults) {
-  if (config.cluster.peers.empty()) return std::unique_ptr<Cluster>();
+  if (!config.cluster.clustered()) return std::unique_ptr<Cluster>();
   return Cluster::Create(config, faults);
 }
 

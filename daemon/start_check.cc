@@ -144,7 +144,7 @@ Status CheckStartable(const Config& config) {
     ISO_RETURN_IF_ERROR(CheckDiskDirectory(StrCat("memory[", i, "].directory"), m));
   }
   const ClusterConfig& c = config.cluster;
-  if (!c.peers.empty()) {
+  if (c.clustered()) {
     ISO_RETURN_IF_ERROR(CheckListenAddress("cluster.data_listen", c.data_listen));
     if (!c.secret_file.empty()) {
       if (Result<std::string> secret = LoadSecret(c.secret_file); !secret.ok()) {

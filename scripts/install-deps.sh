@@ -20,6 +20,7 @@ packages=(
   openssl                         # scripts/make-test-ca.sh (TLS tests)
   # tests (iproute2: ip netns, veth and tc for the two-host cluster test)
   catch2 python3-pytest iproute2
+  etcd-server etcd-client         # [cluster.etcd] membership (tests/cluster/test_cluster_etcd.py)
   # benchmark peers (measured in the same run as Isometry)
   ucx-utils libucx-dev mpich libmpich-dev openmpi-bin libopenmpi-dev fio iperf3
   # ScaLAPACK pdgemr2d, the M:N redistribution reference (tests and benchmarks only)

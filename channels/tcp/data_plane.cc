@@ -56,6 +56,15 @@ PeerLink& DataPlane::Link(const std::string& peer) {
   return *l;
 }
 
+void DataPlane::AbandonEverywhere(uint64_t transfer, const Status& why) {
+  std::vector<PeerLink*> links;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [peer, l] : links_) links.push_back(l.get());
+  }
+  for (PeerLink* l : links) l->Abandon(transfer, why);  // links live as long as the plane
+}
+
 void DataPlane::AcceptLoop() {
   while (true) {
     UniqueFd fd(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));

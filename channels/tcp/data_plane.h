@@ -44,6 +44,8 @@ class DataPlane {
   const DataOptions& options() const { return options_; }
   // The link of a peer, made on first use; valid while the plane lives.
   PeerLink& Link(const std::string& peer) ABSL_LOCKS_EXCLUDED(mu_);
+  // PeerLink::Abandon on every link (a channel shared by several peers).
+  void AbandonEverywhere(uint64_t transfer, const Status& why) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   explicit DataPlane(const DataOptions& options) : options_(options) {}

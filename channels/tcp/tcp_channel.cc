@@ -9,7 +9,8 @@ namespace {
 
 class TcpChannel final : public Channel {
  public:
-  TcpChannel(const ChannelConfig& config, net::PeerLink& link) : link_(link) {
+  TcpChannel(const ChannelConfig& config, net::PeerLink* link, net::DataPlane* plane)
+      : link_(link), plane_(plane) {
     caps_.name = config.name;
     caps_.kind = ChannelKind::kRemoteMemcpy;
     caps_.memory_kinds = {{MemoryKind::kSys, MemoryKind::kSys}};
@@ -43,26 +44,40 @@ class TcpChannel final : public Channel {
       std::thread([done = std::move(done), ok] { done(ok); }).detach();
       return;
     }
+    net::PeerLink* link = link_;
+    if (!link) {
+      const NetHalf& half = std::get<NetHalf>(sending ? request.dst : request.src);
+      link = &plane_->Link(half.peer);
+    }
     if (sending) {
-      link_.Send(request, std::move(done));
+      link->Send(request, std::move(done));
     } else {
-      link_.Post(request, std::move(done));
+      link->Post(request, std::move(done));
     }
   }
 
   void AbandonTransfer(uint64_t transfer, const Status& why) override {
-    link_.Abandon(transfer, why);
+    if (link_) {
+      link_->Abandon(transfer, why);
+    } else {
+      plane_->AbandonEverywhere(transfer, why);
+    }
   }
 
  private:
   ChannelCaps caps_;
-  net::PeerLink& link_;
+  net::PeerLink* const link_;  // null: by the request's peer, on plane_
+  net::DataPlane* const plane_;
 };
 
 }  // namespace
 
 std::unique_ptr<Channel> MakeTcpChannel(const ChannelConfig& config, net::PeerLink& link) {
-  return std::make_unique<TcpChannel>(config, link);
+  return std::make_unique<TcpChannel>(config, &link, nullptr);
+}
+
+std::unique_ptr<Channel> MakeAnyPeerTcpChannel(const ChannelConfig& config, net::DataPlane& plane) {
+  return std::make_unique<TcpChannel>(config, nullptr, &plane);
 }
 
 }  // namespace isometry

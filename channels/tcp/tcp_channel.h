@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "channels/channel.h"
+#include "channels/tcp/data_plane.h"
 #include "channels/tcp/peer_link.h"
 #include "config/runtime_config.h"
 
@@ -14,5 +15,8 @@ namespace isometry {
 // The channel for `config` (kind remote_memcpy) over `link`, which must
 // outlive it.
 std::unique_ptr<Channel> MakeTcpChannel(const ChannelConfig& config, net::PeerLink& link);
+// The channel of every peer learnt at run time (config.peer == kAnyPeer):
+// each request goes to the link of the peer its NetHalf names.
+std::unique_ptr<Channel> MakeAnyPeerTcpChannel(const ChannelConfig& config, net::DataPlane& plane);
 
 }  // namespace isometry

@@ -7,9 +7,11 @@
 
 #include <cstdlib>
 
+#include "core/log_escape.h"
 #include "core/random.h"
 #include "daemon/cluster/cluster_impl.h"
 #include "daemon/cluster/cross_op.h"
+#include "daemon/cluster/etcd_membership.h"
 #include "daemon/cluster/peer_service.h"
 #include "daemon/cluster/secret.h"
 #include "daemon/cluster/tls_credentials.h"
@@ -57,26 +59,69 @@ Result<std::unique_ptr<Cluster>> Cluster::Create(const Config& config,
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  for (const PeerConfig& pc : cc.peers) {
-    auto p = std::make_unique<Peer>();
-    p->config = pc;
-    p->index = impl->peers.size();
-    grpc::ChannelArguments peer_args = args;
-    // A peer's certificate names the peer, not its address.
-    if (impl->tls) peer_args.SetSslTargetNameOverride(pc.name);
-    p->stub =
-        v1::IsometryPeer::NewStub(grpc::CreateCustomChannel(pc.address, creds.channel, peer_args));
-    p->credentials = creds.channel;
-    p->channel_args = peer_args;
-    impl->peers.push_back(std::move(p));
-  }
-  impl->service = cluster::MakePeerService(impl.get());
+  impl->channel_credentials = creds.channel;
+  impl->channel_args = args;
   {
     absl::MutexLock lock(&impl->mu);
-    impl->peer_states.resize(impl->peers.size());
+    absl::MutexLock peers_lock(&impl->peers_mu);
+    for (const PeerConfig& pc : cc.peers) {
+      impl->peers.push_back(impl->MakePeer(pc, "config"));
+      impl->peers.back()->index = impl->peer_states.size();
+      impl->peer_states.emplace_back();
+    }
     impl->next_key = std::strtoull(RandomHex(5).c_str(), nullptr, 16) | 1;
   }
+  impl->service = cluster::MakePeerService(impl.get());
+  if (cc.etcd.enabled()) {
+    ISO_ASSIGN_OR_RETURN(impl->etcd, cluster::EtcdMembership::Create(impl.get()));
+  }
   return std::unique_ptr<Cluster>(new Cluster(std::move(impl)));
+}
+
+std::unique_ptr<Peer> Cluster::Impl::MakePeer(const PeerConfig& pc, std::string source) const {
+  auto p = std::make_unique<Peer>();
+  p->config = pc;
+  p->source = std::move(source);
+  grpc::ChannelArguments peer_args = channel_args;
+  // A peer's certificate names the peer, not its address.
+  if (tls) peer_args.SetSslTargetNameOverride(pc.name);
+  p->stub = v1::IsometryPeer::NewStub(
+      grpc::CreateCustomChannel(pc.address, channel_credentials, peer_args));
+  p->credentials = channel_credentials;
+  p->channel_args = peer_args;
+  return p;
+}
+
+Status Cluster::Impl::AddPeer(const PeerConfig& pc, std::string source) {
+  if (pc.name == self() || FindPeer(pc.name)) {
+    return absl::AlreadyExistsError(StrCat("node '", pc.name, "' is known already"));
+  }
+  std::unique_ptr<Peer> made = MakePeer(pc, std::move(source));
+  Peer* p = made.get();
+  absl::MutexLock lock(&mu);
+  // Under mu: Stop, once `stopping` is set, sees every peer with a loop.
+  if (stopping) return Unavailable("isometryd is stopping");
+  p->index = peer_states.size();
+  peer_states.emplace_back();
+  {
+    absl::MutexLock peers_lock(&peers_mu);
+    peers.push_back(std::move(made));
+  }
+  p->loop = std::thread([this, p] { PeerLoop(*p); });
+  spdlog::info("peer '{}' at {} joined ({})", ForLog(pc.name), ForLog(pc.address), p->source);
+  return OkStatus();
+}
+
+void Cluster::Impl::RemovePeer(const std::string& name, const Status& why) {
+  Peer* p = FindPeer(name);
+  if (!p || p->source == "config") return;
+  spdlog::info("peer '{}' left the cluster: {}", ForLog(name), ForLog(why.ToString(), 512));
+  MarkDownPeer(*p, why, std::nullopt);
+  p->removed = true;  // FindPeer no longer sees it; its loop ends
+  absl::MutexLock lock(&mu);
+  sessions.erase(name);  // its calls and data connections are refused from now on
+  StateLocked(*p).state = "left";
+  cv.SignalAll();
 }
 
 ChannelContext Cluster::channel_context() { return {impl_->data.get()}; }
@@ -95,10 +140,10 @@ void Cluster::Start(Node* node) {
     absl::MutexLock lock(&impl->mu);
     impl->worker = std::make_unique<net::Completer>();
   }
-  for (auto& p : impl->peers) {
-    Peer* raw = p.get();
+  for (Peer* raw : impl->PeerList()) {
     raw->loop = std::thread([impl, raw] { impl->PeerLoop(*raw); });
   }
+  if (impl->etcd) impl->etcd->Start();
 }
 
 void Cluster::Stop() {
@@ -109,7 +154,15 @@ void Cluster::Stop() {
     impl->stopping = true;
   }
   impl->cv.SignalAll();
-  for (auto& p : impl->peers) {
+  // Revokes this node's lease: its peers see it leave now, not after the
+  // TTL. Peers added after this are refused (`stopping`).
+  if (impl->etcd) impl->etcd->Stop();
+  std::vector<Peer*> all;
+  {
+    absl::ReaderMutexLock lock(&impl->peers_mu);
+    for (auto& p : impl->peers) all.push_back(p.get());
+  }
+  for (Peer* p : all) {
     if (p->loop.joinable()) p->loop.join();
   }
   std::unique_ptr<net::Completer> worker;
@@ -133,8 +186,8 @@ void Cluster::Stop() {
     if (t) t->Abort(why);
   }
   for (auto& o : os) o->Fail(why);
-  for (auto& p : impl->peers) impl->FailPartsWith(p->config.name, why);  // redistributions
-  for (auto& p : impl->peers) {
+  for (Peer* p : all) impl->FailPartsWith(p->config.name, why);  // redistributions
+  for (Peer* p : all) {
     impl->data->Link(p->config.name).Fail(Unavailable("isometryd is stopping"));
   }
 }
@@ -184,10 +237,12 @@ Result<std::shared_ptr<CrossTransfer>> Cluster::Copy(CrossCopySpec spec,
 v1::ListPeersResponse Cluster::ListPeers() const {
   v1::ListPeersResponse out;
   out.set_node_name(impl_->self());
+  const std::vector<Peer*> list = impl_->PeerList();
   absl::MutexLock lock(&impl_->mu);
-  for (const auto& p : impl_->peers) {
+  for (const Peer* p : list) {
     auto* pi = out.add_peers();
     pi->set_name(p->config.name);
+    pi->set_source(p->source);
     pi->set_address(p->config.address);
     const cluster::PeerState& st = impl_->StateLocked(*p);
     pi->set_state(st.state);

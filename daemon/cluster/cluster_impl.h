@@ -11,6 +11,7 @@
 //   halves.cc         the halves this node runs for any initiator
 //   peer_wire.cc      proto <-> domain for the peer messages
 //   cluster.cc        the Cluster facade: create, start, stop, list
+//   etcd_membership.cc  peers that come and go through etcd ([cluster.etcd])
 //
 // One mutex, Impl::mu, guards the mutable state of peers, halves and
 // copies: a peer going down touches all three at once.
@@ -19,8 +20,10 @@
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -67,10 +70,16 @@ int64_t UnixMs();
 Status FromGrpc(const grpc::Status& s, std::string_view what);
 void SetDeadline(grpc::ClientContext& ctx, uint32_t ms);
 
-// A configured peer: constant after Cluster::Create (its loop is made in
-// Start and joined in Stop).
+// A peer: a [[peer]] (made in Cluster::Create) or one etcd announced
+// (made when discovery sees it). Constant once made, but for `removed`;
+// never destroyed before the cluster, so a Peer* stays valid. Its loop
+// starts in Start (or when added later) and is joined in Stop.
 struct Peer {
   PeerConfig config;
+  std::string source = "config";  // "config" or "etcd" (isoctl peers)
+  // It left the cluster (its etcd key went): FindPeer no longer sees it
+  // and its loop ends. A return makes a new Peer.
+  std::atomic<bool> removed{false};
   std::unique_ptr<v1::IsometryPeer::Stub> stub;
   // For a probe over a fresh connection (Ping after a miss): the stub's
   // connection may sit in TCP's retransmission backoff long after an
@@ -181,8 +190,9 @@ struct HalfRequest {
 };
 
 class CrossOp;
-class PartCall;  // distributed_peers.cc
-struct HalfOut;  // peer_wire.h
+class EtcdMembership;  // etcd_membership.h
+class PartCall;        // distributed_peers.cc
+struct HalfOut;        // peer_wire.h
 
 }  // namespace cluster
 
@@ -201,12 +211,20 @@ struct Cluster::Impl {
   uint32_t protocol_version = cluster::kPeerProtocolVersion;  // what our hellos claim
   std::unique_ptr<net::DataPlane> data;
   Node* node = nullptr;
-  std::vector<std::unique_ptr<Peer>> peers;  // constant after Create
+  // How peer channels are made (for peers added after Create).
+  std::shared_ptr<grpc::ChannelCredentials> channel_credentials;
+  grpc::ChannelArguments channel_args;
+  // Every peer ever made (removed ones too); only grows. Taken after mu
+  // when both are held; nothing takes mu while holding it.
+  mutable absl::Mutex peers_mu ABSL_ACQUIRED_AFTER(mu);
+  std::vector<std::unique_ptr<Peer>> peers ABSL_GUARDED_BY(peers_mu);
+  std::unique_ptr<cluster::EtcdMembership> etcd;  // null without [cluster.etcd]
 
   mutable absl::Mutex mu;
   absl::CondVar cv;  // wakes peer loops (stop, peer down)
   bool stopping ABSL_GUARDED_BY(mu) = false;
-  std::vector<PeerState> peer_states ABSL_GUARDED_BY(mu);  // one per peers[i]
+  // One per peers[i]; a deque, so adding one moves none.
+  std::deque<PeerState> peer_states ABSL_GUARDED_BY(mu);
   // Sessions peers opened with their hellos to this node, by peer name.
   std::map<std::string, cluster::Session> sessions ABSL_GUARDED_BY(mu);
   // Hellos seen in the last 5 minutes.
@@ -232,7 +250,17 @@ struct Cluster::Impl {
   cluster::FormExchange forms;  // canonical forms sent to / received from peers
 
   const std::string& self() const { return config.cluster.node_name; }
-  Peer* FindPeer(const std::string& name) const;
+  // The peer named `name` now (not one that left), or null.
+  Peer* FindPeer(const std::string& name) const ABSL_LOCKS_EXCLUDED(peers_mu);
+  // The peers now (not those that left).
+  std::vector<Peer*> PeerList() const ABSL_LOCKS_EXCLUDED(peers_mu);
+  std::unique_ptr<Peer> MakePeer(const PeerConfig& pc, std::string source) const;
+  // A peer etcd announced: made, and its loop started when the cluster
+  // runs. AlreadyExists for a known name (a [[peer]] wins over etcd).
+  Status AddPeer(const PeerConfig& pc, std::string source) ABSL_LOCKS_EXCLUDED(mu, peers_mu);
+  // Peer `name` left (etcd): like MarkDown with `why`, then its session
+  // and its loop end. [[peer]]s never leave.
+  void RemovePeer(const std::string& name, const Status& why) ABSL_LOCKS_EXCLUDED(mu, peers_mu);
   PeerState& StateLocked(const Peer& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     return peer_states[p.index];
   }
@@ -269,6 +297,8 @@ struct Cluster::Impl {
   // (none: now); a stale report about replaced connections changes nothing.
   void MarkDown(const std::string& name, const Status& why,
                 std::optional<uint64_t> generation = std::nullopt) ABSL_LOCKS_EXCLUDED(mu);
+  void MarkDownPeer(Peer& p, const Status& why, std::optional<uint64_t> generation)
+      ABSL_LOCKS_EXCLUDED(mu);
   // A memory as users name it: "sys0" on this node, "node-b:sys0" on a
   // peer (by the topology its welcome gave), its id when neither has it.
   // Not under mu.

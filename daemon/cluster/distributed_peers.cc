@@ -102,9 +102,10 @@ class PartCall final : public CrossTransfer, public std::enable_shared_from_this
 Result<std::vector<DistributedRanks>> Cluster::Impl::QueryDistributed(const std::string& key) {
   std::vector<const Peer*> up;
   {
+    const std::vector<Peer*> list = PeerList();
     absl::MutexLock lock(&mu);
-    for (const auto& p : peers) {
-      if (StateLocked(*p).up) up.push_back(p.get());
+    for (const Peer* p : list) {
+      if (StateLocked(*p).up) up.push_back(p);
     }
   }
   std::vector<DistributedRanks> out;

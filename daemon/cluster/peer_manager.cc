@@ -16,6 +16,7 @@
 #include "core/random.h"
 #include "daemon/cluster/cluster_impl.h"
 #include "daemon/cluster/cross_op.h"
+#include "daemon/cluster/etcd_membership.h"
 #include "daemon/cluster/peer_wire.h"
 #include "daemon/cluster/secret.h"
 
@@ -43,10 +44,20 @@ void SetDeadline(grpc::ClientContext& ctx, uint32_t ms) {
 using cluster::Clock;
 
 Cluster::Impl::Peer* Cluster::Impl::FindPeer(const std::string& name) const {
+  absl::ReaderMutexLock lock(&peers_mu);
   for (const auto& p : peers) {
-    if (p->config.name == name) return p.get();
+    if (p->config.name == name && !p->removed) return p.get();
   }
   return nullptr;
+}
+
+std::vector<Cluster::Impl::Peer*> Cluster::Impl::PeerList() const {
+  std::vector<Peer*> out;
+  absl::ReaderMutexLock lock(&peers_mu);
+  for (const auto& p : peers) {
+    if (!p->removed) out.push_back(p.get());
+  }
+  return out;
 }
 
 void Cluster::Impl::Post(std::function<void()> fn) {
@@ -184,8 +195,10 @@ Status Cluster::Impl::CheckHello(const cluster::HelloIn& req) {
                               "; this node speaks version ", cluster::kPeerProtocolVersion);
   }
   if (!FindPeer(req.node_name)) {
+    if (etcd) etcd->Poke();  // it may have registered since our last read
     return absl::PermissionDeniedError(
-        StrCat("node '", req.node_name, "' is not a [[peer]] of node '", self(), "'"));
+        StrCat("node '", req.node_name, "' is not a [[peer]] of node '", self(), "'",
+               etcd ? " (nor registered in etcd, as far as this node has seen)" : ""));
   }
   if (tls && std::find(req.identities.begin(), req.identities.end(), req.node_name) ==
                  req.identities.end()) {
@@ -323,13 +336,13 @@ void Cluster::Impl::PeerLoop(Peer& p) {
     bool up;
     {
       absl::MutexLock lock(&mu);
-      if (stopping) return;
+      if (stopping || p.removed) return;
       up = StateLocked(p).up;
     }
     if (!up) {
       Status s = Hello(p);
       absl::MutexLock lock(&mu);
-      if (stopping) return;
+      if (stopping || p.removed) return;
       PeerState& st = StateLocked(p);
       if (s.ok()) {
         st.up = true;
@@ -353,7 +366,7 @@ void Cluster::Impl::PeerLoop(Peer& p) {
         logged = st.last_error;
       }
       const absl::Time until = absl::Now() + absl::FromChrono(backoff);
-      while (!stopping && !cv.WaitWithDeadline(&mu, until)) {
+      while (!stopping && !p.removed && !cv.WaitWithDeadline(&mu, until)) {
       }
       backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(5));
       continue;
@@ -361,9 +374,9 @@ void Cluster::Impl::PeerLoop(Peer& p) {
     {
       absl::MutexLock lock(&mu);
       const absl::Time until = absl::Now() + absl::Milliseconds(config.cluster.keepalive_ms);
-      while (!stopping && StateLocked(p).up && !cv.WaitWithDeadline(&mu, until)) {
+      while (!stopping && !p.removed && StateLocked(p).up && !cv.WaitWithDeadline(&mu, until)) {
       }
-      if (stopping) return;
+      if (stopping || p.removed) return;
       if (!StateLocked(p).up) continue;
     }
     const auto asked = Clock::now();
@@ -393,8 +406,13 @@ void Cluster::Impl::PeerLoop(Peer& p) {
 
 void Cluster::Impl::MarkDown(const std::string& name, const Status& why,
                              std::optional<uint64_t> generation) {
-  Peer* p = FindPeer(name);
-  if (!p) return;
+  if (Peer* p = FindPeer(name)) MarkDownPeer(*p, why, generation);
+}
+
+void Cluster::Impl::MarkDownPeer(Peer& peer, const Status& why,
+                                 std::optional<uint64_t> generation) {
+  const std::string& name = peer.config.name;
+  Peer* p = &peer;
   net::PeerLink& link = data->Link(name);
   if (generation && *generation != link.generation()) return;
   link.Fail(why, /*notify=*/false);  // before `up` goes: Connect() must open new ones
@@ -429,8 +447,9 @@ void Cluster::Impl::MarkDown(const std::string& name, const Status& why,
 std::string Cluster::Impl::MemoryName(MemoryId id) const {
   const Topology& local = node->runtime().topology();
   if (local.FindMemory(id)) return local.NameOf(id);
+  const std::vector<Peer*> list = PeerList();
   absl::MutexLock lock(&mu);
-  for (const auto& p : peers) {
+  for (const Peer* p : list) {
     const PeerState& st = StateLocked(*p);
     if (st.node != id.node) continue;
     if (const TopologyMemory* m = st.topology.FindMemory(id)) {

@@ -50,7 +50,7 @@ void Advance(Endpoint& e, uint64_t by) {
 ChunkEnd Wire(const TransferState& t, const Box& chunk, uint64_t k) {
   const size_t h = t.remote->net_hop;
   InstanceShape s{chunk, t.src.shape.fields, t.path.nodes[h + 1].layout};
-  return {std::move(s), NetHalf{t.remote->key, k}};
+  return {std::move(s), NetHalf{t.remote->key, k, t.remote->peer}};
 }
 
 ChunkEnd SlotOf(const TransferState& t, const RingBuffer& b, const Box& chunk, uint64_t k) {

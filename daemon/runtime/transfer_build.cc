@@ -360,13 +360,13 @@ Status Runtime::Impl::AdoptRemotePath(TransferState& t, const RemotePart& part) 
       part.net_hop >= path.edges.size()) {
     return InvalidArgument("cross-node copy ", part.key, ": malformed path");
   }
-  int net = -1;
+  int net = -1, any = -1;  // the peer's own channel, else the shared one of etcd's peers
   for (size_t c = 0; c < config.channels.size(); ++c) {
-    if (config.channels[c].kind == ChannelKind::kRemoteMemcpy &&
-        config.channels[c].peer == part.peer) {
-      net = static_cast<int>(c);
-    }
+    if (config.channels[c].kind != ChannelKind::kRemoteMemcpy) continue;
+    if (config.channels[c].peer == part.peer) net = static_cast<int>(c);
+    if (config.channels[c].peer == kAnyPeer) any = static_cast<int>(c);
   }
+  if (net < 0) net = any;
   if (net < 0) {
     return FailedPrecondition("cross-node copy ", part.key, ": no network channel to peer '",
                               part.peer, "' on this node");

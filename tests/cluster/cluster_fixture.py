@@ -183,10 +183,11 @@ class Cluster:
     (False: no secret_file); tls: per node, the name of a test CA (made by
     scripts/make-test-ca.sh under the cluster's directory; nodes given the
     same name trust each other) or None; node_opts: per node, options that
-    override **opts."""
+    override **opts; static_peers: False writes no [[peer]] lists (the nodes
+    find each other some other way, e.g. [cluster.etcd] in extra_cluster)."""
 
     def __init__(self, isometryd, names, hosts=None, netns=None, secrets=None, env=None,
-                 root=None, tls=None, node_opts=None, **opts):
+                 root=None, tls=None, node_opts=None, static_peers=True, **opts):
         self.isometryd = isometryd
         self.root = tempfile.mkdtemp(prefix="iso-cluster-", dir=root)
         hosts = hosts or ["127.0.0.1"] * len(names)
@@ -206,7 +207,8 @@ class Cluster:
                     f.write((secret or "correct horse battery staple 42") + "\n")
                 os.chmod(path, 0o600)
             mine = dict(opts, **((node_opts or [None] * len(names))[i] or {}))
-            node.write_config(path, [p for p in self.nodes if p is not node],
+            peers = [p for p in self.nodes if p is not node] if static_peers else []
+            node.write_config(path, peers,
                               tls_dir=tls_dirs[i], **mine)
 
     def make_ca(self, ca, names):

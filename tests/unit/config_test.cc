@@ -274,6 +274,46 @@ address = "h:1"
   CHECK_THAT(ClusterErrorOf("[cluster]\ntls = 3\n"), Catch::Contains("must be a table"));
 }
 
+TEST_CASE("[cluster.etcd] takes endpoints, a prefix, a lease TTL and a poll interval") {
+  auto c = ParseConfig(StrCat(kNodeBase, R"(
+[cluster]
+node_name = "a"
+secret_file = "/etc/isometry/cluster.secret"
+[cluster.etcd]
+endpoints = ["10.0.0.5:2379", "10.0.0.6:2379"]
+prefix = "/prod/isometry/"
+lease_ttl_s = 5
+poll_ms = 250
+)"),
+                       "c.toml");
+  REQUIRE(c.ok());
+  CHECK(c->cluster.etcd.enabled());
+  CHECK(c->cluster.clustered());
+  CHECK(c->cluster.peers.empty());
+  CHECK(c->cluster.etcd.endpoints == std::vector<std::string>{"10.0.0.5:2379", "10.0.0.6:2379"});
+  CHECK(c->cluster.etcd.prefix == "/prod/isometry/");
+  CHECK(c->cluster.etcd.lease_ttl_s == 5);
+  CHECK(c->cluster.etcd.poll_ms == 250);
+  // One shared network channel for the peers etcd announces.
+  const std::vector<ChannelConfig> net = PeerChannels(c->cluster);
+  REQUIRE(net.size() == 1);
+  CHECK(net[0].peer == kAnyPeer);
+  CHECK_THAT(ClusterErrorOf("[cluster.etcd]\nendpoints = []\n"),
+             Catch::Contains("key 'cluster.etcd.endpoints': must be a non-empty list"));
+  CHECK_THAT(ClusterErrorOf("[cluster.etcd]\nendpoints = [\"http://h:2379\"]\n"),
+             Catch::Contains("no scheme"));
+  CHECK_THAT(ClusterErrorOf("[cluster.etcd]\nendpoints = [\"h:2379\"]\nprefix = \"/x\"\n"),
+             Catch::Contains("end in '/'"));
+  CHECK_THAT(ClusterErrorOf("[cluster.etcd]\nendpoints = [\"h:2379\"]\nlease_ttl_s = 1\n"),
+             Catch::Contains("from 2 to 3600"));
+  CHECK_THAT(ClusterErrorOf("[cluster.etcd]\nendpoint = \"h:1\"\n"),
+             Catch::Contains("unknown key"));
+  // etcd grants no trust: a secret or TLS is still required.
+  CHECK_THAT(
+      ClusterErrorOf("[cluster]\nnode_name = \"a\"\n[cluster.etcd]\nendpoints = [\"h:2379\"]\n"),
+      Catch::Contains("cluster.secret_file is required"));
+}
+
 TEST_CASE("DSK memories take max_file_bytes, quota_bytes and allow_hard_links, and only they do") {
   const std::string channels =
       "[[channel]]\nname = \"r\"\nkind = \"disk_read\"\n[[channel]]\nname = \"w\"\nkind = "

@@ -157,6 +157,7 @@ std::string RenderPeers(const v1::ListPeersResponse& r) {
            {"LINK"},
            {"SENT", Align::kRight},
            {"RECEIVED", Align::kRight},
+           {"FROM"},
            {"LAST ERROR"}});
   for (const v1::PeerInfo& p : r.peers()) {
     char rtt[32];
@@ -165,7 +166,8 @@ std::string RenderPeers(const v1::ListPeersResponse& r) {
               p.state() == "up" ? rtt : "-",
               std::to_string(p.data_out()) + "/" + std::to_string(p.data_in()),
               p.data_link().empty() ? "-" : p.data_link(), FormatBytes(p.bytes_sent()),
-              FormatBytes(p.bytes_received()), p.last_error().empty() ? "-" : p.last_error()});
+              FormatBytes(p.bytes_received()), p.source().empty() ? "config" : p.source(),
+              p.last_error().empty() ? "-" : p.last_error()});
   }
   return "node '" + r.node_name() + "'\n" + t.Render();
 }
