@@ -97,6 +97,20 @@ struct TransferTimes {
   uint64_t dispatch_seq_at_last = 0;
 };
 
+// Transfer ids are unique across a cluster: the node id sits in the top
+// 24 bits (config node ids above 2^24 - 1 share a prefix with a smaller
+// one), bit 39 marks a cross-node copy's id (Node), the low 39 bits count.
+// A copy's id names it on every node it touches (`isoctl transfers` there
+// lists its half under the initiator's id).
+inline constexpr int kTransferNodeShift = 40;
+inline constexpr uint64_t kCrossTransferBit = 1ull << 39;
+inline uint64_t TransferIdBase(uint32_t node) {
+  return static_cast<uint64_t>(node & 0xFFFFFFu) << kTransferNodeShift;
+}
+inline uint32_t TransferNode(uint64_t id) {
+  return static_cast<uint32_t>(id >> kTransferNodeShift);
+}
+
 // This node's part of a cross-node transfer (DESIGN.md, "Cluster"): the
 // initiating node planned `path` over the cluster's graph (memory ids are
 // cluster-wide) and every node involved runs the hops that live on it. The
