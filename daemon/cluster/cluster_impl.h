@@ -294,6 +294,10 @@ struct Cluster::Impl {
   // visibility.cc: the halves and network edges, for isoctl.
   std::vector<HalfReport> HalfReports(uint64_t id, bool running_only) const ABSL_LOCKS_EXCLUDED(mu);
   std::vector<std::string> LinkEdges(const std::string& peer) const ABSL_LOCKS_EXCLUDED(mu);
+  // `s` as another node may see it: this node's DSK directories become
+  // "node:memory:" (a peer's client names the file relative to them and
+  // must not learn where they are).
+  Status ForPeer(const Status& s) const;
   // A half `caller` asks this node to run. A datatype half naming a form
   // this node does not hold fails with cluster::UnknownFormError.
   Status StartPeerHalf(const std::string& caller, cluster::HalfRequest req);

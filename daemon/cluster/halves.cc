@@ -55,11 +55,14 @@ Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossE
                            MemoryName(end.local.memory), "', the plan says '", MemoryName(mine),
                            "'");
   }
+  // Every memory node-qualified: a half's messages reach the other node's
+  // client too, where a bare "sys0" would name the wrong memory.
   for (const PathNode& n : part.path.nodes) {
-    part.names[n.memory] = MemoryName(n.memory);
-    const std::string& name = part.names[n.memory];
-    h->names[n.memory] = name.find(':') == std::string::npos ? StrCat(self(), ":", name) : name;
+    const std::string name = MemoryName(n.memory);
+    part.names[n.memory] = name.find(':') == std::string::npos ? StrCat(self(), ":", name) : name;
   }
+  h->names = part.names;
+  part.copy_id = source_transfer;
   req.box = box;
   req.priority = priority;
   req.durable = durable;

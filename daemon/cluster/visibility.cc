@@ -105,6 +105,31 @@ std::vector<std::string> Cluster::Impl::LinkEdges(const std::string& peer) const
   return out;
 }
 
+Status Cluster::Impl::ForPeer(const Status& s) const {
+  if (s.ok()) return s;
+  std::string msg(s.message());
+  bool changed = false;
+  for (const MemoryConfig& m : config.runtime.memories) {
+    if (m.kind != MemoryKind::kDsk || m.directory.empty()) continue;
+    std::string dir = m.directory;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    const std::string name = StrCat(self(), ":", m.name, ":");
+    // "dir/" first: "dir/x.bin" becomes "b:dsk0:x.bin"; then "dir" alone.
+    for (const std::string& from : {dir + "/", dir}) {
+      for (size_t at = msg.find(from); at != std::string::npos; at = msg.find(from, at)) {
+        msg.replace(at, from.size(), name);
+        at += name.size();
+        changed = true;
+      }
+    }
+  }
+  if (!changed) return s;
+  Status out(s.code(), msg);
+  s.ForEachPayload(
+      [&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
+  return out;
+}
+
 std::vector<HalfReport> Cluster::Halves(uint64_t id, bool running_only) const {
   return impl_->HalfReports(id, running_only);
 }

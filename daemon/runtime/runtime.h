@@ -128,9 +128,12 @@ struct RemotePart {
   std::string peer;      // the other node's name (cluster.node_name)
   uint64_t chunk_target = 0;
   uint64_t slot_limit = 0;
-  // The other node's memories on the path as users name them ("b:sys0"),
-  // for messages; this node's are named by its own config.
+  // The path's memories as users name them, node-qualified ("b:sys0",
+  // "a:sys0"), for messages.
   std::map<MemoryId, std::string> names;
+  // The copy's id on the node that started it (0: unknown): messages name
+  // the copy by the id its user knows, not by this half's.
+  uint64_t copy_id = 0;
 };
 
 struct CopyRequest {
