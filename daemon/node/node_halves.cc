@@ -50,8 +50,9 @@ void AddOwnHops(TransferReport& rep, const std::vector<HalfReport>& halves) {
 std::string NetworkLimits(const ClusterConfig& c) {
   std::string s = StrCat(c.data_connections, " connections each way, ", Size(c.request_bytes),
                          " chunks, one credit per chunk");
-  if (c.rate_limit_bytes_per_s)
+  if (c.rate_limit_bytes_per_s) {
     StrAppend(&s, ", sending capped at ", Size(c.rate_limit_bytes_per_s), "/s");
+  }
   return s;
 }
 
