@@ -161,16 +161,19 @@ void PeerLink::Fail(const Status& why, bool notify) {
   std::vector<std::function<void()>> calls;
   bool had = false;
   uint64_t generation;
+  std::string address;
   {
     absl::MutexLock lock(&mu_);
     had = !out_.empty() || !in_.empty() || ResumingLocked();
     notify = notify && !stop_resumer_;
     generation = generation_;
+    address = address_;
     FailLocked(why, calls);
   }
   for (auto& fn : calls) completer_->Post(std::move(fn));
   if (had) {
-    spdlog::warn("data link to peer '{}' is down: {}", peer_, ForLog(why.ToString(), 512));
+    spdlog::warn("data link to peer '{}' ({}) is down: {}", peer_,
+                 address.empty() ? "not connected" : address, ForLog(why.ToString(), 512));
     if (notify && on_down_) on_down_(why, generation);
   }
 }

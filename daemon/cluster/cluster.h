@@ -60,6 +60,8 @@ class Cluster final : public CrossCopier {
                                               std::function<void(Status)> done) override;
   bool KnowsNode(const std::string& node) const override;
   FormExchangeStats FormStats() const override;
+  std::vector<HalfReport> Halves(uint64_t id, bool running_only) const override;
+  std::vector<std::string> LinkEdges(const std::string& peer) const override;
   Result<PlanReport> Explain(const std::string& src_memory, const Layout& src_layout,
                              const std::string& dst_memory, const Layout& dst_layout,
                              const Box& bounds, const FieldSpace& fields) override;

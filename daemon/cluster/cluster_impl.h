@@ -9,6 +9,7 @@
 //   cross_copy.cc     the initiator's side of a cross-node copy: CrossOp,
 //                     planning, setting up the halves
 //   halves.cc         the halves this node runs for any initiator
+//   visibility.cc     the halves and network edges as isoctl shows them
 //   peer_wire.cc      proto <-> domain for the peer messages
 //   cluster.cc        the Cluster facade: create, start, stop, list
 //   etcd_membership.cc  peers that come and go through etcd ([cluster.etcd])
@@ -122,6 +123,14 @@ struct CrossPlan {
 struct Half {
   uint64_t key = 0;
   std::string partner, initiator;
+  // For isoctl transfers (Cluster::Halves): the copy's id on the
+  // initiator, the plan, and its memories named "node:memory".
+  uint64_t source_transfer = 0;
+  bool sending = false;
+  size_t net_hop = 0;
+  Path path;
+  std::map<MemoryId, std::string> names;
+  int priority = 0;
   std::optional<Transfer> transfer;
   Status aborted;  // set when an abort came before or during the start
   bool finished = false;
@@ -310,8 +319,15 @@ struct Cluster::Impl {
   // of the other end.
   Status StartLocalHalf(uint64_t key, RemotePart part, const CrossEnd& end,
                         const InstanceShape& other, std::optional<Box> box, int priority,
-                        bool durable, const std::string& initiator,
+                        bool durable, const std::string& initiator, uint64_t source_transfer,
                         const std::function<void(Status)>& on_done) ABSL_LOCKS_EXCLUDED(mu);
+  // visibility.cc: the halves and network edges, for isoctl.
+  std::vector<HalfReport> HalfReports(uint64_t id, bool running_only) const ABSL_LOCKS_EXCLUDED(mu);
+  std::vector<std::string> LinkEdges(const std::string& peer) const ABSL_LOCKS_EXCLUDED(mu);
+  // `s` as another node may see it: this node's DSK directories become
+  // "node:memory:" (a peer's client names the file relative to them and
+  // must not learn where they are).
+  Status ForPeer(const Status& s) const;
   // A half `caller` asks this node to run. A datatype half naming a form
   // this node does not hold fails with cluster::UnknownFormError.
   Status StartPeerHalf(const std::string& caller, cluster::HalfRequest req);

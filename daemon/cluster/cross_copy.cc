@@ -283,7 +283,7 @@ bool Cluster::Impl::SetUpOwnHalf(const std::shared_ptr<CrossOp>& op, const Cross
   RemotePart part{op->key(), path, net_hop, sending, partner, chunk_target, slot_limit};
   std::weak_ptr<CrossOp> weak = op;
   Status s = StartLocalHalf(op->key(), std::move(part), end, other.shape, spec.box, spec.priority,
-                            spec.durable, self(), [weak](const Status& st) {
+                            spec.durable, self(), spec.source.transfer, [weak](const Status& st) {
                               if (auto o = weak.lock()) o->HalfDone(st);
                             });
   if (!s.ok()) {

@@ -25,11 +25,17 @@ Result<std::shared_ptr<const PackedEnd>> DenseEnd(uint64_t bytes) {
 Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossEnd& end,
                                      const InstanceShape& other, std::optional<Box> box,
                                      int priority, bool durable, const std::string& initiator,
+                                     uint64_t source_transfer,
                                      const std::function<void(Status)>& on_done) {
   auto h = std::make_shared<Half>();
   h->key = key;
   h->partner = part.peer;
   h->initiator = initiator;
+  h->source_transfer = source_transfer;
+  h->sending = part.sending;
+  h->net_hop = part.net_hop;
+  h->path = part.path;
+  h->priority = priority;
   CopyRequest req;
   const MemoryId other_mem =
       part.sending ? part.path.nodes.back().memory : part.path.nodes.front().memory;
@@ -49,7 +55,14 @@ Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossE
                            MemoryName(end.local.memory), "', the plan says '", MemoryName(mine),
                            "'");
   }
-  for (const PathNode& n : part.path.nodes) part.names[n.memory] = MemoryName(n.memory);
+  // Every memory node-qualified: a half's messages reach the other node's
+  // client too, where a bare "sys0" would name the wrong memory.
+  for (const PathNode& n : part.path.nodes) {
+    const std::string name = MemoryName(n.memory);
+    part.names[n.memory] = name.find(':') == std::string::npos ? StrCat(self(), ":", name) : name;
+  }
+  h->names = part.names;
+  part.copy_id = source_transfer;
   req.box = box;
   req.priority = priority;
   req.durable = durable;
@@ -145,7 +158,7 @@ Status Cluster::Impl::StartPeerHalf(const std::string& caller, cluster::HalfRequ
   ISO_ASSIGN_OR_RETURN(CrossEnd end, node->ResolveForPeer(req.local, std::move(packed), &access));
   const uint64_t key = req.part.key;
   return StartLocalHalf(key, std::move(req.part), end, req.other, req.box, req.priority,
-                        req.durable, caller, nullptr);
+                        req.durable, caller, req.source.transfer, nullptr);
 }
 
 Status Cluster::Impl::AwaitHalf(uint64_t key, std::function<void(const Status&)> on_end) {

@@ -425,7 +425,10 @@ void Cluster::Impl::MarkDownPeer(Peer& peer, const Status& why,
     st.up = false;
     st.state = "down";
     st.last_error = std::string(why.message());
-    if (was_up) spdlog::warn("peer '{}' is down: {}", name, ForLog(why.ToString(), 512));
+    if (was_up) {
+      spdlog::warn("peer '{}' ({}) is down: {}", name, p->config.address,
+                   ForLog(why.ToString(), 512));
+    }
     for (auto& [key, h] : halves) {
       if (!h->finished && (h->partner == name || h->initiator == name)) {
         h->aborted = why;

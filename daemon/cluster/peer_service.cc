@@ -55,9 +55,10 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
     auto caller = Caller(ctx, "AwaitHalf", *req);
     if (!caller.ok()) return Reply(ctx, caller.status());
     grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
-    Status s = impl_->AwaitHalf(req->key(), [r, resp](const Status& end) {
+    Cluster::Impl* impl = impl_;
+    Status s = impl_->AwaitHalf(req->key(), [r, resp, impl](const Status& end) {
       resp->set_code(static_cast<int>(end.code()));
-      resp->set_message(std::string(end.message()));
+      resp->set_message(std::string(impl->ForPeer(end).message()));
       r->Finish(grpc::Status::OK);
     });
     if (!s.ok()) r->Finish(ToGrpc(s));
@@ -185,7 +186,7 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
       return NotFound("node '", req.partner(), "' is not a peer of node '", impl_->self(), "'");
     }
     ISO_ASSIGN_OR_RETURN(HalfRequest half, FromProto(req));
-    return impl_->StartPeerHalf(caller, std::move(half));
+    return impl_->ForPeer(impl_->StartPeerHalf(caller, std::move(half)));
   }
 
   Cluster::Impl* const impl_;

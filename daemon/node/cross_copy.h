@@ -102,6 +102,32 @@ struct PlanReport {
   std::string why;  // datatype plans: the forms and what their runs cost
 };
 
+// One hop of a transfer and how far it is (isoctl transfers).
+struct HopReport {
+  std::string src_memory, dst_memory, channel, src_layout, dst_layout;
+  uint64_t chunks_done = 0;
+  uint64_t chunks_total = 0;
+};
+
+// A half of a cross-node copy that runs on this node, for `isoctl
+// transfers` on either node: `id` is the copy's transfer id on the node
+// that started it (0: an initiator too old to send it), so the same id
+// finds both halves. Memory names are node-qualified ("a:sys0").
+struct HalfReport {
+  uint64_t id = 0;
+  std::string initiator;  // the node that started the copy
+  std::string partner;    // the node at the other end of the network hop
+  bool sending = false;
+  bool remote = false;  // started by another node
+  bool finished = false;
+  Status status;
+  int priority = 0;
+  uint64_t bytes = 0;
+  double elapsed_s = 0;
+  std::string path;             // the whole path, both nodes' hops
+  std::vector<HopReport> hops;  // this node's hops
+};
+
 // A running cross-node copy, as the initiating node sees it.
 class CrossTransfer {
  public:
@@ -131,6 +157,22 @@ class CrossCopier {
  public:
   virtual ~CrossCopier() = default;
   virtual FormExchangeStats FormStats() const { return {}; }
+  // The halves of cross-node copies this node runs (or ran in the last
+  // minutes), whoever started them: those of copy `id` only (0: all), and
+  // only those still running if `running_only`. Takes the cluster's lock:
+  // never call it holding the node's.
+  virtual std::vector<HalfReport> Halves(uint64_t id, bool running_only) const {
+    (void)id;
+    (void)running_only;
+    return {};
+  }
+  // The memories the network channel with `peer` connects, as
+  // "sys0->b:sys0" (both directions); empty while the peer's graph is not
+  // known.
+  virtual std::vector<std::string> LinkEdges(const std::string& peer) const {
+    (void)peer;
+    return {};
+  }
   // Plans and starts the copy; `done` runs once with its final status.
   // Errors (unknown or unreachable node, bad ends) return here.
   virtual Result<std::shared_ptr<CrossTransfer>> Copy(CrossCopySpec spec,

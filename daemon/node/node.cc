@@ -25,6 +25,10 @@ Node::~Node() {
 Result<std::unique_ptr<Node>> Node::Create(const Config& config, const ChannelContext& context) {
   auto impl = std::make_unique<Impl>();
   impl->config = config;
+  {
+    absl::MutexLock lock(&impl->mu);
+    impl->next_cross = TransferIdBase(config.runtime.node) | kCrossTransferBit;
+  }
   RuntimeConfig rc = config.runtime;
   if (config.daemon.calibrate) {
     rc.calibrate = true;
@@ -171,14 +175,26 @@ std::vector<MemoryReport> Node::ListMemories() const {
 std::vector<ChannelReport> Node::ListChannels() const {
   const std::vector<ChannelStats> stats = impl_->runtime->Channels();
   const Topology& topo = impl_->runtime->topology();
+  // A network channel's edges join two nodes' graphs: the cluster layer
+  // knows them (not under mu: it takes its own lock).
+  std::map<std::string, std::vector<std::string>> link_edges;
+  if (impl_->cross) {
+    for (const ChannelConfig& c : impl_->config.runtime.channels) {
+      if (!c.peer.empty()) link_edges[c.peer] = impl_->cross->LinkEdges(c.peer);
+    }
+  }
   absl::MutexLock lock(&impl_->mu);
   std::vector<ChannelReport> out;
   for (size_t c = 0; c < stats.size(); ++c) {
     ChannelReport r;
     r.stats = stats[c];
     r.config = impl_->config.runtime.channels[c];
+    if (!r.config.peer.empty()) {
+      r.edges = link_edges[r.config.peer];
+      r.limits = NetworkLimits(impl_->config.cluster);
+    }
     for (const TopologyEdge& e : topo.edges) {
-      if (e.channel == static_cast<int>(c)) {
+      if (e.channel == static_cast<int>(c) && r.config.peer.empty()) {
         r.edges.push_back(topo.FindMemory(e.src)->name + "->" + topo.FindMemory(e.dst)->name);
       }
     }
@@ -262,11 +278,13 @@ NodeStatus Node::GetStatus() const {
   NodeStatus s;
   s.runtime = impl_->runtime->Stats();
   if (impl_->cross) s.forms = impl_->cross->FormStats();  // not under mu: it locks its own
+  const uint64_t remote_halves = impl_->RunningRemoteHalves();
   absl::MutexLock lock(&impl_->mu);
   s.node = impl_->config.runtime.node;
   s.uptime_s = std::chrono::duration<double>(NodeClock::now() - impl_->started).count();
   s.sessions = static_cast<uint32_t>(impl_->sessions.size());
-  s.transfers_active = impl_->active.size();
+  // Halves of other nodes' copies count: the runtime counts their ends.
+  s.transfers_active = impl_->active.size() + remote_halves;
   s.allocations = impl_->allocations.size();
   s.instances = impl_->instances.size();
   for (const auto& [id, session] : impl_->sessions) s.datatypes += session.datatypes.size();

@@ -72,12 +72,6 @@ struct OpenedSession {
   uint64_t id = 0;
 };
 
-struct HopReport {
-  std::string src_memory, dst_memory, channel, src_layout, dst_layout;
-  uint64_t chunks_done = 0;
-  uint64_t chunks_total = 0;
-};
-
 struct TransferReport {
   uint64_t id = 0;
   SessionOwner owner;
@@ -92,6 +86,9 @@ struct TransferReport {
   double measured_bytes_per_s = 0;
   std::string path;
   std::vector<HopReport> hops;
+  // A half of another node's copy: "remote half of a:ID, receiving from
+  // a" (empty for this node's own transfers).
+  std::string remote_half;
 };
 
 struct AllocationReport {
@@ -112,6 +109,7 @@ struct ChannelReport {
   ChannelStats stats;
   ChannelConfig config;
   std::vector<std::string> edges;
+  std::string limits;  // a network channel's bounds (ChannelInfo.limits)
   double current_bytes_per_s = 0;
   double peak_bytes_per_s = 0;
 };

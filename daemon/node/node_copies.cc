@@ -380,14 +380,6 @@ Status Node::Cancel(const std::string& session, uint64_t transfer, bool is_opera
   return OkStatus();
 }
 
-Result<TransferReport> Node::GetTransfer(const std::string& session, uint64_t transfer,
-                                         bool is_operator) const {
-  absl::MutexLock lock(&impl_->mu);
-  ISO_ASSIGN_OR_RETURN(FoundTransfer f,
-                       impl_->TouchableLocked(session, transfer, is_operator, "inspecting"));
-  return impl_->BuildReport(*f.record);
-}
-
 Status Node::WhenDone(const std::string& session, uint64_t transfer, bool is_operator,
                       TransferCallback cb) {
   TransferReport rep;
@@ -403,13 +395,6 @@ Status Node::WhenDone(const std::string& session, uint64_t transfer, bool is_ope
   }
   cb(rep);
   return OkStatus();
-}
-
-std::vector<TransferReport> Node::ListTransfers() const {
-  absl::MutexLock lock(&impl_->mu);
-  std::vector<TransferReport> out;
-  for (const auto& [id, r] : impl_->active) out.push_back(impl_->BuildReport(*r));
-  return out;
 }
 
 }  // namespace isometry

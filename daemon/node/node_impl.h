@@ -232,8 +232,9 @@ struct Node::Impl {
   // Forms computed vs taken from a handle's memo (isoctl status).
   std::atomic<uint64_t> translations{0};
   std::atomic<uint64_t> translations_memoized{0};
-  // Ids of cross-node copies this node starts; far above the runtime's.
-  uint64_t next_cross ABSL_GUARDED_BY(mu) = 1ull << 48;
+  // Ids of cross-node copies this node starts: the node's ids with
+  // kCrossTransferBit (runtime.h), apart from the runtime's.
+  uint64_t next_cross ABSL_GUARDED_BY(mu) = kCrossTransferBit;
   bool draining ABSL_GUARDED_BY(mu) = false;
   // (time, bytes done per channel) over the last second.
   std::deque<std::pair<NodeClock::time_point, std::vector<uint64_t>>> samples ABSL_GUARDED_BY(mu);
@@ -364,6 +365,10 @@ struct Node::Impl {
   // `detailed` adds the path text and per-hop progress: string work kept
   // off the completion path (the ring's latency), done on introspection.
   TransferReport BuildReport(const TransferRecord& r, bool detailed = true) const;
+  // node_halves.cc: the cluster layer's halves (none without peers).
+  // Never under mu: the cluster layer takes its own lock.
+  std::vector<HalfReport> Halves(uint64_t id, bool running_only) const ABSL_LOCKS_EXCLUDED(mu);
+  uint64_t RunningRemoteHalves() const ABSL_LOCKS_EXCLUDED(mu);
   // Moves a finished record out of `active` and returns the callbacks to
   // run (outside the lock).
   PendingCalls Finalize(const std::shared_ptr<TransferRecord>& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
@@ -393,6 +398,8 @@ struct Node::Impl {
 // What an instance spec describes, for messages: "layout 'F,x' over
 // [0,8)" or "3 x vector(...)".
 std::string InstanceWhat(const InstanceSpec& spec);
+// A network channel's bounds for isoctl channels (node_halves.cc).
+std::string NetworkLimits(const ClusterConfig& c);
 std::optional<uint64_t> TokenNumber(const std::string& token);
 SessionOwner OwnerOf(const Session& s);
 // An instance's storage [offset, offset + bytes) must not wrap 2^64.

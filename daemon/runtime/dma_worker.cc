@@ -232,10 +232,15 @@ void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdSta
     if (!s.ok() && t->phase == Phase::kRunning) {
       const TopologyEdge& e = t->path.edges[x->hop];
       const RemotePart* remote = t->remote ? &*t->remote : nullptr;
-      c = Abort(t, Status(s.code(), StrCat("transfer ", t->id, ", hop ", x->hop, " (",
-                                           MemoryName(e.src, remote), " -> ",
-                                           MemoryName(e.dst, remote), " on channel '",
-                                           e.channel_name, "'), chunk ", k, ": ", s.message())));
+      // A half of a cross-node copy: the copy's id, and the channel by its
+      // name here ("tcp:b"; the joined graph calls every link "tcp").
+      const uint64_t id = remote && remote->copy_id ? remote->copy_id : t->id;
+      const std::string& channel =
+          x->channel < config.channels.size() ? config.channels[x->channel].name : e.channel_name;
+      c = Abort(t, Status(s.code(),
+                          StrCat("transfer ", id, ", hop ", x->hop, " (", MemoryName(e.src, remote),
+                                 " -> ", MemoryName(e.dst, remote), " on channel '", channel,
+                                 "'), chunk ", k, ": ", s.message())));
     }
     if (t->phase == Phase::kDraining && t->in_flight == 0) c = Finish(t, t->failure);
     // Only this transfer's channels can have new work (a free slot, a

@@ -97,6 +97,20 @@ struct TransferTimes {
   uint64_t dispatch_seq_at_last = 0;
 };
 
+// Transfer ids are unique across a cluster: the node id sits in the top
+// 24 bits (config node ids above 2^24 - 1 share a prefix with a smaller
+// one), bit 39 marks a cross-node copy's id (Node), the low 39 bits count.
+// A copy's id names it on every node it touches (`isoctl transfers` there
+// lists its half under the initiator's id).
+inline constexpr int kTransferNodeShift = 40;
+inline constexpr uint64_t kCrossTransferBit = 1ull << 39;
+inline uint64_t TransferIdBase(uint32_t node) {
+  return static_cast<uint64_t>(node & 0xFFFFFFu) << kTransferNodeShift;
+}
+inline uint32_t TransferNode(uint64_t id) {
+  return static_cast<uint32_t>(id >> kTransferNodeShift);
+}
+
 // This node's part of a cross-node transfer (DESIGN.md, "Cluster"): the
 // initiating node planned `path` over the cluster's graph (memory ids are
 // cluster-wide) and every node involved runs the hops that live on it. The
@@ -114,9 +128,12 @@ struct RemotePart {
   std::string peer;      // the other node's name (cluster.node_name)
   uint64_t chunk_target = 0;
   uint64_t slot_limit = 0;
-  // The other node's memories on the path as users name them ("b:sys0"),
-  // for messages; this node's are named by its own config.
+  // The path's memories as users name them, node-qualified ("b:sys0",
+  // "a:sys0"), for messages.
   std::map<MemoryId, std::string> names;
+  // The copy's id on the node that started it (0: unknown): messages name
+  // the copy by the id its user knows, not by this half's.
+  uint64_t copy_id = 0;
 };
 
 struct CopyRequest {

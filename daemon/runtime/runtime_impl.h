@@ -62,7 +62,9 @@ struct Completion {
 
 struct Runtime::Impl {
   explicit Impl(const RuntimeConfig& c)
-      : config(c), cache(c.program_cache_entries, c.program_cache_bytes) {}
+      : config(c), cache(c.program_cache_entries, c.program_cache_bytes) {
+    next_id = TransferIdBase(c.node) + 1;
+  }
 
   // ---- constant after Create (read without a lock) ----
   RuntimeConfig config;

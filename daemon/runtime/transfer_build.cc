@@ -36,10 +36,11 @@ bool Runtime::Impl::IsDisk(MemoryId id) const {
 }
 
 std::string Runtime::Impl::MemoryName(MemoryId id, const RemotePart* part) const {
-  if (const TopologyMemory* m = topo.FindMemory(id)) return m->name;
+  // A half's names first: node-qualified, as both nodes' users read them.
   if (part) {
     if (auto it = part->names.find(id); it != part->names.end()) return it->second;
   }
+  if (const TopologyMemory* m = topo.FindMemory(id)) return m->name;
   return StrCat("memory ", id.memory, " of node ", id.node);
 }
 

@@ -104,6 +104,7 @@ void ToProto(const TransferReport& r, v1::TransferInfo* out) {
   out->set_predicted_bytes_per_s(r.predicted_bytes_per_s);
   out->set_measured_bytes_per_s(r.measured_bytes_per_s);
   out->set_path(r.path);
+  out->set_remote_half(r.remote_half);
   v1::SessionOwner* owner = out->mutable_owner();
   owner->set_session_id(r.owner.session);
   owner->set_client_name(r.owner.client);
@@ -139,7 +140,9 @@ void ToProto(const ChannelReport& r, v1::ChannelInfo* out) {
   out->set_kind(std::string(ChannelKindName(r.config.kind)));
   for (const std::string& e : r.edges) out->add_edges(e);
   out->set_threads(r.config.threads);
-  out->set_max_in_flight(r.stats.threads_or_slots);
+  // A network channel's requests wait on credits, not on a slot count.
+  out->set_max_in_flight(r.limits.empty() ? r.stats.threads_or_slots : 0);
+  out->set_limits(r.limits);
   out->set_requests_in_flight(r.stats.requests_in_flight);
   for (const auto& [prio, xds] : r.stats.queued_by_priority) {
     v1::QueueLevel* q = out->add_queued();

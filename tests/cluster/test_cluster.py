@@ -337,10 +337,10 @@ class Checksums(ClusterTest):
                 ca.copy(s, d)
             self.assertEqual(e.exception.info.code, 15)  # DATA_LOSS
             self.assertIn("checksum", e.exception.info.message)
-            # The node that saw it first names the other's memory as users
-            # write it (#11), not "memory 0 of node 1".
+            # Both nodes name both memories as users write them, node-
+            # qualified (#11, #17), never "memory 0 of node 1".
             self.assertRegex(e.exception.info.message,
-                             r"\((a:sys0 -> sys0|sys0 -> b:sys0) on channel")
+                             r"\(a:sys0 -> b:sys0 on channel .tcp:[ab].\)")
             self.assertNotIn(" of node ", e.exception.info.message)
             # b -> a is not corrupted (a injects nothing) and checks out.
             back = ca.allocate("sys0", n * 4)

@@ -184,9 +184,11 @@ std::string RenderChannels(const v1::ListChannelsResponse& r) {
            {"CAP", Align::kRight},
            {"EDGES"}});
   for (const v1::ChannelInfo& c : r.channels()) {
-    t.AddRow({c.name(), c.kind(),
-              std::to_string(c.requests_in_flight()) + "/" + std::to_string(c.max_in_flight()),
-              Queued(c), std::to_string(c.requests_done()), FormatBytes(c.bytes_done()),
+    // A network channel: credits bound it (its limits, below the table).
+    const std::string bound =
+        c.max_in_flight() > 0 ? std::to_string(c.max_in_flight()) : std::string("credits");
+    t.AddRow({c.name(), c.kind(), std::to_string(c.requests_in_flight()) + "/" + bound, Queued(c),
+              std::to_string(c.requests_done()), FormatBytes(c.bytes_done()),
               FormatRate(c.current_bytes_per_s()), FormatRate(c.peak_bytes_per_s()),
               c.rate_limit_bytes_per_s()
                   ? FormatRate(static_cast<double>(c.rate_limit_bytes_per_s()))
@@ -196,7 +198,11 @@ std::string RenderChannels(const v1::ListChannelsResponse& r) {
   if (t.empty()) {
     return "no channels\n";
   }
-  return t.Render();
+  std::string out = t.Render();
+  for (const v1::ChannelInfo& c : r.channels()) {
+    if (!c.limits().empty()) out += c.name() + ": " + c.limits() + "\n";
+  }
+  return out;
 }
 
 std::string RenderTransfers(const v1::ListTransfersResponse& r) {
@@ -213,9 +219,13 @@ std::string RenderTransfers(const v1::ListTransfersResponse& r) {
            {"CHUNKS", Align::kRight},
            {"DONE", Align::kRight}});
   for (const v1::TransferInfo& x : r.transfers()) {
-    std::vector<std::string> head = {std::to_string(x.id()),        x.state(),
-                                     std::to_string(x.priority()),  FormatBytes(x.bytes()),
-                                     FormatDuration(x.elapsed_s()), OwnerText(x.owner())};
+    std::vector<std::string> head = {
+        std::to_string(x.id()),
+        x.state(),
+        std::to_string(x.priority()),
+        FormatBytes(x.bytes()),
+        FormatDuration(x.elapsed_s()),
+        x.remote_half().empty() ? OwnerText(x.owner()) : ForLog(x.remote_half(), 96)};
     if (x.hops().empty()) {
       t.AddRow(head);
       continue;
@@ -273,7 +283,9 @@ std::string RenderTransfer(const v1::TransferInfo& x) {
   }
   out += "\n";
   out += PredictionLine(x);
-  if (x.has_owner()) {
+  if (!x.remote_half().empty()) {
+    out += ForLog(x.remote_half(), 96) + "\n";
+  } else if (x.has_owner()) {
     out += "owner: " + OwnerText(x.owner()) + "\n";
   }
   if (!x.path().empty()) {
