@@ -99,7 +99,8 @@ Status ReadRuntime(const Reader& r, const toml::table& t, RuntimeConfig& c) {
       {"node", "space_threshold", "slots_per_buffer", "program_cache_entries",
        "program_cache_bytes", "inline_bytes", "full_planner_threshold", "plan_cache_entries"}));
   if (const toml::node* n = t.get("node")) {
-    ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, "runtime.node", 0, UINT32_MAX));
+    // Transfer ids carry the node in 24 bits (daemon/runtime/runtime.h).
+    ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, "runtime.node", 0, 0xFFFFFF));
     c.node = static_cast<uint32_t>(v);
   }
   if (const toml::node* n = t.get("space_threshold")) {

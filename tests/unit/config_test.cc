@@ -39,6 +39,9 @@ TEST_CASE("config errors name the key and the line") {
              Catch::Contains("test.toml:2: key 'runtime.slots_per_buffer'"));
   CHECK_THAT(ErrorOf("[runtime]\nspace_threshold = \"big\"\n"),
              Catch::Contains("key 'runtime.space_threshold'"));
+  // Transfer ids carry the node in 24 bits.
+  CHECK_THAT(ErrorOf("[runtime]\nnode = 16777216\n"),
+             Catch::Contains("test.toml:2: key 'runtime.node'"));
   CHECK_THAT(ErrorOf("[[memory]]\nname = \"a\"\nkind = \"TAPE\"\n"),
              Catch::Contains("test.toml:3: key 'memory.kind': unknown kind 'TAPE'"));
   CHECK_THAT(ErrorOf("[runtime\n"), Catch::Contains("test.toml:1"));
