@@ -42,6 +42,18 @@ class ShapedLink(unittest.TestCase):
         self.net.close()
         self.assertEqual(set(codes.values()) - {-9}, {0}, codes)
 
+    def byte_arrays(self, ca, cb, n, data=None):
+        """n bytes (`data` when given) on a, a published destination on b;
+        returns the two 1-D instances and b's allocation."""
+        src = ca.allocate("sys0", n)
+        if data is not None:
+            ca.write(src, 0, data)
+        dst = cb.allocate("sys0", n)
+        cb.publish(dst)
+        s = ca.register_instance(src, [n], [("v", 1)], "F,x")
+        d = ca.register_instance(dst.id, [n], [("v", 1)], "F,x", memory="b:sys0")
+        return s, d, dst
+
     def test_copy_across_the_shaped_link(self):
         n = 64 << 20
         data = os.urandom(n)
@@ -66,11 +78,7 @@ class ShapedLink(unittest.TestCase):
         n = 256 << 20  # about 1 s on the link: cut half-way
         a, b = self.cluster["a"], self.cluster["b"]
         with a.client() as ca, b.client() as cb:
-            src = ca.allocate("sys0", n)
-            dst = cb.allocate("sys0", n)
-            cb.publish(dst)
-            s = ca.register_instance(src, [n], [("v", 1)], "F,x")
-            d = ca.register_instance(dst.id, [n], [("v", 1)], "F,x", memory="b:sys0")
+            s, d, _ = self.byte_arrays(ca, cb, n)
             t = ca.copy(s, d, wait=False)
             time.sleep(0.4)
             self.net.cut(0)  # no FIN, no RST: only timeouts can tell
@@ -101,12 +109,7 @@ class ShortCut(ShapedLink):
         data = os.urandom(n)
         a, b = self.cluster["a"], self.cluster["b"]
         with a.client() as ca, b.client() as cb:
-            src = ca.allocate("sys0", n)
-            ca.write(src, 0, data)
-            dst = cb.allocate("sys0", n)
-            cb.publish(dst)
-            s = ca.register_instance(src, [n], [("v", 1)], "F,x")
-            d = ca.register_instance(dst.id, [n], [("v", 1)], "F,x", memory="b:sys0")
+            s, d, dst = self.byte_arrays(ca, cb, n, data)
             t = ca.copy(s, d, wait=False)
             time.sleep(0.3)
             self.net.cut(0)
