@@ -92,7 +92,7 @@ Result<std::vector<std::byte>> EncodeDeltaRecord(const std::byte* image, uint64_
   const uint64_t index = pages.size() * sizeof(uint64_t);
   std::vector<std::byte> out(sizeof(DeltaHeader) + index + data);
   std::byte* at = out.data() + sizeof(DeltaHeader);
-  std::memcpy(at, pages.data(), index);
+  if (index > 0) std::memcpy(at, pages.data(), index);  // an empty vector's data() may be null
   at += index;
   for (uint64_t p : pages) {
     const uint64_t n = PageBytes(image_bytes, p);
@@ -171,7 +171,9 @@ Result<std::vector<DeltaRecordView>> ParseDeltaChain(std::span<const std::byte> 
     DeltaRecordView v;
     v.sequence = h->sequence;
     v.pages.resize(h->page_count);
-    std::memcpy(v.pages.data(), chain.data() + payload, h->page_count * sizeof(uint64_t));
+    if (!v.pages.empty()) {
+      std::memcpy(v.pages.data(), chain.data() + payload, h->page_count * sizeof(uint64_t));
+    }
     uint64_t data = 0;
     for (size_t i = 0; i < v.pages.size(); ++i) {
       const uint64_t n = PageBytes(image_bytes, v.pages[i]);
