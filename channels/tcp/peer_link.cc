@@ -108,10 +108,6 @@ uint64_t PeerLink::bytes_received() const {
   absl::MutexLock lock(&mu_);
   return received_;
 }
-uint64_t PeerLink::resumes() const {
-  absl::MutexLock lock(&mu_);
-  return resumes_;
-}
 
 void PeerLink::AddIncoming(std::unique_ptr<Wire> wire, bool checksum) {
   auto c = std::make_shared<Conn>();
@@ -124,8 +120,7 @@ void PeerLink::AddIncoming(std::unique_ptr<Wire> wire, bool checksum) {
     // old one break): the oldest connections are stale, and what went
     // over them is credited and ACKed again once the new set is in.
     std::vector<std::function<void()>> calls;
-    std::deque<Job> dropped;
-    in_.front()->Close(calls, Unavailable("replaced"), &dropped);
+    in_.front()->Close(calls, Unavailable("replaced"));
     closed_.push_back(in_.front());
     in_.erase(in_.begin());
     for (auto& fn : calls) completer_->Post(std::move(fn));
@@ -139,13 +134,9 @@ void PeerLink::AddIncoming(std::unique_ptr<Wire> wire, bool checksum) {
   StartConn(c);
   if (in_down_since_ && ++fresh_in_ >= options_.connections) {
     RecreditLocked();
-    spdlog::info(
-        "data link from peer '{}': resumed on {} new connection(s) from {} after {} ms", peer_,
-        in_.size(), c->wire->remote(),
-        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *in_down_since_)
-            .count());
+    spdlog::info("data link from peer '{}': resumed on {} new connection(s) from {} after {} ms",
+                 peer_, in_.size(), c->wire->remote(), MsSince(*in_down_since_));
     in_down_since_.reset();
-    ++resumes_;
   }
 }
 
@@ -273,11 +264,11 @@ void PeerLink::Post(const ChannelRequest& request, RequestDone done) {
   }
   posted_.emplace(key, Request{request, std::move(done)});
   if (in_.empty() || in_down_since_) return;  // credited when the peer's new set is in
-  Job j;
-  j.header.type = FrameType::kCredit;
-  j.header.transfer = key.first;
-  j.header.chunk = key.second;
-  Enqueue(*in_[key.second % in_.size()], std::move(j));
+  AnswerOverInLocked(FrameType::kCredit, key);
+}
+
+void PeerLink::AnswerOverInLocked(FrameType type, const Key& key) {
+  Enqueue(*in_[key.second % in_.size()], Job::Answer(type, key));
 }
 
 void PeerLink::Abandon(uint64_t transfer, const Status& why) {
@@ -562,11 +553,7 @@ Status PeerLink::ReceiveData(Conn& c, const FrameHeader& h) {
     if (c.Closing() && !in_.empty() && !in_down_since_) {
       // `c`'s set was replaced and the new one credited already: this
       // chunk's credit goes over the live set.
-      Job j;
-      j.header.type = FrameType::kCredit;
-      j.header.transfer = key.first;
-      j.header.chunk = key.second;
-      Enqueue(*in_[key.second % in_.size()], std::move(j));
+      AnswerOverInLocked(FrameType::kCredit, key);
     }
     return s;
   }

@@ -129,8 +129,6 @@ class PeerLink {
   int incoming() const;
   uint64_t bytes_sent() const;
   uint64_t bytes_received() const;
-  // Connection sets re-established after a drop (both directions).
-  uint64_t resumes() const;
   // The peer answers again after an outage that began at `since`: when
   // chunks are in flight and no connection got a frame since, the sets
   // are stuck in TCP's retransmission backoff; they are re-opened now.
@@ -165,6 +163,9 @@ class PeerLink {
   void Answer(Conn& c, FrameType type, const FrameHeader& h);
   void OnAbortFrame(const FrameHeader& h, const std::string& message) ABSL_LOCKS_EXCLUDED(mu_);
   void Enqueue(Conn& c, Job job);
+  // A CREDIT / ACK of `key` over the incoming connection its chunk maps to
+  // (in_ not empty).
+  void AnswerOverInLocked(FrameType type, const Key& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailConn(Conn* c, const Status& why) ABSL_LOCKS_EXCLUDED(mu_);
   // ---- resume (peer_link_resume.cc) ----
   // The set `c` belongs to broke: close it and keep its requests (the
@@ -243,7 +244,6 @@ class PeerLink {
   // Receiving: ACKs sent in the last few timeouts, oldest first.
   std::deque<std::pair<std::chrono::steady_clock::time_point, Key>> acked_ ABSL_GUARDED_BY(mu_);
   std::multiset<Key> acked_keys_ ABSL_GUARDED_BY(mu_);  // what acked_ holds, to look up
-  uint64_t resumes_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_resumer_ ABSL_GUARDED_BY(mu_) = false;
   std::thread resumer_;
 };

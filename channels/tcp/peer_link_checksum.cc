@@ -69,22 +69,17 @@ Status PeerLink::CheckChunk(Conn& c, const FrameHeader& h, std::optional<Request
 void PeerLink::Answer(Conn& c, FrameType type, const FrameHeader& h) {
   const Key key{h.transfer, h.chunk};
   const bool dropped = type == FrameType::kAck && MaybeDrop(c, options_.drop_after_chunk, key);
-  Job j;
-  j.header.type = type;
-  j.header.transfer = h.transfer;
-  j.header.chunk = h.chunk;
   absl::MutexLock lock(&mu_);
   if (type == FrameType::kAck) NoteAckLocked(key);
   if (dropped) return;
-  Conn* via = &c;
-  if (c.Closing()) {
+  if (!c.Closing()) {
+    Enqueue(c, Job::Answer(type, key));
+  } else if (!in_.empty() && !in_down_since_) {
     // Its set was replaced while the chunk landed: the answer goes over
-    // the live set, or with the resume (recent ACKs are repeated; a
-    // RESEND's chunk is posted, so it is credited again).
-    if (in_.empty() || in_down_since_) return;
-    via = in_[key.second % in_.size()].get();
+    // the live set (or, while the peer reconnects, with the resume: recent
+    // ACKs are repeated; a RESEND's chunk is posted, so credited again).
+    AnswerOverInLocked(type, key);
   }
-  Enqueue(*via, std::move(j));
 }
 
 Status PeerLink::OnAnswer(Conn& c, const FrameHeader& h) {

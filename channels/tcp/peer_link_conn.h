@@ -20,7 +20,21 @@ struct PeerLink::Job {
   FrameHeader header;
   std::string control;          // HELLO / ABORT payload
   std::optional<Request> data;  // DATA: what to send
+
+  // CREDIT, ACK or RESEND of one chunk.
+  static Job Answer(FrameType type, const Key& key) {
+    Job j;
+    j.header.type = type;
+    j.header.transfer = key.first;
+    j.header.chunk = key.second;
+    return j;
+  }
 };
+
+inline int64_t MsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t)
+      .count();
+}
 
 struct PeerLink::Conn {
   std::unique_ptr<Wire> wire;

@@ -47,13 +47,8 @@ Status PeerLink::OpenSet(const std::string& address, uint32_t self_node, const P
   for (auto& fn : calls) completer_->Post(std::move(fn));
   if (out_down_since_) {
     spdlog::info("data link to peer '{}': resumed after {} ms; {} chunk(s) wait for credit again",
-                 peer_,
-                 std::chrono::duration_cast<std::chrono::milliseconds>(
-                     std::chrono::steady_clock::now() - *out_down_since_)
-                     .count(),
-                 waiting_credit_.size());
+                 peer_, MsSince(*out_down_since_), waiting_credit_.size());
     out_down_since_.reset();
-    ++resumes_;
   }
   spdlog::info("data link to peer '{}': {} connection(s) to {}, {}, checksums {}", peer_,
                conns.size(), address,

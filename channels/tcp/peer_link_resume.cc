@@ -22,10 +22,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int64_t MsSince(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
-}
-
 }  // namespace
 
 void PeerLink::SuspendLocked(Conn* c, const Status& why,
@@ -102,21 +98,9 @@ void PeerLink::NoteAckLocked(const Key& key) {
 
 void PeerLink::RecreditLocked() {
   if (in_.empty()) return;
-  const size_t n = in_.size();
-  for (const auto& [key, r] : posted_) {
-    Job j;
-    j.header.type = FrameType::kCredit;
-    j.header.transfer = key.first;
-    j.header.chunk = key.second;
-    Enqueue(*in_[key.second % n], std::move(j));
-  }
+  for (const auto& [key, r] : posted_) AnswerOverInLocked(FrameType::kCredit, key);
   for (const auto& [when, key] : acked_) {
-    if (dead_.count(key.first)) continue;
-    Job j;
-    j.header.type = FrameType::kAck;
-    j.header.transfer = key.first;
-    j.header.chunk = key.second;
-    Enqueue(*in_[key.second % n], std::move(j));
+    if (!dead_.count(key.first)) AnswerOverInLocked(FrameType::kAck, key);
   }
   spdlog::info("data link from peer '{}': {} chunk(s) credited again, {} ACK(s) repeated", peer_,
                posted_.size(), acked_.size());
