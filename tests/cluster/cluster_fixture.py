@@ -256,6 +256,23 @@ class Cluster:
                 raise RuntimeError(f"cluster did not come up: {details}")
             time.sleep(0.1)
 
+    def copy_bytes(self, src, dst, n, timeout_ms=60000):
+        """n random bytes from node `src`'s sys0 into a published allocation of
+        node `dst`, started on `src`; returns (info, data sent, bytes read back)."""
+        a, b = self[src], self[dst]
+        data = os.urandom(n)
+        with b.client() as cb:
+            dst_alloc = cb.allocate("sys0", n)
+            cb.publish(dst_alloc)
+        with a.client() as ca:
+            src_alloc = ca.allocate("sys0", n)
+            ca.write(src_alloc, 0, data)
+            s = ca.register_instance(src_alloc, [n], [("v", 1)], "F,x")
+            d = ca.register_instance(dst_alloc.id, [n], [("v", 1)], "F,x", memory=f"{dst}:sys0")
+            info = ca.wait(ca.copy(s, d, wait=False), timeout_ms=timeout_ms, check=False)
+        with b.client() as cb:
+            return info, data, cb.read(dst_alloc, 0, n)
+
     def stop_checked(self, test):
         """stop(), then `test` asserts every node exited 0 (or was killed, -9),
         with the log tail of any that did not."""

@@ -127,19 +127,7 @@ class EtcdMembershipTest(unittest.TestCase):
             time.sleep(0.1)
 
     def copy(self, src, dst, n=N):
-        a, b = self.node(src), self.node(dst)
-        data = os.urandom(n)
-        with b.client() as cb:
-            d_alloc = cb.allocate("sys0", n)
-            cb.publish(d_alloc)
-        with a.client() as ca:
-            s_alloc = ca.allocate("sys0", n)
-            ca.write(s_alloc, 0, data)
-            s = ca.register_instance(s_alloc, [n], [("v", 1)], "F,x")
-            d = ca.register_instance(d_alloc.id, [n], [("v", 1)], "F,x", memory=f"{dst}:sys0")
-            info = ca.wait(ca.copy(s, d, wait=False), timeout_ms=30000, check=False)
-        with b.client() as cb:
-            got = cb.read(d_alloc, 0, n)
+        info, data, got = self.cluster.copy_bytes(src, dst, n, timeout_ms=30000)
         return info, got == data
 
     def wait_gone(self, observer, name, timeout):

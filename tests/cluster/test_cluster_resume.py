@@ -41,20 +41,7 @@ class ResumeTest(unittest.TestCase):
         self.cluster.stop_checked(self)
 
     def copy_a_to_b(self, n=N):
-        a, b = self.cluster["a"], self.cluster["b"]
-        data = os.urandom(n)
-        with b.client() as cb:
-            dst = cb.allocate("sys0", n)
-            cb.publish(dst)
-        with a.client() as ca:
-            src = ca.allocate("sys0", n)
-            ca.write(src, 0, data)
-            s = ca.register_instance(src, [n], [("v", 1)], "F,x")
-            d = ca.register_instance(dst.id, [n], [("v", 1)], "F,x", memory="b:sys0")
-            info = ca.wait(ca.copy(s, d, wait=False), timeout_ms=60000, check=False)
-        with b.client() as cb:
-            got = cb.read(dst, 0, n)
-        return info, data, got
+        return self.cluster.copy_bytes("a", "b", n)
 
     def assert_idle(self):
         for node in self.cluster.nodes:
