@@ -113,6 +113,9 @@ struct CrossPlan {
   Path path;
   size_t net_hop = 0;
   uint64_t chunk_target = 0, slot_limit = 0;
+  // Both ends on one other node: that node runs the whole copy (path is
+  // then its plan as this node sees it, and there is no network hop).
+  bool forward = false;
 };
 
 // A half this node runs for a cross-node copy. Its mutable fields are
@@ -128,6 +131,7 @@ struct Half {
   uint64_t source_transfer = 0;
   bool sending = false;
   size_t net_hop = 0;
+  bool whole = false;  // a forwarded copy: every hop runs here, none crosses
   Path path;
   std::map<MemoryId, std::string> names;
   int priority = 0;
@@ -196,6 +200,8 @@ struct HalfRequest {
   uint64_t form_hash = 0;
   std::string form;
   uint64_t form_span = 0;
+  // Forwarding: this node runs the whole copy from `local` to this end.
+  std::optional<InstanceSpec> forward_dst;
 };
 
 class CrossOp;
@@ -334,6 +340,14 @@ struct Cluster::Impl {
   // The packed end a datatype half from `caller` describes, checked.
   Result<std::shared_ptr<const PackedEnd>> PeerPackedEnd(const std::string& caller,
                                                          const cluster::HalfRequest& req);
+  // A forwarded copy (req.forward_dst): both ends here, the whole copy
+  // run by this node's runtime as a half the initiator awaits.
+  Status StartForwardedHalf(const std::string& caller, cluster::HalfRequest req);
+  // Registers `h` and starts its runtime copy; `ends` are kept alive and
+  // their watches (Active Access) finish before the half ends.
+  Status RunHalf(const std::shared_ptr<Half>& h, CopyRequest req,
+                 const std::vector<const CrossEnd*>& ends,
+                 const std::function<void(Status)>& on_done) ABSL_LOCKS_EXCLUDED(mu);
   // Runs `on_end` with the half's final status, now when it has ended;
   // NotFound when this node has no half `key`.
   Status AwaitHalf(uint64_t key, std::function<void(const Status&)> on_end) ABSL_LOCKS_EXCLUDED(mu);
@@ -350,6 +364,9 @@ struct Cluster::Impl {
   Result<CrossPlan> PlanCross(const NodeMemory& src, const NodeMemory& dst,
                               const Layout& src_layout, const Layout& dst_layout, const Box& box,
                               const FieldSpace& fields);
+  Result<CrossPlan> PlanForward(const NodeMemory& src, const NodeMemory& dst,
+                                const Layout& src_layout, const Layout& dst_layout, const Box& box,
+                                const FieldSpace& fields);
   NodeMemory NameOf(const CrossEnd& e) const;
   Result<std::shared_ptr<CrossTransfer>> Copy(CrossCopySpec spec, std::function<void(Status)> done)
       ABSL_LOCKS_EXCLUDED(mu);

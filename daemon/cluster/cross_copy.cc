@@ -120,10 +120,7 @@ Result<cluster::CrossPlan> Cluster::Impl::PlanCross(const NodeMemory& src, const
                                                     const Layout& src_layout,
                                                     const Layout& dst_layout, const Box& box,
                                                     const FieldSpace& fields) {
-  if (src.node == dst.node) {
-    return absl::UnimplementedError(StrCat("both ends are on node '", src.node,
-                                           "': ask that node to copy (its own clients do)"));
-  }
+  if (src.node == dst.node) return PlanForward(src, dst, src_layout, dst_layout, box, fields);
   // The graph: both nodes' memories and channels, named "node:memory",
   // joined by the network edges from the source's SYS memories to the
   // destination's.
@@ -165,6 +162,39 @@ Result<cluster::CrossPlan> Cluster::Impl::PlanCross(const NodeMemory& src, const
   return plan;
 }
 
+// Both ends on one other node: forwarded, that node plans and runs the
+// whole copy. The plan here is over its graph as its welcome gave it, for
+// isoctl plan and the copy's path text; its own may differ (calibration).
+Result<cluster::CrossPlan> Cluster::Impl::PlanForward(const NodeMemory& src, const NodeMemory& dst,
+                                                      const Layout& src_layout,
+                                                      const Layout& dst_layout, const Box& box,
+                                                      const FieldSpace& fields) {
+  if (src.node == self()) {
+    return Internal("a copy with both ends on this node reached the cluster layer");
+  }
+  CrossPlan plan;
+  std::vector<NodeGraph> graphs;
+  ISO_RETURN_IF_ERROR(AddNodeGraph(src.node, graphs));
+  ISO_ASSIGN_OR_RETURN(plan.topo, JoinTopologies(graphs, {}));
+  ISO_ASSIGN_OR_RETURN(MemoryId src_mem,
+                       FindJoinedMemory(plan.topo, src.node, graphs[0].id, src.memory));
+  ISO_ASSIGN_OR_RETURN(MemoryId dst_mem,
+                       FindJoinedMemory(plan.topo, dst.node, graphs[0].id, dst.memory));
+  PlannerOptions po;
+  const RuntimeConfig& rc = node->runtime().config();
+  po.full_threshold = rc.full_planner_threshold;
+  po.space_threshold = rc.space_threshold;
+  po.cache_capacity = 0;
+  Planner planner(plan.topo, po);
+  ISO_ASSIGN_OR_RETURN(plan.path, planner.Plan({src_mem, src_layout}, {dst_mem, dst_layout}, box,
+                                               fields.total_bytes(), fields.smallest_bytes()));
+  plan.forward = true;
+  plan.net_hop = plan.path.edges.size();
+  plan.chunk_target = config.cluster.request_bytes;
+  plan.slot_limit = rc.space_threshold / static_cast<uint64_t>(rc.slots_per_buffer);
+  return plan;
+}
+
 NodeMemory Cluster::Impl::NameOf(const CrossEnd& e) const {
   if (!e.node.empty()) return {e.node, e.memory};
   const TopologyMemory* m = node->runtime().topology().FindMemory(e.local.memory);
@@ -194,6 +224,11 @@ Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::Copy(CrossCopySpec spec,
   ISO_ASSIGN_OR_RETURN(CrossPlan plan,
                        PlanCross(NameOf(spec.src), NameOf(spec.dst), spec.src.shape.layout,
                                  spec.dst.shape.layout, box, spec.src.shape.fields));
+  if (plan.forward && packed[0]) {
+    return absl::UnimplementedError(
+        StrCat("both ends of this datatype copy are on node '", spec.src.node,
+               "': forwarding takes layout copies only; ask that node (its clients can)"));
+  }
   if (packed[0]) CostPackedEnds(plan.path, *packed[0], *packed[1], plan.topo);
   uint64_t key;
   {
@@ -261,6 +296,11 @@ void Cluster::Impl::SetUpHalves(const std::shared_ptr<CrossOp>& op, const CrossC
                                 uint64_t slot_limit) {
   const std::string src_node = spec.src.node.empty() ? self() : spec.src.node;
   const std::string dst_node = spec.dst.node.empty() ? self() : spec.dst.node;
+  if (src_node == dst_node) {  // forwarded: that node runs it whole
+    op->AddHalf(src_node);
+    SetUpPeerHalf(op, spec, true, src_node, "", path, net_hop, chunk_target, slot_limit);
+    return;
+  }
   // The receiving half first: its credits are what lets the sender go.
   for (const bool sending : {false, true}) {
     if (op->failed()) break;
@@ -318,6 +358,7 @@ bool Cluster::Impl::SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const Cros
   out.durable = spec.durable;
   out.partner = partner;
   out.source = spec.source;
+  if (partner.empty()) out.forward_dst = &spec.dst;  // forwarded (SetUpHalves)
   Status started = CallStartHalf(*p, here, out);
   if (!started.ok()) {
     op->HalfDone(started);

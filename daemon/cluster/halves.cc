@@ -67,12 +67,39 @@ Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossE
   req.priority = priority;
   req.durable = durable;
   req.remote = std::move(part);
-  std::shared_ptr<const void> keep = end.keep;
-  Impl* self = this;
-  std::function<void(const Status&)> ended = [self, h, keep, on_done](const Status& s) {
+  return RunHalf(h, std::move(req), {&end}, on_done);
+}
+
+namespace {
+
+// `ended` behind the watches of `active` (Active Access): each applies and
+// logs its bytes before the next, and the half ends after the last.
+std::function<void(const Status&)> ThroughWatches(std::vector<std::shared_ptr<ActiveEnd>> active,
+                                                  std::function<void(const Status&)> ended) {
+  if (active.empty()) return ended;
+  std::shared_ptr<ActiveEnd> first = std::move(active.back());
+  active.pop_back();
+  std::function<void(const Status&)> rest = ThroughWatches(std::move(active), std::move(ended));
+  return
+      [first, rest](const Status& s) { first->Finish(s, [rest](const Status& fs) { rest(fs); }); };
+}
+
+}  // namespace
+
+Status Cluster::Impl::RunHalf(const std::shared_ptr<Half>& h, CopyRequest req,
+                              const std::vector<const CrossEnd*>& ends,
+                              const std::function<void(Status)>& on_done) {
+  std::vector<std::shared_ptr<const void>> keep;
+  std::vector<std::shared_ptr<ActiveEnd>> active;
+  for (const CrossEnd* e : ends) {
+    keep.push_back(e->keep);
+    if (e->active) active.push_back(e->active);
+  }
+  Impl* impl = this;
+  std::function<void(const Status&)> ended = [impl, h, keep, on_done](const Status& s) {
     std::vector<std::function<void(const Status&)>> waiters;
     {
-      absl::MutexLock lock(&self->mu);
+      absl::MutexLock lock(&impl->mu);
       h->finished = true;
       h->status = s;
       h->finished_at = Clock::now();
@@ -81,15 +108,10 @@ Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossE
     for (auto& w : waiters) w(s);
     if (on_done) on_done(s);
   };
-  if (std::shared_ptr<ActiveEnd> active = end.active) {
-    // A watched end (Active Access): the half ends once the watch has
-    // applied and logged its bytes, so the copy completes after that.
-    req.on_complete = [active, ended](const Status& s) {
-      active->Finish(s, [ended](const Status& fs) { ended(fs); });
-    };
-  } else {
-    req.on_complete = std::move(ended);
-  }
+  // A watched end: the half ends once the watch has applied and logged
+  // its bytes, so the copy completes after that.
+  req.on_complete = ThroughWatches(std::move(active), std::move(ended));
+  const uint64_t key = h->key;
   {
     absl::MutexLock lock(&mu);
     // Finished halves stay a while for a late AwaitHalf.
@@ -110,6 +132,15 @@ Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossE
     halves[key] = h;
   }
   auto t = node->runtime().Copy(std::move(req));
+  // A forwarded copy's plan is this node's own; listed (HalfReports) once
+  // its transfer is set, so set before that.
+  Path path;
+  std::map<MemoryId, std::string> names;
+  if (t.ok() && h->whole) {
+    path = t->path();
+    for (const PathNode& n : path.nodes)
+      names[n.memory] = StrCat(self(), ":", MemoryName(n.memory));
+  }
   Status aborted;
   {
     absl::MutexLock lock(&mu);
@@ -117,11 +148,45 @@ Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossE
       halves.erase(key);
       return t.status();
     }
+    if (h->whole) {
+      h->path = std::move(path);
+      h->names = std::move(names);
+    }
     h->transfer = *t;
     aborted = h->aborted;
   }
   if (!aborted.ok()) t->Abort(aborted);
   return OkStatus();
+}
+
+Status Cluster::Impl::StartForwardedHalf(const std::string& caller, cluster::HalfRequest req) {
+  if (req.form_hash != 0) {
+    return InvalidArgument("a forwarded copy takes layouts, not canonical forms");
+  }
+  PeerAccess access;
+  access.box = req.box;
+  access.source = req.source;
+  {
+    absl::MutexLock lock(&mu);
+    if (auto s = sessions.find(caller); s != sessions.end()) access.node = s->second.node;
+  }
+  access.sending = true;
+  ISO_ASSIGN_OR_RETURN(CrossEnd src, node->ResolveForPeer(req.local, nullptr, &access));
+  access.sending = false;
+  ISO_ASSIGN_OR_RETURN(CrossEnd dst, node->ResolveForPeer(*req.forward_dst, nullptr, &access));
+  auto h = std::make_shared<Half>();
+  h->key = req.part.key;
+  h->initiator = caller;
+  h->source_transfer = req.source.transfer;
+  h->whole = true;
+  h->priority = req.priority;
+  CopyRequest creq;
+  creq.src = src.local;
+  creq.dst = dst.local;
+  creq.box = req.box;
+  creq.priority = req.priority;
+  creq.durable = req.durable;
+  return RunHalf(h, std::move(creq), {&src, &dst}, nullptr);
 }
 
 Result<std::shared_ptr<const PackedEnd>> Cluster::Impl::PeerPackedEnd(
@@ -141,6 +206,7 @@ Result<std::shared_ptr<const PackedEnd>> Cluster::Impl::PeerPackedEnd(
 }
 
 Status Cluster::Impl::StartPeerHalf(const std::string& caller, cluster::HalfRequest req) {
+  if (req.forward_dst) return StartForwardedHalf(caller, std::move(req));
   req.part.peer = req.partner;
   std::shared_ptr<const PackedEnd> packed;
   if (req.form_hash != 0) {

@@ -182,7 +182,7 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
   }
 
   Status Start(const std::string& caller, const v1::StartHalfRequest& req) {
-    if (!impl_->FindPeer(req.partner())) {
+    if (!req.has_forward_dst() && !impl_->FindPeer(req.partner())) {
       return NotFound("node '", req.partner(), "' is not a peer of node '", impl_->self(), "'");
     }
     ISO_ASSIGN_OR_RETURN(HalfRequest half, FromProto(req));

@@ -70,17 +70,34 @@ void ToProto(const WelcomeOut& w, v1::PeerWelcome* out) {
   if (w.topology) ToWelcome(*w.topology, out);
 }
 
+namespace {
+
+// An end on the peer as its StartHalf names it: allocation (published
+// there) or memory + file, and its shape.
+void InstanceSpecToProto(const CrossEnd& e, v1::InstanceSpec* out) {
+  out->set_allocation(e.allocation);
+  out->set_offset(e.offset);
+  out->set_memory(e.memory);
+  out->set_file(e.file);
+  isometry::ToProto(e.shape, out);
+}
+
+}  // namespace
+
 v1::StartHalfRequest ToProto(const HalfOut& h) {
   v1::StartHalfRequest req;
   req.set_key(h.key);
   req.set_sending(h.sending);
-  for (const PathNode& pn : h.path->nodes) {
+  if (h.forward_dst) {
+    InstanceSpecToProto(*h.forward_dst, req.mutable_forward_dst());
+  }
+  for (const PathNode& pn : (h.forward_dst ? Path{} : *h.path).nodes) {
     auto* ns = req.add_nodes();
     ns->set_node(pn.memory.node);
     ns->set_memory(pn.memory.memory);
     ns->set_layout(pn.layout.ToString());
   }
-  for (const TopologyEdge& e : h.path->edges) {
+  for (const TopologyEdge& e : (h.forward_dst ? Path{} : *h.path).edges) {
     auto* es = req.add_edges();
     es->set_channel(e.channel_name);
     es->set_kind(std::string(ChannelKindName(e.kind)));
@@ -89,14 +106,9 @@ v1::StartHalfRequest ToProto(const HalfOut& h) {
   req.set_chunk_target(h.chunk_target);
   req.set_slot_limit(h.slot_limit);
   ToProto(h.box, req.mutable_box());
-  auto* local = req.mutable_local();
-  local->set_allocation(h.end->allocation);
-  local->set_offset(h.end->offset);
-  local->set_memory(h.end->memory);
-  local->set_file(h.end->file);
+  InstanceSpecToProto(*h.end, req.mutable_local());
   req.set_distributed(h.end->distributed);
   req.set_distributed_rank(h.end->distributed_rank);
-  isometry::ToProto(h.end->shape, local);
   isometry::ToProto(h.other->shape.bounds, req.mutable_other_bounds());
   req.set_other_layout(h.other->shape.layout.ToString());
   req.set_priority(h.priority);
@@ -121,10 +133,27 @@ Result<HalfRequest> FromProto(const v1::StartHalfRequest& req) {
   part.chunk_target = req.chunk_target();
   part.slot_limit = req.slot_limit();
   h.partner = req.partner();
+  ISO_ASSIGN_OR_RETURN(h.box, BoxFromProto(req.box(), "box"));
+  if (req.has_forward_dst()) {
+    // Forwarded: the receiver plans the whole copy between its own ends.
+    if (req.nodes_size() != 0 || req.form_hash() != 0 || !req.distributed().empty()) {
+      return InvalidArgument("a forwarded copy names two ends on this node and nothing else");
+    }
+    ISO_ASSIGN_OR_RETURN(h.local, InstanceSpecFromProto(req.local()));
+    ISO_ASSIGN_OR_RETURN(InstanceSpec dst, InstanceSpecFromProto(req.forward_dst()));
+    if (h.local.datatype || dst.datatype) {
+      return InvalidArgument("a forwarded copy's ends are layouts, not datatypes");
+    }
+    h.forward_dst = std::move(dst);
+    h.other = h.forward_dst->shape;
+    h.priority = req.priority();
+    h.durable = req.durable();
+    h.source = {req.source_session(), req.source_transfer()};
+    return h;
+  }
   if (req.nodes_size() != req.edges_size() + 1 || req.edges_size() == 0) {
     return InvalidArgument("malformed path");
   }
-  ISO_ASSIGN_OR_RETURN(h.box, BoxFromProto(req.box(), "box"));
   for (const auto& ns : req.nodes()) {
     ISO_ASSIGN_OR_RETURN(Layout l, Layout::Parse(ns.layout(), h.box.dims));
     part.path.nodes.push_back({MemoryId{ns.node(), ns.memory()}, l});

@@ -35,6 +35,9 @@ struct HalfOut {
   // with the serialized form when `form` is set.
   uint64_t form_hash = 0;
   const std::string* form = nullptr;
+  // Forwarding: both ends are on the peer, `end` the source and this the
+  // destination; the peer plans and runs the whole copy (path unused).
+  const CrossEnd* forward_dst = nullptr;
 };
 v1::StartHalfRequest ToProto(const HalfOut& h);
 // The half a peer asks for; an error when the request is malformed.

@@ -118,7 +118,8 @@ struct HalfReport {
   std::string initiator;  // the node that started the copy
   std::string partner;    // the node at the other end of the network hop
   bool sending = false;
-  bool remote = false;  // started by another node
+  bool forwarded = false;  // the whole copy runs here (both ends on this node)
+  bool remote = false;     // started by another node
   bool finished = false;
   Status status;
   int priority = 0;

@@ -33,7 +33,9 @@ TransferReport RemoteHalfReport(const HalfReport& h) {
   rep.path = h.path;
   rep.hops = h.hops;
   rep.owner.client = StrCat("node ", h.initiator);
-  rep.remote_half = StrCat("remote half of ", h.initiator, ":", h.id,
+  rep.remote_half =
+      h.forwarded ? StrCat("forwarded copy of ", h.initiator, ":", h.id, ", run whole on this node")
+                  : StrCat("remote half of ", h.initiator, ":", h.id,
                            h.sending ? ", sending to " : ", receiving from ", h.partner);
   return rep;
 }

@@ -201,11 +201,91 @@ class ThirdParty(ClusterTest):
             info = ca.copy(s, d)
             self.assertEqual(info.state, "done")
             self.assertEqual(cc.read(dst, 0, n * 4), data)
-            # Both ends on one other node: refused with a clear error.
-            d2 = ca.register_instance(src.id, [n], fields, "F,x", memory="b:sys0")
-            with self.assertRaises(IsometryError) as e:
-                ca.copy(s, d2)
-            self.assertIn("both ends are on node 'b'", e.exception.message)
+
+
+class Forwarding(ClusterTest):
+    """A copy whose ends are both on another node runs there, whole."""
+
+    def test_both_ends_on_b_with_a_layout_change(self):
+        bounds = [1000, 301]
+        nbytes = 1000 * 301 * ENTRY
+        data = os.urandom(nbytes)
+        a, b = self.cluster["a"], self.cluster["b"]
+        with a.client() as ca, b.client() as cb:
+            src = self.published(cb, nbytes, data)
+            for layout in ("x,y,F", "x_in=8,F,x_out,y"):
+                with self.subTest(layout=layout):
+                    dst = self.published(cb, 1024 * 304 * ENTRY)
+                    s = ca.register_instance(src.id, bounds, FIELDS, "F,x,y", memory="b:sys0")
+                    d = ca.register_instance(dst.id, bounds, FIELDS, layout, memory="b:sys0")
+                    info = ca.copy(s, d)
+                    self.assertEqual(info.state, "done")
+                    self.assertIn("b:sys0", info.path)
+                    self.assertNotIn("a:", info.path, "no byte crosses to a")
+                    self.assertEqual(self.to_aos(cb, dst, bounds, layout, nbytes), data)
+                    # b lists the forwarded copy under a's id, run whole there.
+                    half = cb.transfer(info.id)
+                    self.assertEqual(half.state, "done")
+                    self.assertEqual(half.remote_half,
+                                     f"forwarded copy of a:{info.id}, run whole on this node")
+                    self.assertTrue(half.hops)
+                    self.assertTrue(all(h.chunks_done == h.chunks_total for h in half.hops))
+            peers = {p.name: p for p in ca.peers().peers}
+            self.assertEqual(peers["b"].bytes_sent, 0, "the data never left b")
+            for c in (ca, cb):
+                self.assertEqual(c.status().transfers_active, 0)
+
+    def test_file_to_memory_and_a_sub_box(self):
+        n = 1 << 18
+        fields = [("v", 8)]
+        data = os.urandom(n * 8)
+        a, b = self.cluster["a"], self.cluster["b"]
+        with open(os.path.join(b.dsk, "in.bin"), "wb") as f:
+            f.write(data)
+        with a.client() as ca, b.client() as cb:
+            dst = self.published(cb, n * 8, b"\0" * (n * 8))
+            s = ca.register_instance(0, [n], fields, "F,x", memory="b:dsk0", file="in.bin")
+            d = ca.register_instance(dst.id, [n], fields, "F,x", memory="b:sys0")
+            self.assertEqual(ca.copy(s, d, box=[(1000, 9000)]).state, "done")
+            got = cb.read(dst, 0, n * 8)
+            self.assertEqual(got[1000 * 8:9000 * 8], data[1000 * 8:9000 * 8])
+            self.assertEqual(got[:1000 * 8], b"\0" * (1000 * 8))
+            self.assertEqual(got[9000 * 8:], b"\0" * ((n - 9000) * 8))
+            # And back into a new file on b.
+            out = ca.register_instance(0, [n], fields, "F,x", memory="b:dsk0", file="out.bin")
+            self.assertEqual(ca.copy(d, out).state, "done")
+        with open(os.path.join(b.dsk, "out.bin"), "rb") as f:
+            self.assertEqual(f.read(), got)
+
+    def test_refusals_change_nothing(self):
+        n = 4096
+        fields = [("v", 8)]
+        a, b = self.cluster["a"], self.cluster["b"]
+        with a.client() as ca, b.client() as cb:
+            src = self.published(cb, n * 8, os.urandom(n * 8))
+            private = cb.allocate("sys0", n * 8)
+            before = cb.read(private, 0, n * 8)
+            s = ca.register_instance(src.id, [n], fields, "F,x", memory="b:sys0")
+            # b has not published the destination: b refuses, nothing written.
+            d = ca.register_instance(private.id, [n], fields, "F,x", memory="b:sys0")
+            with self.assertRaises(TransferError) as e:
+                ca.copy(s, d)
+            self.assertIn("not published", e.exception.info.message)
+            self.assertEqual(cb.read(private, 0, n * 8), before)
+            # Nor as the source.
+            with self.assertRaises(TransferError) as e:
+                ca.copy(d, s)
+            self.assertIn("not published", e.exception.info.message)
+            # Too small there: refused with the sizes.
+            small = self.published(cb, 1024)
+            d = ca.register_instance(small.id, [n], fields, "F,x", memory="b:sys0")
+            with self.assertRaises(TransferError) as e:
+                ca.copy(s, d)
+            self.assertIn("does not fit", e.exception.info.message)
+            for c in (ca, cb):
+                mems = {m.name: m for m in c.memories()}
+                self.assertEqual(mems["sys0"].staging_used, 0)
+                self.assertEqual(c.status().transfers_active, 0)
 
 
 class BadInput(ClusterTest):
