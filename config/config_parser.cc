@@ -275,7 +275,7 @@ Status ReadMetrics(const Reader& r, const toml::table& t, MetricsConfig& c) {
 }
 
 Result<PeerConfig> ReadPeer(const Reader& r, const toml::table& t) {
-  ISO_RETURN_IF_ERROR(r.OnlyKeys(t, "peer.", {"name", "address"}));
+  ISO_RETURN_IF_ERROR(r.OnlyKeys(t, "peer.", {"name", "address", "link_rate"}));
   PeerConfig p;
   for (const auto& [key, out] : {std::pair{"name", &p.name}, std::pair{"address", &p.address}}) {
     const toml::node* n = t.get(key);
@@ -283,6 +283,10 @@ Result<PeerConfig> ReadPeer(const Reader& r, const toml::table& t) {
       return r.Error(t, StrCat("peer.", key), "is required");
     }
     ISO_ASSIGN_OR_RETURN(*out, r.String(*n, StrCat("peer.", key)));
+  }
+  if (const toml::node* n = t.get("link_rate")) {
+    ISO_ASSIGN_OR_RETURN(p.link_bytes_per_s, r.Size(*n, "peer.link_rate"));
+    if (p.link_bytes_per_s == 0) return r.Error(*n, "peer.link_rate", "must be positive");
   }
   return p;
 }

@@ -158,6 +158,10 @@ struct DaemonConfig {
 struct PeerConfig {
   std::string name;     // its cluster.node_name
   std::string address;  // its gRPC TCP address (its daemon.grpc_tcp), "host:port"
+  // The link's rate to it, bytes/s, as the planner costs it (0: the
+  // cluster's link_rate). Told to every peer, which may then plan paths
+  // through this node (relays) where its links are faster.
+  uint64_t link_bytes_per_s = 0;
 };
 
 // Mutual TLS between the nodes of a cluster ([cluster.tls]): PEM files.

@@ -29,9 +29,9 @@
 //     repeat it once, and a copy within one memory may start and end
 //     there), at most `max_hops` hops. They leave the nodes of the source
 //     and destination only when those two nodes cannot reach each other on
-//     their own (relaying through a third node is otherwise never better
-//     than the direct network hop it replaces, and a large cluster's relays
-//     would swamp the search).
+//     their own, or when `relays` is set (the caller knows of links that
+//     can beat the direct one; otherwise a large cluster's relays would
+//     only swamp the search).
 //  2. Layouts per intermediate come from a small candidate set derived from
 //     the source and destination layouts (see CandidateLayouts); blocking
 //     factors are variables, one per dimension, shared by all layouts of a
@@ -104,6 +104,10 @@ struct FullPlannerOptions {
   // poor_fraction * peak.
   uint64_t probe_request_bytes = 4096;
   double poor_fraction = 0.5;
+  // Let paths leave the ends' nodes even when those reach each other
+  // (relays through a third node): for a cluster whose declared links
+  // can make a two-crossing path faster than the direct one.
+  bool relays = false;
 };
 
 // Checks a path against the model and fills its estimates (predicted_bps,

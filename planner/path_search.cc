@@ -122,7 +122,7 @@ void Search::PrepareGraphBounds() {
   // Stay on the endpoints' nodes when they can reach each other there.
   allowed_.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
-    allowed_[i] = g_.node[i] == src_.memory.node || g_.node[i] == dst_.memory.node;
+    allowed_[i] = o_.relays || g_.node[i] == src_.memory.node || g_.node[i] == dst_.memory.node;
     // Client process memory is a copy's end, never a staging memory.
     const TopologyMemory& tm = g_.topo.memories[i];
     if (tm.kind == MemoryKind::kProcess && tm.id != src_.memory && tm.id != dst_.memory) {

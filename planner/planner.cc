@@ -8,6 +8,7 @@ FullPlannerOptions FullOptions(const PlannerOptions& o) {
   FullPlannerOptions f;
   f.space_threshold = o.space_threshold;
   f.max_hops = o.max_hops;
+  f.relays = o.relays;
   return f;
 }
 

@@ -35,6 +35,7 @@ struct PlannerOptions {
   uint64_t space_threshold = uint64_t{32} << 20;  // TH
   size_t cache_capacity = 4096;                   // paths; 0 disables the cache
   int max_hops = 5;                               // for the full algorithm
+  bool relays = false;                            // full algorithm: paths through third nodes too
 };
 
 struct PlannerStats {

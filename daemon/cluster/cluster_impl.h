@@ -101,17 +101,39 @@ struct PeerState {
   uint64_t calls = 0;  // counter of our calls in this session
   uint32_t node = 0;
   std::string data_address;
-  Topology topology;  // its memories and edges, ids {node, index}
+  Topology topology;                         // its memories and edges, ids {node, index}
+  std::map<std::string, double> link_rates;  // its links to its peers (welcome), bytes/s
   double rtt_ms = 0;
   Clock::time_point last_answer{};
   bool up = false;
 };
 
 // A planned cross-node path and the chunking both halves share.
-struct CrossPlan {
-  Topology topo;  // both nodes' graphs, memories named "node:memory"
-  Path path;
+// One node's stretch of a cross-node path: the hops it runs, between the
+// crossing that reaches it (in_hop; none for the source's node) and the
+// one that leaves it (out_hop; none for the destination's).
+struct PathStretch {
+  static constexpr size_t kNone = ~size_t{0};
+  std::string node;
+  size_t in_hop = kNone, out_hop = kNone;
+};
+
+// What one node does in a cross-node copy (SetUpHalves).
+struct HalfRole {
+  bool sending = false;
+  std::string here, partner;  // the node, and the one across its net hop
   size_t net_hop = 0;
+  size_t relay_hop = 0;  // a relay: also sends here to relay_partner
+  std::string relay_partner;
+};
+
+struct CrossPlan {
+  Topology topo;  // the nodes' graphs, memories named "node:memory"
+  Path path;
+  size_t net_hop = 0;  // the first crossing
+  // Source node first; more than two when the path relays through other
+  // nodes (crosses the network more than once).
+  std::vector<PathStretch> stretches;
   uint64_t chunk_target = 0, slot_limit = 0;
   // Both ends on one other node: that node runs the whole copy (path is
   // then its plan as this node sees it, and there is no network hop).
@@ -132,6 +154,9 @@ struct Half {
   bool sending = false;
   size_t net_hop = 0;
   bool whole = false;  // a forwarded copy: every hop runs here, none crosses
+  // A relay: also sends at relay_hop to relay_partner (RemotePart).
+  size_t relay_hop = 0;
+  std::string relay_partner;
   Path path;
   std::map<MemoryId, std::string> names;
   int priority = 0;
@@ -180,8 +205,9 @@ struct WelcomeOut {
   std::string node_name;
   uint32_t node = 0;
   uint32_t protocol_version = 0;
-  std::string token, mac, data_address;  // token: the session's id, sent once
-  const Topology* topology = nullptr;    // this node's; lives as long as the node
+  std::string token, mac, data_address;      // token: the session's id, sent once
+  const Topology* topology = nullptr;        // this node's; lives as long as the node
+  std::map<std::string, double> link_rates;  // to its peers, bytes/s
 };
 
 // A half a peer asks this node to run (v1::StartHalfRequest, parsed).
@@ -343,6 +369,10 @@ struct Cluster::Impl {
   // A forwarded copy (req.forward_dst): both ends here, the whole copy
   // run by this node's runtime as a half the initiator awaits.
   Status StartForwardedHalf(const std::string& caller, cluster::HalfRequest req);
+  // A relay (req.part.relays()): receives from the partner and sends on
+  // to the relay partner, through this node's staging; holds no end.
+  Status StartRelayHalf(const std::string& caller, cluster::HalfRequest req);
+  std::map<MemoryId, std::string> QualifiedNames(const Path& path) const ABSL_LOCKS_EXCLUDED(mu);
   // Registers `h` and starts its runtime copy; `ends` are kept alive and
   // their watches (Active Access) finish before the half ends.
   Status RunHalf(const std::shared_ptr<Half>& h, CopyRequest req,
@@ -359,11 +389,21 @@ struct Cluster::Impl {
 
   // Node `name`'s graph, for the cluster-wide one; an error when it is
   // unknown or cannot take part in a copy now.
-  Status AddNodeGraph(const std::string& name, std::vector<NodeGraph>& graphs)
-      ABSL_LOCKS_EXCLUDED(mu);
+  Status AddNodeGraph(const std::string& name, std::vector<NodeGraph>& graphs,
+                      std::map<std::string, double>* links = nullptr) ABSL_LOCKS_EXCLUDED(mu);
+  // This node's declared rate to `peer` ([[peer]] link_rate, else
+  // cluster.link_rate), bytes/s.
+  double LinkRate(const std::string& peer) const;
+  // The plan over the graphs of `nodes` (the ends' first) joined by the
+  // links their nodes declare.
+  Result<CrossPlan> PlanOver(const std::vector<std::string>& nodes, const NodeMemory& src,
+                             const NodeMemory& dst, const Layout& src_layout,
+                             const Layout& dst_layout, const Box& box, const FieldSpace& fields);
+  // `relays`: other nodes may relay (paths crossing the network more
+  // than once) where that is clearly faster; layout copies only.
   Result<CrossPlan> PlanCross(const NodeMemory& src, const NodeMemory& dst,
                               const Layout& src_layout, const Layout& dst_layout, const Box& box,
-                              const FieldSpace& fields);
+                              const FieldSpace& fields, bool relays);
   Result<CrossPlan> PlanForward(const NodeMemory& src, const NodeMemory& dst,
                                 const Layout& src_layout, const Layout& dst_layout, const Box& box,
                                 const FieldSpace& fields);
@@ -375,16 +415,12 @@ struct Cluster::Impl {
                              const Box& bounds, const FieldSpace& fields);
   Result<PlanReport> ExplainPacked(const std::string& src_memory, const std::string& dst_memory,
                                    const PackedEnd& src, const PackedEnd& dst);
-  void SetUp(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec, const Path& path,
-             size_t net_hop, uint64_t chunk_target, uint64_t slot_limit);
-  void SetUpHalves(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec, const Path& path,
-                   size_t net_hop, uint64_t chunk_target, uint64_t slot_limit);
+  void SetUp(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec, const CrossPlan& plan);
+  void SetUpHalves(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec,
+                   const CrossPlan& plan);
   // This node's half of `op`; false when the copy cannot go on.
-  bool SetUpOwnHalf(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec, bool sending,
-                    const std::string& partner, const Path& path, size_t net_hop,
-                    uint64_t chunk_target, uint64_t slot_limit);
-  // Peer `here`'s half of `op`, then awaits its end; false when the copy
-  // cannot go on.
+  bool SetUpOwnHalf(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec,
+                    const cluster::HalfRole& role, const CrossPlan& plan);
   // StartHalf at peer `p` (named `here`), sending the end's form by hash
   // or by bytes (exchange-once).
   Status CallStartHalf(const Peer& p, const std::string& here, cluster::HalfOut& out);
@@ -419,9 +455,10 @@ struct Cluster::Impl {
   // node runs for it end with `why`.
   void FailPartsWith(const std::string& name, const Status& why) ABSL_LOCKS_EXCLUDED(mu);
 
-  bool SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec, bool sending,
-                     const std::string& here, const std::string& partner, const Path& path,
-                     size_t net_hop, uint64_t chunk_target, uint64_t slot_limit);
+  // Peer `role.here`'s half of `op`, then awaits its end; false when the
+  // copy cannot go on.
+  bool SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec,
+                     const cluster::HalfRole& role, const CrossPlan& plan);
 };
 
 }  // namespace isometry

@@ -93,107 +93,7 @@ void CrossOp::Finish(const std::function<void(Status)>& done, Status final) {
 
 }  // namespace cluster
 
-// ---- planning ----
-
-Status Cluster::Impl::AddNodeGraph(const std::string& name, std::vector<NodeGraph>& graphs) {
-  if (name == self()) {
-    graphs.push_back({name, config.runtime.node, node->runtime().topology()});
-    return OkStatus();
-  }
-  Peer* p = FindPeer(name);
-  if (!p) return NotFound("no node '", name, "' in this cluster");
-  absl::MutexLock lock(&mu);
-  const PeerState& st = StateLocked(*p);
-  if (!st.up) {
-    return Unavailable("peer '", name, "' is ", st.state,
-                       st.last_error.empty() ? "" : ": " + st.last_error);
-  }
-  if (data->Link(name).incoming() == 0) {
-    return Unavailable("peer '", name, "' is up but has not opened its data connections to ",
-                       "this node yet");
-  }
-  graphs.push_back({name, st.node, st.topology});
-  return OkStatus();
-}
-
-Result<cluster::CrossPlan> Cluster::Impl::PlanCross(const NodeMemory& src, const NodeMemory& dst,
-                                                    const Layout& src_layout,
-                                                    const Layout& dst_layout, const Box& box,
-                                                    const FieldSpace& fields) {
-  if (src.node == dst.node) return PlanForward(src, dst, src_layout, dst_layout, box, fields);
-  // The graph: both nodes' memories and channels, named "node:memory",
-  // joined by the network edges from the source's SYS memories to the
-  // destination's.
-  CrossPlan plan;
-  std::vector<NodeGraph> graphs;
-  ISO_RETURN_IF_ERROR(AddNodeGraph(src.node, graphs));
-  ISO_RETURN_IF_ERROR(AddNodeGraph(dst.node, graphs));
-  const NetworkLink link{src.node, dst.node, ChannelKind::kRemoteMemcpy, "tcp",
-                         ThroughputFunction::PerRequestOverhead(
-                             static_cast<double>(config.cluster.link_bytes_per_s), 50e-6)};
-  ISO_ASSIGN_OR_RETURN(plan.topo, JoinTopologies(graphs, {link}));
-  const Topology& topo = plan.topo;
-  ISO_ASSIGN_OR_RETURN(MemoryId src_mem,
-                       FindJoinedMemory(topo, src.node, graphs[0].id, src.memory));
-  ISO_ASSIGN_OR_RETURN(MemoryId dst_mem,
-                       FindJoinedMemory(topo, dst.node, graphs[1].id, dst.memory));
-  PlannerOptions po;
-  const RuntimeConfig& rc = node->runtime().config();
-  po.full_threshold = rc.full_planner_threshold;
-  po.space_threshold = rc.space_threshold;
-  po.cache_capacity = 0;
-  Planner planner(topo, po);
-  ISO_ASSIGN_OR_RETURN(plan.path, planner.Plan({src_mem, src_layout}, {dst_mem, dst_layout}, box,
-                                               fields.total_bytes(), fields.smallest_bytes()));
-  size_t crossings = 0;
-  plan.net_hop = plan.path.edges.size();
-  for (size_t h = 0; h < plan.path.edges.size(); ++h) {
-    if (plan.path.edges[h].kind == ChannelKind::kRemoteMemcpy) {
-      plan.net_hop = h;
-      ++crossings;
-    }
-  }
-  if (crossings != 1) {
-    return FailedPrecondition("the plan ", plan.path.ToString(topo), " crosses the network ",
-                              crossings, " times; one crossing is supported");
-  }
-  plan.chunk_target = config.cluster.request_bytes;
-  plan.slot_limit = rc.space_threshold / static_cast<uint64_t>(rc.slots_per_buffer);
-  return plan;
-}
-
-// Both ends on one other node: forwarded, that node plans and runs the
-// whole copy. The plan here is over its graph as its welcome gave it, for
-// isoctl plan and the copy's path text; its own may differ (calibration).
-Result<cluster::CrossPlan> Cluster::Impl::PlanForward(const NodeMemory& src, const NodeMemory& dst,
-                                                      const Layout& src_layout,
-                                                      const Layout& dst_layout, const Box& box,
-                                                      const FieldSpace& fields) {
-  if (src.node == self()) {
-    return Internal("a copy with both ends on this node reached the cluster layer");
-  }
-  CrossPlan plan;
-  std::vector<NodeGraph> graphs;
-  ISO_RETURN_IF_ERROR(AddNodeGraph(src.node, graphs));
-  ISO_ASSIGN_OR_RETURN(plan.topo, JoinTopologies(graphs, {}));
-  ISO_ASSIGN_OR_RETURN(MemoryId src_mem,
-                       FindJoinedMemory(plan.topo, src.node, graphs[0].id, src.memory));
-  ISO_ASSIGN_OR_RETURN(MemoryId dst_mem,
-                       FindJoinedMemory(plan.topo, dst.node, graphs[0].id, dst.memory));
-  PlannerOptions po;
-  const RuntimeConfig& rc = node->runtime().config();
-  po.full_threshold = rc.full_planner_threshold;
-  po.space_threshold = rc.space_threshold;
-  po.cache_capacity = 0;
-  Planner planner(plan.topo, po);
-  ISO_ASSIGN_OR_RETURN(plan.path, planner.Plan({src_mem, src_layout}, {dst_mem, dst_layout}, box,
-                                               fields.total_bytes(), fields.smallest_bytes()));
-  plan.forward = true;
-  plan.net_hop = plan.path.edges.size();
-  plan.chunk_target = config.cluster.request_bytes;
-  plan.slot_limit = rc.space_threshold / static_cast<uint64_t>(rc.slots_per_buffer);
-  return plan;
-}
+// ---- the copy (planning: cross_plan.cc) ----
 
 NodeMemory Cluster::Impl::NameOf(const CrossEnd& e) const {
   if (!e.node.empty()) return {e.node, e.memory};
@@ -223,7 +123,8 @@ Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::Copy(CrossCopySpec spec,
   if (auto eager = TryEagerPut(spec, done)) return *std::move(eager);
   ISO_ASSIGN_OR_RETURN(CrossPlan plan,
                        PlanCross(NameOf(spec.src), NameOf(spec.dst), spec.src.shape.layout,
-                                 spec.dst.shape.layout, box, spec.src.shape.fields));
+                                 spec.dst.shape.layout, box, spec.src.shape.fields,
+                                 /*relays=*/!packed[0]));
   if (plan.forward && packed[0]) {
     return absl::UnimplementedError(
         StrCat("both ends of this datatype copy are on node '", spec.src.node,
@@ -243,7 +144,7 @@ Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::Copy(CrossCopySpec spec,
     ops[key] = op;
   }
   Post([this, op, spec = std::move(spec), plan = std::move(plan)]() mutable {
-    SetUp(op, spec, plan.path, plan.net_hop, plan.chunk_target, plan.slot_limit);
+    SetUp(op, spec, plan);
   });
   return std::static_pointer_cast<CrossTransfer>(op);
 }
@@ -253,7 +154,7 @@ Result<PlanReport> Cluster::Impl::Explain(const std::string& src_memory, const L
                                           const Box& bounds, const FieldSpace& fields) {
   ISO_ASSIGN_OR_RETURN(CrossPlan plan, PlanCross(SplitNodeMemory(src_memory, self()),
                                                  SplitNodeMemory(dst_memory, self()), src_layout,
-                                                 dst_layout, bounds, fields));
+                                                 dst_layout, bounds, fields, /*relays=*/true));
   ISO_ASSIGN_OR_RETURN(ChunkGrid grid,
                        GridAlong(plan.path, bounds, fields, plan.chunk_target, plan.slot_limit));
   return ReportPlan(ExplainGrid(std::move(plan.path), grid, fields.total_bytes(),
@@ -271,7 +172,8 @@ Result<PlanReport> Cluster::Impl::ExplainPacked(const std::string& src_memory,
   const InstanceShape shape = PackedShape(src.bytes);
   ISO_ASSIGN_OR_RETURN(CrossPlan plan, PlanCross(SplitNodeMemory(src_memory, self()),
                                                  SplitNodeMemory(dst_memory, self()), shape.layout,
-                                                 shape.layout, shape.bounds, shape.fields));
+                                                 shape.layout, shape.bounds, shape.fields,
+                                                 /*relays=*/false));
   CostPackedEnds(plan.path, src, dst, plan.topo);
   ISO_ASSIGN_OR_RETURN(ChunkGrid grid, GridAlong(plan.path, shape.bounds, shape.fields,
                                                  plan.chunk_target, plan.slot_limit));
@@ -285,42 +187,50 @@ Result<PlanReport> Cluster::Impl::ExplainPacked(const std::string& src_memory,
 // ---- set-up of the halves ----
 
 void Cluster::Impl::SetUp(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec,
-                          const Path& path, size_t net_hop, uint64_t chunk_target,
-                          uint64_t slot_limit) {
-  SetUpHalves(op, spec, path, net_hop, chunk_target, slot_limit);
+                          const CrossPlan& plan) {
+  SetUpHalves(op, spec, plan);
   op->SetUpDone();
 }
 
 void Cluster::Impl::SetUpHalves(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec,
-                                const Path& path, size_t net_hop, uint64_t chunk_target,
-                                uint64_t slot_limit) {
-  const std::string src_node = spec.src.node.empty() ? self() : spec.src.node;
-  const std::string dst_node = spec.dst.node.empty() ? self() : spec.dst.node;
-  if (src_node == dst_node) {  // forwarded: that node runs it whole
-    op->AddHalf(src_node);
-    SetUpPeerHalf(op, spec, true, src_node, "", path, net_hop, chunk_target, slot_limit);
+                                const CrossPlan& plan) {
+  if (plan.forward) {  // that node runs it whole
+    cluster::HalfRole role{true, spec.src.node, "", plan.path.edges.size()};
+    op->AddHalf(role.here);
+    SetUpPeerHalf(op, spec, role, plan);
     return;
   }
-  // The receiving half first: its credits are what lets the sender go.
-  for (const bool sending : {false, true}) {
+  // The receiving half first, then the relays back towards the source:
+  // each one's credits are what lets the one before it send.
+  const std::vector<cluster::PathStretch>& st = plan.stretches;
+  for (size_t i = st.size(); i-- > 0;) {
     if (op->failed()) break;
-    const std::string& here = sending ? src_node : dst_node;
-    const std::string& partner = sending ? dst_node : src_node;
-    op->AddHalf(here == self() ? "" : here);
-    const bool go_on = here == self() ? SetUpOwnHalf(op, spec, sending, partner, path, net_hop,
-                                                     chunk_target, slot_limit)
-                                      : SetUpPeerHalf(op, spec, sending, here, partner, path,
-                                                      net_hop, chunk_target, slot_limit);
+    cluster::HalfRole role;
+    role.here = st[i].node;
+    role.sending = i == 0;
+    role.partner = role.sending ? st[1].node : st[i - 1].node;
+    role.net_hop = role.sending ? st[0].out_hop : st[i].in_hop;
+    if (i > 0 && i + 1 < st.size()) {  // a relay
+      role.relay_hop = st[i].out_hop;
+      role.relay_partner = st[i + 1].node;
+    }
+    op->AddHalf(role.here == self() ? "" : role.here);
+    const bool go_on = role.here == self() ? SetUpOwnHalf(op, spec, role, plan)
+                                           : SetUpPeerHalf(op, spec, role, plan);
     if (!go_on) break;
   }
 }
 
 bool Cluster::Impl::SetUpOwnHalf(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec,
-                                 bool sending, const std::string& partner, const Path& path,
-                                 size_t net_hop, uint64_t chunk_target, uint64_t slot_limit) {
-  const CrossEnd& end = sending ? spec.src : spec.dst;
-  const CrossEnd& other = sending ? spec.dst : spec.src;
-  RemotePart part{op->key(), path, net_hop, sending, partner, chunk_target, slot_limit};
+                                 const cluster::HalfRole& role, const CrossPlan& plan) {
+  if (role.relay_hop != 0) {  // PlanCross never relays through the initiator
+    op->HalfDone(Internal("cross-node copy ", op->key(), ": a relay through this node"));
+    return false;
+  }
+  const CrossEnd& end = role.sending ? spec.src : spec.dst;
+  const CrossEnd& other = role.sending ? spec.dst : spec.src;
+  RemotePart part{op->key(),    plan.path,         role.net_hop,   role.sending,
+                  role.partner, plan.chunk_target, plan.slot_limit};
   std::weak_ptr<CrossOp> weak = op;
   Status s = StartLocalHalf(op->key(), std::move(part), end, other.shape, spec.box, spec.priority,
                             spec.durable, self(), spec.source.transfer, [weak](const Status& st) {
@@ -340,25 +250,32 @@ bool Cluster::Impl::SetUpOwnHalf(const std::shared_ptr<CrossOp>& op, const Cross
 }
 
 bool Cluster::Impl::SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec,
-                                  bool sending, const std::string& here, const std::string& partner,
-                                  const Path& path, size_t net_hop, uint64_t chunk_target,
-                                  uint64_t slot_limit) {
+                                  const cluster::HalfRole& role, const CrossPlan& plan) {
+  const std::string& here = role.here;
   Peer* p = FindPeer(here);
+  if (!p) {
+    op->HalfDone(Unavailable("node '", here, "' left the cluster"));
+    return false;
+  }
   cluster::HalfOut out;
   out.key = op->key();
-  out.sending = sending;
-  out.path = &path;
-  out.net_hop = net_hop;
-  out.chunk_target = chunk_target;
-  out.slot_limit = slot_limit;
+  out.sending = role.sending;
+  out.path = &plan.path;
+  out.net_hop = role.net_hop;
+  out.chunk_target = plan.chunk_target;
+  out.slot_limit = plan.slot_limit;
   out.box = spec.box.value_or(spec.src.shape.bounds);
-  out.end = sending ? &spec.src : &spec.dst;
-  out.other = sending ? &spec.dst : &spec.src;
+  // A relay holds neither end: it gets the source's shape as its "end".
+  const bool from_src = role.sending || role.relay_hop != 0 || plan.forward;
+  out.end = from_src ? &spec.src : &spec.dst;
+  out.other = from_src ? &spec.dst : &spec.src;
   out.priority = spec.priority;
   out.durable = spec.durable;
-  out.partner = partner;
+  out.partner = role.partner;
   out.source = spec.source;
-  if (partner.empty()) out.forward_dst = &spec.dst;  // forwarded (SetUpHalves)
+  out.relay_hop = role.relay_hop;
+  out.relay_partner = role.relay_partner;
+  if (plan.forward) out.forward_dst = &spec.dst;
   Status started = CallStartHalf(*p, here, out);
   if (!started.ok()) {
     op->HalfDone(started);

@@ -55,12 +55,7 @@ Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossE
                            MemoryName(end.local.memory), "', the plan says '", MemoryName(mine),
                            "'");
   }
-  // Every memory node-qualified: a half's messages reach the other node's
-  // client too, where a bare "sys0" would name the wrong memory.
-  for (const PathNode& n : part.path.nodes) {
-    const std::string name = MemoryName(n.memory);
-    part.names[n.memory] = name.find(':') == std::string::npos ? StrCat(self(), ":", name) : name;
-  }
+  part.names = QualifiedNames(part.path);
   h->names = part.names;
   part.copy_id = source_transfer;
   req.box = box;
@@ -205,8 +200,52 @@ Result<std::shared_ptr<const PackedEnd>> Cluster::Impl::PeerPackedEnd(
   return packed;
 }
 
+// Every memory node-qualified: a half's messages reach the other nodes'
+// clients too, where a bare "sys0" would name the wrong memory.
+std::map<MemoryId, std::string> Cluster::Impl::QualifiedNames(const Path& path) const {
+  std::map<MemoryId, std::string> names;
+  for (const PathNode& n : path.nodes) {
+    const std::string name = MemoryName(n.memory);
+    names[n.memory] = name.find(':') == std::string::npos ? StrCat(self(), ":", name) : name;
+  }
+  return names;
+}
+
+Status Cluster::Impl::StartRelayHalf(const std::string& caller, cluster::HalfRequest req) {
+  RemotePart& part = req.part;
+  if (!FindPeer(part.relay_peer)) {
+    return NotFound("node '", part.relay_peer, "' is not a peer of node '", self(), "'");
+  }
+  auto h = std::make_shared<Half>();
+  h->key = part.key;
+  h->partner = part.peer;
+  h->initiator = caller;
+  h->source_transfer = req.source.transfer;
+  h->net_hop = part.net_hop;
+  h->relay_hop = part.relay_hop;
+  h->relay_partner = part.relay_peer;
+  h->path = part.path;
+  h->priority = req.priority;
+  part.names = QualifiedNames(part.path);
+  part.copy_id = req.source.transfer;
+  h->names = part.names;
+  CopyRequest creq;
+  // Neither end is here: their shapes, on the nodes the plan puts them.
+  creq.src = InstanceRef{part.path.nodes.front().memory, nullptr, 0, req.local.shape};
+  creq.dst = InstanceRef{part.path.nodes.back().memory, nullptr, 0, req.other};
+  creq.box = req.box;
+  creq.priority = req.priority;
+  creq.durable = req.durable;
+  creq.remote = std::move(part);
+  return RunHalf(h, std::move(creq), {}, nullptr);
+}
+
 Status Cluster::Impl::StartPeerHalf(const std::string& caller, cluster::HalfRequest req) {
   if (req.forward_dst) return StartForwardedHalf(caller, std::move(req));
+  if (req.part.relays()) {
+    req.part.peer = req.partner;
+    return StartRelayHalf(caller, std::move(req));
+  }
   req.part.peer = req.partner;
   std::shared_ptr<const PackedEnd> packed;
   if (req.form_hash != 0) {

@@ -186,6 +186,7 @@ Result<cluster::WelcomeOut> Cluster::Impl::AcceptHello(const cluster::HelloIn& h
   w.mac = Hmac(secret, {"welcome", self(), std::to_string(config.runtime.node), hello.nonce, token,
                         w.data_address});
   w.topology = &node->runtime().topology();
+  for (const PeerConfig& pc : config.cluster.peers) w.link_rates[pc.name] = LinkRate(pc.name);
   return w;
 }
 
@@ -278,6 +279,7 @@ Status Cluster::Impl::Hello(Peer& p) {
                               " like this node; node ids must differ");
   }
   ISO_ASSIGN_OR_RETURN(Topology topo, cluster::TopologyFromWelcome(w));
+  std::map<std::string, double> link_rates = cluster::LinkRatesFromWelcome(w);
   const std::string key = Hmac(secret, {"session", req.nonce(), w.token()});
   {
     absl::MutexLock lock(&mu);
@@ -298,6 +300,7 @@ Status Cluster::Impl::Hello(Peer& p) {
   st.node = w.node();
   st.data_address = w.data_address();
   st.topology = std::move(topo);
+  st.link_rates = std::move(link_rates);
   st.rtt_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   st.last_answer = Clock::now();
   return OkStatus();
@@ -430,7 +433,8 @@ void Cluster::Impl::MarkDownPeer(Peer& peer, const Status& why,
                    ForLog(why.ToString(), 512));
     }
     for (auto& [key, h] : halves) {
-      if (!h->finished && (h->partner == name || h->initiator == name)) {
+      if (!h->finished &&
+          (h->partner == name || h->initiator == name || h->relay_partner == name)) {
         h->aborted = why;
         hs.push_back(h->transfer);
       }

@@ -1,5 +1,7 @@
 #include "daemon/cluster/peer_wire.h"
 
+#include <cmath>
+
 #include "daemon/server/convert.h"
 
 namespace isometry::cluster {
@@ -68,6 +70,21 @@ void ToProto(const WelcomeOut& w, v1::PeerWelcome* out) {
   out->set_mac(w.mac);
   out->set_data_address(w.data_address);
   if (w.topology) ToWelcome(*w.topology, out);
+  for (const auto& [peer, rate] : w.link_rates) {
+    auto* l = out->add_links();
+    l->set_peer(peer);
+    l->set_bytes_per_s(rate);
+  }
+}
+
+std::map<std::string, double> LinkRatesFromWelcome(const v1::PeerWelcome& w) {
+  std::map<std::string, double> rates;
+  for (const auto& l : w.links()) {
+    if (l.bytes_per_s() > 0 && std::isfinite(l.bytes_per_s()) && !l.peer().empty()) {
+      rates[l.peer()] = l.bytes_per_s();
+    }
+  }
+  return rates;
 }
 
 namespace {
@@ -106,7 +123,14 @@ v1::StartHalfRequest ToProto(const HalfOut& h) {
   req.set_chunk_target(h.chunk_target);
   req.set_slot_limit(h.slot_limit);
   ToProto(h.box, req.mutable_box());
-  InstanceSpecToProto(*h.end, req.mutable_local());
+  if (h.relay_hop != 0) {
+    // A relay holds neither end: the source's shape only.
+    isometry::ToProto(h.end->shape, req.mutable_local());
+    req.set_relay_hop(static_cast<uint32_t>(h.relay_hop));
+    req.set_relay_partner(h.relay_partner);
+  } else {
+    InstanceSpecToProto(*h.end, req.mutable_local());
+  }
   req.set_distributed(h.end->distributed);
   req.set_distributed_rank(h.end->distributed_rank);
   isometry::ToProto(h.other->shape.bounds, req.mutable_other_bounds());
@@ -132,7 +156,16 @@ Result<HalfRequest> FromProto(const v1::StartHalfRequest& req) {
   part.net_hop = req.net_hop();
   part.chunk_target = req.chunk_target();
   part.slot_limit = req.slot_limit();
+  part.relay_hop = req.relay_hop();
+  part.relay_peer = req.relay_partner();
   h.partner = req.partner();
+  if (req.relay_hop() != 0 &&
+      (req.sending() || req.relay_hop() <= req.net_hop() ||
+       req.relay_hop() >= static_cast<uint32_t>(req.edges_size()) || req.relay_partner().empty() ||
+       req.relay_partner() == req.partner() || req.form_hash() != 0 || !req.distributed().empty() ||
+       req.has_forward_dst())) {
+    return InvalidArgument("malformed relay");
+  }
   ISO_ASSIGN_OR_RETURN(h.box, BoxFromProto(req.box(), "box"));
   if (req.has_forward_dst()) {
     // Forwarded: the receiver plans the whole copy between its own ends.

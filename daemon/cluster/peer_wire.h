@@ -14,6 +14,10 @@ void ToWelcome(const Topology& topo, v1::PeerWelcome* w);
 // An unknown memory or channel kind is an error.
 Result<Topology> TopologyFromWelcome(const v1::PeerWelcome& w);
 
+// The peer's links to its peers, from its welcome: rates must be positive
+// and finite (others are dropped).
+std::map<std::string, double> LinkRatesFromWelcome(const v1::PeerWelcome& w);
+
 HelloIn FromProto(const v1::PeerHello& req, std::string from);
 void ToProto(const WelcomeOut& w, v1::PeerWelcome* out);
 
@@ -38,6 +42,10 @@ struct HalfOut {
   // Forwarding: both ends are on the peer, `end` the source and this the
   // destination; the peer plans and runs the whole copy (path unused).
   const CrossEnd* forward_dst = nullptr;
+  // A relay: the peer also sends at relay_hop to relay_partner; `end` and
+  // `other` then give only the shapes of the source and the destination.
+  size_t relay_hop = 0;
+  std::string relay_partner;
 };
 v1::StartHalfRequest ToProto(const HalfOut& h);
 // The half a peer asks for; an error when the request is malformed.

@@ -44,6 +44,7 @@ std::vector<HalfReport> Cluster::Impl::HalfReports(uint64_t id, bool running_onl
       r.partner = h->partner;
       r.sending = h->sending;
       r.forwarded = h->whole;
+      r.relay_to = h->relay_partner;
       r.remote = h->initiator != self();
       r.finished = h->finished;
       r.status = h->status;
@@ -65,13 +66,17 @@ std::vector<HalfReport> Cluster::Impl::HalfReports(uint64_t id, bool running_onl
     r.path = PathText(h.path, h.names);
     const std::vector<uint64_t> done = t.HopsDone();
     for (size_t e = 0; e < h.path.edges.size(); ++e) {
-      const bool mine = h.whole || (h.sending ? e <= h.net_hop : e >= h.net_hop);
+      const bool relays = h.relay_hop > h.net_hop;
+      const bool mine = h.whole || (relays      ? e >= h.net_hop && e <= h.relay_hop
+                                    : h.sending ? e <= h.net_hop
+                                                : e >= h.net_hop);
       if (!mine) continue;
       HopReport hop;
       hop.src_memory = NameOr(h.names, h.path.edges[e].src);
       hop.dst_memory = NameOr(h.names, h.path.edges[e].dst);
-      hop.channel =
-          e == h.net_hop && !h.whole ? StrCat("tcp:", h.partner) : h.path.edges[e].channel_name;
+      hop.channel = e == h.net_hop && !h.whole   ? StrCat("tcp:", h.partner)
+                    : relays && e == h.relay_hop ? StrCat("tcp:", h.relay_partner)
+                                                 : h.path.edges[e].channel_name;
       hop.src_layout = h.path.nodes[e].layout.ToString();
       hop.dst_layout = h.path.nodes[e + 1].layout.ToString();
       hop.chunks_done = e < done.size() ? done[e] : 0;

@@ -119,6 +119,7 @@ struct HalfReport {
   std::string partner;    // the node at the other end of the network hop
   bool sending = false;
   bool forwarded = false;  // the whole copy runs here (both ends on this node)
+  std::string relay_to;    // a relay: receives from partner, sends on to this node
   bool remote = false;     // started by another node
   bool finished = false;
   Status status;

@@ -33,10 +33,16 @@ TransferReport RemoteHalfReport(const HalfReport& h) {
   rep.path = h.path;
   rep.hops = h.hops;
   rep.owner.client = StrCat("node ", h.initiator);
-  rep.remote_half =
-      h.forwarded ? StrCat("forwarded copy of ", h.initiator, ":", h.id, ", run whole on this node")
-                  : StrCat("remote half of ", h.initiator, ":", h.id,
-                           h.sending ? ", sending to " : ", receiving from ", h.partner);
+  if (h.forwarded) {
+    rep.remote_half =
+        StrCat("forwarded copy of ", h.initiator, ":", h.id, ", run whole on this node");
+  } else if (!h.relay_to.empty()) {
+    rep.remote_half = StrCat("relay of ", h.initiator, ":", h.id, ", receiving from ", h.partner,
+                             ", sending to ", h.relay_to);
+  } else {
+    rep.remote_half = StrCat("remote half of ", h.initiator, ":", h.id,
+                             h.sending ? ", sending to " : ", receiving from ", h.partner);
+  }
   return rep;
 }
 

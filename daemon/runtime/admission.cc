@@ -148,6 +148,9 @@ Completion Runtime::Impl::Abort(const std::shared_ptr<TransferState>& t, Status 
     // Frees what the network channel holds for it and tells the other node.
     t->abandoned = true;
     channels[static_cast<size_t>(t->net_channel)]->AbandonTransfer(t->remote->key, why);
+    if (t->relay_channel >= 0 && t->relay_channel != t->net_channel) {
+      channels[static_cast<size_t>(t->relay_channel)]->AbandonTransfer(t->remote->key, why);
+    }
   }
   if (t->phase == Phase::kWaiting) return Finish(t, std::move(why));
   if (t->phase != Phase::kRunning) return {};

@@ -46,11 +46,12 @@ void Advance(Endpoint& e, uint64_t by) {
   if (auto* p = std::get_if<ProcessBytes>(&e)) p->address += by;
 }
 
-// Chunk k as it crosses the network: dense in the receiving side's layout.
-ChunkEnd Wire(const TransferState& t, const Box& chunk, uint64_t k) {
-  const size_t h = t.remote->net_hop;
+// Chunk k as it crosses the network at hop h: dense in the receiving
+// side's layout.
+ChunkEnd Wire(const TransferState& t, size_t h, const Box& chunk, uint64_t k) {
   InstanceShape s{chunk, t.src.shape.fields, t.path.nodes[h + 1].layout};
-  return {std::move(s), NetHalf{t.remote->key, k, t.remote->peer}};
+  const bool out = t.remote->relays() && h == t.remote->relay_hop;
+  return {std::move(s), NetHalf{t.remote->key, k, out ? t.remote->relay_peer : t.remote->peer}};
 }
 
 ChunkEnd SlotOf(const TransferState& t, const RingBuffer& b, const Box& chunk, uint64_t k) {
@@ -65,7 +66,7 @@ Endpoint UserEnd(const InstanceRef& ref) {
 }
 
 ChunkEnd InputOf(const TransferState& t, size_t hop, const Box& chunk, uint64_t k) {
-  if (t.remote && !t.remote->sending && hop == t.remote->net_hop) return Wire(t, chunk, k);
+  if (t.remote && !t.remote->sending && hop == t.remote->net_hop) return Wire(t, hop, chunk, k);
   if (hop == 0) {
     const PackedEnd* packed = t.src.packed.get();
     if (t.src_disk) return {t.src.shape, t.src_disk->Ref(t.src.file_offset), packed};
@@ -75,7 +76,10 @@ ChunkEnd InputOf(const TransferState& t, size_t hop, const Box& chunk, uint64_t 
 }
 
 ChunkEnd OutputOf(const TransferState& t, size_t hop, const Box& chunk, uint64_t k) {
-  if (t.remote && t.remote->sending && hop == t.remote->net_hop) return Wire(t, chunk, k);
+  if (t.remote && ((t.remote->sending && hop == t.remote->net_hop) ||
+                   (t.remote->relays() && hop == t.remote->relay_hop))) {
+    return Wire(t, hop, chunk, k);
+  }
   if (hop + 1 == t.xds.size()) {
     const PackedEnd* packed = t.dst.packed.get();
     if (t.dst_disk) return {t.dst.shape, t.dst_disk->Ref(t.dst.file_offset), packed};

@@ -134,6 +134,18 @@ struct RemotePart {
   // The copy's id on the node that started it (0: unknown): messages name
   // the copy by the id its user knows, not by this half's.
   uint64_t copy_id = 0;
+  // A relay (a path that crosses the network more than once, through this
+  // node): it receives at net_hop from `peer` (sending is false) and sends
+  // at relay_hop (> net_hop) to `relay_peer`; hops between run here. 0:
+  // not a relay.
+  size_t relay_hop = 0;
+  std::string relay_peer;
+  bool relays() const { return relay_hop > net_hop; }
+  // Whether hop h runs on this node.
+  bool Mine(size_t h) const {
+    if (relays()) return h >= net_hop && h <= relay_hop;
+    return sending ? h <= net_hop : h >= net_hop;
+  }
 };
 
 struct CopyRequest {

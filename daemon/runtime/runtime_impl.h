@@ -121,6 +121,7 @@ struct Runtime::Impl {
   Result<Path> MakePath(const InstanceRef& src, const InstanceRef& dst, const Box& box,
                         const std::vector<HopSpec>& via) const;
   Status AdoptRemotePath(TransferState& t, const RemotePart& part) const;
+  Result<int> NetChannel(uint64_t key, const std::string& peer) const;
   Status OpenDiskEnds(TransferState& t, const CopyRequest& req, bool src_disk, bool dst_disk) const;
   Result<ChunkGrid> GridFor(const Path& path, const Box& box, const FieldSpace& fields) const;
   Status SizeBuffers(TransferState& t, const CopyRequest& req) const;

@@ -54,7 +54,8 @@ size_t Runtime::Impl::PoolIndex(MemoryId id) const {
 // ---- the steps ----
 
 Result<std::shared_ptr<TransferState>> Runtime::Impl::Build(CopyRequest& req) {
-  const bool sending = req.remote && req.remote->sending;
+  // A relay does both: neither end is on this node.
+  const bool sending = req.remote && (req.remote->sending || req.remote->relays());
   const bool receiving = req.remote && !req.remote->sending;
   ISO_RETURN_IF_ERROR(CheckPacked(req));
   ISO_RETURN_IF_ERROR(CheckEnds(req, sending, receiving));
@@ -148,12 +149,15 @@ Status Runtime::Impl::PlanPath(TransferState& t, const CopyRequest& req) const {
     ISO_RETURN_IF_ERROR(AdoptRemotePath(t, *req.remote));
     t.remote = req.remote;
     t.net_channel = t.path.edges[req.remote->net_hop].channel;
+    if (req.remote->relays()) t.relay_channel = t.path.edges[req.remote->relay_hop].channel;
   } else {
     ISO_ASSIGN_OR_RETURN(t.path, MakePath(req.src, req.dst, t.box, req.via));
     if (req.src.packed) CostPackedEnds(t.path, *req.src.packed, *req.dst.packed, topo);
   }
-  const bool sending = req.remote && req.remote->sending;
-  t.last_hop = sending ? req.remote->net_hop : t.path.edges.size() - 1;
+  t.last_hop = !req.remote            ? t.path.edges.size() - 1
+               : req.remote->sending  ? req.remote->net_hop
+               : req.remote->relays() ? req.remote->relay_hop
+                                      : t.path.edges.size() - 1;
   for (size_t i = 1; i + 1 < t.path.nodes.size() && !req.remote; ++i) {
     if (IsDisk(t.path.nodes[i].memory)) {
       return FailedPrecondition("the path ", t.path.ToString(topo),
@@ -355,29 +359,45 @@ Result<ChunkGrid> Runtime::Impl::GridFor(const Path& path, const Box& box,
 // Checks a cross-node part and puts its path on `t`: hops that live
 // here get this node's channels, the network hop the peer's channel, and
 // hops of the other node are marked remote.
+// This node's network channel to `peer`: its own, else the shared one of
+// etcd's peers.
+Result<int> Runtime::Impl::NetChannel(uint64_t key, const std::string& peer) const {
+  int net = -1, any = -1;
+  for (size_t c = 0; c < config.channels.size(); ++c) {
+    if (config.channels[c].kind != ChannelKind::kRemoteMemcpy) continue;
+    if (config.channels[c].peer == peer) net = static_cast<int>(c);
+    if (config.channels[c].peer == kAnyPeer) any = static_cast<int>(c);
+  }
+  if (net < 0) net = any;
+  if (net < 0) {
+    return FailedPrecondition("cross-node copy ", key, ": no network channel to peer '", peer,
+                              "' on this node");
+  }
+  return net;
+}
+
 Status Runtime::Impl::AdoptRemotePath(TransferState& t, const RemotePart& part) const {
   const Path& path = part.path;
   if (path.edges.empty() || path.nodes.size() != path.edges.size() + 1 ||
       part.net_hop >= path.edges.size()) {
     return InvalidArgument("cross-node copy ", part.key, ": malformed path");
   }
-  int net = -1, any = -1;  // the peer's own channel, else the shared one of etcd's peers
-  for (size_t c = 0; c < config.channels.size(); ++c) {
-    if (config.channels[c].kind != ChannelKind::kRemoteMemcpy) continue;
-    if (config.channels[c].peer == part.peer) net = static_cast<int>(c);
-    if (config.channels[c].peer == kAnyPeer) any = static_cast<int>(c);
-  }
-  if (net < 0) net = any;
-  if (net < 0) {
-    return FailedPrecondition("cross-node copy ", part.key, ": no network channel to peer '",
-                              part.peer, "' on this node");
+  ISO_ASSIGN_OR_RETURN(const int net, NetChannel(part.key, part.peer));
+  int relay = -1;
+  if (part.relays()) {
+    if (part.relay_hop >= path.edges.size() || part.sending) {
+      return InvalidArgument("cross-node copy ", part.key, ": malformed relay");
+    }
+    ISO_ASSIGN_OR_RETURN(relay, NetChannel(part.key, part.relay_peer));
   }
   // The other node planned this path: check it as untrusted input.
   // Nodes on this side of the network hop must be this node's memories,
   // those on the other side another node's.
   for (size_t i = 0; i < path.nodes.size(); ++i) {
     const MemoryId m = path.nodes[i].memory;
-    const bool here = part.sending ? i <= part.net_hop : i > part.net_hop;
+    const bool here = part.relays()  ? i > part.net_hop && i <= part.relay_hop
+                      : part.sending ? i <= part.net_hop
+                                     : i > part.net_hop;
     if (here != IsLocal(m) || (here && !topo.FindMemory(m))) {
       return InvalidArgument("cross-node copy ", part.key, ": path node ", i, " (",
                              MemoryName(m, &part), ") is not where the network hop puts it");
@@ -392,14 +412,16 @@ Status Runtime::Impl::AdoptRemotePath(TransferState& t, const RemotePart& part) 
   t.path = path;
   for (size_t h = 0; h < path.edges.size(); ++h) {
     TopologyEdge& e = t.path.edges[h];
-    const bool mine = part.sending ? h <= part.net_hop : h >= part.net_hop;
-    if (h == part.net_hop) {
-      const MemoryId here = part.sending ? e.src : e.dst;
-      if (!IsLocal(here) || IsLocal(part.sending ? e.dst : e.src)) {
+    const bool mine = part.Mine(h);
+    const bool out = h == part.relay_hop && part.relays();  // a relay's sending hop
+    if (h == part.net_hop || out) {
+      const bool sends = part.sending || out;
+      const MemoryId here = sends ? e.src : e.dst;
+      if (!IsLocal(here) || IsLocal(sends ? e.dst : e.src)) {
         return InvalidArgument("cross-node copy ", part.key, ": hop ", h,
                                " does not cross from this node to another");
       }
-      e.channel = net;
+      e.channel = out ? relay : net;
       continue;
     }
     if (!mine) {

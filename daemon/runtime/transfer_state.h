@@ -63,6 +63,7 @@ struct TransferState {
   std::optional<RemotePart> remote;        // one node's part of a cross-node copy
   size_t last_hop = 0;                     // the last hop that runs on this node
   int net_channel = -1;                    // local channel of the network hop
+  int relay_channel = -1;                  // a relay's outgoing network hop's
   // The last hop writes the user's destination with non-temporal stores
   // (ChannelRequest::stream_stores): a local transfer larger than the
   // last-level cache.

@@ -110,8 +110,11 @@ class Node:
     def write_config(self, secret, peers, tls_dir=None, **opts):
         """secret: the secret file (None: none); tls_dir: a directory
         scripts/make-test-ca.sh filled (ca.pem, NAME.pem, NAME.key)."""
+        rates = opts.get("link_rates", {})  # peer name -> [[peer]] link_rate
         peer_text = "".join(
-            f'\n[[peer]]\nname = "{p.name}"\naddress = "{p.address}"\n' for p in peers
+            f'\n[[peer]]\nname = "{p.name}"\naddress = "{p.address}"\n'
+            + (f'link_rate = "{rates[p.name]}"\n' if p.name in rates else "")
+            for p in peers
         )
         grpc_tcp = ("grpc_tcp", f'"{self.host}:{self.grpc_port}"')
         text = daemon_section(self.dir, self.cluster.isometryd, extra=[grpc_tcp], **DAEMON)

@@ -209,6 +209,19 @@ address = "10.0.0.2:7470"
   CHECK(c->cluster.peer_timeout_ms == 3000);
   REQUIRE(c->cluster.peers.size() == 1);
   CHECK(c->cluster.peers[0].address == "10.0.0.2:7470");
+  CHECK(c->cluster.peers[0].link_bytes_per_s == 0);  // unset: cluster.link_rate
+  auto rated = ParseConfig(StrCat(kNodeBase, R"(
+[cluster]
+node_name = "node-a"
+secret_file = "/etc/isometry/cluster.secret"
+[[peer]]
+name = "node-b"
+address = "10.0.0.2:7470"
+link_rate = "10GiB"
+)"),
+                           "r.toml");
+  REQUIRE(rated.ok());
+  CHECK(rated->cluster.peers[0].link_bytes_per_s == 10ull << 30);
   // The embedded default is a single node.
   CHECK(ParseConfig(EmbeddedDefaultConfig(), "default")->cluster.peers.empty());
 }
@@ -227,6 +240,9 @@ TEST_CASE("cluster configs that cannot work are refused with the reason") {
   CHECK_THAT(ClusterErrorOf("[cluster]\ndata_connections = 0\n"),
              Catch::Contains("cluster.data_connections"));
   CHECK_THAT(ClusterErrorOf("[cluster]\nsecrets = 1\n"), Catch::Contains("unknown key"));
+  CHECK_THAT(ClusterErrorOf("[cluster]\nsecret_file = \"s\"\n[[peer]]\nname = \"b\"\n"
+                            "address = \"h:1\"\nlink_rate = \"0\"\n"),
+             Catch::Contains("peer.link_rate"));
   CHECK_THAT(ClusterErrorOf("[cluster]\nrequest_size = \"1GiB\"\n"),
              Catch::Contains("between 4 KiB and 256 MiB"));
   CHECK_THAT(ClusterErrorOf("[cluster]\neager_put_size = \"2MiB\"\n"),

@@ -1,0 +1,224 @@
+// The initiator's plan of a cross-node copy: the nodes' graphs joined by
+// their network links (each costed at the rate its sending node declares,
+// [[peer]] link_rate), one crossing between the ends' nodes, or several
+// through relay nodes when that is clearly faster, or none when both ends
+// are on one other node (forwarding).
+#include <spdlog/spdlog.h>
+
+#include <map>
+
+#include "core/log_escape.h"
+#include "daemon/cluster/cluster_impl.h"
+#include "planner/planner.h"
+#include "planner/topology_join.h"
+
+namespace isometry {
+
+namespace {
+
+// A relay must beat the direct path by this much: it costs a node's
+// staging, CPU and a second link, and the rates are declared, not measured.
+constexpr double kRelayGain = 1.2;
+constexpr double kLinkOverheadS = 50e-6;  // per request, on every network edge
+
+// The path's stretches, one per node in order; an error when a node comes
+// back (the path leaves a node and returns), which no half can run.
+Result<std::vector<cluster::PathStretch>> Stretches(const Path& path,
+                                                    const std::map<uint32_t, std::string>& names) {
+  auto name_of = [&](MemoryId m) -> Result<std::string> {
+    auto it = names.find(m.node);
+    if (it == names.end()) return Internal("path memory ", ToString(m), " of no joined node");
+    return it->second;
+  };
+  std::vector<cluster::PathStretch> out(1);
+  ISO_ASSIGN_OR_RETURN(out[0].node, name_of(path.nodes.front().memory));
+  for (size_t h = 0; h < path.edges.size(); ++h) {
+    if (path.edges[h].kind != ChannelKind::kRemoteMemcpy) continue;
+    out.back().out_hop = h;
+    cluster::PathStretch next;
+    ISO_ASSIGN_OR_RETURN(next.node, name_of(path.nodes[h + 1].memory));
+    next.in_hop = h;
+    for (const cluster::PathStretch& s : out) {
+      if (s.node == next.node) {
+        return FailedPrecondition("the path returns to node '", next.node, "'");
+      }
+    }
+    out.push_back(std::move(next));
+  }
+  return out;
+}
+
+}  // namespace
+
+double Cluster::Impl::LinkRate(const std::string& peer) const {
+  for (const PeerConfig& pc : config.cluster.peers) {
+    if (pc.name == peer && pc.link_bytes_per_s) return static_cast<double>(pc.link_bytes_per_s);
+  }
+  return static_cast<double>(config.cluster.link_bytes_per_s);
+}
+
+Status Cluster::Impl::AddNodeGraph(const std::string& name, std::vector<NodeGraph>& graphs,
+                                   std::map<std::string, double>* links) {
+  if (name == self()) {
+    graphs.push_back({name, config.runtime.node, node->runtime().topology()});
+    if (links) {
+      for (Peer* p : PeerList()) (*links)[p->config.name] = LinkRate(p->config.name);
+    }
+    return OkStatus();
+  }
+  Peer* p = FindPeer(name);
+  if (!p) return NotFound("no node '", name, "' in this cluster");
+  absl::MutexLock lock(&mu);
+  const PeerState& st = StateLocked(*p);
+  if (!st.up) {
+    return Unavailable("peer '", name, "' is ", st.state,
+                       st.last_error.empty() ? "" : ": " + st.last_error);
+  }
+  if (data->Link(name).incoming() == 0) {
+    return Unavailable("peer '", name, "' is up but has not opened its data connections to ",
+                       "this node yet");
+  }
+  graphs.push_back({name, st.node, st.topology});
+  if (links) *links = st.link_rates;
+  return OkStatus();
+}
+
+Result<cluster::CrossPlan> Cluster::Impl::PlanOver(const std::vector<std::string>& nodes,
+                                                   const NodeMemory& src, const NodeMemory& dst,
+                                                   const Layout& src_layout,
+                                                   const Layout& dst_layout, const Box& box,
+                                                   const FieldSpace& fields) {
+  // nodes[0] and nodes[1] are the ends' (they must take part); any other
+  // that cannot is left out.
+  std::vector<NodeGraph> graphs;
+  std::map<std::string, std::map<std::string, double>> declared;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    std::map<std::string, double> links;
+    Status s = AddNodeGraph(nodes[i], graphs, &links);
+    if (!s.ok() && i < 2) return s;
+    if (s.ok()) declared[nodes[i]] = std::move(links);
+  }
+  // A link costed at its sender's rate. Between the ends, one that
+  // declares nothing (an older node) still gets the cluster's rate, as
+  // before; a relay's links must be declared.
+  std::vector<NetworkLink> links;
+  for (const NodeGraph& from : graphs) {
+    for (const NodeGraph& to : graphs) {
+      if (from.name == to.name) continue;
+      const auto& mine = declared[from.name];
+      double rate = 0;
+      if (auto it = mine.find(to.name); it != mine.end()) {
+        rate = it->second;
+      } else if (from.name == src.node && to.name == dst.node) {
+        rate = static_cast<double>(config.cluster.link_bytes_per_s);
+      }
+      if (rate <= 0) continue;
+      links.push_back({from.name, to.name, ChannelKind::kRemoteMemcpy, "tcp",
+                       ThroughputFunction::PerRequestOverhead(rate, kLinkOverheadS)});
+    }
+  }
+  CrossPlan plan;
+  ISO_ASSIGN_OR_RETURN(plan.topo, JoinTopologies(graphs, links));
+  ISO_ASSIGN_OR_RETURN(MemoryId src_mem,
+                       FindJoinedMemory(plan.topo, src.node, graphs[0].id, src.memory));
+  ISO_ASSIGN_OR_RETURN(MemoryId dst_mem,
+                       FindJoinedMemory(plan.topo, dst.node, graphs[1].id, dst.memory));
+  PlannerOptions po;
+  const RuntimeConfig& rc = node->runtime().config();
+  // Relays need the full algorithm whatever the size: the simple one
+  // takes the fewest hops, which is always the direct link.
+  po.full_threshold = nodes.size() > 2 ? 0 : rc.full_planner_threshold;
+  po.relays = nodes.size() > 2;
+  po.space_threshold = rc.space_threshold;
+  po.cache_capacity = 0;
+  Planner planner(plan.topo, po);
+  ISO_ASSIGN_OR_RETURN(plan.path, planner.Plan({src_mem, src_layout}, {dst_mem, dst_layout}, box,
+                                               fields.total_bytes(), fields.smallest_bytes()));
+  std::map<uint32_t, std::string> names;
+  for (const NodeGraph& g : graphs) names[g.id] = g.name;
+  auto stretches = Stretches(plan.path, names);
+  if (!stretches.ok()) {
+    return FailedPrecondition("the plan ", plan.path.ToString(plan.topo), ": ",
+                              stretches.status().message());
+  }
+  plan.stretches = *std::move(stretches);
+  if (plan.stretches.size() < 2) {
+    return FailedPrecondition("the plan ", plan.path.ToString(plan.topo),
+                              " does not cross the network");
+  }
+  plan.net_hop = plan.stretches[0].out_hop;
+  plan.chunk_target = config.cluster.request_bytes;
+  plan.slot_limit = rc.space_threshold / static_cast<uint64_t>(rc.slots_per_buffer);
+  return plan;
+}
+
+Result<cluster::CrossPlan> Cluster::Impl::PlanCross(const NodeMemory& src, const NodeMemory& dst,
+                                                    const Layout& src_layout,
+                                                    const Layout& dst_layout, const Box& box,
+                                                    const FieldSpace& fields, bool relays) {
+  if (src.node == dst.node) return PlanForward(src, dst, src_layout, dst_layout, box, fields);
+  ISO_ASSIGN_OR_RETURN(CrossPlan direct, PlanOver({src.node, dst.node}, src, dst, src_layout,
+                                                  dst_layout, box, fields));
+  if (direct.stretches.size() != 2) {
+    return FailedPrecondition("the plan ", direct.path.ToString(direct.topo), " crosses the ",
+                              "network ", direct.stretches.size() - 1, " times between two nodes");
+  }
+  if (!relays) return direct;
+  // Relays: peers that are up, other than the ends and this node.
+  std::vector<std::string> nodes = {src.node, dst.node};
+  for (Peer* p : PeerList()) {
+    const std::string& n = p->config.name;
+    if (n != src.node && n != dst.node) nodes.push_back(n);
+  }
+  if (nodes.size() == 2) return direct;
+  Result<CrossPlan> relayed = PlanOver(nodes, src, dst, src_layout, dst_layout, box, fields);
+  if (!relayed.ok()) {
+    spdlog::debug("no relay for {} -> {}: {}", ForLog(src.node), ForLog(dst.node),
+                  ForLog(relayed.status().ToString(), 512));
+    return direct;
+  }
+  if (relayed->stretches.size() <= 2 ||
+      relayed->path.predicted_bps < kRelayGain * direct.path.predicted_bps) {
+    spdlog::debug("no relay for {} -> {}: direct {} at {:.0f} B/s, best {} at {:.0f} B/s",
+                  ForLog(src.node), ForLog(dst.node), direct.path.ToString(direct.topo),
+                  direct.path.predicted_bps, relayed->path.ToString(relayed->topo),
+                  relayed->path.predicted_bps);
+    return direct;
+  }
+  return relayed;
+}
+
+// Both ends on one other node: forwarded, that node plans and runs the
+// whole copy. The plan here is over its graph as its welcome gave it, for
+// isoctl plan and the copy's path text; its own may differ (calibration).
+Result<cluster::CrossPlan> Cluster::Impl::PlanForward(const NodeMemory& src, const NodeMemory& dst,
+                                                      const Layout& src_layout,
+                                                      const Layout& dst_layout, const Box& box,
+                                                      const FieldSpace& fields) {
+  if (src.node == self()) {
+    return Internal("a copy with both ends on this node reached the cluster layer");
+  }
+  CrossPlan plan;
+  std::vector<NodeGraph> graphs;
+  ISO_RETURN_IF_ERROR(AddNodeGraph(src.node, graphs));
+  ISO_ASSIGN_OR_RETURN(plan.topo, JoinTopologies(graphs, {}));
+  ISO_ASSIGN_OR_RETURN(MemoryId src_mem,
+                       FindJoinedMemory(plan.topo, src.node, graphs[0].id, src.memory));
+  ISO_ASSIGN_OR_RETURN(MemoryId dst_mem,
+                       FindJoinedMemory(plan.topo, dst.node, graphs[0].id, dst.memory));
+  PlannerOptions po;
+  const RuntimeConfig& rc = node->runtime().config();
+  po.full_threshold = rc.full_planner_threshold;
+  po.space_threshold = rc.space_threshold;
+  po.cache_capacity = 0;
+  Planner planner(plan.topo, po);
+  ISO_ASSIGN_OR_RETURN(plan.path, planner.Plan({src_mem, src_layout}, {dst_mem, dst_layout}, box,
+                                               fields.total_bytes(), fields.smallest_bytes()));
+  plan.forward = true;
+  plan.net_hop = plan.path.edges.size();
+  plan.chunk_target = config.cluster.request_bytes;
+  plan.slot_limit = rc.space_threshold / static_cast<uint64_t>(rc.slots_per_buffer);
+  return plan;
+}
+
+}  // namespace isometry

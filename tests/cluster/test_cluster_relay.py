@@ -1,0 +1,155 @@
+"""Paths that cross the network more than once: a copy from a to c relayed
+through b, where the links a declares ([[peer]] link_rate) make a -> b -> c
+faster than a -> c.
+
+Run with Debian's interpreter (in tests/cluster):
+
+    ISOMETRYD=build/daemon/isometryd ISOMETRY_PYTHONPATH=build/python \\
+        /usr/bin/python3 -m unittest -v test_cluster_relay
+
+Checks: the plan and the copy's path go through b (isoctl plan and Wait),
+the bytes arrive whole in every layout pair tried, b lists its part as a
+relay with both network hops; without the rate difference the path stays
+direct; a relay node killed mid-copy fails the copy on a (and frees c's
+half) while a and c keep serving; a malformed relay request is refused.
+"""
+
+import os
+import subprocess
+import sys
+import time
+import unittest
+
+ISOMETRYD = os.environ.get("ISOMETRYD", "")
+ISOCTL = os.environ.get("ISOCTL", "")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+if not ISOMETRYD:
+    print("test_cluster_relay: skipped: ISOMETRYD is not set", file=sys.stderr)
+else:
+    import cluster_fixture as cf
+    from isometry import TransferError
+
+MiB = 1 << 20
+FIELDS = [("a", 4), ("b", 8), ("c", 2)]
+ENTRY = 14
+
+# a's own link to c is declared slow; a -> b and b -> c fast.
+RATES = [{"b": "10GiB", "c": "10MiB"}, {"a": "10GiB", "c": "10GiB"}, {}]
+
+
+@unittest.skipUnless(ISOMETRYD, "ISOMETRYD is not set")
+class Relay(unittest.TestCase):
+    rates = RATES
+
+    def setUp(self):
+        self.cluster = cf.Cluster(ISOMETRYD, ["a", "b", "c"], request="256KiB",
+                                  node_opts=[{"link_rates": r} for r in self.rates])
+        self.cluster.start()
+
+    def tearDown(self):
+        self.cluster.stop_checked(self)
+
+    def published(self, client, nbytes, data=None):
+        alloc = client.allocate("sys0", nbytes)
+        if data is not None:
+            client.write(alloc, 0, data)
+        client.publish(alloc)
+        return alloc
+
+    def to_aos(self, client, alloc, bounds, layout, nbytes):
+        check = client.allocate("sys0", nbytes)
+        src = client.register_instance(alloc, bounds, FIELDS, layout)
+        dst = client.register_instance(check, bounds, FIELDS, "F,x,y")
+        client.copy(src, dst)
+        return client.read(check, 0, nbytes)
+
+
+class Relayed(Relay):
+    def test_a_to_c_through_b(self):
+        bounds = [1000, 301]
+        nbytes = 1000 * 301 * ENTRY
+        data = os.urandom(nbytes)
+        a, b, c = self.cluster["a"], self.cluster["b"], self.cluster["c"]
+        with a.client() as ca, b.client() as cb, c.client() as cc:
+            plan = ca.explain("sys0", "F,x,y", "c:sys0", "x,y,F", bounds, FIELDS)
+            self.assertIn("b:sys0", plan.text, plan.text)
+            src = ca.allocate("sys0", nbytes)
+            ca.write(src, 0, data)
+            s = ca.register_instance(src, bounds, FIELDS, "F,x,y")
+            for layout in ("F,x,y", "x,y,F", "x_in=8,F,x_out,y"):
+                with self.subTest(layout=layout):
+                    dst = self.published(cc, 1024 * 304 * ENTRY)
+                    d = ca.register_instance(dst.id, bounds, FIELDS, layout, memory="c:sys0")
+                    info = ca.copy(s, d)
+                    self.assertEqual(info.state, "done")
+                    self.assertIn("b:sys0", info.path)
+                    self.assertEqual(self.to_aos(cc, dst, bounds, layout, nbytes), data)
+                    relay = cb.transfer(info.id)
+                    self.assertEqual(relay.state, "done")
+                    self.assertEqual(relay.remote_half,
+                                     f"relay of a:{info.id}, receiving from a, sending to c")
+                    channels = [h.channel for h in relay.hops]
+                    self.assertEqual((channels[0], channels[-1]), ("tcp:a", "tcp:c"), channels)
+                    self.assertTrue(all(h.chunks_done == h.chunks_total for h in relay.hops))
+                    self.assertEqual(cc.transfer(info.id).remote_half,
+                                     f"remote half of a:{info.id}, receiving from b")
+            if ISOCTL:
+                r = subprocess.run([ISOCTL, "--socket", a.socket, "plan", "sys0", "c:sys0",
+                                    "--extents", "4096"], capture_output=True, text=True)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn("b:sys0", r.stdout)
+            peers = {p.name: p for p in ca.peers().peers}
+            self.assertEqual(peers["c"].bytes_sent, 0, "nothing went over a's slow link")
+            for cl in (ca, cb, cc):
+                self.assertEqual(cl.status().transfers_active, 0)
+                self.assertEqual({m.name: m for m in cl.memories()}["sys0"].staging_used, 0)
+
+    def test_c_to_a_stays_direct(self):
+        # c declares no rates: its links cost the cluster's rate, and b's
+        # declared ones do not beat that by enough to relay.
+        n = 4 * MiB
+        info, sent, got = self.cluster.copy_bytes("c", "a", n)
+        self.assertEqual(got, sent)
+        self.assertNotIn("b:", info.path)
+
+    def test_relay_killed_mid_copy(self):
+        n = 192 * MiB
+        a, b, c = self.cluster["a"], self.cluster["b"], self.cluster["c"]
+        with a.client() as ca, c.client() as cc:
+            src = ca.allocate("sys0", n)
+            ca.write(src, 0, os.urandom(n))
+            dst = self.published(cc, n)
+            s = ca.register_instance(src, [n // 8], [("v", 8)], "F,x")
+            d = ca.register_instance(dst.id, [n // 8], [("v", 8)], "F,x", memory="c:sys0")
+            t = ca.copy(s, d, wait=False)
+            # Kill b once it relays (or at once, if the copy is already far).
+            deadline = time.time() + 10
+            with b.client() as cb:
+                while time.time() < deadline and not any(x.id == int(t) for x in cb.transfers()):
+                    time.sleep(0.005)
+            b.kill()
+            with self.assertRaises(TransferError) as e:
+                ca.wait(t)
+            self.assertIn(e.exception.info.state, ("failed",))
+            # c freed its half; a and c still copy to each other.
+            deadline = time.time() + 10
+            while time.time() < deadline and cc.status().transfers_active:
+                time.sleep(0.05)
+            self.assertEqual(cc.status().transfers_active, 0)
+            self.assertEqual(ca.status().transfers_active, 0)
+        info, sent, got = self.cluster.copy_bytes("a", "c", MiB)
+        self.assertEqual(got, sent)
+
+
+class NoRates(Relay):
+    rates = [{}, {}, {}]
+
+    def test_direct_without_declared_rates(self):
+        info, sent, got = self.cluster.copy_bytes("a", "c", 4 * MiB)
+        self.assertEqual(got, sent)
+        self.assertNotIn("b:", info.path)
+
+
+if __name__ == "__main__":
+    unittest.main()

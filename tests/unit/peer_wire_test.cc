@@ -1,0 +1,108 @@
+// daemon/cluster/peer_wire: a peer's StartHalf as this node parses it. A
+// relay or a forwarded copy arrives from another node, so whatever does
+// not fit its shape is refused before anything is started.
+#include "daemon/cluster/peer_wire.h"
+
+#include <catch2/catch.hpp>
+
+using namespace isometry;
+using namespace isometry::cluster;
+
+namespace {
+
+// A two-crossing path a:sys0 -> b:sys0 -> c:sys0 (node ids 1, 2, 3), as
+// b gets it to relay.
+v1::StartHalfRequest RelayRequest() {
+  v1::StartHalfRequest req;
+  req.set_key(42);
+  for (uint32_t node : {1u, 2u, 3u}) {
+    auto* n = req.add_nodes();
+    n->set_node(node);
+    n->set_memory(0);
+    n->set_layout("F,x");
+  }
+  for (int i = 0; i < 2; ++i) {
+    auto* e = req.add_edges();
+    e->set_channel("tcp");
+    e->set_kind("remote_memcpy");
+  }
+  req.set_net_hop(0);
+  req.set_relay_hop(1);
+  req.set_partner("a");
+  req.set_relay_partner("c");
+  req.set_chunk_target(1 << 20);
+  req.set_slot_limit(1 << 20);
+  req.mutable_box()->add_lo(0);
+  req.mutable_box()->add_hi(1024);
+  auto* local = req.mutable_local();
+  local->mutable_bounds()->add_lo(0);
+  local->mutable_bounds()->add_hi(1024);
+  auto* f = local->add_fields();
+  f->set_name("v");
+  f->set_size(8);
+  local->set_layout("F,x");
+  req.mutable_other_bounds()->add_lo(0);
+  req.mutable_other_bounds()->add_hi(1024);
+  req.set_other_layout("F,x");
+  return req;
+}
+
+}  // namespace
+
+TEST_CASE("peer wire: a relay parses with both network hops and peers") {
+  Result<HalfRequest> h = FromProto(RelayRequest());
+  REQUIRE(h.ok());
+  CHECK(h->part.relays());
+  CHECK(h->part.relay_hop == 1);
+  CHECK(h->part.relay_peer == "c");
+  CHECK(h->partner == "a");
+  CHECK(h->part.Mine(0));
+  CHECK(h->part.Mine(1));
+  CHECK_FALSE(h->forward_dst.has_value());
+}
+
+TEST_CASE("peer wire: malformed relays are refused") {
+  auto refused = [](v1::StartHalfRequest req) {
+    Result<HalfRequest> h = FromProto(req);
+    REQUIRE_FALSE(h.ok());
+    CHECK(absl::IsInvalidArgument(h.status()));
+  };
+  v1::StartHalfRequest req = RelayRequest();
+  req.set_sending(true);  // a relay receives first
+  refused(req);
+  req = RelayRequest();
+  req.set_net_hop(1);  // the outgoing hop not after the incoming one
+  refused(req);
+  req = RelayRequest();
+  req.set_relay_hop(2);  // past the path's end
+  refused(req);
+  req = RelayRequest();
+  req.set_relay_partner("");
+  refused(req);
+  req = RelayRequest();
+  req.set_relay_partner("a");  // back to where the bytes came from
+  refused(req);
+  req = RelayRequest();
+  req.set_form_hash(7);  // datatype copies are not relayed
+  refused(req);
+}
+
+TEST_CASE("peer wire: a forwarded copy names two ends and no path") {
+  v1::StartHalfRequest req = RelayRequest();
+  req.clear_nodes();
+  req.clear_edges();
+  req.set_relay_hop(0);
+  req.set_relay_partner("");
+  req.set_partner("");
+  *req.mutable_forward_dst() = req.local();
+  Result<HalfRequest> h = FromProto(req);
+  REQUIRE(h.ok());
+  REQUIRE(h->forward_dst.has_value());
+  CHECK(h->other.bounds == h->forward_dst->shape.bounds);
+  // A path beside it is refused: the receiving node plans itself.
+  v1::StartHalfRequest with_path = RelayRequest();
+  with_path.set_relay_hop(0);
+  with_path.set_relay_partner("");
+  *with_path.mutable_forward_dst() = with_path.local();
+  REQUIRE_FALSE(FromProto(with_path).ok());
+}
