@@ -36,6 +36,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "channels/rdma/rdma_probe.h"
 #include "channels/tcp/data_plane.h"
 #include "daemon/cluster/cluster.h"
 #include "daemon/cluster/form_exchange.h"
@@ -103,6 +104,8 @@ struct PeerState {
   std::string data_address;
   Topology topology;  // its memories and edges, ids {node, index}
   double rtt_ms = 0;
+  // Which transport network hops with it take, and why (isoctl peers).
+  std::string network;
   Clock::time_point last_answer{};
   bool up = false;
 };
@@ -176,8 +179,9 @@ struct WelcomeOut {
   std::string node_name;
   uint32_t node = 0;
   uint32_t protocol_version = 0;
-  std::string token, mac, data_address;  // token: the session's id, sent once
-  const Topology* topology = nullptr;    // this node's; lives as long as the node
+  std::string token, mac, data_address;    // token: the session's id, sent once
+  const Topology* topology = nullptr;      // this node's; lives as long as the node
+  const rdma::RdmaChoice* rdma = nullptr;  // this node's; lives as long as the node
 };
 
 // A half a peer asks this node to run (v1::StartHalfRequest, parsed).

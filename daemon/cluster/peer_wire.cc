@@ -68,6 +68,10 @@ void ToProto(const WelcomeOut& w, v1::PeerWelcome* out) {
   out->set_mac(w.mac);
   out->set_data_address(w.data_address);
   if (w.topology) ToWelcome(*w.topology, out);
+  if (w.rdma) {
+    out->mutable_rdma()->set_usable(w.rdma->use);
+    out->mutable_rdma()->set_detail(w.rdma->why);
+  }
 }
 
 v1::StartHalfRequest ToProto(const HalfOut& h) {
