@@ -102,7 +102,8 @@ TEST_CASE("write with immediate into a slot, a completion error, reset and recon
   connect();
 
   // The sender's buffer and the receiver's ring of 4 slots of 256 KiB.
-  constexpr uint32_t kSlot = 256 << 10;
+  constexpr size_t kSlot = 256 << 10;
+  constexpr auto kSlotLength = static_cast<uint32_t>(kSlot);
   std::vector<uint8_t> src(kSlot), ring(4 * kSlot, 0);
   for (auto& b : src) b = static_cast<uint8_t>(rng());
   RegCache cache(VerbsRegistrar(device->pd.get()), RegCache::Limits{});
@@ -112,7 +113,7 @@ TEST_CASE("write with immediate into a slot, a completion error, reset and recon
   const uint64_t slot2 = reinterpret_cast<uint64_t>(ring.data()) + 2 * kSlot;
 
   PostRecv(qp_b->get(), 100);
-  PostWriteImm(qp_a->get(), *src_mr, reinterpret_cast<uint64_t>(src.data()), kSlot, slot2,
+  PostWriteImm(qp_a->get(), *src_mr, reinterpret_cast<uint64_t>(src.data()), kSlotLength, slot2,
                ring_mr->rkey(), 2, 1);
   const ibv_wc sent = Next(cq_a->cq.get());
   INFO(DescribeCompletion(sent));
@@ -143,7 +144,7 @@ TEST_CASE("write with immediate into a slot, a completion error, reset and recon
   connect();
   std::fill(ring.begin(), ring.end(), 0);
   PostRecv(qp_b->get(), 102);
-  PostWriteImm(qp_a->get(), *src_mr, reinterpret_cast<uint64_t>(src.data()), kSlot, slot2,
+  PostWriteImm(qp_a->get(), *src_mr, reinterpret_cast<uint64_t>(src.data()), kSlotLength, slot2,
                ring_mr->rkey(), 2, 3);
   CHECK(Next(cq_a->cq.get()).status == IBV_WC_SUCCESS);
   const ibv_wc again = Next(cq_b->cq.get());
