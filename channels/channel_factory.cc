@@ -9,6 +9,7 @@
 #include "channels/disk/disk_channel.h"
 #include "channels/disk/uring.h"
 #include "channels/memcpy/memcpy_channel.h"
+#include "channels/rdma/rdma_probe.h"
 #include "channels/tcp/data_plane.h"
 #include "channels/tcp/tcp_channel.h"
 #ifdef ISOMETRY_HAVE_CUDA
@@ -109,17 +110,6 @@ ChannelAvailability ProbeCmaKind(ChannelKind kind, const ChannelContext&) {
                    "; reaching clients' processes needs CAP_SYS_PTRACE (or "
                    "ptrace_scope 0 and the daemon's own uid)"));
 }
-// RDMA would be a remote_memcpy backend; reported beside the kinds so the
-// log says why the network hop runs over TCP.
-std::string RdmaDevices() {
-  std::error_code ec;
-  std::string names;
-  for (const auto& e : std::filesystem::directory_iterator("/sys/class/infiniband", ec)) {
-    names += (names.empty() ? "" : ", ") + e.path().filename().string();
-  }
-  return names;
-}
-
 struct Backend {
   ChannelKind kind;
   Probe probe;
@@ -163,11 +153,10 @@ void LogChannelAvailability(const std::vector<ChannelAvailability>& found) {
     }
   }
   spdlog::info("GPU: {}", GpuSummary());
-  const std::string rdma = RdmaDevices();
-  spdlog::info("RDMA: {}", rdma.empty() ? "no device in /sys/class/infiniband; network hops use TCP"
-                                        : "devices " + rdma +
-                                              " found, but this version of isometryd has no RDMA "
-                                              "channel; network hops use TCP");
+  // RDMA is a backend of the remote_memcpy kind: what libibverbs found, or
+  // why nothing (whether it is used is the daemon's choice: rdma::ChooseRdma).
+  const rdma::RdmaProbe& rdma = rdma::CachedRdmaProbe();
+  spdlog::info("RDMA: {}{}", rdma.usable() ? "" : "absent: ", rdma.Summary());
 }
 
 Result<std::unique_ptr<Channel>> MakeChannel(const ChannelConfig& config,

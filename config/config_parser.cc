@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "config/etcd_config_parser.h"
+#include "config/rdma_config_parser.h"
 #include "config/tls_config_parser.h"
 #include "core/strings.h"
 
@@ -476,7 +477,7 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view source) 
   }
   Reader r(source);
   ISO_RETURN_IF_ERROR(r.OnlyKeys(
-      root, "", {"daemon", "runtime", "memory", "channel", "cluster", "peer", "metrics"}));
+      root, "", {"daemon", "runtime", "memory", "channel", "cluster", "peer", "metrics", "rdma"}));
   Config config;
   RuntimeConfig& c = config.runtime;
   if (const toml::node* n = root.get("runtime")) {
@@ -506,6 +507,9 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view source) 
       return r.Error(*n, "metrics", "must be a table");
     }
     ISO_RETURN_IF_ERROR(ReadMetrics(r, *t, config.metrics));
+  }
+  if (const toml::node* n = root.get("rdma")) {
+    ISO_RETURN_IF_ERROR(ReadRdma(*n, r.source(), config.rdma));
   }
   auto read_list = [&](const char* key, auto read_one, auto& out) -> Status {
     const toml::node* n = root.get(key);

@@ -324,6 +324,7 @@ Status Config::Validate() const {
   ISO_RETURN_IF_ERROR(daemon.Validate());
   ISO_RETURN_IF_ERROR(cluster.Validate());
   ISO_RETURN_IF_ERROR(metrics.Validate());
+  ISO_RETURN_IF_ERROR(rdma.Validate());
   if (cluster.clustered() && daemon.grpc_tcp.empty()) {
     return ConfigKeyError("daemon.grpc_tcp",
                           "peers are listed (or [cluster.etcd] set) but daemon.grpc_tcp is empty; "

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config/config_origin.h"
+#include "config/rdma_config.h"
 #include "core/channel_kind.h"
 #include "core/memory.h"
 #include "core/status.h"
@@ -251,6 +252,7 @@ struct Config {
   DaemonConfig daemon;
   ClusterConfig cluster;
   MetricsConfig metrics;
+  RdmaConfig rdma;  // [rdma]: whether network hops may use RDMA
   // Where the file wrote each key (for FILE:LINE in later checks' errors).
   ConfigOrigin origin;
 

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "channels/rdma/rdma_probe.h"
 #include "channels/tcp/wire.h"
 #include "core/group.h"
 #include "core/strings.h"
@@ -157,6 +158,8 @@ Status CheckStartable(const Config& config) {
       if (!tls.ok()) return ConfigKeyError("cluster.tls", tls.status().message());
     }
   }
+  // rdma.enable = "on" needs a usable device (and every rdma.devices entry).
+  ISO_RETURN_IF_ERROR(rdma::ChooseRdma(rdma::CachedRdmaProbe(), config.rdma).status());
   return OkStatus();
 }
 

@@ -14,6 +14,8 @@
 //     numeric port below 65536 and a host that is an address of this machine;
 //   memory[].directory of DSK memories: an existing, searchable directory;
 //   cluster.secret_file (with peers): readable and long enough.
+//   rdma.enable = "on": a usable RDMA device (channels/rdma/rdma_probe.h),
+//     and every name in rdma.devices found on this machine.
 // Not checked (only binding tells): whether a TCP port is free.
 //
 // Every error is a ConfigKeyError naming its key: config.origin.Locate()

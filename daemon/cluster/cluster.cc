@@ -257,6 +257,7 @@ v1::ListPeersResponse Cluster::ListPeers() const {
     pi->set_bytes_sent(link.bytes_sent());
     pi->set_bytes_received(link.bytes_received());
     pi->set_data_link(link.security());
+    pi->set_network(st.network);
   }
   return out;
 }

@@ -36,6 +36,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "channels/rdma/rdma_probe.h"
 #include "channels/tcp/data_plane.h"
 #include "daemon/cluster/cluster.h"
 #include "daemon/cluster/form_exchange.h"
@@ -104,6 +105,8 @@ struct PeerState {
   Topology topology;                         // its memories and edges, ids {node, index}
   std::map<std::string, double> link_rates;  // its links to its peers (welcome), bytes/s
   double rtt_ms = 0;
+  // Which transport network hops with it take, and why (isoctl peers).
+  std::string network;
   Clock::time_point last_answer{};
   bool up = false;
 };
@@ -208,6 +211,7 @@ struct WelcomeOut {
   std::string token, mac, data_address;      // token: the session's id, sent once
   const Topology* topology = nullptr;        // this node's; lives as long as the node
   std::map<std::string, double> link_rates;  // to its peers, bytes/s
+  const rdma::RdmaChoice* rdma = nullptr;    // this node's; lives as long as the node
 };
 
 // A half a peer asks this node to run (v1::StartHalfRequest, parsed).

@@ -187,6 +187,7 @@ Result<cluster::WelcomeOut> Cluster::Impl::AcceptHello(const cluster::HelloIn& h
                         w.data_address});
   w.topology = &node->runtime().topology();
   for (const PeerConfig& pc : config.cluster.peers) w.link_rates[pc.name] = LinkRate(pc.name);
+  w.rdma = &node->rdma();
   return w;
 }
 
@@ -301,6 +302,8 @@ Status Cluster::Impl::Hello(Peer& p) {
   st.data_address = w.data_address();
   st.topology = std::move(topo);
   st.link_rates = std::move(link_rates);
+  st.network = rdma::NetworkTransportWhy(node->rdma(), p.config.name,
+                                         {w.has_rdma(), w.rdma().usable(), w.rdma().detail()});
   st.rtt_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   st.last_answer = Clock::now();
   return OkStatus();
@@ -353,9 +356,11 @@ void Cluster::Impl::PeerLoop(Peer& p) {
         st.last_error.clear();
         backoff = std::chrono::milliseconds(100);
         logged.clear();
-        spdlog::info("peer '{}' is up: node {}, {} memories, data at {}, rtt {:.2f} ms",
-                     p.config.name, st.node, st.topology.memories.size(), st.data_address,
-                     st.rtt_ms);
+        spdlog::info(
+            "peer '{}' is up: node {}, {} memories, data at {}, rtt {:.2f} ms; network "
+            "hops over {}",
+            p.config.name, st.node, st.topology.memories.size(), st.data_address, st.rtt_ms,
+            st.network);
         continue;
       }
       st.state = (absl::IsUnauthenticated(s) || absl::IsFailedPrecondition(s) ||

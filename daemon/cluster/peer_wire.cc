@@ -75,6 +75,10 @@ void ToProto(const WelcomeOut& w, v1::PeerWelcome* out) {
     l->set_peer(peer);
     l->set_bytes_per_s(rate);
   }
+  if (w.rdma) {
+    out->mutable_rdma()->set_usable(w.rdma->use);
+    out->mutable_rdma()->set_detail(w.rdma->why);
+  }
 }
 
 std::map<std::string, double> LinkRatesFromWelcome(const v1::PeerWelcome& w) {

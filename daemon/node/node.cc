@@ -9,6 +9,7 @@
 
 #include "channels/channel_factory.h"
 #include "channels/host_pages.h"
+#include "channels/rdma/rdma_probe.h"
 #include "core/strings.h"
 #include "daemon/node/node_impl.h"
 #include "daemon/runtime/disk_endpoint.h"
@@ -41,6 +42,11 @@ Result<std::unique_ptr<Node>> Node::Create(const Config& config, const ChannelCo
   }
   impl->config.runtime.channels = rc.channels;
   LogChannelAvailability(ProbeChannels(context));
+  // enable = "on" without a usable device fails here (and in the start
+  // check before it); otherwise the log says whether RDMA is used and why.
+  ISO_ASSIGN_OR_RETURN(impl->rdma, rdma::ChooseRdma(rdma::CachedRdmaProbe(), config.rdma));
+  spdlog::info("RDMA for network hops: {}: {}", impl->rdma.use ? "used" : "not used",
+               impl->rdma.why);
   ChannelMaker maker = [context](const ChannelConfig& c) { return MakeChannel(c, context); };
   ISO_ASSIGN_OR_RETURN(impl->runtime, Runtime::Create(rc, maker));
   for (size_t i = 0; i < config.runtime.memories.size(); ++i) {
@@ -94,6 +100,8 @@ Result<std::unique_ptr<Node>> Node::Create(const Config& config, const ChannelCo
 }
 
 const Config& Node::config() const { return impl_->config; }
+
+const rdma::RdmaChoice& Node::rdma() const { return impl_->rdma; }
 
 void Node::SetCrossCopier(CrossCopier* copier) { impl_->cross = copier; }
 
@@ -281,6 +289,7 @@ NodeStatus Node::GetStatus() const {
   const uint64_t remote_halves = impl_->RunningRemoteHalves();
   absl::MutexLock lock(&impl_->mu);
   s.node = impl_->config.runtime.node;
+  s.rdma = StrCat(impl_->rdma.use ? "used: " : "not used: ", impl_->rdma.why);
   s.uptime_s = std::chrono::duration<double>(NodeClock::now() - impl_->started).count();
   s.sessions = static_cast<uint32_t>(impl_->sessions.size());
   // Halves of other nodes' copies count: the runtime counts their ends.

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "channels/channel_factory.h"
+#include "channels/rdma/rdma_probe.h"
 #include "config/runtime_config.h"
 #include "core/datatype.h"
 #include "core/instance.h"
@@ -128,6 +129,8 @@ struct NodeStatus {
   uint64_t watched_allocations = 0;  // Active Access: allocations with regions
   uint64_t watched_regions = 0;
   FormExchangeStats forms;  // with peers
+  // RDMA for network hops: "used: devices rxe0" or "not used: <why>".
+  std::string rdma;
 };
 
 struct InstanceSpec {
@@ -439,6 +442,9 @@ class Node {
   // Re-measures every channel (isoctl calibrate).
   Result<Calibration> Calibrate();
   const Config& config() const;
+  // Whether this node runs network hops over RDMA, decided at Create from
+  // the probe and [rdma] (peers learn it in the hello exchange).
+  const rdma::RdmaChoice& rdma() const;
 
   // What Drain had to give up.
   struct DrainOutcome {

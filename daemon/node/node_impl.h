@@ -209,6 +209,7 @@ struct Node::Impl {
   CrossCopier* cross = nullptr;  // set before serving
   const NodeClock::time_point started = NodeClock::now();
   std::vector<std::shared_ptr<PoolAccount>> pools;
+  rdma::RdmaChoice rdma;
   static constexpr size_t kFinishedKept = 4096;
 
   // ---- the tables ----

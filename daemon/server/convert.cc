@@ -196,6 +196,7 @@ void ToProto(const NodeStatus& s, v1::StatusResponse* out) {
   out->set_sessions(s.sessions);
   out->set_watched_allocations(s.watched_allocations);
   out->set_watched_regions(s.watched_regions);
+  out->set_rdma(s.rdma);
   out->set_transfers_submitted(s.runtime.transfers_submitted);
   out->set_transfers_completed(s.runtime.transfers_completed);
   out->set_transfers_failed(s.runtime.transfers_failed);

@@ -107,6 +107,7 @@ std::string RenderStatus(const v1::StatusResponse& s) {
       {"instances", n(s.instances())},
       {"watched (active access)",
        n(s.watched_allocations()) + " allocation(s), " + n(s.watched_regions()) + " region(s)"},
+      {"rdma", s.rdma().empty() ? std::string("(not reported by this daemon)") : s.rdma()},
   });
   return watches.empty() ? out : out + RenderFields(watches);
 }
@@ -169,7 +170,13 @@ std::string RenderPeers(const v1::ListPeersResponse& r) {
               FormatBytes(p.bytes_received()), p.source().empty() ? "config" : p.source(),
               p.last_error().empty() ? "-" : p.last_error()});
   }
-  return "node '" + r.node_name() + "'\n" + t.Render();
+  std::string network;
+  for (const v1::PeerInfo& p : r.peers()) {
+    if (!p.network().empty()) {
+      network += "network hops with " + p.name() + ": " + p.network() + "\n";
+    }
+  }
+  return "node '" + r.node_name() + "'\n" + t.Render() + network;
 }
 
 std::string RenderChannels(const v1::ListChannelsResponse& r) {

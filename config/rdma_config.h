@@ -1,0 +1,40 @@
+// The RDMA channel's settings ([rdma] in the config file). Parsed and
+// validated here; what the machine offers is the probe's business
+// (channels/rdma/rdma_probe.h), and the two meet in rdma::ChooseRdma.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace isometry {
+
+// Whether network hops may run over RDMA.
+//   kAuto: where this node and the peer both have a usable device
+//          (an ACTIVE port); TCP otherwise, and the log says why.
+//   kOn:   as kAuto, but a node without a usable device refuses to start.
+//   kOff:  never; the probe still runs and isoctl status shows what it saw.
+enum class RdmaEnable { kAuto, kOn, kOff };
+
+std::string_view RdmaEnableName(RdmaEnable e);  // "auto", "on", "off"
+
+struct RdmaConfig {
+  RdmaEnable enable = RdmaEnable::kAuto;
+  // Device names (as in /sys/class/infiniband, e.g. "mlx5_0", "rxe0") the
+  // daemon may use; empty: every device the probe finds.
+  std::vector<std::string> devices;
+  // Reliable-connected queue pairs per peer and direction; transfers are
+  // striped over them.
+  int qps_per_peer = 4;
+  // The GID table entry used for RoCE addressing; -1: the first RoCE v2
+  // entry of the port (then RoCE v1, then entry 0).
+  int gid_index = -1;
+
+  // Ranges only: device names are checked against the machine at start.
+  Status Validate() const;
+};
+
+}  // namespace isometry
