@@ -69,7 +69,8 @@ Result<std::shared_ptr<TlsContext>> TlsContext::Create(const TlsFiles& files,
   // No session tickets: nothing arrives after the handshake but data, which
   // lets the kernel take over both directions.
   SSL_CTX_set_num_tickets(raw, 0);
-  // Room for many records per read(2) once read-ahead is on (StartTls).
+  // Room for many records per read(2) once read-ahead is on (EndHello,
+  // for a peer that does not seal records).
   SSL_CTX_set_default_read_buffer_len(raw, 256 << 10);
   SSL_CTX_set_options(raw, SSL_OP_ENABLE_KTLS | SSL_OP_NO_RENEGOTIATION);
   // Whole writes (a write resumed after WANT_WRITE passes the same
