@@ -144,7 +144,7 @@ Status Wire::SealedSend(struct iovec* iov, int count) {
           EVP_EncryptUpdate(s.ctx, nullptr, &l1, out, kHeader) == 1 &&
           EVP_EncryptUpdate(s.ctx, out + kHeader, &l2, p, static_cast<int>(n)) == 1 &&
           EVP_EncryptFinal_ex(s.ctx, out + kHeader + l2, &l3) == 1 &&
-          static_cast<size_t>(l2 + l3) == n &&
+          static_cast<size_t>(l2) + static_cast<size_t>(l3) == n &&
           EVP_CIPHER_CTX_ctrl(s.ctx, EVP_CTRL_GCM_GET_TAG, kTag, out + kHeader + n) == 1;
       if (!ok) return Internal("sealing a record for ", remote_, " failed");
       ++s.seq;
@@ -180,8 +180,9 @@ Status Wire::SealedFill(Sealed& s, size_t need, uint32_t timeout_ms) {
     if (timeout_ms) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           until - std::chrono::steady_clock::now());
-      if (left.count() <= 0)
+      if (left.count() <= 0) {
         return Unavailable("no answer from ", remote_, " in ", timeout_ms, " ms");
+      }
       wait = static_cast<uint32_t>(left.count());
     }
     WaitFor(POLLIN, wait);

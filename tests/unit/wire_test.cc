@@ -141,7 +141,7 @@ TEST_CASE("mutual TLS: both names proven, bytes both ways at once") {
     REQUIRE(b.EndHello(true, /*accepting=*/false, 3).ok());
     CHECK(a.sealed());
     BothWays(a, b, 8 << 20);
-    BothWays(a, b, 48 * 1000, 1000);  // records smaller than a read
+    BothWays(a, b, size_t{48} * 1000, 1000);  // records smaller than a read
     BothWays(a, b, 1 << 20, 3);
   }
   // A closed peer ends a waiting read with an error, not a hang.
