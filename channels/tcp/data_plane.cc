@@ -102,7 +102,7 @@ void DataPlane::JoinHandshakes(bool all) {
 
 void DataPlane::Handshake(UniqueFd owned, std::string remote) {
   auto w = std::make_unique<Wire>(std::move(owned), std::move(remote));
-  Result<std::pair<std::string, bool>> admitted = Admit(*w);
+  Result<std::pair<std::string, uint8_t>> admitted = Admit(*w);
   if (!admitted.ok()) {
     const std::string why(admitted.status().message());
     // Anyone who reaches the data port can try: limited lines per address,
@@ -125,12 +125,16 @@ void DataPlane::Handshake(UniqueFd owned, std::string remote) {
   }
   FrameHeader reply;
   reply.type = FrameType::kHello;
-  if (admitted->second) reply.flags |= kFlagChecksum;
+  reply.flags = admitted->second;
   if (!w->SendFrame(reply).ok()) return;
-  Link(admitted->first).AddIncoming(std::move(w), admitted->second);
+  if (Status s = w->EndHello((reply.flags & kFlagSealed) != 0, /*accepting=*/true); !s.ok()) {
+    spdlog::warn("data connection from {}: {}", w->remote(), std::string(s.message()));
+    return;
+  }
+  Link(admitted->first).AddIncoming(std::move(w), (reply.flags & kFlagChecksum) != 0);
 }
 
-Result<std::pair<std::string, bool>> DataPlane::Admit(Wire& w) {
+Result<std::pair<std::string, uint8_t>> DataPlane::Admit(Wire& w) {
   // A connecting node has timeout_ms per step to say who it is.
   const uint32_t t = options_.timeout_ms;
   if (options_.tls) ISO_RETURN_IF_ERROR(w.StartTls(*options_.tls, /*accepting=*/true, "", t));
@@ -146,6 +150,7 @@ Result<std::pair<std::string, bool>> DataPlane::Admit(Wire& w) {
   proof.client_nonce = std::move(client_nonce);
   proof.server_nonce = RandomHex(16);
   const bool want_checksum = (h.flags & kFlagChecksum) != 0;
+  const bool seal = (h.flags & kFlagSealed) != 0 && w.CanSeal();
   FrameHeader challenge;
   challenge.type = FrameType::kChallenge;
   challenge.length = proof.server_nonce.size();
@@ -157,7 +162,9 @@ Result<std::pair<std::string, bool>> DataPlane::Admit(Wire& w) {
     return absl::UnauthenticatedError(
         StrCat("its TLS certificate does not name peer '", peer, "' it claims to be"));
   }
-  return std::make_pair(std::move(peer), want_checksum || options_.checksum);
+  const uint8_t flags =
+      (want_checksum || options_.checksum ? kFlagChecksum : 0) | (seal ? kFlagSealed : 0);
+  return std::make_pair(std::move(peer), flags);
 }
 
 }  // namespace isometry::net

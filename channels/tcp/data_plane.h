@@ -52,8 +52,8 @@ class DataPlane {
   void AcceptLoop();
   void Handshake(UniqueFd fd, std::string remote);
   // The hello of one incoming connection: the peer it proved to be and
-  // whether checksums are on, or why it is refused.
-  Result<std::pair<std::string, bool>> Admit(Wire& w);
+  // its answer's flags (checksums on, sealed records), or why it is refused.
+  Result<std::pair<std::string, uint8_t>> Admit(Wire& w);
   void JoinHandshakes(bool all) ABSL_LOCKS_EXCLUDED(handshake_mu_);
 
   const DataOptions options_;

@@ -9,7 +9,8 @@
 //   B -> A  CHALLENGE  payload: B's fresh nonce
 //   A -> B  PROOF      payload: HMAC(session key of A's gRPC hello to B,
 //                      "data", A's id, A's nonce, B's nonce)
-//   B -> A  HELLO      accepted; flags: checksums on (either side asked)
+//   B -> A  HELLO      accepted; flags: checksums on (either side asked),
+//                      sealed records from here on (TLS; both ends can)
 //        or ABORT      refused, with the reason
 // Then, on a connection node A opened to node B: A sends DATA (chunk k of
 // transfer t) only after B sent CREDIT for it, so B never buffers data it
@@ -53,6 +54,9 @@ inline constexpr uint8_t kLastFrameType = 8;
 // DATA: `checksum` is XXH3-64 of the payload. HELLO: checksums wanted
 // (connecting) or on (the answer).
 inline constexpr uint8_t kFlagChecksum = 1;
+// HELLO: sealed records after the hello wanted (connecting, TLS without
+// kTLS) or agreed (the answer): wire.h.
+inline constexpr uint8_t kFlagSealed = 2;
 
 struct FrameHeader {
   uint32_t magic = kFrameMagic;

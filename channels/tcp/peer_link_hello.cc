@@ -55,7 +55,8 @@ Status PeerLink::OpenSet(const std::string& address, uint32_t self_node, const P
                !first.tls()        ? "no TLS"
                : first.ktls_send() ? (first.ktls_recv() ? "TLS 1.3, kTLS send and receive"
                                                         : "TLS 1.3, kTLS send only")
-                                   : "TLS 1.3 in user space (no kTLS)",
+               : first.sealed() ? "TLS 1.3 handshake, AES-128-GCM records keyed from it (no kTLS)"
+                                : "TLS 1.3 in user space (no kTLS)",
                conns.front()->checksum ? "on" : "off");
   return OkStatus();
 }
@@ -80,15 +81,18 @@ Result<std::shared_ptr<PeerLink::Conn>> PeerLink::Open(const std::string& addres
   h.type = FrameType::kHello;
   h.code = self_node;
   if (options_.checksum) h.flags |= kFlagChecksum;
+  if (w.CanSeal()) h.flags |= kFlagSealed;
   const std::string nonce = RandomHex(16);
   h.length = nonce.size();
   ISO_RETURN_IF_ERROR(w.SendFrame(h, nonce.data()));
   // Either answer may be a refusal (ABORT, with its reason).
+  bool sealed = false;
   auto answer = [&](FrameType want, std::string& payload) -> Status {
     FrameHeader reply;
     ISO_RETURN_IF_ERROR(w.RecvFrame(reply, &payload, t));
     if (reply.type == want) {
       c->checksum = (reply.flags & kFlagChecksum) != 0;
+      sealed = (h.flags & reply.flags & kFlagSealed) != 0;
       return OkStatus();
     }
     if (reply.type == FrameType::kAbort) {
@@ -110,6 +114,7 @@ Result<std::shared_ptr<PeerLink::Conn>> PeerLink::Open(const std::string& addres
   p.length = proof.size();
   ISO_RETURN_IF_ERROR(w.SendFrame(p, proof.data()));
   ISO_RETURN_IF_ERROR(answer(FrameType::kHello, accepted));
+  ISO_RETURN_IF_ERROR(w.EndHello(sealed, /*accepting=*/false));
   return c;
 }
 

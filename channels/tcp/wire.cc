@@ -69,7 +69,8 @@ Result<std::shared_ptr<TlsContext>> TlsContext::Create(const TlsFiles& files,
   // No session tickets: nothing arrives after the handshake but data, which
   // lets the kernel take over both directions.
   SSL_CTX_set_num_tickets(raw, 0);
-  // Room for many records per read(2) once read-ahead is on (StartTls).
+  // Room for many records per read(2) once read-ahead is on (EndHello,
+  // for a peer that does not seal records).
   SSL_CTX_set_default_read_buffer_len(raw, 256 << 10);
   SSL_CTX_set_options(raw, SSL_OP_ENABLE_KTLS | SSL_OP_NO_RENEGOTIATION);
   // Whole writes (a write resumed after WANT_WRITE passes the same
@@ -130,11 +131,8 @@ TlsContext::~TlsContext() { SSL_CTX_free(ctx_); }
 
 // ---- Wire ----
 
-Wire::Wire(UniqueFd fd, std::string remote) : fd_(std::move(fd)), remote_(std::move(remote)) {}
-
-Wire::~Wire() {
-  if (ssl_) SSL_free(ssl_);
-}
+// (Wire's constructor and destructor: wire_records.cc, where Sealed is
+// complete.)
 
 void Wire::Shutdown() { ::shutdown(fd_.get(), SHUT_RDWR); }
 
@@ -196,11 +194,8 @@ Status Wire::StartTls(const TlsContext& ctx, bool accepting, const std::string& 
   }
   ktls_send_ = BIO_get_ktls_send(SSL_get_wbio(ssl_)) != 0;
   ktls_recv_ = BIO_get_ktls_recv(SSL_get_rbio(ssl_)) != 0;
-  if (!ktls_recv_) {
-    // Decrypting in user space: read many records per system call rather
-    // than a 5-byte header and then a body for each 16 KiB record.
-    SSL_set_read_ahead(ssl_, 1);
-  }
+  // Read-ahead waits for EndHello: a read of the hello's last frame must
+  // not take the sealed records that may follow it into OpenSSL's buffer.
   return OkStatus();
 }
 
@@ -213,6 +208,7 @@ bool Wire::PeerIs(const std::string& name) const {
 
 Status Wire::Send(struct iovec* iov, int count) {
   if (!ssl_) return SendAll(fd_.get(), iov, count);
+  if (send_) return SealedSend(iov, count);
   for (int i = 0; i < count; ++i) {
     const char* p = static_cast<const char*>(iov[i].iov_base);
     size_t left = iov[i].iov_len;
@@ -247,6 +243,7 @@ Status Wire::SendFrame(const FrameHeader& h, const void* payload) {
 Status Wire::Recv(void* data, uint64_t length, uint32_t timeout_ms) {
   auto* p = static_cast<char*>(data);
   if (!ssl_ && !timeout_ms) return RecvAll(fd_.get(), data, length);
+  if (recv_) return SealedRecv(p, length, timeout_ms);
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   auto wait = [&](short events) -> bool {
     if (!timeout_ms) return WaitFor(events, 0);

@@ -11,6 +11,18 @@
 // connection is made under one mutex, never held across a wait, because
 // one SSL object is not safe for concurrent use.
 //
+// Sealed records (wire_records.cc): without kTLS, a TLS connection whose
+// two ends agree in the hello leaves OpenSSL's record layer once the hello
+// is done. Its bytes then travel as AES-128-GCM records keyed from the TLS
+// handshake (RFC 8446 exporter, one key per direction and per 2^20
+// records): a record is a 4-byte plaintext length (the AAD), the
+// ciphertext (at most 64 KiB) and a 16-byte tag; its nonce is the
+// direction's IV XOR the record's sequence number. Writes seal straight
+// from the caller's memory and send up to 256 KiB of records per system
+// call; reads open a record straight into the caller's buffer when it
+// fits, and hand back no byte of a record before its tag is verified.
+// Each direction has its own state: no lock on the data path.
+//
 // Plain sends never raise SIGPIPE; TLS sends go through OpenSSL's write(2),
 // so a process using TLS wires ignores SIGPIPE (isometryd does).
 #pragma once
@@ -73,6 +85,10 @@ class Wire {
   // Whether the kernel encrypts (kTLS) each direction; false without TLS.
   bool ktls_send() const { return ktls_send_; }
   bool ktls_recv() const { return ktls_recv_; }
+  // Whether this TLS connection may use sealed records (no kTLS either
+  // way), and whether it does (after EndHello).
+  bool CanSeal() const { return ssl_ && !ktls_send_ && !ktls_recv_; }
+  bool sealed() const { return send_ != nullptr; }
 
   // The TLS handshake, within `timeout_ms`. Connecting: the server's
   // certificate must name `expect_name`. Accepting: any certificate the CA
@@ -82,6 +98,12 @@ class Wire {
   // True when the peer's verified certificate names `name` (always true
   // without TLS).
   bool PeerIs(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_);
+  // The hello is over (both ends at the same point of the stream): with
+  // `seal`, the following bytes are sealed records (`accepting` as in
+  // StartTls; a new key every `records_per_key` records); without,
+  // OpenSSL reads ahead many records per system call. No-op without TLS.
+  Status EndHello(bool seal, bool accepting, uint64_t records_per_key = 1ull << 20)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Whole-buffer I/O. `timeout_ms` bounds a receive while the connection
   // says hello (0: wait for ever, as established connections do).
@@ -97,12 +119,22 @@ class Wire {
   // Waits until the socket is ready for `events`; false on timeout.
   bool WaitFor(short events, uint32_t timeout_ms) const;
   Status TlsError(const char* what, int err) const;
+  // wire_records.cc.
+  struct Sealed;
+  Status Rekey(Sealed& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Status SealedSend(struct iovec* iov, int count);
+  Status SealedFlush(Sealed& s);
+  Status SealedRecv(char* p, uint64_t length, uint32_t timeout_ms);
+  Status SealedFill(Sealed& s, size_t need, uint32_t timeout_ms);
 
   UniqueFd fd_;
   const std::string remote_;
   mutable absl::Mutex mu_;
   ssl_st* ssl_ = nullptr;  // set once by StartTls, before the threads start
   bool ktls_send_ = false, ktls_recv_ = false;
+  // Set once by EndHello, before the threads start; each then used by
+  // one thread only (the writer, the reader).
+  std::unique_ptr<Sealed> send_, recv_;
 };
 
 }  // namespace isometry::net

@@ -9,6 +9,11 @@ In one run, with the peers measured on the same machine:
              about the disk's O_DIRECT read rate (measured first, with fio):
              SYS -> SYS* vs the link rate, and DSK -> SYS* pipelined vs
              staged (read all into memory, then send all) - Isometry fig. 7.
+  tls        SYS -> SYS* of --tls-mib MiB on loopback, mutual TLS vs
+             without, --rounds rounds alternating (median ratio), with the
+             CPU-seconds per GB the two daemons spent on each; with
+             --before-isometryd the same rows for that binary too, in the
+             same rounds (before/after a change).
   link       (root) a veth shaped to --link-rate (1 Gbit/s): SYS -> SYS*
              with mutual TLS vs without, without vs the link rate, and the
              time a copy loses to a 1 s cut of the link beyond the cut
@@ -62,6 +67,22 @@ def timed_copy(client, src, dst):
 
 def best_of(n, fn):
     return min(fn() for _ in range(n))
+
+
+def cpu_seconds(cluster):
+    """User + system CPU time the cluster's daemons have used so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for node in cluster.nodes:
+        with open(f"/proc/{node.process.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
+def median(values):
+    v = sorted(values)
+    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
 
 
 # ---- peers ----
@@ -129,29 +150,35 @@ def pair(cluster, nbytes):
     return ca, cb, s, d
 
 
-def loopback_rate(args, cf, **cluster_args):
-    """The best of three SYS -> remote SYS copies on a loopback pair."""
-    nbytes = args.gib << 30
-    cluster = cf.Cluster(args.isometryd, ["a", "b"], pool=f"{args.gib + 1}GiB",
-                         connections=args.connections, request=args.request, **cluster_args)
+def loopback_rate(args, cf, nbytes=None, copies=3, isometryd=None, **cluster_args):
+    """The best of `copies` SYS -> remote SYS copies on a loopback pair:
+    (bytes/s, kTLS in use, CPU-seconds per GB of both daemons over all
+    the copies)."""
+    nbytes = nbytes or args.gib << 30
+    cluster = cf.Cluster(isometryd or args.isometryd, ["a", "b"],
+                         pool=f"{(nbytes >> 30) + 1}GiB", connections=args.connections,
+                         request=args.request, **cluster_args)
     try:
         cluster.start()
         ca, cb, s, d = pair(cluster, nbytes)
-        rate = nbytes / best_of(3, lambda: timed_copy(ca, s, d))
-        kernel_tls = "kTLS" in cluster["a"].log_text() and "no kTLS" not in cluster["a"].log_text()
+        cpu0 = cpu_seconds(cluster)
+        rate = nbytes / best_of(copies, lambda: timed_copy(ca, s, d))
+        cpu = (cpu_seconds(cluster) - cpu0) / (copies * nbytes / 1e9)
+        log = cluster["a"].log_text()
+        kernel_tls = "kTLS" in log and "no kTLS" not in log
         ca.close()
         cb.close()
     finally:
         cluster.stop()
-    return rate, kernel_tls
+    return rate, kernel_tls, cpu
 
 
 def loopback(args, cf):
     nbytes = args.gib << 30
-    rate, _ = loopback_rate(args, cf)
+    rate, _, cpu = loopback_rate(args, cf)
     # Mutual TLS 1.3 on the peer service and every data connection (kTLS
     # where the kernel offers it: the note says which).
-    tls_rate, kernel_tls = loopback_rate(args, cf, tls=["bench", "bench"])
+    tls_rate, kernel_tls, tls_cpu = loopback_rate(args, cf, tls=["bench", "bench"])
     ip_n = iperf3("127.0.0.1", nbytes, args.connections)
     ip_1 = iperf3("127.0.0.1", nbytes, 1)
     ucx = {}
@@ -171,6 +198,41 @@ def loopback(args, cf):
     report("loopback", f"SYS->SYS* {args.gib} GiB loopback, mutual TLS", tls_rate / 1e9, "GB/s",
            "the same without TLS", rate / 1e9,
            note="kTLS" if kernel_tls else "TLS in user space (no kTLS)")
+    report("loopback", "CPU-s per GB, both daemons, mutual TLS", tls_cpu, "s/GB",
+           "the same without TLS", cpu)
+
+
+def tls_cost(args, cf):
+    """Mutual TLS vs none on loopback, alternating, per binary: the median
+    ratio of --rounds rounds and the CPU both daemons spent per GB."""
+    nbytes = args.tls_mib << 20
+    binaries = [("", args.isometryd)]
+    if args.before_isometryd:
+        binaries.insert(0, ("before: ", args.before_isometryd))
+    got = {label: {"plain": [], "tls": [], "plain_cpu": [], "tls_cpu": []}
+           for label, _ in binaries}
+    note = ""
+    for _ in range(args.rounds):
+        for label, binary in binaries:
+            g = got[label]
+            rate, _, cpu = loopback_rate(args, cf, nbytes, 1, binary)
+            g["plain"].append(rate)
+            g["plain_cpu"].append(cpu)
+            rate, kernel_tls, cpu = loopback_rate(args, cf, nbytes, 1, binary,
+                                                  tls=["bench", "bench"])
+            g["tls"].append(rate)
+            g["tls_cpu"].append(cpu)
+            note = "kTLS" if kernel_tls else "TLS in user space (no kTLS)"
+    for label, _ in binaries:
+        g = got[label]
+        ratios = [t / p for t, p in zip(g["tls"], g["plain"])]
+        what = f"{label}SYS->SYS* {args.tls_mib} MiB loopback"
+        report("tls", f"{what}, mutual TLS (median of {args.rounds})", median(g["tls"]) / 1e9,
+               "GB/s", "the same without TLS", median(g["plain"]) / 1e9,
+               note=f"{note}; ratios " + ", ".join(f"{r:.2f}" for r in ratios))
+        report("tls", f"{what}, median of the {args.rounds} rounds' ratios", median(ratios), "x")
+        report("tls", f"{label}CPU-s per GB, both daemons, mutual TLS", median(g["tls_cpu"]),
+               "s/GB", "the same without TLS", median(g["plain_cpu"]))
 
 
 def shaped(args, cf, netns):
@@ -286,7 +348,12 @@ def main():
     p.add_argument("--connections", type=int, default=4, help="data connections per peer")
     p.add_argument("--request", default="4MiB", help="cluster.request_size (chunk size)")
     p.add_argument("--disk-dir", default="/var/tmp", help="where the DSK files go (a real disk)")
-    p.add_argument("--scenario", choices=["loopback", "shaped", "link", "all"], default="all")
+    p.add_argument("--scenario", choices=["loopback", "shaped", "link", "tls", "all"],
+                   default="all")
+    p.add_argument("--tls-mib", type=int, default=512, help="the tls scenario's copy size")
+    p.add_argument("--rounds", type=int, default=5, help="the tls scenario's rounds")
+    p.add_argument("--before-isometryd", default="",
+                   help="tls scenario: a second binary measured in the same rounds")
     p.add_argument("--link-rate", default="1gbit", help="the link scenario's veth rate (tc)")
     p.add_argument("--link-mib", type=int, default=256, help="the link scenario's copy size")
     p.add_argument("--cuts", type=int, default=3, help="1 s cuts measured in the link scenario")
@@ -301,6 +368,8 @@ def main():
         shaped(args, cf, netns)
     if args.scenario in ("link", "all"):
         link_rows(args, cf, netns)
+    if args.scenario in ("tls", "all"):
+        tls_cost(args, cf)
     for r in ROWS:
         if args.json:
             print(json.dumps({k: r[k] for k in ("scenario", "metric", "value", "unit", "baseline",
@@ -309,7 +378,7 @@ def main():
             base = f"{r['baseline']} {r['baseline_value']:.3f}" if r["baseline"] else ""
             ratio = f"{r['ratio']:.2f}x" if r["ratio"] else ""
             print(f"{r['scenario']:<9} {r['metric']:<58} {r['value']:8.3f} {r['unit']:<5} "
-                  f"{base:<46} {ratio}")
+                  f"{base:<46} {ratio}" + (f"  ({r['note']})" if r["note"] else ""))
 
 
 if __name__ == "__main__":
