@@ -133,8 +133,9 @@ Status Cluster::Impl::RunHalf(const std::shared_ptr<Half>& h, CopyRequest req,
   std::map<MemoryId, std::string> names;
   if (t.ok() && h->whole) {
     path = t->path();
-    for (const PathNode& n : path.nodes)
+    for (const PathNode& n : path.nodes) {
       names[n.memory] = StrCat(self(), ":", MemoryName(n.memory));
+    }
   }
   Status aborted;
   {

@@ -62,7 +62,7 @@ TEST_CASE("peer wire: a relay parses with both network hops and peers") {
 }
 
 TEST_CASE("peer wire: malformed relays are refused") {
-  auto refused = [](v1::StartHalfRequest req) {
+  auto refused = [](const v1::StartHalfRequest& req) {
     Result<HalfRequest> h = FromProto(req);
     REQUIRE_FALSE(h.ok());
     CHECK(absl::IsInvalidArgument(h.status()));
