@@ -82,3 +82,52 @@ class ShapedPair:
     def close(self):
         for ns in self.ns:
             subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)
+
+
+class ShapedStar:
+    """Namespaces <tag>-<name> on one switch (a bridge in its own namespace),
+    addresses 10.<subnet>.0.1, .2, ...; every host sends at `rate`, and at
+    `slow` to the pairs in `slow_pairs` (tc htb, a u32 filter per
+    destination): a network where the direct link between two hosts is
+    slower than a way through a third."""
+
+    def __init__(self, names, rate, slow, slow_pairs, subnet=81):
+        tag = f"iso{os.getpid() % 100000}"
+        self.switch = f"{tag}-sw"
+        self.ns = [f"{tag}-{n}" for n in names]
+        self.hosts = [f"10.{subnet}.0.{i + 1}" for i in range(len(names))]
+        run("ip", "netns", "add", self.switch)
+        try:
+            run("ip", "-n", self.switch, "link", "add", "br0", "type", "bridge")
+            run("ip", "-n", self.switch, "link", "set", "br0", "up")
+            for i, (name, ns, host) in enumerate(zip(names, self.ns, self.hosts)):
+                run("ip", "netns", "add", ns)
+                dev, port = f"{tag}h{i}", f"{tag}s{i}"
+                run("ip", "link", "add", dev, "type", "veth", "peer", "name", port)
+                run("ip", "link", "set", dev, "netns", ns)
+                run("ip", "link", "set", port, "netns", self.switch)
+                run("ip", "-n", self.switch, "link", "set", port, "master", "br0")
+                run("ip", "-n", self.switch, "link", "set", port, "up")
+                run("ip", "-n", ns, "addr", "add", f"{host}/24", "dev", dev)
+                run("ip", "-n", ns, "link", "set", dev, "up")
+                run("ip", "-n", ns, "link", "set", "lo", "up")
+                tc = ["ip", "netns", "exec", ns, "tc"]
+                run(*tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "10")
+                run(*tc, "class", "add", "dev", dev, "parent", "1:", "classid", "1:10", "htb",
+                    "rate", rate, "ceil", rate)
+                run(*tc, "class", "add", "dev", dev, "parent", "1:", "classid", "1:20", "htb",
+                    "rate", slow, "ceil", slow)
+                for a, b in slow_pairs:
+                    other = b if a == name else a if b == name else None
+                    if other is None:
+                        continue
+                    dst = self.hosts[names.index(other)]
+                    run(*tc, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip",
+                        "u32", "match", "ip", "dst", f"{dst}/32", "flowid", "1:20")
+        except Exception:
+            self.close()
+            raise
+
+    def close(self):
+        for ns in self.ns + [self.switch]:
+            subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)

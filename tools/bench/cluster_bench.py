@@ -18,10 +18,15 @@ In one run, with the peers measured on the same machine:
              with mutual TLS vs without, without vs the link rate, and the
              time a copy loses to a 1 s cut of the link beyond the cut
              itself (data links resume; peer_timeout_ms 3 s).
+  relay      (root) three hosts on a switch, a-c shaped to --relay-slow and
+             a-b, b-c to --relay-rate (tc htb): a -> c of --link-mib MiB
+             with the link rates declared ([[peer]] link_rate; the planner
+             relays through b) vs none declared (direct), and vs the fast
+             links' rate.
 
 Usage (Debian's python3 has grpc):
   /usr/bin/python3 tools/bench/cluster_bench.py --isometryd build-release/daemon/isometryd \\
-      --pythonpath build-release/python [--gib 1] [--json] [--scenario loopback|shaped]
+      --pythonpath build-release/python [--gib 1] [--json] [--scenario loopback|shaped|link|tls|relay]
 
 Prints a table; with --json one object per line:
   {"scenario","metric","value","unit","baseline","baseline_value","ratio"}
@@ -340,6 +345,57 @@ def link_rows(args, cf, netns):
         net.close()
 
 
+def relay_rows(args, cf, netns):
+    """Three hosts on one switch: a -> c shaped to --relay-slow, every other
+    pair to --relay-rate. A copy a -> c with the rates declared ([[peer]]
+    link_rate: the planner relays through b) against the same copy with
+    none declared (direct), in the same run."""
+    reason = netns.unavailable_reason()
+    if reason:
+        print(f"relay: skipped: {reason}", file=sys.stderr)
+        return
+    nbytes = args.link_mib << 20
+    units = {"gbit": 1e9, "mbit": 1e6}
+    bps = {r: next(float(r[:-len(u)]) * s / 8 for u, s in units.items() if r.endswith(u))
+           for r in (args.relay_rate, args.relay_slow)}
+    net = netns.ShapedStar(["a", "b", "c"], args.relay_rate, args.relay_slow, [("a", "c")])
+    try:
+        rates, paths = {}, {}
+        fast, slow = int(bps[args.relay_rate]), int(bps[args.relay_slow])
+        declared = [{"b": fast, "c": slow}, {"a": fast, "c": fast}, {"a": slow, "b": fast}]
+        for relay in (False, True):
+            opts = [{"link_rates": d} for d in declared] if relay else None
+            cluster = cf.Cluster(args.isometryd, ["a", "b", "c"], hosts=net.hosts, netns=net.ns,
+                                 pool=f"{2 * args.link_mib}MiB", connections=args.connections,
+                                 request=args.request, node_opts=opts)
+            try:
+                cluster.start()
+                data = os.urandom(nbytes)
+                with cluster["a"].client() as ca, cluster["c"].client() as cc:
+                    src = ca.allocate("sys0", nbytes)
+                    ca.write(src, 0, data)
+                    dst = cc.allocate("sys0", nbytes)
+                    cc.publish(dst)
+                    s = ca.register_instance(src, [nbytes // 8], [("v", 8)], "F,x")
+                    d = ca.register_instance(dst.id, [nbytes // 8], [("v", 8)], "F,x",
+                                             memory="c:sys0")
+                    rates[relay] = nbytes / best_of(2, lambda: timed_copy(ca, s, d))
+                    paths[relay] = ca.copy(s, d).path
+                    if cc.read(dst, 0, nbytes) != data:
+                        raise RuntimeError("relay bench: the bytes at c differ")
+            finally:
+                cluster.stop()
+        print(f"relay: direct path {paths[False]}; relayed {paths[True]}", file=sys.stderr)
+        report("relay", f"SYS->SYS* {args.link_mib} MiB a->c, relayed through b",
+               rates[True] / 1e9, "GB/s", f"direct over the {args.relay_slow} a-c link",
+               rates[False] / 1e9)
+        report("relay", f"SYS->SYS* {args.link_mib} MiB a->c, relayed through b",
+               rates[True] / 1e9, "GB/s", f"link rate a-b, b-c (tc htb {args.relay_rate})",
+               bps[args.relay_rate] / 1e9)
+    finally:
+        net.close()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--isometryd", default="build-release/daemon/isometryd")
@@ -348,7 +404,7 @@ def main():
     p.add_argument("--connections", type=int, default=4, help="data connections per peer")
     p.add_argument("--request", default="4MiB", help="cluster.request_size (chunk size)")
     p.add_argument("--disk-dir", default="/var/tmp", help="where the DSK files go (a real disk)")
-    p.add_argument("--scenario", choices=["loopback", "shaped", "link", "tls", "all"],
+    p.add_argument("--scenario", choices=["loopback", "shaped", "link", "tls", "relay", "all"],
                    default="all")
     p.add_argument("--tls-mib", type=int, default=512, help="the tls scenario's copy size")
     p.add_argument("--rounds", type=int, default=5, help="the tls scenario's rounds")
@@ -357,6 +413,8 @@ def main():
     p.add_argument("--link-rate", default="1gbit", help="the link scenario's veth rate (tc)")
     p.add_argument("--link-mib", type=int, default=256, help="the link scenario's copy size")
     p.add_argument("--cuts", type=int, default=3, help="1 s cuts measured in the link scenario")
+    p.add_argument("--relay-rate", default="1gbit", help="relay scenario: a-b and b-c rate")
+    p.add_argument("--relay-slow", default="200mbit", help="relay scenario: the a-c rate")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     sys.path.insert(0, args.pythonpath)
@@ -368,6 +426,8 @@ def main():
         shaped(args, cf, netns)
     if args.scenario in ("link", "all"):
         link_rows(args, cf, netns)
+    if args.scenario in ("relay", "all"):
+        relay_rows(args, cf, netns)
     if args.scenario in ("tls", "all"):
         tls_cost(args, cf)
     for r in ROWS:
