@@ -48,6 +48,16 @@ Result<std::vector<cluster::PathStretch>> Stretches(const Path& path,
   return out;
 }
 
+// A planner for one cross-node copy: this node's thresholds, no cache
+// (the joined graph is built for the copy).
+PlannerOptions OptionsOf(const RuntimeConfig& rc) {
+  PlannerOptions po;
+  po.full_threshold = rc.full_planner_threshold;
+  po.space_threshold = rc.space_threshold;
+  po.cache_capacity = 0;
+  return po;
+}
+
 }  // namespace
 
 double Cluster::Impl::LinkRate(const std::string& peer) const {
@@ -123,14 +133,12 @@ Result<cluster::CrossPlan> Cluster::Impl::PlanOver(const std::vector<std::string
                        FindJoinedMemory(plan.topo, src.node, graphs[0].id, src.memory));
   ISO_ASSIGN_OR_RETURN(MemoryId dst_mem,
                        FindJoinedMemory(plan.topo, dst.node, graphs[1].id, dst.memory));
-  PlannerOptions po;
   const RuntimeConfig& rc = node->runtime().config();
+  PlannerOptions po = OptionsOf(rc);
   // Relays need the full algorithm whatever the size: the simple one
   // takes the fewest hops, which is always the direct link.
-  po.full_threshold = nodes.size() > 2 ? 0 : rc.full_planner_threshold;
+  if (nodes.size() > 2) po.full_threshold = 0;
   po.relays = nodes.size() > 2;
-  po.space_threshold = rc.space_threshold;
-  po.cache_capacity = 0;
   Planner planner(plan.topo, po);
   ISO_ASSIGN_OR_RETURN(plan.path, planner.Plan({src_mem, src_layout}, {dst_mem, dst_layout}, box,
                                                fields.total_bytes(), fields.smallest_bytes()));
@@ -206,12 +214,8 @@ Result<cluster::CrossPlan> Cluster::Impl::PlanForward(const NodeMemory& src, con
                        FindJoinedMemory(plan.topo, src.node, graphs[0].id, src.memory));
   ISO_ASSIGN_OR_RETURN(MemoryId dst_mem,
                        FindJoinedMemory(plan.topo, dst.node, graphs[0].id, dst.memory));
-  PlannerOptions po;
   const RuntimeConfig& rc = node->runtime().config();
-  po.full_threshold = rc.full_planner_threshold;
-  po.space_threshold = rc.space_threshold;
-  po.cache_capacity = 0;
-  Planner planner(plan.topo, po);
+  Planner planner(plan.topo, OptionsOf(rc));
   ISO_ASSIGN_OR_RETURN(plan.path, planner.Plan({src_mem, src_layout}, {dst_mem, dst_layout}, box,
                                                fields.total_bytes(), fields.smallest_bytes()));
   plan.forward = true;

@@ -52,6 +52,22 @@ class ClusterTest(unittest.TestCase):
         client.publish(a)
         return a
 
+    def refused_too_small(self, ca, cb, src, bounds, fields):
+        """A copy from `src` into a 1 KiB allocation b published: b refuses
+        it with the sizes."""
+        small = self.published(cb, 1024)
+        d = ca.register_instance(small.id, bounds, fields, "F,x", memory="b:sys0")
+        with self.assertRaises(TransferError) as e:
+            ca.copy(src, d)
+        self.assertIn("does not fit", e.exception.info.message)
+
+    def assert_nothing_held(self, *clients):
+        """No staging in use and no transfer running on the clients' nodes."""
+        for c in clients:
+            mems = {m.name: m for m in c.memories()}
+            self.assertEqual(mems["sys0"].staging_used, 0)
+            self.assertEqual(c.status().transfers_active, 0)
+
     def to_aos(self, client, alloc, bounds, layout, nbytes):
         """The instance's contents in AOS order, by a local copy on its node."""
         check = client.allocate("sys0", nbytes)
@@ -277,15 +293,8 @@ class Forwarding(ClusterTest):
                 ca.copy(d, s)
             self.assertIn("not published", e.exception.info.message)
             # Too small there: refused with the sizes.
-            small = self.published(cb, 1024)
-            d = ca.register_instance(small.id, [n], fields, "F,x", memory="b:sys0")
-            with self.assertRaises(TransferError) as e:
-                ca.copy(s, d)
-            self.assertIn("does not fit", e.exception.info.message)
-            for c in (ca, cb):
-                mems = {m.name: m for m in c.memories()}
-                self.assertEqual(mems["sys0"].staging_used, 0)
-                self.assertEqual(c.status().transfers_active, 0)
+            self.refused_too_small(ca, cb, s, [n], fields)
+            self.assert_nothing_held(ca, cb)
 
 
 class BadInput(ClusterTest):
@@ -307,16 +316,9 @@ class BadInput(ClusterTest):
                 ca.copy(s, d)
             self.assertIn("not published", e.exception.info.message)
             # Too small on b: refused there with the sizes.
-            small = self.published(cb, 1024)
-            d = ca.register_instance(small.id, [512], [("v", 8)], "F,x", memory="b:sys0")
-            with self.assertRaises(TransferError) as e:
-                ca.copy(s, d)
-            self.assertIn("does not fit", e.exception.info.message)
+            self.refused_too_small(ca, cb, s, [512], [("v", 8)])
             # Nothing leaked on either node; both still serve.
-            for c in (ca, cb):
-                mems = {m.name: m for m in c.memories()}
-                self.assertEqual(mems["sys0"].staging_used, 0)
-                self.assertEqual(c.status().transfers_active, 0)
+            self.assert_nothing_held(ca, cb)
             # The TCP port serves peers only: the client API is not there.
             import grpc
             from isometry import isometry_pb2 as pb, isometry_pb2_grpc as pb_grpc

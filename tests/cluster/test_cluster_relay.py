@@ -24,45 +24,24 @@ ISOMETRYD = os.environ.get("ISOMETRYD", "")
 ISOCTL = os.environ.get("ISOCTL", "")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+# The two-node tests' fixture: own cluster per test, stopped checked (it
+# also puts the client on the path).
+from test_cluster import ENTRY, FIELDS, ClusterTest  # noqa: E402
+
 if not ISOMETRYD:
     print("test_cluster_relay: skipped: ISOMETRYD is not set", file=sys.stderr)
 else:
-    import cluster_fixture as cf
     from isometry import TransferError
 
 MiB = 1 << 20
-FIELDS = [("a", 4), ("b", 8), ("c", 2)]
-ENTRY = 14
 
 # a's own link to c is declared slow; a -> b and b -> c fast.
 RATES = [{"b": "10GiB", "c": "10MiB"}, {"a": "10GiB", "c": "10GiB"}, {}]
 
 
-@unittest.skipUnless(ISOMETRYD, "ISOMETRYD is not set")
-class Relay(unittest.TestCase):
-    rates = RATES
-
-    def setUp(self):
-        self.cluster = cf.Cluster(ISOMETRYD, ["a", "b", "c"], request="256KiB",
-                                  node_opts=[{"link_rates": r} for r in self.rates])
-        self.cluster.start()
-
-    def tearDown(self):
-        self.cluster.stop_checked(self)
-
-    def published(self, client, nbytes, data=None):
-        alloc = client.allocate("sys0", nbytes)
-        if data is not None:
-            client.write(alloc, 0, data)
-        client.publish(alloc)
-        return alloc
-
-    def to_aos(self, client, alloc, bounds, layout, nbytes):
-        check = client.allocate("sys0", nbytes)
-        src = client.register_instance(alloc, bounds, FIELDS, layout)
-        dst = client.register_instance(check, bounds, FIELDS, "F,x,y")
-        client.copy(src, dst)
-        return client.read(check, 0, nbytes)
+class Relay(ClusterTest):
+    names = ["a", "b", "c"]
+    opts = {"request": "256KiB", "node_opts": [{"link_rates": r} for r in RATES]}
 
 
 class Relayed(Relay):
@@ -101,9 +80,7 @@ class Relayed(Relay):
                 self.assertIn("b:sys0", r.stdout)
             peers = {p.name: p for p in ca.peers().peers}
             self.assertEqual(peers["c"].bytes_sent, 0, "nothing went over a's slow link")
-            for cl in (ca, cb, cc):
-                self.assertEqual(cl.status().transfers_active, 0)
-                self.assertEqual({m.name: m for m in cl.memories()}["sys0"].staging_used, 0)
+            self.assert_nothing_held(ca, cb, cc)
 
     def test_c_to_a_stays_direct(self):
         # c declares no rates: its links cost the cluster's rate, and b's
@@ -143,7 +120,7 @@ class Relayed(Relay):
 
 
 class NoRates(Relay):
-    rates = [{}, {}, {}]
+    opts = {"request": "256KiB"}
 
     def test_direct_without_declared_rates(self):
         info, sent, got = self.cluster.copy_bytes("a", "c", 4 * MiB)
