@@ -230,8 +230,12 @@ struct HalfRequest {
   uint64_t form_hash = 0;
   std::string form;
   uint64_t form_span = 0;
-  // Forwarding: this node runs the whole copy from `local` to this end.
+  // Forwarding: this node runs the whole copy from `local` to this end;
+  // of a datatype copy, with this form (hash, bytes, span) for it.
   std::optional<InstanceSpec> forward_dst;
+  uint64_t dst_form_hash = 0;
+  std::string dst_form;
+  uint64_t dst_form_span = 0;
 };
 
 class CrossOp;

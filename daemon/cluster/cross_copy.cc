@@ -125,11 +125,6 @@ Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::Copy(CrossCopySpec spec,
                        PlanCross(NameOf(spec.src), NameOf(spec.dst), spec.src.shape.layout,
                                  spec.dst.shape.layout, box, spec.src.shape.fields,
                                  /*relays=*/!packed[0]));
-  if (plan.forward && packed[0]) {
-    return absl::UnimplementedError(
-        StrCat("both ends of this datatype copy are on node '", spec.src.node,
-               "': forwarding takes layout copies only; ask that node (its clients can)"));
-  }
   if (packed[0]) CostPackedEnds(plan.path, *packed[0], *packed[1], plan.topo);
   uint64_t key;
   {
@@ -313,6 +308,18 @@ Status Cluster::Impl::CallStartHalf(const Peer& p, const std::string& here, clus
     }
     out.form_hash = SerializedFormHash(serialized);
     if (!forms.Known(here, out.form_hash, packed->form)) out.form = &serialized;
+  }
+  // A forwarded datatype copy's destination form travels whole each time.
+  std::string dst_serialized;
+  if (out.forward_dst && out.forward_dst->local.packed) {
+    dst_serialized = SerializeForm(out.forward_dst->local.packed->form);
+    if (dst_serialized.size() > kMaxSerializedForm) {
+      return ResourceExhausted("the canonical form of ", out.forward_dst->local.packed->what,
+                               " takes ", dst_serialized.size(), " bytes; at most ",
+                               kMaxSerializedForm, " go to a peer");
+    }
+    out.dst_form_hash = SerializedFormHash(dst_serialized);
+    out.dst_form = &dst_serialized;
   }
   for (bool again = false;; again = true) {
     if (packed) forms.CountSent(out.form != nullptr, again);

@@ -156,20 +156,37 @@ Status Cluster::Impl::RunHalf(const std::shared_ptr<Half>& h, CopyRequest req,
 }
 
 Status Cluster::Impl::StartForwardedHalf(const std::string& caller, cluster::HalfRequest req) {
+  // A datatype copy: both ends by their forms (checked like a half's).
+  std::shared_ptr<const PackedEnd> src_packed, dst_packed;
   if (req.form_hash != 0) {
-    return InvalidArgument("a forwarded copy takes layouts, not canonical forms");
+    ISO_ASSIGN_OR_RETURN(src_packed, PeerPackedEnd(caller, req));
+    ISO_ASSIGN_OR_RETURN(std::shared_ptr<const CanonicalForm> form,
+                         forms.Resolve(caller, req.dst_form_hash, req.dst_form));
+    auto packed =
+        MakePackedEnd(*form, req.dst_form_span,
+                      StrCat("canonical form ", req.dst_form_hash, " from node '", caller, "'"));
+    if (!packed.ok()) return InvalidArgument(packed.status().message());
+    if ((*packed)->bytes != src_packed->bytes) {
+      return InvalidArgument("a forwarded datatype copy's ends pack to ", src_packed->bytes,
+                             " and ", (*packed)->bytes, " bytes");
+    }
+    dst_packed = *std::move(packed);
   }
+  // A datatype copy moves whole packed streams: no box.
+  const std::optional<Box> box = src_packed ? std::nullopt : std::optional<Box>(req.box);
   PeerAccess access;
-  access.box = req.box;
+  access.box = box;
   access.source = req.source;
   {
     absl::MutexLock lock(&mu);
     if (auto s = sessions.find(caller); s != sessions.end()) access.node = s->second.node;
   }
   access.sending = true;
-  ISO_ASSIGN_OR_RETURN(CrossEnd src, node->ResolveForPeer(req.local, nullptr, &access));
+  ISO_ASSIGN_OR_RETURN(CrossEnd src,
+                       node->ResolveForPeer(req.local, std::move(src_packed), &access));
   access.sending = false;
-  ISO_ASSIGN_OR_RETURN(CrossEnd dst, node->ResolveForPeer(*req.forward_dst, nullptr, &access));
+  ISO_ASSIGN_OR_RETURN(CrossEnd dst,
+                       node->ResolveForPeer(*req.forward_dst, std::move(dst_packed), &access));
   auto h = std::make_shared<Half>();
   h->key = req.part.key;
   h->initiator = caller;
@@ -179,7 +196,7 @@ Status Cluster::Impl::StartForwardedHalf(const std::string& caller, cluster::Hal
   CopyRequest creq;
   creq.src = src.local;
   creq.dst = dst.local;
-  creq.box = req.box;
+  creq.box = box;
   creq.priority = req.priority;
   creq.durable = req.durable;
   return RunHalf(h, std::move(creq), {&src, &dst}, nullptr);

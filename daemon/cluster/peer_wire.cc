@@ -111,6 +111,11 @@ v1::StartHalfRequest ToProto(const HalfOut& h) {
   req.set_sending(h.sending);
   if (h.forward_dst) {
     InstanceSpecToProto(*h.forward_dst, req.mutable_forward_dst());
+    if (const PackedEnd* packed = h.forward_dst->local.packed.get(); packed && h.dst_form) {
+      req.set_dst_form_hash(h.dst_form_hash);
+      req.set_dst_form(*h.dst_form);
+      req.set_dst_form_span(packed->span);
+    }
   }
   for (const PathNode& pn : (h.forward_dst ? Path{} : *h.path).nodes) {
     auto* ns = req.add_nodes();
@@ -173,9 +178,18 @@ Result<HalfRequest> FromProto(const v1::StartHalfRequest& req) {
   ISO_ASSIGN_OR_RETURN(h.box, BoxFromProto(req.box(), "box"));
   if (req.has_forward_dst()) {
     // Forwarded: the receiver plans the whole copy between its own ends.
-    if (req.nodes_size() != 0 || req.form_hash() != 0 || !req.distributed().empty()) {
-      return InvalidArgument("a forwarded copy names two ends on this node and nothing else");
+    if (req.nodes_size() != 0 || !req.distributed().empty() ||
+        (req.form_hash() == 0) != (req.dst_form_hash() == 0) ||
+        (req.dst_form_hash() != 0 && req.dst_form().empty())) {
+      return InvalidArgument("a forwarded copy names two ends on this node (of a datatype ",
+                             "copy, both by their forms) and nothing else");
     }
+    h.form_hash = req.form_hash();
+    h.form = req.form();
+    h.form_span = req.form_span();
+    h.dst_form_hash = req.dst_form_hash();
+    h.dst_form = req.dst_form();
+    h.dst_form_span = req.dst_form_span();
     ISO_ASSIGN_OR_RETURN(h.local, InstanceSpecFromProto(req.local()));
     ISO_ASSIGN_OR_RETURN(InstanceSpec dst, InstanceSpecFromProto(req.forward_dst()));
     if (h.local.datatype || dst.datatype) {

@@ -42,6 +42,8 @@ struct HalfOut {
   // Forwarding: both ends are on the peer, `end` the source and this the
   // destination; the peer plans and runs the whole copy (path unused).
   const CrossEnd* forward_dst = nullptr;
+  uint64_t dst_form_hash = 0;  // its form, of a datatype copy
+  const std::string* dst_form = nullptr;
   // A relay: the peer also sends at relay_hop to relay_partner; `end` and
   // `other` then give only the shapes of the source and the destination.
   size_t relay_hop = 0;

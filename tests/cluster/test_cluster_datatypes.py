@@ -120,6 +120,31 @@ class DatatypesAcrossNodes(unittest.TestCase):
             cb.copy(from_b, to_a)
             self.assertEqual(ca.read(a_out, 0, N * 8), packed)
 
+    def test_both_ends_on_the_other_node_forwarded(self):
+        data = matrix()
+        with self.cluster["a"].client() as ca, self.cluster["b"].client() as cb:
+            m = self.published(cb, data)
+            far = bytes(range(256)) * 16
+            out = self.published(cb, far)
+            # Column 3 of b's matrix -> 32 blocks of 2 doubles every 5, both
+            # on b, asked by a: b runs it whole from the two forms.
+            src = ca.register_instance(m.id, datatype=DOUBLE.Create_vector(N, 1, N), offset=24,
+                                       memory="b:sys0")
+            dst = ca.register_instance(out.id, datatype=DOUBLE.Create_vector(32, 2, 5),
+                                       offset=40, memory="b:sys0")
+            info = ca.copy(src, dst)
+            self.assertNotIn("a:", info.path)
+            want = unpack(far, pack(data, vector_blocks(24, N, 1, N)), vector_blocks(40, 32, 2, 5))
+            self.assertEqual(cb.read(out, 0, len(far)), want)
+            self.assertEqual(cb.transfer(info.id).remote_half,
+                             f"forwarded copy of a:{info.id}, run whole on this node")
+            # Ends that pack to different sizes: refused, nothing written.
+            short = ca.register_instance(out.id, datatype=DOUBLE.Create_contiguous(N - 1),
+                                         memory="b:sys0")
+            with self.assertRaises((IsometryError, TransferError)):
+                ca.copy(src, short)
+            self.assertEqual(cb.read(out, 0, len(far)), want)
+
     def test_private_range_and_pool_memory_across_nodes(self):
         data = matrix()
         with self.cluster["a"].client(local=True) as ca, self.cluster["b"].client() as cb:
