@@ -10,6 +10,9 @@
 # sanitizer report or timeout leaves its input in $ISOMETRY_FUZZ_WORK/
 # artifacts/ and makes the script exit 1 after all targets ran.
 # To reproduce: build-fuzz/fuzz/<target> <artifact>.
+# The targets run $(nproc) at a time (each is one process on one core, for
+# SECONDS of wall time); ISOMETRY_FUZZ_BUILD_ONLY=1 only builds them
+# (scripts/test.sh builds them early, in its background lane).
 set -euo pipefail
 
 seconds=${1:-60}
@@ -35,13 +38,13 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DISOMETRY_FUZZ=ON -DISOMETRY_BUILD_TESTS=OFF -DISOMETRY_WERROR=OFF >/dev/null
 cmake --build "$build" --target "${targets[@]}" -j"$(nproc)"
 
-mkdir -p "$work/artifacts"
-found=0
-printf '%-20s %8s %12s  %s\n' target seconds runs result
-for t in "${targets[@]}"; do
-  corpus="$work/$t"
+[ "${ISOMETRY_FUZZ_BUILD_ONLY:-0}" = 1 ] && exit 0
+
+# One target: its libFuzzer log in $work/<target>.log, its row of the table
+# in $work/<target>.row, a finding as exit 1.
+run_target() {
+  local t=$1 corpus="$work/$1" log="$work/$1.log" start rc ran runs result
   mkdir -p "$corpus"
-  log="$work/$t.log"
   start=$(date +%s)
   set +e
   # -timeout: one input may take 10 s at most (a hang is a finding too).
@@ -56,9 +59,34 @@ for t in "${targets[@]}"; do
     result="no finding"
   else
     result="FINDING (exit $rc): see $log and $work/artifacts/"
-    found=1
-    grep -m3 -E '^==[0-9]+==ERROR|runtime error|fuzz finding|Timeout|deadly signal' "$log" | sed 's/^/    /' || true
   fi
-  printf '%-20s %8s %12s  %s\n' "$t" "$ran" "${runs:-?}" "$result"
+  printf '%-20s %8s %12s  %s\n' "$t" "$ran" "${runs:-?}" "$result" >"$work/$t.row"
+  if [ $rc -ne 0 ]; then
+    grep -m3 -E '^==[0-9]+==ERROR|runtime error|fuzz finding|Timeout|deadly signal' "$log" \
+      | sed 's/^/    /' >>"$work/$t.row" || true
+    return 1
+  fi
+}
+
+mkdir -p "$work/artifacts"
+jobs=$(nproc)
+for t in "${targets[@]}"; do
+  rm -f "$work/$t.row"
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+  run_target "$t" &
+done
+wait
+# The verdict comes from the rows (a reaped job's exit status is not kept
+# reliably across wait -n): a finding, or a target that left no row, fails.
+found=0
+printf '%-20s %8s %12s  %s\n' target seconds runs result
+for t in "${targets[@]}"; do
+  if [ -f "$work/$t.row" ]; then
+    cat "$work/$t.row"
+    if grep -q FINDING "$work/$t.row"; then found=1; fi
+  else
+    printf '%-20s %8s %12s  %s\n' "$t" ? ? "NO RESULT (its runner failed)"
+    found=1
+  fi
 done
 exit $found
