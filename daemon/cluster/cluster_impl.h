@@ -133,14 +133,13 @@ struct HalfRole {
 struct CrossPlan {
   Topology topo;  // the nodes' graphs, memories named "node:memory"
   Path path;
-  size_t net_hop = 0;  // the first crossing
   // Source node first; more than two when the path relays through other
   // nodes (crosses the network more than once).
   std::vector<PathStretch> stretches;
   uint64_t chunk_target = 0, slot_limit = 0;
-  // Both ends on one other node: that node runs the whole copy (path is
-  // then its plan as this node sees it, and there is no network hop).
-  bool forward = false;
+  // Both ends on one other node (one stretch): that node runs the whole
+  // copy (path is then its plan as this node sees it).
+  bool forward() const { return stretches.size() == 1; }
 };
 
 // A half this node runs for a cross-node copy. Its mutable fields are
@@ -381,6 +380,10 @@ struct Cluster::Impl {
   // to the relay partner, through this node's staging; holds no end.
   Status StartRelayHalf(const std::string& caller, cluster::HalfRequest req);
   std::map<MemoryId, std::string> QualifiedNames(const Path& path) const ABSL_LOCKS_EXCLUDED(mu);
+  // How a half for peer `caller` touches this node's ends (Active Access):
+  // its node id from the session its hello opened, the client and box.
+  PeerAccess AccessOf(const std::string& caller, const CopySource& source,
+                      const std::optional<Box>& box) const ABSL_LOCKS_EXCLUDED(mu);
   // Registers `h` and starts its runtime copy; `ends` are kept alive and
   // their watches (Active Access) finish before the half ends.
   Status RunHalf(const std::shared_ptr<Half>& h, CopyRequest req,
@@ -402,8 +405,9 @@ struct Cluster::Impl {
   // This node's declared rate to `peer` ([[peer]] link_rate, else
   // cluster.link_rate), bytes/s.
   double LinkRate(const std::string& peer) const;
-  // The plan over the graphs of `nodes` (the ends' first) joined by the
-  // links their nodes declare.
+  // The plan over the graphs of `nodes` (the ends' first: one node when
+  // both ends are on it, a forwarded copy) joined by the links their
+  // nodes declare.
   Result<CrossPlan> PlanOver(const std::vector<std::string>& nodes, const NodeMemory& src,
                              const NodeMemory& dst, const Layout& src_layout,
                              const Layout& dst_layout, const Box& box, const FieldSpace& fields);
@@ -412,9 +416,6 @@ struct Cluster::Impl {
   Result<CrossPlan> PlanCross(const NodeMemory& src, const NodeMemory& dst,
                               const Layout& src_layout, const Layout& dst_layout, const Box& box,
                               const FieldSpace& fields, bool relays);
-  Result<CrossPlan> PlanForward(const NodeMemory& src, const NodeMemory& dst,
-                                const Layout& src_layout, const Layout& dst_layout, const Box& box,
-                                const FieldSpace& fields);
   NodeMemory NameOf(const CrossEnd& e) const;
   Result<std::shared_ptr<CrossTransfer>> Copy(CrossCopySpec spec, std::function<void(Status)> done)
       ABSL_LOCKS_EXCLUDED(mu);

@@ -189,7 +189,7 @@ void Cluster::Impl::SetUp(const std::shared_ptr<CrossOp>& op, const CrossCopySpe
 
 void Cluster::Impl::SetUpHalves(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec,
                                 const CrossPlan& plan) {
-  if (plan.forward) {  // that node runs it whole
+  if (plan.forward()) {  // that node runs it whole
     cluster::HalfRole role{true, spec.src.node, "", plan.path.edges.size()};
     op->AddHalf(role.here);
     SetUpPeerHalf(op, spec, role, plan);
@@ -261,7 +261,7 @@ bool Cluster::Impl::SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const Cros
   out.slot_limit = plan.slot_limit;
   out.box = spec.box.value_or(spec.src.shape.bounds);
   // A relay holds neither end: it gets the source's shape as its "end".
-  const bool from_src = role.sending || role.relay_hop != 0 || plan.forward;
+  const bool from_src = role.sending || role.relay_hop != 0 || plan.forward();
   out.end = from_src ? &spec.src : &spec.dst;
   out.other = from_src ? &spec.dst : &spec.src;
   out.priority = spec.priority;
@@ -270,7 +270,7 @@ bool Cluster::Impl::SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const Cros
   out.source = spec.source;
   out.relay_hop = role.relay_hop;
   out.relay_partner = role.relay_partner;
-  if (plan.forward) out.forward_dst = &spec.dst;
+  if (plan.forward()) out.forward_dst = &spec.dst;
   Status started = CallStartHalf(*p, here, out);
   if (!started.ok()) {
     op->HalfDone(started);

@@ -98,14 +98,15 @@ Result<cluster::CrossPlan> Cluster::Impl::PlanOver(const std::vector<std::string
                                                    const Layout& src_layout,
                                                    const Layout& dst_layout, const Box& box,
                                                    const FieldSpace& fields) {
-  // nodes[0] and nodes[1] are the ends' (they must take part); any other
-  // that cannot is left out.
+  // The ends' nodes come first (one when both ends are on it) and must
+  // take part; any other that cannot is left out.
+  const size_t ends = src.node == dst.node ? 1 : 2;
   std::vector<NodeGraph> graphs;
   std::map<std::string, std::map<std::string, double>> declared;
   for (size_t i = 0; i < nodes.size(); ++i) {
     std::map<std::string, double> links;
     Status s = AddNodeGraph(nodes[i], graphs, &links);
-    if (!s.ok() && i < 2) return s;
+    if (!s.ok() && i < ends) return s;
     if (s.ok()) declared[nodes[i]] = std::move(links);
   }
   // A link costed at its sender's rate. Between the ends, one that
@@ -132,7 +133,7 @@ Result<cluster::CrossPlan> Cluster::Impl::PlanOver(const std::vector<std::string
   ISO_ASSIGN_OR_RETURN(MemoryId src_mem,
                        FindJoinedMemory(plan.topo, src.node, graphs[0].id, src.memory));
   ISO_ASSIGN_OR_RETURN(MemoryId dst_mem,
-                       FindJoinedMemory(plan.topo, dst.node, graphs[1].id, dst.memory));
+                       FindJoinedMemory(plan.topo, dst.node, graphs[ends - 1].id, dst.memory));
   const RuntimeConfig& rc = node->runtime().config();
   PlannerOptions po = OptionsOf(rc);
   // Relays need the full algorithm whatever the size: the simple one
@@ -150,11 +151,10 @@ Result<cluster::CrossPlan> Cluster::Impl::PlanOver(const std::vector<std::string
                               stretches.status().message());
   }
   plan.stretches = *std::move(stretches);
-  if (plan.stretches.size() < 2) {
+  if (plan.stretches.size() < ends) {
     return FailedPrecondition("the plan ", plan.path.ToString(plan.topo),
                               " does not cross the network");
   }
-  plan.net_hop = plan.stretches[0].out_hop;
   plan.chunk_target = config.cluster.request_bytes;
   plan.slot_limit = rc.space_threshold / static_cast<uint64_t>(rc.slots_per_buffer);
   return plan;
@@ -164,13 +164,18 @@ Result<cluster::CrossPlan> Cluster::Impl::PlanCross(const NodeMemory& src, const
                                                     const Layout& src_layout,
                                                     const Layout& dst_layout, const Box& box,
                                                     const FieldSpace& fields, bool relays) {
-  if (src.node == dst.node) return PlanForward(src, dst, src_layout, dst_layout, box, fields);
+  if (src.node == dst.node) {
+    // Both ends on one other node: forwarded, that node plans and runs
+    // the whole copy. The plan here is over its graph as its welcome gave
+    // it, for isoctl plan and the copy's path text; its own may differ
+    // (calibration).
+    if (src.node == self()) {
+      return Internal("a copy with both ends on this node reached the cluster layer");
+    }
+    return PlanOver({src.node}, src, dst, src_layout, dst_layout, box, fields);
+  }
   ISO_ASSIGN_OR_RETURN(CrossPlan direct, PlanOver({src.node, dst.node}, src, dst, src_layout,
                                                   dst_layout, box, fields));
-  if (direct.stretches.size() != 2) {
-    return FailedPrecondition("the plan ", direct.path.ToString(direct.topo), " crosses the ",
-                              "network ", direct.stretches.size() - 1, " times between two nodes");
-  }
   if (!relays) return direct;
   // Relays: peers that are up, other than the ends and this node.
   std::vector<std::string> nodes = {src.node, dst.node};
@@ -194,35 +199,6 @@ Result<cluster::CrossPlan> Cluster::Impl::PlanCross(const NodeMemory& src, const
     return direct;
   }
   return relayed;
-}
-
-// Both ends on one other node: forwarded, that node plans and runs the
-// whole copy. The plan here is over its graph as its welcome gave it, for
-// isoctl plan and the copy's path text; its own may differ (calibration).
-Result<cluster::CrossPlan> Cluster::Impl::PlanForward(const NodeMemory& src, const NodeMemory& dst,
-                                                      const Layout& src_layout,
-                                                      const Layout& dst_layout, const Box& box,
-                                                      const FieldSpace& fields) {
-  if (src.node == self()) {
-    return Internal("a copy with both ends on this node reached the cluster layer");
-  }
-  CrossPlan plan;
-  std::vector<NodeGraph> graphs;
-  ISO_RETURN_IF_ERROR(AddNodeGraph(src.node, graphs));
-  ISO_ASSIGN_OR_RETURN(plan.topo, JoinTopologies(graphs, {}));
-  ISO_ASSIGN_OR_RETURN(MemoryId src_mem,
-                       FindJoinedMemory(plan.topo, src.node, graphs[0].id, src.memory));
-  ISO_ASSIGN_OR_RETURN(MemoryId dst_mem,
-                       FindJoinedMemory(plan.topo, dst.node, graphs[0].id, dst.memory));
-  const RuntimeConfig& rc = node->runtime().config();
-  Planner planner(plan.topo, OptionsOf(rc));
-  ISO_ASSIGN_OR_RETURN(plan.path, planner.Plan({src_mem, src_layout}, {dst_mem, dst_layout}, box,
-                                               fields.total_bytes(), fields.smallest_bytes()));
-  plan.forward = true;
-  plan.net_hop = plan.path.edges.size();
-  plan.chunk_target = config.cluster.request_bytes;
-  plan.slot_limit = rc.space_threshold / static_cast<uint64_t>(rc.slots_per_buffer);
-  return plan;
 }
 
 }  // namespace isometry

@@ -133,9 +133,7 @@ Status Cluster::Impl::RunHalf(const std::shared_ptr<Half>& h, CopyRequest req,
   std::map<MemoryId, std::string> names;
   if (t.ok() && h->whole) {
     path = t->path();
-    for (const PathNode& n : path.nodes) {
-      names[n.memory] = StrCat(self(), ":", MemoryName(n.memory));
-    }
+    names = QualifiedNames(path);
   }
   Status aborted;
   {
@@ -174,13 +172,7 @@ Status Cluster::Impl::StartForwardedHalf(const std::string& caller, cluster::Hal
   }
   // A datatype copy moves whole packed streams: no box.
   const std::optional<Box> box = src_packed ? std::nullopt : std::optional<Box>(req.box);
-  PeerAccess access;
-  access.box = box;
-  access.source = req.source;
-  {
-    absl::MutexLock lock(&mu);
-    if (auto s = sessions.find(caller); s != sessions.end()) access.node = s->second.node;
-  }
+  PeerAccess access = AccessOf(caller, req.source, box);
   access.sending = true;
   ISO_ASSIGN_OR_RETURN(CrossEnd src,
                        node->ResolveForPeer(req.local, std::move(src_packed), &access));
@@ -216,6 +208,16 @@ Result<std::shared_ptr<const PackedEnd>> Cluster::Impl::PeerPackedEnd(
                            ToString(req.other.bounds));
   }
   return packed;
+}
+
+PeerAccess Cluster::Impl::AccessOf(const std::string& caller, const CopySource& source,
+                                   const std::optional<Box>& box) const {
+  PeerAccess access;
+  access.box = box;
+  access.source = source;
+  absl::MutexLock lock(&mu);
+  if (auto s = sessions.find(caller); s != sessions.end()) access.node = s->second.node;
+  return access;
 }
 
 // Every memory node-qualified: a half's messages reach the other nodes'
@@ -270,14 +272,8 @@ Status Cluster::Impl::StartPeerHalf(const std::string& caller, cluster::HalfRequ
     ISO_ASSIGN_OR_RETURN(packed, PeerPackedEnd(caller, req));
     req.other = PackedShape(packed->bytes);
   }
-  PeerAccess access;
+  PeerAccess access = AccessOf(caller, req.source, req.box);
   access.sending = req.part.sending;
-  access.box = req.box;
-  access.source = req.source;
-  {
-    absl::MutexLock lock(&mu);
-    if (auto s = sessions.find(caller); s != sessions.end()) access.node = s->second.node;
-  }
   ISO_ASSIGN_OR_RETURN(CrossEnd end, node->ResolveForPeer(req.local, std::move(packed), &access));
   const uint64_t key = req.part.key;
   return StartLocalHalf(key, std::move(req.part), end, req.other, req.box, req.priority,

@@ -176,6 +176,20 @@ Result<HalfRequest> FromProto(const v1::StartHalfRequest& req) {
     return InvalidArgument("malformed relay");
   }
   ISO_ASSIGN_OR_RETURN(h.box, BoxFromProto(req.box(), "box"));
+  ISO_ASSIGN_OR_RETURN(h.local, InstanceSpecFromProto(req.local()));
+  if (h.local.datatype) {
+    return InvalidArgument("a peer's datatype end comes as a canonical form (form_hash), ",
+                           "not as a datatype");
+  }
+  if (req.form_hash() == 0 && !req.form().empty()) {
+    return InvalidArgument("a canonical form without its hash");
+  }
+  h.form_hash = req.form_hash();
+  h.form = req.form();
+  h.form_span = req.form_span();
+  h.priority = req.priority();
+  h.durable = req.durable();
+  h.source = {req.source_session(), req.source_transfer()};
   if (req.has_forward_dst()) {
     // Forwarded: the receiver plans the whole copy between its own ends.
     if (req.nodes_size() != 0 || !req.distributed().empty() ||
@@ -184,22 +198,15 @@ Result<HalfRequest> FromProto(const v1::StartHalfRequest& req) {
       return InvalidArgument("a forwarded copy names two ends on this node (of a datatype ",
                              "copy, both by their forms) and nothing else");
     }
-    h.form_hash = req.form_hash();
-    h.form = req.form();
-    h.form_span = req.form_span();
     h.dst_form_hash = req.dst_form_hash();
     h.dst_form = req.dst_form();
     h.dst_form_span = req.dst_form_span();
-    ISO_ASSIGN_OR_RETURN(h.local, InstanceSpecFromProto(req.local()));
     ISO_ASSIGN_OR_RETURN(InstanceSpec dst, InstanceSpecFromProto(req.forward_dst()));
-    if (h.local.datatype || dst.datatype) {
+    if (dst.datatype) {
       return InvalidArgument("a forwarded copy's ends are layouts, not datatypes");
     }
     h.forward_dst = std::move(dst);
     h.other = h.forward_dst->shape;
-    h.priority = req.priority();
-    h.durable = req.durable();
-    h.source = {req.source_session(), req.source_transfer()};
     return h;
   }
   if (req.nodes_size() != req.edges_size() + 1 || req.edges_size() == 0) {
@@ -216,29 +223,15 @@ Result<HalfRequest> FromProto(const v1::StartHalfRequest& req) {
                                part.path.nodes[static_cast<size_t>(i) + 1].memory, -1, *kind,
                                req.edges(i).channel()});
   }
-  ISO_ASSIGN_OR_RETURN(h.local, InstanceSpecFromProto(req.local()));
-  if (h.local.datatype) {
-    return InvalidArgument("a peer's datatype end comes as a canonical form (form_hash), ",
-                           "not as a datatype");
-  }
-  if (req.form_hash() == 0 && !req.form().empty()) {
-    return InvalidArgument("a canonical form without its hash");
-  }
   h.local.distributed = req.distributed();
   h.local.distributed_rank = req.distributed_rank();
   if (!h.local.distributed.empty() && (req.form_hash() == 0 || req.sending())) {
     return InvalidArgument("a distributed rank's instance is only the destination of a ",
                            "datatype half");
   }
-  h.form_hash = req.form_hash();
-  h.form = req.form();
-  h.form_span = req.form_span();
   ISO_ASSIGN_OR_RETURN(h.other.bounds, BoxFromProto(req.other_bounds(), "other_bounds"));
   h.other.fields = h.local.shape.fields;
   ISO_ASSIGN_OR_RETURN(h.other.layout, Layout::Parse(req.other_layout(), h.other.bounds.dims));
-  h.priority = req.priority();
-  h.durable = req.durable();
-  h.source = {req.source_session(), req.source_transfer()};
   return h;
 }
 

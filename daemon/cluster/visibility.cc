@@ -65,18 +65,19 @@ std::vector<HalfReport> Cluster::Impl::HalfReports(uint64_t id, bool running_onl
     r.elapsed_s = std::chrono::duration<double>(end - times.submitted).count();
     r.path = PathText(h.path, h.names);
     const std::vector<uint64_t> done = t.HopsDone();
+    // Which hops are this node's: the runtime's own rule (RemotePart).
+    RemotePart role;
+    role.sending = h.sending;
+    role.net_hop = h.net_hop;
+    role.relay_hop = h.relay_hop;
     for (size_t e = 0; e < h.path.edges.size(); ++e) {
-      const bool relays = h.relay_hop > h.net_hop;
-      const bool mine = h.whole || (relays      ? e >= h.net_hop && e <= h.relay_hop
-                                    : h.sending ? e <= h.net_hop
-                                                : e >= h.net_hop);
-      if (!mine) continue;
+      if (!h.whole && !role.Mine(e)) continue;
       HopReport hop;
       hop.src_memory = NameOr(h.names, h.path.edges[e].src);
       hop.dst_memory = NameOr(h.names, h.path.edges[e].dst);
-      hop.channel = e == h.net_hop && !h.whole   ? StrCat("tcp:", h.partner)
-                    : relays && e == h.relay_hop ? StrCat("tcp:", h.relay_partner)
-                                                 : h.path.edges[e].channel_name;
+      hop.channel = e == h.net_hop && !h.whole          ? StrCat("tcp:", h.partner)
+                    : role.relays() && e == h.relay_hop ? StrCat("tcp:", h.relay_partner)
+                                                        : h.path.edges[e].channel_name;
       hop.src_layout = h.path.nodes[e].layout.ToString();
       hop.dst_layout = h.path.nodes[e + 1].layout.ToString();
       hop.chunks_done = e < done.size() ? done[e] : 0;
