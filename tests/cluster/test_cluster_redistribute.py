@@ -106,7 +106,12 @@ class RedistributeAcrossNodes(unittest.TestCase):
     NODES = ["a", "b", "c"]
 
     def setUp(self):
-        self.cluster = cf.Cluster(ISOMETRYD, self.NODES, request="64KiB", extra_channels=CMA)
+        # A peer starved on a busy CI machine must not be marked down in the
+        # middle of a redistribution (its re-hello makes a new session, and
+        # data connections of the old one are refused until they relink):
+        # nothing here depends on how fast a dead peer is noticed.
+        self.cluster = cf.Cluster(ISOMETRYD, self.NODES, request="64KiB", extra_channels=CMA,
+                                  timeout_ms=5000)
         self.cluster.start()
         self.clients = []
 

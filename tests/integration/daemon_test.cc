@@ -423,10 +423,19 @@ rate_limit = "256MiB"
   Placed t = Place(*c, shape, 2);
   auto ticket = c->Submit(s.inst, t.inst);
   REQUIRE(ticket.ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // The submission is in flight once the daemon lists it as active (a busy
+  // machine may take longer than any fixed sleep to read the ring; a copy
+  // submitted after SIGTERM is refused, which is not what this tests).
+  bool active = false;
+  for (int i = 0; i < 500 && !active; ++i) {
+    active = d.Status().transfers_active() > 0;
+    if (!active) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(active);
   std::atomic<int> code{-2};
   std::thread stopper([&] { code = d.Stop(); });
   const client::Completion done = c->Wait(*ticket);
+  INFO(done.status.ToString());
   CHECK(done.status.ok());  // 32 MiB at 256 MiB/s fits the 2 s grace
   CHECK(std::memcmp(t.alloc.data(), s.before.data(), s.before.size()) == 0);
   c.reset();
