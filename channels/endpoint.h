@@ -23,6 +23,8 @@
 
 namespace isometry {
 
+class OwnHops;  // channels/cma/own_hops.h
+
 // Bytes in this process's address space (SYS, REG and ZCM memories, and
 // every intermediate buffer): the instance's or slot's first byte. A
 // source is only read.
@@ -71,6 +73,10 @@ struct ProcessBytes {
   // address space that was checked, so I/O through it fails once the
   // process exec()s another program (channels/cma/cma_copy.h). -1: none.
   int mem_fd = -1;
+  // The process runs its own hops through a window (channels/cma/
+  // own_hops.h): a request between this end and that window's data area
+  // is handed to it. Null: none. Kept alive by the transfer.
+  OwnHops* own_hops = nullptr;
 };
 
 using Endpoint = std::variant<HostBytes, FileRange, NetHalf, DeviceBytes, ProcessBytes>;

@@ -127,6 +127,12 @@ struct DaemonConfig {
   uint32_t max_instances_per_session = 16384;
   // Ranges of its own memory a local-socket session may register for CMA.
   uint32_t max_private_ranges_per_session = 64;
+  // Hops a client runs itself (README, "Hops the client runs itself"): the
+  // size of the hop window a session that asks gets (MiB of shared memory;
+  // 0 refuses every ask) and how long the daemon waits for the client to
+  // run one hop before that copy fails.
+  uint32_t own_hop_window_mib = 16;
+  uint32_t own_hop_timeout_ms = 10000;
   // Datatypes a session may register (RegisterDatatype handles).
   uint32_t max_datatypes_per_session = 1024;
   // Distributed instances (M:N redistribution) one uid may have named at

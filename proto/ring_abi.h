@@ -33,9 +33,16 @@ enum class Op : uint16_t {
   kCancel = 2,  // cancel `transfer`; completes when the request is taken
 };
 
+// SubmissionEntry::flags of a kCopy: the client will run the hops of
+// this copy that touch its own private memory through its hop window
+// (layout/hop_window.h), because a thread of it waits for this copy and
+// runs posted work meanwhile (Client::Copy does). A client that sets it
+// and does not run them fails its own copy after daemon.own_hop_timeout_ms.
+inline constexpr uint16_t kFlagClientRunsHops = 1;
+
 struct SubmissionEntry {
   uint16_t op;
-  uint16_t flags;  // must be 0
+  uint16_t flags;  // kCopy: 0 or kFlagClientRunsHops; other ops: 0
   int32_t priority;
   uint64_t user_data;  // echoed in the completion
   uint64_t src_instance;

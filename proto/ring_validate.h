@@ -18,12 +18,14 @@ namespace isometry::ring {
 struct ValidSubmission {
   Op op = Op::kNop;
   int32_t priority = 0;
-  uint64_t src_instance = 0;  // kCopy
-  uint64_t dst_instance = 0;  // kCopy
-  uint64_t transfer = 0;      // kCancel
+  uint64_t src_instance = 0;      // kCopy
+  uint64_t dst_instance = 0;      // kCopy
+  bool client_runs_hops = false;  // kCopy: kFlagClientRunsHops
+  uint64_t transfer = 0;          // kCancel
 };
 
-// INVALID_ARGUMENT for non-zero flags or reserved bytes and an unknown op.
+// INVALID_ARGUMENT for flags other than a kCopy's kFlagClientRunsHops,
+// non-zero reserved bytes and an unknown op.
 // The message fits a CompletionEntry's 104 bytes. The op is read as the
 // integer it is: an out-of-range value never becomes an enum value.
 Result<ValidSubmission> ValidateSubmission(const SubmissionEntry& e);

@@ -11,6 +11,7 @@
 #include "channels/cma/client_process.h"
 #include "channels/cma/cma_copy.h"
 #include "channels/cma/cma_gather.h"
+#include "channels/cma/own_hops.h"
 #include "core/strings.h"
 
 namespace isometry {
@@ -34,8 +35,14 @@ class CmaChannel final : public Channel {
     // A request cancelled while queued ends at once; a running one at its
     // next batch (CmaCopy).
     workers_ = std::make_unique<ChannelWorkers>(
-        config.threads,
-        [this](const ChannelRequest& r, const RequestDone& done) { done(Copy(r)); });
+        config.threads, [this](const ChannelRequest& r, const RequestDone& done) {
+          if (OwnHops* hops = OwnHopOf(r)) {
+            // The client's own hop: on its window's thread, never on ours.
+            hops->Enqueue([this, hops, r, done] { done(RunOwnHop(*hops, r)); });
+            return;
+          }
+          done(Copy(r));
+        });
   }
 
   const ChannelCaps& caps() const override { return caps_; }
@@ -83,8 +90,30 @@ class CmaChannel final : public Channel {
     return t;
   }
 
+  // The hop window of a request between a client's own memory and that
+  // window's data area (own_hops.h), else null.
+  static OwnHops* OwnHopOf(const ChannelRequest& r) {
+    const auto* src = std::get_if<ProcessBytes>(&r.src);
+    const auto* dst = std::get_if<ProcessBytes>(&r.dst);
+    const ProcessBytes* process = src ? src : dst;
+    const auto* host = std::get_if<HostBytes>(src ? &r.dst : &r.src);
+    if (!process || (src && dst) || !host || !process->own_hops) return nullptr;
+    return process->own_hops->InData(host->base) ? process->own_hops : nullptr;
+  }
+
+  // Has the client run it; by CMA when the window does not take it.
+  Status RunOwnHop(OwnHops& hops, const ChannelRequest& request) const {
+    ISO_ASSIGN_OR_RETURN(CmaTarget target, TargetOf(request));
+    if (auto ran = hops.Run(*request.program, target.local_base, target.remote_base,
+                            target.direction, request.cancelled)) {
+      return *ran;
+    }
+    return Copy(request);
+  }
+
   Status Copy(const ChannelRequest& request) const {
     ISO_ASSIGN_OR_RETURN(CmaTarget target, TargetOf(request));
+
     // Many small remote runs close together: one read and a local gather.
     if (auto gathered = TryGatherRead(*request.program, target, request.cancelled)) {
       return *gathered;

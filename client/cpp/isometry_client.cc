@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "client/cpp/client_impl.h"
 #include "core/strings.h"
 #include "isometry.pb.h"
 #include "proto/datatype_wire.h"
@@ -22,19 +23,6 @@
 namespace isometry::client {
 
 namespace {
-
-Status FromCode(int32_t code, const std::string& message) {
-  if (code == 0) {
-    return OkStatus();
-  }
-  return Status(static_cast<absl::StatusCode>(code), message);
-}
-
-void CloseAll(const std::vector<int>& fds) {
-  for (int fd : fds) {
-    ::close(fd);
-  }
-}
 
 Result<std::pair<std::byte*, uint64_t>> MapFd(int fd, uint64_t bytes) {
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
@@ -57,200 +45,6 @@ Result<std::pair<std::byte*, uint64_t>> MapFd(int fd, uint64_t bytes) {
 }
 
 }  // namespace
-
-struct Client::Impl {
-  int socket = -1;
-  std::string session;
-  std::mutex control_mu;  // one request/response at a time
-  uint64_t next_tag = 1;  // guarded by control_mu
-
-  std::byte* control = nullptr;
-  uint64_t control_mapped = 0;
-  ring::ControlHeader* header = nullptr;
-  ring::SubmissionEntry* sq = nullptr;
-  ring::CompletionEntry* cq = nullptr;
-  uint32_t sq_entries = 0, cq_entries = 0;
-  int sq_event = -1, cq_event = -1;
-
-  std::mutex sq_mu;
-  uint32_t sq_tail = 0;  // guarded by sq_mu
-  std::atomic<uint64_t> next_ticket{1};
-
-  std::mutex cq_mu;
-  std::condition_variable cq_cv;
-  std::map<uint64_t, Completion> done;  // guarded by cq_mu
-  bool reaping = false;                 // guarded by cq_mu: one thread polls the eventfd
-
-  // Ends the session now (the daemon sees the socket close); handles that
-  // outlive the Client then fail their calls harmlessly.
-  void Close() { shutdown(socket, SHUT_RDWR); }
-
-  ~Impl() {
-    if (control) {
-      munmap(control, control_mapped);
-    }
-    for (int fd : {socket, sq_event, cq_event}) {
-      if (fd >= 0) {
-        ::close(fd);
-      }
-    }
-  }
-
-  // One control round trip; fds in the response are returned to the caller.
-  Result<v1::LocalResponse> Call(v1::LocalRequest req, std::vector<int>* fds) {
-    std::lock_guard lock(control_mu);
-    req.set_tag(next_tag++);
-    // A connection the daemon refused (too many of this uid's, see README,
-    // Security model) has its reason waiting to be read, tag 0, even when
-    // the send already failed because the daemon closed it.
-    const Status sent = wire::SendFrame(socket, req);
-    // Nothing was written: no answer will come.
-    if (absl::IsOutOfRange(sent) || absl::IsInvalidArgument(sent)) return sent;
-    v1::LocalResponse resp;
-    std::vector<int> got;
-    const Status received = wire::RecvFrame(socket, &resp, &got);
-    if (!received.ok()) {
-      return sent.ok() ? received : sent;
-    }
-    if (resp.tag() == 0 && resp.code() != 0) {
-      CloseAll(got);
-      return FromCode(resp.code(), "isometryd refused the connection: " + resp.message());
-    }
-    if (!sent.ok()) {
-      CloseAll(got);
-      return sent;
-    }
-    if (resp.tag() != req.tag()) {
-      CloseAll(got);
-      return Internal("response tag ", resp.tag(), " does not match request ", req.tag());
-    }
-    Status s = FromCode(resp.code(), resp.message());
-    if (!s.ok()) {
-      CloseAll(got);
-      return s;
-    }
-    if (fds) {
-      *fds = std::move(got);
-    } else {
-      CloseAll(got);
-    }
-    return resp;
-  }
-
-  // Moves every available completion into `done`. Under cq_mu.
-  int Reap() {
-    int n = 0;
-    uint32_t head = header->cq_head.value.load(std::memory_order_relaxed);
-    const uint32_t tail = header->cq_tail.value.load(std::memory_order_acquire);
-    while (head != tail) {
-      ring::CompletionEntry e;
-      std::memcpy(&e, &cq[head & (cq_entries - 1)], sizeof e);
-      const uint32_t len = std::min<uint32_t>(e.message_len, sizeof e.message);
-      done[e.user_data] = {e.transfer, FromCode(e.code, std::string(e.message, len))};
-      ++head;
-      ++n;
-    }
-    header->cq_head.value.store(head, std::memory_order_release);
-    // Submissions the daemon left waiting for CQ room can go now.
-    if (n > 0 && header->sq_head.value.load(std::memory_order_acquire) !=
-                     header->sq_tail.value.load(std::memory_order_acquire)) {
-      const uint64_t one = 1;
-      (void)!::write(sq_event, &one, sizeof one);
-    }
-    return n;
-  }
-
-  // Sequentially consistent: after clearing client_spinning, the one load
-  // that closes the race with the daemon (ring_abi.h).
-  bool CompletionsPending() const {
-    return header->cq_head.value.load(std::memory_order_relaxed) !=
-           header->cq_tail.value.load(std::memory_order_seq_cst);
-  }
-
-  Result<uint64_t> Push(ring::SubmissionEntry e) {
-    std::unique_lock lock(sq_mu);
-    // Ring full: the daemon drains it as it goes, as long as completions
-    // are consumed; collect them here so a submit-only caller cannot stall
-    // both rings.
-    for (int spins = 0;
-         sq_tail - header->sq_head.value.load(std::memory_order_acquire) >= sq_entries; ++spins) {
-      lock.unlock();
-      {
-        std::unique_lock cq_lock(cq_mu, std::try_to_lock);
-        if (cq_lock.owns_lock() && Reap() > 0) {
-          cq_cv.notify_all();
-        }
-      }
-      if (spins > 1000) {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
-      lock.lock();
-    }
-    std::memcpy(&sq[sq_tail & (sq_entries - 1)], &e, sizeof e);
-    ++sq_tail;
-    header->sq_tail.value.store(sq_tail, std::memory_order_seq_cst);
-    // The daemon polls for a while after serving requests: no syscall then.
-    if (header->daemon_awake.value.load(std::memory_order_seq_cst) == 0) {
-      const uint64_t one = 1;
-      if (::write(sq_event, &one, sizeof one) != sizeof one) {
-        return Unavailable("cannot signal the daemon: ", ErrnoString(errno));
-      }
-    }
-    return e.user_data;
-  }
-
-  Completion Wait(uint64_t ticket) {
-    std::unique_lock lock(cq_mu);
-    while (true) {
-      if (auto it = done.find(ticket); it != done.end()) {
-        Completion c = std::move(it->second);
-        done.erase(it);
-        return c;
-      }
-      if (Reap() > 0) {
-        cq_cv.notify_all();
-        continue;
-      }
-      if (reaping) {
-        cq_cv.wait(lock);
-        continue;
-      }
-      reaping = true;
-      lock.unlock();
-      // Small copies complete within microseconds: spin briefly before
-      // sleeping on the eventfd.
-      // While it spins the daemon skips the completion eventfd
-      // (ring_abi.h, client_spinning); clearing the flag and then looking
-      // once more closes the race with a completion published meanwhile.
-      header->client_spinning.value.store(1, std::memory_order_seq_cst);
-      const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
-      while (!CompletionsPending() && std::chrono::steady_clock::now() < spin_until) {
-      }
-      header->client_spinning.value.store(0, std::memory_order_seq_cst);
-      if (!CompletionsPending()) {
-        pollfd p{cq_event, POLLIN, 0};
-        const int r = poll(&p, 1, 100);
-        uint64_t count;
-        if (r > 0) {
-          (void)!::read(cq_event, &count, sizeof count);
-        }
-        if (r == 0 && !DaemonAlive()) {
-          lock.lock();
-          reaping = false;
-          cq_cv.notify_all();
-          return {0, Unavailable("isometryd closed the connection")};
-        }
-      }
-      lock.lock();
-      reaping = false;
-    }
-  }
-
-  bool DaemonAlive() const {
-    pollfd p{socket, POLLRDHUP, 0};
-    return poll(&p, 1, 0) == 0;
-  }
-};
 
 // ---- Allocation ----
 
@@ -385,6 +179,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   impl->cq = reinterpret_cast<ring::CompletionEntry*>(impl->control + hdr.cq_offset);
   impl->sq_tail = hdr.sq_tail.value.load();
   impl->session = h.session();
+  impl->want_own_hops = options.run_own_hops;
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 
@@ -491,7 +286,13 @@ Result<PrivateRange> Client::RegisterPrivate(void* address, uint64_t bytes) {
   req.mutable_register_private()->set_address(reinterpret_cast<uintptr_t>(address));
   req.mutable_register_private()->set_bytes(bytes);
   ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, impl_->Call(req, nullptr));
+  if (impl_->want_own_hops) std::call_once(impl_->hops_once, [this] { impl_->EnableOwnHops(); });
   return PrivateRange(impl_, resp.register_private().private_range(), address, bytes);
+}
+
+uint64_t Client::own_hops_run() const {
+  const HopRunner* h = impl_->hops.load(std::memory_order_acquire);
+  return h ? h->ran() : 0;
 }
 
 Result<DistributedInfo> Client::JoinDistributed(const std::string& name,
@@ -581,7 +382,15 @@ Result<uint64_t> Client::SubmitRaw(const ring::SubmissionEntry& entry) {
 Completion Client::Wait(uint64_t ticket) { return impl_->Wait(ticket); }
 
 Completion Client::Copy(const Instance& src, const Instance& dst, int priority) {
-  auto ticket = Submit(src, dst, priority);
+  ring::SubmissionEntry e{};
+  e.op = static_cast<uint16_t>(ring::Op::kCopy);
+  e.priority = priority;
+  e.user_data = impl_->next_ticket++;
+  e.src_instance = src.id();
+  e.dst_instance = dst.id();
+  // This thread waits for it below and runs what the daemon hands over.
+  if (impl_->hops.load(std::memory_order_acquire)) e.flags = ring::kFlagClientRunsHops;
+  auto ticket = impl_->Push(e);
   if (!ticket.ok()) {
     return {0, ticket.status()};
   }

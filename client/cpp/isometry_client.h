@@ -40,6 +40,14 @@ namespace isometry::client {
 struct ClientOptions {
   std::string local_socket = "/run/isometry/isometry.sock";
   std::string name = "cpp";
+  // Run, in this process, the hops of Copy() calls that read or write this
+  // process's registered private memory (README, "Hops the client runs
+  // itself"): the daemon hands them over through a hop window made at the
+  // first RegisterPrivate, and the thread waiting in Copy() runs them at
+  // memcpy speed instead of the daemon's one system call per run. Copies
+  // queued with Submit() are not handed over (nobody may be waiting).
+  // Falls back to CMA when the daemon offers no window.
+  bool run_own_hops = true;
 };
 
 class Client;
@@ -221,6 +229,9 @@ class Client {
   // session a rank of either) and waits until it has ended; other control
   // calls of this Client wait meanwhile.
   Completion Redistribute(const std::string& producer, const std::string& consumer);
+  // Hops of this session's copies run in this process so far (0 without a
+  // hop window).
+  uint64_t own_hops_run() const;
   // Writes one raw ring entry (its user_data becomes the ticket): for tests
   // of the daemon's input validation.
   Result<uint64_t> SubmitRaw(const ring::SubmissionEntry& entry);

@@ -195,6 +195,9 @@ struct CopySpec {
   int priority = 0;
   std::vector<ViaHop> via;
   bool durable = true;  // DSK destinations: fdatasync before the rename
+  // The session runs the hops that touch its own private memory (it waits
+  // for this copy and runs posted work: ring::kFlagClientRunsHops).
+  bool client_runs_hops = false;
 };
 
 // Active Access (node_watch.cc; README, "Active Access"): a watched
@@ -339,6 +342,17 @@ class Node {
   // Lets other sessions of the same uid register instances over the
   // range; sessions of any other uid never can (NOT_FOUND for them).
   Status PublishPrivate(const std::string& session, uint64_t range);
+  // The session will run the hops of its copies that touch its own private
+  // memory itself (README, "Hops the client runs itself"): makes its hop
+  // window (daemon.own_hop_window_mib of shared memory) and returns it;
+  // `wake` tells the client that work waits (its completion eventfd).
+  // FAILED_PRECONDITION without a cma channel, with the window size 0, over
+  // gRPC, or a second time.
+  struct OwnHopsWindow {
+    int fd = -1;  // the node keeps it; valid for the session's life
+    uint64_t bytes = 0;
+  };
+  Result<OwnHopsWindow> EnableOwnHops(const std::string& session, std::function<void()> wake);
 
   // Distributed instances and M:N redistribution (node_distributed.h).
   // A rank joins `join.name` with its local instance; the answer says how

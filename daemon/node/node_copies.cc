@@ -281,6 +281,14 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string
   }
   resolved.request.src = LocalRefLocked(*ends[0]);
   resolved.request.dst = LocalRefLocked(*ends[1]);
+  if (spec.client_runs_hops && s->own_hops && !cross) {
+    // Ends in this session's own process: its client runs those hops.
+    InstanceRef* refs[2] = {&resolved.request.src, &resolved.request.dst};
+    for (int i = 0; i < 2; ++i) {
+      const std::shared_ptr<PrivateRange>& pr = ends[i]->private_range;
+      if (pr && pr->session == s->id) refs[i]->own_hops = s->own_hops;
+    }
+  }
   if (packed) ISO_RETURN_IF_ERROR(PackEndsLocked(ends, spec.box, resolved.request));
   if (!cross) {
     ISO_ASSIGN_OR_RETURN(resolved.active,

@@ -28,6 +28,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "channels/cma/client_process.h"
+#include "channels/cma/own_hops.h"
 #include "core/log_limiter.h"
 #include "daemon/node/node.h"
 #include "daemon/node/redistribute_op.h"
@@ -142,6 +143,9 @@ struct Session {
   // Its own process, opened at the first RegisterPrivate, and its ranges.
   std::shared_ptr<const ClientProcess> process;
   std::set<uint64_t> private_ranges;
+  // Its hop window, when it runs its own hops (EnableOwnHops); closed
+  // when the session ends.
+  std::shared_ptr<OwnHops> own_hops;
   std::map<uint64_t, RegisteredDatatype> datatypes;  // by handle
 };
 

@@ -7,6 +7,8 @@
 // against the session's SO_PEERCRED.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "core/checked.h"
 #include "core/strings.h"
 #include "daemon/node/node_impl.h"
@@ -52,6 +54,8 @@ void Node::Impl::ReleasePrivateLocked(Session& s) {
     private_ranges.erase(it);
   }
   s.private_ranges.clear();
+  // Its copies' hops still waiting on the client fail now.
+  if (s.own_hops) std::exchange(s.own_hops, nullptr)->Close();
 }
 
 Result<uint64_t> Node::RegisterPrivate(const std::string& session, uint64_t address,
@@ -98,6 +102,35 @@ Result<uint64_t> Node::RegisterPrivate(const std::string& session, uint64_t addr
   spdlog::debug("session {}: private range {} of pid {}: {} bytes", s->id, r->id, s->creds.pid,
                 bytes);
   return r->id;
+}
+
+Result<Node::OwnHopsWindow> Node::EnableOwnHops(const std::string& session,
+                                                std::function<void()> wake) {
+  const DaemonConfig& dc = impl_->config.daemon;
+  if (dc.own_hop_window_mib == 0) {
+    return FailedPrecondition("hop windows are off here (daemon.own_hop_window_mib = 0)");
+  }
+  if (!impl_->runtime->FindMemory(kProcessMemoryName).ok()) {
+    return FailedPrecondition("running its own hops needs a cma channel in the daemon's config");
+  }
+  absl::MutexLock lock(&impl_->mu);
+  ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
+  if (!s->creds.known() || s->creds.pid <= 0) {
+    return FailedPrecondition("a hop window is for local-socket sessions only");
+  }
+  if (s->own_hops) return FailedPrecondition("this session already has its hop window");
+  const uint64_t bytes = uint64_t{dc.own_hop_window_mib} << 20;
+  ISO_ASSIGN_OR_RETURN(SharedMemory shm,
+                       SharedMemory::Create(StrCat("isometry-hops-", s->id), bytes, false));
+  auto keep = std::make_shared<SharedMemory>(std::move(shm));
+  // Programs: 1/16 of the window, at least a slot of one op per entry.
+  ISO_ASSIGN_OR_RETURN(
+      s->own_hops,
+      OwnHops::Create(keep->data(), keep->size(), std::max<uint64_t>(bytes / 16, 1 << 16),
+                      std::move(wake), keep, std::chrono::milliseconds(dc.own_hop_timeout_ms),
+                      StrCat("session ", s->id, " (pid ", s->creds.pid, ")")));
+  spdlog::debug("session {}: hop window of {} bytes", s->id, bytes);
+  return OwnHopsWindow{keep->fd(), keep->size()};
 }
 
 Status Node::PublishPrivate(const std::string& session, uint64_t range) {

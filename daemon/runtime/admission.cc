@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "channels/cma/own_hops.h"
 #include "core/log_escape.h"
 #include "core/log_limiter.h"
 #include "daemon/runtime/runtime_impl.h"
@@ -29,6 +30,16 @@ void Completion::Run() {
   if (callback) callback(s);
 }
 
+void Runtime::Impl::GiveBuffer(RingBuffer& b) {
+  if (!b.data) return;
+  if (b.in_window) {
+    b.own_hops->Give(std::exchange(b.data, nullptr));
+    b.in_window = false;
+    return;
+  }
+  pools[b.pool].Give(std::exchange(b.data, nullptr), b.bytes());
+}
+
 // Takes every ring buffer of `t` or none: buffers are taken in the global
 // memory order (Isometry §3.6), all under one lock, so a transfer never
 // holds some buffers while waiting for others.
@@ -47,11 +58,16 @@ bool Runtime::Impl::TryAdmit(TransferState& t) {
   std::stable_sort(order.begin(), order.end(),
                    [](const RingBuffer* a, const RingBuffer* b) { return a->memory < b->memory; });
   for (RingBuffer* b : order) {
+    if (b->own_hops) {
+      if (std::byte* w = b->own_hops->TryTake(b->bytes())) {
+        b->data = w;
+        b->in_window = true;
+        continue;
+      }
+    }
     auto block = pools[b->pool].Take(b->bytes());
     if (!block.ok()) {  // out of host memory: undo and wait
-      for (RingBuffer* u : order) {
-        if (u->data) pools[u->pool].Give(std::exchange(u->data, nullptr), u->bytes());
-      }
+      for (RingBuffer* u : order) GiveBuffer(*u);
       return false;
     }
     b->data = *block;
@@ -106,9 +122,7 @@ Completion Runtime::Impl::Finish(const std::shared_ptr<TransferState>& t, Status
     auto& pool = workers[x->channel]->pool;
     pool.erase(std::remove(pool.begin(), pool.end(), x.get()), pool.end());
   }
-  for (RingBuffer& b : t->buffers) {
-    if (b.data) pools[b.pool].Give(std::exchange(b.data, nullptr), b.bytes());
-  }
+  for (RingBuffer& b : t->buffers) GiveBuffer(b);
   t->phase = Phase::kFinished;
   t->times.finished = RuntimeClock::now();
   t->src_disk.reset();

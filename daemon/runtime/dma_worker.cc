@@ -61,7 +61,11 @@ ChunkEnd SlotOf(const TransferState& t, const RingBuffer& b, const Box& chunk, u
 
 // A user's end: a PROCESS instance by its pinned process, else host bytes.
 Endpoint UserEnd(const InstanceRef& ref) {
-  if (ref.process) return ref.process->At(ref.address);
+  if (ref.process) {
+    ProcessBytes p = ref.process->At(ref.address);
+    p.own_hops = ref.own_hops.get();
+    return p;
+  }
   return HostBytes{ref.base};
 }
 

@@ -35,6 +35,7 @@
 namespace isometry {
 
 class ClientProcess;  // channels/cma/client_process.h
+class OwnHops;        // channels/cma/own_hops.h
 
 // The PROCESS memory the runtime adds when a cma channel is configured:
 // every client's registered private memory, reached by CMA to and from
@@ -63,6 +64,10 @@ struct InstanceRef {
   // until it ends, so the pidfd outlives every request made with it.
   std::shared_ptr<const ClientProcess> process;
   uint64_t address = 0;
+  // PROCESS memory of the copy's own client, which runs hops into or out
+  // of it itself (channels/cma/own_hops.h): the intermediate buffer next
+  // to this end goes in its window when the window is free. Null: CMA.
+  std::shared_ptr<OwnHops> own_hops;
   // A packed end (daemon/runtime/packed_end.h): `shape` is then
   // PackedShape(packed->bytes) and the bytes lie where packed->form says,
   // from the instance's first byte, within packed->span bytes of storage.

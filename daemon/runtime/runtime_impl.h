@@ -129,6 +129,8 @@ struct Runtime::Impl {
 
   // ---- admission and completion (admission.cc) ----
   bool TryAdmit(TransferState& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Returns a buffer's block to its staging pool or hop window.
+  void GiveBuffer(RingBuffer& b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void AdmitWaiting() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void Enqueue(std::shared_ptr<TransferState> t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void NotifyWorkers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);

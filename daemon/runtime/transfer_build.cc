@@ -230,6 +230,16 @@ Status Runtime::Impl::SizeBuffers(TransferState& t, const CopyRequest& req) cons
     need[b.pool] += b.bytes();
     t.buffers.push_back(b);
   }
+  // A client that runs its own hops: the buffer next to its end may live
+  // in its window (the destination's first: writing a process run by run
+  // costs the CMA channel most).
+  if (!req.remote && !t.buffers.empty()) {
+    if (req.dst.own_hops) {
+      t.buffers.back().own_hops = req.dst.own_hops.get();
+    } else if (req.src.own_hops) {
+      t.buffers.front().own_hops = req.src.own_hops.get();
+    }
+  }
   for (size_t p = 0; p < need.size(); ++p) {
     // The budget is configuration (constant); pools[p] only tracks use.
     const uint64_t budget = config.memories[p].staging_bytes;

@@ -28,6 +28,11 @@ struct RingBuffer {
   int slots = 0;
   std::byte* data = nullptr;  // null until admitted
   bool remote = false;        // lives on the other node of a cross-node copy
+  // Next to a user end whose client runs that hop itself: taken from that
+  // client's hop window when free (`data` then points into it), else from
+  // the staging pool as any buffer.
+  OwnHops* own_hops = nullptr;
+  bool in_window = false;
   uint64_t bytes() const { return slot_bytes * static_cast<uint64_t>(slots); }
 };
 

@@ -357,6 +357,19 @@ struct LocalServer::Impl {
       }
       case v1::LocalRequest::kRedistribute:
         return RedistributeLocal(node, c.session, req.redistribute(), resp->mutable_redistribute());
+      case v1::LocalRequest::kOwnHops: {
+        // The work ring's wake-up is the completion eventfd the client
+        // already sleeps on; a dup of it outlives this connection harmlessly.
+        auto event = std::make_shared<UniqueFd>(::dup(c.cq_event.get()));
+        if (!event->valid()) return Errno("dup");
+        ISO_ASSIGN_OR_RETURN(Node::OwnHopsWindow w, node.EnableOwnHops(c.session, [event] {
+          const uint64_t one = 1;
+          (void)!::write(event->get(), &one, sizeof one);
+        }));
+        resp->mutable_own_hops()->set_bytes(w.bytes);
+        fds->push_back(w.fd);
+        return OkStatus();
+      }
       case v1::LocalRequest::kWatch:
       case v1::LocalRequest::kUnwatch:
       case v1::LocalRequest::kGetWatch:
@@ -535,6 +548,7 @@ struct LocalServer::Impl {
         spec.src_instance = v->src_instance;
         spec.dst_instance = v->dst_instance;
         spec.priority = v->priority;
+        spec.client_runs_hops = v->client_runs_hops;
         const uint64_t user_data = e.user_data;
         std::weak_ptr<LocalClient> weak = c;
         auto t = node.Copy(c->session, spec, [weak, user_data](const TransferReport& r) {

@@ -48,3 +48,16 @@ TEST_CASE("flags, reserved bytes and unknown ops are INVALID_ARGUMENT that fits 
   CHECK_THAT(std::string(ValidateSubmission(Entry(0xffff)).status().message()),
              Catch::Contains("unknown ring op 65535"));
 }
+
+TEST_CASE("a copy may promise to run its own hops; no other flag or op may carry it") {
+  SubmissionEntry copy = Entry(static_cast<uint16_t>(Op::kCopy));
+  CHECK_FALSE(ValidateSubmission(copy)->client_runs_hops);
+  copy.flags = kFlagClientRunsHops;
+  REQUIRE(ValidateSubmission(copy).ok());
+  CHECK(ValidateSubmission(copy)->client_runs_hops);
+  copy.flags = kFlagClientRunsHops | 2;
+  CHECK(ValidateSubmission(copy).status().code() == absl::StatusCode::kInvalidArgument);
+  SubmissionEntry cancel = Entry(static_cast<uint16_t>(Op::kCancel));
+  cancel.flags = kFlagClientRunsHops;
+  CHECK(ValidateSubmission(cancel).status().code() == absl::StatusCode::kInvalidArgument);
+}

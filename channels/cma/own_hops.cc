@@ -1,0 +1,250 @@
+#include "channels/cma/own_hops.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstring>
+#include <deque>
+
+#include "core/strings.h"
+
+namespace isometry {
+
+namespace {
+
+using hop_window::DoneEntry;
+using hop_window::kHopEntries;
+using hop_window::WorkEntry;
+
+// Sleeps while `*word` still holds `seen`, at most `ns` nanoseconds. Not
+// FUTEX_PRIVATE_FLAG: the word is in memory shared with the client, whose
+// FUTEX_WAKE must reach this process.
+void FutexWait(std::atomic<uint32_t>* word, uint32_t seen, long ns) {
+  timespec ts{0, ns};
+  (void)syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, seen, &ts, nullptr, 0);
+}
+
+Status ClientStatus(int32_t code, std::string_view who) {
+  if (code == 0) return OkStatus();
+  // Codes the client reports are its own: any out of range reads as INTERNAL.
+  const auto c =
+      code > 0 && code <= 16 ? static_cast<absl::StatusCode>(code) : absl::StatusCode::kInternal;
+  return Status(c, StrCat("the hop the client ", who, " runs itself failed there (",
+                          absl::StatusCodeToString(c), ")"));
+}
+
+}  // namespace
+
+struct OwnHops::Queue {
+  absl::Mutex mu;
+  std::deque<std::function<void()>> work ABSL_GUARDED_BY(mu);
+  bool stop ABSL_GUARDED_BY(mu) = false;
+
+  bool Ready() const ABSL_SHARED_LOCKS_REQUIRED(mu) { return stop || !work.empty(); }
+  // Runs work until stopped with none left.
+  void Serve() {
+    while (true) {
+      std::function<void()> next;
+      {
+        absl::MutexLock lock(&mu);
+        mu.Await(absl::Condition(this, &Queue::Ready));
+        if (work.empty()) return;
+        next = std::move(work.front());
+        work.pop_front();
+      }
+      next();
+    }
+  }
+};
+
+Result<std::shared_ptr<OwnHops>> OwnHops::Create(std::byte* window, uint64_t bytes,
+                                                 uint64_t arena_bytes, std::function<void()> wake,
+                                                 std::shared_ptr<void> keep,
+                                                 std::chrono::milliseconds timeout,
+                                                 std::string who) {
+  const std::optional<hop_window::Geometry> g = hop_window::GeometryFor(bytes, arena_bytes);
+  if (!g) {
+    return InvalidArgument("a hop window of ", bytes, " bytes leaves no data area beside ",
+                           arena_bytes, " bytes of programs");
+  }
+  std::shared_ptr<OwnHops> h(new OwnHops());
+  h->window_ = window;
+  h->header_ = reinterpret_cast<hop_window::HopWindowHeader*>(window);
+  hop_window::InitHeader(*h->header_, *g);
+  h->data_ = window + g->data_offset;
+  h->data_bytes_ = g->data_bytes;
+  h->arena_ = window + g->arena_offset;
+  h->arena_slot_bytes_ = g->arena_slot_bytes;
+  h->wake_ = std::move(wake);
+  h->keep_ = std::move(keep);
+  h->timeout_ = timeout;
+  h->who_ = std::move(who);
+  h->queue_ = std::make_shared<Queue>();
+  h->thread_ = std::thread([q = h->queue_] { q->Serve(); });
+  return h;
+}
+
+OwnHops::~OwnHops() {
+  if (!queue_) return;
+  {
+    absl::MutexLock lock(&queue_->mu);
+    queue_->stop = true;
+  }
+  // The last reference may go inside a piece of work (its transfer ended):
+  // the thread then finishes on its own, holding only the queue.
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    thread_.detach();
+  } else {
+    thread_.join();
+  }
+}
+
+void OwnHops::Enqueue(std::function<void()> work) {
+  absl::MutexLock lock(&queue_->mu);
+  queue_->work.push_back(std::move(work));
+}
+
+std::byte* OwnHops::TryTake(uint64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  if (data_taken_ || closed_ || broken_ || bytes > data_bytes_) return nullptr;
+  data_taken_ = true;
+  return data_;
+}
+
+void OwnHops::Give(const std::byte* block) {
+  absl::MutexLock lock(&mu_);
+  if (block == data_) data_taken_ = false;
+}
+
+void OwnHops::WakeWaiters() {
+  (void)syscall(SYS_futex, reinterpret_cast<uint32_t*>(&header_->done_tail.value), FUTEX_WAKE,
+                INT_MAX, nullptr, nullptr, 0);
+}
+
+void OwnHops::Close() {
+  {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+  }
+  WakeWaiters();
+}
+
+OwnHops::Stats OwnHops::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+void OwnHops::BreakLocked(const std::string& why) {
+  broken_ = true;
+  for (auto& [id, p] : pending_) {
+    if (!p.status) p.status = FailedPrecondition("client ", who_, " broke its hop window: ", why);
+  }
+}
+
+void OwnHops::DrainLocked(uint32_t tail) {
+  if (broken_) return;
+  if (tail - done_head_ > kHopEntries) {
+    return BreakLocked(StrCat("done index ", tail, " runs ", tail - done_head_,
+                              " entries past the daemon's ", done_head_));
+  }
+  for (; done_head_ != tail; ++done_head_) {
+    DoneEntry e;  // copied once out of shared memory, then checked
+    std::memcpy(&e, &header_->done[done_head_ % kHopEntries], sizeof e);
+    auto it = pending_.find(e.id);
+    if (it == pending_.end() || it->second.status) {
+      ++stats_.bogus;
+      continue;
+    }
+    if (it->second.abandoned) {
+      busy_slots_ &= ~(1u << it->second.program_slot);
+      pending_.erase(it);
+      continue;
+    }
+    it->second.status = ClientStatus(e.code, who_);
+  }
+  header_->done_head.value.store(done_head_, std::memory_order_release);
+}
+
+std::optional<Status> OwnHops::Run(const CopyProgram& program, const std::byte* slot,
+                                   uint64_t address, CmaDirection direction,
+                                   const std::atomic<bool>* cancelled) {
+  uint64_t id = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return Unavailable("client ", who_, " has left; its hop cannot run");
+    uint32_t program_slot = kHopEntries;
+    for (uint32_t s = 0; s < kHopEntries; ++s) {
+      if (!(busy_slots_ & (1u << s))) {
+        program_slot = s;
+        break;
+      }
+    }
+    if (broken_ || program_slot == kHopEntries ||
+        !hop_window::EncodeProgram(program, arena_ + program_slot * arena_slot_bytes_,
+                                   arena_slot_bytes_)) {
+      ++stats_.fallbacks;
+      return std::nullopt;
+    }
+    busy_slots_ |= 1u << program_slot;
+    id = next_id_++;
+    pending_[id] = Pending{program_slot, false, std::nullopt};
+    WorkEntry e{};
+    e.id = id;
+    e.window_offset = static_cast<uint64_t>(slot - window_);
+    e.address = address;
+    e.program_slot = program_slot;
+    e.program_ops = static_cast<uint32_t>(program.ops.size());
+    e.direction = static_cast<uint32_t>(direction == CmaDirection::kWrite
+                                            ? hop_window::Direction::kIntoClient
+                                            : hop_window::Direction::kFromClient);
+    e.bytes = program.bytes;
+    std::memcpy(&header_->work[work_tail_ % kHopEntries], &e, sizeof e);
+    ++work_tail_;
+    header_->work_tail.value.store(work_tail_, std::memory_order_release);
+  }
+  wake_();
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  while (true) {
+    uint32_t seen = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      seen = header_->done_tail.value.load(std::memory_order_acquire);
+      DrainLocked(seen);
+      auto it = pending_.find(id);
+      if (it->second.status) {
+        Status s = *std::move(it->second.status);
+        busy_slots_ &= ~(1u << it->second.program_slot);
+        pending_.erase(it);
+        if (s.ok()) ++stats_.runs;
+        return s;
+      }
+      Status gave_up;
+      if (closed_) {
+        gave_up = Unavailable("client ", who_, " left before running its hop");
+      } else if (cancelled && cancelled->load(std::memory_order_acquire)) {
+        gave_up = absl::CancelledError(StrCat("cancelled while client ", who_, " ran its hop"));
+      } else if (std::chrono::steady_clock::now() >= deadline) {
+        ++stats_.timeouts;
+        // The key first: ring completions keep 104 bytes of the message.
+        gave_up =
+            absl::DeadlineExceededError(StrCat("own_hop_timeout_ms (", timeout_.count(),
+                                               ") passed: client ", who_, " did not run its hop"));
+      }
+      if (!gave_up.ok()) {
+        // Its program slot stays busy until the client answers (it may be
+        // reading it now) or leaves.
+        it->second.abandoned = true;
+        if (closed_) {
+          busy_slots_ &= ~(1u << it->second.program_slot);
+          pending_.erase(it);
+        }
+        return gave_up;
+      }
+    }
+    FutexWait(&header_->done_tail.value, seen, 2'000'000);
+  }
+}
+
+}  // namespace isometry

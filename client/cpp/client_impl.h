@@ -1,0 +1,273 @@
+// Client::Impl, the connection behind a Client and its handles: the
+// control socket, the mapped rings and the hop window. Internal to the
+// client library (isometry_client.cc, its handles and its rings).
+#pragma once
+
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "client/cpp/hop_runner.h"
+#include "client/cpp/isometry_client.h"
+#include "core/strings.h"
+#include "isometry.pb.h"
+#include "proto/local_wire.h"
+#include "proto/ring_abi.h"
+
+namespace isometry::client {
+
+inline Status FromCode(int32_t code, const std::string& message) {
+  if (code == 0) {
+    return OkStatus();
+  }
+  return Status(static_cast<absl::StatusCode>(code), message);
+}
+
+inline void CloseAll(const std::vector<int>& fds) {
+  for (int fd : fds) {
+    ::close(fd);
+  }
+}
+
+struct Client::Impl {
+  int socket = -1;
+  std::string session;
+  std::mutex control_mu;  // one request/response at a time
+  uint64_t next_tag = 1;  // guarded by control_mu
+
+  std::byte* control = nullptr;
+  uint64_t control_mapped = 0;
+  ring::ControlHeader* header = nullptr;
+  ring::SubmissionEntry* sq = nullptr;
+  ring::CompletionEntry* cq = nullptr;
+  uint32_t sq_entries = 0, cq_entries = 0;
+  int sq_event = -1, cq_event = -1;
+
+  std::mutex sq_mu;
+  uint32_t sq_tail = 0;  // guarded by sq_mu
+  std::atomic<uint64_t> next_ticket{1};
+
+  // The hop window (run_own_hops), mapped at the first RegisterPrivate.
+  bool want_own_hops = false;
+  std::once_flag hops_once;
+  std::atomic<HopRunner*> hops{nullptr};  // set once; owned by hops_owner
+  std::unique_ptr<HopRunner> hops_owner;
+
+  std::mutex cq_mu;
+  std::condition_variable cq_cv;
+  std::map<uint64_t, Completion> done;  // guarded by cq_mu
+  bool reaping = false;                 // guarded by cq_mu: one thread polls the eventfd
+
+  // Ends the session now (the daemon sees the socket close); handles that
+  // outlive the Client then fail their calls harmlessly.
+  void Close() { shutdown(socket, SHUT_RDWR); }
+
+  ~Impl() {
+    if (control) {
+      munmap(control, control_mapped);
+    }
+    for (int fd : {socket, sq_event, cq_event}) {
+      if (fd >= 0) {
+        ::close(fd);
+      }
+    }
+  }
+
+  // One control round trip; fds in the response are returned to the caller.
+  Result<v1::LocalResponse> Call(v1::LocalRequest req, std::vector<int>* fds) {
+    std::lock_guard lock(control_mu);
+    req.set_tag(next_tag++);
+    // A connection the daemon refused (too many of this uid's, see README,
+    // Security model) has its reason waiting to be read, tag 0, even when
+    // the send already failed because the daemon closed it.
+    const Status sent = wire::SendFrame(socket, req);
+    // Nothing was written: no answer will come.
+    if (absl::IsOutOfRange(sent) || absl::IsInvalidArgument(sent)) return sent;
+    v1::LocalResponse resp;
+    std::vector<int> got;
+    const Status received = wire::RecvFrame(socket, &resp, &got);
+    if (!received.ok()) {
+      return sent.ok() ? received : sent;
+    }
+    if (resp.tag() == 0 && resp.code() != 0) {
+      CloseAll(got);
+      return FromCode(resp.code(), "isometryd refused the connection: " + resp.message());
+    }
+    if (!sent.ok()) {
+      CloseAll(got);
+      return sent;
+    }
+    if (resp.tag() != req.tag()) {
+      CloseAll(got);
+      return Internal("response tag ", resp.tag(), " does not match request ", req.tag());
+    }
+    Status s = FromCode(resp.code(), resp.message());
+    if (!s.ok()) {
+      CloseAll(got);
+      return s;
+    }
+    if (fds) {
+      *fds = std::move(got);
+    } else {
+      CloseAll(got);
+    }
+    return resp;
+  }
+
+  // Moves every available completion into `done`. Under cq_mu.
+  int Reap() {
+    int n = 0;
+    uint32_t head = header->cq_head.value.load(std::memory_order_relaxed);
+    const uint32_t tail = header->cq_tail.value.load(std::memory_order_acquire);
+    while (head != tail) {
+      ring::CompletionEntry e;
+      std::memcpy(&e, &cq[head & (cq_entries - 1)], sizeof e);
+      const uint32_t len = std::min<uint32_t>(e.message_len, sizeof e.message);
+      done[e.user_data] = {e.transfer, FromCode(e.code, std::string(e.message, len))};
+      ++head;
+      ++n;
+    }
+    header->cq_head.value.store(head, std::memory_order_release);
+    // Submissions the daemon left waiting for CQ room can go now.
+    if (n > 0 && header->sq_head.value.load(std::memory_order_acquire) !=
+                     header->sq_tail.value.load(std::memory_order_acquire)) {
+      const uint64_t one = 1;
+      (void)!::write(sq_event, &one, sizeof one);
+    }
+    return n;
+  }
+
+  // Sequentially consistent: after clearing client_spinning, the one load
+  // that closes the race with the daemon (ring_abi.h).
+  bool CompletionsPending() const {
+    return header->cq_head.value.load(std::memory_order_relaxed) !=
+           header->cq_tail.value.load(std::memory_order_seq_cst);
+  }
+  // A completion or hop work waiting.
+  bool AnythingPending() const {
+    const HopRunner* h = hops.load(std::memory_order_acquire);
+    return CompletionsPending() || (h && h->Pending());
+  }
+
+  // Asks for the hop window once; without one, copies stay with CMA.
+  void EnableOwnHops() {
+    v1::LocalRequest req;
+    req.mutable_own_hops();
+    std::vector<int> fds;
+    auto resp = Call(req, &fds);
+    if (!resp.ok() || fds.size() != 1) {
+      CloseAll(fds);
+      return;
+    }
+    auto runner = HopRunner::Map(fds[0], resp->own_hops().bytes());
+    CloseAll(fds);
+    if (!runner.ok()) return;
+    hops_owner = *std::move(runner);
+    hops.store(hops_owner.get(), std::memory_order_release);
+  }
+
+  Result<uint64_t> Push(ring::SubmissionEntry e) {
+    std::unique_lock lock(sq_mu);
+    // Ring full: the daemon drains it as it goes, as long as completions
+    // are consumed; collect them here so a submit-only caller cannot stall
+    // both rings.
+    for (int spins = 0;
+         sq_tail - header->sq_head.value.load(std::memory_order_acquire) >= sq_entries; ++spins) {
+      lock.unlock();
+      {
+        std::unique_lock cq_lock(cq_mu, std::try_to_lock);
+        if (cq_lock.owns_lock() && Reap() > 0) {
+          cq_cv.notify_all();
+        }
+      }
+      if (spins > 1000) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      lock.lock();
+    }
+    std::memcpy(&sq[sq_tail & (sq_entries - 1)], &e, sizeof e);
+    ++sq_tail;
+    header->sq_tail.value.store(sq_tail, std::memory_order_seq_cst);
+    // The daemon polls for a while after serving requests: no syscall then.
+    if (header->daemon_awake.value.load(std::memory_order_seq_cst) == 0) {
+      const uint64_t one = 1;
+      if (::write(sq_event, &one, sizeof one) != sizeof one) {
+        return Unavailable("cannot signal the daemon: ", ErrnoString(errno));
+      }
+    }
+    return e.user_data;
+  }
+
+  Completion Wait(uint64_t ticket) {
+    std::unique_lock lock(cq_mu);
+    while (true) {
+      if (auto it = done.find(ticket); it != done.end()) {
+        Completion c = std::move(it->second);
+        done.erase(it);
+        return c;
+      }
+      if (Reap() > 0) {
+        cq_cv.notify_all();
+        continue;
+      }
+      if (HopRunner* h = hops.load(std::memory_order_acquire); h && h->Pending()) {
+        // Work the daemon handed this process: run it without the lock, so
+        // other threads keep reaping their completions.
+        lock.unlock();
+        h->RunPending();
+        lock.lock();
+        continue;
+      }
+      if (reaping) {
+        cq_cv.wait(lock);
+        continue;
+      }
+      reaping = true;
+      lock.unlock();
+      // Small copies complete within microseconds: spin briefly before
+      // sleeping on the eventfd.
+      // While it spins the daemon skips the completion eventfd
+      // (ring_abi.h, client_spinning); clearing the flag and then looking
+      // once more closes the race with a completion published meanwhile.
+      header->client_spinning.value.store(1, std::memory_order_seq_cst);
+      const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+      while (!AnythingPending() && std::chrono::steady_clock::now() < spin_until) {
+      }
+      header->client_spinning.value.store(0, std::memory_order_seq_cst);
+      if (!AnythingPending()) {
+        pollfd p{cq_event, POLLIN, 0};
+        const int r = poll(&p, 1, 100);
+        uint64_t count;
+        if (r > 0) {
+          (void)!::read(cq_event, &count, sizeof count);
+        }
+        if (r == 0 && !DaemonAlive()) {
+          lock.lock();
+          reaping = false;
+          cq_cv.notify_all();
+          return {0, Unavailable("isometryd closed the connection")};
+        }
+      }
+      lock.lock();
+      reaping = false;
+    }
+  }
+
+  bool DaemonAlive() const {
+    pollfd p{socket, POLLRDHUP, 0};
+    return poll(&p, 1, 0) == 0;
+  }
+};
+
+}  // namespace isometry::client

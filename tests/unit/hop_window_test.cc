@@ -1,0 +1,105 @@
+// The hop window's pure parts (layout/hop_window.h): its geometry, the
+// header check a client makes, program records both ways, and the span
+// check that keeps a program inside the data area.
+#include "layout/hop_window.h"
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <vector>
+
+using namespace isometry;
+using namespace isometry::hop_window;
+
+namespace {
+
+CopyOp Strided(uint64_t src, uint64_t dst, uint64_t run, std::vector<CopyLoop> loops) {
+  CopyOp op;
+  op.src_offset = src;
+  op.dst_offset = dst;
+  op.run_bytes = run;
+  op.num_loops = static_cast<int>(loops.size());
+  for (size_t i = 0; i < loops.size(); ++i) op.loops[i] = loops[i];
+  return op;
+}
+
+}  // namespace
+
+TEST_CASE("a window's areas lie inside it, aligned and apart; a header is checked") {
+  const uint64_t bytes = 16 << 20;
+  const auto g = GeometryFor(bytes, 1 << 20);
+  REQUIRE(g);
+  CHECK(g->arena_offset >= sizeof(HopWindowHeader));
+  CHECK(g->arena_offset % 4096 == 0);
+  CHECK(g->data_offset % 4096 == 0);
+  CHECK(g->data_offset >= g->arena_offset + g->arena_bytes);
+  CHECK(g->data_offset + g->data_bytes <= bytes);
+  CHECK(g->arena_slot_bytes % sizeof(ProgramRecord) == 0);
+  CHECK(g->arena_slot_bytes * kHopEntries == g->arena_bytes);
+  CHECK_FALSE(GeometryFor(64 << 10, 1 << 20));  // programs leave no data area
+  CHECK_FALSE(GeometryFor(bytes, 100));         // not one record per slot
+
+  std::vector<std::byte> w(bytes);
+  auto* h = reinterpret_cast<HopWindowHeader*>(w.data());
+  InitHeader(*h, *g);
+  CHECK(CheckHeader(*h, bytes).ok());
+  CHECK_FALSE(CheckHeader(*h, g->data_offset).ok());  // a window smaller than it says
+  h->data_offset = g->arena_offset;                   // overlapping the programs
+  CHECK_FALSE(CheckHeader(*h, bytes).ok());
+  InitHeader(*h, *g);
+  h->data_bytes = UINT64_MAX;  // wrapping
+  CHECK_FALSE(CheckHeader(*h, bytes).ok());
+  InitHeader(*h, *g);
+  h->magic = 0;
+  CHECK_FALSE(CheckHeader(*h, bytes).ok());
+}
+
+TEST_CASE("programs round-trip through records; bad records are refused") {
+  CopyProgram p;
+  p.ops.push_back(Strided(0, 8, 8, {{3, 24, 8}, {5, 1000, 24}}));
+  p.ops.push_back(Strided(4096, 0, 100, {}));
+  for (const CopyOp& op : p.ops) {
+    p.bytes += op.bytes();
+    p.runs += op.runs();
+  }
+  std::vector<std::byte> buf(2 * sizeof(ProgramRecord));
+  CHECK_FALSE(EncodeProgram(p, buf.data(), buf.size() - 1));
+  REQUIRE(EncodeProgram(p, buf.data(), buf.size()));
+  auto back = DecodeProgram(buf.data(), 2);
+  REQUIRE(back.ok());
+  REQUIRE(back->ops.size() == 2);
+  CHECK(back->bytes == p.bytes);
+  CHECK(back->runs == p.runs);
+  CHECK(back->ops[0].loops[1] == p.ops[0].loops[1]);
+  CHECK(back->ops[1].src_offset == 4096);
+
+  ProgramRecord r;
+  std::memcpy(&r, buf.data(), sizeof r);
+  r.num_loops = kMaxCopyLoops + 1;
+  std::memcpy(buf.data(), &r, sizeof r);
+  CHECK(DecodeProgram(buf.data(), 1).status().code() == absl::StatusCode::kInvalidArgument);
+  r.num_loops = 1;
+  r.loops[0].count = 0;
+  std::memcpy(buf.data(), &r, sizeof r);
+  CHECK(DecodeProgram(buf.data(), 1).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("a program's span on each side covers every byte it touches, backwards too") {
+  CopyProgram p;
+  // 4 runs of 8 bytes: source every 24 from 100, destination every -16
+  // (two's complement) from 1000.
+  p.ops.push_back(Strided(100, 1000, 8, {{4, 24, static_cast<uint64_t>(-16)}}));
+  auto src = SideSpan(p, true);
+  auto dst = SideSpan(p, false);
+  REQUIRE(src);
+  REQUIRE(dst);
+  CHECK(src->lo == 100);
+  CHECK(src->hi == 100 + 3 * 24 + 8);
+  CHECK(dst->lo == 1000 - 3 * 16);
+  CHECK(dst->hi == 1008);
+  // Offsets near 2^64 stay exact (no wrap to a small number).
+  CopyProgram far;
+  far.ops.push_back(Strided(UINT64_MAX - 4, 0, 8, {}));
+  auto s = SideSpan(far, true);
+  REQUIRE(s);
+  CHECK(s->hi > static_cast<__int128>(UINT64_MAX));
+}
