@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstring>
 
+#include "core/strings.h"
 #include "layout/executor.h"
 
 namespace isometry::client {
@@ -23,7 +24,7 @@ Result<std::unique_ptr<HopRunner>> HopRunner::Map(int fd, uint64_t bytes) {
     return InvalidArgument("hop window of ", bytes, " bytes is smaller than its header");
   }
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) return Internal("cannot map the hop window: ", std::strerror(errno));
+  if (p == MAP_FAILED) return Internal("cannot map the hop window: ", ErrnoString(errno));
   std::unique_ptr<HopRunner> r(new HopRunner());
   r->base_ = static_cast<std::byte*>(p);
   r->bytes_ = bytes;
@@ -62,10 +63,11 @@ Status HopRunner::RunOne(const WorkEntry& e) {
   const __int128 lo = static_cast<__int128>(e.window_offset) + (span ? span->lo : 0);
   const __int128 hi = static_cast<__int128>(e.window_offset) + (span ? span->hi : 0);
   if (!span || lo < static_cast<__int128>(h.data_offset) ||
-      hi > static_cast<__int128>(h.data_offset + h.data_bytes)) {
+      hi > static_cast<__int128>(h.data_offset) + h.data_bytes) {
     return OutOfRange("hop program reaches outside the window's data area");
   }
   std::byte* window = base_ + e.window_offset;
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): the address of a registered range, as sent
   auto* mine = reinterpret_cast<std::byte*>(static_cast<uintptr_t>(e.address));
   if (into_client) {
     ExecuteProgram(program, window, mine);
