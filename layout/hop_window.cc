@@ -15,7 +15,7 @@ uint64_t AlignUp(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 std::optional<Geometry> GeometryFor(uint64_t window_bytes, uint64_t arena_bytes) {
   Geometry g;
   g.arena_offset = AlignUp(sizeof(HopWindowHeader));
-  g.arena_slot_bytes = arena_bytes / kHopEntries / sizeof(ProgramRecord) * sizeof(ProgramRecord);
+  g.arena_slot_bytes = arena_bytes / kHopEntries / kAlign * kAlign;
   if (g.arena_slot_bytes == 0) return std::nullopt;
   g.arena_bytes = g.arena_slot_bytes * kHopEntries;
   g.data_offset = AlignUp(g.arena_offset + g.arena_bytes);
@@ -57,29 +57,37 @@ Status CheckHeader(const HopWindowHeader& h, uint64_t window_bytes) {
   return OkStatus();
 }
 
-bool EncodeProgram(const CopyProgram& program, std::byte* out, uint64_t capacity) {
-  if (program.ops.size() > capacity / sizeof(ProgramRecord)) return false;
+std::optional<uint64_t> EncodeProgram(const CopyProgram& program, std::byte* out,
+                                      uint64_t capacity) {
+  uint64_t used = 0;
   for (const CopyOp& op : program.ops) {
+    const uint64_t loops = static_cast<uint64_t>(op.num_loops) * sizeof(CopyLoop);
+    if (capacity - used < sizeof(ProgramRecord) + loops) return std::nullopt;
     ProgramRecord r{};
     r.src_offset = op.src_offset;
     r.dst_offset = op.dst_offset;
     r.run_bytes = op.run_bytes;
     r.num_loops = static_cast<uint32_t>(op.num_loops);
-    for (int i = 0; i < op.num_loops; ++i) r.loops[i] = op.loops[i];
-    std::memcpy(out, &r, sizeof r);
-    out += sizeof r;
+    std::memcpy(out + used, &r, sizeof r);
+    if (loops > 0) std::memcpy(out + used + sizeof r, op.loops.data(), loops);
+    used += sizeof r + loops;
   }
-  return true;
+  return used;
 }
 
-Result<CopyProgram> DecodeProgram(const std::byte* in, uint64_t ops) {
+Result<CopyProgram> DecodeProgram(const std::byte* in, uint64_t ops, uint64_t bytes) {
   CopyProgram p;
-  p.ops.reserve(ops);
+  uint64_t at = 0;
   for (uint64_t i = 0; i < ops; ++i) {
     ProgramRecord r;
-    std::memcpy(&r, in + i * sizeof r, sizeof r);
+    if (bytes - at < sizeof r) return InvalidArgument("hop program op ", i, " is cut short");
+    std::memcpy(&r, in + at, sizeof r);
+    at += sizeof r;
     if (r.num_loops > static_cast<uint32_t>(kMaxCopyLoops)) {
       return InvalidArgument("hop program op ", i, ": ", r.num_loops, " loops");
+    }
+    if (bytes - at < r.num_loops * sizeof(CopyLoop)) {
+      return InvalidArgument("hop program op ", i, " is cut short");
     }
     CopyOp op;
     op.src_offset = r.src_offset;
@@ -87,13 +95,15 @@ Result<CopyProgram> DecodeProgram(const std::byte* in, uint64_t ops) {
     op.run_bytes = r.run_bytes;
     op.num_loops = static_cast<int>(r.num_loops);
     for (uint32_t l = 0; l < r.num_loops; ++l) {
-      if (r.loops[l].count == 0) return InvalidArgument("hop program op ", i, ": a loop of 0");
-      op.loops[l] = r.loops[l];
+      std::memcpy(&op.loops[l], in + at, sizeof(CopyLoop));
+      at += sizeof(CopyLoop);
+      if (op.loops[l].count == 0) return InvalidArgument("hop program op ", i, ": a loop of 0");
     }
     p.bytes += op.bytes();
     p.runs += op.runs();
     p.ops.push_back(op);
   }
+  if (at != bytes) return InvalidArgument("hop program: ", bytes - at, " bytes after its ops");
   return p;
 }
 

@@ -39,7 +39,9 @@ namespace isometry::hop_window {
 
 inline constexpr uint32_t kMagic = 0x504f4849;  // "IHOP"
 inline constexpr uint32_t kVersion = 1;
-inline constexpr uint32_t kHopEntries = 32;
+// Work in flight per window: the CMA channel has a few requests of one
+// transfer out at a time, so a few entries, each with a large program slot.
+inline constexpr uint32_t kHopEntries = 8;
 
 // Which way a work entry copies: out of the window into the client's
 // memory (the hop's destination is the client's), or out of the client's
@@ -52,11 +54,12 @@ struct WorkEntry {
   uint64_t address;        // the client's end, in its address space
   uint32_t program_slot;   // arena slot holding program_ops records
   uint32_t program_ops;
-  uint32_t direction;  // Direction
-  uint32_t reserved;   // 0
-  uint64_t bytes;      // what the program moves (a check)
+  uint32_t direction;      // Direction
+  uint32_t reserved;       // 0
+  uint64_t bytes;          // what the program moves (a check)
+  uint64_t program_bytes;  // the records' length in the slot
 };
-static_assert(sizeof(WorkEntry) == 48);
+static_assert(sizeof(WorkEntry) == 56);
 
 struct DoneEntry {
   uint64_t id;
@@ -88,17 +91,17 @@ struct HopWindowHeader {
   DoneEntry done[kHopEntries];
 };
 
-// One CopyOp as it lies in the arena: fixed width, no padding left
-// uninitialized (every byte is written), loops beyond num_loops zero.
+// One CopyOp as it lies in the arena: this header, then its num_loops
+// CopyLoops (outermost first), so an op of a single run takes 32 bytes.
+// No padding is left uninitialized: every byte is written.
 struct ProgramRecord {
   uint64_t src_offset;
   uint64_t dst_offset;
   uint64_t run_bytes;
   uint32_t num_loops;
   uint32_t reserved;
-  CopyLoop loops[kMaxCopyLoops];
 };
-static_assert(sizeof(ProgramRecord) == 32 + kMaxCopyLoops * sizeof(CopyLoop));
+static_assert(sizeof(ProgramRecord) == 32 && sizeof(CopyLoop) == 24);
 
 // The window's layout for `window_bytes` in all: the header, then
 // `arena_bytes` of programs (kHopEntries slots), then the data area, each
@@ -117,12 +120,14 @@ void InitHeader(HopWindowHeader& h, const Geometry& g);
 Status CheckHeader(const HopWindowHeader& h, uint64_t window_bytes);
 
 // Writes `program`'s ops as records to `out` (room for `capacity` bytes);
-// false when they do not fit.
-bool EncodeProgram(const CopyProgram& program, std::byte* out, uint64_t capacity);
+// the bytes written, or nullopt when they do not fit.
+std::optional<uint64_t> EncodeProgram(const CopyProgram& program, std::byte* out,
+                                      uint64_t capacity);
 
-// Reads `ops` records back, validating each (num_loops <= kMaxCopyLoops,
-// nonzero counts); INVALID_ARGUMENT otherwise.
-Result<CopyProgram> DecodeProgram(const std::byte* in, uint64_t ops);
+// Reads `ops` records back from `bytes` bytes, validating each (within
+// the bytes, num_loops <= kMaxCopyLoops, nonzero counts) and that they
+// fill the bytes exactly; INVALID_ARGUMENT otherwise.
+Result<CopyProgram> DecodeProgram(const std::byte* in, uint64_t ops, uint64_t bytes);
 
 // [lo, hi) of the offsets `program` touches on one side, from its base
 // (negative strides included: lo may be negative). Nullopt on overflow.

@@ -181,9 +181,12 @@ std::optional<Status> OwnHops::Run(const CopyProgram& program, const std::byte* 
         break;
       }
     }
-    if (broken_ || program_slot == kHopEntries ||
-        !hop_window::EncodeProgram(program, arena_ + program_slot * arena_slot_bytes_,
-                                   arena_slot_bytes_)) {
+    std::optional<uint64_t> program_bytes;
+    if (!broken_ && program_slot < kHopEntries) {
+      program_bytes = hop_window::EncodeProgram(program, arena_ + program_slot * arena_slot_bytes_,
+                                                arena_slot_bytes_);
+    }
+    if (!program_bytes) {
       ++stats_.fallbacks;
       return std::nullopt;
     }
@@ -200,6 +203,7 @@ std::optional<Status> OwnHops::Run(const CopyProgram& program, const std::byte* 
                                             ? hop_window::Direction::kIntoClient
                                             : hop_window::Direction::kFromClient);
     e.bytes = program.bytes;
+    e.program_bytes = *program_bytes;
     std::memcpy(&header_->work[work_tail_ % kHopEntries], &e, sizeof e);
     ++work_tail_;
     header_->work_tail.value.store(work_tail_, std::memory_order_release);

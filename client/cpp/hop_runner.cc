@@ -16,7 +16,6 @@ namespace isometry::client {
 using hop_window::Direction;
 using hop_window::DoneEntry;
 using hop_window::kHopEntries;
-using hop_window::ProgramRecord;
 using hop_window::WorkEntry;
 
 Result<std::unique_ptr<HopRunner>> HopRunner::Map(int fd, uint64_t bytes) {
@@ -46,14 +45,14 @@ bool HopRunner::Pending() const {
 
 Status HopRunner::RunOne(const WorkEntry& e) {
   const hop_window::HopWindowHeader& h = *header_;
-  if (e.program_slot >= kHopEntries || e.program_ops > h.arena_slot_bytes / sizeof(ProgramRecord) ||
+  if (e.program_slot >= kHopEntries || e.program_bytes > h.arena_slot_bytes ||
       e.direction > static_cast<uint32_t>(Direction::kFromClient)) {
     return InvalidArgument("malformed hop work entry");
   }
   ISO_ASSIGN_OR_RETURN(
       CopyProgram program,
       hop_window::DecodeProgram(base_ + h.arena_offset + e.program_slot * h.arena_slot_bytes,
-                                e.program_ops));
+                                e.program_ops, e.program_bytes));
   if (program.bytes != e.bytes) return InvalidArgument("hop program size does not match");
   // The window's side must stay inside the data area. The other side is
   // this process's memory at an address the daemon took from a range this

@@ -123,10 +123,11 @@ Result<Node::OwnHopsWindow> Node::EnableOwnHops(const std::string& session,
   ISO_ASSIGN_OR_RETURN(SharedMemory shm,
                        SharedMemory::Create(StrCat("isometry-hops-", s->id), bytes, false));
   auto keep = std::make_shared<SharedMemory>(std::move(shm));
-  // Programs: 1/16 of the window, at least a slot of one op per entry.
+  // Programs: a quarter of the window (irregular types compile to
+  // thousands of ops per chunk, 32 bytes and up each).
   ISO_ASSIGN_OR_RETURN(
       s->own_hops,
-      OwnHops::Create(keep->data(), keep->size(), std::max<uint64_t>(bytes / 16, 1 << 16),
+      OwnHops::Create(keep->data(), keep->size(), std::max<uint64_t>(bytes / 4, 1 << 16),
                       std::move(wake), keep, std::chrono::milliseconds(dc.own_hop_timeout_ms),
                       StrCat("session ", s->id, " (pid ", s->creds.pid, ")")));
   spdlog::debug("session {}: hop window of {} bytes", s->id, bytes);

@@ -33,10 +33,10 @@ TEST_CASE("a window's areas lie inside it, aligned and apart; a header is checke
   CHECK(g->data_offset % 4096 == 0);
   CHECK(g->data_offset >= g->arena_offset + g->arena_bytes);
   CHECK(g->data_offset + g->data_bytes <= bytes);
-  CHECK(g->arena_slot_bytes % sizeof(ProgramRecord) == 0);
+  CHECK(g->arena_slot_bytes % 4096 == 0);
   CHECK(g->arena_slot_bytes * kHopEntries == g->arena_bytes);
   CHECK_FALSE(GeometryFor(64 << 10, 1 << 20));  // programs leave no data area
-  CHECK_FALSE(GeometryFor(bytes, 100));         // not one record per slot
+  CHECK_FALSE(GeometryFor(bytes, 100));         // not a page per slot
 
   std::vector<std::byte> w(bytes);
   auto* h = reinterpret_cast<HopWindowHeader*>(w.data());
@@ -61,26 +61,33 @@ TEST_CASE("programs round-trip through records; bad records are refused") {
     p.bytes += op.bytes();
     p.runs += op.runs();
   }
-  std::vector<std::byte> buf(2 * sizeof(ProgramRecord));
-  CHECK_FALSE(EncodeProgram(p, buf.data(), buf.size() - 1));
-  REQUIRE(EncodeProgram(p, buf.data(), buf.size()));
-  auto back = DecodeProgram(buf.data(), 2);
+  // Two records: the first with its two loops, the second bare.
+  const uint64_t need = 2 * sizeof(ProgramRecord) + 2 * sizeof(CopyLoop);
+  std::vector<std::byte> buf(need);
+  CHECK_FALSE(EncodeProgram(p, buf.data(), need - 1));
+  const std::optional<uint64_t> used = EncodeProgram(p, buf.data(), need);
+  REQUIRE(used);
+  CHECK(*used == need);
+  auto back = DecodeProgram(buf.data(), 2, need);
   REQUIRE(back.ok());
   REQUIRE(back->ops.size() == 2);
   CHECK(back->bytes == p.bytes);
   CHECK(back->runs == p.runs);
   CHECK(back->ops[0].loops[1] == p.ops[0].loops[1]);
   CHECK(back->ops[1].src_offset == 4096);
+  CHECK_FALSE(DecodeProgram(buf.data(), 2, need - 1).ok());  // cut short
+  CHECK_FALSE(DecodeProgram(buf.data(), 1, need).ok());      // bytes left over
 
   ProgramRecord r;
   std::memcpy(&r, buf.data(), sizeof r);
   r.num_loops = kMaxCopyLoops + 1;
   std::memcpy(buf.data(), &r, sizeof r);
-  CHECK(DecodeProgram(buf.data(), 1).status().code() == absl::StatusCode::kInvalidArgument);
-  r.num_loops = 1;
-  r.loops[0].count = 0;
+  CHECK(DecodeProgram(buf.data(), 1, need).status().code() == absl::StatusCode::kInvalidArgument);
+  r.num_loops = 2;
   std::memcpy(buf.data(), &r, sizeof r);
-  CHECK(DecodeProgram(buf.data(), 1).status().code() == absl::StatusCode::kInvalidArgument);
+  const CopyLoop zero{0, 1, 1};
+  std::memcpy(buf.data() + sizeof r, &zero, sizeof zero);
+  CHECK(DecodeProgram(buf.data(), 2, need).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("a program's span on each side covers every byte it touches, backwards too") {

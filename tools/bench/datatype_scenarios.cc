@@ -112,7 +112,9 @@ struct Setup {
   explicit Setup(const DatatypeOptions& o)
       : daemon(Must(tools::DaemonProcess::Start(o.isometryd, kConfig), "starting isometryd")),
         peer(std::make_unique<Peer>(daemon.local_socket(), kRangeBytes)),
-        c(Must(client::Client::Connect({.local_socket = daemon.local_socket(), .name = "dtbench"}),
+        c(Must(client::Client::Connect({.local_socket = daemon.local_socket(),
+                                        .name = "dtbench",
+                                        .run_own_hops = o.own_hops}),
                "connect")),
         dst(MapBytes(kRangeBytes)),
         range(Must(c->RegisterPrivate(dst, kRangeBytes), "RegisterPrivate")),

@@ -23,6 +23,9 @@ struct DatatypeOptions {
   int rounds = 5;          // paired rounds per row
   double seconds = 0.2;    // timed copies per side and round
   bool peers = true;       // also run MPICH / Open MPI
+  // The benchmark's client runs the hops into its own memory itself
+  // (ClientOptions::run_own_hops); false: the daemon writes it by CMA.
+  bool own_hops = true;
 };
 
 void RunDatatype(const DatatypeOptions& o, Report& report);

@@ -128,6 +128,10 @@ int Main(int argc, char** argv) {
   app.add_option("--datatype-seconds", datatype_seconds,
                  "datatype rows: timed copies per side and round, in seconds")
       ->check(CLI::Range(0.01, 60.0));
+  bool no_own_hops = false;
+  app.add_flag("--no-own-hops", no_own_hops,
+               "datatype rows: the daemon writes the benchmark's own memory by CMA instead of "
+               "the client running that hop itself (README, \"Hops the client runs itself\")");
   CLI11_PARSE(app, argc, argv);
   local.calibrate = !no_calibrate;
   local.contiguous_bytes.clear();
@@ -141,7 +145,7 @@ int Main(int argc, char** argv) {
   daemon.rounds = local.rounds;
 
   const DatatypeOptions datatype{daemon.isometryd, daemon.source_dir, local.rounds,
-                                 datatype_seconds, daemon.peers};
+                                 datatype_seconds, daemon.peers,      !no_own_hops};
   return RunChosen(only, json, local, daemon, datatype, disk_dir, disk_mib);
 }
 
