@@ -23,17 +23,18 @@
 #include <vector>
 
 #include "channels/rdma/link_params.h"
+#include "channels/rdma/rdma_stream.h"
 #include "core/status.h"
 
 namespace isometry::rdma {
 
 struct LinkOptions {
-  std::string device;  // as the probe names it ("mlx5_0", "rxe0")
-  int gid_index = -1;  // rdma.gid_index; -1: the best RoCE entry
-  uint32_t qps = 2;    // rdma.qps_per_peer
-  uint32_t slots = 32;
-  uint64_t slot_bytes = 1 << 20;
-  uint32_t send_depth = 128;  // work requests per QP
+  std::string device;             // as the probe names it ("mlx5_0", "rxe0")
+  int gid_index = -1;             // rdma.gid_index; -1: the best RoCE entry
+  uint32_t qps = 2;               // rdma.qps_per_peer
+  uint32_t slots = 32;            // the receive ring: slots of slot_bytes
+  uint64_t slot_bytes = 1 << 20;  // (the peer's must have the same shape)
+  uint32_t send_depth = 128;      // work requests per QP
 };
 
 class RdmaLink {
@@ -51,11 +52,19 @@ class RdmaLink {
   Status Connect(const LinkParams& remote);
   bool connected() const { return connected_; }
   const LinkParams& remote() const { return remote_; }
+  // The fabric an RdmaStream drives over this link once connected: RDMA
+  // WRITE with immediate to the peer's ring (sources registered on first
+  // use, through a registration cache), credits as SEND with immediate,
+  // every QP's receive queue kept stocked, the link's one CQ polled. It
+  // refers to the link, which must outlive it; Connect() again (recovery)
+  // needs a new fabric. Same thread rules as RdmaStream.
+  Result<std::unique_ptr<Fabric>> MakeFabric();
   // "2 QPs on rxe0 port 1 (RoCE, mtu 1024), ring 32 x 1 MiB".
   std::string Describe() const;
 
+  struct Resources;  // the verbs handles and the ring (rdma_link.cc)
+
  private:
-  struct Resources;
   explicit RdmaLink(std::unique_ptr<Resources> r);
   std::unique_ptr<Resources> r_;
   LinkParams remote_;

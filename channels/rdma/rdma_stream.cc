@@ -70,8 +70,8 @@ void RdmaStream::PumpSends() {
 void RdmaStream::Land(const Arrival& a, Incoming in) {
   Status result = OkStatus();
   if (a.bytes > in.room) {
-    result = absl::InvalidArgumentError(StrCat("RDMA chunk ", a.chunk, " of ", a.bytes,
-                                               " bytes for a place of ", in.room));
+    result = absl::InvalidArgumentError(
+        StrCat("RDMA chunk ", a.chunk, " of ", a.bytes, " bytes for a place of ", in.room));
   } else {
     std::memcpy(in.dst, fabric_->Ring() + a.offset, a.bytes);
   }
