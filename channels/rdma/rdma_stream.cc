@@ -32,9 +32,23 @@ void RdmaStream::Send(uint32_t tag, uint64_t chunk, const std::byte* src, uint64
   queued_.push_back({tag, chunk, src, bytes, std::move(done)});
 }
 
+void RdmaStream::Expect(uint32_t tag, uint64_t chunk, Lander land, ChunkDone done) {
+  expected_[{tag, chunk}] = Incoming{std::move(land), std::move(done)};
+}
+
 void RdmaStream::Expect(uint32_t tag, uint64_t chunk, std::byte* dst, uint64_t room,
                         ChunkDone done) {
-  expected_[{tag, chunk}] = Incoming{dst, room, std::move(done)};
+  Expect(
+      tag, chunk,
+      [dst, room, chunk](const std::byte* data, uint64_t bytes) -> Status {
+        if (bytes > room) {
+          return absl::InvalidArgumentError(
+              StrCat("RDMA chunk ", chunk, " of ", bytes, " bytes for a place of ", room));
+        }
+        std::memcpy(dst, data, bytes);
+        return OkStatus();
+      },
+      std::move(done));
 }
 
 bool RdmaStream::idle() const {
@@ -68,13 +82,7 @@ void RdmaStream::PumpSends() {
 }
 
 void RdmaStream::Land(const Arrival& a, Incoming in) {
-  Status result = OkStatus();
-  if (a.bytes > in.room) {
-    result = absl::InvalidArgumentError(
-        StrCat("RDMA chunk ", a.chunk, " of ", a.bytes, " bytes for a place of ", in.room));
-  } else {
-    std::memcpy(in.dst, fabric_->Ring() + a.offset, a.bytes);
-  }
+  const Status result = in.land(fabric_->Ring() + a.offset, a.bytes);
   auto credit = rx_.Consumed(a.slot);
   if (credit.ok()) {
     const Status s = fabric_->PostCredit(a.slot % qps_, next_wr_++, *credit);

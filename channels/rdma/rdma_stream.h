@@ -85,8 +85,12 @@ class RdmaStream {
   // Sending half: chunk `chunk` of `tag`, `bytes` at `src` (which stays
   // valid until `done`).
   void Send(uint32_t tag, uint64_t chunk, const std::byte* src, uint64_t bytes, ChunkDone done);
-  // Receiving half: where chunk `chunk` of `tag` goes (room for a slot's
-  // bytes); `done` when it landed there.
+  // Receiving half: what to do with chunk `chunk` of `tag` when it is in
+  // the ring (`land` gets its bytes there, and may scatter them; its
+  // error fails the chunk alone); `done` after it ran.
+  using Lander = std::function<Status(const std::byte* data, uint64_t bytes)>;
+  void Expect(uint32_t tag, uint64_t chunk, Lander land, ChunkDone done);
+  // The same, copying the chunk to `dst` (room for `room` bytes).
   void Expect(uint32_t tag, uint64_t chunk, std::byte* dst, uint64_t room, ChunkDone done);
   // Polls the fabric once and moves everything that can move.
   void Progress();
@@ -102,8 +106,7 @@ class RdmaStream {
     ChunkDone done;
   };
   struct Incoming {
-    std::byte* dst;
-    uint64_t room;
+    Lander land;
     ChunkDone done;
   };
   using Key = std::pair<uint32_t, uint64_t>;  // tag, chunk
