@@ -24,6 +24,7 @@ void RdmaStream::Close(uint32_t tag, bool sending) {
     tx_.Close(tag);
   } else {
     rx_.Close(tag);
+    abandoned_.erase(tag);
   }
 }
 
@@ -49,6 +50,42 @@ void RdmaStream::Expect(uint32_t tag, uint64_t chunk, std::byte* dst, uint64_t r
         return OkStatus();
       },
       std::move(done));
+}
+
+void RdmaStream::Abandon(uint32_t tag, bool sending, const Status& why) {
+  std::vector<ChunkDone> dones;
+  if (sending) {
+    for (auto it = queued_.begin(); it != queued_.end();) {
+      if (it->tag != tag) {
+        ++it;
+        continue;
+      }
+      dones.push_back(std::move(it->done));
+      it = queued_.erase(it);
+    }
+  } else {
+    for (auto it = expected_.lower_bound({tag, 0});
+         it != expected_.end() && it->first.first == tag;) {
+      dones.push_back(std::move(it->second.done));
+      it = expected_.erase(it);
+    }
+    // Parked arrivals of it give their slots back.
+    std::vector<Arrival> parked;
+    for (auto it = parked_.lower_bound({tag, 0}); it != parked_.end() && it->first.first == tag;) {
+      parked.push_back(it->second);
+      it = parked_.erase(it);
+    }
+    for (const Arrival& a : parked) {
+      Land(a,
+           Incoming{[](const std::byte*, uint64_t) { return OkStatus(); }, [](const Status&) {}});
+    }
+  }
+  if (sending) {
+    tx_.Close(tag);
+  } else {
+    abandoned_.insert(tag);  // open until Close: chunks still coming are dropped
+  }
+  for (ChunkDone& d : dones) d(why);
 }
 
 bool RdmaStream::idle() const {
@@ -132,6 +169,11 @@ void RdmaStream::Progress() {
               StrCat("RDMA peer broke the protocol: ", a.status().message())));
           return;
         }
+        if (abandoned_.count(a->tag) != 0) {
+          Land(*a, Incoming{[](const std::byte*, uint64_t) { return OkStatus(); },
+                            [](const Status&) {}});
+          break;
+        }
         auto it = expected_.find({a->tag, a->chunk});
         if (it == expected_.end()) {
           parked_.emplace(Key{a->tag, a->chunk}, *a);
@@ -169,6 +211,7 @@ void RdmaStream::Fail(const Status& why) {
   written_.clear();
   expected_.clear();
   parked_.clear();
+  abandoned_.clear();
   tx_.Reset();
   rx_.Reset();
   for (ChunkDone& d : dones) d(why);

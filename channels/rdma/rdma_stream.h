@@ -29,6 +29,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,11 @@ class RdmaStream {
   void Expect(uint32_t tag, uint64_t chunk, Lander land, ChunkDone done);
   // The same, copying the chunk to `dst` (room for `room` bytes).
   void Expect(uint32_t tag, uint64_t chunk, std::byte* dst, uint64_t room, ChunkDone done);
+  // The transfer under `tag` gave up: its chunks queued or expected here
+  // end with `why` (at once, on the caller's thread); chunks written
+  // still end at their credits. Sending, the tag is closed; receiving, its
+  // chunks still coming are dropped as they land, until Close.
+  void Abandon(uint32_t tag, bool sending, const Status& why);
   // Polls the fabric once and moves everything that can move.
   void Progress();
 
@@ -125,6 +131,7 @@ class RdmaStream {
   std::map<uint32_t, Outgoing> written_;  // by slot: written, credit not back
   std::map<Key, Incoming> expected_;      // Expect before its arrival
   std::map<Key, Arrival> parked_;         // arrival before its Expect
+  std::set<uint32_t> abandoned_;          // receiving tags given up, not closed
   uint64_t next_wr_ = 1;
   std::vector<FabricCompletion> polled_;
 };

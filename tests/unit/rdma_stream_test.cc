@@ -323,3 +323,56 @@ TEST_CASE("a chunk bigger than its place, or of a closed tag, fails alone") {
   CHECK(pair.b.idle());
   CHECK(pair.a_errors.empty());
 }
+
+TEST_CASE("an abandoned transfer ends its chunks; the link and other transfers go on") {
+  std::mt19937 rng(8);
+  const RingShape ring{3, 16};
+  Pair pair(ring);
+  // Transfer 1: the receiver gives up midway; the sender's chunks still
+  // land (dropped) and their credits come back. Transfer 2 runs beside.
+  Payload p1(30, 16, rng), p2(30, 16, rng);
+  REQUIRE(pair.a.Open(1, 30, true).ok());
+  REQUIRE(pair.b.Open(1, 30, false).ok());
+  int sent1 = 0, expected_failed = 0, expected_ok = 0;
+  for (uint64_t c = 0; c < 30; ++c) {
+    pair.b.Expect(1, c, p1.dst.data() + c * 16, 16, [&](Status s) {
+      if (s.ok()) {
+        ++expected_ok;
+      } else {
+        CHECK(s.code() == absl::StatusCode::kCancelled);
+        ++expected_failed;
+      }
+    });
+    pair.a.Send(1, c, p1.src.data() + c * 16, p1.size[c], [&](Status s) {
+      REQUIRE(s.ok());
+      ++sent1;
+    });
+  }
+  std::vector<uint64_t> late;
+  Start(pair.a, pair.b, 2, p2, rng, late);
+  for (uint64_t c : late) {
+    pair.b.Expect(2, c, p2.dst.data() + c * 16, 16, [&p2](Status s) {
+      REQUIRE(s.ok());
+      ++p2.landed;
+    });
+  }
+  for (int i = 0; i < 40; ++i) pair.Step(rng);
+  pair.b.Abandon(1, false, absl::CancelledError("given up"));
+  CHECK(expected_failed + expected_ok == 30);
+  CHECK(expected_failed > 0);
+  while (sent1 < 30 || p2.sent < 30 || p2.landed < 30) pair.Step(rng);
+  CHECK(p2.Same());
+  CHECK(pair.a_errors.empty());
+  CHECK(pair.b_errors.empty());
+  pair.b.Close(1, false);
+  CHECK(pair.b.idle());
+  // The sender gives up: what it still queues ends at once.
+  REQUIRE(pair.a.Open(3, 10, true).ok());
+  int cancelled = 0;
+  for (uint64_t c = 0; c < 10; ++c) {
+    pair.a.Send(3, c, p1.src.data(), 16, [&](Status s) { cancelled += !s.ok(); });
+  }
+  pair.a.Abandon(3, true, absl::CancelledError("given up"));
+  CHECK(cancelled == 10);
+  CHECK(pair.a.idle());
+}
