@@ -42,7 +42,7 @@ class RdmaChannelImpl final : public RdmaChannel {
  public:
   RdmaChannelImpl(const ChannelConfig& config, std::unique_ptr<Fabric> fabric, RingShape ring,
                   uint32_t qps, isometry::Channel* fallback,
-                  std::function<void(const Status&)> on_error)
+                  const std::function<void(const Status&)>& on_error)
       : fabric_(std::move(fabric)),
         ring_(ring),
         fallback_(fallback),
@@ -250,14 +250,13 @@ class RdmaChannelImpl final : public RdmaChannel {
 
 }  // namespace
 
-Result<std::unique_ptr<RdmaChannel>> MakeRdmaChannel(const ChannelConfig& config,
-                                                     std::unique_ptr<Fabric> fabric, RingShape ring,
-                                                     uint32_t qps, isometry::Channel* fallback,
-                                                     std::function<void(const Status&)> on_error) {
+Result<std::unique_ptr<RdmaChannel>> MakeRdmaChannel(
+    const ChannelConfig& config, std::unique_ptr<Fabric> fabric, RingShape ring, uint32_t qps,
+    isometry::Channel* fallback, const std::function<void(const Status&)>& on_error) {
   ISO_RETURN_IF_ERROR(ring.Validate());
   if (!fabric) return InvalidArgument("channel '", config.name, "': no RDMA fabric");
-  return std::unique_ptr<RdmaChannel>(std::make_unique<RdmaChannelImpl>(
-      config, std::move(fabric), ring, qps, fallback, std::move(on_error)));
+  return std::unique_ptr<RdmaChannel>(
+      std::make_unique<RdmaChannelImpl>(config, std::move(fabric), ring, qps, fallback, on_error));
 }
 
 }  // namespace isometry::rdma

@@ -50,9 +50,8 @@ class RdmaChannel : public Channel {
 // `fabric` (RdmaLink::MakeFabric, or a test's) is owned by the channel;
 // `ring` is both ends' ring shape; `fallback` (may be null: unrouted
 // requests then fail) must outlive the channel.
-Result<std::unique_ptr<RdmaChannel>> MakeRdmaChannel(const ChannelConfig& config,
-                                                     std::unique_ptr<Fabric> fabric, RingShape ring,
-                                                     uint32_t qps, Channel* fallback,
-                                                     std::function<void(const Status&)> on_error);
+Result<std::unique_ptr<RdmaChannel>> MakeRdmaChannel(
+    const ChannelConfig& config, std::unique_ptr<Fabric> fabric, RingShape ring, uint32_t qps,
+    Channel* fallback, const std::function<void(const Status&)>& on_error);
 
 }  // namespace isometry::rdma

@@ -118,7 +118,7 @@ void RdmaStream::PumpSends() {
   }
 }
 
-void RdmaStream::Land(const Arrival& a, Incoming in) {
+void RdmaStream::Land(const Arrival& a, const Incoming& in) {
   const Status result = in.land(fabric_->Ring() + a.offset, a.bytes);
   auto credit = rx_.Consumed(a.slot);
   if (credit.ok()) {
@@ -181,7 +181,7 @@ void RdmaStream::Progress() {
         }
         Incoming in = std::move(it->second);
         expected_.erase(it);
-        Land(*a, std::move(in));
+        Land(*a, in);
         break;
       }
     }
@@ -197,7 +197,7 @@ void RdmaStream::Progress() {
     Incoming in = std::move(e->second);
     expected_.erase(e);
     it = parked_.erase(it);
-    Land(a, std::move(in));
+    Land(a, in);
   }
   PumpSends();
 }

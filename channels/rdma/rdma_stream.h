@@ -118,7 +118,7 @@ class RdmaStream {
   using Key = std::pair<uint32_t, uint64_t>;  // tag, chunk
 
   void PumpSends();
-  void Land(const Arrival& a, Incoming in);
+  void Land(const Arrival& a, const Incoming& in);
   void Fail(const Status& why);
 
   Fabric* const fabric_;

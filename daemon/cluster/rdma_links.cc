@@ -72,7 +72,7 @@ std::string Cluster::Impl::OfferRdma(Peer& p, const rdma::PeerRdma& theirs) {
   if (!remote.ok()) return fail(remote.status());
   if (Status s = link->Connect(*remote); !s.ok()) return fail(s);
   spdlog::info("RDMA link with peer '{}' connected: {}", ForLog(name), link->Describe());
-  const std::string line = Connected(name, *link);
+  std::string line = Connected(name, *link);
   absl::MutexLock lock(&rdma_mu);
   rdma_links[name] = std::move(link);
   return line;

@@ -153,16 +153,17 @@ std::vector<Status> Copy(Pair& p, uint64_t t, uint64_t n, const std::vector<std:
     r.program = Strided(rows, row, stride, false);  // wire (dense) to strided place
     r.src = NetHalf{t, c, "a"};
     r.dst = HostBytes{dst.data() + c * chunk_src};
-    p.b->Submit(std::move(r), [&landed, c](Status s) { landed[c].set_value(s); });
+    p.b->Submit(std::move(r), [&landed, c](const Status& s) { landed[c].set_value(s); });
   }
   for (uint64_t c = 0; c < n; ++c) {
     ChannelRequest r;
     r.program = Strided(rows, row, stride, true);  // strided source to the wire
     r.src = HostBytes{const_cast<std::byte*>(src.data()) + c * chunk_src};
     r.dst = NetHalf{t, c, "b"};
-    p.a->Submit(std::move(r), [&sent, c](Status s) { sent[c].set_value(s); });
+    p.a->Submit(std::move(r), [&sent, c](const Status& s) { sent[c].set_value(s); });
   }
   std::vector<Status> out;
+  out.reserve(2 * n);
   for (auto& f : sent) out.push_back(f.get_future().get());
   for (auto& f : landed) out.push_back(f.get_future().get());
   return out;
@@ -208,12 +209,12 @@ TEST_CASE("a routed transfer is gathered, written and scattered; an unrouted one
   rx.program = Dense(1000);
   rx.src = NetHalf{10, 0, "a"};
   rx.dst = HostBytes{got.data()};
-  p.b->Submit(std::move(rx), [&](Status s) { s2.set_value(s); });
+  p.b->Submit(std::move(rx), [&](const Status& s) { s2.set_value(s); });
   ChannelRequest tx;
   tx.program = Dense(1000);
   tx.src = HostBytes{one.data()};
   tx.dst = NetHalf{10, 0, "b"};
-  p.a->Submit(std::move(tx), [&](Status s) { s1.set_value(s); });
+  p.a->Submit(std::move(tx), [&](const Status& s) { s1.set_value(s); });
   CHECK(s1.get_future().get().ok());
   CHECK(s2.get_future().get().ok());
   CHECK(got == one);
@@ -221,7 +222,7 @@ TEST_CASE("a routed transfer is gathered, written and scattered; an unrouted one
 
 TEST_CASE("a failed completion fails the transfer with the device's text") {
   Pair p(RingShape{2, 4096});
-  std::vector<std::byte> src(8 * 4096), dst(src.size());
+  std::vector<std::byte> src(size_t{8} * 4096), dst(src.size());
   REQUIRE(p.a->Route(1, {1, 8, true}).ok());
   REQUIRE(p.b->Route(1, {1, 8, false}).ok());
   {
@@ -234,7 +235,7 @@ TEST_CASE("a failed completion fails the transfer with the device's text") {
     r.program = Dense(4096);
     r.src = HostBytes{src.data() + c * 4096};
     r.dst = NetHalf{1, c, "b"};
-    p.a->Submit(std::move(r), [&sent, c](Status s) { sent[c].set_value(s); });
+    p.a->Submit(std::move(r), [&sent, c](const Status& s) { sent[c].set_value(s); });
   }
   for (auto& f : sent) {
     const Status s = f.get_future().get();
@@ -250,7 +251,7 @@ TEST_CASE("a failed completion fails the transfer with the device's text") {
   r.program = Dense(4096);
   r.src = HostBytes{src.data()};
   r.dst = NetHalf{1, 0, "b"};
-  p.a->Submit(std::move(r), [&](Status s) { late.set_value(s); });
+  p.a->Submit(std::move(r), [&](const Status& s) { late.set_value(s); });
   CHECK_THAT(std::string(late.get_future().get().message()),
              Catch::Contains("remote access error"));
   CHECK(p.tcp_a.requests == 0);
@@ -266,7 +267,7 @@ TEST_CASE("bad endpoints fail the request, not the channel") {
   r.program = Dense(16);
   r.src = FileRange{};
   r.dst = NetHalf{1, 0, "b"};
-  p.a->Submit(std::move(r), [&](Status s) { f.set_value(s); });
+  p.a->Submit(std::move(r), [&](const Status& s) { f.set_value(s); });
   CHECK(f.get_future().get().code() == absl::StatusCode::kFailedPrecondition);
   CHECK(MakeRdmaChannel(ChannelConfig{}, nullptr, RingShape{2, 16}, 1, nullptr, nullptr)
             .status()

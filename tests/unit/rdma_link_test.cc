@@ -90,7 +90,7 @@ Status Stream(RdmaLink& a, RdmaLink& b, uint32_t tag, uint64_t chunks, uint64_t 
   std::vector<uint64_t> size(chunks);
   Status first = OkStatus();
   uint64_t ended = 0;
-  auto end = [&](Status s) {
+  auto end = [&](const Status& s) {
     if (!s.ok() && first.ok()) first = s;
     ++ended;
   };

@@ -165,13 +165,13 @@ void Start(RdmaStream& from, RdmaStream& to, uint32_t tag, Payload& p, std::mt19
       late.push_back(c);
       continue;
     }
-    to.Expect(tag, c, p.dst.data() + c * p.room, p.room, [&p](Status s) {
+    to.Expect(tag, c, p.dst.data() + c * p.room, p.room, [&p](const Status& s) {
       REQUIRE(s.ok());
       ++p.landed;
     });
   }
   for (uint64_t c = 0; c < n; ++c) {
-    from.Send(tag, c, p.src.data() + c * p.room, p.size[c], [&p](Status s) {
+    from.Send(tag, c, p.src.data() + c * p.room, p.size[c], [&p](const Status& s) {
       REQUIRE(s.ok());
       ++p.sent;
     });
@@ -195,7 +195,7 @@ TEST_CASE("chunks land byte for byte, both ways, places given early or late") {
       if (++steps % 50 == 0 && !late_ab.empty()) {
         const uint64_t c = late_ab.back();
         late_ab.pop_back();
-        pair.b.Expect(7, c, ab.dst.data() + c * 64, 64, [&ab](Status s) {
+        pair.b.Expect(7, c, ab.dst.data() + c * 64, 64, [&ab](const Status& s) {
           REQUIRE(s.ok());
           ++ab.landed;
         });
@@ -203,7 +203,7 @@ TEST_CASE("chunks land byte for byte, both ways, places given early or late") {
       if (steps % 70 == 0 && !late_ba.empty()) {
         const uint64_t c = late_ba.back();
         late_ba.pop_back();
-        pair.a.Expect(7, c, ba.dst.data() + c * 64, 64, [&ba](Status s) {
+        pair.a.Expect(7, c, ba.dst.data() + c * 64, 64, [&ba](const Status& s) {
           REQUIRE(s.ok());
           ++ba.landed;
         });
@@ -228,8 +228,9 @@ TEST_CASE("a failed write fails the transfer with the device's text; the next on
   REQUIRE(pair.b.Open(1, 40, false).ok());
   std::vector<Status> ends;
   for (uint64_t c = 0; c < 40; ++c) {
-    pair.b.Expect(1, c, p.dst.data() + c * 32, 32, [&](Status s) { ends.push_back(s); });
-    pair.a.Send(1, c, p.src.data() + c * 32, p.size[c], [&](Status s) { ends.push_back(s); });
+    pair.b.Expect(1, c, p.dst.data() + c * 32, 32, [&](const Status& s) { ends.push_back(s); });
+    pair.a.Send(1, c, p.src.data() + c * 32, p.size[c],
+                [&](const Status& s) { ends.push_back(s); });
   }
   for (int i = 0; i < 200; ++i) pair.Step(rng);
   pair.fa.fail_next_write = "remote access error (status 10, vendor error 136) on wr 2";
@@ -250,7 +251,7 @@ TEST_CASE("a failed write fails the transfer with the device's text; the next on
   std::vector<uint64_t> late;
   Start(pair.a, fresh_b, 1, q, rng, late);  // tag 1 again: closed by the reset
   for (uint64_t c : late) {
-    fresh_b.Expect(1, c, q.dst.data() + c * 32, 32, [&q](Status s) {
+    fresh_b.Expect(1, c, q.dst.data() + c * 32, 32, [&q](const Status& s) {
       REQUIRE(s.ok());
       ++q.landed;
     });
@@ -281,7 +282,7 @@ TEST_CASE("a peer that breaks the protocol fails the link") {
     REQUIRE(pair.b.Open(2, 10, false).ok());
     std::vector<std::byte> dst(32);
     Status end = OkStatus();
-    pair.b.Expect(2, 0, dst.data(), 32, [&](Status s) { end = s; });
+    pair.b.Expect(2, 0, dst.data(), 32, [&](const Status& s) { end = s; });
     FabricCompletion c;
     if (kind == 0) {
       c.kind = FabricCompletion::Kind::kArrival;  // a slot beyond the ring
@@ -310,11 +311,11 @@ TEST_CASE("a chunk bigger than its place, or of a closed tag, fails alone") {
   Pair pair(ring);
   std::vector<std::byte> src(32, std::byte{1}), dst(32);
   Status sent = OkStatus(), landed = OkStatus(), stray = OkStatus();
-  pair.a.Send(4, 0, src.data(), 8, [&](Status s) { stray = s; });  // tag 4 not open
+  pair.a.Send(4, 0, src.data(), 8, [&](const Status& s) { stray = s; });  // tag 4 not open
   REQUIRE(pair.a.Open(1, 1, true).ok());
   REQUIRE(pair.b.Open(1, 1, false).ok());
-  pair.a.Send(1, 0, src.data(), 32, [&](Status s) { sent = s; });
-  pair.b.Expect(1, 0, dst.data(), 16, [&](Status s) { landed = s; });
+  pair.a.Send(1, 0, src.data(), 32, [&](const Status& s) { sent = s; });
+  pair.b.Expect(1, 0, dst.data(), 16, [&](const Status& s) { landed = s; });
   for (int i = 0; i < 200; ++i) pair.Step(rng);
   CHECK(stray.code() == absl::StatusCode::kFailedPrecondition);
   CHECK(landed.code() == absl::StatusCode::kInvalidArgument);
@@ -335,7 +336,7 @@ TEST_CASE("an abandoned transfer ends its chunks; the link and other transfers g
   REQUIRE(pair.b.Open(1, 30, false).ok());
   int sent1 = 0, expected_failed = 0, expected_ok = 0;
   for (uint64_t c = 0; c < 30; ++c) {
-    pair.b.Expect(1, c, p1.dst.data() + c * 16, 16, [&](Status s) {
+    pair.b.Expect(1, c, p1.dst.data() + c * 16, 16, [&](const Status& s) {
       if (s.ok()) {
         ++expected_ok;
       } else {
@@ -343,7 +344,7 @@ TEST_CASE("an abandoned transfer ends its chunks; the link and other transfers g
         ++expected_failed;
       }
     });
-    pair.a.Send(1, c, p1.src.data() + c * 16, p1.size[c], [&](Status s) {
+    pair.a.Send(1, c, p1.src.data() + c * 16, p1.size[c], [&](const Status& s) {
       REQUIRE(s.ok());
       ++sent1;
     });
@@ -351,7 +352,7 @@ TEST_CASE("an abandoned transfer ends its chunks; the link and other transfers g
   std::vector<uint64_t> late;
   Start(pair.a, pair.b, 2, p2, rng, late);
   for (uint64_t c : late) {
-    pair.b.Expect(2, c, p2.dst.data() + c * 16, 16, [&p2](Status s) {
+    pair.b.Expect(2, c, p2.dst.data() + c * 16, 16, [&p2](const Status& s) {
       REQUIRE(s.ok());
       ++p2.landed;
     });
@@ -370,7 +371,7 @@ TEST_CASE("an abandoned transfer ends its chunks; the link and other transfers g
   REQUIRE(pair.a.Open(3, 10, true).ok());
   int cancelled = 0;
   for (uint64_t c = 0; c < 10; ++c) {
-    pair.a.Send(3, c, p1.src.data(), 16, [&](Status s) { cancelled += !s.ok(); });
+    pair.a.Send(3, c, p1.src.data(), 16, [&](const Status& s) { cancelled += !s.ok(); });
   }
   pair.a.Abandon(3, true, absl::CancelledError("given up"));
   CHECK(cancelled == 10);
