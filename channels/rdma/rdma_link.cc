@@ -56,8 +56,9 @@ Result<std::unique_ptr<RdmaLink>> RdmaLink::Create(const LinkOptions& options) {
   ISO_ASSIGN_OR_RETURN(r->device, Open(options.device));
   ISO_ASSIGN_OR_RETURN(r->port, ResolvePort(r->device.context.get(), options.gid_index));
   // Every QP's sends and receives complete on the one CQ the link's
-  // thread polls: sends, credits back and chunks in for each QP.
-  const int entries = static_cast<int>(options.qps * options.send_depth * 2 + options.slots);
+  // thread polls, with room for all that can be outstanding: each QP's
+  // sends (send_depth) and its stocked receives (send_depth + slots).
+  const int entries = static_cast<int>(options.qps * (options.send_depth * 2 + options.slots));
   ISO_ASSIGN_OR_RETURN(r->cq, CreateCq(r->device.context.get(), entries, false));
   for (uint32_t i = 0; i < options.qps; ++i) {
     ISO_ASSIGN_OR_RETURN(
