@@ -13,6 +13,7 @@
 //   peer_wire.cc      proto <-> domain for the peer messages
 //   cluster.cc        the Cluster facade: create, start, stop, list
 //   etcd_membership.cc  peers that come and go through etcd ([cluster.etcd])
+//   rdma_links.cc     the RDMA link with each peer that has RDMA too
 //
 // One mutex, Impl::mu, guards the mutable state of peers, halves and
 // copies: a peer going down touches all three at once.
@@ -36,6 +37,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "channels/rdma/rdma_link.h"
 #include "channels/rdma/rdma_probe.h"
 #include "channels/tcp/data_plane.h"
 #include "daemon/cluster/cluster.h"
@@ -444,6 +446,25 @@ struct Cluster::Impl {
   // the watch's log entries, where the end is watched).
   void ServePutBytes(const std::string& caller, const v1::PutBytesRequest& req,
                      std::function<void(Status)> done) ABSL_LOCKS_EXCLUDED(mu);
+
+  // ---- RDMA links (rdma_links.cc) ----
+
+  // One per peer with RDMA, both nodes using it: the node whose name
+  // sorts first offers it (ConnectRdma) after each hello, the other
+  // accepts; an offer replaces the link. Taken after mu; never held
+  // while calling a peer.
+  mutable absl::Mutex rdma_mu ABSL_ACQUIRED_AFTER(mu);
+  std::map<std::string, std::shared_ptr<rdma::RdmaLink>> rdma_links ABSL_GUARDED_BY(rdma_mu);
+  rdma::LinkOptions RdmaLinkOptions() const;
+  // After a hello to `p` that says what it has: joins the link when both
+  // nodes use RDMA and this one offers it. Returns the line isoctl peers
+  // shows for network hops with it (NetworkTransportWhy, or why the link
+  // failed).
+  std::string OfferRdma(Peer& p, const rdma::PeerRdma& theirs) ABSL_LOCKS_EXCLUDED(mu, rdma_mu);
+  // `caller`'s offer (signed, checked by the service): this node's end,
+  // connected, answered with the proof of `caller`'s session.
+  Result<v1::PeerRdmaLink> AcceptRdma(const std::string& caller, const v1::PeerRdmaLink& offer)
+      ABSL_LOCKS_EXCLUDED(mu, rdma_mu);
 
   // ---- distributed instances across nodes (distributed_peers.cc) ----
 

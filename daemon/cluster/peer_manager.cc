@@ -289,6 +289,8 @@ Status Cluster::Impl::Hello(Peer& p) {
     st.calls = 0;
   }
   const uint32_t self_node = config.runtime.node;
+  const std::string network =
+      OfferRdma(p, {w.has_rdma(), w.has_rdma() && w.rdma().usable(), w.rdma().detail()});
   ISO_RETURN_IF_ERROR(
       data->Link(p.config.name)
           .Connect(
@@ -302,8 +304,7 @@ Status Cluster::Impl::Hello(Peer& p) {
   st.data_address = w.data_address();
   st.topology = std::move(topo);
   st.link_rates = std::move(link_rates);
-  st.network = rdma::NetworkTransportWhy(node->rdma(), p.config.name,
-                                         {w.has_rdma(), w.rdma().usable(), w.rdma().detail()});
+  st.network = network;
   st.rtt_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   st.last_answer = Clock::now();
   return OkStatus();

@@ -135,6 +135,16 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
     return Reply(ctx, OkStatus());
   }
 
+  grpc::ServerUnaryReactor* ConnectRdma(grpc::CallbackServerContext* ctx,
+                                        const v1::PeerRdmaLink* req,
+                                        v1::PeerRdmaLink* resp) override {
+    auto caller = Caller(ctx, "ConnectRdma", *req);
+    if (!caller.ok()) return Reply(ctx, caller.status());
+    auto answer = impl_->AcceptRdma(*caller, *req);
+    if (answer.ok()) *resp = std::move(*answer);
+    return Reply(ctx, answer.status());
+  }
+
  private:
   static grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* ctx, const Status& s) {
     grpc::ServerUnaryReactor* r = ctx->DefaultReactor();

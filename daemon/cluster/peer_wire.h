@@ -3,6 +3,7 @@
 // speaks. Pure translation: no I/O, no locks.
 #pragma once
 
+#include "channels/rdma/link_params.h"
 #include "daemon/cluster/cluster_impl.h"
 #include "isometry.grpc.pb.h"
 
@@ -52,6 +53,18 @@ struct HalfOut {
 v1::StartHalfRequest ToProto(const HalfOut& h);
 // The half a peer asks for; an error when the request is malformed.
 Result<HalfRequest> FromProto(const v1::StartHalfRequest& req);
+
+// RDMA links (peer_wire_rdma.cc). FromProto checks what a peer sent
+// (rdma::ValidateLinkParams, with `qps` this node's rdma.qps_per_peer)
+// and refuses a GID that is not 16 bytes or an MTU that is not a size.
+void ToProto(const rdma::LinkParams& p, v1::PeerRdmaLink* out);
+Result<rdma::LinkParams> FromProto(const v1::PeerRdmaLink& in, uint32_t qps);
+// The answer's MAC: HMAC(key, "rdma" | nonce | answer with mac empty).
+std::string RdmaAnswerMac(std::string_view key, std::string_view nonce,
+                          const v1::PeerRdmaLink& answer);
+// Checks an answer's MAC against the request's nonce, then parses it.
+Result<rdma::LinkParams> CheckedRdmaAnswer(std::string_view key, std::string_view nonce,
+                                           const v1::PeerRdmaLink& answer, uint32_t qps);
 
 // Distributed instances across nodes (peer_wire_distributed.cc). Ranks
 // from a peer's answer are placed on `node`, the peer that answered.

@@ -5,7 +5,9 @@ TCP, and their logs, `isoctl peers` and `isoctl status` say why RDMA was
 not used; a daemon whose [rdma] names a device the machine lacks, with
 enable = "on", refuses to start (and --check-config says the same).
 Machines without RDMA: enable = "on" alone refuses to start with the
-probe's reason (skipped, exit 77, where a device exists).
+probe's reason (skipped, exit 77, where a device exists). The RDMA link
+exchange (ConnectRdma) is a signed peer call: refused unsigned or with a
+forged signature, and, signed, by a node without RDMA with its reason.
 
     ISOMETRYD=build/daemon/isometryd ISOCTL=build/tools/isoctl/isoctl \\
       ISOMETRY_PYTHONPATH=build/python /usr/bin/python3 -m unittest -v test_cluster_rdma
@@ -23,6 +25,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 if ISOMETRYD:
     import cluster_fixture as cf
+    import grpc
+    from isometry import isometry_pb2 as pb
+    from test_cluster_security import Impostor
 
 
 def rdma_devices():
@@ -76,6 +81,55 @@ class AutoFallsBackToTcp(unittest.TestCase):
             self.assertRegex(status, r"rdma\s+not used: no RDMA devices")
         # The daemon still serves: a second copy, the other way.
         info, sent, got = self.cluster.copy_bytes("b", "a", 1 << 20)
+        self.assertEqual(info.state, "done", info)
+        self.assertEqual(got, sent)
+
+
+@unittest.skipUnless(ISOMETRYD, "ISOMETRYD is not set")
+class ConnectRdmaIsSigned(unittest.TestCase):
+    def setUp(self):
+        # c is a configured peer that never runs: the test speaks as c.
+        self.cluster = cf.Cluster(ISOMETRYD, ["a", "b", "c"],
+                                  extra_channels='\n[rdma]\nenable = "auto"\n')
+        self.cluster.start(wait_up=False)
+        self.cluster["c"].stop()
+        self.cluster.wait_up(nodes=[self.cluster["a"], self.cluster["b"]])
+
+    def tearDown(self):
+        self.cluster.stop_checked(self)
+
+    def offer(self, rkey):
+        qps = [pb.PeerRdmaQp(qpn=17 + i, psn=5, gid=bytes(range(16)), mtu_bytes=1024)
+               for i in range(4)]
+        ring = pb.PeerRdmaRing(addr=4096, rkey=rkey, slot_bytes=1 << 20, slots=32,
+                               region_addr=4096, region_length=32 << 20)
+        return pb.PeerRdmaLink(qps=qps, ring=ring, generation=0, nonce=os.urandom(16).hex().encode())
+
+    def test_refused_unsigned_forged_and_without_rdma(self):
+        a = self.cluster["a"]
+        me = Impostor(a, "c", 3)
+        try:
+            offer = self.offer(9)
+            with self.assertRaises(grpc.RpcError) as e:
+                me.stub.ConnectRdma(offer, timeout=5)
+            self.assertEqual(e.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+            self.assertIn("not signed", e.exception.details())
+            # Signed for another ring's rkey, sent with this one.
+            md = me.signed("ConnectRdma", self.offer(10))
+            with self.assertRaises(grpc.RpcError) as e:
+                me.stub.ConnectRdma(offer, metadata=md, timeout=5)
+            self.assertEqual(e.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+            self.assertIn("MAC", e.exception.details())
+            # Signed: accepted as c's call, refused for want of RDMA.
+            with self.assertRaises(grpc.RpcError) as e:
+                me.stub.ConnectRdma(offer, metadata=me.signed("ConnectRdma", offer), timeout=5)
+            if not rdma_devices():
+                self.assertEqual(e.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
+                self.assertIn("node 'a' does not use RDMA: no RDMA devices", e.exception.details())
+        finally:
+            me.close()
+        # a still serves its peers.
+        info, sent, got = self.cluster.copy_bytes("a", "b", 1 << 20)
         self.assertEqual(info.state, "done", info)
         self.assertEqual(got, sent)
 

@@ -1,0 +1,277 @@
+// The RDMA channel (channels/rdma/rdma_channel.h) with its own threads,
+// two of them joined by an in-memory fabric that lands a write in the
+// peer's ring as it is posted (a thread-safe stand-in for a pair of RC
+// QPs). A routed transfer's chunks are gathered from a strided source and
+// scattered into a strided destination, verified; an unrouted one goes to
+// the fallback (TCP) channel whole; a failed completion fails the
+// requests in flight with the device's text and reports the error.
+#include "channels/rdma/rdma_channel.h"
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <vector>
+
+using namespace isometry;
+using namespace isometry::rdma;
+
+namespace {
+
+// Both ends' fabrics share one lock; a post completes at once.
+struct Wire {
+  std::mutex mu;
+  std::optional<std::string> fail_next_write;
+};
+
+class ThreadedFabric final : public Fabric {
+ public:
+  ThreadedFabric(Wire* wire, RingShape ring) : wire_(wire), ring_(ring.slots * ring.slot_bytes) {}
+  ThreadedFabric* peer = nullptr;
+
+  Status PostWrite(uint32_t, uint64_t wr_id, const std::byte* src, uint64_t bytes, uint64_t offset,
+                   uint32_t imm) override {
+    std::lock_guard<std::mutex> lock(wire_->mu);
+    FabricCompletion mine;
+    mine.wr_id = wr_id;
+    if (wire_->fail_next_write) {
+      mine.ok = false;
+      mine.error = *wire_->fail_next_write;
+      wire_->fail_next_write.reset();
+      done_.push_back(mine);
+      return OkStatus();
+    }
+    std::memcpy(peer->ring_.data() + offset, src, bytes);
+    FabricCompletion theirs;
+    theirs.kind = FabricCompletion::Kind::kArrival;
+    theirs.imm = imm;
+    theirs.bytes = bytes;
+    peer->done_.push_back(theirs);
+    done_.push_back(mine);
+    return OkStatus();
+  }
+  Status PostCredit(uint32_t, uint64_t wr_id, uint32_t imm) override {
+    std::lock_guard<std::mutex> lock(wire_->mu);
+    FabricCompletion theirs;
+    theirs.kind = FabricCompletion::Kind::kCreditIn;
+    theirs.imm = imm;
+    peer->done_.push_back(theirs);
+    FabricCompletion mine;
+    mine.kind = FabricCompletion::Kind::kCredit;
+    mine.wr_id = wr_id;
+    done_.push_back(mine);
+    return OkStatus();
+  }
+  void Poll(std::vector<FabricCompletion>& out) override {
+    std::lock_guard<std::mutex> lock(wire_->mu);
+    out.insert(out.end(), done_.begin(), done_.end());
+    done_.clear();
+  }
+  const std::byte* Ring() const override { return ring_.data(); }
+
+ private:
+  Wire* const wire_;
+  std::vector<std::byte> ring_;
+  std::vector<FabricCompletion> done_;
+};
+
+// A fallback that records what reached it and completes it at once.
+class Recording final : public Channel {
+ public:
+  const ChannelCaps& caps() const override { return caps_; }
+  void Submit(ChannelRequest, RequestDone done) override {
+    ++requests;
+    std::thread([done = std::move(done)] { done(absl::AbortedError("went to TCP")); }).detach();
+  }
+  void AbandonTransfer(uint64_t, const Status&) override { ++abandoned; }
+  std::atomic<int> requests{0}, abandoned{0};
+
+ private:
+  ChannelCaps caps_;
+};
+
+// `rows` rows of `row` bytes `stride` apart (stride >= row) to or from a
+// dense run at offset 0: the wire side is dense.
+std::shared_ptr<const CopyProgram> Strided(uint64_t rows, uint64_t row, uint64_t stride,
+                                           bool to_wire) {
+  auto p = std::make_shared<CopyProgram>();
+  CopyOp op;
+  op.run_bytes = row;
+  op.num_loops = 1;
+  op.loops[0] = CopyLoop{rows, to_wire ? stride : row, to_wire ? row : stride};
+  p->ops.push_back(op);
+  p->bytes = rows * row;
+  p->runs = rows;
+  return p;
+}
+
+std::shared_ptr<const CopyProgram> Dense(uint64_t bytes) {
+  auto p = std::make_shared<CopyProgram>();
+  CopyOp op;
+  op.run_bytes = bytes;
+  p->ops.push_back(op);
+  p->bytes = bytes;
+  p->runs = 1;
+  return p;
+}
+
+struct Pair {
+  explicit Pair(RingShape ring) {
+    auto fa = std::make_unique<ThreadedFabric>(&wire, ring);
+    auto fb = std::make_unique<ThreadedFabric>(&wire, ring);
+    fa->peer = fb.get();
+    fb->peer = fa.get();
+    ChannelConfig c;
+    c.name = "rdma:b";
+    c.request_bytes = 1 << 20;
+    auto ca = MakeRdmaChannel(c, std::move(fa), ring, 2, &tcp_a,
+                              [this](const Status& s) { errors_a.set_value(s); });
+    c.name = "rdma:a";
+    auto cb = MakeRdmaChannel(c, std::move(fb), ring, 2, &tcp_b, nullptr);
+    REQUIRE(ca.ok());
+    REQUIRE(cb.ok());
+    a = std::move(*ca);
+    b = std::move(*cb);
+  }
+  Wire wire;
+  Recording tcp_a, tcp_b;
+  std::promise<Status> errors_a;
+  std::unique_ptr<RdmaChannel> a, b;
+};
+
+// Submits `n` chunks of transfer `t` from a (src) to b (dst) and waits
+// for every request; returns their statuses, sends first.
+std::vector<Status> Copy(Pair& p, uint64_t t, uint64_t n, const std::vector<std::byte>& src,
+                         std::vector<std::byte>& dst, uint64_t rows, uint64_t row,
+                         uint64_t stride) {
+  const uint64_t chunk_src = rows * stride;
+  std::vector<std::promise<Status>> sent(n), landed(n);
+  for (uint64_t c = 0; c < n; ++c) {
+    ChannelRequest r;
+    r.program = Strided(rows, row, stride, false);  // wire (dense) to strided place
+    r.src = NetHalf{t, c, "a"};
+    r.dst = HostBytes{dst.data() + c * chunk_src};
+    p.b->Submit(std::move(r), [&landed, c](const Status& s) { landed[c].set_value(s); });
+  }
+  for (uint64_t c = 0; c < n; ++c) {
+    ChannelRequest r;
+    r.program = Strided(rows, row, stride, true);  // strided source to the wire
+    r.src = HostBytes{const_cast<std::byte*>(src.data()) + c * chunk_src};
+    r.dst = NetHalf{t, c, "b"};
+    p.a->Submit(std::move(r), [&sent, c](const Status& s) { sent[c].set_value(s); });
+  }
+  std::vector<Status> out;
+  out.reserve(2 * n);
+  for (auto& f : sent) out.push_back(f.get_future().get());
+  for (auto& f : landed) out.push_back(f.get_future().get());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a routed transfer is gathered, written and scattered; an unrouted one takes TCP") {
+  Pair p(RingShape{4, 4096});
+  constexpr uint64_t kRows = 16, kRow = 200, kStride = 256, kChunks = 50;
+  std::vector<std::byte> src(kChunks * kRows * kStride), dst(src.size(), std::byte{0});
+  std::mt19937 rng(3);
+  for (auto& x : src) x = static_cast<std::byte>(rng());
+  REQUIRE(p.a->Route(7, {5, kChunks, true}).ok());
+  REQUIRE(p.b->Route(7, {5, kChunks, false}).ok());
+  CHECK(p.a->Route(7, {6, 1, true}).code() == absl::StatusCode::kAlreadyExists);
+  CHECK(p.a->Route(8, {5, 1, true}).code() == absl::StatusCode::kAlreadyExists);
+  for (const Status& s : Copy(p, 7, kChunks, src, dst, kRows, kRow, kStride)) {
+    REQUIRE(s.ok());
+  }
+  for (uint64_t r = 0; r < kChunks * kRows; ++r) {
+    REQUIRE(std::memcmp(dst.data() + r * kStride, src.data() + r * kStride, kRow) == 0);
+    REQUIRE(dst[r * kStride + kRow] == std::byte{0});  // the gaps untouched
+  }
+  CHECK(p.tcp_a.requests == 0);
+  CHECK(p.tcp_b.requests == 0);
+  p.a->Unroute(7);
+  p.b->Unroute(7);
+  // Not routed: every request goes to the fallback, on both sides.
+  for (const Status& s : Copy(p, 9, 3, src, dst, kRows, kRow, kStride)) {
+    CHECK(s.code() == absl::StatusCode::kAborted);
+  }
+  CHECK(p.tcp_a.requests == 3);
+  CHECK(p.tcp_b.requests == 3);
+  p.a->AbandonTransfer(9, absl::CancelledError("x"));
+  CHECK(p.tcp_a.abandoned == 1);
+  // The tag is free again once unrouted: a dense transfer under it.
+  REQUIRE(p.a->Route(10, {5, 1, true}).ok());
+  REQUIRE(p.b->Route(10, {5, 1, false}).ok());
+  std::vector<std::byte> one(1000, std::byte{7}), got(1000);
+  std::promise<Status> s1, s2;
+  ChannelRequest rx;
+  rx.program = Dense(1000);
+  rx.src = NetHalf{10, 0, "a"};
+  rx.dst = HostBytes{got.data()};
+  p.b->Submit(std::move(rx), [&](const Status& s) { s2.set_value(s); });
+  ChannelRequest tx;
+  tx.program = Dense(1000);
+  tx.src = HostBytes{one.data()};
+  tx.dst = NetHalf{10, 0, "b"};
+  p.a->Submit(std::move(tx), [&](const Status& s) { s1.set_value(s); });
+  CHECK(s1.get_future().get().ok());
+  CHECK(s2.get_future().get().ok());
+  CHECK(got == one);
+}
+
+TEST_CASE("a failed completion fails the transfer with the device's text") {
+  Pair p(RingShape{2, 4096});
+  std::vector<std::byte> src(size_t{8} * 4096), dst(src.size());
+  REQUIRE(p.a->Route(1, {1, 8, true}).ok());
+  REQUIRE(p.b->Route(1, {1, 8, false}).ok());
+  {
+    std::lock_guard<std::mutex> lock(p.wire.mu);
+    p.wire.fail_next_write = "remote access error (status 10, vendor error 136) on wr 0";
+  }
+  std::vector<std::promise<Status>> sent(8);
+  for (uint64_t c = 0; c < 8; ++c) {
+    ChannelRequest r;
+    r.program = Dense(4096);
+    r.src = HostBytes{src.data() + c * 4096};
+    r.dst = NetHalf{1, c, "b"};
+    p.a->Submit(std::move(r), [&sent, c](const Status& s) { sent[c].set_value(s); });
+  }
+  for (auto& f : sent) {
+    const Status s = f.get_future().get();
+    CHECK(s.code() == absl::StatusCode::kUnavailable);
+    CHECK_THAT(std::string(s.message()), Catch::Contains("remote access error"));
+  }
+  const Status reported = p.errors_a.get_future().get();
+  CHECK_THAT(std::string(reported.message()), Catch::Contains("remote access error"));
+  // Later requests of it fail with the same error (never over TCP) until
+  // it is unrouted; then the tag may be routed again.
+  std::promise<Status> late;
+  ChannelRequest r;
+  r.program = Dense(4096);
+  r.src = HostBytes{src.data()};
+  r.dst = NetHalf{1, 0, "b"};
+  p.a->Submit(std::move(r), [&](const Status& s) { late.set_value(s); });
+  CHECK_THAT(std::string(late.get_future().get().message()),
+             Catch::Contains("remote access error"));
+  CHECK(p.tcp_a.requests == 0);
+  CHECK(p.a->Route(1, {1, 8, true}).code() == absl::StatusCode::kAlreadyExists);
+  p.a->Unroute(1);
+  CHECK(p.a->Route(1, {1, 8, true}).ok());
+}
+
+TEST_CASE("bad endpoints fail the request, not the channel") {
+  Pair p(RingShape{2, 4096});
+  std::promise<Status> f;
+  ChannelRequest r;
+  r.program = Dense(16);
+  r.src = FileRange{};
+  r.dst = NetHalf{1, 0, "b"};
+  p.a->Submit(std::move(r), [&](const Status& s) { f.set_value(s); });
+  CHECK(f.get_future().get().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(MakeRdmaChannel(ChannelConfig{}, nullptr, RingShape{2, 16}, 1, nullptr, nullptr)
+            .status()
+            .code() == absl::StatusCode::kInvalidArgument);
+  CHECK_FALSE(
+      MakeRdmaChannel(ChannelConfig{}, nullptr, RingShape{0, 16}, 1, nullptr, nullptr).ok());
+}
