@@ -42,17 +42,19 @@ constexpr uint64_t kDiskWriteArea = 512ull << 20;
 // of the source, as a real AOS->SOA does, keeps its memory traffic that of
 // the data moved. From 2 MiB up a run is the whole request. Source and
 // destination both span program->bytes.
-std::shared_ptr<const CopyProgram> Runs(uint64_t run) {
+// `fields` fields (MeasureChannel's argument) instead of two: every field
+// pass reads the request's source again.
+std::shared_ptr<const CopyProgram> Runs(uint64_t run, uint64_t fields) {
   auto p = std::make_shared<CopyProgram>();
   CopyOp op;
   op.run_bytes = run;
-  const uint64_t count = 2 * run >= kGatherBytes ? 1 : kGatherBytes / (2 * run);
+  const uint64_t count = fields * run >= kGatherBytes ? 1 : kGatherBytes / (fields * run);
   uint64_t runs = 1;
   if (count > 1) {
     op.num_loops = 2;
-    op.loops[0] = {2, run, count * run};  // field: next run in the source, next array
-    op.loops[1] = {count, 2 * run, run};  // point
-    runs = 2 * count;
+    op.loops[0] = {fields, run, count * run};  // field: next run in the source, next array
+    op.loops[1] = {count, fields * run, run};  // point
+    runs = fields * count;
   }
   p->ops.push_back(op);
   p->bytes = runs * run;
@@ -65,13 +67,16 @@ std::shared_ptr<const CopyProgram> Runs(uint64_t run) {
 // their throughput in bytes/s.
 // `finish`, when given, runs after the last request inside the timed span
 // (a disk write's fdatasync).
+// At least `min_requests` (and two) are timed.
 Result<double> TimeRequests(Channel& channel, const std::function<ChannelRequest(uint64_t)>& make,
                             uint64_t bytes, Clock::duration slice,
-                            const std::function<Status()>& finish = nullptr) {
+                            const std::function<Status()>& finish = nullptr,
+                            uint64_t min_requests = 2) {
   const auto start = Clock::now();
   const auto deadline = start + slice;
+  const uint64_t least = std::max<uint64_t>(2, min_requests);
   ISO_ASSIGN_OR_RETURN(const uint64_t done, StreamRequests(channel, make, [&](uint64_t issued) {
-                         return issued < 2 || Clock::now() < deadline;
+                         return issued < least || Clock::now() < deadline;
                        }));
   if (finish) ISO_RETURN_IF_ERROR(finish());
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -121,6 +126,23 @@ Status FillFile(const DiskFile& file, const HostPages& host, uint64_t bytes) {
   return SyncFile(file.Ref());
 }
 
+// Source and destination areas for host-memory calibration, faulted in.
+struct Areas {
+  std::unique_ptr<std::byte, FreeDeleter> src, dst;
+  uint64_t bytes = 0;
+};
+
+Result<Areas> MakeAreas(uint64_t bytes) {
+  Areas a;
+  a.bytes = bytes;
+  a.src.reset(static_cast<std::byte*>(std::aligned_alloc(4096, bytes)));
+  a.dst.reset(static_cast<std::byte*>(std::aligned_alloc(4096, bytes)));
+  if (!a.src || !a.dst) return ResourceExhausted("calibration: cannot allocate scratch buffers");
+  std::memset(a.src.get(), 1, bytes);  // fault the pages in before timing
+  std::memset(a.dst.get(), 0, bytes);
+  return a;
+}
+
 }  // namespace
 
 std::vector<uint64_t> CalibrationSizes(const ChannelCaps& caps) {
@@ -143,7 +165,8 @@ uint64_t CalibrationAreaBytes(uint64_t llc_bytes) {
   return std::clamp(4 * llc_bytes, kFloor, std::max(kFloor, kCap));
 }
 
-Result<std::vector<RateSample>> MeasureChannel(Channel& channel, std::chrono::milliseconds budget) {
+Result<std::vector<RateSample>> MeasureChannel(Channel& channel, std::chrono::milliseconds budget,
+                                               uint64_t fields, uint64_t max_run) {
   // Every request reads and writes memory the previous ones did not touch
   // lately: consecutive slots of areas four times the last-level cache.
   // Measured on cache-resident buffers, the development VM's Memcpy
@@ -159,19 +182,14 @@ Result<std::vector<RateSample>> MeasureChannel(Channel& channel, std::chrono::mi
   const uint64_t in_flight = static_cast<uint64_t>(std::max(1, channel.caps().max_in_flight));
   std::vector<uint64_t> sizes;
   for (uint64_t s : all_sizes) {
+    if (s > max_run) break;
     if (s <= kGatherBytes || s <= area / (in_flight + 1)) sizes.push_back(s);
   }
-  std::unique_ptr<std::byte, FreeDeleter> src(
-      static_cast<std::byte*>(std::aligned_alloc(4096, area)));
-  std::unique_ptr<std::byte, FreeDeleter> dst(
-      static_cast<std::byte*>(std::aligned_alloc(4096, area)));
-  if (!src || !dst) return ResourceExhausted("calibration: cannot allocate scratch buffers");
-  std::memset(src.get(), 1, area);  // fault the pages in before timing
-  std::memset(dst.get(), 0, area);
+  ISO_ASSIGN_OR_RETURN(const Areas areas, MakeAreas(area));
   ISO_ASSIGN_OR_RETURN(
       std::vector<RateSample> out,
       MeasureSizes(sizes, kGatherBytes, budget, [&](uint64_t size, Clock::duration slice) {
-        auto program = Runs(size);
+        auto program = Runs(size, std::max<uint64_t>(fields, 2));
         const uint64_t slots = std::max<uint64_t>(1, area / program->bytes);
         return TimeRequests(
             channel,
@@ -180,16 +198,49 @@ Result<std::vector<RateSample>> MeasureChannel(Channel& channel, std::chrono::mi
               // The stores of a memory-bound copy (a transfer's last hop larger
               // than the cache writes with non-temporal stores, runs of 256 B
               // and up: layout/executor.h): what this figure predicts.
-              ChannelRequest r{program, HostBytes{src.get() + at}, HostBytes{dst.get() + at}};
+              ChannelRequest r{program, HostBytes{areas.src.get() + at},
+                               HostBytes{areas.dst.get() + at}};
               r.stream_stores = true;
               return r;
             },
             program->bytes, slice);
       }));
-  for (size_t i = out.size(); i < all_sizes.size(); ++i) {
+  for (size_t i = out.size(); i < all_sizes.size() && all_sizes[i] <= max_run; ++i) {
     out.push_back({all_sizes[i], out.back().bytes_per_s});
   }
   return out;
+}
+
+std::vector<uint64_t> ContiguousCalibrationSizes() {
+  std::vector<uint64_t> sizes;
+  for (uint64_t s = 4096; s <= (64ull << 20); s *= 4) sizes.push_back(s);
+  return sizes;
+}
+
+Result<std::vector<RateSample>> MeasureContiguous(Channel& channel,
+                                                  std::chrono::milliseconds budget) {
+  const uint64_t llc = LastLevelCacheBytes();
+  ISO_ASSIGN_OR_RETURN(const Areas areas, MakeAreas(CalibrationAreaBytes(llc)));
+  const uint64_t request_cap =
+      channel.caps().request_bytes > 0 ? channel.caps().request_bytes : kGatherBytes;
+  return MeasureSizes(
+      ContiguousCalibrationSizes(), 0, budget, [&](uint64_t size, Clock::duration slice) {
+        // A request of the runtime's size; in flight at once they never
+        // share a slot (area / request >= 32 slots at the 4 MiB default).
+        const uint64_t request = std::min(size, std::min(request_cap, areas.bytes / 8));
+        auto program = ContiguousProgram(request);
+        const uint64_t slots = std::max<uint64_t>(1, areas.bytes / request);
+        return TimeRequests(
+            channel,
+            [&](uint64_t k) {
+              const uint64_t at = (k % slots) * request;
+              ChannelRequest r{program, HostBytes{areas.src.get() + at},
+                               HostBytes{areas.dst.get() + at}};
+              r.stream_stores = size > llc;
+              return r;
+            },
+            request, slice, nullptr, size / request);
+      });
 }
 
 Result<std::vector<RateSample>> MeasureDiskChannel(Channel& channel, const std::string& directory,
@@ -224,8 +275,13 @@ Result<std::vector<RateSample>> MeasureDiskChannel(Channel& channel, const std::
   if (::ftruncate(file.fd(), static_cast<off_t>(write ? kDiskWriteArea : kDiskArea)) != 0) {
     return Internal("calibration: sizing ", path, ": ", ErrnoString(errno));
   }
-  // Host memory like the daemon's ring buffers (huge pages where allowed).
-  ISO_ASSIGN_OR_RETURN(HostPages host, HostPages::Map(sizes.back(), /*populate=*/true));
+  // Host memory like the daemon's rings (huge pages where allowed), as
+  // large as a host-memory calibration's areas: consecutive requests use
+  // the next slot, so the channel's copies between host memory and its
+  // staging go to memory as a large copy's do (with one buffer for every
+  // request, a 4 MiB source was read from the cache each time).
+  const uint64_t host_area = std::max(sizes.back(), CalibrationAreaBytes(LastLevelCacheBytes()));
+  ISO_ASSIGN_OR_RETURN(HostPages host, HostPages::Map(host_area, /*populate=*/true));
   std::memset(host.data(), 0x5a, host.size());
   if (!write) ISO_RETURN_IF_ERROR(FillFile(file, host, kDiskArea));
   const FileRange ref = file.Ref();
@@ -235,6 +291,7 @@ Result<std::vector<RateSample>> MeasureDiskChannel(Channel& channel, const std::
         auto program = ContiguousProgram(size);
         // Sequential requests through the area, wrapping at its end.
         const uint64_t per_area = std::max<uint64_t>(1, area / size);
+        const uint64_t host_slots = std::max<uint64_t>(1, host.size() / size);
         std::function<Status()> finish;
         if (write) {
           // Fresh holes, and the fdatasync a durable copy ends with, timed.
@@ -251,11 +308,11 @@ Result<std::vector<RateSample>> MeasureDiskChannel(Channel& channel, const std::
               FileRange at = ref;
               at.offset = (k % per_area) * size;
               if (write) {
-                r.src = HostBytes{host.data()};
+                r.src = HostBytes{host.data() + (k % host_slots) * size};
                 r.dst = std::move(at);
               } else {
                 r.src = std::move(at);
-                r.dst = HostBytes{host.data()};
+                r.dst = HostBytes{host.data() + (k % host_slots) * size};
               }
               return r;
             },

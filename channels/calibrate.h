@@ -31,7 +31,7 @@ std::vector<uint64_t> CalibrationSizes(const ChannelCaps& caps);
 // channel the size is the contiguous run inside a request: what bounds its
 // speed on a layout conversion is the run (PREFIX of §4.2, in bytes), not
 // the request, so each request is a 4 MiB two-field AOS->SOA conversion
-// with runs of that size. Every figure is memory-bound: consecutive
+// with runs of that size (see `fields` below). Every figure is memory-bound: consecutive
 // requests walk through areas of CalibrationAreaBytes(last-level cache)
 // each, so no request finds its data in the cache (measured on one cached
 // buffer, the figures were 3-4x what real copies reach). Allocating and
@@ -43,13 +43,38 @@ std::vector<uint64_t> CalibrationSizes(const ChannelCaps& caps);
 // of the largest request, also for a cache size of 0), at most 1 GiB.
 uint64_t CalibrationAreaBytes(uint64_t llc_bytes);
 
-Result<std::vector<RateSample>> MeasureChannel(Channel& channel, std::chrono::milliseconds budget);
+// `fields` (at least 2) is the conversion's field count: each request
+// interleaves that many fields of `run` bytes; every field pass reads the
+// request's source again, so more fields are slower at the same run.
+// Sizes above `max_run` are left out (no sample).
+Result<std::vector<RateSample>> MeasureChannel(Channel& channel, std::chrono::milliseconds budget,
+                                               uint64_t fields = 2, uint64_t max_run = UINT64_MAX);
+
+// Sizes of plain (contiguous) copies MeasureContiguous measures: powers of
+// four from 4 KiB to 64 MiB.
+std::vector<uint64_t> ContiguousCalibrationSizes();
+
+// Measures plain copies on a host-memory channel the way the runtime runs
+// them: a copy of size s is a stream of requests of min(s, the channel's
+// request size), all its threads busy (caps().max_in_flight in flight),
+// written with non-temporal stores when s exceeds the last-level cache
+// (the runtime's choice for a transfer's last hop, ChannelRequest::
+// stream_stores), cycling through areas of CalibrationAreaBytes. One
+// sample per size, a copy of s bytes at least once per sample; about
+// `budget` in all plus the areas' set-up. What a hop that moves one
+// contiguous run is predicted from (TopologyEdge::tp_contiguous): the
+// run-size curve of MeasureChannel is of AOS->SOA conversions, whose large
+// runs miss the parallelism and store path of a large plain copy.
+Result<std::vector<RateSample>> MeasureContiguous(Channel& channel,
+                                                  std::chrono::milliseconds budget);
 
 // Measures a DiskRead or DiskWrite channel: sequential back-to-back
 // requests of each size (4 KiB to 64 MiB, powers of four) through a scratch
 // file in `directory`, from or into huge-page host memory like the
-// daemon's rings. The file is unlinked as soon as it is open, so nothing is
-// left behind. A DiskRead calibration first writes a 128 MiB area
+// daemon's rings, consecutive requests at consecutive places of an area
+// of CalibrationAreaBytes (so the host side is memory-bound too). The
+// file is unlinked as soon as it is open, so nothing is left behind. A
+// DiskRead calibration first writes a 128 MiB area
 // (untimed: a sparse file would read without touching the device) and
 // cycles through it. A DiskWrite calibration measures what a durable copy
 // into a new file pays: each size writes into holes of a sparse 512 MiB

@@ -20,9 +20,27 @@
 // literally and would give |F| there.
 // A hop that touches an intermediate buffer cannot issue a request larger
 // than the buffer, so its request is capped at TH. Then
-//   hop_bps_i  = tp_i(min(PREFIX_i, cap_i))     (the throughput constraint)
-//   TP         = min_i hop_bps_i
+//   hop_bps_i  = tp_i(min(PREFIX_i, cap_i, R_i))  (the throughput constraint)
+//   TP         = min(min_i hop_bps_i, SHARED)
 //   SUFFIX̄_i <= TH for every hop between two intermediates (space).
+// where R_i is the largest request the runtime issues on the channel
+// (TopologyEdge::max_request_bytes; none when unknown): a longer run still
+// goes out in requests of that size, and a disk channel measured with
+// 64 MiB requests is faster than with the 4 MiB ones it gets;
+// tp_i is the edge's contiguous curve (TopologyEdge::tp_contiguous,
+// measured with plain copies) when hop i moves one contiguous run
+// (PREFIX_i is the whole instance; read at min(PREFIX_i, cap_i), the curve
+// is of whole copies), else its run-size curve (for runs smaller than an
+// entry, between its 2-field and 8-field figures by the number of runs an
+// entry holds: TopologyEdge::tp_fields8, HopThroughput); and SHARED is
+// the shared-memory bound: the uncapped Memcpy hops of one node run at
+// the same time on the same cores and memory, each measured alone at its
+// hop_bps, so together they move at most 1 / sum_i (1 / hop_bps_i) (their
+// times add up; measured on a 2-core VM, a pipelined SYS->REG->SYS copy
+// ran no faster than its two hops one after the other). Hops on other
+// channels (disk, network, GPU) or paced by a rate cap are left out.
+// SHARED is applied when a path is evaluated; the search below ranks paths
+// by the hop constraints alone.
 //
 // The algorithm (§4.2, with the choices this implementation makes):
 //  1. Paths: acyclic (a memory appears once, except that a self-loop may

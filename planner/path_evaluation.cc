@@ -1,12 +1,53 @@
 #include "planner/path_evaluation.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <map>
+#include <utility>
 
 #include "planner/shape_algebra.h"
 
 namespace isometry {
 namespace full_planner_internal {
+
+const ThroughputFunction& CurveOf(const TopologyEdge& e, bool contiguous) {
+  return contiguous && e.tp_contiguous ? *e.tp_contiguous : e.tp;
+}
+
+double HopThroughput(const TopologyEdge& e, uint64_t run, bool contiguous, uint64_t field_bytes,
+                     const ThroughputFunction*& curve) {
+  curve = &CurveOf(e, contiguous);
+  if (curve != &e.tp) return curve->At(run);
+  if (e.max_request_bytes > 0) run = std::min(run, e.max_request_bytes);
+  const double two = e.tp.At(run);
+  if (!e.tp_fields8 || run == 0 || run >= field_bytes || run > kFields8MaxRun) return two;
+  // How many runs of this size a point's fields make: 2 reads `tp`, 8 and
+  // more the 8-field curve, in between linear in log2.
+  const double fan = static_cast<double>(field_bytes) / static_cast<double>(run);
+  const double t = std::clamp((std::log2(fan) - 1) / 2, 0.0, 1.0);
+  return two + (e.tp_fields8->At(run) - two) * t;
+}
+
+double SharedMemoryBound(const std::vector<double>& hop_bps,
+                         const std::vector<const TopologyEdge*>& edges) {
+  // Seconds per byte each node's memory system spends on the path's
+  // uncapped Memcpy hops, and how many such hops it runs.
+  std::map<uint32_t, std::pair<double, int>> per_node;
+  for (size_t h = 0; h < edges.size(); ++h) {
+    const TopologyEdge& e = *edges[h];
+    if (e.kind != ChannelKind::kMemcpy || e.rate_limit_bytes_per_s > 0) continue;
+    if (e.src.node != e.dst.node || !(hop_bps[h] > 0)) continue;
+    auto& [seconds, count] = per_node[e.src.node];
+    seconds += 1 / hop_bps[h];
+    ++count;
+  }
+  double bound = std::numeric_limits<double>::infinity();
+  for (const auto& [node, sc] : per_node) {
+    if (sc.second >= 2) bound = std::min(bound, 1 / sc.first);
+  }
+  return bound;
+}
 
 Result<Path> Evaluate(Path path, const std::vector<const TopologyEdge*>& edges, const Box& bounds,
                       uint64_t field_bytes, const FullPlannerOptions& o, uint64_t element_bytes) {
@@ -17,6 +58,8 @@ Result<Path> Evaluate(Path path, const std::vector<const TopologyEdge*>& edges, 
     shapes.push_back(ShapeOf(n.layout));
   }
   std::vector<uint64_t> prefix(hops), sbar(hops), cap(hops);
+  std::vector<const ThroughputFunction*> curves(hops);
+  const uint64_t total = Product(shapes[0], 0, shapes[0].n, bounds, field_bytes);
   path.hop_bps.assign(hops, 0);
   double tp = std::numeric_limits<double>::infinity();
   for (size_t h = 0; h < hops; ++h) {
@@ -30,15 +73,16 @@ Result<Path> Evaluate(Path path, const std::vector<const TopologyEdge*>& edges, 
                                 " bytes between two intermediate buffers; the threshold is ", th);
     }
     cap[h] = from_inner || to_inner ? std::min(prefix[h], th) : prefix[h];
-    path.hop_bps[h] = edges[h]->tp.At(cap[h]);
+    path.hop_bps[h] = HopThroughput(*edges[h], cap[h], prefix[h] >= total, field_bytes, curves[h]);
     tp = std::min(tp, path.hop_bps[h]);
     path.edges[h] = *edges[h];
   }
+  tp = std::min(tp, SharedMemoryBound(path.hop_bps, edges));
   path.predicted_bps = tp;
   path.run_bytes = cap;
   path.request_bytes.assign(hops, 0);
   for (size_t h = 0; h < hops; ++h) {
-    uint64_t r = edges[h]->tp.MinRequestFor(tp).value_or(cap[h]);
+    uint64_t r = curves[h]->MinRequestFor(tp).value_or(cap[h]);
     path.request_bytes[h] = std::min(std::max(r, o.min_request_bytes), cap[h]);
   }
   path.buffer_bytes.assign(hops - 1, 0);

@@ -14,6 +14,26 @@
 
 namespace isometry::full_planner_internal {
 
+// The curve a hop reads: the edge's contiguous one (when it has one) for a
+// hop that moves one contiguous run, else its run-size one.
+const ThroughputFunction& CurveOf(const TopologyEdge& e, bool contiguous);
+
+// Hop h's throughput: its curve (CurveOf, returned in `curve`) at `run`
+// bytes; a run-size curve at no more than the edge's max_request_bytes
+// (the contiguous curve is of whole copies, already in such requests).
+// A conversion whose runs are smaller than an entry (`field_bytes`, |F|)
+// interleaves fan = |F| / run of them: for runs up to kFields8MaxRun on
+// an edge with tp_fields8, the figure goes from tp's (fan <= 2) to tp_fields8's (fan >= 8),
+// linear in log2(fan) between. `curve` is what MinRequestFor reads.
+double HopThroughput(const TopologyEdge& e, uint64_t run, bool contiguous, uint64_t field_bytes,
+                     const ThroughputFunction*& curve);
+
+// The shared-memory bound (full_planner.h): for each node, 1 / the sum of
+// 1 / hop_bps over the path's uncapped Memcpy hops within it, when there
+// are two or more; the smallest such figure (infinity when none).
+double SharedMemoryBound(const std::vector<double>& hop_bps,
+                         const std::vector<const TopologyEdge*>& edges);
+
 // The model on a concrete path, with its edges already looked up
 // (edges[h] joins path.nodes[h] and path.nodes[h + 1]). Fills the path's
 // estimates; fails only on the space constraint.

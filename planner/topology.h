@@ -2,6 +2,8 @@
 // channels between them. Pure data; the planner never includes a channel.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,9 @@ struct TopologyMemory {
   std::string name;
 };
 
+// The largest run TopologyEdge::tp_fields8 is measured at and read for.
+inline constexpr uint64_t kFields8MaxRun = 64;
+
 struct TopologyEdge {
   MemoryId src;
   MemoryId dst;
@@ -26,8 +31,28 @@ struct TopologyEdge {
   std::string channel_name;
   // Throughput as a function of the request size (Isometry §4.1). The
   // default, 1 GB/s for any request, keeps graphs built without
-  // measurements plannable.
+  // measurements plannable. On a converting channel the size is the
+  // contiguous run of a layout conversion (how it is calibrated).
   ThroughputFunction tp;
+  // The throughput of a hop that moves one contiguous run (no layout
+  // change), as a function of its bytes: measured with the requests,
+  // stores and parallelism a plain copy of that size really runs with
+  // (channels/calibrate.h, MeasureContiguous). Unset: `tp` serves both.
+  std::optional<ThroughputFunction> tp_contiguous;
+  // The run-size curve of conversions that interleave 8 fields (`tp`:
+  // two), for runs up to kFields8MaxRun: each field pass reads the source
+  // again, so an AOS -> SOA of 8 fields of 4 bytes ran at 0.55-0.65 of a
+  // 2-field one on the development VM (no clear difference from 64 B up).
+  // Unset: `tp` serves every field count.
+  std::optional<ThroughputFunction> tp_fields8;
+  // The channel's configured rate cap in bytes/s (0: none). A capped hop
+  // runs at its cap, not at what the memory system allows, so it is left
+  // out of the shared-memory bound (full_planner.h).
+  double rate_limit_bytes_per_s = 0;
+  // The largest request the runtime issues on the channel (its configured
+  // request size; 0: unknown, no limit). A hop's run-size curve is read at
+  // no more than this: a 1 GiB run goes out as requests of this size.
+  uint64_t max_request_bytes = 0;
   bool operator==(const TopologyEdge&) const = default;
 };
 
@@ -57,7 +82,9 @@ struct Path {
 
   // The cost model's view of the path (planner/full_planner.h,
   // EvaluatePath). Empty / 0 when nobody evaluated it.
-  //   predicted_bps      the path's throughput: the slowest hop's
+  //   predicted_bps      the path's throughput: the slowest hop's, and no
+  //                      more than the host-memory hops of one node reach
+  //                      together (full_planner.h)
   //   hop_bps[h]         hop h's throughput with its largest request
   //   request_bytes[h]   the request size hop h should use: the smallest one
   //                      that sustains predicted_bps (at least the model's

@@ -24,11 +24,15 @@ std::string FirstLineWith(const char* file, const char* key) {
 
 }  // namespace
 
+std::string ContiguousCurve(const std::string& channel) { return channel + ":contiguous"; }
+std::string Fields8Curve(const std::string& channel) { return channel + ":fields8"; }
+
 std::string HardwareFingerprint(const RuntimeConfig& config) {
   std::ostringstream s;
   // The method's version: figures measured by an older method (v1: cache-
-  // resident Memcpy buffers) are measured again rather than reused.
-  s << "method 2|";
+  // resident Memcpy buffers; v2: no plain-copy curve, short disk writes)
+  // are measured again rather than reused.
+  s << "method 3|";
   s << FirstLineWith("/proc/cpuinfo", "model name") << '|' << sysconf(_SC_NPROCESSORS_ONLN) << '|'
     << FirstLineWith("/proc/meminfo", "MemTotal");
   for (const ChannelConfig& c : config.channels) {
@@ -103,7 +107,9 @@ Status SaveCalibration(const std::string& path, const std::string& fingerprint,
   {
     std::ofstream out(tmp);
     if (!out) return Internal("cannot write ", tmp);
-    out << "# Isometry channel calibration: [request bytes, bytes/s] per channel.\n"
+    out << "# Isometry channel calibration: [request bytes, bytes/s] per channel\n"
+        << "# (\"NAME:contiguous\": the channel's plain copies, by copy size;\n"
+        << "# \"NAME:fields8\": its conversions of 8 interleaved fields, by run).\n"
         << root << "\n";
     if (!out) return Internal("cannot write ", tmp);
   }

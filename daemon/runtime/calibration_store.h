@@ -12,7 +12,19 @@
 
 namespace isometry {
 
-using Calibration = std::map<std::string, std::vector<RateSample>>;  // by channel name
+// By curve name: a channel's name for its run-size curve (MeasureChannel,
+// MeasureDiskChannel, the CMA model), ContiguousCurve(name) for a
+// host-memory channel's plain copies (MeasureContiguous) and
+// Fields8Curve(name) for its conversions of many fields. A file without
+// the latter two (written before they existed) still loads; its edges
+// then read the run-size curve for every hop.
+using Calibration = std::map<std::string, std::vector<RateSample>>;
+
+// "<channel>:contiguous".
+std::string ContiguousCurve(const std::string& channel);
+// "<channel>:fields8": conversions of 8 interleaved fields, small runs
+// (MeasureChannel with fields = 8; TopologyEdge::tp_fields8).
+std::string Fields8Curve(const std::string& channel);
 
 // CPU model, core count, memory size, each channel's config (kind,
 // threads, in-flight limit, request size, rate cap) and each DSK memory's

@@ -104,6 +104,8 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config_in,
     ISO_ASSIGN_OR_RETURN(std::unique_ptr<Channel> ch, maker(cc));
     for (const auto& [s, d] : ChannelEdges(config, cc)) {
       TopologyEdge e{ids[s], ids[d], static_cast<int>(c), cc.kind, cc.name};
+      e.rate_limit_bytes_per_s = static_cast<double>(cc.rate_limit_bytes_per_s);
+      e.max_request_bytes = cc.request_bytes;
       // Until calibration measures them (runtime.calibrate), disk channels
       // are modelled as a 1 GB/s device with 100 us per request, so the
       // planner keeps small requests (and layout changes) off them

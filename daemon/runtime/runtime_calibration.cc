@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "channels/calibrate.h"
 #include "channels/cma/cma_channel.h"
@@ -41,13 +42,30 @@ Result<Calibration> Runtime::Impl::LoadOrMeasure(bool force) {
     }
   }
   Calibration cal;
-  const auto budget = std::chrono::milliseconds(config.calibration_budget_ms) /
-                      static_cast<int>(std::max<size_t>(channels.size(), 1));
+  // The budget is shared by the channels that spend it (the CMA model and
+  // channels nobody measures take none).
+  int timed = 0;
+  for (size_t c = 0; c < channels.size(); ++c) {
+    const ChannelKind kind = channels[c]->caps().kind;
+    const bool disk = kind == ChannelKind::kDiskRead || kind == ChannelKind::kDiskWrite;
+    if (kind == ChannelKind::kMemcpy || (disk && !DiskDirectoryOf(static_cast<int>(c)).empty())) {
+      ++timed;
+    }
+  }
+  const auto budget = std::chrono::milliseconds(config.calibration_budget_ms) / std::max(timed, 1);
   for (size_t c = 0; c < channels.size(); ++c) {
     Channel& ch = *channels[c];
     const ChannelKind kind = ch.caps().kind;
     if (kind == ChannelKind::kMemcpy) {
-      ISO_ASSIGN_OR_RETURN(cal[ch.caps().name], MeasureChannel(ch, budget));
+      // Conversions by run size (two fields; eight, for the runs up to
+      // kFields8MaxRun where the field count matters), and plain copies by size (their
+      // own store path and request stream): 9/20, 5/20 and 6/20 of the
+      // share, about the same time per sample.
+      const std::string& name = ch.caps().name;
+      ISO_ASSIGN_OR_RETURN(cal[name], MeasureChannel(ch, budget * 9 / 20));
+      ISO_ASSIGN_OR_RETURN(cal[Fields8Curve(name)],
+                           MeasureChannel(ch, budget * 5 / 20, /*fields=*/8, kFields8MaxRun));
+      ISO_ASSIGN_OR_RETURN(cal[ContiguousCurve(name)], MeasureContiguous(ch, budget * 6 / 20));
     } else if (kind == ChannelKind::kCma) {
       // Not by copies between two host buffers (MeasureChannel): its ends
       // are other processes. A failed measurement keeps the default model.
@@ -99,12 +117,21 @@ std::string Runtime::Impl::DiskDirectoryOf(int c) const {
 // Puts measured throughput functions on the graph's edges and starts a
 // fresh planner (its cache would describe the old figures).
 Status Runtime::Impl::ApplyCalibration(const Calibration& cal) {
-  for (TopologyEdge& e : topo.edges) {
-    auto it = cal.find(e.channel_name);
-    if (it == cal.end()) continue;
+  auto curve = [&](const std::string& name) -> Result<std::optional<ThroughputFunction>> {
+    auto it = cal.find(name);
+    if (it == cal.end()) return std::optional<ThroughputFunction>();
     std::vector<ThroughputSample> samples;
     for (const RateSample& s : it->second) samples.push_back({s.request_bytes, s.bytes_per_s});
-    ISO_ASSIGN_OR_RETURN(e.tp, ThroughputFunction::FromSamples(std::move(samples)));
+    ISO_ASSIGN_OR_RETURN(ThroughputFunction f, ThroughputFunction::FromSamples(std::move(samples)));
+    return std::optional<ThroughputFunction>(std::move(f));
+  };
+  for (TopologyEdge& e : topo.edges) {
+    ISO_ASSIGN_OR_RETURN(std::optional<ThroughputFunction> tp, curve(e.channel_name));
+    if (!tp) continue;
+    e.tp = *std::move(tp);
+    // Absent from files written before they were measured.
+    ISO_ASSIGN_OR_RETURN(e.tp_contiguous, curve(ContiguousCurve(e.channel_name)));
+    ISO_ASSIGN_OR_RETURN(e.tp_fields8, curve(Fields8Curve(e.channel_name)));
   }
   for (const auto& [name, samples] : cal) {
     double peak = 0;

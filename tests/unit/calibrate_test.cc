@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <mutex>
 #include <set>
+#include <vector>
 
 #include "channels/channel_factory.h"
 #include "channels/disk/disk_channel.h"
@@ -131,4 +132,35 @@ TEST_CASE("calibration areas are several times the last-level cache, read from s
   CHECK(CalibrationAreaBytes(8ull << 20) == 128ull << 20);
   CHECK(CalibrationAreaBytes(96ull << 20) == 384ull << 20);
   CHECK(CalibrationAreaBytes(1ull << 40) == 1ull << 30);
+}
+
+TEST_CASE("plain copies are measured by copy size, 4 KiB to 64 MiB") {
+  ChannelConfig cc;
+  cc.name = "memcpy0";
+  auto ch = MakeChannel(cc);
+  REQUIRE(ch.ok());
+  auto samples = MeasureContiguous(**ch, std::chrono::milliseconds(800));
+  REQUIRE(samples.ok());
+  const std::vector<uint64_t> sizes = ContiguousCalibrationSizes();
+  REQUIRE(samples->size() == sizes.size());
+  CHECK(sizes.front() == 4096);
+  CHECK(sizes.back() == 64ull << 20);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    CHECK(samples->at(i).request_bytes == sizes[i]);
+    CHECK(samples->at(i).bytes_per_s > 0);
+  }
+}
+
+TEST_CASE("a many-field calibration stops at its largest run") {
+  ChannelConfig cc;
+  cc.name = "memcpy0";
+  auto ch = MakeChannel(cc);
+  REQUIRE(ch.ok());
+  auto samples = MeasureChannel(**ch, std::chrono::milliseconds(800), /*fields=*/8,
+                                /*max_run=*/64);
+  REQUIRE(samples.ok());
+  REQUIRE(samples->size() == 7);  // 1, 2, 4, ..., 64 bytes
+  CHECK(samples->front().request_bytes == 1);
+  CHECK(samples->back().request_bytes == 64);
+  for (const RateSample& s : *samples) CHECK(s.bytes_per_s > 0);
 }

@@ -34,3 +34,30 @@ TEST_CASE("calibrations round-trip through the state directory, tagged by finger
   CHECK(absl::IsInvalidArgument(LoadCalibration(path, fp).status()));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a channel's plain-copy and 8-field curves round-trip; a file without them loads") {
+  const std::string dir = std::filesystem::temp_directory_path() / "iso-calib-curves-test";
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/calibration.toml";
+  const std::string fp = HardwareFingerprint(DefaultRuntimeConfig());
+  CHECK(ContiguousCurve("memcpy0") == "memcpy0:contiguous");
+  CHECK(Fields8Curve("memcpy0") == "memcpy0:fields8");
+  Calibration cal{{"memcpy0", {{1, 2e9}, {64ull << 20, 9e9}}},
+                  {ContiguousCurve("memcpy0"), {{4096, 1e9}, {64ull << 20, 20.5e9}}},
+                  {Fields8Curve("memcpy0"), {{1, 1e9}, {64, 5e9}}}};
+  REQUIRE(SaveCalibration(path, fp, cal).ok());
+  auto back = LoadCalibration(path, fp);
+  REQUIRE(back.ok());
+  REQUIRE(back->size() == 3);
+  CHECK(back->at(ContiguousCurve("memcpy0"))[1].request_bytes == (64ull << 20));
+  CHECK(back->at(ContiguousCurve("memcpy0"))[1].bytes_per_s == Approx(20.5e9));
+  CHECK(back->at(Fields8Curve("memcpy0"))[1].bytes_per_s == Approx(5e9));
+  // A file as earlier daemons wrote it: one curve per channel.
+  std::ofstream(path) << "fingerprint = \"" << fp
+                      << "\"\n[channel]\nmemcpy0 = [[1, 2.0e9], [67108864, 9.0e9]]\n";
+  auto old = LoadCalibration(path, fp);
+  REQUIRE(old.ok());
+  CHECK(old->size() == 1);
+  CHECK(old->count(ContiguousCurve("memcpy0")) == 0);
+  std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,86 @@
+// Runtime calibration (daemon/runtime/runtime_calibration.cc): the curves
+// a Memcpy channel is measured with, kept in the calibration file and put
+// on the graph's edges; files from before those curves existed.
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <vector>
+
+#include "daemon/runtime/calibration_store.h"
+#include "daemon/runtime/runtime.h"
+#include "unit/temp_dir.h"
+
+using namespace isometry;
+using namespace isometry::testing;
+
+namespace {
+
+RuntimeConfig Calibrated(const std::string& file) {
+  RuntimeConfig c = DefaultRuntimeConfig();
+  c.calibrate = true;
+  c.calibration_file = file;
+  c.calibration_budget_ms = 600;
+  return c;
+}
+
+// The plan of a plain 64 MiB copy and of an AOS -> SOA of 8 4-byte fields
+// within sys0.
+std::pair<Path, Path> Plans(const Runtime& rt, std::vector<std::byte>& a,
+                            std::vector<std::byte>& b) {
+  const MemoryId sys = *rt.FindMemory("sys0");
+  const InstanceShape aos{Box::FromExtents({2 << 20}), FieldSpace::Uniform(8, 4), Layout::Aos(1)};
+  const InstanceShape soa{aos.bounds, aos.fields, Layout::Soa(1)};
+  a.resize(aos.total_bytes());
+  b.resize(aos.total_bytes());
+  auto plain = rt.Plan({sys, a.data(), a.size(), aos}, {sys, b.data(), b.size(), aos});
+  auto conv = rt.Plan({sys, a.data(), a.size(), aos}, {sys, b.data(), b.size(), soa});
+  REQUIRE(plain.ok());
+  REQUIRE(conv.ok());
+  return {*plain, *conv};
+}
+
+}  // namespace
+
+TEST_CASE("a Memcpy channel is calibrated for plain copies and many-field conversions too") {
+  TempDir state;
+  const RuntimeConfig c = Calibrated(state.File("calibration.toml"));
+  auto rt = Runtime::Create(c);
+  REQUIRE(rt.ok());
+  auto cal = LoadCalibration(c.calibration_file, HardwareFingerprint(c));
+  REQUIRE(cal.ok());
+  REQUIRE(cal->count("memcpy0") == 1);
+  REQUIRE(cal->count(ContiguousCurve("memcpy0")) == 1);
+  REQUIRE(cal->count(Fields8Curve("memcpy0")) == 1);
+  CHECK(cal->at(ContiguousCurve("memcpy0")).size() == ContiguousCalibrationSizes().size());
+  CHECK(cal->at(Fields8Curve("memcpy0")).back().request_bytes == kFields8MaxRun);
+  // The edges carry them, and the plans read them: a plain copy its
+  // contiguous curve at the copy's size, the conversion (8 fields of 4 B:
+  // 4-byte runs) the 8-field curve at 4 bytes.
+  std::vector<std::byte> a, b;
+  const auto [plain, conv] = Plans(**rt, a, b);
+  REQUIRE(plain.edges.size() == 1);
+  REQUIRE(plain.edges[0].tp_contiguous.has_value());
+  REQUIRE(conv.edges[0].tp_fields8.has_value());
+  CHECK(plain.predicted_bps == Approx(plain.edges[0].tp_contiguous->At(64ull << 20)));
+  CHECK(conv.run_bytes[0] == 4);
+  CHECK(conv.predicted_bps == Approx(conv.edges[0].tp_fields8->At(4)));
+}
+
+TEST_CASE("a calibration file without the newer curves still loads and plans") {
+  TempDir state;
+  const RuntimeConfig c = Calibrated(state.File("calibration.toml"));
+  // As an earlier daemon of the same method wrote it: one curve a channel.
+  std::ofstream(c.calibration_file)
+      << "fingerprint = \"" << HardwareFingerprint(c) << "\"\n[channel]\n"
+      << "memcpy0 = [[1, 1.0e9], [67108864, 8.0e9]]\n";
+  auto rt = Runtime::Create(c);
+  REQUIRE(rt.ok());
+  std::vector<std::byte> a, b;
+  const auto [plain, conv] = Plans(**rt, a, b);
+  CHECK_FALSE(plain.edges[0].tp_contiguous.has_value());
+  CHECK_FALSE(conv.edges[0].tp_fields8.has_value());
+  // Both read the run-size curve from the file (4 MiB requests for the
+  // plain copy: the channel's request size).
+  CHECK(plain.predicted_bps == Approx(plain.edges[0].tp.At(4 << 20)));
+  CHECK(plain.predicted_bps > 1e9);
+  CHECK(conv.predicted_bps == Approx(plain.edges[0].tp.At(4)));
+}
