@@ -13,23 +13,10 @@
 
 #include "core/strings.h"
 #include "layout/executor.h"
+#include "layout/program_span.h"
 
 namespace isometry::rdma {
 namespace {
-
-// The bytes a program reads (`dst` false) or writes past its base.
-uint64_t Extent(const CopyProgram& p, bool dst) {
-  uint64_t end = 0;
-  for (const CopyOp& op : p.ops) {
-    uint64_t last = dst ? op.dst_offset : op.src_offset;
-    for (int i = 0; i < op.num_loops; ++i) {
-      const CopyLoop& l = op.loops[static_cast<size_t>(i)];
-      last += (l.count - 1) * (dst ? l.dst_stride : l.src_stride);
-    }
-    end = std::max(end, last + op.run_bytes);
-  }
-  return end;
-}
 
 // Whether the wire side of `p` (its dst when sending, src when
 // receiving) is one run from offset 0: the chunk needs no gather/scatter.
@@ -166,7 +153,7 @@ class RdmaChannelImpl final : public RdmaChannel {
                 RequestDone done) {
     const CopyProgram& program = *request.program;
     const std::byte* src = std::get<HostBytes>(request.src).base;
-    const uint64_t span = Extent(program, true);
+    const uint64_t span = ProgramSpan(program, true);
     // Gathered into a buffer of its own unless it is one run already; the
     // buffer lives until the chunk's credit.
     auto staging = std::make_shared<std::vector<std::byte>>();
@@ -188,7 +175,7 @@ class RdmaChannelImpl final : public RdmaChannel {
                   RequestDone done) {
     auto program = request.program;
     std::byte* dst = std::get<HostBytes>(request.dst).base;
-    const uint64_t span = Extent(*program, false);
+    const uint64_t span = ProgramSpan(*program, false);
     auto land = [program, dst, span, chunk](const std::byte* data, uint64_t bytes) -> Status {
       if (bytes != span) {
         return absl::DataLossError(

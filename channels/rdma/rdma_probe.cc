@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "channels/rdma/link_params.h"
 #include "config/config_origin.h"
 #include "core/strings.h"
 
@@ -50,22 +51,6 @@ const char* GidTypeName(uint32_t type) {
     default:
       return "unknown";
   }
-}
-
-int MtuBytes(ibv_mtu mtu) {
-  switch (mtu) {
-    case IBV_MTU_256:
-      return 256;
-    case IBV_MTU_512:
-      return 512;
-    case IBV_MTU_1024:
-      return 1024;
-    case IBV_MTU_2048:
-      return 2048;
-    case IBV_MTU_4096:
-      return 4096;
-  }
-  return 0;
 }
 
 PortInfo QueryPort(ibv_context* ctx, uint8_t number) {

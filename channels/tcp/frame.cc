@@ -16,6 +16,7 @@
 
 #include "absl/strings/cord.h"
 #include "core/strings.h"
+#include "layout/program_span.h"
 
 namespace isometry::net {
 
@@ -67,19 +68,6 @@ std::string AddressText(const sockaddr_storage& ss, socklen_t len) {
   }
   const bool v6 = ss.ss_family == AF_INET6;
   return StrCat(v6 ? "[" : "", host, v6 ? "]" : "", ":", port);
-}
-
-uint64_t Span(const CopyProgram& p, bool dst) {
-  uint64_t end = 0;
-  for (const CopyOp& op : p.ops) {
-    uint64_t last = dst ? op.dst_offset : op.src_offset;
-    for (int i = 0; i < op.num_loops; ++i) {
-      const CopyLoop& l = op.loops[static_cast<size_t>(i)];
-      last += (l.count - 1) * (dst ? l.dst_stride : l.src_stride);
-    }
-    end = std::max(end, last + op.run_bytes);
-  }
-  return end;
 }
 
 }  // namespace
@@ -224,8 +212,8 @@ void TuneSocket(int fd, uint32_t timeout_ms) {
 
 bool IsConnectionRefused(const Status& s) { return s.GetPayload(kRefusedPayload).has_value(); }
 
-uint64_t SourceSpan(const CopyProgram& p) { return Span(p, false); }
-uint64_t DestinationSpan(const CopyProgram& p) { return Span(p, true); }
+uint64_t SourceSpan(const CopyProgram& p) { return ProgramSpan(p, false); }
+uint64_t DestinationSpan(const CopyProgram& p) { return ProgramSpan(p, true); }
 
 bool WireIsOneRun(const CopyProgram& p, bool wire_is_dst) {
   if (p.ops.size() != 1 || p.ops[0].num_loops != 0) return false;

@@ -9,6 +9,7 @@
 #include "client/cpp/isometry_client.h"
 #include "integration/client_helpers.h"
 #include "integration/daemon_fixture.h"
+#include "integration/datatype_oracle.h"
 #include "integration/worker_process.h"
 #include "unit/form_expand.h"
 #include "unit/random_datatype.h"
@@ -20,24 +21,9 @@ using client::Elements;
 
 namespace {
 
-constexpr char kConfig[] = R"(max_datatypes_per_session = 8
-[[memory]]
-name = "sys0"
-pool = "256MiB"
-client_quota = "256MiB"
-[[channel]]
-name = "memcpy0"
-[[channel]]
-name = "cma0"
-kind = "cma"
-)";
+const std::string kConfig = std::string("max_datatypes_per_session = 8") + kDatatypeChannels;
 
 const Datatype kByte = Datatype::Basic(BasicType::kByte);
-
-Datatype Ok(Result<Datatype> r) {
-  REQUIRE(r.ok());
-  return *std::move(r);
-}
 
 // An allocation holding `bytes`.
 Allocation Holding(Client& c, const std::vector<uint8_t>& bytes) {
@@ -51,21 +37,6 @@ Allocation Holding(Client& c, const std::vector<uint8_t>& bytes) {
 std::vector<uint8_t> Contents(const Allocation& a, size_t n) {
   const auto* p = reinterpret_cast<const uint8_t*>(a.data());
   return {p, p + n};
-}
-
-std::vector<uint8_t> AsBytes(const std::vector<std::byte>& v) {
-  const auto* p = reinterpret_cast<const uint8_t*>(v.data());
-  return {p, p + v.size()};
-}
-
-// MPI_Unpack(MPI_Pack(src)) into a copy of dst: the expected destination.
-std::vector<uint8_t> Expected(const std::vector<uint8_t>& src, int64_t src_origin,
-                              const Datatype& st, int64_t sc, std::vector<uint8_t> dst,
-                              int64_t dst_origin, const Datatype& dt, int64_t dc) {
-  std::vector<uint8_t> packed(static_cast<size_t>(st.size() * sc));
-  REQUIRE(Pack(src, src_origin, st, sc, packed).ok());
-  REQUIRE(Unpack(packed, dt, dc, dst, dst_origin).ok());
-  return dst;
 }
 
 }  // namespace

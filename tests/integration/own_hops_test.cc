@@ -14,6 +14,7 @@
 #include "client/cpp/isometry_client.h"
 #include "integration/client_helpers.h"
 #include "integration/daemon_fixture.h"
+#include "integration/datatype_oracle.h"
 #include "integration/worker_process.h"
 #include "isometry.pb.h"
 #include "layout/hop_window.h"
@@ -27,29 +28,9 @@ using client::Elements;
 
 namespace {
 
-constexpr char kConfig[] = R"(own_hop_timeout_ms = 400
-[[memory]]
-name = "sys0"
-pool = "256MiB"
-client_quota = "256MiB"
-[[channel]]
-name = "memcpy0"
-[[channel]]
-name = "cma0"
-kind = "cma"
-)";
+const std::string kConfig = std::string("own_hop_timeout_ms = 400") + kDatatypeChannels;
 
 const Datatype kByte = Datatype::Basic(BasicType::kByte);
-
-Datatype Ok(Result<Datatype> r) {
-  REQUIRE(r.ok());
-  return *std::move(r);
-}
-
-std::vector<uint8_t> AsBytes(const std::vector<std::byte>& v) {
-  const auto* p = reinterpret_cast<const uint8_t*>(v.data());
-  return {p, p + v.size()};
-}
 
 std::unique_ptr<Client> Connect(const Daemon& d, bool own_hops) {
   auto c = Client::Connect(
@@ -71,13 +52,30 @@ Mine Register(Client& c, size_t n, uint64_t seed) {
   return {std::move(b), *r};
 }
 
-std::vector<uint8_t> Expected(const std::vector<uint8_t>& src, int64_t src_origin,
-                              const Datatype& st, int64_t sc, std::vector<uint8_t> dst,
-                              int64_t dst_origin, const Datatype& dt, int64_t dc) {
-  std::vector<uint8_t> packed(static_cast<size_t>(st.size() * sc));
-  REQUIRE(Pack(src, src_origin, st, sc, packed).ok());
-  REQUIRE(Unpack(packed, dt, dc, dst, dst_origin).ok());
-  return dst;
+// A copy of `type` from the other process's range (offset 0) into ours
+// (offset 0), registered in `c`.
+struct VectorCopy {
+  client::Instance theirs, ours;
+};
+
+VectorCopy Between(Client& c, const Worker& other, const Mine& mine, const Datatype& type) {
+  auto theirs = c.RegisterPrivateInstance(other.range(), 0, Elements{type, 1, 0});
+  auto ours = c.Register(mine.range, 0, Elements{type, 1, 0});
+  REQUIRE(theirs.ok());
+  REQUIRE(ours.ok());
+  return {*std::move(theirs), *std::move(ours)};
+}
+
+// That copy as Copy() submits it (it promises to run its hops), to be
+// written raw so that nobody runs them.
+ring::SubmissionEntry Promising(const VectorCopy& k, uint64_t n) {
+  ring::SubmissionEntry e{};
+  e.op = static_cast<uint16_t>(ring::Op::kCopy);
+  e.user_data = (1ull << 60) + n;
+  e.flags = ring::kFlagClientRunsHops;
+  e.src_instance = k.theirs.id();
+  e.dst_instance = k.ours.id();
+  return e;
 }
 
 // No transfer left active (polled for up to 3 s: the session's end trails
@@ -199,33 +197,21 @@ TEST_CASE("a client that does not run its hop fails only its own copy, after the
   auto bystander = Connect(d, false);
   Mine mine = Register(*c, 1 << 20, 32);
   const Datatype sv = Ok(Datatype::Hvector(4096, 8, 24, kByte));
-  auto theirs = c->RegisterPrivateInstance(other.range(), 0, Elements{sv, 1, 0});
-  auto ours = c->Register(mine.range, 0, Elements{sv, 1, 0});
-  REQUIRE(theirs.ok());
-  REQUIRE(ours.ok());
-  // A copy submitted as Copy() would (it promises to run its hops), whose
-  // completion nobody waits for: its hop is never run.
-  ring::SubmissionEntry e{};
-  e.op = static_cast<uint16_t>(ring::Op::kCopy);
-  e.user_data = (1ull << 60) + 1;
-  e.flags = ring::kFlagClientRunsHops;
-  e.src_instance = theirs->id();
-  e.dst_instance = ours->id();
+  const VectorCopy k = Between(*c, other, mine, sv);
+  // Submitted as Copy() would, but nobody waits for it: its hop never runs.
+  const ring::SubmissionEntry e = Promising(k, 1);
   auto ticket = c->SubmitRaw(e);
   REQUIRE(ticket.ok());
   // Meanwhile another client is served as usual.
-  auto b_theirs = bystander->RegisterPrivateInstance(other.range(), 0, Elements{sv, 1, 0});
   Mine b_mine = Register(*bystander, 1 << 20, 33);
-  auto b_ours = bystander->Register(b_mine.range, 0, Elements{sv, 1, 0});
-  REQUIRE(b_theirs.ok());
-  REQUIRE(b_ours.ok());
-  REQUIRE(bystander->Copy(*b_theirs, *b_ours).status.ok());
+  const VectorCopy b = Between(*bystander, other, b_mine, sv);
+  REQUIRE(bystander->Copy(b.theirs, b.ours).status.ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   const client::Completion late = c->Wait(*ticket);
   CHECK(late.status.code() == absl::StatusCode::kDeadlineExceeded);
   CHECK_THAT(std::string(late.status.message()), Catch::Contains("own_hop_timeout_ms"));
   // The window is free again: the next copy runs here and is right.
-  REQUIRE(c->Copy(*theirs, *ours).status.ok());
+  REQUIRE(c->Copy(k.theirs, k.ours).status.ok());
   const std::vector<uint8_t> other0 = AsBytes(other.before());
   CHECK(mine.bytes == Expected(other0, 0, sv, 1, AsBytes(Pattern(1 << 20, 32)), 0, sv, 1));
   c.reset();
@@ -240,27 +226,15 @@ TEST_CASE("a client that leaves with its hop pending frees what its copy held") 
   auto c = Connect(d, true);
   Mine mine = Register(*c, 1 << 20, 42);
   const Datatype sv = Ok(Datatype::Hvector(4096, 8, 24, kByte));
-  auto theirs = c->RegisterPrivateInstance(other.range(), 0, Elements{sv, 1, 0});
-  auto ours = c->Register(mine.range, 0, Elements{sv, 1, 0});
-  REQUIRE(theirs.ok());
-  REQUIRE(ours.ok());
-  ring::SubmissionEntry e{};
-  e.op = static_cast<uint16_t>(ring::Op::kCopy);
-  e.user_data = (1ull << 60) + 2;
-  e.flags = ring::kFlagClientRunsHops;
-  e.src_instance = theirs->id();
-  e.dst_instance = ours->id();
-  REQUIRE(c->SubmitRaw(e).ok());
+  const VectorCopy k = Between(*c, other, mine, sv);
+  REQUIRE(c->SubmitRaw(Promising(k, 2)).ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   c.reset();  // the session ends with the hop unanswered
   CHECK(NoTransfers(d));
   auto again = Connect(d, true);
   Mine m2 = Register(*again, 1 << 20, 43);
-  auto t2 = again->RegisterPrivateInstance(other.range(), 0, Elements{sv, 1, 0});
-  auto o2 = again->Register(m2.range, 0, Elements{sv, 1, 0});
-  REQUIRE(t2.ok());
-  REQUIRE(o2.ok());
-  REQUIRE(again->Copy(*t2, *o2).status.ok());
+  const VectorCopy k2 = Between(*again, other, m2, sv);
+  REQUIRE(again->Copy(k2.theirs, k2.ours).status.ok());
   CHECK(again->own_hops_run() > 0);
   CHECK(d.Stop() == 0);
 }
@@ -287,20 +261,12 @@ TEST_CASE("a client that scribbles over its hop window loses only its own hops")
   }
   h->done_tail.value.store(5);
   const Datatype sv = Ok(Datatype::Hvector(4096, 8, 24, kByte));
-  auto theirs = c->RegisterPrivateInstance(other.range(), 0, Elements{sv, 1, 0});
-  auto ours = c->Register(mine.range, 0, Elements{sv, 1, 0});
-  REQUIRE(theirs.ok());
-  REQUIRE(ours.ok());
   const std::vector<uint8_t> want =
       Expected(AsBytes(other.before()), 0, sv, 1, AsBytes(Pattern(1 << 20, 52)), 0, sv, 1);
   // Submitted with the promise, but nobody here runs the hop: it fails
   // after the timeout, and the bogus entries changed nothing.
-  ring::SubmissionEntry e{};
-  e.op = static_cast<uint16_t>(ring::Op::kCopy);
-  e.user_data = (1ull << 60) + 3;
-  e.flags = ring::kFlagClientRunsHops;
-  e.src_instance = theirs->id();
-  e.dst_instance = ours->id();
+  const VectorCopy k = Between(*c, other, mine, sv);  // lives as long as its copies
+  const ring::SubmissionEntry e = Promising(k, 3);
   auto t1 = c->SubmitRaw(e);
   REQUIRE(t1.ok());
   CHECK(c->Wait(*t1).status.code() == absl::StatusCode::kDeadlineExceeded);
@@ -322,11 +288,8 @@ TEST_CASE("a client that scribbles over its hop window loses only its own hops")
   // Other clients never noticed.
   auto other_client = Connect(d, true);
   Mine m2 = Register(*other_client, 1 << 20, 53);
-  auto t = other_client->RegisterPrivateInstance(other.range(), 0, Elements{sv, 1, 0});
-  auto o = other_client->Register(m2.range, 0, Elements{sv, 1, 0});
-  REQUIRE(t.ok());
-  REQUIRE(o.ok());
-  REQUIRE(other_client->Copy(*t, *o).status.ok());
+  const VectorCopy k2 = Between(*other_client, other, m2, sv);
+  REQUIRE(other_client->Copy(k2.theirs, k2.ours).status.ok());
   CHECK(other_client->own_hops_run() > 0);
   CHECK(d.Stop() == 0);
 }
