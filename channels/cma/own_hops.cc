@@ -108,7 +108,12 @@ void OwnHops::Enqueue(std::function<void()> work) {
 
 std::byte* OwnHops::TryTake(uint64_t bytes) {
   absl::MutexLock lock(&mu_);
-  if (data_taken_ || closed_ || broken_ || bytes > data_bytes_) return nullptr;
+  // Not while the client may still run an abandoned hop (its transfer was
+  // cancelled or timed out): that hop could write into the data area under
+  // the next transfer.
+  if (data_taken_ || closed_ || broken_ || !pending_.empty() || bytes > data_bytes_) {
+    return nullptr;
+  }
   data_taken_ = true;
   return data_;
 }

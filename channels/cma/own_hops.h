@@ -65,7 +65,8 @@ class OwnHops {
 
   uint64_t data_bytes() const { return data_bytes_; }
   // The data area for one transfer's buffer: null while another transfer
-  // holds it, or when `bytes` exceed it.
+  // holds it or a hop given up on is still unanswered, or when `bytes`
+  // exceed it.
   std::byte* TryTake(uint64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
   void Give(const std::byte* block) ABSL_LOCKS_EXCLUDED(mu_);
   // Whether `p` lies in the data area.

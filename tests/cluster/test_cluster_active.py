@@ -246,9 +246,14 @@ time.sleep(60)
             child.stdout.close()
         # Every copy of the dead session ends (done or cancelled) and the
         # watch is free: a flush returns and a new remote put goes through.
+        # Ended means on b too: a copy b had started but a had not yet
+        # seen is not pending at a, and may still land (as "done").
         deadline = time.time() + 30
-        while time.time() < deadline and self.ca.watch_info(self.table).pending_copies:
+        while time.time() < deadline and (self.ca.watch_info(self.table).pending_copies
+                                          or self.cb.status().transfers_active
+                                          or self.ca.status().transfers_active):
             time.sleep(0.1)
+        self.assertEqual(self.cb.status().transfers_active, 0)
         self.assertEqual(self.ca.watch_info(self.table).pending_copies, 0)
         self.ca.active_flush(self.table, timeout_ms=10000)
         data = os.urandom(64)
