@@ -361,14 +361,22 @@ Result<Instance> Client::RegisterPrivateInstance(uint64_t private_range, uint64_
                   resp.register_instance().total_bytes());
 }
 
-Result<uint64_t> Client::Submit(const Instance& src, const Instance& dst, int priority) {
+namespace {
+// The ring entry of a copy, with the next ticket as its user_data.
+ring::SubmissionEntry CopyEntry(Client::Impl& impl, const Instance& src, const Instance& dst,
+                                int priority) {
   ring::SubmissionEntry e{};
   e.op = static_cast<uint16_t>(ring::Op::kCopy);
   e.priority = priority;
-  e.user_data = impl_->next_ticket++;
+  e.user_data = impl.next_ticket++;
   e.src_instance = src.id();
   e.dst_instance = dst.id();
-  return impl_->Push(e);
+  return e;
+}
+}  // namespace
+
+Result<uint64_t> Client::Submit(const Instance& src, const Instance& dst, int priority) {
+  return impl_->Push(CopyEntry(*impl_, src, dst, priority));
 }
 
 Result<v1::LocalResponse> Client::Request(const v1::LocalRequest& req, std::vector<int>* fds) {
@@ -382,12 +390,7 @@ Result<uint64_t> Client::SubmitRaw(const ring::SubmissionEntry& entry) {
 Completion Client::Wait(uint64_t ticket) { return impl_->Wait(ticket); }
 
 Completion Client::Copy(const Instance& src, const Instance& dst, int priority) {
-  ring::SubmissionEntry e{};
-  e.op = static_cast<uint16_t>(ring::Op::kCopy);
-  e.priority = priority;
-  e.user_data = impl_->next_ticket++;
-  e.src_instance = src.id();
-  e.dst_instance = dst.id();
+  ring::SubmissionEntry e = CopyEntry(*impl_, src, dst, priority);
   // This thread waits for it below and runs what the daemon hands over.
   if (impl_->hops.load(std::memory_order_acquire)) e.flags = ring::kFlagClientRunsHops;
   auto ticket = impl_->Push(e);

@@ -107,16 +107,6 @@ std::shared_ptr<const CopyProgram> Strided(uint64_t rows, uint64_t row, uint64_t
   return p;
 }
 
-std::shared_ptr<const CopyProgram> Dense(uint64_t bytes) {
-  auto p = std::make_shared<CopyProgram>();
-  CopyOp op;
-  op.run_bytes = bytes;
-  p->ops.push_back(op);
-  p->bytes = bytes;
-  p->runs = 1;
-  return p;
-}
-
 struct Pair {
   explicit Pair(RingShape ring) {
     auto fa = std::make_unique<ThreadedFabric>(&wire, ring);
@@ -206,12 +196,12 @@ TEST_CASE("a routed transfer is gathered, written and scattered; an unrouted one
   std::vector<std::byte> one(1000, std::byte{7}), got(1000);
   std::promise<Status> s1, s2;
   ChannelRequest rx;
-  rx.program = Dense(1000);
+  rx.program = ContiguousProgram(1000);
   rx.src = NetHalf{10, 0, "a"};
   rx.dst = HostBytes{got.data()};
   p.b->Submit(std::move(rx), [&](const Status& s) { s2.set_value(s); });
   ChannelRequest tx;
-  tx.program = Dense(1000);
+  tx.program = ContiguousProgram(1000);
   tx.src = HostBytes{one.data()};
   tx.dst = NetHalf{10, 0, "b"};
   p.a->Submit(std::move(tx), [&](const Status& s) { s1.set_value(s); });
@@ -232,7 +222,7 @@ TEST_CASE("a failed completion fails the transfer with the device's text") {
   std::vector<std::promise<Status>> sent(8);
   for (uint64_t c = 0; c < 8; ++c) {
     ChannelRequest r;
-    r.program = Dense(4096);
+    r.program = ContiguousProgram(4096);
     r.src = HostBytes{src.data() + c * 4096};
     r.dst = NetHalf{1, c, "b"};
     p.a->Submit(std::move(r), [&sent, c](const Status& s) { sent[c].set_value(s); });
@@ -248,7 +238,7 @@ TEST_CASE("a failed completion fails the transfer with the device's text") {
   // it is unrouted; then the tag may be routed again.
   std::promise<Status> late;
   ChannelRequest r;
-  r.program = Dense(4096);
+  r.program = ContiguousProgram(4096);
   r.src = HostBytes{src.data()};
   r.dst = NetHalf{1, 0, "b"};
   p.a->Submit(std::move(r), [&](const Status& s) { late.set_value(s); });
@@ -264,7 +254,7 @@ TEST_CASE("bad endpoints fail the request, not the channel") {
   Pair p(RingShape{2, 4096});
   std::promise<Status> f;
   ChannelRequest r;
-  r.program = Dense(16);
+  r.program = ContiguousProgram(16);
   r.src = FileRange{};
   r.dst = NetHalf{1, 0, "b"};
   p.a->Submit(std::move(r), [&](const Status& s) { f.set_value(s); });
