@@ -62,8 +62,8 @@ struct OwnHops::Queue {
 Result<std::shared_ptr<OwnHops>> OwnHops::Create(std::byte* window, uint64_t bytes,
                                                  uint64_t arena_bytes, std::function<void()> wake,
                                                  std::shared_ptr<void> keep,
-                                                 std::chrono::milliseconds timeout,
-                                                 std::string who) {
+                                                 std::chrono::milliseconds timeout, std::string who,
+                                                 std::shared_ptr<OwnHopsTotals> totals) {
   const std::optional<hop_window::Geometry> g = hop_window::GeometryFor(bytes, arena_bytes);
   if (!g) {
     return InvalidArgument("a hop window of ", bytes, " bytes leaves no data area beside ",
@@ -81,12 +81,15 @@ Result<std::shared_ptr<OwnHops>> OwnHops::Create(std::byte* window, uint64_t byt
   h->keep_ = std::move(keep);
   h->timeout_ = timeout;
   h->who_ = std::move(who);
+  h->totals_ = std::move(totals);
+  if (h->totals_) h->totals_->windows.fetch_add(1, std::memory_order_relaxed);
   h->queue_ = std::make_shared<Queue>();
   h->thread_ = std::thread([q = h->queue_] { q->Serve(); });
   return h;
 }
 
 OwnHops::~OwnHops() {
+  Close();
   if (!queue_) return;
   {
     absl::MutexLock lock(&queue_->mu);
@@ -106,21 +109,61 @@ void OwnHops::Enqueue(std::function<void()> work) {
   queue_->work.push_back(std::move(work));
 }
 
+void OwnHops::CountLocked(uint64_t Stats::*field, std::atomic<uint64_t> OwnHopsTotals::*total) {
+  ++(stats_.*field);
+  if (totals_) ((*totals_).*total).fetch_add(1, std::memory_order_relaxed);
+}
+
 std::byte* OwnHops::TryTake(uint64_t bytes) {
   absl::MutexLock lock(&mu_);
-  // Not while the client may still run an abandoned hop (its transfer was
-  // cancelled or timed out): that hop could write into the data area under
-  // the next transfer.
-  if (data_taken_ || closed_ || broken_ || !pending_.empty() || bytes > data_bytes_) {
+  // Answers to hops given up on free the blocks they held.
+  DrainLocked(header_->done_tail.value.load(std::memory_order_acquire));
+  if (closed_ || broken_ || bytes == 0 || bytes > data_bytes_) {
+    CountLocked(&Stats::not_lent, &OwnHopsTotals::not_lent);
     return nullptr;
   }
-  data_taken_ = true;
-  return data_;
+  // First fit: blocks_ is sorted by offset; try the gap before each block,
+  // then the one after the last.
+  uint64_t at = 0;
+  auto it = blocks_.begin();
+  for (; it != blocks_.end(); ++it) {
+    if (it->offset - at >= bytes) break;
+    at = it->offset + it->bytes;
+  }
+  if (it == blocks_.end() && data_bytes_ - at < bytes) {
+    CountLocked(&Stats::not_lent, &OwnHopsTotals::not_lent);
+    return nullptr;
+  }
+  blocks_.insert(it, Block{at, bytes, false});
+  return data_ + at;
 }
 
 void OwnHops::Give(const std::byte* block) {
   absl::MutexLock lock(&mu_);
-  if (block == data_) data_taken_ = false;
+  for (auto it = blocks_.begin(); it != blocks_.end(); ++it) {
+    if (data_ + it->offset != block) continue;
+    if (AbandonedInLocked(*it)) {
+      it->given = true;
+    } else {
+      blocks_.erase(it);
+    }
+    return;
+  }
+}
+
+bool OwnHops::AbandonedInLocked(const Block& b) const {
+  for (const auto& [id, p] : pending_) {
+    if (p.abandoned && p.data >= data_ + b.offset && p.data < data_ + b.offset + b.bytes) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void OwnHops::ReleaseGivenLocked() {
+  std::erase_if(blocks_, [this](const Block& b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return b.given && !AbandonedInLocked(b);
+  });
 }
 
 void OwnHops::WakeWaiters() {
@@ -131,9 +174,11 @@ void OwnHops::WakeWaiters() {
 void OwnHops::Close() {
   {
     absl::MutexLock lock(&mu_);
+    if (closed_) return;
     closed_ = true;
+    if (totals_) totals_->windows.fetch_sub(1, std::memory_order_relaxed);
   }
-  WakeWaiters();
+  if (header_) WakeWaiters();
 }
 
 OwnHops::Stats OwnHops::stats() const {
@@ -159,12 +204,13 @@ void OwnHops::DrainLocked(uint32_t tail) {
     std::memcpy(&e, &header_->done[done_head_ % kHopEntries], sizeof e);
     auto it = pending_.find(e.id);
     if (it == pending_.end() || it->second.status) {
-      ++stats_.bogus;
+      CountLocked(&Stats::bogus, &OwnHopsTotals::bogus);
       continue;
     }
     if (it->second.abandoned) {
       busy_slots_ &= ~(1u << it->second.program_slot);
       pending_.erase(it);
+      ReleaseGivenLocked();
       continue;
     }
     it->second.status = ClientStatus(e.code, who_);
@@ -192,12 +238,12 @@ std::optional<Status> OwnHops::Run(const CopyProgram& program, const std::byte* 
                                                 arena_slot_bytes_);
     }
     if (!program_bytes) {
-      ++stats_.fallbacks;
+      CountLocked(&Stats::fallbacks, &OwnHopsTotals::fallbacks);
       return std::nullopt;
     }
     busy_slots_ |= 1u << program_slot;
     id = next_id_++;
-    pending_[id] = Pending{program_slot, false, std::nullopt};
+    pending_[id] = Pending{program_slot, slot, false, std::nullopt};
     WorkEntry e{};
     e.id = id;
     e.window_offset = static_cast<uint64_t>(slot - window_);
@@ -226,7 +272,7 @@ std::optional<Status> OwnHops::Run(const CopyProgram& program, const std::byte* 
         Status s = *std::move(it->second.status);
         busy_slots_ &= ~(1u << it->second.program_slot);
         pending_.erase(it);
-        if (s.ok()) ++stats_.runs;
+        if (s.ok()) CountLocked(&Stats::runs, &OwnHopsTotals::runs);
         return s;
       }
       Status gave_up;
@@ -235,7 +281,7 @@ std::optional<Status> OwnHops::Run(const CopyProgram& program, const std::byte* 
       } else if (cancelled && cancelled->load(std::memory_order_acquire)) {
         gave_up = absl::CancelledError(StrCat("cancelled while client ", who_, " ran its hop"));
       } else if (std::chrono::steady_clock::now() >= deadline) {
-        ++stats_.timeouts;
+        CountLocked(&Stats::timeouts, &OwnHopsTotals::timeouts);
         // The key first: ring completions keep 104 bytes of the message.
         gave_up =
             absl::DeadlineExceededError(StrCat("own_hop_timeout_ms (", timeout_.count(),
@@ -248,6 +294,7 @@ std::optional<Status> OwnHops::Run(const CopyProgram& program, const std::byte* 
         if (closed_) {
           busy_slots_ &= ~(1u << it->second.program_slot);
           pending_.erase(it);
+          ReleaseGivenLocked();
         }
         return gave_up;
       }

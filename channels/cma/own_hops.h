@@ -15,8 +15,8 @@
 // `cancelled`); a done entry that names no pending work, or indexes that
 // run past the ring, are counted and ignored or end the window's use
 // (every pending run fails, later ones go by CMA). It never sees another
-// client's bytes: the window is its own, and its data area serves one
-// transfer of its own at a time.
+// client's bytes: the window is its own, and its data area holds only
+// buffers of its own transfers (several at once, each a block of it).
 //
 // Thread safety: every method may be called from any thread.
 #pragma once
@@ -31,6 +31,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "channels/cma/cma_copy.h"
@@ -40,6 +41,18 @@
 
 namespace isometry {
 
+// What every window of the daemon did, summed (isoctl status, /metrics):
+// windows open now and counters since the start. Shared by the windows,
+// so it outlives each of them.
+struct OwnHopsTotals {
+  std::atomic<uint64_t> windows{0};
+  std::atomic<uint64_t> runs{0};
+  std::atomic<uint64_t> fallbacks{0};
+  std::atomic<uint64_t> bogus{0};
+  std::atomic<uint64_t> timeouts{0};
+  std::atomic<uint64_t> not_lent{0};
+};
+
 class OwnHops {
  public:
   struct Stats {
@@ -47,26 +60,35 @@ class OwnHops {
     uint64_t fallbacks = 0;  // requests left to CMA (program too big, ring full)
     uint64_t bogus = 0;      // done entries that named nothing pending
     uint64_t timeouts = 0;   // requests the client did not answer in time
+    // Buffers that went to staging instead: the data area had no room
+    // left beside other transfers' blocks, or the window was closed or
+    // broken. Counted per attempt (a transfer waiting for staging may try
+    // again).
+    uint64_t not_lent = 0;
   };
 
   // `window`: this process's mapping of the window, `bytes` long, zeroed;
   // Create writes its header with `arena_bytes` of program slots. `wake`
   // tells the client that work is waiting (its completion eventfd);
   // `keep` holds the mapping for as long as this object lives.
-  // `who`: the client, for messages ("session 7 (pid 123)").
+  // `who`: the client, for messages ("session 7 (pid 123)"). `totals`
+  // (may be null) adds up what every window does.
   static Result<std::shared_ptr<OwnHops>> Create(std::byte* window, uint64_t bytes,
                                                  uint64_t arena_bytes, std::function<void()> wake,
                                                  std::shared_ptr<void> keep,
-                                                 std::chrono::milliseconds timeout,
-                                                 std::string who);
+                                                 std::chrono::milliseconds timeout, std::string who,
+                                                 std::shared_ptr<OwnHopsTotals> totals);
   ~OwnHops();
   OwnHops(const OwnHops&) = delete;
   OwnHops& operator=(const OwnHops&) = delete;
 
   uint64_t data_bytes() const { return data_bytes_; }
-  // The data area for one transfer's buffer: null while another transfer
-  // holds it or a hop given up on is still unanswered, or when `bytes`
-  // exceed it.
+  // A block of the data area for one transfer's buffer, first fit among
+  // the blocks other transfers hold: null when none of `bytes` is free, or
+  // the window is closed or broken. A block given back while a hop given
+  // up on (cancelled, timed out) still runs in it stays held until the
+  // client answers that hop or leaves: a late run must not write under
+  // the next transfer.
   std::byte* TryTake(uint64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
   void Give(const std::byte* block) ABSL_LOCKS_EXCLUDED(mu_);
   // Whether `p` lies in the data area.
@@ -97,10 +119,25 @@ class OwnHops {
  private:
   struct Pending {
     uint32_t program_slot = 0;
-    bool abandoned = false;  // its Run gave up; the slot frees when it is answered
+    const std::byte* data = nullptr;  // its buffer in the data area
+    bool abandoned = false;           // its Run gave up; the slot frees when it is answered
     std::optional<Status> status;
   };
+  // A block of the data area a transfer holds; `given` once given back
+  // while an abandoned hop still runs in it.
+  struct Block {
+    uint64_t offset = 0;
+    uint64_t bytes = 0;
+    bool given = false;
+  };
   OwnHops() = default;
+  // Whether an abandoned hop still runs in `b`.
+  bool AbandonedInLocked(const Block& b) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frees the given blocks no abandoned hop runs in any more.
+  void ReleaseGivenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts in stats_ and in the totals.
+  void CountLocked(uint64_t Stats::*field, std::atomic<uint64_t> OwnHopsTotals::*total)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes the done entries the client published up to `tail`.
   void DrainLocked(uint32_t tail) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void BreakLocked(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -116,6 +153,7 @@ class OwnHops {
   std::shared_ptr<void> keep_;
   std::chrono::milliseconds timeout_{0};
   std::string who_;
+  std::shared_ptr<OwnHopsTotals> totals_;
   // Enqueue's queue and thread. The queue outlives this object when the
   // last reference goes on the thread itself (it then detaches).
   struct Queue;
@@ -123,7 +161,7 @@ class OwnHops {
   std::thread thread_;
 
   mutable absl::Mutex mu_;
-  bool data_taken_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<Block> blocks_ ABSL_GUARDED_BY(mu_);  // by offset
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   uint32_t busy_slots_ ABSL_GUARDED_BY(mu_) = 0;  // one bit per program slot

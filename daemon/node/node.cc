@@ -299,6 +299,9 @@ NodeStatus Node::GetStatus() const {
   for (const auto& [id, session] : impl_->sessions) s.datatypes += session.datatypes.size();
   s.datatype_translations = impl_->translations;
   s.datatype_translations_memoized = impl_->translations_memoized;
+  const OwnHopsTotals& h = *impl_->own_hops_totals;
+  s.own_hops = {h.windows.load(), h.runs.load(),     h.fallbacks.load(),
+                h.bogus.load(),   h.timeouts.load(), h.not_lent.load()};
   for (const auto& [id, a] : impl_->allocations) {
     if (!a->watch) continue;
     ++s.watched_allocations;

@@ -129,6 +129,16 @@ struct NodeStatus {
   uint64_t watched_allocations = 0;  // Active Access: allocations with regions
   uint64_t watched_regions = 0;
   FormExchangeStats forms;  // with peers
+  // Hop windows of clients that run their own hops (channels/cma/own_hops.h):
+  // open now, and counters since the start.
+  struct OwnHops {
+    uint64_t windows = 0;
+    uint64_t runs = 0;
+    uint64_t fallbacks = 0;
+    uint64_t bogus = 0;
+    uint64_t timeouts = 0;
+    uint64_t not_lent = 0;
+  } own_hops;
   // RDMA for network hops: "used: devices rxe0" or "not used: <why>".
   std::string rdma;
 };

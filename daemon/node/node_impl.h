@@ -214,6 +214,8 @@ struct Node::Impl {
   const NodeClock::time_point started = NodeClock::now();
   std::vector<std::shared_ptr<PoolAccount>> pools;
   rdma::RdmaChoice rdma;
+  // What every session's hop window did (isoctl status, /metrics).
+  const std::shared_ptr<OwnHopsTotals> own_hops_totals = std::make_shared<OwnHopsTotals>();
   static constexpr size_t kFinishedKept = 4096;
 
   // ---- the tables ----

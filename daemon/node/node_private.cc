@@ -129,7 +129,8 @@ Result<Node::OwnHopsWindow> Node::EnableOwnHops(const std::string& session,
       s->own_hops,
       OwnHops::Create(keep->data(), keep->size(), std::max<uint64_t>(bytes / 4, 1 << 16),
                       std::move(wake), keep, std::chrono::milliseconds(dc.own_hop_timeout_ms),
-                      StrCat("session ", s->id, " (pid ", s->creds.pid, ")")));
+                      StrCat("session ", s->id, " (pid ", s->creds.pid, ")"),
+                      impl_->own_hops_totals));
   spdlog::debug("session {}: hop window of {} bytes", s->id, bytes);
   return OwnHopsWindow{keep->fd(), keep->size()};
 }

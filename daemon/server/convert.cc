@@ -225,6 +225,12 @@ void ToProto(const NodeStatus& s, v1::StatusResponse* out) {
   out->set_plan_cache_misses(s.runtime.plan_cache_misses);
   out->set_plans_simple(s.runtime.plans_simple);
   out->set_plans_full(s.runtime.plans_full);
+  out->set_own_hop_windows(s.own_hops.windows);
+  out->set_own_hop_runs(s.own_hops.runs);
+  out->set_own_hop_fallbacks(s.own_hops.fallbacks);
+  out->set_own_hop_bogus(s.own_hops.bogus);
+  out->set_own_hop_timeouts(s.own_hops.timeouts);
+  out->set_own_hop_not_lent(s.own_hops.not_lent);
 }
 
 grpc::Status ToGrpc(const Status& s) {

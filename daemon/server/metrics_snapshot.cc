@@ -30,6 +30,12 @@ void CopyStatus(const NodeStatus& st, MetricsSnapshot& s) {
   s.plan_cache_misses = r.plan_cache_misses_since_start;
   s.plans_simple = r.plans_simple_since_start;
   s.plans_full = r.plans_full_since_start;
+  s.own_hop_windows = st.own_hops.windows;
+  s.own_hop_runs = st.own_hops.runs;
+  s.own_hop_fallbacks = st.own_hops.fallbacks;
+  s.own_hop_bogus = st.own_hops.bogus;
+  s.own_hop_timeouts = st.own_hops.timeouts;
+  s.own_hop_not_lent = st.own_hops.not_lent;
 }
 
 }  // namespace

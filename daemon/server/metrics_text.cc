@@ -96,6 +96,17 @@ void RenderTransfers(const MetricsSnapshot& s, Page& p) {
   p.Family("isometry_transfers_waited_for_buffers_total", "counter",
            "Transfers that had to wait for staging buffers before running.");
   p.Sample({}, s.transfers_waited);
+  p.Family("isometry_own_hop_windows", "gauge",
+           "Hop windows open: sessions whose client runs its own hops.");
+  p.Sample({}, s.own_hop_windows);
+  p.Family("isometry_own_hops_total", "counter",
+           "Hops handed to clients' windows, by outcome (ran; left to CMA; timed out; bogus "
+           "answers; buffers not lent a window).");
+  p.Sample({{"result", "ran"}}, s.own_hop_runs);
+  p.Sample({{"result", "left_to_cma"}}, s.own_hop_fallbacks);
+  p.Sample({{"result", "timed_out"}}, s.own_hop_timeouts);
+  p.Sample({{"result", "bogus"}}, s.own_hop_bogus);
+  p.Sample({{"result", "not_lent"}}, s.own_hop_not_lent);
 }
 
 void RenderChannels(const MetricsSnapshot& s, Page& p) {

@@ -76,6 +76,13 @@ struct MetricsSnapshot {
   uint64_t plan_cache_bytes = 0;
   uint64_t plans_simple = 0;
   uint64_t plans_full = 0;
+  // Hop windows (NodeStatus::own_hops).
+  uint64_t own_hop_windows = 0;
+  uint64_t own_hop_runs = 0;
+  uint64_t own_hop_fallbacks = 0;
+  uint64_t own_hop_bogus = 0;
+  uint64_t own_hop_timeouts = 0;
+  uint64_t own_hop_not_lent = 0;
   std::vector<ChannelMetrics> channels;
   std::vector<MemoryMetrics> memories;
   bool has_peers = false;  // peer series only on nodes with [[peer]]

@@ -130,6 +130,58 @@ TEST_CASE("copies into and out of a client's own memory run in the client, verif
       CHECK(c->own_hops_run() == 0);
     }
   }
+  // What the daemon says of it (isoctl status): the first client's hops
+  // ran there; the second never had a window.
+  const v1::StatusResponse st = d.Status();
+  CHECK(st.own_hop_runs() >= 2);
+  CHECK(st.own_hop_timeouts() == 0);
+  CHECK(st.own_hop_bogus() == 0);
+  CHECK(d.Stop() == 0);
+}
+
+TEST_CASE("concurrent copies of one client all run in its window, each right") {
+  Daemon d(kConfig);
+  Worker other(d, 1 << 20, 61);
+  const uint64_t windows0 = d.Status().own_hop_windows();  // the worker's own
+  auto c = Connect(d, true);
+  const Datatype sv = Ok(Datatype::Hvector(4096, 8, 24, kByte));
+  const std::vector<uint8_t> other0 = AsBytes(other.before());
+  constexpr int kThreads = 3, kCopies = 30;
+  std::vector<Mine> mine;
+  std::vector<VectorCopy> copies;
+  for (int t = 0; t < kThreads; ++t) mine.push_back(Register(*c, 1 << 20, 62 + t));
+  for (int t = 0; t < kThreads; ++t) copies.push_back(Between(*c, other, mine[t], sv));
+  std::vector<std::thread> threads;
+  std::atomic<int> failed{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCopies; ++i) {
+        if (!c->Copy(copies[t].theirs, copies[t].ours).status.ok()) ++failed;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  CHECK(failed == 0);
+  for (int t = 0; t < kThreads; ++t) {
+    INFO("thread " << t);
+    CHECK(mine[t].bytes == Expected(other0, 0, sv, 1, AsBytes(Pattern(1 << 20, 62 + t)), 0, sv, 1));
+  }
+  // Every copy's last hop ran here: none went to staging for want of room
+  // in the window while another was running.
+  const v1::StatusResponse st = d.Status();
+  CHECK(st.own_hop_windows() == windows0 + 1);
+  CHECK(st.own_hop_not_lent() == 0);
+  CHECK(st.own_hop_fallbacks() == 0);
+  CHECK(c->own_hops_run() >= uint64_t{kThreads * kCopies});
+  CHECK(st.own_hop_runs() == c->own_hops_run());
+  c.reset();
+  CHECK(NoTransfers(d));
+  bool closed = false;  // the session's end trails its client's
+  for (int i = 0; i < 300 && !closed; ++i) {
+    closed = d.Status().own_hop_windows() == windows0;
+    if (!closed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(closed);
   CHECK(d.Stop() == 0);
 }
 
@@ -210,6 +262,7 @@ TEST_CASE("a client that does not run its hop fails only its own copy, after the
   const client::Completion late = c->Wait(*ticket);
   CHECK(late.status.code() == absl::StatusCode::kDeadlineExceeded);
   CHECK_THAT(std::string(late.status.message()), Catch::Contains("own_hop_timeout_ms"));
+  CHECK(d.Status().own_hop_timeouts() == 1);
   // The window is free again: the next copy runs here and is right.
   REQUIRE(c->Copy(k.theirs, k.ours).status.ok());
   const std::vector<uint8_t> other0 = AsBytes(other.before());
@@ -270,6 +323,7 @@ TEST_CASE("a client that scribbles over its hop window loses only its own hops")
   auto t1 = c->SubmitRaw(e);
   REQUIRE(t1.ok());
   CHECK(c->Wait(*t1).status.code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK(d.Status().own_hop_bogus() == 5);
   h->done_tail.value.store(1u << 30);  // then indexes past the ring: the window breaks
   auto t2 = c->SubmitRaw(e);
   REQUIRE(t2.ok());

@@ -103,6 +103,11 @@ std::string RenderStatus(const v1::StatusResponse& s) {
       {"forms from peers", n(s.forms_received()) + " received; memo " + n(s.form_memo_hits()) +
                                " hits, " + n(s.form_memo_misses()) + " misses, " +
                                FormatBytes(s.form_memo_bytes()) + " held"},
+      {"own hops", n(s.own_hop_windows()) + " window(s); " + n(s.own_hop_runs()) +
+                       " run by clients, " + n(s.own_hop_fallbacks()) + " left to CMA, " +
+                       n(s.own_hop_not_lent()) + " buffer(s) not in a window, " +
+                       n(s.own_hop_timeouts()) + " timed out, " + n(s.own_hop_bogus()) +
+                       " bogus answer(s)"},
       {"allocations", n(s.allocations())},
       {"instances", n(s.instances())},
       {"watched (active access)",
