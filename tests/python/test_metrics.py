@@ -164,7 +164,8 @@ class MetricsTest(unittest.TestCase):
                        "isometry_staging_used_bytes", "isometry_plan_cache_hits_total",
                        "isometry_program_cache_misses_total", "isometry_program_cache_bytes",
                        "isometry_program_cache_entries", "isometry_plan_cache_entries",
-                       "isometry_plan_cache_bytes", "isometry_staging_cached_bytes"):
+                       "isometry_plan_cache_bytes", "isometry_staging_cached_bytes",
+                       "isometry_own_hop_windows", "isometry_own_hops_total"):
             self.assertIn(family, types)
         self.assertNotIn("isometry_peer_up", types)  # no [[peer]]
         # The dashboard asks only for metrics the daemon serves.

@@ -20,6 +20,8 @@ MetricsSnapshot Sample() {
   s.transfers_running = 2;
   s.transfers_done = 7;
   s.plan_cache_hits = 3;
+  s.own_hop_windows = 2;
+  s.own_hop_timeouts = 4;
   ChannelMetrics c;
   c.name = "memcpy0";
   c.kind = "memcpy";
@@ -87,6 +89,9 @@ TEST_CASE("the page follows the text format, with HELP and TYPE before every fam
   CHECK(samples.at("isometry_staging_budget_bytes{memory=\"reg0\",kind=\"REG\"}") == "268435456");
   CHECK(samples.count("isometry_pool_used_bytes{memory=\"reg0\",kind=\"REG\"}") == 0);  // no pool
   CHECK(samples.at("isometry_plan_cache_hits_total") == "3");
+  CHECK(samples.at("isometry_own_hop_windows") == "2");
+  CHECK(samples.at("isometry_own_hops_total{result=\"timed_out\"}") == "4");
+  CHECK(samples.at("isometry_own_hops_total{result=\"ran\"}") == "0");
   CHECK(samples.at("isometry_plans_total{algorithm=\"full\"}") == "0");
   // Without [[peer]], no peer families at all.
   for (const auto& [k, v] : samples) CHECK(k.rfind("isometry_peer", 0) != 0);
