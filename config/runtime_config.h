@@ -132,6 +132,9 @@ struct DaemonConfig {
   // 0 refuses every ask) and how long the daemon waits for the client to
   // run one hop before that copy fails.
   uint32_t own_hop_window_mib = 16;
+  // After serving a submission the ring thread keeps polling every ring
+  // for this many microseconds before it sleeps in epoll (0: never polls).
+  uint32_t ring_poll_us = 50;
   uint32_t own_hop_timeout_ms = 10000;
   // Datatypes a session may register (RegisterDatatype handles).
   uint32_t max_datatypes_per_session = 1024;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -60,6 +61,7 @@ struct Client::Impl {
 
   // The hop window (run_own_hops), mapped at the first RegisterPrivate.
   bool want_own_hops = false;
+  std::chrono::microseconds spin{50};  // ClientOptions::spin_us
   std::once_flag hops_once;
   std::atomic<HopRunner*> hops{nullptr};  // set once; owned by hops_owner
   std::unique_ptr<HopRunner> hops_owner;
@@ -240,11 +242,19 @@ struct Client::Impl {
       // While it spins the daemon skips the completion eventfd
       // (ring_abi.h, client_spinning); clearing the flag and then looking
       // once more closes the race with a completion published meanwhile.
-      header->client_spinning.value.store(1, std::memory_order_seq_cst);
-      const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
-      while (!AnythingPending() && std::chrono::steady_clock::now() < spin_until) {
+      if (spin.count() > 0) {
+        header->client_spinning.value.store(1, std::memory_order_seq_cst);
+        const auto spin_until = std::chrono::steady_clock::now() + spin;
+        // Yielding while spinning: on a busy node (compute jobs on every
+        // core) a spinner that never yields is preempted at the scheduler's
+        // whim and the copy waits a slice for it (p99 ~120 us vs ~25 us
+        // yielding, 2 cores at load 4); alone on its core yield returns at
+        // once.
+        while (!AnythingPending() && std::chrono::steady_clock::now() < spin_until) {
+          sched_yield();
+        }
+        header->client_spinning.value.store(0, std::memory_order_seq_cst);
       }
-      header->client_spinning.value.store(0, std::memory_order_seq_cst);
       if (!AnythingPending()) {
         pollfd p{cq_event, POLLIN, 0};
         const int r = poll(&p, 1, 100);

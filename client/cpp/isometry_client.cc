@@ -180,6 +180,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   impl->sq_tail = hdr.sq_tail.value.load();
   impl->session = h.session();
   impl->want_own_hops = options.run_own_hops;
+  impl->spin = std::chrono::microseconds(options.spin_us);
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 

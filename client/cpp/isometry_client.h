@@ -48,6 +48,12 @@ struct ClientOptions {
   // queued with Submit() are not handed over (nobody may be waiting).
   // Falls back to CMA when the daemon offers no window.
   bool run_own_hops = true;
+  // Microseconds a thread waiting for a completion spins before it sleeps
+  // on the completion eventfd (0: sleep at once). Spinning saves a wakeup
+  // on small copies (the daemon skips the eventfd while the client spins)
+  // but holds a core; on a machine with fewer free cores than spinning
+  // threads it can lengthen the tail instead.
+  uint32_t spin_us = 50;
 };
 
 class Client;

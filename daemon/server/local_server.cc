@@ -3,6 +3,7 @@
 #include <absl/synchronization/mutex.h>
 #include <grp.h>
 #include <poll.h>
+#include <sched.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -447,11 +448,10 @@ struct LocalServer::Impl {
   // ---- rings ----
 
   // After serving a request the ring thread keeps polling every attached
-  // ring for kPollWindow (clients see daemon_awake = 1 and skip the
+  // ring for daemon.ring_poll_us (clients see daemon_awake = 1 and skip the
   // eventfd), so back-to-back small copies skip two syscalls and a wakeup.
-  static constexpr auto kPollWindow = std::chrono::microseconds(50);
-
   void RingLoop() {
+    const auto kPollWindow = std::chrono::microseconds(node.config().daemon.ring_poll_us);
     epoll_event events[64];
     std::vector<std::shared_ptr<LocalClient>> awake;  // rings marked awake
     auto last_work = std::chrono::steady_clock::now() - kPollWindow;
@@ -467,6 +467,9 @@ struct LocalServer::Impl {
         if (pending) last_work = std::chrono::steady_clock::now();
         continue;
       }
+      // Polling yields between looks, as the client's spin does
+      // (client_impl.h): on a busy node that keeps the tail short.
+      if (polling) sched_yield();
       const int n = epoll_wait(epoll.get(), events, 64, polling ? 0 : -1);
       if (n < 0 && errno != EINTR) {
         spdlog::error("ring epoll: {}", ErrnoString(errno));

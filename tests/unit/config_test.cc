@@ -122,6 +122,7 @@ socket_mode = "0600"
 log_level = "debug"
 sq_entries = 64
 cq_entries = 128
+ring_poll_us = 0
 [[memory]]
 name = "sys0"
 pool = "64MiB"
@@ -136,6 +137,7 @@ name = "memcpy0"
   CHECK(c->daemon.grpc_tcp == "127.0.0.1:7470");
   CHECK(c->daemon.socket_mode == 0600);
   CHECK(c->daemon.sq_entries == 64);
+  CHECK(c->daemon.ring_poll_us == 0);
   CHECK(c->runtime.memories[0].pool_bytes == 64u << 20);
   CHECK(c->runtime.memories[0].client_quota == 16u << 20);
   CHECK(c->runtime.memories[0].hugetlb);
@@ -152,6 +154,8 @@ name = "memcpy0"
   CHECK_THAT(daemon_error("[daemon]\nlocal_socket = \"/a\"\ngrpc_socket = \"/a\""),
              Catch::Contains("same path"));
   CHECK_THAT(daemon_error("[daemon]\nlisten = 1"), Catch::Contains("unknown key"));
+  CHECK_THAT(daemon_error("[daemon]\nring_poll_us = 100001"),
+             Catch::Contains("key 'daemon.ring_poll_us'"));
   auto quota = ParseConfig(
       "[[memory]]\nname = \"a\"\npool = \"1MiB\"\nclient_quota = \"2MiB\"\n[[channel]]\nname = "
       "\"c\"\n",

@@ -38,7 +38,11 @@ threads = 2
 // has no ExplainPlan call (the RPC exists; the client does not wrap it).
 
 tools::DaemonProcess StartDaemon(const DaemonOptions& o) {
-  return Must(tools::DaemonProcess::Start(o.isometryd, kDaemonConfig), "starting isometryd");
+  // Before kDaemonConfig's first table: a key of the [daemon] section
+  // DaemonProcess writes first.
+  return Must(tools::DaemonProcess::Start(
+                  o.isometryd, StrCat("ring_poll_us = ", o.ring_poll_us, "\n", kDaemonConfig)),
+              "starting isometryd");
 }
 
 InstanceShape Flat(uint64_t bytes) {
@@ -241,9 +245,11 @@ std::vector<double> MemcpyFloorUs(int iterations) {
 
 // 4 KiB copies through the client library's shared-memory rings, waited
 // for one at a time, in microseconds each (after 1000 to warm up).
-std::vector<double> RingLatencyUs(const tools::DaemonProcess& daemon, int iterations) {
+std::vector<double> RingLatencyUs(const tools::DaemonProcess& daemon, int iterations,
+                                  uint32_t spin_us) {
   const InstanceShape shape = Flat(4096);
-  auto c = Must(client::Client::Connect({.local_socket = daemon.local_socket(), .name = "lat"}),
+  auto c = Must(client::Client::Connect(
+                    {.local_socket = daemon.local_socket(), .name = "lat", .spin_us = spin_us}),
                 "connect");
   client::Allocation sa = Must(c->Allocate("sys0", 4096), "allocate");
   client::Allocation da = Must(c->Allocate("sys0", 4096), "allocate");
@@ -369,7 +375,7 @@ void RunLatency(const DaemonOptions& o, Report& report) {
   };
   for (int r = 0; r < o.rounds; ++r) {
     const auto floor = add(MemcpyFloorUs(o.latency_iterations), all_floor);
-    const auto ring = add(RingLatencyUs(daemon, o.latency_iterations), all_ring);
+    const auto ring = add(RingLatencyUs(daemon, o.latency_iterations, o.client_spin_us), all_ring);
     GrpcSamples g = GrpcLatencyUs(daemon, o.grpc_iterations);
     const auto grpc = add(std::move(g.copy_us), all_grpc);
     const auto grpc_floor = add(std::move(g.floor_us), all_grpc_floor);

@@ -20,6 +20,10 @@ struct DaemonOptions {
   int grpc_iterations = 2000;      // per round
   bool peers = true;               // also run UCX / MPICH / Open MPI
   int rounds = 5;                  // paired rounds of first_copy and latency
+  // latency: daemon.ring_poll_us of the daemon, ClientOptions::spin_us of
+  // the ring client (README, "Small copies: polling and spinning").
+  uint32_t ring_poll_us = 50;
+  uint32_t client_spin_us = 50;
 };
 
 void RunClientToClient(const DaemonOptions& o, Report& report);

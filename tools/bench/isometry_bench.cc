@@ -116,6 +116,12 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(100, 10000000));
   app.add_option("--grpc-iterations", daemon.grpc_iterations, "4 KiB copies over gRPC per round")
       ->check(CLI::Range(100, 10000000));
+  app.add_option("--ring-poll-us", daemon.ring_poll_us,
+                 "latency: the daemon's daemon.ring_poll_us (default 50)")
+      ->check(CLI::Range(0, 100000));
+  app.add_option("--client-spin-us", daemon.client_spin_us,
+                 "latency: the ring client's ClientOptions::spin_us (default 50)")
+      ->check(CLI::Range(0, 100000));
   app.add_flag("--no-peers", no_peers,
                "skip UCX / MPICH / Open MPI in client_to_client and datatype");
   std::string disk_dir = "/var/tmp";
