@@ -16,8 +16,9 @@ struct Window {
   static constexpr uint64_t kBytes = 8 << 20;
   static constexpr uint64_t kArena = 1 << 20;
   std::vector<std::byte> memory = std::vector<std::byte>(kBytes + 4096);
-  std::byte* base = reinterpret_cast<std::byte*>(
-      (reinterpret_cast<uintptr_t>(memory.data()) + 4095) & ~uintptr_t{4095});
+  // Page-aligned, as the daemon's mapping is.
+  std::byte* base =
+      memory.data() + (4096 - reinterpret_cast<uintptr_t>(memory.data()) % 4096) % 4096;
   std::shared_ptr<OwnHopsTotals> totals = std::make_shared<OwnHopsTotals>();
   std::shared_ptr<OwnHops> hops;
 
