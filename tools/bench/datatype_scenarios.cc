@@ -384,6 +384,16 @@ void ContiguousRow(Setup& s, const DatatypeOptions& o, Report& report) {
 }  // namespace
 
 void RunDatatype(const DatatypeOptions& o, Report& report) {
+  const auto wanted = [&](const std::string& name) {
+    return o.only.empty() || std::find(o.only.begin(), o.only.end(), name) != o.only.end();
+  };
+  for (const std::string& name : o.only) {
+    const std::vector<std::string> known = DatatypeKernelNames();
+    if (name != "vector" && name != "contig" &&
+        std::find(known.begin(), known.end(), name) == known.end()) {
+      Die("--datatype-kernels: no kernel '" + name + "'");
+    }
+  }
   Setup s(o);
   std::vector<Mpi> mpis;
   if (o.peers) {
@@ -391,16 +401,19 @@ void RunDatatype(const DatatypeOptions& o, Report& report) {
     mpis.push_back({MpiFlavor::kOpenMpi, "Open MPI MPI_Send"});
   }
   for (int64_t block : {8, 64, 512, 1024, 4096, 65536, 2 << 20}) {
+    if (!wanted("vector")) break;
     KernelRow(s, o, Must(MakeDatatypeKernel("vector", block), "kernel"), block, mpis, report);
   }
   for (const std::string& name : DatatypeKernelNames()) {
-    KernelRow(s, o, Must(MakeDatatypeKernel(name), "kernel"), 0, mpis, report);
+    if (wanted(name)) KernelRow(s, o, Must(MakeDatatypeKernel(name), "kernel"), 0, mpis, report);
   }
-  MemoRow(s, o, Must(MakeDatatypeKernel("vector", 1024), "kernel"), 1024, report);
+  if (wanted("vector")) {
+    MemoRow(s, o, Must(MakeDatatypeKernel("vector", 1024), "kernel"), 1024, report);
+  }
   for (const std::string& name : DatatypeKernelNames()) {
-    MemoRow(s, o, Must(MakeDatatypeKernel(name), "kernel"), 0, report);
+    if (wanted(name)) MemoRow(s, o, Must(MakeDatatypeKernel(name), "kernel"), 0, report);
   }
-  ContiguousRow(s, o, report);
+  if (wanted("contig")) ContiguousRow(s, o, report);
   s.c.reset();
   s.peer.reset();
   if (s.daemon.Stop() != 0) {

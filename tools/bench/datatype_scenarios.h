@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tools/bench/bench_report.h"
 
@@ -26,6 +27,9 @@ struct DatatypeOptions {
   // The benchmark's client runs the hops into its own memory itself
   // (ClientOptions::run_own_hops); false: the daemon writes it by CMA.
   bool own_hops = true;
+  // Only these rows' kernels ("vector" for every vector row, "contig",
+  // DatatypeKernelNames()); empty: all.
+  std::vector<std::string> only;
 };
 
 void RunDatatype(const DatatypeOptions& o, Report& report);

@@ -138,6 +138,11 @@ int Main(int argc, char** argv) {
   app.add_flag("--no-own-hops", no_own_hops,
                "datatype rows: the daemon writes the benchmark's own memory by CMA instead of "
                "the client running that hop itself (README, \"Hops the client runs itself\")");
+  std::vector<std::string> datatype_kernels;
+  app.add_option("--datatype-kernels", datatype_kernels,
+                 "datatype rows: only these kernels (vector, contig, wrf_y_vec, milc_su3_zd, "
+                 "nas_mg_z, specfem3d_oc, lammps_atomic, fft2d; default: all)")
+      ->delimiter(',');
   CLI11_PARSE(app, argc, argv);
   local.calibrate = !no_calibrate;
   local.contiguous_bytes.clear();
@@ -151,7 +156,8 @@ int Main(int argc, char** argv) {
   daemon.rounds = local.rounds;
 
   const DatatypeOptions datatype{daemon.isometryd, daemon.source_dir, local.rounds,
-                                 datatype_seconds, daemon.peers,      !no_own_hops};
+                                 datatype_seconds, daemon.peers,      !no_own_hops,
+                                 datatype_kernels};
   return RunChosen(only, json, local, daemon, datatype, disk_dir, disk_mib);
 }
 
