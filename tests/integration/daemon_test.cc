@@ -235,8 +235,14 @@ TEST_CASE("300 clients killed with SIGKILL at random points: nothing leaks, othe
   const v1::StatusResponse st = d.Status();
   CHECK(st.allocations() == 0);
   CHECK(st.instances() == 0);
-  // Every memfd, eventfd and socket of the dead sessions was closed.
-  CHECK(OpenFds(d.pid()) <= fds_before);
+  // Every memfd, eventfd and socket of the dead sessions was closed (a
+  // session's end trails its pool's release by a little on a busy machine).
+  size_t fds = OpenFds(d.pid());
+  for (int i = 0; i < 500 && fds > fds_before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    fds = OpenFds(d.pid());
+  }
+  CHECK(fds <= fds_before);
   CheckNewClientServed(d);
   CHECK(d.Stop() == 0);
 }
