@@ -118,8 +118,8 @@ CASES = [
      "client_quota =", "memory.client_quota", "above its pool", None),
     ("peers_without_grpc_tcp", BASE + PEER, "[daemon]", "daemon.grpc_tcp",
      "daemon.grpc_tcp is empty", setup_file("cluster.secret", "0123456789abcdef0123")),
-    ("fbm_kind", BASE.replace('kind = "SYS"', 'kind = "FBM"'), 'kind = "FBM"', "memory.kind",
-     "kind FBM", None),
+    ("fbm_without_device", BASE.replace('kind = "SYS"', 'kind = "FBM"'), "[[memory]]",
+     "memory.device", "needs a device", None),
     ("space_threshold", BASE.replace('"8MiB"', "100"), "space_threshold =",
      "runtime.space_threshold", "at least 4096", None),
 ]
