@@ -112,6 +112,7 @@ struct Runtime::Impl {
   // ---- calibration (runtime_calibration.cc; Isometry §4.1) ----
   Result<Calibration> LoadOrMeasure(bool force);
   std::string DiskDirectoryOf(int channel) const;
+  Status MeasureGpu(int channel, std::chrono::milliseconds budget, Calibration& cal);
   Status ApplyCalibration(const Calibration& cal);
   void MakePlanner();
 
