@@ -69,6 +69,11 @@ Result<std::unique_ptr<Node>> Node::Create(const Config& config, const ChannelCo
     p->hugetlb = m.hugetlb;
     impl->pools.push_back(p);
     if (p->capacity == 0) continue;
+    if (m.kind == MemoryKind::kZcm && !gpus.memory_bytes.empty()) {
+      if (Result<std::shared_ptr<GpuMemory>> g = MakeGpuMemory(); g.ok()) p->gpu = *std::move(g);
+      spdlog::info("memory '{}': client allocations {}", m.name,
+                   p->gpu ? "pinned and mapped for the GPUs (ZCM)" : "not pinned");
+    }
     // Each allocation is its own memfd (clients never see each other's
     // memory), populated when it is made: what that costs here, measured
     // on a probe of up to 64 MiB.
