@@ -27,6 +27,7 @@ class CudaMemory final : public GpuMemory {
 
   void FreeDevice(int device, uint64_t address) override {
     if (!Select(device).ok()) return;
+    // NOLINTNEXTLINE(performance-no-int-to-ptr): device addresses travel as integers
     (void)cudaFree(reinterpret_cast<void*>(address));
   }
 

@@ -48,6 +48,7 @@ Result<std::byte*> StagingPool::Map(uint64_t length) {
     if (!address.ok()) {
       return ResourceExhausted("staging memory '", name_, "': ", address.status().message());
     }
+    // NOLINTNEXTLINE(performance-no-int-to-ptr): a device address, never dereferenced here
     return reinterpret_cast<std::byte*>(*address);
   }
   // Huge-page advised (channels/host_pages.h): disks and NICs move ring

@@ -88,8 +88,8 @@ TEST_CASE("with GPUs the default gains one FBM memory per device and the GPU cha
   CHECK(up->max_in_flight == 4);
   CHECK(up->request_bytes == (4ull << 20));
   // Every host memory to every GPU and back; GPU to GPU with peer access.
-  CHECK(rc.EdgesOf(*up).size() == 3 * 2);
-  CHECK(rc.EdgesOf(*down).size() == 2 * 3);
+  CHECK(rc.EdgesOf(*up).size() == 6);  // 3 host memories x 2 GPUs
+  CHECK(rc.EdgesOf(*down).size() == 6);
   using E = std::pair<std::string, std::string>;
   CHECK(copy->edges ==
         std::vector<E>{{"gpu0", "gpu0"}, {"gpu0", "gpu1"}, {"gpu1", "gpu0"}, {"gpu1", "gpu1"}});
