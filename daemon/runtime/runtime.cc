@@ -77,14 +77,18 @@ StagingBacking StagingFor(GpuMemory* gpu, const MemoryConfig& m) {
 
 }  // namespace
 
-Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config_in,
-                                                 ChannelMaker maker) {
+Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config_in, ChannelMaker maker,
+                                                 std::shared_ptr<GpuMemory> gpu) {
   ISO_RETURN_IF_ERROR(config_in.Validate());
   RuntimeConfig config = config_in;
   ISO_RETURN_IF_ERROR(AddProcessMemory(config));
   if (!maker) maker = [](const ChannelConfig& c) { return MakeChannel(c); };
   auto impl = std::make_unique<Impl>(config);
-  ISO_ASSIGN_OR_RETURN(impl->gpu, OpenGpuMemory(config));
+  if (gpu) {
+    impl->gpu = std::move(gpu);
+  } else {
+    ISO_ASSIGN_OR_RETURN(impl->gpu, OpenGpuMemory(config));
+  }
   for (size_t i = 0; i < config.memories.size(); ++i) {
     const MemoryConfig& m = config.memories[i];
     const MemoryId id{config.node, static_cast<uint32_t>(i)};
