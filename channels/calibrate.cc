@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "channels/disk/disk_file.h"
+#include "channels/gpu_memory.h"
 #include "channels/host_pages.h"
 #include "channels/request_stream.h"
 #include "core/cpu_cache.h"
@@ -241,6 +242,105 @@ Result<std::vector<RateSample>> MeasureContiguous(Channel& channel,
             },
             request, slice, nullptr, size / request);
       });
+}
+
+namespace {
+
+// Device memory for a calibration, freed on every way out.
+class DeviceArea {
+ public:
+  DeviceArea(GpuMemory& gpu, int device) : gpu_(gpu), device_(device) {}
+  DeviceArea(const DeviceArea&) = delete;
+  DeviceArea& operator=(const DeviceArea&) = delete;
+  ~DeviceArea() {
+    if (address_) gpu_.FreeDevice(device_, address_);
+  }
+  Status Allocate(uint64_t bytes) {
+    ISO_ASSIGN_OR_RETURN(address_, gpu_.AllocateDevice(device_, bytes));
+    return OkStatus();
+  }
+  DeviceBytes At(uint64_t offset) const { return {device_, address_ + offset}; }
+
+ private:
+  GpuMemory& gpu_;
+  const int device_;
+  uint64_t address_ = 0;
+};
+
+// Host pages pinned for the GPUs while it lives.
+class PinnedRange {
+ public:
+  explicit PinnedRange(GpuMemory& gpu) : gpu_(gpu) {}
+  PinnedRange(const PinnedRange&) = delete;
+  PinnedRange& operator=(const PinnedRange&) = delete;
+  ~PinnedRange() {
+    if (base_) gpu_.UnpinHost(base_);
+  }
+  Status Pin(void* base, uint64_t bytes) {
+    ISO_RETURN_IF_ERROR(gpu_.PinHost(base, bytes));
+    base_ = base;
+    return OkStatus();
+  }
+
+ private:
+  GpuMemory& gpu_;
+  void* base_ = nullptr;
+};
+
+}  // namespace
+
+Result<GpuCurves> MeasureGpuChannel(Channel& channel, GpuMemory& gpu, int device, bool pinned,
+                                    std::chrono::milliseconds budget) {
+  const ChannelKind kind = channel.caps().kind;
+  if (kind != ChannelKind::kGpuWrite && kind != ChannelKind::kGpuRead &&
+      kind != ChannelKind::kGpuCopy) {
+    return InvalidArgument("calibration: channel '", channel.caps().name, "' is not a GPU channel");
+  }
+  constexpr uint64_t kArea = 128ull << 20;  // two slots of the largest request
+  DeviceArea dev(gpu, device), dev2(gpu, device);
+  ISO_RETURN_IF_ERROR(dev.Allocate(kArea));
+  HostPages host;
+  PinnedRange pin(gpu);
+  if (kind == ChannelKind::kGpuCopy) {
+    ISO_RETURN_IF_ERROR(dev2.Allocate(kArea));
+  } else {
+    ISO_ASSIGN_OR_RETURN(host, HostPages::Map(kArea, /*populate=*/true));
+    if (pinned) ISO_RETURN_IF_ERROR(pin.Pin(host.data(), kArea));
+  }
+  // Request k's ends at `at` in its slot.
+  auto ends = [&](uint64_t at) -> std::pair<Endpoint, Endpoint> {
+    if (kind == ChannelKind::kGpuCopy) return {dev.At(at), dev2.At(at)};
+    const Endpoint h = HostBytes{host.data() + at};
+    return kind == ChannelKind::kGpuWrite ? std::pair<Endpoint, Endpoint>{h, dev.At(at)}
+                                          : std::pair<Endpoint, Endpoint>{dev.At(at), h};
+  };
+  auto time = [&](const std::shared_ptr<const CopyProgram>& program, Clock::duration slice,
+                  uint64_t min_requests) {
+    const uint64_t slots = std::max<uint64_t>(1, kArea / program->bytes);
+    return TimeRequests(
+        channel,
+        [&](uint64_t k) {
+          auto [src, dst] = ends((k % slots) * program->bytes);
+          return ChannelRequest{program, src, dst};
+        },
+        program->bytes, slice, nullptr, min_requests);
+  };
+  GpuCurves out;
+  const uint64_t request_cap =
+      channel.caps().request_bytes > 0 ? channel.caps().request_bytes : kGatherBytes;
+  ISO_ASSIGN_OR_RETURN(
+      out.contiguous, MeasureSizes(ContiguousCalibrationSizes(), 0, budget / 2,
+                                   [&](uint64_t size, Clock::duration slice) {
+                                     const uint64_t request = std::min(size, request_cap);
+                                     return time(ContiguousProgram(request), slice, size / request);
+                                   }));
+  std::vector<uint64_t> runs;
+  for (uint64_t r = 1; r <= (64ull << 10); r *= 4) runs.push_back(r);
+  ISO_ASSIGN_OR_RETURN(out.runs, MeasureSizes(runs, kGatherBytes, budget / 2,
+                                              [&](uint64_t run, Clock::duration slice) {
+                                                return time(Runs(run, 2), slice, 2);
+                                              }));
+  return out;
 }
 
 Result<std::vector<RateSample>> MeasureDiskChannel(Channel& channel, const std::string& directory,

@@ -68,6 +68,23 @@ std::vector<uint64_t> ContiguousCalibrationSizes();
 Result<std::vector<RateSample>> MeasureContiguous(Channel& channel,
                                                   std::chrono::milliseconds budget);
 
+// Measures a GPU channel (GPUWrite, GPURead, GPUCopy) between a host area
+// of 128 MiB (pinned and mapped through `gpu` when `pinned`: a ZCM edge;
+// pageable otherwise) or device memory and device memory of GPU `device`
+// (128 MiB, allocated through `gpu`, freed before returning): plain copies
+// by size as MeasureContiguous does (`contiguous`), and two-field AOS ->
+// SOA conversions of 4 MiB by run size from 1 B to 64 KiB as
+// MeasureChannel does (`runs`: where the copy engines' 2-D copies or the
+// pack kernel pay per run). About `budget` in all. Errors: another kind
+// of channel, memory the device or the host refuses, a failed request.
+struct GpuCurves {
+  std::vector<RateSample> runs;
+  std::vector<RateSample> contiguous;
+};
+class GpuMemory;
+Result<GpuCurves> MeasureGpuChannel(Channel& channel, GpuMemory& gpu, int device, bool pinned,
+                                    std::chrono::milliseconds budget);
+
 // Measures a DiskRead or DiskWrite channel: sequential back-to-back
 // requests of each size (4 KiB to 64 MiB, powers of four) through a scratch
 // file in `directory`, from or into huge-page host memory like the

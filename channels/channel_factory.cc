@@ -14,6 +14,7 @@
 #include "channels/tcp/tcp_channel.h"
 #ifdef ISOMETRY_HAVE_CUDA
 #include "channels/cuda/cuda_channel.h"
+#include "channels/cuda/cuda_memory.h"
 #include "channels/cuda/cuda_probe.h"
 #endif
 
@@ -81,6 +82,18 @@ ChannelAvailability ProbeGpu(ChannelKind kind, const ChannelContext&) {
 }
 std::string GpuSummary() { return cuda::CachedGpuProbe().Summary(); }
 constexpr Maker kMakeGpu = MakeGpu;
+GpuInventory GpuInventoryOfMachine() {
+  const cuda::GpuProbe& probe = cuda::CachedGpuProbe();
+  GpuInventory inv;
+  for (const cuda::GpuInfo& g : probe.gpus) inv.memory_bytes.push_back(g.total_memory);
+  inv.peer_access = probe.peer_access;
+  inv.why_none = probe.error;
+  return inv;
+}
+Result<std::shared_ptr<GpuMemory>> GpuMemoryOfMachine() {
+  ISO_ASSIGN_OR_RETURN(std::unique_ptr<GpuMemory> m, cuda::MakeCudaMemory(cuda::CachedGpuProbe()));
+  return std::shared_ptr<GpuMemory>(std::move(m));
+}
 #else
 std::string GpuSummary() {
   std::error_code ec;
@@ -92,6 +105,8 @@ ChannelAvailability ProbeGpu(ChannelKind kind, const ChannelContext&) {
   return Absent(kind, GpuSummary());
 }
 constexpr Maker kMakeGpu = nullptr;
+GpuInventory GpuInventoryOfMachine() { return {{}, {}, GpuSummary()}; }
+Result<std::shared_ptr<GpuMemory>> GpuMemoryOfMachine() { return FailedPrecondition(GpuSummary()); }
 #endif
 
 Result<std::unique_ptr<Channel>> MakeCma(const ChannelConfig& c, const ChannelContext&) {
@@ -158,6 +173,10 @@ void LogChannelAvailability(const std::vector<ChannelAvailability>& found) {
   const rdma::RdmaProbe& rdma = rdma::CachedRdmaProbe();
   spdlog::info("RDMA: {}{}", rdma.usable() ? "" : "absent: ", rdma.Summary());
 }
+
+GpuInventory DetectGpus() { return GpuInventoryOfMachine(); }
+
+Result<std::shared_ptr<GpuMemory>> MakeGpuMemory() { return GpuMemoryOfMachine(); }
 
 Result<std::unique_ptr<Channel>> MakeChannel(const ChannelConfig& config,
                                              const ChannelContext& context) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "channels/channel.h"
+#include "channels/gpu_memory.h"
 #include "config/runtime_config.h"
 #include "core/channel_kind.h"
 
@@ -46,6 +47,17 @@ std::vector<ChannelAvailability> ProbeChannels(const ChannelContext& context);
 
 // Logs ProbeChannels' findings, one line per kind.
 void LogChannelAvailability(const std::vector<ChannelAvailability>& found);
+
+// The GPUs this build and machine offer, in the config's terms (for
+// ResolveGpus, config/gpu_config.h): device memory sizes and peer access
+// from the probe (run once per process), or why there are none ("GPU
+// channels absent from this build: ..."; "no GPU: CUDA driver version is
+// insufficient ...").
+GpuInventory DetectGpus();
+
+// Device memory and host pinning for the GPUs DetectGpus found
+// (channels/gpu_memory.h); an error saying why where there are none.
+Result<std::shared_ptr<GpuMemory>> MakeGpuMemory();
 
 // Makes the channel `config` describes: a working channel or an error that
 // names the channel and the cause (a kind this build lacks, a missing data

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "config/etcd_config_parser.h"
+#include "config/gpu_config_parser.h"
 #include "config/rdma_config_parser.h"
 #include "config/tls_config_parser.h"
 #include "core/strings.h"
@@ -302,7 +303,7 @@ Result<MemoryConfig> ReadMemory(const Reader& r, const toml::table& t) {
   ISO_RETURN_IF_ERROR(
       r.OnlyKeys(t, "memory.",
                  {"name", "kind", "staging", "pool", "client_quota", "hugetlb", "directory",
-                  "max_file_bytes", "quota_bytes", "allow_hard_links"}));
+                  "max_file_bytes", "quota_bytes", "allow_hard_links", "device"}));
   MemoryConfig m;
   const toml::node* name = t.get("name");
   if (!name) {
@@ -334,6 +335,13 @@ Result<MemoryConfig> ReadMemory(const Reader& r, const toml::table& t) {
   }
   if (const toml::node* n = t.get("hugetlb")) {
     ISO_ASSIGN_OR_RETURN(m.hugetlb, r.Bool(*n, "memory.hugetlb"));
+  }
+  if (const toml::node* n = t.get("device")) {
+    if (m.kind != MemoryKind::kFbm) {
+      return r.Error(*n, "memory.device", "applies to FBM memories only");
+    }
+    ISO_ASSIGN_OR_RETURN(const int64_t d, r.Integer(*n, "memory.device", 0, 1023));
+    m.device = static_cast<int>(d);
   }
   // DSK bounds (daemon/runtime/disk_memory.h); meaningless elsewhere.
   for (const char* key : {"max_file_bytes", "quota_bytes", "allow_hard_links"}) {
@@ -483,7 +491,8 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view source) 
   }
   Reader r(source);
   ISO_RETURN_IF_ERROR(r.OnlyKeys(
-      root, "", {"daemon", "runtime", "memory", "channel", "cluster", "peer", "metrics", "rdma"}));
+      root, "",
+      {"daemon", "runtime", "memory", "channel", "cluster", "peer", "metrics", "rdma", "gpu"}));
   Config config;
   RuntimeConfig& c = config.runtime;
   if (const toml::node* n = root.get("runtime")) {
@@ -516,6 +525,9 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view source) 
   }
   if (const toml::node* n = root.get("rdma")) {
     ISO_RETURN_IF_ERROR(ReadRdma(*n, r.source(), config.rdma));
+  }
+  if (const toml::node* n = root.get("gpu")) {
+    ISO_RETURN_IF_ERROR(ReadGpu(*n, r.source(), config.gpu));
   }
   auto read_list = [&](const char* key, auto read_one, auto& out) -> Status {
     const toml::node* n = root.get(key);

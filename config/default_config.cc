@@ -57,6 +57,21 @@ inline_bytes = "64KiB"
 full_planner_threshold = "16MiB"
 plan_cache_entries = 4096
 
+# GPUs: every detected device gets an FBM memory (gpu0, gpu1, ...) and the
+# GPU channels (gpu_write0, gpu_read0, gpu_copy0) unless the file lists FBM
+# memories itself; without a GPU none appear and the log says why.
+[gpu]
+auto_memories = true
+staging = "256MiB"          # staging budget (device memory) of each gpu<i>
+request_size = "4MiB"       # the GPU channels' request size
+max_in_flight = 4           # CUDA streams per GPU and channel
+# An FBM memory written by hand (the CUDA device number; no client pool):
+# [[memory]]
+# name = "gpu0"
+# kind = "FBM"
+# device = 0
+# staging = "512MiB"
+
 [[memory]]
 name = "sys0"
 kind = "SYS"
@@ -70,6 +85,8 @@ name = "reg0"
 kind = "REG"
 staging = "256MiB"
 
+# Pinned for the GPUs (cudaHostRegister, mapped) where a GPU exists;
+# plain host memory elsewhere.
 [[memory]]
 name = "zcm0"
 kind = "ZCM"

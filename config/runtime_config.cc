@@ -10,6 +10,28 @@ namespace isometry {
 
 namespace {
 
+// Which memory pairs a channel kind can move between (Isometry table 2).
+// PROCESS memory is cma's alone, added by the runtime.
+bool KindServes(ChannelKind kind, MemoryKind src, MemoryKind dst) {
+  const bool src_host = IsHostMemory(src), dst_host = IsHostMemory(dst);
+  switch (kind) {
+    case ChannelKind::kMemcpy:
+      return src_host && dst_host;
+    case ChannelKind::kDiskRead:
+      return src == MemoryKind::kDsk && dst_host;
+    case ChannelKind::kDiskWrite:
+      return src_host && dst == MemoryKind::kDsk;
+    case ChannelKind::kGpuWrite:
+      return src_host && dst == MemoryKind::kFbm;
+    case ChannelKind::kGpuRead:
+      return src == MemoryKind::kFbm && dst_host;
+    case ChannelKind::kGpuCopy:
+      return src == MemoryKind::kFbm && dst == MemoryKind::kFbm;
+    default:
+      return false;
+  }
+}
+
 // One [[memory]] entry; `key` is its indexed name (memory[1]).
 Status ValidateMemory(const MemoryConfig& m, const std::string& key) {
   if (m.client_quota > m.pool_bytes) {
@@ -31,20 +53,38 @@ Status ValidateMemory(const MemoryConfig& m, const std::string& key) {
     if (m.quota_bytes == 0) {
       return InvalidArgument("config: DSK memory '", m.name, "' has quota_bytes 0");
     }
+  } else if (m.kind == MemoryKind::kFbm) {
+    if (m.device < 0) {
+      return ConfigKeyError(key + ".device", "FBM memory '", m.name,
+                            "' needs a device (the GPU's CUDA device number, from 0)");
+    }
+    // Clients get no allocations in GPU memory yet (README, GPU):
+    // an FBM memory is staging for paths through the GPU.
+    if (m.pool_bytes) {
+      return ConfigKeyError(key + ".pool", "FBM memory '", m.name,
+                            "' cannot have a client pool yet (clients' GPU allocations are not "
+                            "available)");
+    }
+    if (m.hugetlb) {
+      return ConfigKeyError(key + ".hugetlb", "FBM memory '", m.name, "' is device memory");
+    }
   } else if (!IsHostMemory(m.kind)) {
     return ConfigKeyError(key + ".kind", "memory '", m.name, "' has kind ", MemoryKindName(m.kind),
-                          "; this build serves SYS, REG, ZCM and DSK memories");
+                          "; this build serves SYS, REG, ZCM, FBM and DSK memories");
+  }
+  if (m.kind != MemoryKind::kFbm && m.device != -1) {
+    return ConfigKeyError(key + ".device", "memory '", m.name,
+                          "': device applies to FBM memories only");
   }
   return OkStatus();
 }
 
 // One local [[channel]] entry's own settings; `key` is its indexed name.
 Status ValidateChannelSettings(const ChannelConfig& c, const std::string& key) {
-  if (c.kind != ChannelKind::kMemcpy && c.kind != ChannelKind::kDiskRead &&
-      c.kind != ChannelKind::kDiskWrite && c.kind != ChannelKind::kCma) {
+  if (c.kind == ChannelKind::kRemoteMemcpy) {
     return ConfigKeyError(key + ".kind", "channel '", c.name, "' has kind ",
                           ChannelKindName(c.kind),
-                          "; this build provides memcpy, cma, disk_read and disk_write channels");
+                          "; remote_memcpy channels are made per [[peer]], not written");
   }
   if (c.kind == ChannelKind::kCma) {
     // Its ends are the clients' registered process memories, which no
@@ -90,12 +130,7 @@ Status ValidateChannelEdges(const ChannelConfig& c, const std::string& key,
         return ConfigKeyError(edge_key, "channel '", c.name, "' names unknown memory '", m, "'");
       }
     }
-    const bool src_disk = kinds.at(src) == MemoryKind::kDsk;
-    const bool dst_disk = kinds.at(dst) == MemoryKind::kDsk;
-    const bool fits = c.kind == ChannelKind::kMemcpy     ? !src_disk && !dst_disk
-                      : c.kind == ChannelKind::kDiskRead ? src_disk && !dst_disk
-                                                         : !src_disk && dst_disk;
-    if (!fits) {
+    if (!KindServes(c.kind, kinds.at(src), kinds.at(dst))) {
       return ConfigKeyError(edge_key, "channel '", c.name, "' (", ChannelKindName(c.kind),
                             ") cannot serve ", src, " -> ", dst);
     }
@@ -166,12 +201,10 @@ std::vector<std::pair<std::string, std::string>> RuntimeConfig::EdgesOf(
   std::vector<std::pair<std::string, std::string>> edges;
   for (const MemoryConfig& a : memories) {
     for (const MemoryConfig& b : memories) {
-      const bool a_disk = a.kind == MemoryKind::kDsk, b_disk = b.kind == MemoryKind::kDsk;
-      const bool take = c.kind == ChannelKind::kMemcpy      ? !a_disk && !b_disk
-                        : c.kind == ChannelKind::kDiskRead  ? a_disk && !b_disk
-                        : c.kind == ChannelKind::kDiskWrite ? !a_disk && b_disk
-                                                            : false;
-      if (take) {
+      // gpu_copy by default stays within one device (peer access is the
+      // probe's to know: ResolveGpus writes those edges out).
+      const bool same_gpu = c.kind != ChannelKind::kGpuCopy || a.device == b.device;
+      if (c.kind != ChannelKind::kCma && same_gpu && KindServes(c.kind, a.kind, b.kind)) {
         edges.emplace_back(a.name, b.name);
       }
     }
@@ -325,6 +358,7 @@ Status Config::Validate() const {
   ISO_RETURN_IF_ERROR(cluster.Validate());
   ISO_RETURN_IF_ERROR(metrics.Validate());
   ISO_RETURN_IF_ERROR(rdma.Validate());
+  ISO_RETURN_IF_ERROR(gpu.Validate());
   if (cluster.clustered() && daemon.grpc_tcp.empty()) {
     return ConfigKeyError("daemon.grpc_tcp",
                           "peers are listed (or [cluster.etcd] set) but daemon.grpc_tcp is empty; "

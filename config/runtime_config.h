@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config/config_origin.h"
+#include "config/gpu_config.h"
 #include "config/rdma_config.h"
 #include "core/channel_kind.h"
 #include "core/memory.h"
@@ -41,6 +42,9 @@ struct MemoryConfig {
   uint64_t max_file_bytes = 64ull << 30;
   uint64_t quota_bytes = 256ull << 30;
   bool allow_hard_links = false;
+  // FBM memories: the GPU (the CUDA runtime's device number) whose memory
+  // it is; -1 elsewhere. Its staging is device memory of that GPU.
+  int device = -1;
 };
 
 struct ChannelConfig {
@@ -262,6 +266,7 @@ struct Config {
   ClusterConfig cluster;
   MetricsConfig metrics;
   RdmaConfig rdma;  // [rdma]: whether network hops may use RDMA
+  GpuConfig gpu;    // [gpu]: the GPU memories added per detected device
   // Where the file wrote each key (for FILE:LINE in later checks' errors).
   ConfigOrigin origin;
 

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "channels/channel_factory.h"
 #include "channels/rdma/rdma_probe.h"
 #include "channels/tcp/wire.h"
 #include "core/group.h"
@@ -160,6 +161,10 @@ Status CheckStartable(const Config& config) {
   }
   // rdma.enable = "on" needs a usable device (and every rdma.devices entry).
   ISO_RETURN_IF_ERROR(rdma::ChooseRdma(rdma::CachedRdmaProbe(), config.rdma).status());
+  // FBM memories and gpu_* channels need a GPU; those added per device
+  // must fit beside the file's (config/gpu_config.h).
+  RuntimeConfig with_gpus = config.runtime;
+  ISO_RETURN_IF_ERROR(ResolveGpus(with_gpus, config.gpu, DetectGpus()).status());
   return OkStatus();
 }
 

@@ -16,6 +16,8 @@
 //   cluster.secret_file (with peers): readable and long enough.
 //   rdma.enable = "on": a usable RDMA device (channels/rdma/rdma_probe.h),
 //     and every name in rdma.devices found on this machine.
+//   memory[].kind = "FBM", channel[].kind = "gpu_*": a GPU (the CUDA
+//     probe), memory[].device one of its devices (config/gpu_config.h).
 // Not checked (only binding tells): whether a TCP port is free.
 //
 // Every error is a ConfigKeyError naming its key: config.origin.Locate()

@@ -40,8 +40,18 @@ Result<std::unique_ptr<Node>> Node::Create(const Config& config, const ChannelCo
     // halves of the network hops with that peer.
     for (ChannelConfig& c : PeerChannels(config.cluster)) rc.channels.push_back(std::move(c));
   }
-  impl->config.runtime.channels = rc.channels;
   LogChannelAvailability(ProbeChannels(context));
+  // GPU memories: one FBM memory per detected GPU (gpu.auto_memories), or
+  // the file's refused without a GPU (the start check saw the same).
+  const GpuInventory gpus = DetectGpus();
+  ISO_ASSIGN_OR_RETURN(const std::string added, ResolveGpus(rc, config.gpu, gpus));
+  if (!added.empty()) {
+    spdlog::info("GPU memories: added {}", added);
+  } else if (gpus.memory_bytes.empty()) {
+    spdlog::info("GPU memories: none ({})", gpus.why_none);
+  }
+  impl->config.runtime.memories = rc.memories;
+  impl->config.runtime.channels = rc.channels;
   // enable = "on" without a usable device fails here (and in the start
   // check before it); otherwise the log says whether RDMA is used and why.
   ISO_ASSIGN_OR_RETURN(impl->rdma, rdma::ChooseRdma(rdma::CachedRdmaProbe(), config.rdma));
@@ -49,8 +59,8 @@ Result<std::unique_ptr<Node>> Node::Create(const Config& config, const ChannelCo
                impl->rdma.why);
   ChannelMaker maker = [context](const ChannelConfig& c) { return MakeChannel(c, context); };
   ISO_ASSIGN_OR_RETURN(impl->runtime, Runtime::Create(rc, maker));
-  for (size_t i = 0; i < config.runtime.memories.size(); ++i) {
-    const MemoryConfig& m = config.runtime.memories[i];
+  for (size_t i = 0; i < rc.memories.size(); ++i) {
+    const MemoryConfig& m = rc.memories[i];
     auto p = std::make_shared<PoolAccount>();
     p->memory = i;
     p->name = m.name;
@@ -59,6 +69,11 @@ Result<std::unique_ptr<Node>> Node::Create(const Config& config, const ChannelCo
     p->hugetlb = m.hugetlb;
     impl->pools.push_back(p);
     if (p->capacity == 0) continue;
+    if (m.kind == MemoryKind::kZcm && !gpus.memory_bytes.empty()) {
+      if (Result<std::shared_ptr<GpuMemory>> g = MakeGpuMemory(); g.ok()) p->gpu = *std::move(g);
+      spdlog::info("memory '{}': client allocations {}", m.name,
+                   p->gpu ? "pinned and mapped for the GPUs (ZCM)" : "not pinned");
+    }
     // Each allocation is its own memfd (clients never see each other's
     // memory), populated when it is made: what that costs here, measured
     // on a probe of up to 64 MiB.

@@ -29,6 +29,7 @@
 #include "absl/synchronization/mutex.h"
 #include "channels/cma/client_process.h"
 #include "channels/cma/own_hops.h"
+#include "channels/gpu_memory.h"
 #include "core/log_limiter.h"
 #include "daemon/node/node.h"
 #include "daemon/node/redistribute_op.h"
@@ -49,6 +50,10 @@ struct PoolAccount {
   bool hugetlb = false;
   std::atomic<bool> hugetlb_warned{false};
   std::atomic<uint64_t> used{0};
+  // A ZCM pool where a GPU exists: each allocation is pinned and mapped
+  // for the GPUs while it lives (null: plain host memory).
+  std::shared_ptr<GpuMemory> gpu;
+  std::atomic<bool> pin_warned{false};
 
   bool TryTake(uint64_t bytes) {
     uint64_t cur = used.load();
@@ -65,6 +70,8 @@ struct Allocation {
   int64_t owner_uid = -1;  // the publisher's uid (-1: not known)
   std::shared_ptr<PoolAccount> pool;
   SharedMemory shm;
+  // Unpins shm (ZCM) when it goes, before shm is unmapped; null: not pinned.
+  std::shared_ptr<void> pinned;
   bool published = false;  // the node lock's (Node::Impl::mu)
   // Active Access: its regions and log while watched; the node lock's.
   std::shared_ptr<WatchState> watch;

@@ -68,6 +68,18 @@ Result<AllocationReport> Node::Allocate(const std::string& session, const std::s
     id = impl_->next_allocation++;
   }
   auto shm = SharedMemory::Create(StrCat("isometry:", memory, ":", id), bytes, pool->hugetlb);
+  // ZCM: pinned and mapped for the GPUs, so GPU hops from and to it run
+  // asynchronously; where CUDA refuses, it stays usable as host memory.
+  std::shared_ptr<void> pinned;
+  if (shm.ok() && pool->gpu) {
+    if (Status s = pool->gpu->PinHost(shm->data(), shm->size()); s.ok()) {
+      pinned =
+          std::shared_ptr<void>(shm->data(), [gpu = pool->gpu](void* p) { gpu->UnpinHost(p); });
+    } else if (!pool->pin_warned.exchange(true)) {
+      spdlog::warn("memory '{}': allocations are not pinned for the GPUs: {}", memory,
+                   s.ToString());
+    }
+  }
   absl::MutexLock lock(&impl_->mu);
   auto sit = impl_->sessions.find(session_id);
   if (!shm.ok() || sit == impl_->sessions.end()) {
@@ -88,6 +100,7 @@ Result<AllocationReport> Node::Allocate(const std::string& session, const std::s
   a->owner = session_id;
   a->owner_uid = owner_uid;
   a->shm = *std::move(shm);
+  a->pinned = std::move(pinned);
   a->pool = pool;  // from here on the destructor returns the bytes
   impl_->allocations[id] = a;
   sit->second.allocations.insert(id);

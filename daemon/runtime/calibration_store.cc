@@ -24,6 +24,10 @@ std::string FirstLineWith(const char* file, const char* key) {
 
 }  // namespace
 
+std::string GpuHostCurve(const std::string& channel, bool pinned) {
+  return channel + (pinned ? ":pinned" : ":pageable");
+}
+
 std::string ContiguousCurve(const std::string& channel) { return channel + ":contiguous"; }
 std::string Fields8Curve(const std::string& channel) { return channel + ":fields8"; }
 

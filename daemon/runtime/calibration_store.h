@@ -26,6 +26,11 @@ std::string ContiguousCurve(const std::string& channel);
 // (MeasureChannel with fields = 8; TopologyEdge::tp_fields8).
 std::string Fields8Curve(const std::string& channel);
 
+// "<channel>:pinned" / "<channel>:pageable": a GPUWrite or GPURead
+// channel's run-size curve with ZCM / other host memory at its host end
+// (MeasureGpuChannel); ContiguousCurve of it for plain copies.
+std::string GpuHostCurve(const std::string& channel, bool pinned);
+
 // CPU model, core count, memory size, each channel's config (kind,
 // threads, in-flight limit, request size, rate cap) and each DSK memory's
 // directory and device: what the figures depend on.

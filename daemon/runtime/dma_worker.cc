@@ -44,6 +44,7 @@ void Advance(Endpoint& e, uint64_t by) {
   if (auto* h = std::get_if<HostBytes>(&e)) h->base += by;
   if (auto* f = std::get_if<FileRange>(&e)) f->offset += by;
   if (auto* p = std::get_if<ProcessBytes>(&e)) p->address += by;
+  if (auto* d = std::get_if<DeviceBytes>(&e)) d->address += by;
 }
 
 // Chunk k as it crosses the network at hop h: dense in the receiving
@@ -56,7 +57,11 @@ ChunkEnd Wire(const TransferState& t, size_t h, const Box& chunk, uint64_t k) {
 
 ChunkEnd SlotOf(const TransferState& t, const RingBuffer& b, const Box& chunk, uint64_t k) {
   InstanceShape s{chunk, t.src.shape.fields, b.layout};
-  return {std::move(s), HostBytes{b.data + (k % static_cast<uint64_t>(b.slots)) * b.slot_bytes}};
+  const uint64_t at = (k % static_cast<uint64_t>(b.slots)) * b.slot_bytes;
+  if (b.device >= 0) {  // an FBM ring: `data` is a device address
+    return {std::move(s), DeviceBytes{b.device, reinterpret_cast<uint64_t>(b.data) + at}};
+  }
+  return {std::move(s), HostBytes{b.data + at}};
 }
 
 // A user's end: a PROCESS instance by its pinned process, else host bytes.

@@ -12,6 +12,7 @@
 #include "channels/channel_factory.h"
 #include "channels/disk/disk_channel.h"
 #include "channels/host_pages.h"
+#include "daemon/runtime/local_topology.h"
 #include "daemon/runtime/runtime_impl.h"
 
 namespace isometry {
@@ -49,34 +50,45 @@ Status AddProcessMemory(RuntimeConfig& config) {
   return OkStatus();
 }
 
-std::vector<std::pair<std::string, std::string>> ChannelEdges(const RuntimeConfig& config,
-                                                              const ChannelConfig& c) {
-  std::vector<std::pair<std::string, std::string>> edges;
-  if (c.kind != ChannelKind::kCma) {
-    // PROCESS memory is only ever reached by cma.
-    for (auto& e : config.EdgesOf(c)) {
-      if (e.first != kProcessMemoryName && e.second != kProcessMemoryName) edges.push_back(e);
-    }
-    return edges;
-  }
+// FBM staging needs the GPUs' memory; ZCM staging is pinned for them
+// where they exist, and plain host memory (with a log line) where not.
+Result<std::shared_ptr<GpuMemory>> OpenGpuMemory(const RuntimeConfig& config) {
+  bool fbm = false, zcm = false;
   for (const MemoryConfig& m : config.memories) {
-    if (!IsHostMemory(m.kind)) continue;
-    edges.emplace_back(kProcessMemoryName, m.name);
-    edges.emplace_back(m.name, kProcessMemoryName);
+    fbm |= m.kind == MemoryKind::kFbm;
+    zcm |= m.kind == MemoryKind::kZcm;
   }
-  return edges;
+  if (!fbm && !zcm) return std::shared_ptr<GpuMemory>();
+  Result<std::shared_ptr<GpuMemory>> gpu = MakeGpuMemory();
+  if (gpu.ok()) return gpu;
+  if (fbm) {
+    return FailedPrecondition("config: FBM memories need a GPU: ", gpu.status().message());
+  }
+  spdlog::info("ZCM memories are plain host memory (not pinned): {}",
+               std::string(gpu.status().message()));
+  return std::shared_ptr<GpuMemory>();
+}
+
+StagingBacking StagingFor(GpuMemory* gpu, const MemoryConfig& m) {
+  if (m.kind == MemoryKind::kFbm) return {gpu, m.device};
+  if (m.kind == MemoryKind::kZcm) return {gpu, -1};
+  return {};
 }
 
 }  // namespace
 
-Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config_in,
-                                                 ChannelMaker maker) {
+Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config_in, ChannelMaker maker,
+                                                 std::shared_ptr<GpuMemory> gpu) {
   ISO_RETURN_IF_ERROR(config_in.Validate());
   RuntimeConfig config = config_in;
   ISO_RETURN_IF_ERROR(AddProcessMemory(config));
   if (!maker) maker = [](const ChannelConfig& c) { return MakeChannel(c); };
   auto impl = std::make_unique<Impl>(config);
-  std::map<std::string, MemoryId> ids;
+  if (gpu) {
+    impl->gpu = std::move(gpu);
+  } else {
+    ISO_ASSIGN_OR_RETURN(impl->gpu, OpenGpuMemory(config));
+  }
   for (size_t i = 0; i < config.memories.size(); ++i) {
     const MemoryConfig& m = config.memories[i];
     const MemoryId id{config.node, static_cast<uint32_t>(i)};
@@ -91,36 +103,16 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config_in,
           m.name, m.directory, DiskMemory::Resolution(), m.max_file_bytes, m.quota_bytes,
           m.allow_hard_links ? "; files with several hard links allowed" : "");
     }
-    impl->topo.memories.push_back({id, m.kind, m.name});
     {
       absl::MutexLock lock(&impl->mu);  // not shared yet; the analysis wants it
-      impl->pools.emplace_back(id, m.staging_bytes, m.name);
+      impl->pools.emplace_back(id, m.staging_bytes, m.name, StagingFor(impl->gpu.get(), m));
     }
-    ids[m.name] = id;
   }
+  impl->topo = LocalTopology(config);
   bool thp_warned = false;
   for (size_t c = 0; c < config.channels.size(); ++c) {
     const ChannelConfig& cc = config.channels[c];
     ISO_ASSIGN_OR_RETURN(std::unique_ptr<Channel> ch, maker(cc));
-    for (const auto& [s, d] : ChannelEdges(config, cc)) {
-      TopologyEdge e{ids[s], ids[d], static_cast<int>(c), cc.kind, cc.name};
-      e.rate_limit_bytes_per_s = static_cast<double>(cc.rate_limit_bytes_per_s);
-      e.max_request_bytes = cc.request_bytes;
-      // Until calibration measures them (runtime.calibrate), disk channels
-      // are modelled as a 1 GB/s device with 100 us per request, so the
-      // planner keeps small requests (and layout changes) off them
-      // (Isometry fig. 9b).
-      if (cc.kind == ChannelKind::kDiskRead || cc.kind == ChannelKind::kDiskWrite) {
-        e.tp = ThroughputFunction::PerRequestOverhead(1e9, 100e-6);
-      }
-      // CMA pays per iovec, one per contiguous run (the planner's request
-      // size on a hop): ~0.4 us each was measured on these machines, until
-      // calibration measures it (MeasureCmaCost).
-      if (cc.kind == ChannelKind::kCma) {
-        e.tp = ThroughputFunction::PerRequestOverhead(8e9, 0.4e-6);
-      }
-      impl->topo.edges.push_back(std::move(e));
-    }
     spdlog::info(
         "channel '{}' ({}): {} thread(s), {} request(s) in flight, requests of {} bytes{}", cc.name,
         ChannelKindName(cc.kind), cc.threads, ch->caps().max_in_flight, cc.request_bytes,

@@ -281,10 +281,16 @@ using ChannelMaker = std::function<Result<std::unique_ptr<Channel>>(const Channe
 
 class DiskMemory;
 
+class GpuMemory;  // channels/gpu_memory.h
+
 class Runtime {
  public:
+  // `gpu`: device memory and pinning for FBM and ZCM memories; null: the
+  // channel factory's (MakeGpuMemory), where a GPU exists. Tests pass a
+  // fake with `maker`'s fake GPU channels to run GPU paths without a GPU.
   static Result<std::unique_ptr<Runtime>> Create(const RuntimeConfig& config,
-                                                 ChannelMaker maker = nullptr);
+                                                 ChannelMaker maker = nullptr,
+                                                 std::shared_ptr<GpuMemory> gpu = nullptr);
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;

@@ -26,6 +26,10 @@ std::vector<RateSample> CmaSamples(const CmaCost& cost) {
   return samples;
 }
 
+bool IsGpu(ChannelKind k) {
+  return k == ChannelKind::kGpuRead || k == ChannelKind::kGpuWrite || k == ChannelKind::kGpuCopy;
+}
+
 }  // namespace
 
 // Measures every channel (budget shared evenly), or reuses the file.
@@ -48,7 +52,8 @@ Result<Calibration> Runtime::Impl::LoadOrMeasure(bool force) {
   for (size_t c = 0; c < channels.size(); ++c) {
     const ChannelKind kind = channels[c]->caps().kind;
     const bool disk = kind == ChannelKind::kDiskRead || kind == ChannelKind::kDiskWrite;
-    if (kind == ChannelKind::kMemcpy || (disk && !DiskDirectoryOf(static_cast<int>(c)).empty())) {
+    if (kind == ChannelKind::kMemcpy || (disk && !DiskDirectoryOf(static_cast<int>(c)).empty()) ||
+        (IsGpu(kind) && gpu)) {
       ++timed;
     }
   }
@@ -79,6 +84,14 @@ Result<Calibration> Runtime::Impl::LoadOrMeasure(bool force) {
       spdlog::info("calibration: channel '{}' costs {:.2f} us per iovec (run), {:.2f} GB/s",
                    ch.caps().name, measured->per_iovec_seconds * 1e6,
                    measured->bytes_per_second / 1e9);
+    } else if (IsGpu(kind)) {
+      // Only where a GPU exists (`gpu`); a failed measurement keeps the
+      // model (daemon/runtime/local_topology.h).
+      if (!gpu) continue;
+      Status s = MeasureGpu(static_cast<int>(c), budget, cal);
+      if (!s.ok()) {
+        spdlog::warn("calibration: channel '{}' keeps the model: {}", ch.caps().name, s.ToString());
+      }
     } else if (kind == ChannelKind::kDiskRead || kind == ChannelKind::kDiskWrite) {
       // On a scratch file in the first DSK directory the channel serves.
       // A directory that refuses it keeps the model, not the start-up.
@@ -98,6 +111,41 @@ Result<Calibration> Runtime::Impl::LoadOrMeasure(bool force) {
     if (!s.ok()) spdlog::warn("calibration: not kept: {}", s.ToString());
   }
   return cal;
+}
+
+// GPU channel `c` on the device of the first FBM memory it reaches, with
+// a pinned host end where it serves a ZCM memory and a pageable one where
+// it serves another host memory (GpuHostCurve).
+Status Runtime::Impl::MeasureGpu(int c, std::chrono::milliseconds budget, Calibration& cal) {
+  Channel& ch = *channels[static_cast<size_t>(c)];
+  const std::string& name = ch.caps().name;
+  int device = -1;
+  bool pinned = false, pageable = false;
+  for (const TopologyEdge& e : topo.edges) {
+    if (e.channel != c) continue;
+    for (const MemoryId id : {e.src, e.dst}) {
+      const MemoryConfig& m = config.memories[id.memory];
+      if (m.kind == MemoryKind::kFbm && device < 0) device = m.device;
+      pinned |= m.kind == MemoryKind::kZcm;
+      pageable |= m.kind == MemoryKind::kSys || m.kind == MemoryKind::kReg;
+    }
+  }
+  if (device < 0) return OkStatus();
+  if (ch.caps().kind == ChannelKind::kGpuCopy) {
+    ISO_ASSIGN_OR_RETURN(GpuCurves g, MeasureGpuChannel(ch, *gpu, device, false, budget));
+    cal[name] = std::move(g.runs);
+    cal[ContiguousCurve(name)] = std::move(g.contiguous);
+    return OkStatus();
+  }
+  const int ends = (pinned ? 1 : 0) + (pageable ? 1 : 0);
+  for (const bool p : {true, false}) {
+    if (p ? !pinned : !pageable) continue;
+    ISO_ASSIGN_OR_RETURN(GpuCurves g,
+                         MeasureGpuChannel(ch, *gpu, device, p, budget / std::max(ends, 1)));
+    cal[GpuHostCurve(name, p)] = std::move(g.runs);
+    cal[ContiguousCurve(GpuHostCurve(name, p))] = std::move(g.contiguous);
+  }
+  return OkStatus();
 }
 
 // The directory of the first DSK memory an edge of channel `c` reaches;
@@ -126,11 +174,19 @@ Status Runtime::Impl::ApplyCalibration(const Calibration& cal) {
     return std::optional<ThroughputFunction>(std::move(f));
   };
   for (TopologyEdge& e : topo.edges) {
-    ISO_ASSIGN_OR_RETURN(std::optional<ThroughputFunction> tp, curve(e.channel_name));
+    // A GPU edge with a host end reads the curve of its kind of host end.
+    std::string name = e.channel_name;
+    if ((e.kind == ChannelKind::kGpuWrite || e.kind == ChannelKind::kGpuRead) && IsLocal(e.src) &&
+        IsLocal(e.dst)) {
+      const MemoryId host = e.kind == ChannelKind::kGpuWrite ? e.src : e.dst;
+      name = GpuHostCurve(name, config.memories[host.memory].kind == MemoryKind::kZcm);
+    }
+    ISO_ASSIGN_OR_RETURN(std::optional<ThroughputFunction> tp, curve(name));
     if (!tp) continue;
     e.tp = *std::move(tp);
     // Absent from files written before they were measured.
-    ISO_ASSIGN_OR_RETURN(e.tp_contiguous, curve(ContiguousCurve(e.channel_name)));
+    ISO_ASSIGN_OR_RETURN(std::optional<ThroughputFunction> plain, curve(ContiguousCurve(name)));
+    if (plain || !IsGpu(e.kind)) e.tp_contiguous = std::move(plain);
     ISO_ASSIGN_OR_RETURN(e.tp_fields8, curve(Fields8Curve(e.channel_name)));
   }
   for (const auto& [name, samples] : cal) {

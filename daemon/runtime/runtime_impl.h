@@ -27,6 +27,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "channels/channel.h"
+#include "channels/gpu_memory.h"
 #include "daemon/runtime/disk_memory.h"
 #include "daemon/runtime/runtime.h"
 #include "daemon/runtime/staging_pool.h"
@@ -72,6 +73,9 @@ struct Runtime::Impl {
   Runtime* self = nullptr;
   std::vector<std::unique_ptr<Channel>> channels;
   std::vector<std::shared_ptr<DiskMemory>> disks;  // per memory (null: not DSK)
+  // FBM staging and ZCM pinning (null: no GPU, or neither kind
+  // configured); outlives `pools`, whose blocks it allocated.
+  std::shared_ptr<GpuMemory> gpu;
   ProgramCache cache{4096};                        // thread-safe itself
   FormProgramCache form_cache{4096, 64ull << 20};  // packed copies' chunks; thread-safe
   // Replaced whole (atomic_store) when calibration changes the graph; a
@@ -108,6 +112,7 @@ struct Runtime::Impl {
   // ---- calibration (runtime_calibration.cc; Isometry §4.1) ----
   Result<Calibration> LoadOrMeasure(bool force);
   std::string DiskDirectoryOf(int channel) const;
+  Status MeasureGpu(int channel, std::chrono::milliseconds budget, Calibration& cal);
   Status ApplyCalibration(const Calibration& cal);
   void MakePlanner();
 

@@ -11,6 +11,7 @@ StagingPool::StagingPool(StagingPool&& o) noexcept
     : id_(o.id_),
       name_(o.name_),
       budget_(o.budget_),
+      backing_(o.backing_),
       used_(std::exchange(o.used_, 0)),
       peak_(o.peak_),
       largest_(o.largest_),
@@ -23,6 +24,7 @@ StagingPool& StagingPool::operator=(StagingPool&& o) noexcept {
     id_ = o.id_;
     name_ = o.name_;
     budget_ = o.budget_;
+    backing_ = o.backing_;
     used_ = std::exchange(o.used_, 0);
     peak_ = o.peak_;
     largest_ = o.largest_;
@@ -35,15 +37,47 @@ StagingPool& StagingPool::operator=(StagingPool&& o) noexcept {
 StagingPool::~StagingPool() { UnmapCache(); }
 
 void StagingPool::UnmapCache() {
-  for (const auto& [length, block] : cache_) UnmapHostPages(block, length);
+  for (const auto& [length, block] : cache_) Unmap(block, length);
   cache_.clear();
   cached_ = 0;
+}
+
+Result<std::byte*> StagingPool::Map(uint64_t length) {
+  if (backing_.gpu && backing_.device >= 0) {
+    Result<uint64_t> address = backing_.gpu->AllocateDevice(backing_.device, length);
+    if (!address.ok()) {
+      return ResourceExhausted("staging memory '", name_, "': ", address.status().message());
+    }
+    // NOLINTNEXTLINE(performance-no-int-to-ptr): a device address, never dereferenced here
+    return reinterpret_cast<std::byte*>(*address);
+  }
+  // Huge-page advised (channels/host_pages.h): disks and NICs move ring
+  // slots in few physically contiguous segments.
+  Result<HostPages> pages = HostPages::Map(length);
+  if (!pages.ok()) {
+    return ResourceExhausted("staging memory '", name_, "': ", pages.status().message());
+  }
+  if (backing_.gpu) {
+    if (Status s = backing_.gpu->PinHost(pages->data(), length); !s.ok()) {
+      return ResourceExhausted("staging memory '", name_, "': ", s.message());
+    }
+  }
+  return pages->release();
+}
+
+void StagingPool::Unmap(std::byte* block, uint64_t length) {
+  if (backing_.gpu && backing_.device >= 0) {
+    backing_.gpu->FreeDevice(backing_.device, reinterpret_cast<uint64_t>(block));
+    return;
+  }
+  if (backing_.gpu) backing_.gpu->UnpinHost(block);
+  UnmapHostPages(block, length);
 }
 
 void StagingPool::MakeRoom(uint64_t bytes) {
   while (!cache_.empty() && used_ + cached_ + bytes > budget_) {
     auto largest = std::prev(cache_.end());
-    UnmapHostPages(largest->second, largest->first);
+    Unmap(largest->second, largest->first);
     cached_ -= largest->first;
     cache_.erase(largest);
   }
@@ -62,13 +96,7 @@ Result<std::byte*> StagingPool::Take(uint64_t bytes) {
     cache_.erase(hit);
   } else {
     MakeRoom(length);
-    // Huge-page advised (channels/host_pages.h): disks and NICs move ring
-    // slots in few physically contiguous segments.
-    Result<HostPages> pages = HostPages::Map(bytes);
-    if (!pages.ok()) {
-      return ResourceExhausted("staging memory '", name_, "': ", pages.status().message());
-    }
-    block = pages->release();
+    ISO_ASSIGN_OR_RETURN(block, Map(length));
   }
   used_ += bytes;
   peak_ = std::max(peak_, used_);
@@ -81,7 +109,7 @@ void StagingPool::Give(std::byte* block, uint64_t bytes) {
   const uint64_t length = HostPagesLength(bytes);
   MakeRoom(length);
   if (used_ + cached_ + length > budget_) {  // a block longer than the budget's rest
-    UnmapHostPages(block, length);
+    Unmap(block, length);
     return;
   }
   cache_.emplace(length, block);

@@ -16,16 +16,30 @@
 #include <map>
 #include <string>
 
+#include "channels/gpu_memory.h"
 #include "core/memory.h"
 #include "core/status.h"
 
 namespace isometry {
 
+// Where a pool's blocks live. Default: host pages. With `gpu` and a
+// `device`: device memory of that GPU (an FBM memory; a block's pointer is
+// then its device address, never dereferenced here). With `gpu` alone:
+// host pages pinned and mapped for the GPUs while they are mapped (ZCM).
+// `gpu` must outlive the pool.
+struct StagingBacking {
+  GpuMemory* gpu = nullptr;
+  int device = -1;
+};
+
 class StagingPool {
  public:
   // `name`: the memory as users wrote it (messages say "staging memory 'sys0'").
-  StagingPool(MemoryId id, uint64_t budget, std::string name = {})
-      : id_(id), name_(name.empty() ? ToString(id) : std::move(name)), budget_(budget) {}
+  StagingPool(MemoryId id, uint64_t budget, std::string name = {}, StagingBacking backing = {})
+      : id_(id),
+        name_(name.empty() ? ToString(id) : std::move(name)),
+        budget_(budget),
+        backing_(backing) {}
   StagingPool(StagingPool&& o) noexcept;
   StagingPool& operator=(StagingPool&& o) noexcept;
   StagingPool(const StagingPool&) = delete;
@@ -42,6 +56,8 @@ class StagingPool {
   void Give(std::byte* block, uint64_t bytes);
 
   MemoryId id() const { return id_; }
+  // >= 0: blocks are device addresses on this GPU (see StagingBacking).
+  int device() const { return backing_.gpu ? backing_.device : -1; }
   uint64_t budget() const { return budget_; }
   uint64_t used() const { return used_; }
   uint64_t peak() const { return peak_; }
@@ -54,10 +70,14 @@ class StagingPool {
   // what is in use and cached.
   void MakeRoom(uint64_t bytes);
   void UnmapCache();
+  // A new block of `length` bytes / its release, by the backing.
+  Result<std::byte*> Map(uint64_t length);
+  void Unmap(std::byte* block, uint64_t length);
 
   MemoryId id_;
   std::string name_;
   uint64_t budget_;
+  StagingBacking backing_;
   uint64_t used_ = 0;
   uint64_t peak_ = 0;
   uint64_t largest_ = 0;

@@ -225,6 +225,8 @@ Status Runtime::Impl::SizeBuffers(TransferState& t, const CopyRequest& req) cons
       continue;
     }
     b.pool = PoolIndex(b.memory);
+    b.device =
+        config.memories[b.pool].kind == MemoryKind::kFbm ? config.memories[b.pool].device : -1;
     b.slot_bytes = grid.SlotBytes(b.layout, entry);
     b.slots = config.slots_per_buffer;
     need[b.pool] += b.bytes();
@@ -233,10 +235,11 @@ Status Runtime::Impl::SizeBuffers(TransferState& t, const CopyRequest& req) cons
   // A client that runs its own hops: the buffer next to its end may live
   // in its window (the destination's first: writing a process run by run
   // costs the CMA channel most).
+  // A GPU's buffer never moves into a window of host memory.
   if (!req.remote && !t.buffers.empty()) {
-    if (req.dst.own_hops) {
+    if (req.dst.own_hops && t.buffers.back().device < 0) {
       t.buffers.back().own_hops = req.dst.own_hops.get();
-    } else if (req.src.own_hops) {
+    } else if (req.src.own_hops && t.buffers.front().device < 0) {
       t.buffers.front().own_hops = req.src.own_hops.get();
     }
   }

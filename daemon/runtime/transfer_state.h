@@ -27,7 +27,9 @@ struct RingBuffer {
   uint64_t slot_bytes = 0;
   int slots = 0;
   std::byte* data = nullptr;  // null until admitted
-  bool remote = false;        // lives on the other node of a cross-node copy
+  // >= 0: an FBM buffer on this GPU; `data` is then a device address.
+  int device = -1;
+  bool remote = false;  // lives on the other node of a cross-node copy
   // Next to a user end whose client runs that hop itself: taken from that
   // client's hop window when free (`data` then points into it), else from
   // the staging pool as any buffer.

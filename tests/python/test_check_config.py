@@ -7,6 +7,7 @@ start. Standard library only (Debian's /usr/bin/python3).
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -118,8 +119,8 @@ CASES = [
      "client_quota =", "memory.client_quota", "above its pool", None),
     ("peers_without_grpc_tcp", BASE + PEER, "[daemon]", "daemon.grpc_tcp",
      "daemon.grpc_tcp is empty", setup_file("cluster.secret", "0123456789abcdef0123")),
-    ("fbm_kind", BASE.replace('kind = "SYS"', 'kind = "FBM"'), 'kind = "FBM"', "memory.kind",
-     "kind FBM", None),
+    ("fbm_without_device", BASE.replace('kind = "SYS"', 'kind = "FBM"'), "[[memory]]",
+     "memory.device", "needs a device", None),
     ("space_threshold", BASE.replace('"8MiB"', "100"), "space_threshold =",
      "runtime.space_threshold", "at least 4096", None),
 ]
@@ -200,6 +201,42 @@ class CheckConfigTest(unittest.TestCase):
             self.assertEqual(daemon.stop(), 0, daemon.log_text())
         finally:
             daemon.close()
+
+    def test_gpu_memories_need_a_gpu(self):
+        # What this machine has, as the daemon says at start: GPU memories
+        # added per device, or none and why.
+        path, _ = self.write(BASE.replace('log_level = "warn"', 'log_level = "info"'))
+        daemon = IsometrydProcess(ISOMETRYD, path, os.path.join(self.dir, "isometryd.log"),
+                                  os.path.join(self.dir, "grpc.sock"))
+        try:
+            daemon.start()
+            self.assertEqual(daemon.stop(), 0, daemon.log_text())
+            log = daemon.log_text(tail=1 << 20)
+        finally:
+            daemon.close()
+        found = re.search(r"GPU memories: (?:none \((.+)\)|added (gpu0 .+))", log)
+        self.assertIsNotNone(found, log)
+        why = found.group(1)
+        if why is not None:
+            self.assertIn("GPU: ", log)  # the probe's own line
+            self.assertIn(f"GPU: {why}", log)
+        # An FBM memory written by hand: refused without a GPU, by the
+        # check and by a start alike, at its kind's line.
+        shutil.rmtree(os.path.join(self.dir, "state"), ignore_errors=True)
+        path, text = self.write(BASE + '\n[[memory]]\nname = "gpu0"\nkind = "FBM"  # here\n'
+                                'device = 0\nstaging = "1MiB"\n')
+        line = [i + 1 for i, l in enumerate(text.splitlines()) if "# here" in l][0]
+        for args in (["--config", path, "--check-config"], ["--config", path]):
+            if why is None and args[-1] != "--check-config":
+                continue
+            r = run_daemon(args)
+            out = r.stdout + r.stderr
+            if why is None:  # a GPU: the memory is served
+                self.assertEqual(r.returncode, 0, out)
+                continue
+            self.assertNotEqual(r.returncode, 0, out)
+            self.assertIn(f"{path}:{line}: key 'memory.kind': memory 'gpu0' is GPU memory (FBM), "
+                          f"but this machine has no usable GPU: {why}", out)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,15 @@
 #include "channels/calibrate.h"
 
 #include <catch2/catch.hpp>
+#include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "channels/channel_factory.h"
 #include "channels/disk/disk_channel.h"
+#include "channels/gpu_memory.h"
 #include "core/cpu_cache.h"
 #include "unit/temp_dir.h"
 
@@ -163,4 +166,119 @@ TEST_CASE("a many-field calibration stops at its largest run") {
   CHECK(samples->front().request_bytes == 1);
   CHECK(samples->back().request_bytes == 64);
   for (const RateSample& s : *samples) CHECK(s.bytes_per_s > 0);
+}
+
+namespace {
+
+// A GPU's memory as bookkeeping: device "addresses" from a counter, pins
+// recorded; what MeasureGpuChannel must give back before it returns.
+class FakeGpuMemory final : public GpuMemory {
+ public:
+  Result<uint64_t> AllocateDevice(int device, uint64_t bytes) override {
+    std::lock_guard<std::mutex> lock(mu);
+    devices.insert(device);
+    const uint64_t at = next;
+    next += bytes;
+    live[at] = bytes;
+    return at;
+  }
+  void FreeDevice(int, uint64_t address) override {
+    std::lock_guard<std::mutex> lock(mu);
+    live.erase(address);
+  }
+  Status PinHost(void* base, uint64_t bytes) override {
+    std::lock_guard<std::mutex> lock(mu);
+    pinned[base] = bytes;
+    ++pins;
+    return OkStatus();
+  }
+  void UnpinHost(void* base) override {
+    std::lock_guard<std::mutex> lock(mu);
+    pinned.erase(base);
+  }
+  std::mutex mu;
+  uint64_t next = 1 << 20;
+  std::map<uint64_t, uint64_t> live;
+  std::map<void*, uint64_t> pinned;
+  std::set<int> devices;
+  int pins = 0;
+};
+
+// A GPUWrite channel that checks each request's ends (host bytes in, a
+// device range of the right GPU out, inside what was allocated) and
+// completes it at once on another thread.
+class FakeGpuWrite final : public Channel {
+ public:
+  explicit FakeGpuWrite(FakeGpuMemory& mem) : mem_(mem) {
+    caps_.name = "gpu_write0";
+    caps_.kind = ChannelKind::kGpuWrite;
+    caps_.request_bytes = 4 << 20;
+    caps_.max_in_flight = 2;
+  }
+  ~FakeGpuWrite() override {
+    for (std::thread& t : threads_) t.join();
+  }
+  const ChannelCaps& caps() const override { return caps_; }
+  void Submit(ChannelRequest req, RequestDone done) override {
+    Status s = OkStatus();
+    const auto* host = std::get_if<HostBytes>(&req.src);
+    const auto* dev = std::get_if<DeviceBytes>(&req.dst);
+    if (!host || !dev || dev->device != 1) {
+      s = FailedPrecondition("wrong endpoints");
+    } else {
+      std::lock_guard<std::mutex> lock(mem_.mu);
+      bool inside = false;
+      for (const auto& [at, bytes] : mem_.live) {
+        inside |= dev->address >= at && dev->address + req.program->bytes <= at + bytes;
+      }
+      if (!inside) s = OutOfRange("device range outside the allocation");
+      ++requests;
+    }
+    threads_.emplace_back([done = std::move(done), s] { done(s); });
+  }
+  int requests = 0;
+
+ private:
+  FakeGpuMemory& mem_;
+  ChannelCaps caps_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "a GPU channel is measured between pinned host memory and its device, and gives "
+    "everything back") {
+  FakeGpuMemory mem;
+  auto curves = [&] {
+    FakeGpuWrite ch(mem);
+    auto g =
+        MeasureGpuChannel(ch, mem, /*device=*/1, /*pinned=*/true, std::chrono::milliseconds(200));
+    CHECK(ch.requests > 0);
+    return g;
+  }();
+  REQUIRE(curves.ok());
+  CHECK(curves->contiguous.size() == ContiguousCalibrationSizes().size());
+  CHECK(curves->runs.front().request_bytes == 1);
+  CHECK(curves->runs.back().request_bytes == 64 << 10);
+  for (const RateSample& s : curves->contiguous) CHECK(s.bytes_per_s > 0);
+  CHECK(mem.devices == std::set<int>{1});
+  CHECK(mem.pins == 1);
+  CHECK(mem.live.empty());    // device memory freed
+  CHECK(mem.pinned.empty());  // host memory unpinned
+
+  // Pageable: nothing pinned. Another kind of channel: refused.
+  FakeGpuMemory mem2;
+  {
+    FakeGpuWrite ch(mem2);
+    REQUIRE(MeasureGpuChannel(ch, mem2, 1, false, std::chrono::milliseconds(50)).ok());
+  }
+  CHECK(mem2.pins == 0);
+  ChannelConfig cc;
+  cc.name = "memcpy0";
+  auto memcpy_ch = MakeChannel(cc);
+  REQUIRE(memcpy_ch.ok());
+  CHECK(MeasureGpuChannel(**memcpy_ch, mem2, 0, false, std::chrono::milliseconds(10))
+            .status()
+            .code() == absl::StatusCode::kInvalidArgument);
 }

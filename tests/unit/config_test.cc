@@ -384,8 +384,16 @@ TEST_CASE("cross-field rejections name the file, the line and the key") {
   CHECK_THAT(
       ErrorOf("[[memory]]\nname = \"a\"\n[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\n"),
       Catch::Contains("test.toml:4: key 'memory.name': memory 'a' is defined twice"));
+  // FBM needs its GPU's number (no line holds the missing key: the table's).
   CHECK_THAT(ErrorOf("[[memory]]\nname = \"a\"\nkind = \"FBM\"\n[[channel]]\nname = \"c\"\n"),
-             Catch::Contains("test.toml:3: key 'memory.kind': memory 'a' has kind FBM"));
+             Catch::Contains("test.toml:1: key 'memory.device': FBM memory 'a' needs a device"));
+  CHECK_THAT(ErrorOf("[[memory]]\nname = \"a\"\nkind = \"SYS\"\ndevice = 0\n[[channel]]\nname = "
+                     "\"c\"\n"),
+             Catch::Contains("test.toml:4: key 'memory.device': applies to FBM memories only"));
+  CHECK_THAT(ErrorOf("[[memory]]\nname = \"a\"\nkind = \"FBM\"\ndevice = 0\npool = \"1MiB\"\n"
+                     "[[channel]]\nname = \"c\"\n"),
+             Catch::Contains("test.toml:5: key 'memory.pool': FBM memory 'a' cannot have a client "
+                             "pool"));
   CHECK_THAT(ErrorOf("[runtime]\nspace_threshold = 100\n[[memory]]\nname = "
                      "\"a\"\n[[channel]]\nname = \"c\"\n"),
              Catch::Contains("test.toml:2: key 'runtime.space_threshold'"));
