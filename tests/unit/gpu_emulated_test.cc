@@ -17,6 +17,7 @@
 #include "channels/gpu_memory.h"
 #include "channels/memcpy/memcpy_channel.h"
 #include "daemon/runtime/runtime.h"
+#include "unit/gpu_test_buffers.h"
 #include "unit/temp_dir.h"
 #include "unit/test_util.h"
 
@@ -150,24 +151,7 @@ void Start(Emulated& e, uint64_t th, const std::string& disk_dir = "") {
   e.rt = *std::move(rt);
 }
 
-struct Buf {
-  InstanceShape shape;
-  std::vector<std::byte> bytes, before;
-  Buf(InstanceShape s, uint64_t seed) : shape(std::move(s)) {
-    bytes = Pattern(shape.total_bytes(), seed);
-    before = bytes;
-  }
-  InstanceRef Ref(MemoryId m) { return {m, bytes.data(), bytes.size(), shape}; }
-};
-
-Layout SmallBlocks(std::mt19937_64& rng, const Box& bounds) {
-  Layout l = RandomLayout(rng, bounds);
-  auto comps = l.components();
-  for (auto& c : comps) {
-    if (c.kind == LayoutComponent::Kind::kDimIn) c.block = 1 + c.block % 4;
-  }
-  return *Layout::Make(comps, bounds.dims);
-}
+using Buf = GpuTestBuf;
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 
 #include "channels/channel_factory.h"
 #include "daemon/runtime/runtime.h"
+#include "unit/gpu_test_buffers.h"
 #include "unit/skip.h"
 #include "unit/temp_dir.h"
 #include "unit/test_util.h"
@@ -39,26 +40,7 @@ Result<RuntimeConfig> GpuNodeConfig(uint64_t th, const std::string& disk_dir = "
     if (inv.memory_bytes.empty()) ISOMETRY_SKIP(inv.why_none); \
   } while (false)
 
-struct Buf {
-  InstanceShape shape;
-  std::vector<std::byte> bytes, before;
-  Buf(InstanceShape s, uint64_t seed) : shape(std::move(s)) {
-    bytes = Pattern(shape.total_bytes(), seed);
-    before = bytes;
-  }
-  InstanceRef Ref(MemoryId m) { return {m, bytes.data(), bytes.size(), shape}; }
-};
-
-// A random layout whose blocking factors are small, so one entry of a
-// chunk fits a slot under a small TH.
-Layout SmallBlocks(std::mt19937_64& rng, const Box& bounds) {
-  Layout l = RandomLayout(rng, bounds);
-  auto comps = l.components();
-  for (auto& c : comps) {
-    if (c.kind == LayoutComponent::Kind::kDimIn) c.block = 1 + c.block % 4;
-  }
-  return *Layout::Make(comps, bounds.dims);
-}
+using Buf = GpuTestBuf;
 
 void CheckBuffersFreedWithin(Runtime& r, uint64_t th) {
   for (const MemoryUsage& m : r.Memories()) {
