@@ -146,12 +146,16 @@ TEST_CASE("concurrent copies of one client all run in its window, each right") {
   auto c = Connect(d, true);
   const Datatype sv = Ok(Datatype::Hvector(4096, 8, 24, kByte));
   const std::vector<uint8_t> other0 = AsBytes(other.before());
-  constexpr int kThreads = 3, kCopies = 30;
+  constexpr int kThreads = 3;
+  constexpr int kCopies = 30;
   std::vector<Mine> mine;
   std::vector<VectorCopy> copies;
+  mine.reserve(kThreads);
+  copies.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) mine.push_back(Register(*c, 1 << 20, 62 + t));
   for (int t = 0; t < kThreads; ++t) copies.push_back(Between(*c, other, mine[t], sv));
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   std::atomic<int> failed{0};
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
@@ -172,7 +176,7 @@ TEST_CASE("concurrent copies of one client all run in its window, each right") {
   CHECK(st.own_hop_windows() == windows0 + 1);
   CHECK(st.own_hop_not_lent() == 0);
   CHECK(st.own_hop_fallbacks() == 0);
-  CHECK(c->own_hops_run() >= uint64_t{kThreads * kCopies});
+  CHECK(c->own_hops_run() >= uint64_t{kThreads} * kCopies);
   CHECK(st.own_hop_runs() == c->own_hops_run());
   c.reset();
   CHECK(NoTransfers(d));

@@ -29,8 +29,9 @@ namespace {
 class HostBackedGpu final : public GpuMemory {
  public:
   ~HostBackedGpu() override {
-    for (const auto& [at, a] : live)
+    for (const auto& [at, a] : live) {
       std::free(reinterpret_cast<void*>(at));  // NOLINT(performance-no-int-to-ptr)
+    }
   }
   Result<uint64_t> AllocateDevice(int device, uint64_t bytes) override {
     void* p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
