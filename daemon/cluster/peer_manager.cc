@@ -455,6 +455,9 @@ void Cluster::Impl::MarkDownPeer(Peer& peer, const Status& why,
   }
   for (auto& o : os) o->Fail(why);
   FailPartsWith(name, why);
+  // Its RDMA link (if any) is stale: new copies take TCP until a hello
+  // connects a new one.
+  DropRdma(name, nullptr, why);
 }
 
 std::string Cluster::Impl::MemoryName(MemoryId id) const {

@@ -15,11 +15,11 @@ namespace isometry {
 
 namespace {
 
-// While no RDMA data path runs hops, a connected link still leaves them
-// on TCP; the line says so.
+// A connected link carries the network hops of direct copies whose chunks
+// fit in a ring slot; the line says which go over TCP still.
 std::string Connected(const std::string& peer, const rdma::RdmaLink& link) {
-  return StrCat("TCP: RDMA link with peer '", peer, "' connected (", link.Describe(),
-                "), but this isometryd has no RDMA data path yet");
+  return StrCat("RDMA: link with peer '", peer, "' connected (", link.Describe(),
+                "); copies whose chunks fit in a ring slot take it, relayed copies TCP");
 }
 
 }  // namespace
@@ -29,6 +29,8 @@ rdma::LinkOptions Cluster::Impl::RdmaLinkOptions() const {
   o.device = node->rdma().devices.empty() ? "" : node->rdma().devices.front();
   o.gid_index = config.rdma.gid_index;
   o.qps = static_cast<uint32_t>(config.rdma.qps_per_peer);
+  o.slots = config.rdma.ring_slots;
+  o.slot_bytes = config.rdma.slot_bytes();
   return o;
 }
 
@@ -49,6 +51,7 @@ std::string Cluster::Impl::OfferRdma(Peer& p, const rdma::PeerRdma& theirs) {
                  ForLog(s.ToString(), 512));
     absl::MutexLock lock(&rdma_mu);
     rdma_links.erase(name);
+    net_routes->Detach(name);
     return StrCat("TCP: the RDMA link with peer '", name, "' failed: ", s.message());
   };
   auto made = rdma::RdmaLink::Create(RdmaLinkOptions());
@@ -72,10 +75,7 @@ std::string Cluster::Impl::OfferRdma(Peer& p, const rdma::PeerRdma& theirs) {
   if (!remote.ok()) return fail(remote.status());
   if (Status s = link->Connect(*remote); !s.ok()) return fail(s);
   spdlog::info("RDMA link with peer '{}' connected: {}", ForLog(name), link->Describe());
-  std::string line = Connected(name, *link);
-  absl::MutexLock lock(&rdma_mu);
-  rdma_links[name] = std::move(link);
-  return line;
+  return AttachRdma(name, link);
 }
 
 Result<v1::PeerRdmaLink> Cluster::Impl::AcceptRdma(const std::string& caller,
@@ -104,16 +104,93 @@ Result<v1::PeerRdmaLink> Cluster::Impl::AcceptRdma(const std::string& caller,
   answer.set_mac(cluster::RdmaAnswerMac(key, offer.nonce(), answer));
   spdlog::info("RDMA link with peer '{}' connected (its offer): {}", ForLog(caller),
                link->Describe());
-  const std::string line = Connected(caller, *link);
-  {
-    absl::MutexLock lock(&rdma_mu);
-    rdma_links[caller] = std::move(link);
-  }
+  const std::string line = AttachRdma(caller, link);
   if (Peer* p = FindPeer(caller)) {
     absl::MutexLock lock(&mu);
     StateLocked(*p).network = line;
   }
   return answer;
+}
+
+std::string Cluster::Impl::AttachRdma(const std::string& peer,
+                                      const std::shared_ptr<rdma::RdmaLink>& link) {
+  ChannelConfig cc;
+  cc.name = StrCat("rdma:", peer);
+  cc.request_bytes = config.rdma.slot_bytes();
+  const rdma::LinkOptions options = RdmaLinkOptions();
+  auto fabric = link->MakeFabric();
+  std::weak_ptr<rdma::RdmaLink> weak = link;
+  auto on_error = [this, peer, weak](const Status& s) {
+    // On the channel's thread: the rest on the cluster's worker.
+    Post([this, peer, weak, s] {
+      auto l = weak.lock();
+      if (!l) return;  // replaced already
+      DropRdma(peer, l.get(),
+               Unavailable("the RDMA link with peer '", peer, "' broke: ", s.message()));
+    });
+  };
+  Result<std::unique_ptr<rdma::RdmaChannel>> channel =
+      fabric.ok()
+          ? rdma::MakeRdmaChannel(cc, *std::move(fabric), {options.slots, options.slot_bytes},
+                                  options.qps, nullptr, on_error)
+          : Result<std::unique_ptr<rdma::RdmaChannel>>(fabric.status());
+  absl::MutexLock lock(&rdma_mu);
+  if (!channel.ok()) {
+    spdlog::warn("RDMA link with peer '{}' connected, but its channel failed: {}", ForLog(peer),
+                 ForLog(channel.status().ToString(), 512));
+    rdma_links.erase(peer);
+    net_routes->Detach(peer);
+    return StrCat("TCP: the RDMA link with peer '", peer,
+                  "' connected, but its channel failed: ", channel.status().message());
+  }
+  rdma_links[peer] = link;
+  net_routes->Attach(peer, *std::move(channel), options.slot_bytes, link);
+  return Connected(peer, *link);
+}
+
+void Cluster::Impl::DropRdma(const std::string& peer, const rdma::RdmaLink* link,
+                             const Status& why) {
+  {
+    absl::MutexLock lock(&rdma_mu);
+    auto it = rdma_links.find(peer);
+    // A newer link replaced this one meanwhile: nothing to drop.
+    if (it == rdma_links.end() || (link && it->second.get() != link)) return;
+    rdma_links.erase(it);
+    net_routes->Detach(peer);
+  }
+  spdlog::warn("{}; new copies with peer '{}' take TCP until its next hello",
+               ForLog(std::string(why.message()), 512), ForLog(peer));
+  if (Peer* p = FindPeer(peer)) {
+    absl::MutexLock lock(&mu);
+    StateLocked(*p).network = StrCat("TCP: ", why.message(), " (RDMA again after its next hello)");
+  }
+}
+
+void Cluster::Impl::RouteOverRdma(const std::shared_ptr<Half>& h, RemotePart& part, uint32_t tag) {
+  if (part.relays() || (part.sending && tag == 0)) return;
+  if (!part.sending && !net_routes->Attached(part.peer)) return;  // TCP
+  std::weak_ptr<Half> weak = h;
+  Impl* impl = this;
+  part.on_grid = [impl, weak, routes = net_routes, peer = part.peer, key = part.key,
+                  sending = part.sending, tag](uint64_t chunks, uint64_t wire) -> Status {
+    uint32_t routed = tag;
+    if (sending) {
+      ISO_RETURN_IF_ERROR(routes->RouteSending(peer, key, tag, chunks));
+    } else {
+      std::string why;
+      ISO_ASSIGN_OR_RETURN(routed, routes->RouteReceiving(peer, key, chunks, wire, &why));
+      if (routed == 0) {
+        spdlog::debug("copy {}: the network hop from peer '{}' takes TCP: {}", key, ForLog(peer),
+                      ForLog(why, 512));
+        return OkStatus();
+      }
+    }
+    if (auto half = weak.lock()) {
+      absl::MutexLock lock(&impl->mu);
+      half->rdma_tag = routed;
+    }
+    return OkStatus();
+  };
 }
 
 }  // namespace isometry
