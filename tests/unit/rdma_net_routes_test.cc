@@ -89,6 +89,7 @@ struct Nodes {
       net_a->Submit(std::move(r), [&sent, c](const Status& s) { sent[c].set_value(s); });
     }
     std::vector<Status> out;
+    out.reserve(2 * n);
     for (auto& f : sent) out.push_back(f.get_future().get());
     for (auto& f : landed) out.push_back(f.get_future().get());
     return out;
