@@ -124,8 +124,8 @@ Status NetRoutes::RouteSending(const std::string& peer, uint64_t transfer, uint3
   absl::MutexLock lock(&mu_);
   auto it = attached_.find(peer);
   if (it == attached_.end()) {
-    return Unavailable("copy ", transfer, ": peer '", peer,
-                       "' routed it over RDMA, but no RDMA link with it is connected here");
+    return Unavailable("copy ", transfer, ": peer '", peer, "' routed it over RDMA, but ",
+                       kNoLinkHere);
   }
   return RouteLocked(peer, transfer, it->second.get(), RdmaRoute{tag, chunks, true});
 }

@@ -39,6 +39,11 @@
 
 namespace isometry::rdma {
 
+// In the error of a sending half told to use RDMA where this node has no
+// link with the receiver (RouteSending): the receiver's node, seeing it
+// (the copy's abort), drops its own link too, so both ends agree again.
+inline constexpr char kNoLinkHere[] = "no RDMA link with it is connected here";
+
 class NetRoutes {
  public:
   NetRoutes() = default;

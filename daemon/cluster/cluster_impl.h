@@ -480,10 +480,16 @@ struct Cluster::Impl {
   // isoctl peers say so). Returns the line isoctl peers shows.
   std::string AttachRdma(const std::string& peer, const std::shared_ptr<rdma::RdmaLink>& link)
       ABSL_LOCKS_EXCLUDED(mu, rdma_mu);
-  // The RDMA link with `peer` is gone (broke, or the peer went down):
-  // new copies take TCP. `why` for the log and isoctl peers.
-  void DropRdma(const std::string& peer, const rdma::RdmaLink* link, const Status& why)
-      ABSL_LOCKS_EXCLUDED(mu, rdma_mu);
+  // The RDMA link with `peer` (`link`; null: whichever) is gone: new
+  // copies take TCP. `why` for the log and isoctl peers. `offer_again`
+  // (a break, not the peer going down): the node that offers links
+  // offers a new one at once (at most once per 10 s per peer).
+  void DropRdma(const std::string& peer, const rdma::RdmaLink* link, const Status& why,
+                bool offer_again) ABSL_LOCKS_EXCLUDED(mu, rdma_mu);
+  // A copy this node routed over RDMA with `peer` failed with `why`; when
+  // `peer` refused it for want of a link there, this node drops its own.
+  void RdmaRefused(const std::string& peer, const Status& why) ABSL_LOCKS_EXCLUDED(mu, rdma_mu);
+  std::map<std::string, Clock::time_point> rdma_offered_again ABSL_GUARDED_BY(rdma_mu);
   // After a hello to `p` that says what it has: joins the link when both
   // nodes use RDMA and this one offers it. Returns the line isoctl peers
   // shows for network hops with it (NetworkTransportWhy, or why the link

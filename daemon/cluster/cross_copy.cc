@@ -287,6 +287,11 @@ bool Cluster::Impl::SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const Cros
   uint32_t answered = 0;
   Status started = CallStartHalf(*p, here, out, &answered);
   if (!started.ok()) {
+    // A sender refusing the route this node (the receiver) made: no link
+    // there. This node drops its own (an abort tells a receiver elsewhere).
+    if (role.sending && role.rdma_tag != 0 && role.partner == self()) {
+      RdmaRefused(here, started);
+    }
     op->HalfDone(started);
     return false;
   }

@@ -330,6 +330,7 @@ Status Cluster::Impl::AwaitHalf(uint64_t key, std::function<void(const Status&)>
 
 void Cluster::Impl::AbortHalf(const std::string& caller, uint64_t key, const Status& why) {
   std::optional<Transfer> t;
+  std::string routed_with;  // a receiving half routed over RDMA: its partner
   {
     absl::MutexLock lock(&mu);
     auto& h = halves[key];
@@ -341,8 +342,11 @@ void Cluster::Impl::AbortHalf(const std::string& caller, uint64_t key, const Sta
     }
     if (h->aborted.ok()) h->aborted = why;
     t = h->transfer;
+    if (h->rdma_tag != 0 && !h->sending) routed_with = h->partner;
   }
   if (t) t->Abort(why);
+  // Its sender may have refused the route for want of a link there.
+  if (!routed_with.empty()) RdmaRefused(routed_with, why);
 }
 
 }  // namespace isometry

@@ -457,7 +457,7 @@ void Cluster::Impl::MarkDownPeer(Peer& peer, const Status& why,
   FailPartsWith(name, why);
   // Its RDMA link (if any) is stale: new copies take TCP until a hello
   // connects a new one.
-  DropRdma(name, nullptr, why);
+  DropRdma(name, nullptr, why, /*offer_again=*/false);
 }
 
 std::string Cluster::Impl::MemoryName(MemoryId id) const {

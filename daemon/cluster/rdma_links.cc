@@ -126,7 +126,8 @@ std::string Cluster::Impl::AttachRdma(const std::string& peer,
       auto l = weak.lock();
       if (!l) return;  // replaced already
       DropRdma(peer, l.get(),
-               Unavailable("the RDMA link with peer '", peer, "' broke: ", s.message()));
+               Unavailable("the RDMA link with peer '", peer, "' broke: ", s.message()),
+               /*offer_again=*/true);
     });
   };
   Result<std::unique_ptr<rdma::RdmaChannel>> channel =
@@ -148,8 +149,8 @@ std::string Cluster::Impl::AttachRdma(const std::string& peer,
   return Connected(peer, *link);
 }
 
-void Cluster::Impl::DropRdma(const std::string& peer, const rdma::RdmaLink* link,
-                             const Status& why) {
+void Cluster::Impl::DropRdma(const std::string& peer, const rdma::RdmaLink* link, const Status& why,
+                             bool offer_again) {
   {
     absl::MutexLock lock(&rdma_mu);
     auto it = rdma_links.find(peer);
@@ -158,12 +159,40 @@ void Cluster::Impl::DropRdma(const std::string& peer, const rdma::RdmaLink* link
     rdma_links.erase(it);
     net_routes->Detach(peer);
   }
-  spdlog::warn("{}; new copies with peer '{}' take TCP until its next hello",
+  spdlog::warn("{}; new copies with peer '{}' take TCP until a new RDMA link connects",
                ForLog(std::string(why.message()), 512), ForLog(peer));
-  if (Peer* p = FindPeer(peer)) {
+  Peer* p = FindPeer(peer);
+  if (!p) return;
+  bool up;
+  {
     absl::MutexLock lock(&mu);
-    StateLocked(*p).network = StrCat("TCP: ", why.message(), " (RDMA again after its next hello)");
+    StateLocked(*p).network =
+        StrCat("TCP: ", why.message(), " (RDMA again once a new link connects)");
+    up = StateLocked(*p).up;
   }
+  // Only the node whose name sorts first offers; the other waits for it
+  // (its refusals of routed copies make that node drop and offer).
+  if (!offer_again || !up || self() > peer) return;
+  {
+    absl::MutexLock lock(&rdma_mu);
+    Clock::time_point& last = rdma_offered_again[peer];
+    if (Clock::now() - last < std::chrono::seconds(10)) return;  // until its next hello
+    last = Clock::now();
+  }
+  Post([this, p] {
+    // Both nodes used RDMA when the link connected.
+    const std::string line = OfferRdma(*p, {true, true, ""});
+    absl::MutexLock lock(&mu);
+    StateLocked(*p).network = line;
+  });
+}
+
+void Cluster::Impl::RdmaRefused(const std::string& peer, const Status& why) {
+  if (why.message().find(rdma::kNoLinkHere) == std::string_view::npos) return;
+  DropRdma(peer, nullptr,
+           Unavailable("peer '", peer,
+                       "' has no RDMA link with this node (it refused a copy routed over it)"),
+           /*offer_again=*/true);
 }
 
 void Cluster::Impl::RouteOverRdma(const std::shared_ptr<Half>& h, RemotePart& part, uint32_t tag) {
