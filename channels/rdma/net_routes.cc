@@ -77,7 +77,23 @@ Status NetRoutes::RouteLocked(const std::string& peer, uint64_t transfer, Entry*
 Result<uint32_t> NetRoutes::RouteReceiving(const std::string& peer, uint64_t transfer,
                                            uint64_t chunks, uint64_t max_chunk_bytes,
                                            std::string* why) {
-  absl::MutexLock lock(&mu_);
+  RdmaChannel* on = nullptr;
+  Result<uint32_t> tag = 0u;
+  {
+    absl::MutexLock lock(&mu_);
+    tag = PickTagLocked(peer, transfer, chunks, max_chunk_bytes, why, &on);
+  }
+  // The tag must be open on the channel's thread before the peer's first
+  // chunk can arrive (one under a tag not open breaks the link); the
+  // sender learns it only once this returns. Not under mu_: the channel's
+  // thread may be ending a copy, which unroutes it.
+  if (on) on->AwaitRoutes();
+  return tag;
+}
+
+Result<uint32_t> NetRoutes::PickTagLocked(const std::string& peer, uint64_t transfer,
+                                          uint64_t chunks, uint64_t max_chunk_bytes,
+                                          std::string* why, RdmaChannel** on) {
   auto it = attached_.find(peer);
   if (it == attached_.end()) {
     if (why) *why = StrCat("no RDMA link with peer '", peer, "' is connected");
@@ -110,6 +126,7 @@ Result<uint32_t> NetRoutes::RouteReceiving(const std::string& peer, uint64_t tra
     if (absl::IsAlreadyExists(s)) continue;  // the channel still holds it
     if (!s.ok()) return s;
     last = tag;
+    *on = e->channel.get();  // lives while the route does
     return tag;
   }
   if (why) *why = StrCat("all ", kMaxTag, " RDMA tags with peer '", peer, "' are in use");

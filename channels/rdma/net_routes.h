@@ -66,7 +66,9 @@ class NetRoutes {
   // chunks of at most `max_chunk_bytes` on the wire: routed over the
   // attached channel under a fresh tag (1..kMaxTag), returned. 0 (the hop
   // takes TCP) with `why` set when no channel is attached, a chunk does
-  // not fit in a slot, or every tag is in use with this peer.
+  // not fit in a slot, or every tag is in use with this peer. Returns once
+  // the tag is open on the channel (RdmaChannel::AwaitRoutes): never call
+  // it on a channel's thread.
   Result<uint32_t> RouteReceiving(const std::string& peer, uint64_t transfer, uint64_t chunks,
                                   uint64_t max_chunk_bytes, std::string* why);
   // The sending half, under the receiver's `tag`: Unavailable when no
@@ -102,6 +104,10 @@ class NetRoutes {
   using Key = std::pair<std::string, uint64_t>;  // peer, transfer
 
   Status RouteLocked(const std::string& peer, uint64_t transfer, Entry* e, RdmaRoute route)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RouteReceiving's choice; `on`: the channel routed on, if any.
+  Result<uint32_t> PickTagLocked(const std::string& peer, uint64_t transfer, uint64_t chunks,
+                                 uint64_t max_chunk_bytes, std::string* why, RdmaChannel** on)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Destroys the retired channels no route refers to; the caller destroys
   // what is returned, outside the lock.

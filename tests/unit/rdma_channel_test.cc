@@ -85,6 +85,7 @@ TEST_CASE("a routed transfer is gathered, written and scattered; an unrouted one
   for (auto& x : src) x = static_cast<std::byte>(rng());
   REQUIRE(p.a->Route(7, {5, kChunks, true}).ok());
   REQUIRE(p.b->Route(7, {5, kChunks, false}).ok());
+  p.b->AwaitRoutes();  // the tag open before a's first chunk can land
   CHECK(p.a->Route(7, {6, 1, true}).code() == absl::StatusCode::kAlreadyExists);
   CHECK(p.a->Route(8, {5, 1, true}).code() == absl::StatusCode::kAlreadyExists);
   for (const Status& s : Copy(p, 7, kChunks, src, dst, kRows, kRow, kStride)) {
