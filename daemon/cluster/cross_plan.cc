@@ -125,7 +125,14 @@ Result<cluster::CrossPlan> Cluster::Impl::PlanOver(const std::vector<std::string
         rate = static_cast<double>(config.cluster.link_bytes_per_s);
       }
       if (rate <= 0) continue;
-      links.push_back({from.name, to.name, ChannelKind::kRemoteMemcpy, "tcp",
+      // "rdma" where this node holds a connected RDMA link with the other
+      // end (the halves still decide per copy: rdma_links.cc), else "tcp".
+      // Costed alike until RDMA edges are calibrated.
+      const std::string* other = from.name == self() ? &to.name
+                                 : to.name == self() ? &from.name
+                                                     : nullptr;
+      const bool rdma = other && net_routes->Attached(*other);
+      links.push_back({from.name, to.name, ChannelKind::kRemoteMemcpy, rdma ? "rdma" : "tcp",
                        ThroughputFunction::PerRequestOverhead(rate, kLinkOverheadS)});
     }
   }

@@ -72,6 +72,11 @@ class AutoFallsBackToTcp(unittest.TestCase):
         self.assertRegex(log, r"peer 'b' is up: .*; network hops over TCP: ")
         channels = isoctl(a, "channels")
         self.assertIn("tcp:b", channels)
+        # The planner's network edge: TCP (no RDMA link is connected).
+        plan = isoctl(a, "plan", "sys0", "b:sys0", "--extents", "1024x1024", "--fields",
+                      "a:4,b:8", "--src-layout", "F,x,y", "--dst-layout", "x,y,F")
+        self.assertIn("tcp", plan)
+        self.assertNotIn("rdma", plan)
         peers = isoctl(a, "peers")
         self.assertRegex(peers, r"network hops with b: TCP: ")
         status = isoctl(a, "status")

@@ -77,6 +77,11 @@ class RdmaCopies(unittest.TestCase):
                           f"{self.cluster['a'].log_text()[-3000:]}")
             time.sleep(0.2)
 
+    def plan(self, node):
+        """isoctl plan of an AOS -> SOA copy from `node`'s sys0 to b:sys0."""
+        return isoctl(node, "plan", "sys0", "b:sys0", "--extents", "1024x1024", "--fields",
+                      "a:4,b:8", "--src-layout", "F,x,y", "--dst-layout", "x,y,F")
+
     def published(self, client, nbytes, data=None):
         alloc = client.allocate("sys0", nbytes)
         if data is not None:
@@ -101,6 +106,10 @@ class RdmaCopies(unittest.TestCase):
         nbytes = 1000 * 301 * ENTRY
         data = os.urandom(nbytes)
         a, b = self.cluster["a"], self.cluster["b"]
+        # The planner's network edge is the RDMA link's.
+        plan = self.plan(a)
+        self.assertIn("rdma", plan)
+        self.assertIn("b:sys0", plan)
         with a.client() as ca, b.client() as cb:
             src = ca.allocate("sys0", nbytes)
             ca.write(src, 0, data)
