@@ -486,6 +486,10 @@ struct Cluster::Impl {
   // offers a new one at once (at most once per 10 s per peer).
   void DropRdma(const std::string& peer, const rdma::RdmaLink* link, const Status& why,
                 bool offer_again) ABSL_LOCKS_EXCLUDED(mu, rdma_mu);
+  // The line isoctl peers shows for `peer`: the connected link's, else
+  // `line`. May run under mu (rdma_mu is taken after it).
+  std::string NetworkLine(const std::string& peer, std::string line) const
+      ABSL_LOCKS_EXCLUDED(rdma_mu);
   // A copy this node routed over RDMA with `peer` failed with `why`; when
   // `peer` refused it for want of a link there, this node drops its own.
   void RdmaRefused(const std::string& peer, const Status& why) ABSL_LOCKS_EXCLUDED(mu, rdma_mu);

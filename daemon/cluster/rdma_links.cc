@@ -187,6 +187,13 @@ void Cluster::Impl::DropRdma(const std::string& peer, const rdma::RdmaLink* link
   });
 }
 
+std::string Cluster::Impl::NetworkLine(const std::string& peer, std::string line) const {
+  absl::MutexLock lock(&rdma_mu);
+  auto it = rdma_links.find(peer);
+  if (it != rdma_links.end() && it->second->connected()) return Connected(peer, *it->second);
+  return line;
+}
+
 void Cluster::Impl::RdmaRefused(const std::string& peer, const Status& why) {
   if (why.message().find(rdma::kNoLinkHere) == std::string_view::npos) return;
   DropRdma(peer, nullptr,
