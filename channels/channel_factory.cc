@@ -9,6 +9,7 @@
 #include "channels/disk/disk_channel.h"
 #include "channels/disk/uring.h"
 #include "channels/memcpy/memcpy_channel.h"
+#include "channels/rdma/net_routes.h"
 #include "channels/rdma/rdma_probe.h"
 #include "channels/tcp/data_plane.h"
 #include "channels/tcp/tcp_channel.h"
@@ -60,8 +61,12 @@ Result<std::unique_ptr<Channel>> MakeTcp(const ChannelConfig& c, const ChannelCo
   if (c.peer.empty()) {
     return InvalidArgument("channel '", c.name, "': a remote_memcpy channel names no peer");
   }
-  if (c.peer == kAnyPeer) return MakeAnyPeerTcpChannel(c, *context.data_plane);
-  return MakeTcpChannel(c, context.data_plane->Link(c.peer));
+  std::unique_ptr<Channel> tcp = c.peer == kAnyPeer
+                                     ? MakeAnyPeerTcpChannel(c, *context.data_plane)
+                                     : MakeTcpChannel(c, context.data_plane->Link(c.peer));
+  // RDMA beside TCP: copies routed over an RDMA link leave through it.
+  if (context.rdma_routes) return rdma::MakeNetChannel(std::move(tcp), context.rdma_routes);
+  return tcp;
 }
 ChannelAvailability ProbeTcp(ChannelKind kind, const ChannelContext& context) {
   if (!context.data_plane) return Absent(kind, "no [[peer]] configured");

@@ -21,6 +21,9 @@ namespace isometry {
 namespace net {
 class DataPlane;
 }
+namespace rdma {
+class NetRoutes;
+}
 
 // What channels need beyond their config entry.
 struct ChannelContext {
@@ -28,6 +31,9 @@ struct ChannelContext {
   // links to its peers); null on a node without peers. Must outlive every
   // channel made with it.
   net::DataPlane* data_plane = nullptr;
+  // Set where RDMA may carry network hops: each peer's network channel
+  // then sends the copies routed over RDMA there (rdma/net_routes.h).
+  std::shared_ptr<rdma::NetRoutes> rdma_routes;
 };
 
 // Whether this daemon can make channels of `kind`, and what the probe found

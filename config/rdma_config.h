@@ -32,6 +32,12 @@ struct RdmaConfig {
   // The GID table entry used for RoCE addressing; -1: the first RoCE v2
   // entry of the port (then RoCE v1, then entry 0).
   int gid_index = -1;
+  // Each link's receive ring: ring_slots slots of slot_kib KiB, pinned
+  // and registered once per peer (both nodes of a link must agree). A
+  // cross-node chunk goes over RDMA only when it fits in one slot.
+  uint32_t ring_slots = 32;
+  uint64_t slot_kib = 1024;
+  uint64_t slot_bytes() const { return slot_kib << 10; }
 
   // Ranges only: device names are checked against the machine at start.
   Status Validate() const;

@@ -7,6 +7,13 @@
 
 namespace isometry {
 
+namespace {
+// rdma.ring_slots: the credit protocol's slot field (channels/rdma/credits.h).
+constexpr uint64_t kMaxRingSlots = 1024;
+constexpr uint64_t kMaxSlotKib = uint64_t{1} << 20;   // 1 GiB
+constexpr uint64_t kMaxRingKib = uint64_t{16} << 20;  // 16 GiB pinned per link
+}  // namespace
+
 std::string_view RdmaEnableName(RdmaEnable e) {
   switch (e) {
     case RdmaEnable::kAuto:
@@ -25,6 +32,19 @@ Status RdmaConfig::Validate() const {
   }
   if (gid_index < -1 || gid_index > 255) {
     return ConfigKeyError("rdma.gid_index", "is ", gid_index, "; it must be -1 (auto) or 0 to 255");
+  }
+  if (ring_slots < 1 || ring_slots > kMaxRingSlots) {
+    return ConfigKeyError("rdma.ring_slots", "is ", ring_slots, "; it must be from 1 to ",
+                          kMaxRingSlots);
+  }
+  if (slot_kib < 4 || slot_kib > kMaxSlotKib) {
+    return ConfigKeyError("rdma.slot_kib", "is ", slot_kib, "; it must be from 4 to ", kMaxSlotKib,
+                          " (4 KiB to 1 GiB)");
+  }
+  if (ring_slots * slot_kib > kMaxRingKib) {
+    return ConfigKeyError("rdma.slot_kib", "is ", slot_kib, " with rdma.ring_slots = ", ring_slots,
+                          ": a ring of ", ring_slots * slot_kib >> 10,
+                          " MiB per peer; at most 16384 MiB are pinned per link");
   }
   std::set<std::string> seen;
   for (const std::string& d : devices) {
@@ -69,8 +89,23 @@ Status ReadRdma(const toml::node& node, std::string_view source, RdmaConfig& out
         return error(v, key, StrCat("must be an integer from ", lo, " to ", hi));
       }
       (qps ? out.qps_per_peer : out.gid_index) = static_cast<int>(*n);
+    } else if (k.str() == "ring_slots" || k.str() == "slot_kib") {
+      const bool slots = k.str() == "ring_slots";
+      const int64_t lo = slots ? 1 : 4;
+      const auto hi = static_cast<int64_t>(slots ? kMaxRingSlots : kMaxSlotKib);
+      const std::optional<int64_t> n = v.is_integer() ? v.value<int64_t>() : std::nullopt;
+      if (!n || *n < lo || *n > hi) {
+        return error(v, key, StrCat("must be an integer from ", lo, " to ", hi));
+      }
+      if (slots) {
+        out.ring_slots = static_cast<uint32_t>(*n);
+      } else {
+        out.slot_kib = static_cast<uint64_t>(*n);
+      }
     } else {
-      return error(v, key, "unknown key (known here: enable, devices, qps_per_peer, gid_index)");
+      return error(v, key,
+                   "unknown key (known here: enable, devices, qps_per_peer, gid_index, "
+                   "ring_slots, slot_kib)");
     }
   }
   return OkStatus();

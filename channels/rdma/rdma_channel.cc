@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <future>
 #include <map>
 #include <set>
 #include <thread>
@@ -84,6 +85,13 @@ class RdmaChannelImpl final : public RdmaChannel {
     routes_.erase(it);
     tags_.erase({r.tag, r.sending});
     if (!broken) inbox_.push_back([r](RdmaStream& s) { s.Close(r.tag, r.sending); });
+  }
+
+  void AwaitRoutes() override {
+    auto applied = std::make_shared<std::promise<void>>();
+    std::future<void> f = applied->get_future();
+    Post([applied](RdmaStream&) { applied->set_value(); });
+    f.wait();
   }
 
   void Submit(ChannelRequest request, RequestDone done) override {

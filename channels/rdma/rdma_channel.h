@@ -45,6 +45,12 @@ class RdmaChannel : public Channel {
   virtual Status Route(uint64_t transfer, const RdmaRoute& route) = 0;
   // The transfer ended (both halves done): its tag may be routed again.
   virtual void Unroute(uint64_t transfer) = 0;
+  // Returns once every Route and Unroute called before it is in effect on
+  // the channel's thread. A receiving route must be before the peer's
+  // first chunk of it arrives (one under a tag not open breaks the link),
+  // so the receiver calls this before telling the sender its tag. Never
+  // on the channel's thread, nor holding a lock its callbacks take.
+  virtual void AwaitRoutes() = 0;
 };
 
 // `fabric` (RdmaLink::MakeFabric, or a test's) is owned by the channel;

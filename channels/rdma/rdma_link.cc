@@ -98,6 +98,13 @@ LinkParams RdmaLink::Local() const {
 
 Status RdmaLink::Connect(const LinkParams& remote) {
   ISO_RETURN_IF_ERROR(ValidateLinkParams(remote, r_->options.qps));
+  // One ring shape for both directions (RdmaStream): the peer's must be ours.
+  if (remote.ring.slots != r_->options.slots || remote.ring.slot_bytes != r_->options.slot_bytes) {
+    return InvalidArgument("the peer's RDMA ring is ", remote.ring.slots, " x ",
+                           remote.ring.slot_bytes >> 10, " KiB, this node's ", r_->options.slots,
+                           " x ", r_->options.slot_bytes >> 10,
+                           " KiB: set rdma.ring_slots and rdma.slot_kib alike on both nodes");
+  }
   connected_ = false;
   // From any state (ERROR after a failed completion) to RESET; then the
   // completions the error flushed are dropped, so the next fabric does not

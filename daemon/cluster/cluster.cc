@@ -124,7 +124,13 @@ void Cluster::Impl::RemovePeer(const std::string& name, const Status& why) {
   cv.SignalAll();
 }
 
-ChannelContext Cluster::channel_context() { return {impl_->data.get()}; }
+ChannelContext Cluster::channel_context() {
+  ChannelContext c;
+  c.data_plane = impl_->data.get();
+  // Each peer's network channel takes the copies routed over RDMA there.
+  if (impl_->config.rdma.enable != RdmaEnable::kOff) c.rdma_routes = impl_->net_routes;
+  return c;
+}
 
 void Cluster::Start(Node* node) {
   Impl* impl = impl_.get();

@@ -37,6 +37,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "channels/rdma/net_routes.h"
 #include "channels/rdma/rdma_link.h"
 #include "channels/rdma/rdma_probe.h"
 #include "channels/tcp/data_plane.h"
@@ -130,6 +131,7 @@ struct HalfRole {
   size_t net_hop = 0;
   size_t relay_hop = 0;  // a relay: also sends here to relay_partner
   std::string relay_partner;
+  uint32_t rdma_tag = 0;  // a direct sending half: the receiver's RDMA tag
 };
 
 struct CrossPlan {
@@ -161,6 +163,9 @@ struct Half {
   // A relay: also sends at relay_hop to relay_partner (RemotePart).
   size_t relay_hop = 0;
   std::string relay_partner;
+  // The network hop runs over the RDMA link with `partner` under this tag
+  // (set when routed: before the half's first request); 0: over TCP.
+  uint32_t rdma_tag = 0;
   Path path;
   std::map<MemoryId, std::string> names;
   int priority = 0;
@@ -237,6 +242,8 @@ struct HalfRequest {
   uint64_t dst_form_hash = 0;
   std::string dst_form;
   uint64_t dst_form_span = 0;
+  // A sending half: the receiving half's RDMA tag (0: TCP).
+  uint32_t rdma_tag = 0;
 };
 
 class CrossOp;
@@ -358,10 +365,17 @@ struct Cluster::Impl {
 
   // Starts this node's half; `end` is this node's end, `other` the shape
   // of the other end.
+  // `rdma_tag`: sending, the receiving half's tag (0: TCP); receiving,
+  // set to the tag this half routed its network hop under (0: TCP).
   Status StartLocalHalf(uint64_t key, RemotePart part, const CrossEnd& end,
                         const InstanceShape& other, std::optional<Box> box, int priority,
                         bool durable, const std::string& initiator, uint64_t source_transfer,
-                        const std::function<void(Status)>& on_done) ABSL_LOCKS_EXCLUDED(mu);
+                        const std::function<void(Status)>& on_done, uint32_t* rdma_tag)
+      ABSL_LOCKS_EXCLUDED(mu);
+  // Routes the network hop of `h` (a direct half with `h->partner`) over
+  // RDMA when the link is there: `part.on_grid` does it as the runtime
+  // builds the copy. Sending with a tag of 0, or a relay: TCP, untouched.
+  void RouteOverRdma(const std::shared_ptr<Half>& h, RemotePart& part, uint32_t tag);
   // visibility.cc: the halves and network edges, for isoctl.
   std::vector<HalfReport> HalfReports(uint64_t id, bool running_only) const ABSL_LOCKS_EXCLUDED(mu);
   std::vector<std::string> LinkEdges(const std::string& peer) const ABSL_LOCKS_EXCLUDED(mu);
@@ -371,7 +385,7 @@ struct Cluster::Impl {
   Status ForPeer(const Status& s) const;
   // A half `caller` asks this node to run. A datatype half naming a form
   // this node does not hold fails with cluster::UnknownFormError.
-  Status StartPeerHalf(const std::string& caller, cluster::HalfRequest req);
+  Status StartPeerHalf(const std::string& caller, cluster::HalfRequest req, uint32_t* rdma_tag);
   // The packed end a datatype half from `caller` describes, checked.
   Result<std::shared_ptr<const PackedEnd>> PeerPackedEnd(const std::string& caller,
                                                          const cluster::HalfRequest& req);
@@ -430,11 +444,13 @@ struct Cluster::Impl {
   void SetUpHalves(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec,
                    const CrossPlan& plan);
   // This node's half of `op`; false when the copy cannot go on.
+  // `rdma_tag`: where a receiving half puts its RDMA tag (0: TCP).
   bool SetUpOwnHalf(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec,
-                    const cluster::HalfRole& role, const CrossPlan& plan);
+                    const cluster::HalfRole& role, const CrossPlan& plan, uint32_t* rdma_tag);
   // StartHalf at peer `p` (named `here`), sending the end's form by hash
   // or by bytes (exchange-once).
-  Status CallStartHalf(const Peer& p, const std::string& here, cluster::HalfOut& out);
+  Status CallStartHalf(const Peer& p, const std::string& here, cluster::HalfOut& out,
+                       uint32_t* rdma_tag = nullptr);
   // ---- eager puts (eager_put.cc) ----
 
   // A small copy into a peer's allocation sent whole in one PutBytes call
@@ -455,7 +471,29 @@ struct Cluster::Impl {
   // while calling a peer.
   mutable absl::Mutex rdma_mu ABSL_ACQUIRED_AFTER(mu);
   std::map<std::string, std::shared_ptr<rdma::RdmaLink>> rdma_links ABSL_GUARDED_BY(rdma_mu);
+  // The RDMA channel of each connected link, behind each peer's network
+  // channel (channel_context() hands it to them).
+  const std::shared_ptr<rdma::NetRoutes> net_routes = std::make_shared<rdma::NetRoutes>();
   rdma::LinkOptions RdmaLinkOptions() const;
+  // Puts `link` (connected) behind the network hops with `peer`: its RDMA
+  // channel, and what breaking it does (TCP for new copies, the log and
+  // isoctl peers say so). Returns the line isoctl peers shows.
+  std::string AttachRdma(const std::string& peer, const std::shared_ptr<rdma::RdmaLink>& link)
+      ABSL_LOCKS_EXCLUDED(mu, rdma_mu);
+  // The RDMA link with `peer` (`link`; null: whichever) is gone: new
+  // copies take TCP. `why` for the log and isoctl peers. `offer_again`
+  // (a break, not the peer going down): the node that offers links
+  // offers a new one at once (at most once per 10 s per peer).
+  void DropRdma(const std::string& peer, const rdma::RdmaLink* link, const Status& why,
+                bool offer_again) ABSL_LOCKS_EXCLUDED(mu, rdma_mu);
+  // The line isoctl peers shows for `peer`: the connected link's, else
+  // `line`. May run under mu (rdma_mu is taken after it).
+  std::string NetworkLine(const std::string& peer, std::string line) const
+      ABSL_LOCKS_EXCLUDED(rdma_mu);
+  // A copy this node routed over RDMA with `peer` failed with `why`; when
+  // `peer` refused it for want of a link there, this node drops its own.
+  void RdmaRefused(const std::string& peer, const Status& why) ABSL_LOCKS_EXCLUDED(mu, rdma_mu);
+  std::map<std::string, Clock::time_point> rdma_offered_again ABSL_GUARDED_BY(rdma_mu);
   // After a hello to `p` that says what it has: joins the link when both
   // nodes use RDMA and this one offers it. Returns the line isoctl peers
   // shows for network hops with it (NetworkTransportWhy, or why the link
@@ -488,7 +526,7 @@ struct Cluster::Impl {
   // Peer `role.here`'s half of `op`, then awaits its end; false when the
   // copy cannot go on.
   bool SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec,
-                     const cluster::HalfRole& role, const CrossPlan& plan);
+                     const cluster::HalfRole& role, const CrossPlan& plan, uint32_t* rdma_tag);
 };
 
 }  // namespace isometry

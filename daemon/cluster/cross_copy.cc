@@ -192,12 +192,16 @@ void Cluster::Impl::SetUpHalves(const std::shared_ptr<CrossOp>& op, const CrossC
   if (plan.forward()) {  // that node runs it whole
     cluster::HalfRole role{true, spec.src.node, "", plan.path.edges.size()};
     op->AddHalf(role.here);
-    SetUpPeerHalf(op, spec, role, plan);
+    SetUpPeerHalf(op, spec, role, plan, nullptr);
     return;
   }
   // The receiving half first, then the relays back towards the source:
   // each one's credits are what lets the one before it send.
   const std::vector<cluster::PathStretch>& st = plan.stretches;
+  // A direct copy's network hop may take the RDMA link between its two
+  // nodes: the receiving half routes it and answers with the tag, which
+  // the sending half gets (0: TCP). Relayed copies take TCP.
+  uint32_t rdma_tag = 0;
   for (size_t i = st.size(); i-- > 0;) {
     if (op->failed()) break;
     cluster::HalfRole role;
@@ -210,14 +214,16 @@ void Cluster::Impl::SetUpHalves(const std::shared_ptr<CrossOp>& op, const CrossC
       role.relay_partner = st[i + 1].node;
     }
     op->AddHalf(role.here == self() ? "" : role.here);
-    const bool go_on = role.here == self() ? SetUpOwnHalf(op, spec, role, plan)
-                                           : SetUpPeerHalf(op, spec, role, plan);
+    role.rdma_tag = st.size() == 2 && role.sending ? rdma_tag : 0;
+    const bool go_on = role.here == self() ? SetUpOwnHalf(op, spec, role, plan, &rdma_tag)
+                                           : SetUpPeerHalf(op, spec, role, plan, &rdma_tag);
     if (!go_on) break;
   }
 }
 
 bool Cluster::Impl::SetUpOwnHalf(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec,
-                                 const cluster::HalfRole& role, const CrossPlan& plan) {
+                                 const cluster::HalfRole& role, const CrossPlan& plan,
+                                 uint32_t* rdma_tag) {
   if (role.relay_hop != 0) {  // PlanCross never relays through the initiator
     op->HalfDone(Internal("cross-node copy ", op->key(), ": a relay through this node"));
     return false;
@@ -227,10 +233,15 @@ bool Cluster::Impl::SetUpOwnHalf(const std::shared_ptr<CrossOp>& op, const Cross
   RemotePart part{op->key(),    plan.path,         role.net_hop,   role.sending,
                   role.partner, plan.chunk_target, plan.slot_limit};
   std::weak_ptr<CrossOp> weak = op;
-  Status s = StartLocalHalf(op->key(), std::move(part), end, other.shape, spec.box, spec.priority,
-                            spec.durable, self(), spec.source.transfer, [weak](const Status& st) {
-                              if (auto o = weak.lock()) o->HalfDone(st);
-                            });
+  uint32_t tag = role.rdma_tag;
+  Status s = StartLocalHalf(
+      op->key(), std::move(part), end, other.shape, spec.box, spec.priority, spec.durable, self(),
+      spec.source.transfer,
+      [weak](const Status& st) {
+        if (auto o = weak.lock()) o->HalfDone(st);
+      },
+      &tag);
+  if (!role.sending) *rdma_tag = tag;
   if (!s.ok()) {
     op->HalfDone(s);
     return false;
@@ -245,7 +256,8 @@ bool Cluster::Impl::SetUpOwnHalf(const std::shared_ptr<CrossOp>& op, const Cross
 }
 
 bool Cluster::Impl::SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec,
-                                  const cluster::HalfRole& role, const CrossPlan& plan) {
+                                  const cluster::HalfRole& role, const CrossPlan& plan,
+                                  uint32_t* rdma_tag) {
   const std::string& here = role.here;
   Peer* p = FindPeer(here);
   if (!p) {
@@ -271,11 +283,20 @@ bool Cluster::Impl::SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const Cros
   out.relay_hop = role.relay_hop;
   out.relay_partner = role.relay_partner;
   if (plan.forward()) out.forward_dst = &spec.dst;
-  Status started = CallStartHalf(*p, here, out);
+  out.rdma_tag = role.rdma_tag;
+  uint32_t answered = 0;
+  Status started = CallStartHalf(*p, here, out, &answered);
   if (!started.ok()) {
+    // A sender refusing the route this node (the receiver) made: no link
+    // there. This node drops its own (an abort tells a receiver elsewhere).
+    if (role.sending && role.rdma_tag != 0 && role.partner == self()) {
+      RdmaRefused(here, started);
+    }
     op->HalfDone(started);
     return false;
   }
+  // Only a direct receiving half routes; anything else from it is ignored.
+  if (rdma_tag && !role.sending && role.relay_hop == 0 && !plan.forward()) *rdma_tag = answered;
   if (op->failed()) op->Cancel();  // failed while the peer set its half up: end it there too
   cluster::AsyncCall<v1::AwaitHalfRequest, v1::AwaitHalfResponse> call;
   call.req->set_key(op->key());
@@ -296,7 +317,8 @@ bool Cluster::Impl::SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const Cros
   return true;
 }
 
-Status Cluster::Impl::CallStartHalf(const Peer& p, const std::string& here, cluster::HalfOut& out) {
+Status Cluster::Impl::CallStartHalf(const Peer& p, const std::string& here, cluster::HalfOut& out,
+                                    uint32_t* rdma_tag) {
   const std::shared_ptr<const PackedEnd>& packed = out.end->local.packed;
   std::string serialized;
   if (packed) {
@@ -331,6 +353,7 @@ Status Cluster::Impl::CallStartHalf(const Peer& p, const std::string& here, clus
     grpc::Status gs = p.stub->StartHalf(&ctx, req, &resp);
     if (!gs.ok()) return cluster::FromGrpc(gs, StrCat("node '", here, "' refused its half"));
     if (resp.unknown_form() == 0) {
+      if (rdma_tag) *rdma_tag = resp.rdma_tag() <= rdma::kMaxTag ? resp.rdma_tag() : 0;
       if (out.form) {
         forms.Acknowledged(here, out.form_hash,
                            std::shared_ptr<const CanonicalForm>(packed, &packed->form),

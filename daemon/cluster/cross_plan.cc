@@ -5,6 +5,7 @@
 // are on one other node (forwarding).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <map>
 
 #include "core/log_escape.h"
@@ -124,7 +125,14 @@ Result<cluster::CrossPlan> Cluster::Impl::PlanOver(const std::vector<std::string
         rate = static_cast<double>(config.cluster.link_bytes_per_s);
       }
       if (rate <= 0) continue;
-      links.push_back({from.name, to.name, ChannelKind::kRemoteMemcpy, "tcp",
+      // "rdma" where this node holds a connected RDMA link with the other
+      // end (the halves still decide per copy: rdma_links.cc), else "tcp".
+      // Costed alike until RDMA edges are calibrated.
+      const std::string* other = from.name == self() ? &to.name
+                                 : to.name == self() ? &from.name
+                                                     : nullptr;
+      const bool rdma = other && net_routes->Attached(*other);
+      links.push_back({from.name, to.name, ChannelKind::kRemoteMemcpy, rdma ? "rdma" : "tcp",
                        ThroughputFunction::PerRequestOverhead(rate, kLinkOverheadS)});
     }
   }
@@ -156,6 +164,16 @@ Result<cluster::CrossPlan> Cluster::Impl::PlanOver(const std::vector<std::string
                               " does not cross the network");
   }
   plan.chunk_target = config.cluster.request_bytes;
+  // A direct copy between this node and a peer it has an RDMA link with:
+  // chunks that fit in a ring slot, so the receiving half can route the
+  // hop over the link (a larger chunk takes TCP).
+  if (plan.stretches.size() == 2) {
+    const std::string& a = plan.stretches[0].node;
+    const std::string& b = plan.stretches[1].node;
+    const std::string* other = a == self() ? &b : b == self() ? &a : nullptr;
+    const uint64_t slot = other ? net_routes->SlotBytes(*other) : 0;
+    if (slot >= 4096) plan.chunk_target = std::min(plan.chunk_target, slot);
+  }
   plan.slot_limit = rc.space_threshold / static_cast<uint64_t>(rc.slots_per_buffer);
   return plan;
 }

@@ -26,7 +26,8 @@ Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossE
                                      const InstanceShape& other, std::optional<Box> box,
                                      int priority, bool durable, const std::string& initiator,
                                      uint64_t source_transfer,
-                                     const std::function<void(Status)>& on_done) {
+                                     const std::function<void(Status)>& on_done,
+                                     uint32_t* rdma_tag) {
   auto h = std::make_shared<Half>();
   h->key = key;
   h->partner = part.peer;
@@ -61,8 +62,15 @@ Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossE
   req.box = box;
   req.priority = priority;
   req.durable = durable;
+  RouteOverRdma(h, part, rdma_tag ? *rdma_tag : 0);
+  const bool receiving = !part.sending;
   req.remote = std::move(part);
-  return RunHalf(h, std::move(req), {&end}, on_done);
+  ISO_RETURN_IF_ERROR(RunHalf(h, std::move(req), {&end}, on_done));
+  if (rdma_tag && receiving) {
+    absl::MutexLock lock(&mu);
+    *rdma_tag = h->rdma_tag;
+  }
+  return OkStatus();
 }
 
 namespace {
@@ -93,13 +101,17 @@ Status Cluster::Impl::RunHalf(const std::shared_ptr<Half>& h, CopyRequest req,
   Impl* impl = this;
   std::function<void(const Status&)> ended = [impl, h, keep, on_done](const Status& s) {
     std::vector<std::function<void(const Status&)>> waiters;
+    bool routed;
     {
       absl::MutexLock lock(&impl->mu);
+      routed = h->rdma_tag != 0;
       h->finished = true;
       h->status = s;
       h->finished_at = Clock::now();
       waiters.swap(h->waiters);
     }
+    // Its network hop's RDMA tag is free again (both halves unroute).
+    if (routed) impl->net_routes->Unroute(h->partner, h->key);
     for (auto& w : waiters) w(s);
     if (on_done) on_done(s);
   };
@@ -136,18 +148,25 @@ Status Cluster::Impl::RunHalf(const std::shared_ptr<Half>& h, CopyRequest req,
     names = QualifiedNames(path);
   }
   Status aborted;
+  bool routed_failed = false;
   {
     absl::MutexLock lock(&mu);
     if (!t.ok()) {
       halves.erase(key);
-      return t.status();
+      routed_failed = h->rdma_tag != 0;
+    } else {
+      if (h->whole) {
+        h->path = std::move(path);
+        h->names = std::move(names);
+      }
+      h->transfer = *t;
+      aborted = h->aborted;
     }
-    if (h->whole) {
-      h->path = std::move(path);
-      h->names = std::move(names);
-    }
-    h->transfer = *t;
-    aborted = h->aborted;
+  }
+  if (!t.ok()) {
+    // Built and routed, then refused (shutting down): the route goes.
+    if (routed_failed) net_routes->Unroute(h->partner, key);
+    return t.status();
   }
   if (!aborted.ok()) t->Abort(aborted);
   return OkStatus();
@@ -260,7 +279,8 @@ Status Cluster::Impl::StartRelayHalf(const std::string& caller, cluster::HalfReq
   return RunHalf(h, std::move(creq), {}, nullptr);
 }
 
-Status Cluster::Impl::StartPeerHalf(const std::string& caller, cluster::HalfRequest req) {
+Status Cluster::Impl::StartPeerHalf(const std::string& caller, cluster::HalfRequest req,
+                                    uint32_t* rdma_tag) {
   if (req.forward_dst) return StartForwardedHalf(caller, std::move(req));
   if (req.part.relays()) {
     req.part.peer = req.partner;
@@ -276,8 +296,13 @@ Status Cluster::Impl::StartPeerHalf(const std::string& caller, cluster::HalfRequ
   access.sending = req.part.sending;
   ISO_ASSIGN_OR_RETURN(CrossEnd end, node->ResolveForPeer(req.local, std::move(packed), &access));
   const uint64_t key = req.part.key;
-  return StartLocalHalf(key, std::move(req.part), end, req.other, req.box, req.priority,
-                        req.durable, caller, req.source.transfer, nullptr);
+  const bool sending = req.part.sending;
+  uint32_t tag = req.rdma_tag;  // sending: the receiver's; receiving: set here
+  ISO_RETURN_IF_ERROR(StartLocalHalf(key, std::move(req.part), end, req.other, req.box,
+                                     req.priority, req.durable, caller, req.source.transfer,
+                                     nullptr, &tag));
+  if (rdma_tag && !sending) *rdma_tag = tag;
+  return OkStatus();
 }
 
 Status Cluster::Impl::AwaitHalf(uint64_t key, std::function<void(const Status&)> on_end) {
@@ -305,6 +330,7 @@ Status Cluster::Impl::AwaitHalf(uint64_t key, std::function<void(const Status&)>
 
 void Cluster::Impl::AbortHalf(const std::string& caller, uint64_t key, const Status& why) {
   std::optional<Transfer> t;
+  std::string routed_with;  // a receiving half routed over RDMA: its partner
   {
     absl::MutexLock lock(&mu);
     auto& h = halves[key];
@@ -316,8 +342,11 @@ void Cluster::Impl::AbortHalf(const std::string& caller, uint64_t key, const Sta
     }
     if (h->aborted.ok()) h->aborted = why;
     t = h->transfer;
+    if (h->rdma_tag != 0 && !h->sending) routed_with = h->partner;
   }
   if (t) t->Abort(why);
+  // Its sender may have refused the route for want of a link there.
+  if (!routed_with.empty()) RdmaRefused(routed_with, why);
 }
 
 }  // namespace isometry

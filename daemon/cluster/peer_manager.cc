@@ -304,7 +304,9 @@ Status Cluster::Impl::Hello(Peer& p) {
   st.data_address = w.data_address();
   st.topology = std::move(topo);
   st.link_rates = std::move(link_rates);
-  st.network = network;
+  // The link may have connected meanwhile (the peer's offer, accepted
+  // while this hello ran): then its line, not the one computed before.
+  st.network = NetworkLine(p.config.name, network);
   st.rtt_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   st.last_answer = Clock::now();
   return OkStatus();
@@ -455,6 +457,9 @@ void Cluster::Impl::MarkDownPeer(Peer& peer, const Status& why,
   }
   for (auto& o : os) o->Fail(why);
   FailPartsWith(name, why);
+  // Its RDMA link (if any) is stale: new copies take TCP until a hello
+  // connects a new one.
+  DropRdma(name, nullptr, why, /*offer_again=*/false);
 }
 
 std::string Cluster::Impl::MemoryName(MemoryId id) const {

@@ -37,7 +37,8 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
                                       v1::StartHalfResponse* resp) override {
     auto caller = Caller(ctx, "StartHalf", *req);
     if (!caller.ok()) return Reply(ctx, caller.status());
-    Status s = Start(*caller, *req);
+    uint32_t rdma_tag = 0;
+    Status s = Start(*caller, *req, &rdma_tag);
     if (std::optional<uint64_t> unknown = UnknownFormOf(s)) {
       resp->set_unknown_form(*unknown);  // the caller sends the form again
       return Reply(ctx, OkStatus());
@@ -46,6 +47,7 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
       spdlog::warn("half {} for '{}' refused: {}", req->key(), ForLog(*caller),
                    ForLog(s.ToString(), 512));
     }
+    resp->set_rdma_tag(rdma_tag);
     return Reply(ctx, s);
   }
 
@@ -191,12 +193,12 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
     return caller;
   }
 
-  Status Start(const std::string& caller, const v1::StartHalfRequest& req) {
+  Status Start(const std::string& caller, const v1::StartHalfRequest& req, uint32_t* rdma_tag) {
     if (!req.has_forward_dst() && !impl_->FindPeer(req.partner())) {
       return NotFound("node '", req.partner(), "' is not a peer of node '", impl_->self(), "'");
     }
     ISO_ASSIGN_OR_RETURN(HalfRequest half, FromProto(req));
-    return impl_->ForPeer(impl_->StartPeerHalf(caller, std::move(half)));
+    return impl_->ForPeer(impl_->StartPeerHalf(caller, std::move(half), rdma_tag));
   }
 
   Cluster::Impl* const impl_;

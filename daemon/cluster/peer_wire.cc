@@ -149,6 +149,7 @@ v1::StartHalfRequest ToProto(const HalfOut& h) {
   req.set_partner(h.partner);
   req.set_source_session(h.source.session);
   req.set_source_transfer(h.source.transfer);
+  req.set_rdma_tag(h.rdma_tag);
   if (const PackedEnd* packed = h.end->local.packed.get()) {
     req.set_form_hash(h.form_hash);
     req.set_form_span(packed->span);
@@ -175,6 +176,13 @@ Result<HalfRequest> FromProto(const v1::StartHalfRequest& req) {
        req.has_forward_dst())) {
     return InvalidArgument("malformed relay");
   }
+  // Only a sending half, not a relay or forwarded, takes a tag of 1..255.
+  if (req.rdma_tag() != 0 &&
+      (!req.sending() || req.relay_hop() != 0 || req.has_forward_dst() || req.rdma_tag() > 255)) {
+    return InvalidArgument("rdma_tag ", req.rdma_tag(),
+                           " on a half that is not a direct sending half, or beyond 255");
+  }
+  h.rdma_tag = req.rdma_tag();
   ISO_ASSIGN_OR_RETURN(h.box, BoxFromProto(req.box(), "box"));
   ISO_ASSIGN_OR_RETURN(h.local, InstanceSpecFromProto(req.local()));
   if (h.local.datatype) {

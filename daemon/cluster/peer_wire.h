@@ -49,6 +49,9 @@ struct HalfOut {
   // `other` then give only the shapes of the source and the destination.
   size_t relay_hop = 0;
   std::string relay_partner;
+  // A sending half: the tag the receiving half routed the network hop
+  // over RDMA under (0: TCP).
+  uint32_t rdma_tag = 0;
 };
 v1::StartHalfRequest ToProto(const HalfOut& h);
 // The half a peer asks for; an error when the request is malformed.

@@ -15,11 +15,11 @@ namespace isometry {
 
 namespace {
 
-// While no RDMA data path runs hops, a connected link still leaves them
-// on TCP; the line says so.
+// A connected link carries the network hops of direct copies whose chunks
+// fit in a ring slot; the line says which go over TCP still.
 std::string Connected(const std::string& peer, const rdma::RdmaLink& link) {
-  return StrCat("TCP: RDMA link with peer '", peer, "' connected (", link.Describe(),
-                "), but this isometryd has no RDMA data path yet");
+  return StrCat("RDMA: link with peer '", peer, "' connected (", link.Describe(),
+                "); copies whose chunks fit in a ring slot take it, relayed copies TCP");
 }
 
 }  // namespace
@@ -29,6 +29,8 @@ rdma::LinkOptions Cluster::Impl::RdmaLinkOptions() const {
   o.device = node->rdma().devices.empty() ? "" : node->rdma().devices.front();
   o.gid_index = config.rdma.gid_index;
   o.qps = static_cast<uint32_t>(config.rdma.qps_per_peer);
+  o.slots = config.rdma.ring_slots;
+  o.slot_bytes = config.rdma.slot_bytes();
   return o;
 }
 
@@ -49,6 +51,7 @@ std::string Cluster::Impl::OfferRdma(Peer& p, const rdma::PeerRdma& theirs) {
                  ForLog(s.ToString(), 512));
     absl::MutexLock lock(&rdma_mu);
     rdma_links.erase(name);
+    net_routes->Detach(name);
     return StrCat("TCP: the RDMA link with peer '", name, "' failed: ", s.message());
   };
   auto made = rdma::RdmaLink::Create(RdmaLinkOptions());
@@ -72,10 +75,7 @@ std::string Cluster::Impl::OfferRdma(Peer& p, const rdma::PeerRdma& theirs) {
   if (!remote.ok()) return fail(remote.status());
   if (Status s = link->Connect(*remote); !s.ok()) return fail(s);
   spdlog::info("RDMA link with peer '{}' connected: {}", ForLog(name), link->Describe());
-  std::string line = Connected(name, *link);
-  absl::MutexLock lock(&rdma_mu);
-  rdma_links[name] = std::move(link);
-  return line;
+  return AttachRdma(name, link);
 }
 
 Result<v1::PeerRdmaLink> Cluster::Impl::AcceptRdma(const std::string& caller,
@@ -104,16 +104,129 @@ Result<v1::PeerRdmaLink> Cluster::Impl::AcceptRdma(const std::string& caller,
   answer.set_mac(cluster::RdmaAnswerMac(key, offer.nonce(), answer));
   spdlog::info("RDMA link with peer '{}' connected (its offer): {}", ForLog(caller),
                link->Describe());
-  const std::string line = Connected(caller, *link);
-  {
-    absl::MutexLock lock(&rdma_mu);
-    rdma_links[caller] = std::move(link);
-  }
+  const std::string line = AttachRdma(caller, link);
   if (Peer* p = FindPeer(caller)) {
     absl::MutexLock lock(&mu);
     StateLocked(*p).network = line;
   }
   return answer;
+}
+
+std::string Cluster::Impl::AttachRdma(const std::string& peer,
+                                      const std::shared_ptr<rdma::RdmaLink>& link) {
+  ChannelConfig cc;
+  cc.name = StrCat("rdma:", peer);
+  cc.request_bytes = config.rdma.slot_bytes();
+  const rdma::LinkOptions options = RdmaLinkOptions();
+  auto fabric = link->MakeFabric();
+  std::weak_ptr<rdma::RdmaLink> weak = link;
+  auto on_error = [this, peer, weak](const Status& s) {
+    // On the channel's thread: the rest on the cluster's worker.
+    Post([this, peer, weak, s] {
+      auto l = weak.lock();
+      if (!l) return;  // replaced already
+      DropRdma(peer, l.get(),
+               Unavailable("the RDMA link with peer '", peer, "' broke: ", s.message()),
+               /*offer_again=*/true);
+    });
+  };
+  Result<std::unique_ptr<rdma::RdmaChannel>> channel =
+      fabric.ok()
+          ? rdma::MakeRdmaChannel(cc, *std::move(fabric), {options.slots, options.slot_bytes},
+                                  options.qps, nullptr, on_error)
+          : Result<std::unique_ptr<rdma::RdmaChannel>>(fabric.status());
+  absl::MutexLock lock(&rdma_mu);
+  if (!channel.ok()) {
+    spdlog::warn("RDMA link with peer '{}' connected, but its channel failed: {}", ForLog(peer),
+                 ForLog(channel.status().ToString(), 512));
+    rdma_links.erase(peer);
+    net_routes->Detach(peer);
+    return StrCat("TCP: the RDMA link with peer '", peer,
+                  "' connected, but its channel failed: ", channel.status().message());
+  }
+  rdma_links[peer] = link;
+  net_routes->Attach(peer, *std::move(channel), options.slot_bytes, link);
+  return Connected(peer, *link);
+}
+
+void Cluster::Impl::DropRdma(const std::string& peer, const rdma::RdmaLink* link, const Status& why,
+                             bool offer_again) {
+  {
+    absl::MutexLock lock(&rdma_mu);
+    auto it = rdma_links.find(peer);
+    // A newer link replaced this one meanwhile: nothing to drop.
+    if (it == rdma_links.end() || (link && it->second.get() != link)) return;
+    rdma_links.erase(it);
+    net_routes->Detach(peer);
+  }
+  spdlog::warn("{}; new copies with peer '{}' take TCP until a new RDMA link connects",
+               ForLog(std::string(why.message()), 512), ForLog(peer));
+  Peer* p = FindPeer(peer);
+  if (!p) return;
+  bool up;
+  {
+    absl::MutexLock lock(&mu);
+    StateLocked(*p).network =
+        StrCat("TCP: ", why.message(), " (RDMA again once a new link connects)");
+    up = StateLocked(*p).up;
+  }
+  // Only the node whose name sorts first offers; the other waits for it
+  // (its refusals of routed copies make that node drop and offer).
+  if (!offer_again || !up || self() > peer) return;
+  {
+    absl::MutexLock lock(&rdma_mu);
+    Clock::time_point& last = rdma_offered_again[peer];
+    if (Clock::now() - last < std::chrono::seconds(10)) return;  // until its next hello
+    last = Clock::now();
+  }
+  Post([this, p] {
+    // Both nodes used RDMA when the link connected.
+    const std::string line = OfferRdma(*p, {true, true, ""});
+    absl::MutexLock lock(&mu);
+    StateLocked(*p).network = line;
+  });
+}
+
+std::string Cluster::Impl::NetworkLine(const std::string& peer, std::string line) const {
+  absl::MutexLock lock(&rdma_mu);
+  auto it = rdma_links.find(peer);
+  if (it != rdma_links.end() && it->second->connected()) return Connected(peer, *it->second);
+  return line;
+}
+
+void Cluster::Impl::RdmaRefused(const std::string& peer, const Status& why) {
+  if (why.message().find(rdma::kNoLinkHere) == std::string_view::npos) return;
+  DropRdma(peer, nullptr,
+           Unavailable("peer '", peer,
+                       "' has no RDMA link with this node (it refused a copy routed over it)"),
+           /*offer_again=*/true);
+}
+
+void Cluster::Impl::RouteOverRdma(const std::shared_ptr<Half>& h, RemotePart& part, uint32_t tag) {
+  if (part.relays() || (part.sending && tag == 0)) return;
+  if (!part.sending && !net_routes->Attached(part.peer)) return;  // TCP
+  std::weak_ptr<Half> weak = h;
+  Impl* impl = this;
+  part.on_grid = [impl, weak, routes = net_routes, peer = part.peer, key = part.key,
+                  sending = part.sending, tag](uint64_t chunks, uint64_t wire) -> Status {
+    uint32_t routed = tag;
+    if (sending) {
+      ISO_RETURN_IF_ERROR(routes->RouteSending(peer, key, tag, chunks));
+    } else {
+      std::string why;
+      ISO_ASSIGN_OR_RETURN(routed, routes->RouteReceiving(peer, key, chunks, wire, &why));
+      if (routed == 0) {
+        spdlog::debug("copy {}: the network hop from peer '{}' takes TCP: {}", key, ForLog(peer),
+                      ForLog(why, 512));
+        return OkStatus();
+      }
+    }
+    if (auto half = weak.lock()) {
+      absl::MutexLock lock(&impl->mu);
+      half->rdma_tag = routed;
+    }
+    return OkStatus();
+  };
 }
 
 }  // namespace isometry

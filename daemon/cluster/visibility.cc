@@ -75,7 +75,10 @@ std::vector<HalfReport> Cluster::Impl::HalfReports(uint64_t id, bool running_onl
       HopReport hop;
       hop.src_memory = NameOr(h.names, h.path.edges[e].src);
       hop.dst_memory = NameOr(h.names, h.path.edges[e].dst);
-      hop.channel = e == h.net_hop && !h.whole          ? StrCat("tcp:", h.partner)
+      // The network hop: over the RDMA link when routed there (rdma_tag is
+      // set before the half is listed), else TCP.
+      hop.channel = e == h.net_hop && !h.whole
+                        ? StrCat(h.rdma_tag != 0 ? "rdma:" : "tcp:", h.partner)
                     : role.relays() && e == h.relay_hop ? StrCat("tcp:", h.relay_partner)
                                                         : h.path.edges[e].channel_name;
       hop.src_layout = h.path.nodes[e].layout.ToString();

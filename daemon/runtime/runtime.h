@@ -145,6 +145,11 @@ struct RemotePart {
   // not a relay.
   size_t relay_hop = 0;
   std::string relay_peer;
+  // Called once the copy is built, before its first request: how many
+  // chunks it has and the most bytes one takes on the network hop (in
+  // either side's layout). An error fails the copy's start. The cluster
+  // layer routes the hop over RDMA here (channels/rdma/net_routes.h).
+  std::function<Status(uint64_t chunks, uint64_t wire_bytes)> on_grid;
   bool relays() const { return relay_hop > net_hop; }
   // Whether hop h runs on this node.
   bool Mine(size_t h) const {

@@ -80,6 +80,14 @@ Result<std::shared_ptr<TransferState>> Runtime::Impl::Build(CopyRequest& req) {
   ISO_RETURN_IF_ERROR(OpenDiskEnds(*t, req, src_disk, dst_disk));
   ISO_RETURN_IF_ERROR(SizeBuffers(*t, req));
   MakeXds(*t);
+  if (req.remote && req.remote->on_grid) {
+    const size_t h = req.remote->net_hop;
+    const uint64_t entry = req.src.shape.fields.total_bytes();
+    const uint64_t wire = std::max({t->grid->SlotBytes(t->path.nodes[h].layout, entry),
+                                    t->grid->SlotBytes(t->path.nodes[h + 1].layout, entry),
+                                    t->grid->full_chunk().volume() * entry});
+    ISO_RETURN_IF_ERROR(req.remote->on_grid(t->grid->count(), wire));
+  }
   return t;
 }
 

@@ -60,6 +60,10 @@ class AutoFallsBackToTcp(unittest.TestCase):
         info, sent, got = self.cluster.copy_bytes("a", "b", 5 << 20)
         self.assertEqual(info.state, "done", info)
         self.assertEqual(got, sent)
+        # The network hop ran on TCP: no RDMA link was attached.
+        channels = [h.channel for h in info.hops]
+        self.assertIn("tcp:b", channels, info)
+        self.assertNotIn("rdma:b", channels, info)
         a = self.cluster["a"]
         log = a.log_text()
         # The probe's own line, and the choice.
@@ -68,6 +72,11 @@ class AutoFallsBackToTcp(unittest.TestCase):
         self.assertRegex(log, r"peer 'b' is up: .*; network hops over TCP: ")
         channels = isoctl(a, "channels")
         self.assertIn("tcp:b", channels)
+        # The planner's network edge: TCP (no RDMA link is connected).
+        plan = isoctl(a, "plan", "sys0", "b:sys0", "--extents", "1024x1024", "--fields",
+                      "a:4,b:8", "--src-layout", "F,x,y", "--dst-layout", "x,y,F")
+        self.assertIn("tcp", plan)
+        self.assertNotIn("rdma", plan)
         peers = isoctl(a, "peers")
         self.assertRegex(peers, r"network hops with b: TCP: ")
         status = isoctl(a, "status")
@@ -163,6 +172,20 @@ class OnRefusesToStart(unittest.TestCase):
             self.assertIn('is "on" but RDMA cannot be used: ', out)
             outs.append(out)
         return outs
+
+    def test_ring_out_of_range(self):
+        with open(self.node.config) as f:
+            base = f.read()
+        for rdma, key in (("ring_slots = 0\n", "rdma.ring_slots"),
+                          ("slot_kib = 2\n", "rdma.slot_kib"),
+                          ("ring_slots = 1024\nslot_kib = 1048576\n", "rdma.slot_kib")):
+            with open(self.node.config, "w") as f:
+                f.write(base + "\n[rdma]\n" + rdma)
+            r = subprocess.run([ISOMETRYD, "--config", self.node.config, "--check-config"],
+                               capture_output=True, text=True, timeout=30,
+                               stdin=subprocess.DEVNULL)
+            self.assertNotEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn(f"key '{key}'", r.stdout + r.stderr)
 
     def test_on_with_a_device_this_machine_lacks(self):
         for out in self.refused('enable = "on"\ndevices = ["isometry_no_such_dev"]\n'):

@@ -106,3 +106,38 @@ TEST_CASE("peer wire: a forwarded copy names two ends and no path") {
   *with_path.mutable_forward_dst() = with_path.local();
   REQUIRE_FALSE(FromProto(with_path).ok());
 }
+
+TEST_CASE("peer wire: an RDMA tag comes only with a direct sending half") {
+  // A direct half: a:sys0 -> b:sys0, this node sending to b.
+  v1::StartHalfRequest direct = RelayRequest();
+  direct.mutable_nodes()->RemoveLast();
+  direct.mutable_edges()->RemoveLast();
+  direct.set_relay_hop(0);
+  direct.set_relay_partner("");
+  direct.set_partner("b");
+  direct.set_sending(true);
+  direct.set_rdma_tag(17);
+  Result<HalfRequest> h = FromProto(direct);
+  REQUIRE(h.ok());
+  CHECK(h->rdma_tag == 17);
+  // 0: the hop takes TCP.
+  direct.set_rdma_tag(0);
+  REQUIRE(FromProto(direct).ok());
+  CHECK(FromProto(direct)->rdma_tag == 0);
+  auto refused = [](const v1::StartHalfRequest& req) {
+    Result<HalfRequest> r = FromProto(req);
+    REQUIRE_FALSE(r.ok());
+    CHECK(absl::IsInvalidArgument(r.status()));
+    CHECK_THAT(std::string(r.status().message()), Catch::Contains("rdma_tag"));
+  };
+  v1::StartHalfRequest req = direct;
+  req.set_rdma_tag(256);  // beyond the 8-bit tag
+  refused(req);
+  req = direct;
+  req.set_rdma_tag(3);
+  req.set_sending(false);  // the receiver picks the tag, it is never told one
+  refused(req);
+  req = RelayRequest();
+  req.set_rdma_tag(3);  // relays take TCP
+  refused(req);
+}

@@ -15,97 +15,13 @@
 #include <random>
 #include <vector>
 
+#include "unit/rdma_test_fabric.h"
+
 using namespace isometry;
 using namespace isometry::rdma;
+using namespace isometry::rdma::test;
 
 namespace {
-
-// Both ends' fabrics share one lock; a post completes at once.
-struct Wire {
-  std::mutex mu;
-  std::optional<std::string> fail_next_write;
-};
-
-class ThreadedFabric final : public Fabric {
- public:
-  ThreadedFabric(Wire* wire, RingShape ring) : wire_(wire), ring_(ring.slots * ring.slot_bytes) {}
-  ThreadedFabric* peer = nullptr;
-
-  Status PostWrite(uint32_t, uint64_t wr_id, const std::byte* src, uint64_t bytes, uint64_t offset,
-                   uint32_t imm) override {
-    std::lock_guard<std::mutex> lock(wire_->mu);
-    FabricCompletion mine;
-    mine.wr_id = wr_id;
-    if (wire_->fail_next_write) {
-      mine.ok = false;
-      mine.error = *wire_->fail_next_write;
-      wire_->fail_next_write.reset();
-      done_.push_back(mine);
-      return OkStatus();
-    }
-    std::memcpy(peer->ring_.data() + offset, src, bytes);
-    FabricCompletion theirs;
-    theirs.kind = FabricCompletion::Kind::kArrival;
-    theirs.imm = imm;
-    theirs.bytes = bytes;
-    peer->done_.push_back(theirs);
-    done_.push_back(mine);
-    return OkStatus();
-  }
-  Status PostCredit(uint32_t, uint64_t wr_id, uint32_t imm) override {
-    std::lock_guard<std::mutex> lock(wire_->mu);
-    FabricCompletion theirs;
-    theirs.kind = FabricCompletion::Kind::kCreditIn;
-    theirs.imm = imm;
-    peer->done_.push_back(theirs);
-    FabricCompletion mine;
-    mine.kind = FabricCompletion::Kind::kCredit;
-    mine.wr_id = wr_id;
-    done_.push_back(mine);
-    return OkStatus();
-  }
-  void Poll(std::vector<FabricCompletion>& out) override {
-    std::lock_guard<std::mutex> lock(wire_->mu);
-    out.insert(out.end(), done_.begin(), done_.end());
-    done_.clear();
-  }
-  const std::byte* Ring() const override { return ring_.data(); }
-
- private:
-  Wire* const wire_;
-  std::vector<std::byte> ring_;
-  std::vector<FabricCompletion> done_;
-};
-
-// A fallback that records what reached it and completes it at once.
-class Recording final : public Channel {
- public:
-  const ChannelCaps& caps() const override { return caps_; }
-  void Submit(ChannelRequest, RequestDone done) override {
-    ++requests;
-    std::thread([done = std::move(done)] { done(absl::AbortedError("went to TCP")); }).detach();
-  }
-  void AbandonTransfer(uint64_t, const Status&) override { ++abandoned; }
-  std::atomic<int> requests{0}, abandoned{0};
-
- private:
-  ChannelCaps caps_;
-};
-
-// `rows` rows of `row` bytes `stride` apart (stride >= row) to or from a
-// dense run at offset 0: the wire side is dense.
-std::shared_ptr<const CopyProgram> Strided(uint64_t rows, uint64_t row, uint64_t stride,
-                                           bool to_wire) {
-  auto p = std::make_shared<CopyProgram>();
-  CopyOp op;
-  op.run_bytes = row;
-  op.num_loops = 1;
-  op.loops[0] = CopyLoop{rows, to_wire ? stride : row, to_wire ? row : stride};
-  p->ops.push_back(op);
-  p->bytes = rows * row;
-  p->runs = rows;
-  return p;
-}
 
 struct Pair {
   explicit Pair(RingShape ring) {
@@ -169,6 +85,7 @@ TEST_CASE("a routed transfer is gathered, written and scattered; an unrouted one
   for (auto& x : src) x = static_cast<std::byte>(rng());
   REQUIRE(p.a->Route(7, {5, kChunks, true}).ok());
   REQUIRE(p.b->Route(7, {5, kChunks, false}).ok());
+  p.b->AwaitRoutes();  // the tag open before a's first chunk can land
   CHECK(p.a->Route(7, {6, 1, true}).code() == absl::StatusCode::kAlreadyExists);
   CHECK(p.a->Route(8, {5, 1, true}).code() == absl::StatusCode::kAlreadyExists);
   for (const Status& s : Copy(p, 7, kChunks, src, dst, kRows, kRow, kStride)) {
