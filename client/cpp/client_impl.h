@@ -271,6 +271,10 @@ struct Client::Impl {
       }
       lock.lock();
       reaping = false;
+      // Threads that waited because this one was reaping take over: this
+      // one may return next without reaping (another thread reaped its
+      // completion meanwhile), and then nobody would wake them.
+      cq_cv.notify_all();
     }
   }
 
