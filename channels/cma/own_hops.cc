@@ -64,6 +64,7 @@ Result<std::shared_ptr<OwnHops>> OwnHops::Create(std::byte* window, uint64_t byt
                                                  std::shared_ptr<void> keep,
                                                  std::chrono::milliseconds timeout, std::string who,
                                                  std::shared_ptr<OwnHopsTotals> totals) {
+  if (!totals) return Internal("a hop window needs the daemon's totals");
   const std::optional<hop_window::Geometry> g = hop_window::GeometryFor(bytes, arena_bytes);
   if (!g) {
     return InvalidArgument("a hop window of ", bytes, " bytes leaves no data area beside ",
@@ -82,7 +83,7 @@ Result<std::shared_ptr<OwnHops>> OwnHops::Create(std::byte* window, uint64_t byt
   h->timeout_ = timeout;
   h->who_ = std::move(who);
   h->totals_ = std::move(totals);
-  if (h->totals_) h->totals_->windows.fetch_add(1, std::memory_order_relaxed);
+  h->Count(&OwnHopsTotals::windows);
   h->queue_ = std::make_shared<Queue>();
   h->thread_ = std::thread([q = h->queue_] { q->Serve(); });
   return h;
@@ -109,9 +110,8 @@ void OwnHops::Enqueue(std::function<void()> work) {
   queue_->work.push_back(std::move(work));
 }
 
-void OwnHops::CountLocked(uint64_t Stats::*field, std::atomic<uint64_t> OwnHopsTotals::*total) {
-  ++(stats_.*field);
-  if (totals_) ((*totals_).*total).fetch_add(1, std::memory_order_relaxed);
+void OwnHops::Count(std::atomic<uint64_t> OwnHopsTotals::*total) const {
+  ((*totals_).*total).fetch_add(1, std::memory_order_relaxed);
 }
 
 std::byte* OwnHops::TryTake(uint64_t bytes) {
@@ -119,7 +119,7 @@ std::byte* OwnHops::TryTake(uint64_t bytes) {
   // Answers to hops given up on free the blocks they held.
   DrainLocked(header_->done_tail.value.load(std::memory_order_acquire));
   if (closed_ || broken_ || bytes == 0 || bytes > data_bytes_) {
-    CountLocked(&Stats::not_lent, &OwnHopsTotals::not_lent);
+    Count(&OwnHopsTotals::not_lent);
     return nullptr;
   }
   // First fit: blocks_ is sorted by offset; try the gap before each block,
@@ -131,7 +131,7 @@ std::byte* OwnHops::TryTake(uint64_t bytes) {
     at = it->offset + it->bytes;
   }
   if (it == blocks_.end() && data_bytes_ - at < bytes) {
-    CountLocked(&Stats::not_lent, &OwnHopsTotals::not_lent);
+    Count(&OwnHopsTotals::not_lent);
     return nullptr;
   }
   blocks_.insert(it, Block{at, bytes, false});
@@ -176,14 +176,9 @@ void OwnHops::Close() {
     absl::MutexLock lock(&mu_);
     if (closed_) return;
     closed_ = true;
-    if (totals_) totals_->windows.fetch_sub(1, std::memory_order_relaxed);
+    totals_->windows.fetch_sub(1, std::memory_order_relaxed);
   }
   if (header_) WakeWaiters();
-}
-
-OwnHops::Stats OwnHops::stats() const {
-  absl::MutexLock lock(&mu_);
-  return stats_;
 }
 
 void OwnHops::BreakLocked(const std::string& why) {
@@ -204,7 +199,7 @@ void OwnHops::DrainLocked(uint32_t tail) {
     std::memcpy(&e, &header_->done[done_head_ % kHopEntries], sizeof e);
     auto it = pending_.find(e.id);
     if (it == pending_.end() || it->second.status) {
-      CountLocked(&Stats::bogus, &OwnHopsTotals::bogus);
+      Count(&OwnHopsTotals::bogus);
       continue;
     }
     if (it->second.abandoned) {
@@ -238,7 +233,7 @@ std::optional<Status> OwnHops::Run(const CopyProgram& program, const std::byte* 
                                                 arena_slot_bytes_);
     }
     if (!program_bytes) {
-      CountLocked(&Stats::fallbacks, &OwnHopsTotals::fallbacks);
+      Count(&OwnHopsTotals::fallbacks);
       return std::nullopt;
     }
     busy_slots_ |= 1u << program_slot;
@@ -272,7 +267,7 @@ std::optional<Status> OwnHops::Run(const CopyProgram& program, const std::byte* 
         Status s = *std::move(it->second.status);
         busy_slots_ &= ~(1u << it->second.program_slot);
         pending_.erase(it);
-        if (s.ok()) CountLocked(&Stats::runs, &OwnHopsTotals::runs);
+        if (s.ok()) Count(&OwnHopsTotals::runs);
         return s;
       }
       Status gave_up;
@@ -281,7 +276,7 @@ std::optional<Status> OwnHops::Run(const CopyProgram& program, const std::byte* 
       } else if (cancelled && cancelled->load(std::memory_order_acquire)) {
         gave_up = absl::CancelledError(StrCat("cancelled while client ", who_, " ran its hop"));
       } else if (std::chrono::steady_clock::now() >= deadline) {
-        CountLocked(&Stats::timeouts, &OwnHopsTotals::timeouts);
+        Count(&OwnHopsTotals::timeouts);
         // The key first: ring completions keep 104 bytes of the message.
         gave_up =
             absl::DeadlineExceededError(StrCat("own_hop_timeout_ms (", timeout_.count(),

@@ -46,33 +46,24 @@ namespace isometry {
 // so it outlives each of them.
 struct OwnHopsTotals {
   std::atomic<uint64_t> windows{0};
-  std::atomic<uint64_t> runs{0};
-  std::atomic<uint64_t> fallbacks{0};
-  std::atomic<uint64_t> bogus{0};
-  std::atomic<uint64_t> timeouts{0};
+  std::atomic<uint64_t> runs{0};       // requests the client ran
+  std::atomic<uint64_t> fallbacks{0};  // requests left to CMA (program too big, ring full)
+  std::atomic<uint64_t> bogus{0};      // done entries that named nothing pending
+  std::atomic<uint64_t> timeouts{0};   // requests the client did not answer in time
+  // Buffers that went to staging instead: the data area had no room left
+  // beside other transfers' blocks, or the window was closed or broken.
+  // Counted per attempt (a transfer waiting for staging may try again).
   std::atomic<uint64_t> not_lent{0};
 };
 
 class OwnHops {
  public:
-  struct Stats {
-    uint64_t runs = 0;       // requests the client ran
-    uint64_t fallbacks = 0;  // requests left to CMA (program too big, ring full)
-    uint64_t bogus = 0;      // done entries that named nothing pending
-    uint64_t timeouts = 0;   // requests the client did not answer in time
-    // Buffers that went to staging instead: the data area had no room
-    // left beside other transfers' blocks, or the window was closed or
-    // broken. Counted per attempt (a transfer waiting for staging may try
-    // again).
-    uint64_t not_lent = 0;
-  };
-
   // `window`: this process's mapping of the window, `bytes` long, zeroed;
   // Create writes its header with `arena_bytes` of program slots. `wake`
   // tells the client that work is waiting (its completion eventfd);
   // `keep` holds the mapping for as long as this object lives.
   // `who`: the client, for messages ("session 7 (pid 123)"). `totals`
-  // (may be null) adds up what every window does.
+  // (not null) adds up what every window does.
   static Result<std::shared_ptr<OwnHops>> Create(std::byte* window, uint64_t bytes,
                                                  uint64_t arena_bytes, std::function<void()> wake,
                                                  std::shared_ptr<void> keep,
@@ -114,7 +105,6 @@ class OwnHops {
   // The client left: pending runs fail at once, later ones are not handed
   // over.
   void Close() ABSL_LOCKS_EXCLUDED(mu_);
-  Stats stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Pending {
@@ -135,9 +125,8 @@ class OwnHops {
   bool AbandonedInLocked(const Block& b) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Frees the given blocks no abandoned hop runs in any more.
   void ReleaseGivenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Counts in stats_ and in the totals.
-  void CountLocked(uint64_t Stats::*field, std::atomic<uint64_t> OwnHopsTotals::*total)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts one in the totals.
+  void Count(std::atomic<uint64_t> OwnHopsTotals::*total) const;
   // Takes the done entries the client published up to `tail`.
   void DrainLocked(uint32_t tail) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void BreakLocked(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -169,7 +158,6 @@ class OwnHops {
   uint32_t done_head_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
-  Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace isometry

@@ -451,12 +451,12 @@ struct LocalServer::Impl {
   // ring for daemon.ring_poll_us (clients see daemon_awake = 1 and skip the
   // eventfd), so back-to-back small copies skip two syscalls and a wakeup.
   void RingLoop() {
-    const auto kPollWindow = std::chrono::microseconds(node.config().daemon.ring_poll_us);
+    const auto poll_window = std::chrono::microseconds(node.config().daemon.ring_poll_us);
     epoll_event events[64];
     std::vector<std::shared_ptr<LocalClient>> awake;  // rings marked awake
-    auto last_work = std::chrono::steady_clock::now() - kPollWindow;
+    auto last_work = std::chrono::steady_clock::now() - poll_window;
     while (!stopping) {
-      const bool polling = std::chrono::steady_clock::now() - last_work < kPollWindow;
+      const bool polling = std::chrono::steady_clock::now() - last_work < poll_window;
       if (!polling && !awake.empty()) {
         // Going to sleep: clear the flags, then look once more (the other
         // half of the seq_cst handshake with the clients).

@@ -19,7 +19,6 @@ it never passes there. With a device:
 
 import os
 import re
-import subprocess
 import sys
 import time
 import unittest
@@ -30,20 +29,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 if ISOMETRYD:
     import cluster_fixture as cf
+    from test_cluster_rdma import isoctl
 
 FIELDS = [("a", 4), ("b", 8), ("c", 2)]
 ENTRY = 14
 LAYOUTS = ["F,x,y", "x,y,F", "F,y,x", "y,x,F", "x_in=8,F,x_out,y", "x_in=8,y_in=4,F,x_out,y_out"]
 # A small ring (8 x 256 KiB): many chunks per copy, the credits go round.
 RDMA = '\n[rdma]\nenable = "auto"\nqps_per_peer = 2\nring_slots = 8\nslot_kib = 256\n'
-
-
-def isoctl(node, *args):
-    r = subprocess.run([ISOCTL, "--socket", node.socket, *args], capture_output=True, text=True,
-                       timeout=30)
-    if r.returncode != 0:
-        raise AssertionError(f"isoctl {' '.join(args)}: {r.returncode}\n{r.stdout}{r.stderr}")
-    return r.stdout
 
 
 @unittest.skipUnless(ISOMETRYD and ISOCTL, "ISOMETRYD or ISOCTL is not set")

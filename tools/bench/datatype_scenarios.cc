@@ -387,8 +387,8 @@ void RunDatatype(const DatatypeOptions& o, Report& report) {
   const auto wanted = [&](const std::string& name) {
     return o.only.empty() || std::find(o.only.begin(), o.only.end(), name) != o.only.end();
   };
+  const std::vector<std::string> known = DatatypeKernelNames();
   for (const std::string& name : o.only) {
-    const std::vector<std::string> known = DatatypeKernelNames();
     if (name != "vector" && name != "contig" &&
         std::find(known.begin(), known.end(), name) == known.end()) {
       Die("--datatype-kernels: no kernel '" + name + "'");
