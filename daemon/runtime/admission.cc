@@ -88,12 +88,19 @@ bool Runtime::Impl::TryAdmit(TransferState& t) {
 
 // Admits waiting transfers in (priority, submission) order; stops at the
 // first that does not fit so large transfers are not starved.
+// Wakes only the workers of the transfers it admitted: no other XD became
+// runnable. Waking every worker on every admission attempt (each finish
+// tries one) cost a chain of futex wakeups per small copy, about a third
+// of a 4 KiB ring copy's time on a 2-core VM.
 void Runtime::Impl::AdmitWaiting() {
   while (!waiting.empty() && TryAdmit(*waiting.front())) {
-    active[waiting.front()->id] = waiting.front();
+    const std::shared_ptr<TransferState>& t = waiting.front();
+    for (const auto& x : t->xds) {
+      if (!x->remote) workers[x->channel]->cv.SignalAll();
+    }
+    active[t->id] = t;
     waiting.erase(waiting.begin());
   }
-  NotifyWorkers();
 }
 
 void Runtime::Impl::Enqueue(std::shared_ptr<TransferState> t) {
@@ -152,6 +159,9 @@ Completion Runtime::Impl::Finish(const std::shared_ptr<TransferState>& t, Status
   active.erase(t->id);
   waiting.erase(std::remove(waiting.begin(), waiting.end(), t), waiting.end());
   AdmitWaiting();
+  // Its XDs left the pools, which makes no other XD runnable; a stopping
+  // worker waits for an empty pool, though.
+  if (stopping) NotifyWorkers();
   drained_cv.SignalAll();
   return Completion{t};
 }
