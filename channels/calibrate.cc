@@ -3,11 +3,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <thread>
 
 #include "channels/disk/disk_file.h"
 #include "channels/gpu_memory.h"
@@ -242,6 +245,43 @@ Result<std::vector<RateSample>> MeasureContiguous(Channel& channel,
             },
             request, slice, nullptr, size / request);
       });
+}
+
+Result<RateSample> MeasureNodeCopy(std::chrono::milliseconds budget) {
+  const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 32u);
+  const uint64_t per_thread =
+      std::clamp<uint64_t>(2 * LastLevelCacheBytes() / threads, 8ull << 20, 64ull << 20);
+  std::vector<Areas> areas;
+  for (unsigned t = 0; t < threads; ++t) {
+    ISO_ASSIGN_OR_RETURN(Areas a, MakeAreas(per_thread));
+    areas.push_back(std::move(a));
+  }
+  std::atomic<bool> go{false};
+  std::atomic<unsigned> ready{0};
+  std::vector<uint64_t> copies(threads, 0);
+  Clock::time_point start, end;
+  {
+    std::vector<std::jthread> workers;
+    for (unsigned t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] {
+        ready.fetch_add(1);
+        while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+        const Clock::time_point stop = start + budget;
+        do {
+          std::memcpy(areas[t].dst.get(), areas[t].src.get(), per_thread);
+          ++copies[t];
+        } while (Clock::now() < stop);
+      });
+    }
+    while (ready.load() < threads) std::this_thread::yield();
+    start = Clock::now();
+    go.store(true, std::memory_order_release);
+  }  // joins: the slowest thread's last copy ends the measurement
+  end = Clock::now();
+  uint64_t total = 0;
+  for (uint64_t c : copies) total += c * per_thread;
+  const double seconds = std::chrono::duration<double>(end - start).count();
+  return RateSample{per_thread, static_cast<double>(total) / std::max(seconds, 1e-9)};
 }
 
 namespace {

@@ -68,6 +68,17 @@ std::vector<uint64_t> ContiguousCalibrationSizes();
 Result<std::vector<RateSample>> MeasureContiguous(Channel& channel,
                                                   std::chrono::milliseconds budget);
 
+// What the node's memory moves when every core copies at once: up to
+// min(hardware threads, 32) threads, each copying its own buffer of
+// 2 x last-level cache / threads (8 to 64 MiB) with memcpy, for about
+// `budget`. One sample: the summed bytes per second, request_bytes the
+// per-thread buffer. Memcpy hops of one node that run at the same time on
+// separate channels share this (TopologyEdge::node_copy_bps): on the
+// 2-core development VM two 1-thread hops pipelined ran at 13-16 GB/s
+// each where either alone ran at 19-20. Fails only when the buffers
+// cannot be allocated.
+Result<RateSample> MeasureNodeCopy(std::chrono::milliseconds budget);
+
 // Measures a GPU channel (GPUWrite, GPURead, GPUCopy) between a host area
 // of 128 MiB (pinned and mapped through `gpu` when `pinned`: a ZCM edge;
 // pageable otherwise) or device memory and device memory of GPU `device`

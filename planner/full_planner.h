@@ -33,12 +33,17 @@
 // is of whole copies), else its run-size curve (for runs smaller than an
 // entry, between its 2-field and 8-field figures by the number of runs an
 // entry holds: TopologyEdge::tp_fields8, HopThroughput); and SHARED is
-// the shared-memory bound: the uncapped Memcpy hops of one node run at
-// the same time on the same cores and memory, each measured alone at its
-// hop_bps, so together they move at most 1 / sum_i (1 / hop_bps_i) (their
-// times add up; measured on a 2-core VM, a pipelined SYS->REG->SYS copy
-// ran no faster than its two hops one after the other). Hops on other
-// channels (disk, network, GPU) or paced by a rate cap are left out.
+// the shared-memory bound on the uncapped Memcpy hops of one node, k of
+// them, each measured alone at its hop_bps: hops of one channel share its
+// threads, so their times add up (1 / sum (1 / hop_bps_i) over the
+// channel's hops); and every hop crosses the node's memory, so together
+// they move at most node_copy_bps / k, where node_copy_bps is what the
+// node copies with every core at once (TopologyEdge::node_copy_bps; when
+// unmeasured, the times of all k hops add up). On the 2-core development
+// VM two 1-thread hops on separate channels, pipelined, ran at 13-16 GB/s
+// where either alone ran at 19-20 and all cores copied 25: node_copy_bps / 2
+// predicted 12.5, the old sum of times 9-10. Hops on other channels
+// (disk, network, GPU) or paced by a rate cap are left out.
 // SHARED is applied when a path is evaluated; the search below ranks paths
 // by the hop constraints alone.
 //

@@ -31,20 +31,33 @@ double HopThroughput(const TopologyEdge& e, uint64_t run, bool contiguous, uint6
 
 double SharedMemoryBound(const std::vector<double>& hop_bps,
                          const std::vector<const TopologyEdge*>& edges) {
-  // Seconds per byte each node's memory system spends on the path's
-  // uncapped Memcpy hops, and how many such hops it runs.
-  std::map<uint32_t, std::pair<double, int>> per_node;
+  // Per node, the path's uncapped Memcpy hops: seconds per byte in all and
+  // per channel, how many, and the node's parallel copy rate.
+  struct NodeHops {
+    double seconds = 0;
+    std::map<int, double> channel_seconds;
+    int count = 0;
+    double node_copy_bps = 0;
+  };
+  std::map<uint32_t, NodeHops> per_node;
   for (size_t h = 0; h < edges.size(); ++h) {
     const TopologyEdge& e = *edges[h];
     if (e.kind != ChannelKind::kMemcpy || e.rate_limit_bytes_per_s > 0) continue;
     if (e.src.node != e.dst.node || !(hop_bps[h] > 0)) continue;
-    auto& [seconds, count] = per_node[e.src.node];
-    seconds += 1 / hop_bps[h];
-    ++count;
+    NodeHops& n = per_node[e.src.node];
+    n.seconds += 1 / hop_bps[h];
+    n.channel_seconds[e.channel] += 1 / hop_bps[h];
+    ++n.count;
+    n.node_copy_bps = std::max(n.node_copy_bps, e.node_copy_bps);
   }
   double bound = std::numeric_limits<double>::infinity();
-  for (const auto& [node, sc] : per_node) {
-    if (sc.second >= 2) bound = std::min(bound, 1 / sc.first);
+  for (const auto& [node, n] : per_node) {
+    if (n.count < 2) continue;
+    // Hops of one channel share its threads: their times add up.
+    for (const auto& [channel, seconds] : n.channel_seconds) bound = std::min(bound, 1 / seconds);
+    // All of them share the node's memory: each byte crosses it once per
+    // hop. Unmeasured, the hops are taken to run one after the other.
+    bound = std::min(bound, n.node_copy_bps > 0 ? n.node_copy_bps / n.count : 1 / n.seconds);
   }
   return bound;
 }

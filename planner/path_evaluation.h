@@ -28,9 +28,11 @@ const ThroughputFunction& CurveOf(const TopologyEdge& e, bool contiguous);
 double HopThroughput(const TopologyEdge& e, uint64_t run, bool contiguous, uint64_t field_bytes,
                      const ThroughputFunction*& curve);
 
-// The shared-memory bound (full_planner.h): for each node, 1 / the sum of
-// 1 / hop_bps over the path's uncapped Memcpy hops within it, when there
-// are two or more; the smallest such figure (infinity when none).
+// The shared-memory bound (full_planner.h): for each node with two or
+// more of the path's uncapped Memcpy hops, 1 / the sum of 1 / hop_bps over
+// each channel's hops, and node_copy_bps / their count (when unmeasured,
+// 1 / the sum over all of them); the smallest such figure (infinity when
+// none).
 double SharedMemoryBound(const std::vector<double>& hop_bps,
                          const std::vector<const TopologyEdge*>& edges);
 

@@ -53,6 +53,11 @@ struct TopologyEdge {
   // request size; 0: unknown, no limit). A hop's run-size curve is read at
   // no more than this: a 1 GiB run goes out as requests of this size.
   uint64_t max_request_bytes = 0;
+  // Memcpy edges: what the node's memory moves with every core copying at
+  // once (calibration, MeasureNodeCopy; 0: not measured). Memcpy hops of
+  // one node on separate channels run in parallel and share it
+  // (full_planner.h, SHARED).
+  double node_copy_bps = 0;
   bool operator==(const TopologyEdge&) const = default;
 };
 

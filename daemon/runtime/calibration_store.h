@@ -31,6 +31,12 @@ std::string Fields8Curve(const std::string& channel);
 // (MeasureGpuChannel); ContiguousCurve of it for plain copies.
 std::string GpuHostCurve(const std::string& channel, bool pinned);
 
+// ":node_copy": one sample, what the node's memory moves with every core
+// copying at once (MeasureNodeCopy; TopologyEdge::node_copy_bps). Not a
+// channel: channel names cannot start with ':' in practice, and no edge
+// reads it as a curve.
+inline constexpr const char* kNodeCopyCurve = ":node_copy";
+
 // CPU model, core count, memory size, each channel's config (kind,
 // threads, in-flight limit, request size, rate cap) and each DSK memory's
 // directory and device: what the figures depend on.

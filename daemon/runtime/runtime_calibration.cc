@@ -65,12 +65,17 @@ Result<Calibration> Runtime::Impl::LoadOrMeasure(bool force) {
       // Conversions by run size (two fields; eight, for the runs up to
       // kFields8MaxRun where the field count matters), and plain copies by size (their
       // own store path and request stream): 9/20, 5/20 and 6/20 of the
-      // share, about the same time per sample.
+      // share, about the same time per sample; the first channel also
+      // spends 1/20 on the node's parallel copy rate.
       const std::string& name = ch.caps().name;
       ISO_ASSIGN_OR_RETURN(cal[name], MeasureChannel(ch, budget * 9 / 20));
       ISO_ASSIGN_OR_RETURN(cal[Fields8Curve(name)],
                            MeasureChannel(ch, budget * 5 / 20, /*fields=*/8, kFields8MaxRun));
       ISO_ASSIGN_OR_RETURN(cal[ContiguousCurve(name)], MeasureContiguous(ch, budget * 6 / 20));
+      if (!cal.contains(kNodeCopyCurve)) {  // once per node, from the first channel's share
+        ISO_ASSIGN_OR_RETURN(RateSample node, MeasureNodeCopy(budget / 20));
+        cal[kNodeCopyCurve] = {node};
+      }
     } else if (kind == ChannelKind::kCma) {
       // Not by copies between two host buffers (MeasureChannel): its ends
       // are other processes. A failed measurement keeps the default model.
@@ -189,7 +194,17 @@ Status Runtime::Impl::ApplyCalibration(const Calibration& cal) {
     if (plain || !IsGpu(e.kind)) e.tp_contiguous = std::move(plain);
     ISO_ASSIGN_OR_RETURN(e.tp_fields8, curve(Fields8Curve(e.channel_name)));
   }
+  if (auto it = cal.find(kNodeCopyCurve); it != cal.end() && !it->second.empty()) {
+    const double node_bps = it->second.front().bytes_per_s;
+    for (TopologyEdge& e : topo.edges) {
+      if (e.kind == ChannelKind::kMemcpy && IsLocal(e.src) && IsLocal(e.dst)) {
+        e.node_copy_bps = node_bps;
+      }
+    }
+    spdlog::info("calibration: every core copying at once moves {:.2f} GB/s", node_bps / 1e9);
+  }
   for (const auto& [name, samples] : cal) {
+    if (name == kNodeCopyCurve) continue;
     double peak = 0;
     for (const RateSample& s : samples) peak = std::max(peak, s.bytes_per_s);
     spdlog::info("calibration: channel '{}' peaks at {:.2f} GB/s ({} sizes; {} B: {:.2f} GB/s)",

@@ -118,7 +118,7 @@ TEST_CASE("a run-size curve is read at no more than the channel's request size")
   CHECK(r2->predicted_bps == Approx(4 * kGB));
 }
 
-TEST_CASE("a node's uncapped Memcpy hops share its memory: their times add up") {
+TEST_CASE("a node's uncapped Memcpy hops share its memory and their channels' threads") {
   TopologyEdge e;
   e.tp = ThroughputFunction::Constant(10 * kGB);
   const Box b = Box::FromExtents({1 << 20});
@@ -153,4 +153,23 @@ TEST_CASE("a node's uncapped Memcpy hops share its memory: their times add up") 
   CHECK(full_planner_internal::SharedMemoryBound({4 * kGB, 4 * kGB}, {&a, &c}) ==
         std::numeric_limits<double>::infinity());
   CHECK(full_planner_internal::SharedMemoryBound({4 * kGB, 12 * kGB}, {&a, &a}) == Approx(3 * kGB));
+
+  // With the node's parallel copy rate measured: hops on separate
+  // channels run at once and share it; hops of one channel still add
+  // their times.
+  TopologyEdge up{Mem(0, 0), Mem(0, 1)}, down{Mem(0, 1), Mem(0, 0)};
+  up.channel = 0;
+  down.channel = 1;
+  up.node_copy_bps = down.node_copy_bps = 25 * kGB;
+  CHECK(full_planner_internal::SharedMemoryBound({20 * kGB, 20 * kGB}, {&up, &down}) ==
+        Approx(12.5 * kGB));
+  CHECK(full_planner_internal::SharedMemoryBound({10 * kGB, 12 * kGB}, {&up, &down}) ==
+        Approx(10 * kGB));  // a channel alone is no faster than its hop
+  down.channel = 0;         // one channel's threads serve both: 1 / (1/20 + 1/20)
+  CHECK(full_planner_internal::SharedMemoryBound({20 * kGB, 20 * kGB}, {&up, &down}) ==
+        Approx(10 * kGB));
+  up.node_copy_bps = down.node_copy_bps = 0;  // unmeasured: the old rule
+  down.channel = 1;
+  CHECK(full_planner_internal::SharedMemoryBound({20 * kGB, 20 * kGB}, {&up, &down}) ==
+        Approx(10 * kGB));
 }

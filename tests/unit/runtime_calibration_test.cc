@@ -63,6 +63,12 @@ TEST_CASE("a Memcpy channel is calibrated for plain copies and many-field conver
   CHECK(plain.predicted_bps == Approx(plain.edges[0].tp_contiguous->At(64ull << 20)));
   CHECK(conv.run_bytes[0] == 4);
   CHECK(conv.predicted_bps == Approx(conv.edges[0].tp_fields8->At(4)));
+  // Once per node: every core copying at once, on the Memcpy edges.
+  REQUIRE(cal->count(kNodeCopyCurve) == 1);
+  REQUIRE(cal->at(kNodeCopyCurve).size() == 1);
+  const double node_bps = cal->at(kNodeCopyCurve).front().bytes_per_s;
+  CHECK(node_bps > 0);
+  CHECK(plain.edges[0].node_copy_bps == Approx(node_bps));
 }
 
 TEST_CASE("a calibration file without the newer curves still loads and plans") {
