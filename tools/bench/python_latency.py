@@ -139,7 +139,7 @@ def main():
         sys.exit(f"python_latency: isometryd exited with {status}")
     all_copy.sort()
     all_floor.sort()
-    cdf = [50, 75, 90, 95, 99, 99.9]
+    cdf = list(range(100)) + [99.5, 99.9, 99.99, 100]  # as isometry_bench's rows
     rows = [
         row("median", medians, floor_medians,
             [[p, percentile(all_copy, p)] for p in cdf],
