@@ -35,14 +35,8 @@ class CmaChannel final : public Channel {
     // A request cancelled while queued ends at once; a running one at its
     // next batch (CmaCopy).
     workers_ = std::make_unique<ChannelWorkers>(
-        config.threads, [this](const ChannelRequest& r, const RequestDone& done) {
-          if (OwnHops* hops = OwnHopOf(r)) {
-            // The client's own hop: on its window's thread, never on ours.
-            hops->Enqueue([this, hops, r, done] { done(RunOwnHop(*hops, r)); });
-            return;
-          }
-          done(Copy(r));
-        });
+        config.threads,
+        [this](const ChannelRequest& r, const RequestDone& done) { done(Copy(r)); });
   }
 
   const ChannelCaps& caps() const override { return caps_; }
@@ -50,6 +44,15 @@ class CmaChannel final : public Channel {
   Status RunInline(const ChannelRequest& request) override { return Copy(request); }
 
   void Submit(ChannelRequest request, RequestDone done) override {
+    if (OwnHops* hops = OwnHopOf(request)) {
+      // The client's own hop: straight onto its window's thread, never on
+      // ours (passing it through one of ours cost a thread wakeup more per
+      // copy). The window only queues it here.
+      hops->Enqueue([this, hops, r = std::move(request), done = std::move(done)] {
+        done(RunOwnHop(*hops, r));
+      });
+      return;
+    }
     workers_->Push(std::move(request), std::move(done));
   }
 
