@@ -1,6 +1,7 @@
 #include "channels/cma/own_hops.h"
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -63,7 +64,8 @@ Result<std::shared_ptr<OwnHops>> OwnHops::Create(std::byte* window, uint64_t byt
                                                  uint64_t arena_bytes, std::function<void()> wake,
                                                  std::shared_ptr<void> keep,
                                                  std::chrono::milliseconds timeout, std::string who,
-                                                 std::shared_ptr<OwnHopsTotals> totals) {
+                                                 std::shared_ptr<OwnHopsTotals> totals,
+                                                 std::chrono::microseconds answer_spin) {
   if (!totals) return Internal("a hop window needs the daemon's totals");
   const std::optional<hop_window::Geometry> g = hop_window::GeometryFor(bytes, arena_bytes);
   if (!g) {
@@ -72,6 +74,7 @@ Result<std::shared_ptr<OwnHops>> OwnHops::Create(std::byte* window, uint64_t byt
   }
   std::shared_ptr<OwnHops> h(new OwnHops());
   h->window_ = window;
+  h->answer_spin_ = answer_spin;
   h->header_ = reinterpret_cast<hop_window::HopWindowHeader*>(window);
   hop_window::InitHeader(*h->header_, *g);
   h->data_ = window + g->data_offset;
@@ -256,6 +259,7 @@ std::optional<Status> OwnHops::Run(const CopyProgram& program, const std::byte* 
   }
   wake_();
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  bool spun = false;
   while (true) {
     uint32_t seen = 0;
     {
@@ -293,6 +297,16 @@ std::optional<Status> OwnHops::Run(const CopyProgram& program, const std::byte* 
         }
         return gave_up;
       }
+    }
+    if (!spun && answer_spin_.count() > 0) {
+      // Once per hop: look for the answer a while before sleeping (Create).
+      spun = true;
+      const auto until = std::chrono::steady_clock::now() + answer_spin_;
+      while (header_->done_tail.value.load(std::memory_order_acquire) == seen &&
+             std::chrono::steady_clock::now() < until) {
+        sched_yield();
+      }
+      continue;
     }
     FutexWait(&header_->done_tail.value, seen, 2'000'000);
   }

@@ -63,12 +63,16 @@ class OwnHops {
   // tells the client that work is waiting (its completion eventfd);
   // `keep` holds the mapping for as long as this object lives.
   // `who`: the client, for messages ("session 7 (pid 123)"). `totals`
-  // (not null) adds up what every window does.
-  static Result<std::shared_ptr<OwnHops>> Create(std::byte* window, uint64_t bytes,
-                                                 uint64_t arena_bytes, std::function<void()> wake,
-                                                 std::shared_ptr<void> keep,
-                                                 std::chrono::milliseconds timeout, std::string who,
-                                                 std::shared_ptr<OwnHopsTotals> totals);
+  // (not null) adds up what every window does. `answer_spin`: how long Run
+  // looks for the client's answer (yielding) before it sleeps on the futex
+  // (daemon.ring_poll_us; 0: sleeps at once). A small hop's answer comes
+  // within microseconds while the client waits on its copy, and a futex
+  // wakeup costs 10-20 us on the development VM.
+  static Result<std::shared_ptr<OwnHops>> Create(
+      std::byte* window, uint64_t bytes, uint64_t arena_bytes, std::function<void()> wake,
+      std::shared_ptr<void> keep, std::chrono::milliseconds timeout, std::string who,
+      std::shared_ptr<OwnHopsTotals> totals,
+      std::chrono::microseconds answer_spin = std::chrono::microseconds(0));
   ~OwnHops();
   OwnHops(const OwnHops&) = delete;
   OwnHops& operator=(const OwnHops&) = delete;
@@ -141,6 +145,7 @@ class OwnHops {
   std::function<void()> wake_;
   std::shared_ptr<void> keep_;
   std::chrono::milliseconds timeout_{0};
+  std::chrono::microseconds answer_spin_{0};
   std::string who_;
   std::shared_ptr<OwnHopsTotals> totals_;
   // Enqueue's queue and thread. The queue outlives this object when the

@@ -130,7 +130,7 @@ Result<Node::OwnHopsWindow> Node::EnableOwnHops(const std::string& session,
       OwnHops::Create(keep->data(), keep->size(), std::max<uint64_t>(bytes / 4, 1 << 16),
                       std::move(wake), keep, std::chrono::milliseconds(dc.own_hop_timeout_ms),
                       StrCat("session ", s->id, " (pid ", s->creds.pid, ")"),
-                      impl_->own_hops_totals));
+                      impl_->own_hops_totals, std::chrono::microseconds(dc.ring_poll_us)));
   spdlog::debug("session {}: hop window of {} bytes", s->id, bytes);
   return OwnHopsWindow{keep->fd(), keep->size()};
 }

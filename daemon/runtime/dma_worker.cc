@@ -258,9 +258,15 @@ void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdSta
     if (t->phase == Phase::kDraining && t->in_flight == 0) c = Finish(t, t->failure);
     // Only this transfer's channels can have new work (a free slot, a
     // finished dependency, room in flight); waking every worker on every
-    // request costs more than the request on fast channels.
-    for (const auto& xd : t->xds) {
-      if (!xd->remote) workers[xd->channel]->cv.SignalAll();
+    // request costs more than the request on fast channels. A transfer
+    // that has just finished has no XD left in any pool: only this
+    // channel's room in flight is new, for other transfers' XDs.
+    if (t->phase != Phase::kFinished) {
+      for (const auto& xd : t->xds) {
+        if (!xd->remote) workers[xd->channel]->cv.SignalAll();
+      }
+    } else if (!w.pool.empty()) {
+      w.cv.SignalAll();
     }
   }
   if (commit) {
