@@ -13,6 +13,22 @@ import subprocess
 import tempfile
 import time
 
+# One SYS memory (a 64 MiB pool, 32 MiB a client) and a memcpy channel:
+# the config after the [daemon] section that single-daemon tests and
+# tools/bench/python_latency.py start with.
+ONE_SYS_MEMORY = """
+[[memory]]
+name = "sys0"
+kind = "SYS"
+pool = "64MiB"
+client_quota = "32MiB"
+staging = "64MiB"
+
+[[channel]]
+name = "memcpy0"
+kind = "memcpy"
+"""
+
 
 def daemon_config_tool(isometryd):
     """The isometry_daemon_config binary: $ISOMETRY_DAEMON_CONFIG (ctest sets

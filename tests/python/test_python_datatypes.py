@@ -16,25 +16,14 @@ import test_python_client as ref  # its tests are not collected here
 from test_python_client import ISOMETRYD, SKIP_REASON
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
-from isometryd_process import IsometrydProcess  # noqa: E402
+from isometryd_process import ONE_SYS_MEMORY, IsometrydProcess  # noqa: E402
 
 if ref._IMPORT_ERROR is None:
     import isometry
     from isometry import IsometryError
     from isometry.datatype import BYTE, DOUBLE
 
-CONFIG = """
-[[memory]]
-name = "sys0"
-kind = "SYS"
-pool = "64MiB"
-client_quota = "32MiB"
-staging = "64MiB"
-
-[[channel]]
-name = "memcpy0"
-kind = "memcpy"
-"""
+CONFIG = ONE_SYS_MEMORY
 
 N = 64  # a 64 x 64 matrix of doubles
 

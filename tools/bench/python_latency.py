@@ -25,21 +25,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "pyfixture"))
-from isometryd_process import IsometrydProcess  # noqa: E402
+from isometryd_process import ONE_SYS_MEMORY, IsometrydProcess  # noqa: E402
 
-CONFIG = """
-[[memory]]
-name = "sys0"
-kind = "SYS"
-pool = "64MiB"
-client_quota = "32MiB"
-staging = "64MiB"
-
-[[channel]]
-name = "memcpy0"
-kind = "memcpy"
-threads = 2
-"""
+CONFIG = ONE_SYS_MEMORY
 COPY_BYTES = 4096
 WARM_UP = 200
 
