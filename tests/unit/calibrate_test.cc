@@ -1,5 +1,6 @@
 #include "channels/calibrate.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <map>
 #include <mutex>
@@ -88,7 +89,14 @@ TEST_CASE(
       for (const RateSample& s : *samples) CHECK(s.bytes_per_s > 0);
       // Large requests amortize the per-request cost the planner weighs
       // (equal when a loaded machine extrapolated the large sizes flat).
-      CHECK(samples->back().bytes_per_s >= samples->front().bytes_per_s);
+      // Some request of 1 MiB or more must show it: one size can land on a
+      // device stall (a CI run saw the 64 MiB write at 2 MB/s while 4 KiB
+      // ran at 69 MB/s, the virtio disk flushing for other tests).
+      double large = 0;
+      for (const RateSample& s : *samples) {
+        if (s.request_bytes >= (1u << 20)) large = std::max(large, s.bytes_per_s);
+      }
+      CHECK(large >= samples->front().bytes_per_s);
       // Real I/O of the channel's own direction on one scratch file in the
       // directory (the read calibration fills its area outside the channel).
       CHECK(directions == std::set<bool>{kind == ChannelKind::kDiskWrite});
