@@ -147,16 +147,32 @@ class Node:
         stale = os.path.join(self.dir, "local.sock")
         if os.path.exists(stale):
             os.unlink(stale)
-        self.process = IsometrydProcess(
-            self.cluster.isometryd,
-            self.config,
-            os.path.join(self.dir, "isometryd.log"),
-            self.socket,
-            prefix=["ip", "netns", "exec", self.netns] if self.netns else (),
-            env=self.env,
-            name=self.name,
-        )
-        self.process.start()
+        for attempt in range(3):
+            self.process = IsometrydProcess(
+                self.cluster.isometryd,
+                self.config,
+                os.path.join(self.dir, "isometryd.log"),
+                self.socket,
+                prefix=["ip", "netns", "exec", self.netns] if self.netns else (),
+                env=self.env,
+                name=self.name,
+            )
+            try:
+                self.process.start()
+                return
+            except AssertionError as e:
+                # free_port() only saw the gRPC port free; a daemon of a test
+                # running beside this one can bind it first. Peers never
+                # name that port, so another one will do.
+                old = f"{self.host}:{self.grpc_port}"
+                if (attempt == 2 or self.netns or "Address already in use" not in str(e)
+                        or f"and {old}" not in str(e)):
+                    raise
+                self.grpc_port = free_port()
+                with open(self.config) as f:
+                    text = f.read()
+                with open(self.config, "w") as f:
+                    f.write(text.replace(f'"{old}"', f'"{self.host}:{self.grpc_port}"'))
 
     def client(self, name="test", local=False):
         """local: open the session over the local socket (private ranges)."""
