@@ -107,7 +107,7 @@ TEST_CASE(
       uint64_t expected = 0;
       for (size_t i = 0; i < samples->size(); ++i) {
         const bool flat = i > 0 && (*samples)[i].bytes_per_s == (*samples)[i - 1].bytes_per_s;
-        if (!flat) expected += 2 * 4096;
+        if (!flat) expected += uint64_t{2} * 4096;
       }
       CHECK(bytes >= expected);
       // Unlinked as soon as it was open: nothing left behind.
