@@ -24,7 +24,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
-from isometryd_process import IsometrydProcess  # noqa: E402
+from isometryd_process import ONE_SYS_MEMORY, IsometrydProcess  # noqa: E402
 
 ISOMETRYD = os.environ.get("ISOMETRYD", "")
 if os.environ.get("ISOMETRY_PYTHONPATH"):
@@ -54,19 +54,7 @@ QUOTA_BYTES = 32 << 20
 # [daemon]: isometryd_process.daemon_section (sockets and state in the
 # temporary directory) with these options; CONFIG follows it.
 DAEMON = dict(log_level="warn", shutdown_grace_ms=2000)
-CONFIG = """
-[[memory]]
-name = "sys0"
-kind = "SYS"
-pool = "64MiB"
-client_quota = "32MiB"
-staging = "64MiB"
-
-[[channel]]
-name = "memcpy0"
-kind = "memcpy"
-threads = 2
-"""
+CONFIG = ONE_SYS_MEMORY + "threads = 2\n"  # memcpy0's threads
 
 
 # ---- a reference model of layouts (core/layout.h), for expected bytes ----

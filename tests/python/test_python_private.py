@@ -21,7 +21,7 @@ import test_python_client as ref  # the layout reference model; its tests are no
 from test_python_client import FIELDS, ISOMETRYD, SKIP_REASON, RefLayout, _fill
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
-from isometryd_process import IsometrydProcess  # noqa: E402
+from isometryd_process import ONE_SYS_MEMORY, IsometrydProcess  # noqa: E402
 
 if ref._IMPORT_ERROR is None:
     import isometry
@@ -29,18 +29,7 @@ if ref._IMPORT_ERROR is None:
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DAEMON = dict(log_level="warn", shutdown_grace_ms=2000)
-CONFIG = """
-[[memory]]
-name = "sys0"
-kind = "SYS"
-pool = "64MiB"
-client_quota = "32MiB"
-staging = "64MiB"
-
-[[channel]]
-name = "memcpy0"
-kind = "memcpy"
-
+CONFIG = ONE_SYS_MEMORY + """
 [[channel]]
 name = "cma0"
 kind = "cma"

@@ -74,7 +74,7 @@ def main():
     ap.add_argument("--isometryd", default="build-release/daemon/isometryd",
                     help="the daemon binary to start (default: %(default)s)")
     ap.add_argument("--pythonpath", default="build-release/python",
-                    help="directory holding the isometry package and its stubs "
+                    help="directory holding the isometry package and its generated gRPC modules "
                          "(default: %(default)s)")
     ap.add_argument("--rounds", type=int, default=5, help="paired rounds (default: 5)")
     ap.add_argument("--iterations", type=int, default=2000,
