@@ -481,13 +481,18 @@ void RunDisk(const std::string& dir, uint64_t bytes, Report& report, int rounds,
   const std::string path = StrCat(dir, "/isometry-bench-disk-", ::getpid(), ".bin");
   auto writer = MakeOrDie(ChannelKind::kDiskWrite, "dsk_w");
   auto reader = MakeOrDie(ChannelKind::kDiskRead, "dsk_r");
-  // Host memory like fio's: one buffer per request in flight, reused (fio
-  // allocates iodepth x bs). Cycling through a larger buffer measures the
-  // host's page pinning and TLB as much as the disk: 64 MiB cost ~15% on
-  // the development VM.
-  const uint64_t host_bytes =
-      static_cast<uint64_t>(std::max(1, writer->caps().max_in_flight)) * kRequest;
-  const HostBuffer host(std::min(bytes, host_bytes), 7);
+  // Host memory as large as the transfer, like a user's copy into a pool
+  // allocation (and the runtime rows below). fio allocates only iodepth x bs
+  // and reuses it; we did the same until 2026-11-25, when reads into such a
+  // small reused buffer proved bimodal on the development VM: 1.35 GB/s or
+  // 2.4-3.9 GB/s, fixed for the life of the process (fio shows the same two
+  // levels, per run), whatever CPU the process is pinned to and with or
+  // without transparent huge pages. Reads into a buffer the size of the
+  // transfer ran at 2.7-3.4 GB/s in every process. The likely cause is the
+  // physical contiguity of the few pages a small buffer gets, which decides
+  // how many virtio segments (and device requests) a 1 MiB I/O becomes
+  // (README, "Figures", the paragraph on pages).
+  const HostBuffer host(bytes, 7);
   const unsigned depth = kDefaultQueueDepth;  // fio gets the channel's queue depth
 
   double ours_round[2] = {}, fio_round[2] = {};  // this round's seconds, GB/s
