@@ -79,6 +79,20 @@ Result<std::vector<RateSample>> MeasureContiguous(Channel& channel,
 // cannot be allocated.
 Result<RateSample> MeasureNodeCopy(std::chrono::milliseconds budget);
 
+// What two memcpy hops of one node pipelined through a ring move: one
+// thread copies `slot_bytes` at a time from a large source area into the
+// next of `slots` ring slots, another from the filled slot into a large
+// destination area, each waiting for the other at the ring's ends, for
+// about `budget`. One sample: bytes through the ring per second,
+// request_bytes the slot. The runtime's ring for such a copy is
+// slots_per_buffer chunks of the channel's request size; a ring that small
+// stays in the cache, so the pair crosses memory about as often as one
+// copy does, and on the 2-core development VM it ran at 18-19.6 GB/s where
+// node_copy_bps / 2 said 13 (TopologyEdge::node_pipe_bps). Fails only
+// when the buffers cannot be allocated.
+Result<RateSample> MeasureNodePipe(uint64_t slot_bytes, int slots,
+                                   std::chrono::milliseconds budget);
+
 // Measures a GPU channel (GPUWrite, GPURead, GPUCopy) between a host area
 // of 128 MiB (pinned and mapped through `gpu` when `pinned`: a ZCM edge;
 // pageable otherwise) or device memory and device memory of GPU `device`

@@ -39,10 +39,14 @@
 // channel's hops); and every hop crosses the node's memory, so together
 // they move at most node_copy_bps / k, where node_copy_bps is what the
 // node copies with every core at once (TopologyEdge::node_copy_bps; when
-// unmeasured, the times of all k hops add up). On the 2-core development
-// VM two 1-thread hops on separate channels, pipelined, ran at 13-16 GB/s
-// where either alone ran at 19-20 and all cores copied 25: node_copy_bps / 2
-// predicted 12.5, the old sum of times 9-10. Hops on other channels
+// unmeasured, the times of all k hops add up). Exactly two such hops
+// pipelined through the runtime's ring move node_pipe_bps, measured with
+// that ring (TopologyEdge::node_pipe_bps; MeasureNodePipe), instead: the
+// ring stays in the cache, so the pair crosses memory about once. On the
+// 2-core development VM two 1-thread hops on separate channels, pipelined,
+// ran at 13-19 GB/s where either alone ran at 19-20 and all cores copied
+// 25-26: node_copy_bps / 2 predicted 13, the pipe 18-19.6, the old sum of
+// times 9-10. Hops on other channels
 // (disk, network, GPU) or paced by a rate cap are left out.
 // SHARED is applied when a path is evaluated; the search below ranks paths
 // by the hop constraints alone.

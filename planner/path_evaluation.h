@@ -31,8 +31,8 @@ double HopThroughput(const TopologyEdge& e, uint64_t run, bool contiguous, uint6
 // The shared-memory bound (full_planner.h): for each node with two or
 // more of the path's uncapped Memcpy hops, 1 / the sum of 1 / hop_bps over
 // each channel's hops, and node_copy_bps / their count (when unmeasured,
-// 1 / the sum over all of them); the smallest such figure (infinity when
-// none).
+// 1 / the sum over all of them), or node_pipe_bps for exactly two where it
+// was measured; the smallest such figure (infinity when none).
 double SharedMemoryBound(const std::vector<double>& hop_bps,
                          const std::vector<const TopologyEdge*>& edges);
 

@@ -58,6 +58,10 @@ struct TopologyEdge {
   // one node on separate channels run in parallel and share it
   // (full_planner.h, SHARED).
   double node_copy_bps = 0;
+  // Memcpy edges: what two hops of one node on separate channels move
+  // pipelined through the runtime's ring (calibration, MeasureNodePipe;
+  // 0: not measured). Two such hops share it instead of node_copy_bps / 2.
+  double node_pipe_bps = 0;
   bool operator==(const TopologyEdge&) const = default;
 };
 

@@ -114,7 +114,8 @@ Status SaveCalibration(const std::string& path, const std::string& fingerprint,
     out << "# Isometry channel calibration: [request bytes, bytes/s] per channel\n"
         << "# (\"NAME:contiguous\": the channel's plain copies, by copy size;\n"
         << "# \"NAME:fields8\": its conversions of 8 interleaved fields, by run;\n"
-        << "# \":node_copy\": every core copying at once, summed).\n"
+        << "# \":node_copy\": every core copying at once, summed;\n"
+        << "# \":node_pipe\": two copying threads pipelined through a ring).\n"
         << root << "\n";
     if (!out) return Internal("cannot write ", tmp);
   }

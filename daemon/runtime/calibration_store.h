@@ -37,6 +37,11 @@ std::string GpuHostCurve(const std::string& channel, bool pinned);
 // reads it as a curve.
 inline constexpr const char* kNodeCopyCurve = ":node_copy";
 
+// ":node_pipe": one sample, what two memcpy hops pipelined through the
+// runtime's ring move (MeasureNodePipe; TopologyEdge::node_pipe_bps).
+// Not a channel either.
+inline constexpr const char* kNodePipeCurve = ":node_pipe";
+
 // CPU model, core count, memory size, each channel's config (kind,
 // threads, in-flight limit, request size, rate cap) and each DSK memory's
 // directory and device: what the figures depend on.

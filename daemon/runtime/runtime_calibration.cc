@@ -64,17 +64,27 @@ Result<Calibration> Runtime::Impl::LoadOrMeasure(bool force) {
     if (kind == ChannelKind::kMemcpy) {
       // Conversions by run size (two fields; eight, for the runs up to
       // kFields8MaxRun where the field count matters), and plain copies by size (their
-      // own store path and request stream): 9/20, 5/20 and 6/20 of the
+      // own store path and request stream): 8/20, 4/20 and 5/20 of the
       // share, about the same time per sample; the first channel also
-      // spends 1/20 on the node's parallel copy rate.
+      // spends 1/20 on the node's parallel copy rate and 2/20 on a
+      // pipelined pair (a steady state needs the longer sample).
       const std::string& name = ch.caps().name;
-      ISO_ASSIGN_OR_RETURN(cal[name], MeasureChannel(ch, budget * 9 / 20));
+      ISO_ASSIGN_OR_RETURN(cal[name], MeasureChannel(ch, budget * 8 / 20));
       ISO_ASSIGN_OR_RETURN(cal[Fields8Curve(name)],
-                           MeasureChannel(ch, budget * 5 / 20, /*fields=*/8, kFields8MaxRun));
-      ISO_ASSIGN_OR_RETURN(cal[ContiguousCurve(name)], MeasureContiguous(ch, budget * 6 / 20));
+                           MeasureChannel(ch, budget * 4 / 20, /*fields=*/8, kFields8MaxRun));
+      ISO_ASSIGN_OR_RETURN(cal[ContiguousCurve(name)], MeasureContiguous(ch, budget * 5 / 20));
       if (!cal.contains(kNodeCopyCurve)) {  // once per node, from the first channel's share
         ISO_ASSIGN_OR_RETURN(RateSample node, MeasureNodeCopy(budget / 20));
         cal[kNodeCopyCurve] = {node};
+        // The ring of a two-hop copy: slots_per_buffer chunks of this
+        // channel's request size, at most a slot (GridFor).
+        const uint64_t slot_limit =
+            config.space_threshold / static_cast<uint64_t>(std::max(config.slots_per_buffer, 1));
+        const uint64_t chunk = std::min(
+            ch.caps().request_bytes > 0 ? ch.caps().request_bytes : slot_limit, slot_limit);
+        ISO_ASSIGN_OR_RETURN(RateSample pipe,
+                             MeasureNodePipe(chunk, config.slots_per_buffer, budget / 10));
+        cal[kNodePipeCurve] = {pipe};
       }
     } else if (kind == ChannelKind::kCma) {
       // Not by copies between two host buffers (MeasureChannel): its ends
@@ -203,8 +213,19 @@ Status Runtime::Impl::ApplyCalibration(const Calibration& cal) {
     }
     spdlog::info("calibration: every core copying at once moves {:.2f} GB/s", node_bps / 1e9);
   }
+  if (auto it = cal.find(kNodePipeCurve); it != cal.end() && !it->second.empty()) {
+    const RateSample pipe = it->second.front();
+    for (TopologyEdge& e : topo.edges) {
+      if (e.kind == ChannelKind::kMemcpy && IsLocal(e.src) && IsLocal(e.dst)) {
+        e.node_pipe_bps = pipe.bytes_per_s;
+      }
+    }
+    spdlog::info(
+        "calibration: two memcpy hops pipelined through a ring of {} KiB slots move {:.2f} GB/s",
+        pipe.request_bytes >> 10, pipe.bytes_per_s / 1e9);
+  }
   for (const auto& [name, samples] : cal) {
-    if (name == kNodeCopyCurve) continue;
+    if (name == kNodeCopyCurve || name == kNodePipeCurve) continue;
     double peak = 0;
     for (const RateSample& s : samples) peak = std::max(peak, s.bytes_per_s);
     spdlog::info("calibration: channel '{}' peaks at {:.2f} GB/s ({} sizes; {} B: {:.2f} GB/s)",

@@ -168,8 +168,22 @@ TEST_CASE("a node's uncapped Memcpy hops share its memory and their channels' th
   down.channel = 0;         // one channel's threads serve both: 1 / (1/20 + 1/20)
   CHECK(full_planner_internal::SharedMemoryBound({20 * kGB, 20 * kGB}, {&up, &down}) ==
         Approx(10 * kGB));
-  up.node_copy_bps = down.node_copy_bps = 0;  // unmeasured: the old rule
+  // With the pipelined pair measured too: two hops on separate channels
+  // move what the pair moved through the ring, not node_copy / 2; a
+  // channel alone is still no faster than its hop, and three hops share
+  // the node's copy rate as before.
   down.channel = 1;
+  up.node_pipe_bps = down.node_pipe_bps = 19 * kGB;
+  CHECK(full_planner_internal::SharedMemoryBound({30 * kGB, 30 * kGB}, {&up, &down}) ==
+        Approx(19 * kGB));
+  CHECK(full_planner_internal::SharedMemoryBound({30 * kGB, 15 * kGB}, {&up, &down}) ==
+        Approx(15 * kGB));
+  TopologyEdge third = down;
+  third.channel = 2;
+  CHECK(full_planner_internal::SharedMemoryBound({30 * kGB, 30 * kGB, 30 * kGB},
+                                                 {&up, &down, &third}) == Approx(25.0 / 3 * kGB));
+  up.node_pipe_bps = down.node_pipe_bps = 0;
+  up.node_copy_bps = down.node_copy_bps = 0;  // unmeasured: the old rule
   CHECK(full_planner_internal::SharedMemoryBound({20 * kGB, 20 * kGB}, {&up, &down}) ==
         Approx(10 * kGB));
 }

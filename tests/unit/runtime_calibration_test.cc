@@ -69,6 +69,16 @@ TEST_CASE("a Memcpy channel is calibrated for plain copies and many-field conver
   const double node_bps = cal->at(kNodeCopyCurve).front().bytes_per_s;
   CHECK(node_bps > 0);
   CHECK(plain.edges[0].node_copy_bps == Approx(node_bps));
+  // And the pipelined pair, through the runtime's ring: slots_per_buffer
+  // slots of the channel's request size (at most TH / slots_per_buffer).
+  REQUIRE(cal->count(kNodePipeCurve) == 1);
+  REQUIRE(cal->at(kNodePipeCurve).size() == 1);
+  const RateSample pipe = cal->at(kNodePipeCurve).front();
+  CHECK(pipe.bytes_per_s > 0);
+  CHECK(pipe.request_bytes ==
+        std::min(c.channels[0].request_bytes,
+                 c.space_threshold / static_cast<uint64_t>(c.slots_per_buffer)));
+  CHECK(plain.edges[0].node_pipe_bps == Approx(pipe.bytes_per_s));
 }
 
 TEST_CASE("a calibration file without the newer curves still loads and plans") {
