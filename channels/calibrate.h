@@ -88,8 +88,10 @@ Result<RateSample> MeasureNodeCopy(std::chrono::milliseconds budget);
 // slots_per_buffer chunks of the channel's request size; a ring that small
 // stays in the cache, so the pair crosses memory about as often as one
 // copy does, and on the 2-core development VM it ran at 18-19.6 GB/s where
-// node_copy_bps / 2 said 13 (TopologyEdge::node_pipe_bps). Fails only
-// when the buffers cannot be allocated.
+// node_copy_bps / 2 said 13 (TopologyEdge::node_pipe_bps). The figure is
+// the best of four windows of the steady state (a vCPU taken away for a
+// while slows one window, not the hardware). Fails only when the buffers
+// cannot be allocated.
 Result<RateSample> MeasureNodePipe(uint64_t slot_bytes, int slots,
                                    std::chrono::milliseconds budget);
 

@@ -93,6 +93,10 @@ int Main(int argc, char** argv) {
                  "table shows the median of the per-round ratios and their range (at least 5 "
                  "for figures you report; --repeat is the old name)")
       ->check(CLI::Range(1, 100));
+  bool verbose = false;
+  app.add_flag("--verbose", verbose,
+               "log what each in-process Runtime's calibration measured (to stderr): the "
+               "figures its predictions come from");
   bool no_calibrate = false;
   app.add_flag("--no-calibrate", no_calibrate,
                "skip the channels' calibration at each in-process Runtime's start (faster; "
@@ -151,7 +155,7 @@ int Main(int argc, char** argv) {
   }
   local.pipeline_bytes = static_cast<uint64_t>(pipeline_mib * (1 << 20)) / 8 * 8;
   local.hop_rate = static_cast<uint64_t>(hop_rate_gib * (1ull << 30));
-  spdlog::set_level(spdlog::level::warn);
+  spdlog::set_level(verbose ? spdlog::level::info : spdlog::level::warn);
   daemon.peers = !no_peers;
   daemon.rounds = local.rounds;
 
