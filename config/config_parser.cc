@@ -157,6 +157,7 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
                                   "own_hop_window_mib",
                                   "own_hop_timeout_ms",
                                   "ring_poll_us",
+                                  "cpu_latency_us",
                                   "max_datatypes_per_session",
                                   "max_distributed_per_uid",
                                   "redistribute_concurrency",
@@ -179,6 +180,10 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
     if (const toml::node* n = t.get(k.key)) {
       ISO_ASSIGN_OR_RETURN(*k.out, r.String(*n, StrCat("daemon.", k.key)));
     }
+  }
+  if (const toml::node* n = t.get("cpu_latency_us")) {
+    ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, "daemon.cpu_latency_us", 0, 1000000));
+    c.cpu_latency_us = static_cast<uint32_t>(v);
   }
   if (const toml::node* n = t.get("calibrate")) {
     ISO_ASSIGN_OR_RETURN(c.calibrate, r.Bool(*n, "daemon.calibrate"));

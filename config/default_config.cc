@@ -32,6 +32,8 @@ max_private_ranges_per_session = 64   # registered ranges of a client's own memo
 own_hop_window_mib = 16               # a client's hop window: it runs hops touching its own memory (0: off)
 own_hop_timeout_ms = 10000            # a copy whose client does not run its hop by then fails
 ring_poll_us = 50                     # the ring thread polls this long after work before sleeping
+# cpu_latency_us = 0                  # hold a CPU wake-up latency request (/dev/cpu_dma_latency, root's):
+                                      # faster hand-offs between threads for small copies, more power
 max_datatypes_per_session = 1024      # RegisterDatatype handles
 max_watched_regions_per_session = 64  # Active Access: watched regions of one session
 access_log_bytes = 1048576            # a watched allocation's access log ring (power of two)

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -139,6 +140,10 @@ struct DaemonConfig {
   // After serving a submission the ring thread keeps polling every ring
   // for this many microseconds before it sleeps in epoll (0: never polls).
   uint32_t ring_poll_us = 50;
+  // A CPU wake-up latency request (microseconds) the daemon holds while it
+  // runs (daemon/cpu_latency.h); absent: the node's idle states are left
+  // alone.
+  std::optional<uint32_t> cpu_latency_us;
   uint32_t own_hop_timeout_ms = 10000;
   // Datatypes a session may register (RegisterDatatype handles).
   uint32_t max_datatypes_per_session = 1024;

@@ -28,6 +28,7 @@
 #include "core/unique_fd.h"
 #include "daemon/cluster/cluster.h"
 #include "daemon/cluster/fault_injection.h"
+#include "daemon/cpu_latency.h"
 #include "daemon/node/node.h"
 #include "daemon/server/grpc_service.h"
 #include "daemon/server/local_server.h"
@@ -245,6 +246,15 @@ int Serve(const Config& config) {
   SetUpLogging(d.log_level);
   if (Status s = PrepareDirectories(d); !s.ok()) return Fail(s.ToString());
   const sigset_t signals = BlockStopSignals();
+  // Held until Serve returns (the kernel drops it at exit in any case).
+  UniqueFd cpu_latency;
+  if (d.cpu_latency_us) {
+    auto held = HoldCpuLatency(*d.cpu_latency_us);
+    if (!held.ok()) return Fail(config.origin.Locate(held.status()).ToString());
+    cpu_latency = *std::move(held);
+    spdlog::info("holding a CPU wake-up latency request of {} us ({}; daemon.cpu_latency_us)",
+                 *d.cpu_latency_us, kCpuLatencyDevice);
+  }
 
   const FaultInjection faults = FaultInjectionFromEnvironment();
   auto cluster = CreateClusterIfPeers(config, faults);

@@ -19,6 +19,7 @@
 #include "core/strings.h"
 #include "core/unique_fd.h"
 #include "daemon/cluster/secret.h"
+#include "daemon/cpu_latency.h"
 
 namespace isometry {
 
@@ -140,6 +141,7 @@ Status CheckStartable(const Config& config) {
   if (config.metrics.enabled) {
     ISO_RETURN_IF_ERROR(CheckListenAddress("metrics.listen", config.metrics.listen));
   }
+  if (d.cpu_latency_us) ISO_RETURN_IF_ERROR(CheckCpuLatencyDevice());
   for (size_t i = 0; i < config.runtime.memories.size(); ++i) {
     const MemoryConfig& m = config.runtime.memories[i];
     if (m.kind != MemoryKind::kDsk) continue;

@@ -14,6 +14,7 @@
 //     numeric port below 65536 and a host that is an address of this machine;
 //   memory[].directory of DSK memories: an existing, searchable directory;
 //   cluster.secret_file (with peers): readable and long enough.
+//   daemon.cpu_latency_us: /dev/cpu_dma_latency writable by the daemon.
 //   rdma.enable = "on": a usable RDMA device (channels/rdma/rdma_probe.h),
 //     and every name in rdma.devices found on this machine.
 //   memory[].kind = "FBM", channel[].kind = "gpu_*": a GPU (the CUDA

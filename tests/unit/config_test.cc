@@ -123,6 +123,7 @@ log_level = "debug"
 sq_entries = 64
 cq_entries = 128
 ring_poll_us = 0
+cpu_latency_us = 0
 [[memory]]
 name = "sys0"
 pool = "64MiB"
@@ -138,6 +139,7 @@ name = "memcpy0"
   CHECK(c->daemon.socket_mode == 0600);
   CHECK(c->daemon.sq_entries == 64);
   CHECK(c->daemon.ring_poll_us == 0);
+  CHECK(c->daemon.cpu_latency_us == 0u);
   CHECK(c->runtime.memories[0].pool_bytes == 64u << 20);
   CHECK(c->runtime.memories[0].client_quota == 16u << 20);
   CHECK(c->runtime.memories[0].hugetlb);
@@ -156,6 +158,10 @@ name = "memcpy0"
   CHECK_THAT(daemon_error("[daemon]\nlisten = 1"), Catch::Contains("unknown key"));
   CHECK_THAT(daemon_error("[daemon]\nring_poll_us = 100001"),
              Catch::Contains("key 'daemon.ring_poll_us'"));
+  CHECK_THAT(daemon_error("[daemon]\ncpu_latency_us = -1"),
+             Catch::Contains("key 'daemon.cpu_latency_us'"));
+  CHECK_THAT(daemon_error("[daemon]\ncpu_latency_us = 1000001"),
+             Catch::Contains("key 'daemon.cpu_latency_us'"));
   auto quota = ParseConfig(
       "[[memory]]\nname = \"a\"\npool = \"1MiB\"\nclient_quota = \"2MiB\"\n[[channel]]\nname = "
       "\"c\"\n",
@@ -169,6 +175,7 @@ TEST_CASE("the embedded default serves: a client pool in sys0, sockets under /ru
   CHECK(c->daemon.local_socket == "/run/isometry/isometry.sock");
   CHECK(c->daemon.grpc_socket == "/run/isometry/grpc.sock");
   CHECK(c->daemon.grpc_tcp.empty());
+  CHECK_FALSE(c->daemon.cpu_latency_us);  // the node's idle states are the operator's
   CHECK(c->runtime.memories[0].pool_bytes == 1ull << 30);
   CHECK(c->runtime.memories[1].pool_bytes == 0);  // REG: no NIC here, no client pool
   CHECK(c->runtime.inline_bytes == 64u << 10);

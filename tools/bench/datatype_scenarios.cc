@@ -1,5 +1,6 @@
 #include "tools/bench/datatype_scenarios.h"
 
+#include <limits.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
@@ -182,6 +183,72 @@ int CopiesFor(double seconds, double per_copy) {
   return static_cast<int>(std::clamp(std::round(seconds / per_copy), 1.0, 100000.0));
 }
 
+// The zero-copy limit of a passive source without XPMEM: this process
+// reads the peer's runs straight into its own with process_vm_readv, one
+// iovec per contiguous run on each side (FALCON-X's naive CMA zero-copy,
+// no daemon, no pack), in batches of at most IOV_MAX iovecs a side. The
+// batches are built once: only the system calls are timed, as a program
+// that memoizes its iovecs would run them.
+class CmaDirect {
+ public:
+  CmaDirect(const Setup& s, const DatatypeKernel& k) : pid_(s.peer->pid()) {
+    const auto send = Must(Segments(k.send.type, k.send.count, kMaxRuns), "send runs");
+    const auto recv = Must(Segments(k.recv.type, k.recv.count, kMaxRuns), "receive runs");
+    // The peer's address and ours, only handed to the kernel.
+    auto* remote =
+        reinterpret_cast<std::byte*>(s.peer->address());  // NOLINT(performance-no-int-to-ptr)
+    size_t i = 0, j = 0;
+    int64_t in_i = 0, in_j = 0;  // bytes of send[i] / recv[j] already placed
+    Batch b;
+    while (i < send.size() && j < recv.size()) {
+      const Segment& a = send[i];
+      const Segment& d = recv[j];
+      if (a.offset < 0 || d.offset < 0) {
+        Die(k.name + ": the CMA limit row needs runs at non-negative offsets");
+      }
+      const int64_t n = std::min(a.length - in_i, d.length - in_j);
+      b.remote.push_back({remote + a.offset + in_i, static_cast<size_t>(n)});
+      b.local.push_back({s.dst + d.offset + in_j, static_cast<size_t>(n)});
+      b.bytes += n;
+      in_i += n;
+      in_j += n;
+      if (in_i == a.length) ++i, in_i = 0;
+      if (in_j == d.length) ++j, in_j = 0;
+      if (b.local.size() == IOV_MAX) {
+        batches_.push_back(std::move(b));
+        b = Batch();
+      }
+    }
+    if (!b.local.empty()) batches_.push_back(std::move(b));
+  }
+
+  // One message: every batch, each read whole (a short read is a failure:
+  // the peer's range is resident and stays mapped).
+  void Copy() const {
+    for (const Batch& b : batches_) {
+      if (process_vm_readv(pid_, b.local.data(), b.local.size(), b.remote.data(), b.remote.size(),
+                           0) != b.bytes) {
+        Die("process_vm_readv of the peer's runs failed");
+      }
+    }
+  }
+  // Seconds per message over `n` messages back to back.
+  double Time(int n) const {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < n; ++i) Copy();
+    return Seconds(t0) / n;
+  }
+
+ private:
+  static constexpr size_t kMaxRuns = size_t{1} << 20;
+  struct Batch {
+    std::vector<iovec> local, remote;
+    ssize_t bytes = 0;
+  };
+  pid_t pid_;
+  std::vector<Batch> batches_;
+};
+
 struct Mpi {
   MpiFlavor flavor;
   const char* name;
@@ -213,12 +280,21 @@ void KernelRow(Setup& s, const DatatypeOptions& o, const DatatypeKernel& k, int6
       Must(s.c->Register(s.range, 0, Elements{k.recv.type, k.recv.count, hd}), "register");
   const std::vector<uint8_t> want = Expected(s, k);
   CopyAndCheck(s, src, dst, want, name);
+  const CmaDirect cma(s, k);
+  std::memset(s.dst, 0, want.size());
+  cma.Copy();
+  if (std::memcmp(s.dst, want.data(), want.size()) != 0) {
+    Die(name + ": process_vm_readv of the runs left wrong bytes");
+  }
   const int n = CopiesFor(o.seconds, TimeCopies(*s.c, src, dst, 2));
+  const int n_cma = CopiesFor(o.seconds, cma.Time(2));
   const auto packed = static_cast<double>(k.packed_bytes());
-  Rounds vs_best, alone;
+  Rounds vs_best, alone, vs_cma, cma_vs_best;
   for (int r = 0; r < o.rounds; ++r) {
     const double ours = packed / TimeCopies(*s.c, src, dst, n) / 1e9;
+    const double zero_copy = packed / cma.Time(n_cma) / 1e9;
     alone.Add(ours, ours);
+    vs_cma.Add(ours, zero_copy);
     double best = 0;
     for (Mpi& m : mpis) {
       // MPICH moves some of these types at 40-80 MB/s: a row's first round
@@ -238,6 +314,7 @@ void KernelRow(Setup& s, const DatatypeOptions& o, const DatatypeKernel& k, int6
       best = std::max(best, p.bytes_per_s / 1e9);
     }
     vs_best.Add(ours, best);
+    cma_vs_best.Add(zero_copy, best);
   }
   if (std::memcmp(s.dst, want.data(), want.size()) != 0) {
     Die(name + ": the destination holds wrong bytes after the timed copies");
@@ -259,6 +336,14 @@ void KernelRow(Setup& s, const DatatypeOptions& o, const DatatypeKernel& k, int6
       add(MedianRow(name.c_str(), "throughput", m.rounds, m.name, ""));
     }
     m.rounds = Rounds();
+  }
+  vs_cma.Print(StrCat(name, " vs process_vm_readv of the runs").c_str());
+  add(MedianRow(name.c_str(), "vs_cma_zero_copy", vs_cma, "process_vm_readv, 1 iovec a run",
+                "report"));
+  if (!cma_vs_best.pairs().empty()) {
+    cma_vs_best.Print(StrCat(name, ": process_vm_readv of the runs vs the best MPI").c_str());
+    add(MedianRow(name.c_str(), "cma_zero_copy_vs_best_mpi", cma_vs_best, "the round's best MPI",
+                  "report"));
   }
   if (vs_best.pairs().empty()) {  // --no-peers, or no MPI ran (said above)
     add(MedianRow(name.c_str(), "throughput", alone,

@@ -6,11 +6,14 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <set>
 #include <string>
 
 #include "core/lock_checks.h"
 #include "core/main_guard.h"
+#include "core/unique_fd.h"
+#include "daemon/cpu_latency.h"
 #include "tools/bench/daemon_scenarios.h"
 #include "tools/bench/datatype_scenarios.h"
 #include "tools/bench/disk_scenarios.h"
@@ -93,6 +96,13 @@ int Main(int argc, char** argv) {
                  "table shows the median of the per-round ratios and their range (at least 5 "
                  "for figures you report; --repeat is the old name)")
       ->check(CLI::Range(1, 100));
+  std::optional<uint32_t> cpu_latency_us;
+  app.add_option(
+         "--cpu-latency-us", cpu_latency_us,
+         "hold a CPU wake-up latency request of this many microseconds for the whole run "
+         "(/dev/cpu_dma_latency, root; what isometryd's daemon.cpu_latency_us does): Isometry "
+         "and every baseline then run with it. Without it the node's idle states apply")
+      ->check(CLI::Range(0, 1000000));
   bool verbose = false;
   app.add_flag("--verbose", verbose,
                "log what each in-process Runtime's calibration measured (to stderr): the "
@@ -156,6 +166,17 @@ int Main(int argc, char** argv) {
   local.pipeline_bytes = static_cast<uint64_t>(pipeline_mib * (1 << 20)) / 8 * 8;
   local.hop_rate = static_cast<uint64_t>(hop_rate_gib * (1ull << 30));
   spdlog::set_level(verbose ? spdlog::level::info : spdlog::level::warn);
+  isometry::UniqueFd cpu_latency;  // held until the run ends
+  if (cpu_latency_us) {
+    auto held = isometry::HoldCpuLatency(*cpu_latency_us);
+    if (!held.ok()) {
+      std::fprintf(stderr, "--cpu-latency-us: %s\n", held.status().ToString().c_str());
+      return 2;
+    }
+    cpu_latency = *std::move(held);
+    std::fprintf(stderr, "holding a CPU wake-up latency request of %u us for the run\n",
+                 *cpu_latency_us);
+  }
   daemon.peers = !no_peers;
   daemon.rounds = local.rounds;
 
