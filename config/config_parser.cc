@@ -132,6 +132,15 @@ Status ReadRuntime(const Reader& r, const toml::table& t, RuntimeConfig& c) {
   return OkStatus();
 }
 
+// daemon.cpu_latency_us: absent unless written (daemon/cpu_latency.h).
+Status ReadCpuLatency(const Reader& r, const toml::table& t, DaemonConfig& c) {
+  if (const toml::node* n = t.get("cpu_latency_us")) {
+    ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, "daemon.cpu_latency_us", 0, 1000000));
+    c.cpu_latency_us = static_cast<uint32_t>(v);
+  }
+  return OkStatus();
+}
+
 Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
   ISO_RETURN_IF_ERROR(r.OnlyKeys(t, "daemon.",
                                  {"local_socket",
@@ -181,10 +190,7 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
       ISO_ASSIGN_OR_RETURN(*k.out, r.String(*n, StrCat("daemon.", k.key)));
     }
   }
-  if (const toml::node* n = t.get("cpu_latency_us")) {
-    ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, "daemon.cpu_latency_us", 0, 1000000));
-    c.cpu_latency_us = static_cast<uint32_t>(v);
-  }
+  ISO_RETURN_IF_ERROR(ReadCpuLatency(r, t, c));
   if (const toml::node* n = t.get("calibrate")) {
     ISO_ASSIGN_OR_RETURN(c.calibrate, r.Bool(*n, "daemon.calibrate"));
   }

@@ -75,6 +75,40 @@ int RunChosen(const std::vector<std::string>& only, bool json, const LocalOption
   return 0;
 }
 
+// What the whole run holds: the log level of the in-process runtimes and a
+// CPU wake-up latency request.
+struct RunEnvironment {
+  std::optional<uint32_t> cpu_latency_us;
+  bool verbose = false;
+
+  void AddOptions(CLI::App& app) {
+    app.add_option(
+           "--cpu-latency-us", cpu_latency_us,
+           "hold a CPU wake-up latency request of this many microseconds for the whole run "
+           "(/dev/cpu_dma_latency, root; what isometryd's daemon.cpu_latency_us does): Isometry "
+           "and every baseline then run with it. Without it the node's idle states apply")
+        ->check(CLI::Range(0, 1000000));
+    app.add_flag("--verbose", verbose,
+                 "log what each in-process Runtime's calibration measured (to stderr): the "
+                 "figures its predictions come from");
+  }
+
+  // The request, held while the result lives (an empty descriptor without
+  // --cpu-latency-us); nullopt, said on stderr, when it cannot be held.
+  std::optional<isometry::UniqueFd> Apply() const {
+    spdlog::set_level(verbose ? spdlog::level::info : spdlog::level::warn);
+    if (!cpu_latency_us) return isometry::UniqueFd();
+    auto held = isometry::HoldCpuLatency(*cpu_latency_us);
+    if (!held.ok()) {
+      std::fprintf(stderr, "--cpu-latency-us: %s\n", held.status().ToString().c_str());
+      return std::nullopt;
+    }
+    std::fprintf(stderr, "holding a CPU wake-up latency request of %u us for the run\n",
+                 *cpu_latency_us);
+    return *std::move(held);
+  }
+};
+
 int Main(int argc, char** argv) {
   if (argc == 4 && std::string(argv[1]) == kDatatypePeerFlag) {  // the datatype rows' peer
     return DatatypePeerMain(argv[2], std::stoull(argv[3]));
@@ -96,17 +130,8 @@ int Main(int argc, char** argv) {
                  "table shows the median of the per-round ratios and their range (at least 5 "
                  "for figures you report; --repeat is the old name)")
       ->check(CLI::Range(1, 100));
-  std::optional<uint32_t> cpu_latency_us;
-  app.add_option(
-         "--cpu-latency-us", cpu_latency_us,
-         "hold a CPU wake-up latency request of this many microseconds for the whole run "
-         "(/dev/cpu_dma_latency, root; what isometryd's daemon.cpu_latency_us does): Isometry "
-         "and every baseline then run with it. Without it the node's idle states apply")
-      ->check(CLI::Range(0, 1000000));
-  bool verbose = false;
-  app.add_flag("--verbose", verbose,
-               "log what each in-process Runtime's calibration measured (to stderr): the "
-               "figures its predictions come from");
+  RunEnvironment env;
+  env.AddOptions(app);
   bool no_calibrate = false;
   app.add_flag("--no-calibrate", no_calibrate,
                "skip the channels' calibration at each in-process Runtime's start (faster; "
@@ -165,18 +190,8 @@ int Main(int argc, char** argv) {
   }
   local.pipeline_bytes = static_cast<uint64_t>(pipeline_mib * (1 << 20)) / 8 * 8;
   local.hop_rate = static_cast<uint64_t>(hop_rate_gib * (1ull << 30));
-  spdlog::set_level(verbose ? spdlog::level::info : spdlog::level::warn);
-  isometry::UniqueFd cpu_latency;  // held until the run ends
-  if (cpu_latency_us) {
-    auto held = isometry::HoldCpuLatency(*cpu_latency_us);
-    if (!held.ok()) {
-      std::fprintf(stderr, "--cpu-latency-us: %s\n", held.status().ToString().c_str());
-      return 2;
-    }
-    cpu_latency = *std::move(held);
-    std::fprintf(stderr, "holding a CPU wake-up latency request of %u us for the run\n",
-                 *cpu_latency_us);
-  }
+  const auto held = env.Apply();  // held until the run ends
+  if (!held) return 2;
   daemon.peers = !no_peers;
   daemon.rounds = local.rounds;
 
