@@ -154,15 +154,22 @@ double TimeCopies(client::Client& c, const client::Instance& s, const client::In
   return Seconds(t0) / n;
 }
 
-// Copies once into a zeroed destination and compares all `span` bytes with
-// `want`: a row that moves wrong bytes does not report.
+// Zeroes the destination, runs `copy` once and compares the first
+// want.size() bytes with `want`; ends the benchmark with `wrong` when they
+// differ: a row (or baseline) that moves wrong bytes does not report.
+template <typename F>
+void CheckFills(Setup& s, F&& copy, std::span<const uint8_t> want, const std::string& wrong) {
+  std::memset(s.dst, 0, want.size());
+  copy();
+  if (std::memcmp(s.dst, want.data(), want.size()) != 0) {
+    Die(wrong);
+  }
+}
+
 void CopyAndCheck(Setup& s, const client::Instance& src, const client::Instance& dst,
                   std::span<const uint8_t> want, const std::string& row) {
-  std::memset(s.dst, 0, want.size());
-  MustCopy(*s.c, src, dst);
-  if (std::memcmp(s.dst, want.data(), want.size()) != 0) {
-    Die(row + ": the destination holds wrong bytes");
-  }
+  CheckFills(
+      s, [&] { MustCopy(*s.c, src, dst); }, want, row + ": the destination holds wrong bytes");
 }
 
 // What the kernel leaves in a zeroed receive buffer: MPI_Unpack of
@@ -281,11 +288,8 @@ void KernelRow(Setup& s, const DatatypeOptions& o, const DatatypeKernel& k, int6
   const std::vector<uint8_t> want = Expected(s, k);
   CopyAndCheck(s, src, dst, want, name);
   const CmaDirect cma(s, k);
-  std::memset(s.dst, 0, want.size());
-  cma.Copy();
-  if (std::memcmp(s.dst, want.data(), want.size()) != 0) {
-    Die(name + ": process_vm_readv of the runs left wrong bytes");
-  }
+  CheckFills(
+      s, [&] { cma.Copy(); }, want, name + ": process_vm_readv of the runs left wrong bytes");
   const int n = CopiesFor(o.seconds, TimeCopies(*s.c, src, dst, 2));
   const int n_cma = CopiesFor(o.seconds, cma.Time(2));
   const auto packed = static_cast<double>(k.packed_bytes());
@@ -454,11 +458,7 @@ void ContiguousRow(Setup& s, const DatatypeOptions& o, Report& report) {
     }
     rounds.Add(ours, gb * n / Seconds(t0));
   }
-  std::memset(s.dst, 0, kRangeBytes);
-  readv();
-  if (std::memcmp(s.dst, s.source.data(), kRangeBytes) != 0) {
-    Die(std::string(name) + ": process_vm_readv read wrong bytes");
-  }
+  CheckFills(s, readv, s.source, std::string(name) + ": process_vm_readv read wrong bytes");
   rounds.Print(StrCat(name, " vs process_vm_readv").c_str());
   Row row = MedianRow(name, "throughput", rounds, "process_vm_readv, 1 iovec", ">= 0.9");
   row.bytes = kRangeBytes;
