@@ -57,6 +57,14 @@ Status CheckHeader(const HopWindowHeader& h, uint64_t window_bytes) {
   return OkStatus();
 }
 
+uint64_t EncodedBytes(const CopyProgram& program) {
+  uint64_t bytes = 0;
+  for (const CopyOp& op : program.ops) {
+    bytes += sizeof(ProgramRecord) + static_cast<uint64_t>(op.num_loops) * sizeof(CopyLoop);
+  }
+  return bytes;
+}
+
 std::optional<uint64_t> EncodeProgram(const CopyProgram& program, std::byte* out,
                                       uint64_t capacity) {
   uint64_t used = 0;

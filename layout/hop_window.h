@@ -119,6 +119,9 @@ void InitHeader(HopWindowHeader& h, const Geometry& g);
 // version, entries and areas that lie inside the window without overlap.
 Status CheckHeader(const HopWindowHeader& h, uint64_t window_bytes);
 
+// What EncodeProgram writes for `program`, in bytes.
+uint64_t EncodedBytes(const CopyProgram& program);
+
 // Writes `program`'s ops as records to `out` (room for `capacity` bytes);
 // the bytes written, or nullopt when they do not fit.
 std::optional<uint64_t> EncodeProgram(const CopyProgram& program, std::byte* out,

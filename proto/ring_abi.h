@@ -24,7 +24,7 @@
 
 namespace isometry::ring {
 
-inline constexpr uint32_t kAbiVersion = 1;
+inline constexpr uint32_t kAbiVersion = 2;
 inline constexpr uint32_t kMagic = 0x52534f49;  // "ISOR"
 
 enum class Op : uint16_t {
@@ -91,6 +91,13 @@ struct ControlHeader {
   // (all sequentially consistent), so a completion is never slept
   // through. A client that never sets it gets the eventfd every time.
   PaddedIndex client_spinning;
+  // Direct reads (README, "Direct reads"): the daemon adds one whenever a
+  // private range this session holds a lease on ends. A lease carries the
+  // value at its grant; the client compares after each read, and a change
+  // means the read may have raced the range's end: it drops its leases and
+  // copies through the daemon instead. Written only by the daemon (a
+  // client that writes it only loses its own leases).
+  PaddedIndex lease_epoch;
 };
 
 inline uint64_t ControlBytes(uint32_t sq_entries, uint32_t cq_entries) {

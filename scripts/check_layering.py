@@ -27,6 +27,9 @@ LAYER_PREFIXES = [
     ("planner/", "planner"),
     ("redistribution/", "redistribution"),
     ("active/", "active"),
+    # Another process's memory by CMA (the engine under the cma channel and
+    # the client's direct reads).
+    ("procmem/", "procmem"),
     ("channels/", "channels"),
     # Our framing of the local socket and the shared ring's ABI; built on
     # protobuf, so only the layers that may see proto types include it.
@@ -52,7 +55,7 @@ LAYER_PREFIXES = [
 PROTO = "proto"
 PROTO_ANGLE = re.compile(r"^(grpcpp|grpc|google/protobuf)/")
 
-_DOMAIN = {"core", "layout", "config", "planner", "channels"}
+_DOMAIN = {"core", "layout", "config", "planner", "channels", "procmem"}
 _DAEMON_LOW = _DOMAIN | {"daemon/runtime", "daemon/node", "redistribution", "active"}
 _PROTO_USERS = {"wire", PROTO}
 
@@ -67,7 +70,8 @@ ALLOWED = {
     "redistribution": {"core"},
     # Active Access (issue #19): region tables and the access log ring.
     "active": {"core"},
-    "channels": {"core", "layout", "config"},
+    "procmem": {"core", "layout"},
+    "channels": {"core", "layout", "config", "procmem"},
     "wire": {"core", PROTO},
     "daemon/runtime": _DOMAIN,
     "daemon/node": _DOMAIN | {"daemon/runtime", "redistribution", "active"},
@@ -77,7 +81,8 @@ ALLOWED = {
     "daemon": _DAEMON_LOW | _PROTO_USERS | {"daemon/server", "daemon/cluster"},
     # Clients speak the wire and the core model, never the daemon's insides.
     # active/: the access log ring's ABI and reader.
-    "client": {"core", "layout", "active"} | _PROTO_USERS,
+    # procmem/: direct reads of a peer's memory (client/cpp/direct_read.h).
+    "client": {"core", "layout", "active", "procmem"} | _PROTO_USERS,
     "tools": _DAEMON_LOW | _PROTO_USERS
     | {"daemon/server", "daemon/cluster", "daemon", "client", "redistribution"},
     # What a user of the project writes: the client, or the runtime embedded

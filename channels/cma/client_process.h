@@ -42,6 +42,7 @@
 #include "channels/endpoint.h"
 #include "core/status.h"
 #include "core/unique_fd.h"
+#include "procmem/pidfd.h"
 
 namespace isometry {
 
@@ -66,29 +67,6 @@ struct ProcessIds {
 // a line is missing or malformed.
 Status ParseProcStatus(std::string_view text, ProcessIds& ids);
 
-// pidfd_open(2) of `pid` (a thread-group leader). NOT_FOUND when no such
-// process exists; the errno otherwise (ENOSYS before Linux 5.3).
-Result<UniqueFd> OpenPidfd(pid_t pid);
-
-// Whether the process `pidfd` refers to has exited (it is a zombie or
-// gone: its pid may be reused from then on). A pidfd polls readable once
-// the process has exited; this does not wait.
-Result<bool> PidfdExited(int pidfd);
-
-// The kernel's per-task flags (field 9) of a /proc/<pid>/stat line; the
-// command name in parentheses may hold any byte, ')' and spaces included,
-// so the fields are counted from its last ')'. INVALID_ARGUMENT when the
-// line is malformed.
-Result<uint64_t> ParseProcStatFlags(std::string_view text);
-
-// Whether the process `pidfd` pins (thread-group leader `pid`) is exiting
-// or has exited: its pidfd polls readable, or its leader carries
-// PF_EXITING, which do_exit sets before the address space goes, and which
-// an exec never sets. This is what tells an exit from an exec when the
-// pinned address space turns out empty: the pidfd alone reports the exit
-// only at exit_notify, after the memory is torn down (tens of ms for a
-// large process on a busy machine).
-Result<bool> ProcessExiting(pid_t pid, int pidfd);
 
 // A client's process, pinned by a pidfd; move-only.
 class ClientProcess {

@@ -9,8 +9,8 @@
 
 #include "channels/channel_workers.h"
 #include "channels/cma/client_process.h"
-#include "channels/cma/cma_copy.h"
-#include "channels/cma/cma_gather.h"
+#include "procmem/cma_copy.h"
+#include "procmem/cma_gather.h"
 #include "channels/cma/own_hops.h"
 #include "core/strings.h"
 

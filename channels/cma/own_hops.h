@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "channels/cma/cma_copy.h"
+#include "procmem/cma_copy.h"
 #include "core/status.h"
 #include "layout/copy_program.h"
 #include "layout/hop_window.h"

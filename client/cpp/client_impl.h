@@ -16,9 +16,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "client/cpp/direct_read.h"
 #include "client/cpp/hop_runner.h"
 #include "client/cpp/isometry_client.h"
 #include "core/strings.h"
@@ -65,6 +67,22 @@ struct Client::Impl {
   std::once_flag hops_once;
   std::atomic<HopRunner*> hops{nullptr};  // set once; owned by hops_owner
   std::unique_ptr<HopRunner> hops_owner;
+
+  // Direct reads (direct_read.h): this session's own ranges, the range of
+  // each private instance it registered, and its leases by (src, dst)
+  // instance (null: the daemon refused the pair; it copies those).
+  bool want_direct_reads = false;
+  std::mutex direct_mu;
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> own_ranges;  // id -> [begin, end)
+  std::map<uint64_t, uint64_t> private_instances;                 // instance -> range
+  std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<const DirectLease>> leases;
+  std::atomic<uint64_t> direct_reads_run{0};
+  // Copies src into dst by a lease when the pair has one or gets one; no
+  // value when the copy must go through the daemon (no lease, or the
+  // lease's range may have ended meanwhile: the daemon then tells).
+  std::optional<Completion> TryDirect(uint64_t src, uint64_t dst);
+  // Forgets an instance and the leases naming it.
+  void ForgetInstance(uint64_t id);
 
   std::mutex cq_mu;
   std::condition_variable cq_cv;

@@ -120,6 +120,7 @@ Instance::~Instance() {
   }
   v1::LocalRequest req;
   req.mutable_unregister_instance()->set_instance(id_);
+  ImplOf(client_).ForgetInstance(id_);
   (void)ImplOf(client_).Call(req, nullptr);
   client_.reset();
 }
@@ -180,6 +181,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   impl->sq_tail = hdr.sq_tail.value.load();
   impl->session = h.session();
   impl->want_own_hops = options.run_own_hops;
+  impl->want_direct_reads = options.direct_reads;
   impl->spin = std::chrono::microseconds(options.spin_us);
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
@@ -288,7 +290,16 @@ Result<PrivateRange> Client::RegisterPrivate(void* address, uint64_t bytes) {
   req.mutable_register_private()->set_bytes(bytes);
   ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, impl_->Call(req, nullptr));
   if (impl_->want_own_hops) std::call_once(impl_->hops_once, [this] { impl_->EnableOwnHops(); });
+  const uint64_t begin = reinterpret_cast<uintptr_t>(address);
+  {
+    std::lock_guard lock(impl_->direct_mu);
+    impl_->own_ranges[resp.register_private().private_range()] = {begin, begin + bytes};
+  }
   return PrivateRange(impl_, resp.register_private().private_range(), address, bytes);
+}
+
+uint64_t Client::direct_reads_run() const {
+  return impl_->direct_reads_run.load(std::memory_order_relaxed);
 }
 
 uint64_t Client::own_hops_run() const {
@@ -358,6 +369,10 @@ Result<Instance> Client::RegisterPrivateInstance(uint64_t private_range, uint64_
   spec->set_offset(offset);
   DescribeTo(what, spec);
   ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, impl_->Call(req, nullptr));
+  {
+    std::lock_guard lock(impl_->direct_mu);
+    impl_->private_instances[resp.register_instance().instance()] = private_range;
+  }
   return Instance(impl_, resp.register_instance().instance(),
                   resp.register_instance().total_bytes());
 }
@@ -391,6 +406,7 @@ Result<uint64_t> Client::SubmitRaw(const ring::SubmissionEntry& entry) {
 Completion Client::Wait(uint64_t ticket) { return impl_->Wait(ticket); }
 
 Completion Client::Copy(const Instance& src, const Instance& dst, int priority) {
+  if (std::optional<Completion> direct = impl_->TryDirect(src.id(), dst.id())) return *direct;
   ring::SubmissionEntry e = CopyEntry(*impl_, src, dst, priority);
   // This thread waits for it below and runs what the daemon hands over.
   if (impl_->hops.load(std::memory_order_acquire)) e.flags = ring::kFlagClientRunsHops;

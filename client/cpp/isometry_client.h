@@ -48,6 +48,16 @@ struct ClientOptions {
   // queued with Submit() are not handed over (nobody may be waiting).
   // Falls back to CMA when the daemon offers no window.
   bool run_own_hops = true;
+  // Copy() from an instance over another process's published private
+  // range into one over this session's own range (a datatype on either
+  // side, or layouts of the same fields and bounds) by a lease (README, "Direct reads"): the daemon checks the
+  // pair once and sends its copy program; this process then reads the
+  // other with its own process_vm_readv calls on the calling thread,
+  // which the kernel checks against this process's rights. Such copies
+  // skip the daemon's queues and priorities and report transfer 0. Pairs
+  // the daemon refuses, and reads the kernel refuses, go through the
+  // daemon as before.
+  bool direct_reads = true;
   // Microseconds a thread waiting for a completion spins before it sleeps
   // on the completion eventfd (0: sleep at once). Spinning saves a wakeup
   // on small copies (the daemon skips the eventfd while the client spins)
@@ -132,7 +142,9 @@ class PrivateRange {
 };
 
 struct Completion {
-  uint64_t transfer = 0;  // 0 when the daemon rejected the submission
+  // 0 when the daemon rejected the submission, and for a direct read
+  // (ClientOptions::direct_reads), which is no transfer of the daemon.
+  uint64_t transfer = 0;
   Status status;
 };
 
@@ -235,6 +247,8 @@ class Client {
   // session a rank of either) and waits until it has ended; other control
   // calls of this Client wait meanwhile.
   Completion Redistribute(const std::string& producer, const std::string& consumer);
+  // Copies this session made by direct read so far.
+  uint64_t direct_reads_run() const;
   // Hops of this session's copies run in this process so far (0 without a
   // hop window).
   uint64_t own_hops_run() const;

@@ -317,6 +317,8 @@ NodeStatus Node::GetStatus() const {
   const OwnHopsTotals& h = *impl_->own_hops_totals;
   s.own_hops = {h.windows.load(), h.runs.load(),     h.fallbacks.load(),
                 h.bogus.load(),   h.timeouts.load(), h.not_lent.load()};
+  s.direct_reads = {impl_->leases.load(), impl_->leases_revoked.load(),
+                    impl_->leases_refused.load()};
   for (const auto& [id, a] : impl_->allocations) {
     if (!a->watch) continue;
     ++s.watched_allocations;

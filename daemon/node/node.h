@@ -26,6 +26,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -43,7 +44,9 @@
 #include "core/datatype.h"
 #include "core/instance.h"
 #include "core/status.h"
+#include "core/unique_fd.h"
 #include "daemon/node/cross_copy.h"
+#include "layout/copy_program.h"
 #include "daemon/node/node_distributed.h"
 #include "daemon/node/watch_state.h"
 #include "daemon/runtime/runtime.h"
@@ -139,6 +142,13 @@ struct NodeStatus {
     uint64_t timeouts = 0;
     uint64_t not_lent = 0;
   } own_hops;
+  // Direct read leases (README, "Direct reads"): granted, revoked because
+  // their source range ended, refused (the copy went through the daemon).
+  struct DirectReads {
+    uint64_t leases = 0;
+    uint64_t revoked = 0;
+    uint64_t refused = 0;
+  } direct_reads;
   // RDMA for network hops: "used: devices rxe0" or "not used: <why>".
   std::string rdma;
 };
@@ -363,6 +373,26 @@ class Node {
     uint64_t bytes = 0;
   };
   Result<OwnHopsWindow> EnableOwnHops(const std::string& session, std::function<void()> wake);
+
+  // A lease for the session to copy instance `src` (over another
+  // process's private range it may use) into `dst` (over a range it
+  // registered itself, so in its own process) with its own
+  // process_vm_readv calls (README, "Direct reads"; node_direct_read.cc).
+  // `epoch` is the session's ControlHeader::lease_epoch: the node adds one
+  // to it when the source range ends. NOT_FOUND for instances that are not
+  // the session's or a range that ended; FAILED_PRECONDITION when the pair
+  // does not qualify (the copy then goes through the daemon as before).
+  struct DirectRead {
+    pid_t pid = 0;
+    UniqueFd pidfd;  // a duplicate of the node's pidfd of the source process
+    uint64_t remote_address = 0;  // the program's source offset 0, in that process
+    uint64_t local_address = 0;   // its destination offset 0, in the session's
+    uint64_t src_span = 0, dst_span = 0;
+    std::shared_ptr<const CopyProgram> program;
+    uint32_t epoch = 0;
+  };
+  Result<DirectRead> GrantDirectRead(const std::string& session, uint64_t src, uint64_t dst,
+                                     std::atomic<uint32_t>* epoch);
 
   // Distributed instances and M:N redistribution (node_distributed.h).
   // A rank joins `join.name` with its local instance; the answer says how

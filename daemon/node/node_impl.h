@@ -154,6 +154,11 @@ struct Session {
   // when the session ends.
   std::shared_ptr<OwnHops> own_hops;
   std::map<uint64_t, RegisteredDatatype> datatypes;  // by handle
+  // Direct reads (node_direct_read.cc): the ranges of other sessions it
+  // holds leases on, and its control segment's lease_epoch, which the node
+  // bumps when one of them ends. The word lives as long as the session.
+  std::set<uint64_t> leased_ranges;
+  std::atomic<uint32_t>* lease_epoch = nullptr;
 };
 
 // The end of a copy that touches watched regions (node_watch.cc): once
@@ -223,6 +228,8 @@ struct Node::Impl {
   rdma::RdmaChoice rdma;
   // What every session's hop window did (isoctl status, /metrics).
   const std::shared_ptr<OwnHopsTotals> own_hops_totals = std::make_shared<OwnHopsTotals>();
+  // Direct read leases granted, revoked and refused (isoctl status).
+  std::atomic<uint64_t> leases{0}, leases_revoked{0}, leases_refused{0};
   static constexpr size_t kFinishedKept = 4096;
 
   // ---- the tables ----
@@ -285,6 +292,8 @@ struct Node::Impl {
   Status RegisterPrivateInstanceLocked(Session& s, const InstanceSpec& spec, uint64_t total,
                                        uint64_t& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void ReleasePrivateLocked(Session& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Tells every session holding a lease on range `id` that it ended.
+  void RevokeLeasesLocked(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   Result<std::shared_ptr<Allocation>> UsableAllocation(uint64_t session, uint64_t id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);

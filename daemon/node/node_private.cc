@@ -52,6 +52,7 @@ void Node::Impl::ReleasePrivateLocked(Session& s) {
     // from now on; transfers in flight keep the pidfd until they end.
     it->second->alive = false;
     private_ranges.erase(it);
+    RevokeLeasesLocked(id);
   }
   s.private_ranges.clear();
   // Its copies' hops still waiting on the client fail now.

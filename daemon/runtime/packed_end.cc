@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "channels/cma/cma_gather.h"
+#include "procmem/cma_gather.h"
 #include "layout/form_restrict.h"
 
 namespace isometry {

@@ -50,7 +50,7 @@ InstanceShape PackedShape(uint64_t bytes);
 // bytes / runs), not the dense packed array the planner saw, so their
 // throughput is read at that size (on cma, one iovec or system call per
 // run). A cma hop reading a fragmented source may instead read the extent
-// of each chunk in one call and gather it here (channels/cma/cma_gather.h);
+// of each chunk in one call and gather it here (procmem/cma_gather.h);
 // it is costed at the better of the two, as the channel chooses. Does
 // nothing to a path nobody evaluated.
 void CostPackedEnds(Path& path, const PackedEnd& src, const PackedEnd& dst, const Topology& topo);

@@ -231,6 +231,9 @@ void ToProto(const NodeStatus& s, v1::StatusResponse* out) {
   out->set_own_hop_bogus(s.own_hops.bogus);
   out->set_own_hop_timeouts(s.own_hops.timeouts);
   out->set_own_hop_not_lent(s.own_hops.not_lent);
+  out->set_direct_read_leases(s.direct_reads.leases);
+  out->set_direct_read_revoked(s.direct_reads.revoked);
+  out->set_direct_read_refused(s.direct_reads.refused);
 }
 
 grpc::Status ToGrpc(const Status& s) {

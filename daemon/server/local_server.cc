@@ -28,6 +28,7 @@
 #include "daemon/server/active_rpc.h"
 #include "daemon/server/convert.h"
 #include "daemon/server/convert_distributed.h"
+#include "daemon/server/local_private.h"
 #include "isometry.pb.h"
 #include "proto/local_wire.h"
 #include "proto/ring_abi.h"
@@ -61,6 +62,9 @@ struct LocalClient {
   // Submissions taken from the SQ; each owes exactly one completion. Only
   // the ring thread touches it.
   uint32_t accepted = 0;
+  // Fds a response owns (a lease's pidfd): closed once it is sent. Only
+  // the control thread touches it.
+  std::vector<UniqueFd> sent_fds;
   std::atomic<bool> closed{false};
   std::thread thread;
 
@@ -289,7 +293,9 @@ struct LocalServer::Impl {
       resp.set_code(static_cast<int32_t>(r.code()));
       resp.set_message(std::string(r.message()));
       if (!r.ok()) out_fds.clear();
-      if (!wire::SendFrame(c->socket.get(), resp, out_fds).ok()) break;
+      const bool sent = wire::SendFrame(c->socket.get(), resp, out_fds).ok();
+      c->sent_fds.clear();  // the kernel holds what it passed on
+      if (!sent) break;
     }
     Disconnect(c);
   }
@@ -358,19 +364,11 @@ struct LocalServer::Impl {
       }
       case v1::LocalRequest::kRedistribute:
         return RedistributeLocal(node, c.session, req.redistribute(), resp->mutable_redistribute());
-      case v1::LocalRequest::kOwnHops: {
-        // The work ring's wake-up is the completion eventfd the client
-        // already sleeps on; a dup of it outlives this connection harmlessly.
-        auto event = std::make_shared<UniqueFd>(::dup(c.cq_event.get()));
-        if (!event->valid()) return Errno("dup");
-        ISO_ASSIGN_OR_RETURN(Node::OwnHopsWindow w, node.EnableOwnHops(c.session, [event] {
-          const uint64_t one = 1;
-          (void)!::write(event->get(), &one, sizeof one);
-        }));
-        resp->mutable_own_hops()->set_bytes(w.bytes);
-        fds->push_back(w.fd);
-        return OkStatus();
-      }
+      case v1::LocalRequest::kOwnHops:
+        return AnswerOwnHops(node, c.session, c.cq_event.get(), resp->mutable_own_hops(), fds);
+      case v1::LocalRequest::kDirectRead:
+        return AnswerDirectRead(node, c.session, &c.header->lease_epoch.value, req.direct_read(),
+                                resp->mutable_direct_read(), fds, &c.sent_fds);
       case v1::LocalRequest::kWatch:
       case v1::LocalRequest::kUnwatch:
       case v1::LocalRequest::kGetWatch:

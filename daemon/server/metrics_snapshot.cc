@@ -36,6 +36,9 @@ void CopyStatus(const NodeStatus& st, MetricsSnapshot& s) {
   s.own_hop_bogus = st.own_hops.bogus;
   s.own_hop_timeouts = st.own_hops.timeouts;
   s.own_hop_not_lent = st.own_hops.not_lent;
+  s.direct_read_leases = st.direct_reads.leases;
+  s.direct_read_revoked = st.direct_reads.revoked;
+  s.direct_read_refused = st.direct_reads.refused;
 }
 
 }  // namespace

@@ -107,6 +107,12 @@ void RenderTransfers(const MetricsSnapshot& s, Page& p) {
   p.Sample({{"result", "timed_out"}}, s.own_hop_timeouts);
   p.Sample({{"result", "bogus"}}, s.own_hop_bogus);
   p.Sample({{"result", "not_lent"}}, s.own_hop_not_lent);
+  p.Family("isometry_direct_read_leases_total", "counter",
+           "Direct read leases, by outcome (granted; revoked: their source range ended; "
+           "refused: the copy went through the daemon).");
+  p.Sample({{"result", "granted"}}, s.direct_read_leases);
+  p.Sample({{"result", "revoked"}}, s.direct_read_revoked);
+  p.Sample({{"result", "refused"}}, s.direct_read_refused);
 }
 
 void RenderChannels(const MetricsSnapshot& s, Page& p) {

@@ -83,6 +83,10 @@ struct MetricsSnapshot {
   uint64_t own_hop_bogus = 0;
   uint64_t own_hop_timeouts = 0;
   uint64_t own_hop_not_lent = 0;
+  // Direct read leases (NodeStatus::direct_reads).
+  uint64_t direct_read_leases = 0;
+  uint64_t direct_read_revoked = 0;
+  uint64_t direct_read_refused = 0;
   std::vector<ChannelMetrics> channels;
   std::vector<MemoryMetrics> memories;
   bool has_peers = false;  // peer series only on nodes with [[peer]]

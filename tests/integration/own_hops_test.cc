@@ -34,7 +34,11 @@ const Datatype kByte = Datatype::Basic(BasicType::kByte);
 
 std::unique_ptr<Client> Connect(const Daemon& d, bool own_hops) {
   auto c = Client::Connect(
-      {.local_socket = d.local_socket(), .name = "own-hops", .run_own_hops = own_hops});
+      // Direct reads off: these copies must go through the daemon's hops.
+      {.local_socket = d.local_socket(),
+       .name = "own-hops",
+       .run_own_hops = own_hops,
+       .direct_reads = false});
   REQUIRE(c.ok());
   return *std::move(c);
 }

@@ -8,6 +8,7 @@
 // registers [start, start + BYTES + EXTRA) as a private range, publishes
 // it and prints "<range id>\n". Commands on stdin, one a line:
 //   dump PATH   writes its BYTES bytes to PATH and prints "dumped"
+//   leave       ends its session (the client goes), memory kept; prints "left"
 //   exit        ends (the session with it)
 #include <grp.h>
 #include <sys/mman.h>
@@ -64,6 +65,9 @@ int main(int argc, char** argv) {
         std::cin >> path;
         std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(base), bytes);
         std::cout << "dumped" << std::endl;
+      } else if (cmd == "leave") {
+        c.reset();
+        std::cout << "left" << std::endl;
       } else if (cmd == "exit") {
         break;
       }

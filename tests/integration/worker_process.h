@@ -67,6 +67,14 @@ class Worker {
     return out;
   }
 
+  // Ends its session (its client goes) while the process and its memory
+  // stay.
+  void Leave() {
+    std::fputs("leave\n", to_);
+    std::fflush(to_);
+    if (ReadLine() != "left") throw std::runtime_error("worker did not leave");
+  }
+
   void Kill() {
     ::kill(pid_, SIGKILL);
     Reap();

@@ -11,7 +11,7 @@
 
 #include "channels/channel_factory.h"
 #include "channels/cma/client_process.h"
-#include "channels/cma/cma_copy.h"
+#include "procmem/cma_copy.h"
 #include "layout/executor.h"
 #include "unit/cma_child.h"
 

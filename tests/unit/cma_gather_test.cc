@@ -3,7 +3,7 @@
 // program's bytes, and that an extent with an unmapped page between the
 // runs falls back to run-by-run reads. The "other process" is this one
 // (process_vm_readv on itself through a pidfd), so no child is needed.
-#include "channels/cma/cma_gather.h"
+#include "procmem/cma_gather.h"
 
 #include <sys/mman.h>
 #include <sys/syscall.h>

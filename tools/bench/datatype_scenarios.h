@@ -27,6 +27,9 @@ struct DatatypeOptions {
   // The benchmark's client runs the hops into its own memory itself
   // (ClientOptions::run_own_hops); false: the daemon writes it by CMA.
   bool own_hops = true;
+  // Copies read the peer's memory by a direct read lease
+  // (ClientOptions::direct_reads); false: through the daemon.
+  bool direct_reads = true;
   // Only these rows' kernels ("vector" for every vector row, "contig",
   // DatatypeKernelNames()); empty: all.
   std::vector<std::string> only;

@@ -177,6 +177,10 @@ int Main(int argc, char** argv) {
   app.add_flag("--no-own-hops", no_own_hops,
                "datatype rows: the daemon writes the benchmark's own memory by CMA instead of "
                "the client running that hop itself (README, \"Hops the client runs itself\")");
+  bool no_direct_reads = false;
+  app.add_flag("--no-direct-reads", no_direct_reads,
+               "datatype rows: copies go through the daemon instead of the benchmark reading "
+               "the peer's memory itself by a lease (README, \"Direct reads\")");
   std::vector<std::string> datatype_kernels;
   app.add_option("--datatype-kernels", datatype_kernels,
                  "datatype rows: only these kernels (vector, contig, wrf_y_vec, milc_su3_zd, "
@@ -197,7 +201,7 @@ int Main(int argc, char** argv) {
 
   const DatatypeOptions datatype{daemon.isometryd, daemon.source_dir, local.rounds,
                                  datatype_seconds, daemon.peers,      !no_own_hops,
-                                 datatype_kernels};
+                                 !no_direct_reads,  datatype_kernels};
   return RunChosen(only, json, local, daemon, datatype, disk_dir, disk_mib);
 }
 

@@ -1,11 +1,11 @@
-#include "channels/cma/cma_copy.h"
+#include "procmem/cma_copy.h"
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
 #include <string>
 
-#include "channels/cma/client_process.h"
+#include "procmem/pidfd.h"
 #include "core/strings.h"
 
 namespace isometry {

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "channels/cma/cma_copy.h"
+#include "procmem/cma_copy.h"
 #include "core/status.h"
 #include "layout/copy_program.h"
 

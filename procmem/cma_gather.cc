@@ -1,4 +1,4 @@
-#include "channels/cma/cma_gather.h"
+#include "procmem/cma_gather.h"
 
 #include <algorithm>
 #include <vector>

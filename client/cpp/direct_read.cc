@@ -1,0 +1,143 @@
+#include "client/cpp/direct_read.h"
+
+#include <iterator>
+#include <mutex>
+#include <vector>
+
+#include "client/cpp/client_impl.h"
+
+#include "layout/hop_window.h"
+#include "procmem/cma_copy.h"
+#include "procmem/cma_gather.h"
+
+namespace isometry::client {
+
+Result<std::shared_ptr<const DirectLease>> CheckedLease(const v1::DirectReadResponse& r,
+                                                        UniqueFd pidfd, uint64_t own_begin,
+                                                        uint64_t own_end) {
+  const auto bad = [](const auto&... why) {
+    return Internal("isometryd sent a direct read lease that ", why...);
+  };
+  if (!pidfd.valid() || r.pid() <= 0) return bad("names no process");
+  auto lease = std::make_shared<DirectLease>();
+  ISO_ASSIGN_OR_RETURN(
+      lease->program,
+      hop_window::DecodeProgram(reinterpret_cast<const std::byte*>(r.program().data()),
+                                r.program_ops(), r.program().size()));
+  if (lease->program.bytes != r.bytes()) return bad("moves ", lease->program.bytes, " bytes");
+  const std::optional<hop_window::Span> src = hop_window::SideSpan(lease->program, true);
+  const std::optional<hop_window::Span> dst = hop_window::SideSpan(lease->program, false);
+  if (!src || !dst || src->lo < 0 || dst->lo < 0 || src->hi > r.src_span() ||
+      dst->hi > r.dst_span()) {
+    return bad("reaches outside its ends");
+  }
+  const uint64_t local = r.local_address();
+  if (local < own_begin || local > own_end || r.dst_span() > own_end - local) {
+    return bad("writes outside this session's range");
+  }
+  lease->pid = static_cast<pid_t>(r.pid());
+  lease->pidfd = std::move(pidfd);
+  lease->remote_address = r.remote_address();
+  // This process's own address, which the daemon computed from the range
+  // this session registered.
+  lease->local = reinterpret_cast<std::byte*>(  // NOLINT(performance-no-int-to-ptr)
+      static_cast<uintptr_t>(local));
+  lease->epoch = r.epoch();
+  return std::shared_ptr<const DirectLease>(std::move(lease));
+}
+
+Status RunDirectRead(const DirectLease& lease) {
+  CmaTarget target;
+  target.pid = lease.pid;
+  target.pidfd = lease.pidfd.get();
+  target.remote_base = lease.remote_address;
+  target.local_base = lease.local;
+  target.direction = CmaDirection::kRead;
+  target.channel = "direct read";
+  if (std::optional<Status> gathered = TryGatherRead(lease.program, target, nullptr)) {
+    return *gathered;
+  }
+  return CmaCopy(lease.program, target);
+}
+
+// ---- the session's leases (Client::Impl, client_impl.h) ----
+
+namespace {
+// Leases kept per session: past it they are all dropped and asked again.
+constexpr size_t kMaxLeases = 4096;
+}  // namespace
+
+std::optional<Completion> Client::Impl::TryDirect(uint64_t src, uint64_t dst) {
+  if (!want_direct_reads) return std::nullopt;
+  std::shared_ptr<const DirectLease> lease;
+  std::pair<uint64_t, uint64_t> own;
+  {
+    std::lock_guard lock(direct_mu);
+    const auto s = private_instances.find(src), d = private_instances.find(dst);
+    if (s == private_instances.end() || d == private_instances.end()) return std::nullopt;
+    const auto range = own_ranges.find(d->second);
+    // A direct read writes this process's memory from another's.
+    if (range == own_ranges.end() || own_ranges.count(s->second)) return std::nullopt;
+    own = range->second;
+    if (auto it = leases.find({src, dst}); it != leases.end()) {
+      if (!it->second) return std::nullopt;
+      lease = it->second;
+    }
+  }
+  if (!lease) {
+    v1::LocalRequest req;
+    req.mutable_direct_read()->set_src_instance(src);
+    req.mutable_direct_read()->set_dst_instance(dst);
+    std::vector<int> fds;
+    Result<v1::LocalResponse> resp = Call(req, &fds);
+    Result<std::shared_ptr<const DirectLease>> got =
+        resp.ok() && fds.size() == 1
+            ? CheckedLease(resp->direct_read(), UniqueFd(fds[0]), own.first, own.second)
+            : Result<std::shared_ptr<const DirectLease>>(resp.status());
+    if (resp.ok() && fds.size() != 1) CloseAll(fds);
+    // Refused (the pair does not qualify) or a bad lease: this pair goes
+    // through the daemon from now on. Anything else (an instance gone, a
+    // range ended) the daemon's copy reports.
+    if (!got.ok() && !absl::IsFailedPrecondition(got.status()) &&
+        !absl::IsInternal(got.status())) {
+      return std::nullopt;
+    }
+    std::lock_guard lock(direct_mu);
+    if (leases.size() >= kMaxLeases) leases.clear();
+    leases[{src, dst}] = got.ok() ? *got : nullptr;
+    if (!got.ok()) return std::nullopt;
+    lease = *got;
+  }
+  // Checked before the read too, so that a range known to have ended is
+  // not read at all, and after it, for an end during the read.
+  const auto revoked = [&] {
+    return header->lease_epoch.value.load(std::memory_order_seq_cst) != lease->epoch;
+  };
+  const Status s = revoked() ? absl::CancelledError("revoked") : RunDirectRead(*lease);
+  if (revoked()) {
+    // A range this session leased has ended, maybe during the read: the
+    // daemon copies (or says the range ended), and leases are asked anew.
+    std::lock_guard lock(direct_mu);
+    leases.clear();
+    return std::nullopt;
+  }
+  if (absl::IsPermissionDenied(s)) {
+    // The kernel does not let this process read that one (Yama, another
+    // uid's ids since): the daemon may, for a client of that uid.
+    std::lock_guard lock(direct_mu);
+    leases[{src, dst}] = nullptr;
+    return std::nullopt;
+  }
+  if (s.ok()) direct_reads_run.fetch_add(1, std::memory_order_relaxed);
+  return Completion{0, s};
+}
+
+void Client::Impl::ForgetInstance(uint64_t id) {
+  std::lock_guard lock(direct_mu);
+  if (private_instances.erase(id) == 0) return;
+  for (auto it = leases.begin(); it != leases.end();) {
+    it = it->first.first == id || it->first.second == id ? leases.erase(it) : std::next(it);
+  }
+}
+
+}  // namespace isometry::client

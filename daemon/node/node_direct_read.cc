@@ -1,0 +1,134 @@
+// Direct reads (README, "Direct reads"): a lease that lets a local client
+// copy another process's published private range into its own private
+// memory with its own process_vm_readv calls, FALCON-X's receiver-side CMA
+// zero-copy. The daemon checks the pair, compiles the copy program once
+// and hands it over with a pidfd of the source; every later copy of the
+// pair runs in the client, with no daemon thread between the processes.
+//
+// Why it is safe: the client's own system calls move the bytes, so the
+// kernel checks the client's own right to read the source (same uid,
+// dumpable, Yama); the daemon only tells it where, for a range the client
+// could already register instances over (its own, or published by its
+// uid). The destination must be memory the session registered itself:
+// process_vm_readv writes the caller's own address space. The pidfd lets
+// the client prove after each read that the source process was the one
+// that registered (cma_copy.h); the session's lease_epoch tells it that
+// the range ended (ReleasePrivateLocked -> RevokeLeasesLocked).
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "core/strings.h"
+#include "daemon/node/node_impl.h"
+#include "layout/form_compiler.h"
+#include "layout/hop_window.h"
+#include "procmem/cma_gather.h"
+
+namespace isometry {
+namespace {
+
+// What a lease's program may weigh in its response (the local socket's
+// frames are at most 1 MiB): irregular types past it go through the daemon.
+constexpr uint64_t kMaxLeaseProgramBytes = 768 << 10;
+
+}  // namespace
+
+void Node::Impl::RevokeLeasesLocked(uint64_t id) {
+  for (auto& [number, s] : sessions) {
+    if (s.leased_ranges.erase(id) == 0 || !s.lease_epoch) continue;
+    s.lease_epoch->fetch_add(1, std::memory_order_seq_cst);
+    ++leases_revoked;
+  }
+}
+
+Result<Node::DirectRead> Node::GrantDirectRead(const std::string& session, uint64_t src,
+                                               uint64_t dst, std::atomic<uint32_t>* epoch) {
+  Node::Impl& n = *impl_;
+  const auto refuse = [&n](const auto&... why) {
+    ++n.leases_refused;
+    return FailedPrecondition("no direct read: ", why...);
+  };
+  std::shared_ptr<const PackedEnd> packed[2];
+  std::shared_ptr<PrivateRange> ranges[2];
+  uint64_t offsets[2] = {0, 0};
+  {
+    absl::MutexLock lock(&n.mu);
+    ISO_ASSIGN_OR_RETURN(Session * s, n.FindSession(session));
+    const Instance* ends[2] = {nullptr, nullptr};
+    const uint64_t ids[2] = {src, dst};
+    for (int i = 0; i < 2; ++i) {
+      auto it = n.instances.find(ids[i]);
+      if (it == n.instances.end() || it->second.session != s->id) {
+        return NotFound("direct read: no instance ", ids[i], " in this session");
+      }
+      ends[i] = &it->second;
+    }
+    if (!ends[0]->private_range || !ends[1]->private_range) {
+      return refuse("both ends must lie in private ranges");
+    }
+    // Two layouts' packed streams (each its whole box in AOS C order)
+    // match byte for byte when their fields and bounds are the same. Other
+    // pairs the daemon's path checks and places (the source's box inside
+    // larger bounds).
+    if (!ends[0]->packed && !ends[1]->packed &&
+        (!(ends[0]->shape.fields == ends[1]->shape.fields) ||
+         ends[0]->shape.bounds != ends[1]->shape.bounds)) {
+      return refuse("layouts of different fields or bounds go through the daemon");
+    }
+    if (ends[1]->private_range->session != s->id) {
+      return refuse("the destination must lie in a range this session registered (a direct ",
+                    "read writes the reader's own memory)");
+    }
+    ISO_ASSIGN_OR_RETURN(ranges[0], n.UsablePrivateRange(*s, ends[0]->private_range->id));
+    ISO_ASSIGN_OR_RETURN(ranges[1], n.UsablePrivateRange(*s, ends[1]->private_range->id));
+    CopyRequest request;
+    ISO_RETURN_IF_ERROR(n.PackEndsLocked(ends, std::nullopt, request));
+    packed[0] = request.src.packed;
+    packed[1] = request.dst.packed;
+    offsets[0] = ends[0]->offset;
+    offsets[1] = ends[1]->offset;
+  }
+  // Compiling may take milliseconds for an irregular type: not under the
+  // node lock.
+  ISO_ASSIGN_OR_RETURN(FormCopy copy, CompileFormCopy(packed[0]->form, packed[1]->form));
+  const std::optional<ProgramExtent> extent = SourceExtent(copy.program);
+  const uint64_t span = extent ? extent->end - extent->begin : 0;
+  if (span > kMaxGatherBytes && static_cast<double>(copy.program.runs) * kCmaRunNanos >
+                                    static_cast<double>(span) * kCmaExtentByteNanos) {
+    return refuse(copy.program.runs, " runs over ", span,
+                  " bytes: the daemon gathers that in chunks faster than one system call a run");
+  }
+  if (hop_window::EncodedBytes(copy.program) > kMaxLeaseProgramBytes) {
+    return refuse("the copy program has ", copy.program.ops.size(), " ops (over ",
+                  kMaxLeaseProgramBytes, " bytes)");
+  }
+  DirectRead out;
+  absl::MutexLock lock(&n.mu);
+  // Again under the lock that ends ranges: alive now and recorded in the
+  // session's leases, so an end from here on bumps the epoch read below.
+  ISO_ASSIGN_OR_RETURN(Session * s, n.FindSession(session));
+  for (const auto& r : ranges) {
+    if (!r->alive) return NotFound("direct read: private range ", r->id, " has ended");
+  }
+  const ClientProcess& source = *ranges[0]->process;
+  out.pidfd.reset(::fcntl(source.pidfd(), F_DUPFD_CLOEXEC, 0));
+  if (!out.pidfd.valid()) return Internal("direct read: dup of a pidfd: ", ErrnoString(errno));
+  out.pid = source.pid();
+  out.remote_address = ranges[0]->address + offsets[0] + static_cast<uint64_t>(copy.src_shift);
+  out.local_address = ranges[1]->address + offsets[1] + static_cast<uint64_t>(copy.dst_shift);
+  // The program's offsets start at the shifts: its own spans are what is
+  // left of each end's storage after them.
+  out.src_span = packed[0]->span - std::min<uint64_t>(packed[0]->span, copy.src_shift);
+  out.dst_span = packed[1]->span - std::min<uint64_t>(packed[1]->span, copy.dst_shift);
+  out.program = std::make_shared<const CopyProgram>(std::move(copy.program));
+  if (ranges[0]->session != s->id) s->leased_ranges.insert(ranges[0]->id);
+  s->lease_epoch = epoch;
+  out.epoch = epoch->load(std::memory_order_seq_cst);
+  ++n.leases;
+  spdlog::debug("session {}: direct read lease, pid {} range {} into range {} ({} ops)", s->id,
+                out.pid, ranges[0]->id, ranges[1]->id, out.program->ops.size());
+  return out;
+}
+
+}  // namespace isometry
