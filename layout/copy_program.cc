@@ -26,6 +26,52 @@ std::shared_ptr<const CopyProgram> ContiguousProgram(uint64_t bytes) {
   return p;
 }
 
+namespace {
+void Tally(CopyProgram& p) {
+  p.bytes = p.runs = 0;
+  for (const CopyOp& op : p.ops) {
+    p.bytes += op.bytes();
+    p.runs += op.runs();
+  }
+}
+}  // namespace
+
+std::vector<CopyProgram> SplitProgram(const CopyProgram& p) {
+  std::vector<CopyProgram> out(2);
+  if (p.ops.size() >= 2) {
+    uint64_t first = 0;
+    for (const CopyOp& op : p.ops) {
+      CopyProgram& half = first < p.bytes / 2 ? out[0] : out[1];
+      half.ops.push_back(op);
+      if (&half == &out[0]) first += op.bytes();
+    }
+  } else if (p.ops.size() == 1 && p.ops[0].num_loops > 0 && p.ops[0].loops[0].count >= 2) {
+    // The outermost loop's first half, then its second from where that
+    // ends (strides wrap modulo 2^64 like every offset).
+    const CopyOp& op = p.ops[0];
+    const uint64_t head = op.loops[0].count / 2;
+    CopyOp a = op, b = op;
+    a.loops[0].count = head;
+    b.loops[0].count = op.loops[0].count - head;
+    b.src_offset += head * op.loops[0].src_stride;
+    b.dst_offset += head * op.loops[0].dst_stride;
+    for (CopyOp* half : {&a, &b}) {
+      if (half->loops[0].count == 1) {  // canonical: no loop of count 1
+        std::copy(half->loops.begin() + 1, half->loops.begin() + half->num_loops,
+                  half->loops.begin());
+        --half->num_loops;
+        half->loops[half->num_loops] = CopyLoop{};
+      }
+    }
+    out[0].ops.push_back(a);
+    out[1].ops.push_back(b);
+  }
+  if (out[0].ops.empty() || out[1].ops.empty()) return {p};
+  Tally(out[0]);
+  Tally(out[1]);
+  return out;
+}
+
 void FoldLoops(std::vector<CopyLoop> loops, CopyOp& op) {
   bool changed = true;
   while (changed) {

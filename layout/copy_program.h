@@ -61,4 +61,10 @@ void FoldLoops(std::vector<CopyLoop> loops, CopyOp& op);
 // offset 0: a single op, no loops.
 std::shared_ptr<const CopyProgram> ContiguousProgram(uint64_t bytes);
 
+// `p` cut in two programs that together copy what it copies, each about
+// half its bytes: its ops split in two groups, or a single op's outermost
+// loop in two. One program (a copy of `p`) when it cannot be cut (a
+// single run). For two threads sharing one copy.
+std::vector<CopyProgram> SplitProgram(const CopyProgram& p);
+
 }  // namespace isometry

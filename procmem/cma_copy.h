@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
 #include "layout/copy_program.h"
@@ -46,6 +47,12 @@ using CmaSyscall = ssize_t (*)(pid_t pid, const iovec* local, unsigned long loca
 struct CmaLimits {
   uint64_t batch_bytes = 4ull << 20;  // per system call, at most
   size_t max_iovecs = kMaxIovecs;     // per side per call, 1..kMaxIovecs
+  // Check through the pidfd before each batch too, not only after. The
+  // daemon must (it reads with CAP_SYS_PTRACE: the window in which a
+  // reused pid could be read stays one call). A client reading with its
+  // own rights may skip it: a reused pid names a process it may read
+  // anyway, and the check after the call fails the copy.
+  bool check_before = true;
 };
 
 // The other process and how the copy reaches it.
@@ -89,5 +96,26 @@ struct CmaCopyStats {
 Status CmaCopy(const CopyProgram& program, const CmaTarget& target,
                const std::atomic<bool>* cancelled = nullptr, const CmaLimits& limits = {},
                CmaCopyStats* stats = nullptr);
+
+// The iovec batches CmaCopy would issue for `program` against `target`
+// (its addresses and direction; pid and pidfd unused), built once to be
+// issued many times: FALCON-X memoizes this translation. Each batch is
+// at most limits.max_iovecs iovecs a side and limits.batch_bytes bytes.
+struct CmaBatches {
+  struct Batch {
+    size_t remote_begin = 0, remote_count = 0;
+    size_t local_begin = 0, local_count = 0;
+  };
+  std::vector<iovec> remote, local;
+  std::vector<Batch> batches;
+};
+CmaBatches BuildCmaBatches(const CopyProgram& program, const CmaTarget& target,
+                           const CmaLimits& limits = {});
+
+// Issues batches first, first + step, first + 2 * step, ... of `b` to
+// target.pid as CmaCopy issues its own (short calls resumed, the pidfd
+// checked, the same errors), so that several threads can share one copy.
+Status IssueCmaBatches(const CmaBatches& b, const CmaTarget& target, size_t first = 0,
+                       size_t step = 1, const CmaLimits& limits = {});
 
 }  // namespace isometry

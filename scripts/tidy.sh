@@ -33,7 +33,7 @@ ninja -C "$dir" proto/gen/isometry.pb.h proto/gen/isometry.grpc.pb.h \
   proto/gen/reflection_v1.pb.h proto/gen/reflection_v1.grpc.pb.h \
   proto/gen/etcd_v3.pb.h proto/gen/etcd_v3.grpc.pb.h >/dev/null
 
-ours='core|layout|config|planner|redistribution|channels|proto|daemon|client|tools|tests|examples|fuzz'
+ours='core|layout|config|planner|redistribution|active|procmem|channels|proto|daemon|client|tools|tests|examples|fuzz'
 # Sources: ours only (the generated .pb.cc live under the build directory).
 # CUDA kernels (channels/cuda/*.cu) are left out on purpose: clang-tidy-14
 # cannot parse the CUDA 13 headers nvcc compiles them with; their host

@@ -77,6 +77,7 @@ struct Client::Impl {
   std::map<uint64_t, uint64_t> private_instances;                 // instance -> range
   std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<const DirectLease>> leases;
   std::atomic<uint64_t> direct_reads_run{0};
+  std::unique_ptr<DirectHelper> direct_helper;  // null: direct_read_threads 1
   // Copies src into dst by a lease when the pair has one or gets one; no
   // value when the copy must go through the daemon (no lease, or the
   // lease's range may have ended meanwhile: the daemon then tells).

@@ -1,6 +1,8 @@
 #include "client/cpp/direct_read.h"
 
+#include <algorithm>
 #include <iterator>
+#include <utility>
 #include <mutex>
 #include <vector>
 
@@ -11,6 +13,39 @@
 #include "procmem/cma_gather.h"
 
 namespace isometry::client {
+namespace {
+
+// Whether a copy read run by run is shared by two threads.
+bool SplitsBatches(const DirectLease& lease) {
+  const CopyProgram& p = lease.program;
+  return p.bytes >= kSplitBytes && p.runs > 0 && p.bytes / p.runs >= kSplitMinRun;
+}
+
+CmaTarget TargetOf(const DirectLease& lease) {
+  CmaTarget target;
+  target.pid = lease.pid;
+  target.pidfd = lease.pidfd.get();
+  target.remote_base = lease.remote_address;
+  target.local_base = lease.local;
+  target.direction = CmaDirection::kRead;
+  target.channel = "direct read";
+  return target;
+}
+
+// A client reads with its own rights: the pidfd after each call is the
+// check that matters (CmaLimits::check_before). Large copies come in two
+// or more batches, so that a helper thread can take half.
+CmaLimits LimitsOf(const DirectLease& lease) {
+  CmaLimits limits;
+  limits.check_before = false;
+  const uint64_t half = (lease.program.bytes + 1) / 2;
+  if (SplitsBatches(lease)) {
+    limits.batch_bytes = std::clamp<uint64_t>(half, 64 << 10, limits.batch_bytes);
+  }
+  return limits;
+}
+
+}  // namespace
 
 Result<std::shared_ptr<const DirectLease>> CheckedLease(const v1::DirectReadResponse& r,
                                                         UniqueFd pidfd, uint64_t own_begin,
@@ -43,21 +78,82 @@ Result<std::shared_ptr<const DirectLease>> CheckedLease(const v1::DirectReadResp
   lease->local = reinterpret_cast<std::byte*>(  // NOLINT(performance-no-int-to-ptr)
       static_cast<uintptr_t>(local));
   lease->epoch = r.epoch();
+  const std::optional<ProgramExtent> extent = SourceExtent(lease->program);
+  lease->gather = extent && GatherPays(lease->program.runs, extent->end - extent->begin);
+  if (lease->gather && extent->end - extent->begin >= kSplitBytes) {
+    lease->halves = SplitProgram(lease->program);
+    if (lease->halves.size() != 2) lease->halves.clear();
+  }
+  if (!lease->gather && lease->program.runs <= kMaxMemoRuns) {
+    lease->batches = BuildCmaBatches(lease->program, TargetOf(*lease), LimitsOf(*lease));
+  }
   return std::shared_ptr<const DirectLease>(std::move(lease));
 }
 
-Status RunDirectRead(const DirectLease& lease) {
-  CmaTarget target;
-  target.pid = lease.pid;
-  target.pidfd = lease.pidfd.get();
-  target.remote_base = lease.remote_address;
-  target.local_base = lease.local;
-  target.direction = CmaDirection::kRead;
-  target.channel = "direct read";
-  if (std::optional<Status> gathered = TryGatherRead(lease.program, target, nullptr)) {
-    return *gathered;
+Status RunDirectRead(const DirectLease& lease, DirectHelper* helper) {
+  const CmaTarget target = TargetOf(lease);
+  const CmaLimits limits = LimitsOf(lease);
+  if (lease.gather) {
+    if (helper && !lease.halves.empty()) {
+      const std::function<Status(size_t)> half = [&](size_t i) {
+        const CopyProgram& p = lease.halves[i];
+        std::optional<Status> gathered = TryGatherRead(p, target, nullptr);
+        return gathered ? *gathered : CmaCopy(p, target, nullptr, limits);
+      };
+      if (std::optional<Status> s = helper->Split(half)) return *s;
+    }
+    if (std::optional<Status> gathered = TryGatherRead(lease.program, target, nullptr)) {
+      return *gathered;
+    }
   }
-  return CmaCopy(lease.program, target);
+  if (!lease.batches) return CmaCopy(lease.program, target, nullptr, limits);
+  const CmaBatches& b = *lease.batches;
+  if (helper && b.batches.size() > 1 && SplitsBatches(lease)) {
+    const std::function<Status(size_t)> half = [&](size_t first) {
+      return IssueCmaBatches(b, target, first, 2, limits);
+    };
+    if (std::optional<Status> s = helper->Split(half)) return *s;
+  }
+  return IssueCmaBatches(b, target, 0, 1, limits);
+}
+
+DirectHelper::~DirectHelper() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::optional<Status> DirectHelper::Split(const std::function<Status(size_t)>& work) {
+  std::unique_lock use(use_, std::try_to_lock);
+  if (!use.owns_lock()) return std::nullopt;
+  if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+  {
+    std::lock_guard lock(mu_);
+    job_ = &work;
+    done_.reset();
+  }
+  cv_.notify_all();
+  const Status mine = work(0);
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [this] { return done_.has_value(); });
+  return mine.ok() ? *done_ : mine;
+}
+
+void DirectHelper::Loop() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    cv_.wait(lock, [this] { return stop_ || job_ != nullptr; });
+    if (stop_) return;
+    const std::function<Status(size_t)>* job = std::exchange(job_, nullptr);
+    lock.unlock();
+    Status s = (*job)(1);
+    lock.lock();
+    done_ = std::move(s);
+    cv_.notify_all();
+  }
 }
 
 // ---- the session's leases (Client::Impl, client_impl.h) ----
@@ -113,7 +209,7 @@ std::optional<Completion> Client::Impl::TryDirect(uint64_t src, uint64_t dst) {
   const auto revoked = [&] {
     return header->lease_epoch.value.load(std::memory_order_seq_cst) != lease->epoch;
   };
-  const Status s = revoked() ? absl::CancelledError("revoked") : RunDirectRead(*lease);
+  const Status s = revoked() ? absl::CancelledError("revoked") : RunDirectRead(*lease, direct_helper.get());
   if (revoked()) {
     // A range this session leased has ended, maybe during the read: the
     // daemon copies (or says the range ended), and leases are asked anew.

@@ -182,6 +182,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   impl->session = h.session();
   impl->want_own_hops = options.run_own_hops;
   impl->want_direct_reads = options.direct_reads;
+  if (options.direct_read_threads >= 2) impl->direct_helper = std::make_unique<DirectHelper>();
   impl->spin = std::chrono::microseconds(options.spin_us);
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }

@@ -58,6 +58,10 @@ struct ClientOptions {
   // the daemon refuses, and reads the kernel refuses, go through the
   // daemon as before.
   bool direct_reads = true;
+  // Threads that share one direct read of 1 MiB or more: 2 = the calling
+  // thread and a helper thread the client starts at its first such copy
+  // (two cores move memory faster than one); 1 = the calling thread only.
+  uint32_t direct_read_threads = 2;
   // Microseconds a thread waiting for a completion spins before it sleeps
   // on the completion eventfd (0: sleep at once). Spinning saves a wakeup
   // on small copies (the daemon skips the eventfd while the client spins)

@@ -248,7 +248,7 @@ TEST_CASE("layouts of the same fields and bounds by lease; others through the da
   client::Completion done = c->Copy(*theirs, *same);
   REQUIRE(done.status.ok());
   CHECK(done.transfer == 0);
-  CHECK(std::equal(mine.bytes.begin(), mine.bytes.begin() + 1024 * 16, field(0, 0)));
+  CHECK(std::equal(mine.bytes.begin(), mine.bytes.begin() + ptrdiff_t{1024 * 16}, field(0, 0)));
   // AOS there, SOA here, the same fields: converted by the lease's program.
   done = c->Copy(*theirs, *soa);
   REQUIRE(done.status.ok());

@@ -105,3 +105,62 @@ TEST_CASE("an unmapped page between the runs falls back to run-by-run reads") {
   munmap(base, page);
   munmap(base + 2 * page, page);
 }
+
+TEST_CASE("a program cut in two copies what it copies, each half about half") {
+  const std::vector<std::byte> src = Pattern(1 << 20, 5);
+  CopyProgram two_ops = Runs(4, 8192, 64, 16, 32);
+  CopyOp second = two_ops.ops[0];
+  second.src_offset = 65536;
+  second.dst_offset = two_ops.bytes;
+  two_ops.ops.push_back(second);
+  two_ops.bytes *= 2;
+  two_ops.runs *= 2;
+  CopyProgram single_run;
+  single_run.ops.resize(1);
+  single_run.ops[0].run_bytes = 4096;
+  single_run.bytes = 4096;
+  single_run.runs = 1;
+  // An outer loop of 3 (halves of 1 and 2: the loop of 1 goes) and of 64.
+  for (const CopyProgram& p : {Runs(3, 16384, 512, 8, 24), Runs(64, 16384, 8, 8, 24), two_ops,
+                               single_run}) {
+    INFO("ops " << p.ops.size() << ", bytes " << p.bytes);
+    const std::vector<CopyProgram> halves = SplitProgram(p);
+    REQUIRE((halves.size() == 2 || p.runs == 1));
+    std::vector<std::byte> got(p.bytes), want(p.bytes);
+    ExecuteProgram(p, src.data(), want.data());
+    uint64_t bytes = 0, runs = 0;
+    for (const CopyProgram& h : halves) {
+      ExecuteProgram(h, src.data(), got.data());
+      bytes += h.bytes;
+      runs += h.runs;
+      if (halves.size() == 2) CHECK(h.bytes <= p.bytes * 3 / 4);
+      for (const CopyOp& op : h.ops) {
+        for (int k = 0; k < op.num_loops; ++k) CHECK(op.loops[k].count >= 2);  // canonical
+      }
+    }
+    CHECK(got == want);
+    CHECK(bytes == p.bytes);
+    CHECK(runs == p.runs);
+  }
+}
+
+TEST_CASE("batches built once and issued by two threads' shares move the program's bytes") {
+  const std::vector<std::byte> src = Pattern(1 << 20, 7);
+  const CopyProgram p = Runs(16, 65536, 8, 4096, 8192);  // 128 runs of 4 KiB
+  std::vector<std::byte> got(p.bytes), want(p.bytes);
+  ExecuteProgram(p, src.data(), want.data());
+  const int pidfd = SelfPidfd();
+  REQUIRE(pidfd >= 0);
+  const CmaTarget t{.pid = getpid(),
+                    .pidfd = pidfd,
+                    .remote_base = reinterpret_cast<uintptr_t>(src.data()),
+                    .local_base = got.data()};
+  const CmaLimits limits{.batch_bytes = 64 << 10, .max_iovecs = 5, .check_before = false};
+  const CmaBatches b = BuildCmaBatches(p, t, limits);
+  CHECK(b.batches.size() == (p.runs + 4) / 5);  // 5 runs of 4 KiB a batch
+  REQUIRE(IssueCmaBatches(b, t, 1, 2, limits).ok());  // the odd ones
+  CHECK(got != want);
+  REQUIRE(IssueCmaBatches(b, t, 0, 2, limits).ok());  // then the even ones
+  CHECK(got == want);
+  close(pidfd);
+}

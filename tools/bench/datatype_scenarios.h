@@ -30,6 +30,7 @@ struct DatatypeOptions {
   // Copies read the peer's memory by a direct read lease
   // (ClientOptions::direct_reads); false: through the daemon.
   bool direct_reads = true;
+  uint32_t direct_read_threads = 2;  // ClientOptions::direct_read_threads
   // Only these rows' kernels ("vector" for every vector row, "contig",
   // DatatypeKernelNames()); empty: all.
   std::vector<std::string> only;

@@ -181,6 +181,10 @@ int Main(int argc, char** argv) {
   app.add_flag("--no-direct-reads", no_direct_reads,
                "datatype rows: copies go through the daemon instead of the benchmark reading "
                "the peer's memory itself by a lease (README, \"Direct reads\")");
+  uint32_t direct_read_threads = 2;
+  app.add_option("--direct-read-threads", direct_read_threads,
+                 "datatype rows: threads sharing one direct read of 1 MiB or more (1 or 2)")
+      ->check(CLI::Range(1, 2));
   std::vector<std::string> datatype_kernels;
   app.add_option("--datatype-kernels", datatype_kernels,
                  "datatype rows: only these kernels (vector, contig, wrf_y_vec, milc_su3_zd, "
@@ -201,7 +205,7 @@ int Main(int argc, char** argv) {
 
   const DatatypeOptions datatype{daemon.isometryd, daemon.source_dir, local.rounds,
                                  datatype_seconds, daemon.peers,      !no_own_hops,
-                                 !no_direct_reads,  datatype_kernels};
+                                 !no_direct_reads,  direct_read_threads, datatype_kernels};
   return RunChosen(only, json, local, daemon, datatype, disk_dir, disk_mib);
 }
 
