@@ -5,8 +5,8 @@
 #include <cerrno>
 #include <string>
 
-#include "procmem/pidfd.h"
 #include "core/strings.h"
+#include "procmem/pidfd.h"
 
 namespace isometry {
 namespace {

@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <optional>
 
-#include "procmem/cma_copy.h"
 #include "core/status.h"
 #include "layout/copy_program.h"
+#include "procmem/cma_copy.h"
 
 namespace isometry {
 

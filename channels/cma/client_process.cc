@@ -54,7 +54,6 @@ Status ParseLine(std::string_view text, std::string_view key, int base, T (&out)
   return OkStatus();
 }
 
-
 Result<ProcessIds> ReadProcessIds(pid_t pid) {
   ProcessIds ids;
   ISO_ASSIGN_OR_RETURN(std::string status, ReadSmallFile(StrCat("/proc/", pid, "/status")));
@@ -82,10 +81,6 @@ Status ParseProcStatus(std::string_view text, ProcessIds& ids) {
   ids.cap_effective = cap[0];
   return OkStatus();
 }
-
-
-
-
 
 Status ClientProcess::CheckAlive() const {
   ISO_ASSIGN_OR_RETURN(bool exited, PidfdExited(pidfd_.get()));

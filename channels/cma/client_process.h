@@ -67,7 +67,6 @@ struct ProcessIds {
 // a line is missing or malformed.
 Status ParseProcStatus(std::string_view text, ProcessIds& ids);
 
-
 // A client's process, pinned by a pidfd; move-only.
 class ClientProcess {
  public:

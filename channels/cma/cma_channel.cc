@@ -9,10 +9,10 @@
 
 #include "channels/channel_workers.h"
 #include "channels/cma/client_process.h"
-#include "procmem/cma_copy.h"
-#include "procmem/cma_gather.h"
 #include "channels/cma/own_hops.h"
 #include "core/strings.h"
+#include "procmem/cma_copy.h"
+#include "procmem/cma_gather.h"
 
 namespace isometry {
 

@@ -34,10 +34,10 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "procmem/cma_copy.h"
 #include "core/status.h"
 #include "layout/copy_program.h"
 #include "layout/hop_window.h"
+#include "procmem/cma_copy.h"
 
 namespace isometry {
 

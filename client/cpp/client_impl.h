@@ -74,7 +74,7 @@ struct Client::Impl {
   bool want_direct_reads = false;
   std::mutex direct_mu;
   std::map<uint64_t, std::pair<uint64_t, uint64_t>> own_ranges;  // id -> [begin, end)
-  std::map<uint64_t, uint64_t> private_instances;                 // instance -> range
+  std::map<uint64_t, uint64_t> private_instances;                // instance -> range
   std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<const DirectLease>> leases;
   std::atomic<uint64_t> direct_reads_run{0};
   std::unique_ptr<DirectHelper> direct_helper;  // null: direct_read_threads 1

@@ -2,12 +2,11 @@
 
 #include <algorithm>
 #include <iterator>
-#include <utility>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "client/cpp/client_impl.h"
-
 #include "layout/hop_window.h"
 #include "procmem/cma_copy.h"
 #include "procmem/cma_gather.h"
@@ -55,10 +54,9 @@ Result<std::shared_ptr<const DirectLease>> CheckedLease(const v1::DirectReadResp
   };
   if (!pidfd.valid() || r.pid() <= 0) return bad("names no process");
   auto lease = std::make_shared<DirectLease>();
-  ISO_ASSIGN_OR_RETURN(
-      lease->program,
-      hop_window::DecodeProgram(reinterpret_cast<const std::byte*>(r.program().data()),
-                                r.program_ops(), r.program().size()));
+  ISO_ASSIGN_OR_RETURN(lease->program, hop_window::DecodeProgram(
+                                           reinterpret_cast<const std::byte*>(r.program().data()),
+                                           r.program_ops(), r.program().size()));
   if (lease->program.bytes != r.bytes()) return bad("moves ", lease->program.bytes, " bytes");
   const std::optional<hop_window::Span> src = hop_window::SideSpan(lease->program, true);
   const std::optional<hop_window::Span> dst = hop_window::SideSpan(lease->program, false);
@@ -194,8 +192,7 @@ std::optional<Completion> Client::Impl::TryDirect(uint64_t src, uint64_t dst) {
     // Refused (the pair does not qualify) or a bad lease: this pair goes
     // through the daemon from now on. Anything else (an instance gone, a
     // range ended) the daemon's copy reports.
-    if (!got.ok() && !absl::IsFailedPrecondition(got.status()) &&
-        !absl::IsInternal(got.status())) {
+    if (!got.ok() && !absl::IsFailedPrecondition(got.status()) && !absl::IsInternal(got.status())) {
       return std::nullopt;
     }
     std::lock_guard lock(direct_mu);
@@ -209,7 +206,8 @@ std::optional<Completion> Client::Impl::TryDirect(uint64_t src, uint64_t dst) {
   const auto revoked = [&] {
     return header->lease_epoch.value.load(std::memory_order_seq_cst) != lease->epoch;
   };
-  const Status s = revoked() ? absl::CancelledError("revoked") : RunDirectRead(*lease, direct_helper.get());
+  const Status s =
+      revoked() ? absl::CancelledError("revoked") : RunDirectRead(*lease, direct_helper.get());
   if (revoked()) {
     // A range this session leased has ended, maybe during the read: the
     // daemon copies (or says the range ended), and leases are asked anew.

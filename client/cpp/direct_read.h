@@ -81,8 +81,8 @@ class DirectHelper {
   std::mutex mu_;
   std::condition_variable cv_;
   const std::function<Status(size_t)>* job_ = nullptr;  // guarded by mu_
-  std::optional<Status> done_;                           // guarded by mu_
-  bool stop_ = false;                                    // guarded by mu_
+  std::optional<Status> done_;                          // guarded by mu_
+  bool stop_ = false;                                   // guarded by mu_
   std::thread thread_;
 };
 

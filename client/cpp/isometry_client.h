@@ -50,13 +50,11 @@ struct ClientOptions {
   bool run_own_hops = true;
   // Copy() from an instance over another process's published private
   // range into one over this session's own range (a datatype on either
-  // side, or layouts of the same fields and bounds) by a lease (README, "Direct reads"): the daemon checks the
-  // pair once and sends its copy program; this process then reads the
-  // other with its own process_vm_readv calls on the calling thread,
-  // which the kernel checks against this process's rights. Such copies
-  // skip the daemon's queues and priorities and report transfer 0. Pairs
-  // the daemon refuses, and reads the kernel refuses, go through the
-  // daemon as before.
+  // side, or layouts of the same fields and bounds) by a lease (README, "Direct reads"): the daemon
+  // checks the pair once and sends its copy program; this process then reads the other with its own
+  // process_vm_readv calls on the calling thread, which the kernel checks against this process's
+  // rights. Such copies skip the daemon's queues and priorities and report transfer 0. Pairs the
+  // daemon refuses, and reads the kernel refuses, go through the daemon as before.
   bool direct_reads = true;
   // Threads that share one direct read of 1 MiB or more: 2 = the calling
   // thread and a helper thread the client starts at its first such copy

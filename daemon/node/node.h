@@ -46,10 +46,10 @@
 #include "core/status.h"
 #include "core/unique_fd.h"
 #include "daemon/node/cross_copy.h"
-#include "layout/copy_program.h"
 #include "daemon/node/node_distributed.h"
 #include "daemon/node/watch_state.h"
 #include "daemon/runtime/runtime.h"
+#include "layout/copy_program.h"
 
 namespace isometry {
 
@@ -384,7 +384,7 @@ class Node {
   // does not qualify (the copy then goes through the daemon as before).
   struct DirectRead {
     pid_t pid = 0;
-    UniqueFd pidfd;  // a duplicate of the node's pidfd of the source process
+    UniqueFd pidfd;               // a duplicate of the node's pidfd of the source process
     uint64_t remote_address = 0;  // the program's source offset 0, in that process
     uint64_t local_address = 0;   // its destination offset 0, in the session's
     uint64_t src_span = 0, dst_span = 0;

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "procmem/cma_gather.h"
 #include "layout/form_restrict.h"
+#include "procmem/cma_gather.h"
 
 namespace isometry {
 namespace {

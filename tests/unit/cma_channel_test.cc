@@ -11,8 +11,8 @@
 
 #include "channels/channel_factory.h"
 #include "channels/cma/client_process.h"
-#include "procmem/cma_copy.h"
 #include "layout/executor.h"
+#include "procmem/cma_copy.h"
 #include "unit/cma_child.h"
 
 using namespace isometry;

@@ -121,8 +121,8 @@ TEST_CASE("a program cut in two copies what it copies, each half about half") {
   single_run.bytes = 4096;
   single_run.runs = 1;
   // An outer loop of 3 (halves of 1 and 2: the loop of 1 goes) and of 64.
-  for (const CopyProgram& p : {Runs(3, 16384, 512, 8, 24), Runs(64, 16384, 8, 8, 24), two_ops,
-                               single_run}) {
+  for (const CopyProgram& p :
+       {Runs(3, 16384, 512, 8, 24), Runs(64, 16384, 8, 8, 24), two_ops, single_run}) {
     INFO("ops " << p.ops.size() << ", bytes " << p.bytes);
     const std::vector<CopyProgram> halves = SplitProgram(p);
     REQUIRE((halves.size() == 2 || p.runs == 1));
@@ -157,7 +157,7 @@ TEST_CASE("batches built once and issued by two threads' shares move the program
                     .local_base = got.data()};
   const CmaLimits limits{.batch_bytes = 64 << 10, .max_iovecs = 5, .check_before = false};
   const CmaBatches b = BuildCmaBatches(p, t, limits);
-  CHECK(b.batches.size() == (p.runs + 4) / 5);  // 5 runs of 4 KiB a batch
+  CHECK(b.batches.size() == (p.runs + 4) / 5);        // 5 runs of 4 KiB a batch
   REQUIRE(IssueCmaBatches(b, t, 1, 2, limits).ok());  // the odd ones
   CHECK(got != want);
   REQUIRE(IssueCmaBatches(b, t, 0, 2, limits).ok());  // then the even ones

@@ -203,9 +203,9 @@ int Main(int argc, char** argv) {
   daemon.peers = !no_peers;
   daemon.rounds = local.rounds;
 
-  const DatatypeOptions datatype{daemon.isometryd, daemon.source_dir, local.rounds,
-                                 datatype_seconds, daemon.peers,      !no_own_hops,
-                                 !no_direct_reads,  direct_read_threads, datatype_kernels};
+  const DatatypeOptions datatype{daemon.isometryd, daemon.source_dir,   local.rounds,
+                                 datatype_seconds, daemon.peers,        !no_own_hops,
+                                 !no_direct_reads, direct_read_threads, datatype_kernels};
   return RunChosen(only, json, local, daemon, datatype, disk_dir, disk_mib);
 }
 

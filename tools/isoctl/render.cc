@@ -109,8 +109,8 @@ std::string RenderStatus(const v1::StatusResponse& s) {
                        n(s.own_hop_timeouts()) + " timed out, " + n(s.own_hop_bogus()) +
                        " bogus answer(s)"},
       {"direct reads", n(s.direct_read_leases()) + " lease(s) granted, " +
-                           n(s.direct_read_revoked()) + " revoked, " +
-                           n(s.direct_read_refused()) + " refused"},
+                           n(s.direct_read_revoked()) + " revoked, " + n(s.direct_read_refused()) +
+                           " refused"},
       {"allocations", n(s.allocations())},
       {"instances", n(s.instances())},
       {"watched (active access)",
