@@ -71,7 +71,7 @@ def frame(msg):
     body = msg.SerializeToString()
     return struct.pack("<I", len(body)) + body
 
-hello = frame(pb.LocalRequest(tag=1, hello=pb.HelloRequest(abi_version=1, client_name="seed")))
+hello = frame(pb.LocalRequest(tag=1, hello=pb.HelloRequest(abi_version=2, client_name="seed")))
 register = frame(pb.LocalRequest(tag=2, register_instance=pb.RegisterInstanceRequest(
     spec=spec([0, 0], [16, 3], "F,y,x"))))
 write("local_frame_fuzzer", "hello", hello)

@@ -12,7 +12,7 @@ import socket
 import struct
 
 _FD_SPACE = socket.CMSG_SPACE(16 * 4)
-RING_ABI_VERSION = 1  # proto/ring_abi.h kAbiVersion
+RING_ABI_VERSION = 2  # proto/ring_abi.h kAbiVersion
 
 
 def _pb():

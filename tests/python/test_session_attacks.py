@@ -321,13 +321,13 @@ print(json.dumps(out))
         script = f"""
 import json, sys
 sys.path.insert(0, {FIXTURE_DIR!r})
-from local_socket import LocalConnection
+from local_socket import LocalConnection, RING_ABI_VERSION
 from isometry import isometry_pb2 as pb
 codes, keep = [], []
 for i in range(12):
     c = LocalConnection({self.local!r})
     try:
-        c.send(pb.LocalRequest(tag=1, hello=pb.HelloRequest(abi_version=1, client_name="n")))
+        c.send(pb.LocalRequest(tag=1, hello=pb.HelloRequest(abi_version=RING_ABI_VERSION, client_name="n")))
     except OSError:
         pass  # refused at accept: the daemon's answer is still there to read
     r = c.response()

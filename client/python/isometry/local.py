@@ -30,7 +30,7 @@ from .errors import IsometryError, code_name
 __all__ = ["DEFAULT_LOCAL_SOCKET", "PrivateRange"]
 
 DEFAULT_LOCAL_SOCKET = "/run/isometry/isometry.sock"
-RING_ABI_VERSION = 1  # proto/ring_abi.h kAbiVersion: checked by the daemon at hello
+RING_ABI_VERSION = 2  # proto/ring_abi.h kAbiVersion: checked by the daemon at hello
 _FD_SPACE = socket.CMSG_SPACE(16 * 4)
 # proto/local_wire.h kMaxFrameBytes: a longer announced frame is a broken stream.
 _MAX_FRAME = 1 << 20
