@@ -5,8 +5,10 @@
 
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
+#include "client/cpp/isometry_client.h"
 #include "core/datatype.h"
 #include "core/status.h"
 
@@ -33,6 +35,20 @@ inline Datatype Ok(Result<Datatype> r) {
 inline std::vector<uint8_t> AsBytes(const std::vector<std::byte>& v) {
   const auto* p = reinterpret_cast<const uint8_t*>(v.data());
   return {p, p + v.size()};
+}
+
+// This process's memory registered with a session as a private range:
+// `bytes` of a pattern.
+struct Mine {
+  std::vector<uint8_t> bytes;
+  client::PrivateRange range;
+};
+
+inline Mine RegisterMine(client::Client& c, size_t n, uint64_t seed) {
+  std::vector<uint8_t> b = AsBytes(Pattern(n, seed));
+  auto r = c.RegisterPrivate(b.data(), b.size());
+  REQUIRE(r.ok());
+  return {std::move(b), *r};
 }
 
 // MPI_Unpack(MPI_Pack(src)) into a copy of dst: the expected destination.

@@ -30,19 +30,6 @@ namespace {
 
 const Datatype kByte = Datatype::Basic(BasicType::kByte);
 
-// This process's memory registered with a session: `bytes` of a pattern.
-struct Mine {
-  std::vector<uint8_t> bytes;
-  client::PrivateRange range;
-};
-
-Mine Register(Client& c, size_t n, uint64_t seed) {
-  std::vector<uint8_t> b = AsBytes(Pattern(n, seed));
-  auto r = c.RegisterPrivate(b.data(), b.size());
-  REQUIRE(r.ok());
-  return {std::move(b), *r};
-}
-
 // A raw lease request, as a client could write it.
 Status AskLease(Client& c, uint64_t src, uint64_t dst) {
   v1::LocalRequest req;
@@ -71,7 +58,7 @@ TEST_CASE("copies from another process's range into ours run here by a lease, ve
   const uint64_t bytes = 1 << 20;
   Worker other(d, bytes, 31);
   auto c = ConnectTo(d.local_socket(), "direct");
-  Mine mine = Register(*c, bytes, 32);
+  Mine mine = RegisterMine(*c, bytes, 32);
   const std::vector<uint8_t> other0 = AsBytes(other.before());
   // 8-byte blocks (one read of the extent, gathered here), 4 KiB blocks
   // (read run by run) and an indexed type with a negative lower bound.
@@ -121,7 +108,7 @@ TEST_CASE("copies from another process's range into ours run here by a lease, ve
   auto off = Client::Connect(
       {.local_socket = d.local_socket(), .name = "no-direct", .direct_reads = false});
   REQUIRE(off.ok());
-  Mine mine2 = Register(**off, bytes, 33);
+  Mine mine2 = RegisterMine(**off, bytes, 33);
   auto theirs = (*off)->RegisterPrivateInstance(other.range(), 0, Elements{small, 1, 0});
   auto ours = (*off)->Register(mine2.range, 0, Elements{small, 1, 0});
   REQUIRE(theirs.ok());
@@ -140,7 +127,7 @@ TEST_CASE("a source that leaves revokes its leases; one that dies fails the copy
   Daemon d(kDatatypeChannels);
   const Datatype type = Ok(Datatype::Hvector(256, 1024, 2048, kByte));
   auto c = ConnectTo(d.local_socket(), "direct");
-  Mine mine = Register(*c, 1 << 20, 41);
+  Mine mine = RegisterMine(*c, 1 << 20, 41);
   auto copy_from = [&](Worker& w) {
     auto theirs = c->RegisterPrivateInstance(w.range(), 0, Elements{type, 1, 0});
     auto ours = c->Register(mine.range, 0, Elements{type, 1, 0});
@@ -171,7 +158,7 @@ TEST_CASE("a source that leaves revokes its leases; one that dies fails the copy
     CHECK(absl::IsNotFound(done.status));
   }
   // The daemon keeps serving this client: a copy between its own ranges.
-  Mine other_mine = Register(*c, 1 << 20, 44);
+  Mine other_mine = RegisterMine(*c, 1 << 20, 44);
   auto a = c->Register(other_mine.range, 0, Elements{type, 1, 0});
   auto b = c->Register(mine.range, 0, Elements{type, 1, 0});
   REQUIRE(a.ok());
@@ -185,8 +172,8 @@ TEST_CASE("lease requests for what the session may not read that way are refused
   Worker other(d, 1 << 20, 51);
   auto c = ConnectTo(d.local_socket(), "attacker");
   auto victim = ConnectTo(d.local_socket(), "victim");
-  Mine mine = Register(*c, 1 << 20, 52);
-  Mine theirs_mem = Register(*victim, 1 << 20, 53);
+  Mine mine = RegisterMine(*c, 1 << 20, 52);
+  Mine theirs_mem = RegisterMine(*victim, 1 << 20, 53);
   const Datatype type = Ok(Datatype::Hvector(128, 512, 1024, kByte));
   auto theirs = c->RegisterPrivateInstance(other.range(), 0, Elements{type, 1, 0});
   auto ours = c->Register(mine.range, 0, Elements{type, 1, 0});
@@ -227,7 +214,7 @@ TEST_CASE("layouts of the same fields and bounds by lease; others through the da
   Daemon d(kDatatypeChannels);
   Worker other(d, 1 << 20, 71);
   auto c = ConnectTo(d.local_socket(), "direct");
-  Mine mine = Register(*c, 1 << 20, 72);
+  Mine mine = RegisterMine(*c, 1 << 20, 72);
   const std::vector<uint8_t> other0 = AsBytes(other.before());
   const Box bounds = Box::FromExtents({1024});
   const FieldSpace ab = FieldSpace::Uniform(2, 8);  // f0, f1
@@ -280,7 +267,7 @@ TEST_CASE("another uid's range is never leased", "[may_skip][other_uid]") {
   ::chmod(d.dir().c_str(), 0755);
   Worker stranger(d, 1 << 20, 81, 65534);
   auto c = ConnectTo(d.local_socket(), "root");
-  Mine mine = Register(*c, 1 << 20, 82);
+  Mine mine = RegisterMine(*c, 1 << 20, 82);
   const Datatype type = Ok(Datatype::Hvector(128, 512, 1024, kByte));
   auto ours = c->Register(mine.range, 0, Elements{type, 1, 0});
   REQUIRE(ours.ok());

@@ -43,19 +43,6 @@ std::unique_ptr<Client> Connect(const Daemon& d, bool own_hops) {
   return *std::move(c);
 }
 
-// This process's memory registered with a session: `bytes` of a pattern.
-struct Mine {
-  std::vector<uint8_t> bytes;
-  client::PrivateRange range;
-};
-
-Mine Register(Client& c, size_t n, uint64_t seed) {
-  std::vector<uint8_t> b = AsBytes(Pattern(n, seed));
-  auto r = c.RegisterPrivate(b.data(), b.size());
-  REQUIRE(r.ok());
-  return {std::move(b), *r};
-}
-
 // A copy of `type` from the other process's range (offset 0) into ours
 // (offset 0), registered in `c`.
 struct VectorCopy {
@@ -101,7 +88,7 @@ TEST_CASE("copies into and out of a client's own memory run in the client, verif
   for (const bool own : {true, false}) {
     INFO("run_own_hops " << own);
     auto c = Connect(d, own);
-    Mine mine = Register(*c, bytes, 22);
+    Mine mine = RegisterMine(*c, bytes, 22);
     // 8-byte blocks every 24 bytes there; an indexed, negative-lb type here.
     const Datatype sv = Ok(Datatype::Hvector(8192, 8, 24, kByte));
     const std::vector<int64_t> lens{3, 1, 4}, disps{-8, 0, 5};
@@ -156,7 +143,7 @@ TEST_CASE("concurrent copies of one client all run in its window, each right") {
   std::vector<VectorCopy> copies;
   mine.reserve(kThreads);
   copies.reserve(kThreads);
-  for (int t = 0; t < kThreads; ++t) mine.push_back(Register(*c, 1 << 20, 62 + t));
+  for (int t = 0; t < kThreads; ++t) mine.push_back(RegisterMine(*c, 1 << 20, 62 + t));
   for (int t = 0; t < kThreads; ++t) copies.push_back(Between(*c, other, mine[t], sv));
   std::vector<std::thread> threads;
   threads.reserve(kThreads);
@@ -197,7 +184,7 @@ TEST_CASE("random datatype pairs between a client's own buffers, run by the clie
   Daemon d(kConfig);
   auto c = Connect(d, true);
   const size_t arena = 1 << 20;
-  Mine src = Register(*c, arena, 3), dst = Register(*c, arena, 4);
+  Mine src = RegisterMine(*c, arena, 3), dst = RegisterMine(*c, arena, 4);
   RandomDatatypes gen(20261125);
   int copied = 0;
   while (copied < 40) {
@@ -230,7 +217,7 @@ TEST_CASE("a layout copy AOS -> SOA into a client's own memory runs in the clien
   const auto fields = *FieldSpace::Make({{"a", 4}, {"b", 8}, {"c", 2}});
   const InstanceShape aos{Box::FromExtents({n}), fields, Layout::Aos(1)};
   const InstanceShape soa{Box::FromExtents({n}), fields, Layout::Soa(1)};
-  Mine src = Register(*c, aos.total_bytes(), 5), dst = Register(*c, soa.total_bytes(), 6);
+  Mine src = RegisterMine(*c, aos.total_bytes(), 5), dst = RegisterMine(*c, soa.total_bytes(), 6);
   auto si = c->Register(src.range, 0, aos);
   auto di = c->Register(dst.range, 0, soa);
   REQUIRE(si.ok());
@@ -255,7 +242,7 @@ TEST_CASE("a client that does not run its hop fails only its own copy, after the
   Worker other(d, 1 << 20, 31);
   auto c = Connect(d, true);
   auto bystander = Connect(d, false);
-  Mine mine = Register(*c, 1 << 20, 32);
+  Mine mine = RegisterMine(*c, 1 << 20, 32);
   const Datatype sv = Ok(Datatype::Hvector(4096, 8, 24, kByte));
   const VectorCopy k = Between(*c, other, mine, sv);
   // Submitted as Copy() would, but nobody waits for it: its hop never runs.
@@ -263,7 +250,7 @@ TEST_CASE("a client that does not run its hop fails only its own copy, after the
   auto ticket = c->SubmitRaw(e);
   REQUIRE(ticket.ok());
   // Meanwhile another client is served as usual.
-  Mine b_mine = Register(*bystander, 1 << 20, 33);
+  Mine b_mine = RegisterMine(*bystander, 1 << 20, 33);
   const VectorCopy b = Between(*bystander, other, b_mine, sv);
   REQUIRE(bystander->Copy(b.theirs, b.ours).status.ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -285,7 +272,7 @@ TEST_CASE("a client that leaves with its hop pending frees what its copy held") 
   Daemon d(kConfig);
   Worker other(d, 1 << 20, 41);
   auto c = Connect(d, true);
-  Mine mine = Register(*c, 1 << 20, 42);
+  Mine mine = RegisterMine(*c, 1 << 20, 42);
   const Datatype sv = Ok(Datatype::Hvector(4096, 8, 24, kByte));
   const VectorCopy k = Between(*c, other, mine, sv);
   REQUIRE(c->SubmitRaw(Promising(k, 2)).ok());
@@ -293,7 +280,7 @@ TEST_CASE("a client that leaves with its hop pending frees what its copy held") 
   c.reset();  // the session ends with the hop unanswered
   CHECK(NoTransfers(d));
   auto again = Connect(d, true);
-  Mine m2 = Register(*again, 1 << 20, 43);
+  Mine m2 = RegisterMine(*again, 1 << 20, 43);
   const VectorCopy k2 = Between(*again, other, m2, sv);
   REQUIRE(again->Copy(k2.theirs, k2.ours).status.ok());
   CHECK(again->own_hops_run() > 0);
@@ -304,7 +291,7 @@ TEST_CASE("a client that scribbles over its hop window loses only its own hops")
   Daemon d(kConfig);
   Worker other(d, 1 << 20, 51);
   auto c = Connect(d, false);  // it maps the window itself, as an attacker would
-  Mine mine = Register(*c, 1 << 20, 52);
+  Mine mine = RegisterMine(*c, 1 << 20, 52);
   v1::LocalRequest req;
   req.mutable_own_hops();
   std::vector<int> fds;
@@ -349,7 +336,7 @@ TEST_CASE("a client that scribbles over its hop window loses only its own hops")
   for (int fd : fds) close(fd);
   // Other clients never noticed.
   auto other_client = Connect(d, true);
-  Mine m2 = Register(*other_client, 1 << 20, 53);
+  Mine m2 = RegisterMine(*other_client, 1 << 20, 53);
   const VectorCopy k2 = Between(*other_client, other, m2, sv);
   REQUIRE(other_client->Copy(k2.theirs, k2.ours).status.ok());
   CHECK(other_client->own_hops_run() > 0);
