@@ -165,6 +165,7 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
                                   "max_private_ranges_per_session",
                                   "own_hop_window_mib",
                                   "own_hop_timeout_ms",
+                                  "direct_reads",
                                   "ring_poll_us",
                                   "cpu_latency_us",
                                   "max_datatypes_per_session",
@@ -193,6 +194,9 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
   ISO_RETURN_IF_ERROR(ReadCpuLatency(r, t, c));
   if (const toml::node* n = t.get("calibrate")) {
     ISO_ASSIGN_OR_RETURN(c.calibrate, r.Bool(*n, "daemon.calibrate"));
+  }
+  if (const toml::node* n = t.get("direct_reads")) {
+    ISO_ASSIGN_OR_RETURN(c.direct_reads, r.Bool(*n, "daemon.direct_reads"));
   }
   if (const toml::node* n = t.get("socket_mode")) {
     ISO_ASSIGN_OR_RETURN(std::string mode, r.String(*n, "daemon.socket_mode"));

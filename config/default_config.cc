@@ -31,6 +31,8 @@ max_instances_per_session = 16384
 max_private_ranges_per_session = 64   # registered ranges of a client's own memory (CMA)
 own_hop_window_mib = 16               # a client's hop window: it runs hops touching its own memory (0: off)
 own_hop_timeout_ms = 10000            # a copy whose client does not run its hop by then fails
+direct_reads = true                   # clients may read a peer's published private range themselves
+                                      # (no daemon thread between; skips queues and priorities)
 ring_poll_us = 50                     # the ring thread polls this long after work before sleeping
 # cpu_latency_us = 0                  # hold a CPU wake-up latency request (/dev/cpu_dma_latency, root's):
                                       # faster hand-offs between threads for small copies, more power

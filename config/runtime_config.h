@@ -137,6 +137,10 @@ struct DaemonConfig {
   // 0 refuses every ask) and how long the daemon waits for the client to
   // run one hop before that copy fails.
   uint32_t own_hop_window_mib = 16;
+  // Direct read leases (README, "Direct reads"): whether local clients may
+  // read a published private range of another process themselves, which
+  // bypasses the channel queues and priorities. false refuses every lease.
+  bool direct_reads = true;
   // After serving a submission the ring thread keeps polling every ring
   // for this many microseconds before it sleeps in epoll (0: never polls).
   uint32_t ring_poll_us = 50;

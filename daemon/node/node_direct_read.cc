@@ -49,6 +49,9 @@ Result<Node::DirectRead> Node::GrantDirectRead(const std::string& session, uint6
     ++n.leases_refused;
     return FailedPrecondition("no direct read: ", why...);
   };
+  if (!n.config.daemon.direct_reads) {
+    return refuse("leases are off on this node (daemon.direct_reads = false)");
+  }
   std::shared_ptr<const PackedEnd> packed[2];
   std::shared_ptr<PrivateRange> ranges[2];
   uint64_t offsets[2] = {0, 0};

@@ -282,3 +282,31 @@ TEST_CASE("another uid's range is never leased", "[may_skip][other_uid]") {
   CHECK(d.Status().direct_read_leases() == 0);
   CHECK(d.Stop() == 0);
 }
+
+TEST_CASE("a node with daemon.direct_reads = false refuses every lease; copies still work") {
+  Daemon d(std::string("direct_reads = false") + kDatatypeChannels);
+  Worker other(d, 1 << 20, 91);
+  auto c = ConnectTo(d.local_socket(), "direct");
+  Mine mine = RegisterMine(*c, 1 << 20, 92);
+  const Datatype type = Ok(Datatype::Hvector(256, 1024, 2048, kByte));
+  auto theirs = c->RegisterPrivateInstance(other.range(), 0, Elements{type, 1, 0});
+  auto ours = c->Register(mine.range, 0, Elements{type, 1, 0});
+  REQUIRE(theirs.ok());
+  REQUIRE(ours.ok());
+  const std::vector<uint8_t> before = mine.bytes;
+  const Status refused = AskLease(*c, theirs->id(), ours->id());
+  CHECK(absl::IsFailedPrecondition(refused));
+  CHECK_THAT(std::string(refused.message()), Catch::Contains("daemon.direct_reads"));
+  for (int i = 0; i < 2; ++i) {
+    const client::Completion done = c->Copy(*theirs, *ours);
+    REQUIRE(done.status.ok());
+    CHECK(done.transfer != 0);  // the daemon copied
+  }
+  CHECK(c->direct_reads_run() == 0);
+  CHECK(mine.bytes == Expected(AsBytes(other.before()), 0, type, 1, before, 0, type, 1));
+  // The raw ask and the client's first Copy() were refused; the client
+  // then remembered the refusal.
+  CHECK(d.Status().direct_read_refused() == 2);
+  CHECK(d.Status().direct_read_leases() == 0);
+  CHECK(d.Stop() == 0);
+}

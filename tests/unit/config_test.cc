@@ -124,6 +124,7 @@ sq_entries = 64
 cq_entries = 128
 ring_poll_us = 0
 cpu_latency_us = 0
+direct_reads = false
 [[memory]]
 name = "sys0"
 pool = "64MiB"
@@ -140,6 +141,7 @@ name = "memcpy0"
   CHECK(c->daemon.sq_entries == 64);
   CHECK(c->daemon.ring_poll_us == 0);
   CHECK(c->daemon.cpu_latency_us == 0u);
+  CHECK_FALSE(c->daemon.direct_reads);
   CHECK(c->runtime.memories[0].pool_bytes == 64u << 20);
   CHECK(c->runtime.memories[0].client_quota == 16u << 20);
   CHECK(c->runtime.memories[0].hugetlb);
@@ -162,6 +164,8 @@ name = "memcpy0"
              Catch::Contains("key 'daemon.cpu_latency_us'"));
   CHECK_THAT(daemon_error("[daemon]\ncpu_latency_us = 1000001"),
              Catch::Contains("key 'daemon.cpu_latency_us'"));
+  CHECK_THAT(daemon_error("[daemon]\ndirect_reads = 1"),
+             Catch::Contains("key 'daemon.direct_reads'"));
   auto quota = ParseConfig(
       "[[memory]]\nname = \"a\"\npool = \"1MiB\"\nclient_quota = \"2MiB\"\n[[channel]]\nname = "
       "\"c\"\n",
