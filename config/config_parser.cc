@@ -141,6 +141,20 @@ Status ReadCpuLatency(const Reader& r, const toml::table& t, DaemonConfig& c) {
   return OkStatus();
 }
 
+// daemon.socket_mode: an octal string ("0660").
+Status ReadSocketMode(const Reader& r, const toml::table& t, DaemonConfig& c) {
+  const toml::node* n = t.get("socket_mode");
+  if (!n) return OkStatus();
+  ISO_ASSIGN_OR_RETURN(std::string mode, r.String(*n, "daemon.socket_mode"));
+  unsigned v = 0;
+  const auto [end, ec] = std::from_chars(mode.data(), mode.data() + mode.size(), v, 8);
+  if (ec != std::errc() || end != mode.data() + mode.size() || v > 0777) {
+    return r.Error(*n, "daemon.socket_mode", "must be an octal mode like \"0660\"");
+  }
+  c.socket_mode = v;
+  return OkStatus();
+}
+
 Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
   ISO_RETURN_IF_ERROR(r.OnlyKeys(t, "daemon.",
                                  {"local_socket",
@@ -192,21 +206,13 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
     }
   }
   ISO_RETURN_IF_ERROR(ReadCpuLatency(r, t, c));
-  if (const toml::node* n = t.get("calibrate")) {
-    ISO_ASSIGN_OR_RETURN(c.calibrate, r.Bool(*n, "daemon.calibrate"));
-  }
-  if (const toml::node* n = t.get("direct_reads")) {
-    ISO_ASSIGN_OR_RETURN(c.direct_reads, r.Bool(*n, "daemon.direct_reads"));
-  }
-  if (const toml::node* n = t.get("socket_mode")) {
-    ISO_ASSIGN_OR_RETURN(std::string mode, r.String(*n, "daemon.socket_mode"));
-    unsigned v = 0;
-    const auto [end, ec] = std::from_chars(mode.data(), mode.data() + mode.size(), v, 8);
-    if (ec != std::errc() || end != mode.data() + mode.size() || v > 0777) {
-      return r.Error(*n, "daemon.socket_mode", "must be an octal mode like \"0660\"");
+  for (const auto& [key, out] :
+       {std::pair{"calibrate", &c.calibrate}, std::pair{"direct_reads", &c.direct_reads}}) {
+    if (const toml::node* n = t.get(key)) {
+      ISO_ASSIGN_OR_RETURN(*out, r.Bool(*n, StrCat("daemon.", key)));
     }
-    c.socket_mode = v;
   }
+  ISO_RETURN_IF_ERROR(ReadSocketMode(r, t, c));
   struct IntKey {
     const char* key;
     uint32_t* out;
