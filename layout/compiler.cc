@@ -355,10 +355,7 @@ Result<CopyProgram> CompileCopy(const InstanceShape& src, const InstanceShape& d
     Tile(op, scheduled);
   }
   program.ops = std::move(scheduled);
-  for (const CopyOp& op : program.ops) {
-    program.bytes += op.bytes();
-    program.runs += op.runs();
-  }
+  TallyProgram(program);
   return program;
 }
 

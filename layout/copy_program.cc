@@ -26,15 +26,13 @@ std::shared_ptr<const CopyProgram> ContiguousProgram(uint64_t bytes) {
   return p;
 }
 
-namespace {
-void Tally(CopyProgram& p) {
+void TallyProgram(CopyProgram& p) {
   p.bytes = p.runs = 0;
   for (const CopyOp& op : p.ops) {
     p.bytes += op.bytes();
     p.runs += op.runs();
   }
 }
-}  // namespace
 
 std::vector<CopyProgram> SplitProgram(const CopyProgram& p) {
   std::vector<CopyProgram> out(2);
@@ -67,8 +65,8 @@ std::vector<CopyProgram> SplitProgram(const CopyProgram& p) {
     out[1].ops.push_back(b);
   }
   if (out[0].ops.empty() || out[1].ops.empty()) return {p};
-  Tally(out[0]);
-  Tally(out[1]);
+  TallyProgram(out[0]);
+  TallyProgram(out[1]);
   return out;
 }
 

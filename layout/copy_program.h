@@ -61,6 +61,9 @@ void FoldLoops(std::vector<CopyLoop> loops, CopyOp& op);
 // offset 0: a single op, no loops.
 std::shared_ptr<const CopyProgram> ContiguousProgram(uint64_t bytes);
 
+// Sets p.bytes and p.runs from its ops.
+void TallyProgram(CopyProgram& p);
+
 // `p` cut in two programs that together copy what it copies, each about
 // half its bytes: its ops split in two groups, or a single op's outermost
 // loop in two. One program (a copy of `p`) when it cannot be cut (a

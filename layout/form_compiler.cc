@@ -312,11 +312,8 @@ Result<FormCopy> CompileFormCopy(const CanonicalForm& src, const CanonicalForm& 
   if (ops.size() > kMaxFormCopyOps) {
     return TooManyOps(ops.size());
   }
-  for (const CopyOp& op : ops) {
-    fc.program.bytes += op.bytes();
-    fc.program.runs += op.runs();
-  }
   fc.program.ops = std::move(ops);
+  TallyProgram(fc.program);
   return fc;
 }
 

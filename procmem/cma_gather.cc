@@ -30,10 +30,14 @@ std::optional<ProgramExtent> SourceExtent(const CopyProgram& program) {
   return ProgramExtent{static_cast<uint64_t>(lo), static_cast<uint64_t>(hi)};
 }
 
-bool GatherPays(uint64_t runs, uint64_t extent) {
-  if (extent > kMaxGatherBytes || runs < 2) return false;
+bool RunsCostMoreThanExtent(uint64_t runs, uint64_t extent) {
   return static_cast<double>(runs) * kCmaRunNanos >
          static_cast<double>(extent) * kCmaExtentByteNanos;
+}
+
+bool GatherPays(uint64_t runs, uint64_t extent) {
+  if (extent > kMaxGatherBytes || runs < 2) return false;
+  return RunsCostMoreThanExtent(runs, extent);
 }
 
 std::optional<Status> TryGatherRead(const CopyProgram& program, const CmaTarget& target,

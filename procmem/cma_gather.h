@@ -32,8 +32,12 @@ struct ProgramExtent {
 };
 std::optional<ProgramExtent> SourceExtent(const CopyProgram& program);
 
+// Whether, by the cost model above, `runs` reads cost more than reading
+// their `extent` bytes once and gathering (size bound aside).
+bool RunsCostMoreThanExtent(uint64_t runs, uint64_t extent);
+
 // Whether reading `runs` runs spread over `extent` bytes goes faster as one
-// read of the extent and a local gather.
+// read of the extent and a local gather (extents up to kMaxGatherBytes).
 bool GatherPays(uint64_t runs, uint64_t extent);
 
 // Runs a read request (target.direction kRead) by gathering when it pays;

@@ -97,8 +97,7 @@ Result<Node::DirectRead> Node::GrantDirectRead(const std::string& session, uint6
   ISO_ASSIGN_OR_RETURN(FormCopy copy, CompileFormCopy(packed[0]->form, packed[1]->form));
   const std::optional<ProgramExtent> extent = SourceExtent(copy.program);
   const uint64_t span = extent ? extent->end - extent->begin : 0;
-  if (span > kMaxGatherBytes && static_cast<double>(copy.program.runs) * kCmaRunNanos >
-                                    static_cast<double>(span) * kCmaExtentByteNanos) {
+  if (span > kMaxGatherBytes && RunsCostMoreThanExtent(copy.program.runs, span)) {
     return refuse(copy.program.runs, " runs over ", span,
                   " bytes: the daemon gathers that in chunks faster than one system call a run");
   }
