@@ -7,7 +7,8 @@
 # Usage: scripts/tidy.sh [BUILD_DIR [run-clang-tidy options, e.g. -fix]]
 # (BUILD_DIR default build-tidy; configured here, only the generated proto
 # headers are built: no compilation needed)
-# Cost (clang-tidy 14, CPU s per translation unit, measured 2026-11-24):
+# Cost (clang-tidy 14, CPU s per translation unit, measured 2026-11-24,
+# before the unity batches below):
 # ~3.5 for a small unit test or core file, ~5 for a tools file, ~12-14 for
 # a unit that includes gRPC (daemon/cluster, daemon_test); ~1,100 for the
 # whole tree. About 30% of it is parsing, 70% the checks' AST matchers,
@@ -35,10 +36,34 @@ ninja -C "$dir" proto/gen/isometry.pb.h proto/gen/isometry.grpc.pb.h \
 
 ours='core|layout|config|planner|redistribution|active|procmem|channels|proto|daemon|client|tools|tests|examples|fuzz'
 # Sources: ours only (the generated .pb.cc live under the build directory).
+# Unity batches (ISOMETRY_UNITY_BUILD, on by default): a multi-file target's
+# .cc files reach clang-tidy inside the batch files CMake writes
+# ($dir/.../Unity/unity_N_cxx.cxx, 8 sources each), and are checked there as
+# included files under the header filter. The gRPC, protobuf and standard
+# headers a batch includes are then parsed and walked once, not 8 times:
+# 8 of daemon/cluster's gRPC units take 26 s of CPU in one batch against
+# ~20 s for one of them alone. Two things change for those files:
+# bugprone-suspicious-include would flag every line of a batch file (it is
+# off; scripts/check_layering.py refuses an #include of a source file in our
+# code instead), and misc-unused-using-decls looks at main files only, so it
+# covers the one-file targets (tests, examples, fuzz targets) and a run with
+# -DISOMETRY_UNITY_BUILD=OFF, not the libraries in CI.
 # CUDA kernels (channels/cuda/*.cu) are left out on purpose: clang-tidy-14
 # cannot parse the CUDA 13 headers nvcc compiles them with; their host
 # side (*.cc against the runtime API) is checked like everything else.
 # Headers: ours only, anchored at this checkout, so that a third-party path
 # that happens to contain /config/ or /core/ is never reported.
+mapfile -t files < <(/usr/bin/python3 - "$dir/compile_commands.json" "$root" "$ours" <<'PY'
+import json, re, sys
+db, root, ours = sys.argv[1], sys.argv[2], sys.argv[3]
+own = re.compile("^" + re.escape(root) + "/(" + ours + r")/.*\.(cc|cpp)$")
+included = re.compile('^#include "' + re.escape(root) + "/(" + ours + ")/", re.M)
+for entry in json.load(open(db)):
+    path = entry["file"]
+    batch = re.search(r"/Unity/unity_[0-9]+_cxx\.cxx$", path)
+    if own.match(path) or (batch and included.search(open(path).read())):
+        print("^" + re.escape(path) + "$")
+PY
+)
 run-clang-tidy-14 -clang-tidy-binary clang-tidy-14 -p "$dir" -j "$(nproc)" -quiet \
-  -header-filter="^$root/($ours)/" "$@" "^$root/($ours)/.*\.(cc|cpp)\$"
+  -checks=-bugprone-suspicious-include -header-filter="^$root/($ours)/" "$@" "${files[@]}"

@@ -19,9 +19,9 @@ using google::protobuf::FileDescriptor;
 constexpr int32_t kNotFound = 5;
 constexpr int32_t kInvalidArgument = 3;
 
-class Service final : public refl::ServerReflection::Service, public ReflectionV1 {
+class ReflectionService final : public refl::ServerReflection::Service, public ReflectionV1 {
  public:
-  explicit Service(std::vector<std::string> services) : services_(std::move(services)) {
+  explicit ReflectionService(std::vector<std::string> services) : services_(std::move(services)) {
     services_.push_back("grpc.reflection.v1.ServerReflection");
     services_.push_back("grpc.reflection.v1alpha.ServerReflection");
   }
@@ -121,7 +121,7 @@ class Service final : public refl::ServerReflection::Service, public ReflectionV
 }  // namespace
 
 std::unique_ptr<ReflectionV1> ReflectionV1::Make(std::vector<std::string> services) {
-  return std::make_unique<Service>(std::move(services));
+  return std::make_unique<ReflectionService>(std::move(services));
 }
 
 }  // namespace isometry

@@ -43,6 +43,12 @@ class CheckIncludeTest(unittest.TestCase):
             self.allowed(src, "isometry.grpc.pb.h")
             self.allowed(src, "grpcpp/grpcpp.h")
 
+    def test_no_file_includes_a_source_file(self):
+        self.refused("daemon/node/node.cc", "daemon/node/node_copy.cc")
+        self.refused("tests/unit/layout_test.cc", "layout/compiler.cc")
+        self.refused("tools/bench/peers.cc", "tools/bench/mpi_datatype.c")
+        self.allowed("daemon/node/node.cc", "daemon/node/node.h")
+
     def test_a_channel_folder_uses_no_other_channel(self):
         self.refused("channels/disk/disk_channel.cc", "channels/tcp/frame.h")
         self.allowed("channels/disk/disk_channel.cc", "channels/channel.h")

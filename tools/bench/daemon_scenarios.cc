@@ -14,13 +14,12 @@
 #include "isometry.grpc.pb.h"
 #include "tools/bench/bench_fail.h"
 #include "tools/bench/peers.h"
+#include "tools/bench/stopwatch.h"
 #include "tools/common/daemon_process.h"
 
 namespace isometry::bench {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 constexpr char kDaemonConfig[] = R"(
 [runtime]
@@ -50,10 +49,6 @@ InstanceShape Flat(uint64_t bytes) {
           Layout::Aos(1)};
 }
 
-double Seconds(Clock::time_point since) {
-  return std::chrono::duration<double>(Clock::now() - since).count();
-}
-
 // One first-copy case: `rounds` paired rounds, each allocating a fresh
 // destination, copying into it (first copy), copying again (repeated), then
 // freeing it.
@@ -76,20 +71,20 @@ void FirstCopyCase(client::Client& c, const char* scenario, const InstanceShape&
   for (int r = 0; r < rounds; ++r) {
     const auto t0 = Clock::now();
     client::Allocation dst = Must(c.Allocate("sys0", dst_shape.total_bytes()), "allocate");
-    const double allocate_s = Seconds(t0);
+    const double allocate_s = SecondsSince(t0);
     client::Instance out = Must(c.Register(dst, 0, dst_shape), "register");
     auto t1 = Clock::now();
     if (Status s = c.Copy(in, out).status; !s.ok()) {
       Die(s.ToString());
     }
-    const double first_s = Seconds(t1);
+    const double first_s = SecondsSince(t1);
     // The client reading its result: one byte per page of its own mapping.
     t1 = Clock::now();
     unsigned sum = 0;
     for (uint64_t off = 0; off < dst.size(); off += 4096) {
       sum += static_cast<unsigned>(*reinterpret_cast<volatile std::byte*>(dst.data() + off));
     }
-    const double touch_s = Seconds(t1);
+    const double touch_s = SecondsSince(t1);
     if (sum == 0) {
       Die(std::string(scenario) + ": the copy left the destination empty");
     }
@@ -97,7 +92,7 @@ void FirstCopyCase(client::Client& c, const char* scenario, const InstanceShape&
     if (Status s = c.Copy(in, out).status; !s.ok()) {
       Die(s.ToString());
     }
-    const double again_s = Seconds(t1);
+    const double again_s = SecondsSince(t1);
     copy.Add(gb / first_s, gb / again_s);
     with_allocate.Add(gb / (allocate_s + first_s), gb / again_s);
     char buf[96];
@@ -164,7 +159,7 @@ void RunClientToClient(const DaemonOptions& o, Report& report) {
         Die(c.status.ToString());
       }
     }
-    const double seconds = Seconds(t0);
+    const double seconds = SecondsSince(t0);
     return static_cast<double>(o.client_bytes) * o.client_iterations / seconds / 1e9;
   };
   const std::string name = "client_to_client_" + std::to_string(o.client_bytes >> 20) + "MiB";

@@ -22,6 +22,7 @@
 #include "tools/bench/bench_fail.h"
 #include "tools/bench/datatype_kernels.h"
 #include "tools/bench/peers.h"
+#include "tools/bench/stopwatch.h"
 #include "tools/common/daemon_process.h"
 #include "tools/common/piped_child.h"
 
@@ -31,7 +32,6 @@ namespace isometry::bench {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using client::Elements;
 using tools::PipedChild;
 using tools::SpawnPiped;
@@ -51,10 +51,6 @@ name = "memcpy0"
 name = "cma0"
 kind = "cma"
 )";
-
-double Seconds(Clock::time_point since) {
-  return std::chrono::duration<double>(Clock::now() - since).count();
-}
 
 // mpi_datatype.c's Pattern: the byte at offset i of the sender's buffer.
 uint8_t PatternByte(uint64_t i) { return static_cast<uint8_t>(i * 131 + (i >> 9)); }
@@ -153,7 +149,7 @@ double TimeCopies(client::Client& c, const client::Instance& s, const client::In
   for (int i = 0; i < n; ++i) {
     MustCopy(c, s, d);
   }
-  return Seconds(t0) / n;
+  return SecondsSince(t0) / n;
 }
 
 // Zeroes the destination, runs `copy` once and compares the first
@@ -245,7 +241,7 @@ class CmaDirect {
   double Time(int n) const {
     const auto t0 = Clock::now();
     for (int i = 0; i < n; ++i) Copy();
-    return Seconds(t0) / n;
+    return SecondsSince(t0) / n;
   }
 
  private:
@@ -366,7 +362,7 @@ template <typename F>
 double Micros(F&& f) {
   const auto t0 = Clock::now();
   f();
-  return Seconds(t0) * 1e6;
+  return SecondsSince(t0) * 1e6;
 }
 
 // Memoization. The daemon translates a datatype (walks it into runs)
@@ -458,7 +454,7 @@ void ContiguousRow(Setup& s, const DatatypeOptions& o, Report& report) {
     for (int i = 0; i < n; ++i) {
       readv();
     }
-    rounds.Add(ours, gb * n / Seconds(t0));
+    rounds.Add(ours, gb * n / SecondsSince(t0));
   }
   CheckFills(s, readv, s.source, std::string(name) + ": process_vm_readv read wrong bytes");
   rounds.Print(StrCat(name, " vs process_vm_readv").c_str());
