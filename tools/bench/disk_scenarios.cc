@@ -25,12 +25,12 @@
 #include "tools/bench/fio.h"
 #include "tools/bench/host_buffer.h"
 #include "tools/bench/prediction.h"
+#include "tools/bench/stopwatch.h"
 
 namespace isometry::bench {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr uint64_t kRun = 1ull << 20;      // bytes per run, like fio's bs=1M
 constexpr uint64_t kRequest = 4ull << 20;  // the channel's request_bytes
 
@@ -66,7 +66,7 @@ std::optional<double> RunChannel(Channel& channel, bool write, const FileRange& 
   const auto t0 = Clock::now();
   const Result<uint64_t> done =
       StreamRequests(channel, request, [&](uint64_t k) { return k * kRequest < bytes; });
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double seconds = SecondsSince(t0);
   if (!done.ok()) {
     std::fprintf(stderr, "disk bench: %s\n", done.status().ToString().c_str());
     return std::nullopt;
@@ -111,7 +111,7 @@ std::optional<double> TimedCopy(Runtime& rt, CopyRequest req, const char* what) 
   const auto t0 = Clock::now();
   auto t = rt.Copy(std::move(req));
   const Status s = t.ok() ? t->Wait() : t.status();
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double seconds = SecondsSince(t0);
   if (!s.ok()) {
     std::fprintf(stderr, "disk bench: %s: %s\n", what, s.ToString().c_str());
     return std::nullopt;
@@ -127,7 +127,7 @@ std::optional<double> TimedSync(const std::string& path, const std::string& dir)
   if (fd.valid() && dfd.valid()) {
     const auto t0 = Clock::now();
     if (::fdatasync(fd.get()) == 0 && ::fsync(dfd.get()) == 0) {
-      out = std::chrono::duration<double>(Clock::now() - t0).count();
+      out = SecondsSince(t0);
     }
   }
   if (!out) {

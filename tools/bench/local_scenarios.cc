@@ -14,18 +14,17 @@
 #include "tools/bench/host_buffer.h"
 #include "tools/bench/memcpy_baseline.h"
 #include "tools/bench/prediction.h"
+#include "tools/bench/stopwatch.h"
 
 namespace isometry::bench {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // Seconds of one call of `fn`.
 double Timed(const std::function<void()>& fn) {
   const auto t0 = Clock::now();
   fn();
-  return std::chrono::duration<double>(Clock::now() - t0).count();
+  return SecondsSince(t0);
 }
 
 // One paired round: `ours` and `base` back to back, in an order that

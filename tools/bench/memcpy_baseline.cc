@@ -5,17 +5,15 @@
 #include <latch>
 #include <thread>
 
-namespace isometry::bench {
+#include "tools/bench/stopwatch.h"
 
-namespace {
-using Clock = std::chrono::steady_clock;
-}  // namespace
+namespace isometry::bench {
 
 double TimedMemcpy(std::byte* dst, const std::byte* src, size_t bytes) {
   const auto t0 = Clock::now();
   std::memcpy(dst, src, bytes);
   asm volatile("" ::: "memory");
-  return std::chrono::duration<double>(Clock::now() - t0).count();
+  return SecondsSince(t0);
 }
 
 double TimedMemcpy2(std::byte* dst, const std::byte* src, size_t bytes) {
@@ -34,7 +32,7 @@ double TimedMemcpy2(std::byte* dst, const std::byte* src, size_t bytes) {
   std::memcpy(dst, src, half);
   done.wait();
   asm volatile("" ::: "memory");
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double seconds = SecondsSince(t0);
   helper.join();
   return seconds;
 }

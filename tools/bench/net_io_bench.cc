@@ -26,10 +26,12 @@
 #include "config/config_parser.h"
 #include "core/strings.h"
 #include "tools/bench/bench_report.h"
+#include "tools/bench/stopwatch.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using isometry::bench::Clock;
+using isometry::bench::SecondsSince;
 constexpr size_t kHeader = 48;
 
 void Check(bool ok, const char* what) {
@@ -258,7 +260,7 @@ double Best(const Plan& p, int repeat, Fn run) {
     std::memset(p.dst, 0, 4096);
     const auto t0 = Clock::now();
     run(p, pairs);
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double s = SecondsSince(t0);
     if (std::memcmp(p.src, p.dst, p.bytes) != 0) {
       throw std::runtime_error("data mismatch");
     }

@@ -23,6 +23,7 @@
 
 #include "core/main_guard.h"
 #include "redistribution/exchange.h"
+#include "tools/bench/stopwatch.h"
 
 namespace {
 
@@ -77,7 +78,7 @@ volatile uint64_t g_sink = 0;
 // measures the other tenants of a shared machine.
 double TimePerRank(const Distribution& local, const Distribution& remote, Algorithm alg,
                    const Options& opt, bool list) {
-  using Clock = std::chrono::steady_clock;
+  using isometry::bench::Clock;
   std::vector<double> per_rank;
   for (int b = 0; b < opt.batches; ++b) {
     uint64_t sets = 0;
@@ -90,7 +91,7 @@ double TimePerRank(const Distribution& local, const Distribution& remote, Algori
         if (list) g_sink = g_sink + s.Pieces().size();
         ++sets;
       }
-      elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      elapsed = isometry::bench::SecondsSince(start);
     }
     per_rank.push_back(elapsed / static_cast<double>(sets));
   }

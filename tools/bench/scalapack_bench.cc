@@ -23,6 +23,7 @@
 
 #include "core/main_guard.h"
 #include "tools/bench/block_cyclic_jobs.h"
+#include "tools/bench/stopwatch.h"
 #include "tools/common/daemon_process.h"
 
 using isometry::bench::BlockCyclic2d;
@@ -125,11 +126,11 @@ int Main(int argc, char** argv) {
   for (int round = 1; round <= rounds; ++round) {
     const double t = RunPdgemr2d(r);
     if (t <= 0) return std::fprintf(stderr, "pdgemr2d run failed\n"), 1;
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = isometry::bench::Clock::now();
     if (const isometry::Status s = (*jobs)->Run(); !s.ok()) {
       return std::fprintf(stderr, "Redistribute: %s\n", s.ToString().c_str()), 1;
     }
-    const double o = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double o = isometry::bench::SecondsSince(t0);
     theirs.push_back(t);
     ours.push_back(o);
     std::printf("round %d: pdgemr2d %.4f s %.3f GB/s, Isometry %.4f s %.3f GB/s, ratio %.2fx\n",
