@@ -236,14 +236,17 @@ void PeerLink::Send(const ChannelRequest& request, RequestDone done) {
     });
     return;
   }
-  Request r{request, std::move(done)};
+  WaitForCreditLocked(key, Request{request, std::move(done)});
+}
+
+void PeerLink::WaitForCreditLocked(const Key& key, Request r) {
   if (!out_.empty() && credits_.erase(key)) {
     Job j;
     j.header.type = FrameType::kData;
     j.data = std::move(r);
     Enqueue(*out_[key.second % out_.size()], std::move(j));
   } else {
-    waiting_credit_.emplace(key, std::move(r));
+    waiting_credit_.insert_or_assign(key, std::move(r));
   }
 }
 
@@ -366,9 +369,11 @@ void PeerLink::Writer(Conn* c) {
           dead = d->second.first;
         } else if (c->Closing()) {
           // Its set broke after the job left the queue: it waits for the
-          // resume's credit, or fails with the link.
-          if (out_down_since_) {
-            waiting_credit_.insert_or_assign(key, std::move(*job.data));
+          // resume's credit, or goes out on the new set when that credit
+          // came already (this thread may run only after the resume); it
+          // fails only with the link.
+          if (out_down_since_ || !out_.empty()) {
+            WaitForCreditLocked(key, std::move(*job.data));
             continue;
           }
           dead = Unavailable("peer '", peer_, "': the data link closed");
@@ -537,9 +542,13 @@ Status PeerLink::ReceiveData(Conn& c, const FrameHeader& h) {
     c.recv_bounce.resize(span);
     target = c.recv_bounce.data();
   }
-  Status s = MaybeDrop(c, options_.drop_chunk, {h.transfer, h.chunk})
-                 ? Unavailable("dropped by fault injection")
-                 : c.wire->Recv(target, span);
+  bool dropped;
+  {
+    absl::MutexLock lock(&mu_);
+    dropped = MaybeDropLocked(c, options_.drop_chunk, {h.transfer, h.chunk});
+  }
+  if (dropped) StallAfterDrop();
+  Status s = dropped ? Unavailable("dropped by fault injection") : c.wire->Recv(target, span);
   if (!s.ok()) {
     // Half-landed: posted again, so the resume credits it once more (the
     // re-sent chunk overwrites the same bytes).

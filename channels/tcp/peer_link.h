@@ -70,6 +70,10 @@ struct DataOptions {
   // ACK. Once per transfer each.
   std::optional<uint64_t> drop_chunk;
   std::optional<uint64_t> drop_after_chunk;
+  // ... and the thread that dropped it then stalls this long, so the peer
+  // reconnects before this node sees its old connections break (the order
+  // a loaded machine can give).
+  uint32_t drop_stall_ms = 0;
 };
 
 // Runs closures one at a time, in order, on its own thread: failure
@@ -166,6 +170,9 @@ class PeerLink {
   // A CREDIT / ACK of `key` over the incoming connection its chunk maps to
   // (in_ not empty).
   void AnswerOverInLocked(FrameType type, const Key& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sending: `r` goes out on the live set when its credit came already,
+  // else waits for it.
+  void WaitForCreditLocked(const Key& key, Request r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailConn(Conn* c, const Status& why) ABSL_LOCKS_EXCLUDED(mu_);
   // ---- resume (peer_link_resume.cc) ----
   // The set `c` belongs to broke: close it and keep its requests (the
@@ -178,9 +185,13 @@ class PeerLink {
   // Remembers an ACK sent, for repeating after a drop.
   void NoteAckLocked(const Key& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The drop_* faults: shuts `c` down when `chunk` is the one named
-  // (`option`), once per transfer; true when it did.
-  bool MaybeDrop(Conn& c, const std::optional<uint64_t>& option, const Key& key)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // (`option`), once per transfer; true when it did. Under mu_, so that
+  // what the caller notes with it (an ACK) is in place before the peer can
+  // see the drop and resume. The caller stalls (StallAfterDrop) once it
+  // let go of mu_.
+  bool MaybeDropLocked(Conn& c, const std::optional<uint64_t>& option, const Key& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StallAfterDrop() const ABSL_LOCKS_EXCLUDED(mu_);
   // Reconnects the sending direction and watches both directions'
   // deadlines; one thread, started by the first drop.
   void Resumer() ABSL_LOCKS_EXCLUDED(mu_);

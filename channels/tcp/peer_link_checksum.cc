@@ -68,18 +68,26 @@ Status PeerLink::CheckChunk(Conn& c, const FrameHeader& h, std::optional<Request
 
 void PeerLink::Answer(Conn& c, FrameType type, const FrameHeader& h) {
   const Key key{h.transfer, h.chunk};
-  const bool dropped = type == FrameType::kAck && MaybeDrop(c, options_.drop_after_chunk, key);
-  absl::MutexLock lock(&mu_);
-  if (type == FrameType::kAck) NoteAckLocked(key);
-  if (dropped) return;
-  if (!c.Closing()) {
-    Enqueue(c, Job::Answer(type, key));
-  } else if (!in_.empty() && !in_down_since_) {
-    // Its set was replaced while the chunk landed: the answer goes over
-    // the live set (or, while the peer reconnects, with the resume: recent
-    // ACKs are repeated; a RESEND's chunk is posted, so credited again).
-    AnswerOverInLocked(type, key);
+  {
+    absl::MutexLock lock(&mu_);
+    // Noted first: once the ACK is in acked_, any resume repeats it.
+    if (type == FrameType::kAck) NoteAckLocked(key);
+    const bool dropped =
+        type == FrameType::kAck && MaybeDropLocked(c, options_.drop_after_chunk, key);
+    if (!dropped) {
+      if (!c.Closing()) {
+        Enqueue(c, Job::Answer(type, key));
+      } else if (!in_.empty() && !in_down_since_) {
+        // Its set was replaced while the chunk landed: the answer goes over
+        // the live set (or, while the peer reconnects, with the resume:
+        // recent ACKs are repeated; a RESEND's chunk is posted, so credited
+        // again).
+        AnswerOverInLocked(type, key);
+      }
+      return;
+    }
   }
+  StallAfterDrop();
 }
 
 Status PeerLink::OnAnswer(Conn& c, const FrameHeader& h) {

@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <thread>
 
 #include "channels/tcp/peer_link.h"
 #include "channels/tcp/peer_link_conn.h"
@@ -38,10 +39,12 @@ void PeerLink::SuspendLocked(Conn* c, const Status& why,
     closed_.push_back(x);
   }
   set.clear();
+  // The peer's new set counts from none: connections of a set that broke
+  // half-way in (the peer's reconnect failed) are gone with it.
+  if (!c->outgoing) fresh_in_ = 0;
   if (!since) {
     since = Clock::now();
     (c->outgoing ? out_down_why_ : in_down_why_) = why;
-    if (!c->outgoing) fresh_in_ = 0;
     spdlog::warn("{}; {} for up to {} ms", ForLog(why.ToString(), 512),
                  c->outgoing ? "reconnecting" : "waiting for the peer to reconnect",
                  options_.timeout_ms);
@@ -106,16 +109,19 @@ void PeerLink::RecreditLocked() {
                posted_.size(), acked_.size());
 }
 
-bool PeerLink::MaybeDrop(Conn& c, const std::optional<uint64_t>& option, const Key& key) {
+bool PeerLink::MaybeDropLocked(Conn& c, const std::optional<uint64_t>& option, const Key& key) {
   if (!option || *option != key.second) return false;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!dropped_.insert(key).second) return false;
-  }
+  if (!dropped_.insert(key).second) return false;
   spdlog::warn("fault injection: dropping the data connection {} {} at chunk {} of transfer {}",
                c.outgoing ? "to" : "from", c.wire->remote(), key.second, key.first);
   c.wire->Shutdown();
   return true;
+}
+
+void PeerLink::StallAfterDrop() const {
+  if (options_.drop_stall_ms == 0) return;
+  spdlog::warn("fault injection: the dropping thread stalls for {} ms", options_.drop_stall_ms);
+  std::this_thread::sleep_for(std::chrono::milliseconds(options_.drop_stall_ms));
 }
 
 void PeerLink::Resumer() {

@@ -54,6 +54,7 @@ Result<std::unique_ptr<Cluster>> Cluster::Create(const Config& config,
   o.corrupt_chunk = faults.corrupt_chunk;
   o.drop_chunk = faults.drop_chunk;
   o.drop_after_chunk = faults.drop_after_chunk;
+  o.drop_stall_ms = faults.drop_stall_ms;
   if (faults.peer_protocol) impl->protocol_version = *faults.peer_protocol;
   ISO_ASSIGN_OR_RETURN(impl->data, net::DataPlane::Create(o));
   grpc::ChannelArguments args;

@@ -26,6 +26,10 @@ FaultInjection FaultInjectionFromEnvironment() {
     spdlog::warn("fault injection: the data connection drops before chunk {}'s ACK",
                  *f.drop_after_chunk);
   }
+  if (const char* t = std::getenv("ISOMETRY_FAULT_DROP_STALL_MS")) {
+    f.drop_stall_ms = static_cast<uint32_t>(std::strtoul(t, nullptr, 10));
+    spdlog::warn("fault injection: a drop stalls its thread for {} ms", f.drop_stall_ms);
+  }
   if (const char* v = std::getenv("ISOMETRY_FAULT_PEER_PROTOCOL")) {
     f.peer_protocol = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
     spdlog::warn("fault injection: hellos claim peer protocol version {}", *f.peer_protocol);

@@ -14,6 +14,10 @@
 //                                    then shuts the connection down
 //                                    instead of sending its ACK (once per
 //                                    transfer)
+//   ISOMETRY_FAULT_DROP_STALL_MS=t   ... and the thread that dropped it
+//                                    stalls t ms, so the peer reconnects
+//                                    before this node sees its old
+//                                    connections break
 //   ISOMETRY_FAULT_PEER_PROTOCOL=v   this node's peer hellos claim protocol
 //                                    version v
 //
@@ -30,6 +34,7 @@ struct FaultInjection {
   bool corrupt_once = false;
   std::optional<uint64_t> drop_chunk;
   std::optional<uint64_t> drop_after_chunk;
+  uint32_t drop_stall_ms = 0;
   std::optional<uint32_t> peer_protocol;
 
   bool any() const { return corrupt_chunk || drop_chunk || drop_after_chunk || peer_protocol; }

@@ -288,7 +288,16 @@ class Cluster:
             ca.write(src_alloc, 0, data)
             s = ca.register_instance(src_alloc, [n], [("v", 1)], "F,x")
             d = ca.register_instance(dst_alloc.id, [n], [("v", 1)], "F,x", memory=f"{dst}:sys0")
-            info = ca.wait(ca.copy(s, d, wait=False), timeout_ms=timeout_ms, check=False)
+            t = ca.copy(s, d, wait=False)
+            try:
+                info = ca.wait(t, timeout_ms=timeout_ms, check=False)
+            except Exception:
+                # A copy that hangs says little by itself: what both daemons
+                # logged goes with the failure (CI keeps only the output).
+                for node in (a, b):
+                    print(f"--- {node.name}'s log (tail) ---\n{node.log_text()[-6000:]}",
+                          file=sys.stderr)
+                raise
         with b.client() as cb:
             return info, data, cb.read(dst_alloc, 0, n)
 
