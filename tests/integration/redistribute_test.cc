@@ -207,8 +207,8 @@ uint64_t Mismatches(const Side& side, const std::vector<Rank>& ranks) {
       ElementBytes(g, element.size(), element.data());
       bool ok = true;
       for (uint32_t f = 0; f < nf; ++f) {
-        ok = ok && std::memcmp(k.base + k.shape.OffsetOf(f, local), element.data() + f * fb,
-                               fb) == 0;
+        ok = ok &&
+             std::memcmp(k.base + k.shape.OffsetOf(f, local), element.data() + f * fb, fb) == 0;
       }
       bad += !ok;
     });
