@@ -8,6 +8,7 @@ ISOMETRY_PYTHONPATH pointing at build/python.
 """
 
 import os
+import random
 import socket
 import sys
 import tempfile
@@ -76,10 +77,37 @@ request_size = "4MiB"
 """
 
 
+_handed_out = set()  # the ports free_port() gave this process
+
+
+def _ephemeral_low():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def free_port(host="127.0.0.1"):
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A TCP port free on `host` now and never handed out before by this
+    process: two binds to port 0 in a row can get the same port, and a
+    cluster whose nodes share one has a node dial itself as its peer (a CI
+    run saw "node 'a' is not a [[peer]] of node 'a'"). Drawn below the
+    kernel's ephemeral range where there is room, so no outgoing
+    connection's source port takes it before the daemon binds it."""
+    low = _ephemeral_low()
+    for _ in range(1000):
+        want = random.randint(10000, low - 1) if low > 10001 else 0
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, want))
+            except OSError:
+                continue
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
+    raise RuntimeError(f"no free TCP port on {host}")
 
 
 class Node:
@@ -162,8 +190,8 @@ class Node:
                 return
             except AssertionError as e:
                 # free_port() only saw the gRPC port free; a daemon of a test
-                # running beside this one can bind it first. Peers never
-                # name that port, so another one will do.
+                # running beside this one can bind it first. Another one
+                # will do; Cluster.start() tells the peers, which name it.
                 old = f"{self.host}:{self.grpc_port}"
                 if (attempt == 2 or self.netns or "Address already in use" not in str(e)
                         or f"and {old}" not in str(e)):
@@ -173,6 +201,12 @@ class Node:
                     text = f.read()
                 with open(self.config, "w") as f:
                     f.write(text.replace(f'"{old}"', f'"{self.host}:{self.grpc_port}"'))
+
+    def replace_in_config(self, old, new):
+        with open(self.config) as f:
+            text = f.read()
+        with open(self.config, "w") as f:
+            f.write(text.replace(old, new))
 
     def client(self, name="test", local=False):
         """local: open the session over the local socket (private ranges)."""
@@ -248,8 +282,18 @@ class Cluster:
         raise KeyError(name)
 
     def start(self, wait_up=True):
-        for n in self.nodes:
+        for i, n in enumerate(self.nodes):
+            old = n.address
             n.start()
+            if n.address != old:
+                # It had to take another port: every peer's [[peer]] list
+                # names it, and those already running read theirs at start.
+                for p in self.nodes:
+                    if p is not n:
+                        p.replace_in_config(f'"{old}"', f'"{n.address}"')
+                for p in self.nodes[:i]:
+                    p.stop()
+                    p.start()
         if wait_up:
             self.wait_up()
 

@@ -233,7 +233,7 @@ class MetricsTest(unittest.TestCase):
         cluster = cf.Cluster(ISOMETRYD, ["a", "b"])
         ports = {}
         for node in cluster.nodes:
-            ports[node.name] = free_port()
+            ports[node.name] = cf.free_port()  # never one of the nodes' ports
             with open(node.config, "a") as f:
                 f.write(f'\n[metrics]\nlisten = "127.0.0.1:{ports[node.name]}"\n')
         try:
