@@ -197,10 +197,7 @@ class Node:
                         or f"and {old}" not in str(e)):
                     raise
                 self.grpc_port = free_port()
-                with open(self.config) as f:
-                    text = f.read()
-                with open(self.config, "w") as f:
-                    f.write(text.replace(f'"{old}"', f'"{self.host}:{self.grpc_port}"'))
+                self.replace_in_config(f'"{old}"', f'"{self.host}:{self.grpc_port}"')
 
     def replace_in_config(self, old, new):
         with open(self.config) as f:
