@@ -46,8 +46,10 @@ ours='core|layout|config|planner|redistribution|active|procmem|channels|proto|da
 # bugprone-suspicious-include would flag every line of a batch file (it is
 # off; scripts/check_layering.py refuses an #include of a source file in our
 # code instead), and misc-unused-using-decls looks at main files only, so it
-# covers the one-file targets (tests, examples, fuzz targets) and a run with
-# -DISOMETRY_UNITY_BUILD=OFF, not the libraries in CI.
+# covers the one-file targets (examples, fuzz targets, test workers) and a
+# run with -DISOMETRY_UNITY_BUILD=OFF, not the libraries and the test
+# programs (tests/CMakeLists.txt: unit_tests and integration_tests are
+# batches of test files too) in CI.
 # CUDA kernels (channels/cuda/*.cu) are left out on purpose: clang-tidy-14
 # cannot parse the CUDA 13 headers nvcc compiles them with; their host
 # side (*.cc against the runtime API) is checked like everything else.

@@ -7,14 +7,35 @@
 # Catch2 case tagged [may_skip][NAME] (and calling ISOMETRY_SKIP, in
 # unit/skip.h) becomes the entry BINARY.NAME, found here in the source; the
 # binary's main entry runs every other case.
+# PROGRAM: the file is one of a test program's many (tests/CMakeLists.txt):
+# its entries run only its own cases, picked by the [#FILE] tag Catch2's -#
+# gives each case, and an entry that picks no case at all fails
+# (--warn NoTests) instead of passing with nothing run.
 function(isometry_catch_test name source)
-  add_test(NAME ${name} COMMAND ${name} "~[may_skip]")
-  set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+  cmake_parse_arguments(PARSE_ARGV 2 arg "" "PROGRAM" "")
+  set(program ${name})
+  set(options)
+  set(only)
+  if(arg_PROGRAM)
+    get_filename_component(file ${source} NAME_WE)
+    set(program ${arg_PROGRAM})
+    set(options "-#" --warn NoTests)
+    set(only "[#${file}]")
+  endif()
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${source})
   file(STRINGS ${source} tagged REGEX "\\[may_skip\\]\\[[A-Za-z0-9_]+\\]")
+  # The main entry, where the file has cases that never skip (a file of
+  # only [may_skip] cases would have an entry that runs nothing).
+  file(STRINGS ${source} cases REGEX "^(TEST_CASE|TEMPLATE_TEST_CASE|SCENARIO)")
+  list(LENGTH cases case_count)
+  list(LENGTH tagged tagged_count)
+  if(case_count GREATER tagged_count)
+    add_test(NAME ${name} COMMAND ${program} ${options} "${only}~[may_skip]")
+    set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+  endif()
   foreach(line IN LISTS tagged)
     string(REGEX MATCH "\\[may_skip\\]\\[([A-Za-z0-9_]+)\\]" _ "${line}")
-    add_test(NAME ${name}.${CMAKE_MATCH_1} COMMAND ${name} "[${CMAKE_MATCH_1}]")
+    add_test(NAME ${name}.${CMAKE_MATCH_1} COMMAND ${program} ${options} "${only}[${CMAKE_MATCH_1}]")
     set_tests_properties(${name}.${CMAKE_MATCH_1} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
   endforeach()
 endfunction()

@@ -21,6 +21,8 @@
 #include "integration/daemon_fixture.h"
 #include "unit/test_util.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::testing;
 using client::ActiveAccess;
@@ -526,3 +528,5 @@ TEST_CASE("incremental checkpoint writes only dirty pages and restores byte-exac
       ActiveAccess(*s.b).Checkpoint(s.table.id(), "dsk0", "other.img").status()));
   std::filesystem::remove_all(dir);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

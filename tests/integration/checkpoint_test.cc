@@ -17,6 +17,8 @@
 #include "unit/skip.h"
 #include "unit/test_util.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::testing;
 using client::ActiveAccess;
@@ -280,3 +282,5 @@ TEST_CASE("stores through the client's own mapping are tracked with userfaultfd"
   CHECK(fourth->pages_written == 1);
   CHECK(e.RestoresExact());
 }
+
+}  // namespace ISOMETRY_TEST_FILE

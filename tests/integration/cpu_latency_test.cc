@@ -13,6 +13,8 @@
 #include "integration/daemon_fixture.h"
 #include "unit/skip.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::testing;
 
@@ -51,3 +53,5 @@ TEST_CASE(
   }
   std::filesystem::remove_all(dir);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

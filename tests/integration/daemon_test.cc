@@ -17,6 +17,8 @@
 #include "integration/daemon_fixture.h"
 #include "unit/test_util.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::testing;
 
@@ -588,3 +590,5 @@ TEST_CASE("clients copy to and from files of a DSK memory through the daemon") {
   CHECK(d.Stop() == 0);
   std::filesystem::remove_all(dir);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -15,6 +15,8 @@
 #include "unit/random_datatype.h"
 #include "unit/test_util.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::testing;
 using client::Elements;
@@ -215,3 +217,5 @@ TEST_CASE("bad datatype instances and copies are refused and change nothing") {
   CHECK(absl::IsResourceExhausted(c->RegisterDatatype(vec).status()));
   CHECK(d.Stop() == 0);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

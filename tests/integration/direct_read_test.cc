@@ -22,6 +22,8 @@
 #include "unit/skip.h"
 #include "unit/test_util.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::testing;
 using client::Elements;
@@ -310,3 +312,5 @@ TEST_CASE("a node with daemon.direct_reads = false refuses every lease; copies s
   CHECK(d.Status().direct_read_leases() == 0);
   CHECK(d.Stop() == 0);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -22,6 +22,8 @@
 #include "unit/random_datatype.h"
 #include "unit/test_util.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::testing;
 using client::Elements;
@@ -342,3 +344,5 @@ TEST_CASE("a client that scribbles over its hop window loses only its own hops")
   CHECK(other_client->own_hops_run() > 0);
   CHECK(d.Stop() == 0);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -21,6 +21,8 @@
 #include "unit/skip.h"
 #include "unit/test_util.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::testing;
 
@@ -203,3 +205,5 @@ TEST_CASE("another uid's private range cannot be used, published or not", "[may_
   CHECK(victim.Dump(d) == victim.before());
   CHECK(d.Stop() == 0);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

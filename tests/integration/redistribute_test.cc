@@ -14,6 +14,8 @@
 #include "integration/daemon_fixture.h"
 #include "redistribution/distribution.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::testing;
 namespace rd = isometry::redistribution;
@@ -379,3 +381,5 @@ TEST_CASE("column-major consumers get pieces in column order, cut by runs of dim
   REQUIRE(done.status.ok());
   CHECK(Mismatches(cons, q) == 0);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -7,6 +7,8 @@
 #include "active/access_log.h"
 #include "active/watch.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::active;
 
@@ -158,3 +160,5 @@ TEST_CASE("a corrupt head reads as no progress") {
   CHECK(w.Acknowledged() == 0);
   CHECK(absl::IsInvalidArgument(LogReader::Open(mem.data(), 100).status()));
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -12,6 +12,7 @@
 #include "unit/temp_dir.h"
 
 namespace isometry {
+namespace ISOMETRY_TEST_FILE {
 namespace {
 
 namespace fs = std::filesystem;
@@ -71,4 +72,5 @@ TEST_CASE("OpenBeneath refuses links and escapes with either resolver") {
 }
 
 }  // namespace
+}  // namespace ISOMETRY_TEST_FILE
 }  // namespace isometry

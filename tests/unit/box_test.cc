@@ -6,6 +6,8 @@
 
 #include "core/instance.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 
 namespace {
@@ -114,3 +116,5 @@ TEST_CASE("layout sizes saturate instead of wrapping") {
   CHECK(Total(*l, Make({{0, 0}}), fs.total_bytes()) == 0);
   CHECK(Total(Layout::Aos(1), Make({{0, 10}}), 16) == 160);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -14,6 +14,8 @@
 #include "core/cpu_cache.h"
 #include "unit/temp_dir.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::testing;
 
@@ -302,3 +304,5 @@ TEST_CASE(
             .status()
             .code() == absl::StatusCode::kInvalidArgument);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

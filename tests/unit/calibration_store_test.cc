@@ -6,6 +6,8 @@
 
 #include "config/runtime_config.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 
 TEST_CASE("calibrations round-trip through the state directory, tagged by fingerprint") {
@@ -61,3 +63,5 @@ TEST_CASE("a channel's plain-copy and 8-field curves round-trip; a file without 
   CHECK(old->count(ContiguousCurve("memcpy0")) == 0);
   std::filesystem::remove_all(dir);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

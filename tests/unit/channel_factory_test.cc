@@ -18,6 +18,8 @@
 
 #include <sstream>
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 
 namespace {
@@ -127,3 +129,5 @@ TEST_CASE("the start log says whether there are GPU channels, and why not") {
   CHECK_THAT(log, Catch::Contains("GPU channels absent from this build: "));
 #endif
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <vector>
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::active;
 
@@ -118,3 +120,5 @@ TEST_CASE("a header whose lengths cannot fit the image is refused before its pay
   std::memcpy(r->data(), &h, sizeof h);
   CHECK(absl::IsDataLoss(ParseDeltaHeader(*r).status()));
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 
 TEST_CASE("chunks tile the box exactly once, cut along the source's outer dimension") {
@@ -78,3 +80,5 @@ TEST_CASE("a forced intermediate layout whose padded slot does not fit 64 bits i
   REQUIRE(!g.ok());
   CHECK_THAT(std::string(g.status().message()), Catch::Contains("does not fit a buffer slot"));
 }
+
+}  // namespace ISOMETRY_TEST_FILE

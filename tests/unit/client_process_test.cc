@@ -8,6 +8,8 @@
 #include "unit/cma_child.h"
 #include "unit/skip.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using isometry::testing::CmaChild;
 
@@ -45,7 +47,7 @@ TEST_CASE("a client claiming another uid or gid than the process has is refused"
   CHECK_THAT(Message(p.status()), Catch::Contains("real gid is"));
 }
 
-TEST_CASE("a process that switched to another uid is refused for root [may_skip][other_uid]") {
+TEST_CASE("a process that switched to another uid is refused for root", "[may_skip][other_uid]") {
   if (::geteuid() != 0) ISOMETRY_SKIP("needs root to make a child of another uid (setuid)");
   std::vector<std::byte> buffer(4096);
   CmaChild child(buffer.data(), buffer.size(), [] {
@@ -62,7 +64,7 @@ TEST_CASE("a process that switched to another uid is refused for root [may_skip]
   CHECK(own.ok());
 }
 
-TEST_CASE("a setuid-style process (saved uid differs) is refused [may_skip][saved_uid]") {
+TEST_CASE("a setuid-style process (saved uid differs) is refused", "[may_skip][saved_uid]") {
   if (::geteuid() != 0) ISOMETRY_SKIP("needs root to give a child mixed uids (setresuid)");
   std::vector<std::byte> buffer(4096);
   // Real and effective nobody, saved root: it can become root again.
@@ -151,3 +153,5 @@ TEST_CASE("/proc status parsing takes the id and capability lines") {
   // "XUid:" is not "Uid:".
   CHECK_FALSE(ParseProcStatus("XUid:\t1\t2\t3\t4\n", ids).ok());
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -15,6 +15,8 @@
 #include "procmem/cma_copy.h"
 #include "unit/cma_child.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using isometry::testing::CmaChild;
 
@@ -396,3 +398,5 @@ TEST_CASE("the probe finds cma here and the calibration measures it quickly") {
   WARN("cma: " << cost->per_iovec_seconds * 1e9 << " ns per iovec, " << cost->bytes_per_second / 1e9
                << " GB/s contiguous, measured in " << took * 1e3 << " ms");
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -15,6 +15,8 @@
 #include "layout/executor.h"
 #include "unit/test_util.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using isometry::testing::Pattern;
 
@@ -164,3 +166,5 @@ TEST_CASE("batches built once and issued by two threads' shares move the program
   CHECK(got == want);
   close(pidfd);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -5,6 +5,8 @@
 
 #include "planner/planner.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 
 namespace {
@@ -75,3 +77,5 @@ TEST_CASE("host to host copies never stage in PROCESS memory, small or large") {
     CHECK(!StagesInProcess(*p));
   }
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -5,6 +5,8 @@
 #include "layout/executor.h"
 #include "unit/test_util.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::testing;
 
@@ -197,3 +199,5 @@ TEST_CASE("non-temporal stores copy exactly: odd sizes, misaligned ends, strided
     }
   }
 }
+
+}  // namespace ISOMETRY_TEST_FILE

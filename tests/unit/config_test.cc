@@ -2,6 +2,8 @@
 
 #include "config/config_parser.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 
 namespace {
@@ -473,3 +475,5 @@ TEST_CASE("[metrics]: off without the table, the default address with it, bad li
   CHECK(hp->host == "::1");
   CHECK(hp->port == 9100);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

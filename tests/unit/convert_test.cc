@@ -8,6 +8,7 @@
 #include <string>
 
 namespace isometry {
+namespace ISOMETRY_TEST_FILE {
 namespace {
 
 v1::Box ProtoBox(std::initializer_list<int64_t> lo, std::initializer_list<int64_t> hi) {
@@ -273,4 +274,5 @@ TEST_CASE("a domain status becomes the same gRPC code and message") {
 }
 
 }  // namespace
+}  // namespace ISOMETRY_TEST_FILE
 }  // namespace isometry

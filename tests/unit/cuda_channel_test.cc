@@ -13,6 +13,8 @@
 #include "unit/cuda_test_support.h"
 #include "unit/skip.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::cuda;
 using namespace isometry::testing;
@@ -204,3 +206,5 @@ TEST_CASE("a high-priority GPU copy overtakes 8 large low-priority ones", "[may_
   // channel's thread took before the high one arrived) finishes first.
   CHECK(at <= 2);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -9,6 +9,8 @@
 #include "layout/executor.h"
 #include "unit/cuda_test_support.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::cuda;
 using namespace isometry::testing;
@@ -146,3 +148,5 @@ TEST_CASE("each program shape takes the operation meant for it") {
     CHECK(Compare(p, 256, 32, {.kernel_allowed = false, .max_pitch = 32}, 7) == "");
   }
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 namespace isometry::tools {
+namespace ISOMETRY_TEST_FILE {
 namespace {
 
 std::string FromArgs(const std::vector<std::string>& args) {
@@ -64,4 +65,5 @@ TEST_CASE("bad tool arguments are refused with the reason") {
 }
 
 }  // namespace
+}  // namespace ISOMETRY_TEST_FILE
 }  // namespace isometry::tools

@@ -9,6 +9,8 @@
 #include "unit/random_datatype.h"
 #include "unit/test_util.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using isometry::testing::Expand;
 
@@ -280,3 +282,5 @@ TEST_CASE("the form hash is pinned") {
   CHECK(FormHash(f) == 0x91c0059f09447633ull);
   CHECK(FormHash(CanonicalForm{}) != FormHash(f));
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -9,6 +9,8 @@
 #include <map>
 #include <vector>
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::bench;
 
@@ -48,3 +50,5 @@ TEST_CASE("datatype kernels: the packed sizes MPI reports, inside their buffers"
   CHECK_FALSE(MakeDatatypeKernel("vector", 3).ok());
   CHECK_FALSE(MakeDatatypeKernel("nope").ok());
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -8,6 +8,8 @@
 #include <numeric>
 #include <vector>
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 
 namespace {
@@ -253,3 +255,5 @@ TEST_CASE("pack and unpack round-trip and check the buffer bounds") {
   CHECK(Pack(buf, 16, v, 2, packed).code() == absl::StatusCode::kInvalidArgument);
   CHECK(Pack(buf, kMax, v, 1, packed).code() == absl::StatusCode::kOutOfRange);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -9,6 +9,8 @@
 
 #include "unit/random_datatype.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 
 namespace {
@@ -211,3 +213,5 @@ TEST_CASE("nesting and size limits hold before any recursion") {
   const std::string huge(kMaxDatatypeTextBytes + 1, ' ');
   CHECK(Bad(huge).find("exceeds the limit") != std::string::npos);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

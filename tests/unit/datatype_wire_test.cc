@@ -7,6 +7,8 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 
 namespace {
@@ -156,3 +158,5 @@ TEST_CASE("datatype wire: handles resolve only through the caller's table") {
   m.mutable_contiguous()->mutable_old()->set_registered(8);
   CHECK(ErrorOf(m, table) == "no datatype 8 in this session");
 }
+
+}  // namespace ISOMETRY_TEST_FILE

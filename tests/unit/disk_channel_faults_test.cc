@@ -32,6 +32,8 @@
 #include "unit/temp_dir.h"
 #include "unit/test_util.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::testing;
 using namespace std::chrono_literals;
@@ -314,3 +316,5 @@ TEST_CASE("a rate-capped disk channel paces requests; the destructor finishes qu
   CHECK(took >= 7.0 / 32 * 0.95);  // eight 1 MiB requests at 32 MiB/s: 7 gaps
   CHECK(ReadAt(file->path(), 7 << 20, 1 << 20) == src.Vector());
 }
+
+}  // namespace ISOMETRY_TEST_FILE

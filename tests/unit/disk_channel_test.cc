@@ -33,6 +33,8 @@
 #include "unit/temp_dir.h"
 #include "unit/test_util.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::testing;
 using namespace std::chrono_literals;
@@ -397,3 +399,5 @@ TEST_CASE("a sub-box of a blocked layout whose program walks backwards round-tri
   REQUIRE(Read(*r, file->Ref(0), back.data(), from_disk).ok());
   CHECK(CheckCopy(slot, data, slot, back.Vector(), back.Vector(), box) == "");  // elements only
 }
+
+}  // namespace ISOMETRY_TEST_FILE

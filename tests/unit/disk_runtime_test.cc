@@ -15,6 +15,8 @@
 #include "unit/temp_dir.h"
 #include "unit/test_util.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::testing;
 namespace fs = std::filesystem;
@@ -204,7 +206,7 @@ TEST_CASE("a failed write leaves no file that looks complete, frees every buffer
   CHECK(fs::file_size(dir.path + "/data.bin") == soa.total_bytes());
 }
 
-TEST_CASE("concurrent readers and writers on different files") {
+TEST_CASE("concurrent readers and writers on different files, through the runtime") {
   TempDir dir;
   auto rt = Runtime::Create(DiskConfig(dir.path));
   REQUIRE(rt.ok());
@@ -282,3 +284,5 @@ TEST_CASE("calibration measures the disk channels on their DSK directory and pla
   moved.memories.back().directory = state.path;
   CHECK(HardwareFingerprint(moved) != HardwareFingerprint(c));
 }
+
+}  // namespace ISOMETRY_TEST_FILE

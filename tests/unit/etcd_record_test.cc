@@ -4,6 +4,8 @@
 
 #include "daemon/cluster/etcd_membership.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::cluster;
 
@@ -31,3 +33,5 @@ TEST_CASE("records with a bad name or address are refused with the reason") {
   // Unknown lines are skipped: a later version may add some.
   CHECK(ParseEtcdRecord("a", "zone=x\naddress=h:1\nno equals sign\n").ok());
 }
+
+}  // namespace ISOMETRY_TEST_FILE

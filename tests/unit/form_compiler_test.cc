@@ -15,6 +15,8 @@
 #include "unit/random_datatype.h"
 #include "unit/test_util.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using isometry::testing::At;
 using isometry::testing::Buffer;
@@ -242,3 +244,5 @@ TEST_CASE("an array of padded structs copies as a few looped ops") {
                  reinterpret_cast<std::byte*>(got.data()) + fc.dst_shift);
   CHECK(got == want);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::cluster;
 
@@ -77,3 +79,5 @@ TEST_CASE("form exchange: the sender trusts a hash only for the form it remember
   x.Forget("b", hash);
   CHECK(!x.Known("b", hash, *f));
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -8,6 +8,8 @@
 #include "layout/datatype_form.h"
 #include "unit/random_datatype.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::testing;
 
@@ -73,3 +75,5 @@ TEST_CASE("form parse: hostile input is refused") {
   CHECK(!ParseForm(nested).ok());
   CHECK(!ParseForm(std::string(kMaxSerializedForm + 1, 'x')).ok());
 }
+
+}  // namespace ISOMETRY_TEST_FILE

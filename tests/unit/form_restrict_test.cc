@@ -12,6 +12,8 @@
 #include "unit/form_expand.h"
 #include "unit/random_datatype.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::testing;
 
@@ -93,3 +95,5 @@ TEST_CASE("restrict: a copy compiled chunk by chunk equals pack + unpack") {
   }
   CHECK(checked > 150);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -18,6 +18,7 @@
 #include "unit/socket_pair.h"
 
 namespace isometry::net {
+namespace ISOMETRY_TEST_FILE {
 namespace {
 
 using testing::MakeSocketPair;
@@ -292,4 +293,5 @@ TEST_CASE("spans cover the first to the last byte a program touches on each side
 }
 
 }  // namespace
+}  // namespace ISOMETRY_TEST_FILE
 }  // namespace isometry::net

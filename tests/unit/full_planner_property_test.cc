@@ -12,6 +12,8 @@
 #include "planner/testing/synthetic_graphs.h"
 #include "unit/full_planner_checks.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::testing;
 
@@ -289,3 +291,5 @@ TEST_CASE("full planner property: matches an exhaustive search of its space on s
   }
   CHECK(nontrivial > 20);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

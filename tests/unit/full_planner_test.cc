@@ -13,6 +13,8 @@
 #include "planner/testing/synthetic_graphs.h"
 #include "unit/full_planner_checks.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::testing;
 
@@ -252,3 +254,5 @@ TEST_CASE("planner: DSK -> DSK plans at every size through host memory, never co
     }
   }
 }
+
+}  // namespace ISOMETRY_TEST_FILE

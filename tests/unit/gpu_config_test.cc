@@ -9,6 +9,8 @@
 #include "config/config_origin.h"
 #include "config/config_parser.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 
 namespace {
@@ -184,3 +186,5 @@ TEST_CASE("[gpu] and FBM keys are parsed and checked with file and line") {
              Catch::Contains("g.toml:10: key 'channel.edges': channel 'c' (gpu_read) cannot serve "
                              "a -> g"));
 }
+
+}  // namespace ISOMETRY_TEST_FILE

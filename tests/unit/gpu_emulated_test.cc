@@ -21,6 +21,8 @@
 #include "unit/temp_dir.h"
 #include "unit/test_util.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::testing;
 
@@ -264,3 +266,5 @@ TEST_CASE("emulated GPU: DSK -> FBM -> DSK far below TH, and the plan isoctl sho
     CHECK(m.staging_used == 0);
   }
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -11,6 +11,8 @@
 #include "planner/planner.h"
 #include "planner/topology_join.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 
 namespace {
@@ -191,3 +193,5 @@ TEST_CASE("GPU to remote GPU is host-staged on both nodes around the network hop
   CHECK(net == 1);
   CHECK(p->predicted_bps > 2e9);  // the network hop bounds it, not a pageable GPU hop
 }
+
+}  // namespace ISOMETRY_TEST_FILE

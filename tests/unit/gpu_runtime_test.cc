@@ -16,6 +16,8 @@
 #include "unit/temp_dir.h"
 #include "unit/test_util.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::testing;
 
@@ -215,3 +217,5 @@ TEST_CASE("a high-priority GPU copy behind 8 large low-priority ones is dispatch
   CHECK(overtaken >= 1);
   CHECK(CheckCopy(hs.shape, hs.bytes, hd.shape, hd.bytes, hd.before, hs.shape.bounds) == "");
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <vector>
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::hop_window;
 
@@ -110,3 +112,5 @@ TEST_CASE("a program's span on each side covers every byte it touches, backwards
   REQUIRE(s);
   CHECK(s->hi > static_cast<__int128>(UINT64_MAX));
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -13,6 +13,8 @@
 
 #include "daemon/runtime/staging_pool.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 
 namespace {
@@ -173,3 +175,5 @@ TEST_CASE("the THP mode is read from the kernel's setting") {
     CHECK(mode == "unavailable");
   }
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -4,6 +4,8 @@
 
 #include "core/instance.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 
 namespace {
@@ -155,3 +157,5 @@ TEST_CASE("layout algebra reproduces the paper's Table 3 analysis") {
   CHECK(SuffixBar(l2, l4, bounds, F) == total);
   CHECK(Suffix(l2, l4, bounds, F) == 1);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

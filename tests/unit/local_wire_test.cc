@@ -19,6 +19,7 @@
 #include "unit/socket_pair.h"
 
 namespace isometry::wire {
+namespace ISOMETRY_TEST_FILE {
 namespace {
 
 using testing::MakeSocketPair;
@@ -245,4 +246,5 @@ TEST_CASE("more descriptors than a frame may carry are refused") {
 }
 
 }  // namespace
+}  // namespace ISOMETRY_TEST_FILE
 }  // namespace isometry::wire

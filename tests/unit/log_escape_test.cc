@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 
 TEST_CASE("ForLog keeps printable text as it is") {
@@ -33,3 +35,5 @@ TEST_CASE("ForLog bounds the length and says how long the original was") {
   // Escaping happens within the bound: at most 4 output bytes per input byte.
   CHECK(ForLog(std::string(1000, '\n'), 10).size() == 40 + std::string("...(1000 bytes)").size());
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using std::chrono::seconds;
 
@@ -37,3 +39,5 @@ TEST_CASE("LogLimiter tracks a bounded number of keys; newcomers share one limit
   // Once their windows have passed, idle keys make room again.
   CHECK(limiter.Allow("pid new", t0 + seconds(20)).log);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

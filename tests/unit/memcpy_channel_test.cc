@@ -16,6 +16,7 @@
 #include <vector>
 
 namespace isometry {
+namespace ISOMETRY_TEST_FILE {
 namespace {
 
 // Every request of this file is built here, host bytes to host bytes: the
@@ -256,4 +257,5 @@ TEST_CASE("destroying the channel finishes the requests it holds") {
 }
 
 }  // namespace
+}  // namespace ISOMETRY_TEST_FILE
 }  // namespace isometry

@@ -11,6 +11,7 @@
 #include <string>
 
 namespace isometry {
+namespace ISOMETRY_TEST_FILE {
 namespace {
 
 MetricsSnapshot Sample() {
@@ -140,4 +141,5 @@ TEST_CASE("values that are not finite are written as the format spells them") {
 }
 
 }  // namespace
+}  // namespace ISOMETRY_TEST_FILE
 }  // namespace isometry

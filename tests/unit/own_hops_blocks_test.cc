@@ -8,6 +8,8 @@
 
 #include "channels/cma/own_hops.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 
 namespace {
@@ -111,3 +113,5 @@ TEST_CASE("a block given back with no hop left in it is free at once") {
   CHECK(w.hops->TryTake(1 << 20) == block);
   CHECK(w.hops->TryTake(1 << 20) == busy + (1 << 20));  // busy is still held
 }
+
+}  // namespace ISOMETRY_TEST_FILE

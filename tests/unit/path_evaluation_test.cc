@@ -7,6 +7,8 @@
 
 #include "planner/full_planner.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 
 namespace {
@@ -187,3 +189,5 @@ TEST_CASE("a node's uncapped Memcpy hops share its memory and their channels' th
   CHECK(full_planner_internal::SharedMemoryBound({20 * kGB, 20 * kGB}, {&up, &down}) ==
         Approx(10 * kGB));
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -8,6 +8,8 @@
 
 #include "daemon/cluster/peer_wire.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::cluster;
 
@@ -160,3 +162,5 @@ TEST_CASE("an RDMA answer is bound to the session and the request") {
   CHECK(CheckedRdmaAnswer(key, "nonce-1", bad, 2).status().code() ==
         absl::StatusCode::kInvalidArgument);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::cluster;
 
@@ -141,3 +143,5 @@ TEST_CASE("peer wire: an RDMA tag comes only with a direct sending half") {
   req.set_rdma_tag(3);  // relays take TCP
   refused(req);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -11,6 +11,8 @@
 #include "planner/planner.h"
 #include "planner/testing/synthetic_graphs.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 
 namespace {
@@ -262,3 +264,5 @@ TEST_CASE("plan cache: the smallest field's size is part of the key") {
   CHECK(PlanKey::Make(a, b, box, 32) == PlanKey::Make(a, b, box, 32, 1));
   CHECK_FALSE(PlanKey::Make(a, b, box, 32, 4) == PlanKey::Make(a, b, box, 32, 1));
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 
 TEST_CASE("the program cache memoizes by shape pair and box, LRU first out") {
@@ -75,3 +77,5 @@ TEST_CASE("the program cache keeps at most its byte budget, whatever the entry c
   CHECK(tiny.size() == 0);
   CHECK(tiny.bytes() == 0);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace std::chrono;
 
@@ -16,3 +18,5 @@ TEST_CASE("the rate limiter books bytes/rate of channel time per request") {
   CHECK(a - t0 >= milliseconds(500));
   CHECK(a - t0 < milliseconds(600));
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -17,6 +17,8 @@
 
 #include "unit/rdma_test_fabric.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::rdma;
 using namespace isometry::rdma::test;
@@ -182,3 +184,5 @@ TEST_CASE("bad endpoints fail the request, not the channel") {
   CHECK_FALSE(
       MakeRdmaChannel(ChannelConfig{}, nullptr, RingShape{0, 16}, 1, nullptr, nullptr).ok());
 }
+
+}  // namespace ISOMETRY_TEST_FILE

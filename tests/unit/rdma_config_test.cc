@@ -4,6 +4,8 @@
 
 #include "config/config_parser.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 
 namespace {
@@ -92,3 +94,5 @@ TEST_CASE("[rdma] ring size: slots, slot size and the pinned total are bounded")
   r.ring_slots = 0;
   CHECK_THAT(std::string(r.Validate().message()), Catch::Contains("rdma.ring_slots"));
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -14,6 +14,8 @@
 
 #include "channels/rdma/credits.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::rdma;
 
@@ -364,3 +366,5 @@ TEST_CASE("reset after a completion error frees every slot and closes every tag"
   REQUIRE(tx.Open(1, 2).ok());          // and may be opened again
   REQUIRE(rx.Open(1, 2).ok());
 }
+
+}  // namespace ISOMETRY_TEST_FILE

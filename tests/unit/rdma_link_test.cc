@@ -18,6 +18,8 @@
 #include "channels/rdma/rdma_probe.h"
 #include "unit/skip.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::rdma;
 
@@ -147,3 +149,5 @@ TEST_CASE("chunks stream over the link; a wrong rkey fails them; reconnected, it
   connect(false);
   REQUIRE(Stream(**a, **b, 3, 200, o.slot_bytes, rng).ok());
 }
+
+}  // namespace ISOMETRY_TEST_FILE

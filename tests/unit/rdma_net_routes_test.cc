@@ -16,6 +16,8 @@
 #include "channels/rdma/net_routes.h"
 #include "unit/rdma_test_fabric.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::rdma;
 using namespace isometry::rdma::test;
@@ -266,3 +268,5 @@ TEST_CASE("a copy routed on a replaced channel ends on it; new copies take the n
   n.Unroute(2);
   CHECK(n.broke.empty());
 }
+
+}  // namespace ISOMETRY_TEST_FILE

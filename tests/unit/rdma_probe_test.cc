@@ -12,6 +12,8 @@
 #include "config/config_origin.h"
 #include "unit/skip.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::rdma;
 
@@ -201,3 +203,5 @@ TEST_CASE("pool-sized memory registers through the cache on a real device",
   CHECK(cache.stats().entries == 0);
   CHECK_FALSE(Open("isometry_no_such_device").ok());
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -17,6 +17,8 @@
 #include "channels/rdma/reg_cache.h"
 #include "unit/skip.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::rdma;
 
@@ -152,3 +154,5 @@ TEST_CASE("write with immediate into a slot, a completion error, reset and recon
   CHECK(again.wr_id == 102);
   CHECK(std::memcmp(ring.data() + 2 * kSlot, src.data(), kSlot) == 0);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -8,6 +8,8 @@
 
 #include "channels/rdma/reg_cache.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::rdma;
 
@@ -210,3 +212,5 @@ TEST_CASE("destroying the cache deregisters what is unused and spares what is he
   held = RegRef();
   CHECK(nic.live.empty());
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -16,6 +16,8 @@
 #include <random>
 #include <vector>
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::rdma;
 
@@ -377,3 +379,5 @@ TEST_CASE("an abandoned transfer ends its chunks; the link and other transfers g
   CHECK(cancelled == 10);
   CHECK(pair.a.idle());
 }
+
+}  // namespace ISOMETRY_TEST_FILE

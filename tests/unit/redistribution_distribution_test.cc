@@ -7,8 +7,13 @@
 #include "redistribution/distribution.h"
 #include "unit/redistribution_reference.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::redistribution;
+// Not core/datatype.h's enum of the same name (a header of another file of
+// this unity batch may bring it in).
+using isometry::redistribution::Distribution;
 using isometry::redistribution::testing::ForEachIndex;
 
 namespace {
@@ -144,3 +149,5 @@ TEST_CASE("indices and ranks outside the distribution are OUT_OF_RANGE") {
   REQUIRE_FALSE(extent.ok());
   CHECK_THAT(std::string(extent.status().message()), Catch::Contains("rank 4 is outside [0, 4)"));
 }
+
+}  // namespace ISOMETRY_TEST_FILE

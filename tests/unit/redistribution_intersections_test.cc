@@ -8,8 +8,13 @@
 #include "redistribution/exchange.h"
 #include "unit/redistribution_reference.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::redistribution;
+// Not core/datatype.h's enum of the same name (a header of another file of
+// this unity batch may bring it in).
+using isometry::redistribution::Distribution;
 using isometry::redistribution::testing::BruteForce;
 using isometry::redistribution::testing::Element;
 using isometry::redistribution::testing::Expand;
@@ -182,3 +187,5 @@ TEST_CASE("mismatched distributions and bad ranks are refused") {
   CHECK_THAT(std::string(unknown.status().message()),
              Catch::Contains("unknown intersection algorithm 7"));
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -10,6 +10,8 @@
 
 #include "reflection_v1.pb.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 namespace {
 
 using google::protobuf::Descriptor;
@@ -71,3 +73,5 @@ TEST_CASE("reflection v1 is v1alpha under another package") {
   CHECK(method->client_streaming() == alpha_method->client_streaming());
   CHECK(method->server_streaming() == alpha_method->server_streaming());
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::ring;
 
@@ -61,3 +63,5 @@ TEST_CASE("a copy may promise to run its own hops; no other flag or op may carry
   cancel.flags = kFlagClientRunsHops;
   CHECK(ValidateSubmission(cancel).status().code() == absl::StatusCode::kInvalidArgument);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

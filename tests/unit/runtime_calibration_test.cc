@@ -9,6 +9,8 @@
 #include "daemon/runtime/runtime.h"
 #include "unit/temp_dir.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::testing;
 
@@ -100,3 +102,5 @@ TEST_CASE("a calibration file without the newer curves still loads and plans") {
   CHECK(plain.predicted_bps > 1e9);
   CHECK(conv.predicted_bps == Approx(plain.edges[0].tp.At(4)));
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -9,6 +9,8 @@
 #include "core/cpu_cache.h"
 #include "unit/test_util.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using namespace isometry::testing;
 
@@ -500,3 +502,5 @@ TEST_CASE("a forced path carries the model's prediction, with the smallest field
   CHECK(p.predicted_bps == Approx(1 / (1 / p.hop_bps[0] + 1 / p.hop_bps[1])));
   CHECK(p.predicted_bps < std::min(p.hop_bps[0], p.hop_bps[1]));
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <fstream>
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 
 namespace {
@@ -47,3 +49,5 @@ TEST_CASE("HMACs bind every part, its order and the secret") {
   CHECK(RandomHex(16).size() == 32);
   CHECK(RandomHex(16) != RandomHex(16));
 }
+
+}  // namespace ISOMETRY_TEST_FILE

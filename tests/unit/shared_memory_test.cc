@@ -10,6 +10,8 @@
 
 #include "unit/test_util.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using isometry::testing::MappedRss;
 
@@ -46,3 +48,5 @@ TEST_CASE("shared memory is populated when it is made: pages exist and are mappe
     CHECK(std::memcmp(m->data() + m->mapped_size() - 4096, zeros.data(), 4096) == 0);
   }
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -4,6 +4,8 @@
 
 #include "planner/full_planner.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 
 namespace {
@@ -94,3 +96,5 @@ TEST_CASE("planners name memories in their errors as users wrote them") {
   CHECK_THAT(planned, Catch::Contains("'sys'"));
   CHECK_THAT(planned, !Catch::Contains("1:0"));
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <map>
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 
 namespace {
@@ -94,3 +96,5 @@ TEST_CASE("a host pool without a backing neither pins nor allocates device memor
   std::memset(*a, 1, 1 << 20);
   pool.Give(*a, 1 << 20);
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <random>
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 
 TEST_CASE("throughput: constant and default functions") {
@@ -129,3 +131,5 @@ TEST_CASE("throughput property: monotone, above the samples, exact inverse") {
     CHECK_FALSE(f->MinRequestFor(f->Peak() * 1.0001 + 1).has_value());
   }
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -4,6 +4,8 @@
 
 #include "planner/planner.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 
 namespace {
@@ -145,3 +147,5 @@ TEST_CASE("FindJoinedMemory: by short name, or the first SYS memory for none") {
   CHECK(absl::IsNotFound(missing.status()));
   CHECK(missing.status().message() == "node 'a' has no memory 'gpu0'");
 }
+
+}  // namespace ISOMETRY_TEST_FILE

@@ -13,6 +13,8 @@
 
 #include "unit/test_util.h"
 
+namespace ISOMETRY_TEST_FILE {
+
 using namespace isometry;
 using std::chrono::milliseconds;
 
@@ -166,3 +168,5 @@ TEST_CASE("flush waits for the owner's acknowledgement; closing aborts it") {
   CHECK(absl::IsAborted(f2.get()));
   CHECK(absl::IsAborted(f.Put(0, testing::Pattern(10, 3))));
 }
+
+}  // namespace ISOMETRY_TEST_FILE

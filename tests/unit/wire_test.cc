@@ -20,6 +20,7 @@
 #include "unit/socket_pair.h"
 
 namespace isometry::net {
+namespace ISOMETRY_TEST_FILE {
 namespace {
 
 // A test CA per name (scripts/make-test-ca.sh), made once per run.
@@ -204,4 +205,5 @@ TEST_CASE("TLS refuses a peer of another CA, and a server of another name") {
 }
 
 }  // namespace
+}  // namespace ISOMETRY_TEST_FILE
 }  // namespace isometry::net
