@@ -11,13 +11,13 @@ Each test case starts its own daemon in a fresh temporary directory.
 import os
 import random
 import shutil
-import socket
 import struct
 import sys
 import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
+from ports import free_port  # noqa: E402
 from isometryd_process import IsometrydProcess  # noqa: E402
 
 ISOMETRYD = os.environ.get("ISOMETRYD", "")
@@ -94,12 +94,6 @@ def _reflect(channel, package, requests):
         response_deserializer=refl.ServerReflectionResponse.FromString,
     )
     return list(call(iter(requests), timeout=10))
-
-
-def _free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class DaemonCase(unittest.TestCase):
@@ -310,7 +304,7 @@ class PeerApiOnlyWithPeers(DaemonCase):
     the unix socket the client API only."""
 
     def setUp(self):
-        self.port = _free_port()
+        self.port = free_port()
         secret_dir = os.path.join("/tmp", f"isometry-grpcapi-secret-{os.getpid()}")
         os.makedirs(secret_dir, exist_ok=True)
         self.addCleanup(shutil.rmtree, secret_dir, True)
@@ -322,7 +316,7 @@ class PeerApiOnlyWithPeers(DaemonCase):
         self.extra = (
             f'\n[cluster]\nnode_name = "a"\nsecret_file = "{secret}"\n'
             f'data_listen = "127.0.0.1:0"\n'
-            f'\n[[peer]]\nname = "b"\naddress = "127.0.0.1:{_free_port()}"\n'
+            f'\n[[peer]]\nname = "b"\naddress = "127.0.0.1:{free_port()}"\n'
         )
         super().setUp()
 

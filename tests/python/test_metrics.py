@@ -25,6 +25,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
+from ports import free_port  # noqa: E402
 from isometryd_process import IsometrydProcess  # noqa: E402
 
 ISOMETRYD = os.environ.get("ISOMETRYD", "")
@@ -82,14 +83,6 @@ def parse_exposition(text):
         assert key not in samples, f"sample repeated: {line!r}"
         samples[key] = float(m.group("value"))
     return samples, types
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def tcp_listen_inodes():
@@ -233,7 +226,7 @@ class MetricsTest(unittest.TestCase):
         cluster = cf.Cluster(ISOMETRYD, ["a", "b"])
         ports = {}
         for node in cluster.nodes:
-            ports[node.name] = cf.free_port()  # never one of the nodes' ports
+            ports[node.name] = free_port()  # never one of the nodes' ports
             with open(node.config, "a") as f:
                 f.write(f'\n[metrics]\nlisten = "127.0.0.1:{ports[node.name]}"\n')
         try:
