@@ -23,4 +23,13 @@ void ExecuteOp(const CopyOp& op, const std::byte* src, std::byte* dst,
 void ExecuteProgram(const CopyProgram& program, const std::byte* src, std::byte* dst,
                     Stores stores = Stores::kCached);
 
+// One run of non-temporal stores, as kStreaming copies each run: with AVX2
+// where the CPU has it (`avx2`: whether it does), else SSE2. Exposed so
+// that tests run both on any machine; the caller fences (_mm_sfence).
+struct StreamStores {
+  static bool HaveAvx2();
+  static void Sse2(const std::byte* src, std::byte* dst, uint64_t bytes);
+  static void Avx2(const std::byte* src, std::byte* dst, uint64_t bytes);  // needs HaveAvx2()
+};
+
 }  // namespace isometry

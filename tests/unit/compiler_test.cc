@@ -1,6 +1,10 @@
 #include "layout/compiler.h"
 
+#include <immintrin.h>
+
 #include <catch2/catch.hpp>
+#include <utility>
+#include <vector>
 
 #include "layout/executor.h"
 #include "unit/test_util.h"
@@ -160,30 +164,46 @@ TEST_CASE("copies at the extreme accepted coordinates are element-exact") {
 }
 
 TEST_CASE("non-temporal stores copy exactly: odd sizes, misaligned ends, strided runs") {
-  // Contiguous copies of sizes around the 64-byte loop and the streaming
-  // threshold, at every destination misalignment within 16 bytes.
-  for (const uint64_t bytes : {kStreamRunBytes - 1, kStreamRunBytes, uint64_t{1000}, uint64_t{4096},
-                               uint64_t{65536 + 13}}) {
-    for (uint64_t shift = 0; shift < 16; ++shift) {
-      const auto src = Pattern(bytes + 16, bytes + shift);
-      auto dst = Pattern(bytes + 32, 7);
-      const auto before = dst;
-      CopyProgram p;
-      CopyOp op;
-      op.run_bytes = bytes;
-      op.src_offset = 16 - shift;
-      op.dst_offset = shift;
-      p.ops.push_back(op);
-      p.bytes = bytes;
-      p.runs = 1;
-      ExecuteProgram(p, src.data(), dst.data(), Stores::kStreaming);
-      INFO("bytes " << bytes << " shift " << shift);
-      CHECK(std::equal(dst.begin() + static_cast<ptrdiff_t>(shift),
-                       dst.begin() + static_cast<ptrdiff_t>(shift + bytes),
-                       src.begin() + static_cast<ptrdiff_t>(16 - shift)));
-      CHECK(std::equal(dst.begin(), dst.begin() + static_cast<ptrdiff_t>(shift), before.begin()));
-      CHECK(std::equal(dst.begin() + static_cast<ptrdiff_t>(shift + bytes), dst.end(),
-                       before.begin() + static_cast<ptrdiff_t>(shift + bytes)));
+  // Contiguous copies of sizes around the 64- and 128-byte loops and the
+  // streaming threshold, at every destination misalignment within 32
+  // bytes: through a program (the CPU's own choice of stores), and through
+  // each of the two store loops directly (AVX2 where this CPU has it), so
+  // the one a CPU without AVX2 takes is tested here too.
+  using Run = void (*)(const std::byte*, std::byte*, uint64_t);
+  std::vector<std::pair<const char*, Run>> loops = {{"program", nullptr},
+                                                    {"sse2", &StreamStores::Sse2}};
+  if (StreamStores::HaveAvx2()) loops.emplace_back("avx2", &StreamStores::Avx2);
+  for (const auto& [name, run] : loops) {
+    for (const uint64_t bytes :
+         {uint64_t{1}, uint64_t{31}, uint64_t{127}, kStreamRunBytes - 1, kStreamRunBytes,
+          uint64_t{383}, uint64_t{1000}, uint64_t{4096}, uint64_t{65536 + 13}}) {
+      if (run == nullptr && bytes < kStreamRunBytes - 1) continue;  // a program would not stream
+      for (uint64_t shift = 0; shift < 32; ++shift) {
+        const auto src = Pattern(bytes + 32, bytes + shift);
+        auto dst = Pattern(bytes + 64, 7);
+        const auto before = dst;
+        const std::byte* from = src.data() + (32 - shift);
+        std::byte* to = dst.data() + shift;
+        if (run != nullptr) {
+          run(from, to, bytes);
+          _mm_sfence();
+        } else {
+          CopyProgram p;
+          CopyOp op;
+          op.run_bytes = bytes;
+          op.src_offset = 32 - shift;
+          op.dst_offset = shift;
+          p.ops.push_back(op);
+          p.bytes = bytes;
+          p.runs = 1;
+          ExecuteProgram(p, src.data(), dst.data(), Stores::kStreaming);
+        }
+        INFO(name << ": bytes " << bytes << " shift " << shift);
+        CHECK(std::equal(to, to + bytes, from));
+        CHECK(std::equal(dst.begin(), dst.begin() + static_cast<ptrdiff_t>(shift), before.begin()));
+        CHECK(std::equal(dst.begin() + static_cast<ptrdiff_t>(shift + bytes), dst.end(),
+                         before.begin() + static_cast<ptrdiff_t>(shift + bytes)));
+      }
     }
   }
   // Layout changes whose runs are long enough to stream (rows of a blocked
