@@ -24,8 +24,8 @@ void ExecuteProgram(const CopyProgram& program, const std::byte* src, std::byte*
                     Stores stores = Stores::kCached);
 
 // One run of non-temporal stores, as kStreaming copies each run: with AVX2
-// where the CPU has it (`avx2`: whether it does), else SSE2. Exposed so
-// that tests run both on any machine; the caller fences (_mm_sfence).
+// where the CPU has it (HaveAvx2), else SSE2. Exposed so that tests run
+// both on any machine; the caller fences (_mm_sfence).
 struct StreamStores {
   static bool HaveAvx2();
   static void Sse2(const std::byte* src, std::byte* dst, uint64_t bytes);
