@@ -42,8 +42,16 @@ void InnerRun(const CopyLoop& l, uint64_t run, const std::byte* s, std::byte* d)
       return InnerFixed<12>(l, s, d);
     case 16:
       return InnerFixed<16>(l, s, d);
+    case 24:
+      return InnerFixed<24>(l, s, d);
     case 32:
       return InnerFixed<32>(l, s, d);
+    case 48:
+      return InnerFixed<48>(l, s, d);
+    case 64:
+      return InnerFixed<64>(l, s, d);
+    case 128:
+      return InnerFixed<128>(l, s, d);
     default:
       break;
   }

@@ -23,6 +23,7 @@
 #include "client/cpp/direct_read.h"
 #include "client/cpp/hop_runner.h"
 #include "client/cpp/isometry_client.h"
+#include "client/cpp/read_server.h"
 #include "core/strings.h"
 #include "isometry.pb.h"
 #include "proto/local_wire.h"
@@ -78,6 +79,17 @@ struct Client::Impl {
   std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<const DirectLease>> leases;
   std::atomic<uint64_t> direct_reads_run{0};
   std::unique_ptr<DirectHelper> direct_helper;  // null: direct_read_threads 1
+  // Served reads (served_read.h, read_server.h): the windows of publishers
+  // this process reads from, by (pid, token), null where it could not
+  // attach; and this process's own ReadServer, made at its first Publish.
+  bool want_served_reads = true;
+  std::mutex served_mu;
+  std::map<std::pair<int32_t, uint64_t>, std::shared_ptr<ServedWindow>> served_windows;
+  std::shared_ptr<ServedWindow> ServedWindowOf(const v1::DirectReadResponse& r, int pidfd);
+  bool want_serve = true;
+  std::chrono::microseconds serve_spin{200};
+  std::mutex serve_mu;
+  std::unique_ptr<ReadServer> read_server;  // guarded by serve_mu (set once)
   // Copies src into dst by a lease when the pair has one or gets one; no
   // value when the copy must go through the daemon (no lease, or the
   // lease's range may have ended meanwhile: the daemon then tells).

@@ -48,7 +48,8 @@ CmaLimits LimitsOf(const DirectLease& lease) {
 
 Result<std::shared_ptr<const DirectLease>> CheckedLease(const v1::DirectReadResponse& r,
                                                         UniqueFd pidfd, uint64_t own_begin,
-                                                        uint64_t own_end) {
+                                                        uint64_t own_end,
+                                                        std::shared_ptr<ServedWindow> window) {
   const auto bad = [](const auto&... why) {
     return Internal("isometryd sent a direct read lease that ", why...);
   };
@@ -82,13 +83,25 @@ Result<std::shared_ptr<const DirectLease>> CheckedLease(const v1::DirectReadResp
     lease->halves = SplitProgram(lease->program);
     if (lease->halves.size() != 2) lease->halves.clear();
   }
+  if (window) {
+    if (auto served = MakeServedProgram(lease->program, lease->remote_address, lease->local)) {
+      lease->served = std::move(*served);
+      lease->served_window = std::move(window);
+    }
+  }
   if (!lease->gather && lease->program.runs <= kMaxMemoRuns) {
     lease->batches = BuildCmaBatches(lease->program, TargetOf(*lease), LimitsOf(*lease));
   }
   return std::shared_ptr<const DirectLease>(std::move(lease));
 }
 
-Status RunDirectRead(const DirectLease& lease, DirectHelper* helper) {
+Status RunDirectRead(const DirectLease& lease, DirectHelper* helper, uint32_t spin_us) {
+  if (lease.served_window) {
+    if (std::optional<Status> s =
+            lease.served_window->Copy(*lease.served, lease.pidfd.get(), spin_us)) {
+      return *s;
+    }
+  }
   const CmaTarget target = TargetOf(lease);
   const CmaLimits limits = LimitsOf(lease);
   if (lease.gather) {
@@ -184,10 +197,14 @@ std::optional<Completion> Client::Impl::TryDirect(uint64_t src, uint64_t dst) {
     req.mutable_direct_read()->set_dst_instance(dst);
     std::vector<int> fds;
     Result<v1::LocalResponse> resp = Call(req, &fds);
+    std::shared_ptr<ServedWindow> window;
+    if (resp.ok() && fds.size() == 1 && resp->direct_read().has_serve()) {
+      window = ServedWindowOf(resp->direct_read(), fds[0]);
+    }
     Result<std::shared_ptr<const DirectLease>> got =
-        resp.ok() && fds.size() == 1
-            ? CheckedLease(resp->direct_read(), UniqueFd(fds[0]), own.first, own.second)
-            : Result<std::shared_ptr<const DirectLease>>(resp.status());
+        resp.ok() && fds.size() == 1 ? CheckedLease(resp->direct_read(), UniqueFd(fds[0]),
+                                                    own.first, own.second, std::move(window))
+                                     : Result<std::shared_ptr<const DirectLease>>(resp.status());
     if (resp.ok() && fds.size() != 1) CloseAll(fds);
     // Refused (the pair does not qualify) or a bad lease: this pair goes
     // through the daemon from now on. Anything else (an instance gone, a
@@ -207,7 +224,8 @@ std::optional<Completion> Client::Impl::TryDirect(uint64_t src, uint64_t dst) {
     return header->lease_epoch.value.load(std::memory_order_seq_cst) != lease->epoch;
   };
   const Status s =
-      revoked() ? absl::CancelledError("revoked") : RunDirectRead(*lease, direct_helper.get());
+      revoked() ? absl::CancelledError("revoked")
+                : RunDirectRead(*lease, direct_helper.get(), static_cast<uint32_t>(spin.count()));
   if (revoked()) {
     // A range this session leased has ended, maybe during the read: the
     // daemon copies (or says the range ended), and leases are asked anew.
@@ -224,6 +242,21 @@ std::optional<Completion> Client::Impl::TryDirect(uint64_t src, uint64_t dst) {
   }
   if (s.ok()) direct_reads_run.fetch_add(1, std::memory_order_relaxed);
   return Completion{0, s};
+}
+
+std::shared_ptr<ServedWindow> Client::Impl::ServedWindowOf(const v1::DirectReadResponse& r,
+                                                           int pidfd) {
+  if (!want_served_reads) return nullptr;
+  const std::pair<int32_t, uint64_t> key{r.pid(), r.serve().token()};
+  std::lock_guard lock(served_mu);
+  if (auto it = served_windows.find(key); it != served_windows.end()) return it->second;
+  Result<std::shared_ptr<ServedWindow>> w =
+      ServedWindow::Attach(pidfd, r.serve().fd(), r.serve().bytes(), r.serve().token());
+  // Not attached (another uid's pidfd_getfd refused, every lane taken):
+  // that publisher's copies read the kernel's way; not asked again.
+  if (served_windows.size() >= kMaxLeases) served_windows.clear();
+  served_windows[key] = w.ok() ? *w : nullptr;
+  return served_windows[key];
 }
 
 void Client::Impl::ForgetInstance(uint64_t id) {

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "client/cpp/served_read.h"
 #include "core/status.h"
 #include "core/unique_fd.h"
 #include "isometry.pb.h"
@@ -47,6 +48,11 @@ struct DirectLease {
   // A gathered copy of kSplitBytes of extent and more, cut in two
   // (SplitProgram): each thread reads and gathers its own half.
   std::vector<CopyProgram> halves;
+  // Served reads (client/cpp/served_read.h): the source's publisher packs
+  // each copy in its own process. Null when it serves none (or this
+  // process could not attach to its window).
+  std::shared_ptr<ServedWindow> served_window;
+  std::unique_ptr<ServedProgram> served;
 };
 
 // Runs over which a lease walks its program at every copy instead of
@@ -91,15 +97,19 @@ class DirectHelper {
 // inside [0, src_span) and writes inside [0, dst_span), and the
 // destination [local_address, + dst_span) lies in [own_begin, own_end),
 // the range this session registered. INTERNAL otherwise.
+// `window`: the source publisher's serve window, attached (may be null).
 Result<std::shared_ptr<const DirectLease>> CheckedLease(const v1::DirectReadResponse& r,
                                                         UniqueFd pidfd, uint64_t own_begin,
-                                                        uint64_t own_end);
+                                                        uint64_t own_end,
+                                                        std::shared_ptr<ServedWindow> window);
 
 // Runs one copy of the lease: one read of the source's extent and a local
 // gather when the runs are many and small (procmem/cma_gather.h), else
 // batches of runs. NOT_FOUND when the source process has exited,
 // PERMISSION_DENIED when the kernel refuses this process the read.
 // `helper` (may be null) takes half of a copy of kSplitBytes and more.
-Status RunDirectRead(const DirectLease& lease, DirectHelper* helper);
+// A lease with a serve window copies through it first (`spin_us`: how long
+// to spin on a piece), and reads the kernel's way when it cannot.
+Status RunDirectRead(const DirectLease& lease, DirectHelper* helper, uint32_t spin_us);
 
 }  // namespace isometry::client

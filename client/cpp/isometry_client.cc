@@ -128,7 +128,14 @@ Instance::~Instance() {
 // ---- Client ----
 
 Client::Client(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Client::~Client() { impl_->Close(); }
+Client::~Client() {
+  {
+    // The session's ranges end with it: nothing is served past them.
+    std::lock_guard lock(impl_->serve_mu);
+    impl_->read_server.reset();
+  }
+  impl_->Close();
+}
 
 const std::string& Client::session() const { return impl_->session; }
 
@@ -182,6 +189,9 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   impl->session = h.session();
   impl->want_own_hops = options.run_own_hops;
   impl->want_direct_reads = options.direct_reads;
+  impl->want_served_reads = options.served_reads;
+  impl->want_serve = options.serve_published;
+  impl->serve_spin = std::chrono::microseconds(options.serve_spin_us);
   if (options.direct_read_threads >= 2) impl->direct_helper = std::make_unique<DirectHelper>();
   impl->spin = std::chrono::microseconds(options.spin_us);
   return std::unique_ptr<Client>(new Client(std::move(impl)));
@@ -303,6 +313,13 @@ uint64_t Client::direct_reads_run() const {
   return impl_->direct_reads_run.load(std::memory_order_relaxed);
 }
 
+uint64_t Client::served_reads_run() const {
+  std::lock_guard lock(impl_->served_mu);
+  uint64_t n = 0;
+  for (const auto& [key, window] : impl_->served_windows) n += window ? window->copies() : 0;
+  return n;
+}
+
 uint64_t Client::own_hops_run() const {
   const HopRunner* h = impl_->hops.load(std::memory_order_acquire);
   return h ? h->ran() : 0;
@@ -354,7 +371,25 @@ Status PrivateRange::Publish() {
   if (!client_) return FailedPrecondition("private range has no client");
   v1::LocalRequest req;
   req.mutable_publish_private()->set_private_range(id_);
-  return ImplOf(client_).Call(req, nullptr).status();
+  Client::Impl& impl = ImplOf(client_);
+  if (impl.want_serve) {
+    std::lock_guard lock(impl.serve_mu);
+    if (!impl.read_server) {
+      // Without a window the range is published all the same: readers
+      // then read it through the kernel.
+      Result<std::unique_ptr<ReadServer>> s = ReadServer::Start(impl.serve_spin);
+      if (s.ok()) impl.read_server = std::move(*s);
+    }
+    if (impl.read_server) {
+      // Served before any reader can lease it.
+      impl.read_server->Serve(reinterpret_cast<uintptr_t>(address_), size_);
+      v1::ServeWindow* w = req.mutable_publish_private()->mutable_serve();
+      w->set_fd(impl.read_server->fd());
+      w->set_bytes(impl.read_server->bytes());
+      w->set_token(impl.read_server->token());
+    }
+  }
+  return impl.Call(req, nullptr).status();
 }
 
 Result<Instance> Client::Register(const PrivateRange& range, uint64_t offset,

@@ -60,6 +60,18 @@ struct ClientOptions {
   // thread and a helper thread the client starts at its first such copy
   // (two cores move memory faster than one); 1 = the calling thread only.
   uint32_t direct_read_threads = 2;
+  // Direct reads from a publisher that serves reads (its
+  // serve_published) go through its serve window (README, "Served
+  // reads"): it packs in its own process while this one unpacks, with no
+  // system call a run. Off: such copies read through the kernel.
+  bool served_reads = true;
+  // PrivateRange::Publish() also serves reads of the range: a thread of
+  // this client (started at the first Publish) packs what readers of this
+  // uid copy out of it, in this process, into a 12 MiB shared window they
+  // map. It spins serve_spin_us after its last work, then sleeps. The
+  // range must stay mapped while published (this process reads it).
+  bool serve_published = true;
+  uint32_t serve_spin_us = 200;
   // Microseconds a thread waiting for a completion spins before it sleeps
   // on the completion eventfd (0: sleep at once). Spinning saves a wakeup
   // on small copies (the daemon skips the eventfd while the client spins)
@@ -251,6 +263,9 @@ class Client {
   Completion Redistribute(const std::string& producer, const std::string& consumer);
   // Copies this session made by direct read so far.
   uint64_t direct_reads_run() const;
+  // Those of them that a publisher packed through its serve window
+  // (ClientOptions::served_reads).
+  uint64_t served_reads_run() const;
   // Hops of this session's copies run in this process so far (0 without a
   // hop window).
   uint64_t own_hops_run() const;

@@ -361,7 +361,16 @@ class Node {
   Result<uint64_t> RegisterPrivate(const std::string& session, uint64_t address, uint64_t bytes);
   // Lets other sessions of the same uid register instances over the
   // range; sessions of any other uid never can (NOT_FOUND for them).
-  Status PublishPrivate(const std::string& session, uint64_t range);
+  // `serve`: the publisher's serve window (README, "Served reads"), told
+  // to readers with each lease of the range; nullopt when it serves none.
+  // INVALID_ARGUMENT for a window no client library makes.
+  struct ServeWindowRef {
+    int fd = -1;  // in the publisher's process
+    uint64_t bytes = 0;
+    uint64_t token = 0;
+  };
+  Status PublishPrivate(const std::string& session, uint64_t range,
+                        std::optional<ServeWindowRef> serve = std::nullopt);
   // The session will run the hops of its copies that touch its own private
   // memory itself (README, "Hops the client runs itself"): makes its hop
   // window (daemon.own_hop_window_mib of shared memory) and returns it;
@@ -390,6 +399,7 @@ class Node {
     uint64_t src_span = 0, dst_span = 0;
     std::shared_ptr<const CopyProgram> program;
     uint32_t epoch = 0;
+    std::optional<ServeWindowRef> serve;  // the source's publisher serves reads
   };
   Result<DirectRead> GrantDirectRead(const std::string& session, uint64_t src, uint64_t dst,
                                      std::atomic<uint32_t>* epoch);

@@ -97,7 +97,10 @@ Result<Node::DirectRead> Node::GrantDirectRead(const std::string& session, uint6
   ISO_ASSIGN_OR_RETURN(FormCopy copy, CompileFormCopy(packed[0]->form, packed[1]->form));
   const std::optional<ProgramExtent> extent = SourceExtent(copy.program);
   const uint64_t span = extent ? extent->end - extent->begin : 0;
-  if (span > kMaxGatherBytes && RunsCostMoreThanExtent(copy.program.runs, span)) {
+  // A publisher that serves reads packs its own memory: no run costs the
+  // reader a system call.
+  if (!ranges[0]->serve && span > kMaxGatherBytes &&
+      RunsCostMoreThanExtent(copy.program.runs, span)) {
     return refuse(copy.program.runs, " runs over ", span,
                   " bytes: the daemon gathers that in chunks faster than one system call a run");
   }
@@ -124,6 +127,7 @@ Result<Node::DirectRead> Node::GrantDirectRead(const std::string& session, uint6
   out.src_span = packed[0]->span - std::min<uint64_t>(packed[0]->span, copy.src_shift);
   out.dst_span = packed[1]->span - std::min<uint64_t>(packed[1]->span, copy.dst_shift);
   out.program = std::make_shared<const CopyProgram>(std::move(copy.program));
+  out.serve = ranges[0]->serve;
   if (ranges[0]->session != s->id) s->leased_ranges.insert(ranges[0]->id);
   s->lease_epoch = epoch;
   out.epoch = epoch->load(std::memory_order_seq_cst);

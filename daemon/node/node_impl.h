@@ -92,7 +92,8 @@ struct PrivateRange {
   uint64_t bytes = 0;
   std::shared_ptr<const ClientProcess> process;  // pinned by its pidfd
   bool published = false;
-  bool alive = true;  // false once its session ended
+  std::optional<Node::ServeWindowRef> serve;  // set by PublishPrivate
+  bool alive = true;                          // false once its session ended
 };
 
 struct Instance {

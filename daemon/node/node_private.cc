@@ -136,7 +136,16 @@ Result<Node::OwnHopsWindow> Node::EnableOwnHops(const std::string& session,
   return OwnHopsWindow{keep->fd(), keep->size()};
 }
 
-Status Node::PublishPrivate(const std::string& session, uint64_t range) {
+Status Node::PublishPrivate(const std::string& session, uint64_t range,
+                            std::optional<ServeWindowRef> serve) {
+  // The daemon never opens the window; a reader checks what it maps. The
+  // bounds keep what it hands on plausible.
+  if (serve && (serve->fd < 0 || serve->bytes == 0 || serve->bytes > (uint64_t{1} << 30) ||
+                serve->token == 0)) {
+    return InvalidArgument("serve window: fd ", serve->fd, ", ", serve->bytes, " bytes, token ",
+                           serve->token == 0 ? "0" : "set",
+                           ": not a window the client library makes");
+  }
   absl::MutexLock lock(&impl_->mu);
   ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
   auto it = impl_->private_ranges.find(range);
@@ -144,6 +153,7 @@ Status Node::PublishPrivate(const std::string& session, uint64_t range) {
     return NotFound("no private range ", range, " registered by this session");
   }
   it->second->published = true;
+  it->second->serve = serve;
   return OkStatus();
 }
 

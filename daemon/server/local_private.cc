@@ -43,9 +43,19 @@ Status AnswerDirectRead(Node& node, const std::string& session, std::atomic<uint
   resp->set_program_ops(lease.program->ops.size());
   resp->set_program(std::move(program));
   resp->set_epoch(lease.epoch);
+  if (lease.serve) {
+    resp->mutable_serve()->set_fd(lease.serve->fd);
+    resp->mutable_serve()->set_bytes(lease.serve->bytes);
+    resp->mutable_serve()->set_token(lease.serve->token);
+  }
   fds->push_back(lease.pidfd.get());
   owned->push_back(std::move(lease.pidfd));
   return OkStatus();
+}
+
+std::optional<Node::ServeWindowRef> ServeWindowOf(const v1::PublishPrivateRequest& req) {
+  if (!req.has_serve()) return std::nullopt;
+  return Node::ServeWindowRef{req.serve().fd(), req.serve().bytes(), req.serve().token()};
 }
 
 }  // namespace isometry

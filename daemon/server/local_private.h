@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,5 +29,8 @@ Status AnswerOwnHops(Node& node, const std::string& session, int cq_event,
 Status AnswerDirectRead(Node& node, const std::string& session, std::atomic<uint32_t>* epoch,
                         const v1::DirectReadRequest& req, v1::DirectReadResponse* resp,
                         std::vector<int>* fds, std::vector<UniqueFd>* owned);
+
+// The serve window a PublishPrivateRequest names, if any.
+std::optional<Node::ServeWindowRef> ServeWindowOf(const v1::PublishPrivateRequest& req);
 
 }  // namespace isometry

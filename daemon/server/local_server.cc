@@ -347,7 +347,8 @@ struct LocalServer::Impl {
         return OkStatus();
       }
       case v1::LocalRequest::kPublishPrivate:
-        return node.PublishPrivate(c.session, req.publish_private().private_range());
+        return node.PublishPrivate(c.session, req.publish_private().private_range(),
+                                   ServeWindowOf(req.publish_private()));
       case v1::LocalRequest::kRegisterDatatype: {
         ISO_ASSIGN_OR_RETURN(Datatype type,
                              wire::DatatypeFromProto(req.register_datatype().datatype(),

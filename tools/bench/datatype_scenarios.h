@@ -31,6 +31,9 @@ struct DatatypeOptions {
   // (ClientOptions::direct_reads); false: through the daemon.
   bool direct_reads = true;
   uint32_t direct_read_threads = 2;  // ClientOptions::direct_read_threads
+  // Direct reads go through the peer's serve window (the peer packs,
+  // ClientOptions::served_reads); false: through the kernel.
+  bool served_reads = true;
   // Only these rows' kernels ("vector" for every vector row, "contig",
   // DatatypeKernelNames()); empty: all.
   std::vector<std::string> only;

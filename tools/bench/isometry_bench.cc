@@ -185,6 +185,10 @@ int Main(int argc, char** argv) {
   app.add_option("--direct-read-threads", direct_read_threads,
                  "datatype rows: threads sharing one direct read of 1 MiB or more (1 or 2)")
       ->check(CLI::Range(1, 2));
+  bool no_served_reads = false;
+  app.add_flag("--no-served-reads", no_served_reads,
+               "datatype rows: direct reads go through the kernel instead of the peer packing "
+               "into its serve window (README, \"Served reads\")");
   std::vector<std::string> datatype_kernels;
   app.add_option("--datatype-kernels", datatype_kernels,
                  "datatype rows: only these kernels (vector, contig, wrf_y_vec, milc_su3_zd, "
@@ -203,9 +207,9 @@ int Main(int argc, char** argv) {
   daemon.peers = !no_peers;
   daemon.rounds = local.rounds;
 
-  const DatatypeOptions datatype{daemon.isometryd, daemon.source_dir,   local.rounds,
-                                 datatype_seconds, daemon.peers,        !no_own_hops,
-                                 !no_direct_reads, direct_read_threads, datatype_kernels};
+  const DatatypeOptions datatype{
+      daemon.isometryd, daemon.source_dir, local.rounds,        datatype_seconds, daemon.peers,
+      !no_own_hops,     !no_direct_reads,  direct_read_threads, !no_served_reads, datatype_kernels};
   return RunChosen(only, json, local, daemon, datatype, disk_dir, disk_mib);
 }
 

@@ -1,0 +1,237 @@
+#include "client/cpp/read_server.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+
+#include <cstring>
+
+#include "core/strings.h"
+#include "layout/executor.h"
+#include "layout/hop_window.h"
+#include "layout/packed_pieces.h"
+
+namespace isometry::client {
+namespace {
+
+using serve_window::Lane;
+using serve_window::Word;
+using Clock = std::chrono::steady_clock;
+
+// A reader that unpacks nothing for this long has its request ended
+// (DEADLINE_EXCEEDED), so that one stalled reader cannot hold the thread
+// from the others' lanes.
+constexpr auto kReaderStall = std::chrono::seconds(2);
+constexpr uint32_t kSleepUs = 100000;  // a sleeping thread looks at stop_ this often
+
+uint32_t Load(const Word& w) { return w.value.load(std::memory_order_acquire); }
+
+// Moves this thread off `cpu` when it runs there, keeping its affinity.
+// A reader and this thread spin on each other's words; on one core they
+// take turns a time slice at a time. The scheduler puts them there when
+// one wakes the other (wake-affine placement) and may take milliseconds to
+// spread them again: the copy then ran at a third of its speed. A thread
+// allowed on that core alone stays.
+void LeaveCpu(uint32_t cpu) {
+  if (static_cast<uint32_t>(::sched_getcpu()) != cpu) return;
+  cpu_set_t allowed, elsewhere;
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0 || cpu >= CPU_SETSIZE ||
+      !CPU_ISSET(cpu, &allowed) || CPU_COUNT(&allowed) < 2) {
+    return;
+  }
+  elsewhere = allowed;
+  CPU_CLR(cpu, &elsewhere);
+  // Setting the mask migrates the thread now; the old mask back leaves it
+  // where it went.
+  if (::sched_setaffinity(0, sizeof elsewhere, &elsewhere) == 0) {
+    (void)::sched_setaffinity(0, sizeof allowed, &allowed);
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ReadServer>> ReadServer::Start(std::chrono::microseconds spin) {
+  std::unique_ptr<ReadServer> s(new ReadServer());
+  s->spin_ = spin;
+  s->fd_.reset(::memfd_create("isometry-serve", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!s->fd_.valid()) return Internal("memfd_create: ", ErrnoString(errno));
+  if (::ftruncate(s->fd_.get(), static_cast<off_t>(serve_window::kWindowBytes)) != 0 ||
+      ::fcntl(s->fd_.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    return Internal("serve window: ", ErrnoString(errno));
+  }
+  void* m = ::mmap(nullptr, serve_window::kWindowBytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                   s->fd_.get(), 0);
+  if (m == MAP_FAILED) return Internal("mmap of the serve window: ", ErrnoString(errno));
+  s->window_ = static_cast<std::byte*>(m);
+  s->header_ = reinterpret_cast<serve_window::Header*>(s->window_);
+  if (::getrandom(&s->token_, sizeof s->token_, 0) != sizeof s->token_) {
+    return Internal("getrandom: ", ErrnoString(errno));
+  }
+  s->token_ |= 1;  // never 0
+  serve_window::InitHeader(*s->header_, s->token_);
+  s->thread_ = std::thread([p = s.get()] { p->Loop(); });
+  return s;
+}
+
+ReadServer::~ReadServer() {
+  stop_.store(true, std::memory_order_seq_cst);
+  if (header_) serve_window::Wake(header_->doorbell);
+  if (thread_.joinable()) thread_.join();
+  if (window_) ::munmap(window_, serve_window::kWindowBytes);
+}
+
+void ReadServer::Serve(uint64_t address, uint64_t bytes) {
+  std::lock_guard lock(ranges_mu_);
+  ranges_.emplace_back(address, address + bytes);
+}
+
+bool ReadServer::Inside(uint64_t lo, uint64_t hi) const {
+  std::lock_guard lock(ranges_mu_);
+  for (const auto& [b, e] : ranges_) {
+    if (lo >= b && hi <= e) return true;
+  }
+  return false;
+}
+
+bool ReadServer::AnyRequest() const {
+  for (uint32_t i = 0; i < serve_window::kLanes; ++i) {
+    if (header_->lanes_[i].request.value.load(std::memory_order_seq_cst) != done_[i]) return true;
+  }
+  return false;
+}
+
+void ReadServer::Loop() {
+  auto idle_since = Clock::now();
+  while (!stop_.load(std::memory_order_relaxed)) {
+    bool worked = false;
+    for (uint32_t i = 0; i < serve_window::kLanes; ++i) {
+      const uint32_t seq = Load(header_->lanes_[i].request);
+      if (seq == done_[i]) continue;
+      ServeLane(i, seq);
+      done_[i] = seq;
+      worked = true;
+    }
+    if (worked) {
+      idle_since = Clock::now();
+      continue;
+    }
+    if (const auto spun = Clock::now() - idle_since; spun < spin_) {
+      serve_window::Relax(spun);
+      continue;
+    }
+    // Sleep on the doorbell: a reader posts (request), then rings (the
+    // doorbell), then looks at server_idle; this thread says it is idle,
+    // then reads the doorbell, then looks at the requests. Either it sees
+    // the request, or the reader sees it idle and wakes it.
+    header_->server_idle.value.store(1, std::memory_order_seq_cst);
+    const uint32_t bell = header_->doorbell.value.load(std::memory_order_seq_cst);
+    if (!AnyRequest() && !stop_.load(std::memory_order_seq_cst)) {
+      serve_window::Wait(header_->doorbell, bell, kSleepUs);
+    }
+    header_->server_idle.value.store(0, std::memory_order_seq_cst);
+    idle_since = Clock::now();
+  }
+}
+
+Status ReadServer::Prepare(uint32_t lane) {
+  const serve_window::Request& r = header_->lanes_[lane].request_fields;
+  LaneCache want;
+  want.program_id = r.program_id.load(std::memory_order_relaxed);
+  want.program_ops = r.program_ops.load(std::memory_order_relaxed);
+  want.program_bytes = r.program_bytes.load(std::memory_order_relaxed);
+  want.remote_address = r.remote_address.load(std::memory_order_relaxed);
+  want.piece_bytes = r.piece_bytes.load(std::memory_order_relaxed);
+  want.bytes = r.bytes.load(std::memory_order_relaxed);
+  LaneCache& c = cache_[lane];
+  if (c.valid && c.program_id == want.program_id && c.program_ops == want.program_ops &&
+      c.program_bytes == want.program_bytes && c.remote_address == want.remote_address &&
+      c.piece_bytes == want.piece_bytes && c.bytes == want.bytes) {
+    return OkStatus();
+  }
+  c.valid = false;
+  if (want.program_id == 0 || want.program_bytes > serve_window::kProgramBytes ||
+      want.piece_bytes == 0 || want.piece_bytes > serve_window::kSlotBytes) {
+    return InvalidArgument("served read: a request outside the window's limits");
+  }
+  // The reader may write the area at any time: decode a copy of it.
+  std::vector<std::byte> records(want.program_bytes);
+  std::memcpy(records.data(), serve_window::ProgramArea(window_, lane), records.size());
+  ISO_ASSIGN_OR_RETURN(CopyProgram program,
+                       hop_window::DecodeProgram(records.data(), want.program_ops, records.size()));
+  if (program.bytes != want.bytes) return InvalidArgument("served read: the program's bytes");
+  const std::optional<hop_window::Span> span = hop_window::SideSpan(program, true);
+  const __int128 base = want.remote_address;
+  if (!span || program.bytes == 0 || base + span->lo < 0 || base + span->hi > UINT64_MAX ||
+      !Inside(static_cast<uint64_t>(base + span->lo), static_cast<uint64_t>(base + span->hi))) {
+    return PermissionDenied("served read: the program reads outside the ranges served");
+  }
+  if (program.bytes / want.piece_bytes >= (uint64_t{1} << 31)) {
+    return InvalidArgument("served read: too many pieces");
+  }
+  want.pieces = CutPacked(program, want.piece_bytes, PackSide::kPack);
+  want.valid = true;
+  c = std::move(want);
+  return OkStatus();
+}
+
+bool ReadServer::WaitForSlot(Lane& l, uint32_t seq, uint64_t piece) {
+  const auto start = Clock::now();
+  auto last = start;
+  uint32_t seen = Load(l.consumed);
+  while (piece >= uint64_t{seen} + serve_window::kSlots) {
+    if (stop_.load(std::memory_order_relaxed) || Load(l.cancel) == seq) return false;
+    const auto now = Clock::now();
+    if (now - last > spin_) {
+      l.server_sleeps.value.store(1, std::memory_order_seq_cst);
+      if (l.consumed.value.load(std::memory_order_seq_cst) == seen) {
+        serve_window::Wait(l.consumed, seen, 1000);
+      }
+      l.server_sleeps.value.store(0, std::memory_order_relaxed);
+    } else {
+      serve_window::Relax(now - start);
+    }
+    const uint32_t now_seen = Load(l.consumed);
+    if (now_seen != seen) {
+      seen = now_seen;
+      last = Clock::now();
+    } else if (Clock::now() - last > kReaderStall) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void ReadServer::ServeLane(uint32_t lane, uint32_t seq) {
+  Lane& l = header_->lanes_[lane];
+  const auto end = [&](absl::StatusCode code) {
+    l.result.value.store(static_cast<uint32_t>(code), std::memory_order_relaxed);
+    l.finished.value.store(seq, std::memory_order_seq_cst);
+    // The reader sleeps on `produced`; a wake there makes it look again.
+    if (l.reader_sleeps.value.load(std::memory_order_seq_cst)) serve_window::Wake(l.produced);
+  };
+  if (const Status s = Prepare(lane); !s.ok()) {
+    refused_.fetch_add(1, std::memory_order_relaxed);
+    end(s.code());
+    return;
+  }
+  LeaveCpu(l.request_fields.reader_cpu.load(std::memory_order_relaxed));
+  const LaneCache& c = cache_[lane];
+  const auto* base = reinterpret_cast<const std::byte*>(  // NOLINT(performance-no-int-to-ptr)
+      static_cast<uintptr_t>(c.remote_address));
+  for (uint64_t k = 0; k < c.pieces.size(); ++k) {
+    if (!WaitForSlot(l, seq, k)) {
+      end(absl::StatusCode::kDeadlineExceeded);
+      return;
+    }
+    ExecuteProgram(
+        c.pieces[k], base,
+        serve_window::Slot(window_, lane, static_cast<uint32_t>(k % serve_window::kSlots)));
+    l.produced.value.store(static_cast<uint32_t>(k + 1), std::memory_order_seq_cst);
+    if (l.reader_sleeps.value.load(std::memory_order_seq_cst)) serve_window::Wake(l.produced);
+  }
+  served_.fetch_add(1, std::memory_order_relaxed);
+  end(absl::StatusCode::kOk);
+}
+
+}  // namespace isometry::client

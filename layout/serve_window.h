@@ -1,0 +1,128 @@
+// The serve window: shared memory between a process that publishes a
+// private range and the processes of its uid that copy out of it, through
+// which the publisher packs what a reader asks for in its own process, and
+// the reader unpacks it into its own (README, "Served reads"). Reading
+// another process's fragmented memory through the kernel costs a system
+// call a run (or one read of the whole extent); the publisher packs its
+// own memory at memcpy speed, as MPI's sender does, while the reader
+// unpacks the pieces already packed: a pipeline of two processes with no
+// daemon thread and no system call between them.
+//
+// The publisher makes the window (a sealed memfd) and names it to isometryd
+// when it publishes; a reader that gets a direct read lease for a range of
+// that process is told the window's fd number, size and token, takes the
+// fd with pidfd_getfd (which the kernel allows only where it would allow
+// reading the process's memory) and maps it.
+//
+// Layout: [0, kAreasOffset) this header; then one area per lane, each its
+// program (kProgramBytes of hop_window::ProgramRecords) and kSlots slots of
+// kSlotBytes.
+//
+// One lane per reader process, owned while it lives (owner = its pid).
+// A copy on a lane:
+//   reader: writes the program (when the lane holds another), the request
+//           fields, zeroes produced/consumed, stores request = seq, bumps the
+//           doorbell and wakes the server if server_idle;
+//   server: packs piece k of the program cut (layout/packed_pieces.h) into
+//           slot k % kSlots once consumed > k - kSlots, stores produced = k+1,
+//           wakes a sleeping reader; at the end stores result, then
+//           finished = seq, and wakes the reader;
+//   reader: unpacks piece k once produced > k, stores consumed = k+1, wakes
+//           a sleeping server; the copy is done when finished == seq and
+//           result == 0.
+// A reader gives up on a request by storing cancel = seq and waits for
+// finished == seq before the lane's next request.
+//
+// Trust: both sides are processes of one uid, each able to read the
+// other's memory anyway. Still, neither trusts the window: the server
+// copies the program out and checks that it reads only inside the ranges
+// it serves and that every piece fits a slot; the reader runs only its own
+// program (from its lease) and checks the header before it maps a byte
+// past it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+#include "core/status.h"
+
+namespace isometry::serve_window {
+
+inline constexpr uint32_t kMagic = 0x56524553;  // "SERV"
+inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kLanes = 4;
+inline constexpr uint32_t kSlots = 8;
+inline constexpr uint64_t kSlotBytes = uint64_t{256} << 10;
+// Room for the largest lease program isometryd grants (768 KiB).
+inline constexpr uint64_t kProgramBytes = uint64_t{1} << 20;
+inline constexpr uint64_t kAreasOffset = 16 << 10;
+inline constexpr uint64_t kAreaBytes = kProgramBytes + kSlots * kSlotBytes;
+inline constexpr uint64_t kWindowBytes = kAreasOffset + kLanes * kAreaBytes;
+
+struct alignas(64) Word {
+  std::atomic<uint32_t> value;
+};
+static_assert(std::atomic<uint32_t>::is_always_lock_free &&
+              std::atomic<uint64_t>::is_always_lock_free);
+
+// What a request asks, written by the lane's reader before it posts.
+struct alignas(64) Request {
+  std::atomic<uint64_t> program_id;  // nonzero; names what the program area holds
+  std::atomic<uint64_t> program_ops;
+  std::atomic<uint64_t> program_bytes;
+  std::atomic<uint64_t> remote_address;  // the program's source offset 0, in the server
+  std::atomic<uint64_t> piece_bytes;     // <= kSlotBytes
+  std::atomic<uint64_t> bytes;           // what the program moves (a check)
+  std::atomic<uint32_t> reader_cpu;      // where the reader runs (sched_getcpu)
+};
+
+struct Lane {
+  alignas(64) std::atomic<uint64_t> owner;  // 0: free; else the reader's pid
+  Request request_fields;
+  Word request;        // reader: the last request posted (seq)
+  Word cancel;         // reader: a request it gave up on
+  Word produced;       // server: pieces of the current request packed
+  Word consumed;       // reader: pieces unpacked
+  Word finished;       // server: the last request it ended
+  Word result;         // server: google.rpc code of `finished` (0: every piece packed)
+  Word reader_sleeps;  // 1 while the reader sleeps on `produced`
+  Word server_sleeps;  // 1 while the server sleeps on `consumed`
+};
+
+struct Header {
+  uint32_t magic;
+  uint32_t version;
+  uint64_t window_bytes;
+  uint64_t token;  // random: tells a reader it mapped the window the lease named
+  uint32_t lanes, slots;
+  uint64_t slot_bytes, program_bytes, areas_offset;
+  Word doorbell;     // readers add one after posting
+  Word server_idle;  // 1 while the server sleeps on `doorbell`
+  Lane lanes_[kLanes];
+};
+static_assert(sizeof(Header) <= kAreasOffset);
+
+// Writes the header of a fresh (zeroed) window.
+void InitHeader(Header& h, uint64_t token);
+
+// Checks what a reader mapped: this library's magic, version and geometry,
+// the window's size and the lease's token. INVALID_ARGUMENT otherwise.
+Status CheckHeader(const Header& h, uint64_t window_bytes, uint64_t token);
+
+// Lane `lane`'s program area and slot `slot` (window = the mapping's start).
+std::byte* ProgramArea(std::byte* window, uint32_t lane);
+std::byte* Slot(std::byte* window, uint32_t lane, uint32_t slot);
+
+// One step of a spin-wait that has spun `spun` so far: a pause at first,
+// then sched_yield, so that two processes spinning on each other's words
+// on one core (the scheduler put them there, or the machine has one free)
+// let each other run instead of burning their time slices.
+void Relax(std::chrono::nanoseconds spun);
+
+// Shared futexes (both processes wait and wake on the window's words).
+void Wake(Word& w);
+// Sleeps while w == seen, at most `timeout_us`.
+void Wait(Word& w, uint32_t seen, uint32_t timeout_us);
+
+}  // namespace isometry::serve_window
