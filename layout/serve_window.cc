@@ -2,7 +2,6 @@
 
 #include <immintrin.h>
 #include <linux/futex.h>
-#include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,13 +44,7 @@ std::byte* Slot(std::byte* window, uint32_t lane, uint32_t slot) {
   return ProgramArea(window, lane) + kProgramBytes + uint64_t{slot} * kSlotBytes;
 }
 
-void Relax(std::chrono::nanoseconds spun) {
-  if (spun < std::chrono::microseconds(2)) {
-    _mm_pause();
-  } else {
-    sched_yield();
-  }
-}
+void Relax() { _mm_pause(); }
 
 // Not FUTEX_PRIVATE_FLAG: the words are shared between two processes.
 void Wake(Word& w) {

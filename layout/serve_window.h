@@ -42,7 +42,6 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 
 #include "core/status.h"
@@ -114,11 +113,12 @@ Status CheckHeader(const Header& h, uint64_t window_bytes, uint64_t token);
 std::byte* ProgramArea(std::byte* window, uint32_t lane);
 std::byte* Slot(std::byte* window, uint32_t lane, uint32_t slot);
 
-// One step of a spin-wait that has spun `spun` so far: a pause at first,
-// then sched_yield, so that two processes spinning on each other's words
-// on one core (the scheduler put them there, or the machine has one free)
-// let each other run instead of burning their time slices.
-void Relax(std::chrono::nanoseconds spun);
+// One step of a spin-wait: a pause. Not sched_yield: on a core another
+// program keeps busy, a yield hands it the rest of the time slice
+// (milliseconds), and a copy whose two sides yielded that way ran at a
+// tenth of the kernel's speed; a spin that ends in a futex sleep is woken
+// as soon as the other side moves.
+void Relax();
 
 // Shared futexes (both processes wait and wake on the window's words).
 void Wake(Word& w);

@@ -117,7 +117,7 @@ void ReadServer::Loop() {
       continue;
     }
     if (const auto spun = Clock::now() - idle_since; spun < spin_) {
-      serve_window::Relax(spun);
+      serve_window::Relax();
       continue;
     }
     // Sleep on the doorbell: a reader posts (request), then rings (the
@@ -189,7 +189,7 @@ bool ReadServer::WaitForSlot(Lane& l, uint32_t seq, uint64_t piece) {
       }
       l.server_sleeps.value.store(0, std::memory_order_relaxed);
     } else {
-      serve_window::Relax(now - start);
+      serve_window::Relax();
     }
     const uint32_t now_seen = Load(l.consumed);
     if (now_seen != seen) {

@@ -135,7 +135,7 @@ ServedWindow::Waited ServedWindow::WaitForPiece(uint32_t seq, uint64_t piece, in
   while (Clock::now() - start < spin) {
     if (ready()) return Waited::kReady;
     if (ended()) return ready() ? Waited::kReady : Waited::kEnded;
-    serve_window::Relax(Clock::now() - start);
+    serve_window::Relax();
   }
   auto last = Clock::now();
   uint32_t seen = lane_->produced.value.load(std::memory_order_acquire);
