@@ -120,9 +120,9 @@ bool TakeServed(const DirectLease& lease) {
 }
 
 uint64_t NanosSince(std::chrono::steady_clock::time_point t) {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now() - t)
-                                   .count());
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t)
+          .count());
 }
 
 Status KernelRead(const DirectLease& lease, DirectHelper* helper);

@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -32,7 +33,14 @@ using Clock = std::chrono::steady_clock;
 // reads the other way.
 constexpr auto kPublisherStall = std::chrono::seconds(1);
 
-std::atomic<uint64_t> next_program_id{1};
+// Program ids start at a random point: a lane taken over from a process
+// that exited must not match the publisher's cached cut of its program.
+uint64_t RandomStart() {
+  uint64_t v = 0;
+  if (::getrandom(&v, sizeof v, 0) != sizeof v) v = static_cast<uint64_t>(::getpid()) << 32;
+  return v | 1;
+}
+std::atomic<uint64_t> next_program_id{RandomStart()};
 
 bool Exited(int pidfd) {
   pollfd p{pidfd, POLLIN, 0};
@@ -56,7 +64,9 @@ std::optional<std::unique_ptr<ServedProgram>> MakeServedProgram(const CopyProgra
                                  encoded)) {
     return std::nullopt;
   }
-  p->id = next_program_id.fetch_add(1, std::memory_order_relaxed);
+  do {
+    p->id = next_program_id.fetch_add(1, std::memory_order_relaxed);
+  } while (p->id == 0);
   p->ops = program.ops.size();
   p->bytes = program.bytes;
   p->remote_address = remote_address;

@@ -30,7 +30,7 @@ namespace isometry::client {
 // One lease's program, ready for a lane: its records (written to the lane
 // when it holds another program) and its unpack pieces, cut once.
 struct ServedProgram {
-  uint64_t id = 0;  // unique in this process
+  uint64_t id = 0;  // unique in this process, from a random start: nonzero
   std::string records;
   uint64_t ops = 0;
   uint64_t bytes = 0;
