@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@ void InitHeader(Header& h, uint64_t token) {
   h.slot_bytes = kSlotBytes;
   h.program_bytes = kProgramBytes;
   h.areas_offset = kAreasOffset;
+  h.header_bytes = sizeof(Header);
 }
 
 Status CheckHeader(const Header& h, uint64_t window_bytes, uint64_t token) {
@@ -29,7 +31,8 @@ Status CheckHeader(const Header& h, uint64_t window_bytes, uint64_t token) {
   }
   if (h.magic != kMagic || h.version != kVersion || h.window_bytes != kWindowBytes ||
       h.lanes != kLanes || h.slots != kSlots || h.slot_bytes != kSlotBytes ||
-      h.program_bytes != kProgramBytes || h.areas_offset != kAreasOffset) {
+      h.program_bytes != kProgramBytes || h.areas_offset != kAreasOffset ||
+      h.header_bytes != sizeof(Header)) {
     return InvalidArgument("serve window header: magic, version or geometry not this library's");
   }
   if (h.token != token) return InvalidArgument("serve window: not the window the lease named");
@@ -45,6 +48,22 @@ std::byte* Slot(std::byte* window, uint32_t lane, uint32_t slot) {
 }
 
 void Relax() { _mm_pause(); }
+
+void LeaveCpu(uint32_t cpu) {
+  if (static_cast<uint32_t>(::sched_getcpu()) != cpu) return;
+  cpu_set_t allowed, elsewhere;
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0 || cpu >= CPU_SETSIZE ||
+      !CPU_ISSET(cpu, &allowed) || CPU_COUNT(&allowed) < 2) {
+    return;
+  }
+  elsewhere = allowed;
+  CPU_CLR(cpu, &elsewhere);
+  // Setting the mask migrates the thread now; the old mask back leaves it
+  // where it went.
+  if (::sched_setaffinity(0, sizeof elsewhere, &elsewhere) == 0) {
+    (void)::sched_setaffinity(0, sizeof allowed, &allowed);
+  }
+}
 
 // Not FUTEX_PRIVATE_FLAG: the words are shared between two processes.
 void Wake(Word& w) {

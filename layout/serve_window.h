@@ -73,7 +73,6 @@ struct alignas(64) Request {
   std::atomic<uint64_t> remote_address;  // the program's source offset 0, in the server
   std::atomic<uint64_t> piece_bytes;     // <= kSlotBytes
   std::atomic<uint64_t> bytes;           // what the program moves (a check)
-  std::atomic<uint32_t> reader_cpu;      // where the reader runs (sched_getcpu)
 };
 
 struct Lane {
@@ -87,6 +86,8 @@ struct Lane {
   Word result;         // server: google.rpc code of `finished` (0: every piece packed)
   Word reader_sleeps;  // 1 while the reader sleeps on `produced`
   Word server_sleeps;  // 1 while the server sleeps on `consumed`
+  Word reader_cpu;     // where each side last ran (sched_getcpu): see LeaveCpu
+  Word server_cpu;
 };
 
 struct Header {
@@ -96,8 +97,9 @@ struct Header {
   uint64_t token;  // random: tells a reader it mapped the window the lease named
   uint32_t lanes, slots;
   uint64_t slot_bytes, program_bytes, areas_offset;
-  Word doorbell;     // readers add one after posting
-  Word server_idle;  // 1 while the server sleeps on `doorbell`
+  uint64_t header_bytes;  // sizeof(Header): another build's layout differs
+  Word doorbell;          // readers add one after posting
+  Word server_idle;       // 1 while the server sleeps on `doorbell`
   Lane lanes_[kLanes];
 };
 static_assert(sizeof(Header) <= kAreasOffset);
@@ -119,6 +121,14 @@ std::byte* Slot(std::byte* window, uint32_t lane, uint32_t slot);
 // tenth of the kernel's speed; a spin that ends in a futex sleep is woken
 // as soon as the other side moves.
 void Relax();
+
+// Moves the calling thread off `cpu` when it runs there, keeping its
+// affinity. A reader and the server spin on each other's words; on one
+// core they take turns a time slice at a time. The scheduler puts them
+// there when one wakes the other (wake-affine placement) and may take
+// milliseconds to spread them again: copies then ran 3-10 times slower. A
+// thread allowed on that core alone stays.
+void LeaveCpu(uint32_t cpu);
 
 // Shared futexes (both processes wait and wake on the window's words).
 void Wake(Word& w);

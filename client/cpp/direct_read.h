@@ -53,16 +53,7 @@ struct DirectLease {
   // process could not attach to its window).
   std::shared_ptr<ServedWindow> served_window;
   std::unique_ptr<ServedProgram> served;
-  // With a window, each copy takes the way that has been faster for this
-  // lease (nanoseconds a copy, a moving average of each way), and every
-  // kProbeEvery-th copy the other way, so that a change of conditions (a
-  // publisher whose core other programs keep busy, where its packing
-  // thread waits for a time slice) moves the copies over.
-  mutable std::atomic<uint64_t> served_ns{0};
-  mutable std::atomic<uint64_t> kernel_ns{0};
-  mutable std::atomic<uint64_t> copies{0};
 };
-inline constexpr uint64_t kProbeEvery = 16;
 
 // Runs over which a lease walks its program at every copy instead of
 // keeping its iovecs (16 bytes a side a run).

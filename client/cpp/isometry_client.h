@@ -71,7 +71,7 @@ struct ClientOptions {
   // map. It spins serve_spin_us after its last work, then sleeps. The
   // range must stay mapped while published (this process reads it).
   bool serve_published = true;
-  uint32_t serve_spin_us = 200;
+  uint32_t serve_spin_us = 1000;
   // Microseconds a thread waiting for a completion spins before it sleeps
   // on the completion eventfd (0: sleep at once). Spinning saves a wakeup
   // on small copies (the daemon skips the eventfd while the client spins)

@@ -27,28 +27,6 @@ constexpr uint32_t kSleepUs = 100000;  // a sleeping thread looks at stop_ this 
 
 uint32_t Load(const Word& w) { return w.value.load(std::memory_order_acquire); }
 
-// Moves this thread off `cpu` when it runs there, keeping its affinity.
-// A reader and this thread spin on each other's words; on one core they
-// take turns a time slice at a time. The scheduler puts them there when
-// one wakes the other (wake-affine placement) and may take milliseconds to
-// spread them again: the copy then ran at a third of its speed. A thread
-// allowed on that core alone stays.
-void LeaveCpu(uint32_t cpu) {
-  if (static_cast<uint32_t>(::sched_getcpu()) != cpu) return;
-  cpu_set_t allowed, elsewhere;
-  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0 || cpu >= CPU_SETSIZE ||
-      !CPU_ISSET(cpu, &allowed) || CPU_COUNT(&allowed) < 2) {
-    return;
-  }
-  elsewhere = allowed;
-  CPU_CLR(cpu, &elsewhere);
-  // Setting the mask migrates the thread now; the old mask back leaves it
-  // where it went.
-  if (::sched_setaffinity(0, sizeof elsewhere, &elsewhere) == 0) {
-    (void)::sched_setaffinity(0, sizeof allowed, &allowed);
-  }
-}
-
 }  // namespace
 
 Result<std::unique_ptr<ReadServer>> ReadServer::Start(std::chrono::microseconds spin) {
@@ -186,6 +164,10 @@ bool ReadServer::WaitForSlot(Lane& l, uint32_t seq, uint64_t piece) {
       l.server_sleeps.value.store(1, std::memory_order_seq_cst);
       if (l.consumed.value.load(std::memory_order_seq_cst) == seen) {
         serve_window::Wait(l.consumed, seen, 1000);
+        // Woken by the reader: maybe onto its core.
+        serve_window::LeaveCpu(l.reader_cpu.value.load(std::memory_order_relaxed));
+        l.server_cpu.value.store(static_cast<uint32_t>(::sched_getcpu()),
+                                 std::memory_order_relaxed);
       }
       l.server_sleeps.value.store(0, std::memory_order_relaxed);
     } else {
@@ -215,7 +197,8 @@ void ReadServer::ServeLane(uint32_t lane, uint32_t seq) {
     end(s.code());
     return;
   }
-  LeaveCpu(l.request_fields.reader_cpu.load(std::memory_order_relaxed));
+  serve_window::LeaveCpu(l.reader_cpu.value.load(std::memory_order_relaxed));
+  l.server_cpu.value.store(static_cast<uint32_t>(::sched_getcpu()), std::memory_order_relaxed);
   const LaneCache& c = cache_[lane];
   const auto* base = reinterpret_cast<const std::byte*>(  // NOLINT(performance-no-int-to-ptr)
       static_cast<uintptr_t>(c.remote_address));

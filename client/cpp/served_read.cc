@@ -32,6 +32,9 @@ using Clock = std::chrono::steady_clock;
 // A publisher that packs nothing for this long is given up on: the copy
 // reads the other way.
 constexpr auto kPublisherStall = std::chrono::seconds(1);
+// How much longer than ClientOptions::spin_us a reader spins on a piece
+// after the first (the publisher is then busy packing).
+constexpr uint32_t kPieceSpinFactor = 20;
 
 // Program ids start at a random point: a lane taken over from a process
 // that exited must not match the publisher's cached cut of its program.
@@ -141,7 +144,11 @@ ServedWindow::Waited ServedWindow::WaitForPiece(uint32_t seq, uint64_t piece, in
   const auto ended = [&] { return lane_->finished.value.load(std::memory_order_acquire) == seq; };
   if (ready()) return Waited::kReady;
   const auto start = Clock::now();
-  const auto spin = std::chrono::microseconds(spin_us);
+  // Past the first piece the publisher is packing this request: a piece
+  // of scattered small runs out of cache takes it a few hundred
+  // microseconds, and a sleep here costs a wakeup per piece (and may
+  // land this thread on the publisher's core).
+  const auto spin = std::chrono::microseconds(spin_us) * (piece == 0 ? 1 : kPieceSpinFactor);
   while (Clock::now() - start < spin) {
     if (ready()) return Waited::kReady;
     if (ended()) return ready() ? Waited::kReady : Waited::kEnded;
@@ -151,7 +158,13 @@ ServedWindow::Waited ServedWindow::WaitForPiece(uint32_t seq, uint64_t piece, in
   uint32_t seen = lane_->produced.value.load(std::memory_order_acquire);
   while (true) {
     lane_->reader_sleeps.value.store(1, std::memory_order_seq_cst);
-    if (!ready() && !ended()) serve_window::Wait(lane_->produced, seen, 1000);
+    if (!ready() && !ended()) {
+      serve_window::Wait(lane_->produced, seen, 1000);
+      // Woken by the publisher: maybe onto its core.
+      serve_window::LeaveCpu(lane_->server_cpu.value.load(std::memory_order_relaxed));
+      lane_->reader_cpu.value.store(static_cast<uint32_t>(::sched_getcpu()),
+                                    std::memory_order_relaxed);
+    }
     lane_->reader_sleeps.value.store(0, std::memory_order_relaxed);
     if (ready()) return Waited::kReady;
     if (ended()) return ready() ? Waited::kReady : Waited::kEnded;
@@ -184,7 +197,7 @@ std::optional<Status> ServedWindow::Copy(const ServedProgram& p, int pidfd, uint
   r.remote_address.store(p.remote_address, std::memory_order_relaxed);
   r.piece_bytes.store(p.piece_bytes, std::memory_order_relaxed);
   r.bytes.store(p.bytes, std::memory_order_relaxed);
-  r.reader_cpu.store(static_cast<uint32_t>(::sched_getcpu()), std::memory_order_relaxed);
+  l.reader_cpu.value.store(static_cast<uint32_t>(::sched_getcpu()), std::memory_order_relaxed);
   l.produced.value.store(0, std::memory_order_relaxed);
   l.consumed.value.store(0, std::memory_order_relaxed);
   const uint32_t seq = ++seq_;
@@ -219,12 +232,29 @@ std::optional<Status> ServedWindow::Copy(const ServedProgram& p, int pidfd, uint
     if (l.server_sleeps.value.load(std::memory_order_seq_cst)) serve_window::Wake(l.consumed);
   }
   // Every piece is here; the publisher ends the request right after its
-  // last one.
+  // last one (bounded: a publisher that never does is given up on).
+  const auto last = Clock::now();
+  const auto spin = std::chrono::microseconds(spin_us) * kPieceSpinFactor;
   while (l.finished.value.load(std::memory_order_acquire) != seq) {
-    if (WaitForPiece(seq, p.unpack.size(), pidfd, spin_us) == Waited::kStalled) {
+    const auto waited = Clock::now() - last;
+    if (waited < spin) {
+      serve_window::Relax();
+      continue;
+    }
+    if (Exited(pidfd)) {
+      GiveUp(seq);
+      return NotFound("process has exited (served read)");
+    }
+    if (waited > kPublisherStall) {
       GiveUp(seq);
       return std::nullopt;
     }
+    const uint32_t seen = l.produced.value.load(std::memory_order_acquire);
+    l.reader_sleeps.value.store(1, std::memory_order_seq_cst);
+    if (l.finished.value.load(std::memory_order_seq_cst) != seq) {
+      serve_window::Wait(l.produced, seen, 1000);
+    }
+    l.reader_sleeps.value.store(0, std::memory_order_relaxed);
   }
   if (l.result.value.load(std::memory_order_acquire) != 0) return std::nullopt;
   copies_.fetch_add(1, std::memory_order_relaxed);
