@@ -66,16 +66,15 @@ void LeaveCpu(uint32_t cpu) {
 }
 
 // Not FUTEX_PRIVATE_FLAG: the words are shared between two processes.
-void Wake(Word& w) {
-  (void)syscall(SYS_futex, reinterpret_cast<uint32_t*>(&w.value), FUTEX_WAKE, INT_MAX, nullptr,
-                nullptr, 0);
+void Wake(std::atomic<uint32_t>& w) {
+  (void)syscall(SYS_futex, reinterpret_cast<uint32_t*>(&w), FUTEX_WAKE, INT_MAX, nullptr, nullptr,
+                0);
 }
 
-void Wait(Word& w, uint32_t seen, uint32_t timeout_us) {
+void Wait(std::atomic<uint32_t>& w, uint32_t seen, uint32_t timeout_us) {
   timespec ts{static_cast<time_t>(timeout_us / 1000000),
               static_cast<long>(timeout_us % 1000000) * 1000};
-  (void)syscall(SYS_futex, reinterpret_cast<uint32_t*>(&w.value), FUTEX_WAIT, seen, &ts, nullptr,
-                0);
+  (void)syscall(SYS_futex, reinterpret_cast<uint32_t*>(&w), FUTEX_WAIT, seen, &ts, nullptr, 0);
 }
 
 }  // namespace isometry::serve_window

@@ -19,10 +19,10 @@
 // kSlotBytes.
 //
 // One lane per reader process, owned while it lives (owner = its pid).
-// A copy on a lane:
-//   reader: writes the program (when the lane holds another), the request
-//           fields, zeroes produced/consumed, stores request = seq, bumps the
-//           doorbell and wakes the server if server_idle;
+// A copy on a lane (counts tagged with the request, see Tagged):
+//   reader: writes the program (when the lane holds another) and the
+//           request (its fields, then seq); if the server is idle, bumps
+//           the doorbell and wakes it;
 //   server: packs piece k of the program cut (layout/packed_pieces.h) into
 //           slot k % kSlots once consumed > k - kSlots, stores produced = k+1,
 //           wakes a sleeping reader; at the end stores result, then
@@ -65,7 +65,18 @@ struct alignas(64) Word {
 static_assert(std::atomic<uint32_t>::is_always_lock_free &&
               std::atomic<uint64_t>::is_always_lock_free);
 
-// What a request asks, written by the lane's reader before it posts.
+// Progress words carry their request's tag (the low 16 bits of its
+// sequence number) above a count, so nobody resets them between requests
+// (a reset would be one more cache line moved between the two cores).
+inline constexpr uint32_t kMaxPieces = 0xffff;  // pieces a request may have
+inline uint32_t Tagged(uint32_t seq, uint32_t count) { return (seq << 16) | count; }
+// The count `word` holds for request `seq`: 0 when it is another's.
+inline uint32_t CountFor(uint32_t word, uint32_t seq) {
+  return (word >> 16) == (seq & 0xffff) ? word & 0xffff : 0;
+}
+
+// Written by the lane's reader when it posts: one cache line, so the
+// server reads the request and what it asks in one transfer.
 struct alignas(64) Request {
   std::atomic<uint64_t> program_id;  // nonzero; names what the program area holds
   std::atomic<uint64_t> program_ops;
@@ -73,21 +84,32 @@ struct alignas(64) Request {
   std::atomic<uint64_t> remote_address;  // the program's source offset 0, in the server
   std::atomic<uint64_t> piece_bytes;     // <= kSlotBytes
   std::atomic<uint64_t> bytes;           // what the program moves (a check)
+  std::atomic<uint32_t> reader_cpu;      // where the reader runs (sched_getcpu): see LeaveCpu
+  std::atomic<uint32_t> seq;             // the last request posted
+};
+static_assert(sizeof(Request) == 64);
+
+// Written by the server.
+struct alignas(64) Progress {
+  std::atomic<uint32_t> produced;       // Tagged(seq, pieces packed): the reader sleeps on it
+  std::atomic<uint32_t> finished;       // the last request ended
+  std::atomic<uint32_t> result;         // its google.rpc code (0: every piece packed)
+  std::atomic<uint32_t> server_cpu;     // where the server runs
+  std::atomic<uint32_t> server_sleeps;  // 1 while it sleeps on Drain::consumed
+};
+
+// Written by the reader during a copy.
+struct alignas(64) Drain {
+  std::atomic<uint32_t> consumed;       // Tagged(seq, pieces unpacked): the server sleeps on it
+  std::atomic<uint32_t> cancel;         // a request the reader gave up on
+  std::atomic<uint32_t> reader_sleeps;  // 1 while it sleeps on Progress::produced
 };
 
 struct Lane {
   alignas(64) std::atomic<uint64_t> owner;  // 0: free; else the reader's pid
-  Request request_fields;
-  Word request;        // reader: the last request posted (seq)
-  Word cancel;         // reader: a request it gave up on
-  Word produced;       // server: pieces of the current request packed
-  Word consumed;       // reader: pieces unpacked
-  Word finished;       // server: the last request it ended
-  Word result;         // server: google.rpc code of `finished` (0: every piece packed)
-  Word reader_sleeps;  // 1 while the reader sleeps on `produced`
-  Word server_sleeps;  // 1 while the server sleeps on `consumed`
-  Word reader_cpu;     // where each side last ran (sched_getcpu): see LeaveCpu
-  Word server_cpu;
+  Request request;
+  Progress progress;
+  Drain drain;
 };
 
 struct Header {
@@ -131,8 +153,8 @@ void Relax();
 void LeaveCpu(uint32_t cpu);
 
 // Shared futexes (both processes wait and wake on the window's words).
-void Wake(Word& w);
+void Wake(std::atomic<uint32_t>& w);
 // Sleeps while w == seen, at most `timeout_us`.
-void Wait(Word& w, uint32_t seen, uint32_t timeout_us);
+void Wait(std::atomic<uint32_t>& w, uint32_t seen, uint32_t timeout_us);
 
 }  // namespace isometry::serve_window

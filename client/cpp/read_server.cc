@@ -16,7 +16,6 @@ namespace isometry::client {
 namespace {
 
 using serve_window::Lane;
-using serve_window::Word;
 using Clock = std::chrono::steady_clock;
 
 // A reader that unpacks nothing for this long has its request ended
@@ -24,8 +23,6 @@ using Clock = std::chrono::steady_clock;
 // from the others' lanes.
 constexpr auto kReaderStall = std::chrono::seconds(2);
 constexpr uint32_t kSleepUs = 100000;  // a sleeping thread looks at stop_ this often
-
-uint32_t Load(const Word& w) { return w.value.load(std::memory_order_acquire); }
 
 }  // namespace
 
@@ -54,7 +51,7 @@ Result<std::unique_ptr<ReadServer>> ReadServer::Start(std::chrono::microseconds 
 
 ReadServer::~ReadServer() {
   stop_.store(true, std::memory_order_seq_cst);
-  if (header_) serve_window::Wake(header_->doorbell);
+  if (header_) serve_window::Wake(header_->doorbell.value);
   if (thread_.joinable()) thread_.join();
   if (window_) ::munmap(window_, serve_window::kWindowBytes);
 }
@@ -74,7 +71,7 @@ bool ReadServer::Inside(uint64_t lo, uint64_t hi) const {
 
 bool ReadServer::AnyRequest() const {
   for (uint32_t i = 0; i < serve_window::kLanes; ++i) {
-    if (header_->lanes_[i].request.value.load(std::memory_order_seq_cst) != done_[i]) return true;
+    if (header_->lanes_[i].request.seq.load(std::memory_order_seq_cst) != done_[i]) return true;
   }
   return false;
 }
@@ -84,7 +81,7 @@ void ReadServer::Loop() {
   while (!stop_.load(std::memory_order_relaxed)) {
     bool worked = false;
     for (uint32_t i = 0; i < serve_window::kLanes; ++i) {
-      const uint32_t seq = Load(header_->lanes_[i].request);
+      const uint32_t seq = header_->lanes_[i].request.seq.load(std::memory_order_acquire);
       if (seq == done_[i]) continue;
       ServeLane(i, seq);
       done_[i] = seq;
@@ -98,14 +95,14 @@ void ReadServer::Loop() {
       serve_window::Relax();
       continue;
     }
-    // Sleep on the doorbell: a reader posts (request), then rings (the
-    // doorbell), then looks at server_idle; this thread says it is idle,
-    // then reads the doorbell, then looks at the requests. Either it sees
-    // the request, or the reader sees it idle and wakes it.
+    // Sleep on the doorbell: a reader posts (seq), then looks at
+    // server_idle and, when set, rings (the doorbell) and wakes; this
+    // thread says it is idle, then reads the doorbell, then looks at the
+    // requests. Either it sees the request, or the reader sees it idle.
     header_->server_idle.value.store(1, std::memory_order_seq_cst);
     const uint32_t bell = header_->doorbell.value.load(std::memory_order_seq_cst);
     if (!AnyRequest() && !stop_.load(std::memory_order_seq_cst)) {
-      serve_window::Wait(header_->doorbell, bell, kSleepUs);
+      serve_window::Wait(header_->doorbell.value, bell, kSleepUs);
     }
     header_->server_idle.value.store(0, std::memory_order_seq_cst);
     idle_since = Clock::now();
@@ -113,7 +110,7 @@ void ReadServer::Loop() {
 }
 
 Status ReadServer::Prepare(uint32_t lane) {
-  const serve_window::Request& r = header_->lanes_[lane].request_fields;
+  const serve_window::Request& r = header_->lanes_[lane].request;
   LaneCache want;
   want.program_id = r.program_id.load(std::memory_order_relaxed);
   want.program_ops = r.program_ops.load(std::memory_order_relaxed);
@@ -144,36 +141,45 @@ Status ReadServer::Prepare(uint32_t lane) {
       !Inside(static_cast<uint64_t>(base + span->lo), static_cast<uint64_t>(base + span->hi))) {
     return PermissionDenied("served read: the program reads outside the ranges served");
   }
-  if (program.bytes / want.piece_bytes >= (uint64_t{1} << 31)) {
+  if (program.bytes / want.piece_bytes >= serve_window::kMaxPieces) {
     return InvalidArgument("served read: too many pieces");
   }
   want.pieces = CutPacked(program, want.piece_bytes, PackSide::kPack);
+  if (want.pieces.size() > serve_window::kMaxPieces) {
+    return InvalidArgument("served read: too many pieces");
+  }
   want.valid = true;
   c = std::move(want);
   return OkStatus();
 }
 
 bool ReadServer::WaitForSlot(Lane& l, uint32_t seq, uint64_t piece) {
-  const auto start = Clock::now();
-  auto last = start;
-  uint32_t seen = Load(l.consumed);
+  const auto consumed = [&] {
+    return serve_window::CountFor(l.drain.consumed.load(std::memory_order_acquire), seq);
+  };
+  auto last = Clock::now();
+  uint32_t seen = consumed();
   while (piece >= uint64_t{seen} + serve_window::kSlots) {
-    if (stop_.load(std::memory_order_relaxed) || Load(l.cancel) == seq) return false;
+    if (stop_.load(std::memory_order_relaxed) ||
+        l.drain.cancel.load(std::memory_order_acquire) == seq) {
+      return false;
+    }
     const auto now = Clock::now();
     if (now - last > spin_) {
-      l.server_sleeps.value.store(1, std::memory_order_seq_cst);
-      if (l.consumed.value.load(std::memory_order_seq_cst) == seen) {
-        serve_window::Wait(l.consumed, seen, 1000);
+      l.progress.server_sleeps.store(1, std::memory_order_seq_cst);
+      const uint32_t word = l.drain.consumed.load(std::memory_order_seq_cst);
+      if (serve_window::CountFor(word, seq) == seen) {
+        serve_window::Wait(l.drain.consumed, word, 1000);
         // Woken by the reader: maybe onto its core.
-        serve_window::LeaveCpu(l.reader_cpu.value.load(std::memory_order_relaxed));
-        l.server_cpu.value.store(static_cast<uint32_t>(::sched_getcpu()),
-                                 std::memory_order_relaxed);
+        serve_window::LeaveCpu(l.request.reader_cpu.load(std::memory_order_relaxed));
+        l.progress.server_cpu.store(static_cast<uint32_t>(::sched_getcpu()),
+                                    std::memory_order_relaxed);
       }
-      l.server_sleeps.value.store(0, std::memory_order_relaxed);
+      l.progress.server_sleeps.store(0, std::memory_order_relaxed);
     } else {
       serve_window::Relax();
     }
-    const uint32_t now_seen = Load(l.consumed);
+    const uint32_t now_seen = consumed();
     if (now_seen != seen) {
       seen = now_seen;
       last = Clock::now();
@@ -186,19 +192,20 @@ bool ReadServer::WaitForSlot(Lane& l, uint32_t seq, uint64_t piece) {
 
 void ReadServer::ServeLane(uint32_t lane, uint32_t seq) {
   Lane& l = header_->lanes_[lane];
+  serve_window::Progress& p = l.progress;
   const auto end = [&](absl::StatusCode code) {
-    l.result.value.store(static_cast<uint32_t>(code), std::memory_order_relaxed);
-    l.finished.value.store(seq, std::memory_order_seq_cst);
+    p.result.store(static_cast<uint32_t>(code), std::memory_order_relaxed);
+    p.finished.store(seq, std::memory_order_seq_cst);
     // The reader sleeps on `produced`; a wake there makes it look again.
-    if (l.reader_sleeps.value.load(std::memory_order_seq_cst)) serve_window::Wake(l.produced);
+    if (l.drain.reader_sleeps.load(std::memory_order_seq_cst)) serve_window::Wake(p.produced);
   };
   if (const Status s = Prepare(lane); !s.ok()) {
     refused_.fetch_add(1, std::memory_order_relaxed);
     end(s.code());
     return;
   }
-  serve_window::LeaveCpu(l.reader_cpu.value.load(std::memory_order_relaxed));
-  l.server_cpu.value.store(static_cast<uint32_t>(::sched_getcpu()), std::memory_order_relaxed);
+  serve_window::LeaveCpu(l.request.reader_cpu.load(std::memory_order_relaxed));
+  p.server_cpu.store(static_cast<uint32_t>(::sched_getcpu()), std::memory_order_relaxed);
   const LaneCache& c = cache_[lane];
   const auto* base = reinterpret_cast<const std::byte*>(  // NOLINT(performance-no-int-to-ptr)
       static_cast<uintptr_t>(c.remote_address));
@@ -210,8 +217,9 @@ void ReadServer::ServeLane(uint32_t lane, uint32_t seq) {
     ExecuteProgram(
         c.pieces[k], base,
         serve_window::Slot(window_, lane, static_cast<uint32_t>(k % serve_window::kSlots)));
-    l.produced.value.store(static_cast<uint32_t>(k + 1), std::memory_order_seq_cst);
-    if (l.reader_sleeps.value.load(std::memory_order_seq_cst)) serve_window::Wake(l.produced);
+    p.produced.store(serve_window::Tagged(seq, static_cast<uint32_t>(k + 1)),
+                     std::memory_order_seq_cst);
+    if (l.drain.reader_sleeps.load(std::memory_order_seq_cst)) serve_window::Wake(p.produced);
   }
   served_.fetch_add(1, std::memory_order_relaxed);
   end(absl::StatusCode::kOk);

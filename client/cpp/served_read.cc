@@ -76,6 +76,7 @@ std::optional<std::unique_ptr<ServedProgram>> MakeServedProgram(const CopyProgra
   p->local = local;
   p->piece_bytes = PieceBytesFor(program.bytes);
   p->unpack = CutPacked(program, p->piece_bytes, PackSide::kUnpack);
+  if (p->unpack.size() > serve_window::kMaxPieces) return std::nullopt;
   return p;
 }
 
@@ -114,8 +115,10 @@ Result<std::shared_ptr<ServedWindow>> ServedWindow::Attach(int pidfd, int fd_num
     }
   }
   if (!w->lane_) return Unavailable("served read: every lane of the window is taken");
-  w->seq_ = w->lane_->request.value.load(std::memory_order_acquire);
-  if (w->lane_->finished.value.load(std::memory_order_acquire) != w->seq_) w->GiveUp(w->seq_);
+  w->seq_ = w->lane_->request.seq.load(std::memory_order_acquire);
+  if (w->lane_->progress.finished.load(std::memory_order_acquire) != w->seq_) {
+    w->GiveUp(w->seq_);
+  }
   return w;
 }
 
@@ -125,51 +128,55 @@ ServedWindow::~ServedWindow() {
 }
 
 void ServedWindow::GiveUp(uint32_t seq) {
-  lane_->cancel.value.store(seq, std::memory_order_seq_cst);
+  lane_->drain.cancel.store(seq, std::memory_order_seq_cst);
   const auto deadline = Clock::now() + kPublisherStall;
-  while (lane_->finished.value.load(std::memory_order_acquire) != seq) {
+  while (lane_->progress.finished.load(std::memory_order_acquire) != seq) {
     if (Clock::now() > deadline) {
       broken_ = true;  // its late pieces would land under the next request's
       return;
     }
-    lane_->reader_sleeps.value.store(1, std::memory_order_seq_cst);
-    serve_window::Wait(lane_->produced, lane_->produced.value.load(), 1000);
-    lane_->reader_sleeps.value.store(0, std::memory_order_relaxed);
+    Sleep(seq);
   }
+}
+
+void ServedWindow::Sleep(uint32_t seq) {
+  serve_window::Progress& p = lane_->progress;
+  const uint32_t seen = p.produced.load(std::memory_order_acquire);
+  lane_->drain.reader_sleeps.store(1, std::memory_order_seq_cst);
+  if (p.produced.load(std::memory_order_seq_cst) == seen &&
+      p.finished.load(std::memory_order_seq_cst) != seq) {
+    serve_window::Wait(p.produced, seen, 1000);
+    // Woken by the publisher: maybe onto its core.
+    serve_window::LeaveCpu(p.server_cpu.load(std::memory_order_relaxed));
+    lane_->request.reader_cpu.store(static_cast<uint32_t>(::sched_getcpu()),
+                                    std::memory_order_relaxed);
+  }
+  lane_->drain.reader_sleeps.store(0, std::memory_order_relaxed);
 }
 
 ServedWindow::Waited ServedWindow::WaitForPiece(uint32_t seq, uint64_t piece, int pidfd,
                                                 uint32_t spin_us) {
-  const auto ready = [&] { return lane_->produced.value.load(std::memory_order_acquire) > piece; };
-  const auto ended = [&] { return lane_->finished.value.load(std::memory_order_acquire) == seq; };
-  if (ready()) return Waited::kReady;
+  serve_window::Progress& p = lane_->progress;
+  // Past the last piece: the request's end.
+  const auto ready = [&] {
+    return serve_window::CountFor(p.produced.load(std::memory_order_acquire), seq) > piece;
+  };
+  const auto ended = [&] { return p.finished.load(std::memory_order_acquire) == seq; };
+  const auto done = [&] { return ready() || ended(); };
   const auto start = Clock::now();
   // Past the first piece the publisher is packing this request: a piece
   // of scattered small runs out of cache takes it a few hundred
   // microseconds, and a sleep here costs a wakeup per piece (and may
   // land this thread on the publisher's core).
   const auto spin = std::chrono::microseconds(spin_us) * (piece == 0 ? 1 : kPieceSpinFactor);
-  while (Clock::now() - start < spin) {
-    if (ready()) return Waited::kReady;
-    if (ended()) return ready() ? Waited::kReady : Waited::kEnded;
-    serve_window::Relax();
-  }
+  while (!done() && Clock::now() - start < spin) serve_window::Relax();
   auto last = Clock::now();
-  uint32_t seen = lane_->produced.value.load(std::memory_order_acquire);
-  while (true) {
-    lane_->reader_sleeps.value.store(1, std::memory_order_seq_cst);
-    if (!ready() && !ended()) {
-      serve_window::Wait(lane_->produced, seen, 1000);
-      // Woken by the publisher: maybe onto its core.
-      serve_window::LeaveCpu(lane_->server_cpu.value.load(std::memory_order_relaxed));
-      lane_->reader_cpu.value.store(static_cast<uint32_t>(::sched_getcpu()),
-                                    std::memory_order_relaxed);
-    }
-    lane_->reader_sleeps.value.store(0, std::memory_order_relaxed);
-    if (ready()) return Waited::kReady;
-    if (ended()) return ready() ? Waited::kReady : Waited::kEnded;
+  uint32_t seen = p.produced.load(std::memory_order_acquire);
+  while (!done()) {
+    Sleep(seq);
+    if (done()) break;
     if (Exited(pidfd)) return Waited::kExited;
-    const uint32_t now_seen = lane_->produced.value.load(std::memory_order_acquire);
+    const uint32_t now_seen = p.produced.load(std::memory_order_acquire);
     if (now_seen != seen) {
       seen = now_seen;
       last = Clock::now();
@@ -177,6 +184,7 @@ ServedWindow::Waited ServedWindow::WaitForPiece(uint32_t seq, uint64_t piece, in
       return Waited::kStalled;
     }
   }
+  return ready() ? Waited::kReady : Waited::kEnded;
 }
 
 std::optional<Status> ServedWindow::Copy(const ServedProgram& p, int pidfd, uint32_t spin_us) {
@@ -190,21 +198,21 @@ std::optional<Status> ServedWindow::Copy(const ServedProgram& p, int pidfd, uint
                 p.records.size());
     in_area_ = p.id;
   }
-  serve_window::Request& r = l.request_fields;
+  serve_window::Request& r = l.request;
   r.program_id.store(p.id, std::memory_order_relaxed);
   r.program_ops.store(p.ops, std::memory_order_relaxed);
   r.program_bytes.store(p.records.size(), std::memory_order_relaxed);
   r.remote_address.store(p.remote_address, std::memory_order_relaxed);
   r.piece_bytes.store(p.piece_bytes, std::memory_order_relaxed);
   r.bytes.store(p.bytes, std::memory_order_relaxed);
-  l.reader_cpu.value.store(static_cast<uint32_t>(::sched_getcpu()), std::memory_order_relaxed);
-  l.produced.value.store(0, std::memory_order_relaxed);
-  l.consumed.value.store(0, std::memory_order_relaxed);
+  r.reader_cpu.store(static_cast<uint32_t>(::sched_getcpu()), std::memory_order_relaxed);
   const uint32_t seq = ++seq_;
-  l.request.value.store(seq, std::memory_order_seq_cst);
-  header_->doorbell.value.fetch_add(1, std::memory_order_seq_cst);
+  r.seq.store(seq, std::memory_order_seq_cst);
+  // The doorbell only for a server that sleeps (see ReadServer::Loop):
+  // ringing it always would move its cache line here at every copy.
   if (header_->server_idle.value.load(std::memory_order_seq_cst)) {
-    serve_window::Wake(header_->doorbell);
+    header_->doorbell.value.fetch_add(1, std::memory_order_seq_cst);
+    serve_window::Wake(header_->doorbell.value);
   }
   for (uint64_t k = 0; k < p.unpack.size(); ++k) {
     switch (WaitForPiece(seq, k, pidfd, spin_us)) {
@@ -215,7 +223,7 @@ std::optional<Status> ServedWindow::Copy(const ServedProgram& p, int pidfd, uint
         return NotFound("process has exited (served read)");
       case Waited::kEnded:
         // The publisher refused the program (or stopped): not this one again.
-        if (l.result.value.load(std::memory_order_acquire) !=
+        if (l.progress.result.load(std::memory_order_acquire) !=
             static_cast<uint32_t>(absl::StatusCode::kDeadlineExceeded)) {
           p.usable.store(false, std::memory_order_relaxed);
         }
@@ -228,35 +236,26 @@ std::optional<Status> ServedWindow::Copy(const ServedProgram& p, int pidfd, uint
         p.unpack[k],
         serve_window::Slot(window_, lane_index_, static_cast<uint32_t>(k % serve_window::kSlots)),
         p.local);
-    l.consumed.value.store(static_cast<uint32_t>(k + 1), std::memory_order_seq_cst);
-    if (l.server_sleeps.value.load(std::memory_order_seq_cst)) serve_window::Wake(l.consumed);
+    l.drain.consumed.store(serve_window::Tagged(seq, static_cast<uint32_t>(k + 1)),
+                           std::memory_order_seq_cst);
+    if (l.progress.server_sleeps.load(std::memory_order_seq_cst)) {
+      serve_window::Wake(l.drain.consumed);
+    }
   }
   // Every piece is here; the publisher ends the request right after its
   // last one (bounded: a publisher that never does is given up on).
-  const auto last = Clock::now();
-  const auto spin = std::chrono::microseconds(spin_us) * kPieceSpinFactor;
-  while (l.finished.value.load(std::memory_order_acquire) != seq) {
-    const auto waited = Clock::now() - last;
-    if (waited < spin) {
-      serve_window::Relax();
-      continue;
-    }
-    if (Exited(pidfd)) {
+  switch (WaitForPiece(seq, p.unpack.size(), pidfd, spin_us)) {
+    case Waited::kEnded:
+      break;
+    case Waited::kExited:
       GiveUp(seq);
       return NotFound("process has exited (served read)");
-    }
-    if (waited > kPublisherStall) {
+    case Waited::kReady:  // more pieces than the program has: not a publisher of ours
+    case Waited::kStalled:
       GiveUp(seq);
       return std::nullopt;
-    }
-    const uint32_t seen = l.produced.value.load(std::memory_order_acquire);
-    l.reader_sleeps.value.store(1, std::memory_order_seq_cst);
-    if (l.finished.value.load(std::memory_order_seq_cst) != seq) {
-      serve_window::Wait(l.produced, seen, 1000);
-    }
-    l.reader_sleeps.value.store(0, std::memory_order_relaxed);
   }
-  if (l.result.value.load(std::memory_order_acquire) != 0) return std::nullopt;
+  if (l.progress.result.load(std::memory_order_acquire) != 0) return std::nullopt;
   copies_.fetch_add(1, std::memory_order_relaxed);
   return OkStatus();
 }

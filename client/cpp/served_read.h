@@ -82,6 +82,9 @@ class ServedWindow {
   // Cancels request `seq` and waits for the publisher to end it; marks the
   // lane broken when it does not.
   void GiveUp(uint32_t seq);
+  // Sleeps (at most a millisecond) until the publisher moves on request
+  // `seq`, unless it already has.
+  void Sleep(uint32_t seq);
 
   UniqueFd fd_;
   std::byte* window_ = nullptr;

@@ -88,31 +88,32 @@ class RawLane {
                 uint64_t piece) {
     std::memcpy(serve_window::ProgramArea(window_, index_), records.data(),
                 std::min<uint64_t>(records.size(), serve_window::kProgramBytes));
-    serve_window::Request& r = lane_->request_fields;
+    serve_window::Request& r = lane_->request;
     r.program_id = ++program_id_;
     r.program_ops = ops;
     r.program_bytes = records.size();
     r.remote_address = remote;
     r.piece_bytes = piece;
     r.bytes = bytes;
-    lane_->produced.value = 0;
-    lane_->consumed.value = 0;
-    const uint32_t seq = lane_->request.value.load() + 1;
-    lane_->request.value.store(seq);
+    const uint32_t seq = r.seq.load() + 1;
+    r.seq.store(seq);
     h_->doorbell.value.fetch_add(1);
-    serve_window::Wake(h_->doorbell);
+    serve_window::Wake(h_->doorbell.value);
     return seq;
   }
   // Waits up to `limit` for the publisher to end request `seq`; its code.
   std::optional<uint32_t> Ended(uint32_t seq, std::chrono::milliseconds limit) {
     const auto deadline = Clock::now() + limit;
-    while (lane_->finished.value.load() != seq) {
+    while (lane_->progress.finished.load() != seq) {
       if (Clock::now() > deadline) return std::nullopt;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    return lane_->result.value.load();
+    return lane_->progress.result.load();
   }
-  uint32_t produced() const { return lane_->produced.value.load(); }
+  // Pieces packed for request `seq`.
+  uint32_t produced(uint32_t seq) const {
+    return serve_window::CountFor(lane_->progress.produced.load(), seq);
+  }
 
  private:
   std::byte* window_ = nullptr;
@@ -278,7 +279,7 @@ TEST_CASE(
   CopyProgram below = *ContiguousProgram(4096);
   uint32_t seq = lane.Post(Records(below), 1, 4096, lane.remote() - 4096, 4096);
   CHECK(lane.Ended(seq, limit) == code(absl::StatusCode::kPermissionDenied));
-  CHECK(lane.produced() == 0);
+  CHECK(lane.produced(seq) == 0);
   seq = lane.Post(Records(below), 1, 4096, lane.remote() + bytes - 4095, 4096);
   CHECK(lane.Ended(seq, limit) == code(absl::StatusCode::kPermissionDenied));
   // A loop that walks backwards out of the range.
@@ -307,7 +308,7 @@ TEST_CASE(
   seq = lane.Post(Records(big), 1, bytes, lane.remote(), 64 << 10);
   CHECK(lane.Ended(seq, std::chrono::milliseconds(6000)) ==
         code(absl::StatusCode::kDeadlineExceeded));
-  CHECK(lane.produced() == serve_window::kSlots);
+  CHECK(lane.produced(seq) == serve_window::kSlots);
 
   // The publisher still serves an honest reader, byte for byte.
   auto c = ConnectTo(d.local_socket(), "honest");
