@@ -11,10 +11,12 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/strings.h"
 #include "core/unique_fd.h"
+#include "unit/copy_ops.h"
 #include "unit/socket_pair.h"
 
 namespace isometry::net {
@@ -254,13 +256,7 @@ TEST_CASE("bad addresses and refused connections say which address") {
 }
 
 CopyOp Op(uint64_t src, uint64_t dst, uint64_t run, std::vector<CopyLoop> loops = {}) {
-  CopyOp op;
-  op.src_offset = src;
-  op.dst_offset = dst;
-  op.run_bytes = run;
-  op.num_loops = static_cast<int>(loops.size());
-  for (size_t i = 0; i < loops.size(); ++i) op.loops[i] = loops[i];
-  return op;
+  return isometry::testing::Strided(src, dst, run, std::move(loops));
 }
 
 TEST_CASE("spans cover the first to the last byte a program touches on each side") {

@@ -7,24 +7,13 @@
 #include <cstring>
 #include <vector>
 
+#include "unit/copy_ops.h"
+
 namespace ISOMETRY_TEST_FILE {
 
 using namespace isometry;
+using isometry::testing::Strided;
 using namespace isometry::hop_window;
-
-namespace {
-
-CopyOp Strided(uint64_t src, uint64_t dst, uint64_t run, std::vector<CopyLoop> loops) {
-  CopyOp op;
-  op.src_offset = src;
-  op.dst_offset = dst;
-  op.run_bytes = run;
-  op.num_loops = static_cast<int>(loops.size());
-  for (size_t i = 0; i < loops.size(); ++i) op.loops[i] = loops[i];
-  return op;
-}
-
-}  // namespace
 
 TEST_CASE("a window's areas lie inside it, aligned and apart; a header is checked") {
   const uint64_t bytes = 16 << 20;

@@ -10,22 +10,14 @@
 
 #include "layout/executor.h"
 #include "layout/hop_window.h"
+#include "unit/copy_ops.h"
 
 namespace ISOMETRY_TEST_FILE {
 
 using namespace isometry;
+using isometry::testing::Strided;
 
 namespace {
-
-CopyOp Strided(uint64_t src, uint64_t dst, uint64_t run, std::vector<CopyLoop> loops) {
-  CopyOp op;
-  op.src_offset = src;
-  op.dst_offset = dst;
-  op.run_bytes = run;
-  op.num_loops = static_cast<int>(loops.size());
-  for (size_t i = 0; i < loops.size(); ++i) op.loops[i] = loops[i];
-  return op;
-}
 
 // A random program over buffers of `*src_bytes` and `*dst_bytes`: ops of
 // 0-3 loops, strides of either sign, each op shifted so that it starts at
