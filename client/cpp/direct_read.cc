@@ -215,6 +215,7 @@ std::optional<Completion> Client::Impl::TryDirect(uint64_t src, uint64_t dst) {
     v1::LocalRequest req;
     req.mutable_direct_read()->set_src_instance(src);
     req.mutable_direct_read()->set_dst_instance(dst);
+    req.mutable_direct_read()->set_served_reads(want_served_reads);
     std::vector<int> fds;
     Result<v1::LocalResponse> resp = Call(req, &fds);
     std::shared_ptr<ServedWindow> window;

@@ -401,8 +401,10 @@ class Node {
     uint32_t epoch = 0;
     std::optional<ServeWindowRef> serve;  // the source's publisher serves reads
   };
+  // `served_reads`: the reader copies through the source's serve window
+  // when there is one.
   Result<DirectRead> GrantDirectRead(const std::string& session, uint64_t src, uint64_t dst,
-                                     std::atomic<uint32_t>* epoch);
+                                     std::atomic<uint32_t>* epoch, bool served_reads = false);
 
   // Distributed instances and M:N redistribution (node_distributed.h).
   // A rank joins `join.name` with its local instance; the answer says how

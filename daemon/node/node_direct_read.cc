@@ -43,7 +43,8 @@ void Node::Impl::RevokeLeasesLocked(uint64_t id) {
 }
 
 Result<Node::DirectRead> Node::GrantDirectRead(const std::string& session, uint64_t src,
-                                               uint64_t dst, std::atomic<uint32_t>* epoch) {
+                                               uint64_t dst, std::atomic<uint32_t>* epoch,
+                                               bool served_reads) {
   Node::Impl& n = *impl_;
   const auto refuse = [&n](const auto&... why) {
     ++n.leases_refused;
@@ -97,9 +98,9 @@ Result<Node::DirectRead> Node::GrantDirectRead(const std::string& session, uint6
   ISO_ASSIGN_OR_RETURN(FormCopy copy, CompileFormCopy(packed[0]->form, packed[1]->form));
   const std::optional<ProgramExtent> extent = SourceExtent(copy.program);
   const uint64_t span = extent ? extent->end - extent->begin : 0;
-  // A publisher that serves reads packs its own memory: no run costs the
-  // reader a system call.
-  if (!ranges[0]->serve && span > kMaxGatherBytes &&
+  // A publisher that serves reads packs its own memory, for a reader that
+  // uses its window: no run costs a system call.
+  if (!(ranges[0]->serve && served_reads) && span > kMaxGatherBytes &&
       RunsCostMoreThanExtent(copy.program.runs, span)) {
     return refuse(copy.program.runs, " runs over ", span,
                   " bytes: the daemon gathers that in chunks faster than one system call a run");

@@ -27,8 +27,9 @@ Status AnswerOwnHops(Node& node, const std::string& session, int cq_event,
 Status AnswerDirectRead(Node& node, const std::string& session, std::atomic<uint32_t>* epoch,
                         const v1::DirectReadRequest& req, v1::DirectReadResponse* resp,
                         std::vector<int>* fds, std::vector<UniqueFd>* owned) {
-  ISO_ASSIGN_OR_RETURN(Node::DirectRead lease, node.GrantDirectRead(session, req.src_instance(),
-                                                                    req.dst_instance(), epoch));
+  ISO_ASSIGN_OR_RETURN(Node::DirectRead lease,
+                       node.GrantDirectRead(session, req.src_instance(), req.dst_instance(), epoch,
+                                            req.served_reads()));
   std::string program(hop_window::EncodedBytes(*lease.program), '\0');
   const std::optional<uint64_t> written = hop_window::EncodeProgram(
       *lease.program, reinterpret_cast<std::byte*>(program.data()), program.size());

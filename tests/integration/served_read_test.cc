@@ -16,6 +16,8 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "client/cpp/isometry_client.h"
@@ -124,6 +126,21 @@ class RawLane {
   uint64_t program_id_ = 1000;
 };
 
+// Stops `pid` and waits until it is stopped (kill returns before).
+void Stop(pid_t pid) {
+  ::kill(pid, SIGSTOP);
+  const std::string stat = "/proc/" + std::to_string(pid) + "/stat";
+  for (int i = 0; i < 1000; ++i) {
+    std::ifstream f(stat);
+    std::string line;
+    std::getline(f, line);
+    const size_t paren = line.rfind(')');
+    if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'T') return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  FAIL("process " << pid << " did not stop");
+}
+
 std::string Records(const CopyProgram& p) {
   std::string out(hop_window::EncodedBytes(p), '\0');
   REQUIRE(hop_window::EncodeProgram(p, reinterpret_cast<std::byte*>(out.data()), out.size()));
@@ -197,6 +214,38 @@ TEST_CASE("copies out of a publisher that serves reads run through its window, v
   CHECK(d.Stop() == 0);
 }
 
+TEST_CASE(
+    "tiny runs over a large extent: served for a reader that uses windows, else copied by the "
+    "daemon") {
+  Daemon d(kDatatypeChannels);
+  const uint64_t bytes = 40 << 20;
+  Worker other(d, bytes, 65);
+  const std::vector<uint8_t> other0 = AsBytes(other.before());
+  // 65536 runs of 4 bytes, 600 apart: 37.5 MiB of extent for 256 KiB,
+  // past what the daemon leases for a read through the kernel (32 MiB, and
+  // runs that cost more than reading the extent).
+  const Datatype sparse = Ok(Datatype::Hvector(65536, 4, 600, kByte));
+  const Datatype packed = Ok(Datatype::Contiguous(65536 * 4, kByte));
+  for (const bool served : {true, false}) {
+    INFO("served_reads " << served);
+    auto c = Client::Connect(
+        {.local_socket = d.local_socket(), .name = "sparse", .served_reads = served});
+    REQUIRE(c.ok());
+    Mine mine = RegisterMine(**c, 1 << 18, 66);
+    auto theirs = (*c)->RegisterPrivateInstance(other.range(), 0, Elements{sparse, 1, 0});
+    auto ours = (*c)->Register(mine.range, 0, Elements{packed, 1, 0});
+    REQUIRE(theirs.ok());
+    REQUIRE(ours.ok());
+    const std::vector<uint8_t> before = mine.bytes;
+    const client::Completion done = (*c)->Copy(*theirs, *ours);
+    REQUIRE(done.status.ok());
+    CHECK((*c)->served_reads_run() == (served ? 1 : 0));
+    CHECK((done.transfer == 0) == served);  // else the daemon's transfer
+    CHECK(mine.bytes == Expected(other0, 0, sparse, 1, before, 0, packed, 1));
+  }
+  CHECK(d.Stop() == 0);
+}
+
 TEST_CASE("a publisher that stops answering is read through the kernel; one that dies fails") {
   Daemon d(kDatatypeChannels);
   const uint64_t bytes = 1 << 20;
@@ -220,7 +269,7 @@ TEST_CASE("a publisher that stops answering is read through the kernel; one that
   REQUIRE(ours2.ok());
   SECTION("stopped: the copy waits about a second, then reads through the kernel") {
     std::fill(mine.bytes.begin(), mine.bytes.end(), 0);
-    ::kill(other.pid(), SIGSTOP);
+    Stop(other.pid());
     const auto start = Clock::now();
     const client::Completion done = c->Copy(*theirs2, *ours2);
     const auto took = Clock::now() - start;
@@ -236,7 +285,7 @@ TEST_CASE("a publisher that stops answering is read through the kernel; one that
     CHECK(c->served_reads_run() == 1);
   }
   SECTION("killed mid-copy: NOT_FOUND, promptly") {
-    ::kill(other.pid(), SIGSTOP);
+    Stop(other.pid());
     client::Completion done;
     std::thread copier([&] { done = c->Copy(*theirs2, *ours2); });
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
