@@ -225,7 +225,7 @@ TEST_CASE(
   // past what the daemon leases for a read through the kernel (32 MiB, and
   // runs that cost more than reading the extent).
   const Datatype sparse = Ok(Datatype::Hvector(65536, 4, 600, kByte));
-  const Datatype packed = Ok(Datatype::Contiguous(65536 * 4, kByte));
+  const Datatype packed = Ok(Datatype::Contiguous(int64_t{65536} * 4, kByte));
   for (const bool served : {true, false}) {
     INFO("served_reads " << served);
     auto c = Client::Connect(

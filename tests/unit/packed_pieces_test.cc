@@ -120,7 +120,7 @@ TEST_CASE("a vector cuts into full pieces of whole runs and copies the same") {
     CHECK(piece.runs == 16);
   }
   // The second piece starts 16 runs in on the source, at 0 in its slot.
-  CHECK(packs[1].ops[0].src_offset == 16 * 16);
+  CHECK(packs[1].ops[0].src_offset == uint64_t{16} * 16);
   CHECK(packs[1].ops[0].dst_offset == 0);
   const auto src = Pattern(1024);
   CHECK(ThroughPieces(p, 128, src, 512) == Direct(p, src, 512));

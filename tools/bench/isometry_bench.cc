@@ -109,6 +109,45 @@ struct RunEnvironment {
   }
 };
 
+// The datatype rows' flags (README, "Datatype rows").
+struct DatatypeFlags {
+  double seconds = 0.2;
+  bool no_own_hops = false;
+  bool no_direct_reads = false;
+  uint32_t direct_read_threads = 2;
+  bool no_served_reads = false;
+  std::vector<std::string> kernels;
+
+  DatatypeOptions Options(const std::string& isometryd, const std::string& source_dir, int rounds,
+                          bool peers) const {
+    return DatatypeOptions{
+        isometryd,        source_dir,          rounds,           seconds, peers, !no_own_hops,
+        !no_direct_reads, direct_read_threads, !no_served_reads, kernels};
+  }
+};
+
+void AddDatatypeFlags(CLI::App& app, DatatypeFlags& f) {
+  app.add_option("--datatype-seconds", f.seconds,
+                 "datatype rows: timed copies per side and round, in seconds")
+      ->check(CLI::Range(0.01, 60.0));
+  app.add_flag("--no-own-hops", f.no_own_hops,
+               "datatype rows: the daemon writes the benchmark's own memory by CMA instead of "
+               "the client running that hop itself (README, \"Hops the client runs itself\")");
+  app.add_flag("--no-direct-reads", f.no_direct_reads,
+               "datatype rows: copies go through the daemon instead of the benchmark reading "
+               "the peer's memory itself by a lease (README, \"Direct reads\")");
+  app.add_option("--direct-read-threads", f.direct_read_threads,
+                 "datatype rows: threads sharing one direct read of 1 MiB or more (1 or 2)")
+      ->check(CLI::Range(1, 2));
+  app.add_flag("--no-served-reads", f.no_served_reads,
+               "datatype rows: direct reads go through the kernel instead of the peer packing "
+               "into its serve window (README, \"Served reads\")");
+  app.add_option("--datatype-kernels", f.kernels,
+                 "datatype rows: only these kernels (vector, contig, wrf_y_vec, milc_su3_zd, "
+                 "nas_mg_z, specfem3d_oc, lammps_atomic, fft2d; default: all)")
+      ->delimiter(',');
+}
+
 int Main(int argc, char** argv) {
   if (argc == 4 && std::string(argv[1]) == kDatatypePeerFlag) {  // the datatype rows' peer
     return DatatypePeerMain(argv[2], std::stoull(argv[3]));
@@ -169,31 +208,8 @@ int Main(int argc, char** argv) {
                  "scratch directory for the disk scenario (O_DIRECT-capable)");
   app.add_option("--disk-mib", disk_mib, "bytes the disk scenario writes and reads")
       ->check(CLI::Range(1.0, 1048576.0));
-  double datatype_seconds = 0.2;
-  app.add_option("--datatype-seconds", datatype_seconds,
-                 "datatype rows: timed copies per side and round, in seconds")
-      ->check(CLI::Range(0.01, 60.0));
-  bool no_own_hops = false;
-  app.add_flag("--no-own-hops", no_own_hops,
-               "datatype rows: the daemon writes the benchmark's own memory by CMA instead of "
-               "the client running that hop itself (README, \"Hops the client runs itself\")");
-  bool no_direct_reads = false;
-  app.add_flag("--no-direct-reads", no_direct_reads,
-               "datatype rows: copies go through the daemon instead of the benchmark reading "
-               "the peer's memory itself by a lease (README, \"Direct reads\")");
-  uint32_t direct_read_threads = 2;
-  app.add_option("--direct-read-threads", direct_read_threads,
-                 "datatype rows: threads sharing one direct read of 1 MiB or more (1 or 2)")
-      ->check(CLI::Range(1, 2));
-  bool no_served_reads = false;
-  app.add_flag("--no-served-reads", no_served_reads,
-               "datatype rows: direct reads go through the kernel instead of the peer packing "
-               "into its serve window (README, \"Served reads\")");
-  std::vector<std::string> datatype_kernels;
-  app.add_option("--datatype-kernels", datatype_kernels,
-                 "datatype rows: only these kernels (vector, contig, wrf_y_vec, milc_su3_zd, "
-                 "nas_mg_z, specfem3d_oc, lammps_atomic, fft2d; default: all)")
-      ->delimiter(',');
+  DatatypeFlags datatype_flags;
+  AddDatatypeFlags(app, datatype_flags);
   CLI11_PARSE(app, argc, argv);
   local.calibrate = !no_calibrate;
   local.contiguous_bytes.clear();
@@ -207,9 +223,8 @@ int Main(int argc, char** argv) {
   daemon.peers = !no_peers;
   daemon.rounds = local.rounds;
 
-  const DatatypeOptions datatype{
-      daemon.isometryd, daemon.source_dir, local.rounds,        datatype_seconds, daemon.peers,
-      !no_own_hops,     !no_direct_reads,  direct_read_threads, !no_served_reads, datatype_kernels};
+  const DatatypeOptions datatype =
+      datatype_flags.Options(daemon.isometryd, daemon.source_dir, local.rounds, daemon.peers);
   return RunChosen(only, json, local, daemon, datatype, disk_dir, disk_mib);
 }
 
