@@ -143,6 +143,9 @@ class PrivateRange {
   uint64_t size() const { return size_; }
   // Lets other sessions of this process's uid register instances over it
   // (Client::RegisterPrivateInstance with id()); no other uid ever can.
+  // With ClientOptions::serve_published (the default) this client also
+  // packs, in this process, what their copies read out of it (README,
+  // "Served reads"); the range must then stay mapped while published.
   Status Publish();
 
  private:
