@@ -87,7 +87,7 @@ struct Client::Impl {
   std::map<std::pair<int32_t, uint64_t>, std::shared_ptr<ServedWindow>> served_windows;
   std::shared_ptr<ServedWindow> ServedWindowOf(const v1::DirectReadResponse& r, int pidfd);
   bool want_serve = true;
-  std::chrono::microseconds serve_spin{200};
+  std::chrono::microseconds serve_spin{1000};  // ClientOptions::serve_spin_us
   std::mutex serve_mu;
   std::unique_ptr<ReadServer> read_server;  // guarded by serve_mu (set once)
   // Copies src into dst by a lease when the pair has one or gets one; no

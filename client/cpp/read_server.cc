@@ -112,39 +112,36 @@ void ReadServer::Loop() {
 Status ReadServer::Prepare(uint32_t lane) {
   const serve_window::Request& r = header_->lanes_[lane].request;
   LaneCache want;
-  want.program_id = r.program_id.load(std::memory_order_relaxed);
-  want.program_ops = r.program_ops.load(std::memory_order_relaxed);
-  want.program_bytes = r.program_bytes.load(std::memory_order_relaxed);
-  want.remote_address = r.remote_address.load(std::memory_order_relaxed);
-  want.piece_bytes = r.piece_bytes.load(std::memory_order_relaxed);
-  want.bytes = r.bytes.load(std::memory_order_relaxed);
+  Asked& a = want.asked;
+  a.program_id = r.program_id.load(std::memory_order_relaxed);
+  a.program_ops = r.program_ops.load(std::memory_order_relaxed);
+  a.program_bytes = r.program_bytes.load(std::memory_order_relaxed);
+  a.remote_address = r.remote_address.load(std::memory_order_relaxed);
+  a.piece_bytes = r.piece_bytes.load(std::memory_order_relaxed);
+  a.bytes = r.bytes.load(std::memory_order_relaxed);
   LaneCache& c = cache_[lane];
-  if (c.valid && c.program_id == want.program_id && c.program_ops == want.program_ops &&
-      c.program_bytes == want.program_bytes && c.remote_address == want.remote_address &&
-      c.piece_bytes == want.piece_bytes && c.bytes == want.bytes) {
-    return OkStatus();
-  }
+  if (c.valid && c.asked == a) return OkStatus();
   c.valid = false;
-  if (want.program_id == 0 || want.program_bytes > serve_window::kProgramBytes ||
-      want.piece_bytes == 0 || want.piece_bytes > serve_window::kSlotBytes) {
+  if (a.program_id == 0 || a.program_bytes > serve_window::kProgramBytes || a.piece_bytes == 0 ||
+      a.piece_bytes > serve_window::kSlotBytes) {
     return InvalidArgument("served read: a request outside the window's limits");
   }
   // The reader may write the area at any time: decode a copy of it.
-  std::vector<std::byte> records(want.program_bytes);
+  std::vector<std::byte> records(a.program_bytes);
   std::memcpy(records.data(), serve_window::ProgramArea(window_, lane), records.size());
   ISO_ASSIGN_OR_RETURN(CopyProgram program,
-                       hop_window::DecodeProgram(records.data(), want.program_ops, records.size()));
-  if (program.bytes != want.bytes) return InvalidArgument("served read: the program's bytes");
+                       hop_window::DecodeProgram(records.data(), a.program_ops, records.size()));
+  if (program.bytes != a.bytes) return InvalidArgument("served read: the program's bytes");
   const std::optional<hop_window::Span> span = hop_window::SideSpan(program, true);
-  const __int128 base = want.remote_address;
+  const __int128 base = a.remote_address;
   if (!span || program.bytes == 0 || base + span->lo < 0 || base + span->hi > UINT64_MAX ||
       !Inside(static_cast<uint64_t>(base + span->lo), static_cast<uint64_t>(base + span->hi))) {
     return PermissionDenied("served read: the program reads outside the ranges served");
   }
-  if (program.bytes / want.piece_bytes >= serve_window::kMaxPieces) {
+  if (program.bytes / a.piece_bytes >= serve_window::kMaxPieces) {
     return InvalidArgument("served read: too many pieces");
   }
-  want.pieces = CutPacked(program, want.piece_bytes, PackSide::kPack);
+  want.pieces = CutPacked(program, a.piece_bytes, PackSide::kPack);
   if (want.pieces.size() > serve_window::kMaxPieces) {
     return InvalidArgument("served read: too many pieces");
   }
@@ -208,7 +205,7 @@ void ReadServer::ServeLane(uint32_t lane, uint32_t seq) {
   p.server_cpu.store(static_cast<uint32_t>(::sched_getcpu()), std::memory_order_relaxed);
   const LaneCache& c = cache_[lane];
   const auto* base = reinterpret_cast<const std::byte*>(  // NOLINT(performance-no-int-to-ptr)
-      static_cast<uintptr_t>(c.remote_address));
+      static_cast<uintptr_t>(c.asked.remote_address));
   for (uint64_t k = 0; k < c.pieces.size(); ++k) {
     if (!WaitForSlot(l, seq, k)) {
       end(absl::StatusCode::kDeadlineExceeded);
