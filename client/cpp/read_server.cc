@@ -23,6 +23,13 @@ using Clock = std::chrono::steady_clock;
 // from the others' lanes.
 constexpr auto kReaderStall = std::chrono::seconds(2);
 constexpr uint32_t kSleepUs = 100000;  // a sleeping thread looks at stop_ this often
+// Pieces whose runs average below this are packed into stage_ first (see
+// ServeLane); from here on the runs' own copies write whole lines.
+constexpr uint64_t kStagedRunBytes = 4096;
+
+bool Staged(const CopyProgram& piece) {
+  return piece.runs > 0 && piece.bytes / piece.runs < kStagedRunBytes;
+}
 
 }  // namespace
 
@@ -45,6 +52,7 @@ Result<std::unique_ptr<ReadServer>> ReadServer::Start(std::chrono::microseconds 
   }
   s->token_ |= 1;  // never 0
   serve_window::InitHeader(*s->header_, s->token_);
+  s->stage_.resize(serve_window::kSlotBytes);
   s->thread_ = std::thread([p = s.get()] { p->Loop(); });
   return s;
 }
@@ -211,9 +219,20 @@ void ReadServer::ServeLane(uint32_t lane, uint32_t seq) {
       end(absl::StatusCode::kDeadlineExceeded);
       return;
     }
-    ExecuteProgram(
-        c.pieces[k], base,
-        serve_window::Slot(window_, lane, static_cast<uint32_t>(k % serve_window::kSlots)));
+    const CopyProgram& piece = c.pieces[k];
+    std::byte* slot =
+        serve_window::Slot(window_, lane, static_cast<uint32_t>(k % serve_window::kSlots));
+    // The slot's lines sit in the reader's cache since it unpacked them.
+    // Short runs packed straight into it would fetch each line from there
+    // before writing it; packed here (in this core's cache) and copied in
+    // one memcpy, the slot is written in whole lines that need no fetch:
+    // 2 MiB vectors of 64 B - 1 KiB blocks ran about twice as fast.
+    if (Staged(piece)) {
+      ExecuteProgram(piece, base, stage_.data());
+      std::memcpy(slot, stage_.data(), piece.bytes);
+    } else {
+      ExecuteProgram(piece, base, slot);
+    }
     p.produced.store(serve_window::Tagged(seq, static_cast<uint32_t>(k + 1)),
                      std::memory_order_seq_cst);
     if (l.drain.reader_sleeps.load(std::memory_order_seq_cst)) serve_window::Wake(p.produced);

@@ -89,6 +89,9 @@ class ReadServer {
   // The thread's own.
   LaneCache cache_[serve_window::kLanes];
   uint32_t done_[serve_window::kLanes] = {};  // the last request ended, per lane
+  // Where pieces of short runs are packed before one copy into their slot
+  // (see ServeLane); kSlotBytes, allocated with the thread.
+  std::vector<std::byte> stage_;
 
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> served_{0};
