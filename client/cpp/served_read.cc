@@ -53,7 +53,7 @@ bool Exited(int pidfd) {
 }  // namespace
 
 uint64_t PieceBytesFor(uint64_t bytes) {
-  return std::clamp<uint64_t>((bytes / 8 + 4095) / 4096 * 4096, 8 << 10, 32768);
+  return std::clamp<uint64_t>((bytes / 8 + 4095) / 4096 * 4096, 8 << 10, 128 << 10);
 }
 
 std::optional<std::unique_ptr<ServedProgram>> MakeServedProgram(const CopyProgram& program,

@@ -144,8 +144,12 @@ void MustCopy(client::Client& c, const client::Instance& s, const client::Instan
   }
 }
 
-// Seconds per copy over `n` copies back to back.
+// Seconds per copy over `n` copies back to back, after WarmupFor(n)
+// untimed ones (as each MPI run warms up).
 double TimeCopies(client::Client& c, const client::Instance& s, const client::Instance& d, int n) {
+  for (uint64_t i = 0; i < WarmupFor(static_cast<uint64_t>(n)); ++i) {
+    MustCopy(c, s, d);
+  }
   const auto t0 = Clock::now();
   for (int i = 0; i < n; ++i) {
     MustCopy(c, s, d);
@@ -238,8 +242,10 @@ class CmaDirect {
       }
     }
   }
-  // Seconds per message over `n` messages back to back.
+  // Seconds per message over `n` messages back to back, after
+  // WarmupFor(n) untimed ones.
   double Time(int n) const {
+    for (uint64_t i = 0; i < WarmupFor(static_cast<uint64_t>(n)); ++i) Copy();
     const auto t0 = Clock::now();
     for (int i = 0; i < n; ++i) Copy();
     return SecondsSince(t0) / n;
@@ -289,8 +295,11 @@ void KernelRow(Setup& s, const DatatypeOptions& o, const DatatypeKernel& k, int6
   const CmaDirect cma(s, k);
   CheckFills(
       s, [&] { cma.Copy(); }, want, name + ": process_vm_readv of the runs left wrong bytes");
-  const int n = CopiesFor(o.seconds, TimeCopies(*s.c, src, dst, 2));
-  const int n_cma = CopiesFor(o.seconds, cma.Time(2));
+  // Sized from warm copies (TimeCopies warms up first): a size from a cold
+  // first copy made rounds of a few hundred copies, whose timing then
+  // counted a wake-up of the peer's sleeping thread.
+  const int n = CopiesFor(o.seconds, TimeCopies(*s.c, src, dst, 10));
+  const int n_cma = CopiesFor(o.seconds, cma.Time(10));
   const auto packed = static_cast<double>(k.packed_bytes());
   Rounds vs_best, alone, vs_cma, cma_vs_best;
   for (int r = 0; r < o.rounds; ++r) {
@@ -451,6 +460,9 @@ void ContiguousRow(Setup& s, const DatatypeOptions& o, Report& report) {
   Rounds rounds;
   for (int r = 0; r < o.rounds; ++r) {
     const double ours = gb / TimeCopies(*s.c, src, dst, n);
+    for (uint64_t i = 0; i < WarmupFor(static_cast<uint64_t>(n)); ++i) {
+      readv();
+    }
     const auto t0 = Clock::now();
     for (int i = 0; i < n; ++i) {
       readv();

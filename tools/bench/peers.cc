@@ -273,8 +273,6 @@ uint64_t IterationsFor(uint64_t bytes) {
       std::clamp(kNominalBytesPerS / static_cast<double>(bytes), 10.0, 1e6));
 }
 
-uint64_t WarmupFor(uint64_t iterations) { return std::max<uint64_t>(1, iterations / 10); }
-
 // The transports UCX chose towards the other process, from the lines that
 // UCX_LOG_LEVEL=info prints per endpoint configuration, e.g.
 //   ucp_worker.c:1763 UCX INFO ep_cfg[0]: tag(sysv/memory cma/memory)
@@ -588,5 +586,7 @@ PeerResult MpiDatatypeBandwidth(MpiFlavor which, const std::string& kernel, int6
   return RunMpi(f, {build.binary_or_error, kernel, std::to_string(iterations),
                     std::to_string(WarmupFor(iterations)), std::to_string(block)});
 }
+
+uint64_t WarmupFor(uint64_t iterations) { return std::max<uint64_t>(1, iterations / 10); }
 
 }  // namespace isometry::bench

@@ -24,6 +24,12 @@ PeerResult UcxTagBwShm(uint64_t bytes);
 
 enum class MpiFlavor { kMpich, kOpenMpi };
 
+// Untimed messages before `iterations` timed ones: what every peer run
+// here is given, and what the datatype rows give Isometry's copies and
+// their process_vm_readv baseline, so that no side's timing includes a
+// cold start (a sleeping thread's wake-up, caches another process left).
+uint64_t WarmupFor(uint64_t iterations);
+
 // Builds `source_dir`/mpi_bandwidth.c with the flavour's mpicc (once per
 // process and flavour) and runs it as 2 ranks on this node over shared
 // memory: rank 0 sends `bytes` to rank 1 with MPI_Send/MPI_Recv, and rank 1
