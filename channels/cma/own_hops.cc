@@ -9,6 +9,7 @@
 #include <cstring>
 #include <deque>
 
+#include "core/spin_wait.h"
 #include "core/strings.h"
 
 namespace isometry {
@@ -302,9 +303,10 @@ std::optional<Status> OwnHops::Run(const CopyProgram& program, const std::byte* 
       // Once per hop: look for the answer a while before sleeping (Create).
       spun = true;
       const auto until = std::chrono::steady_clock::now() + answer_spin_;
+      SpinWait wait;  // pauses, a yield every few microseconds
       while (header_->done_tail.value.load(std::memory_order_acquire) == seen &&
              std::chrono::steady_clock::now() < until) {
-        sched_yield();
+        wait.Step();
       }
       continue;
     }

@@ -24,6 +24,7 @@
 #include "client/cpp/hop_runner.h"
 #include "client/cpp/isometry_client.h"
 #include "client/cpp/read_server.h"
+#include "core/spin_wait.h"
 #include "core/strings.h"
 #include "isometry.pb.h"
 #include "proto/local_wire.h"
@@ -276,13 +277,10 @@ struct Client::Impl {
       if (spin.count() > 0) {
         header->client_spinning.value.store(1, std::memory_order_seq_cst);
         const auto spin_until = std::chrono::steady_clock::now() + spin;
-        // Yielding while spinning: on a busy node (compute jobs on every
-        // core) a spinner that never yields is preempted at the scheduler's
-        // whim and the copy waits a slice for it (p99 ~120 us vs ~25 us
-        // yielding, 2 cores at load 4); alone on its core yield returns at
-        // once.
+        // Pauses with a yield every few microseconds (core/spin_wait.h).
+        SpinWait wait;
         while (!AnythingPending() && std::chrono::steady_clock::now() < spin_until) {
-          sched_yield();
+          wait.Step();
         }
         header->client_spinning.value.store(0, std::memory_order_seq_cst);
       }

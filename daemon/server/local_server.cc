@@ -22,6 +22,7 @@
 
 #include "core/group.h"
 #include "core/log_limiter.h"
+#include "core/spin_wait.h"
 #include "core/strings.h"
 #include "core/unique_fd.h"
 #include "daemon/node/shared_memory.h"
@@ -267,6 +268,7 @@ struct LocalServer::Impl {
   // Before hello a connection holds a thread but no session: it gets
   // daemon.hello_timeout_ms to send a small hello frame, or is closed.
   static constexpr uint32_t kMaxHelloBytes = 4096;
+  static constexpr std::chrono::microseconds kEpollEvery{20};  // see RingLoop
 
   // Frames until the socket closes; then the session ends.
   void ServeControl(const std::shared_ptr<LocalClient>& c) {
@@ -446,16 +448,18 @@ struct LocalServer::Impl {
 
   // ---- rings ----
 
-  // After serving a request the ring thread keeps polling every attached
-  // ring for daemon.ring_poll_us (clients see daemon_awake = 1 and skip the
-  // eventfd), so back-to-back small copies skip two syscalls and a wakeup.
+  // After a request the ring thread polls every ring for ring_poll_us (clients
+  // see daemon_awake = 1, skip the eventfd): no syscalls, no wakeup.
   void RingLoop() {
     const auto poll_window = std::chrono::microseconds(node.config().daemon.ring_poll_us);
     epoll_event events[64];
     std::vector<std::shared_ptr<LocalClient>> awake;  // rings marked awake
     auto last_work = std::chrono::steady_clock::now() - poll_window;
+    auto last_epoll = last_work;
+    SpinWait spin;
     while (!stopping) {
-      const bool polling = std::chrono::steady_clock::now() - last_work < poll_window;
+      const auto now = std::chrono::steady_clock::now();
+      const bool polling = now - last_work < poll_window;
       if (!polling && !awake.empty()) {
         // Going to sleep: clear the flags, then look once more (the other
         // half of the seq_cst handshake with the clients).
@@ -466,10 +470,12 @@ struct LocalServer::Impl {
         if (pending) last_work = std::chrono::steady_clock::now();
         continue;
       }
-      // Polling yields between looks, as the client's spin does
-      // (client_impl.h): on a busy node that keeps the tail short.
-      if (polling) sched_yield();
-      const int n = epoll_wait(epoll.get(), events, 64, polling ? 0 : -1);
+      // Polling reads the awake rings (below) between pauses (spin_wait.h);
+      // epoll only every kEpollEvery: a syscall costs >= 1 us on a PVM guest.
+      const bool look = !polling || now - last_epoll >= kEpollEvery;
+      if (!look) spin.Step();
+      const int n = look ? epoll_wait(epoll.get(), events, 64, polling ? 0 : -1) : 0;
+      if (look) last_epoll = std::chrono::steady_clock::now();
       if (n < 0 && errno != EINTR) {
         spdlog::error("ring epoll: {}", ErrnoString(errno));
         return;
