@@ -7,6 +7,8 @@
 // own requests into the window cannot make the publisher read outside the
 // ranges it published, nor stall it for good; isometryd refuses a serve
 // window no client library makes.
+#include "client/cpp/served_read.h"
+
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -148,6 +150,21 @@ std::string Records(const CopyProgram& p) {
 }
 
 }  // namespace
+
+// The publisher refuses pieces larger than a slot (every copy would then
+// read through the kernel): the reader's cut must fit one for any size.
+TEST_CASE("the reader cuts every copy into pieces that fit a slot") {
+  for (uint64_t bytes = 1; bytes <= (uint64_t{1} << 40); bytes = bytes * 3 + 1) {
+    INFO(bytes);
+    const uint64_t piece = client::PieceBytesFor(bytes);
+    CHECK(piece >= (8 << 10));
+    CHECK(piece <= serve_window::kSlotBytes);
+    CHECK(piece % 4096 == 0);
+    // A copy of 8 pieces or more has pieces of an eighth, up to 128 KiB.
+    if (bytes >= (64 << 10))
+      CHECK(piece == std::min<uint64_t>((bytes / 8 + 4095) / 4096 * 4096, 128 << 10));
+  }
+}
 
 TEST_CASE("copies out of a publisher that serves reads run through its window, verified") {
   Daemon d(kDatatypeChannels);
