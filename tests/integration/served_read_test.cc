@@ -161,8 +161,9 @@ TEST_CASE("the reader cuts every copy into pieces that fit a slot") {
     CHECK(piece <= serve_window::kSlotBytes);
     CHECK(piece % 4096 == 0);
     // A copy of 8 pieces or more has pieces of an eighth, up to 128 KiB.
-    if (bytes >= (64 << 10))
+    if (bytes >= (64 << 10)) {
       CHECK(piece == std::min<uint64_t>((bytes / 8 + 4095) / 4096 * 4096, 128 << 10));
+    }
   }
 }
 
