@@ -52,14 +52,14 @@ class ReadServer {
   uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
 
  private:
-  // What a lane's program was cut into, kept while its request names it
-  // (memoized translation: a reader's later copies reuse it).
   // What a request asks (serve_window::Request's fields).
   struct Asked {
     uint64_t program_id = 0, program_ops = 0, program_bytes = 0;
     uint64_t remote_address = 0, piece_bytes = 0, bytes = 0;
     bool operator==(const Asked&) const = default;
   };
+  // What a lane's program was cut into, kept while its request names it
+  // (memoized translation: a reader's later copies reuse it).
   struct LaneCache {
     Asked asked;
     std::vector<CopyProgram> pieces;  // PackSide::kPack, absolute source offsets

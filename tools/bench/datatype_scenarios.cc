@@ -144,17 +144,19 @@ void MustCopy(client::Client& c, const client::Instance& s, const client::Instan
   }
 }
 
-// Seconds per copy over `n` copies back to back, after WarmupFor(n)
-// untimed ones (as each MPI run warms up).
-double TimeCopies(client::Client& c, const client::Instance& s, const client::Instance& d, int n) {
-  for (uint64_t i = 0; i < WarmupFor(static_cast<uint64_t>(n)); ++i) {
-    MustCopy(c, s, d);
-  }
+// Seconds per `once()` over `n` calls back to back, after WarmupFor(n)
+// untimed ones (as each MPI run warms up): every timed side of a row.
+template <typename F>
+double WarmSecondsPer(int n, F&& once) {
+  for (uint64_t i = 0; i < WarmupFor(static_cast<uint64_t>(n)); ++i) once();
   const auto t0 = Clock::now();
-  for (int i = 0; i < n; ++i) {
-    MustCopy(c, s, d);
-  }
+  for (int i = 0; i < n; ++i) once();
   return SecondsSince(t0) / n;
+}
+
+// Seconds per copy over `n` copies back to back (WarmSecondsPer).
+double TimeCopies(client::Client& c, const client::Instance& s, const client::Instance& d, int n) {
+  return WarmSecondsPer(n, [&] { MustCopy(c, s, d); });
 }
 
 // Zeroes the destination, runs `copy` once and compares the first
@@ -242,13 +244,9 @@ class CmaDirect {
       }
     }
   }
-  // Seconds per message over `n` messages back to back, after
-  // WarmupFor(n) untimed ones.
+  // Seconds per message over `n` messages back to back (WarmSecondsPer).
   double Time(int n) const {
-    for (uint64_t i = 0; i < WarmupFor(static_cast<uint64_t>(n)); ++i) Copy();
-    const auto t0 = Clock::now();
-    for (int i = 0; i < n; ++i) Copy();
-    return SecondsSince(t0) / n;
+    return WarmSecondsPer(n, [&] { Copy(); });
   }
 
  private:
@@ -460,14 +458,7 @@ void ContiguousRow(Setup& s, const DatatypeOptions& o, Report& report) {
   Rounds rounds;
   for (int r = 0; r < o.rounds; ++r) {
     const double ours = gb / TimeCopies(*s.c, src, dst, n);
-    for (uint64_t i = 0; i < WarmupFor(static_cast<uint64_t>(n)); ++i) {
-      readv();
-    }
-    const auto t0 = Clock::now();
-    for (int i = 0; i < n; ++i) {
-      readv();
-    }
-    rounds.Add(ours, gb * n / SecondsSince(t0));
+    rounds.Add(ours, gb / WarmSecondsPer(n, readv));
   }
   CheckFills(s, readv, s.source, std::string(name) + ": process_vm_readv read wrong bytes");
   rounds.Print(StrCat(name, " vs process_vm_readv").c_str());
