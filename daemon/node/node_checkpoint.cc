@@ -84,7 +84,7 @@ Result<CheckpointReport> Node::Checkpoint(const std::string& session, uint64_t a
     }
     a = it->second;
     watch = a->watch;
-    owner = Impl::DiskOwnerOf(*s);
+    owner = s->disk_owner;
   }
   ISO_ASSIGN_OR_RETURN(std::shared_ptr<DiskMemory> disk, impl_->runtime->FindDisk(memory));
   const uint64_t bytes = a->shm.size();
@@ -199,7 +199,7 @@ Result<RestoreReport> Node::CompactCheckpoint(const std::string& session, const 
   {
     absl::MutexLock lock(&impl_->mu);
     ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
-    owner = Impl::DiskOwnerOf(*s);
+    owner = s->disk_owner;
   }
   ISO_ASSIGN_OR_RETURN(std::shared_ptr<DiskMemory> disk, impl_->runtime->FindDisk(memory));
   ISO_ASSIGN_OR_RETURN(CheckpointFiles f, CheckpointFiles::Open(*disk, file, /*create=*/false));

@@ -93,29 +93,30 @@ TransferReport Node::Impl::BuildReport(const TransferRecord& r, bool detailed) c
     if (detailed) rep.path = r.cross->PathText();
     return rep;
   }
-  if (!r.handle) return rep;
-  const Transfer& t = *r.handle;
-  rep.priority = t.priority();
-  rep.bytes = t.bytes();
-  const TransferTimes times = t.times();
-  const auto end = r.finished ? times.finished : NodeClock::now();
-  rep.elapsed_s = std::chrono::duration<double>(end - times.submitted).count();
-  rep.predicted_bytes_per_s = t.path().predicted_bps;
+  std::optional<TransferSummary> live;  // in flight: as it stands now
+  if (r.handle) live = r.handle->Summary();
+  const TransferSummary* t = live ? &*live : r.ended ? &*r.ended : nullptr;
+  if (!t) return rep;
+  rep.priority = t->priority;
+  rep.bytes = t->bytes;
+  const auto end = r.finished ? t->times.finished : NodeClock::now();
+  rep.elapsed_s = std::chrono::duration<double>(end - t->times.submitted).count();
+  const Path& path = *t->path;
+  rep.predicted_bytes_per_s = path.predicted_bps;
   SetMeasured(rep);
   if (!detailed) return rep;
   const Topology& topo = runtime->topology();
-  rep.path = t.path().ToString(topo);
-  const std::vector<uint64_t> done = t.HopsDone();
-  for (size_t h = 0; h < t.path().edges.size(); ++h) {
-    const TopologyEdge& e = t.path().edges[h];
+  rep.path = path.ToString(topo);
+  for (size_t h = 0; h < path.edges.size(); ++h) {
+    const TopologyEdge& e = path.edges[h];
     HopReport hop;
     hop.src_memory = topo.FindMemory(e.src)->name;
     hop.dst_memory = topo.FindMemory(e.dst)->name;
     hop.channel = e.channel_name;
-    hop.src_layout = t.path().nodes[h].layout.ToString();
-    hop.dst_layout = t.path().nodes[h + 1].layout.ToString();
-    hop.chunks_done = h < done.size() ? done[h] : 0;
-    hop.chunks_total = t.chunks();
+    hop.src_layout = path.nodes[h].layout.ToString();
+    hop.dst_layout = path.nodes[h + 1].layout.ToString();
+    hop.chunks_done = h < t->hops_done.size() ? t->hops_done[h] : 0;
+    hop.chunks_total = t->chunks;
     rep.hops.push_back(hop);
   }
   return rep;
@@ -123,6 +124,12 @@ TransferReport Node::Impl::BuildReport(const TransferRecord& r, bool detailed) c
 
 PendingCalls Node::Impl::Finalize(const std::shared_ptr<TransferRecord>& r) {
   std::vector<std::pair<TransferCallback, TransferReport>> calls;
+  if (r->handle) {
+    // Its ends, buffers and XDs go now, while in cache, not kFinishedKept
+    // copies later.
+    r->ended = r->handle->Summary();
+    r->handle.reset();
+  }
   r->final_report = BuildReport(*r, /*detailed=*/false);
   r->src.reset();
   r->dst.reset();
@@ -238,7 +245,7 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string
   ISO_ASSIGN_OR_RETURN(Session * s, TransferSessionLocked(session));
   resolved.session = s->id;
   record.owner = OwnerOf(*s);
-  resolved.request.disk_owner = DiskOwnerOf(*s);
+  resolved.request.disk_owner = s->disk_owner;
   const Instance* ends[2] = {nullptr, nullptr};
   const uint64_t ids[2] = {spec.src_instance, spec.dst_instance};
   for (int i = 0; i < 2; ++i) {

@@ -124,7 +124,8 @@ struct RegisteredDatatype {
 struct TransferRecord {
   uint64_t id = 0;
   SessionOwner owner;                    // owner.session is the session's number
-  std::optional<Transfer> handle;        // set once the runtime accepted it
+  std::optional<Transfer> handle;        // set once the runtime accepted it, until it ended
+  std::optional<TransferSummary> ended;  // what is kept of `handle` once it ended
   std::shared_ptr<CrossTransfer> cross;  // or: a cross-node copy this node started
   std::shared_ptr<Allocation> src, dst;  // kept alive until the transfer ends
   bool finished = false;
@@ -143,6 +144,9 @@ struct Session {
   std::string token;  // secret: "<id>.<64 hex digits>", 256 random bits
   std::string name;   // as the client gave it, cut to 128 bytes
   Credentials creds;
+  // Whose disk quota its copies use (Node::Impl::DiskOwnerOf), made once:
+  // every copy names it.
+  std::string disk_owner;
   TransferCallback on_done;
   std::set<uint64_t> allocations;
   std::set<uint64_t> instances;
@@ -280,7 +284,7 @@ struct Node::Impl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Whose disk quota a transfer of session `s` counts against: its uid's,
   // or where gRPC hides the uid, the session's own.
-  static std::string DiskOwnerOf(const Session& s);
+  static std::string DiskOwnerOf(const Session& s);  // "uid N" or "session N"
   void ReleaseSessionLocked(Session& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // ---- pools (node_pools.cc) ----

@@ -261,7 +261,7 @@ Result<uint64_t> Node::Redistribute(const std::string& session, const std::strin
       record->owner = OwnerOf(*s);
       record->id = impl_->next_cross++;
       session_id = s->id;
-      setup.disk_owner = Impl::DiskOwnerOf(*s);
+      setup.disk_owner = s->disk_owner;
     }
   }
   if (across) return impl_->RedistributeAcrossNodes(*std::move(across), record);

@@ -97,6 +97,7 @@ Result<OpenedSession> Node::OpenSession(const std::string& client_name, const Cr
   s.token = StrCat(s.id, ".", RandomHex(32));
   s.name = client_name.substr(0, 128);
   s.creds = creds;
+  s.disk_owner = Impl::DiskOwnerOf(s);
   s.on_done = std::move(on_transfer_done);
   OpenedSession opened{s.token, s.id};
   if (impl_->SessionLineAllowed(s.creds)) {

@@ -50,7 +50,7 @@ void Advance(Endpoint& e, uint64_t by) {
 // Chunk k as it crosses the network at hop h: dense in the receiving
 // side's layout.
 ChunkEnd Wire(const TransferState& t, size_t h, const Box& chunk, uint64_t k) {
-  InstanceShape s{chunk, t.src.shape.fields, t.path.nodes[h + 1].layout};
+  InstanceShape s{chunk, t.src.shape.fields, t.path().nodes[h + 1].layout};
   const bool out = t.remote->relays() && h == t.remote->relay_hop;
   return {std::move(s), NetHalf{t.remote->key, k, out ? t.remote->relay_peer : t.remote->peer}};
 }
@@ -243,7 +243,7 @@ void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdSta
       ++w.errors;
     }
     if (!s.ok() && t->phase == Phase::kRunning) {
-      const TopologyEdge& e = t->path.edges[x->hop];
+      const TopologyEdge& e = t->path().edges[x->hop];
       const RemotePart* remote = t->remote ? &*t->remote : nullptr;
       // A half of a cross-node copy: the copy's id, and the channel by its
       // name here ("tcp:b"; the joined graph calls every link "tcp").

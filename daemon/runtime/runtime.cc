@@ -222,7 +222,9 @@ Result<Transfer> Runtime::Copy(CopyRequest request) {
 }
 
 Result<Path> Runtime::Plan(const InstanceRef& src, const InstanceRef& dst) const {
-  return impl_->MakePath(src, dst, src.shape.bounds, {});
+  ISO_ASSIGN_OR_RETURN(std::shared_ptr<const Path> path,
+                       impl_->MakePath(src, dst, src.shape.bounds, {}));
+  return *path;
 }
 
 PlanExplanation ExplainGrid(Path path, const ChunkGrid& grid, uint64_t entry_bytes,
@@ -244,7 +246,9 @@ Result<PlanExplanation> Runtime::Explain(const InstanceRef& src, const InstanceR
   req.dst = dst;
   ISO_RETURN_IF_ERROR(impl_->CheckPacked(req));  // packed ends: their PackedShape arrays
   const InstanceShape& shape = req.src.shape;
-  ISO_ASSIGN_OR_RETURN(Path path, impl_->MakePath(req.src, req.dst, shape.bounds, {}));
+  ISO_ASSIGN_OR_RETURN(std::shared_ptr<const Path> planned,
+                       impl_->MakePath(req.src, req.dst, shape.bounds, {}));
+  Path path = *planned;
   if (req.src.packed) CostPackedEnds(path, *req.src.packed, *req.dst.packed, impl_->topo);
   ISO_ASSIGN_OR_RETURN(ChunkGrid grid, impl_->GridFor(path, shape.bounds, shape.fields));
   return ExplainGrid(std::move(path), grid, shape.fields.total_bytes(),
@@ -373,7 +377,7 @@ TransferTimes Transfer::times() const {
   return state_->times;
 }
 
-const Path& Transfer::path() const { return state_->path; }
+const Path& Transfer::path() const { return state_->path(); }
 
 std::vector<uint64_t> Transfer::HopsDone() const {
   absl::MutexLock lock(&state_->runtime->impl_->mu);
@@ -383,6 +387,17 @@ std::vector<uint64_t> Transfer::HopsDone() const {
 }
 
 uint64_t Transfer::chunks() const { return state_->grid->count(); }
+
+TransferSummary Transfer::Summary() const {
+  TransferSummary s;
+  s.priority = priority();
+  s.bytes = bytes();
+  s.chunks = state_->grid ? state_->grid->count() : 0;
+  s.times = times();
+  s.hops_done = HopsDone();
+  s.path = state_->shared_path;
+  return s;
+}
 int Transfer::priority() const { return state_->priority; }
 uint64_t Transfer::bytes() const {
   return state_->box.volume() * state_->src.shape.fields.total_bytes();

@@ -196,6 +196,18 @@ PlanExplanation ExplainGrid(Path path, const ChunkGrid& grid, uint64_t entry_byt
                             int slots_per_buffer);
 
 // A handle to a submitted transfer. Copyable; dropping it does not cancel.
+// What reports need of a transfer: its figures and path, without its ends,
+// buffers or XDs. Once a transfer has ended its node keeps only this (for
+// the last thousands of copies), so the rest is freed while still in cache.
+struct TransferSummary {
+  int priority = 0;
+  uint64_t bytes = 0;   // of the copy (box volume x entry size)
+  uint64_t chunks = 0;  // every hop has this many
+  TransferTimes times;
+  std::vector<uint64_t> hops_done;  // chunks finished by each hop
+  std::shared_ptr<const Path> path;
+};
+
 class Transfer {
  public:
   uint64_t id() const;
@@ -218,6 +230,7 @@ class Transfer {
   uint64_t bytes() const;  // bytes of the copy (box volume x entry size)
   // The planned path, for explain output.
   const Path& path() const;
+  TransferSummary Summary() const;
 
  private:
   friend class Runtime;

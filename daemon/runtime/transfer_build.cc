@@ -83,8 +83,8 @@ Result<std::shared_ptr<TransferState>> Runtime::Impl::Build(CopyRequest& req) {
   if (req.remote && req.remote->on_grid) {
     const size_t h = req.remote->net_hop;
     const uint64_t entry = req.src.shape.fields.total_bytes();
-    const uint64_t wire = std::max({t->grid->SlotBytes(t->path.nodes[h].layout, entry),
-                                    t->grid->SlotBytes(t->path.nodes[h + 1].layout, entry),
+    const uint64_t wire = std::max({t->grid->SlotBytes(t->path().nodes[h].layout, entry),
+                                    t->grid->SlotBytes(t->path().nodes[h + 1].layout, entry),
                                     t->grid->full_chunk().volume() * entry});
     ISO_RETURN_IF_ERROR(req.remote->on_grid(t->grid->count(), wire));
   }
@@ -156,24 +156,28 @@ Status Runtime::Impl::PlanPath(TransferState& t, const CopyRequest& req) const {
   if (req.remote) {
     ISO_RETURN_IF_ERROR(AdoptRemotePath(t, *req.remote));
     t.remote = req.remote;
-    t.net_channel = t.path.edges[req.remote->net_hop].channel;
-    if (req.remote->relays()) t.relay_channel = t.path.edges[req.remote->relay_hop].channel;
+    t.net_channel = t.path().edges[req.remote->net_hop].channel;
+    if (req.remote->relays()) t.relay_channel = t.path().edges[req.remote->relay_hop].channel;
   } else {
-    ISO_ASSIGN_OR_RETURN(t.path, MakePath(req.src, req.dst, t.box, req.via));
-    if (req.src.packed) CostPackedEnds(t.path, *req.src.packed, *req.dst.packed, topo);
+    ISO_ASSIGN_OR_RETURN(t.shared_path, MakePath(req.src, req.dst, t.box, req.via));
+    if (req.src.packed) {
+      Path costed = t.path();  // the cached path stays as planned
+      CostPackedEnds(costed, *req.src.packed, *req.dst.packed, topo);
+      t.shared_path = std::make_shared<const Path>(std::move(costed));
+    }
   }
-  t.last_hop = !req.remote            ? t.path.edges.size() - 1
+  t.last_hop = !req.remote            ? t.path().edges.size() - 1
                : req.remote->sending  ? req.remote->net_hop
                : req.remote->relays() ? req.remote->relay_hop
-                                      : t.path.edges.size() - 1;
-  for (size_t i = 1; i + 1 < t.path.nodes.size() && !req.remote; ++i) {
-    if (IsDisk(t.path.nodes[i].memory)) {
-      return FailedPrecondition("the path ", t.path.ToString(topo),
+                                      : t.path().edges.size() - 1;
+  for (size_t i = 1; i + 1 < t.path().nodes.size() && !req.remote; ++i) {
+    if (IsDisk(t.path().nodes[i].memory)) {
+      return FailedPrecondition("the path ", t.path().ToString(topo),
                                 " stages in a DSK memory; DSK memories are endpoints only");
     }
-    const TopologyMemory* m = topo.FindMemory(t.path.nodes[i].memory);
+    const TopologyMemory* m = topo.FindMemory(t.path().nodes[i].memory);
     if (m && m->kind == MemoryKind::kProcess) {
-      return FailedPrecondition("the path ", t.path.ToString(topo),
+      return FailedPrecondition("the path ", t.path().ToString(topo),
                                 " stages in PROCESS memory; it is an endpoint only");
     }
   }
@@ -214,19 +218,19 @@ Status Runtime::Impl::OpenDiskEnds(TransferState& t, const CopyRequest& req, boo
 Status Runtime::Impl::SizeBuffers(TransferState& t, const CopyRequest& req) const {
   const uint64_t entry = req.src.shape.fields.total_bytes();
   ISO_ASSIGN_OR_RETURN(ChunkGrid grid,
-                       req.remote ? GridAlong(t.path, t.box, req.src.shape.fields,
+                       req.remote ? GridAlong(t.path(), t.box, req.src.shape.fields,
                                               req.remote->chunk_target, req.remote->slot_limit)
-                                  : GridFor(t.path, t.box, req.src.shape.fields));
+                                  : GridFor(t.path(), t.box, req.src.shape.fields));
   if (req.remote && grid.count() > (1ull << 22)) {
     return InvalidArgument("cross-node copy ", req.remote->key, ": ", grid.count(),
                            " chunks; at most 4194304 (raise cluster.request_size)");
   }
   t.grid = grid;
   std::vector<uint64_t> need(topo.memories.size(), 0);
-  for (size_t i = 1; i + 1 < t.path.nodes.size(); ++i) {
+  for (size_t i = 1; i + 1 < t.path().nodes.size(); ++i) {
     RingBuffer b;
-    b.memory = t.path.nodes[i].memory;
-    b.layout = t.path.nodes[i].layout;
+    b.memory = t.path().nodes[i].memory;
+    b.layout = t.path().nodes[i].layout;
     if (!IsLocal(b.memory)) {  // the other node's buffer
       b.remote = true;
       t.buffers.push_back(b);
@@ -264,12 +268,12 @@ Status Runtime::Impl::SizeBuffers(TransferState& t, const CopyRequest& req) cons
 
 // One XD per hop; hops of the other node are marked remote.
 void Runtime::Impl::MakeXds(TransferState& t) {
-  for (size_t h = 0; h < t.path.edges.size(); ++h) {
+  for (size_t h = 0; h < t.path().edges.size(); ++h) {
     auto x = std::make_unique<XdState>();
     x->transfer = &t;
     x->hop = h;
-    x->remote = t.path.edges[h].channel < 0;
-    x->channel = x->remote ? 0 : static_cast<size_t>(t.path.edges[h].channel);
+    x->remote = t.path().edges[h].channel < 0;
+    x->channel = x->remote ? 0 : static_cast<size_t>(t.path().edges[h].channel);
     x->done.assign(t.grid->count(), 0);
     t.xds.push_back(std::move(x));
   }
@@ -312,10 +316,11 @@ Status Runtime::Impl::CheckInstance(const InstanceRef& ref, std::string_view wha
   return OkStatus();
 }
 
-Result<Path> Runtime::Impl::MakePath(const InstanceRef& src, const InstanceRef& dst, const Box& box,
-                                     const std::vector<HopSpec>& via) const {
+Result<std::shared_ptr<const Path>> Runtime::Impl::MakePath(const InstanceRef& src,
+                                                            const InstanceRef& dst, const Box& box,
+                                                            const std::vector<HopSpec>& via) const {
   if (via.empty()) {
-    return CurrentPlanner()->Plan({src.memory, src.shape.layout}, {dst.memory, dst.shape.layout},
+    return CurrentPlanner()->PlanShared({src.memory, src.shape.layout}, {dst.memory, dst.shape.layout},
                                   box, src.shape.fields.total_bytes(),
                                   src.shape.fields.smallest_bytes());
   }
@@ -346,7 +351,7 @@ Result<Path> Runtime::Impl::MakePath(const InstanceRef& src, const InstanceRef& 
   // over TH between two intermediates) still runs, without them.
   Result<Path> evaluated = CurrentPlanner()->Evaluate(p, box, src.shape.fields.total_bytes(),
                                                       src.shape.fields.smallest_bytes());
-  return evaluated.ok() ? *std::move(evaluated) : p;
+  return std::make_shared<const Path>(evaluated.ok() ? *std::move(evaluated) : std::move(p));
 }
 
 // The chunk sequence a path runs with: chunks of about the smallest
@@ -430,9 +435,9 @@ Status Runtime::Impl::AdoptRemotePath(TransferState& t, const RemotePart& part) 
                            " bytes in slots of ", part.slot_limit,
                            " are outside this node's limits");
   }
-  t.path = path;
+  Path adopted = path;
   for (size_t h = 0; h < path.edges.size(); ++h) {
-    TopologyEdge& e = t.path.edges[h];
+    TopologyEdge& e = adopted.edges[h];
     const bool mine = part.Mine(h);
     const bool out = h == part.relay_hop && part.relays();  // a relay's sending hop
     if (h == part.net_hop || out) {
@@ -462,6 +467,7 @@ Status Runtime::Impl::AdoptRemotePath(TransferState& t, const RemotePart& part) 
                                 " stages in a DSK memory; DSK memories are endpoints only");
     }
   }
+  t.shared_path = std::make_shared<const Path>(std::move(adopted));
   return OkStatus();
 }
 

@@ -61,7 +61,10 @@ struct TransferState {
   InstanceRef src;
   InstanceRef dst;
   Box box;
-  Path path;
+  // Its path: the plan cache's own (a copy only where the transfer's path
+  // differs: costed packed ends, a peer's plan adopted), so a small copy
+  // neither copies nor frees one.
+  std::shared_ptr<const Path> shared_path;
   std::optional<ChunkGrid> grid;
   std::function<void(Status)> on_complete;  // run and cleared by Finish's Completion
   bool durable = true;
@@ -99,6 +102,8 @@ struct TransferState {
 
   // Back pointer for Cancel(); valid while the runtime lives.
   Runtime* runtime = nullptr;
+
+  const Path& path() const { return *shared_path; }
 };
 
 }  // namespace isometry
