@@ -123,8 +123,9 @@ struct Runtime::Impl {
   Result<Box> CheckBox(const CopyRequest& req) const;
   Status CheckInstance(const InstanceRef& ref, std::string_view what) const;
   Status PlanPath(TransferState& t, const CopyRequest& req) const;
-  Result<std::shared_ptr<const Path>> MakePath(const InstanceRef& src, const InstanceRef& dst, const Box& box,
-                        const std::vector<HopSpec>& via) const;
+  Result<std::shared_ptr<const Path>> MakePath(const InstanceRef& src, const InstanceRef& dst,
+                                               const Box& box,
+                                               const std::vector<HopSpec>& via) const;
   Status AdoptRemotePath(TransferState& t, const RemotePart& part) const;
   Result<int> NetChannel(uint64_t key, const std::string& peer) const;
   Status OpenDiskEnds(TransferState& t, const CopyRequest& req, bool src_disk, bool dst_disk) const;

@@ -320,9 +320,9 @@ Result<std::shared_ptr<const Path>> Runtime::Impl::MakePath(const InstanceRef& s
                                                             const InstanceRef& dst, const Box& box,
                                                             const std::vector<HopSpec>& via) const {
   if (via.empty()) {
-    return CurrentPlanner()->PlanShared({src.memory, src.shape.layout}, {dst.memory, dst.shape.layout},
-                                  box, src.shape.fields.total_bytes(),
-                                  src.shape.fields.smallest_bytes());
+    return CurrentPlanner()->PlanShared(
+        {src.memory, src.shape.layout}, {dst.memory, dst.shape.layout}, box,
+        src.shape.fields.total_bytes(), src.shape.fields.smallest_bytes());
   }
   Path p;
   p.algorithm = "explicit";
