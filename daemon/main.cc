@@ -4,6 +4,7 @@
 // daemon up as a list of steps (each a function below that says what it
 // needs), waits for a stop signal, drains and tears down in reverse order.
 #include <fcntl.h>
+#include <malloc.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -323,6 +324,11 @@ int ExitUsage(const Status& s) {
 
 int Main(int argc, char** argv) {
   SetLockOrderChecksForBuild();
+  // No fastbins: with them, every allocation above glibc's small sizes
+  // (a transfer's state is 1.5 KiB, one per copy) first merges all freed
+  // small chunks (malloc_consolidate), ~0.15 us of each 4 KiB ring copy.
+  // Small blocks still come from the per-thread cache.
+  mallopt(M_MXFAST, 0);
   CLI::App app{
       "isometryd: the Isometry per-node data transfer daemon.\n"
       "Without --config it serves the embedded single-node default."};
