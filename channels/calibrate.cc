@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <thread>
 
@@ -459,8 +460,8 @@ Result<GpuCurves> MeasureGpuChannel(Channel& channel, GpuMemory& gpu, int device
   return out;
 }
 
-Result<std::vector<RateSample>> MeasureDiskChannel(Channel& channel, const std::string& directory,
-                                                   std::chrono::milliseconds budget) {
+Result<DiskCurves> MeasureDiskChannel(Channel& channel, const std::string& directory,
+                                      std::chrono::milliseconds budget) {
   const ChannelKind kind = channel.caps().kind;
   if (kind != ChannelKind::kDiskRead && kind != ChannelKind::kDiskWrite) {
     return InvalidArgument("calibration: channel '", channel.caps().name,
@@ -502,38 +503,62 @@ Result<std::vector<RateSample>> MeasureDiskChannel(Channel& channel, const std::
   if (!write) ISO_RETURN_IF_ERROR(FillFile(file, host, kDiskArea));
   const FileRange ref = file.Ref();
   const uint64_t area = write ? kDiskWriteArea : kDiskArea;
-  return MeasureSizes(
-      sizes, 0, budget, [&](uint64_t size, Clock::duration slice) -> Result<double> {
+  // Writes: each size's rate up to its fdatasync too (DiskCurves::unsynced).
+  std::map<uint64_t, double> unsynced;
+  DiskCurves out;
+  ISO_ASSIGN_OR_RETURN(
+      out.samples,
+      MeasureSizes(sizes, 0, budget, [&](uint64_t size, Clock::duration slice) -> Result<double> {
         auto program = ContiguousProgram(size);
         // Sequential requests through the area, wrapping at its end.
         const uint64_t per_area = std::max<uint64_t>(1, area / size);
         const uint64_t host_slots = std::max<uint64_t>(1, host.size() / size);
         std::function<Status()> finish;
+        Clock::time_point synced_at;
         if (write) {
           // Fresh holes, and the fdatasync a durable copy ends with, timed.
           if (::ftruncate(file.fd(), 0) != 0 ||
               ::ftruncate(file.fd(), static_cast<off_t>(area)) != 0) {
             return Internal("calibration: resetting ", path, ": ", ErrnoString(errno));
           }
-          finish = [&] { return SyncFile(ref); };
+          finish = [&] {
+            synced_at = Clock::now();
+            return SyncFile(ref);
+          };
         }
-        return TimeRequests(
-            channel,
-            [&](uint64_t k) {
-              ChannelRequest r{.program = program};
-              FileRange at = ref;
-              at.offset = (k % per_area) * size;
-              if (write) {
-                r.src = HostBytes{host.data() + (k % host_slots) * size};
-                r.dst = std::move(at);
-              } else {
-                r.src = std::move(at);
-                r.dst = HostBytes{host.data() + (k % host_slots) * size};
-              }
-              return r;
-            },
-            size, slice, finish);
-      });
+        auto make = [&](uint64_t k) {
+          ChannelRequest r{.program = program};
+          FileRange at = ref;
+          at.offset = (k % per_area) * size;
+          if (write) {
+            r.src = HostBytes{host.data() + (k % host_slots) * size};
+            r.dst = std::move(at);
+          } else {
+            r.src = std::move(at);
+            r.dst = HostBytes{host.data() + (k % host_slots) * size};
+          }
+          return r;
+        };
+        const auto start = Clock::now();
+        ISO_ASSIGN_OR_RETURN(const double bps, TimeRequests(channel, make, size, slice, finish));
+        if (write) {
+          // The bytes TimeRequests moved, over the time before the sync.
+          const double all_s = std::chrono::duration<double>(Clock::now() - start).count();
+          const double writes_s = std::chrono::duration<double>(synced_at - start).count();
+          if (writes_s > 0) unsynced[size] = bps * all_s / writes_s;
+        }
+        return bps;
+      }));
+  if (!write) return out;
+  // Sizes MeasureSizes extended flat (past the budget) stay flat here too.
+  for (const RateSample& s : out.samples) {
+    auto it = unsynced.find(s.request_bytes);
+    const double bps = it != unsynced.end()   ? it->second
+                       : out.unsynced.empty() ? s.bytes_per_s
+                                              : out.unsynced.back().bytes_per_s;
+    out.unsynced.push_back({s.request_bytes, bps});
+  }
+  return out;
 }
 
 }  // namespace isometry

@@ -126,7 +126,14 @@ Result<GpuCurves> MeasureGpuChannel(Channel& channel, GpuMemory& gpu, int device
 // fdatasync. Costs up to about `budget` of I/O plus, for reads, the fill;
 // a write needs up to about budget x device speed of free space, briefly.
 // Fails with the path when the directory cannot take the file.
-Result<std::vector<RateSample>> MeasureDiskChannel(Channel& channel, const std::string& directory,
-                                                   std::chrono::milliseconds budget);
+// `samples` is the curve a durable copy pays; for a DiskWrite channel
+// `unsynced` has the same sizes timed up to the fdatasync (what a copy
+// with durable = false pays), for a DiskRead channel it is empty.
+struct DiskCurves {
+  std::vector<RateSample> samples;
+  std::vector<RateSample> unsynced;
+};
+Result<DiskCurves> MeasureDiskChannel(Channel& channel, const std::string& directory,
+                                      std::chrono::milliseconds budget);
 
 }  // namespace isometry

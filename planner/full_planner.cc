@@ -29,12 +29,20 @@ Result<Path> FullPlanner::Plan(const PlanEndpoint& src, const PlanEndpoint& dst,
 }
 
 Result<Path> FullPlanner::Evaluate(Path path, const Box& bounds, uint64_t field_bytes,
-                                   uint64_t element_bytes) const {
+                                   uint64_t element_bytes, bool durable) const {
   const Graph& g = *graph_;
+  // Copies of the edges read at another curve; reserved so that the
+  // pointers handed out stay valid.
+  std::vector<TopologyEdge> unsynced;
+  unsynced.reserve(path.edges.size());
   return full_planner_internal::EvaluateWith(
-      [&g](MemoryId a, MemoryId b) -> const TopologyEdge* {
+      [&](MemoryId a, MemoryId b) -> const TopologyEdge* {
         const int s = g.Index(a), d = g.Index(b);
-        return s >= 0 && d >= 0 ? g.EdgeBetween(s, d) : nullptr;
+        const TopologyEdge* e = s >= 0 && d >= 0 ? g.EdgeBetween(s, d) : nullptr;
+        if (durable || !e || !e->tp_unsynced || unsynced.size() == unsynced.capacity()) return e;
+        unsynced.push_back(*e);
+        unsynced.back().tp = *e->tp_unsynced;
+        return &unsynced.back();
       },
       std::move(path), bounds, field_bytes, g.options, element_bytes);
 }

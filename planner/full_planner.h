@@ -191,9 +191,10 @@ class FullPlanner {
   Result<Path> Simple(const PlanEndpoint& src, const PlanEndpoint& dst) const;
 
   // EvaluatePath over this planner's topology (edges found by index, not
-  // by a scan).
+  // by a scan). With `durable` false, disk writes count at their unsynced
+  // curve (TopologyEdge::tp_unsynced) where they have one.
   Result<Path> Evaluate(Path path, const Box& bounds, uint64_t field_bytes,
-                        uint64_t element_bytes = 1) const;
+                        uint64_t element_bytes = 1, bool durable = true) const;
 
   const Topology& topology() const;
   const FullPlannerOptions& options() const;

@@ -67,9 +67,11 @@ class Planner {
   // The model's estimates for a path the caller chose (a forced `via`
   // path): EvaluatePath over this planner's topology and options. Errors:
   // those of EvaluatePath (the space constraint among them). Not cached.
+  // `durable` false: a copy without the closing fdatasync
+  // (FullPlanner::Evaluate).
   Result<Path> Evaluate(Path path, const Box& bounds, uint64_t field_bytes,
-                        uint64_t element_bytes = 1) const {
-    return full_.Evaluate(std::move(path), bounds, field_bytes, element_bytes);
+                        uint64_t element_bytes = 1, bool durable = true) const {
+    return full_.Evaluate(std::move(path), bounds, field_bytes, element_bytes, durable);
   }
 
   PlannerStats stats() const;

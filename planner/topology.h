@@ -45,6 +45,10 @@ struct TopologyEdge {
   // 2-field one on the development VM (no clear difference from 64 B up).
   // Unset: `tp` serves every field count.
   std::optional<ThroughputFunction> tp_fields8;
+  // DiskWrite edges: the throughput of the writes alone, before the
+  // fdatasync that `tp` includes (a durable copy's cost): what a copy with
+  // durable = false pays (FullPlanner::Evaluate's `durable`). Unset: `tp`.
+  std::optional<ThroughputFunction> tp_unsynced;
   // The channel's configured rate cap in bytes/s (0: none). A capped hop
   // runs at its cap, not at what the memory system allows, so it is left
   // out of the shared-memory bound (full_planner.h).

@@ -102,7 +102,7 @@ TransferReport Node::Impl::BuildReport(const TransferRecord& r, bool detailed) c
   const auto end = r.finished ? t->times.finished : NodeClock::now();
   rep.elapsed_s = std::chrono::duration<double>(end - t->times.submitted).count();
   const Path& path = *t->path;
-  rep.predicted_bytes_per_s = path.predicted_bps;
+  rep.predicted_bytes_per_s = t->predicted_bps;
   SetMeasured(rep);
   if (!detailed) return rep;
   const Topology& topo = runtime->topology();

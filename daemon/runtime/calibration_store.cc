@@ -30,6 +30,7 @@ std::string GpuHostCurve(const std::string& channel, bool pinned) {
 
 std::string ContiguousCurve(const std::string& channel) { return channel + ":contiguous"; }
 std::string Fields8Curve(const std::string& channel) { return channel + ":fields8"; }
+std::string UnsyncedCurve(const std::string& channel) { return channel + ":unsynced"; }
 
 std::string HardwareFingerprint(const RuntimeConfig& config) {
   std::ostringstream s;

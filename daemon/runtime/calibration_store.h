@@ -15,8 +15,9 @@ namespace isometry {
 // By curve name: a channel's name for its run-size curve (MeasureChannel,
 // MeasureDiskChannel, the CMA model), ContiguousCurve(name) for a
 // host-memory channel's plain copies (MeasureContiguous) and
-// Fields8Curve(name) for its conversions of many fields. A file without
-// the latter two (written before they existed) still loads; its edges
+// Fields8Curve(name) for its conversions of many fields, UnsyncedCurve(name)
+// for a disk write channel's writes without their fdatasync. A file without
+// the latter three (written before they existed) still loads; its edges
 // then read the run-size curve for every hop.
 using Calibration = std::map<std::string, std::vector<RateSample>>;
 
@@ -25,6 +26,9 @@ std::string ContiguousCurve(const std::string& channel);
 // "<channel>:fields8": conversions of 8 interleaved fields, small runs
 // (MeasureChannel with fields = 8; TopologyEdge::tp_fields8).
 std::string Fields8Curve(const std::string& channel);
+// "<channel>:unsynced": a DiskWrite channel's writes timed before their
+// fdatasync (DiskCurves::unsynced; TopologyEdge::tp_unsynced).
+std::string UnsyncedCurve(const std::string& channel);
 
 // "<channel>:pinned" / "<channel>:pageable": a GPUWrite or GPURead
 // channel's run-size curve with ZCM / other host memory at its host end

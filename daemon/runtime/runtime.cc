@@ -221,9 +221,14 @@ Result<Transfer> Runtime::Copy(CopyRequest request) {
   return Transfer(t);
 }
 
-Result<Path> Runtime::Plan(const InstanceRef& src, const InstanceRef& dst) const {
+Result<Path> Runtime::Plan(const InstanceRef& src, const InstanceRef& dst, bool durable) const {
   ISO_ASSIGN_OR_RETURN(std::shared_ptr<const Path> path,
                        impl_->MakePath(src, dst, src.shape.bounds, {}));
+  if (!durable) {
+    if (std::optional<Path> p = impl_->Unsynced(*path, src.shape.bounds, src.shape.fields)) {
+      return *std::move(p);
+    }
+  }
   return *path;
 }
 
@@ -396,6 +401,7 @@ TransferSummary Transfer::Summary() const {
   s.times = times();
   s.hops_done = HopsDone();
   s.path = state_->shared_path;
+  s.predicted_bps = state_->predicted_bps;
   return s;
 }
 int Transfer::priority() const { return state_->priority; }

@@ -206,6 +206,9 @@ struct TransferSummary {
   TransferTimes times;
   std::vector<uint64_t> hops_done;  // chunks finished by each hop
   std::shared_ptr<const Path> path;
+  // Path::predicted_bps, or for a copy with durable = false what its disk
+  // writes move without the fdatasync (TransferState::predicted_bps).
+  double predicted_bps = 0;
 };
 
 class Transfer {
@@ -322,8 +325,9 @@ class Runtime {
   // memories, unreachable paths, buffers that could never fit) return here
   // and change nothing.
   Result<Transfer> Copy(CopyRequest request);
-  // Plans without copying.
-  Result<Path> Plan(const InstanceRef& src, const InstanceRef& dst) const;
+  // Plans without copying; for a copy with `durable` false, the path's
+  // figures count disk writes without their closing fdatasync.
+  Result<Path> Plan(const InstanceRef& src, const InstanceRef& dst, bool durable = true) const;
   Result<PlanExplanation> Explain(const InstanceRef& src, const InstanceRef& dst) const;
   // Measures every channel again (Isometry §4.1), keeps the figures in
   // config.calibration_file, and plans with them from now on.

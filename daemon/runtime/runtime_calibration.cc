@@ -118,7 +118,10 @@ Result<Calibration> Runtime::Impl::LoadOrMeasure(bool force) {
                      measured.status().ToString());
         continue;
       }
-      cal[ch.caps().name] = *std::move(measured);
+      cal[ch.caps().name] = std::move(measured->samples);
+      if (!measured->unsynced.empty()) {
+        cal[UnsyncedCurve(ch.caps().name)] = std::move(measured->unsynced);
+      }
     }
   }
   if (!config.calibration_file.empty()) {
@@ -203,6 +206,7 @@ Status Runtime::Impl::ApplyCalibration(const Calibration& cal) {
     ISO_ASSIGN_OR_RETURN(std::optional<ThroughputFunction> plain, curve(ContiguousCurve(name)));
     if (plain || !IsGpu(e.kind)) e.tp_contiguous = std::move(plain);
     ISO_ASSIGN_OR_RETURN(e.tp_fields8, curve(Fields8Curve(e.channel_name)));
+    ISO_ASSIGN_OR_RETURN(e.tp_unsynced, curve(UnsyncedCurve(e.channel_name)));
   }
   if (auto it = cal.find(kNodeCopyCurve); it != cal.end() && !it->second.empty()) {
     const double node_bps = it->second.front().bytes_per_s;

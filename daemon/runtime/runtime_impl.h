@@ -126,6 +126,10 @@ struct Runtime::Impl {
   Result<std::shared_ptr<const Path>> MakePath(const InstanceRef& src, const InstanceRef& dst,
                                                const Box& box,
                                                const std::vector<HopSpec>& via) const;
+  // `path` re-evaluated for a copy without the closing fdatasync (disk
+  // writes at their unsynced curves); nullopt where nothing changes (no
+  // such write on it, or the model refuses it).
+  std::optional<Path> Unsynced(const Path& path, const Box& box, const FieldSpace& fields) const;
   Status AdoptRemotePath(TransferState& t, const RemotePart& part) const;
   Result<int> NetChannel(uint64_t key, const std::string& peer) const;
   Status OpenDiskEnds(TransferState& t, const CopyRequest& req, bool src_disk, bool dst_disk) const;

@@ -165,7 +165,14 @@ Status Runtime::Impl::PlanPath(TransferState& t, const CopyRequest& req) const {
       CostPackedEnds(costed, *req.src.packed, *req.dst.packed, topo);
       t.shared_path = std::make_shared<const Path>(std::move(costed));
     }
+    std::optional<Path> unsynced =
+        req.durable ? std::nullopt : Unsynced(t.path(), t.box, req.src.shape.fields);
+    if (unsynced && req.src.packed) {
+      CostPackedEnds(*unsynced, *req.src.packed, *req.dst.packed, topo);
+    }
+    t.predicted_bps = unsynced ? unsynced->predicted_bps : t.path().predicted_bps;
   }
+  if (req.remote) t.predicted_bps = t.path().predicted_bps;
   t.last_hop = !req.remote            ? t.path().edges.size() - 1
                : req.remote->sending  ? req.remote->net_hop
                : req.remote->relays() ? req.remote->relay_hop
@@ -352,6 +359,18 @@ Result<std::shared_ptr<const Path>> Runtime::Impl::MakePath(const InstanceRef& s
   Result<Path> evaluated = CurrentPlanner()->Evaluate(p, box, src.shape.fields.total_bytes(),
                                                       src.shape.fields.smallest_bytes());
   return std::make_shared<const Path>(evaluated.ok() ? *std::move(evaluated) : std::move(p));
+}
+
+std::optional<Path> Runtime::Impl::Unsynced(const Path& path, const Box& box,
+                                            const FieldSpace& fields) const {
+  const bool writes = std::any_of(path.edges.begin(), path.edges.end(), [](const TopologyEdge& e) {
+    return e.kind == ChannelKind::kDiskWrite && e.tp_unsynced;
+  });
+  if (!writes) return std::nullopt;
+  Result<Path> p = CurrentPlanner()->Evaluate(path, box, fields.total_bytes(),
+                                              fields.smallest_bytes(), /*durable=*/false);
+  if (!p.ok()) return std::nullopt;
+  return *std::move(p);
 }
 
 // The chunk sequence a path runs with: chunks of about the smallest

@@ -65,6 +65,10 @@ struct TransferState {
   // differs: costed packed ends, a peer's plan adopted), so a small copy
   // neither copies nor frees one.
   std::shared_ptr<const Path> shared_path;
+  // What it should move per second: the path's figure, or for a copy with
+  // durable = false the path's with its disk writes unsynced (the path's
+  // own counts the fdatasync, as calibration measured a durable write).
+  double predicted_bps = 0;
   std::optional<ChunkGrid> grid;
   std::function<void(Status)> on_complete;  // run and cleared by Finish's Completion
   bool durable = true;

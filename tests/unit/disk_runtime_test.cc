@@ -279,10 +279,65 @@ TEST_CASE("calibration measures the disk channels on their DSK directory and pla
   REQUIRE(plan.ok());
   CHECK(plan->path.predicted_bps >= lo * 0.999);
   CHECK(plan->path.predicted_bps <= hi * 1.001);
+  // The writes are kept timed before their fdatasync too, and a copy
+  // without one is predicted from those.
+  REQUIRE(cal->count(UnsyncedCurve("disk_write0")) == 1);
+  CHECK(cal->at(UnsyncedCurve("disk_write0")).size() == 8);
+  CHECK(cal->count(UnsyncedCurve("disk_read0")) == 0);
+  double unsynced_hi = 0;
+  for (const RateSample& s : cal->at(UnsyncedCurve("disk_write0"))) {
+    unsynced_hi = std::max(unsynced_hi, s.bytes_per_s);
+  }
+  auto unsynced = r.Plan(src, FileRefTo(*r.FindMemory("dsk0"), "x.bin", shape), false);
+  REQUIRE(unsynced.ok());
+  CHECK(unsynced->predicted_bps <= unsynced_hi * 1.001);
+  CHECK(unsynced->predicted_bps >= plan->path.predicted_bps * 0.999);
   // A directory on another device (or moved) is other hardware.
   RuntimeConfig moved = c;
   moved.memories.back().directory = state.path;
   CHECK(HardwareFingerprint(moved) != HardwareFingerprint(c));
+}
+
+TEST_CASE("a copy to a file is predicted with its fdatasync only when durable") {
+  TempDir dir, state;
+  RuntimeConfig c = DiskConfig(dir.path);
+  c.calibrate = true;
+  c.calibration_file = state.File("calibration.toml");
+  // Durable writes at 1 GB/s, the same writes without the sync at 3 GB/s,
+  // everything else far faster: the disk write is the path's bottleneck.
+  std::ofstream(c.calibration_file)
+      << "fingerprint = \"" << HardwareFingerprint(c) << "\"\n[channel]\n"
+      << "memcpy0 = [[1, 50.0e9], [67108864, 50.0e9]]\n"
+      << "disk_read0 = [[4096, 50.0e9], [67108864, 50.0e9]]\n"
+      << "disk_write0 = [[4096, 1.0e9], [67108864, 1.0e9]]\n"
+      << "\"disk_write0:unsynced\" = [[4096, 3.0e9], [67108864, 3.0e9]]\n";
+  auto rt = Runtime::Create(c);
+  REQUIRE(rt.ok());
+  Runtime& r = **rt;
+  const InstanceShape shape{Box::FromExtents({1 << 17}), FieldSpace::Uniform(1, 8), Layout::Aos(1)};
+  std::vector<std::byte> host(shape.total_bytes(), std::byte{7});
+  const InstanceRef src{*r.FindMemory("sys0"), host.data(), host.size(), shape};
+  const MemoryId dsk = *r.FindMemory("dsk0");
+  for (const bool durable : {true, false}) {
+    INFO("durable " << durable);
+    const double expected = durable ? 1e9 : 3e9;
+    auto plan = r.Plan(src, FileRefTo(dsk, "p.bin", shape), durable);
+    REQUIRE(plan.ok());
+    CHECK(plan->predicted_bps == Approx(expected));
+    // The transfer reports the same figure, kept once it has ended.
+    CopyRequest req{.src = src, .dst = FileRefTo(dsk, durable ? "d.bin" : "n.bin", shape)};
+    req.durable = durable;
+    auto t = r.Copy(std::move(req));
+    REQUIRE(t.ok());
+    REQUIRE(t->Wait().ok());
+    CHECK(t->Summary().predicted_bps == Approx(expected));
+    CHECK(t->Summary().path->predicted_bps == Approx(1e9));  // the plan's own
+  }
+  // A read from the file has no such curve: its plan is the same either way.
+  const InstanceRef file = FileRefTo(dsk, "d.bin", shape);
+  std::vector<std::byte> back(shape.total_bytes());
+  const InstanceRef dst{*r.FindMemory("sys0"), back.data(), back.size(), shape};
+  CHECK(r.Plan(file, dst, false)->predicted_bps == Approx(r.Plan(file, dst)->predicted_bps));
 }
 
 }  // namespace ISOMETRY_TEST_FILE

@@ -220,6 +220,7 @@ class DiskRuntimeBench {
   // RemoveFiles (a DSK source is planned from its file).
   void Predict() {
     write_plan_ = PredictionOf(rt_, Host(a_, plain_), File(plain_name_, plain_));
+    nosync_plan_ = PredictionOf(rt_, Host(a_, plain_), File(plain_name_, plain_), false);
     read_plan_ = PredictionOf(rt_, File(plain_name_, plain_), Host(b_, plain_));
     aos_plan_ = PredictionOf(rt_, Host(a_, aos_), File(soa_name_, soa_));
     dd_plan_ = PredictionOf(rt_, File(plain_name_, rows_), File(dd_name_, cols_));
@@ -284,7 +285,7 @@ class DiskRuntimeBench {
   FioResult fio_[3];
   double fio_round_[3] = {};
   Rounds read_rounds_, write_rounds_, nosync_rounds_, convert_rounds_, staged_rounds_, dd_rounds_;
-  Prediction write_plan_, read_plan_, aos_plan_, dd_plan_;
+  Prediction write_plan_, nosync_plan_, read_plan_, aos_plan_, dd_plan_;
 };
 
 bool DiskRuntimeBench::PlainWriteRead(bool first) {
@@ -415,7 +416,7 @@ void DiskRuntimeBench::Print(bool direct, Report& report) const {
         write_plan_);
     add(MedianRow("disk_write_runtime", "durable=false", nosync_rounds_, FioBaseline(true, direct),
                   ""),
-        write_plan_);
+        nosync_plan_);
   } else {
     for (const FioResult& f : fio_) {
       if (!f.ok) {

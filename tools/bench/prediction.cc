@@ -4,8 +4,9 @@
 
 namespace isometry::bench {
 
-Prediction PredictionOf(const Runtime& rt, const InstanceRef& src, const InstanceRef& dst) {
-  const Result<Path> path = rt.Plan(src, dst);
+Prediction PredictionOf(const Runtime& rt, const InstanceRef& src, const InstanceRef& dst,
+                        bool durable) {
+  const Result<Path> path = rt.Plan(src, dst, durable);
   if (!path.ok()) {
     return {0, "no plan: " + path.status().ToString()};
   }

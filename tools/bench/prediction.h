@@ -8,10 +8,11 @@
 
 namespace isometry::bench {
 
-// The predicted GB/s of copying `src` to `dst` on `rt`; a Prediction with
-// gbps == 0 and the planner's error (or "the model gave no figure") when
-// there is none.
-Prediction PredictionOf(const Runtime& rt, const InstanceRef& src, const InstanceRef& dst);
+// The predicted GB/s of copying `src` to `dst` on `rt` (with `durable` as
+// the copy has it: Runtime::Plan); a Prediction with gbps == 0 and the
+// planner's error (or "the model gave no figure") when there is none.
+Prediction PredictionOf(const Runtime& rt, const InstanceRef& src, const InstanceRef& dst,
+                        bool durable = true);
 
 // `row` with `p` attached.
 inline Row WithPrediction(Row row, const Prediction& p) {
