@@ -4,10 +4,10 @@
 // daemon up as a list of steps (each a function below that says what it
 // needs), waits for a stop signal, drains and tears down in reverse order.
 #include <fcntl.h>
-#include <malloc.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
