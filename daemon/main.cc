@@ -327,8 +327,8 @@ int Main(int argc, char** argv) {
   // No fastbins: with them, every allocation above glibc's small sizes
   // (a transfer's state is 1.5 KiB, one per copy) first merges all freed
   // small chunks (malloc_consolidate), ~0.15 us of each 4 KiB ring copy.
-  // Small blocks still come from the per-thread cache.
-  mallopt(M_MXFAST, 0);
+  // Small blocks still come from the per-thread cache. Before any thread.
+  mallopt(M_MXFAST, 0);  // NOLINT(concurrency-mt-unsafe)
   CLI::App app{
       "isometryd: the Isometry per-node data transfer daemon.\n"
       "Without --config it serves the embedded single-node default."};
