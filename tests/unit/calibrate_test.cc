@@ -42,6 +42,22 @@ TEST_CASE("calibration measures a converting channel's run sizes from 1 byte to 
   CHECK(samples->back().bytes_per_s >= 0.7 * samples->front().bytes_per_s);
 }
 
+TEST_CASE("a small share still measures every run size of the 8-field curve") {
+  ChannelConfig cc;
+  cc.name = "memcpy0";
+  auto ch = MakeChannel(cc);
+  REQUIRE(ch.ok());
+  // 30 ms for 7 sizes: two 4 MiB requests of 1 B runs take longer than a
+  // size's share, but the later sizes' requests are no larger, so they are
+  // measured, not extrapolated flat at the 1 B rate.
+  const uint64_t max_run = 64;  // the runtime's kFields8MaxRun
+  auto samples = MeasureChannel(**ch, std::chrono::milliseconds(30), 8, max_run);
+  REQUIRE(samples.ok());
+  REQUIRE(samples->size() >= 2);
+  CHECK(samples->back().request_bytes == max_run);
+  CHECK(samples->back().bytes_per_s > 2 * samples->front().bytes_per_s);
+}
+
 TEST_CASE("a rate-capped channel never measures above its cap, and stays in budget") {
   ChannelConfig cc;
   cc.name = "capped";
