@@ -404,6 +404,7 @@ TransferSummary Transfer::Summary() const {
   s.predicted_bps = state_->predicted_bps;
   return s;
 }
+
 int Transfer::priority() const { return state_->priority; }
 uint64_t Transfer::bytes() const {
   return state_->box.volume() * state_->src.shape.fields.total_bytes();
