@@ -195,7 +195,6 @@ class ChunkGrid;
 PlanExplanation ExplainGrid(Path path, const ChunkGrid& grid, uint64_t entry_bytes,
                             int slots_per_buffer);
 
-// A handle to a submitted transfer. Copyable; dropping it does not cancel.
 // What reports need of a transfer: its figures and path, without its ends,
 // buffers or XDs. Once a transfer has ended its node keeps only this (for
 // the last thousands of copies), so the rest is freed while still in cache.
@@ -211,6 +210,7 @@ struct TransferSummary {
   double predicted_bps = 0;
 };
 
+// A handle to a submitted transfer. Copyable; dropping it does not cancel.
 class Transfer {
  public:
   uint64_t id() const;

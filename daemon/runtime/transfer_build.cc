@@ -156,6 +156,7 @@ Status Runtime::Impl::PlanPath(TransferState& t, const CopyRequest& req) const {
   if (req.remote) {
     ISO_RETURN_IF_ERROR(AdoptRemotePath(t, *req.remote));
     t.remote = req.remote;
+    t.predicted_bps = t.path().predicted_bps;
     t.net_channel = t.path().edges[req.remote->net_hop].channel;
     if (req.remote->relays()) t.relay_channel = t.path().edges[req.remote->relay_hop].channel;
   } else {
@@ -172,7 +173,6 @@ Status Runtime::Impl::PlanPath(TransferState& t, const CopyRequest& req) const {
     }
     t.predicted_bps = unsynced ? unsynced->predicted_bps : t.path().predicted_bps;
   }
-  if (req.remote) t.predicted_bps = t.path().predicted_bps;
   t.last_hop = !req.remote            ? t.path().edges.size() - 1
                : req.remote->sending  ? req.remote->net_hop
                : req.remote->relays() ? req.remote->relay_hop
@@ -363,9 +363,9 @@ Result<std::shared_ptr<const Path>> Runtime::Impl::MakePath(const InstanceRef& s
 
 std::optional<Path> Runtime::Impl::Unsynced(const Path& path, const Box& box,
                                             const FieldSpace& fields) const {
-  const bool writes = std::any_of(path.edges.begin(), path.edges.end(), [](const TopologyEdge& e) {
-    return e.kind == ChannelKind::kDiskWrite && e.tp_unsynced;
-  });
+  // Only disk write edges have the curve (FullPlanner::Evaluate reads it).
+  const bool writes = std::any_of(path.edges.begin(), path.edges.end(),
+                                  [](const TopologyEdge& e) { return e.tp_unsynced.has_value(); });
   if (!writes) return std::nullopt;
   Result<Path> p = CurrentPlanner()->Evaluate(path, box, fields.total_bytes(),
                                               fields.smallest_bytes(), /*durable=*/false);
