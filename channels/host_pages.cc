@@ -57,23 +57,13 @@ void UnmapHostPages(std::byte* base, uint64_t length) {
 Result<HostPages> HostPages::Map(uint64_t bytes, bool populate) {
   const uint64_t length = HostPagesLength(bytes);
   const bool huge = length >= kHugePageBytes;
-  // Over-map by one huge page and trim both ends to get 2 MiB alignment:
-  // mmap only promises page alignment.
-  const uint64_t span = huge ? length + kHugePageBytes : length;
-  void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* raw = MapHugeAligned(length, MAP_PRIVATE | MAP_ANONYMOUS);
   if (raw == MAP_FAILED) {
     return ResourceExhausted("cannot map ", bytes, " bytes of host memory: ", ErrnoString(errno));
   }
   auto* base = static_cast<std::byte*>(raw);
-  if (huge) {
-    const uintptr_t at = reinterpret_cast<uintptr_t>(base);
-    const uint64_t head = RoundUp(at, kHugePageBytes) - at;
-    if (head) ::munmap(base, head);
-    if (kHugePageBytes - head) ::munmap(base + head + length, kHugePageBytes - head);
-    base += head;
-    // A hint: EINVAL where THP is compiled out; the pages are then small.
-    (void)::madvise(base, length, MADV_HUGEPAGE);
-  }
+  // A hint: EINVAL where THP is compiled out; the pages are then small.
+  if (huge) (void)::madvise(base, length, MADV_HUGEPAGE);
   HostPages pages(base, length);
   if (populate) {
     // After the advice, so the faults take huge pages (MAP_POPULATE would

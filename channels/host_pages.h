@@ -18,11 +18,10 @@
 #include <string>
 #include <utility>
 
+#include "core/huge_mapping.h"
 #include "core/status.h"
 
 namespace isometry {
-
-inline constexpr uint64_t kHugePageBytes = 2ull << 20;
 
 // A private anonymous mapping of at least `bytes` (page-aligned; 2 MiB-
 // aligned and huge-page advised from 2 MiB up). Move-only; unmaps itself.

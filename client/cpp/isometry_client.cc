@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "client/cpp/client_impl.h"
+#include "core/huge_mapping.h"
 #include "core/strings.h"
 #include "isometry.pb.h"
 #include "proto/datatype_wire.h"
@@ -31,7 +32,9 @@ Result<std::pair<std::byte*, uint64_t>> MapFd(int fd, uint64_t bytes) {
   // allocation; this fills this process's page table too, so the client's
   // first pass over its memory takes no page faults (they cost about 0.1 s
   // per GiB of 4 KiB pages on the development VM, paid here instead).
-  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  // 2 MiB-aligned: where the daemon made the pages huge (it does unless
+  // the kernel cannot), this mapping takes them as 2 MiB entries too.
+  void* p = MapSharedAligned(fd, mapped, MAP_POPULATE);
   if (p == MAP_FAILED) {
     return Internal("mmap of ", bytes, " bytes: ", ErrnoString(errno));
   }

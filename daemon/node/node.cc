@@ -59,6 +59,7 @@ Result<std::unique_ptr<Node>> Node::Create(const Config& config, const ChannelCo
                impl->rdma.why);
   ChannelMaker maker = [context](const ChannelConfig& c) { return MakeChannel(c, context); };
   ISO_ASSIGN_OR_RETURN(impl->runtime, Runtime::Create(rc, maker));
+  bool pools_huge = false;  // a probe allocation got 2 MiB pages
   for (size_t i = 0; i < rc.memories.size(); ++i) {
     const MemoryConfig& m = rc.memories[i];
     auto p = std::make_shared<PoolAccount>();
@@ -86,19 +87,22 @@ Result<std::unique_ptr<Node>> Node::Create(const Config& config, const ChannelCo
       continue;
     }
     const double ms = probe->populate_seconds() * 1e3;
+    if (probe->huge_bytes() > 0) pools_huge = true;
     spdlog::info(
         "memory '{}': client pool of {} MiB; allocations are populated when made "
         "({} MiB in {:.1f} ms, {:.0f} ms per GiB{})",
         m.name, p->capacity >> 20, probe_bytes >> 20, ms,
         ms * static_cast<double>(1ull << 30) / static_cast<double>(probe_bytes),
-        probe->used_hugetlb() ? ", hugetlb" : "");
+        probe->used_hugetlb()     ? ", hugetlb"
+        : probe->huge_bytes() > 0 ? ", 2 MiB pages"
+                                  : ", 4 KiB pages");
   }
   // Pool pages size every O_DIRECT or socket request from client memory:
   // one segment per page. Say so once when nothing gives large pages.
   const bool any_hugetlb =
       std::any_of(config.runtime.memories.begin(), config.runtime.memories.end(),
                   [](const MemoryConfig& m) { return m.hugetlb; });
-  if (!any_hugetlb && ShmemHugePageMode() == "never") {
+  if (!any_hugetlb && !pools_huge && ShmemHugePageMode() == "never") {
     spdlog::info(
         "client pools use 4 KiB pages (transparent_hugepage/shmem_enabled is 'never'); "
         "disk paths from pool memory run faster with 'advise' or with memory.hugetlb "

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/huge_mapping.h"
 #include "core/strings.h"
 
 // Linux 5.14; older headers lack it, older kernels answer EINVAL.
@@ -92,20 +93,35 @@ Result<SharedMemory> SharedMemory::Create(const std::string& name, uint64_t byte
   if (fcntl(m.fd_.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     return Fail("sealing", name);
   }
-  void* p = mmap(nullptr, m.mapped_, PROT_READ | PROT_WRITE, MAP_SHARED, m.fd_.get(), 0);
+  // 2 MiB-aligned, so that huge pages can map here.
+  void* p = MapSharedAligned(m.fd_.get(), m.mapped_);
   if (p == MAP_FAILED) return Fail("mmap", name);
   // Where shmem THP is allowed (transparent_hugepage/shmem_enabled =
   // advise), pages this process faults in are huge: disk and network DMA
   // then see few, large segments (channels/host_pages.h). A hint; ignored
   // under "never" and for hugetlb memory.
-  if (!m.hugetlb_ && m.mapped_ >= (2ull << 20)) (void)::madvise(p, m.mapped_, MADV_HUGEPAGE);
+  if (!m.hugetlb_ && m.mapped_ >= kHugePageBytes) (void)::madvise(p, m.mapped_, MADV_HUGEPAGE);
   m.data_ = static_cast<std::byte*>(p);
   m.size_ = bytes;
   const auto t0 = std::chrono::steady_clock::now();
+  // Under "never" (Debian's default) a memfd's pages are 4 KiB: made huge
+  // here, best effort. One page of each 2 MiB is faulted in and the kernel
+  // collapses around it (the rest it fills with zeros), so each huge page
+  // is allocated once, not assembled from 512 small ones. On the
+  // development VM a first copy into a fresh 256 MiB allocation ran at
+  // 0.05-0.1x the next copy in 4 KiB pages and at 0.85-0.95x in huge ones,
+  // and allocating took 90-110 ms per GiB instead of 550.
+  if (!m.hugetlb_) {
+    for (uint64_t off = 0; off + kHugePageBytes <= m.mapped_; off += kHugePageBytes) {
+      *reinterpret_cast<volatile char*>(m.data_ + off) = 0;
+    }
+    m.huge_bytes_ = CollapseToHugePages(m.data_, m.mapped_);
+  }
   if (int e = Populate(m.data_, m.mapped_)) {
     errno = e;
     return Fail("populating the pages", name);
   }
+  if (m.hugetlb_) m.huge_bytes_ = m.mapped_;
   m.populate_seconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return m;
@@ -117,6 +133,7 @@ SharedMemory::SharedMemory(SharedMemory&& o) noexcept
       size_(std::exchange(o.size_, 0)),
       mapped_(std::exchange(o.mapped_, 0)),
       hugetlb_(o.hugetlb_),
+      huge_bytes_(o.huge_bytes_),
       populate_seconds_(o.populate_seconds_) {}
 
 SharedMemory& SharedMemory::operator=(SharedMemory&& o) noexcept {
@@ -127,6 +144,7 @@ SharedMemory& SharedMemory::operator=(SharedMemory&& o) noexcept {
     size_ = std::exchange(o.size_, 0);
     mapped_ = std::exchange(o.mapped_, 0);
     hugetlb_ = o.hugetlb_;
+    huge_bytes_ = o.huge_bytes_;
     populate_seconds_ = o.populate_seconds_;
   }
   return *this;

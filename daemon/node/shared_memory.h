@@ -12,6 +12,10 @@
 // a copy. The cost moves to Create: about what those faults cost (see
 // README, Client pools). Nothing ever discards the pages until the memfd
 // is closed by everyone holding it.
+//
+// The mapping is 2 MiB-aligned and, where the kernel can (MADV_COLLAPSE,
+// Linux 6.1), its pages are made huge after populating them, whatever
+// transparent_hugepage/shmem_enabled says (core/huge_mapping.h).
 #pragma once
 
 #include <cstddef>
@@ -41,7 +45,10 @@ class SharedMemory {
   uint64_t mapped_size() const { return mapped_; }
   int fd() const { return fd_.get(); }
   bool used_hugetlb() const { return hugetlb_; }
-  // Seconds Create spent populating the pages (for log lines).
+  // Bytes backed by 2 MiB pages (hugetlb, or made huge by Create).
+  uint64_t huge_bytes() const { return huge_bytes_; }
+  // Seconds Create spent populating the pages, making them huge included
+  // (for log lines).
   double populate_seconds() const { return populate_seconds_; }
 
  private:
@@ -50,6 +57,7 @@ class SharedMemory {
   uint64_t size_ = 0;
   uint64_t mapped_ = 0;
   bool hugetlb_ = false;
+  uint64_t huge_bytes_ = 0;
   double populate_seconds_ = 0;
 };
 

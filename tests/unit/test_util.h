@@ -14,21 +14,25 @@
 
 namespace isometry::testing {
 
-// Rss of this process's mapping that starts at `p` (/proc/self/smaps), in
-// bytes: how much of it the page table maps now. 0 when there is none.
-inline uint64_t MappedRss(const void* p) {
+// A field of this process's mapping that starts at `p` (/proc/self/smaps),
+// in bytes: "Rss" (how much of it the page table maps now),
+// "ShmemPmdMapped" (how much of a memfd's mapping is mapped by 2 MiB
+// entries). 0 when there is no such mapping or field.
+inline uint64_t MappingField(const void* p, const std::string& field) {
   std::ifstream in("/proc/self/smaps");
   bool inside = false;
+  const std::string key = field + ":";
   for (std::string line; std::getline(in, line);) {
     const size_t dash = line.find('-');
     if (dash != std::string::npos && dash < 17 && line.find(' ') > dash) {
       inside = std::stoull(line.substr(0, dash), nullptr, 16) == reinterpret_cast<uintptr_t>(p);
-    } else if (inside && line.rfind("Rss:", 0) == 0) {
-      return std::stoull(line.substr(4)) * 1024;  // "Rss:   8192 kB"
+    } else if (inside && line.rfind(key, 0) == 0) {
+      return std::stoull(line.substr(key.size())) * 1024;  // "Rss:   8192 kB"
     }
   }
   return 0;
 }
+inline uint64_t MappedRss(const void* p) { return MappingField(p, "Rss"); }
 
 inline FieldSpace RandomFields(std::mt19937_64& rng, int max_fields = 8) {
   static constexpr uint32_t kSizes[] = {1, 2, 3, 4, 8, 12, 16};
