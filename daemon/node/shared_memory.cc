@@ -122,6 +122,14 @@ Result<SharedMemory> SharedMemory::Create(const std::string& name, uint64_t byte
     return Fail("populating the pages", name);
   }
   if (m.hugetlb_) m.huge_bytes_ = m.mapped_;
+  // One write per huge page through this mapping: a host with shadow page
+  // tables (the development VM) builds its entry on the first access from
+  // user space, which populating does not make; made here, not in the
+  // first copy (fresh 256 MiB: 0.85-0.89x of the next copy without,
+  // 0.89-0.97x with). The memory is fresh, so zero is what it holds.
+  for (uint64_t off = 0; off < m.huge_bytes_; off += kHugePageBytes) {
+    *reinterpret_cast<volatile char*>(m.data_ + off) = 0;
+  }
   m.populate_seconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return m;
