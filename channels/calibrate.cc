@@ -21,6 +21,7 @@
 #include "core/random.h"
 #include "core/strings.h"
 #include "core/unique_fd.h"
+#include "layout/executor.h"
 
 namespace isometry {
 
@@ -289,8 +290,8 @@ Result<RateSample> MeasureNodeCopy(std::chrono::milliseconds budget) {
   return RateSample{per_thread, static_cast<double>(total) / std::max(seconds, 1e-9)};
 }
 
-Result<RateSample> MeasureNodePipe(uint64_t slot_bytes, int slots,
-                                   std::chrono::milliseconds budget) {
+Result<RateSample> MeasureNodePipe(uint64_t slot_bytes, int slots, std::chrono::milliseconds budget,
+                                   bool stream_ring) {
   slot_bytes = std::max<uint64_t>(slot_bytes, 4096);
   const auto depth = static_cast<uint64_t>(std::max(slots, 1));
   // The ends cycle through areas four times the cache, as a copy's
@@ -300,6 +301,7 @@ Result<RateSample> MeasureNodePipe(uint64_t slot_bytes, int slots,
   ISO_ASSIGN_OR_RETURN(const Areas ends, MakeAreas(area));
   ISO_ASSIGN_OR_RETURN(const Areas ring, MakeAreas(slot_bytes * depth));
   const uint64_t per_area = area / slot_bytes;
+  const std::shared_ptr<const CopyProgram> program = ContiguousProgram(slot_bytes);
   // Slot k is filled by the first hop once the second has emptied slot
   // k - depth, and emptied once filled: a counter each, spun on with a
   // yield (both threads stay busy in a pipelined copy too).
@@ -331,15 +333,16 @@ Result<RateSample> MeasureNodePipe(uint64_t slot_bytes, int slots,
     std::jthread up([&] {
       for (uint64_t k = 0; k < depth || wait_until(emptied, k - depth + 1); ++k) {
         if (stop.load(std::memory_order_relaxed)) return;
-        std::memcpy(slots_at + (k % depth) * slot_bytes, src + (k % per_area) * slot_bytes,
-                    slot_bytes);
+        ExecuteProgram(*program, src + (k % per_area) * slot_bytes,
+                       slots_at + (k % depth) * slot_bytes,
+                       stream_ring ? Stores::kStreaming : Stores::kCached);
         filled.store(k + 1, std::memory_order_release);
       }
     });
     std::jthread down([&] {
       for (uint64_t k = 0; wait_until(filled, k + 1); ++k) {
-        std::memcpy(dst + (k % per_area) * slot_bytes, slots_at + (k % depth) * slot_bytes,
-                    slot_bytes);
+        ExecuteProgram(*program, slots_at + (k % depth) * slot_bytes,
+                       dst + (k % per_area) * slot_bytes, Stores::kStreaming);
         emptied.store(k + 1, std::memory_order_release);
       }
     });

@@ -83,17 +83,21 @@ Result<RateSample> MeasureNodeCopy(std::chrono::milliseconds budget);
 // thread copies `slot_bytes` at a time from a large source area into the
 // next of `slots` ring slots, another from the filled slot into a large
 // destination area, each waiting for the other at the ring's ends, for
-// about `budget`. One sample: bytes through the ring per second,
-// request_bytes the slot. The runtime's ring for such a copy is
-// slots_per_buffer chunks of the channel's request size; a ring that small
-// stays in the cache, so the pair crosses memory about as often as one
-// copy does, and on the 2-core development VM it ran at 18-19.6 GB/s where
-// node_copy_bps / 2 said 13 (TopologyEdge::node_pipe_bps). The figure is
-// the best of four windows of the steady state (a vCPU taken away for a
-// while slows one window, not the hardware). Fails only when the buffers
-// cannot be allocated.
-Result<RateSample> MeasureNodePipe(uint64_t slot_bytes, int slots,
-                                   std::chrono::milliseconds budget);
+// about `budget`. Both copy with the executor the memcpy channel runs
+// (layout/executor.h): the second with streaming stores, as the runtime's
+// last hop of a large copy writes; the first into the ring with cached
+// stores, or with streaming ones where `stream_ring` (the runtime does
+// whichever calibration found faster: Runtime's ring writes). One sample:
+// bytes through the ring per second, request_bytes the slot. The
+// runtime's ring for such a copy is slots_per_buffer chunks of the
+// channel's request size; a ring that small stays in the cache, so the
+// pair crosses memory about as often as one copy does, and on the 2-core
+// development VM it ran at 18-19.6 GB/s where node_copy_bps / 2 said 13
+// (TopologyEdge::node_pipe_bps). The figure is the best of four windows of
+// the steady state (a vCPU taken away for a while slows one window, not
+// the hardware). Fails only when the buffers cannot be allocated.
+Result<RateSample> MeasureNodePipe(uint64_t slot_bytes, int slots, std::chrono::milliseconds budget,
+                                   bool stream_ring = false);
 
 // Measures a GPU channel (GPUWrite, GPURead, GPUCopy) between a host area
 // of 128 MiB (pinned and mapped through `gpu` when `pinned`: a ZCM edge;

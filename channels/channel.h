@@ -56,10 +56,11 @@ struct ChannelRequest {
   // Must stay valid until `done` runs; the runtime calls Interrupt() after
   // setting it so a sleeping channel looks.
   const std::atomic<bool>* cancelled = nullptr;
-  // A hint from the runtime: the destination is the transfer's own (not an
-  // intermediate buffer a next hop reads at once) and the transfer is
-  // larger than the last-level cache, so a host-memory channel may write
-  // it with non-temporal stores (layout/executor.h, Stores).
+  // A hint from the runtime: the transfer is larger than the last-level
+  // cache and the destination is the transfer's own, or an intermediate
+  // ring where calibration found streaming faster than handing the ring
+  // over in the cache (Runtime's ring writes), so a host-memory channel
+  // may write it with non-temporal stores (layout/executor.h, Stores).
   bool stream_stores = false;
   bool Cancelled() const { return cancelled && cancelled->load(std::memory_order_acquire); }
 };

@@ -42,9 +42,12 @@ std::string GpuHostCurve(const std::string& channel, bool pinned);
 inline constexpr const char* kNodeCopyCurve = ":node_copy";
 
 // ":node_pipe": one sample, what two memcpy hops pipelined through the
-// runtime's ring move (MeasureNodePipe; TopologyEdge::node_pipe_bps).
-// Not a channel either.
+// runtime's ring move (MeasureNodePipe; TopologyEdge::node_pipe_bps),
+// the first writing the ring with cached stores; ":node_pipe_streamed" the
+// same with streaming stores into the ring. The runtime writes rings the
+// faster way (absent from older files: cached). Not channels either.
 inline constexpr const char* kNodePipeCurve = ":node_pipe";
+inline constexpr const char* kNodePipeStreamedCurve = ":node_pipe_streamed";
 
 // CPU model, core count, memory size, each channel's config (kind,
 // threads, in-flight limit, request size, rate cap) and each DSK memory's

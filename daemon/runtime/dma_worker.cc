@@ -200,6 +200,13 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
     const Box chunk = t.grid->chunk(k);
     ChunkEnd in = InputOf(t, x->hop, chunk, k);
     ChunkEnd out = OutputOf(t, x->hop, chunk, k);
+    // Streaming stores: the user's destination of a large local copy, and
+    // its rings where calibration found that faster.
+    const bool to_ring = x->hop != t.last_hop && !t.remote;
+    const bool stream =
+        t.stream_last_hop &&
+        (x->hop == t.last_hop || (to_ring && stream_ring_writes.load(std::memory_order_relaxed)));
+    if (stream && to_ring) ++stats.ring_requests_streamed;
     mu.Unlock();
 
     auto program = ProgramFor(cache, form_cache, t, in, out, chunk);
@@ -207,7 +214,6 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
       OnRequestDone(keep, x, k, 0, program.status());
     } else {
       const uint64_t bytes = (*program)->bytes;
-      const bool stream = t.stream_last_hop && x->hop == t.last_hop;
       channels[w.channel]->Submit(
           {*program, std::move(in.where), std::move(out.where), t.priority, &t.cancelled, stream},
           [this, keep, x, k, bytes](const Status& s) { OnRequestDone(keep, x, k, bytes, s); });

@@ -82,6 +82,9 @@ struct Runtime::Impl {
   // plan in progress keeps the planner it started with.
   std::shared_ptr<Planner> planner;
   absl::Mutex calibrate_mu;  // one calibration at a time
+  // Memcpy hops of large local copies write intermediate rings with
+  // streaming stores: calibration found that faster (kNodePipeStreamedCurve).
+  std::atomic<bool> stream_ring_writes{false};
   // Counts of the planners replaced so far, so that Stats() stays
   // monotonic across recalibrations; taken around the swap and the read.
   mutable absl::Mutex planner_stats_mu;

@@ -19,6 +19,7 @@ void CopyStatus(const NodeStatus& st, MetricsSnapshot& s) {
   s.transfers_failed = r.transfers_failed;
   s.transfers_cancelled = r.transfers_cancelled;
   s.transfers_inline = r.transfers_inline;
+  s.ring_requests_streamed = r.ring_requests_streamed;
   s.transfers_waited = r.transfers_waiting_for_buffers;
   s.program_cache_hits = r.program_cache_hits;
   s.program_cache_misses = r.program_cache_misses;

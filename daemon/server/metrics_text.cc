@@ -93,6 +93,10 @@ void RenderTransfers(const MetricsSnapshot& s, Page& p) {
   p.Family("isometry_transfers_inline_total", "counter",
            "Small direct copies run on the submitting thread.");
   p.Sample({}, s.transfers_inline);
+  p.Family("isometry_ring_requests_streamed_total", "counter",
+           "Requests that wrote an intermediate ring with streaming stores (calibration found "
+           "that faster than cached stores on this node).");
+  p.Sample({}, s.ring_requests_streamed);
   p.Family("isometry_transfers_waited_for_buffers_total", "counter",
            "Transfers that had to wait for staging buffers before running.");
   p.Sample({}, s.transfers_waited);

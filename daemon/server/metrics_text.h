@@ -65,6 +65,7 @@ struct MetricsSnapshot {
   uint64_t transfers_failed = 0;
   uint64_t transfers_cancelled = 0;
   uint64_t transfers_inline = 0;
+  uint64_t ring_requests_streamed = 0;
   uint64_t transfers_waited = 0;  // that had to wait for staging buffers
   uint64_t program_cache_hits = 0;
   uint64_t program_cache_misses = 0;
