@@ -497,23 +497,26 @@ TEST_CASE("calibration at start is kept in the state directory; plans carry pred
   grpc::ClientContext cctx;
   cctx.AddMetadata("isometry-operator", token);
   REQUIRE(d.stub().Calibrate(&cctx, v1::CalibrateRequest(), &cal).ok());
-  // The node's parallel copy rate and its pipelined pair (one sample
-  // each), then the channel's curves: conversions by run, plain copies by
-  // size, and conversions of 8 fields by run.
-  REQUIRE(cal.channels_size() == 5);
+  // The node's parallel copy rate and its pipelined pair with cached and
+  // with streaming ring writes (one sample each), then the channel's
+  // curves: conversions by run, plain copies by size, and conversions of 8
+  // fields by run.
+  REQUIRE(cal.channels_size() == 6);
   CHECK(cal.channels(0).channel() == ":node_copy");
   CHECK(cal.channels(0).samples_size() == 1);
   CHECK(cal.channels(1).channel() == ":node_pipe");
   CHECK(cal.channels(1).samples_size() == 1);
-  CHECK(cal.channels(2).channel() == "memcpy0");
-  CHECK(cal.channels(3).channel() == "memcpy0:contiguous");
-  CHECK(cal.channels(4).channel() == "memcpy0:fields8");
+  CHECK(cal.channels(2).channel() == ":node_pipe_streamed");
+  CHECK(cal.channels(2).samples_size() == 1);
+  CHECK(cal.channels(3).channel() == "memcpy0");
+  CHECK(cal.channels(4).channel() == "memcpy0:contiguous");
+  CHECK(cal.channels(5).channel() == "memcpy0:fields8");
   // Runs of 1 .. 64 B by doubling, then 512 B .. 64 MiB by eights.
-  REQUIRE(cal.channels(2).samples_size() == 14);
-  CHECK(cal.channels(2).samples(0).request_bytes() == 1);
-  REQUIRE(cal.channels(3).samples_size() == 8);  // 4 KiB .. 64 MiB by fours
-  CHECK(cal.channels(3).samples(0).request_bytes() == 4096);
-  REQUIRE(cal.channels(4).samples_size() == 7);  // 1 .. 64 B
+  REQUIRE(cal.channels(3).samples_size() == 14);
+  CHECK(cal.channels(3).samples(0).request_bytes() == 1);
+  REQUIRE(cal.channels(4).samples_size() == 8);  // 4 KiB .. 64 MiB by fours
+  CHECK(cal.channels(4).samples(0).request_bytes() == 4096);
+  REQUIRE(cal.channels(5).samples_size() == 7);  // 1 .. 64 B
   for (const v1::ChannelCalibration& ch : cal.channels()) {
     for (const auto& s : ch.samples()) {
       CHECK(std::isfinite(s.bytes_per_s()));
