@@ -30,6 +30,27 @@ bool IsGpu(ChannelKind k) {
   return k == ChannelKind::kGpuRead || k == ChannelKind::kGpuWrite || k == ChannelKind::kGpuCopy;
 }
 
+// The node's curves, from the first Memcpy channel's `budget`: every core
+// copying at once (1/20), and a pipelined pair of hops through a ring of
+// slots_per_buffer chunks of this channel's request size, at most a slot
+// (GridFor), with cached and with streaming ring writes (1/20 each).
+Status MeasureNode(const RuntimeConfig& config, const ChannelCaps& caps,
+                   std::chrono::milliseconds budget, Calibration& cal) {
+  ISO_ASSIGN_OR_RETURN(RateSample node, MeasureNodeCopy(budget / 20));
+  cal[kNodeCopyCurve] = {node};
+  const uint64_t slot_limit =
+      config.space_threshold / static_cast<uint64_t>(std::max(config.slots_per_buffer, 1));
+  const uint64_t chunk =
+      std::min(caps.request_bytes > 0 ? caps.request_bytes : slot_limit, slot_limit);
+  ISO_ASSIGN_OR_RETURN(RateSample pipe,
+                       MeasureNodePipe(chunk, config.slots_per_buffer, budget / 20));
+  ISO_ASSIGN_OR_RETURN(RateSample streamed, MeasureNodePipe(chunk, config.slots_per_buffer,
+                                                            budget / 20, /*stream_ring=*/true));
+  cal[kNodePipeCurve] = {pipe};
+  cal[kNodePipeStreamedCurve] = {streamed};
+  return OkStatus();
+}
+
 }  // namespace
 
 // Measures every channel (budget shared evenly), or reuses the file.
@@ -75,21 +96,7 @@ Result<Calibration> Runtime::Impl::LoadOrMeasure(bool force) {
                            MeasureChannel(ch, budget * 4 / 20, /*fields=*/8, kFields8MaxRun));
       ISO_ASSIGN_OR_RETURN(cal[ContiguousCurve(name)], MeasureContiguous(ch, budget * 5 / 20));
       if (!cal.contains(kNodeCopyCurve)) {  // once per node, from the first channel's share
-        ISO_ASSIGN_OR_RETURN(RateSample node, MeasureNodeCopy(budget / 20));
-        cal[kNodeCopyCurve] = {node};
-        // The ring of a two-hop copy: slots_per_buffer chunks of this
-        // channel's request size, at most a slot (GridFor).
-        const uint64_t slot_limit =
-            config.space_threshold / static_cast<uint64_t>(std::max(config.slots_per_buffer, 1));
-        const uint64_t chunk = std::min(
-            ch.caps().request_bytes > 0 ? ch.caps().request_bytes : slot_limit, slot_limit);
-        ISO_ASSIGN_OR_RETURN(RateSample pipe,
-                             MeasureNodePipe(chunk, config.slots_per_buffer, budget / 20));
-        ISO_ASSIGN_OR_RETURN(RateSample streamed,
-                             MeasureNodePipe(chunk, config.slots_per_buffer, budget / 20,
-                                             /*stream_ring=*/true));
-        cal[kNodePipeCurve] = {pipe};
-        cal[kNodePipeStreamedCurve] = {streamed};
+        ISO_RETURN_IF_ERROR(MeasureNode(config, ch.caps(), budget, cal));
       }
     } else if (kind == ChannelKind::kCma) {
       // Not by copies between two host buffers (MeasureChannel): its ends
