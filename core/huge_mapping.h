@@ -33,10 +33,10 @@ inline void* MapSharedAligned(int fd, uint64_t length, int extra_flags = 0) {
 // with huge pages now (MADV_COLLAPSE, Linux 6.1; a stretch needs one page
 // present, and for a memory file the kernel fills its holes with zeros),
 // whatever transparent_hugepage/shmem_enabled says: Debian's default
-// "never" otherwise leaves a memfd in 4 KiB pages. Best effort: an older kernel, a
-// fragmented memory or a range that cannot collapse keeps its pages, and
-// the return value says how many bytes are now huge (0 when any stretch
-// failed).
+// "never" otherwise leaves a memfd in 4 KiB pages. Best effort: an older
+// kernel, a fragmented memory or a range that cannot collapse keeps its
+// pages, and the return value says how many bytes are now huge (0 when
+// any stretch failed).
 uint64_t CollapseToHugePages(std::byte* p, uint64_t length);
 
 }  // namespace isometry

@@ -14,8 +14,8 @@
 // is closed by everyone holding it.
 //
 // The mapping is 2 MiB-aligned and, where the kernel can (MADV_COLLAPSE,
-// Linux 6.1), its pages are made huge after populating them, whatever
-// transparent_hugepage/shmem_enabled says (core/huge_mapping.h).
+// Linux 6.1), its pages are made huge before the rest is populated,
+// whatever transparent_hugepage/shmem_enabled says (core/huge_mapping.h).
 #pragma once
 
 #include <cstddef>
