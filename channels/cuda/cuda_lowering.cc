@@ -130,6 +130,10 @@ void LowerOp(const CopyOp& original, const LoweringLimits& limits, CudaLowering&
                           .width = op.run_bytes});
     return;
   }
+  if (limits.kernel_allowed && op.run_bytes < limits.narrow_run_bytes) {
+    ToKernel(original, out);
+    return;
+  }
   if (op.num_loops == 1 && Rows(op, limits)) {
     out.copies.push_back(Copy2D(op, op.src_offset, op.dst_offset));
     return;

@@ -55,6 +55,12 @@ struct LoweringLimits {
   // A two-loop op that is not one 3-D copy becomes this many 2-D copies at
   // most; beyond, the kernel (when allowed) is cheaper than the API calls.
   uint64_t max_2d_loop = 64;
+  // Strided runs narrower than this go to the pack kernel where it is
+  // allowed: the copy engines move a row of a 2-D copy at a time, so rows
+  // of a few bytes (the fields of an array of structs) crawl through them
+  // (Jenkins et al.: 10-20x slower than a kernel at 8-byte blocks).
+  // 0: the engines take any width they can express.
+  uint64_t narrow_run_bytes = 0;
 };
 
 struct CudaLowering {

@@ -6,6 +6,13 @@ namespace {
 constexpr unsigned kThreads = 256;
 constexpr uint64_t kMaxBlocks = 16384;
 
+template <typename Word>
+__device__ void CopyWords(uint64_t src, uint64_t dst, uint64_t bytes) {
+  const auto* in = reinterpret_cast<const Word*>(src);
+  auto* out = reinterpret_cast<Word*>(dst);
+  for (uint64_t i = 0; i < bytes / sizeof(Word); ++i) out[i] = in[i];
+}
+
 __global__ void PackKernel(const PackOp* ops, uint32_t num_ops, uint64_t runs, uint64_t src,
                            uint64_t dst) {
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
@@ -14,14 +21,18 @@ __global__ void PackKernel(const PackOp* ops, uint32_t num_ops, uint64_t runs, u
     const PackRun r = PackRunAt(ops, num_ops, run);
     const uint64_t s = src + r.src_offset;
     const uint64_t d = dst + r.dst_offset;
-    if (((s | d | r.bytes) & 7) == 0) {
-      const auto* in = reinterpret_cast<const uint64_t*>(s);
-      auto* out = reinterpret_cast<uint64_t*>(d);
-      for (uint64_t i = 0; i < r.bytes / 8; ++i) out[i] = in[i];
+    // The widest word that the run's two ends and its length are all
+    // aligned to: 16-byte vectors for wide aligned runs, 4-byte words for
+    // the narrow fields of arrays of structs, bytes otherwise.
+    const uint64_t align = s | d | r.bytes;
+    if ((align & 15) == 0) {
+      CopyWords<uint4>(s, d, r.bytes);
+    } else if ((align & 7) == 0) {
+      CopyWords<uint64_t>(s, d, r.bytes);
+    } else if ((align & 3) == 0) {
+      CopyWords<uint32_t>(s, d, r.bytes);
     } else {
-      const auto* in = reinterpret_cast<const unsigned char*>(s);
-      auto* out = reinterpret_cast<unsigned char*>(d);
-      for (uint64_t i = 0; i < r.bytes; ++i) out[i] = in[i];
+      CopyWords<unsigned char>(s, d, r.bytes);
     }
   }
 }

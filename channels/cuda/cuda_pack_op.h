@@ -58,8 +58,18 @@ ISOMETRY_HOST_DEVICE inline PackRun PackRunAt(const PackOp* ops, uint32_t num_op
   PackRun out{op.src_offset, op.dst_offset, op.run_bytes};
   for (int l = static_cast<int>(op.num_loops) - 1; l >= 0; --l) {
     const PackLoop& loop = op.loops[l];
-    const uint64_t i = index % loop.count;
-    index /= loop.count;
+    uint64_t i = 0;
+    // 32-bit division where both fit: a GPU divides 64-bit integers in
+    // software, several times slower, and every thread divides per loop.
+    if (((index | loop.count) >> 32) == 0) {
+      const auto narrow = static_cast<uint32_t>(index);
+      const auto count = static_cast<uint32_t>(loop.count);
+      i = narrow % count;
+      index = narrow / count;
+    } else {
+      i = index % loop.count;
+      index /= loop.count;
+    }
     out.src_offset += i * loop.src_stride;
     out.dst_offset += i * loop.dst_stride;
   }

@@ -74,7 +74,9 @@ TEST_CASE("random layout pairs lower to operations that copy what the CPU execut
       INFO("dims " << dims << " case " << i << ": " << c.src.layout.ToString() << " -> "
                    << c.dst.layout.ToString() << ", box " << ToString(c.box));
       for (bool allowed : {true, false}) {
-        LoweringLimits limits{.kernel_allowed = allowed, .max_2d_loop = i % 3 == 0 ? 1u : 64u};
+        LoweringLimits limits{.kernel_allowed = allowed,
+                              .max_2d_loop = i % 3 == 0 ? 1u : 64u,
+                              .narrow_run_bytes = i % 4 == 1 ? 64u : 0u};
         REQUIRE(Compare(*program, c.src.total_bytes(), c.dst.total_bytes(), limits,
                         static_cast<uint64_t>(i)) == "");
       }
@@ -140,6 +142,19 @@ TEST_CASE("each program shape takes the operation meant for it") {
     CHECK(l.kernel_runs == 20);
     CHECK(Compare(p, 1100, 400, {}, 5) == "");
     CHECK(Compare(p, 1100, 400, {.kernel_allowed = false}, 6) == "");
+  }
+  SECTION("narrow strided runs go to the kernel where it is allowed") {
+    // An array of 8-byte structs of two 4-byte fields into two arrays.
+    const auto p = Program({Op(0, 0, 4, {{2, 4, 400}, {100, 8, 4}})});
+    const LoweringLimits narrow{.narrow_run_bytes = 64};
+    const CudaLowering l = LowerProgram(p, narrow);
+    CHECK(l.copies.empty());
+    REQUIRE(l.kernel_ops.size() == 1);
+    CHECK(l.kernel_runs == 200);
+    CHECK(Compare(p, 800, 800, narrow, 8) == "");
+    // Without the kernel the engines take them; contiguous copies stay theirs.
+    CHECK(LowerProgram(p, {.kernel_allowed = false, .narrow_run_bytes = 64}).copies.size() == 2);
+    CHECK(LowerProgram(*ContiguousProgram(8), narrow).copies.size() == 1);
   }
   SECTION("pitches beyond the engines' limit are not given to them") {
     const auto p = Program({Op(0, 0, 8, {{4, 64, 8}})});
