@@ -67,7 +67,7 @@ plan_cache_entries = 4096
 [gpu]
 auto_memories = true
 staging = "256MiB"          # staging budget (device memory) of each gpu<i>
-request_size = "4MiB"       # the GPU channels' request size
+request_size = "16MiB"      # the GPU channels' request size (4 MiB: 0.93x cudaMemcpy on an H200, 16 MiB: 0.97x)
 max_in_flight = 4           # CUDA streams per GPU and channel
 # An FBM memory written by hand (the CUDA device number; no client pool):
 # [[memory]]

@@ -26,8 +26,10 @@ struct GpuConfig {
   // what the file lists.
   bool auto_memories = true;
   uint64_t staging_bytes = 256ull << 20;  // staging budget of each added FBM memory
-  // The channels' settings (request size and streams per GPU).
-  uint64_t request_bytes = 4ull << 20;
+  // The channels' settings (request size and streams per GPU). 16 MiB:
+  // on an H200 host<->device copies in 4 MiB requests moved 0.93x of one
+  // cudaMemcpy, in 16 MiB ones 0.97-0.98x (per-request stream work).
+  uint64_t request_bytes = 16ull << 20;
   int max_in_flight = 4;
 
   Status Validate() const;

@@ -11,6 +11,7 @@
 #include "channels/cuda/cuda_lowering.h"
 #include "channels/cuda/cuda_pack.h"
 #include "channels/cuda/cuda_stream.h"
+#include "channels/rate_limiter.h"
 
 namespace isometry::cuda {
 namespace {
@@ -83,6 +84,11 @@ class CudaChannel final : public Channel {
   // Touched by the channel's thread only (and Start before it runs).
   std::vector<std::vector<CudaStream>> streams_;  // [device][slot]
   std::vector<Slot> slots_;                       // size never changes; busy flags under mu_
+  // A cap (rate_limit): each request is issued no sooner than the end of
+  // the time the one before it booked, so the streams never run ahead of
+  // the cap by more than one request.
+  std::unique_ptr<RateLimiter> limiter_;
+  RateLimiter::Clock::time_point paced_until_{};  // channel's thread only
 
   absl::Mutex mu_;
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);   // ordered: priority, then seq
@@ -108,7 +114,10 @@ CudaChannel::CudaChannel(const ChannelConfig& config, const GpuProbe& probe) {
   caps_.converts_layout = true;
   caps_.request_bytes = config.request_bytes;
   caps_.max_in_flight = config.max_in_flight > 0 ? config.max_in_flight : 4;
-  caps_.rate_limit_bytes_per_s = 0;
+  caps_.rate_limit_bytes_per_s = config.rate_limit_bytes_per_s;
+  if (config.rate_limit_bytes_per_s) {
+    limiter_ = std::make_unique<RateLimiter>(config.rate_limit_bytes_per_s);
+  }
   what_ = StrCat(ChannelKindName(config.kind), " '", config.name, "'");
   for (const GpuInfo& g : probe.gpus) max_pitch_.push_back(g.max_pitch);
   peer_.assign(probe.gpus.size(), std::vector<bool>(probe.gpus.size(), false));
@@ -223,7 +232,12 @@ void CudaChannel::Run() {
       }
       Finish(done, CudaStatus(status, what_, "the request's copies"));
     }
-    if (next) Begin(*slot, std::move(*next));
+    if (!next) continue;
+    if (limiter_) {
+      std::this_thread::sleep_until(paced_until_);
+      paced_until_ = limiter_->Reserve(next->request.program->bytes);
+    }
+    Begin(*slot, std::move(*next));
   }
 }
 

@@ -41,6 +41,10 @@ class DeviceMemory {
     REQUIRE(cudaSetDevice(device) == cudaSuccess);
     REQUIRE(cudaMalloc(&ptr_, std::max<size_t>(bytes_, 1)) == cudaSuccess);
     REQUIRE(cudaMemcpy(ptr_, init.data(), bytes_, cudaMemcpyHostToDevice) == cudaSuccess);
+    // cudaMemcpy from pageable memory returns once the bytes are staged,
+    // before they land, and the channels' streams are non-blocking: without
+    // this the fill could land after (over) the copy under test.
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   }
   ~DeviceMemory() { (void)cudaFree(ptr_); }
   DeviceMemory(const DeviceMemory&) = delete;

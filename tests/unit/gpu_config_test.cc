@@ -88,7 +88,7 @@ TEST_CASE("with GPUs the default gains one FBM memory per device and the GPU cha
   REQUIRE(copy);
   CHECK(up->name == "gpu_write0");
   CHECK(up->max_in_flight == 4);
-  CHECK(up->request_bytes == (4ull << 20));
+  CHECK(up->request_bytes == (16ull << 20));
   // Every host memory to every GPU and back; GPU to GPU with peer access.
   CHECK(rc.EdgesOf(*up).size() == 6);  // 3 host memories x 2 GPUs
   CHECK(rc.EdgesOf(*down).size() == 6);

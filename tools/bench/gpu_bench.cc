@@ -50,6 +50,9 @@ class DeviceBuffer {
   explicit DeviceBuffer(uint64_t bytes, int fill = 0) {
     Check(cudaMalloc(&ptr_, bytes), "cudaMalloc");
     Check(cudaMemset(ptr_, fill, bytes), "cudaMemset");
+    // The memset runs on the legacy stream, the channels on non-blocking
+    // ones: let it land first.
+    Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   }
   ~DeviceBuffer() { (void)cudaFree(ptr_); }
   DeviceBuffer(const DeviceBuffer&) = delete;
@@ -163,8 +166,12 @@ void ContiguousRows(const Options& o, Report& report) {
   auto read = MakeGpuChannel(ChannelKind::kGpuRead, o.in_flight);
   auto copy = MakeGpuChannel(ChannelKind::kGpuCopy, o.in_flight);
   const uint64_t n = o.bytes, chunk = o.request_bytes;
+  // cudaMemcpy returns before a device-to-device copy ends: wait for it.
   auto memcpy_gbps = [&](void* dst, const void* src, cudaMemcpyKind kind) {
-    return Gbps(n, Seconds([&] { Check(cudaMemcpy(dst, src, n, kind), "cudaMemcpy"); }));
+    return Gbps(n, Seconds([&] {
+                  Check(cudaMemcpy(dst, src, n, kind), "cudaMemcpy");
+                  Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+                }));
   };
   auto channel_gbps = [&](Channel& c, const Endpoint& src, const Endpoint& dst) {
     return Gbps(n, RunAll(c, Contiguous(src, dst, n, chunk)));
@@ -253,7 +260,10 @@ void AosToSoaRow(const Options& o, Report& report) {
 // writes: cudaMemcpy the whole buffer in, then out.
 void RuntimeRow(const Options& o, Report& report) {
   RuntimeConfig config = DefaultRuntimeConfig();
-  auto added = ResolveGpus(config, GpuConfig{}, DetectGpus());
+  GpuConfig gpu_config;
+  gpu_config.request_bytes = o.request_bytes;
+  gpu_config.max_in_flight = o.in_flight;
+  auto added = ResolveGpus(config, gpu_config, DetectGpus());
   if (!added.ok()) Die(std::string(added.status().message()));
   auto rt = Runtime::Create(config);
   if (!rt.ok()) Die(std::string(rt.status().message()));
