@@ -20,6 +20,9 @@
 // on a stream runs to the end. The destructor runs every queued request and
 // waits for the streams.
 //
+// A cap (ChannelConfig::rate_limit_bytes_per_s) paces the requests: each is
+// issued no sooner than the end of the time the one before it booked.
+//
 // A failed CUDA call fails its request with INTERNAL naming the call and
 // CUDA's words; an error that poisons the device (a kernel fault) fails
 // every later request too, as CUDA does.

@@ -193,10 +193,10 @@ TEST_CASE("a high-priority GPU copy behind 8 large low-priority ones is dispatch
   for (int i = 0; i < 8; ++i) {
     // Raw pointers: a reference to the vector's element would dangle once
     // the next emplace_back grows it.
-    Buf* s = bufs.emplace_back(
-                     std::make_unique<Buf>(
-                         InstanceShape{Box::FromExtents({4 << 20}), fs, Layout::Aos(1)}, i))
-                 .get();
+    Buf* s =
+        bufs.emplace_back(std::make_unique<Buf>(
+                              InstanceShape{Box::FromExtents({4 << 20}), fs, Layout::Aos(1)}, i))
+            .get();
     Buf* d = bufs.emplace_back(std::make_unique<Buf>(s->shape, 100 + i)).get();
     auto t = r.Copy(
         {.src = s->Ref(sys), .dst = d->Ref(sys), .priority = 0, .via = {{gpu, Layout::Aos(1)}}});

@@ -10,8 +10,7 @@
 namespace isometry::bench {
 namespace {
 
-__global__ void TransposeKernel(const uint32_t* src, uint32_t* dst, uint64_t elements,
-                                int fields) {
+__global__ void TransposeKernel(const uint32_t* src, uint32_t* dst, uint64_t elements, int fields) {
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
   for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < elements;
        i += stride) {

@@ -26,6 +26,7 @@
 #include "channels/cuda/cuda_channel.h"
 #include "channels/cuda/cuda_probe.h"
 #include "config/gpu_config.h"
+#include "core/main_guard.h"
 #include "daemon/runtime/runtime.h"
 #include "layout/compiler.h"
 #include "tools/bench/bench_report.h"
@@ -38,7 +39,7 @@ namespace {
 
 [[noreturn]] void Die(const std::string& what) {
   std::fprintf(stderr, "gpu_bench: %s\n", what.c_str());
-  std::exit(1);
+  std::exit(1);  // NOLINT(concurrency-mt-unsafe): the rows so far are void
 }
 
 void Check(cudaError_t e, const char* call) {
@@ -147,7 +148,8 @@ struct Options {
 double Gbps(uint64_t bytes, double seconds) { return static_cast<double>(bytes) / seconds / 1e9; }
 
 // One untimed pass, then `rounds` paired ones.
-Rounds Paired(int rounds, const std::function<double()>& ours, const std::function<double()>& base) {
+Rounds Paired(int rounds, const std::function<double()>& ours,
+              const std::function<double()>& base) {
   ours();
   base();
   Rounds r;
@@ -221,7 +223,10 @@ void AosToSoaRow(const Options& o, Report& report) {
   auto copy = MakeGpuChannel(ChannelKind::kGpuCopy, o.in_flight);
   auto ours = [&] {
     std::vector<ChannelRequest> requests;
-    for (const auto& p : programs) requests.push_back({.program = p, .src = src.at(), .dst = dst.at()});
+    requests.reserve(programs.size());
+    for (const auto& p : programs) {
+      requests.push_back({.program = p, .src = src.at(), .dst = dst.at()});
+    }
     return Gbps(bytes, RunAll(*copy, std::move(requests)));
   };
   auto hand = [&] {
@@ -242,7 +247,8 @@ void AosToSoaRow(const Options& o, Report& report) {
                   auto* out = static_cast<std::byte*>(dst.data());
                   const auto* in = static_cast<const std::byte*>(src.data());
                   for (int f = 0; f < fields; ++f) {
-                    Check(cudaMemcpy2DAsync(out + f * o.elements * 4, 4, in + f * 4, 32, 4,
+                    const auto field = static_cast<uint64_t>(f);
+                    Check(cudaMemcpy2DAsync(out + field * o.elements * 4, 4, in + field * 4, 32, 4,
                                             o.elements, cudaMemcpyDeviceToDevice, nullptr),
                           "cudaMemcpy2DAsync");
                   }
@@ -288,12 +294,11 @@ void RuntimeRow(const Options& o, Report& report) {
                 }));
   };
   auto staged = [&] {
-    return Gbps(o.bytes, Seconds([&] {
-                  Check(cudaMemcpy(dev.data(), src.data(), o.bytes, cudaMemcpyHostToDevice),
-                        "cudaMemcpy");
-                  Check(cudaMemcpy(dst.data(), dev.data(), o.bytes, cudaMemcpyDeviceToHost),
-                        "cudaMemcpy");
-                }));
+    return Gbps(
+        o.bytes, Seconds([&] {
+          Check(cudaMemcpy(dev.data(), src.data(), o.bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+          Check(cudaMemcpy(dst.data(), dev.data(), o.bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+        }));
   };
   const Rounds rounds = Paired(o.rounds, ours, staged);
   std::fprintf(stderr, "  runtime path: %s\n", plan.c_str());
@@ -314,16 +319,19 @@ void PrintMachine() {
 }  // namespace
 }  // namespace isometry::bench
 
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   using namespace isometry::bench;
   Options o;
   uint64_t mib = o.bytes >> 20, request_kib = o.request_bytes >> 10;
   CLI::App app{"The GPU channels against cudaMemcpy and a hand-written kernel (GPU 0)"};
-  app.add_option("--mib", mib, "Size of the contiguous and runtime copies in MiB")->check(CLI::Range(1, 1 << 16));
+  app.add_option("--mib", mib, "Size of the contiguous and runtime copies in MiB")
+      ->check(CLI::Range(1, 1 << 16));
   app.add_option("--request-kib", request_kib, "Request size of the channel rows in KiB")
       ->check(CLI::Range(4, 1 << 20));
-  app.add_option("--in-flight", o.in_flight, "Streams per channel (max_in_flight)")->check(CLI::Range(1, 64));
-  app.add_option("--elements", o.elements, "Structs in the AOS->SOA row")->check(CLI::Range(1024, 1 << 28));
+  app.add_option("--in-flight", o.in_flight, "Streams per channel (max_in_flight)")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--elements", o.elements, "Structs in the AOS->SOA row")
+      ->check(CLI::Range(1024, 1 << 28));
   app.add_option("--rounds", o.rounds, "Paired rounds per row")->check(CLI::Range(1, 100));
   app.add_flag("--json", o.json, "One JSON object per row");
   CLI11_PARSE(app, argc, argv);
@@ -342,3 +350,5 @@ int main(int argc, char** argv) {
   report.Finish();
   return 0;
 }
+
+int main(int argc, char** argv) { return isometry::RunMain("gpu_bench", 1, Main, argc, argv); }
