@@ -96,7 +96,7 @@ TEST_CASE("a GPU node's graph has the GPU edges of Isometry table 2 and no other
       CHECK(e.src == gpu);
       CHECK(e.dst == gpu);
     }
-    CHECK(e.max_request_bytes == 4 * kMiB);
+    CHECK(e.max_request_bytes == GpuConfig{}.request_bytes);
   }
   CHECK(writes == 3);  // sys0, reg0, zcm0
   CHECK(reads == 3);

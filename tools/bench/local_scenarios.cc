@@ -11,6 +11,7 @@
 
 #include "config/runtime_config.h"
 #include "daemon/runtime/runtime.h"
+#include "tools/bench/bench_fail.h"
 #include "tools/bench/host_buffer.h"
 #include "tools/bench/memcpy_baseline.h"
 #include "tools/bench/prediction.h"
@@ -220,8 +221,15 @@ void RunPriority(const LocalOptions& o, Report& report) {
   for (int i = 0; i < 16; ++i) {
     low.push_back(std::make_unique<HostBuffer>(lshape.total_bytes(), i));
   }
+  // The last high-priority copy's dispatch record, for the per-round line.
+  TransferTimes times;
+  uint64_t chunks = 0;
   auto high = [&] {
-    MustCopy(*rt, {.src = Ref(sys, hs, hshape), .dst = Ref(sys, hd, hshape), .priority = 10});
+    auto t = rt->Copy({.src = Ref(sys, hs, hshape), .dst = Ref(sys, hd, hshape), .priority = 10});
+    const Status s = t.ok() ? t->Wait() : t.status();
+    if (!s.ok()) Die("priority: " + s.ToString());
+    times = t->times();
+    chunks = t->chunks();
   };
   auto loaded = [&] {
     std::vector<Transfer> lows;
@@ -242,9 +250,24 @@ void RunPriority(const LocalOptions& o, Report& report) {
   };
   high();
   Rounds rounds;  // completion times in ms: loaded / idle, lower is better
+  using Us = std::chrono::duration<double, std::micro>;
   for (int r = 0; r < o.rounds; ++r) {
     const double idle = Timed(high);
-    rounds.Add(loaded() * 1e3, idle * 1e3);
+    const double busy = loaded();
+    rounds.Add(busy * 1e3, idle * 1e3);
+    // Where a slow round's time went: waiting for its first request (and
+    // how many went ahead), other transfers' requests among its own, or
+    // its own requests running slowly.
+    std::fprintf(stderr,
+                 "  priority round %d under load: first request after %.0f us (%llu ahead), "
+                 "%lld others among its %llu, last done %.0f us after the first\n",
+                 r, Us(times.first_dispatch - times.submitted).count(),
+                 static_cast<unsigned long long>(times.dispatch_seq_at_first -
+                                                 times.dispatch_seq_at_submit - 1),
+                 static_cast<long long>(times.dispatch_seq_at_last - times.dispatch_seq_at_first +
+                                        1 - chunks),
+                 static_cast<unsigned long long>(chunks),
+                 Us(times.finished - times.first_dispatch).count());
   }
   rounds.Print("priority: high-priority copy under load vs idle (ms)");
   Row row = MedianRow("priority_under_load", "completion_time", rounds,
