@@ -213,7 +213,7 @@ void RunPipeline(const LocalOptions& o, Report& report) {
 void RunPriority(const LocalOptions& o, Report& report) {
   auto rt = MakeRuntime(DefaultRuntimeConfig(), o);
   const MemoryId sys = *rt->FindMemory("sys0");
-  const InstanceShape hshape = Bytes1D(64ull << 20);
+  const InstanceShape hshape = Bytes1D(256ull << 20);
   const InstanceShape lshape = Bytes1D(256ull << 20);
   HostBuffer hs(hshape.total_bytes(), 1), hd(hshape.total_bytes(), 0);
   std::vector<std::unique_ptr<HostBuffer>> low;
@@ -223,10 +223,13 @@ void RunPriority(const LocalOptions& o, Report& report) {
   }
   // The last high-priority copy's dispatch record, for the per-round line.
   TransferTimes times;
+  TransferTimes::Clock::time_point called, returned;
   uint64_t chunks = 0;
   auto high = [&] {
+    called = TransferTimes::Clock::now();
     auto t = rt->Copy({.src = Ref(sys, hs, hshape), .dst = Ref(sys, hd, hshape), .priority = 10});
     const Status s = t.ok() ? t->Wait() : t.status();
+    returned = TransferTimes::Clock::now();
     if (!s.ok()) Die("priority: " + s.ToString());
     times = t->times();
     chunks = t->chunks();
@@ -260,14 +263,16 @@ void RunPriority(const LocalOptions& o, Report& report) {
     // its own requests running slowly.
     std::fprintf(stderr,
                  "  priority round %d under load: first request after %.0f us (%llu ahead), "
-                 "%lld others among its %llu, last done %.0f us after the first\n",
+                 "%lld others among its %llu, last done %.0f us after the first; "
+                 "Copy() took %.0f us, Wait() returned %.0f us after the end\n",
                  r, Us(times.first_dispatch - times.submitted).count(),
                  static_cast<unsigned long long>(times.dispatch_seq_at_first -
                                                  times.dispatch_seq_at_submit - 1),
                  static_cast<long long>(times.dispatch_seq_at_last - times.dispatch_seq_at_first +
                                         1 - chunks),
                  static_cast<unsigned long long>(chunks),
-                 Us(times.finished - times.first_dispatch).count());
+                 Us(times.finished - times.first_dispatch).count(),
+                 Us(times.submitted - called).count(), Us(returned - times.finished).count());
   }
   rounds.Print("priority: high-priority copy under load vs idle (ms)");
   Row row = MedianRow("priority_under_load", "completion_time", rounds,
