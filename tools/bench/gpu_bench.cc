@@ -130,12 +130,6 @@ std::vector<ChannelRequest> Contiguous(const Endpoint& src, const Endpoint& dst,
   return out;
 }
 
-double Seconds(const std::function<void()>& f) {
-  const auto start = Clock::now();
-  f();
-  return SecondsSince(start);
-}
-
 struct Options {
   uint64_t bytes = 1ull << 30;
   uint64_t request_bytes = GpuConfig{}.request_bytes;
@@ -145,17 +139,18 @@ struct Options {
   bool json = false;
 };
 
-double Gbps(uint64_t bytes, double seconds) { return static_cast<double>(bytes) / seconds / 1e9; }
-
-// One untimed pass, then `rounds` paired ones.
+// One untimed pass, then `rounds` paired ones (PairedRound's alternating
+// order); `ours` and `base` return GB/s.
 Rounds Paired(int rounds, const std::function<double()>& ours,
               const std::function<double()>& base) {
   ours();
   base();
   Rounds r;
   for (int i = 0; i < rounds; ++i) {
-    const double o = ours();
-    r.Add(o, base());
+    double o = 0, b = 0;
+    PairedRound(
+        i, [&] { o = ours(); }, [&] { b = base(); });
+    r.Add(o, b);
   }
   return r;
 }
@@ -170,13 +165,13 @@ void ContiguousRows(const Options& o, Report& report) {
   const uint64_t n = o.bytes, chunk = o.request_bytes;
   // cudaMemcpy returns before a device-to-device copy ends: wait for it.
   auto memcpy_gbps = [&](void* dst, const void* src, cudaMemcpyKind kind) {
-    return Gbps(n, Seconds([&] {
+    return GBps(n, Timed([&] {
                   Check(cudaMemcpy(dst, src, n, kind), "cudaMemcpy");
                   Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
                 }));
   };
   auto channel_gbps = [&](Channel& c, const Endpoint& src, const Endpoint& dst) {
-    return Gbps(n, RunAll(c, Contiguous(src, dst, n, chunk)));
+    return GBps(n, RunAll(c, Contiguous(src, dst, n, chunk)));
   };
   const HostBytes pin{pinned.data()}, page{pageable.data()};
   Rounds r = Paired(
@@ -227,10 +222,10 @@ void AosToSoaRow(const Options& o, Report& report) {
     for (const auto& p : programs) {
       requests.push_back({.program = p, .src = src.at(), .dst = dst.at()});
     }
-    return Gbps(bytes, RunAll(*copy, std::move(requests)));
+    return GBps(bytes, RunAll(*copy, std::move(requests)));
   };
   auto hand = [&] {
-    return Gbps(bytes, Seconds([&] {
+    return GBps(bytes, Timed([&] {
                   Check(static_cast<cudaError_t>(
                             TransposeAosToSoa4(src.data(), dst.data(), o.elements, fields)),
                         "transpose kernel");
@@ -243,7 +238,7 @@ void AosToSoaRow(const Options& o, Report& report) {
   // What the copy engines alone make of it (one cudaMemcpy2D of 4-byte
   // rows per field): why narrow runs go to the kernel.
   auto engines = [&] {
-    return Gbps(bytes, Seconds([&] {
+    return GBps(bytes, Timed([&] {
                   auto* out = static_cast<std::byte*>(dst.data());
                   const auto* in = static_cast<const std::byte*>(src.data());
                   for (int f = 0; f < fields; ++f) {
@@ -283,7 +278,7 @@ void RuntimeRow(const Options& o, Report& report) {
   const Layout aos = Layout::Aos(1);
   std::string plan;
   auto ours = [&] {
-    return Gbps(o.bytes, Seconds([&] {
+    return GBps(o.bytes, Timed([&] {
                   auto t = r.Copy({.src = {sys, src.data(), o.bytes, shape},
                                    .dst = {sys, dst.data(), o.bytes, shape},
                                    .via = {{zcm, aos}, {gpu, aos}, {zcm, aos}}});
@@ -294,8 +289,8 @@ void RuntimeRow(const Options& o, Report& report) {
                 }));
   };
   auto staged = [&] {
-    return Gbps(
-        o.bytes, Seconds([&] {
+    return GBps(
+        o.bytes, Timed([&] {
           Check(cudaMemcpy(dev.data(), src.data(), o.bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
           Check(cudaMemcpy(dst.data(), dev.data(), o.bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
         }));

@@ -11,7 +11,6 @@
 
 #include "config/runtime_config.h"
 #include "daemon/runtime/runtime.h"
-#include "tools/bench/bench_fail.h"
 #include "tools/bench/host_buffer.h"
 #include "tools/bench/memcpy_baseline.h"
 #include "tools/bench/prediction.h"
@@ -20,31 +19,6 @@
 namespace isometry::bench {
 
 namespace {
-
-// Seconds of one call of `fn`.
-double Timed(const std::function<void()>& fn) {
-  const auto t0 = Clock::now();
-  fn();
-  return SecondsSince(t0);
-}
-
-// One paired round: `ours` and `base` back to back, in an order that
-// alternates with the round (drift in the machine's speed then favours
-// neither side), as (our seconds, baseline seconds).
-std::pair<double, double> PairedRound(int round, const std::function<void()>& ours,
-                                      const std::function<void()>& base) {
-  double o = 0, b = 0;
-  if (round % 2) {
-    b = Timed(base);
-    o = Timed(ours);
-  } else {
-    o = Timed(ours);
-    b = Timed(base);
-  }
-  return {o, b};
-}
-
-double GBps(uint64_t bytes, double seconds) { return static_cast<double>(bytes) / seconds / 1e9; }
 
 std::unique_ptr<Runtime> MakeRuntime(RuntimeConfig c, const LocalOptions& o) {
   c.calibrate = o.calibrate;
@@ -58,7 +32,8 @@ std::unique_ptr<Runtime> MakeRuntime(RuntimeConfig c, const LocalOptions& o) {
   return *std::move(rt);
 }
 
-void MustCopy(Runtime& rt, CopyRequest req) {
+// Copies and waits; the finished transfer (its times, its chunks).
+Transfer MustCopy(Runtime& rt, CopyRequest req) {
   auto t = rt.Copy(std::move(req));
   Status s = t.ok() ? t->Wait() : t.status();
   if (!s.ok()) {
@@ -67,6 +42,7 @@ void MustCopy(Runtime& rt, CopyRequest req) {
     // void and no state needs an orderly shutdown.
     std::exit(1);  // NOLINT(concurrency-mt-unsafe)
   }
+  return *std::move(t);
 }
 
 InstanceRef Ref(MemoryId m, const HostBuffer& b, const InstanceShape& s) {
@@ -227,12 +203,11 @@ void RunPriority(const LocalOptions& o, Report& report) {
   uint64_t chunks = 0;
   auto high = [&] {
     called = TransferTimes::Clock::now();
-    auto t = rt->Copy({.src = Ref(sys, hs, hshape), .dst = Ref(sys, hd, hshape), .priority = 10});
-    const Status s = t.ok() ? t->Wait() : t.status();
+    const Transfer t =
+        MustCopy(*rt, {.src = Ref(sys, hs, hshape), .dst = Ref(sys, hd, hshape), .priority = 10});
     returned = TransferTimes::Clock::now();
-    if (!s.ok()) Die("priority: " + s.ToString());
-    times = t->times();
-    chunks = t->chunks();
+    times = t.times();
+    chunks = t.chunks();
   };
   auto loaded = [&] {
     std::vector<Transfer> lows;
