@@ -16,10 +16,6 @@
 namespace isometry::cuda {
 namespace {
 
-// Strided runs narrower than this run in the pack kernel, not as rows of
-// 2-D copies, where both ends are device memory (LoweringLimits).
-constexpr uint64_t kNarrowRunBytes = 64;
-
 // Where one request reads and writes, resolved from its endpoints.
 struct Ends {
   int device = 0;  // the device whose stream runs the request
@@ -320,8 +316,7 @@ Status CudaChannel::Issue(Slot& slot, const ChannelRequest& request) {
   slot.device = ends.ok() ? ends->device : 0;
   ISO_RETURN_IF_ERROR(ends.status());
   ISO_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(ends->device), what_, "cudaSetDevice"));
-  LoweringLimits limits{.kernel_allowed = ends->kernel_allowed,
-                        .narrow_run_bytes = kNarrowRunBytes};
+  LoweringLimits limits{.kernel_allowed = ends->kernel_allowed};
   if (const uint64_t pitch = max_pitch_[static_cast<size_t>(ends->device)]) {
     limits.max_pitch = std::min(limits.max_pitch, pitch);
   }

@@ -76,7 +76,7 @@ TEST_CASE("random layout pairs lower to operations that copy what the CPU execut
       for (bool allowed : {true, false}) {
         LoweringLimits limits{.kernel_allowed = allowed,
                               .max_2d_loop = i % 3 == 0 ? 1u : 64u,
-                              .narrow_run_bytes = i % 4 == 1 ? 64u : 0u};
+                              .narrow_run_bytes = i % 4 == 1 ? 0u : 64u};
         REQUIRE(Compare(*program, c.src.total_bytes(), c.dst.total_bytes(), limits,
                         static_cast<uint64_t>(i)) == "");
       }
@@ -98,62 +98,65 @@ TEST_CASE("each program shape takes the operation meant for it") {
     CHECK(l.copies[0].width == 1000);
     CHECK(l.kernel_ops.empty());
   }
+  // The copy engines' shapes: runs of any width given to them
+  // (narrow_run_bytes 0; the default sends runs under 64 bytes to the kernel).
+  const LoweringLimits engines{.narrow_run_bytes = 0};
   SECTION("one strided loop is one 2-D copy") {
     const auto p = Program({Op(0, 0, 8, {{100, 32, 8}})});
-    const CudaLowering l = LowerProgram(p);
+    const CudaLowering l = LowerProgram(p, engines);
     REQUIRE(l.copies.size() == 1);
     CHECK(l.copies[0].kind == CudaCopyKind::kMemcpy2D);
     CHECK(l.copies[0].height == 100);
-    CHECK(Compare(p, 3200, 800, {}, 1) == "");
+    CHECK(Compare(p, 3200, 800, engines, 1) == "");
   }
   SECTION("two loops with whole-pitch slices are one 3-D copy") {
     const auto p = Program({Op(0, 4, 8, {{5, 320, 64}, {4, 32, 16}})});
-    const CudaLowering l = LowerProgram(p);
+    const CudaLowering l = LowerProgram(p, engines);
     REQUIRE(l.copies.size() == 1);
     CHECK(l.copies[0].kind == CudaCopyKind::kMemcpy3D);
     CHECK(l.copies[0].src_rows == 10);
     CHECK(l.copies[0].dst_rows == 4);
-    CHECK(Compare(p, 1600, 324, {}, 2) == "");
+    CHECK(Compare(p, 1600, 324, engines, 2) == "");
   }
   SECTION("two loops without whole-pitch slices are a loop of 2-D copies") {
     const auto p = Program({Op(0, 0, 8, {{3, 100, 24}, {3, 24, 8}})});
-    const CudaLowering l = LowerProgram(p);
+    const CudaLowering l = LowerProgram(p, engines);
     REQUIRE(l.copies.size() == 3);
     CHECK(l.copies[0].kind == CudaCopyKind::kMemcpy2D);
-    CHECK(Compare(p, 300, 72, {}, 3) == "");
+    CHECK(Compare(p, 300, 72, engines, 3) == "");
   }
   SECTION("loops walked backwards on both sides are turned around") {
     const auto back = static_cast<uint64_t>(-16);
     const auto p = Program({Op(240, 240, 4, {{16, back, back}})});
-    const CudaLowering l = LowerProgram(p);
+    const CudaLowering l = LowerProgram(p, engines);
     REQUIRE(l.copies.size() == 1);
     CHECK(l.copies[0].kind == CudaCopyKind::kMemcpy2D);
     CHECK(l.copies[0].src_offset == 0);
-    CHECK(Compare(p, 256, 256, {}, 4) == "");
+    CHECK(Compare(p, 256, 256, engines, 4) == "");
   }
   SECTION("three loops, or a stride backwards on one side, go to the pack kernel") {
     const auto back = static_cast<uint64_t>(-4);
     const auto p = Program({Op(0, 0, 2, {{2, 64, 2}, {3, 16, 12}, {2, 4, 72}}),
                             Op(1000, 300 + 28, 4, {{8, 8, back}})});
-    const CudaLowering l = LowerProgram(p);
+    const CudaLowering l = LowerProgram(p, engines);
     CHECK(l.copies.empty());
     REQUIRE(l.kernel_ops.size() == 2);
     CHECK(l.kernel_ops[1].first_run == 12);
     CHECK(l.kernel_runs == 20);
-    CHECK(Compare(p, 1100, 400, {}, 5) == "");
+    CHECK(Compare(p, 1100, 400, engines, 5) == "");
     CHECK(Compare(p, 1100, 400, {.kernel_allowed = false}, 6) == "");
   }
   SECTION("narrow strided runs go to the kernel where it is allowed") {
     // An array of 8-byte structs of two 4-byte fields into two arrays.
     const auto p = Program({Op(0, 0, 4, {{2, 4, 400}, {100, 8, 4}})});
-    const LoweringLimits narrow{.narrow_run_bytes = 64};
+    const LoweringLimits narrow;  // the default: runs under 64 bytes
     const CudaLowering l = LowerProgram(p, narrow);
     CHECK(l.copies.empty());
     REQUIRE(l.kernel_ops.size() == 1);
     CHECK(l.kernel_runs == 200);
     CHECK(Compare(p, 800, 800, narrow, 8) == "");
     // Without the kernel the engines take them; contiguous copies stay theirs.
-    CHECK(LowerProgram(p, {.kernel_allowed = false, .narrow_run_bytes = 64}).copies.size() == 2);
+    CHECK(LowerProgram(p, {.kernel_allowed = false}).copies.size() == 2);
     CHECK(LowerProgram(*ContiguousProgram(8), narrow).copies.size() == 1);
   }
   SECTION("pitches beyond the engines' limit are not given to them") {
