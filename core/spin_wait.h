@@ -34,6 +34,12 @@ class SpinWait {
     }
   }
 
+  // The wait ended (work arrived at `now`): the next yield is due only
+  // after kYieldEvery more of waiting. A loop that keeps one SpinWait
+  // across its waits (the daemon's ring thread) otherwise yields every
+  // kYieldEvery of wall time, busy or not.
+  void Restart(std::chrono::steady_clock::time_point now) { last_yield_ = now; }
+
  private:
   // A clock read costs ~20-40 ns; a pause 10-140 cycles.
   static constexpr uint32_t kStepsPerClockLook = 16;

@@ -29,6 +29,9 @@ Result<std::unique_ptr<Node>> Node::Create(const Config& config, const ChannelCo
   {
     absl::MutexLock lock(&impl->mu);
     impl->next_cross = TransferIdBase(config.runtime.node) | kCrossTransferBit;
+    // Sized for the whole history now: growing it rehashes every kept
+    // record on the thread that finishes a copy.
+    impl->finished.reserve(Impl::kFinishedKept + 1);
   }
   RuntimeConfig rc = config.runtime;
   if (config.daemon.calibrate) {

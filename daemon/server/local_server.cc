@@ -494,6 +494,7 @@ struct LocalServer::Impl {
         if (!c || c->closed) continue;
         if (Drain(c, true) > 0) {
           last_work = std::chrono::steady_clock::now();
+          spin.Restart(last_work);
           if (std::find(awake.begin(), awake.end(), c) == awake.end()) {
             c->header->daemon_awake.value.store(1, std::memory_order_seq_cst);
             awake.push_back(c);
@@ -501,7 +502,10 @@ struct LocalServer::Impl {
         }
       }
       for (auto& c : awake) {
-        if (!c->closed && Drain(c, false) > 0) last_work = std::chrono::steady_clock::now();
+        if (!c->closed && Drain(c, false) > 0) {
+          last_work = std::chrono::steady_clock::now();
+          spin.Restart(last_work);
+        }
       }
     }
   }
