@@ -1,41 +1,29 @@
 #include "channels/calibrate.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <map>
 #include <memory>
 #include <thread>
 
-#include "channels/disk/disk_file.h"
+#include "channels/calibration_timing.h"
 #include "channels/gpu_memory.h"
 #include "channels/host_pages.h"
-#include "channels/request_stream.h"
 #include "core/cpu_cache.h"
-#include "core/random.h"
-#include "core/strings.h"
-#include "core/unique_fd.h"
+#include "core/instance.h"
+#include "layout/compiler.h"
 #include "layout/executor.h"
 
 namespace isometry {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using calibration::Clock;
+using calibration::MeasureSizes;
+using calibration::TimeRequests;
 
 constexpr uint64_t kGatherBytes = 4ull << 20;  // data per request of small runs
-constexpr uint64_t kDiskArea = 128ull << 20;   // scratch file bytes a read cycles through
-// A write calibration writes into holes (a sparse file of this size, its
-// blocks dropped before each size), as a copy's fresh destination file
-// does: overwriting allocated blocks measured 4.2 GB/s on the development
-// VM where durable copies reached 2.3. Nothing is allocated until written.
-constexpr uint64_t kDiskWriteArea = 512ull << 20;
 
 // A layout conversion whose contiguous pieces are `run` bytes: two fields
 // of `run` bytes each, interleaved in the source (AOS) and one after the
@@ -64,86 +52,29 @@ std::shared_ptr<const CopyProgram> Runs(uint64_t run, uint64_t fields) {
   return p;
 }
 
-// Back-to-back requests make(0), make(1), ... of `bytes` each, up to the
-// channel's max_in_flight at a time, for `slice` (at least two). Returns
-// their throughput in bytes/s.
-// `finish`, when given, runs after the last request inside the timed span
-// (a disk write's fdatasync).
-// At least `min_requests` (and two) are timed.
-Result<double> TimeRequests(Channel& channel, const std::function<ChannelRequest(uint64_t)>& make,
-                            uint64_t bytes, Clock::duration slice,
-                            const std::function<Status()>& finish = nullptr,
-                            uint64_t min_requests = 2) {
-  const auto start = Clock::now();
-  const auto deadline = start + slice;
-  const uint64_t least = std::max<uint64_t>(2, min_requests);
-  ISO_ASSIGN_OR_RETURN(const uint64_t done, StreamRequests(channel, make, [&](uint64_t issued) {
-                         return issued < least || Clock::now() < deadline;
-                       }));
-  if (finish) ISO_RETURN_IF_ERROR(finish());
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  return static_cast<double>(done * bytes) / seconds;
+// Runs(run, fields) as the layout compiler writes that conversion for the
+// host executor: an AOS of `fields` fields of `run` bytes into its SOA,
+// kGatherBytes a request. The compiler blocks the points so that a block's
+// source stays in the L1 cache across the field passes; Runs' one pass per
+// field over the whole request read the source from L3 each time, and the
+// 8-field curve at 4 B runs came out at 9.4-11.3 GB/s where the AOS->SOA
+// copies it predicts ran 10.4-13.6. The host channels are calibrated with
+// what they run; GPU channels (their own lowering) keep Runs.
+std::shared_ptr<const CopyProgram> HostConversion(uint64_t run, uint64_t fields) {
+  if (fields * run >= kGatherBytes || run > UINT32_MAX) return Runs(run, fields);
+  const FieldSpace fs = FieldSpace::Uniform(static_cast<int>(fields), static_cast<uint32_t>(run));
+  const InstanceShape aos{Box::FromExtents({static_cast<int64_t>(kGatherBytes / (fields * run))}),
+                          fs, Layout::Aos(1)};
+  const InstanceShape soa{aos.bounds, fs, Layout::Soa(1)};
+  Result<CopyProgram> compiled = CompileCopy(aos, soa, aos.bounds);
+  // Shapes this simple always compile; should one not, the hand-written
+  // program of the same bytes still measures the channel.
+  if (!compiled.ok()) return Runs(run, fields);
+  return std::make_shared<const CopyProgram>(*std::move(compiled));
 }
 
-// One sample per size, `budget` shared evenly. A slow (rate-capped)
-// channel would blow the budget on large requests: past the point where
-// two requests take longer than the slice, the curve is flat at the last
-// measured rate. A request of size s moves max(s, min_request) bytes;
-// `measure(size, slice)` times one size. Only growing requests are
-// extrapolated: one no larger than the last costs about what that one did,
-// and where they are all min_request (runs of 1 B to 64 B) a slow first
-// size would otherwise flatten the whole curve at its rate (the 8-field
-// curve read 0.49 GB/s at every run with a 100 ms share; 64 B runs move
-// 20 times that).
-Result<std::vector<RateSample>> MeasureSizes(
-    const std::vector<uint64_t>& sizes, uint64_t min_request, std::chrono::milliseconds budget,
-    const std::function<Result<double>(uint64_t, Clock::duration)>& measure) {
-  const auto per_size = budget / static_cast<int>(sizes.size());
-  std::vector<RateSample> out;
-  for (uint64_t size : sizes) {
-    if (!out.empty()) {
-      const uint64_t bytes = std::max(size, min_request);
-      const bool grows = bytes > std::max(out.back().request_bytes, min_request);
-      const double predicted_s = 2.0 * static_cast<double>(bytes) / out.back().bytes_per_s;
-      if (grows && predicted_s > std::chrono::duration<double>(per_size).count()) {
-        out.push_back({size, out.back().bytes_per_s});
-        continue;
-      }
-    }
-    ISO_ASSIGN_OR_RETURN(const double bps, measure(size, per_size));
-    out.push_back({size, bps});
-  }
-  return out;
-}
-
-// A disk channel moves a larger request at least as fast as a smaller one
-// (it splits both into I/Os of at most its max_io, and a larger one waits
-// less between them), so a size measured below a smaller size's rate
-// had a slow moment of the device in its window: it gets the smaller
-// size's rate. Samples are in ascending size.
-void NoDips(std::vector<RateSample>& samples) {
-  for (size_t i = 1; i < samples.size(); ++i) {
-    samples[i].bytes_per_s = std::max(samples[i].bytes_per_s, samples[i - 1].bytes_per_s);
-  }
-}
-
-// Writes `bytes` of `host` (cycled) at the start of `file`, durably: the
-// area a DiskRead calibration reads. A sparse file would read as zeros
-// without touching the device.
-Status FillFile(const DiskFile& file, const HostPages& host, uint64_t bytes) {
-  const int fd = file.direct_fd() >= 0 ? file.direct_fd() : file.fd();
-  for (uint64_t off = 0; off < bytes;) {
-    const uint64_t n = std::min<uint64_t>(host.size(), bytes - off);
-    const ssize_t w = ::pwrite(fd, host.data(), n, static_cast<off_t>(off));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      return Internal("calibration: writing ", file.path(), ": ",
-                      w < 0 ? ErrnoString(errno) : "no progress");
-    }
-    off += static_cast<uint64_t>(w);
-  }
-  return SyncFile(file.Ref());
-}
+// Windows per size for copies between host memory (MeasureSizes).
+constexpr int kMemoryWindows = 3;
 
 // Source and destination areas for host-memory calibration, faulted in.
 // In huge pages, as the memory the daemon copies is (client pools, rings):
@@ -207,25 +138,27 @@ Result<std::vector<RateSample>> MeasureChannel(Channel& channel, std::chrono::mi
     if (s <= kGatherBytes || s <= area / (in_flight + 1)) sizes.push_back(s);
   }
   ISO_ASSIGN_OR_RETURN(const Areas areas, MakeAreas(area));
-  ISO_ASSIGN_OR_RETURN(
-      std::vector<RateSample> out,
-      MeasureSizes(sizes, kGatherBytes, budget, [&](uint64_t size, Clock::duration slice) {
-        auto program = Runs(size, std::max<uint64_t>(fields, 2));
-        const uint64_t slots = std::max<uint64_t>(1, area / program->bytes);
-        return TimeRequests(
-            channel,
-            [&](uint64_t k) {
-              const uint64_t at = (k % slots) * program->bytes;
-              // The stores of a memory-bound copy (a transfer's last hop larger
-              // than the cache writes with non-temporal stores, runs of 256 B
-              // and up: layout/executor.h): what this figure predicts.
-              ChannelRequest r{program, HostBytes{areas.src.data() + at},
-                               HostBytes{areas.dst.data() + at}};
-              r.stream_stores = true;
-              return r;
-            },
-            program->bytes, slice);
-      }));
+  ISO_ASSIGN_OR_RETURN(std::vector<RateSample> out,
+                       MeasureSizes(
+                           sizes, kGatherBytes, budget,
+                           [&](uint64_t size, Clock::duration slice) {
+                             auto program = HostConversion(size, std::max<uint64_t>(fields, 2));
+                             const uint64_t slots = std::max<uint64_t>(1, area / program->bytes);
+                             return TimeRequests(
+                                 channel,
+                                 [&](uint64_t k) {
+                                   const uint64_t at = (k % slots) * program->bytes;
+                                   // The stores of a memory-bound copy (a transfer's last hop
+                                   // larger than the cache writes with non-temporal stores, runs of
+                                   // 256 B and up: layout/executor.h): what this figure predicts.
+                                   ChannelRequest r{program, HostBytes{areas.src.data() + at},
+                                                    HostBytes{areas.dst.data() + at}};
+                                   r.stream_stores = true;
+                                   return r;
+                                 },
+                                 program->bytes, slice);
+                           },
+                           kMemoryWindows));
   for (size_t i = out.size(); i < all_sizes.size() && all_sizes[i] <= max_run; ++i) {
     out.push_back({all_sizes[i], out.back().bytes_per_s});
   }
@@ -245,7 +178,8 @@ Result<std::vector<RateSample>> MeasureContiguous(Channel& channel,
   const uint64_t request_cap =
       channel.caps().request_bytes > 0 ? channel.caps().request_bytes : kGatherBytes;
   return MeasureSizes(
-      ContiguousCalibrationSizes(), 0, budget, [&](uint64_t size, Clock::duration slice) {
+      ContiguousCalibrationSizes(), 0, budget,
+      [&](uint64_t size, Clock::duration slice) {
         // A request of the runtime's size; in flight at once they never
         // share a slot (area / request >= 32 slots at the 4 MiB default).
         const uint64_t request = std::min(size, std::min(request_cap, areas.bytes / 8));
@@ -261,7 +195,8 @@ Result<std::vector<RateSample>> MeasureContiguous(Channel& channel,
               return r;
             },
             request, slice, nullptr, size / request);
-      });
+      },
+      kMemoryWindows);
 }
 
 Result<RateSample> MeasureNodeCopy(std::chrono::milliseconds budget) {
@@ -475,118 +410,6 @@ Result<GpuCurves> MeasureGpuChannel(Channel& channel, GpuMemory& gpu, int device
                                               [&](uint64_t run, Clock::duration slice) {
                                                 return time(Runs(run, 2), slice, 2);
                                               }));
-  return out;
-}
-
-Result<DiskCurves> MeasureDiskChannel(Channel& channel, const std::string& directory,
-                                      std::chrono::milliseconds budget) {
-  const ChannelKind kind = channel.caps().kind;
-  if (kind != ChannelKind::kDiskRead && kind != ChannelKind::kDiskWrite) {
-    return InvalidArgument("calibration: channel '", channel.caps().name,
-                           "' is not a disk channel");
-  }
-  const bool write = kind == ChannelKind::kDiskWrite;
-  const std::vector<uint64_t> sizes = CalibrationSizes(channel.caps());
-  // An unnamed file (O_TMPFILE): nothing to plant a link at, nothing left
-  // behind even if the daemon dies mid-measurement. The name is for
-  // messages only. File systems without O_TMPFILE get a fresh file of an
-  // unpredictable name (O_EXCL | O_NOFOLLOW), unlinked at once.
-  const std::string path = StrCat(directory, "/.isometry-calibration-", RandomHex(8));
-  UniqueFd scratch(::open(directory.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
-  const bool named = !scratch.valid() && (errno == EOPNOTSUPP || errno == EISDIR);
-  if (named) {
-    scratch.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  }
-  if (!scratch.valid()) {
-    const int err = errno;
-    return Status(absl::ErrnoToStatusCode(err),
-                  StrCat("calibration: scratch file ", path, ": ", ErrnoString(err)));
-  }
-  if (named) ::unlink(path.c_str());
-  ISO_ASSIGN_OR_RETURN(DiskFile file, DiskFile::Open(StrCat("/proc/self/fd/", scratch.get()),
-                                                     DiskFile::Mode::kUpdate, path));
-  scratch.reset();
-  // Sized first: ext4 serializes O_DIRECT writes that extend a file.
-  if (::ftruncate(file.fd(), static_cast<off_t>(write ? kDiskWriteArea : kDiskArea)) != 0) {
-    return Internal("calibration: sizing ", path, ": ", ErrnoString(errno));
-  }
-  // Host memory like the daemon's rings (huge pages where allowed), as
-  // large as a host-memory calibration's areas: consecutive requests use
-  // the next slot, so the channel's copies between host memory and its
-  // staging go to memory as a large copy's do (with one buffer for every
-  // request, a 4 MiB source was read from the cache each time).
-  const uint64_t host_area = std::max(sizes.back(), CalibrationAreaBytes(LastLevelCacheBytes()));
-  ISO_ASSIGN_OR_RETURN(HostPages host, HostPages::Map(host_area, /*populate=*/true));
-  std::memset(host.data(), 0x5a, host.size());
-  if (!write) ISO_RETURN_IF_ERROR(FillFile(file, host, kDiskArea));
-  const FileRange ref = file.Ref();
-  const uint64_t area = write ? kDiskWriteArea : kDiskArea;
-  // Writes: each size's rate up to its fdatasync too (DiskCurves::unsynced).
-  std::map<uint64_t, double> unsynced;
-  DiskCurves out;
-  ISO_ASSIGN_OR_RETURN(
-      out.samples,
-      MeasureSizes(sizes, 0, budget, [&](uint64_t size, Clock::duration slice) -> Result<double> {
-        auto program = ContiguousProgram(size);
-        // Sequential requests through the area, wrapping at its end.
-        const uint64_t per_area = std::max<uint64_t>(1, area / size);
-        const uint64_t host_slots = std::max<uint64_t>(1, host.size() / size);
-        std::function<Status()> finish;
-        Clock::time_point synced_at;
-        if (write) {
-          // Fresh holes, and the fdatasync a durable copy ends with, timed.
-          // Synced before the clock starts: freeing the blocks the last
-          // size wrote is the file system's work, done at its next commit,
-          // and the size after it paid for that. The 4 MiB size (after the
-          // 1 MiB one had written the whole area) measured 2.1 GB/s before
-          // its fdatasync where 1 and 16 MiB gave 3.6 and 5.3, in two of
-          // three calibrations on the development VM.
-          if (::ftruncate(file.fd(), 0) != 0 ||
-              ::ftruncate(file.fd(), static_cast<off_t>(area)) != 0 || ::fsync(file.fd()) != 0) {
-            return Internal("calibration: resetting ", path, ": ", ErrnoString(errno));
-          }
-          finish = [&] {
-            synced_at = Clock::now();
-            return SyncFile(ref);
-          };
-        }
-        auto make = [&](uint64_t k) {
-          ChannelRequest r{.program = program};
-          FileRange at = ref;
-          at.offset = (k % per_area) * size;
-          if (write) {
-            r.src = HostBytes{host.data() + (k % host_slots) * size};
-            r.dst = std::move(at);
-          } else {
-            r.src = std::move(at);
-            r.dst = HostBytes{host.data() + (k % host_slots) * size};
-          }
-          return r;
-        };
-        const auto start = Clock::now();
-        ISO_ASSIGN_OR_RETURN(const double bps, TimeRequests(channel, make, size, slice, finish));
-        if (write) {
-          // The bytes TimeRequests moved, over the time before the sync.
-          const double all_s = std::chrono::duration<double>(Clock::now() - start).count();
-          const double writes_s = std::chrono::duration<double>(synced_at - start).count();
-          if (writes_s > 0) unsynced[size] = bps * all_s / writes_s;
-        }
-        return bps;
-      }));
-  if (!write) {
-    NoDips(out.samples);
-    return out;
-  }
-  // Sizes MeasureSizes extended flat (past the budget) stay flat here too.
-  for (const RateSample& s : out.samples) {
-    auto it = unsynced.find(s.request_bytes);
-    const double bps = it != unsynced.end()   ? it->second
-                       : out.unsynced.empty() ? s.bytes_per_s
-                                              : out.unsynced.back().bytes_per_s;
-    out.unsynced.push_back({s.request_bytes, bps});
-  }
-  NoDips(out.samples);
-  NoDips(out.unsynced);
   return out;
 }
 

@@ -456,7 +456,8 @@ struct LocalServer::Impl {
     std::vector<std::shared_ptr<LocalClient>> awake;  // rings marked awake
     auto last_work = std::chrono::steady_clock::now() - poll_window;
     auto last_epoll = last_work;
-    SpinWait spin;
+    SpinWait spin;  // restarted by work: it yields after 10 us with nothing served
+    auto worked = [&] { spin.Restart(last_work = std::chrono::steady_clock::now()); };
     while (!stopping) {
       const auto now = std::chrono::steady_clock::now();
       const bool polling = now - last_work < poll_window;
@@ -467,7 +468,7 @@ struct LocalServer::Impl {
         bool pending = false;
         for (auto& c : awake) pending |= Drain(c, false) > 0;
         awake.clear();
-        if (pending) last_work = std::chrono::steady_clock::now();
+        if (pending) worked();
         continue;
       }
       // Polling reads the awake rings (below) between pauses (spin_wait.h);
@@ -493,8 +494,7 @@ struct LocalServer::Impl {
         }
         if (!c || c->closed) continue;
         if (Drain(c, true) > 0) {
-          last_work = std::chrono::steady_clock::now();
-          spin.Restart(last_work);
+          worked();
           if (std::find(awake.begin(), awake.end(), c) == awake.end()) {
             c->header->daemon_awake.value.store(1, std::memory_order_seq_cst);
             awake.push_back(c);
@@ -502,10 +502,7 @@ struct LocalServer::Impl {
         }
       }
       for (auto& c : awake) {
-        if (!c->closed && Drain(c, false) > 0) {
-          last_work = std::chrono::steady_clock::now();
-          spin.Restart(last_work);
-        }
+        if (!c->closed && Drain(c, false) > 0) worked();
       }
     }
   }
@@ -584,9 +581,8 @@ Result<std::unique_ptr<LocalServer>> LocalServer::Start(Node& node) {
   impl->epoll.reset(epoll_create1(EPOLL_CLOEXEC));
   impl->wake.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!impl->epoll.valid() || !impl->wake.valid()) return Errno("epoll/eventfd");
-  epoll_event ev{};
+  epoll_event ev{};  // key 0 (data.u64): the wake eventfd
   ev.events = EPOLLIN;
-  ev.data.u64 = 0;
   epoll_ctl(impl->epoll.get(), EPOLL_CTL_ADD, impl->wake.get(), &ev);
   Impl* p = impl.get();
   impl->accept_thread = std::thread([p] { p->AcceptLoop(); });

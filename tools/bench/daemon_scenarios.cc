@@ -265,7 +265,9 @@ std::vector<double> RingLatencyUs(const tools::DaemonProcess& daemon, int iterat
   for (int i = 0; i < warmup; ++i) {
     const auto t0 = Clock::now();
     c->Copy(si, di);
-    if (fresh) fresh->push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    if (fresh) {
+      fresh->push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    }
   }
   std::vector<double> us;
   us.reserve(static_cast<size_t>(iterations));

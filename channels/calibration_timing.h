@@ -1,0 +1,48 @@
+// Timing a channel's requests for calibration (channels/calibrate.cc for
+// host memory and GPUs, channels/calibrate_disk.cc for disks): the
+// request stream one figure comes from, and the per-size sweep of a curve.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "channels/calibrate.h"
+#include "channels/channel.h"
+#include "core/status.h"
+
+namespace isometry::calibration {
+
+using Clock = std::chrono::steady_clock;
+
+// Back-to-back requests make(0), make(1), ... of `bytes` each, up to the
+// channel's max_in_flight at a time, for `slice` (at least two). Returns
+// their throughput in bytes/s.
+// `finish`, when given, runs after the last request inside the timed span
+// (a disk write's fdatasync).
+// At least `min_requests` (and two) are timed.
+Result<double> TimeRequests(Channel& channel, const std::function<ChannelRequest(uint64_t)>& make,
+                            uint64_t bytes, Clock::duration slice,
+                            const std::function<Status()>& finish = nullptr,
+                            uint64_t min_requests = 2);
+
+// One sample per size, `budget` shared evenly. A slow (rate-capped)
+// channel would blow the budget on large requests: past the point where
+// two requests take longer than the slice, the curve is flat at the last
+// measured rate. A request of size s moves max(s, min_request) bytes;
+// `measure(size, slice)` times one size. Only growing requests are
+// extrapolated: one no larger than the last costs about what that one did,
+// and where they are all min_request (runs of 1 B to 64 B) a slow first
+// size would otherwise flatten the whole curve at its rate (the 8-field
+// curve read 0.49 GB/s at every run with a 100 ms share; 64 B runs move
+// 20 times that).
+// With `windows` > 1 each size's share is timed as that many windows of
+// its own and the median is its figure: on the shared 2-core VM one vCPU is
+// taken away for milliseconds at a time, and one window that lost it (or
+// ran while the other vCPU idled) set the whole figure.
+Result<std::vector<RateSample>> MeasureSizes(
+    const std::vector<uint64_t>& sizes, uint64_t min_request, std::chrono::milliseconds budget,
+    const std::function<Result<double>(uint64_t, Clock::duration)>& measure, int windows = 1);
+
+}  // namespace isometry::calibration
