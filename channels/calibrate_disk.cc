@@ -32,8 +32,8 @@ constexpr uint64_t kDiskArea = 128ull << 20;  // scratch file bytes a read cycle
 // does: overwriting allocated blocks measured 4.2 GB/s on the development
 // VM where durable copies reached 2.3. Nothing is allocated until written.
 constexpr uint64_t kDiskWriteArea = 512ull << 20;
-// Each size is timed twice and the better figure kept (MeasureSizes takes
-// the upper of two): a write calibration started right after gigabytes of
+// Each size, read or write, is timed twice and the better figure kept
+// (MeasureSizes takes the upper of two): a write calibration started right after gigabytes of
 // other writes or freed memory (isometry_bench's full run) read 1.25-1.29
 // times below the 1 GiB copies that followed, where one started on a
 // quiet VM read 0.91-1.03 of them. A slow moment of the virtual disk

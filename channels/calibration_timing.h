@@ -38,7 +38,8 @@ Result<double> TimeRequests(Channel& channel, const std::function<ChannelRequest
 // curve read 0.49 GB/s at every run with a 100 ms share; 64 B runs move
 // 20 times that).
 // With `windows` > 1 each size's share is timed as that many windows of
-// its own and the median is its figure: on the shared 2-core VM one vCPU is
+// its own and the median is its figure (of an even count, the upper of
+// the middle two: of two windows, the better): on the shared 2-core VM one vCPU is
 // taken away for milliseconds at a time, and one window that lost it (or
 // ran while the other vCPU idled) set the whole figure.
 Result<std::vector<RateSample>> MeasureSizes(

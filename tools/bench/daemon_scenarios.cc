@@ -72,10 +72,6 @@ void FirstCopyCase(client::Client& c, const char* scenario, const InstanceShape&
   // one 256 MiB copy takes ~9 ms, and single ones swung 0.60-1.57 of
   // their pair from one round to the next on the development VM.
   constexpr int kPerRound = 3;
-  auto median = [](std::vector<double> v) {
-    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-    return v[v.size() / 2];
-  };
   for (int r = 0; r < rounds; ++r) {
     std::vector<double> first, again, allocated_first, allocate_ms, touch_ms;
     for (int k = 0; k < kPerRound; ++k) {
@@ -109,10 +105,10 @@ void FirstCopyCase(client::Client& c, const char* scenario, const InstanceShape&
       allocate_ms.push_back(allocate_s * 1e3 / gb * 1.073741824);
       touch_ms.push_back(touch_s * 1e3 / gb * 1.073741824);
     }
-    copy.Add(median(first), median(again));
-    with_allocate.Add(median(allocated_first), median(again));
+    copy.Add(MedianOf(first), MedianOf(again));
+    with_allocate.Add(MedianOf(allocated_first), MedianOf(again));
     char buf[96];
-    std::snprintf(buf, sizeof buf, " %.1f/%.1f", median(allocate_ms), median(touch_ms));
+    std::snprintf(buf, sizeof buf, " %.1f/%.1f", MedianOf(allocate_ms), MedianOf(touch_ms));
     detail += buf;
   }
   copy.Print(StrCat(scenario, ": first copy vs repeated").c_str());
@@ -435,8 +431,8 @@ void RunLatency(const DaemonOptions& o, Report& report) {
     report.Add(std::move(out));
   };
   if (!fresh.empty()) {
-    // The first kDaemonHistory copies of the fresh daemon (its round-one
-    // warm-up) against every copy timed after them.
+    // The fresh daemon's round-one warm-up (its first 1000 + kDaemonHistory
+    // copies) against every copy timed after them.
     std::sort(fresh.begin(), fresh.end());
     std::vector<double> steady = all_ring;
     std::sort(steady.begin(), steady.end());
