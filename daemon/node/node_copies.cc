@@ -78,6 +78,27 @@ void SetMeasured(TransferReport& rep) {
 
 }  // namespace
 
+const Node::Impl::PathText& Node::Impl::TextOfLocked(
+    const std::shared_ptr<const Path>& path) const {
+  auto it = path_texts.find(path.get());
+  if (it != path_texts.end()) return it->second.second;
+  if (path_texts.size() >= kPathTextsKept) path_texts.clear();
+  const Topology& topo = runtime->topology();
+  PathText text;
+  text.path = path->ToString(topo);
+  for (size_t h = 0; h < path->edges.size(); ++h) {
+    const TopologyEdge& e = path->edges[h];
+    HopReport hop;
+    hop.src_memory = topo.FindMemory(e.src)->name;
+    hop.dst_memory = topo.FindMemory(e.dst)->name;
+    hop.channel = e.channel_name;
+    hop.src_layout = path->nodes[h].layout.ToString();
+    hop.dst_layout = path->nodes[h + 1].layout.ToString();
+    text.hops.push_back(std::move(hop));
+  }
+  return path_texts.emplace(path.get(), std::make_pair(path, std::move(text))).first->second.second;
+}
+
 TransferReport Node::Impl::BuildReport(const TransferRecord& r, bool detailed) const {
   TransferReport rep;
   rep.id = r.id;
@@ -101,23 +122,15 @@ TransferReport Node::Impl::BuildReport(const TransferRecord& r, bool detailed) c
   rep.bytes = t->bytes;
   const auto end = r.finished ? t->times.finished : NodeClock::now();
   rep.elapsed_s = std::chrono::duration<double>(end - t->times.submitted).count();
-  const Path& path = *t->path;
   rep.predicted_bytes_per_s = t->predicted_bps;
   SetMeasured(rep);
   if (!detailed) return rep;
-  const Topology& topo = runtime->topology();
-  rep.path = path.ToString(topo);
-  for (size_t h = 0; h < path.edges.size(); ++h) {
-    const TopologyEdge& e = path.edges[h];
-    HopReport hop;
-    hop.src_memory = topo.FindMemory(e.src)->name;
-    hop.dst_memory = topo.FindMemory(e.dst)->name;
-    hop.channel = e.channel_name;
-    hop.src_layout = path.nodes[h].layout.ToString();
-    hop.dst_layout = path.nodes[h + 1].layout.ToString();
-    hop.chunks_done = h < t->hops_done.size() ? t->hops_done[h] : 0;
-    hop.chunks_total = t->chunks;
-    rep.hops.push_back(hop);
+  const PathText& text = TextOfLocked(t->path);
+  rep.path = text.path;
+  rep.hops = text.hops;
+  for (size_t h = 0; h < rep.hops.size(); ++h) {
+    rep.hops[h].chunks_done = h < t->hops_done.size() ? t->hops_done[h] : 0;
+    rep.hops[h].chunks_total = t->chunks;
   }
   return rep;
 }
