@@ -50,9 +50,7 @@ uint64_t HostPagesLength(uint64_t bytes) {
   return bytes >= kHugePageBytes ? RoundUp(bytes, kHugePageBytes) : RoundUp(bytes, PageBytes());
 }
 
-void UnmapHostPages(std::byte* base, uint64_t length) {
-  if (base) ::munmap(base, length);
-}
+void UnmapHostPages(std::byte* base, uint64_t length) { Unmap(base, length); }
 
 Result<HostPages> HostPages::Map(uint64_t bytes, bool populate) {
   const uint64_t length = HostPagesLength(bytes);

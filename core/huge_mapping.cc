@@ -43,4 +43,10 @@ uint64_t CollapseToHugePages(std::byte* p, uint64_t length) {
   return last - first;
 }
 
+void Unmap(void* p, uint64_t length) {
+  if (!p) return;
+  (void)mprotect(p, length, PROT_NONE);
+  munmap(p, length);
+}
+
 }  // namespace isometry

@@ -81,9 +81,7 @@ Allocation& Allocation::operator=(Allocation&& o) noexcept {
 Allocation::~Allocation() { Release(); }
 
 void Allocation::Release() {
-  if (data_) {
-    munmap(data_, mapped_);
-  }
+  Unmap(data_, mapped_);
   data_ = nullptr;
   if (client_ && owned_) {
     v1::LocalRequest req;

@@ -76,18 +76,6 @@ void WriteZeroPerHugePage(std::byte* p, uint64_t length) {
   }
 }
 
-// Unmaps [p, p + length), made inaccessible first. On a host with shadow
-// page tables (the development VM), a plain munmap of a large populated
-// range made the host drop its entries for the rest of this process too:
-// every other allocation's first later access per page faulted on the
-// host again (reading 256 MiB elsewhere: 280-440 ms after, 1 ms before),
-// paid inside the next copy. After mprotect(PROT_NONE) the munmap did not
-// (2-4 ms). Elsewhere it costs one page-table walk of the range.
-void Unmap(std::byte* p, uint64_t length) {
-  (void)::mprotect(p, length, PROT_NONE);
-  ::munmap(p, length);
-}
-
 }  // namespace
 
 Result<SharedMemory> SharedMemory::Create(const std::string& name, uint64_t bytes, bool hugetlb) {
@@ -163,7 +151,7 @@ SharedMemory::SharedMemory(SharedMemory&& o) noexcept
 
 SharedMemory& SharedMemory::operator=(SharedMemory&& o) noexcept {
   if (this != &o) {
-    if (data_) Unmap(data_, mapped_);
+    Unmap(data_, mapped_);
     fd_ = std::move(o.fd_);
     data_ = std::exchange(o.data_, nullptr);
     size_ = std::exchange(o.size_, 0);
@@ -175,8 +163,6 @@ SharedMemory& SharedMemory::operator=(SharedMemory&& o) noexcept {
   return *this;
 }
 
-SharedMemory::~SharedMemory() {
-  if (data_) Unmap(data_, mapped_);
-}
+SharedMemory::~SharedMemory() { Unmap(data_, mapped_); }
 
 }  // namespace isometry
