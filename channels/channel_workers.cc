@@ -1,5 +1,6 @@
 #include "channels/channel_workers.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace isometry {
@@ -20,7 +21,12 @@ ChannelWorkers::~ChannelWorkers() {
 void ChannelWorkers::Push(ChannelRequest request, RequestDone done) {
   {
     absl::MutexLock lock(&mu_);
-    queue_.push_back({std::move(request), std::move(done)});
+    // Behind every queued request of its priority or higher, ahead of the
+    // lower ones: a high-priority copy's request waits only for those
+    // running, not for the queue the DMA worker keeps filled.
+    auto at = std::find_if(queue_.begin(), queue_.end(),
+                           [&](const Item& i) { return i.request.priority < request.priority; });
+    queue_.insert(at, {std::move(request), std::move(done)});
   }
   cv_.Signal();
 }

@@ -1,6 +1,7 @@
 // The request queue of a channel that runs requests on threads of its own
-// (memcpy, cma): requests start in submission order (the DMA worker
-// already ordered them by priority), one per free thread.
+// (memcpy, cma): requests start by priority, in submission order among
+// equals (the DMA worker issues them by priority; a higher one issued later
+// passes the lower ones already queued), one per free thread.
 //
 // Shutdown: the destructor lets the threads finish every queued request
 // (each owes its `done`), then joins them. A channel declares its
