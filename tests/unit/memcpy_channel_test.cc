@@ -237,6 +237,45 @@ TEST_CASE("many requests from many threads each complete once with their own byt
   }
 }
 
+TEST_CASE("queued requests start by priority, in submission order among equals") {
+  // One thread, held inside the first request's done until the rest are
+  // queued: what the queue does with them decides the order they run in.
+  auto ch = Make(Config(1));
+  const std::vector<std::byte> src = Pattern(4096, 7);
+  std::vector<std::vector<std::byte>> dsts(6, std::vector<std::byte>(4096));
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::vector<int> order;
+  auto record = [&](int id) {
+    return [&, id](const Status& s) {
+      std::unique_lock lock(mu);
+      CHECK(s.ok());
+      order.push_back(id);
+      cv.notify_all();
+      if (id == 0) cv.wait(lock, [&] { return release; });
+    };
+  };
+  const int priorities[] = {0, 0, 0, 5, 0, 5};
+  for (int id = 0; id < 6; ++id) {
+    ChannelRequest r = HostRequest(ContiguousProgram(4096), src.data(), dsts[id].data());
+    r.priority = priorities[id];
+    ch->Submit(std::move(r), record(id));
+    if (id == 0) {  // the thread is inside request 0's done before the rest arrive
+      std::unique_lock lock(mu);
+      REQUIRE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return !order.empty(); }));
+    }
+  }
+  {
+    std::unique_lock lock(mu);
+    release = true;
+    cv.notify_all();
+    REQUIRE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return order.size() == 6; }));
+  }
+  CHECK(order == std::vector<int>{0, 3, 5, 1, 2, 4});
+  for (const auto& dst : dsts) CHECK(dst == src);
+}
+
 TEST_CASE("destroying the channel finishes the requests it holds") {
   const std::vector<std::byte> src = Pattern(1 << 20, 6);
   std::vector<std::vector<std::byte>> dsts(32, std::vector<std::byte>(1 << 20));
