@@ -275,8 +275,11 @@ void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdSta
     // thread's core for two context switches and a dispatch (on the
     // development VM's 2 vCPUs a 1 GiB copy in 4 MiB requests left each
     // copy thread idle 10-50 us between requests, ~10 % of the copy).
-    // Whatever else the completion enabled is issued on that wake-up.
-    const bool own_has_work = w.in_flight > w.max_in_flight / 2;
+    // Whatever else the completion enabled is issued on that wake-up;
+    // a higher-priority XD waiting in the pool (priority first) is issued
+    // at once, as before.
+    const bool higher_waits = !w.pool.empty() && w.pool.front()->transfer->priority > t->priority;
+    const bool own_has_work = w.in_flight > w.max_in_flight / 2 && !higher_waits;
     if (t->phase != Phase::kFinished) {
       for (const auto& xd : t->xds) {
         if (xd->remote || (xd->channel == x->channel && own_has_work)) continue;
