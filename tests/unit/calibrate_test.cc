@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <set>
@@ -18,6 +20,28 @@ namespace ISOMETRY_TEST_FILE {
 
 using namespace isometry;
 using namespace isometry::testing;
+
+namespace {
+
+// Whether `holds` is true of `first` or of one of two more calibrations:
+// a relation between two timed sizes fails when a neighbour takes the core
+// during one of them (with a second test suite running on the 2-vCPU VM,
+// one 64 MiB sample read 0.31 GB/s against 1.48 at 1 byte); a model that
+// is wrong fails all three.
+template <class Holds>
+bool HoldsInOneOf(const std::vector<RateSample>& first, Channel& ch,
+                  std::chrono::milliseconds budget, uint64_t fields, uint64_t max_run,
+                  Holds holds) {
+  if (holds(first)) return true;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto samples = MeasureChannel(ch, budget, fields, max_run);
+    REQUIRE(samples.ok());
+    if (holds(*samples)) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 TEST_CASE("calibration measures a converting channel's run sizes from 1 byte to 64 MiB") {
   ChannelConfig cc;
@@ -39,7 +63,10 @@ TEST_CASE("calibration measures a converting channel's run sizes from 1 byte to 
   // 7.5 at 64 MiB on a 2-core VM), so a busy neighbour during one sample
   // moves it by more than the gap; and under ASan only the smallest sizes
   // fit the budget, the rest extrapolated flat from them.
-  CHECK(samples->back().bytes_per_s >= 0.7 * samples->front().bytes_per_s);
+  CHECK(HoldsInOneOf(*samples, **ch, std::chrono::milliseconds(2000), 2, UINT64_MAX,
+                     [](const std::vector<RateSample>& v) {
+                       return v.back().bytes_per_s >= 0.7 * v.front().bytes_per_s;
+                     }));
 }
 
 TEST_CASE("a small share still measures every run size of the 8-field curve") {
@@ -55,7 +82,10 @@ TEST_CASE("a small share still measures every run size of the 8-field curve") {
   REQUIRE(samples.ok());
   REQUIRE(samples->size() >= 2);
   CHECK(samples->back().request_bytes == max_run);
-  CHECK(samples->back().bytes_per_s > 2 * samples->front().bytes_per_s);
+  CHECK(HoldsInOneOf(*samples, **ch, std::chrono::milliseconds(30), 8, max_run,
+                     [](const std::vector<RateSample>& v) {
+                       return v.back().bytes_per_s > 2 * v.front().bytes_per_s;
+                     }));
 }
 
 TEST_CASE("a rate-capped channel never measures above its cap, and stays in budget") {
