@@ -158,11 +158,25 @@ TEST_CASE(
       // device stall (a CI run saw the 64 MiB write at 2 MB/s while 4 KiB
       // ran at 69 MB/s, the virtio disk flushing for other tests); the
       // planner reads the curves' running maximum (ThroughputFunction).
-      double large = 0;
-      for (const RateSample& s : *samples) {
-        if (s.request_bytes >= (1u << 20)) large = std::max(large, s.bytes_per_s);
+      // A whole calibration can land on a busy disk too (another test
+      // suite's I/O once made every size of 1 MiB or more 5 MB/s against
+      // 18 at 4 KiB): up to two more, on a channel without the hook.
+      auto amortizes = [](const std::vector<RateSample>& v) {
+        double large = 0;
+        for (const RateSample& s : v) {
+          if (s.request_bytes >= (1u << 20)) large = std::max(large, s.bytes_per_s);
+        }
+        return large >= v.front().bytes_per_s;
+      };
+      bool amortized = amortizes(*samples);
+      for (int attempt = 0; attempt < 2 && !amortized; ++attempt) {
+        auto plain = MakeDiskChannel(cc);
+        REQUIRE(plain.ok());
+        auto again = MeasureDiskChannel(**plain, dir.path, std::chrono::milliseconds(400));
+        REQUIRE(again.ok());
+        amortized = amortizes(again->samples);
       }
-      CHECK(large >= samples->front().bytes_per_s);
+      CHECK(amortized);
       // Real I/O of the channel's own direction on one scratch file in the
       // directory (the read calibration fills its area outside the channel).
       CHECK(directions == std::set<bool>{kind == ChannelKind::kDiskWrite});
