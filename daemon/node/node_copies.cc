@@ -80,8 +80,8 @@ void SetMeasured(TransferReport& rep) {
 
 const Node::Impl::PathText& Node::Impl::TextOfLocked(
     const std::shared_ptr<const Path>& path) const {
-  auto it = path_texts.find(path.get());
-  if (it != path_texts.end()) return it->second.second;
+  auto it = path_texts.find(path);
+  if (it != path_texts.end()) return it->second;
   if (path_texts.size() >= kPathTextsKept) path_texts.clear();
   const Topology& topo = runtime->topology();
   PathText text;
@@ -96,7 +96,7 @@ const Node::Impl::PathText& Node::Impl::TextOfLocked(
     hop.dst_layout = path->nodes[h + 1].layout.ToString();
     text.hops.push_back(std::move(hop));
   }
-  return path_texts.emplace(path.get(), std::make_pair(path, std::move(text))).first->second.second;
+  return path_texts.emplace(path, std::move(text)).first->second;
 }
 
 TransferReport Node::Impl::BuildReport(const TransferRecord& r, bool detailed) const {

@@ -257,15 +257,15 @@ struct Node::Impl {
   uint64_t next_datatype ABSL_GUARDED_BY(mu) = 1;
   // A path's text and hop names, formatted once per plan: copies on a
   // cached plan share its Path, and formatting layouts for each copy's
-  // report cost 1.5-4 us of a gRPC Copy's reply. Holding the Path keeps its
-  // address from being reused; cleared when kPathTextsKept are held.
+  // report cost 1.5-4 us of a gRPC Copy's reply. Keyed by the Path itself
+  // (held, so its address is not reused); cleared when kPathTextsKept are
+  // held.
   struct PathText {
     std::string path;
     std::vector<HopReport> hops;  // chunk counts zero
   };
   static constexpr size_t kPathTextsKept = 256;
-  mutable std::unordered_map<const Path*, std::pair<std::shared_ptr<const Path>, PathText>>
-      path_texts ABSL_GUARDED_BY(mu);
+  mutable std::unordered_map<std::shared_ptr<const Path>, PathText> path_texts ABSL_GUARDED_BY(mu);
   // Forms computed vs taken from a handle's memo (isoctl status).
   std::atomic<uint64_t> translations{0};
   std::atomic<uint64_t> translations_memoized{0};

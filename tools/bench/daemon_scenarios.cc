@@ -68,6 +68,7 @@ void FirstCopyCase(client::Client& c, const char* scenario, const InstanceShape&
   Rounds copy, with_allocate;
   std::string detail;
   const double gb = static_cast<double>(bytes) / 1e9;
+  const double gib = static_cast<double>(bytes) / static_cast<double>(1ull << 30);
   // Each figure of a round is the median of kPerRound fresh allocations:
   // one 256 MiB copy takes ~9 ms, and single ones swung 0.60-1.57 of
   // their pair from one round to the next on the development VM.
@@ -102,8 +103,8 @@ void FirstCopyCase(client::Client& c, const char* scenario, const InstanceShape&
       first.push_back(gb / first_s);
       again.push_back(gb / again_s);
       allocated_first.push_back(gb / (allocate_s + first_s));
-      allocate_ms.push_back(allocate_s * 1e3 / gb * 1.073741824);
-      touch_ms.push_back(touch_s * 1e3 / gb * 1.073741824);
+      allocate_ms.push_back(allocate_s * 1e3 / gib);
+      touch_ms.push_back(touch_s * 1e3 / gib);
     }
     copy.Add(MedianOf(first), MedianOf(again));
     with_allocate.Add(MedianOf(allocated_first), MedianOf(again));
