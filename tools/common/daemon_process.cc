@@ -2,7 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -52,17 +52,49 @@ Result<DaemonProcess> DaemonProcess::Start(const std::string& binary, const std:
                                           .shutdown_grace_ms = 2000,
                                           .calibrate = calibrate})
                         << extra_toml;
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
   std::string flag = "-c";
   char* argv[] = {const_cast<char*>(binary.c_str()), flag.data(), const_cast<char*>(config.c_str()),
                   nullptr};
-  const int rc = posix_spawn(&d.pid_, binary.c_str(), &fa, nullptr, argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) {
-    return Unavailable("cannot start ", binary, ": ", ErrnoString(rc));
+  // Opened before the child exists: between vfork and exec the child may
+  // only make system calls (it borrows this process's memory while this
+  // thread waits).
+  const int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (log_fd < 0) {
+    return Unavailable("cannot create ", log, ": ", ErrnoString(errno));
+  }
+  // The child reports a failed exec here; a successful one closes it.
+  int exec_error[2];
+  if (pipe2(exec_error, O_CLOEXEC) != 0) {
+    const int e = errno;
+    close(log_fd);
+    return Unavailable("cannot start ", binary, ": ", ErrnoString(e));
+  }
+  const pid_t parent = getpid();
+  d.pid_ = vfork();
+  if (d.pid_ == 0) {
+    // The daemon ends with this process, however that ends (a benchmark
+    // stopped with Ctrl-C or pkill, a test killed at ctest's timeout): the
+    // kernel sends it SIGTERM, the signal Stop() sends. getppid() catches
+    // a parent that went before the request was in place.
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && getppid() == parent && dup2(log_fd, 1) == 1 &&
+        dup2(log_fd, 2) == 2) {  // dup2 clears CLOEXEC on 1 and 2
+      execve(binary.c_str(), argv, environ);
+    }
+    const int e = errno;
+    (void)!write(exec_error[1], &e, sizeof e);
+    _exit(127);
+  }
+  const int spawn_errno = errno;
+  close(log_fd);
+  close(exec_error[1]);
+  int exec_errno = 0;
+  const bool exec_failed = d.pid_ > 0 && read(exec_error[0], &exec_errno, sizeof exec_errno) ==
+                                             static_cast<ssize_t>(sizeof exec_errno);
+  close(exec_error[0]);
+  if (d.pid_ < 0 || exec_failed) {
+    if (exec_failed) waitpid(std::exchange(d.pid_, -1), nullptr, 0);
+    return Unavailable("cannot start ", binary, ": ",
+                       ErrnoString(exec_failed ? exec_errno : spawn_errno));
   }
   for (int i = 0; i < 1000; ++i) {
     if (Accepts(d.grpc_) && Accepts(d.local_)) {

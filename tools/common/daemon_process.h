@@ -1,5 +1,9 @@
 // Runs a private isometryd for tests and benchmarks: its own temporary
-// directory, sockets and state; stopped with SIGTERM.
+// directory, sockets and state; stopped with SIGTERM. The daemon also gets
+// SIGTERM when the process that started it ends, however it ends (Ctrl-C,
+// kill -9, ctest's timeout): none is left running. The kernel sends it when
+// the *thread* that called Start() exits, so start daemons from a thread
+// that outlives them (the main thread, a test's own thread).
 #pragma once
 
 #include <sys/types.h>
