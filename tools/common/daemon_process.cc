@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/strings.h"
+#include "core/unique_fd.h"
 #include "tools/common/daemon_config.h"
 
 extern char** environ;
@@ -58,17 +59,16 @@ Result<DaemonProcess> DaemonProcess::Start(const std::string& binary, const std:
   // Opened before the child exists: between vfork and exec the child may
   // only make system calls (it borrows this process's memory while this
   // thread waits).
-  const int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (log_fd < 0) {
+  UniqueFd log_fd(open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!log_fd.valid()) {
     return Unavailable("cannot create ", log, ": ", ErrnoString(errno));
   }
   // The child reports a failed exec here; a successful one closes it.
-  int exec_error[2];
-  if (pipe2(exec_error, O_CLOEXEC) != 0) {
-    const int e = errno;
-    close(log_fd);
-    return Unavailable("cannot start ", binary, ": ", ErrnoString(e));
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    return Unavailable("cannot start ", binary, ": ", ErrnoString(errno));
   }
+  UniqueFd exec_error(pipe_fds[0]), exec_error_to(pipe_fds[1]);
   const pid_t parent = getpid();
   d.pid_ = vfork();
   if (d.pid_ == 0) {
@@ -76,21 +76,20 @@ Result<DaemonProcess> DaemonProcess::Start(const std::string& binary, const std:
     // stopped with Ctrl-C or pkill, a test killed at ctest's timeout): the
     // kernel sends it SIGTERM, the signal Stop() sends. getppid() catches
     // a parent that went before the request was in place.
-    if (prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && getppid() == parent && dup2(log_fd, 1) == 1 &&
-        dup2(log_fd, 2) == 2) {  // dup2 clears CLOEXEC on 1 and 2
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && getppid() == parent &&
+        dup2(log_fd.get(), 1) == 1 && dup2(log_fd.get(), 2) == 2) {  // dup2 clears CLOEXEC
       execve(binary.c_str(), argv, environ);
     }
     const int e = errno;
-    (void)!write(exec_error[1], &e, sizeof e);
+    (void)!write(exec_error_to.get(), &e, sizeof e);
     _exit(127);
   }
   const int spawn_errno = errno;
-  close(log_fd);
-  close(exec_error[1]);
+  log_fd.reset();
+  exec_error_to.reset();  // so that the read below ends at the child's exec
   int exec_errno = 0;
-  const bool exec_failed = d.pid_ > 0 && read(exec_error[0], &exec_errno, sizeof exec_errno) ==
+  const bool exec_failed = d.pid_ > 0 && read(exec_error.get(), &exec_errno, sizeof exec_errno) ==
                                              static_cast<ssize_t>(sizeof exec_errno);
-  close(exec_error[0]);
   if (d.pid_ < 0 || exec_failed) {
     if (exec_failed) waitpid(std::exchange(d.pid_, -1), nullptr, 0);
     return Unavailable("cannot start ", binary, ": ",
