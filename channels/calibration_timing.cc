@@ -25,24 +25,41 @@ Result<std::vector<RateSample>> MeasureSizes(
     const std::function<Result<double>(uint64_t, Clock::duration)>& measure, int windows) {
   windows = std::max(windows, 1);
   const auto per_window = budget / static_cast<int>(sizes.size()) / windows;
+  // figures[i]: size i's windows; empty where the curve is extended flat.
+  std::vector<std::vector<double>> figures(sizes.size());
+  // The first pass decides which sizes are timed (from the figure of the
+  // last one timed); later passes time those again, in the same order.
+  double last_bps = 0;
+  uint64_t last_bytes = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const uint64_t bytes = std::max(sizes[i], min_request);
+    if (last_bps > 0) {
+      const bool grows = bytes > std::max(last_bytes, min_request);
+      const double predicted_s = 2.0 * static_cast<double>(bytes) / last_bps;
+      if (grows && predicted_s > std::chrono::duration<double>(per_window).count()) continue;
+    }
+    ISO_ASSIGN_OR_RETURN(const double bps, measure(sizes[i], per_window));
+    figures[i].push_back(bps);
+    last_bps = bps;
+    last_bytes = bytes;
+  }
+  for (int w = 1; w < windows; ++w) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      if (figures[i].empty()) continue;
+      ISO_ASSIGN_OR_RETURN(const double bps, measure(sizes[i], per_window));
+      figures[i].push_back(bps);
+    }
+  }
   std::vector<RateSample> out;
-  for (uint64_t size : sizes) {
-    if (!out.empty()) {
-      const uint64_t bytes = std::max(size, min_request);
-      const bool grows = bytes > std::max(out.back().request_bytes, min_request);
-      const double predicted_s = 2.0 * static_cast<double>(bytes) / out.back().bytes_per_s;
-      if (grows && predicted_s > std::chrono::duration<double>(per_window).count()) {
-        out.push_back({size, out.back().bytes_per_s});
-        continue;
-      }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    std::vector<double>& f = figures[i];
+    if (f.empty()) {  // extended flat at the size before (the first is always timed)
+      out.push_back({sizes[i], out.back().bytes_per_s});
+      continue;
     }
-    std::vector<double> figures;
-    for (int w = 0; w < windows; ++w) {
-      ISO_ASSIGN_OR_RETURN(const double bps, measure(size, per_window));
-      figures.push_back(bps);
-    }
-    std::nth_element(figures.begin(), figures.begin() + windows / 2, figures.end());
-    out.push_back({size, figures[static_cast<size_t>(windows / 2)]});
+    const size_t mid = f.size() / 2;
+    std::nth_element(f.begin(), f.begin() + static_cast<std::ptrdiff_t>(mid), f.end());
+    out.push_back({sizes[i], f[mid]});
   }
   return out;
 }

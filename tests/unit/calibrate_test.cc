@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "channels/calibration_timing.h"
 #include "channels/channel_factory.h"
 #include "channels/disk/disk_channel.h"
 #include "channels/gpu_memory.h"
@@ -212,6 +213,46 @@ TEST_CASE("disk calibration refuses other channels and names a directory it cann
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.status().message().find("/nonexistent-isometry-dir/.isometry-calibration-") !=
         std::string::npos);
+}
+
+TEST_CASE("each size's windows are spread over the sweep, its figure their median") {
+  // A scripted measurement: which size was timed when, and a figure that
+  // depends on the pass, so a slow stretch of the host (pass 1 here) lands
+  // on one window of every size instead of on every window of one.
+  std::vector<uint64_t> order;
+  std::map<uint64_t, int> seen;
+  auto measure = [&](uint64_t size, calibration::Clock::duration) -> Result<double> {
+    order.push_back(size);
+    const int pass = seen[size]++;
+    return (pass == 1 ? 1e8 : 1e9 + 1e6 * pass) * static_cast<double>(size) / 4096;
+  };
+  const std::vector<uint64_t> sizes = {4096, 8192, 16384};
+  auto out = calibration::MeasureSizes(sizes, 0, std::chrono::milliseconds(30), measure, 3);
+  REQUIRE(out.ok());
+  CHECK(order == std::vector<uint64_t>{4096, 8192, 16384, 4096, 8192, 16384, 4096, 8192, 16384});
+  REQUIRE(out->size() == 3);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    CHECK((*out)[i].request_bytes == sizes[i]);
+    // Of 1e9, 1e8 and 1e9 + 2e6 (per 4 KiB): the median, not the slow one.
+    CHECK((*out)[i].bytes_per_s == 1e9 * static_cast<double>(sizes[i]) / 4096);
+  }
+}
+
+TEST_CASE("sizes too slow for their window are extended flat in every pass") {
+  // 1 MB/s: two 1 MiB requests take 2 s, far past a window of the 100 ms
+  // budget, so only the first size is timed (in both windows).
+  std::vector<uint64_t> order;
+  auto measure = [&](uint64_t size, calibration::Clock::duration) -> Result<double> {
+    order.push_back(size);
+    return 1e6;
+  };
+  auto out = calibration::MeasureSizes({4096, 1 << 20, 4 << 20}, 0, std::chrono::milliseconds(100),
+                                       measure, 2);
+  REQUIRE(out.ok());
+  CHECK(order == std::vector<uint64_t>{4096, 4096});
+  REQUIRE(out->size() == 3);
+  for (const RateSample& s : *out) CHECK(s.bytes_per_s == 1e6);
+  CHECK(out->back().request_bytes == 4u << 20);
 }
 
 TEST_CASE("calibration areas are several times the last-level cache, read from sysfs sizes") {
