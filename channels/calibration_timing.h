@@ -45,9 +45,10 @@ Result<double> TimeRequests(Channel& channel, const std::function<ChannelRequest
 // The windows are passes over all the sizes, not back to back: a size's
 // windows then lie tens of milliseconds apart, and a slow stretch of the
 // host lowers one window of several sizes rather than every window of one.
-// Runs alternating the two ways in the same minutes: the 1 GiB contiguous
-// copy's measured/predicted 0.92-1.21 over 10 runs back to back, 0.93-1.07
-// over 8 in passes.
+// Not shown to narrow the predictions' spread: in runs alternating the
+// two ways, the 1 GiB contiguous copy's measured/predicted was 0.92-1.21
+// over 10 back to back and 0.93-1.07 over 8 in passes, but 14 full
+// benchmark runs in passes read 0.73-1.49 (32 before: 0.71-1.37).
 // Which sizes are timed is decided in the first pass.
 Result<std::vector<RateSample>> MeasureSizes(
     const std::vector<uint64_t>& sizes, uint64_t min_request, std::chrono::milliseconds budget,
