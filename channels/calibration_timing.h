@@ -47,7 +47,7 @@ Result<double> TimeRequests(Channel& channel, const std::function<ChannelRequest
 // host lowers one window of several sizes rather than every window of one.
 // Not shown to narrow the predictions' spread: in runs alternating the
 // two ways, the 1 GiB contiguous copy's measured/predicted was 0.92-1.21
-// over 10 back to back and 0.93-1.07 over 8 in passes, but 14 full
+// over 10 back to back and 0.93-1.07 over 8 in passes, but 21 full
 // benchmark runs in passes read 0.73-1.49 (32 before: 0.71-1.37).
 // Which sizes are timed is decided in the first pass.
 Result<std::vector<RateSample>> MeasureSizes(
