@@ -29,17 +29,19 @@ Result<std::vector<RateSample>> MeasureSizes(
   std::vector<std::vector<double>> figures(sizes.size());
   // The first pass decides which sizes are timed (from the figure of the
   // last one timed); later passes time those again, in the same order.
+  bool timed_one = false;
   double last_bps = 0;
   uint64_t last_bytes = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
     const uint64_t bytes = std::max(sizes[i], min_request);
-    if (last_bps > 0) {
+    if (timed_one) {  // as before: even a 0 figure extends the growing sizes flat
       const bool grows = bytes > std::max(last_bytes, min_request);
       const double predicted_s = 2.0 * static_cast<double>(bytes) / last_bps;
       if (grows && predicted_s > std::chrono::duration<double>(per_window).count()) continue;
     }
     ISO_ASSIGN_OR_RETURN(const double bps, measure(sizes[i], per_window));
     figures[i].push_back(bps);
+    timed_one = true;
     last_bps = bps;
     last_bytes = bytes;
   }
