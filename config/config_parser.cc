@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "config/etcd_config_parser.h"
 #include "config/gpu_config_parser.h"
@@ -173,6 +174,8 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
                                   "max_grpc_sessions",
                                   "max_connections_per_uid",
                                   "hello_timeout_ms",
+                                  "max_pending_hellos_per_uid",
+                                  "max_connection_threads",
                                   "max_transfers_per_session",
                                   "max_allocations_per_session",
                                   "max_instances_per_session",
@@ -229,6 +232,8 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
         IntKey{"hello_timeout_ms", &c.hello_timeout_ms, 100, 600000},
         IntKey{"max_transfers_per_session", &c.max_transfers_per_session, 1, 1 << 24},
         IntKey{"max_allocations_per_session", &c.max_allocations_per_session, 1, 1 << 20},
+        IntKey{"max_pending_hellos_per_uid", &c.max_pending_hellos_per_uid, 1, 1 << 20},
+        IntKey{"max_connection_threads", &c.max_connection_threads, 1, 1 << 20},
         IntKey{"max_instances_per_session", &c.max_instances_per_session, 1, 1 << 24},
         IntKey{"max_private_ranges_per_session", &c.max_private_ranges_per_session, 1, 1 << 16},
         IntKey{"own_hop_window_mib", &c.own_hop_window_mib, 0, 1024},
@@ -295,7 +300,8 @@ Status ReadCluster(const Reader& r, const toml::table& t, ClusterConfig& c) {
 }
 
 Status ReadMetrics(const Reader& r, const toml::table& t, MetricsConfig& c) {
-  ISO_RETURN_IF_ERROR(r.OnlyKeys(t, "metrics.", {"listen"}));
+  ISO_RETURN_IF_ERROR(
+      r.OnlyKeys(t, "metrics.", {"listen", "max_connections", "request_timeout_ms"}));
   c.enabled = true;
   if (const toml::node* n = t.get("listen")) {
     ISO_ASSIGN_OR_RETURN(c.listen, r.String(*n, "metrics.listen"));
@@ -310,6 +316,14 @@ Result<PeerConfig> ReadPeer(const Reader& r, const toml::table& t) {
     const toml::node* n = t.get(key);
     if (!n) {
       return r.Error(t, StrCat("peer.", key), "is required");
+  for (const auto& [key, out, lo, hi] :
+       {std::tuple{"max_connections", &c.max_connections, 1, 65536},
+        std::tuple{"request_timeout_ms", &c.request_timeout_ms, 100, 60000}}) {
+    if (const toml::node* n = t.get(key)) {
+      ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, StrCat("metrics.", key), lo, hi));
+      *out = static_cast<uint32_t>(v);
+    }
+  }
     }
     ISO_ASSIGN_OR_RETURN(*out, r.String(*n, StrCat("peer.", key)));
   }

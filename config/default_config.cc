@@ -25,6 +25,8 @@ max_sessions_per_uid = 512        # local-socket sessions of one uid (a job's ra
 max_grpc_sessions = 256           # gRPC sessions together (gRPC hides the peer uid)
 max_connections_per_uid = 512     # local-socket connections of one uid
 hello_timeout_ms = 5000           # a local connection says hello by then or is closed
+max_pending_hellos_per_uid = 64   # local connections of one uid not yet past hello
+max_connection_threads = 1024     # threads serving local connections (one each; see TasksMax)
 max_transfers_per_session = 1024  # copies in flight per session
 max_allocations_per_session = 1024
 max_instances_per_session = 16384
@@ -132,6 +134,8 @@ request_size = "4MiB"
 )";
 
 }  // namespace
+# max_connections = 64            # open at once; a new one closes the oldest
+# request_timeout_ms = 2000       # a whole request arrives, and its answer leaves, within this
 
 std::string_view EmbeddedDefaultConfig() { return kDefaultConfig; }
 

@@ -125,8 +125,16 @@ struct DaemonConfig {
   // gRPC does not expose the peer's uid (grpc/grpc#15511): gRPC sessions
   // share this budget, apart from the local-socket clients'.
   uint32_t max_grpc_sessions = 256;
-  uint32_t max_connections_per_uid = 512;       // local-socket connections of one uid
-  uint32_t hello_timeout_ms = 5000;             // a local connection must say hello by then
+  uint32_t max_connections_per_uid = 512;  // local-socket connections of one uid
+  uint32_t hello_timeout_ms = 5000;        // a local connection must say hello by then
+  // Local-socket connections of one uid that have not said hello yet: well
+  // below max_sessions, so connections that never say hello cannot keep
+  // other users from connecting.
+  uint32_t max_pending_hellos_per_uid = 64;
+  // Threads serving local-socket connections (one each, before and after
+  // hello): a connection beyond is refused with RESOURCE_EXHAUSTED. Part
+  // of the task bound the systemd unit's TasksMax= allows (README).
+  uint32_t max_connection_threads = 1024;
   uint32_t max_transfers_per_session = 1024;    // in flight
   uint32_t max_allocations_per_session = 1024;  // each is a memfd the daemon holds
   uint32_t max_instances_per_session = 16384;
@@ -264,6 +272,10 @@ struct MetricsConfig {
 // A listen address split into its host (brackets of an IPv6 literal
 // removed) and a port from 1 to 65535.
 struct HostPort {
+  // Connections open at once; a new one beyond closes the oldest.
+  uint32_t max_connections = 64;
+  // A request must arrive whole, and its answer be taken, within this.
+  uint32_t request_timeout_ms = 2000;
   std::string host;
   uint16_t port = 0;
 };

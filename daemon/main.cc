@@ -174,7 +174,8 @@ Result<std::unique_ptr<MetricsHttpServer>> StartMetricsIfConfigured(const Metric
   MetricsPeersProvider peers;
   if (cluster) peers = [cluster] { return cluster->ListPeers(); };
   auto server = MetricsHttpServer::Start(
-      m.listen, [&node, peers] { return RenderMetrics(TakeMetricsSnapshot(node, peers)); });
+      m.listen, [&node, peers] { return RenderMetrics(TakeMetricsSnapshot(node, peers)); },
+      {m.max_connections, std::chrono::milliseconds(m.request_timeout_ms)});
   if (server.ok()) spdlog::info("metrics on http://{}/metrics", m.listen);
   return server;
 }

@@ -17,7 +17,7 @@ packages=(
   liburing-dev libibverbs-dev librdmacm-dev
   # daemon plumbing
   libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev libsystemd-dev libxxhash-dev
-  libssl-dev libcpp-httplib-dev   # cluster TLS and HMACs; the metrics endpoint ([metrics])
+  libssl-dev                      # cluster TLS and HMACs
   openssl                         # scripts/make-test-ca.sh (TLS tests)
   # tests (iproute2: ip netns, veth and tc for the two-host cluster test)
   catch2 python3-pytest iproute2

@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstring>
 #include <deque>
+#include <system_error>
 
 #include "core/spin_wait.h"
 #include "core/strings.h"
@@ -89,7 +90,14 @@ Result<std::shared_ptr<OwnHops>> OwnHops::Create(std::byte* window, uint64_t byt
   h->totals_ = std::move(totals);
   h->Count(&OwnHopsTotals::windows);
   h->queue_ = std::make_shared<Queue>();
-  h->thread_ = std::thread([q = h->queue_] { q->Serve(); });
+  try {
+    h->thread_ = std::thread([q = h->queue_] { q->Serve(); });
+  } catch (const std::system_error& e) {
+    // The task limit (TasksMax=, pids.max, RLIMIT_NPROC): this window is
+    // refused, the daemon goes on.
+    return ResourceExhausted("cannot start the hop window's thread (", e.what(),
+                             "): the daemon is at its task limit");
+  }
   return h;
 }
 
@@ -100,6 +108,7 @@ OwnHops::~OwnHops() {
     absl::MutexLock lock(&queue_->mu);
     queue_->stop = true;
   }
+  if (!thread_.joinable()) return;  // it never started (Create failed)
   // The last reference may go inside a piece of work (its transfer ended):
   // the thread then finishes on its own, holding only the queue.
   if (thread_.get_id() == std::this_thread::get_id()) {

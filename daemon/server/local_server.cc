@@ -1,26 +1,23 @@
 #include "daemon/server/local_server.h"
 
 #include <absl/synchronization/mutex.h>
-#include <grp.h>
 #include <poll.h>
 #include <sched.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
-#include <filesystem>
 #include <map>
+#include <system_error>
 #include <thread>
 
-#include "core/group.h"
 #include "core/log_limiter.h"
 #include "core/spin_wait.h"
 #include "core/strings.h"
@@ -100,44 +97,6 @@ struct LocalClient {
 
 }  // namespace
 
-Status PrepareSocketPath(const std::string& path) {
-  std::error_code ec;
-  const auto dir = std::filesystem::path(path).parent_path();
-  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
-  if (ec) return Internal("cannot create directory ", dir.string(), ": ", ec.message());
-  ::unlink(path.c_str());  // a stale socket from a previous run
-  return OkStatus();
-}
-
-Status ApplySocketPermissions(const std::string& path, uint32_t mode, const std::string& group) {
-  if (chmod(path.c_str(), mode) != 0) return Errno("chmod " + path);
-  if (!group.empty()) {
-    const std::optional<gid_t> gid = GroupIdOf(group);
-    if (!gid) return NotFound("socket group '", group, "' does not exist");
-    if (chown(path.c_str(), static_cast<uid_t>(-1), *gid) != 0) return Errno("chown " + path);
-  }
-  return OkStatus();
-}
-
-Result<int> ListenUnix(const std::string& path, uint32_t mode, const std::string& group) {
-  sockaddr_un addr{};
-  if (path.size() >= sizeof addr.sun_path) {
-    return InvalidArgument("socket path '", path, "' is longer than ", sizeof addr.sun_path - 1,
-                           " bytes");
-  }
-  ISO_RETURN_IF_ERROR(PrepareSocketPath(path));
-  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return Errno("socket");
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    return Errno("bind " + path);
-  }
-  ISO_RETURN_IF_ERROR(ApplySocketPermissions(path, mode, group));
-  if (listen(fd.get(), 128) != 0) return Errno("listen " + path);
-  return fd.release();
-}
-
 struct LocalServer::Impl {
   Node& node;
   std::string path;
@@ -146,6 +105,9 @@ struct LocalServer::Impl {
   UniqueFd wake;  // stops the ring thread
   std::atomic<bool> stopping{false};
   std::thread accept_thread, ring_thread;
+  // Control threads that have not left yet (they are detached): the
+  // destructor waits for none to be left before the state goes.
+  std::atomic<uint32_t> live_threads{0};
   absl::Mutex mu;
   std::map<uint64_t, std::shared_ptr<LocalClient>> clients ABSL_GUARDED_BY(mu);
   uint64_t next_key ABSL_GUARDED_BY(mu) = 1;
@@ -166,23 +128,60 @@ struct LocalServer::Impl {
 
   explicit Impl(Node& n) : node(n) {}
 
-  // Whether a new connection of `uid` is within the bounds
-  // (daemon.max_connections_per_uid, and max_sessions for all together).
+  // Whether a new connection of `uid` is within the bounds: max_sessions
+  // and max_connection_threads for all together, max_connections_per_uid
+  // and (before hello) max_pending_hellos_per_uid for its uid.
   Status AdmitLocked(uid_t uid) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     const DaemonConfig& dc = node.config().daemon;
     if (clients.size() >= dc.max_sessions) {
       return ResourceExhausted("too many local connections (", clients.size(),
                                "); daemon.max_sessions is ", dc.max_sessions);
     }
-    uint32_t same = 0;
-    for (const auto& [key, other] : clients) same += other->creds.uid == uid;
+    if (clients.size() >= dc.max_connection_threads) {
+      return ResourceExhausted("every local connection thread is taken (", clients.size(),
+                               "); daemon.max_connection_threads is ", dc.max_connection_threads);
+    }
+    uint32_t same = 0, pending = 0;
+    for (const auto& [key, other] : clients) {
+      if (other->creds.uid != uid) continue;
+      ++same;
+      pending += !other->attached;
+    }
     if (same >= dc.max_connections_per_uid) {
       return ResourceExhausted("uid ", uid, " already has ", same,
                                " connections to the local socket; "
                                "daemon.max_connections_per_uid is ",
                                dc.max_connections_per_uid);
     }
+    if (pending >= dc.max_pending_hellos_per_uid) {
+      return ResourceExhausted("uid ", uid, " already has ", pending,
+                               " local connections that have not said hello; "
+                               "daemon.max_pending_hellos_per_uid is ",
+                               dc.max_pending_hellos_per_uid);
+    }
     return OkStatus();
+  }
+
+  // Starts the thread that serves `c` (registered in `clients`). A thread
+  // the system refuses (the task limit: systemd's TasksMax=, a cgroup's
+  // pids.max, RLIMIT_NPROC) unregisters `c` and returns the refusal.
+  Status StartControlThreadLocked(const std::shared_ptr<LocalClient>& c)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    live_threads.fetch_add(1);
+    try {
+      c->thread = std::thread([this, c] {
+        ServeControl(c);
+        live_threads.fetch_sub(1);  // the last touch of *this
+      });
+      return OkStatus();
+    } catch (const std::system_error& e) {
+      live_threads.fetch_sub(1);
+      clients.erase(c->key);
+      return ResourceExhausted("the daemon cannot start a thread for this connection (", e.what(),
+                               "): it is at its task limit (TasksMax=, pids.max or "
+                               "RLIMIT_NPROC); daemon.max_connection_threads is ",
+                               node.config().daemon.max_connection_threads);
+    }
   }
 
   // Tells a refused client why (best effort, never blocking) and closes it.
@@ -257,10 +256,11 @@ struct LocalServer::Impl {
           c->accepted_at = std::chrono::steady_clock::now();
           c->key = next_key++;
           clients[c->key] = c;
-          c->thread = std::thread([this, c] { ServeControl(c); });
+          admit = StartControlThreadLocked(c);
+          if (!admit.ok()) fd = std::move(c->socket);
         }
       }
-      // fd was moved only when admitted.
+      // fd was moved only when a thread serves it.
       if (!admit.ok()) Refuse(std::move(fd), cred.uid, admit);  // NOLINT(bugprone-use-after-move)
     }
   }
@@ -291,7 +291,7 @@ struct LocalServer::Impl {
       v1::LocalResponse resp;
       resp.set_tag(req.tag());
       std::vector<int> out_fds;
-      Status r = Handle(*c, req, &resp, &out_fds);
+      Status r = HandleCaught(*c, req, &resp, &out_fds);
       resp.set_code(static_cast<int32_t>(r.code()));
       resp.set_message(std::string(r.message()));
       if (!r.ok()) out_fds.clear();
@@ -300,6 +300,21 @@ struct LocalServer::Impl {
       if (!sent) break;
     }
     Disconnect(c);
+  }
+
+  // Handle, where a thread the node cannot start (a hop window's, a
+  // redistribution's) is answered, never the end of the daemon.
+  Status HandleCaught(LocalClient& c, const v1::LocalRequest& req, v1::LocalResponse* resp,
+                      std::vector<int>* fds) {
+    try {
+      return Handle(c, req, resp, fds);
+    } catch (const std::system_error& e) {
+      WarnLimited(c.creds.uid, StrCat("local client pid ", c.creds.pid, " uid ", c.creds.uid,
+                                      ": its request needed a thread the daemon cannot start (",
+                                      e.what(), "); refused"));
+      return ResourceExhausted("the daemon cannot start a thread for this request (", e.what(),
+                               "): it is at its task limit");
+    }
   }
 
   Status Handle(LocalClient& c, const v1::LocalRequest& req, v1::LocalResponse* resp,
@@ -320,7 +335,7 @@ struct LocalServer::Impl {
         return OkStatus();
       }
       case v1::LocalRequest::kMap: {
-        ISO_ASSIGN_OR_RETURN(AllocationReport a, node.Lookup(c.session, req.map().allocation()));
+        ISO_ASSIGN_OR_RETURN(AllocationReport a, node.Map(c.session, req.map().allocation()));
         resp->mutable_map()->set_allocation(a.id);
         resp->mutable_map()->set_bytes(a.bytes);
         fds->push_back(a.fd);
@@ -538,10 +553,21 @@ struct LocalServer::Impl {
       h.sq_head.value.store(head, std::memory_order_release);
       ++c->accepted;
       ++taken;
-      Submit(c, e);
+      SubmitCaught(c, e);
     }
     h.sq_head.value.store(head, std::memory_order_release);
     return taken;
+  }
+
+  // Submit, where a thread the node cannot start fails that copy only.
+  void SubmitCaught(const std::shared_ptr<LocalClient>& c, const ring::SubmissionEntry& e) {
+    try {
+      Submit(c, e);
+    } catch (const std::system_error& ex) {
+      c->Complete(e.user_data, 0,
+                  ResourceExhausted("the daemon cannot start a thread for this copy (", ex.what(),
+                                    "): it is at its task limit"));
+    }
   }
 
   void Submit(const std::shared_ptr<LocalClient>& c, const ring::SubmissionEntry& e) {
@@ -570,6 +596,10 @@ struct LocalServer::Impl {
   }
 };
 
+namespace {
+constexpr std::chrono::seconds kThreadsLeaveWithin{5};
+}  // namespace
+
 LocalServer::LocalServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Result<std::unique_ptr<LocalServer>> LocalServer::Start(Node& node) {
@@ -585,8 +615,16 @@ Result<std::unique_ptr<LocalServer>> LocalServer::Start(Node& node) {
   ev.events = EPOLLIN;
   epoll_ctl(impl->epoll.get(), EPOLL_CTL_ADD, impl->wake.get(), &ev);
   Impl* p = impl.get();
-  impl->accept_thread = std::thread([p] { p->AcceptLoop(); });
-  impl->ring_thread = std::thread([p] { p->RingLoop(); });
+  try {
+    impl->ring_thread = std::thread([p] { p->RingLoop(); });
+    impl->accept_thread = std::thread([p] { p->AcceptLoop(); });
+  } catch (const std::system_error& e) {
+    p->stopping = true;
+    const uint64_t one = 1;
+    (void)!::write(p->wake.get(), &one, sizeof one);
+    if (p->ring_thread.joinable()) p->ring_thread.join();
+    return ResourceExhausted("cannot start the local socket's threads: ", e.what());
+  }
   spdlog::info("local shared-memory socket on {} (mode {:o}{})", dc.local_socket, dc.socket_mode,
                dc.socket_group.empty() ? "" : ", group " + dc.socket_group);
   return std::unique_ptr<LocalServer>(new LocalServer(std::move(impl)));
@@ -606,14 +644,20 @@ LocalServer::~LocalServer() {
   }
   // Unblock every control thread; each ends its session and leaves.
   for (auto& c : clients) shutdown(c->socket.get(), SHUT_RDWR);
-  for (int i = 0; i < 500; ++i) {
-    {
-      absl::MutexLock lock(&impl_->mu);
-      if (impl_->clients.empty()) break;
-    }
+  clients.clear();
+  ::unlink(impl_->path.c_str());
+  // A thread still in a request (the node's call) leaves once it returns.
+  const auto deadline = std::chrono::steady_clock::now() + kThreadsLeaveWithin;
+  while (impl_->live_threads.load() > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  ::unlink(impl_->path.c_str());
+  if (const uint32_t left = impl_->live_threads.load(); left > 0) {
+    // They still use the state: it is left to the exit rather than freed
+    // under them.
+    spdlog::error("{} local connection thread(s) still in a request after {} s; leaving them", left,
+                  kThreadsLeaveWithin.count());
+    (void)impl_.release();
+  }
 }
 
 }  // namespace isometry

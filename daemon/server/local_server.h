@@ -5,7 +5,13 @@
 //
 // Threads: one accepts, one per client serves its control frames (and ends
 // its session when the socket closes), one polls every client's submission
-// eventfd and drains the rings.
+// eventfd and drains the rings. The per-client threads are bounded:
+// daemon.max_connection_threads in all, and a uid holds at most
+// daemon.max_pending_hellos_per_uid connections that have not said hello.
+// A connection beyond a bound, or one whose thread the system refuses
+// (the task limit: TasksMax=, pids.max, RLIMIT_NPROC), is answered
+// RESOURCE_EXHAUSTED naming what ran out and closed; a request or copy
+// that needs a thread the system refuses fails alone, with the same code.
 #pragma once
 
 #include <memory>
@@ -20,7 +26,9 @@ class LocalServer {
   // its mode and group, and starts serving.
   static Result<std::unique_ptr<LocalServer>> Start(Node& node);
   // Stops accepting, closes every client connection (ending their
-  // sessions), joins all threads and removes the socket file.
+  // sessions), joins all threads and removes the socket file. A thread
+  // still inside a node call after 5 s is left running (logged): the
+  // state it uses is then not freed.
   ~LocalServer();
 
   struct Impl;
