@@ -8,7 +8,6 @@
 #include <map>
 #include <set>
 #include <sstream>
-#include <tuple>
 
 #include "config/etcd_config_parser.h"
 #include "config/gpu_config_parser.h"
@@ -230,10 +229,10 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
         IntKey{"max_grpc_sessions", &c.max_grpc_sessions, 0, 1 << 20},
         IntKey{"max_connections_per_uid", &c.max_connections_per_uid, 1, 1 << 20},
         IntKey{"hello_timeout_ms", &c.hello_timeout_ms, 100, 600000},
-        IntKey{"max_transfers_per_session", &c.max_transfers_per_session, 1, 1 << 24},
-        IntKey{"max_allocations_per_session", &c.max_allocations_per_session, 1, 1 << 20},
         IntKey{"max_pending_hellos_per_uid", &c.max_pending_hellos_per_uid, 1, 1 << 20},
         IntKey{"max_connection_threads", &c.max_connection_threads, 1, 1 << 20},
+        IntKey{"max_transfers_per_session", &c.max_transfers_per_session, 1, 1 << 24},
+        IntKey{"max_allocations_per_session", &c.max_allocations_per_session, 1, 1 << 20},
         IntKey{"max_instances_per_session", &c.max_instances_per_session, 1, 1 << 24},
         IntKey{"max_private_ranges_per_session", &c.max_private_ranges_per_session, 1, 1 << 16},
         IntKey{"own_hop_window_mib", &c.own_hop_window_mib, 0, 1024},
@@ -306,6 +305,13 @@ Status ReadMetrics(const Reader& r, const toml::table& t, MetricsConfig& c) {
   if (const toml::node* n = t.get("listen")) {
     ISO_ASSIGN_OR_RETURN(c.listen, r.String(*n, "metrics.listen"));
   }
+  if (const toml::node* n = t.get("max_connections")) {
+    ISO_ASSIGN_OR_RETURN(c.max_connections, r.Integer(*n, "metrics.max_connections", 1, 65536));
+  }
+  if (const toml::node* n = t.get("request_timeout_ms")) {
+    ISO_ASSIGN_OR_RETURN(c.request_timeout_ms,
+                         r.Integer(*n, "metrics.request_timeout_ms", 100, 60000));
+  }
   return OkStatus();
 }
 
@@ -316,14 +322,6 @@ Result<PeerConfig> ReadPeer(const Reader& r, const toml::table& t) {
     const toml::node* n = t.get(key);
     if (!n) {
       return r.Error(t, StrCat("peer.", key), "is required");
-  for (const auto& [key, out, lo, hi] :
-       {std::tuple{"max_connections", &c.max_connections, 1, 65536},
-        std::tuple{"request_timeout_ms", &c.request_timeout_ms, 100, 60000}}) {
-    if (const toml::node* n = t.get(key)) {
-      ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, StrCat("metrics.", key), lo, hi));
-      *out = static_cast<uint32_t>(v);
-    }
-  }
     }
     ISO_ASSIGN_OR_RETURN(*out, r.String(*n, StrCat("peer.", key)));
   }

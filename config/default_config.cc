@@ -131,11 +131,11 @@ request_size = "4MiB"
 # Prometheus metrics on GET /metrics (off without this table).
 # [metrics]
 # listen = "127.0.0.1:9464"
+# max_connections = 64            # open at once; a new one closes the oldest
+# request_timeout_ms = 2000       # a whole request arrives, and its answer leaves, within this
 )";
 
 }  // namespace
-# max_connections = 64            # open at once; a new one closes the oldest
-# request_timeout_ms = 2000       # a whole request arrives, and its answer leaves, within this
 
 std::string_view EmbeddedDefaultConfig() { return kDefaultConfig; }
 

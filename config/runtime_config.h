@@ -265,6 +265,10 @@ std::vector<ChannelConfig> PeerChannels(const ClusterConfig& cluster);
 struct MetricsConfig {
   bool enabled = false;
   std::string listen = "127.0.0.1:9464";  // "host:port" or "[v6]:port"
+  // Connections open at once; a new one beyond closes the oldest.
+  uint32_t max_connections = 64;
+  // A request must arrive whole, and its answer be taken, within this.
+  uint32_t request_timeout_ms = 2000;
 
   Status Validate() const;
 };
@@ -272,10 +276,6 @@ struct MetricsConfig {
 // A listen address split into its host (brackets of an IPv6 literal
 // removed) and a port from 1 to 65535.
 struct HostPort {
-  // Connections open at once; a new one beyond closes the oldest.
-  uint32_t max_connections = 64;
-  // A request must arrive whole, and its answer be taken, within this.
-  uint32_t request_timeout_ms = 2000;
   std::string host;
   uint16_t port = 0;
 };
