@@ -193,7 +193,9 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
                                   "access_log_full",
                                   "access_log_block_ms",
                                   "max_flush_ms",
-                                  "checkpoint_max_deltas"}));
+                                  "checkpoint_max_deltas",
+                                  "checkpoint_threads",
+                                  "max_checkpoint_calls_per_session"}));
   struct StringKey {
     const char* key;
     std::string* out;
@@ -246,7 +248,10 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
         IntKey{"max_access_log_bytes", &c.max_access_log_bytes, 4096, 1 << 30},
         IntKey{"access_log_block_ms", &c.access_log_block_ms, 1, 3600000},
         IntKey{"max_flush_ms", &c.max_flush_ms, 1, 3600000},
-        IntKey{"checkpoint_max_deltas", &c.checkpoint_max_deltas, 1, 65536}}) {
+        IntKey{"checkpoint_max_deltas", &c.checkpoint_max_deltas, 1, 65536},
+        IntKey{"checkpoint_threads", &c.checkpoint_threads, 1, 64},
+        IntKey{"max_checkpoint_calls_per_session", &c.max_checkpoint_calls_per_session, 1,
+               1024}}) {
     if (const toml::node* n = t.get(k.key)) {
       ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, StrCat("daemon.", k.key), k.lo, k.hi));
       *k.out = static_cast<uint32_t>(v);

@@ -46,6 +46,8 @@ access_log_full = "block"             # full log: "block" the writing copy, or "
 access_log_block_ms = 10000           # "block": a copy waits this long, then fails
 max_flush_ms = 60000                  # the longest an active flush waits
 checkpoint_max_deltas = 16            # a longer checkpoint delta chain is merged into its base
+checkpoint_threads = 4                # gRPC Checkpoint/Restore/CompactCheckpoint worker threads
+max_checkpoint_calls_per_session = 2  # of those queued or running per session
 calibrate = true            # measure channel throughput at start (kept in state_dir)
 
 [runtime]

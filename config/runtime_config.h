@@ -178,6 +178,10 @@ struct DaemonConfig {
   // Incremental checkpoints: a delta chain longer than this is merged into
   // its base by the checkpoint that would lengthen it.
   uint32_t checkpoint_max_deltas = 16;
+  // gRPC Checkpoint, Restore and CompactCheckpoint run on this many
+  // threads; one session may have this many queued or running at once.
+  uint32_t checkpoint_threads = 4;
+  uint32_t max_checkpoint_calls_per_session = 2;
   uint32_t shutdown_grace_ms = 5000;  // SIGTERM: time in-flight transfers get to finish
   // Calibrate channels at start, kept in state_dir/calibration.toml.
   bool calibrate = true;

@@ -59,6 +59,8 @@ struct CheckpointStats {
   uint64_t pages_written = 0, bytes_written = 0, file_bytes = 0;
   uint64_t deltas = 0, delta_file_bytes = 0;  // the chain afterwards
   bool compacted = false;
+  // Why the daemon took it in full ("" for an incremental one).
+  std::string full_reason;
   // Why the client's own writes were not listed (the tracker failed): the
   // checkpoint was then taken in full. OK otherwise.
   Status tracker_status;

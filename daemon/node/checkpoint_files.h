@@ -1,11 +1,26 @@
-// The files of one checkpoint (Active Access, issue #19): the base image
-// and its delta chain (active/checkpoint_delta.h), both opened beneath a
-// DSK memory's directory. Blocking I/O on the calling thread; every short
-// read or write is resumed, every error names the file and offset.
+// The files of one checkpoint (Active Access, issues #19 and #48): the
+// base image and its delta chain (active/checkpoint_delta.h), both opened
+// beneath a DSK memory's directory. Blocking I/O on the calling thread;
+// every short read or write is resumed, every error names the file and
+// offset.
+//
+// Ownership: a checkpoint's files belong to the uid of the session that
+// made them. They are created with mode 0600 (never readable by another
+// user, not even for an instant) and, where the daemon runs as root, given
+// to the session's uid (a session without a uid, gRPC's, keeps the
+// daemon's). Opening refuses (PERMISSION_DENIED) a file owned by anyone
+// but the session's uid or the daemon's. Records are authenticated with a
+// key derived from the daemon's checkpoint secret and the chain's identity
+// (memory, file name, owner), so a record the daemon did not write for
+// this chain fails DATA_LOSS.
 #pragma once
+
+#include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,27 +32,47 @@ namespace isometry {
 
 class DiskMemory;
 
+// Who a checkpoint belongs to.
+struct CheckpointOwner {
+  std::optional<uid_t> uid;  // the session's uid; none for gRPC sessions
+  // In the chain's key: "uid N", or "gRPC" for every session without a uid.
+  std::string Name() const;
+};
+
 struct CheckpointFiles {
   UniqueFd base, delta;
   std::string shown, shown_delta;  // "memory:file" for messages
+  std::string memory, name;        // the memory and the file name, normalised ("a//./b" = "a/b")
   uint64_t base_bytes = 0, delta_bytes = 0;
 
   // Opens (creating with `create`) `file` and `file`.delta under the
-  // memory's directory: each must be a regular file with one link (unless
-  // the memory allows hard links). NOT_FOUND for a missing base without
-  // `create`.
-  static Result<CheckpointFiles> Open(const DiskMemory& disk, const std::string& file, bool create);
+  // memory's directory for `owner`: each must be a regular file with one
+  // link (unless the memory allows hard links), not a symbolic link, owned
+  // by the owner's uid or the daemon's. NOT_FOUND for a missing base
+  // without `create`; PERMISSION_DENIED for `..`, an absolute name or
+  // another uid's file. The delta file is locked (flock; `exclusive` for
+  // writers, shared for readers): ABORTED when another checkpoint call on
+  // the same files holds it.
+  static Result<CheckpointFiles> Open(const DiskMemory& disk, const std::string& file, bool create,
+                                      const CheckpointOwner& owner, bool exclusive);
 };
 
-// What a scan of the chain's headers found: records and where they end.
-struct DeltaTail {
-  uint64_t records = 0;
-  uint64_t end = 0;
-};
-// Walks the headers only (not the payloads): the sequence, the image size
-// and that every payload lies inside the file. Any damage is an error.
-Result<DeltaTail> ScanDeltaHeaders(int fd, uint64_t file_bytes, uint64_t image_bytes,
-                                   const std::string& shown);
+// The daemon's checkpoint secret: 32 random bytes in
+// `<state_dir>/checkpoint.key` (mode 0600), created at the first
+// checkpoint, read once per process. FAILED_PRECONDITION for a key file
+// others may read or of the wrong size. Thread-safe.
+Result<std::shared_ptr<const std::string>> CheckpointSecret(const std::string& state_dir);
+
+// HMAC-SHA256 keyed for the chain of `f` written by `owner`.
+std::unique_ptr<active::DeltaMac> MakeChainMac(const std::string& secret, const CheckpointFiles& f,
+                                               const CheckpointOwner& owner);
+
+// Walks the whole chain (active::WalkDeltaChain) for an image of
+// `image_bytes`, in bounded memory: refused from the file's size first,
+// then every record's header, payload CRC and mac. `sink` may be empty.
+Result<active::DeltaWalk> WalkChain(const CheckpointFiles& f, uint64_t image_bytes,
+                                    uint64_t max_records, active::DeltaMac& mac,
+                                    const active::DeltaPageSink& sink = {});
 
 Status PWriteAll(int fd, const std::byte* data, uint64_t n, uint64_t offset,
                  const std::string& shown);
@@ -45,16 +80,11 @@ Status PWriteAll(int fd, const std::byte* data, uint64_t n, uint64_t offset,
 Status PReadAll(int fd, std::byte* data, uint64_t n, uint64_t offset, const std::string& shown);
 Status SyncData(int fd, const std::string& shown);
 
-// The whole chain, read and checked for an image of `image_bytes`.
-struct DeltaChain {
-  std::vector<std::byte> bytes;
-  std::vector<active::DeltaRecordView> records;
-};
-Result<DeltaChain> ReadDeltaChain(const CheckpointFiles& f, uint64_t image_bytes);
-
-// Writes the chain into the base, syncs it, then empties the chain and
-// syncs that: a crash in between leaves a chain that replays to the same
-// image. Returns the pages applied.
-Result<uint64_t> CompactDeltaChain(CheckpointFiles& f);
+// Verifies the whole chain, then writes it into the base (streaming, a
+// second pass), syncs it, then empties the chain and syncs that: a crash
+// in between leaves a chain that replays to the same image. A damaged
+// chain leaves the base untouched. Returns the chain walked.
+Result<active::DeltaWalk> CompactDeltaChain(CheckpointFiles& f, uint64_t max_records,
+                                            active::DeltaMac& mac);
 
 }  // namespace isometry

@@ -265,6 +265,7 @@ struct CheckpointReport {
   uint64_t deltas = 0;      // records in the chain afterwards
   uint64_t delta_file_bytes = 0;
   bool compacted = false;
+  std::string full_reason;  // why the checkpoint was full ("" for an incremental one)
 };
 struct RestoreReport {
   uint64_t image_bytes = 0;
@@ -465,13 +466,16 @@ class Node {
   Result<CheckpointReport> Checkpoint(const std::string& session, uint64_t allocation,
                                       const std::string& memory, const std::string& file,
                                       const CheckpointOptions& options);
-  // Reads base + chain into the owner's `allocation` (the image's size).
-  // The chain is read and checked whole first: DATA_LOSS (damaged,
-  // truncated) or INVALID_ARGUMENT (another image size) change nothing.
+  // Reads base + chain into the owner's `allocation` (the image's size),
+  // streaming the chain into a private image: DATA_LOSS (damaged,
+  // truncated, forged, larger than any checkpoint leaves) or
+  // INVALID_ARGUMENT (another image size) change nothing. The files must
+  // be the session's uid's or the daemon's (checkpoint_files.h).
   Result<RestoreReport> Restore(const std::string& session, uint64_t allocation,
                                 const std::string& memory, const std::string& file);
   // Merges the chain into the base (crash-safe: the chain is cut only
-  // after the base is synced). Any session that may write the memory.
+  // after the base is synced), once the whole chain is verified. Any
+  // session whose uid owns the files (or the daemon's files).
   Result<RestoreReport> CompactCheckpoint(const std::string& session, const std::string& memory,
                                           const std::string& file);
   // Every watch on this node (isoctl status; never a log's contents).

@@ -4,11 +4,14 @@
 // every later checkpoint appends the pages written since as one record:
 // one sequential write and one fdatasync, instead of a scattered write per
 // page. Restore reads base + chain; compaction merges the chain into the
-// base.
+// base. Issue #48: chains are read streaming and bounded by the image's
+// size and daemon.checkpoint_max_deltas, their records authenticated with
+// the chain's key, their files the session's uid's (checkpoint_files.h).
 #include <absl/status/status.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/strings.h"
 #include "daemon/node/checkpoint_files.h"
@@ -66,6 +69,21 @@ Status WriteFull(CheckpointFiles& f, const std::byte* image, uint64_t bytes,
   return OkStatus();
 }
 
+// The checkpoint's owner: the session's uid where the daemon knows it.
+CheckpointOwner CheckpointOwnerOf(const Session& s) {
+  CheckpointOwner o;
+  if (s.creds.known()) o.uid = s.creds.uid;
+  return o;
+}
+
+// The chain's bound on records: a checkpoint merges a chain longer than
+// daemon.checkpoint_max_deltas, so none holds more than one past it.
+uint64_t MaxRecords(const DaemonConfig& d) { return uint64_t{d.checkpoint_max_deltas} + 1; }
+
+Status Prefixed(const Status& s, const std::string& shown) {
+  return s.ok() ? s : Status(s.code(), StrCat(shown, ": ", s.message()));
+}
+
 }  // namespace
 
 Result<CheckpointReport> Node::Checkpoint(const std::string& session, uint64_t allocation,
@@ -74,6 +92,7 @@ Result<CheckpointReport> Node::Checkpoint(const std::string& session, uint64_t a
   std::shared_ptr<Allocation> a;
   std::shared_ptr<WatchState> watch;
   std::string owner;
+  CheckpointOwner who;
   {
     absl::MutexLock lock(&impl_->mu);
     ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
@@ -85,6 +104,7 @@ Result<CheckpointReport> Node::Checkpoint(const std::string& session, uint64_t a
     a = it->second;
     watch = a->watch;
     owner = s->disk_owner;
+    who = CheckpointOwnerOf(*s);
   }
   ISO_ASSIGN_OR_RETURN(std::shared_ptr<DiskMemory> disk, impl_->runtime->FindDisk(memory));
   const uint64_t bytes = a->shm.size();
@@ -93,16 +113,39 @@ Result<CheckpointReport> Node::Checkpoint(const std::string& session, uint64_t a
                              "' takes files of at most ", disk->max_file_bytes(), " bytes");
   }
   ISO_ASSIGN_OR_RETURN(std::vector<uint64_t> pages, ClientPages(options, bytes));
-  ISO_ASSIGN_OR_RETURN(CheckpointFiles f, CheckpointFiles::Open(*disk, file, /*create=*/true));
-  // Incremental only over a base of this size whose chain is whole, with
-  // the daemon tracking writes into the allocation.
-  bool full = options.full || !watch || f.base_bytes != bytes;
-  DeltaTail tail;
-  if (!full) {
-    auto t = ScanDeltaHeaders(f.delta.get(), f.delta_bytes, bytes, f.shown_delta);
-    full = !t.ok();  // a damaged chain starts over from a full image
-    if (t.ok()) tail = *t;
+  ISO_ASSIGN_OR_RETURN(std::shared_ptr<const std::string> secret,
+                       CheckpointSecret(impl_->config.daemon.state_dir));
+  ISO_ASSIGN_OR_RETURN(CheckpointFiles f, CheckpointFiles::Open(*disk, file, /*create=*/true, who,
+                                                                /*exclusive=*/true));
+  std::unique_ptr<active::DeltaMac> mac = MakeChainMac(*secret, f, who);
+  const uint64_t max_deltas = impl_->config.daemon.checkpoint_max_deltas;
+  // Incremental only over a base of this size whose chain is whole (every
+  // record's CRC and MAC), with the daemon tracking writes into the
+  // allocation; otherwise full, and the report says why.
+  std::string reason;
+  if (options.full) {
+    reason = "asked for (full)";
+  } else if (!watch) {
+    reason = "the allocation has no watch: the daemon does not know which pages changed";
+  } else if (f.base_bytes != bytes) {
+    reason = f.base_bytes == 0 && f.delta_bytes == 0
+                 ? std::string("the first checkpoint into this file")
+                 : StrCat("the base holds ", f.base_bytes, " bytes, the allocation ", bytes);
   }
+  active::DeltaWalk tail;
+  if (reason.empty()) {
+    auto t = WalkChain(f, bytes, MaxRecords(impl_->config.daemon), *mac);
+    if (!t.ok()) {
+      reason =
+          StrCat("the delta chain cannot be extended (", t.status().message(), "): started over");
+    } else if (t->records > max_deltas || f.delta_bytes > bytes) {
+      reason = StrCat("the delta chain (", t->records, " records, ", f.delta_bytes,
+                      " bytes) was never merged into its base: started over");
+    } else {
+      tail = *t;
+    }
+  }
+  const bool full = !reason.empty();
   // The dirty set is taken (and cleared) before the pages are copied, so
   // a write landing meanwhile is in this image or marked for the next.
   if (watch) {
@@ -112,26 +155,28 @@ Result<CheckpointReport> Node::Checkpoint(const std::string& session, uint64_t a
   std::sort(pages.begin(), pages.end());
   pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
   CheckpointReport rep;
+  rep.full_reason = reason;
   Status done = [&]() -> Status {
     if (full) {
       ISO_ASSIGN_OR_RETURN(DiskCharge charge, disk->Charge(owner, bytes));
       return WriteFull(f, a->shm.data(), bytes, rep);
     }
-    ISO_ASSIGN_OR_RETURN(std::vector<std::byte> record,
-                         active::EncodeDeltaRecord(a->shm.data(), bytes, tail.records + 1, pages));
-    if (tail.end + record.size() > disk->max_file_bytes()) {
+    ISO_ASSIGN_OR_RETURN(
+        std::vector<std::byte> record,
+        active::EncodeDeltaRecord(a->shm.data(), bytes, tail.records + 1, pages, tail.last, *mac));
+    if (f.delta_bytes + record.size() > disk->max_file_bytes()) {
       return ResourceExhausted(f.shown_delta, " would grow past the memory's ",
                                disk->max_file_bytes(), "-byte file limit (take a full checkpoint)");
     }
-    ISO_ASSIGN_OR_RETURN(DiskCharge charge, disk->Charge(owner, bytes + tail.end + record.size()));
+    ISO_ASSIGN_OR_RETURN(DiskCharge charge,
+                         disk->Charge(owner, bytes + f.delta_bytes + record.size()));
     ISO_RETURN_IF_ERROR(
-        PWriteAll(f.delta.get(), record.data(), record.size(), tail.end, f.shown_delta));
+        PWriteAll(f.delta.get(), record.data(), record.size(), f.delta_bytes, f.shown_delta));
     ISO_RETURN_IF_ERROR(SyncData(f.delta.get(), f.shown_delta));
-    f.delta_bytes = tail.end + record.size();
-    tail.end = f.delta_bytes;
+    f.delta_bytes += record.size();
     ++tail.records;
     rep.pages_written = pages.size();
-    rep.bytes_written = record.size() - sizeof(active::DeltaHeader) - pages.size() * 8;
+    rep.bytes_written = record.size() - active::kDeltaRecordHead - pages.size() * 8;
     return OkStatus();
   }();
   if (!done.ok()) {
@@ -142,12 +187,11 @@ Result<CheckpointReport> Node::Checkpoint(const std::string& session, uint64_t a
   }
   rep.file_bytes = bytes;
   rep.deltas = full ? 0 : tail.records;
-  const uint64_t max_deltas = impl_->config.daemon.checkpoint_max_deltas;
   if (!full && (options.compact || tail.records > max_deltas || f.delta_bytes > bytes)) {
     ISO_ASSIGN_OR_RETURN(DiskCharge charge, disk->Charge(owner, bytes + f.delta_bytes));
     // The record is durable and the chain whole either way: a failed merge
     // is retried by the next checkpoint.
-    Status merged = CompactDeltaChain(f).status();
+    Status merged = CompactDeltaChain(f, MaxRecords(impl_->config.daemon), *mac).status();
     if (!merged.ok()) {
       return Status(merged.code(), StrCat("checkpoint appended to ", f.shown_delta,
                                           ", but merging the chain failed: ", merged.message()));
@@ -162,6 +206,7 @@ Result<CheckpointReport> Node::Checkpoint(const std::string& session, uint64_t a
 Result<RestoreReport> Node::Restore(const std::string& session, uint64_t allocation,
                                     const std::string& memory, const std::string& file) {
   std::shared_ptr<Allocation> a;
+  CheckpointOwner who;
   {
     absl::MutexLock lock(&impl_->mu);
     ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
@@ -171,24 +216,36 @@ Result<RestoreReport> Node::Restore(const std::string& session, uint64_t allocat
                               " is not this session's: only its owner restores into it");
     }
     a = it->second;
+    who = CheckpointOwnerOf(*s);
   }
   ISO_ASSIGN_OR_RETURN(std::shared_ptr<DiskMemory> disk, impl_->runtime->FindDisk(memory));
-  ISO_ASSIGN_OR_RETURN(CheckpointFiles f, CheckpointFiles::Open(*disk, file, /*create=*/false));
+  ISO_ASSIGN_OR_RETURN(std::shared_ptr<const std::string> secret,
+                       CheckpointSecret(impl_->config.daemon.state_dir));
+  ISO_ASSIGN_OR_RETURN(CheckpointFiles f, CheckpointFiles::Open(*disk, file, /*create=*/false, who,
+                                                                /*exclusive=*/false));
   const uint64_t bytes = a->shm.size();
   if (f.base_bytes != bytes) {
     return InvalidArgument(f.shown, " holds a ", f.base_bytes, "-byte image; allocation ",
                            allocation, " has ", bytes, " bytes");
   }
-  // The chain is read and checked whole before the allocation changes.
-  ISO_ASSIGN_OR_RETURN(DeltaChain chain, ReadDeltaChain(f, bytes));
-  // The base goes to a private buffer first, so a short base (the file
-  // cut meanwhile) changes nothing either.
+  // A chain no checkpoint leaves is refused from its size, unread.
+  ISO_RETURN_IF_ERROR(Prefixed(active::CheckDeltaChainSize(f.delta_bytes, bytes), f.shown_delta));
+  // Base and chain go to a private image first, streamed (a chunk at a
+  // time), so a damaged, forged or short record, or a base cut meanwhile,
+  // changes nothing in the allocation.
   std::vector<std::byte> image(bytes);
   ISO_RETURN_IF_ERROR(PReadAll(f.base.get(), image.data(), bytes, 0, f.shown));
+  std::unique_ptr<active::DeltaMac> mac = MakeChainMac(*secret, f, who);
+  auto apply = [&](uint64_t page, const std::byte* data, uint64_t n) {
+    std::memcpy(image.data() + page * kPage, data, n);  // inside: WalkDeltaChain checked it
+    return OkStatus();
+  };
+  ISO_ASSIGN_OR_RETURN(active::DeltaWalk walk,
+                       WalkChain(f, bytes, MaxRecords(impl_->config.daemon), *mac, apply));
   RestoreReport rep;
   rep.image_bytes = bytes;
-  rep.deltas = chain.records.size();
-  rep.pages_applied = active::ApplyDeltaChain(chain.bytes, chain.records, image.data(), bytes);
+  rep.deltas = walk.records;
+  rep.pages_applied = walk.pages;
   std::copy(image.begin(), image.end(), a->shm.data());
   return rep;
 }
@@ -196,22 +253,35 @@ Result<RestoreReport> Node::Restore(const std::string& session, uint64_t allocat
 Result<RestoreReport> Node::CompactCheckpoint(const std::string& session, const std::string& memory,
                                               const std::string& file) {
   std::string owner;
+  CheckpointOwner who;
   {
     absl::MutexLock lock(&impl_->mu);
     ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
     owner = s->disk_owner;
+    who = CheckpointOwnerOf(*s);
   }
   ISO_ASSIGN_OR_RETURN(std::shared_ptr<DiskMemory> disk, impl_->runtime->FindDisk(memory));
-  ISO_ASSIGN_OR_RETURN(CheckpointFiles f, CheckpointFiles::Open(*disk, file, /*create=*/false));
+  ISO_ASSIGN_OR_RETURN(std::shared_ptr<const std::string> secret,
+                       CheckpointSecret(impl_->config.daemon.state_dir));
+  ISO_ASSIGN_OR_RETURN(CheckpointFiles f, CheckpointFiles::Open(*disk, file, /*create=*/false, who,
+                                                                /*exclusive=*/true));
+  // No checkpoint makes a base past the memory's file limit, nor a chain
+  // past MaxDeltaChainBytes of its base: both refused before a byte is read.
+  if (f.base_bytes > disk->max_file_bytes()) {
+    return absl::DataLossError(StrCat(f.shown, " holds ", f.base_bytes, " bytes, past memory '",
+                                      memory, "''s max_file_bytes (", disk->max_file_bytes(),
+                                      "): no checkpoint made it"));
+  }
+  ISO_RETURN_IF_ERROR(
+      Prefixed(active::CheckDeltaChainSize(f.delta_bytes, f.base_bytes), f.shown_delta));
   ISO_ASSIGN_OR_RETURN(DiskCharge charge, disk->Charge(owner, f.base_bytes + f.delta_bytes));
+  std::unique_ptr<active::DeltaMac> mac = MakeChainMac(*secret, f, who);
+  ISO_ASSIGN_OR_RETURN(active::DeltaWalk walk,
+                       CompactDeltaChain(f, MaxRecords(impl_->config.daemon), *mac));
   RestoreReport rep;
   rep.image_bytes = f.base_bytes;
-  if (f.delta_bytes > 0) {
-    ISO_ASSIGN_OR_RETURN(
-        DeltaTail t, ScanDeltaHeaders(f.delta.get(), f.delta_bytes, f.base_bytes, f.shown_delta));
-    rep.deltas = t.records;
-  }
-  ISO_ASSIGN_OR_RETURN(rep.pages_applied, CompactDeltaChain(f));
+  rep.deltas = walk.records;
+  rep.pages_applied = walk.pages;
   return rep;
 }
 

@@ -1,5 +1,9 @@
 #include "daemon/server/active_rpc.h"
 
+#include <spdlog/spdlog.h>
+
+#include <system_error>
+
 #include "absl/synchronization/mutex.h"
 #include "daemon/server/convert.h"
 #include "daemon/server/convert_watch.h"
@@ -54,6 +58,7 @@ Status CheckpointRpc(Node& node, const std::string& session, const v1::Checkpoin
   out->set_deltas(r.deltas);
   out->set_delta_file_bytes(r.delta_file_bytes);
   out->set_compacted(r.compacted);
+  out->set_full_reason(r.full_reason);
   return OkStatus();
 }
 
@@ -174,32 +179,63 @@ Reactor* ActiveCallbacks::DirtyPages(Ctx* ctx, const v1::DirtyPagesRequest* req,
 }
 Reactor* ActiveCallbacks::Checkpoint(Ctx* ctx, const v1::CheckpointRequest* req,
                                      v1::CheckpointResponse* resp) {
-  return Offload(
-      ctx, [this, s = Session(ctx), req, resp] { return CheckpointRpc(node_, s, *req, resp); });
+  const std::string s = Session(ctx);
+  return Offload(ctx, s, [this, s, req, resp] { return CheckpointRpc(node_, s, *req, resp); });
 }
 Reactor* ActiveCallbacks::Restore(Ctx* ctx, const v1::RestoreRequest* req,
                                   v1::RestoreResponse* resp) {
-  return Offload(ctx,
-                 [this, s = Session(ctx), req, resp] { return RestoreRpc(node_, s, *req, resp); });
+  const std::string s = Session(ctx);
+  return Offload(ctx, s, [this, s, req, resp] { return RestoreRpc(node_, s, *req, resp); });
 }
 Reactor* ActiveCallbacks::CompactCheckpoint(Ctx* ctx, const v1::CompactCheckpointRequest* req,
                                             v1::CompactCheckpointResponse* resp) {
-  return Offload(ctx, [this, s = Session(ctx), req, resp] {
-    return CompactCheckpointRpc(node_, s, *req, resp);
-  });
+  const std::string s = Session(ctx);
+  return Offload(ctx, s,
+                 [this, s, req, resp] { return CompactCheckpointRpc(node_, s, *req, resp); });
 }
 
-Reactor* ActiveCallbacks::Offload(Ctx* ctx, std::function<Status()> status) {
+ActiveCallbacks::ActiveCallbacks(Node& node)
+    : node_(node), per_session_(node.config().daemon.max_checkpoint_calls_per_session) {
+  const uint32_t threads = node.config().daemon.checkpoint_threads;
+  for (uint32_t i = 0; i < threads; ++i) {
+    try {
+      workers_.emplace_back([this] { Run(); });
+    } catch (const std::system_error& e) {
+      spdlog::warn("checkpoint worker thread {} of {} could not be started: {}", i + 1, threads,
+                   e.what());
+      break;
+    }
+  }
+}
+
+Reactor* ActiveCallbacks::Offload(Ctx* ctx, const std::string& session,
+                                  std::function<Status()> status) {
   Reactor* r = ctx->DefaultReactor();
-  absl::MutexLock lock(&mu_);
-  // The request and response live until Finish: the job may use them.
-  jobs_.push_back([r, status = std::move(status)] { r->Finish(ToGrpc(status())); });
+  Status refused = [&]() -> Status {
+    absl::MutexLock lock(&mu_);
+    if (workers_.empty()) {
+      return Unavailable("no checkpoint worker thread could be started (see the daemon's log); ",
+                         "checkpoints over the local socket still work");
+    }
+    uint32_t& calls = calls_[session];
+    if (calls >= per_session_) {
+      return ResourceExhausted("this session has ", calls,
+                               " Checkpoint, Restore or CompactCheckpoint calls queued or ",
+                               "running (daemon.max_checkpoint_calls_per_session = ", per_session_,
+                               "): wait for one to finish");
+    }
+    ++calls;
+    // The request and response live until Finish: the job may use them.
+    jobs_.push_back({session, [r, status = std::move(status)] { r->Finish(ToGrpc(status())); }});
+    return OkStatus();
+  }();
+  if (!refused.ok()) r->Finish(ToGrpc(refused));
   return r;
 }
 
 void ActiveCallbacks::Run() {
   for (;;) {
-    std::function<void()> job;
+    Job job;
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(this, &ActiveCallbacks::Ready));
@@ -207,7 +243,10 @@ void ActiveCallbacks::Run() {
       job = std::move(jobs_.front());
       jobs_.pop_front();
     }
-    job();
+    job.run();
+    absl::MutexLock lock(&mu_);
+    auto it = calls_.find(job.session);
+    if (it != calls_.end() && --it->second == 0) calls_.erase(it);
   }
 }
 
@@ -216,7 +255,7 @@ ActiveCallbacks::~ActiveCallbacks() {
     absl::MutexLock lock(&mu_);
     stop_ = true;
   }
-  worker_.join();
+  for (std::thread& t : workers_) t.join();
 }
 
 }  // namespace isometry

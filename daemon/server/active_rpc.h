@@ -7,6 +7,7 @@
 
 #include <deque>
 #include <functional>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,7 +26,7 @@ Status GetWatchRpc(Node& node, const std::string& session, const v1::GetWatchReq
 Status DirtyPagesRpc(Node& node, const std::string& session, const v1::DirtyPagesRequest& req,
                      v1::DirtyPagesResponse* out);
 // Checkpoint, Restore and CompactCheckpoint do their disk I/O on the
-// calling thread (ActiveCallbacks' worker, or a local connection's).
+// calling thread (one of ActiveCallbacks' workers, or a local connection's).
 Status CheckpointRpc(Node& node, const std::string& session, const v1::CheckpointRequest& req,
                      v1::CheckpointResponse* out);
 Status RestoreRpc(Node& node, const std::string& session, const v1::RestoreRequest& req,
@@ -42,14 +43,19 @@ grpc::ServerUnaryReactor* ActiveFlushRpc(Node& node, const std::string& session,
 // The Active Access RPCs of the gRPC service (daemon/server/grpc_service.cc
 // derives from this): proto in, node call, proto out. Checkpoint, Restore
 // and CompactCheckpoint, whose disk I/O is bounded by an image's size but
-// not small, run on one worker thread of their own, in arrival order, so
-// no gRPC thread waits for a disk; the worker finishes what is queued and
-// exits when the service is destroyed (after the server has shut down).
+// not small, run on a pool of their own (daemon.checkpoint_threads), in
+// arrival order, so no gRPC thread waits for a disk and one session's slow
+// call holds one thread, not the others' calls: a session may have at most
+// daemon.max_checkpoint_calls_per_session of them queued or running (more
+// are answered RESOURCE_EXHAUSTED at once). A worker thread that cannot be
+// started is logged; with none, the calls are answered UNAVAILABLE. The
+// workers finish what is queued and exit when the service is destroyed
+// (after the server has shut down).
 class ActiveCallbacks : public v1::Isometry::CallbackService {
  public:
   using Ctx = grpc::CallbackServerContext;
   using Reactor = grpc::ServerUnaryReactor;
-  explicit ActiveCallbacks(Node& node) : node_(node), worker_([this] { Run(); }) {}
+  explicit ActiveCallbacks(Node& node);
   ~ActiveCallbacks() override;
   ActiveCallbacks(const ActiveCallbacks&) = delete;
   ActiveCallbacks& operator=(const ActiveCallbacks&) = delete;
@@ -72,16 +78,23 @@ class ActiveCallbacks : public v1::Isometry::CallbackService {
   virtual std::string Session(const Ctx* ctx) const = 0;
 
  private:
-  // Runs `status` on the worker and finishes the call with its result.
-  Reactor* Offload(Ctx* ctx, std::function<Status()> status);
+  struct Job {
+    std::string session;  // its token: the key of the per-session bound, never shown
+    std::function<void()> run;
+  };
+  // Runs `status` on a worker for `session` and finishes the call with its
+  // result (or at once with RESOURCE_EXHAUSTED past the session's bound).
+  Reactor* Offload(Ctx* ctx, const std::string& session, std::function<Status()> status);
   void Run();
   bool Ready() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !jobs_.empty(); }
 
   Node& node_;
+  const uint32_t per_session_;  // daemon.max_checkpoint_calls_per_session
   absl::Mutex mu_;
-  std::deque<std::function<void()>> jobs_ ABSL_GUARDED_BY(mu_);
+  std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, uint32_t> calls_ ABSL_GUARDED_BY(mu_);  // queued or running, per session
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread worker_;  // last: started once the rest is built
+  std::vector<std::thread> workers_;  // started in the constructor, once the rest is built
 };
 
 // The local socket's watch, unwatch, get_watch, active_flush and

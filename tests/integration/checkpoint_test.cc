@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -28,10 +29,6 @@ namespace {
 
 constexpr uint64_t kTable = uint64_t{512} * 1024;
 constexpr uint64_t kPage = 4096;
-
-InstanceShape ByteShape(uint64_t n) {
-  return {Box::FromExtents({static_cast<int64_t>(n)}), FieldSpace::Uniform(1, 1), Layout::Aos(1)};
-}
 
 // A daemon with DSK memory dsk0 in a fresh directory; chains of more than
 // three records are compacted.
@@ -64,19 +61,20 @@ struct Env {
   ~Env() { std::filesystem::remove_all(dir); }
   Env(const Env&) = delete;
   Env& operator=(const Env&) = delete;
-  // b puts `n` pattern bytes at `offset` of the table (an active put).
+  // b puts `n` pattern bytes at `offset` of the table (an active put, a
+  // gRPC Write: another client may not map a watched allocation).
   void Put(uint64_t offset, uint64_t n, uint64_t seed) {
-    auto src = b->Allocate("sys0", n);
-    REQUIRE(src.ok());
     const auto bytes = Pattern(n, seed);
-    std::memcpy(src->data(), bytes.data(), n);
-    auto mapped = b->Map(table.id());
-    REQUIRE(mapped.ok());
-    auto s = b->Register(*src, 0, ByteShape(n));
-    auto t = b->Register(*mapped, offset, ByteShape(n));
-    INFO(s.status().ToString() << " / " << t.status().ToString());
-    REQUIRE((s.ok() && t.ok()));
-    REQUIRE(b->Copy(*s, *t).status.ok());
+    v1::WriteRequest req;
+    req.set_allocation(table.id());
+    req.set_offset(offset);
+    req.set_data(reinterpret_cast<const char*>(bytes.data()), n);
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("isometry-session", b->session());
+    v1::WriteResponse resp;
+    const grpc::Status s = d.stub().Write(&ctx, req, &resp);
+    INFO(s.error_message());
+    REQUIRE(s.ok());
   }
   // Restores into a fresh allocation and compares it with the table.
   bool RestoresExact() {
@@ -201,8 +199,9 @@ TEST_CASE("damaged or mismatched restore input is refused and changes nothing") 
   CHECK(
       absl::IsPermissionDenied(ActiveAccess(*e.b).Restore(fresh->id(), "dsk0", "t.img").status()));
   CHECK(e.RestoresExact());
-  // A checkpoint over a chain whose headers are damaged starts over with
-  // a full image (payloads are checked by restore and compaction).
+  // A checkpoint over a chain whose header or payload is damaged starts
+  // over with a full image, and says why (before, a damaged payload was
+  // appended to: a chain that could never be restored).
   auto bad_header = good;
   bad_header[10] ^= 1;
   write_delta(bad_header);
@@ -210,7 +209,77 @@ TEST_CASE("damaged or mismatched restore input is refused and changes nothing") 
   auto ck = e.aa.Checkpoint(e.table.id(), "dsk0", "t.img");
   REQUIRE(ck.ok());
   CHECK(ck->full);
+  CHECK(ck->full_reason.find("cannot be extended") != std::string::npos);
   CHECK(e.RestoresExact());
+  e.Put(kPage * 12, 100, 5);
+  REQUIRE(e.aa.Checkpoint(e.table.id(), "dsk0", "t.img")->deltas == 1);
+  auto bad_payload = ReadFile(e.Path("t.img.delta"));
+  bad_payload[bad_payload.size() - 5] ^= 1;
+  write_delta(bad_payload);
+  e.Put(kPage * 13, 100, 6);
+  auto over = e.aa.Checkpoint(e.table.id(), "dsk0", "t.img");
+  REQUIRE(over.ok());
+  INFO(over->full_reason);
+  CHECK(over->full);
+  CHECK(over->full_reason.find("payload CRC mismatch") != std::string::npos);
+  CHECK(e.RestoresExact());
+  e.Put(kPage * 14, 100, 7);
+  CHECK_FALSE(e.aa.Checkpoint(e.table.id(), "dsk0", "t.img")->full);
+  CHECK(e.RestoresExact());
+}
+
+TEST_CASE("a sparse delta file far past any chain's size is refused unread") {
+  Env e;
+  REQUIRE(e.aa.Checkpoint(e.table.id(), "dsk0", "t.img").ok());
+  e.Put(kPage * 3, 100, 1);
+  REQUIRE(e.aa.Checkpoint(e.table.id(), "dsk0", "t.img")->deltas == 1);
+  // 60 GiB that hold a few KiB (before: read whole, std::bad_alloc, abort).
+  REQUIRE(::truncate(e.Path("t.img.delta").c_str(), off_t{60} << 30) == 0);
+  auto fresh = e.a->Allocate("sys0", kTable);
+  REQUIRE(fresh.ok());
+  std::memset(fresh->data(), 0x5A, kTable);
+  const std::vector<std::byte> untouched(kTable, std::byte{0x5A});
+  const auto start = std::chrono::steady_clock::now();
+  const Status restore = e.aa.Restore(fresh->id(), "dsk0", "t.img").status();
+  const Status compact = e.aa.Compact("dsk0", "t.img").status();
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+  for (const Status& s : {restore, compact}) {
+    INFO(s.ToString());
+    CHECK(absl::IsDataLoss(s));
+    CHECK(std::string(s.message()).find("dsk0:t.img.delta") != std::string::npos);
+    CHECK(std::string(s.message()).find("at most") != std::string::npos);
+  }
+  CHECK(Bytes(*fresh, kTable) == untouched);
+  CHECK(std::filesystem::file_size(e.Path("t.img.delta")) == uint64_t{60} << 30);
+  // The daemon lives on; the next checkpoint starts a new chain.
+  e.Put(kPage * 4, 100, 2);
+  auto ck = e.aa.Checkpoint(e.table.id(), "dsk0", "t.img");
+  REQUIRE(ck.ok());
+  CHECK(ck->full);
+  CHECK(std::filesystem::file_size(e.Path("t.img.delta")) == 0);
+  CHECK(e.RestoresExact());
+}
+
+TEST_CASE("checkpoint names with a `..` component are refused like instance names") {
+  Env e;
+  std::filesystem::create_directory(e.Path("sub"));
+  auto fresh = e.a->Allocate("sys0", kTable);
+  REQUIRE(fresh.ok());
+  for (const Status& s : {e.aa.Checkpoint(e.table.id(), "dsk0", "sub/../x").status(),
+                          e.aa.Restore(fresh->id(), "dsk0", "sub/../x").status(),
+                          e.aa.Compact("dsk0", "sub/../x").status()}) {
+    INFO(s.ToString());
+    CHECK(absl::IsPermissionDenied(s));
+    CHECK(std::string(s.message()).find("'..'") != std::string::npos);
+  }
+  CHECK_FALSE(std::filesystem::exists(e.Path("x")));
+  // A name in a subdirectory works; its files are private to the owner.
+  REQUIRE(e.aa.Checkpoint(e.table.id(), "dsk0", "sub/t.img").ok());
+  for (const char* name : {"sub/t.img", "sub/t.img.delta"}) {
+    INFO(name);
+    CHECK((std::filesystem::status(e.Path(name)).permissions() & std::filesystem::perms::all) ==
+          (std::filesystem::perms::owner_read | std::filesystem::perms::owner_write));
+  }
 }
 
 TEST_CASE("client page ranges are validated against the allocation") {
