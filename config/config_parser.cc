@@ -261,10 +261,11 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
 }
 
 Status ReadCluster(const Reader& r, const toml::table& t, ClusterConfig& c) {
-  ISO_RETURN_IF_ERROR(r.OnlyKeys(t, "cluster.",
-                                 {"node_name", "secret_file", "data_listen", "data_connections",
-                                  "checksum", "peer_timeout_ms", "keepalive_ms", "request_size",
-                                  "rate_limit", "link_rate", "eager_put_size", "tls", "etcd"}));
+  ISO_RETURN_IF_ERROR(
+      r.OnlyKeys(t, "cluster.",
+                 {"node_name", "secret_file", "data_listen", "data_connections", "checksum",
+                  "peer_timeout_ms", "keepalive_ms", "request_size", "rate_limit", "link_rate",
+                  "eager_put_size", "tls", "etcd", "data_max_handshakes"}));
   if (const toml::node* n = t.get("tls")) {
     ISO_RETURN_IF_ERROR(ReadClusterTls(*n, r.source(), c.tls));
   }
@@ -278,9 +279,13 @@ Status ReadCluster(const Reader& r, const toml::table& t, ClusterConfig& c) {
       ISO_ASSIGN_OR_RETURN(*out, r.String(*n, StrCat("cluster.", key)));
     }
   }
-  if (const toml::node* n = t.get("data_connections")) {
-    ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, "cluster.data_connections", 1, 64));
-    c.data_connections = static_cast<int>(v);
+  for (const auto& [key, out, hi] :
+       {std::tuple{"data_connections", &c.data_connections, 64},
+        std::tuple{"data_max_handshakes", &c.data_max_handshakes, 65536}}) {
+    if (const toml::node* n = t.get(key)) {
+      ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, StrCat("cluster.", key), 1, hi));
+      *out = static_cast<int>(v);
+    }
   }
   if (const toml::node* n = t.get("checksum")) {
     ISO_ASSIGN_OR_RETURN(c.checksum, r.Bool(*n, "cluster.checksum"));

@@ -122,6 +122,7 @@ request_size = "4MiB"
 # secret_file = "/etc/isometry/cluster.secret"
 # data_listen = "0.0.0.0:7471"    # data connections from peers
 # data_connections = 4            # per peer and direction
+# data_max_handshakes = 128       # unauthenticated connections saying hello at once
 # checksum = false                # XXH3-64 per chunk
 # peer_timeout_ms = 3000
 # keepalive_ms = 500

@@ -238,6 +238,7 @@ struct ClusterConfig {
   TlsConfig tls;
   std::string data_listen = "0.0.0.0:0";  // data connections from peers (port 0: any)
   int data_connections = 4;               // per peer and direction; chunks are striped
+  int data_max_handshakes = 128;          // unauthenticated hellos at once on the data port
   bool checksum = false;                  // XXH3-64 of every chunk, checked on arrival
   uint32_t peer_timeout_ms = 3000;        // a peer silent this long is down
   uint32_t keepalive_ms = 500;            // ping interval (round-trip time in isoctl peers)

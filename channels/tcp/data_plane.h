@@ -2,16 +2,15 @@
 // connections and one PeerLink per peer (peer_link.h).
 #pragma once
 
-#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "channels/tcp/hello_acceptor.h"
 #include "channels/tcp/peer_link.h"
 #include "core/unique_fd.h"
 
@@ -20,10 +19,7 @@ namespace isometry::net {
 class DataPlane {
  public:
   // What a connecting node sent to say who it is (frame.h, the hello).
-  struct HelloProof {
-    uint32_t node = 0;  // the id it claims
-    std::string client_nonce, server_nonce, proof;
-  };
+  using HelloProof = net::HelloProof;
   // Says which peer a connecting node is, by its proof (made with the
   // session key of that peer's gRPC hello to this node); an error refuses
   // the connection and nothing else. With TLS the peer's certificate must
@@ -38,7 +34,9 @@ class DataPlane {
   static Result<std::unique_ptr<DataPlane>> Create(const DataOptions& options);
   ~DataPlane();
 
-  void Start(Authenticate check, LinkDown on_down);
+  // Serves the data port (hello_acceptor.h); an error when its event loop
+  // cannot start (then no peer can open a data connection here).
+  Status Start(Authenticate check, LinkDown on_down);
   // The bound address, e.g. "0.0.0.0:41234".
   const std::string& address() const { return address_; }
   const DataOptions& options() const { return options_; }
@@ -49,27 +47,15 @@ class DataPlane {
 
  private:
   explicit DataPlane(const DataOptions& options) : options_(options) {}
-  void AcceptLoop();
-  void Handshake(UniqueFd fd, std::string remote);
-  // The hello of one incoming connection: the peer it proved to be and
-  // its answer's flags (checksums on, sealed records), or why it is refused.
-  Result<std::pair<std::string, uint8_t>> Admit(Wire& w);
-  void JoinHandshakes(bool all) ABSL_LOCKS_EXCLUDED(handshake_mu_);
-
   const DataOptions options_;
   UniqueFd listen_fd_;
   std::string address_;
-  Authenticate check_;
   LinkDown on_down_;
   Completer completer_;
   absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<PeerLink>> links_ ABSL_GUARDED_BY(mu_);
-  std::thread acceptor_;
-  // One thread per connection still saying hello (each bounded by
-  // timeout_ms), so a silent connection never holds up the others.
-  absl::Mutex handshake_mu_;
-  std::vector<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> handshakes_
-      ABSL_GUARDED_BY(handshake_mu_);
+  // Last: destroyed first, so no hello is admitted into a dying plane.
+  std::unique_ptr<HelloAcceptor> acceptor_;
 };
 
 }  // namespace isometry::net

@@ -179,7 +179,10 @@ Result<std::pair<UniqueFd, std::string>> ListenOn(const std::string& address) {
   if (!fd.valid()) return Errno("socket", errno);
   const int one = 1;
   ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(fd.get(), res->ai_addr, res->ai_addrlen) < 0 || ::listen(fd.get(), 64) < 0) {
+  // A deep backlog (the kernel caps it at somaxconn): under a flood a
+  // peer's SYN waits there for the event loop instead of being dropped
+  // and retried a second later. It holds no file descriptor.
+  if (::bind(fd.get(), res->ai_addr, res->ai_addrlen) < 0 || ::listen(fd.get(), 1024) < 0) {
     const int err = errno;
     return Errno(StrCat("listen on ", address), err);
   }

@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <system_error>
 
 #include "channels/tcp/peer_link_conn.h"
 #include "core/log_escape.h"
@@ -109,7 +110,7 @@ uint64_t PeerLink::bytes_received() const {
   return received_;
 }
 
-void PeerLink::AddIncoming(std::unique_ptr<Wire> wire, bool checksum) {
+Status PeerLink::AddIncoming(std::unique_ptr<Wire> wire, bool checksum) {
   auto c = std::make_shared<Conn>();
   c->wire = std::move(wire);
   c->checksum = checksum;
@@ -131,21 +132,36 @@ void PeerLink::AddIncoming(std::unique_ptr<Wire> wire, bool checksum) {
     }
   }
   in_.push_back(c);
-  StartConn(c);
+  if (Status s = StartConn(c); !s.ok()) {
+    std::vector<std::function<void()>> calls;
+    c->Close(calls, s);
+    closed_.push_back(c);
+    in_.pop_back();
+    for (auto& fn : calls) completer_->Post(std::move(fn));
+    return s;
+  }
   if (in_down_since_ && ++fresh_in_ >= options_.connections) {
     RecreditLocked();
     spdlog::info("data link from peer '{}': resumed on {} new connection(s) from {} after {} ms",
                  peer_, in_.size(), c->wire->remote(), MsSince(*in_down_since_));
     in_down_since_.reset();
   }
+  return OkStatus();
 }
 
-void PeerLink::StartConn(const std::shared_ptr<Conn>& c) {
+Status PeerLink::StartConn(const std::shared_ptr<Conn>& c) {
   Conn* raw = c.get();
   // The threads use the raw pointer: the link's vectors own the Conn and
   // destroy it (joining them) only from other threads.
-  raw->reader = std::thread([this, raw] { Reader(raw); });
-  raw->writer = std::thread([this, raw] { Writer(raw); });
+  try {
+    raw->reader = std::thread([this, raw] { Reader(raw); });
+    raw->writer = std::thread([this, raw] { Writer(raw); });
+  } catch (const std::system_error& e) {
+    return absl::ResourceExhaustedError(StrCat("data connection with peer '", peer_, "' (",
+                                               raw->wire->remote(),
+                                               "): cannot start its thread: ", e.what()));
+  }
+  return OkStatus();
 }
 
 void PeerLink::Fail(const Status& why, bool notify) {

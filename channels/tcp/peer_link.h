@@ -56,7 +56,9 @@ struct DataOptions {
   // XXH3-64 per chunk, checked by the receiver; on when either end of a
   // connection asks for it. A chunk whose checksum fails is sent once more.
   bool checksum = false;
-  uint32_t timeout_ms = 3000;           // a silent peer is dead after this
+  uint32_t timeout_ms = 3000;  // a silent peer is dead after this
+  // Connections saying hello at once on the data port (hello_acceptor.h).
+  int max_handshakes = 128;
   uint64_t rate_limit_bytes_per_s = 0;  // sending cap per peer; 0 = none
   // Mutual TLS on every data connection; null: plain TCP.
   std::shared_ptr<const TlsContext> tls;
@@ -114,8 +116,8 @@ class PeerLink {
   Status Connect(const std::string& address, uint32_t self_node, const Prover& prove)
       ABSL_LOCKS_EXCLUDED(mu_);
   // A connection the peer opened, after its hello was accepted; `checksum`:
-  // what the hello settled.
-  void AddIncoming(std::unique_ptr<Wire> wire, bool checksum);
+  // what the hello settled. An error (no thread for it) closes it.
+  Status AddIncoming(std::unique_ptr<Wire> wire, bool checksum);
   // Closes every connection and fails what is in flight with `why`;
   // `notify` reports it to on_down.
   void Fail(const Status& why, bool notify = true) ABSL_LOCKS_EXCLUDED(mu_);
@@ -150,7 +152,9 @@ class PeerLink {
   // One outgoing connection, its hello answered (link_hello.cc).
   Result<std::shared_ptr<Conn>> Open(const std::string& address, uint32_t self_node,
                                      const Prover& prove, uint32_t connect_ms);
-  void StartConn(const std::shared_ptr<Conn>& c);
+  // Its reader and writer threads; an error when one cannot start (the
+  // caller closes the connection: a thread that started ends with it).
+  Status StartConn(const std::shared_ptr<Conn>& c);
   void Reader(Conn* c);
   void Writer(Conn* c);
   Status WriteJob(Conn& c, Job& job);

@@ -43,7 +43,20 @@ Status PeerLink::OpenSet(const std::string& address, uint32_t self_node, const P
   for (auto& c : out_) closed_.push_back(c);
   out_ = conns;
   ++generation_;
-  for (auto& c : conns) StartConn(c);
+  Status started = OkStatus();
+  for (auto& c : conns) {
+    if (started.ok()) started = StartConn(c);
+  }
+  if (!started.ok()) {
+    for (auto& c : out_) {
+      c->Close(calls, started);
+      closed_.push_back(c);
+    }
+    out_.clear();
+    for (auto& fn : calls) completer_->Post(std::move(fn));
+    spdlog::error("data link to peer '{}': {}", peer_, std::string(started.message()));
+    return started;
+  }
   for (auto& fn : calls) completer_->Post(std::move(fn));
   if (out_down_since_) {
     spdlog::info("data link to peer '{}': resumed after {} ms; {} chunk(s) wait for credit again",

@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <system_error>
 #include <thread>
 
 #include "channels/tcp/peer_link.h"
@@ -61,7 +62,18 @@ void PeerLink::SuspendLocked(Conn* c, const Status& why,
     unacked_.clear();
     credits_.clear();
   }
-  if (!resumer_.joinable()) resumer_ = std::thread([this] { Resumer(); });
+  if (!resumer_.joinable()) {
+    try {
+      resumer_ = std::thread([this] { Resumer(); });
+    } catch (const std::system_error& e) {
+      // No resume without its thread: the link fails (what is in flight
+      // with it) and comes back with the next hello.
+      FailLocked(
+          absl::ResourceExhaustedError(StrCat("data link with peer '", peer_,
+                                              "': cannot start its resume thread: ", e.what())),
+          calls);
+    }
+  }
 }
 
 void PeerLink::Nudge(Clock::time_point since) {

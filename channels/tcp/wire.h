@@ -115,6 +115,21 @@ class Wire {
   // Wakes both directions for good (the reader and writer then fail).
   void Shutdown();
 
+  // ---- The accepting side's hello on a non-blocking socket ----
+  // (wire_nonblocking.cc; one thread, the data port's event loop, calls
+  // these until the hello is over.) What a step waits for next.
+  enum class Want { kNothing, kRead, kWrite };
+  // One step of the TLS handshake as the accepting end: kNothing once it
+  // is done; an error refuses the connection. The socket must be
+  // non-blocking. Until EndHello, OpenSSL keeps small buffers.
+  Result<Want> AcceptTlsStep(const TlsContext& ctx) ABSL_LOCKS_EXCLUDED(mu_);
+  // Up to `length` bytes that have arrived, without waiting: their count;
+  // 0 when none has (`want` then says what to wait for).
+  Result<size_t> RecvNow(void* data, size_t length, Want& want) ABSL_LOCKS_EXCLUDED(mu_);
+  // A whole frame without waiting (a hello's frames fit in any socket's
+  // send buffer); an error when the socket does not take it all now.
+  Status SendFrameNow(const FrameHeader& h, const void* payload = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   // Waits until the socket is ready for `events`; false on timeout.
   bool WaitFor(short events, uint32_t timeout_ms) const;

@@ -80,6 +80,10 @@ Status Wire::Rekey(Sealed& s) {
 Status Wire::EndHello(bool seal, bool accepting, uint64_t records_per_key) {
   if (!ssl_) return OkStatus();
   absl::MutexLock lock(&mu_);
+  // An accepted connection kept small buffers through its hello
+  // (AcceptTlsStep): the large one from now on.
+  SSL_set_default_read_buffer_len(ssl_, 256 << 10);
+  SSL_clear_mode(ssl_, SSL_MODE_RELEASE_BUFFERS);
   if (!seal) {
     if (!ktls_recv_) SSL_set_read_ahead(ssl_, 1);  // many records per read(2)
     return OkStatus();

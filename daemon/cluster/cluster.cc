@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
+#include <system_error>
 
 #include "core/log_escape.h"
 #include "core/random.h"
@@ -50,6 +51,7 @@ Result<std::unique_ptr<Cluster>> Cluster::Create(const Config& config,
   o.connections = cc.data_connections;
   o.checksum = cc.checksum;
   o.timeout_ms = cc.peer_timeout_ms;
+  o.max_handshakes = cc.data_max_handshakes;
   o.rate_limit_bytes_per_s = cc.rate_limit_bytes_per_s;
   o.corrupt_chunk = faults.corrupt_chunk;
   o.drop_chunk = faults.drop_chunk;
@@ -108,9 +110,29 @@ Status Cluster::Impl::AddPeer(const PeerConfig& pc, std::string source) {
     absl::MutexLock peers_lock(&peers_mu);
     peers.push_back(std::move(made));
   }
-  p->loop = std::thread([this, p] { PeerLoop(*p); });
+  ReapLoopsLocked();
+  try {
+    p->loop = std::thread([this, p] {
+      PeerLoop(*p);
+      p->loop_ended = true;
+    });
+  } catch (const std::system_error& e) {
+    p->removed = true;  // never seen: FindPeer skips it, Stop has nothing to join
+    StateLocked(*p).state = "left";
+    return absl::ResourceExhaustedError(
+        StrCat("peer '", pc.name, "': cannot start its thread: ", e.what()));
+  }
   spdlog::info("peer '{}' at {} joined ({})", ForLog(pc.name), ForLog(pc.address), p->source);
   return OkStatus();
+}
+
+void Cluster::Impl::ReapLoopsLocked() {
+  if (stopping) return;
+  absl::ReaderMutexLock lock(&peers_mu);
+  for (auto& p : peers) {
+    // loop_ended is its thread's last step: the join returns at once.
+    if (p->removed && p->loop_ended && p->loop.joinable()) p->loop.join();
+  }
 }
 
 void Cluster::Impl::RemovePeer(const std::string& name, const Status& why) {
@@ -123,6 +145,7 @@ void Cluster::Impl::RemovePeer(const std::string& name, const Status& why) {
   sessions.erase(name);  // its calls and data connections are refused from now on
   StateLocked(*p).state = "left";
   cv.SignalAll();
+  ReapLoopsLocked();
 }
 
 ChannelContext Cluster::channel_context() {
@@ -136,19 +159,28 @@ ChannelContext Cluster::channel_context() {
 void Cluster::Start(Node* node) {
   Impl* impl = impl_.get();
   impl->node = node;
-  impl->data->Start(
+  Status served = impl->data->Start(
       [impl](const net::DataPlane::HelloProof& hello) { return impl->DataPeer(hello); },
       [impl](const std::string& peer, const Status& why, uint64_t generation) {
         // Not on the link's thread (MarkDown takes locks the link's callers
         // hold); a report about connections since replaced is dropped there.
         impl->Post([impl, peer, why, generation] { impl->MarkDown(peer, why, generation); });
       });
+  if (!served.ok()) {
+    spdlog::error("no data port (peers cannot open data connections to this node): {}",
+                  served.ToString());
+  }
   {
     absl::MutexLock lock(&impl->mu);
     impl->worker = std::make_unique<net::Completer>();
   }
   for (Peer* raw : impl->PeerList()) {
-    raw->loop = std::thread([impl, raw] { impl->PeerLoop(*raw); });
+    try {
+      raw->loop = std::thread([impl, raw] { impl->PeerLoop(*raw); });
+    } catch (const std::system_error& e) {
+      spdlog::error("peer '{}': cannot start its thread ({}): it stays down", raw->config.name,
+                    e.what());
+    }
   }
   if (impl->etcd) impl->etcd->Start();
 }

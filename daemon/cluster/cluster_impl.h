@@ -92,6 +92,9 @@ struct Peer {
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   grpc::ChannelArguments channel_args;
   std::thread loop;
+  // Its loop returned (it left): the thread is joined at the next peer
+  // change (Impl::ReapLoopsLocked), not kept until the daemon stops.
+  std::atomic<bool> loop_ended{false};
   size_t index = 0;  // of its PeerState in Impl::peer_states
 };
 
@@ -318,6 +321,10 @@ struct Cluster::Impl {
   // Peer `name` left (etcd): like MarkDown with `why`, then its session
   // and its loop end. [[peer]]s never leave.
   void RemovePeer(const std::string& name, const Status& why) ABSL_LOCKS_EXCLUDED(mu, peers_mu);
+  // Joins the loops of peers that left and whose loop has returned (each
+  // would keep its stack until Stop otherwise). None once `stopping`: Stop
+  // joins them all.
+  void ReapLoopsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) ABSL_LOCKS_EXCLUDED(peers_mu);
   PeerState& StateLocked(const Peer& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     return peer_states[p.index];
   }
