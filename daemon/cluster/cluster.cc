@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <system_error>
 
@@ -62,6 +63,12 @@ Result<std::unique_ptr<Cluster>> Cluster::Create(const Config& config,
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  // Also the longest a connection attempt (TCP and the HTTP/2 handshake)
+  // may take: gRPC keeps the socket of a channel destroyed mid-handshake
+  // (a probe to a stopped peer, peer_manager.cc) until the attempt times
+  // out, for ever once the peer answers it. 20 s by default.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
+              static_cast<int>(std::clamp<uint32_t>(cc.peer_timeout_ms, 100, 20000)));
   impl->channel_credentials = creds.channel;
   impl->channel_args = args;
   {
@@ -253,8 +260,9 @@ Result<PlanReport> Cluster::ExplainPacked(const std::string& src_memory,
   return impl_->ExplainPacked(src_memory, dst_memory, src, dst);
 }
 
-Result<std::vector<DistributedRanks>> Cluster::QueryDistributed(const std::string& key) {
-  return impl_->QueryDistributed(key);
+Result<std::vector<DistributedRanks>> Cluster::QueryDistributed(const std::string& key,
+                                                                const std::string& grant_digest) {
+  return impl_->QueryDistributed(key, grant_digest);
 }
 
 Result<std::shared_ptr<CrossTransfer>> Cluster::RunRedistributePart(

@@ -67,7 +67,8 @@ class Cluster final : public CrossCopier {
                              const Box& bounds, const FieldSpace& fields) override;
   Result<PlanReport> ExplainPacked(const std::string& src_memory, const std::string& dst_memory,
                                    const PackedEnd& src, const PackedEnd& dst) override;
-  Result<std::vector<DistributedRanks>> QueryDistributed(const std::string& key) override;
+  Result<std::vector<DistributedRanks>> QueryDistributed(const std::string& key,
+                                                         const std::string& grant_digest) override;
   Result<std::shared_ptr<CrossTransfer>> RunRedistributePart(
       const std::string& node, const RedistributePart& part,
       std::function<void(Status, uint64_t)> done) override;

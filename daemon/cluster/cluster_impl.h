@@ -513,7 +513,8 @@ struct Cluster::Impl {
 
   // ---- distributed instances across nodes (distributed_peers.cc) ----
 
-  Result<std::vector<DistributedRanks>> QueryDistributed(const std::string& key)
+  Result<std::vector<DistributedRanks>> QueryDistributed(const std::string& key,
+                                                         const std::string& grant_digest)
       ABSL_LOCKS_EXCLUDED(mu);
   Result<std::shared_ptr<CrossTransfer>> RunRedistributePart(
       const std::string& name, const RedistributePart& part,

@@ -99,7 +99,8 @@ class PartCall final : public CrossTransfer, public std::enable_shared_from_this
 
 }  // namespace cluster
 
-Result<std::vector<DistributedRanks>> Cluster::Impl::QueryDistributed(const std::string& key) {
+Result<std::vector<DistributedRanks>> Cluster::Impl::QueryDistributed(
+    const std::string& key, const std::string& grant_digest) {
   std::vector<const Peer*> up;
   {
     const std::vector<Peer*> list = PeerList();
@@ -114,6 +115,7 @@ Result<std::vector<DistributedRanks>> Cluster::Impl::QueryDistributed(const std:
     cluster::SetDeadline(ctx, config.cluster.peer_timeout_ms);
     v1::PeerDistributedQuery q;
     q.set_key(key);
+    q.set_grant_digest(grant_digest);
     Authorize(ctx, *p, "QueryDistributed", q);
     v1::PeerDistributedRanks resp;
     const grpc::Status s = p->stub->QueryDistributed(&ctx, q, &resp);

@@ -93,7 +93,7 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
                                              v1::PeerDistributedRanks* resp) override {
     auto caller = Caller(ctx, "QueryDistributed", *req);
     if (!caller.ok()) return Reply(ctx, caller.status());
-    ToProto(impl_->node->DistributedRanksForPeer(*caller, req->key()), resp);
+    ToProto(impl_->node->DistributedRanksForPeer(*caller, req->key(), req->grant_digest()), resp);
     return Reply(ctx, OkStatus());
   }
 

@@ -40,6 +40,7 @@ void ToProto(const DistributedRanks& r, v1::PeerDistributedRanks* out) {
   isometry::ToProto(r.spec, out->mutable_distribution());
   out->set_element_bytes(r.element_bytes);
   for (const RankPlace& p : r.ranks) ToProto(p, out->add_ranks());
+  out->set_grant_digest(r.grant_digest);
 }
 
 Result<DistributedRanks> FromProto(const v1::PeerDistributedRanks& in, const std::string& node) {
@@ -49,6 +50,7 @@ Result<DistributedRanks> FromProto(const v1::PeerDistributedRanks& in, const std
   if (!r.found) return r;
   ISO_ASSIGN_OR_RETURN(r.spec, DistributionFromProto(in.distribution()));
   r.element_bytes = in.element_bytes();
+  r.grant_digest = in.grant_digest();
   for (const v1::PeerRankPlace& p : in.ranks()) {
     ISO_ASSIGN_OR_RETURN(RankPlace place, FromProto(p));
     place.node = node;  // the answering node's, whatever it wrote

@@ -196,7 +196,8 @@ class CrossCopier {
   // The ranks every peer that is up holds of distributed instance `key`
   // (namespace + name); an error names a peer that is up but did not
   // answer.
-  virtual Result<std::vector<DistributedRanks>> QueryDistributed(const std::string& key) = 0;
+  virtual Result<std::vector<DistributedRanks>> QueryDistributed(
+      const std::string& key, const std::string& grant_digest) = 0;
   // Runs `part` on peer `node`; `done` runs once with the part's end (its
   // status and the bytes its pieces moved). Cancel() aborts it there.
   virtual Result<std::shared_ptr<CrossTransfer>> RunRedistributePart(

@@ -102,6 +102,14 @@ struct AllocationReport {
   int fd = -1;  // the node's memfd; borrowed, valid while the allocation lives
 };
 
+// A published allocation whose owner's session has ended (isoctl orphans).
+struct OrphanReport {
+  uint64_t id = 0;
+  std::string memory;
+  uint64_t bytes = 0;
+  int64_t uid = -1;  // its publisher's; -1: a gRPC client's
+};
+
 struct MemoryReport {
   MemoryUsage usage;
   uint64_t pool_capacity = 0;
@@ -323,10 +331,24 @@ class Node {
                                     uint64_t bytes);
   // The owner frees its allocation; a published one whose owner has left
   // may be freed by a session of the same (known) uid, or the operator.
+  // The operator needs no session of its own to free an orphan (an empty
+  // or unknown `session` with `is_operator`).
   Status Free(const std::string& session, uint64_t allocation, bool is_operator = false);
+  // Published allocations outlive their session: a uid's published bytes
+  // in a memory (live and orphaned; gRPC clients, whose uid is unknown,
+  // share one allowance) stay within that memory's client_quota, beyond
+  // which Publish is RESOURCE_EXHAUSTED. Publishing twice changes nothing.
   Status Publish(const std::string& session, uint64_t allocation);
+  // The orphaned published allocations, for the operator.
+  std::vector<OrphanReport> ListOrphans() const;
   // An allocation the session may use: its own or a published one.
   Result<AllocationReport> Lookup(const std::string& session, uint64_t allocation) const;
+  // Lookup for a client that maps the allocation's memory itself (the
+  // local socket's Map): its stores then reach the bytes without the
+  // daemon. So another session may not map a watched allocation
+  // (PERMISSION_DENIED), and an allocation another session has mapped can
+  // no longer be watched (Watch: FAILED_PRECONDITION).
+  Result<AllocationReport> Map(const std::string& session, uint64_t allocation);
   Status Write(const std::string& session, uint64_t allocation, uint64_t offset,
                std::string_view data);
   Result<std::string> Read(const std::string& session, uint64_t allocation, uint64_t offset,
@@ -417,14 +439,20 @@ class Node {
                                             const DistributedJoin& join);
   // Starts the redistribution of `producer` into `consumer` (both complete,
   // same global extents and element size, the caller a rank of either) as
-  // one transfer owned by the caller's session; `on_done` as for Copy.
+  // one transfer owned by the caller's session; `on_done` as for Copy. A
+  // gRPC session (no uid) must present the grant of a side it is no rank
+  // of (PERMISSION_DENIED otherwise).
   Result<uint64_t> Redistribute(const std::string& session, const std::string& producer,
-                                const std::string& consumer, TransferCallback on_done = nullptr);
+                                const std::string& consumer, const RedistributeGrants& grants = {},
+                                TransferCallback on_done = nullptr);
   // For peers (the cluster layer), with distributed instances named by
   // namespace + name: the ranks joined here; the pieces of this node's
   // producer ranks that node `caller` asks for (`done` once, with the
   // bytes moved); the end of an instance a rank on `caller` left.
-  DistributedRanks DistributedRanksForPeer(const std::string& caller, const std::string& key);
+  // A gRPC-namespace instance is answered only to a query carrying the
+  // digest of the grant it was made with (else: not found here).
+  DistributedRanks DistributedRanksForPeer(const std::string& caller, const std::string& key,
+                                           const std::string& grant_digest);
   Result<std::shared_ptr<CrossTransfer>> RunPartForPeer(
       const std::string& caller, const RedistributePart& part,
       const std::function<void(Status, uint64_t)>& done);

@@ -1,5 +1,7 @@
 // Distributed instances (node_distributed.h): ranks join by name with
 // their local instance; the whole ends with any rank's session.
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
 #include <spdlog/spdlog.h>
 
 #include "core/log_escape.h"
@@ -14,6 +16,7 @@ using Dist = redistribution::Distribution;
 using redistribution::Index;
 
 constexpr size_t kMaxNameBytes = 128;
+constexpr size_t kMinGrantBytes = 16, kMaxGrantBytes = 256;
 
 Status CheckName(const std::string& name) {
   if (name.empty() || name.size() > kMaxNameBytes) {
@@ -62,11 +65,58 @@ Status CheckLocal(const Instance& in, const DistributedJoin& join, const Index& 
   return StridedStorageOf(shape, what).status();
 }
 
+// Redistributions never run through watches: a rank's storage may not
+// lie in a watched region (and Watch refuses regions over ranks).
+Status CheckUnwatched(const Instance& in, const DistributedJoin& join) {
+  if (!in.allocation || !in.allocation->watch) return OkStatus();
+  const uint64_t first = in.offset, last = in.offset + in.shape.total_bytes();
+  for (const RegionStats& r : in.allocation->watch->Report().regions) {
+    if (r.region.begin < last && first < r.region.end) {
+      return FailedPrecondition("rank ", join.rank, "'s instance ", join.instance,
+                                " lies in watched region ", r.region.id, " of allocation ",
+                                in.allocation->id,
+                                ": redistributions do not run through watches, so a rank's "
+                                "storage may not be watched");
+    }
+  }
+  return OkStatus();
+}
+
 }  // namespace
+
+Result<std::string> DistributedGrantDigest(const std::string& grant) {
+  if (grant.empty()) return std::string();
+  if (grant.size() < kMinGrantBytes || grant.size() > kMaxGrantBytes) {
+    return InvalidArgument("distributed instance grant of ", grant.size(),
+                           " bytes: ", kMinGrantBytes, " to ", kMaxGrantBytes,
+                           " (a random secret of the job's, the same for every rank)");
+  }
+  std::string digest(SHA256_DIGEST_LENGTH, '\0');
+  SHA256(reinterpret_cast<const unsigned char*>(grant.data()), grant.size(),
+         reinterpret_cast<unsigned char*>(digest.data()));
+  return digest;
+}
+
+bool GrantDigestsEqual(const std::string& a, const std::string& b) {
+  return a.size() == SHA256_DIGEST_LENGTH && b.size() == SHA256_DIGEST_LENGTH &&
+         CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+bool IsMember(const DistributedInstance& d, uint64_t session) {
+  for (const auto& m : d.members) {
+    if (m && m->session == session) return true;
+  }
+  return false;
+}
+
+bool GrantMatches(const DistributedInstance& d, const std::string& digest) {
+  return GrantDigestsEqual(d.grant_digest, digest);
+}
 
 // gRPC sessions have no uid (the transport does not say who the peer is).
 std::string DistributedNamespace(const Session& s) {
-  return s.creds.known() ? StrCat("uid ", s.creds.uid, "/") : std::string("grpc/");
+  return s.creds.known() ? StrCat("uid ", s.creds.uid, "/")
+                         : std::string(kGrpcDistributedNamespace);
 }
 
 Result<StridedStorage> StridedStorageOf(const InstanceShape& shape, const std::string& what) {
@@ -112,6 +162,7 @@ Result<DistributedReport> Node::JoinDistributed(const std::string& session,
                            dist.rank_count(), " ranks");
   }
   ISO_ASSIGN_OR_RETURN(const Index extents, dist.LocalExtent(join.rank));
+  ISO_ASSIGN_OR_RETURN(const std::string digest, DistributedGrantDigest(join.grant));
   uint64_t elements = 1;
   for (int d = 0; d < dist.dims(); ++d) elements *= extents[d];
   absl::MutexLock lock(&impl_->mu);
@@ -126,10 +177,24 @@ Result<DistributedReport> Node::JoinDistributed(const std::string& session,
       return NotFound("no instance ", join.instance, " registered in this session");
     }
     ISO_RETURN_IF_ERROR(CheckLocal(it->second, join, extents, dist.dims()));
+    ISO_RETURN_IF_ERROR(CheckUnwatched(it->second, join));
   }
   const std::string ns = DistributedNamespace(*s);
+  const bool grpc_ns = !s->creds.known();
   const std::string key = ns + join.name;
   auto found = impl_->distributed.find(key);
+  // gRPC sessions share one namespace: a job's instance is joined by its
+  // own sessions and those that know its grant, never taken over by
+  // another client naming it.
+  if (grpc_ns && found != impl_->distributed.end() && !IsMember(*found->second, s->id) &&
+      !GrantMatches(*found->second, digest)) {
+    return PermissionDenied(
+        "distributed instance '", ForLog(join.name), "' was made by another session",
+        found->second->grant_digest.empty()
+            ? " without a grant: only the sessions that joined it may join more ranks"
+            : (digest.empty() ? "; joining it needs its grant (JoinDistributedRequest.grant)"
+                              : "; the grant presented is not its grant"));
+  }
   if (found == impl_->distributed.end()) {
     size_t mine = 0;
     for (auto it = impl_->distributed.lower_bound(ns);
@@ -142,7 +207,8 @@ Result<DistributedReport> Node::JoinDistributed(const std::string& session,
                                "daemon.max_distributed_per_uid is ", max);
     }
     auto fresh = std::make_shared<DistributedInstance>(
-        DistributedInstance{join.name, dist, join.spec, join.element_bytes, {}, 0, {}});
+        DistributedInstance{join.name, dist, join.spec, join.element_bytes, {}, 0, {}, {}, {}});
+    if (grpc_ns) fresh->grant_digest = digest;
     fresh->members.resize(dist.rank_count());
     found = impl_->distributed.emplace(key, std::move(fresh)).first;
   }

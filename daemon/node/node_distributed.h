@@ -29,6 +29,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/instance.h"
@@ -43,6 +44,7 @@ struct DistributedJoin {
   uint64_t element_bytes = 0;  // = the local instance's field space bytes
   uint64_t rank = 0;
   uint64_t instance = 0;  // registered by the joining session, on this node
+  std::string grant;      // gRPC namespace: the job's secret (see DistributedGrant)
 };
 
 struct DistributedReport {
@@ -80,6 +82,7 @@ struct DistributedRanks {
   redistribution::DistributionSpec spec;
   uint64_t element_bytes = 0;
   std::vector<RankPlace> ranks;
+  std::string grant_digest;  // DistributedInstance::grant_digest there
 };
 
 // The pieces of the producer ranks on one node (RedistributePart).
@@ -114,6 +117,34 @@ struct DistributedInstance {
   // Other nodes known to hold ranks of it (learned by QueryDistributed,
   // asked or answered): told when it ends here, and only they can end it.
   std::set<std::string> peers;
+  // gRPC namespace: SHA-256 of the grant it was made with (empty: made
+  // without one, so only its member sessions may join or redistribute it).
+  std::string grant_digest;
+};
+
+// The namespace of gRPC sessions' distributed instances (keys start so).
+inline constexpr std::string_view kGrpcDistributedNamespace = "grpc/";
+
+// Who may join or redistribute a distributed instance of the gRPC
+// namespace, where sessions have no uid to tell jobs apart: the sessions
+// that joined it, and any session presenting the grant (the job's secret)
+// it was made with. In a uid namespace every session of the uid may, as
+// for its other resources.
+//
+// The digest of `grant` (SHA-256; empty for an empty grant), INVALID_ARGUMENT
+// for a grant shorter than 16 or longer than 256 bytes.
+Result<std::string> DistributedGrantDigest(const std::string& grant);
+// Whether `digest` (of a presented grant) equals `d`'s, in constant time;
+// never true for an instance made without a grant.
+bool GrantMatches(const DistributedInstance& d, const std::string& digest);
+bool GrantDigestsEqual(const std::string& a, const std::string& b);
+// Whether a session (its public number) joined a rank of `d`.
+bool IsMember(const DistributedInstance& d, uint64_t session);
+
+// The grants a Redistribute call presents for the sides it joined no rank
+// of (RedistributeRequest.producer_grant, consumer_grant).
+struct RedistributeGrants {
+  std::string producer, consumer;
 };
 
 // A distributed instance that ended here, and the peers to tell.

@@ -73,6 +73,9 @@ struct Allocation {
   // Unpins shm (ZCM) when it goes, before shm is unmapped; null: not pinned.
   std::shared_ptr<void> pinned;
   bool published = false;  // the node lock's (Node::Impl::mu)
+  // Another session mapped it (Node::Map of a published allocation): it
+  // can never be watched. The node lock's.
+  bool mapped_by_others = false;
   // Active Access: its regions and log while watched; the node lock's.
   std::shared_ptr<WatchState> watch;
   ~Allocation() {
@@ -221,6 +224,9 @@ struct ClusterRedistribution {
   SessionOwner owner;
   std::string ns, producer, consumer;
   std::shared_ptr<DistributedInstance> local[2];  // this node's ranks, if any
+  // Per side, the grant digest every node's ranks must have joined with
+  // (DistributedInstance::grant_digest; the gRPC namespace only).
+  std::string grant_digest[2];
 };
 
 struct Node::Impl {
@@ -243,6 +249,9 @@ struct Node::Impl {
   std::map<uint64_t, Session> sessions ABSL_GUARDED_BY(mu);  // by public number
   uint64_t next_session ABSL_GUARDED_BY(mu) = 1;
   std::map<uint64_t, std::shared_ptr<Allocation>> allocations ABSL_GUARDED_BY(mu);
+  // Bytes of published allocations, live or orphaned, by (publisher uid,
+  // pool index): each within the pool's client_quota (Node::Publish).
+  std::map<std::pair<int64_t, size_t>, uint64_t> published_bytes ABSL_GUARDED_BY(mu);
   std::map<uint64_t, Instance> instances ABSL_GUARDED_BY(mu);
   std::map<uint64_t, std::shared_ptr<TransferRecord>> active ABSL_GUARDED_BY(mu);
   // The last kFinishedKept finished records, by id (Wait, GetTransfer and
@@ -393,6 +402,20 @@ struct Node::Impl {
                                                           CopyRequest& request, uint64_t session)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   uint64_t WatchedRegionsLocked(const Session& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Node::Watch once its file log (if any) is open: the checks under the
+  // lock and the region added.
+  Result<WatchHandle> AddWatch(const std::string& session, const WatchSpec& spec, RegionSpec rs)
+      ABSL_LOCKS_EXCLUDED(mu);
+  // Redistributions never run through watches (node_watch.cc): OK unless
+  // bytes [begin, end) of `a` back a rank of a distributed instance
+  // (FAILED_PRECONDITION naming it), so no watch is set where one would run.
+  Status NoDistributedRankLocked(const Allocation& a, uint64_t begin, uint64_t end) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // A rank's local instance `in` as a redistribution end: OK unless it
+  // touches a watched region (PERMISSION_DENIED where the region denies
+  // `op`, else FAILED_PRECONDITION; `what` names the rank).
+  Status RankUnwatchedLocked(const Instance& in, active::Op op, const std::string& what) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // ---- copies (node_copies.cc) ----
   // The record of `transfer`, in flight or among the last kFinishedKept

@@ -109,7 +109,9 @@ Result<AllocationReport> Node::Allocate(const std::string& session, const std::s
 
 Status Node::Free(const std::string& session, uint64_t allocation, bool is_operator) {
   absl::MutexLock lock(&impl_->mu);
-  ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
+  // The operator frees orphans with its token alone.
+  Session* s = const_cast<Session*>(impl_->FindSessionOrNull(session));
+  if (!s && !is_operator) ISO_RETURN_IF_ERROR(impl_->FindSession(session).status());
   auto it = impl_->allocations.find(allocation);
   if (it == impl_->allocations.end()) return NotFound("no allocation ", allocation);
   Allocation& a = *it->second;
@@ -117,13 +119,30 @@ Status Node::Free(const std::string& session, uint64_t allocation, bool is_opera
   // same uid (the publisher's job, restarted) or the operator frees it;
   // other users may read it but not destroy it.
   const bool orphan = a.published && a.owner == 0;
-  const int64_t uid = OwnerOf(*s).uid;
+  const int64_t uid = s ? OwnerOf(*s).uid : -1;
   const bool same_uid = uid >= 0 && uid == a.owner_uid;
-  if (a.owner != s->id && !(orphan && (same_uid || is_operator))) {
-    return PermissionDenied("allocation ", allocation, " belongs to another client",
+  if ((!s || a.owner != s->id) && !(orphan && (same_uid || is_operator))) {
+    return PermissionDenied("allocation ", allocation,
+                            s ? " belongs to another client" : " is not an orphan",
                             orphan ? "; its publisher has left: a session of the same uid, or "
                                      "the operator (--operator-token), may free it"
-                                   : "");
+                                   : (s ? ""
+                                        : ": the operator token alone frees only published "
+                                          "allocations whose owner has left (isoctl orphans)"));
+  }
+  if (a.published) {
+    uint64_t& held = impl_->published_bytes[{a.owner_uid, a.pool->memory}];
+    held -= std::min(held, a.shm.size());
+  }
+  if (!s) {
+    if (a.watch) {
+      a.watch->Close("the allocation was freed");
+      a.watch.reset();
+    }
+    spdlog::info("operator freed orphaned allocation {} ({} bytes of memory '{}', uid {})",
+                 allocation, a.shm.size(), a.pool->name, a.owner_uid);
+    impl_->allocations.erase(it);
+    return OkStatus();
   }
   for (auto i = s->instances.begin(); i != s->instances.end();) {
     auto inst = impl_->instances.find(*i);
@@ -149,17 +168,57 @@ Status Node::Publish(const std::string& session, uint64_t allocation) {
   ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
   auto it = impl_->allocations.find(allocation);
   if (it == impl_->allocations.end()) return NotFound("no allocation ", allocation);
-  if (it->second->owner != s->id) {
+  Allocation& a = *it->second;
+  if (a.owner != s->id) {
     return PermissionDenied("allocation ", allocation, " belongs to another client");
   }
-  it->second->published = true;
+  if (a.published) return OkStatus();
+  uint64_t& held = impl_->published_bytes[{a.owner_uid, a.pool->memory}];
+  if (a.shm.size() > a.pool->quota - std::min(held, a.pool->quota)) {
+    return ResourceExhausted(
+        "publishing allocation ", allocation, " (", a.shm.size(), " bytes) would put ",
+        a.owner_uid >= 0 ? StrCat("uid ", a.owner_uid, "'s") : std::string("gRPC clients'"),
+        " published allocations in memory '", a.pool->name, "' past its client_quota of ",
+        a.pool->quota, " bytes (", held,
+        " already published; published allocations outlive their session and count until "
+        "freed, see isoctl orphans)");
+  }
+  held += a.shm.size();
+  a.published = true;
   return OkStatus();
+}
+
+std::vector<OrphanReport> Node::ListOrphans() const {
+  std::vector<OrphanReport> out;
+  absl::MutexLock lock(&impl_->mu);
+  for (const auto& [id, a] : impl_->allocations) {
+    if (a->published && a->owner == 0) {
+      out.push_back({id, a->pool->name, a->shm.size(), a->owner_uid});
+    }
+  }
+  return out;
 }
 
 Result<AllocationReport> Node::Lookup(const std::string& session, uint64_t allocation) const {
   absl::MutexLock lock(&impl_->mu);
   ISO_ASSIGN_OR_RETURN(const Session* s, impl_->FindSession(session));
   ISO_ASSIGN_OR_RETURN(auto a, impl_->UsableAllocation(s->id, allocation));
+  return AllocationReport{a->id, a->pool->name, a->shm.size(), a->shm.fd()};
+}
+
+Result<AllocationReport> Node::Map(const std::string& session, uint64_t allocation) {
+  absl::MutexLock lock(&impl_->mu);
+  ISO_ASSIGN_OR_RETURN(const Session* s, impl_->FindSession(session));
+  ISO_ASSIGN_OR_RETURN(auto a, impl_->UsableAllocation(s->id, allocation));
+  if (a->owner != s->id) {
+    if (a->watch) {
+      return PermissionDenied("allocation ", allocation,
+                              " has watched regions: other clients reach it only through copies "
+                              "and Read/Write, which apply its watch, not by mapping it");
+    }
+    // Sticky: the mapping outlives any revocation the daemon could make.
+    a->mapped_by_others = true;
+  }
   return AllocationReport{a->id, a->pool->name, a->shm.size(), a->shm.fd()};
 }
 

@@ -120,13 +120,6 @@ void AddTasks(uint64_t p, const Piece& piece, int dims, uint64_t element_bytes,
   flush();
 }
 
-bool IsMember(const DistributedInstance& d, uint64_t session) {
-  for (const auto& m : d.members) {
-    if (m && m->session == session) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 // Every producer's (on this node) exchange set (ASPEN) and its pieces as tasks, dealt
@@ -192,8 +185,10 @@ Result<RankEnd> Node::Impl::RankEndLocked(const DistributedInstance& d, size_t r
                     " is no longer registered");
   }
   const Instance& in = it->second;
-  const std::string what = StrCat("rank ", r, " of '", d.name, "'");
+  const std::string what = StrCat("rank ", r, " of '", ForLog(d.name), "'");
   ISO_ASSIGN_OR_RETURN(e.storage, StridedStorageOf(in.shape, what));
+  ISO_RETURN_IF_ERROR(
+      RankUnwatchedLocked(in, destination ? active::Op::kPut : active::Op::kGet, what));
   if (in.private_range && !in.private_range->alive) {
     return NotFound(what, ": its private range ended");
   }
@@ -207,7 +202,11 @@ Result<RankEnd> Node::Impl::RankEndLocked(const DistributedInstance& d, size_t r
 }
 
 Result<uint64_t> Node::Redistribute(const std::string& session, const std::string& producer,
-                                    const std::string& consumer, TransferCallback on_done) {
+                                    const std::string& consumer, const RedistributeGrants& grants,
+                                    TransferCallback on_done) {
+  std::string presented[2];  // digests of the grants given (empty: none)
+  ISO_ASSIGN_OR_RETURN(presented[0], DistributedGrantDigest(grants.producer));
+  ISO_ASSIGN_OR_RETURN(presented[1], DistributedGrantDigest(grants.consumer));
   auto record = std::make_shared<TransferRecord>();
   if (on_done) {
     record->waiters.push_back(std::move(on_done));
@@ -229,12 +228,18 @@ Result<uint64_t> Node::Redistribute(const std::string& session, const std::strin
       if (it != impl_->distributed.end()) sides[i] = it->second;
       here = here && sides[i] && sides[i]->joined == sides[i]->dist.rank_count();
     }
-    const bool member =
-        (sides[0] && IsMember(*sides[0], s->id)) || (sides[1] && IsMember(*sides[1], s->id));
+    const bool mine[2] = {sides[0] && IsMember(*sides[0], s->id),
+                          sides[1] && IsMember(*sides[1], s->id)};
+    const bool member = mine[0] || mine[1];
     if (!here && impl_->cross && member) {
       // Some ranks joined elsewhere (or not yet): the peers say, unlocked.
       across.emplace(
           ClusterRedistribution{s->id, OwnerOf(*s), ns, producer, consumer, {sides[0], sides[1]}});
+      // Every node's ranks of a side must have joined with the grant of
+      // the side's ranks here, or the one presented.
+      for (int i = 0; i < 2; ++i) {
+        across->grant_digest[i] = mine[i] ? sides[i]->grant_digest : presented[i];
+      }
     }
     for (int i = 0; i < 2 && !across; ++i) {
       if (!sides[i]) {
@@ -250,8 +255,22 @@ Result<uint64_t> Node::Redistribute(const std::string& session, const std::strin
       return InvalidArgument("redistribution of '", ForLog(producer), "' into itself");
     }
     if (!member) {
-      return PermissionDenied("redistribute: this session is no rank of '", producer, "' or '",
-                              consumer, "'");
+      return PermissionDenied("redistribute: this session is no rank of '", ForLog(producer),
+                              "' or '", ForLog(consumer), "'");
+    }
+    // gRPC sessions share one namespace: the side this session joined no
+    // rank of is another job's, used only with that job's grant (a copy
+    // too reads and writes only what is the session's or published).
+    for (int i = 0; i < 2 && !s->creds.known(); ++i) {
+      if (mine[i]) continue;
+      const bool granted = sides[i] ? GrantMatches(*sides[i], presented[i]) : !presented[i].empty();
+      if (!granted) {
+        return PermissionDenied(
+            "redistribute: this session is no rank of '", ForLog(names[i]), "', and ",
+            presented[i].empty() ? "no grant for it was presented (RedistributeRequest."
+                                 : "the grant presented is not its grant (RedistributeRequest.",
+            i == 0 ? "producer_grant)" : "consumer_grant)");
+      }
     }
     if (!across) {
       ISO_RETURN_IF_ERROR(Compatible(sides[0]->name, sides[0]->dist, sides[0]->element_bytes,

@@ -120,11 +120,22 @@ struct Side {
   std::vector<std::optional<RankPlace>> ranks;  // node set
 };
 
-Result<Side> MergeSide(const std::string& name, const std::vector<DistributedRanks>& answers) {
+// `grant_digest`: in the gRPC namespace (else null), the digest every
+// node's ranks must have joined with (peers hide other jobs' instances of
+// the name; the coordinator's own are checked here all the same).
+Result<Side> MergeSide(const std::string& name, const std::vector<DistributedRanks>& answers,
+                       const std::string* grant_digest) {
   Side side;
   std::string first, nodes;
   for (const DistributedRanks& a : answers) {
     if (!a.found) continue;
+    const bool same_grant =
+        !grant_digest || (grant_digest->empty() ? a.grant_digest.empty()
+                                                : GrantDigestsEqual(a.grant_digest, *grant_digest));
+    if (!same_grant) {
+      return PermissionDenied("the ranks of distributed instance '", ForLog(name), "' on node '",
+                              a.node, "' joined with another grant");
+    }
     // A peer's description is checked as a client's would be.
     ISO_ASSIGN_OR_RETURN(const Dist d, Dist::Make(a.spec));
     if (!side.dist) {
@@ -162,8 +173,12 @@ Result<Side> MergeSide(const std::string& name, const std::vector<DistributedRan
   uint64_t joined = 0;
   for (const auto& r : side.ranks) joined += r.has_value();
   if (joined != side.ranks.size()) {
-    return FailedPrecondition("distributed instance '", ForLog(name), "' has ", joined, " of its ",
-                              side.ranks.size(), " ranks joined (on nodes ", nodes, ")");
+    return FailedPrecondition(
+        "distributed instance '", ForLog(name), "' has ", joined, " of its ", side.ranks.size(),
+        " ranks joined (on nodes ", nodes, ")",
+        grant_digest ? "; in the gRPC namespace ranks on other nodes count only when every rank "
+                       "joined with the same grant"
+                     : "");
   }
   return side;
 }
@@ -176,6 +191,7 @@ DistributedRanks Node::Impl::LocalRanksLocked(const DistributedInstance& d) cons
   out.found = true;
   out.spec = d.spec;
   out.element_bytes = d.element_bytes;
+  out.grant_digest = d.grant_digest;
   for (size_t r = 0; r < d.members.size(); ++r) {
     if (!d.members[r]) continue;
     RankPlace place;
@@ -208,7 +224,7 @@ Result<uint64_t> Node::Impl::RedistributeAcrossNodes(
   }
   std::vector<DistributedRanks> answers[2];
   for (int i = 0; i < 2; ++i) {
-    ISO_ASSIGN_OR_RETURN(answers[i], cross->QueryDistributed(c.ns + names[i]));
+    ISO_ASSIGN_OR_RETURN(answers[i], cross->QueryDistributed(c.ns + names[i], c.grant_digest[i]));
   }
   {
     absl::MutexLock lock(&mu);
@@ -224,7 +240,9 @@ Result<uint64_t> Node::Impl::RedistributeAcrossNodes(
   }
   Side sides[2];
   for (int i = 0; i < 2; ++i) {
-    ISO_ASSIGN_OR_RETURN(sides[i], MergeSide(names[i], answers[i]));
+    const bool grpc_ns = c.ns == kGrpcDistributedNamespace;
+    ISO_ASSIGN_OR_RETURN(sides[i],
+                         MergeSide(names[i], answers[i], grpc_ns ? &c.grant_digest[i] : nullptr));
   }
   ISO_RETURN_IF_ERROR(Compatible(c.producer, *sides[0].dist, sides[0].element_bytes, c.consumer,
                                  *sides[1].dist, sides[1].element_bytes));
@@ -416,10 +434,17 @@ std::vector<std::shared_ptr<CrossTransfer>> Node::Impl::EndDistributedLocked(
   return ops;
 }
 
-DistributedRanks Node::DistributedRanksForPeer(const std::string& caller, const std::string& key) {
+DistributedRanks Node::DistributedRanksForPeer(const std::string& caller, const std::string& key,
+                                               const std::string& grant_digest) {
   absl::MutexLock lock(&impl_->mu);
   auto it = impl_->distributed.find(key);
-  if (it == impl_->distributed.end()) {
+  // gRPC clients share a namespace: a same-named instance made with
+  // another grant (or none) is another job's, neither shown nor tied to
+  // the caller (whose end would end it).
+  const bool hidden = it != impl_->distributed.end() &&
+                      key.starts_with(kGrpcDistributedNamespace) &&
+                      !GrantMatches(*it->second, grant_digest);
+  if (it == impl_->distributed.end() || hidden) {
     DistributedRanks none;
     none.node = impl_->config.cluster.node_name;
     return none;

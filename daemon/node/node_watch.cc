@@ -9,6 +9,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "core/checked.h"
+#include "core/log_escape.h"
 #include "core/strings.h"
 #include "daemon/node/node_impl.h"
 #include "daemon/runtime/beneath.h"
@@ -198,6 +199,41 @@ Result<std::shared_ptr<ActiveEnd>> PrepareActiveEnd(const std::shared_ptr<WatchS
   return std::shared_ptr<ActiveEnd>(std::make_shared<WatchedEnd>(watch, std::move(acc)));
 }
 
+Status Node::Impl::NoDistributedRankLocked(const Allocation& a, uint64_t begin,
+                                           uint64_t end) const {
+  for (const auto& [key, d] : distributed) {
+    for (size_t r = 0; r < d->members.size(); ++r) {
+      if (!d->members[r]) continue;
+      auto it = instances.find(d->members[r]->instance);
+      if (it == instances.end() || it->second.allocation.get() != &a) continue;
+      const uint64_t first = it->second.offset;
+      const uint64_t last = first + it->second.shape.total_bytes();
+      if (first < end && begin < last) {
+        return FailedPrecondition(
+            "bytes [", first, ", ", last, ") of allocation ", a.id, " are rank ", r,
+            " of distributed instance '", ForLog(d->name),
+            "': redistributions do not run through watches, so they cannot be watched while "
+            "the instance lasts");
+      }
+    }
+  }
+  return OkStatus();
+}
+
+Status Node::Impl::RankUnwatchedLocked(const Instance& in, active::Op op,
+                                       const std::string& what) const {
+  if (!in.allocation || !in.allocation->watch) return OkStatus();
+  const Ranges span{{in.offset, in.offset + in.shape.total_bytes()}};
+  bool watched = false;
+  ISO_RETURN_IF_ERROR(in.allocation->watch->CheckAccess(op, span, watched));
+  if (watched) {
+    return FailedPrecondition(what, " lies in a watched region of allocation ", in.allocation->id,
+                              ": redistributions do not run through watches (unwatch it, or "
+                              "move those bytes with Copy, which applies the watch)");
+  }
+  return OkStatus();
+}
+
 uint64_t Node::Impl::WatchedRegionsLocked(const Session& s) const {
   uint64_t n = 0;
   for (uint64_t id : s.allocations) {
@@ -245,8 +281,39 @@ Result<std::shared_ptr<ActiveCopy>> Node::Impl::PrepareActiveLocked(const Instan
   return ac;
 }
 
+namespace {
+
+// A file-log a refused Watch created (removed again by RemoveCreatedLog).
+struct CreatedLog {
+  std::shared_ptr<DiskMemory> disk;
+  std::string file;
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+
+// Unlinks the log file Watch created, if the name still names that file
+// (beneath the DSK directory, like its creation).
+void RemoveCreatedLog(const CreatedLog& c) {
+  const size_t slash = c.file.rfind('/');
+  const std::string base = slash == std::string::npos ? c.file : c.file.substr(slash + 1);
+  UniqueFd parent;
+  if (slash != std::string::npos) {
+    Result<UniqueFd> dir =
+        OpenBeneath(c.disk->dir_fd(), c.file.substr(0, slash), O_PATH | O_DIRECTORY, c.file);
+    if (!dir.ok()) return;
+    parent = *std::move(dir);
+  }
+  const int at = parent.valid() ? parent.get() : c.disk->dir_fd();
+  struct stat st {};
+  if (fstatat(at, base.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_dev == c.dev &&
+      st.st_ino == c.ino) {
+    unlinkat(at, base.c_str(), 0);
+  }
+}
+
+}  // namespace
+
 Result<WatchHandle> Node::Watch(const std::string& session, const WatchSpec& spec) {
-  const DaemonConfig& dc = impl_->config.daemon;
   const auto end = CheckedAdd(spec.offset, spec.bytes);
   if (!end) return InvalidArgument("watched range wraps past 2^64");
   RegionSpec rs;
@@ -257,6 +324,8 @@ Result<WatchHandle> Node::Watch(const std::string& session, const WatchSpec& spe
   rs.region.tag = spec.tag;
   rs.region.log_data = spec.log_data;
   rs.region.value_bytes = spec.value_bytes;
+  // A log file this call created goes again when the watch is refused.
+  std::optional<CreatedLog> created;
   if (spec.handler == active::Handler::kFileLog) {
     // Opened before the lock (file I/O), confined beneath the DSK
     // directory like every DSK path.
@@ -264,24 +333,46 @@ Result<WatchHandle> Node::Watch(const std::string& session, const WatchSpec& spe
                          impl_->runtime->FindDisk(spec.file_memory));
     // O_NONBLOCK: a FIFO planted under the name must not hang the open.
     const std::string shown = StrCat(spec.file_memory, ":", spec.file);
-    ISO_ASSIGN_OR_RETURN(rs.file, OpenBeneath(disk->dir_fd(), spec.file,
-                                              O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK, shown));
+    constexpr int kFlags = O_WRONLY | O_APPEND | O_NONBLOCK;
+    Result<UniqueFd> fd = OpenBeneath(disk->dir_fd(), spec.file, kFlags, shown);
+    bool made = false;
+    if (absl::IsNotFound(fd.status())) {
+      fd = OpenBeneath(disk->dir_fd(), spec.file, kFlags | O_CREAT | O_EXCL, shown);
+      made = fd.ok();
+    }
+    ISO_ASSIGN_OR_RETURN(rs.file, std::move(fd));
     struct stat st {};
     if (fstat(rs.file.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
         (st.st_nlink > 1 && !disk->allow_hard_links())) {
       return PermissionDenied(shown, " is not a regular file with one link");
     }
+    if (made) created = CreatedLog{disk, spec.file, st.st_dev, st.st_ino};
   }
-  absl::MutexLock lock(&impl_->mu);
-  ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
-  auto it = impl_->allocations.find(spec.allocation);
-  if (it == impl_->allocations.end()) return NotFound("no allocation ", spec.allocation);
+  Result<WatchHandle> out = impl_->AddWatch(session, spec, std::move(rs));
+  if (!out.ok() && created) RemoveCreatedLog(*created);
+  return out;
+}
+
+Result<WatchHandle> Node::Impl::AddWatch(const std::string& session, const WatchSpec& spec,
+                                         RegionSpec rs) {
+  const DaemonConfig& dc = config.daemon;
+  absl::MutexLock lock(&mu);
+  ISO_ASSIGN_OR_RETURN(Session * s, FindSession(session));
+  auto it = allocations.find(spec.allocation);
+  if (it == allocations.end()) return NotFound("no allocation ", spec.allocation);
   Allocation& a = *it->second;
   if (a.owner != s->id) {
     return PermissionDenied("allocation ", spec.allocation,
                             " belongs to another client: only its owner watches its regions");
   }
-  const uint64_t held = impl_->WatchedRegionsLocked(*s);
+  if (a.mapped_by_others) {
+    return FailedPrecondition("allocation ", spec.allocation,
+                              " was mapped by another client (Map of a published allocation): "
+                              "its stores bypass any watch and its mapping cannot be revoked; "
+                              "watch an allocation no other client has mapped");
+  }
+  ISO_RETURN_IF_ERROR(NoDistributedRankLocked(a, rs.region.begin, rs.region.end));
+  const uint64_t held = WatchedRegionsLocked(*s);
   if (held >= dc.max_watched_regions_per_session) {
     return ResourceExhausted("this session watches ", held,
                              " regions; daemon.max_watched_regions_per_session is ",

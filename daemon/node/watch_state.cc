@@ -154,13 +154,14 @@ bool WatchState::empty() const {
 
 Status WatchState::CheckAccess(active::Op op,
                                const std::vector<std::pair<uint64_t, uint64_t>>& ranges,
-                               bool& watched) const {
+                               bool& watched) {
   absl::MutexLock lock(&mu_);
   watched = false;
   for (const Piece& p : table_.SplitAll(ranges)) {
     if (!p.region) continue;
     watched = true;
     if (active::EffectOf(*p.region, op).deny) {
+      ++regions_[p.region->id].stats.denied;
       return PermissionDenied(op == Op::kPut ? "put into" : "get from", " bytes [", p.begin, ", ",
                               p.end, ") of allocation ", allocation_, ": watched region ",
                               p.region->id, " denies it (its owner's action 'deny'); nothing of ",

@@ -113,10 +113,10 @@ class WatchState {
   Status RemoveRegion(uint64_t id);
   bool empty() const;
   // The ranges of [begin, end) that lie in watched regions would deny
-  // `op` (PERMISSION_DENIED naming the first), or whether the range is
-  // watched at all (`watched`).
+  // `op` (PERMISSION_DENIED naming the first, counted in that region's
+  // `denied`), or whether the range is watched at all (`watched`).
   Status CheckAccess(active::Op op, const std::vector<std::pair<uint64_t, uint64_t>>& ranges,
-                     bool& watched) const;
+                     bool& watched);
   // Finishes `access` on the worker: applies it, logs it, publishes, then
   // calls `done` with the outcome (an error: nothing of a put applied,
   // unless the log had to be streamed past its capacity in block mode and

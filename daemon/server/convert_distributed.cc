@@ -57,8 +57,13 @@ Result<DistributedJoin> JoinFromProto(const v1::JoinDistributedRequest& req) {
   j.element_bytes = req.element_bytes();
   j.rank = req.rank();
   j.instance = req.instance();
+  j.grant = req.grant();
   ISO_ASSIGN_OR_RETURN(j.spec, DistributionFromProto(req.distribution()));
   return j;
+}
+
+RedistributeGrants GrantsFromProto(const v1::RedistributeRequest& req) {
+  return {req.producer_grant(), req.consumer_grant()};
 }
 
 void ToProto(const DistributedReport& r, v1::JoinDistributedResponse* out) {
@@ -80,8 +85,8 @@ Status RedistributeLocal(Node& node, const std::string& session, const v1::Redis
       ended->Notify();
     };
   }
-  ISO_ASSIGN_OR_RETURN(const uint64_t id,
-                       node.Redistribute(session, req.producer(), req.consumer(), on_done));
+  ISO_ASSIGN_OR_RETURN(const uint64_t id, node.Redistribute(session, req.producer(), req.consumer(),
+                                                            GrantsFromProto(req), on_done));
   out->set_transfer(id);
   if (!req.wait()) return OkStatus();
   ended->WaitForNotification();

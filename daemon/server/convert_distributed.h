@@ -11,6 +11,7 @@ namespace isometry {
 Result<redistribution::DistributionSpec> DistributionFromProto(const v1::DistributionSpec& d);
 void ToProto(const redistribution::DistributionSpec& spec, v1::DistributionSpec* out);
 Result<DistributedJoin> JoinFromProto(const v1::JoinDistributedRequest& req);
+RedistributeGrants GrantsFromProto(const v1::RedistributeRequest& req);
 void ToProto(const DistributedReport& r, v1::JoinDistributedResponse* out);
 
 // The local server's Redistribute: starts it and, with req.wait, blocks

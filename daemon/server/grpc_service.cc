@@ -353,6 +353,22 @@ class Service final : public ActiveCallbacks, public GrpcService {
     return Reply(ctx, node_.Free(SessionOf(ctx), req->allocation(), IsOperator(ctx)));
   }
 
+  ServerUnaryReactor* ListOrphans(CallbackServerContext* ctx, const v1::ListOrphansRequest*,
+                                  v1::ListOrphansResponse* resp) override {
+    if (!IsOperator(ctx)) {
+      return Reply(ctx, PermissionDenied("ListOrphans is the operator's: send the operator "
+                                         "token (isoctl --operator-token)"));
+    }
+    for (const OrphanReport& o : node_.ListOrphans()) {
+      v1::Orphan* out = resp->add_orphans();
+      out->set_allocation(o.id);
+      out->set_memory(o.memory);
+      out->set_bytes(o.bytes);
+      out->set_uid(o.uid);
+    }
+    return Reply(ctx, OkStatus());
+  }
+
   ServerUnaryReactor* Publish(CallbackServerContext* ctx, const v1::PublishRequest* req,
                               v1::PublishResponse*) override {
     return Reply(ctx, node_.Publish(SessionOf(ctx), req->allocation()));
@@ -561,7 +577,8 @@ class Service final : public ActiveCallbacks, public GrpcService {
   ServerUnaryReactor* Redistribute(CallbackServerContext* ctx, const v1::RedistributeRequest* req,
                                    v1::CopyResponse* resp) override {
     return StartTransfer(ctx, req->wait(), resp, [&](const std::string& session, auto on_done) {
-      return node_.Redistribute(session, req->producer(), req->consumer(), std::move(on_done));
+      return node_.Redistribute(session, req->producer(), req->consumer(), GrantsFromProto(*req),
+                                std::move(on_done));
     });
   }
 

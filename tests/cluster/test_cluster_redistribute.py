@@ -44,6 +44,18 @@ def block_of(kind, n, procs):
     return kind[1]
 
 
+def grant_of(name):
+    """The grant of job `name` (gRPC ranks share one namespace of names: a
+    rank of another session joins, and a job redistributes into another
+    job's instance, only with that instance's grant)."""
+    return f"test grant of job {name}".encode()
+
+
+def redistribute_granted(client, producer, consumer):
+    return client.redistribute(producer, consumer, producer_grant=grant_of(producer),
+                               consumer_grant=grant_of(consumer))
+
+
 def value(index):
     """The global element at `index` (a tuple): a distinct 32-bit value."""
     v = 0
@@ -128,7 +140,7 @@ class RedistributeAcrossNodes(unittest.TestCase):
                 print(f"--- {name}\n" + self.cluster[name].log_text()[-4000:], file=sys.stderr)
             self.assertEqual(code, 0, f"{name} exited with {code}")
 
-    def rank(self, node, job, rank, name, producer, local=False, on_file=False):
+    def rank(self, node, job, rank, name, producer, local=False, on_file=False, grant=None):
         """Joins `rank` of `job` as `name` from a session on `node`; returns
         (client, storage, local indices). Private storage with `local`, a
         file of the node's DSK memory (its path as storage) with `on_file`."""
@@ -161,7 +173,8 @@ class RedistributeAcrossNodes(unittest.TestCase):
             if count:
                 inst = c.register_instance(storage, bounds=[len(ix) for ix in idx],
                                            fields=[("v", 4)], layout=job.layout())
-        c.join_distributed(name, job.extents, job.dists, job.grid, 4, rank, inst)
+        c.join_distributed(name, job.extents, job.dists, job.grid, 4, rank, inst,
+                           grant=grant_of(name) if grant is None else grant)
         return c, storage, idx
 
     def check_consumer(self, job, ranks):
@@ -206,7 +219,7 @@ class RedistributeAcrossNodes(unittest.TestCase):
                 p = self.place(prod, f"p{case}", True, nodes_p)
                 q = self.place(cons, f"q{case}", False, nodes_c)
                 starter = q[0][0] if case % 2 else p[-1][0]
-                info = starter.redistribute(f"p{case}", f"q{case}")
+                info = redistribute_granted(starter, f"p{case}", f"q{case}")
                 self.assertEqual(info.state, "done")
                 total = 4
                 for n in extents:
@@ -222,7 +235,7 @@ class RedistributeAcrossNodes(unittest.TestCase):
         cons = Job([40, 30], ["block", ("block_cyclic", 7)], [1, 3], True)
         p = self.place(prod, "P", True, ["a"], local=True)
         q = self.place(cons, "Q", False, ["b", "c"], local=True)
-        info = p[0][0].redistribute("P", "Q")
+        info = redistribute_granted(p[0][0], "P", "Q")
         self.assertEqual(info.state, "done")
         self.assertIn("across nodes", info.path)
         self.check_consumer(cons, q)
@@ -234,7 +247,7 @@ class RedistributeAcrossNodes(unittest.TestCase):
         cons = Job([33, 20], [("block_cyclic", 5), "block"], [3, 1], False)
         p = self.place(prod, "F", True, ["a", "b"], on_file=True)
         q = self.place(cons, "G", False, ["c", "a"], on_file=True)
-        info = q[0][0].redistribute("F", "G")
+        info = redistribute_granted(q[0][0], "F", "G")
         self.assertEqual(info.state, "done")
         self.check_consumer(cons, q)
         self.assertEqual(len(p), 4)
@@ -260,7 +273,7 @@ class RedistributeAcrossNodes(unittest.TestCase):
         dup = self.rank("b", job, 0, "m", True)  # rank 0 again, on another node
         w = self.rank("c", whole, 0, "w", False)
         with self.assertRaises(IsometryError) as e:
-            w[0].redistribute("m", "w")
+            redistribute_granted(w[0], "m", "w")
         self.assertEqual(e.exception.code, "FAILED_PRECONDITION")
         self.assertIn("rank 0", e.exception.message)
         self.assertIn("joined on node", e.exception.message)
@@ -268,13 +281,13 @@ class RedistributeAcrossNodes(unittest.TestCase):
         # session when it sees the stream close).
         self.clients.remove(dup[0])
         dup[0].close()
-        e = self.refusal_once(lambda: w[0].redistribute("m", "w"), "1 of its 2 ranks")
+        e = self.refusal_once(lambda: redistribute_granted(w[0], "m", "w"), "1 of its 2 ranks")
         self.assertEqual(e.code, "FAILED_PRECONDITION")
         # A different distribution under the same name on another node.
         other = Job([12, 8], ["cyclic", "block"], [2, 1], False)
         self.rank("b", other, 1, "m", True)
         with self.assertRaises(IsometryError) as e:
-            w[0].redistribute("m", "w")
+            redistribute_granted(w[0], "m", "w")
         self.assertEqual(e.exception.code, "INVALID_ARGUMENT")
         self.assertIn("on node", e.exception.message)
 
@@ -283,24 +296,51 @@ class RedistributeAcrossNodes(unittest.TestCase):
         cons = Job([64, 48], ["block", "cyclic"], [1, 2], True)
         p = self.place(prod, "L", True, ["a", "b"])
         q = self.place(cons, "M", False, ["b", "c"])
-        self.assertEqual(q[0][0].redistribute("L", "M").state, "done")
+        self.assertEqual(redistribute_granted(q[0][0], "L", "M").state, "done")
         # A consumer rank on c leaves: the instance ends there and on the
         # nodes c met; a later redistribution is refused, nothing hangs.
         self.clients.remove(q[1][0])
         q[1][0].close()
-        e = self.refusal_once(lambda: p[0][0].redistribute("L", "M"), "'M'")
+        e = self.refusal_once(lambda: redistribute_granted(p[0][0], "L", "M"), "'M'")
         self.assertIn(e.code, ("FAILED_PRECONDITION", "NOT_FOUND"))
         # Node b dies: its ranks are gone with it; a and c keep serving.
         self.killed = ("b",)
         self.cluster["b"].kill()
         with self.assertRaises(IsometryError) as e:
-            p[0][0].redistribute("L", "M")
+            redistribute_granted(p[0][0], "L", "M")
         self.assertIn(e.exception.code, ("FAILED_PRECONDITION", "NOT_FOUND", "UNAVAILABLE"))
         c = self.cluster["c"].client()
         self.clients.append(c)
         a = c.allocate("sys0", 4096)
         c.write(a, 0, b"\x07" * 4096)
         self.assertEqual(c.read(a, 0, 4096), b"\x07" * 4096)
+
+    def test_a_same_named_job_with_another_grant_is_another_job(self):
+        # Issue #48: gRPC jobs share one namespace of names on every node.
+        # An attacker on c names the victim's job "V" (ranks on a and b)
+        # with a grant of its own: the victim's ranks are not shown to it,
+        # not tied to it, and its leaving does not end the victim's job.
+        prod = Job([16, 8], ["block", "block"], [2, 1], False)
+        whole = Job([16, 8], ["block", "block"], [1, 1], False)
+        self.place(prod, "V", True, ["a", "b"])
+        w = self.rank("a", whole, 0, "W", False)
+        evil_grant = b"the attacker's own grant, 16+ bytes"
+        evil = self.rank("c", prod, 0, "V", True, grant=evil_grant)
+        loot = self.rank("c", whole, 0, "loot", False, grant=evil_grant)
+        with self.assertRaises(IsometryError) as e:
+            evil[0].redistribute("V", "loot", consumer_grant=evil_grant)
+        self.assertEqual(e.exception.code, "FAILED_PRECONDITION")
+        self.assertIn("1 of its 2 ranks", e.exception.message)
+        with self.assertRaises(IsometryError) as e:  # without the victim's grant
+            loot[0].redistribute("V", "loot", producer_grant=evil_grant)
+        self.assertIn(e.exception.code, ("FAILED_PRECONDITION", "PERMISSION_DENIED"))
+        for c in (evil[0], loot[0]):
+            self.clients.remove(c)
+            c.close()
+        time.sleep(0.3)  # an "ended" word from c would have arrived by now
+        info = redistribute_granted(w[0], "V", "W")
+        self.assertEqual(info.state, "done")
+        self.check_consumer(whole, [w])
 
 
 if __name__ == "__main__":

@@ -59,6 +59,18 @@ def owned(n, block, procs, coord):
     return [g for g in range(n) if (g // block) % procs == coord]
 
 
+def grant_of(name):
+    """Job `name`'s grant: gRPC sessions share one namespace of names, so a
+    rank of another session joins, and a job redistributes another job's
+    instance, only with that instance's grant."""
+    return f"test grant of job {name}".encode()
+
+
+def redistribute_granted(client, producer, consumer, **kw):
+    return client.redistribute(producer, consumer, producer_grant=grant_of(producer),
+                               consumer_grant=grant_of(consumer), **kw)
+
+
 def value(i, j):
     return i * 1000 + j
 
@@ -106,7 +118,7 @@ class RedistributeTest(unittest.TestCase):
             rows = owned(ROWS, 7, 2, p)
             c, _, inst = self.rank(len(rows), COLS, False, lambda i, j, r=rows: value(r[i], j))
             info = c.join_distributed("field", [ROWS, COLS], ["block", "block"], [2, 1], 4, p,
-                                      inst)
+                                      inst, grant=grant_of("field"))
             self.assertEqual(info.joined, p + 1)
             prod.append(c)
         # Consumer: 1x3 grid, BLOCK x BLOCK_CYCLIC(2), column-major storage.
@@ -115,12 +127,12 @@ class RedistributeTest(unittest.TestCase):
             cols = owned(COLS, 2, 3, q)
             c, a, inst = self.rank(ROWS, len(cols), True, None)
             info = c.join_distributed("analysis", [ROWS, COLS], ["block", ("block_cyclic", 2)],
-                                      [1, 3], 4, q, inst)
+                                      [1, 3], 4, q, inst, grant=grant_of("analysis"))
             cons.append((c, a, cols))
         self.assertEqual(info.joined, 3)
         self.assertIn("BLOCK_CYCLIC(2)", info.distribution)
 
-        tid = cons[0][0].redistribute("field", "analysis", wait=False)
+        tid = redistribute_granted(cons[0][0], "field", "analysis", wait=False)
         done = cons[0][0].wait(tid)
         self.assertEqual(done.state, "done")
         self.assertEqual(done.bytes, ROWS * COLS * 4)
@@ -130,7 +142,7 @@ class RedistributeTest(unittest.TestCase):
                 for k, j in enumerate(cols):
                     got = struct.unpack_from("<i", raw, (k * ROWS + i) * 4)[0]
                     self.assertEqual(got, value(i, j), f"element ({i}, {j})")
-        info = prod[0].redistribute("field", "analysis")
+        info = redistribute_granted(prod[0], "field", "analysis")
         self.assertEqual(info.state, "done")
         self.assertIn("piece copies done", info.path)
 
@@ -147,10 +159,12 @@ class RedistributeTest(unittest.TestCase):
             self.clients.append(c)
             inst = c.register_instance(0, [ROWS, len(cols)], [("v", 4)], "F,y,x",
                                        memory="dsk0", file=f"rank{p}.bin")
-            c.join_distributed("onfile", [ROWS, COLS], ["block", "cyclic"], [1, 2], 4, p, inst)
+            c.join_distributed("onfile", [ROWS, COLS], ["block", "cyclic"], [1, 2], 4, p, inst,
+                               grant=grant_of("onfile"))
         c, a, inst = self.rank(ROWS, COLS, False, None)
-        c.join_distributed("whole", [ROWS, COLS], ["block", "block"], [1, 1], 4, 0, inst)
-        c.redistribute("onfile", "whole")
+        c.join_distributed("whole", [ROWS, COLS], ["block", "block"], [1, 1], 4, 0, inst,
+                           grant=grant_of("whole"))
+        redistribute_granted(c, "onfile", "whole")
         raw = c.read(a, 0, ROWS * COLS * 4)
         want = b"".join(struct.pack("<i", value(i, j)) for i in range(ROWS) for j in range(COLS))
         self.assertEqual(raw, want)
@@ -163,7 +177,7 @@ class RedistributeTest(unittest.TestCase):
                 originals.append(f.read())
             with open(path, "r+b") as f:
                 f.write(bytes(len(originals[-1])))
-        info = c.redistribute("whole", "onfile")
+        info = redistribute_granted(c, "whole", "onfile")
         self.assertEqual(info.state, "done")
         for p in range(2):
             with open(os.path.join(self.dir, "dsk", f"rank{p}.bin"), "rb") as f:
@@ -171,28 +185,34 @@ class RedistributeTest(unittest.TestCase):
 
     def test_bad_joins_are_refused(self):
         c, _, inst = self.rank(5, 4, False, None)
-        c.join_distributed("x", [10, 4], ["block", "block"], [2, 1], 4, 0, inst)
+        c.join_distributed("x", [10, 4], ["block", "block"], [2, 1], 4, 0, inst,
+                           grant=grant_of("x"))
         c2, _, inst2 = self.rank(5, 4, False, None)
         with self.assertRaises(IsometryError) as e:
-            c2.join_distributed("x", [10, 4], ["cyclic", "block"], [2, 1], 4, 1, inst2)
+            c2.join_distributed("x", [10, 4], ["cyclic", "block"], [2, 1], 4, 1, inst2,
+                                grant=grant_of("x"))
         self.assertEqual(e.exception.code, "INVALID_ARGUMENT")
         self.assertIn("CYCLIC", e.exception.message)
         with self.assertRaises(IsometryError) as e:
-            c2.join_distributed("x", [10, 4], ["block", "block"], [2, 1], 8, 1, inst2)
+            c2.join_distributed("x", [10, 4], ["block", "block"], [2, 1], 8, 1, inst2,
+                                grant=grant_of("x"))
         self.assertEqual(e.exception.code, "INVALID_ARGUMENT")
         with self.assertRaises(ValueError):
-            c2.join_distributed("x", [10, 4], ["diagonal", "block"], [2, 1], 4, 1, inst2)
+            c2.join_distributed("x", [10, 4], ["diagonal", "block"], [2, 1], 4, 1, inst2,
+                                grant=grant_of("x"))
         with self.assertRaises(IsometryError) as e:
-            c.redistribute("x", "y")
+            redistribute_granted(c, "x", "y")
         self.assertIn(e.exception.code, ("FAILED_PRECONDITION", "NOT_FOUND"))
         # The rank's session ends: the distributed instance goes with it.
-        c2.join_distributed("x", [10, 4], ["block", "block"], [2, 1], 4, 1, inst2)
+        c2.join_distributed("x", [10, 4], ["block", "block"], [2, 1], 4, 1, inst2,
+                            grant=grant_of("x"))
         c2.close()
         self.clients.remove(c2)
         c3, _, inst3 = self.rank(10, 4, False, None)
-        c3.join_distributed("y", [10, 4], ["block", "block"], [1, 1], 4, 0, inst3)
+        c3.join_distributed("y", [10, 4], ["block", "block"], [1, 1], 4, 0, inst3,
+                            grant=grant_of("y"))
         with self.assertRaises(IsometryError) as e:
-            c3.redistribute("x", "y")
+            redistribute_granted(c3, "x", "y")
         self.assertEqual(e.exception.code, "NOT_FOUND")
 
 

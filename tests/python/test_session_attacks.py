@@ -263,6 +263,73 @@ class SessionAttackTest(unittest.TestCase):
         self.client("operator", operator_token=self.operator_token).free(a.id)
         self.assertFails("NOT_FOUND", evil.read, a.id, 0, 16)
 
+    def test_publish_and_leave_cannot_fill_the_pool(self):
+        # Issue #48 item 8: as `nobody` over the local socket, publish 48 MiB
+        # and leave, five times. Orphans count against the uid's
+        # client_quota (128 MiB): the third publish is refused, the pool
+        # (256 MiB) keeps room for the victim, and the operator lists and
+        # frees the orphans with its token alone (gRPC and isoctl).
+        if os.geteuid() != 0:
+            self.skipTest("needs root to run a child as nobody")
+        script = f"""
+import json, isometry
+out = []
+for i in range(5):
+    c = isometry.Client({self.socket!r}, name="hoarder", local_socket={self.local!r})
+    try:
+        a = c.allocate("sys0", 48 << 20)
+        c.publish(a)
+        out.append("OK")
+    except isometry.IsometryError as e:
+        out.append(e.code + ": " + e.message)
+    c.close()
+print(json.dumps(out))
+"""
+        got = self.run_as_nobody(script)
+        self.assertEqual(got[:2], ["OK", "OK"], got)
+        for refused in got[2:]:
+            self.assertTrue(refused.startswith("RESOURCE_EXHAUSTED"), got)
+            self.assertIn("uid 65534", refused)
+            self.assertIn("client_quota", refused)
+        wait_until(lambda: self.victim.status().sessions == 1, "the hoarder's sessions to end")
+        a = self.victim.allocate("sys0", 128 << 20)  # the victim's whole quota still fits
+        self.victim.free(a)
+        # The operator: no session, the token alone.
+        import grpc
+        from isometry import isometry_pb2_grpc as pb_grpc
+        with grpc.insecure_channel("unix://" + self.socket) as ch:
+            stub = pb_grpc.IsometryStub(ch)
+            with self.assertRaises(grpc.RpcError) as e:
+                stub.ListOrphans(pb.ListOrphansRequest())
+            self.assertEqual(e.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+            md = (("isometry-operator", self.operator_token),)
+            orphans = stub.ListOrphans(pb.ListOrphansRequest(), metadata=md).orphans
+            self.assertEqual([(o.bytes, o.uid) for o in orphans], [(48 << 20, NOBODY)] * 2)
+            stub.Free(pb.FreeRequest(allocation=orphans[0].allocation), metadata=md)
+            with self.assertRaises(grpc.RpcError) as e:  # not an orphan: the victim's
+                stub.Free(pb.FreeRequest(allocation=self.victim.allocate("sys0", 4096).id),
+                          metadata=md)
+            self.assertEqual(e.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+        isoctl = os.environ.get("ISOCTL", "")
+        if isoctl:
+            token = os.path.join(self.dir, "state", "operator.token")
+            base = [isoctl, "--socket", self.socket, "--operator-token", token, "orphans"]
+            listed = subprocess.run(base, capture_output=True, text=True, timeout=30)
+            self.assertEqual(listed.returncode, 0, listed.stderr)
+            self.assertIn(str(orphans[1].allocation), listed.stdout)
+            self.assertIn("uid 65534", listed.stdout)
+            freed = subprocess.run(base + ["--free-all"], capture_output=True, text=True,
+                                   timeout=30)
+            self.assertEqual(freed.returncode, 0, freed.stderr)
+            self.assertIn(f"freed allocation {orphans[1].allocation}", freed.stdout)
+        else:
+            self.client("operator", operator_token=self.operator_token).free(
+                orphans[1].allocation)
+        with grpc.insecure_channel("unix://" + self.socket) as ch:
+            left = pb_grpc.IsometryStub(ch).ListOrphans(
+                pb.ListOrphansRequest(), metadata=(("isometry-operator", self.operator_token),))
+            self.assertEqual(len(left.orphans), 0)
+
     # ---- another uid ----
 
     def run_as_nobody(self, script):

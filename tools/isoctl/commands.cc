@@ -1,8 +1,10 @@
 #include "tools/isoctl/commands.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "proto/datatype_wire.h"
+#include "tools/isoctl/format.h"
 #include "tools/isoctl/json.h"
 #include "tools/isoctl/render.h"
 
@@ -132,6 +134,48 @@ Status RunCompactCheckpoint(DaemonClient& client, const Output& out, const std::
   return Print(out, resp, [&](const v1::CompactCheckpointResponse& r) {
     return StrCat("merged ", r.deltas(), " delta records (", r.pages_applied(), " pages) into ",
                   memory, ":", file, "\n");
+  });
+}
+
+Status RunOrphans(DaemonClient& client, const Output& out, const OrphansArgs& args) {
+  v1::ListOrphansResponse list;
+  ISO_RETURN_IF_ERROR(client.Call(&Stub::ListOrphans, v1::ListOrphansRequest(), &list));
+  if (args.free.empty() && !args.free_all) {
+    return Print(out, list, [](const v1::ListOrphansResponse& r) {
+      Table t({{"ALLOCATION", Table::Align::kRight},
+               {"MEMORY"},
+               {"BYTES", Table::Align::kRight},
+               {"PUBLISHER"}});
+      for (const v1::Orphan& o : r.orphans()) {
+        t.AddRow({StrCat(o.allocation()), o.memory(), FormatBytes(o.bytes()),
+                  o.uid() < 0 ? std::string("a gRPC client") : StrCat("uid ", o.uid())});
+      }
+      return t.empty() ? std::string("no orphaned published allocation\n") : t.Render();
+    });
+  }
+  v1::ListOrphansResponse freed;
+  for (const v1::Orphan& o : list.orphans()) {
+    const bool named = args.free_all || std::find(args.free.begin(), args.free.end(),
+                                                  o.allocation()) != args.free.end();
+    if (!named) continue;
+    v1::FreeRequest req;
+    req.set_allocation(o.allocation());
+    v1::FreeResponse resp;
+    ISO_RETURN_IF_ERROR(client.Call(&Stub::Free, req, &resp));
+    *freed.add_orphans() = o;
+  }
+  for (const uint64_t id : args.free) {
+    bool found = false;
+    for (const v1::Orphan& o : freed.orphans()) found = found || o.allocation() == id;
+    if (!found) return NotFound("allocation ", id, " is not an orphan (see isoctl orphans)");
+  }
+  return Print(out, freed, [](const v1::ListOrphansResponse& r) {
+    std::string text;
+    for (const v1::Orphan& o : r.orphans()) {
+      text += StrCat("freed allocation ", o.allocation(), " (", o.bytes(), " bytes of memory '",
+                     o.memory(), "')\n");
+    }
+    return text.empty() ? std::string("no orphan to free\n") : text;
   });
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/datatype.h"
 #include "core/status.h"
@@ -52,6 +53,15 @@ Status RunCancel(DaemonClient& client, const Output& out, uint64_t id);
 // own (the disk quota it charges while it writes is that session's uid's).
 Status RunCompactCheckpoint(DaemonClient& client, const Output& out, const std::string& memory,
                             const std::string& file);
+
+struct OrphansArgs {
+  std::vector<uint64_t> free;  // orphans to free
+  bool free_all = false;
+};
+// Lists the orphaned published allocations (their owner's session ended),
+// or frees the ones named (--free ID, --free-all). Needs the operator
+// token; no session is opened.
+Status RunOrphans(DaemonClient& client, const Output& out, const OrphansArgs& args);
 
 struct WaitArgs {
   uint64_t id = 0;

@@ -121,6 +121,7 @@ struct Invocation {
   CopyArgs copy;
   std::string pattern = "hash";
   uint64_t cancel_id = 0;
+  OrphansArgs orphans;
   WaitArgs wait;
   std::string checkpoint_memory, checkpoint_file;
 };
@@ -275,6 +276,16 @@ void AddCancelCommand(CLI::App& app, Invocation& inv) {
       [&] { inv.run = [&](DaemonClient& c) { return RunCancel(c, inv.output, inv.cancel_id); }; });
 }
 
+void AddOrphansCommand(CLI::App& app, Invocation& inv) {
+  CLI::App* cmd = app.add_subcommand(
+      "orphans",
+      "list published allocations whose owner's session ended, or free them (operator token)");
+  cmd->add_option("--free", inv.orphans.free, "free this orphan (repeatable)");
+  cmd->add_flag("--free-all", inv.orphans.free_all, "free every orphan");
+  cmd->callback(
+      [&] { inv.run = [&](DaemonClient& c) { return RunOrphans(c, inv.output, inv.orphans); }; });
+}
+
 void AddCheckpointCommand(CLI::App& app, Invocation& inv) {
   CLI::App* cmd = app.add_subcommand(
       "checkpoint-compact", "merge a checkpoint's delta chain (FILE.delta) into its base FILE");
@@ -343,6 +354,7 @@ int Main(int argc, char** argv) {
   AddPlanCommand(app, inv);
   AddCopyCommand(app, inv);
   AddCancelCommand(app, inv);
+  AddOrphansCommand(app, inv);
   AddWaitCommand(app, inv);
   AddCheckpointCommand(app, inv);
 

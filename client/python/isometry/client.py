@@ -823,6 +823,7 @@ class Client(ActiveAccessMixin):
         rank: int,
         instance: Union[Instance, int, None],
         column_major: bool = False,
+        grant: bytes = b"",
     ) -> "pb.JoinDistributedResponse":
         """Joins distributed instance ``name`` as ``rank`` with ``instance``.
 
@@ -833,6 +834,12 @@ class Client(ActiveAccessMixin):
         order over the grid) and ``element_bytes``. Returns the daemon's
         ``distribution`` text, ``ranks`` and ``joined`` so far. The
         distributed instance ends when any of its ranks' sessions ends.
+
+        ``grant`` (16 to 256 bytes, :func:`isometry.distributed.new_grant`)
+        is the job's secret: gRPC sessions share one namespace of names, so
+        a rank joining from another session than the one that made the
+        instance must give the grant it was made with (PERMISSION_DENIED
+        otherwise), and a job whose ranks join on several nodes needs one.
         """
         req = pb.JoinDistributedRequest(
             name=name,
@@ -840,17 +847,25 @@ class Client(ActiveAccessMixin):
             element_bytes=element_bytes,
             rank=rank,
             instance=0 if instance is None else _id(instance, "join_distributed instance"),
+            grant=bytes(grant),
         )
         return self._call("JoinDistributed", req)
 
     def redistribute(self, producer: str, consumer: str, wait: bool = True,
-                     timeout: Optional[float] = None, check: bool = True):
+                     timeout: Optional[float] = None, check: bool = True,
+                     producer_grant: bytes = b"", consumer_grant: bytes = b""):
         """Moves complete distributed instance ``producer`` into ``consumer``
         as one transfer (this session a rank of either); ``wait``,
         ``timeout`` and ``check`` and the answer are as for :meth:`copy`.
         While it runs, :meth:`transfer` shows the piece copies done.
+
+        The side this session joined no rank of is another job's: give
+        its grant (``producer_grant`` or ``consumer_grant``, see
+        :meth:`join_distributed`), or PERMISSION_DENIED.
         """
-        req = pb.RedistributeRequest(producer=producer, consumer=consumer, wait=wait)
+        req = pb.RedistributeRequest(producer=producer, consumer=consumer, wait=wait,
+                                     producer_grant=bytes(producer_grant),
+                                     consumer_grant=bytes(consumer_grant))
         return self._start_transfer("Redistribute", req, wait, timeout, check)
 
     def completed(self, transfer) -> Optional["pb.TransferInfo"]:

@@ -6,6 +6,7 @@ A dimension's distribution is ``"block"``, ``"cyclic"``, an int ``b`` or
 grid coordinates of that dimension).
 """
 
+import os
 from typing import Sequence, Union
 
 from . import isometry_pb2 as pb
@@ -25,6 +26,14 @@ def _dim(d: DimLike, i: int) -> "pb.DimDistribution":
     if isinstance(d, int) and d > 0:
         return pb.DimDistribution(kind=pb.DIST_BLOCK_CYCLIC, block=d)
     raise ValueError(f"dists[{i}]: {d!r}; use 'block', 'cyclic' or a block size > 0")
+
+
+def new_grant() -> bytes:
+    """A fresh grant for a job of gRPC ranks: 32 random bytes. The rank that
+    makes the distributed instance chooses it and hands it to the job's
+    other ranks (and to a job that redistributes into or out of it) the way
+    the job shares other secrets; never log it."""
+    return os.urandom(32)
 
 
 def distribution_spec(extents: Sequence[int], dists: Sequence[DimLike], grid: Sequence[int],
