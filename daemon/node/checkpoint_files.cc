@@ -44,7 +44,8 @@ std::string Normalised(const std::string& file) {
 // memory's), creating it 0600 (and giving it to the owner's uid) with
 // `create`.
 Result<UniqueFd> OpenOne(const DiskMemory& disk, int parent, const std::string& name, bool create,
-                         const CheckpointOwner& owner, const std::string& shown, uint64_t& bytes) {
+                         const CheckpointOwner& owner, const std::string& shown, uint64_t& bytes,
+                         uid_t& uid) {
   const int flags = O_RDWR | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC;
   bool created = false;
   UniqueFd fd;
@@ -77,8 +78,11 @@ Result<UniqueFd> OpenOne(const DiskMemory& disk, int parent, const std::string& 
   if (created) {
     // Root gives the file to the session's uid; a daemon that may not
     // (the systemd unit's user) keeps it, mode 0600 either way.
-    if (want != daemon && daemon == 0 && ::fchown(fd.get(), want, static_cast<gid_t>(-1)) != 0) {
-      return Internal("chown ", shown, " to uid ", want, ": ", ErrnoString(errno));
+    if (want != daemon && daemon == 0) {
+      if (::fchown(fd.get(), want, static_cast<gid_t>(-1)) != 0) {
+        return Internal("chown ", shown, " to uid ", want, ": ", ErrnoString(errno));
+      }
+      st.st_uid = want;
     }
   } else if (st.st_uid != want && !(st.st_uid == daemon && (daemon != 0 || want == daemon))) {
     // Where the daemon can give files away (root), a session may use only
@@ -91,6 +95,7 @@ Result<UniqueFd> OpenOne(const DiskMemory& disk, int parent, const std::string& 
     ::fchmod(fd.get(), 0600);  // made before checkpoints had owners: close it now
   }
   bytes = static_cast<uint64_t>(st.st_size);
+  uid = st.st_uid;
   return fd;
 }
 
@@ -201,8 +206,6 @@ Result<std::string> LoadOrCreateSecret(const std::string& state_dir) {
 
 }  // namespace
 
-std::string CheckpointOwner::Name() const { return uid ? StrCat("uid ", *uid) : "gRPC"; }
-
 Result<CheckpointFiles> CheckpointFiles::Open(const DiskMemory& disk, const std::string& file,
                                               bool create, const CheckpointOwner& owner,
                                               bool exclusive) {
@@ -224,11 +227,13 @@ Result<CheckpointFiles> CheckpointFiles::Open(const DiskMemory& disk, const std:
         parent, OpenBeneath(disk.dir_fd(), f.name.substr(0, slash), O_PATH | O_DIRECTORY, f.shown));
   }
   const int dir = parent.valid() ? parent.get() : disk.dir_fd();
-  ISO_ASSIGN_OR_RETURN(f.base, OpenOne(disk, dir, leaf, create, owner, f.shown, f.base_bytes));
+  ISO_ASSIGN_OR_RETURN(f.base,
+                       OpenOne(disk, dir, leaf, create, owner, f.shown, f.base_bytes, f.owner_uid));
+  uid_t delta_uid = 0;
   // A base without a chain is a valid checkpoint (a full one, or one
   // written before chains existed): the chain is created empty.
-  ISO_ASSIGN_OR_RETURN(
-      f.delta, OpenOne(disk, dir, leaf + ".delta", true, owner, f.shown_delta, f.delta_bytes));
+  ISO_ASSIGN_OR_RETURN(f.delta, OpenOne(disk, dir, leaf + ".delta", true, owner, f.shown_delta,
+                                        f.delta_bytes, delta_uid));
   if (::flock(f.delta.get(), (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) {
       return absl::AbortedError(StrCat("another checkpoint, restore or compaction is using ",
@@ -252,11 +257,11 @@ Result<std::shared_ptr<const std::string>> CheckpointSecret(const std::string& s
   return shared;
 }
 
-std::unique_ptr<active::DeltaMac> MakeChainMac(const std::string& secret, const CheckpointFiles& f,
-                                               const CheckpointOwner& owner) {
+std::unique_ptr<active::DeltaMac> MakeChainMac(const std::string& secret,
+                                               const CheckpointFiles& f) {
   // Each part is length-prefixed: no two identities share a message.
   std::string identity = "isometry checkpoint chain v2";
-  for (const std::string& part : {f.memory, f.name, owner.Name()}) {
+  for (const std::string& part : {f.memory, f.name, StrCat("uid ", f.owner_uid)}) {
     StrAppend(&identity, "\n", part.size(), ":", part);
   }
   return std::make_unique<ChainMac>(HmacSha256(secret, identity));

@@ -11,8 +11,8 @@
 // daemon's). Opening refuses (PERMISSION_DENIED) a file owned by anyone
 // but the session's uid or the daemon's. Records are authenticated with a
 // key derived from the daemon's checkpoint secret and the chain's identity
-// (memory, file name, owner), so a record the daemon did not write for
-// this chain fails DATA_LOSS.
+// (memory, file name, the uid owning the base), so a record the daemon did
+// not write for this chain fails DATA_LOSS.
 #pragma once
 
 #include <sys/types.h>
@@ -32,11 +32,9 @@ namespace isometry {
 
 class DiskMemory;
 
-// Who a checkpoint belongs to.
+// Who asks: the session's uid, none for gRPC sessions (the daemon's then).
 struct CheckpointOwner {
-  std::optional<uid_t> uid;  // the session's uid; none for gRPC sessions
-  // In the chain's key: "uid N", or "gRPC" for every session without a uid.
-  std::string Name() const;
+  std::optional<uid_t> uid;
 };
 
 struct CheckpointFiles {
@@ -44,6 +42,7 @@ struct CheckpointFiles {
   std::string shown, shown_delta;  // "memory:file" for messages
   std::string memory, name;        // the memory and the file name, normalised ("a//./b" = "a/b")
   uint64_t base_bytes = 0, delta_bytes = 0;
+  uid_t owner_uid = 0;  // the base's owner: part of the chain's identity
 
   // Opens (creating with `create`) `file` and `file`.delta under the
   // memory's directory for `owner`: each must be a regular file with one
@@ -63,9 +62,8 @@ struct CheckpointFiles {
 // others may read or of the wrong size. Thread-safe.
 Result<std::shared_ptr<const std::string>> CheckpointSecret(const std::string& state_dir);
 
-// HMAC-SHA256 keyed for the chain of `f` written by `owner`.
-std::unique_ptr<active::DeltaMac> MakeChainMac(const std::string& secret, const CheckpointFiles& f,
-                                               const CheckpointOwner& owner);
+// HMAC-SHA256 keyed for the chain of `f` (its memory, name and owner).
+std::unique_ptr<active::DeltaMac> MakeChainMac(const std::string& secret, const CheckpointFiles& f);
 
 // Walks the whole chain (active::WalkDeltaChain) for an image of
 // `image_bytes`, in bounded memory: refused from the file's size first,

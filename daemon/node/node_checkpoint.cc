@@ -117,7 +117,7 @@ Result<CheckpointReport> Node::Checkpoint(const std::string& session, uint64_t a
                        CheckpointSecret(impl_->config.daemon.state_dir));
   ISO_ASSIGN_OR_RETURN(CheckpointFiles f, CheckpointFiles::Open(*disk, file, /*create=*/true, who,
                                                                 /*exclusive=*/true));
-  std::unique_ptr<active::DeltaMac> mac = MakeChainMac(*secret, f, who);
+  std::unique_ptr<active::DeltaMac> mac = MakeChainMac(*secret, f);
   const uint64_t max_deltas = impl_->config.daemon.checkpoint_max_deltas;
   // Incremental only over a base of this size whose chain is whole (every
   // record's CRC and MAC), with the daemon tracking writes into the
@@ -235,7 +235,7 @@ Result<RestoreReport> Node::Restore(const std::string& session, uint64_t allocat
   // changes nothing in the allocation.
   std::vector<std::byte> image(bytes);
   ISO_RETURN_IF_ERROR(PReadAll(f.base.get(), image.data(), bytes, 0, f.shown));
-  std::unique_ptr<active::DeltaMac> mac = MakeChainMac(*secret, f, who);
+  std::unique_ptr<active::DeltaMac> mac = MakeChainMac(*secret, f);
   auto apply = [&](uint64_t page, const std::byte* data, uint64_t n) {
     std::memcpy(image.data() + page * kPage, data, n);  // inside: WalkDeltaChain checked it
     return OkStatus();
@@ -275,7 +275,7 @@ Result<RestoreReport> Node::CompactCheckpoint(const std::string& session, const 
   ISO_RETURN_IF_ERROR(
       Prefixed(active::CheckDeltaChainSize(f.delta_bytes, f.base_bytes), f.shown_delta));
   ISO_ASSIGN_OR_RETURN(DiskCharge charge, disk->Charge(owner, f.base_bytes + f.delta_bytes));
-  std::unique_ptr<active::DeltaMac> mac = MakeChainMac(*secret, f, who);
+  std::unique_ptr<active::DeltaMac> mac = MakeChainMac(*secret, f);
   ISO_ASSIGN_OR_RETURN(active::DeltaWalk walk,
                        CompactDeltaChain(f, MaxRecords(impl_->config.daemon), *mac));
   RestoreReport rep;
