@@ -4,6 +4,7 @@
 // daemon up as a list of steps (each a function below that says what it
 // needs), waits for a stop signal, drains and tears down in reverse order.
 #include <fcntl.h>
+#include <grpc/grpc.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -268,6 +269,11 @@ int Serve(const Config& config) {
   auto local = LocalServer::Start(**node);
   if (!local.ok()) return Fail("cannot start the local socket: " + local.status().ToString());
   if (Status s = PrepareSocketPath(d.grpc_socket); !s.ok()) return Fail(s.ToString());
+  // A reference to gRPC's globals never given back: the servers' teardown
+  // then leaves them for the exit. gRPC's global shutdown runs its
+  // executor's queued closures inline, and at the task limit (threads it
+  // could not start) one of them polled for 10 s before SIGTERM could exit.
+  grpc_init();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   auto token = WriteOperatorToken(d);

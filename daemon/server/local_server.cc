@@ -23,10 +23,8 @@
 #include "core/strings.h"
 #include "core/unique_fd.h"
 #include "daemon/node/shared_memory.h"
-#include "daemon/server/active_rpc.h"
-#include "daemon/server/convert.h"
-#include "daemon/server/convert_distributed.h"
-#include "daemon/server/local_private.h"
+#include "daemon/server/local_requests.h"
+#include "daemon/server/task_limit.h"
 #include "isometry.pb.h"
 #include "proto/local_wire.h"
 #include "proto/ring_abi.h"
@@ -108,6 +106,11 @@ struct LocalServer::Impl {
   // Control threads that have not left yet (they are detached): the
   // destructor waits for none to be left before the state goes.
   std::atomic<uint32_t> live_threads{0};
+  // Connection threads allowed: daemon.max_connection_threads, or fewer
+  // where the task limit at start has no room for that many (then `why`
+  // says so). Constant after Start.
+  uint64_t thread_cap = 0;
+  std::string thread_cap_why;
   absl::Mutex mu;
   std::map<uint64_t, std::shared_ptr<LocalClient>> clients ABSL_GUARDED_BY(mu);
   uint64_t next_key ABSL_GUARDED_BY(mu) = 1;
@@ -137,9 +140,10 @@ struct LocalServer::Impl {
       return ResourceExhausted("too many local connections (", clients.size(),
                                "); daemon.max_sessions is ", dc.max_sessions);
     }
-    if (clients.size() >= dc.max_connection_threads) {
+    if (clients.size() >= thread_cap) {
       return ResourceExhausted("every local connection thread is taken (", clients.size(),
-                               "); daemon.max_connection_threads is ", dc.max_connection_threads);
+                               "); daemon.max_connection_threads is ", dc.max_connection_threads,
+                               thread_cap_why);
     }
     uint32_t same = 0, pending = 0;
     for (const auto& [key, other] : clients) {
@@ -319,87 +323,13 @@ struct LocalServer::Impl {
 
   Status Handle(LocalClient& c, const v1::LocalRequest& req, v1::LocalResponse* resp,
                 std::vector<int>* fds) {
-    if (req.body_case() != v1::LocalRequest::kHello && c.session.empty()) {
-      return FailedPrecondition("send hello first");
+    if (req.body_case() == v1::LocalRequest::kHello) {
+      return Hello(c, req.hello(), resp->mutable_hello(), fds);
     }
-    switch (req.body_case()) {
-      case v1::LocalRequest::kHello:
-        return Hello(c, req.hello(), resp->mutable_hello(), fds);
-      case v1::LocalRequest::kAllocate: {
-        ISO_ASSIGN_OR_RETURN(AllocationReport a, node.Allocate(c.session, req.allocate().memory(),
-                                                               req.allocate().bytes()));
-        resp->mutable_allocate()->set_allocation(a.id);
-        resp->mutable_allocate()->set_bytes(a.bytes);
-        resp->mutable_allocate()->set_memory(a.memory);
-        fds->push_back(a.fd);
-        return OkStatus();
-      }
-      case v1::LocalRequest::kMap: {
-        ISO_ASSIGN_OR_RETURN(AllocationReport a, node.Map(c.session, req.map().allocation()));
-        resp->mutable_map()->set_allocation(a.id);
-        resp->mutable_map()->set_bytes(a.bytes);
-        fds->push_back(a.fd);
-        return OkStatus();
-      }
-      case v1::LocalRequest::kFree:
-        return node.Free(c.session, req.free().allocation());
-      case v1::LocalRequest::kPublish:
-        return node.Publish(c.session, req.publish().allocation());
-      case v1::LocalRequest::kRegisterInstance: {
-        ISO_ASSIGN_OR_RETURN(
-            InstanceSpec spec,
-            InstanceSpecFromProto(req.register_instance().spec(), node.DatatypeHandles(c.session)));
-        ISO_ASSIGN_OR_RETURN(auto r, node.RegisterInstance(c.session, spec));
-        resp->mutable_register_instance()->set_instance(r.first);
-        resp->mutable_register_instance()->set_total_bytes(r.second);
-        return OkStatus();
-      }
-      case v1::LocalRequest::kUnregisterInstance:
-        return node.UnregisterInstance(c.session, req.unregister_instance().instance());
-      case v1::LocalRequest::kRegisterPrivate: {
-        ISO_ASSIGN_OR_RETURN(uint64_t range,
-                             node.RegisterPrivate(c.session, req.register_private().address(),
-                                                  req.register_private().bytes()));
-        resp->mutable_register_private()->set_private_range(range);
-        return OkStatus();
-      }
-      case v1::LocalRequest::kPublishPrivate:
-        return node.PublishPrivate(c.session, req.publish_private().private_range(),
-                                   ServeWindowOf(req.publish_private()));
-      case v1::LocalRequest::kRegisterDatatype: {
-        ISO_ASSIGN_OR_RETURN(Datatype type,
-                             wire::DatatypeFromProto(req.register_datatype().datatype(),
-                                                     node.DatatypeHandles(c.session)));
-        ISO_ASSIGN_OR_RETURN(DatatypeReport r, node.RegisterDatatype(c.session, type));
-        ToProto(r, resp->mutable_register_datatype());
-        return OkStatus();
-      }
-      case v1::LocalRequest::kJoinDistributed: {
-        ISO_ASSIGN_OR_RETURN(DistributedJoin join, JoinFromProto(req.join_distributed()));
-        ISO_ASSIGN_OR_RETURN(DistributedReport r, node.JoinDistributed(c.session, join));
-        ToProto(r, resp->mutable_join_distributed());
-        return OkStatus();
-      }
-      case v1::LocalRequest::kRedistribute:
-        return RedistributeLocal(node, c.session, req.redistribute(), resp->mutable_redistribute());
-      case v1::LocalRequest::kOwnHops:
-        return AnswerOwnHops(node, c.session, c.cq_event.get(), resp->mutable_own_hops(), fds);
-      case v1::LocalRequest::kDirectRead:
-        return AnswerDirectRead(node, c.session, &c.header->lease_epoch.value, req.direct_read(),
-                                resp->mutable_direct_read(), fds, &c.sent_fds);
-      case v1::LocalRequest::kWatch:
-      case v1::LocalRequest::kUnwatch:
-      case v1::LocalRequest::kGetWatch:
-      case v1::LocalRequest::kActiveFlush:
-      case v1::LocalRequest::kDirtyPages:
-      case v1::LocalRequest::kCheckpoint:
-      case v1::LocalRequest::kRestore:
-      case v1::LocalRequest::kCompactCheckpoint:
-        return ActiveLocal(node, c.session, req, resp, fds);
-      case v1::LocalRequest::BODY_NOT_SET:
-        break;
-    }
-    return InvalidArgument("empty or unknown request");
+    if (c.session.empty()) return FailedPrecondition("send hello first");
+    const LocalSessionRefs refs{c.session, c.cq_event.get(), &c.header->lease_epoch.value,
+                                &c.sent_fds};
+    return AnswerLocalRequest(node, refs, req, resp, fds);
   }
 
   Status Hello(LocalClient& c, const v1::HelloRequest& h, v1::HelloResponse* out,
@@ -606,6 +536,18 @@ Result<std::unique_ptr<LocalServer>> LocalServer::Start(Node& node) {
   auto impl = std::make_unique<Impl>(node);
   const DaemonConfig& dc = node.config().daemon;
   impl->path = dc.local_socket;
+  impl->thread_cap = dc.max_connection_threads;
+  if (const std::optional<TaskHeadroom> h = ReadTaskHeadroom()) {
+    if (const uint64_t fits = ConnectionThreadsFitting(h->free); fits < impl->thread_cap) {
+      impl->thread_cap = fits;
+      impl->thread_cap_why = StrCat(", lowered to ", fits, " to fit the task limit (", h->source,
+                                    " ", h->limit, ", ", h->free, " free at start)");
+      spdlog::warn(
+          "local socket: at most {} connection threads: daemon.max_connection_threads "
+          "({}) does not fit the task limit ({} {}, {} free at start; systemd TasksMax=)",
+          fits, dc.max_connection_threads, h->source, h->limit, h->free);
+    }
+  }
   ISO_ASSIGN_OR_RETURN(int fd, ListenUnix(dc.local_socket, dc.socket_mode, dc.socket_group));
   impl->listener.reset(fd);
   impl->epoll.reset(epoll_create1(EPOLL_CLOEXEC));

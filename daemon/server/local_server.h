@@ -6,7 +6,8 @@
 // Threads: one accepts, one per client serves its control frames (and ends
 // its session when the socket closes), one polls every client's submission
 // eventfd and drains the rings. The per-client threads are bounded:
-// daemon.max_connection_threads in all, and a uid holds at most
+// daemon.max_connection_threads in all (fewer where the task limit at
+// start has no room for that many: task_limit.h), and a uid holds at most
 // daemon.max_pending_hellos_per_uid connections that have not said hello.
 // A connection beyond a bound, or one whose thread the system refuses
 // (the task limit: TasksMax=, pids.max, RLIMIT_NPROC), is answered

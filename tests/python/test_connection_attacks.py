@@ -18,6 +18,7 @@ for the tests that run attackers as other uids.
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -70,11 +71,13 @@ for _ in range(count):
         refused.append([-1, str(e)])
         continue
     held.append(s)
-# A refused connection has its answer waiting; an admitted one has none.
-for s in list(held):
-    r, _, _ = select.select([s], [], [], 0.3)
+# A refused connection has its answer waiting; an admitted one has none
+# (until the daemon's hello timeout): read answers until 0.3 s bring none.
+while held:
+    r, _, _ = select.select(held, [], [], 0.3)
     if not r:
-        continue
+        break
+    s = r[0]
     data = b""
     while True:
         chunk = s.recv(65536)
@@ -129,6 +132,16 @@ class TaskLimit:
                 return
             except OSError:
                 time.sleep(0.05)
+
+    def prefix(self, tasks):
+        """A command prefix that starts its program in the cgroup, capped at
+        `tasks`; None without a cgroup."""
+        if not self.group:
+            return None
+        with open(os.path.join(self.group, "pids.max"), "w") as f:
+            f.write(str(tasks))
+        procs = os.path.join(self.group, "cgroup.procs")
+        return ["sh", "-c", f'echo $$ > {procs} && exec "$@"', "sh"]
 
     def join(self, pid):
         if self.group:
@@ -277,6 +290,37 @@ class ConnectionAttackTest(unittest.TestCase):
         Holder(self, local, 20, NOBODY)
         self.assertLess(self.assertStopsWithin(daemon, 10), 5.0, daemon.log_text())
         self.assertNotIn("terminate", daemon.log_text(tail=None))
+
+    def test_connection_threads_fit_the_task_limit_at_start(self):
+        tasks = TaskLimit(self)
+        prefix = tasks.prefix(100)
+        if prefix is None:
+            self.skipTest("no pids cgroup to start the daemon in")
+        directory, daemon = self.start(
+            [("max_sessions", 256), ("max_connections_per_uid", 200),
+             ("max_pending_hellos_per_uid", 200), ("max_connection_threads", 200),
+             ("hello_timeout_ms", 20000)], prefix=prefix)
+        local = os.path.join(directory, "local.sock")
+        m = re.search(r"local socket: at most (\d+) connection threads: "
+                      r"daemon.max_connection_threads \(200\) does not fit the task limit "
+                      r"\(cgroup pids.max 100, (\d+) free at start", daemon.log_text())
+        self.assertIsNotNone(m, daemon.log_text())
+        cap = int(m.group(1))
+        self.assertLess(cap, int(m.group(2)) // 2 + 1)
+        flood = Holder(self, local, cap + 20, NOBODY)
+        self.assertEqual(flood.report["held"], cap, flood.report)
+        self.assertEqual(len(flood.report["refused"]), 20, flood.report)
+        for code, message in flood.report["refused"]:
+            self.assertEqual(code, RESOURCE_EXHAUSTED, message)
+            self.assertIn(f"daemon.max_connection_threads is 200, lowered to {cap} to fit the "
+                          "task limit (cgroup pids.max 100", message)
+        # The rest of the daemon kept its room: gRPC sessions copy.
+        for i in range(3):
+            with isometry.Client(daemon.socket, name=f"victim{i}") as victim:
+                copy_through(victim)
+        # SIGTERM with the flood still held.
+        self.assertLess(self.assertStopsWithin(daemon, 10), 5.0, daemon.log_text())
+        flood.close()
 
     # ---- item 10: connections that never say hello ----
 
