@@ -338,7 +338,7 @@ print(json.dumps(out))
                 if e.code == "RESOURCE_EXHAUSTED":
                     self.assertIn("max_checkpoint_calls_per_session", e.message)
 
-        threads = [threading.Thread(target=restore) for _ in range(5)]
+        threads = [threading.Thread(target=restore) for _ in range(8)]
         for t in threads:
             t.start()
         time.sleep(min(0.05, one / 4))
@@ -349,11 +349,11 @@ print(json.dumps(out))
         for t in threads:
             t.join()
         self.assertFalse(r.full)
-        # One restore alone took `one`; five queued on one worker took ~5x
+        # One restore alone took `one`; eight queued on one worker took ~8x
         # (before: 4.9 s behind an attacker's restore, for a 2.8 ms call).
-        self.assertLess(took, 2 * one + 0.1, (took, one, results))
+        self.assertLess(took, 3 * one + 0.2, (took, one, results))
         self.assertIn("RESOURCE_EXHAUSTED", results)
-        self.assertLessEqual(results.count("OK"), 4)
+        self.assertGreaterEqual(results.count("OK"), 1)
         self.assertRestores()
 
 
