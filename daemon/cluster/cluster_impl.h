@@ -19,6 +19,7 @@
 // copies: a peer going down touches all three at once.
 #pragma once
 
+#include <grpcpp/channel.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
 
@@ -91,6 +92,9 @@ struct Peer {
   // outage ended, and would make a short cut look as long as the timeout.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   grpc::ChannelArguments channel_args;
+  // The loop's own: the channel of the last such probe, kept while the
+  // peer is missed (Impl::Ping).
+  std::shared_ptr<grpc::Channel> probe;
   std::thread loop;
   // Its loop returned (it left): the thread is joined at the next peer
   // change (Impl::ReapLoopsLocked), not kept until the daemon stops.

@@ -85,6 +85,13 @@ void CrossOp::SetUpDone() {
 
 void CrossOp::Finish(const std::function<void(Status)>& done, Status final) {
   {
+    // A context holds its call, and the call the connection it went over:
+    // kept with the op (which outlives the copy in the transfer's record),
+    // a broken one would hold its socket for ever.
+    absl::MutexLock lock(&mu_);
+    awaits_.clear();
+  }
+  {
     absl::MutexLock lock(&impl_->mu);
     impl_->ops.erase(key_);
   }

@@ -320,13 +320,20 @@ Status Cluster::Impl::Ping(Peer& p, bool fresh) {
   v1::PeerPong resp;
   const auto t0 = Clock::now();
   std::unique_ptr<v1::IsometryPeer::Stub> own;
+  // A probe channel is never destroyed while it connects: gRPC keeps the
+  // socket of a channel dropped mid-handshake (a stopped peer's) for ever.
+  const bool connecting = p.probe && p.probe->GetState(false) == GRPC_CHANNEL_CONNECTING;
   if (fresh) {
     // Its own subchannel pool: a new TCP connection (a SYN now), not the
-    // shared one still backing off.
-    grpc::ChannelArguments args = p.channel_args;
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    own =
-        v1::IsometryPeer::NewStub(grpc::CreateCustomChannel(p.config.address, p.credentials, args));
+    // shared one still backing off; or the last probe's, still connecting.
+    if (!connecting) {
+      grpc::ChannelArguments args = p.channel_args;
+      args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+      p.probe = grpc::CreateCustomChannel(p.config.address, p.credentials, args);
+    }
+    own = v1::IsometryPeer::NewStub(p.probe);
+  } else if (!connecting) {
+    p.probe.reset();  // the shared channel answers again
   }
   grpc::Status s = (own ? own : p.stub)->Ping(&ctx, req, &resp);
   if (!s.ok()) return cluster::FromGrpc(s, "ping");
