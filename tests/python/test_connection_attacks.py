@@ -44,6 +44,7 @@ if PYTHONPATH:
 _IMPORT_ERROR = None
 try:
     import isometry
+    from isometry import isometry_pb2 as pb
 except ImportError as e:
     _IMPORT_ERROR = e
 
@@ -52,6 +53,12 @@ NOBODY = 65534
 SECOND_UID = 65533  # a second attacker: any uid without a process of its own
 DAEMON_UID = 61999  # the daemon's own uid in the task-limit test (RLIMIT_NPROC counts per uid)
 RESOURCE_EXHAUSTED = 8
+# A cma channel besides: local sessions may ask for a hop window (a thread).
+WITH_CMA = ONE_SYS_MEMORY + """
+[[channel]]
+name = "cma0"
+kind = "cma"
+"""
 
 # Holds `count` local connections open as the uid it runs as, sending
 # nothing; prints a JSON line {"held": n, "refused": [[code, message]...]}
@@ -255,7 +262,7 @@ class ConnectionAttackTest(unittest.TestCase):
              ("hello_timeout_ms", 20000)],
             prefix=["setpriv", f"--reuid={DAEMON_UID}", f"--regid={DAEMON_UID}",
                     "--clear-groups", "--"],
-            owner=DAEMON_UID)
+            owner=DAEMON_UID, config_tail=WITH_CMA)
         local = os.path.join(directory, "local.sock")
         pid = daemon.proc.pid
         tasks = TaskLimit(self)
@@ -266,6 +273,10 @@ class ConnectionAttackTest(unittest.TestCase):
             copy_through(c)
         with isometry.Client(daemon.socket, name="warm-grpc") as c:
             copy_through(c)
+        # The victim's session, attached before the flood.
+        hops = LocalConnection(local)
+        self.addCleanup(hops.close)
+        self.assertEqual(hops.hello("victim-hops").code, 0)
         limit = threads_of(pid) + 6
         tasks.cap(pid, limit)
 
@@ -280,11 +291,19 @@ class ConnectionAttackTest(unittest.TestCase):
             self.assertIn("task limit", message)
         self.assertIn(f"local connection of uid {NOBODY} refused: the daemon cannot start a "
                       "thread", daemon.log_text())
+        # A hop window's thread is refused too; the session goes on.
+        own_hops = pb.LocalRequest(tag=2, own_hops=pb.OwnHopsRequest())
+        r = hops.request(own_hops)
+        self.assertEqual(r.code, RESOURCE_EXHAUSTED, r.message)
+        self.assertIn("cannot start the hop window's thread", r.message)
+        self.assertIn("task limit", r.message)
         # Let go: the victim opens a local session and copies.
         flood.close()
         wait_until(lambda: threads_of(pid) <= limit - 6, "the flood's threads to end")
         with isometry.Client(daemon.socket, name="victim", local_socket=local) as victim:
             copy_through(victim)
+        r = hops.request(own_hops)  # nothing was left half made
+        self.assertEqual(r.code, 0, r.message)
         self.assertTrue(daemon.alive(), daemon.log_text())
         # At the limit again, SIGTERM still drains and exits.
         Holder(self, local, 20, NOBODY)
