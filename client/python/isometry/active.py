@@ -111,7 +111,9 @@ class ActiveAccessMixin:
         and ``client_pages``, ``(first_page, pages)`` ranges this process
         wrote itself (the C++ client tracks them with userfaultfd; Python
         has no tracker). ``compact`` merges the chain into the base after.
-        Restore with :meth:`restore`."""
+        The answer's ``full_reason`` says why a checkpoint was full (the
+        first, asked for, no watch, another size, a damaged chain started
+        over). Restore with :meth:`restore`."""
         req = pb.CheckpointRequest(allocation=_aid(alloc), memory=memory, file=file, full=full,
                                    compact=compact)
         for first, n in client_pages or []:
@@ -120,8 +122,8 @@ class ActiveAccessMixin:
 
     def restore(self, alloc, memory: str, file: str) -> "pb.RestoreResponse":
         """Rebuilds ``alloc`` (this session's, the image's size) from the
-        checkpoint's base and delta chain, byte-exact. A damaged or
-        truncated chain raises DATA_LOSS and changes nothing."""
+        checkpoint's base and delta chain, byte-exact. A damaged, forged,
+        truncated or oversized chain raises DATA_LOSS and changes nothing."""
         req = pb.RestoreRequest(allocation=_aid(alloc), memory=memory, file=file)
         return self._call("Restore", req)
 
