@@ -445,6 +445,27 @@ TEST_CASE("a config key error without a file stands alone; Locate adds the file"
   CHECK(origin.Locate(OkStatus()).ok());
 }
 
+TEST_CASE("daemon.max_pending_hellos_per_uid and max_connection_threads: defaults and bounds") {
+  const std::string base = "[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\n";
+  auto parse = [&](const std::string& daemon) {
+    return ParseConfig("[daemon]\n" + daemon + base, "d.toml");
+  };
+  auto defaults = parse("");
+  REQUIRE(defaults.ok());
+  CHECK(defaults->daemon.max_pending_hellos_per_uid == 64);
+  CHECK(defaults->daemon.max_connection_threads == 1024);
+  auto set = parse("max_pending_hellos_per_uid = 4\nmax_connection_threads = 12\n");
+  REQUIRE(set.ok());
+  CHECK(set->daemon.max_pending_hellos_per_uid == 4);
+  CHECK(set->daemon.max_connection_threads == 12);
+  for (const char* bad : {"max_pending_hellos_per_uid = 0\n", "max_connection_threads = 0\n"}) {
+    INFO(bad);
+    auto r = parse(bad);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(std::string(r.status().message()), Catch::Contains("d.toml:2: key 'daemon."));
+  }
+}
+
 TEST_CASE("[metrics]: off without the table, the default address with it, bad listen named") {
   const std::string base = "[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\n";
   auto parse = [&](const std::string& extra) { return ParseConfig(base + extra, "m.toml"); };
@@ -469,7 +490,18 @@ TEST_CASE("[metrics]: off without the table, the default address with it, bad li
   CHECK_THAT(error("[metrics]\nlisten = 9464\n"),
              Catch::Contains("key 'metrics.listen': must be a string"));
   CHECK_THAT(error("[metrics]\nport = 9464\n"),
-             Catch::Contains("key 'metrics.port': unknown key (known here: listen)"));
+             Catch::Contains("key 'metrics.port': unknown key (known here: listen, "
+                             "max_connections, request_timeout_ms)"));
+  CHECK(on->metrics.max_connections == 64);
+  CHECK(on->metrics.request_timeout_ms == 2000);
+  auto bounded = parse("[metrics]\nmax_connections = 8\nrequest_timeout_ms = 500\n");
+  REQUIRE(bounded.ok());
+  CHECK(bounded->metrics.max_connections == 8);
+  CHECK(bounded->metrics.request_timeout_ms == 500);
+  CHECK_THAT(error("[metrics]\nrequest_timeout_ms = 0\n"),
+             Catch::Contains("key 'metrics.request_timeout_ms'"));
+  CHECK_THAT(error("[metrics]\nmax_connections = 0\n"),
+             Catch::Contains("key 'metrics.max_connections'"));
   auto hp = ParseHostPort("[::1]:9100");
   REQUIRE(hp.ok());
   CHECK(hp->host == "::1");
