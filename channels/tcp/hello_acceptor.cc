@@ -71,7 +71,13 @@ class EpollAcceptor final : public HelloAcceptor {
  private:
   void Run();
   void AcceptSome();
+  // Stops accepting until `until` (the listening socket leaves epoll's
+  // interest set meanwhile).
+  void HoldAccept(Clock::time_point until);
+  // After an error of accept: logs what ran out and holds for the backoff.
   void PauseAccept(int err);
+  // The least time a hello has before a new connection may close it.
+  Clock::duration MinHelloTime() const;
   void Event(uint64_t id, uint32_t events);
   // Runs a connection's hello as far as what has arrived allows: true
   // when it is over (admitted); an error refuses it.
@@ -168,6 +174,17 @@ void EpollAcceptor::Run() {
 void EpollAcceptor::AcceptSome() {
   // At most a batch per wake-up: connections saying hello get their turn.
   for (int batch = 0; batch < 64; ++batch) {
+    if (static_cast<int>(pending_.size()) >= options_.max_pending) {
+      // Full: the oldest goes for a new one, but only once it had its
+      // minimum time, so a flood cannot make the loop accept and close
+      // as fast as it connects. Until then the backlog holds the rest.
+      const auto evictable = pending_.begin()->second.deadline -
+                             std::chrono::milliseconds(options_.timeout_ms) + MinHelloTime();
+      if (Clock::now() < evictable) {
+        HoldAccept(evictable);
+        return;
+      }
+    }
     UniqueFd fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!fd.valid()) {
       const int err = errno;
@@ -216,6 +233,18 @@ void EpollAcceptor::AcceptSome() {
   }
 }
 
+Clock::duration EpollAcceptor::MinHelloTime() const {
+  return std::chrono::milliseconds(std::min<uint32_t>(options_.timeout_ms / 10, 100));
+}
+
+void EpollAcceptor::HoldAccept(Clock::time_point until) {
+  accept_paused_until_ = until;
+  epoll_event e{};
+  e.events = 0;
+  e.data.u64 = kListenId;
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, listen_.get(), &e);
+}
+
 void EpollAcceptor::PauseAccept(int err) {
   const char* what = err == EMFILE   ? "out of file descriptors (this process's limit, EMFILE)"
                      : err == ENFILE ? "out of file descriptors (the system's limit, ENFILE)"
@@ -235,12 +264,8 @@ void EpollAcceptor::PauseAccept(int err) {
         "data port: {} ({}){}; accepting again in {} ms ({} more such line(s) suppressed)", what,
         ErrnoString(err), freed, ms, v.suppressed);
   }
-  accept_paused_until_ = Clock::now() + backoff_;
+  HoldAccept(Clock::now() + backoff_);
   backoff_ = std::min<Clock::duration>(backoff_ * 2, kMaxBackoff);
-  epoll_event e{};
-  e.events = 0;
-  e.data.u64 = kListenId;
-  ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, listen_.get(), &e);
 }
 
 void EpollAcceptor::Event(uint64_t id, uint32_t /*events*/) {

@@ -5,7 +5,10 @@
 // Bounds, so that anyone who reaches the port cannot exhaust the daemon:
 // - at most `max_pending` connections say hello at once; a new one beyond
 //   that closes the oldest (a real peer's hello takes milliseconds, an
-//   idle attacker's stays until its deadline);
+//   idle attacker's stays until its deadline), once the oldest had
+//   timeout_ms / 10 (at most 100 ms): until then the kernel's backlog
+//   holds new ones, so a flood costs at most max_pending accepts per
+//   100 ms, not one per connection attempt;
 // - a hello has `timeout_ms` in all (TLS included): then its connection is
 //   closed and everything it held is freed;
 // - before the proof, a connection holds a socket, a few hundred bytes and,

@@ -23,10 +23,15 @@ In one run, with the peers measured on the same machine:
              with the link rates declared ([[peer]] link_rate; the planner
              relays through b) vs none declared (direct), and vs the fast
              links' rate.
+  flood      SYS -> SYS* of --flood-mib MiB on loopback while an attacker
+             keeps --flood-connections connections to the receiver's data
+             port open that never say hello (reopening those the daemon
+             closes) vs undisturbed, --rounds rounds alternating (median
+             ratio; target >= 0.9).
 
 Usage (Debian's python3 has grpc):
   /usr/bin/python3 tools/bench/cluster_bench.py --isometryd build-release/daemon/isometryd \\
-      --pythonpath build-release/python [--gib 1] [--json] [--scenario loopback|shaped|link|tls|relay]
+      --pythonpath build-release/python [--gib 1] [--json] [--scenario loopback|shaped|link|tls|relay|flood]
 
 Prints a table; with --json one object per line:
   {"scenario","metric","value","unit","baseline","baseline_value","ratio"}
@@ -240,6 +245,83 @@ def tls_cost(args, cf):
                "s/GB", "the same without TLS", median(g["plain_cpu"]))
 
 
+class IdleFlood:
+    """Holds `count` connections to `address` that never say hello, from a
+    thread: whichever the daemon closes (its hello timeout, or the oldest
+    beyond cluster.data_max_handshakes) is opened again at once."""
+
+    def __init__(self, address, count):
+        import resource
+        import selectors
+        import threading
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, count + 256)), hard))
+        host, port = address.rsplit(":", 1)
+        self.target, self.count = (host, int(port)), count
+        self.sel = selectors.DefaultSelector()
+        self.opened = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def open_one(self):
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex(self.target)
+        self.sel.register(s, 1)  # EVENT_READ: the daemon closed it
+        self.opened += 1
+
+    def run(self):
+        while len(self.sel.get_map()) < self.count and not self.stop.is_set():
+            self.open_one()
+        while not self.stop.is_set():
+            for key, _ in self.sel.select(timeout=0.05):
+                self.sel.unregister(key.fileobj)
+                key.fileobj.close()
+                self.open_one()
+
+    def close(self):
+        self.stop.set()
+        self.thread.join()
+        for key in list(self.sel.get_map().values()):
+            key.fileobj.close()
+
+
+def flood_rows(args, cf):
+    """Copy throughput with a flood of idle connections held open on the
+    receiver's data port vs without, alternating."""
+    nbytes = args.flood_mib << 20
+    cluster = cf.Cluster(args.isometryd, ["a", "b"], pool=f"{(nbytes >> 30) + 1}GiB",
+                         connections=args.connections, request=args.request)
+    plain, flooded, opened = [], [], 0
+    try:
+        cluster.start()
+        with cluster["a"].client("bench") as ca:
+            b_data = {p.name: p for p in ca.peers().peers}["b"].data_address
+        ca, cb, s, d = pair(cluster, nbytes)
+        timed_copy(ca, s, d)  # warm
+        for _ in range(args.rounds):
+            plain.append(nbytes / timed_copy(ca, s, d))
+            flood = IdleFlood(b_data, args.flood_connections)
+            time.sleep(0.5)  # the flood is in
+            try:
+                flooded.append(nbytes / timed_copy(ca, s, d))
+            finally:
+                flood.close()
+            opened += flood.opened
+        ca.close()
+        cb.close()
+    finally:
+        cluster.stop()
+    ratios = [f / p for f, p in zip(flooded, plain)]
+    report("flood", f"SYS->SYS* {args.flood_mib} MiB loopback, {args.flood_connections} idle "
+           f"connections held (median of {args.rounds})", median(flooded) / 1e9, "GB/s",
+           "the same undisturbed", median(plain) / 1e9,
+           note=f"{opened} attacker connections opened; ratios "
+           + ", ".join(f"{r:.2f}" for r in ratios))
+
+
 def shaped(args, cf, netns):
     reason = netns.unavailable_reason()
     if reason:
@@ -404,7 +486,8 @@ def main():
     p.add_argument("--connections", type=int, default=4, help="data connections per peer")
     p.add_argument("--request", default="4MiB", help="cluster.request_size (chunk size)")
     p.add_argument("--disk-dir", default="/var/tmp", help="where the DSK files go (a real disk)")
-    p.add_argument("--scenario", choices=["loopback", "shaped", "link", "tls", "relay", "all"],
+    p.add_argument("--scenario",
+                   choices=["loopback", "shaped", "link", "tls", "relay", "flood", "all"],
                    default="all")
     p.add_argument("--tls-mib", type=int, default=512, help="the tls scenario's copy size")
     p.add_argument("--rounds", type=int, default=5, help="the tls scenario's rounds")
@@ -415,6 +498,9 @@ def main():
     p.add_argument("--cuts", type=int, default=3, help="1 s cuts measured in the link scenario")
     p.add_argument("--relay-rate", default="1gbit", help="relay scenario: a-b and b-c rate")
     p.add_argument("--relay-slow", default="200mbit", help="relay scenario: the a-c rate")
+    p.add_argument("--flood-mib", type=int, default=512, help="the flood scenario's copy size")
+    p.add_argument("--flood-connections", type=int, default=1000,
+                   help="the flood scenario's idle connections")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     sys.path.insert(0, args.pythonpath)
@@ -430,6 +516,8 @@ def main():
         relay_rows(args, cf, netns)
     if args.scenario in ("tls", "all"):
         tls_cost(args, cf)
+    if args.scenario in ("flood", "all"):
+        flood_rows(args, cf)
     for r in ROWS:
         if args.json:
             print(json.dumps({k: r[k] for k in ("scenario", "metric", "value", "unit", "baseline",
