@@ -39,6 +39,10 @@ ring_poll_us = 50                     # the ring thread polls this long after wo
 # cpu_latency_us = 0                  # hold a CPU wake-up latency request (/dev/cpu_dma_latency, root's):
                                       # faster hand-offs between threads for small copies, more power
 max_datatypes_per_session = 1024      # RegisterDatatype handles
+translate_threads = 2                 # threads translating datatypes for gRPC calls
+translate_queue = 32                  # such calls waiting, all callers (RESOURCE_EXHAUSTED past it)
+max_translates_per_session = 2        # queued or running per session (session-less: all together)
+max_translate_weight = 1048576        # a request's datatype nodes and entries (at most 1048576)
 max_watched_regions_per_session = 64  # Active Access: watched regions of one session
 access_log_bytes = 1048576            # a watched allocation's access log ring (power of two)
 max_access_log_bytes = 67108864       # the largest ring a watch may ask for

@@ -159,6 +159,16 @@ struct DaemonConfig {
   uint32_t own_hop_timeout_ms = 10000;
   // Datatypes a session may register (RegisterDatatype handles).
   uint32_t max_datatypes_per_session = 1024;
+  // gRPC calls that translate a datatype (RegisterDatatype, ExplainPlan,
+  // RegisterInstance of one) run on translate_threads threads behind a
+  // queue of translate_queue; a session (the session-less callers
+  // together) may have max_translates_per_session queued or running; a
+  // request's datatypes may weigh at most max_translate_weight (nodes and
+  // array entries, core/datatype.h). RESOURCE_EXHAUSTED past each.
+  uint32_t translate_threads = 2;
+  uint32_t translate_queue = 32;
+  uint32_t max_translates_per_session = 2;
+  uint32_t max_translate_weight = 1 << 20;
   // Distributed instances (M:N redistribution) one uid may have named at
   // once, and the piece copies one Redistribute runs at a time.
   uint32_t max_distributed_per_uid = 64;

@@ -14,7 +14,9 @@
 #include "daemon/server/convert.h"
 #include "daemon/server/convert_distributed.h"
 #include "daemon/server/convert_watch.h"
+#include "daemon/server/grpc_streams.h"
 #include "daemon/server/timer.h"
+#include "daemon/server/translate_pool.h"
 
 namespace isometry {
 
@@ -150,135 +152,6 @@ class AttachReactor final : public grpc::ServerWriteReactor<v1::SessionEvent> {
   std::atomic<bool> closed_{false};
 };
 
-// Bytes [offset, offset + length) of an allocation the session may use
-// (its own or a published one), checked before a stream moves any byte.
-Status CheckStreamRange(const Node& node, const std::string& session, uint64_t allocation,
-                        uint64_t offset, uint64_t length) {
-  ISO_ASSIGN_OR_RETURN(AllocationReport a, node.Lookup(session, allocation));
-  if (offset > a.bytes || length > a.bytes - offset) {
-    return OutOfRange("bytes [", offset, ", ", offset, "+", length, ") lie outside allocation ",
-                      allocation, " of ", a.bytes, " bytes");
-  }
-  return OkStatus();
-}
-
-// ReadStream: one Node::Read per chunk, each written before the next is
-// read, so a stream holds one chunk in memory.
-class ReadStreamReactor final : public grpc::ServerWriteReactor<v1::ReadChunk> {
- public:
-  static constexpr uint64_t kChunk = 1 << 20;
-
-  ReadStreamReactor(const Node& node, std::string session, const v1::ReadRequest& req)
-      : node_(node),
-        session_(std::move(session)),
-        allocation_(req.allocation()),
-        offset_(req.offset()),
-        length_(req.length()) {
-    Status s = CheckStreamRange(node_, session_, allocation_, offset_, length_);
-    if (!s.ok()) {
-      Finish(ToGrpc(s));
-      return;
-    }
-    Next();
-  }
-
-  void OnWriteDone(bool ok) override {
-    if (!ok) {
-      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
-      return;
-    }
-    Next();
-  }
-
-  void OnDone() override { delete this; }
-
- private:
-  void Next() {
-    if (sent_ == length_) {
-      Finish(grpc::Status::OK);
-      return;
-    }
-    const uint64_t n = std::min(kChunk, length_ - sent_);
-    auto data = node_.Read(session_, allocation_, offset_ + sent_, n);
-    if (!data.ok()) {
-      Finish(ToGrpc(data.status()));
-      return;
-    }
-    chunk_.set_offset(offset_ + sent_);
-    *chunk_.mutable_data() = *std::move(data);
-    sent_ += n;
-    StartWrite(&chunk_);
-  }
-
-  const Node& node_;
-  const std::string session_;
-  const uint64_t allocation_, offset_, length_;
-  uint64_t sent_ = 0;
-  v1::ReadChunk chunk_;  // the one being written
-};
-
-// WriteStream: the first message's range is checked before any byte is
-// written; then one Node::Write per message.
-class WriteStreamReactor final : public grpc::ServerReadReactor<v1::WriteStreamRequest> {
- public:
-  WriteStreamReactor(Node& node, std::string session) : node_(node), session_(std::move(session)) {
-    StartRead(&req_);
-  }
-
-  void OnReadDone(bool ok) override {
-    if (!ok) {  // the client finished sending (or went away)
-      Finish(ToGrpc(Ended()));
-      return;
-    }
-    if (!started_) {
-      started_ = true;
-      allocation_ = req_.allocation();
-      offset_ = req_.offset();
-      length_ = req_.length();
-      Status s = CheckStreamRange(node_, session_, allocation_, offset_, length_);
-      if (!s.ok()) {
-        Finish(ToGrpc(s));
-        return;
-      }
-    }
-    const std::string& data = req_.data();
-    if (data.size() > length_ - received_) {
-      Finish(ToGrpc(InvalidArgument("WriteStream sent more than the ", length_,
-                                    " bytes its first message announced; bytes [", offset_, ", ",
-                                    offset_, "+", received_, ") were written")));
-      return;
-    }
-    if (!data.empty()) {
-      Status s = node_.Write(session_, allocation_, offset_ + received_, data);
-      if (!s.ok()) {
-        Finish(ToGrpc(s));
-        return;
-      }
-      received_ += data.size();
-    }
-    StartRead(&req_);
-  }
-
-  void OnDone() override { delete this; }
-
- private:
-  Status Ended() const {
-    if (!started_) return InvalidArgument("WriteStream ended before its first message");
-    if (received_ != length_) {
-      return InvalidArgument("WriteStream ended after ", received_, " of the ", length_,
-                             " bytes its first message announced; bytes [", offset_, ", ", offset_,
-                             "+", received_, ") were written");
-    }
-    return OkStatus();
-  }
-
-  Node& node_;
-  const std::string session_;
-  bool started_ = false;
-  uint64_t allocation_ = 0, offset_ = 0, length_ = 0, received_ = 0;
-  v1::WriteStreamRequest req_;  // the one being read
-};
-
 class Service final : public ActiveCallbacks, public GrpcService {
  public:
   // The caller presented the operator token (compared in constant time).
@@ -292,7 +165,11 @@ class Service final : public ActiveCallbacks, public GrpcService {
       : ActiveCallbacks(node),
         node_(node),
         operator_token_(std::move(operator_token)),
-        peers_(std::move(peers)) {}
+        peers_(std::move(peers)),
+        pool_(TranslatePool::Make({node.config().daemon.translate_threads,
+                                   node.config().daemon.translate_queue,
+                                   node.config().daemon.max_translates_per_session,
+                                   node.config().daemon.max_translate_weight})) {}
 
   grpc::Service* service() override { return this; }
 
@@ -306,6 +183,7 @@ class Service final : public ActiveCallbacks, public GrpcService {
       for (AttachReactor* r : attached_) streams.push_back(r->state());
     }
     for (auto& s : streams) s->FinishOnce(grpc::Status::OK);
+    pool_->Shutdown();
     std::thread calibrator;
     {
       absl::MutexLock lock(&calibration_mu_);
@@ -391,37 +269,49 @@ class Service final : public ActiveCallbacks, public GrpcService {
 
   grpc::ServerWriteReactor<v1::ReadChunk>* ReadStream(CallbackServerContext* ctx,
                                                       const v1::ReadRequest* req) override {
-    return new ReadStreamReactor(node_, SessionOf(ctx), *req);
+    return NewReadStream(node_, SessionOf(ctx), *req);
   }
 
   grpc::ServerReadReactor<v1::WriteStreamRequest>* WriteStream(CallbackServerContext* ctx,
                                                                v1::WriteResponse*) override {
-    return new WriteStreamReactor(node_, SessionOf(ctx));
+    return NewWriteStream(node_, SessionOf(ctx));
   }
 
+  // Decoding and translating a datatype costs CPU in its weight: on the
+  // translation pool (translate_pool.h), never on the gRPC threads.
   ServerUnaryReactor* RegisterDatatype(CallbackServerContext* ctx,
                                        const v1::RegisterDatatypeRequest* req,
                                        v1::RegisterDatatypeResponse* resp) override {
     const std::string session = SessionOf(ctx);
-    auto type = wire::DatatypeFromProto(req->datatype(), node_.DatatypeHandles(session));
-    if (!type.ok()) return Reply(ctx, type.status());
-    auto r = node_.RegisterDatatype(session, *type);
-    if (r.ok()) ToProto(*r, resp);
-    return Reply(ctx, r.status());
+    return Translate(ctx, "RegisterDatatype", WeightOf(req->datatype()), [=, this]() -> Status {
+      ISO_ASSIGN_OR_RETURN(
+          Datatype type, wire::DatatypeFromProto(req->datatype(), node_.DatatypeHandles(session)));
+      ISO_RETURN_IF_ERROR(pool_->CheckWeight(type.info().weight, "RegisterDatatype"));
+      ISO_ASSIGN_OR_RETURN(DatatypeReport r, node_.RegisterDatatype(session, type));
+      ToProto(r, resp);
+      return OkStatus();
+    });
   }
 
+  // A datatype instance is translated when registered (a copy then only
+  // plans over its translation): on the pool too.
   ServerUnaryReactor* RegisterInstance(CallbackServerContext* ctx,
                                        const v1::RegisterInstanceRequest* req,
                                        v1::RegisterInstanceResponse* resp) override {
     const std::string session = SessionOf(ctx);
-    auto spec = InstanceSpecFromProto(req->spec(), node_.DatatypeHandles(session));
-    if (!spec.ok()) return Reply(ctx, spec.status());
-    auto r = node_.RegisterInstance(session, *spec);
-    if (r.ok()) {
-      resp->set_instance(r->first);
-      resp->set_total_bytes(r->second);
-    }
-    return Reply(ctx, r.status());
+    auto run = [=, this]() -> Status {
+      ISO_ASSIGN_OR_RETURN(InstanceSpec spec,
+                           InstanceSpecFromProto(req->spec(), node_.DatatypeHandles(session)));
+      if (spec.datatype) {
+        ISO_RETURN_IF_ERROR(pool_->CheckWeight(spec.datatype->info().weight, "RegisterInstance"));
+      }
+      ISO_ASSIGN_OR_RETURN(auto r, node_.RegisterInstance(session, spec));
+      resp->set_instance(r.first);
+      resp->set_total_bytes(r.second);
+      return OkStatus();
+    };
+    if (!req->spec().has_datatype()) return Reply(ctx, run());  // a layout: cheap
+    return Translate(ctx, "RegisterInstance", WeightOf(req->spec().datatype()), std::move(run));
   }
 
   ServerUnaryReactor* UnregisterInstance(CallbackServerContext* ctx,
@@ -523,11 +413,47 @@ class Service final : public ActiveCallbacks, public GrpcService {
 
   ServerUnaryReactor* ExplainPlan(CallbackServerContext* ctx, const v1::ExplainPlanRequest* req,
                                   v1::ExplainPlanResponse* resp) override {
-    auto args = ExplainFromProto(*req, node_.DatatypeHandles(SessionOf(ctx)));
-    if (!args.ok()) return Reply(ctx, args.status());
-    auto plan = node_.Explain(args->src, args->dst, args->bounds, args->fields);
-    if (plan.ok()) ToProto(*plan, resp);
-    return Reply(ctx, plan.status());
+    const std::string session = SessionOf(ctx);
+    auto run = [=, this]() -> Status {
+      ISO_ASSIGN_OR_RETURN(ExplainArgs args,
+                           ExplainFromProto(*req, node_.DatatypeHandles(session)));
+      int64_t weight = 0;
+      for (const auto& side : {args.src, args.dst}) {
+        if (side.datatype) weight += side.datatype->info().weight;
+      }
+      ISO_RETURN_IF_ERROR(pool_->CheckWeight(weight, "ExplainPlan"));
+      ISO_ASSIGN_OR_RETURN(PlanReport plan,
+                           node_.Explain(args.src, args.dst, args.bounds, args.fields));
+      ToProto(plan, resp);
+      return OkStatus();
+    };
+    if (!req->has_src_datatype() && !req->has_dst_datatype()) return Reply(ctx, run());
+    return Translate(ctx, "ExplainPlan",
+                     WeightOf(req->src_datatype()) + WeightOf(req->dst_datatype()), std::move(run));
+  }
+
+  // Runs `run` (returning the call's status) on the translation pool and
+  // answers from there; refused at once past the weight bound or the
+  // caller's share. Callers with an unknown session token share the
+  // session-less callers' share.
+  template <class Run>
+  ServerUnaryReactor* Translate(CallbackServerContext* ctx, const char* what, int64_t weight,
+                                Run run) {
+    if (Status s = pool_->CheckWeight(weight, what); !s.ok()) return Reply(ctx, s);
+    std::string caller = SessionOf(ctx);
+    if (!caller.empty() && !node_.SessionNumber(caller)) caller.clear();
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    Status s = pool_->Submit(caller, what, [reactor, ctx, run = std::move(run)](const Status& st) {
+      if (!st.ok()) {
+        reactor->Finish(ToGrpc(st));
+      } else if (ctx->IsCancelled()) {  // gone while queued: nobody waits
+        reactor->Finish(grpc::Status::CANCELLED);
+      } else {
+        reactor->Finish(ToGrpc(run()));
+      }
+    });
+    if (!s.ok()) reactor->Finish(ToGrpc(s));
+    return reactor;
   }
 
   // Measuring takes about calibration_budget_ms: off the gRPC threads.
@@ -596,6 +522,7 @@ class Service final : public ActiveCallbacks, public GrpcService {
   Node& node_;
   const std::string operator_token_;
   const PeersProvider peers_;
+  const std::unique_ptr<TranslatePool> pool_;
   Timer timer_;
   absl::Mutex mu_;
   std::set<AttachReactor*> attached_ ABSL_GUARDED_BY(mu_);

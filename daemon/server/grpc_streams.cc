@@ -1,0 +1,150 @@
+#include "daemon/server/grpc_streams.h"
+
+#include <algorithm>
+
+#include "daemon/server/convert.h"
+
+namespace isometry {
+namespace {
+
+// Bytes [offset, offset + length) of an allocation the session may use
+// (its own or a published one), checked before a stream moves any byte.
+Status CheckStreamRange(const Node& node, const std::string& session, uint64_t allocation,
+                        uint64_t offset, uint64_t length) {
+  ISO_ASSIGN_OR_RETURN(AllocationReport a, node.Lookup(session, allocation));
+  if (offset > a.bytes || length > a.bytes - offset) {
+    return OutOfRange("bytes [", offset, ", ", offset, "+", length, ") lie outside allocation ",
+                      allocation, " of ", a.bytes, " bytes");
+  }
+  return OkStatus();
+}
+
+// ReadStream: one Node::Read per chunk, each written before the next is
+// read, so a stream holds one chunk in memory.
+class ReadStreamReactor final : public grpc::ServerWriteReactor<v1::ReadChunk> {
+ public:
+  static constexpr uint64_t kChunk = 1 << 20;
+
+  ReadStreamReactor(const Node& node, std::string session, const v1::ReadRequest& req)
+      : node_(node),
+        session_(std::move(session)),
+        allocation_(req.allocation()),
+        offset_(req.offset()),
+        length_(req.length()) {
+    Status s = CheckStreamRange(node_, session_, allocation_, offset_, length_);
+    if (!s.ok()) {
+      Finish(ToGrpc(s));
+      return;
+    }
+    Next();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+      return;
+    }
+    Next();
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void Next() {
+    if (sent_ == length_) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    const uint64_t n = std::min(kChunk, length_ - sent_);
+    auto data = node_.Read(session_, allocation_, offset_ + sent_, n);
+    if (!data.ok()) {
+      Finish(ToGrpc(data.status()));
+      return;
+    }
+    chunk_.set_offset(offset_ + sent_);
+    *chunk_.mutable_data() = *std::move(data);
+    sent_ += n;
+    StartWrite(&chunk_);
+  }
+
+  const Node& node_;
+  const std::string session_;
+  const uint64_t allocation_, offset_, length_;
+  uint64_t sent_ = 0;
+  v1::ReadChunk chunk_;  // the one being written
+};
+
+// WriteStream: the first message's range is checked before any byte is
+// written; then one Node::Write per message.
+class WriteStreamReactor final : public grpc::ServerReadReactor<v1::WriteStreamRequest> {
+ public:
+  WriteStreamReactor(Node& node, std::string session) : node_(node), session_(std::move(session)) {
+    StartRead(&req_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client finished sending (or went away)
+      Finish(ToGrpc(Ended()));
+      return;
+    }
+    if (!started_) {
+      started_ = true;
+      allocation_ = req_.allocation();
+      offset_ = req_.offset();
+      length_ = req_.length();
+      Status s = CheckStreamRange(node_, session_, allocation_, offset_, length_);
+      if (!s.ok()) {
+        Finish(ToGrpc(s));
+        return;
+      }
+    }
+    const std::string& data = req_.data();
+    if (data.size() > length_ - received_) {
+      Finish(ToGrpc(InvalidArgument("WriteStream sent more than the ", length_,
+                                    " bytes its first message announced; bytes [", offset_, ", ",
+                                    offset_, "+", received_, ") were written")));
+      return;
+    }
+    if (!data.empty()) {
+      Status s = node_.Write(session_, allocation_, offset_ + received_, data);
+      if (!s.ok()) {
+        Finish(ToGrpc(s));
+        return;
+      }
+      received_ += data.size();
+    }
+    StartRead(&req_);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  Status Ended() const {
+    if (!started_) return InvalidArgument("WriteStream ended before its first message");
+    if (received_ != length_) {
+      return InvalidArgument("WriteStream ended after ", received_, " of the ", length_,
+                             " bytes its first message announced; bytes [", offset_, ", ", offset_,
+                             "+", received_, ") were written");
+    }
+    return OkStatus();
+  }
+
+  Node& node_;
+  const std::string session_;
+  bool started_ = false;
+  uint64_t allocation_ = 0, offset_ = 0, length_ = 0, received_ = 0;
+  v1::WriteStreamRequest req_;  // the one being read
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<v1::ReadChunk>* NewReadStream(const Node& node, std::string session,
+                                                       const v1::ReadRequest& req) {
+  return new ReadStreamReactor(node, std::move(session), req);
+}
+
+grpc::ServerReadReactor<v1::WriteStreamRequest>* NewWriteStream(Node& node, std::string session) {
+  return new WriteStreamReactor(node, std::move(session));
+}
+
+}  // namespace isometry
