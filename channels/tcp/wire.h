@@ -71,6 +71,11 @@ class TlsContext {
   ssl_ctx_st* const ctx_;
 };
 
+// Whether a TLS server answers at `address` within `timeout_ms`: a client
+// handshake that trusts any certificate gets the server's. Tells "the peer
+// requires TLS" from an outage, for a node without TLS.
+bool AnswersTls(const std::string& address, uint32_t timeout_ms);
+
 class Wire {
  public:
   // `remote`: the other end's address, for log lines and errors.

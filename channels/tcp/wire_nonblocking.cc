@@ -1,18 +1,53 @@
 // The accepting side's hello on a non-blocking socket (wire.h): what the
 // data port's event loop (hello_acceptor.h) drives, one step per readiness
 // event, so a connection that says nothing holds no thread.
+#include <fcntl.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
+#include "channels/tcp/frame.h"
 #include "channels/tcp/wire.h"
 #include "core/strings.h"
 
 namespace isometry::net {
+
+bool AnswersTls(const std::string& address, uint32_t timeout_ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  Result<UniqueFd> fd = ConnectTo(address, timeout_ms);
+  if (!fd.ok()) return false;
+  ::fcntl(fd->get(), F_SETFL, ::fcntl(fd->get(), F_GETFL) | O_NONBLOCK);
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_client_method()),
+                                                        &SSL_CTX_free);
+  if (!ctx) return false;
+  SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_NONE, nullptr);
+  std::unique_ptr<SSL, decltype(&SSL_free)> ssl(SSL_new(ctx.get()), &SSL_free);
+  if (!ssl) return false;
+  SSL_set_fd(ssl.get(), fd->get());
+  bool answered = false;
+  while (true) {
+    ERR_clear_error();
+    const int rc = SSL_connect(ssl.get());
+    answered = rc == 1 || SSL_get0_peer_certificate(ssl.get()) != nullptr;
+    const int err = rc == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl.get(), rc);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          until - std::chrono::steady_clock::now())
+                          .count();
+    if (answered || (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) || left <= 0) {
+      break;
+    }
+    pollfd p{fd->get(), static_cast<short>(err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), 0};
+    if (::poll(&p, 1, static_cast<int>(left)) <= 0) break;
+  }
+  ERR_clear_error();
+  return answered;
+}
 
 Result<Wire::Want> Wire::AcceptTlsStep(const TlsContext& ctx) {
   absl::MutexLock lock(&mu_);

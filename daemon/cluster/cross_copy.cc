@@ -314,7 +314,13 @@ bool Cluster::Impl::SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const Cros
       call.ctx.get(), call.req.get(), call.resp.get(), [weak, call, here](const grpc::Status& gs2) {
         auto o = weak.lock();
         if (!o) return;
-        if (!gs2.ok()) {
+        if (gs2.error_code() == grpc::StatusCode::UNAVAILABLE) {
+          // gRPC says only "Socket closed" when the peer died mid-copy.
+          o->HalfDone(Unavailable(StrCat("node '", here,
+                                         "' went away while the copy ran: its connection to "
+                                         "this node broke (",
+                                         gs2.error_message(), ")")));
+        } else if (!gs2.ok()) {
           o->HalfDone(Unavailable(StrCat("node '", here, "': ", gs2.error_message())));
         } else {
           o->HalfDone(

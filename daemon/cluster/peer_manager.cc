@@ -263,6 +263,14 @@ Status Cluster::Impl::Hello(Peer& p) {
         "cluster.tls.ca_file, and does the peer's certificate name '",
         p.config.name, "'?)"));
   }
+  if (!s.ok() && !tls && s.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      net::AnswersTls(p.config.address, std::min<uint32_t>(config.cluster.peer_timeout_ms, 1000))) {
+    // gRPC says only "Socket closed": a configuration to fix, not an outage.
+    return FailedPrecondition("peer '", p.config.name, "' at ", p.config.address,
+                              " requires TLS and this node has no [cluster.tls] (every node of "
+                              "a cluster needs it once one has it): ",
+                              s.error_message());
+  }
   if (!s.ok()) return cluster::FromGrpc(s, StrCat("hello to peer '", p.config.name, "'"));
   const std::string expect = Hmac(secret, {"welcome", w.node_name(), std::to_string(w.node()),
                                            req.nonce(), w.token(), w.data_address()});

@@ -1,7 +1,9 @@
 """Peers that fail leave nothing behind on the node that survives (issue
 #49, items 7 and 9): copies failed by a peer killed with SIGKILL, outages
 of a peer stopped with SIGSTOP, and peers whose etcd record keeps changing
-address cost no file descriptor, thread or stack once they are over.
+address cost no file descriptor, thread or stack once they are over. What
+the failures say (item 12): a copy cut by a dead peer says it went away; a
+node without TLS says its TLS peer requires it, not that it is down.
 
 Run with Debian's interpreter (see test_cluster.py):
 
@@ -84,7 +86,7 @@ class PeerFailureTest(unittest.TestCase):
                 b.kill()
                 info = ca.wait(t, timeout_ms=20000, check=False)
                 self.assertEqual(info.state, "failed", info.message)
-                self.assertIn("node 'b'", info.message)
+                self.assertIn("node 'b' went away while the copy ran", info.message)
             b.start()
             self.cluster.wait_up(timeout=20)
         for _ in range(2):
@@ -100,6 +102,19 @@ class PeerFailureTest(unittest.TestCase):
         info, data, got = self.cluster.copy_bytes("a", "b", 4 << 20)
         self.assertEqual(info.state, "done", info.message)
         self.assertTrue(got == data)
+
+    def test_a_plain_node_says_its_peer_requires_tls(self):
+        self.cluster = cf.Cluster(ISOMETRYD, ["a", "b"], tls=["ca", None], timeout_ms=1000)
+        self.addCleanup(self.cluster.stop_checked, self)
+        self.cluster.start(wait_up=False)
+        b = self.cluster["b"]
+
+        def seen():
+            with b.client() as cb:
+                return {p.name: p for p in cb.peers().peers}["a"]
+        self.assertTrue(settles(lambda: seen().state == "refused", 10), seen())
+        self.assertIn("peer 'a' at", seen().last_error)
+        self.assertIn("requires TLS and this node has no [cluster.tls]", seen().last_error)
 
     @unittest.skipUnless(ISOMETRYD and ETCD, "no etcd binary (apt-get install etcd-server)")
     def test_a_record_moving_about_leaves_no_threads(self):
