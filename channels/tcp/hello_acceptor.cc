@@ -61,6 +61,7 @@ class EpollAcceptor final : public HelloAcceptor {
         admitted_(std::move(admitted)) {}
   ~EpollAcceptor() override {
     const uint64_t one = 1;
+    if (!thread_.joinable()) return;  // Init failed: no loop to stop
     if (::write(stop_.get(), &one, sizeof one) < 0) {
       spdlog::error("data port: cannot wake its event loop to stop: {}", ErrnoString(errno));
     }

@@ -12,6 +12,7 @@ cgroup and prlimit bound the daemon):
 """
 
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -50,6 +51,9 @@ class Flood:
     every 100 ms), and holds them until close()."""
 
     def __init__(self, address, count, slow_every=0):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft < 4096:  # this process holds the flood's sockets
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
         host, port = address.rsplit(":", 1)
         self.target = (host, int(port))
         self.count, self.slow_every = count, slow_every
