@@ -37,6 +37,7 @@
 #include "daemon/server/metrics_http.h"
 #include "daemon/server/metrics_snapshot.h"
 #include "daemon/server/reflection_v1.h"
+#include "daemon/server/task_limit.h"
 #include "daemon/start_check.h"
 
 using namespace isometry;
@@ -270,9 +271,9 @@ int Serve(const Config& config) {
   if (!local.ok()) return Fail("cannot start the local socket: " + local.status().ToString());
   if (Status s = PrepareSocketPath(d.grpc_socket); !s.ok()) return Fail(s.ToString());
   // A reference to gRPC's globals never given back: the servers' teardown
-  // then leaves them for the exit. gRPC's global shutdown runs its
-  // executor's queued closures inline, and at the task limit (threads it
-  // could not start) one of them polled for 10 s before SIGTERM could exit.
+  // then leaves them for the exit. gRPC's global shutdown joins its
+  // executor's threads, and one may sit in a 10 s poll: SIGTERM then took
+  // 10-15 s (every time at the task limit, now and then without).
   grpc_init();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -293,6 +294,12 @@ int Serve(const Config& config) {
   sd_notify(0, "STOPPING=1\nSTATUS=draining");
   const Node::DrainOutcome drained = (*node)->Drain(std::chrono::milliseconds(d.shutdown_grace_ms));
   if (drained.stuck > 0) AbandonStuck(d, drained.stuck);
+  if (const uint64_t refused = ThreadsRefused(); refused > 0) {
+    spdlog::warn(
+        "{} thread start(s) were refused while serving (the task limit: TasksMax=, "
+        "pids.max, RLIMIT_NPROC); each failed only what needed it",
+        refused);
+  }
   StopServing(d, cluster->get(), *grpc, *local, *metrics);
   node->reset();
   cluster->reset();

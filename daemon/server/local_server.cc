@@ -179,6 +179,7 @@ struct LocalServer::Impl {
       });
       return OkStatus();
     } catch (const std::system_error& e) {
+      NoteThreadRefused();
       live_threads.fetch_sub(1);
       clients.erase(c->key);
       return ResourceExhausted("the daemon cannot start a thread for this connection (", e.what(),
@@ -313,6 +314,7 @@ struct LocalServer::Impl {
     try {
       return Handle(c, req, resp, fds);
     } catch (const std::system_error& e) {
+      NoteThreadRefused();
       WarnLimited(c.creds.uid, StrCat("local client pid ", c.creds.pid, " uid ", c.creds.uid,
                                       ": its request needed a thread the daemon cannot start (",
                                       e.what(), "); refused"));
@@ -494,6 +496,7 @@ struct LocalServer::Impl {
     try {
       Submit(c, e);
     } catch (const std::system_error& ex) {
+      NoteThreadRefused();
       c->Complete(e.user_data, 0,
                   ResourceExhausted("the daemon cannot start a thread for this copy (", ex.what(),
                                     "): it is at its task limit"));

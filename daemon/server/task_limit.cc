@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <fstream>
 #include <sstream>
@@ -12,6 +13,8 @@
 namespace isometry {
 
 namespace {
+
+std::atomic<uint64_t> threads_refused{0};
 
 // The first line of `path` as a number; nullopt for "max", a missing file
 // or anything else.
@@ -102,6 +105,10 @@ std::optional<TaskHeadroom> ReadTaskHeadroom() {
   if (cgroup && rlim) return cgroup->free <= rlim->free ? cgroup : rlim;
   return cgroup ? cgroup : rlim;
 }
+
+void NoteThreadRefused() { threads_refused.fetch_add(1, std::memory_order_relaxed); }
+
+uint64_t ThreadsRefused() { return threads_refused.load(std::memory_order_relaxed); }
 
 uint64_t ConnectionThreadsFitting(uint64_t free) {
   const uint64_t reserve = std::max<uint64_t>(16, free / 8);

@@ -29,6 +29,12 @@ std::optional<TaskHeadroom> ReadTaskHeadroom();
 // an eighth (at least 16) is kept back and the rest halved.
 uint64_t ConnectionThreadsFitting(uint64_t free);
 
+// Process-wide: a thread start was refused (std::thread threw
+// std::system_error). Whoever catches one notes it; the count shows in the
+// log at SIGTERM. Thread-safe.
+void NoteThreadRefused();
+uint64_t ThreadsRefused();
+
 // The pids cgroup's directory relative to its hierarchy's root, from the
 // text of /proc/self/cgroup ("N:pids:/path" for v1, "0::/path" for v2),
 // with whether it is v1.
