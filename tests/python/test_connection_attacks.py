@@ -256,6 +256,7 @@ class ConnectionAttackTest(unittest.TestCase):
     # ---- item 4: the task limit ----
 
     def test_task_limit_refuses_connections_cleanly(self):
+        tasks = TaskLimit(self)  # removed after the daemon is gone (cleanups run last first)
         directory, daemon = self.start(
             [("max_sessions", 256), ("max_connections_per_uid", 200),
              ("max_pending_hellos_per_uid", 200), ("max_connection_threads", 200),
@@ -265,7 +266,6 @@ class ConnectionAttackTest(unittest.TestCase):
             owner=DAEMON_UID, config_tail=WITH_CMA)
         local = os.path.join(directory, "local.sock")
         pid = daemon.proc.pid
-        tasks = TaskLimit(self)
         tasks.join(pid)
         # Every thread the daemon starts lazily is started: a copy by a
         # local session and one by a gRPC session.
