@@ -1,6 +1,8 @@
 // The gRPC service (isometry.v1.Isometry, callback API). It only
 // translates: proto in, Node call, proto out. Nothing here blocks a gRPC
-// thread on a transfer: waits complete from the transfer's completion path.
+// thread on a transfer: waits complete from the transfer's completion path,
+// and calls that translate a datatype run on a bounded pool of their own
+// (translate_pool.h: daemon.translate_threads and the keys beside it).
 #pragma once
 
 #include <functional>

@@ -466,6 +466,28 @@ TEST_CASE("daemon.max_pending_hellos_per_uid and max_connection_threads: default
   }
 }
 
+TEST_CASE("daemon.translate_threads and the other translation bounds: defaults and bounds") {
+  const std::string base = "[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\n";
+  auto parse = [&](const std::string& daemon) {
+    return ParseConfig("[daemon]\n" + daemon + base, "d.toml");
+  };
+  auto defaults = parse("");
+  REQUIRE(defaults.ok());
+  const DaemonConfig& d = defaults->daemon;
+  CHECK((d.translate_threads == 2 && d.translate_queue == 32));
+  CHECK((d.max_translates_per_session == 2 && d.max_translate_weight == 1 << 20));
+  auto set = parse("translate_threads = 1\nmax_translate_weight = 4096\n");
+  REQUIRE(set.ok());
+  CHECK((set->daemon.translate_threads == 1 && set->daemon.max_translate_weight == 4096));
+  for (const char* bad : {"translate_threads = 0\n", "translate_queue = 0\n",
+                          "max_translates_per_session = 0\n", "max_translate_weight = 1048577\n"}) {
+    INFO(bad);
+    auto r = parse(bad);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(std::string(r.status().message()), Catch::Contains("d.toml:2: key 'daemon."));
+  }
+}
+
 TEST_CASE("[metrics]: off without the table, the default address with it, bad listen named") {
   const std::string base = "[[memory]]\nname = \"a\"\n[[channel]]\nname = \"c\"\n";
   auto parse = [&](const std::string& extra) { return ParseConfig(base + extra, "m.toml"); };
