@@ -5,10 +5,13 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
+#include "config/config_reader.h"
 #include "config/etcd_config_parser.h"
 #include "config/gpu_config_parser.h"
 #include "config/rdma_config_parser.h"
@@ -17,83 +20,6 @@
 
 namespace isometry {
 namespace {
-
-// Error with the file, line and key of a node.
-class Reader {
- public:
-  explicit Reader(std::string_view source) : source_(source) {}
-  std::string_view source() const { return source_; }
-
-  Status Error(const toml::node& node, std::string_view key, std::string_view problem) const {
-    return InvalidArgument(source_, ":", node.source().begin.line, ": key '", key, "': ", problem);
-  }
-
-  // Rejects keys of `table` outside `allowed`.
-  Status OnlyKeys(const toml::table& table, std::string_view prefix,
-                  std::initializer_list<std::string_view> allowed) const {
-    for (const auto& [k, v] : table) {
-      bool ok = false;
-      for (std::string_view a : allowed) {
-        ok |= (k.str() == a);
-      }
-      if (!ok) {
-        std::string list;
-        for (std::string_view a : allowed) {
-          StrAppend(&list, list.empty() ? "" : ", ", a);
-        }
-        return Error(v, StrCat(prefix, k.str()), StrCat("unknown key (known here: ", list, ")"));
-      }
-    }
-    return OkStatus();
-  }
-
-  Result<std::string> String(const toml::node& n, std::string_view key) const {
-    if (auto s = n.value<std::string>()) {
-      return *s;
-    }
-    return Error(n, key, "must be a string");
-  }
-
-  Result<bool> Bool(const toml::node& n, std::string_view key) const {
-    if (auto b = n.value<bool>(); b && n.is_boolean()) {
-      return *b;
-    }
-    return Error(n, key, "must be true or false");
-  }
-
-  Result<int64_t> Integer(const toml::node& n, std::string_view key, int64_t lo, int64_t hi) const {
-    // Type first: toml++ casts floats (4e96) to integers, undefined out of range.
-    const std::optional<int64_t> v = n.is_integer() ? n.value<int64_t>() : std::nullopt;
-    if (!v) {
-      return Error(n, key, "must be an integer");
-    }
-    if (*v < lo || *v > hi) {
-      return Error(n, key, StrCat("is ", *v, "; it must be between ", lo, " and ", hi));
-    }
-    return *v;
-  }
-
-  Result<uint64_t> Size(const toml::node& n, std::string_view key) const {
-    if (n.is_integer()) {
-      const int64_t v = *n.value<int64_t>();
-      if (v < 0) {
-        return Error(n, key, "must not be negative");
-      }
-      return static_cast<uint64_t>(v);
-    }
-    if (auto s = n.value<std::string>()) {
-      auto r = ParseByteSize(*s);
-      if (!r.ok()) {
-        return Error(n, key, std::string(r.status().message()));
-      }
-      return *r;
-    }
-    return Error(n, key, "must be a size like 4096 or \"32MiB\"");
-  }
-
- private:
-  std::string source_;
-};
 
 Status ReadRuntime(const Reader& r, const toml::table& t, RuntimeConfig& c) {
   ISO_RETURN_IF_ERROR(r.OnlyKeys(
@@ -155,6 +81,27 @@ Status ReadSocketMode(const Reader& r, const toml::table& t, DaemonConfig& c) {
   return OkStatus();
 }
 
+// daemon.priority_ceilings: { "UID" = ceiling, ... }.
+Status ReadPriorityCeilings(const Reader& r, const toml::table& t, DaemonConfig& c) {
+  const toml::node* n = t.get("priority_ceilings");
+  if (!n) return OkStatus();
+  const toml::table* table = n->as_table();
+  if (!table)
+    return r.Error(*n, "daemon.priority_ceilings", "must be a table like { \"1000\" = 50 }");
+  for (const auto& [k, v] : *table) {
+    const std::string key = StrCat("daemon.priority_ceilings.", k.str());
+    uint32_t uid = 0;
+    const auto [end, ec] = std::from_chars(k.str().data(), k.str().data() + k.str().size(), uid);
+    if (ec != std::errc() || end != k.str().data() + k.str().size()) {
+      return r.Error(v, key, "the key must be a uid (a number)");
+    }
+    ISO_ASSIGN_OR_RETURN(int64_t ceiling,
+                         r.Integer(v, key, 0, std::numeric_limits<int32_t>::max()));
+    c.priority_ceilings[uid] = static_cast<int32_t>(ceiling);
+  }
+  return OkStatus();
+}
+
 Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
   ISO_RETURN_IF_ERROR(r.OnlyKeys(t, "daemon.",
                                  {"local_socket",
@@ -192,6 +139,14 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
                                   "max_distributed_per_uid",
                                   "redistribute_concurrency",
                                   "max_watched_regions_per_session",
+                                  "max_watched_allocations_per_session",
+                                  "max_priority",
+                                  "priority_ceilings",
+                                  "max_watch_threads",
+                                  "max_watch_scratch_bytes_per_session",
+                                  "max_watch_scratch_bytes",
+                                  "max_datatype_bytes_per_session",
+                                  "max_datatype_bytes",
                                   "access_log_bytes",
                                   "max_access_log_bytes",
                                   "access_log_full",
@@ -214,6 +169,21 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
     }
   }
   ISO_RETURN_IF_ERROR(ReadCpuLatency(r, t, c));
+  ISO_RETURN_IF_ERROR(ReadPriorityCeilings(r, t, c));
+  if (const toml::node* n = t.get("max_priority")) {
+    ISO_ASSIGN_OR_RETURN(
+        int64_t v, r.Integer(*n, "daemon.max_priority", 0, std::numeric_limits<int32_t>::max()));
+    c.max_priority = static_cast<int32_t>(v);
+  }
+  for (const auto& [key, out] :
+       {std::pair{"max_watch_scratch_bytes_per_session", &c.max_watch_scratch_bytes_per_session},
+        std::pair{"max_watch_scratch_bytes", &c.max_watch_scratch_bytes},
+        std::pair{"max_datatype_bytes_per_session", &c.max_datatype_bytes_per_session},
+        std::pair{"max_datatype_bytes", &c.max_datatype_bytes}}) {
+    if (const toml::node* n = t.get(key)) {
+      ISO_ASSIGN_OR_RETURN(*out, r.Size(*n, StrCat("daemon.", key)));
+    }
+  }
   for (const auto& [key, out] :
        {std::pair{"calibrate", &c.calibrate}, std::pair{"direct_reads", &c.direct_reads}}) {
     if (const toml::node* n = t.get(key)) {
@@ -252,14 +222,16 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
         IntKey{"max_distributed_per_uid", &c.max_distributed_per_uid, 1, 1 << 16},
         IntKey{"redistribute_concurrency", &c.redistribute_concurrency, 1, 1024},
         IntKey{"max_watched_regions_per_session", &c.max_watched_regions_per_session, 1, 1 << 16},
+        IntKey{"max_watched_allocations_per_session", &c.max_watched_allocations_per_session, 1,
+               1 << 16},
+        IntKey{"max_watch_threads", &c.max_watch_threads, 1, 1 << 16},
         IntKey{"access_log_bytes", &c.access_log_bytes, 4096, 1 << 30},
         IntKey{"max_access_log_bytes", &c.max_access_log_bytes, 4096, 1 << 30},
         IntKey{"access_log_block_ms", &c.access_log_block_ms, 1, 3600000},
         IntKey{"max_flush_ms", &c.max_flush_ms, 1, 3600000},
         IntKey{"checkpoint_max_deltas", &c.checkpoint_max_deltas, 1, 65536},
         IntKey{"checkpoint_threads", &c.checkpoint_threads, 1, 64},
-        IntKey{"max_checkpoint_calls_per_session", &c.max_checkpoint_calls_per_session, 1,
-               1024}}) {
+        IntKey{"max_checkpoint_calls_per_session", &c.max_checkpoint_calls_per_session, 1, 1024}}) {
     if (const toml::node* n = t.get(k.key)) {
       ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, StrCat("daemon.", k.key), k.lo, k.hi));
       *k.out = static_cast<uint32_t>(v);

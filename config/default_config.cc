@@ -44,6 +44,14 @@ translate_queue = 32                  # such calls waiting, all callers (RESOURC
 max_translates_per_session = 2        # queued or running per session (session-less: all together)
 max_translate_weight = 1048576        # a request's datatype nodes and entries (at most 1048576)
 max_watched_regions_per_session = 64  # Active Access: watched regions of one session
+max_priority = 100                    # the highest copy priority a client may ask for
+# priority_ceilings = { "1000" = 1000 }  # per uid, instead of max_priority
+max_watched_allocations_per_session = 16  # watched allocations of one session (a thread each)
+max_watch_threads = 256              # watched allocations on the node in all
+max_watch_scratch_bytes_per_session = "256MiB"  # puts into watched memory waiting to be applied
+max_watch_scratch_bytes = "1GiB"     # the same, all sessions together
+max_datatype_bytes_per_session = "64MiB"  # memory of one session's registered datatypes
+max_datatype_bytes = "1GiB"          # the same, all sessions together
 access_log_bytes = 1048576            # a watched allocation's access log ring (power of two)
 max_access_log_bytes = 67108864       # the largest ring a watch may ask for
 access_log_full = "block"             # full log: "block" the writing copy, or "fail" it

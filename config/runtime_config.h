@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -180,6 +181,23 @@ struct DaemonConfig {
   // access_log_block_ms, then fails; "fail": it fails at once, nothing
   // applied), and the longest an active flush may wait.
   uint32_t max_watched_regions_per_session = 64;
+  // The highest copy priority a client may ask for (PERMISSION_DENIED
+  // above it): priority_ceilings' entry for its uid, else max_priority
+  // (gRPC clients, whose uid is unknown, get max_priority).
+  int32_t max_priority = 100;
+  std::map<uint32_t, int32_t> priority_ceilings;
+  // Watched allocations, each with a worker thread: per session and on
+  // the node in all (Watch is RESOURCE_EXHAUSTED past either).
+  uint32_t max_watched_allocations_per_session = 16;
+  uint32_t max_watch_threads = 256;
+  // Bytes of puts into watched allocations waiting in scratch buffers
+  // until their watch applies them, per session and in all.
+  uint64_t max_watch_scratch_bytes_per_session = 256ull << 20;
+  uint64_t max_watch_scratch_bytes = 1ull << 30;
+  // Memory of registered datatypes (their trees and the translations kept
+  // for them), per session and in all (RegisterDatatype past either).
+  uint64_t max_datatype_bytes_per_session = 64ull << 20;
+  uint64_t max_datatype_bytes = 1ull << 30;
   uint32_t access_log_bytes = 1u << 20;
   uint32_t max_access_log_bytes = 64u << 20;
   std::string access_log_full = "block";

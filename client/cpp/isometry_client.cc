@@ -202,6 +202,10 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
 Result<Allocation> Client::RequestMapping(const v1::LocalRequest& req, bool owned) {
   std::vector<int> fds;
   ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, impl_->Call(req, &fds));
+  if (!owned && resp.map().watched() && fds.empty()) {
+    // Another client's watched allocation: a handle without memory.
+    return Allocation(impl_, resp.map().allocation(), nullptr, resp.map().bytes(), 0, false);
+  }
   if (fds.size() != 1) {
     CloseAll(fds);
     return Internal("the daemon's answer came without its memory descriptor");

@@ -91,6 +91,8 @@ class Allocation {
   ~Allocation();
 
   uint64_t id() const { return id_; }
+  // Null for another client's allocation with watched regions (Client::Map):
+  // its bytes are reached only through copies, which apply the watch.
   std::byte* data() const { return data_; }
   uint64_t size() const { return size_; }
   // Lets every client of this daemon map and use it; it then outlives this
@@ -210,7 +212,9 @@ class Client {
   const std::string& session() const;
 
   Result<Allocation> Allocate(const std::string& memory, uint64_t bytes);
-  // Maps an allocation another client published.
+  // Maps an allocation another client published. One with watched
+  // regions (Active Access) comes without memory (data() null): register
+  // instances on it and copy; the watch sees every access that way.
   Result<Allocation> Map(uint64_t published_allocation);
   Result<Instance> Register(const Allocation& allocation, uint64_t offset, const Description& what);
   // An instance in a file of a DSK memory (`file` relative to its

@@ -26,6 +26,11 @@ Node::~Node() {
 Result<std::unique_ptr<Node>> Node::Create(const Config& config, const ChannelContext& context) {
   auto impl = std::make_unique<Impl>();
   impl->config = config;
+  const DaemonConfig& dc = config.daemon;
+  impl->scratch_all =
+      std::make_shared<ByteBudget>("daemon.max_watch_scratch_bytes", dc.max_watch_scratch_bytes);
+  impl->datatypes_all =
+      std::make_shared<ByteBudget>("daemon.max_datatype_bytes", dc.max_datatype_bytes);
   {
     absl::MutexLock lock(&impl->mu);
     impl->next_cross = TransferIdBase(config.runtime.node) | kCrossTransferBit;
@@ -178,7 +183,7 @@ Result<CrossEnd> Node::ResolveForPeer(const InstanceSpec& spec,
     ISO_ASSIGN_OR_RETURN(
         end.active,
         PrepareActiveEnd(a->watch, access->sending ? active::Op::kGet : active::Op::kPut, end.local,
-                         spec.offset, access->box, source));
+                         spec.offset, access->box, source, {impl_->scratch_all}));
   }
   return end;
 }

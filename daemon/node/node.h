@@ -100,6 +100,7 @@ struct AllocationReport {
   std::string memory;
   uint64_t bytes = 0;
   int fd = -1;  // the node's memfd; borrowed, valid while the allocation lives
+  bool watched = false;  // Map: watched and another client's, so no fd
 };
 
 // A published allocation whose owner's session has ended (isoctl orphans).
@@ -345,9 +346,10 @@ class Node {
   Result<AllocationReport> Lookup(const std::string& session, uint64_t allocation) const;
   // Lookup for a client that maps the allocation's memory itself (the
   // local socket's Map): its stores then reach the bytes without the
-  // daemon. So another session may not map a watched allocation
-  // (PERMISSION_DENIED), and an allocation another session has mapped can
-  // no longer be watched (Watch: FAILED_PRECONDITION).
+  // daemon. So another session gets no memory of a watched allocation
+  // (`fd` -1, `watched`: it may still register instances on it and copy),
+  // and an allocation another session has mapped can no longer be watched
+  // (Watch: FAILED_PRECONDITION).
   Result<AllocationReport> Map(const std::string& session, uint64_t allocation);
   Status Write(const std::string& session, uint64_t allocation, uint64_t offset,
                std::string_view data);

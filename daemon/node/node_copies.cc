@@ -250,6 +250,23 @@ std::string Node::Impl::DiskOwnerOf(const Session& s) {
   return s.creds.known() ? StrCat("uid ", s.creds.uid) : StrCat("session ", s.id);
 }
 
+Status Node::Impl::PriorityAllowedLocked(const Session& s, int priority) const {
+  const DaemonConfig& dc = config.daemon;
+  int32_t ceiling = dc.max_priority;
+  const char* key = "daemon.max_priority";
+  if (s.creds.known()) {
+    if (auto it = dc.priority_ceilings.find(s.creds.uid); it != dc.priority_ceilings.end()) {
+      ceiling = it->second;
+      key = "daemon.priority_ceilings";
+    }
+  }
+  if (priority > ceiling) {
+    return PermissionDenied("copy priority ", priority, " is above this client's ceiling of ",
+                            ceiling, " (", key, ")");
+  }
+  return OkStatus();
+}
+
 Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string& session,
                                                                const CopySpec& spec,
                                                                TransferRecord& record) {
@@ -258,6 +275,7 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string
   ISO_ASSIGN_OR_RETURN(Session * s, TransferSessionLocked(session));
   resolved.session = s->id;
   record.owner = OwnerOf(*s);
+  ISO_RETURN_IF_ERROR(PriorityAllowedLocked(*s, spec.priority));
   resolved.request.disk_owner = s->disk_owner;
   const Instance* ends[2] = {nullptr, nullptr};
   const uint64_t ids[2] = {spec.src_instance, spec.dst_instance};
@@ -312,7 +330,8 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string
   if (packed) ISO_RETURN_IF_ERROR(PackEndsLocked(ends, spec.box, resolved.request));
   if (!cross) {
     ISO_ASSIGN_OR_RETURN(resolved.active,
-                         PrepareActiveLocked(ends, spec.box, resolved.request, resolved.session));
+                         PrepareActiveLocked(ends, spec.box, resolved.request, resolved.session,
+                                             {s->scratch_budget, scratch_all}));
   } else {
     record.id = next_cross++;
     cross->source = {resolved.session, record.id};
@@ -328,7 +347,8 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string
         ISO_ASSIGN_OR_RETURN(
             out[i]->active,
             PrepareActiveEnd(in.allocation->watch, i == 0 ? active::Op::kGet : active::Op::kPut,
-                             *refs[i], in.offset, packed ? std::nullopt : spec.box, source));
+                             *refs[i], in.offset, packed ? std::nullopt : spec.box, source,
+                             {s->scratch_budget, scratch_all}));
       }
       out[i]->local = *refs[i];
       out[i]->keep = in.allocation;
@@ -364,6 +384,7 @@ Result<uint64_t> Node::Copy(const std::string& session, const CopySpec& spec,
   CopyRequest& req = resolved.request;
   if (!req.src.packed) req.box = spec.box;  // a packed copy moves whole streams
   req.priority = spec.priority;
+  req.share = resolved.session;
   if (resolved.cross) {
     return impl_->StartCross(resolved.session, record, *std::move(resolved.cross), spec);
   }

@@ -36,6 +36,19 @@ std::string EndText(const PackedEnd& e) {
                 avg, " bytes on average), form ", FormText(e.form, 6));
 }
 
+// What a registered datatype makes the daemon hold, roughly: its tree
+// (weight counts nodes and array entries; a 2^20-entry type measured
+// 35-40 MiB resident) and a translation kept for it.
+constexpr uint64_t kBytesPerWeight = 40;
+
+uint64_t FormBytes(const std::vector<FormPiece>& pieces) {
+  uint64_t n = pieces.capacity() * sizeof(FormPiece);
+  for (const FormPiece& p : pieces) {
+    n += p.loops.capacity() * sizeof(FormLoop) + FormBytes(p.body);
+  }
+  return n;
+}
+
 }  // namespace
 
 // Why a packed plan costs what it does: each end's form and runs, and the
@@ -80,8 +93,13 @@ Result<DatatypeReport> Node::RegisterDatatype(const std::string& session, const 
     return ResourceExhausted("this session has ", s->datatypes.size(),
                              " datatypes registered; daemon.max_datatypes_per_session is ", max);
   }
+  const uint64_t cost = kBytesPerWeight * static_cast<uint64_t>(type.info().weight) +
+                        FormBytes(form.pieces) + sizeof(RegisteredDatatype);
+  ISO_ASSIGN_OR_RETURN(
+      std::shared_ptr<void> charge,
+      ByteBudget::Take({s->datatype_budget, impl_->datatypes_all}, cost, "registering a datatype"));
   rep.handle = impl_->next_datatype++;
-  RegisteredDatatype reg{type, {}};
+  RegisteredDatatype reg{type, {}, {std::move(charge)}};
   reg.forms[1] = std::make_shared<const CanonicalForm>(std::move(form));
   s->datatypes.emplace(rep.handle, std::move(reg));
   return rep;
@@ -133,7 +151,14 @@ Result<std::shared_ptr<const PackedEnd>> Node::Impl::DatatypeEnd(const std::stri
         auto it = (*s)->datatypes.find(spec.datatype_handle);
         if (it != (*s)->datatypes.end() &&
             it->second.forms.size() < RegisteredDatatype::kFormsKept) {
-          it->second.forms.emplace(spec.count, form);
+          // Kept only within the budgets: past them it is translated again
+          // next time, not refused.
+          auto charge = ByteBudget::Take({(*s)->datatype_budget, datatypes_all},
+                                         FormBytes(form->pieces), "a datatype translation");
+          if (charge.ok()) {
+            it->second.forms.emplace(spec.count, form);
+            it->second.charges.push_back(*std::move(charge));
+          }
         }
       }
     }

@@ -31,6 +31,7 @@
 #include "channels/cma/own_hops.h"
 #include "channels/gpu_memory.h"
 #include "core/log_limiter.h"
+#include "daemon/node/byte_budget.h"
 #include "daemon/node/node.h"
 #include "daemon/node/redistribute_op.h"
 #include "daemon/node/shared_memory.h"
@@ -122,6 +123,9 @@ struct RegisteredDatatype {
   static constexpr size_t kFormsKept = 16;
   Datatype type;
   std::map<int64_t, std::shared_ptr<const CanonicalForm>> forms;
+  // Its memory charged to the session's and the node's datatype budgets
+  // (the type and each form kept), given back when the session ends.
+  std::vector<std::shared_ptr<void>> charges;
 };
 
 struct TransferRecord {
@@ -162,6 +166,10 @@ struct Session {
   // when the session ends.
   std::shared_ptr<OwnHops> own_hops;
   std::map<uint64_t, RegisteredDatatype> datatypes;  // by handle
+  // Memory it makes the daemon hold beside its pools: its datatypes
+  // (daemon.max_datatype_bytes_per_session) and the scratch buffers of
+  // its puts into watched allocations (max_watch_scratch_bytes_per_session).
+  std::shared_ptr<ByteBudget> datatype_budget, scratch_budget;
   // Direct reads (node_direct_read.cc): the ranges of other sessions it
   // holds leases on, and its control segment's lease_epoch, which the node
   // bumps when one of them ends. The word lives as long as the session.
@@ -195,18 +203,20 @@ class ActiveCopy : public std::enable_shared_from_this<ActiveCopy> {
 // `length` bytes at `offset` of the watched allocation, finished by the
 // watch's worker (waited for here). False when no region is touched (the
 // caller moves the bytes itself).
+// A put's scratch buffer is charged to `budgets` (the writer session's
+// and the node's: RESOURCE_EXHAUSTED past either).
 Result<bool> RunActiveBytes(WatchState& w, active::Op op, uint64_t session, uint64_t offset,
-                            std::string_view data, uint64_t length);
+                            std::string_view data, uint64_t length,
+                            std::vector<std::shared_ptr<ByteBudget>> budgets);
 
 // A cross-node copy's end in an allocation watched by `watch`
 // (node_watch.cc): null when the end touches no watched region,
 // PERMISSION_DENIED when a region denies `op`. A put's `local` is pointed
 // at the scratch buffer the watch applies from (README, Active Access).
-Result<std::shared_ptr<ActiveEnd>> PrepareActiveEnd(const std::shared_ptr<WatchState>& watch,
-                                                    active::Op op, InstanceRef& local,
-                                                    uint64_t instance_offset,
-                                                    const std::optional<Box>& box,
-                                                    const AccessSource& source);
+Result<std::shared_ptr<ActiveEnd>> PrepareActiveEnd(
+    const std::shared_ptr<WatchState>& watch, active::Op op, InstanceRef& local,
+    uint64_t instance_offset, const std::optional<Box>& box, const AccessSource& source,
+    std::vector<std::shared_ptr<ByteBudget>> budgets);
 
 // A found transfer record as Cancel, GetTransfer and WhenDone see it.
 struct FoundTransfer {
@@ -237,6 +247,12 @@ struct Node::Impl {
   const NodeClock::time_point started = NodeClock::now();
   std::vector<std::shared_ptr<PoolAccount>> pools;
   rdma::RdmaChoice rdma;
+  // The node's bounds over every session's datatypes and watch scratch
+  // buffers (peers' puts into watched allocations included).
+  std::shared_ptr<ByteBudget> scratch_all, datatypes_all;
+  // Watch workers running (one per watched allocation; WatchState).
+  const std::shared_ptr<std::atomic<uint32_t>> watch_workers =
+      std::make_shared<std::atomic<uint32_t>>(0);
   // What every session's hop window did (isoctl status, /metrics).
   const std::shared_ptr<OwnHopsTotals> own_hops_totals = std::make_shared<OwnHopsTotals>();
   // Direct read leases granted, revoked and refused (isoctl status).
@@ -397,11 +413,15 @@ struct Node::Impl {
   // A copy's watched ends: whether either touches a watched region (then
   // `active` is set up and the request's destination may be redirected
   // into a scratch buffer); PERMISSION_DENIED when a region denies it.
-  Result<std::shared_ptr<ActiveCopy>> PrepareActiveLocked(const Instance* const ends[2],
-                                                          const std::optional<Box>& box,
-                                                          CopyRequest& request, uint64_t session)
+  Result<std::shared_ptr<ActiveCopy>> PrepareActiveLocked(
+      const Instance* const ends[2], const std::optional<Box>& box, CopyRequest& request,
+      uint64_t session, const std::vector<std::shared_ptr<ByteBudget>>& budgets)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   uint64_t WatchedRegionsLocked(const Session& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // OK when `priority` is within the session's ceiling (daemon.max_priority,
+  // daemon.priority_ceilings), else PERMISSION_DENIED naming it.
+  Status PriorityAllowedLocked(const Session& s, int priority) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Node::Watch once its file log (if any) is open: the checks under the
   // lock and the region added.
   Result<WatchHandle> AddWatch(const std::string& session, const WatchSpec& spec, RegionSpec rs)

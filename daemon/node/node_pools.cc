@@ -212,9 +212,11 @@ Result<AllocationReport> Node::Map(const std::string& session, uint64_t allocati
   ISO_ASSIGN_OR_RETURN(auto a, impl_->UsableAllocation(s->id, allocation));
   if (a->owner != s->id) {
     if (a->watch) {
-      return PermissionDenied("allocation ", allocation,
-                              " has watched regions: other clients reach it only through copies "
-                              "and Read/Write, which apply its watch, not by mapping it");
+      // Other clients reach it only through copies and Read/Write, which
+      // apply its watch: a handle to register instances on, no memory.
+      AllocationReport handle{a->id, a->pool->name, a->shm.size(), -1};
+      handle.watched = true;
+      return handle;
     }
     // Sticky: the mapping outlives any revocation the daemon could make.
     a->mapped_by_others = true;
@@ -236,6 +238,7 @@ Status Node::Write(const std::string& session, uint64_t allocation, uint64_t off
                    std::string_view data) {
   std::shared_ptr<Allocation> a;
   std::shared_ptr<WatchState> watch;
+  std::vector<std::shared_ptr<ByteBudget>> budgets;
   uint64_t sid = 0;
   {
     absl::MutexLock lock(&impl_->mu);
@@ -243,13 +246,14 @@ Status Node::Write(const std::string& session, uint64_t allocation, uint64_t off
     ISO_ASSIGN_OR_RETURN(a, impl_->UsableAllocation(s->id, allocation));
     watch = a->watch;
     sid = s->id;
+    budgets = {s->scratch_budget, impl_->scratch_all};
   }
   ISO_RETURN_IF_ERROR(CheckRange(offset, data.size(), a->shm.size(), allocation));
   // The owner's own writes and reads are not active accesses: it reaches
   // the memory directly anyway (README, Active Access).
   if (watch && watch->owner_session() != sid && !data.empty()) {
-    ISO_ASSIGN_OR_RETURN(bool active,
-                         RunActiveBytes(*watch, active::Op::kPut, sid, offset, data, data.size()));
+    ISO_ASSIGN_OR_RETURN(bool active, RunActiveBytes(*watch, active::Op::kPut, sid, offset, data,
+                                                     data.size(), std::move(budgets)));
     if (active) return OkStatus();
   }
   if (!data.empty()) std::memcpy(a->shm.data() + offset, data.data(), data.size());
@@ -272,7 +276,8 @@ Result<std::string> Node::Read(const std::string& session, uint64_t allocation, 
   if (length > (64ull << 20)) return OutOfRange("a read returns at most 64 MiB; asked ", length);
   // An active get: logged (and refused where denied) before it is served.
   if (watch && watch->owner_session() != sid && length > 0) {
-    ISO_RETURN_IF_ERROR(RunActiveBytes(*watch, active::Op::kGet, sid, offset, {}, length).status());
+    ISO_RETURN_IF_ERROR(
+        RunActiveBytes(*watch, active::Op::kGet, sid, offset, {}, length, {}).status());
   }
   return std::string(reinterpret_cast<const char*>(a->shm.data() + offset), length);
 }

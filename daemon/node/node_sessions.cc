@@ -98,6 +98,11 @@ Result<OpenedSession> Node::OpenSession(const std::string& client_name, const Cr
   s.name = client_name.substr(0, 128);
   s.creds = creds;
   s.disk_owner = Impl::DiskOwnerOf(s);
+  s.datatype_budget = std::make_shared<ByteBudget>(
+      "daemon.max_datatype_bytes_per_session", impl_->config.daemon.max_datatype_bytes_per_session);
+  s.scratch_budget =
+      std::make_shared<ByteBudget>("daemon.max_watch_scratch_bytes_per_session",
+                                   impl_->config.daemon.max_watch_scratch_bytes_per_session);
   s.on_done = std::move(on_transfer_done);
   OpenedSession opened{s.token, s.id};
   if (impl_->SessionLineAllowed(s.creds)) {

@@ -25,6 +25,12 @@ using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;
 // storage (the scratch buffer then starts as a copy of it).
 constexpr uint64_t kMaxExactRuns = uint64_t{1} << 16;
 
+// What a put's scratch buffer is, for a refusal's message.
+std::string ScratchWhat(const WatchState& w) {
+  return StrCat("a put into watched allocation ", w.allocation(),
+                " (its bytes wait in a scratch buffer until the watch applies them)");
+}
+
 void ExpandPiece(const FormPiece& p, int64_t base, Ranges& out) {
   const size_t depth = p.loops.size();
   std::vector<int64_t> idx(depth, 0);
@@ -122,7 +128,8 @@ void ActiveCopy::StartPut() {
 }
 
 Result<bool> RunActiveBytes(WatchState& w, active::Op op, uint64_t session, uint64_t offset,
-                            std::string_view data, uint64_t length) {
+                            std::string_view data, uint64_t length,
+                            std::vector<std::shared_ptr<ByteBudget>> budgets) {
   const Ranges ranges{{offset, offset + length}};
   bool watched = false;
   ISO_RETURN_IF_ERROR(w.CheckAccess(op, ranges, watched));
@@ -132,6 +139,8 @@ Result<bool> RunActiveBytes(WatchState& w, active::Op op, uint64_t session, uint
   acc.ranges = ranges;
   acc.source.session = session;
   if (op == active::Op::kPut) {
+    ISO_ASSIGN_OR_RETURN(acc.scratch_charge,
+                         ByteBudget::Take(std::move(budgets), data.size(), ScratchWhat(w)));
     acc.scratch = std::make_unique<std::byte[]>(data.size());
     std::memcpy(acc.scratch.get(), data.data(), data.size());
     acc.scratch_base = offset;
@@ -171,11 +180,10 @@ class WatchedEnd final : public ActiveEnd {
 
 }  // namespace
 
-Result<std::shared_ptr<ActiveEnd>> PrepareActiveEnd(const std::shared_ptr<WatchState>& watch,
-                                                    active::Op op, InstanceRef& local,
-                                                    uint64_t instance_offset,
-                                                    const std::optional<Box>& box,
-                                                    const AccessSource& source) {
+Result<std::shared_ptr<ActiveEnd>> PrepareActiveEnd(
+    const std::shared_ptr<WatchState>& watch, active::Op op, InstanceRef& local,
+    uint64_t instance_offset, const std::optional<Box>& box, const AccessSource& source,
+    std::vector<std::shared_ptr<ByteBudget>> budgets) {
   if (!watch) return std::shared_ptr<ActiveEnd>();
   bool exact = false;
   Ranges ranges = TouchedRanges(local, instance_offset, local.packed ? std::nullopt : box, exact);
@@ -190,6 +198,8 @@ Result<std::shared_ptr<ActiveEnd>> PrepareActiveEnd(const std::shared_ptr<WatchS
     // As for a local put: the receiving half writes into scratch, which
     // starts as the storage where the touched runs are not known exactly.
     const uint64_t total = StorageBytes(local);
+    ISO_ASSIGN_OR_RETURN(acc.scratch_charge,
+                         ByteBudget::Take(std::move(budgets), total, ScratchWhat(*watch)));
     acc.scratch = std::make_unique<std::byte[]>(total);
     acc.scratch_base = instance_offset;
     if (!exact) std::memcpy(acc.scratch.get(), local.base, total);
@@ -245,10 +255,9 @@ uint64_t Node::Impl::WatchedRegionsLocked(const Session& s) const {
   return n;
 }
 
-Result<std::shared_ptr<ActiveCopy>> Node::Impl::PrepareActiveLocked(const Instance* const ends[2],
-                                                                    const std::optional<Box>& box,
-                                                                    CopyRequest& request,
-                                                                    uint64_t session) {
+Result<std::shared_ptr<ActiveCopy>> Node::Impl::PrepareActiveLocked(
+    const Instance* const ends[2], const std::optional<Box>& box, CopyRequest& request,
+    uint64_t session, const std::vector<std::shared_ptr<ByteBudget>>& budgets) {
   std::shared_ptr<ActiveCopy> ac;
   InstanceRef* refs[2] = {&request.src, &request.dst};
   for (int i = 0; i < 2; ++i) {
@@ -271,6 +280,8 @@ Result<std::shared_ptr<ActiveCopy>> Node::Impl::PrepareActiveLocked(const Instan
       // piece. Where the touched runs are not known exactly, scratch
       // starts as the storage so untouched bytes go back unchanged.
       const uint64_t total = StorageBytes(request.dst);
+      ISO_ASSIGN_OR_RETURN(acc.scratch_charge,
+                           ByteBudget::Take(budgets, total, ScratchWhat(*in.allocation->watch)));
       acc.scratch = std::make_unique<std::byte[]>(total);
       acc.scratch_base = in.offset;
       if (!exact) std::memcpy(acc.scratch.get(), request.dst.base, total);
@@ -380,7 +391,27 @@ Result<WatchHandle> Node::Impl::AddWatch(const std::string& session, const Watch
   }
   const bool fresh = !a.watch;
   if (fresh) {
+    // Each watched allocation has a worker thread: bounded per session
+    // and on the node.
+    uint32_t mine = 0;
+    for (uint64_t id : s->allocations) {
+      auto other = allocations.find(id);
+      mine += other != allocations.end() && other->second->watch != nullptr;
+    }
+    if (mine >= dc.max_watched_allocations_per_session) {
+      return ResourceExhausted("this session watches regions of ", mine,
+                               " allocations; daemon.max_watched_allocations_per_session is ",
+                               dc.max_watched_allocations_per_session,
+                               " (each has a worker thread)");
+    }
+    if (watch_workers->load() >= dc.max_watch_threads) {
+      return ResourceExhausted(watch_workers->load(),
+                               " watched allocations on this node have a worker thread each; "
+                               "daemon.max_watch_threads is ",
+                               dc.max_watch_threads);
+    }
     WatchOptions o;
+    o.live_workers = watch_workers;
     o.log_bytes = spec.log_bytes != 0 ? spec.log_bytes : dc.access_log_bytes;
     if (o.log_bytes > dc.max_access_log_bytes) {
       return InvalidArgument("access log of ", o.log_bytes,

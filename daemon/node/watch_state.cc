@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <system_error>
 #include <thread>
 
 #include "core/strings.h"
@@ -107,7 +108,15 @@ Result<std::shared_ptr<WatchState>> WatchState::Create(uint64_t allocation, uint
       new WatchState(allocation, owner_session, memory, bytes, options, std::move(log)));
   if (!s->event_.valid()) return Errno("eventfd");
   // Detached: the last reference may be dropped on the worker itself.
-  std::thread([s] { s->Run(); }).detach();
+  if (options.live_workers) options.live_workers->fetch_add(1);
+  try {
+    std::thread([s] { s->Run(); }).detach();
+  } catch (const std::system_error& e) {
+    if (options.live_workers) options.live_workers->fetch_sub(1);
+    return ResourceExhausted("no thread for the watch of allocation ", allocation, ": ", e.what(),
+                             " (the daemon is at its task limit: see TasksMax and "
+                             "daemon.max_watch_threads)");
+  }
   return s;
 }
 
@@ -272,7 +281,10 @@ void WatchState::Run() {
       absl::MutexLock lock(&mu_);
       flushes_.push_back({writer_.published(), job->flush_deadline, std::move(job->done)});
     }
-    if (exit) return;
+    if (exit) {
+      if (options_.live_workers) options_.live_workers->fetch_sub(1);
+      return;
+    }
   }
 }
 

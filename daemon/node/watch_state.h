@@ -47,6 +47,8 @@ struct WatchOptions {
   LogFullMode full = LogFullMode::kBlock;
   std::chrono::milliseconds block_limit{10000};  // kBlock: then the copy fails
   active::Limits limits;
+  // Counts the worker thread while it runs (null: not counted).
+  std::shared_ptr<std::atomic<uint32_t>> live_workers;
 };
 
 // A region as the owner asked for it, with what the built-in handlers need.
@@ -90,6 +92,7 @@ struct ActiveAccess {
   std::unique_ptr<std::byte[]> scratch;
   uint64_t scratch_base = 0;
   AccessSource source;
+  std::shared_ptr<void> scratch_charge;  // its bytes against the budgets (ByteBudget)
 };
 
 class WatchState {

@@ -113,16 +113,24 @@ Result<std::shared_ptr<const CopyProgram>> ProgramFor(ProgramCache& cache,
   return c.program;
 }
 
-// Moves `x` behind the other XDs of its priority: equal priorities take
-// turns request by request, so one transfer of slow requests (a layout
-// change forced onto a disk hop) cannot hold a channel for its whole
-// length while another of the same priority waits. Higher priorities
-// still always go first.
+// Moves `x` behind the other XDs of its priority, and its share's (its
+// session's) XDs behind the other shares': equal priorities take turns
+// request by request, by share and within a share by transfer, so one
+// transfer of slow requests (a layout change forced onto a disk hop)
+// cannot hold a channel for its whole length, nor a session with many
+// transfers take a share per transfer, while another of the same priority
+// waits. Higher priorities still always go first.
 void RotateAmongEquals(std::vector<XdState*>& pool, XdState* x) {
+  const int priority = x->transfer->priority;
+  const uint64_t share = x->transfer->share;
   auto at = std::find(pool.begin(), pool.end(), x);
-  auto end = at;
-  while (end + 1 != pool.end() && (*(end + 1))->transfer->priority == x->transfer->priority) ++end;
-  std::rotate(at, at + 1, end + 1);
+  auto begin = at;
+  while (begin != pool.begin() && (*(begin - 1))->transfer->priority == priority) --begin;
+  auto end = at + 1;
+  while (end != pool.end() && (*end)->transfer->priority == priority) ++end;
+  std::rotate(at, at + 1, end);
+  std::stable_partition(begin, end,
+                        [share](const XdState* c) { return c->transfer->share != share; });
 }
 
 }  // namespace

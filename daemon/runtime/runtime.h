@@ -161,8 +161,13 @@ struct RemotePart {
 struct CopyRequest {
   InstanceRef src;
   InstanceRef dst;
-  std::optional<Box> box;                   // default: the source's whole index space
-  int priority = 0;                         // higher runs first on every channel it uses
+  std::optional<Box> box;  // default: the source's whole index space
+  int priority = 0;        // higher runs first on every channel it uses
+  // Whose turn it is among equal priorities: every channel serves the
+  // shares of its waiting transfers in turn (a session's many transfers
+  // get one share together, not one each). The node sets its session's
+  // number; 0 (the daemon's own, peers' halves) is one share too.
+  uint64_t share = 0;
   std::vector<HopSpec> via;                 // explicit intermediates; empty = planner decides
   std::function<void(Status)> on_complete;  // optional
   // A DSK destination is fdatasync'ed before it replaces its target; false

@@ -68,6 +68,7 @@ Result<std::shared_ptr<TransferState>> Runtime::Impl::Build(CopyRequest& req) {
   }
   auto t = std::make_shared<TransferState>();
   t->priority = req.priority;
+  t->share = req.share;
   t->src = req.src;
   t->dst = req.dst;
   t->box = box;

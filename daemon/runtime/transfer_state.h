@@ -58,6 +58,7 @@ struct TransferState {
   // Constant after construction.
   uint64_t id = 0;
   int priority = 0;
+  uint64_t share = 0;  // CopyRequest::share
   InstanceRef src;
   InstanceRef dst;
   Box box;

@@ -24,7 +24,8 @@ Status AnswerLocalRequest(Node& node, const LocalSessionRefs& refs, const v1::Lo
       ISO_ASSIGN_OR_RETURN(AllocationReport a, node.Map(refs.session, req.map().allocation()));
       resp->mutable_map()->set_allocation(a.id);
       resp->mutable_map()->set_bytes(a.bytes);
-      fds->push_back(a.fd);
+      resp->mutable_map()->set_watched(a.watched);
+      if (!a.watched) fds->push_back(a.fd);
       return OkStatus();
     }
     case v1::LocalRequest::kFree:

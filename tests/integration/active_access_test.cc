@@ -302,12 +302,14 @@ TEST_CASE("active flush returns only once the owner has handled every access so 
 TEST_CASE("only the owner watches an allocation or reads its log") {
   Daemon d(kOneMemory);
   Setup s(d);
+  REQUIRE(s.aa->Watch(s.table, Opts(0, 4096, active::Action::kApplyLog)).ok());
+  // Another client's Map of a watched allocation: a handle, no memory.
   auto mapped = s.b->Map(s.table.id());
   REQUIRE(mapped.ok());
+  CHECK(mapped->data() == nullptr);
   ActiveAccess other(*s.b);
   CHECK(absl::IsPermissionDenied(
       other.Watch(*mapped, Opts(0, 4096, active::Action::kDeny)).status()));
-  REQUIRE(s.aa->Watch(s.table, Opts(0, 4096, active::Action::kApplyLog)).ok());
   CHECK(absl::IsPermissionDenied(other.Stats(s.table.id()).status()));
   CHECK(other.Log(s.table.id()) == nullptr);
   // Bad ranges are refused at the boundary.

@@ -26,6 +26,7 @@ class LocalConnection:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(timeout_s)
         self.sock.connect(path)
+        self.fds_received = 0  # descriptors the daemon passed (closed on arrival)
 
     def send_raw(self, data):
         self.sock.sendall(data)
@@ -77,6 +78,7 @@ class LocalConnection:
                 count = len(payload) // 4
                 for fd in struct.unpack(f"{count}i", payload[: count * 4]):
                     os.close(fd)
+                    self.fds_received += 1
         return data
 
     def _exact(self, n):

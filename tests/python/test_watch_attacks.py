@@ -3,12 +3,15 @@ finding about refused watches).
 
 A victim publishes an allocation and watches two of its pages: page 0
 `deny`, page 1 `log_only`. An attacker of another uid (`nobody`) tries the
-paths around the watch: mapping the memory over the local socket (its
-stores would bypass the watch), a redistribution into the watched pages
+paths around the watch: mapping the memory over the local socket (the
+daemon hands out a handle without the memory: its stores would bypass the
+watch), a redistribution into the watched pages
 (which does not run through watches), and plain copies and writes into the
 denied page, which must be refused AND counted in the region's `denied`.
 The victim's bytes stay as they were. A refused Watch with a file log does
-not leave the file behind.
+not leave the file behind. Item 5 and the watch part of item 4: a put's
+scratch buffer, a registered datatype and a watched allocation's worker
+thread each count against a bound (RESOURCE_EXHAUSTED naming its key).
 
 Run like test_python_client (ISOMETRYD, ISOMETRY_PYTHONPATH); as root (the
 attacker runs as `nobody`).
@@ -41,7 +44,13 @@ SKIP_REASON = "ISOMETRYD is not set: point it at the isometryd binary (and ISOME
 if not ISOMETRYD:
     print(f"test_watch_attacks: skipped: {SKIP_REASON}", file=sys.stderr)
 
-DAEMON = dict(log_level="info", shutdown_grace_ms=500, extra=[("socket_mode", '"0666"')])
+DAEMON = dict(log_level="info", shutdown_grace_ms=500, extra=[
+    ("socket_mode", '"0666"'),
+    ("max_watched_allocations_per_session", 2),
+    ("max_watch_threads", 3),
+    ("max_watch_scratch_bytes_per_session", '"512KiB"'),
+    ("max_datatype_bytes_per_session", '"8MiB"'),
+])
 CONFIG = """
 [[memory]]
 name = "sys0"
@@ -65,6 +74,33 @@ PAGE = 4096
 PAGES = 4
 PATTERN = bytes((i * 7 + 3) & 0xFF for i in range(PAGES * PAGE))
 
+# The attacker of the budgets, as `nobody`: writes into the victim's
+# watched allocation `alloc` past the scratch budget, a datatype past the
+# datatype budget, and watches past the thread bounds.
+HOARDER = r"""
+import json, sys, isometry
+from isometry import datatype as dt
+grpc_sock, alloc = sys.argv[1], int(sys.argv[2])
+out = {}
+def code(fn, *a, **kw):
+    try:
+        fn(*a, **kw)
+        return "OK"
+    except isometry.IsometryError as e:
+        out.setdefault("messages", []).append(e.message)
+        return e.code
+c = isometry.Client(grpc_sock, name="hoarder")
+out["big_write"] = code(c.write, alloc, 0, b"\xee" * (2 << 20))
+out["small_write"] = code(c.write, alloc, 0, b"\x5a" * 4096)
+out["big_type"] = code(c.register_datatype,
+                       dt.INT.Create_indexed_block(1, [3 * i for i in range(250000)]))
+out["small_type"] = code(c.register_datatype, dt.INT.Create_vector(16, 1, 2))
+mine = [c.allocate("sys0", 4096) for _ in range(3)]
+out["watches"] = [code(c.watch, a, 0, 4096, action="apply_log", handler="count") for a in mine]
+c.close()
+print(json.dumps(out))
+"""
+
 # The attacker, as `nobody`: the victim's published allocation `alloc`,
 # reached every way there is; each path's status code.
 ATTACKER = r"""
@@ -85,9 +121,11 @@ def code(fn, *a, **kw):
 # (a) the memory itself, over the local socket.
 conn = LocalConnection(local_sock)
 conn.hello("mapper")
+conn.fds_received = 0  # the hello's own descriptors
 r = conn.request(pb.LocalRequest(tag=2, map=pb.MapRequest(allocation=alloc)))
 out["map"] = r.code
-out["map_message"] = r.message
+out["map_watched"] = r.map.watched
+out["map_fds"] = conn.fds_received
 conn.close()
 c = isometry.Client(grpc_sock, name="attacker")
 mine = c.allocate("sys0", 2 * PAGE)
@@ -143,8 +181,10 @@ class WatchAttackTest(unittest.TestCase):
                            user=NOBODY, group=NOBODY, extra_groups=[])
         self.assertEqual(r.returncode, 0, r.stderr)
         got = json.loads(r.stdout)
-        self.assertEqual(got["map"], 7, got)  # PERMISSION_DENIED
-        self.assertIn("watched", got["map_message"])
+        # A handle to copy with, but not the memory: no descriptor came.
+        self.assertEqual(got["map"], 0, got)
+        self.assertTrue(got["map_watched"], got)
+        self.assertEqual(got["map_fds"], 0, got)
         self.assertEqual(got["join_src"], "OK", got)
         self.assertEqual(got["join_watched"], "FAILED_PRECONDITION", got)
         self.assertIn(got["redistribute"], ("NOT_FOUND", "FAILED_PRECONDITION"), got)
@@ -154,6 +194,45 @@ class WatchAttackTest(unittest.TestCase):
         info = self.victim.watch_info(a)
         denied = {rs.region: rs.denied for rs in info.regions}
         self.assertGreaterEqual(denied[deny], 2, info)
+
+    def test_scratch_datatypes_and_watch_threads_are_bounded(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to run the attacker as nobody")
+        a = self.victim.allocate("sys0", 4 << 20)
+        self.victim.publish(a)
+        self.victim.watch(a, 0, 4 << 20, action="apply_log", handler="count")
+        env = dict(os.environ, PYTHONPATH=PYTHONPATH, PYTHONDONTWRITEBYTECODE="1")
+        r = subprocess.run([sys.executable, "-c", HOARDER, self.socket, str(a.id)], env=env,
+                           capture_output=True, text=True, timeout=60, user=NOBODY,
+                           group=NOBODY, extra_groups=[])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = json.loads(r.stdout)
+        messages = " | ".join(got.get("messages", []))
+        self.assertEqual(got["big_write"], "RESOURCE_EXHAUSTED", got)
+        self.assertIn("daemon.max_watch_scratch_bytes_per_session", messages)
+        self.assertEqual(got["small_write"], "OK", got)
+        self.assertEqual(got["big_type"], "RESOURCE_EXHAUSTED", got)
+        self.assertIn("daemon.max_datatype_bytes_per_session", messages)
+        self.assertEqual(got["small_type"], "OK", got)
+        # The victim holds one watched allocation: the hoarder gets two of
+        # the node's three, its third is refused by the session bound.
+        self.assertEqual(got["watches"], ["OK", "OK", "RESOURCE_EXHAUSTED"], got)
+        self.assertIn("max_watched_allocations_per_session", messages)
+        # The hoarder is gone, its two watches with it: the victim's second
+        # and then a third session's watch fit again; a fourth does not.
+        b = self.victim.allocate("sys0", 4096)
+        self.victim.watch(b, 0, 4096, action="apply_log", handler="count")
+        other = isometry.Client(self.socket, name="other")
+        self.addCleanup(other.close)
+        c = other.allocate("sys0", 4096)
+        other.watch(c, 0, 4096, action="apply_log", handler="count")
+        d = other.allocate("sys0", 4096)
+        with self.assertRaises(IsometryError) as e:
+            other.watch(d, 0, 4096, action="apply_log", handler="count")
+        self.assertEqual(e.exception.code, "RESOURCE_EXHAUSTED")
+        self.assertIn("daemon.max_watch_threads", e.exception.message)
+        # The victim's own work goes on: the hoarder's page was applied.
+        self.assertEqual(self.victim.read(a, 0, 4096), b"\x5a" * 4096)
 
     def test_no_watch_over_a_mapped_allocation_or_a_rank(self):
         # Mapped by another client once: its stores can never be watched.
