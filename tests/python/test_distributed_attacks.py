@@ -13,22 +13,14 @@ Run like test_python_client (ISOMETRYD, ISOMETRY_PYTHONPATH); as root (the
 attacker runs as `nobody`).
 """
 
-import json
 import os
-import shutil
 import struct
-import subprocess
 import sys
 import unittest
 
-FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture")
-sys.path.insert(0, FIXTURE_DIR)
-from isometryd_process import IsometrydProcess  # noqa: E402
-
-ISOMETRYD = os.environ.get("ISOMETRYD", "")
-PYTHONPATH = os.environ.get("ISOMETRY_PYTHONPATH", "")
-if PYTHONPATH:
-    sys.path.insert(0, PYTHONPATH)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
+from attack_case import (ISOMETRYD, SKIP_REASON, note_skip, run_as_nobody,  # noqa: E402
+                         start_daemon)
 
 _IMPORT_ERROR = None
 try:
@@ -37,9 +29,7 @@ try:
 except ImportError as e:
     _IMPORT_ERROR = e
 
-SKIP_REASON = "ISOMETRYD is not set: point it at the isometryd binary (and ISOMETRY_PYTHONPATH)"
-if not ISOMETRYD:
-    print(f"test_distributed_attacks: skipped: {SKIP_REASON}", file=sys.stderr)
+note_skip("test_distributed_attacks")
 
 DAEMON = dict(log_level="info", shutdown_grace_ms=500, extra=[("socket_mode", '"0666"')])
 CONFIG = """
@@ -55,7 +45,6 @@ name = "memcpy0"
 kind = "memcpy"
 """
 
-NOBODY = 65534
 ROWS, COLS = 8, 6
 GRANT = b"the victim job's secret grant!!!"
 SECRET = b"".join(struct.pack("<i", 7000 + i) for i in range(ROWS * COLS))
@@ -106,21 +95,10 @@ class DistributedAttackTest(unittest.TestCase):
             self.fail(f"cannot import the isometry package: {_IMPORT_ERROR}")
         if os.geteuid() != 0:
             self.skipTest("needs root to run the attacker as nobody")
-        self.dir, self.daemon = IsometrydProcess.started_in_temp_dir(
-            ISOMETRYD, CONFIG, "isometry-dist-attack-", daemon=DAEMON)
-        os.chmod(self.dir, 0o755)  # the attacker's uid reaches the sockets
-        self.addCleanup(self._stop)
+        self.dir, self.daemon = start_daemon(self, CONFIG, "isometry-dist-attack-", DAEMON)
         self.socket = os.path.join(self.dir, "grpc.sock")
         self.clients = []
-
-    def _stop(self):
-        for c in self.clients:
-            c.close()
-        try:
-            self.assertEqual(self.daemon.stop(), 0)
-        finally:
-            self.daemon.close()
-            shutil.rmtree(self.dir, ignore_errors=True)
+        self.addCleanup(lambda: [c.close() for c in self.clients])
 
     def client(self, name, **kw):
         c = isometry.Client(self.socket, name=name, **kw)
@@ -136,12 +114,7 @@ class DistributedAttackTest(unittest.TestCase):
         return c, a, inst
 
     def attack(self):
-        env = dict(os.environ, PYTHONPATH=PYTHONPATH, PYTHONDONTWRITEBYTECODE="1")
-        r = subprocess.run([sys.executable, "-c", ATTACKER, self.socket, str(ROWS), str(COLS)],
-                           env=env, capture_output=True, text=True, timeout=60, user=NOBODY,
-                           group=NOBODY, extra_groups=[])
-        self.assertEqual(r.returncode, 0, r.stderr)
-        return json.loads(r.stdout)
+        return run_as_nobody(self, ATTACKER, self.socket, ROWS, COLS)
 
     def test_another_session_cannot_use_or_take_a_job(self):
         half = ROWS * COLS * 2

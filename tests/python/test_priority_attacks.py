@@ -13,20 +13,14 @@ attacker runs as `nobody`).
 """
 
 import os
-import shutil
 import subprocess
 import sys
 import time
 import unittest
 
-FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture")
-sys.path.insert(0, FIXTURE_DIR)
-from isometryd_process import IsometrydProcess  # noqa: E402
-
-ISOMETRYD = os.environ.get("ISOMETRYD", "")
-PYTHONPATH = os.environ.get("ISOMETRY_PYTHONPATH", "")
-if PYTHONPATH:
-    sys.path.insert(0, PYTHONPATH)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
+from attack_case import (ISOMETRYD, SKIP_REASON, note_skip, nobody_process,  # noqa: E402
+                         start_daemon)
 
 _IMPORT_ERROR = None
 try:
@@ -34,9 +28,7 @@ try:
 except ImportError as e:
     _IMPORT_ERROR = e
 
-SKIP_REASON = "ISOMETRYD is not set: point it at the isometryd binary (and ISOMETRY_PYTHONPATH)"
-if not ISOMETRYD:
-    print(f"test_priority_attacks: skipped: {SKIP_REASON}", file=sys.stderr)
+note_skip("test_priority_attacks")
 
 CEILING = 10
 DAEMON = dict(log_level="info", shutdown_grace_ms=500, extra=[
@@ -60,7 +52,6 @@ threads = 1
 rate_limit = "64MiB"
 """
 
-NOBODY = 65534
 MIB = 1 << 20
 
 # The attacker: refused above the ceiling, then eight 16 MiB copies at the
@@ -93,20 +84,10 @@ class PriorityAttackTest(unittest.TestCase):
             self.fail(f"cannot import the isometry package: {_IMPORT_ERROR}")
         if os.geteuid() != 0:
             self.skipTest("needs root to run the attacker as nobody")
-        self.dir, self.daemon = IsometrydProcess.started_in_temp_dir(
-            ISOMETRYD, CONFIG, "isometry-priority-attack-", daemon=DAEMON)
-        os.chmod(self.dir, 0o755)  # the attacker's uid reaches the sockets
-        self.addCleanup(self._stop)
+        self.dir, self.daemon = start_daemon(self, CONFIG, "isometry-priority-attack-", DAEMON)
         self.socket = os.path.join(self.dir, "grpc.sock")
         self.victim = isometry.Client(self.socket, name="victim")
         self.addCleanup(self.victim.close)
-
-    def _stop(self):
-        try:
-            self.assertEqual(self.daemon.stop(), 0)
-        finally:
-            self.daemon.close()
-            shutil.rmtree(self.dir, ignore_errors=True)
 
     def victim_copy_seconds(self, s, d):
         t0 = time.monotonic()
@@ -120,11 +101,8 @@ class PriorityAttackTest(unittest.TestCase):
         s = self.victim.register_instance(a, [16 * MIB], [("b", 1)], "F,x")
         d = self.victim.register_instance(b, [16 * MIB], [("b", 1)], "F,x")
         alone = min(self.victim_copy_seconds(s, d) for _ in range(2))
-        env = dict(os.environ, PYTHONPATH=PYTHONPATH, PYTHONDONTWRITEBYTECODE="1")
-        attacker = subprocess.Popen(
-            [sys.executable, "-c", ATTACKER, self.socket, str(CEILING)], env=env,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, user=NOBODY, group=NOBODY,
-            extra_groups=[])
+        attacker = nobody_process(ATTACKER, self.socket, CEILING, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE)
         try:
             refused = attacker.stdout.readline()
             self.assertIn("PERMISSION_DENIED", refused)

@@ -17,21 +17,13 @@ Run like test_python_client (ISOMETRYD, ISOMETRY_PYTHONPATH); as root (the
 attacker runs as `nobody`).
 """
 
-import json
 import os
-import shutil
-import subprocess
 import sys
 import unittest
 
-FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture")
-sys.path.insert(0, FIXTURE_DIR)
-from isometryd_process import IsometrydProcess  # noqa: E402
-
-ISOMETRYD = os.environ.get("ISOMETRYD", "")
-PYTHONPATH = os.environ.get("ISOMETRY_PYTHONPATH", "")
-if PYTHONPATH:
-    sys.path.insert(0, PYTHONPATH)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
+from attack_case import (FIXTURE_DIR, ISOMETRYD, SKIP_REASON, note_skip,  # noqa: E402
+                         run_as_nobody, start_daemon)
 
 _IMPORT_ERROR = None
 try:
@@ -40,9 +32,7 @@ try:
 except ImportError as e:
     _IMPORT_ERROR = e
 
-SKIP_REASON = "ISOMETRYD is not set: point it at the isometryd binary (and ISOMETRY_PYTHONPATH)"
-if not ISOMETRYD:
-    print(f"test_watch_attacks: skipped: {SKIP_REASON}", file=sys.stderr)
+note_skip("test_watch_attacks")
 
 DAEMON = dict(log_level="info", shutdown_grace_ms=500, extra=[
     ("socket_mode", '"0666"'),
@@ -69,7 +59,6 @@ name = "memcpy0"
 kind = "memcpy"
 """
 
-NOBODY = 65534
 PAGE = 4096
 PAGES = 4
 PATTERN = bytes((i * 7 + 3) & 0xFF for i in range(PAGES * PAGE))
@@ -151,21 +140,12 @@ class WatchAttackTest(unittest.TestCase):
     def setUp(self):
         if _IMPORT_ERROR is not None:
             self.fail(f"cannot import the isometry package: {_IMPORT_ERROR}")
-        self.dir, self.daemon = IsometrydProcess.started_in_temp_dir(
-            ISOMETRYD, CONFIG, "isometry-watch-attack-", dirs=["dsk"], daemon=DAEMON)
-        os.chmod(self.dir, 0o755)  # the attacker's uid reaches the sockets
-        self.addCleanup(self._stop)
+        self.dir, self.daemon = start_daemon(self, CONFIG, "isometry-watch-attack-", DAEMON,
+                                             dirs=["dsk"])
         self.socket = os.path.join(self.dir, "grpc.sock")
         self.local = os.path.join(self.dir, "local.sock")
         self.victim = isometry.Client(self.socket, name="victim")
         self.addCleanup(self.victim.close)
-
-    def _stop(self):
-        try:
-            self.assertEqual(self.daemon.stop(), 0)
-        finally:
-            self.daemon.close()
-            shutil.rmtree(self.dir, ignore_errors=True)
 
     def test_every_path_into_a_watched_region_applies_the_watch(self):
         if os.geteuid() != 0:
@@ -175,12 +155,7 @@ class WatchAttackTest(unittest.TestCase):
         self.victim.publish(a)
         deny = self.victim.watch(a, 0, PAGE, action="deny", handler="count")
         self.victim.watch(a, PAGE, PAGE, action="log_only", handler="count")
-        env = dict(os.environ, PYTHONPATH=PYTHONPATH, PYTHONDONTWRITEBYTECODE="1")
-        r = subprocess.run([sys.executable, "-c", ATTACKER, self.socket, self.local, FIXTURE_DIR,
-                            str(a.id)], env=env, capture_output=True, text=True, timeout=60,
-                           user=NOBODY, group=NOBODY, extra_groups=[])
-        self.assertEqual(r.returncode, 0, r.stderr)
-        got = json.loads(r.stdout)
+        got = run_as_nobody(self, ATTACKER, self.socket, self.local, FIXTURE_DIR, a.id)
         # A handle to copy with, but not the memory: no descriptor came.
         self.assertEqual(got["map"], 0, got)
         self.assertTrue(got["map_watched"], got)
@@ -201,12 +176,7 @@ class WatchAttackTest(unittest.TestCase):
         a = self.victim.allocate("sys0", 4 << 20)
         self.victim.publish(a)
         self.victim.watch(a, 0, 4 << 20, action="apply_log", handler="count")
-        env = dict(os.environ, PYTHONPATH=PYTHONPATH, PYTHONDONTWRITEBYTECODE="1")
-        r = subprocess.run([sys.executable, "-c", HOARDER, self.socket, str(a.id)], env=env,
-                           capture_output=True, text=True, timeout=60, user=NOBODY,
-                           group=NOBODY, extra_groups=[])
-        self.assertEqual(r.returncode, 0, r.stderr)
-        got = json.loads(r.stdout)
+        got = run_as_nobody(self, HOARDER, self.socket, a.id)
         messages = " | ".join(got.get("messages", []))
         self.assertEqual(got["big_write"], "RESOURCE_EXHAUSTED", got)
         self.assertIn("daemon.max_watch_scratch_bytes_per_session", messages)

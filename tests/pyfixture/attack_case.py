@@ -1,0 +1,60 @@
+"""What the attack tests of tests/python share: the daemon and package from
+the environment ctest sets (ISOMETRYD, ISOMETRY_PYTHONPATH), a private
+daemon whose sockets another uid reaches, and attacker scripts run as
+`nobody` that print their findings as one JSON line.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from isometryd_process import IsometrydProcess
+
+FIXTURE_DIR = os.path.dirname(os.path.abspath(__file__))
+ISOMETRYD = os.environ.get("ISOMETRYD", "")
+PYTHONPATH = os.environ.get("ISOMETRY_PYTHONPATH", "")
+if PYTHONPATH and PYTHONPATH not in sys.path:
+    sys.path.insert(0, PYTHONPATH)
+NOBODY = 65534
+SKIP_REASON = "ISOMETRYD is not set: point it at the isometryd binary (and ISOMETRY_PYTHONPATH)"
+
+
+def note_skip(module):
+    """Says on stderr why `module` skips when ISOMETRYD is not set."""
+    if not ISOMETRYD:
+        print(f"{module}: skipped: {SKIP_REASON}", file=sys.stderr)
+
+
+def start_daemon(case, config, prefix, daemon, dirs=()):
+    """Starts a private isometryd for unittest `case` (stopped, checked for a
+    clean exit and removed at cleanup); its directory is opened to other
+    uids so an attacker reaches the sockets. Returns (directory, daemon)."""
+    directory, process = IsometrydProcess.started_in_temp_dir(
+        ISOMETRYD, config, prefix, dirs=list(dirs), daemon=daemon)
+    os.chmod(directory, 0o755)
+
+    def stop():
+        try:
+            case.assertEqual(process.stop(), 0)
+        finally:
+            process.close()
+            shutil.rmtree(directory, ignore_errors=True)
+    case.addCleanup(stop)
+    return directory, process
+
+
+def nobody_process(script, *args, **popen):
+    """`script` started as `nobody` with the package on its path."""
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH, PYTHONDONTWRITEBYTECODE="1")
+    return subprocess.Popen([sys.executable, "-c", script, *map(str, args)], env=env,
+                            user=NOBODY, group=NOBODY, extra_groups=[], text=True, **popen)
+
+
+def run_as_nobody(case, script, *args, timeout_s=60):
+    """Runs `script` as `nobody` to its end; its last stdout line as JSON."""
+    p = nobody_process(script, *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = p.communicate(timeout=timeout_s)
+    case.assertEqual(p.returncode, 0, err)
+    return json.loads(out.strip().splitlines()[-1])
