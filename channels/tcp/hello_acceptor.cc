@@ -300,8 +300,9 @@ Result<bool> EpollAcceptor::Drive(uint64_t id, HelloState& p) {
     ISO_ASSIGN_OR_RETURN(bool whole, ReadFrame(id, p));
     if (!whole) return false;
     if (p.step == HelloState::Step::kHello) {
-      if (p.header.type != FrameType::kHello)
+      if (p.header.type != FrameType::kHello) {
         return absl::DataLossError("first frame is not HELLO");
+      }
       if (p.payload.size() < 16 || p.payload.size() > 128) {
         return absl::DataLossError("HELLO without a nonce of 16 to 128 bytes");
       }
