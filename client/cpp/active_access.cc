@@ -156,9 +156,9 @@ Result<CheckpointStats> ActiveAccess::Checkpoint(uint64_t allocation, const std:
   }
   ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, client_.Request(req, nullptr));
   const v1::CheckpointResponse& r = resp.checkpoint();
-  CheckpointStats st{r.full(),   r.pages_written(),    r.bytes_written(), r.file_bytes(),
-                     r.deltas(), r.delta_file_bytes(), r.compacted(),     r.full_reason(),
-                     tracked};
+  CheckpointStats st{r.full(),       r.pages_written(), r.bytes_written(),
+                     r.file_bytes(), r.deltas(),        r.delta_file_bytes(),
+                     r.compacted(),  r.full_reason(),   tracked};
   return st;
 }
 

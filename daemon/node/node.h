@@ -99,7 +99,7 @@ struct AllocationReport {
   uint64_t id = 0;
   std::string memory;
   uint64_t bytes = 0;
-  int fd = -1;  // the node's memfd; borrowed, valid while the allocation lives
+  int fd = -1;           // the node's memfd; borrowed, valid while the allocation lives
   bool watched = false;  // Map: watched and another client's, so no fd
 };
 
