@@ -120,6 +120,25 @@ void AddTasks(uint64_t p, const Piece& piece, int dims, uint64_t element_bytes,
   flush();
 }
 
+// gRPC sessions share one namespace: the side this session joined no rank
+// of (not `mine`) is another job's, used only with that job's grant (a
+// copy too reads and writes only what is the session's or published).
+Status CheckGrants(const std::shared_ptr<DistributedInstance> sides[2], const bool mine[2],
+                   const std::string presented[2], const std::string names[2]) {
+  for (int i = 0; i < 2; ++i) {
+    if (mine[i]) continue;
+    const bool granted = sides[i] ? GrantMatches(*sides[i], presented[i]) : !presented[i].empty();
+    if (!granted) {
+      return PermissionDenied(
+          "redistribute: this session is no rank of '", ForLog(names[i]), "', and ",
+          presented[i].empty() ? "no grant for it was presented (RedistributeRequest."
+                               : "the grant presented is not its grant (RedistributeRequest.",
+          i == 0 ? "producer_grant)" : "consumer_grant)");
+    }
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 // Every producer's (on this node) exchange set (ASPEN) and its pieces as tasks, dealt
@@ -258,20 +277,7 @@ Result<uint64_t> Node::Redistribute(const std::string& session, const std::strin
       return PermissionDenied("redistribute: this session is no rank of '", ForLog(producer),
                               "' or '", ForLog(consumer), "'");
     }
-    // gRPC sessions share one namespace: the side this session joined no
-    // rank of is another job's, used only with that job's grant (a copy
-    // too reads and writes only what is the session's or published).
-    for (int i = 0; i < 2 && !s->creds.known(); ++i) {
-      if (mine[i]) continue;
-      const bool granted = sides[i] ? GrantMatches(*sides[i], presented[i]) : !presented[i].empty();
-      if (!granted) {
-        return PermissionDenied(
-            "redistribute: this session is no rank of '", ForLog(names[i]), "', and ",
-            presented[i].empty() ? "no grant for it was presented (RedistributeRequest."
-                                 : "the grant presented is not its grant (RedistributeRequest.",
-            i == 0 ? "producer_grant)" : "consumer_grant)");
-      }
-    }
+    if (!s->creds.known()) ISO_RETURN_IF_ERROR(CheckGrants(sides, mine, presented, names));
     if (!across) {
       ISO_RETURN_IF_ERROR(Compatible(sides[0]->name, sides[0]->dist, sides[0]->element_bytes,
                                      sides[1]->name, sides[1]->dist, sides[1]->element_bytes));

@@ -126,7 +126,7 @@ WatchState::WatchState(uint64_t allocation, uint64_t owner, std::byte* memory, u
       owner_(owner),
       memory_(memory),
       bytes_(bytes),
-      options_(options),
+      options_(std::move(options)),
       log_(std::move(log)),
       event_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       writer_(log_.data(), options.log_bytes, allocation) {}

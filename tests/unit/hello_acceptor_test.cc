@@ -102,6 +102,7 @@ TEST_CASE("the hello table is bounded and silent hellos end at the timeout", "[h
   Port port;
   Serve(port, 4, 300);
   std::vector<UniqueFd> idle;
+  idle.reserve(4);
   for (int i = 0; i < 4; ++i) idle.push_back(Connect(port.address));
   std::this_thread::sleep_for(std::chrono::milliseconds(60));  // past the 30 ms minimum
   UniqueFd newest = Connect(port.address);

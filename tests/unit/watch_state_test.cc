@@ -29,7 +29,7 @@ struct Fixture {
   uint64_t mapped = 0;
   std::optional<active::LogReader> reader;
 
-  explicit Fixture(WatchOptions o) {
+  explicit Fixture(const WatchOptions& o) {
     auto s = WatchState::Create(1, 7, memory.data(), kBytes, o);
     REQUIRE(s.ok());
     w = *s;
