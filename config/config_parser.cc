@@ -86,8 +86,9 @@ Status ReadPriorityCeilings(const Reader& r, const toml::table& t, DaemonConfig&
   const toml::node* n = t.get("priority_ceilings");
   if (!n) return OkStatus();
   const toml::table* table = n->as_table();
-  if (!table)
+  if (!table) {
     return r.Error(*n, "daemon.priority_ceilings", "must be a table like { \"1000\" = 50 }");
+  }
   for (const auto& [k, v] : *table) {
     const std::string key = StrCat("daemon.priority_ceilings.", k.str());
     uint32_t uid = 0;
@@ -102,59 +103,63 @@ Status ReadPriorityCeilings(const Reader& r, const toml::table& t, DaemonConfig&
   return OkStatus();
 }
 
+// Every key of [daemon] (ReadDaemon refuses any other).
+constexpr std::string_view kDaemonKeys[] = {
+    "local_socket",
+    "grpc_socket",
+    "grpc_tcp",
+    "socket_group",
+    "socket_mode",
+    "log_level",
+    "state_dir",
+    "sq_entries",
+    "cq_entries",
+    "max_sessions",
+    "shutdown_grace_ms",
+    "calibrate",
+    "max_sessions_per_uid",
+    "max_grpc_sessions",
+    "max_connections_per_uid",
+    "hello_timeout_ms",
+    "max_pending_hellos_per_uid",
+    "max_connection_threads",
+    "max_transfers_per_session",
+    "max_allocations_per_session",
+    "max_instances_per_session",
+    "max_private_ranges_per_session",
+    "own_hop_window_mib",
+    "own_hop_timeout_ms",
+    "direct_reads",
+    "ring_poll_us",
+    "cpu_latency_us",
+    "max_datatypes_per_session",
+    "translate_threads",
+    "translate_queue",
+    "max_translates_per_session",
+    "max_translate_weight",
+    "max_distributed_per_uid",
+    "redistribute_concurrency",
+    "max_watched_regions_per_session",
+    "max_watched_allocations_per_session",
+    "max_priority",
+    "priority_ceilings",
+    "max_watch_threads",
+    "max_watch_scratch_bytes_per_session",
+    "max_watch_scratch_bytes",
+    "max_datatype_bytes_per_session",
+    "max_datatype_bytes",
+    "access_log_bytes",
+    "max_access_log_bytes",
+    "access_log_full",
+    "access_log_block_ms",
+    "max_flush_ms",
+    "checkpoint_max_deltas",
+    "checkpoint_threads",
+    "max_checkpoint_calls_per_session",
+};
+
 Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
-  ISO_RETURN_IF_ERROR(r.OnlyKeys(t, "daemon.",
-                                 {"local_socket",
-                                  "grpc_socket",
-                                  "grpc_tcp",
-                                  "socket_group",
-                                  "socket_mode",
-                                  "log_level",
-                                  "state_dir",
-                                  "sq_entries",
-                                  "cq_entries",
-                                  "max_sessions",
-                                  "shutdown_grace_ms",
-                                  "calibrate",
-                                  "max_sessions_per_uid",
-                                  "max_grpc_sessions",
-                                  "max_connections_per_uid",
-                                  "hello_timeout_ms",
-                                  "max_pending_hellos_per_uid",
-                                  "max_connection_threads",
-                                  "max_transfers_per_session",
-                                  "max_allocations_per_session",
-                                  "max_instances_per_session",
-                                  "max_private_ranges_per_session",
-                                  "own_hop_window_mib",
-                                  "own_hop_timeout_ms",
-                                  "direct_reads",
-                                  "ring_poll_us",
-                                  "cpu_latency_us",
-                                  "max_datatypes_per_session",
-                                  "translate_threads",
-                                  "translate_queue",
-                                  "max_translates_per_session",
-                                  "max_translate_weight",
-                                  "max_distributed_per_uid",
-                                  "redistribute_concurrency",
-                                  "max_watched_regions_per_session",
-                                  "max_watched_allocations_per_session",
-                                  "max_priority",
-                                  "priority_ceilings",
-                                  "max_watch_threads",
-                                  "max_watch_scratch_bytes_per_session",
-                                  "max_watch_scratch_bytes",
-                                  "max_datatype_bytes_per_session",
-                                  "max_datatype_bytes",
-                                  "access_log_bytes",
-                                  "max_access_log_bytes",
-                                  "access_log_full",
-                                  "access_log_block_ms",
-                                  "max_flush_ms",
-                                  "checkpoint_max_deltas",
-                                  "checkpoint_threads",
-                                  "max_checkpoint_calls_per_session"}));
+  ISO_RETURN_IF_ERROR(r.OnlyKeys(t, "daemon.", kDaemonKeys));
   struct StringKey {
     const char* key;
     std::string* out;

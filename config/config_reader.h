@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -28,6 +29,11 @@ class Reader {
   // Rejects keys of `table` outside `allowed`.
   Status OnlyKeys(const toml::table& table, std::string_view prefix,
                   std::initializer_list<std::string_view> allowed) const {
+    return OnlyKeys(table, prefix,
+                    std::span<const std::string_view>(allowed.begin(), allowed.size()));
+  }
+  Status OnlyKeys(const toml::table& table, std::string_view prefix,
+                  std::span<const std::string_view> allowed) const {
     for (const auto& [k, v] : table) {
       bool ok = false;
       for (std::string_view a : allowed) {

@@ -95,7 +95,7 @@ TEST_CASE("TranslatePool's weight bound and a message's weight before decoding")
   v1::Datatype t;
   auto* ib = t.mutable_indexed_block();
   ib->set_blocklength(1);
-  for (int i = 0; i < 10; ++i) ib->add_displacements(2 * i);
+  for (int i = 0; i < 10; ++i) ib->add_displacements(int64_t{2} * i);
   ib->mutable_old()->set_basic(v1::BASIC_BYTE);
   CHECK(WeightOf(t) == 12);  // the node, its 10 entries, its old type
   CHECK(pool->CheckWeight(WeightOf(t), "RegisterDatatype").ok());
@@ -103,7 +103,7 @@ TEST_CASE("TranslatePool's weight bound and a message's weight before decoding")
   auto* st = s.mutable_struct_type();
   for (int i = 0; i < 2; ++i) {
     st->add_blocklengths(1);
-    st->add_displacements(64 * i);
+    st->add_displacements(int64_t{64} * i);
     *st->add_types() = t;
   }
   CHECK(WeightOf(s) == 1 + 2 + 2 * 12);
