@@ -67,6 +67,14 @@ Result<uint64_t> Node::RegisterPrivate(const std::string& session, uint64_t addr
     return InvalidArgument("private range: address ", address, " + ", bytes,
                            " bytes wraps past 2^64");
   }
+  // No process's memory lies there (x86-64 and arm64 user space ends at
+  // 2^47, or 2^56 with 5-level paging): a kernel address is the caller's
+  // mistake, not the daemon's error at the first copy.
+  constexpr uint64_t kUserSpaceEnd = uint64_t{1} << 56;
+  if (*CheckedAdd(address, bytes) > kUserSpaceEnd) {
+    return InvalidArgument("private range: [", address, ", +", bytes,
+                           ") lies outside any process's user address space");
+  }
   if (!impl_->runtime->FindMemory(kProcessMemoryName).ok()) {
     return FailedPrecondition("private memory needs a cma channel in the daemon's config");
   }

@@ -265,6 +265,24 @@ class PrivateMemoryTest(unittest.TestCase):
                                self.client("grpc", local=False).register_private, bytearray(64))
         self.assertIn("local_socket", err.message)
 
+    def test_kernel_addresses_are_invalid_argument(self):
+        # Issue #48: a range in the kernel's half of the address space was
+        # accepted and its copies failed with INTERNAL.
+        from isometry import isometry_pb2 as pb
+        from local_socket import LocalConnection  # tests/pyfixture, on the path above
+        conn = LocalConnection(self.local, timeout_s=10)
+        try:
+            self.assertEqual(conn.hello("kernel").code, 0)
+            for address, n in ((0xFFFFFFFF81000000, 4096), ((1 << 56) - 4096, 8192)):
+                req = pb.LocalRequest(tag=2, register_private=pb.RegisterPrivateRequest(
+                    address=address, bytes=n))
+                resp = conn.request(req)
+                self.assertEqual(resp.code, 3, resp.message)  # INVALID_ARGUMENT
+                self.assertIn("user address space", resp.message)
+        finally:
+            conn.close()
+        self.assertTrue(self.daemon.alive())
+
     def test_other_writable_buffers_are_accepted(self):
         data = bytes(range(256)) * 16
         m = mmap.mmap(-1, len(data))
