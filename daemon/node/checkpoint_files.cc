@@ -61,8 +61,9 @@ Result<UniqueFd> OpenOne(const DiskMemory& disk, int parent, const std::string& 
   if (!fd.valid()) {
     const int err = errno;
     if (err == ENOENT) return NotFound(shown, " does not exist");
-    if (err == ELOOP)
+    if (err == ELOOP) {
       return PermissionDenied(shown, " is a symbolic link; checkpoints refuse links");
+    }
     if (err == EEXIST) {
       return absl::AbortedError(StrCat(shown, " was created and removed meanwhile; retry"));
     }

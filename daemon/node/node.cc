@@ -23,14 +23,17 @@ Node::~Node() {
   (void)Drain(std::chrono::milliseconds(0), std::chrono::hours(24 * 365));
 }
 
+void Node::Impl::MakeBudgets() {
+  const DaemonConfig& dc = config.daemon;
+  scratch_all =
+      std::make_shared<ByteBudget>("daemon.max_watch_scratch_bytes", dc.max_watch_scratch_bytes);
+  datatypes_all = std::make_shared<ByteBudget>("daemon.max_datatype_bytes", dc.max_datatype_bytes);
+}
+
 Result<std::unique_ptr<Node>> Node::Create(const Config& config, const ChannelContext& context) {
   auto impl = std::make_unique<Impl>();
   impl->config = config;
-  const DaemonConfig& dc = config.daemon;
-  impl->scratch_all =
-      std::make_shared<ByteBudget>("daemon.max_watch_scratch_bytes", dc.max_watch_scratch_bytes);
-  impl->datatypes_all =
-      std::make_shared<ByteBudget>("daemon.max_datatype_bytes", dc.max_datatype_bytes);
+  impl->MakeBudgets();
   {
     absl::MutexLock lock(&impl->mu);
     impl->next_cross = TransferIdBase(config.runtime.node) | kCrossTransferBit;

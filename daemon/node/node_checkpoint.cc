@@ -84,6 +84,42 @@ Status Prefixed(const Status& s, const std::string& shown) {
   return s.ok() ? s : Status(s.code(), StrCat(shown, ": ", s.message()));
 }
 
+// Why this checkpoint must write the whole image before its chain is
+// even looked at ("" where an incremental one may do).
+std::string FullReason(const CheckpointOptions& options, bool watched, const CheckpointFiles& f,
+                       uint64_t bytes) {
+  if (options.full) return "asked for (full)";
+  if (!watched) return "the allocation has no watch: the daemon does not know which pages changed";
+  if (f.base_bytes == bytes) return "";
+  return f.base_bytes == 0 && f.delta_bytes == 0
+             ? std::string("the first checkpoint into this file")
+             : StrCat("the base holds ", f.base_bytes, " bytes, the allocation ", bytes);
+}
+
+// Appends one record of `pages` of `image` to the chain `tail` ends:
+// one write and one fdatasync, charged to `owner` while it is written.
+Status AppendRecord(CheckpointFiles& f, DiskMemory& disk, const std::string& owner,
+                    const std::byte* image, uint64_t bytes, const std::vector<uint64_t>& pages,
+                    active::DeltaWalk& tail, active::DeltaMac& mac, CheckpointReport& rep) {
+  ISO_ASSIGN_OR_RETURN(
+      std::vector<std::byte> record,
+      active::EncodeDeltaRecord(image, bytes, tail.records + 1, pages, tail.last, mac));
+  if (f.delta_bytes + record.size() > disk.max_file_bytes()) {
+    return ResourceExhausted(f.shown_delta, " would grow past the memory's ", disk.max_file_bytes(),
+                             "-byte file limit (take a full checkpoint)");
+  }
+  ISO_ASSIGN_OR_RETURN(DiskCharge charge,
+                       disk.Charge(owner, bytes + f.delta_bytes + record.size()));
+  ISO_RETURN_IF_ERROR(
+      PWriteAll(f.delta.get(), record.data(), record.size(), f.delta_bytes, f.shown_delta));
+  ISO_RETURN_IF_ERROR(SyncData(f.delta.get(), f.shown_delta));
+  f.delta_bytes += record.size();
+  ++tail.records;
+  rep.pages_written = pages.size();
+  rep.bytes_written = record.size() - active::kDeltaRecordHead - pages.size() * 8;
+  return OkStatus();
+}
+
 }  // namespace
 
 Result<CheckpointReport> Node::Checkpoint(const std::string& session, uint64_t allocation,
@@ -122,16 +158,7 @@ Result<CheckpointReport> Node::Checkpoint(const std::string& session, uint64_t a
   // Incremental only over a base of this size whose chain is whole (every
   // record's CRC and MAC), with the daemon tracking writes into the
   // allocation; otherwise full, and the report says why.
-  std::string reason;
-  if (options.full) {
-    reason = "asked for (full)";
-  } else if (!watch) {
-    reason = "the allocation has no watch: the daemon does not know which pages changed";
-  } else if (f.base_bytes != bytes) {
-    reason = f.base_bytes == 0 && f.delta_bytes == 0
-                 ? std::string("the first checkpoint into this file")
-                 : StrCat("the base holds ", f.base_bytes, " bytes, the allocation ", bytes);
-  }
+  std::string reason = FullReason(options, watch != nullptr, f, bytes);
   active::DeltaWalk tail;
   if (reason.empty()) {
     auto t = WalkChain(f, bytes, MaxRecords(impl_->config.daemon), *mac);
@@ -161,23 +188,7 @@ Result<CheckpointReport> Node::Checkpoint(const std::string& session, uint64_t a
       ISO_ASSIGN_OR_RETURN(DiskCharge charge, disk->Charge(owner, bytes));
       return WriteFull(f, a->shm.data(), bytes, rep);
     }
-    ISO_ASSIGN_OR_RETURN(
-        std::vector<std::byte> record,
-        active::EncodeDeltaRecord(a->shm.data(), bytes, tail.records + 1, pages, tail.last, *mac));
-    if (f.delta_bytes + record.size() > disk->max_file_bytes()) {
-      return ResourceExhausted(f.shown_delta, " would grow past the memory's ",
-                               disk->max_file_bytes(), "-byte file limit (take a full checkpoint)");
-    }
-    ISO_ASSIGN_OR_RETURN(DiskCharge charge,
-                         disk->Charge(owner, bytes + f.delta_bytes + record.size()));
-    ISO_RETURN_IF_ERROR(
-        PWriteAll(f.delta.get(), record.data(), record.size(), f.delta_bytes, f.shown_delta));
-    ISO_RETURN_IF_ERROR(SyncData(f.delta.get(), f.shown_delta));
-    f.delta_bytes += record.size();
-    ++tail.records;
-    rep.pages_written = pages.size();
-    rep.bytes_written = record.size() - active::kDeltaRecordHead - pages.size() * 8;
-    return OkStatus();
+    return AppendRecord(f, *disk, owner, a->shm.data(), bytes, pages, tail, *mac, rep);
   }();
   if (!done.ok()) {
     // Nothing of this checkpoint may be relied on: the pages it took stay

@@ -250,6 +250,7 @@ struct Node::Impl {
   // The node's bounds over every session's datatypes and watch scratch
   // buffers (peers' puts into watched allocations included).
   std::shared_ptr<ByteBudget> scratch_all, datatypes_all;
+  void MakeBudgets();  // the two above, from the config (Node::Create)
   // Watch workers running (one per watched allocation; WatchState).
   const std::shared_ptr<std::atomic<uint32_t>> watch_workers =
       std::make_shared<std::atomic<uint32_t>>(0);
