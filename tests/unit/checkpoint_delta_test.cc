@@ -105,8 +105,8 @@ TEST_CASE("a chain of records applied to the base gives the image byte for byte"
   std::memset(v2.data() + 10 * kCheckpointPage, 0xCD, 100);
   const auto chain =
       Chain({v1, v2}, {{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {10, 3, 3}}, mac);  // unsorted, repeated
-  CHECK(chain.size() ==
-        2 * kDeltaRecordHead + 11 * 8 + 10 * kCheckpointPage + 100 + 2 * 8 + kCheckpointPage + 100);
+  CHECK(chain.size() == 2 * kDeltaRecordHead + 11 * uint64_t{8} + 10 * kCheckpointPage + 100 +
+                            2 * uint64_t{8} + kCheckpointPage + 100);
   // Whatever the chunk size (one page, a few, all), the same image.
   for (uint64_t chunk : {kCheckpointPage, 3 * kCheckpointPage, uint64_t{1} << 20}) {
     auto image = base;
@@ -139,7 +139,7 @@ TEST_CASE("damaged, truncated or foreign chains are refused and change nothing")
   const uint64_t bytes = 4 * kCheckpointPage;
   const auto img = Image(bytes, 4);
   const auto chain = Chain({img, img}, {{1, 2}, {3}}, mac);
-  const uint64_t first = kDeltaRecordHead + 2 * 8 + 2 * kCheckpointPage;
+  const uint64_t first = kDeltaRecordHead + 2 * uint64_t{8} + 2 * kCheckpointPage;
   const auto base = Image(bytes, 77);
   auto image = base;
   REQUIRE(Apply(chain, image, mac).ok());
