@@ -2,9 +2,10 @@
 
 Run it with Debian's ``/usr/bin/python3`` (python3-grpcio and
 python3-protobuf); the build puts this package, together with the generated
-stubs ``isometry_pb2`` and ``isometry_pb2_grpc``, in ``build/python/isometry``:
+stubs ``isometry_pb2`` and ``isometry_pb2_grpc``, in ``build-release/python/isometry``
+(the quick start's build directory):
 
-    PYTHONPATH=build/python /usr/bin/python3 -c \\
+    PYTHONPATH=build-release/python /usr/bin/python3 -c \\
         'import isometry; print(isometry.Client("/run/isometry/grpc.sock").status())'
 
 See :mod:`isometry.client` for the API.
