@@ -65,23 +65,6 @@ Status CheckLocal(const Instance& in, const DistributedJoin& join, const Index& 
   return StridedStorageOf(shape, what).status();
 }
 
-// Redistributions never run through watches: a rank's storage may not
-// lie in a watched region (and Watch refuses regions over ranks).
-Status CheckUnwatched(const Instance& in, const DistributedJoin& join) {
-  if (!in.allocation || !in.allocation->watch) return OkStatus();
-  const uint64_t first = in.offset, last = in.offset + in.shape.total_bytes();
-  for (const RegionStats& r : in.allocation->watch->Report().regions) {
-    if (r.region.begin < last && first < r.region.end) {
-      return FailedPrecondition("rank ", join.rank, "'s instance ", join.instance,
-                                " lies in watched region ", r.region.id, " of allocation ",
-                                in.allocation->id,
-                                ": redistributions do not run through watches, so a rank's "
-                                "storage may not be watched");
-    }
-  }
-  return OkStatus();
-}
-
 }  // namespace
 
 Result<std::string> DistributedGrantDigest(const std::string& grant) {
@@ -177,7 +160,10 @@ Result<DistributedReport> Node::JoinDistributed(const std::string& session,
       return NotFound("no instance ", join.instance, " registered in this session");
     }
     ISO_RETURN_IF_ERROR(CheckLocal(it->second, join, extents, dist.dims()));
-    ISO_RETURN_IF_ERROR(CheckUnwatched(it->second, join));
+    // Redistributions never run through watches (and Watch refuses a
+    // region over a rank).
+    ISO_RETURN_IF_ERROR(impl_->RankUnwatchedLocked(
+        it->second, std::nullopt, StrCat("rank ", join.rank, "'s instance ", join.instance)));
   }
   const std::string ns = DistributedNamespace(*s);
   const bool grpc_ns = !s->creds.known();

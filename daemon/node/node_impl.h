@@ -418,7 +418,11 @@ struct Node::Impl {
       const Instance* const ends[2], const std::optional<Box>& box, CopyRequest& request,
       uint64_t session, const std::vector<std::shared_ptr<ByteBudget>>& budgets)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  uint64_t WatchedRegionsLocked(const Session& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // The session's watched allocations and their regions.
+  struct WatchedCount {
+    uint64_t allocations = 0, regions = 0;
+  };
+  WatchedCount WatchedLocked(const Session& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // OK when `priority` is within the session's ceiling (daemon.max_priority,
   // daemon.priority_ceilings), else PERMISSION_DENIED naming it.
   Status PriorityAllowedLocked(const Session& s, int priority) const
@@ -432,11 +436,12 @@ struct Node::Impl {
   // (FAILED_PRECONDITION naming it), so no watch is set where one would run.
   Status NoDistributedRankLocked(const Allocation& a, uint64_t begin, uint64_t end) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  // A rank's local instance `in` as a redistribution end: OK unless it
-  // touches a watched region (PERMISSION_DENIED where the region denies
-  // `op`, else FAILED_PRECONDITION; `what` names the rank).
-  Status RankUnwatchedLocked(const Instance& in, active::Op op, const std::string& what) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // A rank's local instance `in` as a redistribution end (an access `op`),
+  // or joining one (no op): OK unless it touches a watched region
+  // (PERMISSION_DENIED where the region denies `op`, counted there, else
+  // FAILED_PRECONDITION; `what` names the rank).
+  Status RankUnwatchedLocked(const Instance& in, std::optional<active::Op> op,
+                             const std::string& what) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // ---- copies (node_copies.cc) ----
   // The record of `transfer`, in flight or among the last kFinishedKept

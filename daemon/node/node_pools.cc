@@ -134,27 +134,22 @@ Status Node::Free(const std::string& session, uint64_t allocation, bool is_opera
     uint64_t& held = impl_->published_bytes[{a.owner_uid, a.pool->memory}];
     held -= std::min(held, a.shm.size());
   }
-  if (!s) {
-    if (a.watch) {
-      a.watch->Close("the allocation was freed");
-      a.watch.reset();
+  if (s) {
+    for (auto i = s->instances.begin(); i != s->instances.end();) {
+      auto inst = impl_->instances.find(*i);
+      if (inst != impl_->instances.end() && inst->second.allocation.get() == &a) {
+        impl_->instances.erase(inst);
+        i = s->instances.erase(i);
+      } else {
+        ++i;
+      }
     }
+    if (a.owner == s->id) s->quota_used[a.pool->memory] -= a.shm.size();
+    s->allocations.erase(allocation);
+  } else {
     spdlog::info("operator freed orphaned allocation {} ({} bytes of memory '{}', uid {})",
                  allocation, a.shm.size(), a.pool->name, a.owner_uid);
-    impl_->allocations.erase(it);
-    return OkStatus();
   }
-  for (auto i = s->instances.begin(); i != s->instances.end();) {
-    auto inst = impl_->instances.find(*i);
-    if (inst != impl_->instances.end() && inst->second.allocation.get() == &a) {
-      impl_->instances.erase(inst);
-      i = s->instances.erase(i);
-    } else {
-      ++i;
-    }
-  }
-  if (a.owner == s->id) s->quota_used[a.pool->memory] -= a.shm.size();
-  s->allocations.erase(allocation);
   if (a.watch) {
     a.watch->Close("the allocation was freed");
     a.watch.reset();

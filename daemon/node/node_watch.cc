@@ -230,12 +230,16 @@ Status Node::Impl::NoDistributedRankLocked(const Allocation& a, uint64_t begin,
   return OkStatus();
 }
 
-Status Node::Impl::RankUnwatchedLocked(const Instance& in, active::Op op,
+Status Node::Impl::RankUnwatchedLocked(const Instance& in, std::optional<active::Op> op,
                                        const std::string& what) const {
   if (!in.allocation || !in.allocation->watch) return OkStatus();
   const Ranges span{{in.offset, in.offset + in.shape.total_bytes()}};
   bool watched = false;
-  ISO_RETURN_IF_ERROR(in.allocation->watch->CheckAccess(op, span, watched));
+  if (op) {
+    ISO_RETURN_IF_ERROR(in.allocation->watch->CheckAccess(*op, span, watched));
+  } else {
+    watched = in.allocation->watch->Watches(span);
+  }
   if (watched) {
     return FailedPrecondition(what, " lies in a watched region of allocation ", in.allocation->id,
                               ": redistributions do not run through watches (unwatch it, or "
@@ -244,12 +248,13 @@ Status Node::Impl::RankUnwatchedLocked(const Instance& in, active::Op op,
   return OkStatus();
 }
 
-uint64_t Node::Impl::WatchedRegionsLocked(const Session& s) const {
-  uint64_t n = 0;
+Node::Impl::WatchedCount Node::Impl::WatchedLocked(const Session& s) const {
+  WatchedCount n;
   for (uint64_t id : s.allocations) {
     auto it = allocations.find(id);
     if (it != allocations.end() && it->second->watch) {
-      n += it->second->watch->Report().regions.size();
+      ++n.allocations;
+      n.regions += it->second->watch->Report().regions.size();
     }
   }
   return n;
@@ -383,9 +388,9 @@ Result<WatchHandle> Node::Impl::AddWatch(const std::string& session, const Watch
                               "watch an allocation no other client has mapped");
   }
   ISO_RETURN_IF_ERROR(NoDistributedRankLocked(a, rs.region.begin, rs.region.end));
-  const uint64_t held = WatchedRegionsLocked(*s);
-  if (held >= dc.max_watched_regions_per_session) {
-    return ResourceExhausted("this session watches ", held,
+  const WatchedCount held = WatchedLocked(*s);
+  if (held.regions >= dc.max_watched_regions_per_session) {
+    return ResourceExhausted("this session watches ", held.regions,
                              " regions; daemon.max_watched_regions_per_session is ",
                              dc.max_watched_regions_per_session);
   }
@@ -393,13 +398,8 @@ Result<WatchHandle> Node::Impl::AddWatch(const std::string& session, const Watch
   if (fresh) {
     // Each watched allocation has a worker thread: bounded per session
     // and on the node.
-    uint32_t mine = 0;
-    for (uint64_t id : s->allocations) {
-      auto other = allocations.find(id);
-      mine += other != allocations.end() && other->second->watch != nullptr;
-    }
-    if (mine >= dc.max_watched_allocations_per_session) {
-      return ResourceExhausted("this session watches regions of ", mine,
+    if (held.allocations >= dc.max_watched_allocations_per_session) {
+      return ResourceExhausted("this session watches regions of ", held.allocations,
                                " allocations; daemon.max_watched_allocations_per_session is ",
                                dc.max_watched_allocations_per_session,
                                " (each has a worker thread)");

@@ -180,6 +180,14 @@ Status WatchState::CheckAccess(active::Op op,
   return OkStatus();
 }
 
+bool WatchState::Watches(const std::vector<std::pair<uint64_t, uint64_t>>& ranges) const {
+  absl::MutexLock lock(&mu_);
+  for (const Piece& p : table_.SplitAll(ranges)) {
+    if (p.region) return true;
+  }
+  return false;
+}
+
 void WatchState::Enqueue(ActiveAccess access, std::function<void(Status)> done) {
   Status ended;
   {

@@ -120,6 +120,9 @@ class WatchState {
   // `denied`), or whether the range is watched at all (`watched`).
   Status CheckAccess(active::Op op, const std::vector<std::pair<uint64_t, uint64_t>>& ranges,
                      bool& watched);
+  // Whether any of `ranges` lies in a watched region (no access is made,
+  // none counted).
+  bool Watches(const std::vector<std::pair<uint64_t, uint64_t>>& ranges) const;
   // Finishes `access` on the worker: applies it, logs it, publishes, then
   // calls `done` with the outcome (an error: nothing of a put applied,
   // unless the log had to be streamed past its capacity in block mode and

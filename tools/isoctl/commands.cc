@@ -153,6 +153,15 @@ Status RunOrphans(DaemonClient& client, const Output& out, const OrphansArgs& ar
       return t.empty() ? std::string("no orphaned published allocation\n") : t.Render();
     });
   }
+  // Every id named must be an orphan before anything is freed: a typo
+  // frees nothing.
+  auto listed = [&](uint64_t id) {
+    return std::any_of(list.orphans().begin(), list.orphans().end(),
+                       [id](const v1::Orphan& o) { return o.allocation() == id; });
+  };
+  for (const uint64_t id : args.free) {
+    if (!listed(id)) return NotFound("allocation ", id, " is not an orphan (see isoctl orphans)");
+  }
   v1::ListOrphansResponse freed;
   for (const v1::Orphan& o : list.orphans()) {
     const bool named = args.free_all || std::find(args.free.begin(), args.free.end(),
@@ -163,11 +172,6 @@ Status RunOrphans(DaemonClient& client, const Output& out, const OrphansArgs& ar
     v1::FreeResponse resp;
     ISO_RETURN_IF_ERROR(client.Call(&Stub::Free, req, &resp));
     *freed.add_orphans() = o;
-  }
-  for (const uint64_t id : args.free) {
-    bool found = false;
-    for (const v1::Orphan& o : freed.orphans()) found = found || o.allocation() == id;
-    if (!found) return NotFound("allocation ", id, " is not an orphan (see isoctl orphans)");
   }
   return Print(out, freed, [](const v1::ListOrphansResponse& r) {
     std::string text;
