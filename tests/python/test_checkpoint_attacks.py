@@ -8,25 +8,18 @@ Run like test_python_client (ISOMETRYD, ISOMETRY_PYTHONPATH); as root, for
 the second-uid test (it runs a child as `nobody`).
 """
 
-import json
 import os
 import shutil
 import stat
 import struct
-import subprocess
 import sys
 import threading
 import time
 import unittest
 
-FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture")
-sys.path.insert(0, FIXTURE_DIR)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
+from attack_case import ISOMETRYD, NOBODY, SKIP_REASON, run_as_nobody  # noqa: E402
 from isometryd_process import IsometrydProcess  # noqa: E402
-
-ISOMETRYD = os.environ.get("ISOMETRYD", "")
-PYTHONPATH = os.environ.get("ISOMETRY_PYTHONPATH", "")
-if PYTHONPATH:
-    sys.path.insert(0, PYTHONPATH)
 
 _IMPORT_ERROR = None
 try:
@@ -35,7 +28,6 @@ try:
 except ImportError as e:
     _IMPORT_ERROR = e
 
-SKIP_REASON = "ISOMETRYD is not set: point it at the isometryd binary (and ISOMETRY_PYTHONPATH)"
 
 DAEMON = dict(log_level="warn", shutdown_grace_ms=500, extra=[
     ("socket_mode", '"0666"'),
@@ -63,7 +55,6 @@ kind = "memcpy"
 
 PAGE = 4096
 TABLE = 64 * PAGE
-NOBODY = 65534
 
 
 def _crc32c_table():
@@ -265,11 +256,7 @@ out["own"] = code(c.checkpoint, a, "dsk0", "n.img")
 c.close()
 print(json.dumps(out))
 """
-        env = dict(os.environ, PYTHONPATH=PYTHONPATH, PYTHONDONTWRITEBYTECODE="1")
-        r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                           text=True, timeout=60, user=NOBODY, group=65534, extra_groups=[])
-        self.assertEqual(r.returncode, 0, r.stderr)
-        out = json.loads(r.stdout)
+        out = run_as_nobody(self, script)
         self.assertEqual(out["t.imgrb"], "denied")
         self.assertEqual(out["t.img.deltarb"], "denied")
         self.assertEqual(out["t.img.deltaab"], "denied")

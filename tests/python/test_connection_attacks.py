@@ -30,16 +30,12 @@ import time
 import unittest
 import urllib.request
 
-FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture")
-sys.path.insert(0, FIXTURE_DIR)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
+from attack_case import (FIXTURE_DIR, ISOMETRYD, NOBODY, PYTHONPATH,  # noqa: E402
+                         SKIP_REASON)
 from isometryd_process import IsometrydProcess, ONE_SYS_MEMORY, daemon_section  # noqa: E402
 from ports import free_port  # noqa: E402
 from local_socket import LocalConnection  # noqa: E402
-
-ISOMETRYD = os.environ.get("ISOMETRYD", "")
-PYTHONPATH = os.environ.get("ISOMETRY_PYTHONPATH", "")
-if PYTHONPATH:
-    sys.path.insert(0, PYTHONPATH)
 
 _IMPORT_ERROR = None
 try:
@@ -48,8 +44,6 @@ try:
 except ImportError as e:
     _IMPORT_ERROR = e
 
-SKIP_REASON = "ISOMETRYD is not set: point it at the isometryd binary (and ISOMETRY_PYTHONPATH)"
-NOBODY = 65534
 SECOND_UID = 65533  # a second attacker: any uid without a process of its own
 DAEMON_UID = 61999  # the daemon's own uid in the task-limit test (RLIMIT_NPROC counts per uid)
 RESOURCE_EXHAUSTED = 8
