@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 from isometryd_process import IsometrydProcess
 
@@ -58,3 +59,32 @@ def run_as_nobody(case, script, *args, timeout_s=60):
     out, err = p.communicate(timeout=timeout_s)
     case.assertEqual(p.returncode, 0, err)
     return json.loads(out.strip().splitlines()[-1])
+
+
+def _status_field(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    raise AssertionError(f"no {key} line in /proc/{pid}/status")
+
+
+def threads_of(pid):
+    """The threads process `pid` has now."""
+    return _status_field(pid, "Threads")
+
+
+def rss_of(pid):
+    """Process `pid`'s resident memory, bytes."""
+    return _status_field(pid, "VmRSS") * 1024
+
+
+def wait_until(cond, what, timeout_s=10.0):
+    """Returns once `cond()` holds; AssertionError naming `what` after
+    `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -18,7 +18,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
-from attack_case import ISOMETRYD, NOBODY, SKIP_REASON, run_as_nobody  # noqa: E402
+from attack_case import ISOMETRYD, NOBODY, SKIP_REASON, rss_of, run_as_nobody  # noqa: E402
 from isometryd_process import IsometrydProcess  # noqa: E402
 
 _IMPORT_ERROR = None
@@ -88,14 +88,6 @@ def forged_record(version, image_bytes, sequence, pages):
     head += struct.pack("<II", crc32c(head), 0)
     mac = os.urandom(32) if version >= 2 else b""
     return head + mac + payload
-
-
-def rss_of(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS line")
 
 
 @unittest.skipUnless(ISOMETRYD, SKIP_REASON)

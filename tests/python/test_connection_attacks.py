@@ -32,7 +32,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
 from attack_case import (FIXTURE_DIR, ISOMETRYD, NOBODY, PYTHONPATH,  # noqa: E402
-                         SKIP_REASON)
+                         SKIP_REASON, threads_of, wait_until)
 from isometryd_process import IsometrydProcess, ONE_SYS_MEMORY, daemon_section  # noqa: E402
 from ports import free_port  # noqa: E402
 from local_socket import LocalConnection  # noqa: E402
@@ -158,23 +158,6 @@ class TaskLimit:
                            capture_output=True, text=True)
         if r.returncode != 0:
             self.test.skipTest(f"no pids cgroup and no prlimit --pid here: {r.stderr.strip()}")
-
-
-def threads_of(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("Threads:"):
-                return int(line.split()[1])
-    raise AssertionError("no Threads line")
-
-
-def wait_until(cond, what, timeout_s=10.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Holder:

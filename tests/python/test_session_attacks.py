@@ -20,6 +20,7 @@ import unittest
 
 FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture")
 sys.path.insert(0, FIXTURE_DIR)
+from attack_case import rss_of, threads_of, wait_until  # noqa: E402
 from isometryd_process import IsometrydProcess  # noqa: E402
 from local_socket import LocalConnection  # noqa: E402
 
@@ -77,31 +78,6 @@ rate_limit = "16MiB"
 
 NOBODY = 65534
 SLOW_BYTES = 48 << 20  # about 3 s at the channel's 16 MiB/s
-
-
-def threads_of(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("Threads:"):
-                return int(line.split()[1])
-    raise AssertionError("no Threads line")
-
-
-def rss_of(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS line")
-
-
-def wait_until(cond, what, timeout_s=10.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @unittest.skipUnless(ISOMETRYD, SKIP_REASON)
