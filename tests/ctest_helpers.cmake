@@ -44,7 +44,8 @@ endfunction()
 # when a case skipped. Its TIMEOUT is also its COST, so that ctest -j
 # starts the long cluster modules first instead of leaving them for a tail
 # at the end (ctest has no timings of its own on a fresh clone). MAY_SKIP names cases that run in an entry of their
-# own (NAME.CASE) so the others still report "Passed".
+# own (NAME.CASE) so the others still report "Passed". PYTHONFAULTHANDLER:
+# a module that crashes prints every thread's stack before ctest says SEGFAULT.
 set(ISOMETRY_RUN_UNITTEST /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/pyfixture/run_unittest.py)
 function(isometry_unittest name module dir)
   cmake_parse_arguments(PARSE_ARGV 3 arg "" "TIMEOUT" "ENVIRONMENT;MAY_SKIP")
@@ -60,6 +61,6 @@ function(isometry_unittest name module dir)
     list(APPEND names ${name}.${case})
   endforeach()
   set_tests_properties(${names} PROPERTIES
-    ENVIRONMENT "${arg_ENVIRONMENT};ISOMETRY_DAEMON_CONFIG=$<TARGET_FILE:isometry_daemon_config>;PYTHONDONTWRITEBYTECODE=1"
+    ENVIRONMENT "${arg_ENVIRONMENT};ISOMETRY_DAEMON_CONFIG=$<TARGET_FILE:isometry_daemon_config>;PYTHONDONTWRITEBYTECODE=1;PYTHONFAULTHANDLER=1"
     SKIP_RETURN_CODE 77 TIMEOUT ${arg_TIMEOUT} COST ${arg_TIMEOUT})
 endfunction()

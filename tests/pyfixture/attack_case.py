@@ -46,11 +46,23 @@ def start_daemon(case, config, prefix, daemon, dirs=()):
     return directory, process
 
 
+def as_uid(uid):
+    """A command prefix that runs its program as `uid` (group `uid`, no
+    supplementary groups).
+
+    Why not Popen(user=..., group=...): Python then starts the child with
+    fork() instead of vfork(), and fork() runs the pthread_atfork handlers
+    gRPC registers in this process; with a channel's threads about, they
+    hung the test in pthread_join or crashed it (SIGSEGV). vfork() runs no
+    handlers, and setpriv changes the ids in the child."""
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+
+
 def nobody_process(script, *args, **popen):
     """`script` started as `nobody` with the package on its path."""
     env = dict(os.environ, PYTHONPATH=PYTHONPATH, PYTHONDONTWRITEBYTECODE="1")
-    return subprocess.Popen([sys.executable, "-c", script, *map(str, args)], env=env,
-                            user=NOBODY, group=NOBODY, extra_groups=[], text=True, **popen)
+    return subprocess.Popen([*as_uid(NOBODY), sys.executable, "-c", script, *map(str, args)],
+                            env=env, text=True, **popen)
 
 
 def run_as_nobody(case, script, *args, timeout_s=60):

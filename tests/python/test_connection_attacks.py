@@ -32,7 +32,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
 from attack_case import (FIXTURE_DIR, ISOMETRYD, NOBODY, PYTHONPATH,  # noqa: E402
-                         SKIP_REASON, threads_of, wait_until)
+                         SKIP_REASON, as_uid, threads_of, wait_until)
 from isometryd_process import IsometrydProcess, ONE_SYS_MEMORY, daemon_section  # noqa: E402
 from ports import free_port  # noqa: E402
 from local_socket import LocalConnection  # noqa: E402
@@ -165,10 +165,9 @@ class Holder:
 
     def __init__(self, test, path, count, uid):
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", HOLDER, FIXTURE_DIR, path, str(count)],
+            [*as_uid(uid), sys.executable, "-c", HOLDER, FIXTURE_DIR, path, str(count)],
             env=dict(os.environ, PYTHONPATH=PYTHONPATH, PYTHONDONTWRITEBYTECODE="1"),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            user=uid, group=uid, extra_groups=[])
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         test.addCleanup(self.close)
         line = self.proc.stdout.readline()
         if not line:
@@ -238,8 +237,7 @@ class ConnectionAttackTest(unittest.TestCase):
             [("max_sessions", 256), ("max_connections_per_uid", 200),
              ("max_pending_hellos_per_uid", 200), ("max_connection_threads", 200),
              ("hello_timeout_ms", 20000)],
-            prefix=["setpriv", f"--reuid={DAEMON_UID}", f"--regid={DAEMON_UID}",
-                    "--clear-groups", "--"],
+            prefix=as_uid(DAEMON_UID),
             owner=DAEMON_UID, config_tail=WITH_CMA)
         local = os.path.join(directory, "local.sock")
         pid = daemon.proc.pid

@@ -20,7 +20,7 @@ import unittest
 
 FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture")
 sys.path.insert(0, FIXTURE_DIR)
-from attack_case import rss_of, threads_of, wait_until  # noqa: E402
+from attack_case import as_uid, rss_of, threads_of, wait_until  # noqa: E402
 from isometryd_process import IsometrydProcess  # noqa: E402
 from local_socket import LocalConnection  # noqa: E402
 
@@ -310,8 +310,8 @@ print(json.dumps(out))
 
     def run_as_nobody(self, script):
         env = dict(os.environ, PYTHONPATH=PYTHONPATH, PYTHONDONTWRITEBYTECODE="1")
-        r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                           text=True, timeout=60, user=NOBODY, group=65534, extra_groups=[])
+        r = subprocess.run([*as_uid(NOBODY), sys.executable, "-c", script], env=env,
+                           capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
         return json.loads(r.stdout)
 

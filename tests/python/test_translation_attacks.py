@@ -23,6 +23,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
+from attack_case import as_uid  # noqa: E402
 from isometryd_process import IsometrydProcess  # noqa: E402
 from test_python_client import _IMPORT_ERROR, ISOMETRYD, SKIP_REASON  # noqa: E402
 
@@ -139,14 +140,12 @@ class TranslationAttackTest(unittest.TestCase):
         self.assertEqual(info.state, "done", info)
 
     def attackers(self, method, threads, seconds):
-        kw = {}
-        if os.geteuid() == 0:
-            kw = dict(user=NOBODY, group=NOBODY, extra_groups=[])
+        prefix = as_uid(NOBODY) if os.geteuid() == 0 else []
         env = dict(os.environ, PYTHONPATH=PYTHONPATH, PYTHONDONTWRITEBYTECODE="1")
         return subprocess.Popen(
-            [sys.executable, "-c", ATTACKER, self.socket, str(ENTRIES), str(threads),
+            [*prefix, sys.executable, "-c", ATTACKER, self.socket, str(ENTRIES), str(threads),
              str(seconds), method], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, **kw)
+            text=True)
 
     def flood(self, method, threads=8, seconds=4.0):
         status0 = median_ms(self.victim.status, 20)
