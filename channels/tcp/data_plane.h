@@ -24,7 +24,8 @@ class DataPlane {
   // session key of that peer's gRPC hello to this node); an error refuses
   // the connection and nothing else. With TLS the peer's certificate must
   // also name the peer it proves to be.
-  using Authenticate = std::function<Result<std::string>(const HelloProof& hello)>;
+  // The answer's MAC covers the options the hello settled (frame.h).
+  using Authenticate = std::function<Result<HelloAnswer>(const HelloProof& hello)>;
   // A link went down (a connection broke); `generation` is the link's
   // generation() when it did.
   using LinkDown =

@@ -8,10 +8,16 @@
 //                      payload: A's nonce
 //   B -> A  CHALLENGE  payload: B's fresh nonce
 //   A -> B  PROOF      payload: HMAC(session key of A's gRPC hello to B,
-//                      "data", A's id, A's nonce, B's nonce)
+//                      "data", A's id, version, A's HELLO flags, A's
+//                      nonce, B's nonce)
 //   B -> A  HELLO      accepted; flags: checksums on (either side asked),
-//                      sealed records from here on (TLS; both ends can)
+//                      sealed records from here on (TLS; both ends can);
+//                      payload: HMAC(that key, "data-accepted", A's id,
+//                      version, these flags, both nonces), checked by A
 //        or ABORT      refused, with the reason
+// Both MACs cover every option the hello settles: one stripped or flipped
+// on the way (on a plain connection) fails the connection
+// (hello_acceptor.h, ProofTranscript and AnswerTranscript).
 // Then, on a connection node A opened to node B: A sends DATA (chunk k of
 // transfer t) only after B sent CREDIT for it, so B never buffers data it
 // has no room for; B answers each DATA with ACK (landed; with checksums

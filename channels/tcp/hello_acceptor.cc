@@ -311,6 +311,9 @@ Result<bool> EpollAcceptor::Drive(uint64_t id, HelloState& p) {
       p.proof.server_nonce = RandomHex(16);
       p.want_checksum = (p.header.flags & kFlagChecksum) != 0;
       p.seal = (p.header.flags & kFlagSealed) != 0 && p.wire->CanSeal();
+      p.proof.flags = p.header.flags;
+      p.proof.answer_flags =
+          (p.want_checksum || options_.checksum ? kFlagChecksum : 0) | (p.seal ? kFlagSealed : 0);
       FrameHeader challenge;
       challenge.type = FrameType::kChallenge;
       challenge.length = p.proof.server_nonce.size();
@@ -340,16 +343,18 @@ Result<bool> EpollAcceptor::Drive(uint64_t id, HelloState& p) {
 }
 
 Status EpollAcceptor::Finish(HelloState& p, std::string& peer, uint8_t& flags) {
-  ISO_ASSIGN_OR_RETURN(peer, check_(p.proof));
+  ISO_ASSIGN_OR_RETURN(HelloAnswer answer, check_(p.proof));
+  peer = std::move(answer.peer);
   if (!p.wire->PeerIs(peer)) {
     return absl::UnauthenticatedError(
         StrCat("its TLS certificate does not name peer '", peer, "' it claims to be"));
   }
-  flags = (p.want_checksum || options_.checksum ? kFlagChecksum : 0) | (p.seal ? kFlagSealed : 0);
+  flags = p.proof.answer_flags;
   FrameHeader reply;
   reply.type = FrameType::kHello;
   reply.flags = flags;
-  ISO_RETURN_IF_ERROR(p.wire->SendFrameNow(reply));
+  reply.length = answer.mac.size();
+  ISO_RETURN_IF_ERROR(p.wire->SendFrameNow(reply, answer.mac.data()));
   return p.wire->EndHello(p.seal, /*accepting=*/true);
 }
 
@@ -421,6 +426,24 @@ void EpollAcceptor::ExpireOld(Clock::time_point now) {
 }
 
 }  // namespace
+
+std::vector<std::string> ProofTranscript(const HelloProof& hello) {
+  return {"data",
+          std::to_string(hello.node),
+          std::to_string(kDataProtocolVersion),
+          std::to_string(hello.flags),
+          hello.client_nonce,
+          hello.server_nonce};
+}
+
+std::vector<std::string> AnswerTranscript(const HelloProof& hello) {
+  return {"data-accepted",
+          std::to_string(hello.node),
+          std::to_string(kDataProtocolVersion),
+          std::to_string(hello.answer_flags),
+          hello.client_nonce,
+          hello.server_nonce};
+}
 
 Result<std::unique_ptr<HelloAcceptor>> HelloAcceptor::Start(UniqueFd listen, const Options& options,
                                                             Check check, Admitted admitted) {

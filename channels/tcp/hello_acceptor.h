@@ -27,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "channels/tcp/wire.h"
 #include "core/status.h"
@@ -38,6 +39,18 @@ namespace isometry::net {
 struct HelloProof {
   uint32_t node = 0;  // the id it claims
   std::string client_nonce, server_nonce, proof;
+  uint8_t flags = 0;         // of its HELLO (the options it asked for)
+  uint8_t answer_flags = 0;  // of the HELLO that accepts it (the options settled)
+};
+// What the proof MACs (with the session key), and what the accepting
+// HELLO's MAC covers: the node, the protocol version, the options and both
+// nonces (frame.h).
+std::vector<std::string> ProofTranscript(const HelloProof& hello);
+std::vector<std::string> AnswerTranscript(const HelloProof& hello);
+// Who a connecting node proved to be, and the MAC of the accepting HELLO
+// (of AnswerTranscript, with the same session key).
+struct HelloAnswer {
+  std::string peer, mac;
 };
 
 class HelloAcceptor {
@@ -48,9 +61,10 @@ class HelloAcceptor {
     std::shared_ptr<const TlsContext> tls;  // null: plain TCP
     bool checksum = false;                  // this node asks for checksums
   };
-  // Says which peer a connecting node is, by its proof; an error refuses
-  // the connection (its message goes back in the ABORT frame).
-  using Check = std::function<Result<std::string>(const HelloProof& hello)>;
+  // Says which peer a connecting node is, by its proof, and signs the
+  // answer; an error refuses the connection (its message goes back in the
+  // ABORT frame).
+  using Check = std::function<Result<HelloAnswer>(const HelloProof& hello)>;
   // A connection whose hello succeeded (the HELLO answer sent, blocking
   // I/O again for plain TCP): `checksum` as the hello settled. An error is
   // logged and closes it.

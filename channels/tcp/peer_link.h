@@ -107,10 +107,10 @@ class PeerLink {
   ~PeerLink();
 
   const std::string& peer() const { return peer_; }
-  // The proof of a connection's hello (frame.h) from the two nonces, made
-  // with the session key of this node's gRPC hello to the peer.
-  using Prover =
-      std::function<std::string(const std::string& client_nonce, const std::string& server_nonce)>;
+  // The MAC of a transcript of a connection's hello (frame.h; the proof
+  // and the check of the answer), made with the session key of this
+  // node's gRPC hello to the peer.
+  using Prover = std::function<std::string(const std::vector<std::string>& transcript)>;
   // Opens this node's connections to the peer (closing old ones); a
   // broken set is re-opened with the same address and prover.
   Status Connect(const std::string& address, uint32_t self_node, const Prover& prove)

@@ -2,6 +2,7 @@
 // hello of frame.h, so a recorded hello never opens another connection.
 #include <spdlog/spdlog.h>
 
+#include "channels/tcp/hello_acceptor.h"
 #include "channels/tcp/peer_link.h"
 #include "channels/tcp/peer_link_conn.h"
 #include "core/random.h"
@@ -100,9 +101,10 @@ Result<std::shared_ptr<PeerLink::Conn>> PeerLink::Open(const std::string& addres
   ISO_RETURN_IF_ERROR(w.SendFrame(h, nonce.data()));
   // Either answer may be a refusal (ABORT, with its reason).
   bool sealed = false;
-  auto answer = [&](FrameType want, std::string& payload) -> Status {
+  auto answer = [&](FrameType want, std::string& payload, FrameHeader* got = nullptr) -> Status {
     FrameHeader reply;
     ISO_RETURN_IF_ERROR(w.RecvFrame(reply, &payload, t));
+    if (got) *got = reply;
     if (reply.type == want) {
       c->checksum = (reply.flags & kFlagChecksum) != 0;
       sealed = (h.flags & reply.flags & kFlagSealed) != 0;
@@ -116,17 +118,31 @@ Result<std::shared_ptr<PeerLink::Conn>> PeerLink::Open(const std::string& addres
                                       " answered the hello with frame type ",
                                       static_cast<int>(reply.type)));
   };
-  std::string challenge, accepted;
-  ISO_RETURN_IF_ERROR(answer(FrameType::kChallenge, challenge));
-  if (challenge.size() < 16) {
+  HelloProof transcript;
+  transcript.node = self_node;
+  transcript.flags = h.flags;
+  transcript.client_nonce = nonce;
+  ISO_RETURN_IF_ERROR(answer(FrameType::kChallenge, transcript.server_nonce));
+  if (transcript.server_nonce.size() < 16) {
     return absl::DataLossError(StrCat("peer '", peer_, "' sent a challenge without a nonce"));
   }
-  const std::string proof = prove(nonce, challenge);
+  const std::string proof = prove(ProofTranscript(transcript));
   FrameHeader p;
   p.type = FrameType::kProof;
   p.length = proof.size();
   ISO_RETURN_IF_ERROR(w.SendFrame(p, proof.data()));
-  ISO_RETURN_IF_ERROR(answer(FrameType::kHello, accepted));
+  std::string accepted;
+  FrameHeader reply;
+  ISO_RETURN_IF_ERROR(answer(FrameType::kHello, accepted, &reply));
+  // The options it settled, as the peer sent them: an answer changed on
+  // the way (checksums dropped, say) does not match.
+  transcript.answer_flags = reply.flags;
+  if (!SameSecret(prove(AnswerTranscript(transcript)), accepted)) {
+    return absl::UnauthenticatedError(
+        StrCat("peer '", peer_, "' at ", address,
+               " accepted the data connection without proof of the session key, or with its "
+               "options changed on the way (its hello is not the one the peer sent)"));
+  }
   ISO_RETURN_IF_ERROR(w.EndHello(sealed, /*accepting=*/false));
   return c;
 }

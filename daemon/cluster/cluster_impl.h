@@ -42,6 +42,7 @@
 #include "channels/rdma/rdma_link.h"
 #include "channels/rdma/rdma_probe.h"
 #include "channels/tcp/data_plane.h"
+#include "core/random.h"
 #include "daemon/cluster/cluster.h"
 #include "daemon/cluster/form_exchange.h"
 #include "planner/topology.h"
@@ -53,7 +54,11 @@ namespace cluster {
 
 using Clock = std::chrono::steady_clock;
 // 2: session keys, per-call MACs and challenged data connections.
-inline constexpr uint32_t kPeerProtocolVersion = 2;
+// 3: challenged hellos naming both nodes; data hellos MAC their options.
+// Every node of a cluster runs the same version.
+inline constexpr uint32_t kPeerProtocolVersion = 3;
+// How long a hello challenge stays good.
+inline constexpr auto kChallengeLife = std::chrono::seconds(30);
 // A peer call's metadata: the caller's name, its call counter, and
 // HMAC(session key, "call" | method | counter | serialized request).
 inline constexpr char kCallerKey[] = "isometry-peer";
@@ -192,7 +197,8 @@ struct HelloIn {
   std::string nonce;
   int64_t unix_ms = 0;
   std::string mac;
-  std::string from;  // the caller's address, for the log
+  std::string to_node_name, challenge;  // the node it is for, its challenge
+  std::string from;                     // the caller's address, for the log
   // TLS: the names of the caller's verified certificate; empty without TLS.
   std::vector<std::string> identities;
   bool tls = false;
@@ -273,6 +279,7 @@ struct Cluster::Impl {
   std::shared_ptr<const net::TlsContext> tls;  // null without [cluster.tls]
   std::shared_ptr<grpc::ServerCredentials> server_credentials;
   uint32_t protocol_version = cluster::kPeerProtocolVersion;  // what our hellos claim
+  std::string advertised_data_address;  // fault injection: what welcomes say instead
   std::unique_ptr<net::DataPlane> data;
   Node* node = nullptr;
   // How peer channels are made (for peers added after Create).
@@ -291,8 +298,12 @@ struct Cluster::Impl {
   std::deque<PeerState> peer_states ABSL_GUARDED_BY(mu);
   // Sessions peers opened with their hellos to this node, by peer name.
   std::map<std::string, cluster::Session> sessions ABSL_GUARDED_BY(mu);
-  // Hellos seen in the last 5 minutes.
-  std::map<std::string, Clock::time_point> nonces ABSL_GUARDED_BY(mu);
+  // Signs this boot's hello challenges (random, never stored or sent):
+  // a challenge from before a restart is not good after it.
+  const std::string boot_key = RandomHex(32);
+  // Challenges answered by a proven hello, until they expire: each is
+  // good once.
+  std::map<std::string, Clock::time_point> used_challenges ABSL_GUARDED_BY(mu);
   std::map<uint64_t, std::shared_ptr<Half>> halves ABSL_GUARDED_BY(mu);
   std::map<uint64_t, std::weak_ptr<CrossOp>> ops ABSL_GUARDED_BY(mu);
   // Cross-node copy keys: this node's id, then a counter that starts at a
@@ -348,13 +359,26 @@ struct Cluster::Impl {
   // recorded call replayed, or a request altered, is refused.
   Result<std::string> Caller(const cluster::CallIn& call) ABSL_LOCKS_EXCLUDED(mu);
   // The peer a data connection's hello proves to be (frame.h).
-  Result<std::string> DataPeer(const net::DataPlane::HelloProof& hello) ABSL_LOCKS_EXCLUDED(mu);
+  Result<net::HelloAnswer> DataPeer(const net::DataPlane::HelloProof& hello)
+      ABSL_LOCKS_EXCLUDED(mu);
   // Where peers open data connections.
   std::string DataAddress() const;
   // Checks a peer's hello and opens its session (replacing an older one).
   Result<cluster::WelcomeOut> AcceptHello(const cluster::HelloIn& hello) ABSL_LOCKS_EXCLUDED(mu);
   Status CheckHello(const cluster::HelloIn& hello) ABSL_LOCKS_EXCLUDED(mu);
+  // A fresh challenge for a hello, and the check of one a hello answers
+  // (made by this boot, not expired; consumed when the hello is proven).
+  std::string Challenge() const;
+  Status CheckChallenge(const std::string& challenge) const;
+  Status UseChallenge(const std::string& challenge) ABSL_LOCKS_EXCLUDED(mu);
+  // This node's hello to `p` (peer_hello.cc): its challenge, the hello,
+  // then what the welcome says is taken in (Welcomed) and the data link
+  // connected.
   Status Hello(Peer& p) ABSL_LOCKS_EXCLUDED(mu);
+  Status Welcomed(Peer& p, const std::string& nonce, const v1::PeerWelcome& w, Clock::time_point t0)
+      ABSL_LOCKS_EXCLUDED(mu);
+  // A failed hello call as a status that says what to fix.
+  Status HelloFailed(const Peer& p, const grpc::Status& s, std::string_view what);
   // `fresh`: over a new connection of its own (after a missed ping).
   Status Ping(Peer& p, bool fresh) ABSL_LOCKS_EXCLUDED(mu);
   void PeerLoop(Peer& p) ABSL_LOCKS_EXCLUDED(mu);

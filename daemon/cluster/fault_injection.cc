@@ -34,6 +34,10 @@ FaultInjection FaultInjectionFromEnvironment() {
     f.peer_protocol = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
     spdlog::warn("fault injection: hellos claim peer protocol version {}", *f.peer_protocol);
   }
+  if (const char* a = std::getenv("ISOMETRY_FAULT_DATA_ADDRESS")) {
+    f.data_address = a;
+    spdlog::warn("fault injection: welcomes send data connections to {}", f.data_address);
+  }
   return f;
 }
 

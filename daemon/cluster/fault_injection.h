@@ -20,12 +20,17 @@
 //                                    connections break
 //   ISOMETRY_FAULT_PEER_PROTOCOL=v   this node's peer hellos claim protocol
 //                                    version v
+//   ISOMETRY_FAULT_DATA_ADDRESS=h:p  this node's welcomes send peers' data
+//                                    connections to h:p (where a test puts
+//                                    a proxy on the path) instead of its
+//                                    data port
 //
 // Never set in production: each one set is logged as a warning.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace isometry {
 
@@ -36,8 +41,12 @@ struct FaultInjection {
   std::optional<uint64_t> drop_after_chunk;
   uint32_t drop_stall_ms = 0;
   std::optional<uint32_t> peer_protocol;
+  std::string data_address;
 
-  bool any() const { return corrupt_chunk || drop_chunk || drop_after_chunk || peer_protocol; }
+  bool any() const {
+    return corrupt_chunk || drop_chunk || drop_after_chunk || peer_protocol ||
+           !data_address.empty();
+  }
 };
 
 // The faults the environment asks for (none when no variable is set); logs

@@ -1,22 +1,18 @@
 // The peer manager: one loop per configured peer says hello (with
-// backoff), pings, and declares the peer down after silence or a broken
-// data connection; and the other side of the hello: the sessions peers
-// open, and the checks of their signed calls and data connections.
+// backoff; the hello itself is peer_hello.cc), pings, and declares the
+// peer down after silence or a broken data connection; and the checks of
+// the signed calls and data connections of the sessions peers opened.
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <charconv>
 #include <chrono>
-#include <cstdlib>
 
-#include "absl/strings/match.h"
 #include "core/log_escape.h"
-#include "core/log_limiter.h"
 #include "core/random.h"
 #include "daemon/cluster/cluster_impl.h"
 #include "daemon/cluster/cross_op.h"
-#include "daemon/cluster/etcd_membership.h"
 #include "daemon/cluster/peer_wire.h"
 #include "daemon/cluster/secret.h"
 
@@ -119,18 +115,19 @@ Result<std::string> Cluster::Impl::Caller(const cluster::CallIn& call) {
   return call.caller;
 }
 
-Result<std::string> Cluster::Impl::DataPeer(const net::DataPlane::HelloProof& hello) {
+Result<net::HelloAnswer> Cluster::Impl::DataPeer(const net::DataPlane::HelloProof& hello) {
   absl::MutexLock lock(&mu);
   for (const auto& [peer, session] : sessions) {
     if (session.node != hello.node) continue;
-    const std::string expect = Hmac(
-        session.key, {"data", std::to_string(hello.node), hello.client_nonce, hello.server_nonce});
-    if (!SameSecret(expect, hello.proof)) {
+    // The proof covers the options the connecting node asked for: one
+    // changed on the way does not match.
+    if (!SameSecret(Hmac(session.key, net::ProofTranscript(hello)), hello.proof)) {
       return absl::UnauthenticatedError(
           StrCat("its proof for node ", hello.node, " ('", peer,
-                 "') does not match that peer's session (a replayed or forged hello?)"));
+                 "') does not match that peer's session (a replayed or forged hello, or its "
+                 "options changed on the way?)"));
     }
-    return peer;
+    return net::HelloAnswer{peer, Hmac(session.key, net::AnswerTranscript(hello))};
   }
   return absl::UnauthenticatedError(
       StrCat("node ", hello.node, " has no session with this node (say hello over gRPC first)"));
@@ -140,6 +137,7 @@ Result<std::string> Cluster::Impl::DataPeer(const net::DataPlane::HelloProof& he
 // already dial (daemon.grpc_tcp's, or loopback when that is a wildcard too)
 // with the listener's port.
 std::string Cluster::Impl::DataAddress() const {
+  if (!advertised_data_address.empty()) return advertised_data_address;
   const std::string& bound = data->address();
   const size_t colon = bound.rfind(':');
   const std::string host = bound.substr(0, colon), port = bound.substr(colon + 1);
@@ -149,176 +147,7 @@ std::string Cluster::Impl::DataAddress() const {
   return StrCat(ghost.empty() || ghost == "0.0.0.0" ? "127.0.0.1" : ghost, ":", port);
 }
 
-// ---- a peer's hello to this node ----
-
-Result<cluster::WelcomeOut> Cluster::Impl::AcceptHello(const cluster::HelloIn& hello) {
-  Status s = CheckHello(hello);
-  if (!s.ok()) {
-    // Anyone who reaches the TCP port can send hellos: their names are
-    // escaped and their lines limited per address.
-    static LogLimiter limiter(5, std::chrono::seconds(10));
-    const std::string& from = hello.from;  // "ipv4:10.0.0.9:51234": key by host
-    if (const auto v = limiter.Allow(std::string_view(from).substr(0, from.rfind(':'))); v.log) {
-      if (v.suppressed) {
-        spdlog::warn("suppressed {} similar peer hello lines from {}", v.suppressed, ForLog(from));
-      }
-      spdlog::warn("peer hello from '{}' ({}) refused: {}", ForLog(hello.node_name), ForLog(from),
-                   ForLog(s.ToString(), 512));
-    }
-    return s;
-  }
-  const std::string token = RandomHex(16);
-  {
-    absl::MutexLock lock(&mu);
-    cluster::Session& session = sessions[hello.node_name];
-    session = cluster::Session{};
-    session.key = Hmac(secret, {"session", hello.nonce, token});
-    session.node = hello.node;
-  }
-  cluster::WelcomeOut w;
-  w.node_name = self();
-  w.node = config.runtime.node;
-  w.protocol_version = cluster::kPeerProtocolVersion;
-  w.token = token;
-  w.data_address = DataAddress();
-  // The data address too: rewritten, it would send our peer's data
-  // connections somewhere else.
-  w.mac = Hmac(secret, {"welcome", self(), std::to_string(config.runtime.node), hello.nonce, token,
-                        w.data_address});
-  w.topology = &node->runtime().topology();
-  for (const PeerConfig& pc : config.cluster.peers) w.link_rates[pc.name] = LinkRate(pc.name);
-  w.rdma = &node->rdma();
-  return w;
-}
-
-Status Cluster::Impl::CheckHello(const cluster::HelloIn& req) {
-  if (req.protocol_version != cluster::kPeerProtocolVersion) {
-    return FailedPrecondition("peer protocol version ", req.protocol_version,
-                              "; this node speaks version ", cluster::kPeerProtocolVersion);
-  }
-  if (!FindPeer(req.node_name)) {
-    if (etcd) etcd->Poke();  // it may have registered since our last read
-    return absl::PermissionDeniedError(
-        StrCat("node '", req.node_name, "' is not a [[peer]] of node '", self(), "'",
-               etcd ? " (nor registered in etcd, as far as this node has seen)" : ""));
-  }
-  if (tls && std::find(req.identities.begin(), req.identities.end(), req.node_name) ==
-                 req.identities.end()) {
-    std::string names;
-    for (const std::string& n : req.identities) StrAppend(&names, names.empty() ? "" : ", ", n);
-    return absl::UnauthenticatedError(StrCat("the caller's TLS certificate does not name '",
-                                             req.node_name, "' (it names '", names, "')"));
-  }
-  const std::string expect =
-      Hmac(secret, {"hello", req.node_name, std::to_string(req.node),
-                    std::to_string(req.protocol_version), req.nonce, std::to_string(req.unix_ms)});
-  if (!SameSecret(expect, req.mac)) {
-    return absl::UnauthenticatedError(
-        "authentication failed: the hello's proof does not match this node's cluster secret "
-        "(wrong secret?)");
-  }
-  if (std::llabs(cluster::UnixMs() - req.unix_ms) > int64_t{5} * 60 * 1000) {
-    return absl::UnauthenticatedError("hello is more than 5 minutes off this node's clock");
-  }
-  {
-    // A hello is good once: a recorded one replayed within its 5 minutes
-    // of validity is refused.
-    absl::MutexLock lock(&mu);
-    const auto now = Clock::now();
-    for (auto it = nonces.begin(); it != nonces.end();) {
-      it = now - it->second > std::chrono::minutes(6) ? nonces.erase(it) : std::next(it);
-    }
-    if (!nonces.emplace(req.nonce, now).second) {
-      return absl::UnauthenticatedError("replayed hello (its nonce was used before)");
-    }
-  }
-  if (req.node == config.runtime.node) {
-    return FailedPrecondition("node id ", req.node, " is this node's own runtime.node");
-  }
-  return OkStatus();
-}
-
-// ---- this node's hello and pings to a peer ----
-
-Status Cluster::Impl::Hello(Peer& p) {
-  v1::PeerHello req;
-  req.set_node_name(self());
-  req.set_node(config.runtime.node);
-  req.set_protocol_version(protocol_version);
-  req.set_nonce(RandomHex(16));
-  req.set_unix_ms(cluster::UnixMs());
-  req.set_mac(
-      Hmac(secret, {"hello", self(), std::to_string(config.runtime.node),
-                    std::to_string(protocol_version), req.nonce(), std::to_string(req.unix_ms())}));
-  grpc::ClientContext ctx;
-  cluster::SetDeadline(ctx, config.cluster.peer_timeout_ms);
-  v1::PeerWelcome w;
-  const auto t0 = Clock::now();
-  grpc::Status s = p.stub->Hello(&ctx, req, &w);
-  if (!s.ok() && tls && absl::StrContains(s.error_message(), "handshake failed")) {
-    // A refused certificate is not an outage: say so, once, as a refusal.
-    return absl::UnauthenticatedError(StrCat(
-        "TLS with peer '", p.config.name, "' at ", p.config.address, " failed: ", s.error_message(),
-        " (do both certificates come from the CA in "
-        "cluster.tls.ca_file, and does the peer's certificate name '",
-        p.config.name, "'?)"));
-  }
-  if (!s.ok() && !tls && s.error_code() == grpc::StatusCode::UNAVAILABLE &&
-      net::AnswersTls(p.config.address, std::min<uint32_t>(config.cluster.peer_timeout_ms, 1000))) {
-    // gRPC says only "Socket closed": a configuration to fix, not an outage.
-    return FailedPrecondition("peer '", p.config.name, "' at ", p.config.address,
-                              " requires TLS and this node has no [cluster.tls] (every node of "
-                              "a cluster needs it once one has it): ",
-                              s.error_message());
-  }
-  if (!s.ok()) return cluster::FromGrpc(s, StrCat("hello to peer '", p.config.name, "'"));
-  const std::string expect = Hmac(secret, {"welcome", w.node_name(), std::to_string(w.node()),
-                                           req.nonce(), w.token(), w.data_address()});
-  if (!SameSecret(expect, w.mac())) {
-    return absl::UnauthenticatedError(StrCat("peer '", p.config.name,
-                                             "' answered without proof of the cluster secret "
-                                             "(wrong secret on one side?)"));
-  }
-  if (w.node_name() != p.config.name) {
-    return FailedPrecondition("the daemon at ", p.config.address, " is node '", w.node_name(),
-                              "', not '", p.config.name, "'");
-  }
-  if (w.node() == config.runtime.node) {
-    return FailedPrecondition("peer '", p.config.name, "' has runtime.node ", w.node(),
-                              " like this node; node ids must differ");
-  }
-  ISO_ASSIGN_OR_RETURN(Topology topo, cluster::TopologyFromWelcome(w));
-  std::map<std::string, double> link_rates = cluster::LinkRatesFromWelcome(w);
-  const std::string key = Hmac(secret, {"session", req.nonce(), w.token()});
-  {
-    absl::MutexLock lock(&mu);
-    PeerState& st = StateLocked(p);
-    st.session_key = key;
-    st.calls = 0;
-  }
-  const uint32_t self_node = config.runtime.node;
-  const std::string network =
-      OfferRdma(p, {w.has_rdma(), w.has_rdma() && w.rdma().usable(), w.rdma().detail()});
-  ISO_RETURN_IF_ERROR(
-      data->Link(p.config.name)
-          .Connect(
-              w.data_address(), self_node,
-              [key, self_node](const std::string& client_nonce, const std::string& server_nonce) {
-                return Hmac(key, {"data", std::to_string(self_node), client_nonce, server_nonce});
-              }));
-  absl::MutexLock lock(&mu);
-  PeerState& st = StateLocked(p);
-  st.node = w.node();
-  st.data_address = w.data_address();
-  st.topology = std::move(topo);
-  st.link_rates = std::move(link_rates);
-  // The link may have connected meanwhile (the peer's offer, accepted
-  // while this hello ran): then its line, not the one computed before.
-  st.network = NetworkLine(p.config.name, network);
-  st.rtt_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  st.last_answer = Clock::now();
-  return OkStatus();
-}
+// ---- pings to a peer (the hello: peer_hello.cc) ----
 
 Status Cluster::Impl::Ping(Peer& p, bool fresh) {
   grpc::ClientContext ctx;

@@ -17,6 +17,15 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
  public:
   explicit PeerService(Cluster::Impl* impl) : impl_(impl) {}
 
+  // Anyone may ask: a challenge is made without state (peer_hello.cc).
+  grpc::ServerUnaryReactor* HelloChallenge(grpc::CallbackServerContext* ctx,
+                                           const v1::PeerChallengeRequest*,
+                                           v1::PeerChallenge* resp) override {
+    resp->set_node_name(impl_->self());
+    resp->set_challenge(impl_->Challenge());
+    return Reply(ctx, OkStatus());
+  }
+
   grpc::ServerUnaryReactor* Hello(grpc::CallbackServerContext* ctx, const v1::PeerHello* req,
                                   v1::PeerWelcome* resp) override {
     HelloIn hello = FromProto(*req, ctx->peer());

@@ -58,6 +58,8 @@ HelloIn FromProto(const v1::PeerHello& req, std::string from) {
   h.nonce = req.nonce();
   h.unix_ms = req.unix_ms();
   h.mac = req.mac();
+  h.to_node_name = req.to_node_name();
+  h.challenge = req.challenge();
   h.from = std::move(from);
   return h;
 }

@@ -376,13 +376,13 @@ class HelloReplay(ClusterTest):
         a = self.cluster["a"]
         secret = b"correct horse battery staple 42"  # the fixture's
         nonce, ms = os.urandom(16).hex(), int(time.time() * 1000)
-        parts = ["hello", "b", "2", "2", nonce, str(ms)]
-        mac = hmac.new(secret, b"".join(p.encode() + b"\x1f" for p in parts),
-                       hashlib.sha256).digest()
-        hello = pb.PeerHello(node_name="b", node=2, protocol_version=2, nonce=nonce.encode(),
-                             unix_ms=ms, mac=mac)
         with grpc.insecure_channel(a.address) as ch:
             stub = pb_grpc.IsometryPeerStub(ch)
+            challenge = stub.HelloChallenge(pb.PeerChallengeRequest(), timeout=5).challenge
+            parts = [b"hello", b"b", b"2", b"3", nonce.encode(), str(ms).encode(), b"a", challenge]
+            mac = hmac.new(secret, b"".join(p + b"\x1f" for p in parts), hashlib.sha256).digest()
+            hello = pb.PeerHello(node_name="b", node=2, protocol_version=3, nonce=nonce.encode(),
+                                 unix_ms=ms, to_node_name="a", challenge=challenge, mac=mac)
             welcome = stub.Hello(hello, timeout=5)
             self.assertEqual(welcome.node_name, "a")
             self.assertTrue(welcome.token)
@@ -390,8 +390,8 @@ class HelloReplay(ClusterTest):
                 stub.Hello(hello, timeout=5)
             self.assertEqual(e.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
             self.assertIn("replayed", e.exception.details())
-            bad = pb.PeerHello(node_name="b", node=2, protocol_version=2, nonce=b"x" * 32,
-                               unix_ms=ms, mac=mac)
+            bad = pb.PeerHello(node_name="b", node=2, protocol_version=3, nonce=b"x" * 32,
+                               unix_ms=ms, to_node_name="a", challenge=challenge, mac=mac)
             with self.assertRaises(grpc.RpcError) as e:
                 stub.Hello(bad, timeout=5)
             self.assertEqual(e.exception.code(), grpc.StatusCode.UNAUTHENTICATED)

@@ -68,9 +68,11 @@ class Impostor:
         self.channel = grpc.insecure_channel(node.address)
         self.stub = pb_grpc.IsometryPeerStub(self.channel)
         nonce, ms = os.urandom(16).hex(), int(time.time() * 1000)
-        hello = pb.PeerHello(node_name=name, node=node_id, protocol_version=2,
-                             nonce=nonce.encode(), unix_ms=ms,
-                             mac=mac(SECRET, "hello", name, node_id, 2, nonce, ms))
+        ch = self.stub.HelloChallenge(pb.PeerChallengeRequest(), timeout=5).challenge
+        hello = pb.PeerHello(node_name=name, node=node_id, protocol_version=3,
+                             nonce=nonce.encode(), unix_ms=ms, to_node_name=node.name,
+                             challenge=ch,
+                             mac=mac(SECRET, "hello", name, node_id, 3, nonce, ms, node.name, ch))
         welcome = self.stub.Hello(hello, timeout=5)
         self.key = mac(SECRET, "session", nonce, welcome.token)
         self.counter = 0
@@ -86,8 +88,9 @@ class Impostor:
 
 
 def data_hello(address, node_id, prove):
-    """Opens a data connection claiming `node_id`; prove(client_nonce,
-    server_nonce) gives the proof. Returns (accepted, reason, local port)."""
+    """Opens a data connection claiming `node_id` (asking for no option);
+    prove(client_nonce, server_nonce) gives the proof. Returns (accepted,
+    reason, local port)."""
     host, port = address.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=5) as s:
         cnonce = os.urandom(16).hex().encode()
@@ -174,7 +177,7 @@ class Replay(SecurityTest):
                 proofs = []
 
                 def prove(cn, sn):
-                    proofs.append(mac(me.key, "data", 3, cn, sn))
+                    proofs.append(mac(me.key, "data", 3, VERSION, 0, cn, sn))
                     return proofs[-1]
                 ok, why, _ = data_hello(a_data, 3, prove)
                 self.assertTrue(ok, why)

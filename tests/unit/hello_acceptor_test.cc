@@ -34,8 +34,8 @@ void Serve(Port& port, int max_pending, uint32_t timeout_ms) {
   HelloAcceptor::Options o;
   o.max_pending = max_pending;
   o.timeout_ms = timeout_ms;
-  auto check = [](const HelloProof& h) -> Result<std::string> {
-    if (h.proof == "good proof") return std::string("peer");
+  auto check = [](const HelloProof& h) -> Result<HelloAnswer> {
+    if (h.proof == "good proof") return HelloAnswer{"peer", "answer"};
     return absl::UnauthenticatedError("bad proof");
   };
   auto admitted = [&port](const std::string& peer, std::unique_ptr<Wire>, bool) {
