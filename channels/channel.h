@@ -79,6 +79,15 @@ class Channel {
     (void)request;
     return FailedPrecondition("channel '", caps().name, "' cannot run requests inline");
   }
+  // Whether Submit would hand `request` to a party outside the channel's
+  // own threads (the CMA channel: a client's hop, run by that client
+  // through its hop window). Such a request takes none of max_in_flight:
+  // a client that never answers must not hold the slots other clients'
+  // copies need (the runtime counts it apart).
+  virtual bool RunsElsewhere(const ChannelRequest& request) const {
+    (void)request;
+    return false;
+  }
   // Some request's `cancelled` flag was set: look at the requests held now
   // and end the cancelled ones promptly (see ChannelRequest::cancelled).
   // Never blocks; may run under the caller's locks.

@@ -43,6 +43,10 @@ class CmaChannel final : public Channel {
 
   Status RunInline(const ChannelRequest& request) override { return Copy(request); }
 
+  bool RunsElsewhere(const ChannelRequest& request) const override {
+    return OwnHopOf(request) != nullptr;
+  }
+
   void Submit(ChannelRequest request, RequestDone done) override {
     if (OwnHops* hops = OwnHopOf(request)) {
       // The client's own hop: straight onto its window's thread, never on

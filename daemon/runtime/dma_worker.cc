@@ -177,7 +177,7 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
   // complete on its own thread at once, and OnRequestDone takes it).
   mu.Lock();
   while (true) {
-    if (stopping && w.pool.empty() && w.in_flight == 0) break;
+    if (stopping && w.pool.empty() && w.in_flight == 0 && w.elsewhere == 0) break;
     XdState* x = nullptr;
     if (w.in_flight < w.max_in_flight) {
       for (XdState* c : w.pool) {
@@ -221,26 +221,42 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
 
     auto program = ProgramFor(cache, form_cache, t, in, out, chunk);
     if (!program.ok()) {
-      OnRequestDone(keep, x, k, 0, program.status());
-    } else {
-      const uint64_t bytes = (*program)->bytes;
-      channels[w.channel]->Submit(
-          {*program, std::move(in.where), std::move(out.where), t.priority, &t.cancelled, stream},
-          [this, keep, x, k, bytes](const Status& s) { OnRequestDone(keep, x, k, bytes, s); });
+      OnRequestDone(keep, x, k, 0, false, program.status());
+      mu.Lock();
+      continue;
     }
+    const uint64_t bytes = (*program)->bytes;
+    ChannelRequest request{*program,   std::move(in.where), std::move(out.where),
+                           t.priority, &t.cancelled,        stream};
+    Channel& channel = *channels[w.channel];
+    // A request the channel hands outside its threads (a client's own
+    // hop, waiting on that client) gives its slot back before it is
+    // submitted: it may complete at once, and must not hold a slot that
+    // other sessions' requests need while it waits (a client that never
+    // answers would stall every copy on the channel).
+    const bool elsewhere = channel.RunsElsewhere(request);
+    if (elsewhere) {
+      mu.Lock();
+      --w.in_flight;
+      ++w.elsewhere;
+      mu.Unlock();
+    }
+    channel.Submit(std::move(request), [this, keep, x, k, bytes, elsewhere](const Status& s) {
+      OnRequestDone(keep, x, k, bytes, elsewhere, s);
+    });
     mu.Lock();
   }
   mu.Unlock();
 }
 
 void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdState* x, uint64_t k,
-                                  uint64_t bytes, const Status& s) {
+                                  uint64_t bytes, bool elsewhere, const Status& s) {
   Completion c;
   bool commit = false;
   {
     absl::MutexLock lock(&mu);
     DmaWorker& w = *workers[x->channel];
-    --w.in_flight;
+    --(elsewhere ? w.elsewhere : w.in_flight);
     --x->in_flight;
     --t->in_flight;
     if (s.ok()) {

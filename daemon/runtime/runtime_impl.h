@@ -46,7 +46,10 @@ struct DmaWorker {
   size_t channel = 0;
   int max_in_flight = 1;
   std::vector<XdState*> pool;  // priority desc; equal priorities take turns (RotateAmongEquals)
-  int in_flight = 0;
+  int in_flight = 0;           // requests holding one of max_in_flight
+  // Requests the channel handed outside its threads (Channel::RunsElsewhere:
+  // a client's own hop): in flight, but holding no slot.
+  int elsewhere = 0;
   uint64_t requests_done = 0;
   uint64_t bytes_done = 0;
   uint64_t errors = 0;  // failed requests, cancellations aside
@@ -161,8 +164,10 @@ struct Runtime::Impl {
   bool RunsInline(const TransferState& t) const;
   Completion RunInline(const std::shared_ptr<TransferState>& t) ABSL_LOCKS_EXCLUDED(mu);
   void WorkerLoop(DmaWorker& w) ABSL_LOCKS_EXCLUDED(mu);
+  // `elsewhere`: the request was counted in DmaWorker::elsewhere, not
+  // in_flight.
   void OnRequestDone(const std::shared_ptr<TransferState>& t, XdState* x, uint64_t k,
-                     uint64_t bytes, const Status& s) ABSL_LOCKS_EXCLUDED(mu);
+                     uint64_t bytes, bool elsewhere, const Status& s) ABSL_LOCKS_EXCLUDED(mu);
 };
 
 }  // namespace isometry

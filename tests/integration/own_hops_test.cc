@@ -270,6 +270,37 @@ TEST_CASE("a client that does not run its hop fails only its own copy, after the
   CHECK(d.Stop() == 0);
 }
 
+TEST_CASE("a client's unanswered hops hold none of the channel's slots") {
+  // Hops that wait on their client (up to own_hop_timeout_ms each) are
+  // the client's own: another client's copies over the same cma channel
+  // run meanwhile, long before the first of those hops times out.
+  Daemon d(std::string("own_hop_timeout_ms = 6000") + kDatatypeChannels);
+  Worker other(d, 1 << 20, 36);
+  auto attacker = Connect(d, true);
+  auto victim = Connect(d, false);
+  Mine a_mine = RegisterMine(*attacker, 1 << 20, 37);
+  Mine v_mine = RegisterMine(*victim, 1 << 20, 38);
+  const Datatype sv = Ok(Datatype::Hvector(4096, 8, 24, kByte));
+  const VectorCopy a = Between(*attacker, other, a_mine, sv);
+  const VectorCopy v = Between(*victim, other, v_mine, sv);
+  // More copies promising their hops than the channel has slots (2 per
+  // thread); nobody runs them.
+  constexpr int kPromised = 16;
+  for (int i = 0; i < kPromised; ++i) REQUIRE(attacker->SubmitRaw(Promising(a, 100 + i)).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto started = std::chrono::steady_clock::now();
+  for (int i = 0; i < 4; ++i) REQUIRE(victim->Copy(v.theirs, v.ours).status.ok());
+  const auto took = std::chrono::steady_clock::now() - started;
+  CHECK(took < std::chrono::milliseconds(3000));  // the first hop times out at 6 s
+  CHECK(v_mine.bytes ==
+        Expected(AsBytes(other.before()), 0, sv, 1, AsBytes(Pattern(1 << 20, 38)), 0, sv, 1));
+  CHECK(d.Status().own_hop_timeouts() == 0);
+  attacker.reset();  // its pending hops fail with its session
+  victim.reset();
+  CHECK(NoTransfers(d));
+  CHECK(d.Stop() == 0);
+}
+
 TEST_CASE("a client that leaves with its hop pending frees what its copy held") {
   Daemon d(kConfig);
   Worker other(d, 1 << 20, 41);
