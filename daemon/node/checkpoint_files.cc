@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -345,6 +346,45 @@ Result<active::DeltaWalk> CompactDeltaChain(CheckpointFiles& f, uint64_t max_rec
   ISO_RETURN_IF_ERROR(SyncData(f.delta.get(), f.shown_delta));
   f.delta_bytes = 0;
   return applied;
+}
+
+std::string CheckpointMarks::KeyOf(const CheckpointFiles& f) {
+  // A NUL, which no file name holds, between memory and name.
+  return StrCat(f.memory, std::string_view("\0", 1), f.name);
+}
+
+std::string CheckpointMarks::Shown(const std::string& key) {
+  std::string out = key;
+  std::replace(out.begin(), out.end(), '\0', ':');
+  return out;
+}
+
+uint64_t CheckpointMarks::Last(const CheckpointFiles& f) const {
+  struct stat st {};
+  if (fstat(f.base.get(), &st) != 0) return 0;
+  absl::MutexLock lock(&mu_);
+  auto it = marks_.find(KeyOf(f));
+  if (it == marks_.end() || it->second.dev != st.st_dev || it->second.ino != st.st_ino) return 0;
+  return it->second.generation;
+}
+
+uint64_t CheckpointMarks::Wrote(const CheckpointFiles& f) {
+  struct stat st {};
+  const bool known = fstat(f.base.get(), &st) == 0;
+  absl::MutexLock lock(&mu_);
+  const uint64_t generation = ++next_;
+  if (!known) {
+    marks_.erase(KeyOf(f));
+    return generation;  // matches no mark: the next checkpoint is full
+  }
+  if (marks_.size() >= kMaxMarks) marks_.clear();
+  marks_[KeyOf(f)] = Mark{generation, st.st_dev, st.st_ino};
+  return generation;
+}
+
+void CheckpointMarks::Forget(const CheckpointFiles& f) {
+  absl::MutexLock lock(&mu_);
+  marks_.erase(KeyOf(f));
 }
 
 }  // namespace isometry

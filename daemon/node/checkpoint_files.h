@@ -19,11 +19,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "active/checkpoint_delta.h"
 #include "core/status.h"
 #include "core/unique_fd.h"
@@ -84,5 +86,36 @@ Status SyncData(int fd, const std::string& shown);
 // chain leaves the base untouched. Returns the chain walked.
 Result<active::DeltaWalk> CompactDeltaChain(CheckpointFiles& f, uint64_t max_records,
                                             active::DeltaMac& mac);
+
+// Which checkpoint this daemon last wrote into each pair of files (by
+// memory and normalised name, with the base's inode), so that a dirty set
+// counting from an older checkpoint of them, or from another allocation's,
+// is never appended to them (WatchState::TakeDirty). Forgotten past
+// kMaxMarks files: their next checkpoint is then full. Thread-safe.
+class CheckpointMarks {
+ public:
+  static constexpr size_t kMaxMarks = 65536;
+  // The name a dirty set keeps for the files, and that name for messages
+  // ("memory:name").
+  static std::string KeyOf(const CheckpointFiles& f);
+  static std::string Shown(const std::string& key);
+  // The generation of the last checkpoint written into `f`; 0 when none,
+  // forgotten or the base is another inode now.
+  uint64_t Last(const CheckpointFiles& f) const;
+  // `f` holds a new checkpoint: its generation (never 0).
+  uint64_t Wrote(const CheckpointFiles& f);
+  // `f` may hold part of a write: no checkpoint's image any more.
+  void Forget(const CheckpointFiles& f);
+
+ private:
+  struct Mark {
+    uint64_t generation = 0;
+    dev_t dev = 0;
+    ino_t ino = 0;
+  };
+  mutable absl::Mutex mu_;
+  std::map<std::string, Mark> marks_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_ ABSL_GUARDED_BY(mu_) = 0;
+};
 
 }  // namespace isometry

@@ -12,7 +12,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
+#include "core/log_escape.h"
 #include "core/strings.h"
 #include "daemon/node/checkpoint_files.h"
 #include "daemon/node/node_impl.h"
@@ -84,16 +86,55 @@ Status Prefixed(const Status& s, const std::string& shown) {
   return s.ok() ? s : Status(s.code(), StrCat(shown, ": ", s.message()));
 }
 
+// Why the dirty set `take` may miss a write since the last checkpoint
+// into `f` ("" where it holds every one); `last`: that checkpoint's
+// generation (CheckpointMarks).
+std::string UntrackedReason(const WatchState::DirtyTake& take, const CheckpointFiles& f,
+                            uint64_t last) {
+  if (!take.untracked.empty()) return take.untracked;
+  if (take.since.empty()) {
+    return StrCat("the daemon's dirty set does not hold every write since the last checkpoint: ",
+                  take.since_why);
+  }
+  if (take.since != CheckpointMarks::KeyOf(f)) {
+    return StrCat("the daemon's dirty set counts from the allocation's last checkpoint, into ",
+                  CheckpointMarks::Shown(take.since), ", not into ", f.shown);
+  }
+  if (take.generation != last) {
+    return StrCat(f.shown, " holds another checkpoint than this allocation's last one into it");
+  }
+  return "";
+}
+
 // Why this checkpoint must write the whole image before its chain is
-// even looked at ("" where an incremental one may do).
-std::string FullReason(const CheckpointOptions& options, bool watched, const CheckpointFiles& f,
-                       uint64_t bytes) {
+// even looked at ("" where an incremental one may do). `take`: the
+// watch's dirty set, null without a watch.
+std::string FullReason(const CheckpointOptions& options, const WatchState::DirtyTake* take,
+                       const CheckpointFiles& f, uint64_t bytes, uint64_t last) {
   if (options.full) return "asked for (full)";
-  if (!watched) return "the allocation has no watch: the daemon does not know which pages changed";
-  if (f.base_bytes == bytes) return "";
-  return f.base_bytes == 0 && f.delta_bytes == 0
-             ? std::string("the first checkpoint into this file")
-             : StrCat("the base holds ", f.base_bytes, " bytes, the allocation ", bytes);
+  if (!take) return "the allocation has no watch: the daemon does not know which pages changed";
+  if (f.base_bytes != bytes) {
+    return f.base_bytes == 0 && f.delta_bytes == 0
+               ? std::string("the first checkpoint into this file")
+               : StrCat("the base holds ", f.base_bytes, " bytes, the allocation ", bytes);
+  }
+  return UntrackedReason(*take, f, last);
+}
+
+// Why the chain of `f` cannot take one more record ("" where it can; its
+// end is then in `tail`).
+std::string ChainReason(const CheckpointFiles& f, uint64_t bytes, const DaemonConfig& d,
+                        active::DeltaMac& mac, active::DeltaWalk& tail) {
+  auto t = WalkChain(f, bytes, MaxRecords(d), mac);
+  if (!t.ok()) {
+    return StrCat("the delta chain cannot be extended (", t.status().message(), "): started over");
+  }
+  if (t->records > d.checkpoint_max_deltas || f.delta_bytes > bytes) {
+    return StrCat("the delta chain (", t->records, " records, ", f.delta_bytes,
+                  " bytes) was never merged into its base: started over");
+  }
+  tail = *t;
+  return "";
 }
 
 // Appends one record of `pages` of `image` to the chain `tail` ends:
@@ -155,30 +196,24 @@ Result<CheckpointReport> Node::Checkpoint(const std::string& session, uint64_t a
                                                                 /*exclusive=*/true));
   std::unique_ptr<active::DeltaMac> mac = MakeChainMac(*secret, f);
   const uint64_t max_deltas = impl_->config.daemon.checkpoint_max_deltas;
-  // Incremental only over a base of this size whose chain is whole (every
-  // record's CRC and MAC), with the daemon tracking writes into the
-  // allocation; otherwise full, and the report says why.
-  std::string reason = FullReason(options, watch != nullptr, f, bytes);
-  active::DeltaWalk tail;
-  if (reason.empty()) {
-    auto t = WalkChain(f, bytes, MaxRecords(impl_->config.daemon), *mac);
-    if (!t.ok()) {
-      reason =
-          StrCat("the delta chain cannot be extended (", t.status().message(), "): started over");
-    } else if (t->records > max_deltas || f.delta_bytes > bytes) {
-      reason = StrCat("the delta chain (", t->records, " records, ", f.delta_bytes,
-                      " bytes) was never merged into its base: started over");
-    } else {
-      tail = *t;
-    }
-  }
-  const bool full = !reason.empty();
+  CheckpointMarks& marks = impl_->checkpoint_marks;
   // The dirty set is taken (and cleared) before the pages are copied, so
   // a write landing meanwhile is in this image or marked for the next.
-  if (watch) {
-    std::vector<uint64_t> daemon_pages = watch->DirtyPages(/*clear=*/true);
-    pages.insert(pages.end(), daemon_pages.begin(), daemon_pages.end());
+  std::optional<WatchState::DirtyTake> take;
+  if (watch) take = watch->TakeDirty();
+  // Incremental only over a base of this size whose chain is whole (every
+  // record's CRC and MAC), with the daemon's dirty set holding every write
+  // into the allocation since the checkpoint these files hold; otherwise
+  // full, and the report says why.
+  std::string reason = FullReason(options, take ? &*take : nullptr, f, bytes, marks.Last(f));
+  if (!reason.empty() && take && !options.full && f.base_bytes == bytes) {
+    spdlog::info("checkpoint of allocation {} into {} is full: {}", allocation, ForLog(f.shown),
+                 ForLog(reason));
   }
+  active::DeltaWalk tail;
+  if (reason.empty()) reason = ChainReason(f, bytes, impl_->config.daemon, *mac, tail);
+  const bool full = !reason.empty();
+  if (take) pages.insert(pages.end(), take->pages.begin(), take->pages.end());
   std::sort(pages.begin(), pages.end());
   pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
   CheckpointReport rep;
@@ -191,11 +226,17 @@ Result<CheckpointReport> Node::Checkpoint(const std::string& session, uint64_t a
     return AppendRecord(f, *disk, owner, a->shm.data(), bytes, pages, tail, *mac, rep);
   }();
   if (!done.ok()) {
-    // Nothing of this checkpoint may be relied on: the pages it took stay
-    // dirty for the next one.
-    if (watch) watch->MarkDirty(pages);
+    // Nothing of this checkpoint may be relied on: the files may hold
+    // part of it, and the pages it took stay dirty for the next one.
+    marks.Forget(f);
+    if (watch) {
+      watch->MarkDirty(pages);
+      watch->CountFrom(take->epoch, take->since, take->generation, take->since_why);
+    }
     return done;
   }
+  const uint64_t generation = marks.Wrote(f);
+  if (watch) watch->CountFrom(take->epoch, CheckpointMarks::KeyOf(f), generation, "");
   rep.file_bytes = bytes;
   rep.deltas = full ? 0 : tail.records;
   if (!full && (options.compact || tail.records > max_deltas || f.delta_bytes > bytes)) {
@@ -204,6 +245,7 @@ Result<CheckpointReport> Node::Checkpoint(const std::string& session, uint64_t a
     // is retried by the next checkpoint.
     Status merged = CompactDeltaChain(f, MaxRecords(impl_->config.daemon), *mac).status();
     if (!merged.ok()) {
+      marks.Forget(f);  // the base may hold part of a chain that changed meanwhile
       return Status(merged.code(), StrCat("checkpoint appended to ", f.shown_delta,
                                           ", but merging the chain failed: ", merged.message()));
     }
@@ -217,6 +259,7 @@ Result<CheckpointReport> Node::Checkpoint(const std::string& session, uint64_t a
 Result<RestoreReport> Node::Restore(const std::string& session, uint64_t allocation,
                                     const std::string& memory, const std::string& file) {
   std::shared_ptr<Allocation> a;
+  std::shared_ptr<WatchState> watch;
   CheckpointOwner who;
   {
     absl::MutexLock lock(&impl_->mu);
@@ -227,6 +270,7 @@ Result<RestoreReport> Node::Restore(const std::string& session, uint64_t allocat
                               " is not this session's: only its owner restores into it");
     }
     a = it->second;
+    watch = a->watch;
     who = CheckpointOwnerOf(*s);
   }
   ISO_ASSIGN_OR_RETURN(std::shared_ptr<DiskMemory> disk, impl_->runtime->FindDisk(memory));
@@ -257,7 +301,17 @@ Result<RestoreReport> Node::Restore(const std::string& session, uint64_t allocat
   rep.image_bytes = bytes;
   rep.deltas = walk.records;
   rep.pages_applied = walk.pages;
+  // The pages the restore changes are writes like any other: the next
+  // checkpoint of the allocation, into any file, must hold them.
+  std::vector<uint64_t> changed;
+  if (watch) {
+    for (uint64_t at = 0; at < bytes; at += kPage) {
+      const uint64_t n = std::min(kPage, bytes - at);
+      if (std::memcmp(image.data() + at, a->shm.data() + at, n) != 0) changed.push_back(at / kPage);
+    }
+  }
   std::copy(image.begin(), image.end(), a->shm.data());
+  if (watch) watch->MarkDirty(changed);
   return rep;
 }
 
@@ -287,12 +341,15 @@ Result<RestoreReport> Node::CompactCheckpoint(const std::string& session, const 
       Prefixed(active::CheckDeltaChainSize(f.delta_bytes, f.base_bytes), f.shown_delta));
   ISO_ASSIGN_OR_RETURN(DiskCharge charge, disk->Charge(owner, f.base_bytes + f.delta_bytes));
   std::unique_ptr<active::DeltaMac> mac = MakeChainMac(*secret, f);
-  ISO_ASSIGN_OR_RETURN(active::DeltaWalk walk,
-                       CompactDeltaChain(f, MaxRecords(impl_->config.daemon), *mac));
+  auto walk = CompactDeltaChain(f, MaxRecords(impl_->config.daemon), *mac);
+  if (!walk.ok()) {
+    impl_->checkpoint_marks.Forget(f);  // the base may hold part of a chain that changed
+    return walk.status();
+  }
   RestoreReport rep;
   rep.image_bytes = f.base_bytes;
-  rep.deltas = walk.records;
-  rep.pages_applied = walk.pages;
+  rep.deltas = walk->records;
+  rep.pages_applied = walk->pages;
   return rep;
 }
 

@@ -32,6 +32,7 @@
 #include "channels/gpu_memory.h"
 #include "core/log_limiter.h"
 #include "daemon/node/byte_budget.h"
+#include "daemon/node/checkpoint_files.h"
 #include "daemon/node/node.h"
 #include "daemon/node/redistribute_op.h"
 #include "daemon/node/shared_memory.h"
@@ -254,6 +255,8 @@ struct Node::Impl {
   // Watch workers running (one per watched allocation; WatchState).
   const std::shared_ptr<std::atomic<uint32_t>> watch_workers =
       std::make_shared<std::atomic<uint32_t>>(0);
+  // The checkpoint last written into each checkpoint's files.
+  CheckpointMarks checkpoint_marks;
   // What every session's hop window did (isoctl status, /metrics).
   const std::shared_ptr<OwnHopsTotals> own_hops_totals = std::make_shared<OwnHopsTotals>();
   // Direct read leases granted, revoked and refused (isoctl status).

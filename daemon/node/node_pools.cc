@@ -252,6 +252,8 @@ Status Node::Write(const std::string& session, uint64_t allocation, uint64_t off
     if (active) return OkStatus();
   }
   if (!data.empty()) std::memcpy(a->shm.data() + offset, data.data(), data.size());
+  // Not logged, but dirty for the next incremental checkpoint all the same.
+  if (watch) watch->NoteWrite(offset, data.size());
   return OkStatus();
 }
 

@@ -146,13 +146,16 @@ Result<uint64_t> WatchState::AddRegion(RegionSpec spec) {
     const uint64_t page = options_.limits.page_size;
     rs.dirty.assign((spec.region.end - spec.region.begin + page - 1) / page, false);
   }
+  // The new region's pages were not tracked until now.
+  ForgetDirtyBaseLocked(StrCat("region ", id, " was watched after it"));
   return id;
 }
 
 Status WatchState::RemoveRegion(uint64_t id) {
   absl::MutexLock lock(&mu_);
   ISO_RETURN_IF_ERROR(table_.Remove(id));
-  regions_.erase(id);
+  regions_.erase(id);  // with its dirty pages
+  ForgetDirtyBaseLocked(StrCat("region ", id, " was unwatched after it"));
   return OkStatus();
 }
 
@@ -513,35 +516,6 @@ WatchReport WatchState::Report() const {
   absl::MutexLock lock(&mu_);
   for (const auto& [id, rs] : regions_) r.regions.push_back(rs.stats);
   return r;
-}
-
-std::vector<uint64_t> WatchState::DirtyPages(bool clear) {
-  std::vector<uint64_t> out;
-  const uint64_t page = options_.limits.page_size;
-  absl::MutexLock lock(&mu_);
-  for (auto& [id, rs] : regions_) {
-    for (size_t i = 0; i < rs.dirty.size(); ++i) {
-      if (rs.dirty[i]) out.push_back(rs.stats.region.begin / page + i);
-    }
-    if (clear) {
-      rs.dirty.assign(rs.dirty.size(), false);
-      rs.stats.dirty_pages = 0;
-    }
-  }
-  return out;
-}
-
-void WatchState::MarkDirty(const std::vector<uint64_t>& pages) {
-  const uint64_t page = options_.limits.page_size;
-  absl::MutexLock lock(&mu_);
-  for (auto& [id, rs] : regions_) {
-    const uint64_t first = rs.stats.region.begin / page;
-    for (uint64_t p : pages) {
-      if (p < first || p - first >= rs.dirty.size()) continue;
-      if (!rs.dirty[p - first]) ++rs.stats.dirty_pages;
-      rs.dirty[p - first] = true;
-    }
-  }
 }
 
 }  // namespace isometry

@@ -136,11 +136,37 @@ class WatchState {
   // applied), wakes blocked copies and flushes, and exits. Idempotent.
   void Close(const std::string& why);
   WatchReport Report() const;
-  // kDirtyPages: the dirty page numbers of all regions; `clear` resets them.
+  // kDirtyPages (watch_dirty.cc): the dirty page numbers of all regions;
+  // `clear` resets them (and, when that drops any, the dirty set no longer
+  // counts from a checkpoint).
   std::vector<uint64_t> DirtyPages(bool clear);
   // Marks `pages` dirty again (in kDirtyPages regions): a checkpoint that
   // took them and then failed hands them back for the next one.
   void MarkDirty(const std::vector<uint64_t>& pages);
+  // A daemon-side write into [offset, offset + length) that does not pass
+  // through the watch (the owner's Write, a Restore): its pages are marked
+  // in kDirtyPages regions. Called after the bytes landed, so a checkpoint
+  // that took the dirty set meanwhile copies them or the next one does.
+  void NoteWrite(uint64_t offset, uint64_t length);
+  // What an incremental checkpoint needs: the dirty pages (taken and
+  // cleared), the checkpoint they count from and what would make them
+  // miss a write. Until a CountFrom with its epoch, the set counts from
+  // no checkpoint.
+  struct DirtyTake {
+    std::vector<uint64_t> pages;
+    std::string since;        // the files of the checkpoint they count from; "": none
+    std::string since_why;    // why they count from none
+    uint64_t generation = 0;  // that checkpoint's (CheckpointMarks)
+    uint64_t epoch = 0;       // for CountFrom
+    std::string untracked;    // why a write may be missing from them; "": none
+  };
+  DirtyTake TakeDirty();
+  // The dirty set counts from checkpoint `generation` of `files` from now
+  // (a failed checkpoint hands back what it took), unless it was taken
+  // again, a clear dropped pages or a region changed since the TakeDirty
+  // that answered `epoch`.
+  // `why`: why it counts from none (`files` "").
+  void CountFrom(uint64_t epoch, std::string files, uint64_t generation, std::string why);
 
  private:
   struct Job {
@@ -170,6 +196,8 @@ class WatchState {
   void Wake();
   Status RunBuiltin(RegionState& rs, const active::Piece& p, const active::Effect& e,
                     const ActiveAccess& a, std::string_view data);
+  // The dirty set no longer holds every write since its checkpoint.
+  void ForgetDirtyBaseLocked(std::string why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FireFlushes(std::vector<std::pair<std::function<void(Status)>, Status>>& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -194,6 +222,11 @@ class WatchState {
   std::vector<FlushWaiter> flushes_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::string close_why_ ABSL_GUARDED_BY(mu_);
+  // The checkpoint the dirty set counts from (TakeDirty).
+  std::string dirty_since_ ABSL_GUARDED_BY(mu_);
+  uint64_t dirty_since_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t dirty_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string dirty_why_ ABSL_GUARDED_BY(mu_);
   // Mirrors of the writer's figures for Report and flushes.
   std::atomic<uint64_t> published_{0};
   std::atomic<uint64_t> entries_{0};

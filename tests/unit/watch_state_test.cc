@@ -169,4 +169,51 @@ TEST_CASE("flush waits for the owner's acknowledgement; closing aborts it") {
   CHECK(absl::IsAborted(f.Put(0, testing::Pattern(10, 3))));
 }
 
+TEST_CASE("the dirty set counts from a checkpoint only while it holds every write") {
+  Fixture f(WatchOptions{});
+  using active::Action;
+  using active::Handler;
+  // Half the allocation in a dirty_pages region: writes elsewhere are not
+  // tracked, which TakeDirty names.
+  const uint64_t half = f.Watch(0, kBytes / 2, Action::kApplyLog, Handler::kDirtyPages);
+  WatchState::DirtyTake t = f.w->TakeDirty();
+  CHECK(t.since.empty());
+  CHECK(t.untracked.find("bytes [32768, 65536)") != std::string::npos);
+  f.Watch(kBytes / 2, kBytes, Action::kApplyLog, Handler::kDirtyPages);
+  t = f.w->TakeDirty();
+  CHECK(t.untracked.empty());
+  CHECK(t.since_why.find("was watched after it") != std::string::npos);
+  f.w->CountFrom(t.epoch, "ckpt", 5, "");
+  // A write that passes by the watch (the owner's) is noted: pages 1 and 2.
+  f.w->NoteWrite(4095, 2);
+  f.w->NoteWrite(3 * 4096 - 1, 1);
+  t = f.w->TakeDirty();
+  CHECK(t.pages == std::vector<uint64_t>{0, 1, 2});
+  CHECK(t.since == "ckpt");
+  CHECK(t.generation == 5);
+  // Until its checkpoint ends, another take counts from nothing, and the
+  // first checkpoint's CountFrom no longer applies.
+  WatchState::DirtyTake other = f.w->TakeDirty();
+  CHECK(other.since.empty());
+  f.w->CountFrom(t.epoch, "ckpt", 6, "");
+  CHECK(f.w->TakeDirty().since.empty());
+  // A clear that drops pages, or a region unwatched, forgets the base.
+  t = f.w->TakeDirty();
+  f.w->CountFrom(t.epoch, "ckpt", 7, "");
+  CHECK(f.w->DirtyPages(/*clear=*/true).empty());  // dropped nothing
+  t = f.w->TakeDirty();
+  CHECK(t.since == "ckpt");
+  f.w->CountFrom(t.epoch, "ckpt", 8, "");
+  f.w->NoteWrite(0, 1);
+  CHECK(f.w->DirtyPages(/*clear=*/true) == std::vector<uint64_t>{0});
+  t = f.w->TakeDirty();
+  CHECK(t.since.empty());
+  CHECK(t.since_why.find("DirtyPages clear dropped 1") != std::string::npos);
+  f.w->CountFrom(t.epoch, "ckpt", 9, "");
+  REQUIRE(f.w->RemoveRegion(half).ok());
+  t = f.w->TakeDirty();
+  CHECK(t.since.empty());
+  CHECK_FALSE(t.untracked.empty());
+}
+
 }  // namespace ISOMETRY_TEST_FILE
