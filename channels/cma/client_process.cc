@@ -88,6 +88,30 @@ Status ClientProcess::CheckAlive() const {
   return OkStatus();
 }
 
+Result<RangeProtection> ClientProcess::Protection(uint64_t address, uint64_t bytes) const {
+  ISO_ASSIGN_OR_RETURN(std::string maps, ReadSmallFile(StrCat("/proc/", pid_, "/maps")));
+  ISO_RETURN_IF_ERROR(CheckAlive());  // the maps were the pidfd's process's
+  ISO_ASSIGN_OR_RETURN(RangeProtection p, ProtectionOf(maps, address, bytes));
+  // The range is mapped readable in the process's address space now; the
+  // pinned one reads nothing (0) once an exec has replaced it, and pages
+  // it cannot reach (device memory) fail the read.
+  char byte = 0;
+  const ssize_t n = ::pread(mem_.get(), &byte, 1, static_cast<off_t>(address));
+  if (n < 0) {
+    const int err = errno;
+    ISO_RETURN_IF_ERROR(CheckAlive());
+    return InvalidArgument("private range at ", address, " in process ", pid_,
+                           ": the daemon cannot read its pages (", ErrnoString(err), ")");
+  }
+  if (n == 0) {
+    ISO_RETURN_IF_ERROR(CheckAlive());
+    return FailedPrecondition("process ", pid_,
+                              " is not the program this session first registered memory of (it "
+                              "has exec'd since): open a new session for its private ranges");
+  }
+  return p;
+}
+
 Result<ClientProcess> ClientProcess::Open(const PeerCredentials& peer) {
   // Order matters: the pidfd first, so the pid cannot be reused by the
   // time /proc is read without the pidfd seeing its process exit.

@@ -43,6 +43,7 @@
 #include "core/status.h"
 #include "core/unique_fd.h"
 #include "procmem/pidfd.h"
+#include "procmem/proc_maps.h"
 
 namespace isometry {
 
@@ -93,6 +94,12 @@ class ClientProcess {
   int pidfd() const { return pidfd_.get(); }
   // OK while the process lives; NOT_FOUND once it has exited.
   Status CheckAlive() const;
+  // What the process's maps say of [address, +bytes) now
+  // (procmem/proc_maps.h): INVALID_ARGUMENT for a hole or no-access
+  // pages. Also that the address space Open pinned is still the
+  // process's: FAILED_PRECONDITION once it has exec'd (every copy through
+  // the pinned one would fail), NOT_FOUND once it has exited.
+  Result<RangeProtection> Protection(uint64_t address, uint64_t bytes) const;
   // The endpoint for `address` in this process. The ClientProcess must
   // outlive every request made with it (the endpoint borrows the pidfd).
   ProcessBytes At(uint64_t address) const { return {pid_, address, pidfd_.get(), mem_.get()}; }

@@ -291,6 +291,8 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string
       return NotFound(i ? "destination" : "source", " instance ", ids[i], ": private range ",
                       pr->id, " ended with its session");
     }
+    if (pr && i == 1)
+      ISO_RETURN_IF_ERROR(CheckWritable(*pr, StrCat("destination instance ", ids[i])));
   }
   // A datatype on either end: packed streams, checked by PackEndsLocked.
   const bool packed = ends[0]->packed || ends[1]->packed;

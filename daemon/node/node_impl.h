@@ -96,10 +96,19 @@ struct PrivateRange {
   uint64_t address = 0;
   uint64_t bytes = 0;
   std::shared_ptr<const ClientProcess> process;  // pinned by its pidfd
+  // Whether every page of it was mapped writable at registration; if
+  // not, copies may only read it (CheckWritable), and the first
+  // read-only mapping, as the process's maps showed it, says why.
+  bool writable = true;
+  std::string read_only_pages;
   bool published = false;
   std::optional<Node::ServeWindowRef> serve;  // set by PublishPrivate
   bool alive = true;                          // false once its session ended
 };
+
+// OK if copies may write into `r`; INVALID_ARGUMENT naming `what` (the
+// instance, the rank) and the read-only pages otherwise (node_private.cc).
+Status CheckWritable(const PrivateRange& r, std::string_view what);
 
 struct Instance {
   uint64_t id = 0;

@@ -15,6 +15,15 @@
 
 namespace isometry {
 
+Status CheckWritable(const PrivateRange& r, std::string_view what) {
+  if (r.writable) return OkStatus();
+  // The gist first: a ring completion carries the message's first 100 bytes.
+  return InvalidArgument(what, ": private range ", r.id,
+                         " may only be read: not all of it was writable in its process when "
+                         "registered (first read-only mapping: ",
+                         r.read_only_pages, "); register writable memory as a destination");
+}
+
 Result<std::shared_ptr<PrivateRange>> Node::Impl::UsablePrivateRange(const Session& s,
                                                                      uint64_t id) const {
   auto it = private_ranges.find(id);
@@ -78,28 +87,39 @@ Result<uint64_t> Node::RegisterPrivate(const std::string& session, uint64_t addr
   if (!impl_->runtime->FindMemory(kProcessMemoryName).ok()) {
     return FailedPrecondition("private memory needs a cma channel in the daemon's config");
   }
+  std::shared_ptr<const ClientProcess> process;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
+    if (!s->creds.known() || s->creds.pid <= 0) {
+      return FailedPrecondition(
+          "private memory is registered over the local socket only (the daemon needs the "
+          "process's SO_PEERCRED credentials)");
+    }
+    if (!s->process) {
+      // Once per session: the pidfd pins the process SO_PEERCRED named at
+      // connect() for the session's life.
+      ISO_ASSIGN_OR_RETURN(ClientProcess p,
+                           ClientProcess::Open({s->creds.pid, s->creds.uid, s->creds.gid}));
+      s->process = std::make_shared<const ClientProcess>(std::move(p));
+    }
+    process = s->process;
+  }
+  // Its mappings, outside the lock (a large process's maps is long): the
+  // daemon writes through /proc/<pid>/mem, which passes page protections,
+  // so it learns here which ranges it may only read.
+  ISO_ASSIGN_OR_RETURN(RangeProtection protection, process->Protection(address, bytes));
   absl::MutexLock lock(&impl_->mu);
   ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
-  if (!s->creds.known() || s->creds.pid <= 0) {
-    return FailedPrecondition(
-        "private memory is registered over the local socket only (the daemon needs the "
-        "process's SO_PEERCRED credentials)");
-  }
   const uint32_t max_ranges = impl_->config.daemon.max_private_ranges_per_session;
   if (s->private_ranges.size() >= max_ranges) {
     return ResourceExhausted(
         "this session has ", s->private_ranges.size(),
         " private ranges registered; daemon.max_private_ranges_per_session is ", max_ranges);
   }
-  if (!s->process) {
-    // Once per session: the pidfd pins the process SO_PEERCRED named at
-    // connect() for the session's life.
-    ISO_ASSIGN_OR_RETURN(ClientProcess p,
-                         ClientProcess::Open({s->creds.pid, s->creds.uid, s->creds.gid}));
-    s->process = std::make_shared<const ClientProcess>(std::move(p));
-  }
-  ISO_RETURN_IF_ERROR(s->process->CheckAlive());
   auto r = std::make_shared<PrivateRange>();
+  r->writable = protection.writable;
+  r->read_only_pages = std::move(protection.first_read_only);
   r->id = impl_->next_private++;
   r->session = s->id;
   r->uid = s->creds.uid;

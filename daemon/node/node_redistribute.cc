@@ -211,6 +211,7 @@ Result<RankEnd> Node::Impl::RankEndLocked(const DistributedInstance& d, size_t r
   if (in.private_range && !in.private_range->alive) {
     return NotFound(what, ": its private range ended");
   }
+  if (in.private_range && destination) ISO_RETURN_IF_ERROR(CheckWritable(*in.private_range, what));
   e.ref = LocalRefLocked(in);
   // A copy into a file normally writes a new version and renames it over
   // the target (daemon/runtime/disk_endpoint.h): concurrent pieces would

@@ -17,6 +17,7 @@
 #include "daemon/server/grpc_streams.h"
 #include "daemon/server/timer.h"
 #include "daemon/server/translate_pool.h"
+#include "daemon/server/waiting_copy.h"
 
 namespace isometry {
 
@@ -334,15 +335,22 @@ class Service final : public ActiveCallbacks, public GrpcService {
   template <class Start>
   ServerUnaryReactor* StartTransfer(CallbackServerContext* ctx, bool wait, v1::CopyResponse* resp,
                                     Start start) {
-    ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    TransferCallback on_done;
     const std::string session = SessionOf(ctx);
+    // A waiting call that ends first (deadline, cancel) cancels its
+    // transfer (waiting_copy.h).
+    WaitingCopy* waiting = nullptr;
+    if (wait) {
+      waiting = new WaitingCopy(  // NOLINT(cppcoreguidelines-owning-memory): gRPC deletes it
+          [node = &node_, session](uint64_t id) { (void)node->Cancel(session, id); });
+    }
+    ServerUnaryReactor* reactor = waiting ? waiting : ctx->DefaultReactor();
+    TransferCallback on_done;
     if (wait) {
       Node* node = &node_;
-      on_done = [reactor, resp, node, session](const TransferReport& r) {
+      on_done = [waiting, resp, node, session](const TransferReport& r) {
         resp->set_transfer(r.id);
         ToProto(node->GetTransfer(session, r.id).value_or(r), resp->mutable_info());
-        reactor->Finish(grpc::Status::OK);
+        waiting->Ended();
       };
     }
     Result<uint64_t> id = start(session, std::move(on_done));
@@ -351,6 +359,8 @@ class Service final : public ActiveCallbacks, public GrpcService {
     } else if (!wait) {
       resp->set_transfer(*id);
       reactor->Finish(grpc::Status::OK);
+    } else {
+      waiting->Started(*id);
     }
     return reactor;
   }

@@ -3,6 +3,7 @@
 // and real client processes (tests' private_worker).
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <thread>
@@ -116,6 +118,62 @@ TEST_CASE("bad private ranges and instances are refused and register nothing") {
   CHECK(absl::IsOutOfRange(c->Register(ranges[0], 8, fits).status()));
   CHECK(absl::IsInvalidArgument(c->Register(ranges[0], ~uint64_t{0} - 4, fits).status()));
   CHECK(absl::IsNotFound(c->RegisterPrivateInstance(999, 0, fits).status()));
+  CHECK(d.Stop() == 0);
+}
+
+TEST_CASE("read-only, code and no-access pages are never written through a private range") {
+  // The daemon writes a client through /proc/<pid>/mem, which passes page
+  // protections: the process's maps decide at registration.
+  Daemon d(kConfig);
+  auto c = Connect(d);
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  void* m = ::mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(m != MAP_FAILED);
+  auto* base = static_cast<std::byte*>(m);
+  std::memset(base, 0x5a, 4 * page);
+  REQUIRE(::mprotect(base + page, page, PROT_READ) == 0);      // page 1: read-only
+  REQUIRE(::mprotect(base + 2 * page, page, PROT_NONE) == 0);  // page 2: no access
+  REQUIRE(::munmap(base + 3 * page, page) == 0);               // page 3: a hole
+  const auto refused = [&](std::byte* at, size_t bytes, const char* why) {
+    auto r = c->RegisterPrivate(at, bytes);
+    INFO(r.status().ToString());
+    CHECK(absl::IsInvalidArgument(r.status()));
+    CHECK_THAT(std::string(r.status().message()), Catch::Contains(why));
+  };
+  refused(base + 2 * page, page, "no-access pages");
+  refused(base + page, 2 * page, "no-access pages");
+  // The hole follows the no-access page: registered alone, it is a hole.
+  refused(base + 3 * page, page, "not all mapped");
+
+  const InstanceShape one_page{Box::FromExtents({static_cast<int64_t>(page / 8)}),
+                               FieldSpace::Uniform(1, 8), Layout::Aos(1)};
+  Placed src = Place(*c, one_page, 7);
+  // Read-only memory, and this program's own code, may be read, never written.
+  std::byte* code = reinterpret_cast<std::byte*>(  // NOLINT(performance-no-int-to-ptr)
+      reinterpret_cast<uintptr_t>(&::getpid) & ~uintptr_t{page - 1});
+  for (std::byte* at : {base + page, code}) {
+    const std::vector<std::byte> before(at, at + page);
+    auto range = c->RegisterPrivate(at, page);
+    REQUIRE(range.ok());
+    auto ro = c->Register(*range, 0, one_page);
+    REQUIRE(ro.ok());
+    const client::Completion into = c->Copy(src.inst, *ro);
+    INFO(into.status.ToString());
+    CHECK(absl::IsInvalidArgument(into.status));
+    CHECK_THAT(std::string(into.status.message()), Catch::Contains("may only be read"));
+    CHECK(std::vector<std::byte>(at, at + page) == before);
+    Placed out = Place(*c, one_page, 8);
+    REQUIRE(c->Copy(*ro, out.inst).status.ok());
+    CHECK(Bytes(out.alloc, page) == before);
+  }
+  // The writable page takes copies as before.
+  auto rw = c->RegisterPrivate(base, page);
+  REQUIRE(rw.ok());
+  auto rw_inst = c->Register(*rw, 0, one_page);
+  REQUIRE(rw_inst.ok());
+  CHECK(c->Copy(src.inst, *rw_inst).status.ok());
+  c.reset();
+  ::munmap(base, 3 * page);
   CHECK(d.Stop() == 0);
 }
 

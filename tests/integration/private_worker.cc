@@ -39,7 +39,6 @@ int main(int argc, char** argv) {
   auto* base = static_cast<std::byte*>(m);
   const std::vector<std::byte> pattern = Pattern(bytes, seed);
   std::memcpy(base, pattern.data(), bytes);
-  if (extra > 0 && munmap(base + bytes, extra) != 0) return 3;
   if (uid >= 0) {
     if (setgroups(0, nullptr) != 0 || setgid(static_cast<gid_t>(uid)) != 0 ||
         setuid(static_cast<uid_t>(uid)) != 0) {
@@ -56,6 +55,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "RegisterPrivate: %s\n", range.status().ToString().c_str());
       return 5;
     }
+    // The tail goes after registration (which refuses a range with a
+    // hole): the daemon meets the hole at copy time.
+    if (extra > 0 && munmap(base + bytes, extra) != 0) return 3;
     if (!range->Publish().ok()) return 6;
     std::cout << range->id() << std::endl;
     std::string cmd;

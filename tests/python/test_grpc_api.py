@@ -363,6 +363,37 @@ class Completions(DaemonCase):
             self.assertEqual(hop.chunks_done, hop.chunks_total)
 
 
+@unittest.skipUnless(ISOMETRYD, SKIP_REASON)
+class WaitingCopyDeadline(DaemonCase):
+    """Copy with `wait`: a call whose deadline passes first cancels its
+    transfer (issue #50, item 4); nothing keeps running that its caller
+    gave up on."""
+
+    extra = 'rate_limit = "8MiB"'  # 24 MiB take about 3 s
+
+    def test_a_deadline_cancels_the_waiting_copys_transfer(self):
+        n = 24 * MiB
+        a = self.c.allocate("sys0", n)
+        b = self.c.allocate("sys0", n)
+        src = self.c.register_instance(a, [n], [("b", 1)], "F,x")
+        dst = self.c.register_instance(b, [n], [("b", 1)], "F,x")
+        _, stub = self.stub()
+        started = time.monotonic()
+        with self.assertRaises(grpc.RpcError) as e:
+            stub.Copy(pb.CopyRequest(src_instance=src.id, dst_instance=dst.id, wait=True),
+                      metadata=self.md(self.c), timeout=0.5)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+        mine = [t for t in stub.ListTransfers(pb.ListTransfersRequest()).transfers]
+        self.assertEqual(len(mine), 1, mine)
+        info = self.c.wait(mine[0].id, check=False)
+        self.assertEqual(info.state, "cancelled", info)
+        self.assertLess(time.monotonic() - started, 2.5, "the transfer ran on after the deadline")
+        # Without a deadline the same copy runs to its end.
+        done = stub.Copy(pb.CopyRequest(src_instance=src.id, dst_instance=dst.id, wait=True),
+                         metadata=self.md(self.c), timeout=60)
+        self.assertEqual(done.info.state, "done")
+
+
 # The worked example of README "Layouts" ("Byte by byte") and of
 # isometry.proto (InstanceSpec): x in [10, 14), y in [20, 23), fields
 # a (4 bytes), b (8), c (2): 14 bytes per point.

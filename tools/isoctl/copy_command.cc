@@ -194,7 +194,7 @@ Status RunCopy(DaemonClient& client, const Output& out, const CopyArgs& args) {
     }
   };
   ISO_ASSIGN_OR_RETURN(Session session, Session::Open(client, "isoctl copy"));
-  say(StrCat("session ", session.id(), " on unix:", client.socket()));
+  say(StrCat("session ", session.number(), " on unix:", client.socket()));
   const std::string dst_memory = args.dst_memory.empty() ? args.memory : args.dst_memory;
   ISO_ASSIGN_OR_RETURN(const End src, AllocateAndRegister(session, args.memory, args.src,
                                                           args.shape.src_layout, args.shape));

@@ -190,6 +190,7 @@ Result<Session> Session::Open(DaemonClient& client, const std::string& client_na
     return Internal("isometryd's first Attach event carries no session id");
   }
   s.id_ = first.session();
+  s.number_ = first.session_id();
   return s;
 }
 

@@ -82,7 +82,9 @@ class Session {
   Session& operator=(Session&&) noexcept = default;
   ~Session() { Close(); }
 
-  const std::string& id() const { return id_; }
+  // The session's public number, for messages; its token (a credential)
+  // stays inside Call and is never shown.
+  uint64_t number() const { return number_; }
 
   template <typename Req, typename Resp>
   Status Call(UnaryMethod<Req, Resp> method, const Req& request, Resp* response,
@@ -99,7 +101,8 @@ class Session {
   DaemonClient* client_ = nullptr;
   std::unique_ptr<grpc::ClientContext> ctx_;
   std::unique_ptr<grpc::ClientReader<v1::SessionEvent>> stream_;
-  std::string id_;
+  std::string id_;  // the token
+  uint64_t number_ = 0;
 };
 
 }  // namespace isometry::isoctl

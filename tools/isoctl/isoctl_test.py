@@ -335,6 +335,9 @@ class CopyTest(IsoctlTest):
 
         human = self.ok(*args)
         self.assertRegex(human, rf"transfer \d+: done, {size / 1024:.2f} KiB in .* = .*B/s")
+        # The session by its number; never its token ("N." and 64 hex digits).
+        self.assertRegex(human, r"session \d+ on unix:")
+        self.assertNotRegex(human, r"[0-9a-f]{32}")
         self.assertRegex(human, rf"verified: {extents[0] * extents[1] * extents[2] * 3} elements")
 
     def test_copy_repeat_json_lines(self):

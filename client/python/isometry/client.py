@@ -773,8 +773,10 @@ class Client(ActiveAccessMixin):
                 lets the planner choose.
             wait: if true, return when the transfer has ended.
             timeout: with ``wait``, seconds to wait before giving up with
-                ``DEADLINE_EXCEEDED`` (None: no limit). The transfer itself
-                goes on; cancel it if it is no longer wanted.
+                ``DEADLINE_EXCEEDED`` (None: no limit). The daemon then
+                cancels the transfer, as it does whenever a waiting call
+                ends first; to let a copy outlive the wait, copy with
+                ``wait=False`` and :meth:`wait` for it with a timeout.
             check: with ``wait``, raise :class:`TransferError` unless the
                 transfer ended ``done``.
 

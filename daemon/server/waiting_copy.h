@@ -1,0 +1,81 @@
+// The reactor of a Copy that waits for its transfer (CopyRequest.wait):
+// when the call ends before the transfer does (the client's deadline
+// passed, it cancelled, its connection dropped), the transfer is
+// cancelled, so that nothing keeps running that its caller has given up
+// on. A client that wants the copy to outlive the call copies without
+// `wait` and calls Wait.
+//
+// Lifetime: gRPC calls OnDone once Finish has been sent, and the reactor
+// deletes itself there. Finish comes from the transfer's completion
+// (Ended, or Started when the transfer ended first) or a refusal at
+// start, never from OnCancel: a cancelled transfer still completes, and
+// that completion finishes the call.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <functional>
+
+#include "absl/synchronization/mutex.h"
+
+namespace isometry {
+
+class WaitingCopy final : public grpc::ServerUnaryReactor {
+ public:
+  // `cancel(id)` cancels transfer `id` (errors ignored: it may have ended).
+  explicit WaitingCopy(std::function<void(uint64_t)> cancel) : cancel_(std::move(cancel)) {}
+
+  // The transfer started as `id`: cancelled at once if the call already
+  // ended; finished now if it completed before this was called.
+  void Started(uint64_t id) {
+    bool abandoned = false;
+    bool ended = false;
+    {
+      absl::MutexLock lock(&mu_);
+      id_ = id;
+      abandoned = abandoned_;
+      ended = ended_;
+    }
+    if (ended) {
+      Finish(grpc::Status::OK);
+    } else if (abandoned) {
+      cancel_(id);
+    }
+  }
+
+  // The transfer ended (the response is filled): finishes the call, or
+  // leaves that to Started when it has not run yet (the transfer may end
+  // before Start returns its id, and Finish may delete this at once).
+  void Ended() {
+    {
+      absl::MutexLock lock(&mu_);
+      if (id_ == 0) {
+        ended_ = true;
+        return;
+      }
+    }
+    Finish(grpc::Status::OK);
+  }
+
+  void OnCancel() override {
+    uint64_t id = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      abandoned_ = true;
+      id = id_;
+    }
+    if (id != 0) cancel_(id);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  const std::function<void(uint64_t)> cancel_;
+  absl::Mutex mu_;
+  uint64_t id_ ABSL_GUARDED_BY(mu_) = 0;
+  bool abandoned_ ABSL_GUARDED_BY(mu_) = false;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace isometry
