@@ -322,13 +322,15 @@ Result<active::DeltaWalk> WalkChain(const CheckpointFiles& f, uint64_t image_byt
 }
 
 Result<active::DeltaWalk> CompactDeltaChain(CheckpointFiles& f, uint64_t max_records,
-                                            active::DeltaMac& mac) {
+                                            active::DeltaMac& mac, bool* base_written) {
+  if (base_written != nullptr) *base_written = false;
   if (f.delta_bytes == 0) return active::DeltaWalk{};
   // First the whole chain is verified, nothing written; then it is walked
   // again into the base (the files are locked against other checkpoint
   // calls, and a chain that changed anyway fails the second walk's checks).
   ISO_ASSIGN_OR_RETURN(active::DeltaWalk checked, WalkChain(f, f.base_bytes, max_records, mac));
   const int base = f.base.get();
+  if (base_written != nullptr) *base_written = true;
   auto write = [&](uint64_t page, const std::byte* data, uint64_t n) {
     return PWriteAll(base, data, n, page * active::kCheckpointPage, f.shown);
   };

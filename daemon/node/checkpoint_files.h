@@ -83,9 +83,10 @@ Status SyncData(int fd, const std::string& shown);
 // Verifies the whole chain, then writes it into the base (streaming, a
 // second pass), syncs it, then empties the chain and syncs that: a crash
 // in between leaves a chain that replays to the same image. A damaged
-// chain leaves the base untouched. Returns the chain walked.
+// chain leaves the base untouched. Returns the chain walked. `base_written`
+// (may be null) says whether the base was written to, whatever the outcome.
 Result<active::DeltaWalk> CompactDeltaChain(CheckpointFiles& f, uint64_t max_records,
-                                            active::DeltaMac& mac);
+                                            active::DeltaMac& mac, bool* base_written = nullptr);
 
 // Which checkpoint this daemon last wrote into each pair of files (by
 // memory and normalised name, with the base's inode), so that a dirty set

@@ -243,9 +243,10 @@ Result<CheckpointReport> Node::Checkpoint(const std::string& session, uint64_t a
     ISO_ASSIGN_OR_RETURN(DiskCharge charge, disk->Charge(owner, bytes + f.delta_bytes));
     // The record is durable and the chain whole either way: a failed merge
     // is retried by the next checkpoint.
-    Status merged = CompactDeltaChain(f, MaxRecords(impl_->config.daemon), *mac).status();
+    bool written = false;
+    Status merged = CompactDeltaChain(f, MaxRecords(impl_->config.daemon), *mac, &written).status();
     if (!merged.ok()) {
-      marks.Forget(f);  // the base may hold part of a chain that changed meanwhile
+      if (written) marks.Forget(f);  // the base may hold part of a chain that changed meanwhile
       return Status(merged.code(), StrCat("checkpoint appended to ", f.shown_delta,
                                           ", but merging the chain failed: ", merged.message()));
     }
@@ -341,9 +342,11 @@ Result<RestoreReport> Node::CompactCheckpoint(const std::string& session, const 
       Prefixed(active::CheckDeltaChainSize(f.delta_bytes, f.base_bytes), f.shown_delta));
   ISO_ASSIGN_OR_RETURN(DiskCharge charge, disk->Charge(owner, f.base_bytes + f.delta_bytes));
   std::unique_ptr<active::DeltaMac> mac = MakeChainMac(*secret, f);
-  auto walk = CompactDeltaChain(f, MaxRecords(impl_->config.daemon), *mac);
+  bool written = false;
+  auto walk = CompactDeltaChain(f, MaxRecords(impl_->config.daemon), *mac, &written);
   if (!walk.ok()) {
-    impl_->checkpoint_marks.Forget(f);  // the base may hold part of a chain that changed
+    // The base may hold part of a chain that changed meanwhile.
+    if (written) impl_->checkpoint_marks.Forget(f);
     return walk.status();
   }
   RestoreReport rep;

@@ -113,7 +113,8 @@ class ActiveAccessMixin:
         has no tracker). ``compact`` merges the chain into the base after.
         The answer's ``full_reason`` says why a checkpoint was full (the
         first, asked for, no watch, another size, a damaged chain started
-        over). Restore with :meth:`restore`."""
+        over, a write the daemon's dirty set may lack: README, "Incremental
+        checkpoints"). Restore with :meth:`restore`."""
         req = pb.CheckpointRequest(allocation=_aid(alloc), memory=memory, file=file, full=full,
                                    compact=compact)
         for first, n in client_pages or []:
