@@ -46,6 +46,8 @@ namespace {
 
 constexpr char kClientService[] = "isometry.v1.Isometry";
 constexpr char kPeerService[] = "isometry.v1.IsometryPeer";
+// Concurrent calls one gRPC connection may have open (see StartGrpcServers).
+constexpr int kMaxStreamsPerConnection = 4096;
 
 void SetUpLogging(const std::string& level) {
   // Under systemd, journald stamps time and priority itself: plain lines.
@@ -140,8 +142,12 @@ Result<GrpcServers> StartGrpcServers(const DaemonConfig& d, Node& node, Cluster*
   builder.SetMaxSendMessageSize(80 << 20);
   // One connection cannot open unbounded streams, and messages in flight
   // (up to 80 MiB each) cannot take unbounded memory: gRPC refuses with
-  // RESOURCE_EXHAUSTED past these.
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 128);
+  // RESOURCE_EXHAUSTED past the quota. The stream bound is not refused but
+  // queued in the client (HTTP/2): a call past it waits, silently, for
+  // one to end, so it is far above what a client keeps open (a Wait per
+  // transfer of a session: daemon.max_transfers_per_session, 1024 by
+  // default). Each open call costs a reactor, not a thread.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxStreamsPerConnection);
   grpc::ResourceQuota quota("isometryd-grpc");
   quota.Resize(size_t{1} << 30);
   builder.SetResourceQuota(quota);

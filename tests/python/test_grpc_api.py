@@ -388,6 +388,14 @@ class WaitingCopyDeadline(DaemonCase):
         info = self.c.wait(mine[0].id, check=False)
         self.assertEqual(info.state, "cancelled", info)
         self.assertLess(time.monotonic() - started, 2.5, "the transfer ran on after the deadline")
+        # Far more concurrent Waits on one connection than the 128 streams
+        # it once had: every call is served, none queues in the client.
+        tid = self.c.copy(src, dst, wait=False)
+        waits = [stub.Wait.future(pb.WaitRequest(transfer=tid), metadata=self.md(self.c),
+                                  timeout=30) for _ in range(300)]
+        self.assertGreater(stub.GetStatus(pb.StatusRequest(), timeout=5).sessions, 0)
+        self.c.cancel(tid)
+        self.assertEqual({w.result().state for w in waits}, {"cancelled"})
         # Without a deadline the same copy runs to its end.
         done = stub.Copy(pb.CopyRequest(src_instance=src.id, dst_instance=dst.id, wait=True),
                          metadata=self.md(self.c), timeout=60)
