@@ -60,6 +60,11 @@ struct Credentials {
   uid_t uid = static_cast<uid_t>(-1);
   gid_t gid = static_cast<gid_t>(-1);
   bool known() const { return uid != static_cast<uid_t>(-1); }
+  // The uid DSK files are opened as (CopyRequest::disk_uid): none for
+  // sessions without one (gRPC), which act as the daemon's own.
+  std::optional<uid_t> disk_uid() const {
+    return known() ? std::optional<uid_t>(uid) : std::nullopt;
+  }
 };
 
 // What anyone may see of a session: never its token.

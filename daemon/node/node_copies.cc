@@ -277,6 +277,7 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string
   record.owner = OwnerOf(*s);
   ISO_RETURN_IF_ERROR(PriorityAllowedLocked(*s, spec.priority));
   resolved.request.disk_owner = s->disk_owner;
+  resolved.request.disk_uid = s->creds.disk_uid();
   const Instance* ends[2] = {nullptr, nullptr};
   const uint64_t ids[2] = {spec.src_instance, spec.dst_instance};
   for (int i = 0; i < 2; ++i) {
@@ -329,7 +330,9 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string
       if (pr && pr->session == s->id) refs[i]->own_hops = s->own_hops;
     }
   }
-  if (packed) ISO_RETURN_IF_ERROR(PackEndsLocked(ends, spec.box, resolved.request));
+  if (packed) {
+    ISO_RETURN_IF_ERROR(PackEndsLocked(ends, spec.box, resolved.request, !cross.has_value()));
+  }
   if (!cross) {
     ISO_ASSIGN_OR_RETURN(resolved.active,
                          PrepareActiveLocked(ends, spec.box, resolved.request, resolved.session,

@@ -288,6 +288,7 @@ Result<uint64_t> Node::Redistribute(const std::string& session, const std::strin
       record->id = impl_->next_cross++;
       session_id = s->id;
       setup.disk_owner = s->disk_owner;
+      setup.disk_uid = s->creds.disk_uid();
     }
   }
   if (across) return impl_->RedistributeAcrossNodes(*std::move(across), record);

@@ -59,6 +59,7 @@ Result<CopyRequest> RedistributionOp::BuildRequest(const Setup& setup, size_t i)
       PieceEnd(dst.storage, t, setup.dims, false,
                StrCat("consumer rank ", t.consumer, "'s piece from producer rank ", t.producer)));
   req.disk_owner = setup.disk_owner;
+  req.disk_uid = setup.disk_uid;
   std::weak_ptr<RedistributionOp> self = weak_from_this();
   req.on_complete = [self, i](const Status& s) {
     if (auto op = self.lock()) op->OnPieceDone(i, s);

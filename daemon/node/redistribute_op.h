@@ -84,6 +84,7 @@ class RedistributionOp final : public CrossTransfer,
     std::vector<PieceTask> tasks;
     uint32_t concurrency = 1;
     std::string disk_owner;
+    std::optional<uid_t> disk_uid;  // CopyRequest::disk_uid of every piece
     // Consumer ranks on other nodes: `consumer_key` (namespace + name)
     // names their instance there, `cross` copies to them.
     std::string consumer_key;

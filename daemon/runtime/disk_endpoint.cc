@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 
+#include "absl/strings/str_format.h"
 #include "core/checked.h"
 #include "core/random.h"
 #include "core/strings.h"
@@ -59,6 +60,21 @@ Status CheckFile(const struct stat& st, const DiskMemory& memory, const std::str
   return OkStatus();
 }
 
+// "Who may open a file" (disk_endpoint.h).
+Status CheckAccess(const struct stat& st, std::optional<uid_t> as, bool write,
+                   const std::string& shown) {
+  const uid_t daemon = ::geteuid();
+  const uid_t who = as.value_or(daemon);
+  if ((as && who == 0) || st.st_uid == who) return OkStatus();
+  const bool shared = st.st_uid == daemon && (st.st_mode & S_IROTH) != 0;
+  const bool allowed = write ? (st.st_mode & S_IWOTH) != 0 || shared : (st.st_mode & S_IROTH) != 0;
+  if (allowed) return OkStatus();
+  return absl::PermissionDeniedError(StrCat(
+      shown, " belongs to uid ", st.st_uid, " (mode ", absl::StrFormat("%04o", st.st_mode & 07777),
+      "): ", as ? StrCat("uid ", who) : std::string("a session without a uid (gRPC)"), " may not ",
+      write ? "write" : "read", " it"));
+}
+
 }  // namespace
 
 Status CheckRelativePath(const std::string& relative) {
@@ -82,22 +98,22 @@ Status CheckRelativePath(const std::string& relative) {
 
 Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenForRead(
     const std::shared_ptr<DiskMemory>& memory, const std::string& relative, uint64_t offset,
-    uint64_t bytes) {
-  return OpenExisting(memory, relative, offset, bytes, DiskFile::Mode::kRead);
+    uint64_t bytes, std::optional<uid_t> as) {
+  return OpenExisting(memory, relative, offset, bytes, DiskFile::Mode::kRead, as);
 }
 
 Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenInPlace(
     const std::shared_ptr<DiskMemory>& memory, const std::string& relative, uint64_t offset,
-    uint64_t bytes) {
+    uint64_t bytes, std::optional<uid_t> as) {
   ISO_ASSIGN_OR_RETURN(std::unique_ptr<DiskEndpoint> e,
-                       OpenExisting(memory, relative, offset, bytes, DiskFile::Mode::kUpdate));
+                       OpenExisting(memory, relative, offset, bytes, DiskFile::Mode::kUpdate, as));
   e->in_place_ = true;
   return e;
 }
 
 Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenExisting(
     const std::shared_ptr<DiskMemory>& memory, const std::string& relative, uint64_t offset,
-    uint64_t bytes, DiskFile::Mode mode) {
+    uint64_t bytes, DiskFile::Mode mode, std::optional<uid_t> as) {
   ISO_RETURN_IF_ERROR(CheckRelativePath(relative));
   const std::string shown = memory->directory() + "/" + relative;
   const std::optional<uint64_t> end = CheckedAdd(offset, bytes);
@@ -110,6 +126,7 @@ Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenExisting(
   struct stat st {};
   if (fstat(path_fd.get(), &st) != 0) return Errno(shown, errno);
   ISO_RETURN_IF_ERROR(CheckFile(st, *memory, shown));
+  ISO_RETURN_IF_ERROR(CheckAccess(st, as, mode != DiskFile::Mode::kRead, shown));
   if (static_cast<uint64_t>(st.st_size) < *end) {
     return OutOfRange(shown, " holds ", st.st_size, " bytes; the instance needs ", bytes,
                       " bytes at offset ", offset);
@@ -141,11 +158,9 @@ Status CopyContent(int from, int to, uint64_t size, const std::string& shown) {
 
 }  // namespace
 
-Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenForWrite(std::shared_ptr<DiskMemory> memory,
-                                                                 const std::string& relative,
-                                                                 uint64_t offset, uint64_t bytes,
-                                                                 bool covers_instance,
-                                                                 const std::string& owner) {
+Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenForWrite(
+    std::shared_ptr<DiskMemory> memory, const std::string& relative, uint64_t offset,
+    uint64_t bytes, bool covers_instance, const std::string& owner, std::optional<uid_t> as) {
   ISO_RETURN_IF_ERROR(CheckRelativePath(relative));
   const std::string shown = memory->directory() + "/" + relative;
   const std::string base = Basename(relative);
@@ -177,6 +192,7 @@ Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenForWrite(std::shared_ptr
     struct stat st {};
     if (fstat(old.get(), &st) != 0) return Errno(shown, errno);
     ISO_RETURN_IF_ERROR(CheckFile(st, *memory, shown));
+    ISO_RETURN_IF_ERROR(CheckAccess(st, as, true, shown));
     old_size = static_cast<uint64_t>(st.st_size);
   }
   const uint64_t size = std::max(old_size, *end);

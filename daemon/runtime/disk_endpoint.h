@@ -34,7 +34,10 @@
 // disk's read+write rate; free on XFS/btrfs with reflinks).
 #pragma once
 
+#include <sys/types.h>
+
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "channels/disk/disk_file.h"
@@ -44,31 +47,39 @@
 
 namespace isometry {
 
+// Who may open a file. Every open acts for `as`, the uid of the session
+// that asked (none: a session without one, gRPC's, or another node's
+// half, which act as the daemon's own uid), and is let through as the
+// kernel would let that uid through the file's owner and mode: a file of
+// its own, one whose mode lets others read (or write), and, for writes, an
+// ordinary file of the daemon's (world-readable: what DSK copies make).
+// So a checkpoint (0600, given to its session's uid, or kept by the
+// daemon) is neither read nor replaced by another uid's copies. A local
+// session of uid 0 opens anything. Refused: PERMISSION_DENIED naming the
+// owner and mode.
 class DiskEndpoint {
  public:
   // Opens `relative` in `memory` for reading; the file must hold at least
   // `offset + bytes` bytes.
   static Result<std::unique_ptr<DiskEndpoint>> OpenForRead(
       const std::shared_ptr<DiskMemory>& memory, const std::string& relative, uint64_t offset,
-      uint64_t bytes);
+      uint64_t bytes, std::optional<uid_t> as);
   // Prepares a write of the instance at `offset` (`bytes` of storage) of
   // `relative` (its directory must exist), charged to `owner`'s quota.
   // `covers_instance`: the copy writes every byte of the instance's
   // storage; only then (with offset 0 and no longer target) may the old
   // content be dropped instead of copied. The file ends up
   // max(old size, offset + bytes) long.
-  static Result<std::unique_ptr<DiskEndpoint>> OpenForWrite(std::shared_ptr<DiskMemory> memory,
-                                                            const std::string& relative,
-                                                            uint64_t offset, uint64_t bytes,
-                                                            bool covers_instance,
-                                                            const std::string& owner);
+  static Result<std::unique_ptr<DiskEndpoint>> OpenForWrite(
+      std::shared_ptr<DiskMemory> memory, const std::string& relative, uint64_t offset,
+      uint64_t bytes, bool covers_instance, const std::string& owner, std::optional<uid_t> as);
   // Opens an existing file of at least `offset + bytes` bytes for writing
   // in place (a redistribution's pieces, each writing its own elements):
   // no temporary file, no rename, nothing charged; Commit only syncs. A
   // copy that fails leaves the file partly written.
   static Result<std::unique_ptr<DiskEndpoint>> OpenInPlace(
       const std::shared_ptr<DiskMemory>& memory, const std::string& relative, uint64_t offset,
-      uint64_t bytes);
+      uint64_t bytes, std::optional<uid_t> as);
   ~DiskEndpoint();  // an uncommitted temporary file is unnamed: closing frees it
 
   FileRange Ref(uint64_t offset) const { return file_.Ref(offset); }
@@ -81,7 +92,7 @@ class DiskEndpoint {
       : file_(std::move(file)), target_(std::move(target)) {}
   static Result<std::unique_ptr<DiskEndpoint>> OpenExisting(
       const std::shared_ptr<DiskMemory>& memory, const std::string& relative, uint64_t offset,
-      uint64_t bytes, DiskFile::Mode mode);
+      uint64_t bytes, DiskFile::Mode mode, std::optional<uid_t> as);
   DiskFile file_;
   std::string target_;  // directory + "/" + relative, for messages
   bool in_place_ = false;

@@ -177,6 +177,10 @@ struct CopyRequest {
   // e.g. "uid 1000"; "" = cross-node halves (and embedders of Runtime)
   // share one account.
   std::string disk_owner;
+  // Whose access DSK ends are opened with (DiskEndpoint, "Who may open a
+  // file"): the session's uid; none for sessions without one (gRPC) and
+  // cross-node halves, which act as the daemon's own.
+  std::optional<uid_t> disk_uid;
   // Set for one node's part of a cross-node copy; the end on the other
   // node (dst when sending, src when receiving) then only gives the shape.
   std::optional<RemotePart> remote;

@@ -195,9 +195,9 @@ Status Runtime::Impl::PlanPath(TransferState& t, const CopyRequest& req) const {
 Status Runtime::Impl::OpenDiskEnds(TransferState& t, const CopyRequest& req, bool src_disk,
                                    bool dst_disk) const {
   if (src_disk) {
-    ISO_ASSIGN_OR_RETURN(t.src_disk,
-                         DiskEndpoint::OpenForRead(DiskOf(req.src.memory), req.src.file,
-                                                   req.src.file_offset, StorageBytes(req.src)));
+    ISO_ASSIGN_OR_RETURN(t.src_disk, DiskEndpoint::OpenForRead(
+                                         DiskOf(req.src.memory), req.src.file, req.src.file_offset,
+                                         StorageBytes(req.src), req.disk_uid));
   }
   if (dst_disk) {
     // Only a copy that writes every byte of the instance may drop the
@@ -209,14 +209,16 @@ Status Runtime::Impl::OpenDiskEnds(TransferState& t, const CopyRequest& req, boo
             ? req.dst.packed->runs == 1 && req.dst.packed->bytes == req.dst.packed->span
             : t.box == d.bounds && d.bounds.volume() * d.fields.total_bytes() == d.total_bytes();
     if (req.dst.file_in_place) {
-      ISO_ASSIGN_OR_RETURN(t.dst_disk,
-                           DiskEndpoint::OpenInPlace(DiskOf(req.dst.memory), req.dst.file,
-                                                     req.dst.file_offset, StorageBytes(req.dst)));
+      ISO_ASSIGN_OR_RETURN(
+          t.dst_disk,
+          DiskEndpoint::OpenInPlace(DiskOf(req.dst.memory), req.dst.file, req.dst.file_offset,
+                                    StorageBytes(req.dst), req.disk_uid));
       return OkStatus();
     }
-    ISO_ASSIGN_OR_RETURN(t.dst_disk, DiskEndpoint::OpenForWrite(
-                                         DiskOf(req.dst.memory), req.dst.file, req.dst.file_offset,
-                                         StorageBytes(req.dst), covers, req.disk_owner));
+    ISO_ASSIGN_OR_RETURN(
+        t.dst_disk,
+        DiskEndpoint::OpenForWrite(DiskOf(req.dst.memory), req.dst.file, req.dst.file_offset,
+                                   StorageBytes(req.dst), covers, req.disk_owner, req.disk_uid));
   }
   return OkStatus();
 }

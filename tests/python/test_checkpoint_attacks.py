@@ -51,6 +51,15 @@ directory = "{dir}/dsk"
 [[channel]]
 name = "memcpy0"
 kind = "memcpy"
+
+# DSK copies (an intruder's copies from and over checkpoint files).
+[[channel]]
+name = "disk_read0"
+kind = "disk_read"
+
+[[channel]]
+name = "disk_write0"
+kind = "disk_write"
 """
 
 PAGE = 4096
@@ -245,6 +254,19 @@ out["restore"] = code(c.restore, a, "dsk0", "t.img")
 out["checkpoint"] = code(c.checkpoint, a, "dsk0", "t.img")
 out["compact"] = code(c.compact_checkpoint, "dsk0", "t.img")
 out["own"] = code(c.checkpoint, a, "dsk0", "n.img")
+# Ordinary DSK copies from and over the checkpoint's files.
+mine = c.register_instance(a, [{TABLE}], [("b", 1)], "F,x")
+def copy(src, dst):
+    try:
+        info = c.copy(src, dst, check=False)
+        return [info.state, info.message]
+    except isometry.IsometryError as e:
+        return [e.code, e.message]
+for name in ("t.img", "t.img.delta"):
+    f = c.register_instance(None, [{PAGE}], [("b", 1)], "F,x", memory="dsk0", file=name)
+    head = c.register_instance(a, [{PAGE}], [("b", 1)], "F,x")
+    out["read " + name] = copy(f, head)
+    out["write " + name] = copy(head, f)
 c.close()
 print(json.dumps(out))
 """
@@ -255,6 +277,15 @@ print(json.dumps(out))
         for k in ("restore", "checkpoint", "compact"):
             self.assertEqual(out[k][0], "PERMISSION_DENIED", k)
             self.assertIn("belongs to uid 0", out[k][1])
+        # Nor through DSK copies: the files are the victim's, 0600
+        # (DiskEndpoint's "who may open a file").
+        for name in ("t.img", "t.img.delta"):
+            for verb in ("read", "write"):
+                state, message = out[f"{verb} {name}"]
+                self.assertIn(state, ("failed", "PERMISSION_DENIED"), (verb, name, message))
+                self.assertIn(f"belongs to uid 0 (mode 0600): uid {NOBODY} may not {verb} it",
+                              message)
+        self.assertEqual(stat.S_IMODE(os.stat(self.path("t.img")).st_mode), 0o600)
         # nobody's own checkpoint is nobody's, 0600, and not the victim's.
         self.assertEqual(out["own"][0], "OK", out["own"])
         st = os.stat(self.path("n.img"))
