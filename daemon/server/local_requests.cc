@@ -4,12 +4,15 @@
 #include "daemon/server/convert.h"
 #include "daemon/server/convert_distributed.h"
 #include "daemon/server/local_private.h"
+#include "daemon/server/translate_pool.h"
 #include "proto/local_wire.h"
 
 namespace isometry {
 
 Status AnswerLocalRequest(Node& node, const LocalSessionRefs& refs, const v1::LocalRequest& req,
                           v1::LocalResponse* resp, std::vector<int>* fds) {
+  // Translation's cost bound, checked before decoding as over gRPC.
+  const int64_t max_weight = node.config().daemon.max_translate_weight;
   switch (req.body_case()) {
     case v1::LocalRequest::kAllocate: {
       ISO_ASSIGN_OR_RETURN(AllocationReport a, node.Allocate(refs.session, req.allocate().memory(),
@@ -33,9 +36,15 @@ Status AnswerLocalRequest(Node& node, const LocalSessionRefs& refs, const v1::Lo
     case v1::LocalRequest::kPublish:
       return node.Publish(refs.session, req.publish().allocation());
     case v1::LocalRequest::kRegisterInstance: {
+      ISO_RETURN_IF_ERROR(CheckTranslateWeight(WeightOf(req.register_instance().spec().datatype()),
+                                               max_weight, "RegisterInstance"));
       ISO_ASSIGN_OR_RETURN(InstanceSpec spec,
                            InstanceSpecFromProto(req.register_instance().spec(),
                                                  node.DatatypeHandles(refs.session)));
+      if (spec.datatype) {
+        ISO_RETURN_IF_ERROR(
+            CheckTranslateWeight(spec.datatype->info().weight, max_weight, "RegisterInstance"));
+      }
       ISO_ASSIGN_OR_RETURN(auto r, node.RegisterInstance(refs.session, spec));
       resp->mutable_register_instance()->set_instance(r.first);
       resp->mutable_register_instance()->set_total_bytes(r.second);
@@ -54,9 +63,13 @@ Status AnswerLocalRequest(Node& node, const LocalSessionRefs& refs, const v1::Lo
       return node.PublishPrivate(refs.session, req.publish_private().private_range(),
                                  ServeWindowOf(req.publish_private()));
     case v1::LocalRequest::kRegisterDatatype: {
+      ISO_RETURN_IF_ERROR(CheckTranslateWeight(WeightOf(req.register_datatype().datatype()),
+                                               max_weight, "RegisterDatatype"));
       ISO_ASSIGN_OR_RETURN(Datatype type,
                            wire::DatatypeFromProto(req.register_datatype().datatype(),
                                                    node.DatatypeHandles(refs.session)));
+      // With its registered handles' weight (1 each before decoding).
+      ISO_RETURN_IF_ERROR(CheckTranslateWeight(type.info().weight, max_weight, "RegisterDatatype"));
       ISO_ASSIGN_OR_RETURN(DatatypeReport r, node.RegisterDatatype(refs.session, type));
       ToProto(r, resp->mutable_register_datatype());
       return OkStatus();

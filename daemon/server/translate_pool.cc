@@ -72,10 +72,7 @@ class Pool final : public TranslatePool {
   }
 
   Status CheckWeight(int64_t weight, std::string_view what) const override {
-    if (weight <= limits_.max_weight) return OkStatus();
-    return ResourceExhausted(what, ": its datatypes weigh ", weight,
-                             " (nodes and array entries); daemon.max_translate_weight is ",
-                             limits_.max_weight);
+    return CheckTranslateWeight(weight, limits_.max_weight, what);
   }
 
  private:
@@ -160,6 +157,13 @@ int64_t WeightOf(const v1::Datatype& t) {
     default:  // basic, registered (checked once decoded), unset
       return 1;
   }
+}
+
+Status CheckTranslateWeight(int64_t weight, int64_t max_weight, std::string_view what) {
+  if (weight <= max_weight) return OkStatus();
+  return ResourceExhausted(what, ": its datatypes weigh ", weight,
+                           " (nodes and array entries); daemon.max_translate_weight is ",
+                           max_weight);
 }
 
 }  // namespace isometry

@@ -50,6 +50,12 @@ class TranslatePool {
   virtual Status CheckWeight(int64_t weight, std::string_view what) const = 0;
 };
 
+// RESOURCE_EXHAUSTED when `weight` exceeds `max_weight`
+// (daemon.max_translate_weight); `what` names the call. TranslatePool's
+// CheckWeight, and the local socket's, which translates on the session's
+// own connection thread but burns CPU every client shares.
+Status CheckTranslateWeight(int64_t weight, int64_t max_weight, std::string_view what);
+
 // The weight a datatype message will have once decoded, counted as
 // DatatypeInfo::weight counts it (nodes plus array entries), without
 // decoding it: a registered handle counts 1 (its own weight is checked

@@ -25,6 +25,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
 from attack_case import as_uid  # noqa: E402
 from isometryd_process import IsometrydProcess  # noqa: E402
+from local_socket import LocalConnection  # noqa: E402
 from test_python_client import _IMPORT_ERROR, ISOMETRYD, SKIP_REASON  # noqa: E402
 
 PYTHONPATH = os.environ.get("ISOMETRY_PYTHONPATH", "")
@@ -34,6 +35,7 @@ if _IMPORT_ERROR is None:
     from isometry import isometry_pb2 as pb
 
 NOBODY = 65534
+RESOURCE_EXHAUSTED = 8
 ENTRIES = 1 << 19  # the attack's datatype: about half a second of translation each
 WEIGHT_BOUND = 600000  # daemon.max_translate_weight: the attack's datatype fits under it
 DAEMON = dict(log_level="warn", shutdown_grace_ms=500, extra=[
@@ -212,6 +214,35 @@ class TranslationAttackTest(unittest.TestCase):
         self.assertIn("daemon.max_translate_weight", cm.exception.message)
         self.assertLess(time.perf_counter() - t, 5.0)
         self.copy()  # nothing else changed
+
+    def test_local_socket_bounds_translation_too(self):
+        # The local socket translates on the session's own connection
+        # thread, but the CPU is everyone's: the same weight bound, counted
+        # with the registered handles a type refers to.
+        conn = LocalConnection(os.path.join(self.dir, "local.sock"))
+        self.addCleanup(conn.close)
+        self.assertEqual(conn.hello("heavy").code, 0)
+        quarter = pb.Datatype(indexed_block=pb.TypeIndexedBlock(
+            blocklength=1, displacements=range(0, 2 * (WEIGHT_BOUND // 4), 2),
+            old=pb.Datatype(basic=pb.BASIC_BYTE)))
+        r = conn.request(pb.LocalRequest(
+            tag=2, register_datatype=pb.RegisterDatatypeRequest(datatype=quarter)))
+        self.assertEqual(r.code, 0, r.message)
+        h = r.register_datatype.handle
+        many = pb.Datatype(struct_type=pb.TypeStruct(
+            blocklengths=[1] * 5, displacements=[i << 24 for i in range(5)],
+            types=[pb.Datatype(registered=h)] * 5))  # 5 x 150000, under the decoder's own bound
+        t = time.perf_counter()
+        r = conn.request(pb.LocalRequest(
+            tag=3, register_datatype=pb.RegisterDatatypeRequest(datatype=many)))
+        self.assertEqual(r.code, RESOURCE_EXHAUSTED, r.message)
+        self.assertIn(f"daemon.max_translate_weight is {WEIGHT_BOUND}", r.message)
+        r = conn.request(pb.LocalRequest(tag=4, register_instance=pb.RegisterInstanceRequest(
+            spec=pb.InstanceSpec(datatype=many, count=1))))
+        self.assertEqual(r.code, RESOURCE_EXHAUSTED, r.message)
+        self.assertIn("RegisterInstance", r.message)
+        self.assertLess(time.perf_counter() - t, 5.0)
+        self.copy()  # the victim is served as before
 
 
 if __name__ == "__main__":
