@@ -36,6 +36,33 @@ kind = "cma"
 """
 BOUNDS = [(0, 1000)]
 
+# Registers a range over the local socket, then execs itself (SCRIPT: its
+# own text) keeping the socket, and registers again from the new program.
+EXEC_SCRIPT = r"""
+import ctypes, os, socket, sys
+sys.path.insert(0, sys.argv[2])
+from local_socket import LocalConnection
+from isometry import isometry_pb2 as pb
+def register(conn, tag):
+    buf = ctypes.create_string_buffer(4096)
+    r = conn.request(pb.LocalRequest(tag=tag, register_private=pb.RegisterPrivateRequest(
+        address=ctypes.addressof(buf), bytes=4096)))
+    return f"{r.code} {r.message}"
+if len(sys.argv) == 3:
+    conn = LocalConnection(sys.argv[1])
+    assert conn.hello("exec").code == 0
+    print("before exec:", register(conn, 2).strip(), flush=True)
+    fd = conn.sock.detach()
+    os.set_inheritable(fd, True)
+    os.execv(sys.executable, [sys.executable, "-c", SCRIPT, sys.argv[1], sys.argv[2], str(fd)])
+conn = LocalConnection.__new__(LocalConnection)
+conn.sock = socket.socket(fileno=int(sys.argv[3]))
+conn.sock.settimeout(5)
+conn.fds_received = 0
+print("after exec:", register(conn, 3), flush=True)
+"""
+EXEC_SCRIPT = "SCRIPT = " + repr(EXEC_SCRIPT) + "\n" + EXEC_SCRIPT
+
 
 class Peer:
     """private_peer.py: another Python process with a private range."""
@@ -137,6 +164,22 @@ class PrivateMemoryTest(unittest.TestCase):
         return a, c.register_instance(a, BOUNDS, FIELDS, layout), r
 
     # ---- tests ----
+
+    def test_a_process_that_execs_is_not_taken_for_the_old_one(self):
+        # The session pinned the process's address space at its first
+        # RegisterPrivate; after an exec (the socket kept open) that
+        # address space is gone: a new range is refused, not registered
+        # over memory every copy would fail on.
+        out = subprocess.run(
+            [sys.executable, "-c", EXEC_SCRIPT, self.local,
+             os.path.join(HERE, "..", "pyfixture")],
+            env=dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p)),
+            capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        first, after = out.stdout.strip().splitlines()[-2:]
+        self.assertEqual(first, "before exec: 0")
+        self.assertIn("after exec: 9 ", after)  # FAILED_PRECONDITION
+        self.assertIn("has exec'd since", after)
 
     def test_private_to_pool_and_back_with_layout_change(self):
         aos = RefLayout("F,x", BOUNDS, FIELDS)
