@@ -291,17 +291,31 @@ class NestBuilder {
   int64_t budget_ = kMaxFormWalkSegments;
 };
 
-Status CheckPieces(const std::vector<FormPiece>& pieces) {
+// What a bound error blames: the datatype, or the layout and why its
+// stream is irregular.
+constexpr char kDatatypeSide[] = "the datatype";
+constexpr char kLayoutSide[] =
+    "the layout (its fields are addressed differently, e.g. SOA over fields of different sizes, "
+    "so its AOS C-order stream is a list of runs)";
+
+const char* Remedy(const char* side) {
+  return side == kDatatypeSide ? "; pack/unpack such a type instead"
+                               : "; copy it to or from contiguous bytes (a layout copy, "
+                                 "unbounded) and the datatype against those";
+}
+
+Status CheckPieces(const std::vector<FormPiece>& pieces, const char* side) {
   if (pieces.size() > kMaxFormPieces) {
-    return ResourceExhausted("canonical form: ", pieces.size(), " irregular pieces exceed the ",
-                             kMaxFormPieces, "-piece bound; pack/unpack such a type instead");
+    return ResourceExhausted("canonical form of ", side, ": ", pieces.size(),
+                             " irregular pieces exceed the ", kMaxFormPieces, "-piece bound",
+                             Remedy(side));
   }
   return OkStatus();
 }
 
-Status WalkLimitError() {
-  return ResourceExhausted("canonical form: more than ", kMaxFormWalkSegments,
-                           " irregular contiguous runs to walk; pack/unpack such a type instead");
+Status WalkLimitError(const char* side) {
+  return ResourceExhausted("canonical form of ", side, ": more than ", kMaxFormWalkSegments,
+                           " irregular contiguous runs to walk", Remedy(side));
 }
 
 // One greedy level: consecutive pieces with exactly `inner_loops` loops and
@@ -382,7 +396,7 @@ Result<std::vector<FormPiece>> WalkLayout(const InstanceShape& shape, const Box&
   while (true) {
     for (size_t f = 0; f < shape.fields.size(); ++f) {
       if (static_cast<int64_t>(runs.size()) >= kMaxFormWalkSegments) {
-        return WalkLimitError();
+        return WalkLimitError(kLayoutSide);
       }
       AppendRun(runs, static_cast<int64_t>(shape.OffsetOf(f, x)), shape.fields.fields()[f].size);
     }
@@ -538,10 +552,10 @@ Result<CanonicalForm> DatatypeForm(const Datatype& type, int64_t count) {
     return true;
   }));
   if (too_many) {
-    return WalkLimitError();
+    return WalkLimitError(kDatatypeSide);
   }
   form.pieces = GroupPieces(std::move(runs));
-  ISO_RETURN_IF_ERROR(CheckPieces(form.pieces));
+  ISO_RETURN_IF_ERROR(CheckPieces(form.pieces, kDatatypeSide));
   return form;
 }
 
@@ -568,7 +582,7 @@ Result<CanonicalForm> LayoutForm(const InstanceShape& shape, const Box& box) {
   }
   ISO_ASSIGN_OR_RETURN(std::vector<FormPiece> runs, WalkLayout(shape, box));
   form.pieces = GroupPieces(std::move(runs));
-  ISO_RETURN_IF_ERROR(CheckPieces(form.pieces));
+  ISO_RETURN_IF_ERROR(CheckPieces(form.pieces, kLayoutSide));
   return form;
 }
 

@@ -12,8 +12,11 @@ namespace {
 
 uint64_t U(int64_t v) { return static_cast<uint64_t>(v); }
 
-// Ops in a repeating block the recompression looks for.
-constexpr size_t kMaxCopyPeriod = 8;
+// Ops in a repeating block the recompression looks for: enough for the
+// common period of a strided datatype and a layout point of fields of
+// different sizes (8-byte runs against 5-byte points repeat every 40 bytes,
+// some 20 ops).
+constexpr size_t kMaxCopyPeriod = 64;
 
 // Drops unit loops, folds an inner loop contiguous on both sides into the
 // run, and merges two loops where the outer steps by the inner's span on
@@ -169,9 +172,13 @@ class RunCursor {
   int64_t used_ = 0;
 };
 
-Status TooManyOps(size_t n) {
-  return ResourceExhausted("datatype copy: the program needs ", n, " ops, more than the ",
-                           kMaxFormCopyOps, "-op bound; pack/unpack this copy instead");
+Status TooManyOps(size_t n, const CanonicalForm& src, const CanonicalForm& dst) {
+  return ResourceExhausted(
+      "packed copy: the program needs ", n, " ops, more than the ", kMaxFormCopyOps,
+      "-op bound (per chunk): the source's runs (", src.runs(), " in ", src.pieces.size(),
+      " pieces) and the destination's (", dst.runs(), " in ", dst.pieces.size(),
+      " pieces) do not pair into a pattern repeating within ", kMaxCopyPeriod,
+      " ops; pack/unpack this copy instead");
 }
 
 Result<std::vector<CopyOp>> WalkPairs(const CanonicalForm& src, const CanonicalForm& dst,
@@ -181,8 +188,10 @@ Result<std::vector<CopyOp>> WalkPairs(const CanonicalForm& src, const CanonicalF
   int64_t walked = 0;
   while (!s.done() && !d.done()) {
     if (++walked > kMaxFormCopyRuns) {
-      return ResourceExhausted("datatype copy: more than ", kMaxFormCopyRuns,
-                               " irregular runs to pair; pack/unpack this copy instead");
+      return ResourceExhausted("packed copy: more than ", kMaxFormCopyRuns,
+                               " irregular runs to pair in one chunk (source ", src.runs(),
+                               " runs, destination ", dst.runs(),
+                               "); pack/unpack this copy instead");
     }
     const int64_t n = std::min(s.left(), d.left());
     const uint64_t so = U(s.offset() - s0), dof = U(d.offset() - d0);
@@ -210,18 +219,58 @@ bool SameShape(const CopyOp& a, const CopyOp& b) {
   return std::equal(a.loops.begin(), a.loops.begin() + a.num_loops, b.loops.begin());
 }
 
-// ops[b, b+p) repeat ops[a, a+p) shifted by (ds, dd).
-bool Repeats(const std::vector<CopyOp>& ops, size_t a, size_t b, size_t p, uint64_t ds,
-             uint64_t dd) {
+// ops[b, b+p) repeat ops[b-p, b) with the steps ops[a+p, a+2p) took from
+// ops[a, a+p): a block may repeat with a different step per op (SOA fields
+// of different sizes step by their own size), since each op gets its own
+// outer loop.
+bool Repeats(const std::vector<CopyOp>& ops, size_t a, size_t b, size_t p) {
   for (size_t k = 0; k < p; ++k) {
-    const CopyOp& x = ops[a + k];
+    const CopyOp& x = ops[b - p + k];
     const CopyOp& y = ops[b + k];
-    if (!SameShape(x, y) || x.num_loops >= kMaxCopyLoops || y.src_offset - x.src_offset != ds ||
-        y.dst_offset - x.dst_offset != dd) {
+    if (!SameShape(x, y) || x.num_loops >= kMaxCopyLoops ||
+        y.src_offset - x.src_offset != ops[a + p + k].src_offset - ops[a + k].src_offset ||
+        y.dst_offset - x.dst_offset != ops[a + p + k].dst_offset - ops[a + k].dst_offset) {
       return false;
     }
   }
   return true;
+}
+
+// ops[i+p, i+2p) step from ops[i, i+p) all by the same amount.
+bool CommonStep(const std::vector<CopyOp>& ops, size_t i, size_t p) {
+  for (size_t k = 1; k < p; ++k) {
+    if (ops[i + p + k].src_offset - ops[i + k].src_offset !=
+            ops[i + p].src_offset - ops[i].src_offset ||
+        ops[i + p + k].dst_offset - ops[i + k].dst_offset !=
+            ops[i + p].dst_offset - ops[i].dst_offset) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// ops[i+p, i+2p) have the shapes of ops[i, i+p), each with a loop to spare.
+bool ShapesMatch(const std::vector<CopyOp>& ops, size_t i, size_t p) {
+  for (size_t k = 0; k < p; ++k) {
+    if (!SameShape(ops[i + k], ops[i + p + k]) || ops[i + k].num_loops >= kMaxCopyLoops) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// How many times the block ops[i, i+p) repeats from i (1: not at all). Any
+// two blocks of equal shapes "repeat" once with per-op steps, so a block of
+// several ops repeating only once counts when all its ops step alike (it
+// then is one shift of the block); per-op steps need a third repetition.
+size_t RepeatCount(const std::vector<CopyOp>& ops, size_t i, size_t p) {
+  const size_t n = ops.size();
+  if (i + 3 * p <= n && Repeats(ops, i, i + 2 * p, p) && ShapesMatch(ops, i, p)) {
+    size_t r = 3;
+    while (i + (r + 1) * p <= n && Repeats(ops, i, i + r * p, p)) ++r;
+    return r;
+  }
+  return CommonStep(ops, i, p) && ShapesMatch(ops, i, p) ? 2 : 1;
 }
 
 // One recompression level: the longest repetition of a block of up to
@@ -233,12 +282,8 @@ bool CompressPass(std::vector<CopyOp>& ops) {
   while (i < ops.size()) {
     size_t best_p = 0, best_r = 1;
     for (size_t p = 1; p <= kMaxCopyPeriod && i + 2 * p <= ops.size(); ++p) {
-      const uint64_t ds = ops[i + p].src_offset - ops[i].src_offset;
-      const uint64_t dd = ops[i + p].dst_offset - ops[i].dst_offset;
-      size_t r = 1;
-      while (i + (r + 1) * p <= ops.size() && Repeats(ops, i + (r - 1) * p, i + r * p, p, ds, dd)) {
-        ++r;
-      }
+      if (!SameShape(ops[i], ops[i + p])) continue;
+      const size_t r = RepeatCount(ops, i, p);
       if (r >= 2 && r * p > best_r * best_p) {
         best_p = p;
         best_r = r;
@@ -248,13 +293,12 @@ bool CompressPass(std::vector<CopyOp>& ops) {
       out.push_back(ops[i++]);
       continue;
     }
-    const uint64_t ds = ops[i + best_p].src_offset - ops[i].src_offset;
-    const uint64_t dd = ops[i + best_p].dst_offset - ops[i].dst_offset;
     for (size_t k = 0; k < best_p; ++k) {
       CopyOp op = ops[i + k];
+      const CopyOp& next = ops[i + best_p + k];
       std::move_backward(op.loops.begin(), op.loops.begin() + op.num_loops,
                          op.loops.begin() + op.num_loops + 1);
-      op.loops[0] = {best_r, ds, dd};
+      op.loops[0] = {best_r, next.src_offset - op.src_offset, next.dst_offset - op.dst_offset};
       ++op.num_loops;
       CanonicalizeOp(op);
       out.push_back(op);
@@ -310,7 +354,7 @@ Result<FormCopy> CompileFormCopy(const CanonicalForm& src, const CanonicalForm& 
   }
   Compress(ops);
   if (ops.size() > kMaxFormCopyOps) {
-    return TooManyOps(ops.size());
+    return TooManyOps(ops.size(), src, dst);
   }
   fc.program.ops = std::move(ops);
   TallyProgram(fc.program);

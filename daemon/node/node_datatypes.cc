@@ -49,6 +49,35 @@ uint64_t FormBytes(const std::vector<FormPiece>& pieces) {
   return n;
 }
 
+// Whether `end` is one contiguous run from its first byte of `bytes` bytes.
+bool Dense(const PackedEnd& end, uint64_t bytes) {
+  if (end.form.pieces.size() != 1) return false;
+  const FormPiece& p = end.form.pieces[0];
+  return p.body.empty() && p.loops.empty() && p.offset == 0 &&
+         static_cast<uint64_t>(p.run) == bytes;
+}
+
+// A copy between contiguous packed bytes and a layout moves the same bytes
+// as a layout copy from or to the AOS C-order layout over those bytes: the
+// layout compiler loops each field at its own stride, so fields of
+// different sizes cost no list of runs and meet no form bound. True when
+// `request` was rewritten so.
+bool DenseEndAsLayout(const Instance* const ends[2], const std::optional<Box>& box,
+                      CopyRequest& request) {
+  const int p = ends[0]->packed ? 0 : 1, l = 1 - p;
+  if (!ends[p]->packed || ends[l]->packed) return false;
+  const InstanceShape& shape = ends[l]->shape;
+  const Box b = box.value_or(shape.bounds);
+  if (b.dims != shape.bounds.dims || !shape.bounds.contains(b) || b.empty()) return false;
+  const uint64_t bytes = b.volume() * shape.fields.total_bytes();
+  if (!Dense(*ends[p]->packed, bytes)) return false;
+  InstanceRef* refs[2] = {&request.src, &request.dst};
+  refs[p]->packed = nullptr;
+  refs[p]->shape = InstanceShape{b, shape.fields, Layout::RowMajor(b.dims)};
+  refs[l]->packed = nullptr;
+  return true;
+}
+
 }  // namespace
 
 // Why a packed plan costs what it does: each end's form and runs, and the
@@ -176,11 +205,12 @@ Result<std::shared_ptr<const PackedEnd>> Node::Impl::DatatypeEnd(const std::stri
 }
 
 Status Node::Impl::PackEndsLocked(const Instance* const ends[2], const std::optional<Box>& box,
-                                  CopyRequest& request) const {
+                                  CopyRequest& request, bool dense_as_layout) const {
   if (ends[0]->packed && ends[1]->packed && box) {
     return InvalidArgument("copy: between two datatype instances there is no box; ",
                            "the whole packed streams are copied");
   }
+  if (dense_as_layout && DenseEndAsLayout(ends, box, request)) return OkStatus();
   InstanceRef* refs[2] = {&request.src, &request.dst};
   for (int i = 0; i < 2; ++i) {
     if (ends[i]->packed) {
