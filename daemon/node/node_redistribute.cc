@@ -263,8 +263,7 @@ Result<uint64_t> Node::Redistribute(const std::string& session, const std::strin
     }
     for (int i = 0; i < 2 && !across; ++i) {
       if (!sides[i]) {
-        return NotFound("no distributed instance '", ForLog(names[i]),
-                        "' (it ends when the session of any of its ranks ends)");
+        return NotFound(NoDistributedInstance(impl_->distributed, ns, names[i]));
       }
       if (sides[i]->joined != sides[i]->dist.rank_count()) {
         return FailedPrecondition("distributed instance '", names[i], "' has ", sides[i]->joined,

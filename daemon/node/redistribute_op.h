@@ -11,10 +11,13 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "core/datatype.h"
+#include "core/log_escape.h"
+#include "core/strings.h"
 #include "daemon/node/cross_copy.h"
 #include "daemon/node/node_distributed.h"
 #include "redistribution/exchange.h"
@@ -27,6 +30,14 @@ struct Session;
 // The namespace of distributed instance names a session sees: its uid's,
 // or the one gRPC sessions share ("uid 1000/", "grpc/").
 std::string DistributedNamespace(const Session& s);
+
+// Why a session finds no distributed instance `name` in namespace `ns`
+// (`keys`: every key there is, namespace + name): names the namespace and,
+// where the name exists in another, says which, since a job whose ranks
+// joined partly over the local socket and partly over gRPC is two
+// different names.
+template <class Map>
+std::string NoDistributedInstance(const Map& keys, const std::string& ns, std::string_view name);
 
 // A local instance whose element at local index (i_0, ..., i_k-1) starts
 // at sum(i_d * stride[d]) and whose fields lie where `element` says from
@@ -161,5 +172,28 @@ void TrackRunning(DistributedInstance& d, const std::shared_ptr<CrossTransfer>& 
 Status PlanPieces(const redistribution::Distribution& prod,
                   const redistribution::Distribution& cons, uint64_t element_bytes,
                   RedistributionOp::Setup& setup);
+
+template <class Map>
+std::string NoDistributedInstance(const Map& keys, const std::string& ns, std::string_view name) {
+  const auto shown = [](std::string_view n) {
+    return n.starts_with("uid ") ? StrCat(n.substr(0, n.size() - 1),
+                                          "'s namespace (ranks that joined over the local socket)")
+                                 : std::string("the gRPC sessions' shared namespace");
+  };
+  std::string out = StrCat("no distributed instance '", ForLog(name), "' in ", shown(ns),
+                           " (it ends when the session of any of its ranks ends)");
+  for (const auto& [key, value] : keys) {
+    const size_t slash = key.find('/');
+    if (slash == std::string::npos || key.compare(slash + 1, std::string::npos, name) != 0 ||
+        key.compare(0, slash + 1, ns) == 0) {
+      continue;
+    }
+    out += StrCat("; one of that name lives in ", shown(std::string_view(key).substr(0, slash + 1)),
+                  ": every rank of a job joins in one namespace (all over the local socket as "
+                  "one uid, or all over gRPC)");
+    break;
+  }
+  return out;
+}
 
 }  // namespace isometry

@@ -215,6 +215,28 @@ class RedistributeTest(unittest.TestCase):
             redistribute_granted(c3, "x", "y")
         self.assertEqual(e.exception.code, "NOT_FOUND")
 
+    def test_a_job_split_between_local_and_grpc_ranks_is_named(self):
+        # Ranks that joined over the local socket live in their uid's
+        # namespace; a gRPC session sees only the gRPC sessions' one. The
+        # refusal names both (issue #50, item 8).
+        local = isometry.Client(self.daemon.socket, name="local-rank",
+                                local_socket=os.path.join(self.dir, "local.sock"))
+        self.clients.append(local)
+        a = local.allocate("sys0", 10 * 4 * 4)
+        inst = local.register_instance(a, bounds=[10, 4], fields=[("v", 4)], layout="F,y,x")
+        local.join_distributed("ns_prod", [10, 4], ["block", "block"], [1, 1], 4, 0, inst)
+        c, _, cinst = self.rank(10, 4, False, None)  # over gRPC
+        c.join_distributed("ns_cons", [10, 4], ["block", "block"], [1, 1], 4, 0, cinst,
+                           grant=grant_of("ns_cons"))
+        with self.assertRaises(IsometryError) as e:
+            c.redistribute("ns_prod", "ns_cons", consumer_grant=grant_of("ns_cons"))
+        self.assertEqual(e.exception.code, "NOT_FOUND")
+        msg = e.exception.message
+        self.assertIn("no distributed instance 'ns_prod' in the gRPC sessions' shared namespace",
+                      msg)
+        self.assertIn(f"one of that name lives in uid {os.geteuid()}'s namespace", msg)
+        self.assertIn("every rank of a job joins in one namespace", msg)
+
 
 if __name__ == "__main__":
     unittest.main()
