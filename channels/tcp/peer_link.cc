@@ -453,7 +453,9 @@ void PeerLink::Reader(Conn* c) {
     FrameHeader h;
     Status s = c->wire->Recv(&h, sizeof h);
     if (s.ok()) {
-      c->last_frame_ns = Clock::now().time_since_epoch().count();
+      const auto now = Clock::now();
+      c->last_frame_ns = now.time_since_epoch().count();
+      Heard(now);
       s = CheckHeader(h);
     }
     if (s.ok()) {

@@ -28,6 +28,7 @@
 // down until Connect().
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -139,6 +140,12 @@ class PeerLink {
   // chunks are in flight and no connection got a frame since, the sets
   // are stuck in TCP's retransmission backoff; they are re-opened now.
   void Nudge(std::chrono::steady_clock::time_point since) ABSL_LOCKS_EXCLUDED(mu_);
+  // The peer was heard (the cluster layer's ping answered): a resume
+  // counts its time limit from the last time the peer was heard at all.
+  void Heard(std::chrono::steady_clock::time_point when);
+  // The last frame from the peer on any connection, or Heard(); the
+  // epoch when never.
+  std::chrono::steady_clock::time_point last_heard() const;
 
  private:
   struct Job;
@@ -150,8 +157,10 @@ class PeerLink {
   };
 
   // One outgoing connection, its hello answered (link_hello.cc).
+  // `connect_ms` bounds the TCP connect, `hello_ms` the TLS handshake and
+  // each answer of the hello.
   Result<std::shared_ptr<Conn>> Open(const std::string& address, uint32_t self_node,
-                                     const Prover& prove, uint32_t connect_ms);
+                                     const Prover& prove, uint32_t connect_ms, uint32_t hello_ms);
   // Its reader and writer threads; an error when one cannot start (the
   // caller closes the connection: a thread that started ends with it).
   Status StartConn(const std::shared_ptr<Conn>& c);
@@ -199,16 +208,33 @@ class PeerLink {
   // Reconnects the sending direction and watches both directions'
   // deadlines; one thread, started by the first drop.
   void Resumer() ABSL_LOCKS_EXCLUDED(mu_);
+  // Starts the resumer (the first Connect or drop); false when it cannot.
+  bool StartResumerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Until a direction is down (true) or the link stops (false): meanwhile
+  // checks the sending set for a stall every few ms and suspends it then.
+  // `idle`: whether nothing was down when it began.
+  bool WaitForTrouble(bool& idle) ABSL_LOCKS_EXCLUDED(mu_);
+  // Why the sending set is stalled: chunks are on the wire and a
+  // connection's kernel has heard no ACK through a retransmission timeout
+  // (the path broke; TCP's back-off would wait past the outage's end).
+  std::optional<Status> StalledLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Since when (the later of `since` and the last time the peer was
+  // heard) a direction waits.
+  int64_t SilentMsLocked(std::chrono::steady_clock::time_point since) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ResumingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return out_down_since_.has_value() || in_down_since_.has_value();
   }
   bool ResumerWakeLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return stop_resumer_ || ResumingLocked();
   }
+  bool WatchWakeLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return ResumerWakeLocked() || !unacked_.empty();
+  }
   // Opens a full set of outgoing connections and installs it, unless the
   // link failed (epoch) meanwhile (peer_link_hello.cc).
   Status OpenSet(const std::string& address, uint32_t self_node, const Prover& prove,
-                 uint64_t epoch, uint32_t connect_ms) ABSL_LOCKS_EXCLUDED(mu_);
+                 uint64_t epoch, uint32_t connect_ms, uint32_t hello_ms) ABSL_LOCKS_EXCLUDED(mu_);
   void FailLocked(const Status& why, std::vector<std::function<void()>>& calls)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AbandonLocked(uint64_t transfer, const Status& why,
@@ -261,6 +287,8 @@ class PeerLink {
   std::multiset<Key> acked_keys_ ABSL_GUARDED_BY(mu_);  // what acked_ holds, to look up
   bool stop_resumer_ ABSL_GUARDED_BY(mu_) = false;
   std::thread resumer_;
+  // Steady clock, ns: the last frame from the peer, or Heard().
+  std::atomic<int64_t> last_heard_ns_{0};
 };
 
 }  // namespace isometry::net

@@ -17,12 +17,17 @@ Status PeerLink::Connect(const std::string& address, uint32_t self_node, const P
     self_node_ = self_node;
     prove_ = prove;
     epoch = epoch_;
+    // Its stall watch runs while the link is up.
+    if (!StartResumerLocked()) {
+      return absl::ResourceExhaustedError(
+          StrCat("data link with peer '", peer_, "': cannot start its resume thread"));
+    }
   }
-  return OpenSet(address, self_node, prove, epoch, options_.timeout_ms);
+  return OpenSet(address, self_node, prove, epoch, options_.timeout_ms, options_.timeout_ms);
 }
 
 Status PeerLink::OpenSet(const std::string& address, uint32_t self_node, const Prover& prove,
-                         uint64_t epoch, uint32_t connect_ms) {
+                         uint64_t epoch, uint32_t connect_ms, uint32_t hello_ms) {
   {
     std::vector<std::shared_ptr<Conn>> old;
     absl::MutexLock lock(&mu_);
@@ -31,7 +36,8 @@ Status PeerLink::OpenSet(const std::string& address, uint32_t self_node, const P
   }
   std::vector<std::shared_ptr<Conn>> conns;
   for (int i = 0; i < options_.connections; ++i) {
-    ISO_ASSIGN_OR_RETURN(std::shared_ptr<Conn> c, Open(address, self_node, prove, connect_ms));
+    ISO_ASSIGN_OR_RETURN(std::shared_ptr<Conn> c,
+                         Open(address, self_node, prove, connect_ms, hello_ms));
     conns.push_back(std::move(c));
   }
   const Wire& first = *conns.front()->wire;
@@ -77,10 +83,11 @@ Status PeerLink::OpenSet(const std::string& address, uint32_t self_node, const P
 
 Result<std::shared_ptr<PeerLink::Conn>> PeerLink::Open(const std::string& address,
                                                        uint32_t self_node, const Prover& prove,
-                                                       uint32_t connect_ms) {
-  const uint32_t t = options_.timeout_ms;
-  ISO_ASSIGN_OR_RETURN(UniqueFd connected, ConnectTo(address, std::min(connect_ms, t)));
-  TuneSocket(connected.get(), t);
+                                                       uint32_t connect_ms, uint32_t hello_ms) {
+  const uint32_t t = std::min(hello_ms, options_.timeout_ms);
+  ISO_ASSIGN_OR_RETURN(UniqueFd connected,
+                       ConnectTo(address, std::min(connect_ms, options_.timeout_ms)));
+  TuneSocket(connected.get(), options_.timeout_ms);
   auto c = std::make_shared<Conn>();
   c->outgoing = true;
   c->wire = std::make_unique<Wire>(std::move(connected), address);

@@ -9,7 +9,10 @@
 // in, credits it all again and repeats the ACKs of the last few timeouts
 // (one may have been lost with the old set). A chunk lands at most once
 // per credit, over the same bytes, so a repeat is harmless.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <system_error>
@@ -62,17 +65,81 @@ void PeerLink::SuspendLocked(Conn* c, const Status& why,
     unacked_.clear();
     credits_.clear();
   }
-  if (!resumer_.joinable()) {
-    try {
-      resumer_ = std::thread([this] { Resumer(); });
-    } catch (const std::system_error& e) {
-      // No resume without its thread: the link fails (what is in flight
-      // with it) and comes back with the next hello.
-      FailLocked(
-          absl::ResourceExhaustedError(StrCat("data link with peer '", peer_,
-                                              "': cannot start its resume thread: ", e.what())),
-          calls);
+  if (!StartResumerLocked()) {
+    // No resume without its thread: the link fails (what is in flight
+    // with it) and comes back with the next hello.
+    FailLocked(absl::ResourceExhaustedError(
+                   StrCat("data link with peer '", peer_, "': cannot start its resume thread")),
+               calls);
+  }
+}
+
+bool PeerLink::StartResumerLocked() {
+  if (resumer_.joinable()) return true;
+  try {
+    resumer_ = std::thread([this] { Resumer(); });
+  } catch (const std::system_error& e) {
+    spdlog::error("data link with peer '{}': cannot start its resume thread: {}", peer_, e.what());
+    return false;
+  }
+  return true;
+}
+
+void PeerLink::Heard(Clock::time_point when) {
+  const int64_t ns = when.time_since_epoch().count();
+  int64_t seen = last_heard_ns_.load();
+  while (seen < ns && !last_heard_ns_.compare_exchange_weak(seen, ns)) {
+  }
+}
+
+Clock::time_point PeerLink::last_heard() const {
+  return Clock::time_point(Clock::duration(last_heard_ns_.load()));
+}
+
+int64_t PeerLink::SilentMsLocked(Clock::time_point since) const {
+  return MsSince(std::max(since, last_heard()));
+}
+
+std::optional<Status> PeerLink::StalledLocked() const {
+  if (unacked_.empty() || out_.empty() || out_down_since_) return std::nullopt;
+  // A retransmission timeout is at least 200 ms; one with no ACK since
+  // for this long is an outage, not a loss that TCP repairs on its own.
+  const uint32_t stall_ms = std::max<uint32_t>(250, options_.timeout_ms / 12);
+  for (const auto& c : out_) {
+    tcp_info info{};
+    socklen_t len = sizeof info;
+    if (::getsockopt(c->wire->fd(), IPPROTO_TCP, TCP_INFO, &info, &len) != 0) continue;
+    if (info.tcpi_unacked == 0 || info.tcpi_backoff == 0 || info.tcpi_last_ack_recv < stall_ms) {
+      continue;
     }
+    return Unavailable("peer '", peer_, "': data connection to ", c->wire->remote(),
+                       " stalled: no ACK for ", info.tcpi_last_ack_recv, " ms after ",
+                       static_cast<int>(info.tcpi_backoff),
+                       " retransmission timeout(s); re-opening the data connections");
+  }
+  return std::nullopt;
+}
+
+bool PeerLink::WaitForTrouble(bool& idle) {
+  idle = false;
+  while (true) {
+    std::vector<std::function<void()>> calls;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stop_resumer_) return false;
+      if (ResumingLocked()) return true;
+      idle = true;
+      // Only a set with chunks on the wire can stall; until one is, no
+      // watch (it costs a getsockopt per connection).
+      mu_.Await(absl::Condition(this, &PeerLink::WatchWakeLocked));
+      mu_.AwaitWithTimeout(absl::Condition(this, &PeerLink::ResumerWakeLocked),
+                           absl::Milliseconds(50));
+      if (stop_resumer_) return false;
+      if (ResumingLocked()) return true;
+      if (std::optional<Status> why = StalledLocked())
+        SuspendLocked(out_.front().get(), *why, calls);
+    }
+    for (auto& fn : calls) completer_->Post(std::move(fn));
   }
 }
 
@@ -137,8 +204,23 @@ void PeerLink::StallAfterDrop() const {
 }
 
 void PeerLink::Resumer() {
-  auto backoff = std::chrono::milliseconds(50);
+  // Short attempts, retried soon: a SYN lost in an outage is retried by
+  // the kernel only a second later, and the link may be back long before;
+  // they grow only when they keep failing (a long round trip). The TLS
+  // handshake and the hello are bounded too, so an attempt cut half-way
+  // is retried well within the time limit.
+  const uint32_t t = options_.timeout_ms;
+  const uint32_t first_connect_ms = std::clamp<uint32_t>(t / 12, 50, 250);
+  const uint32_t hello_ms = std::clamp<uint32_t>(t / 3, 100, 1000);
+  auto backoff = std::chrono::milliseconds(25);
+  int attempts = 0;
   while (true) {
+    bool idle = false;
+    if (!WaitForTrouble(idle)) return;
+    if (idle) {
+      backoff = std::chrono::milliseconds(25);
+      attempts = 0;
+    }
     std::string address;
     uint32_t self_node = 0;
     Prover prove;
@@ -147,14 +229,18 @@ void PeerLink::Resumer() {
     bool reconnect = false;
     {
       absl::MutexLock lock(&mu_);
-      if (!ResumingLocked()) backoff = std::chrono::milliseconds(50);
-      mu_.Await(absl::Condition(this, &PeerLink::ResumerWakeLocked));
       if (stop_resumer_) return;
-      const auto limit = static_cast<int64_t>(options_.timeout_ms);
-      if (out_down_since_ && MsSince(*out_down_since_) >= limit) {
-        give_up = out_down_why_;
-      } else if (in_down_since_ && MsSince(*in_down_since_) >= limit) {
-        give_up = in_down_why_;
+      // The limit counts from the later of the drop and the last time the
+      // peer was heard (a frame, a ping answered); a set that cannot be
+      // re-opened while the peer answers otherwise is given up after
+      // three limits.
+      const auto limit = static_cast<int64_t>(t);
+      for (const auto& [since, why] : {std::pair{&out_down_since_, &out_down_why_},
+                                       std::pair{&in_down_since_, &in_down_why_}}) {
+        if (*since && (SilentMsLocked(**since) >= limit || MsSince(**since) >= 3 * limit)) {
+          give_up = *why;
+          break;
+        }
       }
       reconnect = out_down_since_ && out_.empty() && !address_.empty() && prove_;
       address = address_;
@@ -163,15 +249,15 @@ void PeerLink::Resumer() {
       epoch = epoch_;
     }
     if (give_up) {
-      Fail(Unavailable("peer '", peer_, "' unreachable for ", options_.timeout_ms,
-                       " ms after: ", give_up->message()));
+      Fail(
+          Unavailable("peer '", peer_, "' unreachable for ", t, " ms after: ", give_up->message()));
       continue;
     }
     if (reconnect) {
-      // Short attempts: a SYN lost in an outage is not retried for a
-      // second, and the link may be back long before.
-      Status s =
-          OpenSet(address, self_node, prove, epoch, std::min<uint32_t>(500, options_.timeout_ms));
+      const uint32_t connect_ms =
+          std::min<uint32_t>(first_connect_ms << std::min(attempts / 4, 4), t / 2);
+      ++attempts;
+      Status s = OpenSet(address, self_node, prove, epoch, connect_ms, hello_ms);
       if (s.ok()) continue;
       if (IsConnectionRefused(s) || absl::IsPermissionDenied(s) || absl::IsUnauthenticated(s) ||
           absl::IsFailedPrecondition(s)) {
@@ -184,7 +270,7 @@ void PeerLink::Resumer() {
     absl::MutexLock lock(&mu_);
     const absl::Time until = absl::Now() + absl::FromChrono(backoff);
     mu_.AwaitWithDeadline(absl::Condition(&stop_resumer_), until);
-    backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::milliseconds(400));
+    backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::milliseconds(100));
   }
 }
 

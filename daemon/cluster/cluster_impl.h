@@ -211,6 +211,9 @@ struct Session {
   uint32_t node = 0;        // its node id, from the hello
   uint64_t highest = 0;     // the highest call counter seen
   std::set<uint64_t> seen;  // counters seen within kCallWindow of it
+  // Its last authenticated call: a peer that calls is heard (its pings
+  // count when this node's own go unanswered).
+  std::chrono::steady_clock::time_point last_call{};
 };
 
 // A peer call as the service received it, to authenticate.
@@ -446,6 +449,9 @@ struct Cluster::Impl {
   // Ends half `key` with `why` (or its start, when it has not started).
   void AbortHalf(const std::string& caller, uint64_t key, const Status& why)
       ABSL_LOCKS_EXCLUDED(mu);
+  // Ends every half that `peer` started or exchanges data with (it said
+  // hello anew: it dropped its side of them).
+  void AbortHalvesWith(const std::string& peer, const Status& why) ABSL_LOCKS_EXCLUDED(mu);
 
   // ---- cross-node copies, initiator (cross_copy.cc) ----
 

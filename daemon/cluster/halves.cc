@@ -349,4 +349,19 @@ void Cluster::Impl::AbortHalf(const std::string& caller, uint64_t key, const Sta
   if (!routed_with.empty()) RdmaRefused(routed_with, why);
 }
 
+void Cluster::Impl::AbortHalvesWith(const std::string& peer, const Status& why) {
+  std::vector<Transfer> ts;
+  {
+    absl::MutexLock lock(&mu);
+    for (auto& [key, h] : halves) {
+      if (h->finished || (h->partner != peer && h->initiator != peer && h->relay_partner != peer)) {
+        continue;
+      }
+      if (h->aborted.ok()) h->aborted = why;
+      if (h->transfer) ts.push_back(*h->transfer);
+    }
+  }
+  for (Transfer& t : ts) t.Abort(why);
+}
+
 }  // namespace isometry

@@ -120,6 +120,20 @@ Result<cluster::WelcomeOut> Cluster::Impl::AcceptHello(const cluster::HelloIn& h
     return s;  // the caller's session, if any, is left as it was
   }
   const std::string token = RandomHex(16);
+  bool again = false;
+  {
+    absl::MutexLock lock(&mu);
+    again = sessions.count(hello.node_name) != 0;
+  }
+  if (again) {
+    // A peer says hello only when it holds this node down (or restarted):
+    // it failed its side of every copy with this node, and the halves
+    // here wait for nothing.
+    AbortHalvesWith(hello.node_name,
+                    Unavailable("peer '", hello.node_name,
+                                "' said hello anew (it took this node for down, or restarted): "
+                                "its side of the transfer is gone"));
+  }
   {
     absl::MutexLock lock(&mu);
     cluster::Session& session = sessions[hello.node_name];

@@ -108,6 +108,7 @@ Result<std::string> Cluster::Impl::Caller(const cluster::CallIn& call) {
   }
   if (!session.seen.insert(counter).second) return refuse("replayed (its counter was used)");
   session.highest = std::max(session.highest, counter);
+  session.last_call = Clock::now();
   if (session.highest > cluster::kCallWindow) {
     session.seen.erase(session.seen.begin(),
                        session.seen.lower_bound(session.highest - cluster::kCallWindow));
@@ -236,6 +237,7 @@ void Cluster::Impl::PeerLoop(Peer& p) {
     }
     const auto asked = Clock::now();
     Status s = Ping(p, missed.has_value());
+    if (s.ok()) data->Link(p.config.name).Heard(Clock::now());
     if (s.ok() && missed) {
       // Back after an outage: data connections that heard nothing since
       // are re-opened now, not after TCP's retransmission backoff.
@@ -245,10 +247,16 @@ void Cluster::Impl::PeerLoop(Peer& p) {
       missed = asked;
     }
     if (!s.ok()) {
-      Clock::time_point last;
+      // Silence counts from the last time the peer was heard at all: a
+      // ping answered, a data frame, or a call of its own (a ping of ours
+      // stuck behind a lost SYN says nothing while its data flows).
+      Clock::time_point last = data->Link(p.config.name).last_heard();
       {
         absl::MutexLock lock(&mu);
-        last = StateLocked(p).last_answer;
+        last = std::max(last, StateLocked(p).last_answer);
+        if (auto it = sessions.find(p.config.name); it != sessions.end()) {
+          last = std::max(last, it->second.last_call);
+        }
       }
       if (Clock::now() - last >= std::chrono::milliseconds(config.cluster.peer_timeout_ms)) {
         MarkDown(p.config.name,

@@ -3,6 +3,8 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
+
 #include "channels/tcp/frame.h"
 #include "core/log_escape.h"
 #include "core/log_limiter.h"
@@ -12,6 +14,37 @@
 namespace isometry::cluster {
 
 namespace {
+
+// The initiator's AwaitHalf: while it runs, the initiator waits for the
+// half. When it stops waiting (it cancelled the call: its copy failed; or
+// its connection to this node broke) the half ends too, whether or not its
+// AbortHalf arrives: one sent while this node was stopped or cut off may
+// have expired before it was read.
+class AwaitReactor final : public grpc::ServerUnaryReactor {
+ public:
+  AwaitReactor(Cluster::Impl* impl, std::string initiator, uint64_t key)
+      : impl_(impl), initiator_(std::move(initiator)), key_(key) {}
+  // Exactly once: the half's end, or the refusal.
+  void End(const grpc::Status& s) {
+    ended_ = true;
+    Finish(s);
+  }
+  void OnCancel() override {
+    if (ended_) return;
+    spdlog::warn("half {}: node '{}' stopped waiting for it; ending it", key_, ForLog(initiator_));
+    impl_->AbortHalf(initiator_, key_,
+                     absl::CancelledError(StrCat("node '", initiator_,
+                                                 "' stopped waiting for the transfer (its copy "
+                                                 "ended, or its connection to this node broke)")));
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  Cluster::Impl* const impl_;
+  const std::string initiator_;
+  const uint64_t key_;
+  std::atomic<bool> ended_{false};
+};
 
 class PeerService final : public v1::IsometryPeer::CallbackService {
  public:
@@ -65,14 +98,14 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
                                       v1::AwaitHalfResponse* resp) override {
     auto caller = Caller(ctx, "AwaitHalf", *req);
     if (!caller.ok()) return Reply(ctx, caller.status());
-    grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+    auto* r = new AwaitReactor(impl_, *caller, req->key());
     Cluster::Impl* impl = impl_;
     Status s = impl_->AwaitHalf(req->key(), [r, resp, impl](const Status& end) {
       resp->set_code(static_cast<int>(end.code()));
       resp->set_message(std::string(impl->ForPeer(end).message()));
-      r->Finish(grpc::Status::OK);
+      r->End(grpc::Status::OK);
     });
-    if (!s.ok()) r->Finish(ToGrpc(s));
+    if (!s.ok()) r->End(ToGrpc(s));
     return r;
   }
 
