@@ -468,6 +468,63 @@ void ContiguousRow(Setup& s, const DatatypeOptions& o, Report& report) {
   report.Add(std::move(row));
 }
 
+// A datatype -> a layout of fields of different sizes (SOA "x,F") against
+// the same bytes as a layout -> layout copy (the peer's bytes as AOS
+// "F,x"): contiguous bytes -> fields {6, 1, 1}, or MPI_DOUBLE
+// vector(n, 1, 2) -> fields {4, 1}, whose stream pairs with the points
+// only every 40 bytes.
+void MixedFieldsRow(Setup& s, const DatatypeOptions& o, uint64_t bytes, bool strided,
+                    Report& report) {
+  const std::string name =
+      StrCat("dt_", strided ? "vector" : "contig", "_to_mixed_soa_", bytes >> 20, "MiB");
+  const std::vector<Field> f = strided ? std::vector<Field>{{"a", 4}, {"b", 1}}
+                                       : std::vector<Field>{{"a", 6}, {"b", 1}, {"c", 1}};
+  const FieldSpace fields = Must(FieldSpace::Make(f), "fields");
+  // Whole 40-byte periods when strided: the vector's count stays whole.
+  const auto points = static_cast<int64_t>(strided ? bytes / 40 * 8 : bytes / 8);
+  bytes = static_cast<uint64_t>(points) * fields.total_bytes();
+  const Box box = Box::FromExtents({points});
+  const InstanceShape soa{box, fields, *Layout::Parse("x,F", 1)};
+  const InstanceShape aos{box, fields, *Layout::Parse("F,x", 1)};
+  const Datatype dbl = Datatype::Basic(BasicType::kDouble);
+  const Datatype type =
+      strided ? Must(Datatype::Vector(static_cast<int64_t>(bytes / 8), 1, 2, dbl), "vector")
+              : Must(Datatype::Contiguous(static_cast<int64_t>(bytes),
+                                          Datatype::Basic(BasicType::kByte)),
+                     "contiguous");
+  const uint64_t span = static_cast<uint64_t>(type.true_extent());
+  std::vector<uint8_t> packed(bytes), want(bytes);
+  if (!Pack(std::span<const uint8_t>(s.source.data(), span), 0, type, 1, packed).ok()) {
+    Die(name + ": cannot pack the expected bytes");
+  }
+  uint64_t at = 0;
+  for (int64_t x = 0; x < points; ++x) {
+    for (size_t k = 0; k < f.size(); ++k) {
+      std::memcpy(&want[soa.OffsetOf(k, {x})], &packed[at], f[k].size);
+      at += f[k].size;
+    }
+  }
+  client::Instance dt = Must(s.c->RegisterPrivateInstance(s.peer->range(), 0, Elements{type, 1, 0}),
+                             "register the peer's datatype");
+  client::Instance lay =
+      Must(s.c->RegisterPrivateInstance(s.peer->range(), 0, aos), "register the peer's layout");
+  client::Instance dst = Must(s.c->Register(s.range, 0, soa), "register");
+  CopyAndCheck(s, dt, dst, want, name);
+  if (!strided) CopyAndCheck(s, lay, dst, want, name + " (layout baseline)");
+  const int n = CopiesFor(o.seconds, TimeCopies(*s.c, dt, dst, 1));
+  const double gb = static_cast<double>(bytes) / 1e9;
+  Rounds rounds;
+  for (int r = 0; r < o.rounds; ++r) {
+    rounds.Add(gb / TimeCopies(*s.c, dt, dst, n), gb / TimeCopies(*s.c, lay, dst, n));
+  }
+  rounds.Print(StrCat(name, " vs layout -> layout").c_str());
+  Row row =
+      MedianRow(name.c_str(), "throughput", rounds, "the same bytes, layout F,x -> x,F", ">= 0.8");
+  row.bytes = bytes;
+  row.predicted.note = kNoDaemonPlan;
+  report.Add(std::move(row));
+}
+
 }  // namespace
 
 void RunDatatype(const DatatypeOptions& o, Report& report) {
@@ -476,7 +533,7 @@ void RunDatatype(const DatatypeOptions& o, Report& report) {
   };
   const std::vector<std::string> known = DatatypeKernelNames();
   for (const std::string& name : o.only) {
-    if (name != "vector" && name != "contig" &&
+    if (name != "vector" && name != "contig" && name != "mixed" &&
         std::find(known.begin(), known.end(), name) == known.end()) {
       Die("--datatype-kernels: no kernel '" + name + "'");
     }
@@ -501,6 +558,10 @@ void RunDatatype(const DatatypeOptions& o, Report& report) {
     if (wanted(name)) MemoRow(s, o, Must(MakeDatatypeKernel(name), "kernel"), 0, report);
   }
   if (wanted("contig")) ContiguousRow(s, o, report);
+  if (wanted("mixed")) {
+    for (uint64_t mib : {1, 16, 64}) MixedFieldsRow(s, o, mib << 20, false, report);
+    MixedFieldsRow(s, o, 1 << 20, true, report);  // its layout form: 2 pieces a point
+  }
   s.c.reset();
   s.peer.reset();
   if (s.daemon.Stop() != 0) {

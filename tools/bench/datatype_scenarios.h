@@ -35,7 +35,8 @@ struct DatatypeOptions {
   // ClientOptions::served_reads); false: through the kernel.
   bool served_reads = true;
   // Only these rows' kernels ("vector" for every vector row, "contig",
-  // DatatypeKernelNames()); empty: all.
+  // "mixed" for datatype -> mixed-field layout rows, DatatypeKernelNames());
+  // empty: all.
   std::vector<std::string> only;
 };
 

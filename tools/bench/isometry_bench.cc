@@ -142,9 +142,10 @@ void AddDatatypeFlags(CLI::App& app, DatatypeFlags& f) {
   app.add_flag("--no-served-reads", f.no_served_reads,
                "datatype rows: direct reads go through the kernel instead of the peer packing "
                "into its serve window (README, \"Served reads\")");
-  app.add_option("--datatype-kernels", f.kernels,
-                 "datatype rows: only these kernels (vector, contig, wrf_y_vec, milc_su3_zd, "
-                 "nas_mg_z, specfem3d_oc, lammps_atomic, fft2d; default: all)")
+  app.add_option(
+         "--datatype-kernels", f.kernels,
+         "datatype rows: only these kernels (vector, contig, mixed, wrf_y_vec, milc_su3_zd, "
+         "nas_mg_z, specfem3d_oc, lammps_atomic, fft2d; default: all)")
       ->delimiter(',');
 }
 
