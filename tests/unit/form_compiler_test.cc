@@ -246,3 +246,60 @@ TEST_CASE("an array of padded structs copies as a few looped ops") {
 }
 
 }  // namespace ISOMETRY_TEST_FILE
+
+namespace ISOMETRY_TEST_FILE {
+
+// Issue #50, item 7: against SOA over fields of different sizes each field
+// steps by its own size, so the program loops each op at its own step.
+TEST_CASE("datatypes against SOA over fields of different sizes compile to a few ops") {
+  const auto soa = [](int64_t points, std::vector<Field> f) {
+    return InstanceShape{Box::FromExtents({points}), *FieldSpace::Make(f),
+                         *Layout::Parse("x,F", 1)};
+  };
+  const Datatype kInt = Datatype::Basic(BasicType::kInt32);
+  const Datatype padded =
+      Ok(Datatype::Struct(std::vector<int64_t>{1, 1, 1}, std::vector<int64_t>{0, 8, 16},
+                          std::vector<Datatype>{kInt, kDouble, kInt}));
+  struct Case {
+    Datatype type;
+    InstanceShape shape;
+    size_t max_ops;
+  };
+  const std::vector<Case> cases{
+      {Ok(Datatype::Contiguous(33000 * 8, kByte)), soa(33000, {{"a", 6}, {"b", 1}, {"c", 1}}), 3},
+      {Ok(Datatype::Vector(30000, 1, 2, kDouble)), soa(48000, {{"a", 4}, {"b", 1}}), 32},
+      {Ok(Datatype::Hvector(40000, 1, 56, padded)), soa(40000, {{"a", 13}, {"b", 3}}), 3},
+  };
+  for (const Case& c : cases) {
+    INFO(c.type.ToString());
+    auto to = CompileDatatypeToLayout(c.type, 1, c.shape, c.shape.bounds);
+    INFO(to.status().message());
+    REQUIRE(to.ok());
+    CHECK(to->program.ops.size() <= c.max_ops);
+    CHECK(to->program.bytes == c.shape.total_bytes());
+    auto back = CompileLayoutToDatatype(c.shape, c.shape.bounds, c.type, 1);
+    REQUIRE(back.ok());
+    CHECK(back->program.ops.size() <= c.max_ops);
+    // The bytes: Pack of the datatype lands in AOS C order.
+    const Buffer src = BufferFor(c.type, 1, 11);
+    std::vector<uint8_t> packed(static_cast<size_t>(c.type.size()));
+    REQUIRE(Pack(src.bytes, src.origin, c.type, 1, packed).ok());
+    std::vector<uint8_t> inst(c.shape.total_bytes(), 0);
+    ExecuteProgram(to->program, At(src.bytes, src.origin + to->src_shift),
+                   reinterpret_cast<std::byte*>(inst.data()) + to->dst_shift);
+    size_t at = 0;
+    bool same = true;
+    for (int64_t x = 0; x < c.shape.bounds.hi[0]; ++x) {
+      for (size_t f = 0; f < c.shape.fields.size(); ++f) {
+        const size_t n = c.shape.fields.fields()[f].size;
+        same = same && std::equal(packed.begin() + static_cast<ptrdiff_t>(at),
+                                  packed.begin() + static_cast<ptrdiff_t>(at + n),
+                                  inst.begin() + static_cast<ptrdiff_t>(c.shape.OffsetOf(f, {x})));
+        at += n;
+      }
+    }
+    CHECK(same);
+  }
+}
+
+}  // namespace ISOMETRY_TEST_FILE
