@@ -178,8 +178,17 @@ Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenForWrite(
                       memory->name(), "' (", memory->max_file_bytes(), ")");
   }
   const std::string parent = Dirname(relative);
-  ISO_ASSIGN_OR_RETURN(UniqueFd dir, OpenBeneath(memory->dir_fd(), parent, O_DIRECTORY | O_RDONLY,
-                                                 memory->directory() + "/" + parent));
+  Result<UniqueFd> opened = OpenBeneath(memory->dir_fd(), parent, O_DIRECTORY | O_RDONLY,
+                                        memory->directory() + "/" + parent);
+  if (absl::IsNotFound(opened.status())) {
+    // Named as the client named it: the daemon's own paths are not its
+    // business, and what it can do about it is.
+    return NotFound("DSK memory '", memory->name(), "': the directory '", parent, "' of '",
+                    relative,
+                    "' does not exist; DSK copies create files, never directories (make it "
+                    "first, in the memory's directory on this node)");
+  }
+  ISO_ASSIGN_OR_RETURN(UniqueFd dir, std::move(opened));
   // The target as it is now, without following a link in its last name
   // and without opening anything but a regular file (O_PATH first: opening
   // a device or FIFO someone planted could have effects). One component

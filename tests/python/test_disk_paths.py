@@ -303,6 +303,15 @@ class DiskPathsTest(unittest.TestCase):
         self.assertIn("symbolic link", cm.exception.message)
         self.assertTrue(os.path.islink(self.file("link.bin")))
         self.assertEqual(self.get_file("whole.bin"), data)
+        # A file in a directory that does not exist: named as the client
+        # named it, never by the daemon's own path (issue #50, item 10).
+        mi = self.dsk_instance("no/such/dir.bin", [1 << 16], "F,x")
+        with self.assertRaises(isometry.IsometryError) as cm:
+            self.c.copy(si, mi, timeout=30)
+        self.assertEqual(cm.exception.code, "NOT_FOUND", cm.exception.message)
+        self.assertIn("the directory 'no/such' of 'no/such/dir.bin' does not exist; DSK copies "
+                      "create files, never directories", cm.exception.message)
+        self.assertNotIn(self.dsk, cm.exception.message)
 
     # ---- item 5: DSK -> DSK at every size ----
 
