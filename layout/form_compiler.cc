@@ -15,8 +15,9 @@ uint64_t U(int64_t v) { return static_cast<uint64_t>(v); }
 // Ops in a repeating block the recompression looks for: enough for the
 // common period of a strided datatype and a layout point of fields of
 // different sizes (8-byte runs against 5-byte points repeat every 40 bytes,
-// some 20 ops).
-constexpr size_t kMaxCopyPeriod = 64;
+// some 20 ops). Each position tries every period, so this bounds the cost
+// of recompressing an irregular walk.
+constexpr size_t kMaxCopyPeriod = 128;
 
 // Drops unit loops, folds an inner loop contiguous on both sides into the
 // run, and merges two loops where the outer steps by the inner's span on

@@ -29,8 +29,9 @@ const Datatype kByte = Datatype::Basic(BasicType::kByte);
 
 InstanceShape Shape1D(int64_t points, const std::vector<int64_t>& sizes, const char* layout) {
   std::vector<Field> fields;
-  for (size_t f = 0; f < sizes.size(); ++f)
+  for (size_t f = 0; f < sizes.size(); ++f) {
     fields.push_back({"f" + std::to_string(f), static_cast<uint32_t>(sizes[f])});
+  }
   return {Box::FromExtents({points}), *FieldSpace::Make(fields), *Layout::Parse(layout, 1)};
 }
 
@@ -119,6 +120,14 @@ void RoundTrip(Client& c, const Datatype& type, int64_t count, int64_t origin, s
   CHECK(Contents(back, span) == back_want);
 }
 
+// Contiguous elements of a basic type: a dense stream, which runs as a
+// layout copy whatever the fields and layout.
+Datatype DenseType(RandomDatatypes& gen) {
+  static const BasicType kBasics[] = {BasicType::kByte, BasicType::kInt16, BasicType::kInt32,
+                                      BasicType::kDouble};
+  return Ok(Datatype::Contiguous(gen.Int(1, 5), Datatype::Basic(kBasics[gen.Int(0, 3)])));
+}
+
 }  // namespace
 
 TEST_CASE("contiguous bytes <-> SOA with fields of different sizes, past every old bound") {
@@ -135,6 +144,12 @@ TEST_CASE("contiguous bytes <-> SOA with fields of different sizes, past every o
                 static_cast<uint64_t>(points));
     }
   }
+  // Two dimensions: the AOS C-order layout over the bytes is row-major.
+  const InstanceShape two{Box::FromExtents({300, 700}),
+                          *FieldSpace::Make({{"a", 6}, {"b", 1}, {"c", 1}}), Layout::Soa(2)};
+  const int64_t two_bytes = int64_t{300} * 700 * 8;
+  RoundTrip(*c, Ok(Datatype::Contiguous(two_bytes, kByte)), 1, 0, static_cast<size_t>(two_bytes),
+            two, 3);
   CHECK(d.Stop() == 0);
 }
 
@@ -161,17 +176,29 @@ TEST_CASE("random datatypes <-> layouts with fields of different sizes, verified
   RandomDatatypes gen(20261202);
   static const char* kLayouts[] = {"x,F", "F,x"};
   for (int i = 0; i < 40; ++i) {
-    const Datatype t = gen.Next(2);
+    // Large cases are dense: a strided type whose runs pair with the
+    // points only at a period of more than 128 ops is still bounded at
+    // 65536 ops a chunk (README, "Canonical forms and datatype copies").
+    const Datatype t = i % 4 == 3 ? DenseType(gen) : gen.Next(2);
     std::vector<int64_t> sizes;
     for (int64_t f = gen.Int(2, 4); f > 0; --f) sizes.push_back(gen.Int(1, 9));
     int64_t point = 0;
     for (int64_t s : sizes) point += s;
     // count elements of t fill `points` layout points exactly.
     const int64_t unit = std::lcm(t.size(), point);
-    const int64_t reps = gen.Int(1, std::max<int64_t>(1, 40000 / unit));
+    // Every fourth case is a few hundred KB: tens of thousands of points,
+    // past what a program listing a point's runs could hold.
+    const int64_t target = i % 4 == 3 ? 600000 : 40000;
+    const int64_t reps =
+        gen.Int(std::max<int64_t>(1, target / unit / 2), std::max<int64_t>(1, target / unit));
     const int64_t count = unit / t.size() * reps, points = unit / point * reps;
     const ByteSpan span = *SpanOfElements(t, count);
-    const InstanceShape shape = Shape1D(points, sizes, kLayouts[gen.Int(0, 1)]);
+    InstanceShape shape = Shape1D(points, sizes, kLayouts[gen.Int(0, 1)]);
+    if (points % 2 == 0 && gen.Int(0, 1) == 1) {  // 2-D: SOA, AOS or x fastest
+      shape.bounds = Box::FromExtents({2, points / 2});
+      static const char* k2D[] = {"y,x,F", "F,y,x", "x,F,y"};
+      shape.layout = *Layout::Parse(k2D[gen.Int(0, 2)], 2);
+    }
     RoundTrip(*c, t, count, -span.begin, static_cast<size_t>(span.end - span.begin), shape,
               static_cast<uint64_t>(i));
   }
