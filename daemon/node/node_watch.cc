@@ -13,6 +13,7 @@
 #include "core/strings.h"
 #include "daemon/node/node_impl.h"
 #include "daemon/runtime/beneath.h"
+#include "daemon/runtime/disk_endpoint.h"
 #include "daemon/runtime/disk_memory.h"
 #include "layout/datatype_form.h"
 
@@ -343,6 +344,12 @@ Result<WatchHandle> Node::Watch(const std::string& session, const WatchSpec& spe
   // A log file this call created goes again when the watch is refused.
   std::optional<CreatedLog> created;
   if (spec.handler == active::Handler::kFileLog) {
+    std::optional<uid_t> as;  // whose file it may append to, as DSK copies
+    {
+      absl::MutexLock lock(&impl_->mu);
+      ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
+      as = s->creds.disk_uid();
+    }
     // Opened before the lock (file I/O), confined beneath the DSK
     // directory like every DSK path.
     ISO_ASSIGN_OR_RETURN(std::shared_ptr<DiskMemory> disk,
@@ -362,6 +369,7 @@ Result<WatchHandle> Node::Watch(const std::string& session, const WatchSpec& spe
         (st.st_nlink > 1 && !disk->allow_hard_links())) {
       return PermissionDenied(shown, " is not a regular file with one link");
     }
+    if (!made) ISO_RETURN_IF_ERROR(CheckDiskAccess(st, as, true, shown));
     if (made) created = CreatedLog{disk, spec.file, st.st_dev, st.st_ino};
   }
   Result<WatchHandle> out = impl_->AddWatch(session, spec, std::move(rs));

@@ -60,9 +60,11 @@ Status CheckFile(const struct stat& st, const DiskMemory& memory, const std::str
   return OkStatus();
 }
 
+}  // namespace
+
 // "Who may open a file" (disk_endpoint.h).
-Status CheckAccess(const struct stat& st, std::optional<uid_t> as, bool write,
-                   const std::string& shown) {
+Status CheckDiskAccess(const struct stat& st, std::optional<uid_t> as, bool write,
+                       const std::string& shown) {
   const uid_t daemon = ::geteuid();
   const uid_t who = as.value_or(daemon);
   if ((as && who == 0) || st.st_uid == who) return OkStatus();
@@ -74,8 +76,6 @@ Status CheckAccess(const struct stat& st, std::optional<uid_t> as, bool write,
       "): ", as ? StrCat("uid ", who) : std::string("a session without a uid (gRPC)"), " may not ",
       write ? "write" : "read", " it"));
 }
-
-}  // namespace
 
 Status CheckRelativePath(const std::string& relative) {
   if (relative.empty()) return InvalidArgument("DSK instance: empty file name");
@@ -126,7 +126,7 @@ Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenExisting(
   struct stat st {};
   if (fstat(path_fd.get(), &st) != 0) return Errno(shown, errno);
   ISO_RETURN_IF_ERROR(CheckFile(st, *memory, shown));
-  ISO_RETURN_IF_ERROR(CheckAccess(st, as, mode != DiskFile::Mode::kRead, shown));
+  ISO_RETURN_IF_ERROR(CheckDiskAccess(st, as, mode != DiskFile::Mode::kRead, shown));
   if (static_cast<uint64_t>(st.st_size) < *end) {
     return OutOfRange(shown, " holds ", st.st_size, " bytes; the instance needs ", bytes,
                       " bytes at offset ", offset);
@@ -201,7 +201,7 @@ Result<std::unique_ptr<DiskEndpoint>> DiskEndpoint::OpenForWrite(
     struct stat st {};
     if (fstat(old.get(), &st) != 0) return Errno(shown, errno);
     ISO_RETURN_IF_ERROR(CheckFile(st, *memory, shown));
-    ISO_RETURN_IF_ERROR(CheckAccess(st, as, true, shown));
+    ISO_RETURN_IF_ERROR(CheckDiskAccess(st, as, true, shown));
     old_size = static_cast<uint64_t>(st.st_size);
   }
   const uint64_t size = std::max(old_size, *end);

@@ -34,6 +34,7 @@
 // disk's read+write rate; free on XFS/btrfs with reflinks).
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <memory>
@@ -103,6 +104,12 @@ class DiskEndpoint {
   std::string name_;    // the target's name in dir_; empty once committed
   DiskCharge charge_;   // the file's bytes on the writer's quota
 };
+
+// "Who may open a file" above, for a file `st` describes, opened to read
+// or (`write`) to write; `shown` names it. Also used for Active Access's
+// file logs.
+Status CheckDiskAccess(const struct stat& st, std::optional<uid_t> as, bool write,
+                       const std::string& shown);
 
 // Lexical checks of a relative path (no I/O): non-empty, relative, no `..`.
 Status CheckRelativePath(const std::string& relative);

@@ -267,6 +267,9 @@ for name in ("t.img", "t.img.delta"):
     head = c.register_instance(a, [{PAGE}], [("b", 1)], "F,x")
     out["read " + name] = copy(f, head)
     out["write " + name] = copy(head, f)
+# A file log appends: not to another uid's file either.
+out["file_log"] = code(lambda: c.watch(c.allocate("sys0", {PAGE}), 0, {PAGE}, "apply_log",
+                                       "file_log", file_memory="dsk0", file="t.img.delta"))
 c.close()
 print(json.dumps(out))
 """
@@ -285,6 +288,8 @@ print(json.dumps(out))
                 self.assertIn(state, ("failed", "PERMISSION_DENIED"), (verb, name, message))
                 self.assertIn(f"belongs to uid 0 (mode 0600): uid {NOBODY} may not {verb} it",
                               message)
+        self.assertEqual(out["file_log"][0], "PERMISSION_DENIED", out["file_log"])
+        self.assertIn(f"uid {NOBODY} may not write it", out["file_log"][1])
         self.assertEqual(stat.S_IMODE(os.stat(self.path("t.img")).st_mode), 0o600)
         # nobody's own checkpoint is nobody's, 0600, and not the victim's.
         self.assertEqual(out["own"][0], "OK", out["own"])
