@@ -136,8 +136,9 @@ bool PeerLink::WaitForTrouble(bool& idle) {
                            absl::Milliseconds(50));
       if (stop_resumer_) return false;
       if (ResumingLocked()) return true;
-      if (std::optional<Status> why = StalledLocked())
+      if (std::optional<Status> why = StalledLocked()) {
         SuspendLocked(out_.front().get(), *why, calls);
+      }
     }
     for (auto& fn : calls) completer_->Post(std::move(fn));
   }
@@ -210,7 +211,7 @@ void PeerLink::Resumer() {
   // handshake and the hello are bounded too, so an attempt cut half-way
   // is retried well within the time limit.
   const uint32_t t = options_.timeout_ms;
-  const uint32_t first_connect_ms = std::clamp<uint32_t>(t / 12, 50, 250);
+  const uint32_t first_connect_ms = std::clamp<uint32_t>(t / 30, 50, 250);
   const uint32_t hello_ms = std::clamp<uint32_t>(t / 3, 100, 1000);
   auto backoff = std::chrono::milliseconds(25);
   int attempts = 0;
@@ -270,7 +271,7 @@ void PeerLink::Resumer() {
     absl::MutexLock lock(&mu_);
     const absl::Time until = absl::Now() + absl::FromChrono(backoff);
     mu_.AwaitWithDeadline(absl::Condition(&stop_resumer_), until);
-    backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::milliseconds(100));
+    backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::milliseconds(50));
   }
 }
 

@@ -15,6 +15,7 @@ half) while a and c keep serving; a malformed relay request is refused.
 """
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -115,6 +116,59 @@ class Relayed(Relay):
                 time.sleep(0.05)
             self.assertEqual(cc.status().transfers_active, 0)
             self.assertEqual(ca.status().transfers_active, 0)
+        info, sent, got = self.cluster.copy_bytes("a", "c", MiB)
+        self.assertEqual(got, sent)
+
+
+class RelayStopped(Relay):
+    """A relay stopped (SIGSTOP) past peer_timeout_ms, then resumed: a
+    fails the copy, and b's half ends itself within the timeout of b
+    resuming, its staging freed (issue #49, item 6). c's timeout is the
+    shorter, so c drops its side before a's abort could reach b through it;
+    a's own abort expired while b was stopped."""
+
+    timeout = 1.5  # the fixture's peer_timeout_ms
+    opts = {"request": "1MiB",
+            "node_opts": [dict({"link_rates": r, "extra_cluster": 'rate_limit = "64MiB"'}, **x)
+                          for r, x in zip(RATES, [{}, {}, {"timeout_ms": 800}])]}
+
+    def test_a_relay_stopped_past_the_timeout_ends_its_half(self):
+        n = 192 * MiB  # 3 s at the rate limit
+        a, b, c = self.cluster["a"], self.cluster["b"], self.cluster["c"]
+        pid = b.process.proc.pid
+        with a.client() as ca, b.client() as cb, c.client() as cc:
+            src = ca.allocate("sys0", n)
+            ca.write(src, 0, os.urandom(n))
+            dst = self.published(cc, n)
+            s = ca.register_instance(src, [n // 8], [("v", 8)], "F,x")
+            d = ca.register_instance(dst.id, [n // 8], [("v", 8)], "F,x", memory="c:sys0")
+            for round in range(2):  # the race it loses is not lost every time
+                self.cluster.wait_up()  # a relays through b only while b is up
+                t = ca.copy(s, d, wait=False)
+                deadline = time.time() + 10
+                while time.time() < deadline and not any(x.id == int(t) for x in cb.transfers()):
+                    time.sleep(0.005)
+                self.assertTrue(any(x.id == int(t) for x in cb.transfers()), "b does not relay")
+                time.sleep(0.5)
+                os.kill(pid, signal.SIGSTOP)
+                try:
+                    info = ca.wait(t, timeout_ms=20000, check=False)
+                    time.sleep(2 * self.timeout)  # stopped well past the timeout
+                finally:
+                    os.kill(pid, signal.SIGCONT)
+                resumed = time.time()
+                self.assertEqual(info.state, "failed", info.message)
+                while time.time() - resumed < self.timeout and (
+                        cb.status().transfers_active
+                        or {m.name: m for m in cb.memories()}["sys0"].staging_used):
+                    time.sleep(0.05)
+                held = {m.name: m for m in cb.memories()}["sys0"].staging_used
+                self.assertEqual((cb.status().transfers_active, held), (0, 0),
+                                 f"round {round}: b still runs its half {self.timeout} s after "
+                                 f"it resumed (running, staging bytes)")
+                self.assertEqual(cc.status().transfers_active, 0)
+        # b serves again once a and c have said hello to it anew.
+        self.cluster.wait_up()
         info, sent, got = self.cluster.copy_bytes("a", "c", MiB)
         self.assertEqual(got, sent)
 

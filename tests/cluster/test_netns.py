@@ -5,7 +5,9 @@ with tc tbf (root only; skipped with the reason otherwise).
         /usr/bin/python3 -m unittest -v test_netns      # in tests/cluster
 """
 
+import hashlib
 import os
+import random
 import sys
 import time
 import unittest
@@ -24,12 +26,13 @@ else:
 
 @unittest.skipIf(REASON, REASON or "")
 class ShapedLink(unittest.TestCase):
-    subnet, timeout_ms = 77, 1500
+    subnet, timeout_ms, keepalive_ms, rate, tls = 77, 1500, 200, "2gbit", None
 
     def setUp(self):
-        self.net = netns.ShapedPair("2gbit", subnet=self.subnet)
+        self.net = netns.ShapedPair(self.rate, subnet=self.subnet)
         self.cluster = cf.Cluster(ISOMETRYD, ["a", "b"], hosts=self.net.hosts, netns=self.net.ns,
-                                  request="1MiB", timeout_ms=self.timeout_ms, keepalive_ms=200)
+                                  request="1MiB", timeout_ms=self.timeout_ms,
+                                  keepalive_ms=self.keepalive_ms, tls=self.tls)
         try:
             self.cluster.start()
         except Exception:
@@ -126,6 +129,53 @@ class ShortCut(ShapedLink):
                   f"link came back", file=sys.stderr)
             for p in ca.peers().peers:
                 self.assertEqual(p.state, "up", p.last_error)
+
+
+class RepeatedCuts(ShapedLink):
+    """Outages shorter than peer_timeout_ms, one after another, under the
+    default settings (keepalive 500 ms, timeout 3 s): the copy ends whole
+    however many there are (issue #49, item 5). The link is slow enough
+    that the copy outlasts the cuts."""
+
+    subnet, timeout_ms, keepalive_ms, rate = 82, 3000, 500, "200mbit"
+    test_copy_across_the_shaped_link = None
+    test_partition_fails_within_the_timeout = None
+
+    def test_twenty_cuts_of_a_third_to_one_second_leave_the_copy_whole(self):
+        n = 256 << 20  # about 11 s on the link
+        data = os.urandom(n)
+        a, b = self.cluster["a"], self.cluster["b"]
+        rnd = random.Random(49)
+        with a.client() as ca, b.client() as cb:
+            s, d, dst = self.byte_arrays(ca, cb, n, data)
+            t = ca.copy(s, d, wait=False)
+            cuts, cut_s = 0, 0.0
+            time.sleep(0.3)
+            while cuts < 20 and ca.completed(t) is None:
+                length = rnd.uniform(0.3, 1.0)
+                self.net.cut(0)
+                time.sleep(length)
+                self.net.heal(0)
+                cuts, cut_s = cuts + 1, cut_s + length
+                time.sleep(rnd.uniform(0.1, 0.3))
+            info = ca.wait(t, timeout_ms=60000, check=False)
+            if info.state != "done":
+                for node in self.cluster.nodes:
+                    print(f"--- {node.name}\n{node.log_text()[-4000:]}", file=sys.stderr)
+            self.assertEqual(info.state, "done", f"after {cuts} cut(s): {info.message}")
+            self.assertGreaterEqual(cuts, 10, "the copy ended before most of the cuts")
+            self.assertEqual(hashlib.sha256(cb.read(dst, 0, n)).digest(),
+                             hashlib.sha256(data).digest(), "the destination differs")
+            print(f"\n  256 MiB through {cuts} cuts ({cut_s:.1f} s){' over TLS' if self.tls else ''}: "
+                  f"whole", file=sys.stderr)
+            for p in ca.peers().peers:
+                self.assertEqual(p.state, "up", p.last_error)
+
+
+class RepeatedCutsTls(RepeatedCuts):
+    """The same over TLS: a re-handshake fits between the cuts."""
+
+    subnet, tls = 83, ["ca", "ca"]
 
 
 if __name__ == "__main__":

@@ -18,6 +18,11 @@ In one run, with the peers measured on the same machine:
              with mutual TLS vs without, without vs the link rate, and the
              time a copy loses to a 1 s cut of the link beyond the cut
              itself (data links resume; peer_timeout_ms 3 s).
+  cuts       (root) a veth shaped to --cuts-rate, the default peer_timeout_ms
+             (3 s) and keepalive_ms (0.5 s), plain and mutual TLS: a copy of
+             --cuts-mib MiB through --cut-count cuts of 0.3-1 s (0.2-0.6 s
+             apart): the time lost beyond the cuts themselves, against the
+             total cut time (target <= 0.5); the copy must end whole (sha256).
   relay      (root) three hosts on a switch, a-c shaped to --relay-slow and
              a-b, b-c to --relay-rate (tc htb): a -> c of --link-mib MiB
              with the link rates declared ([[peer]] link_rate; the planner
@@ -31,15 +36,17 @@ In one run, with the peers measured on the same machine:
 
 Usage (Debian's python3 has grpc):
   /usr/bin/python3 tools/bench/cluster_bench.py --isometryd build-release/daemon/isometryd \\
-      --pythonpath build-release/python [--gib 1] [--json] [--scenario loopback|shaped|link|tls|relay|flood]
+      --pythonpath build-release/python [--gib 1] [--json] [--scenario loopback|shaped|link|cuts|tls|relay|flood]
 
 Prints a table; with --json one object per line:
   {"scenario","metric","value","unit","baseline","baseline_value","ratio"}
 """
 
 import argparse
+import hashlib
 import json
 import os
+import random
 import re
 import shutil
 import socket
@@ -427,6 +434,66 @@ def link_rows(args, cf, netns):
         net.close()
 
 
+def cut_rows(args, cf, netns):
+    """Repeated short outages under the default settings: the time a copy
+    loses beyond the cuts themselves (issue #49, item 5), plain and TLS."""
+    reason = netns.unavailable_reason()
+    if reason:
+        print(f"cuts: skipped: {reason}", file=sys.stderr)
+        return
+    nbytes = args.cuts_mib << 20
+    data = os.urandom(nbytes)
+    digest = hashlib.sha256(data).digest()
+    net = netns.ShapedPair(args.cuts_rate, subnet=84)
+    try:
+        for tls in (None, ["bench", "bench"]):
+            cluster = cf.Cluster(args.isometryd, ["a", "b"], hosts=net.hosts, netns=net.ns,
+                                 pool=f"{2 * args.cuts_mib}MiB", connections=args.connections,
+                                 request=args.request, timeout_ms=3000, keepalive_ms=500, tls=tls)
+            try:
+                cluster.start()
+                with cluster["a"].client() as ca, cluster["b"].client() as cb:
+                    src = ca.allocate("sys0", nbytes)
+                    ca.write(src, 0, data)
+                    dst = cb.allocate("sys0", nbytes)
+                    cb.publish(dst)
+                    s = ca.register_instance(src, [nbytes], [("v", 1)], "F,x")
+                    d = ca.register_instance(dst.id, [nbytes], [("v", 1)], "F,x",
+                                             memory="b:sys0")
+                    base = timed_copy(ca, s, d)
+                    cb.write(dst, 0, bytes(nbytes))
+                    rnd = random.Random(49)
+                    cuts, cut_s = 0, 0.0
+                    t0 = time.perf_counter()
+                    t = ca.copy(s, d, wait=False)
+                    time.sleep(0.5)
+                    while cuts < args.cut_count and ca.completed(t) is None:
+                        length = rnd.uniform(0.3, 1.0)
+                        net.cut(0)
+                        time.sleep(length)
+                        net.heal(0)
+                        cuts, cut_s = cuts + 1, cut_s + length
+                        time.sleep(rnd.uniform(0.2, 0.6))
+                    info = ca.wait(t, timeout_ms=300000, check=False)
+                    took = time.perf_counter() - t0
+                    if info.state != "done":
+                        raise RuntimeError(f"copy through {cuts} cuts ended {info.state}: "
+                                           f"{info.message}")
+                    if hashlib.sha256(cb.read(dst, 0, nbytes)).digest() != digest:
+                        raise RuntimeError(f"copy through {cuts} cuts is not whole")
+                    if cuts < args.cut_count:
+                        print(f"cuts: the copy ended after {cuts} of {args.cut_count} cuts",
+                              file=sys.stderr)
+                    report("cuts", f"time lost beyond {cuts} cuts of 0.3-1 s, {args.cuts_mib} "
+                           f"MiB over {net.rate}{', mutual TLS' if tls else ''}",
+                           took - base - cut_s, "s", "total cut time (target <= 0.5x)", cut_s,
+                           note=f"copy {took:.2f} s, {base:.2f} s uncut")
+            finally:
+                cluster.stop()
+    finally:
+        net.close()
+
+
 def relay_rows(args, cf, netns):
     """Three hosts on one switch: a -> c shaped to --relay-slow, every other
     pair to --relay-rate. A copy a -> c with the rates declared ([[peer]]
@@ -487,7 +554,7 @@ def main():
     p.add_argument("--request", default="4MiB", help="cluster.request_size (chunk size)")
     p.add_argument("--disk-dir", default="/var/tmp", help="where the DSK files go (a real disk)")
     p.add_argument("--scenario",
-                   choices=["loopback", "shaped", "link", "tls", "relay", "flood", "all"],
+                   choices=["loopback", "shaped", "link", "cuts", "tls", "relay", "flood", "all"],
                    default="all")
     p.add_argument("--tls-mib", type=int, default=512, help="the tls scenario's copy size")
     p.add_argument("--rounds", type=int, default=5, help="the tls scenario's rounds")
@@ -496,6 +563,9 @@ def main():
     p.add_argument("--link-rate", default="1gbit", help="the link scenario's veth rate (tc)")
     p.add_argument("--link-mib", type=int, default=256, help="the link scenario's copy size")
     p.add_argument("--cuts", type=int, default=3, help="1 s cuts measured in the link scenario")
+    p.add_argument("--cuts-rate", default="200mbit", help="the cuts scenario's veth rate (tc)")
+    p.add_argument("--cuts-mib", type=int, default=512, help="the cuts scenario's copy size")
+    p.add_argument("--cut-count", type=int, default=20, help="cuts in the cuts scenario")
     p.add_argument("--relay-rate", default="1gbit", help="relay scenario: a-b and b-c rate")
     p.add_argument("--relay-slow", default="200mbit", help="relay scenario: the a-c rate")
     p.add_argument("--flood-mib", type=int, default=512, help="the flood scenario's copy size")
@@ -512,6 +582,8 @@ def main():
         shaped(args, cf, netns)
     if args.scenario in ("link", "all"):
         link_rows(args, cf, netns)
+    if args.scenario in ("cuts", "all"):
+        cut_rows(args, cf, netns)
     if args.scenario in ("relay", "all"):
         relay_rows(args, cf, netns)
     if args.scenario in ("tls", "all"):
