@@ -166,8 +166,8 @@ class RepeatedCuts(ShapedLink):
             self.assertGreaterEqual(cuts, 10, "the copy ended before most of the cuts")
             self.assertEqual(hashlib.sha256(cb.read(dst, 0, n)).digest(),
                              hashlib.sha256(data).digest(), "the destination differs")
-            print(f"\n  256 MiB through {cuts} cuts ({cut_s:.1f} s){' over TLS' if self.tls else ''}: "
-                  f"whole", file=sys.stderr)
+            over = " over TLS" if self.tls else ""
+            print(f"\n  256 MiB through {cuts} cuts ({cut_s:.1f} s){over}: whole", file=sys.stderr)
             for p in ca.peers().peers:
                 self.assertEqual(p.state, "up", p.last_error)
 
