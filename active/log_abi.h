@@ -74,4 +74,22 @@ struct LogHeader {
 inline constexpr uint64_t kLogDataOffset = 256;
 static_assert(sizeof(LogHeader) <= kLogDataOffset);
 
+// The `file_log` handler's file (README, "Active Access"): this header,
+// written when the daemon finds the file empty, then records appended
+// back to back, each a LogEntry followed by its `data_bytes` of data
+// (`record_bytes` is both; no padding). Little-endian, as the daemon's
+// machine. A reader checks the magic and version: a later version may
+// change what follows the header. The daemon appends only to an empty
+// file or one that starts with this header (any version: it refuses one
+// whose entry size is not its own).
+inline constexpr char kFileLogMagic[8] = {'I', 'S', 'O', 'F', 'L', 'O', 'G', '\0'};
+inline constexpr uint32_t kFileLogVersion = 1;
+struct FileLogHeader {
+  char magic[8];         // kFileLogMagic
+  uint32_t version;      // kFileLogVersion
+  uint32_t entry_bytes;  // sizeof(LogEntry)
+  uint64_t allocation;   // the watched allocation's id when the file was started
+};
+static_assert(sizeof(FileLogHeader) == 24);
+
 }  // namespace isometry::active

@@ -4,6 +4,7 @@
 // (daemon/node/watch_state.h) before they complete.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 
@@ -328,6 +329,37 @@ void RemoveCreatedLog(const CreatedLog& c) {
   }
 }
 
+// Starts a file log in an empty file (its header), or checks that a
+// non-empty one is a file log this daemon may go on (active/log_abi.h,
+// FileLogHeader): appending entries to any other file would corrupt it.
+Status StartFileLog(int fd, const struct stat& st, uint64_t allocation, const std::string& shown) {
+  active::FileLogHeader h{};
+  if (st.st_size == 0) {
+    std::memcpy(h.magic, active::kFileLogMagic, sizeof h.magic);
+    h.version = active::kFileLogVersion;
+    h.entry_bytes = sizeof(active::LogEntry);
+    h.allocation = allocation;
+    if (::write(fd, &h, sizeof h) != static_cast<ssize_t>(sizeof h)) {
+      return Internal(shown, ": writing the file log's header: ", ErrnoString(errno));
+    }
+    return OkStatus();
+  }
+  // The log's fd only appends: read the header through a second open.
+  UniqueFd r(::open(StrCat("/proc/self/fd/", fd).c_str(), O_RDONLY | O_CLOEXEC));
+  if (!r.valid() || ::pread(r.get(), &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h) ||
+      std::memcmp(h.magic, active::kFileLogMagic, sizeof h.magic) != 0) {
+    return InvalidArgument(shown,
+                           " is not an isometry file log (it does not start with the ISOFLOG "
+                           "header): name a new file, or a log this daemon started");
+  }
+  if (h.entry_bytes != sizeof(active::LogEntry)) {
+    return InvalidArgument(shown, " is a file log of version ", h.version, " with ", h.entry_bytes,
+                           "-byte entries; this daemon writes version ", active::kFileLogVersion,
+                           " (", sizeof(active::LogEntry), "-byte entries): name a new file");
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 Result<WatchHandle> Node::Watch(const std::string& session, const WatchSpec& spec) {
@@ -370,6 +402,10 @@ Result<WatchHandle> Node::Watch(const std::string& session, const WatchSpec& spe
       return PermissionDenied(shown, " is not a regular file with one link");
     }
     if (!made) ISO_RETURN_IF_ERROR(CheckDiskAccess(st, as, true, shown));
+    if (Status s = StartFileLog(rs.file.get(), st, spec.allocation, shown); !s.ok()) {
+      if (made) RemoveCreatedLog({disk, spec.file, st.st_dev, st.st_ino});
+      return s;
+    }
     if (made) created = CreatedLog{disk, spec.file, st.st_dev, st.st_ino};
   }
   Result<WatchHandle> out = impl_->AddWatch(session, spec, std::move(rs));

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <thread>
 
@@ -406,7 +407,37 @@ TEST_CASE("built-in handlers: counters, hashtable insert, dirty pages, file log"
   REQUIRE(pages.ok());
   CHECK(*pages == std::vector<uint64_t>{6, 7});
   CHECK(s.aa->DirtyPages(s.table.id(), false)->empty());
-  CHECK(std::filesystem::file_size(dir + "/access.log") == sizeof(active::LogEntry) + 10);
+  // The file log: its header, then one entry with its 10 bytes.
+  CHECK(std::filesystem::file_size(dir + "/access.log") ==
+        sizeof(active::FileLogHeader) + sizeof(active::LogEntry) + 10);
+  {
+    std::ifstream in(dir + "/access.log", std::ios::binary);
+    active::FileLogHeader h{};
+    active::LogEntry e{};
+    in.read(reinterpret_cast<char*>(&h),
+            sizeof h);  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+    in.read(reinterpret_cast<char*>(&e),
+            sizeof e);  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+    CHECK(std::memcmp(h.magic, active::kFileLogMagic, sizeof h.magic) == 0);
+    CHECK(h.version == active::kFileLogVersion);
+    CHECK(h.entry_bytes == sizeof(active::LogEntry));
+    CHECK(h.allocation == s.table.id());
+    CHECK(e.op == static_cast<uint16_t>(active::LogOp::kPut));
+    CHECK(e.offset == 36864);
+    CHECK(e.data_bytes == 10);
+    CHECK(e.record_bytes == sizeof e + 10);
+  }
+  // Appending to a file that is not a file log is refused, the file kept.
+  {
+    std::ofstream(dir + "/notes.txt") << "not a log";
+    WatchOptions other = Opts(40960, 4096, active::Action::kApplyLog);
+    other.handler = active::Handler::kFileLog;
+    other.file_memory = "dsk0";
+    other.file = "notes.txt";
+    auto refused = s.aa->Watch(s.table, other);
+    CHECK(absl::IsInvalidArgument(refused.status()));
+    CHECK(std::filesystem::file_size(dir + "/notes.txt") == 9);
+  }
   // The client handler's log saw none of these.
   CHECK(s.Drain().empty());
   std::filesystem::remove_all(dir);
