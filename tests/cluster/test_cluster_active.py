@@ -37,11 +37,17 @@ LOG_PUT, LOG_GET = 1, 2
 APPLIED, HAS_DATA, NOTIFY = 1, 2, 4
 
 
+HEADER = struct.Struct("<8sIIQ")  # active::FileLogHeader, 24 bytes
+
+
 def read_log(path):
-    """The entries of a file_log handler's file: dicts with the data."""
+    """The entries of a file_log handler's file (after its header, checked):
+    dicts with the data."""
     with open(path, "rb") as f:
         raw = f.read()
-    out, at = [], 0
+    magic, version, entry_bytes, _ = HEADER.unpack_from(raw, 0)
+    assert (magic, version, entry_bytes) == (b"ISOFLOG\0", 1, ENTRY.size), (magic, version)
+    out, at = [], HEADER.size
     names = ("record_bytes", "op", "flags", "seq", "offset", "size", "transfer", "region", "tag",
              "source_session", "source_node", "reserved", "data_bytes")
     while at + ENTRY.size <= len(raw):
