@@ -5,6 +5,9 @@
 // tracked until its callbacks have run.
 #include <spdlog/spdlog.h>
 
+#include <array>
+#include <map>
+
 #include "core/checked.h"
 #include "core/strings.h"
 #include "daemon/node/node_impl.h"
@@ -267,6 +270,33 @@ Status Node::Impl::PriorityAllowedLocked(const Session& s, int priority) const {
   return OkStatus();
 }
 
+namespace {
+
+// A copy's two instances (`ids`: source, destination) into `ends`: this
+// session's own, their private ranges alive, the destination's writable.
+Status FindCopyEnds(const std::map<uint64_t, Instance>& instances, uint64_t session,
+                    const std::array<uint64_t, 2>& ids, const Instance* ends[2]) {
+  for (int i = 0; i < 2; ++i) {
+    auto it = instances.find(ids[i]);
+    if (it == instances.end() || it->second.session != session) {
+      return NotFound("no ", i ? "destination" : "source", " instance ", ids[i],
+                      " registered in this session");
+    }
+    ends[i] = &it->second;
+    const std::shared_ptr<PrivateRange>& pr = it->second.private_range;
+    if (pr && !pr->alive) {
+      return NotFound(i ? "destination" : "source", " instance ", ids[i], ": private range ",
+                      pr->id, " ended with its session");
+    }
+    if (pr && i == 1) {
+      ISO_RETURN_IF_ERROR(CheckWritable(*pr, StrCat("destination instance ", ids[i])));
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string& session,
                                                                const CopySpec& spec,
                                                                TransferRecord& record) {
@@ -279,22 +309,8 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string
   resolved.request.disk_owner = s->disk_owner;
   resolved.request.disk_uid = s->creds.disk_uid();
   const Instance* ends[2] = {nullptr, nullptr};
-  const uint64_t ids[2] = {spec.src_instance, spec.dst_instance};
-  for (int i = 0; i < 2; ++i) {
-    auto it = instances.find(ids[i]);
-    if (it == instances.end() || it->second.session != resolved.session) {
-      return NotFound("no ", i ? "destination" : "source", " instance ", ids[i],
-                      " registered in this session");
-    }
-    ends[i] = &it->second;
-    const std::shared_ptr<PrivateRange>& pr = it->second.private_range;
-    if (pr && !pr->alive) {
-      return NotFound(i ? "destination" : "source", " instance ", ids[i], ": private range ",
-                      pr->id, " ended with its session");
-    }
-    if (pr && i == 1)
-      ISO_RETURN_IF_ERROR(CheckWritable(*pr, StrCat("destination instance ", ids[i])));
-  }
+  ISO_RETURN_IF_ERROR(
+      FindCopyEnds(instances, resolved.session, {spec.src_instance, spec.dst_instance}, ends));
   // A datatype on either end: packed streams, checked by PackEndsLocked.
   const bool packed = ends[0]->packed || ends[1]->packed;
   if (!packed) {

@@ -252,7 +252,7 @@ namespace ISOMETRY_TEST_FILE {
 // Issue #50, item 7: against SOA over fields of different sizes each field
 // steps by its own size, so the program loops each op at its own step.
 TEST_CASE("datatypes against SOA over fields of different sizes compile to a few ops") {
-  const auto soa = [](int64_t points, std::vector<Field> f) {
+  const auto soa = [](int64_t points, const std::vector<Field>& f) {
     return InstanceShape{Box::FromExtents({points}), *FieldSpace::Make(f),
                          *Layout::Parse("x,F", 1)};
   };
@@ -266,7 +266,8 @@ TEST_CASE("datatypes against SOA over fields of different sizes compile to a few
     size_t max_ops;
   };
   const std::vector<Case> cases{
-      {Ok(Datatype::Contiguous(33000 * 8, kByte)), soa(33000, {{"a", 6}, {"b", 1}, {"c", 1}}), 3},
+      {Ok(Datatype::Contiguous(int64_t{33000} * 8, kByte)),
+       soa(33000, {{"a", 6}, {"b", 1}, {"c", 1}}), 3},
       {Ok(Datatype::Vector(30000, 1, 2, kDouble)), soa(48000, {{"a", 4}, {"b", 1}}), 32},
       {Ok(Datatype::Hvector(40000, 1, 56, padded)), soa(40000, {{"a", 13}, {"b", 3}}), 3},
   };
