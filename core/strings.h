@@ -3,6 +3,7 @@
 #pragma once
 
 #include <charconv>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -52,6 +53,17 @@ inline std::vector<std::string_view> SplitOn(std::string_view s, char sep) {
 }
 
 // Whole-string parses: trailing characters make them fail.
+// `v` as "0x" and lower-case hex digits: an address in a message.
+inline std::string HexAddress(uint64_t v) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string s;
+  do {
+    s.insert(s.begin(), kDigits[v & 15]);
+    v >>= 4;
+  } while (v);
+  return "0x" + s;
+}
+
 template <typename T>
 std::optional<T> ParseNumber(std::string_view s) {
   T v{};

@@ -185,8 +185,8 @@ class Batcher {
                                 " process ", t_.pid,
                                 " (ptrace access check: CAP_SYS_PTRACE, kernel.yama.ptrace_scope)");
       case EFAULT:
-        return InvalidArgument(t_.channel, ": could not ", verb, " ", at.iov_len, " bytes at 0x",
-                               Hex(Address(at)), " in process ", t_.pid, ": not mapped",
+        return InvalidArgument(t_.channel, ": could not ", verb, " ", at.iov_len, " bytes at ",
+                               HexAddress(Address(at)), " in process ", t_.pid, ": not mapped",
                                t_.direction == CmaDirection::kWrite ? " writable" : "");
       case ENOEXEC:
         return FailedPrecondition(t_.channel, ": process ", t_.pid,
@@ -199,16 +199,6 @@ class Batcher {
         return Internal(t_.channel, ": process_vm_", verb, "v of process ", t_.pid, ": ",
                         ErrnoString(err));
     }
-  }
-
-  static std::string Hex(uint64_t v) {
-    static constexpr char kDigits[] = "0123456789abcdef";
-    std::string s;
-    do {
-      s.insert(s.begin(), kDigits[v & 15]);
-      v >>= 4;
-    } while (v);
-    return s;
   }
 
   // Keeps the collected batch in record_.

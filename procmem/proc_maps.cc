@@ -2,15 +2,12 @@
 
 #include <charconv>
 
-#include "absl/strings/str_format.h"
 #include "core/log_escape.h"
 #include "core/strings.h"
 
 namespace isometry {
 
 namespace {
-
-std::string Hex(uint64_t v) { return absl::StrFormat("%#x", v); }
 
 struct Mapping {
   uint64_t start = 0;
@@ -62,7 +59,7 @@ Result<RangeProtection> ProtectionOf(std::string_view maps, uint64_t address, ui
     if (m.end <= covered) continue;
     if (m.start > covered) break;  // a hole at `covered`
     if (!m.readable) {
-      return InvalidArgument("private range [", Hex(address), ", +", bytes,
+      return InvalidArgument("private range [", HexAddress(address), ", +", bytes,
                              ") takes in no-access pages of the process: ", ForLog(line, 256));
     }
     if (!m.writable && out.writable) {
@@ -72,8 +69,8 @@ Result<RangeProtection> ProtectionOf(std::string_view maps, uint64_t address, ui
     covered = m.end;
   }
   if (covered < end) {
-    return InvalidArgument("private range [", Hex(address), ", +", bytes,
-                           ") is not all mapped in the process: nothing at ", Hex(covered));
+    return InvalidArgument("private range [", HexAddress(address), ", +", bytes,
+                           ") is not all mapped in the process: nothing at ", HexAddress(covered));
   }
   return out;
 }
