@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "client/cpp/client_impl.h"
+#include "client/cpp/description_wire.h"
 #include "core/huge_mapping.h"
 #include "core/strings.h"
 #include "isometry.pb.h"
@@ -232,35 +233,6 @@ Result<Allocation> Client::Map(uint64_t published_allocation) {
   req.mutable_map()->set_allocation(published_allocation);
   return RequestMapping(req, /*owned=*/false);
 }
-
-namespace {
-void ShapeToProto(const InstanceShape& shape, v1::InstanceSpec* spec) {
-  for (int d = 0; d < shape.bounds.dims; ++d) {
-    spec->mutable_bounds()->add_lo(shape.bounds.lo[d]);
-    spec->mutable_bounds()->add_hi(shape.bounds.hi[d]);
-  }
-  for (const Field& f : shape.fields.fields()) {
-    v1::Field* pf = spec->add_fields();
-    pf->set_name(f.name);
-    pf->set_size(f.size);
-  }
-  spec->set_layout(shape.layout.ToString());
-}
-
-void DescribeTo(const Description& what, v1::InstanceSpec* spec) {
-  if (const auto* shape = std::get_if<InstanceShape>(&what)) {
-    ShapeToProto(*shape, spec);
-    return;
-  }
-  const Elements& e = std::get<Elements>(what);
-  if (e.handle != 0) {
-    spec->mutable_datatype()->set_registered(e.handle);
-  } else {
-    wire::DatatypeToProto(e.type, spec->mutable_datatype());
-  }
-  spec->set_count(e.count);
-}
-}  // namespace
 
 Result<Instance> Client::RegisterFile(const std::string& memory, const std::string& file,
                                       uint64_t offset, const Description& what) {

@@ -27,6 +27,7 @@ class Daemon {
 
   int Stop() { return process_.Stop(); }
   const std::string& local_socket() const { return process_.local_socket(); }
+  const std::string& grpc_socket() const { return process_.grpc_socket(); }
   const std::string& dir() const { return process_.dir(); }
   pid_t pid() const { return process_.pid(); }
   v1::Isometry::Stub& stub() { return *stub_; }
