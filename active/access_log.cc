@@ -77,11 +77,13 @@ Result<LogReader> LogReader::Open(std::byte* base, uint64_t bytes) {
   return r;
 }
 
-size_t LogReader::Poll(const std::function<void(const LogEntry&, std::string_view)>& fn) {
+size_t LogReader::Poll(const std::function<void(const LogEntry&, std::string_view)>& fn,
+                       uint64_t max_bytes) {
   const uint64_t cap = header_->capacity;
   const uint64_t tail = header_->tail.value.load(std::memory_order_acquire);
+  const uint64_t start = head_;
   size_t n = 0;
-  while (head_ < tail) {
+  while (head_ < tail && (n == 0 || head_ - start < max_bytes)) {
     const uint64_t at = head_ & (cap - 1);
     if (cap - at < sizeof(LogEntry)) {
       head_ += cap - at;

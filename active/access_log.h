@@ -63,8 +63,11 @@ class LogReader {
   static Result<LogReader> Open(std::byte* base, uint64_t bytes);
 
   // Calls `fn` for each published entry not yet consumed (data follows the
-  // entry in the ring) and returns how many; does not acknowledge.
-  size_t Poll(const std::function<void(const LogEntry&, std::string_view data)>& fn);
+  // entry in the ring) and returns how many; does not acknowledge. With
+  // `max_bytes`, stops once the records handed out reach it (at least one
+  // record is handed out when any is published).
+  size_t Poll(const std::function<void(const LogEntry&, std::string_view data)>& fn,
+              uint64_t max_bytes = UINT64_MAX);
   // Acknowledges every entry Poll has handed out (stores head).
   void Ack();
   bool Pending() const;

@@ -47,6 +47,7 @@
 #include "core/unique_fd.h"
 #include "daemon/node/cross_copy.h"
 #include "daemon/node/node_distributed.h"
+#include "daemon/node/watch_reader.h"
 #include "daemon/node/watch_state.h"
 #include "daemon/runtime/runtime.h"
 #include "layout/copy_program.h"
@@ -251,6 +252,11 @@ struct WatchSpec {
   // and full mode.
   uint64_t log_bytes = 0;
   std::optional<LogFullMode> full;
+  // The caller hands the log's memfd to the client (local socket), which
+  // then reads the ring from its mapping: a kClient region is refused
+  // (INVALID_ARGUMENT) while a WatchReader reads it, and other handlers
+  // get no fds then.
+  bool maps_log = false;
 };
 
 // What the owner needs to read the log: fds borrowed from the node, valid
@@ -258,7 +264,7 @@ struct WatchSpec {
 struct WatchHandle {
   uint64_t region = 0;
   uint64_t allocation = 0;
-  int log_fd = -1;
+  int log_fd = -1;  // -1 (and event_fd too): not the caller's to hand out
   uint64_t log_mapped_bytes = 0;
   int event_fd = -1;
 };
@@ -475,6 +481,12 @@ class Node {
   Result<WatchHandle> Watch(const std::string& session, const WatchSpec& spec);
   Status Unwatch(const std::string& session, uint64_t allocation, uint64_t region);
   Result<WatchReport> GetWatch(const std::string& session, uint64_t allocation) const;
+  // The daemon-side reader of the owner's watched allocation's log
+  // (ReadAccessLog; watch_reader.h): PERMISSION_DENIED for others,
+  // NOT_FOUND without a watch, FAILED_PRECONDITION when the owner's local
+  // client mapped the ring, ALREADY_EXISTS while another reader lasts.
+  Result<std::unique_ptr<WatchReader>> ReadAccessLog(const std::string& session,
+                                                     uint64_t allocation);
   // Active flush: `done` runs once every access to the allocation's
   // regions up to now has been handled (entries acknowledged by the owner,
   // built-in handlers run), or with DEADLINE_EXCEEDED after `limit`

@@ -62,8 +62,11 @@ Ranges TouchedRanges(const InstanceRef& ref, uint64_t instance_offset,
   exact = false;
   const uint64_t total = StorageBytes(ref);
   Ranges whole{{instance_offset, instance_offset + total}};
-  Result<CanonicalForm> form = ref.packed ? Result<CanonicalForm>(ref.packed->form)
-                                          : LayoutForm(ref.shape, box.value_or(ref.shape.bounds));
+  // A layout end described by chunk has no form of its own: its box's.
+  Result<CanonicalForm> form = !ref.packed ? LayoutForm(ref.shape, box.value_or(ref.shape.bounds))
+                               : ref.packed->layout
+                                   ? LayoutForm(ref.packed->layout->shape, ref.packed->layout->box)
+                                   : Result<CanonicalForm>(ref.packed->form);
   if (!form.ok() || form->runs() > kMaxExactRuns) return whole;
   Ranges out;
   for (const FormPiece& p : form->pieces) {
@@ -468,6 +471,16 @@ Result<WatchHandle> Node::Impl::AddWatch(const std::string& session, const Watch
     o.limits.max_regions = dc.max_watched_regions_per_session;
     ISO_ASSIGN_OR_RETURN(a.watch, WatchState::Create(a.id, s->id, a.shm.data(), a.shm.size(), o));
   }
+  // The local socket hands the ring to the client, which reads it from
+  // its mapping; the daemon's own reader must not read beside it.
+  // (Readers open under mu as well: the answer holds until the end.)
+  const bool handed = spec.maps_log && !a.watch->ReadByDaemon();
+  if (spec.maps_log && !handed && rs.region.handler == active::Handler::kClient) {
+    return InvalidArgument(
+        "handler client over the local socket means this client maps and reads allocation ", a.id,
+        "'s access log, but a ReadAccessLog stream reads it (one reader per log): take ",
+        "the region's entries from that stream (Watch over gRPC), or cancel it first");
+  }
   Result<uint64_t> id = a.watch->AddRegion(std::move(rs));
   if (!id.ok()) {
     if (fresh) {
@@ -475,6 +488,9 @@ Result<WatchHandle> Node::Impl::AddWatch(const std::string& session, const Watch
       a.watch.reset();
     }
     return id.status();
+  }
+  if (!handed || !a.watch->HandOutLog()) {
+    return WatchHandle{*id, a.id, -1, a.watch->log_mapped_bytes(), -1};
   }
   return WatchHandle{*id, a.id, a.watch->log_fd(), a.watch->log_mapped_bytes(),
                      a.watch->event_fd()};
@@ -512,6 +528,20 @@ Result<WatchReport> Node::GetWatch(const std::string& session, uint64_t allocati
   }
   if (!w) return NotFound("allocation ", allocation, " has no watched region");
   return w->Report();
+}
+
+Result<std::unique_ptr<WatchReader>> Node::ReadAccessLog(const std::string& session,
+                                                         uint64_t allocation) {
+  absl::MutexLock lock(&impl_->mu);
+  ISO_ASSIGN_OR_RETURN(const Session* s, impl_->FindSession(session));
+  auto it = impl_->allocations.find(allocation);
+  if (it == impl_->allocations.end() || it->second->owner != s->id) {
+    return PermissionDenied("allocation ", allocation,
+                            " is not this session's: only its owner reads its access log");
+  }
+  if (!it->second->watch) return NotFound("allocation ", allocation, " has no watched region");
+  // Under mu: AddWatch decides on handing the ring out under it too.
+  return it->second->watch->OpenReader();
 }
 
 Status Node::ActiveFlush(const std::string& session, uint64_t allocation,

@@ -235,6 +235,7 @@ void WatchState::Wake() {
   const uint64_t one = 1;
   // EAGAIN: the counter is saturated, so the owner is awake anyway.
   [[maybe_unused]] const ssize_t n = ::write(event_.get(), &one, sizeof one);
+  NotifyReader();
 }
 
 void WatchState::FireFlushes(std::vector<std::pair<std::function<void(Status)>, Status>>& out) {
@@ -293,6 +294,11 @@ void WatchState::Run() {
       flushes_.push_back({writer_.published(), job->flush_deadline, std::move(job->done)});
     }
     if (exit) {
+      {
+        absl::MutexLock lock(&reader_mu_);
+        worker_exited_ = true;
+      }
+      NotifyReader();  // a reader sends what is left, then ends
       if (options_.live_workers) options_.live_workers->fetch_sub(1);
       return;
     }

@@ -15,9 +15,14 @@
 // its bytes land, as the watch's `full` mode says; nothing is ever
 // dropped.
 //
+// The ring has one consumer: the owner's mapping (the local socket hands
+// it the memfd) or one daemon-side reader (WatchReader, watch_reader.h,
+// for ReadAccessLog), never both: the daemon reads records only from a
+// ring no client has mapped, since a mapping can write them.
+//
 // Thread-safety: every method may be called from any thread; callbacks
-// (Enqueue's done, flush callbacks) run on the worker thread, never under
-// the state's lock.
+// (Enqueue's done, flush callbacks, a reader's Next) run on the worker
+// thread or the caller's, never under the state's locks.
 #pragma once
 
 #include <atomic>
@@ -95,7 +100,16 @@ struct ActiveAccess {
   std::shared_ptr<void> scratch_charge;  // its bytes against the budgets (ByteBudget)
 };
 
-class WatchState {
+// One entry of the log as a daemon-side reader hands it out.
+struct LoggedAccess {
+  active::LogEntry entry;
+  std::string data;  // entry.data_bytes of it
+};
+using LogBatchReady = std::function<void(Result<std::vector<LoggedAccess>>)>;
+
+class WatchReader;
+
+class WatchState : public std::enable_shared_from_this<WatchState> {
  public:
   // `memory`/`bytes`: the allocation's mapping (kept alive by the caller's
   // reference to the allocation for as long as this state lives).
@@ -168,7 +182,30 @@ class WatchState {
   // `why`: why it counts from none (`files` "").
   void CountFrom(uint64_t epoch, std::string files, uint64_t generation, std::string why);
 
+  // ---- the ring's consumer (watch_reader.cc) ----
+  // The owner maps the ring from now on (a local-socket Watch hands it the
+  // memfd); false, and nothing changes, while a WatchReader reads it.
+  bool HandOutLog();
+  // Whether a WatchReader reads the ring now.
+  bool ReadByDaemon() const;
+  // The daemon-side reader, from the first entry not acknowledged:
+  // FAILED_PRECONDITION when the owner mapped the ring, ALREADY_EXISTS
+  // while another reader lasts.
+  Result<std::unique_ptr<WatchReader>> OpenReader();
+
  private:
+  friend class WatchReader;
+  // A reader's calls (WatchReader's); `id` names it: a reader cancelled
+  // or replaced gets CANCELLED and never touches the ring again.
+  void ReadNext(uint64_t id, uint64_t max_bytes, LogBatchReady ready);
+  void AckRead(uint64_t id);
+  // Frees the slot; a pending ReadNext is answered CANCELLED when
+  // `answer`, else dropped.
+  void EndRead(uint64_t id, bool answer);
+  // After entries are published or the worker exits: a waiting reader
+  // reads again.
+  void NotifyReader();
+
   struct Job {
     std::optional<ActiveAccess> access;  // none: a flush marker
     std::function<void(Status)> done;
@@ -227,6 +264,16 @@ class WatchState {
   uint64_t dirty_since_generation_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t dirty_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   std::string dirty_why_ ABSL_GUARDED_BY(mu_);
+  // The ring's consumer (watch_reader.cc). Taken alone, never with mu_.
+  enum class Consumer : uint8_t { kNone, kMapped, kReader };
+  mutable absl::Mutex reader_mu_;
+  Consumer consumer_ ABSL_GUARDED_BY(reader_mu_) = Consumer::kNone;
+  uint64_t reader_id_ ABSL_GUARDED_BY(reader_mu_) = 0;  // the reader's (kReader)
+  uint64_t last_reader_id_ ABSL_GUARDED_BY(reader_mu_) = 0;
+  std::optional<active::LogReader> log_reader_ ABSL_GUARDED_BY(reader_mu_);
+  uint64_t reader_max_bytes_ ABSL_GUARDED_BY(reader_mu_) = 0;
+  LogBatchReady reader_waiting_ ABSL_GUARDED_BY(reader_mu_);  // a ReadNext waiting for entries
+  bool worker_exited_ ABSL_GUARDED_BY(reader_mu_) = false;    // nothing more is published
   // Mirrors of the writer's figures for Report and flushes.
   std::atomic<uint64_t> published_{0};
   std::atomic<uint64_t> entries_{0};

@@ -7,6 +7,7 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/server/convert.h"
 #include "daemon/server/convert_watch.h"
+#include "daemon/server/grpc_streams.h"
 
 namespace isometry {
 
@@ -118,13 +119,16 @@ Status ActiveLocal(Node& node, const std::string& session, const v1::LocalReques
   switch (req.body_case()) {
     case v1::LocalRequest::kWatch: {
       ISO_ASSIGN_OR_RETURN(WatchSpec spec, WatchSpecFromProto(req.watch()));
+      spec.maps_log = true;
       ISO_ASSIGN_OR_RETURN(WatchHandle h, node.Watch(session, spec));
       v1::WatchResponse* out = resp->mutable_watch();
       out->set_region(h.region);
       out->set_allocation(h.allocation);
       out->set_log_bytes(h.log_mapped_bytes);
-      fds->push_back(h.log_fd);
-      fds->push_back(h.event_fd);
+      if (h.log_fd >= 0) {  // none while a ReadAccessLog stream reads the log
+        fds->push_back(h.log_fd);
+        fds->push_back(h.event_fd);
+      }
       return OkStatus();
     }
     case v1::LocalRequest::kUnwatch:
@@ -168,6 +172,10 @@ Reactor* ActiveCallbacks::Unwatch(Ctx* ctx, const v1::UnwatchRequest* req, v1::U
 }
 Reactor* ActiveCallbacks::GetWatch(Ctx* ctx, const v1::GetWatchRequest* req, v1::WatchInfo* resp) {
   return Finish(ctx, GetWatchRpc(node_, Session(ctx), *req, resp));
+}
+grpc::ServerWriteReactor<v1::AccessLogBatch>* ActiveCallbacks::ReadAccessLog(
+    Ctx* ctx, const v1::ReadAccessLogRequest* req) {
+  return NewAccessLogStream(node_, Session(ctx), *req);
 }
 Reactor* ActiveCallbacks::ActiveFlush(Ctx* ctx, const v1::ActiveFlushRequest* req,
                                       v1::ActiveFlushResponse*) {

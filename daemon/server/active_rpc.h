@@ -63,6 +63,8 @@ class ActiveCallbacks : public v1::Isometry::CallbackService {
   Reactor* Watch(Ctx* ctx, const v1::WatchRequest* req, v1::WatchResponse* resp) override;
   Reactor* Unwatch(Ctx* ctx, const v1::UnwatchRequest* req, v1::UnwatchResponse*) override;
   Reactor* GetWatch(Ctx* ctx, const v1::GetWatchRequest* req, v1::WatchInfo* resp) override;
+  grpc::ServerWriteReactor<v1::AccessLogBatch>* ReadAccessLog(
+      Ctx* ctx, const v1::ReadAccessLogRequest* req) override;
   Reactor* ActiveFlush(Ctx* ctx, const v1::ActiveFlushRequest* req,
                        v1::ActiveFlushResponse*) override;
   Reactor* DirtyPages(Ctx* ctx, const v1::DirtyPagesRequest* req,

@@ -53,6 +53,30 @@ void ToProto(const WatchReport& r, v1::WatchInfo* out) {
   }
 }
 
+static_assert(v1::ACCESS_PUT == static_cast<int>(active::LogOp::kPut) &&
+              v1::ACCESS_GET == static_cast<int>(active::LogOp::kGet));
+
+void ToProto(std::vector<LoggedAccess> entries, v1::AccessLogBatch* out) {
+  out->Clear();
+  for (LoggedAccess& a : entries) {
+    const active::LogEntry& e = a.entry;
+    v1::AccessLogEntry* p = out->add_entries();
+    p->set_seq(e.seq);
+    p->set_op(static_cast<v1::AccessOp>(e.op));  // LogOp's kPut/kGet are the proto's
+    p->set_applied((e.flags & active::kLogApplied) != 0);
+    p->set_has_data((e.flags & active::kLogHasData) != 0);
+    p->set_notify((e.flags & active::kLogNotify) != 0);
+    p->set_offset(e.offset);
+    p->set_size(e.size);
+    p->set_transfer(e.transfer);
+    p->set_region(e.region);
+    p->set_tag(e.tag);
+    p->set_source_session(e.source_session);
+    p->set_source_node(e.source_node);
+    *p->mutable_data() = std::move(a.data);
+  }
+}
+
 void AddWatches(const std::vector<WatchReport>& watches, v1::StatusResponse* out) {
   for (const WatchReport& w : watches) ToProto(w, out->add_watches());
 }

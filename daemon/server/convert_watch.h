@@ -10,6 +10,8 @@ namespace isometry {
 // INVALID_ARGUMENT for an unknown action, handler or full mode.
 Result<WatchSpec> WatchSpecFromProto(const v1::WatchRequest& req);
 void ToProto(const WatchReport& r, v1::WatchInfo* out);
+// Moves the entries' data into `out`.
+void ToProto(std::vector<LoggedAccess> entries, v1::AccessLogBatch* out);
 // The status with every watch of the node.
 void AddWatches(const std::vector<WatchReport>& watches, v1::StatusResponse* out);
 

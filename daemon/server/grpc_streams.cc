@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "daemon/server/convert.h"
+#include "daemon/server/convert_watch.h"
 
 namespace isometry {
 namespace {
@@ -136,7 +137,67 @@ class WriteStreamReactor final : public grpc::ServerReadReactor<v1::WriteStreamR
   v1::WriteStreamRequest req_;  // the one being read
 };
 
+// ReadAccessLog: one Next outstanding or one batch being written, never
+// both, so exactly one path reaches Finish. Next's answer may come on the
+// watch's worker thread; StartWrite and Finish are the last things done
+// there (OnDone may delete the reactor right after).
+class AccessLogReactor final : public grpc::ServerWriteReactor<v1::AccessLogBatch> {
+ public:
+  AccessLogReactor(Node& node, const std::string& session, const v1::ReadAccessLogRequest& req) {
+    Result<std::unique_ptr<WatchReader>> r = node.ReadAccessLog(session, req.allocation());
+    if (!r.ok()) {
+      Finish(ToGrpc(r.status()));
+      return;
+    }
+    reader_ = *std::move(r);
+    // Tells the client the reader holds the log before any entry exists,
+    // so it may start the writes it wants to see.
+    StartSendInitialMetadata();
+    Pull();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      reader_->Cancel();
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+      return;
+    }
+    reader_->Ack();  // sent: copies held by a full log go on
+    Pull();
+  }
+
+  // A waiting Next answers CANCELLED (and finishes); a write in flight
+  // fails instead.
+  void OnCancel() override {
+    if (reader_) reader_->Cancel();
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void Pull() {
+    reader_->Next([this](Result<std::vector<LoggedAccess>> batch) {
+      if (!batch.ok()) {
+        Finish(ToGrpc(batch.status()));
+      } else if (batch->empty()) {
+        Finish(grpc::Status::OK);  // the watch ended and every entry was sent
+      } else {
+        ToProto(*std::move(batch), &batch_);
+        StartWrite(&batch_);
+      }
+    });
+  }
+
+  std::unique_ptr<WatchReader> reader_;
+  v1::AccessLogBatch batch_;  // the one being written
+};
+
 }  // namespace
+
+grpc::ServerWriteReactor<v1::AccessLogBatch>* NewAccessLogStream(
+    Node& node, const std::string& session, const v1::ReadAccessLogRequest& req) {
+  return new AccessLogReactor(node, session, req);
+}
 
 grpc::ServerWriteReactor<v1::ReadChunk>* NewReadStream(const Node& node, std::string session,
                                                        const v1::ReadRequest& req) {

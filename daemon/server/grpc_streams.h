@@ -1,5 +1,6 @@
-// The gRPC service's byte streams (ReadStream, WriteStream): one chunk in
-// memory per stream, the range checked before any byte moves.
+// The gRPC service's streams: ReadStream and WriteStream (one chunk in
+// memory per stream, the range checked before any byte moves) and
+// ReadAccessLog (one batch in memory).
 #pragma once
 
 #include <string>
@@ -14,5 +15,10 @@ namespace isometry {
 grpc::ServerWriteReactor<v1::ReadChunk>* NewReadStream(const Node& node, std::string session,
                                                        const v1::ReadRequest& req);
 grpc::ServerReadReactor<v1::WriteStreamRequest>* NewWriteStream(Node& node, std::string session);
+// ReadAccessLog: batches of the watch's log as Node's WatchReader hands
+// them out, each acknowledged once written; ends OK when the watch has
+// ended and the log is drained, CANCELLED when the client goes away.
+grpc::ServerWriteReactor<v1::AccessLogBatch>* NewAccessLogStream(
+    Node& node, const std::string& session, const v1::ReadAccessLogRequest& req);
 
 }  // namespace isometry

@@ -4,17 +4,23 @@ The owner of an allocation watches page-aligned regions of it; copies,
 writes and reads by any client that touch a region are split at its
 boundaries and act as its action says (``"apply_log"``, ``"log_only"``,
 ``"apply_notify"``, ``"deny"``), running its handler: the owner's access
-log ring (``"client"``, read by the C++ client over the local socket), or
-one built into the daemon (``"count"``, ``"file_log"``, ``"hash_insert"``,
-``"dirty_pages"``). :meth:`active_flush` returns once every access so far
-has been handled. These calls go over gRPC; mixed into :class:`Client`.
+log (``"client"``: read here with :meth:`read_access_log`, which the
+daemon feeds from the log's ring, or by the C++ client from its mapping
+over the local socket), or one built into the daemon (``"count"``,
+``"file_log"``, ``"hash_insert"``, ``"dirty_pages"``). :meth:`active_flush`
+returns once every access so far has been handled. These calls go over
+gRPC; mixed into :class:`Client`.
 """
 
+import collections
 from typing import List, Optional, Union
 
-from . import isometry_pb2 as pb
+import grpc
 
-__all__ = ["ACTIONS", "HANDLERS", "ActiveAccessMixin"]
+from . import isometry_pb2 as pb
+from .errors import IsometryError
+
+__all__ = ["ACTIONS", "HANDLERS", "AccessLogStream", "ActiveAccessMixin"]
 
 ACTIONS = {
     "apply_log": pb.WATCH_APPLY_LOG,
@@ -34,6 +40,54 @@ _FULL = {None: pb.LOG_FULL_DEFAULT, "block": pb.LOG_FULL_BLOCK, "fail": pb.LOG_F
 
 def _aid(alloc) -> int:
     return int(alloc)
+
+
+class AccessLogStream:
+    """The entries of a watched allocation's access log, as the daemon reads
+    them from its ring (``ReadAccessLog``): iterate to get
+    ``isometry.v1.AccessLogEntry`` messages in log order (``seq`` 1, 2,
+    ...; ``op`` ``ACCESS_PUT``/``ACCESS_GET``, ``offset``, ``size``,
+    ``region``, ``tag``, ``source_session``, ``transfer``, ``applied``,
+    ``notify``, ``data`` when ``has_data``). Iteration blocks until entries
+    come and stops once the watch has ended (last region unwatched,
+    allocation freed) and every entry was delivered. :meth:`cancel` (or
+    leaving a ``with`` block) ends it and frees the log's one reader slot;
+    iteration then stops. The daemon acknowledges entries as it sends
+    them, so writers held by a full log go on while this is read.
+    """
+
+    def __init__(self, call):
+        self._call = call
+        self._pending = collections.deque()
+        self._cancelled = False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> "pb.AccessLogEntry":
+        while not self._pending:
+            try:
+                batch = next(self._call)
+            except grpc.RpcError as e:
+                if self._cancelled and e.code() == grpc.StatusCode.CANCELLED:
+                    raise StopIteration from None
+                raise IsometryError(e.code().name, e.details() or "") from None
+            self._pending.extend(batch.entries)
+        return self._pending.popleft()
+
+    def cancel(self) -> None:
+        """Ends the stream; entries not yet delivered stay in the log for
+        the next reader."""
+        self._cancelled = True
+        self._call.cancel()
+
+    close = cancel
+
+    def __enter__(self) -> "AccessLogStream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.cancel()
 
 
 class ActiveAccessMixin:
@@ -76,6 +130,25 @@ class ActiveAccessMixin:
             file_memory=file_memory, file=file, log_bytes=log_bytes, full=_FULL[full],
         )
         return self._call("Watch", req).region
+
+    def read_access_log(self, alloc) -> AccessLogStream:
+        """Opens the reader of ``alloc``'s access log (this session's
+        allocation, watched; the entries of its ``"client"`` regions) and
+        returns once the daemon holds it, so writes made after this call
+        are all delivered. One reader per log: a second raises
+        ALREADY_EXISTS while the first lasts; a log this session's local
+        client mapped raises FAILED_PRECONDITION; NOT_FOUND without a watch.
+        """
+        if self._closed:
+            raise IsometryError("FAILED_PRECONDITION", "this client is closed")
+        call = self._stub.ReadAccessLog(pb.ReadAccessLogRequest(allocation=_aid(alloc)),
+                                        metadata=self._metadata())
+        # The daemon sends its headers once the reader is open, or ends the
+        # call with the refusal.
+        call.initial_metadata()
+        if call.done() and call.code() != grpc.StatusCode.OK:
+            raise IsometryError(call.code().name, call.details() or "")
+        return AccessLogStream(call)
 
     def unwatch(self, alloc, region: int) -> None:
         """Removes a region; the allocation's last one ends its watch."""
