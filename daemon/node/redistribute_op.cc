@@ -3,6 +3,8 @@
 // as cross-node datatype copies.
 #include "daemon/node/redistribute_op.h"
 
+#include <algorithm>
+
 #include "core/strings.h"
 #include "layout/datatype_form.h"
 
@@ -38,19 +40,30 @@ Result<std::shared_ptr<const PackedEnd>> PieceEnd(const StridedStorage& st, cons
 RedistributionOp::RedistributionOp(Runtime& runtime, Setup setup) : runtime_(runtime) {
   for (const PieceTask& t : setup.tasks) total_bytes_ += t.bytes;
   task_count_ = setup.tasks.size();
+  image_plans_ = PlanImages(runtime.topology(), setup);
   absl::MutexLock lock(&mu_);
   on_end_ = std::move(setup.done);
   finished_.assign(task_count_, false);
+  images_.resize(image_plans_.size());
+  for (size_t q = 0; q < image_plans_.size(); ++q) {
+    if (image_plans_[q]) {
+      images_[q].pieces_left = image_plans_[q]->pieces;
+    }
+  }
   setup_ = std::make_shared<const Setup>(std::move(setup));
 }
 
-Result<CopyRequest> RedistributionOp::BuildRequest(const Setup& setup, size_t i) {
+Result<CopyRequest> RedistributionOp::BuildRequest(const Setup& setup, size_t i, std::byte* image) {
   const PieceTask& t = setup.tasks[i];
   const RankEnd& src = setup.producers[t.producer];
   const RankEnd& dst = setup.consumers[t.consumer];
   CopyRequest req;
   req.src = src.ref;
   req.dst = dst.ref;
+  if (image != nullptr) {  // the image holds the storage's bytes at their offsets
+    const ConsumerImagePlan& plan = *image_plans_[t.consumer];
+    req.dst = InstanceRef{plan.memory, image, plan.bytes, dst.ref.shape};
+  }
   ISO_ASSIGN_OR_RETURN(req.src.packed, PieceEnd(src.storage, t, setup.dims, true,
                                                 StrCat("producer rank ", t.producer,
                                                        "'s piece for consumer rank ", t.consumer)));
@@ -72,8 +85,9 @@ void RedistributionOp::Running::Abort(const Status& why) const {
   if (cross) cross->Abort(why);
 }
 
-Result<RedistributionOp::Running> RedistributionOp::Submit(const Setup& setup, size_t i) {
-  ISO_ASSIGN_OR_RETURN(CopyRequest req, BuildRequest(setup, i));
+Result<RedistributionOp::Running> RedistributionOp::Submit(const Setup& setup, size_t i,
+                                                           std::byte* image) {
+  ISO_ASSIGN_OR_RETURN(CopyRequest req, BuildRequest(setup, i, image));
   const PieceTask& t = setup.tasks[i];
   const RankEnd& dst = setup.consumers[t.consumer];
   Running out;
@@ -109,11 +123,13 @@ void RedistributionOp::Pump() {
   for (;;) {
     std::shared_ptr<const Setup> setup;
     size_t i = 0;
+    std::byte* image = nullptr;
     bool end = false;
     {
       absl::MutexLock lock(&mu_);
       if (pumping_ && !mine) return;  // the launching thread looks again
-      if (failure_.ok() && next_ < task_count_ && setup_ && in_flight_ < setup_->concurrency) {
+      if (failure_.ok() && next_ < task_count_ && setup_ && in_flight_ < setup_->concurrency &&
+          ImageReadyLocked(setup_->tasks[next_].consumer, image)) {
         pumping_ = mine = true;
         i = next_++;
         ++in_flight_;
@@ -127,7 +143,7 @@ void RedistributionOp::Pump() {
       if (end) Finish();
       return;
     }
-    Result<Running> t = Submit(*setup, i);
+    Result<Running> t = Submit(*setup, i, image);
     if (!t.ok()) {
       OnPieceDone(i, t.status());
       continue;
@@ -159,6 +175,9 @@ void RedistributionOp::Finish() {
     on_end_ = nullptr;
     status = failure_;
     setup = std::move(setup_);  // releases the ends once the last copy drained
+    for (Image& im : images_) {
+      im.data.reset();  // nothing writes them any more
+    }
   }
   setup.reset();
   if (done) done(status);
@@ -167,6 +186,7 @@ void RedistributionOp::Finish() {
 void RedistributionOp::OnPieceDone(size_t i, const Status& s) {
   std::vector<Running> abort;
   Status why;
+  std::optional<uint64_t> write_image;  // its consumer's last piece: the image is whole
   {
     absl::MutexLock lock(&mu_);
     if (i >= finished_.size() || finished_[i]) return;
@@ -175,7 +195,14 @@ void RedistributionOp::OnPieceDone(size_t i, const Status& s) {
     running_.erase(i);
     if (s.ok()) {
       ++done_;
-      if (setup_) bytes_done_ += setup_->tasks[i].bytes;
+      if (setup_) {
+        const uint64_t q = setup_->tasks[i].consumer;
+        bytes_done_ += setup_->tasks[i].bytes;
+        if (image_plans_[q] && --images_[q].pieces_left == 0 && failure_.ok()) {
+          write_image = q;
+          ++in_flight_;  // the image's write, until OnImageWritten
+        }
+      }
     } else if (failure_.ok()) {
       std::string where = "piece copy";
       if (setup_) {
@@ -190,6 +217,9 @@ void RedistributionOp::OnPieceDone(size_t i, const Status& s) {
     }
   }
   for (const Running& t : abort) t.Abort(why);
+  if (write_image) {
+    WriteImage(*write_image);
+  }
   Pump();
 }
 
@@ -209,9 +239,14 @@ void RedistributionOp::Cancel() { Abort(absl::CancelledError("redistribution can
 
 std::string RedistributionOp::PathText() const {
   absl::MutexLock lock(&mu_);
+  const size_t imaged = static_cast<size_t>(std::count_if(
+      image_plans_.begin(), image_plans_.end(), [](const auto& p) { return p.has_value(); }));
   return StrCat("redistribution ", setup_ ? setup_->what : std::string("(ended)"), ": ", done_,
                 " of ", task_count_, " piece copies done, ", in_flight_, " running; ", bytes_done_,
-                " of ", total_bytes_, " bytes");
+                " of ", total_bytes_, " bytes",
+                imaged == 0 ? std::string()
+                            : StrCat("; ", images_written_, " of ", imaged,
+                                     " consumer files written from their image in memory"));
 }
 
 }  // namespace isometry

@@ -81,6 +81,16 @@ struct PieceTask {
   std::array<int, redistribution::kMaxDims> order{0, 1, 2, 3};
 };
 
+// A consumer rank whose storage is a file and whose pieces would write it
+// in small runs (one I/O each): its pieces write an image of the rank's
+// storage in host memory instead, and one copy then writes the image into
+// the file in place (redistribute_images.cc).
+struct ConsumerImagePlan {
+  MemoryId memory;     // the host memory the image stands in (its copies' end)
+  uint64_t bytes = 0;  // the rank's storage bytes, all of them elements
+  size_t pieces = 0;   // the pieces that write it
+};
+
 // A running redistribution: piece copies submitted to the runtime, at most
 // `concurrency` at a time; the first failure aborts the rest. Thread-safe.
 class RedistributionOp final : public CrossTransfer,
@@ -127,11 +137,24 @@ class RedistributionOp final : public CrossTransfer,
     std::shared_ptr<CrossTransfer> cross;
     void Abort(const Status& why) const;
   };
-  Result<CopyRequest> BuildRequest(const Setup& setup, size_t task);
+  // A consumer rank's image (ConsumerImagePlan) while its pieces run.
+  struct Image {
+    std::unique_ptr<std::byte[]> data;  // allocated as its first piece starts
+    size_t pieces_left = 0;
+    bool written = false;  // its copy into the file ended
+  };
+  // `image`: consumer rank's image the piece writes into (null: its storage).
+  Result<CopyRequest> BuildRequest(const Setup& setup, size_t task, std::byte* image);
   // Submits piece `task`; what runs it.
-  Result<Running> Submit(const Setup& setup, size_t task);
+  Result<Running> Submit(const Setup& setup, size_t task, std::byte* image);
   void Pump();
   void OnPieceDone(size_t task, const Status& s);
+  // Under mu_: whether the next piece may start as far as images go, and
+  // where it writes (its consumer's image, allocated now, or null).
+  bool ImageReadyLocked(uint64_t consumer, std::byte*& image) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Copies consumer rank `consumer`'s finished image into its file.
+  void WriteImage(uint64_t consumer);
+  void OnImageWritten(uint64_t consumer, const Status& s);
   // Under mu_: whether it has just ended (then it is the caller's to
   // report, outside the lock).
   bool TakeEndLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -155,7 +178,20 @@ class RedistributionOp final : public CrossTransfer,
   Status failure_ ABSL_GUARDED_BY(mu_);
   std::map<size_t, Running> running_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> finished_ ABSL_GUARDED_BY(mu_);
+  // Per consumer rank (nullopt: its pieces write its storage); constant
+  // after construction.
+  std::vector<std::optional<ConsumerImagePlan>> image_plans_;
+  std::vector<Image> images_ ABSL_GUARDED_BY(mu_);
+  int live_images_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t images_written_ ABSL_GUARDED_BY(mu_) = 0;
 };
+
+// Which consumer ranks of `setup` get an image (ConsumerImagePlan; per
+// rank), with `setup.tasks` reordered so that the pieces of each such rank
+// are next to each other (the rest after them, in their order): an image
+// lives from its rank's first piece to its write into the file.
+std::vector<std::optional<ConsumerImagePlan>> PlanImages(const Topology& topo,
+                                                         RedistributionOp::Setup& setup);
 
 // INVALID_ARGUMENT unless the two sides have one global index space and
 // element size (what a redistribution needs).
