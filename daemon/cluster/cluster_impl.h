@@ -328,6 +328,10 @@ struct Cluster::Impl {
   cluster::FormExchange forms;  // canonical forms sent to / received from peers
 
   const std::string& self() const { return config.cluster.node_name; }
+  bool Stopping() const ABSL_LOCKS_EXCLUDED(mu) {
+    absl::MutexLock lock(&mu);
+    return stopping;
+  }
   // The peer named `name` now (not one that left), or null.
   Peer* FindPeer(const std::string& name) const ABSL_LOCKS_EXCLUDED(peers_mu);
   // The peers now (not those that left).
@@ -384,6 +388,9 @@ struct Cluster::Impl {
   Status HelloFailed(const Peer& p, const grpc::Status& s, std::string_view what);
   // `fresh`: over a new connection of its own (after a missed ping).
   Status Ping(Peer& p, bool fresh) ABSL_LOCKS_EXCLUDED(mu);
+  // Whether peer `name` is up and answers a signed ping now, over its
+  // shared channel (not the loop's probe: callable from any thread).
+  Status SignedPing(const std::string& name) ABSL_LOCKS_EXCLUDED(mu);
   void PeerLoop(Peer& p) ABSL_LOCKS_EXCLUDED(mu);
   // A peer is gone: everything that involves it fails with UNAVAILABLE
   // (its buffers are freed as the halves drain) and the loop says hello

@@ -65,6 +65,14 @@ std::string RangeEnd(std::string prefix) {
   return prefix;
 }
 
+// One read of the prefix.
+struct Listing {
+  std::map<std::string, PeerConfig> peers;  // the other nodes' records
+  bool own_found = false;                   // this node's key is there
+  bool own_intact = false;                  // ... as written, under this node's lease
+  std::string own_value;
+};
+
 class Membership final : public EtcdMembership {
  public:
   explicit Membership(Cluster::Impl* impl)
@@ -120,19 +128,46 @@ class Membership final : public EtcdMembership {
     if (!gresp.error().empty() || gresp.id() == 0) {
       return Unavailable("etcd refused a lease: ", gresp.error());
     }
-    auto kv = etcdserverpb::KV::NewStub(Channel());
-    grpc::ClientContext pctx;
-    Deadline(pctx);
-    etcdserverpb::PutRequest put;
-    put.set_key(key_);
-    put.set_value(record_);
-    put.set_lease(gresp.id());
-    etcdserverpb::PutResponse presp;
-    if (grpc::Status s = kv->Put(&pctx, put, &presp); !s.ok()) return Failed(s, "put");
+    ISO_RETURN_IF_ERROR(Put(gresp.id()));
     lease_ = gresp.id();
     spdlog::info("etcd: registered '{}' ({}) with a {} s lease", key_, cfg_.endpoints[current_],
                  gresp.ttl());
     return OkStatus();
+  }
+
+  // This node's record under `lease`. NotFound: etcd knows no such lease.
+  Status Put(int64_t lease) {
+    auto kv = etcdserverpb::KV::NewStub(Channel());
+    grpc::ClientContext ctx;
+    Deadline(ctx);
+    etcdserverpb::PutRequest put;
+    put.set_key(key_);
+    put.set_value(record_);
+    put.set_lease(lease);
+    etcdserverpb::PutResponse resp;
+    if (grpc::Status s = kv->Put(&ctx, put, &resp); !s.ok()) return Failed(s, "put");
+    return OkStatus();
+  }
+
+  // This node's record went or was changed (by hand, or by anyone with
+  // write access to etcd): written again, so that peers, and nodes that
+  // join later, keep finding this node where it is.
+  Status Reassert(const Listing& l) {
+    if (l.own_intact || lease_ == 0) return OkStatus();
+    static LogLimiter limiter(5, std::chrono::seconds(60));
+    if (LogLimiter::Verdict v = limiter.Allow("own"); v.log) {
+      spdlog::warn("etcd: this node's record '{}' {}; written again{}", key_,
+                   l.own_found ? StrCat("was changed to '", ForLog(l.own_value, 256), "'")
+                               : std::string("was deleted"),
+                   v.suppressed ? StrCat(" (", v.suppressed, " more times since the last line)")
+                                : std::string());
+    }
+    Status s = Put(lease_);
+    if (absl::IsNotFound(s)) {  // its lease was revoked too
+      lease_ = 0;
+      s = Register();
+    }
+    return s;
   }
 
   // One renewal over a short stream; NotFound when the lease is gone
@@ -171,8 +206,9 @@ class Membership final : public EtcdMembership {
     lease_ = 0;
   }
 
-  // The records under the prefix, as peers (this node's own left out).
-  Result<std::map<std::string, PeerConfig>> Read() {
+  // The records under the prefix: the other nodes' as peers, and how this
+  // node's own stands.
+  Result<Listing> Read() {
     auto kv = etcdserverpb::KV::NewStub(Channel());
     grpc::ClientContext ctx;
     Deadline(ctx);
@@ -181,10 +217,15 @@ class Membership final : public EtcdMembership {
     req.set_range_end(RangeEnd(cfg_.prefix));
     etcdserverpb::RangeResponse resp;
     if (grpc::Status s = kv->Range(&ctx, req, &resp); !s.ok()) return Failed(s, "range");
-    std::map<std::string, PeerConfig> out;
+    Listing out;
     for (const etcdserverpb::KeyValue& e : resp.kvs()) {
       const std::string_view name = std::string_view(e.key()).substr(cfg_.prefix.size());
-      if (name == impl_->self()) continue;
+      if (name == impl_->self()) {
+        out.own_found = true;
+        out.own_intact = e.value() == record_ && e.lease() == lease_;
+        out.own_value = e.value();
+        continue;
+      }
       Result<PeerConfig> p = ParseEtcdRecord(name, e.value());
       if (!p.ok()) {
         static LogLimiter limiter(5, std::chrono::seconds(60));
@@ -195,17 +236,38 @@ class Membership final : public EtcdMembership {
         continue;
       }
       std::string key = p->name;
-      out.emplace(std::move(key), *std::move(p));
+      out.peers.emplace(std::move(key), *std::move(p));
     }
     return out;
   }
 
+  // Whether known peer `name`, whose record went or now names `now`
+  // (null: gone), stays: a peer that is up and answers a signed ping is
+  // working, and a record anyone with write access to etcd could have
+  // written never ends that (the peer re-asserts its own record).
+  bool Keeps(const std::string& name, const PeerConfig& known, const PeerConfig* now) {
+    const Status answers = impl_->SignedPing(name);
+    if (!answers.ok()) return false;
+    static LogLimiter limiter(5, std::chrono::seconds(60));
+    if (LogLimiter::Verdict v = limiter.Allow(name); v.log) {
+      spdlog::warn(
+          "etcd: peer '{}' {}, but it answers at {} (authenticated): kept{}", ForLog(name),
+          now ? StrCat("has a record naming ", ForLog(now->address)) : std::string("has no record"),
+          ForLog(known.address),
+          v.suppressed ? StrCat(" (", v.suppressed, " more times since the last line)")
+                       : std::string());
+    }
+    return true;
+  }
+
   // Peers in `now` and not known are added; those known and gone (or
-  // moved to another address) leave.
+  // moved to another address) leave, unless they answer where they are.
   void Apply(const std::map<std::string, PeerConfig>& now) {
     for (auto it = known_.begin(); it != known_.end();) {
       auto found = now.find(it->first);
-      if (found != now.end() && found->second.address == it->second.address) {
+      const PeerConfig* record = found == now.end() ? nullptr : &found->second;
+      if ((record && record->address == it->second.address) ||
+          Keeps(it->first, it->second, record)) {
         ++it;
         continue;
       }
@@ -215,7 +277,7 @@ class Membership final : public EtcdMembership {
       it = known_.erase(it);
     }
     for (const auto& [name, p] : now) {
-      if (known_.count(name)) continue;
+      if (known_.count(name)) continue;  // kept where it answers, or unchanged
       if (known_.size() >= kMaxPeers) {
         // Each peer has a thread: whoever can write to etcd must not be
         // able to make thousands.
@@ -258,9 +320,13 @@ class Membership final : public EtcdMembership {
                                             : std::chrono::milliseconds(500));
       }
       if (s.ok() && Clock::now() >= next_poll) {
-        Result<std::map<std::string, PeerConfig>> now = Read();
-        if (now.ok()) Apply(*now);
-        s = now.status();
+        Result<Listing> now = Read();
+        if (now.ok()) {
+          s = Reassert(*now);
+          Apply(now->peers);
+        } else {
+          s = now.status();
+        }
         last_poll = Clock::now();
         next_poll = last_poll + std::chrono::milliseconds(cfg_.poll_ms);
       }

@@ -182,6 +182,24 @@ Status Cluster::Impl::Ping(Peer& p, bool fresh) {
   return OkStatus();
 }
 
+Status Cluster::Impl::SignedPing(const std::string& name) {
+  Peer* p = FindPeer(name);
+  if (!p) return NotFound("no peer '", name, "'");
+  {
+    absl::MutexLock lock(&mu);
+    if (!StateLocked(*p).up) return Unavailable("peer '", name, "' is not up");
+  }
+  grpc::ClientContext ctx;
+  cluster::SetDeadline(ctx, config.cluster.keepalive_ms * 2);
+  v1::PeerPing req;
+  Authorize(ctx, *p, "Ping", req);
+  v1::PeerPong resp;
+  if (grpc::Status s = p->stub->Ping(&ctx, req, &resp); !s.ok()) {
+    return cluster::FromGrpc(s, "ping");
+  }
+  return OkStatus();
+}
+
 void Cluster::Impl::PeerLoop(Peer& p) {
   auto backoff = std::chrono::milliseconds(100);
   std::optional<Clock::time_point> missed;  // since when pings go unanswered

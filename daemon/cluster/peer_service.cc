@@ -71,6 +71,11 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
   grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* ctx, const v1::PeerPing* req,
                                  v1::PeerPong*) override {
     auto caller = Caller(ctx, "Ping", *req);
+    if (caller.ok() && impl_->Stopping()) {
+      // Not working any more: a peer whose etcd record went (this node's
+      // lease revoked) lets it go now.
+      return Reply(ctx, Unavailable("isometryd on node '", impl_->self(), "' is stopping"));
+    }
     return Reply(ctx, caller.ok() ? OkStatus() : caller.status());
   }
 

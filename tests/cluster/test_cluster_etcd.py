@@ -209,6 +209,129 @@ class EtcdMembershipTest(unittest.TestCase):
         self.assertTrue(same)
 
 
+def etcd_call(etcd, verb, body):
+    """etcd's JSON gateway (/v3/kv/VERB); keys and values in base64."""
+    import base64
+    import json
+    import urllib.request
+
+    enc = {k: base64.b64encode(v.encode()).decode() if isinstance(v, str) else v
+           for k, v in body.items()}
+    req = urllib.request.Request(f"http://{etcd.endpoint}/v3/kv/{verb}",
+                                 data=json.dumps(enc).encode())
+    with urllib.request.urlopen(req, timeout=5) as r:
+        return json.loads(r.read())
+
+
+def records(etcd, prefix):
+    """{key: (value, lease)} under `prefix`."""
+    import base64
+
+    end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    out = etcd_call(etcd, "range", {"key": prefix, "range_end": end})
+    return {base64.b64decode(kv["key"]).decode(): (base64.b64decode(kv.get("value", "")).decode(),
+                                                   int(kv.get("lease", 0)))
+            for kv in out.get("kvs", [])}
+
+
+@unittest.skipIf(SKIP, SKIP or "")
+class EtcdRecordsUnderAttackTest(unittest.TestCase):
+    """Records overwritten or deleted behind the nodes' backs (issue #49,
+    item 8): each node writes its own record again, and a record that does
+    not authenticate never removes or replaces a peer that answers, nor
+    fails a copy running to it. The cases run in order (test_N_)."""
+
+    PREFIX = "/iso-attack/"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.etcd = Etcd()
+        extra = (f'\nrate_limit = "16MiB"\n[cluster.etcd]\nendpoints = ["{cls.etcd.endpoint}"]\n'
+                 f'prefix = "{cls.PREFIX}"\nlease_ttl_s = 5\npoll_ms = {POLL_MS}\n')
+        cls.cluster = cf.Cluster(ISOMETRYD, ["a", "b", "c"], static_peers=False,
+                                 extra_cluster=extra, request="1MiB", pool="128MiB",
+                                 timeout_ms=1500, keepalive_ms=200)
+        cls.cluster.start(wait_up=False)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.stop()
+        cls.etcd.stop()
+
+    wait_mesh = EtcdMembershipTest.wait_mesh
+
+    def node(self, name):
+        return self.cluster[name]
+
+    def wait_records(self, want, timeout=5):
+        """Until `want` ({key: value}) is what etcd holds, each under a lease."""
+        deadline = time.time() + timeout
+        while True:
+            now = records(self.etcd, self.PREFIX)
+            if {k: v for k, (v, lease) in now.items() if lease} == want:
+                return
+            if time.time() > deadline:
+                self.fail(f"etcd holds {now}, not {want} under leases")
+            time.sleep(0.05)
+
+    def test_1_an_overwritten_record_leaves_the_peer_and_its_copy_working(self):
+        self.wait_mesh("abc")
+        original = {k: v for k, (v, _) in records(self.etcd, self.PREFIX).items()}
+        self.assertEqual(len(original), 3, original)
+        a, b = self.node("a"), self.node("b")
+        n = 48 << 20  # 3 s at the rate limit: the overwrite lands mid-copy
+        data = os.urandom(n)
+        with b.client() as cb:
+            dst = cb.allocate("sys0", n)
+            cb.publish(dst)
+        with a.client() as ca:
+            src = ca.allocate("sys0", n)
+            ca.write(src, 0, data)
+            s = ca.register_instance(src, [n], [("v", 1)], "F,x")
+            d = ca.register_instance(dst.id, [n], [("v", 1)], "F,x", memory="b:sys0")
+            t = ca.copy(s, d, wait=False)
+            time.sleep(0.5)
+            # Over and over for a while: every node reads it (b writes its
+            # own back within a poll).
+            until = time.time() + 1.0
+            while time.time() < until:
+                etcd_call(self.etcd, "put", {"key": self.PREFIX + "b",
+                                             "value": "node=2\naddress=127.0.0.1:1\nidentity=\n"})
+                time.sleep(0.02)
+            info = ca.wait(t, timeout_ms=30000, check=False)
+        self.assertEqual(info.state, "done", info.message)
+        self.wait_records(original)  # b wrote its own back, under its lease
+        with b.client() as cb:
+            self.assertTrue(cb.read(dst, 0, n) == data, "the destination differs")
+        for n_ in "ac":
+            p = peers_of(self.node(n_))["b"]
+            self.assertEqual(p.state, "up", f"{n_}: {p}")
+            self.assertNotEqual(p.address, "127.0.0.1:1")
+            self.assertNotIn("peer 'b' left the cluster", self.node(n_).log_text())
+        self.assertIn("peer 'b' has a record naming 127.0.0.1:1, but it answers", a.log_text())
+        self.assertIn(f"this node's record '{self.PREFIX}b' was changed", b.log_text())
+
+    def test_2_a_deleted_prefix_comes_back_and_no_peer_leaves(self):
+        original = {k: v for k, (v, _) in records(self.etcd, self.PREFIX).items()}
+        end = self.PREFIX[:-1] + chr(ord(self.PREFIX[-1]) + 1)  # etcdctl del --prefix
+        etcd_call(self.etcd, "deleterange", {"key": self.PREFIX, "range_end": end})
+        self.wait_records(original)
+        self.wait_mesh("abc", timeout=5)
+        for n_ in "abc":
+            self.assertNotIn("left the cluster", self.node(n_).log_text(), n_)
+        info, data, got = self.cluster.copy_bytes("c", "a", 1 << 20, timeout_ms=30000)
+        self.assertEqual(info.state, "done", info.message)
+        self.assertTrue(got == data)
+
+    def test_3_a_peer_that_stopped_still_leaves(self):
+        # Its record gone and no answer: it leaves as before.
+        self.assertEqual(self.node("c").stop(), 0)
+        deadline = time.time() + 3
+        while "c" in peers_of(self.node("a")):
+            self.assertLess(time.time(), deadline, "a still lists c")
+            time.sleep(0.05)
+
+
 @unittest.skipIf(SKIP, SKIP or "")
 class EtcdWithTlsTest(unittest.TestCase):
     """Mutual TLS, no secret: a and b (one CA) find each other in etcd and
