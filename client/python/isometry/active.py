@@ -110,7 +110,10 @@ class ActiveAccessMixin:
     ) -> int:
         """Watches ``[offset, offset + nbytes)`` of this session's allocation
         ``alloc`` (page aligned; the end may be the allocation's end) and
-        returns the region's id. ``full`` ("block" or "fail", None: the
+        returns the region's id. With ``handler="client"`` (the proto's
+        default) the entries go to the allocation's access log: read them
+        with :meth:`read_access_log`, opened before the writes, or writers
+        wait for room (``full``). ``full`` ("block" or "fail", None: the
         daemon's ``access_log_full``) and ``log_bytes`` apply to the
         allocation's first watch. Raises IsometryError: PERMISSION_DENIED
         (not the owner), INVALID_ARGUMENT (bounds, alignment, overlap, an
