@@ -19,6 +19,7 @@
 #include "tools/bench/disk_scenarios.h"
 #include "tools/bench/local_scenarios.h"
 #include "tools/bench/planner_scenarios.h"
+#include "tools/bench/redistribution_scenarios.h"
 #include "tools/common/daemon_process.h"
 
 using namespace isometry::bench;
@@ -28,13 +29,14 @@ namespace {
 // Runs the scenarios named in `only` (all when empty); 2 for an unknown name.
 int RunChosen(const std::vector<std::string>& only, bool json, const LocalOptions& local,
               const DaemonOptions& daemon, const DatatypeOptions& datatype,
-              const std::string& disk_dir, double disk_mib) {
+              const std::string& disk_dir, double disk_mib,
+              const RedistributionOptions& redistribution) {
   const std::set<std::string> chosen(only.begin(), only.end());
   auto wanted = [&](const char* name) { return chosen.empty() || chosen.count(name); };
   for (const std::string& s : chosen) {
     if (s != "contiguous" && s != "aos_to_soa" && s != "pipeline" && s != "priority" &&
         s != "client_to_client" && s != "latency" && s != "first_copy" && s != "disk" &&
-        s != "planning" && s != "datatype") {
+        s != "planning" && s != "datatype" && s != "redistribution") {
       std::fprintf(stderr, "unknown scenario '%s'\n", s.c_str());
       return 2;
     }
@@ -70,6 +72,9 @@ int RunChosen(const std::vector<std::string>& only, bool json, const LocalOption
   if (wanted("disk")) {
     RunDisk(disk_dir, static_cast<uint64_t>(disk_mib * (1 << 20)), report, local.rounds,
             local.calibrate);
+  }
+  if (wanted("redistribution")) {
+    RunRedistributionFiles(redistribution, report);
   }
   report.Finish();
   return 0;
@@ -164,7 +169,7 @@ int Main(int argc, char** argv) {
   app.add_flag("--json", json, "one JSON object per line instead of a table");
   app.add_option("--scenario", only,
                  "run only these: contiguous, aos_to_soa, pipeline, priority, client_to_client, "
-                 "latency, first_copy, datatype, disk, planning (default: all)");
+                 "latency, first_copy, datatype, disk, planning, redistribution (default: all)");
   app.add_option("--rounds,--repeat", local.rounds,
                  "paired rounds per row: Isometry and its baseline back to back in each, the "
                  "table shows the median of the per-round ratios and their range (at least 5 "
@@ -209,6 +214,10 @@ int Main(int argc, char** argv) {
                  "scratch directory for the disk scenario (O_DIRECT-capable)");
   app.add_option("--disk-mib", disk_mib, "bytes the disk scenario writes and reads")
       ->check(CLI::Range(1.0, 1048576.0));
+  double redistribution_mib = 64;
+  app.add_option("--redistribution-mib", redistribution_mib,
+                 "redistribution: bytes of the global array (into DSK files in --disk-dir)")
+      ->check(CLI::Range(1.0, 4096.0));
   DatatypeFlags datatype_flags;
   AddDatatypeFlags(app, datatype_flags);
   CLI11_PARSE(app, argc, argv);
@@ -226,7 +235,10 @@ int Main(int argc, char** argv) {
 
   const DatatypeOptions datatype =
       datatype_flags.Options(daemon.isometryd, daemon.source_dir, local.rounds, daemon.peers);
-  return RunChosen(only, json, local, daemon, datatype, disk_dir, disk_mib);
+  const RedistributionOptions redistribution{daemon.isometryd, disk_dir,
+                                             static_cast<uint64_t>(redistribution_mib * (1 << 20)),
+                                             local.rounds};
+  return RunChosen(only, json, local, daemon, datatype, disk_dir, disk_mib, redistribution);
 }
 
 }  // namespace
