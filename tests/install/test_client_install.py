@@ -1,0 +1,96 @@
+"""The C++ client as a user outside the tree gets it: `cmake --install
+--component client` into a fresh prefix, then a program built against that
+prefix with find_package(Isometry) and, separately, with pkg-config, run
+against a real daemon. Fails when a public header includes one that is not
+installed, an archive is missing or out of link order, or a package file
+names the wrong directory.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
+from isometryd_process import IsometrydProcess  # noqa: E402
+
+ISOMETRYD = os.environ.get("ISOMETRYD", "")
+BUILD_DIR = os.environ.get("ISOMETRY_BUILD_DIR", "")
+CONSUMER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "consumer")
+
+MEMORY = """
+[[memory]]
+name = "sys0"
+pool = "64MiB"
+[[channel]]
+name = "memcpy0"
+"""
+
+
+def run(args, **kw):
+    r = subprocess.run(args, capture_output=True, text=True, stdin=subprocess.DEVNULL, **kw)
+    if r.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    return r.stdout
+
+
+@unittest.skipUnless(ISOMETRYD and BUILD_DIR, "ISOMETRYD and ISOMETRY_BUILD_DIR are not set (ctest sets them)")
+class ClientInstallTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.work = tempfile.mkdtemp(prefix="iso-install-")
+        cls.prefix = os.path.join(cls.work, "prefix")
+        run(["cmake", "--install", BUILD_DIR, "--component", "client", "--prefix", cls.prefix])
+        cls.directory, cls.daemon = IsometrydProcess.started_in_temp_dir(
+            ISOMETRYD, MEMORY, "iso-install-daemon-")
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.daemon.stop()
+        finally:
+            cls.daemon.close()
+            shutil.rmtree(cls.directory, ignore_errors=True)
+            shutil.rmtree(cls.work, ignore_errors=True)
+
+    def run_consumer(self, program):
+        out = run([program, os.path.join(self.directory, "local.sock"),
+                   os.path.join(self.directory, "grpc.sock")], timeout=60)
+        self.assertRegex(out, r"^ok: 600000 bytes via memcpy0$")
+
+    def test_installs_the_client_component_only(self):
+        found = []
+        for root, _, files in os.walk(self.prefix):
+            found += [os.path.relpath(os.path.join(root, f), self.prefix) for f in files]
+        self.assertFalse([f for f in found if f.endswith(("isometryd", "isoctl", ".service"))],
+                         "the client component installs no daemon, CLI or unit")
+        for wanted in ("include/isometry/client/cpp/isometry_client.h",
+                       "include/isometry/client/cpp/inspector.h",
+                       "include/isometry/core/status.h"):
+            self.assertIn(wanted, found)
+        self.assertTrue(any(f.endswith("cmake/Isometry/IsometryConfig.cmake") for f in found))
+        self.assertTrue(any(f.endswith("pkgconfig/isometry-client.pc") for f in found))
+
+    def test_find_package_build_runs_a_copy(self):
+        build = os.path.join(self.work, "cmake-build")
+        run(["cmake", "-S", CONSUMER, "-B", build, "-G", "Ninja",
+             f"-DCMAKE_PREFIX_PATH={self.prefix}", "-DCMAKE_BUILD_TYPE=Release"])
+        run(["cmake", "--build", build])
+        self.run_consumer(os.path.join(build, "consumer"))
+
+    def test_pkg_config_build_runs_a_copy(self):
+        pcdirs = [os.path.dirname(os.path.join(root, f))
+                  for root, _, files in os.walk(self.prefix) for f in files
+                  if f == "isometry-client.pc"]
+        self.assertEqual(len(pcdirs), 1)
+        env = dict(os.environ, PKG_CONFIG_PATH=pcdirs[0])
+        flags = run(["pkg-config", "--cflags", "--libs", "isometry-client"], env=env).split()
+        program = os.path.join(self.work, "consumer-pc")
+        run(["g++", "-O1", os.path.join(CONSUMER, "consumer.cc"), "-o", program, *flags])
+        self.run_consumer(program)
+
+
+if __name__ == "__main__":
+    unittest.main()
