@@ -586,4 +586,12 @@ Result<CanonicalForm> LayoutForm(const InstanceShape& shape, const Box& box) {
   return form;
 }
 
+bool LayoutFormRegular(const InstanceShape& shape, const Box& box) {
+  if (!shape.Validate("instance").ok() || !box.Validate("box").ok() || box.empty() ||
+      box.dims != shape.bounds.dims || !shape.bounds.contains(box)) {
+    return false;
+  }
+  return LayoutNest(shape, box).state == Nest::kRegular;
+}
+
 }  // namespace isometry

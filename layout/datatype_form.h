@@ -107,6 +107,10 @@ Result<CanonicalForm> DatatypeForm(const Datatype& type, int64_t count);
 // Offsets are from the instance's first byte. Errors: the shape or box is
 // invalid, the box lies outside the shape's bounds, or the bounds above.
 Result<CanonicalForm> LayoutForm(const InstanceShape& shape, const Box& box);
+// Whether LayoutForm(shape, box) is one piece, found without walking the
+// box (AOS, or SOA over fields of equal sizes, with affine dimensions).
+// False for a list of runs, or an invalid shape or box.
+bool LayoutFormRegular(const InstanceShape& shape, const Box& box);
 
 // The canonical serialization: "ISOFORM1" magic, then little-endian int64s:
 // the piece count, then per piece offset, run, loop count, (count, stride)

@@ -22,18 +22,26 @@ Result<std::shared_ptr<const PackedEnd>> RebasedEnd(const Datatype& type, int64_
                        StrCat(count, " x ", type.ToString(256)));
 }
 
-// The packed end of `box` of a layout instance.
-Result<std::shared_ptr<const PackedEnd>> LayoutEnd(const InstanceShape& shape, const Box& box) {
+// The packed end of `box` of a layout instance. On this node (`by_chunk`)
+// a layout whose stream is a list of runs is described chunk by chunk, so
+// no form bound applies to the whole box (daemon/runtime/packed_end.h).
+Result<std::shared_ptr<const PackedEnd>> LayoutEnd(const InstanceShape& shape, const Box& box,
+                                                   bool by_chunk) {
+  std::string what = StrCat("layout '", shape.layout.ToString(), "' over ", ToString(shape.bounds),
+                            " box ", ToString(box));
+  if (by_chunk && !LayoutFormRegular(shape, box)) {
+    return MakeLayoutChunksEnd(LayoutBox{shape, box}, std::move(what));
+  }
   ISO_ASSIGN_OR_RETURN(CanonicalForm form, LayoutForm(shape, box));
-  return MakePackedEnd(std::move(form), shape.total_bytes(),
-                       StrCat("layout '", shape.layout.ToString(), "' over ",
-                              ToString(shape.bounds), " box ", ToString(box)));
+  return MakePackedEnd(std::move(form), shape.total_bytes(), std::move(what));
 }
 
 std::string EndText(const PackedEnd& e) {
   const uint64_t avg = e.bytes / std::max<uint64_t>(1, e.runs);
-  return StrCat(e.what, ": ", e.bytes, " bytes in ", e.runs, " run", e.runs == 1 ? "" : "s", " (",
-                avg, " bytes on average), form ", FormText(e.form, 6));
+  const std::string form =
+      e.layout ? "its fields' runs, found chunk by chunk" : StrCat("form ", FormText(e.form, 6));
+  return StrCat(e.what, ": ", e.bytes, " bytes in ", e.layout ? "up to " : "", e.runs, " run",
+                e.runs == 1 ? "" : "s", " (", avg, " bytes on average), ", form);
 }
 
 // What a registered datatype makes the daemon hold, roughly: its tree
@@ -51,7 +59,7 @@ uint64_t FormBytes(const std::vector<FormPiece>& pieces) {
 
 // Whether `end` is one contiguous run from its first byte of `bytes` bytes.
 bool Dense(const PackedEnd& end, uint64_t bytes) {
-  if (end.form.pieces.size() != 1) return false;
+  if (end.layout || end.form.pieces.size() != 1) return false;
   const FormPiece& p = end.form.pieces[0];
   return p.body.empty() && p.loops.empty() && p.offset == 0 &&
          static_cast<uint64_t>(p.run) == bytes;
@@ -205,12 +213,12 @@ Result<std::shared_ptr<const PackedEnd>> Node::Impl::DatatypeEnd(const std::stri
 }
 
 Status Node::Impl::PackEndsLocked(const Instance* const ends[2], const std::optional<Box>& box,
-                                  CopyRequest& request, bool dense_as_layout) const {
+                                  CopyRequest& request, bool local) const {
   if (ends[0]->packed && ends[1]->packed && box) {
     return InvalidArgument("copy: between two datatype instances there is no box; ",
                            "the whole packed streams are copied");
   }
-  if (dense_as_layout && DenseEndAsLayout(ends, box, request)) return OkStatus();
+  if (local && DenseEndAsLayout(ends, box, request)) return OkStatus();
   InstanceRef* refs[2] = {&request.src, &request.dst};
   for (int i = 0; i < 2; ++i) {
     if (ends[i]->packed) {
@@ -223,7 +231,7 @@ Status Node::Impl::PackEndsLocked(const Instance* const ends[2], const std::opti
       return OutOfRange("copy box ", ToString(b), " lies outside the ",
                         i ? "destination" : "source", " index space ", ToString(shape.bounds));
     }
-    ISO_ASSIGN_OR_RETURN(refs[i]->packed, LayoutEnd(shape, b));
+    ISO_ASSIGN_OR_RETURN(refs[i]->packed, LayoutEnd(shape, b, local));
   }
   return OkStatus();
 }
@@ -252,7 +260,7 @@ Result<PlanReport> Node::Explain(const PlanSide& src, const PlanSide& dst, const
     } else {
       const InstanceShape shape{bounds, fields, side.layout};
       ISO_RETURN_IF_ERROR(shape.Validate(i ? "destination" : "source"));
-      ISO_ASSIGN_OR_RETURN(refs[i].packed, LayoutEnd(shape, bounds));
+      ISO_ASSIGN_OR_RETURN(refs[i].packed, LayoutEnd(shape, bounds, /*by_chunk=*/true));
     }
     refs[i].capacity = refs[i].packed->span;
   }

@@ -369,13 +369,15 @@ struct Node::Impl {
                                                        uint64_t& storage_offset)
       ABSL_LOCKS_EXCLUDED(mu);
   // A copy with a datatype on either end: the layout end (if any) becomes
-  // the packed end of `box` of it (its whole bounds by default). With
-  // `dense_as_layout`, a datatype end whose stream is contiguous bytes
-  // against a layout end instead becomes that layout's AOS C-order layout
-  // over the same bytes, and the copy an ordinary layout copy of `box`
-  // (request.box to set): no form, so no form bound, whatever the fields.
+  // the packed end of `box` of it (its whole bounds by default). For a
+  // copy on this node (`local`), a datatype end whose stream is contiguous
+  // bytes against a layout end instead becomes that layout's AOS C-order
+  // layout over the same bytes, and the copy an ordinary layout copy of
+  // `box` (request.box to set): no form, so no form bound, whatever the
+  // fields; and a layout end whose stream is a list of runs is described
+  // chunk by chunk (PackedEnd::layout), bounded per chunk only.
   Status PackEndsLocked(const Instance* const ends[2], const std::optional<Box>& box,
-                        CopyRequest& request, bool dense_as_layout = false) const
+                        CopyRequest& request, bool local = false) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // ---- distributed instances (node_distributed.cc) ----

@@ -46,6 +46,17 @@ Result<std::shared_ptr<const PackedEnd>> MakePackedEnd(CanonicalForm form, uint6
   return std::shared_ptr<const PackedEnd>(std::move(end));
 }
 
+Result<std::shared_ptr<const PackedEnd>> MakeLayoutChunksEnd(LayoutBox l, std::string what) {
+  auto end = std::make_shared<PackedEnd>();
+  end->bytes = l.bytes();
+  if (end->bytes == 0) return InvalidArgument(what, " packs to 0 bytes: nothing to copy");
+  end->runs = l.box.volume() * l.shape.fields.size();
+  end->span = l.shape.total_bytes();
+  end->layout = std::move(l);
+  end->what = std::move(what);
+  return std::shared_ptr<const PackedEnd>(std::move(end));
+}
+
 bool ReadsProcess(const Path& path, const Topology& topo) {
   if (path.edges.empty() || path.edges[0].kind != ChannelKind::kCma) return false;
   const TopologyMemory* m = topo.FindMemory(path.nodes[0].memory);
@@ -88,22 +99,41 @@ InstanceShape PackedShape(uint64_t bytes) {
   return s;
 }
 
+namespace {
+
+// The form of an end's chunk [begin, end): its form restricted, or its
+// layout's runs walked.
+Result<CanonicalForm> ChunkForm(const PackedEnd& e, uint64_t begin, uint64_t end) {
+  if (e.layout) return LayoutRangeForm(*e.layout, begin, end);
+  return RestrictForm(e.form, begin, end);
+}
+
+}  // namespace
+
 Result<PackedChunk> CompilePackedChunk(FormProgramCache& cache, const PackedEnd* src,
                                        const PackedEnd* dst, uint64_t begin, uint64_t end) {
   if (begin >= end) return InvalidArgument("packed chunk [", begin, ", ", end, ") is empty");
+  PackedChunk chunk;
+  if ((src && src->layout && !dst) || (dst && dst->layout && !src)) {
+    const LayoutBox& l = src ? *src->layout : *dst->layout;
+    ISO_ASSIGN_OR_RETURN(CopyProgram p, LayoutSlotProgram(l, begin, end, /*to_layout=*/!src));
+    chunk.program = std::make_shared<const CopyProgram>(std::move(p));
+    return chunk;
+  }
   const CanonicalForm slot{{FormPiece{0, static_cast<int64_t>(end - begin), {}, {}}}};
   CanonicalForm in = slot, out = slot;
   if (src) {
-    ISO_ASSIGN_OR_RETURN(in, RestrictForm(src->form, begin, end));
+    ISO_ASSIGN_OR_RETURN(in, ChunkForm(*src, begin, end));
   }
   if (dst) {
-    ISO_ASSIGN_OR_RETURN(out, RestrictForm(dst->form, begin, end));
+    ISO_ASSIGN_OR_RETURN(out, ChunkForm(*dst, begin, end));
   }
-  ISO_ASSIGN_OR_RETURN(std::shared_ptr<const FormCopy> copy, cache.Get(in, out));
-  PackedChunk chunk;
   // Rebased forms have no negative offset, so neither have the shifts.
-  chunk.src_shift = static_cast<uint64_t>(copy->src_shift);
-  chunk.dst_shift = static_cast<uint64_t>(copy->dst_shift);
+  const int64_t s0 = in.lowest(), d0 = out.lowest();
+  ISO_ASSIGN_OR_RETURN(std::shared_ptr<const FormCopy> copy,
+                       cache.Get(ShiftForm(std::move(in), -s0), ShiftForm(std::move(out), -d0)));
+  chunk.src_shift = static_cast<uint64_t>(s0 + copy->src_shift);
+  chunk.dst_shift = static_cast<uint64_t>(d0 + copy->dst_shift);
   chunk.program = std::shared_ptr<const CopyProgram>(copy, &copy->program);
   return chunk;
 }

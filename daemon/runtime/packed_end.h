@@ -12,12 +12,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/instance.h"
 #include "core/status.h"
 #include "layout/datatype_form.h"
 #include "layout/form_cache.h"
+#include "layout/layout_chunk.h"
 #include "planner/topology.h"
 
 namespace isometry {
@@ -25,8 +27,14 @@ namespace isometry {
 struct PackedEnd {
   // Offsets from the instance's first storage byte, all >= 0: the node
   // rebases a datatype's form (whose offsets may be negative) onto the
-  // first byte it touches.
+  // first byte it touches. Empty when `layout` is set.
   CanonicalForm form;
+  // A layout end whose stream is a list of runs (SOA over fields of
+  // different sizes), described chunk by chunk (layout/layout_chunk.h)
+  // rather than by a form of the whole box: no bound applies to the box,
+  // only per chunk. Set only for copies on this node (a peer, a watch or a
+  // direct read needs `form`).
+  std::optional<LayoutBox> layout;
   uint64_t bytes = 0;  // of the packed stream
   uint64_t span = 0;   // storage bytes: every run lies in [0, span)
   uint64_t runs = 0;   // contiguous runs (the fragmentation)
@@ -37,6 +45,10 @@ struct PackedEnd {
 // runs inside `span`; `bytes` must be > 0.
 Result<std::shared_ptr<const PackedEnd>> MakePackedEnd(CanonicalForm form, uint64_t span,
                                                        std::string what);
+
+// The end of `l`'s box described chunk by chunk (`layout` set); `runs` is
+// an upper bound (a run a field a point). InvalidArgument for an empty box.
+Result<std::shared_ptr<const PackedEnd>> MakeLayoutChunksEnd(LayoutBox l, std::string what);
 
 // `form` with every offset moved by `delta` (groups' bodies are relative).
 CanonicalForm ShiftForm(CanonicalForm form, int64_t delta);
@@ -65,7 +77,11 @@ bool CmaGathers(const PackedEnd& src, uint64_t chunk_bytes);
 // The program for chunk [begin, end) of a packed copy. A null end is a
 // ring slot (the chunk's bytes dense from its first byte). `src_shift` and
 // `dst_shift` are what the program's offsets are relative to, from the
-// end's first storage byte (0 for slots).
+// end's first storage byte (0 for slots). A chunk-described layout end
+// against a slot is a layout program (LayoutSlotProgram, no pairing);
+// against a datatype its chunk's runs are walked and paired, with the
+// form bounds applying to the chunk. Forms are cached moved to offset 0,
+// so chunks that differ only by where they start share one program.
 struct PackedChunk {
   std::shared_ptr<const CopyProgram> program;
   uint64_t src_shift = 0;

@@ -129,6 +129,8 @@ struct Runtime::Impl {
   Result<Box> CheckBox(const CopyRequest& req) const;
   Status CheckInstance(const InstanceRef& ref, std::string_view what) const;
   Status PlanPath(TransferState& t, const CopyRequest& req) const;
+  std::shared_ptr<const Path> StagedPath(const CopyRequest& req, const Path& planned,
+                                         const Box& box) const;
   Result<std::shared_ptr<const Path>> MakePath(const InstanceRef& src, const InstanceRef& dst,
                                                const Box& box,
                                                const std::vector<HopSpec>& via) const;

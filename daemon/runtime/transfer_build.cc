@@ -152,6 +152,27 @@ Result<Box> Runtime::Impl::CheckBox(const CopyRequest& req) const {
   return box;
 }
 
+// A datatype against a layout described chunk by chunk, in one hop,
+// would pair every run of every chunk (bounded per chunk): staged through
+// a slot of host memory at either end instead, each hop is a compact
+// program (the datatype's against dense bytes, then a layout program).
+// Null when there is nothing to stage or no such memory.
+std::shared_ptr<const Path> Runtime::Impl::StagedPath(const CopyRequest& req, const Path& planned,
+                                                      const Box& box) const {
+  if (!req.src.packed || planned.edges.size() != 1 ||
+      !(req.src.packed->layout || req.dst.packed->layout)) {
+    return nullptr;
+  }
+  for (const InstanceRef* end : {&req.dst, &req.src}) {
+    const TopologyMemory* m = topo.FindMemory(end->memory);
+    if (!m || !IsHostMemory(m->kind) || !IsLocal(end->memory)) continue;
+    Result<std::shared_ptr<const Path>> p =
+        MakePath(req.src, req.dst, box, {HopSpec{end->memory, req.src.shape.layout}});
+    if (p.ok()) return *std::move(p);
+  }
+  return nullptr;
+}
+
 // This node's path: planned here, or a peer's plan checked and adopted.
 Status Runtime::Impl::PlanPath(TransferState& t, const CopyRequest& req) const {
   if (req.remote) {
@@ -162,6 +183,9 @@ Status Runtime::Impl::PlanPath(TransferState& t, const CopyRequest& req) const {
     if (req.remote->relays()) t.relay_channel = t.path().edges[req.remote->relay_hop].channel;
   } else {
     ISO_ASSIGN_OR_RETURN(t.shared_path, MakePath(req.src, req.dst, t.box, req.via));
+    if (std::shared_ptr<const Path> staged = StagedPath(req, t.path(), t.box)) {
+      t.shared_path = std::move(staged);
+    }
     if (req.src.packed) {
       Path costed = t.path();  // the cached path stays as planned
       CostPackedEnds(costed, *req.src.packed, *req.dst.packed, topo);
