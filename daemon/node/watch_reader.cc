@@ -69,19 +69,21 @@ void WatchState::ReadNext(uint64_t id, uint64_t max_bytes, LogBatchReady ready) 
     if (id != reader_id_) {
       answer = absl::CancelledError(
           StrCat("the reader of allocation ", allocation_, "'s access log was cancelled"));
-    } else if (log_reader_->Pending()) {
-      log_reader_->Poll(
+    } else {
+      // Padding alone hands out nothing: that waits, as no entry does.
+      const size_t n = log_reader_->Poll(
           [&](const active::LogEntry& e, std::string_view data) { AddPieces(e, data, *answer); },
           max_bytes);
-    } else if (!worker_exited_) {
-      // Published entries or the worker's exit answer it (NotifyReader):
-      // both take reader_mu_ after the tail moved, so none is missed.
-      reader_waiting_ = std::move(ready);
-      reader_max_bytes_ = max_bytes;
-      return;
+      if (n == 0 && !worker_exited_) {
+        // Published entries or the worker's exit answer it (NotifyReader):
+        // both take reader_mu_ after the tail moved, so none is missed.
+        reader_waiting_ = std::move(ready);
+        reader_max_bytes_ = max_bytes;
+        return;
+      }
     }
   }
-  ready(std::move(answer));
+  ready(std::move(answer));  // entries, or none: the watch ended and all were read
 }
 
 void WatchState::AckRead(uint64_t id) {

@@ -20,19 +20,20 @@ namespace {
 constexpr uint64_t kBytes = 65536;
 
 struct Fixture {
-  std::vector<std::byte> memory = std::vector<std::byte>(kBytes, std::byte{0x11});
+  std::vector<std::byte> memory;
   std::shared_ptr<WatchState> w;
 
-  Fixture() {
+  explicit Fixture(uint64_t log_bytes = 4096, uint64_t bytes = kBytes)
+      : memory(bytes, std::byte{0x11}) {
     WatchOptions o;
-    o.log_bytes = 4096;
+    o.log_bytes = log_bytes;
     o.block_limit = milliseconds(5000);
-    auto s = WatchState::Create(1, 7, memory.data(), kBytes, o);
+    auto s = WatchState::Create(1, 7, memory.data(), bytes, o);
     REQUIRE(s.ok());
     w = *s;
     RegionSpec rs;
     rs.region.begin = 0;
-    rs.region.end = kBytes;
+    rs.region.end = bytes;
     REQUIRE(w->AddRegion(std::move(rs)).ok());
   }
   ~Fixture() { w->Close("test over"); }
@@ -150,6 +151,27 @@ TEST_CASE("a waiting Next ends with the watch, or answers CANCELLED") {
   auto end = NextOf(**again);  // ... then the end
   REQUIRE(end.ok());
   CHECK(end->empty());
+}
+
+TEST_CASE("an entry with more data than a message takes comes in pieces of one seq") {
+  // A 128 MiB ring takes records of 32 MiB: a 20 MiB put is one entry.
+  constexpr uint64_t kPut = uint64_t{20} << 20;
+  Fixture f(uint64_t{128} << 20, kPut + 4096);
+  auto r = f.w->OpenReader();
+  REQUIRE(r.ok());
+  const auto data = testing::Pattern(kPut, 9);
+  REQUIRE(f.Put(4096, data).get().ok());
+  auto b = NextOf(**r);
+  REQUIRE(b.ok());
+  REQUIRE(b->size() == 2);
+  CHECK(((*b)[0].entry.seq == 1 && (*b)[1].entry.seq == 1));
+  CHECK((*b)[0].entry.offset == 4096);
+  CHECK((*b)[0].entry.size == WatchReader::kPieceBytes);
+  CHECK((*b)[1].entry.offset == 4096 + WatchReader::kPieceBytes);
+  CHECK((*b)[1].entry.size == kPut - WatchReader::kPieceBytes);
+  const std::string joined = (*b)[0].data + (*b)[1].data;
+  REQUIRE(joined.size() == kPut);
+  CHECK(std::memcmp(joined.data(), data.data(), kPut) == 0);
 }
 
 }  // namespace ISOMETRY_TEST_FILE
