@@ -547,8 +547,8 @@ Status PeerLink::ReceiveData(Conn& c, const FrameHeader& h) {
   const uint64_t span = SourceSpan(program);
   if (h.length != span) {
     ISO_RETURN_IF_ERROR(c.wire->Discard(h.length));
-    r->done(absl::DataLossError(StrCat("peer '", peer_, "': chunk ", h.chunk, " of transfer ",
-                                       h.transfer, " has ", h.length, " bytes, expected ", span)));
+    r->done(absl::DataLossError(StrCat("peer '", peer_, "': chunk ", h.chunk, " has ", h.length,
+                                       " bytes, expected ", span)));
     return OkStatus();
   }
   const bool direct = WireIsOneRun(program, /*wire_is_dst=*/false);

@@ -20,8 +20,10 @@ Status PeerLink::CheckChunk(Conn& c, const FrameHeader& h, std::optional<Request
   }
   const bool summed = (h.flags & kFlagChecksum) != 0;
   if (c.checksum && !summed) {
+    // The runtime's message names the transfer (by the client's id, not
+    // this link's key) and the chunk's hop.
     r->done(absl::DataLossError(StrCat("node '", options_.node_name, "': chunk ", h.chunk,
-                                       " of transfer ", h.transfer, " from peer '", peer_,
+                                       " from peer '", peer_,
                                        "' came without the checksum its connection agreed on")));
     r.reset();
     return OkStatus();
@@ -41,10 +43,10 @@ Status PeerLink::CheckChunk(Conn& c, const FrameHeader& h, std::optional<Request
     Answer(c, FrameType::kAck, h);
     return OkStatus();
   }
-  const std::string what = StrCat(
-      "node '", options_.node_name, "': chunk ", h.chunk, " of transfer ", h.transfer,
-      " from peer '", peer_, "' (", span, " bytes at offset ", offset,
-      " of its destination) failed its checksum (sent ", h.checksum, ", received ", got, ")");
+  const std::string what =
+      StrCat("node '", options_.node_name, "': chunk ", h.chunk, " from peer '", peer_, "' (", span,
+             " bytes at offset ", offset, " of its destination) failed its checksum (sent ",
+             h.checksum, ", received ", got, ")");
   bool again = false;
   {
     absl::MutexLock lock(&mu_);
@@ -56,7 +58,7 @@ Status PeerLink::CheckChunk(Conn& c, const FrameHeader& h, std::optional<Request
     }
   }
   if (again) {
-    spdlog::warn("{}; asking for it once more", what);
+    spdlog::warn("{} (cross-node key {}); asking for it once more", what, h.transfer);
     r.reset();
     Answer(c, FrameType::kResend, h);
     return OkStatus();

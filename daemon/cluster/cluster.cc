@@ -60,6 +60,7 @@ Result<std::unique_ptr<Cluster>> Cluster::Create(const Config& config,
   o.drop_stall_ms = faults.drop_stall_ms;
   if (faults.peer_protocol) impl->protocol_version = *faults.peer_protocol;
   impl->advertised_data_address = faults.data_address;
+  impl->setup_delay_ms = faults.setup_delay_ms;
   ISO_ASSIGN_OR_RETURN(impl->data, net::DataPlane::Create(o));
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);

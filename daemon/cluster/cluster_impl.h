@@ -283,6 +283,7 @@ struct Cluster::Impl {
   std::shared_ptr<grpc::ServerCredentials> server_credentials;
   uint32_t protocol_version = cluster::kPeerProtocolVersion;  // what our hellos claim
   std::string advertised_data_address;  // fault injection: what welcomes say instead
+  uint32_t setup_delay_ms = 0;          // fault injection: halves set up this late
   std::unique_ptr<net::DataPlane> data;
   Node* node = nullptr;
   // How peer channels are made (for peers added after Create).
@@ -489,6 +490,9 @@ struct Cluster::Impl {
   Result<PlanReport> ExplainPacked(const std::string& src_memory, const std::string& dst_memory,
                                    const PackedEnd& src, const PackedEnd& dst);
   void SetUp(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec, const CrossPlan& plan);
+  // A node of `plan` (other than this one) that is not up now; empty if
+  // none is.
+  std::string NodeDownIn(const CrossPlan& plan) const ABSL_LOCKS_EXCLUDED(mu);
   void SetUpHalves(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec,
                    const CrossPlan& plan);
   // This node's half of `op`; false when the copy cannot go on.

@@ -2,7 +2,11 @@
 // joined graphs, then set up the halves (the receiving one first) and
 // follow them to the end (CrossOp).
 #include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
 
+#include <thread>
+
+#include "core/log_escape.h"
 #include "daemon/cluster/cluster_impl.h"
 #include "daemon/cluster/cross_op.h"
 #include "daemon/cluster/peer_wire.h"
@@ -26,6 +30,7 @@ void CrossOp::Fail(const Status& why) {
   std::vector<std::shared_ptr<grpc::ClientContext>> awaits;
   {
     absl::MutexLock lock(&mu_);
+    if (landed_) return;  // done already: what is left ends by itself
     if (failure_.ok()) failure_ = why;
     local = local_;
     nodes = nodes_;
@@ -49,20 +54,21 @@ void CrossOp::Fail(const Status& why) {
   for (auto& ctx : awaits) ctx->TryCancel();
 }
 
-void CrossOp::HalfDone(const Status& s) {
+void CrossOp::HalfDone(const Status& s, bool lands) {
   std::function<void(Status)> done;
   Status final;
   bool fail_others = false;
   {
     absl::MutexLock lock(&mu_);
-    if (!s.ok() && failure_.ok()) {
+    if (s.ok() && lands) landed_ = true;
+    if (!s.ok() && failure_.ok() && !landed_) {
       failure_ = s;
       fail_others = true;
     }
     --pending_;
     if (pending_ == 0 && setup_done_ && done_) {
       done = std::exchange(done_, nullptr);
-      final = failure_;
+      final = landed_ ? OkStatus() : failure_;
     }
   }
   if (fail_others) Fail(s);
@@ -77,7 +83,7 @@ void CrossOp::SetUpDone() {
     setup_done_ = true;
     if (pending_ == 0 && done_) {
       done = std::exchange(done_, nullptr);
-      final = failure_;
+      final = landed_ ? OkStatus() : failure_;
     }
   }
   if (done) Finish(done, std::move(final));
@@ -188,9 +194,47 @@ Result<PlanReport> Cluster::Impl::ExplainPacked(const std::string& src_memory,
 
 // ---- set-up of the halves ----
 
+std::string Cluster::Impl::NodeDownIn(const CrossPlan& plan) const {
+  for (const cluster::PathStretch& st : plan.stretches) {
+    if (st.node == self()) continue;
+    const Peer* p = FindPeer(st.node);
+    if (!p) return st.node;
+    absl::MutexLock lock(&mu);
+    if (!StateLocked(*p).up) return st.node;
+  }
+  return "";
+}
+
 void Cluster::Impl::SetUp(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec,
                           const CrossPlan& plan) {
-  SetUpHalves(op, spec, plan);
+  if (setup_delay_ms) std::this_thread::sleep_for(std::chrono::milliseconds(setup_delay_ms));
+  // A node of the plan declared down since it was made (MarkDown found no
+  // half of this copy to fail yet): planned again without it, so no half
+  // goes to a node this one knows is gone (a relay is left out; an end
+  // down fails the copy with the reason).
+  const std::string down = NodeDownIn(plan);
+  if (down.empty()) {
+    SetUpHalves(op, spec, plan);
+  } else {
+    Result<CrossPlan> again =
+        PlanCross(NameOf(spec.src), NameOf(spec.dst), spec.src.shape.layout, spec.dst.shape.layout,
+                  spec.box.value_or(spec.src.shape.bounds), spec.src.shape.fields,
+                  /*relays=*/!spec.src.local.packed);
+    if (again.ok()) {
+      if (spec.src.local.packed) {
+        CostPackedEnds(again->path, *spec.src.local.packed, *spec.dst.local.packed, again->topo);
+      }
+      const std::string path = again->path.ToString(again->topo);
+      spdlog::info(
+          "cross-node transfer {}: node '{}' went down after it was planned; "
+          "planned again: {}",
+          op->key(), ForLog(down), path);
+      op->Replanned(path, again->path.predicted_bps);
+      SetUpHalves(op, spec, *again);
+    } else {
+      op->Fail(again.status());
+    }
+  }
   op->SetUpDone();
 }
 
@@ -244,8 +288,8 @@ bool Cluster::Impl::SetUpOwnHalf(const std::shared_ptr<CrossOp>& op, const Cross
   Status s = StartLocalHalf(
       op->key(), std::move(part), end, other.shape, spec.box, spec.priority, spec.durable, self(),
       spec.source.transfer,
-      [weak](const Status& st) {
-        if (auto o = weak.lock()) o->HalfDone(st);
+      [weak, lands = !role.sending](const Status& st) {
+        if (auto o = weak.lock()) o->HalfDone(st, lands);
       },
       &tag);
   if (!role.sending) *rdma_tag = tag;
@@ -310,21 +354,29 @@ bool Cluster::Impl::SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const Cros
   Authorize(*call.ctx, *p, "AwaitHalf", *call.req);
   op->AddAwait(here, call.ctx);
   std::weak_ptr<CrossOp> weak = op;
+  const bool lands = plan.forward() || (!role.sending && role.relay_hop == 0);
+  // What was in flight there, for the message when the node goes away.
+  const std::string half = plan.forward()        ? "the whole copy (forwarded)"
+                           : role.relay_hop != 0 ? "its relaying half"
+                           : role.sending        ? "its sending half"
+                                                 : "its receiving half";
   p->stub->async()->AwaitHalf(
-      call.ctx.get(), call.req.get(), call.resp.get(), [weak, call, here](const grpc::Status& gs2) {
+      call.ctx.get(), call.req.get(), call.resp.get(),
+      [weak, call, here, lands, half](const grpc::Status& gs2) {
         auto o = weak.lock();
         if (!o) return;
-        if (gs2.error_code() == grpc::StatusCode::UNAVAILABLE) {
-          // gRPC says only "Socket closed" when the peer died mid-copy.
-          o->HalfDone(Unavailable(StrCat("node '", here,
-                                         "' went away while the copy ran: its connection to "
-                                         "this node broke (",
-                                         gs2.error_message(), ")")));
-        } else if (!gs2.ok()) {
-          o->HalfDone(Unavailable(StrCat("node '", here, "': ", gs2.error_message())));
+        if (!gs2.ok()) {
+          // gRPC says only "Socket closed" (or "Stream removed") when the
+          // peer died mid-copy; a cancel of ours ends the copy already.
+          o->HalfDone(Unavailable(
+              StrCat("node '", here,
+                     "' went away while the copy ran: its connection to this node was lost (",
+                     gs2.error_message(), ") with ", half, " of ", o->bytes(), " bytes in flight (",
+                     o->PathText(), ")")));
         } else {
           o->HalfDone(
-              Status(static_cast<absl::StatusCode>(call.resp->code()), call.resp->message()));
+              Status(static_cast<absl::StatusCode>(call.resp->code()), call.resp->message()),
+              lands);
         }
       });
   return true;

@@ -21,17 +21,29 @@ class CrossOp final : public CrossTransfer, public std::enable_shared_from_this<
           double predicted_bytes_per_s, std::function<void(Status)> done)
       : impl_(impl),
         key_(key),
-        path_(std::move(path)),
         bytes_(bytes),
+        path_(std::move(path)),
         predicted_(predicted_bytes_per_s),
         done_(std::move(done)) {}
 
   void Cancel() override;
   void Abort(const Status& why) override { Fail(why); }
-  std::string PathText() const override { return path_; }
+  std::string PathText() const override {
+    absl::MutexLock lock(&mu_);
+    return path_;
+  }
   uint64_t bytes() const override { return bytes_; }
   Clock::time_point started() const override { return started_; }
-  double predicted_bytes_per_s() const override { return predicted_; }
+  double predicted_bytes_per_s() const override {
+    absl::MutexLock lock(&mu_);
+    return predicted_;
+  }
+  // Planned again before any half started.
+  void Replanned(std::string path, double predicted_bytes_per_s) {
+    absl::MutexLock lock(&mu_);
+    path_ = std::move(path);
+    predicted_ = predicted_bytes_per_s;
+  }
 
   uint64_t key() const { return key_; }
   // A half is being set up (counted until HalfDone).
@@ -53,7 +65,10 @@ class CrossOp final : public CrossTransfer, public std::enable_shared_from_this<
     absl::MutexLock lock(&mu_);
     awaits_.emplace_back(node, std::move(ctx));
   }
-  void HalfDone(const Status& s);
+  // A half ended with `s`; `lands`: it holds the destination's end (the
+  // receiving half, or a forwarded copy's only one), so its success means
+  // every byte landed and the copy is done, whatever ends the others.
+  void HalfDone(const Status& s, bool lands = false);
   void Finish(const std::function<void(Status)>& done, Status final);
   // Set-up is over (every half it started was counted): the copy ends when
   // the last of them has, or now when none runs.
@@ -71,15 +86,18 @@ class CrossOp final : public CrossTransfer, public std::enable_shared_from_this<
  private:
   Cluster::Impl* const impl_;
   const uint64_t key_;
-  const std::string path_;
   const uint64_t bytes_;
-  const double predicted_;  // bytes/s; 0: no estimate
   const Clock::time_point started_ = Clock::now();
   mutable absl::Mutex mu_;
+  std::string path_ ABSL_GUARDED_BY(mu_);
+  double predicted_ ABSL_GUARDED_BY(mu_);  // bytes/s; 0: no estimate
   std::function<void(Status)> done_ ABSL_GUARDED_BY(mu_);
   int pending_ ABSL_GUARDED_BY(mu_) = 0;
   bool setup_done_ ABSL_GUARDED_BY(mu_) = false;
   Status failure_ ABSL_GUARDED_BY(mu_);
+  // The destination's half ended well: a cancel or failure after that
+  // changes nothing (the copy is reported done, never cancelled).
+  bool landed_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<Transfer> local_ ABSL_GUARDED_BY(mu_);
   // Nodes running remote halves ("" = here).
   std::vector<std::string> nodes_ ABSL_GUARDED_BY(mu_);

@@ -4,8 +4,10 @@
 // instead of two halves over the data link. A remote hashtable insert
 // (README, Active Access) is one such copy: its latency is one peer round
 // trip, not a StartHalf, the data link and an AwaitHalf.
+#include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <cstring>
 
 #include "daemon/cluster/cluster_impl.h"
@@ -36,25 +38,58 @@ std::optional<std::pair<uint64_t, uint64_t>> OneRun(const InstanceShape& shape, 
   return std::pair{static_cast<uint64_t>(p.offset), static_cast<uint64_t>(p.run)};
 }
 
+// What the put's call ending with `gs` means for the copy.
+Status PutOutcome(const grpc::Status& gs, const std::string& node, bool cancelled, uint32_t wait_ms,
+                  size_t bytes) {
+  if (gs.ok()) return OkStatus();  // landed: done, cancelled meanwhile or not
+  if (gs.error_code() == grpc::StatusCode::CANCELLED && cancelled) {
+    return absl::CancelledError(StrCat("cancelled: node '", node, "' did not answer the put of ",
+                                       bytes, " bytes within ", wait_ms,
+                                       " ms of the cancel (it may have landed there)"));
+  }
+  if (gs.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    // gRPC says only "Socket closed" when the peer died.
+    return Unavailable(
+        "node '", node, "' went away (its connection to this node was lost: ", gs.error_message(),
+        ") with a put of ", bytes, " bytes in flight; whether it landed there is unknown");
+  }
+  return cluster::FromGrpc(gs, StrCat("node '", node, "'"));
+}
+
 bool SameShape(const InstanceShape& a, const InstanceShape& b) {
   return a.bounds == b.bounds && a.fields == b.fields && a.layout.ToString() == b.layout.ToString();
 }
 
-// An eager put as the initiator sees it: one call in flight.
+// An eager put as the initiator sees it: one call in flight. The peer
+// lands the bytes as the call arrives, so cancelling the call could only
+// hide what happened: a cancel waits for the answer (a put lands within a
+// round trip) and ends the call only when none comes within the peer
+// timeout.
 class EagerPut final : public CrossTransfer {
  public:
-  EagerPut(std::string path, uint64_t bytes) : path_(std::move(path)), bytes_(bytes) {}
-  void Cancel() override { call.ctx->TryCancel(); }
+  EagerPut(std::string path, uint64_t bytes, uint32_t answer_ms)
+      : path_(std::move(path)), bytes_(bytes), answer_ms_(answer_ms) {}
+  void Cancel() override {
+    if (cancelled->exchange(true)) return;
+    alarm_.Set(std::chrono::system_clock::now() + std::chrono::milliseconds(answer_ms_),
+               [ctx = call.ctx](bool fired) {
+                 if (fired) ctx->TryCancel();
+               });
+  }
   std::string PathText() const override { return path_; }
   uint64_t bytes() const override { return bytes_; }
   std::chrono::steady_clock::time_point started() const override { return started_; }
   double predicted_bytes_per_s() const override { return 0; }
 
   cluster::AsyncCall<v1::PutBytesRequest, v1::PutBytesResponse> call;
+  // Set by Cancel; read by the call's callback, which may outlive this.
+  const std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
 
  private:
   const std::string path_;
   const uint64_t bytes_;
+  const uint32_t answer_ms_;
+  grpc::Alarm alarm_;  // destroyed with the put: the alarm then never fires
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 
@@ -88,7 +123,7 @@ std::optional<Result<std::shared_ptr<CrossTransfer>>> Cluster::Impl::TryEagerPut
   }
   auto op = std::make_shared<EagerPut>(
       StrCat(MemoryName(src.local.memory), " -> ", dst.node, ":", dst.memory, " (one call)"),
-      run->second);
+      run->second, config.cluster.peer_timeout_ms);
   v1::PutBytesRequest& req = *op->call.req;
   v1::InstanceSpec* local = req.mutable_local();
   local->set_allocation(dst.allocation);
@@ -107,8 +142,9 @@ std::optional<Result<std::shared_ptr<CrossTransfer>>> Cluster::Impl::TryEagerPut
   const std::string here = dst.node;
   p->stub->async()->PutBytes(
       call.ctx.get(), call.req.get(), call.resp.get(),
-      [call, here, done = std::move(done)](const grpc::Status& gs) {
-        done(gs.ok() ? OkStatus() : cluster::FromGrpc(gs, StrCat("node '", here, "'")));
+      [call, here, cancelled = op->cancelled, wait_ms = config.cluster.peer_timeout_ms,
+       done = std::move(done)](const grpc::Status& gs) {
+        done(PutOutcome(gs, here, *cancelled, wait_ms, call.req->data().size()));
       });
   return std::static_pointer_cast<CrossTransfer>(op);
 }

@@ -38,6 +38,11 @@ FaultInjection FaultInjectionFromEnvironment() {
     f.data_address = a;
     spdlog::warn("fault injection: welcomes send data connections to {}", f.data_address);
   }
+  if (const char* t = std::getenv("ISOMETRY_FAULT_SETUP_DELAY_MS")) {
+    f.setup_delay_ms = static_cast<uint32_t>(std::strtoul(t, nullptr, 10));
+    spdlog::warn("fault injection: halves are set up {} ms after their copy is planned",
+                 f.setup_delay_ms);
+  }
   return f;
 }
 

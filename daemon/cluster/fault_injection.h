@@ -24,6 +24,11 @@
 //                                    connections to h:p (where a test puts
 //                                    a proxy on the path) instead of its
 //                                    data port
+//   ISOMETRY_FAULT_SETUP_DELAY_MS=t  this node sets up the halves of the
+//                                    cross-node copies it starts t ms after
+//                                    planning them (on its worker thread),
+//                                    so a test can fail a planned node
+//                                    in between
 //
 // Never set in production: each one set is logged as a warning.
 #pragma once
@@ -42,10 +47,11 @@ struct FaultInjection {
   uint32_t drop_stall_ms = 0;
   std::optional<uint32_t> peer_protocol;
   std::string data_address;
+  uint32_t setup_delay_ms = 0;
 
   bool any() const {
     return corrupt_chunk || drop_chunk || drop_after_chunk || peer_protocol ||
-           !data_address.empty();
+           !data_address.empty() || setup_delay_ms;
   }
 };
 

@@ -200,7 +200,33 @@ Status Cluster::Impl::CheckHello(const cluster::HelloIn& req) {
 
 // ---- this node's hello to a peer ----
 
+namespace {
+
+// Whether an isometryd without TLS answers at `address` within
+// `timeout_ms`: a plaintext challenge (anyone may ask for one) is answered.
+// Tells "the peer has no TLS" from a refused certificate, for a TLS node.
+bool AnswersPlain(const std::string& address, uint32_t timeout_ms) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // its own connection, closed with it
+  auto stub = v1::IsometryPeer::NewStub(
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  grpc::ClientContext ctx;
+  cluster::SetDeadline(ctx, timeout_ms);
+  v1::PeerChallenge challenge;
+  return stub->HelloChallenge(&ctx, v1::PeerChallengeRequest(), &challenge).ok();
+}
+
+}  // namespace
+
 Status Cluster::Impl::HelloFailed(const Peer& p, const grpc::Status& s, std::string_view what) {
+  if (tls && absl::StrContains(s.error_message(), "handshake failed") &&
+      AnswersPlain(p.config.address, std::min<uint32_t>(config.cluster.peer_timeout_ms, 1000))) {
+    // Not a certificate problem: the peer has no TLS at all.
+    return FailedPrecondition("peer '", p.config.name, "' at ", p.config.address,
+                              " answers without TLS: it has no [cluster.tls] and this node has "
+                              "(every node of a cluster needs it once one has it): ",
+                              s.error_message());
+  }
   if (tls && absl::StrContains(s.error_message(), "handshake failed")) {
     // A refused certificate is not an outage: say so, once, as a refusal.
     return absl::UnauthenticatedError(StrCat(

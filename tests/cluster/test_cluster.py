@@ -11,6 +11,7 @@ status 0 from every daemon still running.
 """
 
 import os
+import re
 import sys
 import time
 import unittest
@@ -419,6 +420,9 @@ class Checksums(ClusterTest):
                 ca.copy(s, d)
             self.assertEqual(e.exception.info.code, 15)  # DATA_LOSS
             self.assertIn("checksum", e.exception.info.message)
+            # One transfer, named by one id: the client's (issue #49, item 12).
+            ids = set(re.findall(r"transfer (\d+)", e.exception.info.message))
+            self.assertEqual(ids, {str(e.exception.info.id)}, e.exception.info.message)
             # Both nodes name both memories as users write them, node-
             # qualified (#11, #17), never "memory 0 of node 1".
             self.assertRegex(e.exception.info.message,

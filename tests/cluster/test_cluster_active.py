@@ -289,6 +289,22 @@ class EagerRemoteActiveTest(RemoteActiveTest):
             self.cb.copy(src, dst)
         self.assertEqual(e.exception.code, "PERMISSION_DENIED")
 
+    def test_a_cancelled_put_that_landed_is_done(self):
+        """Issue #49, item 10: a put cancelled while its one call is in
+        flight is reported by what happened at the peer, never "cancelled"
+        over bytes that landed."""
+        wrong, states = [], []
+        for i in range(40):
+            data = os.urandom(64)
+            t = self.remote_put(i * 64, data, wait=False)
+            self.cb.cancel(t)
+            info = self.cb.wait(t, timeout_ms=10000, check=False)
+            landed = self.ca.read(self.table, i * 64, 64) == data
+            states.append(info.state)
+            if landed and info.state != "done":
+                wrong.append((i, info.state, info.message))
+        self.assertEqual(wrong, [], f"landed but not done (states: {states})")
+
 
 if __name__ == "__main__":
     unittest.main()

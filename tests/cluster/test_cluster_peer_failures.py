@@ -87,6 +87,9 @@ class PeerFailureTest(unittest.TestCase):
                 info = ca.wait(t, timeout_ms=20000, check=False)
                 self.assertEqual(info.state, "failed", info.message)
                 self.assertIn("node 'b' went away while the copy ran", info.message)
+                # ... and what it had there (issue #49, item 12).
+                self.assertRegex(info.message,
+                                 rf"with its receiving half of {n} bytes in flight \(.*b:sys0")
             b.start()
             self.cluster.wait_up(timeout=20)
         for _ in range(2):
@@ -115,6 +118,17 @@ class PeerFailureTest(unittest.TestCase):
         self.assertTrue(settles(lambda: seen().state == "refused", 10), seen())
         self.assertIn("peer 'a' at", seen().last_error)
         self.assertIn("requires TLS and this node has no [cluster.tls]", seen().last_error)
+        self.assertIn("requires TLS and this node has no [cluster.tls]", b.log_text())
+        # The TLS node says the other has no TLS, not that its certificate
+        # was refused.
+        a = self.cluster["a"]
+
+        def seen_by_a():
+            with a.client() as ca:
+                return {p.name: p for p in ca.peers().peers}["b"]
+        self.assertTrue(settles(lambda: seen_by_a().state == "refused", 10), seen_by_a())
+        self.assertIn("answers without TLS: it has no [cluster.tls] and this node has",
+                      seen_by_a().last_error)
 
     @unittest.skipUnless(ISOMETRYD and ETCD, "no etcd binary (apt-get install etcd-server)")
     def test_a_record_moving_about_leaves_no_threads(self):

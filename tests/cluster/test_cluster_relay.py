@@ -173,6 +173,39 @@ class RelayStopped(Relay):
         self.assertEqual(got, sent)
 
 
+class RelayDownBeforeSetUp(Relay):
+    """A relay that a has declared down between planning a copy and setting
+    up its halves (ISOMETRY_FAULT_SETUP_DELAY_MS holds the set-up back) is
+    not used: a plans the copy again, direct, and it ends whole (issue #49,
+    item 12: a copy went to a relay a had seen declared dead 12 ms before)."""
+
+    opts = dict(Relay.opts, timeout_ms=1000,
+                env=[{"ISOMETRY_FAULT_SETUP_DELAY_MS": "4000"}, None, None])
+
+    def test_a_relay_down_before_set_up_is_left_out(self):
+        n = 4 * MiB
+        a, b, c = self.cluster["a"], self.cluster["b"], self.cluster["c"]
+        data = os.urandom(n)
+        with a.client() as ca, c.client() as cc:
+            src = ca.allocate("sys0", n)
+            ca.write(src, 0, data)
+            dst = self.published(cc, n)
+            s = ca.register_instance(src, [n // 8], [("v", 8)], "F,x")
+            d = ca.register_instance(dst.id, [n // 8], [("v", 8)], "F,x", memory="c:sys0")
+            t = ca.copy(s, d, wait=False)
+            self.assertIn("b:sys0", ca.transfer(t).path, "planned through b")
+            b.kill()
+            deadline = time.time() + 3.5
+            while {p.name: p for p in ca.peers().peers}["b"].state == "up":
+                self.assertLess(time.time(), deadline, "a never declared b down")
+                time.sleep(0.05)
+            info = ca.wait(t, timeout_ms=20000, check=False)
+            self.assertEqual(info.state, "done", info.message)
+            self.assertNotIn("b:", info.path)
+            self.assertEqual(cc.read(dst, 0, n), data)
+        self.assertRegex(a.log_text(), r"node 'b' went down after it was planned; planned again")
+
+
 class NoRates(Relay):
     opts = {"request": "256KiB"}
 

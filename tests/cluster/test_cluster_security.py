@@ -285,7 +285,7 @@ class ReceiverAsksForChecksums(ChecksumTest):
         self.assertEqual(info.state, "done", info.message)
         self.assertEqual(got, data)
         self.assertRegex(self.cluster["b"].log_text(),
-                         r"node 'b': chunk 2 of transfer \d+ from peer 'a' .* failed its "
+                         r"node 'b': chunk 2 from peer 'a' .* failed its "
                          r"checksum .*; asking for it once more")
 
 
@@ -301,9 +301,12 @@ class CorruptTwice(ChecksumTest):
         self.assertEqual(info.state, "failed")
         self.assertEqual(info.code, 15, info.message)  # DATA_LOSS
         self.assertRegex(info.message,
-                         r"node 'b': chunk 2 of transfer \d+ from peer 'a' \(262144 bytes at "
+                         r"node 'b': chunk 2 from peer 'a' \(262144 bytes at "
                          r"offset \d+ of its destination\) failed its checksum .* again after it "
                          r"was re-sent")
+        # The copy is named once, by its id (issue #49, item 12).
+        self.assertEqual(re.findall(r"transfer (\d+)", info.message), [str(info.id)],
+                         info.message)
         for n in self.cluster.nodes:
             with n.client() as c:
                 self.assertEqual({m.name: m for m in c.memories()}["sys0"].staging_used, 0)
