@@ -17,6 +17,7 @@ packages=(
   liburing-dev libibverbs-dev librdmacm-dev
   # daemon plumbing
   libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev libsystemd-dev libxxhash-dev
+  nlohmann-json3-dev              # isoctl's --json
   libssl-dev                      # cluster TLS and HMACs
   openssl                         # scripts/make-test-ca.sh (TLS tests)
   # tests (iproute2: ip netns, veth and tc for the two-host cluster test)

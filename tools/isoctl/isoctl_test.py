@@ -11,8 +11,8 @@ config in a fresh temporary directory (sockets and state_dir inside it) and
 stops it with SIGTERM, requiring exit status 0.
 
 What isoctl promises and these tests hold it to: --json prints the daemon's
-responses in protobuf's JSON mapping (proto field names, every primitive
-field; 64-bit integers as strings), and the exit code says who failed:
+responses as JSON (proto field names, every scalar field; integers of
+every width as JSON numbers, "<" and ">" unescaped), and the exit code says who failed:
 0 success, 1 the daemon said no, 2 usage error, 3 no daemon on the socket.
 """
 
@@ -131,7 +131,7 @@ class IsoctlTest(unittest.TestCase):
         token = os.path.join(self.daemon.dir, "state", "operator.token")
         cmd += ["--operator-token", token if operator else ""]
         return subprocess.run(
-            cmd + list(args),
+            cmd + [str(a) for a in args],  # ids come from the JSON as numbers
             capture_output=True,
             text=True,
             timeout=COMMAND_TIMEOUT_S,
@@ -143,7 +143,7 @@ class IsoctlTest(unittest.TestCase):
         self.assertEqual(
             r.returncode,
             0,
-            f"isoctl {' '.join(args)} exited {r.returncode}\nstdout:\n{r.stdout}\n"
+            f"isoctl {' '.join(map(str, args))} exited {r.returncode}\nstdout:\n{r.stdout}\n"
             f"stderr:\n{r.stderr}\ndaemon log:\n{self.daemon.log()}",
         )
         return r.stdout
@@ -169,10 +169,11 @@ class ReadCommandsTest(IsoctlTest):
         self.assertRegex(s["version"], r"^\d+\.\d+\.\d+")
         self.assertEqual(s["node"], 0)
         self.assertGreater(s["uptime_s"], 0)
-        # Every primitive field is printed, zero or not; uint64 as strings.
+        # Every scalar field is printed, zero or not; uint64 as numbers.
         for key in ("transfers_submitted", "transfers_completed", "transfers_failed",
                     "transfers_cancelled", "transfers_active", "allocations", "instances"):
-            self.assertEqual(s[key], "0", key)
+            self.assertIs(type(s[key]), int, key)
+            self.assertEqual(s[key], 0, key)
         self.assertEqual(s["sessions"], 0)
 
         human = self.ok("status")
@@ -185,7 +186,7 @@ class ReadCommandsTest(IsoctlTest):
         self.assertIn("sys0", by_name)
         sys0 = by_name["sys0"]
         self.assertEqual(int(sys0["pool_capacity"]), POOL_BYTES)
-        self.assertEqual(sys0["pool_capacity"], "268435456")  # proto3 JSON: uint64 is a string
+        self.assertEqual(sys0["pool_capacity"], 268435456)  # a JSON number, not a string
         self.assertEqual(int(sys0["pool_used"]), 0)
         self.assertEqual(int(sys0["client_quota"]), POOL_BYTES)  # defaults to the pool
         self.assertEqual(sys0["kind"], "SYS")
@@ -202,9 +203,9 @@ class ReadCommandsTest(IsoctlTest):
         self.assertGreater(c["max_in_flight"], 0)
         self.assertEqual(c["requests_in_flight"], 0)
         self.assertEqual(c["queued"], [])
-        self.assertEqual(c["requests_done"], "0")
-        self.assertEqual(c["bytes_done"], "0")
-        self.assertEqual(c["rate_limit_bytes_per_s"], "0")
+        self.assertEqual(c["requests_done"], 0)
+        self.assertEqual(c["bytes_done"], 0)
+        self.assertEqual(c["rate_limit_bytes_per_s"], 0)
 
         human = self.ok("channels")
         self.assertRegex(human, r"(?m)^CHANNEL\s+KIND\s+IN-FLIGHT\s+QUEUED")
@@ -228,7 +229,7 @@ class ReadCommandsTest(IsoctlTest):
         self.assertEqual(hop["src_layout"], "F,x,y")  # the default for two dimensions
         self.assertEqual(hop["dst_layout"], "x,y,F")
         self.assertGreater(int(hop["request_bytes"]), 0)
-        self.assertEqual(hop["buffer_bytes"], "0")
+        self.assertEqual(hop["buffer_bytes"], 0)
 
         human = self.ok("plan", "sys0", "sys0", "--extents", "64x32", "--dst-layout", "x,y,F")
         self.assertIn("algorithm: ", human)
@@ -253,6 +254,10 @@ class ReadCommandsTest(IsoctlTest):
         self.assertIn("2 x vector(1024,8,16B; byte)", p["why"])
         # The 2nd element starts at the extent, where the 1st's last run ends.
         self.assertIn("16384 bytes in 2047 runs", p["why"])
+        # Only what JSON requires is escaped: "->" stays readable in the raw text.
+        raw = self.ok("--json", "plan", "sys0", "sys0", *vec, "--dst-type", "contiguous(8192,byte)")
+        self.assertIn("sys0 -> sys0", raw)
+        self.assertNotIn("\\u003", raw)
 
     def test_plan_bad_type_is_a_usage_error(self):
         for args, message in (
@@ -270,9 +275,14 @@ class ReadCommandsTest(IsoctlTest):
     def test_top_json_lines_and_plain_frames(self):
         out = self.ok("--json", "top", "--iterations", "2", "--interval-ms", "20")
         docs = [json.loads(line) for line in out.splitlines()]
-        self.assertEqual(len(docs), 4)  # channels and transfers, twice
-        self.assertEqual(docs[0]["channels"][0]["name"], "memcpy0")
-        self.assertEqual(docs[1], {"transfers": []})
+        self.assertEqual(len(docs), 2)  # one document a frame
+        for doc in docs:
+            self.assertEqual(list(doc), ["time", "status", "channels", "transfers"])
+            self.assertRegex(doc["time"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+            self.assertEqual(doc["channels"][0]["name"], "memcpy0")
+            self.assertEqual(doc["transfers"], [])
+            self.assertIs(type(doc["status"]["transfers_submitted"]), int)
+        self.assertLessEqual(docs[0]["time"], docs[1]["time"])
 
         out = self.ok("top", "--iterations", "2", "--interval-ms", "20")
         self.assertNotIn("\x1b[", out)  # no screen control unless stdout is a tty
@@ -316,9 +326,9 @@ class CopyTest(IsoctlTest):
         self.assertEqual(self.json("wait", r["transfer"])["state"], "done")
 
         s = self.json("status")
-        self.assertEqual(s["transfers_submitted"], "1")
-        self.assertEqual(s["transfers_completed"], "1")
-        self.assertEqual(s["transfers_active"], "0")
+        self.assertEqual(s["transfers_submitted"], 1)
+        self.assertEqual(s["transfers_completed"], 1)
+        self.assertEqual(s["transfers_active"], 0)
 
     def test_copy_layout_change_verified(self):
         extents, fields = (128, 64, 3), {"a": 4, "b": 8, "c": 2}
@@ -354,7 +364,7 @@ class CopyTest(IsoctlTest):
         while True:
             s = self.json("status")
             sys0 = self.json("memories")["memories"][0]
-            if (s["sessions"], s["allocations"], sys0["pool_used"]) == (0, "0", "0"):
+            if (s["sessions"], s["allocations"], sys0["pool_used"]) == (0, 0, 0):
                 break
             self.assertLess(time.monotonic(), deadline, f"still held: {s} {sys0}")
             time.sleep(0.05)
@@ -398,7 +408,7 @@ class ExitCodeTest(IsoctlTest):
                 self.assertEqual(r.returncode, 1, f"{args}: {r.stderr}")
                 self.assertIn(code + ": ", r.stderr)
         # The daemon is unharmed and the failed copies left nothing behind.
-        self.assertEqual(self.json("memories")["memories"][0]["pool_capacity"], "268435456")
+        self.assertEqual(self.json("memories")["memories"][0]["pool_capacity"], 268435456)
 
     def test_usage_errors_are_2(self):
         for args in (
@@ -422,6 +432,22 @@ class ExitCodeTest(IsoctlTest):
         # A usage error is found before connecting: even without a daemon.
         r = self.isoctl("copy", "--extents", "0", socket="/nonexistent/grpc.sock")
         self.assertEqual(r.returncode, 2, r.stderr)
+
+    def test_typos_get_a_suggestion(self):
+        for args, hint in (
+            (["statsu"], "no command 'statsu'; did you mean 'status'?"),
+            (["trasnfers"], "no command 'trasnfers'; did you mean 'transfers'?"),
+            (["status", "--jsn"], "no option '--jsn'; did you mean '--json'?"),
+            (["plan", "sys0", "sys0", "--extnts", "64"], "no option '--extnts'; did you mean '--extents'?"),
+        ):
+            with self.subTest(args=args):
+                r = self.isoctl(*args)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(hint, r.stderr)
+        # Nothing near: no guess.
+        r = self.isoctl("xyzzy")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertNotIn("did you mean", r.stderr)
 
     def test_named_operator_token_must_be_readable(self):
         """A token file the user named (option or environment) that cannot
@@ -550,7 +576,7 @@ class InFlightTest(IsoctlTest):
         self.assertEqual(int(t["bytes"]), 4194304 * 8)
         hop = t["hops"][0]
         self.assertEqual(hop["channel"], "memcpy0")
-        self.assertEqual(hop["chunks_total"], "32")
+        self.assertEqual(hop["chunks_total"], 32)
         self.assertLess(int(hop["chunks_done"]), 32)
 
         human = self.ok("transfers")
@@ -558,7 +584,7 @@ class InFlightTest(IsoctlTest):
                                 r"memcpy0\s+sys0->sys0\s+F,x -> F,x\s+\d+/32\s+\d+\.\d%")
 
         c = self.channel("memcpy0")
-        self.assertEqual(c["rate_limit_bytes_per_s"], str(4 << 20))
+        self.assertEqual(c["rate_limit_bytes_per_s"], 4 << 20)
         self.assertRegex(self.ok("channels"), r"(?m)^memcpy0\s+memcpy\s+\d+/\d+\s+.*4\.19 MB/s")
 
         # A wait that times out is the daemon's DEADLINE_EXCEEDED: exit 1.
@@ -592,7 +618,7 @@ class InFlightTest(IsoctlTest):
         r = self.isoctl("wait", t["id"])
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("CANCELLED: ", r.stderr)
-        self.assertEqual(self.json("status")["transfers_cancelled"], "1")
+        self.assertEqual(self.json("status")["transfers_cancelled"], 1)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,14 @@
-// --json output: protobuf's own JSON mapping of the daemon's responses
-// (proto field names, every primitive field printed even when zero).
-// 64-bit integers are JSON strings, as the proto3 JSON mapping requires.
+// --json output: the daemon's responses as JSON documents that scripts can
+// use as they are. Field names are the proto's (snake_case), every scalar
+// field is printed even when zero, integers of any width are JSON numbers
+// (uint64 counters exact, not strings as in protobuf's own JSON mapping),
+// enums are their names, bytes are base64, and only what JSON requires is
+// escaped ("<" stays "<"). A message field that is not set is left out.
 #pragma once
 
 #include <google/protobuf/message.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/status.h"
@@ -16,9 +20,16 @@ enum class JsonStyle {
   kLine,    // one line, for streams of documents (JSON Lines)
 };
 
-Result<std::string> ToJson(const google::protobuf::Message& message, JsonStyle style);
+using Json = nlohmann::ordered_json;
 
-// Prints the message to stdout followed by a newline.
+// The message as a JSON object, fields in the proto's order.
+Json ToJsonValue(const google::protobuf::Message& message);
+
+std::string Dump(const Json& value, JsonStyle style);
+std::string ToJson(const google::protobuf::Message& message, JsonStyle style);
+
+// Prints the message (or value) to stdout followed by a newline.
 Status PrintJson(const google::protobuf::Message& message, JsonStyle style = JsonStyle::kPretty);
+Status PrintJson(const Json& value, JsonStyle style);
 
 }  // namespace isometry::isoctl

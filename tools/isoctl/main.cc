@@ -15,6 +15,7 @@
 #include "tools/isoctl/commands.h"
 #include "tools/isoctl/exit_codes.h"
 #include "tools/isoctl/operator_token.h"
+#include "tools/isoctl/suggest.h"
 
 using namespace isometry;
 using namespace isometry::isoctl;
@@ -332,7 +333,13 @@ std::optional<int> Parse(CLI::App& app, int argc, char** argv) {
     // --help and --version "fail" with success; every real parse error is
     // a usage error, whatever CLI11's own code for it.
     const int code = app.exit(e);
-    return code == 0 ? kExitOk : kExitUsage;
+    if (code == 0) {
+      return kExitOk;
+    }
+    if (std::optional<std::string> hint = SuggestionFor(app, argc, argv)) {
+      std::fprintf(stderr, "isoctl: %s\n", hint->c_str());
+    }
+    return kExitUsage;
   }
   return std::nullopt;
 }

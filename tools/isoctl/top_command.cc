@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
@@ -64,6 +65,20 @@ std::string Clock() {
   return buf;
 }
 
+// Now as RFC 3339 in UTC with milliseconds, e.g. 2026-12-02T07:41:03.250Z.
+std::string UtcStamp() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t secs = std::chrono::system_clock::to_time_t(now);
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()) % 1000;
+  std::tm utc{};
+  gmtime_r(&secs, &utc);
+  char buf[40];
+  const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &utc);
+  std::snprintf(buf + n, sizeof buf - n, ".%03dZ", static_cast<int>(ms.count()));
+  return buf;
+}
+
 }  // namespace
 
 Status RunTop(DaemonClient& client, const Output& out, const TopArgs& args) {
@@ -83,8 +98,12 @@ Status RunTop(DaemonClient& client, const Output& out, const TopArgs& args) {
     ISO_RETURN_IF_ERROR(client.Call(&Stub::ListChannels, v1::ListChannelsRequest(), &channels));
     ISO_RETURN_IF_ERROR(client.Call(&Stub::ListTransfers, v1::ListTransfersRequest(), &transfers));
     if (out.json) {
-      ISO_RETURN_IF_ERROR(PrintJson(channels, JsonStyle::kLine));
-      ISO_RETURN_IF_ERROR(PrintJson(transfers, JsonStyle::kLine));
+      // One JSON Lines document a frame, stamped, so a consumer can plot it.
+      const Json frame = {{"time", UtcStamp()},
+                          {"status", ToJsonValue(status)},
+                          {"channels", ToJsonValue(channels)["channels"]},
+                          {"transfers", ToJsonValue(transfers)["transfers"]}};
+      ISO_RETURN_IF_ERROR(PrintJson(frame, JsonStyle::kLine));
       continue;
     }
     // The whole frame is written at once, so a redraw does not flicker.
