@@ -287,6 +287,8 @@ Result<uint64_t> Node::Redistribute(const std::string& session, const std::strin
       record->id = impl_->next_cross++;
       session_id = s->id;
       setup.disk_owner = s->disk_owner;
+      // Images in memory are held for the session, as watch scratch is.
+      setup.image_budgets = {s->scratch_budget, impl_->scratch_all};
       setup.disk_uid = s->creds.disk_uid();
     }
   }

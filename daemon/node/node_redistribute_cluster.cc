@@ -364,6 +364,7 @@ Result<std::shared_ptr<CrossTransfer>> Node::Impl::StartPart(
   setup.concurrency =
       std::clamp<uint32_t>(part.concurrency, 1, config.daemon.redistribute_concurrency);
   setup.disk_owner = StrCat("node '", caller, "'");
+  setup.image_budgets = {scratch_all};  // another node's session: the node's bound
   setup.consumer_key = part.consumer;
   setup.cross = cross;
   auto op_ref = std::make_shared<std::weak_ptr<RedistributionOp>>();

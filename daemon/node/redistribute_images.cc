@@ -11,7 +11,8 @@
 // contiguous range: large I/Os and one fdatasync. Only storage that the
 // rank's elements fill without gaps (no padding, no bytes between fields)
 // goes this way, since the image replaces every byte of the range; and
-// only up to kMaxImageBytes per rank, kLiveImages at once.
+// only up to kMaxImageBytes per rank, kLiveImages at once, each charged to
+// Setup::image_budgets while held (without room there, piece by piece).
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
@@ -150,12 +151,22 @@ bool RedistributionOp::ImageReadyLocked(uint64_t consumer, std::byte*& image) {
     return true;
   }
   Image& im = images_[consumer];
+  if (im.direct) {
+    return true;
+  }
   if (!im.data) {
     // Each image is held from its rank's first piece to its write; ranks
     // come one after another, so a bound on live images bounds memory.
     if (live_images_ >= kLiveImages) {
       return false;
     }
+    Result<std::shared_ptr<void>> charge =
+        ByteBudget::Take(setup_->image_budgets, plan->bytes, "a redistribution's image");
+    if (!charge.ok()) {
+      im.direct = true;  // decided before any of its pieces ran
+      return true;
+    }
+    im.charge = *std::move(charge);
     im.data = std::make_unique_for_overwrite<std::byte[]>(plan->bytes);
     ++live_images_;
   }
@@ -218,6 +229,7 @@ void RedistributionOp::OnImageWritten(uint64_t consumer, const Status& s) {
     }
     im.written = true;
     im.data.reset();
+    im.charge.reset();
     --live_images_;
     --in_flight_;
     running_.erase(task_count_ + consumer);

@@ -3,8 +3,6 @@
 // as cross-node datatype copies.
 #include "daemon/node/redistribute_op.h"
 
-#include <algorithm>
-
 #include "core/strings.h"
 #include "layout/datatype_form.h"
 
@@ -177,6 +175,7 @@ void RedistributionOp::Finish() {
     setup = std::move(setup_);  // releases the ends once the last copy drained
     for (Image& im : images_) {
       im.data.reset();  // nothing writes them any more
+      im.charge.reset();
     }
   }
   setup.reset();
@@ -198,7 +197,8 @@ void RedistributionOp::OnPieceDone(size_t i, const Status& s) {
       if (setup_) {
         const uint64_t q = setup_->tasks[i].consumer;
         bytes_done_ += setup_->tasks[i].bytes;
-        if (image_plans_[q] && --images_[q].pieces_left == 0 && failure_.ok()) {
+        if (image_plans_[q] && !images_[q].direct && --images_[q].pieces_left == 0 &&
+            failure_.ok()) {
           write_image = q;
           ++in_flight_;  // the image's write, until OnImageWritten
         }
@@ -239,8 +239,10 @@ void RedistributionOp::Cancel() { Abort(absl::CancelledError("redistribution can
 
 std::string RedistributionOp::PathText() const {
   absl::MutexLock lock(&mu_);
-  const size_t imaged = static_cast<size_t>(std::count_if(
-      image_plans_.begin(), image_plans_.end(), [](const auto& p) { return p.has_value(); }));
+  size_t imaged = 0;
+  for (size_t q = 0; q < image_plans_.size(); ++q) {
+    imaged += image_plans_[q] && !images_[q].direct ? 1 : 0;
+  }
   return StrCat("redistribution ", setup_ ? setup_->what : std::string("(ended)"), ": ", done_,
                 " of ", task_count_, " piece copies done, ", in_flight_, " running; ", bytes_done_,
                 " of ", total_bytes_, " bytes",

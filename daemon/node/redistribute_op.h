@@ -18,6 +18,7 @@
 #include "core/datatype.h"
 #include "core/log_escape.h"
 #include "core/strings.h"
+#include "daemon/node/byte_budget.h"
 #include "daemon/node/cross_copy.h"
 #include "daemon/node/node_distributed.h"
 #include "redistribution/exchange.h"
@@ -110,6 +111,9 @@ class RedistributionOp final : public CrossTransfer,
     // names their instance there, `cross` copies to them.
     std::string consumer_key;
     CrossCopier* cross = nullptr;
+    // What consumer images (ConsumerImagePlan) are charged to while they
+    // are held; a rank whose image finds no room is written piece by piece.
+    std::vector<std::shared_ptr<ByteBudget>> image_budgets;
     std::function<void(Status)> done;  // once, with the final status
   };
   RedistributionOp(Runtime& runtime, Setup setup);
@@ -140,7 +144,9 @@ class RedistributionOp final : public CrossTransfer,
   // A consumer rank's image (ConsumerImagePlan) while its pieces run.
   struct Image {
     std::unique_ptr<std::byte[]> data;  // allocated as its first piece starts
+    std::shared_ptr<void> charge;       // its bytes on Setup::image_budgets
     size_t pieces_left = 0;
+    bool direct = false;   // no room in the budgets: its pieces write the file
     bool written = false;  // its copy into the file ended
   };
   // `image`: consumer rank's image the piece writes into (null: its storage).

@@ -261,6 +261,20 @@ class RedistributeTest(unittest.TestCase):
         self.cyclic_rows_into_files(40, 30, 3, 2, ["a", "b"], False)  # SOA files
         self.cyclic_rows_into_files(64, 48, 2, 2, ["v"], True)  # producers on files too
 
+    def test_files_without_room_for_an_image_are_written_piece_by_piece(self):
+        # Images are charged to the session's
+        # daemon.max_watch_scratch_bytes_per_session: with 4 KiB no 12 KiB
+        # file's image fits, and its pieces write it directly, as before.
+        self.daemon.stop(timeout_s=30)
+        self.daemon.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir, self.daemon = IsometrydProcess.started_in_temp_dir(
+            ISOMETRYD, CONFIG, "isometry-pyrd-", dirs=["dsk"],
+            daemon=dict(log_level="warn",
+                        extra=[("max_watch_scratch_bytes_per_session", '"4KiB"')]))
+        info = self.cyclic_rows_into_files(64, 48, 4, 2, ["v"], False)
+        self.assertNotIn("from their image in memory", info.path)
+
     def test_bad_joins_are_refused(self):
         c, _, inst = self.rank(5, 4, False, None)
         c.join_distributed("x", [10, 4], ["block", "block"], [2, 1], 4, 0, inst,

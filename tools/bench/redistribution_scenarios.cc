@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -90,7 +92,7 @@ std::vector<Rank> Consumers(const tools::DaemonProcess& d, const std::string& di
     const std::string path = StrCat(dir, "/", FileOf(q));
     const UniqueFd fd(::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644));
     if (!fd.valid() || ::ftruncate(fd.get(), static_cast<off_t>(k.rows * k.cols * 8)) != 0) {
-      Die(StrCat("cannot make ", path, ": ", std::strerror(errno)));
+      Die(StrCat("cannot make ", path, ": ", ErrnoString(errno)));
     }
     k.inst.emplace(Must(k.client->RegisterFile("dsk0", FileOf(q), 0, Shape(k.rows, k.cols, true)),
                         "register"));
@@ -160,7 +162,7 @@ void RunRedistributionFiles(const RedistributionOptions& o, Report& report) {
   std::string dir = StrCat(o.dir, "/isometry-bench-redistribution-XXXXXX");
   if (::mkdtemp(dir.data()) == nullptr) {
     Die(StrCat("redistribution_files: cannot make a directory in ", o.dir, ": ",
-               std::strerror(errno)));
+               ErrnoString(errno)));
   }
   const uint64_t rows = std::max<uint64_t>(kProducers, o.bytes / (kColumns * 8) / 2 * 2);
   const uint64_t bytes = rows * kColumns * 8;

@@ -1,0 +1,155 @@
+// PlanImages (daemon/node/redistribute_images.cc): which consumer ranks'
+// pieces go through an image of their storage in memory, and the pieces
+// reordered rank by rank. No daemon: a topology and a setup built here.
+#include <catch2/catch.hpp>
+#include <utility>
+#include <vector>
+
+#include "daemon/node/redistribute_op.h"
+
+namespace ISOMETRY_TEST_FILE {
+
+using namespace isometry;
+using redistribution::Run;
+
+const MemoryId kSys{0, 0}, kDsk{0, 1}, kGpu{0, 2};
+
+// sys0 <-> dsk0 and sys0 -> sys0; fbm0 reaches nothing.
+Topology MakeTopology() {
+  Topology t;
+  t.memories = {{kSys, MemoryKind::kSys, "sys0"},
+                {kDsk, MemoryKind::kDsk, "dsk0"},
+                {kGpu, MemoryKind::kFbm, "fbm0"}};
+  const std::pair<MemoryId, MemoryId> edges[] = {{kSys, kSys}, {kSys, kDsk}, {kDsk, kSys}};
+  for (const auto& [src, dst] : edges) {
+    TopologyEdge e;
+    e.src = src;
+    e.dst = dst;
+    t.edges.push_back(e);
+  }
+  return t;
+}
+
+InstanceShape Shape(int64_t rows, int64_t cols, bool column_major) {
+  return {Box::FromExtents({rows, cols}), FieldSpace::Uniform(1, 8),
+          column_major ? Layout::ColumnMajor(2) : Layout::RowMajor(2)};
+}
+
+RankEnd End(MemoryId memory, const InstanceShape& shape, bool file) {
+  RankEnd e;
+  e.ref.memory = memory;
+  e.ref.shape = shape;
+  if (file) {
+    e.ref.file = "c.bin";
+    e.ref.file_in_place = true;
+  }
+  e.storage = *StridedStorageOf(shape, "rank");
+  return e;
+}
+
+// The runs every task below points into: dimension 1 whole (`cols`),
+// dimension 0 every 4th row (cyclic over 4 producers) or all rows at once.
+struct Runs {
+  std::vector<Run> cols, whole_rows;
+  std::vector<Run> cyclic_rows;
+  Runs(uint64_t rows, uint64_t n_cols) {
+    cols = {{0, n_cols, 0, 0}};
+    whole_rows = {{0, rows, 0, 0}};
+    for (uint64_t i = 0; i < rows; i += 4) {
+      cyclic_rows.push_back({i, 1, i / 4, i});
+    }
+  }
+};
+
+// A piece for consumer `q` from producer `p`: with `cyclic`, every 4th
+// row, enumerated column-major (dimension 0 innermost); else whole rows,
+// row-major.
+PieceTask Task(uint64_t p, uint64_t q, const Runs& r, bool cyclic) {
+  PieceTask t;
+  t.producer = p;
+  t.consumer = q;
+  t.runs[1] = r.cols;
+  t.dim0 = cyclic ? r.cyclic_rows : r.whole_rows;
+  t.order = cyclic ? std::array<int, 4>{1, 0, 2, 3} : std::array<int, 4>{0, 1, 2, 3};
+  t.bytes = t.dim0.size() * (cyclic ? 1 : t.dim0[0].length) * r.cols[0].length * 8;
+  return t;
+}
+
+TEST_CASE("PlanImages images file ranks written in small runs, rank by rank") {
+  const Topology topo = MakeTopology();
+  const Runs small(64, 32);
+  RedistributionOp::Setup setup;
+  setup.dims = 2;
+  setup.producers = {End(kSys, Shape(16, 32, false), false),
+                     End(kSys, Shape(16, 32, false), false)};
+  // 0: a column-major file (1-element runs); 1: memory; 2: a file on
+  // another node; 3: a column-major file again.
+  setup.consumers = {End(kDsk, Shape(64, 32, true), true), End(kSys, Shape(64, 32, true), false),
+                     End(kDsk, Shape(64, 32, true), true), End(kDsk, Shape(64, 32, true), true)};
+  setup.consumers[2].node = "b";
+  for (uint64_t p = 0; p < 2; ++p) {
+    for (uint64_t q : {3, 1, 0, 2}) {
+      setup.tasks.push_back(Task(p, q, small, true));
+    }
+  }
+  const auto plans = PlanImages(topo, setup);
+  REQUIRE(plans.size() == 4);
+  REQUIRE(plans[0]);
+  CHECK(plans[0]->memory == kSys);
+  CHECK(plans[0]->bytes == 64 * 32 * 8);
+  CHECK(plans[0]->pieces == 2);
+  CHECK_FALSE(plans[1]);  // memory: its runs are one call each already
+  CHECK_FALSE(plans[2]);  // another node writes it
+  REQUIRE(plans[3]);
+  // Imaged ranks' pieces first, rank by rank, in their dealt order; the
+  // rest after, as dealt.
+  std::vector<std::pair<uint64_t, uint64_t>> order;
+  for (const PieceTask& t : setup.tasks) order.emplace_back(t.consumer, t.producer);
+  CHECK(order == std::vector<std::pair<uint64_t, uint64_t>>{
+                     {0, 0}, {0, 1}, {3, 0}, {3, 1}, {1, 0}, {2, 0}, {1, 1}, {2, 1}});
+}
+
+TEST_CASE("PlanImages leaves long runs, large storage and unreachable producers alone") {
+  const Topology topo = MakeTopology();
+  SECTION("long runs: whole rows of 4096 elements into row-major files") {
+    const Runs rows(8, 4096);
+    RedistributionOp::Setup setup;
+    setup.dims = 2;
+    setup.producers = {End(kSys, Shape(8, 4096, false), false)};
+    setup.consumers = {End(kDsk, Shape(8, 4096, false), true)};
+    setup.tasks = {Task(0, 0, rows, false)};
+    CHECK_FALSE(PlanImages(topo, setup)[0]);
+  }
+  SECTION("storage past the image bound") {
+    const Runs big(8192, 8192);
+    RedistributionOp::Setup setup;
+    setup.dims = 2;
+    setup.producers = {End(kSys, Shape(2048, 8192, false), false)};
+    setup.consumers = {End(kDsk, Shape(8192, 8192, true), true)};
+    setup.tasks = {Task(0, 0, big, true)};
+    CHECK_FALSE(PlanImages(topo, setup)[0]);
+  }
+  SECTION("a producer whose memory reaches no host memory") {
+    const Runs small(64, 32);
+    RedistributionOp::Setup setup;
+    setup.dims = 2;
+    setup.producers = {End(kGpu, Shape(16, 32, false), false)};
+    setup.consumers = {End(kDsk, Shape(64, 32, true), true)};
+    setup.tasks = {Task(0, 0, small, true)};
+    CHECK_FALSE(PlanImages(topo, setup)[0]);
+  }
+  SECTION("a producer on another node does not count") {
+    const Runs small(64, 32);
+    RedistributionOp::Setup setup;
+    setup.dims = 2;
+    setup.producers = {End(kGpu, Shape(16, 32, false), false)};
+    setup.producers[0].node = "b";
+    setup.consumers = {End(kDsk, Shape(64, 32, true), true)};
+    setup.tasks = {Task(0, 0, small, true)};
+    const auto plans = PlanImages(topo, setup);
+    REQUIRE(plans[0]);
+    CHECK(plans[0]->memory == kSys);
+  }
+}
+
+}  // namespace ISOMETRY_TEST_FILE
