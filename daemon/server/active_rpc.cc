@@ -175,7 +175,7 @@ Reactor* ActiveCallbacks::GetWatch(Ctx* ctx, const v1::GetWatchRequest* req, v1:
 }
 grpc::ServerWriteReactor<v1::AccessLogBatch>* ActiveCallbacks::ReadAccessLog(
     Ctx* ctx, const v1::ReadAccessLogRequest* req) {
-  return NewAccessLogStream(node_, Session(ctx), *req);
+  return NewAccessLogStream(ctx, node_, Session(ctx), *req);
 }
 Reactor* ActiveCallbacks::ActiveFlush(Ctx* ctx, const v1::ActiveFlushRequest* req,
                                       v1::ActiveFlushResponse*) {

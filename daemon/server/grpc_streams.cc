@@ -143,7 +143,8 @@ class WriteStreamReactor final : public grpc::ServerReadReactor<v1::WriteStreamR
 // there (OnDone may delete the reactor right after).
 class AccessLogReactor final : public grpc::ServerWriteReactor<v1::AccessLogBatch> {
  public:
-  AccessLogReactor(Node& node, const std::string& session, const v1::ReadAccessLogRequest& req) {
+  AccessLogReactor(grpc::CallbackServerContext* ctx, Node& node, const std::string& session,
+                   const v1::ReadAccessLogRequest& req) {
     Result<std::unique_ptr<WatchReader>> r = node.ReadAccessLog(session, req.allocation());
     if (!r.ok()) {
       Finish(ToGrpc(r.status()));
@@ -151,7 +152,9 @@ class AccessLogReactor final : public grpc::ServerWriteReactor<v1::AccessLogBatc
     }
     reader_ = *std::move(r);
     // Tells the client the reader holds the log before any entry exists,
-    // so it may start the writes it wants to see.
+    // so it may start the writes it wants to see (a refusal sends no
+    // headers of its own: they come with its status).
+    ctx->AddInitialMetadata(std::string(kLogReaderOpenKey), "1");
     StartSendInitialMetadata();
     Pull();
   }
@@ -195,8 +198,9 @@ class AccessLogReactor final : public grpc::ServerWriteReactor<v1::AccessLogBatc
 }  // namespace
 
 grpc::ServerWriteReactor<v1::AccessLogBatch>* NewAccessLogStream(
-    Node& node, const std::string& session, const v1::ReadAccessLogRequest& req) {
-  return new AccessLogReactor(node, session, req);
+    grpc::CallbackServerContext* ctx, Node& node, const std::string& session,
+    const v1::ReadAccessLogRequest& req) {
+  return new AccessLogReactor(ctx, node, session, req);
 }
 
 grpc::ServerWriteReactor<v1::ReadChunk>* NewReadStream(const Node& node, std::string session,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "daemon/node/node.h"
 #include "isometry.grpc.pb.h"
@@ -18,7 +19,12 @@ grpc::ServerReadReactor<v1::WriteStreamRequest>* NewWriteStream(Node& node, std:
 // ReadAccessLog: batches of the watch's log as Node's WatchReader hands
 // them out, each acknowledged once written; ends OK when the watch has
 // ended and the log is drained, CANCELLED when the client goes away.
+// Once the reader holds the log, the headers go out at once with
+// kLogReaderOpenKey, so a client knows before any entry that its writes
+// will be seen.
+inline constexpr std::string_view kLogReaderOpenKey = "isometry-log-reader";
 grpc::ServerWriteReactor<v1::AccessLogBatch>* NewAccessLogStream(
-    Node& node, const std::string& session, const v1::ReadAccessLogRequest& req);
+    grpc::CallbackServerContext* ctx, Node& node, const std::string& session,
+    const v1::ReadAccessLogRequest& req);
 
 }  // namespace isometry

@@ -36,6 +36,9 @@ HANDLERS = {
     "dirty_pages": pb.HANDLER_DIRTY_PAGES,
 }
 _FULL = {None: pb.LOG_FULL_DEFAULT, "block": pb.LOG_FULL_BLOCK, "fail": pb.LOG_FULL_FAIL}
+# ReadAccessLog's header once the daemon's reader holds the log
+# (daemon/server/grpc_streams.h kLogReaderOpenKey).
+_LOG_READER_OPEN = "isometry-log-reader"
 
 
 def _aid(alloc) -> int:
@@ -146,11 +149,12 @@ class ActiveAccessMixin:
             raise IsometryError("FAILED_PRECONDITION", "this client is closed")
         call = self._stub.ReadAccessLog(pb.ReadAccessLogRequest(allocation=_aid(alloc)),
                                         metadata=self._metadata())
-        # The daemon sends its headers once the reader is open, or ends the
-        # call with the refusal.
-        call.initial_metadata()
-        if call.done() and call.code() != grpc.StatusCode.OK:
-            raise IsometryError(call.code().name, call.details() or "")
+        # The daemon sends its headers, with this key, once the reader
+        # holds the log; a refusal ends the call without it.
+        headers = dict(call.initial_metadata() or ())
+        if _LOG_READER_OPEN not in headers:
+            code = call.code()  # the call has ended (or ends now)
+            raise IsometryError(code.name, call.details() or "")
         return AccessLogStream(call)
 
     def unwatch(self, alloc, region: int) -> None:
