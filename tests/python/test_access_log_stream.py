@@ -107,17 +107,31 @@ class AccessLogStreamTest(unittest.TestCase):
 
     def test_grpc_session_drains_the_default_handler(self):
         # The proto's default handler: `handler` left unset, as a raw stub
-        # user writes it.
+        # user writes it. Another party then writes and copies into the
+        # allocation ~60 times what its ring holds.
         self.owner._call("Watch", pb.WatchRequest(allocation=self.alloc.id, offset=0,
                                                   bytes=16 * PAGE, log_bytes=RING))
         info = self.owner.watch_info(self.alloc)
         self.assertEqual(info.regions[0].handler, pb.HANDLER_CLIENT)
         stream = self.owner.read_access_log(self.alloc)
         reader, got, errors = self.collect(stream, WRITES)
+        # Every fourth access is a Copy from the other party's own memory.
+        mine = self.other.allocate("sys0", PIECE)
+        src = self.other.register_instance(mine, bounds=[PIECE], fields=[("b", 1)], layout="F,x")
+        dst = {}
         slowest = 0.0
         for i in range(WRITES):
+            at = (i * PIECE) % (16 * PAGE)
+            if i % 4 == 3:
+                self.other.write(mine, 0, payload(i))
+                if at not in dst:
+                    dst[at] = self.other.register_instance(
+                        self.alloc, bounds=[PIECE], fields=[("b", 1)], layout="F,x", offset=at)
             start = time.monotonic()
-            self.other.write(self.alloc, (i * PIECE) % (16 * PAGE), payload(i))
+            if i % 4 == 3:
+                self.other.copy(src, dst[at])
+            else:
+                self.other.write(self.alloc, at, payload(i))
             slowest = max(slowest, time.monotonic() - start)
         # Held writers would wait BLOCK_MS and fail; these never wait for long.
         self.assertLess(slowest, BLOCK_MS / 3000.0, "a write waited for the log")
@@ -131,6 +145,7 @@ class AccessLogStreamTest(unittest.TestCase):
             self.assertTrue(e.applied and e.has_data)
             self.assertEqual((e.offset, e.size), ((i * PIECE) % (16 * PAGE), PIECE))
             self.assertEqual(e.source_session, self.other.session_id)
+            self.assertEqual(e.transfer != 0, i % 4 == 3, f"entry {e.seq}: a copy has its transfer")
             self.assertEqual(e.data, payload(i), f"entry {e.seq}")
         info = self.owner.watch_info(self.alloc)
         self.assertEqual(info.entries, WRITES)
