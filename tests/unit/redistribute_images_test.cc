@@ -96,7 +96,7 @@ TEST_CASE("PlanImages images file ranks written in small runs, rank by rank") {
   REQUIRE(plans.size() == 4);
   REQUIRE(plans[0]);
   CHECK(plans[0]->memory == kSys);
-  CHECK(plans[0]->bytes == 64 * 32 * 8);
+  CHECK(plans[0]->bytes == uint64_t{64} * 32 * 8);
   CHECK(plans[0]->pieces == 2);
   CHECK_FALSE(plans[1]);  // memory: its runs are one call each already
   CHECK_FALSE(plans[2]);  // another node writes it
