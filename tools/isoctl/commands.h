@@ -24,6 +24,9 @@ Status RunMemories(DaemonClient& client, const Output& out);
 Status RunChannels(DaemonClient& client, const Output& out);
 // The peer daemons of this node's cluster (state, round trip, data links).
 Status RunPeers(DaemonClient& client, const Output& out);
+// One verdict over the daemon, its peers, pools and channels: a table and
+// "healthy", "degraded" (exit 4) or "unhealthy" (exit 5).
+Status RunHealth(DaemonClient& client, const Output& out);
 // Transfers in flight, or one transfer (in flight or recently ended) by id.
 Status RunTransfers(DaemonClient& client, const Output& out, std::optional<uint64_t> id);
 

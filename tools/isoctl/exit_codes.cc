@@ -26,6 +26,10 @@ Status UnreachableError(const std::string& message) {
   return Marked(absl::StatusCode::kUnavailable, message, kExitUnreachable);
 }
 
+Status HealthError(const std::string& message, ExitCode exit) {
+  return Marked(absl::StatusCode::kFailedPrecondition, message, exit);
+}
+
 ExitCode ExitCodeOf(const Status& status) {
   if (status.ok()) {
     return kExitOk;
@@ -40,6 +44,12 @@ ExitCode ExitCodeOf(const Status& status) {
   }
   if (text == "3") {
     return kExitUnreachable;
+  }
+  if (text == "4") {
+    return kExitDegraded;
+  }
+  if (text == "5") {
+    return kExitUnhealthy;
   }
   return kExitDaemonError;
 }

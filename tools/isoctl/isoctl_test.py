@@ -64,13 +64,18 @@ EXIT_TIMEOUT_S = 20
 class Daemon:
     """One isometryd in its own temporary directory."""
 
-    def __init__(self, channel_extra=""):
+    def __init__(self, channel_extra="", daemon_extra=()):
         self.dir = tempfile.mkdtemp(prefix="isoctl-test-")
         self.socket = os.path.join(self.dir, "grpc.sock")
         self.config = os.path.join(self.dir, "isometryd.toml")
+        # A cluster section may name {dir}/cluster.secret; a single node ignores it.
+        with open(os.path.join(self.dir, "cluster.secret"), "w") as f:
+            f.write("isoctl test secret, long enough\n")
+        os.chmod(os.path.join(self.dir, "cluster.secret"), 0o600)
         with open(self.config, "w") as f:
-            f.write(daemon_section(self.dir, ISOMETRYD, **DAEMON)
-                    + CONFIG.format(dir=self.dir, channel_extra=channel_extra))
+            f.write(daemon_section(self.dir, ISOMETRYD, **DAEMON, extra=daemon_extra)
+                    + CONFIG.format(dir=self.dir,
+                                    channel_extra=channel_extra.replace("{dir}", self.dir)))
         self.process = IsometrydProcess(
             ISOMETRYD, self.config, os.path.join(self.dir, "isometryd.log"), self.socket
         )
@@ -103,9 +108,10 @@ class Daemon:
 @unittest.skipUnless(ISOMETRYD and ISOCTL, SKIP_REASON)
 class IsoctlTest(unittest.TestCase):
     channel_extra = ""
+    daemon_extra = ()  # (key, TOML value) pairs for [daemon]
 
     def setUp(self):
-        self.daemon = Daemon(self.channel_extra)
+        self.daemon = Daemon(self.channel_extra, self.daemon_extra)
         self.addCleanup(self.daemon.cleanup)
         self.daemon.wait_ready()
         self.stopped = False
@@ -287,6 +293,57 @@ class ReadCommandsTest(IsoctlTest):
         out = self.ok("top", "--iterations", "2", "--interval-ms", "20")
         self.assertNotIn("\x1b[", out)  # no screen control unless stdout is a tty
         self.assertEqual(out.count("memcpy0"), 2)
+
+
+class HealthTest(IsoctlTest):
+    def test_single_node_is_healthy(self):
+        r = self.isoctl("health")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"(?m)^CHECK\s+STATE\s+DETAIL")
+        self.assertRegex(r.stdout, r"(?m)^daemon\s+ok\s+isometryd \d+\.\d+\.\d+, up ")
+        self.assertRegex(r.stdout, r"(?m)^memory sys0\s+ok\s+pool 0 B of 256\.00 MiB used")
+        self.assertRegex(r.stdout, r"(?m)^channel memcpy0\s+ok\s")
+        self.assertTrue(r.stdout.endswith("healthy\n"))
+        h = self.json("health")
+        self.assertEqual(h["state"], "ok")
+        self.assertEqual([c["check"] for c in h["checks"]][:2], ["daemon", "memory sys0"])
+
+
+class UnhealthyTest(IsoctlTest):
+    """A peer that never answers (a port nothing listens on) makes the node
+    unhealthy once it is declared down: exit 5, the peer named."""
+    daemon_extra = (("grpc_tcp", '"127.0.0.1:0"'),)
+    channel_extra = """
+[cluster]
+node_name = "a"
+secret_file = "{dir}/cluster.secret"
+data_listen = "127.0.0.1:0"
+peer_timeout_ms = 300
+keepalive_ms = 100
+
+[[peer]]
+name = "ghost"
+address = "127.0.0.1:9"
+"""
+
+    def test_peer_down_is_critical(self):
+        deadline = time.monotonic() + 30
+        while True:
+            r = self.isoctl("health")
+            if r.returncode == 5 or time.monotonic() > deadline:
+                break
+            self.assertIn(r.returncode, (4, 5), r.stdout + r.stderr)  # connecting: degraded
+            time.sleep(0.2)
+        self.assertEqual(r.returncode, 5, r.stdout + r.stderr)
+        self.assertRegex(r.stdout, r"(?m)^peer ghost\s+critical\s+(down|refused)")
+        self.assertTrue(r.stdout.endswith("unhealthy\n"))
+        self.assertIn("isoctl: unhealthy: 1 critical finding(s)", r.stderr)
+        h = self.isoctl("--json", "health")
+        self.assertEqual(h.returncode, 5)
+        doc = json.loads(h.stdout)
+        self.assertEqual(doc["state"], "critical")
+        self.assertIn({"check": "peer ghost", "state": "critical"},
+                      [{k: c[k] for k in ("check", "state")} for c in doc["checks"]])
 
 
 class CopyTest(IsoctlTest):

@@ -161,6 +161,11 @@ void AddListCommands(CLI::App& app, Invocation& inv) {
   app.add_subcommand("peers", "the cluster's peer daemons: state, round trip, data connections")
       ->callback([&] { inv.run = [&](DaemonClient& c) { return RunPeers(c, output); }; });
 
+  app.add_subcommand("health",
+                     "one verdict: daemon, peers, pools, channels; exit 0 healthy, 4 degraded, "
+                     "5 unhealthy")
+      ->callback([&] { inv.run = [&](DaemonClient& c) { return RunHealth(c, output); }; });
+
   app.add_subcommand("calibrate", "measure every channel's throughput function again")
       ->callback([&] { inv.run = [&](DaemonClient& c) { return RunCalibrate(c, output); }; });
 
