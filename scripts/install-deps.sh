@@ -22,6 +22,7 @@ packages=(
   openssl                         # scripts/make-test-ca.sh (TLS tests)
   # tests (iproute2: ip netns, veth and tc for the two-host cluster test)
   catch2 python3-pytest iproute2
+  zsh fish                        # isoctl's completion scripts, checked by isoctl_test
   etcd-server etcd-client         # [cluster.etcd] membership (tests/cluster/test_cluster_etcd.py)
   # benchmark peers (measured in the same run as Isometry)
   ucx-utils libucx-dev mpich libmpich-dev openmpi-bin libopenmpi-dev fio iperf3

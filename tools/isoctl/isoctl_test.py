@@ -309,6 +309,63 @@ class HealthTest(IsoctlTest):
         self.assertEqual([c["check"] for c in h["checks"]][:2], ["daemon", "memory sys0"])
 
 
+class CompletionTest(unittest.TestCase):
+    """The completion scripts isoctl writes from its own commands: each
+    shell reads them, and bash and fish complete commands and options."""
+
+    def script(self, shell):
+        r = subprocess.run([ISOCTL, "completion", shell], capture_output=True, text=True,
+                           timeout=COMMAND_TIMEOUT_S)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        path = os.path.join(self.dir, f"isoctl.{shell}")
+        with open(path, "w") as f:
+            f.write(r.stdout)
+        return path
+
+    def setUp(self):
+        if not ISOCTL:
+            self.skipTest(SKIP_REASON)
+        self.dir = tempfile.mkdtemp(prefix="isoctl-completion-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def shell(self, name):
+        found = shutil.which(name)
+        if not found:
+            self.skipTest(f"no {name} on this machine (scripts/install-deps.sh installs it)")
+        return found
+
+    def test_bash_completes_commands_and_their_options(self):
+        path = self.script("bash")
+        probe = (f'source {path}\n'
+                 'COMP_WORDS=(isoctl hea); COMP_CWORD=1; _isoctl; echo "${COMPREPLY[*]}"\n'
+                 'COMP_WORDS=(isoctl --json plan sys0 --src-l); COMP_CWORD=4; _isoctl; '
+                 'echo "${COMPREPLY[*]}"\n')
+        r = subprocess.run([self.shell("bash"), "-c", probe], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.splitlines(), ["health", "--src-layout"])
+
+    def test_fish_completes_commands_and_their_options(self):
+        path = self.script("fish")
+        r = subprocess.run([self.shell("fish"), "-c",
+                            f'source {path}; complete -C "isoctl che"; complete -C "isoctl top --int"'],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        names = [line.split("\t")[0] for line in r.stdout.splitlines()]
+        self.assertEqual(names, ["checkpoint-compact", "--interval-ms"])
+
+    def test_zsh_reads_its_script(self):
+        path = self.script("zsh")
+        r = subprocess.run([self.shell("zsh"), "-n", path], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(path) as f:
+            self.assertTrue(f.read().startswith("#compdef isoctl\n"))
+
+    def test_unknown_shell_is_a_usage_error(self):
+        r = subprocess.run([ISOCTL, "completion", "tcsh"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("tcsh", r.stderr)
+
+
 class UnhealthyTest(IsoctlTest):
     """A peer that never answers (a port nothing listens on) makes the node
     unhealthy once it is declared down: exit 5, the peer named."""

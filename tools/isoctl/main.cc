@@ -13,6 +13,7 @@
 #include "core/main_guard.h"
 #include "core/strings.h"
 #include "tools/isoctl/commands.h"
+#include "tools/isoctl/completion.h"
 #include "tools/isoctl/exit_codes.h"
 #include "tools/isoctl/operator_token.h"
 #include "tools/isoctl/suggest.h"
@@ -112,6 +113,8 @@ struct Invocation {
   // checks than CLI11 makes; the daemon is asked only once both succeeded.
   std::function<Status()> prepare = [] { return OkStatus(); };
   std::function<Status(DaemonClient&)> run;
+  // A subcommand that needs no daemon (completion) sets this instead.
+  std::function<Status()> local;
 
   std::optional<uint64_t> transfer_id;
   TopArgs top;
@@ -125,6 +128,7 @@ struct Invocation {
   OrphansArgs orphans;
   WaitArgs wait;
   std::string checkpoint_memory, checkpoint_file;
+  std::string completion_shell;
 };
 
 void AddGlobalOptions(CLI::App& app, Invocation& inv) {
@@ -138,7 +142,8 @@ void AddGlobalOptions(CLI::App& app, Invocation& inv) {
                  StrCat("isometryd's gRPC unix socket (default: $", kSocketEnv, ", else ",
                         kDefaultSocket, ")"));
   app.add_flag("--json", inv.output.json,
-               "print the daemon's responses as protobuf JSON (proto field names, every field)");
+               "print the daemon's responses as JSON (proto field names, every field, integers "
+               "as numbers)");
   inv.timeout_option =
       app.add_option("--timeout-ms", inv.timeout_ms,
                      "deadline of each call to isometryd, and when given, of `wait` too (a "
@@ -329,6 +334,23 @@ void AddWaitCommand(CLI::App& app, Invocation& inv) {
   });
 }
 
+// `isoctl completion SHELL`: the script for SHELL, from the commands above.
+void AddCompletionCommand(CLI::App& app, Invocation& inv) {
+  CLI::App* cmd = app.add_subcommand(
+      "completion",
+      "print a shell completion script: source <(isoctl completion bash); zsh and fish too");
+  cmd->add_option("SHELL", inv.completion_shell, "bash, zsh or fish")
+      ->required()
+      ->check(CLI::IsMember({"bash", "zsh", "fish"}));
+  cmd->callback([&] {
+    inv.local = [&]() -> Status {
+      ISO_ASSIGN_OR_RETURN(std::string script, CompletionScript(app, inv.completion_shell));
+      std::fputs(script.c_str(), stdout);
+      return OkStatus();
+    };
+  });
+}
+
 // The exit code when parsing ends the run (--help, --version, a usage
 // error), nullopt when a subcommand is to run.
 std::optional<int> Parse(CLI::App& app, int argc, char** argv) {
@@ -369,9 +391,14 @@ int Main(int argc, char** argv) {
   AddOrphansCommand(app, inv);
   AddWaitCommand(app, inv);
   AddCheckpointCommand(app, inv);
+  AddCompletionCommand(app, inv);
 
   if (std::optional<int> code = Parse(app, argc, argv)) {
     return *code;
+  }
+  if (inv.local) {
+    const Status s = inv.local();
+    return s.ok() ? kExitOk : Fail(s);
   }
   if (!inv.run) {
     return Fail(UsageError("a subcommand is required"));
