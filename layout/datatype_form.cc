@@ -300,8 +300,9 @@ constexpr char kLayoutSide[] =
 
 const char* Remedy(const char* side) {
   return side == kDatatypeSide ? "; pack/unpack such a type instead"
-                               : "; copy it to or from contiguous bytes (a layout copy, "
-                                 "unbounded) and the datatype against those";
+                               : "; a copy on one node takes such a layout chunk by chunk, "
+                                 "without this bound; elsewhere copy it to or from contiguous "
+                                 "bytes first (a layout copy, unbounded)";
 }
 
 Status CheckPieces(const std::vector<FormPiece>& pieces, const char* side) {

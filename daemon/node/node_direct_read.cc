@@ -32,6 +32,21 @@ namespace {
 // frames are at most 1 MiB): irregular types past it go through the daemon.
 constexpr uint64_t kMaxLeaseProgramBytes = 768 << 10;
 
+// Why a datatype copy against a layout whose stream is a list of runs is
+// no direct read (empty: it may be one): one program of the whole box
+// would pair every run, while the daemon's path takes it chunk by chunk,
+// each chunk a layout program against a slot.
+std::string ChunkedLayoutEnd(const Instance* const ends[2]) {
+  for (int i = 0; i < 2 && (ends[0]->packed || ends[1]->packed); ++i) {
+    if (!ends[i]->packed && !LayoutFormRegular(ends[i]->shape, ends[i]->shape.bounds)) {
+      return StrCat("the ", i ? "destination" : "source",
+                    " layout's fields are addressed differently (SOA over fields of different "
+                    "sizes): the daemon copies it chunk by chunk");
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 void Node::Impl::RevokeLeasesLocked(uint64_t id) {
@@ -80,6 +95,7 @@ Result<Node::DirectRead> Node::GrantDirectRead(const std::string& session, uint6
          ends[0]->shape.bounds != ends[1]->shape.bounds)) {
       return refuse("layouts of different fields or bounds go through the daemon");
     }
+    if (const std::string why = ChunkedLayoutEnd(ends); !why.empty()) return refuse(why);
     if (ends[1]->private_range->session != s->id) {
       return refuse("the destination must lie in a range this session registered (a direct ",
                     "read writes the reader's own memory)");

@@ -245,8 +245,8 @@ TEST_CASE("strided datatypes <-> SOA of fields of different sizes at 1, 16 and 6
     RoundTrip(*c, hv, 1, 0, static_cast<size_t>(hv.true_extent()), thirteen_three, 12);
     if (mib != 16) {  // through a staging slot: both ends in this process
       RoundTripPrivate(*c, vec, 1, four_one, 13);
-      RoundTripPrivate(*c, hv, 1, thirteen_three, 14);
     }
+    if (mib == 1) RoundTripPrivate(*c, hv, 1, thirteen_three, 14);
   }
   // A strided type against fields [6, 1, 1], 16 MiB.
   const Datatype vec = Ok(Datatype::Vector(int64_t{2} << 20, 1, 2, dbl));
@@ -264,7 +264,7 @@ TEST_CASE("random strided datatypes <-> SOA of fields of different sizes, 2 to 6
   auto c = ConnectTo(d.local_socket(), "mixed-random-large");
   RandomDatatypes gen(50007);
   static const char* kLayouts[] = {"x,F", "y,x,F", "x,F,y"};
-  const int64_t kTargets[] = {2 << 20, 8 << 20, 64 << 20, 4 << 20, 16 << 20, 2 << 20};
+  const int64_t kTargets[] = {2 << 20, 4 << 20, 64 << 20, 1 << 20, 8 << 20, 2 << 20};
   int ran = 0;
   for (int i = 0; ran < 6 && i < 200; ++i) {
     const Datatype t = gen.Next(2);
@@ -277,9 +277,9 @@ TEST_CASE("random strided datatypes <-> SOA of fields of different sizes, 2 to 6
       continue;  // fields of equal sizes are one form; a negative extent needs another origin
     }
     const int64_t unit = std::lcm(t.size(), 2 * point);
-    // The source spans at most 192 MiB.
+    // The source spans at most 128 MiB.
     const int64_t target = std::min<int64_t>(
-        kTargets[ran], (int64_t{192} << 20) * t.size() / std::max(t.extent(), t.size()));
+        kTargets[ran], (int64_t{128} << 20) * t.size() / std::max(t.extent(), t.size()));
     const int64_t reps = std::max<int64_t>(1, target / unit);
     const int64_t count = unit / t.size() * reps, points = unit / point * reps;
     if (!DatatypeForm(t, count).ok() || DatatypeForm(t, count)->pieces.size() > 64) continue;
