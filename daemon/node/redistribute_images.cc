@@ -10,12 +10,17 @@
 // instead, and one copy then writes the image into the file as one
 // contiguous range: large I/Os and one fdatasync. Only storage that the
 // rank's elements fill without gaps (no padding, no bytes between fields)
-// goes this way, since the image replaces every byte of the range; and
-// only up to kMaxImageBytes per rank, kLiveImages at once, each charged to
-// Setup::image_budgets while held (without room there, piece by piece).
+// goes this way, since the image replaces every byte of the range. A rank
+// larger than kWindowBytes is cut into windows along its outermost
+// dimension (each a contiguous range of its storage), its pieces cut with
+// it, and each window is imaged and written in turn: kLiveImages at once,
+// each charged to Setup::image_budgets while held (without room there, the
+// window's pieces write the file directly).
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <limits>
+#include <vector>
 
 #include "daemon/node/redistribute_op.h"
 
@@ -24,12 +29,13 @@ namespace {
 
 using redistribution::Run;
 
-// A rank's storage, at most, that goes through an image (larger ranks'
-// pieces write their files directly, as before).
-constexpr uint64_t kMaxImageBytes = uint64_t{256} << 20;
+// The most bytes of a rank's storage one image holds: larger ranks are
+// cut into windows of at most this along their outermost dimension.
+constexpr uint64_t kWindowBytes = uint64_t{16} << 20;
 
-// Images held at once: the rank whose pieces run and the one being written.
-constexpr int kLiveImages = 2;
+// Images held at once: the window whose pieces run and those still being
+// written, so that the file writes of consecutive windows overlap.
+constexpr int kLiveImages = 3;
 
 // The average file run below which a rank's pieces go through an image:
 // the disk channel's own bound for small runs (channels/disk/disk_request.h,
@@ -94,7 +100,7 @@ std::optional<MemoryId> ImageMemory(const Topology& topo, MemoryId file_memory,
   return std::nullopt;
 }
 
-// Whether consumer rank `end`'s storage may go through an image: a file
+// Whether consumer rank `end`'s storage may go through images: a file
 // here, written in place, that its elements fill.
 bool ImageCandidate(const RankEnd& end) {
   if (end.empty || !end.node.empty() || !end.ref.file_in_place || end.ref.packed) {
@@ -103,113 +109,226 @@ bool ImageCandidate(const RankEnd& end) {
   const uint64_t span = StorageBytes(end.ref);
   const uint64_t elements = end.ref.shape.bounds.volume();
   const uint64_t element_bytes = end.ref.shape.fields.total_bytes();
-  return span > 0 && span <= kMaxImageBytes && element_bytes > 0 &&
-         elements <= span / element_bytes && elements * element_bytes == span;
+  return span > 0 && element_bytes > 0 && elements <= span / element_bytes &&
+         elements * element_bytes == span;
+}
+
+// How a rank's storage is cut into windows: along dimension `dim`,
+// `per_window` of its indices a window (of `stride` bytes each).
+struct Windows {
+  int dim = 0;
+  uint64_t per_window = 0, stride = 0, extent = 0;
+};
+
+// The windows of rank `end`'s storage (one for storage of at most
+// kWindowBytes); nullopt where a window along its outermost dimension is
+// no contiguous range of it (a stride that is not positive, or elements
+// not laid one after another: SOA of several fields) or one index of that
+// dimension alone holds more than kWindowBytes.
+std::optional<Windows> WindowsOf(const RankEnd& end, int dims) {
+  const StridedStorage& st = end.storage;
+  const uint64_t span = StorageBytes(end.ref);
+  Windows w;
+  uint64_t smallest = std::numeric_limits<uint64_t>::max();
+  for (int d = 0; d < dims; ++d) {
+    const auto stride = static_cast<uint64_t>(std::abs(st.stride[d]));
+    smallest = std::min(smallest, stride);
+    if (stride > static_cast<uint64_t>(std::abs(st.stride[w.dim]))) {
+      w.dim = d;
+    }
+  }
+  w.extent = static_cast<uint64_t>(end.ref.shape.bounds.hi[w.dim] - end.ref.shape.bounds.lo[w.dim]);
+  if (span <= kWindowBytes) {
+    w.per_window = w.extent;
+    w.stride = w.extent == 0 ? 0 : span / w.extent;
+    return w;
+  }
+  w.stride = static_cast<uint64_t>(std::abs(st.stride[w.dim]));
+  if (st.stride[w.dim] <= 0 || smallest != end.ref.shape.fields.total_bytes() ||
+      w.stride > kWindowBytes || w.extent == 0 || w.stride * w.extent != span) {
+    return std::nullopt;
+  }
+  w.per_window = kWindowBytes / w.stride;
+  return w;
+}
+
+// The runs of `list` whose remote indices lie in [lo, hi), cut to it, the
+// remote indices counted from `lo`; their elements in `length`.
+std::vector<Run> CutRuns(std::span<const Run> list, uint64_t lo, uint64_t hi, uint64_t& length) {
+  std::vector<Run> out;
+  length = 0;
+  for (const Run& r : list) {
+    const uint64_t a = std::max(r.remote, lo), b = std::min(r.remote + r.length, hi);
+    if (a >= b) {
+      continue;
+    }
+    const uint64_t skip = a - r.remote;
+    out.push_back({r.global + skip, b - a, r.local + skip, a - lo});
+    length += b - a;
+  }
+  return out;
+}
+
+// Adds the windows of consumer rank `q` to `plans` and marks (cutting them
+// where the rank has several windows) its tasks in `tasks` with them.
+void AddWindows(uint64_t q, const Windows& w, MemoryId memory, std::vector<PieceTask>& tasks,
+                std::vector<ConsumerImagePlan>& plans) {
+  const size_t first = plans.size();
+  const uint64_t count = w.extent == 0 ? 0 : (w.extent + w.per_window - 1) / w.per_window;
+  for (uint64_t k = 0; k < count; ++k) {
+    const uint64_t lo = k * w.per_window, hi = std::min(w.extent, lo + w.per_window);
+    plans.push_back(ConsumerImagePlan{q, memory, lo * w.stride, (hi - lo) * w.stride, 0});
+  }
+  std::vector<PieceTask> cut;
+  for (PieceTask& t : tasks) {
+    if (t.consumer != q) {
+      continue;
+    }
+    if (count == 1) {
+      t.image = static_cast<int64_t>(first);
+      ++plans[first].pieces;
+      continue;
+    }
+    const std::span<const Run> list = w.dim == 0 ? std::span<const Run>(t.dim0) : t.runs[w.dim];
+    uint64_t total = 0;
+    for (const Run& r : list) {
+      total += r.length;
+    }
+    for (uint64_t k = 0; k < count && total > 0; ++k) {
+      uint64_t length = 0;
+      std::vector<Run> runs = CutRuns(list, k * w.per_window, (k + 1) * w.per_window, length);
+      if (length == 0) {
+        continue;
+      }
+      PieceTask part = t;
+      part.cut_dim = w.dim;
+      part.cut = std::move(runs);
+      part.bytes = t.bytes / total * length;
+      part.image = static_cast<int64_t>(first + k);
+      ++plans[first + k].pieces;
+      cut.push_back(std::move(part));
+    }
+  }
+  if (count > 1) {
+    std::erase_if(tasks, [&](const PieceTask& t) { return t.consumer == q && t.image < 0; });
+    tasks.insert(tasks.end(), std::make_move_iterator(cut.begin()),
+                 std::make_move_iterator(cut.end()));
+  }
 }
 
 }  // namespace
 
-std::vector<std::optional<ConsumerImagePlan>> PlanImages(const Topology& topo,
-                                                         RedistributionOp::Setup& setup) {
+std::vector<ConsumerImagePlan> PlanImages(const Topology& topo, RedistributionOp::Setup& setup) {
   const size_t n = setup.consumers.size();
-  std::vector<std::optional<ConsumerImagePlan>> plans(n);
   std::vector<uint64_t> bytes(n, 0), runs(n, 0);
-  std::vector<size_t> pieces(n, 0);
   for (const PieceTask& t : setup.tasks) {
     const RankEnd& end = setup.consumers[t.consumer];
-    if (!ImageCandidate(end)) {
-      continue;
+    if (ImageCandidate(end)) {
+      AddRuns(t, end.storage, end.ref.shape.fields.total_bytes(), setup.dims, bytes[t.consumer],
+              runs[t.consumer]);
     }
-    AddRuns(t, end.storage, end.ref.shape.fields.total_bytes(), setup.dims, bytes[t.consumer],
-            runs[t.consumer]);
-    ++pieces[t.consumer];
   }
+  std::vector<ConsumerImagePlan> plans;
   for (size_t q = 0; q < n; ++q) {
-    if (pieces[q] == 0 || runs[q] == 0 || bytes[q] / runs[q] >= kSmallRunBytes) {
+    if (runs[q] == 0 || bytes[q] / runs[q] >= kSmallRunBytes) {
       continue;
     }
     const RankEnd& end = setup.consumers[q];
+    const std::optional<Windows> windows = WindowsOf(end, setup.dims);
     const std::optional<MemoryId> memory = ImageMemory(topo, end.ref.memory, setup.producers);
-    if (memory) {
-      plans[q] = ConsumerImagePlan{*memory, StorageBytes(end.ref), pieces[q]};
+    if (windows && memory) {
+      AddWindows(q, *windows, *memory, setup.tasks, plans);
     }
   }
-  // Imaged ranks' pieces first, rank by rank, each rank's in their dealt
-  // order (spread over producers); the rest after, as dealt.
-  std::stable_sort(
-      setup.tasks.begin(), setup.tasks.end(), [&](const PieceTask& a, const PieceTask& b) {
-        const uint64_t none = std::numeric_limits<uint64_t>::max();
-        return (plans[a.consumer] ? a.consumer : none) < (plans[b.consumer] ? b.consumer : none);
-      });
+  // Windows' pieces first, window by window (a rank's in order), each
+  // window's in their dealt order (spread over producers); the rest after,
+  // as dealt.
+  std::stable_sort(setup.tasks.begin(), setup.tasks.end(),
+                   [](const PieceTask& a, const PieceTask& b) {
+                     const auto key = [](const PieceTask& t) {
+                       return t.image < 0 ? std::numeric_limits<int64_t>::max() : t.image;
+                     };
+                     return key(a) < key(b);
+                   });
   return plans;
 }
 
-bool RedistributionOp::ImageReadyLocked(uint64_t consumer, std::byte*& image) {
+bool RedistributionOp::ImageReadyLocked(int64_t unit, std::byte*& image) {
   image = nullptr;
-  const std::optional<ConsumerImagePlan>& plan = image_plans_[consumer];
-  if (!plan) {
+  if (unit < 0) {
     return true;
   }
-  Image& im = images_[consumer];
+  const ConsumerImagePlan* plan = &image_plans_[static_cast<size_t>(unit)];
+  Image& im = images_[static_cast<size_t>(unit)];
   if (im.direct) {
     return true;
   }
-  if (!im.data) {
-    // Each image is held from its rank's first piece to its write; ranks
-    // come one after another, so a bound on live images bounds memory.
+  if (!im.buffer.data) {
+    // Each image is held from its window's first piece to its write;
+    // windows come one after another, so a bound on live images (and on
+    // the spare buffers) bounds memory.
     if (live_images_ >= kLiveImages) {
       return false;
     }
-    Result<std::shared_ptr<void>> charge =
-        ByteBudget::Take(setup_->image_budgets, plan->bytes, "a redistribution's image");
-    if (!charge.ok()) {
-      im.direct = true;  // decided before any of its pieces ran
-      return true;
+    auto spare = std::find_if(spare_buffers_.begin(), spare_buffers_.end(),
+                              [&](const ImageBuffer& b) { return b.capacity >= plan->bytes; });
+    if (spare != spare_buffers_.end()) {
+      im.buffer = std::move(*spare);
+      spare_buffers_.erase(spare);
+    } else {
+      Result<std::shared_ptr<void>> charge =
+          ByteBudget::Take(setup_->image_budgets, plan->bytes, "a redistribution's image");
+      if (!charge.ok()) {
+        im.direct = true;  // decided before any of its pieces ran
+        return true;
+      }
+      im.buffer.charge = *std::move(charge);
+      im.buffer.data = std::make_unique_for_overwrite<std::byte[]>(plan->bytes);
+      im.buffer.capacity = plan->bytes;
     }
-    im.charge = *std::move(charge);
-    im.data = std::make_unique_for_overwrite<std::byte[]>(plan->bytes);
     ++live_images_;
   }
-  image = im.data.get();
+  image = im.buffer.data.get();
   return true;
 }
 
-void RedistributionOp::WriteImage(uint64_t consumer) {
+void RedistributionOp::WriteImage(size_t unit) {
   std::shared_ptr<const Setup> setup;
   std::byte* data = nullptr;
   {
     absl::MutexLock lock(&mu_);
     setup = setup_;
-    data = images_[consumer].data.get();
+    data = images_[unit].buffer.data.get();
   }
   if (!setup || data == nullptr) {
-    OnImageWritten(consumer, absl::AbortedError("redistribution ended"));
+    OnImageWritten(unit, absl::AbortedError("redistribution ended"));
     return;
   }
-  const ConsumerImagePlan& plan = *image_plans_[consumer];
-  const RankEnd& dst = setup->consumers[consumer];
+  const ConsumerImagePlan& plan = image_plans_[unit];
+  const RankEnd& dst = setup->consumers[plan.consumer];
   CopyRequest req;
   req.src = InstanceRef{plan.memory, data, plan.bytes, PackedShape(plan.bytes)};
   req.dst = dst.ref;  // the file, written in place
   req.dst.shape = PackedShape(plan.bytes);
+  req.dst.file_offset += plan.offset;
   req.disk_owner = setup->disk_owner;
   req.disk_uid = setup->disk_uid;
   std::weak_ptr<RedistributionOp> self = weak_from_this();
-  req.on_complete = [self, consumer](const Status& s) {
+  req.on_complete = [self, unit](const Status& s) {
     if (auto op = self.lock()) {
-      op->OnImageWritten(consumer, s);
+      op->OnImageWritten(unit, s);
     }
   };
   Result<Transfer> t = runtime_.Copy(std::move(req));
   if (!t.ok()) {
-    OnImageWritten(consumer, t.status());
+    OnImageWritten(unit, t.status());
     return;
   }
   Status failed;
   {
     absl::MutexLock lock(&mu_);
-    if (!images_[consumer].written) {
-      running_.emplace(task_count_ + consumer, Running{*t, nullptr});
+    if (!images_[unit].written) {
+      running_.emplace(task_count_ + unit, Running{*t, nullptr});
     }
     failed = failure_;
   }
@@ -218,27 +337,32 @@ void RedistributionOp::WriteImage(uint64_t consumer) {
   }
 }
 
-void RedistributionOp::OnImageWritten(uint64_t consumer, const Status& s) {
+void RedistributionOp::OnImageWritten(size_t unit, const Status& s) {
   std::vector<Running> abort;
   Status why;
   {
     absl::MutexLock lock(&mu_);
-    Image& im = images_[consumer];
+    Image& im = images_[unit];
     if (im.written) {
       return;
     }
     im.written = true;
-    im.data.reset();
-    im.charge.reset();
+    if (s.ok() && spare_buffers_.size() < static_cast<size_t>(kLiveImages)) {
+      spare_buffers_.push_back(std::move(im.buffer));
+    }
+    im.buffer = ImageBuffer{};
     --live_images_;
     --in_flight_;
-    running_.erase(task_count_ + consumer);
+    running_.erase(task_count_ + unit);
     if (s.ok()) {
       ++images_written_;
     } else if (failure_.ok()) {
-      failure_ = Status(s.code(), StrCat("redistribution ", setup_ ? setup_->what : "",
-                                         ": writing consumer rank ", consumer,
-                                         "'s file from its image in memory failed: ", s.message()));
+      failure_ =
+          Status(s.code(),
+                 StrCat("redistribution ", setup_ ? setup_->what : "", ": writing consumer rank ",
+                        image_plans_[unit].consumer, "'s file (bytes ", image_plans_[unit].offset,
+                        " to ", image_plans_[unit].offset + image_plans_[unit].bytes,
+                        " of its storage) from its image in memory failed: ", s.message()));
       for (auto& [_, t] : running_) {
         abort.push_back(t);
       }

@@ -20,7 +20,9 @@ Result<std::shared_ptr<const PackedEnd>> PieceEnd(const StridedStorage& st, cons
   for (int k = dims - 1; k >= 0; --k) {  // innermost first
     const int d = t.order[k];
     ISO_ASSIGN_OR_RETURN(const Datatype step, Datatype::Resized(type, 0, st.stride[d]));
-    const std::span<const Run> runs = d == 0 ? std::span<const Run>(t.dim0) : t.runs[d];
+    const std::span<const Run> runs = d == t.cut_dim ? std::span<const Run>(t.cut)
+                                      : d == 0       ? std::span<const Run>(t.dim0)
+                                                     : t.runs[d];
     lens.clear();
     disps.clear();
     for (const Run& r : runs) {
@@ -36,17 +38,15 @@ Result<std::shared_ptr<const PackedEnd>> PieceEnd(const StridedStorage& st, cons
 }  // namespace
 
 RedistributionOp::RedistributionOp(Runtime& runtime, Setup setup) : runtime_(runtime) {
+  image_plans_ = PlanImages(runtime.topology(), setup);  // may cut tasks per window
   for (const PieceTask& t : setup.tasks) total_bytes_ += t.bytes;
   task_count_ = setup.tasks.size();
-  image_plans_ = PlanImages(runtime.topology(), setup);
   absl::MutexLock lock(&mu_);
   on_end_ = std::move(setup.done);
   finished_.assign(task_count_, false);
   images_.resize(image_plans_.size());
-  for (size_t q = 0; q < image_plans_.size(); ++q) {
-    if (image_plans_[q]) {
-      images_[q].pieces_left = image_plans_[q]->pieces;
-    }
+  for (size_t u = 0; u < image_plans_.size(); ++u) {
+    images_[u].pieces_left = image_plans_[u].pieces;
   }
   setup_ = std::make_shared<const Setup>(std::move(setup));
 }
@@ -58,16 +58,22 @@ Result<CopyRequest> RedistributionOp::BuildRequest(const Setup& setup, size_t i,
   CopyRequest req;
   req.src = src.ref;
   req.dst = dst.ref;
-  if (image != nullptr) {  // the image holds the storage's bytes at their offsets
-    const ConsumerImagePlan& plan = *image_plans_[t.consumer];
-    req.dst = InstanceRef{plan.memory, image, plan.bytes, dst.ref.shape};
+  StridedStorage dst_storage = dst.storage;
+  if (t.image >= 0) {  // offsets from the window's first byte, in its image or the file
+    const ConsumerImagePlan& plan = image_plans_[static_cast<size_t>(t.image)];
+    dst_storage.span = plan.bytes;
+    if (image != nullptr) {
+      req.dst = InstanceRef{plan.memory, image, plan.bytes, dst.ref.shape};
+    } else {
+      req.dst.file_offset += plan.offset;
+    }
   }
   ISO_ASSIGN_OR_RETURN(req.src.packed, PieceEnd(src.storage, t, setup.dims, true,
                                                 StrCat("producer rank ", t.producer,
                                                        "'s piece for consumer rank ", t.consumer)));
   ISO_ASSIGN_OR_RETURN(
       req.dst.packed,
-      PieceEnd(dst.storage, t, setup.dims, false,
+      PieceEnd(dst_storage, t, setup.dims, false,
                StrCat("consumer rank ", t.consumer, "'s piece from producer rank ", t.producer)));
   req.disk_owner = setup.disk_owner;
   req.disk_uid = setup.disk_uid;
@@ -127,7 +133,7 @@ void RedistributionOp::Pump() {
       absl::MutexLock lock(&mu_);
       if (pumping_ && !mine) return;  // the launching thread looks again
       if (failure_.ok() && next_ < task_count_ && setup_ && in_flight_ < setup_->concurrency &&
-          ImageReadyLocked(setup_->tasks[next_].consumer, image)) {
+          ImageReadyLocked(setup_->tasks[next_].image, image)) {
         pumping_ = mine = true;
         i = next_++;
         ++in_flight_;
@@ -174,9 +180,9 @@ void RedistributionOp::Finish() {
     status = failure_;
     setup = std::move(setup_);  // releases the ends once the last copy drained
     for (Image& im : images_) {
-      im.data.reset();  // nothing writes them any more
-      im.charge.reset();
+      im.buffer = ImageBuffer{};  // nothing writes them any more
     }
+    spare_buffers_.clear();
   }
   setup.reset();
   if (done) done(status);
@@ -185,7 +191,7 @@ void RedistributionOp::Finish() {
 void RedistributionOp::OnPieceDone(size_t i, const Status& s) {
   std::vector<Running> abort;
   Status why;
-  std::optional<uint64_t> write_image;  // its consumer's last piece: the image is whole
+  std::optional<size_t> write_image;  // its window's last piece: the image is whole
   {
     absl::MutexLock lock(&mu_);
     if (i >= finished_.size() || finished_[i]) return;
@@ -195,11 +201,11 @@ void RedistributionOp::OnPieceDone(size_t i, const Status& s) {
     if (s.ok()) {
       ++done_;
       if (setup_) {
-        const uint64_t q = setup_->tasks[i].consumer;
+        const int64_t unit = setup_->tasks[i].image;
         bytes_done_ += setup_->tasks[i].bytes;
-        if (image_plans_[q] && !images_[q].direct && --images_[q].pieces_left == 0 &&
-            failure_.ok()) {
-          write_image = q;
+        if (unit >= 0 && !images_[static_cast<size_t>(unit)].direct &&
+            --images_[static_cast<size_t>(unit)].pieces_left == 0 && failure_.ok()) {
+          write_image = static_cast<size_t>(unit);
           ++in_flight_;  // the image's write, until OnImageWritten
         }
       }
@@ -240,15 +246,15 @@ void RedistributionOp::Cancel() { Abort(absl::CancelledError("redistribution can
 std::string RedistributionOp::PathText() const {
   absl::MutexLock lock(&mu_);
   size_t imaged = 0;
-  for (size_t q = 0; q < image_plans_.size(); ++q) {
-    imaged += image_plans_[q] && !images_[q].direct ? 1 : 0;
+  for (const Image& im : images_) {
+    imaged += im.direct ? 0 : 1;
   }
   return StrCat("redistribution ", setup_ ? setup_->what : std::string("(ended)"), ": ", done_,
                 " of ", task_count_, " piece copies done, ", in_flight_, " running; ", bytes_done_,
                 " of ", total_bytes_, " bytes",
                 imaged == 0 ? std::string()
                             : StrCat("; ", images_written_, " of ", imaged,
-                                     " consumer files written from their image in memory"));
+                                     " consumer file ranges written from their image in memory"));
 }
 
 }  // namespace isometry

@@ -80,16 +80,26 @@ struct PieceTask {
   // The order both ends enumerate the piece's elements in, outermost
   // dimension first (node_redistribute.cc, EnumerationOrder).
   std::array<int, redistribution::kMaxDims> order{0, 1, 2, 3};
+  // A piece cut to one window of its consumer's storage (PlanImages): in
+  // dimension `cut_dim` it holds `cut` instead, whose remote indices count
+  // from the window's first index. -1: not cut.
+  int cut_dim = -1;
+  std::vector<redistribution::Run> cut;
+  // The ConsumerImagePlan (index) whose window it writes; -1: none.
+  int64_t image = -1;
 };
 
-// A consumer rank whose storage is a file and whose pieces would write it
-// in small runs (one I/O each): its pieces write an image of the rank's
-// storage in host memory instead, and one copy then writes the image into
-// the file in place (redistribute_images.cc).
+// A window of a consumer rank's storage in a file whose pieces would write
+// it in small runs (one I/O each): the pieces of the window write an image
+// of it in host memory instead, and one copy then writes the image into the
+// file in place (redistribute_images.cc). A rank of a few MiB is one
+// window; a larger one is cut along its outermost dimension.
 struct ConsumerImagePlan {
-  MemoryId memory;     // the host memory the image stands in (its copies' end)
-  uint64_t bytes = 0;  // the rank's storage bytes, all of them elements
-  size_t pieces = 0;   // the pieces that write it
+  uint64_t consumer = 0;  // the rank
+  MemoryId memory;        // the host memory the image stands in (its copies' end)
+  uint64_t offset = 0;    // the window's first byte in the rank's storage
+  uint64_t bytes = 0;     // the window's bytes, all of them elements
+  size_t pieces = 0;      // the pieces that write it
 };
 
 // A running redistribution: piece copies submitted to the runtime, at most
@@ -141,26 +151,31 @@ class RedistributionOp final : public CrossTransfer,
     std::shared_ptr<CrossTransfer> cross;
     void Abort(const Status& why) const;
   };
-  // A consumer rank's image (ConsumerImagePlan) while its pieces run.
+  // A window's image (ConsumerImagePlan) while its pieces run.
+  // Host memory for images, charged to Setup::image_budgets while held.
+  struct ImageBuffer {
+    std::unique_ptr<std::byte[]> data;
+    uint64_t capacity = 0;
+    std::shared_ptr<void> charge;  // `capacity` bytes on the budgets
+  };
   struct Image {
-    std::unique_ptr<std::byte[]> data;  // allocated as its first piece starts
-    std::shared_ptr<void> charge;       // its bytes on Setup::image_budgets
+    ImageBuffer buffer;  // taken as its first piece starts
     size_t pieces_left = 0;
     bool direct = false;   // no room in the budgets: its pieces write the file
     bool written = false;  // its copy into the file ended
   };
-  // `image`: consumer rank's image the piece writes into (null: its storage).
+  // `image`: the window's image the piece writes into (null: its storage).
   Result<CopyRequest> BuildRequest(const Setup& setup, size_t task, std::byte* image);
   // Submits piece `task`; what runs it.
   Result<Running> Submit(const Setup& setup, size_t task, std::byte* image);
   void Pump();
   void OnPieceDone(size_t task, const Status& s);
   // Under mu_: whether the next piece may start as far as images go, and
-  // where it writes (its consumer's image, allocated now, or null).
-  bool ImageReadyLocked(uint64_t consumer, std::byte*& image) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Copies consumer rank `consumer`'s finished image into its file.
-  void WriteImage(uint64_t consumer);
-  void OnImageWritten(uint64_t consumer, const Status& s);
+  // where it writes (its window's image, allocated now, or null).
+  bool ImageReadyLocked(int64_t unit, std::byte*& image) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Copies window `unit`'s finished image into its file.
+  void WriteImage(size_t unit);
+  void OnImageWritten(size_t unit, const Status& s);
   // Under mu_: whether it has just ended (then it is the caller's to
   // report, outside the lock).
   bool TakeEndLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -184,20 +199,24 @@ class RedistributionOp final : public CrossTransfer,
   Status failure_ ABSL_GUARDED_BY(mu_);
   std::map<size_t, Running> running_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> finished_ ABSL_GUARDED_BY(mu_);
-  // Per consumer rank (nullopt: its pieces write its storage); constant
+  // The windows written through images (PieceTask::image); constant
   // after construction.
-  std::vector<std::optional<ConsumerImagePlan>> image_plans_;
+  std::vector<ConsumerImagePlan> image_plans_;
   std::vector<Image> images_ ABSL_GUARDED_BY(mu_);
   int live_images_ ABSL_GUARDED_BY(mu_) = 0;
+  // Buffers of written windows, kept for the next windows: a fresh one
+  // costs a page fault and a cleared page every 4 KiB.
+  std::vector<ImageBuffer> spare_buffers_ ABSL_GUARDED_BY(mu_);
   size_t images_written_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// Which consumer ranks of `setup` get an image (ConsumerImagePlan; per
-// rank), with `setup.tasks` reordered so that the pieces of each such rank
-// are next to each other (the rest after them, in their order): an image
-// lives from its rank's first piece to its write into the file.
-std::vector<std::optional<ConsumerImagePlan>> PlanImages(const Topology& topo,
-                                                         RedistributionOp::Setup& setup);
+// Which windows of which consumer ranks of `setup` go through an image
+// (ConsumerImagePlan), the pieces of a windowed rank cut per window and
+// marked with their window (PieceTask::image), and `setup.tasks` reordered
+// so that the pieces of each window are next to each other, windows in
+// order (the rest after them, in their order): an image lives from its
+// window's first piece to its write into the file.
+std::vector<ConsumerImagePlan> PlanImages(const Topology& topo, RedistributionOp::Setup& setup);
 
 // INVALID_ARGUMENT unless the two sides have one global index space and
 // element size (what a redistribution needs).

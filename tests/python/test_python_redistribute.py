@@ -256,10 +256,45 @@ class RedistributeTest(unittest.TestCase):
         # The pieces write each rank's storage in memory, then the file in
         # one range; the header and trailer around the instance stay.
         info = self.cyclic_rows_into_files(384, 256, 3, 2, ["v"], False)
-        self.assertIn("2 of 2 consumer files written from their image in memory", info.path)
+        self.assertIn("2 of 2 consumer file ranges written from their image in memory", info.path)
         self.cyclic_rows_into_files(61, 37, 4, 3, ["v"], False)  # ragged: blocks do not divide
         self.cyclic_rows_into_files(40, 30, 3, 2, ["a", "b"], False)  # SOA files
         self.cyclic_rows_into_files(64, 48, 2, 2, ["v"], True)  # producers on files too
+
+    def test_a_file_larger_than_a_window(self):
+        # 2304 x 1024 doubles (18 MiB) in one column-major file: cut into
+        # two windows of whole columns, each imaged and written in turn.
+        rows, cols, procs = 2304, 1024, 4
+        for p in range(procs):
+            data = array.array("d")
+            for i in range(p, rows, procs):
+                data.extend(range(i * cols, (i + 1) * cols))
+            c = isometry.Client(self.daemon.socket, name="producer", connect_timeout=10)
+            self.clients.append(c)
+            a = c.allocate("sys0", len(data) * 8)
+            c.write(a, 0, data.tobytes())
+            inst = c.register_instance(a, [len(data) // cols, cols], [("v", 8)], "F,y,x")
+            c.join_distributed("big-rows", [rows, cols], ["cyclic", "block"], [procs, 1], 8, p,
+                               inst, grant=grant_of("big-rows"))
+        header = b"kept" * 3
+        path = os.path.join(self.dir, "dsk", "big.bin")
+        with open(path, "wb") as f:
+            f.write(header + bytes(rows * cols * 8) + header)
+        c = isometry.Client(self.daemon.socket, name="consumer", connect_timeout=10)
+        self.clients.append(c)
+        inst = c.register_instance(0, [rows, cols], [("v", 8)], "F,x,y", offset=len(header),
+                                   memory="dsk0", file="big.bin")
+        c.join_distributed("big-columns", [rows, cols], ["block", "block"], [1, 1], 8, 0, inst,
+                           grant=grant_of("big-columns"))
+        info = redistribute_granted(c, "big-rows", "big-columns")
+        self.assertIn("2 of 2 consumer file ranges written from their image in memory", info.path)
+        want = array.array("d")
+        for j in range(cols):
+            want.extend(range(j, rows * cols, cols))
+        with open(path, "rb") as f:
+            got = f.read()
+        self.assertEqual(len(got), len(want) * 8 + 2 * len(header))
+        self.assertTrue(got == header + want.tobytes() + header, "the file differs")
 
     def test_files_without_room_for_an_image_are_written_piece_by_piece(self):
         # Images are charged to the session's

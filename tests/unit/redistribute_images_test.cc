@@ -1,6 +1,7 @@
 // PlanImages (daemon/node/redistribute_images.cc): which consumer ranks'
 // pieces go through an image of their storage in memory, and the pieces
 // reordered rank by rank. No daemon: a topology and a setup built here.
+#include <array>
 #include <catch2/catch.hpp>
 #include <utility>
 #include <vector>
@@ -93,23 +94,60 @@ TEST_CASE("PlanImages images file ranks written in small runs, rank by rank") {
     }
   }
   const auto plans = PlanImages(topo, setup);
-  REQUIRE(plans.size() == 4);
-  REQUIRE(plans[0]);
-  CHECK(plans[0]->memory == kSys);
-  CHECK(plans[0]->bytes == uint64_t{64} * 32 * 8);
-  CHECK(plans[0]->pieces == 2);
-  CHECK_FALSE(plans[1]);  // memory: its runs are one call each already
-  CHECK_FALSE(plans[2]);  // another node writes it
-  REQUIRE(plans[3]);
+  // 1: memory, its runs one call each already; 2: another node writes it.
+  REQUIRE(plans.size() == 2);
+  CHECK(plans[0].consumer == 0);
+  CHECK(plans[0].memory == kSys);
+  CHECK(plans[0].offset == 0);
+  CHECK(plans[0].bytes == uint64_t{64} * 32 * 8);
+  CHECK(plans[0].pieces == 2);
+  CHECK(plans[1].consumer == 3);
   // Imaged ranks' pieces first, rank by rank, in their dealt order; the
   // rest after, as dealt.
-  std::vector<std::pair<uint64_t, uint64_t>> order;
-  for (const PieceTask& t : setup.tasks) order.emplace_back(t.consumer, t.producer);
-  CHECK(order == std::vector<std::pair<uint64_t, uint64_t>>{
-                     {0, 0}, {0, 1}, {3, 0}, {3, 1}, {1, 0}, {2, 0}, {1, 1}, {2, 1}});
+  std::vector<std::array<int64_t, 3>> order;
+  for (const PieceTask& t : setup.tasks) {
+    order.push_back({static_cast<int64_t>(t.consumer), static_cast<int64_t>(t.producer), t.image});
+  }
+  CHECK(order == std::vector<std::array<int64_t, 3>>{{0, 0, 0},
+                                                     {0, 1, 0},
+                                                     {3, 0, 1},
+                                                     {3, 1, 1},
+                                                     {1, 0, -1},
+                                                     {2, 0, -1},
+                                                     {1, 1, -1},
+                                                     {2, 1, -1}});
 }
 
-TEST_CASE("PlanImages leaves long runs, large storage and unreachable producers alone") {
+TEST_CASE("PlanImages cuts a large rank into windows along its outermost dimension") {
+  // 8192 x 8192 doubles, column-major: 512 MiB, 64 KiB a column, so 32
+  // windows of 256 columns; the piece (every 4th row, every column) is
+  // cut into one per window, columns counted from the window's first.
+  const Topology topo = MakeTopology();
+  const Runs big(8192, 8192);
+  RedistributionOp::Setup setup;
+  setup.dims = 2;
+  setup.producers = {End(kSys, Shape(2048, 8192, false), false)};
+  setup.consumers = {End(kDsk, Shape(8192, 8192, true), true)};
+  setup.tasks = {Task(0, 0, big, true)};
+  const uint64_t whole = setup.tasks[0].bytes;
+  const auto plans = PlanImages(topo, setup);
+  REQUIRE(plans.size() == 32);
+  REQUIRE(setup.tasks.size() == 32);
+  uint64_t bytes = 0;
+  for (size_t k = 0; k < 32; ++k) {
+    CHECK(plans[k].offset == k * (uint64_t{16} << 20));
+    CHECK(plans[k].bytes == uint64_t{16} << 20);
+    CHECK(plans[k].pieces == 1);
+    const PieceTask& t = setup.tasks[k];
+    CHECK(t.image == static_cast<int64_t>(k));
+    CHECK(t.cut_dim == 1);
+    CHECK(t.cut == std::vector<Run>{{k * 256, 256, k * 256, 0}});
+    bytes += t.bytes;
+  }
+  CHECK(bytes == whole);
+}
+
+TEST_CASE("PlanImages leaves long runs, scattered elements and unreachable producers alone") {
   const Topology topo = MakeTopology();
   SECTION("long runs: whole rows of 4096 elements into row-major files") {
     const Runs rows(8, 4096);
@@ -118,16 +156,18 @@ TEST_CASE("PlanImages leaves long runs, large storage and unreachable producers 
     setup.producers = {End(kSys, Shape(8, 4096, false), false)};
     setup.consumers = {End(kDsk, Shape(8, 4096, false), true)};
     setup.tasks = {Task(0, 0, rows, false)};
-    CHECK_FALSE(PlanImages(topo, setup)[0]);
+    CHECK(PlanImages(topo, setup).empty());
   }
-  SECTION("storage past the image bound") {
-    const Runs big(8192, 8192);
+  SECTION("a large SOA of two fields: no window is one range") {
+    const Runs big(8192, 4096);
     RedistributionOp::Setup setup;
     setup.dims = 2;
-    setup.producers = {End(kSys, Shape(2048, 8192, false), false)};
-    setup.consumers = {End(kDsk, Shape(8192, 8192, true), true)};
+    const InstanceShape soa{Box::FromExtents({8192, 4096}), FieldSpace::Uniform(2, 8),
+                            Layout::Soa(2)};
+    setup.producers = {End(kSys, Shape(2048, 4096, false), false)};
+    setup.consumers = {End(kDsk, soa, true)};
     setup.tasks = {Task(0, 0, big, true)};
-    CHECK_FALSE(PlanImages(topo, setup)[0]);
+    CHECK(PlanImages(topo, setup).empty());
   }
   SECTION("a producer whose memory reaches no host memory") {
     const Runs small(64, 32);
@@ -136,7 +176,7 @@ TEST_CASE("PlanImages leaves long runs, large storage and unreachable producers 
     setup.producers = {End(kGpu, Shape(16, 32, false), false)};
     setup.consumers = {End(kDsk, Shape(64, 32, true), true)};
     setup.tasks = {Task(0, 0, small, true)};
-    CHECK_FALSE(PlanImages(topo, setup)[0]);
+    CHECK(PlanImages(topo, setup).empty());
   }
   SECTION("a producer on another node does not count") {
     const Runs small(64, 32);
@@ -147,8 +187,8 @@ TEST_CASE("PlanImages leaves long runs, large storage and unreachable producers 
     setup.consumers = {End(kDsk, Shape(64, 32, true), true)};
     setup.tasks = {Task(0, 0, small, true)};
     const auto plans = PlanImages(topo, setup);
-    REQUIRE(plans[0]);
-    CHECK(plans[0]->memory == kSys);
+    REQUIRE(plans.size() == 1);
+    CHECK(plans[0].memory == kSys);
   }
 }
 
