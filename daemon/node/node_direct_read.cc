@@ -47,6 +47,22 @@ std::string ChunkedLayoutEnd(const Instance* const ends[2]) {
   return "";
 }
 
+// What a lease copies: the packed ends when a datatype is on either end,
+// else two layouts of the same fields and bounds, whose program is the
+// layout compiler's (each field looped at its own stride) rather than a
+// pairing of their forms, which are lists of runs for SOA over fields of
+// different sizes.
+struct LeaseEnds {
+  std::shared_ptr<const PackedEnd> packed[2];
+  InstanceShape shapes[2];
+
+  Result<FormCopy> Compile() const {
+    if (!packed[0]) return CompileLayoutCopy(shapes[0], shapes[1], shapes[0].bounds);
+    return CompileFormCopy(packed[0]->form, packed[1]->form);
+  }
+  uint64_t span(int i) const { return packed[i] ? packed[i]->span : shapes[i].total_bytes(); }
+};
+
 }  // namespace
 
 void Node::Impl::RevokeLeasesLocked(uint64_t id) {
@@ -68,7 +84,7 @@ Result<Node::DirectRead> Node::GrantDirectRead(const std::string& session, uint6
   if (!n.config.daemon.direct_reads) {
     return refuse("leases are off on this node (daemon.direct_reads = false)");
   }
-  std::shared_ptr<const PackedEnd> packed[2];
+  LeaseEnds lease;
   std::shared_ptr<PrivateRange> ranges[2];
   uint64_t offsets[2] = {0, 0};
   {
@@ -103,15 +119,16 @@ Result<Node::DirectRead> Node::GrantDirectRead(const std::string& session, uint6
     ISO_ASSIGN_OR_RETURN(ranges[0], n.UsablePrivateRange(*s, ends[0]->private_range->id));
     ISO_ASSIGN_OR_RETURN(ranges[1], n.UsablePrivateRange(*s, ends[1]->private_range->id));
     CopyRequest request;
-    ISO_RETURN_IF_ERROR(n.PackEndsLocked(ends, std::nullopt, request));
-    packed[0] = request.src.packed;
-    packed[1] = request.dst.packed;
+    if (ends[0]->packed || ends[1]->packed) {
+      ISO_RETURN_IF_ERROR(n.PackEndsLocked(ends, std::nullopt, request));
+    }
+    lease = {{request.src.packed, request.dst.packed}, {ends[0]->shape, ends[1]->shape}};
     offsets[0] = ends[0]->offset;
     offsets[1] = ends[1]->offset;
   }
   // Compiling may take milliseconds for an irregular type: not under the
   // node lock.
-  ISO_ASSIGN_OR_RETURN(FormCopy copy, CompileFormCopy(packed[0]->form, packed[1]->form));
+  ISO_ASSIGN_OR_RETURN(FormCopy copy, lease.Compile());
   const std::optional<ProgramExtent> extent = SourceExtent(copy.program);
   const uint64_t span = extent ? extent->end - extent->begin : 0;
   // A publisher that serves reads packs its own memory, for a reader that
@@ -141,8 +158,8 @@ Result<Node::DirectRead> Node::GrantDirectRead(const std::string& session, uint6
   out.local_address = ranges[1]->address + offsets[1] + static_cast<uint64_t>(copy.dst_shift);
   // The program's offsets start at the shifts: its own spans are what is
   // left of each end's storage after them.
-  out.src_span = packed[0]->span - std::min<uint64_t>(packed[0]->span, copy.src_shift);
-  out.dst_span = packed[1]->span - std::min<uint64_t>(packed[1]->span, copy.dst_shift);
+  out.src_span = lease.span(0) - std::min<uint64_t>(lease.span(0), copy.src_shift);
+  out.dst_span = lease.span(1) - std::min<uint64_t>(lease.span(1), copy.dst_shift);
   out.program = std::make_shared<const CopyProgram>(std::move(copy.program));
   out.serve = ranges[0]->serve;
   if (ranges[0]->session != s->id) s->leased_ranges.insert(ranges[0]->id);
