@@ -51,7 +51,7 @@ constexpr uint64_t kSmallRunBytes = uint64_t{16} << 10;
 void AddRuns(const PieceTask& t, const StridedStorage& st, uint64_t element_bytes, int dims,
              uint64_t& bytes, uint64_t& runs) {
   const int inner = t.order[dims - 1];
-  const std::span<const Run> list = inner == 0 ? std::span<const Run>(t.dim0) : t.runs[inner];
+  const std::span<const Run> list = t.RunsOf(inner);
   uint64_t count = 0, length = 0;
   for (const Run& r : list) {
     ++count;
@@ -189,7 +189,13 @@ void AddWindows(uint64_t q, const Windows& w, MemoryId memory, std::vector<Piece
       ++plans[first].pieces;
       continue;
     }
-    const std::span<const Run> list = w.dim == 0 ? std::span<const Run>(t.dim0) : t.runs[w.dim];
+    // The parts share dimension 0's runs (or, cut in it, hold their own).
+    std::vector<Run> whole0 = std::move(t.dim0);
+    t.dim0 = {};
+    if (w.dim != 0) {
+      t.shared_dim0 = std::make_shared<const std::vector<Run>>(std::move(whole0));
+    }
+    const std::span<const Run> list = w.dim == 0 ? std::span<const Run>(whole0) : t.RunsOf(w.dim);
     uint64_t total = 0;
     for (const Run& r : list) {
       total += r.length;

@@ -20,9 +20,7 @@ Result<std::shared_ptr<const PackedEnd>> PieceEnd(const StridedStorage& st, cons
   for (int k = dims - 1; k >= 0; --k) {  // innermost first
     const int d = t.order[k];
     ISO_ASSIGN_OR_RETURN(const Datatype step, Datatype::Resized(type, 0, st.stride[d]));
-    const std::span<const Run> runs = d == t.cut_dim ? std::span<const Run>(t.cut)
-                                      : d == 0       ? std::span<const Run>(t.dim0)
-                                                     : t.runs[d];
+    const std::span<const Run> runs = t.RunsOf(d);
     lens.clear();
     disps.clear();
     for (const Run& r : runs) {

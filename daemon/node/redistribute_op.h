@@ -87,6 +87,21 @@ struct PieceTask {
   std::vector<redistribution::Run> cut;
   // The ConsumerImagePlan (index) whose window it writes; -1: none.
   int64_t image = -1;
+  // Dimension 0's runs when the pieces of one window share them (instead
+  // of `dim0`): a piece cut into many windows holds them once.
+  std::shared_ptr<const std::vector<redistribution::Run>> shared_dim0;
+
+  // The runs of dimension `d` both ends enumerate.
+  std::span<const redistribution::Run> RunsOf(int d) const {
+    if (d == cut_dim) {
+      return cut;
+    }
+    if (d == 0) {
+      return shared_dim0 ? std::span<const redistribution::Run>(*shared_dim0)
+                         : std::span<const redistribution::Run>(dim0);
+    }
+    return runs[d];
+  }
 };
 
 // A window of a consumer rank's storage in a file whose pieces would write

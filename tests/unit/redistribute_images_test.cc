@@ -142,9 +142,42 @@ TEST_CASE("PlanImages cuts a large rank into windows along its outermost dimensi
     CHECK(t.image == static_cast<int64_t>(k));
     CHECK(t.cut_dim == 1);
     CHECK(t.cut == std::vector<Run>{{k * 256, 256, k * 256, 0}});
+    // Every part enumerates the same rows, held once for all of them.
+    CHECK(t.dim0.empty());
+    CHECK(t.RunsOf(0).size() == 2048);
+    CHECK(t.shared_dim0 == setup.tasks[0].shared_dim0);
     bytes += t.bytes;
   }
   CHECK(bytes == whole);
+}
+
+TEST_CASE("PlanImages cuts a large row-major rank in dimension 0") {
+  // 8192 x 8192 doubles, row-major, from a producer holding every 4th
+  // column: 1-element runs in each row; windows of 256 whole rows, the
+  // piece's dimension-0 runs cut per window.
+  const Topology topo = MakeTopology();
+  const Runs big(8192, 8192);
+  RedistributionOp::Setup setup;
+  setup.dims = 2;
+  setup.producers = {End(kSys, Shape(8192, 2048, false), false)};
+  setup.consumers = {End(kDsk, Shape(8192, 8192, false), true)};
+  PieceTask t;
+  t.runs[1] = big.cyclic_rows;  // every 4th index, here of the columns
+  t.dim0 = big.whole_rows;
+  t.bytes = uint64_t{8192} * 2048 * 8;
+  setup.tasks = {t};
+  const auto plans = PlanImages(topo, setup);
+  REQUIRE(plans.size() == 32);
+  REQUIRE(setup.tasks.size() == 32);
+  for (size_t k = 0; k < 32; ++k) {
+    const PieceTask& part = setup.tasks[k];
+    CHECK(plans[k].offset == k * (uint64_t{16} << 20));
+    CHECK(part.cut_dim == 0);
+    CHECK(part.cut == std::vector<Run>{{k * 256, 256, k * 256, 0}});
+    CHECK(part.RunsOf(0).size() == 1);
+    CHECK(part.RunsOf(1).size() == 2048);
+    CHECK(part.bytes == uint64_t{256} * 2048 * 8);
+  }
 }
 
 TEST_CASE("PlanImages leaves long runs, scattered elements and unreachable producers alone") {
