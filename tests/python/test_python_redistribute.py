@@ -2,7 +2,10 @@
 (issue #18), over gRPC against a real isometryd: a 2x1 BLOCK producer of
 three sessions' worth of ranks redistributed into a 1x3 CYCLIC consumer
 with column-major local storage, checked element by element; progress and
-completion through the transfer calls; bad joins refused.
+completion through the transfer calls; bad joins refused; cyclic rows into
+column-major DSK files, where every file run is one element (issue #50
+item 9: written through images of the files in memory, by windows for a
+large file, or piece by piece without room for an image), byte by byte.
 
 Run like test_python_client (ISOMETRYD, ISOMETRY_PYTHONPATH; Debian's
 /usr/bin/python3).
