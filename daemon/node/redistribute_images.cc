@@ -190,11 +190,13 @@ void AddWindows(uint64_t q, const Windows& w, MemoryId memory, std::vector<Piece
       continue;
     }
     // The parts share dimension 0's runs (or, cut in it, hold their own).
-    std::vector<Run> whole0 = std::move(t.dim0);
-    t.dim0 = {};
-    if (w.dim != 0) {
-      t.shared_dim0 = std::make_shared<const std::vector<Run>>(std::move(whole0));
+    std::vector<Run> whole0;  // cut in dimension 0: its runs, before the cut
+    if (w.dim == 0) {
+      whole0 = std::move(t.dim0);
+    } else {
+      t.shared_dim0 = std::make_shared<const std::vector<Run>>(std::move(t.dim0));
     }
+    t.dim0 = {};
     const std::span<const Run> list = w.dim == 0 ? std::span<const Run>(whole0) : t.RunsOf(w.dim);
     uint64_t total = 0;
     for (const Run& r : list) {
