@@ -35,20 +35,23 @@ constexpr uint64_t kMaxLeaseProgramBytes = 768 << 10;
 // Why a datatype copy against a layout whose stream is a list of runs is
 // no direct read (empty: it may be one): one program of the whole box
 // would pair every run, while the daemon's path takes it chunk by chunk,
-// each chunk a layout program against a slot.
-std::string ChunkedLayoutEnd(const Instance* const ends[2]) {
-  for (int i = 0; i < 2 && (ends[0]->packed || ends[1]->packed); ++i) {
-    if (!ends[i]->packed && !LayoutFormRegular(ends[i]->shape, ends[i]->shape.bounds)) {
+// each chunk a layout program against a slot. (Contiguous bytes against
+// such a layout are a layout copy, which a lease runs.)
+std::string ChunkedLayoutEnd(const CopyRequest& r) {
+  const InstanceRef* refs[2] = {&r.src, &r.dst};
+  for (int i = 0; i < 2; ++i) {
+    if (refs[i]->packed && refs[i]->packed->layout) {
       return StrCat("the ", i ? "destination" : "source",
                     " layout's fields are addressed differently (SOA over fields of different "
-                    "sizes): the daemon copies it chunk by chunk");
+                    "sizes): the daemon copies it against a datatype chunk by chunk");
     }
   }
   return "";
 }
 
 // What a lease copies: the packed ends when a datatype is on either end,
-// else two layouts of the same fields and bounds, whose program is the
+// else two layouts of the same fields and bounds (or contiguous bytes as
+// the AOS C-order layout over them, PackEndsLocked), whose program is the
 // layout compiler's (each field looped at its own stride) rather than a
 // pairing of their forms, which are lists of runs for SOA over fields of
 // different sizes.
@@ -111,7 +114,6 @@ Result<Node::DirectRead> Node::GrantDirectRead(const std::string& session, uint6
          ends[0]->shape.bounds != ends[1]->shape.bounds)) {
       return refuse("layouts of different fields or bounds go through the daemon");
     }
-    if (const std::string why = ChunkedLayoutEnd(ends); !why.empty()) return refuse(why);
     if (ends[1]->private_range->session != s->id) {
       return refuse("the destination must lie in a range this session registered (a direct ",
                     "read writes the reader's own memory)");
@@ -119,10 +121,13 @@ Result<Node::DirectRead> Node::GrantDirectRead(const std::string& session, uint6
     ISO_ASSIGN_OR_RETURN(ranges[0], n.UsablePrivateRange(*s, ends[0]->private_range->id));
     ISO_ASSIGN_OR_RETURN(ranges[1], n.UsablePrivateRange(*s, ends[1]->private_range->id));
     CopyRequest request;
-    if (ends[0]->packed || ends[1]->packed) {
-      ISO_RETURN_IF_ERROR(n.PackEndsLocked(ends, std::nullopt, request));
+    request.src.shape = ends[0]->shape;
+    request.dst.shape = ends[1]->shape;
+    if (ends[0]->packed || ends[1]->packed) {  // contiguous bytes become a layout
+      ISO_RETURN_IF_ERROR(n.PackEndsLocked(ends, std::nullopt, request, /*local=*/true));
     }
-    lease = {{request.src.packed, request.dst.packed}, {ends[0]->shape, ends[1]->shape}};
+    if (const std::string why = ChunkedLayoutEnd(request); !why.empty()) return refuse(why);
+    lease = {{request.src.packed, request.dst.packed}, {request.src.shape, request.dst.shape}};
     offsets[0] = ends[0]->offset;
     offsets[1] = ends[1]->offset;
   }

@@ -262,11 +262,11 @@ TEST_CASE("layouts of the same fields and bounds by lease; others through the da
   CHECK(d.Stop() == 0);
 }
 
-TEST_CASE(
-    "layouts over fields of different sizes by lease at 16 MiB; a datatype through the daemon") {
+TEST_CASE("layouts over fields of different sizes by lease at 16 MiB; a strided type not") {
   // SOA over fields {6, 1, 1} is a list of runs as a form: the old daemon
-  // paired the two layouts' forms, walked 2M runs and refused the lease on
-  // every copy. Now the lease runs the layout compiler's program.
+  // paired the two ends' forms, walked 2M runs and refused the lease on
+  // every copy. Now a lease runs the layout compiler's program, for a
+  // layout or contiguous bytes; a strided type goes through the daemon.
   constexpr int64_t kPoints = int64_t{2} << 20;
   constexpr uint64_t kBytes = uint64_t{kPoints} * 8;
   Daemon d(kDatatypeChannels);
@@ -274,41 +274,49 @@ TEST_CASE(
   auto c = ConnectTo(d.local_socket(), "direct-mixed");
   Mine mine = RegisterMine(*c, kBytes, 82);
   const std::vector<uint8_t> other0 = AsBytes(other.before());
-  const Box bounds = Box::FromExtents({kPoints});
   const FieldSpace fields = *FieldSpace::Make({{"a", 6}, {"b", 1}, {"c", 1}});
-  const InstanceShape soa{bounds, fields, *Layout::Parse("x,F", 1)};
-  auto theirs =
-      c->RegisterPrivateInstance(other.range(), 0, InstanceShape{bounds, fields, Layout::Aos(1)});
-  auto here = c->Register(mine.range, 0, soa);
-  auto packed = c->RegisterPrivateInstance(
+  const auto soa = [&](int64_t points) {
+    return InstanceShape{Box::FromExtents({points}), fields, *Layout::Parse("x,F", 1)};
+  };
+  const Datatype dbl = Datatype::Basic(BasicType::kDouble);
+  auto theirs = c->RegisterPrivateInstance(
+      other.range(), 0, InstanceShape{Box::FromExtents({kPoints}), fields, Layout::Aos(1)});
+  auto bytes = c->RegisterPrivateInstance(
       other.range(), 0, Elements{*Datatype::Contiguous(static_cast<int64_t>(kBytes), kByte), 1, 0});
-  REQUIRE((theirs.ok() && here.ok() && packed.ok()));
-  const auto check = [&] {
-    for (int64_t i = 0; i < kPoints; ++i) {
-      const uint8_t* point = &other0[static_cast<size_t>(i) * 8];
+  auto every_other = c->RegisterPrivateInstance(
+      other.range(), 0, Elements{*Datatype::Vector(kPoints / 2, 1, 2, dbl), 1, 0});
+  auto here = c->Register(mine.range, 0, soa(kPoints));
+  auto half = c->Register(mine.range, 0, soa(kPoints / 2));
+  REQUIRE((theirs.ok() && bytes.ok() && every_other.ok() && here.ok() && half.ok()));
+  // Point i of `points` points holds the source's 8 bytes from step * i.
+  const auto check = [&](int64_t points, int64_t step) {
+    const InstanceShape s = soa(points);
+    for (int64_t i = 0; i < points; ++i) {
+      const uint8_t* point = &other0[static_cast<size_t>(i * step)];
       const uint8_t* want[3] = {point, point + 6, point + 7};
       for (size_t f = 0; f < 3; ++f) {
-        const uint64_t at = soa.OffsetOf(f, {i});
-        if (!std::equal(want[f], want[f] + fields.fields()[f].size, &mine.bytes[at])) {
+        const uint8_t* got = &mine.bytes[s.OffsetOf(f, {i})];
+        if (!std::equal(want[f], want[f] + fields.fields()[f].size, got)) {
           FAIL("point " << i << " field " << f);
         }
       }
     }
   };
-  client::Completion done = c->Copy(*theirs, *here);
-  INFO(done.status.ToString());
-  REQUIRE(done.status.ok());
-  CHECK(done.transfer == 0);
-  check();
-  // The same bytes as a datatype: its runs pair with the layout's only
-  // chunk by chunk, which the daemon does.
-  std::fill(mine.bytes.begin(), mine.bytes.end(), 0);
-  done = c->Copy(*packed, *here);
-  REQUIRE(done.status.ok());
-  CHECK(done.transfer != 0);
-  check();
-  CHECK(c->direct_reads_run() == 1);
-  CHECK(d.Status().direct_read_leases() == 1);
+  const auto copy = [&](const client::Instance& from, const client::Instance& to) {
+    std::fill(mine.bytes.begin(), mine.bytes.end(), 0);
+    const client::Completion done = c->Copy(from, to);
+    INFO(done.status.ToString());
+    REQUIRE(done.status.ok());
+    return done.transfer;
+  };
+  CHECK(copy(*theirs, *here) == 0);
+  check(kPoints, 8);
+  CHECK(copy(*bytes, *here) == 0);
+  check(kPoints, 8);
+  CHECK(copy(*every_other, *half) != 0);
+  check(kPoints / 2, 16);
+  CHECK(c->direct_reads_run() == 2);
+  CHECK(d.Status().direct_read_leases() == 2);
   CHECK(d.Stop() == 0);
 }
 
