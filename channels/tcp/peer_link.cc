@@ -203,6 +203,7 @@ void PeerLink::FailLocked(const Status& why, std::vector<std::function<void()>>&
     m->clear();
   }
   credits_.clear();
+  landed_part_.clear();
   resent_.clear();
   resend_asked_.clear();
 }
@@ -256,7 +257,10 @@ void PeerLink::Send(const ChannelRequest& request, RequestDone done) {
 }
 
 void PeerLink::WaitForCreditLocked(const Key& key, Request r) {
-  if (!out_.empty() && credits_.erase(key)) {
+  auto credit = credits_.find(key);
+  if (!out_.empty() && credit != credits_.end()) {
+    r.from = credit->second;
+    credits_.erase(credit);
     Job j;
     j.header.type = FrameType::kData;
     j.data = std::move(r);
@@ -287,7 +291,12 @@ void PeerLink::Post(const ChannelRequest& request, RequestDone done) {
 }
 
 void PeerLink::AnswerOverInLocked(FrameType type, const Key& key) {
-  Enqueue(*in_[key.second % in_.size()], Job::Answer(type, key));
+  Job j = Job::Answer(type, key);
+  if (auto part = landed_part_.find(key);
+      type == FrameType::kCredit && part != landed_part_.end()) {
+    j.header.code = static_cast<uint32_t>(part->second);  // chunks are at most 1 GiB
+  }
+  Enqueue(*in_[key.second % in_.size()], std::move(j));
 }
 
 void PeerLink::Abandon(uint64_t transfer, const Status& why) {
@@ -321,8 +330,11 @@ void PeerLink::AbandonLocked(uint64_t transfer, const Status& why,
       it = m->erase(it);
     }
   }
-  for (auto* set : {&credits_, &resent_, &resend_asked_, &corrupted_, &dropped_}) {
+  for (auto* set : {&resent_, &resend_asked_, &corrupted_, &dropped_}) {
     set->erase(set->lower_bound({transfer, 0}), set->lower_bound({transfer + 1, 0}));
+  }
+  for (auto* m : {&credits_, &landed_part_}) {
+    m->erase(m->lower_bound({transfer, 0}), m->lower_bound({transfer + 1, 0}));
   }
 }
 
@@ -398,8 +410,9 @@ void PeerLink::Writer(Conn* c) {
           // drop, needs the bytes); before it is sent, since the answer
           // may come back first.
           ChannelRequest request = job.data->request;
+          const uint64_t from = job.data->from;
           unacked_.insert_or_assign(key, std::move(*job.data));
-          job.data = Request{std::move(request), nullptr};
+          job.data = Request{std::move(request), nullptr, from};
         }
       }
       if (dead) {
@@ -432,19 +445,26 @@ Status PeerLink::WriteJob(Conn& c, Job& job) {
     ExecuteProgram(program, src, c.send_bounce.data());
     payload = c.send_bounce.data();
   }
+  // The receiver holds the bytes before `from` (its credit said so).
+  const uint64_t from = job.data->from;
+  if (from > 0 && from >= span) {
+    return absl::DataLossError(StrCat("peer '", peer_, "' asked for chunk ", half.chunk,
+                                      " from byte ", from, " of its ", span));
+  }
   FrameHeader& h = job.header;
   h.transfer = half.transfer;
   h.chunk = half.chunk;
-  h.length = span;
+  h.code = static_cast<uint32_t>(from);
+  h.length = span - from;
   if (c.checksum) {
     h.flags |= kFlagChecksum;
-    h.checksum = XXH3_64bits(payload, span);
+    h.checksum = XXH3_64bits(payload + from, h.length);
   }
-  const auto until = options_.rate_limit_bytes_per_s ? limiter_.Reserve(span) : Clock::now();
-  ISO_RETURN_IF_ERROR(c.wire->SendFrame(h, payload));
+  const auto until = options_.rate_limit_bytes_per_s ? limiter_.Reserve(h.length) : Clock::now();
+  ISO_RETURN_IF_ERROR(c.wire->SendFrame(h, payload + from));
   std::this_thread::sleep_until(until);
   absl::MutexLock lock(&mu_);
-  sent_ += span;
+  sent_ += h.length;
   return OkStatus();
 }
 
@@ -482,11 +502,12 @@ void PeerLink::Reader(Conn* c) {
               s = absl::DataLossError("more than 2^20 credits for chunks never sent");
               break;
             }
-            credits_.insert(key);
+            credits_.insert_or_assign(key, h.code);
             break;
           }
           Job j;
           j.header.type = FrameType::kData;
+          it->second.from = h.code;
           j.data = std::move(it->second);
           waiting_credit_.erase(it);
           Enqueue(*out_[key.second % out_.size()], std::move(j));
@@ -515,84 +536,6 @@ void PeerLink::Reader(Conn* c) {
       return;
     }
   }
-}
-
-Status PeerLink::ReceiveData(Conn& c, const FrameHeader& h) {
-  std::optional<Request> r;
-  bool again = false;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = posted_.find({h.transfer, h.chunk});
-    if (it == posted_.end() && acked_keys_.count({h.transfer, h.chunk})) {
-      // Landed already (its ACK was lost, and a credit repeated after a
-      // drop crossed it): the same bytes again, dropped, and ACKed again.
-      again = true;
-    } else if (it == posted_.end()) {
-      if (!dead_.count(h.transfer)) {
-        return absl::DataLossError(
-            StrCat("chunk ", h.chunk, " of transfer ", h.transfer, " arrived without credit"));
-      }
-    } else {
-      r = std::move(it->second);
-      posted_.erase(it);
-    }
-  }
-  if (again) {
-    ISO_RETURN_IF_ERROR(c.wire->Discard(h.length));
-    Answer(c, FrameType::kAck, h);
-    return OkStatus();
-  }
-  if (!r) return c.wire->Discard(h.length);  // the transfer ended meanwhile
-  const CopyProgram& program = *r->request.program;
-  const uint64_t span = SourceSpan(program);
-  if (h.length != span) {
-    ISO_RETURN_IF_ERROR(c.wire->Discard(h.length));
-    r->done(absl::DataLossError(StrCat("peer '", peer_, "': chunk ", h.chunk, " has ", h.length,
-                                       " bytes, expected ", span)));
-    return OkStatus();
-  }
-  const bool direct = WireIsOneRun(program, /*wire_is_dst=*/false);
-  std::byte* const dst = std::get<HostBytes>(r->request.dst).base;
-  std::byte* target;
-  if (direct) {
-    target = dst + program.ops[0].dst_offset;  // straight into place
-  } else {
-    c.recv_bounce.resize(span);
-    target = c.recv_bounce.data();
-  }
-  bool dropped = false;
-  if (options_.drop_chunk) {  // tests only: no lock a chunk otherwise
-    absl::MutexLock lock(&mu_);
-    dropped = MaybeDropLocked(c, options_.drop_chunk, {h.transfer, h.chunk});
-  }
-  if (dropped) StallAfterDrop();
-  Status s = dropped ? Unavailable("dropped by fault injection") : c.wire->Recv(target, span);
-  if (!s.ok()) {
-    // Half-landed: posted again, so the resume credits it once more (the
-    // re-sent chunk overwrites the same bytes).
-    const Key key{h.transfer, h.chunk};
-    absl::MutexLock lock(&mu_);
-    if (auto d = dead_.find(h.transfer); d != dead_.end()) {
-      completer_->Post([r = std::move(*r), why = d->second.first]() mutable { r.done(why); });
-      return s;
-    }
-    posted_.emplace(key, std::move(*r));
-    if (c.Closing() && !in_.empty() && !in_down_since_) {
-      // `c`'s set was replaced and the new one credited already: this
-      // chunk's credit goes over the live set.
-      AnswerOverInLocked(FrameType::kCredit, key);
-    }
-    return s;
-  }
-  ISO_RETURN_IF_ERROR(CheckChunk(c, h, r, target, span));
-  if (!r) return OkStatus();  // asked again, or failed
-  if (!direct) ExecuteProgram(program, target, dst);
-  {
-    absl::MutexLock lock(&mu_);
-    received_ += span;
-  }
-  r->done(OkStatus());
-  return OkStatus();
 }
 
 }  // namespace isometry::net

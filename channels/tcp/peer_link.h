@@ -73,6 +73,8 @@ struct DataOptions {
   // ACK. Once per transfer each.
   std::optional<uint64_t> drop_chunk;
   std::optional<uint64_t> drop_after_chunk;
+  // ... or half-way through this chunk (its first half landed in place).
+  std::optional<uint64_t> drop_mid_chunk;
   // ... and the thread that dropped it then stalls this long, so the peer
   // reconnects before this node sees its old connections break (the order
   // a loaded machine can give).
@@ -154,6 +156,10 @@ class PeerLink {
   struct Request {
     ChannelRequest request;
     RequestDone done;
+    // Sending: where in the chunk to start, as the receiver's credit
+    // said (it holds the bytes before it in place, from a connection that
+    // dropped half-way through the chunk).
+    uint64_t from = 0;
   };
 
   // One outgoing connection, its hello answered (link_hello.cc).
@@ -168,6 +174,13 @@ class PeerLink {
   void Writer(Conn* c);
   Status WriteJob(Conn& c, Job& job);
   Status ReceiveData(Conn& c, const FrameHeader& h);
+  // The payload bytes [from, span) of chunk `key` into `target`, in
+  // slices; how far they got in place when it fails.
+  struct Landed {
+    Status status;
+    uint64_t upto = 0;
+  };
+  Landed ReceivePayload(Conn& c, const Key& key, std::byte* target, uint64_t from, uint64_t span);
   // A received chunk's checksum (and the corrupt-chunk fault): on a
   // mismatch the chunk is asked for once more (`r` goes back to the posted
   // ones), then failed with node, transfer, chunk and offset; `r` is empty
@@ -258,7 +271,11 @@ class PeerLink {
   std::vector<std::shared_ptr<Conn>> closed_ ABSL_GUARDED_BY(mu_);
   std::map<Key, Request> posted_ ABSL_GUARDED_BY(mu_);          // receiving: chunk -> where it goes
   std::map<Key, Request> waiting_credit_ ABSL_GUARDED_BY(mu_);  // sending: chunk -> what to send
-  std::set<Key> credits_ ABSL_GUARDED_BY(mu_);  // credits that came before the chunk
+  // Credits that came before the chunk: where to start in it.
+  std::map<Key, uint64_t> credits_ ABSL_GUARDED_BY(mu_);
+  // Receiving: posted chunks whose first bytes landed in place before
+  // their connection dropped; the credit after the drop asks for the rest.
+  std::map<Key, uint64_t> landed_part_ ABSL_GUARDED_BY(mu_);
   // Sending, checksums on: chunks sent, held until the receiver's ACK.
   std::map<Key, Request> unacked_ ABSL_GUARDED_BY(mu_);
   std::set<Key> resent_ ABSL_GUARDED_BY(mu_);        // sending: chunks sent twice

@@ -1,13 +1,130 @@
-// The receiver's answer to every chunk: ACK when it landed (and, with
-// checksums on, its checksum held) or RESEND; the sender holds a chunk
-// until then and sends it once more when asked (frame.h).
+// The receiving side of every chunk: its DATA landed in place (or where
+// it left off when a connection dropped half-way through it), then the
+// answer: ACK when it landed (and, with checksums on, its checksum held) or
+// RESEND; the sender holds a chunk until then and sends it once more when
+// asked (frame.h).
 #include <spdlog/spdlog.h>
 #include <xxhash.h>
 
+#include <algorithm>
+
 #include "channels/tcp/peer_link.h"
 #include "channels/tcp/peer_link_conn.h"
+#include "layout/executor.h"
 
 namespace isometry::net {
+
+namespace {
+
+// A chunk arrives in slices of this size: when its connection drops, the
+// slices that landed in place stay, and the resume sends only the rest
+// (a cut costs the bytes in flight, not every chunk half-sent).
+constexpr uint64_t kSlice = 256 << 10;
+
+}  // namespace
+
+Status PeerLink::ReceiveData(Conn& c, const FrameHeader& h) {
+  const Key key{h.transfer, h.chunk};
+  std::optional<Request> r;
+  bool again = false;
+  uint64_t have = 0;  // bytes of it in place from an earlier connection
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = posted_.find(key);
+    if (it == posted_.end() && acked_keys_.count(key)) {
+      // Landed already (its ACK was lost, and a credit repeated after a
+      // drop crossed it): the same bytes again, dropped, and ACKed again.
+      again = true;
+    } else if (it == posted_.end()) {
+      if (!dead_.count(h.transfer)) {
+        return absl::DataLossError(
+            StrCat("chunk ", h.chunk, " of transfer ", h.transfer, " arrived without credit"));
+      }
+    } else {
+      r = std::move(it->second);
+      posted_.erase(it);
+      if (auto p = landed_part_.find(key); p != landed_part_.end()) have = p->second;
+    }
+  }
+  if (again) {
+    ISO_RETURN_IF_ERROR(c.wire->Discard(h.length));
+    Answer(c, FrameType::kAck, h);
+    return OkStatus();
+  }
+  if (!r) return c.wire->Discard(h.length);  // the transfer ended meanwhile
+  const CopyProgram& program = *r->request.program;
+  const uint64_t span = SourceSpan(program);
+  const uint64_t from = h.code;  // the sender starts where this node's credit said
+  if (from > have || h.length != span - from) {
+    ISO_RETURN_IF_ERROR(c.wire->Discard(h.length));
+    r->done(absl::DataLossError(StrCat("peer '", peer_, "': chunk ", h.chunk, " has ", h.length,
+                                       " bytes from byte ", from, ", expected ", span - from, " (",
+                                       have, " of its ", span, " in place)")));
+    return OkStatus();
+  }
+  const bool direct = WireIsOneRun(program, /*wire_is_dst=*/false);
+  std::byte* const dst = std::get<HostBytes>(r->request.dst).base;
+  std::byte* target;
+  if (direct) {
+    target = dst + program.ops[0].dst_offset;  // straight into place
+  } else {
+    c.recv_bounce.resize(span);
+    target = c.recv_bounce.data();
+  }
+  bool dropped = false;
+  if (options_.drop_chunk) {  // tests only: no lock a chunk otherwise
+    absl::MutexLock lock(&mu_);
+    dropped = MaybeDropLocked(c, options_.drop_chunk, key);
+  }
+  if (dropped) StallAfterDrop();
+  const Landed landed = dropped ? Landed{Unavailable("dropped by fault injection"), from}
+                                : ReceivePayload(c, key, target, from, span);
+  if (!landed.status.ok()) {
+    // Half-landed: posted again, so the resume credits it once more, from
+    // where it stopped when its bytes went straight into place (no bounce
+    // buffer, no checksum over the whole chunk to check).
+    absl::MutexLock lock(&mu_);
+    if (auto d = dead_.find(h.transfer); d != dead_.end()) {
+      completer_->Post([r = std::move(*r), why = d->second.first]() mutable { r.done(why); });
+      return landed.status;
+    }
+    if (direct && !c.checksum && landed.upto > have) landed_part_[key] = landed.upto;
+    posted_.emplace(key, std::move(*r));
+    if (c.Closing() && !in_.empty() && !in_down_since_) {
+      // `c`'s set was replaced and the new one credited already: this
+      // chunk's credit goes over the live set.
+      AnswerOverInLocked(FrameType::kCredit, key);
+    }
+    return landed.status;
+  }
+  ISO_RETURN_IF_ERROR(CheckChunk(c, h, r, target, span));
+  if (!r) return OkStatus();  // asked again, or failed
+  if (!direct) ExecuteProgram(program, target, dst);
+  {
+    absl::MutexLock lock(&mu_);
+    received_ += h.length;
+    landed_part_.erase(key);
+  }
+  r->done(OkStatus());
+  return OkStatus();
+}
+
+PeerLink::Landed PeerLink::ReceivePayload(Conn& c, const Key& key, std::byte* target, uint64_t from,
+                                          uint64_t span) {
+  uint64_t at = from;
+  while (at < span) {
+    const uint64_t n = std::min(kSlice, span - at);
+    if (Status s = c.wire->Recv(target + at, n); !s.ok()) return {s, at};
+    at += n;
+    if (options_.drop_mid_chunk && at >= span / 2 && at < span) {  // tests only
+      absl::MutexLock lock(&mu_);
+      if (MaybeDropLocked(c, options_.drop_mid_chunk, key)) {
+        return {Unavailable("dropped half-way through a chunk by fault injection"), at};
+      }
+    }
+  }
+  return {OkStatus(), at};
+}
 
 Status PeerLink::CheckChunk(Conn& c, const FrameHeader& h, std::optional<Request>& r,
                             std::byte* data, uint64_t span) {

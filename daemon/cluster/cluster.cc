@@ -57,6 +57,7 @@ Result<std::unique_ptr<Cluster>> Cluster::Create(const Config& config,
   o.corrupt_chunk = faults.corrupt_chunk;
   o.drop_chunk = faults.drop_chunk;
   o.drop_after_chunk = faults.drop_after_chunk;
+  o.drop_mid_chunk = faults.drop_mid_chunk;
   o.drop_stall_ms = faults.drop_stall_ms;
   if (faults.peer_protocol) impl->protocol_version = *faults.peer_protocol;
   impl->advertised_data_address = faults.data_address;

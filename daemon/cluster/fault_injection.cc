@@ -26,6 +26,11 @@ FaultInjection FaultInjectionFromEnvironment() {
     spdlog::warn("fault injection: the data connection drops before chunk {}'s ACK",
                  *f.drop_after_chunk);
   }
+  if (const char* d = std::getenv("ISOMETRY_FAULT_DROP_MID_CHUNK")) {
+    f.drop_mid_chunk = std::strtoull(d, nullptr, 10);
+    spdlog::warn("fault injection: the data connection drops half-way through chunk {}",
+                 *f.drop_mid_chunk);
+  }
   if (const char* t = std::getenv("ISOMETRY_FAULT_DROP_STALL_MS")) {
     f.drop_stall_ms = static_cast<uint32_t>(std::strtoul(t, nullptr, 10));
     spdlog::warn("fault injection: a drop stalls its thread for {} ms", f.drop_stall_ms);

@@ -14,6 +14,9 @@
 //                                    then shuts the connection down
 //                                    instead of sending its ACK (once per
 //                                    transfer)
+//   ISOMETRY_FAULT_DROP_MID_CHUNK=k  the receiving node lands the first
+//                                    half of chunk k, then shuts the
+//                                    connection down (once per transfer)
 //   ISOMETRY_FAULT_DROP_STALL_MS=t   ... and the thread that dropped it
 //                                    stalls t ms, so the peer reconnects
 //                                    before this node sees its old
@@ -44,13 +47,14 @@ struct FaultInjection {
   bool corrupt_once = false;
   std::optional<uint64_t> drop_chunk;
   std::optional<uint64_t> drop_after_chunk;
+  std::optional<uint64_t> drop_mid_chunk;
   uint32_t drop_stall_ms = 0;
   std::optional<uint32_t> peer_protocol;
   std::string data_address;
   uint32_t setup_delay_ms = 0;
 
   bool any() const {
-    return corrupt_chunk || drop_chunk || drop_after_chunk || peer_protocol ||
+    return corrupt_chunk || drop_chunk || drop_after_chunk || drop_mid_chunk || peer_protocol ||
            !data_address.empty() || setup_delay_ms;
   }
 };
