@@ -107,8 +107,8 @@ struct PieceTask {
 // A window of a consumer rank's storage in a file whose pieces would write
 // it in small runs (one I/O each): the pieces of the window write an image
 // of it in host memory instead, and one copy then writes the image into the
-// file in place (redistribute_images.cc). A rank of a few MiB is one
-// window; a larger one is cut along its outermost dimension.
+// file in place (redistribute_images.cc). A small rank is one window; a
+// larger one is cut along its outermost dimension.
 struct ConsumerImagePlan {
   uint64_t consumer = 0;  // the rank
   MemoryId memory;        // the host memory the image stands in (its copies' end)
@@ -137,7 +137,8 @@ class RedistributionOp final : public CrossTransfer,
     std::string consumer_key;
     CrossCopier* cross = nullptr;
     // What consumer images (ConsumerImagePlan) are charged to while they
-    // are held; a rank whose image finds no room is written piece by piece.
+    // are held; a window whose image finds no room is written piece by
+    // piece.
     std::vector<std::shared_ptr<ByteBudget>> image_budgets;
     std::function<void(Status)> done;  // once, with the final status
   };
@@ -166,13 +167,13 @@ class RedistributionOp final : public CrossTransfer,
     std::shared_ptr<CrossTransfer> cross;
     void Abort(const Status& why) const;
   };
-  // A window's image (ConsumerImagePlan) while its pieces run.
   // Host memory for images, charged to Setup::image_budgets while held.
   struct ImageBuffer {
     std::unique_ptr<std::byte[]> data;
     uint64_t capacity = 0;
     std::shared_ptr<void> charge;  // `capacity` bytes on the budgets
   };
+  // A window's image (ConsumerImagePlan) while its pieces run.
   struct Image {
     ImageBuffer buffer;  // taken as its first piece starts
     size_t pieces_left = 0;
