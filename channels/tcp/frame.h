@@ -24,7 +24,10 @@
 // on, only when its checksum held) or RESEND (its checksum failed: A sends
 // it once more), and A holds the chunk until then, so a connection that
 // drops loses nothing: A reconnects, B credits again what it still waits
-// for and repeats its recent ACKs, A re-sends (peer_link_resume.cc).
+// for and repeats its recent ACKs, A re-sends (peer_link_resume.cc). A
+// chunk that was landing in place when its connection dropped is credited
+// again with `code` = the bytes of it B holds, and A's DATA then carries
+// only the rest, `code` saying where it starts (0: the whole chunk).
 // ABORT (either way) ends a transfer on both nodes. Fields are in host byte
 // order: peers must share an architecture (the hello compares the magic, so a mismatch is refused).
 #pragma once
@@ -69,7 +72,9 @@ struct FrameHeader {
   FrameType type = FrameType::kHello;
   uint8_t flags = 0;
   uint16_t version = kDataProtocolVersion;
-  uint32_t code = 0;  // ABORT: the status code; HELLO: the sender's node id
+  // ABORT: the status code; HELLO: the sender's node id; CREDIT and DATA:
+  // the first byte of the chunk wanted / sent (a resume)
+  uint32_t code = 0;
   uint32_t reserved = 0;
   uint64_t transfer = 0;
   uint64_t chunk = 0;
