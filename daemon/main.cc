@@ -352,6 +352,7 @@ int Main(int argc, char** argv) {
   CLI::App app{
       "isometryd: the Isometry per-node data transfer daemon.\n"
       "Without --config it serves the embedded single-node default."};
+  app.set_version_flag("--version", std::string("isometryd ") + ISOMETRY_VERSION);
   Options o;
   app.add_option("-c,--config", o.config_path, "TOML configuration file")->check(CLI::ExistingFile);
   app.add_flag("--print-default-config", o.print_default,

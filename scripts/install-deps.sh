@@ -18,6 +18,7 @@ packages=(
   # daemon plumbing
   libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev libsystemd-dev libxxhash-dev
   nlohmann-json3-dev              # isoctl's --json
+  help2man                        # man pages from --help
   libssl-dev                      # cluster TLS and HMACs
   openssl                         # scripts/make-test-ca.sh (TLS tests)
   # tests (iproute2: ip netns, veth and tc for the two-host cluster test)

@@ -1,4 +1,4 @@
-"""The C++ client as a user outside the tree gets it: `cmake --install
+"""What `cmake --install` gives a user. The C++ client as a user outside the tree gets it: `cmake --install
 --component client` into a fresh prefix, then a program built against that
 prefix with find_package(Isometry) and, separately, with pkg-config, run
 against a real daemon. Fails when a public header includes one that is not
@@ -90,6 +90,54 @@ class ClientInstallTest(unittest.TestCase):
         program = os.path.join(self.work, "consumer-pc")
         run(["g++", "-O1", os.path.join(CONSUMER, "consumer.cc"), "-o", program, *flags])
         self.run_consumer(program)
+
+
+@unittest.skipUnless(BUILD_DIR, "ISOMETRY_BUILD_DIR is not set (ctest sets it)")
+class FullInstallTest(unittest.TestCase):
+    """`cmake --install` of everything into a staging root (DESTDIR), as a
+    package build does: the config is written once and kept after that,
+    and the man pages, completions, proto and dashboard are in place."""
+
+    def setUp(self):
+        self.root = tempfile.mkdtemp(prefix="iso-destdir-")
+        self.addCleanup(shutil.rmtree, self.root, True)
+
+    def install(self):
+        return run(["cmake", "--install", BUILD_DIR], env=dict(os.environ, DESTDIR=self.root))
+
+    def find(self, suffix):
+        hits = [os.path.join(r, f) for r, _, files in os.walk(self.root) for f in files
+                if os.path.join(r, f).endswith(suffix)]
+        self.assertEqual(len(hits), 1, f"{suffix}: {hits}")
+        return hits[0]
+
+    def test_config_is_written_once_and_kept(self):
+        self.install()
+        configs = [os.path.join(r, f) for r, _, files in os.walk(self.root) for f in files
+                   if f == "isometryd.toml" and "/share/" not in r]
+        self.assertEqual(len(configs), 1, configs)
+        config = configs[0]
+        with open(config, "a") as f:
+            f.write("# the operator's change\n")
+        out = self.install()
+        self.assertIn("Keeping: ", out)
+        with open(config) as f:
+            self.assertTrue(f.read().endswith("# the operator's change\n"))
+
+    def test_documentation_and_interfaces_are_installed(self):
+        self.install()
+        for page, name in (("man1/isoctl.1", "isoctl \\- inspect and drive the local isometryd"),
+                           ("man8/isometryd.8", "isometryd \\- the Isometry per-node data")):
+            with open(self.find(page)) as f:
+                self.assertIn(name, f.read())
+        with open(self.find("lib/systemd/system/isometryd.service")) as f:
+            self.assertIn("Documentation=man:isometryd(8) man:isoctl(1)", f.read())
+        with open(self.find("share/isometry/proto/isometry.proto")) as f:
+            self.assertIn("service Isometry", f.read())
+        self.find("share/isometry/grafana/isometry.json")
+        self.find("share/bash-completion/completions/isoctl")
+        self.find("share/zsh/vendor-completions/_isoctl")
+        self.find("share/fish/vendor_completions.d/isoctl.fish")
 
 
 if __name__ == "__main__":
