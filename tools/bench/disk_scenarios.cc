@@ -492,7 +492,7 @@ void RunDisk(const std::string& dir, uint64_t bytes, Report& report, int rounds,
   // transfer ran at 2.7-3.4 GB/s in every process. The likely cause is the
   // physical contiguity of the few pages a small buffer gets, which decides
   // how many virtio segments (and device requests) a 1 MiB I/O becomes
-  // (README, "Figures", the paragraph on pages).
+  // (docs/benchmarks/history.md, the paragraph on pages).
   const HostBuffer host(bytes, 7);
   const unsigned depth = kDefaultQueueDepth;  // fio gets the channel's queue depth
 
