@@ -7,6 +7,7 @@ names the wrong directory.
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -138,6 +139,25 @@ class FullInstallTest(unittest.TestCase):
         self.find("share/bash-completion/completions/isoctl")
         self.find("share/zsh/vendor-completions/_isoctl")
         self.find("share/fish/vendor_completions.d/isoctl.fish")
+
+    def test_unit_hardening_does_not_regress(self):
+        """systemd's own offline score of the installed unit: a change that
+        loosens the sandbox fails here (the exposure was 4.7 before UMask,
+        ProtectHostname, ProtectKernelLogs, RestrictSUIDSGID, PrivateMounts
+        and SystemCallArchitectures)."""
+        analyze = shutil.which("systemd-analyze")
+        if not analyze:
+            self.skipTest("no systemd-analyze on this machine")
+        self.install()
+        unit = self.find("lib/systemd/system/isometryd.service")
+        out = run([analyze, "security", "--offline=true", "--no-pager", unit])
+        score = re.search(r"Overall exposure level for isometryd.service: ([0-9.]+)", out)
+        self.assertIsNotNone(score, out[-2000:])
+        self.assertLessEqual(float(score.group(1)), 4.0, out[-3000:])
+        with open(unit) as f:
+            text = f.read()
+        self.assertIn("UMask=0027", text)
+        self.assertIn("NoNewPrivileges=yes", text)
 
 
 if __name__ == "__main__":
