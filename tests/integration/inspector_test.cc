@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <thread>
 
 #include "integration/client_helpers.h"
 #include "integration/daemon_fixture.h"
@@ -55,8 +56,14 @@ TEST_CASE("the Inspector lists the daemon's channels and the copies it runs") {
   const Result<uint64_t> ticket = c->Submit(src.inst, dst.inst, /*priority=*/3);
   REQUIRE(ticket.ok());
 
-  auto transfers = in->ListTransfers();
-  REQUIRE(transfers.ok());
+  // The daemon takes the copy from the submission ring a moment later.
+  Result<std::vector<client::TransferSummary>> transfers;
+  for (int i = 0; i < 200; ++i) {
+    transfers = in->ListTransfers();
+    REQUIRE(transfers.ok());
+    if (!transfers->empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   REQUIRE(transfers->size() == 1);
   const client::TransferSummary& mine = transfers->front();
   CHECK((mine.state == "running" || mine.state == "waiting"));
