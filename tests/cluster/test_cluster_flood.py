@@ -151,7 +151,7 @@ class FloodTest(unittest.TestCase):
         copier = threading.Thread(
             target=lambda: result.update(r=self.cluster.copy_bytes("b", "a", 48 << 20)))
         copier.start()
-        floods = [Flood(self.a_data, 500), Flood(self.a_data, 500, slow_every=2)]
+        floods = [Flood(self.a_data, 1000), Flood(self.a_data, 1000, slow_every=2)]
         for f in floods:
             f.opened.wait(20)
         self.assertTrue(a.process.alive(), a.log_text())
