@@ -21,7 +21,7 @@
 // The daemon reads `head` from shared memory as untrusted input: a value
 // outside [tail - capacity, tail] counts as no progress.
 // Nothing is ever dropped: a full log blocks the writing copy or fails it
-// (README, "Active Access").
+// (docs/guides/active-access.md, "Active Access").
 #pragma once
 
 #include <atomic>
@@ -74,7 +74,7 @@ struct LogHeader {
 inline constexpr uint64_t kLogDataOffset = 256;
 static_assert(sizeof(LogHeader) <= kLogDataOffset);
 
-// The `file_log` handler's file (README, "Active Access"): this header,
+// The `file_log` handler's file (docs/guides/active-access.md, "Active Access"): this header,
 // written when the daemon finds the file empty, then records appended
 // back to back, each a LogEntry followed by its `data_bytes` of data
 // (`record_bytes` is both; no padding). Little-endian, as the daemon's

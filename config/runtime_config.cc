@@ -58,7 +58,7 @@ Status ValidateMemory(const MemoryConfig& m, const std::string& key) {
       return ConfigKeyError(key + ".device", "FBM memory '", m.name,
                             "' needs a device (the GPU's CUDA device number, from 0)");
     }
-    // Clients get no allocations in GPU memory yet (README, GPU):
+    // Clients get no allocations in GPU memory yet (docs/guides/gpu.md, "GPU (CUDA) channels"):
     // an FBM memory is staging for paths through the GPU.
     if (m.pool_bytes) {
       return ConfigKeyError(key + ".pool", "FBM memory '", m.name,

@@ -120,7 +120,7 @@ struct DaemonConfig {
   uint32_t sq_entries = 256;  // per-client submission ring
   uint32_t cq_entries = 256;  // per-client completion ring (bounds copies in flight)
   uint32_t max_sessions = 1024;
-  // Per-client bounds (README, Security model): one client's exhaustion
+  // Per-client bounds (docs/operations/security.md, "Security model"): one client's exhaustion
   // never denies service to others.
   uint32_t max_sessions_per_uid = 512;  // local-socket sessions of one uid
   // gRPC does not expose the peer's uid (grpc/grpc#15511): gRPC sessions
@@ -134,19 +134,20 @@ struct DaemonConfig {
   uint32_t max_pending_hellos_per_uid = 64;
   // Threads serving local-socket connections (one each, before and after
   // hello): a connection beyond is refused with RESOURCE_EXHAUSTED. Part
-  // of the task bound the systemd unit's TasksMax= allows (README).
+  // of the task bound the systemd unit's TasksMax= allows (docs/operations/systemd.md, "As a system
+  // service").
   uint32_t max_connection_threads = 1024;
   uint32_t max_transfers_per_session = 1024;    // in flight
   uint32_t max_allocations_per_session = 1024;  // each is a memfd the daemon holds
   uint32_t max_instances_per_session = 16384;
   // Ranges of its own memory a local-socket session may register for CMA.
   uint32_t max_private_ranges_per_session = 64;
-  // Hops a client runs itself (README, "Hops the client runs itself"): the
+  // Hops a client runs itself (docs/guides/client-memory.md, "Hops the client runs itself"): the
   // size of the hop window a session that asks gets (MiB of shared memory;
   // 0 refuses every ask) and how long the daemon waits for the client to
   // run one hop before that copy fails.
   uint32_t own_hop_window_mib = 16;
-  // Direct read leases (README, "Direct reads"): whether local clients may
+  // Direct read leases (docs/guides/client-memory.md, "Direct reads"): whether local clients may
   // read a published private range of another process themselves, which
   // bypasses the channel queues and priorities. false refuses every lease.
   bool direct_reads = true;
@@ -174,7 +175,7 @@ struct DaemonConfig {
   // once, and the piece copies one Redistribute runs at a time.
   uint32_t max_distributed_per_uid = 64;
   uint32_t redistribute_concurrency = 8;
-  // Active Access (README, "Active Access"): watched regions one session
+  // Active Access (docs/guides/active-access.md, "Active Access"): watched regions one session
   // may hold over all its allocations, the access log ring of a watched
   // allocation (default and largest size, bytes, powers of two), what a
   // full log does to the writing copy ("block": it waits up to

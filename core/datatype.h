@@ -91,7 +91,7 @@ enum class Distribution : uint8_t { kNone, kBlock, kCyclic };
 // MPI_DISTRIBUTE_DFLT_DARG.
 inline constexpr int64_t kDefaultDarg = -1;
 
-// Limits on one description (documented in README, "Datatypes").
+// Limits on one description (documented in docs/concepts/datatypes.md, "Datatypes").
 inline constexpr int kMaxDatatypeDepth = 32;
 // Nodes plus array entries, each counted once per reference from a parent:
 // bounds memory, ToString and the per-element walking overhead.

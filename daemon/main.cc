@@ -122,8 +122,8 @@ struct GrpcServers {
 // The client API on the unix socket (permission-checked). With peers, the
 // TCP port serves only the peer API, whose calls carry a token won with
 // the cluster secret; without, it serves the client API (trusted networks
-// only, see README). Each server answers health checks for "" and for the
-// services it serves, and reflection (v1alpha from gRPC, v1 ours).
+// only, see docs/operations/security.md, "Security model"). Each server answers health checks for
+// "" and for the services it serves, and reflection (v1alpha from gRPC, v1 ours).
 Result<GrpcServers> StartGrpcServers(const DaemonConfig& d, Node& node, Cluster* cluster,
                                      const std::string& operator_token) {
   GrpcServers g;

@@ -1,5 +1,5 @@
 // Two jobs of different sizes hand a 2-D array of doubles over through the
-// local isometryd (README, "Redistributing between jobs (M:N)"): a
+// local isometryd (docs/guides/redistribution.md, "Redistributing between jobs (M:N)"): a
 // producer job of 4 processes on a 2x2 grid, BLOCK_CYCLIC(3) x
 // BLOCK_CYCLIC(5), row-major local arrays, and a consumer job of 3
 // processes on a 3x1 grid, BLOCK x BLOCK, column-major local arrays (as

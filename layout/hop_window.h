@@ -1,6 +1,6 @@
 // The hop window: shared memory between isometryd and one local client
 // through which the client runs, in its own process, the hops of its
-// copies that touch its own private memory (README, "Hops the client runs
+// copies that touch its own private memory (docs/guides/client-memory.md, "Hops the client runs
 // itself"). Moving a run between another process and the daemon costs a
 // system call per run (channels/cma/); the client copies its own memory
 // at memcpy speed.

@@ -2,7 +2,7 @@
 // processes can run it through shared memory with no system call a run:
 // the source process packs each piece from its own memory into a slot,
 // and the destination process unpacks it from the slot into its own
-// (README, "Served reads"). The packed stream is the program's bytes in
+// (docs/guides/client-memory.md, "Served reads"). The packed stream is the program's bytes in
 // program order (op by op, each op's loops outermost first), so packing
 // then unpacking every piece copies exactly what the program copies.
 //

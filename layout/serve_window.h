@@ -1,7 +1,7 @@
 // The serve window: shared memory between a process that publishes a
 // private range and the processes of its uid that copy out of it, through
 // which the publisher packs what a reader asks for in its own process, and
-// the reader unpacks it into its own (README, "Served reads"). Reading
+// the reader unpacks it into its own (docs/guides/client-memory.md, "Served reads"). Reading
 // another process's fragmented memory through the kernel costs a system
 // call a run (or one read of the whole extent); the publisher packs its
 // own memory at memcpy speed, as MPI's sender does, while the reader

@@ -91,7 +91,7 @@ struct ControlHeader {
   // (all sequentially consistent), so a completion is never slept
   // through. A client that never sets it gets the eventfd every time.
   PaddedIndex client_spinning;
-  // Direct reads (README, "Direct reads"): the daemon adds one whenever a
+  // Direct reads (docs/guides/client-memory.md, "Direct reads"): the daemon adds one whenever a
   // private range this session holds a lease on ends. A lease carries the
   // value at its grant; the client compares after each read, and a change
   // means the read may have raced the range's end: it drops its leases and

@@ -1,8 +1,7 @@
 #!/usr/bin/python3
-"""Fails when a C++ source file grows past the size STYLE.md allows.
-
-STYLE.md: no source file over ~600 lines unless a comment says why it must
-be. A tracked .cc or .h file longer than LIMIT lines must carry, in its
+"""Fails when a C++ source file grows past the size docs/development/style.md
+allows (docs/development/style.md, "Things to avoid"): no source file over
+~600 lines unless a comment says why it must be. A tracked .cc or .h file longer than LIMIT lines must carry, in its
 first 40 lines, a comment starting "// Long file:" followed by the reason.
 Functions are held to ~100 lines by clang-tidy's readability-function-size
 (.clang-tidy), which scripts/tidy.sh runs.

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Fails when a source file includes a header from a layer it may not use.
 
-Lower layers never include higher ones (STYLE.md, "Dependency direction"),
+Lower layers never include higher ones (docs/development/style.md,
+"Dependency direction"),
 and protobuf/gRPC types stay in the services, the peer service, the clients
 and the tools. The rule is a table below; a new folder must be added to it
 before its files pass. Reads the `#include "..."` lines of every tracked .cc

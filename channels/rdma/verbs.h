@@ -1,7 +1,7 @@
 // Move-only owners of verbs handles, and memory registration through a
 // protection domain: the RegCache's Registrar for a real device.
 //
-// Every handle has its owner here (STYLE.md: no raw handles): an owner
+// Every handle has its owner here (docs/development/style.md: no raw handles): an owner
 // releases its handle once, when destroyed; release order is the caller's
 // (a PD outlives its MRs, QPs and CQs; the context outlives them all).
 #pragma once

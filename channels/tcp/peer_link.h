@@ -8,7 +8,7 @@
 // over all of them. Every connection has a reader and a writer thread:
 // blocking I/O on a few connections with megabyte frames is what an event
 // loop would reduce to, without its extra copy-out of the ready list (see
-// README, "Network channel").
+// docs/guides/cluster.md, "RemoteMemcpy over TCP").
 //
 // Receiving half: Post() remembers where chunk k goes and sends CREDIT;
 // the DATA that follows lands straight in the destination or ring slot

@@ -1,4 +1,4 @@
-// Active Access from the C++ client (README, "Active Access"; issue #19).
+// Active Access from the C++ client (docs/guides/active-access.md, "Active Access").
 //
 //   isometry::client::ActiveAccess aa(*client);
 //   auto region = aa.Watch(alloc, {.offset = 0, .bytes = 4096,
@@ -127,7 +127,7 @@ class ActiveAccess {
   Result<std::vector<uint64_t>> DirtyPages(uint64_t allocation, bool clear);
   // Writes the allocation's image into `file` of DSK memory `memory`: all
   // of it the first time (or with `full`), then only the pages written
-  // since, appended as one record to `file`.delta (README, "Incremental
+  // since, appended as one record to `file`.delta (docs/guides/active-access.md, "Incremental
   // checkpoints"): those its kDirtyPages regions saw written and, with a
   // tracker, those this process stored into. A tracker that fails makes
   // the checkpoint full (`tracker_status` says why). Only the owner.

@@ -122,9 +122,9 @@ struct Client::Impl {
   Result<v1::LocalResponse> Call(v1::LocalRequest req, std::vector<int>* fds) {
     std::lock_guard lock(control_mu);
     req.set_tag(next_tag++);
-    // A connection the daemon refused (too many of this uid's, see README,
-    // Security model) has its reason waiting to be read, tag 0, even when
-    // the send already failed because the daemon closed it.
+    // A connection the daemon refused (too many of this uid's, see
+    // docs/operations/security.md, "Security model") has its reason waiting to be read, tag 0, even
+    // when the send already failed because the daemon closed it.
     const Status sent = wire::SendFrame(socket, req);
     // Nothing was written: no answer will come.
     if (absl::IsOutOfRange(sent) || absl::IsInvalidArgument(sent)) return sent;

@@ -1,4 +1,4 @@
-// Direct reads (README, "Direct reads"): the client side of a lease from
+// Direct reads (docs/guides/client-memory.md, "Direct reads"): the client side of a lease from
 // isometryd to copy another process's published private range into this
 // process's own private memory with this process's own process_vm_readv
 // calls. The daemon checks the pair once and sends the copy program and a

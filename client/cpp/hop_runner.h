@@ -1,7 +1,7 @@
 // The client's side of a hop window (layout/hop_window.h): runs, in this
 // process, the hops of this session's copies that read or write its own
 // private memory, which the daemon would otherwise do one system call per
-// run (README, "Hops the client runs itself").
+// run (docs/guides/client-memory.md, "Hops the client runs itself").
 //
 // The Client runs posted work while a thread of it waits for a
 // completion (Client::Copy, Wait): a copy that hands hops to this process

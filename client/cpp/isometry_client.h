@@ -41,7 +41,7 @@ struct ClientOptions {
   std::string local_socket = "/run/isometry/isometry.sock";
   std::string name = "cpp";
   // Run, in this process, the hops of Copy() calls that read or write this
-  // process's registered private memory (README, "Hops the client runs
+  // process's registered private memory (docs/guides/client-memory.md, "Hops the client runs
   // itself"): the daemon hands them over through a hop window made at the
   // first RegisterPrivate, and the thread waiting in Copy() runs them at
   // memcpy speed instead of the daemon's one system call per run. Copies
@@ -50,18 +50,19 @@ struct ClientOptions {
   bool run_own_hops = true;
   // Copy() from an instance over another process's published private
   // range into one over this session's own range (a datatype on either
-  // side, or layouts of the same fields and bounds) by a lease (README, "Direct reads"): the daemon
-  // checks the pair once and sends its copy program; this process then reads the other with its own
-  // process_vm_readv calls on the calling thread, which the kernel checks against this process's
-  // rights. Such copies skip the daemon's queues and priorities and report transfer 0. Pairs the
-  // daemon refuses, and reads the kernel refuses, go through the daemon as before.
+  // side, or layouts of the same fields and bounds) by a lease (docs/guides/client-memory.md,
+  // "Direct reads"): the daemon checks the pair once and sends its copy program; this process then
+  // reads the other with its own process_vm_readv calls on the calling thread, which the kernel
+  // checks against this process's rights. Such copies skip the daemon's queues and priorities and
+  // report transfer 0. Pairs the daemon refuses, and reads the kernel refuses, go through the
+  // daemon as before.
   bool direct_reads = true;
   // Threads that share one direct read of 1 MiB or more: 2 = the calling
   // thread and a helper thread the client starts at its first such copy
   // (two cores move memory faster than one); 1 = the calling thread only.
   uint32_t direct_read_threads = 2;
   // Direct reads from a publisher that serves reads (its
-  // serve_published) go through its serve window (README, "Served
+  // serve_published) go through its serve window (docs/guides/client-memory.md, "Served
   // reads"): it packs in its own process while this one unpacks, with no
   // system call a run. Off: such copies read through the kernel.
   bool served_reads = true;
@@ -146,7 +147,7 @@ class PrivateRange {
   // Lets other sessions of this process's uid register instances over it
   // (Client::RegisterPrivateInstance with id()); no other uid ever can.
   // With ClientOptions::serve_published (the default) this client also
-  // packs, in this process, what their copies read out of it (README,
+  // packs, in this process, what their copies read out of it (docs/guides/client-memory.md,
   // "Served reads"); the range must then stay mapped while published.
   Status Publish();
 
@@ -169,7 +170,7 @@ struct Completion {
 
 // `count` elements of an MPI-style datatype (core/datatype.h) from the
 // instance's origin (MPI's buf: the offset given), instead of a layout
-// (README, "Datatypes"). With `handle` (Client::RegisterDatatype) the type
+// (docs/concepts/datatypes.md, "Datatypes"). With `handle` (Client::RegisterDatatype) the type
 // travels by handle and the daemon reuses its translation; `type` must
 // then be the type registered.
 struct Elements {
@@ -182,7 +183,7 @@ struct Elements {
 // streams (MPI_Pack order on each side).
 using Description = std::variant<InstanceShape, Elements>;
 
-// A distributed instance (README, "Redistributing between jobs (M:N)"):
+// A distributed instance (docs/guides/redistribution.md, "Redistributing between jobs (M:N)"):
 // a global index space of 1..4 dimensions, one distribution per dimension
 // over a process grid, ranks numbered row-major over the grid (or
 // column-major), elements of `element_bytes` bytes.
@@ -229,7 +230,7 @@ class Client {
                                   const Description& what);
 
   // Registers [address, address + bytes) of this process's memory
-  // (README, "Client process memory"). Errors: INVALID_ARGUMENT for an
+  // (docs/guides/client-memory.md, "Client process memory"). Errors: INVALID_ARGUMENT for an
   // empty or wrapping range, RESOURCE_EXHAUSTED past
   // daemon.max_private_ranges_per_session, PERMISSION_DENIED when the
   // daemon's identity check refuses this process (a setuid program, one

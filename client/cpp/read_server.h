@@ -1,4 +1,4 @@
-// The publishing side of served reads (layout/serve_window.h; README,
+// The publishing side of served reads (layout/serve_window.h; docs/guides/client-memory.md,
 // "Served reads"): a serve window and one thread that packs, in this
 // process, what readers of this uid ask of the private ranges this
 // session published, while they unpack. A reader thus copies a fragmented

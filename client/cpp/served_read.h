@@ -1,4 +1,4 @@
-// The reading side of served reads (layout/serve_window.h; README, "Served
+// The reading side of served reads (layout/serve_window.h; docs/guides/client-memory.md, "Served
 // reads"): a copy out of another process's published range, packed there
 // by its ReadServer (client/cpp/read_server.h) and unpacked here, piece by
 // piece while the next pieces are packed.

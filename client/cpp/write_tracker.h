@@ -1,5 +1,5 @@
 // Which pages this process stored into through its own mapping of a pool
-// allocation, for incremental checkpoints (README, "Incremental
+// allocation, for incremental checkpoints (docs/guides/active-access.md, "Incremental
 // checkpoints"). The daemon sees only the writes that pass through it
 // (copies, active puts); a client's plain stores into its mapping bypass
 // it, so the client tracks them itself and lists them with the checkpoint.

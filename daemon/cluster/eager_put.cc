@@ -2,7 +2,7 @@
 // node's pool memory into a same-shaped allocation on a peer, one
 // contiguous run at both ends, goes whole in one signed PutBytes call
 // instead of two halves over the data link. A remote hashtable insert
-// (README, Active Access) is one such copy: its latency is one peer round
+// (docs/guides/active-access.md, "Active Access") is one such copy: its latency is one peer round
 // trip, not a StartHalf, the data link and an AwaitHalf.
 #include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>

@@ -1,5 +1,5 @@
-// Membership through etcd ([cluster.etcd], README): this node's record
-// under the configured prefix, held by a lease it keeps alive, and the
+// Membership through etcd ([cluster.etcd]; docs/guides/cluster.md, "Membership through etcd"):
+// this node's record under the configured prefix, held by a lease it keeps alive, and the
 // other nodes' records turned into peers (Cluster::Impl::AddPeer) and,
 // when their keys go, peers that left (RemovePeer).
 //

@@ -1,5 +1,5 @@
 // Exchange-once of canonical forms between peers (FALCON-X's layout
-// exchange, README "Cluster"): a datatype copy across nodes sends the
+// exchange, docs/guides/cluster.md "Cluster"): a datatype copy across nodes sends the
 // far end's canonical form to that node once per (peer, form hash) and
 // names it by hash afterwards.
 //

@@ -32,7 +32,7 @@ inline NodeMemory SplitNodeMemory(const std::string& name, const std::string& se
 struct InstanceSpec;
 
 // A cross-node copy's end on this node that touches watched regions of a
-// pool allocation (Active Access, README): a put's half writes into a
+// pool allocation (docs/guides/active-access.md, "Active Access"): a put's half writes into a
 // scratch buffer (the end's `local` already points there), a get's half
 // reads the allocation. Once the half's runtime copy has ended with `s`,
 // Finish hands the access to the allocation's watch, which applies and

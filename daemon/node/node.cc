@@ -117,7 +117,7 @@ Result<std::unique_ptr<Node>> Node::Create(const Config& config, const ChannelCo
     spdlog::info(
         "client pools use 4 KiB pages (transparent_hugepage/shmem_enabled is 'never'); "
         "disk paths from pool memory run faster with 'advise' or with memory.hugetlb "
-        "(README, Tuning)");
+        "(docs/operations/tuning.md)");
   }
   const size_t channels = rc.channels.size();
   {

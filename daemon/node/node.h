@@ -14,7 +14,7 @@
 // transfers and frees its allocations that were not published. Memory still
 // used by a transfer in flight is released when that transfer has drained.
 //
-// Who may do what (README, Security model): a session touches its own
+// Who may do what (docs/operations/security.md, "Security model"): a session touches its own
 // allocations, instances and transfers, and allocations others published;
 // the operator (who presents state_dir/operator.token) may also wait on,
 // inspect and cancel any transfer, free orphaned published allocations and
@@ -157,7 +157,7 @@ struct NodeStatus {
     uint64_t timeouts = 0;
     uint64_t not_lent = 0;
   } own_hops;
-  // Direct read leases (README, "Direct reads"): granted, revoked because
+  // Direct read leases (docs/guides/client-memory.md, "Direct reads"): granted, revoked because
   // their source range ended, refused (the copy went through the daemon).
   struct DirectReads {
     uint64_t leases = 0;
@@ -235,7 +235,7 @@ struct CopySpec {
   bool client_runs_hops = false;
 };
 
-// Active Access (node_watch.cc; README, "Active Access"): a watched
+// Active Access (node_watch.cc; docs/guides/active-access.md, "Active Access"): a watched
 // region of a pool allocation.
 struct WatchSpec {
   uint64_t allocation = 0;
@@ -269,7 +269,7 @@ struct WatchHandle {
   int event_fd = -1;
 };
 
-// Incremental checkpoints (node_checkpoint.cc, README "Incremental
+// Incremental checkpoints (node_checkpoint.cc, docs/guides/active-access.md "Incremental
 // checkpoints").
 struct CheckpointOptions {
   bool full = false;     // rewrite the base and drop the delta chain
@@ -397,7 +397,7 @@ class Node {
   Result<uint64_t> RegisterPrivate(const std::string& session, uint64_t address, uint64_t bytes);
   // Lets other sessions of the same uid register instances over the
   // range; sessions of any other uid never can (NOT_FOUND for them).
-  // `serve`: the publisher's serve window (README, "Served reads"), told
+  // `serve`: the publisher's serve window (docs/guides/client-memory.md, "Served reads"), told
   // to readers with each lease of the range; nullopt when it serves none.
   // INVALID_ARGUMENT for a window no client library makes.
   struct ServeWindowRef {
@@ -408,7 +408,7 @@ class Node {
   Status PublishPrivate(const std::string& session, uint64_t range,
                         std::optional<ServeWindowRef> serve = std::nullopt);
   // The session will run the hops of its copies that touch its own private
-  // memory itself (README, "Hops the client runs itself"): makes its hop
+  // memory itself (docs/guides/client-memory.md, "Hops the client runs itself"): makes its hop
   // window (daemon.own_hop_window_mib of shared memory) and returns it;
   // `wake` tells the client that work waits (its completion eventfd).
   // FAILED_PRECONDITION without a cma channel, with the window size 0, over
@@ -422,7 +422,7 @@ class Node {
   // A lease for the session to copy instance `src` (over another
   // process's private range it may use) into `dst` (over a range it
   // registered itself, so in its own process) with its own
-  // process_vm_readv calls (README, "Direct reads"; node_direct_read.cc).
+  // process_vm_readv calls (docs/guides/client-memory.md, "Direct reads"; node_direct_read.cc).
   // `epoch` is the session's ControlHeader::lease_epoch: the node adds one
   // to it when the source range ends. NOT_FOUND for instances that are not
   // the session's or a range that ended; FAILED_PRECONDITION when the pair

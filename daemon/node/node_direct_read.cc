@@ -1,4 +1,4 @@
-// Direct reads (README, "Direct reads"): a lease that lets a local client
+// Direct reads (docs/guides/client-memory.md, "Direct reads"): a lease that lets a local client
 // copy another process's published private range into its own private
 // memory with its own process_vm_readv calls, FALCON-X's receiver-side CMA
 // zero-copy. The daemon checks the pair, compiles the copy program once

@@ -1,5 +1,5 @@
 // Distributed instances and M:N redistribution (issue #18) as the node
-// sees them; README, "Redistributing between jobs (M:N)".
+// sees them; docs/guides/redistribution.md, "Redistributing between jobs (M:N)".
 //
 // A distributed instance is a name, a Distribution of a global index space
 // (redistribution/distribution.h), an element size, and per rank a local

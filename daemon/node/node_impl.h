@@ -222,7 +222,7 @@ Result<bool> RunActiveBytes(WatchState& w, active::Op op, uint64_t session, uint
 // A cross-node copy's end in an allocation watched by `watch`
 // (node_watch.cc): null when the end touches no watched region,
 // PERMISSION_DENIED when a region denies `op`. A put's `local` is pointed
-// at the scratch buffer the watch applies from (README, Active Access).
+// at the scratch buffer the watch applies from (docs/guides/active-access.md, "Active Access").
 Result<std::shared_ptr<ActiveEnd>> PrepareActiveEnd(
     const std::shared_ptr<WatchState>& watch, active::Op op, InstanceRef& local,
     uint64_t instance_offset, const std::optional<Box>& box, const AccessSource& source,

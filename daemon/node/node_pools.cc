@@ -245,7 +245,7 @@ Status Node::Write(const std::string& session, uint64_t allocation, uint64_t off
   }
   ISO_RETURN_IF_ERROR(CheckRange(offset, data.size(), a->shm.size(), allocation));
   // The owner's own writes and reads are not active accesses: it reaches
-  // the memory directly anyway (README, Active Access).
+  // the memory directly anyway (docs/guides/active-access.md, "Active Access").
   if (watch && watch->owner_session() != sid && !data.empty()) {
     ISO_ASSIGN_OR_RETURN(bool active, RunActiveBytes(*watch, active::Op::kPut, sid, offset, data,
                                                      data.size(), std::move(budgets)));

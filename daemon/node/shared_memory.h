@@ -10,8 +10,8 @@
 // first copy into fresh 4 KiB-page memory ran 5-8x slower than the next,
 // issue #21), and a system out of memory fails the allocation instead of
 // a copy. The cost moves to Create: about what those faults cost (see
-// README, Client pools). Nothing ever discards the pages until the memfd
-// is closed by everyone holding it.
+// docs/operations/tuning.md, "Client pools and staging"). Nothing ever discards the pages until the
+// memfd is closed by everyone holding it.
 //
 // The mapping is 2 MiB-aligned and, where the kernel can (MADV_COLLAPSE,
 // Linux 6.1), its pages are made huge before the rest is populated,

@@ -1,5 +1,5 @@
 // A watch's dirty pages (kDirtyPages regions) and what an incremental
-// checkpoint may rely on (README, "Incremental checkpoints"): the dirty set
+// checkpoint may rely on (docs/guides/active-access.md, "Incremental checkpoints"): the dirty set
 // holds every write into the allocation since one checkpoint only while
 // dirty_pages regions cover the whole allocation (every write then passes
 // through them or is noted by NoteWrite), no clear dropped pages and no

@@ -5,7 +5,7 @@
 // configured path is resolved once, so replacing the directory (or one of
 // its parents) by a link later redirects nothing.
 //
-// Bounds (config keys of the [[memory]] table, README "Configuration"):
+// Bounds (config keys of the [[memory]] table, docs/reference/config.md "Configuration reference"):
 // - max_file_bytes: the largest file a DSK write may produce, that is
 //   max(old size, instance offset + instance bytes). Checked before
 //   anything is created.

@@ -1,5 +1,5 @@
 // A copy end described by a canonical form instead of a layout: a datatype
-// instance, or a layout instance copied against one (README, "Datatypes").
+// instance, or a layout instance copied against one (docs/concepts/datatypes.md, "Datatypes").
 // Such a copy moves a packed stream of `bytes` bytes: the i-th byte of the
 // source's stream goes to the i-th byte of the destination's.
 //

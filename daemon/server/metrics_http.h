@@ -1,7 +1,7 @@
 // The HTTP side of the metrics endpoint ([metrics] in the config): GET (or
 // HEAD) /metrics answers `render()` as Prometheus text; any other path or
 // method gets 404. Plain HTTP with no authentication: bind it to loopback
-// or a management network (README, Metrics).
+// or a management network (docs/reference/metrics.md, "Metrics").
 //
 // Threads: one, which polls the listener and every connection without
 // blocking on any of them: a scrape (rendered in well under a

@@ -1,5 +1,5 @@
 """Datatype copies and private ranges across nodes, between real isometryd
-daemons on loopback (README, "Cluster: peers and cross-node copies").
+daemons on loopback (docs/guides/cluster.md, "Cluster: peers and cross-node copies").
 
 Each end packs or unpacks itself by its canonical form; the form of the far
 end is sent to its node once per (peer, form hash) and named by hash after.

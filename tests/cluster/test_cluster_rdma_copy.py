@@ -1,6 +1,6 @@
 """Cross-node copies over RDMA between two real daemons (issue #20).
 
-Needs a usable RDMA device (a NIC, or Soft-RoCE: README, "Trying it with
+Needs a usable RDMA device (a NIC, or Soft-RoCE: docs/guides/rdma.md, "Trying it with
 Soft-RoCE"). Where the daemons find none, every case skips (ctest: exit
 77) with the daemon's own reason, its probe as `isoctl status` shows it;
 it never passes there. With a device:

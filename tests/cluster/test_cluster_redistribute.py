@@ -1,5 +1,5 @@
 """M:N redistribution between distributed instances whose ranks joined on
-several real isometryd daemons on loopback (issue #18; README,
+several real isometryd daemons on loopback (docs/guides/redistribution.md,
 "Redistributing between jobs (M:N)").
 
 Every rank is its own session on the daemon of "its" node; the node that

@@ -305,7 +305,7 @@ TEST_CASE("random datatypes <-> layouts with fields of different sizes, verified
   for (int i = 0; i < 40; ++i) {
     // Large cases are dense: a strided type whose runs pair with the
     // points only at a period of more than 128 ops is still bounded at
-    // 65536 ops a chunk (README, "Canonical forms and datatype copies").
+    // 65536 ops a chunk (docs/concepts/datatypes.md, "Canonical forms and datatype copies").
     const Datatype t = i % 4 == 3 ? DenseType(gen) : gen.Next(2);
     std::vector<int64_t> sizes;
     for (int64_t f = gen.Int(2, 4); f > 0; --f) sizes.push_back(gen.Int(1, 9));

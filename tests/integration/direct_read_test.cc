@@ -1,4 +1,4 @@
-// Direct reads (README, "Direct reads") against a real daemon and a real
+// Direct reads (docs/guides/client-memory.md, "Direct reads") against a real daemon and a real
 // second process: a client copies another process's published private
 // range into its own memory with its own process_vm_readv calls by a lease
 // the daemon grants once per pair, byte for byte what MPI_Pack/MPI_Unpack

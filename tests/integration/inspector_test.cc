@@ -1,6 +1,6 @@
 // The C++ client's Inspector against a real daemon: what `isoctl channels`,
 // `isoctl transfers` and `isoctl explain` show, as calls a program makes
-// (README, "C++ client").
+// (docs/guides/cpp.md, "C++ client").
 #include "client/cpp/inspector.h"
 
 #include <algorithm>

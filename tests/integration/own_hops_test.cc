@@ -1,4 +1,4 @@
-// Hops a client runs itself (README, "Hops the client runs itself")
+// Hops a client runs itself (docs/guides/client-memory.md, "Hops the client runs itself")
 // against a real daemon: copies into and out of a client's own private
 // memory run in that client through its hop window, byte for byte what
 // MPI_Pack/MPI_Unpack (core) give; a client that does not answer, leaves,

@@ -1,4 +1,4 @@
-// Served reads (README, "Served reads") against a real daemon and a real
+// Served reads (docs/guides/client-memory.md, "Served reads") against a real daemon and a real
 // publishing process: copies out of a range whose publisher serves reads
 // are packed by the publisher in its own process and unpacked here,
 // byte for byte what MPI_Pack/MPI_Unpack (core) give, rings of slots

@@ -1,6 +1,6 @@
-"""The gRPC surface as a client written from README + isometry.proto sees it
+"""The gRPC surface as a client written from docs/ + isometry.proto sees it
 (issue #12): streaming Read/Write for large data, health and reflection,
-completion events, and the README's worked layout example.
+completion events, and the worked layout example of docs/concepts/layouts.md.
 
     ISOMETRYD=build/daemon/isometryd ISOMETRY_PYTHONPATH=build/python \\
         /usr/bin/python3 -m unittest -v test_grpc_api      # in tests/python
@@ -408,7 +408,7 @@ class WaitingCopyDeadline(DaemonCase):
         self.assertEqual(done.info.state, "done")
 
 
-# The worked example of README "Layouts" ("Byte by byte") and of
+# The worked example of (docs/concepts/layouts.md, "Byte by byte") and of
 # isometry.proto (InstanceSpec): x in [10, 14), y in [20, 23), fields
 # a (4 bytes), b (8), c (2): 14 bytes per point.
 BOUNDS = [(10, 14), (20, 23)]
@@ -420,7 +420,7 @@ NX, NY = 4, 3
 
 
 def _offset(layout, f, x, y):
-    """The README's formulas, one per layout of the example."""
+    """The formulas of docs/concepts/layouts.md, one per layout of the example."""
     i, j = x - 10, y - 20
     if layout == "F,y,x":
         return FIELD_OFFSETS[f] + 14 * (j + NY * i)
@@ -438,7 +438,7 @@ def _value(f, x, y):
 @unittest.skipUnless(ISOMETRYD, SKIP_REASON)
 class WorkedLayoutExample(DaemonCase):
     def test_readme_offsets_match_a_real_copy(self):
-        # The numbers the README quotes.
+        # The numbers docs/concepts/layouts.md quotes.
         self.assertEqual(_offset("F,y,x", 1, 12, 21), 102)
         self.assertEqual(_offset("x,F,y", 1, 12, 21), 88)
         self.assertEqual(_offset("y,x,F", 1, 12, 21), 104)

@@ -1,4 +1,4 @@
-"""The layering table says what STYLE.md's dependency direction says."""
+"""The layering table says what docs/development/style.md's dependency direction says."""
 
 import os
 import sys

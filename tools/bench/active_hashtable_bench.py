@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Remote hashtable inserts with Active Access (issue #19, README "Active
+"""Remote hashtable inserts with Active Access (docs/guides/active-access.md "Active
 Access"): node a owns a hashtable in a pool allocation; a client on node b
 inserts --inserts (key, value) pairs, one at a time, three ways, in the
 same run:

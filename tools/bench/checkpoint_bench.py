@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Incremental checkpoint benchmark of Active Access (issue #19, README
+"""Incremental checkpoint benchmark of Active Access (docs/guides/active-access.md
 "Active Access"): a pool allocation of --mib MiB checkpointed to a file of
 a DSK memory, full versus incremental after --dirty-percent of its pages
 were written through the daemon (a `dirty_pages` watch sees them).

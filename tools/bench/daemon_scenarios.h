@@ -21,7 +21,7 @@ struct DaemonOptions {
   bool peers = true;               // also run UCX / MPICH / Open MPI
   int rounds = 5;                  // paired rounds of first_copy and latency
   // latency: daemon.ring_poll_us of the daemon, ClientOptions::spin_us of
-  // the ring client (README, "Small copies: polling and spinning").
+  // the ring client (docs/benchmarks/history/2026-11.md, "Small copies: polling and spinning").
   uint32_t ring_poll_us = 50;
   uint32_t client_spin_us = 50;
 };

@@ -114,7 +114,7 @@ struct RunEnvironment {
   }
 };
 
-// The datatype rows' flags (README, "Datatype rows").
+// The datatype rows' flags (docs/benchmarks/datatypes.md, "Datatype rows").
 struct DatatypeFlags {
   double seconds = 0.2;
   bool no_own_hops = false;
@@ -137,16 +137,18 @@ void AddDatatypeFlags(CLI::App& app, DatatypeFlags& f) {
       ->check(CLI::Range(0.01, 60.0));
   app.add_flag("--no-own-hops", f.no_own_hops,
                "datatype rows: the daemon writes the benchmark's own memory by CMA instead of "
-               "the client running that hop itself (README, \"Hops the client runs itself\")");
+               "the client running that hop itself "
+               "(docs/guides/client-memory.md, \"Hops the client runs itself\")");
   app.add_flag("--no-direct-reads", f.no_direct_reads,
                "datatype rows: copies go through the daemon instead of the benchmark reading "
-               "the peer's memory itself by a lease (README, \"Direct reads\")");
+               "the peer's memory itself by a lease "
+               "(docs/guides/client-memory.md, \"Direct reads\")");
   app.add_option("--direct-read-threads", f.direct_read_threads,
                  "datatype rows: threads sharing one direct read of 1 MiB or more (1 or 2)")
       ->check(CLI::Range(1, 2));
   app.add_flag("--no-served-reads", f.no_served_reads,
                "datatype rows: direct reads go through the kernel instead of the peer packing "
-               "into its serve window (README, \"Served reads\")");
+               "into its serve window (docs/guides/client-memory.md, \"Served reads\")");
   app.add_option(
          "--datatype-kernels", f.kernels,
          "datatype rows: only these kernels (vector, contig, mixed, wrf_y_vec, milc_su3_zd, "

@@ -1,5 +1,5 @@
 // End-to-end 2-D redistribution on this node, Isometry vs ScaLAPACK's
-// pdgemr2d in the same run (issue #18; README, "Redistributing between
+// pdgemr2d in the same run (docs/guides/redistribution.md, "Redistributing between
 // jobs (M:N)"). A double array of --mib MiB, --cols columns, moves from a
 // producer grid to a consumer grid (default 2x2 -> 3x1, 256x256 blocks),
 // both in ScaLAPACK's layout (block-cyclic, column-major local arrays).

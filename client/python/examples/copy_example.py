@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Array of structs -> struct of arrays through isometryd (run with /usr/bin/python3).
 
-    PYTHONPATH=build/python /usr/bin/python3 client/python/examples/copy_example.py \\
+    PYTHONPATH=build-release/python /usr/bin/python3 client/python/examples/copy_example.py \\
         --socket /run/isometry/grpc.sock
 """
 import argparse

@@ -1,4 +1,4 @@
-"""Active Access from the Python client (README, "Active Access").
+"""Active Access from the Python client (docs/guides/active-access.md, "Active Access").
 
 The owner of an allocation watches page-aligned regions of it; copies,
 writes and reads by any client that touch a region are split at its
@@ -193,7 +193,7 @@ class ActiveAccessMixin:
         has no tracker). ``compact`` merges the chain into the base after.
         The answer's ``full_reason`` says why a checkpoint was full (the
         first, asked for, no watch, another size, a damaged chain started
-        over, a write the daemon's dirty set may lack: README, "Incremental
+        over, a write the daemon's dirty set may lack: docs/guides/active-access.md, "Incremental
         checkpoints"). Restore with :meth:`restore`."""
         req = pb.CheckpointRequest(allocation=_aid(alloc), memory=memory, file=file, full=full,
                                    compact=compact)

@@ -813,7 +813,7 @@ class Client(ActiveAccessMixin):
             raise TransferError(r.info)
         return r.info
 
-    # ---- distributed instances (README, "Redistributing between jobs") ----
+    # ---- distributed instances (docs/guides/redistribution.md, "Redistributing between jobs") ----
 
     def join_distributed(
         self,

@@ -2,7 +2,7 @@
 
 A :class:`Datatype` describes where the elements of a buffer lie, exactly as
 the MPI constructors of the same names do (MPI 4.0, with MPICH's lower
-bound and extent rules; README "Datatypes" says where Open MPI differs).
+bound and extent rules; docs/concepts/datatypes.md "Datatypes" says where Open MPI differs).
 It is a value: building one sends nothing. Pass it to
 :meth:`isometry.Client.register_instance` (``datatype=..., count=...``)
 or register it once with :meth:`isometry.Client.register_datatype` and

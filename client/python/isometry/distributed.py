@@ -1,4 +1,4 @@
-"""Distributed instances and M:N redistribution (README, "Redistributing
+"""Distributed instances and M:N redistribution (docs/guides/redistribution.md, "Redistributing
 between jobs (M:N)"): how a Python rank describes its distribution.
 
 A dimension's distribution is ``"block"``, ``"cyclic"``, an int ``b`` or
