@@ -1,8 +1,8 @@
 // Client process memory: ranges a local-socket client registers of its
-// own process, reached by CMA. The permission model (docs/guides/client-memory.md, "Client process
-// memory"): the daemon reaches a process only for a client of that process's uid — the registering
-// session, or another session of the same uid after PublishPrivate — never for any other uid,
-// whatever it asks; the process itself passed ClientProcess::Open's identity check
+// own process, reached by CMA. The permission model (docs/operations/security.md, "Client
+// process memory (CMA)"): the daemon reaches a process only for a client of that process's uid —
+// the registering session, or another session of the same uid after PublishPrivate — never for any
+// other uid, whatever it asks; the process itself passed ClientProcess::Open's identity check
 // against the session's SO_PEERCRED.
 #include <spdlog/spdlog.h>
 

@@ -1,0 +1,234 @@
+#!/usr/bin/python3
+"""Fails when the documentation and the code disagree about where things are.
+
+Run from the repository root (ctest `docs_check` does), with the standard
+library only. It checks:
+
+  links      every relative link in README.md and docs/**/*.md names a file
+             or folder that exists, and its #anchor a heading of that page
+             (GitHub's anchors: lower case, punctuation dropped, spaces to -);
+  citations  every `(docs/<page>.md, "Section")` or `(README, "Section")` in
+             the tracked sources, tests, scripts and install files names an
+             existing page and a heading of it (or a bold lead-in such as
+             `**Byte by byte.**`); a name may stop before a heading's
+             parenthesis or colon ("Direct reads" for "Direct reads (a
+             peer's private memory, ...)");
+  outside    no tracked file cites STYLE.md or ../shared/ (files that are
+             not in the repository) instead of docs/development/style.md;
+  config     every key the configuration parser accepts (config/*.cc:
+             OnlyKeys lists, kDaemonKeys, and the sub-table parsers'
+             `k.str() == "..."`) appears in docs/reference/config.md.
+
+Prints one line per problem and exits 1 when there is any, else prints a
+summary and exits 0.
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.getcwd()
+SOURCE_EXTS = (".cc", ".h", ".py", ".proto", ".txt", ".sh", ".toml", ".cmake", ".in",
+               ".service", ".rules", ".h2m", ".json", ".conf")
+SKIP_DIRS = ("build", ".git", "third_party")
+# A line break inside a comment: the break, indentation and comment marker.
+COMMENT_BREAK = re.compile(r"[ \t]*\n[ \t]*(?://+|#+|\*|;)?[ \t]*")
+
+
+def tracked_files():
+    try:
+        out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout
+        files = [f for f in out.splitlines() if f]
+    except (OSError, subprocess.CalledProcessError):
+        files = []
+        for dirpath, dirnames, filenames in os.walk(ROOT):
+            dirnames[:] = [d for d in dirnames if not d.startswith(SKIP_DIRS)]
+            files += [os.path.relpath(os.path.join(dirpath, f), ROOT) for f in filenames]
+    return [f for f in files if not f.startswith(SKIP_DIRS) and os.path.isfile(f)]
+
+
+def strip_fences(text):
+    """The page's lines with fenced code blocks blanked (kept for line numbers)."""
+    out, fenced = [], False
+    for line in text.split("\n"):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            out.append("")
+        else:
+            out.append("" if fenced else line)
+    return out
+
+
+def anchor(heading):
+    a = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return a.replace(" ", "-")
+
+
+class Page:
+    def __init__(self, path):
+        self.path = path
+        self.lines = strip_fences(open(path, encoding="utf-8").read())
+        self.headings, self.anchors, self.labels = [], set(), []
+        seen = {}
+        for line in self.lines:
+            m = re.match(r"#{1,6} +(.*?)\s*#*\s*$", line)
+            if m:
+                title = m.group(1)
+                self.headings.append(title)
+                a = anchor(title)
+                n = seen.get(a, 0)
+                seen[a] = n + 1
+                self.anchors.add(a if n == 0 else f"{a}-{n}")
+            m = re.match(r"\s*(?:[-*] )?\*\*([^*]+?)\.?\*\*", line)
+            if m:
+                self.labels.append(m.group(1).rstrip("."))
+
+    def has_section(self, name):
+        for title in self.headings + self.labels:
+            plain = title.replace("`", "")
+            for t in (title, plain):
+                if t == name or t.startswith(name + " (") or t.startswith(name + ":"):
+                    return True
+        return False
+
+
+_pages = {}
+
+
+def page(path):
+    path = os.path.normpath(path)
+    if path not in _pages:
+        _pages[path] = Page(path) if os.path.isfile(path) else None
+    return _pages[path]
+
+
+def markdown_files():
+    files = ["README.md"]
+    for dirpath, _, filenames in os.walk("docs"):
+        files += [os.path.join(dirpath, f) for f in sorted(filenames) if f.endswith(".md")]
+    return files
+
+
+def check_links(problems):
+    count = 0
+    for md in markdown_files():
+        p = page(md)
+        for no, line in enumerate(p.lines, 1):
+            line = re.sub(r"`[^`]*`", "", line)
+            for m in re.finditer(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)", line):
+                target = m.group(1)
+                if re.match(r"[a-z][a-z0-9+.-]*:", target):  # http:, mailto:, ...
+                    continue
+                count += 1
+                path, _, frag = target.partition("#")
+                dest = os.path.normpath(os.path.join(os.path.dirname(md), path)) if path else md
+                if not os.path.exists(dest):
+                    problems.append(f"{md}:{no}: link to {target}: {dest} does not exist")
+                    continue
+                if frag and dest.endswith(".md") and frag not in page(dest).anchors:
+                    problems.append(f"{md}:{no}: link to {target}: no heading #{frag} in {dest}")
+    return count
+
+
+DOC_NAME = re.compile(r"(?<![\w/.])(README(?:\.md)?|docs/[\w./-]+\.md)")
+CITATION = re.compile(r"(README(?:\.md)?|docs/[\w./-]+\.md),? +\\?\"([^\"\\]{1,120})\\?\"")
+SELF = "scripts/check_docs.py"
+
+
+def check_citations(problems, files):
+    count = 0
+    for f in files:
+        if not f.endswith(SOURCE_EXTS) and "/corpus/" not in f:
+            continue
+        if f.startswith("docs/") or f == "README.md" or f == SELF:
+            continue
+        try:
+            text = open(f, encoding="utf-8").read()
+        except (UnicodeDecodeError, OSError):
+            continue
+        for m in DOC_NAME.finditer(text):
+            # The name may run over a comment's line break: read it joined.
+            start = m.start()
+            no = text.count("\n", 0, start) + 1
+            chunk = COMMENT_BREAK.sub(" ", text[start:start + 400])
+            j = CITATION.match(chunk)
+            if not j:
+                continue
+            doc, name = j.group(1), j.group(2).strip()
+            count += 1
+            target = "README.md" if doc.startswith("README") else doc
+            p = page(target)
+            if p is None:
+                problems.append(f"{f}:{no}: cites {doc}, which does not exist")
+            elif not p.has_section(name):
+                problems.append(f"{f}:{no}: cites ({doc}, \"{name}\"): no such heading in {target}")
+        for m in re.finditer(r"\(README,\s+(?:\w+ ){0,3}\w+\)", COMMENT_BREAK.sub(" ", text)):
+            problems.append(f"{f}: cites {m.group(0)} without a quoted section name; "
+                            "write (docs/<page>.md, \"Section\")")
+        for m in re.finditer(r"(?<![\w/])STYLE\.md|\.\./shared/", text):
+            no = text.count("\n", 0, m.start()) + 1
+            problems.append(f"{f}:{no}: cites {m.group(0)}, which is outside the repository "
+                            "(the style guide is docs/development/style.md)")
+    return count
+
+
+def parser_keys():
+    """(prefix, key) for every key config/*.cc accepts."""
+    keys = set()
+    for name in sorted(os.listdir("config")):
+        if not name.endswith(".cc") or name.endswith("_test.cc"):
+            continue
+        text = open(os.path.join("config", name), encoding="utf-8").read()
+        for m in re.finditer(r"OnlyKeys\(\s*\w+,\s*\"([\w.]*)\",\s*\{([^}]*)\}", text):
+            keys |= {(m.group(1), k) for k in re.findall(r"\"(\w+)\"", m.group(2))}
+        m = re.search(r"kDaemonKeys\[\] = \{([^}]*)\}", text)
+        if m:
+            keys |= {("daemon.", k) for k in re.findall(r"\"(\w+)\"", m.group(1))}
+        prefix = re.search(r"StrCat\(\"([\w.]+\.)\", k\.str\(\)\)", text)
+        if prefix:
+            keys |= {(prefix.group(1), k) for k in re.findall(r"k\.str\(\) == \"(\w+)\"", text)}
+    return keys
+
+
+def check_config(problems):
+    path = "docs/reference/config.md"
+    text = open(path, encoding="utf-8").read()
+    lines = text.split("\n")
+    keys = parser_keys()
+    tables = {p.rstrip(".") for p, _ in keys}
+    count = 0
+    for prefix, key in sorted(keys):
+        if prefix == "" or f"{prefix}{key}" in {f"{t}." for t in ()} or f"{prefix}{key}" in tables:
+            continue  # a table, not a key
+        count += 1
+        table = prefix.rstrip(".")
+        if f"`{prefix}{key}`" in text or f"`{prefix}{key} " in text:
+            continue
+        # Rows of an array of tables name the table once: `[[memory]] name`, `kind`.
+        row = [l for l in lines if (f"[[{table}]]" in l or f"[{table}]" in l)
+               and re.search(rf"`(?:\[\[{table}\]\] )?{key}`", l)]
+        if not row:
+            problems.append(f"{path}: the parser accepts `{prefix}{key}` "
+                            f"(config/), but this page does not mention it")
+    return count
+
+
+def main():
+    os.chdir(ROOT)
+    problems = []
+    links = check_links(problems)
+    citations = check_citations(problems, tracked_files())
+    keys = check_config(problems)
+    for p in problems:
+        print(p)
+    if problems:
+        print(f"check_docs: {len(problems)} problem(s)", file=sys.stderr)
+        return 1
+    print(f"check_docs: {links} links, {citations} citations and {keys} config keys agree")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
