@@ -52,7 +52,7 @@ Status TransferOutcome(const v1::TransferInfo& transfer);
 Status RunCancel(DaemonClient& client, const Output& out, uint64_t id);
 
 // Merges a checkpoint's delta chain (FILE.delta) into its base FILE of DSK
-// memory MEMORY (README, "Incremental checkpoints"), in a session of its
+// memory MEMORY (docs/guides/active-access.md, "Incremental checkpoints"), in a session of its
 // own (the disk quota it charges while it writes is that session's uid's).
 Status RunCompactCheckpoint(DaemonClient& client, const Output& out, const std::string& memory,
                             const std::string& file);

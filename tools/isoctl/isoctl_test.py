@@ -637,8 +637,8 @@ class ExitCodeTest(IsoctlTest):
             self.assertIn(line, r.stdout)
 
     def test_help_layout_labels_match_readme(self):
-        # Issue #21: the default F,x,y was labelled plain "AOS", which README
-        # defines as C order, F,y,x; F,x,y is AOS in Fortran order.
+        # Issue #21: the default F,x,y was labelled plain "AOS", which
+        # docs/concepts/layouts.md defines as C order, F,y,x; F,x,y is AOS in Fortran order.
         for cmd in ("copy", "plan"):
             with self.subTest(cmd=cmd):
                 r = self.isoctl(cmd, "--help", socket="")

@@ -81,7 +81,7 @@ void AddShapeOptions(CLI::App* cmd, ShapeArgs& shape) {
   cmd->add_option("--extents", shape.extents, "index space, x first: 1048576, 1024x1024, ...")
       ->capture_default_str();
   cmd->add_option("--fields", shape.fields, "fields NAME:BYTES,... (default: one 8-byte field f0)");
-  // README's AOS is C order (F,y,x); the default here is Fortran order.
+  // The AOS of docs/concepts/layouts.md is C order (F,y,x); the default here is Fortran order.
   cmd->add_option("--src-layout", shape.src_layout,
                   "source layout (default: F,x[,y...]: AOS in Fortran order, x varies fastest "
                   "after F; AOS in C order is F,[...y,]x, SOA [...y,]x,F)");
@@ -212,7 +212,7 @@ void AddPlanCommand(CLI::App& app, Invocation& inv) {
       CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max(), "NONNEGATIVE");
   plan_cmd->add_option("--src-type", inv.plan_src_type,
                        "source as an MPI-style datatype instead of a layout, e.g. "
-                       "\"vector(1024,8,16,byte)\" (README, \"Datatype text\")");
+                       "\"vector(1024,8,16,byte)\" (docs/reference/cli.md, \"Datatype text\")");
   plan_cmd->add_option("--src-count", plan.src_count, "elements of --src-type")
       ->capture_default_str()
       ->check(nonnegative);
