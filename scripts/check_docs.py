@@ -17,7 +17,11 @@ library only. It checks:
              not in the repository) instead of docs/development/style.md;
   config     every key the configuration parser accepts (config/*.cc:
              OnlyKeys lists, kDaemonKeys, and the sub-table parsers'
-             `k.str() == "..."`) appears in docs/reference/config.md.
+             `k.str() == "..."`) appears in docs/reference/config.md;
+  metrics    the metric names the daemon serves (daemon/server/metrics*.cc)
+             and the rows of docs/reference/metrics.md are the same set;
+  cli        isoctl's subcommands (add_subcommand in tools/isoctl/*.cc) and
+             the rows of docs/reference/cli.md's command table are the same.
 
 Prints one line per problem and exits 1 when there is any, else prints a
 summary and exits 0.
@@ -215,18 +219,64 @@ def check_config(problems):
     return count
 
 
+def first_cells(path):
+    """The first cell of every table row of a page, header rows left out."""
+    cells = []
+    for line in strip_fences(open(path, encoding="utf-8").read()):
+        m = re.match(r"\|((?:[^|\\]|\\.)*)\|", line)
+        if m and not re.match(r"\s*-+\s*$", m.group(1)):
+            cells.append(m.group(1))
+    return cells
+
+
+def check_metrics(problems):
+    path = "docs/reference/metrics.md"
+    code = set()
+    for name in sorted(os.listdir("daemon/server")):
+        if name.startswith("metrics") and name.endswith(".cc") and not name.endswith("_test.cc"):
+            text = open(os.path.join("daemon/server", name), encoding="utf-8").read()
+            code |= set(re.findall(r"\"(isometry_[a-z0-9_]+)", text))
+    docs = set()
+    for cell in first_cells(path):
+        docs |= set(re.findall(r"`(isometry_[a-z0-9_]+)`", cell))
+    for m in sorted(code - docs):
+        problems.append(f"{path}: the daemon serves {m} (daemon/server/), but no row names it")
+    for m in sorted(docs - code):
+        problems.append(f"{path}: a row names {m}, which the daemon does not serve")
+    return len(code)
+
+
+def check_cli(problems):
+    path = "docs/reference/cli.md"
+    code = set()
+    for name in sorted(os.listdir("tools/isoctl")):
+        if name.endswith(".cc"):
+            text = open(os.path.join("tools/isoctl", name), encoding="utf-8").read()
+            code |= set(re.findall(r"add_subcommand\(\s*\"([\w-]+)\"", text))
+    docs = set()
+    for cell in first_cells(path):
+        docs |= {words.split()[0] for words in re.findall(r"`([^`]+)`", cell)}
+    for c in sorted(code - docs):
+        problems.append(f"{path}: isoctl has the subcommand `{c}` (tools/isoctl/), "
+                        "but no row names it")
+    return len(code)
+
+
 def main():
     os.chdir(ROOT)
     problems = []
     links = check_links(problems)
     citations = check_citations(problems, tracked_files())
     keys = check_config(problems)
+    metrics = check_metrics(problems)
+    commands = check_cli(problems)
     for p in problems:
         print(p)
     if problems:
         print(f"check_docs: {len(problems)} problem(s)", file=sys.stderr)
         return 1
-    print(f"check_docs: {links} links, {citations} citations and {keys} config keys agree")
+    print(f"check_docs: {links} links, {citations} citations, {keys} config keys, "
+          f"{metrics} metrics and {commands} isoctl subcommands agree")
     return 0
 
 
