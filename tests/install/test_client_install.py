@@ -128,11 +128,13 @@ class FullInstallTest(unittest.TestCase):
     def test_documentation_and_interfaces_are_installed(self):
         self.install()
         for page, name in (("man1/isoctl.1", "isoctl \\- inspect and drive the local isometryd"),
-                           ("man8/isometryd.8", "isometryd \\- the Isometry per-node data")):
+                           ("man8/isometryd.8", "isometryd \\- the Isometry per-node data"),
+                           ("man5/isometryd.toml.5", "daemon.local_socket")):
             with open(self.find(page)) as f:
                 self.assertIn(name, f.read())
         with open(self.find("lib/systemd/system/isometryd.service")) as f:
-            self.assertIn("Documentation=man:isometryd(8) man:isoctl(1)", f.read())
+            self.assertIn("Documentation=man:isometryd(8) man:isoctl(1) man:isometryd.toml(5)",
+                          f.read())
         with open(self.find("share/isometry/proto/isometry.proto")) as f:
             self.assertIn("service Isometry", f.read())
         self.find("share/isometry/grafana/isometry.json")
