@@ -78,8 +78,9 @@ constexpr int kMemoryWindows = 3;
 
 // Source and destination areas for host-memory calibration, faulted in.
 // In huge pages, as the memory the daemon copies is (client pools, rings):
-// on the development VM, whose host walks page tables expensively, a
-// 4 KiB-page area copied at 0.6-20 GB/s from one pass to the next.
+// where the host walks page tables expensively, 4 KiB-page areas copy at
+// erratic speeds from one pass to the next (figures:
+// docs/benchmarks/design-measurements.md, "Calibration").
 struct Areas {
   HostPages src, dst;
   uint64_t bytes = 0;
@@ -121,13 +122,13 @@ Result<std::vector<RateSample>> MeasureChannel(Channel& channel, std::chrono::mi
                                                uint64_t fields, uint64_t max_run) {
   // Every request reads and writes memory the previous ones did not touch
   // lately: consecutive slots of areas four times the last-level cache.
-  // Measured on cache-resident buffers, the development VM's Memcpy
-  // "peaked" at 38 GB/s where memory-bound copies run at 8-14.
+  // Measured on cache-resident buffers, Memcpy "peaks" at several times
+  // what memory-bound copies run at.
   const uint64_t area = CalibrationAreaBytes(LastLevelCacheBytes());
   // Requests in flight at once must use different slots: with fewer slots
   // than requests in flight, two threads copied the same slot at the same
-  // time and the second found its source in the cache (a 64 MiB request
-  // in a 128 MiB area "ran" at 35 GB/s where real copies reach 23). Larger
+  // time and the second found its source in the cache, and "ran" far faster
+  // than real copies (docs/benchmarks/design-measurements.md, "Calibration"). Larger
   // sizes are not measured; the throughput function stays flat past the
   // largest measured one (the samples carry its figure).
   const std::vector<uint64_t> all_sizes = CalibrationSizes(channel.caps());
@@ -266,13 +267,14 @@ Result<RateSample> MeasureNodePipe(uint64_t slot_bytes, int slots, std::chrono::
   const Clock::time_point start = Clock::now();
   // The figure is of the steady state: timed from when the ring has
   // turned twice (the threads have spread over the cores), or a quarter of
-  // the budget. Timed from the start, 40 ms samples on the development VM
-  // ranged 9.5-17.8 GB/s where 1 s ones gave 18.6-19.3.
+  // the budget: short samples timed from the start read well under the
+  // steady state.
   // The rest is timed in kPipeWindows windows and the best one is the
-  // figure, as the channel curves keep the best of their samples: on the
-  // shared 2-core VM one vCPU is taken away for milliseconds at a time,
-  // and a single 75 ms sample read 3.1-10.6 GB/s where the copies it
-  // predicts ran at 8-13 (the best of four windows: 8.4-11.9).
+  // figure, as the channel curves keep the best of their samples: where a
+  // shared host takes a vCPU away for milliseconds at a time, a single
+  // sample can read a third of what the copies it predicts run at, and the
+  // best of four windows reads close to them (figures:
+  // docs/benchmarks/design-measurements.md, "Calibration").
   constexpr int kPipeWindows = 4;
   double best = 0;
   {

@@ -73,9 +73,9 @@ Result<std::vector<RateSample>> MeasureContiguous(Channel& channel,
 // 2 x last-level cache / threads (8 to 64 MiB) with memcpy, for about
 // `budget`. One sample: the summed bytes per second, request_bytes the
 // per-thread buffer. Memcpy hops of one node that run at the same time on
-// separate channels share this (TopologyEdge::node_copy_bps): on the
-// 2-core development VM two 1-thread hops pipelined ran at 13-16 GB/s
-// each where either alone ran at 19-20. Fails only when the buffers
+// separate channels share this (TopologyEdge::node_copy_bps): two 1-thread
+// hops pipelined each run slower than either alone (figures:
+// docs/benchmarks/design-measurements.md, "Calibration"). Fails only when the buffers
 // cannot be allocated.
 Result<RateSample> MeasureNodeCopy(std::chrono::milliseconds budget);
 
@@ -91,9 +91,9 @@ Result<RateSample> MeasureNodeCopy(std::chrono::milliseconds budget);
 // bytes through the ring per second, request_bytes the slot. The
 // runtime's ring for such a copy is slots_per_buffer chunks of the
 // channel's request size; a ring that small stays in the cache, so the
-// pair crosses memory about as often as one copy does, and on the 2-core
-// development VM it ran at 18-19.6 GB/s where node_copy_bps / 2 said 13
-// (TopologyEdge::node_pipe_bps). The figure is the best of four windows of
+// pair crosses memory about as often as one copy does, and runs well above
+// node_copy_bps / 2 (TopologyEdge::node_pipe_bps; figures:
+// docs/benchmarks/design-measurements.md, "Calibration"). The figure is the best of four windows of
 // the steady state (a vCPU taken away for a while slows one window, not
 // the hardware). Fails only when the buffers cannot be allocated.
 Result<RateSample> MeasureNodePipe(uint64_t slot_bytes, int slots, std::chrono::milliseconds budget,

@@ -84,12 +84,12 @@ class MemcpyChannel final : public Channel {
     // After a large request, the core goes to whoever else is runnable
     // before the next one: under EEVDF a thread woken on a core where copy
     // threads run waits for the running one's slice to end, and with no
-    // other event that is the next 4 ms tick (HZ 250 here). With two
-    // copy threads and the DMA worker on 2 vCPUs, a thread waiting for a
-    // high-priority copy woke 3-4 ms late in 1-4 rounds of 5 (the copy
-    // takes 10 ms). A yield keeps this thread's share over time (EEVDF
-    // only moves its deadline) and returns at once when nobody waits; its
-    // cost (~1.4 us) is well under 1 % of a 1 MiB copy.
+    // other event that is the next scheduler tick (up to 4 ms at HZ 250).
+    // With more copy threads than cores, a thread waiting for a
+    // high-priority copy then wakes a tick late. A yield keeps this
+    // thread's share over time (EEVDF only moves its deadline) and returns
+    // at once when nobody waits; it costs far less than a 1 MiB copy
+    // (figures: docs/benchmarks/design-measurements.md, "Memcpy channel").
     if (large) sched_yield();
   }
 
