@@ -140,10 +140,9 @@ Result<DiskCurves> MeasureDiskChannel(Channel& channel, const std::string& direc
               // Fresh holes, and the fdatasync a durable copy ends with, timed.
               // Synced before the clock starts: freeing the blocks the last
               // size wrote is the file system's work, done at its next commit,
-              // and the size after it paid for that. The 4 MiB size (after the
-              // 1 MiB one had written the whole area) measured 2.1 GB/s before
-              // its fdatasync where 1 and 16 MiB gave 3.6 and 5.3, in two of
-              // three calibrations on the development VM.
+              // and the size after it paid for that: unsynced, the size after
+              // the one that wrote the whole area measured well under its
+              // neighbours (docs/benchmarks/design-measurements.md, "Disk").
               if (::ftruncate(file.fd(), 0) != 0 ||
                   ::ftruncate(file.fd(), static_cast<off_t>(area)) != 0 ||
                   ::fsync(file.fd()) != 0) {

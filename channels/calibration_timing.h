@@ -39,9 +39,9 @@ Result<double> TimeRequests(Channel& channel, const std::function<ChannelRequest
 // 20 times that).
 // With `windows` > 1 each size's share is timed as that many windows of
 // its own and the median is its figure (of an even count, the upper of
-// the middle two: of two windows, the better): on the shared 2-core VM one vCPU is
-// taken away for milliseconds at a time, and one window that lost it (or
-// ran while the other vCPU idled) set the whole figure.
+// the middle two: of two windows, the better): where a shared host takes a
+// vCPU away for milliseconds at a time, one window that lost it (or ran
+// while the other vCPU idled) would set the whole figure.
 // The windows are passes over all the sizes, not back to back: a size's
 // windows then lie tens of milliseconds apart, and a slow stretch of the
 // host lowers one window of several sizes rather than every window of one.

@@ -4,9 +4,9 @@
 // Why not malloc: an O_DIRECT request is handed to the block device as one
 // segment per physically contiguous piece of its buffer. malloc'ed memory
 // is scattered 4 KiB pages, so a 512 KiB write is 128 segments, and a
-// virtualized disk (virtio-blk) pays per segment: measured on the
-// development VM, AOS->SOA into a file through a 4 KiB-page ring took
-// 860 ms per GiB against 450 ms through this memory (tools/bench, disk).
+// virtualized disk (virtio-blk) pays per segment: AOS->SOA into a file
+// through a 4 KiB-page ring took about twice as long as through this memory
+// (docs/benchmarks/design-measurements.md, "Disk").
 // Blocks of 2 MiB or more are therefore 2 MiB-aligned and advised for
 // transparent huge pages (MADV_HUGEPAGE). Where THP is off
 // (/sys/kernel/mm/transparent_hugepage/enabled = never) the advice is

@@ -3,9 +3,9 @@
 // A huge page maps only where the virtual address and the file offset are
 // both 2 MiB-aligned; mmap(nullptr) places a shared mapping at any page
 // boundary. On hosts that walk page tables expensively (a VM with shadow
-// paging, the development VM: a 4 KiB-page buffer of 1 GiB copied at
-// 0.6-20 GB/s from run to run, a huge-page one at 14-21), 2 MiB pages are
-// what keeps a pool's first copy at the speed of a repeated one.
+// paging), 4 KiB-page buffers copy at erratic speeds and huge-page ones
+// steadily (docs/benchmarks/design-measurements.md, "Pages"): 2 MiB pages
+// are what keeps a pool's first copy at the speed of a repeated one.
 #pragma once
 
 #include <sys/mman.h>

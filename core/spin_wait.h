@@ -5,11 +5,11 @@
 //
 // Why not a yield at every step: each is a system call (a microsecond or
 // more on a paravirtualized guest such as the CI hosts), and under the
-// EEVDF scheduler a yield on a busy core can give away a whole slice. With
-// two busy loops on both cores of the 2-vCPU VM, 4 KiB copies on the ring
-// took a median 26-80 us and a p99 of 4.1 ms yielding at every step,
-// against 10-16 us and 59-83 us with this spin (idle: 7.5 against
-// 7.0-7.5 us median). Why not pauses only: a spinner that never yields
+// EEVDF scheduler a yield on a busy core can give away a whole slice: on
+// busy cores, yielding at every step made 4 KiB ring copies several times
+// slower, with millisecond tails, and cost nothing idle
+// (docs/benchmarks/design-measurements.md, "Wake-ups"). Why not pauses
+// only: a spinner that never yields
 // keeps the core from whoever else is runnable until the scheduler's tick
 // preempts it.
 

@@ -3,10 +3,10 @@
 //
 // Every small copy hands work between threads (the ring thread, a
 // channel's worker, the client), and each hand-off wakes an idle core.
-// How long that takes is the idle state the core sleeps in: on the 2-core
-// development VM (cpuidle "haltpoll", guest halt polling off) a condition
-// variable round trip between two threads took 61 us with idle cores
-// halting and 6.7 us with this request at 0. A request keeps every core of
+// How long that takes is the idle state the core sleeps in: a condition
+// variable round trip between two threads can take ten times longer with
+// idle cores halting than with this request at 0
+// (docs/benchmarks/design-measurements.md, "Wake-ups"). A request keeps every core of
 // the node out of idle states slower to leave than it asks for, which
 // costs power (and, in a VM, host CPU): it is the operator's choice, off
 // unless configured, as tuned's latency-performance profile makes it.

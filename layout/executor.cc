@@ -65,11 +65,11 @@ void InnerRun(const CopyLoop& l, uint64_t run, const std::byte* s, std::byte* d)
 // One run with non-temporal stores: the bytes up to the first aligned
 // destination address and the tail go through memcpy; the caller fences
 // once after all runs (ExecuteOp, ExecuteProgram). 32-byte AVX2 stores
-// where the CPU has them: 1 GiB in 4 MiB runs moved 15-20 % more than with
-// 16-byte SSE2 ones on the development VM (AMD EPYC: 16.8 -> 20.2 GB/s on
-// one thread, 32.3 -> 37.0 on two); software prefetching on top of either
-// was slower. The two loops differ in width, intrinsics and the AVX2 one's
-// target attribute, so they stay two functions.
+// where the CPU has them: large runs move noticeably more than with 16-byte
+// SSE2 ones, and software prefetching on top of either was slower
+// (docs/benchmarks/design-measurements.md, "Copy loops and plans"). The
+// two loops differ in width, intrinsics and the AVX2 one's target
+// attribute, so they stay two functions.
 void StreamRun(const std::byte* s, std::byte* d, uint64_t n) {
   static const bool avx2 = StreamStores::HaveAvx2();
   if (avx2) {

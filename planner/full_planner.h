@@ -42,11 +42,10 @@
 // unmeasured, the times of all k hops add up). Exactly two such hops
 // pipelined through the runtime's ring move node_pipe_bps, measured with
 // that ring (TopologyEdge::node_pipe_bps; MeasureNodePipe), instead: the
-// ring stays in the cache, so the pair crosses memory about once. On the
-// 2-core development VM two 1-thread hops on separate channels, pipelined,
-// ran at 13-19 GB/s where either alone ran at 19-20 and all cores copied
-// 25-26: node_copy_bps / 2 predicted 13, the pipe 18-19.6, the old sum of
-// times 9-10. Hops on other channels
+// ring stays in the cache, so the pair crosses memory about once; the pipe
+// predicts such a pair far better than node_copy_bps / 2 or the sum of
+// times (docs/benchmarks/design-measurements.md, "Copy loops and plans").
+// Hops on other channels
 // (disk, network, GPU) or paced by a rate cap are left out.
 // SHARED is applied when a path is evaluated; the search below ranks paths
 // by the hop constraints alone.

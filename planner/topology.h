@@ -41,8 +41,8 @@ struct TopologyEdge {
   std::optional<ThroughputFunction> tp_contiguous;
   // The run-size curve of conversions that interleave 8 fields (`tp`:
   // two), for runs up to kFields8MaxRun: each field pass reads the source
-  // again, so an AOS -> SOA of 8 fields of 4 bytes ran at 0.55-0.65 of a
-  // 2-field one on the development VM (no clear difference from 64 B up).
+  // again, so an AOS -> SOA of many narrow fields runs well below a 2-field
+  // one (docs/benchmarks/design-measurements.md, "Copy loops and plans").
   // Unset: `tp` serves every field count.
   std::optional<ThroughputFunction> tp_fields8;
   // DiskWrite edges: the throughput of the writes alone, before the

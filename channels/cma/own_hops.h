@@ -67,7 +67,8 @@ class OwnHops {
   // looks for the client's answer (yielding) before it sleeps on the futex
   // (daemon.ring_poll_us; 0: sleeps at once). A small hop's answer comes
   // within microseconds while the client waits on its copy, and a futex
-  // wakeup costs 10-20 us on the development VM.
+  // wakeup can cost more than the hop (docs/benchmarks/design-measurements.md,
+  // "Wake-ups").
   static Result<std::shared_ptr<OwnHops>> Create(
       std::byte* window, uint64_t bytes, uint64_t arena_bytes, std::function<void()> wake,
       std::shared_ptr<void> keep, std::chrono::milliseconds timeout, std::string who,

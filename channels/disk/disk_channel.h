@@ -53,10 +53,9 @@ struct DiskIoEvent {
 using DiskIoHook = std::function<int(const DiskIoEvent&)>;
 
 struct DiskChannelOptions {
-  // SQEs in flight (0: kDefaultQueueDepth). Measured with fio (io_uring,
-  // O_DIRECT, bs=1M) on the development VM's virtio disk, GB/s write/read:
-  // depth 1: 1.6/1.8, 4: 2.6/2.2, 8: 2.5/1.6, 16: 2.1/1.4, 32: 2.1/1.8 --
-  // saturated from depth 4, noisy beyond (shared host). The default is twice
+  // SQEs in flight (0: kDefaultQueueDepth). A virtio disk saturates at a
+  // depth of about 4 (fio figures: docs/benchmarks/design-measurements.md,
+  // "Disk"). The default is twice
   // the knee, so one worker thread's wake-up latency between a completion
   // and the next submit does not drain the device; the channel measured the
   // same at 8 and 16. NVMe wants 32+, hence the knob.

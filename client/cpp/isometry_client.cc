@@ -31,8 +31,8 @@ Result<std::pair<std::byte*, uint64_t>> MapFd(int fd, uint64_t bytes) {
   const uint64_t mapped = (std::max<uint64_t>(bytes, 1) + page - 1) / page * page;
   // MAP_POPULATE: the daemon populated the memfd when it made the
   // allocation; this fills this process's page table too, so the client's
-  // first pass over its memory takes no page faults (they cost about 0.1 s
-  // per GiB of 4 KiB pages on the development VM, paid here instead).
+  // first pass over its memory takes no page faults (they are paid here
+  // instead; docs/benchmarks/design-measurements.md, "Pages").
   // 2 MiB-aligned: where the daemon made the pages huge (it does unless
   // the kernel cannot), this mapping takes them as 2 MiB entries too.
   void* p = MapSharedAligned(fd, mapped, MAP_POPULATE);

@@ -90,8 +90,9 @@ bool Runtime::Impl::TryAdmit(TransferState& t) {
 // first that does not fit so large transfers are not starved.
 // Wakes only the workers of the transfers it admitted: no other XD became
 // runnable. Waking every worker on every admission attempt (each finish
-// tries one) cost a chain of futex wakeups per small copy, about a third
-// of a 4 KiB ring copy's time on a 2-core VM.
+// tries one) cost a chain of futex wakeups per small copy, a large share of
+// a 4 KiB ring copy's time (docs/benchmarks/design-measurements.md,
+// "Wake-ups").
 void Runtime::Impl::AdmitWaiting() {
   while (!waiting.empty() && TryAdmit(*waiting.front())) {
     const std::shared_ptr<TransferState>& t = waiting.front();

@@ -296,9 +296,9 @@ void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdSta
     // This channel's own worker is woken once half its requests in flight
     // have come back, not after each: while the rest are queued its
     // threads have work, and each wake-up of the worker took a copy
-    // thread's core for two context switches and a dispatch (on the
-    // development VM's 2 vCPUs a 1 GiB copy in 4 MiB requests left each
-    // copy thread idle 10-50 us between requests, ~10 % of the copy).
+    // thread's core for two context switches and a dispatch, leaving copy
+    // threads idle between requests (docs/benchmarks/design-measurements.md,
+    // "Wake-ups").
     // Whatever else the completion enabled is issued on that wake-up;
     // a higher-priority XD waiting in the pool (priority first) is issued
     // at once, as before.

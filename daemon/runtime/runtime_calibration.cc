@@ -234,10 +234,10 @@ Status Runtime::Impl::ApplyCalibration(const Calibration& cal) {
     auto st = cal.find(kNodePipeStreamedCurve);
     const double streamed_bps =
         st != cal.end() && !st->second.empty() ? st->second.front().bytes_per_s : 0;
-    // On the development VM streaming stores into the ring made a 1 GiB
-    // two-hop copy 7.4 -> 10.7 GB/s (its vCPUs share no cache to hand the
-    // ring over in); where the cores share one, cached ones keep the ring
-    // there for the next hop.
+    // Where the cores share no cache to hand the ring over in, streaming
+    // stores into the ring make a two-hop copy faster
+    // (docs/benchmarks/design-measurements.md, "Copy loops and plans");
+    // where they share one, cached ones keep the ring there for the next hop.
     const bool streams = streamed_bps > pipe.bytes_per_s;
     stream_ring_writes.store(streams, std::memory_order_relaxed);
     for (TopologyEdge& e : topo.edges) {

@@ -416,9 +416,9 @@ Result<ChunkGrid> Runtime::Impl::GridFor(const Path& path, const Box& box,
   // and a layout change elsewhere on the path cuts those runs short (a
   // 16-row transpose: 16 runs of chunk/16 bytes). Larger chunks, up to a
   // slot, keep its I/Os long; at least 8 chunks keep the hops overlapped.
-  // Measured (1 GiB, 2-core VM, medians of 5 paired rounds): DSK -> DSK
-  // transpose 0.87-0.92 -> 1.06-1.11 of read + write; AOS -> SOA into a
-  // file 0.94-1.05 -> 1.09-1.10 of the plain durable write.
+  // This took DSK -> DSK transposes and AOS -> SOA into a file from below
+  // their staged baselines to above them (docs/benchmarks/design-measurements.md,
+  // "Disk").
   // (DSK memories are only ever a path's ends: Build refuses others.)
   const bool disk_hop = IsDisk(path.nodes.front().memory) || IsDisk(path.nodes.back().memory);
   if (disk_hop && path.edges.size() > 1) {
