@@ -9,7 +9,8 @@ library only. It checks:
              (GitHub's anchors: lower case, punctuation dropped, spaces to -);
   citations  every `(docs/<page>.md, "Section")` or `(README, "Section")` in
              the tracked sources, tests, scripts and install files names an
-             existing page and a heading of it (or a bold lead-in such as
+             existing page and a heading of it, and every docs/<page>.md they
+             mention otherwise exists (or a bold lead-in such as
              `**Byte by byte.**`); a name may stop before a heading's
              parenthesis or colon ("Direct reads" for "Direct reads (a
              peer's private memory, ...)");
@@ -159,6 +160,9 @@ def check_citations(problems, files):
             chunk = COMMENT_BREAK.sub(" ", text[start:start + 400])
             j = CITATION.match(chunk)
             if not j:
+                if m.group(1).startswith("docs/") and not os.path.isfile(m.group(1)):
+                    count += 1
+                    problems.append(f"{f}:{no}: names {m.group(1)}, which does not exist")
                 continue
             doc, name = j.group(1), j.group(2).strip()
             count += 1

@@ -66,9 +66,9 @@ class Report {
 };
 
 // One measurement and its baseline, round by round (both taken in the same
-// round, back to back). The table shows medians: on a shared virtio disk fio
-// alone moves 1.1-3.1 GB/s between runs, and a 1 GiB memcpy on the shared
-// 2-core VM 12-14 GB/s, so the median of paired ratios is the figure that
+// round, back to back). The table shows medians: on a shared host fio and
+// memcpy alone swing widely between runs (docs/benchmarks/design-measurements.md,
+// "Benchmark method"), so the median of paired ratios is the figure that
 // survives the noise, and their range says how much noise there was; every
 // round is printed to stderr. Works for any unit: the ratio is ours/base.
 class Rounds {

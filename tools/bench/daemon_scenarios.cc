@@ -70,8 +70,8 @@ void FirstCopyCase(client::Client& c, const char* scenario, const InstanceShape&
   const double gb = static_cast<double>(bytes) / 1e9;
   const double gib = static_cast<double>(bytes) / static_cast<double>(1ull << 30);
   // Each figure of a round is the median of kPerRound fresh allocations:
-  // one 256 MiB copy takes ~9 ms, and single ones swung 0.60-1.57 of
-  // their pair from one round to the next on the development VM.
+  // one 256 MiB copy is short, and single ones swing widely against their
+  // pair from one round to the next (docs/benchmarks/README.md, "Method").
   constexpr int kPerRound = 3;
   for (int r = 0; r < rounds; ++r) {
     std::vector<double> first, again, allocated_first, allocate_ms, touch_ms;
@@ -254,10 +254,9 @@ std::vector<double> MemcpyFloorUs(int iterations) {
 
 // A daemon keeps its last 4096 finished transfers (Node::Impl::
 // kFinishedKept): until it has finished that many, every copy's record is
-// new heap memory, faulted in on the ring thread. On the development VM (a
-// paravirtualized guest whose freed pages go back to the host) such a
-// fault costs 20-100 us, and the first 4096 copies of a fresh daemon had
-// a p99 of 20-45 us against 6-8 us after them.
+// new heap memory, faulted in on the ring thread. On a paravirtualized
+// guest whose freed pages go back to the host such faults dominate a fresh
+// daemon's tail latency (docs/benchmarks/README.md, "Method").
 constexpr int kDaemonHistory = 4096;
 
 // 4 KiB copies through the client library's shared-memory rings, waited

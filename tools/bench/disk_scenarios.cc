@@ -484,15 +484,14 @@ void RunDisk(const std::string& dir, uint64_t bytes, Report& report, int rounds,
   auto reader = MakeOrDie(ChannelKind::kDiskRead, "dsk_r");
   // Host memory as large as the transfer, like a user's copy into a pool
   // allocation (and the runtime rows below). fio allocates only iodepth x bs
-  // and reuses it; we did the same until 2026-11-25, when reads into such a
-  // small reused buffer proved bimodal on the development VM: 1.35 GB/s or
-  // 2.4-3.9 GB/s, fixed for the life of the process (fio shows the same two
-  // levels, per run), whatever CPU the process is pinned to and with or
-  // without transparent huge pages. Reads into a buffer the size of the
-  // transfer ran at 2.7-3.4 GB/s in every process. The likely cause is the
-  // physical contiguity of the few pages a small buffer gets, which decides
-  // how many virtio segments (and device requests) a 1 MiB I/O becomes
-  // (docs/benchmarks/history.md, the paragraph on pages).
+  // and reuses it, but reads into such a small reused buffer can be bimodal,
+  // fixed for the life of the process (fio shows the same two levels, per
+  // run), whatever CPU the process is pinned to and with or without
+  // transparent huge pages, where reads into a buffer the size of the
+  // transfer are steady (docs/benchmarks/design-measurements.md, "Benchmark
+  // method"). The likely cause is the physical contiguity of the few pages a
+  // small buffer gets, which decides how many virtio segments (and device
+  // requests) a 1 MiB I/O becomes.
   const HostBuffer host(bytes, 7);
   const unsigned depth = kDefaultQueueDepth;  // fio gets the channel's queue depth
 
