@@ -56,9 +56,9 @@ std::shared_ptr<const CopyProgram> Runs(uint64_t run, uint64_t fields) {
 // host executor: an AOS of `fields` fields of `run` bytes into its SOA,
 // kGatherBytes a request. The compiler blocks the points so that a block's
 // source stays in the L1 cache across the field passes; Runs' one pass per
-// field over the whole request read the source from L3 each time, and the
-// 8-field curve at 4 B runs came out at 9.4-11.3 GB/s where the AOS->SOA
-// copies it predicts ran 10.4-13.6. The host channels are calibrated with
+// field over the whole request read the source from L3 each time, and its
+// curve came out below the AOS->SOA copies it predicts
+// (docs/benchmarks/design-measurements.md, "Calibration"). The host channels are calibrated with
 // what they run; GPU channels (their own lowering) keep Runs.
 std::shared_ptr<const CopyProgram> HostConversion(uint64_t run, uint64_t fields) {
   if (fields * run >= kGatherBytes || run > UINT32_MAX) return Runs(run, fields);

@@ -29,8 +29,9 @@ using calibration::TimeRequests;
 constexpr uint64_t kDiskArea = 128ull << 20;  // scratch file bytes a read cycles through
 // A write calibration writes into holes (a sparse file of this size, its
 // blocks dropped before each size), as a copy's fresh destination file
-// does: overwriting allocated blocks measured 4.2 GB/s on the development
-// VM where durable copies reached 2.3. Nothing is allocated until written.
+// does: overwriting allocated blocks measures far faster than durable copies
+// into new files reach (docs/benchmarks/design-measurements.md, "Disk").
+// Nothing is allocated until written.
 constexpr uint64_t kDiskWriteArea = 512ull << 20;
 // Each size, read or write, is timed twice and the better figure kept
 // (MeasureSizes takes the upper of two): a write calibration started right after gigabytes of

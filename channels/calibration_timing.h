@@ -34,9 +34,9 @@ Result<double> TimeRequests(Channel& channel, const std::function<ChannelRequest
 // `measure(size, slice)` times one size. Only growing requests are
 // extrapolated: one no larger than the last costs about what that one did,
 // and where they are all min_request (runs of 1 B to 64 B) a slow first
-// size would otherwise flatten the whole curve at its rate (the 8-field
-// curve read 0.49 GB/s at every run with a 100 ms share; 64 B runs move
-// 20 times that).
+// size would otherwise flatten the whole curve at its rate (it once held
+// an 8-field curve at a twentieth of what 64 B runs move;
+// docs/benchmarks/design-measurements.md, "Calibration").
 // With `windows` > 1 each size's share is timed as that many windows of
 // its own and the median is its figure (of an even count, the upper of
 // the middle two: of two windows, the better): where a shared host takes a

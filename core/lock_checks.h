@@ -3,8 +3,8 @@
 // Debian's abseil is built without NDEBUG, so its Mutex checks lock order
 // on every Lock and Unlock (a global graph under a global lock) and on
 // every Mutex destruction, unless told otherwise. That costs more than the
-// rest of a 4 KiB copy's bookkeeping: the ring's median latency went from
-// about 7.5 to 10.8 us when the daemon's locks became absl::Mutex. Debug
+// rest of a 4 KiB copy's bookkeeping (docs/benchmarks/design-measurements.md,
+// "Locks and allocation"). Debug
 // builds (the ASan test suite, whose daemons run this code too) keep the
 // checks, so a lock-order inversion still fails the tests; optimized
 // binaries turn them off at start.

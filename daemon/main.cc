@@ -346,7 +346,8 @@ int Main(int argc, char** argv) {
   SetLockOrderChecksForBuild();
   // No fastbins: with them, every allocation above glibc's small sizes
   // (a transfer's state is 1.5 KiB, one per copy) first merges all freed
-  // small chunks (malloc_consolidate), ~0.15 us of each 4 KiB ring copy.
+  // small chunks (malloc_consolidate), a measurable part of each 4 KiB ring
+  // copy (docs/benchmarks/design-measurements.md, "Locks and allocation").
   // Small blocks still come from the per-thread cache. Before any thread.
   mallopt(M_MXFAST, 0);  // NOLINT(concurrency-mt-unsafe)
   CLI::App app{

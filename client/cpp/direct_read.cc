@@ -129,10 +129,9 @@ Status KernelRead(const DirectLease& lease, DirectHelper* helper) {
 Status RunDirectRead(const DirectLease& lease, DirectHelper* helper, uint32_t spin_us) {
   // Through the window whenever it can run: no per-lease choice by timing.
   // Probing the kernel's way now and then cost more than it could save (a
-  // NAS_MG face: 1 ms by the kernel against 12 us served, so one probe in
-  // 16 copies made them 5 times slower), and under load served copies kept
-  // pace with the kernel's (two busy loops on both cores: 1.6-9.4 GB/s
-  // against 1.5-8.2 for the vector rows).
+  // probe of a fragmented type costs many served copies), and under load
+  // served copies kept pace with the kernel's
+  // (docs/benchmarks/design-measurements.md, "Direct and served reads").
   if (lease.served_window && lease.served->usable.load(std::memory_order_relaxed)) {
     if (std::optional<Status> s =
             lease.served_window->Copy(*lease.served, lease.pidfd.get(), spin_us)) {

@@ -64,8 +64,8 @@ inline constexpr uint64_t kMaxMemoRuns = uint64_t{1} << 18;
 inline constexpr uint64_t kSplitBytes = uint64_t{1} << 20;
 // ...and, read run by run, runs of at least this many bytes on average:
 // with two threads pinning small runs of one process at once the kernel
-// ran slower than one thread alone (4 KiB runs: 7.9 against 12.2 GB/s;
-// 64 KiB runs: 20.4 against 12.6).
+// runs slower than one thread alone, and faster with large runs
+// (docs/benchmarks/design-measurements.md, "Direct and served reads").
 inline constexpr uint64_t kSplitMinRun = uint64_t{32} << 10;
 
 // One helper thread that runs half of a large direct read while the

@@ -46,9 +46,8 @@ struct ServedProgram {
 // The piece size for a copy of `bytes`: a few pieces in flight even for
 // small copies, so that packing and unpacking overlap, and at most 128 KiB
 // (half a slot). Each piece costs both sides a handover (a few cache
-// lines crossing cores): 2 MiB vectors of 4 KiB - 2 MiB blocks ran 15-35 %
-// faster in 128 KiB pieces than in 32 KiB ones; 256 KiB pieces were
-// slower again at 1 KiB blocks (9.9 against 15.8 GB/s).
+// lines crossing cores), so larger pieces ran faster, up to 128 KiB
+// (docs/benchmarks/design-measurements.md, "Direct and served reads").
 uint64_t PieceBytesFor(uint64_t bytes);
 
 // `program` made ready for a lane; nullopt when its records do not fit the

@@ -1,9 +1,9 @@
 // Pre-faulted host memory for benchmarks (first-touch page faults would
 // otherwise be measured as copy time), in huge pages as the daemon's own
-// memory is (client pools, rings, calibration areas): on the development
-// VM, whose host walks page tables expensively, a 4 KiB-page buffer of
-// 1 GiB copied at 0.6-20 GB/s from one pass to the next and a huge-page
-// one at 14-21, for Isometry and the baselines alike.
+// memory is (client pools, rings, calibration areas): where the host walks
+// page tables expensively, 4 KiB-page buffers copy at erratic speeds, for
+// Isometry and the baselines alike (docs/benchmarks/design-measurements.md,
+// "Pages").
 #pragma once
 
 #include <cstddef>
