@@ -156,6 +156,7 @@ constexpr std::string_view kDaemonKeys[] = {
     "checkpoint_max_deltas",
     "checkpoint_threads",
     "max_checkpoint_calls_per_session",
+    "transfer_history",
 };
 
 Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
@@ -236,7 +237,8 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
         IntKey{"max_flush_ms", &c.max_flush_ms, 1, 3600000},
         IntKey{"checkpoint_max_deltas", &c.checkpoint_max_deltas, 1, 65536},
         IntKey{"checkpoint_threads", &c.checkpoint_threads, 1, 64},
-        IntKey{"max_checkpoint_calls_per_session", &c.max_checkpoint_calls_per_session, 1, 1024}}) {
+        IntKey{"max_checkpoint_calls_per_session", &c.max_checkpoint_calls_per_session, 1, 1024},
+        IntKey{"transfer_history", &c.transfer_history, 0, 1 << 16}}) {
     if (const toml::node* n = t.get(k.key)) {
       ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, StrCat("daemon.", k.key), k.lo, k.hi));
       *k.out = static_cast<uint32_t>(v);

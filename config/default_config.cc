@@ -60,6 +60,7 @@ max_flush_ms = 60000                  # the longest an active flush waits
 checkpoint_max_deltas = 16            # a longer checkpoint delta chain is merged into its base
 checkpoint_threads = 4                # gRPC Checkpoint/Restore/CompactCheckpoint worker threads
 max_checkpoint_calls_per_session = 2  # of those queued or running per session
+transfer_history = 256                # ended transfers kept for isoctl transfers --recent (0: none)
 calibrate = true            # measure channel throughput at start (kept in state_dir)
 
 [runtime]

@@ -212,6 +212,9 @@ struct DaemonConfig {
   uint32_t checkpoint_threads = 4;
   uint32_t max_checkpoint_calls_per_session = 2;
   uint32_t shutdown_grace_ms = 5000;  // SIGTERM: time in-flight transfers get to finish
+  // Ended transfers whose final report the daemon keeps for isoctl
+  // transfers --recent (ListTransfers recent); 0 keeps none.
+  uint32_t transfer_history = 256;
   // Calibrate channels at start, kept in state_dir/calibration.toml.
   bool calibrate = true;
 

@@ -545,6 +545,13 @@ class Node {
                   TransferCallback cb);
   // Every transfer in flight, with its owner (never a credential).
   std::vector<TransferReport> ListTransfers() const;
+  // The final reports of the last daemon.transfer_history transfers of
+  // this node's own that ended, newest first (no hops; no halves of other
+  // nodes' copies). Anyone may list them, as ListTransfers; the message of
+  // a transfer that ended badly (it may name another client's file) only
+  // its session and the operator see, others its code alone.
+  std::vector<TransferReport> RecentTransfers(const std::string& session,
+                                              bool is_operator = false) const;
 
   std::vector<MemoryReport> ListMemories() const;
   std::vector<ChannelReport> ListChannels() const;

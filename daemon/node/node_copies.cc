@@ -147,6 +147,16 @@ PendingCalls Node::Impl::Finalize(const std::shared_ptr<TransferRecord>& r) {
     r->handle.reset();
   }
   r->final_report = BuildReport(*r, /*detailed=*/false);
+  if (history.capacity() > 0) {
+    // The path's text is formatted once per plan (TextOfLocked): a copy here.
+    TransferReport kept = r->final_report;
+    if (r->cross) {
+      kept.path = r->cross->PathText();
+    } else if (r->ended && r->ended->path) {
+      kept.path = TextOfLocked(r->ended->path).path;
+    }
+    history.Add(std::move(kept));
+  }
   r->src.reset();
   r->dst.reset();
   active.erase(r->id);

@@ -90,6 +90,23 @@ std::vector<TransferReport> Node::ListTransfers() const {
   return out;
 }
 
+std::vector<TransferReport> Node::RecentTransfers(const std::string& session,
+                                                  bool is_operator) const {
+  absl::MutexLock lock(&impl_->mu);
+  std::vector<TransferReport> out = impl_->history.NewestFirst();
+  if (is_operator) return out;
+  const Session* caller = impl_->FindSessionOrNull(session);
+  for (TransferReport& r : out) {
+    if (!r.status.ok() && !(caller && caller->id == r.owner.session)) {
+      r.status =
+          Status(r.status.code(), StrCat("another client's transfer: its message needs the "
+                                         "operator token (",
+                                         impl_->config.daemon.state_dir, "/operator.token)"));
+    }
+  }
+  return out;
+}
+
 Result<TransferReport> Node::GetTransfer(const std::string& session, uint64_t transfer,
                                          bool is_operator) const {
   // Only a cross-node copy's id can name a half (kCrossTransferBit).

@@ -36,6 +36,7 @@
 #include "daemon/node/node.h"
 #include "daemon/node/redistribute_op.h"
 #include "daemon/node/shared_memory.h"
+#include "daemon/node/transfer_history.h"
 
 namespace isometry {
 
@@ -288,6 +289,9 @@ struct Node::Impl {
   // and their ids oldest first, the order they are forgotten in.
   std::unordered_map<uint64_t, std::shared_ptr<TransferRecord>> finished ABSL_GUARDED_BY(mu);
   std::deque<uint64_t> finished_order ABSL_GUARDED_BY(mu);
+  // The final reports of the last daemon.transfer_history ended transfers
+  // (ListTransfers recent), with their path text.
+  TransferHistory history ABSL_GUARDED_BY(mu);
   uint64_t next_allocation ABSL_GUARDED_BY(mu) = 1;
   uint64_t next_instance ABSL_GUARDED_BY(mu) = 1;
   std::map<uint64_t, std::shared_ptr<PrivateRange>> private_ranges ABSL_GUARDED_BY(mu);

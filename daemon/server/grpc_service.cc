@@ -409,9 +409,12 @@ class Service final : public ActiveCallbacks, public GrpcService {
     return Reply(ctx, r.status());
   }
 
-  ServerUnaryReactor* ListTransfers(CallbackServerContext* ctx, const v1::ListTransfersRequest*,
+  ServerUnaryReactor* ListTransfers(CallbackServerContext* ctx, const v1::ListTransfersRequest* req,
                                     v1::ListTransfersResponse* resp) override {
-    for (const TransferReport& r : node_.ListTransfers()) ToProto(r, resp->add_transfers());
+    const std::vector<TransferReport> list =
+        req->recent() ? node_.RecentTransfers(SessionOf(ctx), IsOperator(ctx))
+                      : node_.ListTransfers();
+    for (const TransferReport& r : list) ToProto(r, resp->add_transfers());
     return Reply(ctx, OkStatus());
   }
 

@@ -325,8 +325,13 @@ class PythonClientTest(unittest.TestCase):
         for n in range(512):
             self.assertEqual(struct.unpack_from("<d", out, dst.offset(1, (n,)))[0], _value(1, n))
         self.assertEqual(self.c.transfer(tid).state, "done")
-        # ListTransfers shows transfers in flight only.
+        # ListTransfers shows transfers in flight only; recent=True the ended
+        # ones, with their final state and path.
         self.assertNotIn(tid, [t.id for t in self.c.transfers()])
+        recent = {t.id: t for t in self.c.transfers(recent=True)}
+        self.assertIn(tid, recent)
+        self.assertEqual((recent[tid].state, recent[tid].bytes), ("done", ref.total))
+        self.assertIn("memcpy0", recent[tid].path)
 
     def test_introspection(self):
         mems = {m.name: m for m in self.c.memories()}

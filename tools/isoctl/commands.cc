@@ -66,7 +66,8 @@ Status RunChannels(DaemonClient& client, const Output& out) {
   return Print(out, resp, RenderChannels);
 }
 
-Status RunTransfers(DaemonClient& client, const Output& out, std::optional<uint64_t> id) {
+Status RunTransfers(DaemonClient& client, const Output& out, std::optional<uint64_t> id,
+                    bool recent) {
   if (id) {
     v1::GetTransferRequest req;
     req.set_transfer(*id);
@@ -74,9 +75,11 @@ Status RunTransfers(DaemonClient& client, const Output& out, std::optional<uint6
     ISO_RETURN_IF_ERROR(client.Call(&Stub::GetTransfer, req, &resp));
     return Print(out, resp, RenderTransfer);
   }
+  v1::ListTransfersRequest req;
+  req.set_recent(recent);
   v1::ListTransfersResponse resp;
-  ISO_RETURN_IF_ERROR(client.Call(&Stub::ListTransfers, v1::ListTransfersRequest(), &resp));
-  return Print(out, resp, RenderTransfers);
+  ISO_RETURN_IF_ERROR(client.Call(&Stub::ListTransfers, req, &resp));
+  return Print(out, resp, recent ? RenderRecentTransfers : RenderTransfers);
 }
 
 Status RunCalibrate(DaemonClient& client, const Output& out) {

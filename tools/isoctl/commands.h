@@ -27,8 +27,10 @@ Status RunPeers(DaemonClient& client, const Output& out);
 // One verdict over the daemon, its peers, pools and channels: a table and
 // "healthy", "degraded" (exit 4) or "unhealthy" (exit 5).
 Status RunHealth(DaemonClient& client, const Output& out);
-// Transfers in flight, or one transfer (in flight or recently ended) by id.
-Status RunTransfers(DaemonClient& client, const Output& out, std::optional<uint64_t> id);
+// Transfers in flight, or one transfer (in flight or recently ended) by id,
+// or with `recent` the ended ones the daemon keeps, newest first.
+Status RunTransfers(DaemonClient& client, const Output& out, std::optional<uint64_t> id,
+                    bool recent);
 
 // A side is a layout over `shape`, or `count` elements of a datatype
 // (then the shape describes nothing on that side; with datatypes on both

@@ -168,6 +168,28 @@ class IsoctlTest(unittest.TestCase):
                 return c
         self.fail(f"no channel {name} in {channels}")
 
+    def start_slow_copy(self):
+        """A 32 MiB `isoctl copy` at priority 5 in the background (on
+        SLOW_CHANNEL it runs for seconds); returns the process and its
+        TransferInfo once `transfers` lists it with its hops."""
+        proc = subprocess.Popen(
+            [ISOCTL, "--socket", self.daemon.socket, "--json", "copy", "--extents", "4194304",
+             "--priority", "5"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.addCleanup(lambda: proc.poll() is None and (proc.kill(), proc.wait()))
+        deadline = time.monotonic() + 20
+        while True:
+            transfers = self.json("transfers")["transfers"]
+            if transfers and transfers[0]["hops"]:
+                return proc, transfers[0]
+            if proc.poll() is not None:
+                self.fail(f"the copy ended before it showed up in flight: {proc.communicate()}")
+            self.assertLess(time.monotonic(), deadline, "the copy never showed up")
+            time.sleep(0.05)
+
 
 class ReadCommandsTest(IsoctlTest):
     def test_status(self):
@@ -660,28 +682,12 @@ class ExitCodeTest(IsoctlTest):
         self.assertEqual(r.returncode, 3, r.stderr)
 
 
-class InFlightTest(IsoctlTest):
-    # 4 MiB/s: a 32 MiB copy stays in flight for seconds.
-    channel_extra = 'request_size = "1MiB"\nrate_limit = "4MiB"'
+# 4 MiB/s: a 32 MiB copy (start_slow_copy) stays in flight for seconds.
+SLOW_CHANNEL = 'request_size = "1MiB"\nrate_limit = "4MiB"'
 
-    def start_slow_copy(self):
-        proc = subprocess.Popen(
-            [ISOCTL, "--socket", self.daemon.socket, "--json", "copy", "--extents", "4194304",
-             "--priority", "5"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.addCleanup(lambda: proc.poll() is None and (proc.kill(), proc.wait()))
-        deadline = time.monotonic() + 20
-        while True:
-            transfers = self.json("transfers")["transfers"]
-            if transfers and transfers[0]["hops"]:
-                return proc, transfers[0]
-            if proc.poll() is not None:
-                self.fail(f"the copy ended before it showed up in flight: {proc.communicate()}")
-            self.assertLess(time.monotonic(), deadline, "the copy never showed up")
-            time.sleep(0.05)
+
+class InFlightTest(IsoctlTest):
+    channel_extra = SLOW_CHANNEL
 
     def test_transfers_wait_cancel(self):
         proc, t = self.start_slow_copy()
@@ -733,6 +739,97 @@ class InFlightTest(IsoctlTest):
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("CANCELLED: ", r.stderr)
         self.assertEqual(self.json("status")["transfers_cancelled"], 1)
+
+
+class RecentTest(IsoctlTest):
+    """transfers --recent: the ended transfers' final reports, newest first,
+    at most daemon.transfer_history of them (issue #54, item 3)."""
+
+    channel_extra = SLOW_CHANNEL
+    daemon_extra = (("transfer_history", "3"),)
+
+    def recent(self):
+        return self.json("transfers", "--recent")["transfers"]
+
+    def test_recent_transfers(self):
+        self.assertEqual(self.recent(), [])
+        self.assertRegex(self.ok("transfers", "--recent"), r"^no ended transfers")
+
+        # Done, cancelled, done.
+        first = self.json("copy", "--extents", "4096", "--priority", "2")["info"]
+        proc, slow = self.start_slow_copy()
+        self.ok("cancel", slow["id"])
+        proc.communicate(timeout=COMMAND_TIMEOUT_S)
+        last = self.json("copy", "--extents", "8192")["info"]
+
+        recent = self.recent()
+        self.assertEqual([t["id"] for t in recent], [last["id"], slow["id"], first["id"]])
+        self.assertEqual([t["state"] for t in recent], ["done", "cancelled", "done"])
+        self.assertEqual([t["bytes"] for t in recent], [8192 * 8, 4194304 * 8, 4096 * 8])
+        done, cancelled = recent[2], recent[1]
+        self.assertEqual((done["code"], done["message"], done["priority"]), (0, "", 2))
+        self.assertEqual(cancelled["code"], 1)  # google.rpc.Code CANCELLED
+        self.assertIn(f"transfer {slow['id']} was cancelled", cancelled["message"])
+        self.assertEqual(cancelled["priority"], 5)
+        # Without the operator token, another client's message is not shown; its code is.
+        r = self.isoctl("--json", "transfers", "--recent", operator=False)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        hidden = json.loads(r.stdout)["transfers"][1]
+        self.assertEqual((hidden["id"], hidden["code"]), (slow["id"], 1))
+        self.assertNotIn("was cancelled", hidden["message"])
+        self.assertIn("operator token", hidden["message"])
+        for t in recent:
+            # --json numbers are numbers; the owner without a credential; no hops.
+            self.assertIs(type(t["id"]), int)
+            self.assertIs(type(t["bytes"]), int)
+            self.assertIsInstance(t["elapsed_s"], (int, float))
+            self.assertGreater(t["elapsed_s"], 0)
+            self.assertIsInstance(t["predicted_bytes_per_s"], (int, float))
+            self.assertGreater(t["predicted_bytes_per_s"], 0)
+            self.assertIn("memcpy0", t["path"])
+            self.assertEqual(t["owner"]["client_name"], "isoctl copy")
+            self.assertGreater(t["owner"]["session_id"], 0)
+            self.assertNotIn("session", t)
+            self.assertEqual(t["hops"], [])
+        self.assertGreater(done["measured_bytes_per_s"], 0)
+        self.assertEqual(cancelled["measured_bytes_per_s"], 0)
+        # Ended transfers are not in flight.
+        self.assertEqual(self.json("transfers"), {"transfers": []})
+
+        human = self.ok("transfers", "--recent")
+        lines = human.splitlines()
+        self.assertRegex(lines[0], r"^\s*ID\s+STATE\s+BYTES\s+DURATION\s+PATH\s+PREDICTED"
+                                   r"\s+MEASURED\s+ERROR$")
+        self.assertEqual(len(lines), 4, human)
+        self.assertRegex(lines[2], rf"^\s*{slow['id']}\s+cancelled\s+32\.00 MiB\s+\S+ m?s\s+"
+                                   r".*memcpy0.*\s+[\d.]+ [kMGT]?B/s\s+-\s+CANCELLED: transfer "
+                                   rf"{slow['id']} was cancelled$")
+        self.assertRegex(lines[3], rf"^\s*{first['id']}\s+done\s+32\.00 KiB\s+.*memcpy0.*"
+                                   r"\s+[\d.]+ [kMGT]?B/s\s+[\d.]+ [kMGT]?B/s\s+-$")
+
+        # Bounded: five more copies, and only the last three are kept.
+        out = self.ok("--json", "copy", "--extents", "4096", "--repeat", "5")
+        ids = [json.loads(line)["transfer"] for line in out.splitlines()]
+        self.assertEqual(len(ids), 5)
+        self.assertEqual([t["id"] for t in self.recent()], ids[:-4:-1])
+        self.assertEqual(len(self.ok("transfers", "--recent").splitlines()), 4)
+
+        # One transfer by ID, or the recent ones: not both.
+        r = self.isoctl("transfers", ids[-1], "--recent")
+        self.assertEqual(r.returncode, 2, r.stderr)
+
+
+class RecentOffTest(IsoctlTest):
+    daemon_extra = (("transfer_history", "0"),)
+
+    def test_history_zero_keeps_none(self):
+        info = self.json("copy", "--extents", "4096")["info"]
+        self.assertEqual(self.recent_ids(), [])
+        # Wait and `transfers ID` still find it (they keep their own 4096).
+        self.assertEqual(self.json("transfers", info["id"])["state"], "done")
+
+    def recent_ids(self):
+        return [t["id"] for t in self.json("transfers", "--recent")["transfers"]]
 
 
 if __name__ == "__main__":

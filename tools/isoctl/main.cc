@@ -117,6 +117,7 @@ struct Invocation {
   std::function<Status()> local;
 
   std::optional<uint64_t> transfer_id;
+  bool transfers_recent = false;
   TopArgs top;
   ShapeArgs plan_shape;
   std::string plan_src_type, plan_dst_type;
@@ -183,10 +184,21 @@ void AddListCommands(CLI::App& app, Invocation& inv) {
       ->callback([&] { inv.run = [&](DaemonClient& c) { return RunChannels(c, output); }; });
 
   CLI::App* transfers = app.add_subcommand(
-      "transfers", "transfers in flight with per-hop progress, or one transfer by ID");
-  transfers->add_option("ID", inv.transfer_id, "one transfer, in flight or recently ended");
-  transfers->callback(
-      [&] { inv.run = [&](DaemonClient& c) { return RunTransfers(c, output, inv.transfer_id); }; });
+      "transfers",
+      "transfers in flight with per-hop progress, one transfer by ID, or (--recent) the last "
+      "ones that ended");
+  CLI::Option* id =
+      transfers->add_option("ID", inv.transfer_id, "one transfer, in flight or recently ended");
+  transfers
+      ->add_flag("--recent", inv.transfers_recent,
+                 "the ended transfers the daemon keeps (daemon.transfer_history), newest first: "
+                 "state, bytes, duration, path, predicted and measured rate, error")
+      ->excludes(id);
+  transfers->callback([&] {
+    inv.run = [&](DaemonClient& c) {
+      return RunTransfers(c, output, inv.transfer_id, inv.transfers_recent);
+    };
+  });
 }
 
 void AddTopCommand(CLI::App& app, Invocation& inv) {

@@ -262,6 +262,30 @@ std::string RenderTransfers(const v1::ListTransfersResponse& r) {
   return t.Render();
 }
 
+std::string RenderRecentTransfers(const v1::ListTransfersResponse& r) {
+  Table t({{"ID", Align::kRight},
+           {"STATE"},
+           {"BYTES", Align::kRight},
+           {"DURATION", Align::kRight},
+           {"PATH"},
+           {"PREDICTED", Align::kRight},
+           {"MEASURED", Align::kRight},
+           {"ERROR"}});
+  const auto rate = [](double bps) { return bps > 0 ? FormatRate(bps) : std::string("-"); };
+  for (const v1::TransferInfo& x : r.transfers()) {
+    // The message may quote what a client sent (a file name): escaped.
+    const std::string error =
+        x.code() != 0 ? CodeName(x.code()) + ": " + ForLog(x.message(), 160) : "-";
+    t.AddRow({std::to_string(x.id()), x.state(), FormatBytes(x.bytes()),
+              FormatDuration(x.elapsed_s()), x.path().empty() ? "-" : ForLog(x.path(), 160),
+              rate(x.predicted_bytes_per_s()), rate(x.measured_bytes_per_s()), error});
+  }
+  if (t.empty()) {
+    return "no ended transfers (the daemon keeps the last daemon.transfer_history)\n";
+  }
+  return t.Render();
+}
+
 namespace {
 
 // "throughput: predicted 7.50 GB/s, measured 6.10 GB/s (0.81x)": the

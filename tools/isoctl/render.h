@@ -20,6 +20,9 @@ std::string RenderMemories(const v1::ListMemoriesResponse& memories);
 std::string RenderChannels(const v1::ListChannelsResponse& channels);
 // Transfers with one line per hop and its chunks_done/chunks_total.
 std::string RenderTransfers(const v1::ListTransfersResponse& transfers);
+// Ended transfers (transfers --recent), one line each: final state, bytes,
+// duration, path, predicted and measured rate, and the error if any.
+std::string RenderRecentTransfers(const v1::ListTransfersResponse& transfers);
 // One transfer in full (copy, wait, transfers ID): outcome, throughput,
 // path and hops.
 std::string RenderTransfer(const v1::TransferInfo& transfer);

@@ -923,12 +923,17 @@ class Client(ActiveAccessMixin):
 
     # ---- introspection ----
 
-    def transfers(self) -> list:
+    def transfers(self, recent: bool = False) -> list:
         """The daemon's transfers in flight (waiting or running), every
         client's, as TransferInfo messages with their ``owner`` (session
         number, client name, uid, pid; never a credential); ended ones are
-        found with :meth:`transfer` or :meth:`wait`."""
-        return list(self._call("ListTransfers", pb.ListTransfersRequest()).transfers)
+        found with :meth:`transfer` or :meth:`wait`.
+
+        With ``recent``: instead the final reports of the transfers that
+        ended last (done, failed or cancelled; every client's), newest
+        first, as many as the daemon keeps (``daemon.transfer_history``);
+        no hops."""
+        return list(self._call("ListTransfers", pb.ListTransfersRequest(recent=recent)).transfers)
 
     def channels(self) -> list:
         """The daemon's channels (ChannelInfo messages)."""
