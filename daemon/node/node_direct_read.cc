@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 
 #include "core/strings.h"
 #include "daemon/node/node_impl.h"
@@ -56,8 +57,8 @@ std::string ChunkedLayoutEnd(const CopyRequest& r) {
 // pairing of their forms, which are lists of runs for SOA over fields of
 // different sizes.
 struct LeaseEnds {
-  std::shared_ptr<const PackedEnd> packed[2];
-  InstanceShape shapes[2];
+  std::array<std::shared_ptr<const PackedEnd>, 2> packed;
+  std::array<InstanceShape, 2> shapes;
 
   Result<FormCopy> Compile() const {
     if (!packed[0]) return CompileLayoutCopy(shapes[0], shapes[1], shapes[0].bounds);

@@ -34,7 +34,8 @@ struct Fixture {
     RegionSpec rs;
     rs.region.begin = 0;
     rs.region.end = bytes;
-    REQUIRE(w->AddRegion(std::move(rs)).ok());
+    const auto added = w->AddRegion(std::move(rs));
+    REQUIRE(added.ok());
   }
   ~Fixture() { w->Close("test over"); }
   std::future<Status> Put(uint64_t offset, const std::vector<std::byte>& data) {

@@ -117,10 +117,15 @@ std::string ZshSpecs(const std::vector<const CLI::Option*>& options) {
       for (const char bad : std::string("[]:\\")) {
         std::replace(help.begin(), help.end(), bad, ' ');
       }
-      out += "    " +
-             Quoted("--" + name + "[" + help + "]" +
-                    (opt->get_expected_min() > 0 ? ":value:_default" : "")) +
-             "\n";
+      std::string spec = "--";
+      spec += name;
+      spec += "[" + help + "]";
+      if (opt->get_expected_min() > 0) {
+        spec += ":value:_default";
+      }
+      out += "    ";
+      out += Quoted(spec);
+      out += "\n";
     }
   }
   return out;
