@@ -20,22 +20,7 @@ void BoundsAndFields(const InstanceShape& shape, v1::Box* bounds,
 }
 
 bool SameSpace(const InstanceShape& a, const InstanceShape& b) {
-  if (a.bounds.dims != b.bounds.dims || a.fields.fields().size() != b.fields.fields().size()) {
-    return false;
-  }
-  for (int d = 0; d < a.bounds.dims; ++d) {
-    if (a.bounds.lo[d] != b.bounds.lo[d] || a.bounds.hi[d] != b.bounds.hi[d]) {
-      return false;
-    }
-  }
-  for (size_t i = 0; i < a.fields.fields().size(); ++i) {
-    const Field& fa = a.fields.fields()[i];
-    const Field& fb = b.fields.fields()[i];
-    if (fa.name != fb.name || fa.size != fb.size) {
-      return false;
-    }
-  }
-  return true;
+  return a.bounds == b.bounds && a.fields == b.fields;
 }
 
 }  // namespace
