@@ -569,7 +569,7 @@ def main():
     p.add_argument("--relay-rate", default="1gbit", help="relay scenario: a-b and b-c rate")
     p.add_argument("--relay-slow", default="200mbit", help="relay scenario: the a-c rate")
     p.add_argument("--flood-mib", type=int, default=512, help="the flood scenario's copy size")
-    p.add_argument("--flood-connections", type=int, default=1000,
+    p.add_argument("--flood-connections", type=int, default=2000,
                    help="the flood scenario's idle connections")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
