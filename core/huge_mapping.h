@@ -40,13 +40,12 @@ inline void* MapSharedAligned(int fd, uint64_t length, int extra_flags = 0) {
 uint64_t CollapseToHugePages(std::byte* p, uint64_t length);
 
 // munmap(p, length), with the range made inaccessible first
-// (mprotect PROT_NONE). On a host with shadow page tables (the development
-// VM), a plain munmap of a large populated range made the host drop its
-// entries for the rest of the process too: reading one byte of each 4 KiB
-// page of another 256 MiB region took 280-440 ms after unmapping a 256 MiB
-// memfd mapping, 1 ms before, and 2-4 ms when the mprotect came first
-// (memory in 2 MiB pages lost ~1 ms either way). Elsewhere it costs one
-// page-table walk of the range. For large mappings; `p` may be null.
+// (mprotect PROT_NONE). On a host with shadow page tables, a plain munmap
+// of a large populated range made the host drop its entries for the rest
+// of the process too, so every other region paid its first accesses again;
+// the mprotect first keeps that to the range itself
+// (docs/benchmarks/design-measurements.md, "Pages"). Elsewhere it costs
+// one page-table walk of the range. For large mappings; `p` may be null.
 void Unmap(void* p, uint64_t length);
 
 }  // namespace isometry

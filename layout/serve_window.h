@@ -139,8 +139,9 @@ std::byte* Slot(std::byte* window, uint32_t lane, uint32_t slot);
 
 // One step of a spin-wait: a pause. Not sched_yield: on a core another
 // program keeps busy, a yield hands it the rest of the time slice
-// (milliseconds), and a copy whose two sides yielded that way ran at a
-// tenth of the kernel's speed; a spin that ends in a futex sleep is woken
+// (milliseconds), and a copy whose two sides yielded that way ran far
+// below the kernel's speed (docs/benchmarks/design-measurements.md,
+// "Direct and served reads"); a spin that ends in a futex sleep is woken
 // as soon as the other side moves.
 void Relax();
 
@@ -148,8 +149,9 @@ void Relax();
 // affinity. A reader and the server spin on each other's words; on one
 // core they take turns a time slice at a time. The scheduler puts them
 // there when one wakes the other (wake-affine placement) and may take
-// milliseconds to spread them again: copies then ran 3-10 times slower. A
-// thread allowed on that core alone stays.
+// milliseconds to spread them again, and copies ran several times slower
+// meanwhile (docs/benchmarks/design-measurements.md, "Direct and served
+// reads"). A thread allowed on that core alone stays.
 void LeaveCpu(uint32_t cpu);
 
 // Shared futexes (both processes wait and wake on the window's words).

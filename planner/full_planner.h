@@ -95,9 +95,10 @@
 //    search, when they leave no path;
 //  - the simple planner's path seeds the incumbent, so the full planner is
 //    never worse than the simple one under the model.
-// Planning costs (fig. 4 with table 5, Release, one core): 10-30 us for the
-// paper's GPU-to-GPU transfers, up to ~2 ms for disk-to-disk permutations
-// whose space constraint keeps them far below U (every pass runs in full).
+// Planning is cheapest where a path soon reaches U and dearest for
+// disk-to-disk permutations whose space constraint keeps them far below U
+// (every pass runs in full; docs/benchmarks/design-measurements.md,
+// "Planning").
 #pragma once
 
 #include <array>
@@ -185,7 +186,8 @@ class FullPlanner {
 
   // The simple algorithm (PlanSimple, §4.4) on the indexed graph: the same
   // path or error as PlanSimple(topology(), src, dst), without a scan of
-  // every edge per memory visited (which costs ~75 us on a 16-node graph).
+  // every edge per memory visited (a cost that grows with the graph;
+  // docs/benchmarks/design-measurements.md, "Planning").
   // Path estimates are not filled.
   Result<Path> Simple(const PlanEndpoint& src, const PlanEndpoint& dst) const;
 

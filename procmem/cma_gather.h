@@ -1,8 +1,9 @@
 // Fragmented reads of another process, packed here: instead of one system
-// call per remote run (on /proc/<pid>/mem, ~1-2 us each), read the whole
-// extent the program's runs lie in with one contiguous CmaCopy into a
-// bounce buffer, then run the program from that buffer with the layout
-// executor (FALCON-X's pack/unpack choice, made per request from the
+// call per remote run (on /proc/<pid>/mem, each with its own page-table
+// walk; docs/benchmarks/design-measurements.md, "Direct and served
+// reads"), read the whole extent the program's runs lie in with one
+// contiguous CmaCopy into a bounce buffer, then run the program from that
+// buffer with the layout executor (FALCON-X's pack/unpack choice, made per request from the
 // program's fragmentation). Only for reads: writing an extent back would
 // overwrite bytes between the runs that the client may change meanwhile.
 #pragma once

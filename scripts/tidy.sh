@@ -7,16 +7,11 @@
 # Usage: scripts/tidy.sh [BUILD_DIR [run-clang-tidy options, e.g. -fix]]
 # (BUILD_DIR default build-tidy; configured here, only the generated proto
 # headers are built: no compilation needed)
-# Cost (clang-tidy 14, CPU s per translation unit, measured 2026-11-24,
-# before the unity batches below):
-# ~3.5 for a small unit test or core file, ~5 for a tools file, ~12-14 for
-# a unit that includes gRPC (daemon/cluster, daemon_test); ~1,100 for the
-# whole tree. About 30% of it is parsing, 70% the checks' AST matchers,
-# which walk every declaration of the unit, the standard library, gRPC and
-# protobuf included (the header filter only drops findings there, after the
-# work). No check dominates (--enable-check-profile: the largest are
-# reserved-identifier 10-14%, performance-unnecessary-value-param up to 18%
-# in the gRPC units, use-after-move 7-8%, stringview-nullptr 7%), so none
+# Cost: a unit that includes gRPC costs several times a small one. Most of
+# it is the checks' AST matchers, which walk every declaration of the unit,
+# the standard library, gRPC and protobuf included (the header filter only
+# drops findings there, after the work), and no check dominates
+# (docs/benchmarks/design-measurements.md, "Build and tests"), so none
 # is dropped: scripts/test.sh instead runs this script in a background lane
 # at nice 19 beside the builds and tests.
 set -euo pipefail

@@ -285,7 +285,9 @@ struct Node::Impl {
   std::map<uint64_t, Instance> instances ABSL_GUARDED_BY(mu);
   std::map<uint64_t, std::shared_ptr<TransferRecord>> active ABSL_GUARDED_BY(mu);
   // The last kFinishedKept finished records, by id (Wait, GetTransfer and
-  // every gRPC completion event look one up: a scan cost ~50 us a copy),
+  // every gRPC completion event look one up, and a scan of the list cost a
+  // noticeable share of a small copy; docs/benchmarks/design-measurements.md,
+  // "Daemon bookkeeping"),
   // and their ids oldest first, the order they are forgotten in.
   std::unordered_map<uint64_t, std::shared_ptr<TransferRecord>> finished ABSL_GUARDED_BY(mu);
   std::deque<uint64_t> finished_order ABSL_GUARDED_BY(mu);
@@ -299,9 +301,10 @@ struct Node::Impl {
   uint64_t next_datatype ABSL_GUARDED_BY(mu) = 1;
   // A path's text and hop names, formatted once per plan: copies on a
   // cached plan share its Path, and formatting layouts for each copy's
-  // report cost 1.5-4 us of a gRPC Copy's reply. Keyed by the Path itself
-  // (held, so its address is not reused); cleared when kPathTextsKept are
-  // held.
+  // report was a visible share of a gRPC Copy's reply
+  // (docs/benchmarks/design-measurements.md, "Daemon bookkeeping"). Keyed by
+  // the Path itself (held, so its address is not reused); cleared when
+  // kPathTextsKept are held.
   struct PathText {
     std::string path;
     std::vector<HopReport> hops;  // chunk counts zero

@@ -45,8 +45,8 @@ int PopulateRange(std::byte* p, uint64_t length) {
 }
 
 // PopulateRange over several threads for large regions: with 4 KiB pages
-// the kernel's per-page work dominates (about 0.7 s per GiB on one core of
-// the development VM, twice what two cores take). Slices are 2 MiB-aligned
+// the kernel's per-page work dominates, and it divides between cores
+// (docs/benchmarks/design-measurements.md, "Pages"). Slices are 2 MiB-aligned
 // so huge pages are not split between threads.
 int Populate(std::byte* p, uint64_t length) {
   constexpr uint64_t kSlice = 32ull << 20;  // below this a thread costs more than it saves
@@ -116,10 +116,10 @@ Result<SharedMemory> SharedMemory::Create(const std::string& name, uint64_t byte
   // Under "never" (Debian's default) a memfd's pages are 4 KiB: made huge
   // here, best effort. One page of each 2 MiB is faulted in and the kernel
   // collapses around it (the rest it fills with zeros), so each huge page
-  // is allocated once, not assembled from 512 small ones. On the
-  // development VM a first copy into a fresh 256 MiB allocation ran at
-  // 0.05-0.1x the next copy in 4 KiB pages and at 0.85-0.95x in huge ones,
-  // and allocating took 90-110 ms per GiB instead of 550.
+  // is allocated once, not assembled from 512 small ones. In huge pages a
+  // first copy into a fresh allocation runs near the speed of the next one,
+  // and allocating costs a fraction of what 4 KiB pages cost
+  // (docs/benchmarks/design-measurements.md, "Pages").
   if (!m.hugetlb_) {
     WriteZeroPerHugePage(m.data_, m.mapped_);
     m.huge_bytes_ = CollapseToHugePages(m.data_, m.mapped_);
@@ -130,10 +130,10 @@ Result<SharedMemory> SharedMemory::Create(const std::string& name, uint64_t byte
   }
   if (m.hugetlb_) m.huge_bytes_ = m.mapped_;
   // One write per huge page through this mapping: a host with shadow page
-  // tables (the development VM) builds its entry on the first access from
-  // user space, which populating does not make; made here, not in the
-  // first copy (fresh 256 MiB: 0.85-0.89x of the next copy without,
-  // 0.89-0.97x with). The memory is fresh, so zero is what it holds.
+  // tables builds its entry on the first access from user space, which
+  // populating does not make; made here, not in the first copy
+  // (docs/benchmarks/design-measurements.md, "Pages"). The memory is fresh,
+  // so zero is what it holds.
   WriteZeroPerHugePage(m.data_, m.huge_bytes_);
   m.populate_seconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -7,11 +7,12 @@
 // Its pages are populated when it is made: every page exists (zeroed) in
 // the memfd and is mapped in this process's page table before Create
 // returns, so no copy into it later takes page faults in the daemon (a
-// first copy into fresh 4 KiB-page memory ran 5-8x slower than the next,
-// issue #21), and a system out of memory fails the allocation instead of
-// a copy. The cost moves to Create: about what those faults cost (see
-// docs/operations/tuning.md, "Client pools and staging"). Nothing ever discards the pages until the
-// memfd is closed by everyone holding it.
+// first copy into fresh 4 KiB-page memory ran several times slower than
+// the next, issue #21; docs/benchmarks/design-measurements.md, "Pages"),
+// and a system out of memory fails the allocation instead of a copy. The
+// cost moves to Create: about what those faults cost (see
+// docs/operations/tuning.md, "Client pools and staging"). Nothing ever
+// discards the pages until the memfd is closed by everyone holding it.
 //
 // The mapping is 2 MiB-aligned and, where the kernel can (MADV_COLLAPSE,
 // Linux 6.1), its pages are made huge before the rest is populated,

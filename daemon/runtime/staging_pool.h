@@ -3,8 +3,8 @@
 // Blocks given back stay mapped, their pages resident, in a cache the next
 // Take of the same length draws from: a ring's pages are faulted in by the
 // first transfer that uses a block of that length, not by every transfer
-// (a fresh 4 KiB-page mapping faults at ~0.4 s per GiB on the development
-// VM, inside the copy). The cache and the blocks in use together stay
+// (a fresh mapping's page faults would land inside the copy;
+// docs/benchmarks/design-measurements.md, "Pages"). The cache and the blocks in use together stay
 // within the budget: a Take that needs room unmaps cached blocks first.
 //
 // Not thread-safe: the runtime calls it under its own lock, which is what

@@ -419,7 +419,8 @@ struct LocalServer::Impl {
         continue;
       }
       // Polling reads the awake rings (below) between pauses (spin_wait.h);
-      // epoll only every kEpollEvery: a syscall costs >= 1 us on a PVM guest.
+      // epoll only every kEpollEvery: a system call costs a microsecond or
+      // more on a paravirtualized guest (core/spin_wait.h).
       const bool look = !polling || now - last_epoll >= kEpollEvery;
       if (!look) spin.Step();
       const int n = look ? epoll_wait(epoll.get(), events, 64, polling ? 0 : -1) : 0;

@@ -152,10 +152,11 @@ uint64_t StreamedRingRequests(Runtime& rt) {
 
 }  // namespace
 
-// On the development VM streaming stores into the ring made a 1 GiB
-// two-hop copy 7.4 -> 10.7 GB/s; where cores share a cache, cached stores
-// hand the ring over there. Calibration measures both; the runtime writes
-// rings the faster way and plans with that figure.
+// Where cores share no cache, streaming stores into the ring make a two-hop
+// copy faster (docs/benchmarks/design-measurements.md, "Copy loops and
+// plans"); where they share one, cached stores hand the ring over there.
+// Calibration measures both; the runtime writes rings the faster way and
+// plans with that figure.
 TEST_CASE("rings are written with streaming stores where calibration found that faster") {
   TempDir state;
   auto rt = WithPipeRates(state, 5e9, 9e9);

@@ -37,7 +37,8 @@ uint64_t PagesInCore(const std::byte* p, uint64_t length) {
 }  // namespace
 
 // Issue #21: the first copy into a fresh allocation took the page faults of
-// every page inside the copy (5-8x slower than the next copy).
+// every page inside the copy (several times slower than the next copy;
+// docs/benchmarks/design-measurements.md, "Pages").
 TEST_CASE("shared memory is populated when it is made: pages exist and are mapped") {
   // 8 MiB: one thread; 96 MiB: the threaded path (on machines with cores).
   for (const uint64_t bytes : {uint64_t{8} << 20, (uint64_t{96} << 20) + 123}) {
@@ -67,9 +68,10 @@ bool KernelCollapses() {
          std::filesystem::exists("/sys/kernel/mm/transparent_hugepage");
 }
 
-// Debian's shmem_enabled = "never" left every client pool in 4 KiB pages;
-// on the development VM a first copy into a fresh allocation then ran at
-// 0.05-0.1x the next one. Create makes them huge (MADV_COLLAPSE), and a
+// Debian's shmem_enabled = "never" left every client pool in 4 KiB pages,
+// and on a host that walks page tables expensively a first copy into a
+// fresh allocation then ran at a small fraction of the next one
+// (docs/benchmarks/design-measurements.md, "Pages"). Create makes them huge (MADV_COLLAPSE), and a
 // second mapping of the fd, as a client makes, maps them as 2 MiB entries.
 TEST_CASE("shared memory is made of 2 MiB pages where the kernel can make them") {
   const uint64_t bytes = (uint64_t{8} << 20) + 4096;  // a 4 KiB tail stays small
