@@ -22,7 +22,12 @@ library only. It checks:
   metrics    the metric names the daemon serves (daemon/server/metrics*.cc)
              and the rows of docs/reference/metrics.md are the same set;
   cli        isoctl's subcommands (add_subcommand in tools/isoctl/*.cc) and
-             the rows of docs/reference/cli.md's command table are the same.
+             the rows of docs/reference/cli.md's command table are the same;
+  machine    no tracked source file (code, scripts, build files) and no page
+             outside docs/benchmarks/ speaks of "the development VM", "this
+             VM" or "on the VM": what one machine measured belongs in
+             docs/benchmarks/ (design-measurements.md), and a comment says
+             why and cites it (MACHINE_EXCEPTIONS lists the files allowed).
 
 Prints one line per problem and exits 1 when there is any, else prints a
 summary and exits 0.
@@ -182,6 +187,39 @@ def check_citations(problems, files):
     return count
 
 
+# Phrases that quote what one machine measured (words may run over a
+# comment's line break), and the files allowed them.
+_GAP = r"(?:[ \t]*\n[ \t]*(?://+|#+|\*|;)?[ \t]*|[ \t]+)"
+MACHINE_PHRASE = re.compile(
+    r"\b(?:development|dev|this|on" + _GAP + r"the|\d-(?:core|vCPU))" + _GAP + r"VM\b",
+    re.IGNORECASE)
+# This check names the phrases; README's stability matrix and performance
+# table say on which machine each was run, as a matrix of where things ran must.
+MACHINE_EXCEPTIONS = {SELF, "README.md"}
+
+
+def check_machine_phrases(problems, files):
+    count = 0
+    for f in files:
+        doc = f == "README.md" or (f.startswith("docs/") and f.endswith(".md"))
+        if f in MACHINE_EXCEPTIONS or f.startswith("docs/benchmarks/"):
+            continue
+        if not doc and not f.endswith(SOURCE_EXTS):
+            continue
+        try:
+            text = open(f, encoding="utf-8").read()
+        except (UnicodeDecodeError, OSError):
+            continue
+        count += 1
+        for m in MACHINE_PHRASE.finditer(text):
+            no = text.count("\n", 0, m.start()) + 1
+            phrase = " ".join(COMMENT_BREAK.sub(" ", m.group(0)).split())
+            problems.append(f"{f}:{no}: \"{phrase}\" quotes one machine; move the figure to "
+                            "docs/benchmarks/design-measurements.md and cite it there "
+                            "(docs/benchmarks/design-measurements.md, \"Section\")")
+    return count
+
+
 def parser_keys():
     """(prefix, key) for every key config/*.cc accepts."""
     keys = set()
@@ -274,13 +312,15 @@ def main():
     keys = check_config(problems)
     metrics = check_metrics(problems)
     commands = check_cli(problems)
+    scanned = check_machine_phrases(problems, tracked_files())
     for p in problems:
         print(p)
     if problems:
         print(f"check_docs: {len(problems)} problem(s)", file=sys.stderr)
         return 1
     print(f"check_docs: {links} links, {citations} citations, {keys} config keys, "
-          f"{metrics} metrics and {commands} isoctl subcommands agree")
+          f"{metrics} metrics and {commands} isoctl subcommands agree; "
+          f"{scanned} files quote no machine's timing")
     return 0
 
 
