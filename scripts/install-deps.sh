@@ -1,37 +1,64 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package Isometry builds, tests and benchmarks with.
-# Idempotent: packages already present are left alone, and apt is not even
-# asked when nothing is missing. Run as root (or through sudo).
+# Installs the Debian 12 packages Isometry needs. Idempotent: packages
+# already present are left alone, and apt is not even asked when nothing is
+# missing. Run as root (or through sudo).
+#
+#   scripts/install-deps.sh               everything: build, tests, fuzzing,
+#                                         benchmarks and their peers
+#   scripts/install-deps.sh --quickstart  only what builds and runs isometryd,
+#                                         isoctl and the C++ and Python clients
+#                                         (scripts/quickstart.sh: a fraction
+#                                         of the download)
 set -euo pipefail
 
+case "${1:-}" in
+  "") quickstart=0 ;;
+  --quickstart) quickstart=1 ;;
+  -h | --help)
+    sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0
+    ;;
+  *)
+    echo "install-deps: unknown option '$1' (see --help)" >&2
+    exit 2
+    ;;
+esac
+
+# What builds and runs the daemon, isoctl and the clients.
 packages=(
   # toolchain
-  build-essential g++ cmake ninja-build pkg-config git clang-format clang-tidy
+  build-essential g++ cmake ninja-build pkg-config git
   lld                             # the linker (ISOMETRY_LINKER): 3x faster than ld.bfd
-  # fuzzing (scripts/fuzz.sh): clang 14 with libFuzzer and the sanitizers
-  clang-14 libclang-rt-14-dev
   # wire contract and services
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   python3-grpcio python3-protobuf
   # channels
-  liburing-dev libibverbs-dev librdmacm-dev
+  liburing-dev libibverbs-dev
   # daemon plumbing
   libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev libsystemd-dev libxxhash-dev
   nlohmann-json3-dev              # isoctl's --json
   help2man                        # man pages from --help
   libssl-dev                      # cluster TLS and HMACs
-  openssl                         # scripts/make-test-ca.sh (TLS tests)
-  # tests (iproute2: ip netns, veth and tc for the two-host cluster test)
-  catch2 python3-pytest iproute2
-  zsh fish                        # isoctl's completion scripts, checked by isoctl_test
-  etcd-server etcd-client         # [cluster.etcd] membership (tests/cluster/test_cluster_etcd.py)
-  # benchmark peers (measured in the same run as Isometry)
-  ucx-utils libucx-dev mpich libmpich-dev openmpi-bin libopenmpi-dev fio iperf3
-  # ScaLAPACK pdgemr2d, the M:N redistribution reference (tests and benchmarks only)
-  libscalapack-mpich-dev
-  # benchmark charts (tools/bench/plot.py)
-  python3-matplotlib
 )
+# What the tests, fuzzing and benchmarks add.
+if ((quickstart == 0)); then
+  packages+=(
+    clang-format clang-tidy librdmacm-dev
+    # fuzzing (scripts/fuzz.sh): clang 14 with libFuzzer and the sanitizers
+    clang-14 libclang-rt-14-dev
+    openssl                         # scripts/make-test-ca.sh (TLS tests)
+    # tests (iproute2: ip netns, veth and tc for the two-host cluster test)
+    catch2 python3-pytest iproute2
+    zsh fish                        # isoctl's completion scripts, checked by isoctl_test
+    etcd-server etcd-client         # [cluster.etcd] membership (tests/cluster/test_cluster_etcd.py)
+    # benchmark peers (measured in the same run as Isometry)
+    ucx-utils libucx-dev mpich libmpich-dev openmpi-bin libopenmpi-dev fio iperf3
+    # ScaLAPACK pdgemr2d, the M:N redistribution reference (tests and benchmarks only)
+    libscalapack-mpich-dev
+    # benchmark charts (tools/bench/plot.py)
+    python3-matplotlib
+  )
+fi
 
 missing=()
 for p in "${packages[@]}"; do
