@@ -23,6 +23,15 @@ library only. It checks:
              and the rows of docs/reference/metrics.md are the same set;
   cli        isoctl's subcommands (add_subcommand in tools/isoctl/*.cc) and
              the rows of docs/reference/cli.md's command table are the same;
+  errors     docs/reference/errors.md's tables and the code agree: every
+             status code the daemon, clients and tools return (core/status.h's
+             helpers, absl::...Error, absl::StatusCode::k..., grpc::StatusCode::
+             ... in non-test C++ sources) has a row, every row is such a code
+             with its google.rpc.Code number; the exit-code rows are isoctl's
+             ExitCode values (tools/isoctl/exit_codes.h), and so are the
+             codes isoctl --help lists (kFooter, tools/isoctl/main.cc) and
+             isoctl(1)'s EXIT STATUS (systemd/isoctl.h2m); the transfer-state
+             rows are the states StateName (daemon/node/node_copies.cc) returns;
   machine    no tracked source file (code, scripts, build files) and no page
              outside docs/benchmarks/ speaks of "the development VM", "this
              VM" or "on the VM": what one machine measured belongs in
@@ -187,6 +196,129 @@ def check_citations(problems, files):
     return count
 
 
+# google.rpc.Code (absl::StatusCode): name -> number.
+RPC_CODES = {
+    "OK": 0, "CANCELLED": 1, "UNKNOWN": 2, "INVALID_ARGUMENT": 3, "DEADLINE_EXCEEDED": 4,
+    "NOT_FOUND": 5, "ALREADY_EXISTS": 6, "PERMISSION_DENIED": 7, "RESOURCE_EXHAUSTED": 8,
+    "FAILED_PRECONDITION": 9, "ABORTED": 10, "OUT_OF_RANGE": 11, "UNIMPLEMENTED": 12,
+    "INTERNAL": 13, "UNAVAILABLE": 14, "DATA_LOSS": 15, "UNAUTHENTICATED": 16,
+}
+
+
+def camel_to_code(name):
+    """"DeadlineExceeded" -> "DEADLINE_EXCEEDED"."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper()
+
+
+def code_statuses(files):
+    """{code name: first file returning it} over the non-test C++ sources."""
+    helpers = "|".join(n.title().replace("_", "") for n in RPC_CODES)
+    pattern = re.compile(
+        rf"(?<![\w:])(?:isometry::)?({helpers})\(|absl::(\w+)Error\(|"
+        r"absl::StatusCode::k(\w+)|grpc::(?:StatusCode::)?([A-Z_]{2,})\b")
+    found = {}
+    for f in files:
+        if not f.endswith((".cc", ".h")) or f.endswith("_test.cc"):
+            continue
+        if f.startswith(("tests/", "fuzz/", "tools/bench/")):
+            continue
+        text = open(f, encoding="utf-8").read()
+        for m in pattern.finditer(text):
+            if m.group(4):
+                name = m.group(4)
+            else:
+                name = camel_to_code(m.group(1) or m.group(2) or m.group(3))
+            if name in RPC_CODES:
+                found.setdefault(name, f)
+    found.setdefault("OK", "core/status.h")
+    return found
+
+
+def section_rows(lines, title):
+    """The first cells of the table rows under the heading `title`."""
+    cells, inside = [], False
+    for line in lines:
+        m = re.match(r"#{1,6} +(.*?)\s*$", line)
+        if m:
+            inside = m.group(1) == title
+            continue
+        m = re.match(r"\|((?:[^|\\]|\\.)*)\|", line)
+        if inside and m and not re.match(r"\s*-+\s*$", m.group(1)):
+            cells.append(m.group(1).strip())
+    return cells[1:]  # the header row
+
+
+def check_errors(problems, files):
+    path = "docs/reference/errors.md"
+    header = open("tools/isoctl/exit_codes.h", encoding="utf-8").read()
+    exits = {int(v): k for k, v in re.findall(r"\b(kExit\w+) = (\d+)", header)}
+    # The same codes in isoctl --help and in isoctl(1).
+    main = open("tools/isoctl/main.cc", encoding="utf-8").read()
+    footer = re.search(r"Exit codes:\n(.*?)\n\n", main, re.S)
+    listed = {int(n) for n in re.findall(r"(?m)^ +(\d+)  ", footer.group(1))} if footer else set()
+    man = open("systemd/isoctl.h2m", encoding="utf-8").read()
+    status = re.search(r"\[EXIT STATUS\](.*?)(?:\n\[|$)", man, re.S)
+    in_man = {int(n) for n in re.findall(r"\b(\d+) (?=[a-z])", status.group(1))} if status else set()
+    for where, got in (("isoctl --help's Exit codes (tools/isoctl/main.cc)", listed),
+                       ("isoctl(1)'s EXIT STATUS (systemd/isoctl.h2m)", in_man)):
+        for v in sorted(set(exits) - got):
+            problems.append(f"{where} does not list exit code {v} ({exits[v]})")
+        for v in sorted(got - set(exits)):
+            problems.append(f"{where} lists exit code {v}, which exit_codes.h does not define")
+    if not os.path.isfile(path):
+        problems.append(f"{path} does not exist: the error codes a user sees are undocumented")
+        return 0
+    lines = strip_fences(open(path, encoding="utf-8").read())
+    # Status codes.
+    code = code_statuses(files)
+    docs = {}
+    for cell in section_rows(lines, "Status codes"):
+        m = re.match(r"`([A-Z_]+)` \((\d+)\)$", cell)
+        if not m:
+            problems.append(f"{path}: Status codes row '{cell}' is not `NAME` (number)")
+            continue
+        name, number = m.group(1), int(m.group(2))
+        docs[name] = number
+        if RPC_CODES.get(name) != number:
+            problems.append(f"{path}: `{name}` ({number}): google.rpc.Code "
+                            + (f"numbers it {RPC_CODES[name]}" if name in RPC_CODES
+                               else "has no such code"))
+    for name in sorted(set(code) - set(docs)):
+        problems.append(f"{path}: {code[name]} returns {name}, but Status codes has no row for it")
+    for name in sorted(set(docs) - set(code)):
+        problems.append(f"{path}: Status codes has a row for {name}, which no source returns")
+    # isoctl's exit codes.
+    documented = set()
+    for cell in section_rows(lines, "isoctl exit codes"):
+        m = re.match(r"`(\d+)`$", cell)
+        if m:
+            documented.add(int(m.group(1)))
+        else:
+            problems.append(f"{path}: isoctl exit codes row '{cell}' is not `number`")
+    for v in sorted(set(exits) - documented):
+        problems.append(f"{path}: isoctl exits {v} ({exits[v]}, tools/isoctl/exit_codes.h), "
+                        "but isoctl exit codes has no row for it")
+    for v in sorted(documented - set(exits)):
+        problems.append(f"{path}: isoctl exit codes has a row for {v}, which "
+                        "tools/isoctl/exit_codes.h does not define")
+    # Transfer states.
+    source = open("daemon/node/node_copies.cc", encoding="utf-8").read()
+    body = re.search(r"std::string StateName\(.*?\n\}", source, re.S)
+    states = set(re.findall(r"\"(\w+)\"", body.group(0))) if body else set()
+    if not states:
+        problems.append("daemon/node/node_copies.cc: no StateName to read the transfer states from")
+    shown = set()
+    for cell in section_rows(lines, "Transfer states"):
+        shown |= set(re.findall(r"`(\w+)`", cell))
+    for s in sorted(states - shown):
+        problems.append(f"{path}: a transfer can be `{s}` (StateName), but Transfer states "
+                        "has no row for it")
+    for s in sorted(shown - states):
+        problems.append(f"{path}: Transfer states has a row for `{s}`, which StateName "
+                        "never returns")
+    return len(code) + len(exits) + len(states)
+
+
 # Phrases that quote what one machine measured (words may run over a
 # comment's line break), and the files allowed them.
 _GAP = r"(?:[ \t]*\n[ \t]*(?://+|#+|\*|;)?[ \t]*|[ \t]+)"
@@ -312,14 +444,17 @@ def main():
     keys = check_config(problems)
     metrics = check_metrics(problems)
     commands = check_cli(problems)
-    scanned = check_machine_phrases(problems, tracked_files())
+    files = tracked_files()
+    errors = check_errors(problems, files)
+    scanned = check_machine_phrases(problems, files)
     for p in problems:
         print(p)
     if problems:
         print(f"check_docs: {len(problems)} problem(s)", file=sys.stderr)
         return 1
     print(f"check_docs: {links} links, {citations} citations, {keys} config keys, "
-          f"{metrics} metrics and {commands} isoctl subcommands agree; "
+          f"{metrics} metrics, {commands} isoctl subcommands and {errors} error codes and "
+          f"states agree; "
           f"{scanned} files quote no machine's timing")
     return 0
 

@@ -655,7 +655,8 @@ class ExitCodeTest(IsoctlTest):
         r = self.isoctl("--help", socket="")
         self.assertEqual(r.returncode, 0)
         for line in ("0  success", "1  isometryd answered with an error", "2  usage error",
-                     "3  isometryd cannot be reached"):
+                     "3  isometryd cannot be reached", "4  health: degraded",
+                     "5  health: unhealthy"):
             self.assertIn(line, r.stdout)
 
     def test_help_layout_labels_match_readme(self):

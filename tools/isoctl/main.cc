@@ -40,6 +40,8 @@ constexpr char kFooter[] = R"(Exit codes:
      stderr), or the transfer copied or waited for did not end "done"
   2  usage error
   3  isometryd cannot be reached on its socket
+  4  health: degraded (a warning)
+  5  health: unhealthy
 
 Environment:
   ISOMETRY_SOCKET          the default for --socket
