@@ -37,6 +37,7 @@ packages=(
   # daemon plumbing
   libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev libsystemd-dev libxxhash-dev
   nlohmann-json3-dev              # isoctl's --json
+  libncurses-dev                  # isoctl top's full screen
   help2man                        # man pages from --help
   libssl-dev                      # cluster TLS and HMACs
 )
