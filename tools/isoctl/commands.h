@@ -79,11 +79,13 @@ Status RunWait(DaemonClient& client, const Output& out, const WaitArgs& args);
 struct TopArgs {
   int interval_ms = 1000;
   int iterations = 0;  // 0: until Ctrl-C
+  bool once = false;   // one frame, printed (never the full screen)
 };
 // Refreshes status, channels and transfers every interval. On a terminal
-// the screen is redrawn in place; otherwise snapshots follow each other
-// (with --json: one ListChannelsResponse and one ListTransfersResponse line
-// per snapshot, JSON Lines). SIGINT/SIGTERM end it with success.
+// (FullScreenPossible, top_screen.h) it is a full-screen live view with
+// keys; otherwise, with --once or --json, frames follow each other (with
+// --json: one stamped JSON Lines document a frame). SIGINT/SIGTERM end it
+// with success.
 Status RunTop(DaemonClient& client, const Output& out, const TopArgs& args);
 
 enum class Pattern { kNone, kHash, kByte };

@@ -204,14 +204,18 @@ void AddListCommands(CLI::App& app, Invocation& inv) {
 }
 
 void AddTopCommand(CLI::App& app, Invocation& inv) {
-  CLI::App* top_cmd =
-      app.add_subcommand("top", "refreshing view of channels and transfers until Ctrl-C");
+  CLI::App* top_cmd = app.add_subcommand(
+      "top",
+      "live view of channels, transfers, peers and memories until q or Ctrl-C: full screen "
+      "with keys on a terminal (? lists them), else frames printed one after another");
   top_cmd->add_option("--interval-ms", inv.top.interval_ms, "refresh period")
       ->capture_default_str()
       ->check(CLI::Range(10, 3600 * 1000, "10..3600000"));
   top_cmd->add_option("--iterations", inv.top.iterations, "stop after N refreshes; 0: until Ctrl-C")
       ->capture_default_str()
       ->check(CLI::Range(0, std::numeric_limits<int>::max(), "NONNEGATIVE"));
+  top_cmd->add_flag("--once", inv.top.once,
+                    "print one frame and exit (as on a pipe: no full screen, no keys)");
   top_cmd->callback(
       [&] { inv.run = [&](DaemonClient& c) { return RunTop(c, inv.output, inv.top); }; });
 }

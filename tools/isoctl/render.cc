@@ -53,9 +53,8 @@ double Throughput(const v1::TransferInfo& t) {
   return t.elapsed_s() > 0 ? static_cast<double>(t.bytes()) / t.elapsed_s() : 0;
 }
 
-// "name (session 3, uid 1000, pid 42)": who owns a transfer, never a
-// credential. The name is another client's string: escaped, so it cannot
-// drive the operator's terminal.
+}  // namespace
+
 std::string OwnerText(const v1::SessionOwner& o) {
   std::string out = o.client_name().empty() ? std::string("?") : ForLog(o.client_name(), 64);
   out += " (session " + std::to_string(o.session_id());
@@ -65,8 +64,6 @@ std::string OwnerText(const v1::SessionOwner& o) {
   }
   return out + ")";
 }
-
-}  // namespace
 
 std::string RenderStatus(const v1::StatusResponse& s) {
   const auto n = [](uint64_t v) { return std::to_string(v); };

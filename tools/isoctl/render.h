@@ -10,6 +10,10 @@
 namespace isometry::isoctl {
 
 std::string RenderStatus(const v1::StatusResponse& status);
+// "name (session 3, uid 1000, pid 42)": who owns a transfer, never a
+// credential. The name is another client's string: escaped, so it cannot
+// drive the operator's terminal.
+std::string OwnerText(const v1::SessionOwner& owner);
 // The node's peer daemons: state, round trip, data connections, bytes.
 std::string RenderPeers(const v1::ListPeersResponse& peers);
 // One line for `top`'s header: uptime, sessions, transfer counters.

@@ -1,4 +1,6 @@
-// `isoctl top`: a refreshing view of channels and transfers in flight.
+// `isoctl top`: a refreshing view of channels and transfers in flight; the
+// full screen (top_screen.h) on a terminal, else frames printed one after
+// another.
 #include <unistd.h>
 
 #include <atomic>
@@ -6,11 +8,13 @@
 #include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <optional>
 #include <thread>
 
 #include "tools/isoctl/commands.h"
 #include "tools/isoctl/json.h"
 #include "tools/isoctl/render.h"
+#include "tools/isoctl/top_screen.h"
 
 namespace isometry::isoctl {
 
@@ -83,8 +87,15 @@ std::string UtcStamp() {
 
 Status RunTop(DaemonClient& client, const Output& out, const TopArgs& args) {
   StopSignals signals;
-  const bool tty = !out.json && ::isatty(STDOUT_FILENO);
-  for (int i = 0; args.iterations == 0 || i < args.iterations; ++i) {
+  if (!out.json && !args.once && FullScreenPossible()) {
+    if (std::optional<Status> s = RunTopScreen(client, args, g_stop)) {
+      return *s;
+    }
+    // curses does not know this terminal: frames, as on a pipe.
+  }
+  const bool tty = !out.json && !args.once && ::isatty(STDOUT_FILENO);
+  const int iterations = args.once ? 1 : args.iterations;
+  for (int i = 0; iterations == 0 || i < iterations; ++i) {
     if (i > 0) {
       SleepUnlessStopped(std::chrono::milliseconds(args.interval_ms));
     }

@@ -91,7 +91,7 @@ PaneTable TransfersTable(const Snapshot& snapshot) {
                {"RATE", kR},
                {"PREDICTED", kR},
                {"ELAPSED", kR, false, 0, 3},
-               {"PATH", Align::kLeft, true, 12, 1},
+               {"PATH", Align::kLeft, true, 20, 1},
                {"OWNER", Align::kLeft, true, 8, 5}};
   t.empty_text = "no transfers in flight";
   for (const TransferRow& x : snapshot.transfers) {
