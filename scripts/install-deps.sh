@@ -51,6 +51,7 @@ if ((quickstart == 0)); then
     # tests (iproute2: ip netns, veth and tc for the two-host cluster test)
     catch2 python3-pytest iproute2
     zsh fish                        # isoctl's completion scripts, checked by isoctl_test
+    python3-pyte                    # the terminal emulator top_screen_test reads isoctl top with
     etcd-server etcd-client         # [cluster.etcd] membership (tests/cluster/test_cluster_etcd.py)
     # benchmark peers (measured in the same run as Isometry)
     ucx-utils libucx-dev mpich libmpich-dev openmpi-bin libopenmpi-dev fio iperf3
