@@ -20,6 +20,7 @@ PaneTable Sample() {
 
 std::vector<uint64_t> Ids(const std::vector<Row>& rows) {
   std::vector<uint64_t> ids;
+  ids.reserve(rows.size());
   for (const Row& r : rows) {
     ids.push_back(r.id);
   }

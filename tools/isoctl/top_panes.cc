@@ -227,6 +227,7 @@ std::vector<std::string> TransferDetail(const TransferRow& x, int width) {
           TextCell(FormatPercent(hop.chunks_done, hop.chunks_total))}});
   }
   std::vector<std::string> headers;
+  headers.reserve(columns.size());
   for (const Column& c : columns) {
     headers.push_back(c.header);
   }

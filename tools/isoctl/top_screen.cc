@@ -249,6 +249,7 @@ void TopScreen::DrawBody(const std::string& title, const std::vector<std::string
 
 void TopScreen::DrawTable(const PaneTable& table, const std::vector<Row>& rows) {
   std::vector<std::string> headers;
+  headers.reserve(table.columns.size());
   for (int c = 0; c < static_cast<int>(table.columns.size()); ++c) {
     headers.push_back(SortedHeader(table, view_.state(), c));
   }
@@ -270,7 +271,7 @@ void TopScreen::DrawTable(const PaneTable& table, const std::vector<Row>& rows) 
   }
   scroll_ = std::clamp(scroll_, 0, std::max(0, static_cast<int>(rows.size()) - lines));
   for (int i = 0; i < lines && scroll_ + i < static_cast<int>(rows.size()); ++i) {
-    const Row& row = rows[static_cast<size_t>(scroll_ + i)];
+    const Row& row = rows[static_cast<size_t>(scroll_) + static_cast<size_t>(i)];
     std::vector<std::string> cells;
     for (const Cell& c : row.cells) {
       cells.push_back(c.text);
@@ -417,8 +418,11 @@ std::optional<Status> RunTopScreen(DaemonClient& client, const TopArgs& args,
     return first.status();
   }
   // The sparklines' blocks where the locale is UTF-8. LC_CTYPE alone:
-  // numbers keep their "." whatever LC_NUMERIC says.
-  std::setlocale(LC_CTYPE, "");
+  // numbers keep their "." whatever LC_NUMERIC says. The global locale,
+  // not uselocale's per-thread one: ncurses asks setlocale(LC_CTYPE, NULL)
+  // whether the terminal speaks UTF-8. gRPC's threads convert no multibyte
+  // text.
+  std::setlocale(LC_CTYPE, "");  // NOLINT(concurrency-mt-unsafe)
   const std::unique_ptr<CursesScreen> screen = CursesScreen::Open();
   if (!screen) {
     return std::nullopt;
