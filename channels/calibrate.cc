@@ -17,6 +17,14 @@
 
 namespace isometry {
 
+std::string GpuHostCurve(const std::string& channel, bool pinned) {
+  return channel + (pinned ? ":pinned" : ":pageable");
+}
+
+std::string ContiguousCurve(const std::string& channel) { return channel + ":contiguous"; }
+std::string Fields8Curve(const std::string& channel) { return channel + ":fields8"; }
+std::string UnsyncedCurve(const std::string& channel) { return channel + ":unsynced"; }
+
 namespace {
 
 using calibration::Clock;

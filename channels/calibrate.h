@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +19,48 @@ struct RateSample {
   uint64_t request_bytes = 0;
   double bytes_per_s = 0;
 };
+
+// By curve name: a channel's name for its run-size curve (MeasureChannel,
+// MeasureDiskChannel, the CMA model), ContiguousCurve(name) for a
+// host-memory channel's plain copies (MeasureContiguous) and
+// Fields8Curve(name) for its conversions of many fields, UnsyncedCurve(name)
+// for a disk write channel's writes without their fdatasync. A file without
+// the latter three (written before they existed) still loads; its edges
+// then read the run-size curve for every hop.
+using Calibration = std::map<std::string, std::vector<RateSample>>;
+
+// "<channel>:contiguous".
+std::string ContiguousCurve(const std::string& channel);
+// "<channel>:fields8": conversions of 8 interleaved fields, small runs
+// (MeasureChannel with fields = 8; TopologyEdge::tp_fields8).
+std::string Fields8Curve(const std::string& channel);
+// "<channel>:unsynced": a DiskWrite channel's writes timed before their
+// fdatasync (DiskCurves::unsynced; TopologyEdge::tp_unsynced).
+std::string UnsyncedCurve(const std::string& channel);
+
+// "<channel>:pinned" / "<channel>:pageable": a GPUWrite or GPURead
+// channel's run-size curve with ZCM / other host memory at its host end
+// (MeasureGpuChannel); ContiguousCurve of it for plain copies.
+std::string GpuHostCurve(const std::string& channel, bool pinned);
+
+// ":node_copy": one sample, what the node's memory moves with every core
+// copying at once (MeasureNodeCopy; TopologyEdge::node_copy_bps). Not a
+// channel: channel names cannot start with ':' in practice, and no edge
+// reads it as a curve.
+inline constexpr const char* kNodeCopyCurve = ":node_copy";
+
+// ":node_pipe": one sample, what two memcpy hops pipelined through the
+// runtime's ring move (MeasureNodePipe; TopologyEdge::node_pipe_bps),
+// the first writing the ring with cached stores; ":node_pipe_streamed" the
+// same with streaming stores into the ring. The runtime writes rings the
+// faster way (absent from older files: cached). Not channels either.
+inline constexpr const char* kNodePipeCurve = ":node_pipe";
+inline constexpr const char* kNodePipeStreamedCurve = ":node_pipe_streamed";
+
+// The largest run the eight-field conversions are measured at: the
+// planner's kFields8MaxRun (planner/topology.h), which the runtime checks
+// equal at compile time.
+inline constexpr uint64_t kCalibrationFields8MaxRun = 64;
 
 // Sizes measured: powers of four from 4 KiB to 64 MiB for channels that
 // move whole requests; for layout-converting channels (Memcpy), contiguous
@@ -33,10 +76,10 @@ std::vector<uint64_t> CalibrationSizes(const ChannelCaps& caps);
 // the request, so each request is a 4 MiB two-field AOS->SOA conversion
 // with runs of that size (see `fields` below). Every figure is memory-bound: consecutive
 // requests walk through areas of CalibrationAreaBytes(last-level cache)
-// each, so no request finds its data in the cache (measured on one cached
-// buffer, the figures were 3-4x what real copies reach). Allocating and
-// faulting in the two areas costs time outside `budget` (~0.1 s for
-// 256 MiB). Host-memory channels only. Other traffic on the channel lowers
+// each, so no request finds its data in the cache (one cached buffer
+// reads several times what real copies reach: docs/benchmarks/design-measurements.md,
+// "Calibration"). Allocating and faulting in the two areas costs time
+// outside `budget`. Host-memory channels only. Other traffic on the channel lowers
 // the figures.
 // The size of each of MeasureChannel's source and destination areas:
 // 4x the last-level cache (core/cpu_cache.h), at least 128 MiB (two slots

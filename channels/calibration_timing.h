@@ -1,5 +1,5 @@
 // Timing a channel's requests for calibration (channels/calibrate.cc for
-// host memory and GPUs, channels/calibrate_disk.cc for disks): the
+// host memory and GPUs, channels/disk/disk_calibrate.cc for disks): the
 // request stream one figure comes from, and the per-size sweep of a curve.
 #pragma once
 

@@ -2,16 +2,18 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <system_error>
 
+#include "absl/synchronization/mutex.h"
 #include "channels/cma/cma_channel.h"
+#include "channels/cuda/gpu_backend.h"
 #include "channels/disk/disk_channel.h"
-#include "channels/disk/uring.h"
 #include "channels/memcpy/memcpy_channel.h"
 #include "channels/rdma/net_routes.h"
 #include "channels/rdma/rdma_probe.h"
-#include "channels/tcp/data_plane.h"
 #include "channels/tcp/tcp_channel.h"
 #ifdef ISOMETRY_HAVE_CUDA
 #include "channels/cuda/cuda_channel.h"
@@ -22,55 +24,13 @@
 namespace isometry {
 namespace {
 
-using Maker = Result<std::unique_ptr<Channel>> (*)(const ChannelConfig&, const ChannelContext&);
-using Probe = ChannelAvailability (*)(ChannelKind, const ChannelContext&);
-
-ChannelAvailability Available(ChannelKind kind, std::string detail) {
-  return {kind, true, std::move(detail)};
-}
-ChannelAvailability Absent(ChannelKind kind, std::string why) {
-  return {kind, false, std::move(why)};
-}
-
-// ---- the backends of this build ----
-
-Result<std::unique_ptr<Channel>> MakeMemcpy(const ChannelConfig& c, const ChannelContext&) {
-  return MakeMemcpyChannel(c);
-}
-ChannelAvailability ProbeMemcpy(ChannelKind kind, const ChannelContext&) {
-  return Available(kind, "host memory copies on the channel's threads");
-}
-
-Result<std::unique_ptr<Channel>> MakeDisk(const ChannelConfig& c, const ChannelContext&) {
-  return MakeDiskChannel(c);
-}
-// The disk channels each own a ring: a small one here shows whether the
-// kernel (sysctl, seccomp, memlock) lets this process have them.
-ChannelAvailability ProbeDisk(ChannelKind kind, const ChannelContext&) {
-  auto ring = Uring::Create({.entries = 2});
-  if (!ring.ok()) return Absent(kind, StrCat("io_uring refused: ", ring.status().message()));
-  return Available(kind, ring->info().Describe());
-}
-
-Result<std::unique_ptr<Channel>> MakeTcp(const ChannelConfig& c, const ChannelContext& context) {
-  if (!context.data_plane) {
-    return FailedPrecondition("channel '", c.name,
-                              "': a remote_memcpy channel needs the cluster's data plane (this "
-                              "node has no [[peer]])");
-  }
-  if (c.peer.empty()) {
-    return InvalidArgument("channel '", c.name, "': a remote_memcpy channel names no peer");
-  }
-  std::unique_ptr<Channel> tcp = c.peer == kAnyPeer
-                                     ? MakeAnyPeerTcpChannel(c, *context.data_plane)
-                                     : MakeTcpChannel(c, context.data_plane->Link(c.peer));
-  // RDMA beside TCP: copies routed over an RDMA link leave through it.
+// remote_memcpy: the TCP channel, and RDMA beside it: copies routed over
+// an RDMA link leave through it.
+Result<std::unique_ptr<Channel>> MakeNetwork(const ChannelConfig& c,
+                                             const ChannelContext& context) {
+  ISO_ASSIGN_OR_RETURN(std::unique_ptr<Channel> tcp, TcpBackend().make(c, context));
   if (context.rdma_routes) return rdma::MakeNetChannel(std::move(tcp), context.rdma_routes);
   return tcp;
-}
-ChannelAvailability ProbeTcp(ChannelKind kind, const ChannelContext& context) {
-  if (!context.data_plane) return Absent(kind, "no [[peer]] configured");
-  return Available(kind, StrCat("TCP data plane listening on ", context.data_plane->address()));
 }
 
 // GPURead, GPUWrite and GPUCopy: the one CUDA switch of the tree. With
@@ -82,11 +42,11 @@ Result<std::unique_ptr<Channel>> MakeGpu(const ChannelConfig& c, const ChannelCo
 }
 ChannelAvailability ProbeGpu(ChannelKind kind, const ChannelContext&) {
   const cuda::GpuProbe& probe = cuda::CachedGpuProbe();
-  if (probe.gpus.empty()) return Absent(kind, probe.error);
-  return Available(kind, StrCat("CUDA streams on ", probe.gpus.size(), " GPU(s)"));
+  if (probe.gpus.empty()) return KindAbsent(kind, probe.error);
+  return KindAvailable(kind, StrCat("CUDA streams on ", probe.gpus.size(), " GPU(s)"));
 }
 std::string GpuSummary() { return cuda::CachedGpuProbe().Summary(); }
-constexpr Maker kMakeGpu = MakeGpu;
+constexpr auto kMakeGpu = MakeGpu;
 GpuInventory GpuInventoryOfMachine() {
   const cuda::GpuProbe& probe = cuda::CachedGpuProbe();
   GpuInventory inv;
@@ -107,69 +67,97 @@ std::string GpuSummary() {
                 device ? " (an NVIDIA device node exists: /dev/nvidia0)" : "");
 }
 ChannelAvailability ProbeGpu(ChannelKind kind, const ChannelContext&) {
-  return Absent(kind, GpuSummary());
+  return KindAbsent(kind, GpuSummary());
 }
-constexpr Maker kMakeGpu = nullptr;
+constexpr decltype(ChannelBackend::make) kMakeGpu = nullptr;
 GpuInventory GpuInventoryOfMachine() { return {{}, {}, GpuSummary()}; }
 Result<std::shared_ptr<GpuMemory>> GpuMemoryOfMachine() { return FailedPrecondition(GpuSummary()); }
 #endif
 
-Result<std::unique_ptr<Channel>> MakeCma(const ChannelConfig& c, const ChannelContext&) {
-  return MakeCmaChannel(c);
+// `backend` made and probed by the given functions instead of its own.
+ChannelBackend With(const ChannelBackend& backend, decltype(ChannelBackend::probe) probe,
+                    decltype(ChannelBackend::make) make) {
+  ChannelBackend b = backend;
+  b.probe = probe;
+  b.make = make;
+  return b;
 }
-// A read of this process shows whether seccomp, the kernel build or the
-// ptrace policy let the daemon use process_vm_*; another uid's process
-// also needs CAP_SYS_PTRACE (channels/cma/client_process.h).
-ChannelAvailability ProbeCmaKind(ChannelKind kind, const ChannelContext&) {
-  const Status s = ProbeCma();
-  if (!s.ok()) return Absent(kind, std::string(s.message()));
-  const int scope = YamaPtraceScope();
-  return Available(
-      kind, StrCat("process_vm_readv/writev and pidfd_open work; ",
-                   scope < 0 ? std::string("no Yama") : StrCat("kernel.yama.ptrace_scope ", scope),
-                   "; reaching clients' processes needs CAP_SYS_PTRACE (or "
-                   "ptrace_scope 0 and the daemon's own uid)"));
+
+// The table: one row per kind, in ChannelKind order. A new channel adds
+// its row here (under its build switch, if it has one) and nowhere else;
+// its folder holds everything else (docs/development/adding-a-channel.md).
+const std::vector<ChannelBackend>& BuiltInBackends() {
+  static const std::vector<ChannelBackend> kBackends = {
+      MemcpyBackend(),
+      CmaBackend(),
+      With(GpuReadBackend(), ProbeGpu, kMakeGpu),
+      With(GpuWriteBackend(), ProbeGpu, kMakeGpu),
+      With(GpuCopyBackend(), ProbeGpu, kMakeGpu),
+      DiskReadBackend(),
+      DiskWriteBackend(),
+      With(TcpBackend(), TcpBackend().probe, MakeNetwork),
+  };
+  return kBackends;
 }
-struct Backend {
-  ChannelKind kind;
-  Probe probe;
-  Maker make;  // null: not in this build
-};
 
-// The table: one row per kind. A new channel adds its row here (under its
-// build switch, if it has one) and nowhere else.
-constexpr Backend kBackends[] = {
-    {ChannelKind::kMemcpy, ProbeMemcpy, MakeMemcpy},
-    {ChannelKind::kCma, ProbeCmaKind, MakeCma},
-    {ChannelKind::kGpuRead, ProbeGpu, kMakeGpu},
-    {ChannelKind::kGpuWrite, ProbeGpu, kMakeGpu},
-    {ChannelKind::kGpuCopy, ProbeGpu, kMakeGpu},
-    {ChannelKind::kDiskRead, ProbeDisk, MakeDisk},
-    {ChannelKind::kDiskWrite, ProbeDisk, MakeDisk},
-    {ChannelKind::kRemoteMemcpy, ProbeTcp, MakeTcp},
-};
-
-const Backend* BackendOf(ChannelKind kind) {
-  for (const Backend& b : kBackends) {
-    if (b.kind == kind) return &b;
-  }
-  return nullptr;
+// Descriptors tests registered (TestBackendRegistration), after the table's.
+ABSL_CONST_INIT absl::Mutex test_backends_mu(absl::kConstInit);
+std::vector<const ChannelBackend*>& TestBackends() ABSL_EXCLUSIVE_LOCKS_REQUIRED(test_backends_mu) {
+  static std::vector<const ChannelBackend*> backends;
+  return backends;
 }
 
 }  // namespace
 
+std::vector<const ChannelBackend*> ChannelBackends() {
+  std::vector<const ChannelBackend*> out;
+  for (const ChannelBackend& b : BuiltInBackends()) out.push_back(&b);
+  absl::MutexLock lock(&test_backends_mu);
+  for (const ChannelBackend* b : TestBackends()) out.push_back(b);
+  return out;
+}
+
+const ChannelBackend* FindBackend(ChannelKind kind) {
+  for (const ChannelBackend& b : BuiltInBackends()) {
+    if (b.kind == kind) return &b;
+  }
+  absl::MutexLock lock(&test_backends_mu);
+  for (const ChannelBackend* b : TestBackends()) {
+    if (b->kind == kind) return b;
+  }
+  return nullptr;
+}
+
+TestBackendRegistration::TestBackendRegistration(const ChannelBackend& backend)
+    : backend_(&backend) {
+  if (FindBackend(backend.kind)) {
+    spdlog::critical("TestBackendRegistration: kind {} is already listed", backend.name);
+    std::abort();
+  }
+  absl::MutexLock lock(&test_backends_mu);
+  TestBackends().push_back(backend_);
+}
+
+TestBackendRegistration::~TestBackendRegistration() {
+  absl::MutexLock lock(&test_backends_mu);
+  std::vector<const ChannelBackend*>& list = TestBackends();
+  list.erase(std::remove(list.begin(), list.end(), backend_), list.end());
+}
+
 std::vector<ChannelAvailability> ProbeChannels(const ChannelContext& context) {
   std::vector<ChannelAvailability> out;
-  for (const Backend& b : kBackends) out.push_back(b.probe(b.kind, context));
+  for (const ChannelBackend* b : ChannelBackends()) out.push_back(b->probe(b->kind, context));
   return out;
 }
 
 void LogChannelAvailability(const std::vector<ChannelAvailability>& found) {
   for (const ChannelAvailability& a : found) {
+    const ChannelBackend* b = FindBackend(a.kind);
+    const std::string_view name = b ? std::string_view(b->name) : ChannelKindName(a.kind);
     if (a.available) {
-      spdlog::info("channel kind {}: available; {}", ChannelKindName(a.kind), a.detail);
+      spdlog::info("channel kind {}: available; {}", name, a.detail);
     } else {
-      spdlog::info("channel kind {}: absent: {}", ChannelKindName(a.kind), a.detail);
+      spdlog::info("channel kind {}: absent: {}", name, a.detail);
     }
   }
   spdlog::info("GPU: {}", GpuSummary());
@@ -185,9 +173,10 @@ Result<std::shared_ptr<GpuMemory>> MakeGpuMemory() { return GpuMemoryOfMachine()
 
 Result<std::unique_ptr<Channel>> MakeChannel(const ChannelConfig& config,
                                              const ChannelContext& context) {
-  const Backend* b = BackendOf(config.kind);
+  const ChannelBackend* b = FindBackend(config.kind);
   if (!b || !b->make) {
-    return FailedPrecondition("channel '", config.name, "': kind ", ChannelKindName(config.kind),
+    const std::string_view name = b ? std::string_view(b->name) : ChannelKindName(config.kind);
+    return FailedPrecondition("channel '", config.name, "': kind ", name,
                               " is not available in this build");
   }
   return b->make(config, context);

@@ -4,7 +4,7 @@
 // and nowhere else; no caller chooses a backend by name.
 //
 // Thread safety: every function may be called from any thread; nothing here
-// holds state between calls.
+// holds state between calls but the tests' registrations.
 #pragma once
 
 #include <memory>
@@ -12,43 +12,40 @@
 #include <vector>
 
 #include "channels/channel.h"
+#include "channels/channel_backend.h"
 #include "channels/gpu_memory.h"
 #include "config/runtime_config.h"
 #include "core/channel_kind.h"
 
 namespace isometry {
 
-namespace net {
-class DataPlane;
-}
-namespace rdma {
-class NetRoutes;
-}
+// The descriptor of every kind this tree knows (channel_backend.h), in
+// ChannelKind order, then any a test registered (TestBackendRegistration).
+// A kind this build lacks still has its descriptor, with a null `make`.
+std::vector<const ChannelBackend*> ChannelBackends();
 
-// What channels need beyond their config entry.
-struct ChannelContext {
-  // remote_memcpy channels move data over this node's data plane (the
-  // links to its peers); null on a node without peers. Must outlive every
-  // channel made with it.
-  net::DataPlane* data_plane = nullptr;
-  // Set where RDMA may carry network hops: each peer's network channel
-  // then sends the copies routed over RDMA there (rdma/net_routes.h).
-  std::shared_ptr<rdma::NetRoutes> rdma_routes;
-};
+// The descriptor of `kind`; null for a value no descriptor claims.
+const ChannelBackend* FindBackend(ChannelKind kind);
 
-// Whether this daemon can make channels of `kind`, and what the probe found
-// or why not ("io_uring: sq=2 cq=4 ..."; "no RDMA device in
-// /sys/class/infiniband").
-struct ChannelAvailability {
-  ChannelKind kind = ChannelKind::kMemcpy;
-  bool available = false;
-  std::string detail;
+// Tests only: adds `backend` (which must outlive the registration) to the
+// list while the object lives, so a toy channel can be made, probed and
+// modelled like a real one (tests/unit/toy_channel_test.cc). Registration
+// and lookups may race safely; a kind already listed is refused by a
+// CHECK-style abort, since it would shadow a real backend.
+class TestBackendRegistration {
+ public:
+  explicit TestBackendRegistration(const ChannelBackend& backend);
+  ~TestBackendRegistration();
+  TestBackendRegistration(const TestBackendRegistration&) = delete;
+  TestBackendRegistration& operator=(const TestBackendRegistration&) = delete;
+
+ private:
+  const ChannelBackend* backend_;
 };
 
 // Probes what each kind of channel needs (a ring for the disk channels, a
 // data plane for the network ones, GPU and RDMA devices) and reports every
-// kind, available or not. Cheap (tens of microseconds to a few ms): run it
-// once at start.
+// kind, available or not. Cheap enough to run once at start.
 std::vector<ChannelAvailability> ProbeChannels(const ChannelContext& context);
 
 // Logs ProbeChannels' findings, one line per kind.

@@ -28,6 +28,7 @@
 #include <memory>
 
 #include "channels/channel.h"
+#include "channels/channel_backend.h"
 #include "config/runtime_config.h"
 
 namespace isometry {
@@ -53,13 +54,17 @@ struct CmaCost {
   double bytes_per_second = 0;
 };
 
-// Measures CmaCost on this machine (about 50-200 ms, 3 MiB of scratch
-// memory): reads of this process's own memory the way the channel reads a
+// Measures CmaCost on this machine (a fraction of a second and a few MiB
+// of scratch memory; figures: docs/benchmarks/design-measurements.md,
+// "CMA channel"): reads of this process's own memory the way the channel reads a
 // client, one preadv of /proc/self/mem per run, 1 MiB each time in runs of
 // 64 B to 64 KiB (a least-squares line through time vs run count) and as
 // one run. The 1 MiB is cache-resident, so bytes_per_second is the
 // in-cache rate (an upper bound); per_iovec_seconds is the cost of one
 // run, a system call each.
 Result<CmaCost> MeasureCmaCost();
+
+// The cma kind's descriptor (channel_backend.h).
+const ChannelBackend& CmaBackend();
 
 }  // namespace isometry

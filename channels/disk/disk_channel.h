@@ -31,6 +31,7 @@
 #include <string>
 
 #include "channels/channel.h"
+#include "channels/channel_backend.h"
 #include "config/runtime_config.h"
 
 namespace isometry {
@@ -57,8 +58,8 @@ struct DiskChannelOptions {
   // depth of about 4 (fio figures: docs/benchmarks/design-measurements.md,
   // "Disk"). The default is twice
   // the knee, so one worker thread's wake-up latency between a completion
-  // and the next submit does not drain the device; the channel measured the
-  // same at 8 and 16. NVMe wants 32+, hence the knob.
+  // and the next submit does not drain the device (deeper gained nothing
+  // there, same page). NVMe wants 32+, hence the knob.
   unsigned queue_depth = 0;
   // Largest single read or write; bigger runs are split (in file order).
   uint64_t max_io_bytes = 1ull << 20;
@@ -82,5 +83,9 @@ Result<std::unique_ptr<Channel>> MakeDiskChannel(const ChannelConfig& config,
 // What a disk channel chose at run time (ring set-up, registrations, queue
 // depth, staging), for the log; "" for a channel that is not a disk channel.
 std::string DescribeDiskChannel(const Channel& channel);
+
+// The disk_read and disk_write kinds' descriptors (channel_backend.h).
+const ChannelBackend& DiskReadBackend();
+const ChannelBackend& DiskWriteBackend();
 
 }  // namespace isometry

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "channels/channel.h"
+#include "channels/channel_backend.h"
 #include "config/runtime_config.h"
 
 namespace isometry {
@@ -12,5 +13,8 @@ namespace isometry {
 // Starts `config.threads` worker threads. Fails on a config that is not a
 // memcpy channel.
 Result<std::unique_ptr<Channel>> MakeMemcpyChannel(const ChannelConfig& config);
+
+// The memcpy kind's descriptor (channel_backend.h).
+const ChannelBackend& MemcpyBackend();
 
 }  // namespace isometry

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "channels/channel.h"
+#include "channels/channel_backend.h"
 #include "channels/tcp/data_plane.h"
 #include "channels/tcp/peer_link.h"
 #include "config/runtime_config.h"
@@ -18,5 +19,8 @@ std::unique_ptr<Channel> MakeTcpChannel(const ChannelConfig& config, net::PeerLi
 // The channel of every peer learnt at run time (config.peer == kAnyPeer):
 // each request goes to the link of the peer its NetHalf names.
 std::unique_ptr<Channel> MakeAnyPeerTcpChannel(const ChannelConfig& config, net::DataPlane& plane);
+
+// The remote_memcpy kind's descriptor (channel_backend.h).
+const ChannelBackend& TcpBackend();
 
 }  // namespace isometry

@@ -24,14 +24,6 @@ std::string FirstLineWith(const char* file, const char* key) {
 
 }  // namespace
 
-std::string GpuHostCurve(const std::string& channel, bool pinned) {
-  return channel + (pinned ? ":pinned" : ":pageable");
-}
-
-std::string ContiguousCurve(const std::string& channel) { return channel + ":contiguous"; }
-std::string Fields8Curve(const std::string& channel) { return channel + ":fields8"; }
-std::string UnsyncedCurve(const std::string& channel) { return channel + ":unsynced"; }
-
 std::string HardwareFingerprint(const RuntimeConfig& config) {
   std::ostringstream s;
   // The method's version: figures measured by an older method (v1: cache-

@@ -2,55 +2,33 @@
 
 #include <map>
 
+#include "channels/channel_factory.h"
 #include "daemon/runtime/runtime.h"
 
 namespace isometry {
 namespace {
 
-// Host memory a GPU reaches by DMA: pinned (ZCM), or pageable (the rest).
-bool Pinned(MemoryKind kind) { return kind == MemoryKind::kZcm; }
-
-// The model of a host or disk edge of `kind`.
-ThroughputFunction ModelOf(ChannelKind kind) {
-  switch (kind) {
-    case ChannelKind::kDiskRead:
-    case ChannelKind::kDiskWrite:
-      // So the planner keeps small requests (and layout changes) off
-      // disks (Isometry fig. 9b).
-      return ThroughputFunction::PerRequestOverhead(1e9, 100e-6);
-    case ChannelKind::kCma:
-      return ThroughputFunction::PerRequestOverhead(8e9, 0.4e-6);
-    default:
-      return ThroughputFunction();
-  }
+ThroughputFunction FunctionOf(const RateModel& m) {
+  if (m.peak_bytes_per_s <= 0) return ThroughputFunction();
+  return ThroughputFunction::PerRequestOverhead(m.peak_bytes_per_s, m.per_request_seconds);
 }
 
-// The peak of a GPU edge before calibration (see the header).
-double GpuPeak(ChannelKind kind, MemoryKind src, MemoryKind dst) {
-  if (kind == ChannelKind::kGpuCopy) return 100e9;
-  return Pinned(kind == ChannelKind::kGpuWrite ? src : dst) ? 12e9 : 4e9;
-}
-
-// The model of an edge of `kind` from `src` to `dst` (see the header):
-// its run-size curve `tp` and, for GPU edges, the plain-copy curve.
+// The model of an edge from `src` to `dst` memory (see the header).
 void Model(TopologyEdge& e, MemoryKind src, MemoryKind dst) {
-  switch (e.kind) {
-    case ChannelKind::kGpuWrite:
-    case ChannelKind::kGpuRead:
-    case ChannelKind::kGpuCopy: {
-      const double peak = GpuPeak(e.kind, src, dst);
-      // A copy program's runs: a 2-D copy row or a pack-kernel thread
-      // each, ~1 ns apiece across PCIe, ~0.05 ns within device memory.
-      e.tp = ThroughputFunction::PerRequestOverhead(
-          peak, e.kind == ChannelKind::kGpuCopy ? 0.05e-9 : 1e-9);
-      // Plain copies: one cudaMemcpyAsync per request, ~10 us each
-      // (launch and the completion callback).
-      e.tp_contiguous = ThroughputFunction::PerRequestOverhead(peak, 10e-6);
-      return;
-    }
-    default:
-      e.tp = ModelOf(e.kind);
+  const ChannelBackend* b = FindBackend(e.kind);
+  if (!b || !b->model) {
+    e.tp = ThroughputFunction();
+    return;
   }
+  const EdgeRateModel m = b->model(src, dst);
+  e.tp = FunctionOf(m.runs);
+  if (m.contiguous) e.tp_contiguous = FunctionOf(*m.contiguous);
+}
+
+// Whether channel `c`'s edges are PROCESS memory's (cma), none configured.
+bool ReachesProcessMemory(const ChannelConfig& c) {
+  const ChannelBackend* b = FindBackend(c.kind);
+  return b && b->reaches_process_memory;
 }
 
 }  // namespace
@@ -58,8 +36,8 @@ void Model(TopologyEdge& e, MemoryKind src, MemoryKind dst) {
 std::vector<std::pair<std::string, std::string>> ChannelEdges(const RuntimeConfig& config,
                                                               const ChannelConfig& c) {
   std::vector<std::pair<std::string, std::string>> edges;
-  if (c.kind != ChannelKind::kCma) {
-    // PROCESS memory is only ever reached by cma.
+  if (!ReachesProcessMemory(c)) {
+    // PROCESS memory is only ever reached by the kinds that say so.
     for (auto& e : config.EdgesOf(c)) {
       if (e.first != kProcessMemoryName && e.second != kProcessMemoryName) edges.push_back(e);
     }

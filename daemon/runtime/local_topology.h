@@ -1,28 +1,18 @@
 // The transfer graph of one node's configuration (Isometry §4.1), before
 // calibration: memory i of `config` is MemoryId{config.node, i}, and every
-// edge a channel serves (RuntimeConfig::EdgesOf; a cma channel's to and
-// from PROCESS memory) is an edge with channel index = the channel's
-// position in config.channels and the model's throughput function for its
-// kind until measured:
-//   memcpy       1 GB/s flat (the ThroughputFunction default)
-//   disk_*       1 GB/s with 100 us per request
-//   cma          8 GB/s with 0.4 us per iovec (one per contiguous run)
-//   gpu_write    ZCM -> FBM 12 GB/s, SYS/REG -> FBM (pageable, the copy
-//                waits on the channel's thread) 4 GB/s
-//   gpu_read     FBM -> ZCM 12 GB/s, FBM -> SYS/REG 4 GB/s
-//   gpu_copy     within a GPU or to a peer, 100 GB/s
-// with, on GPU edges, ~1 ns per contiguous run across PCIe (~0.05 ns in
-// device memory: the pack kernel) as the run-size curve `tp`, and 10 us
-// per request as the plain-copy curve `tp_contiguous`. The GPU figures
-// are conservative PCIe 4 x16 and HBM guesses that make the planner stage
-// host <-> GPU hops through pinned ZCM memory, as Isometry §3.2
-// prescribes, and convert layouts between GPU instances on the GPU;
-// calibration (where a GPU exists) replaces them.
+// edge a channel serves (RuntimeConfig::EdgesOf; every client's PROCESS
+// memory to and from every host memory for a kind that reaches it) is an
+// edge with channel index = the channel's position in config.channels and
+// the model its kind's descriptor gives until measured
+// (ChannelBackend::model: a run-size curve `tp` and, where plain copies
+// cost differently, `tp_contiguous`; the figures and why are in each
+// channel folder's *_backend.cc).
 //
 // Edges naming a memory `config` lacks (PROCESS before the runtime adds
 // it) are left out.
-// Pure: reads only `config` (after the runtime added PROCESS memory), so
-// planner tests build a GPU node's graph without a GPU.
+// Pure: reads only `config` (after the runtime added PROCESS memory) and
+// the constant descriptors, so planner tests build a GPU node's graph
+// without a GPU.
 #pragma once
 
 #include <string>

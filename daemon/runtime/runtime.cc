@@ -10,7 +10,6 @@
 #include <thread>
 
 #include "channels/channel_factory.h"
-#include "channels/disk/disk_channel.h"
 #include "channels/host_pages.h"
 #include "daemon/runtime/local_topology.h"
 #include "daemon/runtime/runtime_impl.h"
@@ -118,9 +117,12 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config_in,
         ChannelKindName(cc.kind), cc.threads, ch->caps().max_in_flight, cc.request_bytes,
         cc.rate_limit_bytes_per_s ? StrCat(", capped at ", cc.rate_limit_bytes_per_s, " bytes/s")
                                   : std::string());
-    // Ring, registrations, staging and its page size: what an operator
-    // checks when a disk path is slower than fio.
-    if (const std::string d = DescribeDiskChannel(*ch); !d.empty()) {
+    // What the channel chose at run time (a disk channel's ring,
+    // registrations, staging and its page size: what an operator checks
+    // when a disk path is slower than fio).
+    const ChannelBackend* backend = FindBackend(cc.kind);
+    if (const std::string d = backend && backend->describe ? backend->describe(*ch) : "";
+        !d.empty()) {
       spdlog::info("{}", d);
       if (!thp_warned && TransparentHugePageMode() == "never") {
         thp_warned = true;

@@ -6,54 +6,29 @@
 #include <optional>
 
 #include "channels/calibrate.h"
-#include "channels/cma/cma_channel.h"
+#include "channels/channel_factory.h"
 #include "daemon/runtime/calibration_store.h"
 #include "daemon/runtime/runtime_impl.h"
 
 namespace isometry {
+
+// Calibration measures the eight-field curve up to the run the planner
+// reads it for.
+static_assert(kCalibrationFields8MaxRun == kFields8MaxRun);
+
 namespace {
 
-// The CMA cost model as a throughput function of the run size r (one
-// iovec per contiguous run): r / (per_iovec + r / bandwidth), sampled at
-// powers of two from 8 B to 1 GiB.
-std::vector<RateSample> CmaSamples(const CmaCost& cost) {
-  std::vector<RateSample> samples;
-  for (uint64_t r = 8; r <= (1ull << 30); r *= 2) {
-    const double seconds =
-        cost.per_iovec_seconds + static_cast<double>(r) / std::max(cost.bytes_per_second, 1.0);
-    samples.push_back({r, static_cast<double>(r) / std::max(seconds, 1e-12)});
-  }
-  return samples;
-}
-
-bool IsGpu(ChannelKind k) {
-  return k == ChannelKind::kGpuRead || k == ChannelKind::kGpuWrite || k == ChannelKind::kGpuCopy;
-}
-
-// The node's curves, from the first Memcpy channel's `budget`: every core
-// copying at once (1/20), and a pipelined pair of hops through a ring of
-// slots_per_buffer chunks of this channel's request size, at most a slot
-// (GridFor), with cached and with streaming ring writes (1/20 each).
-Status MeasureNode(const RuntimeConfig& config, const ChannelCaps& caps,
-                   std::chrono::milliseconds budget, Calibration& cal) {
-  ISO_ASSIGN_OR_RETURN(RateSample node, MeasureNodeCopy(budget / 20));
-  cal[kNodeCopyCurve] = {node};
-  const uint64_t slot_limit =
-      config.space_threshold / static_cast<uint64_t>(std::max(config.slots_per_buffer, 1));
-  const uint64_t chunk =
-      std::min(caps.request_bytes > 0 ? caps.request_bytes : slot_limit, slot_limit);
-  ISO_ASSIGN_OR_RETURN(RateSample pipe,
-                       MeasureNodePipe(chunk, config.slots_per_buffer, budget / 20));
-  ISO_ASSIGN_OR_RETURN(RateSample streamed, MeasureNodePipe(chunk, config.slots_per_buffer,
-                                                            budget / 20, /*stream_ring=*/true));
-  cal[kNodePipeCurve] = {pipe};
-  cal[kNodePipeStreamedCurve] = {streamed};
-  return OkStatus();
+// Whether `e`'s hops share the node's memory bandwidth with every other
+// such hop (TopologyEdge::node_copy_bps, node_pipe_bps).
+bool SharesNodeMemory(const TopologyEdge& e) {
+  const ChannelBackend* b = FindBackend(e.kind);
+  return b && b->shares_node_memory;
 }
 
 }  // namespace
 
-// Measures every channel (budget shared evenly), or reuses the file.
+// Measures every channel (budget shared evenly), or reuses the file. How
+// a channel is measured is its kind's (ChannelBackend::calibrate).
 Result<Calibration> Runtime::Impl::LoadOrMeasure(bool force) {
   const std::string fp = HardwareFingerprint(config);
   if (!force && !config.calibration_file.empty()) {
@@ -67,74 +42,21 @@ Result<Calibration> Runtime::Impl::LoadOrMeasure(bool force) {
     }
   }
   Calibration cal;
-  // The budget is shared by the channels that spend it (the CMA model and
+  // The budget is shared by the channels that spend it (models and
   // channels nobody measures take none).
+  std::vector<CalibrationSite> sites;
   int timed = 0;
   for (size_t c = 0; c < channels.size(); ++c) {
-    const ChannelKind kind = channels[c]->caps().kind;
-    const bool disk = kind == ChannelKind::kDiskRead || kind == ChannelKind::kDiskWrite;
-    if (kind == ChannelKind::kMemcpy || (disk && !DiskDirectoryOf(static_cast<int>(c)).empty()) ||
-        (IsGpu(kind) && gpu)) {
-      ++timed;
-    }
+    sites.push_back(SiteOf(static_cast<int>(c)));
+    const ChannelBackend* b = FindBackend(channels[c]->caps().kind);
+    if (b && b->calibrate && b->spends_budget && b->spends_budget(sites.back())) ++timed;
   }
   const auto budget = std::chrono::milliseconds(config.calibration_budget_ms) / std::max(timed, 1);
   for (size_t c = 0; c < channels.size(); ++c) {
     Channel& ch = *channels[c];
-    const ChannelKind kind = ch.caps().kind;
-    if (kind == ChannelKind::kMemcpy) {
-      // Conversions by run size (two fields; eight, for the runs up to
-      // kFields8MaxRun where the field count matters), and plain copies by size (their
-      // own store path and request stream): 8/20, 4/20 and 5/20 of the
-      // share, about the same time per sample; the first channel also
-      // spends 1/20 on the node's parallel copy rate and 2/20 on a
-      // pipelined pair, half with each way of writing its ring (a steady
-      // state needs the longer sample).
-      const std::string& name = ch.caps().name;
-      ISO_ASSIGN_OR_RETURN(cal[name], MeasureChannel(ch, budget * 8 / 20));
-      ISO_ASSIGN_OR_RETURN(cal[Fields8Curve(name)],
-                           MeasureChannel(ch, budget * 4 / 20, /*fields=*/8, kFields8MaxRun));
-      ISO_ASSIGN_OR_RETURN(cal[ContiguousCurve(name)], MeasureContiguous(ch, budget * 5 / 20));
-      if (!cal.contains(kNodeCopyCurve)) {  // once per node, from the first channel's share
-        ISO_RETURN_IF_ERROR(MeasureNode(config, ch.caps(), budget, cal));
-      }
-    } else if (kind == ChannelKind::kCma) {
-      // Not by copies between two host buffers (MeasureChannel): its ends
-      // are other processes. A failed measurement keeps the default model.
-      auto measured = MeasureCmaCost();
-      if (!measured.ok()) {
-        spdlog::warn("calibration: channel '{}' keeps the 0.4 us/iovec model: {}", ch.caps().name,
-                     measured.status().ToString());
-        continue;
-      }
-      cal[ch.caps().name] = CmaSamples(*measured);
-      spdlog::info("calibration: channel '{}' costs {:.2f} us per iovec (run), {:.2f} GB/s",
-                   ch.caps().name, measured->per_iovec_seconds * 1e6,
-                   measured->bytes_per_second / 1e9);
-    } else if (IsGpu(kind)) {
-      // Only where a GPU exists (`gpu`); a failed measurement keeps the
-      // model (daemon/runtime/local_topology.h).
-      if (!gpu) continue;
-      Status s = MeasureGpu(static_cast<int>(c), budget, cal);
-      if (!s.ok()) {
-        spdlog::warn("calibration: channel '{}' keeps the model: {}", ch.caps().name, s.ToString());
-      }
-    } else if (kind == ChannelKind::kDiskRead || kind == ChannelKind::kDiskWrite) {
-      // On a scratch file in the first DSK directory the channel serves.
-      // A directory that refuses it keeps the model, not the start-up.
-      const std::string dir = DiskDirectoryOf(static_cast<int>(c));
-      if (dir.empty()) continue;
-      auto measured = MeasureDiskChannel(ch, dir, budget);
-      if (!measured.ok()) {
-        spdlog::warn("calibration: channel '{}' keeps the 1 GB/s model: {}", ch.caps().name,
-                     measured.status().ToString());
-        continue;
-      }
-      cal[ch.caps().name] = std::move(measured->samples);
-      if (!measured->unsynced.empty()) {
-        cal[UnsyncedCurve(ch.caps().name)] = std::move(measured->unsynced);
-      }
-    }
+    const ChannelBackend* b = FindBackend(ch.caps().kind);
+    if (!b || !b->calibrate) continue;
+    ISO_RETURN_IF_ERROR(b->calibrate(ch, sites[c], budget, cal));
   }
   if (!config.calibration_file.empty()) {
     Status s = SaveCalibration(config.calibration_file, fp, cal);
@@ -143,53 +65,27 @@ Result<Calibration> Runtime::Impl::LoadOrMeasure(bool force) {
   return cal;
 }
 
-// GPU channel `c` on the device of the first FBM memory it reaches, with
-// a pinned host end where it serves a ZCM memory and a pageable one where
-// it serves another host memory (GpuHostCurve).
-Status Runtime::Impl::MeasureGpu(int c, std::chrono::milliseconds budget, Calibration& cal) {
-  Channel& ch = *channels[static_cast<size_t>(c)];
-  const std::string& name = ch.caps().name;
-  int device = -1;
-  bool pinned = false, pageable = false;
-  for (const TopologyEdge& e : topo.edges) {
-    if (e.channel != c) continue;
-    for (const MemoryId id : {e.src, e.dst}) {
-      const MemoryConfig& m = config.memories[id.memory];
-      if (m.kind == MemoryKind::kFbm && device < 0) device = m.device;
-      pinned |= m.kind == MemoryKind::kZcm;
-      pageable |= m.kind == MemoryKind::kSys || m.kind == MemoryKind::kReg;
-    }
-  }
-  if (device < 0) return OkStatus();
-  if (ch.caps().kind == ChannelKind::kGpuCopy) {
-    ISO_ASSIGN_OR_RETURN(GpuCurves g, MeasureGpuChannel(ch, *gpu, device, false, budget));
-    cal[name] = std::move(g.runs);
-    cal[ContiguousCurve(name)] = std::move(g.contiguous);
-    return OkStatus();
-  }
-  const int ends = (pinned ? 1 : 0) + (pageable ? 1 : 0);
-  for (const bool p : {true, false}) {
-    if (p ? !pinned : !pageable) continue;
-    ISO_ASSIGN_OR_RETURN(GpuCurves g,
-                         MeasureGpuChannel(ch, *gpu, device, p, budget / std::max(ends, 1)));
-    cal[GpuHostCurve(name, p)] = std::move(g.runs);
-    cal[ContiguousCurve(GpuHostCurve(name, p))] = std::move(g.contiguous);
-  }
-  return OkStatus();
-}
-
-// The directory of the first DSK memory an edge of channel `c` reaches;
-// "" if none.
-std::string Runtime::Impl::DiskDirectoryOf(int c) const {
+// Where channel `c` sits, from the local memories its edges reach: the
+// first DSK directory, the device of the first FBM memory, and which kinds
+// of host memory (pinned ZCM; pageable SYS or REG).
+CalibrationSite Runtime::Impl::SiteOf(int c) const {
+  CalibrationSite site;
+  site.config = &config;
+  site.gpu = gpu.get();
   for (const TopologyEdge& e : topo.edges) {
     if (e.channel != c) continue;
     for (const MemoryId id : {e.src, e.dst}) {
       if (!IsLocal(id) || id.memory >= config.memories.size()) continue;
       const MemoryConfig& m = config.memories[id.memory];
-      if (m.kind == MemoryKind::kDsk) return m.directory;
+      if (m.kind == MemoryKind::kDsk && site.disk_directory.empty()) {
+        site.disk_directory = m.directory;
+      }
+      if (m.kind == MemoryKind::kFbm && site.gpu_device < 0) site.gpu_device = m.device;
+      site.pinned_host |= m.kind == MemoryKind::kZcm;
+      site.pageable_host |= m.kind == MemoryKind::kSys || m.kind == MemoryKind::kReg;
     }
   }
-  return "";
+  return site;
 }
 
 // Puts measured throughput functions on the graph's edges and starts a
@@ -204,26 +100,27 @@ Status Runtime::Impl::ApplyCalibration(const Calibration& cal) {
     return std::optional<ThroughputFunction>(std::move(f));
   };
   for (TopologyEdge& e : topo.edges) {
-    // A GPU edge with a host end reads the curve of its kind of host end.
+    const ChannelBackend* b = FindBackend(e.kind);
+    // An edge may read a curve of its own (a GPU edge: its kind of host end).
     std::string name = e.channel_name;
-    if ((e.kind == ChannelKind::kGpuWrite || e.kind == ChannelKind::kGpuRead) && IsLocal(e.src) &&
-        IsLocal(e.dst)) {
-      const MemoryId host = e.kind == ChannelKind::kGpuWrite ? e.src : e.dst;
-      name = GpuHostCurve(name, config.memories[host.memory].kind == MemoryKind::kZcm);
+    if (b && b->curve_of && IsLocal(e.src) && IsLocal(e.dst) &&
+        e.src.memory < config.memories.size() && e.dst.memory < config.memories.size()) {
+      name =
+          b->curve_of(name, config.memories[e.src.memory].kind, config.memories[e.dst.memory].kind);
     }
     ISO_ASSIGN_OR_RETURN(std::optional<ThroughputFunction> tp, curve(name));
     if (!tp) continue;
     e.tp = *std::move(tp);
     // Absent from files written before they were measured.
     ISO_ASSIGN_OR_RETURN(std::optional<ThroughputFunction> plain, curve(ContiguousCurve(name)));
-    if (plain || !IsGpu(e.kind)) e.tp_contiguous = std::move(plain);
+    if (plain || !(b && b->keeps_plain_model)) e.tp_contiguous = std::move(plain);
     ISO_ASSIGN_OR_RETURN(e.tp_fields8, curve(Fields8Curve(e.channel_name)));
     ISO_ASSIGN_OR_RETURN(e.tp_unsynced, curve(UnsyncedCurve(e.channel_name)));
   }
   if (auto it = cal.find(kNodeCopyCurve); it != cal.end() && !it->second.empty()) {
     const double node_bps = it->second.front().bytes_per_s;
     for (TopologyEdge& e : topo.edges) {
-      if (e.kind == ChannelKind::kMemcpy && IsLocal(e.src) && IsLocal(e.dst)) {
+      if (SharesNodeMemory(e) && IsLocal(e.src) && IsLocal(e.dst)) {
         e.node_copy_bps = node_bps;
       }
     }
@@ -241,7 +138,7 @@ Status Runtime::Impl::ApplyCalibration(const Calibration& cal) {
     const bool streams = streamed_bps > pipe.bytes_per_s;
     stream_ring_writes.store(streams, std::memory_order_relaxed);
     for (TopologyEdge& e : topo.edges) {
-      if (e.kind == ChannelKind::kMemcpy && IsLocal(e.src) && IsLocal(e.dst)) {
+      if (SharesNodeMemory(e) && IsLocal(e.src) && IsLocal(e.dst)) {
         e.node_pipe_bps = std::max(pipe.bytes_per_s, streamed_bps);
       }
     }

@@ -27,6 +27,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "channels/channel.h"
+#include "channels/channel_backend.h"
 #include "channels/gpu_memory.h"
 #include "daemon/runtime/disk_memory.h"
 #include "daemon/runtime/runtime.h"
@@ -117,8 +118,7 @@ struct Runtime::Impl {
 
   // ---- calibration (runtime_calibration.cc; Isometry §4.1) ----
   Result<Calibration> LoadOrMeasure(bool force);
-  std::string DiskDirectoryOf(int channel) const;
-  Status MeasureGpu(int channel, std::chrono::milliseconds budget, Calibration& cal);
+  CalibrationSite SiteOf(int channel) const;
   Status ApplyCalibration(const Calibration& cal);
   void MakePlanner();
 

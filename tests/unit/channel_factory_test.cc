@@ -55,6 +55,23 @@ TEST_CASE("the probe reports every channel kind, with a reason for each absent o
   }
 }
 
+TEST_CASE("every kind has one descriptor, in ChannelKind order, agreeing with core's vocabulary") {
+  const std::vector<const ChannelBackend*> backends = ChannelBackends();
+  REQUIRE(backends.size() == static_cast<size_t>(ChannelKind::kRemoteMemcpy) + 1);
+  for (size_t k = 0; k < backends.size(); ++k) {
+    const ChannelBackend& b = *backends[k];
+    const auto kind = static_cast<ChannelKind>(k);
+    CHECK(b.kind == kind);
+    CHECK(FindBackend(kind) == &b);
+    // The wire and config spelling, and the planner's rule (core/channel_kind.h).
+    CHECK(b.name == ChannelKindName(kind));
+    CHECK(b.converts_layout == ConvertsLayout(kind));
+    CHECK(b.serves);
+    CHECK(b.model);
+    CHECK(b.probe);
+  }
+}
+
 TEST_CASE("kinds this build lacks, or lacking what they need, are refused with the reason") {
   ChannelConfig c;
   c.name = "g";

@@ -1,0 +1,49 @@
+// The remote_memcpy kind's descriptor (channels/channel_backend.h): the
+// TCP channel. Where RDMA carries some hops, channel_factory.cc wraps
+// what this makes (rdma::MakeNetChannel).
+#include "channels/channel_backend.h"
+#include "channels/tcp/tcp_channel.h"
+
+namespace isometry {
+namespace {
+
+// No configured pair: its edges come from the peers' topologies.
+bool Serves(MemoryKind, MemoryKind) { return false; }
+
+// Unmeasured: the planner's placeholder.
+EdgeRateModel Model(MemoryKind, MemoryKind) { return {}; }
+
+ChannelAvailability Probe(ChannelKind kind, const ChannelContext& context) {
+  if (!context.data_plane) return KindAbsent(kind, "no [[peer]] configured");
+  return KindAvailable(kind, StrCat("TCP data plane listening on ", context.data_plane->address()));
+}
+
+Result<std::unique_ptr<Channel>> Make(const ChannelConfig& c, const ChannelContext& context) {
+  if (!context.data_plane) {
+    return FailedPrecondition("channel '", c.name,
+                              "': a remote_memcpy channel needs the cluster's data plane (this "
+                              "node has no [[peer]])");
+  }
+  if (c.peer.empty()) {
+    return InvalidArgument("channel '", c.name, "': a remote_memcpy channel names no peer");
+  }
+  return c.peer == kAnyPeer ? MakeAnyPeerTcpChannel(c, *context.data_plane)
+                            : MakeTcpChannel(c, context.data_plane->Link(c.peer));
+}
+
+}  // namespace
+
+const ChannelBackend& TcpBackend() {
+  static constexpr ChannelBackend kBackend{
+      .kind = ChannelKind::kRemoteMemcpy,
+      .name = "remote_memcpy",
+      .serves = Serves,
+      .converts_layout = true,
+      .model = Model,
+      .probe = Probe,
+      .make = Make,
+  };
+  return kBackend;
+}
+
+}  // namespace isometry
