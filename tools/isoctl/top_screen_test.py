@@ -255,7 +255,11 @@ class TopScreenTest(IsoctlTest):
         t.wait_text(f"{copy['id']}  running")
         t.send("c")
         t.wait_text(f"cancel {copy['id']} refused: PERMISSION_DENIED: ")
-        self.assertEqual(t.quit(), 0)
+        # Ctrl-C ends it as q does, with success and the screen restored.
+        t.send("\x03")
+        self.assertEqual(t.proc.wait(timeout=COMMAND_TIMEOUT_S), 0)
+        t.reader.join(timeout=5)
+        self.assertIn(b"\x1b[?1049l", bytes(t.raw))
         self.assertEqual(self.json("transfers", copy["id"])["state"], "running")
 
         # With the token: j/k move the selection (one transfer: it stays),
@@ -268,12 +272,17 @@ class TopScreenTest(IsoctlTest):
         t.send("c")
         t.wait_text(f"cancel requested for transfer {copy['id']}")
         t.wait_text("no transfers in flight")
-        self.assertEqual(t.quit(), 0)
         deadline = time.monotonic() + SCREEN_TIMEOUT_S
         while (ended := self.recent(copy["id"])) is None and time.monotonic() < deadline:
             time.sleep(0.05)
         self.assertIsNotNone(ended, "the cancelled copy is not among the recent transfers")
         self.assertEqual(ended["state"], "cancelled")
+
+        # The daemon goes away: the last snapshot stays, and line 2 says why.
+        self.stop_daemon()
+        t.wait_text("refresh failed (showing the last snapshot): ")
+        self.assertIn("isometryd", t.lines()[1])
+        self.assertEqual(t.quit(), 0)
 
     def test_frames_where_there_is_no_full_screen(self):
         # --once on a terminal: one frame, printed, no screen control.
