@@ -96,6 +96,27 @@ ALLOWED = {
     | {"daemon/server", "daemon/cluster", "daemon", "client", "tools", "redistribution"},
 }
 
+# The daemon asks a channel kind through channels/channel_factory.h and the
+# descriptors (channels/channel_backend.h), never through a kind's own
+# header: a new kind then touches its folder and the factory's table only
+# (docs/development/adding-a-channel.md). The daemon's layers may include
+# from a channel folder only these pieces of the data paths it drives (a
+# client's process, a disk file, the peer links); no <kind>_channel.h and
+# no descriptor header is among them.
+_DAEMON_LAYERS = {"daemon/runtime", "daemon/node", "daemon/server", "daemon/cluster", "daemon"}
+DAEMON_CHANNEL_HEADERS = {
+    "channels/cma/client_process.h",
+    "channels/cma/own_hops.h",
+    "channels/disk/disk_file.h",
+    "channels/rdma/link_params.h",
+    "channels/rdma/net_routes.h",
+    "channels/rdma/rdma_link.h",
+    "channels/rdma/rdma_probe.h",
+    "channels/tcp/data_plane.h",
+    "channels/tcp/frame.h",
+    "channels/tcp/wire.h",
+}
+
 # Libraries every layer may use, like the standard library: abseil (the
 # error type, strings, and the annotated locks clang checks).
 BASE_LIBRARIES = re.compile(r"^absl/")
@@ -143,6 +164,10 @@ def check_include(src, inc):
                 "(in no layer: add its folder to scripts/check_layering.py)")
     if inc_layer != src_layer and inc_layer not in ALLOWED[src_layer]:
         return f"layer {src_layer} may not include {inc} (layer {inc_layer})"
+    if (src_layer in _DAEMON_LAYERS and channel_kind(inc)
+            and inc not in DAEMON_CHANNEL_HEADERS):
+        return (f"layer {src_layer} may not include {inc} (ask the kind through "
+                "channels/channel_factory.h)")
     # A channel folder stands alone: it uses the channel contract and the
     # shared helpers in channels/, never another channel's files.
     src_kind, inc_kind = channel_kind(src), channel_kind(inc)

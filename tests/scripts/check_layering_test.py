@@ -55,6 +55,14 @@ class CheckIncludeTest(unittest.TestCase):
         self.allowed("channels/disk/disk_channel.cc", "channels/disk/uring.h")
         self.allowed("channels/channel_factory.cc", "channels/disk/disk_channel.h")
 
+    def test_the_daemon_asks_kinds_through_the_factory(self):
+        self.refused("daemon/runtime/runtime_calibration.cc", "channels/cma/cma_channel.h")
+        self.refused("daemon/runtime/runtime.cc", "channels/disk/disk_channel.h")
+        self.refused("daemon/node/node.cc", "channels/memcpy/memcpy_channel.h")
+        self.allowed("daemon/runtime/runtime.cc", "channels/channel_factory.h")
+        self.allowed("daemon/runtime/disk_endpoint.h", "channels/disk/disk_file.h")
+        self.allowed("tests/unit/disk_channel_test.cc", "channels/disk/disk_channel.h")
+
     def test_leaves(self):
         self.refused("examples/local_copy.cc", "daemon/node/node.h")
         self.allowed("examples/local_copy.cc", "daemon/runtime/runtime.h")
