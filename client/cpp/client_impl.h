@@ -48,8 +48,9 @@ inline void CloseAll(const std::vector<int>& fds) {
 struct Client::Impl {
   int socket = -1;
   std::string session;
-  std::mutex control_mu;  // one request/response at a time
-  uint64_t next_tag = 1;  // guarded by control_mu
+  uint64_t session_id = 0;  // the public number (HelloResponse.session_id)
+  std::mutex control_mu;    // one request/response at a time
+  uint64_t next_tag = 1;    // guarded by control_mu
 
   std::byte* control = nullptr;
   uint64_t control_mapped = 0;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -141,6 +142,16 @@ Client::~Client() {
 
 const std::string& Client::session() const { return impl_->session; }
 
+uint64_t Client::session_id() const { return impl_->session_id; }
+
+bool Client::alive() const {
+  // Requests are answered before their call returns, so nothing waits to
+  // be read on a live socket; end of stream (0) or an error means closed.
+  char byte;
+  const ssize_t n = ::recv(impl_->socket, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
+}
+
 Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   auto impl = std::make_shared<Impl>();
   sockaddr_un addr{};
@@ -189,6 +200,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   impl->cq = reinterpret_cast<ring::CompletionEntry*>(impl->control + hdr.cq_offset);
   impl->sq_tail = hdr.sq_tail.value.load();
   impl->session = h.session();
+  impl->session_id = h.session_id();
   impl->want_own_hops = options.run_own_hops;
   impl->want_direct_reads = options.direct_reads;
   impl->want_served_reads = options.served_reads;

@@ -211,6 +211,12 @@ class Client {
   ~Client();
 
   const std::string& session() const;
+  // The session's public number, as the daemon's logs and `isoctl
+  // transfers` show it (the token above is the secret).
+  uint64_t session_id() const;
+  // False once either side closed the local socket: the daemon ended the
+  // session (or is gone), or this Client is being destroyed. Never blocks.
+  bool alive() const;
 
   Result<Allocation> Allocate(const std::string& memory, uint64_t bytes);
   // Maps an allocation another client published. One with watched

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""4 KiB copy latency over gRPC from the Python client, against an empty gRPC call.
+"""4 KiB copy latency from the Python client, over gRPC and over the native path.
 
 Starts a private isometryd (no calibration; small copies on the inline
 path, `inline_bytes = "64KiB"` as in the embedded default config and
@@ -11,13 +11,21 @@ the floor any unary call pays on this machine. Rounds are paired like
 isometry_bench's: each round's median and p99 of both, and the per-round
 ratio; the row is the median over rounds.
 
+Where the extension isometry._native is built (issue #55), a second client
+opens its session over the local socket natively, and each round also
+times its `copy(src, dst)` through the shared-memory rings, each right
+before the same copy made by the C++ client itself in that session
+(`_native.Session.time_copies`, timed in C++): the native row's baseline,
+so its ratio is what Python costs over C++ on the same path.
+
     /usr/bin/python3 tools/bench/python_latency.py \\
         --isometryd build-release/daemon/isometryd --pythonpath build-release/python
 
-`--json` prints isometry_bench's JSON rows (scenario latency_4KiB_grpc_python),
-which tools/bench/plot.py takes.
+`--json` prints isometry_bench's JSON rows (scenarios latency_4KiB_grpc_python
+and latency_4KiB_native_python), which tools/bench/plot.py takes.
 """
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -58,12 +66,30 @@ def one_round(client, health, src, dst, iterations):
     return sorted(copy_us), sorted(floor_us)
 
 
-def row(metric, values, baselines, percentiles=None, baseline_percentiles=None):
+def native_round(client, session, src, dst, iterations):
+    """`iterations` (Python native copy, C++ copy) pairs on one session;
+    microseconds of each."""
+    ends = client._native.instances(src.id, dst.id)  # the extension's handles, for C++
+    native_us, cpp_us = [], []
+    for _ in range(iterations):
+        t0 = time.perf_counter()
+        client.copy(src, dst)
+        t1 = time.perf_counter()
+        native_us.append((t1 - t0) * 1e6)
+        cpp_us.append(session.time_copies(ends[0], ends[1], 1)[0])
+    return sorted(native_us), sorted(cpp_us)
+
+
+GRPC = ("latency_4KiB_grpc_python", "empty gRPC call (Python)")
+NATIVE = ("latency_4KiB_native_python", "C++ client copy, same session (native path)")
+
+
+def row(metric, values, baselines, percentiles=None, baseline_percentiles=None, kind=GRPC):
     ratios = [v / b for v, b in zip(values, baselines)]
     out = {
-        "scenario": "latency_4KiB_grpc_python", "metric": metric,
+        "scenario": kind[0], "metric": metric,
         "value": statistics.median(values), "unit": "us",
-        "baseline": "empty gRPC call (Python)", "baseline_value": statistics.median(baselines),
+        "baseline": kind[1], "baseline_value": statistics.median(baselines),
         "ratio": statistics.median(ratios), "target": "report", "rounds": len(values),
         "ratio_min": min(ratios), "ratio_max": max(ratios),
         "round_values": values, "round_baselines": baselines, "round_ratios": ratios,
@@ -86,6 +112,8 @@ def main():
     ap.add_argument("--iterations", type=int, default=2000,
                     help="copies per round, after %d to warm up (default: 2000)" % WARM_UP)
     ap.add_argument("--json", action="store_true", help="JSON rows instead of a table")
+    ap.add_argument("--no-native", action="store_true",
+                    help="time the gRPC path only, even where isometry._native is built")
     args = ap.parse_args()
     if args.rounds < 1 or args.iterations < 100:
         ap.error("--rounds must be at least 1 and --iterations at least 100")
@@ -93,7 +121,7 @@ def main():
         ap.error(f"no daemon binary at {args.isometryd}: build it or pass --isometryd")
     sys.path.insert(0, os.path.abspath(args.pythonpath))
     try:
-        from isometry import Client
+        from isometry import Client, native_available
     except ImportError as e:
         sys.exit(f"python_latency: cannot import the isometry package from "
                  f"{args.pythonpath} ({e}); build the tree or pass --pythonpath")
@@ -103,8 +131,13 @@ def main():
             args.isometryd, CONFIG, "isometry-pylat-", daemon={"log_level": "warn"})
     except AssertionError as e:  # the fixture's way of saying the daemon did not start
         sys.exit(f"python_latency: {e}")
+    native = native_available() and not args.no_native
+    local_socket = os.path.join(directory, "local.sock")
+    nat = {"medians": [], "cpp_medians": [], "p99s": [], "cpp_p99s": [], "all": [], "cpp_all": []}
     try:
-        with Client(daemon.socket, name="python-latency") as c:
+        with Client(daemon.socket, name="python-latency") as c, (
+                Client(daemon.socket, name="python-latency-native", local_socket=local_socket,
+                       native=True) if native else contextlib.nullcontext()) as n:
             health = c._channel.unary_unary("/grpc.health.v1.Health/Check")
             insts = []
             for _ in range(2):
@@ -112,6 +145,10 @@ def main():
                 insts.append(c.register_instance(a, [COPY_BYTES], [("b", 1)], "F,x"))
             src, dst = insts
             one_round(c, health, src, dst, WARM_UP)
+            if n is not None:
+                nsrc, ndst = (n.register_instance(n.allocate("sys0", COPY_BYTES), [COPY_BYTES],
+                                                  [("b", 1)], "F,x") for _ in range(2))
+                native_round(n, n._native.session, nsrc, ndst, WARM_UP)
             medians, floor_medians, p99s, floor_p99s = [], [], [], []
             all_copy, all_floor = [], []
             for r in range(args.rounds):
@@ -125,6 +162,17 @@ def main():
                 print(f"  round {r + 1}: copy median {medians[-1]:.1f} us, p99 {p99s[-1]:.1f} us; "
                       f"empty call median {floor_medians[-1]:.1f} us, p99 {floor_p99s[-1]:.1f} us",
                       file=sys.stderr)
+                if n is not None:
+                    native_us, cpp_us = native_round(n, n._native.session, nsrc, ndst,
+                                                     args.iterations)
+                    for key, sample in (("", native_us), ("cpp_", cpp_us)):
+                        nat[key + "medians"].append(percentile(sample, 50))
+                        nat[key + "p99s"].append(percentile(sample, 99))
+                        nat[key + "all"] += sample
+                    print(f"  round {r + 1}: native copy median {nat['medians'][-1]:.1f} us, "
+                          f"p99 {nat['p99s'][-1]:.1f} us; C++ client median "
+                          f"{nat['cpp_medians'][-1]:.1f} us, p99 {nat['cpp_p99s'][-1]:.1f} us",
+                          file=sys.stderr)
     finally:
         status = daemon.stop()
         daemon.close()
@@ -140,12 +188,22 @@ def main():
             [[p, percentile(all_floor, p)] for p in cdf]),
         row("p99", p99s, floor_p99s),
     ]
+    if native:
+        nat["all"].sort()
+        nat["cpp_all"].sort()
+        rows += [
+            row("median", nat["medians"], nat["cpp_medians"],
+                [[p, percentile(nat["all"], p)] for p in cdf],
+                [[p, percentile(nat["cpp_all"], p)] for p in cdf], kind=NATIVE),
+            row("p99", nat["p99s"], nat["cpp_p99s"], kind=NATIVE),
+        ]
     for r in rows:
         if args.json:
             print(json.dumps(r))
         else:
-            print(f"4 KiB gRPC copy, Python client, {r['metric']}: {r['value']:.1f} us; "
-                  f"empty gRPC call {r['baseline_value']:.1f} us; ratio {r['ratio']:.2f} "
+            path = "gRPC" if r["scenario"] == GRPC[0] else "native"
+            print(f"4 KiB {path} copy, Python client, {r['metric']}: {r['value']:.1f} us; "
+                  f"{r['baseline']} {r['baseline_value']:.1f} us; ratio {r['ratio']:.2f} "
                   f"({r['ratio_min']:.2f}-{r['ratio_max']:.2f}, {r['rounds']} rounds)")
 
 

@@ -21,6 +21,9 @@ from .client import (
     IsometryError,
     PrivateRange,
     TransferError,
+    connect,
+    native_available,
+    native_unavailable_reason,
 )
 
 from . import client as _client

@@ -73,9 +73,15 @@ from .distributed import DimLike, distribution_spec
 from .errors import IsometryError
 from .errors import code_name as _code_name
 from .local import DEFAULT_LOCAL_SOCKET, LocalSession, PrivateRange, pin_buffer
+from .native import NativePath
+from .native import available as _native_available
+from .native import why_unavailable as _why_native_unavailable
 
 __all__ = [
     "Client",
+    "connect",
+    "native_available",
+    "native_unavailable_reason",
     "IsometryError",
     "TransferError",
     "Allocation",
@@ -123,14 +129,36 @@ class Allocation:
         id: the daemon's allocation id.
         nbytes: its size in bytes.
         memory: the name of the memory that holds it (e.g. ``"sys0"``).
+        buffer: on the native path (:attr:`Client.transport` ``"native"``),
+            the allocation mapped into this process: a writable buffer that
+            ``memoryview(a.buffer)`` and ``numpy.frombuffer(a.buffer,
+            dtype)`` view without a copy (``numpy.from_dlpack(a)`` too).
+            None over gRPC. :meth:`Client.free` raises BufferError while
+            such views are alive; the mapping outlives the session.
     """
 
     id: int
     nbytes: int
     memory: str = ""
+    buffer: Optional[object] = dataclasses.field(default=None, repr=False, compare=False)
 
     def __int__(self) -> int:
         return self.id
+
+    def _mapped(self):
+        if self.buffer is None:
+            raise BufferError(
+                f"allocation {self.id} is not mapped into this process: only allocations of "
+                "a native client are (Client(..., local_socket=PATH, native=True))"
+            )
+        return self.buffer
+
+    def __dlpack__(self, stream=None, **kwargs):
+        """A DLPack capsule over the mapped bytes (1-D uint8, CPU)."""
+        return self._mapped().__dlpack__(stream, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._mapped().__dlpack_device__()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,6 +268,14 @@ class Client(ActiveAccessMixin):
             from the socket), which :meth:`register_private` needs; every
             other call still goes over gRPC with the same session token.
             The session lives while this client is open.
+        native: with ``local_socket``, open the session with the C++ client
+            (the extension ``isometry._native``): copies between instances
+            registered on its allocations then go through the shared-memory
+            rings, and allocations are mapped here (:attr:`Allocation.buffer`).
+            True: required (``FAILED_PRECONDITION`` naming why when the
+            extension is missing); None: where it is built
+            (:func:`connect`); False: the pure-Python local session.
+            :attr:`transport` says which one a client got.
 
     Raises:
         IsometryError: ``UNAVAILABLE`` if nothing answers on a socket,
@@ -259,7 +295,10 @@ class Client(ActiveAccessMixin):
         call_timeout: Optional[float] = 60.0,
         operator_token: Optional[str] = None,
         local_socket: Optional[str] = None,
+        native: Optional[bool] = False,
     ):
+        if native and local_socket is None:
+            raise ValueError("native=True needs local_socket: the rings are the local socket's")
         self.socket = socket
         self.local_socket = local_socket
         self.name = name
@@ -278,6 +317,7 @@ class Client(ActiveAccessMixin):
         self._attach = None
         self._thread = None
         self._local: Optional[LocalSession] = None
+        self._native: Optional[NativePath] = None
         self._private: List[PrivateRange] = []
         # Local sessions: Wait calls standing in for the Attach stream's
         # completion events, by transfer id.
@@ -287,7 +327,7 @@ class Client(ActiveAccessMixin):
         self._stub = pb_grpc.IsometryStub(self._channel)
         try:
             if local_socket is not None:
-                self._open_local(local_socket, connect_timeout)
+                self._open_local(local_socket, connect_timeout, native)
             else:
                 self._open_attach(connect_timeout)
         except BaseException:
@@ -332,13 +372,19 @@ class Client(ActiveAccessMixin):
                     )
                 raise err
 
-    def _open_local(self, path: str, connect_timeout: float) -> None:
-        """Opens the session over the local socket; no Attach stream, so
-        the daemon holds one session for this client, not two."""
-        self._local = LocalSession(path, self.name, connect_timeout)
+    def _open_local(self, path: str, connect_timeout: float, native: Optional[bool]) -> None:
+        """Opens the session over the local socket, natively or in Python;
+        no Attach stream, so the daemon holds one session for this client,
+        not two."""
+        if native or (native is None and _native_available()):
+            self._native = NativePath(path, self.name)
+            session, session_id = self._native.token, self._native.session_id
+        else:
+            self._local = LocalSession(path, self.name, connect_timeout)
+            session, session_id = self._local.session, self._local.session_id
         with self._lock:
-            self._session = self._local.session
-            self._session_id = self._local.session_id
+            self._session = session
+            self._session_id = session_id
         self._session_ready.set()
         self._watch_channel = self._new_channel()
         self._watch_stub = pb_grpc.IsometryStub(self._watch_channel)
@@ -421,9 +467,22 @@ class Client(ActiveAccessMixin):
         return self._session_id
 
     @property
+    def transport(self) -> str:
+        """How copies reach the daemon: ``"native"`` (the C++ client over the
+        local socket's shared-memory rings) or ``"grpc"`` (a gRPC call each,
+        the session opened by ``Attach`` or over the local socket)."""
+        return "native" if self._native is not None else "grpc"
+
+    @property
+    def _over_local_socket(self) -> bool:
+        return self._local is not None or self._native is not None
+
+    @property
     def alive(self) -> bool:
         """True while the session is open: its Attach stream, or its local
         socket (``local_socket``)."""
+        if self._native is not None:
+            return not self._closed and self._native.alive
         if self._local is not None:
             return not self._closed and self._local.alive
         with self._lock:
@@ -457,6 +516,8 @@ class Client(ActiveAccessMixin):
             self._thread.join()
         if self._local is not None:
             self._local.close()
+        if self._native is not None:
+            self._native.close()
         if self._watch_channel is not None:
             self._watch_channel.close()
         self._channel.close()
@@ -512,8 +573,8 @@ class Client(ActiveAccessMixin):
             return list(answer) if stream else answer
         except grpc.RpcError as e:
             message = e.details() or ""
-            if self._local is not None:
-                if not self._local.alive:
+            if self._over_local_socket:
+                if not self.alive and not self._closed:
                     message += " (the session ended: isometryd closed the local socket)"
             else:
                 with self._lock:
@@ -532,26 +593,47 @@ class Client(ActiveAccessMixin):
         """Allocates ``nbytes`` of the client pool of ``memory`` (e.g. "sys0").
 
         The allocation belongs to this session and is freed when the session
-        ends unless it was published.
+        ends unless it was published. On the native path it is also mapped
+        into this process (:attr:`Allocation.buffer`).
         """
+        if self._native is not None:
+            self._check_open()
+            a = self._native.allocate(memory, nbytes)
+            return Allocation(id=a.id, nbytes=a.nbytes, memory=memory, buffer=a)
         r = self._call("Allocate", pb.AllocateRequest(memory=memory, bytes=nbytes))
         return Allocation(id=r.allocation, nbytes=r.bytes, memory=r.memory)
 
     def free(self, alloc: Union[Allocation, int]) -> None:
-        """Frees an allocation (and the instances registered on it)."""
-        self._call("Free", pb.FreeRequest(allocation=_id(alloc, "free")))
+        """Frees an allocation (and the instances registered on it).
+
+        A mapped allocation (native path) is unmapped too: BufferError, and
+        nothing freed, while a memoryview, NumPy array or DLPack tensor of
+        it is alive."""
+        aid = _id(alloc, "free")
+        if self._native is not None and self._native.free(aid):
+            return
+        self._call("Free", pb.FreeRequest(allocation=aid))
 
     def publish(self, alloc: Union[Allocation, int]) -> None:
         """Publishes an allocation: it outlives this session and every client
         of the daemon may use it."""
-        self._call("Publish", pb.PublishRequest(allocation=_id(alloc, "publish")))
+        aid = _id(alloc, "publish")
+        mapped = self._native.allocation(aid) if self._native is not None else None
+        if mapped is not None:
+            mapped.publish()
+            return
+        self._call("Publish", pb.PublishRequest(allocation=aid))
 
     def write(self, alloc: Union[Allocation, int], offset: int, data) -> None:
         """Writes ``data`` (bytes-like) into an allocation at byte ``offset``.
 
         Up to 1 MiB is one ``Write`` call; more goes through ``WriteStream``
         in 1 MiB pieces. Either way the whole range is checked first: a bad
-        allocation, offset or length raises and writes nothing.
+        allocation, offset or length raises and writes nothing. It goes
+        through the daemon on the native path too, so that watches and
+        incremental checkpoints see it; storing into
+        :attr:`Allocation.buffer` instead is the C++ client's plain store
+        into its mapping.
         """
         aid = _id(alloc, "write")
         view = memoryview(data).cast("B")
@@ -576,9 +658,14 @@ class Client(ActiveAccessMixin):
 
         Up to 1 MiB is one ``Read`` call; more comes through ``ReadStream``
         (a default gRPC client cannot receive a unary ``Read`` of more than
-        4 MiB). A bad range raises before any data moves.
+        4 MiB). A bad range raises before any data moves. An allocation
+        mapped here (native path) is read from the mapping, any length.
         """
         aid = _id(alloc, "read")
+        if self._native is not None:
+            mapped = self._native.read(aid, offset, length)
+            if mapped is not None:
+                return mapped
         request = pb.ReadRequest(allocation=aid, offset=offset, length=length)
         if length <= _IO_CHUNK:
             return self._call("Read", request).data
@@ -619,7 +706,7 @@ class Client(ActiveAccessMixin):
         """
         if self._closed:
             raise IsometryError("FAILED_PRECONDITION", "this client is closed")
-        if self._local is None:
+        if not self._over_local_socket:
             raise IsometryError(
                 "FAILED_PRECONDITION",
                 "private memory needs a session over the daemon's local socket: "
@@ -628,13 +715,23 @@ class Client(ActiveAccessMixin):
             )
         view, address, nbytes = pin_buffer(buffer)
         try:
-            r = self._local.request(
-                register_private=pb.RegisterPrivateRequest(address=address, bytes=nbytes)
-            )
+            if self._native is not None:
+                native = self._native.session.register_private(address, nbytes)
+                range_id, publish = native.id, native.publish
+            else:
+                local = self._local
+                range_id = local.request(
+                    register_private=pb.RegisterPrivateRequest(address=address, bytes=nbytes)
+                ).register_private.private_range
+
+                def publish():
+                    local.request(
+                        publish_private=pb.PublishPrivateRequest(private_range=range_id)
+                    )
         except BaseException:
             view.release()
             raise
-        rng = PrivateRange(self._local, r.register_private.private_range, buffer, view, address)
+        rng = PrivateRange(publish, range_id, buffer, view, address)
         with self._lock:
             self._private.append(rng)
         return rng
@@ -722,6 +819,10 @@ class Client(ActiveAccessMixin):
                 file=file,
                 private_range=int(private_range or 0),
             )
+        native = self._register_native(spec)
+        if native is not None:
+            return Instance(id=native.id, total_bytes=native.total_bytes,
+                            allocation=spec.allocation, offset=offset)
         r = self._call("RegisterInstance", pb.RegisterInstanceRequest(spec=spec))
         return Instance(
             id=r.instance,
@@ -730,6 +831,20 @@ class Client(ActiveAccessMixin):
             offset=offset,
             private_range=spec.private_range,
         )
+
+    def _register_native(self, spec):
+        """Registers a layout instance on a mapped allocation through the
+        native session; None for everything else (gRPC registers it)."""
+        if (self._native is None or spec.HasField("datatype") or spec.memory or spec.file
+                or spec.private_range or not spec.allocation):
+            return None
+        self._check_open()
+        return self._native.register(spec.allocation, spec.offset, spec.bounds, spec.fields,
+                                     spec.layout)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise IsometryError("FAILED_PRECONDITION", "this client is closed")
 
     def register_datatype(self, datatype: Datatype) -> "pb.RegisterDatatypeResponse":
         """Translates a datatype once for this session (memoized, FALCON-X).
@@ -745,10 +860,10 @@ class Client(ActiveAccessMixin):
 
     def unregister_instance(self, instance: Union[Instance, int]) -> None:
         """Forgets a registered instance (its bytes stay in the allocation)."""
-        self._call(
-            "UnregisterInstance",
-            pb.UnregisterInstanceRequest(instance=_id(instance, "unregister_instance")),
-        )
+        iid = _id(instance, "unregister_instance")
+        if self._native is not None and self._native.unregister(iid):
+            return
+        self._call("UnregisterInstance", pb.UnregisterInstanceRequest(instance=iid))
 
     def copy(
         self,
@@ -786,7 +901,19 @@ class Client(ActiveAccessMixin):
             ``TransferInfo`` holds ``predicted_bytes_per_s`` (the planner's
             model; 0 when it has no estimate) beside
             ``measured_bytes_per_s`` (bytes over the copy's wall time).
+
+        On the native path a waited copy between two instances registered
+        on mapped allocations, with no box, hops or timeout, goes through
+        the shared-memory rings; its ``TransferInfo`` then carries ``id``,
+        ``state``, ``code`` and ``message`` only (:meth:`transfer` has the
+        daemon's full report while it keeps it). Every other copy goes
+        over gRPC.
         """
+        if (self._native is not None and wait and timeout is None and box is None
+                and not via):
+            ends = self._native.instances(_id(src, "copy src"), _id(dst, "copy dst"))
+            if ends is not None:
+                return self._copy_native(ends, priority, check)
         req = pb.CopyRequest(
             src_instance=_id(src, "copy src"),
             dst_instance=_id(dst, "copy dst"),
@@ -800,13 +927,33 @@ class Client(ActiveAccessMixin):
             req.via.append(pb.Hop(memory=memory, layout=layout))
         return self._start_transfer("Copy", req, wait, timeout, check)
 
+    def _copy_native(self, ends, priority: int, check: bool) -> "pb.TransferInfo":
+        """One copy through the rings, answered as a waited gRPC Copy is: a
+        refusal raises IsometryError, a transfer that ended other than done
+        TransferError (with ``check``)."""
+        self._check_open()
+        transfer, code, message = self._native.session.copy(ends[0], ends[1], priority)
+        if code == "OK":
+            return pb.TransferInfo(id=transfer, state="done")
+        if transfer == 0:
+            raise IsometryError(code, message)
+        info = pb.TransferInfo(
+            id=transfer,
+            state="cancelled" if code == "CANCELLED" else "failed",
+            code=grpc.StatusCode[code].value[0] if code in grpc.StatusCode.__members__ else 2,
+            message=message,
+        )
+        if check:
+            raise TransferError(info)
+        return info
+
     def _start_transfer(self, method, req, wait, timeout, check):
         """Calls Copy or Redistribute: the transfer id at once, or with
         ``wait`` its final TransferInfo (TransferError unless done, when
         ``check``)."""
         r = self._call(method, req, timeout=timeout if wait else self.call_timeout)
         if not wait:
-            if self._local is not None:
+            if self._over_local_socket:
                 self._watch(r.transfer)
             return r.transfer
         if check and r.info.state != "done":
@@ -970,3 +1117,34 @@ class Client(ActiveAccessMixin):
             fields=_fields(fields),
         )
         return self._call("ExplainPlan", req)
+
+
+def connect(
+    socket: str = DEFAULT_SOCKET,
+    local_socket: Optional[str] = DEFAULT_LOCAL_SOCKET,
+    **kwargs,
+) -> Client:
+    """A :class:`Client` the fastest way this process can reach isometryd:
+    over ``local_socket`` with the C++ client (``transport == "native"``)
+    where the extension ``isometry._native`` is built, else the pure-Python
+    local session (``"grpc"``); ``local_socket=None`` opens a plain gRPC
+    session (Attach). Other keyword arguments are :class:`Client`'s.
+
+    Example::
+
+        with isometry.connect("/run/isometry/grpc.sock") as c:
+            print(c.transport)     # "native" where the extension is built
+    """
+    kwargs.setdefault("native", None if local_socket is not None else False)
+    return Client(socket, local_socket=local_socket, **kwargs)
+
+
+def native_available() -> bool:
+    """Whether the native path (``isometry._native``) loads here;
+    :func:`native_unavailable_reason` says why not."""
+    return _native_available()
+
+
+def native_unavailable_reason() -> str:
+    """Why the native path is missing ("" when it is available)."""
+    return _why_native_unavailable()

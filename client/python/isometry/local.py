@@ -209,8 +209,8 @@ class PrivateRange:
         published: whether :meth:`publish` was called.
     """
 
-    def __init__(self, session: LocalSession, range_id: int, buffer, view, address: int):
-        self._session = session
+    def __init__(self, publish, range_id: int, buffer, view, address: int):
+        self._publish = publish  # tells the session that made it (pure-Python or native)
         self._view = view
         self.id = range_id
         self.address = address
@@ -223,7 +223,7 @@ class PrivateRange:
         range (never a session of another uid: to it the range does not
         exist). Raises IsometryError (e.g. ``UNAVAILABLE`` once the session
         has ended)."""
-        self._session.request(publish_private=pb.PublishPrivateRequest(private_range=self.id))
+        self._publish()
         self.published = True
 
     def _release(self) -> None:

@@ -1,0 +1,159 @@
+"""The local fast path of :class:`isometry.Client`: the C++ client, wrapped
+by the extension module ``isometry._native``, under the Python API.
+
+A client opened with ``native=True`` (or ``native=None`` where the
+extension is built; :func:`isometry.connect` does that) opens its session
+over the daemon's local socket with the C++ client. Copies between
+instances it registered go through the session's shared-memory submission
+and completion rings, the way a C++ program's do, instead of a gRPC call
+each; allocations are mapped into this process (``Allocation.buffer``).
+Everything else (introspection, datatypes, files, Active Access, copies
+with a box, hops or a timeout) goes over gRPC with the same session token,
+exactly as for the pure-Python local session.
+
+:class:`NativePath` keeps the handles the extension returned, by daemon
+id, so that the :class:`isometry.Client` methods, which take ids or small
+records, find them again.
+"""
+
+import importlib
+import threading
+from typing import Optional
+
+from .errors import IsometryError
+
+try:
+    # By name: `from . import _native` in a package still importing reports
+    # a missing module as a circular import.
+    _native = importlib.import_module(__package__ + "._native")
+except ImportError as e:  # not built (no pybind11), or built for another Python
+    _native = None
+    _WHY = (
+        f"the extension isometry._native is not available ({e}); build the tree with "
+        "pybind11-dev and python3-pybind11 installed (scripts/install-deps.sh), and run "
+        "Debian's /usr/bin/python3, which it is built for"
+    )
+else:
+    _WHY = ""
+
+__all__ = ["available", "why_unavailable", "NativePath"]
+
+
+def available() -> bool:
+    """Whether the extension loads in this interpreter."""
+    return _native is not None
+
+
+def why_unavailable() -> str:
+    """Why it does not ("" when it does)."""
+    return _WHY
+
+
+class NativePath:
+    """One native session and the handles made through it. Thread-safe."""
+
+    def __init__(self, local_socket: str, name: str):
+        if _native is None:
+            raise IsometryError("FAILED_PRECONDITION", _WHY)
+        try:
+            self.session = _native.Session(local_socket, name)
+        except IsometryError as e:
+            if e.code != "UNAVAILABLE" or not e.message.startswith("cannot connect"):
+                raise
+            # As the pure-Python session words it (local.py): the C++
+            # client says UNAVAILABLE with the errno's text.
+            why = e.message.rpartition(": ")[2]
+            code = "PERMISSION_DENIED" if why == "Permission denied" else "UNAVAILABLE"
+            raise IsometryError(
+                code,
+                f"cannot connect to isometryd's local socket {local_socket} ({why}); is the "
+                "daemon running, is this its [daemon] local_socket, and may this user open "
+                "it (socket_mode, socket_group)?",
+            ) from None
+        self._lock = threading.Lock()
+        self._allocations = {}  # id -> _native.Allocation
+        self._instances = {}  # id -> _native.Instance
+
+    @property
+    def token(self) -> str:
+        return self.session.session
+
+    @property
+    def session_id(self) -> int:
+        return self.session.session_id
+
+    @property
+    def alive(self) -> bool:
+        return self.session.alive
+
+    def allocate(self, memory: str, nbytes: int):
+        a = self.session.allocate(memory, nbytes)
+        with self._lock:
+            self._allocations[a.id] = a
+        return a
+
+    def allocation(self, aid: int):
+        """The mapped allocation of this session with that id, or None."""
+        with self._lock:
+            return self._allocations.get(aid)
+
+    def free(self, aid: int) -> bool:
+        """Frees a native allocation (False: not one of them). BufferError,
+        and nothing freed, while views of it are alive."""
+        a = self.allocation(aid)
+        if a is None:
+            return False
+        a.free()
+        with self._lock:
+            self._allocations.pop(aid, None)
+        return True
+
+    def register(self, aid: int, offset: int, box, fields, layout: str):
+        """Registers bounds x fields in ``layout`` on a native allocation;
+        None when ``aid`` is not one (the caller goes over gRPC)."""
+        a = self.allocation(aid)
+        if a is None:
+            return None
+        inst = self.session.register(
+            a, offset, list(box.lo), list(box.hi), [(f.name, f.size) for f in fields], layout
+        )
+        with self._lock:
+            self._instances[inst.id] = inst
+        return inst
+
+    def unregister(self, iid: int) -> bool:
+        with self._lock:
+            inst = self._instances.pop(iid, None)
+        if inst is None:
+            return False
+        inst.unregister()
+        return True
+
+    def instances(self, src: int, dst: int):
+        """Both native instances, or None when either is not one."""
+        with self._lock:
+            s, d = self._instances.get(src), self._instances.get(dst)
+        return None if s is None or d is None else (s, d)
+
+    def read(self, aid: int, offset: int, length: int) -> Optional[bytes]:
+        """The bytes of a native allocation, from the mapping; None when
+        ``aid`` is not one."""
+        a = self.allocation(aid)
+        if a is None:
+            return None
+        if offset < 0 or length < 0 or offset + length > a.nbytes:
+            raise IsometryError(
+                "OUT_OF_RANGE",
+                f"bytes [{offset}, {offset}+{length}) lie outside allocation {aid} of "
+                f"{a.nbytes} bytes",
+            )
+        with memoryview(a) as view:
+            return bytes(view[offset : offset + length])
+
+    def close(self) -> None:
+        """Ends the session; the allocations stay mapped for the views
+        that still hold them."""
+        self.session.close()
+        with self._lock:
+            self._instances.clear()
+            self._allocations.clear()

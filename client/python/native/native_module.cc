@@ -1,0 +1,273 @@
+// isometry._native: the C++ client (client/cpp/isometry_client.h) for the
+// Python package, a session over isometryd's local socket whose copies go
+// through the shared-memory submission and completion rings instead of
+// gRPC. isometry.Client drives it (isometry/native.py); it is not meant to
+// be used on its own.
+//
+// Every call that waits for the daemon (connect, allocate, register, copy,
+// free, publish, unregister, close) releases the GIL while it waits, so
+// other Python threads run meanwhile; handles are shared with the call in
+// flight, so closing or freeing from another thread never pulls memory from
+// under it. Failures raise isometry.errors.IsometryError with the gRPC code
+// name (native_errors.h). Destructors of handles Python drops without
+// free()/unregister() tell the daemon with the GIL held (one short round
+// trip each).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "client/cpp/isometry_client.h"
+#include "client/python/native/native_allocation.h"
+#include "client/python/native/native_errors.h"
+#include "core/box.h"
+#include "core/field_space.h"
+#include "core/instance.h"
+#include "core/layout.h"
+
+namespace isometry::python {
+namespace {
+
+namespace py = pybind11;
+
+class NativeInstance {
+ public:
+  explicit NativeInstance(client::Instance instance)
+      : id_(instance.id()),
+        total_(instance.total_bytes()),
+        instance_(std::make_shared<client::Instance>(std::move(instance))) {}
+
+  uint64_t id() const { return id_; }
+  uint64_t total_bytes() const { return total_; }
+  bool registered() const { return instance_ != nullptr; }
+
+  std::shared_ptr<client::Instance> Get() const {
+    if (!instance_) {
+      ThrowError("FAILED_PRECONDITION", "instance " + std::to_string(id_) + " was unregistered");
+    }
+    return instance_;
+  }
+  // Unregisters it in the daemon (once a copy in flight with it is done).
+  void Unregister() {
+    std::shared_ptr<client::Instance> last = std::move(instance_);
+    py::gil_scoped_release release;
+    last.reset();
+  }
+
+ private:
+  uint64_t id_ = 0;
+  uint64_t total_ = 0;
+  std::shared_ptr<client::Instance> instance_;  // null once unregistered
+};
+
+class NativePrivateRange {
+ public:
+  explicit NativePrivateRange(client::PrivateRange range) : range_(range) {}
+  uint64_t id() const { return range_.id(); }
+  void Publish() {
+    Status published;
+    {
+      py::gil_scoped_release release;
+      published = range_.Publish();
+    }
+    ThrowIfError(published);
+  }
+
+ private:
+  client::PrivateRange range_;  // a copyable handle
+};
+
+using FieldList = std::vector<std::pair<std::string, uint64_t>>;
+
+// bounds x fields in `layout`, checked as the daemon checks them; errors
+// are INVALID_ARGUMENT naming what is wrong.
+InstanceShape ShapeOf(const std::vector<int64_t>& lo, const std::vector<int64_t>& hi,
+                      const FieldList& fields, const std::string& layout) {
+  if (lo.empty() || lo.size() != hi.size() || lo.size() > static_cast<size_t>(kMaxDims)) {
+    ThrowError("INVALID_ARGUMENT",
+               "bounds: 1 to " + std::to_string(kMaxDims) + " dimensions, as many lo as hi; got " +
+                   std::to_string(lo.size()) + " and " + std::to_string(hi.size()));
+  }
+  InstanceShape shape;
+  shape.bounds.dims = static_cast<int>(lo.size());
+  for (size_t d = 0; d < lo.size(); ++d) {
+    shape.bounds.lo[d] = lo[d];
+    shape.bounds.hi[d] = hi[d];
+  }
+  std::vector<Field> list;
+  for (const auto& [name, size] : fields) {
+    if (size > UINT32_MAX) {
+      ThrowError("INVALID_ARGUMENT", "field '" + name + "' of " + std::to_string(size) +
+                                         " bytes: a field holds at most 4 GiB - 1");
+    }
+    list.push_back(Field{name, static_cast<uint32_t>(size)});
+  }
+  shape.fields = ValueOrThrow(FieldSpace::Make(std::move(list)));
+  shape.layout = ValueOrThrow(Layout::Parse(layout, shape.bounds.dims));
+  return shape;
+}
+
+class NativeSession {
+ public:
+  static std::unique_ptr<NativeSession> Connect(const std::string& local_socket,
+                                                const std::string& name, uint32_t spin_us) {
+    client::ClientOptions options;
+    options.local_socket = local_socket;
+    options.name = name;
+    options.spin_us = spin_us;
+    // The first step of issue #55: private memory is moved by the daemon
+    // (cma), as for the pure-Python local session; hop windows, direct and
+    // served reads are not wired to Python yet.
+    options.run_own_hops = false;
+    options.direct_reads = false;
+    options.served_reads = false;
+    options.serve_published = false;
+    Result<std::unique_ptr<client::Client>> connected;
+    {
+      py::gil_scoped_release release;
+      connected = client::Client::Connect(options);
+    }
+    return std::unique_ptr<NativeSession>(new NativeSession(ValueOrThrow(std::move(connected))));
+  }
+
+  const std::string& session() const { return token_; }
+  uint64_t session_id() const { return session_id_; }
+  bool closed() const { return client_ == nullptr; }
+  bool alive() const { return client_ != nullptr && client_->alive(); }
+
+  // Registers [address, address + nbytes) of this process (the caller
+  // pins the buffer): the range id and a handle that publishes it.
+  std::unique_ptr<NativePrivateRange> RegisterPrivate(uintptr_t address, uint64_t nbytes) {
+    std::shared_ptr<client::Client> c = Get();
+    Result<client::PrivateRange> registered;
+    {
+      py::gil_scoped_release release;
+      registered = c->RegisterPrivate(reinterpret_cast<void*>(address), nbytes);
+    }
+    return std::make_unique<NativePrivateRange>(ValueOrThrow(std::move(registered)));
+  }
+
+  std::unique_ptr<NativeAllocation> Allocate(const std::string& memory, uint64_t bytes) {
+    std::shared_ptr<client::Client> c = Get();
+    Result<client::Allocation> allocated;
+    {
+      py::gil_scoped_release release;
+      allocated = c->Allocate(memory, bytes);
+    }
+    return std::make_unique<NativeAllocation>(ValueOrThrow(std::move(allocated)), memory);
+  }
+
+  std::unique_ptr<NativeInstance> Register(const NativeAllocation& allocation, uint64_t offset,
+                                           const std::vector<int64_t>& lo,
+                                           const std::vector<int64_t>& hi, const FieldList& fields,
+                                           const std::string& layout) {
+    std::shared_ptr<client::Client> c = Get();
+    std::shared_ptr<client::Allocation> a = allocation.Get();
+    client::Description what = ShapeOf(lo, hi, fields, layout);
+    Result<client::Instance> registered;
+    {
+      py::gil_scoped_release release;
+      registered = c->Register(*a, offset, what);
+    }
+    return std::make_unique<NativeInstance>(ValueOrThrow(std::move(registered)));
+  }
+
+  // Copies src's whole index space into dst through the rings and waits:
+  // (transfer id, code name, message), "OK" when it is done. The caller
+  // decides what a failure raises (a refusal or a failed transfer).
+  py::tuple Copy(const NativeInstance& src, const NativeInstance& dst, int priority) {
+    std::shared_ptr<client::Client> c = Get();
+    std::shared_ptr<client::Instance> s = src.Get();
+    std::shared_ptr<client::Instance> d = dst.Get();
+    client::Completion done;
+    {
+      py::gil_scoped_release release;
+      done = c->Copy(*s, *d, priority);
+    }
+    return py::make_tuple(done.transfer, CodeName(done.status.code()),
+                          std::string(done.status.message()));
+  }
+
+  // `iterations` copies src -> dst from C++, the microseconds of each: the
+  // C++ client's own latency in the same session, for
+  // tools/bench/python_latency.py. Raises on the first failed copy.
+  std::vector<double> TimeCopies(const NativeInstance& src, const NativeInstance& dst,
+                                 uint32_t iterations) {
+    std::shared_ptr<client::Client> c = Get();
+    std::shared_ptr<client::Instance> s = src.Get();
+    std::shared_ptr<client::Instance> d = dst.Get();
+    std::vector<double> us;
+    us.reserve(iterations);
+    Status failed;
+    {
+      py::gil_scoped_release release;
+      for (uint32_t i = 0; i < iterations && failed.ok(); ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        failed = c->Copy(*s, *d).status;
+        const auto t1 = std::chrono::steady_clock::now();
+        us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      }
+    }
+    ThrowIfError(failed);
+    return us;
+  }
+
+  // Ends the session: the daemon cancels its transfers and frees what it
+  // did not publish. Handles stay usable as Python objects (allocations
+  // stay mapped); their calls then fail. Nothing the second time.
+  void Close() {
+    std::shared_ptr<client::Client> last = std::move(client_);
+    py::gil_scoped_release release;
+    last.reset();  // once a call in flight on another thread returns
+  }
+
+ private:
+  explicit NativeSession(std::unique_ptr<client::Client> c)
+      : client_(std::move(c)), token_(client_->session()), session_id_(client_->session_id()) {}
+
+  std::shared_ptr<client::Client> Get() const {
+    if (!client_) ThrowError("FAILED_PRECONDITION", "this native session is closed");
+    return client_;
+  }
+
+  std::shared_ptr<client::Client> client_;  // null once closed
+  std::string token_;
+  uint64_t session_id_ = 0;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_native, m) {
+  m.doc() = "isometryd's C++ client for isometry.Client's local fast path (shared-memory rings).";
+  BindAllocation(m);
+  py::class_<NativeInstance>(m, "Instance")
+      .def_property_readonly("id", &NativeInstance::id)
+      .def_property_readonly("total_bytes", &NativeInstance::total_bytes)
+      .def_property_readonly("registered", &NativeInstance::registered)
+      .def("unregister", &NativeInstance::Unregister);
+  py::class_<NativePrivateRange>(m, "PrivateRange")
+      .def_property_readonly("id", &NativePrivateRange::id)
+      .def("publish", &NativePrivateRange::Publish);
+  py::class_<NativeSession>(m, "Session")
+      .def(py::init(&NativeSession::Connect), py::arg("local_socket"), py::arg("name"),
+           py::arg("spin_us") = 50)
+      .def_property_readonly("session", &NativeSession::session)
+      .def_property_readonly("session_id", &NativeSession::session_id)
+      .def_property_readonly("closed", &NativeSession::closed)
+      .def_property_readonly("alive", &NativeSession::alive)
+      .def("register_private", &NativeSession::RegisterPrivate, py::arg("address"),
+           py::arg("nbytes"))
+      .def("allocate", &NativeSession::Allocate, py::arg("memory"), py::arg("nbytes"))
+      .def("register", &NativeSession::Register, py::arg("allocation"), py::arg("offset"),
+           py::arg("lo"), py::arg("hi"), py::arg("fields"), py::arg("layout"))
+      .def("copy", &NativeSession::Copy, py::arg("src"), py::arg("dst"), py::arg("priority") = 0)
+      .def("time_copies", &NativeSession::TimeCopies, py::arg("src"), py::arg("dst"),
+           py::arg("iterations"))
+      .def("close", &NativeSession::Close);
+}
+
+}  // namespace isometry::python

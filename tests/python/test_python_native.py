@@ -1,0 +1,284 @@
+"""The Python client's native path (issue #55): ``isometry._native``, the C++
+client under :class:`isometry.Client`, against a real isometryd.
+
+Copies through the shared-memory rings are byte-exact against the same
+copies over gRPC and the layout reference model; a NumPy view of a mapped
+allocation sees what a copy wrote without a read; failures raise the
+IsometryError codes the gRPC path raises; a Python process killed mid-copy
+leaves the daemon serving and its allocations freed.
+
+Run like test_python_client (ISOMETRYD, ISOMETRY_PYTHONPATH; Debian's
+/usr/bin/python3). Exits 77 (skipped) with the reason when the extension
+was not built (no pybind11) or, for the NumPy case, NumPy is missing.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+import test_python_client as ref  # the layout reference model; its tests are not collected
+from test_python_client import FIELDS, ISOMETRYD, SKIP_REASON, RefLayout, _fill
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
+from isometryd_process import ONE_SYS_MEMORY, IsometrydProcess  # noqa: E402
+
+if ref._IMPORT_ERROR is None:
+    import isometry
+    from isometry import IsometryError
+
+try:
+    import numpy
+except ImportError:
+    numpy = None
+
+DAEMON = dict(log_level="warn", shutdown_grace_ms=2000)
+CONFIG = ONE_SYS_MEMORY + "threads = 2\n"  # memcpy0's threads
+
+# A Python process that copies 12 MiB AOS -> SOA through the rings until
+# it is killed: argv GRPC_SOCKET LOCAL_SOCKET.
+COPIER = r"""
+import sys
+import isometry
+c = isometry.Client(sys.argv[1], name="doomed", local_socket=sys.argv[2], native=True)
+n = 12 << 20
+insts = []
+for layout in ("F,x", "x,F"):
+    a = c.allocate("sys0", n)
+    insts.append(c.register_instance(a, [n // 16], [("a", 8), ("b", 8)], layout))
+print("copying", flush=True)
+while True:
+    c.copy(insts[0], insts[1])
+"""
+
+
+class CallLog:
+    """Records the gRPC methods a client calls (its _call), to prove which
+    calls took the rings instead."""
+
+    def __init__(self, client):
+        self.methods = []
+        inner = client._call
+
+        def call(method, *args, **kwargs):
+            self.methods.append(method)
+            return inner(method, *args, **kwargs)
+
+        client._call = call
+
+
+@unittest.skipUnless(ISOMETRYD, SKIP_REASON)
+class NativePathTest(unittest.TestCase):
+    """Each test gets its own daemon; self.c is a native client, self.g a
+    gRPC one."""
+
+    def setUp(self):
+        if ref._IMPORT_ERROR is not None:
+            self.fail(f"cannot import the isometry package ({ref._IMPORT_ERROR}); set "
+                      "ISOMETRY_PYTHONPATH to build/python and run with /usr/bin/python3")
+        if not isometry.native_available():
+            self.skipTest(isometry.native_unavailable_reason())
+        try:
+            self.dir, self.daemon = IsometrydProcess.started_in_temp_dir(
+                ISOMETRYD, CONFIG, "isometry-pynative-", daemon=DAEMON)
+        except AssertionError as e:
+            self.fail(str(e))
+        self.socket = self.daemon.socket
+        self.local = os.path.join(self.dir, "local.sock")
+        self.clients = []
+        self.c = self.client("native")
+        self.g = self.client("grpc", native=False, local=False)
+
+    def tearDown(self):
+        for c in self.clients:
+            c.close()
+        rc = self.daemon.stop(timeout_s=30)
+        log = self.daemon.log_text()
+        self.daemon.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.assertEqual(rc, 0, f"isometryd exited with {rc} on SIGTERM:\n{log}")
+
+    def client(self, name, native=True, local=True):
+        c = isometry.Client(self.socket, name=name, connect_timeout=10,
+                            local_socket=self.local if local else None, native=native)
+        self.clients.append(c)
+        return c
+
+    def assertFails(self, code, fn, *args, **kwargs):
+        with self.assertRaises(IsometryError) as cm:
+            fn(*args, **kwargs)
+        self.assertEqual(cm.exception.code, code, cm.exception.message)
+        return cm.exception
+
+    def wait_for(self, predicate, what, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                self.fail(f"timed out after {timeout} s waiting for {what}")
+            time.sleep(0.02)
+
+    def copy_on(self, c, bounds, src_layout, dst_layout):
+        """src_layout -> dst_layout on client c; the destination's bytes."""
+        src_ref = RefLayout(src_layout, bounds, FIELDS)
+        dst_ref = RefLayout(dst_layout, bounds, FIELDS)
+        sa = c.allocate("sys0", src_ref.total)
+        da = c.allocate("sys0", dst_ref.total)
+        c.write(sa, 0, _fill(src_ref, bounds))
+        c.write(da, 0, b"\xee" * dst_ref.total)
+        si = c.register_instance(sa, bounds, FIELDS, src_layout)
+        di = c.register_instance(da, bounds, FIELDS, dst_layout)
+        info = c.copy(si, di)
+        self.assertEqual(info.state, "done", info)
+        self.assertGreater(info.id, 0)
+        out = c.read(da, 0, dst_ref.total)
+        self.assertEqual(out, bytes(_fill(dst_ref, bounds, filler=0xEE)),
+                         f"{src_layout} -> {dst_layout} on the {c.transport} path")
+        return out
+
+    # ---- tests ----
+
+    def test_copies_through_the_rings_match_grpc_byte_for_byte(self):
+        self.assertEqual((self.c.transport, self.g.transport), ("native", "grpc"))
+        self.assertTrue(self.c.alive)
+        self.assertGreater(self.c.session_id, 0)
+        calls = CallLog(self.c)
+        cases = [([(0, 2000)], "F,x", "x,F"), ([(-3, 37), (10, 35)], "y,x,F", "F,x,y"),
+                 ([(0, 100), (0, 7)], "x_in=8,F,y,x_out", "F,y,x")]
+        for bounds, src, dst in cases:
+            native = self.copy_on(self.c, bounds, src, dst)
+            self.assertEqual(native, self.copy_on(self.g, bounds, src, dst))
+        # Allocate, register, copy and read took the native session; only
+        # the writes (which the daemon must see) went over gRPC.
+        self.assertEqual(set(calls.methods), {"Write"}, calls.methods)
+        # What the native path does not cover goes over gRPC on the same
+        # session, with the same instances: a copy of a box.
+        r = RefLayout("F,x", [(0, 64)], FIELDS)
+        a, b = self.c.allocate("sys0", r.total), self.c.allocate("sys0", r.total)
+        self.c.write(a, 0, _fill(r, [(0, 64)]))
+        ia = self.c.register_instance(a, [64], FIELDS, "F,x")
+        ib = self.c.register_instance(b, [64], FIELDS, "F,x")
+        info = self.c.copy(ia, ib, box=[(0, 64)])
+        self.assertIn("Copy", calls.methods)
+        self.assertEqual(info.state, "done")
+        self.assertEqual(self.c.read(b, 0, r.total), bytes(_fill(r, [(0, 64)])))
+        self.assertEqual(self.c.transfer(info.id).state, "done")
+        # isometry.connect picks the native path where it is built.
+        with isometry.connect(self.socket, local_socket=self.local) as auto:
+            self.assertEqual(auto.transport, "native")
+        with isometry.connect(self.socket, local_socket=None) as plain:
+            self.assertEqual(plain.transport, "grpc")
+        with self.assertRaises(ValueError):
+            isometry.Client(self.socket, native=True)
+
+    def test_numpy_view_sees_what_a_copy_wrote_without_a_read(self):
+        if numpy is None:
+            self.skipTest("NumPy is not installed (python3-numpy)")
+        n = 1 << 20
+        src, dst = self.c.allocate("sys0", n), self.c.allocate("sys0", n)
+        self.assertIsNone(self.g.allocate("sys0", 16).buffer, "a gRPC allocation is not mapped")
+        s = numpy.frombuffer(src.buffer, dtype=numpy.uint32)
+        d = numpy.frombuffer(dst.buffer, dtype=numpy.uint32)
+        self.assertEqual((s.size, d.size, s.flags.writeable), (n // 4, n // 4, True))
+        s[:] = numpy.arange(n // 4, dtype=numpy.uint32) * 2654435761  # stores, no Write call
+        si = self.c.register_instance(src, [n // 4], [("v", 4)], "F,x")
+        di = self.c.register_instance(dst, [n // 4], [("v", 4)], "F,x")
+        calls = CallLog(self.c)
+        self.assertEqual(self.c.copy(si, di).state, "done")
+        self.assertTrue(numpy.array_equal(d, s), "the view did not see the copy")
+        self.assertEqual(calls.methods, [], "the copy or the view went over gRPC")
+        # DLPack and memoryview: the same memory, no copy either.
+        t = numpy.from_dlpack(dst)
+        self.assertEqual((t.dtype, t.size), (numpy.dtype(numpy.uint8), n))
+        self.assertEqual(t.__array_interface__["data"][0], d.__array_interface__["data"][0])
+        self.assertEqual(dst.__dlpack_device__(), (1, 0))
+        with memoryview(dst.buffer) as m:
+            self.assertEqual(bytes(m[4:8]), (2654435761 % 2**32).to_bytes(4, "little"))
+        # A view pins the mapping: free refuses until the views are gone.
+        self.assertEqual(dst.buffer.views, 2)
+        with self.assertRaises(BufferError):
+            self.c.free(dst)
+        del t, d
+        self.assertEqual(dst.buffer.views, 0)
+        self.c.free(dst)
+        self.assertTrue(dst.buffer.freed)
+        with self.assertRaises(BufferError):
+            memoryview(dst.buffer)
+        with self.assertRaises(BufferError):
+            self.g.allocate("sys0", 16).__dlpack__()
+        # The session's end leaves the view valid (this process's mapping).
+        del s
+        view = numpy.frombuffer(src.buffer, dtype=numpy.uint32)
+        self.c.close()
+        self.assertEqual(int(view[3]), (3 * 2654435761) % 2**32)
+
+    def test_failures_raise_the_codes_the_grpc_path_raises(self):
+        def both(fn):
+            codes = []
+            for c in (self.c, self.g):
+                with self.assertRaises(IsometryError) as cm:
+                    fn(c)
+                codes.append(cm.exception.code)
+            self.assertEqual(codes[0], codes[1], f"native vs gRPC for {fn}")
+            return codes[0]
+
+        self.assertEqual(both(lambda c: c.allocate("nope0", 4096)), "NOT_FOUND")
+        self.assertEqual(both(lambda c: c.allocate("sys0", 1 << 30)), "RESOURCE_EXHAUSTED")
+        self.assertEqual(both(lambda c: c.register_instance(
+            c.allocate("sys0", 64), [100], FIELDS, "F,x")), "OUT_OF_RANGE")
+        self.assertEqual(both(lambda c: c.register_instance(
+            c.allocate("sys0", 4096), [10], FIELDS, "F,x,q")), "INVALID_ARGUMENT")
+        self.assertEqual(both(lambda c: c.read(c.allocate("sys0", 64), 60, 8)), "OUT_OF_RANGE")
+
+        def overlap(c):
+            a = c.allocate("sys0", 4096)
+            i = c.register_instance(a, [64], FIELDS, "F,x")
+            c.copy(i, i)
+        self.assertEqual(both(overlap), "INVALID_ARGUMENT")
+        # Unregistered and freed handles, and a closed client.
+        a = self.c.allocate("sys0", 4096)
+        i = self.c.register_instance(a, [16], FIELDS, "F,x")
+        self.c.unregister_instance(i)
+        self.assertFails("NOT_FOUND", self.c.copy, i, i)  # by id, over gRPC
+        self.c.free(a)
+        self.assertFails("NOT_FOUND", self.c.read, a, 0, 8)
+        self.c.close()
+        self.assertFalse(self.c.alive)
+        self.assertFails("FAILED_PRECONDITION", self.c.allocate, "sys0", 4096)
+
+    def test_a_python_process_killed_mid_copy_leaves_nothing_behind(self):
+        base = self.g.status()
+        base_used = {m.name: m.pool_used for m in self.g.memories()}["sys0"]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        proc = subprocess.Popen([sys.executable, "-c", COPIER, self.socket, self.local],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+        try:
+            line = proc.stdout.readline()
+            self.assertEqual(line.strip(), "copying", proc.stderr.read() if not line else line)
+            self.wait_for(lambda: self.g.status().transfers_submitted > base.transfers_submitted + 3,
+                          "the doomed process's copies")
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+            proc.stderr.close()
+        self.wait_for(lambda: self.g.status().allocations == base.allocations,
+                      "the daemon to free the killed session's allocations")
+        st = self.g.status()
+        self.assertEqual(st.instances, base.instances)
+        self.assertEqual(st.sessions, base.sessions)
+        used = {m.name: m.pool_used for m in self.g.memories()}["sys0"]
+        self.assertEqual(used, base_used, "the killed session's pool memory is still in use")
+        self.assertTrue(self.daemon.alive())
+        # And the daemon still serves: another client copies, both paths.
+        self.copy_on(self.c, [(0, 500)], "F,x", "x,F")
+        self.copy_on(self.g, [(0, 500)], "F,x", "x,F")
+
+
+if __name__ == "__main__":
+    unittest.main()
