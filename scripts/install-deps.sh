@@ -32,6 +32,7 @@ packages=(
   # wire contract and services
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   python3-grpcio python3-protobuf
+  pybind11-dev python3-pybind11 python3-dev  # the Python client's native extension (isometry._native)
   # channels
   liburing-dev libibverbs-dev
   # daemon plumbing
@@ -50,6 +51,7 @@ if ((quickstart == 0)); then
     openssl                         # scripts/make-test-ca.sh (TLS tests)
     # tests (iproute2: ip netns, veth and tc for the two-host cluster test)
     catch2 python3-pytest iproute2
+    python3-numpy                   # NumPy views of mapped allocations (test_python_native)
     zsh fish                        # isoctl's completion scripts, checked by isoctl_test
     python3-pyte                    # the terminal emulator top_screen_test reads isoctl top with
     etcd-server etcd-client         # [cluster.etcd] membership (tests/cluster/test_cluster_etcd.py)
