@@ -179,8 +179,8 @@ numpy.from_dlpack(a) view its bytes without a copy.)doc");
       .def("publish", &NativeAllocation::Publish)
       .def(
           "__dlpack__",
-          [](py::object self, py::object stream, py::object /*max_version*/, py::object dl_device,
-             py::object copy) {
+          [](py::object self, const py::object& stream, const py::object& /*max_version*/,
+             const py::object& dl_device, const py::object& copy) {
             // CPU memory: no stream to order against (the DLPack rule for
             // kDLCPU), and no device but this one.
             if (!stream.is_none()) ThrowBufferError("a CPU allocation takes no stream");

@@ -66,7 +66,7 @@ class NativeInstance {
 
 class NativePrivateRange {
  public:
-  explicit NativePrivateRange(client::PrivateRange range) : range_(range) {}
+  explicit NativePrivateRange(client::PrivateRange range) : range_(std::move(range)) {}
   uint64_t id() const { return range_.id(); }
   void Publish() {
     Status published;
@@ -146,6 +146,9 @@ class NativeSession {
     Result<client::PrivateRange> registered;
     {
       py::gil_scoped_release release;
+      // The address of a buffer the caller pinned (local.pin_buffer), given
+      // as the integer Python knows it by.
+      // NOLINTNEXTLINE(performance-no-int-to-ptr)
       registered = c->RegisterPrivate(reinterpret_cast<void*>(address), nbytes);
     }
     return std::make_unique<NativePrivateRange>(ValueOrThrow(std::move(registered)));
