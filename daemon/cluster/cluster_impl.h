@@ -265,6 +265,7 @@ struct HalfRequest {
 class CrossOp;
 class EtcdMembership;  // etcd_membership.h
 class PartCall;        // distributed_peers.cc
+struct EagerCall;      // eager_put.cc
 struct HalfOut;        // peer_wire.h
 
 }  // namespace cluster
@@ -324,6 +325,10 @@ struct Cluster::Impl {
   uint64_t next_part_call ABSL_GUARDED_BY(mu) = 0;
   std::map<std::pair<std::string, uint64_t>, std::shared_ptr<CrossTransfer>> served_parts
       ABSL_GUARDED_BY(mu);
+  // Eager puts in flight, by a local number: a peer that goes down ends
+  // them (FailEagerPutsTo), not their call's deadline a minute later.
+  std::map<uint64_t, std::weak_ptr<cluster::EagerCall>> eager_calls ABSL_GUARDED_BY(mu);
+  uint64_t next_eager_call ABSL_GUARDED_BY(mu) = 0;
 
   std::unique_ptr<v1::IsometryPeer::CallbackService> service;
   cluster::FormExchange forms;  // canonical forms sent to / received from peers
@@ -514,6 +519,9 @@ struct Cluster::Impl {
   // the watch's log entries, where the end is watched).
   void ServePutBytes(const std::string& caller, const v1::PutBytesRequest& req,
                      std::function<void(Status)> done) ABSL_LOCKS_EXCLUDED(mu);
+  // Ends the eager puts in flight to `name` (it went down, `why`): failed,
+  // saying they may have landed there.
+  void FailEagerPutsTo(const std::string& name, const Status& why) ABSL_LOCKS_EXCLUDED(mu);
 
   // ---- RDMA links (rdma_links.cc) ----
 

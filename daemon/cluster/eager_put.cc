@@ -18,7 +18,27 @@ namespace isometry {
 
 using cluster::Clock;
 
+namespace cluster {
+
+// An eager put's call as its callback, a cancel and a peer going down see
+// it; shared, since the callback may outlive the put.
+struct EagerCall {
+  EagerCall(std::string peer, uint64_t bytes) : peer(std::move(peer)), bytes(bytes) {}
+  const std::string peer;
+  const uint64_t bytes;
+  const std::shared_ptr<grpc::ClientContext> ctx = std::make_shared<grpc::ClientContext>();
+  std::atomic<bool> cancelled{false};  // Cancel was called
+  std::atomic<bool> ended{false};      // the call has answered
+  absl::Mutex mu;
+  // Set when the peer went down with the put in flight: how the put ends.
+  std::optional<Status> down ABSL_GUARDED_BY(mu);
+};
+
+}  // namespace cluster
+
 namespace {
+
+using cluster::EagerCall;
 
 constexpr uint64_t kMaxEagerPut = uint64_t{1} << 20;  // as cluster.eager_put_size
 constexpr uint32_t kWatchAllowanceMs = 60000;
@@ -39,13 +59,20 @@ std::optional<std::pair<uint64_t, uint64_t>> OneRun(const InstanceShape& shape, 
 }
 
 // What the put's call ending with `gs` means for the copy.
-Status PutOutcome(const grpc::Status& gs, const std::string& node, bool cancelled, uint32_t wait_ms,
-                  size_t bytes) {
+Status PutOutcome(const grpc::Status& gs, EagerCall& call, uint32_t wait_ms) {
   if (gs.ok()) return OkStatus();  // landed: done, cancelled meanwhile or not
-  if (gs.error_code() == grpc::StatusCode::CANCELLED && cancelled) {
-    return absl::CancelledError(StrCat("cancelled: node '", node, "' did not answer the put of ",
-                                       bytes, " bytes within ", wait_ms,
-                                       " ms of the cancel (it may have landed there)"));
+  const std::string& node = call.peer;
+  const uint64_t bytes = call.bytes;
+  if (gs.error_code() == grpc::StatusCode::CANCELLED) {
+    {
+      absl::MutexLock lock(&call.mu);
+      if (call.down) return *call.down;
+    }
+    if (call.cancelled) {
+      return absl::CancelledError(StrCat("cancelled: node '", node, "' did not answer the put of ",
+                                         bytes, " bytes within ", wait_ms,
+                                         " ms of the cancel (it may have landed there)"));
+    }
   }
   if (gs.error_code() == grpc::StatusCode::UNAVAILABLE) {
     // gRPC says only "Socket closed" when the peer died.
@@ -67,12 +94,15 @@ bool SameShape(const InstanceShape& a, const InstanceShape& b) {
 // timeout.
 class EagerPut final : public CrossTransfer {
  public:
-  EagerPut(std::string path, uint64_t bytes, uint32_t answer_ms)
-      : path_(std::move(path)), bytes_(bytes), answer_ms_(answer_ms) {}
+  EagerPut(std::string path, std::string peer, uint64_t bytes, uint32_t answer_ms)
+      : state(std::make_shared<EagerCall>(std::move(peer), bytes)),
+        path_(std::move(path)),
+        bytes_(bytes),
+        answer_ms_(answer_ms) {}
   void Cancel() override {
-    if (cancelled->exchange(true)) return;
+    if (state->cancelled.exchange(true)) return;
     alarm_.Set(std::chrono::system_clock::now() + std::chrono::milliseconds(answer_ms_),
-               [ctx = call.ctx](bool fired) {
+               [ctx = state->ctx](bool fired) {
                  if (fired) ctx->TryCancel();
                });
   }
@@ -81,9 +111,8 @@ class EagerPut final : public CrossTransfer {
   std::chrono::steady_clock::time_point started() const override { return started_; }
   double predicted_bytes_per_s() const override { return 0; }
 
-  cluster::AsyncCall<v1::PutBytesRequest, v1::PutBytesResponse> call;
-  // Set by Cancel; read by the call's callback, which may outlive this.
-  const std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
+  const std::shared_ptr<EagerCall> state;
+  const std::shared_ptr<v1::PutBytesRequest> req = std::make_shared<v1::PutBytesRequest>();
 
  private:
   const std::string path_;
@@ -117,14 +146,20 @@ std::optional<Result<std::shared_ptr<CrossTransfer>>> Cluster::Impl::TryEagerPut
   }
   Peer* p = FindPeer(dst.node);
   if (!p) return std::nullopt;
-  {
-    absl::MutexLock lock(&mu);
-    if (!StateLocked(*p).up) return std::nullopt;  // the planned path says why
-  }
   auto op = std::make_shared<EagerPut>(
       StrCat(MemoryName(src.local.memory), " -> ", dst.node, ":", dst.memory, " (one call)"),
-      run->second, config.cluster.peer_timeout_ms);
-  v1::PutBytesRequest& req = *op->call.req;
+      dst.node, run->second, config.cluster.peer_timeout_ms);
+  {
+    // Entered while the peer is up, so that its going down ends the put.
+    absl::MutexLock lock(&mu);
+    if (!StateLocked(*p).up) return std::nullopt;  // the planned path says why
+    std::erase_if(eager_calls, [](const auto& kv) {
+      const std::shared_ptr<EagerCall> c = kv.second.lock();
+      return !c || c->ended;
+    });
+    eager_calls[next_eager_call++] = op->state;
+  }
+  v1::PutBytesRequest& req = *op->req;
   v1::InstanceSpec* local = req.mutable_local();
   local->set_allocation(dst.allocation);
   local->set_offset(dst.offset);
@@ -136,17 +171,35 @@ std::optional<Result<std::shared_ptr<CrossTransfer>>> Cluster::Impl::TryEagerPut
   req.set_source_transfer(spec.source.transfer);
   // A watched end may hold the put while its log is full (block mode,
   // daemon.access_log_block_ms there): allow for that beyond the timeout.
-  cluster::SetDeadline(*op->call.ctx, config.cluster.peer_timeout_ms + kWatchAllowanceMs);
-  Authorize(*op->call.ctx, *p, "PutBytes", req);
-  auto call = op->call;
-  const std::string here = dst.node;
+  cluster::SetDeadline(*op->state->ctx, config.cluster.peer_timeout_ms + kWatchAllowanceMs);
+  Authorize(*op->state->ctx, *p, "PutBytes", req);
+  auto resp = std::make_shared<v1::PutBytesResponse>();
   p->stub->async()->PutBytes(
-      call.ctx.get(), call.req.get(), call.resp.get(),
-      [call, here, cancelled = op->cancelled, wait_ms = config.cluster.peer_timeout_ms,
+      op->state->ctx.get(), op->req.get(), resp.get(),
+      [state = op->state, keep = op->req, resp, wait_ms = config.cluster.peer_timeout_ms,
        done = std::move(done)](const grpc::Status& gs) {
-        done(PutOutcome(gs, here, *cancelled, wait_ms, call.req->data().size()));
+        state->ended = true;
+        done(PutOutcome(gs, *state, wait_ms));
       });
   return std::static_pointer_cast<CrossTransfer>(op);
+}
+
+void Cluster::Impl::FailEagerPutsTo(const std::string& name, const Status& why) {
+  std::vector<std::shared_ptr<EagerCall>> calls;
+  {
+    absl::MutexLock lock(&mu);
+    for (const auto& [id, w] : eager_calls) {
+      if (auto c = w.lock(); c && !c->ended && c->peer == name) calls.push_back(std::move(c));
+    }
+  }
+  for (const auto& c : calls) {
+    {
+      absl::MutexLock lock(&c->mu);
+      c->down = Unavailable("node '", name, "' went down (", why.message(), ") with a put of ",
+                            c->bytes, " bytes in flight; whether it landed there is unknown");
+    }
+    c->ctx->TryCancel();  // its callback ends the put with `down`
+  }
 }
 
 namespace {

@@ -327,6 +327,7 @@ void Cluster::Impl::MarkDownPeer(Peer& peer, const Status& why,
   }
   for (auto& o : os) o->Fail(why);
   FailPartsWith(name, why);
+  FailEagerPutsTo(name, why);  // else each waits out its call's deadline
   // Its RDMA link (if any) is stale: new copies take TCP until a hello
   // connects a new one.
   DropRdma(name, nullptr, why, /*offer_again=*/false);

@@ -3,7 +3,9 @@
 of a peer stopped with SIGSTOP, and peers whose etcd record keeps changing
 address cost no file descriptor, thread or stack once they are over. What
 the failures say (item 12): a copy cut by a dead peer says it went away; a
-node without TLS says its TLS peer requires it, not that it is down.
+node without TLS says its TLS peer requires it, not that it is down. Eager
+puts in flight to a peer killed or stopped end at once, saying they may
+have landed (items 10 and 12).
 
 Run with Debian's interpreter (see test_cluster.py):
 
@@ -16,6 +18,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 import unittest
 import urllib.request
@@ -27,6 +30,7 @@ if not ISOMETRYD:
     print("test_cluster_peer_failures: skipped: ISOMETRYD is not set", file=sys.stderr)
 else:
     import cluster_fixture as cf
+    from isometry import IsometryError
     from test_cluster_etcd import ETCD, Etcd
 
 
@@ -105,6 +109,141 @@ class PeerFailureTest(unittest.TestCase):
         info, data, got = self.cluster.copy_bytes("a", "b", 4 << 20)
         self.assertEqual(info.state, "done", info.message)
         self.assertTrue(got == data)
+
+    def test_a_peer_killed_during_eager_puts(self):
+        """kill -9 of the node that eager puts (cluster.eager_put_size: one
+        PutBytes call each) are in flight to. Each put ends, failed with a
+        message naming the peer and saying the put may have landed there
+        (issue #49, items 10 and 12); a serves its other clients meanwhile,
+        is left with no more fds or threads than before, and puts to b again
+        once b is back. Puts to a peer that stops answering (SIGSTOP: a hung
+        host) end likewise when a declares it down, not at their call's
+        deadline a minute later."""
+        timeout = 1.0  # peer_timeout_ms
+        self.cluster = cf.Cluster(ISOMETRYD, ["a", "b"], timeout_ms=int(timeout * 1000),
+                                  extra_cluster='eager_put_size = "16KiB"')
+        self.addCleanup(self.cluster.stop_checked, self)
+        self.cluster.start()
+        a, b = self.cluster["a"], self.cluster["b"]
+        pid = a.process.proc.pid
+        piece, count = 4096, 32
+        ca, cstream, cother = a.client(), a.client("stream"), a.client("other")
+        for c in (ca, cstream, cother):
+            self.addCleanup(c.close)
+        # Every allocation on a is made before the fds are counted: each
+        # holds one (its memfd).
+        srcs = {}
+        for c, n in ((ca, count + 1), (cstream, 64)):
+            srcs[c] = c.allocate("sys0", n * piece)
+            c.write(srcs[c], 0, os.urandom(n * piece))
+        mine = [cother.register_instance(cother.allocate("sys0", 1 << 20), [1 << 20], [("v", 1)],
+                                         "F,x") for _ in range(2)]
+
+        def puts(client, n):
+            """n eager puts of `piece` bytes each from the client's source
+            allocation into a fresh allocation of b: their (src, dst)
+            instances and b's allocation."""
+            with b.client() as cb:
+                dst = cb.allocate("sys0", n * piece)
+                cb.publish(dst)
+            return [(client.register_instance(srcs[client], [piece], [("v", 1)], "F,x",
+                                              offset=i * piece),
+                     client.register_instance(dst.id, [piece], [("v", 1)], "F,x",
+                                              offset=i * piece, memory="b:sys0"))
+                    for i in range(n)], dst
+
+        for s, d in puts(ca, 4)[0]:
+            self.assertIn("(one call)", ca.copy(s, d).path)
+        stream_puts, in_flight = puts(cstream, 64)[0], puts(ca, count)[0]
+        fds, tasks = fds_of(pid), tasks_of(pid)
+        # Puts keep going from another session through the kill; a third
+        # copies within a, which must not notice.
+        stop, stream_ends, other = threading.Event(), [], []
+
+        def stream():
+            i = 0
+            while not stop.is_set():
+                s, d = stream_puts[i % len(stream_puts)]
+                try:
+                    info = cstream.copy(s, d, check=False, timeout=30)
+                    stream_ends.append((info.state, info.message))
+                except IsometryError as e:  # refused at once: b is down
+                    stream_ends.append(("refused", str(e)))
+                i += 1
+
+        def serve():
+            while not stop.is_set():
+                t0 = time.monotonic()
+                info = cother.copy(*mine, check=False, timeout=30)
+                other.append((info.state, time.monotonic() - t0))
+                time.sleep(0.01)
+        threads = [threading.Thread(target=f) for f in (stream, serve)]
+        for t in threads:
+            t.start()
+        try:
+            time.sleep(0.3)
+            # Stopped first, so that every put below is in flight when b dies.
+            os.kill(b.process.proc.pid, signal.SIGSTOP)
+            ids = [ca.copy(s, d, wait=False) for s, d in in_flight]
+            time.sleep(0.1)
+            b.kill()
+            t0 = time.monotonic()
+            ends = [ca.wait(t, timeout_ms=20000, check=False) for t in ids]
+            took = time.monotonic() - t0
+            time.sleep(0.5)  # the stream meets b declared down too
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(60)
+        for info in ends:
+            self.assertEqual(info.state, "failed", info.message)
+            self.assertIn("(one call)", info.path)
+            # "went away" (its connection closed) or "went down" (a saw
+            # that first): either way, unknown.
+            self.assertRegex(info.message,
+                             rf"node 'b' went (away|down) .* with a put of {piece} bytes in "
+                             r"flight; whether it landed there is unknown")
+        # Not the call's own deadline (peer_timeout_ms + 60 s): b's socket closed.
+        self.assertLess(took, 5, "the puts to a dead peer ended late")
+        self.assertTrue({"failed", "refused"} & {s for s, _ in stream_ends}, stream_ends[-3:])
+        for state, message in stream_ends:
+            self.assertIn(state, ("done", "failed", "refused"), message)
+            if state != "done":
+                self.assertIn("'b'", message)
+        self.assertTrue(other and all(s == "done" for s, _ in other), other[-3:])
+        self.assertLess(max(t for _, t in other), 3, "a's local copies stalled")
+        # Nothing of the dead calls is left on a.
+        self.assertTrue(settles(lambda: fds_of(pid) <= fds + 1),
+                        f"a holds {fds_of(pid)} fds, {fds} before the kill")
+        self.assertTrue(settles(lambda: tasks_of(pid) <= tasks + 3),
+                        f"a runs {tasks_of(pid)} threads, {tasks} before the kill")
+        self.assertEqual(ca.status().transfers_active, 0)
+        b.start()
+        self.cluster.wait_up(timeout=20)
+        # b stopped: its puts end as a declares it down.
+        stopped = puts(ca, 8)[0]
+        os.kill(b.process.proc.pid, signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            ids = [ca.copy(s, d, wait=False) for s, d in stopped]
+            ends = [ca.wait(t, timeout_ms=20000, check=False) for t in ids]
+            took = time.monotonic() - t0
+        finally:
+            os.kill(b.process.proc.pid, signal.SIGCONT)
+        for info in ends:
+            self.assertEqual(info.state, "failed", info.message)
+            self.assertRegex(info.message,
+                             rf"node 'b' went down \(peer 'b' did not answer for .*\) with a "
+                             rf"put of {piece} bytes in flight; whether it landed there is unknown")
+        self.assertLess(took, timeout + 4, "puts to a stopped peer outlived its timeout")
+        # b back: puts go to it again, whole.
+        self.cluster.wait_up(timeout=20)
+        [(s, d)], dst = puts(ca, 1)
+        self.assertIn("(one call)", ca.copy(s, d).path)
+        with b.client() as cb:
+            self.assertEqual(cb.read(dst, 0, piece), ca.read(srcs[ca], 0, piece))
+        self.assertTrue(settles(lambda: fds_of(pid) <= fds + 1),
+                        f"a holds {fds_of(pid)} fds with b back, {fds} before the kill")
 
     def test_a_plain_node_says_its_peer_requires_tls(self):
         self.cluster = cf.Cluster(ISOMETRYD, ["a", "b"], tls=["ca", None], timeout_ms=1000)
