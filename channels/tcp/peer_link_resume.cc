@@ -59,6 +59,13 @@ void PeerLink::SuspendLocked(Conn* c, const Status& why,
     for (Job& j : leftover) {
       if (!j.data) continue;
       const NetHalf& half = std::get<NetHalf>(j.data->request.dst);
+      // A transfer abandoned while this chunk sat in the queue (Abandon
+      // cannot reach it there) ends it now: no credit comes for it again,
+      // and held for one it would keep its transfer running for good.
+      if (auto d = dead_.find(half.transfer); d != dead_.end()) {
+        calls.push_back([done = std::move(j.data->done), why = d->second.first] { done(why); });
+        continue;
+      }
       waiting_credit_.insert_or_assign(Key{half.transfer, half.chunk}, std::move(*j.data));
     }
     for (auto& [key, r] : unacked_) waiting_credit_.insert_or_assign(key, std::move(r));
