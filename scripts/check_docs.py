@@ -409,10 +409,10 @@ def check_metrics(problems):
     for name in sorted(os.listdir("daemon/server")):
         if name.startswith("metrics") and name.endswith(".cc") and not name.endswith("_test.cc"):
             text = open(os.path.join("daemon/server", name), encoding="utf-8").read()
-            code |= set(re.findall(r"\"(isometry_[a-z0-9_]+)", text))
+            code |= set(re.findall(r"\"((?:isometry|process)_[a-z0-9_]+)", text))
     docs = set()
     for cell in first_cells(path):
-        docs |= set(re.findall(r"`(isometry_[a-z0-9_]+)`", cell))
+        docs |= set(re.findall(r"`((?:isometry|process)_[a-z0-9_]+)`", cell))
     for m in sorted(code - docs):
         problems.append(f"{path}: the daemon serves {m} (daemon/server/), but no row names it")
     for m in sorted(docs - code):

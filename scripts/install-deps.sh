@@ -55,6 +55,7 @@ if ((quickstart == 0)); then
     zsh fish                        # isoctl's completion scripts, checked by isoctl_test
     python3-pyte                    # the terminal emulator top_screen_test reads isoctl top with
     etcd-server etcd-client         # [cluster.etcd] membership (tests/cluster/test_cluster_etcd.py)
+    prometheus                      # promtool and a real Prometheus for the alert rules (test_prometheus)
     # benchmark peers (measured in the same run as Isometry)
     ucx-utils libucx-dev mpich libmpich-dev openmpi-bin libopenmpi-dev fio iperf3
     # ScaLAPACK pdgemr2d, the M:N redistribution reference (tests and benchmarks only)

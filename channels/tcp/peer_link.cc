@@ -105,6 +105,10 @@ uint64_t PeerLink::bytes_sent() const {
   absl::MutexLock lock(&mu_);
   return sent_;
 }
+uint64_t PeerLink::resumes() const {
+  absl::MutexLock lock(&mu_);
+  return resumes_;
+}
 uint64_t PeerLink::bytes_received() const {
   absl::MutexLock lock(&mu_);
   return received_;

@@ -138,6 +138,8 @@ class PeerLink {
   int incoming() const;
   uint64_t bytes_sent() const;
   uint64_t bytes_received() const;
+  // Times a set of connections broke and a resume began (either direction).
+  uint64_t resumes() const;
   // The peer answers again after an outage that began at `since`: when
   // chunks are in flight and no connection got a frame since, the sets
   // are stuck in TCP's retransmission backoff; they are re-opened now.
@@ -286,6 +288,7 @@ class PeerLink {
       ABSL_GUARDED_BY(mu_);
   uint64_t sent_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t received_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t resumes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   // Resume: where and how Connect() reached the peer last; since when each
   // direction waits for a new set; Fail() bumps the epoch, so a reconnect

@@ -48,6 +48,7 @@ void PeerLink::SuspendLocked(Conn* c, const Status& why,
   if (!c->outgoing) fresh_in_ = 0;
   if (!since) {
     since = Clock::now();
+    ++resumes_;
     (c->outgoing ? out_down_why_ : in_down_why_) = why;
     spdlog::warn("{}; {} for up to {} ms", ForLog(why.ToString(), 512),
                  c->outgoing ? "reconnecting" : "waiting for the peer to reconnect",

@@ -335,6 +335,7 @@ NodeStatus Node::GetStatus() const {
                 h.bogus.load(),   h.timeouts.load(), h.not_lent.load()};
   s.direct_reads = {impl_->leases.load(), impl_->leases_revoked.load(),
                     impl_->leases_refused.load()};
+  s.ended = impl_->ended_metrics.Snapshot();
   for (const auto& [id, a] : impl_->allocations) {
     if (!a->watch) continue;
     ++s.watched_allocations;

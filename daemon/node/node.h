@@ -47,6 +47,7 @@
 #include "core/unique_fd.h"
 #include "daemon/node/cross_copy.h"
 #include "daemon/node/node_distributed.h"
+#include "daemon/node/transfer_metrics.h"
 #include "daemon/node/watch_reader.h"
 #include "daemon/node/watch_state.h"
 #include "daemon/runtime/runtime.h"
@@ -166,6 +167,7 @@ struct NodeStatus {
   } direct_reads;
   // RDMA for network hops: "used: devices rxe0" or "not used: <why>".
   std::string rdma;
+  EndedTransfers ended;  // client copies that ended (GET /metrics)
 };
 
 struct InstanceSpec {

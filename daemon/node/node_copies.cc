@@ -147,6 +147,8 @@ PendingCalls Node::Impl::Finalize(const std::shared_ptr<TransferRecord>& r) {
     r->handle.reset();
   }
   r->final_report = BuildReport(*r, /*detailed=*/false);
+  ended_metrics.Record(r->final_report.status, r->final_report.bytes, r->final_report.elapsed_s,
+                       r->owner.uid);
   if (history.capacity() > 0) {
     // The path's text is formatted once per plan (TextOfLocked): a copy here.
     TransferReport kept = r->final_report;

@@ -37,6 +37,7 @@
 #include "daemon/node/redistribute_op.h"
 #include "daemon/node/shared_memory.h"
 #include "daemon/node/transfer_history.h"
+#include "daemon/node/transfer_metrics.h"
 
 namespace isometry {
 
@@ -294,6 +295,7 @@ struct Node::Impl {
   // The final reports of the last daemon.transfer_history ended transfers
   // (ListTransfers recent), with their path text.
   TransferHistory history ABSL_GUARDED_BY(mu);
+  TransferMetrics ended_metrics ABSL_GUARDED_BY(mu);  // GET /metrics
   uint64_t next_allocation ABSL_GUARDED_BY(mu) = 1;
   uint64_t next_instance ABSL_GUARDED_BY(mu) = 1;
   std::map<uint64_t, std::shared_ptr<PrivateRange>> private_ranges ABSL_GUARDED_BY(mu);

@@ -73,9 +73,14 @@ bool Runtime::Impl::TryAdmit(TransferState& t) {
     b->data = *block;
   }
   t.phase = Phase::kRunning;
+  const auto now = RuntimeClock::now();
   for (auto& x : t.xds) {
     if (x->remote) continue;
+    // A hop fed by this node's previous hop is ready once that hop's first
+    // chunk is done (OnRequestDone); the others now.
+    if (x->hop == 0 || t.xds[x->hop - 1]->remote) x->ready = now;
     DmaWorker& w = *workers[x->channel];
+    w.WaitOf(t.priority);  // known from now on: its series stay at zero
     auto pos = std::upper_bound(w.pool.begin(), w.pool.end(), x.get(),
                                 [](const XdState* a, const XdState* b) {
                                   return a->transfer->priority > b->transfer->priority;

@@ -135,6 +135,20 @@ void RotateAmongEquals(std::vector<XdState*>& pool, XdState* x) {
 
 }  // namespace
 
+Histogram& DmaWorker::WaitOf(int priority) {
+  auto at = std::find_if(waits.begin(), waits.end(),
+                         [priority](const auto& w) { return w.first <= priority; });
+  if (at != waits.end() && at->first == priority) return *at->second;
+  if (waits.size() + 1 >= kMaxWaitPriorities) {
+    // Full: the last entry is kOtherPriorities (the lowest int), made once.
+    if (waits.back().first != kOtherPriorities) {
+      waits.emplace_back(kOtherPriorities, std::make_unique<Histogram>(kSecondsBounds));
+    }
+    return *waits.back().second;
+  }
+  return *waits.insert(at, {priority, std::make_unique<Histogram>(kSecondsBounds)})->second;
+}
+
 // ---- the inline latency path ----
 
 // Constant-data check: a direct copy of one chunk, no larger than
@@ -205,6 +219,10 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
       t.times.dispatch_seq_at_first = w.dispatch_seq;
     }
     if (x == &FirstLocalXd(t)) t.times.dispatch_seq_at_last = w.dispatch_seq;
+    if (k == 0) {
+      w.WaitOf(t.priority)
+          .Observe(std::chrono::duration<double>(RuntimeClock::now() - x->ready).count());
+    }
     const Box chunk = t.grid->chunk(k);
     ChunkEnd in = InputOf(t, x->hop, chunk, k);
     ChunkEnd out = OutputOf(t, x->hop, chunk, k);
@@ -262,6 +280,7 @@ void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdSta
     if (s.ok()) {
       x->done[k] = 1;
       ++x->done_count;
+      if (k == 0 && x->hop + 1 < t->xds.size()) t->xds[x->hop + 1]->ready = RuntimeClock::now();
       ++w.requests_done;
       w.bytes_done += bytes;
       if (t->phase == Phase::kRunning && t->xds[t->last_hop]->done_count == t->grid->count()) {

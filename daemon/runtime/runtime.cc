@@ -303,6 +303,9 @@ std::vector<ChannelStats> Runtime::Channels() const {
       }
       ++s.queued_by_priority.back().second;
     }
+    for (const auto& [priority, wait] : w->waits) {
+      s.queue_wait.emplace_back(priority, wait->Counts());
+    }
     out.push_back(s);
   }
   return out;

@@ -25,6 +25,7 @@
 
 #include "channels/channel.h"
 #include "config/runtime_config.h"
+#include "core/histogram.h"
 #include "core/instance.h"
 #include "core/memory.h"
 #include "core/status.h"
@@ -271,6 +272,10 @@ struct ChannelStats {
   uint64_t dispatch_seq = 0;                            // requests dispatched so far
   std::vector<std::pair<int, int>> queued_by_priority;  // (priority, XDs), highest first
   int threads_or_slots = 0;                             // max requests in flight
+  // Queue wait (seconds from an XD's first chunk being ready to its
+  // dispatch) per priority the channel has seen, highest first;
+  // kOtherPriorities: those past the first 16.
+  std::vector<std::pair<int, HistogramCounts>> queue_wait;
 };
 
 struct RuntimeStats {

@@ -29,6 +29,7 @@
 #include "channels/channel.h"
 #include "channels/channel_backend.h"
 #include "channels/gpu_memory.h"
+#include "core/histogram.h"
 #include "daemon/runtime/disk_memory.h"
 #include "daemon/runtime/runtime.h"
 #include "daemon/runtime/staging_pool.h"
@@ -55,6 +56,13 @@ struct DmaWorker {
   uint64_t bytes_done = 0;
   uint64_t errors = 0;  // failed requests, cancellations aside
   uint64_t dispatch_seq = 0;
+  // How long XDs waited between their first chunk being ready and its
+  // request going out (the metrics' queue wait), per priority, highest
+  // first. A client picks its priority, so the list is bounded: priorities
+  // past kMaxWaitPriorities share the last entry (kOtherPriorities).
+  static constexpr size_t kMaxWaitPriorities = 16;
+  std::vector<std::pair<int, std::unique_ptr<Histogram>>> waits;
+  Histogram& WaitOf(int priority);
   absl::CondVar cv;
   std::thread thread;
 };

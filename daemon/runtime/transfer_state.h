@@ -50,6 +50,10 @@ struct XdState {
   uint64_t done_count = 0;
   int in_flight = 0;
   bool remote = false;  // runs on the other node of a cross-node copy
+  // When its first chunk could go: admission, or for a hop fed by this
+  // node's previous hop, that hop's first chunk done (the queue wait runs
+  // from here to chunk 0's dispatch; runtime's).
+  std::chrono::steady_clock::time_point ready{};
 };
 
 struct TransferState {

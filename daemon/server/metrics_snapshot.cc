@@ -1,7 +1,10 @@
 #include "daemon/server/metrics_snapshot.h"
 
+#include <algorithm>
+
 #include "core/channel_kind.h"
 #include "core/memory.h"
+#include "daemon/server/metrics_process.h"
 
 namespace isometry {
 
@@ -9,7 +12,6 @@ namespace {
 
 void CopyStatus(const NodeStatus& st, MetricsSnapshot& s) {
   const RuntimeStats& r = st.runtime;
-  s.uptime_s = st.uptime_s;
   s.sessions = st.sessions;
   s.transfers_waiting = r.transfers_waiting;
   s.transfers_running = r.transfers_running;
@@ -40,6 +42,37 @@ void CopyStatus(const NodeStatus& st, MetricsSnapshot& s) {
   s.direct_read_leases = st.direct_reads.leases;
   s.direct_read_revoked = st.direct_reads.revoked;
   s.direct_read_refused = st.direct_reads.refused;
+  const EndedTransfers& e = st.ended;
+  for (size_t i = 0; i < e.duration.size() && i < TransferMetrics::kSizeClasses.size(); ++i) {
+    s.ended.duration.emplace_back(std::string(TransferMetrics::kSizeClasses[i]), e.duration[i]);
+  }
+  for (const auto& [code, n] : e.failed) {
+    s.ended.failed_by_code.emplace_back(absl::StatusCodeToString(code), n);
+  }
+  s.ended.bytes_by_uid.assign(e.bytes_by_uid.begin(), e.bytes_by_uid.end());
+}
+
+// Every priority the channel has seen (its queue waits' list), queued XDs
+// or not, so a series does not vanish at 0; highest first.
+std::vector<std::pair<int, int>> QueuedByPriority(const ChannelStats& c) {
+  std::vector<std::pair<int, int>> out;
+  for (const auto& [priority, wait] : c.queue_wait) out.emplace_back(priority, 0);
+  for (const auto& [priority, xds] : c.queued_by_priority) {
+    auto at = std::find_if(out.begin(), out.end(),
+                           [p = priority](const auto& e) { return e.first == p; });
+    // Admission made every queued priority known: by name, or past the
+    // bound as "other", the last entry.
+    if (at == out.end() && !out.empty() && out.back().first == kOtherPriorities) {
+      at = out.end() - 1;
+    }
+    if (at == out.end()) {
+      at = out.insert(std::upper_bound(out.begin(), out.end(), priority,
+                                       [](int p, const auto& e) { return p > e.first; }),
+                      {priority, 0});
+    }
+    at->second += xds;
+  }
+  return out;
 }
 
 }  // namespace
@@ -47,6 +80,7 @@ void CopyStatus(const NodeStatus& st, MetricsSnapshot& s) {
 MetricsSnapshot TakeMetricsSnapshot(const Node& node, const MetricsPeersProvider& peers) {
   MetricsSnapshot s;
   s.version = ISOMETRY_VERSION;
+  s.process = ReadProcessMetrics();
   CopyStatus(node.GetStatus(), s);
   for (const ChannelReport& c : node.ListChannels()) {
     ChannelMetrics m;
@@ -57,8 +91,8 @@ MetricsSnapshot TakeMetricsSnapshot(const Node& node, const MetricsPeersProvider
     m.errors = c.stats.errors;
     m.in_flight = c.stats.requests_in_flight;
     m.max_in_flight = c.stats.threads_or_slots;
-    m.queued_by_priority = c.stats.queued_by_priority;
-    m.bytes_per_s = c.current_bytes_per_s;
+    m.queued_by_priority = QueuedByPriority(c.stats);
+    m.queue_wait = c.stats.queue_wait;
     s.channels.push_back(std::move(m));
   }
   for (const MemoryReport& r : node.ListMemories()) {
@@ -77,8 +111,8 @@ MetricsSnapshot TakeMetricsSnapshot(const Node& node, const MetricsPeersProvider
     s.has_peers = true;
     const v1::ListPeersResponse list = peers();
     for (const v1::PeerInfo& p : list.peers()) {
-      s.peers.push_back(
-          {p.name(), p.state(), p.rtt_ms() / 1000.0, p.bytes_sent(), p.bytes_received()});
+      s.peers.push_back({p.name(), p.state(), p.rtt_ms() / 1000.0, p.bytes_sent(),
+                         p.bytes_received(), p.resumes()});
     }
   }
   return s;

@@ -13,8 +13,8 @@ struct Label {
   std::string_view value;
 };
 
-// Appends families to the page; each sample's name is the family's name
-// or the family's name plus a suffix the type allows (none here).
+// Appends families to the page; each sample's name is the family's name,
+// or for a histogram the family's name plus _bucket, _sum or _count.
 class Page {
  public:
   void Family(std::string_view name, std::string_view type, std::string_view help) {
@@ -33,28 +33,54 @@ class Page {
   }
 
   void Sample(std::initializer_list<Label> labels, uint64_t value) {
-    Head(labels);
+    Head({}, labels, nullptr);
     out_.append(std::to_string(value)).push_back('\n');
   }
   void Sample(std::initializer_list<Label> labels, double value) {
-    Head(labels);
+    Head({}, labels, nullptr);
     AppendDouble(value);
     out_.push_back('\n');
+  }
+
+  // A histogram's series for one label set: a cumulative _bucket per
+  // bound, then +Inf (equal to _count), _sum and _count.
+  void Histogram(std::initializer_list<Label> labels, const HistogramCounts& h) {
+    std::string le;
+    for (size_t i = 0; i <= h.bounds.size(); ++i) {
+      le.clear();
+      if (i < h.bounds.size()) {
+        char buf[32];
+        le.append(buf, std::to_chars(buf, buf + sizeof(buf), h.bounds[i]).ptr);
+      } else {
+        le = "+Inf";
+      }
+      const Label bound{"le", le};
+      Head("_bucket", labels, &bound);
+      out_.append(std::to_string(i < h.cumulative.size() ? h.cumulative[i] : h.count))
+          .push_back('\n');
+    }
+    Head("_sum", labels, nullptr);
+    AppendDouble(h.sum);
+    out_.push_back('\n');
+    Head("_count", labels, nullptr);
+    out_.append(std::to_string(h.count)).push_back('\n');
   }
 
   std::string Take() { return std::move(out_); }
 
  private:
-  void Head(std::initializer_list<Label> labels) {
-    out_.append(name_);
-    if (labels.size() > 0) {
+  void Head(std::string_view suffix, std::initializer_list<Label> labels, const Label* extra) {
+    out_.append(name_).append(suffix);
+    if (labels.size() > 0 || extra) {
       out_.push_back('{');
       bool first = true;
-      for (const Label& l : labels) {
+      auto append = [&](const Label& l) {
         if (!first) out_.push_back(',');
         first = false;
         out_.append(l.name).append("=\"").append(EscapeLabelValue(l.value)).push_back('"');
-      }
+      };
+      for (const Label& l : labels) append(l);
+      if (extra) append(*extra);
       out_.push_back('}');
     }
     out_.push_back(' ');
@@ -75,6 +101,40 @@ class Page {
   std::string out_;
   std::string_view name_;
 };
+
+// The standard families every Prometheus client library serves, so the
+// usual dashboards and alerts (a restart: process_start_time_seconds
+// changed) work unchanged.
+void RenderProcess(const ProcessMetrics& m, Page& p) {
+  p.Family("process_cpu_seconds_total", "counter", "User and system CPU time spent in seconds.");
+  p.Sample({}, m.cpu_s);
+  p.Family("process_open_fds", "gauge", "Number of open file descriptors.");
+  p.Sample({}, m.open_fds);
+  p.Family("process_max_fds", "gauge", "Maximum number of open file descriptors.");
+  p.Sample({}, m.max_fds);
+  p.Family("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
+  p.Sample({}, m.virtual_bytes);
+  p.Family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+  p.Sample({}, m.resident_bytes);
+  p.Family("process_start_time_seconds", "gauge",
+           "Start time of the process since unix epoch in seconds.");
+  p.Sample({}, m.start_time_s);
+}
+
+void RenderEnded(const EndedMetrics& e, Page& p) {
+  p.Family("isometry_transfer_duration_seconds", "histogram",
+           "Client copies that ended done: seconds from submission to the end, by size class.");
+  for (const auto& [size_class, h] : e.duration) p.Histogram({{"size_class", size_class}}, h);
+  p.Family("isometry_transfers_failed_total", "counter",
+           "Client copies that failed, by status code (cancelled ones are not failures).");
+  for (const auto& [code, n] : e.failed_by_code) p.Sample({{"code", code}}, n);
+  p.Family("isometry_client_bytes_total", "counter",
+           "Bytes of the client copies that ended done, by the client's uid (-1: not known, a "
+           "gRPC client; other: uids past the first 256).");
+  for (const auto& [uid, bytes] : e.bytes_by_uid) {
+    p.Sample({{"uid", uid == -2 ? std::string("other") : std::to_string(uid)}}, bytes);
+  }
+}
 
 void RenderTransfers(const MetricsSnapshot& s, Page& p) {
   p.Family("isometry_transfers", "gauge",
@@ -119,6 +179,10 @@ void RenderTransfers(const MetricsSnapshot& s, Page& p) {
   p.Sample({{"result", "refused"}}, s.direct_read_refused);
 }
 
+std::string PriorityLabel(int priority) {
+  return priority == kOtherPriorities ? "other" : std::to_string(priority);
+}
+
 void RenderChannels(const MetricsSnapshot& s, Page& p) {
   struct Counter {
     const char* name;
@@ -147,18 +211,22 @@ void RenderChannels(const MetricsSnapshot& s, Page& p) {
   for (const ChannelMetrics& ch : s.channels) {
     p.Sample({{"channel", ch.name}, {"kind", ch.kind}}, static_cast<uint64_t>(ch.max_in_flight));
   }
-  p.Family("isometry_channel_throughput_bytes_per_second", "gauge",
-           "Bytes per second the channel moved over the last second.");
-  for (const ChannelMetrics& ch : s.channels) {
-    p.Sample({{"channel", ch.name}, {"kind", ch.kind}}, ch.bytes_per_s);
-  }
   p.Family("isometry_channel_queued_xds", "gauge",
-           "Unfinished XDs in the channel's pool, by priority (absent: none queued).");
+           "Unfinished XDs in the channel's pool, by priority (every priority seen; 0: none "
+           "queued).");
   for (const ChannelMetrics& ch : s.channels) {
     for (const auto& [priority, xds] : ch.queued_by_priority) {
-      const std::string prio = std::to_string(priority);
-      p.Sample({{"channel", ch.name}, {"kind", ch.kind}, {"priority", prio}},
+      p.Sample({{"channel", ch.name}, {"kind", ch.kind}, {"priority", PriorityLabel(priority)}},
                static_cast<uint64_t>(xds));
+    }
+  }
+  p.Family("isometry_channel_queue_wait_seconds", "histogram",
+           "Seconds from an XD's first chunk being ready to its dispatch on the channel, by "
+           "priority.");
+  for (const ChannelMetrics& ch : s.channels) {
+    for (const auto& [priority, h] : ch.queue_wait) {
+      p.Histogram({{"channel", ch.name}, {"kind", ch.kind}, {"priority", PriorityLabel(priority)}},
+                  h);
     }
   }
 }
@@ -239,6 +307,9 @@ void RenderPeers(const MetricsSnapshot& s, Page& p) {
   p.Family("isometry_peer_received_bytes_total", "counter",
            "Bytes received from the peer on data links.");
   for (const PeerMetrics& peer : s.peers) p.Sample({{"peer", peer.name}}, peer.bytes_received);
+  p.Family("isometry_peer_resumes_total", "counter",
+           "Times this node's data links with the peer broke and were resumed (or tried to be).");
+  for (const PeerMetrics& peer : s.peers) p.Sample({{"peer", peer.name}}, peer.resumes);
 }
 
 }  // namespace
@@ -264,11 +335,11 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
   Page p;
   p.Family("isometry_build_info", "gauge", "Always 1; the daemon's version as a label.");
   p.Sample({{"version", s.version}}, uint64_t{1});
-  p.Family("isometry_uptime_seconds", "gauge", "Seconds since the daemon started.");
-  p.Sample({}, s.uptime_s);
+  if (s.process) RenderProcess(*s.process, p);
   p.Family("isometry_sessions", "gauge", "Client sessions open now.");
   p.Sample({}, s.sessions);
   RenderTransfers(s, p);
+  RenderEnded(s.ended, p);
   RenderChannels(s, p);
   RenderMemories(s, p);
   RenderCaches(s, p);

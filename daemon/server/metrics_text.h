@@ -7,16 +7,22 @@
 //
 // What goes in: counts, sizes, rates, and the names an operator wrote in
 // the config (memories, channels, peers) or that are fixed (states,
-// kinds). Never a session token, a client's name, a file path or a secret.
-// Every name starts with `isometry_`; counters end in `_total` and never
-// decrease while the daemon runs.
+// kinds). Never a session token, a client's name, a file path or a secret
+// (a client's uid, a number, labels its bytes). Every name starts with
+// `isometry_` but the standard `process_*` ones; counters end in `_total`
+// and never decrease while the daemon runs. A family's series stay while
+// they are zero: every channel, memory and priority once seen has its
+// series, so an alert on a rate or an absence does not flap.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "core/histogram.h"
 
 namespace isometry {
 
@@ -28,8 +34,12 @@ struct ChannelMetrics {
   uint64_t errors = 0;  // failed requests; cancellations are not errors
   int in_flight = 0;
   int max_in_flight = 0;
-  std::vector<std::pair<int, int>> queued_by_priority;  // (priority, XDs)
-  double bytes_per_s = 0;                               // over the last second
+  // (priority, XDs) for every priority the channel has seen, highest
+  // first; 0 where none is queued now.
+  std::vector<std::pair<int, int>> queued_by_priority;
+  // Seconds from an XD's first chunk being ready to its dispatch, per
+  // priority (kOtherPriorities: "other").
+  std::vector<std::pair<int, HistogramCounts>> queue_wait;
 };
 
 struct MemoryMetrics {
@@ -49,11 +59,30 @@ struct PeerMetrics {
   double rtt_seconds = 0;
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
+  uint64_t resumes = 0;  // broken data-link sets resumed (or tried)
+};
+
+// The standard process_* families, from /proc/self (metrics_process.h).
+struct ProcessMetrics {
+  double start_time_s = 0;  // since the Unix epoch
+  double cpu_s = 0;         // user + system
+  uint64_t resident_bytes = 0;
+  uint64_t virtual_bytes = 0;
+  uint64_t open_fds = 0;
+  uint64_t max_fds = 0;  // RLIMIT_NOFILE's soft limit
+};
+
+// Client copies as they ended (daemon/node/transfer_metrics.h).
+struct EndedMetrics {
+  // Duration of the done ones by size class: (label, histogram).
+  std::vector<std::pair<std::string, HistogramCounts>> duration;
+  std::vector<std::pair<std::string, uint64_t>> failed_by_code;  // ("NOT_FOUND", n)
+  std::vector<std::pair<int64_t, uint64_t>> bytes_by_uid;        // -1: not known; -2: other
 };
 
 struct MetricsSnapshot {
   std::string version;
-  double uptime_s = 0;
+  std::optional<ProcessMetrics> process;  // none: /proc could not be read
   uint64_t sessions = 0;
   // Transfers of the runtime: now ...
   uint64_t transfers_waiting = 0;  // for staging buffers
@@ -88,6 +117,7 @@ struct MetricsSnapshot {
   uint64_t direct_read_leases = 0;
   uint64_t direct_read_revoked = 0;
   uint64_t direct_read_refused = 0;
+  EndedMetrics ended;
   std::vector<ChannelMetrics> channels;
   std::vector<MemoryMetrics> memories;
   bool has_peers = false;  // peer series only on nodes with [[peer]]

@@ -51,8 +51,8 @@ SAMPLE = re.compile(
     r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)'
     r'(?P<labels>\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\\\|\\"|\\n)*",?)*\})?'
     r' (?P<value>\S+)$')
-TYPE = re.compile(r"^# TYPE (isometry_[a-z0-9_]+) (counter|gauge)$")
-HELP = re.compile(r"^# HELP (isometry_[a-z0-9_]+) .+$")
+TYPE = re.compile(r"^# TYPE ((?:isometry|process)_[a-z0-9_]+) (counter|gauge|histogram)$")
+HELP = re.compile(r"^# HELP ((?:isometry|process)_[a-z0-9_]+) .+$")
 
 
 def parse_exposition(text):
@@ -75,9 +75,15 @@ def parse_exposition(text):
         m = SAMPLE.match(line)
         assert m, f"not a sample line: {line!r}"
         name = m.group("name")
-        assert name.startswith("isometry_"), line
-        assert name in types, f"sample before its TYPE: {line!r}"
-        if types[name] == "counter":
+        assert name.startswith(("isometry_", "process_")), line
+        family = name
+        for suffix in ("_bucket", "_sum", "_count"):
+            if family not in types and family.endswith(suffix):
+                family = family[:-len(suffix)]
+        assert family in types, f"sample before its TYPE: {line!r}"
+        if types[family] == "histogram":
+            assert name != family, f"histogram sample without a suffix: {line!r}"
+        if types[family] == "counter":
             assert name.endswith("_total"), f"counter not named *_total: {line!r}"
         key = (name, m.group("labels") or "")
         assert key not in samples, f"sample repeated: {line!r}"
@@ -152,7 +158,7 @@ class MetricsTest(unittest.TestCase):
         before, types = self.scrape(port)
         for family in ("isometry_channel_bytes_total", "isometry_channel_requests_total",
                        "isometry_channel_errors_total", "isometry_channel_requests_in_flight",
-                       "isometry_channel_throughput_bytes_per_second", "isometry_transfers",
+                       "isometry_channel_queue_wait_seconds", "isometry_transfers",
                        "isometry_transfers_finished_total", "isometry_pool_used_bytes",
                        "isometry_staging_used_bytes", "isometry_plan_cache_hits_total",
                        "isometry_program_cache_misses_total", "isometry_program_cache_bytes",
@@ -161,18 +167,24 @@ class MetricsTest(unittest.TestCase):
                        "isometry_own_hop_windows", "isometry_own_hops_total"):
             self.assertIn(family, types)
         self.assertNotIn("isometry_peer_up", types)  # no [[peer]]
-        # The dashboard asks only for metrics the daemon serves.
-        dashboard = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                 "tools", "grafana", "isometry.json")
-        with open(dashboard) as f:
-            used = set(re.findall(r"isometry_[a-z0-9_]+", f.read()))
-        for name in used - {"isometry_peer_rtt_seconds", "isometry_peer_up"}:
-            self.assertIn(name, types, f"tools/grafana/isometry.json uses {name}")
+        # The dashboards and the alert rules ask only for metrics the daemon
+        # serves (the peer families: on nodes with [[peer]]).
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        peer_only = {"isometry_peer_rtt_seconds", "isometry_peer_up", "isometry_peer_state",
+                     "isometry_peer_sent_bytes_total", "isometry_peer_received_bytes_total",
+                     "isometry_peer_resumes_total"}
+        for used_in in ("tools/grafana/isometry.json", "tools/grafana/isometry-cluster.json",
+                        "tools/prometheus/isometry.rules.yml"):
+            with open(os.path.join(root, used_in)) as f:
+                used = set(re.findall(r"(?:isometry|process)_[a-z0-9_]+", f.read()))
+            for name in used - peer_only - {"isometry_cluster", "isometry_node"}:
+                family = re.sub(r"_(bucket|sum|count)$", "", name)
+                self.assertTrue(name in types or family in types, f"{used_in} uses {name}")
         nbytes = 8 << 20
         self.copy(nbytes)
         after, _ = self.scrape(port)
         for key, value in before.items():
-            if types[key[0]] == "counter":
+            if types.get(key[0]) == "counter":
                 self.assertGreaterEqual(after.get(key, -1), value, f"counter went down: {key}")
         chan = ("isometry_channel_bytes_total", '{channel="memcpy0",kind="memcpy"}')
         self.assertGreaterEqual(after[chan] - before[chan], nbytes)
@@ -239,6 +251,7 @@ class MetricsTest(unittest.TestCase):
             self.assertIn(("isometry_channel_bytes_total",
                            '{channel="tcp:b",kind="remote_memcpy"}'), samples)
             self.assertEqual(types["isometry_peer_sent_bytes_total"], "counter")
+            self.assertEqual(samples[("isometry_peer_resumes_total", '{peer="b"}')], 0)
         finally:
             codes = cluster.stop()
         self.assertEqual(set(codes.values()), {0}, codes)

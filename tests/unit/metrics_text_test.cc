@@ -4,11 +4,15 @@
 #include "daemon/server/metrics_text.h"
 
 #include <catch2/catch.hpp>
+#include <charconv>
 #include <map>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
+
+#include "daemon/node/transfer_metrics.h"
+#include "daemon/server/metrics_process.h"
 
 namespace isometry {
 namespace ISOMETRY_TEST_FILE {
@@ -17,7 +21,7 @@ namespace {
 MetricsSnapshot Sample() {
   MetricsSnapshot s;
   s.version = "9.9.9";
-  s.uptime_s = 12.5;
+  s.process = ProcessMetrics{1.7e9, 12.5, 4096, 8192, 9, 1024};
   s.transfers_running = 2;
   s.transfers_done = 7;
   s.plan_cache_hits = 3;
@@ -31,9 +35,20 @@ MetricsSnapshot Sample() {
   c.errors = 1;
   c.in_flight = 1;
   c.max_in_flight = 2;
-  c.queued_by_priority = {{5, 1}, {0, 3}};
-  c.bytes_per_s = 1.5e9;
+  c.queued_by_priority = {{5, 1}, {0, 3}, {-1, 0}};
+  static Histogram wait(kSecondsBounds);
+  static const bool observed = [] {
+    wait.Observe(2e-5);
+    wait.Observe(0.3);
+    wait.Observe(1e6);  // past every bound: +Inf only
+    return true;
+  }();
+  (void)observed;
+  c.queue_wait = {{5, wait.Counts()}, {kOtherPriorities, Histogram(kSecondsBounds).Counts()}};
   s.channels.push_back(c);
+  s.ended.duration = {{"<64KiB", wait.Counts()}, {">=64MiB", Histogram(kSecondsBounds).Counts()}};
+  s.ended.failed_by_code = {{"NOT_FOUND", 2}, {"UNAVAILABLE", 0}};
+  s.ended.bytes_by_uid = {{-1, 10}, {1000, 1 << 20}, {-2, 5}};
   s.memories.push_back({"sys0", "SYS", 64 << 20, 4096, 256 << 20, 0, 8192});
   s.memories.push_back({"reg0", "REG", 0, 0, 256 << 20, 0, 0});
   return s;
@@ -44,7 +59,8 @@ MetricsSnapshot Sample() {
 std::map<std::string, std::string> Parse(const std::string& page) {
   static const std::regex sample(
       R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\\\|\\"|\\n)*",?)*\})? (\S+)$)");
-  static const std::regex type(R"(^# TYPE (isometry_[a-z0-9_]+) (counter|gauge)$)");
+  static const std::regex type(
+      R"(^# TYPE ((?:isometry|process)_[a-z0-9_]+) (counter|gauge|histogram)$)");
   std::map<std::string, std::string> out;
   std::map<std::string, std::string> types;
   std::set<std::string> helped;
@@ -62,7 +78,14 @@ std::map<std::string, std::string> Parse(const std::string& page) {
       if (m[2] == "counter") CHECK(std::string(m[1]).ends_with("_total"));
     } else {
       REQUIRE(std::regex_match(line, m, sample));
-      CHECK(types.count(m[1]) == 1);  // TYPE before the samples
+      // TYPE before the samples; a histogram's have its suffixes.
+      std::string family = m[1];
+      for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+        if (types.count(family) == 0 && family.ends_with(suffix)) {
+          family.resize(family.size() - std::string_view(suffix).size());
+        }
+      }
+      CHECK(types.count(family) == 1);
       CHECK(out.emplace(std::string(m[1]) + std::string(m[2]), m[5]).second);
     }
   }
@@ -72,20 +95,32 @@ std::map<std::string, std::string> Parse(const std::string& page) {
 TEST_CASE("the page follows the text format, with HELP and TYPE before every family") {
   const auto samples = Parse(RenderMetrics(Sample()));
   CHECK(samples.at("isometry_build_info{version=\"9.9.9\"}") == "1");
-  CHECK(samples.at("isometry_uptime_seconds") == "12.5");
+  CHECK(samples.at("process_cpu_seconds_total") == "12.5");
+  CHECK(samples.at("process_start_time_seconds") == "1.7e+09");
+  CHECK(samples.at("process_resident_memory_bytes") == "4096");
+  CHECK(samples.at("process_open_fds") == "9");
+  CHECK(samples.at("process_max_fds") == "1024");
+  CHECK(samples.count("isometry_uptime_seconds") == 0);  // replaced by process_start_time_seconds
   CHECK(samples.at("isometry_transfers{state=\"running\"}") == "2");
   CHECK(samples.at("isometry_transfers_finished_total{state=\"done\"}") == "7");
   CHECK(samples.at("isometry_channel_bytes_total{channel=\"memcpy0\",kind=\"memcpy\"}") ==
         "1048576");
   CHECK(samples.at("isometry_channel_errors_total{channel=\"memcpy0\",kind=\"memcpy\"}") == "1");
-  CHECK(samples.at("isometry_channel_throughput_bytes_per_second{channel=\"memcpy0\",kind="
-                   "\"memcpy\"}") == "1.5e+09");
   CHECK(samples.at(
             "isometry_channel_queued_xds{channel=\"memcpy0\",kind=\"memcpy\",priority=\"5\"}") ==
         "1");
   CHECK(samples.at(
             "isometry_channel_queued_xds{channel=\"memcpy0\",kind=\"memcpy\",priority=\"0\"}") ==
         "3");
+  // A priority seen before stays at 0 when none of its XDs is queued.
+  CHECK(samples.at(
+            "isometry_channel_queued_xds{channel=\"memcpy0\",kind=\"memcpy\",priority=\"-1\"}") ==
+        "0");
+  CHECK(samples.at("isometry_transfers_failed_total{code=\"NOT_FOUND\"}") == "2");
+  CHECK(samples.at("isometry_transfers_failed_total{code=\"UNAVAILABLE\"}") == "0");
+  CHECK(samples.at("isometry_client_bytes_total{uid=\"1000\"}") == "1048576");
+  CHECK(samples.at("isometry_client_bytes_total{uid=\"-1\"}") == "10");
+  CHECK(samples.at("isometry_client_bytes_total{uid=\"other\"}") == "5");
   CHECK(samples.at("isometry_pool_used_bytes{memory=\"sys0\",kind=\"SYS\"}") == "4096");
   CHECK(samples.at("isometry_staging_budget_bytes{memory=\"reg0\",kind=\"REG\"}") == "268435456");
   CHECK(samples.count("isometry_pool_used_bytes{memory=\"reg0\",kind=\"REG\"}") == 0);  // no pool
@@ -119,7 +154,7 @@ TEST_CASE("label values escape backslash, double quote and line feed") {
 TEST_CASE("peers: one state series per known state, 1 for the current one") {
   MetricsSnapshot s = Sample();
   s.has_peers = true;
-  s.peers.push_back({"b", "down", 0, 1, 2});
+  s.peers.push_back({"b", "down", 0, 1, 2, 3});
   s.peers.push_back({"c", "strange", 0.002, 0, 0});
   const auto samples = Parse(RenderMetrics(s));
   CHECK(samples.at(R"(isometry_peer_state{peer="b",state="down"})") == "1");
@@ -128,16 +163,94 @@ TEST_CASE("peers: one state series per known state, 1 for the current one") {
   CHECK(samples.at(R"(isometry_peer_state{peer="c",state="strange"})") == "1");
   CHECK(samples.at(R"(isometry_peer_sent_bytes_total{peer="b"})") == "1");
   CHECK(samples.at(R"(isometry_peer_received_bytes_total{peer="b"})") == "2");
+  CHECK(samples.at(R"(isometry_peer_resumes_total{peer="b"})") == "3");
 }
 
 TEST_CASE("values that are not finite are written as the format spells them") {
   MetricsSnapshot s = Sample();
-  s.channels[0].bytes_per_s = std::numeric_limits<double>::infinity();
-  s.uptime_s = std::numeric_limits<double>::quiet_NaN();
+  s.process->cpu_s = std::numeric_limits<double>::quiet_NaN();
+  s.has_peers = true;
+  s.peers.push_back({"b", "up", std::numeric_limits<double>::infinity(), 0, 0, 0});
   const auto samples = Parse(RenderMetrics(s));
-  CHECK(samples.at("isometry_uptime_seconds") == "NaN");
-  CHECK(samples.at("isometry_channel_throughput_bytes_per_second{channel=\"memcpy0\",kind="
-                   "\"memcpy\"}") == "+Inf");
+  CHECK(samples.at("process_cpu_seconds_total") == "NaN");
+  CHECK(samples.at(R"(isometry_peer_rtt_seconds{peer="b"})") == "+Inf");
+}
+
+TEST_CASE("histograms: cumulative buckets, +Inf equal to _count, _sum") {
+  const auto samples = Parse(RenderMetrics(Sample()));
+  const std::string labels = R"(channel="memcpy0",kind="memcpy",priority="5")";
+  const std::string name = "isometry_channel_queue_wait_seconds";
+  uint64_t last = 0;
+  size_t buckets = 0;
+  for (double bound : kSecondsBounds) {
+    char le[32];
+    *std::to_chars(le, le + sizeof(le) - 1, bound).ptr = '\0';
+    const uint64_t n = std::stoull(samples.at(name + "_bucket{" + labels + ",le=\"" + le + "\"}"));
+    CHECK(n >= last);
+    last = n;
+    ++buckets;
+  }
+  CHECK(buckets == std::size(kSecondsBounds));
+  CHECK(samples.at(name + "_bucket{" + labels + R"(,le="1e-05"})") == "0");
+  CHECK(samples.at(name + "_bucket{" + labels + R"(,le="5e-05"})") == "1");
+  CHECK(samples.at(name + "_bucket{" + labels + R"(,le="0.5"})") == "2");
+  CHECK(samples.at(name + "_bucket{" + labels + R"(,le="+Inf"})") == "3");
+  CHECK(samples.at(name + "_count{" + labels + "}") == "3");
+  CHECK(std::stod(samples.at(name + "_sum{" + labels + "}")) == Approx(1e6 + 0.30002));
+  // A priority past the bound is "other"; an empty histogram has every series at 0.
+  CHECK(samples.at(name + R"(_count{channel="memcpy0",kind="memcpy",priority="other"})") == "0");
+  CHECK(samples.at(R"(isometry_transfer_duration_seconds_bucket{size_class="<64KiB",le="+Inf"})") ==
+        "3");
+  CHECK(samples.at(R"(isometry_transfer_duration_seconds_count{size_class=">=64MiB"})") == "0");
+}
+
+TEST_CASE("process_* numbers parsed from /proc/self/stat") {
+  // A command name with a space and parentheses: fields count from the last ')'.
+  const std::string stat =
+      "4242 (iso (d) x) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 150 0 0 20 0 9 0 "
+      "12345 104857600 2560 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0\n";
+  const auto m = ParseProcStat(stat, 1.7e9, 100, 4096);
+  REQUIRE(m);
+  CHECK(m->cpu_s == Approx(4.0));
+  CHECK(m->start_time_s == Approx(1.7e9 + 123.45));
+  CHECK(m->virtual_bytes == 104857600);
+  CHECK(m->resident_bytes == 2560ull * 4096);
+  CHECK_FALSE(ParseProcStat("4242 (x) S 1 2", 0, 100, 4096));
+  CHECK_FALSE(ParseProcStat("no parenthesis", 0, 100, 4096));
+  // This process's own: started in the past, some CPU, open fds under the limit.
+  const auto self = ReadProcessMetrics();
+  REQUIRE(self);
+  CHECK(self->start_time_s > 1.5e9);
+  CHECK(self->resident_bytes > 0);
+  CHECK(self->open_fds >= 3);
+  CHECK(self->open_fds <= self->max_fds);
+}
+
+TEST_CASE("ended transfers: size classes, failures by code, bytes by uid, bounded") {
+  TransferMetrics t;
+  CHECK(TransferMetrics::SizeClass(0) == 0);
+  CHECK(TransferMetrics::SizeClass((64 << 10) - 1) == 0);
+  CHECK(TransferMetrics::SizeClass(64 << 10) == 1);
+  CHECK(TransferMetrics::SizeClass(1 << 20) == 2);
+  CHECK(TransferMetrics::SizeClass(64ull << 20) == 3);
+  t.Record(OkStatus(), 4096, 0.001, 1000);
+  t.Record(OkStatus(), 128ull << 20, 2.0, 1000);
+  t.Record(absl::NotFoundError("x"), 4096, 0.1, 1000);
+  t.Record(absl::CancelledError("x"), 4096, 0.1, 1000);  // not a failure
+  for (int64_t uid = 0; uid < 300; ++uid) t.Record(OkStatus(), 1, 0, uid + 2000);
+  const EndedTransfers e = t.Snapshot();
+  REQUIRE(e.duration.size() == 4);
+  CHECK(e.duration[0].count == 301);
+  CHECK(e.duration[3].count == 1);
+  CHECK(e.duration[3].sum == Approx(2.0));
+  CHECK(e.failed.size() == 15);  // every code but OK and CANCELLED, at 0 or not
+  for (const auto& [code, n] : e.failed) {
+    CHECK(code != absl::StatusCode::kCancelled);
+    CHECK(n == (code == absl::StatusCode::kNotFound ? 1u : 0u));
+  }
+  CHECK(e.bytes_by_uid.at(1000) == 4096 + (128ull << 20));
+  CHECK(e.bytes_by_uid.size() == TransferMetrics::kMaxUids + 1);  // and "other"
+  CHECK(e.bytes_by_uid.at(TransferMetrics::kOtherUids) == 300 - (TransferMetrics::kMaxUids - 1));
 }
 
 }  // namespace
