@@ -319,8 +319,28 @@ Result<RateSample> MeasureNodePipe(uint64_t slot_bytes, int slots, std::chrono::
       at = now;
       emptied_at = now_emptied;
     }
+    // Where other work held a core through every window, no slot moved in
+    // any of them: the figure is then the whole span's, waiting (at most
+    // another budget) for the pipeline to move at all. A rate of 0 would
+    // make the saved calibration unloadable and every pipelined plan look
+    // impossible.
+    const uint64_t emptied_from = emptied_at;
+    while (best == 0 && emptied.load() == emptied_from && Clock::now() - at < budget) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (best == 0 && emptied.load() > 0) {
+      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      best = static_cast<double>(emptied.load() * slot_bytes) / std::max(seconds, 1e-9);
+    }
     stop.store(true);
   }  // joins
+  if (best <= 0) {
+    return Unavailable(
+        "calibration: two copying threads pipelined through a ring moved nothing "
+        "in ",
+        std::chrono::duration_cast<std::chrono::milliseconds>(2 * budget).count(),
+        " ms (other work held the cores); calibrate again when the node is idle");
+  }
   return RateSample{slot_bytes, best};
 }
 

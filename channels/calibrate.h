@@ -138,7 +138,9 @@ Result<RateSample> MeasureNodeCopy(std::chrono::milliseconds budget);
 // node_copy_bps / 2 (TopologyEdge::node_pipe_bps; figures:
 // docs/benchmarks/design-measurements.md, "Calibration"). The figure is the best of four windows of
 // the steady state (a vCPU taken away for a while slows one window, not
-// the hardware). Fails only when the buffers cannot be allocated.
+// the hardware). Fails when the buffers cannot be allocated, and with
+// UNAVAILABLE when the pipeline moved nothing in twice the budget (other
+// work held the cores): never a rate of 0.
 Result<RateSample> MeasureNodePipe(uint64_t slot_bytes, int slots, std::chrono::milliseconds budget,
                                    bool stream_ring = false);
 

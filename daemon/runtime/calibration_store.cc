@@ -5,8 +5,10 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace isometry {
@@ -95,9 +97,15 @@ Status SaveCalibration(const std::string& path, const std::string& fingerprint,
   for (const auto& [name, samples] : calibration) {
     toml::array list;
     for (const RateSample& s : samples) {
+      // What LoadCalibration refuses is not written: one bad sample would
+      // make the whole file unloadable.
+      if (!(s.bytes_per_s > 0) || !std::isfinite(s.bytes_per_s) || s.request_bytes == 0 ||
+          s.request_bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        continue;
+      }
       list.push_back(toml::array{static_cast<int64_t>(s.request_bytes), s.bytes_per_s});
     }
-    channels.insert(name, std::move(list));
+    if (!list.empty()) channels.insert(name, std::move(list));  // absent: unmeasured
   }
   toml::table root{{"fingerprint", fingerprint}, {"channel", std::move(channels)}};
   const std::string tmp = path + ".tmp";

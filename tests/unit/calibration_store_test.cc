@@ -37,6 +37,24 @@ TEST_CASE("calibrations round-trip through the state directory, tagged by finger
   std::filesystem::remove_all(dir);
 }
 
+// A starved measurement (a pipeline that moved nothing read 0 B/s) once
+// made the saved file unloadable, so every later start measured again.
+TEST_CASE("samples the loader would refuse are not saved: the file still loads") {
+  const std::string dir = std::filesystem::temp_directory_path() / "iso-calib-zero-test";
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/calibration.toml";
+  const std::string fp = HardwareFingerprint(DefaultRuntimeConfig());
+  Calibration cal{{"memcpy0", {{4096, 0.0}, {1 << 20, 9.25e9}, {8192, -1.0}}},
+                  {":node_pipe", {{65536, 0.0}}}};
+  REQUIRE(SaveCalibration(path, fp, cal).ok());
+  auto back = LoadCalibration(path, fp);
+  REQUIRE(back.ok());
+  REQUIRE(back->at("memcpy0").size() == 1);
+  CHECK(back->at("memcpy0")[0].request_bytes == (1u << 20));
+  CHECK(!back->contains(":node_pipe"));  // left unmeasured, as before it was measured
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("a channel's plain-copy and 8-field curves round-trip; a file without them loads") {
   const std::string dir = std::filesystem::temp_directory_path() / "iso-calib-curves-test";
   std::filesystem::create_directories(dir);
