@@ -309,8 +309,9 @@ void KernelRow(Setup& s, const DatatypeOptions& o, const DatatypeKernel& k, int6
     vs_cma.Add(ours, zero_copy);
     double best = 0;
     for (Mpi& m : mpis) {
-      // MPICH moves some of these types at 40-80 MB/s: a row's first round
-      // assumes that much, later ones the rate just seen.
+      // An MPI may move some of these types at only tens of MB/s: a row's
+      // first round assumes 50 MB/s, so that it cannot run for minutes,
+      // later ones the rate just seen.
       const double rate = m.rate > 0 ? m.rate : 5e7;
       const auto iterations =
           static_cast<uint64_t>(std::clamp(o.seconds * rate / packed, 10.0, 1e5));

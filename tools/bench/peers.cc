@@ -42,8 +42,9 @@ using namespace std::chrono_literals;
 constexpr auto kPeerTimeout = 60s;
 // Time a launcher gets after SIGTERM to stop its ranks before SIGKILL.
 constexpr auto kTermGrace = 3s;
-// Iteration counts aim at 1 s at this speed, so the 4-16 GB/s that shared
-// memory reaches in practice gives runs of 0.5-2 s.
+// Iteration counts aim at 1 s at this nominal speed: shared memory at half
+// or twice it gives runs of 0.5-2 s, long enough to time and short enough
+// for many rounds.
 constexpr double kNominalBytesPerS = 8e9;
 
 struct Command {
