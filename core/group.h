@@ -1,8 +1,10 @@
-// Looking up a group by name or id without getgrnam's / getgrgid's shared
-// static buffer (the daemon's threads may look up at the same time).
+// Looking up a group by name or id, and a user by id, without getgrnam's /
+// getgrgid's / getpwuid's shared static buffer (the daemon's threads may
+// look up at the same time).
 #pragma once
 
 #include <grp.h>
+#include <pwd.h>
 #include <sys/types.h>
 
 #include <optional>
@@ -33,6 +35,16 @@ inline std::optional<std::string> GroupNameOf(gid_t gid) {
     return std::nullopt;
   }
   return std::string(found->gr_name);
+}
+
+// The name of user `uid`, or nullopt when there is no such user (or the
+// lookup failed).
+inline std::optional<std::string> UserNameOf(uid_t uid) {
+  std::vector<char> buf(16384);
+  passwd p{};
+  passwd* found = nullptr;
+  if (getpwuid_r(uid, &p, buf.data(), buf.size(), &found) != 0 || !found) return std::nullopt;
+  return std::string(found->pw_name);
 }
 
 }  // namespace isometry

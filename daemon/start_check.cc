@@ -108,6 +108,13 @@ Status CheckListenAddress(const char* key, const std::string& address) {
                         last_error == EADDRNOTAVAIL ? " (not an address of this machine)" : "");
 }
 
+// The user the checks run as, for messages: "user isometry (uid 998)".
+std::string DaemonUser() {
+  const uid_t uid = ::geteuid();
+  const auto name = UserNameOf(uid);
+  return name ? StrCat("user ", *name, " (uid ", uid, ")") : StrCat("uid ", uid);
+}
+
 Status CheckDiskDirectory(const std::string& key, const MemoryConfig& m) {
   struct stat st {};
   if (::stat(m.directory.c_str(), &st) != 0) {
@@ -119,7 +126,20 @@ Status CheckDiskDirectory(const std::string& key, const MemoryConfig& m) {
   }
   if (::euidaccess(m.directory.c_str(), X_OK) != 0) {
     return ConfigKeyError(key, "DSK memory '", m.name, "': directory '", m.directory,
-                          "' cannot be searched: ", ErrnoString(errno));
+                          "' cannot be searched by ", DaemonUser(), ": ", ErrnoString(errno));
+  }
+  // Every copy into the memory writes a file there: a directory the daemon
+  // cannot write fails each of them later, so the start fails now. A
+  // read-only file system (EROFS) is what systemd's ProtectSystem=strict
+  // makes of it without ReadWritePaths=.
+  if (::euidaccess(m.directory.c_str(), W_OK) != 0) {
+    const int err = errno;
+    return ConfigKeyError(key, "DSK memory '", m.name, "': directory '", m.directory,
+                          "' is not writable by ", DaemonUser(), ": ", ErrnoString(err),
+                          err == EROFS
+                              ? " (a read-only file system: under systemd, add ReadWritePaths=" +
+                                    m.directory + ", docs/operations/systemd.md)"
+                              : " (give that user write access to it)");
   }
   return OkStatus();
 }

@@ -12,7 +12,8 @@
 //   daemon.grpc_tcp, cluster.data_listen (with peers), metrics.listen
 //     (with [metrics]): host:port with a
 //     numeric port below 65536 and a host that is an address of this machine;
-//   memory[].directory of DSK memories: an existing, searchable directory;
+//   memory[].directory of DSK memories: an existing directory the daemon's
+//     user may search and write (errors name the user);
 //   cluster.secret_file (with peers): readable and long enough.
 //   daemon.cpu_latency_us: /dev/cpu_dma_latency writable by the daemon.
 //   rdma.enable = "on": a usable RDMA device (channels/rdma/rdma_probe.h),

@@ -51,6 +51,7 @@ if ((quickstart == 0)); then
     openssl                         # scripts/make-test-ca.sh (TLS tests)
     # tests (iproute2: ip netns, veth and tc for the two-host cluster test)
     catch2 python3-pytest iproute2
+    python3-seccomp strace          # the unit's syscall filter, run for real (unit_syscalls_test)
     python3-numpy                   # NumPy views of mapped allocations (test_python_native)
     zsh fish                        # isoctl's completion scripts, checked by isoctl_test
     python3-pyte                    # the terminal emulator top_screen_test reads isoctl top with

@@ -230,22 +230,28 @@ class DiskPathsTest(unittest.TestCase):
 
     # ---- item 2: SIGTERM during a slow transfer ----
 
-    def test_sigterm_during_a_slow_transfer_exits_in_bounded_time_with_status_1(self):
-        self.slow_transpose("never.bin")
+    def test_sigterm_during_a_slow_transfer_cancels_it_and_exits_0(self):
+        """What `systemctl stop` with work in flight means: the transfer is
+        cancelled, named in the log, and the stop is a success (exit 0, the
+        unit inactive, not failed); only a transfer that does not end once
+        cancelled makes it exit 1 (docs/operations/systemd.md)."""
+        tid = self.slow_transpose("never.bin")
         time.sleep(0.5)
         start = time.monotonic()
         rc = self.daemon.stop(timeout_s=30)
         took = time.monotonic() - start
         self.assertIsNotNone(rc, "isometryd did not exit within 30 s of SIGTERM")
-        self.assertEqual(rc, 1, self.daemon.log_text())
         # shutdown_grace_ms = 1000, plus the cancel bound (2 s) and slack.
         self.assertLess(took, 8, self.daemon.log_text())
-        # Either the cancelled copy ended within the 2 s bound, or (a slow
-        # sanitizer build) the daemon gave up on it at the bound; both exit 1.
         log = self.daemon.log_text()
-        self.assertTrue(
-            "cancelled by the shutdown" in log or "did not end within 2000 ms" in log, log
-        )
+        if "did not end within 2000 ms" in log:
+            # A slow sanitizer build: the daemon gave up on it at the bound.
+            self.assertEqual(rc, 1, log)
+            self.assertIn("stopped with 1 transfer(s) abandoned", log)
+        else:
+            self.assertEqual(rc, 0, log)
+            self.assertRegex(log, rf"stopped; 1 transfer\(s\) were cancelled by the shutdown: "
+                                  rf"{tid} \(client '[^']*' session \d+, sys0<")
         self.assertEqual(self.leftovers(), [], "a file or temporary file was left")
 
     def test_sigterm_while_idle_exits_0(self):
