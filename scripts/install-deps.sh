@@ -28,7 +28,7 @@ esac
 packages=(
   # toolchain
   build-essential g++ cmake ninja-build pkg-config git
-  lld                             # the linker (ISOMETRY_LINKER): 3x faster than ld.bfd
+  lld                             # the linker (ISOMETRY_LINKER; docs/guides/install.md, "Build options")
   # wire contract and services
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   python3-grpcio python3-protobuf
