@@ -69,6 +69,9 @@ class DropAsAChunkArrives(ResumeTest):
         self.assertRegex(a_log, r"data link to peer 'b': resumed after \d+ ms")
         self.assertRegex(b_log, r"data link from peer 'a': [1-9]\d* chunk\(s\) credited again")
         self.assert_idle()
+        # ... and counted it (isometry_peer_resumes_total; docs/operations/alerting.md).
+        with self.cluster["a"].client() as ca:
+            self.assertGreaterEqual({p.name: p for p in ca.peers().peers}["b"].resumes, 1)
 #The link serves the next copy as before.
         info, data, got = self.copy_a_to_b(1 << 20)
         self.assertEqual(info.state, "done", info.message)
