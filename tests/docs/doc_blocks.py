@@ -1,10 +1,18 @@
 #!/usr/bin/python3
-"""Runs the code blocks of the guides that are marked runnable.
+"""Runs the code blocks of the guides and README that are marked runnable.
 
-    doc_blocks.py --isometryd BIN --isoctl BIN --pythonpath DIR DOCS_DIR_OR_PAGE...
+    doc_blocks.py --isometryd BIN --isoctl BIN --pythonpath DIR --cpp-dir DIR PAGE_OR_DIR...
+    doc_blocks.py --write-cpp DIR PAGE_OR_DIR...
 
-A fenced block whose info string is `<language> run [node]` runs; GitHub
-shows it as an ordinary `<language>` block. Per page, in document order:
+Every fenced block of a runnable language (toml, python, sh, bash, cpp) says
+in its info string whether it runs; GitHub shows the first word as the
+language:
+
+  <language> run [node] [file=NAME]
+  <language> norun: REASON          (why it cannot run here: a GPU, root, ...)
+
+A block of those languages with neither fails the test, so a new block must
+choose. Per page, in document order:
 
   toml run [node]    a piece of that node's configuration. Each node of the
                      page (the node names of its toml blocks; one unnamed
@@ -17,19 +25,34 @@ shows it as an ordinary `<language>` block. Per page, in document order:
                      their names (a later block may use what an earlier one
                      made), against the node named (default: the first).
   sh run [node]      run by bash -e with isoctl on PATH and ISOMETRY_SOCKET
-                     set to the node's socket.
+                     set to the node's socket. sh blocks above a page's
+                     first toml block run before its daemons start (setup:
+                     certificates, files the config names).
+  cpp run [node]     a whole program: --write-cpp writes it out at configure
+                     time (DIR/<page>_<n>.cc, the n-th cpp block of the page,
+                     the sockets read from ISOMETRY_SOCKET and
+                     ISOMETRY_LOCAL_SOCKET), CMake builds it against the
+                     client library into the same directory, and it runs
+                     with both set to the node's sockets and must exit 0.
+  file=NAME          the block is written to NAME in the page's working
+                     directory (where blocks run) instead of run; a later
+                     sh block runs it.
 
 Before anything runs, the production paths in every block are replaced by the
 private ones: the sockets /run/isometry/grpc.sock and isometry.sock, the
 operator token /var/lib/isometry/operator.token, /srv/isometry/ (a DSK
 directory named in a toml block is made), the cluster secret
-/etc/isometry/cluster.secret (one shared, random secret) and every
-10.0.0.N:PORT (a free port on 127.0.0.1). A page with several nodes waits
-until each sees the others up before its first python or sh block.
+/etc/isometry/cluster.secret (one shared, random secret), the rest of
+/etc/isometry/ (a directory of the page), every 10.0.0.N:PORT (a free port on 127.0.0.1),
+build-release/ (this build) and scripts/ (the repository's). A page with
+several nodes waits until each sees the others up before its first python,
+sh or cpp block. A runnable block that still names /etc/, /run/, /srv/ or
+/var/lib/isometry after that fails instead of touching this machine's daemon.
 
 Fails (exit 1) naming the page, the block's line and its output when a block
-fails, a daemon does not start or exits non-zero on SIGTERM, or no page has a
-runnable block. Standard library only, with the client's package from
+is unmarked or fails, a cpp block's program is missing or older than the block
+(rebuild), a daemon does not start or exits non-zero on SIGTERM, or no page
+has a runnable block. Standard library only, with the client's package from
 --pythonpath.
 """
 
@@ -45,6 +68,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(HERE, "..", "pyfixture"))
 from isometryd_process import IsometrydProcess, daemon_section  # noqa: E402
 from ports import free_port  # noqa: E402
@@ -64,8 +88,10 @@ name = "cma0"
 kind = "cma"
 """
 
-LANGUAGES = ("toml", "python", "sh")
-BLOCK = re.compile(r"^```(\w+) run(?: +([\w-]+))? *\n(.*?)^```", re.S | re.M)
+LANGUAGES = ("toml", "python", "sh", "cpp")        # what runs
+MUST_CHOOSE = LANGUAGES + ("bash",)                # what must say run or norun
+FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```", re.S | re.M)
+RUN = re.compile(r"run(?: +(?!file=)([\w-]+))?(?: +file=([\w.-]+))? *$")
 
 # One Python process per page: reads {"code", "name"} lines, runs each in one
 # namespace, answers {"ok", "error"} on its own stdout (the blocks' prints go
@@ -91,25 +117,77 @@ class Failure(Exception):
     pass
 
 
-def blocks(path):
-    """(line, language, node, code) of every runnable block of a page."""
+def blocks(path, strict=True):
+    """(line, language, node, file, code) of every runnable block of a page.
+
+    Raises Failure (when strict) listing every block of a runnable language
+    that says neither run nor norun: REASON, and every run marker it cannot
+    read."""
     text = open(path, encoding="utf-8").read()
-    found = []
-    for m in BLOCK.finditer(text):
-        if m.group(1) not in LANGUAGES:
-            raise Failure(f"{path}:{text.count(chr(10), 0, m.start()) + 1}: "
-                          f"```{m.group(1)} run: only {', '.join(LANGUAGES)} blocks run")
-        found.append((text.count("\n", 0, m.start()) + 1, m.group(1), m.group(2) or "",
-                      m.group(3)))
+    found, wrong = [], []
+    for m in FENCE.finditer(text):
+        line = text.count("\n", 0, m.start()) + 1
+        lang, _, marker = m.group(1).strip().partition(" ")
+        marker = marker.strip()
+        run = RUN.match(marker)
+        if run and lang in LANGUAGES:
+            found.append((line, lang, run.group(1) or "", run.group(2), m.group(2)))
+        elif run:
+            wrong.append(f"{path}:{line}: ```{lang} run: only {', '.join(LANGUAGES)} blocks run")
+        elif re.match(r"norun: *\S", marker):
+            continue
+        elif lang in MUST_CHOOSE:
+            wrong.append(f"{path}:{line}: ```{m.group(1).strip()}: mark it `{lang} run` or "
+                         f"`{lang} norun: <why it cannot run>`")
+    if wrong and strict:
+        raise Failure("\n".join(wrong))
     return found
+
+
+def cpp_name(path, n):
+    """The n-th (from 1) cpp block of a page: its program's name."""
+    stem = os.path.splitext(os.path.basename(path))[0].lower().replace("-", "_")
+    return f"{stem}_{n}"
+
+
+def cpp_source(code):
+    """A cpp block as the program CMake builds: the sockets from the environment."""
+    for old, var in (('"/run/isometry/grpc.sock"', "ISOMETRY_SOCKET"),
+                     ('"/run/isometry/isometry.sock"', "ISOMETRY_LOCAL_SOCKET")):
+        code = code.replace(old, f'std::getenv("{var}")')
+    return "#include <cstdlib>  // written from a ```cpp run block by doc_blocks.py\n" + code
+
+
+def cpp_blocks(path):
+    """(line, name, source) of every cpp run block of a page."""
+    cpp = [b for b in blocks(path, strict=False) if b[1] == "cpp"]
+    return [(b[0], cpp_name(path, i), cpp_source(b[4])) for i, b in enumerate(cpp, 1)]
+
+
+def write_cpp(out, paths):
+    """Writes every cpp run block out (only on change, so a configure does not
+    rebuild them) and prints their names, ;-separated, for CMake. Unmarked
+    blocks are docs_blocks' failure, not the configure's."""
+    os.makedirs(out, exist_ok=True)
+    names = []
+    for path in pages(paths):
+        for _, name, source in cpp_blocks(path):
+            file = os.path.join(out, name + ".cc")
+            if not os.path.exists(file) or open(file, encoding="utf-8").read() != source:
+                with open(file, "w", encoding="utf-8") as f:
+                    f.write(source)
+            names.append(name)
+    print(";".join(names), end="")
 
 
 class Page:
     def __init__(self, path, args):
         self.path, self.args = path, args
         self.blocks = blocks(path)
+        cpp = [b for b in self.blocks if b[1] == "cpp"]
+        self.programs = {b[0]: cpp_name(path, i) for i, b in enumerate(cpp, 1)}
         self.root = tempfile.mkdtemp(prefix="iso-doc-")
-        nodes = [n for _, lang, n, _ in self.blocks if lang == "toml"]
+        nodes = [b[2] for b in self.blocks if b[1] == "toml"]
         self.nodes = list(dict.fromkeys(nodes)) or [""]
         self.dirs = {n: os.path.join(self.root, n or "node") for n in self.nodes}
         self.addresses = {}
@@ -132,8 +210,16 @@ class Page:
                          ("/run/isometry/isometry.sock", f"{d}/local.sock"),
                          ("/var/lib/isometry/operator.token", f"{d}/state/operator.token"),
                          ("/srv/isometry/", f"{d}/srv/"),
-                         ("/etc/isometry/cluster.secret", self.secret)):
+                         ("/etc/isometry/cluster.secret", self.secret),
+                         ("/etc/isometry/", f"{self.root}/etc/"),
+                         ("build-release/", self.args.build_dir + "/")):
             code = code.replace(old, new)
+        code = re.sub(r"(?<![\w./-])scripts/", REPO + "/scripts/", code)
+        # A block must never touch this machine's own daemon or files.
+        left = re.search(r"/(?:etc|run|srv|var/lib)/isometry\b", code)
+        if left:
+            raise Failure(f"{self.path}: a runnable block names {left.group(0)}, which the test "
+                          f"does not replace: mark it norun or use a replaced path")
 
         def address(m):
             if m.group(0) not in self.addresses:
@@ -146,7 +232,7 @@ class Page:
             f.write(base64.b64encode(os.urandom(32)).decode() + "\n")
         os.chmod(self.secret, 0o600)
         pieces = {n: ("", "") for n in self.nodes}
-        for line, lang, node, code in self.blocks:
+        for line, lang, node, _, code in self.blocks:
             if lang != "toml":
                 continue
             node = self.node(node, line)
@@ -206,6 +292,28 @@ class Page:
         if not reply["ok"]:
             raise Failure(f"{self.where(line)}: the python block failed:\n{code}\n{reply['error']}")
 
+    def run_cpp(self, line, node):
+        name = self.programs[line]
+        program = os.path.join(self.args.cpp_dir, name)
+        source = program + ".cc"
+        if (not os.path.exists(program) or not os.path.exists(source)
+                or os.path.getmtime(program) < os.path.getmtime(source)):
+            raise Failure(f"{self.where(line)}: its program {program} is not built or older "
+                          f"than the block (reconfigure and build: ninja doc_{name})")
+        code = [b[4] for b in self.blocks if b[0] == line][0]
+        if open(source, encoding="utf-8").read() != cpp_source(code):
+            raise Failure(f"{self.where(line)}: {source} is not this block: reconfigure and "
+                          f"build")
+        d = self.dirs[node]
+        env = dict(os.environ, ISOMETRY_SOCKET=os.path.join(d, "grpc.sock"),
+                   ISOMETRY_LOCAL_SOCKET=os.path.join(d, "local.sock"))
+        r = subprocess.run([program], env=env, cwd=self.root, capture_output=True, text=True,
+                           timeout=60)
+        sys.stderr.write(r.stdout + r.stderr)
+        if r.returncode != 0:
+            raise Failure(f"{self.where(line)}: the cpp block's program exited {r.returncode}:\n"
+                          f"{code}\n{r.stdout}{r.stderr}")
+
     def run_sh(self, line, code, node):
         env = dict(os.environ, ISOMETRY_SOCKET=os.path.join(self.dirs[node], "grpc.sock"),
                    PATH=os.path.dirname(os.path.abspath(self.args.isoctl)) + ":"
@@ -218,17 +326,28 @@ class Page:
                           f"{r.stdout}{r.stderr}")
 
     def run(self):
-        self.start()
-        for line, lang, node, code in self.blocks:
+        first_toml = min([b[0] for b in self.blocks if b[1] == "toml"], default=0)
+        for line, lang, node, file, code in self.blocks:
             if lang == "toml":
                 continue
+            if line > first_toml and not self.daemons:
+                self.start()
             node = self.node(node, line)
-            print(f"{self.where(line)}: {lang} on {node or 'the daemon'}", file=sys.stderr)
             code = self.substitute(code, node)
+            if file:
+                print(f"{self.where(line)}: {lang} written to {file}", file=sys.stderr)
+                with open(os.path.join(self.root, file), "w", encoding="utf-8") as f:
+                    f.write(code)
+                continue
+            print(f"{self.where(line)}: {lang} on {node or 'the daemon'}", file=sys.stderr)
             if lang == "python":
                 self.run_python(line, code)
+            elif lang == "cpp":
+                self.run_cpp(line, node)
             else:
                 self.run_sh(line, code, node)
+        if not self.daemons:
+            self.start()
 
     def close(self):
         if self.python:
@@ -256,13 +375,35 @@ def pages(paths):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--isometryd", required=True)
-    ap.add_argument("--isoctl", required=True)
-    ap.add_argument("--pythonpath", required=True)
+    ap.add_argument("--write-cpp", metavar="DIR", help="write the cpp run blocks out and stop")
+    ap.add_argument("--isometryd")
+    ap.add_argument("--isoctl")
+    ap.add_argument("--pythonpath")
+    ap.add_argument("--cpp-dir", help="where CMake built the cpp run blocks (--write-cpp's DIR)")
+    ap.add_argument("--build-dir", help="what build-release/ stands for (default: "
+                    "--pythonpath's parent)")
     ap.add_argument("paths", nargs="+")
     args = ap.parse_args()
-    args.pythonpath, args.isometryd = map(os.path.abspath, (args.pythonpath, args.isometryd))
+    if args.write_cpp:
+        write_cpp(args.write_cpp, args.paths)
+        return 0
+    for a in ("isometryd", "isoctl", "pythonpath", "cpp_dir"):
+        if not getattr(args, a):
+            ap.error(f"--{a.replace('_', '-')} is required")
+    args.pythonpath, args.isometryd, args.cpp_dir = map(
+        os.path.abspath, (args.pythonpath, args.isometryd, args.cpp_dir))
+    args.build_dir = os.path.abspath(args.build_dir or os.path.dirname(args.pythonpath))
     sys.path.insert(0, args.pythonpath)
+    unmarked = []
+    for path in pages(args.paths):
+        try:
+            blocks(path)
+        except Failure as e:
+            unmarked.append(str(e))
+    if unmarked:
+        print("doc_blocks: blocks that say neither run nor norun:\n" + "\n".join(unmarked),
+              file=sys.stderr)
+        return 1
     ran = 0
     try:
         for path in pages(args.paths):
@@ -282,7 +423,7 @@ def main():
         print(f"doc_blocks: {e}", file=sys.stderr)
         return 1
     if ran == 0:
-        print("doc_blocks: no page has a runnable python or sh block", file=sys.stderr)
+        print("doc_blocks: no page has a runnable block", file=sys.stderr)
         return 1
     print(f"doc_blocks: {ran} blocks ran", file=sys.stderr)
     return 0

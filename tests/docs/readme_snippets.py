@@ -4,8 +4,9 @@
     readme_snippets.py README.md OUTDIR
 
 OUTDIR/readme_copy.py is the first ```python block and OUTDIR/readme_copy.cc
-the first ```cpp block of README.md, each with the daemon's default socket
-replaced by the private daemon's (tests/run_with_daemon.sh exports
+the first ```cpp block of README.md (whatever their info strings add, such
+as `run`), each with the daemon's default socket replaced by the private
+daemon's (tests/run_with_daemon.sh exports
 ISOMETRY_SOCKET and ISOMETRY_LOCAL_SOCKET). Fails, naming what it missed,
 when a block or the socket path in it is not there: README's quick start
 (README.md, "Quick start") must stay a program that runs.
@@ -17,7 +18,7 @@ import sys
 
 
 def block(text, lang):
-    m = re.search(r"^```" + lang + r"\n(.*?)^```", text, re.S | re.M)
+    m = re.search(r"^```" + lang + r"\b[^\n]*\n(.*?)^```", text, re.S | re.M)
     if not m:
         sys.exit(f"readme_snippets: README.md has no ```{lang} block")
     return m.group(1)
