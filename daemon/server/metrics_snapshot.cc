@@ -1,5 +1,7 @@
 #include "daemon/server/metrics_snapshot.h"
 
+#include <sys/statvfs.h>
+
 #include <algorithm>
 
 #include "core/channel_kind.h"
@@ -105,6 +107,17 @@ MetricsSnapshot TakeMetricsSnapshot(const Node& node, const MetricsPeersProvider
     m.staging_used = r.usage.staging_used;
     m.staging_peak = r.usage.staging_peak;
     m.staging_cached = r.usage.staging_cached;
+    if (r.usage.kind == MemoryKind::kDsk) {
+      for (const MemoryConfig& c : node.config().runtime.memories) {
+        if (c.name != m.name) continue;
+        m.disk_quota = c.quota_bytes;
+        struct statvfs fs {};
+        if (statvfs(c.directory.c_str(), &fs) == 0) {
+          m.disk_size_avail.emplace(uint64_t{fs.f_blocks} * fs.f_frsize,
+                                    uint64_t{fs.f_bavail} * fs.f_frsize);
+        }
+      }
+    }
     s.memories.push_back(std::move(m));
   }
   if (peers) {

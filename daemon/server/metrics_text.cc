@@ -262,6 +262,26 @@ void RenderMemories(const MetricsSnapshot& s, Page& p) {
   }
 }
 
+// DSK memories: how full their file system is (a file copy fails with
+// ENOSPC long before any quota when it is shared), and the quota.
+void RenderDisks(const MetricsSnapshot& s, Page& p) {
+  p.Family("isometry_disk_size_bytes", "gauge",
+           "Size of the file system under a DSK memory's directory.");
+  for (const MemoryMetrics& m : s.memories) {
+    if (m.disk_size_avail) p.Sample({{"memory", m.name}}, m.disk_size_avail->first);
+  }
+  p.Family("isometry_disk_avail_bytes", "gauge",
+           "Bytes of that file system free to the daemon's user.");
+  for (const MemoryMetrics& m : s.memories) {
+    if (m.disk_size_avail) p.Sample({{"memory", m.name}}, m.disk_size_avail->second);
+  }
+  p.Family("isometry_disk_quota_bytes", "gauge",
+           "memory.quota_bytes of a DSK memory: what one client uid's copies may write at once.");
+  for (const MemoryMetrics& m : s.memories) {
+    if (m.kind == "DSK") p.Sample({{"memory", m.name}}, m.disk_quota);
+  }
+}
+
 void RenderCaches(const MetricsSnapshot& s, Page& p) {
   p.Family("isometry_program_cache_hits_total", "counter", "Copy programs found in the cache.");
   p.Sample({}, s.program_cache_hits);
@@ -342,6 +362,7 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
   RenderEnded(s.ended, p);
   RenderChannels(s, p);
   RenderMemories(s, p);
+  RenderDisks(s, p);
   RenderCaches(s, p);
   if (s.has_peers) RenderPeers(s, p);
   return p.Take();

@@ -51,6 +51,10 @@ struct MemoryMetrics {
   uint64_t staging_used = 0;
   uint64_t staging_peak = 0;
   uint64_t staging_cached = 0;
+  // DSK memories: the file system under the directory (statvfs; absent
+  // where it cannot be read) and memory.quota_bytes, per client uid.
+  std::optional<std::pair<uint64_t, uint64_t>> disk_size_avail;
+  uint64_t disk_quota = 0;
 };
 
 struct PeerMetrics {

@@ -47,6 +47,12 @@ kind = "SYS"
 pool = "64MiB"
 staging = "64MiB"
 
+[[memory]]
+name = "dsk0"
+kind = "DSK"
+staging = "0"
+directory = "{dir}/dsk"
+
 [[channel]]
 name = "memcpy0"
 kind = "memcpy"
@@ -96,7 +102,7 @@ class PrometheusTest(unittest.TestCase):
         port = free_port()
         self.dir, self.daemon = IsometrydProcess.started_in_temp_dir(
             ISOMETRYD, CONFIG + extra + f'\n[metrics]\nlisten = "127.0.0.1:{port}"\n',
-            "isometry-prom-", daemon=dict(log_level="info", extra=daemon_extra))
+            "isometry-prom-", dirs=("dsk",), daemon=dict(log_level="info", extra=daemon_extra))
         self.addCleanup(shutil.rmtree, self.dir, True)
         self.addCleanup(self.daemon.close)
         return port
@@ -131,6 +137,12 @@ class PrometheusTest(unittest.TestCase):
         self.assertAlmostEqual(before[("process_start_time_seconds", "")], time.time(), delta=120)
         self.assertGreater(before[("process_resident_memory_bytes", "")], 0)
         self.assertLessEqual(before[("process_open_fds", "")], before[("process_max_fds", "")])
+        # The DSK memory's file system and quota (the default 256 GiB).
+        size = before[("isometry_disk_size_bytes", '{memory="dsk0"}')]
+        self.assertGreater(size, 0)
+        self.assertLessEqual(before[("isometry_disk_avail_bytes", '{memory="dsk0"}')], size)
+        self.assertEqual(before[("isometry_disk_quota_bytes", '{memory="dsk0"}')], 256 << 30)
+        self.assertNotIn(("isometry_disk_size_bytes", '{memory="sys0"}'), before)
         for nbytes, priority in ((4096, 0), (256 << 10, 3), (4 << 20, 0), (4 << 20, 3)):
             self.copy(nbytes, priority)
         after, _ = parse(get(url))

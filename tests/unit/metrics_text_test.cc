@@ -50,6 +50,10 @@ MetricsSnapshot Sample() {
   s.ended.bytes_by_uid = {{-1, 10}, {1000, 1 << 20}, {-2, 5}};
   s.memories.push_back({"sys0", "SYS", 64 << 20, 4096, 256 << 20, 0, 8192});
   s.memories.push_back({"reg0", "REG", 0, 0, 256 << 20, 0, 0});
+  MemoryMetrics dsk{"dsk0", "DSK"};
+  dsk.disk_size_avail.emplace(1000, 250);
+  dsk.disk_quota = 4096;
+  s.memories.push_back(dsk);
   return s;
 }
 
@@ -123,6 +127,10 @@ TEST_CASE("the page follows the text format, with HELP and TYPE before every fam
   CHECK(samples.at("isometry_pool_used_bytes{memory=\"sys0\",kind=\"SYS\"}") == "4096");
   CHECK(samples.at("isometry_staging_budget_bytes{memory=\"reg0\",kind=\"REG\"}") == "268435456");
   CHECK(samples.count("isometry_pool_used_bytes{memory=\"reg0\",kind=\"REG\"}") == 0);  // no pool
+  CHECK(samples.at(R"(isometry_disk_size_bytes{memory="dsk0"})") == "1000");
+  CHECK(samples.at(R"(isometry_disk_avail_bytes{memory="dsk0"})") == "250");
+  CHECK(samples.at(R"(isometry_disk_quota_bytes{memory="dsk0"})") == "4096");
+  CHECK(samples.count(R"(isometry_disk_quota_bytes{memory="sys0"})") == 0);
   CHECK(samples.at("isometry_plan_cache_hits_total") == "3");
   CHECK(samples.at("isometry_own_hop_windows") == "2");
   CHECK(samples.at("isometry_own_hops_total{result=\"timed_out\"}") == "4");
