@@ -8,7 +8,7 @@ Every fenced block of a runnable language (toml, python, sh, bash, cpp) says
 in its info string whether it runs; GitHub shows the first word as the
 language:
 
-  <language> run [node] [file=NAME]
+  <language> run [node] [file=NAME] [needs=native]
   <language> norun: REASON          (why it cannot run here: a GPU, root, ...)
 
 A block of those languages with neither fails the test, so a new block must
@@ -37,6 +37,8 @@ choose. Per page, in document order:
   file=NAME          the block is written to NAME in the page's working
                      directory (where blocks run) instead of run; a later
                      sh block runs it.
+  needs=native       skipped, saying so, where the build has no
+                     isometry._native (sanitizer builds, no pybind11).
 
 Before anything runs, the production paths in every block are replaced by the
 private ones: the sockets /run/isometry/grpc.sock and isometry.sock, the
@@ -57,6 +59,7 @@ has a runnable block. Standard library only, with the client's package from
 """
 
 import argparse
+import collections
 import base64
 import json
 import os
@@ -91,7 +94,8 @@ kind = "cma"
 LANGUAGES = ("toml", "python", "sh", "cpp")        # what runs
 MUST_CHOOSE = LANGUAGES + ("bash",)                # what must say run or norun
 FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```", re.S | re.M)
-RUN = re.compile(r"run(?: +(?!file=)([\w-]+))?(?: +file=([\w.-]+))? *$")
+RUN = re.compile(r"run(?: +(?!file=|needs=)([\w-]+))?(?: +file=([\w.-]+))?(?: +needs=(native))? *$")
+Block = collections.namedtuple("Block", "line lang node file needs code")
 
 # One Python process per page: reads {"code", "name"} lines, runs each in one
 # namespace, answers {"ok", "error"} on its own stdout (the blocks' prints go
@@ -118,7 +122,7 @@ class Failure(Exception):
 
 
 def blocks(path, strict=True):
-    """(line, language, node, file, code) of every runnable block of a page.
+    """Every runnable block of a page, in order (Block).
 
     Raises Failure (when strict) listing every block of a runnable language
     that says neither run nor norun: REASON, and every run marker it cannot
@@ -131,7 +135,8 @@ def blocks(path, strict=True):
         marker = marker.strip()
         run = RUN.match(marker)
         if run and lang in LANGUAGES:
-            found.append((line, lang, run.group(1) or "", run.group(2), m.group(2)))
+            found.append(Block(line, lang, run.group(1) or "", run.group(2), run.group(3),
+                               m.group(2)))
         elif run:
             wrong.append(f"{path}:{line}: ```{lang} run: only {', '.join(LANGUAGES)} blocks run")
         elif re.match(r"norun: *\S", marker):
@@ -142,6 +147,12 @@ def blocks(path, strict=True):
     if wrong and strict:
         raise Failure("\n".join(wrong))
     return found
+
+
+def native_available():
+    """Whether this build has isometry._native (not in sanitizer builds)."""
+    import isometry
+    return isometry.native_available()
 
 
 def cpp_name(path, n):
@@ -160,8 +171,8 @@ def cpp_source(code):
 
 def cpp_blocks(path):
     """(line, name, source) of every cpp run block of a page."""
-    cpp = [b for b in blocks(path, strict=False) if b[1] == "cpp"]
-    return [(b[0], cpp_name(path, i), cpp_source(b[4])) for i, b in enumerate(cpp, 1)]
+    cpp = [b for b in blocks(path, strict=False) if b.lang == "cpp"]
+    return [(b.line, cpp_name(path, i), cpp_source(b.code)) for i, b in enumerate(cpp, 1)]
 
 
 def write_cpp(out, paths):
@@ -184,16 +195,17 @@ class Page:
     def __init__(self, path, args):
         self.path, self.args = path, args
         self.blocks = blocks(path)
-        cpp = [b for b in self.blocks if b[1] == "cpp"]
-        self.programs = {b[0]: cpp_name(path, i) for i, b in enumerate(cpp, 1)}
+        cpp = [b for b in self.blocks if b.lang == "cpp"]
+        self.programs = {b.line: cpp_name(path, i) for i, b in enumerate(cpp, 1)}
         self.root = tempfile.mkdtemp(prefix="iso-doc-")
-        nodes = [b[2] for b in self.blocks if b[1] == "toml"]
+        nodes = [b.node for b in self.blocks if b.lang == "toml"]
         self.nodes = list(dict.fromkeys(nodes)) or [""]
         self.dirs = {n: os.path.join(self.root, n or "node") for n in self.nodes}
         self.addresses = {}
         self.secret = os.path.join(self.root, "cluster.secret")
         self.daemons = {}
         self.python = None
+        self.skipped = 0
 
     def where(self, line):
         return f"{self.path}:{line}"
@@ -232,7 +244,7 @@ class Page:
             f.write(base64.b64encode(os.urandom(32)).decode() + "\n")
         os.chmod(self.secret, 0o600)
         pieces = {n: ("", "") for n in self.nodes}
-        for line, lang, node, _, code in self.blocks:
+        for line, lang, node, _, _, code in self.blocks:
             if lang != "toml":
                 continue
             node = self.node(node, line)
@@ -300,7 +312,7 @@ class Page:
                 or os.path.getmtime(program) < os.path.getmtime(source)):
             raise Failure(f"{self.where(line)}: its program {program} is not built or older "
                           f"than the block (reconfigure and build: ninja doc_{name})")
-        code = [b[4] for b in self.blocks if b[0] == line][0]
+        code = [b.code for b in self.blocks if b.line == line][0]
         if open(source, encoding="utf-8").read() != cpp_source(code):
             raise Failure(f"{self.where(line)}: {source} is not this block: reconfigure and "
                           f"build")
@@ -326,9 +338,14 @@ class Page:
                           f"{r.stdout}{r.stderr}")
 
     def run(self):
-        first_toml = min([b[0] for b in self.blocks if b[1] == "toml"], default=0)
-        for line, lang, node, file, code in self.blocks:
+        first_toml = min([b.line for b in self.blocks if b.lang == "toml"], default=0)
+        for line, lang, node, file, needs, code in self.blocks:
             if lang == "toml":
+                continue
+            if needs == "native" and not native_available():
+                print(f"{self.where(line)}: skipped: needs the Python client's native extension, "
+                      f"which this build has not", file=sys.stderr)
+                self.skipped += 1
                 continue
             if line > first_toml and not self.daemons:
                 self.start()
@@ -404,7 +421,7 @@ def main():
         print("doc_blocks: blocks that say neither run nor norun:\n" + "\n".join(unmarked),
               file=sys.stderr)
         return 1
-    ran = 0
+    ran = skipped = 0
     try:
         for path in pages(args.paths):
             page = Page(path, args)
@@ -416,7 +433,8 @@ def main():
                 page.run()
             finally:
                 page.close()
-            ran += sum(1 for b in page.blocks if b[1] != "toml")
+            ran += sum(1 for b in page.blocks if b.lang != "toml") - page.skipped
+            skipped += page.skipped
             print(f"{path}: {len(page.blocks)} runnable blocks passed "
                   f"({time.monotonic() - t0:.1f} s)", file=sys.stderr)
     except Failure as e:
@@ -425,7 +443,8 @@ def main():
     if ran == 0:
         print("doc_blocks: no page has a runnable block", file=sys.stderr)
         return 1
-    print(f"doc_blocks: {ran} blocks ran", file=sys.stderr)
+    print(f"doc_blocks: {ran} blocks ran" + (f", {skipped} skipped" if skipped else ""),
+          file=sys.stderr)
     return 0
 
 
