@@ -93,7 +93,8 @@ kind = "cma"
 
 LANGUAGES = ("toml", "python", "sh", "cpp")        # what runs
 MUST_CHOOSE = LANGUAGES + ("bash",)                # what must say run or norun
-FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```", re.S | re.M)
+# A fence may be indented (a block in a list item): its lines lose that indent.
+FENCE = re.compile(r"^( *)```([^\n]*)\n(.*?)^\1```", re.S | re.M)
 RUN = re.compile(r"run(?: +(?!file=|needs=)([\w-]+))?(?: +file=([\w.-]+))?(?: +needs=(native))? *$")
 Block = collections.namedtuple("Block", "line lang node file needs code")
 
@@ -131,18 +132,18 @@ def blocks(path, strict=True):
     found, wrong = [], []
     for m in FENCE.finditer(text):
         line = text.count("\n", 0, m.start()) + 1
-        lang, _, marker = m.group(1).strip().partition(" ")
+        lang, _, marker = m.group(2).strip().partition(" ")
         marker = marker.strip()
         run = RUN.match(marker)
         if run and lang in LANGUAGES:
-            found.append(Block(line, lang, run.group(1) or "", run.group(2), run.group(3),
-                               m.group(2)))
+            code = re.sub(r"(?m)^" + m.group(1), "", m.group(3))
+            found.append(Block(line, lang, run.group(1) or "", run.group(2), run.group(3), code))
         elif run:
             wrong.append(f"{path}:{line}: ```{lang} run: only {', '.join(LANGUAGES)} blocks run")
         elif re.match(r"norun: *\S", marker):
             continue
         elif lang in MUST_CHOOSE:
-            wrong.append(f"{path}:{line}: ```{m.group(1).strip()}: mark it `{lang} run` or "
+            wrong.append(f"{path}:{line}: ```{m.group(2).strip()}: mark it `{lang} run` or "
                          f"`{lang} norun: <why it cannot run>`")
     if wrong and strict:
         raise Failure("\n".join(wrong))
