@@ -45,11 +45,13 @@ private ones: the sockets /run/isometry/grpc.sock and isometry.sock, the
 operator token /var/lib/isometry/operator.token, /srv/isometry/ (a DSK
 directory named in a toml block is made), the cluster secret
 /etc/isometry/cluster.secret (one shared, random secret), the rest of
-/etc/isometry/ (a directory of the page), every 10.0.0.N:PORT (a free port on 127.0.0.1),
-build-release/ (this build) and scripts/ (the repository's). A page with
-several nodes waits until each sees the others up before its first python,
-sh or cpp block. A runnable block that still names /etc/, /run/, /srv/ or
-/var/lib/isometry after that fails instead of touching this machine's daemon.
+/etc/isometry/ (a directory of the page), every 10.0.0.N:PORT (a free port
+on 127.0.0.1), build-release/ (this build) and scripts/ (the repository's).
+A page with several nodes waits until each sees the others up before its
+first python, sh or cpp block. A runnable block that still names
+/etc/isometry, /run/isometry, /srv/isometry or /var/lib/isometry after that
+fails instead of touching this machine's daemon. Fences may be indented (a
+block in a list item).
 
 Fails (exit 1) naming the page, the block's line and its output when a block
 is unmarked or fails, a cpp block's program is missing or older than the block
@@ -59,8 +61,8 @@ has a runnable block. Standard library only, with the client's package from
 """
 
 import argparse
-import collections
 import base64
+import collections
 import json
 import os
 import re
