@@ -69,6 +69,15 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free &&
 // sequence number) above a count, so nobody resets them between requests
 // (a reset would be one more cache line moved between the two cores).
 inline constexpr uint32_t kMaxPieces = 0xffff;  // pieces a request may have
+// The piece size for a copy of `bytes`: a few pieces in flight even for
+// small copies, so that packing and unpacking overlap, and at most 128 KiB
+// (half a slot). Each piece costs both sides a handover (a few cache
+// lines crossing cores), so larger pieces ran faster, up to 128 KiB
+// (docs/benchmarks/design-measurements.md, "Direct and served reads").
+inline uint64_t PieceBytesFor(uint64_t bytes) {
+  const uint64_t eighth = (bytes / 8 + 4095) / 4096 * 4096;
+  return eighth < (8 << 10) ? (8 << 10) : eighth > (128 << 10) ? (128 << 10) : eighth;
+}
 inline uint32_t Tagged(uint32_t seq, uint32_t count) { return (seq << 16) | count; }
 // The count `word` holds for request `seq`: 0 when it is another's.
 inline uint32_t CountFor(uint32_t word, uint32_t seq) {

@@ -44,6 +44,34 @@ CmaLimits LimitsOf(const DirectLease& lease) {
   return limits;
 }
 
+// A staged lease's pieces, checked as the program is: piece k moves its
+// bytes of the stream, reads only the slot's first bytes and writes inside
+// [0, dst_span).
+Result<std::vector<CopyProgram>> CheckedPieces(const v1::DirectReadResponse& r) {
+  const uint64_t piece = r.piece_bytes();
+  if (piece == 0 || r.unpack_ops_size() != r.unpack_programs_size() ||
+      static_cast<uint64_t>(r.unpack_programs_size()) != (r.bytes() + piece - 1) / piece) {
+    return Internal("isometryd sent a staged lease whose pieces do not cover its stream");
+  }
+  std::vector<CopyProgram> out;
+  for (int k = 0; k < r.unpack_programs_size(); ++k) {
+    const std::string& records = r.unpack_programs(k);
+    ISO_ASSIGN_OR_RETURN(
+        CopyProgram p, hop_window::DecodeProgram(reinterpret_cast<const std::byte*>(records.data()),
+                                                 r.unpack_ops(k), records.size()));
+    const uint64_t at = static_cast<uint64_t>(k) * piece;
+    const uint64_t len = std::min(piece, r.bytes() - at);
+    const std::optional<hop_window::Span> src = hop_window::SideSpan(p, true);
+    const std::optional<hop_window::Span> dst = hop_window::SideSpan(p, false);
+    if (p.bytes != len || !src || !dst || src->lo < 0 || dst->lo < 0 ||
+        static_cast<uint64_t>(src->hi) > len || static_cast<uint64_t>(dst->hi) > r.dst_span()) {
+      return Internal("isometryd sent a staged lease whose piece ", k, " reaches outside its ends");
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<std::shared_ptr<const DirectLease>> CheckedLease(const v1::DirectReadResponse& r,
@@ -59,11 +87,19 @@ Result<std::shared_ptr<const DirectLease>> CheckedLease(const v1::DirectReadResp
                                            reinterpret_cast<const std::byte*>(r.program().data()),
                                            r.program_ops(), r.program().size()));
   if (lease->program.bytes != r.bytes()) return bad("moves ", lease->program.bytes, " bytes");
+  const bool staged = r.unpack_programs_size() > 0;
   const std::optional<hop_window::Span> src = hop_window::SideSpan(lease->program, true);
   const std::optional<hop_window::Span> dst = hop_window::SideSpan(lease->program, false);
+  // A staged program writes stream positions, which only its pieces place.
   if (!src || !dst || src->lo < 0 || dst->lo < 0 || src->hi > r.src_span() ||
-      dst->hi > r.dst_span()) {
+      static_cast<uint64_t>(dst->hi) > (staged ? r.bytes() : r.dst_span())) {
     return bad("reaches outside its ends");
+  }
+  std::vector<CopyProgram> pieces;
+  if (staged) {
+    ISO_ASSIGN_OR_RETURN(pieces, CheckedPieces(r));
+    // Without the publisher's window nothing can run it here.
+    if (!window) return FailedPrecondition("no serve window for a staged lease");
   }
   const uint64_t local = r.local_address();
   if (local < own_begin || local > own_end || r.dst_span() > own_end - local) {
@@ -82,6 +118,15 @@ Result<std::shared_ptr<const DirectLease>> CheckedLease(const v1::DirectReadResp
   if (lease->gather && extent->end - extent->begin >= kSplitBytes) {
     lease->halves = SplitProgram(lease->program);
     if (lease->halves.size() != 2) lease->halves.clear();
+  }
+  if (staged) {
+    auto served = MakeStagedServedProgram(lease->program, std::move(pieces), r.piece_bytes(),
+                                          lease->remote_address, lease->local);
+    if (!served) return bad("has pieces no lane can serve");
+    lease->served = std::move(*served);
+    lease->served_window = std::move(window);
+    lease->staged = true;
+    return std::shared_ptr<const DirectLease>(std::move(lease));
   }
   if (window) {
     if (auto served = MakeServedProgram(lease->program, lease->remote_address, lease->local)) {
@@ -138,6 +183,7 @@ Status RunDirectRead(const DirectLease& lease, DirectHelper* helper, uint32_t sp
       return *s;
     }
   }
+  if (lease.staged) return Unavailable("the publisher did not serve this staged copy");
   return KernelRead(lease, helper);
 }
 
@@ -247,6 +293,7 @@ std::optional<Completion> Client::Impl::TryDirect(uint64_t src, uint64_t dst) {
     leases.clear();
     return std::nullopt;
   }
+  if (lease->staged && absl::IsUnavailable(s)) return std::nullopt;  // the daemon copies this one
   if (absl::IsPermissionDenied(s)) {
     // The kernel does not let this process read that one (Yama, another
     // uid's ids since): the daemon may, for a client of that uid.

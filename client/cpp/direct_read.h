@@ -53,6 +53,10 @@ struct DirectLease {
   // process could not attach to its window).
   std::shared_ptr<ServedWindow> served_window;
   std::unique_ptr<ServedProgram> served;
+  // A staged lease (DirectReadResponse.unpack_programs): `program` packs
+  // into a stream, not into this process's memory, so it runs only through
+  // the serve window; a copy that cannot goes through the daemon.
+  bool staged = false;
 };
 
 // Runs over which a lease walks its program at every copy instead of
@@ -110,6 +114,8 @@ Result<std::shared_ptr<const DirectLease>> CheckedLease(const v1::DirectReadResp
 // `helper` (may be null) takes half of a copy of kSplitBytes and more.
 // A lease with a serve window copies through it first (`spin_us`: how long
 // to spin on a piece), and reads the kernel's way when it cannot.
+// A staged lease's copy the publisher did not serve: UNAVAILABLE, and the
+// caller copies through the daemon.
 Status RunDirectRead(const DirectLease& lease, DirectHelper* helper, uint32_t spin_us);
 
 }  // namespace isometry::client

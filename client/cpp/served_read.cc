@@ -52,13 +52,14 @@ bool Exited(int pidfd) {
 
 }  // namespace
 
-uint64_t PieceBytesFor(uint64_t bytes) {
-  return std::clamp<uint64_t>((bytes / 8 + 4095) / 4096 * 4096, 8 << 10, 128 << 10);
-}
+uint64_t PieceBytesFor(uint64_t bytes) { return serve_window::PieceBytesFor(bytes); }
 
-std::optional<std::unique_ptr<ServedProgram>> MakeServedProgram(const CopyProgram& program,
-                                                                uint64_t remote_address,
-                                                                std::byte* local) {
+namespace {
+
+// `program`'s records and id, for a lane; the caller adds its pieces.
+std::optional<std::unique_ptr<ServedProgram>> EncodedProgram(const CopyProgram& program,
+                                                             uint64_t remote_address,
+                                                             std::byte* local) {
   const uint64_t encoded = hop_window::EncodedBytes(program);
   if (encoded > serve_window::kProgramBytes || program.bytes == 0) return std::nullopt;
   auto p = std::make_unique<ServedProgram>();
@@ -74,9 +75,34 @@ std::optional<std::unique_ptr<ServedProgram>> MakeServedProgram(const CopyProgra
   p->bytes = program.bytes;
   p->remote_address = remote_address;
   p->local = local;
-  p->piece_bytes = PieceBytesFor(program.bytes);
-  p->unpack = CutPacked(program, p->piece_bytes, PackSide::kUnpack);
-  if (p->unpack.size() > serve_window::kMaxPieces) return std::nullopt;
+  return p;
+}
+
+}  // namespace
+
+std::optional<std::unique_ptr<ServedProgram>> MakeServedProgram(const CopyProgram& program,
+                                                                uint64_t remote_address,
+                                                                std::byte* local) {
+  std::optional<std::unique_ptr<ServedProgram>> p = EncodedProgram(program, remote_address, local);
+  if (!p) return std::nullopt;
+  (*p)->piece_bytes = PieceBytesFor(program.bytes);
+  (*p)->unpack = CutPacked(program, (*p)->piece_bytes, PackSide::kUnpack);
+  if ((*p)->unpack.size() > serve_window::kMaxPieces) return std::nullopt;
+  return p;
+}
+
+std::optional<std::unique_ptr<ServedProgram>> MakeStagedServedProgram(
+    const CopyProgram& program, std::vector<CopyProgram> pieces, uint64_t piece_bytes,
+    uint64_t remote_address, std::byte* local) {
+  if (piece_bytes == 0 || piece_bytes > serve_window::kSlotBytes ||
+      pieces.size() > serve_window::kMaxPieces ||
+      pieces.size() != (program.bytes + piece_bytes - 1) / piece_bytes) {
+    return std::nullopt;
+  }
+  std::optional<std::unique_ptr<ServedProgram>> p = EncodedProgram(program, remote_address, local);
+  if (!p) return std::nullopt;
+  (*p)->piece_bytes = piece_bytes;
+  (*p)->unpack = std::move(pieces);
   return p;
 }
 

@@ -43,12 +43,17 @@ struct ServedProgram {
   mutable std::atomic<bool> usable{true};
 };
 
-// The piece size for a copy of `bytes`: a few pieces in flight even for
-// small copies, so that packing and unpacking overlap, and at most 128 KiB
-// (half a slot). Each piece costs both sides a handover (a few cache
-// lines crossing cores), so larger pieces ran faster, up to 128 KiB
-// (docs/benchmarks/design-measurements.md, "Direct and served reads").
+// The piece size for a copy of `bytes` (serve_window::PieceBytesFor).
 uint64_t PieceBytesFor(uint64_t bytes);
+
+// A staged lease's program made ready for a lane: `program` packs the
+// source's stream densely (its destination offsets are stream positions)
+// and `pieces` unpack it here, piece k being bytes [k * piece_bytes, ...)
+// of the stream (source offsets in the piece, destination offsets from
+// `local`). Nullopt when the records do not fit the lane's program area.
+std::optional<std::unique_ptr<ServedProgram>> MakeStagedServedProgram(
+    const CopyProgram& program, std::vector<CopyProgram> pieces, uint64_t piece_bytes,
+    uint64_t remote_address, std::byte* local);
 
 // `program` made ready for a lane; nullopt when its records do not fit the
 // lane's program area.

@@ -438,6 +438,11 @@ class Node {
     std::shared_ptr<const CopyProgram> program;
     uint32_t epoch = 0;
     std::optional<ServeWindowRef> serve;  // the source's publisher serves reads
+    // A staged lease (DirectReadResponse.unpack_programs): `program` packs
+    // the source's stream densely; piece k of `piece_bytes` is written by
+    // unpack[k] (offsets from local_address). Empty otherwise.
+    uint64_t piece_bytes = 0;
+    std::vector<CopyProgram> unpack;
   };
   // `served_reads`: the reader copies through the source's serve window
   // when there is one.

@@ -24,6 +24,8 @@
 #include "daemon/node/node_impl.h"
 #include "layout/form_compiler.h"
 #include "layout/hop_window.h"
+#include "layout/layout_chunk.h"
+#include "layout/serve_window.h"
 #include "procmem/cma_gather.h"
 
 namespace isometry {
@@ -34,10 +36,11 @@ namespace {
 constexpr uint64_t kMaxLeaseProgramBytes = 768 << 10;
 
 // Why a datatype copy against a layout whose stream is a list of runs is
-// no direct read (empty: it may be one): one program of the whole box
-// would pair every run, while the daemon's path takes it chunk by chunk,
-// each chunk a layout program against a slot. (Contiguous bytes against
-// such a layout are a layout copy, which a lease runs.)
+// no plain direct read (empty: it may be one): one program of the whole
+// box would pair every run. It may still be a staged lease (LeaseEnds);
+// else the daemon's path takes it chunk by chunk, each chunk a layout
+// program against a slot. (Contiguous bytes against such a layout are a
+// layout copy, which a lease runs.)
 std::string ChunkedLayoutEnd(const CopyRequest& r) {
   const InstanceRef* refs[2] = {&r.src, &r.dst};
   for (int i = 0; i < 2; ++i) {
@@ -56,13 +59,40 @@ std::string ChunkedLayoutEnd(const CopyRequest& r) {
 // layout compiler's (each field looped at its own stride) rather than a
 // pairing of their forms, which are lists of runs for SOA over fields of
 // different sizes.
+//
+// A staged lease (a datatype source against a layout end described chunk
+// by chunk) packs the source's stream densely, and each served piece is
+// unpacked by the layout compiler's program for its bytes of the stream
+// (LayoutSlotProgram): the publisher packs the datatype, the reader
+// unpacks the layout, and no program pairs the two sides' runs.
 struct LeaseEnds {
   std::array<std::shared_ptr<const PackedEnd>, 2> packed;
   std::array<InstanceShape, 2> shapes;
 
+  bool staged() const { return packed[1] && packed[1]->layout.has_value(); }
   Result<FormCopy> Compile() const {
     if (!packed[0]) return CompileLayoutCopy(shapes[0], shapes[1], shapes[0].bounds);
+    if (staged()) {
+      const CanonicalForm dense{{FormPiece{0, static_cast<int64_t>(packed[1]->bytes), {}, {}}}};
+      return CompileFormCopy(packed[0]->form, dense);
+    }
     return CompileFormCopy(packed[0]->form, packed[1]->form);
+  }
+  // The staged lease's pieces, at most `budget` bytes of records in all.
+  Result<std::vector<CopyProgram>> Pieces(uint64_t piece_bytes, uint64_t budget) const {
+    std::vector<CopyProgram> out;
+    const uint64_t bytes = packed[1]->bytes;
+    for (uint64_t at = 0; at < bytes; at += piece_bytes) {
+      ISO_ASSIGN_OR_RETURN(CopyProgram p, LayoutSlotProgram(*packed[1]->layout, at,
+                                                            std::min(bytes, at + piece_bytes),
+                                                            /*to_layout=*/true));
+      const uint64_t encoded = hop_window::EncodedBytes(p);
+      if (encoded > budget)
+        return ResourceExhausted("pieces over ", kMaxLeaseProgramBytes, " bytes");
+      budget -= encoded;
+      out.push_back(std::move(p));
+    }
+    return out;
   }
   uint64_t span(int i) const { return packed[i] ? packed[i]->span : shapes[i].total_bytes(); }
 };
@@ -127,7 +157,13 @@ Result<Node::DirectRead> Node::GrantDirectRead(const std::string& session, uint6
     if (ends[0]->packed || ends[1]->packed) {  // contiguous bytes become a layout
       ISO_RETURN_IF_ERROR(n.PackEndsLocked(ends, std::nullopt, request, /*local=*/true));
     }
-    if (const std::string why = ChunkedLayoutEnd(request); !why.empty()) return refuse(why);
+    if (const std::string why = ChunkedLayoutEnd(request); !why.empty()) {
+      // Staged through the publisher's serve window (LeaseEnds) when it has
+      // one and the datatype is the source; else the daemon's chunks.
+      const bool stageable = request.src.packed && !request.src.packed->layout &&
+                             request.dst.packed && request.dst.packed->layout;
+      if (!stageable || !ranges[0]->serve || !served_reads) return refuse(why);
+    }
     lease = {{request.src.packed, request.dst.packed}, {request.src.shape, request.dst.shape}};
     offsets[0] = ends[0]->offset;
     offsets[1] = ends[1]->offset;
@@ -144,11 +180,25 @@ Result<Node::DirectRead> Node::GrantDirectRead(const std::string& session, uint6
     return refuse(copy.program.runs, " runs over ", span,
                   " bytes: the daemon gathers that in chunks faster than one system call a run");
   }
-  if (hop_window::EncodedBytes(copy.program) > kMaxLeaseProgramBytes) {
+  const uint64_t encoded = hop_window::EncodedBytes(copy.program);
+  if (encoded > kMaxLeaseProgramBytes) {
     return refuse("the copy program has ", copy.program.ops.size(), " ops (over ",
                   kMaxLeaseProgramBytes, " bytes)");
   }
   DirectRead out;
+  if (lease.staged()) {
+    // The pieces must sit at stream positions: the dense end from 0.
+    if (copy.dst_shift != 0) return refuse("the packed stream does not start at 0");
+    out.piece_bytes = serve_window::PieceBytesFor(copy.program.bytes);
+    Result<std::vector<CopyProgram>> pieces =
+        lease.Pieces(out.piece_bytes, kMaxLeaseProgramBytes - encoded);
+    if (!pieces.ok()) {
+      return refuse("a datatype against this layout takes ", pieces.status().message(),
+                    ": the daemon copies it chunk by chunk");
+    }
+    if (pieces->size() > serve_window::kMaxPieces) return refuse("too many pieces");
+    out.unpack = *std::move(pieces);
+  }
   absl::MutexLock lock(&n.mu);
   // Again under the lock that ends ranges: alive now and recorded in the
   // session's leases, so an end from here on bumps the epoch read below.

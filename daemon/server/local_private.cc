@@ -44,6 +44,18 @@ Status AnswerDirectRead(Node& node, const std::string& session, std::atomic<uint
   resp->set_program_ops(lease.program->ops.size());
   resp->set_program(std::move(program));
   resp->set_epoch(lease.epoch);
+  if (!lease.unpack.empty()) {
+    resp->set_piece_bytes(lease.piece_bytes);
+    for (const CopyProgram& piece : lease.unpack) {
+      std::string records(hop_window::EncodedBytes(piece), '\0');
+      const std::optional<uint64_t> n = hop_window::EncodeProgram(
+          piece, reinterpret_cast<std::byte*>(records.data()), records.size());
+      if (!n) return Internal("direct read: a piece's program did not encode");
+      records.resize(*n);
+      resp->add_unpack_programs(std::move(records));
+      resp->add_unpack_ops(piece.ops.size());
+    }
+  }
   if (lease.serve) {
     resp->mutable_serve()->set_fd(lease.serve->fd);
     resp->mutable_serve()->set_bytes(lease.serve->bytes);

@@ -262,11 +262,13 @@ TEST_CASE("layouts of the same fields and bounds by lease; others through the da
   CHECK(d.Stop() == 0);
 }
 
-TEST_CASE("layouts over fields of different sizes by lease at 16 MiB; a strided type not") {
+TEST_CASE("layouts over fields of different sizes by lease at 16 MiB, a strided type staged") {
   // SOA over fields {6, 1, 1} is a list of runs as a form: the old daemon
   // paired the two ends' forms, walked 2M runs and refused the lease on
   // every copy. Now a lease runs the layout compiler's program, for a
-  // layout or contiguous bytes; a strided type goes through the daemon.
+  // layout or contiguous bytes; a strided type is a staged lease (the
+  // publisher packs it, each piece unpacked by a layout program), and
+  // goes through the daemon for a reader without served reads.
   constexpr int64_t kPoints = int64_t{2} << 20;
   constexpr uint64_t kBytes = uint64_t{kPoints} * 8;
   Daemon d(kDatatypeChannels);
@@ -289,34 +291,54 @@ TEST_CASE("layouts over fields of different sizes by lease at 16 MiB; a strided 
   auto half = c->Register(mine.range, 0, soa(kPoints / 2));
   REQUIRE((theirs.ok() && bytes.ok() && every_other.ok() && here.ok() && half.ok()));
   // Point i of `points` points holds the source's 8 bytes from step * i.
-  const auto check = [&](int64_t points, int64_t step) {
+  const auto check = [&](int64_t points, int64_t step, const Mine& into) {
     const InstanceShape s = soa(points);
     for (int64_t i = 0; i < points; ++i) {
       const uint8_t* point = &other0[static_cast<size_t>(i * step)];
       const uint8_t* want[3] = {point, point + 6, point + 7};
       for (size_t f = 0; f < 3; ++f) {
-        const uint8_t* got = &mine.bytes[s.OffsetOf(f, {i})];
+        const uint8_t* got = &into.bytes[s.OffsetOf(f, {i})];
         if (!std::equal(want[f], want[f] + fields.fields()[f].size, got)) {
           FAIL("point " << i << " field " << f);
         }
       }
     }
   };
-  const auto copy = [&](const client::Instance& from, const client::Instance& to) {
-    std::fill(mine.bytes.begin(), mine.bytes.end(), 0);
-    const client::Completion done = c->Copy(from, to);
+  const auto copy_by = [&](Client& by, Mine& into, const client::Instance& from,
+                           const client::Instance& to) {
+    std::fill(into.bytes.begin(), into.bytes.end(), 0);
+    const client::Completion done = by.Copy(from, to);
     INFO(done.status.ToString());
     REQUIRE(done.status.ok());
     return done.transfer;
   };
+  const auto copy = [&](const client::Instance& from, const client::Instance& to) {
+    return copy_by(*c, mine, from, to);
+  };
   CHECK(copy(*theirs, *here) == 0);
-  check(kPoints, 8);
+  check(kPoints, 8, mine);
   CHECK(copy(*bytes, *here) == 0);
-  check(kPoints, 8);
-  CHECK(copy(*every_other, *half) != 0);
-  check(kPoints / 2, 16);
-  CHECK(c->direct_reads_run() == 2);
-  CHECK(d.Status().direct_read_leases() == 2);
+  check(kPoints, 8, mine);
+  const uint64_t served0 = c->served_reads_run();
+  for (int i = 0; i < 2; ++i) {  // the second copy reuses the lease
+    CHECK(copy(*every_other, *half) == 0);
+    check(kPoints / 2, 16, mine);
+  }
+  CHECK(c->served_reads_run() == served0 + 2);
+  CHECK(c->direct_reads_run() == 4);
+  CHECK(d.Status().direct_read_leases() == 3);
+
+  auto off = Client::Connect(
+      {.local_socket = d.local_socket(), .name = "kernel-reads", .served_reads = false});
+  REQUIRE(off.ok());
+  Mine mine2 = RegisterMine(**off, kBytes, 83);
+  auto every_other2 = (*off)->RegisterPrivateInstance(
+      other.range(), 0, Elements{*Datatype::Vector(kPoints / 2, 1, 2, dbl), 1, 0});
+  auto half2 = (*off)->Register(mine2.range, 0, soa(kPoints / 2));
+  REQUIRE((every_other2.ok() && half2.ok()));
+  CHECK(copy_by(**off, mine2, *every_other2, *half2) != 0);
+  check(kPoints / 2, 16, mine2);
+  CHECK((*off)->direct_reads_run() == 0);
   CHECK(d.Stop() == 0);
 }
 
