@@ -28,9 +28,6 @@ inline NodeMemory SplitNodeMemory(const std::string& name, const std::string& se
   return {name.substr(0, colon), name.substr(colon + 1)};
 }
 
-// A registered instance as the node knows it.
-struct InstanceSpec;
-
 // A cross-node copy's end on this node that touches watched regions of a
 // pool allocation (docs/guides/active-access.md, "Active Access"): a put's half writes into a
 // scratch buffer (the end's `local` already points there), a get's half

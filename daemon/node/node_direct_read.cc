@@ -36,12 +36,16 @@ namespace {
 constexpr uint64_t kMaxLeaseProgramBytes = 768 << 10;
 
 // Why a datatype copy against a layout whose stream is a list of runs is
-// no plain direct read (empty: it may be one): one program of the whole
-// box would pair every run. It may still be a staged lease (LeaseEnds);
-// else the daemon's path takes it chunk by chunk, each chunk a layout
-// program against a slot. (Contiguous bytes against such a layout are a
-// layout copy, which a lease runs.)
-std::string ChunkedLayoutEnd(const CopyRequest& r) {
+// no direct read (empty: it may be one): one program of the whole box
+// would pair every run. A datatype source into such a layout is a staged
+// lease (LeaseEnds) when its publisher serves reads (`served`); else the
+// daemon's path takes it chunk by chunk, each chunk a layout program
+// against a slot. (Contiguous bytes against such a layout are a layout
+// copy, which a lease runs.)
+std::string ChunkedLayoutEnd(const CopyRequest& r, bool served) {
+  if (served && r.src.packed && !r.src.packed->layout && r.dst.packed && r.dst.packed->layout) {
+    return "";
+  }
   const InstanceRef* refs[2] = {&r.src, &r.dst};
   for (int i = 0; i < 2; ++i) {
     if (refs[i]->packed && refs[i]->packed->layout) {
@@ -51,6 +55,24 @@ std::string ChunkedLayoutEnd(const CopyRequest& r) {
     }
   }
   return "";
+}
+
+// Why two instances are no pair a lease may copy (null: they may be).
+const char* EndsRefusal(const Instance& src, const Instance& dst, uint64_t session) {
+  if (!src.private_range || !dst.private_range) return "both ends must lie in private ranges";
+  // Two layouts' packed streams (each its whole box in AOS C order) match
+  // byte for byte when their fields and bounds are the same. Other pairs
+  // the daemon's path checks and places (the source's box inside larger
+  // bounds).
+  if (!src.packed && !dst.packed &&
+      (!(src.shape.fields == dst.shape.fields) || src.shape.bounds != dst.shape.bounds)) {
+    return "layouts of different fields or bounds go through the daemon";
+  }
+  if (dst.private_range->session != session) {
+    return "the destination must lie in a range this session registered (a direct read writes "
+           "the reader's own memory)";
+  }
+  return nullptr;
 }
 
 // What a lease copies: the packed ends when a datatype is on either end,
@@ -87,12 +109,28 @@ struct LeaseEnds {
                                                             std::min(bytes, at + piece_bytes),
                                                             /*to_layout=*/true));
       const uint64_t encoded = hop_window::EncodedBytes(p);
-      if (encoded > budget)
+      if (encoded > budget || out.size() == serve_window::kMaxPieces) {
         return ResourceExhausted("pieces over ", kMaxLeaseProgramBytes, " bytes");
+      }
       budget -= encoded;
       out.push_back(std::move(p));
     }
     return out;
+  }
+  // A staged lease's pieces into `out` (`encoded`: the program's records);
+  // why not, when they cannot be (empty: staged).
+  std::string Stage(const FormCopy& copy, uint64_t encoded, Node::DirectRead& out) const {
+    // The pieces must sit at stream positions: the dense end from 0.
+    if (copy.dst_shift != 0) return "the packed stream does not start at 0";
+    out.piece_bytes = serve_window::PieceBytesFor(copy.program.bytes);
+    Result<std::vector<CopyProgram>> pieces =
+        Pieces(out.piece_bytes, kMaxLeaseProgramBytes - encoded);
+    if (!pieces.ok()) {
+      return StrCat("a datatype against this layout takes ", pieces.status().message(),
+                    ": the daemon copies it chunk by chunk");
+    }
+    out.unpack = *std::move(pieces);
+    return "";
   }
   uint64_t span(int i) const { return packed[i] ? packed[i]->span : shapes[i].total_bytes(); }
 };
@@ -133,22 +171,7 @@ Result<Node::DirectRead> Node::GrantDirectRead(const std::string& session, uint6
       }
       ends[i] = &it->second;
     }
-    if (!ends[0]->private_range || !ends[1]->private_range) {
-      return refuse("both ends must lie in private ranges");
-    }
-    // Two layouts' packed streams (each its whole box in AOS C order)
-    // match byte for byte when their fields and bounds are the same. Other
-    // pairs the daemon's path checks and places (the source's box inside
-    // larger bounds).
-    if (!ends[0]->packed && !ends[1]->packed &&
-        (!(ends[0]->shape.fields == ends[1]->shape.fields) ||
-         ends[0]->shape.bounds != ends[1]->shape.bounds)) {
-      return refuse("layouts of different fields or bounds go through the daemon");
-    }
-    if (ends[1]->private_range->session != s->id) {
-      return refuse("the destination must lie in a range this session registered (a direct ",
-                    "read writes the reader's own memory)");
-    }
+    if (const char* why = EndsRefusal(*ends[0], *ends[1], s->id)) return refuse(why);
     ISO_ASSIGN_OR_RETURN(ranges[0], n.UsablePrivateRange(*s, ends[0]->private_range->id));
     ISO_ASSIGN_OR_RETURN(ranges[1], n.UsablePrivateRange(*s, ends[1]->private_range->id));
     CopyRequest request;
@@ -157,13 +180,8 @@ Result<Node::DirectRead> Node::GrantDirectRead(const std::string& session, uint6
     if (ends[0]->packed || ends[1]->packed) {  // contiguous bytes become a layout
       ISO_RETURN_IF_ERROR(n.PackEndsLocked(ends, std::nullopt, request, /*local=*/true));
     }
-    if (const std::string why = ChunkedLayoutEnd(request); !why.empty()) {
-      // Staged through the publisher's serve window (LeaseEnds) when it has
-      // one and the datatype is the source; else the daemon's chunks.
-      const bool stageable = request.src.packed && !request.src.packed->layout &&
-                             request.dst.packed && request.dst.packed->layout;
-      if (!stageable || !ranges[0]->serve || !served_reads) return refuse(why);
-    }
+    const bool served = ranges[0]->serve && served_reads;
+    if (const std::string why = ChunkedLayoutEnd(request, served); !why.empty()) return refuse(why);
     lease = {{request.src.packed, request.dst.packed}, {request.src.shape, request.dst.shape}};
     offsets[0] = ends[0]->offset;
     offsets[1] = ends[1]->offset;
@@ -186,18 +204,8 @@ Result<Node::DirectRead> Node::GrantDirectRead(const std::string& session, uint6
                   kMaxLeaseProgramBytes, " bytes)");
   }
   DirectRead out;
-  if (lease.staged()) {
-    // The pieces must sit at stream positions: the dense end from 0.
-    if (copy.dst_shift != 0) return refuse("the packed stream does not start at 0");
-    out.piece_bytes = serve_window::PieceBytesFor(copy.program.bytes);
-    Result<std::vector<CopyProgram>> pieces =
-        lease.Pieces(out.piece_bytes, kMaxLeaseProgramBytes - encoded);
-    if (!pieces.ok()) {
-      return refuse("a datatype against this layout takes ", pieces.status().message(),
-                    ": the daemon copies it chunk by chunk");
-    }
-    if (pieces->size() > serve_window::kMaxPieces) return refuse("too many pieces");
-    out.unpack = *std::move(pieces);
+  if (const std::string why = lease.staged() ? lease.Stage(copy, encoded, out) : ""; !why.empty()) {
+    return refuse(why);
   }
   absl::MutexLock lock(&n.mu);
   // Again under the lock that ends ranges: alive now and recorded in the
@@ -206,10 +214,9 @@ Result<Node::DirectRead> Node::GrantDirectRead(const std::string& session, uint6
   for (const auto& r : ranges) {
     if (!r->alive) return NotFound("direct read: private range ", r->id, " has ended");
   }
-  const ClientProcess& source = *ranges[0]->process;
-  out.pidfd.reset(::fcntl(source.pidfd(), F_DUPFD_CLOEXEC, 0));
+  out.pidfd.reset(::fcntl(ranges[0]->process->pidfd(), F_DUPFD_CLOEXEC, 0));
   if (!out.pidfd.valid()) return Internal("direct read: dup of a pidfd: ", ErrnoString(errno));
-  out.pid = source.pid();
+  out.pid = ranges[0]->process->pid();
   out.remote_address = ranges[0]->address + offsets[0] + static_cast<uint64_t>(copy.src_shift);
   out.local_address = ranges[1]->address + offsets[1] + static_cast<uint64_t>(copy.dst_shift);
   // The program's offsets start at the shifts: its own spans are what is

@@ -33,6 +33,7 @@ TEST_CASE("an empty histogram has every bucket at 0") {
 TEST_CASE("observations from many threads are all counted") {
   Histogram h(kSecondsBounds);
   std::vector<std::thread> threads;
+  threads.reserve(4);
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&h] {
       for (int i = 0; i < 10000; ++i) h.Observe(1e-3);

@@ -192,7 +192,9 @@ TEST_CASE("histograms: cumulative buckets, +Inf equal to _count, _sum") {
   for (double bound : kSecondsBounds) {
     char le[32];
     *std::to_chars(le, le + sizeof(le) - 1, bound).ptr = '\0';
-    const uint64_t n = std::stoull(samples.at(name + "_bucket{" + labels + ",le=\"" + le + "\"}"));
+    std::string key = name;
+    key.append("_bucket{").append(labels).append(",le=\"").append(le).append("\"}");
+    const uint64_t n = std::stoull(samples.at(key));
     CHECK(n >= last);
     last = n;
     ++buckets;
