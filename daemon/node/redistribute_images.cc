@@ -10,7 +10,8 @@
 // instead, and one copy then writes the image into the file as one
 // contiguous range: large I/Os and one fdatasync. Only storage that the
 // rank's elements fill without gaps (no padding, no bytes between fields)
-// goes this way, since the image replaces every byte of the range. A rank
+// goes this way, since the image replaces every byte of the range, and
+// only where every producer rank is on this node (PlanImages). A rank
 // larger than kWindowBytes is cut into windows along its outermost
 // dimension (each a contiguous range of its storage), its pieces cut with
 // it, and each window is imaged and written in turn: kLiveImages at once,
@@ -227,6 +228,15 @@ void AddWindows(uint64_t q, const Windows& w, MemoryId memory, std::vector<Piece
 }  // namespace
 
 std::vector<ConsumerImagePlan> PlanImages(const Topology& topo, RedistributionOp::Setup& setup) {
+  // A producer rank on another node has its pieces run by that node, which
+  // writes them into this node's consumer files itself: an image here
+  // holds only this node's pieces, and writing it would overwrite theirs
+  // with whatever the image holds there (wrong bytes, whichever write
+  // lands last). Images only where every producer rank is here.
+  if (std::any_of(setup.producers.begin(), setup.producers.end(),
+                  [](const RankEnd& p) { return !p.empty && !p.node.empty(); })) {
+    return {};
+  }
   const size_t n = setup.consumers.size();
   std::vector<uint64_t> bytes(n, 0), runs(n, 0);
   for (const PieceTask& t : setup.tasks) {
