@@ -52,15 +52,15 @@ Result<std::unique_ptr<Channel>> Make(const ChannelConfig& c, const ChannelConte
   return MakeDiskChannel(c);
 }
 
-}  // namespace
-
+// The two disk kinds differ only in their direction.
 // Disk hops move whole runs between a file and memory (one I/O per run):
 // a layout change there is an I/O per tiny run, so they never convert.
-const ChannelBackend& DiskReadBackend() {
-  static constexpr ChannelBackend kBackend{
-      .kind = ChannelKind::kDiskRead,
-      .name = "disk_read",
-      .serves = ServesRead,
+constexpr ChannelBackend DiskBackend(ChannelKind kind, const char* name,
+                                     bool (*serves)(MemoryKind, MemoryKind)) {
+  return ChannelBackend{
+      .kind = kind,
+      .name = name,
+      .serves = serves,
       .converts_layout = false,
       .model = Model,
       .spends_budget = SpendsBudget,
@@ -69,22 +69,19 @@ const ChannelBackend& DiskReadBackend() {
       .probe = Probe,
       .make = Make,
   };
+}
+
+}  // namespace
+
+const ChannelBackend& DiskReadBackend() {
+  static constexpr ChannelBackend kBackend =
+      DiskBackend(ChannelKind::kDiskRead, "disk_read", ServesRead);
   return kBackend;
 }
 
 const ChannelBackend& DiskWriteBackend() {
-  static constexpr ChannelBackend kBackend{
-      .kind = ChannelKind::kDiskWrite,
-      .name = "disk_write",
-      .serves = ServesWrite,
-      .converts_layout = false,
-      .model = Model,
-      .spends_budget = SpendsBudget,
-      .calibrate = Calibrate,
-      .describe = DescribeDiskChannel,
-      .probe = Probe,
-      .make = Make,
-  };
+  static constexpr ChannelBackend kBackend =
+      DiskBackend(ChannelKind::kDiskWrite, "disk_write", ServesWrite);
   return kBackend;
 }
 
