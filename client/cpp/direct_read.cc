@@ -44,6 +44,20 @@ CmaLimits LimitsOf(const DirectLease& lease) {
   return limits;
 }
 
+// Records of a lease's response, decoded.
+Result<CopyProgram> Decoded(const std::string& records, uint64_t ops) {
+  return hop_window::DecodeProgram(reinterpret_cast<const std::byte*>(records.data()), ops,
+                                   records.size());
+}
+
+// Whether `p` reads only inside [0, src_limit) and writes only inside
+// [0, dst_limit) of its bases.
+bool Inside(const CopyProgram& p, uint64_t src_limit, uint64_t dst_limit) {
+  const std::optional<hop_window::Span> src = hop_window::SideSpan(p, true);
+  const std::optional<hop_window::Span> dst = hop_window::SideSpan(p, false);
+  return src && dst && src->lo >= 0 && dst->lo >= 0 && src->hi <= src_limit && dst->hi <= dst_limit;
+}
+
 // A staged lease's pieces, checked as the program is: piece k moves its
 // bytes of the stream, reads only the slot's first bytes and writes inside
 // [0, dst_span).
@@ -55,16 +69,10 @@ Result<std::vector<CopyProgram>> CheckedPieces(const v1::DirectReadResponse& r) 
   }
   std::vector<CopyProgram> out;
   for (int k = 0; k < r.unpack_programs_size(); ++k) {
-    const std::string& records = r.unpack_programs(k);
-    ISO_ASSIGN_OR_RETURN(
-        CopyProgram p, hop_window::DecodeProgram(reinterpret_cast<const std::byte*>(records.data()),
-                                                 r.unpack_ops(k), records.size()));
+    ISO_ASSIGN_OR_RETURN(CopyProgram p, Decoded(r.unpack_programs(k), r.unpack_ops(k)));
     const uint64_t at = static_cast<uint64_t>(k) * piece;
     const uint64_t len = std::min(piece, r.bytes() - at);
-    const std::optional<hop_window::Span> src = hop_window::SideSpan(p, true);
-    const std::optional<hop_window::Span> dst = hop_window::SideSpan(p, false);
-    if (p.bytes != len || !src || !dst || src->lo < 0 || dst->lo < 0 ||
-        static_cast<uint64_t>(src->hi) > len || static_cast<uint64_t>(dst->hi) > r.dst_span()) {
+    if (p.bytes != len || !Inside(p, len, r.dst_span())) {
       return Internal("isometryd sent a staged lease whose piece ", k, " reaches outside its ends");
     }
     out.push_back(std::move(p));
@@ -83,16 +91,11 @@ Result<std::shared_ptr<const DirectLease>> CheckedLease(const v1::DirectReadResp
   };
   if (!pidfd.valid() || r.pid() <= 0) return bad("names no process");
   auto lease = std::make_shared<DirectLease>();
-  ISO_ASSIGN_OR_RETURN(lease->program, hop_window::DecodeProgram(
-                                           reinterpret_cast<const std::byte*>(r.program().data()),
-                                           r.program_ops(), r.program().size()));
+  ISO_ASSIGN_OR_RETURN(lease->program, Decoded(r.program(), r.program_ops()));
   if (lease->program.bytes != r.bytes()) return bad("moves ", lease->program.bytes, " bytes");
   const bool staged = r.unpack_programs_size() > 0;
-  const std::optional<hop_window::Span> src = hop_window::SideSpan(lease->program, true);
-  const std::optional<hop_window::Span> dst = hop_window::SideSpan(lease->program, false);
   // A staged program writes stream positions, which only its pieces place.
-  if (!src || !dst || src->lo < 0 || dst->lo < 0 || src->hi > r.src_span() ||
-      static_cast<uint64_t>(dst->hi) > (staged ? r.bytes() : r.dst_span())) {
+  if (!Inside(lease->program, r.src_span(), staged ? r.bytes() : r.dst_span())) {
     return bad("reaches outside its ends");
   }
   std::vector<CopyProgram> pieces;
