@@ -123,6 +123,12 @@ def limit_tasks(test, pid, limit):
 
 
 @unittest.skipUnless(ISOMETRYD, "ISOMETRYD is not set")
+def vptr_checked(program):
+    """Whether the program links UBSan (whose vptr check needs free fds)."""
+    out = subprocess.run(["ldd", program], capture_output=True, text=True).stdout
+    return "libubsan" in out
+
+
 class FloodTest(unittest.TestCase):
     def start(self, **opts):
         self.cluster = cf.Cluster(ISOMETRYD, ["a", "b"], request="1MiB", **opts)
@@ -194,6 +200,12 @@ class FloodTest(unittest.TestCase):
                          r"finished in 1000 ms")
 
     def test_accept_survives_running_out_of_file_descriptors(self):
+        if vptr_checked(ISOMETRYD):
+            # UBSan checks a vtable by writing it into a pipe it opens; with
+            # no fd left the pipe fails and it stops the daemon over a valid
+            # object ("invalid vptr", once in gRPC's own message holder). The
+            # Release lane runs this case.
+            self.skipTest("a daemon built with UBSan's vptr check cannot run out of fds")
         a, b = self.start(extra_cluster="data_max_handshakes = 1000")
         pid = a.process.proc.pid
         self.copy_checked("b", "a", 1 << 20)

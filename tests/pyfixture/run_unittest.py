@@ -32,7 +32,9 @@ def flatten(suite):
 def names(test):
     """The names a test answers to: test_x and Class.test_x."""
     method = getattr(test, "_testMethodName", None)
-    if method is None:  # a module that failed to import: always run it
+    # A module that failed to import is a _FailedTest: always run it, so the
+    # import error is what the run reports.
+    if method is None or type(test).__name__ == "_FailedTest":
         return None
     return {method, f"{type(test).__name__}.{method}"}
 
