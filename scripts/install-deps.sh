@@ -49,8 +49,9 @@ if ((quickstart == 0)); then
     # fuzzing (scripts/fuzz.sh): clang 14 with libFuzzer and the sanitizers
     clang-14 libclang-rt-14-dev
     openssl                         # scripts/make-test-ca.sh (TLS tests)
-    # tests (iproute2: ip netns, veth and tc for the two-host cluster test)
-    catch2 python3-pytest iproute2
+    # tests (iproute2: ip netns, veth and tc for the two-host cluster test;
+    # nftables: a port blocked between the two hosts)
+    catch2 python3-pytest iproute2 nftables
     python3-seccomp strace          # the unit's syscall filter, run for real (unit_syscalls_test)
     python3-numpy                   # NumPy views of mapped allocations (test_python_native)
     zsh fish                        # isoctl's completion scripts, checked by isoctl_test

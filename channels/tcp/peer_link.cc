@@ -119,6 +119,7 @@ Status PeerLink::AddIncoming(std::unique_ptr<Wire> wire, bool checksum) {
   c->wire = std::move(wire);
   c->checksum = checksum;
   TuneSocket(c->wire->fd(), options_.timeout_ms);
+  Heard(Clock::now());  // its hello answered this node's challenge
   absl::MutexLock lock(&mu_);
   if (static_cast<int>(in_.size()) >= options_.connections) {
     // The peer opened a new set (it reconnected before this node saw the

@@ -28,6 +28,7 @@
 // down until Connect().
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <deque>
@@ -237,6 +238,11 @@ class PeerLink {
   // heard) a direction waits.
   int64_t SilentMsLocked(std::chrono::steady_clock::time_point since) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why the resume gives up: a direction with chunks waiting on it has
+  // been down too long (peer_link_resume.cc). `idle_at`: the Resumer's
+  // record of when each direction (out, in) was last down and idle.
+  using IdleAt = std::array<std::optional<std::chrono::steady_clock::time_point>, 2>;
+  std::optional<Status> GiveUpLocked(IdleAt& idle_at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ResumingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return out_down_since_.has_value() || in_down_since_.has_value();
   }

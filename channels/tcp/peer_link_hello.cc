@@ -38,6 +38,9 @@ Status PeerLink::OpenSet(const std::string& address, uint32_t self_node, const P
   for (int i = 0; i < options_.connections; ++i) {
     ISO_ASSIGN_OR_RETURN(std::shared_ptr<Conn> c,
                          Open(address, self_node, prove, connect_ms, hello_ms));
+    // The peer answered a hello: it is alive, though a busy CPU may take
+    // a while over the whole set's handshakes.
+    Heard(std::chrono::steady_clock::now());
     conns.push_back(std::move(c));
   }
   const Wire& first = *conns.front()->wire;

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <array>
 #include <system_error>
 #include <thread>
 
@@ -212,6 +213,39 @@ void PeerLink::StallAfterDrop() const {
   std::this_thread::sleep_for(std::chrono::milliseconds(options_.drop_stall_ms));
 }
 
+std::optional<Status> PeerLink::GiveUpLocked(IdleAt& idle_at) {
+  // A direction with nothing waiting on it has no limit: an idle set the
+  // keepalive broke during an outage loses nothing while the peer takes
+  // its time to re-open it (it notices only at its own keepalive), and
+  // failing the link for it would fail the copies of the other direction.
+  // The cluster's pings still fail a link whose peer is gone.
+  // Otherwise the limit counts from the latest of the drop, the last time
+  // the direction was idle and the last time the peer was heard (a frame,
+  // a ping answered, a hello); a set that cannot be re-opened while the
+  // peer answers otherwise is given up after three limits.
+  const auto limit = static_cast<int64_t>(options_.timeout_ms);
+  struct Direction {
+    const std::optional<Clock::time_point>& since;
+    const Status& why;
+    bool waiting;
+  };
+  const std::array<Direction, 2> dirs = {
+      Direction{out_down_since_, out_down_why_, !waiting_credit_.empty() || !unacked_.empty()},
+      Direction{in_down_since_, in_down_why_, !posted_.empty()}};
+  for (size_t d = 0; d < dirs.size(); ++d) {
+    const auto& since = dirs[d].since;
+    if (!since) {
+      idle_at[d].reset();
+    } else if (!dirs[d].waiting) {
+      idle_at[d] = Clock::now();
+    } else {
+      const Clock::time_point from = std::max(*since, idle_at[d].value_or(*since));
+      if (SilentMsLocked(from) >= limit || MsSince(from) >= 3 * limit) return dirs[d].why;
+    }
+  }
+  return std::nullopt;
+}
+
 void PeerLink::Resumer() {
   // Short attempts, retried soon: a SYN lost in an outage is retried by
   // the kernel only a second later, and the link may be back long before;
@@ -223,6 +257,8 @@ void PeerLink::Resumer() {
   const uint32_t hello_ms = std::clamp<uint32_t>(t / 3, 100, 1000);
   auto backoff = std::chrono::milliseconds(25);
   int attempts = 0;
+  // When each direction (out, in) was last down with nothing waiting on it.
+  IdleAt idle_at;
   while (true) {
     bool idle = false;
     if (!WaitForTrouble(idle)) return;
@@ -239,18 +275,7 @@ void PeerLink::Resumer() {
     {
       absl::MutexLock lock(&mu_);
       if (stop_resumer_) return;
-      // The limit counts from the later of the drop and the last time the
-      // peer was heard (a frame, a ping answered); a set that cannot be
-      // re-opened while the peer answers otherwise is given up after
-      // three limits.
-      const auto limit = static_cast<int64_t>(t);
-      for (const auto& [since, why] : {std::pair{&out_down_since_, &out_down_why_},
-                                       std::pair{&in_down_since_, &in_down_why_}}) {
-        if (*since && (SilentMsLocked(**since) >= limit || MsSince(**since) >= 3 * limit)) {
-          give_up = *why;
-          break;
-        }
-      }
+      give_up = GiveUpLocked(idle_at);
       reconnect = out_down_since_ && out_.empty() && !address_.empty() && prove_;
       address = address_;
       self_node = self_node_;

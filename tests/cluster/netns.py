@@ -2,7 +2,9 @@
 two-host network on one machine (root only)."""
 
 import os
+import shutil
 import subprocess
+import unittest
 
 
 def run(*cmd):
@@ -78,6 +80,23 @@ class ShapedPair:
     def heal(self, index=0):
         """Brings the end cut() took down back up."""
         run("ip", "-n", self.ns[index], "link", "set", self.dev[index], "up")
+
+    def block_port(self, index, port):
+        """Drops every TCP segment arriving at end `index` for `port` (an
+        nftables input rule in its namespace): connections to that port go
+        silent, the others flow. Raises unittest.SkipTest without nft."""
+        if shutil.which("nft") is None:
+            raise unittest.SkipTest("nft is not installed (Debian package nftables)")
+        rules = ("table inet isometry_block {\n"
+                 "  chain input { type filter hook input priority 0; "
+                 f"tcp dport {int(port)} drop; }}\n}}\n")
+        subprocess.run(["ip", "netns", "exec", self.ns[index], "nft", "-f", "-"], input=rules,
+                       text=True, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def unblock(self, index):
+        """Removes what block_port() added at end `index`."""
+        run("ip", "netns", "exec", self.ns[index], "nft", "delete", "table", "inet",
+            "isometry_block")
 
     def close(self):
         for ns in self.ns:

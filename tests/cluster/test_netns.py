@@ -178,5 +178,47 @@ class RepeatedCutsTls(RepeatedCuts):
     subnet, tls = 83, ["ca", "ca"]
 
 
+class IdleDirectionBlocked(ShapedLink):
+    """A direction with nothing on it that breaks and stays broken for
+    longer than peer_timeout_ms fails nothing: a -> b copies on while b
+    cannot reach a's data port (issue #49, item 5: an idle set that the
+    keepalive broke in an outage failed the link, and the copy of the other
+    direction with it)."""
+
+    subnet, timeout_ms, keepalive_ms, rate = 84, 1500, 200, "200mbit"
+    test_copy_across_the_shaped_link = None
+    test_partition_fails_within_the_timeout = None
+
+    def test_b_kept_off_a_data_port_for_four_timeouts_leaves_the_copy_whole(self):
+        n = 256 << 20  # about 11 s on the link
+        data = os.urandom(n)
+        a, b = self.cluster["a"], self.cluster["b"]
+        with a.client() as ca, b.client() as cb:
+            a_data = {p.name: p for p in cb.peers().peers}["a"].data_address
+            s, d, dst = self.byte_arrays(ca, cb, n, data)
+            t = ca.copy(s, d, wait=False)
+            time.sleep(0.5)
+            # b's connections to a carry nothing in this copy: their
+            # keepalives go unanswered and both ends close them; b's
+            # reconnects are dropped too, for four timeouts.
+            self.net.block_port(0, int(a_data.rsplit(":", 1)[1]))
+            time.sleep(4 * self.timeout_ms / 1000)
+            self.net.unblock(0)
+            self.assertIsNone(ca.completed(t), "the copy ended before b's set came back")
+            info = ca.wait(t, timeout_ms=60000, check=False)
+            if info.state != "done":
+                for node in self.cluster.nodes:
+                    print(f"--- {node.name}\n{node.log_text()[-4000:]}", file=sys.stderr)
+            self.assertEqual(info.state, "done", info.message)
+            self.assertEqual(hashlib.sha256(cb.read(dst, 0, n)).digest(),
+                             hashlib.sha256(data).digest(), "the destination differs")
+            for c in (ca, cb):
+                for p in c.peers().peers:
+                    self.assertEqual(p.state, "up", p.last_error)
+        log = a.log_text()
+        self.assertRegex(log, r"data connection from [0-9.:]+ lost")
+        self.assertIn("data link from peer 'b': resumed", log)
+
+
 if __name__ == "__main__":
     unittest.main()
