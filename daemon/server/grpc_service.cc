@@ -457,13 +457,13 @@ class Service final : public ActiveCallbacks, public GrpcService {
     if (!caller.empty() && !node_.SessionNumber(caller)) caller.clear();
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
     Status s = pool_->Submit(caller, what, [reactor, ctx, run = std::move(run)](const Status& st) {
+      grpc::Status answer = grpc::Status::CANCELLED;  // gone while queued: nobody waits
       if (!st.ok()) {
-        reactor->Finish(ToGrpc(st));
-      } else if (ctx->IsCancelled()) {  // gone while queued: nobody waits
-        reactor->Finish(grpc::Status::CANCELLED);
-      } else {
-        reactor->Finish(ToGrpc(run()));
+        answer = ToGrpc(st);
+      } else if (!ctx->IsCancelled()) {
+        answer = ToGrpc(run());
       }
+      return TranslatePool::Answer([reactor, answer] { reactor->Finish(answer); });
     });
     if (!s.ok()) reactor->Finish(ToGrpc(s));
     return reactor;

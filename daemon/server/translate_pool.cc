@@ -32,7 +32,9 @@ class Pool final : public TranslatePool {
       left.swap(queue_);
     }
     for (std::thread& t : threads) t.join();
-    for (Item& item : left) item.work(Unavailable("the daemon is shutting down"));
+    for (Item& item : left) {
+      if (Answer answer = item.work(Unavailable("the daemon is shutting down"))) answer();
+    }
   }
 
   Status Submit(const std::string& caller, std::string_view what, Work work) override {
@@ -94,11 +96,20 @@ class Pool final : public TranslatePool {
       Item item = std::move(queue_.front());
       queue_.pop_front();
       mu_.Unlock();
-      item.work(OkStatus());
+      Answer answer = item.work(OkStatus());
       item.work = nullptr;  // what it holds goes before the caller's count
       mu_.Lock();
       auto it = per_caller_.find(item.caller);
       if (--it->second == 0) per_caller_.erase(it);
+      // Answered after the release: a sequential caller's next call came
+      // back RESOURCE_EXHAUSTED when this thread was slower than the
+      // client (a loaded machine).
+      if (answer) {
+        mu_.Unlock();
+        answer();
+        answer = nullptr;
+        mu_.Lock();
+      }
     }
     mu_.Unlock();
   }

@@ -26,10 +26,15 @@ class TranslatePool {
     uint32_t per_caller = 2;       // daemon.max_translates_per_session: queued or running
     int64_t max_weight = 1 << 20;  // daemon.max_translate_weight
   };
-  // Runs `status` OK: do the work and answer; any other: answer with it
-  // (the daemon is shutting down). Called exactly once, on a pool thread or
-  // (shutting down) on the destroying thread.
-  using Work = std::function<void(const Status& status)>;
+  // How a call is answered; may be empty.
+  using Answer = std::function<void()>;
+  // With `status` OK: does the work and returns how to answer; any other:
+  // returns the answer with it (the daemon is shutting down). Called
+  // exactly once, on a pool thread or (shutting down) on the destroying
+  // thread. The pool gives the answer only once the work is freed and the
+  // caller's count released, so a caller that sends its next call as soon
+  // as this one is answered finds its share free.
+  using Work = std::function<Answer(const Status& status)>;
 
   // Threads start on demand, up to limits.threads.
   static std::unique_ptr<TranslatePool> Make(const Limits& limits);

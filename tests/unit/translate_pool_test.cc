@@ -19,15 +19,14 @@ struct Recorder {
   std::atomic<int> ok{0}, refused{0};
   std::atomic<int> started{0};
   TranslatePool::Work Blocking() {
-    return [this](const Status& s) {
+    return [this](const Status& s) -> TranslatePool::Answer {
       if (!s.ok()) {
         CHECK(s.code() == absl::StatusCode::kUnavailable);
-        ++refused;
-        return;
+        return [this] { ++refused; };
       }
       ++started;
       release.WaitForNotification();
-      ++ok;
+      return [this] { ++ok; };
     };
   }
 };
@@ -63,9 +62,36 @@ TEST_CASE("TranslatePool bounds each caller, the session-less callers together")
                        [&](const Status& s) {
                          CHECK(s.ok());
                          ran.Notify();
+                         return TranslatePool::Answer();
                        })
               .ok());
   CHECK(ran.WaitForNotificationWithTimeout(absl::Seconds(5)));
+}
+
+TEST_CASE("TranslatePool answers a call only once the caller's share is free") {
+  // A client sends its next call as soon as the last one is answered; on a
+  // loaded machine the pool thread used to release the share only after
+  // the answer, so the next call was refused RESOURCE_EXHAUSTED.
+  auto pool = TranslatePool::Make({.threads = 1, .queue = 8, .per_caller = 1, .max_weight = 1});
+  std::atomic<int> answered{0};
+  Status next;
+  absl::Notification done;
+  TranslatePool::Work second = [&](const Status&) {
+    return TranslatePool::Answer([&] { done.Notify(); });
+  };
+  REQUIRE(pool->Submit("a", "RegisterInstance",
+                       [&](const Status& s) {
+                         REQUIRE(s.ok());
+                         return TranslatePool::Answer([&] {
+                           ++answered;
+                           next = pool->Submit("a", "RegisterInstance", second);
+                         });
+                       })
+              .ok());
+  for (int i = 0; i < 5000 && answered.load() == 0; ++i) absl::SleepFor(absl::Milliseconds(1));
+  REQUIRE(answered.load() == 1);
+  CHECK(next.ok());
+  CHECK(done.WaitForNotificationWithTimeout(absl::Seconds(5)));
 }
 
 TEST_CASE("TranslatePool bounds its queue; shutting down answers what waits") {
