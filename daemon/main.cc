@@ -81,7 +81,14 @@ sigset_t BlockStopSignals() {
 // (its runtime owns the channels). Null without [[peer]].
 Result<std::unique_ptr<Cluster>> CreateClusterIfPeers(const Config& config,
                                                       const FaultInjection& faults) {
-  if (!config.cluster.clustered()) return std::unique_ptr<Cluster>();
+  const ClusterConfig& c = config.cluster;
+  if (!c.clustered()) {
+    if (c.tls.enabled() || !c.secret_file.empty()) {
+      spdlog::warn("[cluster] names {} but no [[peer]] and no etcd: this node runs alone",
+                   c.tls.enabled() ? "TLS files" : "a secret file");
+    }
+    return std::unique_ptr<Cluster>();
+  }
   return Cluster::Create(config, faults);
 }
 

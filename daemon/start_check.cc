@@ -168,18 +168,19 @@ Status CheckStartable(const Config& config) {
     ISO_RETURN_IF_ERROR(CheckDiskDirectory(StrCat("memory[", i, "].directory"), m));
   }
   const ClusterConfig& c = config.cluster;
-  if (c.clustered()) {
-    ISO_RETURN_IF_ERROR(CheckListenAddress("cluster.data_listen", c.data_listen));
-    if (!c.secret_file.empty()) {
-      if (Result<std::string> secret = LoadSecret(c.secret_file); !secret.ok()) {
-        return ConfigKeyError("cluster.secret_file", secret.status().message());
-      }
+  if (c.clustered()) ISO_RETURN_IF_ERROR(CheckListenAddress("cluster.data_listen", c.data_listen));
+  // Checked even on a node with no peers yet: a credential named in the
+  // file is meant to be used, and a bad one should not wait for the day
+  // the first [[peer]] is added.
+  if (!c.secret_file.empty()) {
+    if (Result<std::string> secret = LoadSecret(c.secret_file); !secret.ok()) {
+      return ConfigKeyError("cluster.secret_file", secret.status().message());
     }
-    if (c.tls.enabled()) {
-      auto tls =
-          net::TlsContext::Create({c.tls.ca_file, c.tls.cert_file, c.tls.key_file}, c.node_name);
-      if (!tls.ok()) return ConfigKeyError("cluster.tls", tls.status().message());
-    }
+  }
+  if (c.tls.enabled()) {
+    auto tls =
+        net::TlsContext::Create({c.tls.ca_file, c.tls.cert_file, c.tls.key_file}, c.node_name);
+    if (!tls.ok()) return ConfigKeyError("cluster.tls", tls.status().message());
   }
   // rdma.enable = "on" needs a usable device (and every rdma.devices entry).
   ISO_RETURN_IF_ERROR(rdma::ChooseRdma(rdma::CachedRdmaProbe(), config.rdma).status());

@@ -90,6 +90,13 @@ CASES = [
      "secret_file =", "cluster.secret_file", "cannot be read", None),
     ("secret_file_too_short", daemon_key('grpc_tcp = "127.0.0.1:0"') + PEER,
      "secret_file =", "cluster.secret_file", "at least 16", setup_file("cluster.secret", "short")),
+    # A credential named with no [[peer]] yet is checked all the same.
+    ("secret_file_unreadable_without_peers", BASE + PEER.split("[[peer]]")[0],
+     "secret_file =", "cluster.secret_file", "cannot be read", None),
+    ("tls_files_missing_without_peers",
+     BASE + '[cluster]\nnode_name = "a"\n\n[cluster.tls]\nca_file = "{dir}/ca.pem"\n'
+     'cert_file = "{dir}/a.pem"\nkey_file = "{dir}/a.key"\n',
+     "[cluster.tls]", "cluster.tls", "ca.pem", None),
     ("socket_group_unknown", daemon_key('socket_group = "no-such-group-iso"'), "socket_group =",
      "daemon.socket_group", "does not exist", None),
     ("grpc_tcp_without_port", daemon_key('grpc_tcp = "127.0.0.1"'), "grpc_tcp =",
