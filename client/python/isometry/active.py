@@ -13,12 +13,12 @@ gRPC; mixed into :class:`Client`.
 """
 
 import collections
-from typing import List, Optional, Union
+from typing import TYPE_CHECKING, Any, Deque, Iterator, List, Optional, SupportsInt, Tuple
 
 import grpc
 
 from . import isometry_pb2 as pb
-from .errors import IsometryError
+from .errors import IsometryError, from_rpc_error
 
 __all__ = ["ACTIONS", "HANDLERS", "AccessLogStream", "ActiveAccessMixin"]
 
@@ -41,7 +41,11 @@ _FULL = {None: pb.LOG_FULL_DEFAULT, "block": pb.LOG_FULL_BLOCK, "fail": pb.LOG_F
 _LOG_READER_OPEN = "isometry-log-reader"
 
 
-def _aid(alloc) -> int:
+# An allocation: an isometry.Allocation (which has __int__) or its id.
+AllocationLike = SupportsInt
+
+
+def _aid(alloc: AllocationLike) -> int:
     return int(alloc)
 
 
@@ -59,12 +63,12 @@ class AccessLogStream:
     them, so writers held by a full log go on while this is read.
     """
 
-    def __init__(self, call):
+    def __init__(self, call: Any) -> None:
         self._call = call
-        self._pending = collections.deque()
+        self._pending: Deque[Any] = collections.deque()
         self._cancelled = False
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator["pb.AccessLogEntry"]:
         return self
 
     def __next__(self) -> "pb.AccessLogEntry":
@@ -74,7 +78,7 @@ class AccessLogStream:
             except grpc.RpcError as e:
                 if self._cancelled and e.code() == grpc.StatusCode.CANCELLED:
                     raise StopIteration from None
-                raise IsometryError(e.code().name, e.details() or "") from None
+                raise from_rpc_error(e) from None
             self._pending.extend(batch.entries)
         return self._pending.popleft()
 
@@ -89,16 +93,25 @@ class AccessLogStream:
     def __enter__(self) -> "AccessLogStream":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.cancel()
 
 
 class ActiveAccessMixin:
     """Active Access calls of :class:`isometry.Client` (needs ``_call``)."""
 
+    if TYPE_CHECKING:  # what Client provides
+        _closed: bool
+        _stub: Any
+
+        def _call(self, method: str, request: Any, timeout: Any = ...,
+                  stream: bool = False) -> Any: ...
+
+        def _metadata(self) -> Tuple[Tuple[str, str], ...]: ...
+
     def watch(
         self,
-        alloc,
+        alloc: AllocationLike,
         offset: int,
         nbytes: int,
         action: str = "apply_log",
@@ -123,8 +136,6 @@ class ActiveAccessMixin:
         unknown action or handler), RESOURCE_EXHAUSTED (too many regions).
         """
         if action not in ACTIONS or handler not in HANDLERS or full not in _FULL:
-            from .errors import IsometryError
-
             raise IsometryError(
                 "INVALID_ARGUMENT",
                 f"watch: action is one of {sorted(ACTIONS)}, handler one of {sorted(HANDLERS)}, "
@@ -135,9 +146,9 @@ class ActiveAccessMixin:
             handler=HANDLERS[handler], tag=tag, no_data=not log_data, value_bytes=value_bytes,
             file_memory=file_memory, file=file, log_bytes=log_bytes, full=_FULL[full],
         )
-        return self._call("Watch", req).region
+        return int(self._call("Watch", req).region)
 
-    def read_access_log(self, alloc) -> AccessLogStream:
+    def read_access_log(self, alloc: AllocationLike) -> AccessLogStream:
         """Opens the reader of ``alloc``'s access log (this session's
         allocation, watched; the entries of its ``"client"`` regions) and
         returns once the daemon holds it, so writes made after this call
@@ -157,16 +168,16 @@ class ActiveAccessMixin:
             raise IsometryError(code.name, call.details() or "")
         return AccessLogStream(call)
 
-    def unwatch(self, alloc, region: int) -> None:
+    def unwatch(self, alloc: AllocationLike, region: int) -> None:
         """Removes a region; the allocation's last one ends its watch."""
         self._call("Unwatch", pb.UnwatchRequest(allocation=_aid(alloc), region=region))
 
-    def watch_info(self, alloc) -> "pb.WatchInfo":
+    def watch_info(self, alloc: AllocationLike) -> "pb.WatchInfo":
         """The owner's view of the watch: regions with their counters, log
         bytes published and acknowledged."""
         return self._call("GetWatch", pb.GetWatchRequest(allocation=_aid(alloc)))
 
-    def active_flush(self, alloc, timeout_ms: int = 0) -> None:
+    def active_flush(self, alloc: AllocationLike, timeout_ms: int = 0) -> None:
         """Returns once every access to ``alloc``'s regions so far has been
         handled; raises DEADLINE_EXCEEDED after ``timeout_ms`` (0: the
         daemon's ``max_flush_ms``). Any session that may use ``alloc``."""
@@ -175,15 +186,15 @@ class ActiveAccessMixin:
                    pb.ActiveFlushRequest(allocation=_aid(alloc), timeout_ms=timeout_ms),
                    timeout=timeout)
 
-    def dirty_pages(self, alloc, clear: bool = False) -> List[int]:
+    def dirty_pages(self, alloc: AllocationLike, clear: bool = False) -> List[int]:
         """Page numbers (4096-byte pages) written since the last clear in
         the allocation's ``dirty_pages`` regions."""
         r = self._call("DirtyPages", pb.DirtyPagesRequest(allocation=_aid(alloc), clear=clear))
-        return list(r.pages)
+        return [int(p) for p in r.pages]
 
-    def checkpoint(self, alloc, memory: str, file: str, full: bool = False,
+    def checkpoint(self, alloc: AllocationLike, memory: str, file: str, full: bool = False,
                    compact: bool = False,
-                   client_pages: Optional[List[tuple]] = None) -> "pb.CheckpointResponse":
+                   client_pages: Optional[List[Tuple[int, int]]] = None) -> "pb.CheckpointResponse":
         """Writes the allocation's image into ``file`` of DSK ``memory``: all
         of it the first time (or with ``full``; the delta chain is dropped),
         then only the pages written since, appended as one record to
@@ -201,7 +212,7 @@ class ActiveAccessMixin:
             req.client_pages.add(first_page=first, pages=n)
         return self._call("Checkpoint", req)
 
-    def restore(self, alloc, memory: str, file: str) -> "pb.RestoreResponse":
+    def restore(self, alloc: AllocationLike, memory: str, file: str) -> "pb.RestoreResponse":
         """Rebuilds ``alloc`` (this session's, the image's size) from the
         checkpoint's base and delta chain, byte-exact. A damaged, forged,
         truncated or oversized chain raises DATA_LOSS and changes nothing."""

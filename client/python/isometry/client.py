@@ -44,7 +44,9 @@ Errors
 ------
 Every failed call raises :class:`IsometryError`, whose ``code`` is the gRPC
 status code name (``"INVALID_ARGUMENT"``, ``"NOT_FOUND"``, ...) and whose
-``message`` is the daemon's explanation.
+``message`` is the daemon's explanation; its class is that code's
+(:class:`isometry.NotFound`, :class:`isometry.Unavailable`, ...; the
+hierarchy is in :mod:`isometry.errors`), so callers catch by meaning.
 
 Values returned
 ---------------
@@ -61,7 +63,8 @@ import collections
 import dataclasses
 import threading
 import time
-from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import (Any, Dict, Iterable, Iterator, List, Literal, Mapping, Optional, Sequence,
+                    Tuple, Union, overload)
 
 import grpc
 
@@ -70,8 +73,7 @@ from . import isometry_pb2_grpc as pb_grpc
 from .active import ActiveAccessMixin
 from .datatype import Datatype, as_proto
 from .distributed import DimLike, distribution_spec
-from .errors import IsometryError
-from .errors import code_name as _code_name
+from .errors import IsometryError, TransferError, from_rpc_error
 from .local import DEFAULT_LOCAL_SOCKET, LocalSession, PrivateRange, pin_buffer
 from .native import NativePath
 from .native import available as _native_available
@@ -104,21 +106,12 @@ _MAX_MESSAGE = 80 << 20
 _MAX_COMPLETIONS = 10000
 
 
-class TransferError(IsometryError):
-    """A transfer ended in a state other than ``done`` (failed or cancelled).
-
-    Attributes:
-        info: the final ``TransferInfo`` of the transfer.
-    """
-
-    def __init__(self, info):
-        code = _code_name(info.code) if info.code else "UNKNOWN"
-        super().__init__(
-            code,
-            f"transfer {info.id} {info.state}"
-            + (f": {info.message}" if info.message else ""),
-        )
-        self.info = info
+# The protobuf messages the client returns (isometry_pb2 carries no types,
+# so to mypy they are Any): named for the signatures below.
+TransferInfo = Any  # isometry.v1.TransferInfo
+# Anything with the buffer protocol: bytes, bytearray, memoryview, mmap,
+# a NumPy array (Python 3.11's typing has no name for it).
+BufferLike = Any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,7 +138,7 @@ class Allocation:
     def __int__(self) -> int:
         return self.id
 
-    def _mapped(self):
+    def _mapped(self) -> Any:
         if self.buffer is None:
             raise BufferError(
                 f"allocation {self.id} is not mapped into this process: only allocations of "
@@ -153,12 +146,13 @@ class Allocation:
             )
         return self.buffer
 
-    def __dlpack__(self, stream=None, **kwargs):
+    def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
         """A DLPack capsule over the mapped bytes (1-D uint8, CPU)."""
         return self._mapped().__dlpack__(stream, **kwargs)
 
-    def __dlpack_device__(self):
-        return self._mapped().__dlpack_device__()
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        kind, device = self._mapped().__dlpack_device__()
+        return int(kind), int(device)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,7 +178,14 @@ class Instance:
         return self.id
 
 
-def _id(obj, what: str) -> int:
+# What methods accept for an allocation, instance or transfer: the record
+# or its integer id.
+AllocationLike = Union[Allocation, int]
+InstanceLike = Union[Instance, int]
+TransferLike = Union[int, TransferInfo]
+
+
+def _id(obj: Any, what: str) -> int:
     """The integer id of an Allocation, Instance, TransferInfo or int."""
     if isinstance(obj, bool):
         raise TypeError(f"{what}: expected an id or a record, got a bool")
@@ -193,9 +194,9 @@ def _id(obj, what: str) -> int:
     if isinstance(obj, (Allocation, Instance)):
         return obj.id
     if isinstance(obj, pb.TransferInfo):
-        return obj.id
+        return int(obj.id)
     if isinstance(obj, pb.CopyResponse):
-        return obj.transfer
+        return int(obj.transfer)
     raise TypeError(f"{what}: expected an int id or a record, got {type(obj).__name__}")
 
 
@@ -210,11 +211,10 @@ def _box(bounds: BoundsLike, what: str) -> "pb.Box":
     """
     if isinstance(bounds, pb.Box):
         return bounds
-    if isinstance(bounds, int):
-        bounds = [bounds]
+    dims: Sequence[Union[int, Tuple[int, int]]] = [bounds] if isinstance(bounds, int) else bounds
     box = pb.Box()
     try:
-        for d in bounds:
+        for d in dims:
             if isinstance(d, int):
                 box.lo.append(0)
                 box.hi.append(d)
@@ -235,7 +235,7 @@ FieldsLike = Union[Mapping[str, int], Iterable[Tuple[str, int]]]
 def _fields(fields: FieldsLike) -> List["pb.Field"]:
     """Fields from ``[(name, size), ...]`` or ``{name: size}`` (in order)."""
     items = fields.items() if isinstance(fields, Mapping) else fields
-    out = []
+    out: List["pb.Field"] = []
     for item in items:
         try:
             name, size = item
@@ -296,7 +296,7 @@ class Client(ActiveAccessMixin):
         operator_token: Optional[str] = None,
         local_socket: Optional[str] = None,
         native: Optional[bool] = False,
-    ):
+    ) -> None:
         if native and local_socket is None:
             raise ValueError("native=True needs local_socket: the rings are the local socket's")
         self.socket = socket
@@ -305,7 +305,7 @@ class Client(ActiveAccessMixin):
         self.call_timeout = call_timeout
         self._lock = threading.Lock()
         self._session_ready = threading.Event()
-        self._completions = collections.OrderedDict()  # transfer id -> TransferInfo
+        self._completions: "collections.OrderedDict[int, TransferInfo]" = collections.OrderedDict()
         self._completion_cv = threading.Condition(self._lock)
         self._session: Optional[str] = None
         self._session_id = 0
@@ -314,15 +314,16 @@ class Client(ActiveAccessMixin):
         self._stream_ended = False
         self._closing = False
         self._closed = False
-        self._attach = None
-        self._thread = None
+        self._attach: Any = None  # the Attach call (a stream of events)
+        self._thread: Optional[threading.Thread] = None
         self._local: Optional[LocalSession] = None
         self._native: Optional[NativePath] = None
         self._private: List[PrivateRange] = []
         # Local sessions: Wait calls standing in for the Attach stream's
         # completion events, by transfer id.
-        self._waiters = {}
-        self._watch_channel = None
+        self._waiters: Dict[int, Any] = {}  # transfer id -> Wait future
+        self._watch_channel: Any = None
+        self._watch_stub: Any = None
         self._channel = self._new_channel()
         self._stub = pb_grpc.IsometryStub(self._channel)
         try:
@@ -334,7 +335,7 @@ class Client(ActiveAccessMixin):
             self.close()
             raise
 
-    def _new_channel(self):
+    def _new_channel(self) -> Any:
         return grpc.insecure_channel(
             "unix:" + self.socket,
             options=[
@@ -414,7 +415,7 @@ class Client(ActiveAccessMixin):
         except grpc.RpcError as e:
             with self._lock:
                 if not self._closing:
-                    self._stream_error = IsometryError(e.code().name, e.details() or "")
+                    self._stream_error = from_rpc_error(e)
         finally:
             with self._lock:
                 self._stream_ended = True
@@ -425,7 +426,7 @@ class Client(ActiveAccessMixin):
                 self._completion_cv.notify_all()
             self._session_ready.set()
 
-    def _record_locked(self, info) -> None:
+    def _record_locked(self, info: TransferInfo) -> None:
         """Keeps a completion for completed() and wait() (lock held)."""
         self._completions[info.id] = info
         self._completions.move_to_end(info.id)
@@ -446,7 +447,7 @@ class Client(ActiveAccessMixin):
         with self._lock:
             self._waiters[tid] = future
 
-        def done(f):
+        def done(f: Any) -> None:
             with self._lock:
                 self._waiters.pop(tid, None)
                 if f.cancelled() or f.exception() is not None:
@@ -525,7 +526,7 @@ class Client(ActiveAccessMixin):
             r._release()
         self._private = []
 
-    def _drain(self, waiters, timeout: float) -> None:
+    def _drain(self, waiters: Dict[int, Any], timeout: float) -> None:
         """Cancels the transfers behind `waiters` and waits for their ends,
         `timeout` seconds in all."""
         deadline = time.monotonic() + timeout
@@ -547,16 +548,16 @@ class Client(ActiveAccessMixin):
     def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _metadata(self):
-        md = ((SESSION_METADATA_KEY, self._session or ""),)
+    def _metadata(self) -> Tuple[Tuple[str, str], ...]:
+        md: Tuple[Tuple[str, str], ...] = ((SESSION_METADATA_KEY, self._session or ""),)
         if self._operator_token:
             md += ((OPERATOR_METADATA_KEY, self._operator_token),)
         return md
 
-    def _call(self, method: str, request, timeout=..., stream: bool = False):
+    def _call(self, method: str, request: Any, timeout: Any = ..., stream: bool = False) -> Any:
         """Runs one call, translating gRPC errors into IsometryError.
 
         ``request`` may be an iterator (client streaming); ``stream`` collects
@@ -572,20 +573,19 @@ class Client(ActiveAccessMixin):
             )
             return list(answer) if stream else answer
         except grpc.RpcError as e:
-            message = e.details() or ""
+            suffix = ""
             if self._over_local_socket:
                 if not self.alive and not self._closed:
-                    message += " (the session ended: isometryd closed the local socket)"
+                    suffix = " (the session ended: isometryd closed the local socket)"
             else:
                 with self._lock:
-                    lost = self._stream_ended and self._stream_error is not None
-                    if lost:
-                        message += f" (the session ended: {self._stream_error.message})"
-            raise IsometryError(e.code().name, message) from None
+                    if self._stream_ended and self._stream_error is not None:
+                        suffix = f" (the session ended: {self._stream_error.message})"
+            raise from_rpc_error(e, suffix) from None
 
     # ---- memory ----
 
-    def memories(self) -> list:
+    def memories(self) -> List[Any]:
         """The node's memories, as ``isometry.v1.Memory`` messages."""
         return list(self._call("ListMemories", pb.ListMemoriesRequest()).memories)
 
@@ -603,7 +603,7 @@ class Client(ActiveAccessMixin):
         r = self._call("Allocate", pb.AllocateRequest(memory=memory, bytes=nbytes))
         return Allocation(id=r.allocation, nbytes=r.bytes, memory=r.memory)
 
-    def free(self, alloc: Union[Allocation, int]) -> None:
+    def free(self, alloc: AllocationLike) -> None:
         """Frees an allocation (and the instances registered on it).
 
         A mapped allocation (native path) is unmapped too: BufferError, and
@@ -614,7 +614,7 @@ class Client(ActiveAccessMixin):
             return
         self._call("Free", pb.FreeRequest(allocation=aid))
 
-    def publish(self, alloc: Union[Allocation, int]) -> None:
+    def publish(self, alloc: AllocationLike) -> None:
         """Publishes an allocation: it outlives this session and every client
         of the daemon may use it."""
         aid = _id(alloc, "publish")
@@ -624,7 +624,7 @@ class Client(ActiveAccessMixin):
             return
         self._call("Publish", pb.PublishRequest(allocation=aid))
 
-    def write(self, alloc: Union[Allocation, int], offset: int, data) -> None:
+    def write(self, alloc: AllocationLike, offset: int, data: BufferLike) -> None:
         """Writes ``data`` (bytes-like) into an allocation at byte ``offset``.
 
         Up to 1 MiB is one ``Write`` call; more goes through ``WriteStream``
@@ -641,7 +641,7 @@ class Client(ActiveAccessMixin):
             self._call("Write", pb.WriteRequest(allocation=aid, offset=offset, data=bytes(view)))
             return
 
-        def pieces():
+        def pieces() -> Iterator["pb.WriteStreamRequest"]:
             for start in range(0, len(view), _IO_CHUNK):
                 piece = bytes(view[start : start + _IO_CHUNK])
                 if start == 0:
@@ -653,7 +653,7 @@ class Client(ActiveAccessMixin):
 
         self._call("WriteStream", pieces())
 
-    def read(self, alloc: Union[Allocation, int], offset: int, length: int) -> bytes:
+    def read(self, alloc: AllocationLike, offset: int, length: int) -> bytes:
         """Reads ``length`` bytes of an allocation from byte ``offset``.
 
         Up to 1 MiB is one ``Read`` call; more comes through ``ReadStream``
@@ -668,12 +668,12 @@ class Client(ActiveAccessMixin):
                 return mapped
         request = pb.ReadRequest(allocation=aid, offset=offset, length=length)
         if length <= _IO_CHUNK:
-            return self._call("Read", request).data
+            return bytes(self._call("Read", request).data)
         return b"".join(chunk.data for chunk in self._call("ReadStream", request, stream=True))
 
     # ---- private memory ----
 
-    def register_private(self, buffer) -> PrivateRange:
+    def register_private(self, buffer: BufferLike) -> PrivateRange:
         """Registers this process's own memory for copies by the daemon.
 
         ``buffer`` is any writable, C-contiguous object with the buffer
@@ -719,12 +719,13 @@ class Client(ActiveAccessMixin):
                 native = self._native.session.register_private(address, nbytes)
                 range_id, publish = native.id, native.publish
             else:
-                local = self._local
+                assert self._local is not None  # _over_local_socket
+                local: LocalSession = self._local
                 range_id = local.request(
                     register_private=pb.RegisterPrivateRequest(address=address, bytes=nbytes)
                 ).register_private.private_range
 
-                def publish():
+                def publish() -> None:
                     local.request(
                         publish_private=pb.PublishPrivateRequest(private_range=range_id)
                     )
@@ -740,7 +741,7 @@ class Client(ActiveAccessMixin):
 
     def register_instance(
         self,
-        alloc: Union[Allocation, int, None] = None,
+        alloc: Optional[AllocationLike] = None,
         bounds: Optional[BoundsLike] = None,
         fields: Optional[FieldsLike] = None,
         layout: str = "",
@@ -832,7 +833,7 @@ class Client(ActiveAccessMixin):
             private_range=spec.private_range,
         )
 
-    def _register_native(self, spec):
+    def _register_native(self, spec: Any) -> Any:
         """Registers a layout instance on a mapped allocation through the
         native session; None for everything else (gRPC registers it)."""
         if (self._native is None or spec.HasField("datatype") or spec.memory or spec.file
@@ -858,24 +859,41 @@ class Client(ActiveAccessMixin):
             "RegisterDatatype", pb.RegisterDatatypeRequest(datatype=as_proto(datatype))
         )
 
-    def unregister_instance(self, instance: Union[Instance, int]) -> None:
+    def unregister_instance(self, instance: InstanceLike) -> None:
         """Forgets a registered instance (its bytes stay in the allocation)."""
         iid = _id(instance, "unregister_instance")
         if self._native is not None and self._native.unregister(iid):
             return
         self._call("UnregisterInstance", pb.UnregisterInstanceRequest(instance=iid))
 
+    @overload
+    def copy(self, src: InstanceLike, dst: InstanceLike, priority: int = ...,
+             box: Optional[BoundsLike] = ..., via: Optional[Sequence[Tuple[str, str]]] = ...,
+             wait: Literal[True] = ..., timeout: Optional[float] = ...,
+             check: bool = ...) -> TransferInfo: ...
+
+    @overload
+    def copy(self, src: InstanceLike, dst: InstanceLike, priority: int = ...,
+             box: Optional[BoundsLike] = ..., via: Optional[Sequence[Tuple[str, str]]] = ..., *,
+             wait: Literal[False], timeout: Optional[float] = ..., check: bool = ...) -> int: ...
+
+    @overload
+    def copy(self, src: InstanceLike, dst: InstanceLike, priority: int = ...,
+             box: Optional[BoundsLike] = ..., via: Optional[Sequence[Tuple[str, str]]] = ...,
+             wait: bool = ..., timeout: Optional[float] = ...,
+             check: bool = ...) -> Union[TransferInfo, int]: ...
+
     def copy(
         self,
-        src: Union[Instance, int],
-        dst: Union[Instance, int],
+        src: InstanceLike,
+        dst: InstanceLike,
         priority: int = 0,
         box: Optional[BoundsLike] = None,
         via: Optional[Sequence[Tuple[str, str]]] = None,
         wait: bool = True,
         timeout: Optional[float] = None,
         check: bool = True,
-    ):
+    ) -> Union[TransferInfo, int]:
         """Copies ``src`` into ``dst`` (both registered by this session),
         converting between their layouts.
 
@@ -927,11 +945,12 @@ class Client(ActiveAccessMixin):
             req.via.append(pb.Hop(memory=memory, layout=layout))
         return self._start_transfer("Copy", req, wait, timeout, check)
 
-    def _copy_native(self, ends, priority: int, check: bool) -> "pb.TransferInfo":
+    def _copy_native(self, ends: Tuple[Any, Any], priority: int, check: bool) -> TransferInfo:
         """One copy through the rings, answered as a waited gRPC Copy is: a
         refusal raises IsometryError, a transfer that ended other than done
         TransferError (with ``check``)."""
         self._check_open()
+        assert self._native is not None
         transfer, code, message = self._native.session.copy(ends[0], ends[1], priority)
         if code == "OK":
             return pb.TransferInfo(id=transfer, state="done")
@@ -947,7 +966,8 @@ class Client(ActiveAccessMixin):
             raise TransferError(info)
         return info
 
-    def _start_transfer(self, method, req, wait, timeout, check):
+    def _start_transfer(self, method: str, req: Any, wait: bool, timeout: Optional[float],
+                        check: bool) -> Union[TransferInfo, int]:
         """Calls Copy or Redistribute: the transfer id at once, or with
         ``wait`` its final TransferInfo (TransferError unless done, when
         ``check``)."""
@@ -955,7 +975,7 @@ class Client(ActiveAccessMixin):
         if not wait:
             if self._over_local_socket:
                 self._watch(r.transfer)
-            return r.transfer
+            return int(r.transfer)
         if check and r.info.state != "done":
             raise TransferError(r.info)
         return r.info
@@ -970,7 +990,7 @@ class Client(ActiveAccessMixin):
         grid: Sequence[int],
         element_bytes: int,
         rank: int,
-        instance: Union[Instance, int, None],
+        instance: Optional[InstanceLike],
         column_major: bool = False,
         grant: bytes = b"",
     ) -> "pb.JoinDistributedResponse":
@@ -1000,9 +1020,26 @@ class Client(ActiveAccessMixin):
         )
         return self._call("JoinDistributed", req)
 
+    @overload
+    def redistribute(self, producer: str, consumer: str, wait: Literal[True] = ...,
+                     timeout: Optional[float] = ..., check: bool = ...,
+                     producer_grant: bytes = ..., consumer_grant: bytes = ...) -> TransferInfo: ...
+
+    @overload
+    def redistribute(self, producer: str, consumer: str, *, wait: Literal[False],
+                     timeout: Optional[float] = ..., check: bool = ...,
+                     producer_grant: bytes = ..., consumer_grant: bytes = ...) -> int: ...
+
+    @overload
+    def redistribute(self, producer: str, consumer: str, wait: bool = ...,
+                     timeout: Optional[float] = ..., check: bool = ...,
+                     producer_grant: bytes = ...,
+                     consumer_grant: bytes = ...) -> Union[TransferInfo, int]: ...
+
     def redistribute(self, producer: str, consumer: str, wait: bool = True,
                      timeout: Optional[float] = None, check: bool = True,
-                     producer_grant: bytes = b"", consumer_grant: bytes = b""):
+                     producer_grant: bytes = b"",
+                     consumer_grant: bytes = b"") -> Union[TransferInfo, int]:
         """Moves complete distributed instance ``producer`` into ``consumer``
         as one transfer (this session a rank of either); ``wait``,
         ``timeout`` and ``check`` and the answer are as for :meth:`copy`.
@@ -1017,7 +1054,7 @@ class Client(ActiveAccessMixin):
                                      consumer_grant=bytes(consumer_grant))
         return self._start_transfer("Redistribute", req, wait, timeout, check)
 
-    def completed(self, transfer) -> Optional["pb.TransferInfo"]:
+    def completed(self, transfer: TransferLike) -> Optional[TransferInfo]:
         """The final TransferInfo of one of this session's transfers if its
         completion event has arrived (on the Attach stream, or for a local
         session the answer of its ``Wait`` call), else None."""
@@ -1025,7 +1062,7 @@ class Client(ActiveAccessMixin):
         with self._lock:
             return self._completions.get(tid)
 
-    def wait(self, transfer, timeout_ms: int = 0, check: bool = True) -> "pb.TransferInfo":
+    def wait(self, transfer: TransferLike, timeout_ms: int = 0, check: bool = True) -> TransferInfo:
         """Waits until a transfer has ended and returns its final TransferInfo.
 
         Completions already delivered on the session's Attach stream answer
@@ -1057,12 +1094,12 @@ class Client(ActiveAccessMixin):
             raise TransferError(info)
         return info
 
-    def cancel(self, transfer) -> None:
+    def cancel(self, transfer: TransferLike) -> None:
         """Cancels one of this session's transfers (any transfer, with the
         operator token). PERMISSION_DENIED for another client's."""
         self._call("Cancel", pb.CancelRequest(transfer=_id(transfer, "cancel")))
 
-    def transfer(self, transfer) -> "pb.TransferInfo":
+    def transfer(self, transfer: TransferLike) -> TransferInfo:
         """The current TransferInfo of one of this session's transfers (any,
         with the operator token); the daemon keeps ended transfers for a
         while. PERMISSION_DENIED for another client's."""
@@ -1070,7 +1107,7 @@ class Client(ActiveAccessMixin):
 
     # ---- introspection ----
 
-    def transfers(self, recent: bool = False) -> list:
+    def transfers(self, recent: bool = False) -> List[TransferInfo]:
         """The daemon's transfers in flight (waiting or running), every
         client's, as TransferInfo messages with their ``owner`` (session
         number, client name, uid, pid; never a credential); ended ones are
@@ -1082,7 +1119,7 @@ class Client(ActiveAccessMixin):
         no hops."""
         return list(self._call("ListTransfers", pb.ListTransfersRequest(recent=recent)).transfers)
 
-    def channels(self) -> list:
+    def channels(self) -> List[Any]:
         """The daemon's channels (ChannelInfo messages)."""
         return list(self._call("ListChannels", pb.ListChannelsRequest()).channels)
 
@@ -1122,7 +1159,7 @@ class Client(ActiveAccessMixin):
 def connect(
     socket: str = DEFAULT_SOCKET,
     local_socket: Optional[str] = DEFAULT_LOCAL_SOCKET,
-    **kwargs,
+    **kwargs: Any,
 ) -> Client:
     """A :class:`Client` the fastest way this process can reach isometryd:
     over ``local_socket`` with the C++ client (``transport == "native"``)

@@ -84,8 +84,8 @@ class Datatype:
     def __repr__(self) -> str:
         return f"Datatype({self._msg.WhichOneof('type')})"
 
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Datatype) and self._msg == other._msg
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Datatype) and bool(self._msg == other._msg)
 
     def __hash__(self) -> int:
         return hash(self._msg.SerializeToString(deterministic=True))

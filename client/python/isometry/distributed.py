@@ -7,11 +7,11 @@ grid coordinates of that dimension).
 """
 
 import os
-from typing import Sequence, Union
+from typing import Sequence, Tuple, Union
 
 from . import isometry_pb2 as pb
 
-DimLike = Union[str, int, tuple]
+DimLike = Union[str, int, Tuple[str, int]]
 
 
 def _dim(d: DimLike, i: int) -> "pb.DimDistribution":

@@ -22,7 +22,7 @@ import os
 import socket
 import struct
 import threading
-from typing import Optional
+from typing import Any, Callable, Optional, Tuple
 
 from . import isometry_pb2 as pb
 from .errors import IsometryError, code_name
@@ -36,7 +36,7 @@ _FD_SPACE = socket.CMSG_SPACE(16 * 4)
 _MAX_FRAME = 1 << 20
 
 
-def pin_buffer(buf):
+def pin_buffer(buf: Any) -> Tuple[memoryview, int, int]:
     """A memoryview that pins ``buf`` and its address and size in bytes.
 
     While the view lives, ``buf`` cannot be resized (a bytearray or numpy
@@ -106,7 +106,7 @@ class LocalSession:
         self.session = hello.session
         self.session_id = hello.session_id
 
-    def request(self, **body) -> "pb.LocalResponse":
+    def request(self, **body: Any) -> "pb.LocalResponse":
         """Sends one LocalRequest with ``body`` (one field of its oneof) and
         returns the answer; IsometryError with the daemon's code when it
         refuses, UNAVAILABLE when the socket fails."""
@@ -209,7 +209,8 @@ class PrivateRange:
         published: whether :meth:`publish` was called.
     """
 
-    def __init__(self, publish, range_id: int, buffer, view, address: int):
+    def __init__(self, publish: Callable[[], None], range_id: int, buffer: Any,
+                 view: memoryview, address: int) -> None:
         self._publish = publish  # tells the session that made it (pure-Python or native)
         self._view = view
         self.id = range_id

@@ -18,14 +18,15 @@ records, find them again.
 
 import importlib
 import threading
-from typing import Optional
+from types import ModuleType
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .errors import IsometryError
 
 try:
     # By name: `from . import _native` in a package still importing reports
     # a missing module as a circular import.
-    _native = importlib.import_module(__package__ + "._native")
+    _native: Optional[ModuleType] = importlib.import_module(__package__ + "._native")
 except ImportError as e:  # not built (no pybind11), or built for another Python
     _native = None
     _WHY = (
@@ -71,28 +72,28 @@ class NativePath:
                 "it (socket_mode, socket_group)?",
             ) from None
         self._lock = threading.Lock()
-        self._allocations = {}  # id -> _native.Allocation
-        self._instances = {}  # id -> _native.Instance
+        self._allocations: Dict[int, Any] = {}  # id -> _native.Allocation
+        self._instances: Dict[int, Any] = {}  # id -> _native.Instance
 
     @property
     def token(self) -> str:
-        return self.session.session
+        return str(self.session.session)
 
     @property
     def session_id(self) -> int:
-        return self.session.session_id
+        return int(self.session.session_id)
 
     @property
     def alive(self) -> bool:
-        return self.session.alive
+        return bool(self.session.alive)
 
-    def allocate(self, memory: str, nbytes: int):
+    def allocate(self, memory: str, nbytes: int) -> Any:
         a = self.session.allocate(memory, nbytes)
         with self._lock:
             self._allocations[a.id] = a
         return a
 
-    def allocation(self, aid: int):
+    def allocation(self, aid: int) -> Any:
         """The mapped allocation of this session with that id, or None."""
         with self._lock:
             return self._allocations.get(aid)
@@ -108,7 +109,7 @@ class NativePath:
             self._allocations.pop(aid, None)
         return True
 
-    def register(self, aid: int, offset: int, box, fields, layout: str):
+    def register(self, aid: int, offset: int, box: Any, fields: Sequence[Any], layout: str) -> Any:
         """Registers bounds x fields in ``layout`` on a native allocation;
         None when ``aid`` is not one (the caller goes over gRPC)."""
         a = self.allocation(aid)
@@ -129,7 +130,7 @@ class NativePath:
         inst.unregister()
         return True
 
-    def instances(self, src: int, dst: int):
+    def instances(self, src: int, dst: int) -> Optional[Tuple[Any, Any]]:
         """Both native instances, or None when either is not one."""
         with self._lock:
             s, d = self._instances.get(src), self._instances.get(dst)

@@ -11,8 +11,10 @@ void ThrowError(const std::string& code, const std::string& message) {
   // imports this module, so errors.py is loaded by then, and a cached
   // class would outlive a reloaded package.
   py::object cls = py::module_::import("isometry.errors").attr("IsometryError");
+  // IsometryError(code, message) is an instance of the code's subclass
+  // (NotFound, ...): raised as that class, which pybind11 requires.
   py::object error = cls(code, message);
-  PyErr_SetObject(cls.ptr(), error.ptr());
+  PyErr_SetObject(py::type::handle_of(error).ptr(), error.ptr());
   throw py::error_already_set();
 }
 

@@ -16,7 +16,9 @@
 
 namespace isometry::python {
 
-// Raises IsometryError(code, message) (throws pybind11::error_already_set).
+// Raises IsometryError(code, message), an instance of the code's subclass
+// (isometry.errors: NotFound, Unavailable, ...; throws
+// pybind11::error_already_set).
 [[noreturn]] void ThrowError(const std::string& code, const std::string& message);
 
 // Raises IsometryError for a failed status; returns on OK.
