@@ -42,6 +42,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "cluster"))
+sys.path.insert(0, HERE)
+import machine  # noqa: E402  (tools/bench/machine.py)
 
 PAGE = 4096
 REC = 16  # (key, value) record of a put
@@ -194,6 +196,8 @@ def main():
                          "puts, the active one and the baselines' alike, in one peer call")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    where = machine.measure()  # before the daemons run
+    print(machine.line(where))
     sys.path.insert(0, args.pythonpath)
     os.environ.setdefault("ISOMETRY_PYTHONPATH", args.pythonpath)
     import cluster_fixture as cf
@@ -238,7 +242,8 @@ def main():
             print(json.dumps(dict(scenario="active_hashtable",
                                   metric=f"inserts/s, active put, eager {args.eager_put_size}",
                                   value=med["active"], unit="1/s", baseline=base,
-                                  baseline_value=med[base], ratio=med["active"] / med[base])))
+                                  baseline_value=med[base], ratio=med["active"] / med[base],
+                                  machine=where)))
     return 0 if verified else 1
 
 

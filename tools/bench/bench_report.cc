@@ -53,12 +53,13 @@ bool WithinTolerance(double ratio) {
   return ratio >= 1 - kPredictionTolerance && ratio <= 1 + kPredictionTolerance;
 }
 
-std::string Json(const Row& row) {
+std::string Json(const Row& row, const std::string& machine) {
   std::string out = "{\"scenario\":" + Quote(row.scenario) + ",\"metric\":" + Quote(row.metric) +
                     ",\"value\":" + Number(row.value) + ",\"unit\":" + Quote(row.unit) +
                     ",\"baseline\":" + Quote(row.baseline) +
                     ",\"baseline_value\":" + Number(row.baseline_value) +
-                    ",\"ratio\":" + Number(row.ratio) + ",\"target\":" + Quote(row.target);
+                    ",\"ratio\":" + Number(row.ratio) + ",\"target\":" + Quote(row.target) +
+                    ",\"machine\":" + machine;
   if (row.rounds > 0) {
     std::vector<double> ratios;
     ratios.reserve(row.round_values.size());
@@ -171,7 +172,7 @@ Row MedianRow(const char* scenario, const char* metric, const Rounds& r, const s
 
 void Report::Add(Row row) {
   if (json_) {
-    std::printf("%s\n", Json(row).c_str());
+    std::printf("%s\n", Json(row, MachineJson(machine_)).c_str());
     std::fflush(stdout);
   } else {
     std::fprintf(stderr, "  done: %s / %s\n", row.scenario.c_str(), row.metric.c_str());
@@ -183,8 +184,9 @@ void Report::Finish() const {
   if (json_) {
     return;
   }
-  std::printf("\n%-22s %-20s %10s %-5s %-34s %10s %6s %-11s %3s %9s %-9s %s\n", "scenario",
-              "metric", "value", "unit", "baseline", "baseline", "ratio", "range", "n", "predicted",
+  std::printf("\n%s\n", MachineLine(machine_).c_str());
+  std::printf("%-22s %-20s %10s %-5s %-34s %10s %6s %-11s %3s %9s %-9s %s\n", "scenario", "metric",
+              "value", "unit", "baseline", "baseline", "ratio", "range", "n", "predicted",
               "meas/pred", "target");
   bool outside = false;
   for (const Row& r : rows_) {

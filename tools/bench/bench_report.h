@@ -1,7 +1,7 @@
 // Benchmark output: a table for people and, with --json, one JSON object per
 // line: {"scenario","metric","value","unit","baseline","baseline_value",
-// "ratio"} and, where the row has them, the paired rounds ("rounds",
-// "ratio_min", "ratio_max", "round_values", "round_baselines",
+// "ratio","machine"} (machine.h: where the row was measured) and, where the row has them, the
+// paired rounds ("rounds", "ratio_min", "ratio_max", "round_values", "round_baselines",
 // "round_ratios"), the plan's prediction ("predicted", "predicted_ratio",
 // "predicted_ok", "plan"), the size measured ("bytes") and a latency
 // distribution ("percentiles", "baseline_percentiles": [[p, value], ...]).
@@ -13,6 +13,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "tools/bench/machine.h"
 
 namespace isometry::bench {
 
@@ -55,13 +57,16 @@ struct Row {
 
 class Report {
  public:
-  explicit Report(bool json) : json_(json) {}
+  // Measures the machine first (machine.h): every row carries it.
+  explicit Report(bool json) : json_(json), machine_(MeasureMachine()) {}
+  const Machine& machine() const { return machine_; }
   void Add(Row row);
   // Prints the table (always to stdout when not --json).
   void Finish() const;
 
  private:
   bool json_;
+  Machine machine_;
   std::vector<Row> rows_;
 };
 

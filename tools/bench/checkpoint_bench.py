@@ -30,6 +30,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "pyfixture"))
+sys.path.insert(0, HERE)
+import machine  # noqa: E402  (tools/bench/machine.py)
 
 PAGE = 4096
 CHUNK = 4 << 20
@@ -89,6 +91,8 @@ def main():
     ap.add_argument("--dir", default="/var/tmp", help="where the daemon and its DSK memory live")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    where = machine.measure()  # before the daemon runs
+    print(machine.line(where))
     sys.path.insert(0, args.pythonpath)
     import isometry
     from isometryd_process import IsometrydProcess
@@ -149,7 +153,7 @@ def main():
                                       else None,
                                       baseline_value=full_m if metric == "incremental_s" else None,
                                       ratio=full_m / inc_m if metric == "incremental_s" else None,
-                                      verified=same)))
+                                      verified=same, machine=where)))
         writer.close()
         owner.close()
         if not same:

@@ -55,6 +55,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import machine  # noqa: E402  (tools/bench/machine.py)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "cluster"))
 
@@ -573,6 +576,7 @@ def main():
                    help="the flood scenario's idle connections")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
+    where = machine.measure()  # before any daemon runs
     sys.path.insert(0, args.pythonpath)
     import cluster_fixture as cf
     import netns
@@ -590,10 +594,13 @@ def main():
         tls_cost(args, cf)
     if args.scenario in ("flood", "all"):
         flood_rows(args, cf)
+    if not args.json:
+        print(machine.line(where))
     for r in ROWS:
         if args.json:
-            print(json.dumps({k: r[k] for k in ("scenario", "metric", "value", "unit", "baseline",
-                                                "baseline_value", "ratio")}))
+            print(json.dumps({**{k: r[k] for k in ("scenario", "metric", "value", "unit",
+                                                   "baseline", "baseline_value", "ratio")},
+                              "machine": where}))
         else:
             base = f"{r['baseline']} {r['baseline_value']:.3f}" if r["baseline"] else ""
             ratio = f"{r['ratio']:.2f}x" if r["ratio"] else ""

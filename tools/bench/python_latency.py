@@ -35,6 +35,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "pyfixture"))
+sys.path.insert(0, HERE)
+import machine  # noqa: E402  (tools/bench/machine.py)
 from isometryd_process import ONE_SYS_MEMORY, IsometrydProcess  # noqa: E402
 
 # As the embedded default config and isometry_bench's daemon run small
@@ -115,6 +117,7 @@ def main():
     ap.add_argument("--no-native", action="store_true",
                     help="time the gRPC path only, even where isometry._native is built")
     args = ap.parse_args()
+    where = machine.measure()  # before the daemon runs
     if args.rounds < 1 or args.iterations < 100:
         ap.error("--rounds must be at least 1 and --iterations at least 100")
     if not os.access(args.isometryd, os.X_OK):
@@ -197,9 +200,11 @@ def main():
                 [[p, percentile(nat["cpp_all"], p)] for p in cdf], kind=NATIVE),
             row("p99", nat["p99s"], nat["cpp_p99s"], kind=NATIVE),
         ]
+    if not args.json:
+        print(machine.line(where))
     for r in rows:
         if args.json:
-            print(json.dumps(r))
+            print(json.dumps({**r, "machine": where}))
         else:
             path = "gRPC" if r["scenario"] == GRPC[0] else "native"
             print(f"4 KiB {path} copy, Python client, {r['metric']}: {r['value']:.1f} us; "

@@ -44,6 +44,11 @@ class PythonLatencyTest(unittest.TestCase):
             self.assertGreater(r["baseline_value"], 0)
             self.assertLessEqual(r["ratio_min"], r["ratio"])
             self.assertLessEqual(r["ratio"], r["ratio_max"])
+            # Where it was measured (tools/bench/machine.py), on every row.
+            self.assertEqual(r["machine"]["cpus"], os.cpu_count())
+            self.assertEqual(r["machine"]["kernel"], os.uname().release)
+            self.assertGreater(r["machine"]["memcpy_gbps_1"], 0)
+            self.assertGreater(r["machine"]["memcpy_gbps_2"], 0)
         for median, p99 in zip(rows[::2], rows[1::2]):
             self.assertLessEqual(median["value"], p99["value"])
             cdf = [us for _, us in median["percentiles"]]
