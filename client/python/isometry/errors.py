@@ -80,8 +80,9 @@ class IsometryError(Exception):
 
     def __new__(cls: Type[_E], *args: Any, **kwargs: Any) -> _E:
         target: type = cls
-        if cls is IsometryError and args and isinstance(args[0], str):
-            target = error_class(args[0])
+        code = args[0] if args else kwargs.get("code")
+        if cls is IsometryError and isinstance(code, str):
+            target = error_class(code)
         return cast(_E, Exception.__new__(target))
 
     def __init__(self, code: str, message: str) -> None:

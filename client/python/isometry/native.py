@@ -19,7 +19,7 @@ records, find them again.
 import importlib
 import threading
 from types import ModuleType
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from .errors import IsometryError
 
