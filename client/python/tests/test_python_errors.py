@@ -67,6 +67,11 @@ class HierarchyTest(unittest.TestCase):
                               isometry.PermissionDenied)
         self.assertNotIsInstance(isometry.IsometryError("NOT_FOUND", ""), isometry.InvalidArgument)
 
+    def test_keywords_build_the_class_too(self):
+        e = isometry.IsometryError(code="PERMISSION_DENIED", message="not yours")
+        self.assertIs(type(e), isometry.PermissionDenied)
+        self.assertEqual((e.code, e.message), ("PERMISSION_DENIED", "not yours"))
+
     def test_an_unknown_code_stays_a_plain_isometry_error(self):
         e = isometry.IsometryError("CODE_99", "later")
         self.assertIs(type(e), isometry.IsometryError)
