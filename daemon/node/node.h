@@ -46,6 +46,7 @@
 #include "core/status.h"
 #include "core/unique_fd.h"
 #include "daemon/node/cross_copy.h"
+#include "daemon/node/inventory.h"
 #include "daemon/node/node_distributed.h"
 #include "daemon/node/transfer_metrics.h"
 #include "daemon/node/watch_reader.h"
@@ -355,6 +356,10 @@ class Node {
   Status Publish(const std::string& session, uint64_t allocation);
   // The orphaned published allocations, for the operator.
   std::vector<OrphanReport> ListOrphans() const;
+  // Every session and allocation (`only` null: the operator), or those of
+  // the session whose token `only` is (node_inventory.cc).
+  Result<std::vector<SessionListing>> ListSessions(const std::string* only) const;
+  Result<std::vector<AllocationListing>> ListAllocations(const std::string* only) const;
   // An allocation the session may use: its own or a published one.
   Result<AllocationReport> Lookup(const std::string& session, uint64_t allocation) const;
   // Lookup for a client that maps the allocation's memory itself (the

@@ -6,6 +6,7 @@
 //                     write
 //   node_copies.cc    instances and copies: register, resolve a copy's ends,
 //                     submit it here or across nodes, track it to the end
+//   node_inventory.cc what the sessions hold, listed for isoctl
 // Nothing outside daemon/node includes this header.
 //
 // Locking: `mu` guards the session, allocation, instance and transfer
@@ -18,6 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <map>
 #include <memory>
@@ -163,6 +165,7 @@ struct Session {
   std::string token;  // secret: "<id>.<64 hex digits>", 256 random bits
   std::string name;   // as the client gave it, cut to 128 bytes
   Credentials creds;
+  std::chrono::steady_clock::time_point opened = std::chrono::steady_clock::now();
   // Whose disk quota its copies use (Node::Impl::DiskOwnerOf), made once:
   // every copy names it.
   std::string disk_owner;

@@ -285,4 +285,34 @@ void ToProto(const DatatypeReport& r, v1::RegisterDatatypeResponse* out) {
   out->set_canonical(r.canonical);
 }
 
+void ToProto(const SessionListing& r, v1::SessionInfo* out) {
+  v1::SessionOwner* owner = out->mutable_owner();
+  owner->set_session_id(r.id);
+  owner->set_client_name(r.client_name);
+  owner->set_uid(r.uid);
+  owner->set_pid(r.pid);
+  out->set_transport(r.uid >= 0 ? "local" : "gRPC");
+  out->set_age_s(r.age_s);
+  out->set_allocations(r.allocations);
+  out->set_allocated_bytes(r.allocated_bytes);
+  out->set_instances(r.instances);
+  out->set_transfers_active(r.transfers_active);
+  out->set_private_ranges(r.private_ranges);
+  out->set_datatypes(r.datatypes);
+}
+
+void ToProto(const AllocationListing& r, v1::AllocationInfo* out) {
+  out->set_id(r.id);
+  out->set_memory(r.memory);
+  out->set_bytes(r.bytes);
+  v1::SessionOwner* owner = out->mutable_owner();
+  owner->set_session_id(r.owner);
+  owner->set_client_name(r.owner_name);
+  owner->set_uid(r.owner_uid);
+  owner->set_pid(r.owner_pid);
+  out->set_published(r.published);
+  out->set_watched(r.watched);
+  out->set_mapped_by_others(r.mapped_by_others);
+}
+
 }  // namespace isometry

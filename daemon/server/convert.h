@@ -34,6 +34,8 @@ void ToProto(const Box& box, v1::Box* out);
 void ToProto(const InstanceShape& shape, v1::InstanceSpec* out);
 void ToProto(const TransferReport& r, v1::TransferInfo* out);
 void ToProto(const MemoryReport& r, v1::Memory* out);
+void ToProto(const SessionListing& r, v1::SessionInfo* out);
+void ToProto(const AllocationListing& r, v1::AllocationInfo* out);
 void ToProto(const ChannelReport& r, v1::ChannelInfo* out);
 void ToProto(const PlanReport& r, v1::ExplainPlanResponse* out);
 void ToProto(const NodeStatus& s, v1::StatusResponse* out);

@@ -248,6 +248,34 @@ class Service final : public ActiveCallbacks, public GrpcService {
     return Reply(ctx, OkStatus());
   }
 
+  // The operator sees every session; another caller its own, by its token.
+  ServerUnaryReactor* ListSessions(CallbackServerContext* ctx, const v1::ListSessionsRequest*,
+                                   v1::ListSessionsResponse* resp) override {
+    return List(ctx, "ListSessions", &Node::ListSessions, resp->mutable_sessions());
+  }
+
+  ServerUnaryReactor* ListAllocations(CallbackServerContext* ctx, const v1::ListAllocationsRequest*,
+                                      v1::ListAllocationsResponse* resp) override {
+    return List(ctx, "ListAllocations", &Node::ListAllocations, resp->mutable_allocations());
+  }
+
+  template <class Listing, class Out>
+  ServerUnaryReactor* List(CallbackServerContext* ctx, const char* what,
+                           Result<std::vector<Listing>> (Node::*list)(const std::string*) const,
+                           google::protobuf::RepeatedPtrField<Out>* out) {
+    const std::string session = SessionOf(ctx);
+    if (!IsOperator(ctx) && session.empty()) {
+      return Reply(ctx, PermissionDenied(what,
+                                         " needs the operator token (isoctl --operator-token) to "
+                                         "list every session's, or a session token to list that "
+                                         "session's own"));
+    }
+    auto listed = (node_.*list)(IsOperator(ctx) ? nullptr : &session);
+    if (!listed.ok()) return Reply(ctx, listed.status());
+    for (const Listing& l : *listed) ToProto(l, out->Add());
+    return Reply(ctx, OkStatus());
+  }
+
   ServerUnaryReactor* Publish(CallbackServerContext* ctx, const v1::PublishRequest* req,
                               v1::PublishResponse*) override {
     return Reply(ctx, node_.Publish(SessionOf(ctx), req->allocation()));

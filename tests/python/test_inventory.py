@@ -1,0 +1,133 @@
+"""ListSessions and ListAllocations (isoctl sessions, isoctl allocations)
+against a real isometryd: the operator sees every session and what it
+holds; another caller only its own session, by its token; nobody ever sees
+a token; a caller with neither is refused with what to send.
+
+    ISOMETRYD=build/daemon/isometryd ISOMETRY_PYTHONPATH=build/python \\
+        /usr/bin/python3 -m unittest -v test_inventory   # in tests/python
+"""
+
+import os
+import shutil
+import sys
+import unittest
+
+FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture")
+sys.path.insert(0, FIXTURE_DIR)
+from isometryd_process import IsometrydProcess  # noqa: E402
+
+ISOMETRYD = os.environ.get("ISOMETRYD", "")
+PYTHONPATH = os.environ.get("ISOMETRY_PYTHONPATH", "")
+if PYTHONPATH:
+    sys.path.insert(0, PYTHONPATH)
+if ISOMETRYD:
+    import grpc
+
+    import isometry
+    from isometry import isometry_pb2 as pb
+    from isometry import isometry_pb2_grpc as pb_grpc
+else:
+    print("test_inventory: skipped: ISOMETRYD is not set", file=sys.stderr)
+
+CONFIG = """
+[[memory]]
+name = "sys0"
+kind = "SYS"
+pool = "64MiB"
+staging = "16MiB"
+
+[[channel]]
+name = "memcpy0"
+kind = "memcpy"
+"""
+
+
+@unittest.skipUnless(ISOMETRYD, "ISOMETRYD is not set")
+class InventoryTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir, cls.daemon = IsometrydProcess.started_in_temp_dir(
+            ISOMETRYD, CONFIG, "isometry-inventory-")
+        with open(os.path.join(cls.dir, "state", "operator.token")) as f:
+            cls.operator = f.read().strip()
+        cls.channel = grpc.insecure_channel(f"unix:{cls.daemon.socket}")
+        cls.stub = pb_grpc.IsometryStub(cls.channel)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        cls.daemon.stop()
+        cls.daemon.close()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def client(self, name):
+        c = isometry.Client(self.daemon.socket, name=name)
+        self.addCleanup(c.close)
+        return c
+
+    def call(self, method, request, **metadata):
+        return getattr(self.stub, method)(request, metadata=list(metadata.items()))
+
+    def sessions(self, **md):
+        return self.call("ListSessions", pb.ListSessionsRequest(),
+                         **md).sessions
+
+    def allocations(self, **md):
+        return self.call("ListAllocations", pb.ListAllocationsRequest(), **md).allocations
+
+    def test_a_session_sees_only_itself_and_the_operator_everyone(self):
+        victim, other = self.client("victim"), self.client("other")
+        kept = victim.allocate("sys0", 1 << 20)
+        victim.publish(kept)
+        victim.allocate("sys0", 4096)
+        mine = other.allocate("sys0", 8192)
+        as_other = {"isometry-session": other.session}
+        listed = self.sessions(**as_other)
+        self.assertEqual([s.owner.session_id for s in listed], [other.session_id])
+        self.assertEqual(listed[0].owner.client_name, "other")
+        self.assertEqual((listed[0].allocations, listed[0].allocated_bytes), (1, 8192))
+        self.assertEqual(listed[0].transport, "gRPC")
+        self.assertEqual([a.id for a in self.allocations(**as_other)], [mine.id])
+        # The operator: both sessions and all three allocations, by owner.
+        as_op = {"isometry-operator": self.operator}
+        everyone = {s.owner.session_id: s for s in self.sessions(**as_op)}
+        self.assertEqual(everyone[victim.session_id].allocations, 2)
+        self.assertEqual(everyone[victim.session_id].allocated_bytes, (1 << 20) + 4096)
+        owners = {a.id: a for a in self.allocations(**as_op)}
+        self.assertEqual(owners[kept.id].owner.session_id, victim.session_id)
+        self.assertTrue(owners[kept.id].published)
+        self.assertEqual(owners[mine.id].owner.client_name, "other")
+        # No token in any answer, the operator's included.
+        for answer in (self.call("ListSessions", pb.ListSessionsRequest(), **as_op),
+                       self.call("ListAllocations", pb.ListAllocationsRequest(), **as_op)):
+            text = answer.SerializeToString()
+            for token in (victim.session, other.session, self.operator):
+                self.assertNotIn(token.encode(), text)
+        # The victim leaves: its published allocation stays, an orphan.
+        victim.close()
+        orphan = {a.id: a for a in self.allocations(**as_op)}[kept.id]
+        self.assertEqual(orphan.owner.session_id, 0)
+        self.assertNotIn(victim.session_id, [s.owner.session_id for s in self.sessions(**as_op)])
+
+    def test_no_token_a_forged_one_or_a_wrong_operator_token_is_refused(self):
+        self.client("bystander").allocate("sys0", 4096)
+        for method, request in (("ListSessions", pb.ListSessionsRequest()),
+                                ("ListAllocations", pb.ListAllocationsRequest())):
+            with self.assertRaises(grpc.RpcError) as cm:
+                self.call(method, request)
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+            self.assertIn("operator token", cm.exception.details())
+            for forged in ("1.00", "garbage", "1." + "0" * 64):
+                with self.assertRaises(grpc.RpcError) as cm:
+                    self.call(method, request, **{"isometry-session": forged})
+                # As every call with an unknown session token is refused.
+                self.assertEqual(cm.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
+                self.assertIn("unknown or closed session", cm.exception.details())
+            # A wrong operator token is no operator token.
+            with self.assertRaises(grpc.RpcError) as cm:
+                self.call(method, request, **{"isometry-operator": "0" * len(self.operator)})
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+
+
+if __name__ == "__main__":
+    unittest.main()
