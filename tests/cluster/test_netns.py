@@ -57,6 +57,21 @@ class ShapedLink(unittest.TestCase):
         d = ca.register_instance(dst.id, [n], [("v", 1)], "F,x", memory="b:sys0")
         return s, d, dst
 
+    def assert_whole(self, ca, cb, t, dst, data, why=""):
+        """Waits for transfer `t` (ca's): it ends done (else every node's log
+        tail is printed), `dst` on b holds `data`, and both see their peers
+        up. `why` leads the failure message."""
+        info = ca.wait(t, timeout_ms=60000, check=False)
+        if info.state != "done":
+            for node in self.cluster.nodes:
+                print(f"--- {node.name}\n{node.log_text()[-4000:]}", file=sys.stderr)
+        self.assertEqual(info.state, "done", f"{why}{info.message}")
+        self.assertEqual(hashlib.sha256(cb.read(dst, 0, len(data))).digest(),
+                         hashlib.sha256(data).digest(), "the destination differs")
+        for c in (ca, cb):
+            for p in c.peers().peers:
+                self.assertEqual(p.state, "up", p.last_error)
+
     def test_copy_across_the_shaped_link(self):
         n = 64 << 20
         data = os.urandom(n)
@@ -158,18 +173,10 @@ class RepeatedCuts(ShapedLink):
                 self.net.heal(0)
                 cuts, cut_s = cuts + 1, cut_s + length
                 time.sleep(rnd.uniform(0.1, 0.3))
-            info = ca.wait(t, timeout_ms=60000, check=False)
-            if info.state != "done":
-                for node in self.cluster.nodes:
-                    print(f"--- {node.name}\n{node.log_text()[-4000:]}", file=sys.stderr)
-            self.assertEqual(info.state, "done", f"after {cuts} cut(s): {info.message}")
+            self.assert_whole(ca, cb, t, dst, data, f"after {cuts} cut(s): ")
             self.assertGreaterEqual(cuts, 10, "the copy ended before most of the cuts")
-            self.assertEqual(hashlib.sha256(cb.read(dst, 0, n)).digest(),
-                             hashlib.sha256(data).digest(), "the destination differs")
             over = " over TLS" if self.tls else ""
             print(f"\n  256 MiB through {cuts} cuts ({cut_s:.1f} s){over}: whole", file=sys.stderr)
-            for p in ca.peers().peers:
-                self.assertEqual(p.state, "up", p.last_error)
 
 
 class RepeatedCutsTls(RepeatedCuts):
@@ -205,16 +212,7 @@ class IdleDirectionBlocked(ShapedLink):
             time.sleep(4 * self.timeout_ms / 1000)
             self.net.unblock(0)
             self.assertIsNone(ca.completed(t), "the copy ended before b's set came back")
-            info = ca.wait(t, timeout_ms=60000, check=False)
-            if info.state != "done":
-                for node in self.cluster.nodes:
-                    print(f"--- {node.name}\n{node.log_text()[-4000:]}", file=sys.stderr)
-            self.assertEqual(info.state, "done", info.message)
-            self.assertEqual(hashlib.sha256(cb.read(dst, 0, n)).digest(),
-                             hashlib.sha256(data).digest(), "the destination differs")
-            for c in (ca, cb):
-                for p in c.peers().peers:
-                    self.assertEqual(p.state, "up", p.last_error)
+            self.assert_whole(ca, cb, t, dst, data)
         log = a.log_text()
         self.assertRegex(log, r"data connection from [0-9.:]+ lost")
         self.assertIn("data link from peer 'b': resumed", log)
