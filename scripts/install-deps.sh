@@ -38,6 +38,7 @@ packages=(
   # daemon plumbing
   libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev libsystemd-dev libxxhash-dev
   nlohmann-json3-dev              # isoctl's --json
+  libyaml-dev                     # isoctl's -o yaml (libyaml's emitter)
   libncurses-dev                  # isoctl top's full screen
   help2man                        # man pages from --help
   libssl-dev                      # cluster TLS and HMACs
@@ -58,6 +59,7 @@ if ((quickstart == 0)); then
     python3-venv python3-setuptools # pip install of the Python client into a venv (python_pip_install)
     zsh fish                        # isoctl's completion scripts, checked by isoctl_test
     python3-pyte                    # the terminal emulator top_screen_test reads isoctl top with
+    python3-yaml                    # reads isoctl -o yaml back (isoctl_output_test)
     etcd-server etcd-client         # [cluster.etcd] membership (tests/cluster/test_cluster_etcd.py)
     prometheus                      # promtool and a real Prometheus for the alert rules (test_prometheus)
     # benchmark peers (measured in the same run as Isometry)

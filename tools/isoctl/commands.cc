@@ -14,14 +14,26 @@ namespace {
 
 using Stub = v1::Isometry::Stub;
 
-// Prints a response: its JSON, or its human rendering.
+// Prints a response in out.format: its JSON or YAML document, or its
+// human rendering (`wide` for -o wide: the table with every column).
+template <typename Message, typename Render, typename Wide = Render>
+Status Print(const Output& out, const Message& message, Render render, Wide wide) {
+  switch (out.format) {
+    case Format::kJson:
+    case Format::kYaml:
+      return PrintDocument(out, ToJsonValue(message));
+    case Format::kWide:
+      return PrintText(out, wide(message));
+    case Format::kTable:
+      break;
+  }
+  return PrintText(out, render(message));
+}
+
+// A response whose table already shows every field: wide is the table.
 template <typename Message, typename Render>
 Status Print(const Output& out, const Message& message, Render render) {
-  if (out.json) {
-    return PrintJson(message);
-  }
-  std::fputs(render(message).c_str(), stdout);
-  return OkStatus();
+  return Print(out, message, render, render);
 }
 
 }  // namespace
@@ -45,25 +57,25 @@ Status TransferOutcome(const v1::TransferInfo& t) {
 Status RunStatus(DaemonClient& client, const Output& out) {
   v1::StatusResponse resp;
   ISO_RETURN_IF_ERROR(client.Call(&Stub::GetStatus, v1::StatusRequest(), &resp));
-  return Print(out, resp, RenderStatus);
+  return Print(out, resp, RenderStatus, RenderStatusWide);
 }
 
 Status RunMemories(DaemonClient& client, const Output& out) {
   v1::ListMemoriesResponse resp;
   ISO_RETURN_IF_ERROR(client.Call(&Stub::ListMemories, v1::ListMemoriesRequest(), &resp));
-  return Print(out, resp, RenderMemories);
+  return Print(out, resp, RenderMemories, RenderMemoriesWide);
 }
 
 Status RunPeers(DaemonClient& client, const Output& out) {
   v1::ListPeersResponse resp;
   ISO_RETURN_IF_ERROR(client.Call(&Stub::ListPeers, v1::ListPeersRequest(), &resp));
-  return Print(out, resp, RenderPeers);
+  return Print(out, resp, RenderPeers, RenderPeersWide);
 }
 
 Status RunChannels(DaemonClient& client, const Output& out) {
   v1::ListChannelsResponse resp;
   ISO_RETURN_IF_ERROR(client.Call(&Stub::ListChannels, v1::ListChannelsRequest(), &resp));
-  return Print(out, resp, RenderChannels);
+  return Print(out, resp, RenderChannels, RenderChannelsWide);
 }
 
 Status RunTransfers(DaemonClient& client, const Output& out, std::optional<uint64_t> id,
@@ -73,13 +85,16 @@ Status RunTransfers(DaemonClient& client, const Output& out, std::optional<uint6
     req.set_transfer(*id);
     v1::TransferInfo resp;
     ISO_RETURN_IF_ERROR(client.Call(&Stub::GetTransfer, req, &resp));
-    return Print(out, resp, RenderTransfer);
+    return Print(out, resp, RenderTransfer, RenderTransferWide);
   }
   v1::ListTransfersRequest req;
   req.set_recent(recent);
   v1::ListTransfersResponse resp;
   ISO_RETURN_IF_ERROR(client.Call(&Stub::ListTransfers, req, &resp));
-  return Print(out, resp, recent ? RenderRecentTransfers : RenderTransfers);
+  if (recent) {
+    return Print(out, resp, RenderRecentTransfers, RenderRecentTransfersWide);
+  }
+  return Print(out, resp, RenderTransfers, RenderTransfersWide);
 }
 
 Status RunCalibrate(DaemonClient& client, const Output& out) {

@@ -1,6 +1,7 @@
 // isoctl's subcommands. Each asks the daemon, prints a table (or, with
-// --json, the response messages as protobuf JSON) to stdout and returns
-// OK or the error that decides the exit code (exit_codes.h).
+// -o, the wide table, or the response as a JSON or YAML document:
+// output.h) to stdout and returns OK or the error that decides the exit
+// code (exit_codes.h).
 #pragma once
 
 #include <cstdint>
@@ -11,13 +12,10 @@
 #include "core/datatype.h"
 #include "core/status.h"
 #include "tools/isoctl/daemon_client.h"
+#include "tools/isoctl/output.h"
 #include "tools/isoctl/shape_args.h"
 
 namespace isometry::isoctl {
-
-struct Output {
-  bool json = false;
-};
 
 Status RunStatus(DaemonClient& client, const Output& out);
 Status RunMemories(DaemonClient& client, const Output& out);

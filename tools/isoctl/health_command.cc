@@ -99,13 +99,14 @@ Severity Worst(const std::vector<Finding>& findings) {
   return worst;
 }
 
+// The document has every field the table shows: -o wide is the table.
 Status Print(const Output& out, const std::vector<Finding>& findings, Severity worst) {
-  if (out.json) {
+  if (out.format == Format::kJson || out.format == Format::kYaml) {
     Json checks = Json::array();
     for (const Finding& f : findings) {
       checks.push_back({{"check", f.check}, {"state", Name(f.severity)}, {"detail", f.detail}});
     }
-    return PrintJson(Json{{"state", Name(worst)}, {"checks", checks}}, JsonStyle::kPretty);
+    return PrintDocument(out, Json{{"state", Name(worst)}, {"checks", checks}});
   }
   Table table({{"CHECK"}, {"STATE"}, {"DETAIL"}});
   for (const Finding& f : findings) {
@@ -114,8 +115,7 @@ Status Print(const Output& out, const std::vector<Finding>& findings, Severity w
   const char* verdict = worst == Severity::kOk        ? "healthy"
                         : worst == Severity::kWarning ? "degraded"
                                                       : "unhealthy";
-  std::printf("%s%s\n", table.Render().c_str(), verdict);
-  return OkStatus();
+  return PrintText(out, StrCat(table.Render(), verdict, "\n"));
 }
 
 }  // namespace

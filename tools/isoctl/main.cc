@@ -17,6 +17,7 @@
 #include "tools/isoctl/exit_codes.h"
 #include "tools/isoctl/operator_token.h"
 #include "tools/isoctl/suggest.h"
+#include "tools/isoctl/watch.h"
 
 using namespace isometry;
 using namespace isometry::isoctl;
@@ -106,6 +107,10 @@ int Fail(const Status& s) {
 struct Invocation {
   ConnectOptions connect{.socket = DefaultSocket()};
   Output output;
+  std::string output_text = "table";  // -o; checked by PrepareOutput
+  CLI::Option* output_option = nullptr;
+  // copy and top print a table or JSON only (not wide, not yaml).
+  bool table_or_json_only = false;
   uint32_t timeout_ms = 10000;
   CLI::Option* timeout_option = nullptr;
   std::string token_file = TokenFileFromEnv() ? TokenFileFromEnv() : kDefaultTokenFile;
@@ -144,9 +149,13 @@ void AddGlobalOptions(CLI::App& app, Invocation& inv) {
   app.add_option("--socket", inv.connect.socket,
                  StrCat("isometryd's gRPC unix socket (default: $", kSocketEnv, ", else ",
                         kDefaultSocket, ")"));
-  app.add_flag("--json", inv.output.json,
-               "print the daemon's responses as JSON (proto field names, every field, integers "
-               "as numbers)");
+  inv.output_option =
+      app.add_option("-o,--output", inv.output_text,
+                     "table (default), wide (the table with every column), json (the daemon's "
+                     "response: proto field names, every field, integers as numbers) or yaml "
+                     "(the same document as YAML); copy and top: table or json")
+          ->type_name("FORMAT");
+  app.add_flag("--json", inv.output.json, "the same as -o json");
   inv.timeout_option =
       app.add_option("--timeout-ms", inv.timeout_ms,
                      "deadline of each call to isometryd, and when given, of `wait` too (a "
@@ -161,34 +170,52 @@ void AddGlobalOptions(CLI::App& app, Invocation& inv) {
              "used when readable; \"\" sends no token"));
 }
 
+// -w/--watch on a listing: print it again every SECONDS (watch.h).
+CLI::App* Watchable(CLI::App* cmd, Invocation& inv) {
+  cmd->add_option("-w,--watch", inv.output.watch_s,
+                  "print again every SECONDS until Ctrl-C/SIGTERM (exit 0; health: the last "
+                  "verdict's code); json: one line a frame with a \"time\" field, yaml: one "
+                  "\"---\" document a frame")
+      ->type_name("SECONDS")
+      ->check(CLI::Range(0.01, 86400.0, "0.01..86400"));
+  return cmd;
+}
+
 // The subcommands that take no arguments, and `transfers`.
 void AddListCommands(CLI::App& app, Invocation& inv) {
   const Output& output = inv.output;
-  app.add_subcommand("status", "daemon version, uptime, sessions and transfer counters")
+  Watchable(app.add_subcommand("status", "daemon version, uptime, sessions and transfer counters"),
+            inv)
       ->callback([&] { inv.run = [&](DaemonClient& c) { return RunStatus(c, output); }; });
-  app.add_subcommand("peers", "the cluster's peer daemons: state, round trip, data connections")
+  Watchable(app.add_subcommand("peers",
+                               "the cluster's peer daemons: state, round trip, data connections"),
+            inv)
       ->callback([&] { inv.run = [&](DaemonClient& c) { return RunPeers(c, output); }; });
 
-  app.add_subcommand("health",
-                     "one verdict: daemon, peers, pools, channels; exit 0 healthy, 4 degraded, "
-                     "5 unhealthy")
+  Watchable(app.add_subcommand("health",
+                               "one verdict: daemon, peers, pools, channels; exit 0 healthy, 4 "
+                               "degraded, 5 unhealthy"),
+            inv)
       ->callback([&] { inv.run = [&](DaemonClient& c) { return RunHealth(c, output); }; });
 
   app.add_subcommand("calibrate", "measure every channel's throughput function again")
       ->callback([&] { inv.run = [&](DaemonClient& c) { return RunCalibrate(c, output); }; });
 
-  app.add_subcommand("memories", "memories with their client pools and staging budgets")
+  Watchable(app.add_subcommand("memories", "memories with their client pools and staging budgets"),
+            inv)
       ->callback([&] { inv.run = [&](DaemonClient& c) { return RunMemories(c, output); }; });
 
-  app.add_subcommand("channels",
-                     "live queue table: in flight/max, XDs queued by priority, requests done, "
-                     "bytes moved, current and peak throughput, rate cap")
+  Watchable(app.add_subcommand("channels",
+                               "live queue table: in flight/max, XDs queued by priority, requests "
+                               "done, bytes moved, current and peak throughput, rate cap"),
+            inv)
       ->callback([&] { inv.run = [&](DaemonClient& c) { return RunChannels(c, output); }; });
 
-  CLI::App* transfers = app.add_subcommand(
-      "transfers",
-      "transfers in flight with per-hop progress, one transfer by ID, or (--recent) the last "
-      "ones that ended");
+  CLI::App* transfers = Watchable(
+      app.add_subcommand("transfers",
+                         "transfers in flight with per-hop progress, one transfer by ID, or "
+                         "(--recent) the last ones that ended"),
+      inv);
   CLI::Option* id =
       transfers->add_option("ID", inv.transfer_id, "one transfer, in flight or recently ended");
   transfers
@@ -216,13 +243,16 @@ void AddTopCommand(CLI::App& app, Invocation& inv) {
       ->check(CLI::Range(0, std::numeric_limits<int>::max(), "NONNEGATIVE"));
   top_cmd->add_flag("--once", inv.top.once,
                     "print one frame and exit (as on a pipe: no full screen, no keys)");
-  top_cmd->callback(
-      [&] { inv.run = [&](DaemonClient& c) { return RunTop(c, inv.output, inv.top); }; });
+  top_cmd->callback([&] {
+    inv.table_or_json_only = true;
+    inv.run = [&](DaemonClient& c) { return RunTop(c, inv.output, inv.top); };
+  });
 }
 
 void AddPlanCommand(CLI::App& app, Invocation& inv) {
   PlanArgs& plan = inv.plan;
-  CLI::App* plan_cmd = app.add_subcommand("plan", "explain how isometryd would copy SRC to DST");
+  CLI::App* plan_cmd =
+      Watchable(app.add_subcommand("plan", "explain how isometryd would copy SRC to DST"), inv);
   plan_cmd->add_option("SRC", plan.src_memory, "source memory name")->required();
   plan_cmd->add_option("DST", plan.dst_memory, "destination memory name")->required();
   AddShapeOptions(plan_cmd, inv.plan_shape);
@@ -284,6 +314,7 @@ void AddCopyCommand(CLI::App& app, Invocation& inv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000, "1..1000000"));
   copy_cmd->callback([&] {
+    inv.table_or_json_only = true;
     inv.prepare = [&]() -> Status {
       ISO_RETURN_IF_ERROR(ParsePattern(inv.pattern, copy));
       if (copy.verify && copy.pattern == Pattern::kNone) {
@@ -306,13 +337,22 @@ void AddCancelCommand(CLI::App& app, Invocation& inv) {
 }
 
 void AddOrphansCommand(CLI::App& app, Invocation& inv) {
-  CLI::App* cmd = app.add_subcommand(
-      "orphans",
-      "list published allocations whose owner's session ended, or free them (operator token)");
+  CLI::App* cmd = Watchable(
+      app.add_subcommand(
+          "orphans",
+          "list published allocations whose owner's session ended, or free them (operator token)"),
+      inv);
   cmd->add_option("--free", inv.orphans.free, "free this orphan (repeatable)");
   cmd->add_flag("--free-all", inv.orphans.free_all, "free every orphan");
-  cmd->callback(
-      [&] { inv.run = [&](DaemonClient& c) { return RunOrphans(c, inv.output, inv.orphans); }; });
+  cmd->callback([&] {
+    inv.prepare = [&]() -> Status {
+      if (inv.output.watch_s > 0 && (inv.orphans.free_all || !inv.orphans.free.empty())) {
+        return UsageError("--watch lists orphans again and again; it does not free them");
+      }
+      return OkStatus();
+    };
+    inv.run = [&](DaemonClient& c) { return RunOrphans(c, inv.output, inv.orphans); };
+  });
 }
 
 void AddCheckpointCommand(CLI::App& app, Invocation& inv) {
@@ -389,6 +429,33 @@ std::optional<int> Parse(CLI::App& app, int argc, char** argv) {
   return std::nullopt;
 }
 
+// -o and --json into inv.output: a usage error for an unknown format, for
+// --json with another -o, and for wide or yaml where there is only a
+// table or JSON.
+Status PrepareOutput(Invocation& inv, const std::string& command) {
+  ISO_ASSIGN_OR_RETURN(const Format format, ParseFormat(inv.output_text));
+  const bool named = inv.output_option->count() > 0;
+  if (inv.output.json && named && format != Format::kJson) {
+    return UsageError(StrCat("--json is -o json; it cannot go with -o ", FormatName(format)));
+  }
+  inv.output.format = inv.output.json ? Format::kJson : format;
+  inv.output.json = inv.output.format == Format::kJson;
+  if (inv.table_or_json_only && inv.output.format != Format::kTable && !inv.output.json) {
+    return UsageError(
+        StrCat("-o ", FormatName(inv.output.format), ": `", command, "` prints table or json"));
+  }
+  return OkStatus();
+}
+
+// "isoctl status -o wide -w 2": the title of a watched table.
+std::string CommandLine(int argc, char** argv) {
+  std::string out = "isoctl";
+  for (int i = 1; i < argc; ++i) {
+    out += StrCat(" ", argv[i]);
+  }
+  return out;
+}
+
 // Reads the operator token and connects with the global options.
 Result<std::unique_ptr<DaemonClient>> Connect(Invocation& inv) {
   inv.connect.timeout = std::chrono::milliseconds(inv.timeout_ms);
@@ -423,6 +490,10 @@ int Main(int argc, char** argv) {
   }
   // Usage errors come before connecting, so they are reported as such even
   // without a daemon.
+  const std::string command = app.get_subcommands().front()->get_name();
+  if (Status s = PrepareOutput(inv, command); !s.ok()) {
+    return Fail(s);
+  }
   if (Status s = inv.prepare(); !s.ok()) {
     return Fail(s);
   }
@@ -430,10 +501,10 @@ int Main(int argc, char** argv) {
   if (!client.ok()) {
     return Fail(client.status());
   }
-  if (Status s = inv.run(**client); !s.ok()) {
-    return Fail(s);
-  }
-  return kExitOk;
+  const Status s = inv.output.watch_s > 0 ? RunWatch(inv.output, CommandLine(argc, argv),
+                                                     [&] { return inv.run(**client); })
+                                          : inv.run(**client);
+  return s.ok() ? kExitOk : Fail(s);
 }
 
 }  // namespace

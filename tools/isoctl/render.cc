@@ -65,10 +65,33 @@ std::string OwnerText(const v1::SessionOwner& o) {
   return out + ")";
 }
 
-std::string RenderStatus(const v1::StatusResponse& s) {
+namespace {
+
+// -o wide's watches: one row each, with every field of WatchInfo.
+std::string WatchTable(const v1::StatusResponse& s) {
+  Table t({{"WATCHED", Align::kRight},
+           {"SESSION", Align::kRight},
+           {"REGIONS", Align::kRight},
+           {"LOG", Align::kRight},
+           {"PUBLISHED", Align::kRight},
+           {"ACKNOWLEDGED", Align::kRight},
+           {"ENTRIES", Align::kRight},
+           {"PENDING", Align::kRight},
+           {"FULL"}});
+  for (const v1::WatchInfo& w : s.watches()) {
+    t.AddRow({std::to_string(w.allocation()), std::to_string(w.owner_session()),
+              std::to_string(w.regions_size()), FormatBytes(w.log_bytes()),
+              std::to_string(w.log_published()), std::to_string(w.log_acknowledged()),
+              std::to_string(w.entries()), std::to_string(w.pending_copies()), w.full()});
+  }
+  return t.empty() ? std::string() : "\n" + t.Render();
+}
+
+std::string StatusText(const v1::StatusResponse& s, bool wide) {
   const auto n = [](uint64_t v) { return std::to_string(v); };
   std::vector<std::pair<std::string, std::string>> watches;
   for (const v1::WatchInfo& w : s.watches()) {
+    if (wide) break;  // a table of their own below
     watches.emplace_back("  allocation " + n(w.allocation()),
                          "session " + n(w.owner_session()) + ", " + n(w.regions_size()) +
                              " region(s), log " + FormatBytes(w.log_bytes()) + " (" + w.full() +
@@ -114,8 +137,16 @@ std::string RenderStatus(const v1::StatusResponse& s) {
        n(s.watched_allocations()) + " allocation(s), " + n(s.watched_regions()) + " region(s)"},
       {"rdma", s.rdma().empty() ? std::string("(not reported by this daemon)") : s.rdma()},
   });
+  if (wide) {
+    return out + WatchTable(s);
+  }
   return watches.empty() ? out : out + RenderFields(watches);
 }
+
+}  // namespace
+
+std::string RenderStatus(const v1::StatusResponse& s) { return StatusText(s, false); }
+std::string RenderStatusWide(const v1::StatusResponse& s) { return StatusText(s, true); }
 
 std::string RenderStatusLine(const v1::StatusResponse& s) {
   return "isometryd " + s.version() + ", node " + std::to_string(s.node()) + ", up " +
@@ -126,23 +157,42 @@ std::string RenderStatusLine(const v1::StatusResponse& s) {
          std::to_string(s.transfers_cancelled()) + " cancelled\n";
 }
 
-std::string RenderMemories(const v1::ListMemoriesResponse& r) {
-  Table t({{"MEMORY"},
-           {"KIND"},
-           {"ID"},
-           {"POOL", Align::kRight},
-           {"USED", Align::kRight},
-           {"QUOTA/CLIENT", Align::kRight},
-           {"STAGING", Align::kRight},
-           {"STAGED", Align::kRight},
-           {"PEAK", Align::kRight}});
+namespace {
+
+// The table shows every field of Memory; -o wide adds what an operator
+// computes from them: the pool's use in percent and what is left.
+std::string Memories(const v1::ListMemoriesResponse& r, bool wide) {
+  std::vector<Table::Column> columns = {{"MEMORY"},
+                                        {"KIND"},
+                                        {"ID"},
+                                        {"POOL", Align::kRight},
+                                        {"USED", Align::kRight},
+                                        {"QUOTA/CLIENT", Align::kRight},
+                                        {"STAGING", Align::kRight},
+                                        {"STAGED", Align::kRight},
+                                        {"PEAK", Align::kRight}};
+  if (wide) {
+    columns.insert(columns.end(), {{"USE%", Align::kRight}, {"FREE", Align::kRight}});
+  }
+  Table t(std::move(columns));
   for (const v1::Memory& m : r.memories()) {
     const bool pool = m.pool_capacity() > 0;
-    t.AddRow({m.name(), m.kind(),
-              std::to_string(m.id().node()) + ":" + std::to_string(m.id().memory()),
-              pool ? FormatBytes(m.pool_capacity()) : "-", pool ? FormatBytes(m.pool_used()) : "-",
-              pool ? FormatBytes(m.client_quota()) : "-", FormatBytes(m.staging_budget()),
-              FormatBytes(m.staging_used()), FormatBytes(m.staging_peak())});
+    std::vector<std::string> row = {
+        m.name(),
+        m.kind(),
+        std::to_string(m.id().node()) + ":" + std::to_string(m.id().memory()),
+        pool ? FormatBytes(m.pool_capacity()) : "-",
+        pool ? FormatBytes(m.pool_used()) : "-",
+        pool ? FormatBytes(m.client_quota()) : "-",
+        FormatBytes(m.staging_budget()),
+        FormatBytes(m.staging_used()),
+        FormatBytes(m.staging_peak())};
+    if (wide) {
+      const uint64_t free = m.pool_capacity() - std::min(m.pool_used(), m.pool_capacity());
+      row.insert(row.end(), {pool ? FormatPercent(m.pool_used(), m.pool_capacity()) : "-",
+                             pool ? FormatBytes(free) : "-"});
+    }
+    t.AddRow(std::move(row));
   }
   if (t.empty()) {
     return "no memories\n";
@@ -150,87 +200,162 @@ std::string RenderMemories(const v1::ListMemoriesResponse& r) {
   return t.Render();
 }
 
-std::string RenderPeers(const v1::ListPeersResponse& r) {
+}  // namespace
+
+std::string RenderMemories(const v1::ListMemoriesResponse& r) { return Memories(r, false); }
+std::string RenderMemoriesWide(const v1::ListMemoriesResponse& r) { return Memories(r, true); }
+
+namespace {
+
+// -o wide adds the peer's memories, data address, resumes and network hops
+// (the last as a column instead of lines below the table).
+std::string Peers(const v1::ListPeersResponse& r, bool wide) {
   if (r.peers().empty()) {
     return "node '" + r.node_name() + "' has no peers (a single node)\n";
   }
-  Table t({{"PEER"},
-           {"ADDRESS"},
-           {"STATE"},
-           {"NODE", Align::kRight},
-           {"RTT", Align::kRight},
-           {"DATA OUT/IN", Align::kRight},
-           {"LINK"},
-           {"SENT", Align::kRight},
-           {"RECEIVED", Align::kRight},
-           {"FROM"},
-           {"LAST ERROR"}});
+  std::vector<Table::Column> columns = {{"PEER"},
+                                        {"ADDRESS"},
+                                        {"STATE"},
+                                        {"NODE", Align::kRight},
+                                        {"RTT", Align::kRight},
+                                        {"DATA OUT/IN", Align::kRight},
+                                        {"LINK"},
+                                        {"SENT", Align::kRight},
+                                        {"RECEIVED", Align::kRight},
+                                        {"FROM"},
+                                        {"LAST ERROR"}};
+  if (wide) {
+    columns.insert(
+        columns.end(),
+        {{"MEMORIES", Align::kRight}, {"DATA ADDRESS"}, {"RESUMES", Align::kRight}, {"NETWORK"}});
+  }
+  Table t(std::move(columns));
+  const auto dash = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
   for (const v1::PeerInfo& p : r.peers()) {
     char rtt[32];
     std::snprintf(rtt, sizeof rtt, "%.2f ms", p.rtt_ms());
-    t.AddRow({p.name(), p.address(), p.state(), p.state() == "up" ? std::to_string(p.node()) : "-",
-              p.state() == "up" ? rtt : "-",
-              std::to_string(p.data_out()) + "/" + std::to_string(p.data_in()),
-              p.data_link().empty() ? "-" : p.data_link(), FormatBytes(p.bytes_sent()),
-              FormatBytes(p.bytes_received()), p.source().empty() ? "config" : p.source(),
-              p.last_error().empty() ? "-" : p.last_error()});
+    std::vector<std::string> row = {
+        p.name(),
+        p.address(),
+        p.state(),
+        p.state() == "up" ? std::to_string(p.node()) : "-",
+        p.state() == "up" ? rtt : "-",
+        std::to_string(p.data_out()) + "/" + std::to_string(p.data_in()),
+        dash(p.data_link()),
+        FormatBytes(p.bytes_sent()),
+        FormatBytes(p.bytes_received()),
+        p.source().empty() ? "config" : p.source(),
+        dash(p.last_error())};
+    if (wide) {
+      row.insert(row.end(), {std::to_string(p.memories()), dash(p.data_address()),
+                             std::to_string(p.resumes()), dash(p.network())});
+    }
+    t.AddRow(std::move(row));
   }
   std::string network;
   for (const v1::PeerInfo& p : r.peers()) {
-    if (!p.network().empty()) {
+    if (!wide && !p.network().empty()) {
       network += "network hops with " + p.name() + ": " + p.network() + "\n";
     }
   }
   return "node '" + r.node_name() + "'\n" + t.Render() + network;
 }
 
-std::string RenderChannels(const v1::ListChannelsResponse& r) {
-  Table t({{"CHANNEL"},
-           {"KIND"},
-           {"IN-FLIGHT", Align::kRight},
-           {"QUEUED(prio:xds)"},
-           {"REQUESTS", Align::kRight},
-           {"MOVED", Align::kRight},
-           {"CURRENT", Align::kRight},
-           {"PEAK", Align::kRight},
-           {"CAP", Align::kRight},
-           {"EDGES"}});
+}  // namespace
+
+std::string RenderPeers(const v1::ListPeersResponse& r) { return Peers(r, false); }
+std::string RenderPeersWide(const v1::ListPeersResponse& r) { return Peers(r, true); }
+
+namespace {
+
+// -o wide adds the worker threads and the limits (as a column instead of
+// lines below the table).
+std::string Channels(const v1::ListChannelsResponse& r, bool wide) {
+  std::vector<Table::Column> columns = {{"CHANNEL"},
+                                        {"KIND"},
+                                        {"IN-FLIGHT", Align::kRight},
+                                        {"QUEUED(prio:xds)"},
+                                        {"REQUESTS", Align::kRight},
+                                        {"MOVED", Align::kRight},
+                                        {"CURRENT", Align::kRight},
+                                        {"PEAK", Align::kRight},
+                                        {"CAP", Align::kRight},
+                                        {"EDGES"}};
+  if (wide) {
+    columns.insert(columns.end(), {{"THREADS", Align::kRight}, {"LIMITS"}});
+  }
+  Table t(std::move(columns));
   for (const v1::ChannelInfo& c : r.channels()) {
     // A network channel: credits bound it (its limits, below the table).
     const std::string bound =
         c.max_in_flight() > 0 ? std::to_string(c.max_in_flight()) : std::string("credits");
-    t.AddRow({c.name(), c.kind(), std::to_string(c.requests_in_flight()) + "/" + bound, Queued(c),
-              std::to_string(c.requests_done()), FormatBytes(c.bytes_done()),
-              FormatRate(c.current_bytes_per_s()), FormatRate(c.peak_bytes_per_s()),
-              c.rate_limit_bytes_per_s()
-                  ? FormatRate(static_cast<double>(c.rate_limit_bytes_per_s()))
-                  : "none",
-              Join(c.edges())});
+    std::vector<std::string> row = {
+        c.name(),
+        c.kind(),
+        std::to_string(c.requests_in_flight()) + "/" + bound,
+        Queued(c),
+        std::to_string(c.requests_done()),
+        FormatBytes(c.bytes_done()),
+        FormatRate(c.current_bytes_per_s()),
+        FormatRate(c.peak_bytes_per_s()),
+        c.rate_limit_bytes_per_s() ? FormatRate(static_cast<double>(c.rate_limit_bytes_per_s()))
+                                   : "none",
+        Join(c.edges())};
+    if (wide) {
+      row.insert(row.end(), {std::to_string(c.threads()), c.limits().empty() ? "-" : c.limits()});
+    }
+    t.AddRow(std::move(row));
   }
   if (t.empty()) {
     return "no channels\n";
   }
   std::string out = t.Render();
   for (const v1::ChannelInfo& c : r.channels()) {
-    if (!c.limits().empty()) out += c.name() + ": " + c.limits() + "\n";
+    if (!wide && !c.limits().empty()) out += c.name() + ": " + c.limits() + "\n";
   }
   return out;
 }
 
-std::string RenderTransfers(const v1::ListTransfersResponse& r) {
-  Table t({{"ID", Align::kRight},
-           {"STATE"},
-           {"PRIO", Align::kRight},
-           {"SIZE", Align::kRight},
-           {"ELAPSED", Align::kRight},
-           {"OWNER"},
-           {"HOP", Align::kRight},
-           {"CHANNEL"},
-           {"FROM->TO"},
-           {"LAYOUTS"},
-           {"CHUNKS", Align::kRight},
-           {"DONE", Align::kRight}});
+}  // namespace
+
+std::string RenderChannels(const v1::ListChannelsResponse& r) { return Channels(r, false); }
+std::string RenderChannelsWide(const v1::ListChannelsResponse& r) { return Channels(r, true); }
+
+namespace {
+
+std::string RateOrDash(double bps) { return bps > 0 ? FormatRate(bps) : std::string("-"); }
+
+// "CODE: message", escaped (it may quote what a client sent); "-" if none.
+std::string ErrorText(const v1::TransferInfo& x) {
+  return x.code() != 0 ? CodeName(x.code()) + ": " + ForLog(x.message(), 160) : "-";
+}
+
+// -o wide adds, on a transfer's first line, its path, the planner's
+// predicted rate, the measured one and the error.
+std::string Transfers(const v1::ListTransfersResponse& r, bool wide) {
+  std::vector<Table::Column> columns = {{"ID", Align::kRight},
+                                        {"STATE"},
+                                        {"PRIO", Align::kRight},
+                                        {"SIZE", Align::kRight},
+                                        {"ELAPSED", Align::kRight},
+                                        {"OWNER"},
+                                        {"HOP", Align::kRight},
+                                        {"CHANNEL"},
+                                        {"FROM->TO"},
+                                        {"LAYOUTS"},
+                                        {"CHUNKS", Align::kRight},
+                                        {"DONE", Align::kRight}};
+  constexpr size_t kHopColumns = 6;
+  if (wide) {
+    columns.insert(
+        columns.end(),
+        {{"PATH"}, {"PREDICTED", Align::kRight}, {"MEASURED", Align::kRight}, {"ERROR"}});
+  }
+  Table t(std::move(columns));
   for (const v1::TransferInfo& x : r.transfers()) {
+    const std::vector<std::string> extra = {x.path().empty() ? "-" : ForLog(x.path(), 160),
+                                            RateOrDash(x.predicted_bytes_per_s()),
+                                            RateOrDash(x.measured_bytes_per_s()), ErrorText(x)};
     std::vector<std::string> head = {
         std::to_string(x.id()),
         x.state(),
@@ -239,6 +364,10 @@ std::string RenderTransfers(const v1::ListTransfersResponse& r) {
         FormatDuration(x.elapsed_s()),
         x.remote_half().empty() ? OwnerText(x.owner()) : ForLog(x.remote_half(), 96)};
     if (x.hops().empty()) {
+      if (wide) {
+        head.resize(head.size() + kHopColumns);
+        head.insert(head.end(), extra.begin(), extra.end());
+      }
       t.AddRow(head);
       continue;
     }
@@ -250,6 +379,9 @@ std::string RenderTransfers(const v1::ListTransfersResponse& r) {
                   hop.src_layout() + " -> " + hop.dst_layout(),
                   std::to_string(hop.chunks_done()) + "/" + std::to_string(hop.chunks_total()),
                   FormatPercent(hop.chunks_done(), hop.chunks_total())});
+      if (wide && h == 0) {
+        row.insert(row.end(), extra.begin(), extra.end());
+      }
       t.AddRow(std::move(row));
     }
   }
@@ -259,28 +391,48 @@ std::string RenderTransfers(const v1::ListTransfersResponse& r) {
   return t.Render();
 }
 
-std::string RenderRecentTransfers(const v1::ListTransfersResponse& r) {
-  Table t({{"ID", Align::kRight},
-           {"STATE"},
-           {"BYTES", Align::kRight},
-           {"DURATION", Align::kRight},
-           {"PATH"},
-           {"PREDICTED", Align::kRight},
-           {"MEASURED", Align::kRight},
-           {"ERROR"}});
-  const auto rate = [](double bps) { return bps > 0 ? FormatRate(bps) : std::string("-"); };
+// -o wide adds the priority and the owner (or the remote half's origin).
+std::string RecentTransfers(const v1::ListTransfersResponse& r, bool wide) {
+  std::vector<Table::Column> columns = {
+      {"ID", Align::kRight},       {"STATE"}, {"BYTES", Align::kRight},
+      {"DURATION", Align::kRight}, {"PATH"},  {"PREDICTED", Align::kRight},
+      {"MEASURED", Align::kRight}, {"ERROR"}};
+  if (wide) {
+    columns.insert(columns.end(), {{"PRIO", Align::kRight}, {"OWNER"}});
+  }
+  Table t(std::move(columns));
   for (const v1::TransferInfo& x : r.transfers()) {
-    // The message may quote what a client sent (a file name): escaped.
-    const std::string error =
-        x.code() != 0 ? CodeName(x.code()) + ": " + ForLog(x.message(), 160) : "-";
-    t.AddRow({std::to_string(x.id()), x.state(), FormatBytes(x.bytes()),
-              FormatDuration(x.elapsed_s()), x.path().empty() ? "-" : ForLog(x.path(), 160),
-              rate(x.predicted_bytes_per_s()), rate(x.measured_bytes_per_s()), error});
+    std::vector<std::string> row = {std::to_string(x.id()),
+                                    x.state(),
+                                    FormatBytes(x.bytes()),
+                                    FormatDuration(x.elapsed_s()),
+                                    x.path().empty() ? "-" : ForLog(x.path(), 160),
+                                    RateOrDash(x.predicted_bytes_per_s()),
+                                    RateOrDash(x.measured_bytes_per_s()),
+                                    ErrorText(x)};
+    if (wide) {
+      row.insert(row.end(), {std::to_string(x.priority()), !x.remote_half().empty()
+                                                               ? ForLog(x.remote_half(), 96)
+                                                           : x.has_owner() ? OwnerText(x.owner())
+                                                                           : std::string("-")});
+    }
+    t.AddRow(std::move(row));
   }
   if (t.empty()) {
     return "no ended transfers (the daemon keeps the last daemon.transfer_history)\n";
   }
   return t.Render();
+}
+
+}  // namespace
+
+std::string RenderTransfers(const v1::ListTransfersResponse& r) { return Transfers(r, false); }
+std::string RenderTransfersWide(const v1::ListTransfersResponse& r) { return Transfers(r, true); }
+std::string RenderRecentTransfers(const v1::ListTransfersResponse& r) {
+  return RecentTransfers(r, false);
+}
+std::string RenderRecentTransfersWide(const v1::ListTransfersResponse& r) {
+  return RecentTransfers(r, true);
 }
 
 namespace {
@@ -305,6 +457,13 @@ std::string PredictionLine(const v1::TransferInfo& x) {
 }
 
 }  // namespace
+
+std::string RenderTransferWide(const v1::TransferInfo& x) {
+  // The one field the summary leaves out, after its first line.
+  std::string out = RenderTransfer(x);
+  const std::string line = "priority: " + std::to_string(x.priority()) + "\n";
+  return out.insert(out.find('\n') + 1, line);
+}
 
 std::string RenderTransfer(const v1::TransferInfo& x) {
   std::string out = "transfer " + std::to_string(x.id()) + ": " + x.state();

@@ -1,4 +1,6 @@
 // Human renderings of the daemon's responses: aligned tables with units.
+// Each Render...Wide is -o wide: the same table with the columns the plain
+// one leaves out (docs/reference/cli.md, "Output formats").
 // Every function returns the text (each line ending in '\n'), so `top` can
 // compose a whole frame before writing it.
 #pragma once
@@ -10,26 +12,33 @@
 namespace isometry::isoctl {
 
 std::string RenderStatus(const v1::StatusResponse& status);
+std::string RenderStatusWide(const v1::StatusResponse& status);
 // "name (session 3, uid 1000, pid 42)": who owns a transfer, never a
 // credential. The name is another client's string: escaped, so it cannot
 // drive the operator's terminal.
 std::string OwnerText(const v1::SessionOwner& owner);
 // The node's peer daemons: state, round trip, data connections, bytes.
 std::string RenderPeers(const v1::ListPeersResponse& peers);
+std::string RenderPeersWide(const v1::ListPeersResponse& peers);
 // One line for `top`'s header: uptime, sessions, transfer counters.
 std::string RenderStatusLine(const v1::StatusResponse& status);
 std::string RenderMemories(const v1::ListMemoriesResponse& memories);
+std::string RenderMemoriesWide(const v1::ListMemoriesResponse& memories);
 // The live queue table: in-flight/max, XDs queued by priority, requests
 // done, bytes moved, current and peak throughput, rate cap, edges.
 std::string RenderChannels(const v1::ListChannelsResponse& channels);
+std::string RenderChannelsWide(const v1::ListChannelsResponse& channels);
 // Transfers with one line per hop and its chunks_done/chunks_total.
 std::string RenderTransfers(const v1::ListTransfersResponse& transfers);
+std::string RenderTransfersWide(const v1::ListTransfersResponse& transfers);
 // Ended transfers (transfers --recent), one line each: final state, bytes,
 // duration, path, predicted and measured rate, and the error if any.
 std::string RenderRecentTransfers(const v1::ListTransfersResponse& transfers);
+std::string RenderRecentTransfersWide(const v1::ListTransfersResponse& transfers);
 // One transfer in full (copy, wait, transfers ID): outcome, throughput,
 // path and hops.
 std::string RenderTransfer(const v1::TransferInfo& transfer);
+std::string RenderTransferWide(const v1::TransferInfo& transfer);
 std::string RenderPlan(const v1::ExplainPlanResponse& plan);
 std::string RenderCalibration(const v1::CalibrateResponse& calibration);
 
