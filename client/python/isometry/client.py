@@ -76,6 +76,7 @@ from . import isometry_pb2 as pb
 from . import isometry_pb2_grpc as pb_grpc
 from .active import ActiveAccessMixin
 from .errors import IsometryError, TransferError, from_rpc_error
+from .futures import FuturesMixin
 from .instances import InstancesMixin
 from .local import DEFAULT_LOCAL_SOCKET, LocalSession, PrivateRange
 from .native import NativePath
@@ -112,7 +113,7 @@ _MAX_MESSAGE = 80 << 20
 _MAX_COMPLETIONS = 10000
 
 
-class Client(InstancesMixin, TransfersMixin, ActiveAccessMixin):
+class Client(InstancesMixin, TransfersMixin, FuturesMixin, ActiveAccessMixin):
     """A session with isometryd: over its gRPC socket, or over its local
     socket when this process's own memory is to be copied.
 
@@ -174,6 +175,7 @@ class Client(InstancesMixin, TransfersMixin, ActiveAccessMixin):
         self._session_ready = threading.Event()
         self._completions: "collections.OrderedDict[int, TransferInfo]" = collections.OrderedDict()
         self._completion_cv = threading.Condition(self._lock)
+        self._futures_init()
         self._session: Optional[str] = None
         self._session_id = 0
         self._operator_token = operator_token
@@ -279,6 +281,7 @@ class Client(InstancesMixin, TransfersMixin, ActiveAccessMixin):
                         self._session_ready.set()
                     if event.HasField("completed"):
                         self._record_locked(event.completed)
+                self._settle_futures()
         except grpc.RpcError as e:
             with self._lock:
                 if not self._closing:
@@ -292,11 +295,13 @@ class Client(InstancesMixin, TransfersMixin, ActiveAccessMixin):
                     )
                 self._completion_cv.notify_all()
             self._session_ready.set()
+            self._fail_futures(self._stream_error)
 
     def _record_locked(self, info: TransferInfo) -> None:
         """Keeps a completion for completed() and wait() (lock held)."""
         self._completions[info.id] = info
         self._completions.move_to_end(info.id)
+        self._futures_due_locked(info)
         while len(self._completions) > _MAX_COMPLETIONS:
             self._completions.popitem(last=False)
         self._completion_cv.notify_all()
@@ -304,7 +309,6 @@ class Client(InstancesMixin, TransfersMixin, ActiveAccessMixin):
     def _watch(self, tid: int) -> None:
         """Local sessions have no Attach stream: one ``Wait`` call per
         transfer submitted without waiting delivers its completion instead.
-
         They go over a connection of their own: the daemon allows 128
         concurrent calls per connection, and waits beyond that queue there
         instead of delaying this client's other calls."""
@@ -317,9 +321,12 @@ class Client(InstancesMixin, TransfersMixin, ActiveAccessMixin):
         def done(f: Any) -> None:
             with self._lock:
                 self._waiters.pop(tid, None)
-                if f.cancelled() or f.exception() is not None:
-                    return  # closing, or the daemon went away: wait() asks again
-                self._record_locked(f.result())
+                failed = f.cancelled() or f.exception() is not None
+                if not failed:
+                    self._record_locked(f.result())
+            if failed:  # closing, or the daemon went away: wait() asks again
+                self._fail_futures(None, tid)
+            self._settle_futures()
 
         future.add_done_callback(done)
 
@@ -392,6 +399,7 @@ class Client(InstancesMixin, TransfersMixin, ActiveAccessMixin):
         for r in self._private:
             r._release()
         self._private = []
+        self._fail_futures(None)  # a local session's: no completion comes now
 
     def _drain(self, waiters: Dict[int, Any], timeout: float) -> None:
         """Cancels the transfers behind `waiters` and waits for their ends,

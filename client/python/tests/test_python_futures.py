@@ -1,0 +1,161 @@
+"""Transfers as futures and copies with asyncio (isometry/futures.py)
+against a real isometryd: over the gRPC session (the Attach stream's
+completions) and a local session (its Wait calls); a failed or cancelled
+transfer, a cancelled future, and a session that ends under pending
+futures.
+
+Run by ctest (python_futures) with ISOMETRYD and ISOMETRY_PYTHONPATH set.
+"""
+
+import asyncio
+import concurrent.futures
+import os
+import shutil
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tests", "pyfixture"))
+from isometryd_process import IsometrydProcess  # noqa: E402
+
+ISOMETRYD = os.environ.get("ISOMETRYD", "")
+if os.environ.get("ISOMETRY_PYTHONPATH"):
+    sys.path.insert(0, os.environ["ISOMETRY_PYTHONPATH"])
+
+import isometry  # noqa: E402
+
+# A capped channel: a 16 MiB copy takes about a second.
+CONFIG = """
+[[memory]]
+name = "sys0"
+kind = "SYS"
+pool = "256MiB"
+staging = "64MiB"
+
+[[channel]]
+name = "memcpy0"
+kind = "memcpy"
+threads = 2
+rate_limit = "16MiB"
+"""
+SLOW = 16 << 20
+
+
+@unittest.skipUnless(ISOMETRYD, "ISOMETRYD is not set")
+class FuturesTest(unittest.TestCase):
+    def setUp(self):
+        self.dir, self.daemon = IsometrydProcess.started_in_temp_dir(
+            ISOMETRYD, CONFIG, "isometry-futures-", daemon=dict(log_level="warn"))
+
+    def tearDown(self):
+        self.daemon.stop()
+        self.daemon.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def connect(self, local=False):
+        local_socket = os.path.join(self.dir, "local.sock") if local else None
+        c = isometry.Client(self.daemon.socket, name="futures", local_socket=local_socket)
+        self.addCleanup(c.close)
+        return c
+
+    def pair(self, c, n, fill=b"\x5a"):
+        src, dst = c.allocate("sys0", n), c.allocate("sys0", n)
+        data = (fill * (n // len(fill) + 1))[:n]
+        c.write(src, 0, data)
+        s = c.register_instance(src, [n], [("v", 1)], "F,x")
+        d = c.register_instance(dst, [n], [("v", 1)], "F,x")
+        return s, d, dst, data
+
+    def check_futures(self, c):
+        pairs = [self.pair(c, 64 << 10, bytes([i + 1])) for i in range(8)]
+        futures = [c.copy_future(s, d) for s, d, _, _ in pairs]
+        for f, (_, _, dst, data) in zip(futures, pairs):
+            info = f.result(timeout=30)
+            self.assertEqual(info.state, "done", info.message)
+            self.assertEqual(c.read(dst, 0, len(data)), data)
+        # A future asked for after its transfer ended resolves (at once
+        # once the completion has arrived).
+        s, d, _, _ = pairs[0]
+        tid = c.copy(s, d, wait=False)
+        c.wait(tid)
+        self.assertEqual(c.transfer_future(tid).result(timeout=10).state, "done")
+        deadline = time.monotonic() + 10
+        while c.completed(tid) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertEqual(c.transfer_future(tid).result(timeout=0).state, "done")
+
+    def test_futures_over_grpc(self):
+        self.check_futures(self.connect())
+
+    def test_futures_over_the_local_socket(self):
+        self.check_futures(self.connect(local=True))
+
+    def test_asyncio_gathers_many_copies(self):
+        c = self.connect()
+        pairs = [self.pair(c, 16 << 10, bytes([i % 250 + 1])) for i in range(32)]
+
+        async def main():
+            return await asyncio.gather(*(c.acopy(s, d) for s, d, _, _ in pairs))
+
+        infos = asyncio.run(main())
+        self.assertEqual([i.state for i in infos], ["done"] * len(pairs))
+        for _, _, dst, data in pairs:
+            self.assertEqual(c.read(dst, 0, len(data)), data)
+
+    def test_a_cancelled_transfer_raises_and_a_cancelled_future_cancels(self):
+        c = self.connect()
+        s, d, _, _ = self.pair(c, SLOW)
+        f = c.copy_future(s, d)
+        c.cancel(f_tid := self.tid_of(c))
+        with self.assertRaises(isometry.TransferError) as cm:
+            f.result(timeout=30)
+        self.assertEqual(cm.exception.info.state, "cancelled")
+        self.assertEqual(c.transfer_future(f_tid, check=False).result(timeout=5).state,
+                         "cancelled")
+        # Cancelling the future cancels its transfer.
+        g = c.copy_future(s, d)
+        tid = self.tid_of(c)
+        self.assertTrue(g.cancel())
+        self.assertEqual(c.wait(tid, check=False).state, "cancelled")
+
+        async def cancelled_task():
+            task = asyncio.ensure_future(c.acopy(s, d))
+            await asyncio.sleep(0.2)
+            task.cancel()
+            with self.assertRaises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(cancelled_task())
+        deadline = time.monotonic() + 10
+        while c.transfers() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(c.transfers(), [], "a cancelled task left its copy running")
+
+    def tid_of(self, c):
+        """The id of the one transfer in flight."""
+        listed = c.transfers()
+        self.assertEqual(len(listed), 1)
+        return listed[0].id
+
+    def test_a_daemon_gone_fails_pending_futures(self):
+        c = self.connect()
+        s, d, _, _ = self.pair(c, SLOW)
+        f = c.copy_future(s, d)
+        self.daemon.kill()
+        with self.assertRaises(isometry.IsometryError) as cm:
+            f.result(timeout=20)
+        self.assertEqual(cm.exception.code, "UNAVAILABLE")
+        self.assertNotIsInstance(cm.exception, concurrent.futures.CancelledError)
+
+    def test_close_fails_pending_futures(self):
+        c = self.connect(local=True)
+        s, d, _, _ = self.pair(c, SLOW)
+        f = c.copy_future(s, d)
+        c.close()
+        with self.assertRaises(isometry.IsometryError):
+            f.result(timeout=20)
+
+
+if __name__ == "__main__":
+    unittest.main()
