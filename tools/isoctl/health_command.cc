@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tools/isoctl/commands.h"
+#include "tools/isoctl/exit_codes.h"
 #include "tools/isoctl/format.h"
 #include "tools/isoctl/json.h"
 
