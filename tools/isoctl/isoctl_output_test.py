@@ -9,12 +9,15 @@ What is held here (docs/reference/cli.md, "Output formats"): every listing
 prints -o json with numbers as JSON numbers, -o yaml as the same document
 (read back with python3-yaml, same values of the same types), -o wide with
 more columns than the table; a bad -o is exit 2 naming the choices; and
---watch prints frames until SIGINT, then exits 0.
+--watch prints frames until SIGINT or SIGTERM, then exits 0 (health: with
+its last verdict), redrawing a terminal and separating frames elsewhere.
 """
 
 import json
 import os
+import pty
 import re
+import select
 import signal
 import subprocess
 import time
@@ -118,13 +121,14 @@ class OutputTest(base.IsoctlTest):
     def listings(self, transfer_id):
         """(name in NUMBERS, argv, exit codes, whether it stands still) of
         every listing; one that stands still prints the same document twice."""
+        # The copy in flight first, while it surely is (it runs for seconds).
         return [
+            ("transfers", ["transfers"], (0,), False),
+            ("channels", ["channels"], (0,), False),
             ("status", ["status"], (0,), False),
             ("peers", ["peers"], (0,), False),
             ("health", ["health"], HEALTH_CODES, False),
             ("memories", ["memories"], (0,), True),
-            ("channels", ["channels"], (0,), False),
-            ("transfers", ["transfers"], (0,), False),
             ("transfers", ["transfers", "--recent"], (0,), True),
             ("transfers", ["transfers", transfer_id], (0,), True),
             ("orphans", ["orphans"], (0,), True),
@@ -170,7 +174,8 @@ class OutputTest(base.IsoctlTest):
         ended = self.json("copy", "--extents", "4096")["info"]["id"]
         self.assertGreater(ended, 0)
         proc, running = self.start_slow_copy()
-        for args in (["memories"], ["channels"], ["peers"], ["transfers"],
+        # The copy in flight first, while it surely is (it runs for seconds).
+        for args in (["transfers"], ["channels"], ["memories"], ["peers"],
                      ["transfers", "--recent"]):
             with self.subTest(args=args):
                 table, wide = columns(self.ok(*args)), columns(self.ok(*args, "-o", "wide"))
@@ -201,9 +206,9 @@ class OutputTest(base.IsoctlTest):
                 self.assertIn(message, r.stderr)
                 self.assertEqual(r.stdout, "")
 
-    def watch(self, *args, frames=2, begun=lambda out: out.count("\n")):
+    def watch(self, *args, frames=2, begun=lambda out: out.count("\n"), stop=signal.SIGINT):
         """Runs `isoctl ARGS` (a --watch) until `frames` frames began
-        (`begun` counts them in the output so far), then SIGINT; returns
+        (`begun` counts them in the output so far), then `stop`; returns
         (exit code, stdout, stderr). A signal lets the frame being printed
         finish, so the output holds whole frames only."""
         cmd = [base.ISOCTL, "--socket", self.daemon.socket, *map(str, args)]
@@ -217,7 +222,7 @@ class OutputTest(base.IsoctlTest):
             if not line:
                 self.fail(f"isoctl ended: {proc.wait()} {proc.stderr.read()}\n{out}")
             out += line
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop)
         # Not communicate(): it reads the pipes' fds and would miss what
         # readline() has buffered already.
         rest, err = proc.stdout.read(), proc.stderr.read()
@@ -248,11 +253,33 @@ class OutputTest(base.IsoctlTest):
         for frame in frames:
             self.assertRegex(frame, r"(?m)^CHANNEL\s+KIND", out)
 
+    def test_watch_table_redraws_a_terminal(self):
+        # stdout a pseudo-terminal: each frame clears the screen and redraws.
+        master, slave = pty.openpty()
+        self.addCleanup(os.close, master)
+        cmd = [base.ISOCTL, "--socket", self.daemon.socket, "memories", "-w", "0.2"]
+        proc = subprocess.Popen(cmd, stdout=slave, stderr=subprocess.PIPE, text=True)
+        os.close(slave)
+        self.addCleanup(lambda: proc.poll() is None and (proc.kill(), proc.wait()))
+        screen = b""
+        deadline = time.monotonic() + base.COMMAND_TIMEOUT_S
+        while screen.count(b"\x1b[H\x1b[2J") < 2:
+            self.assertLess(time.monotonic(), deadline, f"no two redraws: {screen!r}")
+            if select.select([master], [], [], 1)[0]:
+                screen += os.read(master, 65536)
+        proc.send_signal(signal.SIGINT)
+        self.assertEqual(proc.wait(timeout=base.COMMAND_TIMEOUT_S), 0, proc.stderr.read())
+        proc.stderr.close()
+        frame = screen.split(b"\x1b[H\x1b[2J")[1].decode()
+        self.assertRegex(frame, r"^every 0.2 s: isoctl .* memories -w 0.2  \d{4}-")
+        self.assertRegex(frame, r"(?m)^MEMORY\s+KIND")
+        self.assertNotIn("--- ", frame)
+
     def test_watch_yaml_documents(self):
         if yaml is None:
             self.skipTest("no python3-yaml (scripts/install-deps.sh installs it)")
         code, out, err = self.watch("memories", "-o", "yaml", "-w", "0.2", frames=2,
-                                    begun=lambda out: out.count("---"))
+                                    begun=lambda out: out.count("---"), stop=signal.SIGTERM)
         self.assertEqual(code, 0, err)
         docs = list(yaml.safe_load_all(out))
         self.assertGreaterEqual(len(docs), 2)
