@@ -7,8 +7,10 @@ a token; a caller with neither is refused with what to send.
         /usr/bin/python3 -m unittest -v test_inventory   # in tests/python
 """
 
+import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 import unittest
@@ -18,6 +20,7 @@ sys.path.insert(0, FIXTURE_DIR)
 from isometryd_process import IsometrydProcess  # noqa: E402
 
 ISOMETRYD = os.environ.get("ISOMETRYD", "")
+ISOCTL = os.environ.get("ISOCTL", "")
 PYTHONPATH = os.environ.get("ISOMETRY_PYTHONPATH", "")
 if PYTHONPATH:
     sys.path.insert(0, PYTHONPATH)
@@ -132,6 +135,38 @@ class InventoryTest(unittest.TestCase):
             with self.assertRaises(grpc.RpcError) as cm:
                 self.call(method, request, **{"isometry-operator": "0" * len(self.operator)})
             self.assertEqual(cm.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+
+    @unittest.skipUnless(ISOCTL, "ISOCTL is not set")
+    def test_isoctl_sessions_allocations_and_watches(self):
+        c = self.client("lister")
+        a = c.allocate("sys0", 8192)
+        c.watch(a, 0, 4096)
+        token = os.path.join(self.dir, "state", "operator.token")
+
+        def isoctl(*args, operator=token):
+            return subprocess.run([ISOCTL, "--socket", self.daemon.socket, "--operator-token",
+                                   operator, *args], capture_output=True, text=True, timeout=30)
+
+        table = isoctl("sessions")
+        self.assertEqual(table.returncode, 0, table.stderr)
+        self.assertRegex(table.stdout, r"SESSION +CLIENT +UID +PID +TRANSPORT")
+        self.assertRegex(table.stdout, rf"\b{c.session_id} +lister\b")
+        listed = json.loads(isoctl("sessions", "-o", "json").stdout)["sessions"]
+        mine = [x for x in listed if x["owner"]["session_id"] == c.session_id]
+        self.assertEqual(len(mine), 1)
+        self.assertEqual((mine[0]["allocations"], mine[0]["allocated_bytes"]), (1, 8192))
+        self.assertIsInstance(mine[0]["age_s"], float)
+        wide = isoctl("allocations", "-o", "wide")
+        self.assertEqual(wide.returncode, 0, wide.stderr)
+        self.assertIn("MAPPED BY OTHERS", wide.stdout)
+        self.assertRegex(wide.stdout, rf"\b{a.id} +sys0 +8\.00 KiB +{c.session_id} 'lister' +no +yes")
+        watches = json.loads(isoctl("watches", "-o", "json").stdout)["watches"]
+        self.assertEqual([w["allocation"] for w in watches], [a.id])
+        self.assertIn(str(a.id), isoctl("watches").stdout)
+        # No operator token: refused, saying what to send (exit 1).
+        refused = isoctl("sessions", operator="")
+        self.assertEqual(refused.returncode, 1)
+        self.assertIn("operator token", refused.stderr)
 
 
 if __name__ == "__main__":

@@ -54,6 +54,116 @@ Status TransferOutcome(const v1::TransferInfo& t) {
   return absl::UnknownError(StrCat("transfer ", t.id(), " ended in state '", t.state(), "'"));
 }
 
+namespace {
+
+std::string OwnerText(const v1::SessionOwner& o) {
+  return o.session_id() == 0 ? std::string("-")
+                             : StrCat(o.session_id(), " '", o.client_name(), "'");
+}
+
+std::string UidText(int64_t uid) { return uid < 0 ? std::string("-") : StrCat(uid); }
+
+std::string SessionsTable(const v1::ListSessionsResponse& r, bool wide) {
+  std::vector<Table::Column> columns = {{"SESSION", Table::Align::kRight},
+                                        {"CLIENT"},
+                                        {"UID", Table::Align::kRight},
+                                        {"PID", Table::Align::kRight},
+                                        {"TRANSPORT"},
+                                        {"AGE", Table::Align::kRight},
+                                        {"ALLOCS", Table::Align::kRight},
+                                        {"BYTES", Table::Align::kRight},
+                                        {"INSTANCES", Table::Align::kRight},
+                                        {"TRANSFERS", Table::Align::kRight}};
+  if (wide) {
+    columns.push_back({"PRIVATE", Table::Align::kRight});
+    columns.push_back({"DATATYPES", Table::Align::kRight});
+  }
+  Table t(columns);
+  for (const v1::SessionInfo& s : r.sessions()) {
+    std::vector<std::string> row = {StrCat(s.owner().session_id()),
+                                    s.owner().client_name(),
+                                    UidText(s.owner().uid()),
+                                    UidText(s.owner().pid()),
+                                    s.transport(),
+                                    FormatDuration(s.age_s()),
+                                    StrCat(s.allocations()),
+                                    FormatBytes(s.allocated_bytes()),
+                                    StrCat(s.instances()),
+                                    StrCat(s.transfers_active())};
+    if (wide) {
+      row.push_back(StrCat(s.private_ranges()));
+      row.push_back(StrCat(s.datatypes()));
+    }
+    t.AddRow(row);
+  }
+  return t.empty() ? std::string("no session\n") : t.Render();
+}
+
+std::string AllocationsTable(const v1::ListAllocationsResponse& r, bool wide) {
+  std::vector<Table::Column> columns = {{"ALLOCATION", Table::Align::kRight},
+                                        {"MEMORY"},
+                                        {"BYTES", Table::Align::kRight},
+                                        {"OWNER"},
+                                        {"PUBLISHED"},
+                                        {"WATCHED"}};
+  if (wide) {
+    columns.push_back({"UID", Table::Align::kRight});
+    columns.push_back({"PID", Table::Align::kRight});
+    columns.push_back({"MAPPED BY OTHERS"});
+  }
+  Table t(columns);
+  const auto yes = [](bool b) { return std::string(b ? "yes" : "no"); };
+  for (const v1::AllocationInfo& a : r.allocations()) {
+    const bool orphan = a.owner().session_id() == 0;
+    std::vector<std::string> row = {
+        StrCat(a.id()),
+        a.memory(),
+        FormatBytes(a.bytes()),
+        orphan ? StrCat("orphan of ", a.owner().uid() < 0 ? std::string("a gRPC client")
+                                                          : StrCat("uid ", a.owner().uid()))
+               : OwnerText(a.owner()),
+        yes(a.published()),
+        yes(a.watched())};
+    if (wide) {
+      row.push_back(UidText(a.owner().uid()));
+      row.push_back(UidText(a.owner().pid()));
+      row.push_back(yes(a.mapped_by_others()));
+    }
+    t.AddRow(row);
+  }
+  return t.empty() ? std::string("no allocation\n") : t.Render();
+}
+
+}  // namespace
+
+Status RunSessions(DaemonClient& client, const Output& out) {
+  v1::ListSessionsResponse resp;
+  ISO_RETURN_IF_ERROR(client.Call(&Stub::ListSessions, v1::ListSessionsRequest(), &resp));
+  return Print(
+      out, resp, [](const v1::ListSessionsResponse& r) { return SessionsTable(r, false); },
+      [](const v1::ListSessionsResponse& r) { return SessionsTable(r, true); });
+}
+
+Status RunAllocations(DaemonClient& client, const Output& out) {
+  v1::ListAllocationsResponse resp;
+  ISO_RETURN_IF_ERROR(client.Call(&Stub::ListAllocations, v1::ListAllocationsRequest(), &resp));
+  return Print(
+      out, resp, [](const v1::ListAllocationsResponse& r) { return AllocationsTable(r, false); },
+      [](const v1::ListAllocationsResponse& r) { return AllocationsTable(r, true); });
+}
+
+Status RunWatches(DaemonClient& client, const Output& out) {
+  v1::StatusResponse status;
+  ISO_RETURN_IF_ERROR(client.Call(&Stub::GetStatus, v1::StatusRequest(), &status));
+  if (out.format == Format::kJson || out.format == Format::kYaml) {
+    Json watches = Json::array();
+    for (const v1::WatchInfo& w : status.watches()) watches.push_back(ToJsonValue(w));
+    return PrintDocument(out, Json{{"watches", std::move(watches)}});
+  }
+  const std::string table = RenderWatches(status);
+  return PrintText(out, table.empty() ? std::string("no watched allocation\n") : table);
+}
+
 Status RunStatus(DaemonClient& client, const Output& out) {
   v1::StatusResponse resp;
   ISO_RETURN_IF_ERROR(client.Call(&Stub::GetStatus, v1::StatusRequest(), &resp));

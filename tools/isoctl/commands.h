@@ -57,6 +57,13 @@ Status RunCancel(DaemonClient& client, const Output& out, uint64_t id);
 Status RunCompactCheckpoint(DaemonClient& client, const Output& out, const std::string& memory,
                             const std::string& file);
 
+// Every session with what it holds, every allocation with its owner (the
+// operator token; without it the daemon refuses: isoctl has no session of
+// its own), and the watched allocations (Active Access) from GetStatus.
+Status RunSessions(DaemonClient& client, const Output& out);
+Status RunAllocations(DaemonClient& client, const Output& out);
+Status RunWatches(DaemonClient& client, const Output& out);
+
 struct OrphansArgs {
   std::vector<uint64_t> free;  // orphans to free
   bool free_all = false;

@@ -83,6 +83,8 @@ MOVING = frozenset({
     "uptime_s", "detail", "elapsed_s", "chunks_done", "current_bytes_per_s", "peak_bytes_per_s",
     "bytes_done", "requests_done", "requests_in_flight", "queued", "state", "last_error",
     "rtt_ms", "measured_bytes_per_s",
+    # A copy in flight compiles programs for its chunks as it goes.
+    "program_cache_hits", "program_cache_misses", "program_cache_bytes",
 })
 
 

@@ -205,6 +205,22 @@ void AddListCommands(CLI::App& app, Invocation& inv) {
             inv)
       ->callback([&] { inv.run = [&](DaemonClient& c) { return RunMemories(c, output); }; });
 
+  Watchable(app.add_subcommand("sessions",
+                               "every session: client, uid, pid, age, what it holds and its "
+                               "transfers in flight (operator token)"),
+            inv)
+      ->callback([&] { inv.run = [&](DaemonClient& c) { return RunSessions(c, output); }; });
+  Watchable(app.add_subcommand("allocations",
+                               "every allocation: memory, size, owner session (or the orphan's "
+                               "uid), published, watched (operator token)"),
+            inv)
+      ->callback([&] { inv.run = [&](DaemonClient& c) { return RunAllocations(c, output); }; });
+  Watchable(app.add_subcommand("watches",
+                               "the watched allocations (Active Access): regions, "
+                               "log use, pending copies"),
+            inv)
+      ->callback([&] { inv.run = [&](DaemonClient& c) { return RunWatches(c, output); }; });
+
   Watchable(app.add_subcommand("channels",
                                "live queue table: in flight/max, XDs queued by priority, requests "
                                "done, bytes moved, current and peak throughput, rate cap"),

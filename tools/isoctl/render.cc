@@ -87,6 +87,15 @@ std::string WatchTable(const v1::StatusResponse& s) {
   return t.empty() ? std::string() : "\n" + t.Render();
 }
 
+}  // namespace
+
+std::string RenderWatches(const v1::StatusResponse& s) {
+  const std::string table = WatchTable(s);
+  return table.empty() ? table : table.substr(1);
+}
+
+namespace {
+
 std::string StatusText(const v1::StatusResponse& s, bool wide) {
   const auto n = [](uint64_t v) { return std::to_string(v); };
   std::vector<std::pair<std::string, std::string>> watches;

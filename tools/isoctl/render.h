@@ -13,6 +13,9 @@ namespace isometry::isoctl {
 
 std::string RenderStatus(const v1::StatusResponse& status);
 std::string RenderStatusWide(const v1::StatusResponse& status);
+// The watched allocations as a table (every field of WatchInfo); empty
+// when none is watched.
+std::string RenderWatches(const v1::StatusResponse& s);
 // "name (session 3, uid 1000, pid 42)": who owns a transfer, never a
 // credential. The name is another client's string: escaped, so it cannot
 // drive the operator's terminal.
