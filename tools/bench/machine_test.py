@@ -38,7 +38,8 @@ class MachineTest(unittest.TestCase):
         self.check(m)
         self.assertIn(f"machine: {m['cpu']}, {m['cpus']} CPUs", machine.line(m))
 
-    @unittest.skipUnless(BENCH, "ISOMETRY_BENCH is not set")
+    @unittest.skipUnless(BENCH, "ISOMETRY_BENCH is not set (a build without the benchmarks: "
+                                "ISOMETRY_BUILD_BENCH=OFF)")
     def test_every_isometry_bench_row(self):
         done = subprocess.run([BENCH, "--scenario", "planning", "--json"], capture_output=True,
                               text=True, timeout=300)
