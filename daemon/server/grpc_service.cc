@@ -264,13 +264,14 @@ class Service final : public ActiveCallbacks, public GrpcService {
                            Result<std::vector<Listing>> (Node::*list)(const std::string*) const,
                            google::protobuf::RepeatedPtrField<Out>* out) {
     const std::string session = SessionOf(ctx);
-    if (!IsOperator(ctx) && session.empty()) {
+    const bool is_operator = IsOperator(ctx);  // a constant-time compare: once
+    if (!is_operator && session.empty()) {
       return Reply(ctx, PermissionDenied(what,
                                          " needs the operator token (isoctl --operator-token) to "
                                          "list every session's, or a session token to list that "
                                          "session's own"));
     }
-    auto listed = (node_.*list)(IsOperator(ctx) ? nullptr : &session);
+    auto listed = (node_.*list)(is_operator ? nullptr : &session);
     if (!listed.ok()) return Reply(ctx, listed.status());
     for (const Listing& l : *listed) ToProto(l, out->Add());
     return Reply(ctx, OkStatus());

@@ -16,8 +16,6 @@ from .records import BoundsLike, InstanceLike, TransferInfo, TransferLike, _id
 
 __all__ = ["FuturesMixin"]
 
-TransferFuture = "concurrent.futures.Future[TransferInfo]"
-
 
 def _settle(future: "concurrent.futures.Future[TransferInfo]", info: TransferInfo,
             check: bool) -> None:
