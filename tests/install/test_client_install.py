@@ -1,9 +1,12 @@
 """What `cmake --install` gives a user. The C++ client as a user outside the tree gets it: `cmake --install
 --component client` into a fresh prefix, then a program built against that
-prefix with find_package(Isometry) and, separately, with pkg-config, run
-against a real daemon. Fails when a public header includes one that is not
-installed, an archive is missing or out of link order, or a package file
-names the wrong directory.
+prefix with find_package(Isometry) and, separately, with pkg-config (both
+the shared library libisometry-client.so.0) and with the static archives
+(Isometry::client_static), each run against a real daemon. Fails when a
+public header includes one that is not installed, the library lacks its
+SONAME or exports a symbol that is not the public API (abseil, protobuf,
+the client's internals), an archive is missing or out of link order, or a
+package file names the wrong directory.
 """
 
 import os
@@ -37,6 +40,30 @@ def run(args, **kw):
     return r.stdout
 
 
+def dynamic_section(path):
+    return run(["readelf", "-d", path])
+
+
+def qualified_path(name):
+    """["isometry", "client", "Client", "Connect"] for
+    "isometry::client::Client::Connect(isometry::client::ClientOptions const&)":
+    the name before its parameters, without template arguments or tags."""
+    head = re.sub(r"\[abi:\w+\]", "", name)
+    depth, cut = 0, len(head)
+    for i, c in enumerate(head):
+        if c == "<":
+            depth += 1
+        elif c == ">":
+            depth -= 1
+        elif c == "(" and depth == 0 and not head[:i].endswith("operator"):
+            cut = i
+            break
+    head = head[:cut]
+    while re.search(r"<[^<>]*>", head):
+        head = re.sub(r"<[^<>]*>", "", head)
+    return [p for p in head.split("::") if p]
+
+
 @unittest.skipUnless(ISOMETRYD and BUILD_DIR, "ISOMETRYD and ISOMETRY_BUILD_DIR are not set (ctest sets them)")
 class ClientInstallTest(unittest.TestCase):
     @classmethod
@@ -56,10 +83,21 @@ class ClientInstallTest(unittest.TestCase):
             shutil.rmtree(cls.directory, ignore_errors=True)
             shutil.rmtree(cls.work, ignore_errors=True)
 
-    def run_consumer(self, program):
+    def run_consumer(self, program, shared=True):
+        needed = dynamic_section(program)
+        if shared:
+            self.assertIn("[libisometry-client.so.0]", needed, "linked the shared library")
+        else:
+            self.assertNotIn("libisometry-client", needed, "linked the archives")
         out = run([program, os.path.join(self.directory, "local.sock"),
                    os.path.join(self.directory, "grpc.sock")], timeout=60)
         self.assertRegex(out, r"^ok: 600000 bytes via memcpy0$")
+
+    def library(self):
+        hits = [os.path.join(r, f) for r, _, files in os.walk(self.prefix) for f in files
+                if f.startswith("libisometry-client.so")]
+        self.assertEqual(len(hits), 1, f"one libisometry-client.so.* file: {hits}")
+        return hits[0]
 
     def test_installs_the_client_component_only(self):
         found = []
@@ -73,6 +111,45 @@ class ClientInstallTest(unittest.TestCase):
             self.assertIn(wanted, found)
         self.assertTrue(any(f.endswith("cmake/Isometry/IsometryConfig.cmake") for f in found))
         self.assertTrue(any(f.endswith("pkgconfig/isometry-client.pc") for f in found))
+        self.assertTrue(any(f.endswith("pkgconfig/isometry-client-static.pc") for f in found))
+        # The library, its SONAME link and the development link beside it.
+        library = os.path.relpath(self.library(), self.prefix)
+        self.assertRegex(library, r"^lib[^/]*/libisometry-client\.so\.0\.\d+\.\d+$")
+        libdir = os.path.join(self.prefix, os.path.dirname(library))
+        for link in ("libisometry-client.so.0", "libisometry-client.so"):
+            self.assertTrue(os.path.islink(os.path.join(libdir, link)), link)
+
+    def test_shared_library_has_its_soname(self):
+        self.assertIn("Library soname: [libisometry-client.so.0]", dynamic_section(self.library()))
+
+    def test_shared_library_exports_the_public_api_only(self):
+        """Every symbol the library defines for others is a class or
+        function of the installed headers: each name on its qualified path
+        (namespace, class, member) is one the headers declare, and none is
+        abseil's, protobuf's, gRPC's, the generated messages' or an Impl."""
+        words = set()
+        for root, _, files in os.walk(os.path.join(self.prefix, "include")):
+            for f in files:
+                with open(os.path.join(root, f)) as h:
+                    words |= set(re.findall(r"[A-Za-z_]\w*", h.read()))
+        out = run(["nm", "-D", "--defined-only", "-C", self.library()])
+        exported, strangers = [], []
+        for line in out.splitlines():
+            parts = line.split(" ", 2)
+            if len(parts) < 3 or parts[1] == "A":  # A: the version node itself
+                continue
+            name = parts[2].split("@")[0]
+            exported.append(name)
+            path = qualified_path(name)
+            if (path[0] != "isometry" or "Impl" in path or path[:2] == ["isometry", "v1"]
+                    or any(p.lstrip("~") not in words for p in path if not p.startswith("operator"))):
+                strangers.append(name)
+        self.assertFalse(strangers, "exported but not declared in the installed headers")
+        self.assertIn("isometry::client::Client::Connect(isometry::client::ClientOptions const&)",
+                      exported)
+        self.assertIn("isometry::FieldSpace::Make", "\n".join(exported))
+        for foreign in ("absl::", "google::", "grpc::", "grpc_", "XXH"):
+            self.assertFalse([n for n in exported if n.startswith(foreign)], foreign)
 
     def test_find_package_build_runs_a_copy(self):
         build = os.path.join(self.work, "cmake-build")
@@ -81,6 +158,13 @@ class ClientInstallTest(unittest.TestCase):
         run(["cmake", "--build", build])
         self.run_consumer(os.path.join(build, "consumer"))
 
+    def test_find_package_static_build_runs_a_copy(self):
+        build = os.path.join(self.work, "cmake-build-static")
+        run(["cmake", "-S", CONSUMER, "-B", build, "-G", "Ninja", "-DCONSUMER_STATIC=ON",
+             f"-DCMAKE_PREFIX_PATH={self.prefix}", "-DCMAKE_BUILD_TYPE=Release"])
+        run(["cmake", "--build", build])
+        self.run_consumer(os.path.join(build, "consumer"), shared=False)
+
     def test_pkg_config_build_runs_a_copy(self):
         pcdirs = [os.path.dirname(os.path.join(root, f))
                   for root, _, files in os.walk(self.prefix) for f in files
@@ -88,8 +172,14 @@ class ClientInstallTest(unittest.TestCase):
         self.assertEqual(len(pcdirs), 1)
         env = dict(os.environ, PKG_CONFIG_PATH=pcdirs[0])
         flags = run(["pkg-config", "--cflags", "--libs", "isometry-client"], env=env).split()
+        self.assertIn("-lisometry-client", flags)
+        # The shared library's users link abseil's status and nothing else.
+        self.assertFalse([f for f in flags if re.match(r"-l(grpc|gpr|protobuf|xxhash|isometry_)", f)],
+                         flags)
+        libdir = run(["pkg-config", "--variable=libdir", "isometry-client"], env=env).strip()
         program = os.path.join(self.work, "consumer-pc")
-        run(["g++", "-O1", os.path.join(CONSUMER, "consumer.cc"), "-o", program, *flags])
+        run(["g++", "-O1", os.path.join(CONSUMER, "consumer.cc"), "-o", program, *flags,
+             f"-Wl,-rpath,{libdir}"])
         self.run_consumer(program)
 
 
