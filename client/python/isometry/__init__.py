@@ -14,6 +14,7 @@ exceptions. The package is typed (PEP 561, ``py.typed``).
 """
 
 from . import datatype as datatype
+from .arrays import StrideError
 from . import isometry_pb2 as isometry_pb2
 from . import isometry_pb2_grpc as isometry_pb2_grpc
 from .client import (
@@ -82,6 +83,7 @@ __all__ = [
     "Unavailable",
     "DataLoss",
     "TransferError",
+    "StrideError",
     "datatype",
     "isometry_pb2",
     "isometry_pb2_grpc",

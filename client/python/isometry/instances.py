@@ -4,15 +4,16 @@ other nodes' memory and private ranges, and datatypes; mixed into Client.
 """
 
 import threading
-from typing import TYPE_CHECKING, Any, List, Optional, Union
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple, Union
 
 from . import isometry_pb2 as pb
+from .arrays import array_address, describe_array
 from .datatype import Datatype, as_proto
 from .errors import IsometryError
 from .local import DEFAULT_LOCAL_SOCKET, LocalSession, PrivateRange, pin_buffer
 from .native import NativePath
-from .records import (AllocationLike, BoundsLike, BufferLike, FieldsLike, Instance, InstanceLike,
-                      _box, _fields, _id)
+from .records import (Allocation, AllocationLike, BoundsLike, BufferLike, FieldsLike, Instance,
+                      InstanceLike, _box, _fields, _id)
 
 __all__ = ["InstancesMixin"]
 
@@ -194,6 +195,69 @@ class InstancesMixin:
             offset=offset,
             private_range=spec.private_range,
         )
+
+    def register_array(self, where: Union[AllocationLike, PrivateRange], array: Any,
+                       offset: Optional[int] = None, field: Optional[str] = None) -> Instance:
+        """Registers the instance a NumPy array (or view) is: its shape,
+        strides and dtype (:mod:`isometry.arrays`). A dense array in any
+        axis order becomes a layout instance (``"F,y,x"`` in C order,
+        ``"F,x,y"`` in Fortran order), a strided view with gaps a datatype
+        instance; axis ``k`` is dimension ``k``, so copies between arrays
+        of one shape move ``[i, j]`` to ``[i, j]`` whatever their orders.
+
+        Args:
+            where: the storage: a mapped :class:`Allocation` (native path),
+                or a :class:`PrivateRange`, that ``array`` views; or any
+                allocation (an id too) with ``offset``.
+            array: the array; with ``offset`` None it must lie inside
+                ``where``, and its place there is the instance's offset.
+            offset: the byte offset of ``array[0, ..., 0]`` in ``where``:
+                ``array`` is then only a template (shape, strides, dtype).
+            field: the one field's name (default ``"v"``; a packed
+                structured dtype gives its own fields unless this is set).
+
+        Raises:
+            isometry.arrays.StrideError: a stride neither a layout nor a
+                datatype expresses (negative, or overlapping elements),
+                naming the axis and the stride; it is an
+                :class:`InvalidArgument` and a ``ValueError``.
+            ValueError: ``array`` does not lie inside ``where``, more than
+                4 axes, a structured dtype with gaps.
+        """
+        d = describe_array(array, field)
+        if offset is None:
+            base, size = self._array_storage(where)
+            offset = array_address(array) - base
+            if offset < 0 or offset + d.span > size:
+                raise ValueError(
+                    f"register_array: the array's bytes [{offset}, {offset}+{d.span}) lie outside "
+                    f"the {size} bytes of {where!r}; pass offset= to use the array as a template")
+        alloc: Optional[AllocationLike] = None
+        rng: Union[PrivateRange, int, None] = None
+        if isinstance(where, PrivateRange):
+            rng = where
+        else:
+            alloc = where
+        if d.datatype is not None:
+            return self.register_instance(alloc, datatype=d.datatype, offset=offset,
+                                          private_range=rng)
+        return self.register_instance(alloc, d.bounds, d.fields, d.layout, offset=offset,
+                                      private_range=rng)
+
+    @staticmethod
+    def _array_storage(where: Any) -> Tuple[int, int]:
+        """The address and size of the memory ``where`` maps here."""
+        if isinstance(where, PrivateRange):
+            return where.address, where.nbytes
+        if isinstance(where, Allocation) and where.buffer is not None:
+            import numpy  # the caller has an array: NumPy is there
+
+            base = numpy.frombuffer(where.buffer, dtype=numpy.uint8)  # type: ignore[call-overload]
+            return array_address(base), where.nbytes
+        raise ValueError(
+            f"register_array: {where!r} is not mapped into this process (only a native "
+            "client's allocations and private ranges are); pass offset= with the array's "
+            "first byte in it")
 
     def _register_native(self, spec: Any) -> Any:
         """Registers a layout instance on a mapped allocation through the

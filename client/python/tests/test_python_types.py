@@ -22,7 +22,7 @@ CONFIG = os.path.join(PROJECT, "pyproject.toml")
 EXAMPLE = os.path.join(PROJECT, "examples", "typed_example.py")
 PACKAGE_ROOT = os.environ.get("ISOMETRY_PYTHONPATH", "")
 # The hand-written modules; the generated isometry_pb2* carry no types.
-PUBLIC_MODULES = ["__init__", "active", "client", "datatype", "distributed", "errors",
+PUBLIC_MODULES = ["__init__", "active", "arrays", "client", "datatype", "distributed", "errors",
                   "futures", "instances", "local", "native", "records", "transfers"]
 
 try:
