@@ -24,7 +24,9 @@ gRPC status code name and ``message`` the daemon's explanation::
     ├── Unavailable               UNAVAILABLE (no daemon, the session ended)
     ├── DataLoss                  DATA_LOSS (a damaged checkpoint)
     └── TransferError             a transfer that ended failed or cancelled
-                                  (``info``: its final TransferInfo)
+                                  (``info``: its final TransferInfo); each is
+                                  also its code's class (a cancelled one is a
+                                  Cancelled, one that failed NOT_FOUND a NotFound)
 
 ``IsometryError(code, message)`` itself builds the class of ``code``
 (``IsometryError("NOT_FOUND", "...")`` is a :class:`NotFound`), so every
@@ -198,15 +200,28 @@ def error_class(code: str) -> Type[IsometryError]:
 class TransferError(IsometryError):
     """A transfer ended in a state other than ``done`` (failed or cancelled).
 
-    Raised by ``copy``, ``wait`` and ``redistribute`` with ``check``; the
-    call itself was accepted, so this is not one of the code classes above
-    (its ``code`` still says why, e.g. ``"CANCELLED"``).
+    Raised by ``copy``, ``wait`` and ``redistribute`` with ``check`` (and
+    by futures) after the daemon accepted the transfer. ``TransferError(info)``
+    is also an instance of the class of its code (:func:`error_class`: a
+    cancelled transfer is a :class:`Cancelled`, one that failed
+    ``NOT_FOUND`` a :class:`NotFound`), so ``except NotFound`` catches a
+    refusal and a transfer that failed for that reason alike, and
+    ``except TransferError`` still tells a failed transfer from a refused
+    call. Its ``code`` says why (``"UNKNOWN"`` when the daemon gave none).
 
     Attributes:
         info: the final ``TransferInfo`` of the transfer.
     """
 
     info: Any
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "TransferError":
+        target: type = cls
+        info = args[0] if args else kwargs.get("info")
+        if cls is TransferError and info is not None:
+            code = code_name(info.code) if getattr(info, "code", 0) else "UNKNOWN"
+            target = _TRANSFER_BY_CODE.get(code, TransferError)
+        return cast(TransferError, Exception.__new__(target))
 
     def __init__(self, info: Any) -> None:
         code = code_name(info.code) if info.code else "UNKNOWN"
@@ -220,6 +235,18 @@ class TransferError(IsometryError):
         # The info travels serialized: protobuf's own pickling looks for
         # the generated module under a name outside this package.
         return (_transfer_error, (self.info.SerializeToString(),))
+
+
+# TransferError and a code's class, one subclass per code (named like
+# "NotFoundTransferError"), which TransferError(info) picks.
+_TRANSFER_BY_CODE: Dict[str, Type[TransferError]] = {
+    code: cast(Type[TransferError], type(
+        f"{base.__name__}TransferError", (TransferError, base),
+        {"__module__": __name__,
+         "__doc__": f"A transfer that ended failed or cancelled with {code}: a "
+                    f":class:`TransferError` and a :class:`{base.__name__}`."}))
+    for code, base in _BY_CODE.items()
+}
 
 
 def _transfer_error(info: bytes) -> TransferError:

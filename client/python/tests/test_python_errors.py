@@ -81,8 +81,23 @@ class HierarchyTest(unittest.TestCase):
         info = pb.TransferInfo(id=7, state="cancelled", code=1, message="by the operator")
         e = isometry.TransferError(info)
         self.assertIsInstance(e, isometry.IsometryError)
-        self.assertNotIsInstance(e, isometry.Cancelled)  # the call was accepted
+        self.assertIsInstance(e, isometry.Cancelled)  # its code's class too
+        self.assertNotIsInstance(e, isometry.NotFound)
+        self.assertEqual(type(e).__name__, "CancelledTransferError")
         self.assertEqual(e.code, "CANCELLED")
+        for code, cls in isometry.errors._BY_CODE.items():
+            number = grpc.StatusCode[code].value[0]
+            t = isometry.TransferError(pb.TransferInfo(id=1, state="failed", code=number))
+            self.assertIsInstance(t, cls, code)
+            self.assertIsInstance(t, isometry.TransferError, code)
+            self.assertEqual(t.code, code)
+        # Without a code: UNKNOWN, and an Unknown.
+        self.assertIsInstance(isometry.TransferError(pb.TransferInfo(id=2, state="failed")),
+                              isometry.Unknown)
+        try:
+            raise isometry.TransferError(pb.TransferInfo(id=4, state="failed", code=5))
+        except isometry.NotFound as caught:  # except by meaning catches a failed transfer
+            self.assertEqual(caught.info.id, 4)
         self.assertEqual(e.info.id, 7)
         self.assertIn("transfer 7 cancelled: by the operator", str(e))
         # client.TransferError is the same class (old imports keep working).
@@ -94,7 +109,9 @@ class HierarchyTest(unittest.TestCase):
         self.assertEqual((e.code, e.message), ("NOT_FOUND", "no allocation 9"))
         t = pickle.loads(pickle.dumps(isometry.TransferError(
             pb.TransferInfo(id=3, state="failed", code=13, message="broken"))))
-        self.assertIs(type(t), isometry.TransferError)
+        self.assertIsInstance(t, isometry.TransferError)
+        self.assertIs(type(t), type(isometry.TransferError(pb.TransferInfo(code=13))))
+        self.assertIsInstance(t, isometry.Internal)
         self.assertEqual((t.code, t.info.id, t.info.message), ("INTERNAL", 3, "broken"))
 
 
@@ -151,6 +168,45 @@ class DaemonErrorsTest(unittest.TestCase):
             isometry.Client(os.path.join(self.dir, "none.sock"), connect_timeout=2)
         with self.assertRaises(isometry.Unavailable):
             isometry.Client(self.daemon.socket, local_socket=os.path.join(self.dir, "none.sock"))
+
+
+# A capped channel: a 16 MiB copy takes about a second.
+SLOW_CONFIG = ONE_SYS_MEMORY + 'threads = 2\nrate_limit = "16MiB"\n'
+
+
+@unittest.skipUnless(ISOMETRYD, "ISOMETRYD is not set")
+class FailedTransfersTest(unittest.TestCase):
+    """A transfer the daemon accepted and then cancelled is caught by
+    ``except Cancelled`` as well as ``except TransferError``."""
+
+    def setUp(self):
+        self.dir, self.daemon = IsometrydProcess.started_in_temp_dir(
+            ISOMETRYD, SLOW_CONFIG, "isometry-errors-", daemon=dict(log_level="warn"))
+
+    def tearDown(self):
+        self.daemon.stop()
+        self.daemon.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_a_cancelled_transfer_is_a_cancelled_error(self):
+        n = 16 << 20
+        with isometry.Client(self.daemon.socket, name="errors") as c:
+            s, d = (c.register_instance(c.allocate("sys0", n), [n], [("v", 1)], "F,x")
+                    for _ in range(2))
+            tid = c.copy(s, d, wait=False)
+            future = c.transfer_future(tid)
+            c.cancel(tid)
+            with self.assertRaises(isometry.Cancelled) as cm:
+                c.wait(tid)
+            self.assertIsInstance(cm.exception, isometry.TransferError)
+            self.assertEqual((cm.exception.info.id, cm.exception.info.state), (tid, "cancelled"))
+            try:
+                future.result(timeout=30)
+                self.fail("the future of a cancelled transfer resolved")
+            except isometry.Cancelled as e:  # the future's error is the same class
+                self.assertIsInstance(e, isometry.TransferError)
+            info = c.wait(tid, check=False)
+            self.assertEqual(info.state, "cancelled")
 
 
 if __name__ == "__main__":
