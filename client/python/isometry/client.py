@@ -247,7 +247,7 @@ class Client(InstancesMixin, TransfersMixin, FuturesMixin, ActiveAccessMixin):
         no Attach stream, so the daemon holds one session for this client,
         not two."""
         if native or (native is None and _native_available()):
-            self._native = NativePath(path, self.name)
+            self._native = NativePath(path, self.name, self._cancel_ring_copies)
             session, session_id = self._native.token, self._native.session_id
         else:
             self._local = LocalSession(path, self.name, connect_timeout)

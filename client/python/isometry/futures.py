@@ -4,6 +4,11 @@
 stream's, or a local session's ``Wait``), and ``await client.acopy(...)``
 awaits the same future on the running event loop. No thread per transfer:
 the client's one completion reader resolves them all.
+
+On the native path, ``copy_future`` and ``acopy`` between two instances
+registered on its mapped allocations (no box, no hops) go through the
+shared-memory rings instead (:mod:`isometry.ring`): no gRPC call at all,
+and ``acopy``'s futures are the event loop's own, settled in batches.
 """
 
 import asyncio
@@ -11,7 +16,11 @@ import concurrent.futures
 import threading
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
+import grpc
+
+from . import isometry_pb2 as pb
 from .errors import IsometryError, TransferError
+from .native import NativePath
 from .records import BoundsLike, InstanceLike, TransferInfo, TransferLike, _id
 
 __all__ = ["FuturesMixin"]
@@ -33,6 +42,13 @@ class FuturesMixin:
     if TYPE_CHECKING:  # what Client provides
         _lock: threading.Lock
         _completions: Dict[int, TransferInfo]
+        _native: Optional[NativePath]
+        _stub: Any
+        _session_id: int
+
+        def _metadata(self) -> Tuple[Tuple[str, str], ...]: ...
+
+        def _check_open(self) -> None: ...
 
         def copy(self, src: InstanceLike, dst: InstanceLike, priority: int = ...,
                  box: Optional[BoundsLike] = ..., via: Optional[Sequence[Tuple[str, str]]] = ...,
@@ -111,7 +127,19 @@ class FuturesMixin:
                     via: Optional[Sequence[Tuple[str, str]]] = None,
                     check: bool = True) -> "concurrent.futures.Future[TransferInfo]":
         """Submits a copy (as :meth:`copy` with ``wait=False``; a refusal
-        raises at once) and returns :meth:`transfer_future` of it."""
+        raises at once) and returns :meth:`transfer_future` of it.
+
+        On the native path a copy between two instances on its mapped
+        allocations, with no box or hops, is queued on the rings instead:
+        a refusal then fails the future, cancelling the future leaves the
+        copy running (the ring names its transfer only at the end), and
+        futures resolve in submission order."""
+        ends = self._ring_ends(src, dst, box, via)
+        if ends is not None:
+            assert self._native is not None
+            future: "concurrent.futures.Future[TransferInfo]" = concurrent.futures.Future()
+            self._native.submit(ends, priority, (future, check, None))
+            return future
         tid = self.copy(src, dst, priority=priority, box=box, via=via, wait=False)
         return self.transfer_future(tid, check)
 
@@ -122,8 +150,38 @@ class FuturesMixin:
         """``await client.acopy(src, dst)``: the copy's final TransferInfo,
         awaited on the running event loop (the submission itself is one
         short call; the wait blocks no thread). Cancelling the task cancels
-        the transfer."""
-        return await asyncio.wrap_future(self.copy_future(src, dst, priority, box, via, check))
+        the transfer (on the native rings the copy runs to its end: see
+        :meth:`copy_future`)."""
+        ends = self._ring_ends(src, dst, box, via)
+        if ends is None:
+            return await asyncio.wrap_future(self.copy_future(src, dst, priority, box, via, check))
+        assert self._native is not None
+        loop = asyncio.get_running_loop()
+        future: "asyncio.Future[TransferInfo]" = loop.create_future()
+        self._native.submit(ends, priority, (future, check, loop))
+        return await future
+
+    def _cancel_ring_copies(self) -> None:
+        """A native session closing with ring copies in flight: cancels this
+        session's transfers over gRPC first (the ring names a transfer only
+        at its end), so that closing does not wait for them to run out.
+        Called by NativePath.close, after the client is marked closed."""
+        md = self._metadata()
+        try:
+            listed = self._stub.ListTransfers(pb.ListTransfersRequest(), timeout=10, metadata=md)
+            for t in listed.transfers:
+                if t.owner.session_id == self._session_id:
+                    self._stub.Cancel(pb.CancelRequest(transfer=t.id), timeout=10, metadata=md)
+        except grpc.RpcError:
+            pass  # ended meanwhile, or the daemon is gone: the close goes on
+
+    def _ring_ends(self, src: InstanceLike, dst: InstanceLike, box: Optional[BoundsLike],
+                   via: Optional[Sequence[Tuple[str, str]]]) -> Optional[Tuple[Any, Any]]:
+        """The native instances of a copy the rings can take, or None."""
+        if self._native is None or box is not None or via:
+            return None
+        self._check_open()
+        return self._native.instances(_id(src, "copy src"), _id(dst, "copy dst"))
 
     async def await_transfer(self, transfer: TransferLike, check: bool = True) -> TransferInfo:
         """``await client.await_transfer(tid)``: :meth:`wait` for asyncio."""

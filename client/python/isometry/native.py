@@ -19,9 +19,10 @@ records, find them again.
 import importlib
 import threading
 from types import ModuleType
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from .errors import IsometryError
+from .ring import RingFutures, Sink
 
 try:
     # By name: `from . import _native` in a package still importing reports
@@ -53,7 +54,8 @@ def why_unavailable() -> str:
 class NativePath:
     """One native session and the handles made through it. Thread-safe."""
 
-    def __init__(self, local_socket: str, name: str):
+    def __init__(self, local_socket: str, name: str,
+                 cancel_all: Callable[[], None] = lambda: None):
         if _native is None:
             raise IsometryError("FAILED_PRECONDITION", _WHY)
         try:
@@ -72,6 +74,8 @@ class NativePath:
                 "it (socket_mode, socket_group)?",
             ) from None
         self._lock = threading.Lock()
+        self.ring = RingFutures(self.session, name)  # copies submitted without waiting
+        self._cancel_all = cancel_all  # the session's transfers, before it closes
         self._allocations: Dict[int, Any] = {}  # id -> _native.Allocation
         self._instances: Dict[int, Any] = {}  # id -> _native.Instance
 
@@ -136,6 +140,11 @@ class NativePath:
             s, d = self._instances.get(src), self._instances.get(dst)
         return None if s is None or d is None else (s, d)
 
+    def submit(self, ends: Tuple[Any, Any], priority: int, sink: Sink) -> None:
+        """Queues a copy between two native instances (:meth:`instances`)
+        on the rings; ``sink`` settles with its completion."""
+        self.ring.submit(ends[0], ends[1], priority, sink)
+
     def read(self, aid: int, offset: int, length: int) -> Optional[bytes]:
         """The bytes of a native allocation, from the mapping; None when
         ``aid`` is not one."""
@@ -152,9 +161,14 @@ class NativePath:
             return bytes(view[offset : offset + length])
 
     def close(self) -> None:
-        """Ends the session; the allocations stay mapped for the views
-        that still hold them."""
+        """Ends the session: the copies submitted through the rings without
+        waiting are cancelled (``cancel_all``) and their futures settled
+        first; the allocations stay mapped for the views that still hold
+        them."""
+        if self.session.ring_pending:
+            self._cancel_all()  # else closing waits for them to run out
         self.session.close()
+        self.ring.close()
         with self._lock:
             self._instances.clear()
             self._allocations.clear()

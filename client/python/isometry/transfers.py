@@ -6,15 +6,15 @@ mixed into Client.
 
 import collections
 import threading
-from typing import TYPE_CHECKING, Any, List, Literal, Optional, Sequence, Tuple, Union, overload
-
-import grpc
+from typing import (TYPE_CHECKING, Any, List, Literal, Optional, Sequence, Tuple, Union, cast,
+                    overload)
 
 from . import isometry_pb2 as pb
 from .distributed import DimLike, distribution_spec
 from .errors import IsometryError, TransferError
 from .native import NativePath
 from .records import BoundsLike, InstanceLike, TransferInfo, TransferLike, _box, _id
+from .ring import completion
 
 __all__ = ["TransfersMixin"]
 
@@ -124,19 +124,10 @@ class TransfersMixin:
         self._check_open()
         assert self._native is not None
         transfer, code, message = self._native.session.copy(ends[0], ends[1], priority)
-        if code == "OK":
-            return pb.TransferInfo(id=transfer, state="done")
-        if transfer == 0:
-            raise IsometryError(code, message)
-        info = pb.TransferInfo(
-            id=transfer,
-            state="cancelled" if code == "CANCELLED" else "failed",
-            code=grpc.StatusCode[code].value[0] if code in grpc.StatusCode.__members__ else 2,
-            message=message,
-        )
-        if check:
-            raise TransferError(info)
-        return info
+        failed, outcome = completion(transfer, code, message, check)
+        if failed:
+            raise outcome
+        return cast(TransferInfo, outcome)
 
     def _start_transfer(self, method: str, req: Any, wait: bool, timeout: Optional[float],
                         check: bool) -> Union[TransferInfo, int]:

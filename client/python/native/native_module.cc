@@ -24,6 +24,7 @@
 #include "client/cpp/isometry_client.h"
 #include "client/python/native/native_allocation.h"
 #include "client/python/native/native_errors.h"
+#include "client/python/native/native_ring.h"
 #include "core/box.h"
 #include "core/field_space.h"
 #include "core/instance.h"
@@ -195,6 +196,41 @@ class NativeSession {
                           std::string(done.status.message()));
   }
 
+  // Queues a copy of src's whole index space through the rings without
+  // waiting: its ticket, which take() hands back with the completion.
+  uint64_t Submit(const NativeInstance& src, const NativeInstance& dst, int priority) {
+    std::shared_ptr<client::Client> c = Get();
+    std::shared_ptr<client::Instance> s = src.Get();
+    std::shared_ptr<client::Instance> d = dst.Get();
+    Result<uint64_t> ticket;
+    {
+      py::gil_scoped_release release;
+      ticket = ring_->Submit(c, *s, *d, priority);
+    }
+    return ValueOrThrow(std::move(ticket));
+  }
+
+  // The completions of submit()'s copies that arrived, waiting up to
+  // `timeout_ms` for the first: [(ticket, transfer, code name, message)];
+  // None once the session is closed and every one was handed back.
+  py::object Take(int timeout_ms) {
+    bool ended = false;
+    std::vector<RingDone> done;
+    {
+      py::gil_scoped_release release;
+      done = ring_->Take(timeout_ms, &ended);
+    }
+    if (ended) return py::none();
+    py::list out(done.size());
+    for (size_t i = 0; i < done.size(); ++i) {
+      out[i] =
+          py::make_tuple(done[i].ticket, done[i].transfer, done[i].code, py::str(done[i].message));
+    }
+    return out;
+  }
+
+  uint64_t ring_pending() const { return ring_->pending(); }
+
   // `iterations` copies src -> dst from C++, the microseconds of each: the
   // C++ client's own latency in the same session, for
   // tools/bench/python_latency.py. Raises on the first failed copy.
@@ -222,9 +258,12 @@ class NativeSession {
   // Ends the session: the daemon cancels its transfers and frees what it
   // did not publish. Handles stay usable as Python objects (allocations
   // stay mapped); their calls then fail. Nothing the second time.
+  // Copies submitted without waiting complete first (take() still hands
+  // them back).
   void Close() {
     std::shared_ptr<client::Client> last = std::move(client_);
     py::gil_scoped_release release;
+    ring_->Stop();
     last.reset();  // once a call in flight on another thread returns
   }
 
@@ -238,6 +277,7 @@ class NativeSession {
   }
 
   std::shared_ptr<client::Client> client_;  // null once closed
+  std::unique_ptr<RingReader> ring_ = std::make_unique<RingReader>();
   std::string token_;
   uint64_t session_id_ = 0;
 };
@@ -268,6 +308,10 @@ PYBIND11_MODULE(_native, m) {
       .def("register", &NativeSession::Register, py::arg("allocation"), py::arg("offset"),
            py::arg("lo"), py::arg("hi"), py::arg("fields"), py::arg("layout"))
       .def("copy", &NativeSession::Copy, py::arg("src"), py::arg("dst"), py::arg("priority") = 0)
+      .def("submit", &NativeSession::Submit, py::arg("src"), py::arg("dst"),
+           py::arg("priority") = 0)
+      .def("take", &NativeSession::Take, py::arg("timeout_ms"))
+      .def_property_readonly("ring_pending", &NativeSession::ring_pending)
       .def("time_copies", &NativeSession::TimeCopies, py::arg("src"), py::arg("dst"),
            py::arg("iterations"))
       .def("close", &NativeSession::Close);

@@ -1,8 +1,9 @@
 """Transfers as futures and copies with asyncio (isometry/futures.py)
 against a real isometryd: over the gRPC session (the Attach stream's
-completions) and a local session (its Wait calls); a failed or cancelled
-transfer, a cancelled future, and a session that ends under pending
-futures.
+completions), a local session (its Wait calls) and the native rings
+(isometry/ring.py; NativeFuturesTest, which skips, 77, where the extension
+is not built); a failed or cancelled transfer, a cancelled future, and a
+session that ends under pending futures.
 
 Run by ctest (python_futures) with ISOMETRYD and ISOMETRY_PYTHONPATH set.
 """
@@ -155,6 +156,91 @@ class FuturesTest(unittest.TestCase):
         c.close()
         with self.assertRaises(isometry.IsometryError):
             f.result(timeout=20)
+
+
+class NativeFuturesTest(FuturesTest):
+    """The same cases on a native client, whose copy_future and acopy go
+    through the shared-memory rings (no gRPC Copy), and what differs there."""
+
+    def setUp(self):
+        if not isometry.native_available():
+            self.skipTest(isometry.native_unavailable_reason())
+        super().setUp()
+
+    def connect(self, local=False):
+        c = isometry.Client(self.daemon.socket, name="futures", native=True,
+                            local_socket=os.path.join(self.dir, "local.sock"))
+        self.addCleanup(c.close)
+        self.assertEqual(c.transport, "native")
+        calls = []
+        inner = c._call
+
+        def call(method, *args, **kwargs):
+            calls.append(method)
+            return inner(method, *args, **kwargs)
+
+        c._call = call
+        self.grpc_calls = calls
+        return c
+
+    def tid_of(self, c):
+        """The one transfer in flight, once the daemon took it off the ring."""
+        deadline = time.monotonic() + 10
+        while not c.transfers() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return super().tid_of(c)
+
+    def test_futures_over_grpc(self):
+        c = self.connect()
+        pairs = [self.pair(c, 4096, bytes([i % 250 + 1])) for i in range(500)]
+        self.grpc_calls.clear()
+        futures = [c.copy_future(s, d) for s, d, _, _ in pairs]
+        infos = [f.result(timeout=30) for f in futures]
+        self.assertNotIn("Copy", self.grpc_calls, "a ring future went over gRPC")
+        self.assertEqual({i.state for i in infos}, {"done"})
+        self.assertEqual(len({i.id for i in infos}), len(pairs))
+        for _, _, dst, data in pairs:
+            self.assertEqual(c.read(dst, 0, len(data)), data)
+        self.check_futures(c)
+
+    def test_futures_over_the_local_socket(self):
+        # A refusal (different fields) fails the future with its code's class.
+        c = self.connect()
+        s, _, _, _ = self.pair(c, 4096)
+        other = c.register_instance(c.allocate("sys0", 4096), [1024], [("w", 4)], "F,x")
+        f = c.copy_future(s, other)
+        with self.assertRaises(isometry.InvalidArgument) as cm:
+            f.result(timeout=10)
+        self.assertNotIsInstance(cm.exception, isometry.TransferError)
+        # check=False hands back a failed transfer instead of raising.
+        g = c.copy_future(*self.pair(c, SLOW)[:2], check=False)
+        c.cancel(self.tid_of(c))
+        self.assertEqual(g.result(timeout=30).state, "cancelled")
+
+    def test_a_cancelled_transfer_raises_and_a_cancelled_future_cancels(self):
+        c = self.connect()
+        s, d, _, _ = self.pair(c, SLOW)
+        f = c.copy_future(s, d)
+        c.cancel(self.tid_of(c))
+        with self.assertRaises(isometry.Cancelled) as cm:
+            f.result(timeout=30)
+        self.assertEqual(cm.exception.info.state, "cancelled")
+        # A ring future cancelled before its completion: the copy runs on
+        # (the ring names its transfer only at its end).
+        g = c.copy_future(s, d)
+        tid = self.tid_of(c)
+        self.assertTrue(g.cancel())
+        self.assertEqual(c.wait(tid).state, "done")
+
+        async def cancelled_task():
+            task = asyncio.ensure_future(c.acopy(s, d))
+            await asyncio.sleep(0.2)
+            task.cancel()
+            with self.assertRaises(asyncio.CancelledError):
+                await task
+            return self.tid_of(c)
+
+        self.assertEqual(c.wait(asyncio.run(cancelled_task())).state, "done")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ EXAMPLE = os.path.join(PROJECT, "examples", "typed_example.py")
 PACKAGE_ROOT = os.environ.get("ISOMETRY_PYTHONPATH", "")
 # The hand-written modules; the generated isometry_pb2* carry no types.
 PUBLIC_MODULES = ["__init__", "active", "arrays", "client", "datatype", "distributed", "errors",
-                  "futures", "instances", "local", "native", "records", "transfers"]
+                  "futures", "instances", "local", "native", "records", "ring", "transfers"]
 
 try:
     import mypy.api  # noqa: F401

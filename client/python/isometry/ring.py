@@ -1,0 +1,142 @@
+"""Futures of copies submitted through the native rings without waiting
+(``copy_future`` and ``acopy`` of a native client, :mod:`isometry.futures`).
+
+A copy is queued on the session's submission ring (``_native.Session.
+submit``: no round trip) and its future kept by ticket. The extension's
+reader thread, which never takes the GIL, collects the completions from
+the completion ring; one Python thread here takes them from it in batches
+(``take``: one GIL round trip for every completion that arrived meanwhile)
+and settles their futures: a ``concurrent.futures.Future`` directly, the
+asyncio futures of one event loop with one ``call_soon_threadsafe`` per
+batch. Nothing runs per copy but the submission and the settling.
+
+The ring names a copy's transfer only in its completion, so a future
+cancelled before then cannot cancel the transfer: the copy runs to its
+end and the future stays cancelled. The C++ client waits for one ticket
+at a time, so futures resolve in submission order.
+"""
+
+import asyncio
+import concurrent.futures
+import threading
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import grpc
+
+from . import isometry_pb2 as pb
+from .errors import IsometryError, TransferError
+from .records import TransferInfo
+
+__all__ = ["RingFutures", "completion"]
+
+AnyFuture = Union["concurrent.futures.Future[TransferInfo]", "asyncio.Future[TransferInfo]"]
+# A future waiting on a ticket: (future, check, its event loop or None).
+Sink = Tuple[AnyFuture, bool, Optional[asyncio.AbstractEventLoop]]
+# What settles it: (True, an exception) or (False, the TransferInfo).
+Outcome = Tuple[bool, Any]
+
+
+def completion(transfer: int, code: str, message: str, check: bool) -> Outcome:
+    """A ring completion as a waited gRPC Copy answers it: the
+    ``TransferInfo`` (``id``, ``state``, ``code``, ``message``), a refusal
+    (transfer 0) as IsometryError, a transfer that ended other than done as
+    TransferError (with ``check``)."""
+    if code == "OK":
+        return False, pb.TransferInfo(id=transfer, state="done")
+    if transfer == 0:
+        return True, IsometryError(code, message)
+    info = pb.TransferInfo(
+        id=transfer,
+        state="cancelled" if code == "CANCELLED" else "failed",
+        code=grpc.StatusCode[code].value[0] if code in grpc.StatusCode.__members__ else 2,
+        message=message,
+    )
+    return (True, TransferError(info)) if check else (False, info)
+
+
+def _settle(future: AnyFuture, outcome: Outcome) -> None:
+    if future.done():  # cancelled by its holder
+        return
+    failed, value = outcome
+    if failed:
+        future.set_exception(value)
+    else:
+        future.set_result(value)
+
+
+def _settle_all(settled: List[Tuple[AnyFuture, Outcome]]) -> None:
+    for future, outcome in settled:
+        _settle(future, outcome)
+
+
+class RingFutures:
+    """The futures of one native session's ring copies. Thread-safe."""
+
+    def __init__(self, session: Any, name: str) -> None:
+        self._session = session  # _native.Session
+        self._name = name
+        self._lock = threading.Lock()
+        self._sinks: Dict[int, Sink] = {}
+        self._thread: Optional[threading.Thread] = None
+        self._closed = False
+
+    def submit(self, src: Any, dst: Any, priority: int, sink: Sink) -> None:
+        """Queues a copy between two native instances; ``sink`` settles
+        with its completion. Raises at once if the ring refuses it."""
+        with self._lock:  # held across submit: the ticket is filed before its completion
+            if self._closed:
+                raise IsometryError("FAILED_PRECONDITION", "this client is closed")
+            ticket = self._session.submit(src, dst, priority)
+            self._sinks[ticket] = sink
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True,
+                                                name=f"isometry-ring-{self._name}")
+                self._thread.start()
+
+    def _run(self) -> None:
+        """Takes completions in batches until the session is closed."""
+        while True:
+            batch = self._session.take(200)
+            if batch is None:
+                break
+            with self._lock:
+                due = [(self._sinks.pop(ticket, None), transfer, code, message)
+                       for ticket, transfer, code, message in batch]
+            by_loop: Dict[asyncio.AbstractEventLoop, List[Tuple[AnyFuture, Outcome]]] = {}
+            for sink, transfer, code, message in due:
+                if sink is None:
+                    continue
+                future, check, loop = sink
+                outcome = completion(transfer, code, message, check)
+                if loop is None:
+                    _settle(future, outcome)
+                else:
+                    by_loop.setdefault(loop, []).append((future, outcome))
+            for loop, settled in by_loop.items():
+                try:
+                    loop.call_soon_threadsafe(_settle_all, settled)
+                except RuntimeError:  # that loop is closed: nobody awaits them
+                    pass
+        self._fail_left(IsometryError("CANCELLED", "the client closed"))
+
+    def _fail_left(self, why: IsometryError) -> None:
+        with self._lock:
+            left, self._sinks = list(self._sinks.values()), {}
+        for future, _, loop in left:
+            if loop is None:
+                _settle(future, (True, why))
+            else:
+                try:
+                    loop.call_soon_threadsafe(_settle, future, (True, why))
+                except RuntimeError:
+                    pass
+
+    def close(self) -> None:
+        """After the session closed (which waits for the copies in flight):
+        joins the thread once it has settled their futures."""
+        with self._lock:
+            self._closed = True
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        self._fail_left(IsometryError("CANCELLED", "the client closed"))
