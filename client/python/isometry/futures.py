@@ -14,7 +14,8 @@ and ``acopy``'s futures are the event loop's own, settled in batches.
 import asyncio
 import concurrent.futures
 import threading
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+import time
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import grpc
 
@@ -143,37 +144,51 @@ class FuturesMixin:
         tid = self.copy(src, dst, priority=priority, box=box, via=via, wait=False)
         return self.transfer_future(tid, check)
 
-    async def acopy(self, src: InstanceLike, dst: InstanceLike, priority: int = 0,
-                    box: Optional[BoundsLike] = None,
-                    via: Optional[Sequence[Tuple[str, str]]] = None,
-                    check: bool = True) -> TransferInfo:
+    def acopy(self, src: InstanceLike, dst: InstanceLike, priority: int = 0,
+              box: Optional[BoundsLike] = None,
+              via: Optional[Sequence[Tuple[str, str]]] = None,
+              check: bool = True) -> "asyncio.Future[TransferInfo]":
         """``await client.acopy(src, dst)``: the copy's final TransferInfo,
-        awaited on the running event loop (the submission itself is one
-        short call; the wait blocks no thread). Cancelling the task cancels
+        awaited on the running event loop. Called in a coroutine, it
+        submits the copy at once (a refusal over gRPC raises here) and
+        returns an ``asyncio.Future`` of the loop's, not a coroutine, so
+        ``asyncio.gather`` of many makes no task per copy. The wait blocks
+        no thread. Cancelling the future, or the task awaiting it, cancels
         the transfer (on the native rings the copy runs to its end: see
         :meth:`copy_future`)."""
+        loop = asyncio.get_running_loop()
         ends = self._ring_ends(src, dst, box, via)
         if ends is None:
-            return await asyncio.wrap_future(self.copy_future(src, dst, priority, box, via, check))
+            return asyncio.wrap_future(self.copy_future(src, dst, priority, box, via, check),
+                                       loop=loop)
         assert self._native is not None
-        loop = asyncio.get_running_loop()
         future: "asyncio.Future[TransferInfo]" = loop.create_future()
         self._native.submit(ends, priority, (future, check, loop))
-        return await future
+        return future
 
-    def _cancel_ring_copies(self) -> None:
+    def _cancel_ring_copies(self, timeout: float = 10.0) -> None:
         """A native session closing with ring copies in flight: cancels this
         session's transfers over gRPC first (the ring names a transfer only
-        at its end), so that closing does not wait for them to run out.
-        Called by NativePath.close, after the client is marked closed."""
+        at its end), until every ring copy has completed, so that closing
+        does not wait for them to run out. A copy still on the submission
+        ring is not listed yet: the loop cancels it once the daemon took
+        it. Called by NativePath.close, after the client is marked closed."""
         md = self._metadata()
+        cancelled: Set[int] = set()
+        deadline = time.monotonic() + timeout
         try:
-            listed = self._stub.ListTransfers(pb.ListTransfersRequest(), timeout=10, metadata=md)
-            for t in listed.transfers:
-                if t.owner.session_id == self._session_id:
-                    self._stub.Cancel(pb.CancelRequest(transfer=t.id), timeout=10, metadata=md)
+            while (self._native is not None and self._native.session.ring_pending
+                   and time.monotonic() < deadline):
+                listed = self._stub.ListTransfers(pb.ListTransfersRequest(), timeout=timeout,
+                                                  metadata=md)
+                for t in listed.transfers:
+                    if t.owner.session_id == self._session_id and t.id not in cancelled:
+                        cancelled.add(t.id)
+                        self._stub.Cancel(pb.CancelRequest(transfer=t.id), timeout=timeout,
+                                          metadata=md)
+                time.sleep(0.002)
         except grpc.RpcError:
-            pass  # ended meanwhile, or the daemon is gone: the close goes on
+            pass  # the daemon is gone: the close goes on
 
     def _ring_ends(self, src: InstanceLike, dst: InstanceLike, box: Optional[BoundsLike],
                    via: Optional[Sequence[Tuple[str, str]]]) -> Optional[Tuple[Any, Any]]:

@@ -255,6 +255,48 @@ class NativeSession {
     return us;
   }
 
+  // `count` copies srcs[i % n] -> dsts[i % n] submitted from C++ without
+  // waiting, then waited for: the seconds from the first submission to the
+  // last completion, the C++ client's throughput with that many copies in
+  // flight, for tools/bench/python_native_bench.py. Raises on the first
+  // failed copy.
+  double TimeInFlight(const std::vector<const NativeInstance*>& srcs,
+                      const std::vector<const NativeInstance*>& dsts, uint32_t count) {
+    if (srcs.empty() || srcs.size() != dsts.size()) {
+      ThrowError("INVALID_ARGUMENT",
+                 "time_in_flight: as many sources as destinations, one or more");
+    }
+    std::shared_ptr<client::Client> c = Get();
+    std::vector<std::shared_ptr<client::Instance>> s, d;
+    for (size_t i = 0; i < srcs.size(); ++i) {
+      s.push_back(srcs[i]->Get());
+      d.push_back(dsts[i]->Get());
+    }
+    Status failed;
+    double seconds = 0;
+    {
+      py::gil_scoped_release release;
+      std::vector<uint64_t> tickets;
+      tickets.reserve(count);
+      const auto t0 = std::chrono::steady_clock::now();
+      for (uint32_t i = 0; i < count && failed.ok(); ++i) {
+        Result<uint64_t> t = c->Submit(*s[i % s.size()], *d[i % d.size()]);
+        if (t.ok()) {
+          tickets.push_back(*t);
+        } else {
+          failed = t.status();
+        }
+      }
+      for (uint64_t t : tickets) {
+        Status done = c->Wait(t).status;
+        if (failed.ok()) failed = done;
+      }
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    ThrowIfError(failed);
+    return seconds;
+  }
+
   // Ends the session: the daemon cancels its transfers and frees what it
   // did not publish. Handles stay usable as Python objects (allocations
   // stay mapped); their calls then fail. Nothing the second time.
@@ -314,6 +356,8 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("ring_pending", &NativeSession::ring_pending)
       .def("time_copies", &NativeSession::TimeCopies, py::arg("src"), py::arg("dst"),
            py::arg("iterations"))
+      .def("time_in_flight", &NativeSession::TimeInFlight, py::arg("srcs"), py::arg("dsts"),
+           py::arg("count"))
       .def("close", &NativeSession::Close);
 }
 
