@@ -22,12 +22,22 @@ The record (``dtype``) is one field named ``"v"`` of ``itemsize`` bytes,
 or a packed structured dtype's own fields in order (``field=`` names the
 single field instead, which also takes a padded structured dtype whole).
 
-Example::
+Example (this process's memory; a native client's ``Allocation.buffer``
+viewed with ``np.frombuffer`` registers the same way)::
 
-    a = c.allocate("sys0", 8 * 100 * 60)
-    grid = np.frombuffer(a.buffer, np.float64).reshape(100, 60)
-    src = c.register_array(a, grid)            # layout "F,y,x"
-    col = c.register_array(a, grid[:, 7])      # a datatype: 100 doubles 480 bytes apart
+    >>> import numpy as np
+    >>> import isometry
+    >>> grid = np.arange(6000.0).reshape(100, 60)                 # C order
+    >>> out = np.zeros((60, 100)).T                                 # that shape, Fortran order
+    >>> with isometry.connect("/run/isometry/grpc.sock",
+    ...                       local_socket="/run/isometry/isometry.sock") as c:
+    ...     mine, theirs = c.register_private(grid), c.register_private(out.T)
+    ...     src = c.register_array(mine, grid)                      # layout "F,y,x"
+    ...     c.copy(src, c.register_array(theirs, out)).state        # into "F,x,y"
+    ...     column = c.register_array(mine, grid[:, 7])   # a datatype: 100 doubles 480 bytes apart
+    'done'
+    >>> bool((out == grid).all())
+    True
 """
 
 import dataclasses

@@ -10,9 +10,14 @@ pass the returned handle, so the daemon translates it only once.
 
 Example (a column of a 100 x 100 C array of doubles)::
 
-    from isometry.datatype import DOUBLE
-    column = DOUBLE.Create_vector(100, 1, 100)
-    inst = client.register_instance(alloc, datatype=column, count=1)
+    >>> import isometry
+    >>> from isometry.datatype import DOUBLE
+    >>> column = DOUBLE.Create_vector(100, 1, 100)
+    >>> with isometry.Client("/run/isometry/grpc.sock") as client:
+    ...     alloc = client.allocate("sys0", 8 * 100 * 100)
+    ...     inst = client.register_instance(alloc, datatype=column, count=1)
+    ...     client.register_datatype(column).size            # MPI's size: 100 doubles
+    800
 
 Strides and displacements are in elements of the old type's extent for
 ``Create_vector``, ``Create_indexed`` and ``Create_indexed_block``, in

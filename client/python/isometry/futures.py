@@ -9,6 +9,21 @@ On the native path, ``copy_future`` and ``acopy`` between two instances
 registered on its mapped allocations (no box, no hops) go through the
 shared-memory rings instead (:mod:`isometry.ring`): no gRPC call at all,
 and ``acopy``'s futures are the event loop's own, settled in batches.
+
+Example::
+
+    >>> import asyncio
+    >>> import isometry
+    >>> with isometry.connect("/run/isometry/grpc.sock",
+    ...                       local_socket="/run/isometry/isometry.sock") as c:
+    ...     s, d = (c.register_instance(c.allocate("sys0", 4096), [4096], [("v", 1)], "F,x")
+    ...             for _ in range(2))
+    ...     c.copy_future(s, d).result(timeout=30).state
+    ...     async def many():
+    ...         return await asyncio.gather(*(c.acopy(s, d) for _ in range(100)))
+    ...     len(asyncio.run(many()))
+    'done'
+    100
 """
 
 import asyncio
