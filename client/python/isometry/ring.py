@@ -17,8 +17,10 @@ at a time, so futures resolve in submission order.
 """
 
 import asyncio
+import atexit
 import concurrent.futures
 import threading
+import weakref
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 import grpc
@@ -79,6 +81,8 @@ class RingFutures:
         self._sinks: Dict[int, Sink] = {}
         self._thread: Optional[threading.Thread] = None
         self._closed = False
+        self._exiting = False  # the interpreter is exiting (_at_exit)
+        _LIVE.add(self)
 
     def submit(self, src: Any, dst: Any, priority: int, sink: Sink) -> None:
         """Queues a copy between two native instances; ``sink`` settles
@@ -95,7 +99,7 @@ class RingFutures:
 
     def _run(self) -> None:
         """Takes completions in batches until the session is closed."""
-        while True:
+        while not self._exiting:
             batch = self._session.take(200)
             if batch is None:
                 break
@@ -140,3 +144,17 @@ class RingFutures:
         if thread is not None and thread is not threading.current_thread():
             thread.join()
         self._fail_left(IsometryError("CANCELLED", "the client closed"))
+
+
+_LIVE: "weakref.WeakSet[RingFutures]" = weakref.WeakSet()
+
+
+@atexit.register
+def _at_exit() -> None:
+    """A client never closed: its thread leaves the extension before the
+    interpreter finalizes (a daemon thread that wakes up in C++ then could
+    not take the GIL back)."""
+    for ring in list(_LIVE):
+        ring._exiting = True
+        if ring._thread is not None:
+            ring._thread.join(timeout=2)

@@ -12,6 +12,7 @@ import asyncio
 import concurrent.futures
 import os
 import shutil
+import subprocess
 import sys
 import time
 import unittest
@@ -241,6 +242,27 @@ class NativeFuturesTest(FuturesTest):
             return self.tid_of(c)
 
         self.assertEqual(c.wait(asyncio.run(cancelled_task())).state, "done")
+
+    def test_an_unclosed_client_exits_cleanly(self):
+        # Ring copies still in flight when a script ends without close():
+        # the interpreter exits at once, without a crash or a hang.
+        script = (
+            "import sys, isometry\n"
+            "c = isometry.Client(sys.argv[1], local_socket=sys.argv[2], native=True)\n"
+            "s, d = (c.register_instance(c.allocate('sys0', 4096), [4096], [('v', 1)], 'F,x')\n"
+            "        for _ in range(2))\n"
+            "print(c.copy_future(s, d).result(timeout=10).state, flush=True)\n"
+            "fs = [c.copy_future(s, d) for _ in range(2000)]\n")
+        env = dict(os.environ, PYTHONPATH=os.environ.get("ISOMETRY_PYTHONPATH", ""))
+        done = subprocess.run([sys.executable, "-c", script, self.daemon.socket,
+                               os.path.join(self.dir, "local.sock")], capture_output=True,
+                              text=True, timeout=60, env=env, check=False)
+        self.assertEqual((done.returncode, done.stdout), (0, "done\n"), done.stderr)
+        with isometry.Client(self.daemon.socket) as c:               # its session ended
+            deadline = time.monotonic() + 10
+            while c.status().sessions > 1 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            self.assertEqual(c.status().sessions, 1)
 
 
 if __name__ == "__main__":
