@@ -89,6 +89,15 @@ struct PlanHopReport {
   double predicted_bytes_per_s = 0;
   uint64_t run_bytes = 0;  // contiguous runs of the hop (0: not computed)
 };
+// A path the planner could have taken (planner/alternatives.h): hops with
+// their layouts and the model's rates (request and buffer sizes 0).
+struct PlanAlternativeReport {
+  std::string text;
+  std::vector<PlanHopReport> hops;
+  double predicted_bytes_per_s = 0;  // 0: the model rejects it
+  bool chosen = false;
+  std::string verdict;  // chosen: what limits it; else why it was not taken
+};
 struct PlanReport {
   std::string algorithm;
   std::vector<PlanHopReport> hops;
@@ -97,6 +106,8 @@ struct PlanReport {
   uint64_t chunks = 0;
   uint64_t chunk_bytes = 0;
   std::string why;  // datatype plans: the forms and what their runs cost
+  std::vector<PlanAlternativeReport> alternatives;  // the path first
+  uint64_t alternatives_weighed = 0;                // candidates besides the path
 };
 
 // One hop of a transfer and how far it is (isoctl transfers).

@@ -295,19 +295,12 @@ PlanReport ReportPlan(const PlanExplanation& ex, const Topology& topo) {
   rep.chunks = ex.chunks;
   rep.chunk_bytes = ex.chunk_bytes;
   for (size_t h = 0; h < path.edges.size(); ++h) {
-    const TopologyEdge& e = path.edges[h];
-    PlanHopReport hop;
-    hop.src_memory = topo.FindMemory(e.src)->name;
-    hop.dst_memory = topo.FindMemory(e.dst)->name;
-    hop.channel = e.channel_name;
-    hop.src_layout = path.nodes[h].layout.ToString();
-    hop.dst_layout = path.nodes[h + 1].layout.ToString();
+    PlanHopReport hop = ReportHop(path, h, topo);
     hop.request_bytes = ex.chunk_bytes;
     hop.buffer_bytes = h < ex.buffer_bytes.size() ? ex.buffer_bytes[h] : 0;
-    hop.predicted_bytes_per_s = h < path.hop_bps.size() ? path.hop_bps[h] : 0;
-    hop.run_bytes = h < path.run_bytes.size() ? path.run_bytes[h] : 0;
     rep.hops.push_back(hop);
   }
+  ReportAlternatives(ex.alternatives, topo, rep);
   return rep;
 }
 

@@ -103,6 +103,13 @@ struct TransferReport {
   std::string remote_half;
 };
 
+// Node::ExplainTransfer: report, path and alternatives, measured vs predicted.
+struct TransferExplanation {
+  TransferReport transfer;
+  PlanReport plan;
+  std::string comparison;
+};
+
 struct AllocationReport {
   uint64_t id = 0;
   std::string memory;
@@ -563,6 +570,10 @@ class Node {
   // a transfer that ended badly (it may name another client's file) only
   // its session and the operator see, others its code alone.
   std::vector<TransferReport> RecentTransfers(const std::string& session,
+                                              bool is_operator = false) const;
+  // Why a transfer took its path (isoctl explain), for whoever may inspect
+  // it; FAILED_PRECONDITION for a cross-node copy.
+  Result<TransferExplanation> ExplainTransfer(const std::string& session, uint64_t transfer,
                                               bool is_operator = false) const;
 
   std::vector<MemoryReport> ListMemories() const;

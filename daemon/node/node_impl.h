@@ -526,5 +526,9 @@ std::optional<uint64_t> TokenNumber(const std::string& token);
 SessionOwner OwnerOf(const Session& s);
 // An instance's storage [offset, offset + bytes) must not wrap 2^64.
 Status CheckInstanceEnd(uint64_t offset, uint64_t bytes);
+// Explained plans (node_explain.cc): hop `h` of `path` (its rate, no
+// request or buffer size), and a plan's alternatives into `rep`.
+PlanHopReport ReportHop(const Path& path, size_t h, const Topology& topo);
+void ReportAlternatives(const Alternatives& alts, const Topology& topo, PlanReport& rep);
 
 }  // namespace isometry

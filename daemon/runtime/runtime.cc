@@ -258,8 +258,47 @@ Result<PlanExplanation> Runtime::Explain(const InstanceRef& src, const InstanceR
   Path path = *planned;
   if (req.src.packed) CostPackedEnds(path, *req.src.packed, *req.dst.packed, impl_->topo);
   ISO_ASSIGN_OR_RETURN(ChunkGrid grid, impl_->GridFor(path, shape.bounds, shape.fields));
-  return ExplainGrid(std::move(path), grid, shape.fields.total_bytes(),
-                     impl_->config.slots_per_buffer);
+  AlternativesRequest weigh;
+  weigh.chosen = &path;
+  weigh.bounds = shape.bounds;
+  weigh.field_bytes = shape.fields.total_bytes();
+  weigh.element_bytes = shape.fields.smallest_bytes();
+  if (req.src.packed) {
+    weigh.adjust = [&](Path& p) {
+      CostPackedEnds(p, *req.src.packed, *req.dst.packed, impl_->topo);
+    };
+  }
+  Alternatives alternatives = WeighAlternatives(*impl_->CurrentPlanner(), weigh);
+  PlanExplanation e = ExplainGrid(std::move(path), grid, shape.fields.total_bytes(),
+                                  impl_->config.slots_per_buffer);
+  e.alternatives = std::move(alternatives);
+  return e;
+}
+
+Alternatives Runtime::Weigh(const Path& chosen, const PlanInputs& inputs) const {
+  if (inputs.remote) {
+    Alternatives only;
+    only.paths.push_back({chosen, true,
+                          "one node's part of a cross-node copy: the node that started it "
+                          "planned the whole path"});
+    return only;
+  }
+  const std::shared_ptr<Planner> planner = impl_->CurrentPlanner();
+  // The path's own figures, as the alternatives' are read: without a
+  // datatype's forms, and with unsynced disk writes for a copy that asked.
+  Path plain = chosen;
+  if (inputs.datatype || !inputs.durable) {
+    Result<Path> p = planner->Evaluate(chosen, inputs.box, inputs.entry_bytes, inputs.element_bytes,
+                                       inputs.durable);
+    if (p.ok()) plain = *std::move(p);
+  }
+  AlternativesRequest weigh;
+  weigh.chosen = &plain;
+  weigh.bounds = inputs.box;
+  weigh.field_bytes = inputs.entry_bytes;
+  weigh.element_bytes = inputs.element_bytes;
+  weigh.durable = inputs.durable;
+  return WeighAlternatives(*planner, weigh);
 }
 
 Result<Calibration> Runtime::Recalibrate() {
@@ -407,6 +446,12 @@ TransferSummary Transfer::Summary() const {
   s.hops_done = HopsDone();
   s.path = state_->shared_path;
   s.predicted_bps = state_->predicted_bps;
+  s.inputs.box = state_->box;
+  s.inputs.entry_bytes = state_->src.shape.fields.total_bytes();
+  s.inputs.element_bytes = state_->src.shape.fields.smallest_bytes();
+  s.inputs.durable = state_->durable;
+  s.inputs.datatype = state_->src.packed != nullptr;
+  s.inputs.remote = state_->remote.has_value();
   return s;
 }
 

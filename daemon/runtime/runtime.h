@@ -31,6 +31,7 @@
 #include "core/status.h"
 #include "daemon/runtime/calibration_store.h"
 #include "daemon/runtime/packed_end.h"
+#include "planner/alternatives.h"
 #include "planner/topology.h"
 
 namespace isometry {
@@ -197,6 +198,19 @@ struct PlanExplanation {
   uint64_t chunks = 0;                 // chunks every hop moves
   uint64_t chunk_bytes = 0;            // data bytes of a full chunk (= one request)
   std::vector<uint64_t> buffer_bytes;  // per intermediate buffer, all slots
+  Alternatives alternatives;           // path first (planner/alternatives.h)
+};
+
+// What a copy's path was planned from, beyond its ends' memories and
+// layouts (the path's first and last nodes): kept with a transfer so that
+// its alternatives can be weighed after it ended (Runtime::Weigh).
+struct PlanInputs {
+  Box box;
+  uint64_t entry_bytes = 0;    // |F|
+  uint64_t element_bytes = 1;  // the smallest field's
+  bool durable = true;
+  bool datatype = false;  // a datatype end: its path's figures count the ends' forms
+  bool remote = false;    // one node's part of a cross-node copy
 };
 
 class ChunkGrid;
@@ -218,6 +232,7 @@ struct TransferSummary {
   // Path::predicted_bps, or for a copy with durable = false what its disk
   // writes move without the fdatasync (TransferState::predicted_bps).
   double predicted_bps = 0;
+  PlanInputs inputs;
 };
 
 // A handle to a submitted transfer. Copyable; dropping it does not cancel.
@@ -346,6 +361,11 @@ class Runtime {
   // figures count disk writes without their closing fdatasync.
   Result<Path> Plan(const InstanceRef& src, const InstanceRef& dst, bool durable = true) const;
   Result<PlanExplanation> Explain(const InstanceRef& src, const InstanceRef& dst) const;
+  // The paths a copy of `chosen`'s ends could have taken, weighed under
+  // today's model (planner/alternatives.h). Paths of a datatype copy are
+  // weighed without its ends' forms, `chosen` among them (the copy's own
+  // figure counted them); a cross-node part's only lists `chosen`.
+  Alternatives Weigh(const Path& chosen, const PlanInputs& inputs) const;
   // Measures every channel again (Isometry §4.1), keeps the figures in
   // config.calibration_file, and plans with them from now on.
   Result<Calibration> Recalibrate();

@@ -156,25 +156,45 @@ void ToProto(const ChannelReport& r, v1::ChannelInfo* out) {
   out->set_rate_limit_bytes_per_s(r.config.rate_limit_bytes_per_s);
 }
 
+namespace {
+
+void HopToProto(const PlanHopReport& h, v1::PlanHop* p) {
+  p->set_src_memory(h.src_memory);
+  p->set_dst_memory(h.dst_memory);
+  p->set_channel(h.channel);
+  p->set_src_layout(h.src_layout);
+  p->set_dst_layout(h.dst_layout);
+  p->set_request_bytes(h.request_bytes);
+  p->set_buffer_bytes(h.buffer_bytes);
+  p->set_predicted_bytes_per_s(h.predicted_bytes_per_s);
+  p->set_run_bytes(h.run_bytes);
+}
+
+}  // namespace
+
 void ToProto(const PlanReport& r, v1::ExplainPlanResponse* out) {
   out->set_algorithm(r.algorithm);
   out->set_text(r.text);
-  for (const PlanHopReport& h : r.hops) {
-    v1::PlanHop* p = out->add_hops();
-    p->set_src_memory(h.src_memory);
-    p->set_dst_memory(h.dst_memory);
-    p->set_channel(h.channel);
-    p->set_src_layout(h.src_layout);
-    p->set_dst_layout(h.dst_layout);
-    p->set_request_bytes(h.request_bytes);
-    p->set_buffer_bytes(h.buffer_bytes);
-    p->set_predicted_bytes_per_s(h.predicted_bytes_per_s);
-    p->set_run_bytes(h.run_bytes);
-  }
+  for (const PlanHopReport& h : r.hops) HopToProto(h, out->add_hops());
   out->set_predicted_bytes_per_s(r.predicted_bytes_per_s);
   out->set_chunks(r.chunks);
   out->set_chunk_bytes(r.chunk_bytes);
   out->set_why(r.why);
+  for (const PlanAlternativeReport& a : r.alternatives) {
+    v1::PlanAlternative* p = out->add_alternatives();
+    p->set_path(a.text);
+    for (const PlanHopReport& h : a.hops) HopToProto(h, p->add_hops());
+    p->set_predicted_bytes_per_s(a.predicted_bytes_per_s);
+    p->set_chosen(a.chosen);
+    p->set_verdict(a.verdict);
+  }
+  out->set_alternatives_weighed(static_cast<uint32_t>(r.alternatives_weighed));
+}
+
+void ToProto(const TransferExplanation& e, v1::ExplainTransferResponse* out) {
+  ToProto(e.transfer, out->mutable_transfer());
+  ToProto(e.plan, out->mutable_plan());
+  out->set_comparison(e.comparison);
 }
 
 void ToProto(const Calibration& cal, v1::CalibrateResponse* out) {

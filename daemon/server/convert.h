@@ -38,6 +38,7 @@ void ToProto(const SessionListing& r, v1::SessionInfo* out);
 void ToProto(const AllocationListing& r, v1::AllocationInfo* out);
 void ToProto(const ChannelReport& r, v1::ChannelInfo* out);
 void ToProto(const PlanReport& r, v1::ExplainPlanResponse* out);
+void ToProto(const TransferExplanation& e, v1::ExplainTransferResponse* out);
 void ToProto(const NodeStatus& s, v1::StatusResponse* out);
 void ToProto(const Calibration& cal, v1::CalibrateResponse* out);
 

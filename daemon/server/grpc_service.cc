@@ -447,6 +447,15 @@ class Service final : public ActiveCallbacks, public GrpcService {
     return Reply(ctx, OkStatus());
   }
 
+  ServerUnaryReactor* ExplainTransfer(CallbackServerContext* ctx,
+                                      const v1::ExplainTransferRequest* req,
+                                      v1::ExplainTransferResponse* resp) override {
+    Result<TransferExplanation> e =
+        node_.ExplainTransfer(SessionOf(ctx), req->transfer(), IsOperator(ctx));
+    if (e.ok()) ToProto(*e, resp);
+    return Reply(ctx, e.status());
+  }
+
   ServerUnaryReactor* ListChannels(CallbackServerContext* ctx, const v1::ListChannelsRequest*,
                                    v1::ListChannelsResponse* resp) override {
     for (const ChannelReport& c : node_.ListChannels()) ToProto(c, resp->add_channels());

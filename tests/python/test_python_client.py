@@ -470,7 +470,7 @@ class PythonClientTest(unittest.TestCase):
         methods = [
             "ListMemories", "Allocate", "Free", "Publish", "Write", "Read", "RegisterInstance",
             "UnregisterInstance", "Copy", "Wait", "Cancel", "GetTransfer", "ListTransfers",
-            "ListChannels", "ExplainPlan", "GetStatus",
+            "ListChannels", "ExplainPlan", "GetStatus", "ExplainTransfer",
         ]
         raw = {
             m: channel.unary_unary(f"/isometry.v1.Isometry/{m}") for m in methods
@@ -532,6 +532,8 @@ class PythonClientTest(unittest.TestCase):
             lambda: ("Wait", pb.WaitRequest(transfer=U64, timeout_ms=rng.choice([0, 1, 100]))),
             lambda: ("Cancel", pb.CancelRequest(transfer=rng.choice([0, U64]))),
             lambda: ("GetTransfer", pb.GetTransferRequest(transfer=U64)),
+            lambda: ("ExplainTransfer",
+                     pb.ExplainTransferRequest(transfer=rng.choice([0, 1, 2, U64]))),
             lambda: ("ExplainPlan", pb.ExplainPlanRequest()),
             lambda: ("ExplainPlan", pb.ExplainPlanRequest(
                 src_memory="sys0", dst_memory="sys0", src_layout=rng.choice(bad_layouts),

@@ -251,6 +251,14 @@ Status RunCancel(DaemonClient& client, const Output& out, uint64_t id) {
   });
 }
 
+Status RunExplain(DaemonClient& client, const Output& out, uint64_t id) {
+  v1::ExplainTransferRequest req;
+  req.set_transfer(id);
+  v1::ExplainTransferResponse resp;
+  ISO_RETURN_IF_ERROR(client.Call(&Stub::ExplainTransfer, req, &resp));
+  return Print(out, resp, RenderExplain);
+}
+
 Status RunCompactCheckpoint(DaemonClient& client, const Output& out, const std::string& memory,
                             const std::string& file) {
   ISO_ASSIGN_OR_RETURN(Session session, Session::Open(client, "isoctl checkpoint-compact"));

@@ -50,6 +50,9 @@ Status TransferOutcome(const v1::TransferInfo& transfer);
 
 // Cancelling a transfer that already ended succeeds and changes nothing.
 Status RunCancel(DaemonClient& client, const Output& out, uint64_t id);
+// Why transfer `id` took its path: the paths it could have taken, each
+// with its predicted rate and what ruled it out, and measured vs predicted.
+Status RunExplain(DaemonClient& client, const Output& out, uint64_t id);
 
 // Merges a checkpoint's delta chain (FILE.delta) into its base FILE of DSK
 // memory MEMORY (docs/guides/active-access.md, "Incremental checkpoints"), in a session of its

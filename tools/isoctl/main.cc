@@ -133,6 +133,7 @@ struct Invocation {
   CopyArgs copy;
   std::string pattern = "hash";
   uint64_t cancel_id = 0;
+  uint64_t explain_id = 0;
   OrphansArgs orphans;
   WaitArgs wait;
   std::string checkpoint_memory, checkpoint_file;
@@ -352,6 +353,18 @@ void AddCancelCommand(CLI::App& app, Invocation& inv) {
       [&] { inv.run = [&](DaemonClient& c) { return RunCancel(c, inv.output, inv.cancel_id); }; });
 }
 
+void AddExplainCommand(CLI::App& app, Invocation& inv) {
+  CLI::App* cmd = app.add_subcommand(
+      "explain",
+      "why a transfer took its path: the paths it could have taken with their predicted rates and "
+      "what ruled each out, and its measured rate against the predicted one (its session or the "
+      "operator token)");
+  cmd->add_option("ID", inv.explain_id, "transfer id, in flight or recently ended")->required();
+  cmd->callback([&] {
+    inv.run = [&](DaemonClient& c) { return RunExplain(c, inv.output, inv.explain_id); };
+  });
+}
+
 void AddOrphansCommand(CLI::App& app, Invocation& inv) {
   CLI::App* cmd = Watchable(
       app.add_subcommand(
@@ -489,6 +502,7 @@ int Main(int argc, char** argv) {
   AddPlanCommand(app, inv);
   AddCopyCommand(app, inv);
   AddCancelCommand(app, inv);
+  AddExplainCommand(app, inv);
   AddOrphansCommand(app, inv);
   AddWaitCommand(app, inv);
   AddCheckpointCommand(app, inv);

@@ -545,7 +545,7 @@ std::string RenderPlan(const v1::ExplainPlanResponse& p) {
               hop.predicted_bytes_per_s() > 0 ? FormatRate(hop.predicted_bytes_per_s()) : "-",
               hop.buffer_bytes() ? FormatBytes(hop.buffer_bytes()) : "-"});
   }
-  return out + t.Render();
+  return out + t.Render() + RenderAlternatives(p);
 }
 
 std::string RenderCalibration(const v1::CalibrateResponse& r) {

@@ -43,6 +43,12 @@ std::string RenderRecentTransfersWide(const v1::ListTransfersResponse& transfers
 std::string RenderTransfer(const v1::TransferInfo& transfer);
 std::string RenderTransferWide(const v1::TransferInfo& transfer);
 std::string RenderPlan(const v1::ExplainPlanResponse& plan);
+// The paths weighed beside a plan's (render_explain.cc): each with its
+// predicted rate and verdict, the chosen one marked; empty when none.
+std::string RenderAlternatives(const v1::ExplainPlanResponse& plan);
+// isoctl explain: the transfer, its algorithm, measured against predicted,
+// and its alternatives.
+std::string RenderExplain(const v1::ExplainTransferResponse& explanation);
 std::string RenderCalibration(const v1::CalibrateResponse& calibration);
 
 }  // namespace isometry::isoctl
