@@ -153,6 +153,54 @@ class ArraysTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "not mapped into this process"):
             c.register_array(dst, got)
 
+    def test_random_views(self):
+        """Seeded random arrays of 1 to 4 axes, dtypes of 1 to 12 bytes,
+        each end a random transpose of a random strided slice of its own
+        buffer: the daemon's copy equals NumPy's assignment, and no byte
+        of the destination's buffer outside the view changes."""
+        rng = np.random.default_rng(5555)
+        c = self.client(False)                                           # runs everywhere (CMA)
+        nbytes = 1 << 20
+        src_buf, dst_buf = np.zeros(nbytes, np.uint8), np.zeros(nbytes, np.uint8)
+        src_range, dst_range = c.register_private(src_buf), c.register_private(dst_buf)
+        dtypes = [np.uint8, np.int16, np.float32, np.float64, np.dtype("<i4,<f8")]
+
+        def view_of(buf, shape, dtype):
+            """A random transpose of a random strided slice of `buf` with that shape."""
+            steps = [int(rng.integers(1, 4)) for _ in shape]
+            starts = [int(rng.integers(0, 3)) for _ in shape]
+            full = [st + n * t for st, n, t in zip(starts, shape, steps)]
+            perm = rng.permutation(len(shape))
+            count = int(np.prod(full))
+            base = buf[:count * dtype.itemsize].view(dtype).reshape([full[k] for k in perm])
+            whole = base.transpose(np.argsort(perm))                     # axis k has full[k]
+            return whole[tuple(slice(st, st + n * t, t)
+                               for st, n, t in zip(starts, shape, steps))]
+
+        kinds = set()
+        for case in range(40):
+            dtype = np.dtype(dtypes[case % len(dtypes)])
+            shape = [int(n) for n in rng.integers(1, 7, size=int(rng.integers(1, 5)))]
+            src_buf[:] = rng.integers(0, 256, nbytes, dtype=np.uint8)
+            dst_buf[:] = 0xA5
+            src, dst = view_of(src_buf, shape, dtype), view_of(dst_buf, shape, dtype)
+            before = dst_buf.copy()
+            s, d = c.register_array(src_range, src), c.register_array(dst_range, dst)
+            kinds.add((describe_array(src).layout != "", describe_array(dst).layout != ""))
+            info = c.copy(s, d)
+            self.assertEqual(info.state, "done", info.message)
+            expect = before.copy()                                       # what NumPy makes of it
+            offset = dst.__array_interface__["data"][0] - dst_buf.ctypes.data
+            np.ndarray(dst.shape, dtype, buffer=expect, offset=offset,
+                       strides=dst.strides)[...] = src
+            self.assertTrue(np.array_equal(dst_buf, expect),
+                            f"case {case}: {dtype} {shape}, src strides {src.strides}, "
+                            f"dst strides {dst.strides}")
+            c.unregister_instance(s)
+            c.unregister_instance(d)
+        # Layouts and datatypes on both ends both turned up.
+        self.assertEqual(kinds, {(True, True), (True, False), (False, True), (False, False)})
+
 
 if __name__ == "__main__":
     unittest.main()
