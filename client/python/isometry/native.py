@@ -6,7 +6,9 @@ extension is built; :func:`isometry.connect` does that) opens its session
 over the daemon's local socket with the C++ client. Copies between
 instances it registered go through the session's shared-memory submission
 and completion rings, the way a C++ program's do, instead of a gRPC call
-each; allocations are mapped into this process (``Allocation.buffer``).
+each (copies submitted with ``copy_future`` or ``acopy`` too, their
+completions collected by :mod:`isometry.ring`); allocations are mapped into
+this process (``Allocation.buffer``).
 Everything else (introspection, datatypes, files, Active Access, copies
 with a box, hops or a timeout) goes over gRPC with the same session token,
 exactly as for the pure-Python local session.
