@@ -361,19 +361,23 @@ class CompletionTest(unittest.TestCase):
         probe = (f'source {path}\n'
                  'COMP_WORDS=(isoctl hea); COMP_CWORD=1; _isoctl; echo "${COMPREPLY[*]}"\n'
                  'COMP_WORDS=(isoctl --json plan sys0 --src-l); COMP_CWORD=4; _isoctl; '
-                 'echo "${COMPREPLY[*]}"\n')
+                 'echo "${COMPREPLY[*]}"\n'
+                 'COMP_WORDS=(isoctl status -o j); COMP_CWORD=3; _isoctl; echo "${COMPREPLY[*]}"\n'
+                 'COMP_WORDS=(isoctl --output ""); COMP_CWORD=2; _isoctl; echo "${COMPREPLY[*]}"\n')
         r = subprocess.run([self.shell("bash"), "-c", probe], capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(r.stdout.splitlines(), ["health", "--src-layout"])
+        self.assertEqual(r.stdout.splitlines(),
+                         ["health", "--src-layout", "json", "table wide json yaml"])
 
     def test_fish_completes_commands_and_their_options(self):
         path = self.script("fish")
         r = subprocess.run([self.shell("fish"), "-c",
-                            f'source {path}; complete -C "isoctl che"; complete -C "isoctl top --int"'],
+                            f'source {path}; complete -C "isoctl che"; complete -C "isoctl top --int"; '
+                            'complete -C "isoctl sessions --output y"'],
                            capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)
         names = [line.split("\t")[0] for line in r.stdout.splitlines()]
-        self.assertEqual(names, ["checkpoint-compact", "--interval-ms"])
+        self.assertEqual(names, ["checkpoint-compact", "--interval-ms", "yaml"])
 
     def test_zsh_reads_its_script(self):
         path = self.script("zsh")

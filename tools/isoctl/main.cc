@@ -35,7 +35,11 @@ const char* TokenFileFromEnv() {
   return env && *env ? env : nullptr;
 }
 
-constexpr char kFooter[] = R"(Exit codes:
+constexpr char kFooter[] = R"(Global options go before or after the command (isoctl --help):
+  --socket PATH, -o/--output table|wide|json|yaml, --json, --timeout-ms N,
+  --operator-token FILE
+
+Exit codes:
   0  success
   1  isometryd answered with an error (its gRPC code and message go to
      stderr), or the transfer copied or waited for did not end "done"
@@ -152,7 +156,8 @@ void AddGlobalOptions(CLI::App& app, Invocation& inv) {
                         kDefaultSocket, ")"));
   inv.output_option =
       app.add_option("-o,--output", inv.output_text,
-                     "table (default), wide (the table with every column), json (the daemon's "
+                     "output format - table (default), wide (the table with every column), json "
+                     "(the daemon's "
                      "response: proto field names, every field, integers as numbers) or yaml "
                      "(the same document as YAML); copy and top: table or json")
           ->type_name("FORMAT");
@@ -431,7 +436,11 @@ void AddCompletionCommand(CLI::App& app, Invocation& inv) {
       ->check(CLI::IsMember({"bash", "zsh", "fish"}));
   cmd->callback([&] {
     inv.local = [&]() -> Status {
-      ISO_ASSIGN_OR_RETURN(std::string script, CompletionScript(app, inv.completion_shell));
+      OptionValues values;
+      for (const Format f : {Format::kTable, Format::kWide, Format::kJson, Format::kYaml}) {
+        values["output"].push_back(FormatName(f));
+      }
+      ISO_ASSIGN_OR_RETURN(std::string script, CompletionScript(app, inv.completion_shell, values));
       std::fputs(script.c_str(), stdout);
       return OkStatus();
     };
