@@ -73,7 +73,11 @@ fi
 step "dpkg-buildpackage -b -us -uc (log: $out/build.log)"
 build_start=$SECONDS
 rm -f "$out"/*.deb "$out"/*.ddeb "$out"/*.buildinfo "$out"/*.changes
-if ! (cd "$src" && dpkg-buildpackage -b -us -uc -j"$(nproc)") >"$out/build.log" 2>&1; then
+# The system's PATH only: a python3 of pyenv or a venv first on PATH would
+# build the Python package for the wrong interpreter (or fail without its
+# "build" module).
+if ! (cd "$src" && env PATH=/usr/sbin:/usr/bin:/sbin:/bin dpkg-buildpackage -b -us -uc -j"$(nproc)") \
+  >"$out/build.log" 2>&1; then
   tail -40 "$out/build.log"
   fail "dpkg-buildpackage (see $out/build.log)"
 fi

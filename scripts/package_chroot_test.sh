@@ -62,14 +62,18 @@ rm -f "$c"/tmp/debs/*-dbgsym_*.deb
 
 say "apt-get install the packages (and g++, pkgconf to build a program against them)"
 in_chroot apt-get update -q >/dev/null
-in_chroot apt-get install -y -q --no-install-recommends g++ pkgconf \
-  /tmp/debs/isometryd_*.deb /tmp/debs/isoctl_*.deb /tmp/debs/libisometry-client0_*.deb \
-  /tmp/debs/libisometry-client-dev_*.deb /tmp/debs/python3-isometry_*.deb \
+debs_in_chroot=()
+for p in isometryd isoctl libisometry-client0 libisometry-client-dev python3-isometry; do
+  f=$(ls "$c/tmp/debs/${p}"_*.deb) || fail "no package $p in $debs"
+  debs_in_chroot+=("/tmp/debs/$(basename "$f")")
+done
+in_chroot apt-get install -y -q --no-install-recommends g++ pkgconf "${debs_in_chroot[@]}" \
   >"$c/tmp/install.log" 2>&1 || { tail -30 "$c/tmp/install.log"; fail "install"; }
 
 in_chroot getent passwd isometry >/dev/null || fail "no user isometry after install"
+uid=$(in_chroot id -u isometry)
 for d in /var/lib/isometry /run/isometry; do
-  [[ "$(stat -c %U "$c$d" 2>/dev/null)" == isometry ]] || fail "$d missing or not the user's"
+  [[ "$(stat -c %u "$c$d" 2>/dev/null)" == "$uid" ]] || fail "$d missing or not the user's"
 done
 [[ -f "$c/etc/isometry/isometryd.toml" ]] || fail "no /etc/isometry/isometryd.toml"
 grep -qx /etc/isometry/isometryd.toml "$c/var/lib/dpkg/info/isometryd.conffiles" ||
@@ -77,6 +81,7 @@ grep -qx /etc/isometry/isometryd.toml "$c/var/lib/dpkg/info/isometryd.conffiles"
 say "installed: user isometry, its directories, the config as a conffile"
 
 start_daemon() {
+  rm -f "$c"/run/isometry/*.sock  # a stale socket must not pass for a live daemon
   chroot "$c" /usr/bin/setpriv --reuid=isometry --regid=isometry --init-groups \
     /usr/sbin/isometryd --config /etc/isometry/isometryd.toml >"$c/tmp/isometryd.log" 2>&1 &
   daemon_pid=$!
@@ -95,13 +100,12 @@ stop_daemon() {
 }
 
 start_daemon
-uid=$(stat -c %u "/proc/$daemon_pid")
-[[ "$uid" == "$(in_chroot id -u isometry)" ]] || fail "isometryd runs as uid $uid, not isometry's"
+[[ "$(stat -c %u "/proc/$daemon_pid")" == "$uid" ]] || fail "isometryd does not run as isometry"
 say "isometryd runs as the user isometry (uid $uid)"
 in_chroot isoctl status >"$c/tmp/status.txt" 2>&1 || { cat "$c/tmp/status.txt"; fail "isoctl status"; }
 sed 's/^/    /' "$c/tmp/status.txt" | head -12
 
-cat >"$c/tmp/copy.py" <<'EOF'
+cat >"$c/tmp/first_copy.py" <<'EOF'
 import struct
 from isometry import Client
 
@@ -119,7 +123,7 @@ with Client("/run/isometry/grpc.sock", name="chroot-test") as c:
     assert list(ids) == list(range(N)), "wrong ids"
     print(f"python copy: {info.bytes} bytes via {info.path or 'direct'}")
 EOF
-in_chroot python3 /tmp/copy.py || fail "python copy"
+in_chroot python3 /tmp/first_copy.py || fail "python copy"
 
 cp "$root/tests/install/consumer/consumer.cc" "$c/tmp/consumer.cc"
 in_chroot sh -c 'g++ -O1 /tmp/consumer.cc -o /tmp/consumer $(pkg-config --cflags --libs isometry-client)' ||
@@ -140,8 +144,9 @@ new="$old+upgradetest1"
 rm -rf "$c/tmp/repack" && mkdir -p "$c/tmp/new"
 dpkg-deb -R "$c"/tmp/debs/isometryd_*.deb "$c/tmp/repack"
 sed -i "s/^Version: .*/Version: $new/" "$c/tmp/repack/DEBIAN/control"
-dpkg-deb -b "$c/tmp/repack" "$c/tmp/new/isometryd_${new}_$(dpkg --print-architecture).deb" >/dev/null
-in_chroot apt-get install -y -q /tmp/new/isometryd_"${new}"_*.deb </dev/null >"$c/tmp/upgrade.log" 2>&1 ||
+newer=/tmp/new/isometryd_${new}_$(dpkg --print-architecture).deb
+dpkg-deb -b "$c/tmp/repack" "$c$newer" >/dev/null
+in_chroot apt-get install -y -q "$newer" </dev/null >"$c/tmp/upgrade.log" 2>&1 ||
   { tail -20 "$c/tmp/upgrade.log"; fail "upgrade"; }
 [[ "$(in_chroot dpkg-query -W -f='${Version}' isometryd)" == "$new" ]] || fail "not upgraded to $new"
 grep -qx "# changed by the chroot test" "$c/etc/isometry/isometryd.toml" || fail "upgrade lost the config change"
