@@ -85,31 +85,39 @@ Result<Path> Graph::Simple(const PlanEndpoint& src, const PlanEndpoint& dst) con
     edges.push_back(self);
   } else {
     // BFS as PlanSimple's: without a self-loop, a copy within one memory
-    // is the shortest round trip through others.
-    std::vector<const Arc*> via(topo.memories.size(), nullptr);
-    std::vector<char> seen(topo.memories.size(), 0);
+    // is the shortest round trip through others. PlanSimple stops at the
+    // first memory it dequeues with a channel to d, taking that memory's
+    // first such edge; BFS dequeues in the order it enqueues, so the search
+    // stops as soon as it enqueues one (the same path, without scanning
+    // every memory of that depth: on a large cluster's full mesh those
+    // scans were most of the planning time).
+    const size_t n = topo.memories.size();
+    std::vector<int> edge_to_d(n, -1);  // a memory's first edge to d (topo order)
+    for (const Arc& a : in[static_cast<size_t>(d)]) {
+      int& e = edge_to_d[static_cast<size_t>(a.to)];
+      if (a.to != d && (e < 0 || a.edge < e)) e = a.edge;
+    }
+    std::vector<const Arc*> via(n, nullptr);
+    std::vector<char> seen(n, 0);
     std::vector<int> queue{s};
     seen[static_cast<size_t>(s)] = 1;
-    const Arc* last = nullptr;
-    for (size_t q = 0; q < queue.size() && !last; ++q) {
+    int last = edge_to_d[static_cast<size_t>(s)];
+    for (size_t q = 0; q < queue.size() && last < 0; ++q) {
       for (const Arc& a : out_in_topo_order[static_cast<size_t>(queue[q])]) {
-        if (a.to == queue[q]) {
-          continue;  // a self-loop
-        }
-        if (a.to == d) {
-          last = &a;
-          break;
-        }
         const size_t t = static_cast<size_t>(a.to);
-        if (seen[t]) {
-          continue;
+        if (a.to == queue[q] || a.to == d || seen[t]) {
+          continue;  // a self-loop, or d itself (the round trip's start)
         }
         seen[t] = 1;
         via[t] = &a;
         queue.push_back(a.to);
+        if (edge_to_d[t] >= 0) {
+          last = edge_to_d[t];
+          break;
+        }
       }
     }
-    if (!last) {
+    if (last < 0) {
       if (s == d) {
         return NotFound("no channel copies within memory '", topo.NameOf(src.memory), "'",
                         ", directly or through another memory");
@@ -117,7 +125,7 @@ Result<Path> Graph::Simple(const PlanEndpoint& src, const PlanEndpoint& dst) con
       return NotFound("no path of channels leads from memory '", topo.NameOf(src.memory), "' to '",
                       topo.NameOf(dst.memory), "'");
     }
-    edges.push_back(&topo.edges[static_cast<size_t>(last->edge)]);
+    edges.push_back(&topo.edges[static_cast<size_t>(last)]);
     for (int m = Index(edges.back()->src); m != s;) {
       const Arc* a = via[static_cast<size_t>(m)];
       edges.push_back(&topo.edges[static_cast<size_t>(a->edge)]);
