@@ -84,11 +84,12 @@ security=${security:-http://deb.debian.org/debian-security}
 # a fixed uid/gid made before the packages (systemd-sysusers then keeps
 # it), the packages, the container config, and /run/isometry owned by it.
 make_rootfs() {
-  local tarball=$1 pkgs=()
+  local tarball=$1 pkgs=() in_chroot=()
   for p in isometryd isoctl libisometry-client0 python3-isometry; do
     f=$(ls "$debs/${p}"_*.deb 2>/dev/null | head -1)
     [[ -n "$f" ]] || fail "no package $p in $debs (run scripts/build-packages.sh first)"
     pkgs+=("$f")
+    in_chroot+=("/tmp/debs/$(basename "$f")")
   done
   local hooks=(
     --customize-hook="mkdir -p \"\$1/tmp/debs\""
@@ -99,7 +100,7 @@ make_rootfs() {
     # The standalone sysusers and tmpfiles satisfy the packages' need for
     # them without pulling systemd into the image.
     --customize-hook="chroot \"\$1\" apt-get install -y --no-install-recommends \
-      systemd-standalone-sysusers systemd-standalone-tmpfiles /tmp/debs/*.deb"
+      systemd-standalone-sysusers systemd-standalone-tmpfiles ${in_chroot[*]}"
     --customize-hook="rm -rf \"\$1/tmp/debs\""
     --customize-hook="copy-in $root/deploy/container/isometryd.toml /etc/isometry"
     --customize-hook="chmod 0644 \"\$1/etc/isometry/isometryd.toml\""
@@ -117,7 +118,7 @@ make_rootfs() {
 }
 
 if ((build)); then
-  step "rootfs: mmdebstrap bookworm + $(ls "$debs"/*.deb 2>/dev/null | grep -vc dbgsym) packages from $debs"
+  step "rootfs: mmdebstrap bookworm + isometryd, isoctl, libisometry-client0, python3-isometry from $debs"
   t0=$SECONDS
   make_rootfs "$out/rootfs.tar"
   echo "rootfs.tar: $(du -h "$out/rootfs.tar" | cut -f1), sha256 $(sha256sum "$out/rootfs.tar" | cut -c1-16)..." \
