@@ -65,7 +65,7 @@ export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(dpkg-parsechangelog -l "$root/de
 tag=${tag:-localhost/isometry:$version}
 
 step "tools"
-need=(mmdebstrap buildah podman runc python3-yaml python3-kubernetes)
+need=(mmdebstrap buildah podman runc catatonit python3-yaml python3-kubernetes)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -11,7 +11,7 @@
 # the pod's runAsUser on each container (podman reads it per container), the
 # hostPaths under OUT (not this machine's /run/isometry), the Secret
 # isometry-tls as a hostPath of a test CA (scripts/make-test-ca.sh) and the
-# image. Then: the init containers run, the daemon comes up as isometry, its
+# image; the ports go (podman refuses port mappings with hostNetwork). Then: the init containers run, the daemon comes up as isometry, its
 # liveness probe (podman's healthcheck) passes, and isoctl status answers
 # from a second container that shares the socket directory.
 set -euo pipefail
@@ -49,6 +49,8 @@ spec = ds["spec"]["template"]["spec"]
 pod_sc = spec.pop("securityContext", {})
 for c in spec.get("initContainers", []) + spec["containers"]:
     c["image"] = image
+    # Podman maps container ports even with hostNetwork, and refuses both.
+    c.pop("ports", None)
     sc = c.setdefault("securityContext", {})
     for k in ("runAsUser", "runAsGroup"):
         sc.setdefault(k, pod_sc.get(k))
@@ -67,8 +69,11 @@ for v in spec["volumes"]:
 # (the daemon starts without etcd and keeps trying).
 cm["data"]["isometryd.toml.in"] = cm["data"]["isometryd.toml.in"].replace(
     "isometry-etcd.isometry.svc.cluster.local:2379", "127.0.0.1:1")
+# Podman 4.3 removes a "once" init container right after it exits and,
+# with runc here, finds it still running and gives up: "always" keeps them.
 pod = {"apiVersion": "v1", "kind": "Pod",
-       "metadata": {"name": "isometryd-" + node, "labels": ds["spec"]["template"]["metadata"]["labels"]},
+       "metadata": {"name": "isometryd-" + node, "labels": ds["spec"]["template"]["metadata"]["labels"],
+                    "annotations": {"io.podman.annotations.init.container.type": "always"}},
        "spec": spec}
 cm["metadata"].pop("namespace", None)
 yaml.safe_dump_all([cm, pod], open(f"{play}/pod.yaml", "w"), sort_keys=False)
@@ -112,7 +117,7 @@ fi
 podman logs "$ctr-config" 2>/dev/null | tail -3 || true
 duid=$(stat -c %u "/proc/$(podman inspect -f '{{.State.Pid}}' "$ctr")")
 [[ "$duid" == "$uid" ]] || { echo "podman_play: isometryd runs as uid $duid, not $uid" >&2; exit 1; }
-echo "podman_play: isometryd runs as uid $duid; sockets: $(stat -c '%U:%G %a' "$play/run/grpc.sock")"
+echo "podman_play: isometryd runs as uid $duid; sockets: $(stat -c 'uid %u gid %g mode %a' "$play/run/grpc.sock")"
 ok=0
 for _ in $(seq 10); do
   podman healthcheck run "$ctr" >/dev/null 2>&1 && { ok=1; break; }
