@@ -13,7 +13,9 @@
 #   --uid N      uid and gid of the user and group isometry (default 10470)
 #   --test       run the image with podman: the daemon in one container,
 #                isoctl status and a Python copy from a second container
-#                that shares the socket volume as an unprivileged client
+#                that shares the socket volume as an unprivileged client;
+#                then a CMA copy from that client to the daemon run as
+#                deploy/kubernetes/overlays/cma runs it
 #   --kube       validate deploy/kubernetes offline (kustomize build and the
 #                API schemas of python3-kubernetes) and try `podman kube
 #                play` of the rendered DaemonSet
@@ -46,7 +48,7 @@ while (($#)); do
     --kube) kube=1 ;;
     --twice) twice=1 ;;
     --no-build) build=0 ;;
-    -h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "build-image: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -215,6 +217,29 @@ if ((test)); then
   podman logs isometry-test-daemon >"$out/isometryd.log" 2>&1
   ((rc == 0)) || { tail -20 "$out/isometryd.log"; fail "isometryd exited $rc on SIGTERM"; }
   echo "podman stop: isometryd exited 0 (log: $out/isometryd.log)"
+
+  # CMA as deploy/kubernetes/overlays/cma runs it: the host's pid namespace,
+  # root with four capabilities, setpriv to isometry keeping two ambient.
+  podman rm -f isometry-test-daemon >/dev/null
+  podman volume rm -f "$vol" >/dev/null && podman volume create "$vol" >/dev/null
+  { cat "$root/deploy/container/isometryd.toml"
+    printf '\n[[channel]]\nname = "cma0"\nkind = "cma"\nthreads = 2\n'; } >"$out/isometryd-cma.toml"
+  chmod 0644 "$out/isometryd-cma.toml"
+  podman run -d --name isometry-test-daemon "${run_opts[@]}" -v "$vol:/run/isometry" \
+    -v "$out/isometryd-cma.toml:/etc/isometry/cma.toml:ro" --pid host --user 0 --cap-drop ALL \
+    --cap-add SETUID,SETGID,SYS_PTRACE,DAC_OVERRIDE --security-opt no-new-privileges "$tag" \
+    /usr/bin/setpriv --reuid="$uid" --regid="$uid" --clear-groups \
+    --inh-caps=-all,+sys_ptrace,+dac_override --ambient-caps=-all,+sys_ptrace,+dac_override -- \
+    /usr/sbin/isometryd --config /etc/isometry/cma.toml >/dev/null
+  for _ in $(seq 60); do
+    podman exec isometry-test-daemon test -S /run/isometry/isometry.sock 2>/dev/null && break
+    sleep 0.5
+  done
+  dpid=$(podman inspect -f '{{.State.Pid}}' isometry-test-daemon)
+  echo "CMA daemon: $(grep -E '^(Uid|CapEff|CapAmb|NoNewPrivs)' "/proc/$dpid/status" | tr -s '\t' ' ' | paste -sd';')"
+  [[ "$(stat -c %u "/proc/$dpid")" == "$uid" ]] || fail "the CMA daemon does not run as isometry"
+  "${client[@]}" python3 - <"$root/deploy/container/cma_check.py" ||
+    { podman logs isometry-test-daemon | tail -20; fail "CMA copy"; }
   cleanup_test
   trap - EXIT
 fi
