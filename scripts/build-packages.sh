@@ -39,7 +39,11 @@ done
 
 start=$SECONDS
 step() { printf '\n== [%dm%02ds] %s\n' $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)) "$*"; }
-fail() { echo "build-packages: FAILED: $*" >&2; exit 1; }
+fail() {
+  echo "build-packages: FAILED: $*" >&2
+  [[ -n "${work:-}" ]] && echo "build-packages: the source and build tree stay in $work" >&2
+  exit 1
+}
 
 export DEBIAN_FRONTEND=noninteractive
 step "build dependencies"

@@ -8,9 +8,10 @@
 # the packages of DEBS_DIR there with apt (their dependencies from the
 # mirror), then, with no systemd running: the isometry user and directories
 # exist; the installed isometryd runs as that user on the installed config;
-# isoctl status answers; a Python copy through the daemon is right; a C++
-# program built with pkg-config against libisometry-client-dev copies and
-# is linked to libisometry-client.so.0; a newer isometryd installed over a
+# isoctl status answers; as a user in the group isometry, a Python copy
+# through the daemon is right and a C++ program built with pkg-config
+# against libisometry-client-dev copies and is linked to
+# libisometry-client.so.0; a newer isometryd installed over a
 # changed config keeps the change; purge removes the config, the user,
 # the group, /var/lib/isometry and /run/isometry. Any failure exits 1.
 # Single quotes below pass ${Version} and $(pkg-config ...) to the chroot unexpanded.
@@ -123,15 +124,19 @@ with Client("/run/isometry/grpc.sock", name="chroot-test") as c:
     assert list(ids) == list(range(N)), "wrong ids"
     print(f"python copy: {info.bytes} bytes via {info.path or 'direct'}")
 EOF
-in_chroot python3 /tmp/first_copy.py || fail "python copy"
+# The clients run as an ordinary user in the group isometry, as on a node
+# (the sockets are 0660, group isometry).
+in_chroot useradd --create-home --groups isometry alice
+as_alice() { in_chroot setpriv --reuid=alice --regid=alice --init-groups "$@"; }
+as_alice python3 /tmp/first_copy.py || fail "python copy (as alice, in group isometry)"
 
 cp "$root/tests/install/consumer/consumer.cc" "$c/tmp/consumer.cc"
 in_chroot sh -c 'g++ -O1 /tmp/consumer.cc -o /tmp/consumer $(pkg-config --cflags --libs isometry-client)' ||
   fail "building a C++ program with pkg-config isometry-client"
 in_chroot readelf -d /tmp/consumer 2>/dev/null | grep -q 'libisometry-client.so.0' ||
   in_chroot ldd /tmp/consumer | grep -q 'libisometry-client.so.0' || fail "consumer not linked to libisometry-client.so.0"
-in_chroot /tmp/consumer /run/isometry/isometry.sock /run/isometry/grpc.sock | sed 's/^/  C++ consumer: /'
-[[ ${PIPESTATUS[0]} -eq 0 ]] || fail "C++ consumer"
+as_alice /tmp/consumer /run/isometry/isometry.sock /run/isometry/grpc.sock | sed 's/^/  C++ consumer: /'
+[[ ${PIPESTATUS[0]} -eq 0 ]] || fail "C++ consumer (as alice)"
 stop_daemon
 
 # An upgrade: the same isometryd repacked as a newer version, installed
