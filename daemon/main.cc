@@ -242,7 +242,7 @@ int WaitForStopSignal(const sigset_t& signals, Node& node) {
 std::string NameCancelled(const Node& node, const std::vector<TransferReport>& before) {
   std::string names;
   size_t named = 0, more = 0;
-  for (const TransferReport& r : node.RecentTransfers("", /*is_operator=*/true)) {
+  for (const TransferReport& r : node.RecentTransfers(SessionRef(), /*is_operator=*/true)) {
     if (r.state != "cancelled") continue;
     const bool was_running = std::any_of(before.begin(), before.end(),
                                          [&r](const TransferReport& b) { return b.id == r.id; });

@@ -7,8 +7,10 @@
 //
 // Sessions: every client call names a session by its token, an
 // unguessable capability handed only to the client that attached (over the
-// local socket's handshake or in the first gRPC Attach event). The token is
-// never listed or logged; others see a session's public number and owner
+// local socket's handshake or in the first gRPC Attach event). The servers
+// resolve it once per request (Resolve) into the SessionRef that node calls
+// take (session_ref.h), so the token goes no further. It is never listed or
+// logged; others see a session's public number and owner
 // (client name, uid, pid). A session ends when its connection ends (the
 // local socket closes, the gRPC Attach stream ends); ending it cancels its
 // transfers and frees its allocations that were not published. Memory still
@@ -48,6 +50,8 @@
 #include "daemon/node/cross_copy.h"
 #include "daemon/node/inventory.h"
 #include "daemon/node/node_distributed.h"
+#include "daemon/node/node_reports.h"
+#include "daemon/node/session_ref.h"
 #include "daemon/node/transfer_metrics.h"
 #include "daemon/node/watch_reader.h"
 #include "daemon/node/watch_state.h"
@@ -55,128 +59,6 @@
 #include "layout/copy_program.h"
 
 namespace isometry {
-
-// The peer's credentials as the kernel reported them (SO_PEERCRED); -1
-// where the transport does not say (gRPC).
-struct Credentials {
-  pid_t pid = -1;
-  uid_t uid = static_cast<uid_t>(-1);
-  gid_t gid = static_cast<gid_t>(-1);
-  bool known() const { return uid != static_cast<uid_t>(-1); }
-  // The uid DSK files are opened as (CopyRequest::disk_uid): none for
-  // sessions without one (gRPC), which act as the daemon's own.
-  std::optional<uid_t> disk_uid() const {
-    return known() ? std::optional<uid_t>(uid) : std::nullopt;
-  }
-};
-
-// What anyone may see of a session: never its token.
-struct SessionOwner {
-  uint64_t session = 0;  // public number ("session 17" in logs and isoctl)
-  std::string client;    // the name the client gave
-  int64_t uid = -1;      // -1: not known (gRPC does not expose the peer)
-  int64_t pid = -1;
-};
-
-// An opened session: the token goes to its client only.
-struct OpenedSession {
-  std::string token;
-  uint64_t id = 0;
-};
-
-struct TransferReport {
-  uint64_t id = 0;
-  SessionOwner owner;
-  std::string state;  // waiting, running, done, failed, cancelled
-  Status status;
-  int priority = 0;
-  uint64_t bytes = 0;
-  double elapsed_s = 0;
-  // The plan's predicted bytes/s (0: no estimate) and, once done, the
-  // measured bytes / elapsed_s (0 before).
-  double predicted_bytes_per_s = 0;
-  double measured_bytes_per_s = 0;
-  std::string path;
-  std::vector<HopReport> hops;
-  // A half of another node's copy: "remote half of a:ID, receiving from
-  // a" (empty for this node's own transfers).
-  std::string remote_half;
-};
-
-// Node::ExplainTransfer: report, path and alternatives, measured vs predicted.
-struct TransferExplanation {
-  TransferReport transfer;
-  PlanReport plan;
-  std::string comparison;
-};
-
-struct AllocationReport {
-  uint64_t id = 0;
-  std::string memory;
-  uint64_t bytes = 0;
-  int fd = -1;           // the node's memfd; borrowed, valid while the allocation lives
-  bool watched = false;  // Map: watched and another client's, so no fd
-};
-
-// A published allocation whose owner's session has ended (isoctl orphans).
-struct OrphanReport {
-  uint64_t id = 0;
-  std::string memory;
-  uint64_t bytes = 0;
-  int64_t uid = -1;  // its publisher's; -1: a gRPC client's
-};
-
-struct MemoryReport {
-  MemoryUsage usage;
-  uint64_t pool_capacity = 0;
-  uint64_t pool_used = 0;
-  uint64_t client_quota = 0;
-};
-
-struct ChannelReport {
-  ChannelStats stats;
-  ChannelConfig config;
-  std::vector<std::string> edges;
-  std::string limits;  // a network channel's bounds (ChannelInfo.limits)
-  double current_bytes_per_s = 0;
-  double peak_bytes_per_s = 0;
-};
-
-struct NodeStatus {
-  uint32_t node = 0;
-  double uptime_s = 0;
-  uint32_t sessions = 0;
-  RuntimeStats runtime;
-  uint64_t transfers_active = 0;
-  uint64_t allocations = 0;
-  uint64_t instances = 0;
-  uint64_t datatypes = 0;  // registered handles, all sessions
-  uint64_t datatype_translations = 0;
-  uint64_t datatype_translations_memoized = 0;
-  uint64_t watched_allocations = 0;  // Active Access: allocations with regions
-  uint64_t watched_regions = 0;
-  FormExchangeStats forms;  // with peers
-  // Hop windows of clients that run their own hops (channels/cma/own_hops.h):
-  // open now, and counters since the start.
-  struct OwnHops {
-    uint64_t windows = 0;
-    uint64_t runs = 0;
-    uint64_t fallbacks = 0;
-    uint64_t bogus = 0;
-    uint64_t timeouts = 0;
-    uint64_t not_lent = 0;
-  } own_hops;
-  // Direct read leases (docs/guides/client-memory.md, "Direct reads"): granted, revoked because
-  // their source range ended, refused (the copy went through the daemon).
-  struct DirectReads {
-    uint64_t leases = 0;
-    uint64_t revoked = 0;
-    uint64_t refused = 0;
-  } direct_reads;
-  // RDMA for network hops: "used: devices rxe0" or "not used: <why>".
-  std::string rdma;
-  EndedTransfers ended;  // client copies that ended (GET /metrics)
-};
 
 struct InstanceSpec {
   uint64_t allocation = 0;  // pool instances
@@ -344,48 +226,48 @@ class Node {
   // (credentials known) or max_grpc_sessions (not known).
   Result<OpenedSession> OpenSession(const std::string& client_name, const Credentials& creds,
                                     TransferCallback on_transfer_done);
-  void CloseSession(const std::string& session);
-  // The public number of the session `token` names, for log lines.
-  std::optional<uint64_t> SessionNumber(const std::string& session) const;
+  void CloseSession(SessionRef session);
+  // The session `token` names, resolved at the boundary once per request
+  // (session_ref.h); none for a wrong token or a closed session (the same
+  // answer, and the token never echoed).
+  SessionRef Resolve(const std::string& token) const;
 
   // Pool memory. The report's fd is what clients map.
-  Result<AllocationReport> Allocate(const std::string& session, const std::string& memory,
-                                    uint64_t bytes);
+  Result<AllocationReport> Allocate(SessionRef session, const std::string& memory, uint64_t bytes);
   // The owner frees its allocation; a published one whose owner has left
   // may be freed by a session of the same (known) uid, or the operator.
   // The operator needs no session of its own to free an orphan (an empty
   // or unknown `session` with `is_operator`).
-  Status Free(const std::string& session, uint64_t allocation, bool is_operator = false);
+  Status Free(SessionRef session, uint64_t allocation, bool is_operator = false);
   // Published allocations outlive their session: a uid's published bytes
   // in a memory (live and orphaned; gRPC clients, whose uid is unknown,
   // share one allowance) stay within that memory's client_quota, beyond
   // which Publish is RESOURCE_EXHAUSTED. Publishing twice changes nothing.
-  Status Publish(const std::string& session, uint64_t allocation);
+  Status Publish(SessionRef session, uint64_t allocation);
   // The orphaned published allocations, for the operator.
   std::vector<OrphanReport> ListOrphans() const;
   // Every session and allocation (`only` null: the operator), or those of
-  // the session whose token `only` is (node_inventory.cc).
-  Result<std::vector<SessionListing>> ListSessions(const std::string* only) const;
-  Result<std::vector<AllocationListing>> ListAllocations(const std::string* only) const;
+  // the session `only` (node_inventory.cc).
+  Result<std::vector<SessionListing>> ListSessions(const SessionRef* only) const;
+  Result<std::vector<AllocationListing>> ListAllocations(const SessionRef* only) const;
   // An allocation the session may use: its own or a published one.
-  Result<AllocationReport> Lookup(const std::string& session, uint64_t allocation) const;
+  Result<AllocationReport> Lookup(SessionRef session, uint64_t allocation) const;
   // Lookup for a client that maps the allocation's memory itself (the
   // local socket's Map): its stores then reach the bytes without the
   // daemon. So another session gets no memory of a watched allocation
   // (`fd` -1, `watched`: it may still register instances on it and copy),
   // and an allocation another session has mapped can no longer be watched
   // (Watch: FAILED_PRECONDITION).
-  Result<AllocationReport> Map(const std::string& session, uint64_t allocation);
-  Status Write(const std::string& session, uint64_t allocation, uint64_t offset,
-               std::string_view data);
-  Result<std::string> Read(const std::string& session, uint64_t allocation, uint64_t offset,
+  Result<AllocationReport> Map(SessionRef session, uint64_t allocation);
+  Status Write(SessionRef session, uint64_t allocation, uint64_t offset, std::string_view data);
+  Result<std::string> Read(SessionRef session, uint64_t allocation, uint64_t offset,
                            uint64_t length) const;
 
   // Instances are registered once and copied by handle (FALCON-X's
   // memoized translation: the shape is validated here, once).
-  Result<std::pair<uint64_t, uint64_t>> RegisterInstance(const std::string& session,
+  Result<std::pair<uint64_t, uint64_t>> RegisterInstance(SessionRef session,
                                                          const InstanceSpec& spec);
-  Status UnregisterInstance(const std::string& session, uint64_t instance);
+  Status UnregisterInstance(SessionRef session, uint64_t instance);
 
   // Datatypes (node_datatypes.cc; FALCON-X's memoized translation): a
   // session registers a datatype once and names it by handle in later
@@ -393,12 +275,12 @@ class Node {
   // is computed once per count and kept with the handle. At most
   // daemon.max_datatypes_per_session (RESOURCE_EXHAUSTED); handles live
   // until the session ends.
-  Result<DatatypeReport> RegisterDatatype(const std::string& session, const Datatype& type);
+  Result<DatatypeReport> RegisterDatatype(SessionRef session, const Datatype& type);
   // The session's datatype `handle` (NOT_FOUND: not its own).
-  Result<Datatype> LookupDatatype(const std::string& session, uint64_t handle) const;
+  Result<Datatype> LookupDatatype(SessionRef session, uint64_t handle) const;
   // LookupDatatype bound to `session`: how the wire decoders resolve
   // `registered` handles in a datatype message (proto/datatype_wire.h).
-  std::function<Result<Datatype>(uint64_t)> DatatypeHandles(std::string session) const;
+  std::function<Result<Datatype>(uint64_t)> DatatypeHandles(SessionRef session) const;
 
   // Client process memory (node_private.cc). A local-socket session
   // registers [address, address + bytes) of its own process (the one
@@ -408,7 +290,7 @@ class Node {
   // that use it afterwards are refused. Sessions without credentials
   // (gRPC): FAILED_PRECONDITION. Bad ranges: INVALID_ARGUMENT; more than
   // daemon.max_private_ranges_per_session: RESOURCE_EXHAUSTED.
-  Result<uint64_t> RegisterPrivate(const std::string& session, uint64_t address, uint64_t bytes);
+  Result<uint64_t> RegisterPrivate(SessionRef session, uint64_t address, uint64_t bytes);
   // Lets other sessions of the same uid register instances over the
   // range; sessions of any other uid never can (NOT_FOUND for them).
   // `serve`: the publisher's serve window (docs/guides/client-memory.md, "Served reads"), told
@@ -419,7 +301,7 @@ class Node {
     uint64_t bytes = 0;
     uint64_t token = 0;
   };
-  Status PublishPrivate(const std::string& session, uint64_t range,
+  Status PublishPrivate(SessionRef session, uint64_t range,
                         std::optional<ServeWindowRef> serve = std::nullopt);
   // The session will run the hops of its copies that touch its own private
   // memory itself (docs/guides/client-memory.md, "Hops the client runs itself"): makes its hop
@@ -431,7 +313,7 @@ class Node {
     int fd = -1;  // the node keeps it; valid for the session's life
     uint64_t bytes = 0;
   };
-  Result<OwnHopsWindow> EnableOwnHops(const std::string& session, std::function<void()> wake);
+  Result<OwnHopsWindow> EnableOwnHops(SessionRef session, std::function<void()> wake);
 
   // A lease for the session to copy instance `src` (over another
   // process's private range it may use) into `dst` (over a range it
@@ -458,7 +340,7 @@ class Node {
   };
   // `served_reads`: the reader copies through the source's serve window
   // when there is one.
-  Result<DirectRead> GrantDirectRead(const std::string& session, uint64_t src, uint64_t dst,
+  Result<DirectRead> GrantDirectRead(SessionRef session, uint64_t src, uint64_t dst,
                                      std::atomic<uint32_t>* epoch, bool served_reads = false);
 
   // Distributed instances and M:N redistribution (node_distributed.h).
@@ -467,14 +349,13 @@ class Node {
   // earlier ones or the instance does not fit the rank's local extents,
   // ALREADY_EXISTS for a rank joined twice, UNIMPLEMENTED for storage that
   // is not strided or lives on another node.
-  Result<DistributedReport> JoinDistributed(const std::string& session,
-                                            const DistributedJoin& join);
+  Result<DistributedReport> JoinDistributed(SessionRef session, const DistributedJoin& join);
   // Starts the redistribution of `producer` into `consumer` (both complete,
   // same global extents and element size, the caller a rank of either) as
   // one transfer owned by the caller's session; `on_done` as for Copy. A
   // gRPC session (no uid) must present the grant of a side it is no rank
   // of (PERMISSION_DENIED otherwise).
-  Result<uint64_t> Redistribute(const std::string& session, const std::string& producer,
+  Result<uint64_t> Redistribute(SessionRef session, const std::string& producer,
                                 const std::string& consumer, const RedistributeGrants& grants = {},
                                 TransferCallback on_done = nullptr);
   // For peers (the cluster layer), with distributed instances named by
@@ -497,26 +378,24 @@ class Node {
   // more than daemon.max_watched_regions_per_session: RESOURCE_EXHAUSTED.
   // The watch (regions and log) ends with the owner's session, when the
   // allocation is freed, or when its last region is unwatched.
-  Result<WatchHandle> Watch(const std::string& session, const WatchSpec& spec);
-  Status Unwatch(const std::string& session, uint64_t allocation, uint64_t region);
-  Result<WatchReport> GetWatch(const std::string& session, uint64_t allocation) const;
+  Result<WatchHandle> Watch(SessionRef session, const WatchSpec& spec);
+  Status Unwatch(SessionRef session, uint64_t allocation, uint64_t region);
+  Result<WatchReport> GetWatch(SessionRef session, uint64_t allocation) const;
   // The daemon-side reader of the owner's watched allocation's log
   // (ReadAccessLog; watch_reader.h): PERMISSION_DENIED for others,
   // NOT_FOUND without a watch, FAILED_PRECONDITION when the owner's local
   // client mapped the ring, ALREADY_EXISTS while another reader lasts.
-  Result<std::unique_ptr<WatchReader>> ReadAccessLog(const std::string& session,
-                                                     uint64_t allocation);
+  Result<std::unique_ptr<WatchReader>> ReadAccessLog(SessionRef session, uint64_t allocation);
   // Active flush: `done` runs once every access to the allocation's
   // regions up to now has been handled (entries acknowledged by the owner,
   // built-in handlers run), or with DEADLINE_EXCEEDED after `limit`
   // (capped at daemon.max_flush_ms). Any session that may use the
   // allocation may flush. OK at once for an allocation not watched.
-  Status ActiveFlush(const std::string& session, uint64_t allocation,
-                     std::chrono::milliseconds limit, std::function<void(Status)> done);
+  Status ActiveFlush(SessionRef session, uint64_t allocation, std::chrono::milliseconds limit,
+                     std::function<void(Status)> done);
   // The dirty pages (kDirtyPages regions) of the owner's allocation;
   // `clear` starts a new epoch.
-  Result<std::vector<uint64_t>> DirtyPages(const std::string& session, uint64_t allocation,
-                                           bool clear);
+  Result<std::vector<uint64_t>> DirtyPages(SessionRef session, uint64_t allocation, bool clear);
   // Incremental checkpoint (node_checkpoint.cc): the owner's allocation
   // as a base image `file` of DSK memory `memory` plus a delta chain in
   // `file`.delta (active/checkpoint_delta.h). The first time (or with
@@ -529,7 +408,7 @@ class Node {
   // daemon.checkpoint_max_deltas records, or when it outgrows the image.
   // The disk I/O runs on the calling thread (never a gRPC one: the
   // service hands these calls to a worker).
-  Result<CheckpointReport> Checkpoint(const std::string& session, uint64_t allocation,
+  Result<CheckpointReport> Checkpoint(SessionRef session, uint64_t allocation,
                                       const std::string& memory, const std::string& file,
                                       const CheckpointOptions& options);
   // Reads base + chain into the owner's `allocation` (the image's size),
@@ -537,12 +416,12 @@ class Node {
   // truncated, forged, larger than any checkpoint leaves) or
   // INVALID_ARGUMENT (another image size) change nothing. The files must
   // be the session's uid's or the daemon's (checkpoint_files.h).
-  Result<RestoreReport> Restore(const std::string& session, uint64_t allocation,
-                                const std::string& memory, const std::string& file);
+  Result<RestoreReport> Restore(SessionRef session, uint64_t allocation, const std::string& memory,
+                                const std::string& file);
   // Merges the chain into the base (crash-safe: the chain is cut only
   // after the base is synced), once the whole chain is verified. Any
   // session whose uid owns the files (or the daemon's files).
-  Result<RestoreReport> CompactCheckpoint(const std::string& session, const std::string& memory,
+  Result<RestoreReport> CompactCheckpoint(SessionRef session, const std::string& memory,
                                           const std::string& file);
   // Every watch on this node (isoctl status; never a log's contents).
   std::vector<WatchReport> ListWatches() const;
@@ -550,18 +429,17 @@ class Node {
   // Queues a copy between two instances the session registered. `on_done`
   // (optional) runs once when it ends, instead of the session callback:
   // the caller answers this transfer itself.
-  Result<uint64_t> Copy(const std::string& session, const CopySpec& spec,
+  Result<uint64_t> Copy(SessionRef session, const CopySpec& spec,
                         TransferCallback on_done = nullptr);
   // A session may cancel, inspect and wait on its own transfers; the
   // operator (who holds the token in state_dir/operator.token) on any.
   // Others get PERMISSION_DENIED, also for transfers that have ended.
   // Cancelling one's own ended transfer answers OK (nothing to do).
-  Status Cancel(const std::string& session, uint64_t transfer, bool is_operator = false);
-  Result<TransferReport> GetTransfer(const std::string& session, uint64_t transfer,
+  Status Cancel(SessionRef session, uint64_t transfer, bool is_operator = false);
+  Result<TransferReport> GetTransfer(SessionRef session, uint64_t transfer,
                                      bool is_operator = false) const;
   // Runs `cb` once the transfer has ended (at once if it already has).
-  Status WhenDone(const std::string& session, uint64_t transfer, bool is_operator,
-                  TransferCallback cb);
+  Status WhenDone(SessionRef session, uint64_t transfer, bool is_operator, TransferCallback cb);
   // Every transfer in flight, with its owner (never a credential).
   std::vector<TransferReport> ListTransfers() const;
   // The final reports of the last daemon.transfer_history transfers of
@@ -569,11 +447,10 @@ class Node {
   // nodes' copies). Anyone may list them, as ListTransfers; the message of
   // a transfer that ended badly (it may name another client's file) only
   // its session and the operator see, others its code alone.
-  std::vector<TransferReport> RecentTransfers(const std::string& session,
-                                              bool is_operator = false) const;
+  std::vector<TransferReport> RecentTransfers(SessionRef session, bool is_operator = false) const;
   // Why a transfer took its path (isoctl explain), for whoever may inspect
   // it; FAILED_PRECONDITION for a cross-node copy.
-  Result<TransferExplanation> ExplainTransfer(const std::string& session, uint64_t transfer,
+  Result<TransferExplanation> ExplainTransfer(SessionRef session, uint64_t transfer,
                                               bool is_operator = false) const;
 
   std::vector<MemoryReport> ListMemories() const;

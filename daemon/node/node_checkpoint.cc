@@ -163,7 +163,7 @@ Status AppendRecord(CheckpointFiles& f, DiskMemory& disk, const std::string& own
 
 }  // namespace
 
-Result<CheckpointReport> Node::Checkpoint(const std::string& session, uint64_t allocation,
+Result<CheckpointReport> Node::Checkpoint(SessionRef session, uint64_t allocation,
                                           const std::string& memory, const std::string& file,
                                           const CheckpointOptions& options) {
   std::shared_ptr<Allocation> a;
@@ -257,7 +257,7 @@ Result<CheckpointReport> Node::Checkpoint(const std::string& session, uint64_t a
   return rep;
 }
 
-Result<RestoreReport> Node::Restore(const std::string& session, uint64_t allocation,
+Result<RestoreReport> Node::Restore(SessionRef session, uint64_t allocation,
                                     const std::string& memory, const std::string& file) {
   std::shared_ptr<Allocation> a;
   std::shared_ptr<WatchState> watch;
@@ -316,7 +316,7 @@ Result<RestoreReport> Node::Restore(const std::string& session, uint64_t allocat
   return rep;
 }
 
-Result<RestoreReport> Node::CompactCheckpoint(const std::string& session, const std::string& memory,
+Result<RestoreReport> Node::CompactCheckpoint(SessionRef session, const std::string& memory,
                                               const std::string& file) {
   std::string owner;
   CheckpointOwner who;

@@ -49,7 +49,7 @@ Status CheckInstanceEnd(uint64_t offset, uint64_t bytes) {
                          " bytes of storage wraps past 2^64");
 }
 
-Result<FoundTransfer> Node::Impl::TouchableLocked(const std::string& session, uint64_t transfer,
+Result<FoundTransfer> Node::Impl::TouchableLocked(SessionRef session, uint64_t transfer,
                                                   bool is_operator, std::string_view what) const {
   FoundTransfer found;
   auto it = active.find(transfer);
@@ -247,9 +247,9 @@ InstanceRef Node::Impl::LocalRefLocked(const Instance& in) const {
                      in.allocation->shm.size() - in.offset, in.shape};
 }
 
-Result<Session*> Node::Impl::TransferSessionLocked(const std::string& token) {
+Result<Session*> Node::Impl::TransferSessionLocked(SessionRef ref) {
   if (draining) return Unavailable("isometryd is shutting down; no new copies");
-  ISO_ASSIGN_OR_RETURN(Session * s, FindSession(token));
+  ISO_ASSIGN_OR_RETURN(Session * s, FindSession(ref));
   const uint32_t max_transfers = config.daemon.max_transfers_per_session;
   if (s->transfers.size() >= max_transfers) {
     return ResourceExhausted("this session has ", s->transfers.size(),
@@ -309,7 +309,7 @@ Status FindCopyEnds(const std::map<uint64_t, Instance>& instances, uint64_t sess
 
 }  // namespace
 
-Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string& session,
+Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(SessionRef session,
                                                                const CopySpec& spec,
                                                                TransferRecord& record) {
   ResolvedCopy resolved;
@@ -402,8 +402,7 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(const std::string
   return resolved;
 }
 
-Result<uint64_t> Node::Copy(const std::string& session, const CopySpec& spec,
-                            TransferCallback on_done) {
+Result<uint64_t> Node::Copy(SessionRef session, const CopySpec& spec, TransferCallback on_done) {
   auto record = std::make_shared<TransferRecord>();
   if (on_done) {
     record->waiters.push_back(std::move(on_done));
@@ -446,7 +445,7 @@ Result<uint64_t> Node::Copy(const std::string& session, const CopySpec& spec,
   return t.id();
 }
 
-Status Node::Cancel(const std::string& session, uint64_t transfer, bool is_operator) {
+Status Node::Cancel(SessionRef session, uint64_t transfer, bool is_operator) {
   std::optional<Transfer> t;
   std::shared_ptr<CrossTransfer> cross;
   {
@@ -462,7 +461,7 @@ Status Node::Cancel(const std::string& session, uint64_t transfer, bool is_opera
   return OkStatus();
 }
 
-Status Node::WhenDone(const std::string& session, uint64_t transfer, bool is_operator,
+Status Node::WhenDone(SessionRef session, uint64_t transfer, bool is_operator,
                       TransferCallback cb) {
   TransferReport rep;
   {

@@ -112,7 +112,7 @@ std::string WhyPacked(const PlanExplanation& ex, const PackedEnd& src, const Pac
   return why;
 }
 
-Result<DatatypeReport> Node::RegisterDatatype(const std::string& session, const Datatype& type) {
+Result<DatatypeReport> Node::RegisterDatatype(SessionRef session, const Datatype& type) {
   // Translated now: a type too irregular to serve is refused here, once.
   ISO_ASSIGN_OR_RETURN(CanonicalForm form, DatatypeForm(type, 1));
   DatatypeReport rep;
@@ -142,7 +142,7 @@ Result<DatatypeReport> Node::RegisterDatatype(const std::string& session, const 
   return rep;
 }
 
-Result<Datatype> Node::LookupDatatype(const std::string& session, uint64_t handle) const {
+Result<Datatype> Node::LookupDatatype(SessionRef session, uint64_t handle) const {
   absl::MutexLock lock(&impl_->mu);
   ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
   auto it = s->datatypes.find(handle);
@@ -152,13 +152,11 @@ Result<Datatype> Node::LookupDatatype(const std::string& session, uint64_t handl
   return it->second.type;
 }
 
-std::function<Result<Datatype>(uint64_t)> Node::DatatypeHandles(std::string session) const {
-  return [this, session = std::move(session)](uint64_t handle) {
-    return LookupDatatype(session, handle);
-  };
+std::function<Result<Datatype>(uint64_t)> Node::DatatypeHandles(SessionRef session) const {
+  return [this, session](uint64_t handle) { return LookupDatatype(session, handle); };
 }
 
-Result<std::shared_ptr<const PackedEnd>> Node::Impl::DatatypeEnd(const std::string& session,
+Result<std::shared_ptr<const PackedEnd>> Node::Impl::DatatypeEnd(SessionRef session,
                                                                  const InstanceSpec& spec,
                                                                  uint64_t& storage_offset) {
   if (spec.count <= 0) {

@@ -145,9 +145,8 @@ void Node::Impl::RevokeLeasesLocked(uint64_t id) {
   }
 }
 
-Result<Node::DirectRead> Node::GrantDirectRead(const std::string& session, uint64_t src,
-                                               uint64_t dst, std::atomic<uint32_t>* epoch,
-                                               bool served_reads) {
+Result<Node::DirectRead> Node::GrantDirectRead(SessionRef session, uint64_t src, uint64_t dst,
+                                               std::atomic<uint32_t>* epoch, bool served_reads) {
   Node::Impl& n = *impl_;
   const auto refuse = [&n](const auto&... why) {
     ++n.leases_refused;

@@ -64,7 +64,7 @@ void ReportAlternatives(const Alternatives& alts, const Topology& topo, PlanRepo
   }
 }
 
-Result<TransferExplanation> Node::ExplainTransfer(const std::string& session, uint64_t transfer,
+Result<TransferExplanation> Node::ExplainTransfer(SessionRef session, uint64_t transfer,
                                                   bool is_operator) const {
   TransferExplanation out;
   std::shared_ptr<const Path> path;

@@ -90,8 +90,7 @@ std::vector<TransferReport> Node::ListTransfers() const {
   return out;
 }
 
-std::vector<TransferReport> Node::RecentTransfers(const std::string& session,
-                                                  bool is_operator) const {
+std::vector<TransferReport> Node::RecentTransfers(SessionRef session, bool is_operator) const {
   absl::MutexLock lock(&impl_->mu);
   std::vector<TransferReport> out = impl_->history.NewestFirst();
   if (is_operator) return out;
@@ -107,7 +106,7 @@ std::vector<TransferReport> Node::RecentTransfers(const std::string& session,
   return out;
 }
 
-Result<TransferReport> Node::GetTransfer(const std::string& session, uint64_t transfer,
+Result<TransferReport> Node::GetTransfer(SessionRef session, uint64_t transfer,
                                          bool is_operator) const {
   // Only a cross-node copy's id can name a half (kCrossTransferBit).
   const std::vector<HalfReport> halves =

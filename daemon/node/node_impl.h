@@ -1,13 +1,25 @@
 // The node's insides, shared by the files that implement it by role:
-//   node.cc           start, peers' view of its instances, introspection,
-//                     drain
-//   node_sessions.cc  sessions: open, find by token, close and release
-//   node_pools.cc     client pool memory: allocate, free, publish, read,
-//                     write
-//   node_copies.cc    instances and copies: register, resolve a copy's ends,
-//                     submit it here or across nodes, track it to the end
-//   node_inventory.cc what the sessions hold, listed for isoctl
-// Nothing outside daemon/node includes this header.
+//   node.cc                  start, peers' view of its instances,
+//                            introspection, drain
+//   node_sessions.cc         sessions: open, resolve a token, close and release
+//   node_pools.cc            client pool memory: allocate, free, publish,
+//                            read, write
+//   node_instances.cc        instances: register, validate, unregister
+//   node_copies.cc           copies: resolve their ends, submit here or
+//                            across nodes, track them to the end
+//   node_halves.cc           cross-node copies' halves as isoctl shows them
+//   node_explain.cc          why a copy took its path (alternatives)
+//   node_datatypes.cc        datatype handles and packed ends
+//   node_private.cc          clients' own process memory (CMA ranges)
+//   node_direct_read.cc      direct-read leases between clients
+//   node_distributed.cc      distributed instances (ranks joining)
+//   node_redistribute*.cc    M:N redistribution, on one node and across nodes
+//   node_watch.cc            Active Access: watched regions, access logs
+//   node_checkpoint.cc       incremental checkpoints of watched allocations
+//   node_inventory.cc        what the sessions hold, listed for isoctl
+// Their value types live in node_reports.h (what the node reports) and
+// session_ref.h (a resolved session). Nothing outside daemon/node includes
+// this header.
 //
 // Locking: `mu` guards the session, allocation, instance and transfer
 // tables; records reached through them (TransferRecord, Allocation's
@@ -334,15 +346,18 @@ struct Node::Impl {
 
   // ---- sessions (node_sessions.cc) ----
   bool SessionLineAllowed(const Credentials& creds);
-  // The same answer for a wrong token and a closed session, and the token
-  // is never echoed (errors reach logs and terminals).
-  const Session* FindSessionOrNull(const std::string& token) const
+  // The session a token names (Node::Resolve): the same answer for a wrong
+  // token and a closed session, and the token is never echoed (errors reach
+  // logs and terminals).
+  const Session* FindByTokenLocked(const std::string& token) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  Result<Session*> FindSession(const std::string& token) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  // The session `token` when it may start one more transfer: UNAVAILABLE
+  // The live session `ref` names; for none or a closed one,
+  // FAILED_PRECONDITION "unknown or closed session" (FindSession) or null.
+  const Session* FindSessionOrNull(SessionRef ref) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  Result<Session*> FindSession(SessionRef ref) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // The session `ref` when it may start one more transfer: UNAVAILABLE
   // while draining, RESOURCE_EXHAUSTED at daemon.max_transfers_per_session.
-  Result<Session*> TransferSessionLocked(const std::string& token)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  Result<Session*> TransferSessionLocked(SessionRef ref) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Whose disk quota a transfer of session `s` counts against: its uid's,
   // or where gRPC hides the uid, the session's own.
   static std::string DiskOwnerOf(const Session& s);  // "uid N" or "session N"
@@ -376,8 +391,7 @@ struct Node::Impl {
   // The packed end of a datatype instance, its form rebased onto the first
   // byte it touches, which is `storage_offset` into the storage. Computes
   // the form outside the lock (it may walk up to 2^21 runs).
-  Result<std::shared_ptr<const PackedEnd>> DatatypeEnd(const std::string& session,
-                                                       const InstanceSpec& spec,
+  Result<std::shared_ptr<const PackedEnd>> DatatypeEnd(SessionRef session, const InstanceSpec& spec,
                                                        uint64_t& storage_offset)
       ABSL_LOCKS_EXCLUDED(mu);
   // A copy with a datatype on either end: the layout end (if any) becomes
@@ -460,7 +474,7 @@ struct Node::Impl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Node::Watch once its file log (if any) is open: the checks under the
   // lock and the region added.
-  Result<WatchHandle> AddWatch(const std::string& session, const WatchSpec& spec, RegionSpec rs)
+  Result<WatchHandle> AddWatch(SessionRef session, const WatchSpec& spec, RegionSpec rs)
       ABSL_LOCKS_EXCLUDED(mu);
   // Redistributions never run through watches (node_watch.cc): OK unless
   // bytes [begin, end) of `a` back a rank of a distributed instance
@@ -478,8 +492,8 @@ struct Node::Impl {
   // The record of `transfer`, in flight or among the last kFinishedKept
   // ended, if the caller may act on it (`what` it wants to do goes into the
   // refusal).
-  Result<FoundTransfer> TouchableLocked(const std::string& session, uint64_t transfer,
-                                        bool is_operator, std::string_view what) const
+  Result<FoundTransfer> TouchableLocked(SessionRef session, uint64_t transfer, bool is_operator,
+                                        std::string_view what) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // `detailed` adds the path text and per-hop progress: string work kept
   // off the completion path (the ring's latency), done on introspection.
@@ -506,7 +520,7 @@ struct Node::Impl {
   // allocation's mapping, its DSK file, or its private range (an instance
   // of another node: an empty ref).
   InstanceRef LocalRefLocked(const Instance& in) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  Result<ResolvedCopy> ResolveCopyLocked(const std::string& session, const CopySpec& spec,
+  Result<ResolvedCopy> ResolveCopyLocked(SessionRef session, const CopySpec& spec,
                                          TransferRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Puts an accepted transfer among the session's; false if the session
   // ended meanwhile (the caller cancels it).

@@ -12,7 +12,7 @@ int64_t UidOf(const Credentials& c) { return c.known() ? int64_t{c.uid} : -1; }
 
 }  // namespace
 
-Result<std::vector<SessionListing>> Node::ListSessions(const std::string* only) const {
+Result<std::vector<SessionListing>> Node::ListSessions(const SessionRef* only) const {
   absl::MutexLock lock(&impl_->mu);
   const Session* mine = nullptr;
   if (only) {
@@ -43,7 +43,7 @@ Result<std::vector<SessionListing>> Node::ListSessions(const std::string* only) 
   return out;
 }
 
-Result<std::vector<AllocationListing>> Node::ListAllocations(const std::string* only) const {
+Result<std::vector<AllocationListing>> Node::ListAllocations(const SessionRef* only) const {
   absl::MutexLock lock(&impl_->mu);
   const Session* mine = nullptr;
   if (only) {

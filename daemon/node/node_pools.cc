@@ -29,7 +29,7 @@ std::shared_ptr<PoolAccount> Node::Impl::PoolByName(const std::string& name) con
   return nullptr;
 }
 
-Result<AllocationReport> Node::Allocate(const std::string& session, const std::string& memory,
+Result<AllocationReport> Node::Allocate(SessionRef session, const std::string& memory,
                                         uint64_t bytes) {
   std::shared_ptr<PoolAccount> pool = impl_->PoolByName(memory);
   if (!pool) return NotFound("no memory named '", memory, "'");
@@ -107,7 +107,7 @@ Result<AllocationReport> Node::Allocate(const std::string& session, const std::s
   return AllocationReport{id, memory, bytes, a->shm.fd()};
 }
 
-Status Node::Free(const std::string& session, uint64_t allocation, bool is_operator) {
+Status Node::Free(SessionRef session, uint64_t allocation, bool is_operator) {
   absl::MutexLock lock(&impl_->mu);
   // The operator frees orphans with its token alone.
   Session* s = const_cast<Session*>(impl_->FindSessionOrNull(session));
@@ -158,7 +158,7 @@ Status Node::Free(const std::string& session, uint64_t allocation, bool is_opera
   return OkStatus();
 }
 
-Status Node::Publish(const std::string& session, uint64_t allocation) {
+Status Node::Publish(SessionRef session, uint64_t allocation) {
   absl::MutexLock lock(&impl_->mu);
   ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
   auto it = impl_->allocations.find(allocation);
@@ -194,14 +194,14 @@ std::vector<OrphanReport> Node::ListOrphans() const {
   return out;
 }
 
-Result<AllocationReport> Node::Lookup(const std::string& session, uint64_t allocation) const {
+Result<AllocationReport> Node::Lookup(SessionRef session, uint64_t allocation) const {
   absl::MutexLock lock(&impl_->mu);
   ISO_ASSIGN_OR_RETURN(const Session* s, impl_->FindSession(session));
   ISO_ASSIGN_OR_RETURN(auto a, impl_->UsableAllocation(s->id, allocation));
   return AllocationReport{a->id, a->pool->name, a->shm.size(), a->shm.fd()};
 }
 
-Result<AllocationReport> Node::Map(const std::string& session, uint64_t allocation) {
+Result<AllocationReport> Node::Map(SessionRef session, uint64_t allocation) {
   absl::MutexLock lock(&impl_->mu);
   ISO_ASSIGN_OR_RETURN(const Session* s, impl_->FindSession(session));
   ISO_ASSIGN_OR_RETURN(auto a, impl_->UsableAllocation(s->id, allocation));
@@ -229,7 +229,7 @@ Status CheckRange(uint64_t offset, uint64_t length, uint64_t size, uint64_t allo
 }
 }  // namespace
 
-Status Node::Write(const std::string& session, uint64_t allocation, uint64_t offset,
+Status Node::Write(SessionRef session, uint64_t allocation, uint64_t offset,
                    std::string_view data) {
   std::shared_ptr<Allocation> a;
   std::shared_ptr<WatchState> watch;
@@ -257,7 +257,7 @@ Status Node::Write(const std::string& session, uint64_t allocation, uint64_t off
   return OkStatus();
 }
 
-Result<std::string> Node::Read(const std::string& session, uint64_t allocation, uint64_t offset,
+Result<std::string> Node::Read(SessionRef session, uint64_t allocation, uint64_t offset,
                                uint64_t length) const {
   std::shared_ptr<Allocation> a;
   std::shared_ptr<WatchState> watch;

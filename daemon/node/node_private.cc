@@ -67,8 +67,7 @@ void Node::Impl::ReleasePrivateLocked(Session& s) {
   if (s.own_hops) std::exchange(s.own_hops, nullptr)->Close();
 }
 
-Result<uint64_t> Node::RegisterPrivate(const std::string& session, uint64_t address,
-                                       uint64_t bytes) {
+Result<uint64_t> Node::RegisterPrivate(SessionRef session, uint64_t address, uint64_t bytes) {
   if (bytes == 0) return InvalidArgument("private range: 0 bytes");
   if (address == 0) return InvalidArgument("private range: address 0");
   if (!CheckedAdd(address, bytes)) {
@@ -132,8 +131,7 @@ Result<uint64_t> Node::RegisterPrivate(const std::string& session, uint64_t addr
   return r->id;
 }
 
-Result<Node::OwnHopsWindow> Node::EnableOwnHops(const std::string& session,
-                                                std::function<void()> wake) {
+Result<Node::OwnHopsWindow> Node::EnableOwnHops(SessionRef session, std::function<void()> wake) {
   const DaemonConfig& dc = impl_->config.daemon;
   if (dc.own_hop_window_mib == 0) {
     return FailedPrecondition("hop windows are off here (daemon.own_hop_window_mib = 0)");
@@ -163,7 +161,7 @@ Result<Node::OwnHopsWindow> Node::EnableOwnHops(const std::string& session,
   return OwnHopsWindow{keep->fd(), keep->size()};
 }
 
-Status Node::PublishPrivate(const std::string& session, uint64_t range,
+Status Node::PublishPrivate(SessionRef session, uint64_t range,
                             std::optional<ServeWindowRef> serve) {
   // The daemon never opens the window; a reader checks what it maps. The
   // bounds keep what it hands on plausible.

@@ -221,7 +221,7 @@ Result<RankEnd> Node::Impl::RankEndLocked(const DistributedInstance& d, size_t r
   return e;
 }
 
-Result<uint64_t> Node::Redistribute(const std::string& session, const std::string& producer,
+Result<uint64_t> Node::Redistribute(SessionRef session, const std::string& producer,
                                     const std::string& consumer, const RedistributeGrants& grants,
                                     TransferCallback on_done) {
   std::string presented[2];  // digests of the grants given (empty: none)

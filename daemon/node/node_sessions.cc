@@ -30,7 +30,7 @@ bool Node::Impl::SessionLineAllowed(const Credentials& creds) {
   return v.log;
 }
 
-const Session* Node::Impl::FindSessionOrNull(const std::string& token) const {
+const Session* Node::Impl::FindByTokenLocked(const std::string& token) const {
   const std::optional<uint64_t> n = TokenNumber(token);
   if (!n) return nullptr;
   auto it = sessions.find(*n);
@@ -38,8 +38,14 @@ const Session* Node::Impl::FindSessionOrNull(const std::string& token) const {
   return &it->second;
 }
 
-Result<Session*> Node::Impl::FindSession(const std::string& token) {
-  const Session* s = FindSessionOrNull(token);
+const Session* Node::Impl::FindSessionOrNull(SessionRef ref) const {
+  if (!ref.has_value()) return nullptr;
+  auto it = sessions.find(ref.id());
+  return it == sessions.end() ? nullptr : &it->second;
+}
+
+Result<Session*> Node::Impl::FindSession(SessionRef ref) {
+  const Session* s = FindSessionOrNull(ref);
   if (!s) {
     return FailedPrecondition(
         "unknown or closed session: attach first (gRPC Attach or the local handshake) and "
@@ -104,7 +110,7 @@ Result<OpenedSession> Node::OpenSession(const std::string& client_name, const Cr
       std::make_shared<ByteBudget>("daemon.max_watch_scratch_bytes_per_session",
                                    impl_->config.daemon.max_watch_scratch_bytes_per_session);
   s.on_done = std::move(on_transfer_done);
-  OpenedSession opened{s.token, s.id};
+  OpenedSession opened{s.token, s.id, SessionRef(s.id)};
   if (impl_->SessionLineAllowed(s.creds)) {
     spdlog::info("session {} opened: client '{}' pid {} uid {}", s.id, ForLog(s.name), creds.pid,
                  creds.known() ? std::to_string(creds.uid) : std::string("unknown (gRPC)"));
@@ -113,7 +119,7 @@ Result<OpenedSession> Node::OpenSession(const std::string& client_name, const Cr
   return opened;
 }
 
-void Node::CloseSession(const std::string& session) {
+void Node::CloseSession(SessionRef session) {
   std::vector<Transfer> to_cancel;
   std::vector<std::shared_ptr<CrossTransfer>> cross;
   std::vector<std::shared_ptr<CrossTransfer>> redistributions;
@@ -164,11 +170,10 @@ void Node::CloseSession(const std::string& session) {
   }
 }
 
-std::optional<uint64_t> Node::SessionNumber(const std::string& session) const {
+SessionRef Node::Resolve(const std::string& token) const {
   absl::MutexLock lock(&impl_->mu);
-  const Session* s = impl_->FindSessionOrNull(session);
-  if (!s) return std::nullopt;
-  return s->id;
+  const Session* s = impl_->FindByTokenLocked(token);
+  return s ? SessionRef(s->id) : SessionRef();
 }
 
 }  // namespace isometry

@@ -365,7 +365,7 @@ Status StartFileLog(int fd, const struct stat& st, uint64_t allocation, const st
 
 }  // namespace
 
-Result<WatchHandle> Node::Watch(const std::string& session, const WatchSpec& spec) {
+Result<WatchHandle> Node::Watch(SessionRef session, const WatchSpec& spec) {
   const auto end = CheckedAdd(spec.offset, spec.bytes);
   if (!end) return InvalidArgument("watched range wraps past 2^64");
   RegionSpec rs;
@@ -416,8 +416,7 @@ Result<WatchHandle> Node::Watch(const std::string& session, const WatchSpec& spe
   return out;
 }
 
-Result<WatchHandle> Node::Impl::AddWatch(const std::string& session, const WatchSpec& spec,
-                                         RegionSpec rs) {
+Result<WatchHandle> Node::Impl::AddWatch(SessionRef session, const WatchSpec& spec, RegionSpec rs) {
   const DaemonConfig& dc = config.daemon;
   absl::MutexLock lock(&mu);
   ISO_ASSIGN_OR_RETURN(Session * s, FindSession(session));
@@ -496,7 +495,7 @@ Result<WatchHandle> Node::Impl::AddWatch(const std::string& session, const Watch
                      a.watch->event_fd()};
 }
 
-Status Node::Unwatch(const std::string& session, uint64_t allocation, uint64_t region) {
+Status Node::Unwatch(SessionRef session, uint64_t allocation, uint64_t region) {
   absl::MutexLock lock(&impl_->mu);
   ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
   auto it = impl_->allocations.find(allocation);
@@ -513,7 +512,7 @@ Status Node::Unwatch(const std::string& session, uint64_t allocation, uint64_t r
   return OkStatus();
 }
 
-Result<WatchReport> Node::GetWatch(const std::string& session, uint64_t allocation) const {
+Result<WatchReport> Node::GetWatch(SessionRef session, uint64_t allocation) const {
   std::shared_ptr<WatchState> w;
   {
     absl::MutexLock lock(&impl_->mu);
@@ -530,8 +529,7 @@ Result<WatchReport> Node::GetWatch(const std::string& session, uint64_t allocati
   return w->Report();
 }
 
-Result<std::unique_ptr<WatchReader>> Node::ReadAccessLog(const std::string& session,
-                                                         uint64_t allocation) {
+Result<std::unique_ptr<WatchReader>> Node::ReadAccessLog(SessionRef session, uint64_t allocation) {
   absl::MutexLock lock(&impl_->mu);
   ISO_ASSIGN_OR_RETURN(const Session* s, impl_->FindSession(session));
   auto it = impl_->allocations.find(allocation);
@@ -544,8 +542,8 @@ Result<std::unique_ptr<WatchReader>> Node::ReadAccessLog(const std::string& sess
   return it->second->watch->OpenReader();
 }
 
-Status Node::ActiveFlush(const std::string& session, uint64_t allocation,
-                         std::chrono::milliseconds limit, std::function<void(Status)> done) {
+Status Node::ActiveFlush(SessionRef session, uint64_t allocation, std::chrono::milliseconds limit,
+                         std::function<void(Status)> done) {
   std::shared_ptr<WatchState> w;
   {
     absl::MutexLock lock(&impl_->mu);
@@ -563,7 +561,7 @@ Status Node::ActiveFlush(const std::string& session, uint64_t allocation,
   return OkStatus();
 }
 
-Result<std::vector<uint64_t>> Node::DirtyPages(const std::string& session, uint64_t allocation,
+Result<std::vector<uint64_t>> Node::DirtyPages(SessionRef session, uint64_t allocation,
                                                bool clear) {
   std::shared_ptr<WatchState> w;
   {

@@ -11,7 +11,7 @@
 
 namespace isometry {
 
-Status WatchRpc(Node& node, const std::string& session, const v1::WatchRequest& req,
+Status WatchRpc(Node& node, SessionRef session, const v1::WatchRequest& req,
                 v1::WatchResponse* out) {
   ISO_ASSIGN_OR_RETURN(WatchSpec spec, WatchSpecFromProto(req));
   ISO_ASSIGN_OR_RETURN(WatchHandle h, node.Watch(session, spec));
@@ -21,14 +21,14 @@ Status WatchRpc(Node& node, const std::string& session, const v1::WatchRequest& 
   return OkStatus();
 }
 
-Status GetWatchRpc(Node& node, const std::string& session, const v1::GetWatchRequest& req,
+Status GetWatchRpc(Node& node, SessionRef session, const v1::GetWatchRequest& req,
                    v1::WatchInfo* out) {
   ISO_ASSIGN_OR_RETURN(WatchReport r, node.GetWatch(session, req.allocation()));
   ToProto(r, out);
   return OkStatus();
 }
 
-Status DirtyPagesRpc(Node& node, const std::string& session, const v1::DirtyPagesRequest& req,
+Status DirtyPagesRpc(Node& node, SessionRef session, const v1::DirtyPagesRequest& req,
                      v1::DirtyPagesResponse* out) {
   ISO_ASSIGN_OR_RETURN(auto pages, node.DirtyPages(session, req.allocation(), req.clear()));
   out->set_page_bytes(4096);
@@ -36,7 +36,7 @@ Status DirtyPagesRpc(Node& node, const std::string& session, const v1::DirtyPage
   return OkStatus();
 }
 
-Status CheckpointRpc(Node& node, const std::string& session, const v1::CheckpointRequest& req,
+Status CheckpointRpc(Node& node, SessionRef session, const v1::CheckpointRequest& req,
                      v1::CheckpointResponse* out) {
   CheckpointOptions o;
   o.full = req.full();
@@ -63,7 +63,7 @@ Status CheckpointRpc(Node& node, const std::string& session, const v1::Checkpoin
   return OkStatus();
 }
 
-Status RestoreRpc(Node& node, const std::string& session, const v1::RestoreRequest& req,
+Status RestoreRpc(Node& node, SessionRef session, const v1::RestoreRequest& req,
                   v1::RestoreResponse* out) {
   ISO_ASSIGN_OR_RETURN(RestoreReport r,
                        node.Restore(session, req.allocation(), req.memory(), req.file()));
@@ -73,8 +73,7 @@ Status RestoreRpc(Node& node, const std::string& session, const v1::RestoreReque
   return OkStatus();
 }
 
-Status CompactCheckpointRpc(Node& node, const std::string& session,
-                            const v1::CompactCheckpointRequest& req,
+Status CompactCheckpointRpc(Node& node, SessionRef session, const v1::CompactCheckpointRequest& req,
                             v1::CompactCheckpointResponse* out) {
   ISO_ASSIGN_OR_RETURN(RestoreReport r, node.CompactCheckpoint(session, req.memory(), req.file()));
   out->set_deltas(r.deltas);
@@ -82,7 +81,7 @@ Status CompactCheckpointRpc(Node& node, const std::string& session,
   return OkStatus();
 }
 
-grpc::ServerUnaryReactor* ActiveFlushRpc(Node& node, const std::string& session,
+grpc::ServerUnaryReactor* ActiveFlushRpc(Node& node, SessionRef session,
                                          const v1::ActiveFlushRequest& req,
                                          grpc::ServerUnaryReactor* reactor) {
   Status s =
@@ -94,7 +93,7 @@ grpc::ServerUnaryReactor* ActiveFlushRpc(Node& node, const std::string& session,
 
 namespace {
 
-Status FlushAndWait(Node& node, const std::string& session, const v1::ActiveFlushRequest& req) {
+Status FlushAndWait(Node& node, SessionRef session, const v1::ActiveFlushRequest& req) {
   struct Waiter {
     absl::Mutex mu;
     bool done ABSL_GUARDED_BY(mu) = false;
@@ -114,7 +113,7 @@ Status FlushAndWait(Node& node, const std::string& session, const v1::ActiveFlus
 
 }  // namespace
 
-Status ActiveLocal(Node& node, const std::string& session, const v1::LocalRequest& req,
+Status ActiveLocal(Node& node, SessionRef session, const v1::LocalRequest& req,
                    v1::LocalResponse* resp, std::vector<int>* fds) {
   switch (req.body_case()) {
     case v1::LocalRequest::kWatch: {
@@ -187,17 +186,17 @@ Reactor* ActiveCallbacks::DirtyPages(Ctx* ctx, const v1::DirtyPagesRequest* req,
 }
 Reactor* ActiveCallbacks::Checkpoint(Ctx* ctx, const v1::CheckpointRequest* req,
                                      v1::CheckpointResponse* resp) {
-  const std::string s = Session(ctx);
+  const SessionRef s = Session(ctx);
   return Offload(ctx, s, [this, s, req, resp] { return CheckpointRpc(node_, s, *req, resp); });
 }
 Reactor* ActiveCallbacks::Restore(Ctx* ctx, const v1::RestoreRequest* req,
                                   v1::RestoreResponse* resp) {
-  const std::string s = Session(ctx);
+  const SessionRef s = Session(ctx);
   return Offload(ctx, s, [this, s, req, resp] { return RestoreRpc(node_, s, *req, resp); });
 }
 Reactor* ActiveCallbacks::CompactCheckpoint(Ctx* ctx, const v1::CompactCheckpointRequest* req,
                                             v1::CompactCheckpointResponse* resp) {
-  const std::string s = Session(ctx);
+  const SessionRef s = Session(ctx);
   return Offload(ctx, s,
                  [this, s, req, resp] { return CompactCheckpointRpc(node_, s, *req, resp); });
 }
@@ -216,8 +215,7 @@ ActiveCallbacks::ActiveCallbacks(Node& node)
   }
 }
 
-Reactor* ActiveCallbacks::Offload(Ctx* ctx, const std::string& session,
-                                  std::function<Status()> status) {
+Reactor* ActiveCallbacks::Offload(Ctx* ctx, SessionRef session, std::function<Status()> status) {
   Reactor* r = ctx->DefaultReactor();
   Status refused = [&]() -> Status {
     absl::MutexLock lock(&mu_);
@@ -225,7 +223,7 @@ Reactor* ActiveCallbacks::Offload(Ctx* ctx, const std::string& session,
       return Unavailable("no checkpoint worker thread could be started (see the daemon's log); ",
                          "checkpoints over the local socket still work");
     }
-    uint32_t& calls = calls_[session];
+    uint32_t& calls = calls_[session.id()];
     if (calls >= per_session_) {
       return ResourceExhausted("this session has ", calls,
                                " Checkpoint, Restore or CompactCheckpoint calls queued or ",
@@ -253,7 +251,7 @@ void ActiveCallbacks::Run() {
     }
     job.run();
     absl::MutexLock lock(&mu_);
-    auto it = calls_.find(job.session);
+    auto it = calls_.find(job.session.id());
     if (it != calls_.end() && --it->second == 0) calls_.erase(it);
   }
 }

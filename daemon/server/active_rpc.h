@@ -19,24 +19,23 @@
 
 namespace isometry {
 
-Status WatchRpc(Node& node, const std::string& session, const v1::WatchRequest& req,
+Status WatchRpc(Node& node, SessionRef session, const v1::WatchRequest& req,
                 v1::WatchResponse* out);
-Status GetWatchRpc(Node& node, const std::string& session, const v1::GetWatchRequest& req,
+Status GetWatchRpc(Node& node, SessionRef session, const v1::GetWatchRequest& req,
                    v1::WatchInfo* out);
-Status DirtyPagesRpc(Node& node, const std::string& session, const v1::DirtyPagesRequest& req,
+Status DirtyPagesRpc(Node& node, SessionRef session, const v1::DirtyPagesRequest& req,
                      v1::DirtyPagesResponse* out);
 // Checkpoint, Restore and CompactCheckpoint do their disk I/O on the
 // calling thread (one of ActiveCallbacks' workers, or a local connection's).
-Status CheckpointRpc(Node& node, const std::string& session, const v1::CheckpointRequest& req,
+Status CheckpointRpc(Node& node, SessionRef session, const v1::CheckpointRequest& req,
                      v1::CheckpointResponse* out);
-Status RestoreRpc(Node& node, const std::string& session, const v1::RestoreRequest& req,
+Status RestoreRpc(Node& node, SessionRef session, const v1::RestoreRequest& req,
                   v1::RestoreResponse* out);
-Status CompactCheckpointRpc(Node& node, const std::string& session,
-                            const v1::CompactCheckpointRequest& req,
+Status CompactCheckpointRpc(Node& node, SessionRef session, const v1::CompactCheckpointRequest& req,
                             v1::CompactCheckpointResponse* out);
 // Finishes `reactor` from the watch's worker once flushed: no gRPC thread
 // waits.
-grpc::ServerUnaryReactor* ActiveFlushRpc(Node& node, const std::string& session,
+grpc::ServerUnaryReactor* ActiveFlushRpc(Node& node, SessionRef session,
                                          const v1::ActiveFlushRequest& req,
                                          grpc::ServerUnaryReactor* reactor);
 
@@ -77,16 +76,16 @@ class ActiveCallbacks : public v1::Isometry::CallbackService {
 
  protected:
   // The calling session, from the call's metadata.
-  virtual std::string Session(const Ctx* ctx) const = 0;
+  virtual SessionRef Session(const Ctx* ctx) const = 0;
 
  private:
   struct Job {
-    std::string session;  // its token: the key of the per-session bound, never shown
+    SessionRef session;  // the key of the per-session bound
     std::function<void()> run;
   };
   // Runs `status` on a worker for `session` and finishes the call with its
   // result (or at once with RESOURCE_EXHAUSTED past the session's bound).
-  Reactor* Offload(Ctx* ctx, const std::string& session, std::function<Status()> status);
+  Reactor* Offload(Ctx* ctx, SessionRef session, std::function<Status()> status);
   void Run();
   bool Ready() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !jobs_.empty(); }
 
@@ -94,7 +93,8 @@ class ActiveCallbacks : public v1::Isometry::CallbackService {
   const uint32_t per_session_;  // daemon.max_checkpoint_calls_per_session
   absl::Mutex mu_;
   std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, uint32_t> calls_ ABSL_GUARDED_BY(mu_);  // queued or running, per session
+  std::map<uint64_t, uint32_t> calls_
+      ABSL_GUARDED_BY(mu_);  // queued or running, per session number
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;  // started in the constructor, once the rest is built
 };
@@ -103,7 +103,7 @@ class ActiveCallbacks : public v1::Isometry::CallbackService {
 // dirty_pages requests. A watch answers with two fds (borrowed from the
 // node; the caller sends them): the log memfd and its eventfd. A flush
 // blocks the calling (connection) thread until done.
-Status ActiveLocal(Node& node, const std::string& session, const v1::LocalRequest& req,
+Status ActiveLocal(Node& node, SessionRef session, const v1::LocalRequest& req,
                    v1::LocalResponse* resp, std::vector<int>* fds);
 
 }  // namespace isometry

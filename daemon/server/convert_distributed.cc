@@ -74,7 +74,7 @@ void ToProto(const DistributedReport& r, v1::JoinDistributedResponse* out) {
   out->set_joined(r.joined);
 }
 
-Status RedistributeLocal(Node& node, const std::string& session, const v1::RedistributeRequest& req,
+Status RedistributeLocal(Node& node, SessionRef session, const v1::RedistributeRequest& req,
                          v1::CopyResponse* out) {
   auto ended = std::make_shared<absl::Notification>();
   auto report = std::make_shared<TransferReport>();

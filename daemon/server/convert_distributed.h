@@ -17,7 +17,7 @@ void ToProto(const DistributedReport& r, v1::JoinDistributedResponse* out);
 // The local server's Redistribute: starts it and, with req.wait, blocks
 // the calling (per-connection) thread until it has ended; `out` then has
 // the final TransferInfo, and the answer is the redistribution's status.
-Status RedistributeLocal(Node& node, const std::string& session, const v1::RedistributeRequest& req,
+Status RedistributeLocal(Node& node, SessionRef session, const v1::RedistributeRequest& req,
                          v1::CopyResponse* out);
 
 }  // namespace isometry

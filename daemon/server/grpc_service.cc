@@ -29,7 +29,9 @@ using grpc::ServerUnaryReactor;
 constexpr char kSessionKey[] = "isometry-session";
 constexpr char kOperatorKey[] = "isometry-operator";
 
-std::string SessionOf(const CallbackServerContext* ctx) {
+// The session token the call carries ("" for none): resolved once, by
+// Service::SessionOf, and never passed below the service.
+std::string TokenOf(const CallbackServerContext* ctx) {
   auto it = ctx->client_metadata().find(kSessionKey);
   if (it == ctx->client_metadata().end()) return {};
   return std::string(it->second.data(), it->second.size());
@@ -50,11 +52,11 @@ struct AttachState {
   std::deque<v1::SessionEvent> queue ABSL_GUARDED_BY(mu);  // front is being written
   bool writing ABSL_GUARDED_BY(mu) = false;
   bool finished ABSL_GUARDED_BY(mu) = false;
-  std::string token ABSL_GUARDED_BY(mu);  // the session's, once opened
+  SessionRef session ABSL_GUARDED_BY(mu);  // once opened
 
-  std::string Token() ABSL_LOCKS_EXCLUDED(mu) {
+  SessionRef Session() ABSL_LOCKS_EXCLUDED(mu) {
     absl::MutexLock lock(&mu);
-    return token;
+    return session;
   }
 
   void WriteNext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -93,7 +95,7 @@ class AttachReactor final : public grpc::ServerWriteReactor<v1::SessionEvent> {
                                        auto s = weak.lock();
                                        if (!s) return;
                                        v1::SessionEvent e;
-                                       ToProto(node->GetTransfer(s->Token(), r.id).value_or(r),
+                                       ToProto(node->GetTransfer(s->Session(), r.id).value_or(r),
                                                e.mutable_completed());
                                        s->Push(std::move(e));
                                      });
@@ -102,9 +104,10 @@ class AttachReactor final : public grpc::ServerWriteReactor<v1::SessionEvent> {
       return;
     }
     session_ = session->token;
+    ref_ = session->ref;
     {
       absl::MutexLock lock(&state_->mu);
-      state_->token = session_;
+      state_->session = ref_;
     }
     track_(this, true);
     v1::SessionEvent first;
@@ -143,19 +146,26 @@ class AttachReactor final : public grpc::ServerWriteReactor<v1::SessionEvent> {
 
  private:
   void CloseSession() {
-    if (!session_.empty() && !closed_.exchange(true)) node_.CloseSession(session_);
+    if (ref_.has_value() && !closed_.exchange(true)) node_.CloseSession(ref_);
   }
 
   Node& node_;
   std::function<void(AttachReactor*, bool)> track_;
   std::shared_ptr<AttachState> state_;
-  std::string session_;
+  std::string session_;  // the token, sent once to the client
+  SessionRef ref_;
   std::atomic<bool> closed_{false};
 };
 
 class Service final : public ActiveCallbacks, public GrpcService {
  public:
   // The caller presented the operator token (compared in constant time).
+  // The calling session, resolved from its token once per call (none for
+  // no token, a wrong one or a closed session).
+  SessionRef SessionOf(const CallbackServerContext* ctx) const {
+    return node_.Resolve(TokenOf(ctx));
+  }
+
   bool IsOperator(const CallbackServerContext* ctx) const {
     auto it = ctx->client_metadata().find(kOperatorKey);
     if (operator_token_.empty() || it == ctx->client_metadata().end()) return false;
@@ -261,11 +271,11 @@ class Service final : public ActiveCallbacks, public GrpcService {
 
   template <class Listing, class Out>
   ServerUnaryReactor* List(CallbackServerContext* ctx, const char* what,
-                           Result<std::vector<Listing>> (Node::*list)(const std::string*) const,
+                           Result<std::vector<Listing>> (Node::*list)(const SessionRef*) const,
                            google::protobuf::RepeatedPtrField<Out>* out) {
-    const std::string session = SessionOf(ctx);
+    const SessionRef session = SessionOf(ctx);
     const bool is_operator = IsOperator(ctx);  // a constant-time compare: once
-    if (!is_operator && session.empty()) {
+    if (!is_operator && TokenOf(ctx).empty()) {
       return Reply(ctx, PermissionDenied(what,
                                          " needs the operator token (isoctl --operator-token) to "
                                          "list every session's, or a session token to list that "
@@ -312,7 +322,7 @@ class Service final : public ActiveCallbacks, public GrpcService {
   ServerUnaryReactor* RegisterDatatype(CallbackServerContext* ctx,
                                        const v1::RegisterDatatypeRequest* req,
                                        v1::RegisterDatatypeResponse* resp) override {
-    const std::string session = SessionOf(ctx);
+    const SessionRef session = SessionOf(ctx);
     return Translate(ctx, "RegisterDatatype", WeightOf(req->datatype()), [=, this]() -> Status {
       ISO_ASSIGN_OR_RETURN(
           Datatype type, wire::DatatypeFromProto(req->datatype(), node_.DatatypeHandles(session)));
@@ -328,7 +338,7 @@ class Service final : public ActiveCallbacks, public GrpcService {
   ServerUnaryReactor* RegisterInstance(CallbackServerContext* ctx,
                                        const v1::RegisterInstanceRequest* req,
                                        v1::RegisterInstanceResponse* resp) override {
-    const std::string session = SessionOf(ctx);
+    const SessionRef session = SessionOf(ctx);
     auto run = [=, this]() -> Status {
       ISO_ASSIGN_OR_RETURN(InstanceSpec spec,
                            InstanceSpecFromProto(req->spec(), node_.DatatypeHandles(session)));
@@ -354,7 +364,7 @@ class Service final : public ActiveCallbacks, public GrpcService {
                            v1::CopyResponse* resp) override {
     auto spec = CopySpecFromProto(*req);
     if (!spec.ok()) return Reply(ctx, spec.status());
-    return StartTransfer(ctx, req->wait(), resp, [&](const std::string& session, auto on_done) {
+    return StartTransfer(ctx, req->wait(), resp, [&](SessionRef session, auto on_done) {
       return node_.Copy(session, *spec, std::move(on_done));
     });
   }
@@ -364,7 +374,7 @@ class Service final : public ActiveCallbacks, public GrpcService {
   template <class Start>
   ServerUnaryReactor* StartTransfer(CallbackServerContext* ctx, bool wait, v1::CopyResponse* resp,
                                     Start start) {
-    const std::string session = SessionOf(ctx);
+    const SessionRef session = SessionOf(ctx);
     // A waiting call that ends first (deadline, cancel) cancels its
     // transfer (waiting_copy.h).
     WaitingCopy* waiting = nullptr;
@@ -400,7 +410,7 @@ class Service final : public ActiveCallbacks, public GrpcService {
     auto once = std::make_shared<std::atomic<bool>>(false);
     const uint64_t id = req->transfer();
     Node* node = &node_;
-    const std::string session = SessionOf(ctx);
+    const SessionRef session = SessionOf(ctx);
     const bool is_operator = IsOperator(ctx);
     Status s =
         node_.WhenDone(session, id, is_operator,
@@ -464,7 +474,7 @@ class Service final : public ActiveCallbacks, public GrpcService {
 
   ServerUnaryReactor* ExplainPlan(CallbackServerContext* ctx, const v1::ExplainPlanRequest* req,
                                   v1::ExplainPlanResponse* resp) override {
-    const std::string session = SessionOf(ctx);
+    const SessionRef session = SessionOf(ctx);
     auto run = [=, this]() -> Status {
       ISO_ASSIGN_OR_RETURN(ExplainArgs args,
                            ExplainFromProto(*req, node_.DatatypeHandles(session)));
@@ -491,8 +501,8 @@ class Service final : public ActiveCallbacks, public GrpcService {
   ServerUnaryReactor* Translate(CallbackServerContext* ctx, const char* what, int64_t weight,
                                 Run run) {
     if (Status s = pool_->CheckWeight(weight, what); !s.ok()) return Reply(ctx, s);
-    std::string caller = SessionOf(ctx);
-    if (!caller.empty() && !node_.SessionNumber(caller)) caller.clear();
+    const SessionRef ref = SessionOf(ctx);
+    const std::string caller = ref.has_value() ? std::to_string(ref.id()) : std::string();
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
     Status s = pool_->Submit(caller, what, [reactor, ctx, run = std::move(run)](const Status& st) {
       grpc::Status answer = grpc::Status::CANCELLED;  // gone while queued: nobody waits
@@ -539,7 +549,7 @@ class Service final : public ActiveCallbacks, public GrpcService {
   }
 
   // Active Access: ActiveCallbacks (daemon/server/active_rpc.h).
-  std::string Session(const CallbackServerContext* ctx) const override { return SessionOf(ctx); }
+  SessionRef Session(const CallbackServerContext* ctx) const override { return SessionOf(ctx); }
 
   ServerUnaryReactor* JoinDistributed(CallbackServerContext* ctx,
                                       const v1::JoinDistributedRequest* req,
@@ -553,7 +563,7 @@ class Service final : public ActiveCallbacks, public GrpcService {
 
   ServerUnaryReactor* Redistribute(CallbackServerContext* ctx, const v1::RedistributeRequest* req,
                                    v1::CopyResponse* resp) override {
-    return StartTransfer(ctx, req->wait(), resp, [&](const std::string& session, auto on_done) {
+    return StartTransfer(ctx, req->wait(), resp, [&](SessionRef session, auto on_done) {
       return node_.Redistribute(session, req->producer(), req->consumer(), GrantsFromProto(*req),
                                 std::move(on_done));
     });

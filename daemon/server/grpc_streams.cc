@@ -10,8 +10,8 @@ namespace {
 
 // Bytes [offset, offset + length) of an allocation the session may use
 // (its own or a published one), checked before a stream moves any byte.
-Status CheckStreamRange(const Node& node, const std::string& session, uint64_t allocation,
-                        uint64_t offset, uint64_t length) {
+Status CheckStreamRange(const Node& node, SessionRef session, uint64_t allocation, uint64_t offset,
+                        uint64_t length) {
   ISO_ASSIGN_OR_RETURN(AllocationReport a, node.Lookup(session, allocation));
   if (offset > a.bytes || length > a.bytes - offset) {
     return OutOfRange("bytes [", offset, ", ", offset, "+", length, ") lie outside allocation ",
@@ -26,9 +26,9 @@ class ReadStreamReactor final : public grpc::ServerWriteReactor<v1::ReadChunk> {
  public:
   static constexpr uint64_t kChunk = 1 << 20;
 
-  ReadStreamReactor(const Node& node, std::string session, const v1::ReadRequest& req)
+  ReadStreamReactor(const Node& node, SessionRef session, const v1::ReadRequest& req)
       : node_(node),
-        session_(std::move(session)),
+        session_(session),
         allocation_(req.allocation()),
         offset_(req.offset()),
         length_(req.length()) {
@@ -69,7 +69,7 @@ class ReadStreamReactor final : public grpc::ServerWriteReactor<v1::ReadChunk> {
   }
 
   const Node& node_;
-  const std::string session_;
+  const SessionRef session_;
   const uint64_t allocation_, offset_, length_;
   uint64_t sent_ = 0;
   v1::ReadChunk chunk_;  // the one being written
@@ -79,7 +79,7 @@ class ReadStreamReactor final : public grpc::ServerWriteReactor<v1::ReadChunk> {
 // written; then one Node::Write per message.
 class WriteStreamReactor final : public grpc::ServerReadReactor<v1::WriteStreamRequest> {
  public:
-  WriteStreamReactor(Node& node, std::string session) : node_(node), session_(std::move(session)) {
+  WriteStreamReactor(Node& node, SessionRef session) : node_(node), session_(session) {
     StartRead(&req_);
   }
 
@@ -131,7 +131,7 @@ class WriteStreamReactor final : public grpc::ServerReadReactor<v1::WriteStreamR
   }
 
   Node& node_;
-  const std::string session_;
+  const SessionRef session_;
   bool started_ = false;
   uint64_t allocation_ = 0, offset_ = 0, length_ = 0, received_ = 0;
   v1::WriteStreamRequest req_;  // the one being read
@@ -143,7 +143,7 @@ class WriteStreamReactor final : public grpc::ServerReadReactor<v1::WriteStreamR
 // there (OnDone may delete the reactor right after).
 class AccessLogReactor final : public grpc::ServerWriteReactor<v1::AccessLogBatch> {
  public:
-  AccessLogReactor(grpc::CallbackServerContext* ctx, Node& node, const std::string& session,
+  AccessLogReactor(grpc::CallbackServerContext* ctx, Node& node, SessionRef session,
                    const v1::ReadAccessLogRequest& req) {
     Result<std::unique_ptr<WatchReader>> r = node.ReadAccessLog(session, req.allocation());
     if (!r.ok()) {
@@ -198,18 +198,18 @@ class AccessLogReactor final : public grpc::ServerWriteReactor<v1::AccessLogBatc
 }  // namespace
 
 grpc::ServerWriteReactor<v1::AccessLogBatch>* NewAccessLogStream(
-    grpc::CallbackServerContext* ctx, Node& node, const std::string& session,
+    grpc::CallbackServerContext* ctx, Node& node, SessionRef session,
     const v1::ReadAccessLogRequest& req) {
   return new AccessLogReactor(ctx, node, session, req);
 }
 
-grpc::ServerWriteReactor<v1::ReadChunk>* NewReadStream(const Node& node, std::string session,
+grpc::ServerWriteReactor<v1::ReadChunk>* NewReadStream(const Node& node, SessionRef session,
                                                        const v1::ReadRequest& req) {
-  return new ReadStreamReactor(node, std::move(session), req);
+  return new ReadStreamReactor(node, session, req);
 }
 
-grpc::ServerReadReactor<v1::WriteStreamRequest>* NewWriteStream(Node& node, std::string session) {
-  return new WriteStreamReactor(node, std::move(session));
+grpc::ServerReadReactor<v1::WriteStreamRequest>* NewWriteStream(Node& node, SessionRef session) {
+  return new WriteStreamReactor(node, session);
 }
 
 }  // namespace isometry

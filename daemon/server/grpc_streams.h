@@ -13,9 +13,9 @@ namespace isometry {
 
 // Reactors that delete themselves when done (gRPC's OnDone). `node`
 // outlives them.
-grpc::ServerWriteReactor<v1::ReadChunk>* NewReadStream(const Node& node, std::string session,
+grpc::ServerWriteReactor<v1::ReadChunk>* NewReadStream(const Node& node, SessionRef session,
                                                        const v1::ReadRequest& req);
-grpc::ServerReadReactor<v1::WriteStreamRequest>* NewWriteStream(Node& node, std::string session);
+grpc::ServerReadReactor<v1::WriteStreamRequest>* NewWriteStream(Node& node, SessionRef session);
 // ReadAccessLog: batches of the watch's log as Node's WatchReader hands
 // them out, each acknowledged once written; ends OK when the watch has
 // ended and the log is drained, CANCELLED when the client goes away.
@@ -24,7 +24,7 @@ grpc::ServerReadReactor<v1::WriteStreamRequest>* NewWriteStream(Node& node, std:
 // will be seen.
 inline constexpr std::string_view kLogReaderOpenKey = "isometry-log-reader";
 grpc::ServerWriteReactor<v1::AccessLogBatch>* NewAccessLogStream(
-    grpc::CallbackServerContext* ctx, Node& node, const std::string& session,
+    grpc::CallbackServerContext* ctx, Node& node, SessionRef session,
     const v1::ReadAccessLogRequest& req);
 
 }  // namespace isometry

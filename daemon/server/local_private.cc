@@ -9,8 +9,8 @@
 
 namespace isometry {
 
-Status AnswerOwnHops(Node& node, const std::string& session, int cq_event,
-                     v1::OwnHopsResponse* resp, std::vector<int>* fds) {
+Status AnswerOwnHops(Node& node, SessionRef session, int cq_event, v1::OwnHopsResponse* resp,
+                     std::vector<int>* fds) {
   // The work ring's wake-up is the completion eventfd the client already
   // sleeps on; a dup of it outlives the connection harmlessly.
   auto event = std::make_shared<UniqueFd>(::dup(cq_event));
@@ -24,7 +24,7 @@ Status AnswerOwnHops(Node& node, const std::string& session, int cq_event,
   return OkStatus();
 }
 
-Status AnswerDirectRead(Node& node, const std::string& session, std::atomic<uint32_t>* epoch,
+Status AnswerDirectRead(Node& node, SessionRef session, std::atomic<uint32_t>* epoch,
                         const v1::DirectReadRequest& req, v1::DirectReadResponse* resp,
                         std::vector<int>* fds, std::vector<UniqueFd>* owned) {
   ISO_ASSIGN_OR_RETURN(Node::DirectRead lease,

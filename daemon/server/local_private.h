@@ -20,13 +20,13 @@ namespace isometry {
 // Makes the session's hop window; its work wake-up writes `cq_event` (the
 // client's completion eventfd, duplicated here). The window's memfd goes
 // into `fds` (the node keeps it open).
-Status AnswerOwnHops(Node& node, const std::string& session, int cq_event,
-                     v1::OwnHopsResponse* resp, std::vector<int>* fds);
+Status AnswerOwnHops(Node& node, SessionRef session, int cq_event, v1::OwnHopsResponse* resp,
+                     std::vector<int>* fds);
 
 // Grants a direct read lease (Node::GrantDirectRead) with the session's
 // lease_epoch word. The pidfd goes into `fds`; `owned` keeps it open until
 // the response is sent.
-Status AnswerDirectRead(Node& node, const std::string& session, std::atomic<uint32_t>* epoch,
+Status AnswerDirectRead(Node& node, SessionRef session, std::atomic<uint32_t>* epoch,
                         const v1::DirectReadRequest& req, v1::DirectReadResponse* resp,
                         std::vector<int>* fds, std::vector<UniqueFd>* owned);
 

@@ -18,7 +18,7 @@ namespace isometry {
 
 // What of a connection's session a request may use; all outlive the call.
 struct LocalSessionRefs {
-  const std::string& session;          // the token: never logged
+  SessionRef session;                  // resolved at hello
   int cq_event;                        // the client's completion eventfd
   std::atomic<uint32_t>* lease_epoch;  // in the control segment
   std::vector<UniqueFd>* sent_fds;     // fds to keep open until the response is sent

@@ -40,6 +40,7 @@ Status Errno(const std::string& what) { return Internal(what, ": ", ErrnoString(
 struct LocalClient {
   uint64_t key = 0;                   // epoll data
   std::string session;                // the token: never logged
+  SessionRef ref;                     // what node calls take (resolved at hello)
   uint64_t session_id = 0;            // its public number, for logs
   std::atomic<bool> attached{false};  // hello done (read by the accept thread)
   std::atomic<bool> late{false};      // shut down for want of a hello
@@ -329,8 +330,7 @@ struct LocalServer::Impl {
       return Hello(c, req.hello(), resp->mutable_hello(), fds);
     }
     if (c.session.empty()) return FailedPrecondition("send hello first");
-    const LocalSessionRefs refs{c.session, c.cq_event.get(), &c.header->lease_epoch.value,
-                                &c.sent_fds};
+    const LocalSessionRefs refs{c.ref, c.cq_event.get(), &c.header->lease_epoch.value, &c.sent_fds};
     return AnswerLocalRequest(node, refs, req, resp, fds);
   }
 
@@ -364,6 +364,7 @@ struct LocalServer::Impl {
     // what it trusts; the header in shared memory informs the client only.
     ISO_ASSIGN_OR_RETURN(OpenedSession opened, node.OpenSession(h.client_name(), c.creds, nullptr));
     c.session = opened.token;
+    c.ref = opened.ref;
     c.session_id = opened.id;
     c.attached = true;  // no deadline from here on: the client may idle
     epoll_event ev{};
@@ -386,7 +387,7 @@ struct LocalServer::Impl {
   void Disconnect(const std::shared_ptr<LocalClient>& c) {
     c->closed = true;
     if (c->sq_event.valid()) epoll_ctl(epoll.get(), EPOLL_CTL_DEL, c->sq_event.get(), nullptr);
-    if (!c->session.empty()) node.CloseSession(c->session);
+    if (c->ref.has_value()) node.CloseSession(c->ref);
     absl::MutexLock lock(&mu);
     // The thread cannot join itself: detach it; shared_ptr keeps the state.
     if (c->thread.joinable()) c->thread.detach();
@@ -511,7 +512,7 @@ struct LocalServer::Impl {
       case ring::Op::kNop:
         return c->Complete(e.user_data, 0, OkStatus());
       case ring::Op::kCancel:
-        return c->Complete(e.user_data, v->transfer, node.Cancel(c->session, v->transfer));
+        return c->Complete(e.user_data, v->transfer, node.Cancel(c->ref, v->transfer));
       case ring::Op::kCopy: {
         CopySpec spec;
         spec.src_instance = v->src_instance;
@@ -520,7 +521,7 @@ struct LocalServer::Impl {
         spec.client_runs_hops = v->client_runs_hops;
         const uint64_t user_data = e.user_data;
         std::weak_ptr<LocalClient> weak = c;
-        auto t = node.Copy(c->session, spec, [weak, user_data](const TransferReport& r) {
+        auto t = node.Copy(c->ref, spec, [weak, user_data](const TransferReport& r) {
           if (auto client = weak.lock()) client->Complete(user_data, r.id, r.status);
         });
         if (!t.ok()) c->Complete(user_data, 0, t.status());
