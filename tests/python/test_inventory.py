@@ -17,21 +17,10 @@ import unittest
 
 FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture")
 sys.path.insert(0, FIXTURE_DIR)
+from client_env import ISOCTL, ISOMETRYD, client_modules  # noqa: E402
 from isometryd_process import IsometrydProcess  # noqa: E402
 
-ISOMETRYD = os.environ.get("ISOMETRYD", "")
-ISOCTL = os.environ.get("ISOCTL", "")
-PYTHONPATH = os.environ.get("ISOMETRY_PYTHONPATH", "")
-if PYTHONPATH:
-    sys.path.insert(0, PYTHONPATH)
-if ISOMETRYD:
-    import grpc
-
-    import isometry
-    from isometry import isometry_pb2 as pb
-    from isometry import isometry_pb2_grpc as pb_grpc
-else:
-    print("test_inventory: skipped: ISOMETRYD is not set", file=sys.stderr)
+grpc, isometry, pb, pb_grpc = client_modules("test_inventory")
 
 CONFIG = """
 [[memory]]
