@@ -86,7 +86,7 @@ security=${security:-http://deb.debian.org/debian-security}
 # a fixed uid/gid made before the packages (systemd-sysusers then keeps
 # it), the packages, the container config, and /run/isometry owned by it.
 make_rootfs() {
-  local tarball=$1 pkgs=() in_chroot=()
+  local tarball=$1 pkgs=() in_chroot=() f p
   for p in isometryd isoctl libisometry-client0 python3-isometry; do
     f=$(ls "$debs/${p}"_*.deb 2>/dev/null | head -1)
     [[ -n "$f" ]] || fail "no package $p in $debs (run scripts/build-packages.sh first)"
