@@ -97,7 +97,14 @@ conf=$play/containers.conf
   done
 } >"$conf"
 export CONTAINERS_CONF=$conf
-cleanup() { podman kube down "$play/pod.yaml" >/dev/null 2>&1 || true; }
+# kube down may leave the pod (its init containers restarting meanwhile)
+# and leaves the volumes podman made for the ConfigMap and the emptyDir.
+cleanup() {
+  podman kube down "$play/pod.yaml" >/dev/null 2>&1 || true
+  podman pod rm -f "isometryd-$node" >/dev/null 2>&1 || true
+  podman volume ls -q | grep -E '^(isometryd-config-.*|node-config)$' |
+    xargs -r podman volume rm -f >/dev/null 2>&1 || true
+}
 trap cleanup EXIT
 podman kube play --replace "$play/pod.yaml" >"$play/play.log" 2>&1 ||
   { cat "$play/play.log"; echo "podman_play: podman kube play failed" >&2; exit 1; }
