@@ -44,10 +44,12 @@ std::optional<std::string> PtraceLossLine(bool holds_capability, bool has_cma_ch
                    " admits only CAP_SYS_PTRACE)")
           : StrCat("only clients running as ", UserNameOf(uid).value_or("?"), " (uid ", uid, ")");
   return StrCat("without CAP_SYS_PTRACE: copies to and from clients' private memory (CMA) reach ",
+                "every client that passes its own /proc/self/mem and maps when it registers "
+                "memory (isometry's C++ and Python clients do); of other clients, ",
                 reach,
-                "; registering the private memory of any other client fails PERMISSION_DENIED "
-                "(pool, DSK and cluster copies are unaffected; grant it with the drop-in "
-                "share/isometry/isometryd-cma.conf, docs/operations/systemd.md)");
+                "; registering the private memory of any other fails PERMISSION_DENIED "
+                "(pool, DSK and cluster copies are unaffected; see CMA across users in "
+                "docs/operations/systemd.md and the drop-in share/isometry/isometryd-cma.conf)");
 }
 
 void LogPtraceLoss(const Config& config) {

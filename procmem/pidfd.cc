@@ -21,10 +21,14 @@ Result<std::string> ReadSmallFile(const std::string& path) {
     if (err == ENOENT || err == ESRCH) return NotFound(path, " does not exist");
     return Internal("open ", path, ": ", ErrnoString(err));
   }
+  return ReadSmallFile(fd.get(), path);
+}
+
+Result<std::string> ReadSmallFile(int fd, const std::string& path) {
   std::string text;
   char buf[4096];
   while (true) {
-    const ssize_t n = ::read(fd.get(), buf, sizeof(buf));
+    const ssize_t n = ::pread(fd, buf, sizeof(buf), static_cast<off_t>(text.size()));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       const int err = errno;

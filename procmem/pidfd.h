@@ -18,6 +18,9 @@ namespace isometry {
 // The whole of a small file (/proc/<pid>/status, stat): NOT_FOUND when it
 // or its process is gone; INTERNAL past 1 MiB.
 Result<std::string> ReadSmallFile(const std::string& path);
+// The same through an open fd, from its start (pread: threads may share
+// the fd); `name` is for messages.
+Result<std::string> ReadSmallFile(int fd, const std::string& name);
 
 // pidfd_open(2) of `pid` (a thread-group leader). NOT_FOUND when no such
 // process exists; the errno otherwise (ENOSYS before Linux 5.3).

@@ -1,8 +1,10 @@
 #include "channels/cma/client_process.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -71,6 +73,18 @@ Result<ProcessIds> ReadProcessIds(pid_t pid) {
 
 }  // namespace
 
+bool IsProcFileOf(int fd, pid_t pid, std::string_view file, int mode) {
+  struct statfs fs {};
+  if (::fstatfs(fd, &fs) != 0 || fs.f_type != PROC_SUPER_MAGIC) return false;
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || (flags & O_ACCMODE) != mode) return false;
+  char target[64];
+  const std::string link = StrCat("/proc/self/fd/", fd);
+  const ssize_t n = ::readlink(link.c_str(), target, sizeof target);
+  return n > 0 &&
+         std::string_view(target, static_cast<size_t>(n)) == StrCat("/proc/", pid, "/", file);
+}
+
 Status ParseProcStatus(std::string_view text, ProcessIds& ids) {
   ISO_RETURN_IF_ERROR(ParseLine(text, "Uid:", 10, ids.uid));
   ISO_RETURN_IF_ERROR(ParseLine(text, "Gid:", 10, ids.gid));
@@ -89,7 +103,9 @@ Status ClientProcess::CheckAlive() const {
 }
 
 Result<RangeProtection> ClientProcess::Protection(uint64_t address, uint64_t bytes) const {
-  ISO_ASSIGN_OR_RETURN(std::string maps, ReadSmallFile(StrCat("/proc/", pid_, "/maps")));
+  const std::string path = StrCat("/proc/", pid_, "/maps");
+  ISO_ASSIGN_OR_RETURN(std::string maps,
+                       maps_.valid() ? ReadSmallFile(maps_.get(), path) : ReadSmallFile(path));
   ISO_RETURN_IF_ERROR(CheckAlive());  // the maps were the pidfd's process's
   ISO_ASSIGN_OR_RETURN(RangeProtection p, ProtectionOf(maps, address, bytes));
   // The range is mapped readable in the process's address space now; the
@@ -112,14 +128,23 @@ Result<RangeProtection> ClientProcess::Protection(uint64_t address, uint64_t byt
   return p;
 }
 
-Result<ClientProcess> ClientProcess::Open(const PeerCredentials& peer) {
+Result<ClientProcess> ClientProcess::Open(const PeerCredentials& peer, UniqueFd given,
+                                          UniqueFd maps) {
   // Order matters: the pidfd first, so the pid cannot be reused by the
   // time /proc is read without the pidfd seeing its process exit.
   ISO_ASSIGN_OR_RETURN(UniqueFd pidfd, OpenPidfd(peer.pid));
   ClientProcess process(peer.pid, std::move(pidfd));
-  // Then the address space, before the checks (see the header).
+  // Then the address space, before the checks (see the header): the
+  // client's own when it passed it, else opened here.
   const std::string mem = StrCat("/proc/", peer.pid, "/mem");
-  process.mem_.reset(::open(mem.c_str(), O_RDWR | O_CLOEXEC));
+  if (maps.valid() && IsProcFileOf(maps.get(), peer.pid, "maps", O_RDONLY)) {
+    process.maps_ = std::move(maps);
+  }
+  if (given.valid() && IsProcFileOf(given.get(), peer.pid, "mem", O_RDWR)) {
+    process.mem_ = std::move(given);
+  } else {
+    process.mem_.reset(::open(mem.c_str(), O_RDWR | O_CLOEXEC));
+  }
   if (!process.mem_.valid()) {
     const int err = errno;
     ISO_RETURN_IF_ERROR(process.CheckAlive());

@@ -63,6 +63,10 @@ struct ProcessIds {
   uid_t proc_owner = 0;  // owner of /proc/<pid>: root for a non-dumpable process
 };
 
+// Whether `fd` is /proc/<pid>/`file` (a procfs file, by its path from this
+// process's /proc), opened with access mode `mode` (O_RDONLY, O_RDWR).
+bool IsProcFileOf(int fd, pid_t pid, std::string_view file, int mode);
+
 // Parses the Uid:, Gid:, CapPrm: and CapEff: lines of /proc/<pid>/status
 // (the other fields of the result are left alone). INVALID_ARGUMENT when
 // a line is missing or malformed.
@@ -88,7 +92,20 @@ class ClientProcess {
   // on the old, dead address space, so a copy through it fails instead of
   // reaching the new program — a setuid one, say).
   // PERMISSION_DENIED names the mismatch; NOT_FOUND: the process exited.
-  static Result<ClientProcess> Open(const PeerCredentials& peer);
+  //
+  // `mem` is the client's own /proc/self/mem, passed with its request
+  // (SCM_RIGHTS): a process may always open its own, while the daemon,
+  // running as its own user, opens another uid's only with CAP_SYS_PTRACE
+  // and CAP_DAC_OVERRIDE (the file is mode 0600, the client's). It is
+  // used when it is /proc/<peer.pid>/mem opened for reading and writing (a
+  // procfs file, by its path from this process's /proc); otherwise, or
+  // when none came, the daemon opens /proc/<pid>/mem itself as before. It
+  // was opened before the checks too, so it holds what they describe.
+  // `maps`, its /proc/self/maps, likewise spares the daemon CAP_SYS_PTRACE
+  // for reading the process's mappings (Protection), which another uid's
+  // /proc/<pid>/maps needs.
+  static Result<ClientProcess> Open(const PeerCredentials& peer, UniqueFd mem = UniqueFd(),
+                                    UniqueFd maps = UniqueFd());
 
   pid_t pid() const { return pid_; }
   int pidfd() const { return pidfd_.get(); }
@@ -109,7 +126,8 @@ class ClientProcess {
   ClientProcess(pid_t pid, UniqueFd pidfd) : pid_(pid), pidfd_(std::move(pidfd)) {}
   pid_t pid_ = 0;
   UniqueFd pidfd_;
-  UniqueFd mem_;  // /proc/<pid>/mem, opened before the checks
+  UniqueFd mem_;   // /proc/<pid>/mem, opened before the checks
+  UniqueFd maps_;  // the client's /proc/<pid>/maps when it passed it; else read by path
 };
 
 }  // namespace isometry

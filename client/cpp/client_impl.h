@@ -120,13 +120,14 @@ struct Client::Impl {
   }
 
   // One control round trip; fds in the response are returned to the caller.
-  Result<v1::LocalResponse> Call(v1::LocalRequest req, std::vector<int>* fds) {
+  Result<v1::LocalResponse> Call(v1::LocalRequest req, std::vector<int>* fds,
+                                 const std::vector<int>& send_fds = {}) {
     std::lock_guard lock(control_mu);
     req.set_tag(next_tag++);
     // A connection the daemon refused (too many of this uid's, see
     // docs/operations/security.md, "Security model") has its reason waiting to be read, tag 0, even
     // when the send already failed because the daemon closed it.
-    const Status sent = wire::SendFrame(socket, req);
+    const Status sent = wire::SendFrame(socket, req, send_fds);
     // Nothing was written: no answer will come.
     if (absl::IsOutOfRange(sent) || absl::IsInvalidArgument(sent)) return sent;
     v1::LocalResponse resp;

@@ -1,5 +1,6 @@
 #include "client/cpp/isometry_client.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -19,6 +20,7 @@
 #include "client/cpp/description_wire.h"
 #include "core/huge_mapping.h"
 #include "core/strings.h"
+#include "core/unique_fd.h"
 #include "isometry.pb.h"
 #include "proto/datatype_wire.h"
 #include "proto/local_wire.h"
@@ -288,7 +290,14 @@ Result<PrivateRange> Client::RegisterPrivate(void* address, uint64_t bytes) {
   v1::LocalRequest req;
   req.mutable_register_private()->set_address(reinterpret_cast<uintptr_t>(address));
   req.mutable_register_private()->set_bytes(bytes);
-  ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, impl_->Call(req, nullptr));
+  // This process's own address space and maps, which it may always open:
+  // with them the daemon needs no privilege to reach a client of another
+  // uid (ClientProcess::Open). Without them (no /proc) it opens them.
+  const UniqueFd mem(::open("/proc/self/mem", O_RDWR | O_CLOEXEC));
+  const UniqueFd maps(::open("/proc/self/maps", O_RDONLY | O_CLOEXEC));
+  std::vector<int> pass;
+  if (mem.valid() && maps.valid()) pass = {mem.get(), maps.get()};
+  ISO_ASSIGN_OR_RETURN(v1::LocalResponse resp, impl_->Call(req, nullptr, pass));
   if (impl_->want_own_hops) std::call_once(impl_->hops_once, [this] { impl_->EnableOwnHops(); });
   const uint64_t begin = reinterpret_cast<uintptr_t>(address);
   {

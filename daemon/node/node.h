@@ -289,8 +289,11 @@ class Node {
   // daemon reaches by CMA. The range lives until the session ends; copies
   // that use it afterwards are refused. Sessions without credentials
   // (gRPC): FAILED_PRECONDITION. Bad ranges: INVALID_ARGUMENT; more than
-  // daemon.max_private_ranges_per_session: RESOURCE_EXHAUSTED.
-  Result<uint64_t> RegisterPrivate(SessionRef session, uint64_t address, uint64_t bytes);
+  // daemon.max_private_ranges_per_session: RESOURCE_EXHAUSTED. `mem`,
+  // `maps`: the client's own /proc/self files, when it passed them
+  // (ClientProcess::Open).
+  Result<uint64_t> RegisterPrivate(SessionRef session, uint64_t address, uint64_t bytes,
+                                   UniqueFd mem = UniqueFd(), UniqueFd maps = UniqueFd());
   // Lets other sessions of the same uid register instances over the
   // range; sessions of any other uid never can (NOT_FOUND for them).
   // `serve`: the publisher's serve window (docs/guides/client-memory.md, "Served reads"), told

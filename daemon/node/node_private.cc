@@ -67,7 +67,8 @@ void Node::Impl::ReleasePrivateLocked(Session& s) {
   if (s.own_hops) std::exchange(s.own_hops, nullptr)->Close();
 }
 
-Result<uint64_t> Node::RegisterPrivate(SessionRef session, uint64_t address, uint64_t bytes) {
+Result<uint64_t> Node::RegisterPrivate(SessionRef session, uint64_t address, uint64_t bytes,
+                                       UniqueFd mem, UniqueFd maps) {
   if (bytes == 0) return InvalidArgument("private range: 0 bytes");
   if (address == 0) return InvalidArgument("private range: address 0");
   if (!CheckedAdd(address, bytes)) {
@@ -98,7 +99,8 @@ Result<uint64_t> Node::RegisterPrivate(SessionRef session, uint64_t address, uin
       // Once per session: the pidfd pins the process SO_PEERCRED named at
       // connect() for the session's life.
       ISO_ASSIGN_OR_RETURN(ClientProcess p,
-                           ClientProcess::Open({s->creds.pid, s->creds.uid, s->creds.gid}));
+                           ClientProcess::Open({s->creds.pid, s->creds.uid, s->creds.gid},
+                                               std::move(mem), std::move(maps)));
       s->process = std::make_shared<const ClientProcess>(std::move(p));
     }
     process = s->process;

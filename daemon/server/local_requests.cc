@@ -1,5 +1,7 @@
 #include "daemon/server/local_requests.h"
 
+#include <unistd.h>
+
 #include "daemon/server/active_rpc.h"
 #include "daemon/server/convert.h"
 #include "daemon/server/convert_distributed.h"
@@ -8,6 +10,18 @@
 #include "proto/local_wire.h"
 
 namespace isometry {
+
+std::vector<UniqueFd> KeepPassedFds(const v1::LocalRequest* req, const std::vector<int>& fds) {
+  std::vector<UniqueFd> kept;
+  for (int fd : fds) {
+    if (req && req->has_register_private() && kept.size() < 2) {
+      kept.emplace_back(fd);
+    } else {
+      ::close(fd);
+    }
+  }
+  return kept;
+}
 
 Status AnswerLocalRequest(Node& node, const LocalSessionRefs& refs, const v1::LocalRequest& req,
                           v1::LocalResponse* resp, std::vector<int>* fds) {
@@ -53,9 +67,12 @@ Status AnswerLocalRequest(Node& node, const LocalSessionRefs& refs, const v1::Lo
     case v1::LocalRequest::kUnregisterInstance:
       return node.UnregisterInstance(refs.session, req.unregister_instance().instance());
     case v1::LocalRequest::kRegisterPrivate: {
+      std::vector<UniqueFd>& own = *refs.passed;
+      own.resize(2);
       ISO_ASSIGN_OR_RETURN(uint64_t range,
                            node.RegisterPrivate(refs.session, req.register_private().address(),
-                                                req.register_private().bytes()));
+                                                req.register_private().bytes(), std::move(own[0]),
+                                                std::move(own[1])));
       resp->mutable_register_private()->set_private_range(range);
       return OkStatus();
     }

@@ -22,7 +22,14 @@ struct LocalSessionRefs {
   int cq_event;                        // the client's completion eventfd
   std::atomic<uint32_t>* lease_epoch;  // in the control segment
   std::vector<UniqueFd>* sent_fds;     // fds to keep open until the response is sent
+  std::vector<UniqueFd>* passed;       // RegisterPrivate: the client's /proc/self/mem, maps
 };
+
+// The fds a received frame came with that its handler takes: with
+// RegisterPrivate, the first two (the client's own /proc/self/mem and maps,
+// ClientProcess::Open); `req` null (a bad frame) or others: none. Every
+// other fd is closed.
+std::vector<UniqueFd> KeepPassedFds(const v1::LocalRequest* req, const std::vector<int>& fds);
 
 // Answers `req` (any body but hello) into `resp`; fds to pass along go
 // into `fds` (owned by the node, or by `refs.sent_fds`).

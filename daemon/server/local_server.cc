@@ -62,6 +62,7 @@ struct LocalClient {
   // Fds a response owns (a lease's pidfd): closed once it is sent. Only
   // the control thread touches it.
   std::vector<UniqueFd> sent_fds;
+  std::vector<UniqueFd> passed;  // the fds a RegisterPrivate frame came with, for its handler
   std::atomic<bool> closed{false};
   std::thread thread;
 
@@ -284,7 +285,7 @@ struct LocalServer::Impl {
       const bool attached = !c->session.empty();
       Status s = wire::RecvFrame(c->socket.get(), &req, &fds,
                                  attached ? wire::kMaxFrameBytes : kMaxHelloBytes);
-      for (int fd : fds) ::close(fd);  // clients never send fds
+      c->passed = KeepPassedFds(s.ok() ? &req : nullptr, fds);
       if (!s.ok()) {
         if (!absl::IsUnavailable(s)) {
           WarnLimited(c->creds.uid, StrCat("local client pid ", c->creds.pid, " uid ", c->creds.uid,
@@ -330,7 +331,8 @@ struct LocalServer::Impl {
       return Hello(c, req.hello(), resp->mutable_hello(), fds);
     }
     if (c.session.empty()) return FailedPrecondition("send hello first");
-    const LocalSessionRefs refs{c.ref, c.cq_event.get(), &c.header->lease_epoch.value, &c.sent_fds};
+    const LocalSessionRefs refs{c.ref, c.cq_event.get(), &c.header->lease_epoch.value, &c.sent_fds,
+                                &c.passed};
     return AnswerLocalRequest(node, refs, req, resp, fds);
   }
 

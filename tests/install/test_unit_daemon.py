@@ -6,8 +6,12 @@ ProtectSystem=strict makes of a path without ReadWritePaths=).
 
 - Without CAP_SYS_PTRACE (the unit grants it only through the opt-in
   drop-in share/isometry/isometryd-cma.conf) the daemon says at start, in
-  one line, what it cannot do; with it (root, as the other tests run) it
+  one line, whom it reaches; with it (root, as the other tests run) it
   says nothing.
+- Without any capability, the daemon still reaches the private memory of a
+  client of another uid: the client passes its own /proc/self/mem with
+  RegisterPrivate (a file of mode 0600 the daemon could open only with
+  CAP_SYS_PTRACE and CAP_DAC_OVERRIDE), and the copy lands in it.
 - `--check-config` fails, naming the directory and the user, when a DSK
   memory's directory is not writable by the daemon's user.
 
@@ -27,6 +31,55 @@ from attack_case import NOBODY, as_uid  # noqa: E402
 from isometryd_process import ONE_SYS_MEMORY, IsometrydProcess, daemon_section  # noqa: E402
 
 ISOMETRYD = os.environ.get("ISOMETRYD", "")
+PYTHONPATH = os.environ.get("ISOMETRY_PYTHONPATH", "")
+CLIENT_UID = 4242  # neither root nor the daemon's user (nobody)
+# Run as CLIENT_UID over the local socket: private memory of its own, a
+# copy from a pool allocation into it, its bytes checked.
+PRIVATE_COPY = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import isometry
+n = 4096
+with isometry.Client(sys.argv[2], local_socket=sys.argv[3], name="other-uid") as c:
+    mine = bytearray(n * 4)
+    rng = c.register_private(mine)
+    a = c.allocate("sys0", n * 4)
+    pattern = bytes((i * 7 + 3) % 251 for i in range(n * 4))
+    c.write(a, 0, pattern)
+    src = c.register_instance(a, [n], [("v", 4)], "F,x")
+    dst = c.register_instance(private_range=rng, bounds=[n], fields=[("v", 4)], layout="F,x")
+    info = c.copy(src, dst)
+    assert info.state == "done", info
+    assert bytes(mine) == pattern, "the private memory differs from the source"
+    print("copied")
+"""
+# Run as CLIENT_UID: the files it passes are not its own (another process's
+# /proc/<pid>/mem and maps, then plain files): the daemon must not use them,
+# and without any capability it cannot open the client's own, so it refuses.
+FOREIGN_FILES = """
+import os, subprocess, sys, tempfile
+sys.path.insert(0, sys.argv[1])
+import isometry
+import isometry.instances as instances
+child = subprocess.Popen(["sleep", "60"])
+tmp = tempfile.TemporaryFile()
+cases = {
+    "another process's": lambda: [os.open(f"/proc/{child.pid}/mem", os.O_RDWR),
+                                  os.open(f"/proc/{child.pid}/maps", os.O_RDONLY)],
+    "plain files": lambda: [os.dup(tmp.fileno()), os.dup(tmp.fileno())],
+}
+try:
+    with isometry.Client(sys.argv[2], local_socket=sys.argv[3], name="foreign") as c:
+        for name, files in cases.items():
+            instances.own_address_space = files
+            try:
+                c.register_private(bytearray(4096))
+                print(f"{name}: accepted")
+            except isometry.IsometryError as e:
+                print(f"{name}: refused {e.code}")
+finally:
+    child.kill()
+"""
 CMA = ONE_SYS_MEMORY + """
 [[channel]]
 name = "cma0"
@@ -93,8 +146,9 @@ class UnitDaemonTest(unittest.TestCase):
         lines = [line for line in log.splitlines() if LOST in line]
         self.assertEqual(len(lines), 1, log)
         # This machine's Yama policy decides whom it still reaches.
-        self.assertRegex(lines[0], r"reach (only clients running as nobody \(uid 65534\)|"
-                                   r"no client at all \(kernel\.yama\.ptrace_scope [12])")
+        self.assertIn("reach every client that passes its own /proc/self/mem and maps", lines[0])
+        self.assertRegex(lines[0], r"of other clients, (only clients running as nobody "
+                                   r"\(uid 65534\)|no client at all \(kernel\.yama\.ptrace_scope [12])")
         self.assertIn("isometryd-cma.conf", lines[0])
 
     def test_with_the_capability_or_without_cma_it_says_nothing(self):
@@ -107,6 +161,52 @@ class UnitDaemonTest(unittest.TestCase):
         daemon = self.start(config, prefix=as_uid(NOBODY))  # nothing needs it
         self.assertEqual(daemon.stop(timeout_s=30), 0, daemon.log_text())
         self.assertNotIn("without CAP_SYS_PTRACE", daemon.log_text(tail=None))
+
+    def test_a_client_of_another_uid_is_reached_without_any_capability(self):
+        if not PYTHONPATH:
+            self.skipTest("ISOMETRY_PYTHONPATH is not set (ctest sets it)")
+        probe = subprocess.run([*as_uid(CLIENT_UID), sys.executable, "-c",
+                                f"import sys; sys.path.insert(0, {PYTHONPATH!r}); import isometry"],
+                               capture_output=True, text=True, timeout=60)
+        if probe.returncode != 0:
+            self.skipTest(f"uid {CLIENT_UID} cannot import the client from {PYTHONPATH}: "
+                          f"{probe.stderr.strip()[-200:]}")
+        config = os.path.join(self.dir, "isometryd.toml")
+        with open(config, "w") as f:
+            f.write(daemon_section(self.dir, ISOMETRYD, log_level="info",
+                                   extra=(("socket_mode", '"0666"'),))
+                    + CMA.format(dir=self.dir))
+        os.chmod(config, 0o644)
+        os.chown(self.dir, NOBODY, NOBODY)
+        daemon = self.start(config, prefix=as_uid(NOBODY))  # no capability at all
+        local = os.path.join(self.dir, "local.sock")
+        r = subprocess.run([*as_uid(CLIENT_UID), sys.executable, "-c", PRIVATE_COPY, PYTHONPATH,
+                            daemon.socket, local], capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, f"{r.stderr}\n{daemon.log_text()}")
+        self.assertEqual(r.stdout.strip(), "copied")
+        self.assertEqual(daemon.stop(timeout_s=30), 0, daemon.log_text())
+
+    def test_files_that_are_not_the_clients_own_are_not_used(self):
+        if not PYTHONPATH:
+            self.skipTest("ISOMETRY_PYTHONPATH is not set (ctest sets it)")
+        config = os.path.join(self.dir, "isometryd.toml")
+        with open(config, "w") as f:
+            f.write(daemon_section(self.dir, ISOMETRYD, log_level="info",
+                                   extra=(("socket_mode", '"0666"'),))
+                    + CMA.format(dir=self.dir))
+        os.chmod(config, 0o644)
+        os.chown(self.dir, NOBODY, NOBODY)
+        daemon = self.start(config, prefix=as_uid(NOBODY))
+        r = subprocess.run([*as_uid(CLIENT_UID), sys.executable, "-c", FOREIGN_FILES, PYTHONPATH,
+                            daemon.socket, os.path.join(self.dir, "local.sock")],
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode != 0 and "ModuleNotFoundError" in r.stderr:
+            self.skipTest(f"uid {CLIENT_UID} cannot import the client from {PYTHONPATH}")
+        self.assertEqual(r.returncode, 0, f"{r.stderr}\n{daemon.log_text()}")
+        self.assertEqual(r.stdout.splitlines(), ["another process's: refused PERMISSION_DENIED",
+                                                 "plain files: refused PERMISSION_DENIED"],
+                         daemon.log_text())
+        self.assertEqual(daemon.stop(timeout_s=30), 0, daemon.log_text())
 
     def check_config(self, config, prefix=()):
         return subprocess.run([*prefix, ISOMETRYD, "--config", config, "--check-config"],

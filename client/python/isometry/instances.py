@@ -3,6 +3,7 @@ registered as private ranges, instances registered on allocations, files,
 other nodes' memory and private ranges, and datatypes; mixed into Client.
 """
 
+import os
 import threading
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple, Union
 
@@ -10,7 +11,8 @@ from . import isometry_pb2 as pb
 from .arrays import array_address, describe_array
 from .datatype import Datatype, as_proto
 from .errors import IsometryError
-from .local import DEFAULT_LOCAL_SOCKET, LocalSession, PrivateRange, pin_buffer
+from .local import (DEFAULT_LOCAL_SOCKET, LocalSession, PrivateRange, own_address_space,
+                    pin_buffer)
 from .native import NativePath
 from .records import (Allocation, AllocationLike, BoundsLike, BufferLike, FieldsLike, Instance,
                       InstanceLike, _box, _fields, _id)
@@ -84,9 +86,18 @@ class InstancesMixin:
             else:
                 assert self._local is not None  # _over_local_socket
                 local: LocalSession = self._local
-                range_id = local.request(
-                    register_private=pb.RegisterPrivateRequest(address=address, bytes=nbytes)
-                ).register_private.private_range
+                # This process's own address space, which it may always
+                # open: with it the daemon needs no privilege to reach a
+                # client of another uid (without it, the daemon opens it).
+                mem = own_address_space()
+                try:
+                    range_id = local.request(
+                        tuple(mem),
+                        register_private=pb.RegisterPrivateRequest(address=address, bytes=nbytes),
+                    ).register_private.private_range
+                finally:
+                    for fd in mem:
+                        os.close(fd)
 
                 def publish() -> None:
                     local.request(

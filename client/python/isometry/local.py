@@ -22,7 +22,7 @@ import os
 import socket
 import struct
 import threading
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from . import isometry_pb2 as pb
 from .errors import IsometryError, code_name
@@ -75,6 +75,20 @@ def pin_buffer(buf: Any) -> Tuple[memoryview, int, int]:
     return view, address, view.nbytes
 
 
+def own_address_space() -> List[int]:
+    """[/proc/self/mem opened for reading and writing, /proc/self/maps] as
+    fds, or [] where they cannot be opened; the caller closes them."""
+    fds: List[int] = []
+    try:
+        fds.append(os.open("/proc/self/mem", os.O_RDWR | os.O_CLOEXEC))
+        fds.append(os.open("/proc/self/maps", os.O_RDONLY | os.O_CLOEXEC))
+    except OSError:
+        for fd in fds:
+            os.close(fd)
+        return []
+    return fds
+
+
 class LocalSession:
     """One session over the local socket: hello, then requests answered in
     order. Thread-safe (one request at a time)."""
@@ -106,10 +120,11 @@ class LocalSession:
         self.session = hello.session
         self.session_id = hello.session_id
 
-    def request(self, **body: Any) -> "pb.LocalResponse":
+    def request(self, _fds: Tuple[int, ...] = (), **body: Any) -> "pb.LocalResponse":
         """Sends one LocalRequest with ``body`` (one field of its oneof) and
         returns the answer; IsometryError with the daemon's code when it
-        refuses, UNAVAILABLE when the socket fails."""
+        refuses, UNAVAILABLE when the socket fails. ``_fds`` go with the
+        frame (SCM_RIGHTS)."""
         with self._lock:
             if self._sock.fileno() < 0:
                 raise IsometryError("FAILED_PRECONDITION", "the local session is closed")
@@ -117,7 +132,9 @@ class LocalSession:
             self._tag += 1
             frame = pb.LocalRequest(tag=tag, **body).SerializeToString()
             try:
-                self._sock.sendall(struct.pack("<I", len(frame)) + frame)
+                data = struct.pack("<I", len(frame)) + frame
+                sent = socket.send_fds(self._sock, [data], list(_fds)) if _fds else 0
+                self._sock.sendall(data[sent:])
                 resp = self._response()
             except OSError as e:
                 raise IsometryError(
