@@ -95,8 +95,9 @@ Result<TransferExplanation> Node::ExplainTransfer(SessionRef session, uint64_t t
   out.plan.algorithm = path->algorithm;
   out.plan.text = path->ToString(topo);
   out.plan.predicted_bytes_per_s = out.transfer.predicted_bytes_per_s;
-  for (size_t h = 0; h < path->edges.size(); ++h)
+  for (size_t h = 0; h < path->edges.size(); ++h) {
     out.plan.hops.push_back(ReportHop(*path, h, topo));
+  }
   ReportAlternatives(impl_->runtime->Weigh(*path, inputs), topo, out.plan);
   if (inputs.datatype) {
     out.plan.why =
