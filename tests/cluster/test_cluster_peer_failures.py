@@ -53,6 +53,20 @@ def stacks_of(pid):
     return n
 
 
+def all_stopped(pid):
+    """Every thread of `pid` is stopped (state T): kill(SIGSTOP) returns
+    before a thread running on another CPU has stopped, and a put sent in
+    that window would still land."""
+    states = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
+        except FileNotFoundError:
+            continue
+    return bool(states) and all(s in ("T", "t") for s in states)
+
+
 def settles(check, timeout=6.0):
     deadline = time.monotonic() + timeout
     while not check():
@@ -224,6 +238,7 @@ class PeerFailureTest(unittest.TestCase):
         stopped = puts(ca, 8)[0]
         os.kill(b.process.proc.pid, signal.SIGSTOP)
         try:
+            self.assertTrue(settles(lambda: all_stopped(b.process.proc.pid)), "b did not stop")
             t0 = time.monotonic()
             ids = [ca.copy(s, d, wait=False) for s, d in stopped]
             ends = [ca.wait(t, timeout_ms=20000, check=False) for t in ids]
