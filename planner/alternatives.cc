@@ -9,8 +9,6 @@ namespace isometry {
 
 namespace {
 
-std::string Rate(double bps) { return absl::StrFormat("%.2f GB/s", bps / 1e9); }
-
 // Memory sequences src -> dst, shortest first (iterative deepening), each a
 // simple path staging only in host or GPU memories of the ends' nodes.
 class Candidates {
@@ -82,10 +80,11 @@ Path Bare(const Topology& topo, const std::vector<MemoryId>& seq, const Path& ch
 
 // Why the planner did not take `a` (evaluated) over `chosen`.
 std::string Verdict(const Planner& planner, const Path& a, const Path& chosen) {
-  const std::string rates = chosen.predicted_bps > 0
-                                ? absl::StrFormat("predicted %s against the chosen path's %s",
-                                                  Rate(a.predicted_bps), Rate(chosen.predicted_bps))
-                                : absl::StrFormat("predicted %s", Rate(a.predicted_bps));
+  const std::string rates =
+      chosen.predicted_bps > 0
+          ? absl::StrFormat("predicted %s against the chosen path's %s", RateText(a.predicted_bps),
+                            RateText(chosen.predicted_bps))
+          : absl::StrFormat("predicted %s", RateText(a.predicted_bps));
   const std::string limit = PathLimit(a, planner.topology());
   if (chosen.algorithm == "explicit") {
     return absl::StrCat("not weighed: the copy named its path (via); ", rates, ", ", limit);
@@ -119,6 +118,8 @@ bool Faster(const PlanAlternative& x, const PlanAlternative& y) {
 
 }  // namespace
 
+std::string RateText(double bytes_per_s) { return absl::StrFormat("%.2f GB/s", bytes_per_s / 1e9); }
+
 std::string PathLimit(const Path& path, const Topology& topo) {
   if (path.predicted_bps <= 0 || path.hop_bps.size() != path.edges.size() || path.edges.empty()) {
     return "";
@@ -128,7 +129,7 @@ std::string PathLimit(const Path& path, const Topology& topo) {
   const TopologyEdge& e = path.edges[slow];
   const std::string hop =
       absl::StrFormat("hop %d (%s -[%s]-> %s) at %s", slow, topo.NameOf(e.src), e.channel_name,
-                      topo.NameOf(e.dst), Rate(path.hop_bps[slow]));
+                      topo.NameOf(e.dst), RateText(path.hop_bps[slow]));
   if (path.predicted_bps < path.hop_bps[slow] * 0.999) {
     return absl::StrCat("limited by what its Memcpy hops share (a channel's threads, the node's ",
                         "memory; slowest hop: ", hop, ")");

@@ -60,6 +60,9 @@ struct Alternatives {
 
 Alternatives WeighAlternatives(const Planner& planner, const AlternativesRequest& req);
 
+// A rate as the verdicts give it ("5.94 GB/s"), for texts beside them.
+std::string RateText(double bytes_per_s);
+
 // What limits an evaluated path: its slowest hop and that hop's rate, or
 // what its Memcpy hops share (full_planner.h, SHARED); "" when not
 // evaluated.

@@ -7,24 +7,22 @@ namespace isometry {
 
 namespace {
 
-std::string Rate(double bps) { return absl::StrFormat("%.2f GB/s", bps / 1e9); }
-
 // Measured against predicted, in words (TransferExplanation::comparison).
 std::string CompareRates(const TransferReport& r) {
   if (r.state == "waiting" || r.state == "running") {
     return absl::StrCat(r.state, ": no measured rate until it ends (predicted ",
-                        Rate(r.predicted_bytes_per_s), ")");
+                        RateText(r.predicted_bytes_per_s), ")");
   }
   if (r.state != "done") {
     return absl::StrCat("ended ", r.state, ": no measured rate");
   }
-  const std::string measured = absl::StrCat("measured ", Rate(r.measured_bytes_per_s));
+  const std::string measured = absl::StrCat("measured ", RateText(r.measured_bytes_per_s));
   if (r.predicted_bytes_per_s <= 0) {
     return absl::StrCat(measured, "; the model made no prediction for its path");
   }
   const double ratio = r.measured_bytes_per_s / r.predicted_bytes_per_s;
   std::string out = absl::StrFormat("%s: %.0f%% of the predicted %s", measured, ratio * 100,
-                                    Rate(r.predicted_bytes_per_s));
+                                    RateText(r.predicted_bytes_per_s));
   // The measured rate is bytes over the whole wall time, submission and
   // queueing included: a small copy's is mostly that fixed cost.
   if (r.bytes < (uint64_t{1} << 20)) {

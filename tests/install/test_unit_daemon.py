@@ -120,12 +120,12 @@ class UnitDaemonTest(unittest.TestCase):
         self.addCleanup(shutil.rmtree, self.dir, True)
         os.chmod(self.dir, 0o755)
 
-    def write_config(self, template, owner=0):
+    def write_config(self, template, owner=0, extra=()):
         """The daemon's config in self.dir, which `owner` then owns (its
-        sockets and state go there)."""
+        sockets and state go there); `extra` as daemon_section's."""
         config = os.path.join(self.dir, "isometryd.toml")
         with open(config, "w") as f:
-            f.write(daemon_section(self.dir, ISOMETRYD, log_level="info")
+            f.write(daemon_section(self.dir, ISOMETRYD, log_level="info", extra=extra)
                     + template.format(dir=self.dir))
         os.chmod(config, 0o644)
         os.chown(self.dir, owner, owner)
@@ -171,13 +171,8 @@ class UnitDaemonTest(unittest.TestCase):
         if probe.returncode != 0:
             self.skipTest(f"uid {CLIENT_UID} cannot import the client from {PYTHONPATH}: "
                           f"{probe.stderr.strip()[-200:]}")
-        config = os.path.join(self.dir, "isometryd.toml")
-        with open(config, "w") as f:
-            f.write(daemon_section(self.dir, ISOMETRYD, log_level="info",
-                                   extra=(("socket_mode", '"0666"'),))
-                    + CMA.format(dir=self.dir))
-        os.chmod(config, 0o644)
-        os.chown(self.dir, NOBODY, NOBODY)
+        # Sockets any uid may open: the client is neither root nor nobody.
+        config = self.write_config(CMA, owner=NOBODY, extra=(("socket_mode", '"0666"'),))
         daemon = self.start(config, prefix=as_uid(NOBODY))  # no capability at all
         local = os.path.join(self.dir, "local.sock")
         r = subprocess.run([*as_uid(CLIENT_UID), sys.executable, "-c", PRIVATE_COPY, PYTHONPATH,
@@ -189,13 +184,8 @@ class UnitDaemonTest(unittest.TestCase):
     def test_files_that_are_not_the_clients_own_are_not_used(self):
         if not PYTHONPATH:
             self.skipTest("ISOMETRY_PYTHONPATH is not set (ctest sets it)")
-        config = os.path.join(self.dir, "isometryd.toml")
-        with open(config, "w") as f:
-            f.write(daemon_section(self.dir, ISOMETRYD, log_level="info",
-                                   extra=(("socket_mode", '"0666"'),))
-                    + CMA.format(dir=self.dir))
-        os.chmod(config, 0o644)
-        os.chown(self.dir, NOBODY, NOBODY)
+        # Sockets any uid may open: the client is neither root nor nobody.
+        config = self.write_config(CMA, owner=NOBODY, extra=(("socket_mode", '"0666"'),))
         daemon = self.start(config, prefix=as_uid(NOBODY))
         r = subprocess.run([*as_uid(CLIENT_UID), sys.executable, "-c", FOREIGN_FILES, PYTHONPATH,
                             daemon.socket, os.path.join(self.dir, "local.sock")],
