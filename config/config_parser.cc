@@ -14,6 +14,7 @@
 #include "config/config_reader.h"
 #include "config/etcd_config_parser.h"
 #include "config/gpu_config_parser.h"
+#include "config/qos_config_parser.h"
 #include "config/rdma_config_parser.h"
 #include "config/tls_config_parser.h"
 #include "core/strings.h"
@@ -520,9 +521,9 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view source) 
     return InvalidArgument(source, ":", e.source().begin.line, ": ", e.description());
   }
   Reader r(source);
-  ISO_RETURN_IF_ERROR(r.OnlyKeys(
-      root, "",
-      {"daemon", "runtime", "memory", "channel", "cluster", "peer", "metrics", "rdma", "gpu"}));
+  ISO_RETURN_IF_ERROR(r.OnlyKeys(root, "",
+                                 {"daemon", "runtime", "memory", "channel", "cluster", "peer",
+                                  "metrics", "rdma", "gpu", "qos"}));
   Config config;
   RuntimeConfig& c = config.runtime;
   if (const toml::node* n = root.get("runtime")) {
@@ -558,6 +559,9 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view source) 
   }
   if (const toml::node* n = root.get("gpu")) {
     ISO_RETURN_IF_ERROR(ReadGpu(*n, r.source(), config.gpu));
+  }
+  if (const toml::node* n = root.get("qos")) {
+    ISO_RETURN_IF_ERROR(ReadQos(*n, r.source(), config.qos));
   }
   auto read_list = [&](const char* key, auto read_one, auto& out) -> Status {
     const toml::node* n = root.get(key);

@@ -12,6 +12,8 @@ namespace isometry {
 // ZCM memories and a Memcpy channel. `isometryd --print-default-config`
 // prints exactly this text.
 std::string_view EmbeddedDefaultConfig();
+// The source name it is parsed under (ConfigOrigin::source).
+inline constexpr char kEmbeddedDefaultSource[] = "<embedded default>";
 
 // Parses TOML text. `source` names the file in error messages, which read
 // "FILE:LINE: key 'a.b': problem". Unknown keys are errors (typos must not

@@ -359,6 +359,7 @@ Status Config::Validate() const {
   ISO_RETURN_IF_ERROR(metrics.Validate());
   ISO_RETURN_IF_ERROR(rdma.Validate());
   ISO_RETURN_IF_ERROR(gpu.Validate());
+  ISO_RETURN_IF_ERROR(qos.Validate());
   if (cluster.clustered() && daemon.grpc_tcp.empty()) {
     return ConfigKeyError("daemon.grpc_tcp",
                           "peers are listed (or [cluster.etcd] set) but daemon.grpc_tcp is empty; "
@@ -387,7 +388,7 @@ void AddDiskMemory(RuntimeConfig& config, const std::string& directory) {
 
 RuntimeConfig DefaultRuntimeConfig() {
   // One source of truth: the embedded TOML, which is tested to parse.
-  return *ParseRuntimeConfig(EmbeddedDefaultConfig(), "<embedded default>");
+  return *ParseRuntimeConfig(EmbeddedDefaultConfig(), kEmbeddedDefaultSource);
 }
 
 std::vector<ChannelConfig> PeerChannels(const ClusterConfig& cluster) {

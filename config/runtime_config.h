@@ -14,6 +14,7 @@
 
 #include "config/config_origin.h"
 #include "config/gpu_config.h"
+#include "config/qos_config.h"
 #include "config/rdma_config.h"
 #include "core/channel_kind.h"
 #include "core/memory.h"
@@ -325,6 +326,7 @@ struct Config {
   MetricsConfig metrics;
   RdmaConfig rdma;  // [rdma]: whether network hops may use RDMA
   GpuConfig gpu;    // [gpu]: the GPU memories added per detected device
+  QosConfig qos;    // [qos]: traffic classes (reloaded on SIGHUP)
   // Where the file wrote each key (for FILE:LINE in later checks' errors).
   ConfigOrigin origin;
 

@@ -207,9 +207,27 @@ void AnnounceReady(const Config& config, bool with_peers) {
   sd_notify(0, "READY=1\nSTATUS=serving");
 }
 
-// Until SIGTERM or SIGINT (returned); meanwhile samples throughput and pets
-// systemd's watchdog when it has one.
-int WaitForStopSignal(const sigset_t& signals, Node& node) {
+// SIGHUP: reads the config file again and applies its [qos] (traffic
+// classes; running transfers go on). A file that no longer parses or
+// validates changes nothing. Other sections apply at the next start.
+void ReloadOnHangup(const Config& running, Node& node) {
+  if (running.origin.source == kEmbeddedDefaultSource) {
+    spdlog::info("SIGHUP: running on the embedded default config; nothing to reload");
+    return;
+  }
+  auto fresh = LoadConfigFile(running.origin.source);
+  if (!fresh.ok()) {
+    spdlog::error("SIGHUP: nothing reloaded: {}", std::string(fresh.status().message()));
+    return;
+  }
+  node.ReloadQos(fresh->qos);
+  spdlog::info("SIGHUP: {} read again; [qos] applied, other sections apply at the next start",
+               running.origin.source);
+}
+
+// Until SIGTERM or SIGINT (returned); meanwhile reloads [qos] on SIGHUP,
+// samples throughput and pets systemd's watchdog when it has one.
+int WaitForStopSignal(const sigset_t& signals, const Config& config, Node& node) {
   uint64_t watchdog_usec = 0;
   const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0;
   const auto tick =
@@ -218,9 +236,7 @@ int WaitForStopSignal(const sigset_t& signals, Node& node) {
     timespec ts{0, static_cast<long>(tick.count()) * 1000000L};
     const int sig = sigtimedwait(&signals, nullptr, &ts);
     if (sig == SIGTERM || sig == SIGINT) return sig;
-    if (sig == SIGHUP) {
-      spdlog::info("SIGHUP: configuration reload is not supported; restart to apply");
-    }
+    if (sig == SIGHUP) ReloadOnHangup(config, node);
     node.SampleThroughput();
     if (watchdog) sd_notify(0, "WATCHDOG=1");
   }
@@ -323,7 +339,7 @@ int Serve(const Config& config) {
   }
   AnnounceReady(config, *cluster != nullptr);
 
-  const int sig = WaitForStopSignal(signals, **node);
+  const int sig = WaitForStopSignal(signals, config, **node);
   // sigdescr_np: strsignal's buffer is shared between threads.
   const char* why = sigdescr_np(sig);
   spdlog::info("{}: stopping; in-flight transfers get {} ms to finish", why ? why : "signal",
@@ -364,7 +380,7 @@ struct Options {
 
 // The embedded default without --config; --log-level overrides the file.
 Result<Config> LoadConfig(const Options& o) {
-  auto config = o.config_path.empty() ? ParseConfig(EmbeddedDefaultConfig(), "<embedded default>")
+  auto config = o.config_path.empty() ? ParseConfig(EmbeddedDefaultConfig(), kEmbeddedDefaultSource)
                                       : LoadConfigFile(o.config_path);
   if (config.ok() && !o.log_level.empty()) config->daemon.log_level = o.log_level;
   return config;
@@ -409,7 +425,7 @@ int Main(int argc, char** argv) {
   if (Status s = CheckConfig(*config); !s.ok()) return ExitUsage(s);
   if (o.check_only) {
     std::printf("%s: valid (%zu memories, %zu channels)\n",
-                o.config_path.empty() ? "<embedded default>" : o.config_path.c_str(),
+                o.config_path.empty() ? kEmbeddedDefaultSource : o.config_path.c_str(),
                 config->runtime.memories.size(), config->runtime.channels.size());
     return 0;
   }

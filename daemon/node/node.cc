@@ -71,6 +71,11 @@ Result<std::unique_ptr<Node>> Node::Create(const Config& config, const ChannelCo
                impl->rdma.why);
   ChannelMaker maker = [context](const ChannelConfig& c) { return MakeChannel(c, context); };
   ISO_ASSIGN_OR_RETURN(impl->runtime, Runtime::Create(rc, maker));
+  impl->runtime->SetQos(config.qos);
+  {
+    absl::MutexLock lock(&impl->mu);
+    impl->qos = config.qos;
+  }
   bool pools_huge = false;  // a probe allocation got 2 MiB pages
   for (size_t i = 0; i < rc.memories.size(); ++i) {
     const MemoryConfig& m = rc.memories[i];

@@ -115,6 +115,14 @@ struct ViaHop {
   std::string layout;  // parsed against the source instance's dimensions
 };
 
+// What a copy runs at: its traffic class, and its priority, lowered to
+// the class's max_priority when it asked for more.
+struct CopyTerms {
+  int priority = 0;
+  std::string qos_class;
+  int requested_priority = 0;
+};
+
 struct CopySpec {
   uint64_t src_instance = 0;
   uint64_t dst_instance = 0;
@@ -432,8 +440,9 @@ class Node {
   // Queues a copy between two instances the session registered. `on_done`
   // (optional) runs once when it ends, instead of the session callback:
   // the caller answers this transfer itself.
+  // `terms`, if given, is told what the copy runs at.
   Result<uint64_t> Copy(SessionRef session, const CopySpec& spec,
-                        TransferCallback on_done = nullptr);
+                        TransferCallback on_done = nullptr, CopyTerms* terms = nullptr);
   // A session may cancel, inspect and wait on its own transfers; the
   // operator (who holds the token in state_dir/operator.token) on any.
   // Others get PERMISSION_DENIED, also for transfers that have ended.
@@ -458,6 +467,17 @@ class Node {
 
   std::vector<MemoryReport> ListMemories() const;
   std::vector<ChannelReport> ListChannels() const;
+
+  // Traffic classes (node_qos.cc; docs/guides/qos.md). ReloadQos installs
+  // a validated [qos] (SIGHUP): sessions are placed again by its rules
+  // (the operator's placements stay), transfers keep running in their
+  // classes' new shares. SetSessionClass is the operator's grant: session
+  // `session` (its public number) joins `class_name` until it ends.
+  void ReloadQos(const QosConfig& qos);
+  Status SetSessionClass(uint64_t session, const std::string& class_name);
+  // Classes, their shares per channel and members (the list of members
+  // for the operator only; `viewer`'s own class named).
+  QosReport Qos(SessionRef viewer, bool is_operator) const;
   Result<PlanReport> Explain(const std::string& src_memory, const Layout& src_layout,
                              const std::string& dst_memory, const Layout& dst_layout,
                              const Box& bounds, const FieldSpace& fields) const;

@@ -107,6 +107,7 @@ TransferReport Node::Impl::BuildReport(const TransferRecord& r, bool detailed) c
   rep.id = r.id;
   rep.owner = r.owner;
   rep.status = r.status;
+  rep.qos_class = r.qos_class;
   rep.state = StateName(r);
   if (r.cross) {
     rep.state = r.finished ? rep.state : "running";
@@ -122,6 +123,7 @@ TransferReport Node::Impl::BuildReport(const TransferRecord& r, bool detailed) c
   const TransferSummary* t = live ? &*live : r.ended ? &*r.ended : nullptr;
   if (!t) return rep;
   rep.priority = t->priority;
+  rep.requested_priority = r.requested_priority.value_or(t->priority);
   rep.bytes = t->bytes;
   const auto end = r.finished ? t->times.finished : NodeClock::now();
   rep.elapsed_s = std::chrono::duration<double>(end - t->times.submitted).count();
@@ -316,6 +318,8 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(SessionRef sessio
   std::optional<CrossCopySpec>& cross = resolved.cross;
   ISO_ASSIGN_OR_RETURN(Session * s, TransferSessionLocked(session));
   resolved.session = s->id;
+  resolved.request.qos_class = s->qos_class;
+  record.qos_class = s->qos_class;
   record.owner = OwnerOf(*s);
   ISO_RETURN_IF_ERROR(PriorityAllowedLocked(*s, spec.priority));
   resolved.request.disk_owner = s->disk_owner;
@@ -402,7 +406,8 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(SessionRef sessio
   return resolved;
 }
 
-Result<uint64_t> Node::Copy(SessionRef session, const CopySpec& spec, TransferCallback on_done) {
+Result<uint64_t> Node::Copy(SessionRef session, const CopySpec& spec, TransferCallback on_done,
+                            CopyTerms* terms) {
   auto record = std::make_shared<TransferRecord>();
   if (on_done) {
     record->waiters.push_back(std::move(on_done));
@@ -415,10 +420,20 @@ Result<uint64_t> Node::Copy(SessionRef session, const CopySpec& spec, TransferCa
   }
   CopyRequest& req = resolved.request;
   if (!req.src.packed) req.box = spec.box;  // a packed copy moves whole streams
-  req.priority = spec.priority;
+  // Its class's ceiling lowers the priority, visibly (transfer info,
+  // isoctl qos, isometry_qos_clamped_total): a copy is never refused for it.
+  req.priority = std::min<int>(spec.priority, impl_->runtime->QosCeiling(req.qos_class));
+  if (req.priority < spec.priority) {
+    record->requested_priority = spec.priority;
+    absl::MutexLock lock(&impl_->mu);
+    ++impl_->qos_clamped[req.qos_class];
+  }
+  if (terms) *terms = {req.priority, req.qos_class, spec.priority};
   req.share = resolved.session;
   if (resolved.cross) {
-    return impl_->StartCross(resolved.session, record, *std::move(resolved.cross), spec);
+    CopySpec clamped = spec;
+    clamped.priority = req.priority;
+    return impl_->StartCross(resolved.session, record, *std::move(resolved.cross), clamped);
   }
   Impl* impl = impl_.get();
   std::shared_ptr<ActiveCopy> active = std::move(resolved.active);

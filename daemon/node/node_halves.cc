@@ -28,6 +28,7 @@ TransferReport RemoteHalfReport(const HalfReport& h) {
     rep.state = absl::IsCancelled(h.status) ? "cancelled" : "failed";
   }
   rep.priority = h.priority;
+  rep.requested_priority = h.priority;
   rep.bytes = h.bytes;
   rep.elapsed_s = h.elapsed_s;
   rep.path = h.path;

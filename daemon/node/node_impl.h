@@ -17,6 +17,7 @@
 //   node_watch.cc            Active Access: watched regions, access logs
 //   node_checkpoint.cc       incremental checkpoints of watched allocations
 //   node_inventory.cc        what the sessions hold, listed for isoctl
+//   node_qos.cc              traffic classes: sessions' classes, reload, report
 // Their value types live in node_reports.h (what the node reports) and
 // session_ref.h (a resolved session). Nothing outside daemon/node includes
 // this header.
@@ -170,6 +171,8 @@ struct TransferRecord {
   // small copy instead of two on the client's connection.
   bool caller_answers = false;
   TransferReport final_report;
+  std::string qos_class;
+  std::optional<int> requested_priority;  // set when its class's ceiling lowered it
 };
 
 struct Session {
@@ -177,6 +180,10 @@ struct Session {
   std::string token;  // secret: "<id>.<64 hex digits>", 256 random bits
   std::string name;   // as the client gave it, cut to 128 bytes
   Credentials creds;
+  // Its traffic class (config/qos_config.h): by the rules at open and at
+  // each reload, unless the operator put it in one (Node::SetSessionClass).
+  std::string qos_class;
+  bool qos_by_operator = false;
   std::chrono::steady_clock::time_point opened = std::chrono::steady_clock::now();
   // Whose disk quota its copies use (Node::Impl::DiskOwnerOf), made once:
   // every copy names it.
@@ -293,6 +300,10 @@ struct Node::Impl {
   mutable absl::Mutex mu;
   absl::CondVar idle_cv;                                     // `active` became empty
   std::map<uint64_t, Session> sessions ABSL_GUARDED_BY(mu);  // by public number
+  // The [qos] in force (config.qos until the first reload) and, per class,
+  // the copies whose priority its ceiling lowered (node_qos.cc).
+  QosConfig qos ABSL_GUARDED_BY(mu);
+  std::map<std::string, uint64_t> qos_clamped ABSL_GUARDED_BY(mu);
   uint64_t next_session ABSL_GUARDED_BY(mu) = 1;
   std::map<uint64_t, std::shared_ptr<Allocation>> allocations ABSL_GUARDED_BY(mu);
   // Bytes of published allocations, live or orphaned, by (publisher uid,
@@ -361,6 +372,9 @@ struct Node::Impl {
   // Whose disk quota a transfer of session `s` counts against: its uid's,
   // or where gRPC hides the uid, the session's own.
   static std::string DiskOwnerOf(const Session& s);  // "uid N" or "session N"
+  // The class `s` belongs to by the rules in force (node_qos.cc).
+  const std::string& QosClassByRulesLocked(const Session& s) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void ReleaseSessionLocked(Session& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // ---- pools (node_pools.cc) ----
@@ -511,7 +525,7 @@ struct Node::Impl {
   void OnRuntimeDone(const std::shared_ptr<TransferRecord>& r, Status s) ABSL_LOCKS_EXCLUDED(mu);
   // A copy's ends and checks, under the lock: what to submit.
   struct ResolvedCopy {
-    CopyRequest request;
+    CopyRequest request;  // its qos_class is the session's
     std::optional<CrossCopySpec> cross;
     uint64_t session = 0;
     std::shared_ptr<ActiveCopy> active;  // touches watched regions

@@ -53,7 +53,11 @@ struct TransferReport {
   SessionOwner owner;
   std::string state;  // waiting, running, done, failed, cancelled
   Status status;
-  int priority = 0;
+  int priority = 0;  // what it runs at
+  // Its traffic class, and the priority it asked for when the class's
+  // ceiling lowered it (else equal to `priority`).
+  std::string qos_class;
+  int requested_priority = 0;
   uint64_t bytes = 0;
   double elapsed_s = 0;
   // The plan's predicted bytes/s (0: no estimate) and, once done, the
@@ -140,6 +144,25 @@ struct NodeStatus {
   // RDMA for network hops: "used: devices rxe0" or "not used: <why>".
   std::string rdma;
   EndedTransfers ended;  // client copies that ended (GET /metrics)
+};
+
+// Node::Qos: the traffic classes in force and who is in them
+// (docs/guides/qos.md).
+struct QosMember {
+  uint64_t session = 0;
+  std::string client;
+  int64_t uid = -1;
+  bool by_operator = false;  // put there by the operator (Node::SetSessionClass)
+};
+struct QosClassReport {
+  QosClassStats stats;
+  uint32_t members = 0;
+  std::vector<QosMember> member_list;  // for the operator only
+  uint64_t clamped = 0;                // copies whose priority its ceiling lowered
+};
+struct QosReport {
+  std::vector<QosClassReport> classes;
+  std::string own_class;  // the asking session's ("" for the operator without one)
 };
 
 }  // namespace isometry

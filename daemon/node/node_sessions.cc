@@ -103,6 +103,7 @@ Result<OpenedSession> Node::OpenSession(const std::string& client_name, const Cr
   s.token = StrCat(s.id, ".", RandomHex(32));
   s.name = client_name.substr(0, 128);
   s.creds = creds;
+  s.qos_class = impl_->QosClassByRulesLocked(s);
   s.disk_owner = Impl::DiskOwnerOf(s);
   s.datatype_budget = std::make_shared<ByteBudget>(
       "daemon.max_datatype_bytes_per_session", impl_->config.daemon.max_datatype_bytes_per_session);
@@ -112,8 +113,10 @@ Result<OpenedSession> Node::OpenSession(const std::string& client_name, const Cr
   s.on_done = std::move(on_transfer_done);
   OpenedSession opened{s.token, s.id, SessionRef(s.id)};
   if (impl_->SessionLineAllowed(s.creds)) {
-    spdlog::info("session {} opened: client '{}' pid {} uid {}", s.id, ForLog(s.name), creds.pid,
-                 creds.known() ? std::to_string(creds.uid) : std::string("unknown (gRPC)"));
+    spdlog::info("session {} opened: client '{}' pid {} uid {}, class '{}'", s.id, ForLog(s.name),
+                 creds.pid,
+                 creds.known() ? std::to_string(creds.uid) : std::string("unknown (gRPC)"),
+                 ForLog(s.qos_class));
   }
   impl_->sessions.emplace(s.id, std::move(s));
   return opened;

@@ -73,6 +73,7 @@ bool Runtime::Impl::TryAdmit(TransferState& t) {
     b->data = *block;
   }
   t.phase = Phase::kRunning;
+  HoldBuffers(t, true);
   const auto now = RuntimeClock::now();
   for (auto& x : t.xds) {
     if (x->remote) continue;
@@ -98,15 +99,33 @@ bool Runtime::Impl::TryAdmit(TransferState& t) {
 // tries one) cost a chain of futex wakeups per small copy, a large share of
 // a 4 KiB ring copy's time (docs/benchmarks/design-measurements.md,
 // "Wake-ups").
+// With several classes the order holds within each class: a class whose
+// first waiting transfer does not fit (or would take more than its share,
+// OverShare) admits none after it, while the other classes go on.
 void Runtime::Impl::AdmitWaiting() {
-  while (!waiting.empty() && TryAdmit(*waiting.front())) {
-    const std::shared_ptr<TransferState>& t = waiting.front();
-    for (const auto& x : t->xds) {
-      if (!x->remote) workers[x->channel]->cv.SignalAll();
-    }
-    active[t->id] = t;
-    waiting.erase(waiting.begin());
+  if (qos->trivial) {
+    while (!waiting.empty() && TryAdmit(*waiting.front())) Admitted(0);
+    return;
   }
+  std::vector<uint8_t> stuck(qos->classes.size(), 0);
+  for (size_t i = 0; i < waiting.size();) {
+    TransferState& t = *waiting[i];
+    if (stuck[t.qos] || OverShare(t) || !TryAdmit(t)) {
+      stuck[t.qos] = 1;
+      ++i;
+      continue;
+    }
+    Admitted(i);
+  }
+}
+
+void Runtime::Impl::Admitted(size_t i) {
+  const std::shared_ptr<TransferState>& t = waiting[i];
+  for (const auto& x : t->xds) {
+    if (!x->remote) workers[x->channel]->cv.SignalAll();
+  }
+  active[t->id] = t;
+  waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(i));
 }
 
 void Runtime::Impl::Enqueue(std::shared_ptr<TransferState> t) {
@@ -135,6 +154,7 @@ Completion Runtime::Impl::Finish(const std::shared_ptr<TransferState>& t, Status
     auto& pool = workers[x->channel]->pool;
     pool.erase(std::remove(pool.begin(), pool.end(), x.get()), pool.end());
   }
+  HoldBuffers(*t, false);
   for (RingBuffer& b : t->buffers) GiveBuffer(b);
   t->phase = Phase::kFinished;
   t->times.finished = RuntimeClock::now();

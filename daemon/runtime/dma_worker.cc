@@ -149,6 +149,40 @@ Histogram& DmaWorker::WaitOf(int priority) {
   return *waits.insert(at, {priority, std::make_unique<Histogram>(kSecondsBounds)})->second;
 }
 
+// ---- picking by class (qos_scheduler.h) ----
+
+XdState* Runtime::Impl::PickXd(DmaWorker& w, RuntimeClock::time_point now,
+                               RuntimeClock::time_point& wake) {
+  if (w.in_flight >= w.max_in_flight) return nullptr;
+  if (qos->trivial) {  // one class, no caps: the pool's order alone
+    for (XdState* c : w.pool) {
+      if (Runnable(*c)) return c;
+    }
+    return nullptr;
+  }
+  // Each class's first runnable XD (its highest priority); of those, the
+  // class with the smallest start tag goes.
+  std::fill(w.qos.seen.begin(), w.qos.seen.end(), 0);
+  XdState* best = nullptr;
+  double best_tag = 0;
+  for (XdState* c : w.pool) {
+    const size_t k = c->transfer->qos;
+    if (w.qos.seen[k] || !Runnable(*c)) continue;
+    w.qos.seen[k] = 1;
+    if (w.qos.HeldBack(k, qos->classes[k].per_channel[w.channel], now, wake)) continue;
+    const double tag = w.qos.StartTag(k);
+    if (!best || tag < best_tag) {
+      best = c;
+      best_tag = tag;
+    }
+  }
+  // A class with nothing runnable is not being held back.
+  for (size_t k = 0; k < w.qos.seen.size(); ++k) {
+    if (!w.qos.seen[k]) w.qos.HeldBack(k, QosLimits{}, now, wake);
+  }
+  return best;
+}
+
 // ---- the inline latency path ----
 
 // Constant-data check: a direct copy of one chunk, no larger than
@@ -192,17 +226,15 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
   mu.Lock();
   while (true) {
     if (stopping && w.pool.empty() && w.in_flight == 0 && w.elsewhere == 0) break;
-    XdState* x = nullptr;
-    if (w.in_flight < w.max_in_flight) {
-      for (XdState* c : w.pool) {
-        if (Runnable(*c)) {
-          x = c;
-          break;
-        }
-      }
-    }
+    const auto now = RuntimeClock::now();
+    auto wake = RuntimeClock::time_point::max();
+    XdState* x = PickXd(w, now, wake);
     if (!x) {
-      w.cv.Wait(&mu);
+      if (wake == RuntimeClock::time_point::max()) {
+        w.cv.Wait(&mu);
+      } else {  // a class paced by its rate cap may go then
+        w.cv.WaitWithTimeout(&mu, absl::FromChrono(wake - now));
+      }
       continue;
     }
     TransferState& t = *x->transfer;
@@ -220,10 +252,15 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
     }
     if (x == &FirstLocalXd(t)) t.times.dispatch_seq_at_last = w.dispatch_seq;
     if (k == 0) {
-      w.WaitOf(t.priority)
-          .Observe(std::chrono::duration<double>(RuntimeClock::now() - x->ready).count());
+      const double waited = std::chrono::duration<double>(now - x->ready).count();
+      w.WaitOf(t.priority).Observe(waited);
+      class_wait[t.qos]->Observe(waited);
     }
     const Box chunk = t.grid->chunk(k);
+    if (!qos->trivial) {
+      w.qos.Charge(t.qos, qos->classes[t.qos].per_channel[w.channel],
+                   chunk.volume() * t.src.shape.fields.total_bytes(), now);
+    }
     ChunkEnd in = InputOf(t, x->hop, chunk, k);
     ChunkEnd out = OutputOf(t, x->hop, chunk, k);
     // Streaming stores: the user's destination of a large local copy, and
@@ -257,6 +294,7 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
       mu.Lock();
       --w.in_flight;
       ++w.elsewhere;
+      if (w.qos.shares[t.qos].in_flight > 0) --w.qos.shares[t.qos].in_flight;  // nor a class's cap
       mu.Unlock();
     }
     channel.Submit(std::move(request), [this, keep, x, k, bytes, elsewhere](const Status& s) {
@@ -275,6 +313,10 @@ void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdSta
     absl::MutexLock lock(&mu);
     DmaWorker& w = *workers[x->channel];
     --(elsewhere ? w.elsewhere : w.in_flight);
+    // Charged at dispatch only while classes were in play (PickXd).
+    QosShare& share = w.qos.shares[t->qos];
+    const bool class_capped = share.in_flight > 0 && !elsewhere;
+    if (class_capped) --share.in_flight;
     --x->in_flight;
     --t->in_flight;
     if (s.ok()) {
@@ -322,7 +364,9 @@ void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdSta
     // a higher-priority XD waiting in the pool (priority first) is issued
     // at once, as before.
     const bool higher_waits = !w.pool.empty() && w.pool.front()->transfer->priority > t->priority;
-    const bool own_has_work = w.in_flight > w.max_in_flight / 2 && !higher_waits;
+    // A class at its cap may go again now: its worker looks at once.
+    const bool own_has_work =
+        w.in_flight > w.max_in_flight / 2 && !higher_waits && !(class_capped && !qos->trivial);
     if (t->phase != Phase::kFinished) {
       for (const auto& xd : t->xds) {
         if (xd->remote || (xd->channel == x->channel && own_has_work)) continue;

@@ -149,6 +149,7 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config_in,
     w->max_in_flight = p->channels[c]->caps().max_in_flight;
     p->workers.push_back(std::move(w));
   }
+  p->InstallQos(QosTable::Make(QosConfig{}, p->ChannelKinds(), nullptr));
   for (auto& w : p->workers) {
     DmaWorker* wp = w.get();
     wp->thread = std::thread([p, wp] { p->WorkerLoop(*wp); });
@@ -203,22 +204,26 @@ Result<std::shared_ptr<DiskMemory>> Runtime::FindDisk(std::string_view name) con
 Result<Transfer> Runtime::Copy(CopyRequest request) {
   ISO_ASSIGN_OR_RETURN(std::shared_ptr<TransferState> t, impl_->Build(request));
   Completion c;
+  bool run_inline = false;
   {
     absl::MutexLock lock(&impl_->mu);
     if (impl_->stopping) return Unavailable("runtime is shutting down");
     t->id = impl_->next_id++;
+    t->qos = impl_->qos->Find(request.qos_class);
+    t->qos_name = impl_->qos->classes[t->qos].name;
     t->times.submitted = RuntimeClock::now();
     ++impl_->stats.transfers_submitted;
     if (t->grid->count() == 0) {
       impl_->active[t->id] = t;
       c = impl_->Finish(t, OkStatus());
-    } else if (!impl_->RunsInline(*t)) {
-      impl_->Enqueue(t);
+    } else {
+      // A class capped on the channel is paced by its DMA worker.
+      run_inline = impl_->RunsInline(*t) &&
+                   !impl_->qos->classes[t->qos].per_channel[t->xds[0]->channel].capped();
+      if (!run_inline) impl_->Enqueue(t);
     }
   }
-  if (!c.transfer && t->phase == Phase::kWaiting && impl_->RunsInline(*t)) {
-    c = impl_->RunInline(t);
-  }
+  if (run_inline) c = impl_->RunInline(t);
   c.Run();
   return Transfer(t);
 }
@@ -440,6 +445,7 @@ uint64_t Transfer::chunks() const { return state_->grid->count(); }
 TransferSummary Transfer::Summary() const {
   TransferSummary s;
   s.priority = priority();
+  s.qos_class = state_->qos_name;
   s.bytes = bytes();
   s.chunks = state_->grid ? state_->grid->count() : 0;
   s.times = times();

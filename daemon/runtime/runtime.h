@@ -170,6 +170,11 @@ struct CopyRequest {
   // get one share together, not one each). The node sets its session's
   // number; 0 (the daemon's own, peers' halves) is one share too.
   uint64_t share = 0;
+  // Its traffic class (config/qos_config.h) by name: every channel shares
+  // its capacity between busy classes by weight and applies the class's
+  // caps. "" or a class not in force: the default class. The caller
+  // clamps `priority` to the class's max_priority (Runtime::QosCeiling).
+  std::string qos_class;
   std::vector<HopSpec> via;                 // explicit intermediates; empty = planner decides
   std::function<void(Status)> on_complete;  // optional
   // A DSK destination is fdatasync'ed before it replaces its target; false
@@ -224,6 +229,7 @@ PlanExplanation ExplainGrid(Path path, const ChunkGrid& grid, uint64_t entry_byt
 // the last thousands of copies), so the rest is freed while still in cache.
 struct TransferSummary {
   int priority = 0;
+  std::string qos_class;
   uint64_t bytes = 0;   // of the copy (box volume x entry size)
   uint64_t chunks = 0;  // every hop has this many
   TransferTimes times;
@@ -291,6 +297,32 @@ struct ChannelStats {
   // dispatch) per priority the channel has seen, highest first;
   // kOtherPriorities: those past the first 16.
   std::vector<std::pair<int, HistogramCounts>> queue_wait;
+};
+
+// A traffic class as the runtime applies it (Runtime::Qos).
+struct QosChannelStats {
+  std::string channel;
+  uint64_t bytes = 0;     // dispatched for the class, ever
+  uint64_t requests = 0;  // dispatched for the class, ever
+  int in_flight = 0;
+  int xds_queued = 0;       // its unfinished XDs in the channel's pool
+  double recent_bps = 0;    // lately (decayed over about a second)
+  double share = 0;         // recent_bps over all classes' on the channel (0..1)
+  double weight_share = 0;  // weight over the busy classes' weights (0..1; 0: idle)
+  double throttled_s = 0;   // held back by a cap while it had work
+  uint64_t rate_cap = 0;    // bytes/s; 0: none
+  int in_flight_cap = -1;   // -1: none
+  bool paused = false;      // a cap of 0
+};
+struct QosClassStats {
+  std::string name;
+  uint32_t weight = 1;
+  int32_t max_priority = 0;
+  bool retired = false;  // dropped by a reload; its transfers finish in it
+  bool is_default = false;
+  int transfers = 0;  // running or waiting for buffers
+  std::vector<QosChannelStats> channels;
+  HistogramCounts queue_wait;  // seconds, all channels
 };
 
 struct RuntimeStats {
@@ -372,6 +404,15 @@ class Runtime {
 
   std::vector<MemoryUsage> Memories() const;
   std::vector<ChannelStats> Channels() const;
+  // Traffic classes (config/qos_config.h; qos_scheduler.h): installs
+  // `config`, at start and on reload. Running transfers keep going, in
+  // their classes' new shares; a class `config` drops is retired (its
+  // transfers finish in it, scheduled plainly).
+  void SetQos(const QosConfig& config);
+  // The highest priority a copy of class `name` runs at (CopyRequest::
+  // qos_class); the default class's for a name not in force.
+  int32_t QosCeiling(const std::string& name) const;
+  std::vector<QosClassStats> Qos() const;
   RuntimeStats Stats() const;
   const Topology& topology() const;
   const RuntimeConfig& config() const;

@@ -5,6 +5,7 @@
 //                       sizing its buffers and making its XDs
 //   admission.cc        taking buffers for transfers (Isometry §3.6), and
 //                       finishing or aborting them
+//   runtime_qos.cc      traffic classes: reload, picking by share, reports
 //   dma_worker.cc       the DMA workers (Isometry §3.5): one thread per
 //                       channel issuing requests by priority, and the inline
 //                       latency path
@@ -31,6 +32,7 @@
 #include "channels/gpu_memory.h"
 #include "core/histogram.h"
 #include "daemon/runtime/disk_memory.h"
+#include "daemon/runtime/qos_scheduler.h"
 #include "daemon/runtime/runtime.h"
 #include "daemon/runtime/staging_pool.h"
 #include "daemon/runtime/transfer_state.h"
@@ -63,6 +65,7 @@ struct DmaWorker {
   static constexpr size_t kMaxWaitPriorities = 16;
   std::vector<std::pair<int, std::unique_ptr<Histogram>>> waits;
   Histogram& WaitOf(int priority);
+  QosWorker qos;  // its classes' shares (qos_scheduler.h)
   absl::CondVar cv;
   std::thread thread;
 };
@@ -112,9 +115,16 @@ struct Runtime::Impl {
   uint64_t next_id ABSL_GUARDED_BY(mu) = 1;
   RuntimeStats stats ABSL_GUARDED_BY(mu);
   bool stopping ABSL_GUARDED_BY(mu) = false;
+  // The classes in force (qos_scheduler.h), replaced whole on reload, and
+  // the staging bytes each class holds in each pool ([class][pool]).
+  std::shared_ptr<const QosTable> qos ABSL_GUARDED_BY(mu);
+  std::vector<std::vector<uint64_t>> class_held ABSL_GUARDED_BY(mu);
+  // Per class: how long its XDs' first chunks waited for their channel.
+  std::vector<std::unique_ptr<Histogram>> class_wait ABSL_GUARDED_BY(mu);
 
   // ---- names and lookups (constant data) ----
   bool IsDisk(MemoryId id) const;
+  std::vector<ChannelKind> ChannelKinds() const;  // by channel index
   bool IsLocal(MemoryId id) const { return id.node == config.node; }
   size_t PoolIndex(MemoryId id) const;
   const std::shared_ptr<DiskMemory>& DiskOf(MemoryId id) const { return disks[PoolIndex(id)]; }
@@ -158,6 +168,12 @@ struct Runtime::Impl {
   // Returns a buffer's block to its staging pool or hop window.
   void GiveBuffer(RingBuffer& b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void AdmitWaiting() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void Admitted(size_t waiting_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);  // now running
+  // Whether `t` would take more than its class's weighted share of a
+  // staging pool that another class's waiting transfer needs.
+  bool OverShare(const TransferState& t) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void HoldBuffers(const TransferState& t, bool take) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void InstallQos(std::shared_ptr<const QosTable> table) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void Enqueue(std::shared_ptr<TransferState> t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void NotifyWorkers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   Completion Finish(const std::shared_ptr<TransferState>& t, Status status)
@@ -174,6 +190,10 @@ struct Runtime::Impl {
   bool RunsInline(const TransferState& t) const;
   Completion RunInline(const std::shared_ptr<TransferState>& t) ABSL_LOCKS_EXCLUDED(mu);
   void WorkerLoop(DmaWorker& w) ABSL_LOCKS_EXCLUDED(mu);
+  // The XD `w` issues next, by class share (qos_scheduler.h); null if none
+  // may go now. `wake`: when a rate cap lets a held class go, if sooner.
+  XdState* PickXd(DmaWorker& w, RuntimeClock::time_point now, RuntimeClock::time_point& wake)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // `elsewhere`: the request was counted in DmaWorker::elsewhere, not
   // in_flight.
   void OnRequestDone(const std::shared_ptr<TransferState>& t, XdState* x, uint64_t k,

@@ -62,7 +62,9 @@ struct TransferState {
   // Constant after construction.
   uint64_t id = 0;
   int priority = 0;
-  uint64_t share = 0;  // CopyRequest::share
+  uint64_t share = 0;    // CopyRequest::share
+  size_t qos = 0;        // its traffic class's number (QosTable), set when submitted
+  std::string qos_name;  // ... and its name
   InstanceRef src;
   InstanceRef dst;
   Box box;

@@ -99,6 +99,8 @@ void ToProto(const TransferReport& r, v1::TransferInfo* out) {
   out->set_code(static_cast<int32_t>(r.status.code()));
   out->set_message(std::string(r.status.message()));
   out->set_priority(r.priority);
+  out->set_qos_class(r.qos_class);
+  out->set_requested_priority(r.requested_priority);
   out->set_bytes(r.bytes);
   out->set_elapsed_s(r.elapsed_s);
   out->set_predicted_bytes_per_s(r.predicted_bytes_per_s);

@@ -15,6 +15,7 @@
 #include "daemon/server/convert_distributed.h"
 #include "daemon/server/convert_watch.h"
 #include "daemon/server/grpc_streams.h"
+#include "daemon/server/qos_rpc.h"
 #include "daemon/server/timer.h"
 #include "daemon/server/translate_pool.h"
 #include "daemon/server/waiting_copy.h"
@@ -364,9 +365,10 @@ class Service final : public ActiveCallbacks, public GrpcService {
                            v1::CopyResponse* resp) override {
     auto spec = CopySpecFromProto(*req);
     if (!spec.ok()) return Reply(ctx, spec.status());
-    return StartTransfer(ctx, req->wait(), resp, [&](SessionRef session, auto on_done) {
-      return node_.Copy(session, *spec, std::move(on_done));
-    });
+    return StartTransfer(ctx, req->wait(), resp,
+                         [&](SessionRef session, auto on_done, CopyTerms* terms) {
+                           return node_.Copy(session, *spec, std::move(on_done), terms);
+                         });
   }
 
   // Starts a transfer with `start(session, on_done)` and answers as Copy
@@ -389,14 +391,17 @@ class Service final : public ActiveCallbacks, public GrpcService {
       on_done = [waiting, resp, node, session](const TransferReport& r) {
         resp->set_transfer(r.id);
         ToProto(node->GetTransfer(session, r.id).value_or(r), resp->mutable_info());
+        SetTerms({r.priority, r.qos_class, r.requested_priority}, resp);
         waiting->Ended();
       };
     }
-    Result<uint64_t> id = start(session, std::move(on_done));
+    CopyTerms terms;
+    Result<uint64_t> id = start(session, std::move(on_done), &terms);
     if (!id.ok()) {
       reactor->Finish(ToGrpc(id.status()));
     } else if (!wait) {
       resp->set_transfer(*id);
+      SetTerms(terms, resp);
       reactor->Finish(grpc::Status::OK);
     } else {
       waiting->Started(*id);
@@ -470,6 +475,17 @@ class Service final : public ActiveCallbacks, public GrpcService {
                                    v1::ListChannelsResponse* resp) override {
     for (const ChannelReport& c : node_.ListChannels()) ToProto(c, resp->add_channels());
     return Reply(ctx, OkStatus());
+  }
+
+  ServerUnaryReactor* GetQos(CallbackServerContext* ctx, const v1::GetQosRequest*,
+                             v1::GetQosResponse* resp) override {
+    ToProto(node_.Qos(SessionOf(ctx), IsOperator(ctx)), resp);
+    return Reply(ctx, OkStatus());
+  }
+  ServerUnaryReactor* SetSessionClass(CallbackServerContext* ctx,
+                                      const v1::SetSessionClassRequest* req,
+                                      v1::SetSessionClassResponse*) override {
+    return Reply(ctx, SetSessionClassRpc(node_, IsOperator(ctx), *req));
   }
 
   ServerUnaryReactor* ExplainPlan(CallbackServerContext* ctx, const v1::ExplainPlanRequest* req,
@@ -563,7 +579,7 @@ class Service final : public ActiveCallbacks, public GrpcService {
 
   ServerUnaryReactor* Redistribute(CallbackServerContext* ctx, const v1::RedistributeRequest* req,
                                    v1::CopyResponse* resp) override {
-    return StartTransfer(ctx, req->wait(), resp, [&](SessionRef session, auto on_done) {
+    return StartTransfer(ctx, req->wait(), resp, [&](SessionRef session, auto on_done, auto*) {
       return node_.Redistribute(session, req->producer(), req->consumer(), GrantsFromProto(*req),
                                 std::move(on_done));
     });

@@ -97,6 +97,17 @@ MetricsSnapshot TakeMetricsSnapshot(const Node& node, const MetricsPeersProvider
     m.queue_wait = c.stats.queue_wait;
     s.channels.push_back(std::move(m));
   }
+  for (const QosClassReport& c : node.Qos(SessionRef(), false).classes) {
+    QosMetrics q;
+    q.name = c.stats.name;
+    q.weight = c.stats.weight;
+    q.clamped = c.clamped;
+    q.queue_wait = c.stats.queue_wait;
+    for (const QosChannelStats& ch : c.stats.channels) {
+      q.channels.push_back({ch.channel, ch.bytes, ch.throttled_s});
+    }
+    s.qos.push_back(std::move(q));
+  }
   for (const MemoryReport& r : node.ListMemories()) {
     MemoryMetrics m;
     m.name = r.usage.name;

@@ -231,6 +231,31 @@ void RenderChannels(const MetricsSnapshot& s, Page& p) {
   }
 }
 
+void RenderQos(const MetricsSnapshot& s, Page& p) {
+  p.Family("isometry_qos_weight", "gauge", "The traffic class's weight.");
+  for (const QosMetrics& q : s.qos) p.Sample({{"class", q.name}}, uint64_t{q.weight});
+  p.Family("isometry_qos_bytes_total", "counter",
+           "Bytes the channel dispatched for the traffic class.");
+  for (const QosMetrics& q : s.qos) {
+    for (const QosChannelMetrics& c : q.channels) {
+      p.Sample({{"class", q.name}, {"channel", c.channel}}, c.bytes);
+    }
+  }
+  p.Family("isometry_qos_throttled_seconds_total", "counter",
+           "Seconds the traffic class had work on the channel but a cap held it back.");
+  for (const QosMetrics& q : s.qos) {
+    for (const QosChannelMetrics& c : q.channels) {
+      p.Sample({{"class", q.name}, {"channel", c.channel}}, c.throttled_s);
+    }
+  }
+  p.Family("isometry_qos_clamped_total", "counter",
+           "Copies whose priority the traffic class's max_priority lowered.");
+  for (const QosMetrics& q : s.qos) p.Sample({{"class", q.name}}, q.clamped);
+  p.Family("isometry_qos_queue_wait_seconds", "histogram",
+           "Seconds from an XD's first chunk being ready to its dispatch, by traffic class.");
+  for (const QosMetrics& q : s.qos) p.Histogram({{"class", q.name}}, q.queue_wait);
+}
+
 void RenderMemories(const MetricsSnapshot& s, Page& p) {
   struct Gauge {
     const char* name;
@@ -361,6 +386,7 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
   RenderTransfers(s, p);
   RenderEnded(s.ended, p);
   RenderChannels(s, p);
+  RenderQos(s, p);
   RenderMemories(s, p);
   RenderDisks(s, p);
   RenderCaches(s, p);

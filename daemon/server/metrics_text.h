@@ -84,6 +84,20 @@ struct EndedMetrics {
   std::vector<std::pair<int64_t, uint64_t>> bytes_by_uid;        // -1: not known; -2: other
 };
 
+// One traffic class (docs/guides/qos.md) on one channel.
+struct QosChannelMetrics {
+  std::string channel;
+  uint64_t bytes = 0;
+  double throttled_s = 0;
+};
+struct QosMetrics {
+  std::string name;
+  uint32_t weight = 1;
+  uint64_t clamped = 0;  // copies whose priority the class's ceiling lowered
+  std::vector<QosChannelMetrics> channels;
+  HistogramCounts queue_wait;
+};
+
 struct MetricsSnapshot {
   std::string version;
   std::optional<ProcessMetrics> process;  // none: /proc could not be read
@@ -123,6 +137,7 @@ struct MetricsSnapshot {
   uint64_t direct_read_refused = 0;
   EndedMetrics ended;
   std::vector<ChannelMetrics> channels;
+  std::vector<QosMetrics> qos;
   std::vector<MemoryMetrics> memories;
   bool has_peers = false;  // peer series only on nodes with [[peer]]
   std::vector<PeerMetrics> peers;

@@ -251,6 +251,23 @@ Status RunCancel(DaemonClient& client, const Output& out, uint64_t id) {
   });
 }
 
+Status RunQos(DaemonClient& client, const Output& out) {
+  v1::GetQosResponse resp;
+  ISO_RETURN_IF_ERROR(client.Call(&Stub::GetQos, v1::GetQosRequest(), &resp));
+  return Print(out, resp, RenderQos, RenderQosWide);
+}
+
+Status RunQosMove(DaemonClient& client, uint64_t session, const std::string& class_name) {
+  v1::SetSessionClassRequest req;
+  req.set_session(session);
+  req.set_class_name(class_name);
+  v1::SetSessionClassResponse resp;
+  ISO_RETURN_IF_ERROR(client.Call(&Stub::SetSessionClass, req, &resp));
+  std::printf("session %llu is now in class '%s'\n", static_cast<unsigned long long>(session),
+              class_name.c_str());
+  return OkStatus();
+}
+
 Status RunExplain(DaemonClient& client, const Output& out, uint64_t id) {
   v1::ExplainTransferRequest req;
   req.set_transfer(id);

@@ -53,6 +53,9 @@ Status RunCancel(DaemonClient& client, const Output& out, uint64_t id);
 // Why transfer `id` took its path: the paths it could have taken, each
 // with its predicted rate and what ruled it out, and measured vs predicted.
 Status RunExplain(DaemonClient& client, const Output& out, uint64_t id);
+// isoctl qos, and isoctl qos move SESSION CLASS (the operator's grant).
+Status RunQos(DaemonClient& client, const Output& out);
+Status RunQosMove(DaemonClient& client, uint64_t session, const std::string& class_name);
 
 // Merges a checkpoint's delta chain (FILE.delta) into its base FILE of DSK
 // memory MEMORY (docs/guides/active-access.md, "Incremental checkpoints"), in a session of its

@@ -138,6 +138,8 @@ struct Invocation {
   std::string pattern = "hash";
   uint64_t cancel_id = 0;
   uint64_t explain_id = 0;
+  uint64_t qos_session = 0;
+  std::string qos_class;
   OrphansArgs orphans;
   WaitArgs wait;
   std::string checkpoint_memory, checkpoint_file;
@@ -370,6 +372,25 @@ void AddExplainCommand(CLI::App& app, Invocation& inv) {
   });
 }
 
+void AddQosCommand(CLI::App& app, Invocation& inv) {
+  CLI::App* cmd = Watchable(
+      app.add_subcommand("qos",
+                         "traffic classes: weight, priority ceiling, members, clamped copies, "
+                         "and each class's share of each channel against its weight, caps and "
+                         "throttled time (members: operator token)"),
+      inv);
+  cmd->callback([&] {
+    if (!inv.run) inv.run = [&](DaemonClient& c) { return RunQos(c, inv.output); };
+  });
+  CLI::App* move = cmd->add_subcommand(
+      "move", "put a session in a traffic class until it ends (operator token)");
+  move->add_option("SESSION", inv.qos_session, "session number (isoctl sessions)")->required();
+  move->add_option("CLASS", inv.qos_class, "class name (isoctl qos)")->required();
+  move->callback([&] {
+    inv.run = [&](DaemonClient& c) { return RunQosMove(c, inv.qos_session, inv.qos_class); };
+  });
+}
+
 void AddOrphansCommand(CLI::App& app, Invocation& inv) {
   CLI::App* cmd = Watchable(
       app.add_subcommand(
@@ -512,6 +533,7 @@ int Main(int argc, char** argv) {
   AddCopyCommand(app, inv);
   AddCancelCommand(app, inv);
   AddExplainCommand(app, inv);
+  AddQosCommand(app, inv);
   AddOrphansCommand(app, inv);
   AddWaitCommand(app, inv);
   AddCheckpointCommand(app, inv);

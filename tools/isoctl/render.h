@@ -50,5 +50,9 @@ std::string RenderAlternatives(const v1::ExplainPlanResponse& plan);
 // and its alternatives.
 std::string RenderExplain(const v1::ExplainTransferResponse& explanation);
 std::string RenderCalibration(const v1::CalibrateResponse& calibration);
+// isoctl qos (render_qos.cc): classes, each class's share of each channel
+// against its weight, caps and throttled time, and (operator) members.
+std::string RenderQos(const v1::GetQosResponse& qos);
+std::string RenderQosWide(const v1::GetQosResponse& qos);
 
 }  // namespace isometry::isoctl

@@ -1,0 +1,77 @@
+// Quality of service between tenants ([qos] of the config file;
+// docs/guides/qos.md): traffic classes that share every channel by weight,
+// with optional caps per channel kind and a ceiling on the priority their
+// members' copies run at, and the rules that put clients in them.
+//
+// Without a [qos] table the daemon has one class, "default", weight 1, no
+// caps and no ceiling: every copy is scheduled as before classes existed.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/channel_kind.h"
+#include "core/status.h"
+
+namespace isometry {
+
+inline constexpr char kDefaultQosClass[] = "default";
+
+// What a class may take of every channel of one kind. A cap of 0 pauses
+// the class's requests there (its copies wait; they never fail).
+struct QosCaps {
+  std::optional<uint64_t> rate_bytes_per_s;  // per channel of the kind
+  std::optional<int> in_flight;              // requests at once, per channel of the kind
+};
+
+struct QosClass {
+  std::string name;
+  uint32_t weight = 1;  // its share of a busy channel against the other busy classes'
+  // The highest priority its members' copies run at: a copy asking for
+  // more runs at this one, and says so (it is never refused for it).
+  int32_t max_priority = std::numeric_limits<int32_t>::max();
+  std::map<ChannelKind, QosCaps> caps;
+};
+
+// Puts the clients it matches in `class_name`; every condition given must
+// hold. A client's name is its own choice, so a rule by name alone may
+// only lower a client (QosConfig::Validate).
+struct QosRule {
+  std::string class_name;
+  std::optional<uint32_t> uid;
+  std::optional<uint32_t> gid;
+  std::string client;  // the client's name ("" = any)
+};
+
+// Who a client is, as far as rules can tell: local clients have a uid and
+// gid (SO_PEERCRED); gRPC clients have only their name.
+struct QosClient {
+  std::optional<uint32_t> uid;
+  std::optional<uint32_t> gid;
+  std::string name;
+};
+
+struct QosConfig {
+  std::vector<QosClass> classes;  // empty: the single "default" class
+  std::vector<QosRule> rules;     // the first that matches wins
+  std::string default_class = kDefaultQosClass;
+
+  // The classes in force: `classes`, or the implicit default one.
+  std::vector<QosClass> Effective() const;
+  // Which class `client` belongs to: the first matching rule's, else the
+  // default class.
+  const std::string& ClassOf(const QosClient& client) const;
+  // Unique names, known classes in rules and default_class, weights >= 1,
+  // and no rule by name alone into a class above the default one.
+  // Errors are ConfigKeyErrors ("qos.rule[1].class").
+  Status Validate() const;
+};
+
+// A class by name among `classes` (QosConfig::Effective()); null if none.
+const QosClass* FindQosClass(const std::vector<QosClass>& classes, const std::string& name);
+
+}  // namespace isometry

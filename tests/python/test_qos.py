@@ -1,0 +1,350 @@
+"""Traffic classes ([qos], docs/guides/qos.md) against a real isometryd:
+weighted shares of the memcpy and disk channels, the priority ceiling
+clamping (and telling), a rate cap, a paused class resumed by a SIGHUP
+reload mid-transfer, the operator's grant, and small copies of the
+foreground class completing while a background class saturates.
+
+    ISOMETRYD=build/daemon/isometryd ISOMETRY_PYTHONPATH=build/python \\
+        ISOCTL=build/tools/isoctl/isoctl /usr/bin/python3 -m unittest -v test_qos
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture")
+sys.path.insert(0, FIXTURE_DIR)
+from client_env import ISOCTL, ISOMETRYD, client_modules  # noqa: E402
+from isometryd_process import IsometrydProcess  # noqa: E402
+
+grpc, isometry, pb, pb_grpc = client_modules("test_qos")
+
+MIB = 1 << 20
+
+# {dir} is the daemon's directory; braces of TOML inline tables doubled.
+MEMORIES = """
+[[memory]]
+name = "sys0"
+kind = "SYS"
+pool = "768MiB"
+staging = "64MiB"
+
+[[memory]]
+name = "dsk0"
+kind = "DSK"
+directory = "{dir}/files"
+staging = "0"
+
+[[channel]]
+name = "memcpy0"
+kind = "memcpy"
+threads = 2
+request_size = "1MiB"
+
+[[channel]]
+name = "disk_write0"
+kind = "disk_write"
+threads = 2
+request_size = "1MiB"
+
+[[channel]]
+name = "disk_read0"
+kind = "disk_read"
+threads = 2
+request_size = "1MiB"
+"""
+
+QOS = """
+[qos]
+default_class = "fg"
+
+[[qos.class]]
+name = "fg"
+weight = 3
+
+[[qos.class]]
+name = "bg"
+weight = 1
+max_priority = 5
+
+[[qos.class]]
+name = "capped"
+weight = 1
+caps = {{ memcpy = {{ rate = "40MiB/s" }} }}
+
+[[qos.class]]
+name = "held"
+weight = 1
+caps = {{ memcpy = {{ in_flight = {held} }} }}
+
+[[qos.rule]]
+client = "bulk"
+class = "bg"
+"""
+
+
+def config(held=0):
+    return MEMORIES + QOS.replace("{held}", str(held))
+
+
+@unittest.skipUnless(ISOMETRYD, "ISOMETRYD is not set")
+class QosTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir, cls.daemon = IsometrydProcess.started_in_temp_dir(
+            ISOMETRYD, config(), "isometry-qos-", dirs=("files",))
+        with open(os.path.join(cls.dir, "state", "operator.token")) as f:
+            cls.operator = f.read().strip()
+        cls.channel = grpc.insecure_channel(f"unix:{cls.daemon.socket}")
+        cls.stub = pb_grpc.IsometryStub(cls.channel)
+        with open(cls.daemon.config) as f:
+            cls.daemon_text = f.read()  # as started; tests that rewrite it put it back
+        cls.fg = isometry.Client(cls.daemon.socket, name="interactive")
+        cls.bg = isometry.Client(cls.daemon.socket, name="bulk")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.fg.close()
+        cls.bg.close()
+        cls.channel.close()
+        cls.daemon.stop()
+
+    # ---- helpers ----
+
+    def qos(self):
+        return self.stub.GetQos(pb.GetQosRequest(),
+                                metadata=[("isometry-operator", self.operator)])
+
+    def class_bytes(self, channel):
+        out = {}
+        for c in self.qos().classes:
+            for s in c.channels:
+                if s.channel == channel:
+                    out[c.name] = s.bytes
+        return out
+
+    @staticmethod
+    def pair(client, nbytes, dst_memory="sys0", dst_file=None):
+        src_alloc = client.allocate("sys0", nbytes)
+        src = client.register_instance(src_alloc, [nbytes], [("b", 1)], "F,x")
+        if dst_file is None:
+            dst = client.register_instance(client.allocate(dst_memory, nbytes), [nbytes],
+                                           [("b", 1)], "F,x")
+        else:
+            dst = client.register_instance(bounds=[nbytes], fields=[("b", 1)], layout="F,x",
+                                           memory=dst_memory, file=dst_file)
+        return src, dst
+
+    def keep_busy(self, client, pairs, stop, depth=3):
+        """Copies over `pairs` in a loop, `depth` in flight, until `stop`."""
+        errors = []
+
+        def run():
+            try:
+                inflight = []
+                i = 0
+                while not stop.is_set():
+                    while len(inflight) < depth:
+                        src, dst = pairs[i % len(pairs)]
+                        i += 1
+                        inflight.append(client.copy(src, dst, wait=False))
+                    client.wait(inflight.pop(0))
+                for t in inflight:
+                    client.wait(t)
+            except Exception as e:  # reported by the test
+                errors.append(e)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread, errors
+
+    def measure_share(self, channel, make_pairs, window_s=2.0):
+        stop = threading.Event()
+        runs = [self.keep_busy(c, make_pairs(c), stop) for c in (self.fg, self.bg)]
+        try:
+            time.sleep(0.5)  # both classes backlogged
+            before = self.class_bytes(channel)
+            time.sleep(window_s)
+            after = self.class_bytes(channel)
+        finally:
+            stop.set()
+            for thread, errors in runs:
+                thread.join(60)
+                self.assertEqual(errors, [])
+        fg = after["fg"] - before["fg"]
+        bg = after["bg"] - before["bg"]
+        self.assertGreater(bg, 0, f"bg moved nothing on {channel}")
+        return fg / bg, fg, bg
+
+    # ---- cases ----
+
+    def test_weights_share_the_memcpy_channel_3_to_1(self):
+        ratio, fg, bg = self.measure_share(
+            "memcpy0", lambda c: [self.pair(c, 16 * MIB) for _ in range(3)])
+        # Dispatch order is exact while both are backlogged; a busy machine
+        # only shortens the window.
+        self.assertGreater(ratio, 2.7, f"fg {fg} bytes, bg {bg} bytes")
+        self.assertLess(ratio, 3.3, f"fg {fg} bytes, bg {bg} bytes")
+
+    def test_weights_share_the_disk_channel_3_to_1(self):
+        counter = iter(range(1 << 30))
+
+        def pairs(c):
+            return [self.pair(c, 8 * MIB, "dsk0", f"{c.name}-{next(counter)}.bin")
+                    for _ in range(3)]
+
+
+        ratio, fg, bg = self.measure_share("disk_write0", pairs)
+        self.assertGreater(ratio, 2.7, f"fg {fg} bytes, bg {bg} bytes")
+        self.assertLess(ratio, 3.3, f"fg {fg} bytes, bg {bg} bytes")
+
+    def test_a_priority_above_the_class_ceiling_is_clamped_and_told(self):
+        src, dst = self.pair(self.bg, 1 * MIB)
+        info = self.bg.copy(src, dst, priority=50)
+        self.assertEqual(info.state, "done")
+        self.assertEqual((info.qos_class, info.priority, info.requested_priority), ("bg", 5, 50))
+        # Without wait, the answer itself says so.
+        resp = self.stub.Copy(
+            pb.CopyRequest(src_instance=src.id, dst_instance=dst.id, priority=9),
+            metadata=[("isometry-session", self.bg.session)])
+        self.assertEqual((resp.qos_class, resp.priority, resp.requested_priority), ("bg", 5, 9))
+        self.bg.wait(resp.transfer)
+        # Within the ceiling nothing changes; the fg class has none.
+        info = self.fg.copy(*self.pair(self.fg, 1 * MIB), priority=50)
+        self.assertEqual((info.qos_class, info.priority, info.requested_priority), ("fg", 50, 50))
+        clamped = {c.name: c.clamped for c in self.qos().classes}
+        self.assertGreaterEqual(clamped["bg"], 2)
+        self.assertEqual(clamped["fg"], 0)
+
+    def test_a_capped_class_stays_under_its_cap(self):
+        c = isometry.Client(self.daemon.socket, name="capped-client")
+        try:
+            self.move(c, "capped")
+            src, dst = self.pair(c, 64 * MIB)
+            start = time.monotonic()
+            info = c.copy(src, dst)
+            elapsed = time.monotonic() - start
+            self.assertEqual(info.state, "done")
+            rate = 64 * MIB / elapsed
+            # 40 MiB/s, with at most kQosBurst (20 ms) ahead of it.
+            self.assertLess(rate, 40 * MIB * 1.1, f"{rate / MIB:.1f} MiB/s")
+            shares = [s for k in self.qos().classes if k.name == "capped" for s in k.channels
+                      if s.channel == "memcpy0"]
+            self.assertEqual(shares[0].rate_cap, 40 * MIB)
+            self.assertGreater(shares[0].throttled_s, 0.5)
+        finally:
+            c.close()
+
+    def test_a_paused_class_waits_and_a_sighup_reload_resumes_it(self):
+        c = isometry.Client(self.daemon.socket, name="held-client")
+        try:
+            self.move(c, "held")
+            src, dst = self.pair(c, 8 * MIB)
+            transfer = c.copy(src, dst, wait=False)
+            time.sleep(1.0)
+            self.assertIn(c.transfer(transfer).state, ("waiting", "running"))  # never failed
+            with open(self.daemon.config, "w") as f:
+                f.write(self.daemon_text.replace("in_flight = 0", "in_flight = 4"))
+            os.kill(self.daemon.proc.pid, signal.SIGHUP)
+            info = c.wait(transfer, timeout_ms=20000)
+            self.assertEqual(info.state, "done")
+            self.assertEqual(info.qos_class, "held")  # the operator's placement stays
+            held = [k for k in self.qos().classes if k.name == "held"][0]
+            self.assertEqual(held.channels[0].in_flight_cap, 4)
+        finally:
+            with open(self.daemon.config, "w") as f:
+                f.write(self.daemon_text)
+            os.kill(self.daemon.proc.pid, signal.SIGHUP)
+            c.close()
+
+    def test_a_bad_reload_changes_nothing(self):
+        with open(self.daemon.config, "w") as f:
+            f.write(self.daemon_text.replace('weight = 3', 'weight = 0'))
+        try:
+            os.kill(self.daemon.proc.pid, signal.SIGHUP)
+            deadline = time.monotonic() + 10
+            while "SIGHUP: nothing reloaded" not in self.daemon.log_text():
+                self.assertLess(time.monotonic(), deadline, self.daemon.log_text())
+                time.sleep(0.05)
+            self.assertIn("qos.class[0].weight", self.daemon.log_text())
+            fg = [k for k in self.qos().classes if k.name == "fg"][0]
+            self.assertEqual(fg.weight, 3)
+        finally:
+            with open(self.daemon.config, "w") as f:
+                f.write(self.daemon_text)
+
+    def test_foreground_small_copies_complete_while_the_background_saturates(self):
+        small = [self.pair(self.fg, 64 << 10) for _ in range(4)]
+        stop = threading.Event()
+        thread, errors = self.keep_busy(self.bg, [self.pair(self.bg, 32 * MIB)
+                                                  for _ in range(3)], stop, depth=4)
+        try:
+            time.sleep(0.3)
+            latencies = []
+            for i in range(200):
+                start = time.monotonic()
+                self.assertEqual(self.fg.copy(*small[i % 4]).state, "done")
+                latencies.append(time.monotonic() - start)
+            bulk_start = time.monotonic()
+            self.bg.copy(*self.pair(self.bg, 32 * MIB))
+            bulk = time.monotonic() - bulk_start
+        finally:
+            stop.set()
+            thread.join(60)
+        self.assertEqual(errors, [])
+        latencies.sort()
+        p99 = latencies[int(len(latencies) * 0.99) - 1]
+        # Loose for a busy machine: a small copy never waits for the
+        # background's bulk copies to drain.
+        self.assertLess(p99, bulk, f"p99 {p99 * 1e3:.1f} ms, one bulk copy {bulk * 1e3:.1f} ms")
+
+    def test_only_the_operator_moves_sessions(self):
+        c = isometry.Client(self.daemon.socket, name="mover")
+        try:
+            with self.assertRaises(grpc.RpcError) as e:
+                self.stub.SetSessionClass(
+                    pb.SetSessionClassRequest(session=self.session_number(c), class_name="fg"),
+                    metadata=[("isometry-session", c.session)])
+            self.assertEqual(e.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+            with self.assertRaises(grpc.RpcError) as e:
+                self.move(c, "no-such-class")
+            self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
+            # A session sees the classes and its own, not who else is in them.
+            mine = self.stub.GetQos(pb.GetQosRequest(), metadata=[("isometry-session", c.session)])
+            self.assertEqual(mine.own_class, "fg")
+            self.assertTrue(all(len(k.member_list) == 0 for k in mine.classes))
+        finally:
+            c.close()
+
+    def test_isoctl_qos_shows_classes_members_and_shares(self):
+        env = dict(os.environ, ISOMETRY_SOCKET=self.daemon.socket,
+                   ISOMETRY_OPERATOR_TOKEN=os.path.join(self.dir, "state", "operator.token"))
+        out = subprocess.run([ISOCTL, "qos"], env=env, capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        for word in ("CLASS", "fg", "bg", "capped", "held", "default", "bulk", "interactive"):
+            self.assertIn(word, out.stdout)
+        out = subprocess.run([ISOCTL, "qos", "-o", "json"], env=env, capture_output=True,
+                             text=True, timeout=30)
+        doc = json.loads(out.stdout)
+        held = [k for k in doc["classes"] if k["name"] == "held"][0]
+        self.assertTrue(held["channels"][0]["paused"])
+
+    # ---- more helpers ----
+
+    @classmethod
+    def session_number(cls, client):
+        return client.session_id
+
+    def move(self, client, class_name):
+        self.stub.SetSessionClass(
+            pb.SetSessionClassRequest(session=self.session_number(client), class_name=class_name),
+            metadata=[("isometry-operator", self.operator)])
+
+
+if __name__ == "__main__":
+    unittest.main()
