@@ -1,5 +1,7 @@
 // Why a copy took its path: the alternatives the planner could have taken,
 // for ExplainPlan and for a transfer that ran (isoctl plan, isoctl explain).
+#include <set>
+
 #include "absl/strings/str_format.h"
 #include "daemon/node/node_impl.h"
 
@@ -30,6 +32,45 @@ std::string CompareRates(const TransferReport& r) {
   } else if (ratio < 0.5) {
     absl::StrAppend(&out, " (it waited in queues, shared its channels, or the calibration is ",
                     "stale: isoctl calibrate)");
+  }
+  return out;
+}
+
+// TransferExplanation::qos, from the classes as they stand now.
+std::vector<std::string> QosLines(const TransferReport& r, const PlanReport& plan,
+                                  const std::vector<QosClassStats>& classes) {
+  std::vector<std::string> out;
+  const QosClassStats* c = nullptr;
+  for (const QosClassStats& k : classes) {
+    if (k.name == r.qos_class) c = &k;
+  }
+  if (!c) return out;
+  out.push_back(classes.size() == 1
+                    ? absl::StrCat("class '", c->name, "', the only one: nothing shared by weight")
+                    : absl::StrCat("class '", c->name, "', weight ", c->weight));
+  if (r.requested_priority > r.priority) {
+    out.push_back(absl::StrCat("priority ", r.priority, ": it asked for ", r.requested_priority,
+                               ", above the class's max_priority"));
+  }
+  std::set<std::string> seen;
+  for (const PlanHopReport& h : plan.hops) {
+    if (!seen.insert(h.channel).second) continue;
+    for (const QosChannelStats& s : c->channels) {
+      if (s.channel != h.channel || classes.size() == 1) continue;
+      std::string line =
+          absl::StrFormat("%s: the class has %.0f%% of its recent bytes", s.channel, s.share * 100);
+      if (s.weight_share > 0) {
+        absl::StrAppend(
+            &line, absl::StrFormat(" against a %.0f%% weight share now", s.weight_share * 100));
+      }
+      if (s.paused) absl::StrAppend(&line, "; paused there (a cap of 0)");
+      if (s.rate_cap) absl::StrAppend(&line, "; capped at ", RateText(double(s.rate_cap)));
+      if (s.throttled_s > 0) {
+        absl::StrAppend(&line,
+                        absl::StrFormat("; its caps held it back %.2f s so far", s.throttled_s));
+      }
+      out.push_back(std::move(line));
+    }
   }
   return out;
 }
@@ -103,6 +144,7 @@ Result<TransferExplanation> Node::ExplainTransfer(SessionRef session, uint64_t t
         "transfer's own prediction counts";
   }
   out.comparison = CompareRates(out.transfer);
+  out.qos = QosLines(out.transfer, out.plan, impl_->runtime->Qos());
   return out;
 }
 

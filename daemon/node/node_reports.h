@@ -76,6 +76,10 @@ struct TransferExplanation {
   TransferReport transfer;
   PlanReport plan;
   std::string comparison;
+  // How its traffic class shaped it: the class and weight, a lowered
+  // priority, and per channel of its path the class's share against its
+  // weight and the time its caps held it back.
+  std::vector<std::string> qos;
 };
 
 struct AllocationReport {

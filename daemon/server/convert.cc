@@ -197,6 +197,7 @@ void ToProto(const TransferExplanation& e, v1::ExplainTransferResponse* out) {
   ToProto(e.transfer, out->mutable_transfer());
   ToProto(e.plan, out->mutable_plan());
   out->set_comparison(e.comparison);
+  for (const std::string& line : e.qos) out->add_qos(line);
 }
 
 void ToProto(const Calibration& cal, v1::CalibrateResponse* out) {

@@ -221,6 +221,21 @@ class QosTest(unittest.TestCase):
         self.assertGreaterEqual(clamped["bg"], 2)
         self.assertEqual(clamped["fg"], 0)
 
+    def test_explain_says_how_qos_shaped_a_copy(self):
+        info = self.bg.copy(*self.pair(self.bg, 4 * MIB), priority=50)
+        e = self.stub.ExplainTransfer(pb.ExplainTransferRequest(transfer=info.id),
+                                      metadata=[("isometry-session", self.bg.session)])
+        text = "\n".join(e.qos)
+        self.assertIn("class 'bg', weight 1", text)
+        self.assertIn("it asked for 50", text)
+        self.assertIn("memcpy0: the class has", text)
+        env = dict(os.environ, ISOMETRY_SOCKET=self.daemon.socket,
+                   ISOMETRY_OPERATOR_TOKEN=os.path.join(self.dir, "state", "operator.token"))
+        out = subprocess.run([ISOCTL, "explain", str(info.id)], env=env, capture_output=True,
+                             text=True, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("qos: class 'bg', weight 1", out.stdout)
+
     def test_a_capped_class_stays_under_its_cap(self):
         c = isometry.Client(self.daemon.socket, name="capped-client")
         try:

@@ -27,6 +27,7 @@ std::string RenderExplain(const v1::ExplainTransferResponse& e) {
   out += "algorithm: " + p.algorithm() + "\n";
   if (!e.comparison().empty()) out += "against the model: " + e.comparison() + "\n";
   if (!p.why().empty()) out += "why: " + p.why() + "\n";
+  for (const std::string& line : e.qos()) out += "qos: " + line + "\n";
   return out + RenderAlternatives(p);
 }
 
