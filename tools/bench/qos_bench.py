@@ -1,0 +1,318 @@
+#!/usr/bin/python3
+"""Traffic classes under load (docs/guides/qos.md): weighted shares,
+foreground protection and the scheduler's overhead, on one node.
+
+Starts two private daemons with the same memories and channels (sys0, a
+DSK memory in a temporary directory, memcpy0, disk_write0, disk_read0;
+inline_bytes = 0, so every copy goes through its channel's DMA worker):
+one with [qos] classes fg (weight 3) and bg (weight 1, clients named
+"bulk"), one without [qos]. Each round, paired and interleaved:
+
+- shares: fg and bg each keep 3 copies in flight through memcpy0, then
+  through disk_write0; the ratio of the bytes each class moved over the
+  window, against the 3:1 of their weights (target: within 5 %);
+- foreground: 64 KiB copies of fg, alone and then while bg keeps 4 bulk
+  copies in flight on memcpy0; p99 loaded over p99 idle (target <= 1.5),
+  and bg's rate over what fg left of bg's rate alone (target >= 0.9);
+- overhead: 256 MiB copies on memcpy0 and 64 MiB files on disk_write0
+  with two classes configured (one busy: the general path) against the
+  daemon without [qos] (target >= 0.98).
+
+Cross-node rows are not here: a cross-node copy does not carry its class
+yet (docs/guides/qos.md, "Limits").
+
+    /usr/bin/python3 tools/bench/qos_bench.py \\
+        --isometryd build-release/daemon/isometryd --pythonpath build-release/python
+
+`--json` prints isometry_bench's JSON rows (scenarios qos_*), one per
+measure, with every round's value.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "pyfixture"))
+sys.path.insert(0, HERE)
+import machine  # noqa: E402  (tools/bench/machine.py)
+from isometryd_process import IsometrydProcess  # noqa: E402
+
+MIB = 1 << 20
+MEMORIES = """
+[runtime]
+inline_bytes = 0
+
+[[memory]]
+name = "sys0"
+kind = "SYS"
+pool = "1536MiB"
+staging = "64MiB"
+
+[[memory]]
+name = "dsk0"
+kind = "DSK"
+directory = "{dir}/files"
+staging = "0"
+
+[[channel]]
+name = "memcpy0"
+kind = "memcpy"
+
+[[channel]]
+name = "disk_write0"
+kind = "disk_write"
+
+[[channel]]
+name = "disk_read0"
+kind = "disk_read"
+"""
+QOS = """
+[[qos.class]]
+name = "fg"
+weight = 3
+
+[[qos.class]]
+name = "bg"
+weight = 1
+
+[[qos.rule]]
+client = "bulk"
+class = "bg"
+"""
+
+
+def pair(client, nbytes, file=None):
+    src = client.register_instance(client.allocate("sys0", nbytes), [nbytes], [("b", 1)], "F,x")
+    if file:
+        dst = client.register_instance(bounds=[nbytes], fields=[("b", 1)], layout="F,x",
+                                       memory="dsk0", file=file)
+    else:
+        dst = client.register_instance(client.allocate("sys0", nbytes), [nbytes], [("b", 1)],
+                                       "F,x")
+    return src, dst
+
+
+class Busy:
+    """Copies over `pairs` in a loop, `depth` in flight, on a thread."""
+
+    def __init__(self, client, pairs, depth=3):
+        self.stop = threading.Event()
+        self.copied = 0  # bytes of copies completed
+        self.errors = []
+        self.thread = threading.Thread(target=self.run, args=(client, pairs, depth))
+        self.thread.start()
+
+    def run(self, client, pairs, depth):
+        try:
+            inflight, i = [], 0
+            while not self.stop.is_set():
+                while len(inflight) < depth:
+                    src, dst = pairs[i % len(pairs)]
+                    i += 1
+                    inflight.append((client.copy(src, dst, wait=False), src.total_bytes))
+                tid, nbytes = inflight.pop(0)
+                client.wait(tid)
+                self.copied += nbytes
+            for tid, _ in inflight:
+                client.wait(tid)
+        except Exception as e:  # raised by end()
+            self.errors.append(e)
+
+    def end(self):
+        self.stop.set()
+        self.thread.join(120)
+        if self.errors:
+            raise self.errors[0]
+
+
+def class_bytes(stub, pb, operator, channel):
+    resp = stub.GetQos(pb.GetQosRequest(), metadata=[("isometry-operator", operator)])
+    return {c.name: s.bytes for c in resp.classes for s in c.channels if s.channel == channel}
+
+
+def percentile(sorted_values, p):
+    k = max(0, min(len(sorted_values) - 1, int(round(p / 100.0 * len(sorted_values) + 0.5)) - 1))
+    return sorted_values[k]
+
+
+def timed_copies(client, pairs, n):
+    out = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        client.copy(*pairs[i % len(pairs)])
+        out.append(time.perf_counter() - t0)
+    return sorted(out)
+
+
+def rate_of(client, pairs, n):
+    """Bytes per second of `n` copies made one after another."""
+    t0 = time.perf_counter()
+    for i in range(n):
+        client.copy(*pairs[i % len(pairs)])
+    return sum(p[0].total_bytes for p in pairs[:1]) * n / (time.perf_counter() - t0)
+
+
+class Bench:
+    def __init__(self, args):
+        import grpc
+        from isometry import Client
+        from isometry import isometry_pb2 as pb
+        from isometry import isometry_pb2_grpc as pb_grpc
+        self.Client, self.grpc, self.args = Client, grpc, args
+        self.pb, self.pb_grpc = pb, pb_grpc
+        self.daemons = []
+        self.qos = self.start(MEMORIES + QOS, "isometry-qos-bench-")
+        self.plain = self.start(MEMORIES, "isometry-qos-plain-")
+
+    def start(self, config, prefix):
+        directory, daemon = IsometrydProcess.started_in_temp_dir(
+            self.args.isometryd, config, prefix, dirs=("files",), daemon={"log_level": "warn"})
+        self.daemons.append((directory, daemon))
+        with open(os.path.join(directory, "state", "operator.token")) as f:
+            operator = f.read().strip()
+        channel = self.grpc.insecure_channel(f"unix:{daemon.socket}")
+        return {"daemon": daemon, "operator": operator, "channel": channel,
+                "stub": self.pb_grpc.IsometryStub(channel),
+                "fg": self.Client(daemon.socket, name="interactive"),
+                "bg": self.Client(daemon.socket, name="bulk")}
+
+    def close(self):
+        for d in (self.qos, self.plain):
+            d["fg"].close()
+            d["bg"].close()
+            d["channel"].close()
+        status = 0
+        for directory, daemon in self.daemons:
+            status |= daemon.stop()
+            daemon.close()
+            shutil.rmtree(directory, ignore_errors=True)
+        return status
+
+    def share(self, channel, make_pairs, window_s):
+        d = self.qos
+        busy = [Busy(d[k], make_pairs(d[k], k)) for k in ("fg", "bg")]
+        try:
+            time.sleep(0.5)
+            before = class_bytes(d["stub"], self.pb, d["operator"], channel)
+            time.sleep(window_s)
+            after = class_bytes(d["stub"], self.pb, d["operator"], channel)
+        finally:
+            for b in busy:
+                b.end()
+        return (after["fg"] - before["fg"]) / max(1, after["bg"] - before["bg"])
+
+    def foreground(self, small, bulk, n):
+        d = self.qos
+        idle = timed_copies(d["fg"], small, n)
+        bg_alone = rate_of(d["bg"], bulk, 4)
+        busy = Busy(d["bg"], bulk, depth=4)
+        try:
+            time.sleep(0.2)
+            copied0, t0 = busy.copied, time.perf_counter()
+            loaded = timed_copies(d["fg"], small, n)
+            bg_rate = (busy.copied - copied0) / (time.perf_counter() - t0)
+        finally:
+            busy.end()
+        fg_rate = small[0][0].total_bytes * n / sum(loaded)
+        left = max(1.0, bg_alone - fg_rate)
+        return percentile(loaded, 99) / percentile(idle, 99), bg_rate / left, idle, loaded
+
+    def overhead(self, make_pairs, n):
+        rates = {}
+        for name, d in (("qos", self.qos), ("plain", self.plain)):
+            rates[name] = rate_of(d["fg"], make_pairs(d["fg"], name), n)
+        return rates["qos"] / rates["plain"]
+
+
+def row(scenario, metric, values, target, baseline):
+    return {"scenario": scenario, "metric": metric, "value": statistics.median(values),
+            "unit": "ratio", "baseline": baseline, "baseline_value": None,
+            "ratio": statistics.median(values), "target": target, "rounds": len(values),
+            "ratio_min": min(values), "ratio_max": max(values), "round_values": values,
+            "predicted": None, "plan": "qos rows have no plan", "bytes": None}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--isometryd", default="build-release/daemon/isometryd",
+                    help="the daemon binary to start (default: %(default)s)")
+    ap.add_argument("--pythonpath", default="build-release/python",
+                    help="directory holding the isometry package (default: %(default)s)")
+    ap.add_argument("--rounds", type=int, default=5, help="paired rounds (default: 5)")
+    ap.add_argument("--window", type=float, default=2.0,
+                    help="seconds each share is measured over (default: 2)")
+    ap.add_argument("--small", type=int, default=400,
+                    help="64 KiB foreground copies per phase (default: 400)")
+    ap.add_argument("--json", action="store_true", help="JSON rows instead of a table")
+    args = ap.parse_args()
+    if args.rounds < 1 or args.window <= 0 or args.small < 100:
+        ap.error("--rounds >= 1, --window > 0 and --small >= 100")
+    if not os.access(args.isometryd, os.X_OK):
+        ap.error(f"no daemon binary at {args.isometryd}: build it or pass --isometryd")
+    where = machine.measure()  # before the daemons run
+    sys.path.insert(0, os.path.abspath(args.pythonpath))
+    try:
+        bench = Bench(args)
+    except ImportError as e:
+        sys.exit(f"qos_bench: cannot import the isometry package from {args.pythonpath} ({e})")
+    except AssertionError as e:  # the fixture's way of saying a daemon did not start
+        sys.exit(f"qos_bench: {e}")
+    files = iter(range(1 << 40))
+    results = {k: [] for k in ("memcpy", "disk", "p99", "left", "over_memcpy", "over_disk")}
+    try:
+        for r in range(args.rounds):
+            results["memcpy"].append(bench.share(
+                "memcpy0", lambda c, k: [pair(c, 16 * MIB) for _ in range(3)], args.window) / 3)
+            results["disk"].append(bench.share(
+                "disk_write0", lambda c, k: [pair(c, 8 * MIB, f"{k}-{next(files)}")
+                                             for _ in range(3)], args.window) / 3)
+            d = bench.qos
+            small = [pair(d["fg"], 64 << 10) for _ in range(4)]
+            bulk = [pair(d["bg"], 64 * MIB) for _ in range(4)]
+            p99, left, idle, loaded = bench.foreground(small, bulk, args.small)
+            results["p99"].append(p99)
+            results["left"].append(left)
+            results["over_memcpy"].append(bench.overhead(
+                lambda c, k: [pair(c, 256 * MIB)], 4))
+            results["over_disk"].append(bench.overhead(
+                lambda c, k: [pair(c, 64 * MIB, f"o-{k}-{next(files)}")], 4))
+            print(f"  round {r + 1}: shares memcpy {results['memcpy'][-1] * 3:.2f}:1, disk "
+                  f"{results['disk'][-1] * 3:.2f}:1; foreground p99 {percentile(idle, 99) * 1e6:.0f}"
+                  f" us idle, {percentile(loaded, 99) * 1e6:.0f} us loaded; bg got "
+                  f"{left:.2f} of what was left; overhead memcpy {results['over_memcpy'][-1]:.3f},"
+                  f" disk {results['over_disk'][-1]:.3f}", file=sys.stderr)
+    finally:
+        status = bench.close()
+    if status != 0:
+        sys.exit(f"qos_bench: an isometryd exited with {status}")
+    rows = [
+        row("qos_share_memcpy", "fg:bg bytes over 3", results["memcpy"], "0.95-1.05",
+            "weights 3:1"),
+        row("qos_share_disk", "fg:bg bytes over 3", results["disk"], "0.95-1.05", "weights 3:1"),
+        row("qos_foreground_64KiB", "p99 loaded over p99 idle", results["p99"], "<= 1.5",
+            "fg alone"),
+        row("qos_background_left", "bg rate over what fg left", results["left"], ">= 0.9",
+            "bg alone minus fg"),
+        row("qos_overhead_memcpy_256MiB", "rate with classes over without", results["over_memcpy"],
+            ">= 0.98", "no [qos]"),
+        row("qos_overhead_disk_64MiB", "rate with classes over without", results["over_disk"],
+            ">= 0.98", "no [qos]"),
+    ]
+    if not args.json:
+        print(machine.line(where))
+    for r in rows:
+        if args.json:
+            print(json.dumps({**r, "machine": where}))
+        else:
+            print(f"{r['scenario']}: {r['metric']} {r['value']:.3f} "
+                  f"({r['ratio_min']:.3f}-{r['ratio_max']:.3f}, {r['rounds']} rounds; "
+                  f"target {r['target']})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""tools/bench/qos_bench.py against this build's daemon and Python client:
+one short round, its JSON rows as isometry_bench writes them, and a clear
+error for a missing daemon. ISOMETRYD and ISOMETRY_PYTHONPATH name them
+(ctest sets both). No figure is asserted: a busy machine moves them."""
+
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "qos_bench.py")
+ISOMETRYD = os.environ.get("ISOMETRYD", "")
+PYTHONPATH = os.environ.get("ISOMETRY_PYTHONPATH", "")
+
+
+def run(*args):
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+class QosBenchTest(unittest.TestCase):
+    def setUp(self):
+        if not ISOMETRYD or not PYTHONPATH:
+            self.skipTest("ISOMETRYD and ISOMETRY_PYTHONPATH are not set")
+
+    def test_json_rows(self):
+        done = run("--isometryd", ISOMETRYD, "--pythonpath", PYTHONPATH, "--rounds", "1",
+                   "--window", "0.5", "--small", "100", "--json")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        rows = [json.loads(line) for line in done.stdout.splitlines()]
+        self.assertEqual([r["scenario"] for r in rows],
+                         ["qos_share_memcpy", "qos_share_disk", "qos_foreground_64KiB",
+                          "qos_background_left", "qos_overhead_memcpy_256MiB",
+                          "qos_overhead_disk_64MiB"])
+        for r in rows:
+            self.assertEqual(r["rounds"], 1)
+            self.assertGreater(r["value"], 0)
+            self.assertEqual(r["machine"]["cpus"], os.cpu_count())
+        self.assertIn("round 1: shares memcpy", done.stderr)
+
+    def test_a_missing_daemon_is_named(self):
+        done = run("--isometryd", "/nonexistent/isometryd")
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("no daemon binary at /nonexistent/isometryd", done.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
