@@ -11,8 +11,9 @@ namespace {
 Result<uint64_t> Rate(const Reader& r, const toml::node& n, const std::string& key) {
   if (auto s = n.value<std::string>()) {
     std::string text = *s;
-    if (text.size() > 2 && text.compare(text.size() - 2, 2, "/s") == 0)
+    if (text.size() > 2 && text.compare(text.size() - 2, 2, "/s") == 0) {
       text.resize(text.size() - 2);
+    }
     auto v = ParseByteSize(text);
     if (!v.ok()) return r.Error(n, key, std::string(v.status().message()));
     return *v;
@@ -34,8 +35,9 @@ Status ReadCaps(const Reader& r, const toml::node& n, const std::string& key, Qo
                      "gpu_read, gpu_write, gpu_copy)");
     }
     const toml::table* caps = v.as_table();
-    if (!caps)
+    if (!caps) {
       return r.Error(v, kind_key, "must be a table like { rate = \"1GiB/s\", in_flight = 2 }");
+    }
     ISO_RETURN_IF_ERROR(r.OnlyKeys(*caps, kind_key + ".", {"rate", "in_flight"}));
     QosCaps& out = c.caps[*kind];
     if (const toml::node* rate = caps->get("rate")) {

@@ -41,6 +41,7 @@ Result<std::unique_ptr<Node>> Node::Create(const Config& config, const ChannelCo
     // record on the thread that finishes a copy.
     impl->finished.reserve(Impl::kFinishedKept + 1);
     impl->history = TransferHistory(config.daemon.transfer_history);
+    impl->qos = config.qos;  // the runtime gets it once made, below
   }
   RuntimeConfig rc = config.runtime;
   if (config.daemon.calibrate) {
@@ -72,10 +73,6 @@ Result<std::unique_ptr<Node>> Node::Create(const Config& config, const ChannelCo
   ChannelMaker maker = [context](const ChannelConfig& c) { return MakeChannel(c, context); };
   ISO_ASSIGN_OR_RETURN(impl->runtime, Runtime::Create(rc, maker));
   impl->runtime->SetQos(config.qos);
-  {
-    absl::MutexLock lock(&impl->mu);
-    impl->qos = config.qos;
-  }
   bool pools_huge = false;  // a probe allocation got 2 MiB pages
   for (size_t i = 0; i < rc.memories.size(); ++i) {
     const MemoryConfig& m = rc.memories[i];
@@ -125,12 +122,11 @@ Result<std::unique_ptr<Node>> Node::Create(const Config& config, const ChannelCo
         "disk paths from pool memory run faster with 'advise' or with memory.hugetlb "
         "(docs/operations/tuning.md)");
   }
-  const size_t channels = rc.channels.size();
   {
     absl::MutexLock lock(&impl->mu);  // not shared yet; the analysis wants it
-    impl->samples.push_back({NodeClock::now(), std::vector<uint64_t>(channels, 0)});
-    impl->current_bps.assign(channels, 0);
-    impl->peak_bps.assign(channels, 0);
+    impl->samples.push_back({NodeClock::now(), std::vector<uint64_t>(rc.channels.size(), 0)});
+    impl->current_bps.assign(rc.channels.size(), 0);
+    impl->peak_bps.assign(rc.channels.size(), 0);
   }
   return std::unique_ptr<Node>(new Node(std::move(impl)));
 }

@@ -67,8 +67,9 @@ bool Runtime::Impl::OverShare(const TransferState& t) const {
     if (need[p] == 0 || class_held[t.qos][p] == 0) continue;
     uint64_t weights = 0;
     for (size_t c = 0; c < qos->classes.size(); ++c) {
-      if (c == t.qos || waiting_classes.count(c) || class_held[c][p])
+      if (c == t.qos || waiting_classes.count(c) || class_held[c][p]) {
         weights += qos->classes[c].weight;
+      }
     }
     const double part = static_cast<double>(pools[p].budget()) * qos->classes[t.qos].weight /
                         static_cast<double>(std::max<uint64_t>(weights, 1));
