@@ -149,6 +149,34 @@ request_size = "4MiB"
 # listen = "127.0.0.1:9464"
 # max_connections = 64            # open at once; a new one closes the oldest
 # request_timeout_ms = 2000       # a whole request arrives, and its answer leaves, within this
+
+# Traffic classes (docs/guides/qos.md): tenants share every busy channel by
+# weight, with caps per channel kind and a priority ceiling per class. With
+# no [qos] table there is one class, "default", and copies are scheduled by
+# priority alone. SIGHUP (systemctl reload isometryd) applies a changed [qos].
+# [qos]
+# default_class = "shared"        # clients no rule matches, gRPC ones too (absent: the first class)
+# [[qos.class]]
+# name = "interactive"
+# weight = 8                      # its share of a busy channel against the other busy classes'
+# [[qos.class]]
+# name = "shared"
+# weight = 2
+# max_priority = 50               # copies asking for more run at 50 (daemon.max_priority still refuses)
+# [[qos.class]]
+# name = "batch"
+# weight = 1
+# max_priority = 10
+# caps = { disk_write = { rate = "500MiB/s" }, disk_read = { in_flight = 2 } }  # each channel; 0 pauses
+# [[qos.rule]]                    # the first rule that matches wins
+# gid = 3000                      # local clients running with group 3000 (gRPC ones have no uid, gid)
+# class = "interactive"
+# [[qos.rule]]
+# uid = 2001
+# class = "batch"
+# [[qos.rule]]
+# client = "backup"               # by name alone: only into a class that gets no more than the default
+# class = "batch"
 )";
 
 }  // namespace
