@@ -1,5 +1,6 @@
 #include "config/qos_config.h"
 
+#include <algorithm>
 #include <set>
 
 #include "config/config_origin.h"
@@ -24,8 +25,14 @@ const QosClass* FindQosClass(const std::vector<QosClass>& classes, const std::st
 namespace {
 
 bool Matches(const QosRule& rule, const QosClient& client) {
+  if (rule.for_peers() != !client.peer.empty()) return false;
+  if (!rule.peer.empty() && rule.peer != client.peer) return false;
+  if (!rule.remote_class.empty() && rule.remote_class != client.remote_class) return false;
   if (rule.uid && client.uid != rule.uid) return false;
-  if (rule.gid && client.gid != rule.gid) return false;
+  if (rule.gid && client.gid != rule.gid &&
+      std::find(client.groups.begin(), client.groups.end(), *rule.gid) == client.groups.end()) {
+    return false;
+  }
   return rule.client.empty() || rule.client == client.name;
 }
 
@@ -55,7 +62,14 @@ const std::string& QosConfig::ClassOf(const QosClient& client) const {
     if (Matches(r, client)) return r.class_name;
   }
   static const std::string kDefault = kDefaultQosClass;
-  return classes.empty() ? kDefault : default_class;
+  if (classes.empty()) return kDefault;
+  if (!client.peer.empty()) {
+    for (const QosClass& c : classes) {
+      if (c.name == client.remote_class) return c.name;
+    }
+  }
+  if (!client.uid && client.peer.empty() && !grpc_class.empty()) return grpc_class;
+  return default_class;
 }
 
 Status QosConfig::Validate() const {
@@ -76,6 +90,11 @@ Status QosConfig::Validate() const {
                           "' is not a class; define it with [[qos.class]] name = \"", default_class,
                           "\"");
   }
+  const QosClass* grpc = grpc_class.empty() ? fallback : FindQosClass(all, grpc_class);
+  if (!grpc) {
+    return ConfigKeyError("qos.grpc_class", "grpc_class '", grpc_class,
+                          "' is not a class; define it with [[qos.class]]");
+  }
   for (size_t i = 0; i < rules.size(); ++i) {
     const QosRule& r = rules[i];
     const std::string key = StrCat("qos.rule[", i, "]");
@@ -84,15 +103,27 @@ Status QosConfig::Validate() const {
       return ConfigKeyError(key + ".class", "class '", r.class_name,
                             "' is not defined by any [[qos.class]]");
     }
-    if (!r.uid && !r.gid && r.client.empty()) {
-      return ConfigKeyError(key, "a rule needs uid, gid or client (else it matches everyone: ",
-                            "set qos.default_class instead)");
+    if (r.for_peers()) {
+      if (r.uid || r.gid || !r.client.empty()) {
+        return ConfigKeyError(key, "a rule for peers' halves (peer, remote_class) takes no uid, ",
+                              "gid or client: those are local clients'");
+      }
+      continue;
     }
-    if (!r.uid && !r.gid && Outranks(*target, *fallback)) {
+    if (!r.uid && !r.gid && r.client.empty()) {
+      return ConfigKeyError(key, "a rule needs uid, gid, client, peer or remote_class (else it ",
+                            "matches everyone: set qos.default_class instead)");
+    }
+    if (r.client.size() > kMaxClientName) {
+      return ConfigKeyError(key + ".client", "client names are kept to ", kMaxClientName,
+                            " bytes: a longer one never matches");
+    }
+    if (!r.uid && !r.gid && (Outranks(*target, *fallback) || Outranks(*target, *grpc))) {
       return ConfigKeyError(key + ".client", "a rule by client name alone may not put clients in '",
                             r.class_name, "', which gets more than the default class '",
                             default_class,
-                            "' (a client chooses its own name): add uid or gid to the rule");
+                            "' or grpc_class (a client chooses its own name): add uid or gid to "
+                            "the rule");
     }
   }
   return OkStatus();

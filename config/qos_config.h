@@ -20,6 +20,8 @@
 namespace isometry {
 
 inline constexpr char kDefaultQosClass[] = "default";
+// Sessions keep this much of the name their client gives.
+inline constexpr size_t kMaxClientName = 128;
 
 // What a class may take of every channel of one kind. A cap of 0 pauses
 // the class's requests there (its copies wait; they never fail).
@@ -39,34 +41,51 @@ struct QosClass {
 
 // Puts the clients it matches in `class_name`; every condition given must
 // hold. A client's name is its own choice, so a rule by name alone may
-// only lower a client (QosConfig::Validate).
+// only lower a client (QosConfig::Validate). A rule with `peer` or
+// `remote_class` matches only the halves of cross-node copies that peers
+// start here: `peer` the node that asked (cluster.node_name), `remote_class`
+// the class the copy runs in there.
 struct QosRule {
   std::string class_name;
   std::optional<uint32_t> uid;
   std::optional<uint32_t> gid;
   std::string client;  // the client's name ("" = any)
+  std::string peer;
+  std::string remote_class;
+  bool for_peers() const { return !peer.empty() || !remote_class.empty(); }
 };
 
 // Who a client is, as far as rules can tell: local clients have a uid and
-// gid (SO_PEERCRED); gRPC clients have only their name.
+// gid (SO_PEERCRED); gRPC clients have only their name; a peer's half of a
+// cross-node copy has the peer and the class it runs in there.
 struct QosClient {
   std::optional<uint32_t> uid;
   std::optional<uint32_t> gid;
+  std::vector<uint32_t> groups;  // supplementary (SO_PEERGROUPS); a gid rule matches these too
   std::string name;
+  std::string peer;          // set for a peer's half
+  std::string remote_class;  // ... and its class on that peer
 };
 
 struct QosConfig {
   std::vector<QosClass> classes;  // empty: the single "default" class
   std::vector<QosRule> rules;     // the first that matches wins
   std::string default_class = kDefaultQosClass;
+  // Where sessions without a uid (gRPC) go when no rule names them; "":
+  // the default class. A uid or gid rule cannot reach them: a user it
+  // lowers could otherwise attach over gRPC to escape it.
+  std::string grpc_class;
 
   // The classes in force: `classes`, or the implicit default one.
   std::vector<QosClass> Effective() const;
   // Which class `client` belongs to: the first matching rule's, else the
-  // default class.
+  // default class. A peer's half without a matching rule runs in the class
+  // of its remote class's name where this node has one (nodes configured
+  // alike keep a copy in one class end to end), else the default class.
   const std::string& ClassOf(const QosClient& client) const;
-  // Unique names, known classes in rules and default_class, weights >= 1,
-  // and no rule by name alone into a class above the default one.
+  // Unique names, known classes in rules, default_class and grpc_class,
+  // weights >= 1, and no rule by name alone into a class above the default
+  // one or grpc_class.
   // Errors are ConfigKeyErrors ("qos.rule[1].class").
   Status Validate() const;
 };

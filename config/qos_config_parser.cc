@@ -71,7 +71,8 @@ Result<QosClass> ReadClass(const Reader& r, const toml::table& t, const std::str
 }
 
 Result<QosRule> ReadRule(const Reader& r, const toml::table& t, const std::string& key) {
-  ISO_RETURN_IF_ERROR(r.OnlyKeys(t, key + ".", {"class", "uid", "gid", "client"}));
+  ISO_RETURN_IF_ERROR(
+      r.OnlyKeys(t, key + ".", {"class", "uid", "gid", "client", "peer", "remote_class"}));
   QosRule rule;
   const toml::node* cls = t.get("class");
   if (!cls) return InvalidArgument(r.source(), ": key '", key, ".class': every rule names a class");
@@ -86,6 +87,12 @@ Result<QosRule> ReadRule(const Reader& r, const toml::table& t, const std::strin
   }
   if (const toml::node* n = t.get("client")) {
     ISO_ASSIGN_OR_RETURN(rule.client, r.String(*n, key + ".client"));
+  }
+  if (const toml::node* n = t.get("peer")) {
+    ISO_ASSIGN_OR_RETURN(rule.peer, r.String(*n, key + ".peer"));
+  }
+  if (const toml::node* n = t.get("remote_class")) {
+    ISO_ASSIGN_OR_RETURN(rule.remote_class, r.String(*n, key + ".remote_class"));
   }
   return rule;
 }
@@ -114,9 +121,12 @@ Status ReadQos(const toml::node& node, std::string_view source, QosConfig& out) 
   const Reader r(source);
   const toml::table* t = node.as_table();
   if (!t) return r.Error(node, "qos", "must be a table");
-  ISO_RETURN_IF_ERROR(r.OnlyKeys(*t, "qos.", {"default_class", "class", "rule"}));
+  ISO_RETURN_IF_ERROR(r.OnlyKeys(*t, "qos.", {"default_class", "grpc_class", "class", "rule"}));
   ISO_RETURN_IF_ERROR(ReadList(r, *t, "class", ReadClass, out.classes));
   ISO_RETURN_IF_ERROR(ReadList(r, *t, "rule", ReadRule, out.rules));
+  if (const toml::node* n = t->get("grpc_class")) {
+    ISO_ASSIGN_OR_RETURN(out.grpc_class, r.String(*n, "qos.grpc_class"));
+  }
   if (const toml::node* n = t->get("default_class")) {
     ISO_ASSIGN_OR_RETURN(out.default_class, r.String(*n, "qos.default_class"));
   } else if (!out.classes.empty()) {

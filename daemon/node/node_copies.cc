@@ -110,6 +110,8 @@ TransferReport Node::Impl::BuildReport(const TransferRecord& r, bool detailed) c
   rep.qos_class = r.qos_class;
   rep.state = StateName(r);
   if (r.cross) {
+    rep.priority = r.priority;
+    rep.requested_priority = r.requested_priority.value_or(r.priority);
     rep.state = r.finished ? rep.state : "running";
     rep.bytes = r.cross->bytes();
     rep.elapsed_s = std::chrono::duration<double>(NodeClock::now() - r.cross->started()).count();
@@ -429,6 +431,7 @@ Result<uint64_t> Node::Copy(SessionRef session, const CopySpec& spec, TransferCa
     ++impl_->qos_clamped[req.qos_class];
   }
   if (terms) *terms = {req.priority, req.qos_class, spec.priority};
+  record->priority = req.priority;
   req.share = resolved.session;
   if (resolved.cross) {
     CopySpec clamped = spec;

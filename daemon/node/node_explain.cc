@@ -45,9 +45,13 @@ std::vector<std::string> QosLines(const TransferReport& r, const PlanReport& pla
     if (k.name == r.qos_class) c = &k;
   }
   if (!c) return out;
-  out.push_back(classes.size() == 1
+  size_t live = 0;
+  for (const QosClassStats& k : classes) live += !k.retired;
+  out.push_back(live <= 1 && !c->retired
                     ? absl::StrCat("class '", c->name, "', the only one: nothing shared by weight")
-                    : absl::StrCat("class '", c->name, "', weight ", c->weight));
+                    : absl::StrCat("class '", c->name, "', weight ", c->weight,
+                                   c->retired ? " (retired by a reload)" : "",
+                                   " (as the classes stand now)"));
   if (r.requested_priority > r.priority) {
     out.push_back(absl::StrCat("priority ", r.priority, ": it asked for ", r.requested_priority,
                                ", above the class's max_priority"));
@@ -56,7 +60,7 @@ std::vector<std::string> QosLines(const TransferReport& r, const PlanReport& pla
   for (const PlanHopReport& h : plan.hops) {
     if (!seen.insert(h.channel).second) continue;
     for (const QosChannelStats& s : c->channels) {
-      if (s.channel != h.channel || classes.size() == 1) continue;
+      if (s.channel != h.channel || live <= 1) continue;
       std::string line =
           absl::StrFormat("%s: the class has %.0f%% of its recent bytes", s.channel, s.share * 100);
       if (s.weight_share > 0) {
@@ -65,9 +69,13 @@ std::vector<std::string> QosLines(const TransferReport& r, const PlanReport& pla
       }
       if (s.paused) absl::StrAppend(&line, "; paused there (a cap of 0)");
       if (s.rate_cap) absl::StrAppend(&line, "; capped at ", RateText(double(s.rate_cap)));
+      if (s.in_flight_cap >= 0) {
+        absl::StrAppend(&line, "; at most ", s.in_flight_cap, " request(s) in flight");
+      }
       if (s.throttled_s > 0) {
-        absl::StrAppend(&line,
-                        absl::StrFormat("; its caps held it back %.2f s so far", s.throttled_s));
+        absl::StrAppend(
+            &line, absl::StrFormat("; its caps have held the class back %.2f s there since start",
+                                   s.throttled_s));
       }
       out.push_back(std::move(line));
     }

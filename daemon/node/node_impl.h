@@ -172,6 +172,7 @@ struct TransferRecord {
   bool caller_answers = false;
   TransferReport final_report;
   std::string qos_class;
+  int priority = 0;                       // what it runs at (the runtime's, for local copies)
   std::optional<int> requested_priority;  // set when its class's ceiling lowered it
 };
 

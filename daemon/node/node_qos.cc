@@ -13,6 +13,7 @@ const std::string& Node::Impl::QosClassByRulesLocked(const Session& s) const {
   if (s.creds.known()) {
     client.uid = s.creds.uid;
     client.gid = s.creds.gid;
+    client.groups.assign(s.creds.groups.begin(), s.creds.groups.end());
   }
   client.name = s.name;
   return qos.ClassOf(client);

@@ -25,6 +25,7 @@ struct Credentials {
   pid_t pid = -1;
   uid_t uid = static_cast<uid_t>(-1);
   gid_t gid = static_cast<gid_t>(-1);
+  std::vector<gid_t> groups;  // supplementary (SO_PEERGROUPS), for [qos] gid rules
   bool known() const { return uid != static_cast<uid_t>(-1); }
   // The uid DSK files are opened as (CopyRequest::disk_uid): none for
   // sessions without one (gRPC), which act as the daemon's own.

@@ -101,7 +101,7 @@ Result<OpenedSession> Node::OpenSession(const std::string& client_name, const Cr
   Session s;
   s.id = impl_->next_session++;
   s.token = StrCat(s.id, ".", RandomHex(32));
-  s.name = client_name.substr(0, 128);
+  s.name = client_name.substr(0, kMaxClientName);
   s.creds = creds;
   s.qos_class = impl_->QosClassByRulesLocked(s);
   s.disk_owner = Impl::DiskOwnerOf(s);

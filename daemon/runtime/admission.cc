@@ -110,6 +110,10 @@ void Runtime::Impl::AdmitWaiting() {
   std::vector<uint8_t> stuck(qos->classes.size(), 0);
   for (size_t i = 0; i < waiting.size();) {
     TransferState& t = *waiting[i];
+    if (Paused(t)) {  // takes no buffer while it could not use it
+      ++i;
+      continue;
+    }
     if (stuck[t.qos] || OverShare(t) || !TryAdmit(t)) {
       stuck[t.qos] = 1;
       ++i;

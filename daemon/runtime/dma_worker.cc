@@ -4,6 +4,7 @@
 // channel completes it; and the inline latency path, which runs a small
 // direct copy on the submitting thread.
 #include <algorithm>
+#include <limits>
 
 #include "channels/cma/client_process.h"
 #include "daemon/runtime/runtime_impl.h"
@@ -257,10 +258,10 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
       class_wait[t.qos]->Observe(waited);
     }
     const Box chunk = t.grid->chunk(k);
-    if (!qos->trivial) {
-      w.qos.Charge(t.qos, qos->classes[t.qos].per_channel[w.channel],
-                   chunk.volume() * t.src.shape.fields.total_bytes(), now);
-    }
+    // Counted with one class too: its bytes and share are reported, and a
+    // reload that brings classes finds the counts in flight right.
+    w.qos.Charge(t.qos, qos->classes[t.qos].per_channel[w.channel],
+                 chunk.volume() * t.src.shape.fields.total_bytes(), now);
     ChunkEnd in = InputOf(t, x->hop, chunk, k);
     ChunkEnd out = OutputOf(t, x->hop, chunk, k);
     // Streaming stores: the user's destination of a large local copy, and
@@ -313,10 +314,12 @@ void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdSta
     absl::MutexLock lock(&mu);
     DmaWorker& w = *workers[x->channel];
     --(elsewhere ? w.elsewhere : w.in_flight);
-    // Charged at dispatch only while classes were in play (PickXd).
+    // Charged at dispatch (WorkerLoop); a request handed elsewhere gave
+    // its count back then.
     QosShare& share = w.qos.shares[t->qos];
-    const bool class_capped = share.in_flight > 0 && !elsewhere;
-    if (class_capped) --share.in_flight;
+    if (!elsewhere && share.in_flight > 0) --share.in_flight;
+    const bool class_capped =
+        qos->classes[t->qos].per_channel[x->channel].in_flight != std::numeric_limits<int>::max();
     --x->in_flight;
     --t->in_flight;
     if (s.ok()) {
@@ -365,8 +368,7 @@ void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdSta
     // at once, as before.
     const bool higher_waits = !w.pool.empty() && w.pool.front()->transfer->priority > t->priority;
     // A class at its cap may go again now: its worker looks at once.
-    const bool own_has_work =
-        w.in_flight > w.max_in_flight / 2 && !higher_waits && !(class_capped && !qos->trivial);
+    const bool own_has_work = w.in_flight > w.max_in_flight / 2 && !higher_waits && !class_capped;
     if (t->phase != Phase::kFinished) {
       for (const auto& xd : t->xds) {
         if (xd->remote || (xd->channel == x->channel && own_has_work)) continue;

@@ -172,6 +172,8 @@ struct Runtime::Impl {
   // Whether `t` would take more than its class's weighted share of a
   // staging pool that another class's waiting transfer needs.
   bool OverShare(const TransferState& t) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Whether a cap of 0 pauses `t`'s class on a channel `t` uses here.
+  bool Paused(const TransferState& t) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void HoldBuffers(const TransferState& t, bool take) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void InstallQos(std::shared_ptr<const QosTable> table) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void Enqueue(std::shared_ptr<TransferState> t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);

@@ -78,6 +78,13 @@ bool Runtime::Impl::OverShare(const TransferState& t) const {
   return false;
 }
 
+bool Runtime::Impl::Paused(const TransferState& t) const {
+  for (const auto& x : t.xds) {
+    if (!x->remote && qos->classes[t.qos].per_channel[x->channel].paused) return true;
+  }
+  return false;
+}
+
 std::vector<QosClassStats> Runtime::Qos() const {
   absl::MutexLock lock(&impl_->mu);
   const QosTable& q = *impl_->qos;

@@ -82,9 +82,32 @@ name = "held"
 weight = 1
 caps = {{ memcpy = {{ in_flight = {held} }} }}
 
+[[qos.class]]
+name = "students"
+weight = 1
+max_priority = 2
+
+[[qos.rule]]
+gid = 4500
+class = "students"
+
 [[qos.rule]]
 client = "bulk"
 class = "bg"
+"""
+
+# Run with supplementary group 4500 (setpriv): attaches over the local
+# socket, copies with priority 9, prints the class and priority it ran at.
+GROUPED = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import isometry
+with isometry.Client(sys.argv[2], local_socket=sys.argv[3], name="grouped") as c:
+    n = 4096
+    src = c.register_instance(c.allocate("sys0", n), [n], [("b", 1)], "F,x")
+    dst = c.register_instance(c.allocate("sys0", n), [n], [("b", 1)], "F,x")
+    info = c.copy(src, dst, priority=9)
+    print(info.qos_class, info.priority, info.requested_priority)
 """
 
 
@@ -317,6 +340,15 @@ class QosTest(unittest.TestCase):
         # Loose for a busy machine: a small copy never waits for the
         # background's bulk copies to drain.
         self.assertLess(p99, bulk, f"p99 {p99 * 1e3:.1f} ms, one bulk copy {bulk * 1e3:.1f} ms")
+
+    def test_a_gid_rule_matches_a_supplementary_group(self):
+        # The primary group stays 0: only SO_PEERGROUPS can tell the daemon.
+        r = subprocess.run(["setpriv", "--groups=4500", "--", sys.executable, "-c", GROUPED,
+                            os.environ.get("ISOMETRY_PYTHONPATH", ""), self.daemon.socket,
+                            os.path.join(self.dir, "local.sock")],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), ["students", "2", "9"])
 
     def test_only_the_operator_moves_sessions(self):
         c = isometry.Client(self.daemon.socket, name="mover")

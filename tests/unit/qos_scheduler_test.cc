@@ -24,6 +24,22 @@ name = "memcpy0"
 kind = "memcpy"
 )";
 
+// A local client: uid, primary gid, name.
+QosClient Local(uint32_t uid, uint32_t gid, std::string name, std::vector<uint32_t> groups = {}) {
+  QosClient c;
+  c.uid = uid;
+  c.gid = gid;
+  c.groups = std::move(groups);
+  c.name = std::move(name);
+  return c;
+}
+
+QosClient Grpc(std::string name) {
+  QosClient c;
+  c.name = std::move(name);
+  return c;
+}
+
 Result<Config> Parse(const std::string& qos) {
   return ParseConfig(std::string(kMemories) + qos, "q.toml");
 }
@@ -54,16 +70,93 @@ class = "bg"
   const QosCaps& caps = q.classes[1].caps.at(ChannelKind::kDiskWrite);
   CHECK(caps.rate_bytes_per_s == 200ull << 20);
   CHECK(caps.in_flight == 0);
-  CHECK(q.ClassOf({1000, 1000, "x"}) == "bg");
-  CHECK(q.ClassOf({1001, 1001, "batch"}) == "bg");
-  CHECK(q.ClassOf({std::nullopt, std::nullopt, "batch"}) == "bg");  // gRPC, by name
-  CHECK(q.ClassOf({1001, 1001, "x"}) == "fg");
+  CHECK(q.ClassOf(Local(1000, 1000, "x")) == "bg");
+  CHECK(q.ClassOf(Local(1001, 1001, "batch")) == "bg");
+  CHECK(q.ClassOf(Grpc("batch")) == "bg");  // gRPC, by name
+  CHECK(q.ClassOf(Local(1001, 1001, "x")) == "fg");
+}
+
+TEST_CASE("a peer's half runs in the class a rule for peers gives, else its own class's name") {
+  auto c = Parse(R"(
+[[qos.class]]
+name = "fg"
+[[qos.class]]
+name = "bg"
+[[qos.class]]
+name = "guests"
+[[qos.rule]]
+peer = "node-c"
+class = "guests"
+[[qos.rule]]
+remote_class = "batch"
+class = "bg"
+[[qos.rule]]
+uid = 7
+class = "bg"
+)");
+  REQUIRE(c.ok());
+  const QosConfig& q = c->qos;
+  QosClient half;
+  half.peer = "node-c";
+  half.remote_class = "fg";
+  CHECK(q.ClassOf(half) == "guests");  // every half node-c starts here
+  half.peer = "node-b";
+  CHECK(q.ClassOf(half) == "fg");  // the same name here
+  half.remote_class = "batch";
+  CHECK(q.ClassOf(half) == "bg");  // mapped
+  half.remote_class = "unknown-here";
+  CHECK(q.ClassOf(half) == "fg");  // the default class
+  // Local rules never match a peer's half, nor peer rules a local client.
+  half.uid = 7;
+  CHECK(q.ClassOf(half) == "fg");
+  CHECK(q.ClassOf(Local(7, 7, "x")) == "bg");
+  CHECK(q.ClassOf(Local(8, 8, "x")) == "fg");
+}
+
+TEST_CASE("gid rules match supplementary groups; gRPC sessions go to grpc_class") {
+  auto c = Parse(R"(
+[qos]
+default_class = "fg"
+grpc_class = "guests"
+[[qos.class]]
+name = "fg"
+[[qos.class]]
+name = "guests"
+max_priority = 1
+[[qos.class]]
+name = "students"
+max_priority = 1
+[[qos.rule]]
+gid = 500
+class = "students"
+)");
+  REQUIRE(c.ok());
+  const QosConfig& q = c->qos;
+  CHECK(q.ClassOf(Local(1000, 1000, "x", {1000, 500})) == "students");  // sg cannot leave it
+  CHECK(q.ClassOf(Local(1000, 1000, "x", {1000})) == "fg");
+  CHECK(q.ClassOf(Grpc("x")) == "guests");  // no uid to match: not the default class
+  // A name rule may not lift gRPC clients out of grpc_class either.
+  auto lift = Parse(R"(
+[qos]
+default_class = "fg"
+grpc_class = "guests"
+[[qos.class]]
+name = "fg"
+[[qos.class]]
+name = "guests"
+max_priority = 1
+[[qos.rule]]
+client = "me"
+class = "fg"
+)");
+  REQUIRE_FALSE(lift.ok());
+  CHECK_THAT(std::string(lift.status().message()), Catch::Contains("or grpc_class"));
 }
 
 TEST_CASE("without [qos] everyone is in the one default class") {
   auto c = Parse("");
   REQUIRE(c.ok());
-  CHECK(c->qos.ClassOf({0, 0, "x"}) == "default");
+  CHECK(c->qos.ClassOf(Local(0, 0, "x")) == "default");
   REQUIRE(c->qos.Effective().size() == 1);
   CHECK(c->qos.Effective()[0].max_priority == std::numeric_limits<int32_t>::max());
 }
@@ -78,6 +171,8 @@ TEST_CASE("bad [qos] tables are refused at their line") {
            {"[[qos.class]]\nname = \"a\"\n[[qos.rule]]\nuid = 1\nclass = \"b\"\n",
             "class 'b' is not defined"},
            {"[[qos.class]]\nname = \"a\"\n[[qos.rule]]\nclass = \"a\"\n", "a rule needs uid"},
+           {"[[qos.class]]\nname = \"a\"\n[[qos.rule]]\npeer = \"b\"\nuid = 1\nclass = \"a\"\n",
+            "takes no uid"},
            {"[qos]\ndefault_class = \"z\"\n[[qos.class]]\nname = \"a\"\n", "'z' is not a class"},
            {"[[qos.class]]\nname = \"a\"\ncaps = { tape = { rate = 1 } }\n", "not a channel kind"},
            {"[[qos.class]]\nname = \"a\"\ncaps = { memcpy = { speed = 1 } }\n", "unknown key"},
@@ -134,9 +229,8 @@ TEST_CASE("caps hold a class back: in flight, paced rate, and 0 pauses") {
   c.caps[ChannelKind::kDiskWrite].rate_bytes_per_s = 100 << 20;  // 100 MiB/s
   c.caps[ChannelKind::kDiskRead].rate_bytes_per_s = 0;
   config.classes = {c};
-  auto table = QosTable::Make(config, {ChannelKind::kMemcpy, ChannelKind::kDiskWrite,
-                                       ChannelKind::kDiskRead},
-                              nullptr);
+  auto table = QosTable::Make(
+      config, {ChannelKind::kMemcpy, ChannelKind::kDiskWrite, ChannelKind::kDiskRead}, nullptr);
   const auto& limits = table->classes[0].per_channel;
   CHECK_FALSE(table->trivial);
   CHECK(limits[2].paused);
