@@ -13,8 +13,8 @@
 #include "channels/disk/disk_channel.h"
 #include "channels/memcpy/memcpy_channel.h"
 #include "channels/rdma/net_routes.h"
-#include "channels/rdma/rdma_probe.h"
 #include "channels/tcp/tcp_channel.h"
+#include "net/rdma/rdma_probe.h"
 #ifdef ISOMETRY_HAVE_CUDA
 #include "channels/cuda/cuda_channel.h"
 #include "channels/cuda/cuda_memory.h"

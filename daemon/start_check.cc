@@ -13,13 +13,13 @@
 #include <memory>
 
 #include "channels/channel_factory.h"
-#include "channels/rdma/rdma_probe.h"
-#include "channels/tcp/wire.h"
 #include "core/group.h"
 #include "core/strings.h"
 #include "core/unique_fd.h"
 #include "daemon/cluster/secret.h"
 #include "daemon/cpu_latency.h"
+#include "net/rdma/rdma_probe.h"
+#include "net/wire.h"
 
 namespace isometry {
 

@@ -16,7 +16,7 @@
 //     user may search and write (errors name the user);
 //   cluster.secret_file (with peers): readable and long enough.
 //   daemon.cpu_latency_us: /dev/cpu_dma_latency writable by the daemon.
-//   rdma.enable = "on": a usable RDMA device (channels/rdma/rdma_probe.h),
+//   rdma.enable = "on": a usable RDMA device (net/rdma/rdma_probe.h),
 //     and every name in rdma.devices found on this machine.
 //   memory[].kind = "FBM", channel[].kind = "gpu_*": a GPU (the CUDA
 //     probe), memory[].device one of its devices (config/gpu_config.h).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # clang-tidy with the checked-in .clang-tidy over every translation unit of
-# ours (core, layout, config, planner, channels, proto's hand-written code,
+# ours (core, layout, config, planner, net, channels, proto's hand-written code,
 # daemon, client, tools, tests, examples, fuzz targets), $(nproc) at a time.
 # Generated protobuf code and third-party headers are not checked.
 # Exits non-zero on any finding (.clang-tidy: WarningsAsErrors '*').
@@ -29,7 +29,7 @@ ninja -C "$dir" proto/gen/isometry.pb.h proto/gen/isometry.grpc.pb.h \
   proto/gen/reflection_v1.pb.h proto/gen/reflection_v1.grpc.pb.h \
   proto/gen/etcd_v3.pb.h proto/gen/etcd_v3.grpc.pb.h >/dev/null
 
-ours='core|layout|config|planner|redistribution|active|procmem|channels|proto|daemon|client|tools|tests|examples|fuzz'
+ours='core|layout|config|planner|redistribution|active|procmem|net|channels|proto|daemon|client|tools|tests|examples|fuzz'
 # Sources: ours only (the generated .pb.cc live under the build directory).
 # Unity batches (ISOMETRY_UNITY_BUILD, on by default): a multi-file target's
 # .cc files reach clang-tidy inside the batch files CMake writes

@@ -11,7 +11,7 @@
 #include "channels/cuda/cuda_lowering.h"
 #include "channels/cuda/cuda_pack.h"
 #include "channels/cuda/cuda_stream.h"
-#include "channels/rate_limiter.h"
+#include "core/rate_limiter.h"
 
 namespace isometry::cuda {
 namespace {

@@ -46,7 +46,7 @@
 #include "channels/disk/staging.h"
 #include "channels/disk/uring.h"
 #include "channels/host_pages.h"
-#include "channels/rate_limiter.h"
+#include "core/rate_limiter.h"
 #include "core/strings.h"
 #include "core/unique_fd.h"
 #include "layout/executor.h"

@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "channels/channel_workers.h"
-#include "channels/rate_limiter.h"
+#include "core/rate_limiter.h"
 #include "layout/executor.h"
 
 namespace isometry {

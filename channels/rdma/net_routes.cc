@@ -3,8 +3,8 @@
 #include <set>
 #include <variant>
 
-#include "channels/rdma/credits.h"
 #include "core/strings.h"
+#include "net/rdma/credits.h"
 
 namespace isometry::rdma {
 

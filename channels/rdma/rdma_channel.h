@@ -28,8 +28,8 @@
 #include <memory>
 
 #include "channels/channel.h"
-#include "channels/rdma/rdma_stream.h"
 #include "config/runtime_config.h"
+#include "net/rdma/rdma_stream.h"
 
 namespace isometry::rdma {
 

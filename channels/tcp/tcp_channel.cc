@@ -44,15 +44,17 @@ class TcpChannel final : public Channel {
       std::thread([done = std::move(done), ok] { done(ok); }).detach();
       return;
     }
-    net::PeerLink* link = link_;
-    if (!link) {
-      const NetHalf& half = std::get<NetHalf>(sending ? request.dst : request.src);
-      link = &plane_->Link(half.peer);
-    }
+    const NetHalf& half = std::get<NetHalf>(sending ? request.dst : request.src);
+    net::PeerLink& link = link_ ? *link_ : plane_->Link(half.peer);
+    net::Chunk chunk{.transfer = half.transfer,
+                     .chunk = half.chunk,
+                     .program = std::move(request.program),
+                     .memory = std::get<HostBytes>(sending ? request.src : request.dst).base,
+                     .priority = request.priority};
     if (sending) {
-      link->Send(request, std::move(done));
+      link.Send(chunk, std::move(done));
     } else {
-      link->Post(request, std::move(done));
+      link.Post(chunk, std::move(done));
     }
   }
 

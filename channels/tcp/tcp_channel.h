@@ -1,15 +1,17 @@
 // RemoteMemcpy over TCP: the channel of the network hop between this node
-// and one peer. A request with dst_net is a sending half's chunk, one with
-// src_net a receiving half's (channel.h); the PeerLink moves it.
+// and one peer, an adapter over the data plane (net/). A request with a
+// NetHalf destination is a sending half's chunk, one with a NetHalf source
+// a receiving half's (channel.h); it becomes a net::Chunk, which the
+// peer's PeerLink moves.
 #pragma once
 
 #include <memory>
 
 #include "channels/channel.h"
 #include "channels/channel_backend.h"
-#include "channels/tcp/data_plane.h"
-#include "channels/tcp/peer_link.h"
 #include "config/runtime_config.h"
+#include "net/data_plane.h"
+#include "net/peer_link.h"
 
 namespace isometry {
 

@@ -309,7 +309,7 @@ Status Cluster::Impl::Welcomed(Peer& p, const std::string& nonce, const v1::Peer
   const std::string network =
       OfferRdma(p, {w.has_rdma(), w.has_rdma() && w.rdma().usable(), w.rdma().detail()});
   // Data connections prove themselves with MACs under the session key
-  // (channels/tcp/frame.h says what they cover).
+  // (net/frame.h says what they cover).
   ISO_RETURN_IF_ERROR(data->Link(p.config.name)
                           .Connect(w.data_address(), config.runtime.node,
                                    [key](const std::vector<std::string>& transcript) {

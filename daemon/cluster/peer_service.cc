@@ -5,11 +5,11 @@
 
 #include <atomic>
 
-#include "channels/tcp/frame.h"
 #include "core/log_escape.h"
 #include "core/log_limiter.h"
 #include "daemon/cluster/peer_wire.h"
 #include "daemon/server/convert.h"
+#include "net/frame.h"
 
 namespace isometry::cluster {
 

@@ -3,9 +3,9 @@
 // speaks. Pure translation: no I/O, no locks.
 #pragma once
 
-#include "channels/rdma/link_params.h"
 #include "daemon/cluster/cluster_impl.h"
 #include "isometry.grpc.pb.h"
+#include "net/rdma/link_params.h"
 
 namespace isometry::cluster {
 

@@ -8,9 +8,9 @@
 
 #include <memory>
 
-#include "channels/tcp/wire.h"
 #include "config/runtime_config.h"
 #include "core/status.h"
+#include "net/wire.h"
 
 namespace isometry::cluster {
 

@@ -34,7 +34,7 @@ else:
     import grpc
 
 PEER = "/isometry.v1.IsometryPeer/"
-HEADER = struct.Struct("<IBBHIIQQQQ")  # channels/tcp/frame.h, FrameHeader
+HEADER = struct.Struct("<IBBHIIQQQQ")  # net/frame.h, FrameHeader
 HELLO, DATA = 1, 2
 CHECKSUM = 1  # kFlagChecksum
 

@@ -1,6 +1,6 @@
 """Data connections that drop mid-copy: the sending node reconnects, the
 receiving node credits again what it still waits for and repeats its
-recent ACKs, and the copy ends whole (channels/tcp/peer_link_resume.cc).
+recent ACKs, and the copy ends whole (net/peer_link_resume.cc).
 A peer whose daemon is gone still fails the copy at once.
 
 Run with Debian's interpreter (see test_cluster.py):

@@ -30,7 +30,7 @@ else:
     from isometry import isometry_pb2 as pb, isometry_pb2_grpc as pb_grpc
 
 SECRET = b"correct horse battery staple 42"  # the fixture's
-HEADER = struct.Struct("<IBBHIIQQQQ")  # channels/tcp/frame.h, FrameHeader
+HEADER = struct.Struct("<IBBHIIQQQQ")  # net/frame.h, FrameHeader
 MAGIC, VERSION = 0x4D4F5349, 3
 HELLO, ABORT, CHALLENGE, PROOF = 1, 4, 5, 6
 

@@ -116,7 +116,7 @@ class ShapedLink(unittest.TestCase):
 
 class ShortCut(ShapedLink):
     """A cut shorter than peer_timeout_ms costs time, never the copy: the
-    data connections resume (channels/tcp/peer_link_resume.cc)."""
+    data connections resume (net/peer_link_resume.cc)."""
 
     subnet, timeout_ms = 78, 3000
     test_copy_across_the_shaped_link = None

@@ -32,7 +32,8 @@ class CheckIncludeTest(unittest.TestCase):
 
     def test_proto_types_stay_in_services_clients_and_tools(self):
         for src in ("daemon/runtime/runtime.cc", "daemon/node/node.h",
-                    "planner/planner.cc", "channels/tcp/frame.cc", "config/x.cc"):
+                    "planner/planner.cc", "net/frame.cc", "channels/tcp/tcp_channel.cc",
+                    "config/x.cc"):
             self.refused(src, "isometry.pb.h")
             self.refused(src, "grpcpp/grpcpp.h")
             self.refused(src, "google/protobuf/message.h")
@@ -50,10 +51,23 @@ class CheckIncludeTest(unittest.TestCase):
         self.allowed("daemon/node/node.cc", "daemon/node/node.h")
 
     def test_a_channel_folder_uses_no_other_channel(self):
-        self.refused("channels/disk/disk_channel.cc", "channels/tcp/frame.h")
+        self.refused("channels/disk/disk_channel.cc", "channels/tcp/tcp_channel.h")
         self.allowed("channels/disk/disk_channel.cc", "channels/channel.h")
         self.allowed("channels/disk/disk_channel.cc", "channels/disk/uring.h")
         self.allowed("channels/channel_factory.cc", "channels/disk/disk_channel.h")
+
+    def test_the_data_plane_sits_below_the_channels(self):
+        self.refused("net/peer_link.h", "channels/channel.h")
+        self.refused("net/rdma/rdma_stream.h", "channels/rdma/rdma_channel.h")
+        self.refused("net/data_plane.cc", "daemon/cluster/cluster_impl.h")
+        self.refused("net/rdma/rdma_probe.cc", "procmem/cma_copy.h")
+        self.refused("daemon/runtime/runtime.cc", "net/peer_link.h")
+        self.allowed("net/peer_link.h", "layout/copy_program.h")
+        self.allowed("net/rdma/rdma_probe.h", "config/rdma_config.h")
+        self.allowed("channels/tcp/tcp_channel.h", "net/peer_link.h")
+        self.allowed("channels/rdma/rdma_channel.h", "net/rdma/rdma_stream.h")
+        self.allowed("daemon/cluster/cluster_impl.h", "net/data_plane.h")
+        self.allowed("tests/unit/frame_test.cc", "net/frame.h")
 
     def test_the_daemon_asks_kinds_through_the_factory(self):
         self.refused("daemon/runtime/runtime_calibration.cc", "channels/cma/cma_channel.h")

@@ -1,8 +1,8 @@
-// The peer data connection's framing and socket helpers (channels/tcp/
-// frame.h), through the header only: headers checked before a payload is
+// The peer data connection's framing and socket helpers (net/frame.h),
+// through the header only: headers checked before a payload is
 // trusted, whole buffers across short reads and writes, errors that say
 // what broke.
-#include "channels/tcp/frame.h"
+#include "net/frame.h"
 
 #include <sys/socket.h>
 #include <unistd.h>

@@ -1,8 +1,8 @@
-// The data port's event loop (channels/tcp/hello_acceptor.h) without a
+// The data port's event loop (net/hello_acceptor.h) without a
 // daemon: a real hello admitted, the hello table bounded (the oldest
 // closed for a new one), a silent connection closed at its timeout, and a
 // bad first frame refused with an ABORT that says why.
-#include "channels/tcp/hello_acceptor.h"
+#include "net/hello_acceptor.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "channels/tcp/frame.h"
 #include "core/unique_fd.h"
+#include "net/frame.h"
 
 namespace isometry::net {
 namespace ISOMETRY_TEST_FILE {

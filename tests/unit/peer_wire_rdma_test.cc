@@ -1,5 +1,5 @@
 // The RDMA link exchange as a peer's message (daemon/cluster/peer_wire_rdma
-// and channels/rdma/link_params): what one node builds, the other parses
+// and net/rdma/link_params): what one node builds, the other parses
 // back to the same parameters; what could make a node write outside the
 // peer's ring, or connect to a QP that cannot exist, is refused; an answer
 // altered in flight, or made for another request, fails its proof.

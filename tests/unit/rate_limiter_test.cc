@@ -1,4 +1,4 @@
-#include "channels/rate_limiter.h"
+#include "core/rate_limiter.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// The RDMA ring's credit protocol (channels/rdma/credits.h) without a
+// The RDMA ring's credit protocol (net/rdma/credits.h) without a
 // device: a sender and a receiver joined by queues that deliver writes in
 // order (as an RC QP does) and credits in order, with the receiver
 // consuming its slots in every order a small ring allows, in random orders
@@ -12,7 +12,7 @@
 #include <set>
 #include <vector>
 
-#include "channels/rdma/credits.h"
+#include "net/rdma/credits.h"
 
 namespace ISOMETRY_TEST_FILE {
 

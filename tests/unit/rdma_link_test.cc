@@ -1,4 +1,4 @@
-// An RDMA link's end (channels/rdma/rdma_link.h). Everywhere: a link on a
+// An RDMA link's end (net/rdma/rdma_link.h). Everywhere: a link on a
 // device this machine lacks is refused with the device's name and the
 // failing call. With a device (Soft-RoCE will do; exits 77 saying why
 // where there is none): two ends on one device exchange their parameters
@@ -7,7 +7,7 @@
 // other's ring and on to their places, verified; a write with a wrong
 // rkey fails its chunks with the device's text, and the link carries the
 // next transfer once connected again.
-#include "channels/rdma/rdma_link.h"
+#include "net/rdma/rdma_link.h"
 
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -15,7 +15,7 @@
 #include <random>
 #include <vector>
 
-#include "channels/rdma/rdma_probe.h"
+#include "net/rdma/rdma_probe.h"
 #include "unit/skip.h"
 
 namespace ISOMETRY_TEST_FILE {

@@ -2,14 +2,14 @@
 // (a usable device, a port that is down, none at all) with each [rdma]
 // setting. The rdma_device and rdma_register cases need a device (Soft-RoCE
 // will do) and exit 77 saying why where there is none.
-#include "channels/rdma/rdma_probe.h"
+#include "net/rdma/rdma_probe.h"
 
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <vector>
 
-#include "channels/rdma/verbs.h"
 #include "config/config_origin.h"
+#include "net/rdma/verbs.h"
 #include "unit/skip.h"
 
 namespace ISOMETRY_TEST_FILE {

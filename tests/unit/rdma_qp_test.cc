@@ -12,9 +12,9 @@
 #include <random>
 #include <vector>
 
-#include "channels/rdma/qp.h"
-#include "channels/rdma/rdma_probe.h"
-#include "channels/rdma/reg_cache.h"
+#include "net/rdma/qp.h"
+#include "net/rdma/rdma_probe.h"
+#include "net/rdma/reg_cache.h"
 #include "unit/skip.h"
 
 namespace ISOMETRY_TEST_FILE {

@@ -6,7 +6,7 @@
 #include <map>
 #include <utility>
 
-#include "channels/rdma/reg_cache.h"
+#include "net/rdma/reg_cache.h"
 
 namespace ISOMETRY_TEST_FILE {
 

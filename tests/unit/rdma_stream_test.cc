@@ -1,4 +1,4 @@
-// The RDMA data path above the NIC (channels/rdma/rdma_stream.h), joined
+// The RDMA data path above the NIC (net/rdma/rdma_stream.h), joined
 // by an in-memory fabric that behaves like a pair of RC QPs: a write's
 // bytes land in the peer's ring and complete there as an arrival with its
 // immediate, in order, when the test lets the wire move; a credit is a
@@ -7,7 +7,7 @@
 // directions at once; a failed completion fails what is in flight with
 // the device's text and the next transfer runs after the reset; a peer
 // breaking the protocol is caught.
-#include "channels/rdma/rdma_stream.h"
+#include "net/rdma/rdma_stream.h"
 
 #include <catch2/catch.hpp>
 #include <cstring>

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "channels/channel.h"
-#include "channels/rdma/rdma_stream.h"
+#include "net/rdma/rdma_stream.h"
 
 namespace isometry::rdma::test {
 

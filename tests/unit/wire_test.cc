@@ -1,9 +1,9 @@
-// A data connection's byte stream with mutual TLS (channels/tcp/wire.h):
+// A data connection's byte stream with mutual TLS (net/wire.h):
 // the files are checked before any connection, a handshake proves both
 // names, and one reader and one writer per end move bytes both ways at
 // once, in OpenSSL's records or in sealed records (which refuse a record
 // no key of the session made).
-#include "channels/tcp/wire.h"
+#include "net/wire.h"
 
 #include <unistd.h>
 

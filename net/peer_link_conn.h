@@ -1,0 +1,84 @@
+// Internal to net/: one data connection of a PeerLink and the
+// frames queued on it. Shared by the link's files (peer_link.cc,
+// peer_link_hello.cc, peer_link_checksum.cc); not a public interface.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "net/peer_link.h"
+
+namespace isometry::net {
+
+struct PeerLink::Job {
+  FrameHeader header;
+  std::string control;          // HELLO / ABORT payload
+  std::optional<Request> data;  // DATA: what to send
+
+  // CREDIT, ACK or RESEND of one chunk.
+  static Job Answer(FrameType type, const Key& key) {
+    Job j;
+    j.header.type = type;
+    j.header.transfer = key.first;
+    j.header.chunk = key.second;
+    return j;
+  }
+};
+
+inline int64_t MsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t)
+      .count();
+}
+
+struct PeerLink::Conn {
+  std::unique_ptr<Wire> wire;
+  bool outgoing = false;
+  bool checksum = false;  // what its hello settled
+  absl::Mutex mu;
+  // Control frames first, then DATA by priority (higher first), each in
+  // the order queued.
+  std::deque<Job> queue ABSL_GUARDED_BY(mu);
+  bool closing ABSL_GUARDED_BY(mu) = false;
+  std::thread reader, writer;
+  std::vector<std::byte> send_bounce, recv_bounce;  // owned by the writer / reader thread
+  // When the reader last got a frame (steady clock, ns): a set that heard
+  // nothing through an outage is re-opened once the peer answers again.
+  std::atomic<int64_t> last_frame_ns{0};
+
+  ~Conn() {
+    if (reader.joinable()) reader.join();
+    if (writer.joinable()) writer.join();
+  }
+  bool WriterHasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return closing || !queue.empty();
+  }
+  // Wakes both threads for good: they exit, the destructor joins them.
+  // Queued DATA fails with `why`, or goes to `leftover` with the control
+  // frames when `keep_data` (a dropped set's chunks are sent again).
+  void Close(std::vector<std::function<void()>>& calls, const Status& why,
+             std::deque<Job>* leftover = nullptr, bool keep_data = false) ABSL_LOCKS_EXCLUDED(mu) {
+    absl::MutexLock lock(&mu);
+    if (!closing) wire->Shutdown();
+    closing = true;
+    for (Job& j : queue) {
+      if (j.data && !(keep_data && leftover)) {
+        calls.push_back([d = std::move(j.data->done), why] { d(why); });
+      } else if (leftover) {
+        leftover->push_back(std::move(j));
+      }
+    }
+    queue.clear();
+  }
+  bool Closing() ABSL_LOCKS_EXCLUDED(mu) {
+    absl::MutexLock lock(&mu);
+    return closing;
+  }
+};
+
+}  // namespace isometry::net
