@@ -52,7 +52,7 @@ Status ReadCaps(const Reader& r, const toml::node& n, const std::string& key, Qo
 }
 
 Result<QosClass> ReadClass(const Reader& r, const toml::table& t, const std::string& key) {
-  ISO_RETURN_IF_ERROR(r.OnlyKeys(t, key + ".", {"name", "weight", "max_priority", "caps"}));
+  ISO_RETURN_IF_ERROR(r.OnlyKeys(t, "qos.class.", {"name", "weight", "max_priority", "caps"}));
   QosClass c;
   const toml::node* name = t.get("name");
   if (!name) return InvalidArgument(r.source(), ": key '", key, ".name': every class needs a name");
@@ -72,7 +72,7 @@ Result<QosClass> ReadClass(const Reader& r, const toml::table& t, const std::str
 
 Result<QosRule> ReadRule(const Reader& r, const toml::table& t, const std::string& key) {
   ISO_RETURN_IF_ERROR(
-      r.OnlyKeys(t, key + ".", {"class", "uid", "gid", "client", "peer", "remote_class"}));
+      r.OnlyKeys(t, "qos.rule.", {"class", "uid", "gid", "client", "peer", "remote_class"}));
   QosRule rule;
   const toml::node* cls = t.get("class");
   if (!cls) return InvalidArgument(r.source(), ": key '", key, ".class': every rule names a class");

@@ -359,7 +359,7 @@ def parser_keys():
         if not name.endswith(".cc") or name.endswith("_test.cc"):
             continue
         text = open(os.path.join("config", name), encoding="utf-8").read()
-        for m in re.finditer(r"OnlyKeys\(\s*\w+,\s*\"([\w.]*)\",\s*\{([^}]*)\}", text):
+        for m in re.finditer(r"OnlyKeys\(\s*\*?\w+,\s*\"([\w.]*)\",\s*\{([^}]*)\}", text):
             keys |= {(m.group(1), k) for k in re.findall(r"\"(\w+)\"", m.group(2))}
         m = re.search(r"kDaemonKeys\[\] = \{([^}]*)\}", text)
         if m:
