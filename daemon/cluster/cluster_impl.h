@@ -245,7 +245,8 @@ struct HalfRequest {
   Box box;
   int priority = 0;
   bool durable = true;
-  CopySource source;  // the initiator's client: Active Access log entries
+  std::string remote_qos_class;  // the copy's class on the caller (StartHalfRequest.qos_class)
+  CopySource source;             // the initiator's client: Active Access log entries
   // A datatype copy (form_hash != 0): this node's end is the form with
   // that hash (its bytes in `form`, or known from the caller's earlier
   // requests) over form_span bytes from local.offset.

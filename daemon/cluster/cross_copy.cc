@@ -283,6 +283,7 @@ bool Cluster::Impl::SetUpOwnHalf(const std::shared_ptr<CrossOp>& op, const Cross
   const CrossEnd& other = role.sending ? spec.dst : spec.src;
   RemotePart part{op->key(),    plan.path,         role.net_hop,   role.sending,
                   role.partner, plan.chunk_target, plan.slot_limit};
+  part.qos_class = spec.qos_class;
   std::weak_ptr<CrossOp> weak = op;
   uint32_t tag = role.rdma_tag;
   Status s = StartLocalHalf(
@@ -329,6 +330,7 @@ bool Cluster::Impl::SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const Cros
   out.other = from_src ? &spec.dst : &spec.src;
   out.priority = spec.priority;
   out.durable = spec.durable;
+  out.qos_class = spec.qos_class;
   out.partner = role.partner;
   out.source = spec.source;
   out.relay_hop = role.relay_hop;

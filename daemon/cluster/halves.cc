@@ -2,6 +2,7 @@
 // initiated them: started through the runtime, awaited and aborted by the
 // initiator (or by this node's own CrossOp).
 #include <chrono>
+#include <tuple>
 
 #include "daemon/cluster/cluster_impl.h"
 
@@ -62,6 +63,7 @@ Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossE
   req.box = box;
   req.priority = priority;
   req.durable = durable;
+  req.qos_class = part.qos_class;
   RouteOverRdma(h, part, rdma_tag ? *rdma_tag : 0);
   const bool receiving = !part.sending;
   req.remote = std::move(part);
@@ -210,6 +212,7 @@ Status Cluster::Impl::StartForwardedHalf(const std::string& caller, cluster::Hal
   creq.box = box;
   creq.priority = req.priority;
   creq.durable = req.durable;
+  creq.qos_class = req.part.qos_class;
   return RunHalf(h, std::move(creq), {&src, &dst}, nullptr);
 }
 
@@ -275,12 +278,17 @@ Status Cluster::Impl::StartRelayHalf(const std::string& caller, cluster::HalfReq
   creq.box = req.box;
   creq.priority = req.priority;
   creq.durable = req.durable;
+  creq.qos_class = part.qos_class;
   creq.remote = std::move(part);
   return RunHalf(h, std::move(creq), {}, nullptr);
 }
 
 Status Cluster::Impl::StartPeerHalf(const std::string& caller, cluster::HalfRequest req,
                                     uint32_t* rdma_tag) {
+  // This node's class for the half, by its own rules for peers, and the
+  // priority within that class's ceiling (docs/guides/qos.md).
+  std::tie(req.part.qos_class, req.priority) =
+      node->QosForPeerHalf(caller, req.remote_qos_class, req.priority);
   if (req.forward_dst) return StartForwardedHalf(caller, std::move(req));
   if (req.part.relays()) {
     req.part.peer = req.partner;

@@ -148,6 +148,7 @@ v1::StartHalfRequest ToProto(const HalfOut& h) {
   req.set_other_layout(h.other->shape.layout.ToString());
   req.set_priority(h.priority);
   req.set_durable(h.durable);
+  req.set_qos_class(h.qos_class);
   req.set_partner(h.partner);
   req.set_source_session(h.source.session);
   req.set_source_transfer(h.source.transfer);
@@ -199,6 +200,7 @@ Result<HalfRequest> FromProto(const v1::StartHalfRequest& req) {
   h.form_span = req.form_span();
   h.priority = req.priority();
   h.durable = req.durable();
+  h.remote_qos_class = req.qos_class();
   h.source = {req.source_session(), req.source_transfer()};
   if (req.has_forward_dst()) {
     // Forwarded: the receiver plans the whole copy between its own ends.

@@ -34,6 +34,7 @@ struct HalfOut {
   const CrossEnd* other = nullptr;  // the other end (its shape)
   int priority = 0;
   bool durable = true;
+  std::string qos_class;  // the copy's class here
   std::string partner;
   CopySource source;  // for the peer's Active Access log entries
   // A datatype copy: the peer's end by its form's hash (end->local.packed),

@@ -78,6 +78,7 @@ struct CrossCopySpec {
   CrossEnd src, dst;
   std::optional<Box> box;
   int priority = 0;
+  std::string qos_class;  // the session's traffic class here; peers map it
   bool durable = true;
   CopySource source;
 };

@@ -478,6 +478,10 @@ class Node {
   // Classes, their shares per channel and members (the list of members
   // for the operator only; `viewer`'s own class named).
   QosReport Qos(SessionRef viewer, bool is_operator) const;
+  // The class a half of a cross-node copy that `peer` started runs in here
+  // (its class there: `remote_class`), and `priority` within its ceiling.
+  std::pair<std::string, int> QosForPeerHalf(const std::string& peer,
+                                             const std::string& remote_class, int priority) const;
   Result<PlanReport> Explain(const std::string& src_memory, const Layout& src_layout,
                              const std::string& dst_memory, const Layout& dst_layout,
                              const Box& bounds, const FieldSpace& fields) const;

@@ -206,6 +206,7 @@ Result<uint64_t> Node::Impl::StartCross(uint64_t session,
   spec.box = spec.src.local.packed ? std::nullopt : copy.box;
   spec.priority = copy.priority;
   spec.durable = copy.durable;
+  spec.qos_class = record->qos_class;
   ISO_ASSIGN_OR_RETURN(auto handle, cross->Copy(std::move(spec), [this, record](Status s) {
     OnRuntimeDone(record, std::move(s));
   }));

@@ -51,6 +51,21 @@ Status Node::SetSessionClass(uint64_t session, const std::string& class_name) {
   return OkStatus();
 }
 
+std::pair<std::string, int> Node::QosForPeerHalf(const std::string& peer,
+                                                 const std::string& remote_class,
+                                                 int priority) const {
+  QosClient half;
+  half.peer = peer;
+  half.remote_class = remote_class;
+  std::string name;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    name = impl_->qos.ClassOf(half);
+  }
+  const int ceiling = impl_->runtime->QosCeiling(name);
+  return {name, std::min(priority, ceiling)};
+}
+
 QosReport Node::Qos(SessionRef viewer, bool is_operator) const {
   std::vector<QosClassStats> stats = impl_->runtime->Qos();
   QosReport report;

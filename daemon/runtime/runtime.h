@@ -141,6 +141,10 @@ struct RemotePart {
   // The copy's id on the node that started it (0: unknown): messages name
   // the copy by the id its user knows, not by this half's.
   uint64_t copy_id = 0;
+  // The traffic class this half runs in on this node (CopyRequest::
+  // qos_class): the session's on the node that started the copy, the
+  // node's mapping of it on the others (Node::QosForPeerHalf).
+  std::string qos_class;
   // A relay (a path that crosses the network more than once, through this
   // node): it receives at net_hop from `peer` (sending is false) and sends
   // at relay_hop (> net_hop) to `relay_peer`; hops between run here. 0:

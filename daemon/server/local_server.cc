@@ -34,23 +34,6 @@ namespace isometry {
 
 namespace {
 
-// The connecting process's supplementary groups: a [qos] gid rule matches
-// any of them, so a client cannot leave a group's class by switching its
-// primary group (sg). Empty if the kernel does not say.
-std::vector<gid_t> PeerGroups(int fd) {
-  std::vector<gid_t> groups(64);
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    auto len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) == 0) {
-      groups.resize(len / sizeof(gid_t));
-      return groups;
-    }
-    if (errno != ERANGE) break;
-    groups.resize(len / sizeof(gid_t));  // the kernel said how many
-  }
-  return {};
-}
-
 Status Errno(const std::string& what) { return Internal(what, ": ", ErrnoString(errno)); }
 
 // One attached process: its session, socket, control segment and eventfds.

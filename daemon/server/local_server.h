@@ -15,6 +15,8 @@
 // that needs a thread the system refuses fails alone, with the same code.
 #pragma once
 
+#include <sys/types.h>
+
 #include <memory>
 
 #include "daemon/node/node.h"
@@ -42,6 +44,10 @@ class LocalServer {
 // Creates a listening unix socket at `path` with `mode` and, when `group`
 // is not empty, that group.
 Result<int> ListenUnix(const std::string& path, uint32_t mode, const std::string& group);
+// The connected peer's supplementary groups (SO_PEERGROUPS): a [qos] gid
+// rule matches any of them, so a client cannot leave a group's class by
+// switching its primary group (sg). Empty if the kernel does not say.
+std::vector<gid_t> PeerGroups(int fd);
 // Creates the socket's directory and removes a stale socket file.
 Status PrepareSocketPath(const std::string& path);
 // chmod, and chgrp when `group` is not empty (the gRPC socket too).

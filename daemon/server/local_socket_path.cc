@@ -1,6 +1,7 @@
 // The local socket's file: its directory, a stale socket removed, its
-// mode and group (the gRPC socket shares the last two). Apart from
-// local_server.cc, which serves the connections.
+// mode and group (the gRPC socket shares the last two), and who is on the
+// other end of a connection beyond SO_PEERCRED. Apart from local_server.cc,
+// which serves the connections.
 #include <grp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -9,6 +10,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "core/group.h"
 #include "core/strings.h"
@@ -59,6 +61,20 @@ Result<int> ListenUnix(const std::string& path, uint32_t mode, const std::string
   ISO_RETURN_IF_ERROR(ApplySocketPermissions(path, mode, group));
   if (listen(fd.get(), 128) != 0) return PathErrno("listen " + path);
   return fd.release();
+}
+
+std::vector<gid_t> PeerGroups(int fd) {
+  std::vector<gid_t> groups(64);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) == 0) {
+      groups.resize(len / sizeof(gid_t));
+      return groups;
+    }
+    if (errno != ERANGE) break;
+    groups.resize(len / sizeof(gid_t));  // the kernel said how many
+  }
+  return {};
 }
 
 }  // namespace isometry

@@ -1,0 +1,158 @@
+"""Traffic classes across nodes (docs/guides/qos.md, "Across nodes"): a
+cross-node copy carries its class; the sending node counts its link per
+class; the receiving node places the half by its own rules for peers, else
+in its class of the same name, and holds its priority to that class's
+ceiling.
+
+    ISOMETRYD=build/daemon/isometryd ISOMETRY_PYTHONPATH=build/python \\
+        /usr/bin/python3 -m unittest -v test_cluster_qos
+"""
+
+import os
+import sys
+import threading
+import time
+import unittest
+
+ISOMETRYD = os.environ.get("ISOMETRYD", "")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+if not ISOMETRYD:
+    print("test_cluster_qos: skipped: ISOMETRYD is not set", file=sys.stderr)
+else:
+    import cluster_fixture as cf
+    from isometry import isometry_pb2 as pb
+    from isometry import isometry_pb2_grpc as pb_grpc
+    import grpc
+
+MiB = 1 << 20
+
+# Both nodes: fg (3) and bg (1, clients named "bulk"). b also maps a's bg
+# copies into "guests", whose ceiling is 1.
+QOS_A = """
+[[qos.class]]
+name = "fg"
+weight = 3
+
+[[qos.class]]
+name = "bg"
+weight = 1
+
+[[qos.rule]]
+client = "bulk"
+class = "bg"
+"""
+QOS_B = QOS_A + """
+[[qos.class]]
+name = "guests"
+weight = 1
+max_priority = 1
+
+[[qos.rule]]
+peer = "a"
+remote_class = "bg"
+class = "guests"
+"""
+
+
+@unittest.skipUnless(ISOMETRYD, "ISOMETRYD is not set")
+class ClusterQos(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.cluster = cf.Cluster(ISOMETRYD, ["a", "b"], request="1MiB",
+                                 node_opts=[{"extra_channels": QOS_A},
+                                            {"extra_channels": QOS_B}])
+        cls.cluster.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.stop()
+
+    def qos(self, node):
+        with open(os.path.join(self.cluster[node].dir, "state", "operator.token")) as f:
+            token = f.read().strip()
+        with grpc.insecure_channel(f"unix:{self.cluster[node].socket}") as ch:
+            return pb_grpc.IsometryStub(ch).GetQos(
+                pb.GetQosRequest(), metadata=[("isometry-operator", token)])
+
+    def link_bytes(self, node, channel):
+        return {c.name: s.bytes for c in self.qos(node).classes for s in c.channels
+                if s.channel == channel}
+
+    def pairs(self, client, receiver, n, count):
+        """`count` (source on a, destination published on b) of n bytes."""
+        out = []
+        for _ in range(count):
+            dst = receiver.allocate("sys0", n)
+            receiver.publish(dst)
+            src = client.register_instance(client.allocate("sys0", n), [n], [("v", 1)], "F,x")
+            d = client.register_instance(dst.id, [n], [("v", 1)], "F,x", memory="b:sys0")
+            out.append((src, d))
+        return out
+
+    def test_both_classes_cross_the_link_and_b_places_the_halves(self):
+        a, b = self.cluster["a"], self.cluster["b"]
+        with a.client("interactive") as fg, a.client("bulk") as bg, b.client("keeper") as keep:
+            work = {"fg": (fg, self.pairs(fg, keep, 8 * MiB, 3)),
+                    "bg": (bg, self.pairs(bg, keep, 8 * MiB, 3))}
+            info = bg.copy(*work["bg"][1][0], priority=7)
+            self.assertEqual((info.state, info.qos_class), ("done", "bg"))
+            stop = threading.Event()
+            errors = []
+
+            def busy(client, pairs):
+                try:
+                    inflight, i = [], 0
+                    while not stop.is_set():
+                        while len(inflight) < 3:
+                            inflight.append(client.copy(*pairs[i % len(pairs)], wait=False))
+                            i += 1
+                        client.wait(inflight.pop(0))
+                    for t in inflight:
+                        client.wait(t)
+                except Exception as e:  # reported below
+                    errors.append(e)
+
+            threads = [threading.Thread(target=busy, args=w) for w in work.values()]
+            for t in threads:
+                t.start()
+            try:
+                time.sleep(0.5)
+                before = self.link_bytes("a", "tcp:b")
+                time.sleep(2.0)
+                after = self.link_bytes("a", "tcp:b")
+            finally:
+                stop.set()
+                for t in threads:
+                    t.join(120)
+            self.assertEqual(errors, [])
+            # Counted per class on a's link. Not 3:1 yet: the network channel
+            # takes every request at once and queues them for the peer's
+            # credits itself (docs/guides/qos.md, "Limits").
+            moved = {k: after[k] - before[k] for k in ("fg", "bg")}
+            self.assertGreater(moved["fg"], 0, moved)
+            self.assertGreater(moved["bg"], 0, moved)
+        # On b: fg's halves in its own fg (same name), bg's in guests (the rule
+        # for a's bg copies), and none left in bg or the default.
+        on_b = {c.name: sum(s.bytes for s in c.channels if s.channel == "tcp:a")
+                for c in self.qos("b").classes}
+        self.assertGreater(on_b["fg"], 0, on_b)
+        self.assertGreater(on_b["guests"], 0, on_b)
+        self.assertEqual(on_b["bg"], 0, on_b)
+
+    def test_the_receiving_node_holds_the_priority_to_its_class_ceiling(self):
+        a, b = self.cluster["a"], self.cluster["b"]
+        with a.client("bulk") as bg, b.client("keeper") as keep:
+            src, dst = self.pairs(bg, keep, 1 * MiB, 1)[0]
+            info = bg.copy(src, dst, priority=7)
+            self.assertEqual((info.qos_class, info.priority), ("bg", 7))  # a has no ceiling
+        with open(os.path.join(b.dir, "state", "operator.token")) as f:
+            token = f.read().strip()
+        with grpc.insecure_channel(f"unix:{b.socket}") as ch:
+            half = pb_grpc.IsometryStub(ch).GetTransfer(
+                pb.GetTransferRequest(transfer=info.id), metadata=[("isometry-operator", token)])
+        self.assertIn("remote half", half.remote_half)
+        self.assertEqual(half.priority, 1)  # guests' max_priority on b
+
+if __name__ == "__main__":
+    unittest.main()
