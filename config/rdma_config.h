@@ -1,6 +1,6 @@
 // The RDMA channel's settings ([rdma] in the config file). Parsed and
 // validated here; what the machine offers is the probe's business
-// (channels/rdma/rdma_probe.h), and the two meet in rdma::ChooseRdma.
+// (net/rdma/rdma_probe.h), and the two meet in rdma::ChooseRdma.
 #pragma once
 
 #include <cstdint>

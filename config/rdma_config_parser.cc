@@ -8,7 +8,7 @@
 namespace isometry {
 
 namespace {
-// rdma.ring_slots: the credit protocol's slot field (channels/rdma/credits.h).
+// rdma.ring_slots: the credit protocol's slot field (net/rdma/credits.h).
 constexpr uint64_t kMaxRingSlots = 1024;
 constexpr uint64_t kMaxSlotKib = uint64_t{1} << 20;   // 1 GiB
 constexpr uint64_t kMaxRingKib = uint64_t{16} << 20;  // 16 GiB pinned per link
