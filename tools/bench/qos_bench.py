@@ -181,6 +181,15 @@ class Bench:
                 "fg": self.Client(daemon.socket, name="interactive"),
                 "bg": self.Client(daemon.socket, name="bulk")}
 
+    def renew(self):
+        """Fresh sessions: a session's allocations go with it, so rounds do
+        not fill the pool."""
+        for d in (self.qos, self.plain):
+            d["fg"].close()
+            d["bg"].close()
+            d["fg"] = self.Client(d["daemon"].socket, name="interactive")
+            d["bg"] = self.Client(d["daemon"].socket, name="bulk")
+
     def close(self):
         for d in (self.qos, self.plain):
             d["fg"].close()
@@ -266,6 +275,8 @@ def main():
     results = {k: [] for k in ("memcpy", "disk", "p99", "left", "over_memcpy", "over_disk")}
     try:
         for r in range(args.rounds):
+            if r:
+                bench.renew()
             results["memcpy"].append(bench.share(
                 "memcpy0", lambda c, k: [pair(c, 16 * MIB) for _ in range(3)], args.window) / 3)
             results["disk"].append(bench.share(
