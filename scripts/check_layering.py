@@ -83,7 +83,8 @@ ALLOWED = {
     "channels": {"core", "layout", "config", "procmem", "net"},
     "wire": {"core", PROTO},
     "daemon/runtime": _DOMAIN,
-    "daemon/node": _DOMAIN | {"daemon/runtime", "redistribution", "active"},
+    # net/: the RDMA probe, whose answer the node logs and reports.
+    "daemon/node": _DOMAIN | {"daemon/runtime", "redistribution", "active", "net"},
     "daemon/server": _DAEMON_LOW | _PROTO_USERS,
     # The peer service converts with daemon/server/convert.h; the cluster
     # layer drives the data plane (net/).
@@ -120,9 +121,6 @@ DAEMON_CHANNEL_HEADERS = {
     "channels/cma/own_hops.h",
     "channels/disk/disk_file.h",
     "channels/rdma/net_routes.h",
-    # A forward to net/rdma/rdma_probe.h for daemon/node until it includes
-    # that itself (then drop it here, and give daemon/node "net").
-    "channels/rdma/rdma_probe.h",
 }
 
 # Libraries every layer may use, like the standard library: abseil (the

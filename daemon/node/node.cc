@@ -9,10 +9,10 @@
 
 #include "channels/channel_factory.h"
 #include "channels/host_pages.h"
-#include "channels/rdma/rdma_probe.h"
 #include "core/strings.h"
 #include "daemon/node/node_impl.h"
 #include "daemon/runtime/disk_endpoint.h"
+#include "net/rdma/rdma_probe.h"
 
 namespace isometry {
 

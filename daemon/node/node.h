@@ -41,7 +41,6 @@
 #include <vector>
 
 #include "channels/channel_factory.h"
-#include "channels/rdma/rdma_probe.h"
 #include "config/runtime_config.h"
 #include "core/datatype.h"
 #include "core/instance.h"
@@ -57,6 +56,7 @@
 #include "daemon/node/watch_state.h"
 #include "daemon/runtime/runtime.h"
 #include "layout/copy_program.h"
+#include "net/rdma/rdma_probe.h"
 
 namespace isometry {
 
