@@ -22,11 +22,12 @@ const std::string& Node::Impl::QosClassByRulesLocked(const Session& s) const {
 void Node::ReloadQos(const QosConfig& qos) {
   // The runtime first: a session placed in a new class below finds it.
   impl_->runtime->SetQos(qos);
+  const std::vector<QosClass> classes = qos.Effective();
   absl::MutexLock lock(&impl_->mu);
   impl_->qos = qos;
   size_t moved = 0;
   for (auto& [id, s] : impl_->sessions) {
-    const bool gone = !FindQosClass(qos.Effective(), s.qos_class);
+    const bool gone = !FindQosClass(classes, s.qos_class);
     if (s.qos_by_operator && !gone) continue;
     const std::string& now = impl_->QosClassByRulesLocked(s);
     moved += now != s.qos_class;
@@ -34,7 +35,7 @@ void Node::ReloadQos(const QosConfig& qos) {
     s.qos_by_operator = false;
   }
   spdlog::info("[qos] reloaded: {} class(es), {} rule(s), default '{}'; {} session(s) moved",
-               qos.Effective().size(), qos.rules.size(), ForLog(qos.ClassOf(QosClient{})), moved);
+               classes.size(), qos.rules.size(), ForLog(qos.ClassOf(QosClient{})), moved);
 }
 
 Status Node::SetSessionClass(uint64_t session, const std::string& class_name) {

@@ -43,11 +43,16 @@ void Runtime::Impl::GiveBuffer(RingBuffer& b) {
 // Takes every ring buffer of `t` or none: buffers are taken in the global
 // memory order (Isometry §3.6), all under one lock, so a transfer never
 // holds some buffers while waiting for others.
-bool Runtime::Impl::TryAdmit(TransferState& t) {
+std::vector<uint64_t> Runtime::Impl::NeedPerPool(const TransferState& t) const {
   std::vector<uint64_t> need(pools.size(), 0);
   for (const RingBuffer& b : t.buffers) {
     if (!b.remote) need[b.pool] += b.bytes();
   }
+  return need;
+}
+
+bool Runtime::Impl::TryAdmit(TransferState& t) {
+  const std::vector<uint64_t> need = NeedPerPool(t);
   for (size_t p = 0; p < pools.size(); ++p) {
     if (!pools[p].Fits(need[p])) return false;
   }
@@ -108,17 +113,22 @@ void Runtime::Impl::AdmitWaiting() {
     return;
   }
   std::vector<uint8_t> stuck(qos->classes.size(), 0);
+  // Transfers still waiting, per class: counted once here, kept as they
+  // are admitted (OverShare asks which classes wait).
+  std::vector<size_t> waiting_per_class(qos->classes.size(), 0);
+  for (const auto& w : waiting) ++waiting_per_class[w->qos];
   for (size_t i = 0; i < waiting.size();) {
     TransferState& t = *waiting[i];
     if (Paused(t)) {  // takes no buffer while it could not use it
       ++i;
       continue;
     }
-    if (stuck[t.qos] || OverShare(t) || !TryAdmit(t)) {
+    if (stuck[t.qos] || OverShare(t, waiting_per_class) || !TryAdmit(t)) {
       stuck[t.qos] = 1;
       ++i;
       continue;
     }
+    --waiting_per_class[t.qos];
     Admitted(i);
   }
 }

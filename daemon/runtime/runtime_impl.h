@@ -165,13 +165,17 @@ struct Runtime::Impl {
 
   // ---- admission and completion (admission.cc) ----
   bool TryAdmit(TransferState& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // The staging bytes `t`'s buffers take from each pool (index: pool).
+  std::vector<uint64_t> NeedPerPool(const TransferState& t) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Returns a buffer's block to its staging pool or hop window.
   void GiveBuffer(RingBuffer& b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void AdmitWaiting() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void Admitted(size_t waiting_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);  // now running
   // Whether `t` would take more than its class's weighted share of a
   // staging pool that another class's waiting transfer needs.
-  bool OverShare(const TransferState& t) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // `waiting_per_class`: the transfers of each class still waiting.
+  bool OverShare(const TransferState& t, const std::vector<size_t>& waiting_per_class) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Whether a cap of 0 pauses `t`'s class on a channel `t` uses here.
   bool Paused(const TransferState& t) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void HoldBuffers(const TransferState& t, bool take) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);

@@ -1,10 +1,7 @@
 // Runtime::Impl, traffic classes (qos_scheduler.h): installing a table at
 // start and on reload, the staging share of each class at admission, and
 // the per-class reports. The workers' pick is in dma_worker.cc.
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
-#include <set>
 
 #include "daemon/runtime/runtime_impl.h"
 
@@ -54,20 +51,19 @@ void Runtime::Impl::HoldBuffers(const TransferState& t, bool take) {
 // class waits for that pool, so that buffers freed go to the waiting one;
 // a class holding nothing there may always take one transfer's worth (a
 // transfer larger than its part is not starved).
-bool Runtime::Impl::OverShare(const TransferState& t) const {
+bool Runtime::Impl::OverShare(const TransferState& t,
+                              const std::vector<size_t>& waiting_per_class) const {
   if (qos->trivial) return false;
-  std::vector<uint64_t> need(pools.size(), 0);
-  for (const RingBuffer& b : t.buffers) {
-    if (!b.remote) need[b.pool] += b.bytes();
-  }
-  std::set<size_t> waiting_classes;
-  for (const auto& w : waiting) waiting_classes.insert(w->qos);
-  if (waiting_classes.size() < 2) return false;
+  const auto waits = [&](size_t c) { return waiting_per_class[c] > 0; };
+  size_t classes_waiting = 0;
+  for (size_t c = 0; c < waiting_per_class.size(); ++c) classes_waiting += waits(c);
+  if (classes_waiting < 2) return false;
+  const std::vector<uint64_t> need = NeedPerPool(t);
   for (size_t p = 0; p < pools.size(); ++p) {
     if (need[p] == 0 || class_held[t.qos][p] == 0) continue;
     uint64_t weights = 0;
     for (size_t c = 0; c < qos->classes.size(); ++c) {
-      if (c == t.qos || waiting_classes.count(c) || class_held[c][p]) {
+      if (c == t.qos || waits(c) || class_held[c][p]) {
         weights += qos->classes[c].weight;
       }
     }
