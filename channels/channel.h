@@ -62,6 +62,11 @@ struct ChannelRequest {
   // over in the cache (Runtime's ring writes), so a host-memory channel
   // may write it with non-temporal stores (layout/executor.h, Stores).
   bool stream_stores = false;
+  // The transfer's QoS class and the class's weight on this channel: a
+  // channel that queues requests itself (the network's) shares between
+  // classes by weight (docs/guides/qos.md).
+  uint32_t qos_class = 0;
+  uint32_t qos_weight = 1;
   bool Cancelled() const { return cancelled && cancelled->load(std::memory_order_acquire); }
 };
 

@@ -1,6 +1,5 @@
 #include "channels/channel_workers.h"
 
-#include <algorithm>
 #include <utility>
 
 namespace isometry {
@@ -21,12 +20,14 @@ ChannelWorkers::~ChannelWorkers() {
 void ChannelWorkers::Push(ChannelRequest request, RequestDone done) {
   {
     absl::MutexLock lock(&mu_);
-    // Behind every queued request of its priority or higher, ahead of the
-    // lower ones: a high-priority copy's request waits only for those
-    // running, not for the queue the DMA worker keeps filled.
-    auto at = std::find_if(queue_.begin(), queue_.end(),
-                           [&](const Item& i) { return i.request.priority < request.priority; });
-    queue_.insert(at, {std::move(request), std::move(done)});
+    // A high-priority copy's request, or a class's that was waiting for its
+    // turn, waits only for those running, not for the queue the DMA worker
+    // keeps filled.
+    const uint32_t cls = request.qos_class;
+    const uint32_t weight = request.qos_weight;
+    const int priority = request.priority;
+    const uint64_t bytes = request.program ? request.program->bytes : 0;
+    queue_.Push(cls, weight, priority, bytes, Item{std::move(request), std::move(done)});
   }
   cv_.Signal();
 }
@@ -46,8 +47,7 @@ void ChannelWorkers::Run() {
       while (!stopping_ && queue_.empty()) cv_.Wait(&mu_);
       // Outstanding work is finished even while stopping: done() is owed.
       if (queue_.empty()) return;
-      item = std::move(queue_.front());
-      queue_.pop_front();
+      item = queue_.Pop();
     }
     serve_(item.request, item.done);
   }

@@ -1,7 +1,9 @@
 // The request queue of a channel that runs requests on threads of its own
-// (memcpy, cma): requests start by priority, in submission order among
-// equals (the DMA worker issues them by priority; a higher one issued later
-// passes the lower ones already queued), one per free thread.
+// (memcpy, cma), one per free thread: shared by weight between QoS classes
+// and by priority within a class, in submission order among equals
+// (core/fair_queue.h). The DMA worker issues by the same rule; this queue
+// lets a request issued later pass those already queued, so a
+// foreground class's request waits only for the ones running.
 //
 // Shutdown: the destructor lets the threads finish every queued request
 // (each owes its `done`), then joins them. A channel declares its
@@ -9,7 +11,6 @@
 // destroyed.
 #pragma once
 
-#include <deque>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "channels/channel.h"
+#include "core/fair_queue.h"
 
 namespace isometry {
 
@@ -47,7 +49,7 @@ class ChannelWorkers {
   const Serve serve_;
   absl::Mutex mu_;
   absl::CondVar cv_;
-  std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
+  FairQueue<Item> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;  // last: started once the rest exists
 };

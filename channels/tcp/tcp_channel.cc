@@ -21,8 +21,8 @@ class TcpChannel final : public Channel {
     // rationed: a budget shared by both directions and by every transfer
     // with this peer would let requests that wait on the other node fill
     // it and stall transfers the other node waits on (a cross-node
-    // deadlock). Credits bound what travels; priorities order the queues
-    // of each connection.
+    // deadlock). Credits bound what travels; each connection's queue is
+    // shared by QoS class weight, by priority within a class.
     caps_.max_in_flight = config.max_in_flight > 0 ? config.max_in_flight : (1 << 20);
     caps_.rate_limit_bytes_per_s = config.rate_limit_bytes_per_s;
   }
@@ -50,7 +50,9 @@ class TcpChannel final : public Channel {
                      .chunk = half.chunk,
                      .program = std::move(request.program),
                      .memory = std::get<HostBytes>(sending ? request.src : request.dst).base,
-                     .priority = request.priority};
+                     .priority = request.priority,
+                     .qos_class = request.qos_class,
+                     .qos_weight = request.qos_weight};
     if (sending) {
       link.Send(chunk, std::move(done));
     } else {

@@ -1,8 +1,9 @@
 """Traffic classes across nodes (docs/guides/qos.md, "Across nodes"): a
-cross-node copy carries its class; the sending node counts its link per
-class; the receiving node places the half by its own rules for peers, else
-in its class of the same name, and holds its priority to that class's
-ceiling.
+cross-node copy carries its class; two busy classes share the sending
+node's data link by weight (3:1, the link paced by cluster.rate_limit so
+it is what limits); the receiving node places the half by its own rules
+for peers, else in its class of the same name, and holds its priority to
+that class's ceiling.
 
     ISOMETRYD=build/daemon/isometryd ISOMETRY_PYTHONPATH=build/python \\
         /usr/bin/python3 -m unittest -v test_cluster_qos
@@ -26,6 +27,9 @@ else:
     import grpc
 
 MiB = 1 << 20
+# a's sending rate to b: far below what loopback, the daemons and the
+# clients can do on a busy 2-core machine, so the link is the bottleneck.
+LINK_MIB = 48
 
 # Both nodes: fg (3) and bg (1, clients named "bulk"). b also maps a's bg
 # copies into "guests", whose ceiling is 1.
@@ -60,7 +64,8 @@ class ClusterQos(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.cluster = cf.Cluster(ISOMETRYD, ["a", "b"], request="1MiB",
-                                 node_opts=[{"extra_channels": QOS_A},
+                                 node_opts=[{"extra_channels": QOS_A,
+                                             "extra_cluster": f'rate_limit = "{LINK_MIB}MiB"'},
                                             {"extra_channels": QOS_B}])
         cls.cluster.start()
 
@@ -75,10 +80,6 @@ class ClusterQos(unittest.TestCase):
             return pb_grpc.IsometryStub(ch).GetQos(
                 pb.GetQosRequest(), metadata=[("isometry-operator", token)])
 
-    def link_bytes(self, node, channel):
-        return {c.name: s.bytes for c in self.qos(node).classes for s in c.channels
-                if s.channel == channel}
-
     def pairs(self, client, receiver, n, count):
         """`count` (source on a, destination published on b) of n bytes."""
         out = []
@@ -90,48 +91,54 @@ class ClusterQos(unittest.TestCase):
             out.append((src, d))
         return out
 
-    def test_both_classes_cross_the_link_and_b_places_the_halves(self):
+    def test_two_busy_classes_share_the_link_by_weight_and_b_places_the_halves(self):
         a, b = self.cluster["a"], self.cluster["b"]
         with a.client("interactive") as fg, a.client("bulk") as bg, b.client("keeper") as keep:
-            work = {"fg": (fg, self.pairs(fg, keep, 8 * MiB, 3)),
-                    "bg": (bg, self.pairs(bg, keep, 8 * MiB, 3))}
+            work = {"fg": (fg, self.pairs(fg, keep, 2 * MiB, 4)),
+                    "bg": (bg, self.pairs(bg, keep, 2 * MiB, 4))}
             info = bg.copy(*work["bg"][1][0], priority=7)
             self.assertEqual((info.state, info.qos_class), ("done", "bg"))
             stop = threading.Event()
             errors = []
+            moved = {"fg": 0, "bg": 0}
+            counting = threading.Event()
 
-            def busy(client, pairs):
+            def busy(name, client, pairs):
+                # Four copies in flight: both classes always have chunks
+                # queued on every data connection.
                 try:
                     inflight, i = [], 0
                     while not stop.is_set():
-                        while len(inflight) < 3:
+                        while len(inflight) < 4:
                             inflight.append(client.copy(*pairs[i % len(pairs)], wait=False))
                             i += 1
                         client.wait(inflight.pop(0))
+                        if counting.is_set():
+                            moved[name] += 2 * MiB
                     for t in inflight:
                         client.wait(t)
                 except Exception as e:  # reported below
                     errors.append(e)
 
-            threads = [threading.Thread(target=busy, args=w) for w in work.values()]
+            threads = [threading.Thread(target=busy, args=(k, *w)) for k, w in work.items()]
             for t in threads:
                 t.start()
             try:
-                time.sleep(0.5)
-                before = self.link_bytes("a", "tcp:b")
-                time.sleep(2.0)
-                after = self.link_bytes("a", "tcp:b")
+                time.sleep(1.0)
+                counting.set()
+                time.sleep(4.0)
+                counting.clear()
             finally:
                 stop.set()
                 for t in threads:
                     t.join(120)
             self.assertEqual(errors, [])
-            # Counted per class on a's link. Not 3:1 yet: the network channel
-            # takes every request at once and queues them for the peer's
-            # credits itself (docs/guides/qos.md, "Limits").
-            moved = {k: after[k] - before[k] for k in ("fg", "bg")}
-            self.assertGreater(moved["fg"], 0, moved)
-            self.assertGreater(moved["bg"], 0, moved)
+            # 3:1 by weight (the benchmark measures it tightly; this is
+            # loose enough for a busy machine), and the link was busy.
+            ratio = moved["fg"] / max(1, moved["bg"])
+            self.assertGreater(ratio, 2.2, moved)
+            self.assertLess(ratio, 4.0, moved)
+            self.assertGreater(moved["fg"] + moved["bg"], LINK_MIB * MiB, moved)
         # On b: fg's halves in its own fg (same name), bg's in guests (the rule
         # for a's bg copies), and none left in bg or the default.
         on_b = {c.name: sum(s.bytes for s in c.channels if s.channel == "tcp:a")

@@ -23,6 +23,7 @@ from test_python_client import ISOMETRYD, SKIP_REASON
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
 from isometryd_process import IsometrydProcess  # noqa: E402
+from attack_case import wait_until  # noqa: E402
 
 if ref._IMPORT_ERROR is None:
     import isometry
@@ -336,8 +337,12 @@ class RedistributeTest(unittest.TestCase):
         # The rank's session ends: the distributed instance goes with it.
         c2.join_distributed("x", [10, 4], ["block", "block"], [2, 1], 4, 1, inst2,
                             grant=grant_of("x"))
+        sessions = c.status().sessions
         c2.close()
         self.clients.remove(c2)
+        # Closing cancels the Attach stream; the daemon ends the session a
+        # moment later, and a redistribution planned meanwhile is ABORTED.
+        wait_until(lambda: c.status().sessions == sessions - 1, "the rank's session to end")
         c3, _, inst3 = self.rank(10, 4, False, None)
         c3.join_distributed("y", [10, 4], ["block", "block"], [1, 1], 4, 0, inst3,
                             grant=grant_of("y"))

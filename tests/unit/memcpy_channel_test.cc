@@ -237,12 +237,19 @@ TEST_CASE("many requests from many threads each complete once with their own byt
   }
 }
 
-TEST_CASE("queued requests start by priority, in submission order among equals") {
-  // One thread, held inside the first request's done until the rest are
-  // queued: what the queue does with them decides the order they run in.
+// What a one-thread channel starts in which order: request 0 first, its
+// thread held inside its done until the rest are queued, so what the
+// queue does with them decides the order they run in. Each request is
+// {priority, QoS class, weight}.
+struct Queued {
+  int priority = 0;
+  uint32_t qos_class = 0;
+  uint32_t weight = 1;
+};
+std::vector<int> StartOrder(const std::vector<Queued>& requests) {
   auto ch = Make(Config(1));
   const std::vector<std::byte> src = Pattern(4096, 7);
-  std::vector<std::vector<std::byte>> dsts(6, std::vector<std::byte>(4096));
+  std::vector<std::vector<std::byte>> dsts(requests.size(), std::vector<std::byte>(4096));
   std::mutex mu;
   std::condition_variable cv;
   bool release = false;
@@ -256,11 +263,12 @@ TEST_CASE("queued requests start by priority, in submission order among equals")
       if (id == 0) cv.wait(lock, [&] { return release; });
     };
   };
-  const int priorities[] = {0, 0, 0, 5, 0, 5};
-  for (int id = 0; id < 6; ++id) {
+  for (size_t id = 0; id < requests.size(); ++id) {
     ChannelRequest r = HostRequest(ContiguousProgram(4096), src.data(), dsts[id].data());
-    r.priority = priorities[id];
-    ch->Submit(std::move(r), record(id));
+    r.priority = requests[id].priority;
+    r.qos_class = requests[id].qos_class;
+    r.qos_weight = requests[id].weight;
+    ch->Submit(std::move(r), record(static_cast<int>(id)));
     if (id == 0) {  // the thread is inside request 0's done before the rest arrive
       std::unique_lock lock(mu);
       REQUIRE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return !order.empty(); }));
@@ -270,10 +278,24 @@ TEST_CASE("queued requests start by priority, in submission order among equals")
     std::unique_lock lock(mu);
     release = true;
     cv.notify_all();
-    REQUIRE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return order.size() == 6; }));
+    REQUIRE(cv.wait_for(lock, std::chrono::seconds(20),
+                        [&] { return order.size() == requests.size(); }));
   }
-  CHECK(order == std::vector<int>{0, 3, 5, 1, 2, 4});
   for (const auto& dst : dsts) CHECK(dst == src);
+  return order;
+}
+
+TEST_CASE("queued requests start by priority, in submission order among equals") {
+  CHECK(StartOrder({{0}, {0}, {0}, {5}, {0}, {5}}) == std::vector<int>{0, 3, 5, 1, 2, 4});
+}
+
+TEST_CASE("queued requests of two classes take turns by weight, a late class first") {
+  // Class 1 (weight 1) queued four requests behind the running one; class
+  // 2 (weight 3) comes later and does not wait behind them: it sends three
+  // for each of class 1's, priority counting within a class only.
+  const std::vector<Queued> requests{{0, 1, 1}, {0, 1, 1}, {0, 1, 1}, {0, 1, 1}, {0, 1, 1},
+                                     {0, 2, 3}, {0, 2, 3}, {0, 2, 3}, {9, 2, 3}};
+  CHECK(StartOrder(requests) == std::vector<int>{0, 8, 5, 6, 1, 7, 2, 3, 4});
 }
 
 TEST_CASE("destroying the channel finishes the requests it holds") {

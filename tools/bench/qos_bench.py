@@ -14,12 +14,26 @@ one with [qos] classes fg (weight 3) and bg (weight 1, clients named
 - foreground: 64 KiB copies of fg, alone and then while bg keeps 4 bulk
   copies in flight on memcpy0; p99 loaded over p99 idle (target <= 1.5),
   and bg's rate over what fg left of bg's rate alone (target >= 0.9);
+- floor: the same 64 KiB copies next to one busy process per CPU and no
+  other copy, over idle: what the machine's CPU scheduler alone does to
+  their p99 (no target; read the foreground rows against it);
 - overhead: 256 MiB copies on memcpy0 and 64 MiB files on disk_write0
   with two classes configured (one busy: the general path) against the
   daemon without [qos] (target >= 0.98).
 
-Cross-node rows are not here: a cross-node copy does not carry its class
-yet (docs/guides/qos.md, "Limits").
+Then, across nodes, two daemons a and b on loopback
+(tests/cluster/cluster_fixture.py) with the same classes on both:
+
+- tcp share: fg and bg on a each keep 4 copies of 2 MiB in flight to b,
+  a's sending paced to --link-mib MiB/s (cluster.rate_limit: the link is
+  the bottleneck, as a NIC slower than memory would be); the ratio of the
+  bytes each class's copies completed over the window (target: 3:1
+  within 5 %);
+- tcp foreground: 64 KiB copies of fg to b, alone and while bg keeps 4
+  copies of 32 MiB in flight, unpaced: p99 loaded over p99 idle (target
+  <= 1.5);
+- tcp overhead: 256 MiB copies a -> b, unpaced, the pair with [qos]
+  against a pair without (target >= 0.98).
 
     /usr/bin/python3 tools/bench/qos_bench.py \\
         --isometryd build-release/daemon/isometryd --pythonpath build-release/python
@@ -32,12 +46,14 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "pyfixture"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "cluster"))
 sys.path.insert(0, HERE)
 import machine  # noqa: E402  (tools/bench/machine.py)
 from isometryd_process import IsometrydProcess  # noqa: E402
@@ -218,6 +234,18 @@ class Bench:
     def foreground(self, small, bulk, n):
         d = self.qos
         idle = timed_copies(d["fg"], small, n)
+        # The machine's own floor: the same copies next to one busy process
+        # per CPU and no other copy. On a small machine the scheduler's
+        # time slices, not the channels, set the loaded p99.
+        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                for _ in range(os.cpu_count() or 1)]
+        try:
+            time.sleep(0.2)
+            cpu_bound = timed_copies(d["fg"], small, n)
+        finally:
+            for h in hogs:
+                h.kill()
+                h.wait()
         bg_alone = rate_of(d["bg"], bulk, 4)
         busy = Busy(d["bg"], bulk, depth=4)
         try:
@@ -229,13 +257,82 @@ class Bench:
             busy.end()
         fg_rate = small[0][0].total_bytes * n / sum(loaded)
         left = max(1.0, bg_alone - fg_rate)
-        return percentile(loaded, 99) / percentile(idle, 99), bg_rate / left, idle, loaded
+        return (percentile(loaded, 99) / percentile(idle, 99), bg_rate / left, idle, loaded,
+                percentile(cpu_bound, 99) / percentile(idle, 99))
 
     def overhead(self, make_pairs, n):
         rates = {}
         for name, d in (("qos", self.qos), ("plain", self.plain)):
             rates[name] = rate_of(d["fg"], make_pairs(d["fg"], name), n)
         return rates["qos"] / rates["plain"]
+
+
+class CrossNode:
+    """Two daemons, a and b, on loopback; with `qos` both have the classes
+    fg and bg; a's sending paced to `link_mib` MiB/s (0: unpaced)."""
+
+    def __init__(self, cf, isometryd, qos, link_mib):
+        opts = {"extra_channels": QOS if qos else ""}
+        paced = dict(opts, extra_cluster=f'rate_limit = "{link_mib}MiB"' if link_mib else "")
+        self.cluster = cf.Cluster(isometryd, ["a", "b"], request="1MiB", pool="1GiB",
+                                  node_opts=[paced, opts])
+        self.cluster.start()
+        a, b = self.cluster["a"], self.cluster["b"]
+        self.fg, self.bg, self.keep = a.client("interactive"), a.client("bulk"), b.client("keep")
+
+    def pairs(self, client, nbytes, count):
+        """`count` (source on a, destination published on b) of nbytes."""
+        out = []
+        for _ in range(count):
+            dst = self.keep.allocate("sys0", nbytes)
+            self.keep.publish(dst)
+            src = client.register_instance(client.allocate("sys0", nbytes), [nbytes], [("b", 1)],
+                                           "F,x")
+            out.append((src, client.register_instance(dst.id, [nbytes], [("b", 1)], "F,x",
+                                                      memory="b:sys0")))
+        return out
+
+    def close(self):
+        for c in (self.fg, self.bg, self.keep):
+            c.close()
+        self.cluster.stop()
+
+
+def cross_node_rows(args, results):
+    """One round of the tcp rows, appended to `results`."""
+    import cluster_fixture as cf
+    paced = CrossNode(cf, args.isometryd, True, args.link_mib)
+    try:
+        busy = [Busy(c, paced.pairs(c, 2 * MIB, 4), depth=4) for c in (paced.fg, paced.bg)]
+        try:
+            time.sleep(1.0)
+            before = [b.copied for b in busy]
+            time.sleep(args.window * 2)
+            moved = [b.copied - b0 for b, b0 in zip(busy, before)]
+        finally:
+            for b in busy:
+                b.end()
+        results["tcp"].append(moved[0] / max(1, moved[1]) / 3)
+    finally:
+        paced.close()
+    rates = {}
+    for qos in (True, False):
+        pair_ = CrossNode(cf, args.isometryd, qos, 0)
+        try:
+            rates[qos] = rate_of(pair_.fg, pair_.pairs(pair_.fg, 256 * MIB, 1), 4)
+            if qos:
+                small = pair_.pairs(pair_.fg, 64 << 10, 4)
+                idle = timed_copies(pair_.fg, small, args.small)
+                busy = Busy(pair_.bg, pair_.pairs(pair_.bg, 32 * MIB, 4), depth=4)
+                try:
+                    time.sleep(0.2)
+                    loaded = timed_copies(pair_.fg, small, args.small)
+                finally:
+                    busy.end()
+                results["tcp_p99"].append(percentile(loaded, 99) / percentile(idle, 99))
+        finally:
+            pair_.close()
+    results["over_tcp"].append(rates[True] / rates[False])
 
 
 def row(scenario, metric, values, target, baseline):
@@ -257,10 +354,12 @@ def main():
                     help="seconds each share is measured over (default: 2)")
     ap.add_argument("--small", type=int, default=400,
                     help="64 KiB foreground copies per phase (default: 400)")
+    ap.add_argument("--link-mib", type=int, default=256,
+                    help="a's sending rate to b in the tcp share row, MiB/s (default: 256)")
     ap.add_argument("--json", action="store_true", help="JSON rows instead of a table")
     args = ap.parse_args()
-    if args.rounds < 1 or args.window <= 0 or args.small < 100:
-        ap.error("--rounds >= 1, --window > 0 and --small >= 100")
+    if args.rounds < 1 or args.window <= 0 or args.small < 100 or args.link_mib < 1:
+        ap.error("--rounds >= 1, --window > 0, --small >= 100 and --link-mib >= 1")
     if not os.access(args.isometryd, os.X_OK):
         ap.error(f"no daemon binary at {args.isometryd}: build it or pass --isometryd")
     where = machine.measure()  # before the daemons run
@@ -272,7 +371,8 @@ def main():
     except AssertionError as e:  # the fixture's way of saying a daemon did not start
         sys.exit(f"qos_bench: {e}")
     files = iter(range(1 << 40))
-    results = {k: [] for k in ("memcpy", "disk", "p99", "left", "over_memcpy", "over_disk")}
+    results = {k: [] for k in ("memcpy", "disk", "p99", "left", "over_memcpy", "over_disk",
+                               "tcp", "tcp_p99", "over_tcp", "cpu_floor")}
     try:
         for r in range(args.rounds):
             if r:
@@ -285,8 +385,9 @@ def main():
             d = bench.qos
             small = [pair(d["fg"], 64 << 10) for _ in range(4)]
             bulk = [pair(d["bg"], 64 * MIB) for _ in range(4)]
-            p99, left, idle, loaded = bench.foreground(small, bulk, args.small)
+            p99, left, idle, loaded, floor = bench.foreground(small, bulk, args.small)
             results["p99"].append(p99)
+            results["cpu_floor"].append(floor)
             results["left"].append(left)
             results["over_memcpy"].append(bench.overhead(
                 lambda c, k: [pair(c, 256 * MIB)], 4))
@@ -297,6 +398,10 @@ def main():
                   f" us idle, {percentile(loaded, 99) * 1e6:.0f} us loaded; bg got "
                   f"{left:.2f} of what was left; overhead memcpy {results['over_memcpy'][-1]:.3f},"
                   f" disk {results['over_disk'][-1]:.3f}", file=sys.stderr)
+            cross_node_rows(args, results)
+            print(f"  round {r + 1}: tcp share {results['tcp'][-1] * 3:.2f}:1, foreground p99 "
+                  f"loaded/idle {results['tcp_p99'][-1]:.2f}, overhead "
+                  f"{results['over_tcp'][-1]:.3f}", file=sys.stderr)
     finally:
         status = bench.close()
     if status != 0:
@@ -305,13 +410,20 @@ def main():
         row("qos_share_memcpy", "fg:bg bytes over 3", results["memcpy"], "0.95-1.05",
             "weights 3:1"),
         row("qos_share_disk", "fg:bg bytes over 3", results["disk"], "0.95-1.05", "weights 3:1"),
+        row("qos_share_tcp", "fg:bg bytes over 3", results["tcp"], "0.95-1.05", "weights 3:1"),
         row("qos_foreground_64KiB", "p99 loaded over p99 idle", results["p99"], "<= 1.5",
             "fg alone"),
+        row("qos_foreground_tcp_64KiB", "p99 loaded over p99 idle", results["tcp_p99"],
+            "<= 1.5", "fg alone"),
+        row("qos_foreground_cpu_floor_64KiB", "p99 next to busy CPUs over p99 idle",
+            results["cpu_floor"], "none: the machine's floor", "fg alone"),
         row("qos_background_left", "bg rate over what fg left", results["left"], ">= 0.9",
             "bg alone minus fg"),
         row("qos_overhead_memcpy_256MiB", "rate with classes over without", results["over_memcpy"],
             ">= 0.98", "no [qos]"),
         row("qos_overhead_disk_64MiB", "rate with classes over without", results["over_disk"],
+            ">= 0.98", "no [qos]"),
+        row("qos_overhead_tcp_256MiB", "rate with classes over without", results["over_tcp"],
             ">= 0.98", "no [qos]"),
     ]
     if not args.json:

@@ -31,14 +31,17 @@ class QosBenchTest(unittest.TestCase):
         self.assertEqual(done.returncode, 0, done.stderr)
         rows = [json.loads(line) for line in done.stdout.splitlines()]
         self.assertEqual([r["scenario"] for r in rows],
-                         ["qos_share_memcpy", "qos_share_disk", "qos_foreground_64KiB",
+                         ["qos_share_memcpy", "qos_share_disk", "qos_share_tcp",
+                          "qos_foreground_64KiB", "qos_foreground_tcp_64KiB",
+                          "qos_foreground_cpu_floor_64KiB",
                           "qos_background_left", "qos_overhead_memcpy_256MiB",
-                          "qos_overhead_disk_64MiB"])
+                          "qos_overhead_disk_64MiB", "qos_overhead_tcp_256MiB"])
         for r in rows:
             self.assertEqual(r["rounds"], 1)
             self.assertGreater(r["value"], 0)
             self.assertEqual(r["machine"]["cpus"], os.cpu_count())
         self.assertIn("round 1: shares memcpy", done.stderr)
+        self.assertIn("round 1: tcp share", done.stderr)
 
     def test_a_missing_daemon_is_named(self):
         done = run("--isometryd", "/nonexistent/isometryd")
