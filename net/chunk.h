@@ -27,6 +27,11 @@ struct Chunk {
   // receiving.
   std::byte* memory = nullptr;
   int priority = 0;  // the transfer's; a connection sends higher first
+  // The transfer's QoS class on this node and the class's weight on the
+  // link: a connection shares its sending by weight between classes
+  // (core/fair_queue.h), by priority within one.
+  uint32_t qos_class = 0;
+  uint32_t qos_weight = 1;
 };
 
 // Called exactly once per Send/Post, on a data-plane thread, never inside

@@ -367,14 +367,11 @@ void PeerLink::Enqueue(Conn& c, Job job) {
   if (!job.data) {
     // Control frames overtake queued DATA: credits and aborts are small and
     // what the other side waits for.
-    auto it = std::find_if(c.queue.begin(), c.queue.end(), [](const Job& j) { return j.data; });
-    c.queue.insert(it, std::move(job));
+    c.control.push_back(std::move(job));
   } else {
-    const int prio = job.data->chunk.priority;
-    auto it = std::find_if(c.queue.begin(), c.queue.end(), [prio](const Job& j) {
-      return j.data && j.data->chunk.priority < prio;
-    });
-    c.queue.insert(it, std::move(job));
+    const Chunk& chunk = job.data->chunk;
+    const uint64_t bytes = chunk.program ? chunk.program->bytes : 0;
+    c.data.Push(chunk.qos_class, chunk.qos_weight, chunk.priority, bytes, std::move(job));
   }
 }
 
@@ -387,8 +384,12 @@ void PeerLink::Writer(Conn* c) {
       absl::MutexLock lock(&c->mu);
       c->mu.Await(absl::Condition(c, &Conn::WriterHasWorkLocked));
       if (c->closing) return;
-      job = std::move(c->queue.front());
-      c->queue.pop_front();
+      if (!c->control.empty()) {
+        job = std::move(c->control.front());
+        c->control.pop_front();
+      } else {
+        job = c->data.Pop();
+      }
     }
     if (job.data) {
       const Key key{job.data->chunk.transfer, job.data->chunk.chunk};

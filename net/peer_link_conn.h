@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/fair_queue.h"
 #include "net/peer_link.h"
 
 namespace isometry::net {
@@ -41,9 +42,11 @@ struct PeerLink::Conn {
   bool outgoing = false;
   bool checksum = false;  // what its hello settled
   absl::Mutex mu;
-  // Control frames first, then DATA by priority (higher first), each in
-  // the order queued.
-  std::deque<Job> queue ABSL_GUARDED_BY(mu);
+  // Control frames go first, in the order queued; then DATA, shared
+  // between QoS classes by weight and by priority within a class
+  // (core/fair_queue.h).
+  std::deque<Job> control ABSL_GUARDED_BY(mu);
+  FairQueue<Job> data ABSL_GUARDED_BY(mu);
   bool closing ABSL_GUARDED_BY(mu) = false;
   std::thread reader, writer;
   std::vector<std::byte> send_bounce, recv_bounce;  // owned by the writer / reader thread
@@ -56,7 +59,7 @@ struct PeerLink::Conn {
     if (writer.joinable()) writer.join();
   }
   bool WriterHasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    return closing || !queue.empty();
+    return closing || !control.empty() || !data.empty();
   }
   // Wakes both threads for good: they exit, the destructor joins them.
   // Queued DATA fails with `why`, or goes to `leftover` with the control
@@ -66,14 +69,17 @@ struct PeerLink::Conn {
     absl::MutexLock lock(&mu);
     if (!closing) wire->Shutdown();
     closing = true;
-    for (Job& j : queue) {
-      if (j.data && !(keep_data && leftover)) {
-        calls.push_back([d = std::move(j.data->done), why] { d(why); });
-      } else if (leftover) {
-        leftover->push_back(std::move(j));
-      }
+    if (leftover) {
+      for (Job& j : control) leftover->push_back(std::move(j));
     }
-    queue.clear();
+    control.clear();
+    data.Drain([&](Job&& j) {
+      if (keep_data && leftover) {
+        leftover->push_back(std::move(j));
+      } else {
+        calls.push_back([d = std::move(j.data->done), why] { d(why); });
+      }
+    });
   }
   bool Closing() ABSL_LOCKS_EXCLUDED(mu) {
     absl::MutexLock lock(&mu);

@@ -260,8 +260,9 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
     const Box chunk = t.grid->chunk(k);
     // Counted with one class too: its bytes and share are reported, and a
     // reload that brings classes finds the counts in flight right.
-    w.qos.Charge(t.qos, qos->classes[t.qos].per_channel[w.channel],
-                 chunk.volume() * t.src.shape.fields.total_bytes(), now);
+    const QosLimits& limits = qos->classes[t.qos].per_channel[w.channel];
+    w.qos.Charge(t.qos, limits, chunk.volume() * t.src.shape.fields.total_bytes(), now);
+    const uint32_t weight = limits.weight;
     ChunkEnd in = InputOf(t, x->hop, chunk, k);
     ChunkEnd out = OutputOf(t, x->hop, chunk, k);
     // Streaming stores: the user's destination of a large local copy, and
@@ -282,8 +283,14 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
       continue;
     }
     const uint64_t bytes = (*program)->bytes;
-    ChannelRequest request{*program,   std::move(in.where), std::move(out.where),
-                           t.priority, &t.cancelled,        stream};
+    ChannelRequest request{*program,
+                           std::move(in.where),
+                           std::move(out.where),
+                           t.priority,
+                           &t.cancelled,
+                           stream,
+                           static_cast<uint32_t>(t.qos),
+                           weight};
     Channel& channel = *channels[w.channel];
     // A request the channel hands outside its threads (a client's own
     // hop, waiting on that client) gives its slot back before it is
