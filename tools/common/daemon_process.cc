@@ -95,7 +95,11 @@ Result<DaemonProcess> DaemonProcess::Start(const std::string& binary, const std:
     return Unavailable("cannot start ", binary, ": ",
                        ErrnoString(exec_failed ? exec_errno : spawn_errno));
   }
-  for (int i = 0; i < 1000; ++i) {
+  // Calibrating at start measures every channel before the sockets open:
+  // seconds on a quiet machine, many more under the sanitizers on a busy
+  // one.
+  const int waits = calibrate ? 6000 : 1000;
+  for (int i = 0; i < waits; ++i) {
     if (Accepts(d.grpc_) && Accepts(d.local_)) {
       return d;  // both listening, not only created
     }
@@ -106,7 +110,7 @@ Result<DaemonProcess> DaemonProcess::Start(const std::string& binary, const std:
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return Unavailable("isometryd did not come up in 10 s; see ", log);
+  return Unavailable("isometryd did not come up in ", waits / 100, " s; see ", log);
 }
 
 DaemonProcess::DaemonProcess(DaemonProcess&& o) noexcept

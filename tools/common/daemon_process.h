@@ -17,9 +17,10 @@ namespace isometry::tools {
 class DaemonProcess {
  public:
   // Writes a config ([daemon] with private paths, then `extra_toml`) and
-  // starts `binary`; returns once both sockets accept connections.
-  // `calibrate`: measure channels at start (off by default: tests need no
-  // figures and start faster).
+  // starts `binary`; returns once both sockets accept connections (an
+  // error after 10 s, 60 s when calibrating). `calibrate`: measure
+  // channels at start (off by default: tests need no figures and start
+  // faster).
   static Result<DaemonProcess> Start(const std::string& binary, const std::string& extra_toml,
                                      const std::string& log_level = "warn", bool calibrate = false);
   DaemonProcess(DaemonProcess&& o) noexcept;
