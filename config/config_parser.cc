@@ -253,7 +253,7 @@ Status ReadCluster(const Reader& r, const toml::table& t, ClusterConfig& c) {
       r.OnlyKeys(t, "cluster.",
                  {"node_name", "secret_file", "data_listen", "data_connections", "checksum",
                   "peer_timeout_ms", "keepalive_ms", "request_size", "rate_limit", "link_rate",
-                  "eager_put_size", "tls", "etcd", "data_max_handshakes"}));
+                  "eager_put_size", "tls", "etcd", "data_max_handshakes", "unsent_limit"}));
   if (const toml::node* n = t.get("tls")) {
     ISO_RETURN_IF_ERROR(ReadClusterTls(*n, r.source(), c.tls));
   }
@@ -288,7 +288,8 @@ Status ReadCluster(const Reader& r, const toml::table& t, ClusterConfig& c) {
   for (const auto& [key, out] : {std::pair{"request_size", &c.request_bytes},
                                  std::pair{"rate_limit", &c.rate_limit_bytes_per_s},
                                  std::pair{"link_rate", &c.link_bytes_per_s},
-                                 std::pair{"eager_put_size", &c.eager_put_bytes}}) {
+                                 std::pair{"eager_put_size", &c.eager_put_bytes},
+                                 std::pair{"unsent_limit", &c.unsent_limit_bytes}}) {
     if (const toml::node* n = t.get(key)) {
       ISO_ASSIGN_OR_RETURN(*out, r.Size(*n, StrCat("cluster.", key)));
     }

@@ -270,6 +270,11 @@ Status ClusterConfig::Validate() const {
     return ConfigKeyError("cluster.request_size", "cluster.request_size is ", request_bytes,
                           " bytes; it must be between 4 KiB and 256 MiB");
   }
+  if (unsent_limit_bytes != 0 &&
+      (unsent_limit_bytes < (16u << 10) || unsent_limit_bytes > (64ull << 20))) {
+    return ConfigKeyError("cluster.unsent_limit", "cluster.unsent_limit is ", unsent_limit_bytes,
+                          " bytes; it must be 0 (no limit) or between 16 KiB and 64 MiB");
+  }
   if (eager_put_bytes > (1ull << 20)) {
     return ConfigKeyError("cluster.eager_put_size", "cluster.eager_put_size is ", eager_put_bytes,
                           " bytes; at most 1 MiB goes in one call");

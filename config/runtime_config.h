@@ -282,6 +282,10 @@ struct ClusterConfig {
   // 0: never.
   uint64_t eager_put_bytes = 0;
   uint64_t rate_limit_bytes_per_s = 0;  // sending cap per peer; 0 = none
+  // Unsent bytes a data connection lets the kernel hold (TCP_NOTSENT_LOWAT):
+  // the rest waits in the link's queue, where a foreground class's chunk
+  // can pass it (docs/guides/qos.md). 0: the kernel's default, no limit.
+  uint64_t unsent_limit_bytes = 128u << 10;
   // Throughput the planner assumes for the network hop until measured.
   uint64_t link_bytes_per_s = 1250000000ull;
   std::vector<PeerConfig> peers;

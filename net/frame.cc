@@ -201,7 +201,7 @@ std::string RemoteAddress(int fd) {
   return AddressText(ss, len);
 }
 
-void TuneSocket(int fd, uint32_t timeout_ms) {
+void TuneSocket(int fd, uint32_t timeout_ms, uint64_t unsent_limit_bytes) {
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   const unsigned user_timeout = timeout_ms;
@@ -211,6 +211,10 @@ void TuneSocket(int fd, uint32_t timeout_ms) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &idle, sizeof idle);
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+  if (unsent_limit_bytes > 0) {
+    const int lowat = static_cast<int>(std::min<uint64_t>(unsent_limit_bytes, INT32_MAX));
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat);
+  }
 }
 
 bool IsConnectionRefused(const Status& s) { return s.GetPayload(kRefusedPayload).has_value(); }

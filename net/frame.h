@@ -111,9 +111,12 @@ Result<std::pair<UniqueFd, std::string>> ListenOn(const std::string& address);
 // The other end of a connected socket, "host:port" ("[v6]:port"), or
 // "unknown address".
 std::string RemoteAddress(int fd);
-// Data-connection options: no Nagle, and a dead peer noticed within
-// `timeout_ms` (unacknowledged data: TCP_USER_TIMEOUT; idle: keepalive).
-void TuneSocket(int fd, uint32_t timeout_ms);
+// Data-connection options: no Nagle, a dead peer noticed within
+// `timeout_ms` (unacknowledged data: TCP_USER_TIMEOUT; idle: keepalive),
+// and at most `unsent_limit_bytes` not yet sent held by the kernel
+// (TCP_NOTSENT_LOWAT: a blocking send waits for room below it, so what a
+// connection has queued stays in its own queue, ordered; 0: no limit).
+void TuneSocket(int fd, uint32_t timeout_ms, uint64_t unsent_limit_bytes = 0);
 
 // Bytes from the first to the last byte a program touches on its source
 // (or destination) side: the size of the dense chunk it reads (writes).

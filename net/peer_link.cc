@@ -118,7 +118,7 @@ Status PeerLink::AddIncoming(std::unique_ptr<Wire> wire, bool checksum) {
   auto c = std::make_shared<Conn>();
   c->wire = std::move(wire);
   c->checksum = checksum;
-  TuneSocket(c->wire->fd(), options_.timeout_ms);
+  TuneSocket(c->wire->fd(), options_.timeout_ms, options_.unsent_limit_bytes);
   Heard(Clock::now());  // its hello answered this node's challenge
   absl::MutexLock lock(&mu_);
   if (static_cast<int>(in_.size()) >= options_.connections) {

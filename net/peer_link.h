@@ -62,6 +62,8 @@ struct DataOptions {
   // Connections saying hello at once on the data port (hello_acceptor.h).
   int max_handshakes = 128;
   uint64_t rate_limit_bytes_per_s = 0;  // sending cap per peer; 0 = none
+  // TCP_NOTSENT_LOWAT of every data connection (frame.h, TuneSocket).
+  uint64_t unsent_limit_bytes = 0;
   // Mutual TLS on every data connection; null: plain TCP.
   std::shared_ptr<const TlsContext> tls;
   // Fault injection for tests: the receiver flips a byte of this chunk

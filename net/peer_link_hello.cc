@@ -90,7 +90,7 @@ Result<std::shared_ptr<PeerLink::Conn>> PeerLink::Open(const std::string& addres
   const uint32_t t = std::min(hello_ms, options_.timeout_ms);
   ISO_ASSIGN_OR_RETURN(UniqueFd connected,
                        ConnectTo(address, std::min(connect_ms, options_.timeout_ms)));
-  TuneSocket(connected.get(), options_.timeout_ms);
+  TuneSocket(connected.get(), options_.timeout_ms, options_.unsent_limit_bytes);
   auto c = std::make_shared<Conn>();
   c->outgoing = true;
   c->wire = std::make_unique<Wire>(std::move(connected), address);

@@ -54,6 +54,7 @@ Result<std::unique_ptr<Cluster>> Cluster::Create(const Config& config,
   o.timeout_ms = cc.peer_timeout_ms;
   o.max_handshakes = cc.data_max_handshakes;
   o.rate_limit_bytes_per_s = cc.rate_limit_bytes_per_s;
+  o.unsent_limit_bytes = cc.unsent_limit_bytes;
   o.corrupt_chunk = faults.corrupt_chunk;
   o.drop_chunk = faults.drop_chunk;
   o.drop_after_chunk = faults.drop_after_chunk;

@@ -224,6 +224,7 @@ address = "10.0.0.2:7470"
   CHECK(c->cluster.eager_put_bytes == 64u << 10);
   CHECK(c->cluster.data_connections == 4);
   CHECK(c->cluster.peer_timeout_ms == 3000);
+  CHECK(c->cluster.unsent_limit_bytes == 128u << 10);
   REQUIRE(c->cluster.peers.size() == 1);
   CHECK(c->cluster.peers[0].address == "10.0.0.2:7470");
   CHECK(c->cluster.peers[0].link_bytes_per_s == 0);  // unset: cluster.link_rate
@@ -264,6 +265,9 @@ TEST_CASE("cluster configs that cannot work are refused with the reason") {
              Catch::Contains("between 4 KiB and 256 MiB"));
   CHECK_THAT(ClusterErrorOf("[cluster]\neager_put_size = \"2MiB\"\n"),
              Catch::Contains("at most 1 MiB"));
+  CHECK_THAT(ClusterErrorOf("[cluster]\nunsent_limit = \"4KiB\"\n"),
+             Catch::Contains("cluster.unsent_limit is 4096 bytes; it must be 0 (no limit) or"));
+  CHECK(ClusterErrorOf("[cluster]\nunsent_limit = \"0\"\n").empty());
   auto no_tcp = ParseConfig(R"(
 [[memory]]
 name = "sys0"

@@ -4,6 +4,8 @@
 // what broke.
 #include "net/frame.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -219,9 +221,14 @@ TEST_CASE("listen, connect and exchange a frame over loopback TCP") {
   auto connected = ConnectTo(address, 5000);
   REQUIRE(connected.ok());
   UniqueFd client = *std::move(connected);
-  TuneSocket(client.get(), 2000);
+  TuneSocket(client.get(), 2000, 128u << 10);
   UniqueFd server(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
   REQUIRE(server.valid());
+  // The unsent limit took (cluster.unsent_limit).
+  int lowat = 0;
+  socklen_t len = sizeof lowat;
+  REQUIRE(::getsockopt(client.get(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, &len) == 0);
+  CHECK(lowat == 128 << 10);
 
   const std::vector<char> payload = Pattern(5000, 8);
   REQUIRE(SendFrame(client.get(), Header(FrameType::kHello, payload.size()), payload.data()).ok());
