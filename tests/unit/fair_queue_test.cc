@@ -26,6 +26,13 @@ std::map<int, int> ServedWhileBusy(FairQueue<int>& q, const std::map<int, uint32
   return served;
 }
 
+// Everything left, in the order Pop() serves it.
+std::vector<std::string> PopAll(FairQueue<std::string>& q) {
+  std::vector<std::string> order;
+  while (!q.empty()) order.push_back(q.Pop());
+  return order;
+}
+
 TEST_CASE("two busy classes share by weight") {
   FairQueue<int> q;
   const std::map<int, uint32_t> weights{{0, 3}, {1, 1}};
@@ -63,9 +70,7 @@ TEST_CASE("one class is a priority queue, first in first out within a priority")
   q.Push(7, 1, 0, 10, "low-b");
   q.Push(7, 1, 5, 10, "high-b");
   q.Push(7, 1, 2, 10, "mid");
-  std::vector<std::string> order;
-  while (!q.empty()) order.push_back(q.Pop());
-  CHECK(order == std::vector<std::string>{"high-a", "high-b", "mid", "low-a", "low-b"});
+  CHECK(PopAll(q) == std::vector<std::string>{"high-a", "high-b", "mid", "low-a", "low-b"});
 }
 
 TEST_CASE("priority orders a class's own items, not the other class's") {
@@ -76,9 +81,7 @@ TEST_CASE("priority orders a class's own items, not the other class's") {
   q.Push(0, 1, 0, 10, "a2");
   q.Push(1, 1, 0, 10, "b-low");
   q.Push(1, 1, 9, 10, "b-high");
-  std::vector<std::string> order;
-  while (!q.empty()) order.push_back(q.Pop());
-  CHECK(order == std::vector<std::string>{"a1", "b-high", "a2", "b-low"});
+  CHECK(PopAll(q) == std::vector<std::string>{"a1", "b-high", "a2", "b-low"});
 }
 
 TEST_CASE("a class that was idle gets no credit for it") {
