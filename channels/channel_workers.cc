@@ -22,7 +22,7 @@ void ChannelWorkers::Push(ChannelRequest request, RequestDone done) {
     absl::MutexLock lock(&mu_);
     // A high-priority copy's request, or a class's that was waiting for its
     // turn, waits only for those running, not for the queue the DMA worker
-    // keeps filled.
+    // keeps filled. (The keys are read before `request` moves.)
     const uint32_t cls = request.qos_class;
     const uint32_t weight = request.qos_weight;
     const int priority = request.priority;

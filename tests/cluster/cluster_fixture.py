@@ -282,6 +282,22 @@ class Cluster:
                 raise RuntimeError(f"cluster did not come up: {details}")
             time.sleep(0.1)
 
+    @staticmethod
+    def published_pairs(client, receiver, nbytes, count, node="b"):
+        """`count` pairs of 1-D byte instances of `nbytes`: a source in
+        `client`'s sys0, and a destination that `receiver` (a session on
+        `node`) allocated and published, registered by `client` as
+        `node`:sys0."""
+        out = []
+        for _ in range(count):
+            dst = receiver.allocate("sys0", nbytes)
+            receiver.publish(dst)
+            src = client.register_instance(client.allocate("sys0", nbytes), [nbytes], [("v", 1)],
+                                           "F,x")
+            out.append((src, client.register_instance(dst.id, [nbytes], [("v", 1)], "F,x",
+                                                      memory=f"{node}:sys0")))
+        return out
+
     def copy_bytes(self, src, dst, n, timeout_ms=60000):
         """n random bytes from node `src`'s sys0 into a published allocation of
         node `dst`, started on `src`; returns (info, data sent, bytes read back)."""

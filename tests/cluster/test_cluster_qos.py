@@ -11,7 +11,6 @@ that class's ceiling.
 
 import os
 import sys
-import threading
 import time
 import unittest
 
@@ -22,6 +21,7 @@ if not ISOMETRYD:
     print("test_cluster_qos: skipped: ISOMETRYD is not set", file=sys.stderr)
 else:
     import cluster_fixture as cf
+    from busy_copies import Busy  # tests/pyfixture, on the path cluster_fixture set
     from isometry import isometry_pb2 as pb
     from isometry import isometry_pb2_grpc as pb_grpc
     import grpc
@@ -80,59 +80,25 @@ class ClusterQos(unittest.TestCase):
             return pb_grpc.IsometryStub(ch).GetQos(
                 pb.GetQosRequest(), metadata=[("isometry-operator", token)])
 
-    def pairs(self, client, receiver, n, count):
-        """`count` (source on a, destination published on b) of n bytes."""
-        out = []
-        for _ in range(count):
-            dst = receiver.allocate("sys0", n)
-            receiver.publish(dst)
-            src = client.register_instance(client.allocate("sys0", n), [n], [("v", 1)], "F,x")
-            d = client.register_instance(dst.id, [n], [("v", 1)], "F,x", memory="b:sys0")
-            out.append((src, d))
-        return out
-
     def test_two_busy_classes_share_the_link_by_weight_and_b_places_the_halves(self):
         a, b = self.cluster["a"], self.cluster["b"]
         with a.client("interactive") as fg, a.client("bulk") as bg, b.client("keeper") as keep:
-            work = {"fg": (fg, self.pairs(fg, keep, 2 * MiB, 4)),
-                    "bg": (bg, self.pairs(bg, keep, 2 * MiB, 4))}
+            work = {"fg": (fg, cf.Cluster.published_pairs(fg, keep, 2 * MiB, 4)),
+                    "bg": (bg, cf.Cluster.published_pairs(bg, keep, 2 * MiB, 4))}
             info = bg.copy(*work["bg"][1][0], priority=7)
             self.assertEqual((info.state, info.qos_class), ("done", "bg"))
-            stop = threading.Event()
-            errors = []
-            moved = {"fg": 0, "bg": 0}
-            counting = threading.Event()
-
-            def busy(name, client, pairs):
-                # Four copies in flight: both classes always have chunks
-                # queued on every data connection.
-                try:
-                    inflight, i = [], 0
-                    while not stop.is_set():
-                        while len(inflight) < 4:
-                            inflight.append(client.copy(*pairs[i % len(pairs)], wait=False))
-                            i += 1
-                        client.wait(inflight.pop(0))
-                        if counting.is_set():
-                            moved[name] += 2 * MiB
-                    for t in inflight:
-                        client.wait(t)
-                except Exception as e:  # reported below
-                    errors.append(e)
-
-            threads = [threading.Thread(target=busy, args=(k, *w)) for k, w in work.items()]
-            for t in threads:
-                t.start()
+            # Four copies of two 1 MiB chunks in flight per class: both
+            # classes always have chunks queued on the two connections
+            # their chunks use.
+            busy = {k: Busy(client, pairs, depth=4) for k, (client, pairs) in work.items()}
             try:
                 time.sleep(1.0)
-                counting.set()
+                before = {k: load.copied for k, load in busy.items()}
                 time.sleep(4.0)
-                counting.clear()
+                moved = {k: load.copied - before[k] for k, load in busy.items()}
             finally:
-                stop.set()
-                for t in threads:
-                    t.join(120)
-            self.assertEqual(errors, [])
+                for load in busy.values():
+                    load.end()
             # 3:1 by weight (the benchmark measures it tightly; this is
             # loose enough for a busy machine), and the link was busy.
             ratio = moved["fg"] / max(1, moved["bg"])
@@ -150,7 +116,7 @@ class ClusterQos(unittest.TestCase):
     def test_the_receiving_node_holds_the_priority_to_its_class_ceiling(self):
         a, b = self.cluster["a"], self.cluster["b"]
         with a.client("bulk") as bg, b.client("keeper") as keep:
-            src, dst = self.pairs(bg, keep, 1 * MiB, 1)[0]
+            src, dst = cf.Cluster.published_pairs(bg, keep, 1 * MiB, 1)[0]
             info = bg.copy(src, dst, priority=7)
             self.assertEqual((info.qos_class, info.priority), ("bg", 7))  # a has no ceiling
         with open(os.path.join(b.dir, "state", "operator.token")) as f:

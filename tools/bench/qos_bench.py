@@ -48,7 +48,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -56,6 +55,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "pyfixture"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "cluster"))
 sys.path.insert(0, HERE)
 import machine  # noqa: E402  (tools/bench/machine.py)
+from busy_copies import Busy  # noqa: E402  (tests/pyfixture)
 from isometryd_process import IsometrydProcess  # noqa: E402
 
 MIB = 1 << 20
@@ -111,39 +111,6 @@ def pair(client, nbytes, file=None):
         dst = client.register_instance(client.allocate("sys0", nbytes), [nbytes], [("b", 1)],
                                        "F,x")
     return src, dst
-
-
-class Busy:
-    """Copies over `pairs` in a loop, `depth` in flight, on a thread."""
-
-    def __init__(self, client, pairs, depth=3):
-        self.stop = threading.Event()
-        self.copied = 0  # bytes of copies completed
-        self.errors = []
-        self.thread = threading.Thread(target=self.run, args=(client, pairs, depth))
-        self.thread.start()
-
-    def run(self, client, pairs, depth):
-        try:
-            inflight, i = [], 0
-            while not self.stop.is_set():
-                while len(inflight) < depth:
-                    src, dst = pairs[i % len(pairs)]
-                    i += 1
-                    inflight.append((client.copy(src, dst, wait=False), src.total_bytes))
-                tid, nbytes = inflight.pop(0)
-                client.wait(tid)
-                self.copied += nbytes
-            for tid, _ in inflight:
-                client.wait(tid)
-        except Exception as e:  # raised by end()
-            self.errors.append(e)
-
-    def end(self):
-        self.stop.set()
-        self.thread.join(120)
-        if self.errors:
-            raise self.errors[0]
 
 
 def class_bytes(stub, pb, operator, channel):
@@ -272,6 +239,7 @@ class CrossNode:
     fg and bg; a's sending paced to `link_mib` MiB/s (0: unpaced)."""
 
     def __init__(self, cf, isometryd, qos, link_mib):
+        self.cf = cf
         opts = {"extra_channels": QOS if qos else ""}
         paced = dict(opts, extra_cluster=f'rate_limit = "{link_mib}MiB"' if link_mib else "")
         self.cluster = cf.Cluster(isometryd, ["a", "b"], request="1MiB", pool="1GiB",
@@ -282,15 +250,7 @@ class CrossNode:
 
     def pairs(self, client, nbytes, count):
         """`count` (source on a, destination published on b) of nbytes."""
-        out = []
-        for _ in range(count):
-            dst = self.keep.allocate("sys0", nbytes)
-            self.keep.publish(dst)
-            src = client.register_instance(client.allocate("sys0", nbytes), [nbytes], [("b", 1)],
-                                           "F,x")
-            out.append((src, client.register_instance(dst.id, [nbytes], [("b", 1)], "F,x",
-                                                      memory="b:sys0")))
-        return out
+        return self.cf.Cluster.published_pairs(client, self.keep, nbytes, count)
 
     def close(self):
         for c in (self.fg, self.bg, self.keep):
