@@ -47,7 +47,6 @@ using namespace isometry;
 namespace {
 
 constexpr char kClientService[] = "isometry.v1.Isometry";
-constexpr char kPeerService[] = "isometry.v1.IsometryPeer";
 // Concurrent calls one gRPC connection may have open (see StartGrpcServers).
 constexpr int kMaxStreamsPerConnection = 4096;
 
@@ -164,7 +163,7 @@ Result<GrpcServers> StartGrpcServers(const DaemonConfig& d, Node& node, Cluster*
   builder.RegisterService(g.reflection->service());
   g.server = builder.BuildAndStart();
   if (g.server && cluster) {
-    g.peer_reflection = ReflectionV1::Make({kPeerService});
+    g.peer_reflection = ReflectionV1::Make({Cluster::service_name()});
     grpc::ServerBuilder pb;
     pb.AddListeningPort(d.grpc_tcp, cluster->server_credentials(), &tcp_port);
     pb.SetMaxReceiveMessageSize(16 << 20);
@@ -177,7 +176,8 @@ Result<GrpcServers> StartGrpcServers(const DaemonConfig& d, Node& node, Cluster*
                     d.grpc_tcp.empty() ? "" : " and " + d.grpc_tcp);
   }
   g.server->GetHealthCheckService()->SetServingStatus(kClientService, true);
-  if (g.peer_server) g.peer_server->GetHealthCheckService()->SetServingStatus(kPeerService, true);
+  if (g.peer_server)
+    g.peer_server->GetHealthCheckService()->SetServingStatus(Cluster::service_name(), true);
   return g;
 }
 

@@ -148,6 +148,13 @@ def channel_kind(path):
     return None
 
 
+# The peer protocol (proto/isometry_peer.proto) is the daemons' own: only the
+# cluster layer speaks it, and the tests that attack it. Clients, tools and
+# the client service see the client API alone.
+PEER_PROTO = re.compile(r"^isometry_peer\.(grpc\.)?pb\.h$")
+PEER_PROTO_USERS = {"daemon/cluster", "tests"}
+
+
 # A source file is compiled in its own target, never included: CMake's
 # unity batches do that on their own, and scripts/tidy.sh turns off
 # clang-tidy's bugprone-suspicious-include (which flags exactly this) because
@@ -170,6 +177,9 @@ def check_include(src, inc):
                 "(in no layer: add its folder to scripts/check_layering.py)")
     if inc_layer != src_layer and inc_layer not in ALLOWED[src_layer]:
         return f"layer {src_layer} may not include {inc} (layer {inc_layer})"
+    if PEER_PROTO.match(inc) and src_layer not in PEER_PROTO_USERS:
+        return (f"layer {src_layer} may not include {inc} (the peer protocol is "
+                "daemon/cluster's alone)")
     if (src_layer in _DAEMON_LAYERS and channel_kind(inc)
             and inc not in DAEMON_CHANNEL_HEADERS):
         return (f"layer {src_layer} may not include {inc} (ask the kind through "

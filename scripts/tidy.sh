@@ -26,6 +26,7 @@ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_EXPORT_COMPILE_CO
   -DCMAKE_CXX_COMPILER=clang++-14 -DISOMETRY_FUZZ=ON >/dev/null
 # Sources that include the generated stubs need their headers.
 ninja -C "$dir" proto/gen/isometry.pb.h proto/gen/isometry.grpc.pb.h \
+  proto/gen/isometry_peer.pb.h proto/gen/isometry_peer.grpc.pb.h \
   proto/gen/reflection_v1.pb.h proto/gen/reflection_v1.grpc.pb.h \
   proto/gen/etcd_v3.pb.h proto/gen/etcd_v3.grpc.pb.h >/dev/null
 

@@ -99,7 +99,7 @@ std::unique_ptr<Peer> Cluster::Impl::MakePeer(const PeerConfig& pc, std::string 
   grpc::ChannelArguments peer_args = channel_args;
   // A peer's certificate names the peer, not its address.
   if (tls) peer_args.SetSslTargetNameOverride(pc.name);
-  p->stub = v1::IsometryPeer::NewStub(
+  p->stub = peer_api::IsometryPeer::NewStub(
       grpc::CreateCustomChannel(pc.address, channel_credentials, peer_args));
   p->credentials = channel_credentials;
   p->channel_args = peer_args;
@@ -243,6 +243,8 @@ void Cluster::Stop() {
 }
 
 grpc::Service* Cluster::service() { return impl_->service.get(); }
+
+const char* Cluster::service_name() { return peer_api::IsometryPeer::service_full_name(); }
 
 std::shared_ptr<grpc::ServerCredentials> Cluster::server_credentials() const {
   return impl_->server_credentials;

@@ -50,6 +50,9 @@ class Cluster final : public CrossCopier {
   void Stop();
 
   grpc::Service* service();
+  // Its full name ("isometry.peer.v4.IsometryPeer"), which health checks
+  // and reflection answer for.
+  static const char* service_name();
   // What the peer service's TCP port listens with: mutual TLS when
   // [cluster.tls] is set, else insecure (the shared secret's MACs
   // authenticate the calls).

@@ -42,6 +42,7 @@
 #include "core/random.h"
 #include "daemon/cluster/cluster.h"
 #include "daemon/cluster/form_exchange.h"
+#include "isometry_peer.grpc.pb.h"
 #include "net/data_plane.h"
 #include "net/rdma/rdma_link.h"
 #include "net/rdma/rdma_probe.h"
@@ -50,13 +51,18 @@
 
 namespace isometry {
 
+// The peer protocol's generated types (proto/isometry_peer.proto) under one
+// name, so that a new protocol version changes this line and the package.
+namespace peer_api = ::isometry::peer::v4;
+
 namespace cluster {
 
 using Clock = std::chrono::steady_clock;
 // 2: session keys, per-call MACs and challenged data connections.
 // 3: challenged hellos naming both nodes; data hellos MAC their options.
-// Every node of a cluster runs the same version.
-inline constexpr uint32_t kPeerProtocolVersion = 3;
+// 4: the peer service moves to its own package (isometry.peer.v4).
+// Every node of a cluster runs the same version; it is the package's.
+inline constexpr uint32_t kPeerProtocolVersion = 4;
 // How long a hello challenge stays good.
 inline constexpr auto kChallengeLife = std::chrono::seconds(30);
 // A peer call's metadata: the caller's name, its call counter, and
@@ -91,7 +97,7 @@ struct Peer {
   // It left the cluster (its etcd key went): FindPeer no longer sees it
   // and its loop ends. A return makes a new Peer.
   std::atomic<bool> removed{false};
-  std::unique_ptr<v1::IsometryPeer::Stub> stub;
+  std::unique_ptr<peer_api::IsometryPeer::Stub> stub;
   // For a probe over a fresh connection (Ping after a miss): the stub's
   // connection may sit in TCP's retransmission backoff long after an
   // outage ended, and would make a short cut look as long as the timeout.
@@ -189,7 +195,7 @@ struct Half {
   std::vector<std::function<void(const Status&)>> waiters;
 };
 
-// A hello as the peer service received it (v1::PeerHello's fields).
+// A hello as the peer service received it (peer_api::PeerHello's fields).
 struct HelloIn {
   std::string node_name;
   uint32_t node = 0;
@@ -225,7 +231,7 @@ struct CallIn {
   bool tls = false;
 };
 
-// What this node answers an accepted hello with (v1::PeerWelcome).
+// What this node answers an accepted hello with (peer_api::PeerWelcome).
 struct WelcomeOut {
   std::string node_name;
   uint32_t node = 0;
@@ -236,7 +242,7 @@ struct WelcomeOut {
   const rdma::RdmaChoice* rdma = nullptr;    // this node's; lives as long as the node
 };
 
-// A half a peer asks this node to run (v1::StartHalfRequest, parsed).
+// A half a peer asks this node to run (peer_api::StartHalfRequest, parsed).
 struct HalfRequest {
   RemotePart part;  // without peer: set from `partner`
   std::string partner;
@@ -331,7 +337,7 @@ struct Cluster::Impl {
   std::map<uint64_t, std::weak_ptr<cluster::EagerCall>> eager_calls ABSL_GUARDED_BY(mu);
   uint64_t next_eager_call ABSL_GUARDED_BY(mu) = 0;
 
-  std::unique_ptr<v1::IsometryPeer::CallbackService> service;
+  std::unique_ptr<peer_api::IsometryPeer::CallbackService> service;
   cluster::FormExchange forms;  // canonical forms sent to / received from peers
 
   const std::string& self() const { return config.cluster.node_name; }
@@ -389,8 +395,8 @@ struct Cluster::Impl {
   // then what the welcome says is taken in (Welcomed) and the data link
   // connected.
   Status Hello(Peer& p) ABSL_LOCKS_EXCLUDED(mu);
-  Status Welcomed(Peer& p, const std::string& nonce, const v1::PeerWelcome& w, Clock::time_point t0)
-      ABSL_LOCKS_EXCLUDED(mu);
+  Status Welcomed(Peer& p, const std::string& nonce, const peer_api::PeerWelcome& w,
+                  Clock::time_point t0) ABSL_LOCKS_EXCLUDED(mu);
   // A failed hello call as a status that says what to fix.
   Status HelloFailed(const Peer& p, const grpc::Status& s, std::string_view what);
   // `fresh`: over a new connection of its own (after a missed ping).
@@ -518,7 +524,7 @@ struct Cluster::Impl {
       const CrossCopySpec& spec, std::function<void(Status)>& done) ABSL_LOCKS_EXCLUDED(mu);
   // Lands a peer's PutBytes; `done` runs once, with its outcome (after
   // the watch's log entries, where the end is watched).
-  void ServePutBytes(const std::string& caller, const v1::PutBytesRequest& req,
+  void ServePutBytes(const std::string& caller, const peer_api::PutBytesRequest& req,
                      std::function<void(Status)> done) ABSL_LOCKS_EXCLUDED(mu);
   // Ends the eager puts in flight to `name` (it went down, `why`): failed,
   // saying they may have landed there.
@@ -562,7 +568,8 @@ struct Cluster::Impl {
   std::string OfferRdma(Peer& p, const rdma::PeerRdma& theirs) ABSL_LOCKS_EXCLUDED(mu, rdma_mu);
   // `caller`'s offer (signed, checked by the service): this node's end,
   // connected, answered with the proof of `caller`'s session.
-  Result<v1::PeerRdmaLink> AcceptRdma(const std::string& caller, const v1::PeerRdmaLink& offer)
+  Result<peer_api::PeerRdmaLink> AcceptRdma(const std::string& caller,
+                                            const peer_api::PeerRdmaLink& offer)
       ABSL_LOCKS_EXCLUDED(mu, rdma_mu);
 
   // ---- distributed instances across nodes (distributed_peers.cc) ----
@@ -577,7 +584,7 @@ struct Cluster::Impl {
                                 const std::string& why) ABSL_LOCKS_EXCLUDED(mu);
   // Runs the part `caller` asks for; `done` once when it ends (not when
   // this returns an error).
-  Status ServePart(const std::string& caller, const v1::PeerRedistributePart& req,
+  Status ServePart(const std::string& caller, const peer_api::PeerRedistributePart& req,
                    std::function<void(Status, uint64_t)> done) ABSL_LOCKS_EXCLUDED(mu);
   void AbortServedPart(const std::string& caller, uint64_t key, const Status& why)
       ABSL_LOCKS_EXCLUDED(mu);

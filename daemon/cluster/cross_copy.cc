@@ -41,7 +41,7 @@ void CrossOp::Fail(const Status& why) {
     if (n.empty()) continue;
     Peer* p = impl_->FindPeer(n);
     if (!p) continue;
-    AsyncCall<v1::AbortHalfRequest, v1::AbortHalfResponse> call;
+    AsyncCall<peer_api::AbortHalfRequest, peer_api::AbortHalfResponse> call;
     SetDeadline(*call.ctx, impl_->config.cluster.peer_timeout_ms);
     call.req->set_key(key_);
     call.req->set_code(static_cast<int>(why.code()));
@@ -351,7 +351,7 @@ bool Cluster::Impl::SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const Cros
   // Only a direct receiving half routes; anything else from it is ignored.
   if (rdma_tag && !role.sending && role.relay_hop == 0 && !plan.forward()) *rdma_tag = answered;
   if (op->failed()) op->Cancel();  // failed while the peer set its half up: end it there too
-  cluster::AsyncCall<v1::AwaitHalfRequest, v1::AwaitHalfResponse> call;
+  cluster::AsyncCall<peer_api::AwaitHalfRequest, peer_api::AwaitHalfResponse> call;
   call.req->set_key(op->key());
   Authorize(*call.ctx, *p, "AwaitHalf", *call.req);
   op->AddAwait(here, call.ctx);
@@ -412,11 +412,11 @@ Status Cluster::Impl::CallStartHalf(const Peer& p, const std::string& here, clus
   }
   for (bool again = false;; again = true) {
     if (packed) forms.CountSent(out.form != nullptr, again);
-    const v1::StartHalfRequest req = cluster::ToProto(out);
+    const peer_api::StartHalfRequest req = cluster::ToProto(out);
     grpc::ClientContext ctx;
     cluster::SetDeadline(ctx, config.cluster.peer_timeout_ms);
     Authorize(ctx, p, "StartHalf", req);
-    v1::StartHalfResponse resp;
+    peer_api::StartHalfResponse resp;
     grpc::Status gs = p.stub->StartHalf(&ctx, req, &resp);
     if (!gs.ok()) return cluster::FromGrpc(gs, StrCat("node '", here, "' refused its half"));
     if (resp.unknown_form() == 0) {

@@ -22,7 +22,7 @@ class PartCall final : public CrossTransfer, public std::enable_shared_from_this
       : impl_(impl), peer_(peer), key_(key), done_(std::move(done)) {}
 
   void Start(const RedistributePart& part) {
-    AsyncCall<v1::PeerRedistributePart, v1::PeerRedistributeDone> call;
+    AsyncCall<peer_api::PeerRedistributePart, peer_api::PeerRedistributeDone> call;
     ToProto(part, call.req.get());
     impl_->Authorize(*call.ctx, *peer_, "RedistributePart", *call.req);
     {
@@ -60,7 +60,7 @@ class PartCall final : public CrossTransfer, public std::enable_shared_from_this
   const std::string& node() const { return peer_->config.name; }
 
   void Abort(const Status& why) override {
-    AsyncCall<v1::PeerAbortRedistribute, v1::PeerAbortRedistributeResponse> call;
+    AsyncCall<peer_api::PeerAbortRedistribute, peer_api::PeerAbortRedistributeResponse> call;
     SetDeadline(*call.ctx, impl_->config.cluster.peer_timeout_ms);
     call.req->set_key(key_);
     call.req->set_code(static_cast<int>(why.code()));
@@ -113,11 +113,11 @@ Result<std::vector<DistributedRanks>> Cluster::Impl::QueryDistributed(
   for (const Peer* p : up) {
     grpc::ClientContext ctx;
     cluster::SetDeadline(ctx, config.cluster.peer_timeout_ms);
-    v1::PeerDistributedQuery q;
+    peer_api::PeerDistributedQuery q;
     q.set_key(key);
     q.set_grant_digest(grant_digest);
     Authorize(ctx, *p, "QueryDistributed", q);
-    v1::PeerDistributedRanks resp;
+    peer_api::PeerDistributedRanks resp;
     const grpc::Status s = p->stub->QueryDistributed(&ctx, q, &resp);
     if (!s.ok()) {
       return cluster::FromGrpc(
@@ -153,7 +153,7 @@ void Cluster::Impl::AnnounceDistributedEnded(const std::string& key,
   for (const std::string& name : to) {
     const Peer* p = FindPeer(name);
     if (!p) continue;
-    cluster::AsyncCall<v1::PeerDistributedEnded, v1::PeerDistributedEndedResponse> call;
+    cluster::AsyncCall<peer_api::PeerDistributedEnded, peer_api::PeerDistributedEndedResponse> call;
     cluster::SetDeadline(*call.ctx, config.cluster.peer_timeout_ms);
     call.req->set_key(key);
     call.req->set_why(why);
@@ -163,7 +163,8 @@ void Cluster::Impl::AnnounceDistributedEnded(const std::string& key,
   }
 }
 
-Status Cluster::Impl::ServePart(const std::string& caller, const v1::PeerRedistributePart& req,
+Status Cluster::Impl::ServePart(const std::string& caller,
+                                const peer_api::PeerRedistributePart& req,
                                 std::function<void(Status, uint64_t)> done) {
   ISO_ASSIGN_OR_RETURN(const RedistributePart& part, cluster::FromProto(req));
   // The entry holds the part until it ends (nothing else does); a part

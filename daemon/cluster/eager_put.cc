@@ -112,7 +112,8 @@ class EagerPut final : public CrossTransfer {
   double predicted_bytes_per_s() const override { return 0; }
 
   const std::shared_ptr<EagerCall> state;
-  const std::shared_ptr<v1::PutBytesRequest> req = std::make_shared<v1::PutBytesRequest>();
+  const std::shared_ptr<peer_api::PutBytesRequest> req =
+      std::make_shared<peer_api::PutBytesRequest>();
 
  private:
   const std::string path_;
@@ -159,7 +160,7 @@ std::optional<Result<std::shared_ptr<CrossTransfer>>> Cluster::Impl::TryEagerPut
     });
     eager_calls[next_eager_call++] = op->state;
   }
-  v1::PutBytesRequest& req = *op->req;
+  peer_api::PutBytesRequest& req = *op->req;
   v1::InstanceSpec* local = req.mutable_local();
   local->set_allocation(dst.allocation);
   local->set_offset(dst.offset);
@@ -173,7 +174,7 @@ std::optional<Result<std::shared_ptr<CrossTransfer>>> Cluster::Impl::TryEagerPut
   // daemon.access_log_block_ms there): allow for that beyond the timeout.
   cluster::SetDeadline(*op->state->ctx, config.cluster.peer_timeout_ms + kWatchAllowanceMs);
   Authorize(*op->state->ctx, *p, "PutBytes", req);
-  auto resp = std::make_shared<v1::PutBytesResponse>();
+  auto resp = std::make_shared<peer_api::PutBytesResponse>();
   p->stub->async()->PutBytes(
       op->state->ctx.get(), op->req.get(), resp.get(),
       [state = op->state, keep = op->req, resp, wait_ms = config.cluster.peer_timeout_ms,
@@ -206,7 +207,7 @@ namespace {
 
 // PutBytes' end on this node, checked, with the data written (into the
 // allocation, or into the scratch buffer of a watched end).
-Result<CrossEnd> LandPut(Node& node, const v1::PutBytesRequest& req, PeerAccess access) {
+Result<CrossEnd> LandPut(Node& node, const peer_api::PutBytesRequest& req, PeerAccess access) {
   ISO_ASSIGN_OR_RETURN(InstanceSpec spec, InstanceSpecFromProto(req.local()));
   if (spec.datatype || !spec.file.empty() || spec.private_range != 0) {
     return InvalidArgument("PutBytes: the end must be a published allocation's instance");
@@ -241,7 +242,7 @@ Result<CrossEnd> LandPut(Node& node, const v1::PutBytesRequest& req, PeerAccess 
 
 }  // namespace
 
-void Cluster::Impl::ServePutBytes(const std::string& caller, const v1::PutBytesRequest& req,
+void Cluster::Impl::ServePutBytes(const std::string& caller, const peer_api::PutBytesRequest& req,
                                   std::function<void(Status)> done) {
   PeerAccess access;
   access.source = {req.source_session(), req.source_transfer()};

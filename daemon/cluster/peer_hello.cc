@@ -208,12 +208,12 @@ namespace {
 bool AnswersPlain(const std::string& address, uint32_t timeout_ms) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // its own connection, closed with it
-  auto stub = v1::IsometryPeer::NewStub(
+  auto stub = peer_api::IsometryPeer::NewStub(
       grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
   grpc::ClientContext ctx;
   cluster::SetDeadline(ctx, timeout_ms);
-  v1::PeerChallenge challenge;
-  return stub->HelloChallenge(&ctx, v1::PeerChallengeRequest(), &challenge).ok();
+  peer_api::PeerChallenge challenge;
+  return stub->HelloChallenge(&ctx, peer_api::PeerChallengeRequest(), &challenge).ok();
 }
 
 }  // namespace
@@ -244,23 +244,24 @@ Status Cluster::Impl::HelloFailed(const Peer& p, const grpc::Status& s, std::str
                               s.error_message());
   }
   if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
-    return FailedPrecondition("peer '", p.config.name, "' at ", p.config.address,
-                              " runs an older isometryd (every node of a cluster must run the "
-                              "same version): ",
-                              s.error_message());
+    return FailedPrecondition(
+        "peer '", p.config.name, "' at ", p.config.address,
+        " runs another isometryd version: it does not serve ",
+        peer_api::IsometryPeer::service_full_name(),
+        " (every node of a cluster must run the same version): ", s.error_message());
   }
   return cluster::FromGrpc(s, StrCat(what, " to peer '", p.config.name, "'"));
 }
 
 Status Cluster::Impl::Hello(Peer& p) {
-  v1::PeerChallenge challenge;
+  peer_api::PeerChallenge challenge;
   {
     grpc::ClientContext ctx;
     cluster::SetDeadline(ctx, config.cluster.peer_timeout_ms);
-    grpc::Status s = p.stub->HelloChallenge(&ctx, v1::PeerChallengeRequest(), &challenge);
+    grpc::Status s = p.stub->HelloChallenge(&ctx, peer_api::PeerChallengeRequest(), &challenge);
     if (!s.ok()) return HelloFailed(p, s, "hello challenge");
   }
-  v1::PeerHello req;
+  peer_api::PeerHello req;
   req.set_node_name(self());
   req.set_node(config.runtime.node);
   req.set_protocol_version(protocol_version);
@@ -273,7 +274,7 @@ Status Cluster::Impl::Hello(Peer& p) {
                        req.unix_ms(), req.to_node_name(), req.challenge()));
   grpc::ClientContext ctx;
   cluster::SetDeadline(ctx, config.cluster.peer_timeout_ms);
-  v1::PeerWelcome w;
+  peer_api::PeerWelcome w;
   const auto t0 = Clock::now();
   grpc::Status s = p.stub->Hello(&ctx, req, &w);
   if (!s.ok()) return HelloFailed(p, s, "hello");
@@ -287,7 +288,7 @@ Status Cluster::Impl::Hello(Peer& p) {
   return Welcomed(p, req.nonce(), w, t0);
 }
 
-Status Cluster::Impl::Welcomed(Peer& p, const std::string& nonce, const v1::PeerWelcome& w,
+Status Cluster::Impl::Welcomed(Peer& p, const std::string& nonce, const peer_api::PeerWelcome& w,
                                Clock::time_point t0) {
   if (w.node_name() != p.config.name) {
     return FailedPrecondition("the daemon at ", p.config.address, " is node '", w.node_name(),

@@ -153,11 +153,11 @@ std::string Cluster::Impl::DataAddress() const {
 Status Cluster::Impl::Ping(Peer& p, bool fresh) {
   grpc::ClientContext ctx;
   cluster::SetDeadline(ctx, config.cluster.keepalive_ms * 2);
-  v1::PeerPing req;
+  peer_api::PeerPing req;
   Authorize(ctx, p, "Ping", req);
-  v1::PeerPong resp;
+  peer_api::PeerPong resp;
   const auto t0 = Clock::now();
-  std::unique_ptr<v1::IsometryPeer::Stub> own;
+  std::unique_ptr<peer_api::IsometryPeer::Stub> own;
   // A probe channel is never destroyed while it connects: gRPC keeps the
   // socket of a channel dropped mid-handshake (a stopped peer's) for ever.
   const bool connecting = p.probe && p.probe->GetState(false) == GRPC_CHANNEL_CONNECTING;
@@ -169,7 +169,7 @@ Status Cluster::Impl::Ping(Peer& p, bool fresh) {
       args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
       p.probe = grpc::CreateCustomChannel(p.config.address, p.credentials, args);
     }
-    own = v1::IsometryPeer::NewStub(p.probe);
+    own = peer_api::IsometryPeer::NewStub(p.probe);
   } else if (!connecting) {
     p.probe.reset();  // the shared channel answers again
   }
@@ -191,9 +191,9 @@ Status Cluster::Impl::SignedPing(const std::string& name) {
   }
   grpc::ClientContext ctx;
   cluster::SetDeadline(ctx, config.cluster.keepalive_ms * 2);
-  v1::PeerPing req;
+  peer_api::PeerPing req;
   Authorize(ctx, *p, "Ping", req);
-  v1::PeerPong resp;
+  peer_api::PeerPong resp;
   if (grpc::Status s = p->stub->Ping(&ctx, req, &resp); !s.ok()) {
     return cluster::FromGrpc(s, "ping");
   }

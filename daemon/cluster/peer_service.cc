@@ -46,21 +46,21 @@ class AwaitReactor final : public grpc::ServerUnaryReactor {
   std::atomic<bool> ended_{false};
 };
 
-class PeerService final : public v1::IsometryPeer::CallbackService {
+class PeerService final : public peer_api::IsometryPeer::CallbackService {
  public:
   explicit PeerService(Cluster::Impl* impl) : impl_(impl) {}
 
   // Anyone may ask: a challenge is made without state (peer_hello.cc).
   grpc::ServerUnaryReactor* HelloChallenge(grpc::CallbackServerContext* ctx,
-                                           const v1::PeerChallengeRequest*,
-                                           v1::PeerChallenge* resp) override {
+                                           const peer_api::PeerChallengeRequest*,
+                                           peer_api::PeerChallenge* resp) override {
     resp->set_node_name(impl_->self());
     resp->set_challenge(impl_->Challenge());
     return Reply(ctx, OkStatus());
   }
 
-  grpc::ServerUnaryReactor* Hello(grpc::CallbackServerContext* ctx, const v1::PeerHello* req,
-                                  v1::PeerWelcome* resp) override {
+  grpc::ServerUnaryReactor* Hello(grpc::CallbackServerContext* ctx, const peer_api::PeerHello* req,
+                                  peer_api::PeerWelcome* resp) override {
     HelloIn hello = FromProto(*req, ctx->peer());
     hello.identities = Identities(ctx, hello.tls);
     auto welcome = impl_->AcceptHello(hello);
@@ -68,8 +68,8 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
     return Reply(ctx, welcome.status());
   }
 
-  grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* ctx, const v1::PeerPing* req,
-                                 v1::PeerPong*) override {
+  grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* ctx, const peer_api::PeerPing* req,
+                                 peer_api::PeerPong*) override {
     auto caller = Caller(ctx, "Ping", *req);
     if (caller.ok() && impl_->Stopping()) {
       // Not working any more: a peer whose etcd record went (this node's
@@ -80,8 +80,8 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
   }
 
   grpc::ServerUnaryReactor* StartHalf(grpc::CallbackServerContext* ctx,
-                                      const v1::StartHalfRequest* req,
-                                      v1::StartHalfResponse* resp) override {
+                                      const peer_api::StartHalfRequest* req,
+                                      peer_api::StartHalfResponse* resp) override {
     auto caller = Caller(ctx, "StartHalf", *req);
     if (!caller.ok()) return Reply(ctx, caller.status());
     uint32_t rdma_tag = 0;
@@ -99,8 +99,8 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
   }
 
   grpc::ServerUnaryReactor* AwaitHalf(grpc::CallbackServerContext* ctx,
-                                      const v1::AwaitHalfRequest* req,
-                                      v1::AwaitHalfResponse* resp) override {
+                                      const peer_api::AwaitHalfRequest* req,
+                                      peer_api::AwaitHalfResponse* resp) override {
     auto caller = Caller(ctx, "AwaitHalf", *req);
     if (!caller.ok()) return Reply(ctx, caller.status());
     auto* r = new AwaitReactor(impl_, *caller, req->key());
@@ -115,8 +115,8 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
   }
 
   grpc::ServerUnaryReactor* AbortHalf(grpc::CallbackServerContext* ctx,
-                                      const v1::AbortHalfRequest* req,
-                                      v1::AbortHalfResponse*) override {
+                                      const peer_api::AbortHalfRequest* req,
+                                      peer_api::AbortHalfResponse*) override {
     auto caller = Caller(ctx, "AbortHalf", *req);
     if (!caller.ok()) return Reply(ctx, caller.status());
     const Status why(net::ErrorCodeFromWire(req->code()),
@@ -126,8 +126,8 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
   }
 
   grpc::ServerUnaryReactor* PutBytes(grpc::CallbackServerContext* ctx,
-                                     const v1::PutBytesRequest* req,
-                                     v1::PutBytesResponse*) override {
+                                     const peer_api::PutBytesRequest* req,
+                                     peer_api::PutBytesResponse*) override {
     auto caller = Caller(ctx, "PutBytes", *req);
     if (!caller.ok()) return Reply(ctx, caller.status());
     grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
@@ -136,8 +136,8 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
   }
 
   grpc::ServerUnaryReactor* QueryDistributed(grpc::CallbackServerContext* ctx,
-                                             const v1::PeerDistributedQuery* req,
-                                             v1::PeerDistributedRanks* resp) override {
+                                             const peer_api::PeerDistributedQuery* req,
+                                             peer_api::PeerDistributedRanks* resp) override {
     auto caller = Caller(ctx, "QueryDistributed", *req);
     if (!caller.ok()) return Reply(ctx, caller.status());
     ToProto(impl_->node->DistributedRanksForPeer(*caller, req->key(), req->grant_digest()), resp);
@@ -145,8 +145,8 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
   }
 
   grpc::ServerUnaryReactor* RedistributePart(grpc::CallbackServerContext* ctx,
-                                             const v1::PeerRedistributePart* req,
-                                             v1::PeerRedistributeDone* resp) override {
+                                             const peer_api::PeerRedistributePart* req,
+                                             peer_api::PeerRedistributeDone* resp) override {
     auto caller = Caller(ctx, "RedistributePart", *req);
     if (!caller.ok()) return Reply(ctx, caller.status());
     grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
@@ -164,9 +164,9 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
     return r;
   }
 
-  grpc::ServerUnaryReactor* AbortRedistributePart(grpc::CallbackServerContext* ctx,
-                                                  const v1::PeerAbortRedistribute* req,
-                                                  v1::PeerAbortRedistributeResponse*) override {
+  grpc::ServerUnaryReactor* AbortRedistributePart(
+      grpc::CallbackServerContext* ctx, const peer_api::PeerAbortRedistribute* req,
+      peer_api::PeerAbortRedistributeResponse*) override {
     auto caller = Caller(ctx, "AbortRedistributePart", *req);
     if (!caller.ok()) return Reply(ctx, caller.status());
     const Status why(net::ErrorCodeFromWire(req->code()),
@@ -176,8 +176,8 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
   }
 
   grpc::ServerUnaryReactor* DistributedEnded(grpc::CallbackServerContext* ctx,
-                                             const v1::PeerDistributedEnded* req,
-                                             v1::PeerDistributedEndedResponse*) override {
+                                             const peer_api::PeerDistributedEnded* req,
+                                             peer_api::PeerDistributedEndedResponse*) override {
     auto caller = Caller(ctx, "DistributedEnded", *req);
     if (!caller.ok()) return Reply(ctx, caller.status());
     impl_->node->DistributedEndedByPeer(*caller, req->key(), req->why());
@@ -185,8 +185,8 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
   }
 
   grpc::ServerUnaryReactor* ConnectRdma(grpc::CallbackServerContext* ctx,
-                                        const v1::PeerRdmaLink* req,
-                                        v1::PeerRdmaLink* resp) override {
+                                        const peer_api::PeerRdmaLink* req,
+                                        peer_api::PeerRdmaLink* resp) override {
     auto caller = Caller(ctx, "ConnectRdma", *req);
     if (!caller.ok()) return Reply(ctx, caller.status());
     auto answer = impl_->AcceptRdma(*caller, *req);
@@ -240,7 +240,8 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
     return caller;
   }
 
-  Status Start(const std::string& caller, const v1::StartHalfRequest& req, uint32_t* rdma_tag) {
+  Status Start(const std::string& caller, const peer_api::StartHalfRequest& req,
+               uint32_t* rdma_tag) {
     if (!req.has_forward_dst() && !impl_->FindPeer(req.partner())) {
       return NotFound("node '", req.partner(), "' is not a peer of node '", impl_->self(), "'");
     }
@@ -253,7 +254,7 @@ class PeerService final : public v1::IsometryPeer::CallbackService {
 
 }  // namespace
 
-std::unique_ptr<v1::IsometryPeer::CallbackService> MakePeerService(Cluster::Impl* impl) {
+std::unique_ptr<peer_api::IsometryPeer::CallbackService> MakePeerService(Cluster::Impl* impl) {
   return std::make_unique<PeerService>(impl);
 }
 

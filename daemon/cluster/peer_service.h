@@ -9,6 +9,6 @@
 
 namespace isometry::cluster {
 
-std::unique_ptr<v1::IsometryPeer::CallbackService> MakePeerService(Cluster::Impl* impl);
+std::unique_ptr<peer_api::IsometryPeer::CallbackService> MakePeerService(Cluster::Impl* impl);
 
 }  // namespace isometry::cluster

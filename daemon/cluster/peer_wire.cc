@@ -6,7 +6,7 @@
 
 namespace isometry::cluster {
 
-void ToWelcome(const Topology& topo, v1::PeerWelcome* w) {
+void ToWelcome(const Topology& topo, peer_api::PeerWelcome* w) {
   for (const TopologyMemory& m : topo.memories) {
     auto* pm = w->add_memories();
     pm->set_index(m.id.memory);
@@ -27,7 +27,7 @@ void ToWelcome(const Topology& topo, v1::PeerWelcome* w) {
   }
 }
 
-Result<Topology> TopologyFromWelcome(const v1::PeerWelcome& w) {
+Result<Topology> TopologyFromWelcome(const peer_api::PeerWelcome& w) {
   Topology t;
   for (const auto& m : w.memories()) {
     auto kind = ParseMemoryKind(m.kind());
@@ -50,7 +50,7 @@ Result<Topology> TopologyFromWelcome(const v1::PeerWelcome& w) {
   return t;
 }
 
-HelloIn FromProto(const v1::PeerHello& req, std::string from) {
+HelloIn FromProto(const peer_api::PeerHello& req, std::string from) {
   HelloIn h;
   h.node_name = req.node_name();
   h.node = req.node();
@@ -64,7 +64,7 @@ HelloIn FromProto(const v1::PeerHello& req, std::string from) {
   return h;
 }
 
-void ToProto(const WelcomeOut& w, v1::PeerWelcome* out) {
+void ToProto(const WelcomeOut& w, peer_api::PeerWelcome* out) {
   out->set_node_name(w.node_name);
   out->set_node(w.node);
   out->set_protocol_version(w.protocol_version);
@@ -83,7 +83,7 @@ void ToProto(const WelcomeOut& w, v1::PeerWelcome* out) {
   }
 }
 
-std::map<std::string, double> LinkRatesFromWelcome(const v1::PeerWelcome& w) {
+std::map<std::string, double> LinkRatesFromWelcome(const peer_api::PeerWelcome& w) {
   std::map<std::string, double> rates;
   for (const auto& l : w.links()) {
     if (l.bytes_per_s() > 0 && std::isfinite(l.bytes_per_s()) && !l.peer().empty()) {
@@ -107,8 +107,8 @@ void InstanceSpecToProto(const CrossEnd& e, v1::InstanceSpec* out) {
 
 }  // namespace
 
-v1::StartHalfRequest ToProto(const HalfOut& h) {
-  v1::StartHalfRequest req;
+peer_api::StartHalfRequest ToProto(const HalfOut& h) {
+  peer_api::StartHalfRequest req;
   req.set_key(h.key);
   req.set_sending(h.sending);
   if (h.forward_dst) {
@@ -161,7 +161,7 @@ v1::StartHalfRequest ToProto(const HalfOut& h) {
   return req;
 }
 
-Result<HalfRequest> FromProto(const v1::StartHalfRequest& req) {
+Result<HalfRequest> FromProto(const peer_api::StartHalfRequest& req) {
   HalfRequest h;
   RemotePart& part = h.part;
   part.key = req.key();

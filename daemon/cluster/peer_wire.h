@@ -1,26 +1,26 @@
-// Internal to daemon/cluster: the peer protocol's messages (isometry.proto,
-// IsometryPeer) to and from the domain types the rest of the cluster layer
+// Internal to daemon/cluster: the peer protocol's messages
+// (isometry_peer.proto, IsometryPeer) to and from the domain types the rest of the cluster layer
 // speaks. Pure translation: no I/O, no locks.
 #pragma once
 
 #include "daemon/cluster/cluster_impl.h"
-#include "isometry.grpc.pb.h"
+#include "isometry_peer.grpc.pb.h"
 #include "net/rdma/link_params.h"
 
 namespace isometry::cluster {
 
 // A node's memories and channels, as a welcome carries them.
-void ToWelcome(const Topology& topo, v1::PeerWelcome* w);
+void ToWelcome(const Topology& topo, peer_api::PeerWelcome* w);
 // The peer's topology from its welcome: memory ids {w.node(), index}.
 // An unknown memory or channel kind is an error.
-Result<Topology> TopologyFromWelcome(const v1::PeerWelcome& w);
+Result<Topology> TopologyFromWelcome(const peer_api::PeerWelcome& w);
 
 // The peer's links to its peers, from its welcome: rates must be positive
 // and finite (others are dropped).
-std::map<std::string, double> LinkRatesFromWelcome(const v1::PeerWelcome& w);
+std::map<std::string, double> LinkRatesFromWelcome(const peer_api::PeerWelcome& w);
 
-HelloIn FromProto(const v1::PeerHello& req, std::string from);
-void ToProto(const WelcomeOut& w, v1::PeerWelcome* out);
+HelloIn FromProto(const peer_api::PeerHello& req, std::string from);
+void ToProto(const WelcomeOut& w, peer_api::PeerWelcome* out);
 
 // What a peer needs to run its half of a cross-node copy.
 struct HalfOut {
@@ -54,27 +54,28 @@ struct HalfOut {
   // over RDMA under (0: TCP).
   uint32_t rdma_tag = 0;
 };
-v1::StartHalfRequest ToProto(const HalfOut& h);
+peer_api::StartHalfRequest ToProto(const HalfOut& h);
 // The half a peer asks for; an error when the request is malformed.
-Result<HalfRequest> FromProto(const v1::StartHalfRequest& req);
+Result<HalfRequest> FromProto(const peer_api::StartHalfRequest& req);
 
 // RDMA links (peer_wire_rdma.cc). FromProto checks what a peer sent
 // (rdma::ValidateLinkParams, with `qps` this node's rdma.qps_per_peer)
 // and refuses a GID that is not 16 bytes or an MTU that is not a size.
-void ToProto(const rdma::LinkParams& p, v1::PeerRdmaLink* out);
-Result<rdma::LinkParams> FromProto(const v1::PeerRdmaLink& in, uint32_t qps);
+void ToProto(const rdma::LinkParams& p, peer_api::PeerRdmaLink* out);
+Result<rdma::LinkParams> FromProto(const peer_api::PeerRdmaLink& in, uint32_t qps);
 // The answer's MAC: HMAC(key, "rdma" | nonce | answer with mac empty).
 std::string RdmaAnswerMac(std::string_view key, std::string_view nonce,
-                          const v1::PeerRdmaLink& answer);
+                          const peer_api::PeerRdmaLink& answer);
 // Checks an answer's MAC against the request's nonce, then parses it.
 Result<rdma::LinkParams> CheckedRdmaAnswer(std::string_view key, std::string_view nonce,
-                                           const v1::PeerRdmaLink& answer, uint32_t qps);
+                                           const peer_api::PeerRdmaLink& answer, uint32_t qps);
 
 // Distributed instances across nodes (peer_wire_distributed.cc). Ranks
 // from a peer's answer are placed on `node`, the peer that answered.
-void ToProto(const DistributedRanks& r, v1::PeerDistributedRanks* out);
-Result<DistributedRanks> FromProto(const v1::PeerDistributedRanks& in, const std::string& node);
-void ToProto(const RedistributePart& p, v1::PeerRedistributePart* out);
-Result<RedistributePart> FromProto(const v1::PeerRedistributePart& in);
+void ToProto(const DistributedRanks& r, peer_api::PeerDistributedRanks* out);
+Result<DistributedRanks> FromProto(const peer_api::PeerDistributedRanks& in,
+                                   const std::string& node);
+void ToProto(const RedistributePart& p, peer_api::PeerRedistributePart* out);
+Result<RedistributePart> FromProto(const peer_api::PeerRedistributePart& in);
 
 }  // namespace isometry::cluster

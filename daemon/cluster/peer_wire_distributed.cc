@@ -9,7 +9,7 @@
 namespace isometry::cluster {
 namespace {
 
-void ToProto(const RankPlace& r, v1::PeerRankPlace* out) {
+void ToProto(const RankPlace& r, peer_api::PeerRankPlace* out) {
   out->set_rank(r.rank);
   out->set_node(r.node);
   out->set_memory(r.memory);
@@ -17,7 +17,7 @@ void ToProto(const RankPlace& r, v1::PeerRankPlace* out) {
   if (!r.empty) isometry::ToProto(r.shape, out->mutable_shape());
 }
 
-Result<RankPlace> FromProto(const v1::PeerRankPlace& in) {
+Result<RankPlace> FromProto(const peer_api::PeerRankPlace& in) {
   RankPlace r;
   r.rank = in.rank();
   r.node = in.node();
@@ -34,7 +34,7 @@ Result<RankPlace> FromProto(const v1::PeerRankPlace& in) {
 
 }  // namespace
 
-void ToProto(const DistributedRanks& r, v1::PeerDistributedRanks* out) {
+void ToProto(const DistributedRanks& r, peer_api::PeerDistributedRanks* out) {
   out->set_found(r.found);
   if (!r.found) return;
   isometry::ToProto(r.spec, out->mutable_distribution());
@@ -43,7 +43,8 @@ void ToProto(const DistributedRanks& r, v1::PeerDistributedRanks* out) {
   out->set_grant_digest(r.grant_digest);
 }
 
-Result<DistributedRanks> FromProto(const v1::PeerDistributedRanks& in, const std::string& node) {
+Result<DistributedRanks> FromProto(const peer_api::PeerDistributedRanks& in,
+                                   const std::string& node) {
   DistributedRanks r;
   r.node = node;
   r.found = in.found();
@@ -51,7 +52,7 @@ Result<DistributedRanks> FromProto(const v1::PeerDistributedRanks& in, const std
   ISO_ASSIGN_OR_RETURN(r.spec, DistributionFromProto(in.distribution()));
   r.element_bytes = in.element_bytes();
   r.grant_digest = in.grant_digest();
-  for (const v1::PeerRankPlace& p : in.ranks()) {
+  for (const peer_api::PeerRankPlace& p : in.ranks()) {
     ISO_ASSIGN_OR_RETURN(RankPlace place, FromProto(p));
     place.node = node;  // the answering node's, whatever it wrote
     r.ranks.push_back(std::move(place));
@@ -59,7 +60,7 @@ Result<DistributedRanks> FromProto(const v1::PeerDistributedRanks& in, const std
   return r;
 }
 
-void ToProto(const RedistributePart& p, v1::PeerRedistributePart* out) {
+void ToProto(const RedistributePart& p, peer_api::PeerRedistributePart* out) {
   out->set_key(p.key);
   out->set_producer(p.producer);
   out->set_consumer(p.consumer);
@@ -70,7 +71,7 @@ void ToProto(const RedistributePart& p, v1::PeerRedistributePart* out) {
   out->set_concurrency(p.concurrency);
 }
 
-Result<RedistributePart> FromProto(const v1::PeerRedistributePart& in) {
+Result<RedistributePart> FromProto(const peer_api::PeerRedistributePart& in) {
   RedistributePart p;
   p.key = in.key();
   p.producer = in.producer();
@@ -79,7 +80,7 @@ Result<RedistributePart> FromProto(const v1::PeerRedistributePart& in) {
   ISO_ASSIGN_OR_RETURN(p.consumer_spec, DistributionFromProto(in.consumer_distribution()));
   p.element_bytes = in.element_bytes();
   p.concurrency = in.concurrency();
-  for (const v1::PeerRankPlace& r : in.consumers()) {
+  for (const peer_api::PeerRankPlace& r : in.consumers()) {
     ISO_ASSIGN_OR_RETURN(RankPlace place, FromProto(r));
     if (place.node.empty()) return InvalidArgument("consumer rank ", place.rank, " has no node");
     p.consumers.push_back(std::move(place));

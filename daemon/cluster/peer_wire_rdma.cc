@@ -5,16 +5,16 @@
 
 namespace isometry::cluster {
 
-void ToProto(const rdma::LinkParams& p, v1::PeerRdmaLink* out) {
+void ToProto(const rdma::LinkParams& p, peer_api::PeerRdmaLink* out) {
   for (const rdma::QpAddress& q : p.qps) {
-    v1::PeerRdmaQp* o = out->add_qps();
+    peer_api::PeerRdmaQp* o = out->add_qps();
     o->set_qpn(q.qpn);
     o->set_psn(q.psn);
     o->set_lid(q.lid);
     o->set_gid(reinterpret_cast<const char*>(q.gid.raw), sizeof q.gid.raw);
     o->set_mtu_bytes(static_cast<uint32_t>(rdma::MtuBytes(q.mtu)));
   }
-  v1::PeerRdmaRing* r = out->mutable_ring();
+  peer_api::PeerRdmaRing* r = out->mutable_ring();
   r->set_addr(p.ring.addr);
   r->set_rkey(p.ring.rkey);
   r->set_slot_bytes(p.ring.slot_bytes);
@@ -24,10 +24,10 @@ void ToProto(const rdma::LinkParams& p, v1::PeerRdmaLink* out) {
   out->set_generation(p.generation);
 }
 
-Result<rdma::LinkParams> FromProto(const v1::PeerRdmaLink& in, uint32_t qps) {
+Result<rdma::LinkParams> FromProto(const peer_api::PeerRdmaLink& in, uint32_t qps) {
   rdma::LinkParams p;
   for (int i = 0; i < in.qps_size(); ++i) {
-    const v1::PeerRdmaQp& q = in.qps(i);
+    const peer_api::PeerRdmaQp& q = in.qps(i);
     rdma::QpAddress a;
     a.qpn = q.qpn();
     a.psn = q.psn();
@@ -44,7 +44,7 @@ Result<rdma::LinkParams> FromProto(const v1::PeerRdmaLink& in, uint32_t qps) {
     }
     p.qps.push_back(a);
   }
-  const v1::PeerRdmaRing& r = in.ring();
+  const peer_api::PeerRdmaRing& r = in.ring();
   p.ring = {r.addr(), r.rkey(), r.slot_bytes(), r.slots(), r.region_addr(), r.region_length()};
   p.generation = in.generation();
   ISO_RETURN_IF_ERROR(rdma::ValidateLinkParams(p, qps));
@@ -52,14 +52,14 @@ Result<rdma::LinkParams> FromProto(const v1::PeerRdmaLink& in, uint32_t qps) {
 }
 
 std::string RdmaAnswerMac(std::string_view key, std::string_view nonce,
-                          const v1::PeerRdmaLink& answer) {
-  v1::PeerRdmaLink bare = answer;
+                          const peer_api::PeerRdmaLink& answer) {
+  peer_api::PeerRdmaLink bare = answer;
   bare.clear_mac();
   return Hmac(key, {"rdma", std::string(nonce), bare.SerializeAsString()});
 }
 
 Result<rdma::LinkParams> CheckedRdmaAnswer(std::string_view key, std::string_view nonce,
-                                           const v1::PeerRdmaLink& answer, uint32_t qps) {
+                                           const peer_api::PeerRdmaLink& answer, uint32_t qps) {
   if (answer.mac().empty() || !SameSecret(RdmaAnswerMac(key, nonce, answer), answer.mac())) {
     return absl::UnauthenticatedError(
         "the peer's RDMA answer does not carry the session's proof (altered, or not for this "

@@ -57,13 +57,13 @@ std::string Cluster::Impl::OfferRdma(Peer& p, const rdma::PeerRdma& theirs) {
   auto made = rdma::RdmaLink::Create(RdmaLinkOptions());
   if (!made.ok()) return fail(made.status());
   std::shared_ptr<rdma::RdmaLink> link = std::move(*made);
-  v1::PeerRdmaLink offer;
+  peer_api::PeerRdmaLink offer;
   cluster::ToProto(link->Local(), &offer);
   offer.set_nonce(RandomHex(16));
   grpc::ClientContext ctx;
   cluster::SetDeadline(ctx, config.cluster.peer_timeout_ms);
   Authorize(ctx, p, "ConnectRdma", offer);
-  v1::PeerRdmaLink answer;
+  peer_api::PeerRdmaLink answer;
   grpc::Status g = p.stub->ConnectRdma(&ctx, offer, &answer);
   if (!g.ok()) return fail(cluster::FromGrpc(g, StrCat("ConnectRdma to peer '", name, "'")));
   std::string key;
@@ -78,8 +78,8 @@ std::string Cluster::Impl::OfferRdma(Peer& p, const rdma::PeerRdma& theirs) {
   return AttachRdma(name, link);
 }
 
-Result<v1::PeerRdmaLink> Cluster::Impl::AcceptRdma(const std::string& caller,
-                                                   const v1::PeerRdmaLink& offer) {
+Result<peer_api::PeerRdmaLink> Cluster::Impl::AcceptRdma(const std::string& caller,
+                                                         const peer_api::PeerRdmaLink& offer) {
   if (!node->rdma().use) {
     return FailedPrecondition("node '", self(), "' does not use RDMA: ", node->rdma().why);
   }
@@ -91,7 +91,7 @@ Result<v1::PeerRdmaLink> Cluster::Impl::AcceptRdma(const std::string& caller,
   ISO_ASSIGN_OR_RETURN(rdma::LinkParams remote, cluster::FromProto(offer, options.qps));
   ISO_ASSIGN_OR_RETURN(std::unique_ptr<rdma::RdmaLink> made, rdma::RdmaLink::Create(options));
   std::shared_ptr<rdma::RdmaLink> link = std::move(made);
-  v1::PeerRdmaLink answer;
+  peer_api::PeerRdmaLink answer;
   cluster::ToProto(link->Local(), &answer);  // before Connect: its PSNs are the ones Connect uses
   ISO_RETURN_IF_ERROR(link->Connect(remote));
   std::string key;

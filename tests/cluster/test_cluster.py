@@ -322,13 +322,15 @@ class BadInput(ClusterTest):
             self.assert_nothing_held(ca, cb)
             # The TCP port serves peers only: the client API is not there.
             import grpc
+            import isometry_peer_pb2 as peer_pb
+            import isometry_peer_pb2_grpc as peer_grpc
             from isometry import isometry_pb2 as pb, isometry_pb2_grpc as pb_grpc
             with grpc.insecure_channel(a.address) as ch:
                 with self.assertRaises(grpc.RpcError) as e:
                     pb_grpc.IsometryStub(ch).GetStatus(pb.StatusRequest(), timeout=5)
                 self.assertEqual(e.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
                 with self.assertRaises(grpc.RpcError) as e:  # no token
-                    pb_grpc.IsometryPeerStub(ch).Ping(pb.PeerPing(), timeout=5)
+                    peer_grpc.IsometryPeerStub(ch).Ping(peer_pb.PeerPing(), timeout=5)
                 self.assertEqual(e.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
             ok = self.published(cb, 4096)
             d = ca.register_instance(ok.id, [512], [("v", 8)], "F,x", memory="b:sys0")
@@ -372,7 +374,8 @@ class HelloReplay(ClusterTest):
         import hashlib
         import hmac
         import grpc
-        from isometry import isometry_pb2 as pb, isometry_pb2_grpc as pb_grpc
+        import isometry_peer_pb2 as pb
+        import isometry_peer_pb2_grpc as pb_grpc
 
         a = self.cluster["a"]
         secret = b"correct horse battery staple 42"  # the fixture's
@@ -380,9 +383,9 @@ class HelloReplay(ClusterTest):
         with grpc.insecure_channel(a.address) as ch:
             stub = pb_grpc.IsometryPeerStub(ch)
             challenge = stub.HelloChallenge(pb.PeerChallengeRequest(), timeout=5).challenge
-            parts = [b"hello", b"b", b"2", b"3", nonce.encode(), str(ms).encode(), b"a", challenge]
+            parts = [b"hello", b"b", b"2", b"4", nonce.encode(), str(ms).encode(), b"a", challenge]
             mac = hmac.new(secret, b"".join(p + b"\x1f" for p in parts), hashlib.sha256).digest()
-            hello = pb.PeerHello(node_name="b", node=2, protocol_version=3, nonce=nonce.encode(),
+            hello = pb.PeerHello(node_name="b", node=2, protocol_version=4, nonce=nonce.encode(),
                                  unix_ms=ms, to_node_name="a", challenge=challenge, mac=mac)
             welcome = stub.Hello(hello, timeout=5)
             self.assertEqual(welcome.node_name, "a")
@@ -391,7 +394,7 @@ class HelloReplay(ClusterTest):
                 stub.Hello(hello, timeout=5)
             self.assertEqual(e.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
             self.assertIn("replayed", e.exception.details())
-            bad = pb.PeerHello(node_name="b", node=2, protocol_version=3, nonce=b"x" * 32,
+            bad = pb.PeerHello(node_name="b", node=2, protocol_version=4, nonce=b"x" * 32,
                                unix_ms=ms, to_node_name="a", challenge=challenge, mac=mac)
             with self.assertRaises(grpc.RpcError) as e:
                 stub.Hello(bad, timeout=5)
@@ -524,6 +527,35 @@ class Refusals(unittest.TestCase):
         self.assertEqual(p.state, "refused")
         self.assertIn("protocol version 99", p.last_error)
         self.assertIn("protocol version 99", logs["b"])
+
+    @unittest.skipUnless(ISOMETRYD, "ISOMETRYD is not set")
+    def test_a_peer_of_another_version_is_named_as_such(self):
+        # Node b is a gRPC server that serves no IsometryPeer of this
+        # version, as a daemon of an older release serves only its own
+        # (isometry.v1.IsometryPeer before the peer protocol had a package).
+        from concurrent import futures
+
+        import grpc
+
+        cluster = cf.Cluster(ISOMETRYD, ["a", "b"])
+        other = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        other.add_insecure_port(cluster["b"].address)
+        other.start()
+        try:
+            cluster["a"].start()
+            deadline, p = time.time() + 15, None
+            while time.time() < deadline:
+                with cluster["a"].client() as ca:
+                    p = {p.name: p for p in ca.peers().peers}["b"]
+                if "another isometryd version" in p.last_error:
+                    break
+                time.sleep(0.1)
+            self.assertEqual(p.state, "refused")
+            self.assertIn("runs another isometryd version", p.last_error)
+            self.assertIn("isometry.peer.v4.IsometryPeer", p.last_error)
+        finally:
+            other.stop(0)
+            self.assertEqual(set(cluster.stop().values()), {0})
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 if ISOMETRYD:
     import cluster_fixture as cf
     import grpc
-    from isometry import isometry_pb2 as pb
+    import isometry_peer_pb2 as pb
     from test_cluster_security import Impostor
 
 

@@ -33,7 +33,7 @@ else:
     import cluster_fixture as cf
     import grpc
 
-PEER = "/isometry.v1.IsometryPeer/"
+PEER = "/isometry.peer.v4.IsometryPeer/"
 HEADER = struct.Struct("<IBBHIIQQQQ")  # net/frame.h, FrameHeader
 HELLO, DATA = 1, 2
 CHECKSUM = 1  # kFlagChecksum

@@ -27,7 +27,8 @@ else:
     import cluster_fixture as cf
     import grpc
     from isometry import TransferError
-    from isometry import isometry_pb2 as pb, isometry_pb2_grpc as pb_grpc
+    import isometry_peer_pb2 as pb
+    import isometry_peer_pb2_grpc as pb_grpc
 
 SECRET = b"correct horse battery staple 42"  # the fixture's
 HEADER = struct.Struct("<IBBHIIQQQQ")  # net/frame.h, FrameHeader
@@ -69,10 +70,10 @@ class Impostor:
         self.stub = pb_grpc.IsometryPeerStub(self.channel)
         nonce, ms = os.urandom(16).hex(), int(time.time() * 1000)
         ch = self.stub.HelloChallenge(pb.PeerChallengeRequest(), timeout=5).challenge
-        hello = pb.PeerHello(node_name=name, node=node_id, protocol_version=3,
+        hello = pb.PeerHello(node_name=name, node=node_id, protocol_version=4,
                              nonce=nonce.encode(), unix_ms=ms, to_node_name=node.name,
                              challenge=ch,
-                             mac=mac(SECRET, "hello", name, node_id, 3, nonce, ms, node.name, ch))
+                             mac=mac(SECRET, "hello", name, node_id, 4, nonce, ms, node.name, ch))
         welcome = self.stub.Hello(hello, timeout=5)
         self.key = mac(SECRET, "session", nonce, welcome.token)
         self.counter = 0

@@ -263,7 +263,7 @@ class HealthAndReflection(DaemonCase):
         self.assertEqual(_health_status(channel, ""), SERVING)
         self.assertEqual(_health_status(channel, "isometry.v1.Isometry"), SERVING)
         # No peers configured: the peer API is not served here.
-        self.assertEqual(_health_status(channel, "isometry.v1.IsometryPeer"), "NOT_FOUND")
+        self.assertEqual(_health_status(channel, "isometry.peer.v4.IsometryPeer"), "NOT_FOUND")
 
     def test_reflection_v1_and_v1alpha_describe_the_api(self):
         channel, _ = self.stub()
@@ -279,7 +279,7 @@ class HealthAndReflection(DaemonCase):
                 self.assertEqual(len(answers), len(requests))
                 names = {s.name for s in answers[0].list_services_response.service}
                 self.assertIn("isometry.v1.Isometry", names)
-                self.assertNotIn("isometry.v1.IsometryPeer", names)
+                self.assertNotIn("isometry.peer.v4.IsometryPeer", names)
                 for answer in (answers[1], answers[3]):
                     files = [
                         descriptor_pb2.FileDescriptorProto.FromString(b)
@@ -323,11 +323,11 @@ class PeerApiOnlyWithPeers(DaemonCase):
     def test_health_and_reflection_per_server(self):
         unix, _ = self.stub()
         self.assertEqual(_health_status(unix, "isometry.v1.Isometry"), SERVING)
-        self.assertEqual(_health_status(unix, "isometry.v1.IsometryPeer"), "NOT_FOUND")
+        self.assertEqual(_health_status(unix, "isometry.peer.v4.IsometryPeer"), "NOT_FOUND")
         tcp = grpc.insecure_channel(f"127.0.0.1:{self.port}")
         self.addCleanup(tcp.close)
         self.assertEqual(_health_status(tcp, ""), SERVING)
-        self.assertEqual(_health_status(tcp, "isometry.v1.IsometryPeer"), SERVING)
+        self.assertEqual(_health_status(tcp, "isometry.peer.v4.IsometryPeer"), SERVING)
         self.assertEqual(_health_status(tcp, "isometry.v1.Isometry"), "NOT_FOUND")
         names = {
             s.name
@@ -335,7 +335,7 @@ class PeerApiOnlyWithPeers(DaemonCase):
                 0
             ].list_services_response.service
         }
-        self.assertIn("isometry.v1.IsometryPeer", names)
+        self.assertIn("isometry.peer.v4.IsometryPeer", names)
         self.assertNotIn("isometry.v1.Isometry", names)
 
 

@@ -44,6 +44,17 @@ class CheckIncludeTest(unittest.TestCase):
             self.allowed(src, "isometry.grpc.pb.h")
             self.allowed(src, "grpcpp/grpcpp.h")
 
+    def test_the_peer_protocol_is_the_cluster_layers_alone(self):
+        for src in ("daemon/server/grpc_service.cc", "daemon/main.cc",
+                    "client/cpp/isometry_client.cc", "tools/isoctl/render.h",
+                    "fuzz/request_checks.h", "daemon/node/node.h"):
+            self.refused(src, "isometry_peer.pb.h")
+            self.refused(src, "isometry_peer.grpc.pb.h")
+        for src in ("daemon/cluster/cluster_impl.h", "daemon/cluster/peer_wire.h",
+                    "tests/unit/peer_wire_test.cc"):
+            self.allowed(src, "isometry_peer.grpc.pb.h")
+            self.allowed(src, "isometry_peer.pb.h")
+
     def test_no_file_includes_a_source_file(self):
         self.refused("daemon/node/node.cc", "daemon/node/node_copy.cc")
         self.refused("tests/unit/layout_test.cc", "layout/compiler.cc")

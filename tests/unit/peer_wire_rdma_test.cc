@@ -36,16 +36,16 @@ rdma::LinkParams Sample(uint32_t qps) {
   return p;
 }
 
-v1::PeerRdmaLink Wire(const rdma::LinkParams& p) {
-  v1::PeerRdmaLink m;
+peer_api::PeerRdmaLink Wire(const rdma::LinkParams& p) {
+  peer_api::PeerRdmaLink m;
   ToProto(p, &m);
   return m;
 }
 
 // The message with one change; its parse must fail and name `field`.
-void Refused(const std::function<void(v1::PeerRdmaLink&)>& change, std::string_view field,
+void Refused(const std::function<void(peer_api::PeerRdmaLink&)>& change, std::string_view field,
              uint32_t qps = 2) {
-  v1::PeerRdmaLink m = Wire(Sample(2));
+  peer_api::PeerRdmaLink m = Wire(Sample(2));
   change(m);
   auto p = FromProto(m, qps);
   INFO(m.ShortDebugString());
@@ -79,7 +79,7 @@ TEST_CASE("RDMA link parameters survive the wire") {
     CHECK(back->generation == 3);
   }
   // InfiniBand: a LID and no GID will do; every MTU size maps.
-  v1::PeerRdmaLink m = Wire(Sample(1));
+  peer_api::PeerRdmaLink m = Wire(Sample(1));
   m.mutable_qps(0)->set_lid(7);
   m.mutable_qps(0)->set_gid(std::string(16, '\0'));
   for (uint32_t mtu : {256u, 512u, 1024u, 2048u, 4096u}) {
@@ -138,7 +138,7 @@ TEST_CASE("rings outside their region, or overflowing, are refused") {
 
 TEST_CASE("an RDMA answer is bound to the session and the request") {
   const std::string key(32, 'k');
-  v1::PeerRdmaLink answer = Wire(Sample(2));
+  peer_api::PeerRdmaLink answer = Wire(Sample(2));
   answer.set_mac(RdmaAnswerMac(key, "nonce-1", answer));
   CHECK(CheckedRdmaAnswer(key, "nonce-1", answer, 2).ok());
   // Another request's nonce (a replayed answer), another session's key.
@@ -147,16 +147,16 @@ TEST_CASE("an RDMA answer is bound to the session and the request") {
   CHECK(CheckedRdmaAnswer(std::string(32, 'x'), "nonce-1", answer, 2).status().code() ==
         absl::StatusCode::kUnauthenticated);
   // Altered in flight: the ring's rkey, a QP number; or no proof at all.
-  for (const auto& change : std::vector<std::function<void(v1::PeerRdmaLink&)>>{
+  for (const auto& change : std::vector<std::function<void(peer_api::PeerRdmaLink&)>>{
            [](auto& m) { m.mutable_ring()->set_rkey(m.ring().rkey() + 1); },
            [](auto& m) { m.mutable_qps(1)->set_qpn(99); }, [](auto& m) { m.clear_mac(); }}) {
-    v1::PeerRdmaLink forged = answer;
+    peer_api::PeerRdmaLink forged = answer;
     change(forged);
     CHECK(CheckedRdmaAnswer(key, "nonce-1", forged, 2).status().code() ==
           absl::StatusCode::kUnauthenticated);
   }
   // A proven answer is still checked.
-  v1::PeerRdmaLink bad = answer;
+  peer_api::PeerRdmaLink bad = answer;
   bad.mutable_ring()->set_slots(0);
   bad.set_mac(RdmaAnswerMac(key, "nonce-1", bad));
   CHECK(CheckedRdmaAnswer(key, "nonce-1", bad, 2).status().code() ==

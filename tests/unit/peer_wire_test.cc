@@ -14,8 +14,8 @@ namespace {
 
 // A two-crossing path a:sys0 -> b:sys0 -> c:sys0 (node ids 1, 2, 3), as
 // b gets it to relay.
-v1::StartHalfRequest RelayRequest() {
-  v1::StartHalfRequest req;
+peer_api::StartHalfRequest RelayRequest() {
+  peer_api::StartHalfRequest req;
   req.set_key(42);
   for (uint32_t node : {1u, 2u, 3u}) {
     auto* n = req.add_nodes();
@@ -64,12 +64,12 @@ TEST_CASE("peer wire: a relay parses with both network hops and peers") {
 }
 
 TEST_CASE("peer wire: malformed relays are refused") {
-  auto refused = [](const v1::StartHalfRequest& req) {
+  auto refused = [](const peer_api::StartHalfRequest& req) {
     Result<HalfRequest> h = FromProto(req);
     REQUIRE_FALSE(h.ok());
     CHECK(absl::IsInvalidArgument(h.status()));
   };
-  v1::StartHalfRequest req = RelayRequest();
+  peer_api::StartHalfRequest req = RelayRequest();
   req.set_sending(true);  // a relay receives first
   refused(req);
   req = RelayRequest();
@@ -90,7 +90,7 @@ TEST_CASE("peer wire: malformed relays are refused") {
 }
 
 TEST_CASE("peer wire: a forwarded copy names two ends and no path") {
-  v1::StartHalfRequest req = RelayRequest();
+  peer_api::StartHalfRequest req = RelayRequest();
   req.clear_nodes();
   req.clear_edges();
   req.set_relay_hop(0);
@@ -102,7 +102,7 @@ TEST_CASE("peer wire: a forwarded copy names two ends and no path") {
   REQUIRE(h->forward_dst.has_value());
   CHECK(h->other.bounds == h->forward_dst->shape.bounds);
   // A path beside it is refused: the receiving node plans itself.
-  v1::StartHalfRequest with_path = RelayRequest();
+  peer_api::StartHalfRequest with_path = RelayRequest();
   with_path.set_relay_hop(0);
   with_path.set_relay_partner("");
   *with_path.mutable_forward_dst() = with_path.local();
@@ -111,7 +111,7 @@ TEST_CASE("peer wire: a forwarded copy names two ends and no path") {
 
 TEST_CASE("peer wire: an RDMA tag comes only with a direct sending half") {
   // A direct half: a:sys0 -> b:sys0, this node sending to b.
-  v1::StartHalfRequest direct = RelayRequest();
+  peer_api::StartHalfRequest direct = RelayRequest();
   direct.mutable_nodes()->RemoveLast();
   direct.mutable_edges()->RemoveLast();
   direct.set_relay_hop(0);
@@ -126,13 +126,13 @@ TEST_CASE("peer wire: an RDMA tag comes only with a direct sending half") {
   direct.set_rdma_tag(0);
   REQUIRE(FromProto(direct).ok());
   CHECK(FromProto(direct)->rdma_tag == 0);
-  auto refused = [](const v1::StartHalfRequest& req) {
+  auto refused = [](const peer_api::StartHalfRequest& req) {
     Result<HalfRequest> r = FromProto(req);
     REQUIRE_FALSE(r.ok());
     CHECK(absl::IsInvalidArgument(r.status()));
     CHECK_THAT(std::string(r.status().message()), Catch::Contains("rdma_tag"));
   };
-  v1::StartHalfRequest req = direct;
+  peer_api::StartHalfRequest req = direct;
   req.set_rdma_tag(256);  // beyond the 8-bit tag
   refused(req);
   req = direct;
