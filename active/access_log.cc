@@ -27,7 +27,9 @@ LogWriter::LogWriter(std::byte* base, uint64_t capacity, uint64_t allocation)
 
 uint64_t LogWriter::Acknowledged() const {
   const uint64_t h = header_->head.value.load(std::memory_order_acquire);
-  if (h <= published_ && published_ - h <= capacity_ && h >= last_ack_) last_ack_ = h;
+  // The owner's head is untrusted: one more than a log behind, or ahead of
+  // what was published, or going back, is no progress.
+  if (shm::Distance(h, published_, capacity_) && h >= last_ack_) last_ack_ = h;
   return last_ack_;
 }
 

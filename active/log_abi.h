@@ -24,8 +24,9 @@
 // (docs/guides/active-access.md, "Active Access").
 #pragma once
 
-#include <atomic>
 #include <cstdint>
+
+#include "core/shm_ring.h"
 
 namespace isometry::active {
 
@@ -56,10 +57,7 @@ struct LogEntry {
 };
 static_assert(sizeof(LogEntry) == 80);
 
-struct alignas(64) LogIndex {
-  std::atomic<uint64_t> value;
-};
-static_assert(std::atomic<uint64_t>::is_always_lock_free);
+using LogIndex = shm::SharedIndex<uint64_t>;  // alone on its cache line
 
 struct LogHeader {
   uint32_t magic;

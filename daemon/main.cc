@@ -32,7 +32,10 @@
 #include "daemon/cluster/cluster.h"
 #include "daemon/cluster/fault_injection.h"
 #include "daemon/cpu_latency.h"
+#include "daemon/node/copies.h"
+#include "daemon/node/introspection.h"
 #include "daemon/node/node.h"
+#include "daemon/node/traffic_classes.h"
 #include "daemon/ptrace_capability.h"
 #include "daemon/server/grpc_service.h"
 #include "daemon/server/local_server.h"
@@ -220,7 +223,7 @@ void ReloadOnHangup(const Config& running, Node& node) {
     spdlog::error("SIGHUP: nothing reloaded: {}", std::string(fresh.status().message()));
     return;
   }
-  node.ReloadQos(fresh->qos);
+  node.traffic_classes().ReloadQos(fresh->qos);
   spdlog::info("SIGHUP: {} read again; [qos] applied, other sections apply at the next start",
                running.origin.source);
 }
@@ -237,7 +240,7 @@ int WaitForStopSignal(const sigset_t& signals, const Config& config, Node& node)
     const int sig = sigtimedwait(&signals, nullptr, &ts);
     if (sig == SIGTERM || sig == SIGINT) return sig;
     if (sig == SIGHUP) ReloadOnHangup(config, node);
-    node.SampleThroughput();
+    node.introspection().SampleThroughput();
     if (watchdog) sd_notify(0, "WATCHDOG=1");
   }
 }
@@ -258,7 +261,8 @@ int WaitForStopSignal(const sigset_t& signals, const Config& config, Node& node)
 std::string NameCancelled(const Node& node, const std::vector<TransferReport>& before) {
   std::string names;
   size_t named = 0, more = 0;
-  for (const TransferReport& r : node.RecentTransfers(SessionRef(), /*is_operator=*/true)) {
+  for (const TransferReport& r :
+       node.copies().RecentTransfers(SessionRef(), /*is_operator=*/true)) {
     if (r.state != "cancelled") continue;
     const bool was_running = std::any_of(before.begin(), before.end(),
                                          [&r](const TransferReport& b) { return b.id == r.id; });
@@ -345,7 +349,7 @@ int Serve(const Config& config) {
   spdlog::info("{}: stopping; in-flight transfers get {} ms to finish", why ? why : "signal",
                d.shutdown_grace_ms);
   sd_notify(0, "STOPPING=1\nSTATUS=draining");
-  const std::vector<TransferReport> in_flight = (*node)->ListTransfers();
+  const std::vector<TransferReport> in_flight = (*node)->copies().ListTransfers();
   const Node::DrainOutcome drained = (*node)->Drain(std::chrono::milliseconds(d.shutdown_grace_ms));
   if (drained.stuck > 0) AbandonStuck(d, drained.stuck);
   if (const uint64_t refused = ThreadsRefused(); refused > 0) {

@@ -166,7 +166,7 @@ void CheckCopyRequest(const v1::CopyRequest& req) {
 
 void CheckExplainPlan(const v1::ExplainPlanRequest& req) {
   // The same steps, in the same order, as GrpcService::ExplainPlan and
-  // Node::Explain (before the planner picks a path).
+  // node::Copies::Explain (before the planner picks a path).
   const Result<Box> bounds = BoxFromProto(req.bounds(), "bounds");
   if (!bounds.ok()) {
     return ExpectClientError(bounds.status());

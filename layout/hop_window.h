@@ -27,11 +27,11 @@
 // it.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 
+#include "core/shm_ring.h"
 #include "core/status.h"
 #include "layout/copy_program.h"
 
@@ -68,10 +68,7 @@ struct DoneEntry {
 };
 static_assert(sizeof(DoneEntry) == 16);
 
-struct alignas(64) Index {
-  std::atomic<uint32_t> value;
-};
-static_assert(std::atomic<uint32_t>::is_always_lock_free);
+using Index = shm::SharedIndex<uint32_t>;  // alone on its cache line
 
 struct HopWindowHeader {
   uint32_t magic;

@@ -19,8 +19,9 @@
 // left waiting writes the submission eventfd again so the daemon resumes.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
+
+#include "core/shm_ring.h"
 
 namespace isometry::ring {
 
@@ -61,10 +62,8 @@ struct CompletionEntry {
 };
 static_assert(sizeof(CompletionEntry) == 128);
 
-struct alignas(64) PaddedIndex {
-  std::atomic<uint32_t> value;
-};
-static_assert(std::atomic<uint32_t>::is_always_lock_free);
+// Each index alone on its cache line (core/shm_ring.h moves entries).
+using PaddedIndex = shm::SharedIndex<uint32_t>;
 
 struct ControlHeader {
   uint32_t magic;

@@ -79,6 +79,12 @@ Result<std::shared_ptr<OwnHops>> OwnHops::Create(std::byte* window, uint64_t byt
   h->answer_spin_ = answer_spin;
   h->header_ = reinterpret_cast<hop_window::HopWindowHeader*>(window);
   hop_window::InitHeader(*h->header_, *g);
+  {
+    absl::MutexLock lock(&h->mu_);  // not shared yet; the annotations ask
+    hop_window::HopWindowHeader& w = *h->header_;
+    h->work_ = {w.work, kHopEntries, &w.work_head, &w.work_tail};
+    h->done_ = {w.done, kHopEntries, &w.done_head, &w.done_tail};
+  }
   h->data_ = window + g->data_offset;
   h->data_bytes_ = g->data_bytes;
   h->arena_ = window + g->arena_offset;
@@ -203,13 +209,13 @@ void OwnHops::BreakLocked(const std::string& why) {
 
 void OwnHops::DrainLocked(uint32_t tail) {
   if (broken_) return;
-  if (tail - done_head_ > kHopEntries) {
-    return BreakLocked(StrCat("done index ", tail, " runs ", tail - done_head_,
-                              " entries past the daemon's ", done_head_));
+  const std::optional<uint32_t> ready = done_.Ready(tail);
+  if (!ready) {
+    return BreakLocked(StrCat("done index ", tail, " runs ", tail - done_.head(),
+                              " entries past the daemon's ", done_.head()));
   }
-  for (; done_head_ != tail; ++done_head_) {
-    DoneEntry e;  // copied once out of shared memory, then checked
-    std::memcpy(&e, &header_->done[done_head_ % kHopEntries], sizeof e);
+  for (uint32_t i = 0; i < *ready; ++i) {
+    const DoneEntry e = done_.Take();  // copied once out of shared memory, then checked
     auto it = pending_.find(e.id);
     if (it == pending_.end() || it->second.status) {
       Count(&OwnHopsTotals::bogus);
@@ -223,7 +229,7 @@ void OwnHops::DrainLocked(uint32_t tail) {
     }
     it->second.status = ClientStatus(e.code, who_);
   }
-  header_->done_head.value.store(done_head_, std::memory_order_release);
+  done_.Publish();
 }
 
 std::optional<Status> OwnHops::Run(const CopyProgram& program, const std::byte* slot,
@@ -263,9 +269,7 @@ std::optional<Status> OwnHops::Run(const CopyProgram& program, const std::byte* 
                                             : hop_window::Direction::kFromClient);
     e.bytes = program.bytes;
     e.program_bytes = *program_bytes;
-    std::memcpy(&header_->work[work_tail_ % kHopEntries], &e, sizeof e);
-    ++work_tail_;
-    header_->work_tail.value.store(work_tail_, std::memory_order_release);
+    work_.Push(e);
   }
   wake_();
   const auto deadline = std::chrono::steady_clock::now() + timeout_;

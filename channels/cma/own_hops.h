@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "core/shm_ring.h"
 #include "core/status.h"
 #include "layout/copy_program.h"
 #include "layout/hop_window.h"
@@ -160,8 +161,8 @@ class OwnHops {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   uint32_t busy_slots_ ABSL_GUARDED_BY(mu_) = 0;  // one bit per program slot
-  uint32_t work_tail_ ABSL_GUARDED_BY(mu_) = 0;
-  uint32_t done_head_ ABSL_GUARDED_BY(mu_) = 0;
+  shm::RingWriter<hop_window::WorkEntry> work_ ABSL_GUARDED_BY(mu_);
+  shm::RingReader<hop_window::DoneEntry> done_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
 };

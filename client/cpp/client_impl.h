@@ -24,6 +24,7 @@
 #include "client/cpp/hop_runner.h"
 #include "client/cpp/isometry_client.h"
 #include "client/cpp/read_server.h"
+#include "core/shm_ring.h"
 #include "core/spin_wait.h"
 #include "core/strings.h"
 #include "isometry.pb.h"
@@ -55,13 +56,11 @@ struct Client::Impl {
   std::byte* control = nullptr;
   uint64_t control_mapped = 0;
   ring::ControlHeader* header = nullptr;
-  ring::SubmissionEntry* sq = nullptr;
-  ring::CompletionEntry* cq = nullptr;
-  uint32_t sq_entries = 0, cq_entries = 0;
   int sq_event = -1, cq_event = -1;
 
   std::mutex sq_mu;
-  uint32_t sq_tail = 0;  // guarded by sq_mu
+  shm::RingWriter<ring::SubmissionEntry> sq;  // guarded by sq_mu
+  shm::RingReader<ring::CompletionEntry> cq;  // guarded by cq_mu
   std::atomic<uint64_t> next_ticket{1};
 
   // The hop window (run_own_hops), mapped at the first RegisterPrivate.
@@ -164,20 +163,17 @@ struct Client::Impl {
   // Moves every available completion into `done`. Under cq_mu.
   int Reap() {
     int n = 0;
-    uint32_t head = header->cq_head.value.load(std::memory_order_relaxed);
-    const uint32_t tail = header->cq_tail.value.load(std::memory_order_acquire);
-    while (head != tail) {
-      ring::CompletionEntry e;
-      std::memcpy(&e, &cq[head & (cq_entries - 1)], sizeof e);
+    const uint32_t tail = cq.tail();
+    // The daemon never runs a ring ahead; if it did, nothing here is sure.
+    const uint32_t ready = cq.Ready(tail).value_or(0);
+    for (; n < static_cast<int>(ready); ++n) {
+      const ring::CompletionEntry e = cq.Take();
       const uint32_t len = std::min<uint32_t>(e.message_len, sizeof e.message);
       done[e.user_data] = {e.transfer, FromCode(e.code, std::string(e.message, len))};
-      ++head;
-      ++n;
     }
-    header->cq_head.value.store(head, std::memory_order_release);
+    cq.Publish();
     // Submissions the daemon left waiting for CQ room can go now.
-    if (n > 0 && header->sq_head.value.load(std::memory_order_acquire) !=
-                     header->sq_tail.value.load(std::memory_order_acquire)) {
+    if (n > 0 && sq.Unconsumed()) {
       const uint64_t one = 1;
       (void)!::write(sq_event, &one, sizeof one);
     }
@@ -186,10 +182,7 @@ struct Client::Impl {
 
   // Sequentially consistent: after clearing client_spinning, the one load
   // that closes the race with the daemon (ring_abi.h).
-  bool CompletionsPending() const {
-    return header->cq_head.value.load(std::memory_order_relaxed) !=
-           header->cq_tail.value.load(std::memory_order_seq_cst);
-  }
+  bool CompletionsPending() const { return cq.Waiting(std::memory_order_seq_cst); }
   // A completion or hop work waiting.
   bool AnythingPending() const {
     const HopRunner* h = hops.load(std::memory_order_acquire);
@@ -218,8 +211,7 @@ struct Client::Impl {
     // Ring full: the daemon drains it as it goes, as long as completions
     // are consumed; collect them here so a submit-only caller cannot stall
     // both rings.
-    for (int spins = 0;
-         sq_tail - header->sq_head.value.load(std::memory_order_acquire) >= sq_entries; ++spins) {
+    for (int spins = 0; sq.Room() == 0; ++spins) {
       lock.unlock();
       {
         std::unique_lock cq_lock(cq_mu, std::try_to_lock);
@@ -232,9 +224,7 @@ struct Client::Impl {
       }
       lock.lock();
     }
-    std::memcpy(&sq[sq_tail & (sq_entries - 1)], &e, sizeof e);
-    ++sq_tail;
-    header->sq_tail.value.store(sq_tail, std::memory_order_seq_cst);
+    sq.Push(e, std::memory_order_seq_cst);
     // The daemon polls for a while after serving requests: no syscall then.
     if (header->daemon_awake.value.load(std::memory_order_seq_cst) == 0) {
       const uint64_t one = 1;

@@ -29,8 +29,9 @@ Result<std::unique_ptr<HopRunner>> HopRunner::Map(int fd, uint64_t bytes) {
   r->bytes_ = bytes;
   r->header_ = static_cast<hop_window::HopWindowHeader*>(p);
   ISO_RETURN_IF_ERROR(hop_window::CheckHeader(*r->header_, bytes));
-  r->work_head_ = r->header_->work_head.value.load(std::memory_order_acquire);
-  r->done_tail_ = r->header_->done_tail.value.load(std::memory_order_acquire);
+  hop_window::HopWindowHeader& w = *r->header_;
+  r->work_ = {w.work, kHopEntries, &w.work_head, &w.work_tail};
+  r->done_ = {w.done, kHopEntries, &w.done_head, &w.done_tail};
   return r;
 }
 
@@ -38,10 +39,7 @@ HopRunner::~HopRunner() {
   if (base_) munmap(base_, bytes_);
 }
 
-bool HopRunner::Pending() const {
-  return header_->work_tail.value.load(std::memory_order_acquire) !=
-         header_->work_head.value.load(std::memory_order_relaxed);
-}
+bool HopRunner::Pending() const { return work_.Waiting(); }
 
 Status HopRunner::RunOne(const WorkEntry& e) {
   const hop_window::HopWindowHeader& h = *header_;
@@ -78,25 +76,19 @@ Status HopRunner::RunOne(const WorkEntry& e) {
 
 int HopRunner::RunPending() {
   std::lock_guard lock(mu_);
-  const uint32_t tail = header_->work_tail.value.load(std::memory_order_acquire);
-  int n = 0;
   // More than a ring ahead: not the daemon this library speaks to; run
   // nothing (the daemon then times the work out).
-  if (tail - work_head_ > kHopEntries) return 0;
-  while (work_head_ != tail) {
-    WorkEntry e;
-    std::memcpy(&e, &header_->work[work_head_ % kHopEntries], sizeof e);
+  const uint32_t ready = work_.Ready(work_.tail()).value_or(0);
+  int n = 0;
+  for (; n < static_cast<int>(ready); ++n) {
+    const WorkEntry e = work_.Take();
     const Status s = RunOne(e);
     (s.ok() ? ran_ : refused_).fetch_add(1, std::memory_order_relaxed);
-    ++work_head_;
-    header_->work_head.value.store(work_head_, std::memory_order_release);
+    work_.Publish();
     DoneEntry d{};
     d.id = e.id;
     d.code = static_cast<int32_t>(s.code());
-    std::memcpy(&header_->done[done_tail_ % kHopEntries], &d, sizeof d);
-    ++done_tail_;
-    header_->done_tail.value.store(done_tail_, std::memory_order_release);
-    ++n;
+    done_.Push(d);
   }
   if (n > 0) {
     // Not private: the daemon sleeps on this word in its own mapping.

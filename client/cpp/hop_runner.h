@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 
+#include "core/shm_ring.h"
 #include "core/status.h"
 #include "layout/hop_window.h"
 
@@ -48,8 +49,8 @@ class HopRunner {
   uint64_t bytes_ = 0;
   hop_window::HopWindowHeader* header_ = nullptr;
   std::mutex mu_;
-  uint32_t work_head_ = 0;  // guarded by mu_
-  uint32_t done_tail_ = 0;  // guarded by mu_
+  shm::RingReader<hop_window::WorkEntry> work_;  // guarded by mu_
+  shm::RingWriter<hop_window::DoneEntry> done_;  // guarded by mu_
   std::atomic<uint64_t> ran_{0};
   std::atomic<uint64_t> refused_{0};
 };

@@ -196,11 +196,10 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
       ring::ControlBytes(hdr.sq_entries, hdr.cq_entries) > h.control_bytes()) {
     return Internal("control segment does not match the handshake");
   }
-  impl->sq_entries = hdr.sq_entries;
-  impl->cq_entries = hdr.cq_entries;
-  impl->sq = reinterpret_cast<ring::SubmissionEntry*>(impl->control + hdr.sq_offset);
-  impl->cq = reinterpret_cast<ring::CompletionEntry*>(impl->control + hdr.cq_offset);
-  impl->sq_tail = hdr.sq_tail.value.load();
+  impl->sq = {reinterpret_cast<ring::SubmissionEntry*>(impl->control + hdr.sq_offset),
+              hdr.sq_entries, &impl->header->sq_head, &impl->header->sq_tail};
+  impl->cq = {reinterpret_cast<ring::CompletionEntry*>(impl->control + hdr.cq_offset),
+              hdr.cq_entries, &impl->header->cq_head, &impl->header->cq_tail};
   impl->session = h.session();
   impl->session_id = h.session_id();
   impl->want_own_hops = options.run_own_hops;

@@ -249,8 +249,7 @@ struct HalfRequest {
   InstanceSpec local;
   InstanceShape other;
   Box box;
-  int priority = 0;
-  bool durable = true;
+  CopyOptions options;
   std::string remote_qos_class;  // the copy's class on the caller (StartHalfRequest.qos_class)
   CopySource source;             // the initiator's client: Active Access log entries
   // A datatype copy (form_hash != 0): this node's end is the form with
@@ -426,8 +425,8 @@ struct Cluster::Impl {
   // `rdma_tag`: sending, the receiving half's tag (0: TCP); receiving,
   // set to the tag this half routed its network hop under (0: TCP).
   Status StartLocalHalf(uint64_t key, RemotePart part, const CrossEnd& end,
-                        const InstanceShape& other, std::optional<Box> box, int priority,
-                        bool durable, const std::string& initiator, uint64_t source_transfer,
+                        const InstanceShape& other, std::optional<Box> box, CopyOptions options,
+                        const std::string& initiator, uint64_t source_transfer,
                         const std::function<void(Status)>& on_done, uint32_t* rdma_tag)
       ABSL_LOCKS_EXCLUDED(mu);
   // Routes the network hop of `h` (a direct half with `h->partner`) over

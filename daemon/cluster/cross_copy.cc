@@ -287,7 +287,7 @@ bool Cluster::Impl::SetUpOwnHalf(const std::shared_ptr<CrossOp>& op, const Cross
   std::weak_ptr<CrossOp> weak = op;
   uint32_t tag = role.rdma_tag;
   Status s = StartLocalHalf(
-      op->key(), std::move(part), end, other.shape, spec.box, spec.priority, spec.durable, self(),
+      op->key(), std::move(part), end, other.shape, spec.box, spec.options, self(),
       spec.source.transfer,
       [weak, lands = !role.sending](const Status& st) {
         if (auto o = weak.lock()) o->HalfDone(st, lands);
@@ -328,8 +328,7 @@ bool Cluster::Impl::SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const Cros
   const bool from_src = role.sending || role.relay_hop != 0 || plan.forward();
   out.end = from_src ? &spec.src : &spec.dst;
   out.other = from_src ? &spec.dst : &spec.src;
-  out.priority = spec.priority;
-  out.durable = spec.durable;
+  out.options = spec.options;
   out.qos_class = spec.qos_class;
   out.partner = role.partner;
   out.source = spec.source;

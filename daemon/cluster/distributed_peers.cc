@@ -8,6 +8,7 @@
 #include "core/log_escape.h"
 #include "daemon/cluster/cluster_impl.h"
 #include "daemon/cluster/peer_wire.h"
+#include "daemon/node/distributed.h"
 #include "daemon/server/convert.h"
 
 namespace isometry {
@@ -186,7 +187,7 @@ Status Cluster::Impl::ServePart(const std::string& caller,
     done(std::move(s), bytes);
   };
   ISO_ASSIGN_OR_RETURN(std::shared_ptr<CrossTransfer> h,
-                       node->RunPartForPeer(caller, part, finish));
+                       node->distributed().RunPartForPeer(caller, part, finish));
   {
     absl::MutexLock lock(&mu);
     if (*ended) return OkStatus();

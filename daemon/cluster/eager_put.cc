@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "daemon/cluster/cluster_impl.h"
+#include "daemon/node/copies.h"
 #include "daemon/server/convert.h"
 #include "layout/datatype_form.h"
 
@@ -225,7 +226,7 @@ Result<CrossEnd> LandPut(Node& node, const peer_api::PutBytesRequest& req, PeerA
   }
   access.sending = false;
   access.box = box;
-  ISO_ASSIGN_OR_RETURN(CrossEnd end, node.ResolveForPeer(spec, nullptr, &access));
+  ISO_ASSIGN_OR_RETURN(CrossEnd end, node.copies().ResolveForPeer(spec, nullptr, &access));
   if (!end.local.base || r->first + r->second > end.local.capacity) {
     return OutOfRange("PutBytes: the run ends past the instance's storage");
   }

@@ -5,6 +5,8 @@
 #include <tuple>
 
 #include "daemon/cluster/cluster_impl.h"
+#include "daemon/node/copies.h"
+#include "daemon/node/traffic_classes.h"
 
 namespace isometry {
 
@@ -25,7 +27,7 @@ Result<std::shared_ptr<const PackedEnd>> DenseEnd(uint64_t bytes) {
 
 Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossEnd& end,
                                      const InstanceShape& other, std::optional<Box> box,
-                                     int priority, bool durable, const std::string& initiator,
+                                     CopyOptions options, const std::string& initiator,
                                      uint64_t source_transfer,
                                      const std::function<void(Status)>& on_done,
                                      uint32_t* rdma_tag) {
@@ -37,7 +39,7 @@ Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossE
   h->sending = part.sending;
   h->net_hop = part.net_hop;
   h->path = part.path;
-  h->priority = priority;
+  h->priority = options.priority;
   CopyRequest req;
   const MemoryId other_mem =
       part.sending ? part.path.nodes.back().memory : part.path.nodes.front().memory;
@@ -61,8 +63,7 @@ Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossE
   h->names = part.names;
   part.copy_id = source_transfer;
   req.box = box;
-  req.priority = priority;
-  req.durable = durable;
+  req.options = options;
   req.qos_class = part.qos_class;
   RouteOverRdma(h, part, rdma_tag ? *rdma_tag : 0);
   const bool receiving = !part.sending;
@@ -196,22 +197,21 @@ Status Cluster::Impl::StartForwardedHalf(const std::string& caller, cluster::Hal
   PeerAccess access = AccessOf(caller, req.source, box);
   access.sending = true;
   ISO_ASSIGN_OR_RETURN(CrossEnd src,
-                       node->ResolveForPeer(req.local, std::move(src_packed), &access));
+                       node->copies().ResolveForPeer(req.local, std::move(src_packed), &access));
   access.sending = false;
-  ISO_ASSIGN_OR_RETURN(CrossEnd dst,
-                       node->ResolveForPeer(*req.forward_dst, std::move(dst_packed), &access));
+  ISO_ASSIGN_OR_RETURN(CrossEnd dst, node->copies().ResolveForPeer(*req.forward_dst,
+                                                                   std::move(dst_packed), &access));
   auto h = std::make_shared<Half>();
   h->key = req.part.key;
   h->initiator = caller;
   h->source_transfer = req.source.transfer;
   h->whole = true;
-  h->priority = req.priority;
+  h->priority = req.options.priority;
   CopyRequest creq;
   creq.src = src.local;
   creq.dst = dst.local;
   creq.box = box;
-  creq.priority = req.priority;
-  creq.durable = req.durable;
+  creq.options = req.options;
   creq.qos_class = req.part.qos_class;
   return RunHalf(h, std::move(creq), {&src, &dst}, nullptr);
 }
@@ -267,7 +267,7 @@ Status Cluster::Impl::StartRelayHalf(const std::string& caller, cluster::HalfReq
   h->relay_hop = part.relay_hop;
   h->relay_partner = part.relay_peer;
   h->path = part.path;
-  h->priority = req.priority;
+  h->priority = req.options.priority;
   part.names = QualifiedNames(part.path);
   part.copy_id = req.source.transfer;
   h->names = part.names;
@@ -276,8 +276,7 @@ Status Cluster::Impl::StartRelayHalf(const std::string& caller, cluster::HalfReq
   creq.src = InstanceRef{part.path.nodes.front().memory, nullptr, 0, req.local.shape};
   creq.dst = InstanceRef{part.path.nodes.back().memory, nullptr, 0, req.other};
   creq.box = req.box;
-  creq.priority = req.priority;
-  creq.durable = req.durable;
+  creq.options = req.options;
   creq.qos_class = part.qos_class;
   creq.remote = std::move(part);
   return RunHalf(h, std::move(creq), {}, nullptr);
@@ -287,8 +286,8 @@ Status Cluster::Impl::StartPeerHalf(const std::string& caller, cluster::HalfRequ
                                     uint32_t* rdma_tag) {
   // This node's class for the half, by its own rules for peers, and the
   // priority within that class's ceiling (docs/guides/qos.md).
-  std::tie(req.part.qos_class, req.priority) =
-      node->QosForPeerHalf(caller, req.remote_qos_class, req.priority);
+  std::tie(req.part.qos_class, req.options.priority) =
+      node->traffic_classes().QosForPeerHalf(caller, req.remote_qos_class, req.options.priority);
   if (req.forward_dst) return StartForwardedHalf(caller, std::move(req));
   if (req.part.relays()) {
     req.part.peer = req.partner;
@@ -302,13 +301,13 @@ Status Cluster::Impl::StartPeerHalf(const std::string& caller, cluster::HalfRequ
   }
   PeerAccess access = AccessOf(caller, req.source, req.box);
   access.sending = req.part.sending;
-  ISO_ASSIGN_OR_RETURN(CrossEnd end, node->ResolveForPeer(req.local, std::move(packed), &access));
+  ISO_ASSIGN_OR_RETURN(CrossEnd end,
+                       node->copies().ResolveForPeer(req.local, std::move(packed), &access));
   const uint64_t key = req.part.key;
   const bool sending = req.part.sending;
   uint32_t tag = req.rdma_tag;  // sending: the receiver's; receiving: set here
-  ISO_RETURN_IF_ERROR(StartLocalHalf(key, std::move(req.part), end, req.other, req.box,
-                                     req.priority, req.durable, caller, req.source.transfer,
-                                     nullptr, &tag));
+  ISO_RETURN_IF_ERROR(StartLocalHalf(key, std::move(req.part), end, req.other, req.box, req.options,
+                                     caller, req.source.transfer, nullptr, &tag));
   if (rdma_tag && !sending) *rdma_tag = tag;
   return OkStatus();
 }

@@ -24,6 +24,7 @@
 #include "daemon/cluster/etcd_membership.h"
 #include "daemon/cluster/peer_wire.h"
 #include "daemon/cluster/secret.h"
+#include "daemon/node/introspection.h"
 
 namespace isometry {
 
@@ -153,7 +154,7 @@ Result<cluster::WelcomeOut> Cluster::Impl::AcceptHello(const cluster::HelloIn& h
                      hello.challenge, token, w.data_address);
   w.topology = &node->runtime().topology();
   for (const PeerConfig& pc : config.cluster.peers) w.link_rates[pc.name] = LinkRate(pc.name);
-  w.rdma = &node->rdma();
+  w.rdma = &node->introspection().rdma();
   return w;
 }
 

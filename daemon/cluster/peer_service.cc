@@ -8,6 +8,7 @@
 #include "core/log_escape.h"
 #include "core/log_limiter.h"
 #include "daemon/cluster/peer_wire.h"
+#include "daemon/node/distributed.h"
 #include "daemon/server/convert.h"
 #include "net/frame.h"
 
@@ -140,7 +141,9 @@ class PeerService final : public peer_api::IsometryPeer::CallbackService {
                                              peer_api::PeerDistributedRanks* resp) override {
     auto caller = Caller(ctx, "QueryDistributed", *req);
     if (!caller.ok()) return Reply(ctx, caller.status());
-    ToProto(impl_->node->DistributedRanksForPeer(*caller, req->key(), req->grant_digest()), resp);
+    ToProto(impl_->node->distributed().DistributedRanksForPeer(*caller, req->key(),
+                                                               req->grant_digest()),
+            resp);
     return Reply(ctx, OkStatus());
   }
 
@@ -180,7 +183,7 @@ class PeerService final : public peer_api::IsometryPeer::CallbackService {
                                              peer_api::PeerDistributedEndedResponse*) override {
     auto caller = Caller(ctx, "DistributedEnded", *req);
     if (!caller.ok()) return Reply(ctx, caller.status());
-    impl_->node->DistributedEndedByPeer(*caller, req->key(), req->why());
+    impl_->node->distributed().DistributedEndedByPeer(*caller, req->key(), req->why());
     return Reply(ctx, OkStatus());
   }
 

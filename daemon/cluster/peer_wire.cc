@@ -146,8 +146,8 @@ peer_api::StartHalfRequest ToProto(const HalfOut& h) {
   req.set_distributed_rank(h.end->distributed_rank);
   isometry::ToProto(h.other->shape.bounds, req.mutable_other_bounds());
   req.set_other_layout(h.other->shape.layout.ToString());
-  req.set_priority(h.priority);
-  req.set_durable(h.durable);
+  req.set_priority(h.options.priority);
+  req.set_durable(h.options.durable);
   req.set_qos_class(h.qos_class);
   req.set_partner(h.partner);
   req.set_source_session(h.source.session);
@@ -198,8 +198,7 @@ Result<HalfRequest> FromProto(const peer_api::StartHalfRequest& req) {
   h.form_hash = req.form_hash();
   h.form = req.form();
   h.form_span = req.form_span();
-  h.priority = req.priority();
-  h.durable = req.durable();
+  h.options = {.priority = req.priority(), .durable = req.durable()};
   h.remote_qos_class = req.qos_class();
   h.source = {req.source_session(), req.source_transfer()};
   if (req.has_forward_dst()) {

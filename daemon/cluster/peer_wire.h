@@ -32,8 +32,7 @@ struct HalfOut {
   Box box;
   const CrossEnd* end = nullptr;    // the peer's end
   const CrossEnd* other = nullptr;  // the other end (its shape)
-  int priority = 0;
-  bool durable = true;
+  CopyOptions options;
   std::string qos_class;  // the copy's class here
   std::string partner;
   CopySource source;  // for the peer's Active Access log entries

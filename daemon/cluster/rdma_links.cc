@@ -10,6 +10,7 @@
 #include "daemon/cluster/cluster_impl.h"
 #include "daemon/cluster/peer_wire.h"
 #include "daemon/cluster/secret.h"
+#include "daemon/node/introspection.h"
 
 namespace isometry {
 
@@ -26,7 +27,9 @@ std::string Connected(const std::string& peer, const rdma::RdmaLink& link) {
 
 rdma::LinkOptions Cluster::Impl::RdmaLinkOptions() const {
   rdma::LinkOptions o;
-  o.device = node->rdma().devices.empty() ? "" : node->rdma().devices.front();
+  o.device = node->introspection().rdma().devices.empty()
+                 ? ""
+                 : node->introspection().rdma().devices.front();
   o.gid_index = config.rdma.gid_index;
   o.qps = static_cast<uint32_t>(config.rdma.qps_per_peer);
   o.slots = config.rdma.ring_slots;
@@ -36,8 +39,8 @@ rdma::LinkOptions Cluster::Impl::RdmaLinkOptions() const {
 
 std::string Cluster::Impl::OfferRdma(Peer& p, const rdma::PeerRdma& theirs) {
   const std::string& name = p.config.name;
-  if (!node->rdma().use || !theirs.usable) {
-    return rdma::NetworkTransportWhy(node->rdma(), name, theirs);
+  if (!node->introspection().rdma().use || !theirs.usable) {
+    return rdma::NetworkTransportWhy(node->introspection().rdma(), name, theirs);
   }
   if (self() > name) {
     absl::MutexLock lock(&rdma_mu);
@@ -80,8 +83,9 @@ std::string Cluster::Impl::OfferRdma(Peer& p, const rdma::PeerRdma& theirs) {
 
 Result<peer_api::PeerRdmaLink> Cluster::Impl::AcceptRdma(const std::string& caller,
                                                          const peer_api::PeerRdmaLink& offer) {
-  if (!node->rdma().use) {
-    return FailedPrecondition("node '", self(), "' does not use RDMA: ", node->rdma().why);
+  if (!node->introspection().rdma().use) {
+    return FailedPrecondition("node '", self(),
+                              "' does not use RDMA: ", node->introspection().rdma().why);
   }
   if (self() < caller) {
     return FailedPrecondition("node '", self(), "' offers the RDMA link with '", caller,

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/copy_options.h"
 #include "core/status.h"
 #include "daemon/node/node_distributed.h"
 #include "daemon/runtime/runtime.h"
@@ -77,9 +78,8 @@ struct CrossEnd {
 struct CrossCopySpec {
   CrossEnd src, dst;
   std::optional<Box> box;
-  int priority = 0;
+  CopyOptions options;
   std::string qos_class;  // the session's traffic class here; peers map it
-  bool durable = true;
   CopySource source;
 };
 

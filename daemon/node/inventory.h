@@ -1,6 +1,6 @@
 // What the sessions hold, as the operator (or a session, of itself) sees
-// it: isoctl sessions and isoctl allocations (Node::ListSessions,
-// Node::ListAllocations). Never a session's token.
+// it: isoctl sessions and isoctl allocations (node::Sessions::ListSessions,
+// node::Pools::ListAllocations). Never a session's token.
 #pragma once
 
 #include <cstdint>

@@ -133,15 +133,24 @@ Result<std::unique_ptr<Node>> Node::Create(const Config& config, const ChannelCo
 
 const Config& Node::config() const { return impl_->config; }
 
-const rdma::RdmaChoice& Node::rdma() const { return impl_->rdma; }
+const rdma::RdmaChoice& node::Introspection::rdma() const { return impl_->rdma; }
 
 void Node::SetCrossCopier(CrossCopier* copier) { impl_->cross = copier; }
 
 Runtime& Node::runtime() { return *impl_->runtime; }
 
-Result<CrossEnd> Node::ResolveForPeer(const InstanceSpec& spec,
-                                      std::shared_ptr<const PackedEnd> packed,
-                                      const PeerAccess* access) const {
+node::Sessions& Node::sessions() const { return impl_->services.sessions; }
+node::Pools& Node::pools() const { return impl_->services.pools; }
+node::Instances& Node::instances() const { return impl_->services.instances; }
+node::Distributed& Node::distributed() const { return impl_->services.distributed; }
+node::Watches& Node::watches() const { return impl_->services.watches; }
+node::Copies& Node::copies() const { return impl_->services.copies; }
+node::TrafficClasses& Node::traffic_classes() const { return impl_->services.traffic_classes; }
+node::Introspection& Node::introspection() const { return impl_->services.introspection; }
+
+Result<CrossEnd> node::Copies::ResolveForPeer(const InstanceSpec& spec,
+                                              std::shared_ptr<const PackedEnd> packed,
+                                              const PeerAccess* access) const {
   const InstanceShape shape = packed ? PackedShape(packed->bytes) : spec.shape;
   ISO_RETURN_IF_ERROR(shape.Validate("instance"));
   const uint64_t total = packed ? packed->span : shape.total_bytes();
@@ -195,7 +204,7 @@ Result<CrossEnd> Node::ResolveForPeer(const InstanceSpec& spec,
 
 // ---- introspection ----
 
-std::vector<MemoryReport> Node::ListMemories() const {
+std::vector<MemoryReport> node::Introspection::ListMemories() const {
   std::vector<MemoryReport> out;
   for (const MemoryUsage& u : impl_->runtime->Memories()) {
     MemoryReport r;
@@ -212,7 +221,7 @@ std::vector<MemoryReport> Node::ListMemories() const {
   return out;
 }
 
-std::vector<ChannelReport> Node::ListChannels() const {
+std::vector<ChannelReport> node::Introspection::ListChannels() const {
   const std::vector<ChannelStats> stats = impl_->runtime->Channels();
   const Topology& topo = impl_->runtime->topology();
   // A network channel's edges join two nodes' graphs: the cluster layer
@@ -245,7 +254,7 @@ std::vector<ChannelReport> Node::ListChannels() const {
   return out;
 }
 
-void Node::SampleThroughput() {
+void node::Introspection::SampleThroughput() {
   const std::vector<ChannelStats> stats = impl_->runtime->Channels();
   absl::MutexLock lock(&impl_->mu);
   const auto now = NodeClock::now();
@@ -265,9 +274,9 @@ void Node::SampleThroughput() {
   }
 }
 
-Result<PlanReport> Node::Explain(const std::string& src_memory, const Layout& src_layout,
-                                 const std::string& dst_memory, const Layout& dst_layout,
-                                 const Box& bounds, const FieldSpace& fields) const {
+Result<PlanReport> node::Copies::Explain(const std::string& src_memory, const Layout& src_layout,
+                                         const std::string& dst_memory, const Layout& dst_layout,
+                                         const Box& bounds, const FieldSpace& fields) const {
   // "node:memory" of another node: the cluster plans it.
   const std::string& self = impl_->config.cluster.node_name;
   const NodeMemory s = SplitNodeMemory(src_memory, self), d = SplitNodeMemory(dst_memory, self);
@@ -305,9 +314,9 @@ PlanReport ReportPlan(const PlanExplanation& ex, const Topology& topo) {
   return rep;
 }
 
-Result<Calibration> Node::Calibrate() { return impl_->runtime->Recalibrate(); }
+Result<Calibration> node::Introspection::Calibrate() { return impl_->runtime->Recalibrate(); }
 
-NodeStatus Node::GetStatus() const {
+NodeStatus node::Introspection::GetStatus() const {
   NodeStatus s;
   s.runtime = impl_->runtime->Stats();
   if (impl_->cross) s.forms = impl_->cross->FormStats();  // not under mu: it locks its own

@@ -163,9 +163,10 @@ Status AppendRecord(CheckpointFiles& f, DiskMemory& disk, const std::string& own
 
 }  // namespace
 
-Result<CheckpointReport> Node::Checkpoint(SessionRef session, uint64_t allocation,
-                                          const std::string& memory, const std::string& file,
-                                          const CheckpointOptions& options) {
+Result<CheckpointReport> node::Watches::Checkpoint(SessionRef session, uint64_t allocation,
+                                                   const std::string& memory,
+                                                   const std::string& file,
+                                                   const CheckpointOptions& options) {
   std::shared_ptr<Allocation> a;
   std::shared_ptr<WatchState> watch;
   std::string owner;
@@ -257,8 +258,8 @@ Result<CheckpointReport> Node::Checkpoint(SessionRef session, uint64_t allocatio
   return rep;
 }
 
-Result<RestoreReport> Node::Restore(SessionRef session, uint64_t allocation,
-                                    const std::string& memory, const std::string& file) {
+Result<RestoreReport> node::Watches::Restore(SessionRef session, uint64_t allocation,
+                                             const std::string& memory, const std::string& file) {
   std::shared_ptr<Allocation> a;
   std::shared_ptr<WatchState> watch;
   CheckpointOwner who;
@@ -316,8 +317,9 @@ Result<RestoreReport> Node::Restore(SessionRef session, uint64_t allocation,
   return rep;
 }
 
-Result<RestoreReport> Node::CompactCheckpoint(SessionRef session, const std::string& memory,
-                                              const std::string& file) {
+Result<RestoreReport> node::Watches::CompactCheckpoint(SessionRef session,
+                                                       const std::string& memory,
+                                                       const std::string& file) {
   std::string owner;
   CheckpointOwner who;
   {

@@ -204,8 +204,7 @@ Result<uint64_t> Node::Impl::StartCross(uint64_t session,
   if (!cross) return FailedPrecondition("this node has no peers: cross-node copies need [[peer]]");
   // A packed copy moves whole streams (a layout end's box is in its form).
   spec.box = spec.src.local.packed ? std::nullopt : copy.box;
-  spec.priority = copy.priority;
-  spec.durable = copy.durable;
+  spec.options = copy.options;
   spec.qos_class = record->qos_class;
   ISO_ASSIGN_OR_RETURN(auto handle, cross->Copy(std::move(spec), [this, record](Status s) {
     OnRuntimeDone(record, std::move(s));
@@ -324,7 +323,7 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(SessionRef sessio
   resolved.request.qos_class = s->qos_class;
   record.qos_class = s->qos_class;
   record.owner = OwnerOf(*s);
-  ISO_RETURN_IF_ERROR(PriorityAllowedLocked(*s, spec.priority));
+  ISO_RETURN_IF_ERROR(PriorityAllowedLocked(*s, spec.options.priority));
   resolved.request.disk_owner = s->disk_owner;
   resolved.request.disk_uid = s->creds.disk_uid();
   const Instance* ends[2] = {nullptr, nullptr};
@@ -400,7 +399,7 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(SessionRef sessio
   }
   record.src = ends[0]->allocation;
   record.dst = ends[1]->allocation;
-  resolved.request.durable = spec.durable;
+  resolved.request.options.durable = spec.options.durable;
   for (const ViaHop& h : spec.via) {
     ISO_ASSIGN_OR_RETURN(MemoryId m, runtime->FindMemory(h.memory));
     ISO_ASSIGN_OR_RETURN(Layout l, Layout::Parse(h.layout, ends[0]->shape.bounds.dims));
@@ -409,14 +408,14 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(SessionRef sessio
   return resolved;
 }
 
-Result<uint64_t> Node::Copy(SessionRef session, const CopySpec& spec, TransferCallback on_done,
-                            CopyTerms* terms) {
+Result<uint64_t> node::Copies::Copy(SessionRef session, const CopySpec& spec,
+                                    TransferCallback on_done, CopyTerms* terms) {
   auto record = std::make_shared<TransferRecord>();
   if (on_done) {
     record->waiters.push_back(std::move(on_done));
     record->caller_answers = true;
   }
-  Impl::ResolvedCopy resolved;
+  Node::Impl::ResolvedCopy resolved;
   {
     absl::MutexLock lock(&impl_->mu);
     ISO_ASSIGN_OR_RETURN(resolved, impl_->ResolveCopyLocked(session, spec, *record));
@@ -425,21 +424,22 @@ Result<uint64_t> Node::Copy(SessionRef session, const CopySpec& spec, TransferCa
   if (!req.src.packed) req.box = spec.box;  // a packed copy moves whole streams
   // Its class's ceiling lowers the priority, visibly (transfer info,
   // isoctl qos, isometry_qos_clamped_total): a copy is never refused for it.
-  req.priority = std::min<int>(spec.priority, impl_->runtime->QosCeiling(req.qos_class));
-  if (req.priority < spec.priority) {
-    record->requested_priority = spec.priority;
+  req.options.priority =
+      std::min<int>(spec.options.priority, impl_->runtime->QosCeiling(req.qos_class));
+  if (req.options.priority < spec.options.priority) {
+    record->requested_priority = spec.options.priority;
     absl::MutexLock lock(&impl_->mu);
     ++impl_->qos_clamped[req.qos_class];
   }
-  if (terms) *terms = {req.priority, req.qos_class, spec.priority};
-  record->priority = req.priority;
+  if (terms) *terms = {req.options.priority, req.qos_class, spec.options.priority};
+  record->priority = req.options.priority;
   req.share = resolved.session;
   if (resolved.cross) {
     CopySpec clamped = spec;
-    clamped.priority = req.priority;
+    clamped.options.priority = req.options.priority;
     return impl_->StartCross(resolved.session, record, *std::move(resolved.cross), clamped);
   }
-  Impl* impl = impl_.get();
+  Node::Impl* impl = impl_;
   std::shared_ptr<ActiveCopy> active = std::move(resolved.active);
   if (active) {
     // Completes once its watches have applied and logged it.
@@ -464,7 +464,7 @@ Result<uint64_t> Node::Copy(SessionRef session, const CopySpec& spec, TransferCa
   return t.id();
 }
 
-Status Node::Cancel(SessionRef session, uint64_t transfer, bool is_operator) {
+Status node::Copies::Cancel(SessionRef session, uint64_t transfer, bool is_operator) {
   std::optional<Transfer> t;
   std::shared_ptr<CrossTransfer> cross;
   {
@@ -480,8 +480,8 @@ Status Node::Cancel(SessionRef session, uint64_t transfer, bool is_operator) {
   return OkStatus();
 }
 
-Status Node::WhenDone(SessionRef session, uint64_t transfer, bool is_operator,
-                      TransferCallback cb) {
+Status node::Copies::WhenDone(SessionRef session, uint64_t transfer, bool is_operator,
+                              TransferCallback cb) {
   TransferReport rep;
   {
     absl::MutexLock lock(&impl_->mu);

@@ -112,7 +112,7 @@ std::string WhyPacked(const PlanExplanation& ex, const PackedEnd& src, const Pac
   return why;
 }
 
-Result<DatatypeReport> Node::RegisterDatatype(SessionRef session, const Datatype& type) {
+Result<DatatypeReport> node::Instances::RegisterDatatype(SessionRef session, const Datatype& type) {
   // Translated now: a type too irregular to serve is refused here, once.
   ISO_ASSIGN_OR_RETURN(CanonicalForm form, DatatypeForm(type, 1));
   DatatypeReport rep;
@@ -142,7 +142,7 @@ Result<DatatypeReport> Node::RegisterDatatype(SessionRef session, const Datatype
   return rep;
 }
 
-Result<Datatype> Node::LookupDatatype(SessionRef session, uint64_t handle) const {
+Result<Datatype> node::Instances::LookupDatatype(SessionRef session, uint64_t handle) const {
   absl::MutexLock lock(&impl_->mu);
   ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
   auto it = s->datatypes.find(handle);
@@ -152,7 +152,8 @@ Result<Datatype> Node::LookupDatatype(SessionRef session, uint64_t handle) const
   return it->second.type;
 }
 
-std::function<Result<Datatype>(uint64_t)> Node::DatatypeHandles(SessionRef session) const {
+std::function<Result<Datatype>(uint64_t)> node::Instances::DatatypeHandles(
+    SessionRef session) const {
   return [this, session](uint64_t handle) { return LookupDatatype(session, handle); };
 }
 
@@ -234,8 +235,8 @@ Status Node::Impl::PackEndsLocked(const Instance* const ends[2], const std::opti
   return OkStatus();
 }
 
-Result<PlanReport> Node::Explain(const PlanSide& src, const PlanSide& dst, const Box& bounds,
-                                 const FieldSpace& fields) const {
+Result<PlanReport> node::Copies::Explain(const PlanSide& src, const PlanSide& dst,
+                                         const Box& bounds, const FieldSpace& fields) const {
   if (!src.datatype && !dst.datatype) {
     return Explain(src.memory, src.layout, dst.memory, dst.layout, bounds, fields);
   }
@@ -244,8 +245,8 @@ Result<PlanReport> Node::Explain(const PlanSide& src, const PlanSide& dst, const
   bool across = false;  // a side on another node: the cluster layer plans
   for (int i = 0; i < 2; ++i) {
     const PlanSide& side = *sides[i];
-    const NodeMemory where = SplitNodeMemory(side.memory, config().cluster.node_name);
-    if (where.node != config().cluster.node_name) {
+    const NodeMemory where = SplitNodeMemory(side.memory, impl_->config.cluster.node_name);
+    if (where.node != impl_->config.cluster.node_name) {
       across = true;
     } else {
       ISO_ASSIGN_OR_RETURN(refs[i].memory, impl_->runtime->FindMemory(where.memory));

@@ -119,7 +119,8 @@ struct LeaseEnds {
   }
   // A staged lease's pieces into `out` (`encoded`: the program's records);
   // why not, when they cannot be (empty: staged).
-  std::string Stage(const FormCopy& copy, uint64_t encoded, Node::DirectRead& out) const {
+  std::string Stage(const FormCopy& copy, uint64_t encoded,
+                    node::Instances::DirectRead& out) const {
     // The pieces must sit at stream positions: the dense end from 0.
     if (copy.dst_shift != 0) return "the packed stream does not start at 0";
     out.piece_bytes = serve_window::PieceBytesFor(copy.program.bytes);
@@ -145,8 +146,10 @@ void Node::Impl::RevokeLeasesLocked(uint64_t id) {
   }
 }
 
-Result<Node::DirectRead> Node::GrantDirectRead(SessionRef session, uint64_t src, uint64_t dst,
-                                               std::atomic<uint32_t>* epoch, bool served_reads) {
+Result<node::Instances::DirectRead> node::Instances::GrantDirectRead(SessionRef session,
+                                                                     uint64_t src, uint64_t dst,
+                                                                     std::atomic<uint32_t>* epoch,
+                                                                     bool served_reads) {
   Node::Impl& n = *impl_;
   const auto refuse = [&n](const auto&... why) {
     ++n.leases_refused;

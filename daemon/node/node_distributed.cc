@@ -133,7 +133,8 @@ Result<StridedStorage> StridedStorageOf(const InstanceShape& shape, const std::s
   return out;
 }
 
-Result<DistributedReport> Node::JoinDistributed(SessionRef session, const DistributedJoin& join) {
+Result<DistributedReport> node::Distributed::JoinDistributed(SessionRef session,
+                                                             const DistributedJoin& join) {
   ISO_RETURN_IF_ERROR(CheckName(join.name));
   ISO_ASSIGN_OR_RETURN(const Dist dist, Dist::Make(join.spec));
   if (join.element_bytes == 0 || join.element_bytes > (1u << 20)) {

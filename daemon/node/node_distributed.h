@@ -4,7 +4,7 @@
 // A distributed instance is a name, a Distribution of a global index space
 // (redistribution/distribution.h), an element size, and per rank a local
 // instance some session of that rank registered on this node. Ranks join
-// one at a time (Node::JoinDistributed); every join must name the same
+// one at a time (node::Distributed::JoinDistributed); every join must name the same
 // distribution and element size. Names live per uid (sessions whose uid
 // the kernel told us) or in one shared namespace for gRPC sessions (gRPC
 // does not tell the daemon who its peer is), at most
@@ -14,7 +14,7 @@
 // its ranks ends; a redistribution using it at that moment fails with
 // ABORTED naming the rank, and later ones with NOT_FOUND.
 //
-// Node::Redistribute(producer, consumer) is one transfer (an id that
+// node::Distributed::Redistribute(producer, consumer) is one transfer (an id that
 // GetTransfer, Wait, Cancel and ListTransfers know): for each producer
 // rank, ASPEN computes what it shares with every consumer rank; each
 // non-empty piece becomes a packed copy between the two local instances,
@@ -37,7 +37,7 @@
 
 namespace isometry {
 
-// One rank's join (Node::JoinDistributed).
+// One rank's join (node::Distributed::JoinDistributed).
 struct DistributedJoin {
   std::string name;  // 1..128 bytes, printable ASCII
   redistribution::DistributionSpec spec;

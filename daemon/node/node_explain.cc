@@ -111,8 +111,8 @@ void ReportAlternatives(const Alternatives& alts, const Topology& topo, PlanRepo
   }
 }
 
-Result<TransferExplanation> Node::ExplainTransfer(SessionRef session, uint64_t transfer,
-                                                  bool is_operator) const {
+Result<TransferExplanation> node::Copies::ExplainTransfer(SessionRef session, uint64_t transfer,
+                                                          bool is_operator) const {
   TransferExplanation out;
   std::shared_ptr<const Path> path;
   PlanInputs inputs;

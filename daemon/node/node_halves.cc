@@ -75,7 +75,7 @@ uint64_t Node::Impl::RunningRemoteHalves() const {
   return n;
 }
 
-std::vector<TransferReport> Node::ListTransfers() const {
+std::vector<TransferReport> node::Copies::ListTransfers() const {
   const std::vector<HalfReport> halves = impl_->Halves(0, true);
   std::vector<TransferReport> out;
   {
@@ -91,7 +91,8 @@ std::vector<TransferReport> Node::ListTransfers() const {
   return out;
 }
 
-std::vector<TransferReport> Node::RecentTransfers(SessionRef session, bool is_operator) const {
+std::vector<TransferReport> node::Copies::RecentTransfers(SessionRef session,
+                                                          bool is_operator) const {
   absl::MutexLock lock(&impl_->mu);
   std::vector<TransferReport> out = impl_->history.NewestFirst();
   if (is_operator) return out;
@@ -107,8 +108,8 @@ std::vector<TransferReport> Node::RecentTransfers(SessionRef session, bool is_op
   return out;
 }
 
-Result<TransferReport> Node::GetTransfer(SessionRef session, uint64_t transfer,
-                                         bool is_operator) const {
+Result<TransferReport> node::Copies::GetTransfer(SessionRef session, uint64_t transfer,
+                                                 bool is_operator) const {
   // Only a cross-node copy's id can name a half (kCrossTransferBit).
   const std::vector<HalfReport> halves =
       (transfer & kCrossTransferBit) ? impl_->Halves(transfer, false) : std::vector<HalfReport>{};
@@ -127,7 +128,7 @@ Result<TransferReport> Node::GetTransfer(SessionRef session, uint64_t transfer,
     if (h.remote) return RemoteHalfReport(h);
   }
   return NotFound("no transfer ", transfer, " (finished transfers are kept for the last ",
-                  Impl::kFinishedKept, "; halves of other nodes' copies for 5 minutes)");
+                  Node::Impl::kFinishedKept, "; halves of other nodes' copies for 5 minutes)");
 }
 
 }  // namespace isometry

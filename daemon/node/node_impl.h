@@ -18,9 +18,11 @@
 //   node_checkpoint.cc       incremental checkpoints of watched allocations
 //   node_inventory.cc        what the sessions hold, listed for isoctl
 //   node_qos.cc              traffic classes: sessions' classes, reload, report
-// Their value types live in node_reports.h (what the node reports) and
-// session_ref.h (a resolved session). Nothing outside daemon/node includes
-// this header.
+// The services callers use (node::Pools in pools.h, and so on: node.h
+// lists them) are views of this struct, made with it (Impl::services);
+// their methods live in the files above by role. Their value types live
+// in node_reports.h (what the node reports) and session_ref.h (a resolved
+// session). Nothing outside daemon/node includes this header.
 //
 // Locking: `mu` guards the session, allocation, instance and transfer
 // tables; records reached through them (TransferRecord, Allocation's
@@ -48,11 +50,19 @@
 #include "core/log_limiter.h"
 #include "daemon/node/byte_budget.h"
 #include "daemon/node/checkpoint_files.h"
+#include "daemon/node/copies.h"
+#include "daemon/node/distributed.h"
+#include "daemon/node/instances.h"
+#include "daemon/node/introspection.h"
 #include "daemon/node/node.h"
+#include "daemon/node/pools.h"
 #include "daemon/node/redistribute_op.h"
+#include "daemon/node/sessions.h"
 #include "daemon/node/shared_memory.h"
+#include "daemon/node/traffic_classes.h"
 #include "daemon/node/transfer_history.h"
 #include "daemon/node/transfer_metrics.h"
+#include "daemon/node/watches.h"
 
 namespace isometry {
 
@@ -92,7 +102,7 @@ struct Allocation {
   // Unpins shm (ZCM) when it goes, before shm is unmapped; null: not pinned.
   std::shared_ptr<void> pinned;
   bool published = false;  // the node lock's (Node::Impl::mu)
-  // Another session mapped it (Node::Map of a published allocation): it
+  // Another session mapped it (node::Pools::Map of a published allocation): it
   // can never be watched. The node lock's.
   bool mapped_by_others = false;
   // Active Access: its regions and log while watched; the node lock's.
@@ -103,7 +113,7 @@ struct Allocation {
   }
 };
 
-// A range of a client's own memory (Node::RegisterPrivate). Constant
+// A range of a client's own memory (node::Instances::RegisterPrivate). Constant
 // after registration but `alive` and `published`, which are the node
 // lock's.
 struct PrivateRange {
@@ -119,8 +129,8 @@ struct PrivateRange {
   bool writable = true;
   std::string read_only_pages;
   bool published = false;
-  std::optional<Node::ServeWindowRef> serve;  // set by PublishPrivate
-  bool alive = true;                          // false once its session ended
+  std::optional<node::Instances::ServeWindowRef> serve;  // set by PublishPrivate
+  bool alive = true;                                     // false once its session ended
 };
 
 // OK if copies may write into `r`; INVALID_ARGUMENT naming `what` (the
@@ -182,7 +192,7 @@ struct Session {
   std::string name;   // as the client gave it, cut to 128 bytes
   Credentials creds;
   // Its traffic class (config/qos_config.h): by the rules at open and at
-  // each reload, unless the operator put it in one (Node::SetSessionClass).
+  // each reload, unless the operator put it in one (node::TrafficClasses::SetSessionClass).
   std::string qos_class;
   bool qos_by_operator = false;
   std::chrono::steady_clock::time_point opened = std::chrono::steady_clock::now();
@@ -234,7 +244,7 @@ class ActiveCopy : public std::enable_shared_from_this<ActiveCopy> {
   Status status_ ABSL_GUARDED_BY(mu_);
 };
 
-// Node::Write and Node::Read through a watch: a put of `data` or a get of
+// node::Pools::Write and node::Pools::Read through a watch: a put of `data` or a get of
 // `length` bytes at `offset` of the watched allocation, finished by the
 // watch's worker (waited for here). False when no region is touched (the
 // caller moves the bytes itself).
@@ -263,7 +273,7 @@ struct FoundTransfer {
 using PendingCalls = std::vector<std::pair<TransferCallback, TransferReport>>;
 
 // A redistribution some of whose ranks joined on other nodes, as
-// Node::Redistribute found it (node_redistribute_cluster.cc goes on).
+// node::Distributed::Redistribute found it (node_redistribute_cluster.cc goes on).
 struct ClusterRedistribution {
   uint64_t session = 0;
   SessionOwner owner;
@@ -308,7 +318,7 @@ struct Node::Impl {
   uint64_t next_session ABSL_GUARDED_BY(mu) = 1;
   std::map<uint64_t, std::shared_ptr<Allocation>> allocations ABSL_GUARDED_BY(mu);
   // Bytes of published allocations, live or orphaned, by (publisher uid,
-  // pool index): each within the pool's client_quota (Node::Publish).
+  // pool index): each within the pool's client_quota (node::Pools::Publish).
   std::map<std::pair<int64_t, size_t>, uint64_t> published_bytes ABSL_GUARDED_BY(mu);
   std::map<uint64_t, Instance> instances ABSL_GUARDED_BY(mu);
   std::map<uint64_t, std::shared_ptr<TransferRecord>> active ABSL_GUARDED_BY(mu);
@@ -358,7 +368,7 @@ struct Node::Impl {
 
   // ---- sessions (node_sessions.cc) ----
   bool SessionLineAllowed(const Credentials& creds);
-  // The session a token names (Node::Resolve): the same answer for a wrong
+  // The session a token names (node::Sessions::Resolve): the same answer for a wrong
   // token and a closed session, and the token is never echoed (errors reach
   // logs and terminals).
   const Session* FindByTokenLocked(const std::string& token) const
@@ -442,7 +452,7 @@ struct Node::Impl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // ---- distributed instances across nodes (node_redistribute_cluster.cc) ----
-  // Node::Redistribute where not every rank joined here.
+  // node::Distributed::Redistribute where not every rank joined here.
   Result<uint64_t> RedistributeAcrossNodes(ClusterRedistribution c,
                                            const std::shared_ptr<TransferRecord>& record)
       ABSL_LOCKS_EXCLUDED(mu);
@@ -487,7 +497,7 @@ struct Node::Impl {
   // daemon.priority_ceilings), else PERMISSION_DENIED naming it.
   Status PriorityAllowedLocked(const Session& s, int priority) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  // Node::Watch once its file log (if any) is open: the checks under the
+  // node::Watches::Watch once its file log (if any) is open: the checks under the
   // lock and the region added.
   Result<WatchHandle> AddWatch(SessionRef session, const WatchSpec& spec, RegionSpec rs)
       ABSL_LOCKS_EXCLUDED(mu);
@@ -543,6 +553,28 @@ struct Node::Impl {
                    PendingCalls& calls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   Result<uint64_t> StartCross(uint64_t session, const std::shared_ptr<TransferRecord>& record,
                               CrossCopySpec spec, const CopySpec& copy) ABSL_LOCKS_EXCLUDED(mu);
+
+  // ---- the services (node.h): views of this, made with it ----
+  struct Services {
+    explicit Services(Impl& i)
+        : sessions(i),
+          pools(i),
+          instances(i),
+          distributed(i),
+          watches(i),
+          copies(i),
+          traffic_classes(i),
+          introspection(i) {}
+    node::Sessions sessions;
+    node::Pools pools;
+    node::Instances instances;
+    node::Distributed distributed;
+    node::Watches watches;
+    node::Copies copies;
+    node::TrafficClasses traffic_classes;
+    node::Introspection introspection;
+  };
+  Services services{*this};
 };
 
 // Shared checks.

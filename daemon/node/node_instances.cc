@@ -13,8 +13,8 @@ std::string InstanceWhat(const InstanceSpec& spec) {
   return StrCat("layout '", spec.shape.layout.ToString(), "' over ", ToString(spec.shape.bounds));
 }
 
-Result<std::pair<uint64_t, uint64_t>> Node::RegisterInstance(SessionRef session,
-                                                             const InstanceSpec& spec) {
+Result<std::pair<uint64_t, uint64_t>> node::Instances::RegisterInstance(SessionRef session,
+                                                                        const InstanceSpec& spec) {
   InstanceSpec placed = spec;  // its storage's first byte in `offset`
   std::shared_ptr<const PackedEnd> packed;
   uint64_t total = 0;
@@ -106,7 +106,7 @@ Result<uint64_t> Node::Impl::PlaceInstanceLocked(Session& s, const InstanceSpec&
   return id;
 }
 
-Status Node::UnregisterInstance(SessionRef session, uint64_t instance) {
+Status node::Instances::UnregisterInstance(SessionRef session, uint64_t instance) {
   absl::MutexLock lock(&impl_->mu);
   ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
   if (!s->instances.erase(instance)) return NotFound("no instance ", instance, " in this session");

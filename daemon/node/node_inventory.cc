@@ -1,4 +1,4 @@
-// Node::ListSessions and Node::ListAllocations (inventory.h): a snapshot
+// node::Sessions::ListSessions and node::Pools::ListAllocations (inventory.h): a snapshot
 // of the tables under the node lock, for isoctl.
 #include <chrono>
 
@@ -12,7 +12,7 @@ int64_t UidOf(const Credentials& c) { return c.known() ? int64_t{c.uid} : -1; }
 
 }  // namespace
 
-Result<std::vector<SessionListing>> Node::ListSessions(const SessionRef* only) const {
+Result<std::vector<SessionListing>> node::Sessions::ListSessions(const SessionRef* only) const {
   absl::MutexLock lock(&impl_->mu);
   const Session* mine = nullptr;
   if (only) {
@@ -43,7 +43,7 @@ Result<std::vector<SessionListing>> Node::ListSessions(const SessionRef* only) c
   return out;
 }
 
-Result<std::vector<AllocationListing>> Node::ListAllocations(const SessionRef* only) const {
+Result<std::vector<AllocationListing>> node::Pools::ListAllocations(const SessionRef* only) const {
   absl::MutexLock lock(&impl_->mu);
   const Session* mine = nullptr;
   if (only) {

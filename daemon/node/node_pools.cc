@@ -29,8 +29,8 @@ std::shared_ptr<PoolAccount> Node::Impl::PoolByName(const std::string& name) con
   return nullptr;
 }
 
-Result<AllocationReport> Node::Allocate(SessionRef session, const std::string& memory,
-                                        uint64_t bytes) {
+Result<AllocationReport> node::Pools::Allocate(SessionRef session, const std::string& memory,
+                                               uint64_t bytes) {
   std::shared_ptr<PoolAccount> pool = impl_->PoolByName(memory);
   if (!pool) return NotFound("no memory named '", memory, "'");
   if (pool->capacity == 0) {
@@ -107,7 +107,7 @@ Result<AllocationReport> Node::Allocate(SessionRef session, const std::string& m
   return AllocationReport{id, memory, bytes, a->shm.fd()};
 }
 
-Status Node::Free(SessionRef session, uint64_t allocation, bool is_operator) {
+Status node::Pools::Free(SessionRef session, uint64_t allocation, bool is_operator) {
   absl::MutexLock lock(&impl_->mu);
   // The operator frees orphans with its token alone.
   Session* s = const_cast<Session*>(impl_->FindSessionOrNull(session));
@@ -158,7 +158,7 @@ Status Node::Free(SessionRef session, uint64_t allocation, bool is_operator) {
   return OkStatus();
 }
 
-Status Node::Publish(SessionRef session, uint64_t allocation) {
+Status node::Pools::Publish(SessionRef session, uint64_t allocation) {
   absl::MutexLock lock(&impl_->mu);
   ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
   auto it = impl_->allocations.find(allocation);
@@ -183,7 +183,7 @@ Status Node::Publish(SessionRef session, uint64_t allocation) {
   return OkStatus();
 }
 
-std::vector<OrphanReport> Node::ListOrphans() const {
+std::vector<OrphanReport> node::Pools::ListOrphans() const {
   std::vector<OrphanReport> out;
   absl::MutexLock lock(&impl_->mu);
   for (const auto& [id, a] : impl_->allocations) {
@@ -194,14 +194,14 @@ std::vector<OrphanReport> Node::ListOrphans() const {
   return out;
 }
 
-Result<AllocationReport> Node::Lookup(SessionRef session, uint64_t allocation) const {
+Result<AllocationReport> node::Pools::Lookup(SessionRef session, uint64_t allocation) const {
   absl::MutexLock lock(&impl_->mu);
   ISO_ASSIGN_OR_RETURN(const Session* s, impl_->FindSession(session));
   ISO_ASSIGN_OR_RETURN(auto a, impl_->UsableAllocation(s->id, allocation));
   return AllocationReport{a->id, a->pool->name, a->shm.size(), a->shm.fd()};
 }
 
-Result<AllocationReport> Node::Map(SessionRef session, uint64_t allocation) {
+Result<AllocationReport> node::Pools::Map(SessionRef session, uint64_t allocation) {
   absl::MutexLock lock(&impl_->mu);
   ISO_ASSIGN_OR_RETURN(const Session* s, impl_->FindSession(session));
   ISO_ASSIGN_OR_RETURN(auto a, impl_->UsableAllocation(s->id, allocation));
@@ -229,8 +229,8 @@ Status CheckRange(uint64_t offset, uint64_t length, uint64_t size, uint64_t allo
 }
 }  // namespace
 
-Status Node::Write(SessionRef session, uint64_t allocation, uint64_t offset,
-                   std::string_view data) {
+Status node::Pools::Write(SessionRef session, uint64_t allocation, uint64_t offset,
+                          std::string_view data) {
   std::shared_ptr<Allocation> a;
   std::shared_ptr<WatchState> watch;
   std::vector<std::shared_ptr<ByteBudget>> budgets;
@@ -257,8 +257,8 @@ Status Node::Write(SessionRef session, uint64_t allocation, uint64_t offset,
   return OkStatus();
 }
 
-Result<std::string> Node::Read(SessionRef session, uint64_t allocation, uint64_t offset,
-                               uint64_t length) const {
+Result<std::string> node::Pools::Read(SessionRef session, uint64_t allocation, uint64_t offset,
+                                      uint64_t length) const {
   std::shared_ptr<Allocation> a;
   std::shared_ptr<WatchState> watch;
   uint64_t sid = 0;

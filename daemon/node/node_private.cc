@@ -67,8 +67,8 @@ void Node::Impl::ReleasePrivateLocked(Session& s) {
   if (s.own_hops) std::exchange(s.own_hops, nullptr)->Close();
 }
 
-Result<uint64_t> Node::RegisterPrivate(SessionRef session, uint64_t address, uint64_t bytes,
-                                       UniqueFd mem, UniqueFd maps) {
+Result<uint64_t> node::Instances::RegisterPrivate(SessionRef session, uint64_t address,
+                                                  uint64_t bytes, UniqueFd mem, UniqueFd maps) {
   if (bytes == 0) return InvalidArgument("private range: 0 bytes");
   if (address == 0) return InvalidArgument("private range: address 0");
   if (!CheckedAdd(address, bytes)) {
@@ -133,7 +133,8 @@ Result<uint64_t> Node::RegisterPrivate(SessionRef session, uint64_t address, uin
   return r->id;
 }
 
-Result<Node::OwnHopsWindow> Node::EnableOwnHops(SessionRef session, std::function<void()> wake) {
+Result<node::Instances::OwnHopsWindow> node::Instances::EnableOwnHops(SessionRef session,
+                                                                      std::function<void()> wake) {
   const DaemonConfig& dc = impl_->config.daemon;
   if (dc.own_hop_window_mib == 0) {
     return FailedPrecondition("hop windows are off here (daemon.own_hop_window_mib = 0)");
@@ -163,8 +164,8 @@ Result<Node::OwnHopsWindow> Node::EnableOwnHops(SessionRef session, std::functio
   return OwnHopsWindow{keep->fd(), keep->size()};
 }
 
-Status Node::PublishPrivate(SessionRef session, uint64_t range,
-                            std::optional<ServeWindowRef> serve) {
+Status node::Instances::PublishPrivate(SessionRef session, uint64_t range,
+                                       std::optional<ServeWindowRef> serve) {
   // The daemon never opens the window; a reader checks what it maps. The
   // bounds keep what it hands on plausible.
   if (serve && (serve->fd < 0 || serve->bytes == 0 || serve->bytes > (uint64_t{1} << 30) ||

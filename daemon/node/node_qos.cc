@@ -19,7 +19,7 @@ const std::string& Node::Impl::QosClassByRulesLocked(const Session& s) const {
   return qos.ClassOf(client);
 }
 
-void Node::ReloadQos(const QosConfig& qos) {
+void node::TrafficClasses::ReloadQos(const QosConfig& qos) {
   // The runtime first: a session placed in a new class below finds it.
   impl_->runtime->SetQos(qos);
   const std::vector<QosClass> classes = qos.Effective();
@@ -38,7 +38,7 @@ void Node::ReloadQos(const QosConfig& qos) {
                classes.size(), qos.rules.size(), ForLog(qos.ClassOf(QosClient{})), moved);
 }
 
-Status Node::SetSessionClass(uint64_t session, const std::string& class_name) {
+Status node::TrafficClasses::SetSessionClass(uint64_t session, const std::string& class_name) {
   absl::MutexLock lock(&impl_->mu);
   if (!FindQosClass(impl_->qos.Effective(), class_name)) {
     return NotFound("no traffic class '", class_name, "' (isoctl qos lists them)");
@@ -52,9 +52,9 @@ Status Node::SetSessionClass(uint64_t session, const std::string& class_name) {
   return OkStatus();
 }
 
-std::pair<std::string, int> Node::QosForPeerHalf(const std::string& peer,
-                                                 const std::string& remote_class,
-                                                 int priority) const {
+std::pair<std::string, int> node::TrafficClasses::QosForPeerHalf(const std::string& peer,
+                                                                 const std::string& remote_class,
+                                                                 int priority) const {
   QosClient half;
   half.peer = peer;
   half.remote_class = remote_class;
@@ -67,7 +67,7 @@ std::pair<std::string, int> Node::QosForPeerHalf(const std::string& peer,
   return {name, std::min(priority, ceiling)};
 }
 
-QosReport Node::Qos(SessionRef viewer, bool is_operator) const {
+QosReport node::TrafficClasses::Report(SessionRef viewer, bool is_operator) const {
   std::vector<QosClassStats> stats = impl_->runtime->Qos();
   QosReport report;
   absl::MutexLock lock(&impl_->mu);

@@ -1,4 +1,4 @@
-// Node::Redistribute (node_distributed.h): ASPEN's exchange sets become
+// node::Distributed::Redistribute (node_distributed.h): ASPEN's exchange sets become
 // packed piece copies between the ranks' local instances, run a few at a
 // time as one transfer.
 //
@@ -221,9 +221,10 @@ Result<RankEnd> Node::Impl::RankEndLocked(const DistributedInstance& d, size_t r
   return e;
 }
 
-Result<uint64_t> Node::Redistribute(SessionRef session, const std::string& producer,
-                                    const std::string& consumer, const RedistributeGrants& grants,
-                                    TransferCallback on_done) {
+Result<uint64_t> node::Distributed::Redistribute(SessionRef session, const std::string& producer,
+                                                 const std::string& consumer,
+                                                 const RedistributeGrants& grants,
+                                                 TransferCallback on_done) {
   std::string presented[2];  // digests of the grants given (empty: none)
   ISO_ASSIGN_OR_RETURN(presented[0], DistributedGrantDigest(grants.producer));
   ISO_ASSIGN_OR_RETURN(presented[1], DistributedGrantDigest(grants.consumer));
@@ -298,7 +299,7 @@ Result<uint64_t> Node::Redistribute(SessionRef session, const std::string& produ
   setup.what = StrCat("'", ForLog(producer), "' -> '", ForLog(consumer), "'");
   setup.dims = sides[0]->dist.dims();
   setup.concurrency = impl_->config.daemon.redistribute_concurrency;
-  Impl* impl = impl_.get();
+  Node::Impl* impl = impl_;
   setup.done = [impl, record](Status st) { impl->OnRuntimeDone(record, std::move(st)); };
   auto op = std::make_shared<RedistributionOp>(*impl_->runtime, std::move(setup));
   PendingCalls calls;

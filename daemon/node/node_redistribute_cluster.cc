@@ -435,8 +435,9 @@ std::vector<std::shared_ptr<CrossTransfer>> Node::Impl::EndDistributedLocked(
   return ops;
 }
 
-DistributedRanks Node::DistributedRanksForPeer(const std::string& caller, const std::string& key,
-                                               const std::string& grant_digest) {
+DistributedRanks node::Distributed::DistributedRanksForPeer(const std::string& caller,
+                                                            const std::string& key,
+                                                            const std::string& grant_digest) {
   absl::MutexLock lock(&impl_->mu);
   auto it = impl_->distributed.find(key);
   // gRPC clients share a namespace: a same-named instance made with
@@ -454,14 +455,14 @@ DistributedRanks Node::DistributedRanksForPeer(const std::string& caller, const 
   return impl_->LocalRanksLocked(*it->second);
 }
 
-Result<std::shared_ptr<CrossTransfer>> Node::RunPartForPeer(
+Result<std::shared_ptr<CrossTransfer>> node::Distributed::RunPartForPeer(
     const std::string& caller, const RedistributePart& part,
     const std::function<void(Status, uint64_t)>& done) {
   return impl_->StartPart(part, caller, done);
 }
 
-void Node::DistributedEndedByPeer(const std::string& caller, const std::string& key,
-                                  const std::string& why) {
+void node::Distributed::DistributedEndedByPeer(const std::string& caller, const std::string& key,
+                                               const std::string& why) {
   std::vector<std::shared_ptr<CrossTransfer>> ops;
   std::set<std::string> others;
   {

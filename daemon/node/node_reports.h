@@ -72,7 +72,7 @@ struct TransferReport {
   std::string remote_half;
 };
 
-// Node::ExplainTransfer: report, path and alternatives, measured vs predicted.
+// node::Copies::ExplainTransfer: report, path and alternatives, measured vs predicted.
 struct TransferExplanation {
   TransferReport transfer;
   PlanReport plan;
@@ -151,13 +151,13 @@ struct NodeStatus {
   EndedTransfers ended;  // client copies that ended (GET /metrics)
 };
 
-// Node::Qos: the traffic classes in force and who is in them
+// node::TrafficClasses::Report: the traffic classes in force and who is in them
 // (docs/guides/qos.md).
 struct QosMember {
   uint64_t session = 0;
   std::string client;
   int64_t uid = -1;
-  bool by_operator = false;  // put there by the operator (Node::SetSessionClass)
+  bool by_operator = false;  // put there by the operator (node::TrafficClasses::SetSessionClass)
 };
 struct QosClassReport {
   QosClassStats stats;

@@ -74,8 +74,9 @@ void Node::Impl::ReleaseSessionLocked(Session& s) {
   }
 }
 
-Result<OpenedSession> Node::OpenSession(const std::string& client_name, const Credentials& creds,
-                                        TransferCallback on_transfer_done) {
+Result<OpenedSession> node::Sessions::OpenSession(const std::string& client_name,
+                                                  const Credentials& creds,
+                                                  TransferCallback on_transfer_done) {
   absl::MutexLock lock(&impl_->mu);
   if (impl_->draining) return Unavailable("isometryd is shutting down");
   const DaemonConfig& dc = impl_->config.daemon;
@@ -104,7 +105,7 @@ Result<OpenedSession> Node::OpenSession(const std::string& client_name, const Cr
   s.name = client_name.substr(0, kMaxClientName);
   s.creds = creds;
   s.qos_class = impl_->QosClassByRulesLocked(s);
-  s.disk_owner = Impl::DiskOwnerOf(s);
+  s.disk_owner = Node::Impl::DiskOwnerOf(s);
   s.datatype_budget = std::make_shared<ByteBudget>(
       "daemon.max_datatype_bytes_per_session", impl_->config.daemon.max_datatype_bytes_per_session);
   s.scratch_budget =
@@ -122,7 +123,7 @@ Result<OpenedSession> Node::OpenSession(const std::string& client_name, const Cr
   return opened;
 }
 
-void Node::CloseSession(SessionRef session) {
+void node::Sessions::CloseSession(SessionRef session) {
   std::vector<Transfer> to_cancel;
   std::vector<std::shared_ptr<CrossTransfer>> cross;
   std::vector<std::shared_ptr<CrossTransfer>> redistributions;
@@ -173,7 +174,7 @@ void Node::CloseSession(SessionRef session) {
   }
 }
 
-SessionRef Node::Resolve(const std::string& token) const {
+SessionRef node::Sessions::Resolve(const std::string& token) const {
   absl::MutexLock lock(&impl_->mu);
   const Session* s = impl_->FindByTokenLocked(token);
   return s ? SessionRef(s->id) : SessionRef();

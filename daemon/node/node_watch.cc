@@ -365,7 +365,7 @@ Status StartFileLog(int fd, const struct stat& st, uint64_t allocation, const st
 
 }  // namespace
 
-Result<WatchHandle> Node::Watch(SessionRef session, const WatchSpec& spec) {
+Result<WatchHandle> node::Watches::Watch(SessionRef session, const WatchSpec& spec) {
   const auto end = CheckedAdd(spec.offset, spec.bytes);
   if (!end) return InvalidArgument("watched range wraps past 2^64");
   RegionSpec rs;
@@ -495,7 +495,7 @@ Result<WatchHandle> Node::Impl::AddWatch(SessionRef session, const WatchSpec& sp
                      a.watch->event_fd()};
 }
 
-Status Node::Unwatch(SessionRef session, uint64_t allocation, uint64_t region) {
+Status node::Watches::Unwatch(SessionRef session, uint64_t allocation, uint64_t region) {
   absl::MutexLock lock(&impl_->mu);
   ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
   auto it = impl_->allocations.find(allocation);
@@ -512,7 +512,7 @@ Status Node::Unwatch(SessionRef session, uint64_t allocation, uint64_t region) {
   return OkStatus();
 }
 
-Result<WatchReport> Node::GetWatch(SessionRef session, uint64_t allocation) const {
+Result<WatchReport> node::Watches::GetWatch(SessionRef session, uint64_t allocation) const {
   std::shared_ptr<WatchState> w;
   {
     absl::MutexLock lock(&impl_->mu);
@@ -529,7 +529,8 @@ Result<WatchReport> Node::GetWatch(SessionRef session, uint64_t allocation) cons
   return w->Report();
 }
 
-Result<std::unique_ptr<WatchReader>> Node::ReadAccessLog(SessionRef session, uint64_t allocation) {
+Result<std::unique_ptr<WatchReader>> node::Watches::ReadAccessLog(SessionRef session,
+                                                                  uint64_t allocation) {
   absl::MutexLock lock(&impl_->mu);
   ISO_ASSIGN_OR_RETURN(const Session* s, impl_->FindSession(session));
   auto it = impl_->allocations.find(allocation);
@@ -542,8 +543,9 @@ Result<std::unique_ptr<WatchReader>> Node::ReadAccessLog(SessionRef session, uin
   return it->second->watch->OpenReader();
 }
 
-Status Node::ActiveFlush(SessionRef session, uint64_t allocation, std::chrono::milliseconds limit,
-                         std::function<void(Status)> done) {
+Status node::Watches::ActiveFlush(SessionRef session, uint64_t allocation,
+                                  std::chrono::milliseconds limit,
+                                  std::function<void(Status)> done) {
   std::shared_ptr<WatchState> w;
   {
     absl::MutexLock lock(&impl_->mu);
@@ -561,8 +563,8 @@ Status Node::ActiveFlush(SessionRef session, uint64_t allocation, std::chrono::m
   return OkStatus();
 }
 
-Result<std::vector<uint64_t>> Node::DirtyPages(SessionRef session, uint64_t allocation,
-                                               bool clear) {
+Result<std::vector<uint64_t>> node::Watches::DirtyPages(SessionRef session, uint64_t allocation,
+                                                        bool clear) {
   std::shared_ptr<WatchState> w;
   {
     absl::MutexLock lock(&impl_->mu);
@@ -577,7 +579,7 @@ Result<std::vector<uint64_t>> Node::DirtyPages(SessionRef session, uint64_t allo
   return w->DirtyPages(clear);
 }
 
-std::vector<WatchReport> Node::ListWatches() const {
+std::vector<WatchReport> node::Watches::ListWatches() const {
   std::vector<std::shared_ptr<WatchState>> ws;
   {
     absl::MutexLock lock(&impl_->mu);

@@ -1,4 +1,4 @@
-// The insides of Node::Redistribute (node_redistribute.cc), shared with
+// The insides of node::Distributed::Redistribute (node_redistribute.cc), shared with
 // the join checks (node_distributed.cc). Nothing outside daemon/node
 // includes this header.
 #pragma once

@@ -1,10 +1,11 @@
-// A session as the boundary resolved its token (Node::Resolve): the
+// A session as the boundary resolved its token (node::Sessions::Resolve): the
 // session's public number, or none.
 //
 // Below the boundary (the gRPC service and the local server), node calls
 // take a SessionRef, never the token: the credential is compared once,
-// where a request comes in, and goes no further. Only Node makes one from a
-// token (or when it opens a session), so no code below the boundary can
+// where a request comes in, and goes no further. Only the node's sessions
+// (daemon/node/sessions.h) make one from a token (or when they open a
+// session), so no code below the boundary can
 // name a session it was not handed. Numbers are never reused: a ref to a
 // session that has ended since names nothing, and a call with it fails as a
 // call without a session does ("unknown or closed session").
@@ -16,6 +17,10 @@
 
 namespace isometry {
 
+namespace node {
+class Sessions;
+}
+
 class SessionRef {
  public:
   SessionRef() = default;  // none: a caller without a live session
@@ -24,7 +29,7 @@ class SessionRef {
   bool operator==(const SessionRef&) const = default;
 
  private:
-  friend class Node;
+  friend class node::Sessions;
   explicit SessionRef(uint64_t id) : id_(id) {}
   uint64_t id_ = 0;
 };

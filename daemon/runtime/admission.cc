@@ -86,11 +86,11 @@ bool Runtime::Impl::TryAdmit(TransferState& t) {
     // chunk is done (OnRequestDone); the others now.
     if (x->hop == 0 || t.xds[x->hop - 1]->remote) x->ready = now;
     DmaWorker& w = *workers[x->channel];
-    w.WaitOf(t.priority);  // known from now on: its series stay at zero
-    auto pos = std::upper_bound(w.pool.begin(), w.pool.end(), x.get(),
-                                [](const XdState* a, const XdState* b) {
-                                  return a->transfer->priority > b->transfer->priority;
-                                });
+    w.WaitOf(t.options.priority);  // known from now on: its series stay at zero
+    auto pos = std::upper_bound(
+        w.pool.begin(), w.pool.end(), x.get(), [](const XdState* a, const XdState* b) {
+          return a->transfer->options.priority > b->transfer->options.priority;
+        });
     w.pool.insert(pos, x.get());
   }
   t.times.dispatch_seq_at_submit = workers[FirstLocalXd(t).channel]->dispatch_seq;
@@ -144,7 +144,7 @@ void Runtime::Impl::Admitted(size_t i) {
 
 void Runtime::Impl::Enqueue(std::shared_ptr<TransferState> t) {
   auto pos = std::upper_bound(waiting.begin(), waiting.end(), t, [](const auto& a, const auto& b) {
-    return a->priority > b->priority;
+    return a->options.priority > b->options.priority;
   });
   waiting.insert(pos, std::move(t));
   ++stats.transfers_waiting_for_buffers;

@@ -122,13 +122,13 @@ Result<std::shared_ptr<const CopyProgram>> ProgramFor(ProgramCache& cache,
 // transfers take a share per transfer, while another of the same priority
 // waits. Higher priorities still always go first.
 void RotateAmongEquals(std::vector<XdState*>& pool, XdState* x) {
-  const int priority = x->transfer->priority;
+  const int priority = x->transfer->options.priority;
   const uint64_t share = x->transfer->share;
   auto at = std::find(pool.begin(), pool.end(), x);
   auto begin = at;
-  while (begin != pool.begin() && (*(begin - 1))->transfer->priority == priority) --begin;
+  while (begin != pool.begin() && (*(begin - 1))->transfer->options.priority == priority) --begin;
   auto end = at + 1;
-  while (end != pool.end() && (*end)->transfer->priority == priority) ++end;
+  while (end != pool.end() && (*end)->transfer->options.priority == priority) ++end;
   std::rotate(at, at + 1, end);
   std::stable_partition(begin, end,
                         [share](const XdState* c) { return c->transfer->share != share; });
@@ -254,7 +254,7 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
     if (x == &FirstLocalXd(t)) t.times.dispatch_seq_at_last = w.dispatch_seq;
     if (k == 0) {
       const double waited = std::chrono::duration<double>(now - x->ready).count();
-      w.WaitOf(t.priority).Observe(waited);
+      w.WaitOf(t.options.priority).Observe(waited);
       class_wait[t.qos]->Observe(waited);
     }
     const Box chunk = t.grid->chunk(k);
@@ -286,7 +286,7 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
     ChannelRequest request{*program,
                            std::move(in.where),
                            std::move(out.where),
-                           t.priority,
+                           t.options.priority,
                            &t.cancelled,
                            stream,
                            static_cast<uint32_t>(t.qos),
@@ -373,7 +373,8 @@ void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdSta
     // Whatever else the completion enabled is issued on that wake-up;
     // a higher-priority XD waiting in the pool (priority first) is issued
     // at once, as before.
-    const bool higher_waits = !w.pool.empty() && w.pool.front()->transfer->priority > t->priority;
+    const bool higher_waits =
+        !w.pool.empty() && w.pool.front()->transfer->options.priority > t->options.priority;
     // A class at its cap may go again now: its worker looks at once.
     const bool own_has_work = w.in_flight > w.max_in_flight / 2 && !higher_waits && !class_capped;
     if (t->phase != Phase::kFinished) {
@@ -387,7 +388,7 @@ void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdSta
   }
   if (commit) {
     // Every chunk is written; no request of this transfer is in flight.
-    Status durable = t->dst_disk->Commit(t->durable);
+    Status durable = t->dst_disk->Commit(t->options.durable);
     absl::MutexLock lock(&mu);
     c = Finish(t, durable.ok() ? durable
                                : Status(durable.code(),

@@ -341,7 +341,7 @@ std::vector<ChannelStats> Runtime::Channels() const {
     s.threads_or_slots = w->max_in_flight;
     for (const XdState* x : w->pool) {
       if (x->done_count >= x->transfer->grid->count()) continue;
-      const int p = x->transfer->priority;
+      const int p = x->transfer->options.priority;
       if (s.queued_by_priority.empty() || s.queued_by_priority.back().first != p) {
         s.queued_by_priority.emplace_back(p, 0);
       }
@@ -455,13 +455,13 @@ TransferSummary Transfer::Summary() const {
   s.inputs.box = state_->box;
   s.inputs.entry_bytes = state_->src.shape.fields.total_bytes();
   s.inputs.element_bytes = state_->src.shape.fields.smallest_bytes();
-  s.inputs.durable = state_->durable;
+  s.inputs.durable = state_->options.durable;
   s.inputs.datatype = state_->src.packed != nullptr;
   s.inputs.remote = state_->remote.has_value();
   return s;
 }
 
-int Transfer::priority() const { return state_->priority; }
+int Transfer::priority() const { return state_->options.priority; }
 uint64_t Transfer::bytes() const {
   return state_->box.volume() * state_->src.shape.fields.total_bytes();
 }

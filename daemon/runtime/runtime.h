@@ -25,6 +25,7 @@
 
 #include "channels/channel.h"
 #include "config/runtime_config.h"
+#include "core/copy_options.h"
 #include "core/histogram.h"
 #include "core/instance.h"
 #include "core/memory.h"
@@ -143,7 +144,7 @@ struct RemotePart {
   uint64_t copy_id = 0;
   // The traffic class this half runs in on this node (CopyRequest::
   // qos_class): the session's on the node that started the copy, the
-  // node's mapping of it on the others (Node::QosForPeerHalf).
+  // node's mapping of it on the others (node::TrafficClasses::QosForPeerHalf).
   std::string qos_class;
   // A relay (a path that crosses the network more than once, through this
   // node): it receives at net_hop from `peer` (sending is false) and sends
@@ -168,7 +169,9 @@ struct CopyRequest {
   InstanceRef src;
   InstanceRef dst;
   std::optional<Box> box;  // default: the source's whole index space
-  int priority = 0;        // higher runs first on every channel it uses
+  // Its priority (higher runs first on every channel it uses) and whether
+  // a DSK destination is synced.
+  CopyOptions options;
   // Whose turn it is among equal priorities: every channel serves the
   // shares of its waiting transfers in turn (a session's many transfers
   // get one share together, not one each). The node sets its session's
@@ -181,9 +184,6 @@ struct CopyRequest {
   std::string qos_class;
   std::vector<HopSpec> via;                 // explicit intermediates; empty = planner decides
   std::function<void(Status)> on_complete;  // optional
-  // A DSK destination is fdatasync'ed before it replaces its target; false
-  // skips that (the rename still makes it all-or-nothing).
-  bool durable = true;
   // Who a DSK destination's bytes are charged to (memory.quota_bytes),
   // e.g. "uid 1000"; "" = cross-node halves (and embedders of Runtime)
   // share one account.

@@ -67,13 +67,12 @@ Result<std::shared_ptr<TransferState>> Runtime::Impl::Build(CopyRequest& req) {
                            MemoryName(req.src.memory), "'");
   }
   auto t = std::make_shared<TransferState>();
-  t->priority = req.priority;
+  t->options = req.options;
   t->share = req.share;
   t->src = req.src;
   t->dst = req.dst;
   t->box = box;
   t->on_complete = std::move(req.on_complete);
-  t->durable = req.durable;
   t->runtime = self;
   ISO_RETURN_IF_ERROR(PlanPath(*t, req));
   t->stream_last_hop =
@@ -192,7 +191,7 @@ Status Runtime::Impl::PlanPath(TransferState& t, const CopyRequest& req) const {
       t.shared_path = std::make_shared<const Path>(std::move(costed));
     }
     std::optional<Path> unsynced =
-        req.durable ? std::nullopt : Unsynced(t.path(), t.box, req.src.shape.fields);
+        req.options.durable ? std::nullopt : Unsynced(t.path(), t.box, req.src.shape.fields);
     if (unsynced && req.src.packed) {
       CostPackedEnds(*unsynced, *req.src.packed, *req.dst.packed, topo);
     }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "core/copy_options.h"
 #include "core/instance.h"
 #include "daemon/runtime/chunker.h"
 #include "daemon/runtime/disk_endpoint.h"
@@ -61,7 +62,7 @@ struct TransferState {
 
   // Constant after construction.
   uint64_t id = 0;
-  int priority = 0;
+  CopyOptions options;   // CopyRequest::options
   uint64_t share = 0;    // CopyRequest::share
   size_t qos = 0;        // its traffic class's number (QosTable), set when submitted
   std::string qos_name;  // ... and its name
@@ -78,13 +79,12 @@ struct TransferState {
   double predicted_bps = 0;
   std::optional<ChunkGrid> grid;
   std::function<void(Status)> on_complete;  // run and cleared by Finish's Completion
-  bool durable = true;
-  std::unique_ptr<DiskEndpoint> src_disk;  // DSK source, open for the transfer
-  std::unique_ptr<DiskEndpoint> dst_disk;  // DSK destination (temporary file until commit)
-  std::optional<RemotePart> remote;        // one node's part of a cross-node copy
-  size_t last_hop = 0;                     // the last hop that runs on this node
-  int net_channel = -1;                    // local channel of the network hop
-  int relay_channel = -1;                  // a relay's outgoing network hop's
+  std::unique_ptr<DiskEndpoint> src_disk;   // DSK source, open for the transfer
+  std::unique_ptr<DiskEndpoint> dst_disk;   // DSK destination (temporary file until commit)
+  std::optional<RemotePart> remote;         // one node's part of a cross-node copy
+  size_t last_hop = 0;                      // the last hop that runs on this node
+  int net_channel = -1;                     // local channel of the network hop
+  int relay_channel = -1;                   // a relay's outgoing network hop's
   // The last hop writes the user's destination with non-temporal stores
   // (ChannelRequest::stream_stores): a local transfer larger than the
   // last-level cache.

@@ -5,6 +5,7 @@
 #include <system_error>
 
 #include "absl/synchronization/mutex.h"
+#include "daemon/node/watches.h"
 #include "daemon/server/convert.h"
 #include "daemon/server/convert_watch.h"
 #include "daemon/server/grpc_streams.h"
@@ -14,7 +15,7 @@ namespace isometry {
 Status WatchRpc(Node& node, SessionRef session, const v1::WatchRequest& req,
                 v1::WatchResponse* out) {
   ISO_ASSIGN_OR_RETURN(WatchSpec spec, WatchSpecFromProto(req));
-  ISO_ASSIGN_OR_RETURN(WatchHandle h, node.Watch(session, spec));
+  ISO_ASSIGN_OR_RETURN(WatchHandle h, node.watches().Watch(session, spec));
   out->set_region(h.region);
   out->set_allocation(h.allocation);
   out->set_log_bytes(h.log_mapped_bytes);
@@ -23,14 +24,15 @@ Status WatchRpc(Node& node, SessionRef session, const v1::WatchRequest& req,
 
 Status GetWatchRpc(Node& node, SessionRef session, const v1::GetWatchRequest& req,
                    v1::WatchInfo* out) {
-  ISO_ASSIGN_OR_RETURN(WatchReport r, node.GetWatch(session, req.allocation()));
+  ISO_ASSIGN_OR_RETURN(WatchReport r, node.watches().GetWatch(session, req.allocation()));
   ToProto(r, out);
   return OkStatus();
 }
 
 Status DirtyPagesRpc(Node& node, SessionRef session, const v1::DirtyPagesRequest& req,
                      v1::DirtyPagesResponse* out) {
-  ISO_ASSIGN_OR_RETURN(auto pages, node.DirtyPages(session, req.allocation(), req.clear()));
+  ISO_ASSIGN_OR_RETURN(auto pages,
+                       node.watches().DirtyPages(session, req.allocation(), req.clear()));
   out->set_page_bytes(4096);
   for (uint64_t p : pages) out->add_pages(p);
   return OkStatus();
@@ -50,8 +52,8 @@ Status CheckpointRpc(Node& node, SessionRef session, const v1::CheckpointRequest
   for (const v1::PageRange& r : req.client_pages()) {
     o.client_pages.emplace_back(r.first_page(), r.pages());
   }
-  ISO_ASSIGN_OR_RETURN(CheckpointReport r,
-                       node.Checkpoint(session, req.allocation(), req.memory(), req.file(), o));
+  ISO_ASSIGN_OR_RETURN(CheckpointReport r, node.watches().Checkpoint(session, req.allocation(),
+                                                                     req.memory(), req.file(), o));
   out->set_full(r.full);
   out->set_pages_written(r.pages_written);
   out->set_bytes_written(r.bytes_written);
@@ -66,7 +68,7 @@ Status CheckpointRpc(Node& node, SessionRef session, const v1::CheckpointRequest
 Status RestoreRpc(Node& node, SessionRef session, const v1::RestoreRequest& req,
                   v1::RestoreResponse* out) {
   ISO_ASSIGN_OR_RETURN(RestoreReport r,
-                       node.Restore(session, req.allocation(), req.memory(), req.file()));
+                       node.watches().Restore(session, req.allocation(), req.memory(), req.file()));
   out->set_image_bytes(r.image_bytes);
   out->set_deltas(r.deltas);
   out->set_pages_applied(r.pages_applied);
@@ -75,7 +77,8 @@ Status RestoreRpc(Node& node, SessionRef session, const v1::RestoreRequest& req,
 
 Status CompactCheckpointRpc(Node& node, SessionRef session, const v1::CompactCheckpointRequest& req,
                             v1::CompactCheckpointResponse* out) {
-  ISO_ASSIGN_OR_RETURN(RestoreReport r, node.CompactCheckpoint(session, req.memory(), req.file()));
+  ISO_ASSIGN_OR_RETURN(RestoreReport r,
+                       node.watches().CompactCheckpoint(session, req.memory(), req.file()));
   out->set_deltas(r.deltas);
   out->set_pages_applied(r.pages_applied);
   return OkStatus();
@@ -84,9 +87,9 @@ Status CompactCheckpointRpc(Node& node, SessionRef session, const v1::CompactChe
 grpc::ServerUnaryReactor* ActiveFlushRpc(Node& node, SessionRef session,
                                          const v1::ActiveFlushRequest& req,
                                          grpc::ServerUnaryReactor* reactor) {
-  Status s =
-      node.ActiveFlush(session, req.allocation(), std::chrono::milliseconds(req.timeout_ms()),
-                       [reactor](const Status& done) { reactor->Finish(ToGrpc(done)); });
+  Status s = node.watches().ActiveFlush(
+      session, req.allocation(), std::chrono::milliseconds(req.timeout_ms()),
+      [reactor](const Status& done) { reactor->Finish(ToGrpc(done)); });
   if (!s.ok()) reactor->Finish(ToGrpc(s));
   return reactor;
 }
@@ -100,12 +103,12 @@ Status FlushAndWait(Node& node, SessionRef session, const v1::ActiveFlushRequest
     Status status ABSL_GUARDED_BY(mu);
   };
   auto w = std::make_shared<Waiter>();
-  ISO_RETURN_IF_ERROR(node.ActiveFlush(session, req.allocation(),
-                                       std::chrono::milliseconds(req.timeout_ms()), [w](Status s) {
-                                         absl::MutexLock lock(&w->mu);
-                                         w->status = std::move(s);
-                                         w->done = true;
-                                       }));
+  ISO_RETURN_IF_ERROR(node.watches().ActiveFlush(
+      session, req.allocation(), std::chrono::milliseconds(req.timeout_ms()), [w](Status s) {
+        absl::MutexLock lock(&w->mu);
+        w->status = std::move(s);
+        w->done = true;
+      }));
   absl::MutexLock lock(&w->mu);
   w->mu.Await(absl::Condition(&w->done));
   return w->status;
@@ -119,7 +122,7 @@ Status ActiveLocal(Node& node, SessionRef session, const v1::LocalRequest& req,
     case v1::LocalRequest::kWatch: {
       ISO_ASSIGN_OR_RETURN(WatchSpec spec, WatchSpecFromProto(req.watch()));
       spec.maps_log = true;
-      ISO_ASSIGN_OR_RETURN(WatchHandle h, node.Watch(session, spec));
+      ISO_ASSIGN_OR_RETURN(WatchHandle h, node.watches().Watch(session, spec));
       v1::WatchResponse* out = resp->mutable_watch();
       out->set_region(h.region);
       out->set_allocation(h.allocation);
@@ -131,7 +134,7 @@ Status ActiveLocal(Node& node, SessionRef session, const v1::LocalRequest& req,
       return OkStatus();
     }
     case v1::LocalRequest::kUnwatch:
-      return node.Unwatch(session, req.unwatch().allocation(), req.unwatch().region());
+      return node.watches().Unwatch(session, req.unwatch().allocation(), req.unwatch().region());
     case v1::LocalRequest::kGetWatch:
       return GetWatchRpc(node, session, req.get_watch(), resp->mutable_get_watch());
     case v1::LocalRequest::kActiveFlush:
@@ -167,7 +170,7 @@ Reactor* ActiveCallbacks::Watch(Ctx* ctx, const v1::WatchRequest* req, v1::Watch
   return Finish(ctx, WatchRpc(node_, Session(ctx), *req, resp));
 }
 Reactor* ActiveCallbacks::Unwatch(Ctx* ctx, const v1::UnwatchRequest* req, v1::UnwatchResponse*) {
-  return Finish(ctx, node_.Unwatch(Session(ctx), req->allocation(), req->region()));
+  return Finish(ctx, node_.watches().Unwatch(Session(ctx), req->allocation(), req->region()));
 }
 Reactor* ActiveCallbacks::GetWatch(Ctx* ctx, const v1::GetWatchRequest* req, v1::WatchInfo* resp) {
   return Finish(ctx, GetWatchRpc(node_, Session(ctx), *req, resp));

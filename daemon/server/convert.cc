@@ -80,8 +80,7 @@ Result<CopySpec> CopySpecFromProto(const v1::CopyRequest& req) {
   CopySpec c;
   c.src_instance = req.src_instance();
   c.dst_instance = req.dst_instance();
-  c.priority = req.priority();
-  c.durable = !req.no_sync();
+  c.options = {.priority = req.priority(), .durable = !req.no_sync()};
   if (req.has_box()) {
     ISO_ASSIGN_OR_RETURN(Box b, BoxFromProto(req.box(), "copy box"));
     c.box = b;

@@ -3,6 +3,8 @@
 
 #include "absl/synchronization/notification.h"
 #include "core/strings.h"
+#include "daemon/node/copies.h"
+#include "daemon/node/distributed.h"
 #include "daemon/server/convert.h"
 
 namespace isometry {
@@ -85,12 +87,13 @@ Status RedistributeLocal(Node& node, SessionRef session, const v1::RedistributeR
       ended->Notify();
     };
   }
-  ISO_ASSIGN_OR_RETURN(const uint64_t id, node.Redistribute(session, req.producer(), req.consumer(),
-                                                            GrantsFromProto(req), on_done));
+  ISO_ASSIGN_OR_RETURN(const uint64_t id,
+                       node.distributed().Redistribute(session, req.producer(), req.consumer(),
+                                                       GrantsFromProto(req), on_done));
   out->set_transfer(id);
   if (!req.wait()) return OkStatus();
   ended->WaitForNotification();
-  ToProto(node.GetTransfer(session, id).value_or(*report), out->mutable_info());
+  ToProto(node.copies().GetTransfer(session, id).value_or(*report), out->mutable_info());
   return report->status;
 }
 

@@ -5,12 +5,20 @@
 
 #include <algorithm>
 #include <atomic>
-#include <deque>
 #include <set>
 #include <thread>
 
 #include "core/random.h"
+#include "daemon/node/copies.h"
+#include "daemon/node/distributed.h"
+#include "daemon/node/instances.h"
+#include "daemon/node/introspection.h"
+#include "daemon/node/pools.h"
+#include "daemon/node/sessions.h"
+#include "daemon/node/traffic_classes.h"
+#include "daemon/node/watches.h"
 #include "daemon/server/active_rpc.h"
+#include "daemon/server/attach_stream.h"
 #include "daemon/server/convert.h"
 #include "daemon/server/convert_distributed.h"
 #include "daemon/server/convert_watch.h"
@@ -44,127 +52,13 @@ ServerUnaryReactor* Reply(CallbackServerContext* ctx, const Status& s) {
   return r;
 }
 
-// State shared between an Attach stream and the session callback, which may
-// fire on any thread until the session is closed.
-struct AttachState {
-  absl::Mutex mu;
-  // Null once done.
-  grpc::ServerWriteReactor<v1::SessionEvent>* reactor ABSL_GUARDED_BY(mu) = nullptr;
-  std::deque<v1::SessionEvent> queue ABSL_GUARDED_BY(mu);  // front is being written
-  bool writing ABSL_GUARDED_BY(mu) = false;
-  bool finished ABSL_GUARDED_BY(mu) = false;
-  SessionRef session ABSL_GUARDED_BY(mu);  // once opened
-
-  SessionRef Session() ABSL_LOCKS_EXCLUDED(mu) {
-    absl::MutexLock lock(&mu);
-    return session;
-  }
-
-  void WriteNext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    if (writing || finished || queue.empty() || !reactor) return;
-    writing = true;
-    reactor->StartWrite(&queue.front());
-  }
-  void Push(v1::SessionEvent e) ABSL_LOCKS_EXCLUDED(mu) {
-    absl::MutexLock lock(&mu);
-    if (finished) return;
-    queue.push_back(std::move(e));
-    WriteNext();
-  }
-  void FinishOnce(const grpc::Status& s) ABSL_LOCKS_EXCLUDED(mu) {
-    absl::MutexLock lock(&mu);
-    if (finished || !reactor) return;
-    finished = true;
-    reactor->Finish(s);
-  }
-};
-
-class AttachReactor final : public grpc::ServerWriteReactor<v1::SessionEvent> {
- public:
-  AttachReactor(Node& node, std::function<void(AttachReactor*, bool)> track,
-                const std::string& name)
-      : node_(node), track_(std::move(track)), state_(std::make_shared<AttachState>()) {
-    {
-      absl::MutexLock lock(&state_->mu);
-      state_->reactor = this;
-    }
-    std::weak_ptr<AttachState> weak = state_;
-    // Completions carry the path and hops as Wait's answer does: the
-    // callback's report lacks them (node.h), the ended transfer's has them.
-    auto session = node_.OpenSession(name.empty() ? "grpc" : name, Credentials{},
-                                     [weak, node = &node_](const TransferReport& r) {
-                                       auto s = weak.lock();
-                                       if (!s) return;
-                                       v1::SessionEvent e;
-                                       ToProto(node->GetTransfer(s->Session(), r.id).value_or(r),
-                                               e.mutable_completed());
-                                       s->Push(std::move(e));
-                                     });
-    if (!session.ok()) {
-      state_->FinishOnce(ToGrpc(session.status()));
-      return;
-    }
-    session_ = session->token;
-    ref_ = session->ref;
-    {
-      absl::MutexLock lock(&state_->mu);
-      state_->session = ref_;
-    }
-    track_(this, true);
-    v1::SessionEvent first;
-    first.set_session(session_);
-    first.set_session_id(session->id);
-    state_->Push(std::move(first));
-  }
-
-  // Outlives the reactor (OnDone deletes it): what Shutdown holds.
-  std::shared_ptr<AttachState> state() const { return state_; }
-
-  void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&state_->mu);
-    state_->writing = false;
-    if (!state_->queue.empty()) state_->queue.pop_front();
-    if (!ok) return;  // the stream is broken; OnCancel/OnDone follow
-    state_->WriteNext();
-  }
-
-  void OnCancel() override {
-    // The client went away (or the server shuts down): the session ends.
-    CloseSession();
-    state_->FinishOnce(grpc::Status::CANCELLED);
-  }
-
-  void OnDone() override {
-    CloseSession();
-    {
-      absl::MutexLock lock(&state_->mu);
-      state_->reactor = nullptr;
-      state_->finished = true;
-    }
-    if (!session_.empty()) track_(this, false);
-    delete this;
-  }
-
- private:
-  void CloseSession() {
-    if (ref_.has_value() && !closed_.exchange(true)) node_.CloseSession(ref_);
-  }
-
-  Node& node_;
-  std::function<void(AttachReactor*, bool)> track_;
-  std::shared_ptr<AttachState> state_;
-  std::string session_;  // the token, sent once to the client
-  SessionRef ref_;
-  std::atomic<bool> closed_{false};
-};
-
 class Service final : public ActiveCallbacks, public GrpcService {
  public:
   // The caller presented the operator token (compared in constant time).
   // The calling session, resolved from its token once per call (none for
   // no token, a wrong one or a closed session).
   SessionRef SessionOf(const CallbackServerContext* ctx) const {
-    return node_.Resolve(TokenOf(ctx));
+    return node_.sessions().Resolve(TokenOf(ctx));
   }
 
   bool IsOperator(const CallbackServerContext* ctx) const {
@@ -223,13 +117,14 @@ class Service final : public ActiveCallbacks, public GrpcService {
 
   ServerUnaryReactor* ListMemories(CallbackServerContext* ctx, const v1::ListMemoriesRequest*,
                                    v1::ListMemoriesResponse* resp) override {
-    for (const MemoryReport& m : node_.ListMemories()) ToProto(m, resp->add_memories());
+    for (const MemoryReport& m : node_.introspection().ListMemories())
+      ToProto(m, resp->add_memories());
     return Reply(ctx, OkStatus());
   }
 
   ServerUnaryReactor* Allocate(CallbackServerContext* ctx, const v1::AllocateRequest* req,
                                v1::AllocateResponse* resp) override {
-    auto a = node_.Allocate(SessionOf(ctx), req->memory(), req->bytes());
+    auto a = node_.pools().Allocate(SessionOf(ctx), req->memory(), req->bytes());
     if (a.ok()) {
       resp->set_allocation(a->id);
       resp->set_bytes(a->bytes);
@@ -240,7 +135,7 @@ class Service final : public ActiveCallbacks, public GrpcService {
 
   ServerUnaryReactor* Free(CallbackServerContext* ctx, const v1::FreeRequest* req,
                            v1::FreeResponse*) override {
-    return Reply(ctx, node_.Free(SessionOf(ctx), req->allocation(), IsOperator(ctx)));
+    return Reply(ctx, node_.pools().Free(SessionOf(ctx), req->allocation(), IsOperator(ctx)));
   }
 
   ServerUnaryReactor* ListOrphans(CallbackServerContext* ctx, const v1::ListOrphansRequest*,
@@ -249,7 +144,7 @@ class Service final : public ActiveCallbacks, public GrpcService {
       return Reply(ctx, PermissionDenied("ListOrphans is the operator's: send the operator "
                                          "token (isoctl --operator-token)"));
     }
-    for (const OrphanReport& o : node_.ListOrphans()) {
+    for (const OrphanReport& o : node_.pools().ListOrphans()) {
       v1::Orphan* out = resp->add_orphans();
       out->set_allocation(o.id);
       out->set_memory(o.memory);
@@ -262,17 +157,23 @@ class Service final : public ActiveCallbacks, public GrpcService {
   // The operator sees every session; another caller its own, by its token.
   ServerUnaryReactor* ListSessions(CallbackServerContext* ctx, const v1::ListSessionsRequest*,
                                    v1::ListSessionsResponse* resp) override {
-    return List(ctx, "ListSessions", &Node::ListSessions, resp->mutable_sessions());
+    return List(
+        ctx, "ListSessions",
+        [this](const SessionRef* only) { return node_.sessions().ListSessions(only); },
+        resp->mutable_sessions());
   }
 
   ServerUnaryReactor* ListAllocations(CallbackServerContext* ctx, const v1::ListAllocationsRequest*,
                                       v1::ListAllocationsResponse* resp) override {
-    return List(ctx, "ListAllocations", &Node::ListAllocations, resp->mutable_allocations());
+    return List(
+        ctx, "ListAllocations",
+        [this](const SessionRef* only) { return node_.pools().ListAllocations(only); },
+        resp->mutable_allocations());
   }
 
-  template <class Listing, class Out>
-  ServerUnaryReactor* List(CallbackServerContext* ctx, const char* what,
-                           Result<std::vector<Listing>> (Node::*list)(const SessionRef*) const,
+  // `list`: the node's listing for a session (nullptr: the operator's).
+  template <class ListFn, class Out>
+  ServerUnaryReactor* List(CallbackServerContext* ctx, const char* what, const ListFn& list,
                            google::protobuf::RepeatedPtrField<Out>* out) {
     const SessionRef session = SessionOf(ctx);
     const bool is_operator = IsOperator(ctx);  // a constant-time compare: once
@@ -282,25 +183,26 @@ class Service final : public ActiveCallbacks, public GrpcService {
                                          "list every session's, or a session token to list that "
                                          "session's own"));
     }
-    auto listed = (node_.*list)(is_operator ? nullptr : &session);
+    auto listed = list(is_operator ? nullptr : &session);
     if (!listed.ok()) return Reply(ctx, listed.status());
-    for (const Listing& l : *listed) ToProto(l, out->Add());
+    for (const auto& l : *listed) ToProto(l, out->Add());
     return Reply(ctx, OkStatus());
   }
 
   ServerUnaryReactor* Publish(CallbackServerContext* ctx, const v1::PublishRequest* req,
                               v1::PublishResponse*) override {
-    return Reply(ctx, node_.Publish(SessionOf(ctx), req->allocation()));
+    return Reply(ctx, node_.pools().Publish(SessionOf(ctx), req->allocation()));
   }
 
   ServerUnaryReactor* Write(CallbackServerContext* ctx, const v1::WriteRequest* req,
                             v1::WriteResponse*) override {
-    return Reply(ctx, node_.Write(SessionOf(ctx), req->allocation(), req->offset(), req->data()));
+    return Reply(
+        ctx, node_.pools().Write(SessionOf(ctx), req->allocation(), req->offset(), req->data()));
   }
 
   ServerUnaryReactor* Read(CallbackServerContext* ctx, const v1::ReadRequest* req,
                            v1::ReadResponse* resp) override {
-    auto data = node_.Read(SessionOf(ctx), req->allocation(), req->offset(), req->length());
+    auto data = node_.pools().Read(SessionOf(ctx), req->allocation(), req->offset(), req->length());
     if (!data.ok()) {
       return Reply(ctx, data.status());
     }
@@ -326,9 +228,10 @@ class Service final : public ActiveCallbacks, public GrpcService {
     const SessionRef session = SessionOf(ctx);
     return Translate(ctx, "RegisterDatatype", WeightOf(req->datatype()), [=, this]() -> Status {
       ISO_ASSIGN_OR_RETURN(
-          Datatype type, wire::DatatypeFromProto(req->datatype(), node_.DatatypeHandles(session)));
+          Datatype type,
+          wire::DatatypeFromProto(req->datatype(), node_.instances().DatatypeHandles(session)));
       ISO_RETURN_IF_ERROR(pool_->CheckWeight(type.info().weight, "RegisterDatatype"));
-      ISO_ASSIGN_OR_RETURN(DatatypeReport r, node_.RegisterDatatype(session, type));
+      ISO_ASSIGN_OR_RETURN(DatatypeReport r, node_.instances().RegisterDatatype(session, type));
       ToProto(r, resp);
       return OkStatus();
     });
@@ -341,12 +244,13 @@ class Service final : public ActiveCallbacks, public GrpcService {
                                        v1::RegisterInstanceResponse* resp) override {
     const SessionRef session = SessionOf(ctx);
     auto run = [=, this]() -> Status {
-      ISO_ASSIGN_OR_RETURN(InstanceSpec spec,
-                           InstanceSpecFromProto(req->spec(), node_.DatatypeHandles(session)));
+      ISO_ASSIGN_OR_RETURN(
+          InstanceSpec spec,
+          InstanceSpecFromProto(req->spec(), node_.instances().DatatypeHandles(session)));
       if (spec.datatype) {
         ISO_RETURN_IF_ERROR(pool_->CheckWeight(spec.datatype->info().weight, "RegisterInstance"));
       }
-      ISO_ASSIGN_OR_RETURN(auto r, node_.RegisterInstance(session, spec));
+      ISO_ASSIGN_OR_RETURN(auto r, node_.instances().RegisterInstance(session, spec));
       resp->set_instance(r.first);
       resp->set_total_bytes(r.second);
       return OkStatus();
@@ -358,7 +262,7 @@ class Service final : public ActiveCallbacks, public GrpcService {
   ServerUnaryReactor* UnregisterInstance(CallbackServerContext* ctx,
                                          const v1::UnregisterInstanceRequest* req,
                                          v1::UnregisterInstanceResponse*) override {
-    return Reply(ctx, node_.UnregisterInstance(SessionOf(ctx), req->instance()));
+    return Reply(ctx, node_.instances().UnregisterInstance(SessionOf(ctx), req->instance()));
   }
 
   ServerUnaryReactor* Copy(CallbackServerContext* ctx, const v1::CopyRequest* req,
@@ -367,7 +271,7 @@ class Service final : public ActiveCallbacks, public GrpcService {
     if (!spec.ok()) return Reply(ctx, spec.status());
     return StartTransfer(ctx, req->wait(), resp,
                          [&](SessionRef session, auto on_done, CopyTerms* terms) {
-                           return node_.Copy(session, *spec, std::move(on_done), terms);
+                           return node_.copies().Copy(session, *spec, std::move(on_done), terms);
                          });
   }
 
@@ -382,7 +286,7 @@ class Service final : public ActiveCallbacks, public GrpcService {
     WaitingCopy* waiting = nullptr;
     if (wait) {
       waiting = new WaitingCopy(  // NOLINT(cppcoreguidelines-owning-memory): gRPC deletes it
-          [node = &node_, session](uint64_t id) { (void)node->Cancel(session, id); });
+          [node = &node_, session](uint64_t id) { (void)node->copies().Cancel(session, id); });
     }
     ServerUnaryReactor* reactor = waiting ? waiting : ctx->DefaultReactor();
     TransferCallback on_done;
@@ -390,7 +294,7 @@ class Service final : public ActiveCallbacks, public GrpcService {
       Node* node = &node_;
       on_done = [waiting, resp, node, session](const TransferReport& r) {
         resp->set_transfer(r.id);
-        ToProto(node->GetTransfer(session, r.id).value_or(r), resp->mutable_info());
+        ToProto(node->copies().GetTransfer(session, r.id).value_or(r), resp->mutable_info());
         SetTerms({r.priority, r.qos_class, r.requested_priority}, resp);
         waiting->Ended();
       };
@@ -417,13 +321,13 @@ class Service final : public ActiveCallbacks, public GrpcService {
     Node* node = &node_;
     const SessionRef session = SessionOf(ctx);
     const bool is_operator = IsOperator(ctx);
-    Status s =
-        node_.WhenDone(session, id, is_operator,
-                       [reactor, resp, once, node, session, is_operator](const TransferReport& r) {
-                         if (once->exchange(true)) return;
-                         ToProto(node->GetTransfer(session, r.id, is_operator).value_or(r), resp);
-                         reactor->Finish(grpc::Status::OK);
-                       });
+    Status s = node_.copies().WhenDone(
+        session, id, is_operator,
+        [reactor, resp, once, node, session, is_operator](const TransferReport& r) {
+          if (once->exchange(true)) return;
+          ToProto(node->copies().GetTransfer(session, r.id, is_operator).value_or(r), resp);
+          reactor->Finish(grpc::Status::OK);
+        });
     if (!s.ok()) {
       once->store(true);
       reactor->Finish(ToGrpc(s));
@@ -432,7 +336,7 @@ class Service final : public ActiveCallbacks, public GrpcService {
           Timer::Clock::now() + std::chrono::milliseconds(req->timeout_ms()),
           [reactor, resp, once, node, id, session, is_operator] {
             if (once->exchange(true)) return;
-            auto r = node->GetTransfer(session, id, is_operator);
+            auto r = node->copies().GetTransfer(session, id, is_operator);
             if (r.ok()) ToProto(*r, resp);
             reactor->Finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                                          "transfer " + std::to_string(id) + " is still running"));
@@ -443,12 +347,12 @@ class Service final : public ActiveCallbacks, public GrpcService {
 
   ServerUnaryReactor* Cancel(CallbackServerContext* ctx, const v1::CancelRequest* req,
                              v1::CancelResponse*) override {
-    return Reply(ctx, node_.Cancel(SessionOf(ctx), req->transfer(), IsOperator(ctx)));
+    return Reply(ctx, node_.copies().Cancel(SessionOf(ctx), req->transfer(), IsOperator(ctx)));
   }
 
   ServerUnaryReactor* GetTransfer(CallbackServerContext* ctx, const v1::GetTransferRequest* req,
                                   v1::TransferInfo* resp) override {
-    auto r = node_.GetTransfer(SessionOf(ctx), req->transfer(), IsOperator(ctx));
+    auto r = node_.copies().GetTransfer(SessionOf(ctx), req->transfer(), IsOperator(ctx));
     if (r.ok()) ToProto(*r, resp);
     return Reply(ctx, r.status());
   }
@@ -456,8 +360,8 @@ class Service final : public ActiveCallbacks, public GrpcService {
   ServerUnaryReactor* ListTransfers(CallbackServerContext* ctx, const v1::ListTransfersRequest* req,
                                     v1::ListTransfersResponse* resp) override {
     const std::vector<TransferReport> list =
-        req->recent() ? node_.RecentTransfers(SessionOf(ctx), IsOperator(ctx))
-                      : node_.ListTransfers();
+        req->recent() ? node_.copies().RecentTransfers(SessionOf(ctx), IsOperator(ctx))
+                      : node_.copies().ListTransfers();
     for (const TransferReport& r : list) ToProto(r, resp->add_transfers());
     return Reply(ctx, OkStatus());
   }
@@ -466,20 +370,21 @@ class Service final : public ActiveCallbacks, public GrpcService {
                                       const v1::ExplainTransferRequest* req,
                                       v1::ExplainTransferResponse* resp) override {
     Result<TransferExplanation> e =
-        node_.ExplainTransfer(SessionOf(ctx), req->transfer(), IsOperator(ctx));
+        node_.copies().ExplainTransfer(SessionOf(ctx), req->transfer(), IsOperator(ctx));
     if (e.ok()) ToProto(*e, resp);
     return Reply(ctx, e.status());
   }
 
   ServerUnaryReactor* ListChannels(CallbackServerContext* ctx, const v1::ListChannelsRequest*,
                                    v1::ListChannelsResponse* resp) override {
-    for (const ChannelReport& c : node_.ListChannels()) ToProto(c, resp->add_channels());
+    for (const ChannelReport& c : node_.introspection().ListChannels())
+      ToProto(c, resp->add_channels());
     return Reply(ctx, OkStatus());
   }
 
   ServerUnaryReactor* GetQos(CallbackServerContext* ctx, const v1::GetQosRequest*,
                              v1::GetQosResponse* resp) override {
-    ToProto(node_.Qos(SessionOf(ctx), IsOperator(ctx)), resp);
+    ToProto(node_.traffic_classes().Report(SessionOf(ctx), IsOperator(ctx)), resp);
     return Reply(ctx, OkStatus());
   }
   ServerUnaryReactor* SetSessionClass(CallbackServerContext* ctx,
@@ -493,14 +398,14 @@ class Service final : public ActiveCallbacks, public GrpcService {
     const SessionRef session = SessionOf(ctx);
     auto run = [=, this]() -> Status {
       ISO_ASSIGN_OR_RETURN(ExplainArgs args,
-                           ExplainFromProto(*req, node_.DatatypeHandles(session)));
+                           ExplainFromProto(*req, node_.instances().DatatypeHandles(session)));
       int64_t weight = 0;
       for (const auto& side : {args.src, args.dst}) {
         if (side.datatype) weight += side.datatype->info().weight;
       }
       ISO_RETURN_IF_ERROR(pool_->CheckWeight(weight, "ExplainPlan"));
       ISO_ASSIGN_OR_RETURN(PlanReport plan,
-                           node_.Explain(args.src, args.dst, args.bounds, args.fields));
+                           node_.copies().Explain(args.src, args.dst, args.bounds, args.fields));
       ToProto(plan, resp);
       return OkStatus();
     };
@@ -548,7 +453,7 @@ class Service final : public ActiveCallbacks, public GrpcService {
     calibrating_ = true;
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
     calibrator_ = std::thread([this, reactor, resp] {
-      auto cal = node_.Calibrate();
+      auto cal = node_.introspection().Calibrate();
       if (cal.ok()) ToProto(*cal, resp);
       reactor->Finish(ToGrpc(cal.status()));
       absl::MutexLock done(&calibration_mu_);
@@ -559,8 +464,8 @@ class Service final : public ActiveCallbacks, public GrpcService {
 
   ServerUnaryReactor* GetStatus(CallbackServerContext* ctx, const v1::StatusRequest*,
                                 v1::StatusResponse* resp) override {
-    ToProto(node_.GetStatus(), resp);
-    AddWatches(node_.ListWatches(), resp);
+    ToProto(node_.introspection().GetStatus(), resp);
+    AddWatches(node_.watches().ListWatches(), resp);
     return Reply(ctx, OkStatus());
   }
 
@@ -572,7 +477,7 @@ class Service final : public ActiveCallbacks, public GrpcService {
                                       v1::JoinDistributedResponse* resp) override {
     auto join = JoinFromProto(*req);
     if (!join.ok()) return Reply(ctx, join.status());
-    auto r = node_.JoinDistributed(SessionOf(ctx), *join);
+    auto r = node_.distributed().JoinDistributed(SessionOf(ctx), *join);
     if (r.ok()) ToProto(*r, resp);
     return Reply(ctx, r.status());
   }
@@ -580,8 +485,8 @@ class Service final : public ActiveCallbacks, public GrpcService {
   ServerUnaryReactor* Redistribute(CallbackServerContext* ctx, const v1::RedistributeRequest* req,
                                    v1::CopyResponse* resp) override {
     return StartTransfer(ctx, req->wait(), resp, [&](SessionRef session, auto on_done, auto*) {
-      return node_.Redistribute(session, req->producer(), req->consumer(), GrantsFromProto(*req),
-                                std::move(on_done));
+      return node_.distributed().Redistribute(session, req->producer(), req->consumer(),
+                                              GrantsFromProto(*req), std::move(on_done));
     });
   }
 

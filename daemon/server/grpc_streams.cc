@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "daemon/node/pools.h"
+#include "daemon/node/watches.h"
 #include "daemon/server/convert.h"
 #include "daemon/server/convert_watch.h"
 
@@ -12,7 +14,7 @@ namespace {
 // (its own or a published one), checked before a stream moves any byte.
 Status CheckStreamRange(const Node& node, SessionRef session, uint64_t allocation, uint64_t offset,
                         uint64_t length) {
-  ISO_ASSIGN_OR_RETURN(AllocationReport a, node.Lookup(session, allocation));
+  ISO_ASSIGN_OR_RETURN(AllocationReport a, node.pools().Lookup(session, allocation));
   if (offset > a.bytes || length > a.bytes - offset) {
     return OutOfRange("bytes [", offset, ", ", offset, "+", length, ") lie outside allocation ",
                       allocation, " of ", a.bytes, " bytes");
@@ -20,7 +22,7 @@ Status CheckStreamRange(const Node& node, SessionRef session, uint64_t allocatio
   return OkStatus();
 }
 
-// ReadStream: one Node::Read per chunk, each written before the next is
+// ReadStream: one node::Pools::Read per chunk, each written before the next is
 // read, so a stream holds one chunk in memory.
 class ReadStreamReactor final : public grpc::ServerWriteReactor<v1::ReadChunk> {
  public:
@@ -57,7 +59,7 @@ class ReadStreamReactor final : public grpc::ServerWriteReactor<v1::ReadChunk> {
       return;
     }
     const uint64_t n = std::min(kChunk, length_ - sent_);
-    auto data = node_.Read(session_, allocation_, offset_ + sent_, n);
+    auto data = node_.pools().Read(session_, allocation_, offset_ + sent_, n);
     if (!data.ok()) {
       Finish(ToGrpc(data.status()));
       return;
@@ -76,7 +78,7 @@ class ReadStreamReactor final : public grpc::ServerWriteReactor<v1::ReadChunk> {
 };
 
 // WriteStream: the first message's range is checked before any byte is
-// written; then one Node::Write per message.
+// written; then one node::Pools::Write per message.
 class WriteStreamReactor final : public grpc::ServerReadReactor<v1::WriteStreamRequest> {
  public:
   WriteStreamReactor(Node& node, SessionRef session) : node_(node), session_(session) {
@@ -107,7 +109,7 @@ class WriteStreamReactor final : public grpc::ServerReadReactor<v1::WriteStreamR
       return;
     }
     if (!data.empty()) {
-      Status s = node_.Write(session_, allocation_, offset_ + received_, data);
+      Status s = node_.pools().Write(session_, allocation_, offset_ + received_, data);
       if (!s.ok()) {
         Finish(ToGrpc(s));
         return;
@@ -145,7 +147,8 @@ class AccessLogReactor final : public grpc::ServerWriteReactor<v1::AccessLogBatc
  public:
   AccessLogReactor(grpc::CallbackServerContext* ctx, Node& node, SessionRef session,
                    const v1::ReadAccessLogRequest& req) {
-    Result<std::unique_ptr<WatchReader>> r = node.ReadAccessLog(session, req.allocation());
+    Result<std::unique_ptr<WatchReader>> r =
+        node.watches().ReadAccessLog(session, req.allocation());
     if (!r.ok()) {
       Finish(ToGrpc(r.status()));
       return;

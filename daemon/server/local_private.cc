@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "core/strings.h"
+#include "daemon/node/instances.h"
 #include "layout/hop_window.h"
 
 namespace isometry {
@@ -15,10 +16,11 @@ Status AnswerOwnHops(Node& node, SessionRef session, int cq_event, v1::OwnHopsRe
   // sleeps on; a dup of it outlives the connection harmlessly.
   auto event = std::make_shared<UniqueFd>(::dup(cq_event));
   if (!event->valid()) return Internal("dup: ", ErrnoString(errno));
-  ISO_ASSIGN_OR_RETURN(Node::OwnHopsWindow w, node.EnableOwnHops(session, [event] {
-    const uint64_t one = 1;
-    (void)!::write(event->get(), &one, sizeof one);
-  }));
+  ISO_ASSIGN_OR_RETURN(node::Instances::OwnHopsWindow w,
+                       node.instances().EnableOwnHops(session, [event] {
+                         const uint64_t one = 1;
+                         (void)!::write(event->get(), &one, sizeof one);
+                       }));
   resp->set_bytes(w.bytes);
   fds->push_back(w.fd);
   return OkStatus();
@@ -27,9 +29,10 @@ Status AnswerOwnHops(Node& node, SessionRef session, int cq_event, v1::OwnHopsRe
 Status AnswerDirectRead(Node& node, SessionRef session, std::atomic<uint32_t>* epoch,
                         const v1::DirectReadRequest& req, v1::DirectReadResponse* resp,
                         std::vector<int>* fds, std::vector<UniqueFd>* owned) {
-  ISO_ASSIGN_OR_RETURN(Node::DirectRead lease,
-                       node.GrantDirectRead(session, req.src_instance(), req.dst_instance(), epoch,
-                                            req.served_reads()));
+  ISO_ASSIGN_OR_RETURN(
+      node::Instances::DirectRead lease,
+      node.instances().GrantDirectRead(session, req.src_instance(), req.dst_instance(), epoch,
+                                       req.served_reads()));
   std::string program(hop_window::EncodedBytes(*lease.program), '\0');
   const std::optional<uint64_t> written = hop_window::EncodeProgram(
       *lease.program, reinterpret_cast<std::byte*>(program.data()), program.size());
@@ -66,9 +69,10 @@ Status AnswerDirectRead(Node& node, SessionRef session, std::atomic<uint32_t>* e
   return OkStatus();
 }
 
-std::optional<Node::ServeWindowRef> ServeWindowOf(const v1::PublishPrivateRequest& req) {
+std::optional<node::Instances::ServeWindowRef> ServeWindowOf(const v1::PublishPrivateRequest& req) {
   if (!req.has_serve()) return std::nullopt;
-  return Node::ServeWindowRef{req.serve().fd(), req.serve().bytes(), req.serve().token()};
+  return node::Instances::ServeWindowRef{req.serve().fd(), req.serve().bytes(),
+                                         req.serve().token()};
 }
 
 }  // namespace isometry

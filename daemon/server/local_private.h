@@ -12,6 +12,7 @@
 
 #include "core/status.h"
 #include "core/unique_fd.h"
+#include "daemon/node/instances.h"
 #include "daemon/node/node.h"
 #include "isometry.pb.h"
 
@@ -23,7 +24,7 @@ namespace isometry {
 Status AnswerOwnHops(Node& node, SessionRef session, int cq_event, v1::OwnHopsResponse* resp,
                      std::vector<int>* fds);
 
-// Grants a direct read lease (Node::GrantDirectRead) with the session's
+// Grants a direct read lease (node::Instances::GrantDirectRead) with the session's
 // lease_epoch word. The pidfd goes into `fds`; `owned` keeps it open until
 // the response is sent.
 Status AnswerDirectRead(Node& node, SessionRef session, std::atomic<uint32_t>* epoch,
@@ -31,6 +32,6 @@ Status AnswerDirectRead(Node& node, SessionRef session, std::atomic<uint32_t>* e
                         std::vector<int>* fds, std::vector<UniqueFd>* owned);
 
 // The serve window a PublishPrivateRequest names, if any.
-std::optional<Node::ServeWindowRef> ServeWindowOf(const v1::PublishPrivateRequest& req);
+std::optional<node::Instances::ServeWindowRef> ServeWindowOf(const v1::PublishPrivateRequest& req);
 
 }  // namespace isometry

@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include "daemon/node/distributed.h"
+#include "daemon/node/instances.h"
+#include "daemon/node/pools.h"
 #include "daemon/server/active_rpc.h"
 #include "daemon/server/convert.h"
 #include "daemon/server/convert_distributed.h"
@@ -29,8 +32,9 @@ Status AnswerLocalRequest(Node& node, const LocalSessionRefs& refs, const v1::Lo
   const int64_t max_weight = node.config().daemon.max_translate_weight;
   switch (req.body_case()) {
     case v1::LocalRequest::kAllocate: {
-      ISO_ASSIGN_OR_RETURN(AllocationReport a, node.Allocate(refs.session, req.allocate().memory(),
-                                                             req.allocate().bytes()));
+      ISO_ASSIGN_OR_RETURN(
+          AllocationReport a,
+          node.pools().Allocate(refs.session, req.allocate().memory(), req.allocate().bytes()));
       resp->mutable_allocate()->set_allocation(a.id);
       resp->mutable_allocate()->set_bytes(a.bytes);
       resp->mutable_allocate()->set_memory(a.memory);
@@ -38,7 +42,8 @@ Status AnswerLocalRequest(Node& node, const LocalSessionRefs& refs, const v1::Lo
       return OkStatus();
     }
     case v1::LocalRequest::kMap: {
-      ISO_ASSIGN_OR_RETURN(AllocationReport a, node.Map(refs.session, req.map().allocation()));
+      ISO_ASSIGN_OR_RETURN(AllocationReport a,
+                           node.pools().Map(refs.session, req.map().allocation()));
       resp->mutable_map()->set_allocation(a.id);
       resp->mutable_map()->set_bytes(a.bytes);
       resp->mutable_map()->set_watched(a.watched);
@@ -46,54 +51,56 @@ Status AnswerLocalRequest(Node& node, const LocalSessionRefs& refs, const v1::Lo
       return OkStatus();
     }
     case v1::LocalRequest::kFree:
-      return node.Free(refs.session, req.free().allocation());
+      return node.pools().Free(refs.session, req.free().allocation());
     case v1::LocalRequest::kPublish:
-      return node.Publish(refs.session, req.publish().allocation());
+      return node.pools().Publish(refs.session, req.publish().allocation());
     case v1::LocalRequest::kRegisterInstance: {
       ISO_RETURN_IF_ERROR(CheckTranslateWeight(WeightOf(req.register_instance().spec().datatype()),
                                                max_weight, "RegisterInstance"));
       ISO_ASSIGN_OR_RETURN(InstanceSpec spec,
                            InstanceSpecFromProto(req.register_instance().spec(),
-                                                 node.DatatypeHandles(refs.session)));
+                                                 node.instances().DatatypeHandles(refs.session)));
       if (spec.datatype) {
         ISO_RETURN_IF_ERROR(
             CheckTranslateWeight(spec.datatype->info().weight, max_weight, "RegisterInstance"));
       }
-      ISO_ASSIGN_OR_RETURN(auto r, node.RegisterInstance(refs.session, spec));
+      ISO_ASSIGN_OR_RETURN(auto r, node.instances().RegisterInstance(refs.session, spec));
       resp->mutable_register_instance()->set_instance(r.first);
       resp->mutable_register_instance()->set_total_bytes(r.second);
       return OkStatus();
     }
     case v1::LocalRequest::kUnregisterInstance:
-      return node.UnregisterInstance(refs.session, req.unregister_instance().instance());
+      return node.instances().UnregisterInstance(refs.session,
+                                                 req.unregister_instance().instance());
     case v1::LocalRequest::kRegisterPrivate: {
       std::vector<UniqueFd>& own = *refs.passed;
       own.resize(2);
-      ISO_ASSIGN_OR_RETURN(uint64_t range,
-                           node.RegisterPrivate(refs.session, req.register_private().address(),
-                                                req.register_private().bytes(), std::move(own[0]),
-                                                std::move(own[1])));
+      ISO_ASSIGN_OR_RETURN(uint64_t range, node.instances().RegisterPrivate(
+                                               refs.session, req.register_private().address(),
+                                               req.register_private().bytes(), std::move(own[0]),
+                                               std::move(own[1])));
       resp->mutable_register_private()->set_private_range(range);
       return OkStatus();
     }
     case v1::LocalRequest::kPublishPrivate:
-      return node.PublishPrivate(refs.session, req.publish_private().private_range(),
-                                 ServeWindowOf(req.publish_private()));
+      return node.instances().PublishPrivate(refs.session, req.publish_private().private_range(),
+                                             ServeWindowOf(req.publish_private()));
     case v1::LocalRequest::kRegisterDatatype: {
       ISO_RETURN_IF_ERROR(CheckTranslateWeight(WeightOf(req.register_datatype().datatype()),
                                                max_weight, "RegisterDatatype"));
       ISO_ASSIGN_OR_RETURN(Datatype type,
                            wire::DatatypeFromProto(req.register_datatype().datatype(),
-                                                   node.DatatypeHandles(refs.session)));
+                                                   node.instances().DatatypeHandles(refs.session)));
       // With its registered handles' weight (1 each before decoding).
       ISO_RETURN_IF_ERROR(CheckTranslateWeight(type.info().weight, max_weight, "RegisterDatatype"));
-      ISO_ASSIGN_OR_RETURN(DatatypeReport r, node.RegisterDatatype(refs.session, type));
+      ISO_ASSIGN_OR_RETURN(DatatypeReport r, node.instances().RegisterDatatype(refs.session, type));
       ToProto(r, resp->mutable_register_datatype());
       return OkStatus();
     }
     case v1::LocalRequest::kJoinDistributed: {
       ISO_ASSIGN_OR_RETURN(DistributedJoin join, JoinFromProto(req.join_distributed()));
-      ISO_ASSIGN_OR_RETURN(DistributedReport r, node.JoinDistributed(refs.session, join));
+      ISO_ASSIGN_OR_RETURN(DistributedReport r,
+                           node.distributed().JoinDistributed(refs.session, join));
       ToProto(r, resp->mutable_join_distributed());
       return OkStatus();
     }

@@ -22,6 +22,8 @@
 #include "core/spin_wait.h"
 #include "core/strings.h"
 #include "core/unique_fd.h"
+#include "daemon/node/copies.h"
+#include "daemon/node/sessions.h"
 #include "daemon/node/shared_memory.h"
 #include "daemon/server/local_requests.h"
 #include "daemon/server/task_limit.h"
@@ -51,11 +53,9 @@ struct LocalClient {
   UniqueFd sq_event;  // client -> daemon
   UniqueFd cq_event;  // daemon -> client
   ring::ControlHeader* header = nullptr;
-  ring::SubmissionEntry* sq = nullptr;
-  ring::CompletionEntry* cq = nullptr;
-  uint32_t sq_mask = 0, cq_mask = 0;
-  absl::Mutex cq_mu;  // producers: the ring thread and completion callbacks
-  uint32_t cq_tail ABSL_GUARDED_BY(cq_mu) = 0;  // mirror of the shared index
+  shm::RingReader<ring::SubmissionEntry> sq;  // only the ring thread takes
+  absl::Mutex cq_mu;                          // producers: the ring thread and completion callbacks
+  shm::RingWriter<ring::CompletionEntry> cq ABSL_GUARDED_BY(cq_mu);
   // Submissions taken from the SQ; each owes exactly one completion. Only
   // the ring thread touches it.
   uint32_t accepted = 0;
@@ -69,16 +69,15 @@ struct LocalClient {
   // Posts one completion. The CQ never overflows: see CompletionSlotFree.
   void Complete(uint64_t user_data, uint64_t transfer, const Status& s) ABSL_LOCKS_EXCLUDED(cq_mu) {
     {
-      absl::MutexLock lock(&cq_mu);
-      ring::CompletionEntry& e = cq[cq_tail & cq_mask];
+      ring::CompletionEntry e{};
       e.user_data = user_data;
       e.transfer = transfer;
       e.code = static_cast<int32_t>(s.code());
       const std::string_view msg(s.message().data(), s.message().size());
       e.message_len = static_cast<uint32_t>(std::min(msg.size(), sizeof e.message));
       if (e.message_len > 0) std::memcpy(e.message, msg.data(), e.message_len);
-      ++cq_tail;
-      header->cq_tail.value.store(cq_tail, std::memory_order_seq_cst);
+      absl::MutexLock lock(&cq_mu);
+      cq.Push(e, std::memory_order_seq_cst);
     }
     // A client spinning on cq_tail sees the entry without the eventfd.
     if (header->client_spinning.value.load(std::memory_order_seq_cst) == 1) return;
@@ -358,13 +357,17 @@ struct LocalServer::Impl {
     hdr->sq_offset = sizeof(ring::ControlHeader);
     hdr->cq_offset = hdr->sq_offset + uint64_t{dc.sq_entries} * sizeof(ring::SubmissionEntry);
     c.header = hdr;
-    c.sq = reinterpret_cast<ring::SubmissionEntry*>(c.control.data() + hdr->sq_offset);
-    c.cq = reinterpret_cast<ring::CompletionEntry*>(c.control.data() + hdr->cq_offset);
-    c.sq_mask = dc.sq_entries - 1;
-    c.cq_mask = dc.cq_entries - 1;
+    c.sq = {reinterpret_cast<ring::SubmissionEntry*>(c.control.data() + hdr->sq_offset),
+            dc.sq_entries, &hdr->sq_head, &hdr->sq_tail};
+    {
+      absl::MutexLock lock(&c.cq_mu);
+      c.cq = {reinterpret_cast<ring::CompletionEntry*>(c.control.data() + hdr->cq_offset),
+              dc.cq_entries, &hdr->cq_head, &hdr->cq_tail};
+    }
     // The daemon's own copies of the geometry (masks, entry counts) are
     // what it trusts; the header in shared memory informs the client only.
-    ISO_ASSIGN_OR_RETURN(OpenedSession opened, node.OpenSession(h.client_name(), c.creds, nullptr));
+    ISO_ASSIGN_OR_RETURN(OpenedSession opened,
+                         node.sessions().OpenSession(h.client_name(), c.creds, nullptr));
     c.session = opened.token;
     c.ref = opened.ref;
     c.session_id = opened.id;
@@ -389,7 +392,7 @@ struct LocalServer::Impl {
   void Disconnect(const std::shared_ptr<LocalClient>& c) {
     c->closed = true;
     if (c->sq_event.valid()) epoll_ctl(epoll.get(), EPOLL_CTL_DEL, c->sq_event.get(), nullptr);
-    if (c->ref.has_value()) node.CloseSession(c->ref);
+    if (c->ref.has_value()) node.sessions().CloseSession(c->ref);
     absl::MutexLock lock(&mu);
     // The thread cannot join itself: detach it; shared_ptr keeps the state.
     if (c->thread.joinable()) c->thread.detach();
@@ -465,33 +468,31 @@ struct LocalServer::Impl {
       (void)!::read(c->sq_event.get(), &count, sizeof count);
     }
     int taken = 0;
-    ring::ControlHeader& h = *c->header;
-    uint32_t head = h.sq_head.value.load(std::memory_order_relaxed);
     const uint32_t cq_entries = node.config().daemon.cq_entries;
     while (true) {
-      const uint32_t tail = h.sq_tail.value.load(std::memory_order_seq_cst);
-      if (head == tail) break;
+      const uint32_t tail = c->sq.tail(std::memory_order_seq_cst);
+      const std::optional<uint32_t> ready = c->sq.Ready(tail);
+      if (ready == 0u) break;
       // A tail more than a ring ahead is a client bug or attack: resync
       // to it rather than reading stale slots forever.
-      if (tail - head > c->sq_mask + 1) {
+      if (!ready) {
+        const uint32_t head = c->sq.head();
         WarnLimited(c->creds.uid,
                     StrCat("session ", c->session_id, ": submission tail ", tail, " runs ",
                            tail - head, " entries ahead of head ", head, "; skipping"));
-        head = tail;
+        c->sq.SkipTo(tail);
         break;
       }
       // CQ full: the client kicks the SQ eventfd after consuming completions.
       if (!c->CompletionSlotFree(cq_entries)) break;
-      // Copy the entry out once; validate the copy (no double fetch).
-      ring::SubmissionEntry e;
-      std::memcpy(&e, &c->sq[head & c->sq_mask], sizeof e);
-      ++head;
-      h.sq_head.value.store(head, std::memory_order_release);
+      // Copied out once; SubmitCaught validates the copy (no double fetch).
+      const ring::SubmissionEntry e = c->sq.Take();
+      c->sq.Publish();
       ++c->accepted;
       ++taken;
       SubmitCaught(c, e);
     }
-    h.sq_head.value.store(head, std::memory_order_release);
+    c->sq.Publish();
     return taken;
   }
 
@@ -514,16 +515,16 @@ struct LocalServer::Impl {
       case ring::Op::kNop:
         return c->Complete(e.user_data, 0, OkStatus());
       case ring::Op::kCancel:
-        return c->Complete(e.user_data, v->transfer, node.Cancel(c->ref, v->transfer));
+        return c->Complete(e.user_data, v->transfer, node.copies().Cancel(c->ref, v->transfer));
       case ring::Op::kCopy: {
         CopySpec spec;
         spec.src_instance = v->src_instance;
         spec.dst_instance = v->dst_instance;
-        spec.priority = v->priority;
+        spec.options.priority = v->priority;
         spec.client_runs_hops = v->client_runs_hops;
         const uint64_t user_data = e.user_data;
         std::weak_ptr<LocalClient> weak = c;
-        auto t = node.Copy(c->ref, spec, [weak, user_data](const TransferReport& r) {
+        auto t = node.copies().Copy(c->ref, spec, [weak, user_data](const TransferReport& r) {
           if (auto client = weak.lock()) client->Complete(user_data, r.id, r.status);
         });
         if (!t.ok()) c->Complete(user_data, 0, t.status());

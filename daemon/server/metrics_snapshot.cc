@@ -6,6 +6,8 @@
 
 #include "core/channel_kind.h"
 #include "core/memory.h"
+#include "daemon/node/introspection.h"
+#include "daemon/node/traffic_classes.h"
 #include "daemon/server/metrics_process.h"
 
 namespace isometry {
@@ -83,8 +85,8 @@ MetricsSnapshot TakeMetricsSnapshot(const Node& node, const MetricsPeersProvider
   MetricsSnapshot s;
   s.version = ISOMETRY_VERSION;
   s.process = ReadProcessMetrics();
-  CopyStatus(node.GetStatus(), s);
-  for (const ChannelReport& c : node.ListChannels()) {
+  CopyStatus(node.introspection().GetStatus(), s);
+  for (const ChannelReport& c : node.introspection().ListChannels()) {
     ChannelMetrics m;
     m.name = c.stats.name;
     m.kind = std::string(ChannelKindName(c.config.kind));
@@ -97,7 +99,7 @@ MetricsSnapshot TakeMetricsSnapshot(const Node& node, const MetricsPeersProvider
     m.queue_wait = c.stats.queue_wait;
     s.channels.push_back(std::move(m));
   }
-  for (const QosClassReport& c : node.Qos(SessionRef(), false).classes) {
+  for (const QosClassReport& c : node.traffic_classes().Report(SessionRef(), false).classes) {
     QosMetrics q;
     q.name = c.stats.name;
     q.weight = c.stats.weight;
@@ -108,7 +110,7 @@ MetricsSnapshot TakeMetricsSnapshot(const Node& node, const MetricsPeersProvider
     }
     s.qos.push_back(std::move(q));
   }
-  for (const MemoryReport& r : node.ListMemories()) {
+  for (const MemoryReport& r : node.introspection().ListMemories()) {
     MemoryMetrics m;
     m.name = r.usage.name;
     m.kind = std::string(MemoryKindName(r.usage.kind));

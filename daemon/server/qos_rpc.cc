@@ -1,5 +1,7 @@
 #include "daemon/server/qos_rpc.h"
 
+#include "daemon/node/traffic_classes.h"
+
 namespace isometry {
 
 void ToProto(const QosReport& r, v1::GetQosResponse* out) {
@@ -52,7 +54,7 @@ Status SetSessionClassRpc(Node& node, bool is_operator, const v1::SetSessionClas
         "(isoctl --operator-token, file ",
         node.config().daemon.state_dir, "/operator.token)");
   }
-  return node.SetSessionClass(req.session(), req.class_name());
+  return node.traffic_classes().SetSessionClass(req.session(), req.class_name());
 }
 
 }  // namespace isometry

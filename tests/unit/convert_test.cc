@@ -139,9 +139,9 @@ TEST_CASE("a copy request becomes the copy it asks for") {
   REQUIRE(plain.ok());
   CHECK(plain->src_instance == 3);
   CHECK(plain->dst_instance == 4);
-  CHECK(plain->priority == -2);
+  CHECK(plain->options.priority == -2);
   CHECK_FALSE(plain->box.has_value());  // absent: the whole source
-  CHECK(plain->durable);                // sync unless asked not to
+  CHECK(plain->options.durable);        // sync unless asked not to
   CHECK(plain->via.empty());
 
   req.set_no_sync(true);
@@ -151,7 +151,7 @@ TEST_CASE("a copy request becomes the copy it asks for") {
   h->set_layout("x,F");
   auto full = CopySpecFromProto(req);
   REQUIRE(full.ok());
-  CHECK_FALSE(full->durable);
+  CHECK_FALSE(full->options.durable);
   REQUIRE(full->box.has_value());
   CHECK(full->box->lo[0] == 1);
   CHECK(full->box->hi[0] == 5);

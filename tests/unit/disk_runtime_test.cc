@@ -227,7 +227,7 @@ TEST_CASE("concurrent readers and writers on different files, through the runtim
       for (int i = 0; i < 3; ++i) {
         auto w = r.Copy({.src = {sys, src.data(), src.size(), shape},
                          .dst = FileRefTo(dsk, name, file),
-                         .durable = i == 0});
+                         .options = {.durable = i == 0}});
         auto rd = w.ok() && w->Wait().ok() ? r.Copy({.src = FileRefTo(dsk, name, file),
                                                      .dst = {sys, back.data(), back.size(), shape}})
                                            : Result<Transfer>(Internal("write failed"));
@@ -326,7 +326,7 @@ TEST_CASE("a copy to a file is predicted with its fdatasync only when durable") 
     CHECK(plan->predicted_bps == Approx(expected));
     // The transfer reports the same figure, kept once it has ended.
     CopyRequest req{.src = src, .dst = FileRefTo(dsk, durable ? "d.bin" : "n.bin", shape)};
-    req.durable = durable;
+    req.options.durable = durable;
     auto t = r.Copy(std::move(req));
     REQUIRE(t.ok());
     REQUIRE(t->Wait().ok());

@@ -198,14 +198,18 @@ TEST_CASE("a high-priority GPU copy behind 8 large low-priority ones is dispatch
                               InstanceShape{Box::FromExtents({4 << 20}), fs, Layout::Aos(1)}, i))
             .get();
     Buf* d = bufs.emplace_back(std::make_unique<Buf>(s->shape, 100 + i)).get();
-    auto t = r.Copy(
-        {.src = s->Ref(sys), .dst = d->Ref(sys), .priority = 0, .via = {{gpu, Layout::Aos(1)}}});
+    auto t = r.Copy({.src = s->Ref(sys),
+                     .dst = d->Ref(sys),
+                     .options = {.priority = 0},
+                     .via = {{gpu, Layout::Aos(1)}}});
     REQUIRE(t.ok());
     low.push_back(*t);
   }
   while (r.Channels()[write_channel].requests_done < 2) std::this_thread::yield();
-  auto high = r.Copy(
-      {.src = hs.Ref(sys), .dst = hd.Ref(sys), .priority = 10, .via = {{gpu, Layout::Aos(1)}}});
+  auto high = r.Copy({.src = hs.Ref(sys),
+                      .dst = hd.Ref(sys),
+                      .options = {.priority = 10},
+                      .via = {{gpu, Layout::Aos(1)}}});
   REQUIRE(high.ok());
   REQUIRE(high->Wait().ok());
   for (Transfer& t : low) REQUIRE(t.Wait().ok());

@@ -180,13 +180,13 @@ TEST_CASE(
   for (int i = 0; i < 8; ++i) {
     Buf* s = bufs[2 * static_cast<size_t>(i)].get();
     Buf* d = bufs[2 * static_cast<size_t>(i) + 1].get();
-    auto t = r.Copy({.src = s->Ref(sys), .dst = d->Ref(sys), .priority = 0});
+    auto t = r.Copy({.src = s->Ref(sys), .dst = d->Ref(sys), .options = {.priority = 0}});
     REQUIRE(t.ok());
     low.push_back(*t);
   }
   // Let the low-priority work occupy the channel.
   while (r.Channels()[0].requests_done < 2) std::this_thread::yield();
-  auto high = r.Copy({.src = hs.Ref(sys), .dst = hd.Ref(sys), .priority = 10});
+  auto high = r.Copy({.src = hs.Ref(sys), .dst = hd.Ref(sys), .options = {.priority = 10}});
   REQUIRE(high.ok());
   REQUIRE(high->Wait().ok());
   for (Transfer& t : low) REQUIRE(t.Wait().ok());
@@ -324,7 +324,8 @@ TEST_CASE("many threads submitting at once all get correct copies") {
         Buf d({bounds, fs, RandomLayout(rng, bounds)}, 7);
         std::vector<HopSpec> via;
         if (i % 2) via.push_back({zcm, Layout::Aos(2)});
-        auto t = r.Copy({.src = s.Ref(sys), .dst = d.Ref(sys), .priority = i % 3, .via = via});
+        auto t = r.Copy(
+            {.src = s.Ref(sys), .dst = d.Ref(sys), .options = {.priority = i % 3}, .via = via});
         if (!t.ok() || !t->Wait().ok() ||
             CheckCopy(s.shape, s.bytes, d.shape, d.bytes, d.before, bounds) != "") {
           ++failures;

@@ -339,9 +339,10 @@ bool DiskRuntimeBench::Transpose(bool first) {
 
 bool DiskRuntimeBench::PlainWriteNoSync() {
   ::unlink(plain_path_.c_str());
-  auto s =
-      TimedCopy(rt_, {.src = Host(a_, plain_), .dst = File(plain_name_, plain_), .durable = false},
-                "SYS->DSK (durable=false)");
+  auto s = TimedCopy(
+      rt_,
+      {.src = Host(a_, plain_), .dst = File(plain_name_, plain_), .options = {.durable = false}},
+      "SYS->DSK (durable=false)");
   if (!s) {
     return false;
   }

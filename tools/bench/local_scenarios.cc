@@ -203,8 +203,9 @@ void RunPriority(const LocalOptions& o, Report& report) {
   uint64_t chunks = 0;
   auto high = [&] {
     called = TransferTimes::Clock::now();
-    const Transfer t =
-        MustCopy(*rt, {.src = Ref(sys, hs, hshape), .dst = Ref(sys, hd, hshape), .priority = 10});
+    const Transfer t = MustCopy(
+        *rt,
+        {.src = Ref(sys, hs, hshape), .dst = Ref(sys, hd, hshape), .options = {.priority = 10}});
     returned = TransferTimes::Clock::now();
     times = t.times();
     chunks = t.chunks();
