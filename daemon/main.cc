@@ -179,8 +179,9 @@ Result<GrpcServers> StartGrpcServers(const DaemonConfig& d, Node& node, Cluster*
                     d.grpc_tcp.empty() ? "" : " and " + d.grpc_tcp);
   }
   g.server->GetHealthCheckService()->SetServingStatus(kClientService, true);
-  if (g.peer_server)
+  if (g.peer_server) {
     g.peer_server->GetHealthCheckService()->SetServingStatus(Cluster::service_name(), true);
+  }
   return g;
 }
 

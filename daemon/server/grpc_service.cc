@@ -117,8 +117,9 @@ class Service final : public ActiveCallbacks, public GrpcService {
 
   ServerUnaryReactor* ListMemories(CallbackServerContext* ctx, const v1::ListMemoriesRequest*,
                                    v1::ListMemoriesResponse* resp) override {
-    for (const MemoryReport& m : node_.introspection().ListMemories())
+    for (const MemoryReport& m : node_.introspection().ListMemories()) {
       ToProto(m, resp->add_memories());
+    }
     return Reply(ctx, OkStatus());
   }
 
@@ -377,8 +378,9 @@ class Service final : public ActiveCallbacks, public GrpcService {
 
   ServerUnaryReactor* ListChannels(CallbackServerContext* ctx, const v1::ListChannelsRequest*,
                                    v1::ListChannelsResponse* resp) override {
-    for (const ChannelReport& c : node_.introspection().ListChannels())
+    for (const ChannelReport& c : node_.introspection().ListChannels()) {
       ToProto(c, resp->add_channels());
+    }
     return Reply(ctx, OkStatus());
   }
 
