@@ -40,10 +40,15 @@ enum class Op : uint16_t {
 // runs posted work meanwhile (Client::Copy does). A client that sets it
 // and does not run them fails its own copy after daemon.own_hop_timeout_ms.
 inline constexpr uint16_t kFlagClientRunsHops = 1;
+// SubmissionEntry::flags of a kCopy: a DSK destination is not fdatasync'ed
+// before it replaces its target (CopyOptions::durable false; the rename
+// still makes it all-or-nothing). A daemon older than the flag refuses the
+// entry ("non-zero flags").
+inline constexpr uint16_t kFlagNoSync = 2;
 
 struct SubmissionEntry {
   uint16_t op;
-  uint16_t flags;  // kCopy: 0 or kFlagClientRunsHops; other ops: 0
+  uint16_t flags;  // kCopy: kFlagClientRunsHops, kFlagNoSync; other ops: 0
   int32_t priority;
   uint64_t user_data;  // echoed in the completion
   uint64_t src_instance;

@@ -4,7 +4,8 @@ namespace isometry::ring {
 
 Result<ValidSubmission> ValidateSubmission(const SubmissionEntry& e) {
   const bool copy = e.op == static_cast<uint16_t>(Op::kCopy);
-  bool reserved_zero = (e.flags & ~(copy ? kFlagClientRunsHops : 0)) == 0;
+  const uint16_t allowed = copy ? kFlagClientRunsHops | kFlagNoSync : 0;
+  bool reserved_zero = (e.flags & ~allowed) == 0;
   for (uint8_t b : e.reserved) reserved_zero &= b == 0;
   if (!reserved_zero) {
     return InvalidArgument("submission has non-zero flags or reserved bytes");
@@ -20,6 +21,7 @@ Result<ValidSubmission> ValidateSubmission(const SubmissionEntry& e) {
       v.src_instance = e.src_instance;
       v.dst_instance = e.dst_instance;
       v.client_runs_hops = (e.flags & kFlagClientRunsHops) != 0;
+      v.durable = (e.flags & kFlagNoSync) == 0;
       return v;
     case static_cast<uint16_t>(Op::kCancel):
       v.op = Op::kCancel;

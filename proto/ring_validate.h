@@ -21,10 +21,12 @@ struct ValidSubmission {
   uint64_t src_instance = 0;      // kCopy
   uint64_t dst_instance = 0;      // kCopy
   bool client_runs_hops = false;  // kCopy: kFlagClientRunsHops
+  bool durable = true;            // kCopy: without kFlagNoSync
   uint64_t transfer = 0;          // kCancel
 };
 
-// INVALID_ARGUMENT for flags other than a kCopy's kFlagClientRunsHops,
+// INVALID_ARGUMENT for flags other than a kCopy's kFlagClientRunsHops and
+// kFlagNoSync,
 // non-zero reserved bytes and an unknown op.
 // The message fits a CompletionEntry's 104 bytes. The op is read as the
 // integer it is: an out-of-range value never becomes an enum value.

@@ -413,10 +413,11 @@ Result<Instance> Client::RegisterPrivateInstance(uint64_t private_range, uint64_
 namespace {
 // The ring entry of a copy, with the next ticket as its user_data.
 ring::SubmissionEntry CopyEntry(Client::Impl& impl, const Instance& src, const Instance& dst,
-                                int priority) {
+                                const CopyOptions& options) {
   ring::SubmissionEntry e{};
   e.op = static_cast<uint16_t>(ring::Op::kCopy);
-  e.priority = priority;
+  e.priority = options.priority;
+  if (!options.durable) e.flags |= ring::kFlagNoSync;
   e.user_data = impl.next_ticket++;
   e.src_instance = src.id();
   e.dst_instance = dst.id();
@@ -425,7 +426,12 @@ ring::SubmissionEntry CopyEntry(Client::Impl& impl, const Instance& src, const I
 }  // namespace
 
 Result<uint64_t> Client::Submit(const Instance& src, const Instance& dst, int priority) {
-  return impl_->Push(CopyEntry(*impl_, src, dst, priority));
+  return Submit(src, dst, CopyOptions{.priority = priority});
+}
+
+Result<uint64_t> Client::Submit(const Instance& src, const Instance& dst,
+                                const CopyOptions& options) {
+  return impl_->Push(CopyEntry(*impl_, src, dst, options));
 }
 
 Result<v1::LocalResponse> Client::Request(const v1::LocalRequest& req, std::vector<int>* fds) {
@@ -439,10 +445,14 @@ Result<uint64_t> Client::SubmitRaw(const ring::SubmissionEntry& entry) {
 Completion Client::Wait(uint64_t ticket) { return impl_->Wait(ticket); }
 
 Completion Client::Copy(const Instance& src, const Instance& dst, int priority) {
+  return Copy(src, dst, CopyOptions{.priority = priority});
+}
+
+Completion Client::Copy(const Instance& src, const Instance& dst, const CopyOptions& options) {
   if (std::optional<Completion> direct = impl_->TryDirect(src.id(), dst.id())) return *direct;
-  ring::SubmissionEntry e = CopyEntry(*impl_, src, dst, priority);
+  ring::SubmissionEntry e = CopyEntry(*impl_, src, dst, options);
   // This thread waits for it below and runs what the daemon hands over.
-  if (impl_->hops.load(std::memory_order_acquire)) e.flags = ring::kFlagClientRunsHops;
+  if (impl_->hops.load(std::memory_order_acquire)) e.flags |= ring::kFlagClientRunsHops;
   auto ticket = impl_->Push(e);
   if (!ticket.ok()) {
     return {0, ticket.status()};

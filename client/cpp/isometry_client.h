@@ -25,6 +25,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/copy_options.h"
 #include "core/datatype.h"
 #include "core/instance.h"
 #include "core/status.h"
@@ -261,6 +262,12 @@ class Client {
   Completion Wait(uint64_t ticket);
   // Submit + Wait.
   Completion Copy(const Instance& src, const Instance& dst, int priority = 0);
+  // Both with the copy's options (core/copy_options.h): its priority, and
+  // `durable = false` to skip the fdatasync of a DSK destination before it
+  // replaces its target (gRPC's CopyRequest.no_sync; the rename still
+  // makes it all-or-nothing).
+  Result<uint64_t> Submit(const Instance& src, const Instance& dst, const CopyOptions& options);
+  Completion Copy(const Instance& src, const Instance& dst, const CopyOptions& options);
   // Asks the daemon to cancel a transfer of this session.
   Completion Cancel(uint64_t transfer);
 

@@ -520,7 +520,7 @@ struct LocalServer::Impl {
         CopySpec spec;
         spec.src_instance = v->src_instance;
         spec.dst_instance = v->dst_instance;
-        spec.options.priority = v->priority;
+        spec.options = {.priority = v->priority, .durable = v->durable};
         spec.client_runs_hops = v->client_runs_hops;
         const uint64_t user_data = e.user_data;
         std::weak_ptr<LocalClient> weak = c;

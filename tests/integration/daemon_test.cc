@@ -578,6 +578,13 @@ TEST_CASE("clients copy to and from files of a DSK memory through the daemon") {
   Placed back = Place(*c, aos, 2);
   REQUIRE(c->Copy(*file, back.inst).status.ok());
   CHECK(std::memcmp(back.alloc.data(), src.before.data(), src.before.size()) == 0);
+  // Without the sync (ring::kFlagNoSync) the file is whole all the same.
+  auto unsynced = c->RegisterFile("dsk0", "run/unsynced.bin", 0, soa);
+  REQUIRE(unsynced.ok());
+  REQUIRE(c->Copy(src.inst, *unsynced, CopyOptions{.durable = false}).status.ok());
+  Placed again = Place(*c, aos, 3);
+  REQUIRE(c->Copy(*unsynced, again.inst).status.ok());
+  CHECK(std::memcmp(again.alloc.data(), src.before.data(), src.before.size()) == 0);
   // Escapes are refused when the instance is registered.
   for (const char* bad : {"../x.bin", "/etc/passwd", "a/../../x"}) {
     auto r = c->RegisterFile("dsk0", bad, 0, soa);

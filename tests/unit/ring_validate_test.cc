@@ -57,11 +57,26 @@ TEST_CASE("a copy may promise to run its own hops; no other flag or op may carry
   copy.flags = kFlagClientRunsHops;
   REQUIRE(ValidateSubmission(copy).ok());
   CHECK(ValidateSubmission(copy)->client_runs_hops);
-  copy.flags = kFlagClientRunsHops | 2;
+  copy.flags = kFlagClientRunsHops | 4;
   CHECK(ValidateSubmission(copy).status().code() == absl::StatusCode::kInvalidArgument);
   SubmissionEntry cancel = Entry(static_cast<uint16_t>(Op::kCancel));
   cancel.flags = kFlagClientRunsHops;
   CHECK(ValidateSubmission(cancel).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("a copy may skip the sync of its DSK destination; no other op may ask") {
+  SubmissionEntry copy = Entry(static_cast<uint16_t>(Op::kCopy));
+  CHECK(ValidateSubmission(copy)->durable);
+  copy.flags = kFlagNoSync;
+  REQUIRE(ValidateSubmission(copy).ok());
+  CHECK_FALSE(ValidateSubmission(copy)->durable);
+  CHECK_FALSE(ValidateSubmission(copy)->client_runs_hops);
+  copy.flags = kFlagNoSync | kFlagClientRunsHops;
+  CHECK_FALSE(ValidateSubmission(copy)->durable);
+  CHECK(ValidateSubmission(copy)->client_runs_hops);
+  SubmissionEntry nop = Entry(static_cast<uint16_t>(Op::kNop));
+  nop.flags = kFlagNoSync;
+  CHECK(ValidateSubmission(nop).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace ISOMETRY_TEST_FILE
