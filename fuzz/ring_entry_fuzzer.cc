@@ -24,13 +24,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     return 0;
   }
-  // Flags: none, or a copy's promise to run its own hops, reported back.
-  const uint16_t allowed =
-      e.op == static_cast<uint16_t>(ring::Op::kCopy) ? ring::kFlagClientRunsHops : 0;
+  // Flags: none, or on a copy its promise to run its own hops and its
+  // asking to skip the DSK sync, each reported back.
+  const uint16_t allowed = e.op == static_cast<uint16_t>(ring::Op::kCopy)
+                               ? ring::kFlagClientRunsHops | ring::kFlagNoSync
+                               : 0;
   if ((e.flags & ~allowed) != 0 || e.op > static_cast<uint16_t>(ring::Op::kCancel)) {
     std::abort();
   }
   if (v->client_runs_hops != ((e.flags & ring::kFlagClientRunsHops) != 0)) {
+    std::abort();
+  }
+  if (v->durable != ((e.flags & ring::kFlagNoSync) == 0)) {
     std::abort();
   }
   for (uint8_t b : e.reserved) {
