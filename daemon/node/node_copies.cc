@@ -399,7 +399,9 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(SessionRef sessio
   }
   record.src = ends[0]->allocation;
   record.dst = ends[1]->allocation;
-  resolved.request.options.durable = spec.options.durable;
+  // Whole, so every option reaches the runtime; Copy lowers the priority to
+  // its class's ceiling.
+  resolved.request.options = spec.options;
   for (const ViaHop& h : spec.via) {
     ISO_ASSIGN_OR_RETURN(MemoryId m, runtime->FindMemory(h.memory));
     ISO_ASSIGN_OR_RETURN(Layout l, Layout::Parse(h.layout, ends[0]->shape.bounds.dims));
@@ -425,7 +427,7 @@ Result<uint64_t> node::Copies::Copy(SessionRef session, const CopySpec& spec,
   // Its class's ceiling lowers the priority, visibly (transfer info,
   // isoctl qos, isometry_qos_clamped_total): a copy is never refused for it.
   req.options.priority =
-      std::min<int>(spec.options.priority, impl_->runtime->QosCeiling(req.qos_class));
+      std::min<int>(req.options.priority, impl_->runtime->QosCeiling(req.qos_class));
   if (req.options.priority < spec.options.priority) {
     record->requested_priority = spec.options.priority;
     absl::MutexLock lock(&impl_->mu);
