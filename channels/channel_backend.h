@@ -99,6 +99,13 @@ struct ChannelBackend {
   // Its edges are every client's PROCESS memory to and from every host
   // memory, none configured (cma).
   bool reaches_process_memory = false;
+  // Its default edges join memories of one device (gpu_copy: peer access
+  // between devices is the probe's to know, and ResolveGpus writes those
+  // edges out).
+  bool within_one_device = false;
+  // The daemon makes its channels, one per peer, between no configured
+  // memories (remote_memcpy): the config's edge checks pass it by.
+  bool per_peer = false;
   // Memcpy hops of one node share the node's memory bandwidth
   // (TopologyEdge::node_copy_bps, node_pipe_bps).
   bool shares_node_memory = false;

@@ -122,6 +122,9 @@ Result<std::string> ResolveGpus(RuntimeConfig& config, const GpuConfig& gpu,
                 m.staging_bytes >> 20, " MiB)");
     }
   }
+  const bool has_host_memory =
+      std::any_of(config.memories.begin(), config.memories.end(),
+                  [](const MemoryConfig& m) { return IsHostMemory(m.kind); });
   for (const ChannelKind kind :
        {ChannelKind::kGpuWrite, ChannelKind::kGpuRead, ChannelKind::kGpuCopy}) {
     if (std::any_of(config.channels.begin(), config.channels.end(),
@@ -142,8 +145,8 @@ Result<std::string> ResolveGpus(RuntimeConfig& config, const GpuConfig& gpu,
     if (kind == ChannelKind::kGpuCopy) {
       c.edges = CopyEdges(config, inventory);
       if (c.edges.empty()) continue;
-    } else if (config.EdgesOf(c).empty()) {
-      continue;
+    } else if (!has_host_memory) {
+      continue;  // gpu_read and gpu_write join host memory and device memory
     }
     StrAppend(&added, added.empty() ? "" : ", ", c.name, " (", ChannelKindName(kind), ")");
     config.channels.push_back(std::move(c));

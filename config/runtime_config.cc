@@ -10,28 +10,6 @@ namespace isometry {
 
 namespace {
 
-// Which memory pairs a channel kind can move between (Isometry table 2).
-// PROCESS memory is cma's alone, added by the runtime.
-bool KindServes(ChannelKind kind, MemoryKind src, MemoryKind dst) {
-  const bool src_host = IsHostMemory(src), dst_host = IsHostMemory(dst);
-  switch (kind) {
-    case ChannelKind::kMemcpy:
-      return src_host && dst_host;
-    case ChannelKind::kDiskRead:
-      return src == MemoryKind::kDsk && dst_host;
-    case ChannelKind::kDiskWrite:
-      return src_host && dst == MemoryKind::kDsk;
-    case ChannelKind::kGpuWrite:
-      return src_host && dst == MemoryKind::kFbm;
-    case ChannelKind::kGpuRead:
-      return src == MemoryKind::kFbm && dst_host;
-    case ChannelKind::kGpuCopy:
-      return src == MemoryKind::kFbm && dst == MemoryKind::kFbm;
-    default:
-      return false;
-  }
-}
-
 // One [[memory]] entry; `key` is its indexed name (memory[1]).
 Status ValidateMemory(const MemoryConfig& m, const std::string& key) {
   if (m.client_quota > m.pool_bytes) {
@@ -114,29 +92,17 @@ Status ValidateChannelSettings(const ChannelConfig& c, const std::string& key) {
   return OkStatus();
 }
 
-// The edges of one local channel (RuntimeConfig::EdgesOf): known memories,
-// of the kinds its channel kind moves between, each served by no other
-// channel (`served` collects them across channels).
-Status ValidateChannelEdges(const ChannelConfig& c, const std::string& key,
-                            const std::vector<std::pair<std::string, std::string>>& edges,
-                            const std::map<std::string, MemoryKind>& kinds,
-                            std::set<std::pair<std::string, std::string>>& served) {
-  for (size_t e = 0; e < edges.size(); ++e) {
-    const auto& [src, dst] = edges[e];
-    // Written edges point at their line; default ones at the kind.
-    const std::string edge_key = c.edges.empty() ? key + ".kind" : StrCat(key, ".edges[", e, "]");
-    for (const std::string& m : {src, dst}) {
+// The edges written for one local channel name known memories. Whether
+// its kind serves them, and the default edges of a channel without any,
+// are the channel descriptors' to judge (channels/channel_edges.h).
+Status ValidateWrittenEdges(const ChannelConfig& c, const std::string& key,
+                            const std::map<std::string, MemoryKind>& kinds) {
+  for (size_t e = 0; e < c.edges.size(); ++e) {
+    for (const std::string& m : {c.edges[e].first, c.edges[e].second}) {
       if (!kinds.count(m)) {
-        return ConfigKeyError(edge_key, "channel '", c.name, "' names unknown memory '", m, "'");
+        return ConfigKeyError(StrCat(key, ".edges[", e, "]"), "channel '", c.name,
+                              "' names unknown memory '", m, "'");
       }
-    }
-    if (!KindServes(c.kind, kinds.at(src), kinds.at(dst))) {
-      return ConfigKeyError(edge_key, "channel '", c.name, "' (", ChannelKindName(c.kind),
-                            ") cannot serve ", src, " -> ", dst);
-    }
-    if (!served.insert({src, dst}).second) {
-      return ConfigKeyError(edge_key, "channel '", c.name, "' serves ", src, " -> ", dst,
-                            ", which another channel already serves");
     }
   }
   return OkStatus();
@@ -174,7 +140,6 @@ Status RuntimeConfig::Validate() const {
     ISO_RETURN_IF_ERROR(ValidateMemory(m, key));
   }
   std::set<std::string> names;
-  std::set<std::pair<std::string, std::string>> served;
   for (size_t i = 0; i < channels.size(); ++i) {
     const ChannelConfig& c = channels[i];
     const std::string key = StrCat("channel[", i, "]");
@@ -188,28 +153,9 @@ Status RuntimeConfig::Validate() const {
       continue;  // made per peer by the daemon
     }
     ISO_RETURN_IF_ERROR(ValidateChannelSettings(c, key));
-    ISO_RETURN_IF_ERROR(ValidateChannelEdges(c, key, EdgesOf(c), kinds, served));
+    ISO_RETURN_IF_ERROR(ValidateWrittenEdges(c, key, kinds));
   }
   return OkStatus();
-}
-
-std::vector<std::pair<std::string, std::string>> RuntimeConfig::EdgesOf(
-    const ChannelConfig& c) const {
-  if (!c.edges.empty()) {
-    return c.edges;
-  }
-  std::vector<std::pair<std::string, std::string>> edges;
-  for (const MemoryConfig& a : memories) {
-    for (const MemoryConfig& b : memories) {
-      // gpu_copy by default stays within one device (peer access is the
-      // probe's to know: ResolveGpus writes those edges out).
-      const bool same_gpu = c.kind != ChannelKind::kGpuCopy || a.device == b.device;
-      if (c.kind != ChannelKind::kCma && same_gpu && KindServes(c.kind, a.kind, b.kind)) {
-        edges.emplace_back(a.name, b.name);
-      }
-    }
-  }
-  return edges;
 }
 
 Status DaemonConfig::Validate() const {

@@ -57,7 +57,7 @@ struct ChannelConfig {
   // every pair of host memories (memcpy, self-loops included), every DSK to
   // host memory (disk_read), every host to DSK memory (disk_write). A cma
   // channel takes none: its ends are clients' registered process memories,
-  // not [[memory]] entries, so EdgesOf gives it no configured edge.
+  // not [[memory]] entries (channels/channel_edges.h: ChannelEdges).
   std::vector<std::pair<std::string, std::string>> edges;
   int threads = 2;                      // worker threads
   int max_in_flight = 0;                // requests in flight; 0 = the kind's default
@@ -101,12 +101,11 @@ struct RuntimeConfig {
   std::string calibration_file;  // empty: measure, do not keep
   uint32_t calibration_budget_ms = 1500;
 
-  // Cross-field checks: unique names, edges naming known memories of the
-  // kinds the channel connects, one channel per edge, sane numbers.
+  // Cross-field checks: unique names, written edges naming known
+  // memories, sane numbers. Which kinds of memory a channel's kind joins,
+  // its default edges and one channel per edge are the channel
+  // descriptors' (channels/channel_edges.h: CheckChannelEdges).
   Status Validate() const;
-  // The memory pairs a channel serves (its `edges`, or the default for its
-  // kind).
-  std::vector<std::pair<std::string, std::string>> EdgesOf(const ChannelConfig& c) const;
 };
 
 // The daemon's own settings ([daemon] in the file).

@@ -122,6 +122,7 @@ const ChannelBackend& GpuCopyBackend() {
       .kind = ChannelKind::kGpuCopy,
       .name = "gpu_copy",
       .serves = ServesCopy,
+      .within_one_device = true,
       .keeps_plain_model = true,
       .model = ModelCopy,
       .spends_budget = SpendsBudget,

@@ -39,6 +39,7 @@ const ChannelBackend& TcpBackend() {
       .name = "remote_memcpy",
       .serves = Serves,
       .converts_layout = true,
+      .per_peer = true,
       .model = Model,
       .probe = Probe,
       .make = Make,

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "channels/channel_edges.h"
 #include "channels/channel_factory.h"
 #include "daemon/runtime/runtime.h"
 
@@ -25,31 +26,7 @@ void Model(TopologyEdge& e, MemoryKind src, MemoryKind dst) {
   if (m.contiguous) e.tp_contiguous = FunctionOf(*m.contiguous);
 }
 
-// Whether channel `c`'s edges are PROCESS memory's (cma), none configured.
-bool ReachesProcessMemory(const ChannelConfig& c) {
-  const ChannelBackend* b = FindBackend(c.kind);
-  return b && b->reaches_process_memory;
-}
-
 }  // namespace
-
-std::vector<std::pair<std::string, std::string>> ChannelEdges(const RuntimeConfig& config,
-                                                              const ChannelConfig& c) {
-  std::vector<std::pair<std::string, std::string>> edges;
-  if (!ReachesProcessMemory(c)) {
-    // PROCESS memory is only ever reached by the kinds that say so.
-    for (auto& e : config.EdgesOf(c)) {
-      if (e.first != kProcessMemoryName && e.second != kProcessMemoryName) edges.push_back(e);
-    }
-    return edges;
-  }
-  for (const MemoryConfig& m : config.memories) {
-    if (!IsHostMemory(m.kind)) continue;
-    edges.emplace_back(kProcessMemoryName, m.name);
-    edges.emplace_back(m.name, kProcessMemoryName);
-  }
-  return edges;
-}
 
 Topology LocalTopology(const RuntimeConfig& config) {
   Topology topo;

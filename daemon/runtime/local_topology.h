@@ -1,7 +1,6 @@
 // The transfer graph of one node's configuration (Isometry §4.1), before
 // calibration: memory i of `config` is MemoryId{config.node, i}, and every
-// edge a channel serves (RuntimeConfig::EdgesOf; every client's PROCESS
-// memory to and from every host memory for a kind that reaches it) is an
+// edge a channel serves (channels/channel_edges.h: ChannelEdges) is an
 // edge with channel index = the channel's position in config.channels and
 // the model its kind's descriptor gives until measured
 // (ChannelBackend::model: a run-size curve `tp` and, where plain copies
@@ -15,18 +14,10 @@
 // without a GPU.
 #pragma once
 
-#include <string>
-#include <utility>
-#include <vector>
-
 #include "config/runtime_config.h"
 #include "planner/topology.h"
 
 namespace isometry {
-
-// The memory pairs channel `c` serves, by name.
-std::vector<std::pair<std::string, std::string>> ChannelEdges(const RuntimeConfig& config,
-                                                              const ChannelConfig& c);
 
 Topology LocalTopology(const RuntimeConfig& config);
 

@@ -119,6 +119,15 @@ CASES = [
     ("unknown_edge_memory",
      BASE + 'edges = [\n  ["sys0", "sys0"],\n  ["sys0", "gpu9"],\n]\n',
      '["sys0", "gpu9"]', "channel.edges", "unknown memory 'gpu9'", None),
+    # Which memories a channel's kind joins is its descriptor's to say
+    # (channels/channel_edges.h), checked with the same file, line and key.
+    ("edge_kind_cannot_serve",
+     BASE + DSK + '\n[[channel]]\nname = "rd"\nkind = "disk_read"\nedges = [["sys0", "dsk0"]]\n',
+     '[["sys0", "dsk0"]]', "channel.edges", "channel 'rd' (disk_read) cannot serve sys0 -> dsk0",
+     None),
+    ("edge_served_twice", BASE + '\n[[channel]]\nname = "memcpy1"\nkind = "memcpy"  # twice\n',
+     'kind = "memcpy"  # twice', "channel.kind",
+     "channel 'memcpy1' serves sys0 -> sys0, which another channel already serves", None),
     ("log_level", BASE.replace('log_level = "warn"', 'log_level = "loud"'), "log_level =",
      "daemon.log_level", "'loud'", None),
     ("empty_file", "", None, "memory", "no [[memory]]", None),

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "channels/channel_backend.h"
+#include "channels/channel_edges.h"
 #include "channels/channel_factory.h"
 #include "daemon/runtime/local_topology.h"
 #include "layout/copy_program.h"
@@ -121,6 +122,19 @@ TEST_CASE("a registered toy kind is made, probed and modelled like a built-in on
     CHECK(topo.edges[0].kind == kToyKind);
     CHECK(topo.edges[0].tp.Peak() == Approx(2e9).epsilon(0.01));
     CHECK_FALSE(topo.edges[0].tp_contiguous);
+
+    // The config's edge checks ask the toy's descriptor too: without
+    // written edges it serves every SYS pair, and nothing else.
+    ChannelConfig by_kind = ToyConfig();
+    by_kind.edges.clear();
+    config.channels = {by_kind};
+    config.memories.push_back({.name = "z", .kind = MemoryKind::kZcm});
+    CHECK(CheckChannelEdges(config).ok());
+    CHECK(ChannelEdges(config, by_kind) == std::vector<std::pair<std::string, std::string>>{
+                                               {"a", "a"}, {"a", "b"}, {"b", "a"}, {"b", "b"}});
+    config.channels[0].edges = {{"a", "z"}};
+    CHECK_THAT(CheckChannelEdges(config).ToString(),
+               Catch::Contains("channel 'toy0' (toy) cannot serve a -> z"));
   }
   // Gone with its registration: the factory refuses the kind again.
   CHECK(FindBackend(kToyKind) == nullptr);

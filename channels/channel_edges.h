@@ -1,0 +1,35 @@
+// The memory pairs each configured channel serves, as its kind's
+// descriptor says (ChannelBackend::serves and friends), and the checks of
+// a config that need them. The config sits below the channels and knows
+// no kind: it checks what the file alone decides (names, numbers, written
+// edges naming known memories); whether a kind can serve an edge, and
+// whether two channels serve the same one, is asked here. The daemon's
+// start check (daemon/start_check.h) and Runtime::Create run both.
+//
+// Pure: reads the config and the constant descriptors; any thread.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/runtime_config.h"
+#include "core/status.h"
+
+namespace isometry {
+
+// The memory pairs channel `c` serves, by name: its written `edges`, or
+// its kind's default (every configured pair the descriptor serves, within
+// one device where it says so). A kind that reaches PROCESS memory (cma)
+// serves every client's process memory to and from every host memory,
+// whatever is written; no other kind ever reaches PROCESS memory.
+std::vector<std::pair<std::string, std::string>> ChannelEdges(const RuntimeConfig& config,
+                                                              const ChannelConfig& c);
+
+// Every local channel's edges are of the kinds it moves between, and each
+// edge is served by one channel alone. Errors name their key
+// (channel[1].edges[0], or channel[1].kind for a default edge), for
+// ConfigOrigin::Locate. Expects `config.Validate()` to have passed.
+Status CheckChannelEdges(const RuntimeConfig& config);
+
+}  // namespace isometry
