@@ -67,11 +67,12 @@ EXEC_SCRIPT = "SCRIPT = " + repr(EXEC_SCRIPT) + "\n" + EXEC_SCRIPT
 class Peer:
     """private_peer.py: another Python process with a private range."""
 
-    def __init__(self, test, nbytes, publish=True):
+    def __init__(self, test, nbytes, publish=True, native=False):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         args = [sys.executable, os.path.join(HERE, "private_peer.py"), test.socket,
-                test.local, str(nbytes)] + ([] if publish else ["--no-publish"])
+                test.local, str(nbytes)] + ([] if publish else ["--no-publish"]) + (
+                    ["--native"] if native else [])
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      env=env, text=True)
         test.addCleanup(self.stop)

@@ -14,6 +14,12 @@ rounds of each and of the per-round ratio):
   mapped allocation: ``client.copy(src, dst)`` from Python against
   ``_native.Session.time_copies`` (the C++ client's ``Copy``) on the same
   instances. GiB/s; the result is checked against NumPy once.
+* ``private_aos_to_soa_1GiB``: the same copy between two NumPy arrays of
+  this process's own memory (``register_private``): Python's
+  ``client.copy`` with the hops next to its own memory run in the process
+  (``in_process``, the default) against the C++ client's ``Copy`` on the
+  same instances, and (a second row) the daemon moving it with cma
+  (``in_process=False``) against the in-process copy.
 * ``async_4KiB_x10000``: 10,000 copies of 4 KiB (64 pairs of instances,
   round robin) in flight from one asyncio task (``asyncio.gather`` of
   ``acopy``), and the same from ``copy_future`` (concurrent futures),
@@ -55,6 +61,9 @@ staging = "64MiB"
 name = "memcpy0"
 kind = "memcpy"
 threads = 2
+[[channel]]
+name = "cma0"
+kind = "cma"
 """
 SMALL = 4096
 PAIRS = 64
@@ -80,6 +89,32 @@ def aos_to_soa(np, c, mib):
         soa[...] = 0
 
     return src, dst, n * 16, check
+
+
+def private_aos_to_soa(np, c, mib, arrays=None):
+    """Two NumPy arrays of this process (an AOS of four float32 fields, its
+    SOA), registered on `c` as private ranges: the instances, the arrays
+    (to register on another client too) and a check of the copy."""
+    fields = [("a", "<f4"), ("b", "<f4"), ("c", "<f4"), ("d", "<f4")]
+    n = (mib << 20) // 16
+    if arrays is None:
+        x = np.zeros(n, dtype=fields)
+        for k, (name, _) in enumerate(fields):
+            x[name] = np.arange(n, dtype=np.float32) + k
+        arrays = (x, np.zeros((4, n), dtype=np.float32))
+    x, soa = arrays
+    src = c.register_instance(private_range=c.register_private(x), bounds=[n],
+                              fields=[(f, 4) for f, _ in fields], layout="F,x")
+    dst = c.register_instance(private_range=c.register_private(soa), bounds=[n],
+                              fields=[(f, 4) for f, _ in fields], layout="x,F")
+
+    def check():
+        for k, (name, _) in enumerate(fields):
+            if not np.array_equal(soa[k], x[name]):
+                sys.exit(f"python_native_bench: field {name} of the private SOA copy differs")
+        soa[...] = 0
+
+    return src, dst, arrays, check
 
 
 def small_pairs(c):
@@ -154,6 +189,7 @@ def main():
     except AssertionError as e:
         sys.exit(f"python_native_bench: {e}")
     big = {"py": [], "cpp": []}
+    own = {"py": [], "cpp": [], "cma": []}
     small = {"async": [], "futures": [], "cpp": []}
     try:
         with isometry.Client(daemon.socket, name="python-native-bench", native=True,
@@ -164,6 +200,16 @@ def main():
             c.copy(src, dst)                                   # warm: pages touched, plan cached
             check()
             session.time_copies(ends[0], ends[1], 1)
+            cma = isometry.Client(daemon.socket, name="python-native-bench-cma", native=True,
+                                  in_process=False,
+                                  local_socket=os.path.join(directory, "local.sock"))
+            psrc, pdst, arrays, pcheck = private_aos_to_soa(np, c, args.mib)
+            csrc, cdst, _, _ = private_aos_to_soa(np, cma, args.mib, arrays)
+            pends = c._native.instances(psrc.id, pdst.id)
+            c.copy(psrc, pdst)
+            pcheck()
+            cma.copy(csrc, cdst)
+            pcheck()
             pairs = small_pairs(c)
             handles = [c._native.instances(s.id, d.id) for s, d in pairs]
             srcs, dsts = [h[0] for h in handles], [h[1] for h in handles]
@@ -175,15 +221,27 @@ def main():
                 c.copy(src, dst)
                 big["py"].append(gib / (time.perf_counter() - t0))
                 big["cpp"].append(gib / (session.time_copies(ends[0], ends[1], 1)[0] / 1e6))
+                t0 = time.perf_counter()
+                c.copy(psrc, pdst)
+                own["py"].append(gib / (time.perf_counter() - t0))
+                own["cpp"].append(gib / (session.time_copies(pends[0], pends[1], 1)[0] / 1e6))
+                t0 = time.perf_counter()
+                cma.copy(csrc, cdst)
+                own["cma"].append(gib / (time.perf_counter() - t0))
                 small["async"].append(args.copies / python_async(c, pairs, args.copies))
                 small["futures"].append(args.copies / python_futures(c, pairs, args.copies))
                 small["cpp"].append(args.copies / session.time_in_flight(srcs, dsts, args.copies))
                 print(f"  round {r + 1}: AOS->SOA Python {big['py'][-1]:.2f} GiB/s, C++ "
-                      f"{big['cpp'][-1]:.2f} GiB/s; {args.copies} x 4 KiB in flight: asyncio "
+                      f"{big['cpp'][-1]:.2f} GiB/s; private {own['py'][-1]:.2f}, C++ "
+                      f"{own['cpp'][-1]:.2f}, cma {own['cma'][-1]:.2f} GiB/s; "
+                      f"{args.copies} x 4 KiB in flight: asyncio "
                       f"{small['async'][-1]:.0f}/s, futures {small['futures'][-1]:.0f}/s, C++ "
                       f"{small['cpp'][-1]:.0f}/s", file=sys.stderr)
             c.copy(src, dst)
             check()
+            cma.copy(csrc, cdst)
+            pcheck()
+            cma.close()
     finally:
         status = daemon.stop()
         daemon.close()
@@ -195,6 +253,10 @@ def main():
     rows = [
         row(f"aos_to_soa_{args.mib}MiB_native_python", "throughput", "GiB/s", big["py"],
             big["cpp"], cpp_copy, nbytes),
+        row(f"private_aos_to_soa_{args.mib}MiB_in_process_python", "throughput", "GiB/s",
+            own["py"], own["cpp"], cpp_copy, nbytes),
+        row(f"private_aos_to_soa_{args.mib}MiB_cma_python", "throughput", "GiB/s", own["cma"],
+            own["py"], "Python, its hops run in the process (in_process)", nbytes),
         row(f"async_4KiB_x{args.copies}_asyncio_python", "copies_per_s", "1/s", small["async"],
             small["cpp"], cpp_flight, SMALL),
         row(f"async_4KiB_x{args.copies}_futures_python", "copies_per_s", "1/s",

@@ -142,6 +142,15 @@ class Client(InstancesMixin, TransfersMixin, FuturesMixin, ActiveAccessMixin):
             extension is missing); None: where it is built
             (:func:`connect`); False: the pure-Python local session.
             :attr:`transport` says which one a client got.
+        in_process: on the native path, move this process's private memory
+            here where the C++ client can: a waited :meth:`copy` into or out
+            of a range of this client's (:meth:`register_private`) runs its
+            hops on the calling thread at memcpy speed, and one from a range
+            another process of this uid published into one of this client's
+            reads it directly; a range this client publishes serves such
+            reads from a thread of this process. False: the daemon moves
+            all private memory (its cma channel), as without ``native``.
+            :attr:`native_counters` counts what ran here.
 
     Raises:
         IsometryError: ``UNAVAILABLE`` if nothing answers on a socket,
@@ -162,12 +171,14 @@ class Client(InstancesMixin, TransfersMixin, FuturesMixin, ActiveAccessMixin):
         operator_token: Optional[str] = None,
         local_socket: Optional[str] = None,
         native: Optional[bool] = False,
+        in_process: bool = True,
     ) -> None:
         if native and local_socket is None:
             raise ValueError("native=True needs local_socket: the rings are the local socket's")
         self.socket = socket
         self.local_socket = local_socket
         self.name = name
+        self._in_process = in_process
         self.call_timeout = call_timeout
         self._lock = threading.Lock()
         self._session_ready = threading.Event()
@@ -245,7 +256,8 @@ class Client(InstancesMixin, TransfersMixin, FuturesMixin, ActiveAccessMixin):
         no Attach stream, so the daemon holds one session for this client,
         not two."""
         if native or (native is None and _native_available()):
-            self._native = NativePath(path, self.name, self._cancel_ring_copies)
+            self._native = NativePath(path, self.name, self._cancel_ring_copies,
+                                      in_process=self._in_process)
             session, session_id = self._native.token, self._native.session_id
         else:
             self._local = LocalSession(path, self.name, connect_timeout)
@@ -345,6 +357,18 @@ class Client(InstancesMixin, TransfersMixin, FuturesMixin, ActiveAccessMixin):
         local socket's shared-memory rings) or ``"grpc"`` (a gRPC call each,
         the session opened by ``Attach`` or over the local socket)."""
         return "native" if self._native is not None else "grpc"
+
+    @property
+    def native_counters(self) -> Dict[str, int]:
+        """On the native path, what this process moved itself so far
+        (``in_process``): ``own_hops_run`` (hops of its copies run here),
+        ``direct_reads_run`` (copies that read a published range directly,
+        with transfer id 0) and ``served_reads_run`` (those of them its
+        publisher packed); every count 0 on the gRPC transport."""
+        if self._native is None:
+            return {"own_hops_run": 0, "direct_reads_run": 0, "served_reads_run": 0}
+        self._check_open()
+        return self._native.counters()
 
     @property
     def _over_local_socket(self) -> bool:

@@ -197,7 +197,8 @@ class InstancesMixin:
         native = self._register_native(spec)
         if native is not None:
             return Instance(id=native.id, total_bytes=native.total_bytes,
-                            allocation=spec.allocation, offset=offset)
+                            allocation=spec.allocation, offset=offset,
+                            private_range=spec.private_range)
         r = self._call("RegisterInstance", pb.RegisterInstanceRequest(spec=spec))
         return Instance(
             id=r.instance,
@@ -271,10 +272,16 @@ class InstancesMixin:
             "first byte in it")
 
     def _register_native(self, spec: Any) -> Any:
-        """Registers a layout instance on a mapped allocation through the
-        native session; None for everything else (gRPC registers it)."""
-        if (self._native is None or spec.HasField("datatype") or spec.memory or spec.file
-                or spec.private_range or not spec.allocation):
+        """Registers a layout instance on a mapped allocation or a private
+        range through the native session; None for everything else (gRPC
+        registers it)."""
+        if self._native is None or spec.HasField("datatype") or spec.memory or spec.file:
+            return None
+        if spec.private_range:
+            self._check_open()
+            return self._native.register_private(spec.private_range, spec.offset, spec.bounds,
+                                                 spec.fields, spec.layout)
+        if not spec.allocation:
             return None
         self._check_open()
         return self._native.register(spec.allocation, spec.offset, spec.bounds, spec.fields,

@@ -9,6 +9,12 @@ and completion rings, the way a C++ program's do, instead of a gRPC call
 each (copies submitted with ``copy_future`` or ``acopy`` too, their
 completions collected by :mod:`isometry.ring`); allocations are mapped into
 this process (``Allocation.buffer``).
+Instances over private ranges (``register_private``) are registered
+natively too, so a waited copy between native instances that touches this
+process's own ranges runs its hops here, at memcpy speed, and one out of
+another process's published range into an own range reads it directly
+(the C++ client's hop windows, direct and served reads; ``in_process=False``
+leaves all private memory to the daemon's cma channel).
 Everything else (introspection, datatypes, files, Active Access, copies
 with a box, hops or a timeout) goes over gRPC with the same session token,
 exactly as for the pure-Python local session.
@@ -57,11 +63,11 @@ class NativePath:
     """One native session and the handles made through it. Thread-safe."""
 
     def __init__(self, local_socket: str, name: str,
-                 cancel_all: Callable[[], None] = lambda: None):
+                 cancel_all: Callable[[], None] = lambda: None, in_process: bool = True):
         if _native is None:
             raise IsometryError("FAILED_PRECONDITION", _WHY)
         try:
-            self.session = _native.Session(local_socket, name)
+            self.session = _native.Session(local_socket, name, in_process=in_process)
         except IsometryError as e:
             if e.code != "UNAVAILABLE" or not e.message.startswith("cannot connect"):
                 raise
@@ -127,6 +133,21 @@ class NativePath:
         with self._lock:
             self._instances[inst.id] = inst
         return inst
+
+    def register_private(self, range_id: int, offset: int, box: Any, fields: Sequence[Any],
+                         layout: str) -> Any:
+        """Registers bounds x fields in ``layout`` on a private range (this
+        session's own, or one another session of this uid published)."""
+        inst = self.session.register_private_instance(
+            range_id, offset, list(box.lo), list(box.hi), [(f.name, f.size) for f in fields],
+            layout)
+        with self._lock:
+            self._instances[inst.id] = inst
+        return inst
+
+    def counters(self) -> Dict[str, int]:
+        """What this process moved itself so far (Client.native_counters)."""
+        return {k: int(v) for k, v in self.session.counters().items()}
 
     def unregister(self, iid: int) -> bool:
         with self._lock:

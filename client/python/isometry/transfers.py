@@ -93,11 +93,15 @@ class TransfersMixin:
             ``measured_bytes_per_s`` (bytes over the copy's wall time).
 
         On the native path a waited copy between two instances registered
-        on mapped allocations, with no box, hops or timeout, goes through
-        the shared-memory rings; its ``TransferInfo`` then carries ``id``,
-        ``state``, ``code`` and ``message`` only (:meth:`transfer` has the
-        daemon's full report while it keeps it). Every other copy goes
-        over gRPC.
+        on mapped allocations or private ranges, with no box, hops or
+        timeout, goes through the shared-memory rings; its ``TransferInfo``
+        then carries ``id``, ``state``, ``code`` and ``message`` only
+        (:meth:`transfer` has the daemon's full report while it keeps it).
+        With the client's ``in_process``, the hops of such a copy that touch
+        this client's own ranges run on this thread, and a copy from a range
+        another process published into an own range is read directly
+        (``id`` 0: no transfer of the daemon's). Every other copy goes over
+        gRPC.
         """
         if (self._native is not None and wait and timeout is None and box is None
                 and not via):

@@ -114,19 +114,22 @@ InstanceShape ShapeOf(const std::vector<int64_t>& lo, const std::vector<int64_t>
 
 class NativeSession {
  public:
+  // `in_process`: private memory is moved in this process where the C++
+  // client can (ClientOptions: hops of copy() into and out of its own
+  // ranges run on the calling thread, copies out of another process's
+  // published range are direct or served reads, and a published range
+  // serves reads); false: the daemon moves it all (cma).
   static std::unique_ptr<NativeSession> Connect(const std::string& local_socket,
-                                                const std::string& name, uint32_t spin_us) {
+                                                const std::string& name, uint32_t spin_us,
+                                                bool in_process) {
     client::ClientOptions options;
     options.local_socket = local_socket;
     options.name = name;
     options.spin_us = spin_us;
-    // The first step of issue #55: private memory is moved by the daemon
-    // (cma), as for the pure-Python local session; hop windows, direct and
-    // served reads are not wired to Python yet.
-    options.run_own_hops = false;
-    options.direct_reads = false;
-    options.served_reads = false;
-    options.serve_published = false;
+    options.run_own_hops = in_process;
+    options.direct_reads = in_process;
+    options.served_reads = in_process;
+    options.serve_published = in_process;
     Result<std::unique_ptr<client::Client>> connected;
     {
       py::gil_scoped_release release;
@@ -178,6 +181,34 @@ class NativeSession {
       registered = c->Register(*a, offset, what);
     }
     return std::make_unique<NativeInstance>(ValueOrThrow(std::move(registered)));
+  }
+
+  // An instance `offset` bytes into a private range: this session's own
+  // (register_private) or one another session of this uid published.
+  std::unique_ptr<NativeInstance> RegisterPrivateInstance(uint64_t range, uint64_t offset,
+                                                          const std::vector<int64_t>& lo,
+                                                          const std::vector<int64_t>& hi,
+                                                          const FieldList& fields,
+                                                          const std::string& layout) {
+    std::shared_ptr<client::Client> c = Get();
+    client::Description what = ShapeOf(lo, hi, fields, layout);
+    Result<client::Instance> registered;
+    {
+      py::gil_scoped_release release;
+      registered = c->RegisterPrivateInstance(range, offset, what);
+    }
+    return std::make_unique<NativeInstance>(ValueOrThrow(std::move(registered)));
+  }
+
+  // What this process did itself so far: hops of its copies, direct reads
+  // and the served ones among them (Client::own_hops_run and friends).
+  py::dict Counters() {
+    std::shared_ptr<client::Client> c = Get();
+    py::dict d;
+    d["own_hops_run"] = c->own_hops_run();
+    d["direct_reads_run"] = c->direct_reads_run();
+    d["served_reads_run"] = c->served_reads_run();
+    return d;
   }
 
   // Copies src's whole index space into dst through the rings and waits:
@@ -339,7 +370,7 @@ PYBIND11_MODULE(_native, m) {
       .def("publish", &NativePrivateRange::Publish);
   py::class_<NativeSession>(m, "Session")
       .def(py::init(&NativeSession::Connect), py::arg("local_socket"), py::arg("name"),
-           py::arg("spin_us") = 50)
+           py::arg("spin_us") = 50, py::arg("in_process") = true)
       .def_property_readonly("session", &NativeSession::session)
       .def_property_readonly("session_id", &NativeSession::session_id)
       .def_property_readonly("closed", &NativeSession::closed)
@@ -349,6 +380,9 @@ PYBIND11_MODULE(_native, m) {
       .def("allocate", &NativeSession::Allocate, py::arg("memory"), py::arg("nbytes"))
       .def("register", &NativeSession::Register, py::arg("allocation"), py::arg("offset"),
            py::arg("lo"), py::arg("hi"), py::arg("fields"), py::arg("layout"))
+      .def("register_private_instance", &NativeSession::RegisterPrivateInstance, py::arg("range"),
+           py::arg("offset"), py::arg("lo"), py::arg("hi"), py::arg("fields"), py::arg("layout"))
+      .def("counters", &NativeSession::Counters)
       .def("copy", &NativeSession::Copy, py::arg("src"), py::arg("dst"), py::arg("priority") = 0)
       .def("submit", &NativeSession::Submit, py::arg("src"), py::arg("dst"),
            py::arg("priority") = 0)
