@@ -55,6 +55,7 @@ if ((quickstart == 0)); then
     catch2 python3-pytest iproute2 nftables
     python3-seccomp strace          # the unit's syscall filter, run for real (unit_syscalls_test)
     python3-numpy                   # NumPy views of mapped allocations (test_python_native)
+    python3-torch                   # torch.from_dlpack of a mapped allocation (test_python_native)
     python3-mypy                    # mypy --strict over the Python client and a typed example (python_types)
     python3-venv python3-setuptools # pip install of the Python client into a venv (python_pip_install)
     zsh fish                        # isoctl's completion scripts, checked by isoctl_test

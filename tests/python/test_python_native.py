@@ -5,13 +5,15 @@ Copies through the shared-memory rings are byte-exact against the same
 copies over gRPC and the layout reference model; a NumPy view of a mapped
 allocation sees what a copy wrote without a read; failures raise the
 IsometryError codes the gRPC path raises; a Python process killed mid-copy
-leaves the daemon serving and its allocations freed.
+leaves the daemon serving and its allocations freed; torch views an
+allocation through DLPack (skipped, 77, without python3-torch).
 
 Run like test_python_client (ISOMETRYD, ISOMETRY_PYTHONPATH; Debian's
 /usr/bin/python3). Exits 77 (skipped) with the reason when the extension
 was not built (no pybind11) or, for the NumPy case, NumPy is missing.
 """
 
+import ctypes
 import os
 import shutil
 import signal
@@ -35,6 +37,11 @@ try:
     import numpy
 except ImportError:
     numpy = None
+try:
+    import torch
+    import torch.utils.dlpack
+except ImportError:
+    torch = None
 
 DAEMON = dict(log_level="warn", shutdown_grace_ms=2000)
 CONFIG = ONE_SYS_MEMORY + "threads = 2\n"  # memcpy0's threads
@@ -214,6 +221,44 @@ class NativePathTest(unittest.TestCase):
         view = numpy.frombuffer(src.buffer, dtype=numpy.uint32)
         self.c.close()
         self.assertEqual(int(view[3]), (3 * 2654435761) % 2**32)
+
+    def test_torch_views_an_allocation_through_dlpack(self):
+        # Debian's python3-torch consumes the allocation's DLPack capsule:
+        # a tensor over the mapping itself, which sees what copies write
+        # and whose stores the copies read, and which pins the mapping.
+        if torch is None:
+            self.skipTest("torch is not installed (python3-torch)")
+        n = 1 << 20
+        src, dst = self.c.allocate("sys0", n), self.c.allocate("sys0", n)
+        s = torch.from_dlpack(src)
+        d = torch.from_dlpack(dst)
+        self.assertEqual((s.dtype, s.numel(), s.device.type), (torch.uint8, n, "cpu"))
+        with memoryview(src.buffer) as m:  # the mapping's address, as the buffer protocol gives it
+            address = ctypes.addressof(ctypes.c_char.from_buffer(m))
+            self.assertEqual(s.data_ptr(), address, "torch copied the allocation")
+        s.view(torch.int32)[:] = torch.arange(n // 4, dtype=torch.int32) * 7  # stores, no Write
+        si = self.c.register_instance(src, [n // 4], [("v", 4)], "F,x")
+        di = self.c.register_instance(dst, [n // 4], [("v", 4)], "F,x")
+        self.assertEqual(self.c.copy(si, di).state, "done")
+        self.assertTrue(torch.equal(d, s), "the tensor did not see the copy")
+        # Round trip: torch hands the same memory on as a capsule of its own.
+        again = torch.utils.dlpack.from_dlpack(torch.utils.dlpack.to_dlpack(d))
+        self.assertEqual(again.data_ptr(), d.data_ptr())
+        self.assertEqual(int(again.view(torch.int32)[5]), 35)
+        # The tensors pin the mapping until torch lets them go.
+        with self.assertRaises(BufferError):
+            self.c.free(dst)
+        del d, again
+        self.assertEqual(dst.buffer.views, 0)
+        self.c.free(dst)
+        self.assertTrue(dst.buffer.freed)
+        with self.assertRaises(BufferError):
+            torch.from_dlpack(dst)
+        # A gRPC allocation is not mapped here: nothing to view.
+        with self.assertRaises(BufferError):
+            torch.from_dlpack(self.g.allocate("sys0", 16))
+        del s
+        self.c.free(src)
 
     def test_failures_raise_the_codes_the_grpc_path_raises(self):
         def both(fn):
