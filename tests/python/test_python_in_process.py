@@ -17,23 +17,23 @@ was not built (no pybind11).
 """
 
 import os
-import shutil
 import signal
-import subprocess
 import sys
 import time
 import unittest
 
 import test_python_client as ref  # the layout reference model; its tests are not collected
 from test_python_client import FIELDS, ISOMETRYD, SKIP_REASON, RefLayout, _fill
-from test_python_private import CONFIG, DAEMON, Peer
+from test_python_private import CONFIG, Peer
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
-from isometryd_process import IsometrydProcess  # noqa: E402
+from native_case import NativeCase  # noqa: E402
 
 if ref._IMPORT_ERROR is None:
     import isometry
     from isometry import IsometryError
+else:
+    isometry = None
 
 BOUNDS = [(0, 1000)]
 LAYOUTS = ("F,x", "x,F", "x_in=8,F,x_out")
@@ -57,42 +57,15 @@ while True:
 
 
 @unittest.skipUnless(ISOMETRYD, SKIP_REASON)
-class InProcessTest(unittest.TestCase):
-    """Each test gets its own daemon; self.c is a native client that moves
-    its private memory itself, self.g a gRPC one (the observer)."""
+class InProcessTest(NativeCase):
+    """Each test gets its own daemon (with a cma channel); self.c is a
+    native client that moves its private memory itself, self.g a gRPC one
+    (native_case.py)."""
 
-    def setUp(self):
-        if ref._IMPORT_ERROR is not None:
-            self.fail(f"cannot import the isometry package ({ref._IMPORT_ERROR}); set "
-                      "ISOMETRY_PYTHONPATH to build/python and run with /usr/bin/python3")
-        if not isometry.native_available():
-            self.skipTest(isometry.native_unavailable_reason())
-        try:
-            self.dir, self.daemon = IsometrydProcess.started_in_temp_dir(
-                ISOMETRYD, CONFIG, "isometry-pyinproc-", daemon=DAEMON)
-        except AssertionError as e:
-            self.fail(str(e))
-        self.socket = self.daemon.socket
-        self.local = os.path.join(self.dir, "local.sock")
-        self.clients = []
-        self.c = self.client("here")
-        self.g = self.client("observer", native=False, local=False)
-
-    def tearDown(self):
-        for c in self.clients:
-            c.close()
-        rc = self.daemon.stop(timeout_s=30)
-        log = self.daemon.log_text()
-        self.daemon.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-        self.assertEqual(rc, 0, f"isometryd exited with {rc} on SIGTERM:\n{log}")
-
-    def client(self, name, native=True, local=True, in_process=True):
-        c = isometry.Client(self.socket, name=name, connect_timeout=10,
-                            local_socket=self.local if local else None, native=native,
-                            in_process=in_process)
-        self.clients.append(c)
-        return c
+    CONFIG = CONFIG
+    PREFIX = "isometry-pyinproc-"
+    isometry = isometry
+    import_error = ref._IMPORT_ERROR
 
     def private(self, c, layout, data=None, filler=0xEE):
         """A bytearray of this process registered on `c`, holding `data`
@@ -147,14 +120,19 @@ class InProcessTest(unittest.TestCase):
                         c.free(da)
         self.assertEqual(self.g.native_counters["own_hops_run"], 0)
 
-    def test_a_published_range_is_read_directly_and_served_by_a_native_publisher(self):
+    def publisher(self, native):
+        """Another process with a published range holding an AOS: the
+        process (test_python_private.Peer) and self.c's instance over it."""
         aos = RefLayout("F,x", BOUNDS, FIELDS)
+        peer = Peer(self, aos.total, native=native)
+        peer.set(_fill(aos, BOUNDS))
+        return peer, self.c.register_instance(private_range=peer.range, bounds=BOUNDS,
+                                              fields=FIELDS, layout="F,x")
+
+    def test_a_published_range_is_read_directly_and_served_by_a_native_publisher(self):
         for native_peer in (False, True):
             with self.subTest(native_publisher=native_peer):
-                peer = Peer(self, aos.total, native=native_peer)
-                peer.set(_fill(aos, BOUNDS))
-                theirs = self.c.register_instance(private_range=peer.range, bounds=BOUNDS,
-                                                  fields=FIELDS, layout="F,x")
+                peer, theirs = self.publisher(native_peer)
                 before = self.c.native_counters
                 mine, ours, soa = self.private(self.c, "x,F")
                 info = self.c.copy(theirs, ours)
@@ -181,10 +159,7 @@ class InProcessTest(unittest.TestCase):
         aos = RefLayout("F,x", BOUNDS, FIELDS)
         for native_peer in (False, True):
             with self.subTest(native_publisher=native_peer):
-                peer = Peer(self, aos.total, native=native_peer)
-                peer.set(_fill(aos, BOUNDS))
-                theirs = self.c.register_instance(private_range=peer.range, bounds=BOUNDS,
-                                                  fields=FIELDS, layout="F,x")
+                peer, theirs = self.publisher(native_peer)
                 mine, ours, soa = self.private(self.c, "x,F")
                 self.assertEqual(self.c.copy(theirs, ours).id, 0)
                 peer.proc.send_signal(signal.SIGKILL)
@@ -212,23 +187,7 @@ class InProcessTest(unittest.TestCase):
                 self.assertTrue(self.daemon.alive())
 
     def test_a_python_process_killed_while_running_its_hops_leaves_nothing_behind(self):
-        base = self.g.status()
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-        proc = subprocess.Popen([sys.executable, "-c", OWN_HOPS_COPIER, self.socket, self.local],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
-        try:
-            line = proc.stdout.readline()
-            self.assertEqual(line.strip(), "copying True", proc.stderr.read() if not line else line)
-            self.wait_for(lambda: self.g.status().transfers_submitted > base.transfers_submitted + 3,
-                          "the doomed process's copies")
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            proc.stdout.close()
-            proc.stderr.close()
+        base = self.kill_while_copying(OWN_HOPS_COPIER, "copying True")
         self.wait_for(lambda: self.g.status().sessions == base.sessions,
                       "the daemon to end the killed session")
         self.wait_for(lambda: self.g.status().instances == base.instances,
@@ -245,13 +204,6 @@ class InProcessTest(unittest.TestCase):
         a, pa, _ = self.pool(self.g, "F,x")
         b, pb_, _ = self.pool(self.g, "x,F")
         self.assertEqual(self.g.copy(pa, pb_).state, "done")
-
-    def wait_for(self, predicate, what, timeout=15.0):
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            if time.monotonic() > deadline:
-                self.fail(f"timed out after {timeout} s waiting for {what}")
-            time.sleep(0.02)
 
 
 if __name__ == "__main__":

@@ -15,23 +15,22 @@ was not built (no pybind11) or, for the NumPy case, NumPy is missing.
 
 import ctypes
 import os
-import shutil
-import signal
-import subprocess
 import sys
 import threading
-import time
 import unittest
 
 import test_python_client as ref  # the layout reference model; its tests are not collected
 from test_python_client import FIELDS, ISOMETRYD, SKIP_REASON, RefLayout, _fill
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
-from isometryd_process import ONE_SYS_MEMORY, IsometrydProcess  # noqa: E402
+from isometryd_process import ONE_SYS_MEMORY  # noqa: E402
+from native_case import NativeCase  # noqa: E402
 
 if ref._IMPORT_ERROR is None:
     import isometry
     from isometry import IsometryError
+else:
+    isometry = None
 
 try:
     import numpy
@@ -43,7 +42,6 @@ try:
 except ImportError:
     torch = None
 
-DAEMON = dict(log_level="warn", shutdown_grace_ms=2000)
 CONFIG = ONE_SYS_MEMORY + "threads = 2\n"  # memcpy0's threads
 
 # A Python process that copies 12 MiB AOS -> SOA through the rings until
@@ -79,54 +77,14 @@ class CallLog:
 
 
 @unittest.skipUnless(ISOMETRYD, SKIP_REASON)
-class NativePathTest(unittest.TestCase):
+class NativePathTest(NativeCase):
     """Each test gets its own daemon; self.c is a native client, self.g a
-    gRPC one."""
+    gRPC one (native_case.py)."""
 
-    def setUp(self):
-        if ref._IMPORT_ERROR is not None:
-            self.fail(f"cannot import the isometry package ({ref._IMPORT_ERROR}); set "
-                      "ISOMETRY_PYTHONPATH to build/python and run with /usr/bin/python3")
-        if not isometry.native_available():
-            self.skipTest(isometry.native_unavailable_reason())
-        try:
-            self.dir, self.daemon = IsometrydProcess.started_in_temp_dir(
-                ISOMETRYD, CONFIG, "isometry-pynative-", daemon=DAEMON)
-        except AssertionError as e:
-            self.fail(str(e))
-        self.socket = self.daemon.socket
-        self.local = os.path.join(self.dir, "local.sock")
-        self.clients = []
-        self.c = self.client("native")
-        self.g = self.client("grpc", native=False, local=False)
-
-    def tearDown(self):
-        for c in self.clients:
-            c.close()
-        rc = self.daemon.stop(timeout_s=30)
-        log = self.daemon.log_text()
-        self.daemon.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-        self.assertEqual(rc, 0, f"isometryd exited with {rc} on SIGTERM:\n{log}")
-
-    def client(self, name, native=True, local=True):
-        c = isometry.Client(self.socket, name=name, connect_timeout=10,
-                            local_socket=self.local if local else None, native=native)
-        self.clients.append(c)
-        return c
-
-    def assertFails(self, code, fn, *args, **kwargs):
-        with self.assertRaises(IsometryError) as cm:
-            fn(*args, **kwargs)
-        self.assertEqual(cm.exception.code, code, cm.exception.message)
-        return cm.exception
-
-    def wait_for(self, predicate, what, timeout=10.0):
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            if time.monotonic() > deadline:
-                self.fail(f"timed out after {timeout} s waiting for {what}")
-            time.sleep(0.02)
+    CONFIG = CONFIG
+    PREFIX = "isometry-pynative-"
+    isometry = isometry
+    import_error = ref._IMPORT_ERROR
 
     def copy_on(self, c, bounds, src_layout, dst_layout):
         """src_layout -> dst_layout on client c; the destination's bytes."""
@@ -324,24 +282,8 @@ class NativePathTest(unittest.TestCase):
             self.assertEqual(self.c.read(b, 0, soa.total), bytes(_fill(soa, bounds)))
 
     def test_a_python_process_killed_mid_copy_leaves_nothing_behind(self):
-        base = self.g.status()
         base_used = {m.name: m.pool_used for m in self.g.memories()}["sys0"]
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-        proc = subprocess.Popen([sys.executable, "-c", COPIER, self.socket, self.local],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
-        try:
-            line = proc.stdout.readline()
-            self.assertEqual(line.strip(), "copying", proc.stderr.read() if not line else line)
-            self.wait_for(lambda: self.g.status().transfers_submitted > base.transfers_submitted + 3,
-                          "the doomed process's copies")
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            proc.stdout.close()
-            proc.stderr.close()
+        base = self.kill_while_copying(COPIER, "copying")
         self.wait_for(lambda: self.g.status().allocations == base.allocations,
                       "the daemon to free the killed session's allocations")
         st = self.g.status()

@@ -22,10 +22,13 @@ from test_python_client import FIELDS, ISOMETRYD, SKIP_REASON, RefLayout, _fill
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
 from isometryd_process import ONE_SYS_MEMORY, IsometrydProcess  # noqa: E402
+from native_case import CaseHelpers  # noqa: E402
 
 if ref._IMPORT_ERROR is None:
     import isometry
     from isometry import IsometryError
+else:
+    isometry = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DAEMON = dict(log_level="warn", shutdown_grace_ms=2000)
@@ -111,9 +114,11 @@ class Peer:
 
 
 @unittest.skipUnless(ISOMETRYD, SKIP_REASON)
-class PrivateMemoryTest(unittest.TestCase):
+class PrivateMemoryTest(CaseHelpers, unittest.TestCase):
     """Each test gets its own daemon (with a cma channel) and one client
     whose session is opened over the local socket, self.c."""
+
+    isometry = isometry
 
     def setUp(self):
         if ref._IMPORT_ERROR is not None:
@@ -143,19 +148,6 @@ class PrivateMemoryTest(unittest.TestCase):
                             local_socket=self.local if local else None)
         self.clients.append(c)
         return c
-
-    def assertFails(self, code, fn, *args, **kwargs):
-        with self.assertRaises(IsometryError) as cm:
-            fn(*args, **kwargs)
-        self.assertEqual(cm.exception.code, code, cm.exception.message)
-        return cm.exception
-
-    def wait_for(self, predicate, what, timeout=10.0):
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            if time.monotonic() > deadline:
-                self.fail(f"timed out after {timeout} s waiting for {what}")
-            time.sleep(0.02)
 
     def pool_instance(self, c, layout, data=None, filler=0xEE):
         """A pool instance in `layout` holding `data` (else `filler` bytes)."""
