@@ -24,11 +24,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     return 0;
   }
-  // Flags: none, or on a copy its promise to run its own hops and its
-  // asking to skip the DSK sync, each reported back.
-  const uint16_t allowed = e.op == static_cast<uint16_t>(ring::Op::kCopy)
-                               ? ring::kFlagClientRunsHops | ring::kFlagNoSync
-                               : 0;
+  // Flags: none, or on a copy its promise to run its own hops, its asking
+  // to skip the DSK sync and to be told its id at acceptance, each
+  // reported back.
+  const uint16_t allowed =
+      e.op == static_cast<uint16_t>(ring::Op::kCopy)
+          ? ring::kFlagClientRunsHops | ring::kFlagNoSync | ring::kFlagReportAccepted
+          : 0;
   if ((e.flags & ~allowed) != 0 || e.op > static_cast<uint16_t>(ring::Op::kCancel)) {
     std::abort();
   }
@@ -36,6 +38,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::abort();
   }
   if (v->durable != ((e.flags & ring::kFlagNoSync) == 0)) {
+    std::abort();
+  }
+  if (v->report_accepted != ((e.flags & ring::kFlagReportAccepted) != 0)) {
     std::abort();
   }
   for (uint8_t b : e.reserved) {

@@ -14,8 +14,9 @@
 // The daemon copies each submission out of shared memory once and validates
 // the copy; a malformed entry gets a completion with an error, never a crash.
 // The CQ never overflows: the daemon takes a submission only while
-// (submissions taken - cq_head) < cq_entries, so completions owed always
-// have a slot. A client that consumed completions while submissions were
+// (completions owed - cq_head) < cq_entries, so completions owed always
+// have a slot (an interim completion, kFlagReportAccepted, is owed only
+// once the daemon found it a slot). A client that consumed completions while submissions were
 // left waiting writes the submission eventfd again so the daemon resumes.
 #pragma once
 
@@ -45,10 +46,20 @@ inline constexpr uint16_t kFlagClientRunsHops = 1;
 // still makes it all-or-nothing). A daemon older than the flag refuses the
 // entry ("non-zero flags").
 inline constexpr uint16_t kFlagNoSync = 2;
+// SubmissionEntry::flags of a kCopy: once the daemon has accepted the copy
+// it posts an interim completion (code kCodeAccepted, `transfer` the
+// copy's id), before the copy's own completion: the id to cancel or
+// inspect it by while it runs. A CQ with no slot free for it then leaves
+// it out (the copy's own completion still names the transfer), so it never
+// holds a submission back. A daemon older than the flag refuses the entry.
+inline constexpr uint16_t kFlagReportAccepted = 4;
+// CompletionEntry::code of the interim completion kFlagReportAccepted asks
+// for: not a google.rpc.Code, and never the copy's last word.
+inline constexpr int32_t kCodeAccepted = -1;
 
 struct SubmissionEntry {
   uint16_t op;
-  uint16_t flags;  // kCopy: kFlagClientRunsHops, kFlagNoSync; other ops: 0
+  uint16_t flags;  // kCopy: kFlagClientRunsHops, kFlagNoSync, kFlagReportAccepted; others: 0
   int32_t priority;
   uint64_t user_data;  // echoed in the completion
   uint64_t src_instance;
@@ -61,7 +72,7 @@ static_assert(sizeof(SubmissionEntry) == 64);
 struct CompletionEntry {
   uint64_t user_data;
   uint64_t transfer;  // id given to the copy (0 when rejected)
-  int32_t code;       // google.rpc.Code; 0 = OK
+  int32_t code;       // google.rpc.Code, 0 = OK; or kCodeAccepted
   uint32_t message_len;
   char message[104];  // why it failed, truncated, not NUL-terminated
 };

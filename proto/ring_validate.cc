@@ -4,7 +4,7 @@ namespace isometry::ring {
 
 Result<ValidSubmission> ValidateSubmission(const SubmissionEntry& e) {
   const bool copy = e.op == static_cast<uint16_t>(Op::kCopy);
-  const uint16_t allowed = copy ? kFlagClientRunsHops | kFlagNoSync : 0;
+  const uint16_t allowed = copy ? kFlagClientRunsHops | kFlagNoSync | kFlagReportAccepted : 0;
   bool reserved_zero = (e.flags & ~allowed) == 0;
   for (uint8_t b : e.reserved) reserved_zero &= b == 0;
   if (!reserved_zero) {
@@ -22,6 +22,7 @@ Result<ValidSubmission> ValidateSubmission(const SubmissionEntry& e) {
       v.dst_instance = e.dst_instance;
       v.client_runs_hops = (e.flags & kFlagClientRunsHops) != 0;
       v.durable = (e.flags & kFlagNoSync) == 0;
+      v.report_accepted = (e.flags & kFlagReportAccepted) != 0;
       return v;
     case static_cast<uint16_t>(Op::kCancel):
       v.op = Op::kCancel;

@@ -22,12 +22,13 @@ struct ValidSubmission {
   uint64_t dst_instance = 0;      // kCopy
   bool client_runs_hops = false;  // kCopy: kFlagClientRunsHops
   bool durable = true;            // kCopy: without kFlagNoSync
+  bool report_accepted = false;   // kCopy: kFlagReportAccepted
   uint64_t transfer = 0;          // kCancel
 };
 
-// INVALID_ARGUMENT for flags other than a kCopy's kFlagClientRunsHops and
-// kFlagNoSync,
-// non-zero reserved bytes and an unknown op.
+// INVALID_ARGUMENT for flags other than a kCopy's kFlagClientRunsHops,
+// kFlagNoSync and kFlagReportAccepted, non-zero reserved bytes and an
+// unknown op.
 // The message fits a CompletionEntry's 104 bytes. The op is read as the
 // integer it is: an out-of-range value never becomes an enum value.
 Result<ValidSubmission> ValidateSubmission(const SubmissionEntry& e);

@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -101,7 +102,11 @@ struct Client::Impl {
   std::mutex cq_mu;
   std::condition_variable cq_cv;
   std::map<uint64_t, Completion> done;  // guarded by cq_mu
-  bool reaping = false;                 // guarded by cq_mu: one thread polls the eventfd
+  // SubmitTracked tickets not waited for yet, and the transfer ids of
+  // those the daemon accepted. Guarded by cq_mu.
+  std::set<uint64_t> tracked;
+  std::map<uint64_t, uint64_t> accepted;
+  bool reaping = false;  // guarded by cq_mu: one thread polls the eventfd
 
   // Ends the session now (the daemon sees the socket close); handles that
   // outlive the Client then fail their calls harmlessly.
@@ -168,6 +173,10 @@ struct Client::Impl {
     const uint32_t ready = cq.Ready(tail).value_or(0);
     for (; n < static_cast<int>(ready); ++n) {
       const ring::CompletionEntry e = cq.Take();
+      if (e.code == ring::kCodeAccepted) {  // interim: the copy's own completion follows
+        accepted[e.user_data] = e.transfer;
+        continue;
+      }
       const uint32_t len = std::min<uint32_t>(e.message_len, sizeof e.message);
       done[e.user_data] = {e.transfer, FromCode(e.code, std::string(e.message, len))};
     }
@@ -237,12 +246,59 @@ struct Client::Impl {
 
   Completion Wait(uint64_t ticket) {
     std::unique_lock lock(cq_mu);
-    while (true) {
-      if (auto it = done.find(ticket); it != done.end()) {
-        Completion c = std::move(it->second);
-        done.erase(it);
-        return c;
+    Completion c;
+    const bool got = WaitUntil(lock, [&] {
+      auto it = done.find(ticket);
+      if (it == done.end()) return false;
+      c = std::move(it->second);
+      done.erase(it);
+      tracked.erase(ticket);
+      accepted.erase(ticket);
+      return true;
+    });
+    if (!got) return {0, Unavailable("isometryd closed the connection")};
+    return c;
+  }
+
+  // The transfer id of a copy submitted with ring::kFlagReportAccepted:
+  // its interim completion's, or its own completion's where that came
+  // first (left for Wait); the refusal of a copy the daemon refused;
+  // FAILED_PRECONDITION for a ticket that is no such copy or was waited
+  // for already (nothing would ever answer).
+  Result<uint64_t> TransferOf(uint64_t ticket) {
+    std::unique_lock lock(cq_mu);
+    Result<uint64_t> id = uint64_t{0};
+    const bool got = WaitUntil(lock, [&] {
+      if (auto a = accepted.find(ticket); a != accepted.end()) {
+        id = a->second;
+        return true;
       }
+      auto d = done.find(ticket);
+      if (d == done.end()) {
+        if (tracked.count(ticket)) return false;  // not accepted yet
+        id = FailedPrecondition("ticket ", ticket,
+                                " is not a SubmitTracked copy waiting for its completion");
+        return true;
+      }
+      if (d->second.transfer != 0) {
+        id = d->second.transfer;
+      } else {
+        id = d->second.status.ok() ? Internal("ticket ", ticket, " completed without a transfer")
+                                   : d->second.status;
+      }
+      return true;
+    });
+    if (!got) return Unavailable("isometryd closed the connection");
+    return id;
+  }
+
+  // Reaps completions and runs the hops the daemon hands over until
+  // `ready()` (called under cq_mu, as `lock` holds it) says so; false
+  // when the daemon closed the session first.
+  template <class Ready>
+  bool WaitUntil(std::unique_lock<std::mutex>& lock, Ready ready) {
+    while (true) {
+      if (ready()) return true;
       if (Reap() > 0) {
         cq_cv.notify_all();
         continue;
@@ -287,7 +343,7 @@ struct Client::Impl {
           lock.lock();
           reaping = false;
           cq_cv.notify_all();
-          return {0, Unavailable("isometryd closed the connection")};
+          return false;
         }
       }
       lock.lock();

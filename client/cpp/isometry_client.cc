@@ -434,6 +434,25 @@ Result<uint64_t> Client::Submit(const Instance& src, const Instance& dst,
   return impl_->Push(CopyEntry(*impl_, src, dst, options));
 }
 
+Result<uint64_t> Client::SubmitTracked(const Instance& src, const Instance& dst,
+                                       const CopyOptions& options) {
+  ring::SubmissionEntry e = CopyEntry(*impl_, src, dst, options);
+  e.flags |= ring::kFlagReportAccepted;
+  {
+    // Known before it is queued: another thread may wait for it at once.
+    std::lock_guard lock(impl_->cq_mu);
+    impl_->tracked.insert(e.user_data);
+  }
+  Result<uint64_t> ticket = impl_->Push(e);
+  if (!ticket.ok()) {
+    std::lock_guard lock(impl_->cq_mu);
+    impl_->tracked.erase(e.user_data);
+  }
+  return ticket;
+}
+
+Result<uint64_t> Client::TransferOf(uint64_t ticket) { return impl_->TransferOf(ticket); }
+
 Result<v1::LocalResponse> Client::Request(const v1::LocalRequest& req, std::vector<int>* fds) {
   return impl_->Call(req, fds);
 }

@@ -268,6 +268,16 @@ class Client {
   // makes it all-or-nothing).
   Result<uint64_t> Submit(const Instance& src, const Instance& dst, const CopyOptions& options);
   Completion Copy(const Instance& src, const Instance& dst, const CopyOptions& options);
+  // Submit(), and the daemon reports the copy's transfer id as soon as it
+  // accepts it (TransferOf): what Cancel() and the daemon's reports of a
+  // running transfer (isoctl transfer, gRPC GetTransfer) take. The id costs
+  // a completion slot more, and only when one is free.
+  Result<uint64_t> SubmitTracked(const Instance& src, const Instance& dst,
+                                 const CopyOptions& options = {});
+  // The transfer id of a SubmitTracked ticket not yet waited for: waits
+  // until the daemon has accepted the copy (its refusal, if it refused it).
+  // Wait(ticket) still returns the copy's completion.
+  Result<uint64_t> TransferOf(uint64_t ticket);
   // Asks the daemon to cancel a transfer of this session.
   Completion Cancel(uint64_t transfer);
 

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <system_error>
 #include <thread>
 
@@ -25,6 +26,7 @@
 #include "daemon/node/copies.h"
 #include "daemon/node/sessions.h"
 #include "daemon/node/shared_memory.h"
+#include "daemon/server/local_client.h"
 #include "daemon/server/local_requests.h"
 #include "daemon/server/task_limit.h"
 #include "isometry.pb.h"
@@ -37,62 +39,6 @@ namespace isometry {
 namespace {
 
 Status Errno(const std::string& what) { return Internal(what, ": ", ErrnoString(errno)); }
-
-// One attached process: its session, socket, control segment and eventfds.
-struct LocalClient {
-  uint64_t key = 0;                   // epoll data
-  std::string session;                // the token: never logged
-  SessionRef ref;                     // what node calls take (resolved at hello)
-  uint64_t session_id = 0;            // its public number, for logs
-  std::atomic<bool> attached{false};  // hello done (read by the accept thread)
-  std::atomic<bool> late{false};      // shut down for want of a hello
-  std::chrono::steady_clock::time_point accepted_at;
-  Credentials creds;
-  UniqueFd socket;
-  SharedMemory control;
-  UniqueFd sq_event;  // client -> daemon
-  UniqueFd cq_event;  // daemon -> client
-  ring::ControlHeader* header = nullptr;
-  shm::RingReader<ring::SubmissionEntry> sq;  // only the ring thread takes
-  absl::Mutex cq_mu;                          // producers: the ring thread and completion callbacks
-  shm::RingWriter<ring::CompletionEntry> cq ABSL_GUARDED_BY(cq_mu);
-  // Submissions taken from the SQ; each owes exactly one completion. Only
-  // the ring thread touches it.
-  uint32_t accepted = 0;
-  // Fds a response owns (a lease's pidfd): closed once it is sent. Only
-  // the control thread touches it.
-  std::vector<UniqueFd> sent_fds;
-  std::vector<UniqueFd> passed;  // the fds a RegisterPrivate frame came with, for its handler
-  std::atomic<bool> closed{false};
-  std::thread thread;
-
-  // Posts one completion. The CQ never overflows: see CompletionSlotFree.
-  void Complete(uint64_t user_data, uint64_t transfer, const Status& s) ABSL_LOCKS_EXCLUDED(cq_mu) {
-    {
-      ring::CompletionEntry e{};
-      e.user_data = user_data;
-      e.transfer = transfer;
-      e.code = static_cast<int32_t>(s.code());
-      const std::string_view msg(s.message().data(), s.message().size());
-      e.message_len = static_cast<uint32_t>(std::min(msg.size(), sizeof e.message));
-      if (e.message_len > 0) std::memcpy(e.message, msg.data(), e.message_len);
-      absl::MutexLock lock(&cq_mu);
-      cq.Push(e, std::memory_order_seq_cst);
-    }
-    // A client spinning on cq_tail sees the entry without the eventfd.
-    if (header->client_spinning.value.load(std::memory_order_seq_cst) == 1) return;
-    const uint64_t one = 1;
-    (void)!::write(cq_event.get(), &one, sizeof one);
-  }
-
-  // A submission may be taken only while its completion has a free CQ slot:
-  // completions owed (accepted) minus those the client consumed (cq_head,
-  // client-written: a lying client only stalls itself) stays below the size.
-  bool CompletionSlotFree(uint32_t cq_entries) const {
-    const uint32_t consumed = header->cq_head.value.load(std::memory_order_acquire);
-    return accepted - consumed < cq_entries;
-  }
-};
 
 }  // namespace
 
@@ -524,10 +470,23 @@ struct LocalServer::Impl {
         spec.client_runs_hops = v->client_runs_hops;
         const uint64_t user_data = e.user_data;
         std::weak_ptr<LocalClient> weak = c;
-        auto t = node.copies().Copy(c->ref, spec, [weak, user_data](const TransferReport& r) {
-          if (auto client = weak.lock()) client->Complete(user_data, r.id, r.status);
+        auto gate = v->report_accepted ? std::make_shared<AcceptedGate>() : nullptr;
+        auto t = node.copies().Copy(c->ref, spec, [weak, user_data, gate](const TransferReport& r) {
+          auto client = weak.lock();
+          if (client && !(gate && gate->Hold(r.id, r.status))) {
+            client->Complete(user_data, r.id, r.status);
+          }
         });
-        if (!t.ok()) c->Complete(user_data, 0, t.status());
+        if (!t.ok()) return c->Complete(user_data, 0, t.status());
+        if (!gate) return;
+        // The interim completion takes a slot of its own, where one is free.
+        if (c->CompletionSlotFree(node.config().daemon.cq_entries)) {
+          ++c->accepted;
+          c->CompleteAccepted(user_data, *t);
+        }
+        if (std::optional<AcceptedGate::Held> held = gate->Open()) {
+          c->Complete(user_data, held->transfer, held->status);
+        }
         return;
       }
     }

@@ -57,7 +57,7 @@ TEST_CASE("a copy may promise to run its own hops; no other flag or op may carry
   copy.flags = kFlagClientRunsHops;
   REQUIRE(ValidateSubmission(copy).ok());
   CHECK(ValidateSubmission(copy)->client_runs_hops);
-  copy.flags = kFlagClientRunsHops | 4;
+  copy.flags = kFlagClientRunsHops | 8;
   CHECK(ValidateSubmission(copy).status().code() == absl::StatusCode::kInvalidArgument);
   SubmissionEntry cancel = Entry(static_cast<uint16_t>(Op::kCancel));
   cancel.flags = kFlagClientRunsHops;
@@ -77,6 +77,20 @@ TEST_CASE("a copy may skip the sync of its DSK destination; no other op may ask"
   SubmissionEntry nop = Entry(static_cast<uint16_t>(Op::kNop));
   nop.flags = kFlagNoSync;
   CHECK(ValidateSubmission(nop).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("a copy may ask for its transfer id at acceptance; no other op may ask") {
+  SubmissionEntry copy = Entry(static_cast<uint16_t>(Op::kCopy));
+  CHECK_FALSE(ValidateSubmission(copy)->report_accepted);
+  copy.flags = kFlagReportAccepted | kFlagNoSync;
+  REQUIRE(ValidateSubmission(copy).ok());
+  CHECK(ValidateSubmission(copy)->report_accepted);
+  CHECK_FALSE(ValidateSubmission(copy)->durable);
+  for (const Op op : {Op::kNop, Op::kCancel}) {
+    SubmissionEntry other = Entry(static_cast<uint16_t>(op));
+    other.flags = kFlagReportAccepted;
+    CHECK(ValidateSubmission(other).status().code() == absl::StatusCode::kInvalidArgument);
+  }
 }
 
 }  // namespace ISOMETRY_TEST_FILE

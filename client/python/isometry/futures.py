@@ -147,9 +147,10 @@ class FuturesMixin:
 
         On the native path a copy between two instances on its mapped
         allocations, with no box or hops, is queued on the rings instead:
-        a refusal then fails the future, cancelling the future leaves the
-        copy running (the ring names its transfer only at the end), and
-        futures resolve in submission order."""
+        a refusal then fails the future, cancelling the future cancels the
+        transfer as soon as the daemon has told its id (at once, unless
+        the copy still waits on the submission ring), and futures resolve
+        in submission order."""
         ends = self._ring_ends(src, dst, box, via)
         if ends is not None:
             assert self._native is not None
@@ -169,8 +170,7 @@ class FuturesMixin:
         returns an ``asyncio.Future`` of the loop's, not a coroutine, so
         ``asyncio.gather`` of many makes no task per copy. The wait blocks
         no thread. Cancelling the future, or the task awaiting it, cancels
-        the transfer (on the native rings the copy runs to its end: see
-        :meth:`copy_future`)."""
+        the transfer (on the native rings as :meth:`copy_future` says)."""
         loop = asyncio.get_running_loop()
         ends = self._ring_ends(src, dst, box, via)
         if ends is None:

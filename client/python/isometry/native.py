@@ -63,7 +63,8 @@ class NativePath:
     """One native session and the handles made through it. Thread-safe."""
 
     def __init__(self, local_socket: str, name: str,
-                 cancel_all: Callable[[], None] = lambda: None, in_process: bool = True):
+                 cancel_all: Callable[[], None] = lambda: None, in_process: bool = True,
+                 cancel_one: Callable[[int], None] = lambda transfer: None):
         if _native is None:
             raise IsometryError("FAILED_PRECONDITION", _WHY)
         try:
@@ -82,7 +83,9 @@ class NativePath:
                 "it (socket_mode, socket_group)?",
             ) from None
         self._lock = threading.Lock()
-        self.ring = RingFutures(self.session, name)  # copies submitted without waiting
+        # Copies submitted without waiting; a cancelled future cancels its
+        # transfer through `cancel_one`.
+        self.ring = RingFutures(self.session, name, cancel_one)
         self._cancel_all = cancel_all  # the session's transfers, before it closes
         self._allocations: Dict[int, Any] = {}  # id -> _native.Allocation
         self._instances: Dict[int, Any] = {}  # id -> _native.Instance

@@ -10,10 +10,11 @@ and settles their futures: a ``concurrent.futures.Future`` directly, the
 asyncio futures of one event loop with one ``call_soon_threadsafe`` per
 batch. Nothing runs per copy but the submission and the settling.
 
-The ring names a copy's transfer only in its completion, so a future
-cancelled before then cannot cancel the transfer: the copy runs to its
-end and the future stays cancelled. The C++ client waits for one ticket
-at a time, so futures resolve in submission order.
+Each copy is submitted tracked: the daemon reports its transfer id as
+soon as it accepts it (``transfer_of``), so a future cancelled before its
+completion cancels the transfer, from a short-lived thread (the id may
+still be on its way). The C++ client waits for one ticket at a time, so
+futures resolve in submission order.
 """
 
 import asyncio
@@ -21,7 +22,7 @@ import atexit
 import concurrent.futures
 import threading
 import weakref
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import grpc
 
@@ -74,9 +75,11 @@ def _settle_all(settled: List[Tuple[AnyFuture, Outcome]]) -> None:
 class RingFutures:
     """The futures of one native session's ring copies. Thread-safe."""
 
-    def __init__(self, session: Any, name: str) -> None:
+    def __init__(self, session: Any, name: str,
+                 cancel: Callable[[int], None] = lambda transfer: None) -> None:
         self._session = session  # _native.Session
         self._name = name
+        self._cancel = cancel  # a transfer of this session, errors swallowed
         self._lock = threading.Lock()
         self._sinks: Dict[int, Sink] = {}
         self._thread: Optional[threading.Thread] = None
@@ -90,12 +93,24 @@ class RingFutures:
         with self._lock:  # held across submit: the ticket is filed before its completion
             if self._closed:
                 raise IsometryError("FAILED_PRECONDITION", "this client is closed")
-            ticket = self._session.submit(src, dst, priority)
+            ticket = self._session.submit(src, dst, priority, tracked=True)
             self._sinks[ticket] = sink
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, daemon=True,
                                                 name=f"isometry-ring-{self._name}")
                 self._thread.start()
+        sink[0].add_done_callback(lambda f: self._cancelled(ticket) if f.cancelled() else None)
+
+    def _cancelled(self, ticket: int) -> None:
+        """A future cancelled by its holder: its transfer too, once the
+        daemon has told its id (off this thread: it may wait for that)."""
+        def cancel() -> None:
+            try:
+                transfer = self._session.transfer_of(ticket)
+            except IsometryError:
+                return  # refused, already ended and waited for, or the session closed
+            self._cancel(transfer)
+        threading.Thread(target=cancel, daemon=True, name=f"isometry-cancel-{ticket}").start()
 
     def _run(self) -> None:
         """Takes completions in batches until the session is closed."""

@@ -229,16 +229,31 @@ class NativeSession {
 
   // Queues a copy of src's whole index space through the rings without
   // waiting: its ticket, which take() hands back with the completion.
-  uint64_t Submit(const NativeInstance& src, const NativeInstance& dst, int priority) {
+  // `tracked`: transfer_of(ticket) can give its transfer id meanwhile.
+  uint64_t Submit(const NativeInstance& src, const NativeInstance& dst, int priority,
+                  bool tracked) {
     std::shared_ptr<client::Client> c = Get();
     std::shared_ptr<client::Instance> s = src.Get();
     std::shared_ptr<client::Instance> d = dst.Get();
     Result<uint64_t> ticket;
     {
       py::gil_scoped_release release;
-      ticket = ring_->Submit(c, *s, *d, priority);
+      ticket = ring_->Submit(c, *s, *d, priority, tracked);
     }
     return ValueOrThrow(std::move(ticket));
+  }
+
+  // The transfer id of a tracked submit() whose completion take() has not
+  // handed back yet: waits until the daemon accepted the copy; raises its
+  // refusal.
+  uint64_t TransferOf(uint64_t ticket) {
+    std::shared_ptr<client::Client> c = Get();
+    Result<uint64_t> id;
+    {
+      py::gil_scoped_release release;
+      id = c->TransferOf(ticket);
+    }
+    return ValueOrThrow(std::move(id));
   }
 
   // The completions of submit()'s copies that arrived, waiting up to
@@ -385,7 +400,8 @@ PYBIND11_MODULE(_native, m) {
       .def("counters", &NativeSession::Counters)
       .def("copy", &NativeSession::Copy, py::arg("src"), py::arg("dst"), py::arg("priority") = 0)
       .def("submit", &NativeSession::Submit, py::arg("src"), py::arg("dst"),
-           py::arg("priority") = 0)
+           py::arg("priority") = 0, py::arg("tracked") = false)
+      .def("transfer_of", &NativeSession::TransferOf, py::arg("ticket"))
       .def("take", &NativeSession::Take, py::arg("timeout_ms"))
       .def_property_readonly("ring_pending", &NativeSession::ring_pending)
       .def("time_copies", &NativeSession::TimeCopies, py::arg("src"), py::arg("dst"),

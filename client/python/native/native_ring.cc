@@ -5,12 +5,13 @@
 #include <utility>
 
 #include "client/python/native/native_errors.h"
+#include "core/copy_options.h"
 
 namespace isometry::python {
 
 Result<uint64_t> RingReader::Submit(const std::shared_ptr<client::Client>& c,
                                     const client::Instance& src, const client::Instance& dst,
-                                    int priority) {
+                                    int priority, bool tracked) {
   {
     std::lock_guard lock(mu_);
     if (stop_) return FailedPrecondition("this native session is closed");
@@ -21,7 +22,9 @@ Result<uint64_t> RingReader::Submit(const std::shared_ptr<client::Client>& c,
     }
     ++pending_;
   }
-  Result<uint64_t> ticket = c->Submit(src, dst, priority);
+  const CopyOptions options{.priority = priority};
+  Result<uint64_t> ticket =
+      tracked ? c->SubmitTracked(src, dst, options) : c->Submit(src, dst, options);
   std::lock_guard lock(mu_);
   if (!ticket.ok()) {
     --pending_;

@@ -45,9 +45,11 @@ class RingReader {
   ~RingReader() { Stop(); }
 
   // Queues a copy on `c`'s SQ (blocks only while it is full) and hands its
-  // ticket to the reader, started at the first. Call without the GIL.
+  // ticket to the reader, started at the first. `tracked`: the daemon
+  // reports its transfer id at acceptance (Client::SubmitTracked, for
+  // TransferOf). Call without the GIL.
   Result<uint64_t> Submit(const std::shared_ptr<client::Client>& c, const client::Instance& src,
-                          const client::Instance& dst, int priority);
+                          const client::Instance& dst, int priority, bool tracked);
   // Waits up to `timeout_ms` for completions and returns all there are;
   // *ended once the reader has stopped and nothing is left. Call without
   // the GIL.

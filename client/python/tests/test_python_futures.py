@@ -226,22 +226,23 @@ class NativeFuturesTest(FuturesTest):
         with self.assertRaises(isometry.Cancelled) as cm:
             f.result(timeout=30)
         self.assertEqual(cm.exception.info.state, "cancelled")
-        # A ring future cancelled before its completion: the copy runs on
-        # (the ring names its transfer only at its end).
+        # A future cancelled before its completion cancels the transfer
+        # (on the rings too: the daemon reports the id at acceptance).
         g = c.copy_future(s, d)
         tid = self.tid_of(c)
         self.assertTrue(g.cancel())
-        self.assertEqual(c.wait(tid).state, "done")
+        self.assertEqual(c.wait(tid, check=False).state, "cancelled")
 
         async def cancelled_task():
             task = asyncio.ensure_future(c.acopy(s, d))
             await asyncio.sleep(0.2)
+            tid = self.tid_of(c)
             task.cancel()
             with self.assertRaises(asyncio.CancelledError):
                 await task
-            return self.tid_of(c)
+            return tid
 
-        self.assertEqual(c.wait(asyncio.run(cancelled_task())).state, "done")
+        self.assertEqual(c.wait(asyncio.run(cancelled_task()), check=False).state, "cancelled")
 
     def test_an_unclosed_client_exits_cleanly(self):
         # Ring copies still in flight when a script ends without close():
