@@ -37,6 +37,7 @@ import grpc
 from . import isometry_pb2 as pb
 from .errors import IsometryError, TransferError
 from .native import NativePath
+from .ring import AsyncRingFuture, RingFuture
 from .records import BoundsLike, InstanceLike, TransferInfo, TransferLike, _id
 
 __all__ = ["FuturesMixin"]
@@ -154,7 +155,7 @@ class FuturesMixin:
         ends = self._ring_ends(src, dst, box, via)
         if ends is not None:
             assert self._native is not None
-            future: "concurrent.futures.Future[TransferInfo]" = concurrent.futures.Future()
+            future: "concurrent.futures.Future[TransferInfo]" = RingFuture()
             self._native.submit(ends, priority, (future, check, None))
             return future
         tid = self.copy(src, dst, priority=priority, box=box, via=via, wait=False)
@@ -177,7 +178,7 @@ class FuturesMixin:
             return asyncio.wrap_future(self.copy_future(src, dst, priority, box, via, check),
                                        loop=loop)
         assert self._native is not None
-        future: "asyncio.Future[TransferInfo]" = loop.create_future()
+        future: "asyncio.Future[TransferInfo]" = AsyncRingFuture(loop=loop)
         self._native.submit(ends, priority, (future, check, loop))
         return future
 

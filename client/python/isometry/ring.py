@@ -30,7 +30,7 @@ from . import isometry_pb2 as pb
 from .errors import IsometryError, TransferError
 from .records import TransferInfo
 
-__all__ = ["RingFutures", "completion"]
+__all__ = ["AsyncRingFuture", "RingFuture", "RingFutures", "completion"]
 
 AnyFuture = Union["concurrent.futures.Future[TransferInfo]", "asyncio.Future[TransferInfo]"]
 # A future waiting on a ticket: (future, check, its event loop or None).
@@ -55,6 +55,33 @@ def completion(transfer: int, code: str, message: str, check: bool) -> Outcome:
         message=message,
     )
     return (True, TransferError(info)) if check else (False, info)
+
+
+class RingFuture(concurrent.futures.Future):  # type: ignore[type-arg]
+    """``copy_future``'s future of a ring copy: cancelling it cancels the
+    transfer too (``on_cancel``, set once the copy is submitted)."""
+
+    on_cancel: Optional[Callable[[], None]] = None
+
+    def cancel(self) -> bool:
+        cancelled = super().cancel()
+        if cancelled and self.on_cancel is not None:
+            self.on_cancel()
+        return cancelled
+
+
+class AsyncRingFuture(asyncio.Future):  # type: ignore[type-arg]
+    """``acopy``'s future of a ring copy, as :class:`RingFuture`. A
+    subclass rather than a done callback: a callback would cost the event
+    loop one more call per copy, cancelled or not."""
+
+    on_cancel: Optional[Callable[[], None]] = None
+
+    def cancel(self, msg: Any = None) -> bool:
+        cancelled = super().cancel(msg)
+        if cancelled and self.on_cancel is not None:
+            self.on_cancel()
+        return cancelled
 
 
 def _settle(future: AnyFuture, outcome: Outcome) -> None:
@@ -99,7 +126,11 @@ class RingFutures:
                 self._thread = threading.Thread(target=self._run, daemon=True,
                                                 name=f"isometry-ring-{self._name}")
                 self._thread.start()
-        sink[0].add_done_callback(lambda f: self._cancelled(ticket) if f.cancelled() else None)
+        future = sink[0]
+        if isinstance(future, (RingFuture, AsyncRingFuture)):
+            future.on_cancel = lambda: self._cancelled(ticket)
+            if future.cancelled():  # before on_cancel was there
+                self._cancelled(ticket)
 
     def _cancelled(self, ticket: int) -> None:
         """A future cancelled by its holder: its transfer too, once the
