@@ -132,6 +132,21 @@ class RingFutures:
             if future.cancelled():  # before on_cancel was there
                 self._cancelled(ticket)
 
+    def submit_with_id(self, src: Any, dst: Any, priority: int, sink: Sink) -> int:
+        """:meth:`submit`, and the copy's transfer id once the daemon has
+        accepted it (microseconds); its refusal raises here, and then
+        ``sink`` is not used."""
+        with self._lock:  # held across submit: the ticket is filed before its completion
+            if self._closed:
+                raise IsometryError("FAILED_PRECONDITION", "this client is closed")
+            ticket, transfer = self._session.submit_with_id(src, dst, priority)
+            self._sinks[ticket] = sink
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True,
+                                                name=f"isometry-ring-{self._name}")
+                self._thread.start()
+        return int(transfer)
+
     def _cancelled(self, ticket: int) -> None:
         """A future cancelled by its holder: its transfer too, once the
         daemon has told its id (off this thread: it may wait for that)."""

@@ -5,6 +5,7 @@ mixed into Client.
 """
 
 import collections
+import concurrent.futures
 import threading
 from typing import (TYPE_CHECKING, Any, List, Literal, Optional, Sequence, Tuple, Union, cast,
                     overload)
@@ -37,6 +38,10 @@ class TransfersMixin:
         def _check_open(self) -> None: ...
 
         def _watch(self, tid: int) -> None: ...
+
+        def _record_locked(self, info: TransferInfo) -> None: ...
+
+        def _settle_futures(self) -> None: ...
 
     @overload
     def copy(self, src: InstanceLike, dst: InstanceLike, priority: int = ...,
@@ -97,17 +102,21 @@ class TransfersMixin:
         timeout, goes through the shared-memory rings; its ``TransferInfo``
         then carries ``id``, ``state``, ``code`` and ``message`` only
         (:meth:`transfer` has the daemon's full report while it keeps it).
+        ``copy(wait=False)`` of such a pair goes through the rings too: the
+        daemon reports the transfer id as it accepts the copy, and the
+        ring's completion answers :meth:`completed` and :meth:`wait`.
         With the client's ``in_process``, the hops of such a copy that touch
         this client's own ranges run on this thread, and a copy from a range
         another process published into an own range is read directly
         (``id`` 0: no transfer of the daemon's). Every other copy goes over
         gRPC.
         """
-        if (self._native is not None and wait and timeout is None and box is None
-                and not via):
+        if self._native is not None and (timeout is None or not wait) and box is None and not via:
             ends = self._native.instances(_id(src, "copy src"), _id(dst, "copy dst"))
             if ends is not None:
-                return self._copy_native(ends, priority, check)
+                if wait:
+                    return self._copy_native(ends, priority, check)
+                return self._copy_native_later(ends, priority)
         req = pb.CopyRequest(
             src_instance=_id(src, "copy src"),
             dst_instance=_id(dst, "copy dst"),
@@ -132,6 +141,24 @@ class TransfersMixin:
         if failed:
             raise outcome
         return cast(TransferInfo, outcome)
+
+    def _copy_native_later(self, ends: Tuple[Any, Any], priority: int) -> int:
+        """A copy queued on the rings without waiting, as ``copy(wait=False)``
+        over gRPC: its transfer id once the daemon accepted it (a refusal
+        raises IsometryError), its completion kept for :meth:`completed`
+        and :meth:`wait` when the ring hands it over."""
+        self._check_open()
+        assert self._native is not None
+        future: "concurrent.futures.Future[TransferInfo]" = concurrent.futures.Future()
+        future.add_done_callback(self._keep_ring_completion)
+        return self._native.ring.submit_with_id(ends[0], ends[1], priority, (future, False, None))
+
+    def _keep_ring_completion(self, future: "concurrent.futures.Future[TransferInfo]") -> None:
+        if future.cancelled() or future.exception() is not None:
+            return  # the session ended: wait() asks the daemon
+        with self._lock:
+            self._record_locked(future.result())
+        self._settle_futures()
 
     def _start_transfer(self, method: str, req: Any, wait: bool, timeout: Optional[float],
                         check: bool) -> Union[TransferInfo, int]:

@@ -243,6 +243,23 @@ class NativeSession {
     return ValueOrThrow(std::move(ticket));
   }
 
+  // submit(), tracked, and its transfer id once the daemon accepted the
+  // copy: (ticket, transfer); raises the daemon's refusal (whose
+  // completion take() still hands back).
+  py::tuple SubmitWithId(const NativeInstance& src, const NativeInstance& dst, int priority) {
+    std::shared_ptr<client::Client> c = Get();
+    std::shared_ptr<client::Instance> s = src.Get();
+    std::shared_ptr<client::Instance> d = dst.Get();
+    Result<uint64_t> ticket;
+    uint64_t transfer = 0;
+    {
+      py::gil_scoped_release release;
+      ticket = ring_->Submit(c, *s, *d, priority, /*tracked=*/true, &transfer);
+    }
+    const uint64_t t = ValueOrThrow(std::move(ticket));
+    return py::make_tuple(t, transfer);
+  }
+
   // The transfer id of a tracked submit() whose completion take() has not
   // handed back yet: waits until the daemon accepted the copy; raises its
   // refusal.
@@ -402,6 +419,8 @@ PYBIND11_MODULE(_native, m) {
       .def("submit", &NativeSession::Submit, py::arg("src"), py::arg("dst"),
            py::arg("priority") = 0, py::arg("tracked") = false)
       .def("transfer_of", &NativeSession::TransferOf, py::arg("ticket"))
+      .def("submit_with_id", &NativeSession::SubmitWithId, py::arg("src"), py::arg("dst"),
+           py::arg("priority") = 0)
       .def("take", &NativeSession::Take, py::arg("timeout_ms"))
       .def_property_readonly("ring_pending", &NativeSession::ring_pending)
       .def("time_copies", &NativeSession::TimeCopies, py::arg("src"), py::arg("dst"),

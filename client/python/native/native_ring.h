@@ -47,9 +47,13 @@ class RingReader {
   // Queues a copy on `c`'s SQ (blocks only while it is full) and hands its
   // ticket to the reader, started at the first. `tracked`: the daemon
   // reports its transfer id at acceptance (Client::SubmitTracked, for
-  // TransferOf). Call without the GIL.
+  // TransferOf). With `transfer`, also waits for that id and stores it
+  // there before the reader may take the completion (which could end the
+  // ticket first); the daemon's refusal then comes back as the error, its
+  // completion still handed out by Take. Call without the GIL.
   Result<uint64_t> Submit(const std::shared_ptr<client::Client>& c, const client::Instance& src,
-                          const client::Instance& dst, int priority, bool tracked);
+                          const client::Instance& dst, int priority, bool tracked,
+                          uint64_t* transfer = nullptr);
   // Waits up to `timeout_ms` for completions and returns all there are;
   // *ended once the reader has stopped and nothing is left. Call without
   // the GIL.

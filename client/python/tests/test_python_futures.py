@@ -244,6 +244,38 @@ class NativeFuturesTest(FuturesTest):
 
         self.assertEqual(c.wait(asyncio.run(cancelled_task()), check=False).state, "cancelled")
 
+    def test_copy_without_waiting_goes_through_the_rings(self):
+        # copy(wait=False) between ring instances: no gRPC Copy; the id
+        # comes back once the daemon accepted the copy, and is the one
+        # wait(), completed(), transfer() and cancel() take.
+        c = self.connect()
+        pairs = [self.pair(c, 4096, bytes([i + 1])) for i in range(20)]
+        self.grpc_calls.clear()
+        tids = [c.copy(s, d, wait=False) for s, d, _, _ in pairs]
+        self.assertNotIn("Copy", self.grpc_calls, "copy(wait=False) went over gRPC")
+        self.assertEqual(len(set(tids)), len(tids))
+        self.assertTrue(all(isinstance(t, int) and t > 0 for t in tids), tids)
+        for tid, (_, _, dst, data) in zip(tids, pairs):
+            self.assertEqual(c.wait(tid).state, "done")
+            self.assertEqual(c.read(dst, 0, len(data)), data)
+        deadline = time.monotonic() + 10
+        while c.completed(tids[-1]) is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        self.assertEqual(c.completed(tids[-1]).state, "done", "the ring's completion was not kept")
+        # A refusal raises at the call, as over gRPC.
+        s, _, _, _ = pairs[0]
+        other = c.register_instance(c.allocate("sys0", 4096), [1024], [("w", 4)], "F,x")
+        with self.assertRaises(isometry.InvalidArgument):
+            c.copy(s, other, wait=False)
+        # A slow one is listed under that id while it runs, and cancels by it.
+        s, d, _, _ = self.pair(c, SLOW)
+        tid = c.copy(s, d, wait=False)
+        self.assertEqual([t.id for t in c.transfers()], [tid])
+        self.assertEqual(c.transfer(tid).id, tid)
+        c.cancel(tid)
+        self.assertEqual(c.wait(tid, check=False).state, "cancelled")
+        self.assertNotIn("Copy", self.grpc_calls)
+
     def test_an_unclosed_client_exits_cleanly(self):
         # Ring copies still in flight when a script ends without close():
         # the interpreter exits at once, without a crash or a hang.
