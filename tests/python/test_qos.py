@@ -187,8 +187,12 @@ class QosTest(unittest.TestCase):
         return thread, errors
 
     def measure_share(self, channel, make_pairs, window_s=2.0):
+        # Weights share a channel between classes that both have work
+        # queued: six copies in flight each (one a pair) keep a class backlogged while
+        # its Python thread waits for a CPU on a busy machine (three once
+        # let fg's queue run dry under ASan, and fg got 2.69x bg).
         stop = threading.Event()
-        runs = [self.keep_busy(c, make_pairs(c), stop) for c in (self.fg, self.bg)]
+        runs = [self.keep_busy(c, make_pairs(c), stop, depth=6) for c in (self.fg, self.bg)]
         try:
             time.sleep(0.5)  # both classes backlogged
             before = self.class_bytes(channel)
@@ -208,7 +212,7 @@ class QosTest(unittest.TestCase):
 
     def test_weights_share_the_memcpy_channel_3_to_1(self):
         ratio, fg, bg = self.measure_share(
-            "memcpy0", lambda c: [self.pair(c, 16 * MIB) for _ in range(3)])
+            "memcpy0", lambda c: [self.pair(c, 16 * MIB) for _ in range(6)])
         # Dispatch order is exact while both are backlogged; a busy machine
         # only shortens the window.
         self.assertGreater(ratio, 2.7, f"fg {fg} bytes, bg {bg} bytes")
@@ -219,7 +223,7 @@ class QosTest(unittest.TestCase):
 
         def pairs(c):
             return [self.pair(c, 8 * MIB, "dsk0", f"{c.name}-{next(counter)}.bin")
-                    for _ in range(3)]
+                    for _ in range(6)]
 
 
         ratio, fg, bg = self.measure_share("disk_write0", pairs)
