@@ -257,8 +257,7 @@ class Client(InstancesMixin, TransfersMixin, FuturesMixin, ActiveAccessMixin):
         not two."""
         if native or (native is None and _native_available()):
             self._native = NativePath(path, self.name, self._cancel_ring_copies,
-                                      in_process=self._in_process,
-                                      cancel_one=self._cancel_quietly)
+                                      in_process=self._in_process)
             session, session_id = self._native.token, self._native.session_id
         else:
             self._local = LocalSession(path, self.name, connect_timeout)

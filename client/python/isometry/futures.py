@@ -37,7 +37,6 @@ import grpc
 from . import isometry_pb2 as pb
 from .errors import IsometryError, TransferError
 from .native import NativePath
-from .ring import AsyncRingFuture, RingFuture
 from .records import BoundsLike, InstanceLike, TransferInfo, TransferLike, _id
 
 __all__ = ["FuturesMixin"]
@@ -148,14 +147,14 @@ class FuturesMixin:
 
         On the native path a copy between two instances on its mapped
         allocations, with no box or hops, is queued on the rings instead:
-        a refusal then fails the future, cancelling the future cancels the
-        transfer as soon as the daemon has told its id (at once, unless
-        the copy still waits on the submission ring), and futures resolve
-        in submission order."""
+        a refusal then fails the future, cancelling the future leaves the
+        copy running (the ring names its transfer only at the end; for a
+        copy to cancel, ``transfer_future(copy(src, dst, wait=False))``
+        has the id at once), and futures resolve in submission order."""
         ends = self._ring_ends(src, dst, box, via)
         if ends is not None:
             assert self._native is not None
-            future: "concurrent.futures.Future[TransferInfo]" = RingFuture()
+            future: "concurrent.futures.Future[TransferInfo]" = concurrent.futures.Future()
             self._native.submit(ends, priority, (future, check, None))
             return future
         tid = self.copy(src, dst, priority=priority, box=box, via=via, wait=False)
@@ -171,14 +170,15 @@ class FuturesMixin:
         returns an ``asyncio.Future`` of the loop's, not a coroutine, so
         ``asyncio.gather`` of many makes no task per copy. The wait blocks
         no thread. Cancelling the future, or the task awaiting it, cancels
-        the transfer (on the native rings as :meth:`copy_future` says)."""
+        the transfer (on the native rings the copy runs to its end: see
+        :meth:`copy_future`)."""
         loop = asyncio.get_running_loop()
         ends = self._ring_ends(src, dst, box, via)
         if ends is None:
             return asyncio.wrap_future(self.copy_future(src, dst, priority, box, via, check),
                                        loop=loop)
         assert self._native is not None
-        future: "asyncio.Future[TransferInfo]" = AsyncRingFuture(loop=loop)
+        future: "asyncio.Future[TransferInfo]" = loop.create_future()
         self._native.submit(ends, priority, (future, check, loop))
         return future
 

@@ -63,8 +63,7 @@ class NativePath:
     """One native session and the handles made through it. Thread-safe."""
 
     def __init__(self, local_socket: str, name: str,
-                 cancel_all: Callable[[], None] = lambda: None, in_process: bool = True,
-                 cancel_one: Callable[[int], None] = lambda transfer: None):
+                 cancel_all: Callable[[], None] = lambda: None, in_process: bool = True):
         if _native is None:
             raise IsometryError("FAILED_PRECONDITION", _WHY)
         try:
@@ -83,9 +82,7 @@ class NativePath:
                 "it (socket_mode, socket_group)?",
             ) from None
         self._lock = threading.Lock()
-        # Copies submitted without waiting; a cancelled future cancels its
-        # transfer through `cancel_one`.
-        self.ring = RingFutures(self.session, name, cancel_one)
+        self.ring = RingFutures(self.session, name)  # copies submitted without waiting
         self._cancel_all = cancel_all  # the session's transfers, before it closes
         self._allocations: Dict[int, Any] = {}  # id -> _native.Allocation
         self._instances: Dict[int, Any] = {}  # id -> _native.Instance

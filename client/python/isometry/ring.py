@@ -10,11 +10,13 @@ and settles their futures: a ``concurrent.futures.Future`` directly, the
 asyncio futures of one event loop with one ``call_soon_threadsafe`` per
 batch. Nothing runs per copy but the submission and the settling.
 
-Each copy is submitted tracked: the daemon reports its transfer id as
-soon as it accepts it (``transfer_of``), so a future cancelled before its
-completion cancels the transfer, from a short-lived thread (the id may
-still be on its way). The C++ client waits for one ticket at a time, so
-futures resolve in submission order.
+The ring names a copy's transfer only in its completion, so a future
+cancelled before then cannot cancel the transfer: the copy runs to its
+end and the future stays cancelled. Asking the daemon for every copy's id
+at acceptance (``submit_with_id``, what ``copy(wait=False)`` uses) would
+fix that, at a cost measured at a fifth of asyncio's small-copy rate. The
+C++ client waits for one ticket at a time, so futures resolve in
+submission order.
 """
 
 import asyncio
@@ -22,7 +24,7 @@ import atexit
 import concurrent.futures
 import threading
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import grpc
 
@@ -30,7 +32,7 @@ from . import isometry_pb2 as pb
 from .errors import IsometryError, TransferError
 from .records import TransferInfo
 
-__all__ = ["AsyncRingFuture", "RingFuture", "RingFutures", "completion"]
+__all__ = ["RingFutures", "completion"]
 
 AnyFuture = Union["concurrent.futures.Future[TransferInfo]", "asyncio.Future[TransferInfo]"]
 # A future waiting on a ticket: (future, check, its event loop or None).
@@ -57,33 +59,6 @@ def completion(transfer: int, code: str, message: str, check: bool) -> Outcome:
     return (True, TransferError(info)) if check else (False, info)
 
 
-class RingFuture(concurrent.futures.Future):  # type: ignore[type-arg]
-    """``copy_future``'s future of a ring copy: cancelling it cancels the
-    transfer too (``on_cancel``, set once the copy is submitted)."""
-
-    on_cancel: Optional[Callable[[], None]] = None
-
-    def cancel(self) -> bool:
-        cancelled = super().cancel()
-        if cancelled and self.on_cancel is not None:
-            self.on_cancel()
-        return cancelled
-
-
-class AsyncRingFuture(asyncio.Future):  # type: ignore[type-arg]
-    """``acopy``'s future of a ring copy, as :class:`RingFuture`. A
-    subclass rather than a done callback: a callback would cost the event
-    loop one more call per copy, cancelled or not."""
-
-    on_cancel: Optional[Callable[[], None]] = None
-
-    def cancel(self, msg: Any = None) -> bool:
-        cancelled = super().cancel(msg)
-        if cancelled and self.on_cancel is not None:
-            self.on_cancel()
-        return cancelled
-
-
 def _settle(future: AnyFuture, outcome: Outcome) -> None:
     if future.done():  # cancelled by its holder
         return
@@ -102,11 +77,9 @@ def _settle_all(settled: List[Tuple[AnyFuture, Outcome]]) -> None:
 class RingFutures:
     """The futures of one native session's ring copies. Thread-safe."""
 
-    def __init__(self, session: Any, name: str,
-                 cancel: Callable[[int], None] = lambda transfer: None) -> None:
+    def __init__(self, session: Any, name: str) -> None:
         self._session = session  # _native.Session
         self._name = name
-        self._cancel = cancel  # a transfer of this session, errors swallowed
         self._lock = threading.Lock()
         self._sinks: Dict[int, Sink] = {}
         self._thread: Optional[threading.Thread] = None
@@ -120,17 +93,12 @@ class RingFutures:
         with self._lock:  # held across submit: the ticket is filed before its completion
             if self._closed:
                 raise IsometryError("FAILED_PRECONDITION", "this client is closed")
-            ticket = self._session.submit(src, dst, priority, tracked=True)
+            ticket = self._session.submit(src, dst, priority)
             self._sinks[ticket] = sink
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, daemon=True,
                                                 name=f"isometry-ring-{self._name}")
                 self._thread.start()
-        future = sink[0]
-        if isinstance(future, (RingFuture, AsyncRingFuture)):
-            future.on_cancel = lambda: self._cancelled(ticket)
-            if future.cancelled():  # before on_cancel was there
-                self._cancelled(ticket)
 
     def submit_with_id(self, src: Any, dst: Any, priority: int, sink: Sink) -> int:
         """:meth:`submit`, and the copy's transfer id once the daemon has
@@ -146,17 +114,6 @@ class RingFutures:
                                                 name=f"isometry-ring-{self._name}")
                 self._thread.start()
         return int(transfer)
-
-    def _cancelled(self, ticket: int) -> None:
-        """A future cancelled by its holder: its transfer too, once the
-        daemon has told its id (off this thread: it may wait for that)."""
-        def cancel() -> None:
-            try:
-                transfer = self._session.transfer_of(ticket)
-            except IsometryError:
-                return  # refused, already ended and waited for, or the session closed
-            self._cancel(transfer)
-        threading.Thread(target=cancel, daemon=True, name=f"isometry-cancel-{ticket}").start()
 
     def _run(self) -> None:
         """Takes completions in batches until the session is closed."""

@@ -229,23 +229,21 @@ class NativeSession {
 
   // Queues a copy of src's whole index space through the rings without
   // waiting: its ticket, which take() hands back with the completion.
-  // `tracked`: transfer_of(ticket) can give its transfer id meanwhile.
-  uint64_t Submit(const NativeInstance& src, const NativeInstance& dst, int priority,
-                  bool tracked) {
+  uint64_t Submit(const NativeInstance& src, const NativeInstance& dst, int priority) {
     std::shared_ptr<client::Client> c = Get();
     std::shared_ptr<client::Instance> s = src.Get();
     std::shared_ptr<client::Instance> d = dst.Get();
     Result<uint64_t> ticket;
     {
       py::gil_scoped_release release;
-      ticket = ring_->Submit(c, *s, *d, priority, tracked);
+      ticket = ring_->Submit(c, *s, *d, priority);
     }
     return ValueOrThrow(std::move(ticket));
   }
 
-  // submit(), tracked, and its transfer id once the daemon accepted the
-  // copy: (ticket, transfer); raises the daemon's refusal (whose
-  // completion take() still hands back).
+  // submit(), and the copy's transfer id, which the daemon reports as it
+  // accepts the copy (Client::SubmitTracked): (ticket, transfer); raises
+  // the daemon's refusal (whose completion take() still hands back).
   py::tuple SubmitWithId(const NativeInstance& src, const NativeInstance& dst, int priority) {
     std::shared_ptr<client::Client> c = Get();
     std::shared_ptr<client::Instance> s = src.Get();
@@ -254,23 +252,10 @@ class NativeSession {
     uint64_t transfer = 0;
     {
       py::gil_scoped_release release;
-      ticket = ring_->Submit(c, *s, *d, priority, /*tracked=*/true, &transfer);
+      ticket = ring_->Submit(c, *s, *d, priority, &transfer);
     }
     const uint64_t t = ValueOrThrow(std::move(ticket));
     return py::make_tuple(t, transfer);
-  }
-
-  // The transfer id of a tracked submit() whose completion take() has not
-  // handed back yet: waits until the daemon accepted the copy; raises its
-  // refusal.
-  uint64_t TransferOf(uint64_t ticket) {
-    std::shared_ptr<client::Client> c = Get();
-    Result<uint64_t> id;
-    {
-      py::gil_scoped_release release;
-      id = c->TransferOf(ticket);
-    }
-    return ValueOrThrow(std::move(id));
   }
 
   // The completions of submit()'s copies that arrived, waiting up to
@@ -417,8 +402,7 @@ PYBIND11_MODULE(_native, m) {
       .def("counters", &NativeSession::Counters)
       .def("copy", &NativeSession::Copy, py::arg("src"), py::arg("dst"), py::arg("priority") = 0)
       .def("submit", &NativeSession::Submit, py::arg("src"), py::arg("dst"),
-           py::arg("priority") = 0, py::arg("tracked") = false)
-      .def("transfer_of", &NativeSession::TransferOf, py::arg("ticket"))
+           py::arg("priority") = 0)
       .def("submit_with_id", &NativeSession::SubmitWithId, py::arg("src"), py::arg("dst"),
            py::arg("priority") = 0)
       .def("take", &NativeSession::Take, py::arg("timeout_ms"))

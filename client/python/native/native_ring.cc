@@ -11,7 +11,7 @@ namespace isometry::python {
 
 Result<uint64_t> RingReader::Submit(const std::shared_ptr<client::Client>& c,
                                     const client::Instance& src, const client::Instance& dst,
-                                    int priority, bool tracked, uint64_t* transfer) {
+                                    int priority, uint64_t* transfer) {
   {
     std::lock_guard lock(mu_);
     if (stop_) return FailedPrecondition("this native session is closed");
@@ -24,7 +24,7 @@ Result<uint64_t> RingReader::Submit(const std::shared_ptr<client::Client>& c,
   }
   const CopyOptions options{.priority = priority};
   Result<uint64_t> ticket =
-      tracked || transfer ? c->SubmitTracked(src, dst, options) : c->Submit(src, dst, options);
+      transfer ? c->SubmitTracked(src, dst, options) : c->Submit(src, dst, options);
   Status refused;
   if (ticket.ok() && transfer) {
     const Result<uint64_t> id = c->TransferOf(*ticket);

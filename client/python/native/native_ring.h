@@ -45,15 +45,13 @@ class RingReader {
   ~RingReader() { Stop(); }
 
   // Queues a copy on `c`'s SQ (blocks only while it is full) and hands its
-  // ticket to the reader, started at the first. `tracked`: the daemon
-  // reports its transfer id at acceptance (Client::SubmitTracked, for
-  // TransferOf). With `transfer`, also waits for that id and stores it
-  // there before the reader may take the completion (which could end the
-  // ticket first); the daemon's refusal then comes back as the error, its
-  // completion still handed out by Take. Call without the GIL.
+  // ticket to the reader, started at the first. With `transfer`, the copy
+  // is submitted tracked (Client::SubmitTracked) and its transfer id is
+  // stored there before the reader may take the completion (which would
+  // end the ticket first); the daemon's refusal then comes back as the
+  // error, its completion still handed out by Take. Call without the GIL.
   Result<uint64_t> Submit(const std::shared_ptr<client::Client>& c, const client::Instance& src,
-                          const client::Instance& dst, int priority, bool tracked,
-                          uint64_t* transfer = nullptr);
+                          const client::Instance& dst, int priority, uint64_t* transfer = nullptr);
   // Waits up to `timeout_ms` for completions and returns all there are;
   // *ended once the reader has stopped and nothing is left. Call without
   // the GIL.

@@ -226,23 +226,30 @@ class NativeFuturesTest(FuturesTest):
         with self.assertRaises(isometry.Cancelled) as cm:
             f.result(timeout=30)
         self.assertEqual(cm.exception.info.state, "cancelled")
-        # A future cancelled before its completion cancels the transfer
-        # (on the rings too: the daemon reports the id at acceptance).
+        # A ring future cancelled before its completion: the copy runs on
+        # (the ring names its transfer only at its end).
         g = c.copy_future(s, d)
         tid = self.tid_of(c)
         self.assertTrue(g.cancel())
-        self.assertEqual(c.wait(tid, check=False).state, "cancelled")
+        self.assertEqual(c.wait(tid).state, "done")
 
         async def cancelled_task():
             task = asyncio.ensure_future(c.acopy(s, d))
             await asyncio.sleep(0.2)
-            tid = self.tid_of(c)
             task.cancel()
             with self.assertRaises(asyncio.CancelledError):
                 await task
-            return tid
+            return self.tid_of(c)
 
-        self.assertEqual(c.wait(asyncio.run(cancelled_task()), check=False).state, "cancelled")
+        self.assertEqual(c.wait(asyncio.run(cancelled_task())).state, "done")
+        # A copy to cancel: copy(wait=False) has its id at once, and the
+        # future of that id cancels it.
+        h = c.transfer_future(c.copy(s, d, wait=False))
+        self.assertTrue(h.cancel())
+        deadline = time.monotonic() + 10
+        while c.transfers() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(c.transfers(), [], "a cancelled future left its copy running")
 
     def test_copy_without_waiting_goes_through_the_rings(self):
         # copy(wait=False) between ring instances: no gRPC Copy; the id
