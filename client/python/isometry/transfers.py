@@ -105,8 +105,8 @@ class TransfersMixin:
         ``copy(wait=False)`` of such a pair goes through the rings too: the
         daemon reports the transfer id as it accepts the copy, and the
         ring's completion answers :meth:`completed` and :meth:`wait`.
-        With the client's ``in_process``, the hops of such a copy that touch
-        this client's own ranges run on this thread, and a copy from a range
+        With the client's ``in_process``, the hops of a waited copy that
+        touch this client's own ranges run on this thread, and one from a range
         another process published into an own range is read directly
         (``id`` 0: no transfer of the daemon's). Every other copy goes over
         gRPC.
