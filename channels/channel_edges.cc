@@ -26,11 +26,11 @@ std::vector<std::pair<std::string, std::string>> DefaultEdges(const RuntimeConfi
   return edges;
 }
 
-// The edges the file gives `c` (written, or its kind's default), PROCESS
-// memory aside: what CheckChannelEdges judges.
+// The edges the file gives `c`, of kind `b` (written, or its kind's
+// default), PROCESS memory aside: what CheckChannelEdges judges.
 std::vector<std::pair<std::string, std::string>> ConfiguredEdges(const RuntimeConfig& config,
-                                                                 const ChannelConfig& c) {
-  const ChannelBackend* b = FindBackend(c.kind);
+                                                                 const ChannelConfig& c,
+                                                                 const ChannelBackend* b) {
   if (!c.edges.empty()) return c.edges;
   if (b && b->reaches_process_memory) return {};
   return DefaultEdges(config, b);
@@ -47,7 +47,7 @@ std::vector<std::pair<std::string, std::string>> ChannelEdges(const RuntimeConfi
   }
   const ChannelBackend* b = FindBackend(c.kind);
   if (!b || !b->reaches_process_memory) {
-    for (auto& e : ConfiguredEdges(config, c)) {
+    for (auto& e : ConfiguredEdges(config, c, b)) {
       if (!process.count(e.first) && !process.count(e.second)) edges.push_back(e);
     }
     return edges;
@@ -71,7 +71,7 @@ Status CheckChannelEdges(const RuntimeConfig& config) {
     const ChannelBackend* b = FindBackend(c.kind);
     if (b && b->per_peer) continue;  // made per peer, between no configured memories
     const std::string key = StrCat("channel[", i, "]");
-    const auto edges = ConfiguredEdges(config, c);
+    const auto edges = ConfiguredEdges(config, c, b);
     for (size_t e = 0; e < edges.size(); ++e) {
       const auto& [src, dst] = edges[e];
       // Written edges point at their line; default ones at the kind.

@@ -16,8 +16,9 @@
 // The CQ never overflows: the daemon takes a submission only while
 // (completions owed - cq_head) < cq_entries, so completions owed always
 // have a slot (an interim completion, kFlagReportAccepted, is owed only
-// once the daemon found it a slot). A client that consumed completions while submissions were
-// left waiting writes the submission eventfd again so the daemon resumes.
+// once the daemon found it a slot). A client that consumed completions
+// while submissions were left waiting writes the submission eventfd again
+// so the daemon resumes.
 #pragma once
 
 #include <cstdint>

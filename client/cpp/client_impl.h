@@ -17,7 +17,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -102,10 +101,9 @@ struct Client::Impl {
   std::mutex cq_mu;
   std::condition_variable cq_cv;
   std::map<uint64_t, Completion> done;  // guarded by cq_mu
-  // SubmitTracked tickets not waited for yet, and the transfer ids of
-  // those the daemon accepted. Guarded by cq_mu.
-  std::set<uint64_t> tracked;
-  std::map<uint64_t, uint64_t> accepted;
+  // SubmitTracked tickets not waited for yet, each with its transfer id
+  // once the daemon accepted the copy (0 until then). Guarded by cq_mu.
+  std::map<uint64_t, uint64_t> tracked;
   bool reaping = false;  // guarded by cq_mu: one thread polls the eventfd
 
   // Ends the session now (the daemon sees the socket close); handles that
@@ -174,7 +172,8 @@ struct Client::Impl {
     for (; n < static_cast<int>(ready); ++n) {
       const ring::CompletionEntry e = cq.Take();
       if (e.code == ring::kCodeAccepted) {  // interim: the copy's own completion follows
-        accepted[e.user_data] = e.transfer;
+        // A raw entry's (SubmitRaw) ticket is not tracked: nothing to keep.
+        if (auto t = tracked.find(e.user_data); t != tracked.end()) t->second = e.transfer;
         continue;
       }
       const uint32_t len = std::min<uint32_t>(e.message_len, sizeof e.message);
@@ -253,7 +252,6 @@ struct Client::Impl {
       c = std::move(it->second);
       done.erase(it);
       tracked.erase(ticket);
-      accepted.erase(ticket);
       return true;
     });
     if (!got) return {0, Unavailable("isometryd closed the connection")};
@@ -269,13 +267,14 @@ struct Client::Impl {
     std::unique_lock lock(cq_mu);
     Result<uint64_t> id = uint64_t{0};
     const bool got = WaitUntil(lock, [&] {
-      if (auto a = accepted.find(ticket); a != accepted.end()) {
-        id = a->second;
+      const auto t = tracked.find(ticket);
+      if (t != tracked.end() && t->second != 0) {
+        id = t->second;
         return true;
       }
       auto d = done.find(ticket);
       if (d == done.end()) {
-        if (tracked.count(ticket)) return false;  // not accepted yet
+        if (t != tracked.end()) return false;  // not accepted yet
         id = FailedPrecondition("ticket ", ticket,
                                 " is not a SubmitTracked copy waiting for its completion");
         return true;

@@ -441,7 +441,7 @@ Result<uint64_t> Client::SubmitTracked(const Instance& src, const Instance& dst,
   {
     // Known before it is queued: another thread may wait for it at once.
     std::lock_guard lock(impl_->cq_mu);
-    impl_->tracked.insert(e.user_data);
+    impl_->tracked.emplace(e.user_data, 0);
   }
   Result<uint64_t> ticket = impl_->Push(e);
   if (!ticket.ok()) {

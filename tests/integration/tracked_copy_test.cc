@@ -19,29 +19,12 @@ using namespace isometry::testing;
 
 namespace {
 
-// A 16 MiB/s channel: a 64 MiB copy runs for four seconds.
-constexpr char kSlow[] = R"(
-[[memory]]
-name = "sys0"
-pool = "1GiB"
-client_quota = "1GiB"
-[[channel]]
-name = "memcpy0"
-rate_limit = "16MiB"
-)";
+// kOneMemory with a 16 MiB/s channel: a 64 MiB copy runs for four seconds.
+const std::string kSlow = std::string(kOneMemory) + "rate_limit = \"16MiB\"\n";
 
 // Copies up to 64 KiB on the uncapped channel take the inline path: they
 // end inside Copies::Copy, before the ring thread knows their id.
-constexpr char kInline[] = R"(
-[runtime]
-inline_bytes = "64KiB"
-[[memory]]
-name = "sys0"
-pool = "1GiB"
-client_quota = "1GiB"
-[[channel]]
-name = "memcpy0"
-)";
+const std::string kInline = std::string("[runtime]\ninline_bytes = \"64KiB\"\n") + kOneMemory;
 
 InstanceShape Bytes1D(uint64_t n) {
   return {Box::FromExtents({static_cast<int64_t>(n)}), FieldSpace::Uniform(1, 1), Layout::Aos(1)};
@@ -95,7 +78,7 @@ TEST_CASE("a tracked copy reports its transfer id at acceptance, and the id canc
 TEST_CASE("inline copies report their id before they end; a full CQ holds nothing back") {
   // Two completion slots: most tracked copies find none free for their
   // interim completion, and their own completion carries the id.
-  Daemon d(std::string("cq_entries = 2\n") + kInline);
+  Daemon d("cq_entries = 2\n" + kInline);
   auto c = ConnectTo(d.local_socket(), "inline");
   std::vector<Placed> srcs, dsts;
   for (int i = 0; i < 8; ++i) {

@@ -127,20 +127,22 @@ class NativePath:
         a = self.allocation(aid)
         if a is None:
             return None
-        inst = self.session.register(
-            a, offset, list(box.lo), list(box.hi), [(f.name, f.size) for f in fields], layout
-        )
-        with self._lock:
-            self._instances[inst.id] = inst
-        return inst
+        return self._keep(self.session.register(a, offset, *self._shape(box, fields), layout))
 
     def register_private(self, range_id: int, offset: int, box: Any, fields: Sequence[Any],
                          layout: str) -> Any:
         """Registers bounds x fields in ``layout`` on a private range (this
         session's own, or one another session of this uid published)."""
-        inst = self.session.register_private_instance(
-            range_id, offset, list(box.lo), list(box.hi), [(f.name, f.size) for f in fields],
-            layout)
+        return self._keep(self.session.register_private_instance(
+            range_id, offset, *self._shape(box, fields), layout))
+
+    @staticmethod
+    def _shape(box: Any, fields: Sequence[Any]) -> Tuple[Any, Any, Any]:
+        """A box and fields as the extension's register calls take them."""
+        return list(box.lo), list(box.hi), [(f.name, f.size) for f in fields]
+
+    def _keep(self, inst: Any) -> Any:
+        """Files a native instance by id (instances())."""
         with self._lock:
             self._instances[inst.id] = inst
         return inst

@@ -24,7 +24,7 @@ import atexit
 import concurrent.futures
 import threading
 import weakref
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import grpc
 
@@ -90,24 +90,21 @@ class RingFutures:
     def submit(self, src: Any, dst: Any, priority: int, sink: Sink) -> None:
         """Queues a copy between two native instances; ``sink`` settles
         with its completion. Raises at once if the ring refuses it."""
-        with self._lock:  # held across submit: the ticket is filed before its completion
-            if self._closed:
-                raise IsometryError("FAILED_PRECONDITION", "this client is closed")
-            ticket = self._session.submit(src, dst, priority)
-            self._sinks[ticket] = sink
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, daemon=True,
-                                                name=f"isometry-ring-{self._name}")
-                self._thread.start()
+        self._queue(lambda: (self._session.submit(src, dst, priority), 0), sink)
 
     def submit_with_id(self, src: Any, dst: Any, priority: int, sink: Sink) -> int:
         """:meth:`submit`, and the copy's transfer id once the daemon has
         accepted it (microseconds); its refusal raises here, and then
         ``sink`` is not used."""
+        return self._queue(lambda: self._session.submit_with_id(src, dst, priority), sink)
+
+    def _queue(self, submit: Callable[[], Any], sink: Sink) -> int:
+        """Runs `submit` (the extension's: a ticket and a transfer id) and
+        files `sink` under its ticket; the transfer id."""
         with self._lock:  # held across submit: the ticket is filed before its completion
             if self._closed:
                 raise IsometryError("FAILED_PRECONDITION", "this client is closed")
-            ticket, transfer = self._session.submit_with_id(src, dst, priority)
+            ticket, transfer = submit()
             self._sinks[ticket] = sink
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, daemon=True,

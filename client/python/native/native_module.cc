@@ -175,12 +175,7 @@ class NativeSession {
     std::shared_ptr<client::Client> c = Get();
     std::shared_ptr<client::Allocation> a = allocation.Get();
     client::Description what = ShapeOf(lo, hi, fields, layout);
-    Result<client::Instance> registered;
-    {
-      py::gil_scoped_release release;
-      registered = c->Register(*a, offset, what);
-    }
-    return std::make_unique<NativeInstance>(ValueOrThrow(std::move(registered)));
+    return Registered([&] { return c->Register(*a, offset, what); });
   }
 
   // An instance `offset` bytes into a private range: this session's own
@@ -192,12 +187,7 @@ class NativeSession {
                                                           const std::string& layout) {
     std::shared_ptr<client::Client> c = Get();
     client::Description what = ShapeOf(lo, hi, fields, layout);
-    Result<client::Instance> registered;
-    {
-      py::gil_scoped_release release;
-      registered = c->RegisterPrivateInstance(range, offset, what);
-    }
-    return std::make_unique<NativeInstance>(ValueOrThrow(std::move(registered)));
+    return Registered([&] { return c->RegisterPrivateInstance(range, offset, what); });
   }
 
   // What this process did itself so far: hops of its copies, direct reads
@@ -230,32 +220,16 @@ class NativeSession {
   // Queues a copy of src's whole index space through the rings without
   // waiting: its ticket, which take() hands back with the completion.
   uint64_t Submit(const NativeInstance& src, const NativeInstance& dst, int priority) {
-    std::shared_ptr<client::Client> c = Get();
-    std::shared_ptr<client::Instance> s = src.Get();
-    std::shared_ptr<client::Instance> d = dst.Get();
-    Result<uint64_t> ticket;
-    {
-      py::gil_scoped_release release;
-      ticket = ring_->Submit(c, *s, *d, priority);
-    }
-    return ValueOrThrow(std::move(ticket));
+    return Queue(src, dst, priority, nullptr);
   }
 
   // submit(), and the copy's transfer id, which the daemon reports as it
   // accepts the copy (Client::SubmitTracked): (ticket, transfer); raises
   // the daemon's refusal (whose completion take() still hands back).
   py::tuple SubmitWithId(const NativeInstance& src, const NativeInstance& dst, int priority) {
-    std::shared_ptr<client::Client> c = Get();
-    std::shared_ptr<client::Instance> s = src.Get();
-    std::shared_ptr<client::Instance> d = dst.Get();
-    Result<uint64_t> ticket;
     uint64_t transfer = 0;
-    {
-      py::gil_scoped_release release;
-      ticket = ring_->Submit(c, *s, *d, priority, &transfer);
-    }
-    const uint64_t t = ValueOrThrow(std::move(ticket));
-    return py::make_tuple(t, transfer);
+    const uint64_t ticket = Queue(src, dst, priority, &transfer);
+    return py::make_tuple(ticket, transfer);
   }
 
   // The completions of submit()'s copies that arrived, waiting up to
@@ -364,6 +338,32 @@ class NativeSession {
   std::shared_ptr<client::Client> Get() const {
     if (!client_) ThrowError("FAILED_PRECONDITION", "this native session is closed");
     return client_;
+  }
+
+  // An instance the client's registration `call` makes, run without the GIL.
+  template <class Call>
+  static std::unique_ptr<NativeInstance> Registered(Call call) {
+    Result<client::Instance> registered;
+    {
+      py::gil_scoped_release release;
+      registered = call();
+    }
+    return std::make_unique<NativeInstance>(ValueOrThrow(std::move(registered)));
+  }
+
+  // Queues a copy on the rings (RingReader::Submit, `transfer` as there):
+  // its ticket.
+  uint64_t Queue(const NativeInstance& src, const NativeInstance& dst, int priority,
+                 uint64_t* transfer) {
+    std::shared_ptr<client::Client> c = Get();
+    std::shared_ptr<client::Instance> s = src.Get();
+    std::shared_ptr<client::Instance> d = dst.Get();
+    Result<uint64_t> ticket;
+    {
+      py::gil_scoped_release release;
+      ticket = ring_->Submit(c, *s, *d, priority, transfer);
+    }
+    return ValueOrThrow(std::move(ticket));
   }
 
   std::shared_ptr<client::Client> client_;  // null once closed
