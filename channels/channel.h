@@ -37,6 +37,7 @@ struct ChannelCaps {
   int max_in_flight = 1;
   uint64_t rate_limit_bytes_per_s = 0;  // 0 = unlimited
   bool runs_inline = false;             // RunInline() is supported
+  bool streams_stores = false;          // honours ChannelRequest::stream_stores
 };
 
 // One request: run `program` from the source endpoint to the destination

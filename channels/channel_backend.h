@@ -93,9 +93,12 @@ struct ChannelBackend {
   // memory (Isometry table 2); its default edges are the configured
   // memories' pairs it serves. PROCESS memory is never among them.
   bool (*serves)(MemoryKind src, MemoryKind dst) = nullptr;
-  // Whether a hop on it may change the layout (the planners keep layout
-  // changes off the others unless the caller forces them).
-  bool converts_layout = true;
+  // What the planners need to know of its edges (planner/topology.h):
+  // whether a hop on it may change the layout, whether the simple
+  // algorithm converts on it, whether its hops share the node's memory
+  // bandwidth, whether its curve is a per-run cost. Every edge of the
+  // kind carries them (EdgeTraitsOf, channel_factory.h), a peer's too.
+  EdgeTraits edge_traits;
   // Its edges are every client's PROCESS memory to and from every host
   // memory, none configured (cma).
   bool reaches_process_memory = false;
@@ -106,9 +109,6 @@ struct ChannelBackend {
   // The daemon makes its channels, one per peer, between no configured
   // memories (remote_memcpy): the config's edge checks pass it by.
   bool per_peer = false;
-  // Memcpy hops of one node share the node's memory bandwidth
-  // (TopologyEdge::node_copy_bps, node_pipe_bps).
-  bool shares_node_memory = false;
   // A calibration without a plain-copy curve for an edge keeps the
   // model's (files written before the kind's plain copies were measured).
   bool keeps_plain_model = false;

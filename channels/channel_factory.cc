@@ -128,6 +128,11 @@ const ChannelBackend* FindBackend(ChannelKind kind) {
   return nullptr;
 }
 
+EdgeTraits EdgeTraitsOf(ChannelKind kind) {
+  const ChannelBackend* b = FindBackend(kind);
+  return b ? b->edge_traits : EdgeTraits{};
+}
+
 TestBackendRegistration::TestBackendRegistration(const ChannelBackend& backend)
     : backend_(&backend) {
   if (FindBackend(backend.kind)) {

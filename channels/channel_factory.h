@@ -27,6 +27,12 @@ std::vector<const ChannelBackend*> ChannelBackends();
 // The descriptor of `kind`; null for a value no descriptor claims.
 const ChannelBackend* FindBackend(ChannelKind kind);
 
+// What the planners know of an edge of `kind` (ChannelBackend::edge_traits):
+// whoever makes a TopologyEdge or a NetworkLink of a kind sets it from
+// here, for a peer's edges as for this node's. A kind no descriptor claims
+// gets the defaults.
+EdgeTraits EdgeTraitsOf(ChannelKind kind);
+
 // Tests only: adds `backend` (which must outlive the registration) to the
 // list while the object lives, so a toy channel can be made, probed and
 // modelled like a real one (tests/unit/toy_channel_test.cc). Registration

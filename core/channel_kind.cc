@@ -23,10 +23,6 @@ std::string_view ChannelKindName(ChannelKind kind) {
   return k < std::size(kNames) ? kNames[k] : "?";
 }
 
-bool ConvertsLayout(ChannelKind kind) {
-  return kind != ChannelKind::kDiskRead && kind != ChannelKind::kDiskWrite;
-}
-
 std::optional<ChannelKind> ParseChannelKind(std::string_view name) {
   const std::string lower = AsciiLower(name);
   for (int k = 0; k <= static_cast<int>(ChannelKind::kRemoteMemcpy); ++k) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "channels/channel_factory.h"
 #include "core/group.h"
 #include "core/strings.h"
 
@@ -54,8 +55,10 @@ std::optional<std::string> PtraceLossLine(bool holds_capability, bool has_cma_ch
 
 void LogPtraceLoss(const Config& config) {
   const auto& channels = config.runtime.channels;
-  const bool cma = std::any_of(channels.begin(), channels.end(),
-                               [](const ChannelConfig& c) { return c.kind == ChannelKind::kCma; });
+  const bool cma = std::any_of(channels.begin(), channels.end(), [](const ChannelConfig& c) {
+    const ChannelBackend* b = FindBackend(c.kind);
+    return b && b->reaches_process_memory;
+  });
   if (auto line = PtraceLossLine(HoldsPtraceCapability(), cma, YamaScope(), ::geteuid())) {
     spdlog::warn("{}", *line);
   }

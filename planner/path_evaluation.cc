@@ -43,7 +43,7 @@ double SharedMemoryBound(const std::vector<double>& hop_bps,
   std::map<uint32_t, NodeHops> per_node;
   for (size_t h = 0; h < edges.size(); ++h) {
     const TopologyEdge& e = *edges[h];
-    if (e.kind != ChannelKind::kMemcpy || e.rate_limit_bytes_per_s > 0) continue;
+    if (!e.traits.shares_node_memory || e.rate_limit_bytes_per_s > 0) continue;
     if (e.src.node != e.dst.node || !(hop_bps[h] > 0)) continue;
     NodeHops& n = per_node[e.src.node];
     n.seconds += 1 / hop_bps[h];

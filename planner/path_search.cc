@@ -423,9 +423,10 @@ void Search::Extend(int m, int c, const Arc& a, int depth, double reach) {
     if (self && c2 == c) {
       continue;  // a self-loop converts or is useless
     }
-    // Disk hops never convert (ConvertsLayout): a Memcpy hop beside them
-    // does it with large disk requests; the caller may still force it.
-    if (c2 != c && !ConvertsLayout(e.kind)) {
+    // Disk hops never convert (EdgeTraits::converts_layout): a Memcpy hop
+    // beside them does it with large disk requests; the caller may still
+    // force it.
+    if (c2 != c && !e.traits.converts_layout) {
       continue;
     }
     const PairModel& p = Pair(c, c2);

@@ -12,7 +12,7 @@
 // buffers) is still returned, with the estimates left empty; so is the
 // simple path of a large transfer for which the full algorithm finds no
 // path within TH. Layout changes are never placed on disk hops
-// (ConvertsLayout) unless the caller forces them.
+// (EdgeTraits::converts_layout) unless the caller forces them.
 //
 // The topology is fixed for the planner's life: when channels or their
 // calibration change, build a new Planner (its cache starts empty).

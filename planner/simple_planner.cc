@@ -73,12 +73,12 @@ Result<Path> PlanSimple(const Topology& topo, const PlanEndpoint& src, const Pla
 Result<Path> PlaceConversion(const Topology& topo, const PlanEndpoint& src, const PlanEndpoint& dst,
                              std::vector<const TopologyEdge*> edges,
                              const std::function<const TopologyEdge*(MemoryId)>& self_loop) {
-  // Which hop converts: the first Memcpy hop; without one, insert a Memcpy
-  // self-loop after the first host memory.
+  // Which hop converts: the first simple converter (EdgeTraits: memcpy);
+  // without one, insert such a self-loop after the first host memory.
   int convert = -1;
   if (!(src.layout == dst.layout)) {
     for (size_t i = 0; i < edges.size() && convert < 0; ++i) {
-      if (edges[i]->kind == ChannelKind::kMemcpy) {
+      if (edges[i]->traits.simple_converter) {
         convert = static_cast<int>(i);
       }
     }
@@ -87,7 +87,7 @@ Result<Path> PlaceConversion(const Topology& topo, const PlanEndpoint& src, cons
         const MemoryId m = i == 0 ? src.memory : edges[i - 1]->dst;
         const TopologyMemory* mem = topo.FindMemory(m);
         const TopologyEdge* self = self_loop(m);
-        if (mem && IsHostMemory(mem->kind) && self && self->kind == ChannelKind::kMemcpy) {
+        if (mem && IsHostMemory(mem->kind) && self && self->traits.simple_converter) {
           edges.insert(edges.begin() + static_cast<ptrdiff_t>(i), self);
           convert = static_cast<int>(i);
           break;

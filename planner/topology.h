@@ -57,15 +57,17 @@ struct TopologyEdge {
   // request size; 0: unknown, no limit). A hop's run-size curve is read at
   // no more than this: a 1 GiB run goes out as requests of this size.
   uint64_t max_request_bytes = 0;
-  // Memcpy edges: what the node's memory moves with every core copying at
-  // once (calibration, MeasureNodeCopy; 0: not measured). Memcpy hops of
-  // one node on separate channels run in parallel and share it
-  // (full_planner.h, SHARED).
+  // Edges that share node memory (traits): what the node's memory moves
+  // with every core copying at once (calibration, MeasureNodeCopy; 0: not
+  // measured). Such hops of one node on separate channels run in parallel
+  // and share it (full_planner.h, SHARED).
   double node_copy_bps = 0;
-  // Memcpy edges: what two hops of one node on separate channels move
-  // pipelined through the runtime's ring (calibration, MeasureNodePipe;
-  // 0: not measured). Two such hops share it instead of node_copy_bps / 2.
+  // Edges that share node memory: what two hops of one node on separate
+  // channels move pipelined through the runtime's ring (calibration,
+  // MeasureNodePipe; 0: not measured). Two such hops share it instead of
+  // node_copy_bps / 2.
   double node_pipe_bps = 0;
+  EdgeTraits traits;
   bool operator==(const TopologyEdge&) const = default;
 };
 

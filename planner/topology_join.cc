@@ -33,6 +33,7 @@ Result<Topology> JoinTopologies(const std::vector<NodeGraph>& nodes,
         if (ma.id.node == from->second && mb.id.node == to->second && ma.kind == MemoryKind::kSys &&
             mb.kind == MemoryKind::kSys) {
           joined.edges.push_back({ma.id, mb.id, -1, l.kind, l.channel_name, l.tp});
+          joined.edges.back().traits = l.traits;
         }
       }
     }

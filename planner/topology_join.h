@@ -25,6 +25,7 @@ struct NetworkLink {
   ChannelKind kind = ChannelKind::kRemoteMemcpy;
   std::string channel_name;
   ThroughputFunction tp;
+  EdgeTraits traits;  // its kind's (channels' EdgeTraitsOf)
 };
 
 // The joined graph: every node's memories, renamed "node:memory", with

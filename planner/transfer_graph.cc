@@ -33,11 +33,10 @@ Graph::Graph(Topology t, FullPlannerOptions o) : topo(std::move(t)), options(o) 
     }
     pairs.insert(at, {key, static_cast<int>(e)});
     const double peak = te.tp.Peak();
-    // CMA's function is its per-run cost itself (one iovec per run), so
-    // the model compares a direct fragmented CMA hop with packing first
-    // (issue 14): the small-request heuristic would hide the direct hop
-    // from every layout change, however coarse.
-    const bool poor = te.kind != ChannelKind::kCma &&
+    // A per-run function (CMA: one iovec per run) lets the model compare a
+    // direct fragmented hop with packing first: the small-request heuristic
+    // would hide the direct hop from every layout change, however coarse.
+    const bool poor = !te.traits.tp_is_per_run &&
                       te.tp.At(options.probe_request_bytes) < options.poor_fraction * peak;
     int curve = -1;
     for (size_t c = 0; c < curves.size() && curve < 0; ++c) {

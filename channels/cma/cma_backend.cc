@@ -71,7 +71,7 @@ const ChannelBackend& CmaBackend() {
       .kind = ChannelKind::kCma,
       .name = "cma",
       .serves = Serves,
-      .converts_layout = true,
+      .edge_traits = {.tp_is_per_run = true},
       .reaches_process_memory = true,
       .model = Model,
       .calibrate = Calibrate,

@@ -23,6 +23,7 @@ class MemcpyChannel final : public Channel {
       }
     }
     caps_.converts_layout = true;
+    caps_.streams_stores = true;
     caps_.request_bytes = config.request_bytes;
     // Default: two requests per thread, so a thread that finishes one finds
     // the next queued instead of idling until the DMA worker (another

@@ -38,7 +38,6 @@ const ChannelBackend& TcpBackend() {
       .kind = ChannelKind::kRemoteMemcpy,
       .name = "remote_memcpy",
       .serves = Serves,
-      .converts_layout = true,
       .per_peer = true,
       .model = Model,
       .probe = Probe,

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 
+#include "channels/channel_factory.h"
 #include "core/log_escape.h"
 #include "daemon/cluster/cluster_impl.h"
 #include "planner/planner.h"
@@ -133,7 +134,8 @@ Result<cluster::CrossPlan> Cluster::Impl::PlanOver(const std::vector<std::string
                                                      : nullptr;
       const bool rdma = other && net_routes->Attached(*other);
       links.push_back({from.name, to.name, ChannelKind::kRemoteMemcpy, rdma ? "rdma" : "tcp",
-                       ThroughputFunction::PerRequestOverhead(rate, kLinkOverheadS)});
+                       ThroughputFunction::PerRequestOverhead(rate, kLinkOverheadS),
+                       EdgeTraitsOf(ChannelKind::kRemoteMemcpy)});
     }
   }
   CrossPlan plan;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "channels/channel_factory.h"
 #include "daemon/server/convert.h"
 
 namespace isometry::cluster {
@@ -39,6 +40,7 @@ Result<Topology> TopologyFromWelcome(const peer_api::PeerWelcome& w) {
     if (!kind) return InvalidArgument("peer channel '", e.channel(), "' has unknown kind");
     TopologyEdge te{MemoryId{w.node(), e.src()}, MemoryId{w.node(), e.dst()}, -1, *kind,
                     e.channel()};
+    te.traits = EdgeTraitsOf(*kind);  // the peer runs the same descriptors
     std::vector<ThroughputSample> samples;
     for (const auto& r : e.rates()) samples.push_back({r.request_bytes(), r.bytes_per_s()});
     if (!samples.empty()) {
@@ -233,6 +235,7 @@ Result<HalfRequest> FromProto(const peer_api::StartHalfRequest& req) {
     part.path.edges.push_back({part.path.nodes[static_cast<size_t>(i)].memory,
                                part.path.nodes[static_cast<size_t>(i) + 1].memory, -1, *kind,
                                req.edges(i).channel()});
+    part.path.edges.back().traits = EdgeTraitsOf(*kind);
   }
   h.local.distributed = req.distributed();
   h.local.distributed_rank = req.distributed_rank();

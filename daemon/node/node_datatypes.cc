@@ -101,7 +101,13 @@ std::string WhyPacked(const PlanExplanation& ex, const PackedEnd& src, const Pac
     why += StrCat("; hop ", h, " (", p.edges[h].channel_name, ", ", topo.NameOf(p.edges[h].src),
                   " -> ", topo.NameOf(p.edges[h].dst), ") moves ", end, " runs of ", p.run_bytes[h],
                   " bytes: ", fmt::format("{:.2f} GB/s", p.hop_bps[h] / 1e9));
-    if (p.edges[h].kind != ChannelKind::kCma) continue;
+    // Only cma reaches PROCESS memory: its hops are the ones that end there.
+    const TopologyMemory* from = topo.FindMemory(p.edges[h].src);
+    const TopologyMemory* to = topo.FindMemory(p.edges[h].dst);
+    const auto process = [](const TopologyMemory* m) {
+      return m && m->kind == MemoryKind::kProcess;
+    };
+    if (!process(from) && !process(to)) continue;
     if (h == 0 && ReadsProcess(p, topo) && CmaGathers(src, ex.chunk_bytes)) {
       why += StrCat(" -> cma reads each chunk's extent in one call and gathers here (", src.runs,
                     " runs in ", src.span, " bytes cost more as one system call each)");

@@ -266,10 +266,10 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
     ChunkEnd in = InputOf(t, x->hop, chunk, k);
     ChunkEnd out = OutputOf(t, x->hop, chunk, k);
     // Streaming stores: the user's destination of a large local copy, and
-    // the rings its Memcpy hops write where calibration found that faster
-    // (other channels ignore the hint).
-    const bool to_ring = x->hop != t.last_hop && !t.remote &&
-                         channels[w.channel]->caps().kind == ChannelKind::kMemcpy;
+    // the rings its hops write where calibration found that faster, on a
+    // channel that honours the hint (memcpy; the others ignore it).
+    const bool to_ring =
+        x->hop != t.last_hop && !t.remote && channels[w.channel]->caps().streams_stores;
     const bool stream =
         t.stream_last_hop &&
         (x->hop == t.last_hop || (to_ring && stream_ring_writes.load(std::memory_order_relaxed)));

@@ -45,6 +45,7 @@ Topology LocalTopology(const RuntimeConfig& config) {
       TopologyEdge e{src->second.first, dst->second.first, static_cast<int>(c), cc.kind, cc.name};
       e.rate_limit_bytes_per_s = static_cast<double>(cc.rate_limit_bytes_per_s);
       e.max_request_bytes = cc.request_bytes;
+      e.traits = EdgeTraitsOf(cc.kind);
       Model(e, src->second.second, dst->second.second);
       topo.edges.push_back(std::move(e));
     }

@@ -58,7 +58,8 @@ Result<std::shared_ptr<const PackedEnd>> MakeLayoutChunksEnd(LayoutBox l, std::s
 }
 
 bool ReadsProcess(const Path& path, const Topology& topo) {
-  if (path.edges.empty() || path.edges[0].kind != ChannelKind::kCma) return false;
+  // Only a kind that reaches process memory (cma) has an edge from it.
+  if (path.edges.empty() || path.nodes.empty()) return false;
   const TopologyMemory* m = topo.FindMemory(path.nodes[0].memory);
   return m && m->kind == MemoryKind::kProcess;
 }

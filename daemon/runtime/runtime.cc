@@ -26,8 +26,10 @@ Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->s
 namespace {
 
 bool HasCmaChannel(const RuntimeConfig& config) {
-  return std::any_of(config.channels.begin(), config.channels.end(),
-                     [](const ChannelConfig& c) { return c.kind == ChannelKind::kCma; });
+  return std::any_of(config.channels.begin(), config.channels.end(), [](const ChannelConfig& c) {
+    const ChannelBackend* b = FindBackend(c.kind);
+    return b && b->reaches_process_memory;
+  });
 }
 
 // A cma channel serves clients' registered process memory, which no

@@ -16,17 +16,6 @@ namespace isometry {
 // reads it for.
 static_assert(kCalibrationFields8MaxRun == kFields8MaxRun);
 
-namespace {
-
-// Whether `e`'s hops share the node's memory bandwidth with every other
-// such hop (TopologyEdge::node_copy_bps, node_pipe_bps).
-bool SharesNodeMemory(const TopologyEdge& e) {
-  const ChannelBackend* b = FindBackend(e.kind);
-  return b && b->shares_node_memory;
-}
-
-}  // namespace
-
 // Measures every channel (budget shared evenly), or reuses the file. How
 // a channel is measured is its kind's (ChannelBackend::calibrate).
 Result<Calibration> Runtime::Impl::LoadOrMeasure(bool force) {
@@ -120,7 +109,7 @@ Status Runtime::Impl::ApplyCalibration(const Calibration& cal) {
   if (auto it = cal.find(kNodeCopyCurve); it != cal.end() && !it->second.empty()) {
     const double node_bps = it->second.front().bytes_per_s;
     for (TopologyEdge& e : topo.edges) {
-      if (SharesNodeMemory(e) && IsLocal(e.src) && IsLocal(e.dst)) {
+      if (e.traits.shares_node_memory && IsLocal(e.src) && IsLocal(e.dst)) {
         e.node_copy_bps = node_bps;
       }
     }
@@ -138,7 +127,7 @@ Status Runtime::Impl::ApplyCalibration(const Calibration& cal) {
     const bool streams = streamed_bps > pipe.bytes_per_s;
     stream_ring_writes.store(streams, std::memory_order_relaxed);
     for (TopologyEdge& e : topo.edges) {
-      if (SharesNodeMemory(e) && IsLocal(e.src) && IsLocal(e.dst)) {
+      if (e.traits.shares_node_memory && IsLocal(e.src) && IsLocal(e.dst)) {
         e.node_pipe_bps = std::max(pipe.bytes_per_s, streamed_bps);
       }
     }

@@ -5,6 +5,7 @@
 // data only, and a transfer that fails to build changes nothing.
 #include <algorithm>
 
+#include "channels/channel_factory.h"
 #include "channels/cma/client_process.h"
 #include "core/cpu_cache.h"
 #include "daemon/runtime/runtime_impl.h"
@@ -435,7 +436,8 @@ Result<ChunkGrid> Runtime::Impl::GridFor(const Path& path, const Box& box,
 Result<int> Runtime::Impl::NetChannel(uint64_t key, const std::string& peer) const {
   int net = -1, any = -1;
   for (size_t c = 0; c < config.channels.size(); ++c) {
-    if (config.channels[c].kind != ChannelKind::kRemoteMemcpy) continue;
+    const ChannelBackend* b = FindBackend(config.channels[c].kind);
+    if (!b || !b->per_peer) continue;
     if (config.channels[c].peer == peer) net = static_cast<int>(c);
     if (config.channels[c].peer == kAnyPeer) any = static_cast<int>(c);
   }

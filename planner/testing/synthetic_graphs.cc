@@ -2,6 +2,14 @@
 
 namespace isometry {
 
+EdgeTraits PaperTraits(ChannelKind kind) {
+  EdgeTraits t;
+  t.simple_converter = t.shares_node_memory = kind == ChannelKind::kMemcpy;
+  t.converts_layout = kind != ChannelKind::kDiskRead && kind != ChannelKind::kDiskWrite;
+  t.tp_is_per_run = kind == ChannelKind::kCma;
+  return t;
+}
+
 Topology PaperGraph(uint32_t nodes) {
   using M = PaperMemory;
   Topology t;
@@ -33,6 +41,7 @@ Topology PaperGraph(uint32_t nodes) {
   auto edge = [&t](MemoryId a, MemoryId b, ChannelKind kind, std::string name,
                    const ThroughputFunction& tp) {
     t.edges.push_back({a, b, static_cast<int>(t.edges.size()), kind, std::move(name), tp});
+    t.edges.back().traits = PaperTraits(kind);
   };
   const M host[] = {M::kZcm, M::kReg, M::kSys};
   for (uint32_t n = 0; n < nodes; ++n) {

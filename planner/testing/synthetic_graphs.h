@@ -52,4 +52,10 @@ inline constexpr double kSyntheticNetOverhead = 10e-6;
 // indices.
 Topology PaperGraph(uint32_t nodes = 2);
 
+// The traits an edge of `kind` carries, as the channels' descriptors give
+// them (channels/ may not be seen from here; channel_factory_test checks
+// that the two agree for every kind): tests that build graphs by hand use
+// it too.
+EdgeTraits PaperTraits(ChannelKind kind);
+
 }  // namespace isometry

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "layout/copy_program.h"
+#include "planner/testing/synthetic_graphs.h"
 #ifdef ISOMETRY_HAVE_CUDA
 #include "channels/cuda/cuda_probe.h"
 #endif
@@ -63,9 +64,11 @@ TEST_CASE("every kind has one descriptor, in ChannelKind order, agreeing with co
     const auto kind = static_cast<ChannelKind>(k);
     CHECK(b.kind == kind);
     CHECK(FindBackend(kind) == &b);
-    // The wire and config spelling, and the planner's rule (core/channel_kind.h).
+    // The wire and config spelling (core/channel_kind.h), and what every
+    // edge of the kind tells the planner.
     CHECK(b.name == ChannelKindName(kind));
-    CHECK(b.converts_layout == ConvertsLayout(kind));
+    CHECK(EdgeTraitsOf(kind) == b.edge_traits);
+    CHECK(PaperTraits(kind) == b.edge_traits);  // the planner tests' graphs
     CHECK(b.serves);
     CHECK(b.model);
     CHECK(b.probe);

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "planner/planner.h"
+#include "planner/testing/synthetic_graphs.h"
 
 namespace ISOMETRY_TEST_FILE {
 
@@ -29,6 +30,7 @@ Topology Graph() {
     t.edges.push_back({kProc, a, 1, ChannelKind::kCma, "cma0", cma});
     t.edges.push_back({a, kProc, 1, ChannelKind::kCma, "cma0", cma});
   }
+  for (TopologyEdge& e : t.edges) e.traits = PaperTraits(e.kind);
   return t;
 }
 

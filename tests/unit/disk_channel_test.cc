@@ -83,6 +83,7 @@ TEST_CASE("disk channels come from the factory and describe themselves") {
   const ChannelCaps& caps = (*r)->caps();
   CHECK(caps.kind == ChannelKind::kDiskRead);
   CHECK_FALSE(caps.converts_layout);
+  CHECK_FALSE(caps.streams_stores);
   CHECK(caps.request_bytes == 4ull << 20);
   CHECK(caps.max_in_flight >= 2);
   REQUIRE(caps.memory_kinds.size() == 3);

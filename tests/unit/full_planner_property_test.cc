@@ -68,6 +68,7 @@ Topology RandomGraph(std::mt19937_64& rng, uint32_t nodes, uint32_t per_node, do
       t.edges.push_back({a.id, b.id, static_cast<int>(t.edges.size()), kind,
                          StrCat("c", t.edges.size()),
                          pool.empty() ? RandomTp(rng) : pool[rng() % pool.size()]});
+      t.edges.back().traits = PaperTraits(kind);
     }
   }
   return t;

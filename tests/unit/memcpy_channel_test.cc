@@ -98,6 +98,7 @@ TEST_CASE("caps describe a host-to-host layout converter") {
   CHECK(caps.name == "memcpy0");
   CHECK(caps.kind == ChannelKind::kMemcpy);
   CHECK(caps.converts_layout);
+  CHECK(caps.streams_stores);      // the runtime streams its ring writes only here
   CHECK(caps.max_in_flight == 6);  // max_in_flight 0: two per thread
   CHECK(caps.runs_inline);
   CHECK(caps.memory_kinds.size() == 9);  // SYS, REG, ZCM to each other

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "planner/full_planner.h"
+#include "planner/testing/synthetic_graphs.h"
 
 namespace ISOMETRY_TEST_FILE {
 
@@ -17,8 +18,9 @@ constexpr double kGB = 1e9;
 
 MemoryId Mem(uint32_t node, uint32_t memory) { return {node, memory}; }
 
-// A graph of one or two nodes: SYS (0) and REG (1) on each, a Memcpy
-// channel between every pair on a node, `edge` as the template of each.
+// A graph of one or two nodes: SYS (0) and REG (1) on each, a channel of
+// `edge`'s kind (Memcpy unless set) between every pair on a node, `edge` as
+// the template of each, with its kind's traits.
 Topology Graph(const TopologyEdge& edge, int nodes = 1) {
   Topology t;
   for (uint32_t n = 0; n < static_cast<uint32_t>(nodes); ++n) {
@@ -29,6 +31,7 @@ Topology Graph(const TopologyEdge& edge, int nodes = 1) {
         TopologyEdge e = edge;
         e.src = Mem(n, a);
         e.dst = Mem(n, b);
+        e.traits = PaperTraits(e.kind);
         t.edges.push_back(e);
       }
     }
@@ -142,7 +145,8 @@ TEST_CASE("a node's uncapped Memcpy hops share its memory and their channels' th
   REQUIRE(paced.ok());
   CHECK(paced->predicted_bps == Approx(1 * kGB));
 
-  // Other channels (a disk, a network) do not share the bound.
+  // Other channels (a disk, a network) do not share the bound: their
+  // traits say so.
   TopologyEdge disk = e;
   disk.kind = ChannelKind::kDiskWrite;
   const Topology td = Graph(disk);
@@ -151,7 +155,8 @@ TEST_CASE("a node's uncapped Memcpy hops share its memory and their channels' th
   CHECK(other->predicted_bps == Approx(10 * kGB));
 
   // The bound itself: per node, and only for two hops or more.
-  const TopologyEdge a{Mem(0, 0), Mem(0, 1)}, c{Mem(1, 0), Mem(1, 1)};
+  TopologyEdge a{Mem(0, 0), Mem(0, 1)}, c{Mem(1, 0), Mem(1, 1)};
+  a.traits = c.traits = PaperTraits(ChannelKind::kMemcpy);
   CHECK(full_planner_internal::SharedMemoryBound({4 * kGB, 4 * kGB}, {&a, &c}) ==
         std::numeric_limits<double>::infinity());
   CHECK(full_planner_internal::SharedMemoryBound({4 * kGB, 12 * kGB}, {&a, &a}) == Approx(3 * kGB));
@@ -160,6 +165,7 @@ TEST_CASE("a node's uncapped Memcpy hops share its memory and their channels' th
   // channels run at once and share it; hops of one channel still add
   // their times.
   TopologyEdge up{Mem(0, 0), Mem(0, 1)}, down{Mem(0, 1), Mem(0, 0)};
+  up.traits = down.traits = PaperTraits(ChannelKind::kMemcpy);
   up.channel = 0;
   down.channel = 1;
   up.node_copy_bps = down.node_copy_bps = 25 * kGB;

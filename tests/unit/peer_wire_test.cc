@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "channels/channel_factory.h"
+
 namespace ISOMETRY_TEST_FILE {
 
 using namespace isometry;
@@ -61,6 +63,33 @@ TEST_CASE("peer wire: a relay parses with both network hops and peers") {
   CHECK(h->part.Mine(0));
   CHECK(h->part.Mine(1));
   CHECK_FALSE(h->forward_dst.has_value());
+}
+
+TEST_CASE("peer wire: a peer's edges and a half's hops carry their kinds' traits") {
+  // The planner asks an edge's traits, never its kind: a peer's memcpy edge
+  // must convert for the simple algorithm and share its node's memory,
+  // its disk edges must not convert, as this node's own would.
+  Topology mine;
+  mine.memories = {{{7, 0}, MemoryKind::kSys, "sys0"}, {{7, 1}, MemoryKind::kDsk, "dsk0"}};
+  mine.edges = {{{7, 0}, {7, 0}, 0, ChannelKind::kMemcpy, "memcpy0"},
+                {{7, 0}, {7, 1}, 1, ChannelKind::kDiskWrite, "disk_w"}};
+  peer_api::PeerWelcome w;
+  w.set_node(7);
+  ToWelcome(mine, &w);
+  Result<Topology> theirs = TopologyFromWelcome(w);
+  REQUIRE(theirs.ok());
+  REQUIRE(theirs->edges.size() == 2);
+  CHECK(theirs->edges[0].traits == EdgeTraitsOf(ChannelKind::kMemcpy));
+  CHECK(theirs->edges[0].traits.simple_converter);
+  CHECK(theirs->edges[0].traits.shares_node_memory);
+  CHECK(theirs->edges[1].traits == EdgeTraitsOf(ChannelKind::kDiskWrite));
+  CHECK_FALSE(theirs->edges[1].traits.converts_layout);
+
+  Result<HalfRequest> h = FromProto(RelayRequest());
+  REQUIRE(h.ok());
+  for (const TopologyEdge& e : h->part.path.edges) {
+    CHECK(e.traits == EdgeTraitsOf(ChannelKind::kRemoteMemcpy));
+  }
 }
 
 TEST_CASE("peer wire: malformed relays are refused") {

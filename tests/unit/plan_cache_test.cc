@@ -229,6 +229,7 @@ TEST_CASE("planner: an AOS<->SOA hop is predicted at the smallest field's run, i
                                              {64 * kMiB, 8.0e9}});
   REQUIRE(tp.ok());
   t.edges.push_back({sys, sys, 0, ChannelKind::kMemcpy, "memcpy0", *tp});
+  t.edges.back().traits = PaperTraits(ChannelKind::kMemcpy);
   const FieldSpace fields = FieldSpace::Uniform(8, 4);
   REQUIRE(fields.smallest_bytes() == 4);
   for (const int64_t points : {int64_t{1000}, int64_t{4} << 20}) {  // simple, then full

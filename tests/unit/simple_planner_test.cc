@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "planner/full_planner.h"
+#include "planner/testing/synthetic_graphs.h"
 
 namespace ISOMETRY_TEST_FILE {
 
@@ -21,6 +22,7 @@ Topology PaperGraph() {
                 {rreg, MemoryKind::kReg, "reg*"}};
   auto edge = [&](MemoryId a, MemoryId b, ChannelKind k, const char* n) {
     t.edges.push_back({a, b, static_cast<int>(t.edges.size()), k, n});
+    t.edges.back().traits = PaperTraits(k);
   };
   for (MemoryId a : {sys, reg}) {
     for (MemoryId b : {sys, reg}) edge(a, b, ChannelKind::kMemcpy, "memcpy");

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "planner/planner.h"
+#include "planner/testing/synthetic_graphs.h"
 
 namespace ISOMETRY_TEST_FILE {
 
@@ -17,12 +18,17 @@ NodeGraph HostNode(const std::string& name, uint32_t id) {
   n.topology.memories = {{sys, MemoryKind::kSys, "sys0"}, {reg, MemoryKind::kReg, "reg0"}};
   n.topology.edges = {{sys, reg, 0, ChannelKind::kMemcpy, "memcpy"},
                       {reg, sys, 0, ChannelKind::kMemcpy, "memcpy"}};
+  for (TopologyEdge& e : n.topology.edges) e.traits = PaperTraits(e.kind);
   return n;
 }
 
 NetworkLink Tcp(const std::string& from, const std::string& to) {
-  return {from, to, ChannelKind::kRemoteMemcpy, "tcp",
-          ThroughputFunction::PerRequestOverhead(1e9, 50e-6)};
+  return {from,
+          to,
+          ChannelKind::kRemoteMemcpy,
+          "tcp",
+          ThroughputFunction::PerRequestOverhead(1e9, 50e-6),
+          PaperTraits(ChannelKind::kRemoteMemcpy)};
 }
 
 std::vector<const TopologyEdge*> NetEdges(const Topology& t) {

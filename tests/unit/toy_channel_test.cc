@@ -70,7 +70,7 @@ constexpr ChannelBackend kToyBackend{
     .kind = kToyKind,
     .name = "toy",
     .serves = ToyServes,
-    .converts_layout = false,
+    .edge_traits = {.converts_layout = false},
     .model = ToyModel,
     .probe = ToyProbe,
     .make = ToyMake,
@@ -112,7 +112,7 @@ TEST_CASE("a registered toy kind is made, probed and modelled like a built-in on
     CHECK(done.get_future().get().ok());
     CHECK(src == dst);
 
-    // The topology reads the toy's model for its edge.
+    // The topology reads the toy's model and traits for its edge.
     RuntimeConfig config;
     config.memories = {{.name = "a", .kind = MemoryKind::kSys},
                        {.name = "b", .kind = MemoryKind::kSys}};
@@ -122,6 +122,9 @@ TEST_CASE("a registered toy kind is made, probed and modelled like a built-in on
     CHECK(topo.edges[0].kind == kToyKind);
     CHECK(topo.edges[0].tp.Peak() == Approx(2e9).epsilon(0.01));
     CHECK_FALSE(topo.edges[0].tp_contiguous);
+    // And tells the planners what its descriptor says of its edges.
+    CHECK(topo.edges[0].traits == kToyBackend.edge_traits);
+    CHECK_FALSE(topo.edges[0].traits.converts_layout);
 
     // The config's edge checks ask the toy's descriptor too: without
     // written edges it serves every SYS pair, and nothing else.
