@@ -14,6 +14,7 @@ Result<FieldSpace> FieldSpace::Make(std::vector<Field> fields) {
   }
   std::set<std::string> names;
   FieldSpace fs;
+  auto data = std::make_shared<Data>();
   for (const Field& f : fields) {
     if (f.name.empty()) {
       return InvalidArgument("field space: a field has an empty name");
@@ -25,10 +26,11 @@ Result<FieldSpace> FieldSpace::Make(std::vector<Field> fields) {
       return InvalidArgument("field space: field '", f.name, "' has size ", f.size,
                              "; sizes from 1 to ", kMaxFieldBytes, " bytes are allowed");
     }
-    fs.offsets_.push_back(fs.total_bytes_);
+    data->offsets.push_back(fs.total_bytes_);
     fs.total_bytes_ += f.size;
   }
-  fs.fields_ = std::move(fields);
+  data->fields = std::move(fields);
+  fs.data_ = std::move(data);
   return fs;
 }
 

@@ -180,7 +180,7 @@ Result<Layout> Layout::Make(std::vector<LayoutComponent> components, int dims) {
       ++out[c.dim];
     }
   }
-  l.components_ = std::move(components);
+  l.components_ = std::make_shared<const std::vector<LayoutComponent>>(std::move(components));
   const std::string text = l.ToString();
   // A layout for another number of dimensions: say so with both counts
   // rather than which component is out of place.
@@ -324,7 +324,7 @@ Result<Layout> Layout::Blocked(std::vector<int64_t> blocks) {
 }
 
 int64_t Layout::block_of(int d) const {
-  for (const LayoutComponent& c : components_) {
+  for (const LayoutComponent& c : components()) {
     if (c.kind == Kind::kDimIn && c.dim == d) {
       return c.block;
     }
@@ -334,8 +334,8 @@ int64_t Layout::block_of(int d) const {
 
 std::string Layout::ToString() const {
   std::string s;
-  for (size_t i = 0; i < components_.size(); ++i) {
-    StrAppend(&s, i ? "," : "", ComponentText(components_[i]));
+  for (size_t i = 0; i < components().size(); ++i) {
+    StrAppend(&s, i ? "," : "", ComponentText(components()[i]));
   }
   return s;
 }
@@ -362,26 +362,21 @@ uint64_t ComponentSize(const Layout& l, size_t index, const Box& bounds, uint64_
 
 namespace {
 
-// Component sizes of `l`, innermost first.
-std::vector<uint64_t> Sizes(const Layout& l, const Box& bounds, uint64_t field_bytes) {
-  std::vector<uint64_t> s;
-  for (size_t i = 0; i < l.components().size(); ++i) {
-    s.push_back(ComponentSize(l, i, bounds, field_bytes));
-  }
-  return s;
-}
-
-// Saturates at UINT64_MAX instead of wrapping: an intermediate layout a
-// client names (a forced hop's x_in=2^62) is bounded by no instance, and a
-// wrapped size could pass as a small buffer. A zero factor still gives 0.
-uint64_t Product(const std::vector<uint64_t>& v, size_t from, size_t to) {
+// The product of the sizes of `l`'s components [from, to), innermost
+// first, computed as it goes: every copy asks it of both ends, so nothing
+// is allocated. Saturates at UINT64_MAX instead of wrapping: an
+// intermediate layout a client names (a forced hop's x_in=2^62) is bounded
+// by no instance, and a wrapped size could pass as a small buffer. A zero
+// factor still gives 0.
+uint64_t Product(const Layout& l, const Box& bounds, uint64_t field_bytes, size_t from, size_t to) {
   uint64_t p = 1;
   bool saturated = false;
   for (size_t i = from; i < to; ++i) {
-    if (v[i] == 0) {
+    const uint64_t size = ComponentSize(l, i, bounds, field_bytes);
+    if (size == 0) {
       return 0;
     }
-    const std::optional<uint64_t> next = CheckedMul(p, v[i]);
+    const std::optional<uint64_t> next = CheckedMul(p, size);
     saturated |= !next;
     if (next) {
       p = *next;
@@ -393,8 +388,7 @@ uint64_t Product(const std::vector<uint64_t>& v, size_t from, size_t to) {
 }  // namespace
 
 uint64_t Total(const Layout& l, const Box& bounds, uint64_t field_bytes) {
-  const auto s = Sizes(l, bounds, field_bytes);
-  return Product(s, 0, s.size());
+  return Product(l, bounds, field_bytes, 0, l.components().size());
 }
 
 uint64_t Prefix(const Layout& a, const Layout& b, const Box& bounds, uint64_t field_bytes) {
@@ -404,7 +398,7 @@ uint64_t Prefix(const Layout& a, const Layout& b, const Box& bounds, uint64_t fi
   while (n < ca.size() && n < cb.size() && ca[n] == cb[n]) {
     ++n;
   }
-  return Product(Sizes(a, bounds, field_bytes), 0, n);
+  return Product(a, bounds, field_bytes, 0, n);
 }
 
 uint64_t Suffix(const Layout& a, const Layout& b, const Box& bounds, uint64_t field_bytes) {
@@ -414,8 +408,7 @@ uint64_t Suffix(const Layout& a, const Layout& b, const Box& bounds, uint64_t fi
   while (n < ca.size() && n < cb.size() && ca[ca.size() - 1 - n] == cb[cb.size() - 1 - n]) {
     ++n;
   }
-  const auto s = Sizes(a, bounds, field_bytes);
-  return Product(s, s.size() - n, s.size());
+  return Product(a, bounds, field_bytes, ca.size() - n, ca.size());
 }
 
 uint64_t SuffixBar(const Layout& a, const Layout& b, const Box& bounds, uint64_t field_bytes) {

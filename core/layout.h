@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -56,17 +57,26 @@ class Layout {
   // (fastest dimension first in both groups, C order).
   static Result<Layout> Blocked(std::vector<int64_t> blocks);
 
-  const std::vector<LayoutComponent>& components() const { return components_; }
+  const std::vector<LayoutComponent>& components() const {
+    return components_ ? *components_ : kNoComponents;
+  }
   int dims() const { return dims_; }
   // Index of the F component.
   size_t fields_position() const { return fields_pos_; }
   // Blocking factor of dimension d, or 0 when it is whole.
   int64_t block_of(int d) const;
   std::string ToString() const;
-  bool operator==(const Layout&) const = default;
+  bool operator==(const Layout& o) const {
+    return dims_ == o.dims_ && fields_pos_ == o.fields_pos_ &&
+           (components_ == o.components_ || components() == o.components());
+  }
 
  private:
-  std::vector<LayoutComponent> components_;
+  static inline const std::vector<LayoutComponent> kNoComponents;
+  // Immutable once made, so copies share it (a copy's layouts travel
+  // through the node, the runtime and the plan cache's keys): null for a
+  // default-made layout, which has none.
+  std::shared_ptr<const std::vector<LayoutComponent>> components_;
   int dims_ = 0;
   size_t fields_pos_ = 0;
 };

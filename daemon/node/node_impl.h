@@ -33,6 +33,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <deque>
@@ -484,9 +485,11 @@ struct Node::Impl {
   // A copy's watched ends: whether either touches a watched region (then
   // `active` is set up and the request's destination may be redirected
   // into a scratch buffer); PERMISSION_DENIED when a region denies it.
+  // A put's scratch is charged to `budgets` (the session's and the
+  // node's), which every copy passes: a pair, not a vector to allocate.
   Result<std::shared_ptr<ActiveCopy>> PrepareActiveLocked(
       const Instance* const ends[2], const std::optional<Box>& box, CopyRequest& request,
-      uint64_t session, const std::vector<std::shared_ptr<ByteBudget>>& budgets)
+      uint64_t session, const std::array<std::shared_ptr<ByteBudget>, 2>& budgets)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // The session's watched allocations and their regions.
   struct WatchedCount {

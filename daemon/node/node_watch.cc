@@ -267,7 +267,7 @@ Node::Impl::WatchedCount Node::Impl::WatchedLocked(const Session& s) const {
 
 Result<std::shared_ptr<ActiveCopy>> Node::Impl::PrepareActiveLocked(
     const Instance* const ends[2], const std::optional<Box>& box, CopyRequest& request,
-    uint64_t session, const std::vector<std::shared_ptr<ByteBudget>>& budgets) {
+    uint64_t session, const std::array<std::shared_ptr<ByteBudget>, 2>& budgets) {
   std::shared_ptr<ActiveCopy> ac;
   InstanceRef* refs[2] = {&request.src, &request.dst};
   for (int i = 0; i < 2; ++i) {
@@ -291,7 +291,8 @@ Result<std::shared_ptr<ActiveCopy>> Node::Impl::PrepareActiveLocked(
       // starts as the storage so untouched bytes go back unchanged.
       const uint64_t total = StorageBytes(request.dst);
       ISO_ASSIGN_OR_RETURN(acc.scratch_charge,
-                           ByteBudget::Take(budgets, total, ScratchWhat(*in.allocation->watch)));
+                           ByteBudget::Take({budgets.begin(), budgets.end()}, total,
+                                            ScratchWhat(*in.allocation->watch)));
       acc.scratch = std::make_unique<std::byte[]>(total);
       acc.scratch_base = in.offset;
       if (!exact) std::memcpy(acc.scratch.get(), request.dst.base, total);
