@@ -147,6 +147,8 @@ Result<ChunkGrid> GridAlong(const Path& path, const Box& box, const FieldSpace& 
                             uint64_t target_bytes, uint64_t slot_limit) {
   std::vector<Layout> layouts;
   std::vector<bool> intermediate;
+  layouts.reserve(path.nodes.size());  // every copy builds these: no regrowth
+  intermediate.reserve(path.nodes.size());
   for (size_t i = 0; i < path.nodes.size(); ++i) {
     layouts.push_back(path.nodes[i].layout);
     intermediate.push_back(i > 0 && i + 1 < path.nodes.size());
