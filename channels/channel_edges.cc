@@ -1,5 +1,6 @@
 #include "channels/channel_edges.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -60,6 +61,13 @@ std::vector<std::pair<std::string, std::string>> ChannelEdges(const RuntimeConfi
     }
   }
   return edges;
+}
+
+bool ReachesProcessMemory(const RuntimeConfig& config) {
+  return std::any_of(config.channels.begin(), config.channels.end(), [](const ChannelConfig& c) {
+    const ChannelBackend* b = FindBackend(c.kind);
+    return b && b->reaches_process_memory;
+  });
 }
 
 Status CheckChannelEdges(const RuntimeConfig& config) {

@@ -26,6 +26,11 @@ namespace isometry {
 std::vector<std::pair<std::string, std::string>> ChannelEdges(const RuntimeConfig& config,
                                                               const ChannelConfig& c);
 
+// Whether any channel of `config` is of a kind that reaches clients'
+// PROCESS memory (a cma channel): then the runtime adds that memory, and
+// the daemon needs ptrace rights to reach other users' clients.
+bool ReachesProcessMemory(const RuntimeConfig& config);
+
 // Every local channel's edges are of the kinds it moves between, and each
 // edge is served by one channel alone. Errors name their key
 // (channel[1].edges[0], or channel[1].kind for a default edge), for

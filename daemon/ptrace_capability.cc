@@ -5,10 +5,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <fstream>
 
-#include "channels/channel_factory.h"
+#include "channels/channel_edges.h"
 #include "core/group.h"
 #include "core/strings.h"
 
@@ -54,11 +53,7 @@ std::optional<std::string> PtraceLossLine(bool holds_capability, bool has_cma_ch
 }
 
 void LogPtraceLoss(const Config& config) {
-  const auto& channels = config.runtime.channels;
-  const bool cma = std::any_of(channels.begin(), channels.end(), [](const ChannelConfig& c) {
-    const ChannelBackend* b = FindBackend(c.kind);
-    return b && b->reaches_process_memory;
-  });
+  const bool cma = ReachesProcessMemory(config.runtime);
   if (auto line = PtraceLossLine(HoldsPtraceCapability(), cma, YamaScope(), ::geteuid())) {
     spdlog::warn("{}", *line);
   }

@@ -25,19 +25,12 @@ Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->s
 
 namespace {
 
-bool HasCmaChannel(const RuntimeConfig& config) {
-  return std::any_of(config.channels.begin(), config.channels.end(), [](const ChannelConfig& c) {
-    const ChannelBackend* b = FindBackend(c.kind);
-    return b && b->reaches_process_memory;
-  });
-}
-
 // A cma channel serves clients' registered process memory, which no
 // [[memory]] names: the runtime adds one PROCESS memory for all of it
 // (no staging: it is only ever a path's end) and edges between it and
 // every host memory, both ways.
 Status AddProcessMemory(RuntimeConfig& config) {
-  if (!HasCmaChannel(config)) return OkStatus();
+  if (!ReachesProcessMemory(config)) return OkStatus();
   for (const MemoryConfig& m : config.memories) {
     if (m.name == kProcessMemoryName) {
       return InvalidArgument("config: memory name '", kProcessMemoryName,
