@@ -109,6 +109,10 @@ struct ChannelBackend {
   // The daemon makes its channels, one per peer, between no configured
   // memories (remote_memcpy): the config's edge checks pass it by.
   bool per_peer = false;
+  // Its channels can be capped (ChannelConfig::rate_limit_bytes_per_s);
+  // a written rate_limit on a kind that cannot is refused (cma: each
+  // request is one system call the channel cannot pace).
+  bool takes_rate_limit = true;
   // A calibration without a plain-copy curve for an edge keeps the
   // model's (files written before the kind's plain copies were measured).
   bool keeps_plain_model = false;

@@ -28,13 +28,33 @@ std::vector<std::pair<std::string, std::string>> DefaultEdges(const RuntimeConfi
 }
 
 // The edges the file gives `c`, of kind `b` (written, or its kind's
-// default), PROCESS memory aside: what CheckChannelEdges judges.
+// default), PROCESS memory aside: what CheckChannelKinds judges.
 std::vector<std::pair<std::string, std::string>> ConfiguredEdges(const RuntimeConfig& config,
                                                                  const ChannelConfig& c,
                                                                  const ChannelBackend* b) {
   if (!c.edges.empty()) return c.edges;
   if (b && b->reaches_process_memory) return {};
   return DefaultEdges(config, b);
+}
+
+// What `c`'s kind `b` allows of its written settings: a kind made per
+// peer is never written, a kind that reaches PROCESS memory takes no
+// edges, and a kind that cannot be capped takes no rate_limit.
+Status CheckKindSettings(const ChannelConfig& c, const ChannelBackend& b, const std::string& key) {
+  if (b.per_peer) {
+    return ConfigKeyError(key + ".kind", "channel '", c.name, "' has kind ", b.name, "; ", b.name,
+                          " channels are made per [[peer]], not written");
+  }
+  if (b.reaches_process_memory && !c.edges.empty()) {
+    return ConfigKeyError(key + ".edges", "channel '", c.name, "' (", b.name,
+                          ") takes no edges: it serves every client's registered memory to and "
+                          "from every host memory");
+  }
+  if (!b.takes_rate_limit && c.rate_limit_bytes_per_s) {
+    return ConfigKeyError(key + ".rate_limit", "channel '", c.name, "' (", b.name,
+                          ") takes no rate_limit");
+  }
+  return OkStatus();
 }
 
 }  // namespace
@@ -70,15 +90,16 @@ bool ReachesProcessMemory(const RuntimeConfig& config) {
   });
 }
 
-Status CheckChannelEdges(const RuntimeConfig& config) {
+Status CheckChannelKinds(const RuntimeConfig& config) {
   std::map<std::string, MemoryKind> kinds;
   for (const MemoryConfig& m : config.memories) kinds.emplace(m.name, m.kind);
   std::set<std::pair<std::string, std::string>> served;
   for (size_t i = 0; i < config.channels.size(); ++i) {
     const ChannelConfig& c = config.channels[i];
+    if (!c.peer.empty()) continue;  // made per peer (PeerChannels), between no configured memories
     const ChannelBackend* b = FindBackend(c.kind);
-    if (b && b->per_peer) continue;  // made per peer, between no configured memories
     const std::string key = StrCat("channel[", i, "]");
+    if (b) ISO_RETURN_IF_ERROR(CheckKindSettings(c, *b, key));
     const auto edges = ConfiguredEdges(config, c, b);
     for (size_t e = 0; e < edges.size(); ++e) {
       const auto& [src, dst] = edges[e];

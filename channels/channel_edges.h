@@ -2,8 +2,9 @@
 // descriptor says (ChannelBackend::serves and friends), and the checks of
 // a config that need them. The config sits below the channels and knows
 // no kind: it checks what the file alone decides (names, numbers, written
-// edges naming known memories); whether a kind can serve an edge, and
-// whether two channels serve the same one, is asked here. The daemon's
+// edges naming known memories); what a kind allows (which edges it can
+// serve, whether it takes edges or a rate limit at all), and whether two
+// channels serve the same edge, is asked here. The daemon's
 // start check (daemon/start_check.h) and Runtime::Create run both.
 //
 // Pure: reads the config and the constant descriptors; any thread.
@@ -31,10 +32,13 @@ std::vector<std::pair<std::string, std::string>> ChannelEdges(const RuntimeConfi
 // the daemon needs ptrace rights to reach other users' clients.
 bool ReachesProcessMemory(const RuntimeConfig& config);
 
-// Every local channel's edges are of the kinds it moves between, and each
+// What each written channel's kind allows: a kind made per peer is not
+// written (the daemon makes those, PeerChannels), a kind that reaches
+// PROCESS memory takes no edges, one that cannot be capped no rate_limit;
+// every local channel's edges are of the kinds it moves between, and each
 // edge is served by one channel alone. Errors name their key
 // (channel[1].edges[0], or channel[1].kind for a default edge), for
 // ConfigOrigin::Locate. Expects `config.Validate()` to have passed.
-Status CheckChannelEdges(const RuntimeConfig& config);
+Status CheckChannelKinds(const RuntimeConfig& config);
 
 }  // namespace isometry

@@ -133,6 +133,14 @@ EdgeTraits EdgeTraitsOf(ChannelKind kind) {
   return b ? b->edge_traits : EdgeTraits{};
 }
 
+const ChannelBackend& NetworkBackend() {
+  for (const ChannelBackend& b : BuiltInBackends()) {
+    if (b.per_peer) return b;
+  }
+  spdlog::critical("no built-in channel kind is made per peer");
+  std::abort();
+}
+
 TestBackendRegistration::TestBackendRegistration(const ChannelBackend& backend)
     : backend_(&backend) {
   if (FindBackend(backend.kind)) {

@@ -33,6 +33,11 @@ const ChannelBackend* FindBackend(ChannelKind kind);
 // gets the defaults.
 EdgeTraits EdgeTraitsOf(ChannelKind kind);
 
+// The descriptor of the kind whose channels join this node to its peers
+// (the one built-in kind made per peer: remote_memcpy). The cluster makes
+// the joined graph's network links of it.
+const ChannelBackend& NetworkBackend();
+
 // Tests only: adds `backend` (which must outlive the registration) to the
 // list while the object lives, so a toy channel can be made, probed and
 // modelled like a real one (tests/unit/toy_channel_test.cc). Registration

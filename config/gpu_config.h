@@ -3,8 +3,9 @@
 //
 // Parsing and Validate are pure. What the machine has comes from the GPU
 // probe (channels/channel_factory.h, DetectGpus) as a GpuInventory; the
-// two meet in ResolveGpus, which the daemon's start check and its start
-// both run, so `isometryd --check-config` refuses what a start would.
+// two meet in the GPU kinds' ResolveGpus (channels/added_channels.h),
+// which the daemon's start check and its start both run, so
+// `isometryd --check-config` refuses what a start would.
 #pragma once
 
 #include <cstdint>
@@ -15,8 +16,6 @@
 #include "core/status.h"
 
 namespace isometry {
-
-struct RuntimeConfig;
 
 // [gpu]: the memories and channels the daemon adds per detected GPU.
 struct GpuConfig {
@@ -42,18 +41,5 @@ struct GpuInventory {
   std::vector<std::vector<bool>> peer_access;  // [a][b]: a reaches b's memory
   std::string why_none;
 };
-
-// Applies the inventory to `config`:
-//  - with GPUs: checks every FBM memory's device exists (memory[i].device)
-//    and its staging fits the device (memory[i].staging); with
-//    gpu.auto_memories and no FBM memory configured, adds gpu<i> for each
-//    device, and the GPU channels of each kind nobody configured (gpu_copy
-//    with self-loops and the pairs with peer access);
-//  - without: refuses any FBM memory (memory[i].kind) or gpu_* channel
-//    (channel[i].kind), naming the key and the probe's reason.
-// Errors are ConfigKeyErrors. Returns what it added, for the log ("" if
-// nothing).
-Result<std::string> ResolveGpus(RuntimeConfig& config, const GpuConfig& gpu,
-                                const GpuInventory& inventory);
 
 }  // namespace isometry

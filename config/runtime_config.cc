@@ -58,25 +58,8 @@ Status ValidateMemory(const MemoryConfig& m, const std::string& key) {
 }
 
 // One local [[channel]] entry's own settings; `key` is its indexed name.
+// Rules of its kind are the descriptors' (CheckChannelKinds).
 Status ValidateChannelSettings(const ChannelConfig& c, const std::string& key) {
-  if (c.kind == ChannelKind::kRemoteMemcpy) {
-    return ConfigKeyError(key + ".kind", "channel '", c.name, "' has kind ",
-                          ChannelKindName(c.kind),
-                          "; remote_memcpy channels are made per [[peer]], not written");
-  }
-  if (c.kind == ChannelKind::kCma) {
-    // Its ends are the clients' registered process memories, which no
-    // [[memory]] names: it serves them to and from every host memory.
-    if (!c.edges.empty()) {
-      return ConfigKeyError(key + ".edges", "channel '", c.name,
-                            "' (cma) takes no edges: it serves every client's registered memory "
-                            "to and from every host memory");
-    }
-    if (c.rate_limit_bytes_per_s) {
-      return ConfigKeyError(key + ".rate_limit", "channel '", c.name,
-                            "' (cma) takes no rate_limit");
-    }
-  }
   if (c.threads < 1 || c.threads > 256) {
     return ConfigKeyError(key + ".threads", "channel '", c.name, "' has ", c.threads,
                           " threads; between 1 and 256 are allowed");
@@ -149,8 +132,8 @@ Status RuntimeConfig::Validate() const {
     if (!names.insert(c.name).second) {
       return ConfigKeyError(key + ".name", "channel '", c.name, "' is defined twice");
     }
-    if (c.kind == ChannelKind::kRemoteMemcpy) {
-      continue;  // made per peer by the daemon
+    if (!c.peer.empty()) {
+      continue;  // made per peer by the daemon (PeerChannels), from [cluster]'s checked settings
     }
     ISO_RETURN_IF_ERROR(ValidateChannelSettings(c, key));
     ISO_RETURN_IF_ERROR(ValidateWrittenEdges(c, key, kinds));
@@ -319,54 +302,9 @@ Status Config::Validate() const {
   return OkStatus();
 }
 
-void AddDiskMemory(RuntimeConfig& config, const std::string& directory) {
-  MemoryConfig dsk;
-  dsk.name = "dsk0";
-  dsk.kind = MemoryKind::kDsk;
-  dsk.staging_bytes = 0;
-  dsk.directory = directory;
-  config.memories.push_back(dsk);
-  ChannelConfig read = config.channels.front(), write = config.channels.front();
-  read.name = "disk_read0";
-  read.kind = ChannelKind::kDiskRead;
-  read.edges.clear();
-  write.name = "disk_write0";
-  write.kind = ChannelKind::kDiskWrite;
-  write.edges.clear();
-  config.channels.push_back(read);
-  config.channels.push_back(write);
-}
-
 RuntimeConfig DefaultRuntimeConfig() {
   // One source of truth: the embedded TOML, which is tested to parse.
   return *ParseRuntimeConfig(EmbeddedDefaultConfig(), kEmbeddedDefaultSource);
-}
-
-std::vector<ChannelConfig> PeerChannels(const ClusterConfig& cluster) {
-  std::vector<ChannelConfig> out;
-  for (const PeerConfig& p : cluster.peers) {
-    ChannelConfig c;
-    c.name = "tcp:" + p.name;
-    c.kind = ChannelKind::kRemoteMemcpy;
-    c.threads = cluster.data_connections;
-    c.request_bytes = cluster.request_bytes;
-    c.rate_limit_bytes_per_s = cluster.rate_limit_bytes_per_s;
-    c.peer = p.name;
-    out.push_back(std::move(c));
-  }
-  if (cluster.etcd.enabled()) {
-    // Peers learnt from etcd share one channel: its requests name their
-    // peer (NetHalf::peer), so peers may come and go while it lives.
-    ChannelConfig c;
-    c.name = "tcp:etcd";
-    c.kind = ChannelKind::kRemoteMemcpy;
-    c.threads = cluster.data_connections;
-    c.request_bytes = cluster.request_bytes;
-    c.rate_limit_bytes_per_s = cluster.rate_limit_bytes_per_s;
-    c.peer = std::string(kAnyPeer);
-    out.push_back(std::move(c));
-  }
-  return out;
 }
 
 }  // namespace isometry

@@ -66,7 +66,7 @@ struct ChannelConfig {
   uint64_t rate_limit_bytes_per_s = 0;
   // remote_memcpy only: the peer (its cluster.node_name) whose data link
   // the channel uses. These channels are not written in the file: the
-  // daemon makes one per [[peer]] (PeerChannels below). kAnyPeer: the
+  // daemon makes one per [[peer]] (PeerChannels, channels/added_channels.h). kAnyPeer: the
   // channel of the peers learnt from etcd, each request naming its peer.
   std::string peer;
 };
@@ -102,9 +102,10 @@ struct RuntimeConfig {
   uint32_t calibration_budget_ms = 1500;
 
   // Cross-field checks: unique names, written edges naming known
-  // memories, sane numbers. Which kinds of memory a channel's kind joins,
-  // its default edges and one channel per edge are the channel
-  // descriptors' (channels/channel_edges.h: CheckChannelEdges).
+  // memories, sane numbers. What a channel's kind allows (which kinds of
+  // memory it joins, its default edges, whether it takes edges or a rate
+  // limit or may be written at all) and one channel per edge are the
+  // channel descriptors' (channels/channel_edges.h: CheckChannelKinds).
   Status Validate() const;
 };
 
@@ -295,11 +296,6 @@ struct ClusterConfig {
   Status Validate() const;
 };
 
-// The network channels of a node with peers: one remote_memcpy channel per
-// peer, named "tcp:<peer>" (what isoctl shows), with the cluster's data
-// connections, chunk size and rate cap.
-std::vector<ChannelConfig> PeerChannels(const ClusterConfig& cluster);
-
 // The Prometheus text endpoint ([metrics] in the file): GET /metrics over
 // plain HTTP. Off without the table; the table alone serves the default
 // address.
@@ -340,10 +336,5 @@ struct Config {
 
 // A single node with SYS, REG and ZCM host memories and one Memcpy channel.
 RuntimeConfig DefaultRuntimeConfig();
-
-// Adds DSK memory `dsk0` on `directory` and the channels to reach it,
-// `disk_read0` and `disk_write0`, with the first channel's settings (for
-// tests and benchmarks of files as memories).
-void AddDiskMemory(RuntimeConfig& config, const std::string& directory);
 
 }  // namespace isometry

@@ -31,6 +31,9 @@ struct EdgeTraits {
   // heuristic of §4.2, which would hide it from every layout change however
   // coarse, does not apply.
   bool tp_is_per_run = false;
+  // Its hops leave the node: a network link between daemons. A cross-node
+  // path is cut into one stretch per node where it takes such a hop.
+  bool crosses_nodes = false;
   bool operator==(const EdgeTraits&) const = default;
 };
 

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "channels/added_channels.h"
 #include "channels/channel_edges.h"
 #include "channels/channel_factory.h"
 #include "core/group.h"
@@ -149,7 +150,7 @@ Status CheckDiskDirectory(const std::string& key, const MemoryConfig& m) {
 
 Status CheckStartable(const Config& config) {
   ISO_RETURN_IF_ERROR(config.Validate());
-  ISO_RETURN_IF_ERROR(CheckChannelEdges(config.runtime));
+  ISO_RETURN_IF_ERROR(CheckChannelKinds(config.runtime));
   const DaemonConfig& d = config.daemon;
   ISO_RETURN_IF_ERROR(CheckSocketPath("daemon.local_socket", d.local_socket));
   ISO_RETURN_IF_ERROR(CheckSocketPath("daemon.grpc_socket", d.grpc_socket));
@@ -190,7 +191,7 @@ Status CheckStartable(const Config& config) {
   // must fit beside the file's (config/gpu_config.h).
   RuntimeConfig with_gpus = config.runtime;
   ISO_RETURN_IF_ERROR(ResolveGpus(with_gpus, config.gpu, DetectGpus()).status());
-  ISO_RETURN_IF_ERROR(CheckChannelEdges(with_gpus));
+  ISO_RETURN_IF_ERROR(CheckChannelKinds(with_gpus));
   return OkStatus();
 }
 

@@ -7,6 +7,8 @@ and protobuf/gRPC types stay in the services, the peer service, the clients
 and the tools. The rule is a table below; a new folder must be added to it
 before its files pass. Reads the `#include "..."` lines of every tracked .cc
 and .h file, plus `#include <...>` lines that name gRPC or protobuf headers.
+It also fails on a channel kind's value named outside channels/ (see
+check_kind_use).
 
 Usage: scripts/check_layering.py [REPO_ROOT]
 Prints FILE:LINE: layer X may not include Y for each violation; exits 1 on
@@ -210,10 +212,35 @@ def tracked_sources(root):
         return sorted(found)
 
 
+# Channels own their kind (docs/development/adding-a-channel.md): outside
+# channels/ no code names a kind's value (no switch, no test on a kind), so a
+# new kind touches its folder and the factory's table alone. Allowed: the
+# vocabulary itself (core/channel_kind.*), a struct field's default, and
+# the leaves that build channels of a kind on purpose (tests, benchmarks,
+# fuzzers, the planner tests' synthetic graphs).
+_KIND_VALUE = re.compile(r"\bChannelKind::k\w+")
+_KIND_FIELD_DEFAULT = re.compile(r"^\s*ChannelKind \w+ = ChannelKind::k\w+;")
+_KIND_USERS = ("channels/", "core/channel_kind.", "tests/", "tools/", "fuzz/",
+               "planner/testing/")
+
+
+def check_kind_use(src, line):
+    """Returns why `line` of `src` may not name a channel kind, or None."""
+    if src.startswith(_KIND_USERS) or not _KIND_VALUE.search(line):
+        return None
+    if _KIND_FIELD_DEFAULT.match(line):
+        return None
+    return (f"{src} names a channel kind's value outside channels/ "
+            "(ask the kind's descriptor: channels/channel_backend.h)")
+
+
 def violations(root):
     for path in tracked_sources(root):
         with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
             for lineno, line in enumerate(f, 1):
+                why = check_kind_use(path, line)
+                if why:
+                    yield f"{path}:{lineno}: {why}"
                 m = _QUOTED.match(line)
                 inc = m.group(1) if m else None
                 if inc is None:
@@ -232,8 +259,8 @@ def main(argv):
     for v in found:
         print(v)
     if found:
-        print(f"check_layering: {len(found)} include(s) break the layering "
-              "(table in scripts/check_layering.py)", file=sys.stderr)
+        print(f"check_layering: {len(found)} line(s) break the layering "
+              "(rules in scripts/check_layering.py)", file=sys.stderr)
         return 1
     return 0
 

@@ -73,6 +73,7 @@ const ChannelBackend& CmaBackend() {
       .serves = Serves,
       .edge_traits = {.tp_is_per_run = true},
       .reaches_process_memory = true,
+      .takes_rate_limit = false,
       .model = Model,
       .calibrate = Calibrate,
       .probe = Probe,

@@ -1,6 +1,8 @@
-// The disk_read and disk_write kinds' descriptors (channels/channel_backend.h).
+// The disk_read and disk_write kinds' descriptors (channels/channel_backend.h),
+// and the disk memory tests and benchmarks add (AddDiskMemory).
 #include <spdlog/spdlog.h>
 
+#include "channels/added_channels.h"
 #include "channels/channel_backend.h"
 #include "channels/disk/disk_channel.h"
 #include "channels/disk/uring.h"
@@ -83,6 +85,24 @@ const ChannelBackend& DiskWriteBackend() {
   static constexpr ChannelBackend kBackend =
       DiskBackend(ChannelKind::kDiskWrite, "disk_write", ServesWrite);
   return kBackend;
+}
+
+void AddDiskMemory(RuntimeConfig& config, const std::string& directory) {
+  MemoryConfig dsk;
+  dsk.name = "dsk0";
+  dsk.kind = MemoryKind::kDsk;
+  dsk.staging_bytes = 0;
+  dsk.directory = directory;
+  config.memories.push_back(dsk);
+  ChannelConfig read = config.channels.front(), write = config.channels.front();
+  read.name = "disk_read0";
+  read.kind = ChannelKind::kDiskRead;
+  read.edges.clear();
+  write.name = "disk_write0";
+  write.kind = ChannelKind::kDiskWrite;
+  write.edges.clear();
+  config.channels.push_back(read);
+  config.channels.push_back(write);
 }
 
 }  // namespace isometry

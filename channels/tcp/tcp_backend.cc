@@ -1,6 +1,8 @@
 // The remote_memcpy kind's descriptor (channels/channel_backend.h): the
 // TCP channel. Where RDMA carries some hops, channel_factory.cc wraps
-// what this makes (rdma::MakeNetChannel).
+// what this makes (rdma::MakeNetChannel). And the channels the daemon
+// makes of this kind, one per peer (PeerChannels).
+#include "channels/added_channels.h"
 #include "channels/channel_backend.h"
 #include "channels/tcp/tcp_channel.h"
 
@@ -38,12 +40,41 @@ const ChannelBackend& TcpBackend() {
       .kind = ChannelKind::kRemoteMemcpy,
       .name = "remote_memcpy",
       .serves = Serves,
+      // Layouts may change on a network hop (either end packs or unpacks).
+      .edge_traits = {.crosses_nodes = true},
       .per_peer = true,
       .model = Model,
       .probe = Probe,
       .make = Make,
   };
   return kBackend;
+}
+
+std::vector<ChannelConfig> PeerChannels(const ClusterConfig& cluster) {
+  std::vector<ChannelConfig> out;
+  for (const PeerConfig& p : cluster.peers) {
+    ChannelConfig c;
+    c.name = "tcp:" + p.name;
+    c.kind = ChannelKind::kRemoteMemcpy;
+    c.threads = cluster.data_connections;
+    c.request_bytes = cluster.request_bytes;
+    c.rate_limit_bytes_per_s = cluster.rate_limit_bytes_per_s;
+    c.peer = p.name;
+    out.push_back(std::move(c));
+  }
+  if (cluster.etcd.enabled()) {
+    // Peers learnt from etcd share one channel: its requests name their
+    // peer (NetHalf::peer), so peers may come and go while it lives.
+    ChannelConfig c;
+    c.name = "tcp:etcd";
+    c.kind = ChannelKind::kRemoteMemcpy;
+    c.threads = cluster.data_connections;
+    c.request_bytes = cluster.request_bytes;
+    c.rate_limit_bytes_per_s = cluster.rate_limit_bytes_per_s;
+    c.peer = std::string(kAnyPeer);
+    out.push_back(std::move(c));
+  }
+  return out;
 }
 
 }  // namespace isometry

@@ -35,7 +35,7 @@ Result<std::vector<cluster::PathStretch>> Stretches(const Path& path,
   std::vector<cluster::PathStretch> out(1);
   ISO_ASSIGN_OR_RETURN(out[0].node, name_of(path.nodes.front().memory));
   for (size_t h = 0; h < path.edges.size(); ++h) {
-    if (path.edges[h].kind != ChannelKind::kRemoteMemcpy) continue;
+    if (!path.edges[h].traits.crosses_nodes) continue;
     out.back().out_hop = h;
     cluster::PathStretch next;
     ISO_ASSIGN_OR_RETURN(next.node, name_of(path.nodes[h + 1].memory));
@@ -133,9 +133,10 @@ Result<cluster::CrossPlan> Cluster::Impl::PlanOver(const std::vector<std::string
                                  : to.name == self() ? &from.name
                                                      : nullptr;
       const bool rdma = other && net_routes->Attached(*other);
-      links.push_back({from.name, to.name, ChannelKind::kRemoteMemcpy, rdma ? "rdma" : "tcp",
+      const ChannelBackend& net = NetworkBackend();
+      links.push_back({from.name, to.name, net.kind, rdma ? "rdma" : "tcp",
                        ThroughputFunction::PerRequestOverhead(rate, kLinkOverheadS),
-                       EdgeTraitsOf(ChannelKind::kRemoteMemcpy)});
+                       net.edge_traits});
     }
   }
   CrossPlan plan;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "channels/added_channels.h"
 #include "channels/channel_factory.h"
 #include "channels/host_pages.h"
 #include "core/strings.h"

@@ -75,7 +75,7 @@ StagingBacking StagingFor(GpuMemory* gpu, const MemoryConfig& m) {
 Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config_in, ChannelMaker maker,
                                                  std::shared_ptr<GpuMemory> gpu) {
   ISO_RETURN_IF_ERROR(config_in.Validate());
-  ISO_RETURN_IF_ERROR(CheckChannelEdges(config_in));
+  ISO_RETURN_IF_ERROR(CheckChannelKinds(config_in));
   RuntimeConfig config = config_in;
   ISO_RETURN_IF_ERROR(AddProcessMemory(config));
   if (!maker) maker = [](const ChannelConfig& c) { return MakeChannel(c); };

@@ -7,6 +7,7 @@ EdgeTraits PaperTraits(ChannelKind kind) {
   t.simple_converter = t.shares_node_memory = kind == ChannelKind::kMemcpy;
   t.converts_layout = kind != ChannelKind::kDiskRead && kind != ChannelKind::kDiskWrite;
   t.tp_is_per_run = kind == ChannelKind::kCma;
+  t.crosses_nodes = kind == ChannelKind::kRemoteMemcpy;
   return t;
 }
 

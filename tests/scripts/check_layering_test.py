@@ -88,6 +88,22 @@ class CheckIncludeTest(unittest.TestCase):
         self.allowed("daemon/runtime/disk_endpoint.h", "channels/disk/disk_file.h")
         self.allowed("tests/unit/disk_channel_test.cc", "channels/disk/disk_channel.h")
 
+    def test_only_channels_name_a_kind(self):
+        switch = "    case ChannelKind::kCma:"
+        test = "  if (c.kind == ChannelKind::kRemoteMemcpy) {"
+        for src in ("config/runtime_config.cc", "daemon/cluster/cross_plan.cc",
+                    "daemon/runtime/local_topology.cc", "planner/full_planner.cc"):
+            self.assertIsNotNone(cl.check_kind_use(src, switch), src)
+            self.assertIsNotNone(cl.check_kind_use(src, test), src)
+        for src in ("channels/channel_factory.cc", "channels/cuda/gpu_resolve.cc",
+                    "core/channel_kind.cc", "tests/unit/toy_channel_test.cc",
+                    "tools/bench/gpu_bench.cc", "planner/testing/synthetic_graphs.cc"):
+            self.assertIsNone(cl.check_kind_use(src, test), src)
+        # A field's default names a value but decides nothing.
+        self.assertIsNone(cl.check_kind_use("planner/topology.h",
+                                            "  ChannelKind kind = ChannelKind::kMemcpy;"))
+        self.assertIsNone(cl.check_kind_use("config/x.cc", "  ChannelKind kind = c.kind;"))
+
     def test_leaves(self):
         self.refused("examples/local_copy.cc", "daemon/node/node.h")
         self.allowed("examples/local_copy.cc", "daemon/runtime/runtime.h")

@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "channels/channel_backend.h"
+#include "channels/channel_factory.h"
 #include "config/config_parser.h"
 
 namespace ISOMETRY_TEST_FILE {
@@ -21,7 +23,7 @@ using Edges = std::vector<std::pair<std::string, std::string>>;
 std::string EdgeError(std::string_view toml) {
   Result<Config> c = ParseConfig(toml, "e.toml");
   REQUIRE(c.ok());
-  const Status s = c->origin.Locate(CheckChannelEdges(c->runtime));
+  const Status s = c->origin.Locate(CheckChannelKinds(c->runtime));
   return s.ok() ? "" : s.ToString();
 }
 
@@ -29,7 +31,7 @@ std::string EdgeError(std::string_view toml) {
 
 TEST_CASE("a channel without edges serves what its kind's descriptor serves") {
   RuntimeConfig rc = DefaultRuntimeConfig();  // sys0, reg0, zcm0; memcpy0, cma0
-  REQUIRE(CheckChannelEdges(rc).ok());
+  REQUIRE(CheckChannelKinds(rc).ok());
   const Edges memcpy = ChannelEdges(rc, rc.channels[0]);
   CHECK(memcpy.size() == 9);  // every pair of the three host memories
   CHECK(memcpy.front() == Edges::value_type{"sys0", "sys0"});
@@ -100,8 +102,32 @@ edges = [["d", "a"], ["a", "d"]]
   net.kind = ChannelKind::kRemoteMemcpy;
   net.peer = "b";
   rc.channels.push_back(net);
-  CHECK(CheckChannelEdges(rc).ok());
+  CHECK(CheckChannelKinds(rc).ok());
   CHECK(ChannelEdges(rc, net).empty());
+}
+
+TEST_CASE("what a kind's descriptor forbids a written channel is refused by its line") {
+  // cma reaches clients' memory: no edges, and it cannot be capped.
+  CHECK_THAT(EdgeError("[[memory]]\nname = \"a\"\n[[channel]]\nname = \"m\"\n[[channel]]\n"
+                       "name = \"c\"\nkind = \"cma\"\nedges = [[\"a\", \"a\"]]\n"),
+             Catch::Contains("e.toml:8: key 'channel.edges': channel 'c' (cma) takes no edges"));
+  CHECK_THAT(EdgeError("[[memory]]\nname = \"a\"\n[[channel]]\nname = \"m\"\n[[channel]]\n"
+                       "name = \"c\"\nkind = \"cma\"\nrate_limit = \"1GiB\"\n"),
+             Catch::Contains("e.toml:8: key 'channel.rate_limit': channel 'c' (cma) takes no "
+                             "rate_limit"));
+  // remote_memcpy channels are the daemon's to make, one per [[peer]].
+  CHECK_THAT(EdgeError("[[memory]]\nname = \"a\"\n[[channel]]\nname = \"m\"\n[[channel]]\n"
+                       "name = \"n\"\nkind = \"remote_memcpy\"\n"),
+             Catch::Contains("e.toml:7: key 'channel.kind': channel 'n' has kind remote_memcpy; "
+                             "remote_memcpy channels are made per [[peer]], not written"));
+  // The same settings on a kind that allows them pass.
+  CHECK(EdgeError("[[memory]]\nname = \"a\"\n[[channel]]\nname = \"m\"\n"
+                  "rate_limit = \"1GiB\"\nedges = [[\"a\", \"a\"]]\n")
+            .empty());
+  // Every descriptor but cma's takes a rate limit.
+  for (const ChannelBackend* b : ChannelBackends()) {
+    CHECK(b->takes_rate_limit == (b->kind != ChannelKind::kCma));
+  }
 }
 
 }  // namespace ISOMETRY_TEST_FILE

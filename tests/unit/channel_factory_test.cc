@@ -73,6 +73,14 @@ TEST_CASE("every kind has one descriptor, in ChannelKind order, agreeing with co
     CHECK(b.model);
     CHECK(b.probe);
   }
+  // The network kind, made per peer, is the one whose hops leave the node:
+  // the cluster cuts a cross-node path into stretches at those hops.
+  const ChannelBackend& net = NetworkBackend();
+  CHECK(net.per_peer);
+  for (const ChannelBackend* b : ChannelBackends()) {
+    CHECK(b->edge_traits.crosses_nodes == (b == &net));
+    CHECK(b->per_peer == (b == &net));
+  }
 }
 
 TEST_CASE("kinds this build lacks, or lacking what they need, are refused with the reason") {

@@ -9,6 +9,7 @@
 #include <thread>
 #include <utility>
 
+#include "channels/added_channels.h"
 #include "channels/channel_factory.h"
 #include "daemon/runtime/calibration_store.h"
 #include "daemon/runtime/runtime.h"

@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "channels/added_channels.h"
 #include "channels/channel_edges.h"
 #include "config/config_origin.h"
 #include "config/config_parser.h"
@@ -102,7 +103,7 @@ TEST_CASE("with GPUs the default gains one FBM memory per device and the GPU cha
     CHECK(d.rfind("gpu", 0) == std::string::npos);
   }
   CHECK(rc.Validate().ok());
-  CHECK(CheckChannelEdges(rc).ok());
+  CHECK(CheckChannelKinds(rc).ok());
 
   // Without peer access, GPU copies stay within a device.
   RuntimeConfig apart = def->runtime;
@@ -189,7 +190,7 @@ TEST_CASE("[gpu] and FBM keys are parsed and checked with file and line") {
       "0\n[[channel]]\nname = \"c\"\nkind = \"gpu_read\"\nedges = [[\"a\", \"g\"]]\n",
       "g.toml");
   REQUIRE(misfit.ok());
-  CHECK_THAT(misfit->origin.Locate(CheckChannelEdges(misfit->runtime)).ToString(),
+  CHECK_THAT(misfit->origin.Locate(CheckChannelKinds(misfit->runtime)).ToString(),
              Catch::Contains("g.toml:10: key 'channel.edges': channel 'c' (gpu_read) cannot serve "
                              "a -> g"));
 }

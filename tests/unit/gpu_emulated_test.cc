@@ -13,6 +13,7 @@
 #include <mutex>
 #include <random>
 
+#include "channels/added_channels.h"
 #include "channels/channel_factory.h"
 #include "channels/gpu_memory.h"
 #include "channels/memcpy/memcpy_channel.h"

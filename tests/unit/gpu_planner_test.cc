@@ -6,6 +6,7 @@
 // what `isoctl plan` prints (Path::ToString is its text).
 #include <catch2/catch.hpp>
 
+#include "channels/added_channels.h"
 #include "config/gpu_config.h"
 #include "daemon/runtime/local_topology.h"
 #include "planner/planner.h"

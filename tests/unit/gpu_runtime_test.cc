@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "channels/added_channels.h"
 #include "channels/channel_factory.h"
 #include "daemon/runtime/runtime.h"
 #include "unit/gpu_test_buffers.h"

@@ -132,11 +132,11 @@ TEST_CASE("a registered toy kind is made, probed and modelled like a built-in on
     by_kind.edges.clear();
     config.channels = {by_kind};
     config.memories.push_back({.name = "z", .kind = MemoryKind::kZcm});
-    CHECK(CheckChannelEdges(config).ok());
+    CHECK(CheckChannelKinds(config).ok());
     CHECK(ChannelEdges(config, by_kind) == std::vector<std::pair<std::string, std::string>>{
                                                {"a", "a"}, {"a", "b"}, {"b", "a"}, {"b", "b"}});
     config.channels[0].edges = {{"a", "z"}};
-    CHECK_THAT(CheckChannelEdges(config).ToString(),
+    CHECK_THAT(CheckChannelKinds(config).ToString(),
                Catch::Contains("channel 'toy0' (toy) cannot serve a -> z"));
   }
   // Gone with its registration: the factory refuses the kind again.

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "channels/added_channels.h"
 #include "channels/disk/disk_channel.h"
 #include "channels/disk/disk_file.h"
 #include "channels/request_stream.h"

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "channels/added_channels.h"
 #include "channels/channel_factory.h"
 #include "channels/cuda/cuda_channel.h"
 #include "channels/cuda/cuda_probe.h"
