@@ -14,7 +14,10 @@
 #   --test       run the image with podman: the daemon in one container,
 #                isoctl status and a Python copy from a second container
 #                that shares the socket volume as an unprivileged client;
-#                then a CMA copy from that client to the daemon run as
+#                then a file round trip through a DSK memory with the
+#                daemon under its own seccomp profile (io_uring allowed:
+#                deploy/container/isometryd-seccomp.json); then a CMA copy
+#                from that client to the daemon run as
 #                deploy/kubernetes/overlays/cma runs it
 #   --kube       validate deploy/kubernetes offline (kustomize build and the
 #                API schemas of python3-kubernetes) and try `podman kube
@@ -48,7 +51,7 @@ while (($#)); do
     --kube) kube=1 ;;
     --twice) twice=1 ;;
     --no-build) build=0 ;;
-    -h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "build-image: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -217,6 +220,52 @@ if ((test)); then
   podman logs isometry-test-daemon >"$out/isometryd.log" 2>&1
   ((rc == 0)) || { tail -20 "$out/isometryd.log"; fail "isometryd exited $rc on SIGTERM"; }
   echo "podman stop: isometryd exited 0 (log: $out/isometryd.log)"
+
+  # io_uring: podman's default seccomp profile refuses it (the disk
+  # channels are then absent); the daemon's own profile, its unit's
+  # system-call list (deploy/container/make_seccomp_profile.py), allows it.
+  # A DSK memory on a volume, a file round trip from the client container.
+  if grep -q "io_uring refused" "$out/isometryd.log"; then
+    echo "under podman's default seccomp profile: $(grep -o 'channel kind disk_read: absent[^"]*' \
+      "$out/isometryd.log" | head -1 | cut -c1-110)"
+  fi
+  podman rm -f isometry-test-daemon >/dev/null
+  podman volume rm -f "$vol" isometry-files-test >/dev/null 2>&1 || true
+  podman volume create "$vol" >/dev/null
+  { cat "$root/deploy/container/isometryd.toml"
+    printf '\n[[memory]]\nname = "dsk0"\nkind = "DSK"\ndirectory = "/srv/isometry"\n'
+    printf '\n[[channel]]\nname = "disk_read0"\nkind = "disk_read"\n'
+    printf '\n[[channel]]\nname = "disk_write0"\nkind = "disk_write"\n'; } >"$out/isometryd-dsk.toml"
+  chmod 0644 "$out/isometryd-dsk.toml"
+  profile=$root/deploy/container/isometryd-seccomp.json
+  "$root/deploy/container/make_seccomp_profile.py" --check "$profile" ||
+    fail "the seccomp profile is stale"
+  podman run -d --name isometry-test-daemon "${run_opts[@]}" -v "$vol:/run/isometry" \
+    -v isometry-files-test:/srv/isometry:U -v "$out/isometryd-dsk.toml:/etc/isometry/dsk.toml:ro" \
+    --security-opt seccomp="$profile" "$tag" /usr/sbin/isometryd --config /etc/isometry/dsk.toml \
+    >/dev/null || fail "podman run of the daemon under its seccomp profile"
+  for _ in $(seq 60); do
+    podman exec isometry-test-daemon test -S /run/isometry/grpc.sock 2>/dev/null && break
+    sleep 0.5
+  done
+  podman logs isometry-test-daemon >"$out/isometryd-seccomp.log" 2>&1
+  if grep -q "io_uring refused" "$out/isometryd-seccomp.log"; then
+    tail -20 "$out/isometryd-seccomp.log"; fail "io_uring refused under the daemon's seccomp profile"
+  fi
+  echo "under deploy/container/isometryd-seccomp.json: $(grep -o 'channel kind disk_read: [a-z]*' \
+    "$out/isometryd-seccomp.log" | head -1)"
+  "${client[@]}" python3 - <"$root/deploy/container/disk_check.py" ||
+    { podman logs isometry-test-daemon | tail -20; fail "DSK copy under the seccomp profile"; }
+  podman stop -t 10 isometry-test-daemon >/dev/null
+  rc=$(podman inspect -f '{{.State.ExitCode}}' isometry-test-daemon)
+  podman logs isometry-test-daemon >"$out/isometryd-seccomp.log" 2>&1
+  ((rc == 0)) || { tail -20 "$out/isometryd-seccomp.log"; fail "isometryd exited $rc under the profile"; }
+  if grep -qiE "operation not permitted|EPERM" "$out/isometryd-seccomp.log"; then
+    grep -iE "operation not permitted|EPERM" "$out/isometryd-seccomp.log" | head -5
+    fail "a system call was refused under the seccomp profile"
+  fi
+  echo "podman stop: isometryd exited 0 under its seccomp profile, no call refused"
+  podman volume rm -f isometry-files-test >/dev/null
 
   # CMA as deploy/kubernetes/overlays/cma runs it: the host's pid namespace,
   # root with four capabilities, setpriv to isometry keeping two ambient.

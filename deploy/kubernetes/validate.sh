@@ -4,7 +4,7 @@
 #
 #   deploy/kubernetes/validate.sh [--out DIR] [--kubectl PATH]
 #
-# 1. renders base/, overlays/cma/ and overlays/monitoring/ with `kubectl
+# 1. renders base/ and overlays/{cma,disk,monitoring}/ with `kubectl
 #    kustomize` (kubectl >= 1.21 for the overlays; Debian 12's kubectl 1.20
 #    renders base/ only) into DIR (default: a temporary folder);
 # 2. checks every rendered object and examples/*.yaml against the API models
@@ -38,7 +38,7 @@ mkdir -p "$out"
 
 echo "kubectl: $("$kubectl" version --client 2>/dev/null | head -1)"
 rendered=()
-for k in base overlays/cma overlays/monitoring; do
+for k in base overlays/cma overlays/disk overlays/monitoring; do
   f=$out/rendered-${k//\//-}.yaml
   "$kubectl" kustomize "$here/$k" >"$f" 2>"$tmp/err" || { cat "$tmp/err"; echo "validate: kustomize $k failed" >&2; exit 1; }
   echo "kustomize $k: $(grep -c '^kind:' "$f") objects -> $f"
@@ -46,7 +46,7 @@ for k in base overlays/cma overlays/monitoring; do
 done
 /usr/bin/python3 "$here/validate_manifests.py" "${rendered[@]}" "$here"/examples/*.yaml
 
-NODE_NAME=node-a HOST_IP=10.1.2.3 ISOMETRY_CMA=1 sh -c '
+NODE_NAME=node-a HOST_IP=10.1.2.3 ISOMETRY_CMA=1 ISOMETRY_DSK_DIR="$tmp/files" sh -c '
   sed "s|^exec /usr/sbin/isometryd.*|exit 0|" "$1" >"$3/render.sh"
   sh "$3/render.sh" "$2" "$3/isometryd.toml"' sh "$here/base/render-config.sh" \
   "$here/base/isometryd.toml.in" "$tmp"
@@ -56,7 +56,10 @@ c = tomllib.load(open(sys.argv[1], "rb"))
 assert c["runtime"]["node"] == 1 * 65536 + 2 * 256 + 3, c["runtime"]
 assert c["cluster"]["node_name"] == "node-a" and c["daemon"]["grpc_tcp"] == "10.1.2.3:7470"
 assert c["cluster"]["tls"]["cert_file"] == "/etc/isometry/tls/node-a.pem"
-assert [ch["kind"] for ch in c["channel"]] == ["memcpy", "cma"], c["channel"]
-print("render-config.sh: node-a at 10.1.2.3 -> runtime.node 66051, TLS files of node-a, cma channel: OK")
+assert [ch["kind"] for ch in c["channel"]] == ["memcpy", "cma", "disk_read", "disk_write"], c["channel"]
+assert [(m["name"], m["kind"]) for m in c["memory"]] == [("sys0", "SYS"), ("dsk0", "DSK")], c["memory"]
+assert c["memory"][1]["directory"].endswith("/files"), c["memory"]
+print("render-config.sh: node-a at 10.1.2.3 -> runtime.node 66051, TLS files of node-a, cma channel, "
+      "dsk0 with its disk channels: OK")
 PY
 echo "validate: OK"

@@ -22,10 +22,12 @@ systemd-analyze or Debian's python3-seccomp is missing.
 """
 
 import os
-import re
 import shutil
-import subprocess
 import sys
+
+# The unit's list as the container's seccomp profile reads it too.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from seccomp_profile import expand, unit_filter  # noqa: E402
 
 SKIP = 77
 
@@ -33,59 +35,6 @@ SKIP = 77
 def skip(reason):
     print(f"syscall_filter: skipped: {reason}", file=sys.stderr)
     sys.exit(SKIP)
-
-
-def unit_filter(unit):
-    """(allowed, denied): the tokens of the unit's SystemCallFilter= lines.
-    As in systemd, the first line makes an allow list, a later line
-    starting with `~` takes calls out of it, and an empty one resets it."""
-    allowed, denied = [], []
-    with open(unit) as f:
-        for line in f:
-            m = re.match(r"\s*SystemCallFilter=(.*)$", line)
-            if not m:
-                continue
-            value = m.group(1).strip()
-            if not value:
-                allowed, denied = [], []
-            elif value.startswith("~"):
-                if not allowed:
-                    raise SystemExit(f"{unit}: a deny list without an allow list before it "
-                                     f"({line.strip()}) is not supported here")
-                denied += value[1:].split()
-            else:
-                allowed += value.split()
-    if not allowed:
-        raise SystemExit(f"{unit}: no SystemCallFilter= allow list")
-    return allowed, denied
-
-
-def group_members(analyze, group):
-    """The calls and groups `systemd-analyze syscall-filter GROUP` lists."""
-    out = subprocess.run([analyze, "syscall-filter", "--no-pager", group], check=True,
-                         capture_output=True, text=True).stdout
-    members = []
-    for line in out.splitlines()[1:]:  # the first line is the group's name
-        word = line.strip()
-        if word and not word.startswith("#"):
-            members.append(word)
-    if not members:
-        raise SystemExit(f"systemd-analyze knows no group {group}")
-    return members
-
-
-def expand(analyze, tokens):
-    """Every call named by `tokens`, groups expanded recursively."""
-    calls, seen, todo = set(), set(), list(tokens)
-    while todo:
-        token = todo.pop()
-        if token.startswith("@"):
-            if token not in seen:
-                seen.add(token)
-                todo += group_members(analyze, token)
-        else:
-            calls.add(token)
-    return calls
 
 
 def main(argv):

@@ -18,6 +18,7 @@ of the filter and writes the calls they made to FILE.PID: how the unit's
 list was found (docs/operations/systemd.md, "System calls").
 """
 
+import json
 import os
 import shutil
 import stat
@@ -242,6 +243,45 @@ class UnitSyscallFilterTest(unittest.TestCase):
                 self.assertTrue(node.process.alive(), f"{node.name} died:\n{node.log_text()}")
         finally:
             cluster.stop_checked(self)
+
+
+class ContainerProfileTest(unittest.TestCase):
+    """The container's seccomp profile (deploy/container/isometryd-seccomp.json,
+    which podman and Kubernetes read) allows exactly the calls the daemon
+    runs under above, and refuses the rest with the unit's errno."""
+
+    def test_the_committed_profile_follows_the_unit(self):
+        if not shutil.which("systemd-analyze"):
+            self.skipTest("no systemd-analyze on this machine (Debian's systemd package)")
+        root = os.path.join(HERE, "..", "..")
+        script = os.path.join(root, "scripts", "seccomp_profile.py")
+        committed = os.path.join(root, "deploy", "container", "isometryd-seccomp.json")
+        unit = os.path.join(root, "systemd", "isometryd.service")
+        r = subprocess.run([sys.executable, script, "--unit", unit, "--check", committed],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(committed) as f:
+            profile = json.load(f)
+        allowed = subprocess.run([sys.executable, LAUNCHER, "--unit", unit, "--print", "--",
+                                  "/bin/true"], check=True, capture_output=True,
+                                 text=True).stdout.split()
+        self.assertEqual(profile["syscalls"], [{"names": allowed, "action": "SCMP_ACT_ALLOW"}])
+        self.assertEqual((profile["defaultAction"], profile["defaultErrnoRet"]),
+                         ("SCMP_ACT_ERRNO", 1))  # SystemCallErrorNumber=EPERM
+        for call in ("io_uring_setup", "io_uring_enter", "io_uring_register",
+                     "process_vm_readv", "process_vm_writev", "memfd_create", "pidfd_open"):
+            self.assertIn(call, allowed)
+        for call in ("ptrace", "mount", "kexec_load", "bpf", "init_module"):
+            self.assertNotIn(call, allowed)
+        # A unit that changed its list makes the committed file stale.
+        with tempfile.TemporaryDirectory() as d:
+            narrower = os.path.join(d, "isometryd.service")
+            with open(unit) as f, open(narrower, "w") as out:
+                out.write(f.read() + "SystemCallFilter=~io_uring_setup\n")
+            r = subprocess.run([sys.executable, script, "--unit", narrower, "--check", committed],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("regenerate it", r.stderr)
 
 
 if __name__ == "__main__":
