@@ -12,6 +12,7 @@
 #include "channels/host_pages.h"
 #include "core/cpu_cache.h"
 #include "core/instance.h"
+#include "core/memory_limit.h"
 #include "layout/compiler.h"
 #include "layout/executor.h"
 
@@ -120,10 +121,16 @@ std::vector<uint64_t> CalibrationSizes(const ChannelCaps& caps) {
   return sizes;
 }
 
-uint64_t CalibrationAreaBytes(uint64_t llc_bytes) {
+uint64_t CalibrationAreaBytes(uint64_t llc_bytes, uint64_t memory_limit) {
   constexpr uint64_t kFloor = 128ull << 20;  // two slots of the largest request
   constexpr uint64_t kCap = 1ull << 30;
-  return std::clamp(4 * llc_bytes, kFloor, std::max(kFloor, kCap));
+  constexpr uint64_t kSmallest = 16ull << 20;
+  const uint64_t area = std::clamp(4 * std::min(llc_bytes, kCap), kFloor, kCap);
+  return std::min(area, std::max(memory_limit / 8, kSmallest));
+}
+
+uint64_t CalibrationAreaBytes() {
+  return CalibrationAreaBytes(LastLevelCacheBytes(), MemoryLimitBytes());
 }
 
 Result<std::vector<RateSample>> MeasureChannel(Channel& channel, std::chrono::milliseconds budget,
@@ -132,7 +139,7 @@ Result<std::vector<RateSample>> MeasureChannel(Channel& channel, std::chrono::mi
   // lately: consecutive slots of areas four times the last-level cache.
   // Measured on cache-resident buffers, Memcpy "peaks" at several times
   // what memory-bound copies run at.
-  const uint64_t area = CalibrationAreaBytes(LastLevelCacheBytes());
+  const uint64_t area = CalibrationAreaBytes();
   // Requests in flight at once must use different slots: with fewer slots
   // than requests in flight, two threads copied the same slot at the same
   // time and the second found its source in the cache, and "ran" far faster
@@ -183,7 +190,7 @@ std::vector<uint64_t> ContiguousCalibrationSizes() {
 Result<std::vector<RateSample>> MeasureContiguous(Channel& channel,
                                                   std::chrono::milliseconds budget) {
   const uint64_t llc = LastLevelCacheBytes();
-  ISO_ASSIGN_OR_RETURN(const Areas areas, MakeAreas(CalibrationAreaBytes(llc)));
+  ISO_ASSIGN_OR_RETURN(const Areas areas, MakeAreas(CalibrationAreaBytes()));
   const uint64_t request_cap =
       channel.caps().request_bytes > 0 ? channel.caps().request_bytes : kGatherBytes;
   return MeasureSizes(
@@ -210,8 +217,11 @@ Result<std::vector<RateSample>> MeasureContiguous(Channel& channel,
 
 Result<RateSample> MeasureNodeCopy(std::chrono::milliseconds budget) {
   const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 32u);
+  // Two areas a thread, within a quarter of what the daemon may use
+  // (CalibrationAreaBytes says why).
   const uint64_t per_thread =
-      std::clamp<uint64_t>(2 * LastLevelCacheBytes() / threads, 8ull << 20, 64ull << 20);
+      std::min(std::clamp<uint64_t>(2 * LastLevelCacheBytes() / threads, 8ull << 20, 64ull << 20),
+               std::max<uint64_t>(MemoryLimitBytes() / (8 * threads), 1ull << 20));
   std::vector<Areas> areas;
   for (unsigned t = 0; t < threads; ++t) {
     ISO_ASSIGN_OR_RETURN(Areas a, MakeAreas(per_thread));
@@ -251,8 +261,7 @@ Result<RateSample> MeasureNodePipe(uint64_t slot_bytes, int slots, std::chrono::
   const auto depth = static_cast<uint64_t>(std::max(slots, 1));
   // The ends cycle through areas four times the cache, as a copy's
   // distinct source and destination do; the ring is the runtime's.
-  const uint64_t area =
-      std::max(CalibrationAreaBytes(LastLevelCacheBytes()) / slot_bytes, uint64_t{1}) * slot_bytes;
+  const uint64_t area = std::max(CalibrationAreaBytes() / slot_bytes, uint64_t{1}) * slot_bytes;
   ISO_ASSIGN_OR_RETURN(const Areas ends, MakeAreas(area));
   ISO_ASSIGN_OR_RETURN(const Areas ring, MakeAreas(slot_bytes * depth));
   const uint64_t per_area = area / slot_bytes;

@@ -75,16 +75,20 @@ std::vector<uint64_t> CalibrationSizes(const ChannelCaps& caps);
 // speed on a layout conversion is the run (PREFIX of §4.2, in bytes), not
 // the request, so each request is a 4 MiB two-field AOS->SOA conversion
 // with runs of that size (see `fields` below). Every figure is memory-bound: consecutive
-// requests walk through areas of CalibrationAreaBytes(last-level cache)
-// each, so no request finds its data in the cache (one cached buffer
-// reads several times what real copies reach: docs/benchmarks/design-measurements.md,
-// "Calibration"). Allocating and faulting in the two areas costs time
-// outside `budget`. Host-memory channels only. Other traffic on the channel lowers
-// the figures.
-// The size of each of MeasureChannel's source and destination areas:
-// 4x the last-level cache (core/cpu_cache.h), at least 128 MiB (two slots
-// of the largest request, also for a cache size of 0), at most 1 GiB.
-uint64_t CalibrationAreaBytes(uint64_t llc_bytes);
+// requests walk through areas of CalibrationAreaBytes() each, so no request finds its data in the
+// cache (one cached buffer reads several times what real copies reach:
+// docs/benchmarks/design-measurements.md, "Calibration"). Allocating and faulting in the two areas
+// costs time outside `budget`. Host-memory channels only. Other traffic on the channel lowers the
+// figures. The size of each of MeasureChannel's source and destination areas: 4x the last-level
+// cache (core/cpu_cache.h), at least 128 MiB (two slots of the largest request, also for a cache
+// size of 0), at most 1 GiB; and at most an eighth of `memory_limit` (core/memory_limit.h; 16 MiB
+// at least), so that the two areas stay within a quarter of what the daemon may use: a container's
+// memory limit below the areas killed the daemon while it calibrated. Sizes that no longer fit
+// twice are not measured.
+uint64_t CalibrationAreaBytes(uint64_t llc_bytes, uint64_t memory_limit);
+// This machine's and process's: CalibrationAreaBytes(LastLevelCacheBytes(),
+// MemoryLimitBytes()).
+uint64_t CalibrationAreaBytes();
 
 // `fields` (at least 2) is the conversion's field count: each request
 // interleaves that many fields of `run` bytes; every field pass reads the

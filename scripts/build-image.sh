@@ -223,7 +223,7 @@ if ((test)); then
 
   # io_uring: podman's default seccomp profile refuses it (the disk
   # channels are then absent); the daemon's own profile, its unit's
-  # system-call list (deploy/container/make_seccomp_profile.py), allows it.
+  # system-call list (scripts/seccomp_profile.py), allows it.
   # A DSK memory on a volume, a file round trip from the client container.
   if grep -q "io_uring refused" "$out/isometryd.log"; then
     echo "under podman's default seccomp profile: $(grep -o 'channel kind disk_read: absent[^"]*' \
@@ -238,7 +238,7 @@ if ((test)); then
     printf '\n[[channel]]\nname = "disk_write0"\nkind = "disk_write"\n'; } >"$out/isometryd-dsk.toml"
   chmod 0644 "$out/isometryd-dsk.toml"
   profile=$root/deploy/container/isometryd-seccomp.json
-  "$root/deploy/container/make_seccomp_profile.py" --check "$profile" ||
+  "$root/scripts/seccomp_profile.py" --check "$profile" ||
     fail "the seccomp profile is stale"
   podman run -d --name isometry-test-daemon "${run_opts[@]}" -v "$vol:/run/isometry" \
     -v isometry-files-test:/srv/isometry:U -v "$out/isometryd-dsk.toml:/etc/isometry/dsk.toml:ro" \

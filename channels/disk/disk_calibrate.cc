@@ -13,7 +13,6 @@
 #include "channels/calibration_timing.h"
 #include "channels/disk/disk_file.h"
 #include "channels/host_pages.h"
-#include "core/cpu_cache.h"
 #include "core/random.h"
 #include "core/strings.h"
 #include "core/unique_fd.h"
@@ -117,7 +116,7 @@ Result<DiskCurves> MeasureDiskChannel(Channel& channel, const std::string& direc
   // the next slot, so the channel's copies between host memory and its
   // staging go to memory as a large copy's do (with one buffer for every
   // request, a 4 MiB source was read from the cache each time).
-  const uint64_t host_area = std::max(sizes.back(), CalibrationAreaBytes(LastLevelCacheBytes()));
+  const uint64_t host_area = std::max(sizes.back(), CalibrationAreaBytes());
   ISO_ASSIGN_OR_RETURN(HostPages host, HostPages::Map(host_area, /*populate=*/true));
   std::memset(host.data(), 0x5a, host.size());
   if (!write) ISO_RETURN_IF_ERROR(FillFile(file, host, kDiskArea));

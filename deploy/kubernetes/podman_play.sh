@@ -109,7 +109,9 @@ trap cleanup EXIT
 podman kube play --replace "$play/pod.yaml" >"$play/play.log" 2>&1 ||
   { cat "$play/play.log"; echo "podman_play: podman kube play failed" >&2; exit 1; }
 ctr=isometryd-$node-isometryd
-for _ in $(seq 60); do
+# Up to 60 s: a first start calibrates the channels before it listens
+# (seconds on an idle machine, more on a loaded one).
+for _ in $(seq 120); do
   [[ -S "$play/run/grpc.sock" ]] && break
   sleep 0.5
 done

@@ -15,6 +15,7 @@
 #include "channels/disk/disk_channel.h"
 #include "channels/gpu_memory.h"
 #include "core/cpu_cache.h"
+#include "core/memory_limit.h"
 #include "unit/temp_dir.h"
 
 namespace ISOMETRY_TEST_FILE {
@@ -266,10 +267,18 @@ TEST_CASE("calibration areas are several times the last-level cache, read from s
   CHECK(ParseCacheSize("12Q") == 0);
   CHECK(ParseCacheSize("99999999999999999999K") == 0);
   // Unknown or small caches still get areas the largest request cycles in.
-  CHECK(CalibrationAreaBytes(0) == 128ull << 20);
-  CHECK(CalibrationAreaBytes(8ull << 20) == 128ull << 20);
-  CHECK(CalibrationAreaBytes(96ull << 20) == 384ull << 20);
-  CHECK(CalibrationAreaBytes(1ull << 40) == 1ull << 30);
+  constexpr uint64_t kPlenty = 64ull << 30;
+  CHECK(CalibrationAreaBytes(0, kPlenty) == 128ull << 20);
+  CHECK(CalibrationAreaBytes(8ull << 20, kPlenty) == 128ull << 20);
+  CHECK(CalibrationAreaBytes(96ull << 20, kPlenty) == 384ull << 20);
+  CHECK(CalibrationAreaBytes(1ull << 40, kPlenty) == 1ull << 30);
+  // Under a memory limit (a container's) the two areas keep within a
+  // quarter of it: a 480 MiB cache in a 1.5 GiB pod asked for 2 GiB of
+  // areas and the kernel killed the daemon while it calibrated.
+  CHECK(CalibrationAreaBytes(480ull << 20, 1536ull << 20) == 192ull << 20);
+  CHECK(CalibrationAreaBytes(8ull << 20, 512ull << 20) == 64ull << 20);
+  CHECK(CalibrationAreaBytes(480ull << 20, 64ull << 20) == 16ull << 20);  // the smallest
+  CHECK(CalibrationAreaBytes() <= std::max<uint64_t>(MemoryLimitBytes() / 8, 16ull << 20));
 }
 
 TEST_CASE("plain copies are measured by copy size, 4 KiB to 64 MiB") {
