@@ -19,7 +19,7 @@ scripts/install-deps.sh --quickstart
 step "2/4 configure build-release"
 cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DISOMETRY_BUILD_TESTS=OFF \
   -DISOMETRY_BUILD_BENCH=OFF -DISOMETRY_CUDA=OFF >/dev/null
-step "3/4 build (about 5 minutes on 2 cores; ninja counts the steps)"
+step "3/4 build (a few minutes on 2 cores; ninja counts the steps)"
 cmake --build build-release -j "$(nproc)"
 step "4/4 the local demo"
 ./build-release/examples/local_copy

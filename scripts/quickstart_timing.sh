@@ -24,11 +24,20 @@ in_chroot() { chroot "$c" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOM
   DEBIAN_FRONTEND=noninteractive "$@"; }
 daemon=
 cleanup() {
-  [[ -n "$daemon" ]] && kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
+  set +e
+  if [[ -n "$daemon" ]]; then
+    kill "$daemon" 2>/dev/null
+    wait "$daemon" 2>/dev/null
+  fi
   for m in dev/pts dev sys proc; do
     mountpoint -q "$c/$m" && umount -l "$c/$m"
   done
-  rm -rf "$c"
+  # Never remove through a mount still in place (/dev is the host's).
+  if ! grep -q " $c/" /proc/mounts; then
+    rm -rf "$c"
+  else
+    echo "quickstart_timing: $c still has mounts; left in place" >&2
+  fi
 }
 trap cleanup EXIT
 
@@ -61,7 +70,10 @@ log=$c/root/quickstart.log
 busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
 t0=$(date +%s.%N)
 busy0=$(busy)
-in_chroot bash -c 'cd /root/isometry && exec scripts/quickstart.sh' >"$log" 2>&1 &
+# exec all the way down, so that $! is the daemon quickstart.sh ends in.
+(exec chroot "$c" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
+  DEBIAN_FRONTEND=noninteractive bash -c 'cd /root/isometry && exec scripts/quickstart.sh' \
+  >"$log" 2>&1) &
 daemon=$!
 answered=
 while kill -0 "$daemon" 2>/dev/null; do
