@@ -221,7 +221,7 @@ Result<RateSample> MeasureNodeCopy(std::chrono::milliseconds budget) {
   // (CalibrationAreaBytes says why).
   const uint64_t per_thread =
       std::min(std::clamp<uint64_t>(2 * LastLevelCacheBytes() / threads, 8ull << 20, 64ull << 20),
-               std::max<uint64_t>(MemoryLimitBytes() / (8 * threads), 1ull << 20));
+               std::max<uint64_t>(MemoryLimitBytes() / (8 * uint64_t{threads}), 1ull << 20));
   std::vector<Areas> areas;
   for (unsigned t = 0; t < threads; ++t) {
     ISO_ASSIGN_OR_RETURN(Areas a, MakeAreas(per_thread));

@@ -6,6 +6,8 @@
 #include <sstream>
 #include <string>
 
+#include "core/strings.h"
+
 namespace isometry {
 
 namespace {
@@ -43,7 +45,7 @@ uint64_t V2Limit(const std::string& root, const std::string& path) {
   for (const char* mount : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}) {
     std::string dir = path;
     while (true) {
-      limit = std::min(limit, Bound(ReadNumber(root + mount + dir + "/memory.max", "")));
+      limit = std::min(limit, Bound(ReadNumber(StrCat(root, mount, dir, "/memory.max"), "")));
       if (dir.empty() || dir == "/") break;
       dir = dir.substr(0, dir.find_last_of('/'));
     }
@@ -57,7 +59,7 @@ uint64_t V2Limit(const std::string& root, const std::string& path) {
 uint64_t V1Limit(const std::string& root, const std::string& path) {
   uint64_t limit = kUnknown;
   for (const std::string& dir : {path, std::string()}) {
-    const std::string stat = root + "/sys/fs/cgroup/memory" + dir + "/memory.stat";
+    const std::string stat = StrCat(root, "/sys/fs/cgroup/memory", dir, "/memory.stat");
     limit = std::min(limit, Bound(ReadNumber(stat, "hierarchical_memory_limit")));
   }
   return limit;
