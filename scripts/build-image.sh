@@ -79,11 +79,7 @@ done
 echo "podman $(podman --version | awk '{print $3}'), buildah $(buildah --version | awk '{print $3}')," \
   "mmdebstrap $(mmdebstrap --version | awk '{print $2}'), SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH"
 
-# The host's mirrors (deb822 or one-line sources), for bookworm.
-mirror=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -v security | head -1)
-security=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep security | head -1)
-mirror=${mirror:-http://deb.debian.org/debian}
-security=${security:-http://deb.debian.org/debian-security}
+source "$root/scripts/bookworm_sources.sh"
 
 # make_rootfs TARBALL: bookworm (essential + apt) with the user isometry at
 # a fixed uid/gid made before the packages (systemd-sysusers then keeps
@@ -117,8 +113,7 @@ make_rootfs() {
     --customize-hook="install -d -m 0750 -o $uid -g $uid \"\$1/run/isometry\" \"\$1/var/lib/isometry\""
   )
   mmdebstrap --variant=apt --quiet --skip=cleanup/run --format=tar "${hooks[@]}" \
-    bookworm "$tarball" "deb $mirror bookworm main" "deb $mirror bookworm-updates main" \
-    "deb $security bookworm-security main" >"$out/mmdebstrap.log" 2>&1 ||
+    bookworm "$tarball" "${bookworm_sources[@]}" >"$out/mmdebstrap.log" 2>&1 ||
     { tail -30 "$out/mmdebstrap.log"; fail "mmdebstrap (see $out/mmdebstrap.log)"; }
 }
 

@@ -41,16 +41,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The host's mirrors (deb822 or one-line sources), for bookworm.
-mirror=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -v security | head -1)
-security=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep security | head -1)
-mirror=${mirror:-http://deb.debian.org/debian}
-security=${security:-http://deb.debian.org/debian-security}
+source "$root/scripts/bookworm_sources.sh"
 echo "== a fresh Debian 12 (mmdebstrap bookworm, required + important, from $mirror)"
 rm -rf "$c"
-mmdebstrap --variant=important --quiet bookworm "$c" \
-  "deb $mirror bookworm main" "deb $mirror bookworm-updates main" \
-  "deb $security bookworm-security main" || fail "mmdebstrap"
+mmdebstrap --variant=important --quiet bookworm "$c" "${bookworm_sources[@]}" ||
+  fail "mmdebstrap"
 mount -t proc proc "$c/proc"
 mount --bind /sys "$c/sys"
 mount --bind /dev "$c/dev"
