@@ -10,6 +10,7 @@
 #include "channels/added_channels.h"
 #include "channels/channel_factory.h"
 #include "channels/host_pages.h"
+#include "core/memory_limit.h"
 #include "core/strings.h"
 #include "daemon/node/node_impl.h"
 #include "daemon/runtime/disk_endpoint.h"
@@ -30,6 +31,33 @@ void Node::Impl::MakeBudgets() {
       std::make_shared<ByteBudget>("daemon.max_watch_scratch_bytes", dc.max_watch_scratch_bytes);
   datatypes_all = std::make_shared<ByteBudget>("daemon.max_datatype_bytes", dc.max_datatype_bytes);
 }
+
+namespace {
+
+// Pools are committed only as clients allocate, so a config whose host
+// pools and staging exceed what the daemon may use (its cgroup's memory
+// limit: a container's, a unit's MemoryMax=) still starts; but a client
+// that fills its pool would then get the daemon killed by the kernel, with
+// every session's copies. Said once at start, so the operator can size one
+// or the other.
+void WarnIfOverMemoryLimit(const RuntimeConfig& rc) {
+  uint64_t pools = 0, staging = 0;
+  for (const MemoryConfig& m : rc.memories) {
+    if (!IsHostMemory(m.kind)) continue;
+    pools += m.pool_bytes;
+    staging += m.staging_bytes;
+  }
+  const uint64_t limit = MemoryLimitBytes();
+  if (pools + staging <= limit) return;
+  spdlog::warn(
+      "memory: the host memories' client pools ({} MiB) and staging ({} MiB) exceed the {} MiB "
+      "this daemon may use (its cgroup's memory limit, or the machine's memory): clients that "
+      "fill the pools would get the daemon killed by the kernel; lower memory.pool or raise the "
+      "limit",
+      pools >> 20, staging >> 20, limit >> 20);
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Node>> Node::Create(const Config& config, const ChannelContext& context) {
   auto impl = std::make_unique<Impl>();
@@ -66,6 +94,7 @@ Result<std::unique_ptr<Node>> Node::Create(const Config& config, const ChannelCo
   }
   impl->config.runtime.memories = rc.memories;
   impl->config.runtime.channels = rc.channels;
+  WarnIfOverMemoryLimit(rc);
   // enable = "on" without a usable device fails here (and in the start
   // check before it); otherwise the log says whether RDMA is used and why.
   ISO_ASSIGN_OR_RETURN(impl->rdma, rdma::ChooseRdma(rdma::CachedRdmaProbe(), config.rdma));

@@ -5,7 +5,8 @@ in a pod limited to 1536 MiB the kernel killed it before it ever listened
 (core/memory_limit.h, channels/calibrate.h). Here the real daemon starts
 calibrating in a memory cgroup of 384 MiB, with a pool and staging that fit
 it: it must come up, answer a copy, keep its peak under the limit and stop
-cleanly. The daemon before the fix was killed there at any cache size (its
+cleanly. With pools beyond the limit it still starts (pools commit as
+clients allocate) and its log names the pools, the staging and the limit. The daemon before the fix was killed there at any cache size (its
 smallest areas alone were 2 x 128 MiB, twice over in one measurement).
 
 Needs root and a memory cgroup controller it can write (v1's
@@ -70,22 +71,20 @@ def make_cgroup(name):
 
 
 class MemoryLimitedStartTest(unittest.TestCase):
-    def test_a_first_start_calibrates_within_a_small_memory_limit(self):
-        cgroup, peak_file = make_cgroup(f"isometry-test-{os.getpid()}")
+    def start_in_cgroup(self, config_text, suffix):
+        """A daemon started (calibrating) in a fresh LIMIT cgroup: (daemon,
+        the cgroup's peak file)."""
+        cgroup, peak_file = make_cgroup(f"isometry-test-{os.getpid()}-{suffix}")
         if cgroup is None:
             self.skipTest(peak_file)
         self.addCleanup(os.rmdir, cgroup)
-        if PYTHONPATH not in sys.path:
-            sys.path.insert(0, PYTHONPATH)
-        from isometry import Client
-
         directory = tempfile.mkdtemp(prefix="iso-memlimit-")
         self.addCleanup(shutil.rmtree, directory, True)
         config = os.path.join(directory, "isometryd.toml")
         with open(config, "w") as f:
             # calibrate: a first start measures, as a fresh pod's does.
             f.write(daemon_section(directory, ISOMETRYD, log_level="info", calibrate=True)
-                    + CONFIG)
+                    + config_text)
         join = f'echo $$ > "{cgroup}/cgroup.procs" && exec "$0" "$@"'
         daemon = IsometrydProcess(ISOMETRYD, config, os.path.join(directory, "isometryd.log"),
                                   os.path.join(directory, "grpc.sock"),
@@ -98,6 +97,25 @@ class MemoryLimitedStartTest(unittest.TestCase):
                                  f"{LIMIT >> 20} MiB cgroup)") from None
         self.assertIn("calibration: channel 'memcpy0'", daemon.log_text(tail=20000),
                       "the daemon did not calibrate: the test measured nothing")
+        return daemon, peak_file
+
+    def test_pools_beyond_the_limit_are_named_at_start(self):
+        # Pools commit as clients allocate, so the daemon starts; the log
+        # says the config cannot be filled within the limit.
+        big = CONFIG.replace('pool = "128MiB"', 'pool = "1GiB"')
+        daemon, _ = self.start_in_cgroup(big, "big")
+        log = daemon.log_text(tail=20000)
+        self.assertIn(f"client pools (1024 MiB) and staging (64 MiB) exceed the {LIMIT >> 20} MiB "
+                      "this daemon may use", log)
+        self.assertEqual(daemon.stop(timeout_s=30), 0, daemon.log_text())
+
+    def test_a_first_start_calibrates_within_a_small_memory_limit(self):
+        if PYTHONPATH not in sys.path:
+            sys.path.insert(0, PYTHONPATH)
+        from isometry import Client
+
+        daemon, peak_file = self.start_in_cgroup(CONFIG, "small")
+        self.assertNotIn("exceed the", daemon.log_text(tail=20000))
         with Client(daemon.socket, name="memlimit") as c:
             src, dst = c.allocate("sys0", 1 << 20), c.allocate("sys0", 1 << 20)
             c.write(src, 0, bytes(range(256)) * 4096)
