@@ -20,7 +20,7 @@ the architecture it names) differs from what would be written now: the
 committed deploy/container/isometryd-seccomp.json must follow the unit.
 
 tests/install/syscall_filter.py reads the unit with the same functions
-(unit_filter, expand) to run the daemon under exactly these calls.
+(unit_filter, allowed_calls) to run the daemon under exactly these calls.
 """
 
 import argparse
@@ -80,21 +80,20 @@ def group_members(analyze, group):
 
 def expand(analyze, tokens):
     """Every call named by `tokens`, groups expanded recursively."""
-    calls, seen, todo = set(), set(), list(tokens)
-    while todo:
-        token = todo.pop()
+    calls, seen, pending = set(), set(), list(tokens)
+    while pending:
+        token = pending.pop()
         if token.startswith("@"):
             if token not in seen:
                 seen.add(token)
-                todo += group_members(analyze, token)
+                pending += group_members(analyze, token)
         else:
             calls.add(token)
     return calls
 
 
-def unit_calls(unit, analyze="systemd-analyze"):
-    """Every call the unit allows."""
-    allowed, denied = unit_filter(unit)
+def allowed_calls(analyze, allowed, denied):
+    """Every call an allow list and its deny lists (unit_filter) leave."""
     return expand(analyze, allowed) - expand(analyze, denied)
 
 
@@ -110,6 +109,7 @@ def error_number(unit):
 
 def profile(unit, arch):
     allowed, denied = unit_filter(unit)
+    calls = allowed_calls("systemd-analyze", allowed, denied)
     said = " ".join(allowed) + "".join(f" ~{d}" for d in denied)
     return {
         "comment": f"isometryd's system calls: its systemd unit's SystemCallFilter= ({said}), "
@@ -117,7 +117,7 @@ def profile(unit, arch):
         "defaultAction": "SCMP_ACT_ERRNO",
         "defaultErrnoRet": error_number(unit),
         "architectures": [ARCHES[arch]],
-        "syscalls": [{"names": sorted(unit_calls(unit)), "action": "SCMP_ACT_ALLOW"}],
+        "syscalls": [{"names": sorted(calls), "action": "SCMP_ACT_ALLOW"}],
     }
 
 
