@@ -79,7 +79,7 @@ done
 echo "podman $(podman --version | awk '{print $3}'), buildah $(buildah --version | awk '{print $3}')," \
   "mmdebstrap $(mmdebstrap --version | awk '{print $2}'), SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH"
 
-source "$root/scripts/bookworm_sources.sh"
+source "$root/scripts/bookworm_chroot.sh"
 
 # make_rootfs TARBALL: bookworm (essential + apt) with the user isometry at
 # a fixed uid/gid made before the packages (systemd-sysusers then keeps

@@ -29,11 +29,7 @@ cleanup() {
     kill "$daemon" 2>/dev/null
     wait "$daemon" 2>/dev/null
   fi
-  for m in dev/pts dev sys proc; do
-    mountpoint -q "$c/$m" && umount -l "$c/$m"
-  done
-  # Never remove through a mount still in place (/dev is the host's).
-  if ! grep -q " $c/" /proc/mounts; then
+  if release_chroot "$c"; then
     rm -rf "$c"
   else
     echo "quickstart_timing: $c still has mounts; left in place" >&2
@@ -41,17 +37,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-source "$root/scripts/bookworm_sources.sh"
+source "$root/scripts/bookworm_chroot.sh"
 echo "== a fresh Debian 12 (mmdebstrap bookworm, required + important, from $mirror)"
-rm -rf "$c"
-mmdebstrap --variant=important --quiet bookworm "$c" "${bookworm_sources[@]}" ||
-  fail "mmdebstrap"
-mount -t proc proc "$c/proc"
-mount --bind /sys "$c/sys"
-mount --bind /dev "$c/dev"
-mount --bind /dev/pts "$c/dev/pts"
-printf '#!/bin/sh\nexit 101\n' >"$c/usr/sbin/policy-rc.d"  # no init system: start no service
-chmod +x "$c/usr/sbin/policy-rc.d"
+make_chroot "$c" important || fail "mmdebstrap"
 echo "   $(in_chroot dpkg-query -f '.\n' -W | wc -l) packages installed"
 
 echo "== a fresh clone of HEAD ($(git -C "$root" rev-parse --short HEAD)) in /root/isometry"
