@@ -2,6 +2,10 @@
 // TCP channel. Where RDMA carries some hops, channel_factory.cc wraps
 // what this makes (rdma::MakeNetChannel). And the channels the daemon
 // makes of this kind, one per peer (PeerChannels).
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "channels/added_channels.h"
 #include "channels/channel_backend.h"
 #include "channels/tcp/tcp_channel.h"
@@ -40,7 +44,7 @@ const ChannelBackend& TcpBackend() {
       .kind = ChannelKind::kRemoteMemcpy,
       .name = "remote_memcpy",
       .serves = Serves,
-      // Layouts may change on a network hop (either end packs or unpacks).
+      // Its hops leave the node (and may change layouts: the default).
       .edge_traits = {.crosses_nodes = true},
       .per_peer = true,
       .model = Model,
@@ -51,29 +55,21 @@ const ChannelBackend& TcpBackend() {
 }
 
 std::vector<ChannelConfig> PeerChannels(const ClusterConfig& cluster) {
+  auto channel = [&cluster](std::string name, std::string peer) {
+    ChannelConfig c;
+    c.name = std::move(name);
+    c.kind = ChannelKind::kRemoteMemcpy;
+    c.threads = cluster.data_connections;
+    c.request_bytes = cluster.request_bytes;
+    c.rate_limit_bytes_per_s = cluster.rate_limit_bytes_per_s;
+    c.peer = std::move(peer);
+    return c;
+  };
   std::vector<ChannelConfig> out;
-  for (const PeerConfig& p : cluster.peers) {
-    ChannelConfig c;
-    c.name = "tcp:" + p.name;
-    c.kind = ChannelKind::kRemoteMemcpy;
-    c.threads = cluster.data_connections;
-    c.request_bytes = cluster.request_bytes;
-    c.rate_limit_bytes_per_s = cluster.rate_limit_bytes_per_s;
-    c.peer = p.name;
-    out.push_back(std::move(c));
-  }
-  if (cluster.etcd.enabled()) {
-    // Peers learnt from etcd share one channel: its requests name their
-    // peer (NetHalf::peer), so peers may come and go while it lives.
-    ChannelConfig c;
-    c.name = "tcp:etcd";
-    c.kind = ChannelKind::kRemoteMemcpy;
-    c.threads = cluster.data_connections;
-    c.request_bytes = cluster.request_bytes;
-    c.rate_limit_bytes_per_s = cluster.rate_limit_bytes_per_s;
-    c.peer = std::string(kAnyPeer);
-    out.push_back(std::move(c));
-  }
+  for (const PeerConfig& p : cluster.peers) out.push_back(channel("tcp:" + p.name, p.name));
+  // Peers learnt from etcd share one channel: its requests name their
+  // peer (NetHalf::peer), so peers may come and go while it lives.
+  if (cluster.etcd.enabled()) out.push_back(channel("tcp:etcd", std::string(kAnyPeer)));
   return out;
 }
 
