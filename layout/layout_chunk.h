@@ -6,7 +6,7 @@
 // that stream is a list of runs, two or more a point, which no whole-box
 // form may hold past its bounds. A copy of such a layout against a
 // datatype is cut into chunks of the packed stream anyway (the runtime's
-// chunks, daemon/runtime/packed_end.h), so the layout end is described
+// chunks, layout/copy_end.h), so the layout end is described
 // chunk by chunk instead:
 //
 //  - LayoutRangeForm: the runs of bytes [begin, end) of the stream, as a

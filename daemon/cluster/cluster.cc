@@ -260,10 +260,10 @@ Result<PlanReport> Cluster::Explain(const std::string& src_memory, const Layout&
   return impl_->Explain(src_memory, src_layout, dst_memory, dst_layout, bounds, fields);
 }
 
-Result<PlanReport> Cluster::ExplainPacked(const std::string& src_memory,
-                                          const std::string& dst_memory, const PackedEnd& src,
-                                          const PackedEnd& dst) {
-  return impl_->ExplainPacked(src_memory, dst_memory, src, dst);
+Result<PlanReport> Cluster::ExplainForms(const std::string& src_memory,
+                                          const std::string& dst_memory, const EndForm& src,
+                                          const EndForm& dst) {
+  return impl_->ExplainForms(src_memory, dst_memory, src, dst);
 }
 
 Result<std::vector<DistributedRanks>> Cluster::QueryDistributed(const std::string& key,

@@ -443,8 +443,8 @@ struct Cluster::Impl {
   // A half `caller` asks this node to run. A datatype half naming a form
   // this node does not hold fails with cluster::UnknownFormError.
   Status StartPeerHalf(const std::string& caller, cluster::HalfRequest req, uint32_t* rdma_tag);
-  // The packed end a datatype half from `caller` describes, checked.
-  Result<std::shared_ptr<const PackedEnd>> PeerPackedEnd(const std::string& caller,
+  // The form end a datatype half from `caller` describes, checked.
+  Result<std::shared_ptr<const EndForm>> PeerEndForm(const std::string& caller,
                                                          const cluster::HalfRequest& req);
   // A forwarded copy (req.forward_dst): both ends here, the whole copy
   // run by this node's runtime as a half the initiator awaits.
@@ -498,8 +498,8 @@ struct Cluster::Impl {
   Result<PlanReport> Explain(const std::string& src_memory, const Layout& src_layout,
                              const std::string& dst_memory, const Layout& dst_layout,
                              const Box& bounds, const FieldSpace& fields);
-  Result<PlanReport> ExplainPacked(const std::string& src_memory, const std::string& dst_memory,
-                                   const PackedEnd& src, const PackedEnd& dst);
+  Result<PlanReport> ExplainForms(const std::string& src_memory, const std::string& dst_memory,
+                                   const EndForm& src, const EndForm& dst);
   void SetUp(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec, const CrossPlan& plan);
   // A node of `plan` (other than this one) that is not up now; empty if
   // none is.

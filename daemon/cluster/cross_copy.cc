@@ -116,14 +116,8 @@ NodeMemory Cluster::Impl::NameOf(const CrossEnd& e) const {
 
 Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::Copy(CrossCopySpec spec,
                                                            std::function<void(Status)> done) {
-  const PackedEnd* packed[2] = {spec.src.local.packed.get(), spec.dst.local.packed.get()};
-  if (!packed[0] != !packed[1]) {
-    return InvalidArgument("copy: one end is packed (a datatype) and the other is not");
-  }
-  if (packed[0] && packed[0]->bytes != packed[1]->bytes) {
-    return InvalidArgument("copy: the source (", packed[0]->what, ") packs to ", packed[0]->bytes,
-                           " bytes, the destination (", packed[1]->what, ") to ", packed[1]->bytes);
-  }
+  const EndForm* forms[2] = {spec.src.local.form.get(), spec.dst.local.form.get()};
+  ISO_RETURN_IF_ERROR(MatchForms(forms[0], forms[1], /*has_box=*/false));
   if (!(spec.src.shape.fields == spec.dst.shape.fields)) {
     return InvalidArgument("copy: source and destination field spaces differ");
   }
@@ -137,8 +131,8 @@ Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::Copy(CrossCopySpec spec,
   ISO_ASSIGN_OR_RETURN(CrossPlan plan,
                        PlanCross(NameOf(spec.src), NameOf(spec.dst), spec.src.shape.layout,
                                  spec.dst.shape.layout, box, spec.src.shape.fields,
-                                 /*relays=*/!packed[0]));
-  if (packed[0]) CostPackedEnds(plan.path, *packed[0], *packed[1], plan.topo);
+                                 /*relays=*/!forms[0]));  // a form stays on its end's node
+  CostEnds(plan.path, forms[0], forms[1], plan.topo);
   uint64_t key;
   {
     absl::MutexLock lock(&mu);
@@ -170,25 +164,22 @@ Result<PlanReport> Cluster::Impl::Explain(const std::string& src_memory, const L
                     plan.topo);
 }
 
-Result<PlanReport> Cluster::Impl::ExplainPacked(const std::string& src_memory,
-                                                const std::string& dst_memory, const PackedEnd& src,
-                                                const PackedEnd& dst) {
-  if (src.bytes != dst.bytes) {
-    return InvalidArgument("the source (", src.what, ") packs to ", src.bytes,
-                           " bytes, the destination (", dst.what, ") to ", dst.bytes);
-  }
-  const InstanceShape shape = PackedShape(src.bytes);
+Result<PlanReport> Cluster::Impl::ExplainForms(const std::string& src_memory,
+                                                const std::string& dst_memory, const EndForm& src,
+                                                const EndForm& dst) {
+  ISO_RETURN_IF_ERROR(MatchForms(&src, &dst, /*has_box=*/false));
+  const InstanceShape shape = StreamShape(src.bytes);
   ISO_ASSIGN_OR_RETURN(CrossPlan plan, PlanCross(SplitNodeMemory(src_memory, self()),
                                                  SplitNodeMemory(dst_memory, self()), shape.layout,
                                                  shape.layout, shape.bounds, shape.fields,
                                                  /*relays=*/false));
-  CostPackedEnds(plan.path, src, dst, plan.topo);
+  CostEnds(plan.path, &src, &dst, plan.topo);
   ISO_ASSIGN_OR_RETURN(ChunkGrid grid, GridAlong(plan.path, shape.bounds, shape.fields,
                                                  plan.chunk_target, plan.slot_limit));
   const PlanExplanation ex =
       ExplainGrid(std::move(plan.path), grid, 1, node->runtime().config().slots_per_buffer);
   PlanReport rep = ReportPlan(ex, plan.topo);
-  rep.why = WhyPacked(ex, src, dst, plan.topo);
+  rep.why = WhyForms(ex, src, dst, plan.topo);
   return rep;
 }
 
@@ -219,11 +210,9 @@ void Cluster::Impl::SetUp(const std::shared_ptr<CrossOp>& op, const CrossCopySpe
     Result<CrossPlan> again =
         PlanCross(NameOf(spec.src), NameOf(spec.dst), spec.src.shape.layout, spec.dst.shape.layout,
                   spec.box.value_or(spec.src.shape.bounds), spec.src.shape.fields,
-                  /*relays=*/!spec.src.local.packed);
+                  /*relays=*/!spec.src.local.form);
     if (again.ok()) {
-      if (spec.src.local.packed) {
-        CostPackedEnds(again->path, *spec.src.local.packed, *spec.dst.local.packed, again->topo);
-      }
+      CostEnds(again->path, spec.src.local.form.get(), spec.dst.local.form.get(), again->topo);
       const std::string path = again->path.ToString(again->topo);
       spdlog::info(
           "cross-node transfer {}: node '{}' went down after it was planned; "
@@ -385,24 +374,24 @@ bool Cluster::Impl::SetUpPeerHalf(const std::shared_ptr<CrossOp>& op, const Cros
 
 Status Cluster::Impl::CallStartHalf(const Peer& p, const std::string& here, cluster::HalfOut& out,
                                     uint32_t* rdma_tag) {
-  const std::shared_ptr<const PackedEnd>& packed = out.end->local.packed;
+  const std::shared_ptr<const EndForm>& end_form = out.end->local.form;
   std::string serialized;
-  if (packed) {
-    serialized = SerializeForm(packed->form);
+  if (end_form) {
+    serialized = SerializeForm(end_form->form);
     if (serialized.size() > kMaxSerializedForm) {
-      return ResourceExhausted("the canonical form of ", packed->what, " takes ", serialized.size(),
+      return ResourceExhausted("the canonical form of ", end_form->what, " takes ", serialized.size(),
                                " bytes; at most ", kMaxSerializedForm,
                                " go to a peer (describe the data more regularly)");
     }
     out.form_hash = SerializedFormHash(serialized);
-    if (!forms.Known(here, out.form_hash, packed->form)) out.form = &serialized;
+    if (!forms.Known(here, out.form_hash, end_form->form)) out.form = &serialized;
   }
   // A forwarded datatype copy's destination form travels whole each time.
   std::string dst_serialized;
-  if (out.forward_dst && out.forward_dst->local.packed) {
-    dst_serialized = SerializeForm(out.forward_dst->local.packed->form);
+  if (out.forward_dst && out.forward_dst->local.form) {
+    dst_serialized = SerializeForm(out.forward_dst->local.form->form);
     if (dst_serialized.size() > kMaxSerializedForm) {
-      return ResourceExhausted("the canonical form of ", out.forward_dst->local.packed->what,
+      return ResourceExhausted("the canonical form of ", out.forward_dst->local.form->what,
                                " takes ", dst_serialized.size(), " bytes; at most ",
                                kMaxSerializedForm, " go to a peer");
     }
@@ -410,7 +399,7 @@ Status Cluster::Impl::CallStartHalf(const Peer& p, const std::string& here, clus
     out.dst_form = &dst_serialized;
   }
   for (bool again = false;; again = true) {
-    if (packed) forms.CountSent(out.form != nullptr, again);
+    if (end_form) forms.CountSent(out.form != nullptr, again);
     const peer_api::StartHalfRequest req = cluster::ToProto(out);
     grpc::ClientContext ctx;
     cluster::SetDeadline(ctx, config.cluster.peer_timeout_ms);
@@ -422,7 +411,7 @@ Status Cluster::Impl::CallStartHalf(const Peer& p, const std::string& here, clus
       if (rdma_tag) *rdma_tag = resp.rdma_tag() <= rdma::kMaxTag ? resp.rdma_tag() : 0;
       if (out.form) {
         forms.Acknowledged(here, out.form_hash,
-                           std::shared_ptr<const CanonicalForm>(packed, &packed->form),
+                           std::shared_ptr<const CanonicalForm>(end_form, &end_form->form),
                            serialized.size());
       }
       return OkStatus();

@@ -132,7 +132,7 @@ std::optional<Result<std::shared_ptr<CrossTransfer>>> Cluster::Impl::TryEagerPut
   const CrossEnd& src = spec.src;
   const CrossEnd& dst = spec.dst;
   if (limit == 0 || !src.node.empty() || dst.node.empty() || !dst.file.empty() ||
-      !dst.distributed.empty() || src.active || src.local.packed || !src.local.base ||
+      !dst.distributed.empty() || src.active || src.local.form || !src.local.base ||
       src.local.process || !src.local.file.empty() || !SameShape(src.shape, dst.shape)) {
     return std::nullopt;
   }

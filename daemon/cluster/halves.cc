@@ -12,19 +12,6 @@ namespace isometry {
 
 using cluster::Clock;
 
-namespace {
-
-// A packed end of `bytes` contiguous bytes from 0 (a far end's stand-in).
-Result<std::shared_ptr<const PackedEnd>> DenseEnd(uint64_t bytes) {
-  if (bytes > static_cast<uint64_t>(INT64_MAX)) {
-    return InvalidArgument("a packed stream of ", bytes, " bytes");
-  }
-  const CanonicalForm dense{{FormPiece{0, static_cast<int64_t>(bytes), {}, {}}}};
-  return MakePackedEnd(dense, bytes, "the other node's end");
-}
-
-}  // namespace
-
 Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossEnd& end,
                                      const InstanceShape& other, std::optional<Box> box,
                                      CopyOptions options, const std::string& initiator,
@@ -44,12 +31,8 @@ Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossE
   const MemoryId other_mem =
       part.sending ? part.path.nodes.back().memory : part.path.nodes.front().memory;
   InstanceRef other_ref{other_mem, nullptr, 0, other};
-  if (end.local.packed) {
-    // A datatype copy: the far end's form stays on its node; a dense end
-    // of as many bytes marks this half packed too. Whole streams: no box.
-    ISO_ASSIGN_OR_RETURN(other_ref.packed, DenseEnd(end.local.packed->bytes));
-    box.reset();
-  }
+  ISO_ASSIGN_OR_RETURN(other_ref.form, FarEndForm(end.local.form.get()));
+  box = CopyBox(end.local.form.get(), box);
   req.src = part.sending ? end.local : other_ref;
   req.dst = part.sending ? other_ref : end.local;
   const MemoryId mine =
@@ -177,30 +160,26 @@ Status Cluster::Impl::RunHalf(const std::shared_ptr<Half>& h, CopyRequest req,
 
 Status Cluster::Impl::StartForwardedHalf(const std::string& caller, cluster::HalfRequest req) {
   // A datatype copy: both ends by their forms (checked like a half's).
-  std::shared_ptr<const PackedEnd> src_packed, dst_packed;
+  std::shared_ptr<const EndForm> src_form, dst_form;
   if (req.form_hash != 0) {
-    ISO_ASSIGN_OR_RETURN(src_packed, PeerPackedEnd(caller, req));
+    ISO_ASSIGN_OR_RETURN(src_form, PeerEndForm(caller, req));
     ISO_ASSIGN_OR_RETURN(std::shared_ptr<const CanonicalForm> form,
                          forms.Resolve(caller, req.dst_form_hash, req.dst_form));
-    auto packed =
-        MakePackedEnd(*form, req.dst_form_span,
-                      StrCat("canonical form ", req.dst_form_hash, " from node '", caller, "'"));
-    if (!packed.ok()) return InvalidArgument(packed.status().message());
-    if ((*packed)->bytes != src_packed->bytes) {
-      return InvalidArgument("a forwarded datatype copy's ends pack to ", src_packed->bytes,
-                             " and ", (*packed)->bytes, " bytes");
-    }
-    dst_packed = *std::move(packed);
+    auto made =
+        MakeFormEnd(*form, req.dst_form_span,
+                    StrCat("canonical form ", req.dst_form_hash, " from node '", caller, "'"));
+    if (!made.ok()) return InvalidArgument(made.status().message());
+    dst_form = *std::move(made);
+    ISO_RETURN_IF_ERROR(MatchForms(src_form.get(), dst_form.get(), /*has_box=*/false));
   }
-  // A datatype copy moves whole packed streams: no box.
-  const std::optional<Box> box = src_packed ? std::nullopt : std::optional<Box>(req.box);
+  const std::optional<Box> box = CopyBox(src_form.get(), req.box);
   PeerAccess access = AccessOf(caller, req.source, box);
   access.sending = true;
   ISO_ASSIGN_OR_RETURN(CrossEnd src,
-                       node->copies().ResolveForPeer(req.local, std::move(src_packed), &access));
+                       node->copies().ResolveForPeer(req.local, std::move(src_form), &access));
   access.sending = false;
   ISO_ASSIGN_OR_RETURN(CrossEnd dst, node->copies().ResolveForPeer(*req.forward_dst,
-                                                                   std::move(dst_packed), &access));
+                                                                   std::move(dst_form), &access));
   auto h = std::make_shared<Half>();
   h->key = req.part.key;
   h->initiator = caller;
@@ -216,20 +195,20 @@ Status Cluster::Impl::StartForwardedHalf(const std::string& caller, cluster::Hal
   return RunHalf(h, std::move(creq), {&src, &dst}, nullptr);
 }
 
-Result<std::shared_ptr<const PackedEnd>> Cluster::Impl::PeerPackedEnd(
+Result<std::shared_ptr<const EndForm>> Cluster::Impl::PeerEndForm(
     const std::string& caller, const cluster::HalfRequest& req) {
   ISO_ASSIGN_OR_RETURN(std::shared_ptr<const CanonicalForm> form,
                        forms.Resolve(caller, req.form_hash, req.form));
-  auto packed = MakePackedEnd(
+  auto made = MakeFormEnd(
       *form, req.form_span, StrCat("canonical form ", req.form_hash, " from node '", caller, "'"));
   // Whatever is wrong with it came from the peer: its request is invalid.
-  if (!packed.ok()) return InvalidArgument(packed.status().message());
-  if (!(req.other.bounds == PackedShape((*packed)->bytes).bounds)) {
+  if (!made.ok()) return InvalidArgument(made.status().message());
+  if (!(req.other.bounds == StreamShape((*made)->bytes).bounds)) {
     return InvalidArgument("canonical form ", req.form_hash, " from node '", caller, "' packs ",
-                           (*packed)->bytes, " bytes; the other end has ",
+                           (*made)->bytes, " bytes; the other end has ",
                            ToString(req.other.bounds));
   }
-  return packed;
+  return made;
 }
 
 PeerAccess Cluster::Impl::AccessOf(const std::string& caller, const CopySource& source,
@@ -294,15 +273,15 @@ Status Cluster::Impl::StartPeerHalf(const std::string& caller, cluster::HalfRequ
     return StartRelayHalf(caller, std::move(req));
   }
   req.part.peer = req.partner;
-  std::shared_ptr<const PackedEnd> packed;
+  std::shared_ptr<const EndForm> end_form;
   if (req.form_hash != 0) {
-    ISO_ASSIGN_OR_RETURN(packed, PeerPackedEnd(caller, req));
-    req.other = PackedShape(packed->bytes);
+    ISO_ASSIGN_OR_RETURN(end_form, PeerEndForm(caller, req));
+    req.other = StreamShape(end_form->bytes);
   }
   PeerAccess access = AccessOf(caller, req.source, req.box);
   access.sending = req.part.sending;
   ISO_ASSIGN_OR_RETURN(CrossEnd end,
-                       node->copies().ResolveForPeer(req.local, std::move(packed), &access));
+                       node->copies().ResolveForPeer(req.local, std::move(end_form), &access));
   const uint64_t key = req.part.key;
   const bool sending = req.part.sending;
   uint32_t tag = req.rdma_tag;  // sending: the receiver's; receiving: set here

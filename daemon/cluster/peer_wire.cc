@@ -115,10 +115,10 @@ peer_api::StartHalfRequest ToProto(const HalfOut& h) {
   req.set_sending(h.sending);
   if (h.forward_dst) {
     InstanceSpecToProto(*h.forward_dst, req.mutable_forward_dst());
-    if (const PackedEnd* packed = h.forward_dst->local.packed.get(); packed && h.dst_form) {
+    if (const EndForm* f = h.forward_dst->local.form.get(); f && h.dst_form) {
       req.set_dst_form_hash(h.dst_form_hash);
       req.set_dst_form(*h.dst_form);
-      req.set_dst_form_span(packed->span);
+      req.set_dst_form_span(f->span);
     }
   }
   for (const PathNode& pn : (h.forward_dst ? Path{} : *h.path).nodes) {
@@ -155,9 +155,9 @@ peer_api::StartHalfRequest ToProto(const HalfOut& h) {
   req.set_source_session(h.source.session);
   req.set_source_transfer(h.source.transfer);
   req.set_rdma_tag(h.rdma_tag);
-  if (const PackedEnd* packed = h.end->local.packed.get()) {
+  if (const EndForm* f = h.end->local.form.get()) {
     req.set_form_hash(h.form_hash);
-    req.set_form_span(packed->span);
+    req.set_form_span(f->span);
     if (h.form) req.set_form(*h.form);
   }
   return req;

@@ -36,7 +36,7 @@ struct HalfOut {
   std::string qos_class;  // the copy's class here
   std::string partner;
   CopySource source;  // for the peer's Active Access log entries
-  // A datatype copy: the peer's end by its form's hash (end->local.packed),
+  // A datatype copy: the peer's end by its form's hash (end->local.form),
   // with the serialized form when `form` is set.
   uint64_t form_hash = 0;
   const std::string* form = nullptr;

@@ -13,14 +13,14 @@ class Copies {
 
   // This node's end of a cross-node copy a peer asked for: a published
   // allocation, or a file of a DSK memory (spec.memory without prefix).
-  // With `packed` (a datatype copy's end, its form checked), spec.shape is
-  // ignored: the end is PackedShape(packed->bytes) over packed->span bytes.
+  // With `end_form` (a datatype copy's end, its form checked), spec.shape is
+  // ignored: the end is StreamShape(end_form->bytes) over end_form->span bytes.
   // With `access`, an allocation end that touches watched regions is
   // served as an active put (the half receives) or get (it sends): its
   // CrossEnd::active finishes the half through the watch; a region that
   // denies the access refuses the half (PERMISSION_DENIED).
   Result<CrossEnd> ResolveForPeer(const InstanceSpec& spec,
-                                  std::shared_ptr<const PackedEnd> packed = nullptr,
+                                  std::shared_ptr<const EndForm> end_form = nullptr,
                                   const PeerAccess* access = nullptr) const;
 
   // Queues a copy between two instances the session registered. `on_done`

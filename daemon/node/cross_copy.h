@@ -54,9 +54,9 @@ struct CopySource {
 // One end of a cross-node copy.
 struct CrossEnd {
   std::string node;  // empty: this node
-  // This node's end. Of a datatype (packed) copy, local.packed is set on
+  // This node's end. Of a datatype copy, local.form is set on
   // both ends, the other node's too (its form, to send there), and
-  // `shape` is PackedShape of the packed bytes.
+  // `shape` is StreamShape of the stream's bytes.
   InstanceRef local;
   std::shared_ptr<const void> keep;   // keeps this node's allocation alive
   std::shared_ptr<ActiveEnd> active;  // this node's end touches watched regions
@@ -196,9 +196,9 @@ class CrossCopier {
                                      const Box& bounds, const FieldSpace& fields) = 0;
   // The plan of a datatype copy between "node:memory" memories whose ends
   // pack as `src` and `dst` (isoctl plan with a datatype).
-  virtual Result<PlanReport> ExplainPacked(const std::string& src_memory,
-                                           const std::string& dst_memory, const PackedEnd& src,
-                                           const PackedEnd& dst) = 0;
+  virtual Result<PlanReport> ExplainForms(const std::string& src_memory,
+                                           const std::string& dst_memory, const EndForm& src,
+                                           const EndForm& dst) = 0;
 
   // ---- distributed instances across nodes (node_distributed.h) ----
 

@@ -179,13 +179,13 @@ node::TrafficClasses& Node::traffic_classes() const { return impl_->services.tra
 node::Introspection& Node::introspection() const { return impl_->services.introspection; }
 
 Result<CrossEnd> node::Copies::ResolveForPeer(const InstanceSpec& spec,
-                                              std::shared_ptr<const PackedEnd> packed,
+                                              std::shared_ptr<const EndForm> end_form,
                                               const PeerAccess* access) const {
-  const InstanceShape shape = packed ? PackedShape(packed->bytes) : spec.shape;
+  const InstanceShape shape = end_form ? StreamShape(end_form->bytes) : spec.shape;
   ISO_RETURN_IF_ERROR(shape.Validate("instance"));
-  const uint64_t total = packed ? packed->span : shape.total_bytes();
+  const uint64_t total = end_form ? end_form->span : shape.total_bytes();
   ISO_RETURN_IF_ERROR(CheckInstanceEnd(spec.offset, total));
-  if (!spec.distributed.empty()) return impl_->ResolveRankForPeer(spec, std::move(packed));
+  if (!spec.distributed.empty()) return impl_->ResolveRankForPeer(spec, std::move(end_form));
   CrossEnd end;
   if (!spec.file.empty()) {
     ISO_ASSIGN_OR_RETURN(MemoryId m, impl_->runtime->FindMemory(spec.memory));
@@ -196,7 +196,7 @@ Result<CrossEnd> node::Copies::ResolveForPeer(const InstanceSpec& spec,
     end.local = InstanceRef{m, nullptr, 0, shape};
     end.local.file = spec.file;
     end.local.file_offset = spec.offset;
-    end.local.packed = std::move(packed);
+    end.local.form = std::move(end_form);
     return end;
   }
   absl::MutexLock lock(&impl_->mu);
@@ -214,7 +214,7 @@ Result<CrossEnd> node::Copies::ResolveForPeer(const InstanceSpec& spec,
   }
   const MemoryId mem = impl_->runtime->topology().memories[a->pool->memory].id;
   end.local = InstanceRef{mem, a->shm.data() + spec.offset, a->shm.size() - spec.offset, shape};
-  end.local.packed = std::move(packed);
+  end.local.form = std::move(end_form);
   end.keep = a;
   if (a->watch) {
     // Active Access: an access from another node acts as a local one.

@@ -202,7 +202,7 @@ using TransferCallback = std::function<void(const TransferReport&)>;
 PlanReport ReportPlan(const PlanExplanation& ex, const Topology& topo);
 // PlanReport::why of a datatype plan: both ends' forms and runs, and what
 // the hops touching them were costed at.
-std::string WhyPacked(const PlanExplanation& ex, const PackedEnd& src, const PackedEnd& dst,
+std::string WhyForms(const PlanExplanation& ex, const EndForm& src, const EndForm& dst,
                       const Topology& topo);
 
 namespace node {

@@ -202,8 +202,8 @@ Result<uint64_t> Node::Impl::StartCross(uint64_t session,
                                         const std::shared_ptr<TransferRecord>& record,
                                         CrossCopySpec spec, const CopySpec& copy) {
   if (!cross) return FailedPrecondition("this node has no peers: cross-node copies need [[peer]]");
-  // A packed copy moves whole streams (a layout end's box is in its form).
-  spec.box = spec.src.local.packed ? std::nullopt : copy.box;
+  // A copy between form ends moves whole streams (a layout end's box is in its form).
+  spec.box = spec.src.local.form ? std::nullopt : copy.box;
   spec.options = copy.options;
   spec.qos_class = record->qos_class;
   ISO_ASSIGN_OR_RETURN(auto handle, cross->Copy(std::move(spec), [this, record](Status s) {
@@ -329,9 +329,9 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(SessionRef sessio
   const Instance* ends[2] = {nullptr, nullptr};
   ISO_RETURN_IF_ERROR(
       FindCopyEnds(instances, resolved.session, {spec.src_instance, spec.dst_instance}, ends));
-  // A datatype on either end: packed streams, checked by PackEndsLocked.
-  const bool packed = ends[0]->packed || ends[1]->packed;
-  if (!packed) {
+  // A datatype on either end: form ends moving streams, checked by PackEndsLocked.
+  const bool form_copy = ends[0]->form || ends[1]->form;
+  if (!form_copy) {
     ISO_RETURN_IF_ERROR(
         CheckCopyDimensions(ends[0]->shape.bounds, ends[1]->shape.bounds, spec.box));
   }
@@ -364,7 +364,7 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(SessionRef sessio
       if (pr && pr->session == s->id) refs[i]->own_hops = s->own_hops;
     }
   }
-  if (packed) {
+  if (form_copy) {
     ISO_RETURN_IF_ERROR(PackEndsLocked(ends, spec.box, resolved.request, !cross.has_value()));
   }
   if (!cross) {
@@ -386,15 +386,15 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(SessionRef sessio
         ISO_ASSIGN_OR_RETURN(
             out[i]->active,
             PrepareActiveEnd(in.allocation->watch, i == 0 ? active::Op::kGet : active::Op::kPut,
-                             *refs[i], in.offset, packed ? std::nullopt : spec.box, source,
+                             *refs[i], in.offset, form_copy ? std::nullopt : spec.box, source,
                              {s->scratch_budget, scratch_all}));
       }
       out[i]->local = *refs[i];
       out[i]->keep = in.allocation;
     }
-    if (packed) {  // both ends 1-D arrays of packed bytes, as on one node
-      cross->src.shape = PackedShape(resolved.request.src.packed->bytes);
-      cross->dst.shape = PackedShape(resolved.request.dst.packed->bytes);
+    if (form_copy) {  // both ends the stream's 1-D shape, as on one node
+      cross->src.shape = StreamShape(resolved.request.src.form->bytes);
+      cross->dst.shape = StreamShape(resolved.request.dst.form->bytes);
     }
   }
   record.src = ends[0]->allocation;
@@ -423,7 +423,7 @@ Result<uint64_t> node::Copies::Copy(SessionRef session, const CopySpec& spec,
     ISO_ASSIGN_OR_RETURN(resolved, impl_->ResolveCopyLocked(session, spec, *record));
   }
   CopyRequest& req = resolved.request;
-  if (!req.src.packed) req.box = spec.box;  // a packed copy moves whole streams
+  if (!req.src.form) req.box = spec.box;  // a form copy moves whole streams
   // Its class's ceiling lowers the priority, visibly (transfer info,
   // isoctl qos, isometry_qos_clamped_total): a copy is never refused for it.
   req.options.priority =

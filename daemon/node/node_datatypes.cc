@@ -1,6 +1,6 @@
 // Datatypes: handles a session registers once (FALCON-X's memoized
-// translation), datatype instances as packed ends (daemon/runtime/
-// packed_end.h), the layout end of a copy against one, and explained
+// translation), datatype instances as form ends (layout/copy_end.h), the
+// layout end of a copy against one, and explained
 // datatype plans with the reason for their cost.
 #include <fmt/format.h>
 
@@ -11,21 +11,21 @@
 namespace isometry {
 namespace {
 
-// The packed end of `count` elements of `type` given its form: rebased
+// The form end of `count` elements of `type` given its form: rebased
 // onto the first byte they touch, which lies `-span.begin` bytes from the
 // origin (returned in `begin`).
-Result<std::shared_ptr<const PackedEnd>> RebasedEnd(const Datatype& type, int64_t count,
+Result<std::shared_ptr<const EndForm>> RebasedEnd(const Datatype& type, int64_t count,
                                                     const CanonicalForm& form, int64_t& begin) {
   ISO_ASSIGN_OR_RETURN(const ByteSpan span, SpanOfElements(type, count));
   begin = span.begin;
-  return MakePackedEnd(ShiftForm(form, -span.begin), static_cast<uint64_t>(span.end - span.begin),
+  return MakeFormEnd(ShiftForm(form, -span.begin), static_cast<uint64_t>(span.end - span.begin),
                        StrCat(count, " x ", type.ToString(256)));
 }
 
-// The packed end of `box` of a layout instance. On this node (`by_chunk`)
+// The form end of `box` of a layout instance. On this node (`by_chunk`)
 // a layout whose stream is a list of runs is described chunk by chunk, so
-// no form bound applies to the whole box (daemon/runtime/packed_end.h).
-Result<std::shared_ptr<const PackedEnd>> LayoutEnd(const InstanceShape& shape, const Box& box,
+// no form bound applies to the whole box (layout/copy_end.h).
+Result<std::shared_ptr<const EndForm>> LayoutEnd(const InstanceShape& shape, const Box& box,
                                                    bool by_chunk) {
   std::string what = StrCat("layout '", shape.layout.ToString(), "' over ", ToString(shape.bounds),
                             " box ", ToString(box));
@@ -33,10 +33,10 @@ Result<std::shared_ptr<const PackedEnd>> LayoutEnd(const InstanceShape& shape, c
     return MakeLayoutChunksEnd(LayoutBox{shape, box}, std::move(what));
   }
   ISO_ASSIGN_OR_RETURN(CanonicalForm form, LayoutForm(shape, box));
-  return MakePackedEnd(std::move(form), shape.total_bytes(), std::move(what));
+  return MakeFormEnd(std::move(form), shape.total_bytes(), std::move(what));
 }
 
-std::string EndText(const PackedEnd& e) {
+std::string EndText(const EndForm& e) {
   const uint64_t avg = e.bytes / std::max<uint64_t>(1, e.runs);
   const std::string form =
       e.layout ? "its fields' runs, found chunk by chunk" : StrCat("form ", FormText(e.form, 6));
@@ -58,7 +58,7 @@ uint64_t FormBytes(const std::vector<FormPiece>& pieces) {
 }
 
 // Whether `end` is one contiguous run from its first byte of `bytes` bytes.
-bool Dense(const PackedEnd& end, uint64_t bytes) {
+bool Dense(const EndForm& end, uint64_t bytes) {
   if (end.layout || end.form.pieces.size() != 1) return false;
   const FormPiece& p = end.form.pieces[0];
   return p.body.empty() && p.loops.empty() && p.offset == 0 &&
@@ -72,25 +72,25 @@ bool Dense(const PackedEnd& end, uint64_t bytes) {
 // `request` was rewritten so.
 bool DenseEndAsLayout(const Instance* const ends[2], const std::optional<Box>& box,
                       CopyRequest& request) {
-  const int p = ends[0]->packed ? 0 : 1, l = 1 - p;
-  if (!ends[p]->packed || ends[l]->packed) return false;
+  const int p = ends[0]->form ? 0 : 1, l = 1 - p;
+  if (!ends[p]->form || ends[l]->form) return false;
   const InstanceShape& shape = ends[l]->shape;
   const Box b = box.value_or(shape.bounds);
   if (b.dims != shape.bounds.dims || !shape.bounds.contains(b) || b.empty()) return false;
   const uint64_t bytes = b.volume() * shape.fields.total_bytes();
-  if (!Dense(*ends[p]->packed, bytes)) return false;
+  if (!Dense(*ends[p]->form, bytes)) return false;
   InstanceRef* refs[2] = {&request.src, &request.dst};
-  refs[p]->packed = nullptr;
+  refs[p]->form = nullptr;
   refs[p]->shape = InstanceShape{b, shape.fields, Layout::RowMajor(b.dims)};
-  refs[l]->packed = nullptr;
+  refs[l]->form = nullptr;
   return true;
 }
 
 }  // namespace
 
-// Why a packed plan costs what it does: each end's form and runs, and the
+// Why a plan between form ends costs what it does: each end's form and runs, and the
 // throughput the hops that touch them were read at.
-std::string WhyPacked(const PlanExplanation& ex, const PackedEnd& src, const PackedEnd& dst,
+std::string WhyForms(const PlanExplanation& ex, const EndForm& src, const EndForm& dst,
                       const Topology& topo) {
   std::string why = StrCat("source ", EndText(src), "; destination ", EndText(dst));
   const Path& p = ex.path;
@@ -163,7 +163,7 @@ std::function<Result<Datatype>(uint64_t)> node::Instances::DatatypeHandles(
   return [this, session](uint64_t handle) { return LookupDatatype(session, handle); };
 }
 
-Result<std::shared_ptr<const PackedEnd>> Node::Impl::DatatypeEnd(SessionRef session,
+Result<std::shared_ptr<const EndForm>> Node::Impl::DatatypeEnd(SessionRef session,
                                                                  const InstanceSpec& spec,
                                                                  uint64_t& storage_offset) {
   if (spec.count <= 0) {
@@ -219,15 +219,15 @@ Result<std::shared_ptr<const PackedEnd>> Node::Impl::DatatypeEnd(SessionRef sess
 
 Status Node::Impl::PackEndsLocked(const Instance* const ends[2], const std::optional<Box>& box,
                                   CopyRequest& request, bool local) const {
-  if (ends[0]->packed && ends[1]->packed && box) {
+  if (ends[0]->form && ends[1]->form && box) {
     return InvalidArgument("copy: between two datatype instances there is no box; ",
-                           "the whole packed streams are copied");
+                           "the whole streams are copied");
   }
   if (local && DenseEndAsLayout(ends, box, request)) return OkStatus();
   InstanceRef* refs[2] = {&request.src, &request.dst};
   for (int i = 0; i < 2; ++i) {
-    if (ends[i]->packed) {
-      refs[i]->packed = ends[i]->packed;
+    if (ends[i]->form) {
+      refs[i]->form = ends[i]->form;
       continue;
     }
     const InstanceShape& shape = ends[i]->shape;
@@ -236,7 +236,7 @@ Status Node::Impl::PackEndsLocked(const Instance* const ends[2], const std::opti
       return OutOfRange("copy box ", ToString(b), " lies outside the ",
                         i ? "destination" : "source", " index space ", ToString(shape.bounds));
     }
-    ISO_ASSIGN_OR_RETURN(refs[i]->packed, LayoutEnd(shape, b, local));
+    ISO_ASSIGN_OR_RETURN(refs[i]->form, LayoutEnd(shape, b, local));
   }
   return OkStatus();
 }
@@ -261,21 +261,21 @@ Result<PlanReport> node::Copies::Explain(const PlanSide& src, const PlanSide& ds
       if (side.count <= 0) return InvalidArgument("datatype count ", side.count, "; at least 1");
       ISO_ASSIGN_OR_RETURN(CanonicalForm form, DatatypeForm(*side.datatype, side.count));
       int64_t begin = 0;
-      ISO_ASSIGN_OR_RETURN(refs[i].packed, RebasedEnd(*side.datatype, side.count, form, begin));
+      ISO_ASSIGN_OR_RETURN(refs[i].form, RebasedEnd(*side.datatype, side.count, form, begin));
     } else {
       const InstanceShape shape{bounds, fields, side.layout};
       ISO_RETURN_IF_ERROR(shape.Validate(i ? "destination" : "source"));
-      ISO_ASSIGN_OR_RETURN(refs[i].packed, LayoutEnd(shape, bounds, /*by_chunk=*/true));
+      ISO_ASSIGN_OR_RETURN(refs[i].form, LayoutEnd(shape, bounds, /*by_chunk=*/true));
     }
-    refs[i].capacity = refs[i].packed->span;
+    refs[i].capacity = refs[i].form->span;
   }
   if (across) {
     if (!impl_->cross) return FailedPrecondition("this node has no peers");
-    return impl_->cross->ExplainPacked(src.memory, dst.memory, *refs[0].packed, *refs[1].packed);
+    return impl_->cross->ExplainForms(src.memory, dst.memory, *refs[0].form, *refs[1].form);
   }
   ISO_ASSIGN_OR_RETURN(PlanExplanation ex, impl_->runtime->Explain(refs[0], refs[1]));
   PlanReport rep = ReportPlan(ex, impl_->runtime->topology());
-  rep.why = WhyPacked(ex, *refs[0].packed, *refs[1].packed, impl_->runtime->topology());
+  rep.why = WhyForms(ex, *refs[0].form, *refs[1].form, impl_->runtime->topology());
   return rep;
 }
 

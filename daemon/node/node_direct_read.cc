@@ -43,12 +43,12 @@ constexpr uint64_t kMaxLeaseProgramBytes = 768 << 10;
 // against a slot. (Contiguous bytes against such a layout are a layout
 // copy, which a lease runs.)
 std::string ChunkedLayoutEnd(const CopyRequest& r, bool served) {
-  if (served && r.src.packed && !r.src.packed->layout && r.dst.packed && r.dst.packed->layout) {
+  if (served && r.src.form && !r.src.form->layout && r.dst.form && r.dst.form->layout) {
     return "";
   }
   const InstanceRef* refs[2] = {&r.src, &r.dst};
   for (int i = 0; i < 2; ++i) {
-    if (refs[i]->packed && refs[i]->packed->layout) {
+    if (refs[i]->form && refs[i]->form->layout) {
       return StrCat("the ", i ? "destination" : "source",
                     " layout's fields are addressed differently (SOA over fields of different "
                     "sizes): the daemon copies it against a datatype chunk by chunk");
@@ -64,7 +64,7 @@ const char* EndsRefusal(const Instance& src, const Instance& dst, uint64_t sessi
   // byte for byte when their fields and bounds are the same. Other pairs
   // the daemon's path checks and places (the source's box inside larger
   // bounds).
-  if (!src.packed && !dst.packed &&
+  if (!src.form && !dst.form &&
       (!(src.shape.fields == dst.shape.fields) || src.shape.bounds != dst.shape.bounds)) {
     return "layouts of different fields or bounds go through the daemon";
   }
@@ -75,7 +75,7 @@ const char* EndsRefusal(const Instance& src, const Instance& dst, uint64_t sessi
   return nullptr;
 }
 
-// What a lease copies: the packed ends when a datatype is on either end,
+// What a lease copies: the form ends when a datatype is on either end,
 // else two layouts of the same fields and bounds (or contiguous bytes as
 // the AOS C-order layout over them, PackEndsLocked), whose program is the
 // layout compiler's (each field looped at its own stride) rather than a
@@ -88,24 +88,24 @@ const char* EndsRefusal(const Instance& src, const Instance& dst, uint64_t sessi
 // (LayoutSlotProgram): the publisher packs the datatype, the reader
 // unpacks the layout, and no program pairs the two sides' runs.
 struct LeaseEnds {
-  std::array<std::shared_ptr<const PackedEnd>, 2> packed;
+  std::array<std::shared_ptr<const EndForm>, 2> forms;
   std::array<InstanceShape, 2> shapes;
 
-  bool staged() const { return packed[1] && packed[1]->layout.has_value(); }
+  bool staged() const { return forms[1] && forms[1]->layout.has_value(); }
   Result<FormCopy> Compile() const {
-    if (!packed[0]) return CompileLayoutCopy(shapes[0], shapes[1], shapes[0].bounds);
+    if (!forms[0]) return CompileLayoutCopy(shapes[0], shapes[1], shapes[0].bounds);
     if (staged()) {
-      const CanonicalForm dense{{FormPiece{0, static_cast<int64_t>(packed[1]->bytes), {}, {}}}};
-      return CompileFormCopy(packed[0]->form, dense);
+      const CanonicalForm dense{{FormPiece{0, static_cast<int64_t>(forms[1]->bytes), {}, {}}}};
+      return CompileFormCopy(forms[0]->form, dense);
     }
-    return CompileFormCopy(packed[0]->form, packed[1]->form);
+    return CompileFormCopy(forms[0]->form, forms[1]->form);
   }
   // The staged lease's pieces, at most `budget` bytes of records in all.
   Result<std::vector<CopyProgram>> Pieces(uint64_t piece_bytes, uint64_t budget) const {
     std::vector<CopyProgram> out;
-    const uint64_t bytes = packed[1]->bytes;
+    const uint64_t bytes = forms[1]->bytes;
     for (uint64_t at = 0; at < bytes; at += piece_bytes) {
-      ISO_ASSIGN_OR_RETURN(CopyProgram p, LayoutSlotProgram(*packed[1]->layout, at,
+      ISO_ASSIGN_OR_RETURN(CopyProgram p, LayoutSlotProgram(*forms[1]->layout, at,
                                                             std::min(bytes, at + piece_bytes),
                                                             /*to_layout=*/true));
       const uint64_t encoded = hop_window::EncodedBytes(p);
@@ -133,7 +133,7 @@ struct LeaseEnds {
     out.unpack = *std::move(pieces);
     return "";
   }
-  uint64_t span(int i) const { return packed[i] ? packed[i]->span : shapes[i].total_bytes(); }
+  uint64_t span(int i) const { return forms[i] ? forms[i]->span : shapes[i].total_bytes(); }
 };
 
 }  // namespace
@@ -179,12 +179,12 @@ Result<node::Instances::DirectRead> node::Instances::GrantDirectRead(SessionRef 
     CopyRequest request;
     request.src.shape = ends[0]->shape;
     request.dst.shape = ends[1]->shape;
-    if (ends[0]->packed || ends[1]->packed) {  // contiguous bytes become a layout
+    if (ends[0]->form || ends[1]->form) {  // contiguous bytes become a layout
       ISO_RETURN_IF_ERROR(n.PackEndsLocked(ends, std::nullopt, request, /*local=*/true));
     }
     const bool served = ranges[0]->serve && served_reads;
     if (const std::string why = ChunkedLayoutEnd(request, served); !why.empty()) return refuse(why);
-    lease = {{request.src.packed, request.dst.packed}, {request.src.shape, request.dst.shape}};
+    lease = {{request.src.form, request.dst.form}, {request.src.shape, request.dst.shape}};
     offsets[0] = ends[0]->offset;
     offsets[1] = ends[1]->offset;
   }

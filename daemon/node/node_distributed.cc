@@ -43,7 +43,7 @@ Status CheckLocal(const Instance& in, const DistributedJoin& join, const Index& 
                          "': distributed instances across nodes are not supported yet; "
                          "each rank joins with an instance on its own node");
   }
-  if (in.packed) {
+  if (in.form) {
     return Unimplemented(what, " is a datatype instance: a distributed instance's local ",
                          "storage must be a layout instance (any strided layout)");
   }

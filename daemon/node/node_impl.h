@@ -9,7 +9,7 @@
 //                            across nodes, track them to the end
 //   node_halves.cc           cross-node copies' halves as isoctl shows them
 //   node_explain.cc          why a copy took its path (alternatives)
-//   node_datatypes.cc        datatype handles and packed ends
+//   node_datatypes.cc        datatype handles and form ends
 //   node_private.cc          clients' own process memory (CMA ranges)
 //   node_direct_read.cc      direct-read leases between clients
 //   node_distributed.cc      distributed instances (ranks joining)
@@ -150,9 +150,9 @@ struct Instance {
   uint64_t remote_allocation = 0;
   std::string remote_memory;
   std::shared_ptr<PrivateRange> private_range;  // PROCESS instances; offset is in it
-  // Datatype instances: where the packed stream lies from `offset` (the
-  // first byte it touches); `shape` is then PackedShape(packed->bytes).
-  std::shared_ptr<const PackedEnd> packed;
+  // Datatype instances: where the stream lies from `offset` (the
+  // first byte it touches); `shape` is then StreamShape(form->bytes).
+  std::shared_ptr<const EndForm> form;
 };
 
 // A datatype a session registered, and the forms of the counts its
@@ -410,24 +410,24 @@ struct Node::Impl {
   // Registers an instance whose storage is [spec.offset, + total) (checked
   // against its allocation, range or file name here) and returns its id.
   Result<uint64_t> PlaceInstanceLocked(Session& s, const InstanceSpec& spec, uint64_t total,
-                                       const std::shared_ptr<const PackedEnd>& packed)
+                                       const std::shared_ptr<const EndForm>& end_form)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // ---- datatypes (node_datatypes.cc) ----
-  // The packed end of a datatype instance, its form rebased onto the first
+  // The form end of a datatype instance, its form rebased onto the first
   // byte it touches, which is `storage_offset` into the storage. Computes
   // the form outside the lock (it may walk up to 2^21 runs).
-  Result<std::shared_ptr<const PackedEnd>> DatatypeEnd(SessionRef session, const InstanceSpec& spec,
+  Result<std::shared_ptr<const EndForm>> DatatypeEnd(SessionRef session, const InstanceSpec& spec,
                                                        uint64_t& storage_offset)
       ABSL_LOCKS_EXCLUDED(mu);
   // A copy with a datatype on either end: the layout end (if any) becomes
-  // the packed end of `box` of it (its whole bounds by default). For a
+  // the form end of `box` of it (its whole bounds by default). For a
   // copy on this node (`local`), a datatype end whose stream is contiguous
   // bytes against a layout end instead becomes that layout's AOS C-order
   // layout over the same bytes, and the copy an ordinary layout copy of
   // `box` (request.box to set): no form, so no form bound, whatever the
   // fields; and a layout end whose stream is a list of runs is described
-  // chunk by chunk (PackedEnd::layout), bounded per chunk only.
+  // chunk by chunk (EndForm::layout), bounded per chunk only.
   Status PackEndsLocked(const Instance* const ends[2], const std::optional<Box>& box,
                         CopyRequest& request, bool local = false) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
@@ -467,7 +467,7 @@ struct Node::Impl {
       const std::function<void(Status, uint64_t)>& done) ABSL_LOCKS_EXCLUDED(mu);
   // A redistribution piece's destination a peer names (ResolveForPeer).
   Result<CrossEnd> ResolveRankForPeer(const InstanceSpec& spec,
-                                      std::shared_ptr<const PackedEnd> packed) const
+                                      std::shared_ptr<const EndForm> end_form) const
       ABSL_LOCKS_EXCLUDED(mu);
   // Ends the distributed instance `key` here (a peer said it ended there).
   std::vector<std::shared_ptr<CrossTransfer>> EndDistributedLocked(const std::string& key)

@@ -16,12 +16,12 @@ std::string InstanceWhat(const InstanceSpec& spec) {
 Result<std::pair<uint64_t, uint64_t>> node::Instances::RegisterInstance(SessionRef session,
                                                                         const InstanceSpec& spec) {
   InstanceSpec placed = spec;  // its storage's first byte in `offset`
-  std::shared_ptr<const PackedEnd> packed;
+  std::shared_ptr<const EndForm> end_form;
   uint64_t total = 0;
   if (spec.datatype) {
-    ISO_ASSIGN_OR_RETURN(packed, impl_->DatatypeEnd(session, spec, placed.offset));
-    placed.shape = PackedShape(packed->bytes);
-    total = packed->span;
+    ISO_ASSIGN_OR_RETURN(end_form, impl_->DatatypeEnd(session, spec, placed.offset));
+    placed.shape = StreamShape(end_form->bytes);
+    total = end_form->span;
   } else {
     ISO_RETURN_IF_ERROR(spec.shape.Validate("instance"));
     total = spec.shape.total_bytes();
@@ -35,20 +35,20 @@ Result<std::pair<uint64_t, uint64_t>> node::Instances::RegisterInstance(SessionR
                              " instances registered; daemon.max_instances_per_session is ",
                              max_instances);
   }
-  ISO_ASSIGN_OR_RETURN(const uint64_t id, impl_->PlaceInstanceLocked(*s, placed, total, packed));
+  ISO_ASSIGN_OR_RETURN(const uint64_t id, impl_->PlaceInstanceLocked(*s, placed, total, end_form));
   return std::make_pair(id, total);
 }
 
 Result<uint64_t> Node::Impl::PlaceInstanceLocked(Session& s, const InstanceSpec& spec,
                                                  uint64_t total,
-                                                 const std::shared_ptr<const PackedEnd>& packed) {
+                                                 const std::shared_ptr<const EndForm>& end_form) {
   if (spec.private_range != 0) {
     if (spec.allocation != 0 || !spec.memory.empty() || !spec.file.empty()) {
       return InvalidArgument("instance: a private range excludes allocation, memory and file");
     }
     uint64_t id = 0;
     ISO_RETURN_IF_ERROR(RegisterPrivateInstanceLocked(s, spec, total, id));
-    instances[id].packed = packed;
+    instances[id].form = end_form;
     return id;
   }
   const NodeMemory where = SplitNodeMemory(spec.memory, config.cluster.node_name);
@@ -64,7 +64,7 @@ Result<uint64_t> Node::Impl::PlaceInstanceLocked(Session& s, const InstanceSpec&
     }
     if (!spec.file.empty()) ISO_RETURN_IF_ERROR(CheckRelativePath(spec.file));
     // A datatype end there: `offset` is its first storage byte and
-    // `packed` its form from there, sent to that node by the copy.
+    // `end_form` its form from there, sent to that node by the copy.
     const uint64_t id = next_instance++;
     Instance in{id, s.id, nullptr, spec.offset, spec.shape, 0, spec.file};
     in.remote_node = where.node;
@@ -72,7 +72,7 @@ Result<uint64_t> Node::Impl::PlaceInstanceLocked(Session& s, const InstanceSpec&
     in.remote_memory = memory;
     instances[id] = std::move(in);
     s.instances.insert(id);
-    instances[id].packed = packed;
+    instances[id].form = end_form;
     return id;
   }
   if (!spec.file.empty() || !memory.empty()) {
@@ -90,7 +90,7 @@ Result<uint64_t> Node::Impl::PlaceInstanceLocked(Session& s, const InstanceSpec&
     Instance in{id, s.id, nullptr, spec.offset, spec.shape, m, spec.file};
     instances[id] = std::move(in);
     s.instances.insert(id);
-    instances[id].packed = packed;
+    instances[id].form = end_form;
     return id;
   }
   ISO_ASSIGN_OR_RETURN(auto a, UsableAllocation(s.id, spec.allocation));
@@ -102,7 +102,7 @@ Result<uint64_t> Node::Impl::PlaceInstanceLocked(Session& s, const InstanceSpec&
   const uint64_t id = next_instance++;
   instances[id] = Instance{id, s.id, a, spec.offset, spec.shape, 0, ""};
   s.instances.insert(id);
-  instances[id].packed = packed;
+  instances[id].form = end_form;
   return id;
 }
 

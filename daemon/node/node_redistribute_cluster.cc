@@ -388,8 +388,8 @@ Result<std::shared_ptr<CrossTransfer>> Node::Impl::StartPart(
 }
 
 Result<CrossEnd> Node::Impl::ResolveRankForPeer(const InstanceSpec& spec,
-                                                std::shared_ptr<const PackedEnd> packed) const {
-  if (!packed || spec.offset != 0) {
+                                                std::shared_ptr<const EndForm> end_form) const {
+  if (!end_form || spec.offset != 0) {
     return InvalidArgument("a distributed rank's end is named with a canonical form, offset 0");
   }
   const std::string& self = config.cluster.node_name;
@@ -410,15 +410,15 @@ Result<CrossEnd> Node::Impl::ResolveRankForPeer(const InstanceSpec& spec,
     return InvalidArgument("rank ", r, " of '", ForLog(spec.distributed), "' holds no element");
   }
   // (A file's length is checked when the piece opens it.)
-  const bool past_memory = e.ref.file.empty() && packed->span > e.ref.capacity;
-  if (past_memory || packed->span > e.storage.span) {
-    return OutOfRange("a piece spanning ", packed->span, " bytes into rank ", r, " of '",
+  const bool past_memory = e.ref.file.empty() && end_form->span > e.ref.capacity;
+  if (past_memory || end_form->span > e.storage.span) {
+    return OutOfRange("a piece spanning ", end_form->span, " bytes into rank ", r, " of '",
                       ForLog(spec.distributed), "', whose instance holds ", e.storage.span);
   }
   CrossEnd end;
   end.local = e.ref;
-  end.local.shape = PackedShape(packed->bytes);
-  end.local.packed = std::move(packed);
+  end.local.shape = StreamShape(end_form->bytes);
+  end.local.form = std::move(end_form);
   end.keep = e.keep;
   return end;
 }

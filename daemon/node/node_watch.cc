@@ -63,10 +63,10 @@ Ranges TouchedRanges(const InstanceRef& ref, uint64_t instance_offset,
   const uint64_t total = StorageBytes(ref);
   Ranges whole{{instance_offset, instance_offset + total}};
   // A layout end described by chunk has no form of its own: its box's.
-  Result<CanonicalForm> form = !ref.packed ? LayoutForm(ref.shape, box.value_or(ref.shape.bounds))
-                               : ref.packed->layout
-                                   ? LayoutForm(ref.packed->layout->shape, ref.packed->layout->box)
-                                   : Result<CanonicalForm>(ref.packed->form);
+  Result<CanonicalForm> form = !ref.form ? LayoutForm(ref.shape, box.value_or(ref.shape.bounds))
+                               : ref.form->layout
+                                   ? LayoutForm(ref.form->layout->shape, ref.form->layout->box)
+                                   : Result<CanonicalForm>(ref.form->form);
   if (!form.ok() || form->runs() > kMaxExactRuns) return whole;
   Ranges out;
   for (const FormPiece& p : form->pieces) {
@@ -191,7 +191,7 @@ Result<std::shared_ptr<ActiveEnd>> PrepareActiveEnd(
     std::vector<std::shared_ptr<ByteBudget>> budgets) {
   if (!watch) return std::shared_ptr<ActiveEnd>();
   bool exact = false;
-  Ranges ranges = TouchedRanges(local, instance_offset, local.packed ? std::nullopt : box, exact);
+  Ranges ranges = TouchedRanges(local, instance_offset, local.form ? std::nullopt : box, exact);
   bool watched = false;
   ISO_RETURN_IF_ERROR(watch->CheckAccess(op, ranges, watched));
   if (!watched) return std::shared_ptr<ActiveEnd>();
@@ -275,7 +275,7 @@ Result<std::shared_ptr<ActiveCopy>> Node::Impl::PrepareActiveLocked(
     if (!in.allocation || !in.allocation->watch) continue;
     const active::Op op = i == 0 ? active::Op::kGet : active::Op::kPut;
     bool exact = false;
-    Ranges ranges = TouchedRanges(*refs[i], in.offset, refs[i]->packed ? std::nullopt : box, exact);
+    Ranges ranges = TouchedRanges(*refs[i], in.offset, refs[i]->form ? std::nullopt : box, exact);
     bool watched = false;
     ISO_RETURN_IF_ERROR(in.allocation->watch->CheckAccess(op, ranges, watched));
     if (!watched) continue;

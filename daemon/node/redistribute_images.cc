@@ -104,7 +104,7 @@ std::optional<MemoryId> ImageMemory(const Topology& topo, MemoryId file_memory,
 // Whether consumer rank `end`'s storage may go through images: a file
 // here, written in place, that its elements fill.
 bool ImageCandidate(const RankEnd& end) {
-  if (end.empty || !end.node.empty() || !end.ref.file_in_place || end.ref.packed) {
+  if (end.empty || !end.node.empty() || !end.ref.file_in_place || end.ref.form) {
     return false;
   }
   const uint64_t span = StorageBytes(end.ref);
@@ -325,9 +325,9 @@ void RedistributionOp::WriteImage(size_t unit) {
   const ConsumerImagePlan& plan = image_plans_[unit];
   const RankEnd& dst = setup->consumers[plan.consumer];
   CopyRequest req;
-  req.src = InstanceRef{plan.memory, data, plan.bytes, PackedShape(plan.bytes)};
+  req.src = InstanceRef{plan.memory, data, plan.bytes, StreamShape(plan.bytes)};
   req.dst = dst.ref;  // the file, written in place
-  req.dst.shape = PackedShape(plan.bytes);
+  req.dst.shape = StreamShape(plan.bytes);
   req.dst.file_offset += plan.offset;
   req.disk_owner = setup->disk_owner;
   req.disk_uid = setup->disk_uid;

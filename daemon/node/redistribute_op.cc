@@ -11,9 +11,9 @@ namespace {
 
 using redistribution::Run;
 
-// The packed end of a piece in one side's local storage: `use_local`
+// The form end of a piece in one side's local storage: `use_local`
 // reads Run::local (the producer's indices), else Run::remote.
-Result<std::shared_ptr<const PackedEnd>> PieceEnd(const StridedStorage& st, const PieceTask& t,
+Result<std::shared_ptr<const EndForm>> PieceEnd(const StridedStorage& st, const PieceTask& t,
                                                   int dims, bool use_local, std::string what) {
   Datatype type = *st.element;
   std::vector<int64_t> lens, disps;
@@ -30,7 +30,7 @@ Result<std::shared_ptr<const PackedEnd>> PieceEnd(const StridedStorage& st, cons
     ISO_ASSIGN_OR_RETURN(type, Datatype::Hindexed(lens, disps, step));
   }
   ISO_ASSIGN_OR_RETURN(CanonicalForm form, DatatypeForm(type, 1));
-  return MakePackedEnd(std::move(form), st.span, std::move(what));
+  return MakeFormEnd(std::move(form), st.span, std::move(what));
 }
 
 }  // namespace
@@ -66,11 +66,11 @@ Result<CopyRequest> RedistributionOp::BuildRequest(const Setup& setup, size_t i,
       req.dst.file_offset += plan.offset;
     }
   }
-  ISO_ASSIGN_OR_RETURN(req.src.packed, PieceEnd(src.storage, t, setup.dims, true,
+  ISO_ASSIGN_OR_RETURN(req.src.form, PieceEnd(src.storage, t, setup.dims, true,
                                                 StrCat("producer rank ", t.producer,
                                                        "'s piece for consumer rank ", t.consumer)));
   ISO_ASSIGN_OR_RETURN(
-      req.dst.packed,
+      req.dst.form,
       PieceEnd(dst_storage, t, setup.dims, false,
                StrCat("consumer rank ", t.consumer, "'s piece from producer rank ", t.producer)));
   req.disk_owner = setup.disk_owner;
@@ -102,18 +102,18 @@ Result<RedistributionOp::Running> RedistributionOp::Submit(const Setup& setup, s
     return Unavailable("consumer rank ", t.consumer, " lives on node '", dst.node,
                        "' and this node has no peers");
   }
-  // Both ends packed: 1-D streams of the piece's bytes, each unpacked by
+  // Both ends forms: 1-D streams of the piece's bytes, each unpacked by
   // its own node; the consumer's node finds the rank's instance by name.
   CrossCopySpec spec;
   spec.src.local = req.src;
   spec.src.keep = setup.producers[t.producer].keep;
-  spec.src.shape = PackedShape(req.src.packed->bytes);
+  spec.src.shape = StreamShape(req.src.form->bytes);
   spec.dst.node = dst.node;
   spec.dst.memory = dst.memory;
   spec.dst.distributed = setup.consumer_key;
   spec.dst.distributed_rank = t.consumer;
-  spec.dst.local.packed = req.dst.packed;
-  spec.dst.shape = PackedShape(req.dst.packed->bytes);
+  spec.dst.local.form = req.dst.form;
+  spec.dst.shape = StreamShape(req.dst.form->bytes);
   ISO_ASSIGN_OR_RETURN(out.cross, setup.cross->Copy(std::move(spec), std::move(req.on_complete)));
   return out;
 }

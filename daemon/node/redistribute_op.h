@@ -56,7 +56,7 @@ struct StridedStorage {
 Result<StridedStorage> StridedStorageOf(const InstanceShape& shape, const std::string& what);
 
 // One rank's local instance as a copy end: where it lies (`ref` without a
-// packed end) and what keeps it alive.
+// form end) and what keeps it alive.
 struct RankEnd {
   InstanceRef ref;
   std::shared_ptr<const Allocation> keep;

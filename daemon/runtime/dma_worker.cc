@@ -31,16 +31,19 @@ bool Runnable(const XdState& x) {
   return true;
 }
 
-// One end of an XD's request for chunk k: its shape (for the program)
-// and where its bytes are (host memory, a file, the network).
+// One end of an XD's request for chunk k: the end as the compiler sees it
+// (slots, staging and the network: their shape alone) and where its bytes
+// are (host memory, a file, the network).
 struct ChunkEnd {
-  InstanceShape shape;
   Endpoint where;
-  const PackedEnd* packed = nullptr;  // a packed copy's user end (slots: null)
+  const InstanceRef* user = nullptr;  // the copy's own end; null: a slot, staging, the network
+  InstanceShape slot;                 // the shape of the latter
+
+  CopyEnd end() const { return user ? user->end() : CopyEnd{slot}; }
 };
 
-// Moves an endpoint `by` bytes forward: a packed chunk's program is
-// relative to the lowest byte it touches (PackedChunk's shifts).
+// Moves an endpoint `by` bytes forward: a program compiled from a form is
+// relative to the lowest byte it touches (ChunkProgram's shifts).
 void Advance(Endpoint& e, uint64_t by) {
   if (auto* h = std::get_if<HostBytes>(&e)) h->base += by;
   if (auto* f = std::get_if<FileRange>(&e)) f->offset += by;
@@ -53,16 +56,17 @@ void Advance(Endpoint& e, uint64_t by) {
 ChunkEnd Wire(const TransferState& t, size_t h, const Box& chunk, uint64_t k) {
   InstanceShape s{chunk, t.src.shape.fields, t.path().nodes[h + 1].layout};
   const bool out = t.remote->relays() && h == t.remote->relay_hop;
-  return {std::move(s), NetHalf{t.remote->key, k, out ? t.remote->relay_peer : t.remote->peer}};
+  return {NetHalf{t.remote->key, k, out ? t.remote->relay_peer : t.remote->peer}, nullptr,
+          std::move(s)};
 }
 
 ChunkEnd SlotOf(const TransferState& t, const RingBuffer& b, const Box& chunk, uint64_t k) {
   InstanceShape s{chunk, t.src.shape.fields, b.layout};
   const uint64_t at = (k % static_cast<uint64_t>(b.slots)) * b.slot_bytes;
   if (b.device >= 0) {  // an FBM ring: `data` is a device address
-    return {std::move(s), DeviceBytes{b.device, reinterpret_cast<uint64_t>(b.data) + at}};
+    return {DeviceBytes{b.device, reinterpret_cast<uint64_t>(b.data) + at}, nullptr, std::move(s)};
   }
-  return {std::move(s), HostBytes{b.data + at}};
+  return {HostBytes{b.data + at}, nullptr, std::move(s)};
 }
 
 // A user's end: a PROCESS instance by its pinned process, else host bytes.
@@ -78,9 +82,8 @@ Endpoint UserEnd(const InstanceRef& ref) {
 ChunkEnd InputOf(const TransferState& t, size_t hop, const Box& chunk, uint64_t k) {
   if (t.remote && !t.remote->sending && hop == t.remote->net_hop) return Wire(t, hop, chunk, k);
   if (hop == 0) {
-    const PackedEnd* packed = t.src.packed.get();
-    if (t.src_disk) return {t.src.shape, t.src_disk->Ref(t.src.file_offset), packed};
-    return {t.src.shape, UserEnd(t.src), packed};
+    if (t.src_disk) return {t.src_disk->Ref(t.src.file_offset), &t.src};
+    return {UserEnd(t.src), &t.src};
   }
   return SlotOf(t, t.buffers[hop - 1], chunk, k);
 }
@@ -91,24 +94,17 @@ ChunkEnd OutputOf(const TransferState& t, size_t hop, const Box& chunk, uint64_t
     return Wire(t, hop, chunk, k);
   }
   if (hop + 1 == t.xds.size()) {
-    const PackedEnd* packed = t.dst.packed.get();
-    if (t.dst_disk) return {t.dst.shape, t.dst_disk->Ref(t.dst.file_offset), packed};
-    return {t.dst.shape, UserEnd(t.dst), packed};
+    if (t.dst_disk) return {t.dst_disk->Ref(t.dst.file_offset), &t.dst};
+    return {UserEnd(t.dst), &t.dst};
   }
   return SlotOf(t, t.buffers[hop], chunk, k);
 }
 
-// The request's program for `chunk`; a packed copy's is compiled from the
-// ends' forms, and its user ends moved to where the program starts.
-Result<std::shared_ptr<const CopyProgram>> ProgramFor(ProgramCache& cache,
-                                                      FormProgramCache& form_cache,
-                                                      const TransferState& t, ChunkEnd& in,
+// The request's program for `chunk`, its ends moved to where the program
+// starts.
+Result<std::shared_ptr<const CopyProgram>> ProgramFor(ChunkCompiler& compiler, ChunkEnd& in,
                                                       ChunkEnd& out, const Box& chunk) {
-  if (!t.src.packed) return cache.Get(in.shape, out.shape, chunk);
-  // Chunk k is the packed range [lo, hi) of the stream on every hop.
-  ISO_ASSIGN_OR_RETURN(PackedChunk c, CompilePackedChunk(form_cache, in.packed, out.packed,
-                                                         static_cast<uint64_t>(chunk.lo[0]),
-                                                         static_cast<uint64_t>(chunk.hi[0])));
+  ISO_ASSIGN_OR_RETURN(ChunkProgram c, compiler.Get(in.end(), out.end(), chunk));
   Advance(in.where, c.src_shift);
   Advance(out.where, c.dst_shift);
   return c.program;
@@ -190,7 +186,6 @@ XdState* Runtime::Impl::PickXd(DmaWorker& w, RuntimeClock::time_point now,
 // inline_bytes, on a channel that can run it on this thread.
 bool Runtime::Impl::RunsInline(const TransferState& t) const {
   if (config.inline_bytes == 0 || t.xds.size() != 1 || t.grid->count() != 1) return false;
-  if (t.src.packed) return false;  // compiled per chunk on a channel thread
   const Channel& ch = *channels[t.xds[0]->channel];
   return ch.caps().runs_inline &&
          t.box.volume() * t.src.shape.fields.total_bytes() <= config.inline_bytes;
@@ -198,11 +193,11 @@ bool Runtime::Impl::RunsInline(const TransferState& t) const {
 
 Completion Runtime::Impl::RunInline(const std::shared_ptr<TransferState>& t) {
   const Box chunk = t->grid->chunk(0);
-  auto program = cache.Get(t->src.shape, t->dst.shape, chunk);
-  Status s =
-      program.ok()
-          ? channels[t->xds[0]->channel]->RunInline({*program, UserEnd(t->src), UserEnd(t->dst)})
-          : program.status();
+  ChunkEnd in{UserEnd(t->src), &t->src}, out{UserEnd(t->dst), &t->dst};
+  auto program = ProgramFor(compiler, in, out, chunk);
+  Status s = program.ok() ? channels[t->xds[0]->channel]->RunInline(
+                                {*program, std::move(in.where), std::move(out.where)})
+                          : program.status();
   absl::MutexLock lock(&mu);
   DmaWorker& w = *workers[t->xds[0]->channel];
   t->times.first_dispatch = RuntimeClock::now();
@@ -276,7 +271,7 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
     if (stream && to_ring) ++stats.ring_requests_streamed;
     mu.Unlock();
 
-    auto program = ProgramFor(cache, form_cache, t, in, out, chunk);
+    auto program = ProgramFor(compiler, in, out, chunk);
     if (!program.ok()) {
       OnRequestDone(keep, x, k, 0, false, program.status());
       mu.Lock();

@@ -253,23 +253,19 @@ Result<PlanExplanation> Runtime::Explain(const InstanceRef& src, const InstanceR
   CopyRequest req;
   req.src = src;
   req.dst = dst;
-  ISO_RETURN_IF_ERROR(impl_->CheckPacked(req));  // packed ends: their PackedShape arrays
+  ISO_RETURN_IF_ERROR(impl_->MatchEnds(req));  // form ends: the stream's shape
   const InstanceShape& shape = req.src.shape;
   ISO_ASSIGN_OR_RETURN(std::shared_ptr<const Path> planned,
                        impl_->MakePath(req.src, req.dst, shape.bounds, {}));
   Path path = *planned;
-  if (req.src.packed) CostPackedEnds(path, *req.src.packed, *req.dst.packed, impl_->topo);
+  CostEnds(path, req.src.form.get(), req.dst.form.get(), impl_->topo);
   ISO_ASSIGN_OR_RETURN(ChunkGrid grid, impl_->GridFor(path, shape.bounds, shape.fields));
   AlternativesRequest weigh;
   weigh.chosen = &path;
   weigh.bounds = shape.bounds;
   weigh.field_bytes = shape.fields.total_bytes();
   weigh.element_bytes = shape.fields.smallest_bytes();
-  if (req.src.packed) {
-    weigh.adjust = [&](Path& p) {
-      CostPackedEnds(p, *req.src.packed, *req.dst.packed, impl_->topo);
-    };
-  }
+  weigh.adjust = [&](Path& p) { CostEnds(p, req.src.form.get(), req.dst.form.get(), impl_->topo); };
   Alternatives alternatives = WeighAlternatives(*impl_->CurrentPlanner(), weigh);
   PlanExplanation e = ExplainGrid(std::move(path), grid, shape.fields.total_bytes(),
                                   impl_->config.slots_per_buffer);
@@ -360,14 +356,16 @@ RuntimeStats Runtime::Stats() const {
     s.transfers_waiting = impl_->waiting.size();
     s.transfers_running = impl_->active.size();
   }
-  s.program_cache_hits = impl_->cache.hits();
-  s.program_cache_misses = impl_->cache.misses();
-  s.program_cache_bytes = impl_->cache.bytes();
-  s.program_cache_entries = impl_->cache.size();
-  s.form_cache_hits = impl_->form_cache.hits();
-  s.form_cache_misses = impl_->form_cache.misses();
-  s.form_cache_entries = impl_->form_cache.size();
-  s.form_cache_bytes = impl_->form_cache.bytes();
+  const ProgramCache& layouts = impl_->compiler.layouts();
+  s.program_cache_hits = layouts.hits();
+  s.program_cache_misses = layouts.misses();
+  s.program_cache_bytes = layouts.bytes();
+  s.program_cache_entries = layouts.size();
+  const FormProgramCache& forms = impl_->compiler.forms();
+  s.form_cache_hits = forms.hits();
+  s.form_cache_misses = forms.misses();
+  s.form_cache_entries = forms.size();
+  s.form_cache_bytes = forms.bytes();
   absl::MutexLock lock(&impl_->planner_stats_mu);
   const PlannerStats p = impl_->CurrentPlanner()->stats();
   const PlannerStats r = impl_->retired_planners;
@@ -453,7 +451,7 @@ TransferSummary Transfer::Summary() const {
   s.inputs.entry_bytes = state_->src.shape.fields.total_bytes();
   s.inputs.element_bytes = state_->src.shape.fields.smallest_bytes();
   s.inputs.durable = state_->options.durable;
-  s.inputs.datatype = state_->src.packed != nullptr;
+  s.inputs.datatype = state_->src.form != nullptr;
   s.inputs.remote = state_->remote.has_value();
   return s;
 }

@@ -31,7 +31,8 @@
 #include "core/memory.h"
 #include "core/status.h"
 #include "daemon/runtime/calibration_store.h"
-#include "daemon/runtime/packed_end.h"
+#include "daemon/runtime/end_costs.h"
+#include "layout/copy_end.h"
 #include "planner/alternatives.h"
 #include "planner/topology.h"
 
@@ -71,16 +72,19 @@ struct InstanceRef {
   // of it itself (channels/cma/own_hops.h): the intermediate buffer next
   // to this end goes in its window when the window is free. Null: CMA.
   std::shared_ptr<OwnHops> own_hops;
-  // A packed end (daemon/runtime/packed_end.h): `shape` is then
-  // PackedShape(packed->bytes) and the bytes lie where packed->form says,
-  // from the instance's first byte, within packed->span bytes of storage.
-  // A copy's ends are both packed or neither.
-  std::shared_ptr<const PackedEnd> packed;
+  // A form end (layout/copy_end.h): `shape` is then StreamShape(form->
+  // bytes) and the bytes lie where the form says, from the instance's
+  // first byte, within form->span bytes of storage. A copy's ends have
+  // forms both or neither. Null: a layout end, `shape` alone.
+  std::shared_ptr<const EndForm> form;
+
+  // The end as the compiler sees it (borrowed from this ref).
+  CopyEnd end() const { return {shape, form.get()}; }
 };
 
 // The bytes of storage an instance's copies may touch from its first byte.
 inline uint64_t StorageBytes(const InstanceRef& ref) {
-  return ref.packed ? ref.packed->span : ref.shape.total_bytes();
+  return StorageBytes(ref.shape, ref.form.get());
 }
 
 // An intermediate hop forced by the caller instead of planned.
@@ -341,7 +345,7 @@ struct RuntimeStats {
   uint64_t program_cache_misses = 0;
   uint64_t program_cache_bytes = 0;  // held by the kept programs
   uint64_t program_cache_entries = 0;
-  // Programs of packed (datatype) copies, per chunk (layout/form_cache.h).
+  // Programs of copies between form ends, per chunk (layout/chunk_compiler.h).
   uint64_t form_cache_hits = 0;
   uint64_t form_cache_misses = 0;
   uint64_t form_cache_entries = 0;

@@ -36,7 +36,7 @@
 #include "daemon/runtime/runtime.h"
 #include "daemon/runtime/staging_pool.h"
 #include "daemon/runtime/transfer_state.h"
-#include "layout/program_cache.h"
+#include "layout/chunk_compiler.h"
 #include "planner/planner.h"
 
 namespace isometry {
@@ -78,7 +78,7 @@ struct Completion {
 
 struct Runtime::Impl {
   explicit Impl(const RuntimeConfig& c)
-      : config(c), cache(c.program_cache_entries, c.program_cache_bytes) {
+      : config(c), compiler(c.program_cache_entries, c.program_cache_bytes, 4096, 64ull << 20) {
     next_id = TransferIdBase(c.node) + 1;
   }
 
@@ -91,8 +91,7 @@ struct Runtime::Impl {
   // FBM staging and ZCM pinning (null: no GPU, or neither kind
   // configured); outlives `pools`, whose blocks it allocated.
   std::shared_ptr<GpuMemory> gpu;
-  ProgramCache cache{4096};                        // thread-safe itself
-  FormProgramCache form_cache{4096, 64ull << 20};  // packed copies' chunks; thread-safe
+  ChunkCompiler compiler;  // every chunk's program; thread-safe itself
   // Replaced whole (atomic_store) when calibration changes the graph; a
   // plan in progress keeps the planner it started with.
   std::shared_ptr<Planner> planner;
@@ -142,7 +141,7 @@ struct Runtime::Impl {
 
   // ---- building a transfer (transfer_build.cc; no lock: constant data) ----
   Result<std::shared_ptr<TransferState>> Build(CopyRequest& req);
-  Status CheckPacked(CopyRequest& req) const;
+  Status MatchEnds(CopyRequest& req) const;
   Status CheckEnds(const CopyRequest& req, bool sending, bool receiving) const;
   Result<Box> CheckBox(const CopyRequest& req) const;
   Status CheckInstance(const InstanceRef& ref, std::string_view what) const;

@@ -58,7 +58,7 @@ Result<std::shared_ptr<TransferState>> Runtime::Impl::Build(CopyRequest& req) {
   // A relay does both: neither end is on this node.
   const bool sending = req.remote && (req.remote->sending || req.remote->relays());
   const bool receiving = req.remote && !req.remote->sending;
-  ISO_RETURN_IF_ERROR(CheckPacked(req));
+  ISO_RETURN_IF_ERROR(MatchEnds(req));
   ISO_RETURN_IF_ERROR(CheckEnds(req, sending, receiving));
   ISO_ASSIGN_OR_RETURN(const Box box, CheckBox(req));
   const bool src_disk = !receiving && IsDisk(req.src.memory);
@@ -92,27 +92,16 @@ Result<std::shared_ptr<TransferState>> Runtime::Impl::Build(CopyRequest& req) {
   return t;
 }
 
-// A packed copy: both ends packed to the same size, seen by the rest of
-// the build as PackedShape arrays (the shapes the caller gave are
-// replaced), over their whole stream.
-Status Runtime::Impl::CheckPacked(CopyRequest& req) const {
-  if (!req.src.packed && !req.dst.packed) return OkStatus();
-  if (!req.src.packed || !req.dst.packed) {
-    return InvalidArgument("copy: one end is packed (a datatype) and the other is not; ",
-                           "describe the other end by its form too");
-  }
-  if (req.src.packed->bytes != req.dst.packed->bytes) {
-    return InvalidArgument("copy: the source (", req.src.packed->what, ") packs to ",
-                           req.src.packed->bytes, " bytes, the destination (", req.dst.packed->what,
-                           ") to ", req.dst.packed->bytes);
-  }
-  if (req.box) {
-    return InvalidArgument("copy: a datatype copy moves whole packed streams; no box");
-  }
+// The ends' forms agree (MatchForms). A copy between form ends is seen by
+// the rest of the build as the stream both move (the shapes the caller
+// gave are replaced), over its whole length.
+Status Runtime::Impl::MatchEnds(CopyRequest& req) const {
+  ISO_RETURN_IF_ERROR(MatchForms(req.src.form.get(), req.dst.form.get(), req.box.has_value()));
+  if (!req.src.form) return OkStatus();
   if (!req.via.empty()) {
     return InvalidArgument("copy: forced hops are not supported for datatype copies");
   }
-  req.src.shape = PackedShape(req.src.packed->bytes);
+  req.src.shape = StreamShape(req.src.form->bytes);
   req.dst.shape = req.src.shape;
   return OkStatus();
 }
@@ -159,8 +148,7 @@ Result<Box> Runtime::Impl::CheckBox(const CopyRequest& req) const {
 // Null when there is nothing to stage or no such memory.
 std::shared_ptr<const Path> Runtime::Impl::StagedPath(const CopyRequest& req, const Path& planned,
                                                       const Box& box) const {
-  if (!req.src.packed || planned.edges.size() != 1 ||
-      !(req.src.packed->layout || req.dst.packed->layout)) {
+  if (planned.edges.size() != 1 || !PairsEveryRun(req.src.form.get(), req.dst.form.get())) {
     return nullptr;
   }
   for (const InstanceRef* end : {&req.dst, &req.src}) {
@@ -186,16 +174,14 @@ Status Runtime::Impl::PlanPath(TransferState& t, const CopyRequest& req) const {
     if (std::shared_ptr<const Path> staged = StagedPath(req, t.path(), t.box)) {
       t.shared_path = std::move(staged);
     }
-    if (req.src.packed) {
+    if (req.src.form) {
       Path costed = t.path();  // the cached path stays as planned
-      CostPackedEnds(costed, *req.src.packed, *req.dst.packed, topo);
+      CostEnds(costed, req.src.form.get(), req.dst.form.get(), topo);
       t.shared_path = std::make_shared<const Path>(std::move(costed));
     }
     std::optional<Path> unsynced =
         req.options.durable ? std::nullopt : Unsynced(t.path(), t.box, req.src.shape.fields);
-    if (unsynced && req.src.packed) {
-      CostPackedEnds(*unsynced, *req.src.packed, *req.dst.packed, topo);
-    }
+    if (unsynced) CostEnds(*unsynced, req.src.form.get(), req.dst.form.get(), topo);
     t.predicted_bps = unsynced ? unsynced->predicted_bps : t.path().predicted_bps;
   }
   t.last_hop = !req.remote            ? t.path().edges.size() - 1
@@ -226,12 +212,7 @@ Status Runtime::Impl::OpenDiskEnds(TransferState& t, const CopyRequest& req, boo
   if (dst_disk) {
     // Only a copy that writes every byte of the instance may drop the
     // file's old content; any other keeps the bytes it does not write.
-    // A packed end covers its storage when its one run fills it.
-    const InstanceShape& d = req.dst.shape;
-    const bool covers =
-        req.dst.packed
-            ? req.dst.packed->runs == 1 && req.dst.packed->bytes == req.dst.packed->span
-            : t.box == d.bounds && d.bounds.volume() * d.fields.total_bytes() == d.total_bytes();
+    const bool covers = CoversStorage(req.dst.shape, req.dst.form.get(), t.box);
     if (req.dst.file_in_place) {
       ISO_ASSIGN_OR_RETURN(
           t.dst_disk,
@@ -341,9 +322,9 @@ Status Runtime::Impl::CheckInstance(const InstanceRef& ref, std::string_view wha
     return InvalidArgument(what, ": base pointer is null");
   }
   if (need > ref.capacity) {
-    const std::string described = ref.packed ? ref.packed->what
-                                             : StrCat("layout '", ref.shape.layout.ToString(),
-                                                      "' over ", ToString(ref.shape.bounds));
+    const std::string described =
+        DescribeEnd(ref.form.get(), StrCat("layout '", ref.shape.layout.ToString(), "' over ",
+                                           ToString(ref.shape.bounds)));
     return OutOfRange(what, ": ", described, " needs ", need, " bytes but the buffer holds ",
                       ref.capacity);
   }

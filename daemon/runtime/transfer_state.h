@@ -70,7 +70,7 @@ struct TransferState {
   InstanceRef dst;
   Box box;
   // Its path: the plan cache's own (a copy only where the transfer's path
-  // differs: costed packed ends, a peer's plan adopted), so a small copy
+  // differs: ends costed by their forms, a peer's plan adopted), so a small copy
   // neither copies nor frees one.
   std::shared_ptr<const Path> shared_path;
   // What it should move per second: the path's figure, or for a copy with
