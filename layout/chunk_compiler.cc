@@ -28,7 +28,7 @@ Result<ChunkProgram> ChunkCompiler::Get(const CopyEnd& src, const CopyEnd& dst, 
   }
   const EndForm* laid_out = src.form && src.form->layout && !dst.form   ? src.form
                             : dst.form && dst.form->layout && !src.form ? dst.form
-                                                                         : nullptr;
+                                                                        : nullptr;
   if (laid_out) {
     ISO_ASSIGN_OR_RETURN(CopyProgram p, LayoutSlotProgram(*laid_out->layout, begin, end,
                                                           /*to_layout=*/laid_out == dst.form));

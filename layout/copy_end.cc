@@ -103,8 +103,8 @@ uint64_t StorageBytes(const InstanceShape& shape, const EndForm* form) {
 bool CoversStorage(const InstanceShape& shape, const EndForm* form, const Box& box) {
   // A form end covers its storage when its one run fills it.
   if (form) return form->runs == 1 && form->bytes == form->span;
-  return box == shape.bounds && shape.bounds.volume() * shape.fields.total_bytes() ==
-                                    shape.total_bytes();
+  return box == shape.bounds &&
+         shape.bounds.volume() * shape.fields.total_bytes() == shape.total_bytes();
 }
 
 std::string DescribeEnd(const EndForm* form, std::string fallback) {

@@ -261,8 +261,8 @@ Result<PlanReport> Cluster::Explain(const std::string& src_memory, const Layout&
 }
 
 Result<PlanReport> Cluster::ExplainForms(const std::string& src_memory,
-                                          const std::string& dst_memory, const EndForm& src,
-                                          const EndForm& dst) {
+                                         const std::string& dst_memory, const EndForm& src,
+                                         const EndForm& dst) {
   return impl_->ExplainForms(src_memory, dst_memory, src, dst);
 }
 

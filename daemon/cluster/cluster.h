@@ -69,7 +69,7 @@ class Cluster final : public CrossCopier {
                              const std::string& dst_memory, const Layout& dst_layout,
                              const Box& bounds, const FieldSpace& fields) override;
   Result<PlanReport> ExplainForms(const std::string& src_memory, const std::string& dst_memory,
-                                   const EndForm& src, const EndForm& dst) override;
+                                  const EndForm& src, const EndForm& dst) override;
   Result<std::vector<DistributedRanks>> QueryDistributed(const std::string& key,
                                                          const std::string& grant_digest) override;
   Result<std::shared_ptr<CrossTransfer>> RunRedistributePart(

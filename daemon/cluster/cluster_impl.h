@@ -445,7 +445,7 @@ struct Cluster::Impl {
   Status StartPeerHalf(const std::string& caller, cluster::HalfRequest req, uint32_t* rdma_tag);
   // The form end a datatype half from `caller` describes, checked.
   Result<std::shared_ptr<const EndForm>> PeerEndForm(const std::string& caller,
-                                                         const cluster::HalfRequest& req);
+                                                     const cluster::HalfRequest& req);
   // A forwarded copy (req.forward_dst): both ends here, the whole copy
   // run by this node's runtime as a half the initiator awaits.
   Status StartForwardedHalf(const std::string& caller, cluster::HalfRequest req);
@@ -499,7 +499,7 @@ struct Cluster::Impl {
                              const std::string& dst_memory, const Layout& dst_layout,
                              const Box& bounds, const FieldSpace& fields);
   Result<PlanReport> ExplainForms(const std::string& src_memory, const std::string& dst_memory,
-                                   const EndForm& src, const EndForm& dst);
+                                  const EndForm& src, const EndForm& dst);
   void SetUp(const std::shared_ptr<CrossOp>& op, const CrossCopySpec& spec, const CrossPlan& plan);
   // A node of `plan` (other than this one) that is not up now; empty if
   // none is.

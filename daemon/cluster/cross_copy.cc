@@ -165,8 +165,8 @@ Result<PlanReport> Cluster::Impl::Explain(const std::string& src_memory, const L
 }
 
 Result<PlanReport> Cluster::Impl::ExplainForms(const std::string& src_memory,
-                                                const std::string& dst_memory, const EndForm& src,
-                                                const EndForm& dst) {
+                                               const std::string& dst_memory, const EndForm& src,
+                                               const EndForm& dst) {
   ISO_RETURN_IF_ERROR(MatchForms(&src, &dst, /*has_box=*/false));
   const InstanceShape shape = StreamShape(src.bytes);
   ISO_ASSIGN_OR_RETURN(CrossPlan plan, PlanCross(SplitNodeMemory(src_memory, self()),
@@ -379,8 +379,8 @@ Status Cluster::Impl::CallStartHalf(const Peer& p, const std::string& here, clus
   if (end_form) {
     serialized = SerializeForm(end_form->form);
     if (serialized.size() > kMaxSerializedForm) {
-      return ResourceExhausted("the canonical form of ", end_form->what, " takes ", serialized.size(),
-                               " bytes; at most ", kMaxSerializedForm,
+      return ResourceExhausted("the canonical form of ", end_form->what, " takes ",
+                               serialized.size(), " bytes; at most ", kMaxSerializedForm,
                                " go to a peer (describe the data more regularly)");
     }
     out.form_hash = SerializedFormHash(serialized);

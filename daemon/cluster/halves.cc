@@ -178,8 +178,8 @@ Status Cluster::Impl::StartForwardedHalf(const std::string& caller, cluster::Hal
   ISO_ASSIGN_OR_RETURN(CrossEnd src,
                        node->copies().ResolveForPeer(req.local, std::move(src_form), &access));
   access.sending = false;
-  ISO_ASSIGN_OR_RETURN(CrossEnd dst, node->copies().ResolveForPeer(*req.forward_dst,
-                                                                   std::move(dst_form), &access));
+  ISO_ASSIGN_OR_RETURN(
+      CrossEnd dst, node->copies().ResolveForPeer(*req.forward_dst, std::move(dst_form), &access));
   auto h = std::make_shared<Half>();
   h->key = req.part.key;
   h->initiator = caller;
@@ -195,12 +195,12 @@ Status Cluster::Impl::StartForwardedHalf(const std::string& caller, cluster::Hal
   return RunHalf(h, std::move(creq), {&src, &dst}, nullptr);
 }
 
-Result<std::shared_ptr<const EndForm>> Cluster::Impl::PeerEndForm(
-    const std::string& caller, const cluster::HalfRequest& req) {
+Result<std::shared_ptr<const EndForm>> Cluster::Impl::PeerEndForm(const std::string& caller,
+                                                                  const cluster::HalfRequest& req) {
   ISO_ASSIGN_OR_RETURN(std::shared_ptr<const CanonicalForm> form,
                        forms.Resolve(caller, req.form_hash, req.form));
-  auto made = MakeFormEnd(
-      *form, req.form_span, StrCat("canonical form ", req.form_hash, " from node '", caller, "'"));
+  auto made = MakeFormEnd(*form, req.form_span,
+                          StrCat("canonical form ", req.form_hash, " from node '", caller, "'"));
   // Whatever is wrong with it came from the peer: its request is invalid.
   if (!made.ok()) return InvalidArgument(made.status().message());
   if (!(req.other.bounds == StreamShape((*made)->bytes).bounds)) {

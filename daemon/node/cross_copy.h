@@ -197,8 +197,8 @@ class CrossCopier {
   // The plan of a datatype copy between "node:memory" memories whose ends
   // pack as `src` and `dst` (isoctl plan with a datatype).
   virtual Result<PlanReport> ExplainForms(const std::string& src_memory,
-                                           const std::string& dst_memory, const EndForm& src,
-                                           const EndForm& dst) = 0;
+                                          const std::string& dst_memory, const EndForm& src,
+                                          const EndForm& dst) = 0;
 
   // ---- distributed instances across nodes (node_distributed.h) ----
 

@@ -203,7 +203,7 @@ PlanReport ReportPlan(const PlanExplanation& ex, const Topology& topo);
 // PlanReport::why of a datatype plan: both ends' forms and runs, and what
 // the hops touching them were costed at.
 std::string WhyForms(const PlanExplanation& ex, const EndForm& src, const EndForm& dst,
-                      const Topology& topo);
+                     const Topology& topo);
 
 namespace node {
 class Sessions;

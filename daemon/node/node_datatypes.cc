@@ -15,18 +15,18 @@ namespace {
 // onto the first byte they touch, which lies `-span.begin` bytes from the
 // origin (returned in `begin`).
 Result<std::shared_ptr<const EndForm>> RebasedEnd(const Datatype& type, int64_t count,
-                                                    const CanonicalForm& form, int64_t& begin) {
+                                                  const CanonicalForm& form, int64_t& begin) {
   ISO_ASSIGN_OR_RETURN(const ByteSpan span, SpanOfElements(type, count));
   begin = span.begin;
   return MakeFormEnd(ShiftForm(form, -span.begin), static_cast<uint64_t>(span.end - span.begin),
-                       StrCat(count, " x ", type.ToString(256)));
+                     StrCat(count, " x ", type.ToString(256)));
 }
 
 // The form end of `box` of a layout instance. On this node (`by_chunk`)
 // a layout whose stream is a list of runs is described chunk by chunk, so
 // no form bound applies to the whole box (layout/copy_end.h).
 Result<std::shared_ptr<const EndForm>> LayoutEnd(const InstanceShape& shape, const Box& box,
-                                                   bool by_chunk) {
+                                                 bool by_chunk) {
   std::string what = StrCat("layout '", shape.layout.ToString(), "' over ", ToString(shape.bounds),
                             " box ", ToString(box));
   if (by_chunk && !LayoutFormRegular(shape, box)) {
@@ -91,7 +91,7 @@ bool DenseEndAsLayout(const Instance* const ends[2], const std::optional<Box>& b
 // Why a plan between form ends costs what it does: each end's form and runs, and the
 // throughput the hops that touch them were read at.
 std::string WhyForms(const PlanExplanation& ex, const EndForm& src, const EndForm& dst,
-                      const Topology& topo) {
+                     const Topology& topo) {
   std::string why = StrCat("source ", EndText(src), "; destination ", EndText(dst));
   const Path& p = ex.path;
   for (size_t h = 0; h < p.edges.size() && h < p.run_bytes.size(); ++h) {
@@ -164,8 +164,8 @@ std::function<Result<Datatype>(uint64_t)> node::Instances::DatatypeHandles(
 }
 
 Result<std::shared_ptr<const EndForm>> Node::Impl::DatatypeEnd(SessionRef session,
-                                                                 const InstanceSpec& spec,
-                                                                 uint64_t& storage_offset) {
+                                                               const InstanceSpec& spec,
+                                                               uint64_t& storage_offset) {
   if (spec.count <= 0) {
     return InvalidArgument("datatype instance: count ", spec.count, "; at least 1 element");
   }

@@ -105,9 +105,9 @@ struct LeaseEnds {
     std::vector<CopyProgram> out;
     const uint64_t bytes = forms[1]->bytes;
     for (uint64_t at = 0; at < bytes; at += piece_bytes) {
-      ISO_ASSIGN_OR_RETURN(CopyProgram p, LayoutSlotProgram(*forms[1]->layout, at,
-                                                            std::min(bytes, at + piece_bytes),
-                                                            /*to_layout=*/true));
+      ISO_ASSIGN_OR_RETURN(
+          CopyProgram p, LayoutSlotProgram(*forms[1]->layout, at, std::min(bytes, at + piece_bytes),
+                                           /*to_layout=*/true));
       const uint64_t encoded = hop_window::EncodedBytes(p);
       if (encoded > budget || out.size() == serve_window::kMaxPieces) {
         return ResourceExhausted("pieces over ", kMaxLeaseProgramBytes, " bytes");

@@ -418,7 +418,7 @@ struct Node::Impl {
   // byte it touches, which is `storage_offset` into the storage. Computes
   // the form outside the lock (it may walk up to 2^21 runs).
   Result<std::shared_ptr<const EndForm>> DatatypeEnd(SessionRef session, const InstanceSpec& spec,
-                                                       uint64_t& storage_offset)
+                                                     uint64_t& storage_offset)
       ABSL_LOCKS_EXCLUDED(mu);
   // A copy with a datatype on either end: the layout end (if any) becomes
   // the form end of `box` of it (its whole bounds by default). For a

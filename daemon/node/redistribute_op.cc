@@ -14,7 +14,7 @@ using redistribution::Run;
 // The form end of a piece in one side's local storage: `use_local`
 // reads Run::local (the producer's indices), else Run::remote.
 Result<std::shared_ptr<const EndForm>> PieceEnd(const StridedStorage& st, const PieceTask& t,
-                                                  int dims, bool use_local, std::string what) {
+                                                int dims, bool use_local, std::string what) {
   Datatype type = *st.element;
   std::vector<int64_t> lens, disps;
   for (int k = dims - 1; k >= 0; --k) {  // innermost first
@@ -67,12 +67,11 @@ Result<CopyRequest> RedistributionOp::BuildRequest(const Setup& setup, size_t i,
     }
   }
   ISO_ASSIGN_OR_RETURN(req.src.form, PieceEnd(src.storage, t, setup.dims, true,
-                                                StrCat("producer rank ", t.producer,
-                                                       "'s piece for consumer rank ", t.consumer)));
-  ISO_ASSIGN_OR_RETURN(
-      req.dst.form,
-      PieceEnd(dst_storage, t, setup.dims, false,
-               StrCat("consumer rank ", t.consumer, "'s piece from producer rank ", t.producer)));
+                                              StrCat("producer rank ", t.producer,
+                                                     "'s piece for consumer rank ", t.consumer)));
+  ISO_ASSIGN_OR_RETURN(req.dst.form, PieceEnd(dst_storage, t, setup.dims, false,
+                                              StrCat("consumer rank ", t.consumer,
+                                                     "'s piece from producer rank ", t.producer)));
   req.disk_owner = setup.disk_owner;
   req.disk_uid = setup.disk_uid;
   std::weak_ptr<RedistributionOp> self = weak_from_this();

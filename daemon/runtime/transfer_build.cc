@@ -322,9 +322,9 @@ Status Runtime::Impl::CheckInstance(const InstanceRef& ref, std::string_view wha
     return InvalidArgument(what, ": base pointer is null");
   }
   if (need > ref.capacity) {
-    const std::string described =
-        DescribeEnd(ref.form.get(), StrCat("layout '", ref.shape.layout.ToString(), "' over ",
-                                           ToString(ref.shape.bounds)));
+    const std::string described = DescribeEnd(
+        ref.form.get(),
+        StrCat("layout '", ref.shape.layout.ToString(), "' over ", ToString(ref.shape.bounds)));
     return OutOfRange(what, ": ", described, " needs ", need, " bytes but the buffer holds ",
                       ref.capacity);
   }
