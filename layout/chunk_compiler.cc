@@ -1,5 +1,6 @@
 #include "layout/chunk_compiler.h"
 
+#include "layout/form_compiler.h"
 #include "layout/form_restrict.h"
 
 namespace isometry {
@@ -12,7 +13,24 @@ Result<CanonicalForm> ChunkForm(const EndForm& e, uint64_t begin, uint64_t end) 
   return RestrictForm(e.form, begin, end);
 }
 
+// A destination form end as a whole form: a chunked layout end stands
+// as its dense stream.
+CanonicalForm WholeForm(const EndForm& e) {
+  if (!e.layout) return e.form;
+  return CanonicalForm{{FormPiece{0, static_cast<int64_t>(e.bytes), {}, {}}}};
+}
+
 }  // namespace
+
+Result<FormCopy> CompileWhole(const CopyEnd& src, const CopyEnd& dst) {
+  if (!src.form && !dst.form) return CompileLayoutCopy(src.shape, dst.shape, src.shape.bounds);
+  if (!src.form || !dst.form) return MatchForms(src.form, dst.form, /*has_box=*/false);
+  if (src.form->layout) {
+    return InvalidArgument("copy: ", src.form->what,
+                           " is read chunk by chunk; a whole copy cannot start from it");
+  }
+  return CompileFormCopy(WholeForm(*src.form), WholeForm(*dst.form));
+}
 
 Result<ChunkProgram> ChunkCompiler::Get(const CopyEnd& src, const CopyEnd& dst, const Box& chunk) {
   ChunkProgram out;

@@ -41,6 +41,15 @@ struct ChunkProgram {
   uint64_t dst_shift = 0;
 };
 
+// The program of a whole copy between two ends, uncached (a direct read's
+// lease hands it to a client, docs/guides/client-memory.md "Direct
+// reads"): between layout ends the layout compiler's over the source's
+// bounds; else the forms paired, a destination layout end described chunk
+// by chunk standing as its dense stream from offset 0 (its reader unpacks
+// that piece by piece, LayoutSlotProgram; such a source is refused). Compiling may take
+// milliseconds for an irregular type: callers hold no lock.
+Result<FormCopy> CompileWhole(const CopyEnd& src, const CopyEnd& dst);
+
 class ChunkCompiler {
  public:
   // Each store's bounds: entries and bytes.

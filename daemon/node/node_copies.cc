@@ -202,8 +202,8 @@ Result<uint64_t> Node::Impl::StartCross(uint64_t session,
                                         const std::shared_ptr<TransferRecord>& record,
                                         CrossCopySpec spec, const CopySpec& copy) {
   if (!cross) return FailedPrecondition("this node has no peers: cross-node copies need [[peer]]");
-  // A copy between form ends moves whole streams (a layout end's box is in its form).
-  spec.box = spec.src.local.form ? std::nullopt : copy.box;
+  // A layout end's box is in its form when the other end has one.
+  spec.box = CopyBox(spec.src.local.form.get(), copy.box);
   spec.options = copy.options;
   spec.qos_class = record->qos_class;
   ISO_ASSIGN_OR_RETURN(auto handle, cross->Copy(std::move(spec), [this, record](Status s) {
@@ -423,7 +423,7 @@ Result<uint64_t> node::Copies::Copy(SessionRef session, const CopySpec& spec,
     ISO_ASSIGN_OR_RETURN(resolved, impl_->ResolveCopyLocked(session, spec, *record));
   }
   CopyRequest& req = resolved.request;
-  if (!req.src.form) req.box = spec.box;  // a form copy moves whole streams
+  req.box = CopyBox(req.src.form.get(), spec.box);
   // Its class's ceiling lowers the priority, visibly (transfer info,
   // isoctl qos, isometry_qos_clamped_total): a copy is never refused for it.
   req.options.priority =

@@ -22,7 +22,7 @@
 
 #include "core/strings.h"
 #include "daemon/node/node_impl.h"
-#include "layout/form_compiler.h"
+#include "layout/chunk_compiler.h"
 #include "layout/hop_window.h"
 #include "layout/layout_chunk.h"
 #include "layout/serve_window.h"
@@ -93,12 +93,7 @@ struct LeaseEnds {
 
   bool staged() const { return forms[1] && forms[1]->layout.has_value(); }
   Result<FormCopy> Compile() const {
-    if (!forms[0]) return CompileLayoutCopy(shapes[0], shapes[1], shapes[0].bounds);
-    if (staged()) {
-      const CanonicalForm dense{{FormPiece{0, static_cast<int64_t>(forms[1]->bytes), {}, {}}}};
-      return CompileFormCopy(forms[0]->form, dense);
-    }
-    return CompileFormCopy(forms[0]->form, forms[1]->form);
+    return CompileWhole({shapes[0], forms[0].get()}, {shapes[1], forms[1].get()});
   }
   // The staged lease's pieces, at most `budget` bytes of records in all.
   Result<std::vector<CopyProgram>> Pieces(uint64_t piece_bytes, uint64_t budget) const {
@@ -133,7 +128,7 @@ struct LeaseEnds {
     out.unpack = *std::move(pieces);
     return "";
   }
-  uint64_t span(int i) const { return forms[i] ? forms[i]->span : shapes[i].total_bytes(); }
+  uint64_t span(int i) const { return StorageBytes(shapes[i], forms[i].get()); }
 };
 
 }  // namespace
