@@ -108,7 +108,8 @@ bool CoversStorage(const InstanceShape& shape, const EndForm* form, const Box& b
 }
 
 std::string DescribeEnd(const EndForm* form, std::string fallback) {
-  return form ? form->what : std::move(fallback);
+  if (form) return form->what;
+  return fallback;
 }
 
 }  // namespace isometry
