@@ -132,7 +132,7 @@ TEST_CASE("chunk compiler: layout ends stay with the layout store; repeated patt
 
   // Chunks of 48 bytes of a vector of 8-byte blocks 16 apart: every chunk
   // is the same pattern moved, so one program serves them all.
-  auto vec = MakeFormEnd(Vector(0, 64, 8, 16), uint64_t{64 * 16}, "the vector");
+  auto vec = MakeFormEnd(Vector(0, 64, 8, 16), uint64_t{64} * 16, "the vector");
   REQUIRE(vec.ok());
   const InstanceShape stream = StreamShape(512);
   for (uint64_t at = 0; at + 48 <= 480; at += 48) {
