@@ -91,6 +91,7 @@ step "ASan + UBSan build and tests"
 # would be, and fails to create a context otherwise (GPU machines only; a
 # no-op where the GPU tests skip).
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:protect_shadow_gap=0
+export LSAN_OPTIONS=suppressions=$PWD/scripts/lsan.supp:print_suppressions=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DISOMETRY_SANITIZE=ON -DISOMETRY_BUILD_BENCH=OFF
 step "clang-tidy and the fuzz build (background lane): waiting for them"
