@@ -17,7 +17,7 @@ Result<CanonicalForm> ChunkForm(const EndForm& e, uint64_t begin, uint64_t end) 
 // as its dense stream.
 CanonicalForm WholeForm(const EndForm& e) {
   if (!e.layout) return e.form;
-  return CanonicalForm{{FormPiece{0, static_cast<int64_t>(e.bytes), {}, {}}}};
+  return DenseForm(e.bytes);
 }
 
 }  // namespace
@@ -53,8 +53,7 @@ Result<ChunkProgram> ChunkCompiler::Get(const CopyEnd& src, const CopyEnd& dst, 
     out.program = std::make_shared<const CopyProgram>(std::move(p));
     return out;
   }
-  const CanonicalForm dense{{FormPiece{0, static_cast<int64_t>(end - begin), {}, {}}}};
-  CanonicalForm in = dense, to = dense;
+  CanonicalForm in = DenseForm(end - begin), to = DenseForm(end - begin);
   if (src.form) {
     ISO_ASSIGN_OR_RETURN(in, ChunkForm(*src.form, begin, end));
   }

@@ -20,6 +20,10 @@ __int128 PieceEnd(const FormPiece& p, __int128 base) {
 
 }  // namespace
 
+CanonicalForm DenseForm(uint64_t bytes) {
+  return CanonicalForm{{FormPiece{0, static_cast<int64_t>(bytes), {}, {}}}};
+}
+
 CanonicalForm ShiftForm(CanonicalForm form, int64_t delta) {
   for (FormPiece& p : form.pieces) p.offset += delta;
   return form;
@@ -59,8 +63,7 @@ Result<std::shared_ptr<const EndForm>> FarEndForm(const EndForm* here) {
   if (here->bytes > static_cast<uint64_t>(INT64_MAX)) {
     return InvalidArgument("a stream of ", here->bytes, " bytes");
   }
-  const CanonicalForm dense{{FormPiece{0, static_cast<int64_t>(here->bytes), {}, {}}}};
-  return MakeFormEnd(dense, here->bytes, "the other node's end");
+  return MakeFormEnd(DenseForm(here->bytes), here->bytes, "the other node's end");
 }
 
 std::optional<Box> CopyBox(const EndForm* form, std::optional<Box> box) {

@@ -71,6 +71,10 @@ Result<std::shared_ptr<const EndForm>> FarEndForm(const EndForm* here);
 // streams (none), a layout end's keeps `box`.
 std::optional<Box> CopyBox(const EndForm* form, std::optional<Box> box);
 
+// `bytes` dense bytes from offset 0: a ring slot's, staging's or the
+// network's view of a stream (bytes <= INT64_MAX).
+CanonicalForm DenseForm(uint64_t bytes);
+
 // `form` with every offset moved by `delta` (groups' bodies are relative).
 CanonicalForm ShiftForm(CanonicalForm form, int64_t delta);
 

@@ -183,7 +183,7 @@ Result<CrossEnd> node::Copies::ResolveForPeer(const InstanceSpec& spec,
                                               const PeerAccess* access) const {
   const InstanceShape shape = end_form ? StreamShape(end_form->bytes) : spec.shape;
   ISO_RETURN_IF_ERROR(shape.Validate("instance"));
-  const uint64_t total = end_form ? end_form->span : shape.total_bytes();
+  const uint64_t total = StorageBytes(shape, end_form.get());
   ISO_RETURN_IF_ERROR(CheckInstanceEnd(spec.offset, total));
   if (!spec.distributed.empty()) return impl_->ResolveRankForPeer(spec, std::move(end_form));
   CrossEnd end;

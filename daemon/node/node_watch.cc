@@ -56,7 +56,8 @@ void ExpandPiece(const FormPiece& p, int64_t base, Ranges& out) {
 }
 
 // The allocation bytes a copy end touches: its form's runs, exactly when
-// there are few, else all of its storage (`exact` false).
+// there are few, else all of its storage (`exact` false). `box` is a
+// layout end's; a form end moves its whole stream and ignores it.
 Ranges TouchedRanges(const InstanceRef& ref, uint64_t instance_offset,
                      const std::optional<Box>& box, bool& exact) {
   exact = false;
@@ -191,7 +192,7 @@ Result<std::shared_ptr<ActiveEnd>> PrepareActiveEnd(
     std::vector<std::shared_ptr<ByteBudget>> budgets) {
   if (!watch) return std::shared_ptr<ActiveEnd>();
   bool exact = false;
-  Ranges ranges = TouchedRanges(local, instance_offset, local.form ? std::nullopt : box, exact);
+  Ranges ranges = TouchedRanges(local, instance_offset, box, exact);
   bool watched = false;
   ISO_RETURN_IF_ERROR(watch->CheckAccess(op, ranges, watched));
   if (!watched) return std::shared_ptr<ActiveEnd>();
@@ -275,7 +276,7 @@ Result<std::shared_ptr<ActiveCopy>> Node::Impl::PrepareActiveLocked(
     if (!in.allocation || !in.allocation->watch) continue;
     const active::Op op = i == 0 ? active::Op::kGet : active::Op::kPut;
     bool exact = false;
-    Ranges ranges = TouchedRanges(*refs[i], in.offset, refs[i]->form ? std::nullopt : box, exact);
+    Ranges ranges = TouchedRanges(*refs[i], in.offset, box, exact);
     bool watched = false;
     ISO_RETURN_IF_ERROR(in.allocation->watch->CheckAccess(op, ranges, watched));
     if (!watched) continue;
