@@ -360,7 +360,7 @@ NodeStatus node::Introspection::GetStatus() const {
   s.transfers_active = impl_->active.size() + remote_halves;
   s.allocations = impl_->allocations.size();
   s.instances = impl_->instances.size();
-  for (const auto& [id, session] : impl_->sessions) s.datatypes += session.datatypes.size();
+  for (const auto& [id, session] : impl_->sessions) s.datatypes += session->datatypes.size();
   s.datatype_translations = impl_->translations;
   s.datatype_translations_memoized = impl_->translations_memoized;
   const OwnHopsTotals& h = *impl_->own_hops_totals;

@@ -174,9 +174,9 @@ PendingCalls Node::Impl::Finalize(const std::shared_ptr<TransferRecord>& r) {
   }
   auto s = sessions.find(r->owner.session);
   if (s != sessions.end()) {
-    s->second.transfers.erase(r->id);
-    if (s->second.on_done && !r->caller_answers) {
-      calls.emplace_back(s->second.on_done, r->final_report);
+    s->second->transfers.erase(r->id);
+    if (s->second->on_done && !r->caller_answers) {
+      calls.emplace_back(s->second->on_done, r->final_report);
     }
   }
   for (TransferCallback& w : r->waiters) calls.emplace_back(std::move(w), r->final_report);
@@ -226,7 +226,7 @@ bool Node::Impl::AdoptLocked(uint64_t session, const std::shared_ptr<TransferRec
   active[record->id] = record;
   auto s = sessions.find(session);
   const bool adopted = s != sessions.end();
-  if (adopted) s->second.transfers.insert(record->id);
+  if (adopted) s->second->transfers.insert(record->id);
   if (record->finished) calls = Finalize(record);
   return adopted;
 }
@@ -265,10 +265,6 @@ Result<Session*> Node::Impl::TransferSessionLocked(SessionRef ref) {
 
 // memory.quota_bytes is per uid; where gRPC hides the uid, per session (one
 // gRPC user cannot use up another's).
-std::string Node::Impl::DiskOwnerOf(const Session& s) {
-  return s.creds.known() ? StrCat("uid ", s.creds.uid) : StrCat("session ", s.id);
-}
-
 Status Node::Impl::PriorityAllowedLocked(const Session& s, int priority) const {
   const DaemonConfig& dc = config.daemon;
   int32_t ceiling = dc.max_priority;

@@ -49,14 +49,6 @@ std::string EndText(const EndForm& e) {
 // 35-40 MiB resident) and a translation kept for it.
 constexpr uint64_t kBytesPerWeight = 40;
 
-uint64_t FormBytes(const std::vector<FormPiece>& pieces) {
-  uint64_t n = pieces.capacity() * sizeof(FormPiece);
-  for (const FormPiece& p : pieces) {
-    n += p.loops.capacity() * sizeof(FormLoop) + FormBytes(p.body);
-  }
-  return n;
-}
-
 // Whether `end` is one contiguous run from its first byte of `bytes` bytes.
 bool Dense(const EndForm& end, uint64_t bytes) {
   if (end.layout || end.form.pieces.size() != 1) return false;
@@ -129,33 +121,18 @@ Result<DatatypeReport> node::Instances::RegisterDatatype(SessionRef session, con
   rep.true_extent = type.true_extent();
   rep.canonical = FormText(form);
   ++impl_->translations;
-  absl::MutexLock lock(&impl_->mu);
-  ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
-  const uint32_t max = impl_->config.daemon.max_datatypes_per_session;
-  if (s->datatypes.size() >= max) {
-    return ResourceExhausted("this session has ", s->datatypes.size(),
-                             " datatypes registered; daemon.max_datatypes_per_session is ", max);
-  }
-  const uint64_t cost = kBytesPerWeight * static_cast<uint64_t>(type.info().weight) +
-                        FormBytes(form.pieces) + sizeof(RegisteredDatatype);
-  ISO_ASSIGN_OR_RETURN(
-      std::shared_ptr<void> charge,
-      ByteBudget::Take({s->datatype_budget, impl_->datatypes_all}, cost, "registering a datatype"));
+  ISO_ASSIGN_OR_RETURN(std::shared_ptr<Session> s, impl_->SessionFor(session));
+  const uint64_t cost =
+      kBytesPerWeight * static_cast<uint64_t>(type.info().weight) + FormBytes(form.pieces);
   rep.handle = impl_->next_datatype++;
-  RegisteredDatatype reg{type, {}, {std::move(charge)}};
-  reg.forms[1] = std::make_shared<const CanonicalForm>(std::move(form));
-  s->datatypes.emplace(rep.handle, std::move(reg));
+  ISO_RETURN_IF_ERROR(s->datatypes.Add(rep.handle, type, std::move(form), cost,
+                                       impl_->config.daemon.max_datatypes_per_session));
   return rep;
 }
 
 Result<Datatype> node::Instances::LookupDatatype(SessionRef session, uint64_t handle) const {
-  absl::MutexLock lock(&impl_->mu);
-  ISO_ASSIGN_OR_RETURN(Session * s, impl_->FindSession(session));
-  auto it = s->datatypes.find(handle);
-  if (it == s->datatypes.end()) {
-    return NotFound("no datatype ", handle, " registered in this session");
-  }
-  return it->second.type;
+  ISO_ASSIGN_OR_RETURN(std::shared_ptr<Session> s, impl_->SessionFor(session));
+  return s->datatypes.Type(handle);
 }
 
 std::function<Result<Datatype>(uint64_t)> node::Instances::DatatypeHandles(
@@ -170,15 +147,13 @@ Result<std::shared_ptr<const EndForm>> Node::Impl::DatatypeEnd(SessionRef sessio
     return InvalidArgument("datatype instance: count ", spec.count, "; at least 1 element");
   }
   const Datatype& type = *spec.datatype;
+  // The session's table has its own lock: no node lock is held while
+  // the handle is looked up or a form of up to 2^21 runs is computed.
+  std::shared_ptr<Session> s;
   std::shared_ptr<const CanonicalForm> form;
   if (spec.datatype_handle != 0) {
-    absl::MutexLock lock(&mu);
-    ISO_ASSIGN_OR_RETURN(Session * s, FindSession(session));
-    auto it = s->datatypes.find(spec.datatype_handle);
-    if (it == s->datatypes.end()) {
-      return NotFound("no datatype ", spec.datatype_handle, " registered in this session");
-    }
-    if (auto f = it->second.forms.find(spec.count); f != it->second.forms.end()) form = f->second;
+    ISO_ASSIGN_OR_RETURN(s, SessionFor(session));
+    ISO_ASSIGN_OR_RETURN(form, s->datatypes.KeptForm(spec.datatype_handle, spec.count));
   }
   if (form) {
     ++translations_memoized;
@@ -186,24 +161,7 @@ Result<std::shared_ptr<const EndForm>> Node::Impl::DatatypeEnd(SessionRef sessio
     ISO_ASSIGN_OR_RETURN(CanonicalForm computed, DatatypeForm(type, spec.count));
     form = std::make_shared<const CanonicalForm>(std::move(computed));
     ++translations;
-    if (spec.datatype_handle != 0) {
-      absl::MutexLock lock(&mu);
-      Result<Session*> s = FindSession(session);
-      if (s.ok()) {  // the session (or the handle) may have ended meanwhile
-        auto it = (*s)->datatypes.find(spec.datatype_handle);
-        if (it != (*s)->datatypes.end() &&
-            it->second.forms.size() < RegisteredDatatype::kFormsKept) {
-          // Kept only within the budgets: past them it is translated again
-          // next time, not refused.
-          auto charge = ByteBudget::Take({(*s)->datatype_budget, datatypes_all},
-                                         FormBytes(form->pieces), "a datatype translation");
-          if (charge.ok()) {
-            it->second.forms.emplace(spec.count, form);
-            it->second.charges.push_back(*std::move(charge));
-          }
-        }
-      }
-    }
+    if (s) s->datatypes.Keep(spec.datatype_handle, spec.count, form);
   }
   int64_t begin = 0;
   ISO_ASSIGN_OR_RETURN(auto end, RebasedEnd(type, spec.count, *form, begin));

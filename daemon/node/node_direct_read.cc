@@ -135,8 +135,8 @@ struct LeaseEnds {
 
 void Node::Impl::RevokeLeasesLocked(uint64_t id) {
   for (auto& [number, s] : sessions) {
-    if (s.leased_ranges.erase(id) == 0 || !s.lease_epoch) continue;
-    s.lease_epoch->fetch_add(1, std::memory_order_seq_cst);
+    if (s->leased_ranges.erase(id) == 0 || !s->lease_epoch) continue;
+    s->lease_epoch->fetch_add(1, std::memory_order_seq_cst);
     ++leases_revoked;
   }
 }

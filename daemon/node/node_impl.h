@@ -21,14 +21,16 @@
 // The services callers use (node::Pools in pools.h, and so on: node.h
 // lists them) are views of this struct, made with it (Impl::services);
 // their methods live in the files above by role. Their value types live
-// in node_reports.h (what the node reports) and session_ref.h (a resolved
-// session). Nothing outside daemon/node includes this header.
+// in node_reports.h (what the node reports), session_ref.h (a resolved
+// session) and session.h (the session itself). Nothing outside daemon/node includes this header.
 //
 // Locking: `mu` guards the session, allocation, instance and transfer
 // tables; records reached through them (TransferRecord, Allocation's
 // `published` and `owner`) are the node lock's too, which the analysis
 // cannot name from inside those records, so the functions touching them
-// require `mu`. Callbacks to clients run outside it.
+// require `mu`. A session's datatypes have their own lock, taken inside
+// `mu` or alone, never the other way round (session.h says what of a
+// session is whose). Callbacks to clients run outside it.
 #pragma once
 
 #include <spdlog/spdlog.h>
@@ -58,6 +60,7 @@
 #include "daemon/node/node.h"
 #include "daemon/node/pools.h"
 #include "daemon/node/redistribute_op.h"
+#include "daemon/node/session.h"
 #include "daemon/node/sessions.h"
 #include "daemon/node/shared_memory.h"
 #include "daemon/node/traffic_classes.h"
@@ -155,17 +158,6 @@ struct Instance {
   std::shared_ptr<const EndForm> form;
 };
 
-// A datatype a session registered, and the forms of the counts its
-// instances used (memoized translation; a few counts per handle).
-struct RegisteredDatatype {
-  static constexpr size_t kFormsKept = 16;
-  Datatype type;
-  std::map<int64_t, std::shared_ptr<const CanonicalForm>> forms;
-  // Its memory charged to the session's and the node's datatype budgets
-  // (the type and each form kept), given back when the session ends.
-  std::vector<std::shared_ptr<void>> charges;
-};
-
 struct TransferRecord {
   uint64_t id = 0;
   SessionOwner owner;                    // owner.session is the session's number
@@ -185,42 +177,6 @@ struct TransferRecord {
   std::string qos_class;
   int priority = 0;                       // what it runs at (the runtime's, for local copies)
   std::optional<int> requested_priority;  // set when its class's ceiling lowered it
-};
-
-struct Session {
-  uint64_t id = 0;    // public
-  std::string token;  // secret: "<id>.<64 hex digits>", 256 random bits
-  std::string name;   // as the client gave it, cut to 128 bytes
-  Credentials creds;
-  // Its traffic class (config/qos_config.h): by the rules at open and at
-  // each reload, unless the operator put it in one (node::TrafficClasses::SetSessionClass).
-  std::string qos_class;
-  bool qos_by_operator = false;
-  std::chrono::steady_clock::time_point opened = std::chrono::steady_clock::now();
-  // Whose disk quota its copies use (Node::Impl::DiskOwnerOf), made once:
-  // every copy names it.
-  std::string disk_owner;
-  TransferCallback on_done;
-  std::set<uint64_t> allocations;
-  std::set<uint64_t> instances;
-  std::set<uint64_t> transfers;
-  std::map<size_t, uint64_t> quota_used;  // per pool
-  // Its own process, opened at the first RegisterPrivate, and its ranges.
-  std::shared_ptr<const ClientProcess> process;
-  std::set<uint64_t> private_ranges;
-  // Its hop window, when it runs its own hops (EnableOwnHops); closed
-  // when the session ends.
-  std::shared_ptr<OwnHops> own_hops;
-  std::map<uint64_t, RegisteredDatatype> datatypes;  // by handle
-  // Memory it makes the daemon hold beside its pools: its datatypes
-  // (daemon.max_datatype_bytes_per_session) and the scratch buffers of
-  // its puts into watched allocations (max_watch_scratch_bytes_per_session).
-  std::shared_ptr<ByteBudget> datatype_budget, scratch_budget;
-  // Direct reads (node_direct_read.cc): the ranges of other sessions it
-  // holds leases on, and its control segment's lease_epoch, which the node
-  // bumps when one of them ends. The word lives as long as the session.
-  std::set<uint64_t> leased_ranges;
-  std::atomic<uint32_t>* lease_epoch = nullptr;
 };
 
 // The end of a copy that touches watched regions (node_watch.cc): once
@@ -310,8 +266,8 @@ struct Node::Impl {
 
   // ---- the tables ----
   mutable absl::Mutex mu;
-  absl::CondVar idle_cv;                                     // `active` became empty
-  std::map<uint64_t, Session> sessions ABSL_GUARDED_BY(mu);  // by public number
+  absl::CondVar idle_cv;  // `active` became empty
+  std::map<uint64_t, std::shared_ptr<Session>> sessions ABSL_GUARDED_BY(mu);  // by public number
   // The [qos] in force (config.qos until the first reload) and, per class,
   // the copies whose priority its ceiling lowered (node_qos.cc).
   QosConfig qos ABSL_GUARDED_BY(mu);
@@ -338,7 +294,7 @@ struct Node::Impl {
   uint64_t next_instance ABSL_GUARDED_BY(mu) = 1;
   std::map<uint64_t, std::shared_ptr<PrivateRange>> private_ranges ABSL_GUARDED_BY(mu);
   uint64_t next_private ABSL_GUARDED_BY(mu) = 1;
-  uint64_t next_datatype ABSL_GUARDED_BY(mu) = 1;
+  std::atomic<uint64_t> next_datatype{1};  // handles, unique on the node
   // A path's text and hop names, formatted once per plan: copies on a
   // cached plan share its Path, and formatting layouts for each copy's
   // report was a visible share of a gRPC Copy's reply
@@ -378,12 +334,12 @@ struct Node::Impl {
   // FAILED_PRECONDITION "unknown or closed session" (FindSession) or null.
   const Session* FindSessionOrNull(SessionRef ref) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   Result<Session*> FindSession(SessionRef ref) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // The same, shared: for work that goes on outside the node lock (its
+  // datatypes, which have their own lock; session.h).
+  Result<std::shared_ptr<Session>> SessionFor(SessionRef ref) ABSL_LOCKS_EXCLUDED(mu);
   // The session `ref` when it may start one more transfer: UNAVAILABLE
   // while draining, RESOURCE_EXHAUSTED at daemon.max_transfers_per_session.
   Result<Session*> TransferSessionLocked(SessionRef ref) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  // Whose disk quota a transfer of session `s` counts against: its uid's,
-  // or where gRPC hides the uid, the session's own.
-  static std::string DiskOwnerOf(const Session& s);  // "uid N" or "session N"
   // The class `s` belongs to by the rules in force (node_qos.cc).
   const std::string& QosClassByRulesLocked(const Session& s) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);

@@ -20,7 +20,8 @@ Result<std::vector<SessionListing>> node::Sessions::ListSessions(const SessionRe
   }
   const auto now = std::chrono::steady_clock::now();
   std::vector<SessionListing> out;
-  for (const auto& [id, s] : impl_->sessions) {
+  for (const auto& [id, session] : impl_->sessions) {
+    const Session& s = *session;
     if (mine && mine != &s) continue;
     SessionListing l;
     l.id = id;
@@ -59,9 +60,9 @@ Result<std::vector<AllocationListing>> node::Pools::ListAllocations(const Sessio
     l.owner = a->owner;
     l.owner_uid = a->owner_uid;
     if (auto s = impl_->sessions.find(a->owner); s != impl_->sessions.end()) {
-      l.owner_name = s->second.name;
-      l.owner_uid = UidOf(s->second.creds);
-      l.owner_pid = s->second.creds.pid;
+      l.owner_name = s->second->name;
+      l.owner_uid = UidOf(s->second->creds);
+      l.owner_pid = s->second->creds.pid;
     }
     l.published = a->published;
     l.watched = a->watch != nullptr;

@@ -84,7 +84,7 @@ Result<AllocationReport> node::Pools::Allocate(SessionRef session, const std::st
   auto sit = impl_->sessions.find(session_id);
   if (!shm.ok() || sit == impl_->sessions.end()) {
     pool->used -= bytes;
-    if (sit != impl_->sessions.end()) sit->second.quota_used[pool->memory] -= bytes;
+    if (sit != impl_->sessions.end()) sit->second->quota_used[pool->memory] -= bytes;
     return shm.ok() ? FailedPrecondition("session closed during allocation") : shm.status();
   }
   if (pool->hugetlb && !shm->used_hugetlb() && !pool->hugetlb_warned.exchange(true)) {
@@ -103,7 +103,7 @@ Result<AllocationReport> node::Pools::Allocate(SessionRef session, const std::st
   a->pinned = std::move(pinned);
   a->pool = pool;  // from here on the destructor returns the bytes
   impl_->allocations[id] = a;
-  sit->second.allocations.insert(id);
+  sit->second->allocations.insert(id);
   return AllocationReport{id, memory, bytes, a->shm.fd()};
 }
 

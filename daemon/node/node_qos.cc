@@ -26,7 +26,8 @@ void node::TrafficClasses::ReloadQos(const QosConfig& qos) {
   absl::MutexLock lock(&impl_->mu);
   impl_->qos = qos;
   size_t moved = 0;
-  for (auto& [id, s] : impl_->sessions) {
+  for (auto& [id, session] : impl_->sessions) {
+    Session& s = *session;
     const bool gone = !FindQosClass(classes, s.qos_class);
     if (s.qos_by_operator && !gone) continue;
     const std::string& now = impl_->QosClassByRulesLocked(s);
@@ -46,9 +47,9 @@ Status node::TrafficClasses::SetSessionClass(uint64_t session, const std::string
   auto it = impl_->sessions.find(session);
   if (it == impl_->sessions.end()) return NotFound("no session ", session);
   spdlog::info("session {} put in class '{}' by the operator (was '{}')", session,
-               ForLog(class_name), ForLog(it->second.qos_class));
-  it->second.qos_class = class_name;
-  it->second.qos_by_operator = true;
+               ForLog(class_name), ForLog(it->second->qos_class));
+  it->second->qos_class = class_name;
+  it->second->qos_by_operator = true;
   return OkStatus();
 }
 
@@ -78,7 +79,8 @@ QosReport node::TrafficClasses::Report(SessionRef viewer, bool is_operator) cons
     if (auto it = impl_->qos_clamped.find(c.stats.name); it != impl_->qos_clamped.end()) {
       c.clamped = it->second;
     }
-    for (const auto& [id, session] : impl_->sessions) {
+    for (const auto& [id, s] : impl_->sessions) {
+      const Session& session = *s;
       if (session.qos_class != c.stats.name) continue;
       ++c.members;
       if (!is_operator) continue;

@@ -34,14 +34,14 @@ const Session* Node::Impl::FindByTokenLocked(const std::string& token) const {
   const std::optional<uint64_t> n = TokenNumber(token);
   if (!n) return nullptr;
   auto it = sessions.find(*n);
-  if (it == sessions.end() || !SameSecret(it->second.token, token)) return nullptr;
-  return &it->second;
+  if (it == sessions.end() || !SameSecret(it->second->token, token)) return nullptr;
+  return it->second.get();
 }
 
 const Session* Node::Impl::FindSessionOrNull(SessionRef ref) const {
   if (!ref.has_value()) return nullptr;
   auto it = sessions.find(ref.id());
-  return it == sessions.end() ? nullptr : &it->second;
+  return it == sessions.end() ? nullptr : it->second.get();
 }
 
 Result<Session*> Node::Impl::FindSession(SessionRef ref) {
@@ -54,7 +54,28 @@ Result<Session*> Node::Impl::FindSession(SessionRef ref) {
   return const_cast<Session*>(s);
 }
 
+Result<std::shared_ptr<Session>> Node::Impl::SessionFor(SessionRef ref) {
+  absl::MutexLock lock(&mu);
+  ISO_RETURN_IF_ERROR(FindSession(ref).status());
+  return sessions.at(ref.id());
+}
+
+Session::Session(uint64_t id, std::string token, const std::string& name, const Credentials& creds,
+                 TransferCallback on_done, const Budgets& budgets)
+    : id(id),
+      token(std::move(token)),
+      name(name.substr(0, kMaxClientName)),
+      creds(creds),
+      disk_owner(creds.known() ? StrCat("uid ", creds.uid) : StrCat("session ", id)),
+      on_done(std::move(on_done)),
+      scratch_budget(std::make_shared<ByteBudget>("daemon.max_watch_scratch_bytes_per_session",
+                                                  budgets.watch_scratch_bytes)),
+      datatypes(std::make_shared<ByteBudget>("daemon.max_datatype_bytes_per_session",
+                                             budgets.datatype_bytes),
+                budgets.node_datatypes) {}
+
 void Node::Impl::ReleaseSessionLocked(Session& s) {
+  s.datatypes.Close();
   ReleasePrivateLocked(s);
   for (uint64_t id : s.instances) instances.erase(id);
   for (uint64_t id : s.allocations) {
@@ -88,8 +109,8 @@ Result<OpenedSession> node::Sessions::OpenSession(const std::string& client_name
   // take every session slot from the others.
   uint32_t same = 0;
   for (const auto& [id, other] : impl_->sessions) {
-    same +=
-        creds.known() ? other.creds.known() && other.creds.uid == creds.uid : !other.creds.known();
+    same += creds.known() ? other->creds.known() && other->creds.uid == creds.uid
+                          : !other->creds.known();
   }
   if (creds.known() && same >= dc.max_sessions_per_uid) {
     return ResourceExhausted("uid ", creds.uid, " already has ", same,
@@ -99,27 +120,20 @@ Result<OpenedSession> node::Sessions::OpenSession(const std::string& client_name
     return ResourceExhausted("too many gRPC sessions (", same, "); daemon.max_grpc_sessions is ",
                              dc.max_grpc_sessions);
   }
-  Session s;
-  s.id = impl_->next_session++;
-  s.token = StrCat(s.id, ".", RandomHex(32));
-  s.name = client_name.substr(0, kMaxClientName);
-  s.creds = creds;
-  s.qos_class = impl_->QosClassByRulesLocked(s);
-  s.disk_owner = Node::Impl::DiskOwnerOf(s);
-  s.datatype_budget = std::make_shared<ByteBudget>(
-      "daemon.max_datatype_bytes_per_session", impl_->config.daemon.max_datatype_bytes_per_session);
-  s.scratch_budget =
-      std::make_shared<ByteBudget>("daemon.max_watch_scratch_bytes_per_session",
-                                   impl_->config.daemon.max_watch_scratch_bytes_per_session);
-  s.on_done = std::move(on_transfer_done);
-  OpenedSession opened{s.token, s.id, SessionRef(s.id)};
-  if (impl_->SessionLineAllowed(s.creds)) {
-    spdlog::info("session {} opened: client '{}' pid {} uid {}, class '{}'", s.id, ForLog(s.name),
+  const uint64_t id = impl_->next_session++;
+  auto s = std::make_shared<Session>(
+      id, StrCat(id, ".", RandomHex(32)), client_name, creds, std::move(on_transfer_done),
+      Session::Budgets{dc.max_datatype_bytes_per_session, dc.max_watch_scratch_bytes_per_session,
+                       impl_->datatypes_all});
+  s->qos_class = impl_->QosClassByRulesLocked(*s);
+  OpenedSession opened{s->token, s->id, SessionRef(s->id)};
+  if (impl_->SessionLineAllowed(s->creds)) {
+    spdlog::info("session {} opened: client '{}' pid {} uid {}, class '{}'", s->id, ForLog(s->name),
                  creds.pid,
                  creds.known() ? std::to_string(creds.uid) : std::string("unknown (gRPC)"),
-                 ForLog(s.qos_class));
+                 ForLog(s->qos_class));
   }
-  impl_->sessions.emplace(s.id, std::move(s));
+  impl_->sessions.emplace(id, std::move(s));
   return opened;
 }
 
@@ -134,7 +148,7 @@ void node::Sessions::CloseSession(SessionRef session) {
     const Session* found = impl_->FindSessionOrNull(session);
     if (!found) return;
     auto it = impl_->sessions.find(found->id);
-    Session& s = it->second;
+    Session& s = *it->second;
     for (uint64_t id : s.transfers) {
       auto t = impl_->active.find(id);
       if (t == impl_->active.end()) continue;

@@ -26,7 +26,7 @@
 namespace isometry {
 
 struct Allocation;
-struct Session;
+class Session;
 
 // The namespace of distributed instance names a session sees: its uid's,
 // or the one gRPC sessions share ("uid 1000/", "grpc/").

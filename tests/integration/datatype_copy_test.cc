@@ -5,6 +5,7 @@
 // every bad request refused with nothing changed.
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <thread>
 
 #include "client/cpp/isometry_client.h"
 #include "integration/client_helpers.h"
@@ -215,6 +216,74 @@ TEST_CASE("bad datatype instances and copies are refused and change nothing") {
 
   for (int i = 0; i < 8; ++i) REQUIRE(c->RegisterDatatype(vec).ok());
   CHECK(absl::IsResourceExhausted(c->RegisterDatatype(vec).status()));
+  CHECK(d.Stop() == 0);
+}
+
+TEST_CASE("sessions register and use datatypes at once, each its own, and take them along") {
+  // Each session's handles sit behind its own lock (daemon/node/session.h):
+  // four sessions register, copy through and reregister handles at once,
+  // every copy moves exactly the bytes its type names, and when they end
+  // every handle goes with them.
+  Daemon d(kConfig);
+  constexpr int kSessions = 4;
+  const Datatype vec = Ok(Datatype::Vector(16, 8, 16, kByte));  // 128 bytes in 248
+  std::vector<std::unique_ptr<Client>> clients;
+  clients.reserve(kSessions);
+  for (int i = 0; i < kSessions; ++i) {
+    clients.push_back(ConnectTo(d.local_socket(), "dt" + std::to_string(i)));
+  }
+  std::atomic<int> failures{0};
+  std::vector<uint64_t> last(kSessions);
+  std::vector<std::thread> threads;
+  threads.reserve(kSessions);
+  for (int i = 0; i < kSessions; ++i) {
+    threads.emplace_back([&, i] {
+      Client& c = *clients[i];
+      for (int round = 0; round < 20; ++round) {
+        const uint8_t mark = static_cast<uint8_t>(i * 32 + round + 1);
+        auto a = c.Allocate("sys0", 4096);
+        auto b = c.Allocate("sys0", 4096);
+        auto h = c.RegisterDatatype(vec);
+        if (!a.ok() || !b.ok() || !h.ok()) {
+          if (h.ok() || !absl::IsResourceExhausted(h.status())) ++failures;
+          continue;  // past max_datatypes_per_session: the bound, not a failure
+        }
+        last[i] = *h;
+        std::memset(a->data(), mark, 4096);
+        std::memset(b->data(), 0, 4096);
+        auto si = c.Register(*a, 0, Elements{vec, 1, *h});
+        auto di = c.Register(*b, 0, Elements{vec, 1, *h});
+        if (!si.ok() || !di.ok() || !c.Copy(*si, *di).status.ok()) {
+          ++failures;
+          continue;
+        }
+        const auto* out = reinterpret_cast<const uint8_t*>(b->data());
+        for (size_t k = 0; k < 4096; ++k) {
+          const bool touched = k < 248 && k % 16 < 8;
+          if (out[k] != (touched ? mark : 0)) {
+            ++failures;
+            break;
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(failures == 0);
+  CHECK(d.Status().datatypes() == uint64_t{8} * kSessions);  // each at its bound
+
+  // A handle names a datatype in its own session only, and not after it.
+  auto late = ConnectTo(d.local_socket(), "late");
+  Allocation a = Holding(*late, std::vector<uint8_t>(4096, 1));
+  CHECK(absl::IsNotFound(late->Register(a, 0, Elements{vec, 1, last[0]}).status()));
+  clients.clear();
+  bool gone = false;
+  for (int i = 0; i < 300 && !gone; ++i) {
+    gone = d.Status().sessions() == 1 && d.Status().datatypes() == 0;
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(gone);
+  CHECK(absl::IsNotFound(late->Register(a, 0, Elements{vec, 1, last[1]}).status()));
   CHECK(d.Stop() == 0);
 }
 
