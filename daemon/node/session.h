@@ -8,7 +8,8 @@
 // - What only this session reaches, its registered datatypes and the
 //   translations memoized for them, sits behind its own lock
 //   (SessionDatatypes): registering a handle, or a copy looking one up,
-//   takes no node lock and waits on no other session.
+//   holds the node lock only to find the session, not while the table is
+//   read or a form is translated, and waits on no other session's table.
 // - Its entries in the node's tables (allocations, instances, transfers,
 //   private ranges, leases, pool quota used, traffic class, hop window)
 //   are the node lock's (Node::Impl::mu), which the analysis cannot name

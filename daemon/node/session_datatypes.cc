@@ -30,20 +30,24 @@ Status SessionDatatypes::Add(uint64_t handle, const Datatype& type, CanonicalFor
   return OkStatus();
 }
 
-Result<Datatype> SessionDatatypes::Type(uint64_t handle) const {
-  absl::MutexLock lock(&mu_);
+Result<const SessionDatatypes::Registered*> SessionDatatypes::FindLocked(uint64_t handle) const {
   auto it = types_.find(handle);
   if (it == types_.end()) return NotFound("no datatype ", handle, " registered in this session");
-  return it->second.type;
+  return &it->second;
+}
+
+Result<Datatype> SessionDatatypes::Type(uint64_t handle) const {
+  absl::MutexLock lock(&mu_);
+  ISO_ASSIGN_OR_RETURN(const Registered* r, FindLocked(handle));
+  return r->type;
 }
 
 Result<std::shared_ptr<const CanonicalForm>> SessionDatatypes::KeptForm(uint64_t handle,
                                                                         int64_t count) const {
   absl::MutexLock lock(&mu_);
-  auto it = types_.find(handle);
-  if (it == types_.end()) return NotFound("no datatype ", handle, " registered in this session");
-  auto f = it->second.forms.find(count);
-  return f == it->second.forms.end() ? nullptr : f->second;
+  ISO_ASSIGN_OR_RETURN(const Registered* r, FindLocked(handle));
+  auto f = r->forms.find(count);
+  return f == r->forms.end() ? nullptr : f->second;
 }
 
 void SessionDatatypes::Keep(uint64_t handle, int64_t count,
@@ -70,7 +74,8 @@ void SessionDatatypes::Close() {
     closed_ = true;
     gone.swap(types_);
   }
-  // Trees and forms are freed here, outside the lock.
+  // Trees and forms are freed here, after this table's lock is released,
+  // so a copy of this session translating meanwhile does not wait on it.
 }
 
 }  // namespace isometry

@@ -3,8 +3,8 @@
 // instances used, and what they make the daemon hold.
 //
 // Thread-safety: every call may come from any thread; the table has its
-// own lock, so registering a handle or looking one up during a copy takes
-// no node lock and waits on no other session.
+// own lock and takes no other, so registering a handle or looking one up
+// waits on no other session.
 #pragma once
 
 #include <cstdint>
@@ -65,6 +65,9 @@ class SessionDatatypes {
     // given back when it goes.
     std::vector<std::shared_ptr<void>> charges;
   };
+
+  // The entry of `handle`; NOT_FOUND naming it when there is none.
+  Result<const Registered*> FindLocked(uint64_t handle) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<ByteBudget> budget_, node_budget_;
   mutable absl::Mutex mu_;
