@@ -173,6 +173,11 @@ TEST_CASE("a high-priority GPU copy behind 8 large low-priority ones is dispatch
   ISOMETRY_REQUIRE_GPU();
   auto config = GpuNodeConfig(32 << 20);
   REQUIRE(config.ok());
+  // Four ring slots hold the high copy's four chunks, so each is ready
+  // whenever the channel picks. With the default two, its third chunk waits
+  // for the first to leave the GPU's ring, and the channel rightly sends
+  // low requests meanwhile (seen on an H200: two between its chunks).
+  config->slots_per_buffer = 4;
   for (ChannelConfig& c : config->channels) {
     c.request_bytes = 4 << 20;
     // A cap keeps the low-priority work queued however fast the GPU is.
@@ -214,6 +219,7 @@ TEST_CASE("a high-priority GPU copy behind 8 large low-priority ones is dispatch
   REQUIRE(high.ok());
   REQUIRE(high->Wait().ok());
   for (Transfer& t : low) REQUIRE(t.Wait().ok());
+  REQUIRE(high->chunks() == 4);
   const TransferTimes ht = high->times();
   // On the GPUWrite channel (the first hop), the high-priority copy's
   // requests went out next and back to back.
