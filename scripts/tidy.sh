@@ -22,8 +22,11 @@ shift || true
 
 # clang's own command lines (no g++-only flags for clang-tidy to trip on),
 # and the fuzz targets configured too so that fuzz/ is checked.
+# Batches of 32 sources, not the build's 8: most of a batch's cost is
+# walking the headers it includes, once a batch, so fewer batches cost less
+# (docs/benchmarks/design-measurements.md, "Build and tests").
 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
-  -DCMAKE_CXX_COMPILER=clang++-14 -DISOMETRY_FUZZ=ON >/dev/null
+  -DCMAKE_CXX_COMPILER=clang++-14 -DISOMETRY_FUZZ=ON -DISOMETRY_UNITY_BATCH_SIZE=32 >/dev/null
 # Sources that include the generated stubs need their headers.
 ninja -C "$dir" proto/gen/isometry.pb.h proto/gen/isometry.grpc.pb.h \
   proto/gen/isometry_peer.pb.h proto/gen/isometry_peer.grpc.pb.h \

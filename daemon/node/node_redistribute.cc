@@ -25,7 +25,9 @@ namespace {
 
 using Dist = redistribution::Distribution;
 using redistribution::ExchangeSet;
-using redistribution::Piece;
+// Not `using redistribution::Piece`: watch_state.cc, in the same unity
+// batch when batches are larger, has active::Piece by that name.
+using ExchangePiece = redistribution::Piece;
 using redistribution::Run;
 
 // Contiguous runs one piece copy's description may hold (the datatype
@@ -35,7 +37,7 @@ constexpr uint64_t kRunsPerCopy = uint64_t{1} << 16;
 
 // The runs of one index of dimension 0, at most, when `inner` (not 0) is
 // the innermost dimension of the enumeration.
-uint64_t InnerRuns(const Piece& piece, int dims, int inner) {
+uint64_t InnerRuns(const ExchangePiece& piece, int dims, int inner) {
   uint64_t runs = 1;
   for (int d = 1; d < dims; ++d) {
     uint64_t n = 0;
@@ -48,7 +50,7 @@ uint64_t InnerRuns(const Piece& piece, int dims, int inner) {
 // The elements of one index of dimension 0 (the product of the other
 // dimensions' lengths; a count of real elements, so it cannot overflow).
 // With dimension 0 innermost, also the runs of one run of dimension 0.
-uint64_t InnerElements(const Piece& piece, int dims) {
+uint64_t InnerElements(const ExchangePiece& piece, int dims) {
   uint64_t elements = 1;
   for (int d = 1; d < dims; ++d) {
     uint64_t n = 0;
@@ -63,7 +65,7 @@ uint64_t InnerElements(const Piece& piece, int dims) {
 // one of its runs alone holds more than kRunsPerCopy runs (cutting in
 // dimension 0 could not bound the copy's description then).
 std::array<int, redistribution::kMaxDims> EnumerationOrder(const StridedStorage& st,
-                                                           const Piece& piece, int dims) {
+                                                           const ExchangePiece& piece, int dims) {
   std::array<int, redistribution::kMaxDims> order{0, 1, 2, 3};
   std::stable_sort(order.begin(), order.begin() + dims,
                    [&](int a, int b) { return std::abs(st.stride[a]) > std::abs(st.stride[b]); });
@@ -76,7 +78,7 @@ std::array<int, redistribution::kMaxDims> EnumerationOrder(const StridedStorage&
 // Cuts `piece` of producer `p`, enumerated in `order`, into tasks of at
 // most kRunsPerCopy runs (where a single index, or with dimension 0
 // innermost a single run, of dimension 0 holds more: one per task).
-void AddTasks(uint64_t p, const Piece& piece, int dims, uint64_t element_bytes,
+void AddTasks(uint64_t p, const ExchangePiece& piece, int dims, uint64_t element_bytes,
               const std::array<int, redistribution::kMaxDims>& order, std::vector<PieceTask>& out) {
   // Dimension 0 innermost: every run of it costs its runs whatever its
   // length; else every index of it costs the runs of the dimensions inside.
@@ -157,11 +159,11 @@ Status PlanPieces(const Dist& prod, const Dist& cons, uint64_t element_bytes,
     ISO_ASSIGN_OR_RETURN(ExchangeSet ex, redistribution::ComputeExchange(
                                              prod, p, cons, redistribution::Algorithm::kAspen));
     setup.exchanges.push_back(std::move(ex));
-    std::vector<Piece> pieces = setup.exchanges.back().Pieces();
+    std::vector<ExchangePiece> pieces = setup.exchanges.back().Pieces();
     if (pieces.empty()) continue;
     std::rotate(pieces.begin(), pieces.begin() + static_cast<ptrdiff_t>(p % pieces.size()),
                 pieces.end());
-    for (const Piece& piece : pieces) {
+    for (const ExchangePiece& piece : pieces) {
       const RankEnd& dst = setup.consumers[piece.remote_rank];
       const auto order = dst.empty ? std::array<int, redistribution::kMaxDims>{0, 1, 2, 3}
                                    : EnumerationOrder(dst.storage, piece, prod.dims());

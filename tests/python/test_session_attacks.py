@@ -182,6 +182,27 @@ class SessionAttackTest(unittest.TestCase):
         self.assertFails("PERMISSION_DENIED", evil.wait, transfer)
         self.victim.cancel(transfer)  # its owner: nothing to do, OK
 
+    def test_hostile_client_name_reaches_the_operator_escaped(self):
+        # A name is whatever a client sends. One that clears the screen,
+        # retitles the terminal and starts a forged row must reach the
+        # operator's `isoctl` tables as visible escapes, not as control bytes.
+        name = "\x1b[2J\x1b]0;pwned\x07evil\r\n7  root  0"
+        evil = self.client(name)
+        evil.allocate("sys0", 4096)
+        token = os.path.join(self.dir, "state", "operator.token")
+        for args in (["sessions"], ["sessions", "-o", "wide"], ["allocations"],
+                     ["allocations", "-o", "wide"]):
+            with self.subTest(args=args):
+                r = subprocess.run([os.environ["ISOCTL"], "--socket", self.socket,
+                                    "--operator-token", token, *args],
+                                   capture_output=True, text=True, timeout=30)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                controls = [c for c in r.stdout if (ord(c) < 0x20 and c != "\n") or c == "\x7f"]
+                self.assertEqual(controls, [], r.stdout)
+                self.assertIn("\\x1b[2J\\x1b]0;pwned\\x07evil", r.stdout)
+                rows = [line for line in r.stdout.splitlines() if "evil" in line]
+                self.assertEqual(len(rows), 1, r.stdout)  # one row, no forged one
+
     def test_forged_tokens_are_refused_alike(self):
         a = self.victim.allocate("sys0", 4096)
         self.victim.write(a, 0, b"\x5a" * 4096)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/log_escape.h"
 #include "proto/datatype_wire.h"
 #include "tools/isoctl/format.h"
 #include "tools/isoctl/json.h"
@@ -56,9 +57,14 @@ Status TransferOutcome(const v1::TransferInfo& t) {
 
 namespace {
 
-std::string OwnerText(const v1::SessionOwner& o) {
-  return o.session_id() == 0 ? std::string("-")
-                             : StrCat(o.session_id(), " '", o.client_name(), "'");
+// A client's name is whatever it sent: escaped, like every client string
+// isoctl prints, so that no name can move the operator's cursor or forge a
+// row.
+std::string ClientName(const v1::SessionOwner& o) { return ForLog(o.client_name(), 64); }
+
+// "12 'name'" for a table cell (render.h's OwnerText is the long form).
+std::string OwnerCell(const v1::SessionOwner& o) {
+  return o.session_id() == 0 ? std::string("-") : StrCat(o.session_id(), " '", ClientName(o), "'");
 }
 
 std::string UidText(int64_t uid) { return uid < 0 ? std::string("-") : StrCat(uid); }
@@ -81,7 +87,7 @@ std::string SessionsTable(const v1::ListSessionsResponse& r, bool wide) {
   Table t(columns);
   for (const v1::SessionInfo& s : r.sessions()) {
     std::vector<std::string> row = {StrCat(s.owner().session_id()),
-                                    s.owner().client_name(),
+                                    ClientName(s.owner()),
                                     UidText(s.owner().uid()),
                                     UidText(s.owner().pid()),
                                     s.transport(),
@@ -121,7 +127,7 @@ std::string AllocationsTable(const v1::ListAllocationsResponse& r, bool wide) {
         FormatBytes(a.bytes()),
         orphan ? StrCat("orphan of ", a.owner().uid() < 0 ? std::string("a gRPC client")
                                                           : StrCat("uid ", a.owner().uid()))
-               : OwnerText(a.owner()),
+               : OwnerCell(a.owner()),
         yes(a.published()),
         yes(a.watched())};
     if (wide) {
