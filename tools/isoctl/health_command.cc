@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/log_escape.h"
 #include "tools/isoctl/commands.h"
 #include "tools/isoctl/exit_codes.h"
 #include "tools/isoctl/format.h"
@@ -44,7 +45,7 @@ constexpr double kPoolCritical = 0.98;
 
 void CheckPeers(const v1::ListPeersResponse& peers, std::vector<Finding>& out) {
   for (const v1::PeerInfo& p : peers.peers()) {
-    Finding f{"peer " + p.name(), Severity::kOk, p.state()};
+    Finding f{"peer " + ForLog(p.name(), 96), Severity::kOk, p.state()};
     if (p.state() == "up") {
       f.detail = StrCat("up, round trip ", p.rtt_ms(), " ms");
     } else if (p.state() == "connecting") {

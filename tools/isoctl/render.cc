@@ -243,8 +243,10 @@ std::string Peers(const v1::ListPeersResponse& r, bool wide) {
   for (const v1::PeerInfo& p : r.peers()) {
     char rtt[32];
     std::snprintf(rtt, sizeof rtt, "%.2f ms", p.rtt_ms());
+    // A discovered peer's name and a peer's errors come from other nodes:
+    // escaped like every string isoctl did not make.
     std::vector<std::string> row = {
-        p.name(),
+        ForLog(p.name(), 96),
         p.address(),
         p.state(),
         p.state() == "up" ? std::to_string(p.node()) : "-",
@@ -254,7 +256,7 @@ std::string Peers(const v1::ListPeersResponse& r, bool wide) {
         FormatBytes(p.bytes_sent()),
         FormatBytes(p.bytes_received()),
         p.source().empty() ? "config" : p.source(),
-        dash(p.last_error())};
+        dash(ForLog(p.last_error(), 160))};
     if (wide) {
       row.insert(row.end(), {std::to_string(p.memories()), dash(p.data_address()),
                              std::to_string(p.resumes()), dash(p.network())});
@@ -264,7 +266,7 @@ std::string Peers(const v1::ListPeersResponse& r, bool wide) {
   std::string network;
   for (const v1::PeerInfo& p : r.peers()) {
     if (!wide && !p.network().empty()) {
-      network += "network hops with " + p.name() + ": " + p.network() + "\n";
+      network += "network hops with " + ForLog(p.name(), 96) + ": " + p.network() + "\n";
     }
   }
   return "node '" + r.node_name() + "'\n" + t.Render() + network;
@@ -480,8 +482,8 @@ std::string RenderTransfer(const v1::TransferInfo& x) {
     out += ", " + FormatBytes(x.bytes()) + " in " + FormatDuration(x.elapsed_s()) + " = " +
            FormatRate(Throughput(x));
   } else if (x.code() != 0) {
-    out +=
-        " after " + FormatDuration(x.elapsed_s()) + ": " + CodeName(x.code()) + ": " + x.message();
+    out += " after " + FormatDuration(x.elapsed_s()) + ": " + CodeName(x.code()) + ": " +
+           ForLog(x.message(), 512);
   } else {
     out += ", " + FormatBytes(x.bytes()) + ", " + FormatDuration(x.elapsed_s()) + " so far";
   }
@@ -493,7 +495,7 @@ std::string RenderTransfer(const v1::TransferInfo& x) {
     out += "owner: " + OwnerText(x.owner()) + "\n";
   }
   if (!x.path().empty()) {
-    out += "path: " + x.path() + "\n";
+    out += "path: " + ForLog(x.path(), 512) + "\n";
   }
   if (x.hops().empty()) {
     return out;
