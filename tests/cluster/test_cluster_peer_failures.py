@@ -196,8 +196,10 @@ class PeerFailureTest(unittest.TestCase):
             t.start()
         try:
             time.sleep(0.3)
-            # Stopped first, so that every put below is in flight when b dies.
+            # Stopped first, so that every put below is in flight when b dies
+            # (and wholly stopped: see all_stopped).
             os.kill(b.process.proc.pid, signal.SIGSTOP)
+            self.assertTrue(settles(lambda: all_stopped(b.process.proc.pid)), "b did not stop")
             ids = [ca.copy(s, d, wait=False) for s, d in in_flight]
             time.sleep(0.1)
             b.kill()

@@ -100,6 +100,10 @@ class DataProxy:
 
     def __init__(self, strip):
         self.strip, self.target = strip, None
+        # Set with `target` once the node's data address is known: a
+        # connection may arrive first (the other node learns the proxy's
+        # address from its peer before the test reads the node's log).
+        self.target_known = threading.Event()
         self.data_frames = 0
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
@@ -111,6 +115,9 @@ class DataProxy:
                 down, _ = self.listener.accept()
             except OSError:
                 return
+            if not self.target_known.wait(20):
+                down.close()
+                continue
             host, port = self.target.rsplit(":", 1)
             try:
                 up = socket.create_connection((host, int(port)), timeout=5)
@@ -277,6 +284,8 @@ class StrippedChecksumRequest(unittest.TestCase):
             m = re.search(r"data plane listening on (\S+) ", b.log_text())
             self.proxy.target = m.group(1) if m else None
             time.sleep(0.05)
+        if self.proxy.target:
+            self.proxy.target_known.set()
 
     def tearDown(self):
         self.cluster.stop_checked(self)
