@@ -20,7 +20,7 @@ import unittest
 
 FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture")
 sys.path.insert(0, FIXTURE_DIR)
-from attack_case import as_uid, rss_of, threads_of, wait_until  # noqa: E402
+from attack_case import as_uid, nobody_process, rss_of, threads_of, wait_until  # noqa: E402
 from isometryd_process import IsometrydProcess  # noqa: E402
 from local_socket import LocalConnection  # noqa: E402
 
@@ -183,16 +183,28 @@ class SessionAttackTest(unittest.TestCase):
         self.victim.cancel(transfer)  # its owner: nothing to do, OK
 
     def test_hostile_client_name_reaches_the_operator_escaped(self):
-        # A name is whatever a client sends. One that clears the screen,
-        # retitles the terminal and starts a forged row must reach the
-        # operator's `isoctl` tables as visible escapes, not as control bytes.
-        name = "\x1b[2J\x1b]0;pwned\x07evil\r\n7  root  0"
-        evil = self.client(name)
-        a, b = (evil.allocate("sys0", 4096) for _ in range(2))
-        done = evil.copy(*(evil.register_instance(x, [1024], [("v", 4)], "F,x") for x in (a, b)))
+        # A name is whatever a client sends. Another local user (nobody)
+        # names its session to clear the screen, retitle the terminal and
+        # start a forged row; the operator's `isoctl` tables must show it as
+        # visible escapes, not as control bytes.
+        if os.geteuid() != 0:
+            self.skipTest("needs root to run a child as nobody")
+        script = f"""
+import json, sys, isometry
+c = isometry.Client({self.socket!r}, name="\\x1b[2J\\x1b]0;pwned\\x07evil\\r\\n7  root  0")
+a, b = (c.allocate("sys0", 4096) for _ in range(2))
+done = c.copy(*(c.register_instance(x, [1024], [("v", 4)], "F,x") for x in (a, b)))
+print(json.dumps(done.id), flush=True)
+sys.stdin.readline()  # the session stays open while the operator looks
+"""
+        evil = nobody_process(script, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.addCleanup(lambda: evil.poll() is None and (evil.kill(), evil.wait()))
+        line = evil.stdout.readline()
+        self.assertTrue(line, "the hostile client did not start")
+        done = json.loads(line)
         token = os.path.join(self.dir, "state", "operator.token")
         for args in (["sessions"], ["sessions", "-o", "wide"], ["allocations"],
-                     ["allocations", "-o", "wide"], ["transfers", str(done.id)]):
+                     ["allocations", "-o", "wide"], ["transfers", str(done)]):
             with self.subTest(args=args):
                 r = subprocess.run([os.environ["ISOCTL"], "--socket", self.socket,
                                     "--operator-token", token, *args],
@@ -203,6 +215,7 @@ class SessionAttackTest(unittest.TestCase):
                 self.assertIn("\\x1b[2J\\x1b]0;pwned\\x07evil", r.stdout)
                 forged = [line for line in r.stdout.splitlines() if line.startswith("7  root")]
                 self.assertEqual(forged, [], r.stdout)
+        evil.communicate("\n", timeout=30)
 
     def test_forged_tokens_are_refused_alike(self):
         a = self.victim.allocate("sys0", 4096)
