@@ -14,6 +14,7 @@ that stops answering reported as a timeout, with its address in the log.
 """
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -171,9 +172,16 @@ class Visibility(unittest.TestCase):
             t = self.start_copy(ca, cb, 48 * MiB)
             time.sleep(0.2)
             os.kill(b.process.proc.pid, signal.SIGSTOP)
+            down = re.compile(rf"peer 'b' \({re.escape(b.address)}\) is down")
             try:
                 with self.assertRaises(IsometryError) as e:
                     ca.wait(t, timeout_ms=20000)
+                # The data link's ping may fail the transfer before the
+                # control plane's heartbeat gives up on b: b stays stopped
+                # until a's log says so (b resumed earlier would answer it).
+                deadline = time.monotonic() + 10
+                while not down.search(a.log_text()) and time.monotonic() < deadline:
+                    time.sleep(0.05)
             finally:
                 os.kill(b.process.proc.pid, signal.SIGCONT)
             msg = str(e.exception)
@@ -181,8 +189,7 @@ class Visibility(unittest.TestCase):
             self.assertRegex(msg, r"did not answer|unreachable")
             self.assertNotIn("Broken pipe", msg)
             self.assertNotRegex(msg, r"memory \d+ of node")
-            log = a.log_text()
-            self.assertRegex(log, rf"peer 'b' \({b.address}\) is down")
+            self.assertRegex(a.log_text(), down)
 
 
 if __name__ == "__main__":
