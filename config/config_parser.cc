@@ -146,6 +146,7 @@ constexpr std::string_view kDaemonKeys[] = {
     "priority_ceilings",
     "max_watch_threads",
     "max_watch_scratch_bytes_per_session",
+    "max_attach_backlog_bytes",
     "max_watch_scratch_bytes",
     "max_datatype_bytes_per_session",
     "max_datatype_bytes",
@@ -186,10 +187,15 @@ Status ReadDaemon(const Reader& r, const toml::table& t, DaemonConfig& c) {
        {std::pair{"max_watch_scratch_bytes_per_session", &c.max_watch_scratch_bytes_per_session},
         std::pair{"max_watch_scratch_bytes", &c.max_watch_scratch_bytes},
         std::pair{"max_datatype_bytes_per_session", &c.max_datatype_bytes_per_session},
-        std::pair{"max_datatype_bytes", &c.max_datatype_bytes}}) {
+        std::pair{"max_datatype_bytes", &c.max_datatype_bytes},
+        std::pair{"max_attach_backlog_bytes", &c.max_attach_backlog_bytes}}) {
     if (const toml::node* n = t.get(key)) {
       ISO_ASSIGN_OR_RETURN(*out, r.Size(*n, StrCat("daemon.", key)));
     }
+  }
+  if (const toml::node* n = t.get("max_attach_backlog_bytes");
+      n && (c.max_attach_backlog_bytes < 4096 || c.max_attach_backlog_bytes > (1ull << 30))) {
+    return r.Error(*n, "daemon.max_attach_backlog_bytes", "must be 4KiB to 1GiB");
   }
   for (const auto& [key, out] :
        {std::pair{"calibrate", &c.calibrate}, std::pair{"direct_reads", &c.direct_reads}}) {

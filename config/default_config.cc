@@ -28,6 +28,7 @@ hello_timeout_ms = 5000           # a local connection says hello by then or is 
 max_pending_hellos_per_uid = 64   # local connections of one uid not yet past hello
 max_connection_threads = 1024     # threads serving local connections (one each; see TasksMax)
 max_transfers_per_session = 1024  # copies in flight per session
+max_attach_backlog_bytes = "1MiB" # completion events a gRPC client has not read yet
 max_allocations_per_session = 1024
 max_instances_per_session = 16384
 max_private_ranges_per_session = 64   # registered ranges of a client's own memory (CMA)

@@ -1,14 +1,67 @@
 #include "daemon/server/attach_stream.h"
 
+#include <spdlog/spdlog.h>
+
+#include "core/log_escape.h"
 #include "daemon/node/copies.h"
 #include "daemon/node/sessions.h"
 #include "daemon/server/convert.h"
 
 namespace isometry {
 
+void AttachState::QueueLocked(v1::SessionEvent e, uint64_t bytes) {
+  if (dropped > 0) {
+    e.set_dropped_completions(dropped);
+    dropped = 0;
+  }
+  queued_bytes += bytes;
+  queue.emplace_back(std::move(e), bytes);
+  WriteNext();
+}
+
+void AttachState::Push(v1::SessionEvent e) {
+  absl::MutexLock lock(&mu);
+  if (finished) return;
+  const uint64_t bytes = e.ByteSizeLong();
+  if (!queue.empty() && queued_bytes + bytes > max_backlog_bytes) {
+    if (dropped_total == 0) {
+      spdlog::warn(
+          "{}: its client does not read its Attach stream; completion events beyond "
+          "daemon.max_attach_backlog_bytes = {} are dropped and the client is told how many when "
+          "it reads again (logged once per session)",
+          who, max_backlog_bytes);
+    }
+    ++dropped;
+    ++dropped_total;
+    return;
+  }
+  QueueLocked(std::move(e), bytes);
+}
+
+void AttachState::WriteDone(bool ok) {
+  absl::MutexLock lock(&mu);
+  writing = false;
+  if (!queue.empty()) {
+    queued_bytes -= queue.front().second;
+    queue.pop_front();
+  }
+  if (!ok) return;  // the stream is broken; OnCancel/OnDone follow
+  // The client reads again: tell it what went while it did not.
+  if (dropped > 0 && queue.empty()) {
+    v1::SessionEvent told;
+    told.set_dropped_completions(dropped);
+    const uint64_t bytes = told.ByteSizeLong();
+    QueueLocked(std::move(told), bytes);
+    return;
+  }
+  WriteNext();
+}
+
 AttachReactor::AttachReactor(Node& node, std::function<void(AttachReactor*, bool)> track,
                              const std::string& name)
-    : node_(node), track_(std::move(track)), state_(std::make_shared<AttachState>()) {
+    : node_(node),
+      track_(std::move(track)),
+      state_(std::make_shared<AttachState>(node.config().daemon.max_attach_backlog_bytes)) {
   {
     absl::MutexLock lock(&state_->mu);
     state_->reactor = this;
@@ -33,6 +86,8 @@ AttachReactor::AttachReactor(Node& node, std::function<void(AttachReactor*, bool
   {
     absl::MutexLock lock(&state_->mu);
     state_->session = ref_;
+    state_->who = fmt::format("session {} (client '{}')", session->id,
+                              ForLog(name.empty() ? "grpc" : name, 64));
   }
   track_(this, true);
   v1::SessionEvent first;
@@ -41,13 +96,7 @@ AttachReactor::AttachReactor(Node& node, std::function<void(AttachReactor*, bool
   state_->Push(std::move(first));
 }
 
-void AttachReactor::OnWriteDone(bool ok) {
-  absl::MutexLock lock(&state_->mu);
-  state_->writing = false;
-  if (!state_->queue.empty()) state_->queue.pop_front();
-  if (!ok) return;  // the stream is broken; OnCancel/OnDone follow
-  state_->WriteNext();
-}
+void AttachReactor::OnWriteDone(bool ok) { state_->WriteDone(ok); }
 
 void AttachReactor::OnCancel() {
   // The client went away (or the server shuts down): the session ends.
@@ -61,6 +110,10 @@ void AttachReactor::OnDone() {
     absl::MutexLock lock(&state_->mu);
     state_->reactor = nullptr;
     state_->finished = true;
+    if (state_->dropped_total > 0) {
+      spdlog::info("{} ended: {} completion event(s) dropped in all (its stream was not read)",
+                   state_->who, state_->dropped_total);
+    }
   }
   if (!session_.empty()) track_(this, false);
   delete this;

@@ -60,6 +60,22 @@ TEST_CASE("config errors name the key and the line") {
              Catch::Contains("must be an integer"));
 }
 
+TEST_CASE("a gRPC session's unread events are bounded by a size in range") {
+  auto c = ParseConfig(EmbeddedDefaultConfig(), "default");
+  REQUIRE(c.ok());
+  CHECK(c->daemon.max_attach_backlog_bytes == 1ull << 20);
+  CHECK_THAT(ErrorOf("[daemon]\nmax_attach_backlog_bytes = 100\n"),
+             Catch::Contains("test.toml:2: key 'daemon.max_attach_backlog_bytes': must be 4KiB"));
+  CHECK_THAT(ErrorOf("[daemon]\n\nmax_attach_backlog_bytes = \"2GiB\"\n"),
+             Catch::Contains("test.toml:3: key 'daemon.max_attach_backlog_bytes'"));
+  auto ok = ParseConfig(
+      "[daemon]\nmax_attach_backlog_bytes = \"64KiB\"\n[[memory]]\nname = \"a\"\n"
+      "[[channel]]\nname = \"c\"\n",
+      "test.toml");
+  REQUIRE(ok.ok());
+  CHECK(ok->daemon.max_attach_backlog_bytes == 64u << 10);
+}
+
 TEST_CASE("channels take rate limits, threads and explicit edges") {
   auto c = ParseRuntimeConfig(R"(
 [runtime]

@@ -291,6 +291,8 @@ class Client(InstancesMixin, TransfersMixin, FuturesMixin, ActiveAccessMixin):
                         self._session_ready.set()
                     if event.HasField("completed"):
                         self._record_locked(event.completed)
+                if event.dropped_completions:
+                    self._recover_dropped()
                 self._settle_futures()
         except grpc.RpcError as e:
             with self._lock:
@@ -307,6 +309,22 @@ class Client(InstancesMixin, TransfersMixin, FuturesMixin, ActiveAccessMixin):
             self._session_ready.set()
             self._fail_futures(self._stream_error)
 
+    def _recover_dropped(self) -> None:
+        """The daemon dropped completion events while this client did not
+        read its Attach stream (it holds daemon.max_attach_backlog_bytes of
+        them): a ``Wait`` call each now stands in for the event of every
+        transfer a future still waits on."""
+        with self._lock:
+            if self._closing:
+                return
+            if self._watch_stub is None:
+                self._watch_channel = self._new_channel()
+                self._watch_stub = pb_grpc.IsometryStub(self._watch_channel)
+            pending = [tid for tid in self._futures
+                       if tid not in self._waiters and tid not in self._completions]
+        for tid in pending:
+            self._watch(tid)
+
     def _record_locked(self, info: TransferInfo) -> None:
         """Keeps a completion for completed() and wait() (lock held)."""
         self._completions[info.id] = info
@@ -318,7 +336,8 @@ class Client(InstancesMixin, TransfersMixin, FuturesMixin, ActiveAccessMixin):
 
     def _watch(self, tid: int) -> None:
         """Local sessions have no Attach stream: one ``Wait`` call per
-        transfer submitted without waiting delivers its completion instead.
+        transfer submitted without waiting delivers its completion instead
+        (and for an Attach session, of a transfer whose event was dropped).
         They go over a connection of their own: the daemon allows 128
         concurrent calls per connection, and waits beyond that queue there
         instead of delaying this client's other calls."""

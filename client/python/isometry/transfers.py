@@ -251,7 +251,10 @@ class TransfersMixin:
     def completed(self, transfer: TransferLike) -> Optional[TransferInfo]:
         """The final TransferInfo of one of this session's transfers if its
         completion event has arrived (on the Attach stream, or for a local
-        session the answer of its ``Wait`` call), else None."""
+        session the answer of its ``Wait`` call), else None. An event the
+        daemon dropped because this client fell behind reading its stream
+        (see ``daemon.max_attach_backlog_bytes``) never arrives: :meth:`wait`
+        and futures ask the daemon instead."""
         tid = _id(transfer, "completed")
         with self._lock:
             return self._completions.get(tid)
