@@ -62,6 +62,24 @@ class FairQueue {
     return std::move(item.value);
   }
 
+  // Hands every item for which `pred` holds to `fn`, in no particular
+  // order, and takes them out; the classes' tags are left as they are.
+  template <typename Pred, typename Fn>
+  void RemoveIf(Pred&& pred, Fn&& fn) {
+    for (auto& [cls, lane] : lanes_) {
+      for (auto it = lane.items.begin(); it != lane.items.end();) {
+        if (!pred(it->value)) {
+          ++it;
+          continue;
+        }
+        fn(std::move(it->value));
+        it = lane.items.erase(it);
+        --size_;
+      }
+    }
+    Forget();
+  }
+
   // Hands every item to `fn` in no particular order and empties the queue.
   template <typename Fn>
   void Drain(Fn&& fn) {

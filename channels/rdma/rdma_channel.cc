@@ -171,11 +171,14 @@ class RdmaChannelImpl final : public RdmaChannel {
       ExecuteProgram(program, src, staging->data());
       data = staging->data();
     }
-    Post([this, transfer, tag, chunk, data, span, staging,
+    // Shared on the link by class weight, by priority within a class.
+    const SendShare share{request.qos_class, request.qos_weight, request.priority};
+    Post([this, transfer, tag, chunk, data, span, staging, share,
           done = std::move(done)](RdmaStream& s) mutable {
       if (Status r = RouteStatus(transfer); !r.ok()) return done(r);
-      s.Send(tag, chunk, data, span,
-             [staging, done = std::move(done)](const Status& st) { done(st); });
+      s.Send(
+          tag, chunk, data, span, [staging, done = std::move(done)](const Status& st) { done(st); },
+          share);
     });
   }
 

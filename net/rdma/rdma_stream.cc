@@ -29,8 +29,9 @@ void RdmaStream::Close(uint32_t tag, bool sending) {
 }
 
 void RdmaStream::Send(uint32_t tag, uint64_t chunk, const std::byte* src, uint64_t bytes,
-                      ChunkDone done) {
-  queued_.push_back({tag, chunk, src, bytes, std::move(done)});
+                      ChunkDone done, SendShare share) {
+  queued_.Push(share.qos_class, share.weight, share.priority, bytes,
+               Outgoing{tag, chunk, src, bytes, std::move(done)});
 }
 
 void RdmaStream::Expect(uint32_t tag, uint64_t chunk, Lander land, ChunkDone done) {
@@ -55,14 +56,12 @@ void RdmaStream::Expect(uint32_t tag, uint64_t chunk, std::byte* dst, uint64_t r
 void RdmaStream::Abandon(uint32_t tag, bool sending, const Status& why) {
   std::vector<ChunkDone> dones;
   if (sending) {
-    for (auto it = queued_.begin(); it != queued_.end();) {
-      if (it->tag != tag) {
-        ++it;
-        continue;
-      }
-      dones.push_back(std::move(it->done));
-      it = queued_.erase(it);
+    if (head_ && head_->tag == tag) {
+      dones.push_back(std::move(head_->done));
+      head_.reset();
     }
+    queued_.RemoveIf([tag](const Outgoing& o) { return o.tag == tag; },
+                     [&dones](Outgoing&& o) { dones.push_back(std::move(o.done)); });
   } else {
     for (auto it = expected_.lower_bound({tag, 0});
          it != expected_.end() && it->first.first == tag;) {
@@ -89,32 +88,33 @@ void RdmaStream::Abandon(uint32_t tag, bool sending, const Status& why) {
 }
 
 bool RdmaStream::idle() const {
-  return queued_.empty() && written_.empty() && expected_.empty() && parked_.empty();
+  return !head_ && queued_.empty() && written_.empty() && expected_.empty() && parked_.empty();
 }
 
 void RdmaStream::PumpSends() {
-  // In order: a chunk that must wait for a credit holds back those behind
-  // it (they would take the slots it waits for).
-  while (!queued_.empty()) {
-    Outgoing& o = queued_.front();
+  // The chunk whose turn it is (by class weight, then priority) goes
+  // first: one that must wait for a credit holds back those behind it
+  // (they would take the slots it waits for).
+  while (head_ || !queued_.empty()) {
+    if (!head_) head_ = queued_.Pop();
+    Outgoing& o = *head_;
     auto grant = tx_.Next(o.tag, o.chunk, o.bytes);
     if (!grant.ok()) {
       ChunkDone done = std::move(o.done);
-      queued_.pop_front();
+      head_.reset();
       done(grant.status());
       continue;
     }
     if (!grant->has_value()) return;
     const SlotGrant g = **grant;
     const auto qp = static_cast<uint32_t>(o.chunk % qps_);
-    if (Status s = fabric_->PostWrite(qp, g.slot, o.src, o.bytes, g.offset, g.imm); !s.ok()) {
-      written_.emplace(g.slot, std::move(o));
-      queued_.pop_front();
+    const Status s = fabric_->PostWrite(qp, g.slot, o.src, o.bytes, g.offset, g.imm);
+    written_.emplace(g.slot, std::move(o));
+    head_.reset();
+    if (!s.ok()) {
       Fail(s);
       return;
     }
-    written_.emplace(g.slot, std::move(o));
-    queued_.pop_front();
   }
 }
 
@@ -204,10 +204,11 @@ void RdmaStream::Progress() {
 
 void RdmaStream::Fail(const Status& why) {
   std::vector<ChunkDone> dones;
-  for (Outgoing& o : queued_) dones.push_back(std::move(o.done));
+  if (head_) dones.push_back(std::move(head_->done));
+  head_.reset();
+  queued_.Drain([&dones](Outgoing&& o) { dones.push_back(std::move(o.done)); });
   for (auto& [slot, o] : written_) dones.push_back(std::move(o.done));
   for (auto& [key, in] : expected_) dones.push_back(std::move(in.done));
-  queued_.clear();
   written_.clear();
   expected_.clear();
   parked_.clear();

@@ -10,7 +10,10 @@
 // Sending: Send(tag, chunk, bytes) queues a chunk; Progress() writes
 // queued chunks into slots it holds credits for (striped over the QPs by
 // chunk) and completes a chunk's `done` when its credit comes back, i.e.
-// once the receiver has landed it. Receiving: Expect(tag, chunk, dst)
+// once the receiver has landed it. Queued chunks go out shared by weight
+// between QoS classes and by priority within a class (core/fair_queue.h),
+// as a TCP connection's do (net/peer_link_conn.h); the next one to go
+// waits for a credit at the head, holding back the rest. Receiving: Expect(tag, chunk, dst)
 // says where a chunk goes; an arrival is copied from its slot to `dst`
 // (now, or when Expect comes later) and its credit is sent back.
 //
@@ -29,10 +32,12 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "core/fair_queue.h"
 #include "core/status.h"
 #include "net/rdma/credits.h"
 
@@ -71,6 +76,14 @@ class Fabric {
 
 using ChunkDone = std::function<void(Status)>;
 
+// How a queued chunk shares the link with the others: its transfer's QoS
+// class on this node, that class's weight on the link, and its priority.
+struct SendShare {
+  uint32_t qos_class = 0;
+  uint32_t weight = 1;
+  int priority = 0;
+};
+
 class RdmaStream {
  public:
   // `fabric` must outlive the stream; `ring` is the shape of both ends'
@@ -85,7 +98,8 @@ class RdmaStream {
 
   // Sending half: chunk `chunk` of `tag`, `bytes` at `src` (which stays
   // valid until `done`).
-  void Send(uint32_t tag, uint64_t chunk, const std::byte* src, uint64_t bytes, ChunkDone done);
+  void Send(uint32_t tag, uint64_t chunk, const std::byte* src, uint64_t bytes, ChunkDone done,
+            SendShare share = {});
   // Receiving half: what to do with chunk `chunk` of `tag` when it is in
   // the ring (`land` gets its bytes there, and may scatter them; its
   // error fails the chunk alone); `done` after it ran.
@@ -127,7 +141,8 @@ class RdmaStream {
   const std::function<void(const Status&)> on_error_;
   SlotSender tx_;
   SlotReceiver rx_;
-  std::deque<Outgoing> queued_;
+  FairQueue<Outgoing> queued_;
+  std::optional<Outgoing> head_;          // the next to go, waiting for a credit
   std::map<uint32_t, Outgoing> written_;  // by slot: written, credit not back
   std::map<Key, Incoming> expected_;      // Expect before its arrival
   std::map<Key, Arrival> parked_;         // arrival before its Expect

@@ -118,4 +118,20 @@ TEST_CASE("drain hands back every item and empties the queue") {
   CHECK(q.Pop() == 42);
 }
 
+TEST_CASE("remove-if takes out the matching items and leaves the rest in order") {
+  FairQueue<std::string> q;
+  q.Push(1, 1, 0, 64, "a1");
+  q.Push(2, 1, 0, 64, "b1");
+  q.Push(1, 1, 0, 64, "a2");
+  q.Push(2, 1, 0, 64, "b2");
+  q.Push(1, 1, 5, 64, "a0");
+  std::vector<std::string> gone;
+  q.RemoveIf([](const std::string& v) { return v[0] == 'b'; },
+             [&](std::string&& v) { gone.push_back(v); });
+  std::sort(gone.begin(), gone.end());
+  CHECK(gone == std::vector<std::string>{"b1", "b2"});
+  CHECK(q.size() == 3);
+  CHECK(PopAll(q) == std::vector<std::string>{"a0", "a1", "a2"});
+}
+
 }  // namespace ISOMETRY_TEST_FILE
