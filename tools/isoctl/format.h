@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -21,8 +22,16 @@ std::string FormatDuration(double seconds);
 // "12.5%" of done / total; "-" when total is 0.
 std::string FormatPercent(uint64_t done, uint64_t total);
 
+// `text` as a terminal shows it harmlessly: every byte outside printable
+// ASCII (control bytes, escape sequences, C1 controls, UTF-8) as \xNN.
+// Tables and field lists pass every cell through it, so a string another
+// user chose (a client name, a message) can neither drive the operator's
+// terminal nor forge a row, whatever column it lands in.
+std::string PrintableCell(std::string_view text);
+
 // A table with a header row and columns separated by two spaces; each
-// column is as wide as its widest cell. Cells are ASCII.
+// column is as wide as its widest cell. Cells are made printable ASCII
+// (PrintableCell).
 class Table {
  public:
   enum class Align { kLeft, kRight };
@@ -44,7 +53,7 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-// "key   value" lines with the values aligned.
+// "key   value" lines with the values aligned (both printable ASCII).
 std::string RenderFields(const std::vector<std::pair<std::string, std::string>>& fields);
 
 }  // namespace isometry::isoctl
