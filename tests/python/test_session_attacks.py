@@ -20,7 +20,8 @@ import unittest
 
 FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture")
 sys.path.insert(0, FIXTURE_DIR)
-from attack_case import as_uid, nobody_process, rss_of, threads_of, wait_until  # noqa: E402
+from attack_case import (nobody_process, rss_of, run_as_nobody, threads_of,  # noqa: E402
+                         wait_until)
 from isometryd_process import IsometrydProcess  # noqa: E402
 from local_socket import LocalConnection  # noqa: E402
 
@@ -296,7 +297,7 @@ for i in range(5):
     c.close()
 print(json.dumps(out))
 """
-        got = self.run_as_nobody(script)
+        got = run_as_nobody(self, script)
         self.assertEqual(got[:2], ["OK", "OK"], got)
         for refused in got[2:]:
             self.assertTrue(refused.startswith("RESOURCE_EXHAUSTED"), got)
@@ -343,13 +344,6 @@ print(json.dumps(out))
 
     # ---- another uid ----
 
-    def run_as_nobody(self, script):
-        env = dict(os.environ, PYTHONPATH=PYTHONPATH, PYTHONDONTWRITEBYTECODE="1")
-        r = subprocess.run([*as_uid(NOBODY), sys.executable, "-c", script], env=env,
-                           capture_output=True, text=True, timeout=60)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        return json.loads(r.stdout)
-
     def test_another_uid_cannot_touch_the_victim(self):
         if os.geteuid() != 0:
             self.skipTest("needs root to run a child as nobody")
@@ -382,7 +376,7 @@ out["owners"] = [(t.owner.client_name, t.owner.session_id) for t in c.transfers(
 c.close()
 print(json.dumps(out))
 """
-        out = self.run_as_nobody(script)
+        out = run_as_nobody(self, script)
         for k in ("read", "write", "free", "publish", "register", "get", "cancel", "wait",
                   "calibrate"):
             self.assertEqual(out[k], "PERMISSION_DENIED", k)
@@ -413,7 +407,7 @@ for i in range(12):
     keep.append(c)
 print(json.dumps({{"codes": codes}}))
 """
-        codes = self.run_as_nobody(script)["codes"]
+        codes = run_as_nobody(self, script)["codes"]
         self.assertEqual(codes[:6], [0] * 6)  # max_sessions_per_uid = 6
         self.assertTrue(all(c == 8 for c in codes[6:]), codes)  # RESOURCE_EXHAUSTED
         # Root's local clients were never short of a session.
