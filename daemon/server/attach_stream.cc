@@ -2,12 +2,24 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
+
 #include "core/log_escape.h"
 #include "daemon/node/copies.h"
 #include "daemon/node/sessions.h"
 #include "daemon/server/convert.h"
 
 namespace isometry {
+namespace {
+
+std::atomic<uint64_t>& DroppedEvents() {
+  static std::atomic<uint64_t> dropped{0};
+  return dropped;
+}
+
+}  // namespace
+
+uint64_t AttachEventsDropped() { return DroppedEvents().load(std::memory_order_relaxed); }
 
 void AttachState::QueueLocked(v1::SessionEvent e, uint64_t bytes) {
   if (dropped > 0) {
@@ -33,6 +45,7 @@ void AttachState::Push(v1::SessionEvent e) {
     }
     ++dropped;
     ++dropped_total;
+    DroppedEvents().fetch_add(1, std::memory_order_relaxed);
     return;
   }
   QueueLocked(std::move(e), bytes);

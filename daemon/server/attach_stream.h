@@ -9,6 +9,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -70,6 +71,10 @@ struct AttachState {
  private:
   void QueueLocked(v1::SessionEvent e, uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 };
+
+// Completion events dropped so far, all sessions together (the metric
+// isometry_attach_events_dropped_total).
+uint64_t AttachEventsDropped();
 
 class AttachReactor final : public grpc::ServerWriteReactor<v1::SessionEvent> {
  public:

@@ -8,6 +8,7 @@
 #include "core/memory.h"
 #include "daemon/node/introspection.h"
 #include "daemon/node/traffic_classes.h"
+#include "daemon/server/attach_stream.h"
 #include "daemon/server/metrics_process.h"
 
 namespace isometry {
@@ -25,6 +26,7 @@ void CopyStatus(const NodeStatus& st, MetricsSnapshot& s) {
   s.transfers_failed = r.transfers_failed;
   s.transfers_cancelled = r.transfers_cancelled;
   s.transfers_inline = r.transfers_inline;
+  s.attach_events_dropped = AttachEventsDropped();
   s.ring_requests_streamed = r.ring_requests_streamed;
   s.transfers_waited = r.transfers_waiting_for_buffers;
   s.program_cache_hits = r.program_cache_hits;

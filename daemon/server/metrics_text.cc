@@ -153,6 +153,10 @@ void RenderTransfers(const MetricsSnapshot& s, Page& p) {
   p.Family("isometry_transfers_inline_total", "counter",
            "Small direct copies run on the submitting thread.");
   p.Sample({}, s.transfers_inline);
+  p.Family("isometry_attach_events_dropped_total", "counter",
+           "Completion events dropped for gRPC clients that did not read their Attach stream "
+           "(daemon.max_attach_backlog_bytes); each such client is told how many.");
+  p.Sample({}, s.attach_events_dropped);
   p.Family("isometry_ring_requests_streamed_total", "counter",
            "Requests that wrote an intermediate ring with streaming stores (calibration found "
            "that faster than cached stores on this node).");

@@ -114,6 +114,9 @@ struct MetricsSnapshot {
   uint64_t transfers_inline = 0;
   uint64_t ring_requests_streamed = 0;
   uint64_t transfers_waited = 0;  // that had to wait for staging buffers
+  // Completion events not sent to gRPC clients that did not read their
+  // Attach stream (daemon/server/attach_stream.h).
+  uint64_t attach_events_dropped = 0;
   uint64_t program_cache_hits = 0;
   uint64_t program_cache_misses = 0;
   uint64_t program_cache_bytes = 0;

@@ -9,14 +9,17 @@ Run like test_python_client (ISOMETRYD, ISOMETRY_PYTHONPATH).
 """
 
 import os
+import re
 import sys
 import threading
 import time
 import unittest
+import urllib.request
 
 FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture")
 sys.path.insert(0, FIXTURE_DIR)
 from attack_case import ISOMETRYD, SKIP_REASON, note_skip, rss_of, start_daemon  # noqa: E402
+from ports import free_port  # noqa: E402
 
 _IMPORT_ERROR = None
 try:
@@ -65,8 +68,19 @@ class AttachBacklogTest(unittest.TestCase):
     def setUp(self):
         if _IMPORT_ERROR is not None:
             self.fail(f"cannot import the isometry package: {_IMPORT_ERROR}")
-        self.dir, self.daemon = start_daemon(self, CONFIG, "isometry-backlog-", DAEMON)
+        self.metrics_port = free_port()
+        config = CONFIG + f'\n[metrics]\nlisten = "127.0.0.1:{self.metrics_port}"\n'
+        self.dir, self.daemon = start_daemon(self, config, "isometry-backlog-", DAEMON)
         self.socket = os.path.join(self.dir, "grpc.sock")
+
+    def dropped_metric(self):
+        """isometry_attach_events_dropped_total as /metrics says it."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            text = r.read().decode()
+        m = re.search(r"^isometry_attach_events_dropped_total (\d+)$", text, re.M)
+        self.assertIsNotNone(m, "no isometry_attach_events_dropped_total in /metrics")
+        return int(m.group(1))
 
     def pair(self, call, session):
         """Two 4 KiB instances of `session` (raw gRPC calls)."""
@@ -90,6 +104,7 @@ class AttachBacklogTest(unittest.TestCase):
         first = next(stream)
         src, dst = self.pair(stub, first.session)
         md = (("isometry-session", first.session),)
+        self.assertEqual(self.dropped_metric(), 0)
         rss_before = rss_of(self.daemon.proc.pid)
         ids = set()
         for _ in range(COPIES):
@@ -135,6 +150,7 @@ class AttachBacklogTest(unittest.TestCase):
         self.assertTrue(delivered <= ids)
         self.assertGreater(dropped, 0)
         self.assertLess(len(delivered), COPIES // 2, "the backlog was not bounded")
+        self.assertEqual(self.dropped_metric(), dropped)
 
         # A dropped completion is still there for Wait and GetTransfer.
         lost = sorted(ids - delivered)
