@@ -19,6 +19,19 @@ PYTHONPATH = os.environ.get("ISOMETRY_PYTHONPATH", "")
 if PYTHONPATH and PYTHONPATH not in sys.path:
     sys.path.insert(0, PYTHONPATH)
 NOBODY = 65534
+# A node of one 64 MiB SYS memory and one memcpy thread: the config that
+# attacks needing no more start their daemon with.
+SMALL_NODE = """
+[[memory]]
+name = "sys0"
+kind = "SYS"
+pool = "64MiB"
+
+[[channel]]
+name = "memcpy0"
+kind = "memcpy"
+threads = 1
+"""
 SKIP_REASON = "ISOMETRYD is not set: point it at the isometryd binary (and ISOMETRY_PYTHONPATH)"
 
 

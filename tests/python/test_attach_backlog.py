@@ -18,7 +18,8 @@ import urllib.request
 
 FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture")
 sys.path.insert(0, FIXTURE_DIR)
-from attack_case import ISOMETRYD, SKIP_REASON, note_skip, rss_of, start_daemon  # noqa: E402
+from attack_case import (ISOMETRYD, SKIP_REASON, SMALL_NODE, note_skip, rss_of,  # noqa: E402
+                         start_daemon)
 from ports import free_port  # noqa: E402
 
 _IMPORT_ERROR = None
@@ -37,17 +38,7 @@ BACKLOG = 8192  # daemon.max_attach_backlog_bytes: a few dozen events
 DAEMON = dict(log_level="info", shutdown_grace_ms=500, extra=[
     ("max_attach_backlog_bytes", BACKLOG),
 ])
-CONFIG = """
-[[memory]]
-name = "sys0"
-kind = "SYS"
-pool = "64MiB"
-
-[[channel]]
-name = "memcpy0"
-kind = "memcpy"
-threads = 1
-"""
+CONFIG = SMALL_NODE
 COPIES = 3000
 # A reader's HTTP/2 window takes in events its application has not read:
 # kept small and fixed (no BDP growth) so that a few thousand completions

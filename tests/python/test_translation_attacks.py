@@ -23,7 +23,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
-from attack_case import as_uid  # noqa: E402
+from attack_case import SMALL_NODE, as_uid  # noqa: E402
 from isometryd_process import IsometrydProcess  # noqa: E402
 from local_socket import LocalConnection  # noqa: E402
 from test_python_client import _IMPORT_ERROR, ISOMETRYD, SKIP_REASON  # noqa: E402
@@ -42,17 +42,7 @@ DAEMON = dict(log_level="warn", shutdown_grace_ms=500, extra=[
     ("socket_mode", '"0666"'),
     ("max_translate_weight", WEIGHT_BOUND),
 ])
-CONFIG = """
-[[memory]]
-name = "sys0"
-kind = "SYS"
-pool = "64MiB"
-
-[[channel]]
-name = "memcpy0"
-kind = "memcpy"
-threads = 1
-"""
+CONFIG = SMALL_NODE
 
 # The attackers: THREADS threads for SECONDS, each sending its call again
 # and again (ExplainPlan without a session, RegisterDatatype in one shared
