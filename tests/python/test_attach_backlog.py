@@ -110,9 +110,14 @@ class AttachBacklogTest(unittest.TestCase):
         self.assertIn("(client 'never-reads'): its client does not read its Attach stream", log)
         self.assertIn("daemon.max_attach_backlog_bytes = 8192", log)
         self.assertEqual(log.count("does not read its Attach stream"), 1, "logged once per session")
-        # What it held is bounded: far less than one event per copy.
+        # What it held is bounded: far less than one event per copy. Under
+        # AddressSanitizer freed memory sits in its quarantine (up to 256
+        # MiB), so RSS says nothing there; the counts below still do.
         grown = rss_of(self.daemon.proc.pid) - rss_before
-        self.assertLess(grown, 64 << 20, f"the daemon grew by {grown} bytes")
+        with open(f"/proc/{self.daemon.proc.pid}/maps") as f:
+            sanitized = "libasan" in f.read()
+        if not sanitized:
+            self.assertLess(grown, 64 << 20, f"the daemon grew by {grown} bytes")
 
         # Everyone else is served meanwhile.
         with isometry.Client(self.socket, name="bystander") as c:
