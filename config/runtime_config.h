@@ -192,12 +192,12 @@ struct DaemonConfig {
   // the node in all (Watch is RESOURCE_EXHAUSTED past either).
   uint32_t max_watched_allocations_per_session = 16;
   uint32_t max_watch_threads = 256;
-  // Bytes of puts into watched allocations waiting in scratch buffers
-  // until their watch applies them, per session and in all.
   // Completion events a gRPC session's Attach stream holds while its
   // client does not read them (their encoded bytes); beyond, they are
   // dropped and the next event says how many (daemon/server/attach_stream.h).
   uint64_t max_attach_backlog_bytes = 1ull << 20;
+  // Bytes of puts into watched allocations waiting in scratch buffers
+  // until their watch applies them, per session and in all.
   uint64_t max_watch_scratch_bytes_per_session = 256ull << 20;
   uint64_t max_watch_scratch_bytes = 1ull << 30;
   // Memory of registered datatypes (their trees and the translations kept

@@ -13,9 +13,11 @@
 // once the receiver has landed it. Queued chunks go out shared by weight
 // between QoS classes and by priority within a class (core/fair_queue.h),
 // as a TCP connection's do (net/peer_link_conn.h); the next one to go
-// waits for a credit at the head, holding back the rest. Receiving: Expect(tag, chunk, dst)
-// says where a chunk goes; an arrival is copied from its slot to `dst`
-// (now, or when Expect comes later) and its credit is sent back.
+// waits for a credit at the head, holding back the rest.
+//
+// Receiving: Expect(tag, chunk, dst) says where a chunk goes; an arrival
+// is copied from its slot to `dst` (now, or when Expect comes later) and
+// its credit is sent back.
 //
 // A failed completion (the device's text, ibv_wc_status_str) fails every
 // chunk in flight or queued on this stream with UNAVAILABLE, and the

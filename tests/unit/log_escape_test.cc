@@ -36,4 +36,19 @@ TEST_CASE("ForLog bounds the length and says how long the original was") {
   CHECK(ForLog(std::string(1000, '\n'), 10).size() == 40 + std::string("...(1000 bytes)").size());
 }
 
+TEST_CASE("ForTerminal: cells another user chose reach the terminal as printable ASCII") {
+  CHECK(ForTerminal("victim-7 ok") == "victim-7 ok");
+  // Clear the screen, retitle the terminal, forge a row.
+  CHECK(ForTerminal("\x1b[2J\x1b]0;pwned\x07x\r\n7  root") ==
+        "\\x1b[2J\\x1b]0;pwned\\x07x\\x0d\\x0a7  root");
+  // An 8-bit CSI, DEL, and UTF-8 (its bytes, not its glyph).
+  CHECK(ForTerminal("\x9b"
+                    "2J\x7f") == "\\x9b2J\\x7f");
+  CHECK(ForTerminal("caf\xc3\xa9") == "caf\\xc3\\xa9");
+  CHECK(ForTerminal(std::string("a\0b", 3)) == "a\\x00b");
+  // What ForLog escaped already passes unchanged, and nothing is cut.
+  CHECK(ForTerminal(ForLog("\x1b]0;x")) == "\\x1b]0;x");
+  CHECK(ForTerminal(std::string(300, 'n')) == std::string(300, 'n'));
+}
+
 }  // namespace ISOMETRY_TEST_FILE

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/log_escape.h"
+
 namespace isometry::isoctl {
 
 namespace {
@@ -77,24 +79,9 @@ std::string FormatPercent(uint64_t done, uint64_t total) {
   return Printf("%.1f%%", 100.0 * static_cast<double>(done) / static_cast<double>(total));
 }
 
-std::string PrintableCell(std::string_view text) {
-  const auto printable = [](char c) { return c >= 0x20 && c < 0x7f; };
-  if (std::all_of(text.begin(), text.end(), printable)) return std::string(text);
-  std::string out;
-  out.reserve(text.size() + 16);
-  for (const char c : text) {
-    if (printable(c)) {
-      out += c;
-    } else {
-      out += Printf("\\x%02x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-    }
-  }
-  return out;
-}
-
 void Table::AddRow(std::vector<std::string> cells) {
   cells.resize(columns_.size());
-  for (std::string& cell : cells) cell = PrintableCell(cell);
+  for (std::string& cell : cells) cell = ForTerminal(cell);
   rows_.push_back(std::move(cells));
 }
 
@@ -136,7 +123,7 @@ std::string RenderFields(const std::vector<std::pair<std::string, std::string>>&
   for (const auto& [key, value] : fields) {
     out += key;
     out.append(width - key.size() + 2, ' ');
-    out += PrintableCell(value);
+    out += ForTerminal(value);
     out += '\n';
   }
   return out;

@@ -7,7 +7,6 @@
 
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -22,16 +21,11 @@ std::string FormatDuration(double seconds);
 // "12.5%" of done / total; "-" when total is 0.
 std::string FormatPercent(uint64_t done, uint64_t total);
 
-// `text` as a terminal shows it harmlessly: every byte outside printable
-// ASCII (control bytes, escape sequences, C1 controls, UTF-8) as \xNN.
-// Tables and field lists pass every cell through it, so a string another
-// user chose (a client name, a message) can neither drive the operator's
-// terminal nor forge a row, whatever column it lands in.
-std::string PrintableCell(std::string_view text);
-
 // A table with a header row and columns separated by two spaces; each
-// column is as wide as its widest cell. Cells are made printable ASCII
-// (PrintableCell).
+// column is as wide as its widest cell. Every cell is made printable ASCII
+// (ForTerminal, core/log_escape.h), so a string another user chose (a
+// client name, a message) can neither drive the operator's terminal nor
+// forge a row, whatever column it lands in.
 class Table {
  public:
   enum class Align { kLeft, kRight };
@@ -53,7 +47,8 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-// "key   value" lines with the values aligned (both printable ASCII).
+// "key   value" lines with the values aligned, made printable as a
+// table's cells are.
 std::string RenderFields(const std::vector<std::pair<std::string, std::string>>& fields);
 
 }  // namespace isometry::isoctl

@@ -266,8 +266,7 @@ class Client(InstancesMixin, TransfersMixin, FuturesMixin, ActiveAccessMixin):
             self._session = session
             self._session_id = session_id
         self._session_ready.set()
-        self._watch_channel = self._new_channel()
-        self._watch_stub = pb_grpc.IsometryStub(self._watch_channel)
+        self._open_watch_channel()
         try:
             grpc.channel_ready_future(self._channel).result(timeout=connect_timeout)
         except grpc.FutureTimeoutError:
@@ -318,8 +317,7 @@ class Client(InstancesMixin, TransfersMixin, FuturesMixin, ActiveAccessMixin):
             if self._closing:
                 return
             if self._watch_stub is None:
-                self._watch_channel = self._new_channel()
-                self._watch_stub = pb_grpc.IsometryStub(self._watch_channel)
+                self._open_watch_channel()
             pending = [tid for tid in self._futures
                        if tid not in self._waiters and tid not in self._completions]
         for tid in pending:
@@ -333,6 +331,11 @@ class Client(InstancesMixin, TransfersMixin, FuturesMixin, ActiveAccessMixin):
         while len(self._completions) > _MAX_COMPLETIONS:
             self._completions.popitem(last=False)
         self._completion_cv.notify_all()
+
+    def _open_watch_channel(self) -> None:
+        """The connection the ``Wait`` calls of :meth:`_watch` go over."""
+        self._watch_channel = self._new_channel()
+        self._watch_stub = pb_grpc.IsometryStub(self._watch_channel)
 
     def _watch(self, tid: int) -> None:
         """Local sessions have no Attach stream: one ``Wait`` call per
