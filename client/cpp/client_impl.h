@@ -180,8 +180,14 @@ struct Client::Impl {
       done[e.user_data] = {e.transfer, FromCode(e.code, std::string(e.message, len))};
     }
     cq.Publish();
-    // Submissions the daemon left waiting for CQ room can go now.
-    if (n > 0 && sq.Unconsumed()) {
+    // Submissions the daemon left waiting for CQ room can go now. A daemon
+    // still polling (daemon_awake) sees the room itself: the eventfd is
+    // for one that went to sleep. The fence pairs with the daemon's after
+    // it clears daemon_awake (local_server.cc, RingLoop): either it sees
+    // this head or this thread sees the flag cleared.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (n > 0 && sq.Unconsumed() &&
+        header->daemon_awake.value.load(std::memory_order_seq_cst) == 0) {
       const uint64_t one = 1;
       (void)!::write(sq_event, &one, sizeof one);
     }
@@ -214,8 +220,14 @@ struct Client::Impl {
     hops.store(hops_owner.get(), std::memory_order_release);
   }
 
-  Result<uint64_t> Push(ring::SubmissionEntry e) {
+  // Queues `e`; while the ring is full, waits for room (`wait_for_room`)
+  // or answers RESOURCE_EXHAUSTED.
+  Result<uint64_t> Push(ring::SubmissionEntry e, bool wait_for_room = true) {
     std::unique_lock lock(sq_mu);
+    if (!wait_for_room && sq.Room() == 0) {
+      return ResourceExhausted(
+          "the submission ring is full: consume completions, then submit again");
+    }
     // Ring full: the daemon drains it as it goes, as long as completions
     // are consumed; collect them here so a submit-only caller cannot stall
     // both rings.

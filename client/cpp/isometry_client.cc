@@ -423,6 +423,25 @@ ring::SubmissionEntry CopyEntry(Client::Impl& impl, const Instance& src, const I
   e.dst_instance = dst.id();
   return e;
 }
+
+// Submit, SubmitTracked and TrySubmit.
+Result<uint64_t> PushCopy(Client::Impl& impl, const Instance& src, const Instance& dst,
+                          const CopyOptions& options, bool tracked, bool wait_for_room) {
+  ring::SubmissionEntry e = CopyEntry(impl, src, dst, options);
+  if (!tracked) return impl.Push(e, wait_for_room);
+  e.flags |= ring::kFlagReportAccepted;
+  {
+    // Known before it is queued: another thread may wait for it at once.
+    std::lock_guard lock(impl.cq_mu);
+    impl.tracked.emplace(e.user_data, 0);
+  }
+  Result<uint64_t> ticket = impl.Push(e, wait_for_room);
+  if (!ticket.ok()) {
+    std::lock_guard lock(impl.cq_mu);
+    impl.tracked.erase(e.user_data);
+  }
+  return ticket;
+}
 }  // namespace
 
 Result<uint64_t> Client::Submit(const Instance& src, const Instance& dst, int priority) {
@@ -431,25 +450,19 @@ Result<uint64_t> Client::Submit(const Instance& src, const Instance& dst, int pr
 
 Result<uint64_t> Client::Submit(const Instance& src, const Instance& dst,
                                 const CopyOptions& options) {
-  return impl_->Push(CopyEntry(*impl_, src, dst, options));
+  return PushCopy(*impl_, src, dst, options, /*tracked=*/false, /*wait_for_room=*/true);
 }
 
 Result<uint64_t> Client::SubmitTracked(const Instance& src, const Instance& dst,
                                        const CopyOptions& options) {
-  ring::SubmissionEntry e = CopyEntry(*impl_, src, dst, options);
-  e.flags |= ring::kFlagReportAccepted;
-  {
-    // Known before it is queued: another thread may wait for it at once.
-    std::lock_guard lock(impl_->cq_mu);
-    impl_->tracked.emplace(e.user_data, 0);
-  }
-  Result<uint64_t> ticket = impl_->Push(e);
-  if (!ticket.ok()) {
-    std::lock_guard lock(impl_->cq_mu);
-    impl_->tracked.erase(e.user_data);
-  }
-  return ticket;
+  return PushCopy(*impl_, src, dst, options, /*tracked=*/true, /*wait_for_room=*/true);
 }
+
+Result<uint64_t> Client::TrySubmit(const Instance& src, const Instance& dst,
+                                   const CopyOptions& options, bool tracked) {
+  return PushCopy(*impl_, src, dst, options, tracked, /*wait_for_room=*/false);
+}
+
 
 Result<uint64_t> Client::TransferOf(uint64_t ticket) { return impl_->TransferOf(ticket); }
 

@@ -274,6 +274,12 @@ class Client {
   // a completion slot more, and only when one is free.
   Result<uint64_t> SubmitTracked(const Instance& src, const Instance& dst,
                                  const CopyOptions& options = {});
+  // Submit() (SubmitTracked() with `tracked`) that never waits for room:
+  // RESOURCE_EXHAUSTED while the submission ring is full, and nothing is
+  // queued. For callers that must not block (an event loop): they keep
+  // the copy and try again once completions were consumed.
+  Result<uint64_t> TrySubmit(const Instance& src, const Instance& dst,
+                             const CopyOptions& options = {}, bool tracked = false);
   // The transfer id of a SubmitTracked ticket not yet waited for: waits
   // until the daemon has accepted the copy (its refusal, if it refused it).
   // Wait(ticket) still returns the copy's completion.

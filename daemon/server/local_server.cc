@@ -364,6 +364,10 @@ struct LocalServer::Impl {
         // Going to sleep: clear the flags, then look once more (the other
         // half of the seq_cst handshake with the clients).
         for (auto& c : awake) c->header->daemon_awake.value.store(0, std::memory_order_seq_cst);
+        // Pairs with the client's fence after it consumes completions
+        // (client_impl.h, Reap): CQ room it made while it still saw the
+        // flag set is seen by the drain below.
+        std::atomic_thread_fence(std::memory_order_seq_cst);
         bool pending = false;
         for (auto& c : awake) pending |= Drain(c, false) > 0;
         awake.clear();

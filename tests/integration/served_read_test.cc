@@ -27,6 +27,7 @@
 #include "integration/client_helpers.h"
 #include "integration/daemon_fixture.h"
 #include "integration/datatype_oracle.h"
+#include "integration/stopped_process.h"
 #include "integration/worker_process.h"
 #include "isometry.pb.h"
 #include "layout/copy_program.h"
@@ -127,21 +128,6 @@ class RawLane {
   uint64_t remote_ = 0;
   uint64_t program_id_ = 1000;
 };
-
-// Stops `pid` and waits until it is stopped (kill returns before).
-void Stop(pid_t pid) {
-  ::kill(pid, SIGSTOP);
-  const std::string stat = "/proc/" + std::to_string(pid) + "/stat";
-  for (int i = 0; i < 1000; ++i) {
-    std::ifstream f(stat);
-    std::string line;
-    std::getline(f, line);
-    const size_t paren = line.rfind(')');
-    if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'T') return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  FAIL("process " << pid << " did not stop");
-}
 
 std::string Records(const CopyProgram& p) {
   std::string out(hop_window::EncodedBytes(p), '\0');
@@ -287,7 +273,7 @@ TEST_CASE("a publisher that stops answering is read through the kernel; one that
   REQUIRE(ours2.ok());
   SECTION("stopped: the copy waits about a second, then reads through the kernel") {
     std::fill(mine.bytes.begin(), mine.bytes.end(), 0);
-    Stop(other.pid());
+    StopProcess(other.pid());
     const auto start = Clock::now();
     const client::Completion done = c->Copy(*theirs2, *ours2);
     const auto took = Clock::now() - start;
@@ -303,7 +289,7 @@ TEST_CASE("a publisher that stops answering is read through the kernel; one that
     CHECK(c->served_reads_run() == 1);
   }
   SECTION("killed mid-copy: NOT_FOUND, promptly") {
-    Stop(other.pid());
+    StopProcess(other.pid());
     client::Completion done;
     std::thread copier([&] { done = c->Copy(*theirs2, *ours2); });
     std::this_thread::sleep_for(std::chrono::milliseconds(200));

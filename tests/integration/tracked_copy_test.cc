@@ -4,12 +4,16 @@
 // it comes first even for a copy that ends inside the daemon's Copy (an
 // inline one), a CQ too full for the interim completion holds nothing
 // back, and a ticket that is no tracked copy gets an error, never a hang.
+// TrySubmit answers a full ring at once and queues nothing.
+#include <signal.h>
+
 #include <catch2/catch.hpp>
 #include <vector>
 
 #include "client/cpp/isometry_client.h"
 #include "integration/client_helpers.h"
 #include "integration/daemon_fixture.h"
+#include "integration/stopped_process.h"
 #include "unit/test_util.h"
 
 namespace ISOMETRY_TEST_FILE {
@@ -106,6 +110,44 @@ TEST_CASE("inline copies report their id before they end; a full CQ holds nothin
   // The daemon owes this client no completion: a plain copy goes through.
   Placed a = Place(*c, Bytes1D(4096), 30), b = Place(*c, Bytes1D(4096), 31);
   CHECK(c->Copy(a.inst, b.inst).status.ok());
+  CHECK(d.Stop() == 0);
+}
+
+TEST_CASE("TrySubmit answers a full submission ring at once and queues nothing") {
+  // A stopped daemon takes nothing off a ring of four entries.
+  Daemon d("sq_entries = 4\n" + kInline);
+  auto c = ConnectTo(d.local_socket(), "try");
+  std::vector<Placed> srcs, dsts;
+  for (int i = 0; i < 5; ++i) {
+    srcs.push_back(Place(*c, Bytes1D(4096), 40 + i));
+    dsts.push_back(Place(*c, Bytes1D(4096), 50 + i));
+  }
+  StopProcess(d.pid());
+  std::vector<uint64_t> tickets;
+  for (int i = 0; i < 4; ++i) {
+    auto t = c->TrySubmit(srcs[i].inst, dsts[i].inst);
+    REQUIRE(t.ok());
+    tickets.push_back(*t);
+  }
+  const Result<uint64_t> full = c->TrySubmit(srcs[4].inst, dsts[4].inst);
+  const Result<uint64_t> full_tracked = c->TrySubmit(srcs[4].inst, dsts[4].inst, {}, true);
+  REQUIRE(kill(d.pid(), SIGCONT) == 0);
+  INFO(full.status().ToString());
+  CHECK(absl::IsResourceExhausted(full.status()));
+  CHECK(absl::IsResourceExhausted(full_tracked.status()));
+  for (uint64_t t : tickets) CHECK(c->Wait(t).status.ok());
+  for (int i = 0; i < 4; ++i) CHECK(Bytes(dsts[i].alloc, 4096) == srcs[i].before);
+  // The refused one was not queued: its destination is untouched.
+  CHECK(Bytes(dsts[4].alloc, 4096) == dsts[4].before);
+  // With room again, a tracked TrySubmit has its id and completes.
+  auto t = c->TrySubmit(srcs[4].inst, dsts[4].inst, {}, true);
+  REQUIRE(t.ok());
+  const Result<uint64_t> id = c->TransferOf(*t);
+  REQUIRE(id.ok());
+  const client::Completion done = c->Wait(*t);
+  CHECK(done.status.ok());
+  CHECK(done.transfer == *id);
+  CHECK(Bytes(dsts[4].alloc, 4096) == srcs[4].before);
   CHECK(d.Stop() == 0);
 }
 

@@ -190,6 +190,9 @@ class NativePath:
         waiting are cancelled (``cancel_all``) and their futures settled
         first; the allocations stay mapped for the views that still hold
         them."""
+        # Copies still in this process (the ring was full) never reach the
+        # daemon: their futures fail CANCELLED at once.
+        self.session.end_backlog()
         if self.session.ring_pending:
             self._cancel_all()  # else closing waits for them to run out
         self.session.close()

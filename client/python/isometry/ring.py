@@ -2,21 +2,25 @@
 (``copy_future`` and ``acopy`` of a native client, :mod:`isometry.futures`).
 
 A copy is queued on the session's submission ring (``_native.Session.
-submit``: no round trip) and its future kept by ticket. The extension's
-reader thread, which never takes the GIL, collects the completions from
-the completion ring; one Python thread here takes them from it in batches
-(``take``: one GIL round trip for every completion that arrived meanwhile)
-and settles their futures: a ``concurrent.futures.Future`` directly, the
-asyncio futures of one event loop with one ``call_soon_threadsafe`` per
-batch. Nothing runs per copy but the submission and the settling.
+submit``: no round trip, and it never blocks: while the ring is full the
+extension keeps the copy and moves it on as completions make room, so an
+event loop that submits thousands is not held up) with its future, which
+the extension files by the copy and hands back with the completion. The
+extension's reader thread, which never takes the GIL, collects the
+completions from the completion ring; one Python thread here takes them
+from it in batches (``take``: one GIL round trip for every completion that
+arrived meanwhile) and settles their futures: a ``concurrent.futures.
+Future`` directly, the asyncio futures of one event loop with one
+``call_soon_threadsafe`` per batch. Nothing runs per copy but the
+submission and the settling.
 
 The ring names a copy's transfer only in its completion, so a future
 cancelled before then cannot cancel the transfer: the copy runs to its
 end and the future stays cancelled. Asking the daemon for every copy's id
 at acceptance (``submit_with_id``, what ``copy(wait=False)`` uses) would
 fix that, at a cost measured at a fifth of asyncio's small-copy rate. The
-C++ client waits for one ticket at a time, so futures resolve in
-submission order.
+copies go on the ring in submission order and the extension waits for one
+at a time, so futures resolve in submission order.
 """
 
 import asyncio
@@ -24,7 +28,7 @@ import atexit
 import concurrent.futures
 import threading
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import grpc
 
@@ -80,8 +84,7 @@ class RingFutures:
     def __init__(self, session: Any, name: str) -> None:
         self._session = session  # _native.Session
         self._name = name
-        self._lock = threading.Lock()
-        self._sinks: Dict[int, Sink] = {}
+        self._lock = threading.Lock()  # starts the thread once
         self._thread: Optional[threading.Thread] = None
         self._closed = False
         self._exiting = False  # the interpreter is exiting (_at_exit)
@@ -89,28 +92,30 @@ class RingFutures:
 
     def submit(self, src: Any, dst: Any, priority: int, sink: Sink) -> None:
         """Queues a copy between two native instances; ``sink`` settles
-        with its completion. Raises at once if the ring refuses it."""
-        self._queue(lambda: (self._session.submit(src, dst, priority), 0), sink)
+        with its completion. Never blocks; raises at once only when the
+        client is closed."""
+        if self._closed:
+            raise IsometryError("FAILED_PRECONDITION", "this client is closed")
+        self._session.submit(src, dst, priority, sink)
+        if self._thread is None:
+            self._start()
 
     def submit_with_id(self, src: Any, dst: Any, priority: int, sink: Sink) -> int:
         """:meth:`submit`, and the copy's transfer id once the daemon has
-        accepted it (microseconds); its refusal raises here, and then
-        ``sink`` is not used."""
-        return self._queue(lambda: self._session.submit_with_id(src, dst, priority), sink)
+        accepted it (microseconds, once earlier copies are on the ring);
+        its refusal raises here, and then ``sink`` is not used."""
+        if self._closed:
+            raise IsometryError("FAILED_PRECONDITION", "this client is closed")
+        if self._thread is None:
+            self._start()
+        return int(self._session.submit_with_id(src, dst, priority, sink))
 
-    def _queue(self, submit: Callable[[], Any], sink: Sink) -> int:
-        """Runs `submit` (the extension's: a ticket and a transfer id) and
-        files `sink` under its ticket; the transfer id."""
-        with self._lock:  # held across submit: the ticket is filed before its completion
-            if self._closed:
-                raise IsometryError("FAILED_PRECONDITION", "this client is closed")
-            ticket, transfer = submit()
-            self._sinks[ticket] = sink
-            if self._thread is None:
+    def _start(self) -> None:
+        with self._lock:
+            if self._thread is None and not self._closed:
                 self._thread = threading.Thread(target=self._run, daemon=True,
                                                 name=f"isometry-ring-{self._name}")
                 self._thread.start()
-        return int(transfer)
 
     def _run(self) -> None:
         """Takes completions in batches until the session is closed."""
@@ -118,13 +123,8 @@ class RingFutures:
             batch = self._session.take(200)
             if batch is None:
                 break
-            with self._lock:
-                due = [(self._sinks.pop(ticket, None), transfer, code, message)
-                       for ticket, transfer, code, message in batch]
             by_loop: Dict[asyncio.AbstractEventLoop, List[Tuple[AnyFuture, Outcome]]] = {}
-            for sink, transfer, code, message in due:
-                if sink is None:
-                    continue
+            for sink, transfer, code, message in batch:
                 future, check, loop = sink
                 outcome = completion(transfer, code, message, check)
                 if loop is None:
@@ -139,8 +139,7 @@ class RingFutures:
         self._fail_left(IsometryError("CANCELLED", "the client closed"))
 
     def _fail_left(self, why: IsometryError) -> None:
-        with self._lock:
-            left, self._sinks = list(self._sinks.values()), {}
+        left: List[Sink] = self._session.drop_sinks()
         for future, _, loop in left:
             if loop is None:
                 _settle(future, (True, why))

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "client/python/native/native_errors.h"
 #include "client/python/native/native_ring.h"
 #include "core/box.h"
+#include "core/copy_options.h"
 #include "core/field_space.h"
 #include "core/instance.h"
 #include "core/layout.h"
@@ -218,22 +220,33 @@ class NativeSession {
   }
 
   // Queues a copy of src's whole index space through the rings without
-  // waiting: its ticket, which take() hands back with the completion.
-  uint64_t Submit(const NativeInstance& src, const NativeInstance& dst, int priority) {
-    return Queue(src, dst, priority, nullptr);
+  // waiting, ever (native_ring.h: a full ring keeps it in this process's
+  // backlog); `sink` comes back from take() with its completion.
+  void Submit(const NativeInstance& src, const NativeInstance& dst, int priority,
+              py::object sink) {
+    // With the GIL held throughout, take() (which needs it to find the
+    // sink) cannot see the completion before the sink is filed.
+    sinks_.emplace(Queue(src, dst, priority, false), std::move(sink));
   }
 
   // submit(), and the copy's transfer id, which the daemon reports as it
-  // accepts the copy (Client::SubmitTracked): (ticket, transfer); raises
-  // the daemon's refusal (whose completion take() still hands back).
-  py::tuple SubmitWithId(const NativeInstance& src, const NativeInstance& dst, int priority) {
-    uint64_t transfer = 0;
-    const uint64_t ticket = Queue(src, dst, priority, &transfer);
-    return py::make_tuple(ticket, transfer);
+  // accepts the copy (Client::SubmitTracked); raises the daemon's refusal,
+  // and `sink` then does not come back from take().
+  uint64_t SubmitWithId(const NativeInstance& src, const NativeInstance& dst, int priority,
+                        py::object sink) {
+    const uint64_t job = Queue(src, dst, priority, true);
+    sinks_.emplace(job, std::move(sink));
+    Result<uint64_t> transfer;
+    {
+      py::gil_scoped_release release;
+      transfer = ring_->TransferOf(job);
+    }
+    if (!transfer.ok()) sinks_.erase(job);
+    return ValueOrThrow(std::move(transfer));
   }
 
   // The completions of submit()'s copies that arrived, waiting up to
-  // `timeout_ms` for the first: [(ticket, transfer, code name, message)];
+  // `timeout_ms` for the first: [(sink, transfer, code name, message)];
   // None once the session is closed and every one was handed back.
   py::object Take(int timeout_ms) {
     bool ended = false;
@@ -243,15 +256,33 @@ class NativeSession {
       done = ring_->Take(timeout_ms, &ended);
     }
     if (ended) return py::none();
-    py::list out(done.size());
-    for (size_t i = 0; i < done.size(); ++i) {
-      out[i] =
-          py::make_tuple(done[i].ticket, done[i].transfer, done[i].code, py::str(done[i].message));
+    py::list out;
+    for (RingDone& d : done) {
+      auto sink = sinks_.find(d.job);
+      if (sink == sinks_.end()) continue;  // submit_with_id raised its refusal
+      out.append(py::make_tuple(std::move(sink->second), d.transfer, d.code, py::str(d.message)));
+      sinks_.erase(sink);
     }
     return out;
   }
 
+  // The sinks whose completions take() has not handed back, forgotten
+  // here: for the caller to fail once the session ended.
+  py::list DropSinks() {
+    py::list out;
+    for (auto& [job, sink] : sinks_) out.append(std::move(sink));
+    sinks_.clear();
+    return out;
+  }
+
   uint64_t ring_pending() const { return ring_->pending(); }
+
+  // Copies submitted but still in this process (the ring was full)
+  // complete CANCELLED now.
+  void EndBacklog() {
+    py::gil_scoped_release release;
+    ring_->EndBacklog();
+  }
 
   // `iterations` copies src -> dst from C++, the microseconds of each: the
   // C++ client's own latency in the same session, for
@@ -323,7 +354,8 @@ class NativeSession {
   // did not publish. Handles stay usable as Python objects (allocations
   // stay mapped); their calls then fail. Nothing the second time.
   // Copies submitted without waiting complete first (take() still hands
-  // them back).
+  // them back); those still in the backlog, not yet on the rings, complete
+  // CANCELLED.
   void Close() {
     std::shared_ptr<client::Client> last = std::move(client_);
     py::gil_scoped_release release;
@@ -354,20 +386,16 @@ class NativeSession {
   // Queues a copy on the rings (RingReader::Submit, `transfer` as there):
   // its ticket.
   uint64_t Queue(const NativeInstance& src, const NativeInstance& dst, int priority,
-                 uint64_t* transfer) {
-    std::shared_ptr<client::Client> c = Get();
-    std::shared_ptr<client::Instance> s = src.Get();
-    std::shared_ptr<client::Instance> d = dst.Get();
-    Result<uint64_t> ticket;
-    {
-      py::gil_scoped_release release;
-      ticket = ring_->Submit(c, *s, *d, priority, transfer);
-    }
-    return ValueOrThrow(std::move(ticket));
+                 bool tracked) {
+    return ValueOrThrow(
+        ring_->Submit(Get(), src.Get(), dst.Get(), CopyOptions{.priority = priority}, tracked));
   }
 
   std::shared_ptr<client::Client> client_;  // null once closed
   std::unique_ptr<RingReader> ring_ = std::make_unique<RingReader>();
+  // Job -> the Python object its completion settles (ring copies); only
+  // touched with the GIL held.
+  std::unordered_map<uint64_t, py::object> sinks_;
   std::string token_;
   uint64_t session_id_ = 0;
 };
@@ -402,10 +430,12 @@ PYBIND11_MODULE(_native, m) {
       .def("counters", &NativeSession::Counters)
       .def("copy", &NativeSession::Copy, py::arg("src"), py::arg("dst"), py::arg("priority") = 0)
       .def("submit", &NativeSession::Submit, py::arg("src"), py::arg("dst"),
-           py::arg("priority") = 0)
+           py::arg("priority"), py::arg("sink"))
       .def("submit_with_id", &NativeSession::SubmitWithId, py::arg("src"), py::arg("dst"),
-           py::arg("priority") = 0)
+           py::arg("priority"), py::arg("sink"))
       .def("take", &NativeSession::Take, py::arg("timeout_ms"))
+      .def("drop_sinks", &NativeSession::DropSinks)
+      .def("end_backlog", &NativeSession::EndBacklog)
       .def_property_readonly("ring_pending", &NativeSession::ring_pending)
       .def("time_copies", &NativeSession::TimeCopies, py::arg("src"), py::arg("dst"),
            py::arg("iterations"))

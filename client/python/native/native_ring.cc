@@ -1,67 +1,114 @@
-// The extension's completion reader (native_ring.h).
+// The extension's ring copies and their completion reader (native_ring.h).
 #include "client/python/native/native_ring.h"
 
 #include <chrono>
 #include <utility>
 
 #include "client/python/native/native_errors.h"
-#include "core/copy_options.h"
 
 namespace isometry::python {
 
 Result<uint64_t> RingReader::Submit(const std::shared_ptr<client::Client>& c,
-                                    const client::Instance& src, const client::Instance& dst,
-                                    int priority, uint64_t* transfer) {
-  {
-    std::lock_guard lock(mu_);
-    if (stop_) return FailedPrecondition("this native session is closed");
-    if (!started_) {
-      started_ = true;
-      client_ = c;
-      thread_ = std::thread([this] { Run(); });
-    }
-    ++pending_;
-  }
-  const CopyOptions options{.priority = priority};
-  Result<uint64_t> ticket =
-      transfer ? c->SubmitTracked(src, dst, options) : c->Submit(src, dst, options);
-  Status refused;
-  if (ticket.ok() && transfer) {
-    const Result<uint64_t> id = c->TransferOf(*ticket);
-    if (id.ok()) {
-      *transfer = *id;
-    } else {
-      refused = id.status();
-    }
-  }
+                                    std::shared_ptr<client::Instance> src,
+                                    std::shared_ptr<client::Instance> dst,
+                                    const CopyOptions& options, bool tracked) {
   std::lock_guard lock(mu_);
-  if (!ticket.ok()) {
-    --pending_;
-    return ticket;
+  if (stop_) return FailedPrecondition("this native session is closed");
+  if (!started_) {
+    started_ = true;
+    client_ = c;
+    thread_ = std::thread([this] { Run(); });
   }
-  tickets_.push_back(*ticket);
+  const uint64_t id = ++next_job_;
+  Job job{id, std::move(src), std::move(dst), options, tracked};
+  ++pending_;
+  // Behind a backlog it waits its turn: copies go on the SQ in order.
+  if (!backlog_.empty() || !PushLocked(job)) backlog_.push_back(std::move(job));
   work_cv_.notify_one();
-  if (!refused.ok()) return refused;
-  return ticket;
+  return id;
+}
+
+bool RingReader::PushLocked(const Job& job) {
+  const Result<uint64_t> ticket = client_->TrySubmit(*job.src, *job.dst, job.options, job.tracked);
+  if (absl::IsResourceExhausted(ticket.status())) return false;
+  if (ticket.ok()) {
+    on_ring_.emplace_back(job.id, *ticket);
+    if (job.tracked) tracked_[job.id] = {*ticket, OkStatus()};
+  } else {
+    // The daemon cannot be told (it is gone): the copy completes with why.
+    done_.push_back({job.id, 0, CodeName(ticket.status().code()),
+                     std::string(ticket.status().message())});
+    if (job.tracked) tracked_[job.id] = {0, ticket.status()};
+    done_cv_.notify_all();
+  }
+  if (job.tracked) tracked_cv_.notify_all();
+  return true;
+}
+
+void RingReader::MoveBacklogLocked() {
+  while (!backlog_.empty() && PushLocked(backlog_.front())) backlog_.pop_front();
+}
+
+void RingReader::EndBacklogLocked(const Status& why) {
+  for (const Job& job : backlog_) {
+    done_.push_back({job.id, 0, CodeName(why.code()), std::string(why.message())});
+    if (job.tracked) tracked_[job.id] = {0, why};
+  }
+  backlog_.clear();
+  tracked_cv_.notify_all();
+  done_cv_.notify_all();
+}
+
+Result<uint64_t> RingReader::TransferOf(uint64_t job) {
+  std::unique_lock lock(mu_);
+  tracked_cv_.wait(lock, [&] { return tracked_.contains(job); });
+  const Tracked t = tracked_[job];
+  if (t.ticket == 0) {
+    tracked_.erase(job);
+    return t.failed;
+  }
+  std::shared_ptr<client::Client> c = client_;
+  lock.unlock();
+  // The reader waits for this ticket only once it is out of tracked_:
+  // the client forgets a ticket's id when its completion is taken.
+  Result<uint64_t> id = c->TransferOf(t.ticket);
+  lock.lock();
+  tracked_.erase(job);
+  work_cv_.notify_all();
+  return id;
 }
 
 void RingReader::Run() {
   std::unique_lock lock(mu_);
   while (true) {
-    work_cv_.wait(lock, [this] { return !tickets_.empty() || stop_; });
-    if (tickets_.empty()) break;  // stopped, nothing in flight
-    const uint64_t ticket = tickets_.front();
-    tickets_.pop_front();
+    MoveBacklogLocked();
+    const auto head_ready = [this] {
+      return !on_ring_.empty() && !tracked_.contains(on_ring_.front().first);
+    };
+    if (!head_ready()) {
+      if (on_ring_.empty() && backlog_.empty() && stop_) break;
+      // Nothing of ours on the SQ yet the backlog waits: the ring is full
+      // of this session's other submissions (its waited copies); look
+      // again shortly.
+      const auto again = backlog_.empty() || !on_ring_.empty() ? std::chrono::milliseconds(100)
+                                                               : std::chrono::milliseconds(1);
+      work_cv_.wait_for(lock, again);
+      continue;
+    }
+    const auto [job, ticket] = on_ring_.front();
+    on_ring_.pop_front();
     lock.unlock();
     client::Completion c = client_->Wait(ticket);
     const bool gone = c.transfer == 0 && absl::IsUnavailable(c.status) && !client_->alive();
     lock.lock();
-    done_.push_back(
-        {ticket, c.transfer, CodeName(c.status.code()), std::string(c.status.message())});
+    done_.push_back({job, c.transfer, CodeName(c.status.code()), std::string(c.status.message())});
     if (gone) {
       // The daemon closed the session: no other completion comes.
-      for (uint64_t t : tickets_) done_.push_back({t, 0, done_.back().code, done_.back().message});
-      tickets_.clear();
+      const RingDone why = done_.back();
+      for (const auto& [j, t] : on_ring_) done_.push_back({j, 0, why.code, why.message});
+      on_ring_.clear();
+      EndBacklogLocked(c.status);
+      stop_ = true;
     }
     done_cv_.notify_all();
   }
@@ -83,13 +130,24 @@ std::vector<RingDone> RingReader::Take(int timeout_ms, bool* ended) {
   return out;
 }
 
+namespace {
+Status ClosedBeforeQueued() {
+  return absl::CancelledError("the session closed before the copy reached the daemon");
+}
+}  // namespace
+
+void RingReader::EndBacklog() {
+  std::lock_guard lock(mu_);
+  EndBacklogLocked(ClosedBeforeQueued());
+}
+
 void RingReader::Stop() {
   std::lock_guard join(join_mu_);
   {
     std::lock_guard lock(mu_);
     stop_ = true;
+    EndBacklogLocked(ClosedBeforeQueued());
     work_cv_.notify_all();
-    done_cv_.notify_all();
   }
   if (thread_.joinable()) thread_.join();
   std::lock_guard lock(mu_);

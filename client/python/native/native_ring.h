@@ -1,20 +1,29 @@
-// The completions of copies Python submitted through the rings without
-// waiting (isometry.Client.copy_future, acopy; isometry/native.py), read
-// by one thread of the extension that never touches Python:
+// The copies Python submits through the rings without waiting
+// (isometry.Client.copy_future, acopy, copy(wait=False); isometry/ring.py),
+// and their completions, read by one thread of the extension that never
+// touches Python:
 //
-//   ticket = ring.Submit(src, dst, priority)      // the SQ; no wait
-//   batch = ring.Take(200)                        // every completion so far
+//   job = ring.Submit(c, src, dst, priority, tracked)  // never blocks
+//   batch = ring.Take(200)                             // every completion so far
+//
+// Submit never waits, so an event loop that submits is never held up: a
+// copy goes on the SQ at once when it has room and no earlier copy waits,
+// and otherwise into a backlog in this process that the reader moves to
+// the SQ as completions make room (the daemon takes no more submissions
+// than the CQ can answer). The copy's job number names it in Take.
 //
 // The C++ client has no call that waits for any completion, only
 // Client::Wait(ticket), so the reader waits for the tickets in the order
-// they were submitted: a completion that arrives early is collected by
-// the client meanwhile and handed over as soon as the ones before it are.
+// they were queued: a completion that arrives early is collected by the
+// client meanwhile and handed over as soon as the ones before it are.
 // Take() hands over every completion collected so far in one call, so
 // Python pays one GIL round trip per batch, not per copy.
 //
-// Stop() lets the reader finish the copies in flight (their completions
-// still come out of Take), then ends it; a session the daemon closed fails
-// the tickets left at once with the reason. Thread-safe.
+// Stop() ends the backlog (its copies complete CANCELLED, as EndBacklog()
+// makes them at once), lets the reader
+// finish the copies on the rings (their completions still come out of
+// Take), then ends it; a session the daemon closed fails the copies left
+// at once with the reason. Thread-safe.
 #pragma once
 
 #include <condition_variable>
@@ -24,15 +33,17 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "client/cpp/isometry_client.h"
+#include "core/copy_options.h"
 
 namespace isometry::python {
 
 struct RingDone {
-  uint64_t ticket = 0;
-  uint64_t transfer = 0;  // 0: the daemon refused the submission
+  uint64_t job = 0;
+  uint64_t transfer = 0;  // 0: the daemon refused the submission, or it never reached it
   std::string code;       // "OK" when the copy is done
   std::string message;
 };
@@ -44,33 +55,66 @@ class RingReader {
   RingReader& operator=(const RingReader&) = delete;
   ~RingReader() { Stop(); }
 
-  // Queues a copy on `c`'s SQ (blocks only while it is full) and hands its
-  // ticket to the reader, started at the first. With `transfer`, the copy
-  // is submitted tracked (Client::SubmitTracked) and its transfer id is
-  // stored there before the reader may take the completion (which would
-  // end the ticket first); the daemon's refusal then comes back as the
-  // error, its completion still handed out by Take. Call without the GIL.
-  Result<uint64_t> Submit(const std::shared_ptr<client::Client>& c, const client::Instance& src,
-                          const client::Instance& dst, int priority, uint64_t* transfer = nullptr);
+  // Queues a copy of `src`'s whole index space into `dst` (see above) and
+  // returns its job number; starts the reader at the first. `tracked`: the
+  // daemon reports its transfer id at acceptance (TransferOf). Fails only
+  // once stopped, or when the session is gone. Never blocks; the GIL may
+  // be held.
+  Result<uint64_t> Submit(const std::shared_ptr<client::Client>& c,
+                          std::shared_ptr<client::Instance> src,
+                          std::shared_ptr<client::Instance> dst, const CopyOptions& options,
+                          bool tracked);
+  // A tracked job's transfer id: waits until it is on the SQ and the
+  // daemon accepted it; the daemon's refusal as the error (its completion
+  // is still handed out by Take). Once per job. Call without the GIL.
+  Result<uint64_t> TransferOf(uint64_t job);
   // Waits up to `timeout_ms` for completions and returns all there are;
   // *ended once the reader has stopped and nothing is left. Call without
   // the GIL.
   std::vector<RingDone> Take(int timeout_ms, bool* ended);
-  // No more submissions; returns once the copies in flight completed.
+  // The copies still in the backlog complete CANCELLED now (a closing
+  // session: they never reached the daemon).
+  void EndBacklog();
+  // No more submissions; returns once the copies on the rings completed.
   // Call without the GIL.
   void Stop();
   // Copies submitted whose completions Take() has not returned yet.
   uint64_t pending() const;
 
  private:
+  // A copy not yet on the SQ.
+  struct Job {
+    uint64_t id = 0;
+    std::shared_ptr<client::Instance> src, dst;
+    CopyOptions options;
+    bool tracked = false;
+  };
   void Run();
+  // Puts `job` on the SQ if it has room: false when full; any other
+  // failure completes the job with it. Under mu_.
+  bool PushLocked(const Job& job);
+  // Moves the backlog to the SQ while it has room. Under mu_.
+  void MoveBacklogLocked();
+  // Completes the jobs of the backlog with `why`. Under mu_.
+  void EndBacklogLocked(const Status& why);
 
   mutable std::mutex mu_;
-  std::condition_variable work_cv_;         // tickets_ or stop_ changed
+  std::condition_variable work_cv_;         // on_ring_, backlog_ or stop_ changed
   std::condition_variable done_cv_;         // done_ or ended_ changed
+  std::condition_variable tracked_cv_;      // tracked_ changed
   std::shared_ptr<client::Client> client_;  // the reader's, until it ends
-  std::deque<uint64_t> tickets_;
+  std::deque<Job> backlog_;
+  std::deque<std::pair<uint64_t, uint64_t>> on_ring_;  // (job, ticket), in SQ order
+  // Tracked jobs whose transfer id TransferOf has not asked yet: their
+  // ticket once on the SQ (the reader waits for it only after), or why
+  // they never got there (ticket 0).
+  struct Tracked {
+    uint64_t ticket = 0;
+    Status failed;
+  };
+  std::unordered_map<uint64_t, Tracked> tracked_;
   std::vector<RingDone> done_;
+  uint64_t next_job_ = 0;
   uint64_t pending_ = 0;
   bool stop_ = false;
   bool started_ = false;  // the thread was started (thread_ is Stop()'s)

@@ -12,8 +12,10 @@ import asyncio
 import concurrent.futures
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 import unittest
 
@@ -282,6 +284,65 @@ class NativeFuturesTest(FuturesTest):
         c.cancel(tid)
         self.assertEqual(c.wait(tid, check=False).state, "cancelled")
         self.assertNotIn("Copy", self.grpc_calls)
+
+    def test_a_full_ring_never_blocks_the_caller(self):
+        # With the daemon stopped nothing leaves the rings (256 entries):
+        # acopy and copy_future still return at once, the extension keeping
+        # what does not fit, and every copy runs once the daemon resumes.
+        c = self.connect()
+        pairs = [self.pair(c, 4096, bytes([i % 250 + 1])) for i in range(64)]
+        count = 1500
+
+        async def submit_stopped():
+            os.kill(self.daemon.proc.pid, signal.SIGSTOP)
+            # A submission that blocks would wait for the daemon forever:
+            # resumed after 30 s, it fails on the time instead.
+            watchdog = threading.Timer(30.0, os.kill, (self.daemon.proc.pid, signal.SIGCONT))
+            watchdog.start()
+            try:
+                t0 = time.monotonic()
+                futures = [c.acopy(*pairs[i % len(pairs)][:2]) for i in range(count)]
+                more = [c.copy_future(*pairs[i % len(pairs)][:2]) for i in range(count)]
+                took = time.monotonic() - t0
+            finally:
+                watchdog.cancel()
+                os.kill(self.daemon.proc.pid, signal.SIGCONT)
+            self.assertLess(took, 20, "submitting to a full ring blocked the event loop")
+            infos = await asyncio.gather(*futures)
+            return infos + [f.result(timeout=60) for f in more]
+
+        infos = asyncio.run(submit_stopped())
+        self.assertEqual(len(infos), 2 * count)
+        self.assertEqual({i.state for i in infos}, {"done"})
+        self.assertEqual(len({i.id for i in infos}), 2 * count)
+        for _, _, dst, data in pairs:
+            self.assertEqual(c.read(dst, 0, len(data)), data)
+
+    def test_close_cancels_copies_that_never_reached_the_ring(self):
+        # Copies kept in this process behind a full ring when the client
+        # closes: their futures fail CANCELLED, none is left waiting.
+        c = self.connect()
+        s, d, _, _ = self.pair(c, 4096)
+        os.kill(self.daemon.proc.pid, signal.SIGSTOP)
+        # The close asks the daemon to cancel what is on the ring: resumed
+        # a moment after, so the close is what reaches the backlog first.
+        resume = threading.Timer(1.0, os.kill, (self.daemon.proc.pid, signal.SIGCONT))
+        try:
+            futures = [c.copy_future(s, d) for _ in range(1000)]
+            resume.start()
+            c.close()
+        finally:
+            resume.cancel()
+            os.kill(self.daemon.proc.pid, signal.SIGCONT)
+        codes = []
+        for f in futures:
+            try:
+                codes.append(f.result(timeout=30).state)
+            except isometry.IsometryError as e:
+                codes.append(e.code)
+        self.assertLessEqual(set(codes), {"done", "CANCELLED"})
+        # The rings hold 256 copies; the rest never left this process.
+        self.assertGreaterEqual(codes.count("CANCELLED"), 500, codes[-5:])
 
     def test_an_unclosed_client_exits_cleanly(self):
         # Ring copies still in flight when a script ends without close():
