@@ -7,11 +7,13 @@ extension keeps the copy and moves it on as completions make room, so an
 event loop that submits thousands is not held up) with its future, which
 the extension files by the copy and hands back with the completion. The
 extension's reader thread, which never takes the GIL, collects the
-completions from the completion ring; one Python thread here takes them
-from it in batches (``take``: one GIL round trip for every completion that
-arrived meanwhile) and settles their futures: a ``concurrent.futures.
-Future`` directly, the asyncio futures of one event loop with one
-``call_soon_threadsafe`` per batch. Nothing runs per copy but the
+completions from the completion ring and hands them over in batches
+(``take``: one GIL round trip for every completion that arrived
+meanwhile). An event loop that submitted (``acopy``) watches the
+extension's eventfd and takes them on its own thread, settling its futures
+there directly; for ``concurrent.futures`` one Python thread here, started
+at the first such future, takes them (and passes an event loop's on with
+one ``call_soon_threadsafe`` per batch). Nothing runs per copy but the
 submission and the settling.
 
 The ring names a copy's transfer only in its completion, so a future
@@ -26,6 +28,7 @@ at a time, so futures resolve in submission order.
 import asyncio
 import atexit
 import concurrent.futures
+import os
 import threading
 import weakref
 from typing import Any, Dict, List, Optional, Tuple, Union
@@ -84,8 +87,13 @@ class RingFutures:
     def __init__(self, session: Any, name: str) -> None:
         self._session = session  # _native.Session
         self._name = name
-        self._lock = threading.Lock()  # starts the thread once
+        self._lock = threading.Lock()  # starts the thread once; _loops
         self._thread: Optional[threading.Thread] = None
+        # The event loops watching the extension's completion eventfd: the
+        # last one a submission came from (the common case: one loop), and
+        # all of them.
+        self._last_loop: Optional[asyncio.AbstractEventLoop] = None
+        self._loops: List[asyncio.AbstractEventLoop] = []
         self._closed = False
         self._exiting = False  # the interpreter is exiting (_at_exit)
         _LIVE.add(self)
@@ -93,17 +101,23 @@ class RingFutures:
     def submit(self, src: Any, dst: Any, priority: int, sink: Sink) -> None:
         """Queues a copy between two native instances; ``sink`` settles
         with its completion. Never blocks; raises at once only when the
-        client is closed."""
+        client is closed. An asyncio sink must come from its loop's thread
+        (``acopy``): that loop then takes the completions itself."""
         if self._closed:
             raise IsometryError("FAILED_PRECONDITION", "this client is closed")
-        self._session.submit(src, dst, priority, sink)
-        if self._thread is None:
-            self._start()
+        loop = sink[2]
+        if loop is None:
+            if self._thread is None:
+                self._start()
+        elif loop is not self._last_loop:
+            self._watch(loop)
+        self._session.submit(src, dst, priority, sink, loop is not None)
 
     def submit_with_id(self, src: Any, dst: Any, priority: int, sink: Sink) -> int:
         """:meth:`submit`, and the copy's transfer id once the daemon has
         accepted it (microseconds, once earlier copies are on the ring);
-        its refusal raises here, and then ``sink`` is not used."""
+        its refusal raises here, and then ``sink`` is not used. ``sink``
+        is a concurrent future's."""
         if self._closed:
             raise IsometryError("FAILED_PRECONDITION", "this client is closed")
         if self._thread is None:
@@ -117,26 +131,57 @@ class RingFutures:
                                                 name=f"isometry-ring-{self._name}")
                 self._thread.start()
 
+    def _watch(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Has `loop` (running on this thread) take completions when the
+        extension's eventfd says some wait: its futures are then settled
+        on its own thread, with no other Python thread in between."""
+        with self._lock:
+            known = loop in self._loops
+            if not known:
+                self._loops = [x for x in self._loops if not x.is_closed()] + [loop]
+        if not known:
+            loop.add_reader(self._session.ring_event_fd, self._on_ready, loop)
+        self._last_loop = loop
+
+    def _on_ready(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The eventfd turned readable: settles what has arrived."""
+        try:
+            os.read(self._session.ring_event_fd, 8)  # before take: see event_fd
+        except BlockingIOError:
+            pass
+        batch = self._session.take(0, True)
+        if batch:
+            self._dispatch(batch, loop)
+
     def _run(self) -> None:
-        """Takes completions in batches until the session is closed."""
+        """Takes completions in batches until the session is closed (then
+        every copy has had its completion: those the daemon never answered
+        come with the reason)."""
         while not self._exiting:
-            batch = self._session.take(200)
+            batch = self._session.take(200, False)
             if batch is None:
                 break
-            by_loop: Dict[asyncio.AbstractEventLoop, List[Tuple[AnyFuture, Outcome]]] = {}
-            for sink, transfer, code, message in batch:
-                future, check, loop = sink
-                outcome = completion(transfer, code, message, check)
-                if loop is None:
-                    _settle(future, outcome)
-                else:
-                    by_loop.setdefault(loop, []).append((future, outcome))
-            for loop, settled in by_loop.items():
-                try:
-                    loop.call_soon_threadsafe(_settle_all, settled)
-                except RuntimeError:  # that loop is closed: nobody awaits them
-                    pass
-        self._fail_left(IsometryError("CANCELLED", "the client closed"))
+            self._dispatch(batch, None)
+
+    @staticmethod
+    def _dispatch(batch: List[Tuple[Sink, int, str, str]],
+                  here: Optional[asyncio.AbstractEventLoop]) -> None:
+        """Settles a batch of completions: concurrent futures and those of
+        `here` (the loop running this) at once, each other loop's with one
+        call_soon_threadsafe."""
+        by_loop: Dict[asyncio.AbstractEventLoop, List[Tuple[AnyFuture, Outcome]]] = {}
+        for sink, transfer, code, message in batch:
+            future, check, loop = sink
+            outcome = completion(transfer, code, message, check)
+            if loop is None or loop is here:
+                _settle(future, outcome)
+            else:
+                by_loop.setdefault(loop, []).append((future, outcome))
+        for loop, settled in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_settle_all, settled)
+            except RuntimeError:  # that loop is closed: nobody awaits them
+                pass
 
     def _fail_left(self, why: IsometryError) -> None:
         left: List[Sink] = self._session.drop_sinks()
@@ -151,12 +196,34 @@ class RingFutures:
 
     def close(self) -> None:
         """After the session closed (which waits for the copies in flight):
-        joins the thread once it has settled their futures."""
+        settles what the event loops did not take, stops them watching,
+        joins the thread once it has settled its futures."""
         with self._lock:
             self._closed = True
             thread = self._thread
+            loops, self._loops = self._loops, []
+        self._last_loop = None
+        try:
+            here: Optional[asyncio.AbstractEventLoop] = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        fd = self._session.ring_event_fd
+        for loop in loops:
+            try:
+                if loop is here:
+                    loop.remove_reader(fd)
+                elif not loop.is_closed():
+                    loop.call_soon_threadsafe(loop.remove_reader, fd)
+            except RuntimeError:  # closed meanwhile
+                pass
         if thread is not None and thread is not threading.current_thread():
             thread.join()
+        for for_loop in (False, True):
+            while True:
+                batch = self._session.take(0, for_loop)
+                if not batch:
+                    break
+                self._dispatch(batch, here)
         self._fail_left(IsometryError("CANCELLED", "the client closed"))
 
 

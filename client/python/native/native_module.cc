@@ -222,11 +222,13 @@ class NativeSession {
   // Queues a copy of src's whole index space through the rings without
   // waiting, ever (native_ring.h: a full ring keeps it in this process's
   // backlog); `sink` comes back from take() with its completion.
+  // `to_loop`: its completion comes from take(…, for_loop=True), which an
+  // event loop calls when ring_event_fd is readable.
   void Submit(const NativeInstance& src, const NativeInstance& dst, int priority,
-              py::object sink) {
+              py::object sink, bool to_loop) {
     // With the GIL held throughout, take() (which needs it to find the
     // sink) cannot see the completion before the sink is filed.
-    sinks_.emplace(Queue(src, dst, priority, false), std::move(sink));
+    sinks_.emplace(Queue(src, dst, priority, false, to_loop), std::move(sink));
   }
 
   // submit(), and the copy's transfer id, which the daemon reports as it
@@ -234,7 +236,7 @@ class NativeSession {
   // and `sink` then does not come back from take().
   uint64_t SubmitWithId(const NativeInstance& src, const NativeInstance& dst, int priority,
                         py::object sink) {
-    const uint64_t job = Queue(src, dst, priority, true);
+    const uint64_t job = Queue(src, dst, priority, true, false);
     sinks_.emplace(job, std::move(sink));
     Result<uint64_t> transfer;
     {
@@ -245,15 +247,16 @@ class NativeSession {
     return ValueOrThrow(std::move(transfer));
   }
 
-  // The completions of submit()'s copies that arrived, waiting up to
-  // `timeout_ms` for the first: [(sink, transfer, code name, message)];
-  // None once the session is closed and every one was handed back.
-  py::object Take(int timeout_ms) {
+  // The completions of submit()'s copies that arrived (those submitted
+  // to_loop, with `for_loop`), waiting up to `timeout_ms` for the first:
+  // [(sink, transfer, code name, message)]; None once the session is
+  // closed and every one was handed back.
+  py::object Take(int timeout_ms, bool for_loop) {
     bool ended = false;
     std::vector<RingDone> done;
     {
       py::gil_scoped_release release;
-      done = ring_->Take(timeout_ms, &ended);
+      done = ring_->Take(timeout_ms, for_loop, &ended);
     }
     if (ended) return py::none();
     py::list out;
@@ -276,6 +279,7 @@ class NativeSession {
   }
 
   uint64_t ring_pending() const { return ring_->pending(); }
+  int ring_event_fd() const { return ring_->event_fd(); }
 
   // Copies submitted but still in this process (the ring was full)
   // complete CANCELLED now.
@@ -385,10 +389,10 @@ class NativeSession {
 
   // Queues a copy on the rings (RingReader::Submit, `transfer` as there):
   // its ticket.
-  uint64_t Queue(const NativeInstance& src, const NativeInstance& dst, int priority,
-                 bool tracked) {
-    return ValueOrThrow(
-        ring_->Submit(Get(), src.Get(), dst.Get(), CopyOptions{.priority = priority}, tracked));
+  uint64_t Queue(const NativeInstance& src, const NativeInstance& dst, int priority, bool tracked,
+                 bool to_loop) {
+    return ValueOrThrow(ring_->Submit(Get(), src.Get(), dst.Get(),
+                                      CopyOptions{.priority = priority}, tracked, to_loop));
   }
 
   std::shared_ptr<client::Client> client_;  // null once closed
@@ -430,13 +434,14 @@ PYBIND11_MODULE(_native, m) {
       .def("counters", &NativeSession::Counters)
       .def("copy", &NativeSession::Copy, py::arg("src"), py::arg("dst"), py::arg("priority") = 0)
       .def("submit", &NativeSession::Submit, py::arg("src"), py::arg("dst"),
-           py::arg("priority"), py::arg("sink"))
+           py::arg("priority"), py::arg("sink"), py::arg("to_loop") = false)
       .def("submit_with_id", &NativeSession::SubmitWithId, py::arg("src"), py::arg("dst"),
            py::arg("priority"), py::arg("sink"))
-      .def("take", &NativeSession::Take, py::arg("timeout_ms"))
+      .def("take", &NativeSession::Take, py::arg("timeout_ms"), py::arg("for_loop") = false)
       .def("drop_sinks", &NativeSession::DropSinks)
       .def("end_backlog", &NativeSession::EndBacklog)
       .def_property_readonly("ring_pending", &NativeSession::ring_pending)
+      .def_property_readonly("ring_event_fd", &NativeSession::ring_event_fd)
       .def("time_copies", &NativeSession::TimeCopies, py::arg("src"), py::arg("dst"),
            py::arg("iterations"))
       .def("time_in_flight", &NativeSession::TimeInFlight, py::arg("srcs"), py::arg("dsts"),

@@ -1,6 +1,8 @@
 // The extension's ring copies and their completion reader (native_ring.h).
 #include "client/python/native/native_ring.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <utility>
 
@@ -11,7 +13,7 @@ namespace isometry::python {
 Result<uint64_t> RingReader::Submit(const std::shared_ptr<client::Client>& c,
                                     std::shared_ptr<client::Instance> src,
                                     std::shared_ptr<client::Instance> dst,
-                                    const CopyOptions& options, bool tracked) {
+                                    const CopyOptions& options, bool tracked, bool to_loop) {
   std::lock_guard lock(mu_);
   if (stop_) return FailedPrecondition("this native session is closed");
   if (!started_) {
@@ -20,7 +22,7 @@ Result<uint64_t> RingReader::Submit(const std::shared_ptr<client::Client>& c,
     thread_ = std::thread([this] { Run(); });
   }
   const uint64_t id = ++next_job_;
-  Job job{id, std::move(src), std::move(dst), options, tracked};
+  Job job{id, std::move(src), std::move(dst), options, tracked, to_loop};
   ++pending_;
   // Behind a backlog it waits its turn: copies go on the SQ in order.
   if (!backlog_.empty() || !PushLocked(job)) backlog_.push_back(std::move(job));
@@ -32,17 +34,33 @@ bool RingReader::PushLocked(const Job& job) {
   const Result<uint64_t> ticket = client_->TrySubmit(*job.src, *job.dst, job.options, job.tracked);
   if (absl::IsResourceExhausted(ticket.status())) return false;
   if (ticket.ok()) {
-    on_ring_.emplace_back(job.id, *ticket);
+    on_ring_.push_back({job.id, *ticket, job.to_loop});
     if (job.tracked) tracked_[job.id] = {*ticket, OkStatus()};
   } else {
     // The daemon cannot be told (it is gone): the copy completes with why.
-    done_.push_back({job.id, 0, CodeName(ticket.status().code()),
-                     std::string(ticket.status().message())});
+    AddDoneLocked({job.id, job.to_loop, 0, CodeName(ticket.status().code()),
+                   std::string(ticket.status().message())});
     if (job.tracked) tracked_[job.id] = {0, ticket.status()};
-    done_cv_.notify_all();
   }
   if (job.tracked) tracked_cv_.notify_all();
   return true;
+}
+
+void RingReader::AddDoneLocked(RingDone d) {
+  --pending_;
+  std::vector<RingDone>& done = done_[d.to_loop];
+  if (!d.to_loop) {
+    done.push_back(std::move(d));
+    done_cv_.notify_all();
+    return;
+  }
+  // One write while completions wait untaken: whoever reads the eventfd
+  // takes them all.
+  if (done.empty()) {
+    const uint64_t one = 1;
+    (void)!::write(event_.get(), &one, sizeof one);
+  }
+  done.push_back(std::move(d));
 }
 
 void RingReader::MoveBacklogLocked() {
@@ -51,12 +69,11 @@ void RingReader::MoveBacklogLocked() {
 
 void RingReader::EndBacklogLocked(const Status& why) {
   for (const Job& job : backlog_) {
-    done_.push_back({job.id, 0, CodeName(why.code()), std::string(why.message())});
+    AddDoneLocked({job.id, job.to_loop, 0, CodeName(why.code()), std::string(why.message())});
     if (job.tracked) tracked_[job.id] = {0, why};
   }
   backlog_.clear();
   tracked_cv_.notify_all();
-  done_cv_.notify_all();
 }
 
 Result<uint64_t> RingReader::TransferOf(uint64_t job) {
@@ -83,7 +100,7 @@ void RingReader::Run() {
   while (true) {
     MoveBacklogLocked();
     const auto head_ready = [this] {
-      return !on_ring_.empty() && !tracked_.contains(on_ring_.front().first);
+      return !on_ring_.empty() && !tracked_.contains(on_ring_.front().job);
     };
     if (!head_ready()) {
       if (on_ring_.empty() && backlog_.empty() && stop_) break;
@@ -95,22 +112,24 @@ void RingReader::Run() {
       work_cv_.wait_for(lock, again);
       continue;
     }
-    const auto [job, ticket] = on_ring_.front();
+    const OnRing head = on_ring_.front();
     on_ring_.pop_front();
     lock.unlock();
-    client::Completion c = client_->Wait(ticket);
+    client::Completion c = client_->Wait(head.ticket);
     const bool gone = c.transfer == 0 && absl::IsUnavailable(c.status) && !client_->alive();
     lock.lock();
-    done_.push_back({job, c.transfer, CodeName(c.status.code()), std::string(c.status.message())});
+    AddDoneLocked({head.job, head.to_loop, c.transfer, CodeName(c.status.code()),
+                   std::string(c.status.message())});
     if (gone) {
       // The daemon closed the session: no other completion comes.
-      const RingDone why = done_.back();
-      for (const auto& [j, t] : on_ring_) done_.push_back({j, 0, why.code, why.message});
+      const std::string code = CodeName(c.status.code());
+      for (const OnRing& r : on_ring_) {
+        AddDoneLocked({r.job, r.to_loop, 0, code, std::string(c.status.message())});
+      }
       on_ring_.clear();
       EndBacklogLocked(c.status);
       stop_ = true;
     }
-    done_cv_.notify_all();
   }
   ended_ = true;
   done_cv_.notify_all();
@@ -119,13 +138,15 @@ void RingReader::Run() {
   last.reset();  // the session may end here (the Python session closed)
 }
 
-std::vector<RingDone> RingReader::Take(int timeout_ms, bool* ended) {
+std::vector<RingDone> RingReader::Take(int timeout_ms, bool for_loop, bool* ended) {
   std::unique_lock lock(mu_);
-  done_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                    [this] { return !done_.empty() || ended_ || (stop_ && !started_); });
+  std::vector<RingDone>& done = done_[for_loop];
+  if (timeout_ms > 0) {
+    done_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                      [&] { return !done.empty() || ended_ || (stop_ && !started_); });
+  }
   std::vector<RingDone> out;
-  out.swap(done_);
-  pending_ -= out.size();
+  out.swap(done);
   *ended = out.empty() && (ended_ || (stop_ && !started_));
   return out;
 }

@@ -26,6 +26,8 @@
 // at once with the reason. Thread-safe.
 #pragma once
 
+#include <sys/eventfd.h>
+
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -38,11 +40,13 @@
 
 #include "client/cpp/isometry_client.h"
 #include "core/copy_options.h"
+#include "core/unique_fd.h"
 
 namespace isometry::python {
 
 struct RingDone {
   uint64_t job = 0;
+  bool to_loop = false;   // for an event loop's Take (see Submit)
   uint64_t transfer = 0;  // 0: the daemon refused the submission, or it never reached it
   std::string code;       // "OK" when the copy is done
   std::string message;
@@ -57,29 +61,37 @@ class RingReader {
 
   // Queues a copy of `src`'s whole index space into `dst` (see above) and
   // returns its job number; starts the reader at the first. `tracked`: the
-  // daemon reports its transfer id at acceptance (TransferOf). Fails only
-  // once stopped, or when the session is gone. Never blocks; the GIL may
-  // be held.
+  // daemon reports its transfer id at acceptance (TransferOf). `to_loop`:
+  // its completion goes to Take(…, true), which an event loop calls when
+  // event_fd() is readable, else to Take(…, false), which wakes a waiting
+  // thread. Fails only once stopped, or when the session is gone. Never
+  // blocks; the GIL may be held.
   Result<uint64_t> Submit(const std::shared_ptr<client::Client>& c,
                           std::shared_ptr<client::Instance> src,
                           std::shared_ptr<client::Instance> dst, const CopyOptions& options,
-                          bool tracked);
+                          bool tracked, bool to_loop);
   // A tracked job's transfer id: waits until it is on the SQ and the
   // daemon accepted it; the daemon's refusal as the error (its completion
   // is still handed out by Take). Once per job. Call without the GIL.
   Result<uint64_t> TransferOf(uint64_t job);
-  // Waits up to `timeout_ms` for completions and returns all there are;
-  // *ended once the reader has stopped and nothing is left. Call without
-  // the GIL.
-  std::vector<RingDone> Take(int timeout_ms, bool* ended);
+  // Waits up to `timeout_ms` for completions of one kind (`for_loop`:
+  // Submit's to_loop) and returns all there are; *ended once the reader
+  // has stopped and none is left. Call without the GIL.
+  std::vector<RingDone> Take(int timeout_ms, bool for_loop, bool* ended);
   // The copies still in the backlog complete CANCELLED now (a closing
   // session: they never reached the daemon).
   void EndBacklog();
   // No more submissions; returns once the copies on the rings completed.
   // Call without the GIL.
   void Stop();
-  // Copies submitted whose completions Take() has not returned yet.
+  // Copies submitted whose completions have not arrived yet (in the
+  // backlog or on the rings).
   uint64_t pending() const;
+  // An eventfd (non-blocking) that turns readable when completions wait
+  // for Take(…, true): an event loop watches it and takes them on its own
+  // thread. Read it before Take(0), so a completion that arrives after
+  // the Take makes it readable again. Open as long as this reader.
+  int event_fd() const { return event_.get(); }
 
  private:
   // A copy not yet on the SQ.
@@ -88,11 +100,20 @@ class RingReader {
     std::shared_ptr<client::Instance> src, dst;
     CopyOptions options;
     bool tracked = false;
+    bool to_loop = false;
+  };
+  // A copy on the SQ.
+  struct OnRing {
+    uint64_t job = 0;
+    uint64_t ticket = 0;
+    bool to_loop = false;
   };
   void Run();
   // Puts `job` on the SQ if it has room: false when full; any other
   // failure completes the job with it. Under mu_.
   bool PushLocked(const Job& job);
+  // Hands a completion to Take(). Under mu_.
+  void AddDoneLocked(RingDone d);
   // Moves the backlog to the SQ while it has room. Under mu_.
   void MoveBacklogLocked();
   // Completes the jobs of the backlog with `why`. Under mu_.
@@ -104,7 +125,7 @@ class RingReader {
   std::condition_variable tracked_cv_;      // tracked_ changed
   std::shared_ptr<client::Client> client_;  // the reader's, until it ends
   std::deque<Job> backlog_;
-  std::deque<std::pair<uint64_t, uint64_t>> on_ring_;  // (job, ticket), in SQ order
+  std::deque<OnRing> on_ring_;  // in SQ order
   // Tracked jobs whose transfer id TransferOf has not asked yet: their
   // ticket once on the SQ (the reader waits for it only after), or why
   // they never got there (ticket 0).
@@ -113,7 +134,7 @@ class RingReader {
     Status failed;
   };
   std::unordered_map<uint64_t, Tracked> tracked_;
-  std::vector<RingDone> done_;
+  std::vector<RingDone> done_[2];  // by to_loop
   uint64_t next_job_ = 0;
   uint64_t pending_ = 0;
   bool stop_ = false;
@@ -121,6 +142,7 @@ class RingReader {
   bool ended_ = false;
   std::thread thread_;
   std::mutex join_mu_;  // one Stop() joins
+  UniqueFd event_{eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)};
 };
 
 }  // namespace isometry::python

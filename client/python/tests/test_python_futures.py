@@ -344,6 +344,24 @@ class NativeFuturesTest(FuturesTest):
         # The rings hold 256 copies; the rest never left this process.
         self.assertGreaterEqual(codes.count("CANCELLED"), 500, codes[-5:])
 
+    def test_an_event_loop_gone_with_copies_in_flight_holds_nothing_up(self):
+        # acopy's completions go to the loop that submitted them; a loop
+        # closed before they arrive never takes them. Closing the client
+        # does not wait for them (it waits only for copies still running).
+        c = self.connect()
+        s, d, _, _ = self.pair(c, 4096)
+
+        async def submit_and_leave():
+            return [c.acopy(s, d) for _ in range(300)]
+
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(submit_and_leave())
+        loop.close()
+        time.sleep(0.5)  # the copies end; nobody takes their completions
+        t0 = time.monotonic()
+        c.close()
+        self.assertLess(time.monotonic() - t0, 5, "close waited for a closed loop's copies")
+
     def test_an_unclosed_client_exits_cleanly(self):
         # Ring copies still in flight when a script ends without close():
         # the interpreter exits at once, without a crash or a hang.
