@@ -155,7 +155,7 @@ class FuturesMixin:
         if ends is not None:
             assert self._native is not None
             future: "concurrent.futures.Future[TransferInfo]" = concurrent.futures.Future()
-            self._native.submit(ends, priority, (future, check, None))
+            self._native.ring.submit(ends[0], ends[1], priority, (future, check, None))
             return future
         tid = self.copy(src, dst, priority=priority, box=box, via=via, wait=False)
         return self.transfer_future(tid, check)
@@ -179,7 +179,7 @@ class FuturesMixin:
                                        loop=loop)
         assert self._native is not None
         future: "asyncio.Future[TransferInfo]" = loop.create_future()
-        self._native.submit(ends, priority, (future, check, loop))
+        self._native.ring.submit(ends[0], ends[1], priority, (future, check, loop))
         return future
 
     def _cancel_ring_copies(self, timeout: float = 10.0) -> None:

@@ -30,7 +30,7 @@ from types import ModuleType
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from .errors import IsometryError
-from .ring import RingFutures, Sink
+from .ring import RingFutures
 
 try:
     # By name: `from . import _native` in a package still importing reports
@@ -164,11 +164,6 @@ class NativePath:
         with self._lock:
             s, d = self._instances.get(src), self._instances.get(dst)
         return None if s is None or d is None else (s, d)
-
-    def submit(self, ends: Tuple[Any, Any], priority: int, sink: Sink) -> None:
-        """Queues a copy between two native instances (:meth:`instances`)
-        on the rings; ``sink`` settles with its completion."""
-        self.ring.submit(ends[0], ends[1], priority, sink)
 
     def read(self, aid: int, offset: int, length: int) -> Optional[bytes]:
         """The bytes of a native allocation, from the mapping; None when

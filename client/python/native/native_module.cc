@@ -263,7 +263,10 @@ class NativeSession {
     for (RingDone& d : done) {
       auto sink = sinks_.find(d.job);
       if (sink == sinks_.end()) continue;  // submit_with_id raised its refusal
-      out.append(py::make_tuple(std::move(sink->second), d.transfer, d.code, py::str(d.message)));
+      // A done copy's code and message are the same two objects every time.
+      const bool ok = d.code == "OK" && d.message.empty();
+      out.append(py::make_tuple(std::move(sink->second), d.transfer, ok ? ok_ : py::str(d.code),
+                                ok ? empty_ : py::str(d.message)));
       sinks_.erase(sink);
     }
     return out;
@@ -400,6 +403,8 @@ class NativeSession {
   // Job -> the Python object its completion settles (ring copies); only
   // touched with the GIL held.
   std::unordered_map<uint64_t, py::object> sinks_;
+  py::str ok_{"OK"};
+  py::str empty_{""};
   std::string token_;
   uint64_t session_id_ = 0;
 };
