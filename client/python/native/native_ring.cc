@@ -49,16 +49,15 @@ bool RingReader::PushLocked(const Job& job) {
 void RingReader::AddDoneLocked(RingDone d) {
   --pending_;
   std::vector<RingDone>& done = done_[d.to_loop];
-  if (!d.to_loop) {
-    done.push_back(std::move(d));
-    done_cv_.notify_all();
-    return;
-  }
-  // One write while completions wait untaken: whoever reads the eventfd
-  // takes them all.
+  // One wake-up while completions wait untaken: whoever takes, takes
+  // them all.
   if (done.empty()) {
-    const uint64_t one = 1;
-    (void)!::write(event_.get(), &one, sizeof one);
+    if (d.to_loop) {
+      const uint64_t one = 1;
+      (void)!::write(event_.get(), &one, sizeof one);
+    } else {
+      done_cv_.notify_all();
+    }
   }
   done.push_back(std::move(d));
 }
