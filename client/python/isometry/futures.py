@@ -150,7 +150,9 @@ class FuturesMixin:
         a refusal then fails the future, cancelling the future leaves the
         copy running (the ring names its transfer only at the end; for a
         copy to cancel, ``transfer_future(copy(src, dst, wait=False))``
-        has the id at once), and futures resolve in submission order."""
+        has the id at once), futures resolve in submission order, and the
+        call never blocks (a copy the full ring cannot take yet waits its
+        turn in this process; ``close()`` fails it ``CANCELLED``)."""
         ends = self._ring_ends(src, dst, box, via)
         if ends is not None:
             assert self._native is not None
@@ -171,7 +173,9 @@ class FuturesMixin:
         ``asyncio.gather`` of many makes no task per copy. The wait blocks
         no thread. Cancelling the future, or the task awaiting it, cancels
         the transfer (on the native rings the copy runs to its end: see
-        :meth:`copy_future`)."""
+        :meth:`copy_future`). On the native rings it never blocks the
+        loop: while the submission ring is full the copy waits its turn in
+        this process."""
         loop = asyncio.get_running_loop()
         ends = self._ring_ends(src, dst, box, via)
         if ends is None:

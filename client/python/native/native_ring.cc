@@ -15,6 +15,7 @@ Result<uint64_t> RingReader::Submit(const std::shared_ptr<client::Client>& c,
                                     std::shared_ptr<client::Instance> dst,
                                     const CopyOptions& options, bool tracked, bool to_loop) {
   std::lock_guard lock(mu_);
+  if (!gone_.ok()) return gone_;
   if (stop_) return FailedPrecondition("this native session is closed");
   if (!started_) {
     started_ = true;
@@ -127,6 +128,7 @@ void RingReader::Run() {
       }
       on_ring_.clear();
       EndBacklogLocked(c.status);
+      gone_ = c.status;
       stop_ = true;
     }
   }

@@ -64,8 +64,8 @@ class RingReader {
   // daemon reports its transfer id at acceptance (TransferOf). `to_loop`:
   // its completion goes to Take(…, true), which an event loop calls when
   // event_fd() is readable, else to Take(…, false), which wakes a waiting
-  // thread. Fails only once stopped, or when the session is gone. Never
-  // blocks; the GIL may be held.
+  // thread. Fails only once stopped, or with the reason once the daemon
+  // ended the session. Never blocks; the GIL may be held.
   Result<uint64_t> Submit(const std::shared_ptr<client::Client>& c,
                           std::shared_ptr<client::Instance> src,
                           std::shared_ptr<client::Instance> dst, const CopyOptions& options,
@@ -140,6 +140,7 @@ class RingReader {
   bool stop_ = false;
   bool started_ = false;  // the thread was started (thread_ is Stop()'s)
   bool ended_ = false;
+  Status gone_;  // why the daemon ended the session, once it did
   std::thread thread_;
   std::mutex join_mu_;  // one Stop() joins
   UniqueFd event_{eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)};

@@ -151,6 +151,10 @@ class FuturesTest(unittest.TestCase):
             f.result(timeout=20)
         self.assertEqual(cm.exception.code, "UNAVAILABLE")
         self.assertNotIsInstance(cm.exception, concurrent.futures.CancelledError)
+        # A copy asked for afterwards fails with the same reason.
+        with self.assertRaises(isometry.IsometryError) as cm:
+            c.copy_future(s, d).result(timeout=20)
+        self.assertEqual(cm.exception.code, "UNAVAILABLE")
 
     def test_close_fails_pending_futures(self):
         c = self.connect(local=True)
