@@ -34,6 +34,22 @@ InstanceShape Bytes1D(uint64_t n) {
   return {Box::FromExtents({static_cast<int64_t>(n)}), FieldSpace::Uniform(1, 1), Layout::Aos(1)};
 }
 
+// `n` pairs of 4 KiB instances, sources and destinations, their bytes
+// seeded from `seed` on.
+struct Pairs {
+  std::vector<Placed> srcs, dsts;
+};
+Pairs PlacePairs(client::Client& c, int n, uint64_t seed) {
+  Pairs p;
+  p.srcs.reserve(n);
+  p.dsts.reserve(n);
+  for (uint64_t i = 0; i < static_cast<uint64_t>(n); ++i) {
+    p.srcs.push_back(Place(c, Bytes1D(4096), seed + 2 * i));
+    p.dsts.push_back(Place(c, Bytes1D(4096), seed + 2 * i + 1));
+  }
+  return p;
+}
+
 }  // namespace
 
 TEST_CASE("a tracked copy reports its transfer id at acceptance, and the id cancels it") {
@@ -84,11 +100,7 @@ TEST_CASE("inline copies report their id before they end; a full CQ holds nothin
   // interim completion, and their own completion carries the id.
   Daemon d("cq_entries = 2\n" + kInline);
   auto c = ConnectTo(d.local_socket(), "inline");
-  std::vector<Placed> srcs, dsts;
-  for (int i = 0; i < 8; ++i) {
-    srcs.push_back(Place(*c, Bytes1D(4096), 10 + i));
-    dsts.push_back(Place(*c, Bytes1D(4096), 20 + i));
-  }
+  auto [srcs, dsts] = PlacePairs(*c, 8, 10);
   for (int round = 0; round < 50; ++round) {
     std::vector<uint64_t> tickets;
     for (size_t i = 0; i < srcs.size(); ++i) {
@@ -117,11 +129,7 @@ TEST_CASE("TrySubmit answers a full submission ring at once and queues nothing")
   // A stopped daemon takes nothing off a ring of four entries.
   Daemon d("sq_entries = 4\n" + kInline);
   auto c = ConnectTo(d.local_socket(), "try");
-  std::vector<Placed> srcs, dsts;
-  for (int i = 0; i < 5; ++i) {
-    srcs.push_back(Place(*c, Bytes1D(4096), 40 + i));
-    dsts.push_back(Place(*c, Bytes1D(4096), 50 + i));
-  }
+  auto [srcs, dsts] = PlacePairs(*c, 5, 40);
   StopProcess(d.pid());
   std::vector<uint64_t> tickets;
   for (int i = 0; i < 4; ++i) {
