@@ -463,7 +463,6 @@ Result<uint64_t> Client::TrySubmit(const Instance& src, const Instance& dst,
   return PushCopy(*impl_, src, dst, options, tracked, /*wait_for_room=*/false);
 }
 
-
 Result<uint64_t> Client::TransferOf(uint64_t ticket) { return impl_->TransferOf(ticket); }
 
 Result<v1::LocalResponse> Client::Request(const v1::LocalRequest& req, std::vector<int>* fds) {

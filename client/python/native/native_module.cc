@@ -224,8 +224,8 @@ class NativeSession {
   // backlog); `sink` comes back from take() with its completion.
   // `to_loop`: its completion comes from take(…, for_loop=True), which an
   // event loop calls when ring_event_fd is readable.
-  void Submit(const NativeInstance& src, const NativeInstance& dst, int priority,
-              py::object sink, bool to_loop) {
+  void Submit(const NativeInstance& src, const NativeInstance& dst, int priority, py::object sink,
+              bool to_loop) {
     // With the GIL held throughout, take() (which needs it to find the
     // sink) cannot see the completion before the sink is filed.
     sinks_.emplace(Queue(src, dst, priority, false, to_loop), std::move(sink));
@@ -438,8 +438,8 @@ PYBIND11_MODULE(_native, m) {
            py::arg("offset"), py::arg("lo"), py::arg("hi"), py::arg("fields"), py::arg("layout"))
       .def("counters", &NativeSession::Counters)
       .def("copy", &NativeSession::Copy, py::arg("src"), py::arg("dst"), py::arg("priority") = 0)
-      .def("submit", &NativeSession::Submit, py::arg("src"), py::arg("dst"),
-           py::arg("priority"), py::arg("sink"), py::arg("to_loop") = false)
+      .def("submit", &NativeSession::Submit, py::arg("src"), py::arg("dst"), py::arg("priority"),
+           py::arg("sink"), py::arg("to_loop") = false)
       .def("submit_with_id", &NativeSession::SubmitWithId, py::arg("src"), py::arg("dst"),
            py::arg("priority"), py::arg("sink"))
       .def("take", &NativeSession::Take, py::arg("timeout_ms"), py::arg("for_loop") = false)
