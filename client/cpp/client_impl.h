@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -185,9 +186,9 @@ struct Client::Impl {
     // for one that went to sleep. The fence pairs with the daemon's after
     // it clears daemon_awake (local_server.cc, RingLoop): either it sees
     // this head or this thread sees the flag cleared.
+    if (n == 0) return 0;
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (n > 0 && sq.Unconsumed() &&
-        header->daemon_awake.value.load(std::memory_order_seq_cst) == 0) {
+    if (sq.Unconsumed() && header->daemon_awake.value.load(std::memory_order_seq_cst) == 0) {
       const uint64_t one = 1;
       (void)!::write(sq_event, &one, sizeof one);
     }
@@ -255,18 +256,27 @@ struct Client::Impl {
     return e.user_data;
   }
 
-  Completion Wait(uint64_t ticket) {
+  Completion Wait(uint64_t ticket) { return *WaitFor(ticket, std::nullopt); }
+
+  // Wait() until `deadline` (none: for ever): nullopt past it.
+  std::optional<Completion> WaitFor(uint64_t ticket,
+                                    std::optional<std::chrono::steady_clock::time_point> deadline) {
     std::unique_lock lock(cq_mu);
     Completion c;
-    const bool got = WaitUntil(lock, [&] {
-      auto it = done.find(ticket);
-      if (it == done.end()) return false;
-      c = std::move(it->second);
-      done.erase(it);
-      tracked.erase(ticket);
-      return true;
-    });
-    if (!got) return {0, Unavailable("isometryd closed the connection")};
+    const Waited got = WaitUntil(
+        lock,
+        [&] {
+          auto it = done.find(ticket);
+          if (it == done.end()) return false;
+          c = std::move(it->second);
+          done.erase(it);
+          tracked.erase(ticket);
+          return true;
+        },
+        deadline);
+    if (got == Waited::kTimedOut) return std::nullopt;
+    if (got == Waited::kClosed)
+      return Completion{0, Unavailable("isometryd closed the connection")};
     return c;
   }
 
@@ -278,7 +288,7 @@ struct Client::Impl {
   Result<uint64_t> TransferOf(uint64_t ticket) {
     std::unique_lock lock(cq_mu);
     Result<uint64_t> id = uint64_t{0};
-    const bool got = WaitUntil(lock, [&] {
+    const Waited got = WaitUntil(lock, [&] {
       const auto t = tracked.find(ticket);
       if (t != tracked.end() && t->second != 0) {
         id = t->second;
@@ -299,17 +309,23 @@ struct Client::Impl {
       }
       return true;
     });
-    if (!got) return Unavailable("isometryd closed the connection");
+    if (got != Waited::kReady) return Unavailable("isometryd closed the connection");
     return id;
   }
 
+  enum class Waited { kReady, kClosed, kTimedOut };
+
   // Reaps completions and runs the hops the daemon hands over until
-  // `ready()` (called under cq_mu, as `lock` holds it) says so; false
-  // when the daemon closed the session first.
+  // `ready()` (called under cq_mu, as `lock` holds it) says so: kReady;
+  // kClosed when the daemon closed the session first, kTimedOut past
+  // `deadline` (none: no limit).
   template <class Ready>
-  bool WaitUntil(std::unique_lock<std::mutex>& lock, Ready ready) {
+  Waited WaitUntil(std::unique_lock<std::mutex>& lock, Ready ready,
+                   std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt) {
+    using Clock = std::chrono::steady_clock;
+    const auto past = [&] { return deadline && Clock::now() >= *deadline; };
     while (true) {
-      if (ready()) return true;
+      if (ready()) return Waited::kReady;
       if (Reap() > 0) {
         cq_cv.notify_all();
         continue;
@@ -322,8 +338,13 @@ struct Client::Impl {
         lock.lock();
         continue;
       }
+      if (past()) return Waited::kTimedOut;
       if (reaping) {
-        cq_cv.wait(lock);
+        if (deadline) {
+          cq_cv.wait_until(lock, *deadline);
+        } else {
+          cq_cv.wait(lock);
+        }
         continue;
       }
       reaping = true;
@@ -335,17 +356,23 @@ struct Client::Impl {
       // once more closes the race with a completion published meanwhile.
       if (spin.count() > 0) {
         header->client_spinning.value.store(1, std::memory_order_seq_cst);
-        const auto spin_until = std::chrono::steady_clock::now() + spin;
+        auto spin_until = Clock::now() + spin;
+        if (deadline) spin_until = std::min(spin_until, *deadline);
         // Pauses with a yield every few microseconds (core/spin_wait.h).
         SpinWait wait;
-        while (!AnythingPending() && std::chrono::steady_clock::now() < spin_until) {
+        while (!AnythingPending() && Clock::now() < spin_until) {
           wait.Step();
         }
         header->client_spinning.value.store(0, std::memory_order_seq_cst);
       }
-      if (!AnythingPending()) {
+      if (!AnythingPending() && !past()) {
+        int ms = 100;
+        if (deadline) {
+          const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now());
+          ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, ms));
+        }
         pollfd p{cq_event, POLLIN, 0};
-        const int r = poll(&p, 1, 100);
+        const int r = poll(&p, 1, ms);
         uint64_t count;
         if (r > 0) {
           (void)!::read(cq_event, &count, sizeof count);
@@ -354,7 +381,7 @@ struct Client::Impl {
           lock.lock();
           reaping = false;
           cq_cv.notify_all();
-          return false;
+          return Waited::kClosed;
         }
       }
       lock.lock();

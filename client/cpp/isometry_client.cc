@@ -475,6 +475,10 @@ Result<uint64_t> Client::SubmitRaw(const ring::SubmissionEntry& entry) {
 
 Completion Client::Wait(uint64_t ticket) { return impl_->Wait(ticket); }
 
+std::optional<Completion> Client::WaitFor(uint64_t ticket, std::chrono::milliseconds timeout) {
+  return impl_->WaitFor(ticket, std::chrono::steady_clock::now() + timeout);
+}
+
 Completion Client::Copy(const Instance& src, const Instance& dst, int priority) {
   return Copy(src, dst, CopyOptions{.priority = priority});
 }

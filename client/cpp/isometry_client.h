@@ -18,9 +18,11 @@
 // the Client is destroyed, and their mappings stay valid until they go.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -260,6 +262,11 @@ class Client {
   Result<uint64_t> Submit(const Instance& src, const Instance& dst, int priority = 0);
   // Blocks until that ticket's completion arrives.
   Completion Wait(uint64_t ticket);
+  // Wait() for at most `timeout`: nullopt when the completion has not
+  // arrived by then (the ticket stays waitable). Completions of other
+  // tickets are collected meanwhile, so the daemon can take more
+  // submissions while one copy runs long.
+  std::optional<Completion> WaitFor(uint64_t ticket, std::chrono::milliseconds timeout);
   // Submit + Wait.
   Completion Copy(const Instance& src, const Instance& dst, int priority = 0);
   // Both with the copy's options (core/copy_options.h): its priority, and

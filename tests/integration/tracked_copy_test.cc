@@ -4,10 +4,13 @@
 // it comes first even for a copy that ends inside the daemon's Copy (an
 // inline one), a CQ too full for the interim completion holds nothing
 // back, and a ticket that is no tracked copy gets an error, never a hang.
-// TrySubmit answers a full ring at once and queues nothing.
+// TrySubmit answers a full ring at once and queues nothing; WaitFor gives up
+// at its timeout.
 #include <signal.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <optional>
 #include <vector>
 
 #include "client/cpp/isometry_client.h"
@@ -131,6 +134,11 @@ TEST_CASE("TrySubmit answers a full submission ring at once and queues nothing")
   auto c = ConnectTo(d.local_socket(), "try");
   auto [srcs, dsts] = PlacePairs(*c, 5, 40);
   StopProcess(d.pid());
+  // Resumed on the way out too, so a failed REQUIRE leaves no stopped daemon.
+  struct Resume {
+    pid_t pid;
+    ~Resume() { kill(pid, SIGCONT); }
+  } resume{d.pid()};
   std::vector<uint64_t> tickets;
   for (int i = 0; i < 4; ++i) {
     auto t = c->TrySubmit(srcs[i].inst, dsts[i].inst);
@@ -139,7 +147,15 @@ TEST_CASE("TrySubmit answers a full submission ring at once and queues nothing")
   }
   const Result<uint64_t> full = c->TrySubmit(srcs[4].inst, dsts[4].inst);
   const Result<uint64_t> full_tracked = c->TrySubmit(srcs[4].inst, dsts[4].inst, {}, true);
+  // Nothing completes while the daemon is stopped: WaitFor gives up, and
+  // the ticket stays waitable.
+  CHECK_FALSE(c->WaitFor(tickets[0], std::chrono::milliseconds(50)).has_value());
   REQUIRE(kill(d.pid(), SIGCONT) == 0);
+  const std::optional<client::Completion> first =
+      c->WaitFor(tickets[0], std::chrono::milliseconds(30000));
+  REQUIRE(first.has_value());
+  CHECK(first->status.ok());
+  tickets.erase(tickets.begin());
   INFO(full.status().ToString());
   CHECK(absl::IsResourceExhausted(full.status()));
   CHECK(absl::IsResourceExhausted(full_tracked.status()));

@@ -70,10 +70,13 @@ def _settle(future: AnyFuture, outcome: Outcome) -> None:
     if future.done():  # cancelled by its holder
         return
     failed, value = outcome
-    if failed:
-        future.set_exception(value)
-    else:
-        future.set_result(value)
+    try:
+        if failed:
+            future.set_exception(value)
+        else:
+            future.set_result(value)
+    except (asyncio.InvalidStateError, concurrent.futures.InvalidStateError):
+        pass  # a concurrent future its holder cancelled meanwhile
 
 
 def _settle_all(settled: List[Tuple[AnyFuture, Outcome]]) -> None:
@@ -101,7 +104,8 @@ class RingFutures:
     def submit(self, src: Any, dst: Any, priority: int, sink: Sink) -> None:
         """Queues a copy between two native instances; ``sink`` settles
         with its completion. Never blocks; raises at once only when the
-        client is closed. An asyncio sink must come from its loop's thread
+        client is closed or the daemon ended the session (with its
+        reason). An asyncio sink must come from its loop's thread
         (``acopy``): that loop then takes the completions itself."""
         if self._closed:
             raise IsometryError("FAILED_PRECONDITION", "this client is closed")
@@ -116,8 +120,8 @@ class RingFutures:
     def submit_with_id(self, src: Any, dst: Any, priority: int, sink: Sink) -> int:
         """:meth:`submit`, and the copy's transfer id once the daemon has
         accepted it (microseconds, once earlier copies are on the ring);
-        its refusal raises here, and then ``sink`` is not used. ``sink``
-        is a concurrent future's."""
+        its refusal raises here (``sink`` may then be failed with it too,
+        if its completion came first). ``sink`` is a concurrent future's."""
         if self._closed:
             raise IsometryError("FAILED_PRECONDITION", "this client is closed")
         if self._thread is None:

@@ -233,7 +233,8 @@ class NativeSession {
 
   // submit(), and the copy's transfer id, which the daemon reports as it
   // accepts the copy (Client::SubmitTracked); raises the daemon's refusal,
-  // and `sink` then does not come back from take().
+  // and `sink` then does not come back from take() unless its completion
+  // was taken while this call waited without the GIL.
   uint64_t SubmitWithId(const NativeInstance& src, const NativeInstance& dst, int priority,
                         py::object sink) {
     const uint64_t job = Queue(src, dst, priority, true, false);

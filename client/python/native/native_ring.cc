@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <optional>
 #include <utility>
 
 #include "client/python/native/native_errors.h"
@@ -78,13 +79,18 @@ void RingReader::EndBacklogLocked(const Status& why) {
 
 Result<uint64_t> RingReader::TransferOf(uint64_t job) {
   std::unique_lock lock(mu_);
-  tracked_cv_.wait(lock, [&] { return tracked_.contains(job); });
-  const Tracked t = tracked_[job];
-  if (t.ticket == 0) {
-    tracked_.erase(job);
-    return t.failed;
+  // Still in the backlog: move it on as room appears (the reader does
+  // too, every kMoveEvery at most).
+  while (!tracked_.contains(job)) {
+    MoveBacklogLocked();
+    if (!tracked_.contains(job)) tracked_cv_.wait_for(lock, std::chrono::milliseconds(1));
   }
+  const Tracked t = tracked_[job];
   std::shared_ptr<client::Client> c = client_;
+  if (t.ticket == 0 || !c) {
+    tracked_.erase(job);
+    return t.ticket == 0 ? t.failed : gone_;
+  }
   lock.unlock();
   // The reader waits for this ticket only once it is out of tracked_:
   // the client forgets a ticket's id when its completion is taken.
@@ -115,7 +121,15 @@ void RingReader::Run() {
     const OnRing head = on_ring_.front();
     on_ring_.pop_front();
     lock.unlock();
-    client::Completion c = client_->Wait(head.ticket);
+    // Waits in steps: the copy at the head may run long while others end
+    // behind it, and their room takes the backlog on meanwhile.
+    std::optional<client::Completion> waited;
+    while (!(waited = client_->WaitFor(head.ticket, kMoveEvery))) {
+      lock.lock();
+      MoveBacklogLocked();
+      lock.unlock();
+    }
+    const client::Completion c = *std::move(waited);
     const bool gone = c.transfer == 0 && absl::IsUnavailable(c.status) && !client_->alive();
     lock.lock();
     AddDoneLocked({head.job, head.to_loop, c.transfer, CodeName(c.status.code()),
@@ -125,8 +139,11 @@ void RingReader::Run() {
       const std::string code = CodeName(c.status.code());
       for (const OnRing& r : on_ring_) {
         AddDoneLocked({r.job, r.to_loop, 0, code, std::string(c.status.message())});
+        // A tracked one whose id nobody asked yet: TransferOf answers why.
+        if (auto t = tracked_.find(r.job); t != tracked_.end()) t->second = {0, c.status};
       }
       on_ring_.clear();
+      tracked_cv_.notify_all();
       EndBacklogLocked(c.status);
       gone_ = c.status;
       stop_ = true;

@@ -13,9 +13,11 @@
 // than the CQ can answer). The copy's job number names it in Take.
 //
 // The C++ client has no call that waits for any completion, only
-// Client::Wait(ticket), so the reader waits for the tickets in the order
-// they were queued: a completion that arrives early is collected by the
-// client meanwhile and handed over as soon as the ones before it are.
+// Client::WaitFor(ticket), so the reader waits for the tickets in the
+// order they were queued: a completion that arrives early is collected by
+// the client meanwhile (its ring room freed) and handed over as soon as
+// the ones before it are; between steps of a long wait the reader moves
+// the backlog into the room the others left.
 // Take() hands over every completion collected so far in one call, so
 // Python pays one GIL round trip per batch, not per copy.
 //
@@ -28,6 +30,7 @@
 
 #include <sys/eventfd.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -108,6 +111,9 @@ class RingReader {
     uint64_t ticket = 0;
     bool to_loop = false;
   };
+  // How long the reader waits for the copy at the head before it moves
+  // the backlog on (the room of copies that ended behind it).
+  static constexpr std::chrono::milliseconds kMoveEvery{2};
   void Run();
   // Puts `job` on the SQ if it has room: false when full; any other
   // failure completes the job with it. Under mu_.

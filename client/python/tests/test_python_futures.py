@@ -322,6 +322,24 @@ class NativeFuturesTest(FuturesTest):
         for _, _, dst, data in pairs:
             self.assertEqual(c.read(dst, 0, len(data)), data)
 
+    def test_a_long_copy_at_the_head_does_not_hold_back_the_rest(self):
+        # A slow copy first, then more small ones than the rings hold: the
+        # small ones run while it does (their futures still resolve after
+        # it, in submission order).
+        c = self.connect()
+        slow = c.copy_future(*self.pair(c, 2 * SLOW)[:2])
+        pairs = [self.pair(c, 4096, bytes([i % 250 + 1])) for i in range(64)]
+        small = [c.copy_future(*pairs[i % len(pairs)][:2]) for i in range(600)]
+        ms, md, mdst, mdata = self.pair(c, 4096, b"\xa5")
+        last = c.copy_future(ms, md)
+        deadline = time.monotonic() + 30
+        while c.read(mdst, 0, len(mdata)) != mdata and time.monotonic() < deadline:
+            time.sleep(0.005)
+        self.assertEqual(c.read(mdst, 0, len(mdata)), mdata)
+        self.assertFalse(slow.done(), "the small copies waited for the slow one")
+        self.assertEqual(slow.result(timeout=60).state, "done")
+        self.assertEqual({f.result(timeout=30).state for f in small + [last]}, {"done"})
+
     def test_close_cancels_copies_that_never_reached_the_ring(self):
         # Copies kept in this process behind a full ring when the client
         # closes: their futures fail CANCELLED, none is left waiting.
