@@ -275,8 +275,9 @@ struct Client::Impl {
         },
         deadline);
     if (got == Waited::kTimedOut) return std::nullopt;
-    if (got == Waited::kClosed)
+    if (got == Waited::kClosed) {
       return Completion{0, Unavailable("isometryd closed the connection")};
+    }
     return c;
   }
 
