@@ -391,8 +391,8 @@ class NativeSession {
     return std::make_unique<NativeInstance>(ValueOrThrow(std::move(registered)));
   }
 
-  // Queues a copy on the rings (RingReader::Submit, `transfer` as there):
-  // its ticket.
+  // Queues a copy through the ring reader (RingReader::Submit, `tracked`
+  // and `to_loop` as there): its job number.
   uint64_t Queue(const NativeInstance& src, const NativeInstance& dst, int priority, bool tracked,
                  bool to_loop) {
     return ValueOrThrow(ring_->Submit(Get(), src.Get(), dst.Get(),

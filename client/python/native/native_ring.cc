@@ -143,8 +143,7 @@ void RingReader::Run() {
         if (auto t = tracked_.find(r.job); t != tracked_.end()) t->second = {0, c.status};
       }
       on_ring_.clear();
-      tracked_cv_.notify_all();
-      EndBacklogLocked(c.status);
+      EndBacklogLocked(c.status);  // wakes TransferOf's waiters too
       gone_ = c.status;
       stop_ = true;
     }

@@ -3,8 +3,8 @@
 // and their completions, read by one thread of the extension that never
 // touches Python:
 //
-//   job = ring.Submit(c, src, dst, priority, tracked)  // never blocks
-//   batch = ring.Take(200)                             // every completion so far
+//   job = ring.Submit(c, src, dst, options, tracked, to_loop)  // never blocks
+//   batch = ring.Take(200, to_loop, &ended)  // every completion so far
 //
 // Submit never waits, so an event loop that submits is never held up: a
 // copy goes on the SQ at once when it has room and no earlier copy waits,
@@ -22,10 +22,10 @@
 // Python pays one GIL round trip per batch, not per copy.
 //
 // Stop() ends the backlog (its copies complete CANCELLED, as EndBacklog()
-// makes them at once), lets the reader
-// finish the copies on the rings (their completions still come out of
-// Take), then ends it; a session the daemon closed fails the copies left
-// at once with the reason. Thread-safe.
+// makes them at once), lets the reader finish the copies on the rings
+// (their completions still come out of Take), then ends it; a session the
+// daemon closed fails the copies left at once with the reason.
+// Thread-safe.
 #pragma once
 
 #include <sys/eventfd.h>
