@@ -390,7 +390,8 @@ void RunLatency(const DaemonOptions& o, Report& report) {
   tools::DaemonProcess daemon = StartDaemon(o);
   // Per round: the floor, the ring and gRPC once each, in that order;
   // every sample kept for the percentiles.
-  Rounds ring_median, ring_p99, grpc_median, grpc_p99;
+  Rounds ring_median, ring_p99, grpc_median, grpc_p99, ring_vs_ucx;
+  std::string ucx_unavailable, ucx_command;
   std::vector<double> all_floor, all_ring, all_grpc, all_grpc_floor, fresh;
   auto add = [](std::vector<double> samples, std::vector<double>& all) {
     all.insert(all.end(), samples.begin(), samples.end());
@@ -407,6 +408,18 @@ void RunLatency(const DaemonOptions& o, Report& report) {
     const auto grpc_floor = add(std::move(g.floor_us), all_grpc_floor);
     ring_median.Add(ring.first, floor.first);
     ring_p99.Add(ring.second, floor.second);
+    if (o.peers) {
+      // The same 4 KiB between two processes over UCX's shared memory: a
+      // ring copy (submit, then its completion) is a round trip, so its
+      // pair is twice UCX's one-way latency.
+      const PeerLatency ucx = UcxTagLatShm(4096, static_cast<uint64_t>(o.latency_iterations));
+      if (ucx.ok) {
+        ring_vs_ucx.Add(ring.first, 2 * ucx.median_us);
+        ucx_command = ucx.detail;
+      } else {
+        ucx_unavailable = ucx.detail;
+      }
+    }
     grpc_median.Add(grpc.first, grpc_floor.first);
     grpc_p99.Add(grpc.second, grpc_floor.second);
   }
@@ -415,6 +428,13 @@ void RunLatency(const DaemonOptions& o, Report& report) {
   ring_p99.Print("4 KiB ring p99 vs memcpy floor (us)");
   grpc_median.Print("4 KiB gRPC median vs empty gRPC call (us)");
   grpc_p99.Print("4 KiB gRPC p99 vs empty gRPC call (us)");
+  if (!ucx_unavailable.empty()) {
+    std::fprintf(stderr, "  UCX tag_lat unavailable: %s\n", ucx_unavailable.c_str());
+  }
+  if (!ring_vs_ucx.pairs().empty()) {
+    ring_vs_ucx.Print("4 KiB ring median vs UCX tag_lat round trip (us)");
+    std::fprintf(stderr, "  UCX: %s\n", ucx_command.c_str());
+  }
   const Percentiles floor_pct = PercentilesOf(std::move(all_floor));
   const Percentiles grpc_floor_pct = PercentilesOf(std::move(all_grpc_floor));
   auto row = [&](const char* scenario, const char* metric, const Rounds& r, const char* target,
@@ -451,6 +471,13 @@ void RunLatency(const DaemonOptions& o, Report& report) {
   }
   row("latency_4KiB_ring", "median", ring_median, "<= 10 us", &all_ring, false);
   row("latency_4KiB_ring", "p99", ring_p99, "<= 20 us", nullptr, false);
+  if (!ring_vs_ucx.pairs().empty()) {
+    Row out = MedianRow("latency_4KiB_ring", "median_vs_ucx", ring_vs_ucx,
+                        "UCX tag_lat round trip (2 x one way), UCX_TLS=shm", "report", "us");
+    out.predicted.note = "no plan: a latency row";
+    out.bytes = 4096;
+    report.Add(std::move(out));
+  }
   row("latency_4KiB_grpc", "median", grpc_median, "<= 100 us", &all_grpc, true);
   row("latency_4KiB_grpc", "p99", grpc_p99, "", nullptr, true);
 }

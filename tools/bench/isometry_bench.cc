@@ -209,7 +209,7 @@ int Main(int argc, char** argv) {
                  "latency: the ring client's ClientOptions::spin_us (default 50)")
       ->check(CLI::Range(0, 100000));
   app.add_flag("--no-peers", no_peers,
-               "skip UCX / MPICH / Open MPI in client_to_client and datatype");
+               "skip UCX / MPICH / Open MPI in client_to_client, datatype and latency");
   std::string disk_dir = "/var/tmp";
   double disk_mib = 1024;
   app.add_option("--disk-dir", disk_dir,

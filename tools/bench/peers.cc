@@ -342,11 +342,17 @@ bool AwaitListening(uint16_t port, pid_t server, Clock::time_point deadline) {
   return false;
 }
 
-// Bandwidth from the client's "Final:" row, whose numbers are: iterations,
-// 50th-percentile latency, average and overall overhead (us), average and
-// overall bandwidth, average and overall message rate. Its "MB/s" are MiB/s:
-// 64 MiB in 12332.451 us is printed as 5189.56.
-std::optional<double> ParseUcxFinal(const std::string& output) {
+// The client's "Final:" row, whose numbers are: iterations, 50th-percentile
+// latency, average and overall overhead (us), average and overall bandwidth,
+// average and overall message rate. Its "MB/s" are MiB/s: 64 MiB in
+// 12332.451 us is printed as 5189.56. A *_lat test's latencies are one way
+// (half the ping-pong's round trip).
+struct UcxFinal {
+  double median_latency_us = 0;
+  double bandwidth_mib_s = 0;
+};
+
+std::optional<UcxFinal> ParseUcxFinal(const std::string& output) {
   const size_t at = output.rfind("Final:");
   if (at == std::string::npos) {
     return std::nullopt;
@@ -358,7 +364,7 @@ std::optional<double> ParseUcxFinal(const std::string& output) {
       return std::nullopt;
     }
   }
-  return field[5] * 1048576.0;
+  return UcxFinal{field[1], field[5]};
 }
 
 // --- MPI ---------------------------------------------------------------------
@@ -505,17 +511,21 @@ PeerResult RunMpi(const Flavor& f, const std::vector<std::string>& args) {
 
 }  // namespace
 
-PeerResult UcxTagBwShm(uint64_t bytes) {
-  if (bytes == 0 || !FitsInMemory(bytes)) {
-    return Unavailable("UCX: size must be positive and at most a quarter of the memory");
-  }
+namespace {
+
+// One `ucx_perftest -t test` pair (server and client on this node, UCX
+// restricted to shared memory) of `bytes` messages: the client's output, or
+// why it gave none. `commands` gets what ran.
+std::optional<std::string> RunUcxPerftest(const std::string& test, uint64_t bytes,
+                                          uint64_t iterations, std::string* commands,
+                                          std::string* why) {
   const auto deadline = Clock::now() + kPeerTimeout;
   const std::optional<uint16_t> port = FreeLoopbackPort();
   if (!port) {
-    return Unavailable("UCX: no free TCP port on 127.0.0.1");
+    *why = "UCX: no free TCP port on 127.0.0.1";
+    return std::nullopt;
   }
-  const uint64_t iterations = IterationsFor(bytes);
-  const std::vector<std::string> test = {"-t", "tag_bw",
+  const std::vector<std::string> args = {"-t", test,
                                          "-s", std::to_string(bytes),
                                          "-n", std::to_string(iterations),
                                          "-w", std::to_string(WarmupFor(iterations)),
@@ -527,37 +537,75 @@ PeerResult UcxTagBwShm(uint64_t bytes) {
   // UCX_LOG_LEVEL=info makes UCX print the transports it picked.
   const std::vector<std::string> env = {"UCX_TLS=shm", "UCX_LOG_LEVEL=info"};
   Command server{{"ucx_perftest"}, env}, client{{"ucx_perftest", "127.0.0.1"}, env};
-  server.argv.insert(server.argv.end(), test.begin(), test.end());
-  client.argv.insert(client.argv.end(), test.begin(), test.end());
-  const std::string commands = Describe(server) + " & " + Describe(client);
+  server.argv.insert(server.argv.end(), args.begin(), args.end());
+  client.argv.insert(client.argv.end(), args.begin(), args.end());
+  *commands = Describe(server) + " & " + Describe(client);
 
   std::string error;
   const std::optional<Child> s = Spawn(server, &error);
   if (!s) {
-    return Unavailable("UCX: " + error);
+    *why = "UCX: " + error;
+    return std::nullopt;
   }
   if (!AwaitListening(*port, s->pid, deadline)) {
     const Outcome so = Finish(*s, Clock::now());
-    const std::string why = FailureOf(so);
-    return Unavailable("UCX: server did not listen on port " + std::to_string(*port) + ", " +
-                       (why.empty() ? "exited: " + Tail(so.output) : why) + " [" +
-                       Describe(server) + "]");
+    const std::string failure = FailureOf(so);
+    *why = "UCX: server did not listen on port " + std::to_string(*port) + ", " +
+           (failure.empty() ? "exited: " + Tail(so.output) : failure) + " [" + Describe(server) +
+           "]";
+    return std::nullopt;
   }
   const std::optional<Outcome> co = Run(client, deadline, &error);
   const std::string client_failure = co ? FailureOf(*co) : error;
   // Without a client that ran to the end, the server would wait for it forever.
   const Outcome so = Finish(*s, client_failure.empty() ? deadline : Clock::now());
   if (!client_failure.empty()) {
-    return Unavailable("UCX: client " + client_failure + " [" + commands + "]");
+    *why = "UCX: client " + client_failure + " [" + *commands + "]";
+    return std::nullopt;
   }
-  if (const std::string why = FailureOf(so); !why.empty()) {
-    return Unavailable("UCX: server " + why + " [" + commands + "]");
+  if (const std::string failure = FailureOf(so); !failure.empty()) {
+    *why = "UCX: server " + failure + " [" + *commands + "]";
+    return std::nullopt;
   }
-  const std::optional<double> bandwidth = ParseUcxFinal(co->output);
-  if (!bandwidth) {
-    return Unavailable("UCX: no Final: row [" + commands + "]: " + Tail(co->output));
+  return co->output;
+}
+
+}  // namespace
+
+PeerResult UcxTagBwShm(uint64_t bytes) {
+  if (bytes == 0 || !FitsInMemory(bytes)) {
+    return Unavailable("UCX: size must be positive and at most a quarter of the memory");
   }
-  return {true, *bandwidth, commands + " (transport: UCX " + UcxTagLanes(co->output) + ")"};
+  std::string commands, why;
+  const std::optional<std::string> out =
+      RunUcxPerftest("tag_bw", bytes, IterationsFor(bytes), &commands, &why);
+  if (!out) {
+    return Unavailable(why);
+  }
+  const std::optional<UcxFinal> final_row = ParseUcxFinal(*out);
+  if (!final_row) {
+    return Unavailable("UCX: no Final: row [" + commands + "]: " + Tail(*out));
+  }
+  return {true, final_row->bandwidth_mib_s * 1048576.0,
+          commands + " (transport: UCX " + UcxTagLanes(*out) + ")"};
+}
+
+PeerLatency UcxTagLatShm(uint64_t bytes, uint64_t iterations) {
+  if (bytes == 0 || !FitsInMemory(bytes) || iterations == 0) {
+    return {false, 0, "UCX: size and iterations must be positive"};
+  }
+  std::string commands, why;
+  const std::optional<std::string> out =
+      RunUcxPerftest("tag_lat", bytes, iterations, &commands, &why);
+  if (!out) {
+    return {false, 0, why};
+  }
+  const std::optional<UcxFinal> final_row = ParseUcxFinal(*out);
+  if (!final_row || final_row->median_latency_us <= 0) {
+    return {false, 0, "UCX: no Final: row [" + commands + "]: " + Tail(*out)};
+  }
+  return {true, final_row->median_latency_us,
+          commands + " (transport: UCX " + UcxTagLanes(*out) + ")"};
 }
 
 PeerResult MpiSendBandwidth(MpiFlavor which, uint64_t bytes, const std::string& source_dir) {

@@ -1,5 +1,6 @@
-// Peer baselines for the "client-to-client copy on one node" scenario: the
-// bandwidth that UCX and two MPIs reach between two processes on this node.
+// Peer baselines: the bandwidth that UCX and two MPIs reach between two
+// processes on this node (client-to-client and datatype scenarios) and
+// UCX's small-message latency (latency scenario).
 // Each runs the peer's own tools in subprocesses (killed after 60 s, so a
 // hung peer cannot hang the benchmark) and never throws: a missing or failing
 // tool gives ok=false with the reason in `detail`, which the benchmark prints
@@ -21,6 +22,18 @@ struct PeerResult {
 // UCX restricted to shared-memory transports (UCX_TLS=shm), message size
 // `bytes`, iterations chosen for about a second at nominal speed.
 PeerResult UcxTagBwShm(uint64_t bytes);
+
+struct PeerLatency {
+  bool ok = false;
+  double median_us = 0;
+  std::string detail;  // the command run and its transport, or why it could not run
+};
+
+// ucx_perftest -t tag_lat (a ping-pong) between a server and a client
+// process on this node over shared memory (UCX_TLS=shm), `bytes` messages,
+// `iterations` timed after a tenth as many untimed: the median one-way
+// latency as UCX prints it (half a round trip).
+PeerLatency UcxTagLatShm(uint64_t bytes, uint64_t iterations);
 
 enum class MpiFlavor { kMpich, kOpenMpi };
 
