@@ -69,7 +69,7 @@ Result<std::unique_ptr<Node>> Node::Create(const Config& config, const ChannelCo
     // Sized for the whole history now: growing it rehashes every kept
     // record on the thread that finishes a copy.
     impl->finished.reserve(Impl::kFinishedKept + 1);
-    impl->history = TransferHistory(config.daemon.transfer_history);
+    impl->history = decltype(impl->history)(config.daemon.transfer_history);
     impl->qos = config.qos;  // the runtime gets it once made, below
   }
   RuntimeConfig rc = config.runtime;

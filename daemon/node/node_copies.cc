@@ -143,7 +143,7 @@ TransferReport Node::Impl::BuildReport(const TransferRecord& r, bool detailed) c
 }
 
 PendingCalls Node::Impl::Finalize(const std::shared_ptr<TransferRecord>& r) {
-  std::vector<std::pair<TransferCallback, TransferReport>> calls;
+  PendingCalls calls;
   if (r->handle) {
     // Its ends, buffers and XDs go now, while in cache, not kFinishedKept
     // copies later.
@@ -153,16 +153,8 @@ PendingCalls Node::Impl::Finalize(const std::shared_ptr<TransferRecord>& r) {
   r->final_report = BuildReport(*r, /*detailed=*/false);
   ended_metrics.Record(r->final_report.status, r->final_report.bytes, r->final_report.elapsed_s,
                        r->owner.uid);
-  if (history.capacity() > 0) {
-    // The path's text is formatted once per plan (TextOfLocked): a copy here.
-    TransferReport kept = r->final_report;
-    if (r->cross) {
-      kept.path = r->cross->PathText();
-    } else if (r->ended && r->ended->path) {
-      kept.path = TextOfLocked(r->ended->path).path;
-    }
-    history.Add(std::move(kept));
-  }
+  // The record, not a copy of its report: RecentTransfers formats the path.
+  history.Add(r);
   r->src.reset();
   r->dst.reset();
   active.erase(r->id);
@@ -172,21 +164,28 @@ PendingCalls Node::Impl::Finalize(const std::shared_ptr<TransferRecord>& r) {
     finished.erase(finished_order.front());
     finished_order.pop_front();
   }
+  calls.callbacks = std::move(r->waiters);
+  r->waiters.clear();
   auto s = sessions.find(r->owner.session);
   if (s != sessions.end()) {
     s->second->transfers.erase(r->id);
     if (s->second->on_done && !r->caller_answers) {
-      calls.emplace_back(s->second->on_done, r->final_report);
+      calls.callbacks.insert(calls.callbacks.begin(), s->second->on_done);
     }
   }
-  for (TransferCallback& w : r->waiters) calls.emplace_back(std::move(w), r->final_report);
-  r->waiters.clear();
+  calls.record = r;
   idle_cv.SignalAll();
   return calls;
 }
 
+std::string Node::Impl::PathTextOfLocked(const TransferRecord& r) const {
+  if (r.cross) return r.cross->PathText();
+  if (r.ended && r.ended->path) return TextOfLocked(r.ended->path).path;
+  return "";
+}
+
 void Node::Impl::OnRuntimeDone(const std::shared_ptr<TransferRecord>& r, Status s) {
-  std::vector<std::pair<TransferCallback, TransferReport>> calls;
+  PendingCalls calls;
   {
     absl::MutexLock lock(&mu);
     r->finished = true;
@@ -195,7 +194,7 @@ void Node::Impl::OnRuntimeDone(const std::shared_ptr<TransferRecord>& r, Status 
     // finalizes instead.
     if (r->handle || r->cross) calls = Finalize(r);
   }
-  for (auto& [cb, rep] : calls) cb(rep);
+  calls.Run();
 }
 
 Result<uint64_t> Node::Impl::StartCross(uint64_t session,
@@ -217,17 +216,21 @@ Result<uint64_t> Node::Impl::StartCross(uint64_t session,
     adopted = AdoptLocked(session, record, calls);
   }
   if (!adopted) handle->Cancel();
-  for (auto& [cb, rep] : calls) cb(rep);
+  calls.Run();
   return record->id;
 }
 
 bool Node::Impl::AdoptLocked(uint64_t session, const std::shared_ptr<TransferRecord>& record,
                              PendingCalls& calls) {
-  active[record->id] = record;
   auto s = sessions.find(session);
   const bool adopted = s != sessions.end();
+  if (record->finished) {
+    // Ended already (the inline path): straight to the finished ones.
+    calls = Finalize(record);
+    return adopted;
+  }
+  active[record->id] = record;
   if (adopted) s->second->transfers.insert(record->id);
-  if (record->finished) calls = Finalize(record);
   return adopted;
 }
 
@@ -458,7 +461,7 @@ Result<uint64_t> node::Copies::Copy(SessionRef session, const CopySpec& spec,
     adopted = impl_->AdoptLocked(resolved.session, record, calls);
   }
   if (!adopted) t.Cancel();  // the session ended while we submitted
-  for (auto& [cb, rep] : calls) cb(rep);
+  calls.Run();
   return t.id();
 }
 

@@ -94,7 +94,12 @@ std::vector<TransferReport> node::Copies::ListTransfers() const {
 std::vector<TransferReport> node::Copies::RecentTransfers(SessionRef session,
                                                           bool is_operator) const {
   absl::MutexLock lock(&impl_->mu);
-  std::vector<TransferReport> out = impl_->history.NewestFirst();
+  std::vector<TransferReport> out;
+  out.reserve(impl_->history.size());
+  for (const std::shared_ptr<const TransferRecord>& kept : impl_->history.NewestFirst()) {
+    out.push_back(kept->final_report);
+    out.back().path = impl_->PathTextOfLocked(*kept);
+  }
   if (is_operator) return out;
   const Session* caller = impl_->FindSessionOrNull(session);
   for (TransferReport& r : out) {

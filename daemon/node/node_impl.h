@@ -226,8 +226,17 @@ struct FoundTransfer {
   bool in_flight = false;  // in `active`; else among the last ended
 };
 
-// Callbacks owed to clients, run outside the node lock.
-using PendingCalls = std::vector<std::pair<TransferCallback, TransferReport>>;
+// Callbacks owed to clients for one ended transfer, run outside the node
+// lock. They share its record's final report, fixed once it is finalized,
+// rather than each taking a copy.
+struct PendingCalls {
+  std::shared_ptr<const TransferRecord> record;
+  std::vector<TransferCallback> callbacks;
+
+  void Run() const {
+    for (const TransferCallback& cb : callbacks) cb(record->final_report);
+  }
+};
 
 // A redistribution some of whose ranks joined on other nodes, as
 // node::Distributed::Redistribute found it (node_redistribute_cluster.cc goes on).
@@ -286,9 +295,10 @@ struct Node::Impl {
   // and their ids oldest first, the order they are forgotten in.
   std::unordered_map<uint64_t, std::shared_ptr<TransferRecord>> finished ABSL_GUARDED_BY(mu);
   std::deque<uint64_t> finished_order ABSL_GUARDED_BY(mu);
-  // The final reports of the last daemon.transfer_history ended transfers
-  // (ListTransfers recent), with their path text.
-  TransferHistory history ABSL_GUARDED_BY(mu);
+  // The last daemon.transfer_history ended transfers (ListTransfers
+  // recent): their records, whose final reports RecentTransfers gives with
+  // their path text.
+  TransferHistory<std::shared_ptr<const TransferRecord>> history ABSL_GUARDED_BY(mu);
   TransferMetrics ended_metrics ABSL_GUARDED_BY(mu);  // GET /metrics
   uint64_t next_allocation ABSL_GUARDED_BY(mu) = 1;
   uint64_t next_instance ABSL_GUARDED_BY(mu) = 1;
@@ -492,6 +502,8 @@ struct Node::Impl {
   // Moves a finished record out of `active` and returns the callbacks to
   // run (outside the lock).
   PendingCalls Finalize(const std::shared_ptr<TransferRecord>& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // An ended transfer's path as text (the history's reports carry it).
+  std::string PathTextOfLocked(const TransferRecord& r) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void OnRuntimeDone(const std::shared_ptr<TransferRecord>& r, Status s) ABSL_LOCKS_EXCLUDED(mu);
   // A copy's ends and checks, under the lock: what to submit.
   struct ResolvedCopy {

@@ -313,7 +313,7 @@ Result<uint64_t> node::Distributed::Redistribute(SessionRef session, const std::
   }
   if (!adopted) op->Cancel();  // the caller's session ended meanwhile
   op->Start();
-  for (auto& [cb, rep] : calls) cb(rep);
+  calls.Run();
   return record->id;
 }
 

@@ -290,7 +290,7 @@ Result<uint64_t> Node::Impl::RedistributeAcrossNodes(
       across->PartDone(i, h.status(), 0);
     }
   }
-  for (auto& [cb, rep] : calls) cb(rep);
+  calls.Run();
   return record->id;
 }
 

@@ -202,7 +202,7 @@ Completion Runtime::Impl::RunInline(const std::shared_ptr<TransferState>& t) {
   DmaWorker& w = *workers[t->xds[0]->channel];
   t->times.first_dispatch = RuntimeClock::now();
   ++stats.transfers_inline;
-  active[t->id] = t;
+  // Not put in `active`: it ends here, under this lock (Finish).
   if (s.ok()) {
     t->xds[0]->done[0] = 1;
     t->xds[0]->done_count = 1;

@@ -241,6 +241,7 @@ Status Runtime::Impl::SizeBuffers(TransferState& t, const CopyRequest& req) cons
                            " chunks; at most 4194304 (raise cluster.request_size)");
   }
   t.grid = grid;
+  if (t.path().nodes.size() <= 2) return OkStatus();  // one hop: no buffer between
   std::vector<uint64_t> need(topo.memories.size(), 0);
   for (size_t i = 1; i + 1 < t.path().nodes.size(); ++i) {
     RingBuffer b;

@@ -333,6 +333,41 @@ class PythonClientTest(unittest.TestCase):
         self.assertEqual((recent[tid].state, recent[tid].bytes), ("done", ref.total))
         self.assertIn("memcpy0", recent[tid].path)
 
+    def test_recent_transfers_keep_inline_copies_newest_first_and_bounded(self):
+        # Copies that end inside the daemon's Copy call (the inline path)
+        # go to the history too: newest first, each with its state, bytes
+        # and path, and never more than daemon.transfer_history of them.
+        d, daemon = IsometrydProcess.started_in_temp_dir(
+            ISOMETRYD,
+            '[runtime]\ninline_bytes = "64KiB"\n' + CONFIG,
+            "isometry-pytest-",
+            daemon=dict(DAEMON, extra=(("transfer_history", "3"),)),
+        )
+        try:
+            c = isometry.Client(daemon.socket, name="recent", connect_timeout=10)
+            try:
+                ref = RefLayout("F,x", [(0, 64)], FIELDS)
+                sa = c.allocate("sys0", ref.total)
+                da = c.allocate("sys0", ref.total)
+                si = c.register_instance(sa, [64], FIELDS, "F,x")
+                di = c.register_instance(da, [64], FIELDS, "x,F")
+                ids = []
+                for _ in range(5):
+                    tid = c.copy(si, di, wait=False)
+                    self.assertEqual(c.wait(tid, timeout_ms=10000).state, "done")
+                    ids.append(tid)
+                recent = c.transfers(recent=True)
+                self.assertEqual([t.id for t in recent], ids[::-1][:3])
+                for t in recent:
+                    self.assertEqual((t.state, t.bytes), ("done", ref.total))
+                    self.assertIn("memcpy0", t.path)
+            finally:
+                c.close()
+        finally:
+            self.assertEqual(daemon.stop(), 0, daemon.log_text())
+            daemon.close()
+            shutil.rmtree(d, ignore_errors=True)
+
     def test_introspection(self):
         mems = {m.name: m for m in self.c.memories()}
         self.assertEqual(mems["sys0"].pool_capacity, POOL_BYTES)

@@ -1,4 +1,4 @@
-// The ring of ended transfers' final reports behind isoctl transfers
+// The ring of ended transfers behind isoctl transfers
 // --recent, and its config key.
 #include "daemon/node/transfer_history.h"
 
@@ -7,12 +7,17 @@
 #include <vector>
 
 #include "config/config_parser.h"
+#include "daemon/node/node.h"
 
 namespace ISOMETRY_TEST_FILE {
 
 using namespace isometry;
 
 namespace {
+
+// The ring as the node uses it, holding reports here: what it keeps and
+// drops does not depend on the entry.
+using TransferHistory = isometry::TransferHistory<TransferReport>;
 
 TransferReport Ended(uint64_t id) {
   TransferReport r;
