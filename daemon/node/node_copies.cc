@@ -151,10 +151,20 @@ PendingCalls Node::Impl::Finalize(const std::shared_ptr<TransferRecord>& r) {
     r->handle.reset();
   }
   r->final_report = BuildReport(*r, /*detailed=*/false);
-  ended_metrics.Record(r->final_report.status, r->final_report.bytes, r->final_report.elapsed_s,
-                       r->owner.uid);
-  // The record, not a copy of its report: RecentTransfers formats the path.
-  history.Add(r);
+  const TransferReport& report = r->final_report;
+  ended_metrics.Record(report.status, report.bytes, report.elapsed_s, r->owner.uid);
+  if (history.capacity() > 0) {
+    KeptTransfer kept;
+    if (r->cross) {
+      auto with_path = std::make_shared<TransferReport>(report);
+      with_path->path = r->cross->PathText();
+      kept.report = std::move(with_path);
+    } else {
+      kept.report = std::shared_ptr<const TransferReport>(r, &report);
+      if (r->ended) kept.path = r->ended->path;
+    }
+    history.Add(std::move(kept));
+  }
   r->src.reset();
   r->dst.reset();
   active.erase(r->id);
@@ -176,12 +186,6 @@ PendingCalls Node::Impl::Finalize(const std::shared_ptr<TransferRecord>& r) {
   calls.record = r;
   idle_cv.SignalAll();
   return calls;
-}
-
-std::string Node::Impl::PathTextOfLocked(const TransferRecord& r) const {
-  if (r.cross) return r.cross->PathText();
-  if (r.ended && r.ended->path) return TextOfLocked(r.ended->path).path;
-  return "";
 }
 
 void Node::Impl::OnRuntimeDone(const std::shared_ptr<TransferRecord>& r, Status s) {

@@ -96,9 +96,10 @@ std::vector<TransferReport> node::Copies::RecentTransfers(SessionRef session,
   absl::MutexLock lock(&impl_->mu);
   std::vector<TransferReport> out;
   out.reserve(impl_->history.size());
-  for (const std::shared_ptr<const TransferRecord>& kept : impl_->history.NewestFirst()) {
-    out.push_back(kept->final_report);
-    out.back().path = impl_->PathTextOfLocked(*kept);
+  for (const KeptTransfer& kept : impl_->history.NewestFirst()) {
+    out.push_back(*kept.report);
+    // Formatted once per plan (TextOfLocked), when asked for.
+    if (kept.path) out.back().path = impl_->TextOfLocked(kept.path).path;
   }
   if (is_operator) return out;
   const Session* caller = impl_->FindSessionOrNull(session);

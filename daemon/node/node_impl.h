@@ -173,6 +173,8 @@ struct TransferRecord {
   // Attach stream's completion event) is not sent too: one message per
   // small copy instead of two on the client's connection.
   bool caller_answers = false;
+  // Set once it ended (Finalize), never changed after: the callbacks it
+  // owes and the history share it.
   TransferReport final_report;
   std::string qos_class;
   int priority = 0;                       // what it runs at (the runtime's, for local copies)
@@ -226,9 +228,20 @@ struct FoundTransfer {
   bool in_flight = false;  // in `active`; else among the last ended
 };
 
+// An ended transfer as the history keeps it: its final report, and the
+// path it ran (shared with the plan cache) for RecentTransfers to give as
+// text. A copy on this node shares its record's report (what is left of
+// the record once ended is small); a cross-node copy's is a copy with its
+// path's text already, so that the history never holds a cross-node
+// operation alive.
+struct KeptTransfer {
+  std::shared_ptr<const TransferReport> report;
+  std::shared_ptr<const Path> path;
+};
+
 // Callbacks owed to clients for one ended transfer, run outside the node
-// lock. They share its record's final report, fixed once it is finalized,
-// rather than each taking a copy.
+// lock. They share its record's final report rather than each taking a
+// copy.
 struct PendingCalls {
   std::shared_ptr<const TransferRecord> record;
   std::vector<TransferCallback> callbacks;
@@ -296,9 +309,8 @@ struct Node::Impl {
   std::unordered_map<uint64_t, std::shared_ptr<TransferRecord>> finished ABSL_GUARDED_BY(mu);
   std::deque<uint64_t> finished_order ABSL_GUARDED_BY(mu);
   // The last daemon.transfer_history ended transfers (ListTransfers
-  // recent): their records, whose final reports RecentTransfers gives with
-  // their path text.
-  TransferHistory<std::shared_ptr<const TransferRecord>> history ABSL_GUARDED_BY(mu);
+  // recent): their final reports, shared with their records.
+  TransferHistory<KeptTransfer> history ABSL_GUARDED_BY(mu);
   TransferMetrics ended_metrics ABSL_GUARDED_BY(mu);  // GET /metrics
   uint64_t next_allocation ABSL_GUARDED_BY(mu) = 1;
   uint64_t next_instance ABSL_GUARDED_BY(mu) = 1;
@@ -502,8 +514,6 @@ struct Node::Impl {
   // Moves a finished record out of `active` and returns the callbacks to
   // run (outside the lock).
   PendingCalls Finalize(const std::shared_ptr<TransferRecord>& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  // An ended transfer's path as text (the history's reports carry it).
-  std::string PathTextOfLocked(const TransferRecord& r) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void OnRuntimeDone(const std::shared_ptr<TransferRecord>& r, Status s) ABSL_LOCKS_EXCLUDED(mu);
   // A copy's ends and checks, under the lock: what to submit.
   struct ResolvedCopy {

@@ -1,9 +1,9 @@
 // What is kept of the transfers that ended last (isoctl transfers
 // --recent): a ring of fixed capacity, so the memory it holds does not grow
 // with the transfers a daemon runs. Capacity 0 keeps nothing. The node
-// keeps each ended transfer's record (shared with its other tables, so
-// keeping one costs no copy on the thread that finishes a copy) and makes
-// the reports when they are asked for.
+// keeps each ended transfer's final report, shared with its record, and
+// its path, so keeping one costs no copy on the thread that finishes a
+// copy.
 //
 // Thread-safety: none; Node::Impl holds it under its mu.
 #pragma once
