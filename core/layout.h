@@ -70,6 +70,11 @@ class Layout {
     return dims_ == o.dims_ && fields_pos_ == o.fields_pos_ &&
            (components_ == o.components_ || components() == o.components());
   }
+  // The same components, not only equal ones: a copy of this layout (or
+  // of one it was copied from). Constant time.
+  bool SharesListWith(const Layout& o) const {
+    return components_ == o.components_ && dims_ == o.dims_;
+  }
 
  private:
   static inline const std::vector<LayoutComponent> kNoComponents;

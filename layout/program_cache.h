@@ -9,6 +9,7 @@
 #include <absl/base/thread_annotations.h>
 #include <absl/synchronization/mutex.h>
 
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -22,7 +23,7 @@ namespace isometry {
 class ProgramCache {
  public:
   explicit ProgramCache(size_t capacity, uint64_t capacity_bytes = 256ull << 20)
-      : capacity_(capacity), capacity_bytes_(capacity_bytes) {}
+      : capacity_(capacity), capacity_bytes_(capacity_bytes), id_(next_id_.fetch_add(1)) {}
 
   // Returns the cached program or compiles, caches and returns it. Errors are
   // not cached. Thread-safe; compilation runs outside the lock.
@@ -44,8 +45,18 @@ class ProgramCache {
     uint64_t bytes = 0;
   };
   void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The calling thread's last program of this cache, when `src`, `dst`
+  // and `box` are the ones it was got for; else remembers `program` as it.
+  std::shared_ptr<const CopyProgram> LastOfThread(const InstanceShape& src,
+                                                  const InstanceShape& dst, const Box& box) const;
+  void RememberForThread(const InstanceShape& src, const InstanceShape& dst, const Box& box,
+                         std::shared_ptr<const CopyProgram> program) const;
+
+  static inline std::atomic<uint64_t> next_id_{1};
   const size_t capacity_;
   const uint64_t capacity_bytes_;
+  const uint64_t id_;  // never reused, unlike an address: names this cache to its threads
+  mutable std::atomic<uint64_t> thread_hits_{0};  // hits of LastOfThread
   mutable absl::Mutex mu_;
   std::list<Entry> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
   std::unordered_map<uint64_t, std::list<Entry>::iterator> index_ ABSL_GUARDED_BY(mu_);

@@ -35,6 +35,42 @@ TEST_CASE("the program cache memoizes by shape pair and box, LRU first out") {
   CHECK(cache.size() == 2);
 }
 
+TEST_CASE("a thread's repeated copy is found by identity, never for another shape or cache") {
+  ProgramCache cache(8);
+  const InstanceShape aos{Box::FromExtents({100}), FieldSpace::Uniform(4, 4), Layout::Aos(1)};
+  const InstanceShape soa{aos.bounds, aos.fields, Layout::Soa(1)};
+  auto whole = cache.Get(aos, soa, aos.bounds);
+  REQUIRE(whole.ok());
+  // The same lists: the thread's last program, counted as a hit.
+  auto again = cache.Get(InstanceShape(aos), InstanceShape(soa), aos.bounds);
+  REQUIRE(again.ok());
+  CHECK(again->get() == whole->get());
+  CHECK(cache.hits() == 1);
+  // The same lists over another box, or other bounds: other programs.
+  const Box half = Box::FromExtents({50});
+  auto part = cache.Get(aos, soa, half);
+  REQUIRE(part.ok());
+  CHECK((*part)->bytes == 50 * 16);
+  CHECK((*whole)->bytes == 100 * 16);
+  const InstanceShape small_aos{half, aos.fields, aos.layout},
+      small_soa{half, aos.fields, soa.layout};
+  auto small = cache.Get(small_aos, small_soa, half);
+  REQUIRE(small.ok());
+  CHECK(small->get() != part->get());  // other strides: another key
+  CHECK(cache.misses() == 3);
+  // Back to the first: from the cache, the same program.
+  auto first = cache.Get(aos, soa, aos.bounds);
+  REQUIRE(first.ok());
+  CHECK(first->get() == whole->get());
+  // Another cache never answers from this thread's last program of this one.
+  ProgramCache other(8);
+  auto elsewhere = other.Get(aos, soa, aos.bounds);
+  REQUIRE(elsewhere.ok());
+  CHECK(other.misses() == 1);
+  CHECK(other.hits() == 0);
+  CHECK(elsewhere->get() != whole->get());
+}
+
 TEST_CASE("the program cache keeps at most its byte budget, whatever the entry count") {
   // A 4-D blocked layout and a box that cuts blocks: a program of tens of
   // ops (about 40 KB), and a distinct one for every box.
