@@ -127,6 +127,7 @@ uint64_t PlanCache::bytes() const {
 
 void PlanCache::Clear() {
   absl::MutexLock lock(&mu_);
+  generation_.fetch_add(1, std::memory_order_release);
   map_.clear();
   lru_.clear();
   bytes_ = 0;

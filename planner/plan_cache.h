@@ -58,6 +58,11 @@ class PlanCache {
   void Insert(const PlanKey& key, Path path);
   void Insert(const PlanKey& key, std::shared_ptr<const Path> path) ABSL_LOCKS_EXCLUDED(mu_);
   void Clear() ABSL_LOCKS_EXCLUDED(mu_);
+  // Bumped by Clear: a path remembered outside the cache (Planner's last
+  // plan of a thread) is good while the generation it was found in lasts.
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+  // A hit answered from such a remembered path.
+  void CountHit() { hits_.fetch_add(1, std::memory_order_relaxed); }
 
   uint64_t hits() const { return hits_.load(std::memory_order_relaxed); }
   uint64_t misses() const { return misses_.load(std::memory_order_relaxed); }
@@ -74,6 +79,7 @@ class PlanCache {
 
   const size_t capacity_;  // constant after construction
   std::atomic<uint64_t> hits_{0}, misses_{0};
+  std::atomic<uint64_t> generation_{0};
   mutable absl::Mutex mu_;
   std::list<Entry> lru_ ABSL_GUARDED_BY(mu_);  // most recent first
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;

@@ -79,6 +79,10 @@ class Planner {
   const PlannerOptions& options() const { return options_; }
 
  private:
+  static inline std::atomic<uint64_t> next_id_{1};
+  // Never reused, unlike an address: names this planner to the thread
+  // that remembers its last plan (planner.cc).
+  const uint64_t id_ = next_id_.fetch_add(1, std::memory_order_relaxed);
   const PlannerOptions options_;  // constant after construction
   const FullPlanner full_;        // const and thread-safe
   PlanCache cache_;               // thread-safe

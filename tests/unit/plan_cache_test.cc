@@ -148,6 +148,42 @@ TEST_CASE("planner: simple below the size threshold, full at and above it") {
   CHECK(eager.Plan(src, dst, Box::FromExtents({127}), 8)->algorithm == "simple");
 }
 
+TEST_CASE("planner: a thread's repeated request is answered by identity, counted as a hit") {
+  Planner planner(PaperGraph(2));
+  const PlanEndpoint src = At(0, PaperMemory::kSys, Layout::Aos(1));
+  const PlanEndpoint dst = At(0, PaperMemory::kSys, Layout::Soa(1));
+  const Box box = Box::FromExtents({512});
+  auto first = planner.PlanShared(src, dst, box, 8, 8);
+  REQUIRE(first.ok());
+  auto again = planner.PlanShared(src, dst, box, 8, 8);
+  REQUIRE(again.ok());
+  CHECK(again->get() == first->get());
+  CHECK(planner.stats().cache_hits == 1);
+  CHECK(planner.stats().cache_misses == 1);
+  // Equal layouts made apart (other lists) go through the cache: the same plan.
+  auto equal =
+      planner.PlanShared({src.memory, Layout::Aos(1)}, {dst.memory, Layout::Soa(1)}, box, 8, 8);
+  REQUIRE(equal.ok());
+  CHECK(equal->get() == first->get());
+  CHECK(planner.stats().cache_hits == 2);
+  // Another box, or bounds that are not valid, are never answered from it.
+  CHECK_FALSE(planner.PlanShared(src, dst, Box::FromExtents({8, 8}), 8, 8).ok());
+  auto other_size = planner.PlanShared(src, dst, Box::FromExtents({1 << 24}), 8, 8);
+  REQUIRE(other_size.ok());
+  CHECK(planner.stats().cache_misses == 2);
+  // Another planner plans afresh; one without a cache plans every request.
+  Planner other(PaperGraph(2));
+  REQUIRE(other.PlanShared(src, dst, box, 8, 8).ok());
+  CHECK(other.stats().cache_misses == 1);
+  PlannerOptions none;
+  none.cache_capacity = 0;
+  Planner uncached(PaperGraph(2), none);
+  REQUIRE(uncached.PlanShared(src, dst, box, 8, 8).ok());
+  REQUIRE(uncached.PlanShared(src, dst, box, 8, 8).ok());
+  CHECK(uncached.stats().cache_hits == 0);
+  CHECK(uncached.stats().simple_plans == 2);
+}
+
 TEST_CASE("planner property: a cached plan equals a fresh one") {
   const Topology t = PaperGraph(3);
   Planner cached(t);
