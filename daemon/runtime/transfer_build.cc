@@ -235,7 +235,7 @@ Status Runtime::Impl::SizeBuffers(TransferState& t, const CopyRequest& req) cons
   ISO_ASSIGN_OR_RETURN(ChunkGrid grid,
                        req.remote ? GridAlong(t.path(), t.box, req.src.shape.fields,
                                               req.remote->chunk_target, req.remote->slot_limit)
-                                  : GridFor(t.path(), t.box, req.src.shape.fields));
+                                  : GridOfCopy(t.shared_path, t.box, req.src.shape.fields));
   if (req.remote && grid.count() > (1ull << 22)) {
     return InvalidArgument("cross-node copy ", req.remote->key, ": ", grid.count(),
                            " chunks; at most 4194304 (raise cluster.request_size)");
@@ -408,6 +408,30 @@ Result<ChunkGrid> Runtime::Impl::GridFor(const Path& path, const Box& box,
     target = std::max(target, std::min(slot_limit, bytes / 8));
   }
   return GridAlong(path, box, fields, target, slot_limit);
+}
+
+// GridFor, remembering the calling thread's last grid: a thread that
+// repeats one copy (the ring thread serving a client's small copies)
+// skips the path's layout list and the grid's arithmetic. What a grid
+// depends on besides the path, box and fields (the channels' request
+// sizes, the runtime's config) is constant, and a path belongs to one
+// runtime's planner; the path and field list are held, so no other can
+// take their address.
+Result<ChunkGrid> Runtime::Impl::GridOfCopy(const std::shared_ptr<const Path>& path, const Box& box,
+                                            const FieldSpace& fields) const {
+  struct LastGrid {
+    std::shared_ptr<const Path> path;
+    Box box;
+    FieldSpace fields;
+    ChunkGrid grid;
+  };
+  thread_local LastGrid last;
+  if (last.path == path && last.box == box && last.fields.SharesListWith(fields)) {
+    return last.grid;
+  }
+  ISO_ASSIGN_OR_RETURN(ChunkGrid grid, GridFor(*path, box, fields));
+  last = {path, box, fields, grid};
+  return grid;
 }
 
 // Checks a cross-node part and puts its path on `t`: hops that live
