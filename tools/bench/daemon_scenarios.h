@@ -30,7 +30,11 @@ void RunClientToClient(const DaemonOptions& o, Report& report);
 // 4 KiB copies on the ring and over gRPC against the in-process 4 KiB
 // memcpy floor: each round takes every sample set once; a row is the
 // median over rounds of the round's median (or p99) paired with the
-// floor's, and carries the percentiles of all samples for a CDF.
+// floor's, and carries the percentiles of all samples for a CDF. Ring
+// copies run back to back, then 200 us apart on this daemon (its poll
+// window run out) and on a second one in busy-poll mode (windows of
+// 100 ms); with peers, the back-to-back median is paired with UCX's
+// tag_lat round trip too.
 void RunLatency(const DaemonOptions& o, Report& report);
 // fresh_aos_soa_128MiB and fresh_contig_256MiB: each round
 // allocates a fresh destination, copies into it, copies again into the same
