@@ -315,6 +315,7 @@ struct Client::Impl {
   }
 
   enum class Waited { kReady, kClosed, kTimedOut };
+  static constexpr uint32_t kLooksPerClock = 16;
 
   // Reaps completions and runs the hops the daemon hands over until
   // `ready()` (called under cq_mu, as `lock` holds it) says so: kReady;
@@ -359,9 +360,12 @@ struct Client::Impl {
         header->client_spinning.value.store(1, std::memory_order_seq_cst);
         auto spin_until = Clock::now() + spin;
         if (deadline) spin_until = std::min(spin_until, *deadline);
-        // Pauses with a yield every few microseconds (core/spin_wait.h).
+        // Pauses with a yield every few microseconds (core/spin_wait.h);
+        // the clock read every kLooksPerClock looks, so a completion is
+        // seen a pause after it lands, not a clock read later.
         SpinWait wait;
-        while (!AnythingPending() && Clock::now() < spin_until) {
+        for (uint32_t looks = 1; !AnythingPending(); ++looks) {
+          if (looks % kLooksPerClock == 0 && Clock::now() >= spin_until) break;
           wait.Step();
         }
         header->client_spinning.value.store(0, std::memory_order_seq_cst);
