@@ -106,6 +106,21 @@ class NativePathTest(NativeCase):
 
     # ---- tests ----
 
+    def test_the_completion_wait_spins_as_long_as_asked_and_wakes_without_spinning(self):
+        # spin_us=0: every waited copy sleeps on the completion eventfd at
+        # once, so each completion comes through the daemon's wake-up; a
+        # busy-poll client (spin_us=100000) looks at the ring throughout.
+        bounds = [(0, 256)]
+        for spin_us in (0, 100000):
+            c = self.client(f"spin{spin_us}", spin_us=spin_us)
+            self.assertEqual(c.transport, "native")
+            for _ in range(50):
+                self.copy_on(c, bounds, "F,x", "x,F")
+        for bad in (-1, 2**32, 1.5, True):
+            with self.subTest(spin_us=bad), self.assertRaises(ValueError):
+                self.isometry.Client(self.socket, local_socket=self.local, native=True,
+                                     spin_us=bad)
+
     def test_copies_through_the_rings_match_grpc_byte_for_byte(self):
         self.assertEqual((self.c.transport, self.g.transport), ("native", "grpc"))
         self.assertTrue(self.c.alive)

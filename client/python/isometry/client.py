@@ -151,6 +151,12 @@ class Client(InstancesMixin, TransfersMixin, FuturesMixin, ActiveAccessMixin):
             reads from a thread of this process. False: the daemon moves
             all private memory (its cma channel), as without ``native``.
             :attr:`native_counters` counts what ran here.
+        spin_us: on the native path, microseconds a thread waiting for a
+            copy's completion keeps looking at the completion ring before
+            it sleeps (0: sleeps at once; the daemon skips the wake-up
+            while it looks). Raise it, with the daemon's
+            ``daemon.ring_poll_us``, for busy-poll mode on a node with cores
+            to spare; see the operations guide's tuning page.
 
     Raises:
         IsometryError: ``UNAVAILABLE`` if nothing answers on a socket,
@@ -172,13 +178,17 @@ class Client(InstancesMixin, TransfersMixin, FuturesMixin, ActiveAccessMixin):
         local_socket: Optional[str] = None,
         native: Optional[bool] = False,
         in_process: bool = True,
+        spin_us: int = 50,
     ) -> None:
         if native and local_socket is None:
             raise ValueError("native=True needs local_socket: the rings are the local socket's")
+        if isinstance(spin_us, bool) or not isinstance(spin_us, int) or not 0 <= spin_us < 2**32:
+            raise ValueError(f"spin_us must be an int from 0 to 2**32 - 1, not {spin_us!r}")
         self.socket = socket
         self.local_socket = local_socket
         self.name = name
         self._in_process = in_process
+        self._spin_us = spin_us
         self.call_timeout = call_timeout
         self._lock = threading.Lock()
         self._session_ready = threading.Event()
@@ -257,7 +267,7 @@ class Client(InstancesMixin, TransfersMixin, FuturesMixin, ActiveAccessMixin):
         not two."""
         if native or (native is None and _native_available()):
             self._native = NativePath(path, self.name, self._cancel_ring_copies,
-                                      in_process=self._in_process)
+                                      in_process=self._in_process, spin_us=self._spin_us)
             session, session_id = self._native.token, self._native.session_id
         else:
             self._local = LocalSession(path, self.name, connect_timeout)

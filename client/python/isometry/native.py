@@ -63,11 +63,13 @@ class NativePath:
     """One native session and the handles made through it. Thread-safe."""
 
     def __init__(self, local_socket: str, name: str,
-                 cancel_all: Callable[[], None] = lambda: None, in_process: bool = True):
+                 cancel_all: Callable[[], None] = lambda: None, in_process: bool = True,
+                 spin_us: int = 50):
         if _native is None:
             raise IsometryError("FAILED_PRECONDITION", _WHY)
         try:
-            self.session = _native.Session(local_socket, name, in_process=in_process)
+            self.session = _native.Session(local_socket, name, spin_us=spin_us,
+                                           in_process=in_process)
         except IsometryError as e:
             if e.code != "UNAVAILABLE" or not e.message.startswith("cannot connect"):
                 raise
