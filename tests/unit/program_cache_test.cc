@@ -50,8 +50,8 @@ TEST_CASE("a thread's repeated copy is found by identity, never for another shap
   const Box half = Box::FromExtents({50});
   auto part = cache.Get(aos, soa, half);
   REQUIRE(part.ok());
-  CHECK((*part)->bytes == 50 * 16);
-  CHECK((*whole)->bytes == 100 * 16);
+  CHECK((*part)->bytes == uint64_t{50} * 16);
+  CHECK((*whole)->bytes == uint64_t{100} * 16);
   const InstanceShape small_aos{half, aos.fields, aos.layout},
       small_soa{half, aos.fields, soa.layout};
   auto small = cache.Get(small_aos, small_soa, half);

@@ -400,74 +400,120 @@ GrpcSamples GrpcLatencyUs(const tools::DaemonProcess& daemon, int iterations) {
 
 }  // namespace
 
+namespace {
+
+// The median and p99 of `samples`, which are also appended to `all`.
+std::pair<double, double> MedianAndP99(std::vector<double> samples, std::vector<double>& all) {
+  all.insert(all.end(), samples.begin(), samples.end());
+  std::sort(samples.begin(), samples.end());
+  return {PercentileOf(samples, 0.5), PercentileOf(samples, 0.99)};
+}
+
+// One latency row pair: per round, the median and p99 against the
+// baseline's, and every sample for the percentiles.
+struct LatencySeries {
+  Rounds median, p99;
+  std::vector<double> all;
+
+  // Adds a round's samples against the baseline's (median, p99); returns
+  // their (median, p99).
+  std::pair<double, double> Add(std::vector<double> samples, std::pair<double, double> base) {
+    const auto mine = MedianAndP99(std::move(samples), all);
+    median.Add(mine.first, base.first);
+    p99.Add(mine.second, base.second);
+    return mine;
+  }
+  void Print(const std::string& what) const {
+    median.Print((what + " median (us)").c_str());
+    p99.Print((what + " p99 (us)").c_str());
+  }
+  // The median row (carrying the distribution) and the p99 row.
+  void Report(Report& report, const char* scenario, const char* base, const Percentiles& base_pct,
+              const char* median_target, const char* p99_target) {
+    for (const bool is_median : {true, false}) {
+      Row out = MedianRow(scenario, is_median ? "median" : "p99", is_median ? median : p99, base,
+                          is_median ? median_target : p99_target, "us");
+      out.predicted.note = kLatencyNote;
+      out.bytes = 4096;
+      if (is_median) {
+        out.percentiles = PercentilesOf(std::move(all));
+        out.baseline_percentiles = base_pct;
+      }
+      report.Add(std::move(out));
+    }
+  }
+  static constexpr const char* kLatencyNote = "no plan: a latency row";
+};
+
+// The fresh daemon's round-one warm-up (its first 1000 + kDaemonHistory
+// copies) against every copy timed after them.
+Row FreshDaemonRow(std::vector<double> fresh, std::vector<double> steady) {
+  std::sort(fresh.begin(), fresh.end());
+  std::sort(steady.begin(), steady.end());
+  const double fresh_p99 = PercentileOf(fresh, 0.99), steady_p99 = PercentileOf(steady, 0.99);
+  Row out{"latency_4KiB_ring",
+          "fresh_daemon_p99",
+          fresh_p99,
+          "us",
+          "p99 once the daemon has finished 4096 copies",
+          steady_p99,
+          steady_p99 / fresh_p99,
+          "report"};
+  out.predicted.note = LatencySeries::kLatencyNote;
+  out.bytes = 4096;
+  return out;
+}
+
+}  // namespace
+
 void RunLatency(const DaemonOptions& o, Report& report) {
   tools::DaemonProcess daemon = StartDaemon(o);
-  // Busy-poll mode (docs/guides/client-memory.md): a daemon and a client
-  // that poll for kBusyPollUs after their last work, so that copies with
-  // gaps between them still find both awake.
+  // Busy-poll mode (docs/operations/tuning.md): a daemon and a client that
+  // poll for kBusyPollUs after their last work, so that copies with gaps
+  // between them still find both awake.
   DaemonOptions busy_options = o;
   busy_options.ring_poll_us = kBusyPollUs;
-  tools::DaemonProcess busy = StartDaemon(busy_options);
+  tools::DaemonProcess busy_daemon = StartDaemon(busy_options);
   const int spaced_iterations = std::max(100, o.latency_iterations / 10);
-  // Per round: the floor, the ring, the spaced copies in both modes and
-  // gRPC once each, in that order; every sample kept for the percentiles.
-  Rounds ring_median, ring_p99, grpc_median, grpc_p99, ring_vs_ucx;
-  Rounds spaced_median, spaced_p99, busy_median, busy_p99;
-  std::vector<double> all_spaced, all_busy;
+  // Per round: the floor, the ring back to back, the spaced copies in both
+  // modes, gRPC and UCX once each, in that order.
+  LatencySeries ring, spaced, busy, grpc;
+  Rounds ring_vs_ucx;
   std::string ucx_unavailable, ucx_command;
-  std::vector<double> all_floor, all_ring, all_grpc, all_grpc_floor, fresh;
-  auto add = [](std::vector<double> samples, std::vector<double>& all) {
-    all.insert(all.end(), samples.begin(), samples.end());
-    std::sort(samples.begin(), samples.end());
-    return std::pair{PercentileOf(samples, 0.5), PercentileOf(samples, 0.99)};
-  };
+  std::vector<double> all_floor, all_grpc_floor, fresh;
   for (int r = 0; r < o.rounds; ++r) {
-    const auto floor = add(MemcpyFloorUs(o.latency_iterations), all_floor);
-    const auto ring = add(
+    const auto floor = MedianAndP99(MemcpyFloorUs(o.latency_iterations), all_floor);
+    const auto back_to_back = ring.Add(
         RingLatencyUs(daemon, o.latency_iterations, o.client_spin_us, r == 0 ? &fresh : nullptr),
-        all_ring);
-    const auto spaced =
-        add(RingLatencyUs(daemon, spaced_iterations, o.client_spin_us, nullptr, kSpacedGap),
-            all_spaced);
-    const auto busy_poll =
-        add(RingLatencyUs(busy, spaced_iterations, kBusyPollUs, nullptr, kSpacedGap), all_busy);
-    spaced_median.Add(spaced.first, floor.first);
-    spaced_p99.Add(spaced.second, floor.second);
-    busy_median.Add(busy_poll.first, floor.first);
-    busy_p99.Add(busy_poll.second, floor.second);
+        floor);
+    spaced.Add(RingLatencyUs(daemon, spaced_iterations, o.client_spin_us, nullptr, kSpacedGap),
+               floor);
+    busy.Add(RingLatencyUs(busy_daemon, spaced_iterations, kBusyPollUs, nullptr, kSpacedGap),
+             floor);
     // The busy-poll daemon's ring thread polls on for kBusyPollUs: let it
     // sleep before gRPC is timed.
     std::this_thread::sleep_for(std::chrono::microseconds(2 * kBusyPollUs));
     GrpcSamples g = GrpcLatencyUs(daemon, o.grpc_iterations);
-    const auto grpc = add(std::move(g.copy_us), all_grpc);
-    const auto grpc_floor = add(std::move(g.floor_us), all_grpc_floor);
-    ring_median.Add(ring.first, floor.first);
-    ring_p99.Add(ring.second, floor.second);
+    grpc.Add(std::move(g.copy_us), MedianAndP99(std::move(g.floor_us), all_grpc_floor));
     if (o.peers) {
       // The same 4 KiB between two processes over UCX's shared memory: a
       // ring copy (submit, then its completion) is a round trip, so its
       // pair is twice UCX's one-way latency.
       const PeerLatency ucx = UcxTagLatShm(4096, static_cast<uint64_t>(o.latency_iterations));
       if (ucx.ok) {
-        ring_vs_ucx.Add(ring.first, 2 * ucx.median_us);
+        ring_vs_ucx.Add(back_to_back.first, 2 * ucx.median_us);
         ucx_command = ucx.detail;
       } else {
         ucx_unavailable = ucx.detail;
       }
     }
-    grpc_median.Add(grpc.first, grpc_floor.first);
-    grpc_p99.Add(grpc.second, grpc_floor.second);
   }
   daemon.Stop();
-  busy.Stop();
-  ring_median.Print("4 KiB ring median vs memcpy floor (us)");
-  ring_p99.Print("4 KiB ring p99 vs memcpy floor (us)");
-  spaced_median.Print("4 KiB ring median, copies 200 us apart, vs memcpy floor (us)");
-  spaced_p99.Print("4 KiB ring p99, copies 200 us apart, vs memcpy floor (us)");
-  busy_median.Print("4 KiB ring median, busy-poll, copies 200 us apart, vs memcpy floor (us)");
-  busy_p99.Print("4 KiB ring p99, busy-poll, copies 200 us apart, vs memcpy floor (us)");
-  grpc_median.Print("4 KiB gRPC median vs empty gRPC call (us)");
-  grpc_p99.Print("4 KiB gRPC p99 vs empty gRPC call (us)");
+  busy_daemon.Stop();
+  ring.Print("4 KiB ring vs memcpy floor:");
+  spaced.Print("4 KiB ring, copies 200 us apart, vs memcpy floor:");
+  busy.Print("4 KiB ring, busy-poll, copies 200 us apart, vs memcpy floor:");
+  grpc.Print("4 KiB gRPC vs empty gRPC call:");
   if (!ucx_unavailable.empty()) {
     std::fprintf(stderr, "  UCX tag_lat unavailable: %s\n", ucx_unavailable.c_str());
   }
@@ -475,58 +521,24 @@ void RunLatency(const DaemonOptions& o, Report& report) {
     ring_vs_ucx.Print("4 KiB ring median vs UCX tag_lat round trip (us)");
     std::fprintf(stderr, "  UCX: %s\n", ucx_command.c_str());
   }
+  if (!fresh.empty()) report.Add(FreshDaemonRow(std::move(fresh), ring.all));
+  const char* const memcpy_floor = "4 KiB memcpy in-process";
   const Percentiles floor_pct = PercentilesOf(std::move(all_floor));
-  const Percentiles grpc_floor_pct = PercentilesOf(std::move(all_grpc_floor));
-  auto row = [&](const char* scenario, const char* metric, const Rounds& r, const char* target,
-                 std::vector<double>* samples, bool grpc) {
-    Row out = MedianRow(scenario, metric, r,
-                        grpc ? "empty gRPC call (health check)" : "4 KiB memcpy in-process", target,
-                        "us");
-    out.predicted.note = "no plan: a latency row";
-    out.bytes = 4096;
-    if (samples) {  // the median row carries the distribution
-      out.percentiles = PercentilesOf(std::move(*samples));
-      out.baseline_percentiles = grpc ? grpc_floor_pct : floor_pct;
-    }
-    report.Add(std::move(out));
-  };
-  if (!fresh.empty()) {
-    // The fresh daemon's round-one warm-up (its first 1000 + kDaemonHistory
-    // copies) against every copy timed after them.
-    std::sort(fresh.begin(), fresh.end());
-    std::vector<double> steady = all_ring;
-    std::sort(steady.begin(), steady.end());
-    const double fresh_p99 = PercentileOf(fresh, 0.99), steady_p99 = PercentileOf(steady, 0.99);
-    Row out{"latency_4KiB_ring",
-            "fresh_daemon_p99",
-            fresh_p99,
-            "us",
-            "p99 once the daemon has finished 4096 copies",
-            steady_p99,
-            steady_p99 / fresh_p99,
-            "report"};
-    out.predicted.note = "no plan: a latency row";
-    out.bytes = 4096;
-    report.Add(std::move(out));
-  }
   // Back to back, every copy finds the daemon and the client polling,
   // whatever their windows: the polling (busy-poll) figure. Spaced, the
   // default windows have run out; busy-poll mode's have not.
-  row("latency_4KiB_ring", "median", ring_median, "<= 2 us", &all_ring, false);
-  row("latency_4KiB_ring", "p99", ring_p99, "<= 5 us", nullptr, false);
-  row("latency_4KiB_ring_spaced", "median", spaced_median, "report", &all_spaced, false);
-  row("latency_4KiB_ring_spaced", "p99", spaced_p99, "report", nullptr, false);
-  row("latency_4KiB_ring_busy_poll", "median", busy_median, "report", &all_busy, false);
-  row("latency_4KiB_ring_busy_poll", "p99", busy_p99, "report", nullptr, false);
+  ring.Report(report, "latency_4KiB_ring", memcpy_floor, floor_pct, "<= 2 us", "<= 5 us");
+  spaced.Report(report, "latency_4KiB_ring_spaced", memcpy_floor, floor_pct, "report", "report");
+  busy.Report(report, "latency_4KiB_ring_busy_poll", memcpy_floor, floor_pct, "report", "report");
   if (!ring_vs_ucx.pairs().empty()) {
     Row out = MedianRow("latency_4KiB_ring", "median_vs_ucx", ring_vs_ucx,
                         "UCX tag_lat round trip (2 x one way), UCX_TLS=shm", "report", "us");
-    out.predicted.note = "no plan: a latency row";
+    out.predicted.note = LatencySeries::kLatencyNote;
     out.bytes = 4096;
     report.Add(std::move(out));
   }
-  row("latency_4KiB_grpc", "median", grpc_median, "<= 100 us", &all_grpc, true);
-  row("latency_4KiB_grpc", "p99", grpc_p99, "", nullptr, true);
+  grpc.Report(report, "latency_4KiB_grpc", "empty gRPC call (health check)",
+              PercentilesOf(std::move(all_grpc_floor)), "<= 100 us", "");
 }
 
 }  // namespace isometry::bench
