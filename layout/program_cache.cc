@@ -73,9 +73,9 @@ void ProgramCache::RememberForThread(const InstanceShape& src, const InstanceSha
 Result<std::shared_ptr<const CopyProgram>> ProgramCache::Get(const InstanceShape& src,
                                                              const InstanceShape& dst,
                                                              const Box& box) {
+  if (std::shared_ptr<const CopyProgram> last = LastOfThread(src, dst, box)) return last;
   // Built in a buffer of the calling thread's, so a hit (every repeated
   // copy) allocates nothing; a miss moves it into the entry.
-  if (std::shared_ptr<const CopyProgram> last = LastOfThread(src, dst, box)) return last;
   thread_local std::string key;
   key.clear();
   AppendShape(key, src);

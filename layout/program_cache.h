@@ -45,8 +45,9 @@ class ProgramCache {
     uint64_t bytes = 0;
   };
   void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The calling thread's last program of this cache, when `src`, `dst`
-  // and `box` are the ones it was got for; else remembers `program` as it.
+  // The calling thread's last program of this cache when `src`, `dst` and
+  // `box` are the ones it was got for (a hit), else null; RememberForThread
+  // makes `program` that last one.
   std::shared_ptr<const CopyProgram> LastOfThread(const InstanceShape& src,
                                                   const InstanceShape& dst, const Box& box) const;
   void RememberForThread(const InstanceShape& src, const InstanceShape& dst, const Box& box,

@@ -2,18 +2,11 @@
 
 #include <absl/base/thread_annotations.h>
 #include <absl/synchronization/mutex.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
-#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
@@ -23,14 +16,11 @@
 #include <map>
 #include <optional>
 #include <sstream>
-#include <string_view>
 #include <system_error>
 #include <thread>
 #include <vector>
 
 #include "tools/bench/peer_process.h"
-
-extern char** environ;
 
 namespace isometry::bench {
 
