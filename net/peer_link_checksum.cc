@@ -94,6 +94,10 @@ Status PeerLink::ReceiveData(Conn& c, const FrameHeader& h) {
       // `c`'s set was replaced and the new one credited already: this
       // chunk's credit goes over the live set.
       AnswerOverInLocked(FrameType::kCredit, key);
+      spdlog::info(
+          "data link from peer '{}': chunk {} of transfer {} credited again over the "
+          "new connections",
+          peer_, key.second, key.first);
     }
     return landed.status;
   }
