@@ -212,7 +212,7 @@ Result<std::vector<RateSample>> MeasureContiguous(Channel& channel,
             },
             request, slice, nullptr, size / request);
       },
-      kMemoryWindows);
+      kMemoryWindows, llc + 1);
 }
 
 Result<RateSample> MeasureNodeCopy(std::chrono::milliseconds budget) {

@@ -22,7 +22,8 @@ Result<double> TimeRequests(Channel& channel, const std::function<ChannelRequest
 
 Result<std::vector<RateSample>> MeasureSizes(
     const std::vector<uint64_t>& sizes, uint64_t min_request, std::chrono::milliseconds budget,
-    const std::function<Result<double>(uint64_t, Clock::duration)>& measure, int windows) {
+    const std::function<Result<double>(uint64_t, Clock::duration)>& measure, int windows,
+    uint64_t fresh_from) {
   windows = std::max(windows, 1);
   const auto per_window = budget / static_cast<int>(sizes.size()) / windows;
   // figures[i]: size i's windows; empty where the curve is extended flat.
@@ -34,7 +35,8 @@ Result<std::vector<RateSample>> MeasureSizes(
   uint64_t last_bytes = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
     const uint64_t bytes = std::max(sizes[i], min_request);
-    if (timed_one) {  // as before: even a 0 figure extends the growing sizes flat
+    const bool fresh = sizes[i] >= fresh_from && (i == 0 || sizes[i - 1] < fresh_from);
+    if (timed_one && !fresh) {  // as before: even a 0 figure extends the growing sizes flat
       const bool grows = bytes > std::max(last_bytes, min_request);
       const double predicted_s = 2.0 * static_cast<double>(bytes) / last_bps;
       if (grows && predicted_s > std::chrono::duration<double>(per_window).count()) continue;
