@@ -20,6 +20,10 @@ Result<double> TimeRequests(Channel& channel, const std::function<ChannelRequest
   return static_cast<double>(done * bytes) / seconds;
 }
 
+// How long a fresh size (MeasureSizes' `fresh_from`) may be predicted to
+// take and still be timed, where that is more than four windows.
+constexpr double kFreshSeconds = 0.05;
+
 Result<std::vector<RateSample>> MeasureSizes(
     const std::vector<uint64_t>& sizes, uint64_t min_request, std::chrono::milliseconds budget,
     const std::function<Result<double>(uint64_t, Clock::duration)>& measure, int windows,
@@ -35,11 +39,15 @@ Result<std::vector<RateSample>> MeasureSizes(
   uint64_t last_bytes = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
     const uint64_t bytes = std::max(sizes[i], min_request);
-    const bool fresh = sizes[i] >= fresh_from && (i == 0 || sizes[i - 1] < fresh_from);
-    if (timed_one && !fresh) {  // as before: even a 0 figure extends the growing sizes flat
+    if (timed_one) {  // as before: even a 0 figure extends the growing sizes flat
       const bool grows = bytes > std::max(last_bytes, min_request);
       const double predicted_s = 2.0 * static_cast<double>(bytes) / last_bps;
-      if (grows && predicted_s > std::chrono::duration<double>(per_window).count()) continue;
+      const double window_s = std::chrono::duration<double>(per_window).count();
+      const bool fresh = sizes[i] >= fresh_from && (i == 0 || sizes[i - 1] < fresh_from);
+      // A fresh size may overrun its window a little, never for long (a
+      // rate-capped channel stays flat at its cap).
+      const double allowed_s = fresh ? std::max(4 * window_s, kFreshSeconds) : window_s;
+      if (grows && predicted_s > allowed_s) continue;
     }
     ISO_ASSIGN_OR_RETURN(const double bps, measure(sizes[i], per_window));
     figures[i].push_back(bps);

@@ -50,10 +50,11 @@ Result<double> TimeRequests(Channel& channel, const std::function<ChannelRequest
 // over 10 back to back and 0.93-1.07 over 8 in passes, but 21 full
 // benchmark runs in passes read 0.73-1.49 (32 before: 0.71-1.37).
 // Which sizes are timed is decided in the first pass.
-// The first size at or above `fresh_from` is timed whatever the size
-// before it predicts: from there the copies run another way (a contiguous
-// copy larger than the last-level cache is written with streaming stores),
-// and a figure extended flat from below can be half of what they move.
+// The first size at or above `fresh_from` is timed even where the size
+// before it predicts it would overrun its window, up to four windows (or
+// 50 ms): from there the copies run another way (a contiguous copy larger
+// than the last-level cache is written with streaming stores), and a
+// figure extended flat from below can be half of what they move.
 Result<std::vector<RateSample>> MeasureSizes(
     const std::vector<uint64_t>& sizes, uint64_t min_request, std::chrono::milliseconds budget,
     const std::function<Result<double>(uint64_t, Clock::duration)>& measure, int windows = 1,

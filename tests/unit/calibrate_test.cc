@@ -258,23 +258,36 @@ TEST_CASE("sizes too slow for their window are extended flat in every pass") {
 }
 
 TEST_CASE("the first size that runs another way is timed, not extended flat from below") {
-  // As above, 1 MB/s below 4 MiB is far too slow for the window; from 4 MiB
-  // the copies run another way (streaming stores past the cache) at twice
-  // that. 4 MiB is timed in both windows all the same, and 16 MiB extends
-  // its figure, not the smaller sizes'.
+  // Windows of 12.5 ms. Below 4 MiB the copies run at 300 MB/s, so two
+  // 2 MiB requests (14 ms) are too slow for a window; from 4 MiB they run
+  // another way (streaming stores past the cache) at twice that. 4 MiB is
+  // timed in both windows all the same (28 ms predicted, within 50 ms), and
+  // 16 MiB extends its figure, not the smaller sizes'.
   std::vector<uint64_t> order;
   auto measure = [&](uint64_t size, calibration::Clock::duration) -> Result<double> {
     order.push_back(size);
-    return size >= (4u << 20) ? 2e6 : 1e6;
+    return size >= (4u << 20) ? 6e8 : 3e8;
   };
-  auto out = calibration::MeasureSizes({4096, 1 << 20, 4 << 20, 16 << 20}, 0,
+  auto out = calibration::MeasureSizes({4096, 2 << 20, 4 << 20, 16 << 20}, 0,
                                        std::chrono::milliseconds(100), measure, 2, 4 << 20);
   REQUIRE(out.ok());
   CHECK(order == std::vector<uint64_t>{4096, 4 << 20, 4096, 4 << 20});
   REQUIRE(out->size() == 4);
-  CHECK((*out)[1].bytes_per_s == 1e6);
-  CHECK((*out)[2].bytes_per_s == 2e6);
-  CHECK((*out)[3].bytes_per_s == 2e6);
+  CHECK((*out)[1].bytes_per_s == 3e8);
+  CHECK((*out)[2].bytes_per_s == 6e8);
+  CHECK((*out)[3].bytes_per_s == 6e8);
+  // A channel capped at 1 MB/s would take 8 s for it: flat at the cap.
+  order.clear();
+  auto capped = calibration::MeasureSizes(
+      {4096, 2 << 20, 4 << 20, 16 << 20}, 0, std::chrono::milliseconds(100),
+      [&](uint64_t size, calibration::Clock::duration) -> Result<double> {
+        order.push_back(size);
+        return 1e6;
+      },
+      2, 4 << 20);
+  REQUIRE(capped.ok());
+  CHECK(order == std::vector<uint64_t>{4096, 4096});
+  for (const RateSample& s : *capped) CHECK(s.bytes_per_s == 1e6);
 }
 
 TEST_CASE("calibration areas are several times the last-level cache, read from sysfs sizes") {
