@@ -35,6 +35,9 @@ struct ChannelCaps {
   bool converts_layout = false;  // executes strided programs efficiently
   uint64_t request_bytes = 0;    // preferred request size (sweet spot)
   int max_in_flight = 1;
+  // Threads that run requests at the same time: a copy of fewer requests
+  // than that is cut finer so that each has one (the runtime's GridFor).
+  int threads = 1;
   uint64_t rate_limit_bytes_per_s = 0;  // 0 = unlimited
   bool runs_inline = false;             // RunInline() is supported
   bool streams_stores = false;          // honours ChannelRequest::stream_stores

@@ -13,6 +13,10 @@
 namespace isometry {
 namespace {
 
+// The smallest piece GridFor cuts a one-hop copy into for its channel's
+// threads.
+constexpr uint64_t kMinSplitBytes = 512ull << 10;
+
 bool Overlaps(const InstanceRef& a, const InstanceRef& b) {
   if (a.memory != b.memory) return false;
   if (a.process || b.process) {
@@ -394,6 +398,20 @@ Result<ChunkGrid> Runtime::Impl::GridFor(const Path& path, const Box& box,
     target = std::min(target, channels[e.channel]->caps().request_bytes);
   }
   if (path.edges.size() > 1) target = std::min(target, slot_limit);
+  // A one-hop copy of fewer requests than its channel has threads would
+  // leave threads idle: it is cut into a chunk per thread, none smaller
+  // than kMinSplitBytes (a smaller piece costs more in hand-offs than the
+  // second thread saves) and never one small enough to run inline. Copies
+  // of 1 to 4 MiB on the memcpy channel's two threads moved faster cut in
+  // two (docs/benchmarks/design-measurements.md, "Copy loops and plans").
+  if (path.edges.size() == 1) {
+    const int threads = channels[path.edges[0].channel]->caps().threads;
+    const uint64_t bytes = box.volume() * fields.total_bytes();
+    const auto n = static_cast<uint64_t>(std::max(threads, 1));
+    if (n > 1 && bytes > config.inline_bytes && bytes >= n * kMinSplitBytes && bytes < n * target) {
+      target = (bytes + n - 1) / n;
+    }
+  }
   // A disk hop of a pipeline moves a chunk as runs of the file's layout,
   // and a layout change elsewhere on the path cuts those runs short (a
   // 16-row transpose: 16 runs of chunk/16 bytes). Larger chunks, up to a

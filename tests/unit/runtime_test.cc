@@ -504,4 +504,31 @@ TEST_CASE("a forced path carries the model's prediction, with the smallest field
   CHECK(p.predicted_bps < std::min(p.hop_bps[0], p.hop_bps[1]));
 }
 
+TEST_CASE("a one-hop copy of fewer requests than its channel has threads is cut per thread") {
+  // memcpy0: two threads, 4 MiB requests.
+  auto chunks_of = [](Runtime& r, int64_t entries) -> uint64_t {
+    const MemoryId sys = Mem(r, "sys0");
+    const FieldSpace fs = FieldSpace::Uniform(1, 8);
+    Buf src({Box::FromExtents({entries}), fs, Layout::Aos(1)}, 1);
+    Buf dst({src.shape.bounds, fs, Layout::Aos(1)}, 2);
+    auto t = r.Copy({.src = src.Ref(sys), .dst = dst.Ref(sys)});
+    REQUIRE(t.ok());
+    REQUIRE(t->Wait().ok());
+    CHECK(CheckCopy(src.shape, src.bytes, dst.shape, dst.bytes, dst.before, src.shape.bounds) ==
+          "");
+    return t->chunks();
+  };
+  auto rt = Runtime::Create(DefaultRuntimeConfig());
+  REQUIRE(rt.ok());
+  CHECK(chunks_of(**rt, (2 << 20) / 8) == 2);    // 2 MiB: a chunk per thread
+  CHECK(chunks_of(**rt, (6 << 20) / 8) == 2);    // 6 MiB: two of 3 MiB, not 4 + 2
+  CHECK(chunks_of(**rt, (768 << 10) / 8) == 1);  // under 2 x 512 KiB: whole
+  CHECK(chunks_of(**rt, (16 << 20) / 8) == 4);   // requests enough: the request size
+  RuntimeConfig one = DefaultRuntimeConfig();
+  one.channels[0].threads = 1;
+  auto single = Runtime::Create(one);
+  REQUIRE(single.ok());
+  CHECK(chunks_of(**single, (2 << 20) / 8) == 1);
+}
+
 }  // namespace ISOMETRY_TEST_FILE
