@@ -43,7 +43,8 @@ Result<std::vector<RateSample>> MeasureSizes(
       const bool grows = bytes > std::max(last_bytes, min_request);
       const double predicted_s = 2.0 * static_cast<double>(bytes) / last_bps;
       const double window_s = std::chrono::duration<double>(per_window).count();
-      const bool fresh = sizes[i] >= fresh_from && (i == 0 || sizes[i - 1] < fresh_from);
+      // (A size was timed before this one: i > 0.)
+      const bool fresh = sizes[i - 1] < fresh_from && sizes[i] >= fresh_from;
       // A fresh size may overrun its window a little, never for long (a
       // rate-capped channel stays flat at its cap).
       const double allowed_s = fresh ? std::max(4 * window_s, kFreshSeconds) : window_s;

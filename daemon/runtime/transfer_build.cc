@@ -432,9 +432,9 @@ Result<ChunkGrid> Runtime::Impl::GridFor(const Path& path, const Box& box,
 // repeats one copy (the ring thread serving a client's small copies)
 // skips the path's layout list and the grid's arithmetic. What a grid
 // depends on besides the path, box and fields (the channels' request
-// sizes, the runtime's config) is constant, and a path belongs to one
-// runtime's planner; the path and field list are held, so no other can
-// take their address.
+// sizes and threads, the runtime's config) is constant, and a path
+// belongs to one runtime's planner; the path and field list are held, so
+// no other can take their address.
 Result<ChunkGrid> Runtime::Impl::GridOfCopy(const std::shared_ptr<const Path>& path, const Box& box,
                                             const FieldSpace& fields) const {
   struct LastGrid {

@@ -146,8 +146,9 @@ constexpr char kPipeLimit[] = "2-thread pipeline, same ring (best window)";
 // two threads handing the runtime's ring between them with nothing else
 // to do (MeasureNodePipe, what calibration times; its best window), for
 // twice as long as our copy took (at least 100 ms), the ring written with
-// cached and then with streaming stores, the faster kept, in GB/s. Where this over the
-// staged copy is below a target, no runtime reaches the target here.
+// cached and then with streaming stores, the faster kept, in GB/s. Where
+// this over the staged copy is below a target, no runtime reaches the
+// target here.
 double PipeLimitGBps(const RuntimeConfig& c, double ours_s) {
   const auto budget = std::chrono::milliseconds(std::max(100, static_cast<int>(ours_s * 2e3)));
   double best = 0;
