@@ -176,15 +176,13 @@ class FuturesMixin:
         :meth:`copy_future`). On the native rings it never blocks the
         loop: while the submission ring is full the copy waits its turn in
         this process."""
-        loop = asyncio.get_running_loop()
         ends = self._ring_ends(src, dst, box, via)
-        if ends is None:
-            return asyncio.wrap_future(self.copy_future(src, dst, priority, box, via, check),
-                                       loop=loop)
-        assert self._native is not None
-        future: "asyncio.Future[TransferInfo]" = loop.create_future()
-        self._native.ring.submit(ends[0], ends[1], priority, (future, check, loop))
-        return future
+        if ends is not None:
+            assert self._native is not None
+            return self._native.ring.submit_async(ends[0], ends[1], priority, check)
+        loop = asyncio.get_running_loop()  # outside a loop: raises before copying
+        return asyncio.wrap_future(self.copy_future(src, dst, priority, box, via, check),
+                                   loop=loop)
 
     def _cancel_ring_copies(self, timeout: float = 10.0) -> None:
         """A native session closing with ring copies in flight: cancels this

@@ -162,9 +162,11 @@ class NativePath:
         return True
 
     def instances(self, src: int, dst: int) -> Optional[Tuple[Any, Any]]:
-        """Both native instances, or None when either is not one."""
-        with self._lock:
-            s, d = self._instances.get(src), self._instances.get(dst)
+        """Both native instances, or None when either is not one. Every
+        copy asks, so without the lock: a dict's get is atomic under the
+        GIL, and the writers take the lock among themselves."""
+        get = self._instances.get
+        s, d = get(src), get(dst)
         return None if s is None or d is None else (s, d)
 
     def read(self, aid: int, offset: int, length: int) -> Optional[bytes]:

@@ -93,12 +93,12 @@ TransferLike = Union[int, TransferInfo]
 
 def _id(obj: Any, what: str) -> int:
     """The integer id of an Allocation, Instance, TransferInfo or int."""
+    if isinstance(obj, (Allocation, Instance)):  # first: every copy names two
+        return obj.id
     if isinstance(obj, bool):
         raise TypeError(f"{what}: expected an id or a record, got a bool")
     if isinstance(obj, int):
         return obj
-    if isinstance(obj, (Allocation, Instance)):
-        return obj.id
     if isinstance(obj, pb.TransferInfo):
         return int(obj.id)
     if isinstance(obj, pb.CopyResponse):

@@ -107,6 +107,48 @@ class FuturesTest(unittest.TestCase):
         for _, _, dst, data in pairs:
             self.assertEqual(c.read(dst, 0, len(data)), data)
 
+    def test_each_event_loop_settles_its_own_copies(self):
+        # acopy's future belongs to the loop running where it is called:
+        # loops one after another on a thread, two at once on two threads,
+        # none (RuntimeError) once they ended, none in a forked child.
+        c = self.connect()
+        pairs = [self.pair(c, 4096, bytes([i + 1])) for i in range(8)]
+
+        async def copies(mine):
+            loop = asyncio.get_running_loop()
+            futures = [c.acopy(s, d) for s, d, _, _ in mine for _ in range(25)]
+            self.assertTrue(all(f.get_loop() is loop for f in futures))
+            return [i.state for i in await asyncio.gather(*futures)]
+
+        for _ in range(3):
+            self.assertEqual(set(asyncio.run(copies(pairs))), {"done"})
+        results = {}
+        threads = [threading.Thread(target=lambda k=k: results.update(
+            {k: asyncio.run(copies(pairs[4 * k:4 * k + 4]))})) for k in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        self.assertEqual({k: set(v) for k, v in results.items()}, {0: {"done"}, 1: {"done"}})
+        for _, _, dst, data in pairs:
+            self.assertEqual(c.read(dst, 0, len(data)), data)
+        s, d, _, _ = pairs[0]
+        with self.assertRaisesRegex(RuntimeError, "no running event loop"):
+            c.acopy(s, d)
+
+        async def fork_and_copy():
+            await c.acopy(s, d)  # the loop is this thread's last
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    c.acopy(s, d)
+                    os._exit(1)  # the parent's loop runs nothing here
+                except RuntimeError:
+                    os._exit(0)
+            return os.waitpid(pid, 0)[1]
+
+        self.assertEqual(asyncio.run(fork_and_copy()), 0, "a forked child copied on no loop")
+
     def test_a_cancelled_transfer_raises_and_a_cancelled_future_cancels(self):
         c = self.connect()
         s, d, _, _ = self.pair(c, SLOW)
