@@ -157,7 +157,7 @@ class FuturesMixin:
         if ends is not None:
             assert self._native is not None
             future: "concurrent.futures.Future[TransferInfo]" = concurrent.futures.Future()
-            self._native.ring.submit(ends[0], ends[1], priority, (future, check, None))
+            self._native.ring.submit(ends[0], ends[1], priority, future, check)
             return future
         tid = self.copy(src, dst, priority=priority, box=box, via=via, wait=False)
         return self.transfer_future(tid, check)
@@ -176,10 +176,13 @@ class FuturesMixin:
         :meth:`copy_future`). On the native rings it never blocks the
         loop: while the submission ring is full the copy waits its turn in
         this process."""
-        ends = self._ring_ends(src, dst, box, via)
-        if ends is not None:
-            assert self._native is not None
-            return self._native.ring.submit_async(ends[0], ends[1], priority, check)
+        # _ring_ends inline: this is every small async copy's path.
+        native = self._native
+        if native is not None and box is None and not via:
+            self._check_open()
+            ends = native.instances(_id(src, "copy src"), _id(dst, "copy dst"))
+            if ends is not None:
+                return native.ring.submit_async(ends[0], ends[1], priority, check)
         loop = asyncio.get_running_loop()  # outside a loop: raises before copying
         return asyncio.wrap_future(self.copy_future(src, dst, priority, box, via, check),
                                    loop=loop)

@@ -42,8 +42,11 @@ from .records import TransferInfo
 __all__ = ["RingFutures", "completion"]
 
 AnyFuture = Union["concurrent.futures.Future[TransferInfo]", "asyncio.Future[TransferInfo]"]
-# A future waiting on a ticket: (future, check, its event loop or None).
-Sink = Tuple[AnyFuture, bool, Optional[asyncio.AbstractEventLoop]]
+# A future waiting on a ticket: (future, check, its event loop or None), or
+# an asyncio future alone for check=True (acopy's usual case: no tuple a
+# copy for Python's cyclic collector to count).
+Sink = Union[Tuple[AnyFuture, bool, Optional[asyncio.AbstractEventLoop]],
+             "asyncio.Future[TransferInfo]"]
 # What settles it: (True, an exception) or (False, the TransferInfo).
 Outcome = Tuple[bool, Any]
 
@@ -79,6 +82,13 @@ def _settle(future: AnyFuture, outcome: Outcome) -> None:
         pass  # a concurrent future its holder cancelled meanwhile
 
 
+def _parts(sink: Sink) -> Tuple[AnyFuture, bool, Optional[asyncio.AbstractEventLoop]]:
+    """A sink's future, check and event loop."""
+    if isinstance(sink, tuple):
+        return sink
+    return sink, True, sink.get_loop()
+
+
 def _settle_all(settled: List[Tuple[AnyFuture, Outcome]]) -> None:
     for future, outcome in settled:
         _settle(future, outcome)
@@ -101,27 +111,23 @@ class RingFutures:
         self._exiting = False  # the interpreter is exiting (_at_exit)
         _LIVE.add(self)
 
-    def submit(self, src: Any, dst: Any, priority: int, sink: Sink) -> None:
-        """Queues a copy between two native instances; ``sink`` settles
-        with its completion. Never blocks; raises at once only when the
-        client is closed or the daemon ended the session (with its
-        reason). An asyncio sink must come from its loop's thread
-        (``acopy``): that loop then takes the completions itself."""
+    def submit(self, src: Any, dst: Any, priority: int,
+               future: "concurrent.futures.Future[TransferInfo]", check: bool) -> None:
+        """Queues a copy between two native instances; ``future`` settles
+        with its completion (on this object's thread). Never blocks;
+        raises at once only when the client is closed or the daemon ended
+        the session (with its reason)."""
         if self._closed:
             raise IsometryError("FAILED_PRECONDITION", "this client is closed")
-        loop = sink[2]
-        if loop is None:
-            if self._thread is None:
-                self._start()
-        elif loop is not self._last_loop:
-            self._watch(loop)
-        self._session.submit(src, dst, priority, sink, loop is not None)
+        if self._thread is None:
+            self._start()
+        self._session.submit(src, dst, priority, (future, check, None), False)
 
     def submit_async(self, src: Any, dst: Any, priority: int,
                      check: bool) -> "asyncio.Future[TransferInfo]":
         """``acopy``'s submission: :meth:`submit` with a future of the
         event loop running on this thread, which then takes the
-        completions itself."""
+        completions itself (raises RuntimeError where none runs)."""
         if self._closed:
             raise IsometryError("FAILED_PRECONDITION", "this client is closed")
         loop = self._last_loop
@@ -135,7 +141,7 @@ class RingFutures:
             if loop is not self._last_loop:
                 self._watch(loop)
         future = loop.create_future()
-        self._session.submit(src, dst, priority, (future, check, loop), True)
+        self._session.submit(src, dst, priority, future if check else (future, check, loop), True)
         return future
 
     def submit_with_id(self, src: Any, dst: Any, priority: int, sink: Sink) -> int:
@@ -179,18 +185,17 @@ class RingFutures:
         batch = self._session.take(0, True)
         if not batch:
             return
-        others = []
-        for item in batch:
-            sink, transfer, code, _ = item
-            future = sink[0]
-            if code == "OK" and sink[2] is loop:
-                if not future.done():  # else cancelled by its holder
+        others: List[Any] = []
+        items = iter(batch)
+        for sink, transfer, code, message in zip(items, items, items, items):
+            if code == "OK" and not isinstance(sink, tuple) and sink.get_loop() is loop:
+                if not sink.done():  # else cancelled by its holder
                     info = pb.TransferInfo()
                     info.id = transfer
                     info.state = "done"
-                    future.set_result(info)
+                    sink.set_result(info)
             else:
-                others.append(item)
+                others += (sink, transfer, code, message)
         if others:
             self._dispatch(others, loop)
 
@@ -205,14 +210,15 @@ class RingFutures:
             self._dispatch(batch, None)
 
     @staticmethod
-    def _dispatch(batch: List[Tuple[Sink, int, str, str]],
-                  here: Optional[asyncio.AbstractEventLoop]) -> None:
-        """Settles a batch of completions: concurrent futures and those of
-        `here` (the loop running this) at once, each other loop's with one
+    def _dispatch(batch: List[Any], here: Optional[asyncio.AbstractEventLoop]) -> None:
+        """Settles a batch of completions (take's: sink, transfer, code,
+        message, four items each): concurrent futures and those of `here`
+        (the loop running this) at once, each other loop's with one
         call_soon_threadsafe."""
         by_loop: Dict[asyncio.AbstractEventLoop, List[Tuple[AnyFuture, Outcome]]] = {}
-        for sink, transfer, code, message in batch:
-            future, check, loop = sink
+        items = iter(batch)
+        for sink, transfer, code, message in zip(items, items, items, items):
+            future, check, loop = _parts(sink)
             outcome = completion(transfer, code, message, check)
             if loop is None or loop is here:
                 _settle(future, outcome)
@@ -226,7 +232,7 @@ class RingFutures:
 
     def _fail_left(self, why: IsometryError) -> None:
         left: List[Sink] = self._session.drop_sinks()
-        for future, _, loop in left:
+        for future, _, loop in map(_parts, left):
             if loop is None:
                 _settle(future, (True, why))
             else:

@@ -250,8 +250,10 @@ class NativeSession {
 
   // The completions of submit()'s copies that arrived (those submitted
   // to_loop, with `for_loop`), waiting up to `timeout_ms` for the first:
-  // [(sink, transfer, code name, message)]; None once the session is
-  // closed and every one was handed back.
+  // [sink, transfer, code name, message, sink, ...], four items a copy in
+  // one list (no tuple a copy: each would count towards Python's cyclic
+  // collections, a large share of a small copy's cost); None once the
+  // session is closed and every one was handed back.
   py::object Take(int timeout_ms, bool for_loop) {
     bool ended = false;
     std::vector<RingDone> done;
@@ -266,8 +268,10 @@ class NativeSession {
       if (sink == sinks_.end()) continue;  // submit_with_id raised its refusal
       // A done copy's code and message are the same two objects every time.
       const bool ok = d.code == "OK" && d.message.empty();
-      out.append(py::make_tuple(std::move(sink->second), d.transfer, ok ? ok_ : py::str(d.code),
-                                ok ? empty_ : py::str(d.message)));
+      out.append(std::move(sink->second));
+      out.append(d.transfer);
+      out.append(ok ? ok_ : py::str(d.code));
+      out.append(ok ? empty_ : py::str(d.message));
       sinks_.erase(sink);
     }
     return out;
