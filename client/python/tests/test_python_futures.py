@@ -122,6 +122,11 @@ class FuturesTest(unittest.TestCase):
 
         for _ in range(3):
             self.assertEqual(set(asyncio.run(copies(pairs))), {"done"})
+
+        async def unchecked():
+            return await asyncio.gather(*(c.acopy(s, d, check=False) for s, d, _, _ in pairs))
+
+        self.assertEqual({i.state for i in asyncio.run(unchecked())}, {"done"})
         results = {}
         threads = [threading.Thread(target=lambda k=k: results.update(
             {k: asyncio.run(copies(pairs[4 * k:4 * k + 4]))})) for k in range(2)]
