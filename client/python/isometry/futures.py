@@ -176,13 +176,13 @@ class FuturesMixin:
         :meth:`copy_future`). On the native rings it never blocks the
         loop: while the submission ring is full the copy waits its turn in
         this process."""
-        # _ring_ends inline: this is every small async copy's path.
         native = self._native
         if native is not None and box is None and not via:
             self._check_open()
-            ends = native.instances(_id(src, "copy src"), _id(dst, "copy dst"))
-            if ends is not None:
-                return native.ring.submit_async(ends[0], ends[1], priority, check)
+            future: "Optional[asyncio.Future[TransferInfo]]" = native.acopy(src, dst, priority,
+                                                                             check)
+            if future is not None:
+                return future
         loop = asyncio.get_running_loop()  # outside a loop: raises before copying
         return asyncio.wrap_future(self.copy_future(src, dst, priority, box, via, check),
                                    loop=loop)

@@ -30,6 +30,7 @@ from types import ModuleType
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from .errors import IsometryError
+from .records import Instance, _id
 from .ring import RingFutures
 
 try:
@@ -168,6 +169,18 @@ class NativePath:
         get = self._instances.get
         s, d = get(src), get(dst)
         return None if s is None or d is None else (s, d)
+
+    def acopy(self, src: Any, dst: Any, priority: int, check: bool) -> Any:
+        """Client.acopy through the rings: the future of a copy between two
+        native instances (records or ids), or None when either is not one.
+        Every small async copy comes here: records are looked up without a
+        call to ``_id`` or the lock (see instances())."""
+        get = self._instances.get
+        s = get(src.id if type(src) is Instance else _id(src, "copy src"))
+        d = get(dst.id if type(dst) is Instance else _id(dst, "copy dst"))
+        if s is None or d is None:
+            return None
+        return self.ring.submit_async(s, d, priority, check)
 
     def read(self, aid: int, offset: int, length: int) -> Optional[bytes]:
         """The bytes of a native allocation, from the mapping; None when
