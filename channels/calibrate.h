@@ -110,11 +110,11 @@ std::vector<uint64_t> ContiguousCalibrationSizes();
 // sample per size, a copy of s bytes at least once per sample; about
 // `budget` in all plus the areas' set-up. The first size above the cache is
 // timed even where the budget would extend the curve flat (within
-// MeasureSizes' bound for such a size): streaming stores moved twice what
-// cached ones did on a 2-vCPU host, and the flat figure predicted a
-// 512 MiB hop at half its speed (figures:
-// docs/benchmarks/design-measurements.md, "Calibration").
-// What a hop that moves one contiguous run is predicted from (TopologyEdge::tp_contiguous): the
+// MeasureSizes' bound for such a size): streaming stores can move far more
+// than cached ones, and a figure extended flat from below would predict a
+// large hop at a fraction of its speed
+// (docs/benchmarks/design-measurements.md, "Calibration"). What a hop that
+// moves one contiguous run is predicted from (TopologyEdge::tp_contiguous): the
 // run-size curve of MeasureChannel is of AOS->SOA conversions, whose large
 // runs miss the parallelism and store path of a large plain copy.
 Result<std::vector<RateSample>> MeasureContiguous(Channel& channel,
