@@ -179,8 +179,11 @@ class FuturesMixin:
         native = self._native
         if native is not None and box is None and not via:
             self._check_open()
-            future: "Optional[asyncio.Future[TransferInfo]]" = native.acopy(src, dst, priority,
-                                                                             check)
+            # The extension first: one call for Instance records and ids.
+            future: "Optional[asyncio.Future[TransferInfo]]" = native.session.acopy(
+                src, dst, priority, check)
+            if future is None:
+                future = native.acopy(src, dst, priority, check)
             if future is not None:
                 return future
         loop = asyncio.get_running_loop()  # outside a loop: raises before copying

@@ -26,9 +26,11 @@ records, find them again.
 
 import importlib
 import threading
+import weakref
 from types import ModuleType
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
+from . import isometry_pb2 as pb
 from .errors import IsometryError
 from .records import Instance, _id
 from .ring import RingFutures
@@ -89,6 +91,17 @@ class NativePath:
         self._cancel_all = cancel_all  # the session's transfers, before it closes
         self._allocations: Dict[int, Any] = {}  # id -> _native.Allocation
         self._instances: Dict[int, Any] = {}  # id -> _native.Instance
+        # acopy's lookups and event loops, in the extension (session.acopy).
+        # The ring is passed weakly: the session holds what it is given,
+        # out of sight of Python's cycle collector.
+        ring = weakref.ref(self.ring)
+
+        def watch(loop: Any) -> None:
+            r = ring()
+            if r is not None:
+                r.watch(loop)
+
+        self.session.bind_async(self._instances, Instance, watch, pb.TransferInfo)
 
     @property
     def token(self) -> str:
@@ -172,15 +185,11 @@ class NativePath:
 
     def acopy(self, src: Any, dst: Any, priority: int, check: bool) -> Any:
         """Client.acopy through the rings: the future of a copy between two
-        native instances (records or ids), or None when either is not one.
-        Every small async copy comes here: records are looked up without a
-        call to ``_id`` or the lock (see instances())."""
-        get = self._instances.get
-        s = get(src.id if type(src) is Instance else _id(src, "copy src"))
-        d = get(dst.id if type(dst) is Instance else _id(dst, "copy dst"))
-        if s is None or d is None:
-            return None
-        return self.ring.submit_async(s, d, priority, check)
+        native instances, or None when either is not one. Client.acopy asks
+        the extension directly first (``session.acopy`` takes Instance
+        records and ints, and looks them up without the lock: see
+        instances()); this takes the other records ``_id`` knows too."""
+        return self.session.acopy(_id(src, "copy src"), _id(dst, "copy dst"), priority, check)
 
     def read(self, aid: int, offset: int, length: int) -> Optional[bytes]:
         """The bytes of a native allocation, from the mapping; None when

@@ -102,10 +102,7 @@ class RingFutures:
         self._name = name
         self._lock = threading.Lock()  # starts the thread once; _loops
         self._thread: Optional[threading.Thread] = None
-        # The event loops watching the extension's completion eventfd: the
-        # last one a submission came from (the common case: one loop), and
-        # all of them.
-        self._last_loop: Optional[asyncio.AbstractEventLoop] = None
+        # The event loops watching the extension's completion eventfd.
         self._loops: List[asyncio.AbstractEventLoop] = []
         self._closed = False
         self._exiting = False  # the interpreter is exiting (_at_exit)
@@ -122,27 +119,6 @@ class RingFutures:
         if self._thread is None:
             self._start()
         self._session.submit(src, dst, priority, (future, check, None), False)
-
-    def submit_async(self, src: Any, dst: Any, priority: int,
-                     check: bool) -> "asyncio.Future[TransferInfo]":
-        """``acopy``'s submission: :meth:`submit` with a future of the
-        event loop running on this thread, which then takes the
-        completions itself (raises RuntimeError where none runs)."""
-        if self._closed:
-            raise IsometryError("FAILED_PRECONDITION", "this client is closed")
-        loop = self._last_loop
-        # The loop of the last submission while it still runs on this
-        # thread (base event loops mark their thread): no thread runs two,
-        # so it is the running one. Asking asyncio costs a getpid system
-        # call per copy, the largest part of a small copy's submission on
-        # a VM.
-        if loop is None or getattr(loop, "_thread_id", None) != threading.get_ident():
-            loop = asyncio.get_running_loop()
-            if loop is not self._last_loop:
-                self._watch(loop)
-        future = loop.create_future()
-        self._session.submit(src, dst, priority, future if check else (future, check, loop), True)
-        return future
 
     def submit_with_id(self, src: Any, dst: Any, priority: int, sink: Sink) -> int:
         """:meth:`submit`, and the copy's transfer id once the daemon has
@@ -162,42 +138,29 @@ class RingFutures:
                                                 name=f"isometry-ring-{self._name}")
                 self._thread.start()
 
-    def _watch(self, loop: asyncio.AbstractEventLoop) -> None:
+    def watch(self, loop: asyncio.AbstractEventLoop) -> None:
         """Has `loop` (running on this thread) take completions when the
         extension's eventfd says some wait: its futures are then settled
-        on its own thread, with no other Python thread in between."""
+        on its own thread, with no other Python thread in between. The
+        extension's ``acopy`` calls it with each loop it submits from that
+        is not the one it submitted from last."""
         with self._lock:
-            known = loop in self._loops
-            if not known:
-                self._loops = [x for x in self._loops if not x.is_closed()] + [loop]
-        if not known:
-            loop.add_reader(self._session.ring_event_fd, self._on_ready, loop)
-        self._last_loop = loop
+            if self._closed or loop in self._loops:
+                return
+            self._loops = [x for x in self._loops if not x.is_closed()] + [loop]
+        loop.add_reader(self._session.ring_event_fd, self._on_ready, loop)
 
     def _on_ready(self, loop: asyncio.AbstractEventLoop) -> None:
-        """The eventfd turned readable: settles what has arrived. A copy
-        of this loop's that ended done is settled here, inline (the
-        common case, per copy); the rest as _dispatch does."""
+        """The eventfd turned readable: settles what has arrived. The
+        extension settles this loop's copies that ended done itself (the
+        common case, per copy: take_for_loop); the rest as _dispatch does."""
         try:
             os.read(self._session.ring_event_fd, 8)  # before take: see event_fd
         except BlockingIOError:
             pass
-        batch = self._session.take(0, True)
-        if not batch:
-            return
-        others: List[Any] = []
-        items = iter(batch)
-        for sink, transfer, code, message in zip(items, items, items, items):
-            if code == "OK" and not isinstance(sink, tuple) and sink.get_loop() is loop:
-                if not sink.done():  # else cancelled by its holder
-                    info = pb.TransferInfo()
-                    info.id = transfer
-                    info.state = "done"
-                    sink.set_result(info)
-            else:
-                others += (sink, transfer, code, message)
-        if others:
-            self._dispatch(others, loop)
+        rest = self._session.take_for_loop(loop)
+        if rest:
+            self._dispatch(rest, loop)
 
     def _run(self) -> None:
         """Takes completions in batches until the session is closed (then
@@ -249,7 +212,7 @@ class RingFutures:
             self._closed = True
             thread = self._thread
             loops, self._loops = self._loops, []
-        self._last_loop = None
+        self._session.forget_loop()
         try:
             here: Optional[asyncio.AbstractEventLoop] = asyncio.get_running_loop()
         except RuntimeError:
@@ -278,10 +241,10 @@ _LIVE: "weakref.WeakSet[RingFutures]" = weakref.WeakSet()
 
 
 def _forget_loops() -> None:
-    """A forked child runs none of its parent's event loops, though their
-    copies say they run on this thread (submit_async)."""
+    """A forked child runs none of its parent's event loops, though they
+    say they run on this thread (the extension's acopy keeps the last)."""
     for ring in list(_LIVE):
-        ring._last_loop = None
+        ring._session.forget_loop()
 
 
 os.register_at_fork(after_in_child=_forget_loops)

@@ -24,6 +24,7 @@
 
 #include "client/cpp/isometry_client.h"
 #include "client/python/native/native_allocation.h"
+#include "client/python/native/native_async.h"
 #include "client/python/native/native_errors.h"
 #include "client/python/native/native_ring.h"
 #include "core/box.h"
@@ -231,6 +232,58 @@ class NativeSession {
     sinks_.emplace(Queue(src, dst, priority, false, to_loop), std::move(sink));
   }
 
+  // What acopy() and take_for_loop() use (native_async.h): NativePath's
+  // dict of instances by id, the record type whose `id` names one, what a
+  // new event loop is passed to, and the type a done copy's future gets.
+  void BindAsync(py::dict instances, py::type record, py::function watch, py::type info) {
+    async_.Bind(std::move(instances), std::move(record), std::move(watch), std::move(info));
+  }
+
+  // Client.acopy on the rings, in one call: submit(…, to_loop=True) with a
+  // new future of the event loop running on this thread, which it
+  // returns (RuntimeError where none runs). None, and nothing submitted,
+  // when src or dst is neither a bound record nor the id of a native
+  // instance (the package then looks further, or goes over gRPC).
+  py::object Acopy(const py::handle& src, const py::handle& dst, int priority, bool check) {
+    py::object s = async_.Named(src);
+    py::object d = s ? async_.Named(dst) : py::object();
+    if (!s || !d) return py::none();
+    const py::handle loop = async_.Running();
+    py::object future = async_.CreateFuture();
+    Submit(s.cast<const NativeInstance&>(), d.cast<const NativeInstance&>(), priority,
+           check ? future : py::make_tuple(future, false, loop), true);
+    return future;
+  }
+
+  // take(0, for_loop=True) for the event loop `loop`, which runs this
+  // call: its own copies that ended done with a bare future (acopy's with
+  // check) are settled here (AsyncBinding::SettleDone); the rest come back
+  // as take() hands them, for the package to settle.
+  py::list TakeForLoop(const py::handle& loop) {
+    bool ended = false;
+    std::vector<RingDone> done;
+    {
+      py::gil_scoped_release release;
+      done = ring_->Take(0, true, &ended);
+    }
+    py::list rest;
+    for (RingDone& d : done) {
+      auto sink = sinks_.find(d.job);
+      if (sink == sinks_.end()) continue;
+      py::object s = std::move(sink->second);
+      sinks_.erase(sink);
+      const bool ok = d.code == "OK" && d.message.empty();
+      if (ok && async_.SettleDone(s, loop, d.transfer)) continue;
+      rest.append(std::move(s));
+      rest.append(d.transfer);
+      rest.append(ok ? ok_ : py::str(d.code));
+      rest.append(ok ? empty_ : py::str(d.message));
+    }
+    return rest;
+  }
+
+  void ForgetLoop() { async_.Forget(); }
+
   // submit(), and the copy's transfer id, which the daemon reports as it
   // accepts the copy (Client::SubmitTracked); raises the daemon's refusal,
   // and `sink` then does not come back from take() unless its completion
@@ -369,6 +422,7 @@ class NativeSession {
   // them back); those still in the backlog, not yet on the rings, complete
   // CANCELLED.
   void Close() {
+    async_.Forget();
     std::shared_ptr<client::Client> last = std::move(client_);
     py::gil_scoped_release release;
     ring_->Stop();
@@ -408,6 +462,7 @@ class NativeSession {
   // Job -> the Python object its completion settles (ring copies); only
   // touched with the GIL held.
   std::unordered_map<uint64_t, py::object> sinks_;
+  AsyncBinding async_;  // acopy's lookups, loop and settling
   py::str ok_{"OK"};
   py::str empty_{""};
   std::string token_;
@@ -445,9 +500,15 @@ PYBIND11_MODULE(_native, m) {
       .def("copy", &NativeSession::Copy, py::arg("src"), py::arg("dst"), py::arg("priority") = 0)
       .def("submit", &NativeSession::Submit, py::arg("src"), py::arg("dst"), py::arg("priority"),
            py::arg("sink"), py::arg("to_loop") = false)
+      .def("bind_async", &NativeSession::BindAsync, py::arg("instances"), py::arg("record"),
+           py::arg("watch"), py::arg("info"))
+      .def("acopy", &NativeSession::Acopy, py::arg("src"), py::arg("dst"), py::arg("priority"),
+           py::arg("check"))
+      .def("forget_loop", &NativeSession::ForgetLoop)
       .def("submit_with_id", &NativeSession::SubmitWithId, py::arg("src"), py::arg("dst"),
            py::arg("priority"), py::arg("sink"))
       .def("take", &NativeSession::Take, py::arg("timeout_ms"), py::arg("for_loop") = false)
+      .def("take_for_loop", &NativeSession::TakeForLoop, py::arg("loop"))
       .def("drop_sinks", &NativeSession::DropSinks)
       .def("end_backlog", &NativeSession::EndBacklog)
       .def_property_readonly("ring_pending", &NativeSession::ring_pending)

@@ -107,6 +107,37 @@ class FuturesTest(unittest.TestCase):
         for _, _, dst, data in pairs:
             self.assertEqual(c.read(dst, 0, len(data)), data)
 
+    def test_acopy_names_instances_by_record_or_id(self):
+        # Records, ids, or one of each; a bool or an unknown id is refused
+        # and copies nothing. On the native rings none of them is a gRPC
+        # Copy, and each future holds its own transfer's id.
+        c = self.connect()
+        pairs = [self.pair(c, 4096, bytes([i + 1])) for i in range(3)]
+        (s0, d0, _, _), (s1, d1, _, _), (s2, d2, _, _) = pairs
+        calls = getattr(self, "grpc_calls", [])
+        calls.clear()
+
+        async def main():
+            return await asyncio.gather(c.acopy(s0, d0), c.acopy(s1.id, d1.id),
+                                        c.acopy(s2, d2.id))
+
+        infos = asyncio.run(main())
+        self.assertEqual([i.state for i in infos], ["done"] * 3)
+        self.assertEqual(len({i.id for i in infos}), 3)
+        self.assertNotIn(0, {i.id for i in infos})
+        self.assertNotIn("Copy", calls)
+        for _, _, dst, data in pairs:
+            self.assertEqual(c.read(dst, 0, len(data)), data)
+
+        async def refused(src, dst):
+            return await c.acopy(src, dst)
+
+        with self.assertRaisesRegex(TypeError, "bool"):
+            asyncio.run(refused(True, d0))
+        with self.assertRaises(isometry.IsometryError) as cm:
+            asyncio.run(refused(s0, 1 << 40))
+        self.assertEqual(cm.exception.code, "NOT_FOUND")
+
     def test_each_event_loop_settles_its_own_copies(self):
         # acopy's future belongs to the loop running where it is called:
         # loops one after another on a thread, two at once on two threads,
