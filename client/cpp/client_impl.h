@@ -226,8 +226,12 @@ struct Client::Impl {
   Result<uint64_t> Push(ring::SubmissionEntry e, bool wait_for_room = true) {
     std::unique_lock lock(sq_mu);
     if (!wait_for_room && sq.Room() == 0) {
-      return ResourceExhausted(
+      // Made once: a caller that keeps a backlog (the Python extension's
+      // reader) meets a full ring at every completion, and building the
+      // message each time cost more than the copy's own submission.
+      static const Status full = ResourceExhausted(
           "the submission ring is full: consume completions, then submit again");
+      return full;
     }
     // Ring full: the daemon drains it as it goes, as long as completions
     // are consumed; collect them here so a submit-only caller cannot stall
