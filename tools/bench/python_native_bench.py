@@ -24,7 +24,8 @@ rounds of each and of the per-round ratio):
   round robin) in flight from one asyncio task (``asyncio.gather`` of
   ``acopy``), and the same from ``copy_future`` (concurrent futures),
   against the C++ client submitting the 10,000 to the ring and then
-  waiting for each (``_native.Session.time_in_flight``). Copies/s.
+  waiting for each (``_native.Session.time_in_flight``). Copies/s; each
+  round's figure of each is the median of three runs, interleaved.
 
 No assertion on speed: it prints the figures and their ratios (Python
 over C++; 1.0 is parity), with the machine line (tools/bench/machine.py).
@@ -67,6 +68,7 @@ kind = "cma"
 """
 SMALL = 4096
 PAIRS = 64
+SMALL_RUNS = 3  # runs of the small copies per round and side (their median)
 
 
 def aos_to_soa(np, c, mib):
@@ -115,6 +117,8 @@ def private_aos_to_soa(np, c, mib, arrays=None):
         soa[...] = 0
 
     return src, dst, arrays, check
+
+
 
 
 def small_pairs(c):
@@ -228,9 +232,19 @@ def main():
                 t0 = time.perf_counter()
                 cma.copy(csrc, cdst)
                 own["cma"].append(gib / (time.perf_counter() - t0))
-                small["async"].append(args.copies / python_async(c, pairs, args.copies))
-                small["futures"].append(args.copies / python_futures(c, pairs, args.copies))
-                small["cpp"].append(args.copies / session.time_in_flight(srcs, dsts, args.copies))
+                # A 10,000-copy run lasts tens of milliseconds, short enough
+                # for one scheduling hiccup to move it: each side's figure
+                # is the median of three, interleaved (C++ first, then
+                # Python), so that what the large copies above left behind
+                # lands on both sides alike.
+                runs = {"cpp": [], "async": [], "futures": []}
+                for _ in range(SMALL_RUNS):
+                    runs["cpp"].append(args.copies / session.time_in_flight(srcs, dsts,
+                                                                           args.copies))
+                    runs["async"].append(args.copies / python_async(c, pairs, args.copies))
+                    runs["futures"].append(args.copies / python_futures(c, pairs, args.copies))
+                for k, v in runs.items():
+                    small[k].append(statistics.median(v))
                 print(f"  round {r + 1}: AOS->SOA Python {big['py'][-1]:.2f} GiB/s, C++ "
                       f"{big['cpp'][-1]:.2f} GiB/s; private {own['py'][-1]:.2f}, C++ "
                       f"{own['cpp'][-1]:.2f}, cma {own['cma'][-1]:.2f} GiB/s; "
