@@ -59,6 +59,7 @@ class FuturesMixin:
         _lock: threading.Lock
         _completions: Dict[int, TransferInfo]
         _native: Optional[NativePath]
+        _closed: bool
         _stub: Any
         _session_id: int
 
@@ -178,7 +179,8 @@ class FuturesMixin:
         this process."""
         native = self._native
         if native is not None and box is None and not via:
-            self._check_open()
+            if self._closed:  # _check_open, inline: every small copy comes here
+                raise IsometryError("FAILED_PRECONDITION", "this client is closed")
             # The extension first: one call for Instance records and ids.
             future: "Optional[asyncio.Future[TransferInfo]]" = native.session.acopy(
                 src, dst, priority, check)
