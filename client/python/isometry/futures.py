@@ -182,7 +182,7 @@ class FuturesMixin:
             if self._closed:  # _check_open, inline: every small copy comes here
                 raise IsometryError("FAILED_PRECONDITION", "this client is closed")
             # The extension first: one call for Instance records and ids.
-            future: "Optional[asyncio.Future[TransferInfo]]" = native.session.acopy(
+            future: "Optional[asyncio.Future[TransferInfo]]" = native.acopy_first(
                 src, dst, priority, check)
             if future is None:
                 future = native.acopy(src, dst, priority, check)

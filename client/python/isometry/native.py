@@ -102,6 +102,8 @@ class NativePath:
                 r.watch(loop)
 
         self.session.bind_async(self._instances, Instance, watch, pb.TransferInfo)
+        # session.acopy as a plain C function: what Client.acopy calls.
+        self.acopy_first = self.session.acopy_function()
 
     @property
     def token(self) -> str:

@@ -38,6 +38,17 @@ namespace {
 
 namespace py = pybind11;
 
+// The C++ object of `o`, an instance of T's Python class exactly (the
+// module's own classes: nothing derives from them), without pybind11's
+// cast, which looks the type up by name on every call.
+template <class T>
+T& Exactly(const py::handle& o) {
+  static PyTypeObject* const type = reinterpret_cast<PyTypeObject*>(py::type::of<T>().ptr());
+  if (Py_TYPE(o.ptr()) != type) return o.cast<T&>();  // raises a TypeError
+  return *static_cast<T*>(
+      reinterpret_cast<py::detail::instance*>(o.ptr())->get_value_and_holder().value_ptr());
+}
+
 class NativeInstance {
  public:
   explicit NativeInstance(client::Instance instance)
@@ -250,9 +261,45 @@ class NativeSession {
     if (!s || !d) return py::none();
     const py::handle loop = async_.Running();
     py::object future = async_.CreateFuture();
-    Submit(s.cast<const NativeInstance&>(), d.cast<const NativeInstance&>(), priority,
+    Submit(Exactly<NativeInstance>(s), Exactly<NativeInstance>(d), priority,
            check ? future : py::make_tuple(future, false, loop), true);
     return future;
+  }
+
+  // acopy() as a plain C function bound to this session (acopy_function):
+  // called once per small async copy, it skips pybind11's dispatch, a
+  // large share of the call.
+  static PyObject* AcopyFast(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+      PyErr_SetString(PyExc_TypeError, "acopy(src, dst, priority, check): 4 arguments");
+      return nullptr;
+    }
+    const long priority = PyLong_AsLong(args[2]);
+    if (priority == -1 && PyErr_Occurred() != nullptr) return nullptr;
+    const int check = PyObject_IsTrue(args[3]);
+    if (check < 0) return nullptr;
+    try {
+      NativeSession& session = Exactly<NativeSession>(self);
+      return session.Acopy(args[0], args[1], static_cast<int>(priority), check != 0)
+          .release()
+          .ptr();
+    } catch (py::error_already_set& e) {
+      e.restore();
+    } catch (const std::exception& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+    return nullptr;
+  }
+
+  // AcopyFast bound to `self` (this session's Python object).
+  static py::object AcopyFunction(const py::object& self) {
+    static PyMethodDef def = {
+        "acopy",
+        reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&NativeSession::AcopyFast)),
+        METH_FASTCALL, "acopy(src, dst, priority, check), bound"};
+    PyObject* f = PyCFunction_New(&def, self.ptr());
+    if (f == nullptr) throw py::error_already_set();
+    return py::reinterpret_steal<py::object>(f);
   }
 
   // take(0, for_loop=True) for the event loop `loop`, which runs this
@@ -505,6 +552,7 @@ PYBIND11_MODULE(_native, m) {
       .def("acopy", &NativeSession::Acopy, py::arg("src"), py::arg("dst"), py::arg("priority"),
            py::arg("check"))
       .def("forget_loop", &NativeSession::ForgetLoop)
+      .def("acopy_function", &NativeSession::AcopyFunction)
       .def("submit_with_id", &NativeSession::SubmitWithId, py::arg("src"), py::arg("dst"),
            py::arg("priority"), py::arg("sink"))
       .def("take", &NativeSession::Take, py::arg("timeout_ms"), py::arg("for_loop") = false)

@@ -134,6 +134,12 @@ class FuturesTest(unittest.TestCase):
 
         with self.assertRaisesRegex(TypeError, "bool"):
             asyncio.run(refused(True, d0))
+
+        async def bad_priority():
+            return await c.acopy(s0, d0, priority="high")
+
+        with self.assertRaises(TypeError):
+            asyncio.run(bad_priority())
         with self.assertRaises(isometry.IsometryError) as cm:
             asyncio.run(refused(s0, 1 << 40))
         self.assertEqual(cm.exception.code, "NOT_FOUND")
