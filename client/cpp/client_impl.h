@@ -229,8 +229,8 @@ struct Client::Impl {
       // Made once: a caller that keeps a backlog (the Python extension's
       // reader) meets a full ring at every completion, and building the
       // message each time cost more than the copy's own submission.
-      static const Status full = ResourceExhausted(
-          "the submission ring is full: consume completions, then submit again");
+      static const Status full =
+          ResourceExhausted("the submission ring is full: consume completions, then submit again");
       return full;
     }
     // Ring full: the daemon drains it as it goes, as long as completions
