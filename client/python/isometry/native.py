@@ -102,8 +102,10 @@ class NativePath:
                 r.watch(loop)
 
         self.session.bind_async(self._instances, Instance, watch, pb.TransferInfo)
-        # session.acopy as a plain C function: what Client.acopy calls.
+        # session.acopy and a waited copy as plain C functions: what
+        # Client.acopy and Client.copy call first.
         self.acopy_first = self.session.acopy_function()
+        self.copy_first = self.session.copy_function()
 
     @property
     def token(self) -> str:

@@ -27,6 +27,7 @@ class TransfersMixin:
         call_timeout: Optional[float]
         _lock: threading.Lock
         _native: Optional[NativePath]
+        _closed: bool
         _completions: "collections.OrderedDict[int, TransferInfo]"
 
         @property
@@ -111,8 +112,22 @@ class TransfersMixin:
         (``id`` 0: no transfer of the daemon's). Every other copy goes over
         gRPC.
         """
-        if self._native is not None and (timeout is None or not wait) and box is None and not via:
-            ends = self._native.instances(_id(src, "copy src"), _id(dst, "copy dst"))
+        native = self._native
+        if native is not None and (timeout is None or not wait) and box is None and not via:
+            if wait:
+                # The extension first: one call for Instance records and ids.
+                if self._closed:
+                    raise IsometryError("FAILED_PRECONDITION", "this client is closed")
+                done = native.copy_first(src, dst, priority)
+                if type(done) is tuple:
+                    transfer, code, message = done
+                    failed, outcome = completion(transfer, code, message, check)
+                    if failed:
+                        raise outcome
+                    return cast(TransferInfo, outcome)
+                if done is not None:
+                    return cast(TransferInfo, done)
+            ends = native.instances(_id(src, "copy src"), _id(dst, "copy dst"))
             if ends is not None:
                 if wait:
                     return self._copy_native(ends, priority, check)

@@ -24,8 +24,9 @@
 
 #include "client/cpp/isometry_client.h"
 #include "client/python/native/native_allocation.h"
-#include "client/python/native/native_async.h"
 #include "client/python/native/native_errors.h"
+#include "client/python/native/native_fast_call.h"
+#include "client/python/native/native_fast_path.h"
 #include "client/python/native/native_ring.h"
 #include "core/box.h"
 #include "core/copy_options.h"
@@ -37,17 +38,6 @@ namespace isometry::python {
 namespace {
 
 namespace py = pybind11;
-
-// The C++ object of `o`, an instance of T's Python class exactly (the
-// module's own classes: nothing derives from them), without pybind11's
-// cast, which looks the type up by name on every call.
-template <class T>
-T& Exactly(const py::handle& o) {
-  static PyTypeObject* const type = reinterpret_cast<PyTypeObject*>(py::type::of<T>().ptr());
-  if (Py_TYPE(o.ptr()) != type) return o.cast<T&>();  // raises a TypeError
-  return *static_cast<T*>(
-      reinterpret_cast<py::detail::instance*>(o.ptr())->get_value_and_holder().value_ptr());
-}
 
 class NativeInstance {
  public:
@@ -243,7 +233,7 @@ class NativeSession {
     sinks_.emplace(Queue(src, dst, priority, false, to_loop), std::move(sink));
   }
 
-  // What acopy() and take_for_loop() use (native_async.h): NativePath's
+  // What acopy() and take_for_loop() use (native_fast_path.h): NativePath's
   // dict of instances by id, the record type whose `id` names one, what a
   // new event loop is passed to, and the type a done copy's future gets.
   void BindAsync(py::dict instances, py::type record, py::function watch, py::type info) {
@@ -278,33 +268,63 @@ class NativeSession {
     if (priority == -1 && PyErr_Occurred() != nullptr) return nullptr;
     const int check = PyObject_IsTrue(args[3]);
     if (check < 0) return nullptr;
-    try {
-      NativeSession& session = Exactly<NativeSession>(self);
-      return session.Acopy(args[0], args[1], static_cast<int>(priority), check != 0)
-          .release()
-          .ptr();
-    } catch (py::error_already_set& e) {
-      e.restore();
-    } catch (const std::exception& e) {
-      PyErr_SetString(PyExc_RuntimeError, e.what());
+    return Guarded([&] {
+      return Exactly<NativeSession>(self).Acopy(args[0], args[1], static_cast<int>(priority),
+                                                check != 0);
+    });
+  }
+
+  // Client.copy (waited) on the rings, in one call: the done copy's
+  // TransferInfo (FastPath::DoneInfo); (transfer, code name, message) for
+  // one that ended otherwise, or a refusal, as copy() answers, for the
+  // package to raise or return; None, and nothing copied, when src or dst
+  // is neither a bound record nor the id of a native instance.
+  py::object CopyFirst(const py::handle& src, const py::handle& dst, int priority) {
+    py::object s = async_.Named(src);
+    py::object d = s ? async_.Named(dst) : py::object();
+    if (!s || !d) return py::none();
+    std::shared_ptr<client::Client> c = Get();
+    std::shared_ptr<client::Instance> from = Exactly<NativeInstance>(s).Get();
+    std::shared_ptr<client::Instance> to = Exactly<NativeInstance>(d).Get();
+    client::Completion done;
+    {
+      py::gil_scoped_release release;
+      done = c->Copy(*from, *to, priority);
     }
-    return nullptr;
+    if (done.status.ok()) return async_.DoneInfo(done.transfer);
+    return py::make_tuple(done.transfer, CodeName(done.status.code()),
+                          std::string(done.status.message()));
+  }
+
+  static PyObject* CopyFast(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+      PyErr_SetString(PyExc_TypeError, "copy(src, dst, priority): 3 arguments");
+      return nullptr;
+    }
+    const long priority = PyLong_AsLong(args[2]);
+    if (priority == -1 && PyErr_Occurred() != nullptr) return nullptr;
+    return Guarded([&] {
+      return Exactly<NativeSession>(self).CopyFirst(args[0], args[1], static_cast<int>(priority));
+    });
   }
 
   // AcopyFast bound to `self` (this session's Python object).
   static py::object AcopyFunction(const py::object& self) {
-    static PyMethodDef def = {
-        "acopy",
-        reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&NativeSession::AcopyFast)),
-        METH_FASTCALL, "acopy(src, dst, priority, check), bound"};
-    PyObject* f = PyCFunction_New(&def, self.ptr());
-    if (f == nullptr) throw py::error_already_set();
-    return py::reinterpret_steal<py::object>(f);
+    static PyMethodDef def = {"acopy", AsFastCall(&NativeSession::AcopyFast), METH_FASTCALL,
+                              "acopy(src, dst, priority, check), bound"};
+    return Bound(&def, self);
+  }
+
+  // CopyFast bound to `self`.
+  static py::object CopyFunction(const py::object& self) {
+    static PyMethodDef def = {"copy", AsFastCall(&NativeSession::CopyFast), METH_FASTCALL,
+                              "copy(src, dst, priority), bound"};
+    return Bound(&def, self);
   }
 
   // take(0, for_loop=True) for the event loop `loop`, which runs this
   // call: its own copies that ended done with a bare future (acopy's with
-  // check) are settled here (AsyncBinding::SettleDone); the rest come back
+  // check) are settled here (FastPath::SettleDone); the rest come back
   // as take() hands them, for the package to settle.
   py::list TakeForLoop(const py::handle& loop) {
     bool ended = false;
@@ -509,7 +529,7 @@ class NativeSession {
   // Job -> the Python object its completion settles (ring copies); only
   // touched with the GIL held.
   std::unordered_map<uint64_t, py::object> sinks_;
-  AsyncBinding async_;  // acopy's lookups, loop and settling
+  FastPath async_;  // acopy's lookups, loop and settling
   py::str ok_{"OK"};
   py::str empty_{""};
   std::string token_;
@@ -553,6 +573,7 @@ PYBIND11_MODULE(_native, m) {
            py::arg("check"))
       .def("forget_loop", &NativeSession::ForgetLoop)
       .def("acopy_function", &NativeSession::AcopyFunction)
+      .def("copy_function", &NativeSession::CopyFunction)
       .def("submit_with_id", &NativeSession::SubmitWithId, py::arg("src"), py::arg("dst"),
            py::arg("priority"), py::arg("sink"))
       .def("take", &NativeSession::Take, py::arg("timeout_ms"), py::arg("for_loop") = false)

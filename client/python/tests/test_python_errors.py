@@ -11,6 +11,8 @@ import os
 import pickle
 import shutil
 import sys
+import threading
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -207,6 +209,42 @@ class FailedTransfersTest(unittest.TestCase):
                 self.assertIsInstance(e, isometry.TransferError)
             info = c.wait(tid, check=False)
             self.assertEqual(info.state, "cancelled")
+
+    def test_a_cancelled_native_copy_raises_or_returns_it(self):
+        # A waited copy through the rings that the daemon cancels: with
+        # check, TransferError of its code's class; without, its
+        # TransferInfo, state "cancelled", as over gRPC.
+        if not isometry.native_available():
+            self.skipTest(isometry.native_unavailable_reason())
+        n = 16 << 20
+        with isometry.Client(self.daemon.socket, name="errors", native=True,
+                             local_socket=os.path.join(self.dir, "local.sock")) as c:
+            self.assertEqual(c.transport, "native")
+            s, d = (c.register_instance(c.allocate("sys0", n), [n], [("v", 1)], "F,x")
+                    for _ in range(2))
+            for check in (True, False):
+                result = {}
+
+                def run():
+                    try:
+                        result["info"] = c.copy(s, d, check=check)
+                    except isometry.IsometryError as e:
+                        result["error"] = e
+
+                waiter = threading.Thread(target=run)
+                waiter.start()
+                deadline = time.monotonic() + 10
+                while not c.transfers() and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                c.cancel(c.transfers()[0].id)
+                waiter.join(timeout=30)
+                self.assertFalse(waiter.is_alive(), "the waited copy did not return")
+                if check:
+                    self.assertIsInstance(result.get("error"), isometry.Cancelled, result)
+                    self.assertIsInstance(result["error"], isometry.TransferError)
+                    self.assertEqual(result["error"].info.state, "cancelled")
+                else:
+                    self.assertEqual(result["info"].state, "cancelled", result)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
-// What Client.acopy needs of the extension on every small copy, kept out
-// of Python: the native instance a record or id names, the asyncio event
-// loop running on this thread, and the settling of a done copy's future.
-// Each Python frame these save is a share of a small async copy's cost.
+// What Client.copy and Client.acopy need of the extension on every small
+// copy, kept out of Python: the native instance a record or id names, the
+// asyncio event loop running on this thread, a done copy's TransferInfo
+// and the settling of its future. Each Python frame these save is a share
+// of a small copy's cost.
 //
 // The loop: asyncio.get_running_loop() checks the process id with a system
 // call on every call (CPython 3.11), the largest part of a small copy's
@@ -19,7 +20,7 @@
 
 namespace isometry::python {
 
-class AsyncBinding {
+class FastPath {
  public:
   // `instances`: the package's dict of native instances by id (this
   // module's Instance objects); `record`: the package's record type whose
@@ -40,8 +41,12 @@ class AsyncBinding {
   // A new future of the loop Running() returned last.
   pybind11::object CreateFuture() const { return create_future_(); }
 
-  // Settles `sink` with the TransferInfo of done transfer `transfer` (id,
-  // state "done") where it is a bare future of `loop` (acopy's with
+  // The TransferInfo of done transfer `transfer`: id, state "done" (what
+  // the package's ring.completion makes of it).
+  pybind11::object DoneInfo(uint64_t transfer) const;
+
+  // Settles `sink` with DoneInfo(transfer) where it is a bare future of
+  // `loop` (acopy's with
   // check); true once it is settled, or was already (cancelled by its
   // holder). False, and nothing done, for any other sink, or where Python
   // raised: the package settles those, and reports.

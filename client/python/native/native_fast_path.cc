@@ -1,5 +1,6 @@
-// Client.acopy's per-copy work in the extension (native_async.h).
-#include "client/python/native/native_async.h"
+// Client.copy's and Client.acopy's per-copy work in the extension
+// (native_fast_path.h).
+#include "client/python/native/native_fast_path.h"
 
 #include <pythread.h>
 
@@ -9,15 +10,14 @@ namespace isometry::python {
 
 namespace py = pybind11;
 
-void AsyncBinding::Bind(py::dict instances, py::object record, py::function watch,
-                        py::object info) {
+void FastPath::Bind(py::dict instances, py::object record, py::function watch, py::object info) {
   instances_ = std::move(instances);
   record_ = std::move(record);
   watch_ = std::move(watch);
   info_ = std::move(info);
 }
 
-py::object AsyncBinding::Named(const py::handle& h) const {
+py::object FastPath::Named(const py::handle& h) const {
   if (!instances_) return {};
   py::object id;
   if (Py_TYPE(h.ptr()) == reinterpret_cast<PyTypeObject*>(record_.ptr())) {
@@ -35,7 +35,7 @@ py::object AsyncBinding::Named(const py::handle& h) const {
   return py::reinterpret_borrow<py::object>(found);
 }
 
-py::handle AsyncBinding::Running() {
+py::handle FastPath::Running() {
   if (loop_) {
     // A loop that is not a base event loop has no _thread_id: asyncio
     // answers for it every time.
@@ -62,8 +62,7 @@ py::handle AsyncBinding::Running() {
   return loop_;
 }
 
-bool AsyncBinding::SettleDone(const py::handle& sink, const py::handle& loop,
-                              uint64_t transfer) const {
+bool FastPath::SettleDone(const py::handle& sink, const py::handle& loop, uint64_t transfer) const {
   if (!info_ || PyTuple_Check(sink.ptr())) return false;
   const auto call = [&](const py::str& method) {
     PyObject* r = PyObject_CallMethodNoArgs(sink.ptr(), method.ptr());
@@ -73,9 +72,7 @@ bool AsyncBinding::SettleDone(const py::handle& sink, const py::handle& loop,
   try {
     if (!call(get_loop_).is(loop)) return false;
     if (PyObject_IsTrue(call(done_).ptr()) != 0) return true;  // cancelled by its holder
-    py::object info = info_();
-    info.attr(id_) = py::int_(transfer);
-    info.attr(state_) = done_state_;
+    const py::object info = DoneInfo(transfer);
     PyObject* r = PyObject_CallMethodOneArg(sink.ptr(), set_result_.ptr(), info.ptr());
     if (r == nullptr) throw py::error_already_set();
     Py_DECREF(r);
@@ -85,7 +82,14 @@ bool AsyncBinding::SettleDone(const py::handle& sink, const py::handle& loop,
   }
 }
 
-void AsyncBinding::Forget() {
+py::object FastPath::DoneInfo(uint64_t transfer) const {
+  py::object info = info_();
+  info.attr(id_) = py::int_(transfer);
+  info.attr(state_) = done_state_;
+  return info;
+}
+
+void FastPath::Forget() {
   loop_ = py::object();
   create_future_ = py::object();
 }
