@@ -30,6 +30,16 @@ class Copies {
   Result<uint64_t> Copy(SessionRef session, const CopySpec& spec,
                         TransferCallback on_done = nullptr, CopyTerms* terms = nullptr);
 
+  // Copy() whose `on_done` only posts an answer (it takes no lock but its
+  // own, and calls nothing of the node's), so it may run under the node's
+  // lock. A copy that ends inside the call (an inline one) is answered
+  // before its bookkeeping (report, history, metrics) rather than after,
+  // still under that lock: whoever looks the transfer up meanwhile waits
+  // for it and finds the transfer ended. `on_done` gets a report of the
+  // id, state and status only in that case.
+  Result<uint64_t> CopyAnsweredEarly(SessionRef session, const CopySpec& spec,
+                                     TransferCallback on_done);
+
   // A session may cancel, inspect and wait on its own transfers; the
   // operator (who holds the token in state_dir/operator.token) on any.
   // Others get PERMISSION_DENIED, also for transfers that have ended.
@@ -67,6 +77,9 @@ class Copies {
                              const FieldSpace& fields) const;
 
  private:
+  Result<uint64_t> Start(SessionRef session, const CopySpec& spec, TransferCallback on_done,
+                         CopyTerms* terms, bool answer_early);
+
   Node::Impl* impl_;
 };
 

@@ -415,6 +415,17 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(SessionRef sessio
 
 Result<uint64_t> node::Copies::Copy(SessionRef session, const CopySpec& spec,
                                     TransferCallback on_done, CopyTerms* terms) {
+  return Start(session, spec, std::move(on_done), terms, /*answer_early=*/false);
+}
+
+Result<uint64_t> node::Copies::CopyAnsweredEarly(SessionRef session, const CopySpec& spec,
+                                                 TransferCallback on_done) {
+  return Start(session, spec, std::move(on_done), nullptr, /*answer_early=*/true);
+}
+
+Result<uint64_t> node::Copies::Start(SessionRef session, const CopySpec& spec,
+                                     TransferCallback on_done, CopyTerms* terms,
+                                     bool answer_early) {
   auto record = std::make_shared<TransferRecord>();
   if (on_done) {
     record->waiters.push_back(std::move(on_done));
@@ -462,6 +473,16 @@ Result<uint64_t> node::Copies::Copy(SessionRef session, const CopySpec& spec,
     absl::MutexLock lock(&impl_->mu);
     record->id = t.id();
     record->handle = t;
+    if (answer_early && record->finished && record->caller_answers) {
+      // Ended inline, and not findable before AdoptLocked: the caller's is
+      // its only waiter (CopyAnsweredEarly).
+      TransferReport first;
+      first.id = record->id;
+      first.status = record->status;
+      first.state = StateName(*record);
+      record->waiters.front()(first);
+      record->waiters.clear();
+    }
     adopted = impl_->AdoptLocked(resolved.session, record, calls);
   }
   if (!adopted) t.Cancel();  // the session ended while we submitted

@@ -475,12 +475,15 @@ struct LocalServer::Impl {
         const uint64_t user_data = e.user_data;
         std::weak_ptr<LocalClient> weak = c;
         auto gate = v->report_accepted ? std::make_shared<AcceptedGate>() : nullptr;
-        auto t = node.copies().Copy(c->ref, spec, [weak, user_data, gate](const TransferReport& r) {
-          auto client = weak.lock();
-          if (client && !(gate && gate->Hold(r.id, r.status))) {
-            client->Complete(user_data, r.id, r.status);
-          }
-        });
+        // Its answer is a post to the client's completion ring: an inline
+        // copy's goes out before the node's bookkeeping of it.
+        auto t = node.copies().CopyAnsweredEarly(
+            c->ref, spec, [weak, user_data, gate](const TransferReport& r) {
+              auto client = weak.lock();
+              if (client && !(gate && gate->Hold(r.id, r.status))) {
+                client->Complete(user_data, r.id, r.status);
+              }
+            });
         if (!t.ok()) return c->Complete(user_data, 0, t.status());
         if (!gate) return;
         // The interim completion takes a slot of its own, where one is free.
