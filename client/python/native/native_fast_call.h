@@ -9,6 +9,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <climits>
 #include <exception>
 
 namespace isometry::python {
@@ -36,6 +37,26 @@ inline pybind11::object Bound(PyMethodDef* def, const pybind11::object& self) {
   PyObject* f = PyCFunction_New(def, self.ptr());
   if (f == nullptr) throw pybind11::error_already_set();
   return pybind11::reinterpret_steal<pybind11::object>(f);
+}
+
+// Whether a fast call got `want` arguments; TypeError naming `usage` set
+// where not.
+inline bool Arity(Py_ssize_t nargs, Py_ssize_t want, const char* usage) {
+  if (nargs == want) return true;
+  PyErr_Format(PyExc_TypeError, "%s: %zd arguments, got %zd", usage, want, nargs);
+  return false;
+}
+
+// `o` as an int in `*out`; false with TypeError or OverflowError set.
+inline bool IntArg(PyObject* o, int* out) {
+  const long v = PyLong_AsLong(o);
+  if (v == -1 && PyErr_Occurred() != nullptr) return false;
+  if (v < INT_MIN || v > INT_MAX) {
+    PyErr_Format(PyExc_OverflowError, "%ld does not fit a C int", v);
+    return false;
+  }
+  *out = static_cast<int>(v);
+  return true;
 }
 
 // `call`'s object as a new reference; null with the Python error set

@@ -260,18 +260,14 @@ class NativeSession {
   // called once per small async copy, it skips pybind11's dispatch, a
   // large share of the call.
   static PyObject* AcopyFast(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
-    if (nargs != 4) {
-      PyErr_SetString(PyExc_TypeError, "acopy(src, dst, priority, check): 4 arguments");
+    int priority = 0;
+    if (!Arity(nargs, 4, "acopy(src, dst, priority, check)") || !IntArg(args[2], &priority)) {
       return nullptr;
     }
-    const long priority = PyLong_AsLong(args[2]);
-    if (priority == -1 && PyErr_Occurred() != nullptr) return nullptr;
     const int check = PyObject_IsTrue(args[3]);
     if (check < 0) return nullptr;
-    return Guarded([&] {
-      return Exactly<NativeSession>(self).Acopy(args[0], args[1], static_cast<int>(priority),
-                                                check != 0);
-    });
+    return Guarded(
+        [&] { return Exactly<NativeSession>(self).Acopy(args[0], args[1], priority, check != 0); });
   }
 
   // Client.copy (waited) on the rings, in one call: the done copy's
@@ -297,15 +293,12 @@ class NativeSession {
   }
 
   static PyObject* CopyFast(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-      PyErr_SetString(PyExc_TypeError, "copy(src, dst, priority): 3 arguments");
+    int priority = 0;
+    if (!Arity(nargs, 3, "copy(src, dst, priority)") || !IntArg(args[2], &priority)) {
       return nullptr;
     }
-    const long priority = PyLong_AsLong(args[2]);
-    if (priority == -1 && PyErr_Occurred() != nullptr) return nullptr;
-    return Guarded([&] {
-      return Exactly<NativeSession>(self).CopyFirst(args[0], args[1], static_cast<int>(priority));
-    });
+    return Guarded(
+        [&] { return Exactly<NativeSession>(self).CopyFirst(args[0], args[1], priority); });
   }
 
   // AcopyFast bound to `self` (this session's Python object).

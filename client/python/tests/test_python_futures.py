@@ -140,6 +140,16 @@ class FuturesTest(unittest.TestCase):
 
         with self.assertRaises(TypeError):
             asyncio.run(bad_priority())
+
+        async def huge_priority():
+            return await c.acopy(s0, d0, priority=1 << 40)
+
+        # Refused, not cut down to 32 bits (ValueError from protobuf over
+        # gRPC, OverflowError from the extension).
+        with self.assertRaises((ValueError, OverflowError)):
+            asyncio.run(huge_priority())
+        with self.assertRaises((ValueError, OverflowError)):
+            c.copy(s0, d0, priority=1 << 40)
         with self.assertRaises(isometry.IsometryError) as cm:
             asyncio.run(refused(s0, 1 << 40))
         self.assertEqual(cm.exception.code, "NOT_FOUND")
