@@ -71,7 +71,9 @@ bool FastPath::SettleDone(const py::handle& sink, const py::handle& loop, uint64
   };
   try {
     if (!call(get_loop_).is(loop)) return false;
-    if (PyObject_IsTrue(call(done_).ptr()) != 0) return true;  // cancelled by its holder
+    const int done = PyObject_IsTrue(call(done_).ptr());
+    if (done < 0) throw py::error_already_set();
+    if (done != 0) return true;  // cancelled by its holder
     const py::object info = DoneInfo(transfer);
     PyObject* r = PyObject_CallMethodOneArg(sink.ptr(), set_result_.ptr(), info.ptr());
     if (r == nullptr) throw py::error_already_set();
