@@ -195,6 +195,13 @@ class NativePath:
         instances()); this takes the other records ``_id`` knows too."""
         return self.session.acopy(_id(src, "copy src"), _id(dst, "copy dst"), priority, check)
 
+    def copy(self, src: Any, dst: Any, priority: int) -> Any:
+        """Client.copy (waited) through the rings, as ``copy_first``
+        answers it, or None when either end is not a native instance;
+        ``copy_first`` takes Instance records and ints, this the other
+        records ``_id`` knows too."""
+        return self.copy_first(_id(src, "copy src"), _id(dst, "copy dst"), priority)
+
     def read(self, aid: int, offset: int, length: int) -> Optional[bytes]:
         """The bytes of a native allocation, from the mapping; None when
         ``aid`` is not one."""

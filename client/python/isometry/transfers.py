@@ -115,23 +115,18 @@ class TransfersMixin:
         native = self._native
         if native is not None and (timeout is None or not wait) and box is None and not via:
             if wait:
-                # The extension first: one call for Instance records and ids.
                 if self._closed:
                     raise IsometryError("FAILED_PRECONDITION", "this client is closed")
+                # The extension first: one call for Instance records and ids.
                 done = native.copy_first(src, dst, priority)
-                if type(done) is tuple:
-                    transfer, code, message = done
-                    failed, outcome = completion(transfer, code, message, check)
-                    if failed:
-                        raise outcome
-                    return cast(TransferInfo, outcome)
+                if done is None:
+                    done = native.copy(src, dst, priority)
                 if done is not None:
-                    return cast(TransferInfo, done)
-            ends = native.instances(_id(src, "copy src"), _id(dst, "copy dst"))
-            if ends is not None:
-                if wait:
-                    return self._copy_native(ends, priority, check)
-                return self._copy_native_later(ends, priority)
+                    return self._native_answer(done, check)
+            else:
+                ends = native.instances(_id(src, "copy src"), _id(dst, "copy dst"))
+                if ends is not None:
+                    return self._copy_native_later(ends, priority)
         req = pb.CopyRequest(
             src_instance=_id(src, "copy src"),
             dst_instance=_id(dst, "copy dst"),
@@ -145,13 +140,14 @@ class TransfersMixin:
             req.via.append(pb.Hop(memory=memory, layout=layout))
         return self._start_transfer("Copy", req, wait, timeout, check)
 
-    def _copy_native(self, ends: Tuple[Any, Any], priority: int, check: bool) -> TransferInfo:
-        """One copy through the rings, answered as a waited gRPC Copy is: a
-        refusal raises IsometryError, a transfer that ended other than done
-        TransferError (with ``check``)."""
-        self._check_open()
-        assert self._native is not None
-        transfer, code, message = self._native.session.copy(ends[0], ends[1], priority)
+    @staticmethod
+    def _native_answer(done: Any, check: bool) -> TransferInfo:
+        """A waited ring copy's answer (NativePath.copy's), as a waited gRPC
+        Copy gives it: a refusal raises IsometryError, a transfer that ended
+        other than done TransferError (with ``check``)."""
+        if type(done) is not tuple:
+            return cast(TransferInfo, done)
+        transfer, code, message = done
         failed, outcome = completion(transfer, code, message, check)
         if failed:
             raise outcome

@@ -46,10 +46,9 @@ class FastPath {
   pybind11::object DoneInfo(uint64_t transfer) const;
 
   // Settles `sink` with DoneInfo(transfer) where it is a bare future of
-  // `loop` (acopy's with
-  // check); true once it is settled, or was already (cancelled by its
-  // holder). False, and nothing done, for any other sink, or where Python
-  // raised: the package settles those, and reports.
+  // `loop` (acopy's with check); true once it is settled, or was already
+  // (cancelled by its holder). False, and nothing done, for any other
+  // sink, or where Python raised: the package settles those, and reports.
   bool SettleDone(const pybind11::handle& sink, const pybind11::handle& loop,
                   uint64_t transfer) const;
 

@@ -205,22 +205,6 @@ class NativeSession {
     return d;
   }
 
-  // Copies src's whole index space into dst through the rings and waits:
-  // (transfer id, code name, message), "OK" when it is done. The caller
-  // decides what a failure raises (a refusal or a failed transfer).
-  py::tuple Copy(const NativeInstance& src, const NativeInstance& dst, int priority) {
-    std::shared_ptr<client::Client> c = Get();
-    std::shared_ptr<client::Instance> s = src.Get();
-    std::shared_ptr<client::Instance> d = dst.Get();
-    client::Completion done;
-    {
-      py::gil_scoped_release release;
-      done = c->Copy(*s, *d, priority);
-    }
-    return py::make_tuple(done.transfer, CodeName(done.status.code()),
-                          std::string(done.status.message()));
-  }
-
   // Queues a copy of src's whole index space through the rings without
   // waiting, ever (native_ring.h: a full ring keeps it in this process's
   // backlog); `sink` comes back from take() with its completion.
@@ -240,15 +224,22 @@ class NativeSession {
     async_.Bind(std::move(instances), std::move(record), std::move(watch), std::move(info));
   }
 
+  // The native instances `src` and `dst` name (FastPath::Named), held in
+  // `*s` and `*d`; false when either names none.
+  bool NamedEnds(const py::handle& src, const py::handle& dst, py::object* s, py::object* d) const {
+    *s = async_.Named(src);
+    if (*s) *d = async_.Named(dst);
+    return *s && *d;
+  }
+
   // Client.acopy on the rings, in one call: submit(…, to_loop=True) with a
   // new future of the event loop running on this thread, which it
   // returns (RuntimeError where none runs). None, and nothing submitted,
   // when src or dst is neither a bound record nor the id of a native
   // instance (the package then looks further, or goes over gRPC).
   py::object Acopy(const py::handle& src, const py::handle& dst, int priority, bool check) {
-    py::object s = async_.Named(src);
-    py::object d = s ? async_.Named(dst) : py::object();
-    if (!s || !d) return py::none();
+    py::object s, d;
+    if (!NamedEnds(src, dst, &s, &d)) return py::none();
     const py::handle loop = async_.Running();
     py::object future = async_.CreateFuture();
     Submit(Exactly<NativeInstance>(s), Exactly<NativeInstance>(d), priority,
@@ -270,15 +261,15 @@ class NativeSession {
         [&] { return Exactly<NativeSession>(self).Acopy(args[0], args[1], priority, check != 0); });
   }
 
-  // Client.copy (waited) on the rings, in one call: the done copy's
-  // TransferInfo (FastPath::DoneInfo); (transfer, code name, message) for
-  // one that ended otherwise, or a refusal, as copy() answers, for the
-  // package to raise or return; None, and nothing copied, when src or dst
-  // is neither a bound record nor the id of a native instance.
+  // Client.copy (waited) on the rings, in one call, the GIL released while
+  // it waits: the done copy's TransferInfo (FastPath::DoneInfo);
+  // (transfer, code name, message) for one that ended otherwise, or a
+  // refusal, as copy() answers, for the package to raise or return; None,
+  // and nothing copied, when src or dst is neither a bound record nor the
+  // id of a native instance.
   py::object CopyFirst(const py::handle& src, const py::handle& dst, int priority) {
-    py::object s = async_.Named(src);
-    py::object d = s ? async_.Named(dst) : py::object();
-    if (!s || !d) return py::none();
+    py::object s, d;
+    if (!NamedEnds(src, dst, &s, &d)) return py::none();
     std::shared_ptr<client::Client> c = Get();
     std::shared_ptr<client::Instance> from = Exactly<NativeInstance>(s).Get();
     std::shared_ptr<client::Instance> to = Exactly<NativeInstance>(d).Get();
@@ -557,7 +548,6 @@ PYBIND11_MODULE(_native, m) {
       .def("register_private_instance", &NativeSession::RegisterPrivateInstance, py::arg("range"),
            py::arg("offset"), py::arg("lo"), py::arg("hi"), py::arg("fields"), py::arg("layout"))
       .def("counters", &NativeSession::Counters)
-      .def("copy", &NativeSession::Copy, py::arg("src"), py::arg("dst"), py::arg("priority") = 0)
       .def("submit", &NativeSession::Submit, py::arg("src"), py::arg("dst"), py::arg("priority"),
            py::arg("sink"), py::arg("to_loop") = false)
       .def("bind_async", &NativeSession::BindAsync, py::arg("instances"), py::arg("record"),
