@@ -119,8 +119,6 @@ def private_aos_to_soa(np, c, mib, arrays=None):
     return src, dst, arrays, check
 
 
-
-
 def small_pairs(c):
     out = []
     for _ in range(PAIRS):
