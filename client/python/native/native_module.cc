@@ -221,14 +221,14 @@ class NativeSession {
   // dict of instances by id, the record type whose `id` names one, what a
   // new event loop is passed to, and the type a done copy's future gets.
   void BindAsync(py::dict instances, py::type record, py::function watch, py::type info) {
-    async_.Bind(std::move(instances), std::move(record), std::move(watch), std::move(info));
+    fast_.Bind(std::move(instances), std::move(record), std::move(watch), std::move(info));
   }
 
   // The native instances `src` and `dst` name (FastPath::Named), held in
   // `*s` and `*d`; false when either names none.
   bool NamedEnds(const py::handle& src, const py::handle& dst, py::object* s, py::object* d) const {
-    *s = async_.Named(src);
-    if (*s) *d = async_.Named(dst);
+    *s = fast_.Named(src);
+    if (*s) *d = fast_.Named(dst);
     return *s && *d;
   }
 
@@ -240,8 +240,8 @@ class NativeSession {
   py::object Acopy(const py::handle& src, const py::handle& dst, int priority, bool check) {
     py::object s, d;
     if (!NamedEnds(src, dst, &s, &d)) return py::none();
-    const py::handle loop = async_.Running();
-    py::object future = async_.CreateFuture();
+    const py::handle loop = fast_.Running();
+    py::object future = fast_.CreateFuture();
     Submit(Exactly<NativeInstance>(s), Exactly<NativeInstance>(d), priority,
            check ? future : py::make_tuple(future, false, loop), true);
     return future;
@@ -278,7 +278,7 @@ class NativeSession {
       py::gil_scoped_release release;
       done = c->Copy(*from, *to, priority);
     }
-    if (done.status.ok()) return async_.DoneInfo(done.transfer);
+    if (done.status.ok()) return fast_.DoneInfo(done.transfer);
     return py::make_tuple(done.transfer, CodeName(done.status.code()),
                           std::string(done.status.message()));
   }
@@ -324,7 +324,7 @@ class NativeSession {
       py::object s = std::move(sink->second);
       sinks_.erase(sink);
       const bool ok = d.code == "OK" && d.message.empty();
-      if (ok && async_.SettleDone(s, loop, d.transfer)) continue;
+      if (ok && fast_.SettleDone(s, loop, d.transfer)) continue;
       rest.append(std::move(s));
       rest.append(d.transfer);
       rest.append(ok ? ok_ : py::str(d.code));
@@ -333,7 +333,7 @@ class NativeSession {
     return rest;
   }
 
-  void ForgetLoop() { async_.Forget(); }
+  void ForgetLoop() { fast_.Forget(); }
 
   // submit(), and the copy's transfer id, which the daemon reports as it
   // accepts the copy (Client::SubmitTracked); raises the daemon's refusal,
@@ -473,7 +473,7 @@ class NativeSession {
   // them back); those still in the backlog, not yet on the rings, complete
   // CANCELLED.
   void Close() {
-    async_.Forget();
+    fast_.Forget();
     std::shared_ptr<client::Client> last = std::move(client_);
     py::gil_scoped_release release;
     ring_->Stop();
@@ -513,7 +513,7 @@ class NativeSession {
   // Job -> the Python object its completion settles (ring copies); only
   // touched with the GIL held.
   std::unordered_map<uint64_t, py::object> sinks_;
-  FastPath async_;  // acopy's lookups, loop and settling
+  FastPath fast_;  // copy and acopy: lookups, the loop, settling
   py::str ok_{"OK"};
   py::str empty_{""};
   std::string token_;
