@@ -267,8 +267,8 @@ Result<PlanExplanation> Runtime::Explain(const InstanceRef& src, const InstanceR
   weigh.element_bytes = shape.fields.smallest_bytes();
   weigh.adjust = [&](Path& p) { CostEnds(p, req.src.form.get(), req.dst.form.get(), impl_->topo); };
   Alternatives alternatives = WeighAlternatives(*impl_->CurrentPlanner(), weigh);
-  PlanExplanation e = ExplainGrid(std::move(path), grid, shape.fields.total_bytes(),
-                                  impl_->config.slots_per_buffer);
+  const int slots = impl_->SlotsFor(path);
+  PlanExplanation e = ExplainGrid(std::move(path), grid, shape.fields.total_bytes(), slots);
   e.alternatives = std::move(alternatives);
   return e;
 }

@@ -159,6 +159,9 @@ struct Runtime::Impl {
   Result<int> NetChannel(uint64_t key, const std::string& peer) const;
   Status OpenDiskEnds(TransferState& t, const CopyRequest& req, bool src_disk, bool dst_disk) const;
   Result<ChunkGrid> GridFor(const Path& path, const Box& box, const FieldSpace& fields) const;
+  // The ring depth of `path`'s intermediate buffers: runtime.slots_per_buffer,
+  // and at least kFileWriteSlots for a pipeline from memory into a file.
+  int SlotsFor(const Path& path) const;
   Result<ChunkGrid> GridOfCopy(const std::shared_ptr<const Path>& path, const Box& box,
                                const FieldSpace& fields) const;
   Status SizeBuffers(TransferState& t, const CopyRequest& req) const;

@@ -17,6 +17,9 @@ namespace {
 // threads.
 constexpr uint64_t kMinSplitBytes = 512ull << 10;
 
+// The least ring depth of a pipeline from memory into a file (SlotsFor).
+constexpr int kFileWriteSlots = 4;
+
 bool Overlaps(const InstanceRef& a, const InstanceRef& b) {
   if (a.memory != b.memory) return false;
   if (a.process || b.process) {
@@ -260,7 +263,8 @@ Status Runtime::Impl::SizeBuffers(TransferState& t, const CopyRequest& req) cons
     b.device =
         config.memories[b.pool].kind == MemoryKind::kFbm ? config.memories[b.pool].device : -1;
     b.slot_bytes = grid.SlotBytes(b.layout, entry);
-    b.slots = config.slots_per_buffer;
+    // A cross-node part's grid was cut for the cluster's slots (cross_plan.cc).
+    b.slots = req.remote ? config.slots_per_buffer : SlotsFor(t.path());
     need[b.pool] += b.bytes();
     t.buffers.push_back(b);
   }
@@ -386,13 +390,26 @@ std::optional<Path> Runtime::Impl::Unsynced(const Path& path, const Box& box,
   return *std::move(p);
 }
 
+// A pipeline from memory into a file writes each slot of its last buffer
+// as a few long I/Os, and the slot is refilled only once all of them have
+// ended. With two slots the disk then waited for the refill: a converting
+// write (AOS -> SOA into a file) moved 0.80-0.97 of a plain durable write
+// of the same bytes, and with four slots of half the size (the same
+// staging) 1.00-1.04. A DSK -> DSK transpose keeps the configured depth:
+// smaller slots cut its runs shorter, and it ran slower with four
+// (docs/benchmarks/design-measurements.md, "Disk").
+int Runtime::Impl::SlotsFor(const Path& path) const {
+  const bool writes_file = path.edges.size() > 1 && IsDisk(path.nodes.back().memory) &&
+                           !IsDisk(path.nodes.front().memory);
+  return writes_file ? std::max(config.slots_per_buffer, kFileWriteSlots) : config.slots_per_buffer;
+}
+
 // The chunk sequence a path runs with: chunks of about the smallest
 // preferred request of its channels, and, with intermediate buffers, no
 // larger than one slot (TH / slots_per_buffer).
 Result<ChunkGrid> Runtime::Impl::GridFor(const Path& path, const Box& box,
                                          const FieldSpace& fields) const {
-  const uint64_t slot_limit =
-      config.space_threshold / static_cast<uint64_t>(config.slots_per_buffer);
+  const uint64_t slot_limit = config.space_threshold / static_cast<uint64_t>(SlotsFor(path));
   uint64_t target = UINT64_MAX;
   for (const TopologyEdge& e : path.edges) {
     target = std::min(target, channels[e.channel]->caps().request_bytes);

@@ -113,6 +113,42 @@ TEST_CASE("a converting write converts on Memcpy, never on the disk channel (fig
   CHECK(path->nodes[1].layout == path->nodes[2].layout);  // the disk hop only moves bytes
 }
 
+TEST_CASE("a pipeline into a file rings four slots; one between files keeps the configured two") {
+  TempDir dir;
+  RuntimeConfig c = DiskConfig(dir.path);  // TH 4 MiB, slots_per_buffer 2
+  auto rt = Runtime::Create(c);
+  REQUIRE(rt.ok());
+  Runtime& r = **rt;
+  const MemoryId sys = *r.FindMemory("sys0"), dsk = *r.FindMemory("dsk0");
+  const InstanceShape aos{Box::FromExtents({1 << 20}), FieldSpace::Uniform(4, 4), Layout::Aos(1)};
+  const InstanceShape soa{aos.bounds, aos.fields, Layout::Soa(1)};
+  std::vector<std::byte> host(aos.total_bytes());
+  const InstanceRef src{sys, host.data(), host.size(), aos};
+  // Memory into a file: four slots of a quarter of TH each, the same staging.
+  auto into = r.Explain(src, FileRefTo(dsk, "soa.bin", soa));
+  REQUIRE(into.ok());
+  REQUIRE(into->buffer_bytes.size() == 1);
+  CHECK(into->chunk_bytes == (1 << 20));
+  CHECK(into->buffer_bytes[0] == 4 * into->chunk_bytes);
+  // The same file transposed into another: the configured ring of two.
+  REQUIRE(r.Copy({.src = src, .dst = FileRefTo(dsk, "aos.bin", aos)}).value().Wait().ok());
+  const InstanceShape rows{Box::FromExtents({16, 1 << 16}), FieldSpace::Uniform(1, 16),
+                           Layout::Parse("F,x,y", 2).value()};
+  const InstanceShape cols{rows.bounds, rows.fields, Layout::Parse("F,y,x", 2).value()};
+  auto between = r.Explain(FileRefTo(dsk, "aos.bin", rows), FileRefTo(dsk, "t.bin", cols));
+  REQUIRE(between.ok());
+  REQUIRE(!between->buffer_bytes.empty());
+  CHECK(between->chunk_bytes == (2 << 20));
+  for (uint64_t b : between->buffer_bytes) CHECK(b == 2 * between->chunk_bytes);
+  // A deeper ring in the configuration is kept for both.
+  c.slots_per_buffer = 8;
+  auto deep = Runtime::Create(c);
+  REQUIRE(deep.ok());
+  auto into8 = (*deep)->Explain(src, FileRefTo(dsk, "soa.bin", soa));
+  REQUIRE(into8.ok());
+  CHECK(into8->buffer_bytes[0] == 8 * into8->chunk_bytes);
+}
+
 TEST_CASE("paths that leave the directory are refused; short files are errors") {
   TempDir dir;
   auto rt = Runtime::Create(DiskConfig(dir.path));
