@@ -392,12 +392,12 @@ std::optional<Path> Runtime::Impl::Unsynced(const Path& path, const Box& box,
 
 // A pipeline from memory into a file writes each slot of its last buffer
 // as a few long I/Os, and the slot is refilled only once all of them have
-// ended. With two slots the disk then waited for the refill: a converting
-// write (AOS -> SOA into a file) moved 0.80-0.97 of a plain durable write
-// of the same bytes, and with four slots of half the size (the same
-// staging) 1.00-1.04. A DSK -> DSK transpose keeps the configured depth:
-// smaller slots cut its runs shorter, and it ran slower with four
-// (docs/benchmarks/design-measurements.md, "Disk").
+// ended. With two slots the disk waits for that refill; four slots of half
+// the size (the same staging) keep it busy, and a converting write then
+// keeps pace with a plain durable write of the same bytes. A DSK -> DSK
+// transpose keeps the configured depth: smaller slots cut its runs
+// shorter, and it ran slower with four (docs/benchmarks/design-measurements.md,
+// "Disk").
 int Runtime::Impl::SlotsFor(const Path& path) const {
   const bool writes_file = path.edges.size() > 1 && IsDisk(path.nodes.back().memory) &&
                            !IsDisk(path.nodes.front().memory);
@@ -406,7 +406,7 @@ int Runtime::Impl::SlotsFor(const Path& path) const {
 
 // The chunk sequence a path runs with: chunks of about the smallest
 // preferred request of its channels, and, with intermediate buffers, no
-// larger than one slot (TH / slots_per_buffer).
+// larger than one slot (TH / SlotsFor(path)).
 Result<ChunkGrid> Runtime::Impl::GridFor(const Path& path, const Box& box,
                                          const FieldSpace& fields) const {
   const uint64_t slot_limit = config.space_threshold / static_cast<uint64_t>(SlotsFor(path));

@@ -147,6 +147,10 @@ TEST_CASE("a pipeline into a file rings four slots; one between files keeps the 
   auto into8 = (*deep)->Explain(src, FileRefTo(dsk, "soa.bin", soa));
   REQUIRE(into8.ok());
   CHECK(into8->buffer_bytes[0] == 8 * into8->chunk_bytes);
+  auto between8 = (*deep)->Explain(FileRefTo(dsk, "aos.bin", rows), FileRefTo(dsk, "t.bin", cols));
+  REQUIRE(between8.ok());
+  REQUIRE(!between8->buffer_bytes.empty());
+  for (uint64_t b : between8->buffer_bytes) CHECK(b == 8 * between8->chunk_bytes);
 }
 
 TEST_CASE("paths that leave the directory are refused; short files are errors") {
