@@ -71,6 +71,9 @@ struct ChannelRequest {
   // classes by weight (docs/guides/qos.md).
   uint32_t qos_class = 0;
   uint32_t qos_weight = 1;
+  // The class's nice value: a channel's threads run the request at it
+  // (core/thread_nice.h).
+  int qos_nice = 0;
   bool Cancelled() const { return cancelled && cancelled->load(std::memory_order_acquire); }
 };
 

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "core/thread_nice.h"
+
 namespace isometry {
 
 ChannelWorkers::ChannelWorkers(int threads, Serve serve) : serve_(std::move(serve)) {
@@ -44,11 +46,15 @@ void ChannelWorkers::Run() {
     Item item;
     {
       absl::MutexLock lock(&mu_);
+      // Idle at the daemon's own nice value: the next request may be a
+      // foreground one (core/thread_nice.h).
+      if (queue_.empty()) SetThreadNice(0);
       while (!stopping_ && queue_.empty()) cv_.Wait(&mu_);
       // Outstanding work is finished even while stopping: done() is owed.
       if (queue_.empty()) return;
       item = queue_.Pop();
     }
+    SetThreadNice(item.request.qos_nice);
     serve_(item.request, item.done);
   }
 }

@@ -37,11 +37,11 @@ bool Matches(const QosRule& rule, const QosClient& client) {
 }
 
 // Whether `a` gets more than `b` anywhere: a larger weight, a higher
-// ceiling, or fewer caps (a kind `b` caps that `a` does not, or caps
+// ceiling, a lower nice value, or fewer caps (a kind `b` caps that `a` does not, or caps
 // higher). A rule by client name alone may not lift anyone into such a
 // class: any client can give any name.
 bool Outranks(const QosClass& a, const QosClass& b) {
-  if (a.weight > b.weight || a.max_priority > b.max_priority) return true;
+  if (a.weight > b.weight || a.max_priority > b.max_priority || a.nice < b.nice) return true;
   for (const auto& [kind, cap] : b.caps) {
     auto it = a.caps.find(kind);
     const QosCaps none;

@@ -22,6 +22,8 @@ namespace isometry {
 inline constexpr char kDefaultQosClass[] = "default";
 // Sessions keep this much of the name their client gives.
 inline constexpr size_t kMaxClientName = 128;
+// The largest nice value a class may give its work (the kernel's).
+inline constexpr int kMaxQosNice = 19;
 
 // What a class may take of every channel of one kind. A cap of 0 pauses
 // the class's requests there (its copies wait; they never fail).
@@ -37,6 +39,11 @@ struct QosClass {
   // more runs at this one, and says so (it is never refused for it).
   int32_t max_priority = std::numeric_limits<int32_t>::max();
   std::map<ChannelKind, QosCaps> caps;
+  // The nice value (0 to 19) of the daemon's threads while they move this
+  // class's bytes: on a node whose CPUs are busy, a thread working for a
+  // class with a higher value yields the CPU to one working for a class
+  // with a lower value (core/thread_nice.h).
+  int nice = 0;
 };
 
 // Puts the clients it matches in `class_name`; every condition given must

@@ -52,7 +52,8 @@ Status ReadCaps(const Reader& r, const toml::node& n, const std::string& key, Qo
 }
 
 Result<QosClass> ReadClass(const Reader& r, const toml::table& t, const std::string& key) {
-  ISO_RETURN_IF_ERROR(r.OnlyKeys(t, "qos.class.", {"name", "weight", "max_priority", "caps"}));
+  ISO_RETURN_IF_ERROR(
+      r.OnlyKeys(t, "qos.class.", {"name", "weight", "max_priority", "nice", "caps"}));
   QosClass c;
   const toml::node* name = t.get("name");
   if (!name) return InvalidArgument(r.source(), ": key '", key, ".name': every class needs a name");
@@ -65,6 +66,10 @@ Result<QosClass> ReadClass(const Reader& r, const toml::table& t, const std::str
     ISO_ASSIGN_OR_RETURN(
         int64_t v, r.Integer(*n, key + ".max_priority", 0, std::numeric_limits<int32_t>::max()));
     c.max_priority = static_cast<int32_t>(v);
+  }
+  if (const toml::node* n = t.get("nice")) {
+    ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, key + ".nice", 0, kMaxQosNice));
+    c.nice = static_cast<int>(v);
   }
   if (const toml::node* n = t.get("caps")) ISO_RETURN_IF_ERROR(ReadCaps(r, *n, key + ".caps", c));
   return c;

@@ -32,6 +32,7 @@ struct Chunk {
   // (core/fair_queue.h), by priority within one.
   uint32_t qos_class = 0;
   uint32_t qos_weight = 1;
+  int qos_nice = 0;  // the class's: the connection's thread moves it at this nice value
 };
 
 // Called exactly once per Send/Post, on a data-plane thread, never inside

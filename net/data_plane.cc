@@ -39,9 +39,9 @@ Status DataPlane::Start(Authenticate check, LinkDown on_down) {
   o.tls = options_.tls;
   o.checksum = options_.checksum;
   auto admitted = [this](const std::string& peer, std::unique_ptr<Wire> wire,
-                         bool checksum) -> Status {
+                         const HelloAcceptor::Settled& settled) -> Status {
     try {
-      return Link(peer).AddIncoming(std::move(wire), checksum);
+      return Link(peer).AddIncoming(std::move(wire), settled.checksum, settled.express);
     } catch (const std::system_error& e) {  // the link's own thread
       return absl::ResourceExhaustedError(StrCat("cannot start a thread: ", e.what()));
     } catch (const std::bad_alloc&) {

@@ -45,7 +45,8 @@ namespace isometry::net {
 
 inline constexpr uint32_t kFrameMagic = 0x4d4f5349;  // "ISOM"
 // 3: every DATA is acknowledged (resume after a dropped connection).
-inline constexpr uint16_t kDataProtocolVersion = 3;
+// 4: a set of connections has an express one (peer_link.h).
+inline constexpr uint16_t kDataProtocolVersion = 4;
 inline constexpr uint64_t kMaxControlPayload = 64 << 10;
 inline constexpr uint64_t kMaxDataPayload = 1ull << 30;
 
@@ -66,6 +67,8 @@ inline constexpr uint8_t kFlagChecksum = 1;
 // HELLO: sealed records after the hello wanted (connecting, TLS without
 // kTLS) or agreed (the answer): wire.h.
 inline constexpr uint8_t kFlagSealed = 2;
+// HELLO (connecting): this is the set's express connection (peer_link.h).
+inline constexpr uint8_t kFlagExpress = 4;
 
 struct FrameHeader {
   uint32_t magic = kFrameMagic;

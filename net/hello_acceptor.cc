@@ -334,7 +334,8 @@ Result<bool> EpollAcceptor::Drive(uint64_t id, HelloState& p) {
       ::fcntl(p.wire->fd(), F_SETFL, ::fcntl(p.wire->fd(), F_GETFL) & ~O_NONBLOCK);
     }
     const std::string remote = p.wire->remote();
-    if (Status s = admitted_(peer, std::move(p.wire), (flags & kFlagChecksum) != 0); !s.ok()) {
+    const Settled settled{(flags & kFlagChecksum) != 0, (p.proof.flags & kFlagExpress) != 0};
+    if (Status s = admitted_(peer, std::move(p.wire), settled); !s.ok()) {
       spdlog::error("data connection from {} (peer '{}'): {}", remote, ForLog(peer),
                     ForLog(std::string(s.message()), 512));
     }

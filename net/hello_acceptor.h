@@ -65,11 +65,15 @@ class HelloAcceptor {
   // answer; an error refuses the connection (its message goes back in the
   // ABORT frame).
   using Check = std::function<Result<HelloAnswer>(const HelloProof& hello)>;
+  // What a connection's hello settled.
+  struct Settled {
+    bool checksum = false;
+    bool express = false;  // the connecting node's express connection
+  };
   // A connection whose hello succeeded (the HELLO answer sent, blocking
-  // I/O again for plain TCP): `checksum` as the hello settled. An error is
-  // logged and closes it.
-  using Admitted =
-      std::function<Status(const std::string& peer, std::unique_ptr<Wire> wire, bool checksum)>;
+  // I/O again for plain TCP). An error is logged and closes it.
+  using Admitted = std::function<Status(const std::string& peer, std::unique_ptr<Wire> wire,
+                                        const Settled& settled)>;
 
   // Serves `listen` (a bound, listening socket) until destroyed. Errors:
   // the loop could not be set up (epoll, eventfd, its thread).

@@ -11,6 +11,7 @@
 
 #include "core/log_escape.h"
 #include "core/log_limiter.h"
+#include "core/thread_nice.h"
 #include "layout/executor.h"
 #include "net/peer_link_conn.h"
 
@@ -105,6 +106,10 @@ uint64_t PeerLink::bytes_sent() const {
   absl::MutexLock lock(&mu_);
   return sent_;
 }
+uint64_t PeerLink::express_bytes_sent() const {
+  absl::MutexLock lock(&mu_);
+  return express_sent_;
+}
 uint64_t PeerLink::resumes() const {
   absl::MutexLock lock(&mu_);
   return resumes_;
@@ -114,14 +119,15 @@ uint64_t PeerLink::bytes_received() const {
   return received_;
 }
 
-Status PeerLink::AddIncoming(std::unique_ptr<Wire> wire, bool checksum) {
+Status PeerLink::AddIncoming(std::unique_ptr<Wire> wire, bool checksum, bool express) {
   auto c = std::make_shared<Conn>();
   c->wire = std::move(wire);
   c->checksum = checksum;
+  c->express = express;
   TuneSocket(c->wire->fd(), options_.timeout_ms, options_.unsent_limit_bytes);
   Heard(Clock::now());  // its hello answered this node's challenge
   absl::MutexLock lock(&mu_);
-  if (static_cast<int>(in_.size()) >= options_.connections) {
+  if (static_cast<int>(in_.size()) >= SetSize()) {
     // The peer opened a new set (it reconnected before this node saw the
     // old one break): the oldest connections are stale, and what went
     // over them is credited and ACKed again once the new set is in.
@@ -145,7 +151,7 @@ Status PeerLink::AddIncoming(std::unique_ptr<Wire> wire, bool checksum) {
     for (auto& fn : calls) completer_->Post(std::move(fn));
     return s;
   }
-  if (in_down_since_ && ++fresh_in_ >= options_.connections) {
+  if (in_down_since_ && ++fresh_in_ >= SetSize()) {
     RecreditLocked();
     spdlog::info("data link from peer '{}': resumed on {} new connection(s) from {} after {} ms",
                  peer_, in_.size(), c->wire->remote(), MsSince(*in_down_since_));
@@ -268,10 +274,20 @@ void PeerLink::WaitForCreditLocked(const Key& key, Request r) {
     Job j;
     j.header.type = FrameType::kData;
     j.data = std::move(r);
-    Enqueue(*out_[key.second % out_.size()], std::move(j));
+    Conn& to = OutFor(*j.data);
+    Enqueue(to, std::move(j));
   } else {
     waiting_credit_.insert_or_assign(key, std::move(r));
   }
+}
+
+PeerLink::Conn& PeerLink::OutFor(const Request& r) {
+  const CopyProgram* program = r.chunk.program.get();
+  const bool express = out_.back()->express;  // the set's last (OpenSet)
+  if (express && program && DestinationSpan(*program) - r.from <= kExpressChunkBytes) {
+    return *out_.back();
+  }
+  return *out_[r.chunk.chunk % (express ? out_.size() - 1 : out_.size())];
 }
 
 void PeerLink::Post(const Chunk& chunk, ChunkDone done) {
@@ -382,6 +398,8 @@ void PeerLink::Writer(Conn* c) {
     Job job;
     {
       absl::MutexLock lock(&c->mu);
+      // Idle at the daemon's own nice value (core/thread_nice.h).
+      if (!c->WriterHasWorkLocked()) SetThreadNice(0);
       c->mu.Await(absl::Condition(c, &Conn::WriterHasWorkLocked));
       if (c->closing) return;
       if (!c->control.empty()) {
@@ -425,6 +443,7 @@ void PeerLink::Writer(Conn* c) {
     }
     // A chunk whose write fails stays held: the drop's resume sends it
     // again, or the link's failure fails it.
+    SetThreadNice(job.data ? job.data->chunk.qos_nice : 0);
     Status s = WriteJob(*c, job);
     if (!s.ok()) {
       FailConn(c, s);
@@ -464,9 +483,14 @@ Status PeerLink::WriteJob(Conn& c, Job& job) {
   }
   const auto until = options_.rate_limit_bytes_per_s ? limiter_.Reserve(h.length) : Clock::now();
   ISO_RETURN_IF_ERROR(c.wire->SendFrame(h, payload + from));
+  {
+    // Counted as sent before the pacing sleep: the receiver may ACK the
+    // chunk, and its copy complete, meanwhile.
+    absl::MutexLock lock(&mu_);
+    sent_ += h.length;
+    if (c.express) express_sent_ += h.length;
+  }
   std::this_thread::sleep_until(until);
-  absl::MutexLock lock(&mu_);
-  sent_ += h.length;
   return OkStatus();
 }
 
@@ -485,6 +509,9 @@ void PeerLink::Reader(Conn* c) {
         case FrameType::kData:
           s = c->outgoing ? absl::DataLossError("DATA on an outgoing connection")
                           : ReceiveData(*c, h);
+          // An express connection's next chunk may be a foreground one; a
+          // bulk one's reader stays at its class's value while it waits.
+          if (c->express) SetThreadNice(0);
           break;
         case FrameType::kCredit: {
           if (!c->outgoing) {
@@ -512,7 +539,8 @@ void PeerLink::Reader(Conn* c) {
           it->second.from = h.code;
           j.data = std::move(it->second);
           waiting_credit_.erase(it);
-          Enqueue(*out_[key.second % out_.size()], std::move(j));
+          Conn& to = OutFor(*j.data);
+          Enqueue(to, std::move(j));
           break;
         }
         case FrameType::kAck:

@@ -3,9 +3,15 @@
 //
 // Outgoing connections (this node connected them) carry the DATA of hops
 // whose sending half runs here; incoming ones (the peer connected them)
-// carry the DATA of hops whose receiving half runs here. A transfer's
-// chunk k always travels on connection k % n, so a transfer is striped
-// over all of them. Every connection has a reader and a writer thread:
+// carry the DATA of hops whose receiving half runs here. A set is
+// `connections` bulk connections and one express connection. A transfer's
+// chunk k travels on bulk connection k % n, so a transfer is striped over
+// all of them; a chunk of at most kExpressChunkBytes travels on the
+// express one instead. Bytes a writer handed to the kernel are beyond any
+// scheduler: on a bulk connection, megabytes of credited bulk chunks sit
+// in the socket buffers, and a small chunk queued behind them would wait
+// for all of them whatever its class or priority. Every connection has a
+// reader and a writer thread:
 // blocking I/O on a few connections with megabyte frames is what an event
 // loop would reduce to, without its extra copy-out of the ready list (see
 // docs/guides/cluster.md, "RemoteMemcpy over TCP").
@@ -51,10 +57,13 @@
 
 namespace isometry::net {
 
+// The largest chunk that travels on a set's express connection.
+inline constexpr uint64_t kExpressChunkBytes = 256 << 10;
+
 struct DataOptions {
   std::string node_name;             // this node's, for errors
   std::string listen = "0.0.0.0:0";  // data connections from peers
-  int connections = 4;               // per peer and direction
+  int connections = 4;               // bulk ones per peer and direction; plus one express
   // XXH3-64 per chunk, checked by the receiver; on when either end of a
   // connection asks for it. A chunk whose checksum fails is sent once more.
   bool checksum = false;
@@ -121,9 +130,10 @@ class PeerLink {
   // broken set is re-opened with the same address and prover.
   Status Connect(const std::string& address, uint32_t self_node, const Prover& prove)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // A connection the peer opened, after its hello was accepted; `checksum`:
-  // what the hello settled. An error (no thread for it) closes it.
-  Status AddIncoming(std::unique_ptr<Wire> wire, bool checksum);
+  // A connection the peer opened, after its hello was accepted; `checksum`
+  // and `express`: what the hello settled. An error (no thread for it)
+  // closes it.
+  Status AddIncoming(std::unique_ptr<Wire> wire, bool checksum, bool express = false);
   // Closes every connection and fails what is in flight with `why`;
   // `notify` reports it to on_down.
   void Fail(const Status& why, bool notify = true) ABSL_LOCKS_EXCLUDED(mu_);
@@ -143,6 +153,8 @@ class PeerLink {
   int outgoing() const;
   int incoming() const;
   uint64_t bytes_sent() const;
+  // Of them, over the express connection.
+  uint64_t express_bytes_sent() const;
   uint64_t bytes_received() const;
   // Times a set of connections broke and a resume began (either direction).
   uint64_t resumes() const;
@@ -174,7 +186,8 @@ class PeerLink {
   // `connect_ms` bounds the TCP connect, `hello_ms` the TLS handshake and
   // each answer of the hello.
   Result<std::shared_ptr<Conn>> Open(const std::string& address, uint32_t self_node,
-                                     const Prover& prove, uint32_t connect_ms, uint32_t hello_ms);
+                                     const Prover& prove, uint32_t connect_ms, uint32_t hello_ms,
+                                     bool express);
   // Its reader and writer threads; an error when one cannot start (the
   // caller closes the connection: a thread that started ends with it).
   Status StartConn(const std::shared_ptr<Conn>& c);
@@ -201,6 +214,10 @@ class PeerLink {
   void Answer(Conn& c, FrameType type, const FrameHeader& h);
   void OnAbortFrame(const FrameHeader& h, const std::string& message) ABSL_LOCKS_EXCLUDED(mu_);
   void Enqueue(Conn& c, Job job);
+  // Connections in a full set: the bulk ones and the express one (last).
+  int SetSize() const { return options_.connections + 1; }
+  // The live outgoing connection chunk `r` goes out on (out_ not empty).
+  Conn& OutFor(const Request& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A CREDIT / ACK of `key` over the incoming connection its chunk maps to
   // (in_ not empty).
   void AnswerOverInLocked(FrameType type, const Key& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -298,6 +315,7 @@ class PeerLink {
   std::map<uint64_t, std::pair<Status, std::chrono::steady_clock::time_point>> dead_
       ABSL_GUARDED_BY(mu_);
   uint64_t sent_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t express_sent_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t received_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t resumes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "core/thread_nice.h"
 #include "layout/executor.h"
 #include "net/peer_link.h"
 #include "net/peer_link_conn.h"
@@ -77,6 +78,7 @@ Status PeerLink::ReceiveData(Conn& c, const FrameHeader& h) {
     dropped = MaybeDropLocked(c, options_.drop_chunk, key);
   }
   if (dropped) StallAfterDrop();
+  SetThreadNice(r->chunk.qos_nice);  // the Reader goes back to 0 after the chunk
   const Landed landed = dropped ? Landed{Unavailable("dropped by fault injection"), from}
                                 : ReceivePayload(c, key, target, from, span);
   if (!landed.status.ok()) {
@@ -231,7 +233,8 @@ Status PeerLink::OnAnswer(Conn& c, const FrameHeader& h) {
       if (!c.Closing()) {
         Enqueue(c, std::move(j));
       } else if (!out_.empty()) {
-        Enqueue(*out_[key.second % out_.size()], std::move(j));  // the receiver posted it again
+        Conn& to = OutFor(*j.data);  // the receiver posted it again
+        Enqueue(to, std::move(j));
       } else {
         waiting_credit_.insert_or_assign(key, std::move(*j.data));  // credited after the resume
       }

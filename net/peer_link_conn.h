@@ -41,6 +41,7 @@ struct PeerLink::Conn {
   std::unique_ptr<Wire> wire;
   bool outgoing = false;
   bool checksum = false;  // what its hello settled
+  bool express = false;   // the set's express connection (peer_link.h)
   absl::Mutex mu;
   // Control frames go first, in the order queued; then DATA, shared
   // between QoS classes by weight and by priority within a class

@@ -31,13 +31,14 @@ Status PeerLink::OpenSet(const std::string& address, uint32_t self_node, const P
   {
     std::vector<std::shared_ptr<Conn>> old;
     absl::MutexLock lock(&mu_);
-    if (static_cast<int>(out_.size()) == options_.connections) return OkStatus();
+    if (static_cast<int>(out_.size()) == SetSize()) return OkStatus();
     old.swap(closed_);  // threads of failed connections have exited or are exiting
   }
   std::vector<std::shared_ptr<Conn>> conns;
-  for (int i = 0; i < options_.connections; ++i) {
+  for (int i = 0; i < SetSize(); ++i) {
     ISO_ASSIGN_OR_RETURN(std::shared_ptr<Conn> c,
-                         Open(address, self_node, prove, connect_ms, hello_ms));
+                         Open(address, self_node, prove, connect_ms, hello_ms,
+                              /*express=*/i == SetSize() - 1));
     // The peer answered a hello: it is alive, though a busy CPU may take
     // a while over the whole set's handshakes.
     Heard(std::chrono::steady_clock::now());
@@ -86,13 +87,15 @@ Status PeerLink::OpenSet(const std::string& address, uint32_t self_node, const P
 
 Result<std::shared_ptr<PeerLink::Conn>> PeerLink::Open(const std::string& address,
                                                        uint32_t self_node, const Prover& prove,
-                                                       uint32_t connect_ms, uint32_t hello_ms) {
+                                                       uint32_t connect_ms, uint32_t hello_ms,
+                                                       bool express) {
   const uint32_t t = std::min(hello_ms, options_.timeout_ms);
   ISO_ASSIGN_OR_RETURN(UniqueFd connected,
                        ConnectTo(address, std::min(connect_ms, options_.timeout_ms)));
   TuneSocket(connected.get(), options_.timeout_ms, options_.unsent_limit_bytes);
   auto c = std::make_shared<Conn>();
   c->outgoing = true;
+  c->express = express;
   c->wire = std::make_unique<Wire>(std::move(connected), address);
   Wire& w = *c->wire;
   if (options_.tls) {
@@ -106,6 +109,7 @@ Result<std::shared_ptr<PeerLink::Conn>> PeerLink::Open(const std::string& addres
   h.code = self_node;
   if (options_.checksum) h.flags |= kFlagChecksum;
   if (w.CanSeal()) h.flags |= kFlagSealed;
+  if (express) h.flags |= kFlagExpress;
   const std::string nonce = RandomHex(16);
   h.length = nonce.size();
   ISO_RETURN_IF_ERROR(w.SendFrame(h, nonce.data()));

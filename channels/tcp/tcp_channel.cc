@@ -52,7 +52,8 @@ class TcpChannel final : public Channel {
                      .memory = std::get<HostBytes>(sending ? request.src : request.dst).base,
                      .priority = request.priority,
                      .qos_class = request.qos_class,
-                     .qos_weight = request.qos_weight};
+                     .qos_weight = request.qos_weight,
+                     .qos_nice = request.qos_nice};
     if (sending) {
       link.Send(chunk, std::move(done));
     } else {

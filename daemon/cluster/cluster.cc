@@ -308,6 +308,7 @@ v1::ListPeersResponse Cluster::ListPeers() const {
     pi->set_data_out(static_cast<uint32_t>(link.outgoing()));
     pi->set_data_in(static_cast<uint32_t>(link.incoming()));
     pi->set_bytes_sent(link.bytes_sent());
+    pi->set_express_bytes_sent(link.express_bytes_sent());
     pi->set_bytes_received(link.bytes_received());
     pi->set_resumes(link.resumes());
     pi->set_data_link(link.security());

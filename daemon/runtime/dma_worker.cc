@@ -259,6 +259,7 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
     const QosLimits& limits = qos->classes[t.qos].per_channel[w.channel];
     w.qos.Charge(t.qos, limits, chunk.volume() * t.src.shape.fields.total_bytes(), now);
     const uint32_t weight = limits.weight;
+    const int nice = limits.nice;
     ChunkEnd in = InputOf(t, x->hop, chunk, k);
     ChunkEnd out = OutputOf(t, x->hop, chunk, k);
     // Streaming stores: the user's destination of a large local copy, and
@@ -286,7 +287,8 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
                            &t.cancelled,
                            stream,
                            static_cast<uint32_t>(t.qos),
-                           weight};
+                           weight,
+                           nice};
     Channel& channel = *channels[w.channel];
     // A request the channel hands outside its threads (a client's own
     // hop, waiting on that client) gives its slot back before it is

@@ -11,6 +11,7 @@ constexpr double kRecentSeconds = 1.0;  // time constant of QosShare::recent
 QosLimits LimitsOf(const QosClass& c, ChannelKind kind) {
   QosLimits l;
   l.weight = std::max<uint32_t>(c.weight, 1);
+  l.nice = c.nice;
   auto it = c.caps.find(kind);
   if (it == c.caps.end()) return l;
   if (it->second.rate_bytes_per_s) {
@@ -41,6 +42,7 @@ std::shared_ptr<const QosTable> QosTable::Make(const QosConfig& config,
     it->name = c.name;
     it->weight = std::max<uint32_t>(c.weight, 1);
     it->max_priority = c.max_priority;
+    it->nice = c.nice;
     it->retired = false;
     it->per_channel.clear();
     for (ChannelKind kind : kinds) it->per_channel.push_back(LimitsOf(c, kind));
@@ -50,6 +52,7 @@ std::shared_ptr<const QosTable> QosTable::Make(const QosConfig& config,
     if (c.retired) {  // scheduled plainly until its transfers end
       c.weight = 1;
       c.max_priority = std::numeric_limits<int32_t>::max();
+      c.nice = 0;
       c.per_channel.assign(kinds.size(), QosLimits{});
     }
     live += !c.retired;

@@ -36,6 +36,7 @@ inline constexpr std::chrono::milliseconds kQosBurst{20};
 // One class as one channel applies it.
 struct QosLimits {
   uint32_t weight = 1;
+  int nice = 0;                   // of the threads moving its bytes (core/thread_nice.h)
   uint64_t rate_bytes_per_s = 0;  // 0: no rate cap (see paused)
   int in_flight = std::numeric_limits<int>::max();
   bool paused = false;  // a cap of 0
@@ -53,6 +54,7 @@ struct QosTable {
     std::string name;
     uint32_t weight = 1;
     int32_t max_priority = std::numeric_limits<int32_t>::max();
+    int nice = 0;
     bool retired = false;
     std::vector<QosLimits> per_channel;  // by channel index
   };

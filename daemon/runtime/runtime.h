@@ -326,7 +326,9 @@ struct QosClassStats {
   std::string name;
   uint32_t weight = 1;
   int32_t max_priority = 0;
-  bool retired = false;  // dropped by a reload; its transfers finish in it
+  int nice = 0;              // qos.class.nice
+  bool nice_applied = true;  // false: this process may not change it (core/thread_nice.h)
+  bool retired = false;      // dropped by a reload; its transfers finish in it
   bool is_default = false;
   int transfers = 0;  // running or waiting for buffers
   std::vector<QosChannelStats> channels;

@@ -1,8 +1,12 @@
 // Runtime::Impl, traffic classes (qos_scheduler.h): installing a table at
 // start and on reload, the staging share of each class at admission, and
 // the per-class reports. The workers' pick is in dma_worker.cc.
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 
+#include "core/log_escape.h"
+#include "core/thread_nice.h"
 #include "daemon/runtime/runtime_impl.h"
 
 namespace isometry {
@@ -27,6 +31,12 @@ void Runtime::Impl::InstallQos(std::shared_ptr<const QosTable> table) {
 }
 
 void Runtime::SetQos(const QosConfig& config) {
+  for (const QosClass& c : config.classes) {
+    if (c.nice > 0 && !ThreadNiceSupported()) {
+      spdlog::warn("qos: class '{}' has nice = {}, which no thread takes: {}", ForLog(c.name, 64),
+                   c.nice, ThreadNiceUnsupportedReason());
+    }
+  }
   absl::MutexLock lock(&impl_->mu);
   // Numbers are kept once a transfer may have used them; before the first
   // (the node installing its config at start) the table starts afresh.
@@ -91,6 +101,8 @@ std::vector<QosClassStats> Runtime::Qos() const {
     s.name = q.classes[c].name;
     s.weight = q.classes[c].weight;
     s.max_priority = q.classes[c].max_priority;
+    s.nice = q.classes[c].nice;
+    s.nice_applied = s.nice == 0 || ThreadNiceSupported();
     s.retired = q.classes[c].retired;
     s.is_default = c == q.default_class;
   }

@@ -353,6 +353,9 @@ void RenderPeers(const MetricsSnapshot& s, Page& p) {
   for (const PeerMetrics& peer : s.peers) p.Sample({{"peer", peer.name}}, peer.rtt_seconds);
   p.Family("isometry_peer_sent_bytes_total", "counter", "Bytes sent to the peer on data links.");
   for (const PeerMetrics& peer : s.peers) p.Sample({{"peer", peer.name}}, peer.bytes_sent);
+  p.Family("isometry_peer_express_sent_bytes_total", "counter",
+           "Of the bytes sent to the peer, those of small chunks, over the express connection.");
+  for (const PeerMetrics& peer : s.peers) p.Sample({{"peer", peer.name}}, peer.express_bytes_sent);
   p.Family("isometry_peer_received_bytes_total", "counter",
            "Bytes received from the peer on data links.");
   for (const PeerMetrics& peer : s.peers) p.Sample({{"peer", peer.name}}, peer.bytes_received);

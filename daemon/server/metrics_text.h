@@ -63,7 +63,8 @@ struct PeerMetrics {
   double rtt_seconds = 0;
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
-  uint64_t resumes = 0;  // broken data-link sets resumed (or tried)
+  uint64_t resumes = 0;             // broken data-link sets resumed (or tried)
+  uint64_t express_bytes_sent = 0;  // of bytes_sent, over the express connection
 };
 
 // The standard process_* families, from /proc/self (metrics_process.h).

@@ -11,6 +11,8 @@ void ToProto(const QosReport& r, v1::GetQosResponse* out) {
     o->set_name(c.stats.name);
     o->set_weight(c.stats.weight);
     o->set_max_priority(c.stats.max_priority);
+    o->set_nice(c.stats.nice);
+    o->set_nice_applied(c.stats.nice_applied);
     o->set_retired(c.stats.retired);
     o->set_is_default(c.stats.is_default);
     o->set_transfers(c.stats.transfers);

@@ -3,7 +3,8 @@ cross-node copy carries its class; two busy classes share the sending
 node's data link by weight (3:1, the link paced by cluster.rate_limit so
 it is what limits); the receiving node places the half by its own rules
 for peers, else in its class of the same name, and holds its priority to
-that class's ceiling.
+that class's ceiling. A class's nice value holds on both nodes, and
+chunks of at most 256 KiB travel over the link's express connection.
 
     ISOMETRYD=build/daemon/isometryd ISOMETRY_PYTHONPATH=build/python \\
         /usr/bin/python3 -m unittest -v test_cluster_qos
@@ -42,9 +43,18 @@ weight = 3
 name = "bg"
 weight = 1
 
+[[qos.class]]
+name = "yielding"
+weight = 1
+nice = 19
+
 [[qos.rule]]
 client = "bulk"
 class = "bg"
+
+[[qos.rule]]
+client = "yielding"
+class = "yielding"
 """
 QOS_B = QOS_A + """
 [[qos.class]]
@@ -126,6 +136,70 @@ class ClusterQos(unittest.TestCase):
                 pb.GetTransferRequest(transfer=info.id), metadata=[("isometry-operator", token)])
         self.assertIn("remote half", half.remote_half)
         self.assertEqual(half.priority, 1)  # guests' max_priority on b
+
+    def test_small_chunks_take_the_express_connection(self):
+        a, b = self.cluster["a"], self.cluster["b"]
+        with a.client("interactive") as fg, b.client("keeper") as keep:
+            def link(sent=0):
+                # The writer counts a chunk once its send returns, which
+                # may be after the receiver's ACK completed the copy.
+                deadline = time.monotonic() + 5
+                while True:
+                    p = {p.name: p for p in fg.peers().peers}["b"]
+                    if p.bytes_sent >= sent or time.monotonic() > deadline:
+                        return p
+                    time.sleep(0.01)
+            before = link()
+            # The fixture's four bulk connections, and the express one.
+            self.assertEqual(before.data_out, 5)
+            small = cf.Cluster.published_pairs(fg, keep, 64 << 10, 1)[0]
+            self.assertEqual(fg.copy(*small).state, "done")
+            mid = link(before.bytes_sent + (64 << 10))
+            self.assertEqual(mid.express_bytes_sent - before.express_bytes_sent, 64 << 10)
+            # Two chunks of 1 MiB (request_size): over the bulk connections.
+            big = cf.Cluster.published_pairs(fg, keep, 2 * MiB, 1)[0]
+            self.assertEqual(fg.copy(*big).state, "done")
+            after = link(mid.bytes_sent + 2 * MiB)
+            self.assertEqual(after.express_bytes_sent, mid.express_bytes_sent)
+            self.assertEqual(after.bytes_sent - mid.bytes_sent, 2 * MiB)
+
+    @staticmethod
+    def niced_threads(pid):
+        """Threads of process `pid` at nice 19 (/proc, stat field 19)."""
+        out = set()
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if int(fields[16]) == 19:  # fields[0] is field 3, state
+                out.add(int(tid))
+        return out
+
+    def test_a_class_nice_value_holds_on_both_nodes(self):
+        a, b = self.cluster["a"], self.cluster["b"]
+        pids = {"a": a.process.proc.pid, "b": b.process.proc.pid}
+        with a.client("yielding") as y, b.client("keeper") as keep:
+            busy = Busy(y, cf.Cluster.published_pairs(y, keep, 2 * MiB, 2), depth=2)
+            seen = {"a": set(), "b": set()}
+            try:
+                deadline = time.monotonic() + 10
+                while not all(seen.values()) and time.monotonic() < deadline:
+                    for node, pid in pids.items():
+                        seen[node] |= self.niced_threads(pid)
+                    time.sleep(0.002)
+            finally:
+                busy.end()
+            # a's writers sent its chunks at 19; b's readers (its class of
+            # the same name) landed them at 19.
+            self.assertTrue(seen["a"], "no thread of a ran at nice 19")
+            self.assertTrue(seen["b"], "no thread of b ran at nice 19")
+            # a's writers, idle, went back to 0.
+            deadline = time.monotonic() + 5
+            while self.niced_threads(pids["a"]) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertEqual(self.niced_threads(pids["a"]), set())
 
 if __name__ == "__main__":
     unittest.main()

@@ -32,7 +32,7 @@ else:
 
 SECRET = b"correct horse battery staple 42"  # the fixture's
 HEADER = struct.Struct("<IBBHIIQQQQ")  # net/frame.h, FrameHeader
-MAGIC, VERSION = 0x4D4F5349, 3
+MAGIC, VERSION = 0x4D4F5349, 4  # net/frame.h kDataProtocolVersion
 HELLO, ABORT, CHALLENGE, PROOF = 1, 4, 5, 6
 
 

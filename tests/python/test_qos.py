@@ -1,8 +1,9 @@
 """Traffic classes ([qos], docs/guides/qos.md) against a real isometryd:
 weighted shares of the memcpy and disk channels, the priority ceiling
 clamping (and telling), a rate cap, a paused class resumed by a SIGHUP
-reload mid-transfer, the operator's grant, and small copies of the
-foreground class completing while a background class saturates.
+reload mid-transfer, the operator's grant, small copies of the
+foreground class completing while a background class saturates, and a
+class's nice value taken by the threads that move its bytes.
 
     ISOMETRYD=build/daemon/isometryd ISOMETRY_PYTHONPATH=build/python \\
         ISOCTL=build/tools/isoctl/isoctl /usr/bin/python3 -m unittest -v test_qos
@@ -91,9 +92,18 @@ max_priority = 2
 gid = 4500
 class = "students"
 
+[[qos.class]]
+name = "yielding"
+weight = 1
+nice = 19
+
 [[qos.rule]]
 client = "bulk"
 class = "bg"
+
+[[qos.rule]]
+client = "yielding"
+class = "yielding"
 """
 
 # Run with supplementary group 4500 (setpriv): attaches over the local
@@ -344,6 +354,50 @@ class QosTest(unittest.TestCase):
         # Loose for a busy machine: a small copy never waits for the
         # background's bulk copies to drain.
         self.assertLess(p99, bulk, f"p99 {p99 * 1e3:.1f} ms, one bulk copy {bulk * 1e3:.1f} ms")
+
+    @staticmethod
+    def thread_nice_values(pid):
+        """{tid: nice value} of process `pid`'s threads (/proc, stat field 19)."""
+        out = {}
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError):  # the thread ended
+                continue
+            out[int(tid)] = int(fields[16])  # fields[0] is field 3, state
+        return out
+
+    def test_a_class_nice_value_is_taken_while_its_bytes_move_and_dropped_after(self):
+        pid = self.daemon.proc.pid
+        self.assertEqual(set(self.thread_nice_values(pid).values()), {0})
+        with isometry.Client(self.daemon.socket, name="yielding") as y:
+            stop = threading.Event()
+            thread, errors = self.keep_busy(y, [self.pair(y, 16 * MIB)], stop, depth=2)
+            niced = set()
+            try:
+                deadline = time.monotonic() + 10
+                while not niced and time.monotonic() < deadline:
+                    niced = {t for t, n in self.thread_nice_values(pid).items() if n == 19}
+                    time.sleep(0.002)
+                # A foreground copy meanwhile runs at the daemon's own value.
+                self.assertEqual(self.fg.copy(*self.pair(self.fg, 1 * MIB)).state, "done")
+            finally:
+                stop.set()
+                thread.join(60)
+            self.assertEqual(errors, [])
+            # The memcpy channel's workers moved "yielding"'s chunks at 19.
+            self.assertTrue(niced, "no thread of the daemon ran at nice 19")
+            info = self.qos()
+            row = next(c for c in info.classes if c.name == "yielding")
+            self.assertEqual((row.nice, row.nice_applied), (19, True))
+            # Idle workers went back to 0: the next request may be anyone's.
+            deadline = time.monotonic() + 5
+            values = self.thread_nice_values(pid)
+            while set(values.values()) != {0} and time.monotonic() < deadline:
+                time.sleep(0.05)
+                values = self.thread_nice_values(pid)
+            self.assertEqual(set(values.values()), {0}, values)
 
     def test_a_gid_rule_matches_a_supplementary_group(self):
         # The primary group stays 0: only SO_PEERGROUPS can tell the daemon.

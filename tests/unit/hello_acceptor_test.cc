@@ -38,7 +38,8 @@ void Serve(Port& port, int max_pending, uint32_t timeout_ms) {
     if (h.proof == "good proof") return HelloAnswer{"peer", "answer"};
     return absl::UnauthenticatedError("bad proof");
   };
-  auto admitted = [&port](const std::string& peer, std::unique_ptr<Wire>, bool) {
+  auto admitted = [&port](const std::string& peer, std::unique_ptr<Wire>,
+                          const HelloAcceptor::Settled&) {
     CHECK(peer == "peer");
     ++port.admitted;
     return OkStatus();

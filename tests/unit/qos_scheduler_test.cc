@@ -52,6 +52,7 @@ weight = 3
 [[qos.class]]
 name = "bg"
 max_priority = 5
+nice = 19
 caps = { disk_write = { rate = "200MiB/s", in_flight = 0 } }
 [[qos.rule]]
 uid = 1000
@@ -67,6 +68,8 @@ class = "bg"
   CHECK(q.classes[0].weight == 3);
   CHECK(q.classes[1].weight == 1);
   CHECK(q.classes[1].max_priority == 5);
+  CHECK(q.classes[0].nice == 0);
+  CHECK(q.classes[1].nice == 19);
   const QosCaps& caps = q.classes[1].caps.at(ChannelKind::kDiskWrite);
   CHECK(caps.rate_bytes_per_s == 200ull << 20);
   CHECK(caps.in_flight == 0);
@@ -176,10 +179,17 @@ TEST_CASE("bad [qos] tables are refused at their line") {
            {"[qos]\ndefault_class = \"z\"\n[[qos.class]]\nname = \"a\"\n", "'z' is not a class"},
            {"[[qos.class]]\nname = \"a\"\ncaps = { tape = { rate = 1 } }\n", "not a channel kind"},
            {"[[qos.class]]\nname = \"a\"\ncaps = { memcpy = { speed = 1 } }\n", "unknown key"},
+           {"[[qos.class]]\nname = \"a\"\nnice = 20\n", "q.toml:13: key 'qos.class[0].nice'"},
+           {"[[qos.class]]\nname = \"a\"\nnice = -1\n", "key 'qos.class[0].nice'"},
            // A client names itself: a name alone may not lift it above the
            // default class (more weight, a higher ceiling, fewer caps).
            {"[qos]\ndefault_class = \"low\"\n[[qos.class]]\nname = \"low\"\nmax_priority = 1\n"
             "[[qos.class]]\nname = \"high\"\n[[qos.rule]]\nclient = \"me\"\nclass = \"high\"\n",
+            "a rule by client name alone may not"},
+           // ... nor to a lower nice value (more of a busy CPU).
+           {"[qos]\ndefault_class = \"low\"\n[[qos.class]]\nname = \"low\"\nnice = 10\n"
+            "[[qos.class]]\nname = \"high\"\nnice = 5\n[[qos.rule]]\nclient = \"me\"\n"
+            "class = \"high\"\n",
             "a rule by client name alone may not"},
        }) {
     auto c = Parse(k.text);

@@ -29,6 +29,7 @@ std::string Classes(const v1::GetQosResponse& r) {
   Table t({{"CLASS"},
            {"WEIGHT", Align::kRight},
            {"MAX-PRIO", Align::kRight},
+           {"NICE", Align::kRight},
            {"MEMBERS", Align::kRight},
            {"TRANSFERS", Align::kRight},
            {"CLAMPED", Align::kRight},
@@ -37,9 +38,10 @@ std::string Classes(const v1::GetQosResponse& r) {
     std::string note = c.is_default() ? "default" : "";
     if (c.retired()) note = "retired by a reload";
     if (c.name() == r.own_class()) note += note.empty() ? "yours" : ", yours";
+    if (!c.nice_applied()) note += note.empty() ? "nice not applied" : ", nice not applied";
     t.AddRow({ForLog(c.name(), 64), std::to_string(c.weight()),
               c.max_priority() == 2147483647 ? "-" : std::to_string(c.max_priority()),
-              std::to_string(c.members()), std::to_string(c.transfers()),
+              std::to_string(c.nice()), std::to_string(c.members()), std::to_string(c.transfers()),
               std::to_string(c.clamped()), note.empty() ? "-" : note});
   }
   return t.Render();

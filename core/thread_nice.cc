@@ -1,0 +1,72 @@
+#include "core/thread_nice.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "core/status.h"
+
+namespace isometry {
+namespace {
+
+constexpr int kMaxNice = 19;
+
+struct Probe {
+  bool supported = false;
+  int base = 0;  // the daemon's own nice value, which threads return to
+  std::string why;
+};
+
+const Probe& ProbeOnce() {
+  static const Probe probe = [] {
+    Probe p;
+    errno = 0;
+    const int base = getpriority(PRIO_PROCESS, 0);  // the calling thread's
+    if (base == -1 && errno != 0) {
+      p.why = StrCat("getpriority: ", std::strerror(errno));
+      return p;
+    }
+    p.base = base;
+    if (base >= kMaxNice) {
+      p.why = StrCat("the daemon runs at nice ", base, " already");
+      return p;
+    }
+    // A scratch thread: what it changes dies with it.
+    std::thread scratch([&p, base] {
+      if (setpriority(PRIO_PROCESS, gettid(), base + 1) != 0) {
+        p.why = StrCat("a thread may not raise its nice value (", std::strerror(errno), ")");
+      } else if (setpriority(PRIO_PROCESS, gettid(), base) != 0) {
+        p.why = StrCat("a thread may not lower its nice value back to ", base, " (",
+                       std::strerror(errno),
+                       "): allow it with RLIMIT_NICE (systemd: LimitNICE=+0) or CAP_SYS_NICE");
+      } else {
+        p.supported = true;
+      }
+    });
+    scratch.join();
+    return p;
+  }();
+  return probe;
+}
+
+thread_local int applied = 0;  // over the base, in force on this thread
+
+}  // namespace
+
+bool ThreadNiceSupported() { return ProbeOnce().supported; }
+
+const std::string& ThreadNiceUnsupportedReason() { return ProbeOnce().why; }
+
+void SetThreadNice(int nice) {
+  nice = std::clamp(nice, 0, kMaxNice);
+  if (nice == applied) return;
+  const Probe& p = ProbeOnce();
+  if (!p.supported) return;
+  if (setpriority(PRIO_PROCESS, gettid(), std::min(kMaxNice, p.base + nice)) == 0) applied = nice;
+}
+
+}  // namespace isometry
