@@ -5,7 +5,7 @@ foreground protection and the scheduler's overhead, on one node.
 Starts two private daemons with the same memories and channels (sys0, a
 DSK memory in a temporary directory, memcpy0, disk_write0, disk_read0;
 inline_bytes = 0, so every copy goes through its channel's DMA worker):
-one with [qos] classes fg (weight 3) and bg (weight 1, nice 19: its
+one with [qos] classes fg (weight 3) and bg (weight 1, nice 10: its
 threads yield a busy CPU, docs/guides/qos.md "CPU time"; clients named
 "bulk"), one without [qos]. Each round, paired and interleaved:
 
@@ -96,7 +96,7 @@ weight = 3
 [[qos.class]]
 name = "bg"
 weight = 1
-nice = 19
+nice = 10
 
 [[qos.rule]]
 client = "bulk"
