@@ -41,7 +41,15 @@ struct ChannelCaps {
   uint64_t rate_limit_bytes_per_s = 0;  // 0 = unlimited
   bool runs_inline = false;             // RunInline() is supported
   bool streams_stores = false;          // honours ChannelRequest::stream_stores
+  // Requests of at most kExpressRequestBytes run on a thread of their own
+  // when every other thread is busy (channel_workers.h): the runtime may
+  // issue one such request beyond max_in_flight.
+  bool express = false;
 };
+
+// The largest request an express lane takes: a small copy's whole chunk,
+// far below a bulk request (request_size).
+inline constexpr uint64_t kExpressRequestBytes = 256 << 10;
 
 // One request: run `program` from the source endpoint to the destination
 // endpoint (endpoint.h). Which alternatives a channel takes is its own

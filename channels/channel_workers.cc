@@ -7,7 +7,8 @@
 namespace isometry {
 
 ChannelWorkers::ChannelWorkers(int threads, Serve serve) : serve_(std::move(serve)) {
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(false); });
+  threads_.emplace_back([this] { Run(true); });
 }
 
 ChannelWorkers::~ChannelWorkers() {
@@ -16,10 +17,13 @@ ChannelWorkers::~ChannelWorkers() {
     stopping_ = true;
   }
   cv_.SignalAll();
+  express_cv_.SignalAll();
   for (std::thread& t : threads_) t.join();
 }
 
 void ChannelWorkers::Push(ChannelRequest request, RequestDone done) {
+  bool express = false;
+  bool wake_express = false;
   {
     absl::MutexLock lock(&mu_);
     // A high-priority copy's request, or a class's that was waiting for its
@@ -29,9 +33,14 @@ void ChannelWorkers::Push(ChannelRequest request, RequestDone done) {
     const uint32_t weight = request.qos_weight;
     const int priority = request.priority;
     const uint64_t bytes = request.program ? request.program->bytes : 0;
-    queue_.Push(cls, weight, priority, bytes, Item{std::move(request), std::move(done)});
+    express = bytes <= kExpressRequestBytes;
+    wake_express = express && !express_busy_;
+    (express ? express_ : queue_)
+        .Push(cls, weight, priority, bytes, Item{std::move(request), std::move(done)});
   }
-  cv_.Signal();
+  // A small request while the express thread is busy: an idle thread may
+  // take it.
+  (wake_express ? express_cv_ : cv_).Signal();
 }
 
 void ChannelWorkers::SleepUntil(absl::Time deadline, const ChannelRequest& request) {
@@ -41,18 +50,23 @@ void ChannelWorkers::SleepUntil(absl::Time deadline, const ChannelRequest& reque
   }
 }
 
-void ChannelWorkers::Run() {
+void ChannelWorkers::Run(bool express) {
+  absl::CondVar& cv = express ? express_cv_ : cv_;
   while (true) {
     Item item;
     {
       absl::MutexLock lock(&mu_);
+      if (express) express_busy_ = false;
       // Idle at the daemon's own nice value: the next request may be a
       // foreground one (core/thread_nice.h).
-      if (queue_.empty()) SetThreadNice(0);
-      while (!stopping_ && queue_.empty()) cv_.Wait(&mu_);
+      if (!HasWorkLocked(express)) SetThreadNice(0);
+      while (!stopping_ && !HasWorkLocked(express)) cv.Wait(&mu_);
       // Outstanding work is finished even while stopping: done() is owed.
-      if (queue_.empty()) return;
-      item = queue_.Pop();
+      if (!HasWorkLocked(express)) return;
+      // The others take their own queue first: bulk requests keep going,
+      // and the express thread is there for the small ones.
+      item = !express && !queue_.empty() ? queue_.Pop() : express_.Pop();
+      if (express) express_busy_ = true;
     }
     SetThreadNice(item.request.qos_nice);
     serve_(item.request, item.done);

@@ -32,6 +32,7 @@ class CmaChannel final : public Channel {
     // As memcpy: a thread that finishes a request finds the next queued.
     caps_.max_in_flight = config.max_in_flight > 0 ? config.max_in_flight : 2 * config.threads;
     caps_.runs_inline = true;
+    caps_.express = true;  // ChannelWorkers
     // A request cancelled while queued ends at once; a running one at its
     // next batch (CmaCopy).
     workers_ = std::make_unique<ChannelWorkers>(

@@ -31,6 +31,12 @@ bool Runnable(const XdState& x) {
   return true;
 }
 
+// The bytes of chunk x.next, which a Runnable XD issues next.
+uint64_t NextChunkBytes(const XdState& x) {
+  const TransferState& t = *x.transfer;
+  return t.grid->chunk(x.next).volume() * t.src.shape.fields.total_bytes();
+}
+
 // One end of an XD's request for chunk k: the end as the compiler sees it
 // (slots, staging and the network: their shape alone) and where its bytes
 // are (host memory, a file, the network).
@@ -149,11 +155,16 @@ Histogram& DmaWorker::WaitOf(int priority) {
 // ---- picking by class (qos_scheduler.h) ----
 
 XdState* Runtime::Impl::PickXd(DmaWorker& w, RuntimeClock::time_point now,
-                               RuntimeClock::time_point& wake) {
-  if (w.in_flight >= w.max_in_flight) return nullptr;
+                               RuntimeClock::time_point& wake, bool& express) {
+  // Every slot taken: only a small chunk may go, on the express lane.
+  express = w.in_flight >= w.max_in_flight;
+  if (express && (!w.express_lane || w.express_in_flight > 0)) return nullptr;
+  auto may_go = [express](const XdState& c) {
+    return Runnable(c) && (!express || NextChunkBytes(c) <= kExpressRequestBytes);
+  };
   if (qos->trivial) {  // one class, no caps: the pool's order alone
     for (XdState* c : w.pool) {
-      if (Runnable(*c)) return c;
+      if (may_go(*c)) return c;
     }
     return nullptr;
   }
@@ -164,7 +175,7 @@ XdState* Runtime::Impl::PickXd(DmaWorker& w, RuntimeClock::time_point now,
   double best_tag = 0;
   for (XdState* c : w.pool) {
     const size_t k = c->transfer->qos;
-    if (w.qos.seen[k] || !Runnable(*c)) continue;
+    if (w.qos.seen[k] || !may_go(*c)) continue;
     w.qos.seen[k] = 1;
     if (w.qos.HeldBack(k, qos->classes[k].per_channel[w.channel], now, wake)) continue;
     const double tag = w.qos.StartTag(k);
@@ -178,6 +189,19 @@ XdState* Runtime::Impl::PickXd(DmaWorker& w, RuntimeClock::time_point now,
     if (!w.qos.seen[k]) w.qos.HeldBack(k, QosLimits{}, now, wake);
   }
   return best;
+}
+
+// Whether a class other than `own` has a runnable XD on `w` and nothing
+// in flight there: it waits for a slot, and by its tag it would most
+// likely get the next one, so the worker looks at the first completion
+// rather than once half of its requests are back.
+bool Runtime::Impl::OtherClassWaits(const DmaWorker& w, size_t own) const {
+  if (qos->trivial) return false;
+  for (const XdState* c : w.pool) {
+    const size_t k = c->transfer->qos;
+    if (k != own && w.qos.shares[k].in_flight == 0 && Runnable(*c)) return true;
+  }
+  return false;
 }
 
 // ---- the inline latency path ----
@@ -222,10 +246,14 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
   // complete on its own thread at once, and OnRequestDone takes it).
   mu.Lock();
   while (true) {
-    if (stopping && w.pool.empty() && w.in_flight == 0 && w.elsewhere == 0) break;
+    if (stopping && w.pool.empty() && w.in_flight == 0 && w.elsewhere == 0 &&
+        w.express_in_flight == 0) {
+      break;
+    }
     const auto now = RuntimeClock::now();
     auto wake = RuntimeClock::time_point::max();
-    XdState* x = PickXd(w, now, wake);
+    bool express = false;
+    XdState* x = PickXd(w, now, wake, express);
     if (!x) {
       if (wake == RuntimeClock::time_point::max()) {
         w.cv.Wait(&mu);
@@ -240,7 +268,7 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
     const uint64_t k = x->next++;
     ++x->in_flight;
     ++t.in_flight;
-    ++w.in_flight;
+    ++(express ? w.express_in_flight : w.in_flight);
     ++w.dispatch_seq;
     if (!t.dispatched) {
       t.dispatched = true;
@@ -275,7 +303,7 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
 
     auto program = ProgramFor(compiler, in, out, chunk);
     if (!program.ok()) {
-      OnRequestDone(keep, x, k, 0, false, program.status());
+      OnRequestDone(keep, x, k, 0, false, express, program.status());
       mu.Lock();
       continue;
     }
@@ -298,27 +326,28 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
     const bool elsewhere = channel.RunsElsewhere(request);
     if (elsewhere) {
       mu.Lock();
-      --w.in_flight;
+      --(express ? w.express_in_flight : w.in_flight);
       ++w.elsewhere;
       if (w.qos.shares[t.qos].in_flight > 0) --w.qos.shares[t.qos].in_flight;  // nor a class's cap
       mu.Unlock();
     }
-    channel.Submit(std::move(request), [this, keep, x, k, bytes, elsewhere](const Status& s) {
-      OnRequestDone(keep, x, k, bytes, elsewhere, s);
-    });
+    channel.Submit(std::move(request),
+                   [this, keep, x, k, bytes, elsewhere, express](const Status& s) {
+                     OnRequestDone(keep, x, k, bytes, elsewhere, express, s);
+                   });
     mu.Lock();
   }
   mu.Unlock();
 }
 
 void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdState* x, uint64_t k,
-                                  uint64_t bytes, bool elsewhere, const Status& s) {
+                                  uint64_t bytes, bool elsewhere, bool express, const Status& s) {
   Completion c;
   bool commit = false;
   {
     absl::MutexLock lock(&mu);
     DmaWorker& w = *workers[x->channel];
-    --(elsewhere ? w.elsewhere : w.in_flight);
+    --(elsewhere ? w.elsewhere : express ? w.express_in_flight : w.in_flight);
     // Charged at dispatch (WorkerLoop); a request handed elsewhere gave
     // its count back then.
     QosShare& share = w.qos.shares[t->qos];
@@ -372,9 +401,12 @@ void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdSta
     // a higher-priority XD waiting in the pool (priority first) is issued
     // at once, as before.
     const bool higher_waits =
-        !w.pool.empty() && w.pool.front()->transfer->options.priority > t->options.priority;
+        (!w.pool.empty() && w.pool.front()->transfer->options.priority > t->options.priority) ||
+        OtherClassWaits(w, t->qos);
     // A class at its cap may go again now: its worker looks at once.
-    const bool own_has_work = w.in_flight > w.max_in_flight / 2 && !higher_waits && !class_capped;
+    // The express lane's request frees the lane: another small chunk may go.
+    const bool own_has_work =
+        !express && w.in_flight > w.max_in_flight / 2 && !higher_waits && !class_capped;
     if (t->phase != Phase::kFinished) {
       for (const auto& xd : t->xds) {
         if (xd->remote || (xd->channel == x->channel && own_has_work)) continue;

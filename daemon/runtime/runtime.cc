@@ -144,6 +144,7 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config_in,
     auto w = std::make_unique<DmaWorker>();
     w->channel = c;
     w->max_in_flight = p->channels[c]->caps().max_in_flight;
+    w->express_lane = p->channels[c]->caps().express;
     p->workers.push_back(std::move(w));
   }
   p->InstallQos(QosTable::Make(QosConfig{}, p->ChannelKinds(), nullptr));

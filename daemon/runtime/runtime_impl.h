@@ -51,6 +51,10 @@ struct DmaWorker {
   int max_in_flight = 1;
   std::vector<XdState*> pool;  // priority desc; equal priorities take turns (RotateAmongEquals)
   int in_flight = 0;           // requests holding one of max_in_flight
+  // The channel's express lane (ChannelCaps::express): a request of at
+  // most kExpressRequestBytes may go beyond max_in_flight, one at a time.
+  bool express_lane = false;
+  int express_in_flight = 0;
   // Requests the channel handed outside its threads (Channel::RunsElsewhere:
   // a client's own hop): in flight, but holding no slot.
   int elsewhere = 0;
@@ -202,12 +206,16 @@ struct Runtime::Impl {
   void WorkerLoop(DmaWorker& w) ABSL_LOCKS_EXCLUDED(mu);
   // The XD `w` issues next, by class share (qos_scheduler.h); null if none
   // may go now. `wake`: when a rate cap lets a held class go, if sooner.
-  XdState* PickXd(DmaWorker& w, RuntimeClock::time_point now, RuntimeClock::time_point& wake)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // `express`: it goes beyond max_in_flight, on the channel's express lane.
+  XdState* PickXd(DmaWorker& w, RuntimeClock::time_point now, RuntimeClock::time_point& wake,
+                  bool& express) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // A class other than `own` waits on `w` with nothing in flight there.
+  bool OtherClassWaits(const DmaWorker& w, size_t own) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // `elsewhere`: the request was counted in DmaWorker::elsewhere, not
-  // in_flight.
+  // in_flight; `express`: in express_in_flight.
   void OnRequestDone(const std::shared_ptr<TransferState>& t, XdState* x, uint64_t k,
-                     uint64_t bytes, bool elsewhere, const Status& s) ABSL_LOCKS_EXCLUDED(mu);
+                     uint64_t bytes, bool elsewhere, bool express, const Status& s)
+      ABSL_LOCKS_EXCLUDED(mu);
 };
 
 }  // namespace isometry

@@ -4,6 +4,7 @@
 // and drains before it is destroyed.
 #include "channels/memcpy/memcpy_channel.h"
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -241,16 +242,18 @@ TEST_CASE("many requests from many threads each complete once with their own byt
 // What a one-thread channel starts in which order: request 0 first, its
 // thread held inside its done until the rest are queued, so what the
 // queue does with them decides the order they run in. Each request is
-// {priority, QoS class, weight}.
+// {priority, QoS class, weight}, of a bulk size (above the express lane's).
 struct Queued {
   int priority = 0;
   uint32_t qos_class = 0;
   uint32_t weight = 1;
 };
+constexpr uint64_t kBulk = 2 * kExpressRequestBytes;
+
 std::vector<int> StartOrder(const std::vector<Queued>& requests) {
   auto ch = Make(Config(1));
-  const std::vector<std::byte> src = Pattern(4096, 7);
-  std::vector<std::vector<std::byte>> dsts(requests.size(), std::vector<std::byte>(4096));
+  const std::vector<std::byte> src = Pattern(kBulk, 7);
+  std::vector<std::vector<std::byte>> dsts(requests.size(), std::vector<std::byte>(kBulk));
   std::mutex mu;
   std::condition_variable cv;
   bool release = false;
@@ -265,7 +268,7 @@ std::vector<int> StartOrder(const std::vector<Queued>& requests) {
     };
   };
   for (size_t id = 0; id < requests.size(); ++id) {
-    ChannelRequest r = HostRequest(ContiguousProgram(4096), src.data(), dsts[id].data());
+    ChannelRequest r = HostRequest(ContiguousProgram(kBulk), src.data(), dsts[id].data());
     r.priority = requests[id].priority;
     r.qos_class = requests[id].qos_class;
     r.qos_weight = requests[id].weight;
@@ -297,6 +300,78 @@ TEST_CASE("queued requests of two classes take turns by weight, a late class fir
   const std::vector<Queued> requests{{0, 1, 1}, {0, 1, 1}, {0, 1, 1}, {0, 1, 1}, {0, 1, 1},
                                      {0, 2, 3}, {0, 2, 3}, {0, 2, 3}, {9, 2, 3}};
   CHECK(StartOrder(requests) == std::vector<int>{0, 8, 5, 6, 1, 7, 2, 3, 4});
+}
+
+// Completion records of the express tests: which requests have ended.
+struct Ends {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int> ended;
+  bool release = false;
+  // Records `id`; a request in `hold` then keeps its thread until release.
+  RequestDone Record(int id, bool hold) {
+    return [this, id, hold](const Status& s) {
+      std::unique_lock lock(mu);
+      CHECK(s.ok());
+      ended.push_back(id);
+      cv.notify_all();
+      if (hold) cv.wait(lock, [&] { return release; });
+    };
+  }
+  bool WaitFor(size_t n) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(20), [&] { return ended.size() >= n; });
+  }
+  void Release() {
+    std::unique_lock lock(mu);
+    release = true;
+    cv.notify_all();
+  }
+};
+
+TEST_CASE("a small request runs on the express lane while every thread is busy with bulk ones") {
+  Ends ends;  // outlives the channel, whose threads run its callbacks
+  auto ch = Make(Config(1));
+  CHECK(ch->caps().express);
+  const std::vector<std::byte> src = Pattern(kBulk, 8);
+  std::vector<std::vector<std::byte>> dsts(3, std::vector<std::byte>(kBulk));
+  // Bulk request 0 holds the only thread; bulk request 1 queues behind it.
+  ch->Submit(HostRequest(ContiguousProgram(kBulk), src.data(), dsts[0].data()),
+             ends.Record(0, /*hold=*/true));
+  REQUIRE(ends.WaitFor(1));
+  ch->Submit(HostRequest(ContiguousProgram(kBulk), src.data(), dsts[1].data()),
+             ends.Record(1, false));
+  // A small one (a whole 64 KiB copy) does not wait for either.
+  ch->Submit(HostRequest(ContiguousProgram(64 << 10), src.data(), dsts[2].data()),
+             ends.Record(2, false));
+  REQUIRE(ends.WaitFor(2));
+  {
+    std::unique_lock lock(ends.mu);
+    CHECK(ends.ended == std::vector<int>{0, 2});
+  }
+  ends.Release();
+  REQUIRE(ends.WaitFor(3));
+  CHECK(dsts[0] == src);
+  CHECK(dsts[1] == src);
+  CHECK(std::equal(dsts[2].begin(), dsts[2].begin() + (64 << 10), src.begin()));
+}
+
+TEST_CASE("a small request waits for neither a busy express thread nor an idle thread's queue") {
+  Ends ends;
+  auto ch = Make(Config(1));
+  const std::vector<std::byte> src = Pattern(64 << 10, 9);
+  std::vector<std::vector<std::byte>> dsts(2, std::vector<std::byte>(64 << 10));
+  // Small request 0 holds the express thread; small request 1 goes to
+  // the idle bulk thread.
+  ch->Submit(HostRequest(ContiguousProgram(64 << 10), src.data(), dsts[0].data()),
+             ends.Record(0, /*hold=*/true));
+  REQUIRE(ends.WaitFor(1));
+  ch->Submit(HostRequest(ContiguousProgram(64 << 10), src.data(), dsts[1].data()),
+             ends.Record(1, false));
+  REQUIRE(ends.WaitFor(2));
+  ends.Release();
+  CHECK(dsts[0] == src);
+  CHECK(dsts[1] == src);
 }
 
 TEST_CASE("destroying the channel finishes the requests it holds") {

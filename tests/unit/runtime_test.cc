@@ -7,6 +7,7 @@
 
 #include "channels/channel_factory.h"
 #include "core/cpu_cache.h"
+#include "unit/runtime_test_util.h"
 #include "unit/test_util.h"
 
 namespace ISOMETRY_TEST_FILE {
@@ -16,26 +17,12 @@ using namespace isometry::testing;
 
 namespace {
 
-// An instance with its own storage, filled with a pattern.
-struct Buf {
-  InstanceShape shape;
-  std::vector<std::byte> bytes;
-  std::vector<std::byte> before;
-  Buf(InstanceShape s, uint64_t seed) : shape(std::move(s)) {
-    bytes = Pattern(shape.total_bytes(), seed);
-    before = bytes;
-  }
-  InstanceRef Ref(MemoryId m) { return {m, bytes.data(), bytes.size(), shape}; }
-};
-
 RuntimeConfig SmallConfig(uint64_t th) {
   RuntimeConfig c = DefaultRuntimeConfig();
   c.space_threshold = th;
   c.channels[0].request_bytes = 64 << 10;
   return c;
 }
-
-MemoryId Mem(Runtime& rt, const char* name) { return *rt.FindMemory(name); }
 
 uint64_t StagingUsed(const Runtime& rt) {
   uint64_t used = 0;
