@@ -5,10 +5,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <thread>
 
 #include "core/status.h"
+#include "core/strings.h"
 
 namespace isometry {
 namespace {
@@ -27,7 +27,7 @@ const Probe& ProbeOnce() {
     errno = 0;
     const int base = getpriority(PRIO_PROCESS, 0);  // the calling thread's
     if (base == -1 && errno != 0) {
-      p.why = StrCat("getpriority: ", std::strerror(errno));
+      p.why = StrCat("getpriority: ", ErrnoString(errno));
       return p;
     }
     p.base = base;
@@ -38,10 +38,10 @@ const Probe& ProbeOnce() {
     // A scratch thread: what it changes dies with it.
     std::thread scratch([&p, base] {
       if (setpriority(PRIO_PROCESS, gettid(), base + 1) != 0) {
-        p.why = StrCat("a thread may not raise its nice value (", std::strerror(errno), ")");
+        p.why = StrCat("a thread may not raise its nice value (", ErrnoString(errno), ")");
       } else if (setpriority(PRIO_PROCESS, gettid(), base) != 0) {
         p.why = StrCat("a thread may not lower its nice value back to ", base, " (",
-                       std::strerror(errno),
+                       ErrnoString(errno),
                        "): allow it with RLIMIT_NICE (systemd: LimitNICE=+0) or CAP_SYS_NICE");
       } else {
         p.supported = true;

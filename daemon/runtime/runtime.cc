@@ -327,7 +327,7 @@ std::vector<ChannelStats> Runtime::Channels() const {
     for (const XdState* x : w->pool) {
       if (x->done_count < x->transfer->grid->count()) ++s.xds_queued;
     }
-    s.requests_in_flight = w->in_flight + w->elsewhere;
+    s.requests_in_flight = w->in_flight + w->elsewhere + w->express_in_flight;
     s.requests_done = w->requests_done;
     s.bytes_done = w->bytes_done;
     s.errors = w->errors;
