@@ -40,9 +40,9 @@ const Probe& ProbeOnce() {
       if (setpriority(PRIO_PROCESS, gettid(), base + 1) != 0) {
         p.why = StrCat("a thread may not raise its nice value (", ErrnoString(errno), ")");
       } else if (setpriority(PRIO_PROCESS, gettid(), base) != 0) {
-        p.why = StrCat("a thread may not lower its nice value back to ", base, " (",
-                       ErrnoString(errno),
-                       "): allow it with RLIMIT_NICE (systemd: LimitNICE=+0) or CAP_SYS_NICE");
+        p.why =
+            StrCat("a thread may not lower its nice value back to ", base, " (", ErrnoString(errno),
+                   "): allow it with RLIMIT_NICE (systemd: LimitNICE=+0) or CAP_SYS_NICE");
       } else {
         p.supported = true;
       }
