@@ -22,8 +22,6 @@ namespace isometry {
 inline constexpr char kDefaultQosClass[] = "default";
 // Sessions keep this much of the name their client gives.
 inline constexpr size_t kMaxClientName = 128;
-// The largest nice value a class may give its work (the kernel's).
-inline constexpr int kMaxQosNice = 19;
 
 // What a class may take of every channel of one kind. A cap of 0 pauses
 // the class's requests there (its copies wait; they never fail).

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "config/config_reader.h"
+#include "core/thread_nice.h"
 
 namespace isometry {
 namespace {
@@ -68,7 +69,7 @@ Result<QosClass> ReadClass(const Reader& r, const toml::table& t, const std::str
     c.max_priority = static_cast<int32_t>(v);
   }
   if (const toml::node* n = t.get("nice")) {
-    ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, key + ".nice", 0, kMaxQosNice));
+    ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, key + ".nice", 0, kMaxThreadNice));
     c.nice = static_cast<int>(v);
   }
   if (const toml::node* n = t.get("caps")) ISO_RETURN_IF_ERROR(ReadCaps(r, *n, key + ".caps", c));

@@ -13,8 +13,6 @@
 namespace isometry {
 namespace {
 
-constexpr int kMaxNice = 19;
-
 struct Probe {
   bool supported = false;
   int base = 0;  // the daemon's own nice value, which threads return to
@@ -31,7 +29,7 @@ const Probe& ProbeOnce() {
       return p;
     }
     p.base = base;
-    if (base >= kMaxNice) {
+    if (base >= kMaxThreadNice) {
       p.why = StrCat("the daemon runs at nice ", base, " already");
       return p;
     }
@@ -62,11 +60,12 @@ bool ThreadNiceSupported() { return ProbeOnce().supported; }
 const std::string& ThreadNiceUnsupportedReason() { return ProbeOnce().why; }
 
 void SetThreadNice(int nice) {
-  nice = std::clamp(nice, 0, kMaxNice);
+  nice = std::clamp(nice, 0, kMaxThreadNice);
   if (nice == applied) return;
   const Probe& p = ProbeOnce();
   if (!p.supported) return;
-  if (setpriority(PRIO_PROCESS, gettid(), std::min(kMaxNice, p.base + nice)) == 0) applied = nice;
+  if (setpriority(PRIO_PROCESS, gettid(), std::min(kMaxThreadNice, p.base + nice)) == 0)
+    applied = nice;
 }
 
 }  // namespace isometry

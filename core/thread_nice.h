@@ -15,6 +15,9 @@
 
 namespace isometry {
 
+// The largest nice value (the kernel's).
+inline constexpr int kMaxThreadNice = 19;
+
 // Whether this process may move its threads' nice values up and back
 // (probed once, on a scratch thread); why not, when it may not.
 bool ThreadNiceSupported();

@@ -271,11 +271,7 @@ void PeerLink::WaitForCreditLocked(const Key& key, Request r) {
   if (!out_.empty() && credit != credits_.end()) {
     r.from = credit->second;
     credits_.erase(credit);
-    Job j;
-    j.header.type = FrameType::kData;
-    j.data = std::move(r);
-    Conn& to = OutFor(*j.data);
-    Enqueue(to, std::move(j));
+    SendLocked(std::move(r));
   } else {
     waiting_credit_.insert_or_assign(key, std::move(r));
   }
@@ -288,6 +284,11 @@ PeerLink::Conn& PeerLink::OutFor(const Request& r) {
     return *out_.back();
   }
   return *out_[r.chunk.chunk % (express ? out_.size() - 1 : out_.size())];
+}
+
+void PeerLink::SendLocked(Request r) {
+  Conn& to = OutFor(r);
+  Enqueue(to, Job::Data(std::move(r)));
 }
 
 void PeerLink::Post(const Chunk& chunk, ChunkDone done) {
@@ -534,13 +535,9 @@ void PeerLink::Reader(Conn* c) {
             credits_.insert_or_assign(key, h.code);
             break;
           }
-          Job j;
-          j.header.type = FrameType::kData;
           it->second.from = h.code;
-          j.data = std::move(it->second);
+          SendLocked(std::move(it->second));
           waiting_credit_.erase(it);
-          Conn& to = OutFor(*j.data);
-          Enqueue(to, std::move(j));
           break;
         }
         case FrameType::kAck:

@@ -218,6 +218,8 @@ class PeerLink {
   int SetSize() const { return options_.connections + 1; }
   // The live outgoing connection chunk `r` goes out on (out_ not empty).
   Conn& OutFor(const Request& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues `r`'s DATA there.
+  void SendLocked(Request r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A CREDIT / ACK of `key` over the incoming connection its chunk maps to
   // (in_ not empty).
   void AnswerOverInLocked(FrameType type, const Key& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -78,7 +78,9 @@ Status PeerLink::ReceiveData(Conn& c, const FrameHeader& h) {
     dropped = MaybeDropLocked(c, options_.drop_chunk, key);
   }
   if (dropped) StallAfterDrop();
-  SetThreadNice(r->chunk.qos_nice);  // the Reader goes back to 0 after the chunk
+  // Kept while the reader waits for the next frame, except on the express
+  // connection (Reader).
+  SetThreadNice(r->chunk.qos_nice);
   const Landed landed = dropped ? Landed{Unavailable("dropped by fault injection"), from}
                                 : ReceivePayload(c, key, target, from, span);
   if (!landed.status.ok()) {
@@ -226,17 +228,14 @@ Status PeerLink::OnAnswer(Conn& c, const FrameHeader& h) {
         return absl::DataLossError(StrCat("peer '", peer_, "' asked for chunk ", h.chunk,
                                           " of transfer ", h.transfer, " a third time"));
       }
-      Job j;
-      j.header.type = FrameType::kData;
-      j.data = std::move(it->second);
+      Request again = std::move(it->second);
       unacked_.erase(it);
       if (!c.Closing()) {
-        Enqueue(c, std::move(j));
+        Enqueue(c, Job::Data(std::move(again)));
       } else if (!out_.empty()) {
-        Conn& to = OutFor(*j.data);  // the receiver posted it again
-        Enqueue(to, std::move(j));
+        SendLocked(std::move(again));  // the receiver posted it again
       } else {
-        waiting_credit_.insert_or_assign(key, std::move(*j.data));  // credited after the resume
+        waiting_credit_.insert_or_assign(key, std::move(again));  // credited after the resume
       }
       return OkStatus();
     }

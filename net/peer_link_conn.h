@@ -22,6 +22,13 @@ struct PeerLink::Job {
   std::string control;          // HELLO / ABORT payload
   std::optional<Request> data;  // DATA: what to send
 
+  // DATA of one chunk.
+  static Job Data(Request r) {
+    Job j;
+    j.header.type = FrameType::kData;
+    j.data = std::move(r);
+    return j;
+  }
   // CREDIT, ACK or RESEND of one chunk.
   static Job Answer(FrameType type, const Key& key) {
     Job j;

@@ -401,12 +401,13 @@ void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdSta
     // a higher-priority XD waiting in the pool (priority first) is issued
     // at once, as before.
     const bool higher_waits =
-        (!w.pool.empty() && w.pool.front()->transfer->options.priority > t->options.priority) ||
-        OtherClassWaits(w, t->qos);
+        !w.pool.empty() && w.pool.front()->transfer->options.priority > t->options.priority;
     // A class at its cap may go again now: its worker looks at once.
     // The express lane's request frees the lane: another small chunk may go.
-    const bool own_has_work =
-        !express && w.in_flight > w.max_in_flight / 2 && !higher_waits && !class_capped;
+    // A class waiting with nothing in flight here goes at once too (its
+    // scan of the pool last: only when nothing else decided).
+    const bool own_has_work = !express && w.in_flight > w.max_in_flight / 2 && !higher_waits &&
+                              !class_capped && !OtherClassWaits(w, t->qos);
     if (t->phase != Phase::kFinished) {
       for (const auto& xd : t->xds) {
         if (xd->remote || (xd->channel == x->channel && own_has_work)) continue;
