@@ -64,8 +64,9 @@ void SetThreadNice(int nice) {
   if (nice == applied) return;
   const Probe& p = ProbeOnce();
   if (!p.supported) return;
-  if (setpriority(PRIO_PROCESS, gettid(), std::min(kMaxThreadNice, p.base + nice)) == 0)
+  if (setpriority(PRIO_PROCESS, gettid(), std::min(kMaxThreadNice, p.base + nice)) == 0) {
     applied = nice;
+  }
 }
 
 }  // namespace isometry
