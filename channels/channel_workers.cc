@@ -2,13 +2,26 @@
 
 #include <utility>
 
+#include "core/strings.h"
+#include "core/thread_name.h"
 #include "core/thread_nice.h"
+#include "core/thread_slice.h"
 
 namespace isometry {
 
-ChannelWorkers::ChannelWorkers(int threads, Serve serve) : serve_(std::move(serve)) {
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(false); });
-  threads_.emplace_back([this] { Run(true); });
+ChannelWorkers::ChannelWorkers(std::string_view name, int threads, Serve serve)
+    : serve_(std::move(serve)) {
+  for (int i = 0; i < threads; ++i) {
+    threads_.emplace_back([this, n = StrCat("ch:", name)] {
+      NameThisThread(n);
+      Run(false);
+    });
+  }
+  threads_.emplace_back([this, n = StrCat("chx:", name)] {
+    NameThisThread(n);
+    RequestShortSlice();
+    Run(true);
+  });
 }
 
 ChannelWorkers::~ChannelWorkers() {

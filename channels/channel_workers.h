@@ -33,7 +33,9 @@ class ChannelWorkers {
   // Runs `serve(request, done)` for each request, on one of `threads`
   // threads (or the express thread); `serve` must call `done` exactly once.
   using Serve = std::function<void(ChannelRequest&, RequestDone&)>;
-  ChannelWorkers(int threads, Serve serve);
+  // `name` (the channel's) names the threads: "ch:NAME", "chx:NAME" for
+  // the express one.
+  ChannelWorkers(std::string_view name, int threads, Serve serve);
   ~ChannelWorkers();
   ChannelWorkers(const ChannelWorkers&) = delete;
   ChannelWorkers& operator=(const ChannelWorkers&) = delete;

@@ -20,6 +20,7 @@
 #include "core/log_limiter.h"
 #include "core/random.h"
 #include "core/strings.h"
+#include "core/thread_name.h"
 
 namespace isometry::net {
 namespace {
@@ -125,7 +126,10 @@ Status EpollAcceptor::Init() {
     return PortError("epoll_ctl", errno);
   }
   try {
-    thread_ = std::thread([this] { Run(); });
+    thread_ = std::thread([this] {
+      NameThisThread("link-accept");
+      Run();
+    });
   } catch (const std::system_error& e) {
     return absl::ResourceExhaustedError(
         StrCat("data port: cannot start its event loop's thread: ", e.what()));

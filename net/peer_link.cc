@@ -11,7 +11,9 @@
 
 #include "core/log_escape.h"
 #include "core/log_limiter.h"
+#include "core/thread_name.h"
 #include "core/thread_nice.h"
+#include "core/thread_slice.h"
 #include "layout/executor.h"
 #include "net/peer_link_conn.h"
 
@@ -22,7 +24,10 @@ using Clock = std::chrono::steady_clock;
 // ---- Completer ----
 
 Completer::Completer() {
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    NameThisThread("link-complete");
+    Run();
+  });
 }
 
 void Completer::Run() {
@@ -165,8 +170,18 @@ Status PeerLink::StartConn(const std::shared_ptr<Conn>& c) {
   // The threads use the raw pointer: the link's vectors own the Conn and
   // destroy it (joining them) only from other threads.
   try {
-    raw->reader = std::thread([this, raw] { Reader(raw); });
-    raw->writer = std::thread([this, raw] { Writer(raw); });
+    // The express connection's threads carry small chunks: a short slice
+    // (core/thread_slice.h).
+    raw->reader = std::thread([this, raw] {
+      NameThisThread(raw->express ? "link-read-x" : "link-read");
+      if (raw->express) RequestShortSlice();
+      Reader(raw);
+    });
+    raw->writer = std::thread([this, raw] {
+      NameThisThread(raw->express ? "link-write-x" : "link-write");
+      if (raw->express) RequestShortSlice();
+      Writer(raw);
+    });
   } catch (const std::system_error& e) {
     return absl::ResourceExhaustedError(StrCat("data connection with peer '", peer_, "' (",
                                                raw->wire->remote(),

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "core/log_escape.h"
+#include "core/thread_name.h"
 #include "net/peer_link.h"
 #include "net/peer_link_conn.h"
 
@@ -86,7 +87,10 @@ void PeerLink::SuspendLocked(Conn* c, const Status& why,
 bool PeerLink::StartResumerLocked() {
   if (resumer_.joinable()) return true;
   try {
-    resumer_ = std::thread([this] { Resumer(); });
+    resumer_ = std::thread([this] {
+      NameThisThread("link-resume");
+      Resumer();
+    });
   } catch (const std::system_error& e) {
     spdlog::error("data link with peer '{}': cannot start its resume thread: {}", peer_, e.what());
     return false;

@@ -36,7 +36,7 @@ class CmaChannel final : public Channel {
     // A request cancelled while queued ends at once; a running one at its
     // next batch (CmaCopy).
     workers_ = std::make_unique<ChannelWorkers>(
-        config.threads,
+        caps_.name, config.threads,
         [this](const ChannelRequest& r, const RequestDone& done) { done(Copy(r)); });
   }
 

@@ -12,6 +12,7 @@
 
 #include "core/spin_wait.h"
 #include "core/strings.h"
+#include "core/thread_name.h"
 
 namespace isometry {
 
@@ -97,7 +98,10 @@ Result<std::shared_ptr<OwnHops>> OwnHops::Create(std::byte* window, uint64_t byt
   h->Count(&OwnHopsTotals::windows);
   h->queue_ = std::make_shared<Queue>();
   try {
-    h->thread_ = std::thread([q = h->queue_] { q->Serve(); });
+    h->thread_ = std::thread([q = h->queue_] {
+      NameThisThread("own-hops");
+      q->Serve();
+    });
   } catch (const std::system_error& e) {
     // The task limit (TasksMax=, pids.max, RLIMIT_NPROC): this window is
     // refused, the daemon goes on.
@@ -317,8 +321,9 @@ std::optional<Status> OwnHops::Run(const CopyProgram& program, const std::byte* 
       spun = true;
       const auto until = std::chrono::steady_clock::now() + answer_spin_;
       SpinWait wait;  // pauses, a yield every few microseconds
-      while (header_->done_tail.value.load(std::memory_order_acquire) == seen &&
-             std::chrono::steady_clock::now() < until) {
+      while (header_->done_tail.value.load(std::memory_order_acquire) == seen) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= until || SpinWait::Contended(now)) break;
         wait.Step();
       }
       continue;

@@ -12,6 +12,7 @@
 #include "channels/cuda/cuda_pack.h"
 #include "channels/cuda/cuda_stream.h"
 #include "core/rate_limiter.h"
+#include "core/thread_name.h"
 
 namespace isometry::cuda {
 namespace {
@@ -148,7 +149,10 @@ Status CudaChannel::Start(const GpuProbe& probe) {
       peer_[static_cast<size_t>(a)][static_cast<size_t>(b)] = true;
     }
   }
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    NameThisThread(StrCat("cuda:", caps_.name));
+    Run();
+  });
   return OkStatus();
 }
 

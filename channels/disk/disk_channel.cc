@@ -48,6 +48,7 @@
 #include "channels/host_pages.h"
 #include "core/rate_limiter.h"
 #include "core/strings.h"
+#include "core/thread_name.h"
 #include "core/unique_fd.h"
 #include "layout/executor.h"
 
@@ -117,7 +118,10 @@ class DiskChannel final : public Channel {
         StrCat(prefix_, ": ", ring_.info().Describe(), ", queue depth ", queue_depth_, ", max I/O ",
                max_io_bytes_ >> 10, " KiB, staging ", staging_.size() >> 10,
                " KiB (transparent huge pages: ", TransparentHugePageMode(), ")");
-    worker_ = std::thread([this] { Run(); });
+    worker_ = std::thread([this] {
+      NameThisThread(StrCat("disk:", caps_.name));
+      Run();
+    });
   }
 
   ~DiskChannel() override ABSL_LOCKS_EXCLUDED(mu_) {

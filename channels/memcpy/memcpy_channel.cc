@@ -39,7 +39,8 @@ class MemcpyChannel final : public Channel {
       limiter_ = std::make_unique<RateLimiter>(config.rate_limit_bytes_per_s);
     }
     workers_ = std::make_unique<ChannelWorkers>(
-        config.threads, [this](ChannelRequest& r, RequestDone& done) { Serve(r, done); });
+        caps_.name, config.threads,
+        [this](ChannelRequest& r, RequestDone& done) { Serve(r, done); });
   }
 
   const ChannelCaps& caps() const override { return caps_; }

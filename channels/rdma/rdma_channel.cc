@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/strings.h"
+#include "core/thread_name.h"
 #include "layout/executor.h"
 #include "layout/program_span.h"
 
@@ -48,7 +49,10 @@ class RdmaChannelImpl final : public RdmaChannel {
     caps_.memory_kinds = {{MemoryKind::kSys, MemoryKind::kSys}};
     caps_.request_bytes = std::min<uint64_t>(config.request_bytes, ring.slot_bytes);
     caps_.max_in_flight = config.max_in_flight > 0 ? config.max_in_flight : (1 << 20);
-    thread_ = std::thread([this] { Run(); });
+    thread_ = std::thread([this] {
+      NameThisThread(StrCat("rdma:", caps_.name));
+      Run();
+    });
   }
 
   ~RdmaChannelImpl() override {

@@ -11,6 +11,7 @@
 
 #include "core/log_escape.h"
 #include "core/random.h"
+#include "core/thread_name.h"
 #include "daemon/cluster/cluster_impl.h"
 #include "daemon/cluster/cross_op.h"
 #include "daemon/cluster/etcd_membership.h"
@@ -124,6 +125,7 @@ Status Cluster::Impl::AddPeer(const PeerConfig& pc, std::string source) {
   ReapLoopsLocked();
   try {
     p->loop = std::thread([this, p] {
+      NameThisThread("iso-peer");
       PeerLoop(*p);
       p->loop_ended = true;
     });
@@ -187,7 +189,10 @@ void Cluster::Start(Node* node) {
   }
   for (Peer* raw : impl->PeerList()) {
     try {
-      raw->loop = std::thread([impl, raw] { impl->PeerLoop(*raw); });
+      raw->loop = std::thread([impl, raw] {
+        NameThisThread("iso-peer");
+        impl->PeerLoop(*raw);
+      });
     } catch (const std::system_error& e) {
       spdlog::error("peer '{}': cannot start its thread ({}): it stays down", raw->config.name,
                     e.what());

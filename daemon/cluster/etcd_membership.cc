@@ -7,6 +7,7 @@
 
 #include "core/log_escape.h"
 #include "core/log_limiter.h"
+#include "core/thread_name.h"
 #include "etcd_v3.grpc.pb.h"
 
 namespace isometry::cluster {
@@ -88,7 +89,10 @@ class Membership final : public EtcdMembership {
   void Start() override {
     absl::MutexLock lock(&mu_);
     if (thread_.joinable() || stopping_) return;
-    thread_ = std::thread([this] { Run(); });
+    thread_ = std::thread([this] {
+      NameThisThread("iso-etcd");
+      Run();
+    });
   }
 
   void Stop() override {

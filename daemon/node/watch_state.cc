@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/strings.h"
+#include "core/thread_name.h"
 
 namespace isometry {
 namespace {
@@ -110,7 +111,10 @@ Result<std::shared_ptr<WatchState>> WatchState::Create(uint64_t allocation, uint
   // Detached: the last reference may be dropped on the worker itself.
   if (options.live_workers) options.live_workers->fetch_add(1);
   try {
-    std::thread([s] { s->Run(); }).detach();
+    std::thread([s] {
+      NameThisThread("iso-watch");
+      s->Run();
+    }).detach();
   } catch (const std::system_error& e) {
     if (options.live_workers) options.live_workers->fetch_sub(1);
     return ResourceExhausted("no thread for the watch of allocation ", allocation, ": ", e.what(),

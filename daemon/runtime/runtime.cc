@@ -12,6 +12,8 @@
 #include "channels/channel_edges.h"
 #include "channels/channel_factory.h"
 #include "channels/host_pages.h"
+#include "core/thread_name.h"
+#include "core/thread_slice.h"
 #include "daemon/runtime/local_topology.h"
 #include "daemon/runtime/runtime_impl.h"
 
@@ -150,7 +152,11 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config_in,
   p->InstallQos(QosTable::Make(QosConfig{}, p->ChannelKinds(), nullptr));
   for (auto& w : p->workers) {
     DmaWorker* wp = w.get();
-    wp->thread = std::thread([p, wp] { p->WorkerLoop(*wp); });
+    wp->thread = std::thread([p, wp] {
+      NameThisThread(StrCat("dma:", p->channels[wp->channel]->caps().name));
+      RequestShortSlice();
+      p->WorkerLoop(*wp);
+    });
   }
   return rt;
 }

@@ -5,6 +5,7 @@
 #include <system_error>
 
 #include "absl/synchronization/mutex.h"
+#include "core/thread_name.h"
 #include "daemon/node/watches.h"
 #include "daemon/server/convert.h"
 #include "daemon/server/convert_watch.h"
@@ -209,7 +210,10 @@ ActiveCallbacks::ActiveCallbacks(Node& node)
   const uint32_t threads = node.config().daemon.checkpoint_threads;
   for (uint32_t i = 0; i < threads; ++i) {
     try {
-      workers_.emplace_back([this] { Run(); });
+      workers_.emplace_back([this] {
+        NameThisThread("iso-checkpoint");
+        Run();
+      });
     } catch (const std::system_error& e) {
       spdlog::warn("checkpoint worker thread {} of {} could not be started: {}", i + 1, threads,
                    e.what());

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/random.h"
+#include "core/thread_slice.h"
 #include "daemon/node/copies.h"
 #include "daemon/node/distributed.h"
 #include "daemon/node/instances.h"
@@ -281,6 +282,11 @@ class Service final : public ActiveCallbacks, public GrpcService {
   template <class Start>
   ServerUnaryReactor* StartTransfer(CallbackServerContext* ctx, bool wait, v1::CopyResponse* resp,
                                     Start start) {
+    // gRPC's threads run the copy's start and its answer: a short slice,
+    // as the daemon's own threads on a copy's path have
+    // (core/thread_slice.h), set on the first copy each thread serves.
+    static thread_local const bool sliced = (RequestShortSlice(), true);
+    (void)sliced;
     const SessionRef session = SessionOf(ctx);
     // A waiting call that ends first (deadline, cancel) cancels its
     // transfer (waiting_copy.h).

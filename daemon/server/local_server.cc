@@ -22,6 +22,8 @@
 #include "core/log_limiter.h"
 #include "core/spin_wait.h"
 #include "core/strings.h"
+#include "core/thread_name.h"
+#include "core/thread_slice.h"
 #include "core/unique_fd.h"
 #include "daemon/node/copies.h"
 #include "daemon/node/sessions.h"
@@ -121,6 +123,7 @@ struct LocalServer::Impl {
     live_threads.fetch_add(1);
     try {
       c->thread = std::thread([this, c] {
+        NameThisThread("iso-session");
         ServeControl(c);
         live_threads.fetch_sub(1);  // the last touch of *this
       });
@@ -359,7 +362,8 @@ struct LocalServer::Impl {
     auto worked = [&] { spin.Restart(last_work = std::chrono::steady_clock::now()); };
     while (!stopping) {
       const auto now = std::chrono::steady_clock::now();
-      const bool polling = now - last_work < poll_window;
+      // A busy machine: sleep, to be woken (core/spin_wait.h, Contended).
+      const bool polling = now - last_work < poll_window && !SpinWait::Contended(now);
       if (!polling && !awake.empty()) {
         // Going to sleep: clear the flags, then look once more (the other
         // half of the seq_cst handshake with the clients).
@@ -532,8 +536,15 @@ Result<std::unique_ptr<LocalServer>> LocalServer::Start(Node& node) {
   epoll_ctl(impl->epoll.get(), EPOLL_CTL_ADD, impl->wake.get(), &ev);
   Impl* p = impl.get();
   try {
-    impl->ring_thread = std::thread([p] { p->RingLoop(); });
-    impl->accept_thread = std::thread([p] { p->AcceptLoop(); });
+    impl->ring_thread = std::thread([p] {
+      NameThisThread("iso-ring");
+      RequestShortSlice();
+      p->RingLoop();
+    });
+    impl->accept_thread = std::thread([p] {
+      NameThisThread("iso-accept");
+      p->AcceptLoop();
+    });
   } catch (const std::system_error& e) {
     p->stopping = true;
     const uint64_t one = 1;

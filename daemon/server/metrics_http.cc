@@ -18,6 +18,7 @@
 #include "config/runtime_config.h"
 #include "core/log_limiter.h"
 #include "core/strings.h"
+#include "core/thread_name.h"
 #include "core/unique_fd.h"
 #include "daemon/server/metrics_text.h"
 
@@ -91,7 +92,10 @@ class PollServer final : public MetricsHttpServer {
 
   Status Run(const std::string& listen) {
     try {
-      thread_ = std::thread([this] { Loop(); });
+      thread_ = std::thread([this] {
+        NameThisThread("iso-metrics");
+        Loop();
+      });
     } catch (const std::system_error& e) {
       return ResourceExhausted("cannot serve metrics on ", listen, ": no thread (", e.what(), ")");
     }

@@ -10,12 +10,18 @@
 #include <map>
 #include <thread>
 
+#include "core/thread_name.h"
+
 namespace isometry {
 
 class Timer {
  public:
   using Clock = std::chrono::steady_clock;
-  Timer() : thread_([this] { Run(); }) {}
+  Timer()
+      : thread_([this] {
+          NameThisThread("iso-timer");
+          Run();
+        }) {}
   ~Timer() {
     {
       absl::MutexLock lock(&mu_);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/datatype.h"
+#include "core/thread_name.h"
 #include "daemon/server/task_limit.h"
 
 namespace isometry {
@@ -57,7 +58,10 @@ class Pool final : public TranslatePool {
     }
     if (idle_ == 0 && threads_.size() < limits_.threads) {
       try {
-        threads_.emplace_back([this] { Run(); });
+        threads_.emplace_back([this] {
+          NameThisThread("iso-translate");
+          Run();
+        });
       } catch (const std::system_error& e) {
         NoteThreadRefused();
         if (threads_.empty()) {

@@ -1,8 +1,18 @@
-"""Nice values of a daemon's threads, for the tests of qos.class.nice
-(docs/guides/qos.md, "CPU time")."""
+"""Nice values, names and scheduler slices of a daemon's threads, for the
+tests of qos.class.nice (docs/guides/qos.md, "CPU time") and of the short
+slice the threads a small copy waits on run with."""
 
+import ctypes
 import os
+import struct
 import threading
+
+SYS_SCHED_SETATTR, SYS_SCHED_GETATTR = 314, 315  # x86-64
+# struct sched_attr: size, policy, flags, nice, priority, runtime,
+# deadline, period, util_min, util_max.
+SCHED_ATTR = "IIQiIQQQII"
+SHORT_SLICE_NS = 100_000  # core/thread_slice.h, kShortSlice
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
 def may_lower_nice():
@@ -36,3 +46,42 @@ def thread_nice_values(pid):
             continue
         out[int(tid)] = int(fields[16])  # fields[0] is field 3, the state
     return out
+
+
+def thread_names(pid):
+    """{tid: name} of process `pid`'s threads."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                out[int(tid)] = f.read().strip()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return out
+
+
+def sched_runtime(tid):
+    """Thread `tid`'s sched_runtime (sched_getattr): its slice in ns where
+    the kernel has custom slices (Linux 6.12+), 0 on older kernels."""
+    buf = ctypes.create_string_buffer(struct.calcsize(SCHED_ATTR))
+    if _libc.syscall(SYS_SCHED_GETATTR, tid, buf, len(buf), 0) != 0:
+        raise OSError(ctypes.get_errno(), f"sched_getattr of thread {tid}")
+    return struct.unpack(SCHED_ATTR, buf.raw)[5]
+
+
+def short_slice_supported():
+    """Whether the kernel honours a custom slice: set one on a scratch
+    thread and read it back, as the daemon probes (core/thread_slice.h)."""
+    got = []
+
+    def probe():
+        attr = struct.pack(SCHED_ATTR, struct.calcsize(SCHED_ATTR), 0, 0,
+                           os.getpriority(os.PRIO_PROCESS, 0), 0, SHORT_SLICE_NS, 0, 0, 0, 0)
+        buf = ctypes.create_string_buffer(attr)
+        if _libc.syscall(SYS_SCHED_SETATTR, 0, buf, 0) == 0:
+            got.append(sched_runtime(threading.get_native_id()))
+
+    t = threading.Thread(target=probe)
+    t.start()
+    t.join()
+    return got == [SHORT_SLICE_NS]

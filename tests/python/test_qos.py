@@ -22,7 +22,8 @@ FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "py
 sys.path.insert(0, FIXTURE_DIR)
 from client_env import ISOCTL, ISOMETRYD, client_modules  # noqa: E402
 from isometryd_process import IsometrydProcess  # noqa: E402
-from thread_nice import may_lower_nice, thread_nice_values  # noqa: E402
+from thread_nice import (may_lower_nice, sched_runtime, short_slice_supported,  # noqa: E402
+                         thread_names, thread_nice_values, SHORT_SLICE_NS)
 
 grpc, isometry, pb, pb_grpc = client_modules("test_qos")
 
@@ -383,6 +384,8 @@ class QosTest(unittest.TestCase):
             self.assertEqual(errors, [])
             # The memcpy channel's workers moved "yielding"'s chunks at 19.
             self.assertTrue(niced, "no thread of the daemon ran at nice 19")
+            names = thread_names(pid)
+            self.assertLessEqual({names.get(t) for t in niced}, {"ch:memcpy0", "chx:memcpy0", None})
             info = self.qos()
             row = next(c for c in info.classes if c.name == "yielding")
             self.assertEqual((row.nice, row.nice_applied), (19, True))
@@ -393,6 +396,30 @@ class QosTest(unittest.TestCase):
                 time.sleep(0.05)
                 values = thread_nice_values(pid)
             self.assertEqual(set(values.values()), {0}, values)
+
+    def test_the_threads_a_small_copy_waits_on_are_named_and_run_short_slices(self):
+        names = thread_names(self.daemon.proc.pid)
+        by_name = {}
+        for tid, name in names.items():
+            by_name.setdefault(name, []).append(tid)
+        # An operator's `top -H` tells them apart (docs/operations/tuning.md).
+        for name, count in (("iso-ring", 1), ("iso-accept", 1), ("dma:memcpy0", 1),
+                            ("dma:disk_write0", 1), ("ch:memcpy0", 2), ("chx:memcpy0", 1),
+                            ("disk:disk_write", 1)):
+            self.assertEqual(len(by_name.get(name, [])), count, (name, sorted(names.values())))
+        short = ["iso-ring", "dma:memcpy0", "chx:memcpy0"]
+        if not short_slice_supported():
+            # Older kernels: the daemon sets none (core/thread_slice.h).
+            print("this kernel has no custom slices (Linux 6.12+): checked that none was set",
+                  file=sys.stderr)
+            for name in short + ["ch:memcpy0"]:
+                self.assertNotEqual(sched_runtime(by_name[name][0]), SHORT_SLICE_NS, name)
+            return
+        for name in short:
+            self.assertEqual(sched_runtime(by_name[name][0]), SHORT_SLICE_NS, name)
+        # Bulk requests keep the scheduler's own, longer slice.
+        for tid in by_name["ch:memcpy0"]:
+            self.assertGreater(sched_runtime(tid), SHORT_SLICE_NS)
 
     def test_a_gid_rule_matches_a_supplementary_group(self):
         # The primary group stays 0: only SO_PEERGROUPS can tell the daemon.

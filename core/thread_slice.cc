@@ -1,0 +1,69 @@
+#include "core/thread_slice.h"
+
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <thread>
+
+namespace isometry {
+namespace {
+
+// The kernel's struct sched_attr (include/uapi/linux/sched/types.h): glibc
+// 2.36 has no wrapper.
+struct SchedAttr {
+  uint32_t size;
+  uint32_t sched_policy;
+  uint64_t sched_flags;
+  int32_t sched_nice;
+  uint32_t sched_priority;
+  uint64_t sched_runtime;
+  uint64_t sched_deadline;
+  uint64_t sched_period;
+  uint32_t sched_util_min;
+  uint32_t sched_util_max;
+};
+
+// The calling thread, at its own nice value, with `slice` (0: the
+// scheduler's default); whether the kernel took the call.
+bool SetSlice(std::chrono::nanoseconds slice) {
+  errno = 0;
+  const int nice = getpriority(PRIO_PROCESS, 0);  // the calling thread's
+  if (nice == -1 && errno != 0) return false;
+  SchedAttr attr{};
+  attr.size = sizeof attr;
+  attr.sched_policy = SCHED_OTHER;
+  attr.sched_nice = nice;
+  attr.sched_runtime = static_cast<uint64_t>(slice.count());
+  return syscall(SYS_sched_setattr, 0, &attr, 0) == 0;
+}
+
+}  // namespace
+
+bool ShortSliceSupported() {
+  // Older kernels take sched_runtime for SCHED_OTHER and ignore it; one
+  // that honours it reports the slice back. Probed on a scratch thread so
+  // that no daemon thread keeps what the probe set.
+  static const bool supported = [] {
+    bool ok = false;
+    std::thread probe([&ok] {
+      if (!SetSlice(kShortSlice)) return;
+      SchedAttr back{};
+      ok = syscall(SYS_sched_getattr, 0, &back, sizeof back, 0) == 0 &&
+           back.sched_runtime ==
+               static_cast<uint64_t>(std::chrono::nanoseconds(kShortSlice).count());
+    });
+    probe.join();
+    return ok;
+  }();
+  return supported;
+}
+
+void RequestShortSlice() {
+  if (ShortSliceSupported()) (void)SetSlice(kShortSlice);
+}
+
+}  // namespace isometry
