@@ -1,6 +1,6 @@
 // Names for the daemon's threads, so that `top -H`, `ps -T`, perf and gdb
 // tell a channel's workers from the ring thread or a peer link's writer
-// (docs/operations/troubleshooting.md, "Which thread is busy").
+// (docs/operations/tuning.md, "Threads: names and slices").
 #pragma once
 
 #include <string_view>

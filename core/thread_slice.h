@@ -1,12 +1,13 @@
 // A short scheduler slice for the threads a small copy waits on: the ring
-// thread, the DMA workers, the memcpy and cma channels' express threads
-// and the data link's express connection.
+// thread, the DMA workers, the memcpy and cma channels' express threads,
+// the data link's express connection and the gRPC threads that start
+// copies (docs/operations/tuning.md, "Threads: names and slices").
 //
-// Why: under a busy background class those threads wake to find both
-// cores taken by lower-weight copy threads (qos.class.nice). With the
-// default slice, a woken thread waited a p99 of 100-170 us for a core,
-// once per hop, four or five hops per copy; with a 100 us slice EEVDF lets
-// it preempt at once (a p99 of 7-33 us; docs/benchmarks/history/2026-12.md).
+// Why: under a busy background class (qos.class.nice) those threads wake
+// to find every core taken by lower-weight copy threads, and with the
+// default slice a woken thread may wait for the running one's slice to
+// end, once per hop, several hops per copy. With a short slice EEVDF lets
+// it preempt at once (measured in docs/benchmarks/history/2026-12.md).
 // The threads run for microseconds at a time, so the slice costs them
 // nothing. Linux 6.12 and later (sched_setattr's sched_runtime for
 // SCHED_OTHER); older kernels keep their scheduler's own slice, and

@@ -321,9 +321,8 @@ std::optional<Status> OwnHops::Run(const CopyProgram& program, const std::byte* 
       spun = true;
       const auto until = std::chrono::steady_clock::now() + answer_spin_;
       SpinWait wait;  // pauses, a yield every few microseconds
-      while (header_->done_tail.value.load(std::memory_order_acquire) == seen) {
-        const auto now = std::chrono::steady_clock::now();
-        if (now >= until || SpinWait::Contended(now)) break;
+      while (header_->done_tail.value.load(std::memory_order_acquire) == seen &&
+             std::chrono::steady_clock::now() < until) {
         wait.Step();
       }
       continue;

@@ -360,9 +360,7 @@ struct Client::Impl {
       // While it spins the daemon skips the completion eventfd
       // (ring_abi.h, client_spinning); clearing the flag and then looking
       // once more closes the race with a completion published meanwhile.
-      // On a busy machine a sleeper is woken sooner than a spinner gets its
-      // core back (core/spin_wait.h, Contended).
-      if (spin.count() > 0 && !SpinWait::Contended(Clock::now())) {
+      if (spin.count() > 0) {
         header->client_spinning.value.store(1, std::memory_order_seq_cst);
         auto spin_until = Clock::now() + spin;
         if (deadline) spin_until = std::min(spin_until, *deadline);
@@ -371,10 +369,7 @@ struct Client::Impl {
         // seen a pause after it lands, not a clock read later.
         SpinWait wait;
         for (uint32_t looks = 1; !AnythingPending(); ++looks) {
-          if (looks % kLooksPerClock == 0) {
-            const auto now = Clock::now();
-            if (now >= spin_until || SpinWait::Contended(now)) break;
-          }
+          if (looks % kLooksPerClock == 0 && Clock::now() >= spin_until) break;
           wait.Step();
         }
         header->client_spinning.value.store(0, std::memory_order_seq_cst);

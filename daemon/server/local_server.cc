@@ -362,8 +362,7 @@ struct LocalServer::Impl {
     auto worked = [&] { spin.Restart(last_work = std::chrono::steady_clock::now()); };
     while (!stopping) {
       const auto now = std::chrono::steady_clock::now();
-      // A busy machine: sleep, to be woken (core/spin_wait.h, Contended).
-      const bool polling = now - last_work < poll_window && !SpinWait::Contended(now);
+      const bool polling = now - last_work < poll_window;
       if (!polling && !awake.empty()) {
         // Going to sleep: clear the flags, then look once more (the other
         // half of the seq_cst handshake with the clients).

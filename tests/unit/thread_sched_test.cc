@@ -1,12 +1,9 @@
 // How the daemon's threads present themselves to the scheduler and to an
-// operator: their names, the short slice of the threads a small copy waits
-// on, and spinning that stops once the cores are contended.
-#include <pthread.h>
-#include <sched.h>
+// operator: their names and the short slice of the threads a small copy
+// waits on.
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
@@ -14,7 +11,6 @@
 #include <string>
 #include <thread>
 
-#include "core/spin_wait.h"
 #include "core/thread_name.h"
 #include "core/thread_slice.h"
 
@@ -76,44 +72,6 @@ TEST_CASE("RequestShortSlice gives the thread a 100 us slice where the kernel ha
     WARN("this kernel has no custom slices (Linux 6.12+): checked that none was set");
     CHECK(after == before);
   }
-}
-
-TEST_CASE("A yield that hands the core to another thread stops every SpinWait's spinning") {
-  // The spinner and a busy thread share one core: the spinner's yield
-  // gives the busy thread a slice, far longer than an idle yield.
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(0, &one);
-  std::atomic<bool> stop{false};
-  std::atomic<bool> seen{false};
-  int pinned = -1;
-  std::chrono::steady_clock::time_point when;
-  std::thread busy([&] {
-    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
-    while (!stop.load(std::memory_order_relaxed)) {
-    }
-  });
-  std::thread spinner([&] {
-    pinned = pthread_setaffinity_np(pthread_self(), sizeof one, &one);
-    SpinWait spin;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (std::chrono::steady_clock::now() < deadline) {
-      spin.Step();
-      when = std::chrono::steady_clock::now();
-      if (SpinWait::Contended(when)) {
-        seen = true;
-        break;
-      }
-    }
-  });
-  spinner.join();
-  stop = true;
-  busy.join();
-  REQUIRE(pinned == 0);
-  REQUIRE(seen);
-  // It lasts a while, then spinning may resume.
-  CHECK(SpinWait::Contended(when + std::chrono::milliseconds(10)));
-  CHECK_FALSE(SpinWait::Contended(when + std::chrono::seconds(1)));
 }
 
 }  // namespace ISOMETRY_TEST_FILE
