@@ -14,7 +14,11 @@ threads yield a busy CPU, docs/guides/qos.md "CPU time"; clients named
   window, against the 3:1 of their weights (target: within 5 %);
 - foreground: 64 KiB copies of fg, alone and then while bg keeps 4 bulk
   copies in flight on memcpy0; p99 loaded over p99 idle (target <= 1.5),
-  and bg's rate over what fg left of bg's rate alone (target >= 0.9);
+  and bg's rate over what fg left of bg's rate alone (target >= 0.9). Once
+  with fg's copies over gRPC, once over the shared-memory rings (the Python
+  client's native path, rows *_ring): a gRPC client spends a core of its
+  own and of the daemon's on each copy, which a ring client does not, and
+  on a small machine that CPU time, not the channel, is what bg loses;
 - floor: the same 64 KiB copies next to one busy process per CPU and no
   other copy, over idle: what the machine's CPU scheduler alone does to
   their p99 (no target; read the foreground rows against it);
@@ -164,20 +168,30 @@ class Bench:
         return {"daemon": daemon, "operator": operator, "channel": channel,
                 "stub": self.pb_grpc.IsometryStub(channel),
                 "fg": self.Client(daemon.socket, name="interactive"),
+                "fg_ring": self.ring_client(daemon),
                 "bg": self.Client(daemon.socket, name="bulk")}
+
+    def ring_client(self, daemon):
+        """fg's client over the rings (spin_us 0: it sleeps while it waits)."""
+        return self.Client(daemon.socket, name="interactive", native=True, spin_us=0,
+                           local_socket=os.path.join(os.path.dirname(daemon.socket),
+                                                     "local.sock"))
 
     def renew(self):
         """Fresh sessions: a session's allocations go with it, so rounds do
         not fill the pool."""
         for d in (self.qos, self.plain):
             d["fg"].close()
+            d["fg_ring"].close()
             d["bg"].close()
             d["fg"] = self.Client(d["daemon"].socket, name="interactive")
+            d["fg_ring"] = self.ring_client(d["daemon"])
             d["bg"] = self.Client(d["daemon"].socket, name="bulk")
 
     def close(self):
         for d in (self.qos, self.plain):
             d["fg"].close()
+            d["fg_ring"].close()
             d["bg"].close()
             d["channel"].close()
         status = 0
@@ -200,34 +214,40 @@ class Bench:
                 b.end()
         return (after["fg"] - before["fg"]) / max(1, after["bg"] - before["bg"])
 
-    def foreground(self, small, bulk, n):
+    def foreground(self, small, bulk, n, fg="fg", floor=True):
+        """fg's 64 KiB copies through `fg` (a client) idle and while bg keeps
+        `bulk` busy: (p99 loaded over idle, bg's rate over what fg left,
+        idle, loaded, the CPU floor's p99 over idle or None)."""
         d = self.qos
-        idle = timed_copies(d["fg"], small, n)
+        idle = timed_copies(d[fg], small, n)
+        if not floor:
+            cpu_bound = None
         # The machine's own floor: the same copies next to one busy process
         # per CPU and no other copy. On a small machine the scheduler's
         # time slices, not the channels, set the loaded p99.
-        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-                for _ in range(os.cpu_count() or 1)]
-        try:
-            time.sleep(0.2)
-            cpu_bound = timed_copies(d["fg"], small, n)
-        finally:
-            for h in hogs:
-                h.kill()
-                h.wait()
+        else:
+            hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                    for _ in range(os.cpu_count() or 1)]
+            try:
+                time.sleep(0.2)
+                cpu_bound = timed_copies(d[fg], small, n)
+            finally:
+                for h in hogs:
+                    h.kill()
+                    h.wait()
         bg_alone = rate_of(d["bg"], bulk, 4)
         busy = Busy(d["bg"], bulk, depth=4)
         try:
             time.sleep(0.2)
             copied0, t0 = busy.copied, time.perf_counter()
-            loaded = timed_copies(d["fg"], small, n)
+            loaded = timed_copies(d[fg], small, n)
             bg_rate = (busy.copied - copied0) / (time.perf_counter() - t0)
         finally:
             busy.end()
         fg_rate = small[0][0].total_bytes * n / sum(loaded)
         left = max(1.0, bg_alone - fg_rate)
         return (percentile(loaded, 99) / percentile(idle, 99), bg_rate / left, idle, loaded,
-                percentile(cpu_bound, 99) / percentile(idle, 99))
+                cpu_bound and percentile(cpu_bound, 99) / percentile(idle, 99))
 
     def overhead(self, make_pairs, n):
         rates = {}
@@ -333,8 +353,9 @@ def main():
     except AssertionError as e:  # the fixture's way of saying a daemon did not start
         sys.exit(f"qos_bench: {e}")
     files = iter(range(1 << 40))
-    results = {k: [] for k in ("memcpy", "disk", "p99", "left", "over_memcpy", "over_disk",
-                               "tcp", "tcp_p99", "over_tcp", "cpu_floor")}
+    results = {k: [] for k in ("memcpy", "disk", "p99", "left", "p99_ring", "left_ring",
+                               "over_memcpy", "over_disk", "tcp", "tcp_p99", "over_tcp",
+                               "cpu_floor")}
     try:
         for r in range(args.rounds):
             if r:
@@ -351,6 +372,11 @@ def main():
             results["p99"].append(p99)
             results["cpu_floor"].append(floor)
             results["left"].append(left)
+            ring_small = [pair(d["fg_ring"], 64 << 10) for _ in range(4)]
+            p99_ring, left_ring, idle_ring, loaded_ring, _ = bench.foreground(
+                ring_small, bulk, args.small, fg="fg_ring", floor=False)
+            results["p99_ring"].append(p99_ring)
+            results["left_ring"].append(left_ring)
             results["over_memcpy"].append(bench.overhead(
                 lambda c, k: [pair(c, 256 * MIB)], 4))
             results["over_disk"].append(bench.overhead(
@@ -358,7 +384,10 @@ def main():
             print(f"  round {r + 1}: shares memcpy {results['memcpy'][-1] * 3:.2f}:1, disk "
                   f"{results['disk'][-1] * 3:.2f}:1; foreground p99 {percentile(idle, 99) * 1e6:.0f}"
                   f" us idle, {percentile(loaded, 99) * 1e6:.0f} us loaded; bg got "
-                  f"{left:.2f} of what was left; overhead memcpy {results['over_memcpy'][-1]:.3f},"
+                  f"{left:.2f} of what was left; over the rings p99 "
+                  f"{percentile(idle_ring, 99) * 1e6:.0f} us idle, "
+                  f"{percentile(loaded_ring, 99) * 1e6:.0f} us loaded, bg got {left_ring:.2f}; "
+                  f"overhead memcpy {results['over_memcpy'][-1]:.3f},"
                   f" disk {results['over_disk'][-1]:.3f}", file=sys.stderr)
             cross_node_rows(args, results)
             print(f"  round {r + 1}: tcp share {results['tcp'][-1] * 3:.2f}:1, foreground p99 "
@@ -381,6 +410,10 @@ def main():
             results["cpu_floor"], "none: the machine's floor", "fg alone"),
         row("qos_background_left", "bg rate over what fg left", results["left"], ">= 0.9",
             "bg alone minus fg"),
+        row("qos_foreground_ring_64KiB", "p99 loaded over p99 idle", results["p99_ring"],
+            "<= 1.5", "fg alone"),
+        row("qos_background_left_ring", "bg rate over what fg left", results["left_ring"],
+            ">= 0.9", "bg alone minus fg"),
         row("qos_overhead_memcpy_256MiB", "rate with classes over without", results["over_memcpy"],
             ">= 0.98", "no [qos]"),
         row("qos_overhead_disk_64MiB", "rate with classes over without", results["over_disk"],

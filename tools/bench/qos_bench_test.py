@@ -34,7 +34,8 @@ class QosBenchTest(unittest.TestCase):
                          ["qos_share_memcpy", "qos_share_disk", "qos_share_tcp",
                           "qos_foreground_64KiB", "qos_foreground_tcp_64KiB",
                           "qos_foreground_cpu_floor_64KiB",
-                          "qos_background_left", "qos_overhead_memcpy_256MiB",
+                          "qos_background_left", "qos_foreground_ring_64KiB",
+                          "qos_background_left_ring", "qos_overhead_memcpy_256MiB",
                           "qos_overhead_disk_64MiB", "qos_overhead_tcp_256MiB"])
         for r in rows:
             self.assertEqual(r["rounds"], 1)
