@@ -1,12 +1,11 @@
 #include "core/thread_slice.h"
 
 #include <sched.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdint>
+#include <system_error>
 #include <thread>
 
 namespace isometry {
@@ -27,16 +26,16 @@ struct SchedAttr {
   uint32_t sched_util_max;
 };
 
-// The calling thread, at its own nice value, with `slice` (0: the
-// scheduler's default); whether the kernel took the call.
+// The calling thread with `slice` (0: the scheduler's default), at its
+// own policy and nice value: whether the kernel took the call. A thread
+// the operator put under another policy (SCHED_IDLE, real time) is left
+// as it is.
 bool SetSlice(std::chrono::nanoseconds slice) {
-  errno = 0;
-  const int nice = getpriority(PRIO_PROCESS, 0);  // the calling thread's
-  if (nice == -1 && errno != 0) return false;
   SchedAttr attr{};
+  if (syscall(SYS_sched_getattr, 0, &attr, sizeof attr, 0) != 0) return false;
+  if (attr.sched_policy != SCHED_OTHER && attr.sched_policy != SCHED_BATCH) return false;
   attr.size = sizeof attr;
-  attr.sched_policy = SCHED_OTHER;
-  attr.sched_nice = nice;
+  attr.sched_flags = 0;
   attr.sched_runtime = static_cast<uint64_t>(slice.count());
   return syscall(SYS_sched_setattr, 0, &attr, 0) == 0;
 }
@@ -46,17 +45,22 @@ bool SetSlice(std::chrono::nanoseconds slice) {
 bool ShortSliceSupported() {
   // Older kernels take sched_runtime for SCHED_OTHER and ignore it; one
   // that honours it reports the slice back. Probed on a scratch thread so
-  // that no daemon thread keeps what the probe set.
+  // that no daemon thread keeps what the probe set; where none can be
+  // started (the task limit), no slice is set.
   static const bool supported = [] {
     bool ok = false;
-    std::thread probe([&ok] {
-      if (!SetSlice(kShortSlice)) return;
-      SchedAttr back{};
-      ok = syscall(SYS_sched_getattr, 0, &back, sizeof back, 0) == 0 &&
-           back.sched_runtime ==
-               static_cast<uint64_t>(std::chrono::nanoseconds(kShortSlice).count());
-    });
-    probe.join();
+    try {
+      std::thread probe([&ok] {
+        if (!SetSlice(kShortSlice)) return;
+        SchedAttr back{};
+        ok = syscall(SYS_sched_getattr, 0, &back, sizeof back, 0) == 0 &&
+             back.sched_runtime ==
+                 static_cast<uint64_t>(std::chrono::nanoseconds(kShortSlice).count());
+      });
+      probe.join();
+    } catch (const std::system_error&) {
+      return false;
+    }
     return ok;
   }();
   return supported;

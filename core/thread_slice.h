@@ -21,11 +21,13 @@ namespace isometry {
 // The kernel's smallest custom slice.
 inline constexpr std::chrono::microseconds kShortSlice{100};
 
-// Runs the calling thread with kShortSlice slices, at its nice value of
-// now. Does nothing where the kernel has no custom slices.
+// Runs the calling thread with kShortSlice slices, at its policy and nice
+// value of now. Does nothing where the kernel has no custom slices.
 void RequestShortSlice();
 
-// Whether the kernel honours a custom slice (probed once).
+// Whether the kernel honours a custom slice for this process's threads
+// (probed once): not where it is older than 6.12, nor where the daemon
+// runs under a policy other than SCHED_OTHER or SCHED_BATCH.
 bool ShortSliceSupported();
 
 }  // namespace isometry

@@ -212,8 +212,9 @@ void AnnounceReady(const Config& config, bool with_peers) {
   // docs/operations/tuning.md, "Threads: names and slices".
   spdlog::info(ShortSliceSupported()
                    ? "threads a small copy waits on run with 100 us scheduler slices"
-                   : "this kernel has no custom scheduler slices (Linux 6.12+): the threads a "
-                     "small copy waits on keep the default slice");
+                   : "the threads a small copy waits on keep the default scheduler slice: the "
+                     "kernel has no custom slices (Linux 6.12+), or the daemon runs under a "
+                     "policy other than SCHED_OTHER or SCHED_BATCH");
   sd_notify(0, "READY=1\nSTATUS=serving");
 }
 
