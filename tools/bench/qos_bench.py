@@ -18,7 +18,9 @@ threads yield a busy CPU, docs/guides/qos.md "CPU time"; clients named
   with fg's copies over gRPC, once over the shared-memory rings (the Python
   client's native path, rows *_ring): a gRPC client spends a core of its
   own and of the daemon's on each copy, which a ring client does not, and
-  on a small machine that CPU time, not the channel, is what bg loses;
+  on a small machine that CPU time, not the channel, is what bg loses
+  (the rows over the rings are left out, and the reason printed, where
+  the client's native extension is not built);
 - floor: the same 64 KiB copies next to one busy process per CPU and no
   other copy, over idle: what the machine's CPU scheduler alone does to
   their p99 (no target; read the foreground rows against it);
@@ -129,12 +131,17 @@ def percentile(sorted_values, p):
     return sorted_values[k]
 
 
-def timed_copies(client, pairs, n):
+def timed_copies(client, pairs, n, min_s=0.0):
+    """The times of `n` copies made one after another, sorted; more while
+    less than `min_s` seconds have passed."""
     out = []
-    for i in range(n):
+    start = time.perf_counter()
+    i = 0
+    while i < n or time.perf_counter() - start < min_s:
         t0 = time.perf_counter()
         client.copy(*pairs[i % len(pairs)])
         out.append(time.perf_counter() - t0)
+        i += 1
     return sorted(out)
 
 
@@ -149,10 +156,15 @@ def rate_of(client, pairs, n):
 class Bench:
     def __init__(self, args):
         import grpc
+        import isometry
         from isometry import Client
         from isometry import isometry_pb2 as pb
         from isometry import isometry_pb2_grpc as pb_grpc
         self.Client, self.grpc, self.args = Client, grpc, args
+        self.ring = isometry.native_available()
+        if not self.ring:
+            print(f"qos_bench: no rows over the rings: {isometry.native_unavailable_reason()}",
+                  file=sys.stderr)
         self.pb, self.pb_grpc = pb, pb_grpc
         self.daemons = []
         self.qos = self.start(MEMORIES + QOS, "isometry-qos-bench-")
@@ -172,7 +184,10 @@ class Bench:
                 "bg": self.Client(daemon.socket, name="bulk")}
 
     def ring_client(self, daemon):
-        """fg's client over the rings (spin_us 0: it sleeps while it waits)."""
+        """fg's client over the rings (spin_us 0: it sleeps while it waits);
+        None without the native extension."""
+        if not self.ring:
+            return None
         return self.Client(daemon.socket, name="interactive", native=True, spin_us=0,
                            local_socket=os.path.join(os.path.dirname(daemon.socket),
                                                      "local.sock"))
@@ -182,7 +197,8 @@ class Bench:
         not fill the pool."""
         for d in (self.qos, self.plain):
             d["fg"].close()
-            d["fg_ring"].close()
+            if d["fg_ring"]:
+                d["fg_ring"].close()
             d["bg"].close()
             d["fg"] = self.Client(d["daemon"].socket, name="interactive")
             d["fg_ring"] = self.ring_client(d["daemon"])
@@ -191,7 +207,8 @@ class Bench:
     def close(self):
         for d in (self.qos, self.plain):
             d["fg"].close()
-            d["fg_ring"].close()
+            if d["fg_ring"]:
+                d["fg_ring"].close()
             d["bg"].close()
             d["channel"].close()
         status = 0
@@ -240,11 +257,13 @@ class Bench:
         try:
             time.sleep(0.2)
             copied0, t0 = busy.copied, time.perf_counter()
-            loaded = timed_copies(d[fg], small, n)
+            # Long enough for bg to finish copies: its rate is counted in
+            # whole copies.
+            loaded = timed_copies(d[fg], small, n, min_s=1.0)
             bg_rate = (busy.copied - copied0) / (time.perf_counter() - t0)
         finally:
             busy.end()
-        fg_rate = small[0][0].total_bytes * n / sum(loaded)
+        fg_rate = small[0][0].total_bytes * len(loaded) / sum(loaded)
         left = max(1.0, bg_alone - fg_rate)
         return (percentile(loaded, 99) / percentile(idle, 99), bg_rate / left, idle, loaded,
                 cpu_bound and percentile(cpu_bound, 99) / percentile(idle, 99))
@@ -335,7 +354,8 @@ def main():
     ap.add_argument("--window", type=float, default=2.0,
                     help="seconds each share is measured over (default: 2)")
     ap.add_argument("--small", type=int, default=400,
-                    help="64 KiB foreground copies per phase (default: 400)")
+                    help="64 KiB foreground copies per phase; on one node, while loaded, "
+                         "as many more as fill 1 s (default: 400)")
     ap.add_argument("--link-mib", type=int, default=256,
                     help="a's sending rate to b in the tcp share row, MiB/s (default: 256)")
     ap.add_argument("--json", action="store_true", help="JSON rows instead of a table")
@@ -372,11 +392,16 @@ def main():
             results["p99"].append(p99)
             results["cpu_floor"].append(floor)
             results["left"].append(left)
-            ring_small = [pair(d["fg_ring"], 64 << 10) for _ in range(4)]
-            p99_ring, left_ring, idle_ring, loaded_ring, _ = bench.foreground(
-                ring_small, bulk, args.small, fg="fg_ring", floor=False)
-            results["p99_ring"].append(p99_ring)
-            results["left_ring"].append(left_ring)
+            ring_line = ""
+            if bench.ring:
+                ring_small = [pair(d["fg_ring"], 64 << 10) for _ in range(4)]
+                p99_ring, left_ring, idle_ring, loaded_ring, _ = bench.foreground(
+                    ring_small, bulk, args.small, fg="fg_ring", floor=False)
+                results["p99_ring"].append(p99_ring)
+                results["left_ring"].append(left_ring)
+                ring_line = (f" over the rings p99 {percentile(idle_ring, 99) * 1e6:.0f} us idle, "
+                             f"{percentile(loaded_ring, 99) * 1e6:.0f} us loaded, bg got "
+                             f"{left_ring:.2f};")
             results["over_memcpy"].append(bench.overhead(
                 lambda c, k: [pair(c, 256 * MIB)], 4))
             results["over_disk"].append(bench.overhead(
@@ -384,9 +409,7 @@ def main():
             print(f"  round {r + 1}: shares memcpy {results['memcpy'][-1] * 3:.2f}:1, disk "
                   f"{results['disk'][-1] * 3:.2f}:1; foreground p99 {percentile(idle, 99) * 1e6:.0f}"
                   f" us idle, {percentile(loaded, 99) * 1e6:.0f} us loaded; bg got "
-                  f"{left:.2f} of what was left; over the rings p99 "
-                  f"{percentile(idle_ring, 99) * 1e6:.0f} us idle, "
-                  f"{percentile(loaded_ring, 99) * 1e6:.0f} us loaded, bg got {left_ring:.2f}; "
+                  f"{left:.2f} of what was left;{ring_line} "
                   f"overhead memcpy {results['over_memcpy'][-1]:.3f},"
                   f" disk {results['over_disk'][-1]:.3f}", file=sys.stderr)
             cross_node_rows(args, results)
@@ -397,6 +420,12 @@ def main():
         status = bench.close()
     if status != 0:
         sys.exit(f"qos_bench: an isometryd exited with {status}")
+    ring_rows = [
+        row("qos_foreground_ring_64KiB", "p99 loaded over p99 idle", results["p99_ring"],
+            "<= 1.5", "fg alone"),
+        row("qos_background_left_ring", "bg rate over what fg left", results["left_ring"],
+            ">= 0.9", "bg alone minus fg"),
+    ] if results["p99_ring"] else []
     rows = [
         row("qos_share_memcpy", "fg:bg bytes over 3", results["memcpy"], "0.95-1.05",
             "weights 3:1"),
@@ -410,10 +439,7 @@ def main():
             results["cpu_floor"], "none: the machine's floor", "fg alone"),
         row("qos_background_left", "bg rate over what fg left", results["left"], ">= 0.9",
             "bg alone minus fg"),
-        row("qos_foreground_ring_64KiB", "p99 loaded over p99 idle", results["p99_ring"],
-            "<= 1.5", "fg alone"),
-        row("qos_background_left_ring", "bg rate over what fg left", results["left_ring"],
-            ">= 0.9", "bg alone minus fg"),
+        *ring_rows,
         row("qos_overhead_memcpy_256MiB", "rate with classes over without", results["over_memcpy"],
             ">= 0.98", "no [qos]"),
         row("qos_overhead_disk_64MiB", "rate with classes over without", results["over_disk"],
