@@ -152,8 +152,8 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config_in,
   p->InstallQos(QosTable::Make(QosConfig{}, p->ChannelKinds(), nullptr));
   for (auto& w : p->workers) {
     DmaWorker* wp = w.get();
-    wp->thread = std::thread([p, wp] {
-      NameThisThread(StrCat("dma:", p->channels[wp->channel]->caps().name));
+    wp->thread = std::thread([p, wp, name = StrCat("dma:", p->channels[wp->channel]->caps().name)] {
+      NameThisThread(name);
       RequestShortSlice();
       p->WorkerLoop(*wp);
     });
