@@ -30,9 +30,11 @@ struct SchedAttr {
 // own policy and nice value: whether the kernel took the call. A thread
 // the operator put under another policy (SCHED_IDLE, real time) is left
 // as it is.
+bool GetAttr(SchedAttr& attr) { return syscall(SYS_sched_getattr, 0, &attr, sizeof attr, 0) == 0; }
+
 bool SetSlice(std::chrono::nanoseconds slice) {
   SchedAttr attr{};
-  if (syscall(SYS_sched_getattr, 0, &attr, sizeof attr, 0) != 0) return false;
+  if (!GetAttr(attr)) return false;
   if (attr.sched_policy != SCHED_OTHER && attr.sched_policy != SCHED_BATCH) return false;
   attr.size = sizeof attr;
   attr.sched_flags = 0;
@@ -41,6 +43,12 @@ bool SetSlice(std::chrono::nanoseconds slice) {
 }
 
 }  // namespace
+
+std::optional<uint64_t> ThisThreadSliceNs() {
+  SchedAttr attr{};
+  if (!GetAttr(attr)) return std::nullopt;
+  return attr.sched_runtime;
+}
 
 bool ShortSliceSupported() {
   // Older kernels take sched_runtime for SCHED_OTHER and ignore it; one
@@ -51,10 +59,8 @@ bool ShortSliceSupported() {
     bool ok = false;
     try {
       std::thread probe([&ok] {
-        if (!SetSlice(kShortSlice)) return;
-        SchedAttr back{};
-        ok = syscall(SYS_sched_getattr, 0, &back, sizeof back, 0) == 0 &&
-             back.sched_runtime ==
+        ok = SetSlice(kShortSlice) &&
+             ThisThreadSliceNs() ==
                  static_cast<uint64_t>(std::chrono::nanoseconds(kShortSlice).count());
       });
       probe.join();

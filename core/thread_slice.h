@@ -15,6 +15,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <optional>
 
 namespace isometry {
 
@@ -24,6 +26,11 @@ inline constexpr std::chrono::microseconds kShortSlice{100};
 // Runs the calling thread with kShortSlice slices, at its policy and nice
 // value of now. Does nothing where the kernel has no custom slices.
 void RequestShortSlice();
+
+// The calling thread's slice in ns as the kernel reports it (sched_getattr's
+// sched_runtime): its slice where the kernel has custom slices, 0 on older
+// kernels; nullopt when the call fails.
+std::optional<uint64_t> ThisThreadSliceNs();
 
 // Whether the kernel honours a custom slice for this process's threads
 // (probed once): not where it is older than 6.12, nor where the daemon

@@ -35,29 +35,28 @@ def may_lower_nice():
     return bool(ok)
 
 
-def thread_nice_values(pid):
-    """{tid: nice value} of process `pid`'s threads (/proc, stat field 19)."""
+def _per_thread(pid, name):
+    """{tid: text of /proc/PID/task/TID/`name`} of process `pid`'s threads."""
     out = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{pid}/task/{tid}/{name}") as f:
+                out[int(tid)] = f.read()
         except (FileNotFoundError, ProcessLookupError):  # the thread ended
             continue
-        out[int(tid)] = int(fields[16])  # fields[0] is field 3, the state
     return out
+
+
+def thread_nice_values(pid):
+    """{tid: nice value} of process `pid`'s threads (/proc, stat field 19)."""
+    # After the name's closing parenthesis, fields[0] is field 3, the state.
+    return {tid: int(stat.rsplit(")", 1)[1].split()[16])
+            for tid, stat in _per_thread(pid, "stat").items()}
 
 
 def thread_names(pid):
     """{tid: name} of process `pid`'s threads."""
-    out = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                out[int(tid)] = f.read().strip()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return out
+    return {tid: comm.strip() for tid, comm in _per_thread(pid, "comm").items()}
 
 
 def sched_runtime(tid):

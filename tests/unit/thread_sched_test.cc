@@ -1,13 +1,11 @@
 // How the daemon's threads present themselves to the scheduler and to an
 // operator: their names and the short slice of the threads a small copy
 // waits on.
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -25,23 +23,6 @@ std::string OwnName() {
   return name;
 }
 
-// The calling thread's sched_runtime as sched_getattr reports it: its
-// slice where the kernel has custom slices, 0 on older ones; UINT64_MAX
-// when the call fails. (Called on threads of the test's own, where Catch
-// may not assert.)
-uint64_t OwnSchedRuntime() {
-  struct {
-    uint32_t size, policy;
-    uint64_t flags;
-    int32_t nice;
-    uint32_t priority;
-    uint64_t runtime, deadline, period;
-    uint32_t util_min, util_max;
-  } attr{};
-  if (syscall(SYS_sched_getattr, 0, &attr, sizeof attr, 0) != 0) return UINT64_MAX;
-  return attr.runtime;
-}
-
 TEST_CASE("NameThisThread names the thread, cut to the kernel's 15 bytes") {
   std::string short_name, long_name;
   std::thread([&] {
@@ -55,22 +36,24 @@ TEST_CASE("NameThisThread names the thread, cut to the kernel's 15 bytes") {
 }
 
 TEST_CASE("RequestShortSlice gives the thread a 100 us slice where the kernel has them") {
-  uint64_t before = 0, after = 0;
+  // On a thread of the test's own, where Catch may not assert.
+  std::optional<uint64_t> before, after;
   std::thread([&] {
-    before = OwnSchedRuntime();
+    before = ThisThreadSliceNs();
     RequestShortSlice();
-    after = OwnSchedRuntime();
+    after = ThisThreadSliceNs();
   }).join();
   const uint64_t short_ns = std::chrono::nanoseconds(kShortSlice).count();
-  REQUIRE(before != UINT64_MAX);
+  REQUIRE(before.has_value());
+  REQUIRE(after.has_value());
   if (ShortSliceSupported()) {
-    CHECK(before != short_ns);  // the default slice is longer
-    CHECK(after == short_ns);
+    CHECK(*before != short_ns);  // the default slice is longer
+    CHECK(*after == short_ns);
   } else {
     // Older kernels ignore sched_runtime outside SCHED_DEADLINE: nothing
     // changed, and nothing claims it did.
     WARN("this kernel has no custom slices (Linux 6.12+): checked that none was set");
-    CHECK(after == before);
+    CHECK(*after == *before);
   }
 }
 

@@ -167,10 +167,12 @@ class Bench:
                   file=sys.stderr)
         self.pb, self.pb_grpc = pb, pb_grpc
         self.daemons = []
-        self.qos = self.start(MEMORIES + QOS, "isometry-qos-bench-")
+        self.qos = self.start(MEMORIES + QOS, "isometry-qos-bench-", ring=True)
         self.plain = self.start(MEMORIES, "isometry-qos-plain-")
 
-    def start(self, config, prefix):
+    def start(self, config, prefix, ring=False):
+        """A daemon on `config` and its clients; with `ring`, also fg's
+        client over the rings (the foreground rows use it)."""
         directory, daemon = IsometrydProcess.started_in_temp_dir(
             self.args.isometryd, config, prefix, dirs=("files",), daemon={"log_level": "warn"})
         self.daemons.append((directory, daemon))
@@ -180,7 +182,7 @@ class Bench:
         return {"daemon": daemon, "operator": operator, "channel": channel,
                 "stub": self.pb_grpc.IsometryStub(channel),
                 "fg": self.Client(daemon.socket, name="interactive"),
-                "fg_ring": self.ring_client(daemon),
+                "fg_ring": self.ring_client(daemon) if ring else None,
                 "bg": self.Client(daemon.socket, name="bulk")}
 
     def ring_client(self, daemon):
@@ -201,7 +203,7 @@ class Bench:
                 d["fg_ring"].close()
             d["bg"].close()
             d["fg"] = self.Client(d["daemon"].socket, name="interactive")
-            d["fg_ring"] = self.ring_client(d["daemon"])
+            d["fg_ring"] = self.ring_client(d["daemon"]) if d["fg_ring"] else None
             d["bg"] = self.Client(d["daemon"].socket, name="bulk")
 
     def close(self):
@@ -237,12 +239,11 @@ class Bench:
         idle, loaded, the CPU floor's p99 over idle or None)."""
         d = self.qos
         idle = timed_copies(d[fg], small, n)
-        if not floor:
-            cpu_bound = None
-        # The machine's own floor: the same copies next to one busy process
-        # per CPU and no other copy. On a small machine the scheduler's
-        # time slices, not the channels, set the loaded p99.
-        else:
+        cpu_bound = None
+        if floor:
+            # The machine's own floor: the same copies next to one busy
+            # process per CPU and no other copy. On a small machine the
+            # scheduler's time slices, not the channels, set the loaded p99.
             hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
                     for _ in range(os.cpu_count() or 1)]
             try:
