@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -290,16 +291,13 @@ class Service final : public ActiveCallbacks, public GrpcService {
     const SessionRef session = SessionOf(ctx);
     // A waiting call that ends first (deadline, cancel) cancels its
     // transfer (waiting_copy.h).
-    WaitingCopy* waiting = nullptr;
-    if (wait) {
-      waiting = new WaitingCopy(  // NOLINT(cppcoreguidelines-owning-memory): gRPC deletes it
-          [node = &node_, session](uint64_t id) { (void)node->copies().Cancel(session, id); });
-    }
-    ServerUnaryReactor* reactor = waiting ? waiting : ctx->DefaultReactor();
+    std::unique_ptr<WaitingCopy> waiting;
     TransferCallback on_done;
     if (wait) {
       Node* node = &node_;
-      on_done = [waiting, resp, node, session](const TransferReport& r) {
+      waiting = std::make_unique<WaitingCopy>(
+          [node, session](uint64_t id) { (void)node->copies().Cancel(session, id); });
+      on_done = [waiting = waiting.get(), resp, node, session](const TransferReport& r) {
         resp->set_transfer(r.id);
         ToProto(node->copies().GetTransfer(session, r.id).value_or(r), resp->mutable_info());
         SetTerms({r.priority, r.qos_class, r.requested_priority}, resp);
@@ -308,14 +306,20 @@ class Service final : public ActiveCallbacks, public GrpcService {
     }
     CopyTerms terms;
     Result<uint64_t> id = start(session, std::move(on_done), &terms);
+    if (id.ok() && waiting && waiting->Started(*id)) {
+      return waiting.release();  // gRPC deletes it (OnDone); its transfer's end answers
+    }
+    // Refused, not waited on, or ended inline (waiting_copy.h): answered
+    // now, on gRPC's default reactor.
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
     if (!id.ok()) {
       reactor->Finish(ToGrpc(id.status()));
-    } else if (!wait) {
-      resp->set_transfer(*id);
-      SetTerms(terms, resp);
-      reactor->Finish(grpc::Status::OK);
     } else {
-      waiting->Started(*id);
+      if (!wait) {
+        resp->set_transfer(*id);
+        SetTerms(terms, resp);
+      }
+      reactor->Finish(grpc::Status::OK);
     }
     return reactor;
   }

@@ -7,9 +7,15 @@
 //
 // Lifetime: gRPC calls OnDone once Finish has been sent, and the reactor
 // deletes itself there. Finish comes from the transfer's completion
-// (Ended, or Started when the transfer ended first) or a refusal at
-// start, never from OnCancel: a cancelled transfer still completes, and
+// (Ended), never from OnCancel: a cancelled transfer still completes, and
 // that completion finishes the call.
+//
+// A transfer that ended before it was started (a small copy runs inline,
+// on the calling thread) needs no reactor of its own: Started says so, and
+// the handler answers on gRPC's default reactor instead and deletes this
+// one, which gRPC never saw. gRPC runs a reactor of ours's OnDone on its
+// executor thread, one more thread wake-up on every call; the default
+// reactor's runs inline.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -26,27 +32,25 @@ class WaitingCopy final : public grpc::ServerUnaryReactor {
   // `cancel(id)` cancels transfer `id` (errors ignored: it may have ended).
   explicit WaitingCopy(std::function<void(uint64_t)> cancel) : cancel_(std::move(cancel)) {}
 
-  // The transfer started as `id`: cancelled at once if the call already
-  // ended; finished now if it completed before this was called.
-  void Started(uint64_t id) {
+  // The transfer started as `id`. False when it had ended already (its
+  // response is filled): the caller answers the call, not this reactor
+  // (above). Otherwise its end finishes the call, and it is cancelled at
+  // once if the call already ended.
+  [[nodiscard]] bool Started(uint64_t id) {
     bool abandoned = false;
-    bool ended = false;
     {
       absl::MutexLock lock(&mu_);
+      if (ended_) return false;
       id_ = id;
       abandoned = abandoned_;
-      ended = ended_;
     }
-    if (ended) {
-      Finish(grpc::Status::OK);
-    } else if (abandoned) {
-      cancel_(id);
-    }
+    if (abandoned) cancel_(id);
+    return true;
   }
 
-  // The transfer ended (the response is filled): finishes the call, or
-  // leaves that to Started when it has not run yet (the transfer may end
-  // before Start returns its id, and Finish may delete this at once).
+  // The transfer ended (the response is filled): finishes the call, or,
+  // when Started has not run yet, leaves the answer to its caller (the
+  // transfer may end before Start returns its id).
   void Ended() {
     {
       absl::MutexLock lock(&mu_);
