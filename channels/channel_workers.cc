@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "core/cpu_claims.h"
 #include "core/strings.h"
 #include "core/thread_name.h"
 #include "core/thread_nice.h"
@@ -57,6 +58,7 @@ void ChannelWorkers::Push(ChannelRequest request, RequestDone done) {
 }
 
 void ChannelWorkers::SleepUntil(absl::Time deadline, const ChannelRequest& request) {
+  const CpuClaim::Paused asleep;  // called from serve_, which holds a claim
   absl::MutexLock lock(&mu_);
   while (!stopping_ && !request.Cancelled()) {
     if (cv_.WaitWithDeadline(&mu_, deadline)) break;
@@ -82,6 +84,7 @@ void ChannelWorkers::Run(bool express) {
       if (express) express_busy_ = true;
     }
     SetThreadNice(item.request.qos_nice);
+    const CpuClaim claim;
     serve_(item.request, item.done);
   }
 }

@@ -19,6 +19,7 @@
 #include <system_error>
 #include <thread>
 
+#include "core/cpu_claims.h"
 #include "core/log_limiter.h"
 #include "core/spin_wait.h"
 #include "core/strings.h"
@@ -362,7 +363,9 @@ struct LocalServer::Impl {
     auto worked = [&] { spin.Restart(last_work = std::chrono::steady_clock::now()); };
     while (!stopping) {
       const auto now = std::chrono::steady_clock::now();
-      const bool polling = now - last_work < poll_window;
+      // Not while the copy threads hold every CPU: polling would take
+      // one from them (core/cpu_claims.h).
+      const bool polling = now - last_work < poll_window && !EveryCpuClaimed();
       if (!polling && !awake.empty()) {
         // Going to sleep: clear the flags, then look once more (the other
         // half of the seq_cst handshake with the clients).

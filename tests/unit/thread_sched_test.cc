@@ -1,14 +1,17 @@
 // How the daemon's threads present themselves to the scheduler and to an
 // operator: their names and the short slice of the threads a small copy
-// waits on.
+// waits on, and the CPUs the copy threads claim (a spinner's cue to sleep).
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "core/cpu_claims.h"
 #include "core/thread_name.h"
 #include "core/thread_slice.h"
 
@@ -55,6 +58,26 @@ TEST_CASE("RequestShortSlice gives the thread a 100 us slice where the kernel ha
     WARN("this kernel has no custom slices (Linux 6.12+): checked that none was set");
     CHECK(*after == *before);
   }
+}
+
+TEST_CASE("copy threads claim CPUs while they run, and give a claim back while they sleep") {
+  const int usable = UsableCpus();
+  CHECK(usable >= 1);
+  CHECK(usable <= static_cast<int>(std::thread::hardware_concurrency()));
+  const int before = CpuClaim::Held();
+  {
+    std::vector<std::unique_ptr<CpuClaim>> claims;
+    for (int i = 0; i < usable; ++i) claims.push_back(std::make_unique<CpuClaim>());
+    CHECK(CpuClaim::Held() == before + usable);
+    CHECK(EveryCpuClaimed());
+    {
+      const CpuClaim::Paused asleep;  // a paced copy waiting for its slot
+      CHECK(CpuClaim::Held() == before + usable - 1);
+      if (before == 0) CHECK_FALSE(EveryCpuClaimed());
+    }
+    CHECK(EveryCpuClaimed());
+  }
+  CHECK(CpuClaim::Held() == before);
 }
 
 }  // namespace ISOMETRY_TEST_FILE

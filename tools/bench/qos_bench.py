@@ -14,7 +14,10 @@ threads yield a busy CPU, docs/guides/qos.md "CPU time"; clients named
   window, against the 3:1 of their weights (target: within 5 %);
 - foreground: 64 KiB copies of fg, alone and then while bg keeps 4 bulk
   copies in flight on memcpy0; p99 loaded over p99 idle (target <= 1.5),
-  and bg's rate over what fg left of bg's rate alone (target >= 0.9). Once
+  and bg's rate over what fg left of bg's rate alone (target >= 0.9; both
+  rates with 4 bulk copies in flight), and the CPUs bg's threads ran on
+  over those fg's client and the daemon's other threads left (rows
+  qos_background_cpu_left*; where the CPUs went is printed). Once
   with fg's copies over gRPC, once over the shared-memory rings (the Python
   client's native path, rows *_ring): a gRPC client spends a core of its
   own and of the daemon's on each copy, which a ring client does not, and
@@ -56,12 +59,14 @@ import statistics
 import subprocess
 import sys
 import time
+import typing
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "pyfixture"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "cluster"))
 sys.path.insert(0, HERE)
 import machine  # noqa: E402  (tools/bench/machine.py)
+from cpu_use import CpuWindow, usable_cpus  # noqa: E402  (tools/bench/cpu_use.py)
 from busy_copies import Busy  # noqa: E402  (tests/pyfixture)
 from isometryd_process import IsometrydProcess  # noqa: E402
 
@@ -143,6 +148,21 @@ def timed_copies(client, pairs, n, min_s=0.0):
         out.append(time.perf_counter() - t0)
         i += 1
     return sorted(out)
+
+
+class Foreground(typing.NamedTuple):
+    """One foreground row's round: fg's p99 loaded over idle; bg's rate over
+    what fg left of bg's rate alone (`left`); the CPUs bg's copy threads
+    ran on over those fg's client and the daemon's other threads left
+    (`left_cpu`); fg's sorted times idle and loaded; the CPUs in use while
+    loaded (cpu_use.CpuWindow); the CPU floor's p99 over idle, or None."""
+    p99: float
+    left: float
+    left_cpu: float
+    idle: list
+    loaded: list
+    cpu: object
+    floor: object
 
 
 def rate_of(client, pairs, n):
@@ -235,8 +255,7 @@ class Bench:
 
     def foreground(self, small, bulk, n, fg="fg", floor=True):
         """fg's 64 KiB copies through `fg` (a client) idle and while bg keeps
-        `bulk` busy: (p99 loaded over idle, bg's rate over what fg left,
-        idle, loaded, the CPU floor's p99 over idle or None)."""
+        `bulk` busy (4 copies in flight): a Foreground."""
         d = self.qos
         idle = timed_copies(d[fg], small, n)
         cpu_bound = None
@@ -253,21 +272,39 @@ class Bench:
                 for h in hogs:
                     h.kill()
                     h.wait()
-        bg_alone = rate_of(d["bg"], bulk, 4)
-        busy = Busy(d["bg"], bulk, depth=4)
+        pid = d["daemon"].proc.pid
+        # bg alone as it runs loaded: 4 in flight, at least a second.
+        alone, _ = self.bg_rate(bulk, pid, lambda: time.sleep(1.0))
+        loaded = []
+        bg_rate, cpu = self.bg_rate(
+            bulk, pid, lambda: loaded.extend(timed_copies(d[fg], small, n, min_s=1.0)))
+        loaded.sort()
+        fg_rate = small[0][0].total_bytes * len(loaded) / sum(loaded)
+        # What fg left of the CPUs: those its client and the daemon's other
+        # threads (serving it, mostly) did not use.
+        left_cpus = usable_cpus() - cpu.bench - cpu.other
+        return Foreground(
+            p99=percentile(loaded, 99) / percentile(idle, 99),
+            left=bg_rate / max(1.0, alone - fg_rate),
+            left_cpu=cpu.bulk / max(0.01, left_cpus),
+            idle=idle, loaded=loaded, cpu=cpu,
+            floor=cpu_bound and percentile(cpu_bound, 99) / percentile(idle, 99))
+
+    def bg_rate(self, bulk, pid, during):
+        """bg's rate, 4 copies of `bulk` in flight, over `during()`, and the
+        CPUs in use meanwhile (a CpuWindow)."""
+        busy = Busy(self.qos["bg"], bulk, depth=4)
         try:
             time.sleep(0.2)
             copied0, t0 = busy.copied, time.perf_counter()
-            # Long enough for bg to finish copies: its rate is counted in
-            # whole copies.
-            loaded = timed_copies(d[fg], small, n, min_s=1.0)
-            bg_rate = (busy.copied - copied0) / (time.perf_counter() - t0)
+            window = CpuWindow(pid)
+            during()
+            # Counted in whole copies: `during` lasts long enough for bg to
+            # finish several.
+            rate = (busy.copied - copied0) / (time.perf_counter() - t0)
+            return rate, window.end()
         finally:
             busy.end()
-        fg_rate = small[0][0].total_bytes * len(loaded) / sum(loaded)
-        left = max(1.0, bg_alone - fg_rate)
-        return (percentile(loaded, 99) / percentile(idle, 99), bg_rate / left, idle, loaded,
-                cpu_bound and percentile(cpu_bound, 99) / percentile(idle, 99))
 
     def overhead(self, make_pairs, n):
         rates = {}
@@ -345,6 +382,18 @@ def row(scenario, metric, values, target, baseline):
             "predicted": None, "plan": "qos rows have no plan", "bytes": None}
 
 
+def foreground_line(path, f, results, suffix):
+    """Records a Foreground's rows under `suffix` and says what it measured."""
+    results["p99" + suffix].append(f.p99)
+    results["left" + suffix].append(f.left)
+    results["left_cpu" + suffix].append(f.left_cpu)
+    return (f"{path}p99 {percentile(f.idle, 99) * 1e6:.0f} us idle, "
+            f"{percentile(f.loaded, 99) * 1e6:.0f} us loaded; bg got {f.left:.2f} of what fg "
+            f"left, its threads ran on {f.left_cpu:.2f} of the CPUs fg left (loaded: the "
+            f"benchmark {f.cpu.bench:.2f} CPUs, the daemon's bulk threads {f.cpu.bulk:.2f}, "
+            f"its others {f.cpu.other:.2f})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--isometryd", default="build-release/daemon/isometryd",
@@ -374,9 +423,9 @@ def main():
     except AssertionError as e:  # the fixture's way of saying a daemon did not start
         sys.exit(f"qos_bench: {e}")
     files = iter(range(1 << 40))
-    results = {k: [] for k in ("memcpy", "disk", "p99", "left", "p99_ring", "left_ring",
-                               "over_memcpy", "over_disk", "tcp", "tcp_p99", "over_tcp",
-                               "cpu_floor")}
+    results = {k: [] for k in ("memcpy", "disk", "p99", "left", "left_cpu", "p99_ring",
+                               "left_ring", "left_cpu_ring", "over_memcpy", "over_disk", "tcp",
+                               "tcp_p99", "over_tcp", "cpu_floor")}
     try:
         for r in range(args.rounds):
             if r:
@@ -389,30 +438,23 @@ def main():
             d = bench.qos
             small = [pair(d["fg"], 64 << 10) for _ in range(4)]
             bulk = [pair(d["bg"], 64 * MIB) for _ in range(4)]
-            p99, left, idle, loaded, floor = bench.foreground(small, bulk, args.small)
-            results["p99"].append(p99)
-            results["cpu_floor"].append(floor)
-            results["left"].append(left)
-            ring_line = ""
+            f = bench.foreground(small, bulk, args.small)
+            results["cpu_floor"].append(f.floor)
+            lines = [foreground_line("", f, results, "")]
             if bench.ring:
                 ring_small = [pair(d["fg_ring"], 64 << 10) for _ in range(4)]
-                p99_ring, left_ring, idle_ring, loaded_ring, _ = bench.foreground(
-                    ring_small, bulk, args.small, fg="fg_ring", floor=False)
-                results["p99_ring"].append(p99_ring)
-                results["left_ring"].append(left_ring)
-                ring_line = (f" over the rings p99 {percentile(idle_ring, 99) * 1e6:.0f} us idle, "
-                             f"{percentile(loaded_ring, 99) * 1e6:.0f} us loaded, bg got "
-                             f"{left_ring:.2f};")
+                lines.append(foreground_line("over the rings ", bench.foreground(
+                    ring_small, bulk, args.small, fg="fg_ring", floor=False), results, "_ring"))
             results["over_memcpy"].append(bench.overhead(
                 lambda c, k: [pair(c, 256 * MIB)], 4))
             results["over_disk"].append(bench.overhead(
                 lambda c, k: [pair(c, 64 * MIB, f"o-{k}-{next(files)}")], 4))
             print(f"  round {r + 1}: shares memcpy {results['memcpy'][-1] * 3:.2f}:1, disk "
-                  f"{results['disk'][-1] * 3:.2f}:1; foreground p99 {percentile(idle, 99) * 1e6:.0f}"
-                  f" us idle, {percentile(loaded, 99) * 1e6:.0f} us loaded; bg got "
-                  f"{left:.2f} of what was left;{ring_line} "
-                  f"overhead memcpy {results['over_memcpy'][-1]:.3f},"
-                  f" disk {results['over_disk'][-1]:.3f}", file=sys.stderr)
+                  f"{results['disk'][-1] * 3:.2f}:1; overhead memcpy "
+                  f"{results['over_memcpy'][-1]:.3f}, disk {results['over_disk'][-1]:.3f}",
+                  file=sys.stderr)
+            for line in lines:
+                print(f"  round {r + 1}: foreground {line}", file=sys.stderr)
             cross_node_rows(args, results)
             print(f"  round {r + 1}: tcp share {results['tcp'][-1] * 3:.2f}:1, foreground p99 "
                   f"loaded/idle {results['tcp_p99'][-1]:.2f}, overhead "
@@ -426,6 +468,8 @@ def main():
             "<= 1.5", "fg alone"),
         row("qos_background_left_ring", "bg rate over what fg left", results["left_ring"],
             ">= 0.9", "bg alone minus fg"),
+        row("qos_background_cpu_left_ring", "bg's CPUs over the CPUs fg left",
+            results["left_cpu_ring"], "report", "CPUs fg left"),
     ] if results["p99_ring"] else []
     rows = [
         row("qos_share_memcpy", "fg:bg bytes over 3", results["memcpy"], "0.95-1.05",
@@ -440,6 +484,8 @@ def main():
             results["cpu_floor"], "none: the machine's floor", "fg alone"),
         row("qos_background_left", "bg rate over what fg left", results["left"], ">= 0.9",
             "bg alone minus fg"),
+        row("qos_background_cpu_left", "bg's CPUs over the CPUs fg left", results["left_cpu"],
+            "report", "CPUs fg left"),
         *ring_rows,
         row("qos_overhead_memcpy_256MiB", "rate with classes over without", results["over_memcpy"],
             ">= 0.98", "no [qos]"),

@@ -33,12 +33,14 @@ class QosBenchTest(unittest.TestCase):
         # Without the client's native extension (the sanitizer build) the
         # rows over the rings are left out, and the script says why.
         ring = [] if "no rows over the rings" in done.stderr else [
-            "qos_foreground_ring_64KiB", "qos_background_left_ring"]
+            "qos_foreground_ring_64KiB", "qos_background_left_ring",
+            "qos_background_cpu_left_ring"]
         self.assertEqual([r["scenario"] for r in rows],
                          ["qos_share_memcpy", "qos_share_disk", "qos_share_tcp",
                           "qos_foreground_64KiB", "qos_foreground_tcp_64KiB",
                           "qos_foreground_cpu_floor_64KiB",
-                          "qos_background_left", *ring, "qos_overhead_memcpy_256MiB",
+                          "qos_background_left", "qos_background_cpu_left", *ring,
+                          "qos_overhead_memcpy_256MiB",
                           "qos_overhead_disk_64MiB", "qos_overhead_tcp_256MiB"])
         for r in rows:
             self.assertEqual(r["rounds"], 1)
@@ -46,6 +48,8 @@ class QosBenchTest(unittest.TestCase):
             self.assertEqual(r["machine"]["cpus"], os.cpu_count())
         self.assertIn("round 1: shares memcpy", done.stderr)
         self.assertIn("round 1: tcp share", done.stderr)
+        # Where the CPUs went while bg was loaded: every round says it.
+        self.assertIn("the daemon's bulk threads", done.stderr)
 
     def test_a_missing_daemon_is_named(self):
         done = run("--isometryd", "/nonexistent/isometryd")
