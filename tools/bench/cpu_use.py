@@ -20,10 +20,18 @@ def usable_cpus():
     return len(os.sched_getaffinity(0))
 
 
-def daemon_cpu_s(pid):
-    """(CPU seconds of `pid`'s ch:* threads, of its other threads) so far,
-    from /proc (schedstat: nanoseconds on a CPU)."""
-    bulk = other = 0.0
+def idle_cpu_s():
+    """Seconds every CPU of the machine has been idle so far (/proc/stat:
+    idle and iowait)."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    return (int(fields[4]) + int(fields[5])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid, bulk=lambda name: False):
+    """(CPU seconds of `pid`'s threads for which `bulk(name)`, of its other
+    threads) so far, from /proc (schedstat: nanoseconds on a CPU)."""
+    on_bulk = other = 0.0
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/comm") as f:
@@ -32,28 +40,38 @@ def daemon_cpu_s(pid):
                 seconds = int(f.read().split()[0]) / 1e9
         except (FileNotFoundError, ProcessLookupError):  # the thread ended
             continue
-        if name.startswith("ch:"):
-            bulk += seconds
+        if bulk(name):
+            on_bulk += seconds
         else:
             other += seconds
-    return bulk, other
+    return on_bulk, other
+
+
+def daemon_cpu_s(pid, tenant):
+    """(CPU seconds of daemon `pid`'s ch:* threads and of process `tenant`,
+    the background's client; of the daemon's other threads) so far."""
+    bulk, other = cpu_s(pid, lambda name: name.startswith("ch:"))
+    return bulk + sum(cpu_s(tenant)), other
 
 
 class CpuWindow:
     """CPUs in use, on average, from construction to end(): this process's
-    (`bench`), daemon `pid`'s bulk copy threads (`bulk`) and its other
-    threads (`other`)."""
+    (`bench`), daemon `pid`'s bulk copy threads and the background's client
+    process `tenant` (`bulk`), the daemon's other threads (`other`); and
+    the machine's CPUs idle (`idle`)."""
 
-    def __init__(self, pid):
-        self.pid = pid
+    def __init__(self, pid, tenant):
+        self.pid, self.tenant = pid, tenant
         self.t0 = time.perf_counter()
         self.bench0 = time.process_time()
-        self.bulk0, self.other0 = daemon_cpu_s(pid)
+        self.bulk0, self.other0 = daemon_cpu_s(pid, tenant)
+        self.idle0 = idle_cpu_s()
 
     def end(self):
         wall = time.perf_counter() - self.t0
-        bulk, other = daemon_cpu_s(self.pid)
+        bulk, other = daemon_cpu_s(self.pid, self.tenant)
         self.bench = (time.process_time() - self.bench0) / wall
         self.bulk = (bulk - self.bulk0) / wall
         self.other = (other - self.other0) / wall
+        self.idle = (idle_cpu_s() - self.idle0) / wall
         return self

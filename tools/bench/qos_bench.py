@@ -15,9 +15,10 @@ threads yield a busy CPU, docs/guides/qos.md "CPU time"; clients named
 - foreground: 64 KiB copies of fg, alone and then while bg keeps 4 bulk
   copies in flight on memcpy0; p99 loaded over p99 idle (target <= 1.5),
   and bg's rate over what fg left of bg's rate alone (target >= 0.9; both
-  rates with 4 bulk copies in flight), and the CPUs bg's threads ran on
-  over those fg's client and the daemon's other threads left (rows
-  qos_background_cpu_left*; where the CPUs went is printed). Once
+  rates with 4 bulk copies in flight, bg's client a process of its own),
+  and the CPUs bg's client and copy threads ran on over those fg's client
+  and the daemon's other threads left (rows qos_background_cpu_left*;
+  where the CPUs went is printed). Once
   with fg's copies over gRPC, once over the shared-memory rings (the Python
   client's native path, rows *_ring): a gRPC client spends a core of its
   own and of the daemon's on each copy, which a ring client does not, and
@@ -66,6 +67,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "pyfixture"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "cluster"))
 sys.path.insert(0, HERE)
 import machine  # noqa: E402  (tools/bench/machine.py)
+from bulk_process import BulkProcess, rate_during  # noqa: E402  (tools/bench/bulk_process.py)
 from cpu_use import CpuWindow, usable_cpus  # noqa: E402  (tools/bench/cpu_use.py)
 from busy_copies import Busy  # noqa: E402  (tests/pyfixture)
 from isometryd_process import IsometrydProcess  # noqa: E402
@@ -255,7 +257,7 @@ class Bench:
 
     def foreground(self, small, bulk, n, fg="fg", floor=True):
         """fg's 64 KiB copies through `fg` (a client) idle and while bg keeps
-        `bulk` busy (4 copies in flight): a Foreground."""
+        4 copies of `bulk` bytes in flight: a Foreground."""
         d = self.qos
         idle = timed_copies(d[fg], small, n)
         cpu_bound = None
@@ -273,11 +275,19 @@ class Bench:
                     h.kill()
                     h.wait()
         pid = d["daemon"].proc.pid
-        # bg alone as it runs loaded: 4 in flight, at least a second.
-        alone, _ = self.bg_rate(bulk, pid, lambda: time.sleep(1.0))
-        loaded = []
-        bg_rate, cpu = self.bg_rate(
-            bulk, pid, lambda: loaded.extend(timed_copies(d[fg], small, n, min_s=1.0)))
+        # bg, a tenant of its own with 4 bulk copies in flight: alone for a
+        # second, then while fg copies (at least a second).
+        bg = BulkProcess(d["daemon"].socket, self.args.pythonpath, bulk)
+        try:
+            time.sleep(0.2)
+            alone = rate_during(bg, lambda: time.sleep(1.0))
+            loaded = []
+            cpu = CpuWindow(pid, bg.pid)
+            bg_rate = rate_during(
+                bg, lambda: loaded.extend(timed_copies(d[fg], small, n, min_s=1.0)))
+            cpu.end()
+        finally:
+            bg.end()
         loaded.sort()
         fg_rate = small[0][0].total_bytes * len(loaded) / sum(loaded)
         # What fg left of the CPUs: those its client and the daemon's other
@@ -289,22 +299,6 @@ class Bench:
             left_cpu=cpu.bulk / max(0.01, left_cpus),
             idle=idle, loaded=loaded, cpu=cpu,
             floor=cpu_bound and percentile(cpu_bound, 99) / percentile(idle, 99))
-
-    def bg_rate(self, bulk, pid, during):
-        """bg's rate, 4 copies of `bulk` in flight, over `during()`, and the
-        CPUs in use meanwhile (a CpuWindow)."""
-        busy = Busy(self.qos["bg"], bulk, depth=4)
-        try:
-            time.sleep(0.2)
-            copied0, t0 = busy.copied, time.perf_counter()
-            window = CpuWindow(pid)
-            during()
-            # Counted in whole copies: `during` lasts long enough for bg to
-            # finish several.
-            rate = (busy.copied - copied0) / (time.perf_counter() - t0)
-            return rate, window.end()
-        finally:
-            busy.end()
 
     def overhead(self, make_pairs, n):
         rates = {}
@@ -390,8 +384,8 @@ def foreground_line(path, f, results, suffix):
     return (f"{path}p99 {percentile(f.idle, 99) * 1e6:.0f} us idle, "
             f"{percentile(f.loaded, 99) * 1e6:.0f} us loaded; bg got {f.left:.2f} of what fg "
             f"left, its threads ran on {f.left_cpu:.2f} of the CPUs fg left (loaded: the "
-            f"benchmark {f.cpu.bench:.2f} CPUs, the daemon's bulk threads {f.cpu.bulk:.2f}, "
-            f"its others {f.cpu.other:.2f})")
+            f"benchmark {f.cpu.bench:.2f} CPUs, bg's client and the daemon's bulk threads "
+            f"{f.cpu.bulk:.2f}, its others {f.cpu.other:.2f}; idle {f.cpu.idle:.2f})")
 
 
 def main():
@@ -437,14 +431,14 @@ def main():
                                              for _ in range(3)], args.window) / 3)
             d = bench.qos
             small = [pair(d["fg"], 64 << 10) for _ in range(4)]
-            bulk = [pair(d["bg"], 64 * MIB) for _ in range(4)]
-            f = bench.foreground(small, bulk, args.small)
+            f = bench.foreground(small, 64 * MIB, args.small)
             results["cpu_floor"].append(f.floor)
             lines = [foreground_line("", f, results, "")]
             if bench.ring:
                 ring_small = [pair(d["fg_ring"], 64 << 10) for _ in range(4)]
                 lines.append(foreground_line("over the rings ", bench.foreground(
-                    ring_small, bulk, args.small, fg="fg_ring", floor=False), results, "_ring"))
+                    ring_small, 64 * MIB, args.small, fg="fg_ring", floor=False), results,
+                    "_ring"))
             results["over_memcpy"].append(bench.overhead(
                 lambda c, k: [pair(c, 256 * MIB)], 4))
             results["over_disk"].append(bench.overhead(

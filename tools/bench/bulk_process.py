@@ -1,0 +1,80 @@
+"""A background tenant in a process of its own, for qos_bench's
+foreground rows: a client named "bulk" keeps `depth` copies of `nbytes`
+in flight until stopped, and counts the bytes of those that complete.
+
+Why a process: two tenants of a node are two processes. Run as a thread
+of the benchmark, the background's client waited for the interpreter's
+lock behind the foreground's loop of small copies, and its copies in
+flight ran dry for that, not for anything the daemon did."""
+
+import multiprocessing
+import os
+import sys
+import time
+
+
+def _run(socket, pythonpath, nbytes, depth, copied, ready, stop, errors):
+    sys.path.insert(0, pythonpath)
+    try:
+        from isometry import Client
+        with Client(socket, name="bulk") as c:
+            pairs = [tuple(c.register_instance(c.allocate("sys0", nbytes), [nbytes], [("b", 1)],
+                                               "F,x") for _ in range(2)) for _ in range(2)]
+            ready.set()
+            inflight, i = [], 0
+            while not stop.is_set():
+                while len(inflight) < depth:
+                    src, dst = pairs[i % len(pairs)]
+                    i += 1
+                    inflight.append(c.copy(src, dst, wait=False))
+                c.wait(inflight.pop(0))
+                with copied.get_lock():
+                    copied.value += nbytes
+            for t in inflight:
+                c.wait(t)
+    except Exception as e:  # reported by end()
+        errors.put(repr(e))
+        ready.set()
+
+
+class BulkProcess:
+    """The tenant, started; `copied` is the bytes its completed copies
+    moved so far; end() stops it and raises what went wrong in it."""
+
+    def __init__(self, socket, pythonpath, nbytes, depth=4):
+        ctx = multiprocessing.get_context("spawn")  # no gRPC state across a fork
+        self._copied = ctx.Value("d", 0.0)
+        self._stop = ctx.Event()
+        self._errors = ctx.Queue()
+        ready = ctx.Event()
+        self._process = ctx.Process(target=_run, args=(
+            socket, os.path.abspath(pythonpath), nbytes, depth, self._copied, ready, self._stop,
+            self._errors))
+        self._process.start()
+        if not ready.wait(60):
+            self.end()
+            raise RuntimeError("the bulk tenant did not start within 60 s")
+
+    @property
+    def pid(self):
+        return self._process.pid
+
+    @property
+    def copied(self):
+        return self._copied.value
+
+    def end(self):
+        self._stop.set()
+        self._process.join(120)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join()
+        if not self._errors.empty():
+            raise RuntimeError(f"the bulk tenant failed: {self._errors.get()}")
+
+
+def rate_during(tenant, during):
+    """The tenant's rate over `during()`, in bytes a second."""
+    copied0, t0 = tenant.copied, time.perf_counter()
+    during()
+    return (tenant.copied - copied0) / (time.perf_counter() - t0)
