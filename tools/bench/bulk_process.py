@@ -2,10 +2,10 @@
 foreground rows: a client named "bulk" keeps `depth` copies of `nbytes`
 in flight until stopped, and counts the bytes of those that complete.
 
-Why a process: two tenants of a node are two processes. Run as a thread
-of the benchmark, the background's client waited for the interpreter's
-lock behind the foreground's loop of small copies, and its copies in
-flight ran dry for that, not for anything the daemon did."""
+Why a process: two tenants of a node are two processes. As a thread of
+the benchmark, the background's client would share the interpreter's
+lock with the foreground's loop of small copies, and its CPU time could
+not be told from the foreground's."""
 
 import multiprocessing
 import os
