@@ -13,9 +13,9 @@
 // A transfer that ended before it was started (a small copy runs inline,
 // on the calling thread) needs no reactor of its own: Started says so, and
 // the handler answers on gRPC's default reactor instead and deletes this
-// one, which gRPC never saw. gRPC runs a reactor of ours's OnDone on its
-// executor thread, one more thread wake-up on every call; the default
-// reactor's runs inline.
+// one, which gRPC never saw. gRPC runs the OnDone of an application's
+// reactor on its executor thread, one more thread wake-up on every call;
+// its default reactor's runs inline.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
