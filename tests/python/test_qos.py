@@ -20,6 +20,7 @@ import unittest
 
 FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture")
 sys.path.insert(0, FIXTURE_DIR)
+from busy_copies import keep_copying  # noqa: E402
 from client_env import ISOCTL, ISOMETRYD, client_modules  # noqa: E402
 from isometryd_process import IsometrydProcess  # noqa: E402
 from thread_nice import (may_lower_nice, sched_runtime, short_slice_supported,  # noqa: E402
@@ -181,16 +182,7 @@ class QosTest(unittest.TestCase):
 
         def run():
             try:
-                inflight = []
-                i = 0
-                while not stop.is_set():
-                    while len(inflight) < depth:
-                        src, dst = pairs[i % len(pairs)]
-                        i += 1
-                        inflight.append(client.copy(src, dst, wait=False))
-                    client.wait(inflight.pop(0))
-                for t in inflight:
-                    client.wait(t)
+                keep_copying(client, pairs, depth, stop)
             except Exception as e:  # reported by the test
                 errors.append(e)
 

@@ -67,6 +67,7 @@ TEST_CASE("copy threads claim CPUs while they run, and give a claim back while t
   const int before = CpuClaim::Held();
   {
     std::vector<std::unique_ptr<CpuClaim>> claims;
+    claims.reserve(static_cast<size_t>(usable));
     for (int i = 0; i < usable; ++i) claims.push_back(std::make_unique<CpuClaim>());
     CHECK(CpuClaim::Held() == before + usable);
     CHECK(EveryCpuClaimed());

@@ -12,6 +12,10 @@ import os
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                                "pyfixture"))
+from busy_copies import keep_copying  # noqa: E402  (tests/pyfixture)
+
 
 def _run(socket, pythonpath, nbytes, depth, copied, ready, stop, errors):
     sys.path.insert(0, pythonpath)
@@ -21,17 +25,12 @@ def _run(socket, pythonpath, nbytes, depth, copied, ready, stop, errors):
             pairs = [tuple(c.register_instance(c.allocate("sys0", nbytes), [nbytes], [("b", 1)],
                                                "F,x") for _ in range(2)) for _ in range(2)]
             ready.set()
-            inflight, i = [], 0
-            while not stop.is_set():
-                while len(inflight) < depth:
-                    src, dst = pairs[i % len(pairs)]
-                    i += 1
-                    inflight.append(c.copy(src, dst, wait=False))
-                c.wait(inflight.pop(0))
+
+            def count(n):
                 with copied.get_lock():
-                    copied.value += nbytes
-            for t in inflight:
-                c.wait(t)
+                    copied.value += n
+
+            keep_copying(c, pairs, depth, stop, count)
     except Exception as e:  # reported by end()
         errors.put(repr(e))
         ready.set()
