@@ -1,6 +1,8 @@
-"""Nice values, names and scheduler slices of a daemon's threads, for the
-tests of qos.class.nice (docs/guides/qos.md, "CPU time") and of the short
-slice the threads a small copy waits on run with."""
+"""Nice values, names, scheduler slices, context switches and CPU time of
+a daemon's threads, for the tests of qos.class.nice (docs/guides/qos.md,
+"CPU time"), of the short slice the threads a small copy waits on run
+with and of the gRPC threads a waited copy wakes, and for qos_bench's
+account of where the CPUs went (tools/bench/cpu_use.py)."""
 
 import ctypes
 import os
@@ -35,7 +37,7 @@ def may_lower_nice():
     return bool(ok)
 
 
-def _per_thread(pid, name):
+def per_thread(pid, name):
     """{tid: text of /proc/PID/task/TID/`name`} of process `pid`'s threads."""
     out = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
@@ -51,12 +53,29 @@ def thread_nice_values(pid):
     """{tid: nice value} of process `pid`'s threads (/proc, stat field 19)."""
     # After the name's closing parenthesis, fields[0] is field 3, the state.
     return {tid: int(stat.rsplit(")", 1)[1].split()[16])
-            for tid, stat in _per_thread(pid, "stat").items()}
+            for tid, stat in per_thread(pid, "stat").items()}
 
 
 def thread_names(pid):
     """{tid: name} of process `pid`'s threads."""
-    return {tid: comm.strip() for tid, comm in _per_thread(pid, "comm").items()}
+    return {tid: comm.strip() for tid, comm in per_thread(pid, "comm").items()}
+
+
+def thread_switches(pid):
+    """{tid: context switches so far, voluntary and not} of process `pid`'s
+    threads (/proc, status)."""
+    out = {}
+    for tid, status in per_thread(pid, "status").items():
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        out[tid] = int(fields["voluntary_ctxt_switches"]) + int(
+            fields["nonvoluntary_ctxt_switches"])
+    return out
+
+
+def thread_cpu_s(pid):
+    """{tid: seconds on a CPU so far} of process `pid`'s threads (/proc,
+    schedstat: nanoseconds)."""
+    return {tid: int(stat.split()[0]) / 1e9 for tid, stat in per_thread(pid, "schedstat").items()}
 
 
 def sched_runtime(tid):

@@ -19,6 +19,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture"))
 from ports import free_port  # noqa: E402
 from isometryd_process import IsometrydProcess  # noqa: E402
+from thread_nice import thread_names, thread_switches  # noqa: E402
 
 ISOMETRYD = os.environ.get("ISOMETRYD", "")
 if os.environ.get("ISOMETRY_PYTHONPATH"):
@@ -411,19 +412,11 @@ class WaitingCopyDeadline(DaemonCase):
 def _switches_of(pid, thread_name):
     """Context switches (voluntary and not) of process `pid`'s threads
     named `thread_name`, summed; None when it has none."""
-    total = None
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                if f.read().strip() != thread_name:
-                    continue
-            with open(f"/proc/{pid}/task/{tid}/status") as f:
-                fields = dict(line.split(":", 1) for line in f if ":" in line)
-        except (FileNotFoundError, ProcessLookupError):  # the thread ended
-            continue
-        total = (total or 0) + int(fields["voluntary_ctxt_switches"]) + int(
-            fields["nonvoluntary_ctxt_switches"])
-    return total
+    named = [tid for tid, name in thread_names(pid).items() if name == thread_name]
+    if not named:
+        return None
+    switches = thread_switches(pid)
+    return sum(switches.get(tid, 0) for tid in named)
 
 
 @unittest.skipUnless(ISOMETRYD, SKIP_REASON)

@@ -1,9 +1,9 @@
 """Where a machine's CPU time goes while qos_bench times its foreground:
-the benchmark's own process (the foreground client, and the background
-client's thread), the daemon's bulk copy threads (named ch:CHANNEL,
-docs/operations/tuning.md "Threads: names and slices"), and the daemon's
-other threads (the ring, DMA, express and gRPC threads serving the
-foreground's small copies).
+the benchmark's own process (the foreground client), the background's
+client process (bulk_process.py) with the daemon's bulk copy threads
+(named ch:CHANNEL, docs/operations/tuning.md "Threads: names and
+slices"), the daemon's other threads (the ring, DMA, express and gRPC
+threads serving the foreground's small copies), and the idle CPUs.
 
 On a machine with few CPUs a closed loop of small copies takes a large
 part of them, and a background class that runs on CPU (memcpy) can only
@@ -12,7 +12,12 @@ rate can be read against the CPUs the foreground left it as well as the
 bytes."""
 
 import os
+import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                                "pyfixture"))
+from thread_nice import thread_cpu_s, thread_names  # noqa: E402  (tests/pyfixture)
 
 
 def usable_cpus():
@@ -30,17 +35,11 @@ def idle_cpu_s():
 
 def cpu_s(pid, bulk=lambda name: False):
     """(CPU seconds of `pid`'s threads for which `bulk(name)`, of its other
-    threads) so far, from /proc (schedstat: nanoseconds on a CPU)."""
+    threads) so far."""
+    names = thread_names(pid)
     on_bulk = other = 0.0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                name = f.read().strip()
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                seconds = int(f.read().split()[0]) / 1e9
-        except (FileNotFoundError, ProcessLookupError):  # the thread ended
-            continue
-        if bulk(name):
+    for tid, seconds in thread_cpu_s(pid).items():
+        if bulk(names.get(tid, "")):
             on_bulk += seconds
         else:
             other += seconds

@@ -154,9 +154,9 @@ def timed_copies(client, pairs, n, min_s=0.0):
 
 class Foreground(typing.NamedTuple):
     """One foreground row's round: fg's p99 loaded over idle; bg's rate over
-    what fg left of bg's rate alone (`left`); the CPUs bg's copy threads
-    ran on over those fg's client and the daemon's other threads left
-    (`left_cpu`); fg's sorted times idle and loaded; the CPUs in use while
+    what fg left of bg's rate alone (`left`); the CPUs bg's client and
+    copy threads ran on over those fg's client and the daemon's other
+    threads left (`left_cpu`); fg's sorted times idle and loaded; the CPUs in use while
     loaded (cpu_use.CpuWindow); the CPU floor's p99 over idle, or None."""
     p99: float
     left: float
