@@ -49,9 +49,14 @@
 namespace isometry::serve_window {
 
 inline constexpr uint32_t kMagic = 0x56524553;  // "SERV"
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;
 inline constexpr uint32_t kLanes = 4;
-inline constexpr uint32_t kSlots = 8;
+// Sixteen slots: a copy of 2 MiB or more (pieces of 128 KiB) goes round
+// 2 MiB of them, so a slot is packed again only after the reader has
+// unpacked 2 MiB (and written as much of its own memory); its lines have
+// then left the reader's cache, and packing straight into the slot can
+// beat packing aside first (client/cpp/pack_chooser.h).
+inline constexpr uint32_t kSlots = 16;
 inline constexpr uint64_t kSlotBytes = uint64_t{256} << 10;
 // Room for the largest lease program isometryd grants (768 KiB).
 inline constexpr uint64_t kProgramBytes = uint64_t{1} << 20;

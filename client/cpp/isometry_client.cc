@@ -317,6 +317,12 @@ uint64_t Client::served_reads_run() const {
   return n;
 }
 
+Client::PackedPieces Client::served_pieces_packed() const {
+  std::lock_guard lock(impl_->serve_mu);
+  if (!impl_->read_server) return {};
+  return {impl_->read_server->pieces_staged(), impl_->read_server->pieces_direct()};
+}
+
 uint64_t Client::own_hops_run() const {
   const HopRunner* h = impl_->hops.load(std::memory_order_acquire);
   return h ? h->ran() : 0;

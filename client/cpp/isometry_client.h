@@ -313,6 +313,13 @@ class Client {
   // Hops of this session's copies run in this process so far (0 without a
   // hop window).
   uint64_t own_hops_run() const;
+  // Pieces this process packed for readers of its published ranges
+  // (served reads), by way: into a buffer of its own first, or straight
+  // into its serve window (the way that has been faster is kept).
+  struct PackedPieces {
+    uint64_t staged = 0, direct = 0;
+  };
+  PackedPieces served_pieces_packed() const;
   // Writes one raw ring entry (its user_data becomes the ticket): for tests
   // of the daemon's input validation.
   Result<uint64_t> SubmitRaw(const ring::SubmissionEntry& entry);

@@ -23,13 +23,12 @@ using Clock = std::chrono::steady_clock;
 // from the others' lanes.
 constexpr auto kReaderStall = std::chrono::seconds(2);
 constexpr uint32_t kSleepUs = 100000;  // a sleeping thread looks at stop_ this often
-// Pieces whose runs average below this are packed into stage_ first (see
-// ServeLane); from here on the runs' own copies write whole lines.
-constexpr uint64_t kStagedRunBytes = 4096;
-
-bool Staged(const CopyProgram& piece) {
-  return piece.runs > 0 && piece.bytes / piece.runs < kStagedRunBytes;
-}
+// Pieces of at least this size are timed and packed the way that has been
+// faster (pack_chooser.h): a lane goes round 16 of them, 1 MiB or more,
+// and each is long enough for its time to say something. Smaller ones go
+// the staged way when their runs are short (PackChooser::KindOf), as the
+// slot's lines are then still in the reader's cache.
+constexpr uint64_t kTimedPieceBytes = 64 << 10;
 
 }  // namespace
 
@@ -214,6 +213,7 @@ void ReadServer::ServeLane(uint32_t lane, uint32_t seq) {
   const LaneCache& c = cache_[lane];
   const auto* base = reinterpret_cast<const std::byte*>(  // NOLINT(performance-no-int-to-ptr)
       static_cast<uintptr_t>(c.asked.remote_address));
+  const bool timed = c.asked.piece_bytes >= kTimedPieceBytes;
   for (uint64_t k = 0; k < c.pieces.size(); ++k) {
     if (!WaitForSlot(l, seq, k)) {
       end(absl::StatusCode::kDeadlineExceeded);
@@ -222,17 +222,24 @@ void ReadServer::ServeLane(uint32_t lane, uint32_t seq) {
     const CopyProgram& piece = c.pieces[k];
     std::byte* slot =
         serve_window::Slot(window_, lane, static_cast<uint32_t>(k % serve_window::kSlots));
-    // The slot's lines sit in the reader's cache since it unpacked them.
-    // Short runs packed straight into it would fetch each line from there
-    // before writing it; packed here (in this core's cache) and copied in
-    // one memcpy, the slot is written in whole lines that need no fetch:
-    // 2 MiB vectors of 64 B - 1 KiB blocks ran about twice as fast.
-    if (Staged(piece)) {
+    // Staged: packed here (in this core's cache) and copied into the slot
+    // in one memcpy, which writes whole lines the core fetches many at a
+    // time; direct: packed straight into the slot, one copy less. Which
+    // is faster depends on where the slot's lines are and on this machine
+    // at this moment (pack_chooser.h).
+    const int kind = PackChooser::KindOf(piece.bytes, piece.runs);
+    const PackWay way = timed       ? chooser_.Next(kind)
+                        : kind == 0 ? PackWay::kStaged
+                                    : PackWay::kDirect;
+    const auto t0 = Clock::now();
+    if (way == PackWay::kStaged) {
       ExecuteProgram(piece, base, stage_.data());
       std::memcpy(slot, stage_.data(), piece.bytes);
     } else {
       ExecuteProgram(piece, base, slot);
     }
+    if (timed) chooser_.Took(kind, way, piece.bytes, Clock::now() - t0);
+    (way == PackWay::kStaged ? staged_ : direct_).fetch_add(1, std::memory_order_relaxed);
     p.produced.store(serve_window::Tagged(seq, static_cast<uint32_t>(k + 1)),
                      std::memory_order_seq_cst);
     if (l.drain.reader_sleeps.load(std::memory_order_seq_cst)) serve_window::Wake(p.produced);

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "client/cpp/pack_chooser.h"
 #include "core/status.h"
 #include "core/unique_fd.h"
 #include "layout/copy_program.h"
@@ -50,6 +51,9 @@ class ReadServer {
   // ranges, a bad request): for tests and statistics.
   uint64_t served() const { return served_.load(std::memory_order_relaxed); }
   uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
+  // Pieces packed into a buffer first, and straight into their slot.
+  uint64_t pieces_staged() const { return staged_.load(std::memory_order_relaxed); }
+  uint64_t pieces_direct() const { return direct_.load(std::memory_order_relaxed); }
 
  private:
   // What a request asks (serve_window::Request's fields).
@@ -89,13 +93,16 @@ class ReadServer {
   // The thread's own.
   LaneCache cache_[serve_window::kLanes];
   uint32_t done_[serve_window::kLanes] = {};  // the last request ended, per lane
-  // Where pieces of short runs are packed before one copy into their slot
-  // (see ServeLane); kSlotBytes, allocated with the thread.
+  // Where staged pieces are packed before one copy into their slot (see
+  // ServeLane); kSlotBytes, allocated with the thread.
   std::vector<std::byte> stage_;
+  PackChooser chooser_;
 
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> served_{0};
   std::atomic<uint64_t> refused_{0};
+  std::atomic<uint64_t> staged_{0};
+  std::atomic<uint64_t> direct_{0};
   std::thread thread_;
 };
 

@@ -9,6 +9,8 @@
 // it and prints "<range id>\n". Commands on stdin, one a line:
 //   dump PATH   writes its BYTES bytes to PATH and prints "dumped"
 //   leave       ends its session (the client goes), memory kept; prints "left"
+//   pieces      prints "<staged> <direct>": the pieces it packed for served
+//               reads, by way (Client::served_pieces_packed)
 //   exit        ends (the session with it)
 #include <grp.h>
 #include <sys/mman.h>
@@ -67,6 +69,10 @@ int main(int argc, char** argv) {
         std::cin >> path;
         std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(base), bytes);
         std::cout << "dumped" << std::endl;
+      } else if (cmd == "pieces") {
+        const client::Client::PackedPieces p =
+            c ? c->served_pieces_packed() : client::Client::PackedPieces{};
+        std::cout << p.staged << " " << p.direct << std::endl;
       } else if (cmd == "leave") {
         c.reset();
         std::cout << "left" << std::endl;

@@ -199,6 +199,12 @@ TEST_CASE("copies out of a publisher that serves reads run through its window, v
     }
     CHECK(c->direct_reads_run() == direct0 + 3);
   }
+  // The publisher packed pieces both ways (it times each before it keeps
+  // the faster, client/cpp/pack_chooser.h), and every copy above was
+  // verified whichever way its pieces went.
+  const auto [staged, direct] = other.PackedPieces();
+  CHECK(staged > 0);
+  CHECK(direct > 0);
 
   // A reader that turned served reads off reads the same bytes through
   // the kernel.

@@ -13,6 +13,7 @@
 #include <iterator>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "integration/daemon_fixture.h"
@@ -65,6 +66,18 @@ class Worker {
     std::memcpy(out.data(), raw.data(), raw.size());
     std::remove(path.c_str());
     return out;
+  }
+
+  // The pieces it has packed for served reads: {staged, direct}.
+  std::pair<uint64_t, uint64_t> PackedPieces() {
+    std::fputs("pieces\n", to_);
+    std::fflush(to_);
+    const std::string line = ReadLine();
+    unsigned long long staged = 0, direct = 0;
+    if (std::sscanf(line.c_str(), "%llu %llu", &staged, &direct) != 2) {
+      throw std::runtime_error("worker did not count its pieces: " + line);
+    }
+    return {staged, direct};
   }
 
   // Ends its session (its client goes) while the process and its memory
