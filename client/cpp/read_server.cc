@@ -231,7 +231,7 @@ void ReadServer::ServeLane(uint32_t lane, uint32_t seq) {
     const PackWay way = timed       ? chooser_.Next(kind)
                         : kind == 0 ? PackWay::kStaged
                                     : PackWay::kDirect;
-    const auto t0 = Clock::now();
+    const auto t0 = timed ? Clock::now() : Clock::time_point();
     if (way == PackWay::kStaged) {
       ExecuteProgram(piece, base, stage_.data());
       std::memcpy(slot, stage_.data(), piece.bytes);
