@@ -19,7 +19,7 @@ PackWay Other(PackWay w) { return w == PackWay::kStaged ? PackWay::kDirect : Pac
 }  // namespace
 
 int PackChooser::KindOf(uint64_t bytes, uint64_t runs) {
-  return runs > 0 && bytes / runs < kShortRunBytes ? 0 : 1;
+  return runs > 0 && bytes / runs < kShortRunBytes ? kShortRuns : kLongRuns;
 }
 
 PackWay PackChooser::Next(int kind) {

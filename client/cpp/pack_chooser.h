@@ -7,15 +7,15 @@
 // moment, to take a line another core has read:
 // - where that is cheap and the lane's slots span enough that their lines
 //   have left the reader's cache, direct packing saves the second copy;
-// - where it is dear (two virtual CPUs placed far apart by their host),
-//   packing short runs straight into the slot waits on line after line,
-//   while the staged way writes the slot in whole lines the core fetches
-//   many at a time.
-// One VM moved between both within minutes, each way several times
-// faster than the other in one of them (docs/benchmarks/
-// design-measurements.md, "Direct and served reads"). So the publisher
-// times its pieces and keeps, per kind of piece, the way that has been
-// faster, trying the other one piece in kExplore to see a change.
+// - where it is dear (one VM was so for minutes at a time, and not in
+//   between), packing short runs straight into the slot waits on line
+//   after line, while the staged way writes the slot in whole lines the
+//   core fetches many at a time.
+// Each way was several times faster than the other in one of the two
+// (docs/benchmarks/design-measurements.md, "Direct and served reads").
+// So the publisher times its pieces and keeps, per kind of piece, the way
+// that has been faster, trying the other one piece in kExplore to see a
+// change.
 //
 // Not thread-safe: the publisher's one thread owns it.
 #pragma once
@@ -30,7 +30,7 @@ enum class PackWay { kStaged, kDirect };
 class PackChooser {
  public:
   // Kinds of piece timed apart: runs averaging under 4 KiB, and longer.
-  static constexpr int kKinds = 2;
+  static constexpr int kShortRuns = 0, kLongRuns = 1, kKinds = 2;
   // One piece in this many goes the other way once both ways are known.
   static constexpr uint32_t kExplore = 64;
   // Pieces each way runs first, in turns, before the faster one is kept.

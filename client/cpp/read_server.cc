@@ -228,9 +228,9 @@ void ReadServer::ServeLane(uint32_t lane, uint32_t seq) {
     // is faster depends on where the slot's lines are and on this machine
     // at this moment (pack_chooser.h).
     const int kind = PackChooser::KindOf(piece.bytes, piece.runs);
-    const PackWay way = timed       ? chooser_.Next(kind)
-                        : kind == 0 ? PackWay::kStaged
-                                    : PackWay::kDirect;
+    const PackWay way = timed                             ? chooser_.Next(kind)
+                        : kind == PackChooser::kShortRuns ? PackWay::kStaged
+                                                          : PackWay::kDirect;
     const auto t0 = timed ? Clock::now() : Clock::time_point();
     if (way == PackWay::kStaged) {
       ExecuteProgram(piece, base, stage_.data());

@@ -32,11 +32,11 @@ int Run(PackChooser& c, int kind, int n, int64_t staged, int64_t direct) {
 }  // namespace
 
 TEST_CASE("pieces are kinds by their runs' average length") {
-  CHECK(PackChooser::KindOf(kPiece, kPiece / 512) == 0);
-  CHECK(PackChooser::KindOf(kPiece, kPiece / 8) == 0);
-  CHECK(PackChooser::KindOf(kPiece, kPiece / 4096) == 1);
-  CHECK(PackChooser::KindOf(kPiece, 1) == 1);
-  CHECK(PackChooser::KindOf(0, 0) == 1);
+  CHECK(PackChooser::KindOf(kPiece, kPiece / 512) == PackChooser::kShortRuns);
+  CHECK(PackChooser::KindOf(kPiece, kPiece / 8) == PackChooser::kShortRuns);
+  CHECK(PackChooser::KindOf(kPiece, kPiece / 4096) == PackChooser::kLongRuns);
+  CHECK(PackChooser::KindOf(kPiece, 1) == PackChooser::kLongRuns);
+  CHECK(PackChooser::KindOf(0, 0) == PackChooser::kLongRuns);
 }
 
 TEST_CASE("each way is timed first, then the faster one is kept") {
