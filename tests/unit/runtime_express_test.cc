@@ -1,10 +1,15 @@
 // The express lane of the memcpy channel as the runtime drives it
 // (docs/guides/qos.md, "How a channel is shared"): a small copy goes
 // beyond max_in_flight while bulk requests hold every slot, and a class
-// with nothing in flight is issued at the first completion.
+// with nothing in flight is issued at the first completion. A small
+// one-hop copy is issued by the thread that submits it when its DMA
+// worker would pick it next, and the worker is not woken for it.
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -35,6 +40,7 @@ class GatedChannel final : public Channel {
     {
       std::lock_guard lock(mu_);
       classes_.push_back(req.qos_class);
+      submitters_.push_back(std::this_thread::get_id());
       if (req.program->bytes > kExpressRequestBytes && !released_) {
         held_.emplace_back(std::move(req), std::move(done));
         return;
@@ -49,6 +55,11 @@ class GatedChannel final : public Channel {
   std::vector<uint32_t> classes() {
     std::lock_guard lock(mu_);
     return classes_;
+  }
+  // The thread that submitted each request, in submission order.
+  std::vector<std::thread::id> submitters() {
+    std::lock_guard lock(mu_);
+    return submitters_;
   }
   // Runs the oldest held request.
   void ReleaseOne() {
@@ -78,6 +89,7 @@ class GatedChannel final : public Channel {
   bool released_ = false;
   std::vector<std::pair<ChannelRequest, RequestDone>> held_;
   std::vector<uint32_t> classes_;
+  std::vector<std::thread::id> submitters_;
 };
 
 // Waits up to 20 s for `pred`.
@@ -105,7 +117,117 @@ Result<std::unique_ptr<Runtime>> GatedRuntime(int slots, GatedChannel*& gate) {
   return Runtime::Create(c, maker);
 }
 
+// Context switches so far of this process's thread named `name` (/proc);
+// -1 when there is none.
+long SwitchesOf(const std::string& name) {
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string n;
+    std::getline(comm, n);
+    if (n != name) continue;
+    std::ifstream status(task.path() / "status");
+    long total = 0;
+    for (std::string line; std::getline(status, line);) {
+      if (line.find("ctxt_switches:") != std::string::npos) {
+        total += std::stol(line.substr(line.find(':') + 1));
+      }
+    }
+    return total;
+  }
+  return -1;
+}
+
 }  // namespace
+
+TEST_CASE("a small copy is issued by the submitting thread, without waking its worker") {
+  GatedChannel* gate = nullptr;
+  auto rt = GatedRuntime(1, gate);
+  REQUIRE(rt.ok());
+  Runtime& r = **rt;
+  const MemoryId sys = Mem(r, "sys0");
+  const InstanceShape bulk_shape{Box::FromExtents({1 << 20}), FieldSpace::Uniform(1, 4),
+                                 Layout::Aos(1)};
+  const InstanceShape small_shape{Box::FromExtents({1 << 14}), FieldSpace::Uniform(1, 4),
+                                  Layout::Aos(1)};  // 64 KiB
+  Buf bs(bulk_shape, 1), bd(bulk_shape, 2), ss(small_shape, 3), sd(small_shape, 4);
+  // Idle channel: the first small copy goes from here.
+  auto first = r.Copy({.src = ss.Ref(sys), .dst = sd.Ref(sys)});
+  REQUIRE(first.ok());
+  REQUIRE(first->Wait().ok());
+  REQUIRE(gate->submitters().size() == 1);
+  CHECK(gate->submitters()[0] == std::this_thread::get_id());
+  CHECK(CheckCopy(ss.shape, ss.bytes, sd.shape, sd.bytes, sd.before, small_shape.bounds) == "");
+  // A bulk copy holds the channel's one slot: small copies go on the
+  // express lane, still from here, and its worker sleeps through them
+  // (one wake-up a copy before: the admission, then the completion).
+  auto bulk = r.Copy({.src = bs.Ref(sys), .dst = bd.Ref(sys)});
+  REQUIRE(bulk.ok());
+  WaitUntil([&] { return gate->held() == 1; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the worker back asleep
+  const long switches_before = SwitchesOf("dma:memcpy0");
+  const size_t submitted_before = gate->submitters().size();
+  constexpr int kCopies = 60;
+  bool all_ok = true;
+  for (int i = 0; i < kCopies; ++i) {
+    auto small = r.Copy({.src = ss.Ref(sys), .dst = sd.Ref(sys)});
+    all_ok = all_ok && small.ok() && small->Wait().ok();
+  }
+  const long switches = SwitchesOf("dma:memcpy0") - switches_before;
+  const std::vector<std::thread::id> submitters = gate->submitters();
+  const int held_then = gate->held();
+  gate->Release();
+  CHECK(all_ok);
+  CHECK(held_then == 1);  // the bulk request held its slot throughout
+  REQUIRE(switches_before >= 0);
+  INFO("the DMA worker switched " << switches << " times over " << kCopies << " small copies");
+  CHECK(switches < kCopies / 4);
+  REQUIRE(submitters.size() == submitted_before + kCopies);
+  for (size_t i = submitted_before; i < submitters.size(); ++i) {
+    CHECK(submitters[i] == std::this_thread::get_id());
+  }
+  REQUIRE(bulk->Wait().ok());
+  CHECK(CheckCopy(bs.shape, bs.bytes, bd.shape, bd.bytes, bd.before, bulk_shape.bounds) == "");
+  CHECK(CheckCopy(ss.shape, ss.bytes, sd.shape, sd.bytes, sd.before, small_shape.bounds) == "");
+}
+
+TEST_CASE("a small copy its class's cap holds back goes from the worker, when the cap allows") {
+  GatedChannel* gate = nullptr;
+  auto rt = GatedRuntime(4, gate);
+  REQUIRE(rt.ok());
+  Runtime& r = **rt;
+  QosConfig q;
+  QosClass capped{.name = "capped", .weight = 1};
+  capped.caps[ChannelKind::kMemcpy].in_flight = 1;
+  q.classes = {capped};
+  r.SetQos(q);
+  const MemoryId sys = Mem(r, "sys0");
+  const InstanceShape bulk_shape{Box::FromExtents({1 << 20}), FieldSpace::Uniform(1, 4),
+                                 Layout::Aos(1)};
+  const InstanceShape small_shape{Box::FromExtents({1 << 12}), FieldSpace::Uniform(1, 4),
+                                  Layout::Aos(1)};
+  Buf bs(bulk_shape, 1), bd(bulk_shape, 2), ss(small_shape, 3), sd(small_shape, 4);
+  auto bulk = r.Copy({.src = bs.Ref(sys), .dst = bd.Ref(sys), .qos_class = "capped"});
+  REQUIRE(bulk.ok());
+  WaitUntil([&] { return gate->held() == 1; });
+  // The class's one request in flight is the bulk one: the small copy
+  // waits in the pool, and its worker issues it once the slot is back.
+  auto small = r.Copy({.src = ss.Ref(sys), .dst = sd.Ref(sys), .qos_class = "capped"});
+  REQUIRE(small.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const bool waited = !small->Poll().has_value();
+  const size_t before = gate->submitters().size();
+  gate->Release();
+  CHECK(waited);
+  CHECK(before == 1);
+  REQUIRE(small->Wait().ok());
+  REQUIRE(bulk->Wait().ok());
+  const std::vector<std::thread::id> submitters = gate->submitters();
+  REQUIRE(submitters.size() >= 2);
+  CHECK(submitters[0] != std::this_thread::get_id());  // the bulk copy's first chunk: the worker
+  CHECK(submitters[1] != std::this_thread::get_id());  // the small copy, after it
+  CHECK(CheckCopy(ss.shape, ss.bytes, sd.shape, sd.bytes, sd.before, small_shape.bounds) == "");
+  CHECK(CheckCopy(bs.shape, bs.bytes, bd.shape, bd.bytes, bd.before, bulk_shape.bounds) == "");
+}
 
 TEST_CASE("a small copy takes the express lane while bulk requests hold every slot") {
   GatedChannel* gate = nullptr;
