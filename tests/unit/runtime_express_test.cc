@@ -102,20 +102,51 @@ bool WaitUntil(Pred pred) {
 }
 
 // A runtime whose memcpy0 is a GatedChannel of `slots`; every copy goes
-// through the DMA worker, in 1 MiB requests.
-Result<std::unique_ptr<Runtime>> GatedRuntime(int slots, GatedChannel*& gate) {
-  auto maker = [&gate, slots](const ChannelConfig& cc) -> Result<std::unique_ptr<Channel>> {
-    ISO_ASSIGN_OR_RETURN(auto inner, MakeChannel(cc));
-    if (cc.name != "memcpy0") return inner;
-    auto g = std::make_unique<GatedChannel>(std::move(inner), slots);
-    gate = g.get();
-    return std::unique_ptr<Channel>(std::move(g));
-  };
-  RuntimeConfig c = DefaultRuntimeConfig();
-  c.inline_bytes = 0;
-  c.channels[0].request_bytes = 1 << 20;
-  return Runtime::Create(c, maker);
-}
+// through the DMA worker, in 1 MiB requests; `classes`, when given, in force.
+struct Gated {
+  explicit Gated(int slots, std::vector<QosClass> classes = {}) {
+    auto maker = [this, slots](const ChannelConfig& cc) -> Result<std::unique_ptr<Channel>> {
+      ISO_ASSIGN_OR_RETURN(auto inner, MakeChannel(cc));
+      if (cc.name != "memcpy0") return inner;
+      auto g = std::make_unique<GatedChannel>(std::move(inner), slots);
+      gate = g.get();
+      return std::unique_ptr<Channel>(std::move(g));
+    };
+    RuntimeConfig c = DefaultRuntimeConfig();
+    c.inline_bytes = 0;
+    c.channels[0].request_bytes = 1 << 20;
+    auto made = Runtime::Create(c, maker);
+    REQUIRE(made.ok());
+    REQUIRE(gate != nullptr);
+    rt = *std::move(made);
+    if (!classes.empty()) {
+      QosConfig q;
+      q.classes = std::move(classes);
+      rt->SetQos(q);
+    }
+    sys = Mem(*rt, "sys0");
+  }
+  GatedChannel* gate = nullptr;
+  std::unique_ptr<Runtime> rt;
+  MemoryId sys;
+};
+
+// A source and a destination buffer of `elements` 4-byte entries; Check
+// says whether the destination now holds the source ("" when it does).
+struct Pair {
+  Pair(int64_t elements, uint64_t seed)
+      : shape{Box::FromExtents({elements}), FieldSpace::Uniform(1, 4), Layout::Aos(1)},
+        src(shape, seed),
+        dst(shape, seed + 1) {}
+  std::string Check() const {
+    return CheckCopy(src.shape, src.bytes, dst.shape, dst.bytes, dst.before, shape.bounds);
+  }
+  CopyRequest Copy(MemoryId m, std::string qos_class = "") {
+    return {.src = src.Ref(m), .dst = dst.Ref(m), .qos_class = std::move(qos_class)};
+  }
+  InstanceShape shape;
+  Buf src, dst;
+};
 
 // Context switches so far of this process's thread named `name` (/proc);
 // -1 when there is none.
@@ -140,27 +171,22 @@ long SwitchesOf(const std::string& name) {
 }  // namespace
 
 TEST_CASE("a small copy is issued by the submitting thread, without waking its worker") {
-  GatedChannel* gate = nullptr;
-  auto rt = GatedRuntime(1, gate);
-  REQUIRE(rt.ok());
-  Runtime& r = **rt;
-  const MemoryId sys = Mem(r, "sys0");
-  const InstanceShape bulk_shape{Box::FromExtents({1 << 20}), FieldSpace::Uniform(1, 4),
-                                 Layout::Aos(1)};
-  const InstanceShape small_shape{Box::FromExtents({1 << 14}), FieldSpace::Uniform(1, 4),
-                                  Layout::Aos(1)};  // 64 KiB
-  Buf bs(bulk_shape, 1), bd(bulk_shape, 2), ss(small_shape, 3), sd(small_shape, 4);
+  Gated g(1);
+  GatedChannel* gate = g.gate;
+  Runtime& r = *g.rt;
+  const MemoryId sys = g.sys;
+  Pair bulk_ends(1 << 20, 1), small_ends(1 << 14, 3);  // 4 MiB, 64 KiB
   // Idle channel: the first small copy goes from here.
-  auto first = r.Copy({.src = ss.Ref(sys), .dst = sd.Ref(sys)});
+  auto first = r.Copy(small_ends.Copy(sys));
   REQUIRE(first.ok());
   REQUIRE(first->Wait().ok());
   REQUIRE(gate->submitters().size() == 1);
   CHECK(gate->submitters()[0] == std::this_thread::get_id());
-  CHECK(CheckCopy(ss.shape, ss.bytes, sd.shape, sd.bytes, sd.before, small_shape.bounds) == "");
+  CHECK(small_ends.Check() == "");
   // A bulk copy holds the channel's one slot: small copies go on the
   // express lane, still from here, and its worker sleeps through them
   // (one wake-up a copy before: the admission, then the completion).
-  auto bulk = r.Copy({.src = bs.Ref(sys), .dst = bd.Ref(sys)});
+  auto bulk = r.Copy(bulk_ends.Copy(sys));
   REQUIRE(bulk.ok());
   WaitUntil([&] { return gate->held() == 1; });
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the worker back asleep
@@ -169,7 +195,7 @@ TEST_CASE("a small copy is issued by the submitting thread, without waking its w
   constexpr int kCopies = 60;
   bool all_ok = true;
   for (int i = 0; i < kCopies; ++i) {
-    auto small = r.Copy({.src = ss.Ref(sys), .dst = sd.Ref(sys)});
+    auto small = r.Copy(small_ends.Copy(sys));
     all_ok = all_ok && small.ok() && small->Wait().ok();
   }
   const long switches = SwitchesOf("dma:memcpy0") - switches_before;
@@ -186,32 +212,24 @@ TEST_CASE("a small copy is issued by the submitting thread, without waking its w
     CHECK(submitters[i] == std::this_thread::get_id());
   }
   REQUIRE(bulk->Wait().ok());
-  CHECK(CheckCopy(bs.shape, bs.bytes, bd.shape, bd.bytes, bd.before, bulk_shape.bounds) == "");
-  CHECK(CheckCopy(ss.shape, ss.bytes, sd.shape, sd.bytes, sd.before, small_shape.bounds) == "");
+  CHECK(bulk_ends.Check() == "");
+  CHECK(small_ends.Check() == "");
 }
 
 TEST_CASE("a small copy its class's cap holds back goes from the worker, when the cap allows") {
-  GatedChannel* gate = nullptr;
-  auto rt = GatedRuntime(4, gate);
-  REQUIRE(rt.ok());
-  Runtime& r = **rt;
-  QosConfig q;
   QosClass capped{.name = "capped", .weight = 1};
   capped.caps[ChannelKind::kMemcpy].in_flight = 1;
-  q.classes = {capped};
-  r.SetQos(q);
-  const MemoryId sys = Mem(r, "sys0");
-  const InstanceShape bulk_shape{Box::FromExtents({1 << 20}), FieldSpace::Uniform(1, 4),
-                                 Layout::Aos(1)};
-  const InstanceShape small_shape{Box::FromExtents({1 << 12}), FieldSpace::Uniform(1, 4),
-                                  Layout::Aos(1)};
-  Buf bs(bulk_shape, 1), bd(bulk_shape, 2), ss(small_shape, 3), sd(small_shape, 4);
-  auto bulk = r.Copy({.src = bs.Ref(sys), .dst = bd.Ref(sys), .qos_class = "capped"});
+  Gated g(4, {capped});
+  GatedChannel* gate = g.gate;
+  Runtime& r = *g.rt;
+  const MemoryId sys = g.sys;
+  Pair bulk_ends(1 << 20, 1), small_ends(1 << 12, 3);
+  auto bulk = r.Copy(bulk_ends.Copy(sys, "capped"));
   REQUIRE(bulk.ok());
   WaitUntil([&] { return gate->held() == 1; });
   // The class's one request in flight is the bulk one: the small copy
   // waits in the pool, and its worker issues it once the slot is back.
-  auto small = r.Copy({.src = ss.Ref(sys), .dst = sd.Ref(sys), .qos_class = "capped"});
+  auto small = r.Copy(small_ends.Copy(sys, "capped"));
   REQUIRE(small.ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const bool waited = !small->Poll().has_value();
@@ -225,30 +243,24 @@ TEST_CASE("a small copy its class's cap holds back goes from the worker, when th
   REQUIRE(submitters.size() >= 2);
   CHECK(submitters[0] != std::this_thread::get_id());  // the bulk copy's first chunk: the worker
   CHECK(submitters[1] != std::this_thread::get_id());  // the small copy, after it
-  CHECK(CheckCopy(ss.shape, ss.bytes, sd.shape, sd.bytes, sd.before, small_shape.bounds) == "");
-  CHECK(CheckCopy(bs.shape, bs.bytes, bd.shape, bd.bytes, bd.before, bulk_shape.bounds) == "");
+  CHECK(small_ends.Check() == "");
+  CHECK(bulk_ends.Check() == "");
 }
 
 TEST_CASE("a small copy takes the express lane while bulk requests hold every slot") {
-  GatedChannel* gate = nullptr;
-  auto rt = GatedRuntime(1, gate);
-  REQUIRE(rt.ok());
-  REQUIRE(gate != nullptr);
-  Runtime& r = **rt;
-  const MemoryId sys = Mem(r, "sys0");
-  const InstanceShape bulk_shape{Box::FromExtents({1 << 20}), FieldSpace::Uniform(1, 4),
-                                 Layout::Aos(1)};
-  const InstanceShape small_shape{Box::FromExtents({1 << 14}), FieldSpace::Uniform(1, 4),
-                                  Layout::Aos(1)};
-  Buf bs(bulk_shape, 1), bd(bulk_shape, 2), ss(small_shape, 3), sd(small_shape, 4);
-  auto bulk = r.Copy({.src = bs.Ref(sys), .dst = bd.Ref(sys)});
+  Gated g(1);
+  GatedChannel* gate = g.gate;
+  Runtime& r = *g.rt;
+  const MemoryId sys = g.sys;
+  Pair bulk_ends(1 << 20, 1), small_ends(1 << 14, 3);
+  auto bulk = r.Copy(bulk_ends.Copy(sys));
   REQUIRE(bulk.ok());
   WaitUntil([&] { return gate->held() > 0; });
   if (gate->held() != 1) gate->Release();
   REQUIRE(gate->held() == 1);  // the channel's one slot
   // 64 KiB: beyond max_in_flight, on the express lane; it ends while the
   // bulk copy's first request still holds the slot.
-  auto small = r.Copy({.src = ss.Ref(sys), .dst = sd.Ref(sys)});
+  auto small = r.Copy(small_ends.Copy(sys));
   REQUIRE(small.ok());
   WaitUntil([&] { return small->Poll().has_value(); });
   const bool small_ended_first = small->Poll().has_value();
@@ -257,29 +269,22 @@ TEST_CASE("a small copy takes the express lane while bulk requests hold every sl
   CHECK(small_ended_first);
   CHECK(held_then == 1);
   CHECK(small->Wait().ok());
-  CHECK(CheckCopy(ss.shape, ss.bytes, sd.shape, sd.bytes, sd.before, small_shape.bounds) == "");
+  CHECK(small_ends.Check() == "");
   REQUIRE(bulk->Wait().ok());
-  CHECK(CheckCopy(bs.shape, bs.bytes, bd.shape, bd.bytes, bd.before, bulk_shape.bounds) == "");
+  CHECK(bulk_ends.Check() == "");
 }
 
 TEST_CASE("a class with nothing in flight is issued at the first completion, not at half") {
-  GatedChannel* gate = nullptr;
-  auto rt = GatedRuntime(4, gate);
-  REQUIRE(rt.ok());
-  Runtime& r = **rt;
-  QosConfig q;
-  q.classes = {{.name = "fg", .weight = 3}, {.name = "bg", .weight = 1}};
-  r.SetQos(q);
-  const MemoryId sys = Mem(r, "sys0");
-  const InstanceShape bulk_shape{Box::FromExtents({1 << 21}), FieldSpace::Uniform(1, 4),
-                                 Layout::Aos(1)};  // 8 MiB: eight requests
-  const InstanceShape one_shape{Box::FromExtents({1 << 18}), FieldSpace::Uniform(1, 4),
-                                Layout::Aos(1)};  // 1 MiB: one request, above the express lane
-  Buf bs(bulk_shape, 1), bd(bulk_shape, 2), fs(one_shape, 3), fd(one_shape, 4);
-  auto bulk = r.Copy({.src = bs.Ref(sys), .dst = bd.Ref(sys), .qos_class = "bg"});
+  Gated g(4, {{.name = "fg", .weight = 3}, {.name = "bg", .weight = 1}});
+  GatedChannel* gate = g.gate;
+  Runtime& r = *g.rt;
+  const MemoryId sys = g.sys;
+  Pair bulk_ends(1 << 21, 1);  // 8 MiB: eight requests
+  Pair one(1 << 18, 3);        // 1 MiB: one request, above the express lane
+  auto bulk = r.Copy(bulk_ends.Copy(sys, "bg"));
   REQUIRE(bulk.ok());
   WaitUntil([&] { return gate->held() == 4; });
-  auto fg = r.Copy({.src = fs.Ref(sys), .dst = fd.Ref(sys), .qos_class = "fg"});
+  auto fg = r.Copy(one.Copy(sys, "fg"));
   REQUIRE(fg.ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const size_t before = gate->classes().size();  // every slot held: fg waits
@@ -292,8 +297,8 @@ TEST_CASE("a class with nothing in flight is issued at the first completion, not
   CHECK(classes[before] != classes[0]);  // fg's, not bg's next
   REQUIRE(fg->Wait().ok());
   REQUIRE(bulk->Wait().ok());
-  CHECK(CheckCopy(fs.shape, fs.bytes, fd.shape, fd.bytes, fd.before, one_shape.bounds) == "");
-  CHECK(CheckCopy(bs.shape, bs.bytes, bd.shape, bd.bytes, bd.before, bulk_shape.bounds) == "");
+  CHECK(one.Check() == "");
+  CHECK(bulk_ends.Check() == "");
 }
 
 }  // namespace ISOMETRY_TEST_FILE
