@@ -16,9 +16,6 @@
 
 namespace isometry::bench {
 
-// The rows' baseline, as the table names it.
-inline constexpr char kPackPipeLimit[] = "2 threads: pack, ring, unpack (best window)";
-
 // Payload GB/s of a vector of 2 MiB in blocks of `block` bytes at a stride
 // of twice that (the datatype rows' vector kernel, the same layout on both
 // sides), packed on one thread and unpacked on another, over about
