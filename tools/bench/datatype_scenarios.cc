@@ -21,7 +21,6 @@
 #include "client/cpp/isometry_client.h"
 #include "tools/bench/bench_fail.h"
 #include "tools/bench/datatype_kernels.h"
-#include "tools/bench/pack_pipe_limit.h"
 #include "tools/bench/peers.h"
 #include "tools/bench/stopwatch.h"
 #include "tools/common/daemon_process.h"
@@ -270,8 +269,6 @@ struct Mpi {
   std::string unavailable;
 };
 
-constexpr char kPackPipe[] = "2 threads: pack, ring, unpack (best window)";
-
 std::string RowName(const DatatypeKernel& k, int64_t block) {
   if (k.name != "vector") {
     return "dt_" + k.name;
@@ -304,15 +301,10 @@ void KernelRow(Setup& s, const DatatypeOptions& o, const DatatypeKernel& k, int6
   const int n = CopiesFor(o.seconds, TimeCopies(*s.c, src, dst, 10));
   const int n_cma = CopiesFor(o.seconds, cma.Time(10));
   const auto packed = static_cast<double>(k.packed_bytes());
-  Rounds vs_best, alone, vs_cma, cma_vs_best, vs_pipe, pipe_vs_best;
+  Rounds vs_best, alone, vs_cma, cma_vs_best;
   for (int r = 0; r < o.rounds; ++r) {
     const double ours = packed / TimeCopies(*s.c, src, dst, n) / 1e9;
     const double zero_copy = packed / cma.Time(n_cma) / 1e9;
-    // The small vector rows' limit (pack_pipe_limit.h), in the same round.
-    const double pipe = k.name == "vector" && block <= 4096
-                            ? PackPipeLimitGBps(block, std::chrono::milliseconds(200))
-                            : 0;
-    vs_pipe.Add(ours, pipe);
     alone.Add(ours, ours);
     vs_cma.Add(ours, zero_copy);
     double best = 0;
@@ -336,7 +328,6 @@ void KernelRow(Setup& s, const DatatypeOptions& o, const DatatypeKernel& k, int6
     }
     vs_best.Add(ours, best);
     cma_vs_best.Add(zero_copy, best);
-    pipe_vs_best.Add(pipe, best);
   }
   if (std::memcmp(s.dst, want.data(), want.size()) != 0) {
     Die(name + ": the destination holds wrong bytes after the timed copies");
@@ -365,15 +356,6 @@ void KernelRow(Setup& s, const DatatypeOptions& o, const DatatypeKernel& k, int6
   if (!cma_vs_best.pairs().empty()) {
     cma_vs_best.Print(StrCat(name, ": process_vm_readv of the runs vs the best MPI").c_str());
     add(MedianRow(name.c_str(), "cma_zero_copy_vs_best_mpi", cma_vs_best, "the round's best MPI",
-                  "report"));
-  }
-  if (!vs_pipe.pairs().empty()) {
-    vs_pipe.Print(StrCat(name, " vs two threads packing and unpacking its pieces").c_str());
-    add(MedianRow(name.c_str(), "vs_pack_pipe_limit", vs_pipe, kPackPipe, "report"));
-  }
-  if (!pipe_vs_best.pairs().empty()) {
-    pipe_vs_best.Print(StrCat(name, ": two threads packing and unpacking vs the best MPI").c_str());
-    add(MedianRow(name.c_str(), "pack_pipe_limit_vs_best_mpi", pipe_vs_best, "the round's best MPI",
                   "report"));
   }
   if (vs_best.pairs().empty()) {  // --no-peers, or no MPI ran (said above)
