@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "absl/container/inlined_vector.h"
 #include "channels/cma/client_process.h"
 #include "daemon/runtime/runtime_impl.h"
 
@@ -408,62 +409,11 @@ void Runtime::Impl::Issue(DmaWorker& w, XdState* x, bool express, RuntimeClock::
   mu.Lock();
 }
 
-// After a request of `x` ended (OnRequestDone, under the lock): wakes the
-// workers that may have new work, or lists in `ready` those whose chunks
-// the ending thread issues itself.
-void Runtime::Impl::WakeAfter(const TransferState& t, const XdState& x, bool express,
-                              bool class_capped, ReadyWorkers& ready) {
-  DmaWorker& w = *workers[x.channel];
-  // Only this transfer's channels can have new work (a free slot, a
-  // finished dependency, room in flight); waking every worker on every
-  // request costs more than the request on fast channels. A transfer
-  // that has just finished has no XD left in any pool: only this
-  // channel's room in flight is new, for other transfers' XDs.
-  // This channel's own worker is woken once half its requests in flight
-  // have come back, not after each: while the rest are queued its
-  // threads have work, and each wake-up of the worker took a copy
-  // thread's core for two context switches and a dispatch, leaving copy
-  // threads idle between requests (docs/benchmarks/design-measurements.md,
-  // "Wake-ups").
-  // Whatever else the completion enabled is issued on that wake-up;
-  // a higher-priority XD waiting in the pool (priority first) is issued
-  // at once, as before.
-  const bool higher_waits =
-      !w.pool.empty() && w.pool.front()->transfer->options.priority > t.options.priority;
-  // A class at its cap may go again now: its worker looks at once.
-  // The express lane's request frees the lane: another small chunk may go.
-  // A class waiting with nothing in flight here goes at once too (its
-  // scan of the pool last: only when nothing else decided).
-  const bool own_has_work = !express && w.in_flight > w.max_in_flight / 2 && !higher_waits &&
-                            !class_capped && !OtherClassWaits(w, t.qos);
-  if (t.phase != Phase::kFinished) {
-    for (const auto& xd : t.xds) {
-      if (xd->remote || (xd->channel == x.channel && own_has_work)) continue;
-      DmaWorker* other = workers[xd->channel].get();
-      // Its next chunk goes from this thread (IssueReady) rather than
-      // from its worker, woken for it, where the channel only queues
-      // what it is handed (memcpy): in a pipeline each chunk's end makes
-      // the next hop's chunk runnable, and that wake-up cost a context
-      // switch each way per chunk.
-      if (channels[xd->channel]->caps().queues_only) {
-        if (std::find(ready.begin(), ready.end(), other) == ready.end()) ready.push_back(other);
-      } else {
-        other->cv.SignalAll();
-      }
-    }
-  } else if (!w.pool.empty() && !own_has_work && WorkerMayIssue(w)) {
-    // Not when nothing in the pool may go: with every slot taken by a
-    // bulk class, each small copy that ends on the express lane woke
-    // the worker for nothing.
-    w.cv.SignalAll();
-  }
-}
-
 void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdState* x, uint64_t k,
                                   uint64_t bytes, bool elsewhere, bool express, const Status& s) {
   Completion c;
   bool commit = false;
-  ReadyWorkers ready;  // workers whose chunks go from this thread
+  absl::InlinedVector<DmaWorker*, 4> ready;  // workers whose chunks go from here
   {
     absl::MutexLock lock(&mu);
     DmaWorker& w = *workers[x->channel];
@@ -506,7 +456,49 @@ void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdSta
                                  "'), chunk ", k, ": ", s.message())));
     }
     if (t->phase == Phase::kDraining && t->in_flight == 0) c = Finish(t, t->failure);
-    WakeAfter(*t, *x, express, class_capped, ready);
+    // Only this transfer's channels can have new work (a free slot, a
+    // finished dependency, room in flight); waking every worker on every
+    // request costs more than the request on fast channels. A transfer
+    // that has just finished has no XD left in any pool: only this
+    // channel's room in flight is new, for other transfers' XDs.
+    // This channel's own worker is woken once half its requests in flight
+    // have come back, not after each: while the rest are queued its
+    // threads have work, and each wake-up of the worker took a copy
+    // thread's core for two context switches and a dispatch, leaving copy
+    // threads idle between requests (docs/benchmarks/design-measurements.md,
+    // "Wake-ups").
+    // Whatever else the completion enabled is issued on that wake-up;
+    // a higher-priority XD waiting in the pool (priority first) is issued
+    // at once, as before.
+    const bool higher_waits =
+        !w.pool.empty() && w.pool.front()->transfer->options.priority > t->options.priority;
+    // A class at its cap may go again now: its worker looks at once.
+    // The express lane's request frees the lane: another small chunk may go.
+    // A class waiting with nothing in flight here goes at once too (its
+    // scan of the pool last: only when nothing else decided).
+    const bool own_has_work = !express && w.in_flight > w.max_in_flight / 2 && !higher_waits &&
+                              !class_capped && !OtherClassWaits(w, t->qos);
+    if (t->phase != Phase::kFinished) {
+      for (const auto& xd : t->xds) {
+        if (xd->remote || (xd->channel == x->channel && own_has_work)) continue;
+        DmaWorker* other = workers[xd->channel].get();
+        // Its next chunk goes from this thread (IssueReady) rather than
+        // from its worker, woken for it, where the channel only queues
+        // what it is handed (memcpy): in a pipeline each chunk's end makes
+        // the next hop's chunk runnable, and that wake-up cost a context
+        // switch each way per chunk.
+        if (channels[xd->channel]->caps().queues_only) {
+          if (std::find(ready.begin(), ready.end(), other) == ready.end()) ready.push_back(other);
+        } else {
+          other->cv.SignalAll();
+        }
+      }
+    } else if (!w.pool.empty() && !own_has_work && WorkerMayIssue(w)) {
+      // Not when nothing in the pool may go: with every slot taken by a
+      // bulk class, each small copy that ends on the express lane woke
+      // the worker for nothing.
+      w.cv.SignalAll();
+    }
   }
   if (!ready.empty()) {
     absl::MutexLock lock(&mu);

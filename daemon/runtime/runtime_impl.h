@@ -26,7 +26,6 @@
 #include <thread>
 #include <vector>
 
-#include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
 #include "channels/channel.h"
 #include "channels/channel_backend.h"
@@ -217,9 +216,6 @@ struct Runtime::Impl {
   void IssueAtOnce(TransferState& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   bool WorkerMayIssue(DmaWorker& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void IssueReady(DmaWorker& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  using ReadyWorkers = absl::InlinedVector<DmaWorker*, 4>;
-  void WakeAfter(const TransferState& t, const XdState& x, bool express, bool class_capped,
-                 ReadyWorkers& ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // The XD `w` issues next, by class share (qos_scheduler.h); null if none
   // may go now. `wake`: when a rate cap lets a held class go, if sooner.
   // `express`: it goes beyond max_in_flight, on the channel's express lane.
