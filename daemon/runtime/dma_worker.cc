@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <limits>
 
-#include "absl/container/inlined_vector.h"
 #include "channels/cma/client_process.h"
 #include "daemon/runtime/runtime_impl.h"
 
@@ -270,25 +269,6 @@ void Runtime::Impl::IssueAtOnce(TransferState& t) {
   w.cv.SignalAll();
 }
 
-// Issues what `w` would issue now, on this thread (a request's end made
-// it runnable: OnRequestDone), at most kIssuedHere requests; the worker
-// is woken for the rest, or for a class its rate cap lets go later.
-void Runtime::Impl::IssueReady(DmaWorker& w) {
-  constexpr int kIssuedHere = 4;
-  for (int i = 0; i < kIssuedHere; ++i) {
-    const auto now = RuntimeClock::now();
-    auto wake = RuntimeClock::time_point::max();
-    bool express = false;
-    XdState* x = PickXd(w, now, wake, express);
-    if (!x) {
-      if (wake != RuntimeClock::time_point::max()) w.cv.SignalAll();
-      return;
-    }
-    Issue(w, x, express, now);
-  }
-  w.cv.SignalAll();
-}
-
 // Whether `w` has a chunk to issue now, or a class whose rate cap will let
 // it go at a known time (its worker then waits with a timeout).
 bool Runtime::Impl::WorkerMayIssue(DmaWorker& w) {
@@ -413,7 +393,6 @@ void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdSta
                                   uint64_t bytes, bool elsewhere, bool express, const Status& s) {
   Completion c;
   bool commit = false;
-  absl::InlinedVector<DmaWorker*, 4> ready;  // workers whose chunks go from here
   {
     absl::MutexLock lock(&mu);
     DmaWorker& w = *workers[x->channel];
@@ -481,17 +460,7 @@ void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdSta
     if (t->phase != Phase::kFinished) {
       for (const auto& xd : t->xds) {
         if (xd->remote || (xd->channel == x->channel && own_has_work)) continue;
-        DmaWorker* other = workers[xd->channel].get();
-        // Its next chunk goes from this thread (IssueReady) rather than
-        // from its worker, woken for it, where the channel only queues
-        // what it is handed (memcpy): in a pipeline each chunk's end makes
-        // the next hop's chunk runnable, and that wake-up cost a context
-        // switch each way per chunk.
-        if (channels[xd->channel]->caps().queues_only) {
-          if (std::find(ready.begin(), ready.end(), other) == ready.end()) ready.push_back(other);
-        } else {
-          other->cv.SignalAll();
-        }
+        workers[xd->channel]->cv.SignalAll();
       }
     } else if (!w.pool.empty() && !own_has_work && WorkerMayIssue(w)) {
       // Not when nothing in the pool may go: with every slot taken by a
@@ -499,10 +468,6 @@ void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdSta
       // the worker for nothing.
       w.cv.SignalAll();
     }
-  }
-  if (!ready.empty()) {
-    absl::MutexLock lock(&mu);
-    for (DmaWorker* r : ready) IssueReady(*r);
   }
   if (commit) {
     // Every chunk is written; no request of this transfer is in flight.

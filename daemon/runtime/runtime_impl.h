@@ -215,7 +215,6 @@ struct Runtime::Impl {
   bool IssuesAtOnce(const TransferState& t) const;
   void IssueAtOnce(TransferState& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   bool WorkerMayIssue(DmaWorker& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  void IssueReady(DmaWorker& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // The XD `w` issues next, by class share (qos_scheduler.h); null if none
   // may go now. `wake`: when a rate cap lets a held class go, if sooner.
   // `express`: it goes beyond max_in_flight, on the channel's express lane.

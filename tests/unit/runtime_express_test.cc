@@ -3,9 +3,7 @@
 // beyond max_in_flight while bulk requests hold every slot, and a class
 // with nothing in flight is issued at the first completion. A small
 // one-hop copy is issued by the thread that submits it when its DMA
-// worker would pick it next, and the worker is not woken for it; a
-// pipeline's next memcpy chunk goes from the thread whose request made it
-// runnable.
+// worker would pick it next, and the worker is not woken for it.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
@@ -301,41 +299,6 @@ TEST_CASE("a class with nothing in flight is issued at the first completion, not
   REQUIRE(bulk->Wait().ok());
   CHECK(one.Check() == "");
   CHECK(bulk_ends.Check() == "");
-}
-
-}  // namespace ISOMETRY_TEST_FILE
-
-namespace ISOMETRY_TEST_FILE {
-
-TEST_CASE("a memcpy pipeline's next chunks go from the copy threads, not woken workers") {
-  RuntimeConfig c = DefaultRuntimeConfig();
-  c.inline_bytes = 0;
-  ChannelConfig up = c.channels[0], down = c.channels[0];
-  up.name = "up";
-  up.edges = {{"sys0", "reg0"}};
-  down.name = "down";
-  down.edges = {{"reg0", "sys0"}};
-  up.threads = down.threads = 1;
-  up.request_bytes = down.request_bytes = 64 << 10;
-  c.channels = {up, down};
-  auto rt = Runtime::Create(c);
-  REQUIRE(rt.ok());
-  Runtime& r = **rt;
-  const MemoryId sys = Mem(r, "sys0"), reg = Mem(r, "reg0");
-  Pair ends(1 << 21, 5);  // 8 MiB: 128 chunks a hop
-  CopyRequest req = ends.Copy(sys);
-  req.via = {{reg, ends.shape.layout}};
-  REQUIRE(r.Copy(req).ok());  // the threads started, the programs compiled
-  const long before = SwitchesOf("dma:up") + SwitchesOf("dma:down");
-  auto t = r.Copy(req);
-  REQUIRE(t.ok());
-  REQUIRE(t->Wait().ok());
-  const long switches = SwitchesOf("dma:up") + SwitchesOf("dma:down") - before;
-  CHECK(t->chunks() == 128);
-  INFO("the two DMA workers switched " << switches << " times over 128 chunks a hop");
-  // Woken for each chunk, each worker switched at least once a chunk.
-  CHECK(switches < 64);
-  CHECK(ends.Check() == "");
 }
 
 }  // namespace ISOMETRY_TEST_FILE
