@@ -1,10 +1,8 @@
 // Runtime::Impl, the DMA workers (Isometry §3.5): one thread per channel
 // that picks the highest-priority runnable XD of its pool, issues its next
 // chunk as one request (program + endpoints) and accounts for it when the
-// channel completes it; the inline latency path, which runs a small
-// direct copy on the submitting thread; and between the two, a small
-// one-chunk copy that the submitting thread issues to its channel itself
-// when the worker would pick it next.
+// channel completes it; and the inline latency path, which runs a small
+// direct copy on the submitting thread.
 #include <algorithm>
 #include <limits>
 
@@ -241,43 +239,6 @@ Completion Runtime::Impl::RunInline(const std::shared_ptr<TransferState>& t) {
   return Finish(t, std::move(s));
 }
 
-// ---- issued by the submitting thread ----
-
-// Constant-data check: a one-hop local copy of one chunk small enough for
-// its channel's express lane (memcpy, cma).
-bool Runtime::Impl::IssuesAtOnce(const TransferState& t) const {
-  if (t.remote || t.xds.size() != 1 || t.grid->count() != 1) return false;
-  return channels[t.xds[0]->channel]->caps().express &&
-         t.box.volume() * t.src.shape.fields.total_bytes() <= kExpressRequestBytes;
-}
-
-// `t` was admitted without waking its DMA worker (Runtime::Copy): when the
-// worker would pick its chunk next, it goes from here, which spares the
-// worker's wake-up and the hand-off to it (two context switches on the
-// small copy's path, and the CPU time of both on a busy machine); else the
-// worker is woken as for any admission.
-void Runtime::Impl::IssueAtOnce(TransferState& t) {
-  XdState* x = t.xds[0].get();
-  DmaWorker& w = *workers[x->channel];
-  const auto now = RuntimeClock::now();
-  auto wake = RuntimeClock::time_point::max();
-  bool express = false;
-  if (PickXd(w, now, wake, express) == x) {
-    Issue(w, x, express, now);
-    return;
-  }
-  w.cv.SignalAll();
-}
-
-// Whether `w` has a chunk to issue now, or a class whose rate cap will let
-// it go at a known time (its worker then waits with a timeout).
-bool Runtime::Impl::WorkerMayIssue(DmaWorker& w) {
-  auto wake = RuntimeClock::time_point::max();
-  bool express = false;
-  return PickXd(w, RuntimeClock::now(), wake, express) != nullptr ||
-         wake != RuntimeClock::time_point::max();
-}
-
 // ---- the DMA worker ----
 
 void Runtime::Impl::WorkerLoop(DmaWorker& w) {
@@ -301,92 +262,82 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
       }
       continue;
     }
-    Issue(w, x, express, now);
-  }
-  mu.Unlock();
-}
-
-// Issues chunk x->next of `x`, which PickXd chose (`express`: on the
-// express lane), on this thread: the DMA worker's, or the submitting
-// one's (IssueAtOnce). Takes its slot and the class's charge under the
-// lock, then drops the lock to compile the program and hand the request
-// to the channel (which may complete it at once: OnRequestDone locks),
-// and takes it again before it returns.
-void Runtime::Impl::Issue(DmaWorker& w, XdState* x, bool express, RuntimeClock::time_point now) {
-  TransferState& t = *x->transfer;
-  std::shared_ptr<TransferState> keep = active.at(t.id);
-  RotateAmongEquals(w.pool, x);
-  const uint64_t k = x->next++;
-  ++x->in_flight;
-  ++t.in_flight;
-  ++(express ? w.express_in_flight : w.in_flight);
-  ++w.dispatch_seq;
-  if (!t.dispatched) {
-    t.dispatched = true;
-    t.times.first_dispatch = RuntimeClock::now();
-    t.times.dispatch_seq_at_first = w.dispatch_seq;
-  }
-  if (x == &FirstLocalXd(t)) t.times.dispatch_seq_at_last = w.dispatch_seq;
-  if (k == 0) {
-    const double waited = std::chrono::duration<double>(now - x->ready).count();
-    w.WaitOf(t.options.priority).Observe(waited);
-    class_wait[t.qos]->Observe(waited);
-  }
-  const Box chunk = t.grid->chunk(k);
-  // Counted with one class too: its bytes and share are reported, and a
-  // reload that brings classes finds the counts in flight right.
-  const QosLimits& limits = qos->classes[t.qos].per_channel[w.channel];
-  w.qos.Charge(t.qos, limits, chunk.volume() * t.src.shape.fields.total_bytes(), now);
-  const uint32_t weight = limits.weight;
-  const int nice = limits.nice;
-  ChunkEnd in = InputOf(t, x->hop, chunk, k);
-  ChunkEnd out = OutputOf(t, x->hop, chunk, k);
-  // Streaming stores: the user's destination of a large local copy, and
-  // the rings its hops write where calibration found that faster, on a
-  // channel that honours the hint (memcpy; the others ignore it).
-  const bool to_ring =
-      x->hop != t.last_hop && !t.remote && channels[w.channel]->caps().streams_stores;
-  const bool stream =
-      t.stream_last_hop &&
-      (x->hop == t.last_hop || (to_ring && stream_ring_writes.load(std::memory_order_relaxed)));
-  if (stream && to_ring) ++stats.ring_requests_streamed;
-  mu.Unlock();
-
-  auto program = ProgramFor(compiler, in, out, chunk);
-  if (!program.ok()) {
-    OnRequestDone(keep, x, k, 0, false, express, program.status());
-    mu.Lock();
-    return;
-  }
-  const uint64_t bytes = (*program)->bytes;
-  ChannelRequest request{*program,
-                         std::move(in.where),
-                         std::move(out.where),
-                         t.options.priority,
-                         &t.cancelled,
-                         stream,
-                         static_cast<uint32_t>(t.qos),
-                         weight,
-                         nice};
-  Channel& channel = *channels[w.channel];
-  // A request the channel hands outside its threads (a client's own
-  // hop, waiting on that client) gives its slot back before it is
-  // submitted: it may complete at once, and must not hold a slot that
-  // other sessions' requests need while it waits (a client that never
-  // answers would stall every copy on the channel).
-  const bool elsewhere = channel.RunsElsewhere(request);
-  if (elsewhere) {
-    mu.Lock();
-    --(express ? w.express_in_flight : w.in_flight);
-    ++w.elsewhere;
-    if (w.qos.shares[t.qos].in_flight > 0) --w.qos.shares[t.qos].in_flight;  // nor a class's cap
+    TransferState& t = *x->transfer;
+    std::shared_ptr<TransferState> keep = active.at(t.id);
+    RotateAmongEquals(w.pool, x);
+    const uint64_t k = x->next++;
+    ++x->in_flight;
+    ++t.in_flight;
+    ++(express ? w.express_in_flight : w.in_flight);
+    ++w.dispatch_seq;
+    if (!t.dispatched) {
+      t.dispatched = true;
+      t.times.first_dispatch = RuntimeClock::now();
+      t.times.dispatch_seq_at_first = w.dispatch_seq;
+    }
+    if (x == &FirstLocalXd(t)) t.times.dispatch_seq_at_last = w.dispatch_seq;
+    if (k == 0) {
+      const double waited = std::chrono::duration<double>(now - x->ready).count();
+      w.WaitOf(t.options.priority).Observe(waited);
+      class_wait[t.qos]->Observe(waited);
+    }
+    const Box chunk = t.grid->chunk(k);
+    // Counted with one class too: its bytes and share are reported, and a
+    // reload that brings classes finds the counts in flight right.
+    const QosLimits& limits = qos->classes[t.qos].per_channel[w.channel];
+    w.qos.Charge(t.qos, limits, chunk.volume() * t.src.shape.fields.total_bytes(), now);
+    const uint32_t weight = limits.weight;
+    const int nice = limits.nice;
+    ChunkEnd in = InputOf(t, x->hop, chunk, k);
+    ChunkEnd out = OutputOf(t, x->hop, chunk, k);
+    // Streaming stores: the user's destination of a large local copy, and
+    // the rings its hops write where calibration found that faster, on a
+    // channel that honours the hint (memcpy; the others ignore it).
+    const bool to_ring =
+        x->hop != t.last_hop && !t.remote && channels[w.channel]->caps().streams_stores;
+    const bool stream =
+        t.stream_last_hop &&
+        (x->hop == t.last_hop || (to_ring && stream_ring_writes.load(std::memory_order_relaxed)));
+    if (stream && to_ring) ++stats.ring_requests_streamed;
     mu.Unlock();
+
+    auto program = ProgramFor(compiler, in, out, chunk);
+    if (!program.ok()) {
+      OnRequestDone(keep, x, k, 0, false, express, program.status());
+      mu.Lock();
+      continue;
+    }
+    const uint64_t bytes = (*program)->bytes;
+    ChannelRequest request{*program,
+                           std::move(in.where),
+                           std::move(out.where),
+                           t.options.priority,
+                           &t.cancelled,
+                           stream,
+                           static_cast<uint32_t>(t.qos),
+                           weight,
+                           nice};
+    Channel& channel = *channels[w.channel];
+    // A request the channel hands outside its threads (a client's own
+    // hop, waiting on that client) gives its slot back before it is
+    // submitted: it may complete at once, and must not hold a slot that
+    // other sessions' requests need while it waits (a client that never
+    // answers would stall every copy on the channel).
+    const bool elsewhere = channel.RunsElsewhere(request);
+    if (elsewhere) {
+      mu.Lock();
+      --(express ? w.express_in_flight : w.in_flight);
+      ++w.elsewhere;
+      if (w.qos.shares[t.qos].in_flight > 0) --w.qos.shares[t.qos].in_flight;  // nor a class's cap
+      mu.Unlock();
+    }
+    channel.Submit(std::move(request),
+                   [this, keep, x, k, bytes, elsewhere, express](const Status& s) {
+                     OnRequestDone(keep, x, k, bytes, elsewhere, express, s);
+                   });
+    mu.Lock();
   }
-  channel.Submit(std::move(request),
-                 [this, keep, x, k, bytes, elsewhere, express](const Status& s) {
-                   OnRequestDone(keep, x, k, bytes, elsewhere, express, s);
-                 });
-  mu.Lock();
+  mu.Unlock();
 }
 
 void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdState* x, uint64_t k,
@@ -462,10 +413,7 @@ void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdSta
         if (xd->remote || (xd->channel == x->channel && own_has_work)) continue;
         workers[xd->channel]->cv.SignalAll();
       }
-    } else if (!w.pool.empty() && !own_has_work && WorkerMayIssue(w)) {
-      // Not when nothing in the pool may go: with every slot taken by a
-      // bulk class, each small copy that ends on the express lane woke
-      // the worker for nothing.
+    } else if (!w.pool.empty() && !own_has_work) {
       w.cv.SignalAll();
     }
   }
