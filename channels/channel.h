@@ -45,6 +45,11 @@ struct ChannelCaps {
   // when every other thread is busy (channel_workers.h): the runtime may
   // issue one such request beyond max_in_flight.
   bool express = false;
+  // Submit only queues the request for the channel's own threads: it never
+  // blocks and never completes it on the calling thread. The runtime then
+  // issues the channel's next requests from whichever thread ended one
+  // (another channel's, even) instead of waking its DMA worker.
+  bool queues_only = false;
 };
 
 // The largest request an express lane takes: a small copy's whole chunk,

@@ -32,7 +32,8 @@ class MemcpyChannel final : public Channel {
     // per thread.
     caps_.max_in_flight = config.max_in_flight > 0 ? config.max_in_flight : 2 * config.threads;
     caps_.threads = config.threads;
-    caps_.express = true;  // ChannelWorkers
+    caps_.express = true;      // ChannelWorkers
+    caps_.queues_only = true;  // Submit: ChannelWorkers::Push
     caps_.rate_limit_bytes_per_s = config.rate_limit_bytes_per_s;
     caps_.runs_inline = config.rate_limit_bytes_per_s == 0;  // a cap must pace every byte
     if (config.rate_limit_bytes_per_s) {

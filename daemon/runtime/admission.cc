@@ -136,7 +136,7 @@ void Runtime::Impl::AdmitWaiting() {
 void Runtime::Impl::Admitted(size_t i) {
   const std::shared_ptr<TransferState>& t = waiting[i];
   for (const auto& x : t->xds) {
-    if (!x->remote) workers[x->channel]->cv.SignalAll();
+    if (!x->remote && t.get() != issued_by_submitter) workers[x->channel]->cv.SignalAll();
   }
   active[t->id] = t;
   waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(i));

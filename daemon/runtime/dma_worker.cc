@@ -1,8 +1,10 @@
 // Runtime::Impl, the DMA workers (Isometry §3.5): one thread per channel
 // that picks the highest-priority runnable XD of its pool, issues its next
 // chunk as one request (program + endpoints) and accounts for it when the
-// channel completes it; and the inline latency path, which runs a small
-// direct copy on the submitting thread.
+// channel completes it; the inline latency path, which runs a small
+// direct copy on the submitting thread; and between the two, a small
+// one-chunk copy that the submitting thread issues to its channel itself
+// when the worker would pick it next.
 #include <algorithm>
 #include <limits>
 
@@ -239,6 +241,62 @@ Completion Runtime::Impl::RunInline(const std::shared_ptr<TransferState>& t) {
   return Finish(t, std::move(s));
 }
 
+// ---- issued by the submitting thread ----
+
+// Constant-data check: a one-hop local copy of one chunk small enough for
+// its channel's express lane (memcpy, cma).
+bool Runtime::Impl::IssuesAtOnce(const TransferState& t) const {
+  if (t.remote || t.xds.size() != 1 || t.grid->count() != 1) return false;
+  return channels[t.xds[0]->channel]->caps().express &&
+         t.box.volume() * t.src.shape.fields.total_bytes() <= kExpressRequestBytes;
+}
+
+// `t` was admitted without waking its DMA worker (Runtime::Copy): when the
+// worker would pick its chunk next, it goes from here, which spares the
+// worker's wake-up and the hand-off to it (two context switches on the
+// small copy's path, and the CPU time of both on a busy machine); else the
+// worker is woken as for any admission.
+void Runtime::Impl::IssueAtOnce(TransferState& t) {
+  XdState* x = t.xds[0].get();
+  DmaWorker& w = *workers[x->channel];
+  const auto now = RuntimeClock::now();
+  auto wake = RuntimeClock::time_point::max();
+  bool express = false;
+  if (PickXd(w, now, wake, express) == x) {
+    Issue(w, x, express, now);
+    return;
+  }
+  w.cv.SignalAll();
+}
+
+// Issues what `w` would issue now, on this thread (a request's end made
+// it runnable: OnRequestDone), at most kIssuedHere requests; the worker
+// is woken for the rest, or for a class its rate cap lets go later.
+void Runtime::Impl::IssueReady(DmaWorker& w) {
+  constexpr int kIssuedHere = 4;
+  for (int i = 0; i < kIssuedHere; ++i) {
+    const auto now = RuntimeClock::now();
+    auto wake = RuntimeClock::time_point::max();
+    bool express = false;
+    XdState* x = PickXd(w, now, wake, express);
+    if (!x) {
+      if (wake != RuntimeClock::time_point::max()) w.cv.SignalAll();
+      return;
+    }
+    Issue(w, x, express, now);
+  }
+  w.cv.SignalAll();
+}
+
+// Whether `w` has a chunk to issue now, or a class whose rate cap will let
+// it go at a known time (its worker then waits with a timeout).
+bool Runtime::Impl::WorkerMayIssue(DmaWorker& w) {
+  auto wake = RuntimeClock::time_point::max();
+  bool express = false;
+  return PickXd(w, RuntimeClock::now(), wake, express) != nullptr ||
+         wake != RuntimeClock::time_point::max();
+}
+
 // ---- the DMA worker ----
 
 void Runtime::Impl::WorkerLoop(DmaWorker& w) {
@@ -262,88 +320,150 @@ void Runtime::Impl::WorkerLoop(DmaWorker& w) {
       }
       continue;
     }
-    TransferState& t = *x->transfer;
-    std::shared_ptr<TransferState> keep = active.at(t.id);
-    RotateAmongEquals(w.pool, x);
-    const uint64_t k = x->next++;
-    ++x->in_flight;
-    ++t.in_flight;
-    ++(express ? w.express_in_flight : w.in_flight);
-    ++w.dispatch_seq;
-    if (!t.dispatched) {
-      t.dispatched = true;
-      t.times.first_dispatch = RuntimeClock::now();
-      t.times.dispatch_seq_at_first = w.dispatch_seq;
-    }
-    if (x == &FirstLocalXd(t)) t.times.dispatch_seq_at_last = w.dispatch_seq;
-    if (k == 0) {
-      const double waited = std::chrono::duration<double>(now - x->ready).count();
-      w.WaitOf(t.options.priority).Observe(waited);
-      class_wait[t.qos]->Observe(waited);
-    }
-    const Box chunk = t.grid->chunk(k);
-    // Counted with one class too: its bytes and share are reported, and a
-    // reload that brings classes finds the counts in flight right.
-    const QosLimits& limits = qos->classes[t.qos].per_channel[w.channel];
-    w.qos.Charge(t.qos, limits, chunk.volume() * t.src.shape.fields.total_bytes(), now);
-    const uint32_t weight = limits.weight;
-    const int nice = limits.nice;
-    ChunkEnd in = InputOf(t, x->hop, chunk, k);
-    ChunkEnd out = OutputOf(t, x->hop, chunk, k);
-    // Streaming stores: the user's destination of a large local copy, and
-    // the rings its hops write where calibration found that faster, on a
-    // channel that honours the hint (memcpy; the others ignore it).
-    const bool to_ring =
-        x->hop != t.last_hop && !t.remote && channels[w.channel]->caps().streams_stores;
-    const bool stream =
-        t.stream_last_hop &&
-        (x->hop == t.last_hop || (to_ring && stream_ring_writes.load(std::memory_order_relaxed)));
-    if (stream && to_ring) ++stats.ring_requests_streamed;
-    mu.Unlock();
-
-    auto program = ProgramFor(compiler, in, out, chunk);
-    if (!program.ok()) {
-      OnRequestDone(keep, x, k, 0, false, express, program.status());
-      mu.Lock();
-      continue;
-    }
-    const uint64_t bytes = (*program)->bytes;
-    ChannelRequest request{*program,
-                           std::move(in.where),
-                           std::move(out.where),
-                           t.options.priority,
-                           &t.cancelled,
-                           stream,
-                           static_cast<uint32_t>(t.qos),
-                           weight,
-                           nice};
-    Channel& channel = *channels[w.channel];
-    // A request the channel hands outside its threads (a client's own
-    // hop, waiting on that client) gives its slot back before it is
-    // submitted: it may complete at once, and must not hold a slot that
-    // other sessions' requests need while it waits (a client that never
-    // answers would stall every copy on the channel).
-    const bool elsewhere = channel.RunsElsewhere(request);
-    if (elsewhere) {
-      mu.Lock();
-      --(express ? w.express_in_flight : w.in_flight);
-      ++w.elsewhere;
-      if (w.qos.shares[t.qos].in_flight > 0) --w.qos.shares[t.qos].in_flight;  // nor a class's cap
-      mu.Unlock();
-    }
-    channel.Submit(std::move(request),
-                   [this, keep, x, k, bytes, elsewhere, express](const Status& s) {
-                     OnRequestDone(keep, x, k, bytes, elsewhere, express, s);
-                   });
-    mu.Lock();
+    Issue(w, x, express, now);
   }
   mu.Unlock();
+}
+
+// Issues chunk x->next of `x`, which PickXd chose (`express`: on the
+// express lane), on this thread: the DMA worker's, or the submitting
+// one's (IssueAtOnce). Takes its slot and the class's charge under the
+// lock, then drops the lock to compile the program and hand the request
+// to the channel (which may complete it at once: OnRequestDone locks),
+// and takes it again before it returns.
+void Runtime::Impl::Issue(DmaWorker& w, XdState* x, bool express, RuntimeClock::time_point now) {
+  TransferState& t = *x->transfer;
+  std::shared_ptr<TransferState> keep = active.at(t.id);
+  RotateAmongEquals(w.pool, x);
+  const uint64_t k = x->next++;
+  ++x->in_flight;
+  ++t.in_flight;
+  ++(express ? w.express_in_flight : w.in_flight);
+  ++w.dispatch_seq;
+  if (!t.dispatched) {
+    t.dispatched = true;
+    t.times.first_dispatch = RuntimeClock::now();
+    t.times.dispatch_seq_at_first = w.dispatch_seq;
+  }
+  if (x == &FirstLocalXd(t)) t.times.dispatch_seq_at_last = w.dispatch_seq;
+  if (k == 0) {
+    const double waited = std::chrono::duration<double>(now - x->ready).count();
+    w.WaitOf(t.options.priority).Observe(waited);
+    class_wait[t.qos]->Observe(waited);
+  }
+  const Box chunk = t.grid->chunk(k);
+  // Counted with one class too: its bytes and share are reported, and a
+  // reload that brings classes finds the counts in flight right.
+  const QosLimits& limits = qos->classes[t.qos].per_channel[w.channel];
+  w.qos.Charge(t.qos, limits, chunk.volume() * t.src.shape.fields.total_bytes(), now);
+  const uint32_t weight = limits.weight;
+  const int nice = limits.nice;
+  ChunkEnd in = InputOf(t, x->hop, chunk, k);
+  ChunkEnd out = OutputOf(t, x->hop, chunk, k);
+  // Streaming stores: the user's destination of a large local copy, and
+  // the rings its hops write where calibration found that faster, on a
+  // channel that honours the hint (memcpy; the others ignore it).
+  const bool to_ring =
+      x->hop != t.last_hop && !t.remote && channels[w.channel]->caps().streams_stores;
+  const bool stream =
+      t.stream_last_hop &&
+      (x->hop == t.last_hop || (to_ring && stream_ring_writes.load(std::memory_order_relaxed)));
+  if (stream && to_ring) ++stats.ring_requests_streamed;
+  mu.Unlock();
+
+  auto program = ProgramFor(compiler, in, out, chunk);
+  if (!program.ok()) {
+    OnRequestDone(keep, x, k, 0, false, express, program.status());
+    mu.Lock();
+    return;
+  }
+  const uint64_t bytes = (*program)->bytes;
+  ChannelRequest request{*program,
+                         std::move(in.where),
+                         std::move(out.where),
+                         t.options.priority,
+                         &t.cancelled,
+                         stream,
+                         static_cast<uint32_t>(t.qos),
+                         weight,
+                         nice};
+  Channel& channel = *channels[w.channel];
+  // A request the channel hands outside its threads (a client's own
+  // hop, waiting on that client) gives its slot back before it is
+  // submitted: it may complete at once, and must not hold a slot that
+  // other sessions' requests need while it waits (a client that never
+  // answers would stall every copy on the channel).
+  const bool elsewhere = channel.RunsElsewhere(request);
+  if (elsewhere) {
+    mu.Lock();
+    --(express ? w.express_in_flight : w.in_flight);
+    ++w.elsewhere;
+    if (w.qos.shares[t.qos].in_flight > 0) --w.qos.shares[t.qos].in_flight;  // nor a class's cap
+    mu.Unlock();
+  }
+  channel.Submit(std::move(request),
+                 [this, keep, x, k, bytes, elsewhere, express](const Status& s) {
+                   OnRequestDone(keep, x, k, bytes, elsewhere, express, s);
+                 });
+  mu.Lock();
+}
+
+// After a request of `x` ended (OnRequestDone, under the lock): wakes the
+// workers that may have new work, or lists in `ready` those whose chunks
+// the ending thread issues itself.
+void Runtime::Impl::WakeAfter(const TransferState& t, const XdState& x, bool express,
+                              bool class_capped, ReadyWorkers& ready) {
+  DmaWorker& w = *workers[x.channel];
+  // Only this transfer's channels can have new work (a free slot, a
+  // finished dependency, room in flight); waking every worker on every
+  // request costs more than the request on fast channels. A transfer
+  // that has just finished has no XD left in any pool: only this
+  // channel's room in flight is new, for other transfers' XDs.
+  // This channel's own worker is woken once half its requests in flight
+  // have come back, not after each: while the rest are queued its
+  // threads have work, and each wake-up of the worker took a copy
+  // thread's core for two context switches and a dispatch, leaving copy
+  // threads idle between requests (docs/benchmarks/design-measurements.md,
+  // "Wake-ups").
+  // Whatever else the completion enabled is issued on that wake-up;
+  // a higher-priority XD waiting in the pool (priority first) is issued
+  // at once, as before.
+  const bool higher_waits =
+      !w.pool.empty() && w.pool.front()->transfer->options.priority > t.options.priority;
+  // A class at its cap may go again now: its worker looks at once.
+  // The express lane's request frees the lane: another small chunk may go.
+  // A class waiting with nothing in flight here goes at once too (its
+  // scan of the pool last: only when nothing else decided).
+  const bool own_has_work = !express && w.in_flight > w.max_in_flight / 2 && !higher_waits &&
+                            !class_capped && !OtherClassWaits(w, t.qos);
+  if (t.phase != Phase::kFinished) {
+    for (const auto& xd : t.xds) {
+      if (xd->remote || (xd->channel == x.channel && own_has_work)) continue;
+      DmaWorker* other = workers[xd->channel].get();
+      // Its next chunk goes from this thread (IssueReady) rather than
+      // from its worker, woken for it, where the channel only queues
+      // what it is handed (memcpy): in a pipeline each chunk's end makes
+      // the next hop's chunk runnable, and that wake-up cost a context
+      // switch each way per chunk.
+      if (channels[xd->channel]->caps().queues_only) {
+        if (std::find(ready.begin(), ready.end(), other) == ready.end()) ready.push_back(other);
+      } else {
+        other->cv.SignalAll();
+      }
+    }
+  } else if (!w.pool.empty() && !own_has_work && WorkerMayIssue(w)) {
+    // Not when nothing in the pool may go: with every slot taken by a
+    // bulk class, each small copy that ends on the express lane woke
+    // the worker for nothing.
+    w.cv.SignalAll();
+  }
 }
 
 void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdState* x, uint64_t k,
                                   uint64_t bytes, bool elsewhere, bool express, const Status& s) {
   Completion c;
   bool commit = false;
+  ReadyWorkers ready;  // workers whose chunks go from this thread
   {
     absl::MutexLock lock(&mu);
     DmaWorker& w = *workers[x->channel];
@@ -386,36 +506,11 @@ void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdSta
                                  "'), chunk ", k, ": ", s.message())));
     }
     if (t->phase == Phase::kDraining && t->in_flight == 0) c = Finish(t, t->failure);
-    // Only this transfer's channels can have new work (a free slot, a
-    // finished dependency, room in flight); waking every worker on every
-    // request costs more than the request on fast channels. A transfer
-    // that has just finished has no XD left in any pool: only this
-    // channel's room in flight is new, for other transfers' XDs.
-    // This channel's own worker is woken once half its requests in flight
-    // have come back, not after each: while the rest are queued its
-    // threads have work, and each wake-up of the worker took a copy
-    // thread's core for two context switches and a dispatch, leaving copy
-    // threads idle between requests (docs/benchmarks/design-measurements.md,
-    // "Wake-ups").
-    // Whatever else the completion enabled is issued on that wake-up;
-    // a higher-priority XD waiting in the pool (priority first) is issued
-    // at once, as before.
-    const bool higher_waits =
-        !w.pool.empty() && w.pool.front()->transfer->options.priority > t->options.priority;
-    // A class at its cap may go again now: its worker looks at once.
-    // The express lane's request frees the lane: another small chunk may go.
-    // A class waiting with nothing in flight here goes at once too (its
-    // scan of the pool last: only when nothing else decided).
-    const bool own_has_work = !express && w.in_flight > w.max_in_flight / 2 && !higher_waits &&
-                              !class_capped && !OtherClassWaits(w, t->qos);
-    if (t->phase != Phase::kFinished) {
-      for (const auto& xd : t->xds) {
-        if (xd->remote || (xd->channel == x->channel && own_has_work)) continue;
-        workers[xd->channel]->cv.SignalAll();
-      }
-    } else if (!w.pool.empty() && !own_has_work) {
-      w.cv.SignalAll();
-    }
+    WakeAfter(*t, *x, express, class_capped, ready);
+  }
+  if (!ready.empty()) {
+    absl::MutexLock lock(&mu);
+    for (DmaWorker* r : ready) IssueReady(*r);
   }
   if (commit) {
     // Every chunk is written; no request of this transfer is in flight.

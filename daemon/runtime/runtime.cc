@@ -224,7 +224,15 @@ Result<Transfer> Runtime::Copy(CopyRequest request) {
       // A class capped on the channel is paced by its DMA worker.
       run_inline = impl_->RunsInline(*t) &&
                    !impl_->qos->classes[t->qos].per_channel[t->xds[0]->channel].capped();
-      if (!run_inline) impl_->Enqueue(t);
+      if (!run_inline) {
+        // A small one-hop copy goes from this thread when its worker would
+        // pick it next (IssueAtOnce); admitted later, it goes as any other.
+        const bool at_once = impl_->IssuesAtOnce(*t);
+        impl_->issued_by_submitter = at_once ? t.get() : nullptr;
+        impl_->Enqueue(t);
+        impl_->issued_by_submitter = nullptr;
+        if (at_once && impl_->active.count(t->id)) impl_->IssueAtOnce(*t);
+      }
     }
   }
   if (run_inline) c = impl_->RunInline(t);

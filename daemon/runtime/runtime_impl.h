@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
 #include "channels/channel.h"
 #include "channels/channel_backend.h"
@@ -124,6 +125,9 @@ struct Runtime::Impl {
   std::vector<std::vector<uint64_t>> class_held ABSL_GUARDED_BY(mu);
   // Per class: how long its XDs' first chunks waited for their channel.
   std::vector<std::unique_ptr<Histogram>> class_wait ABSL_GUARDED_BY(mu);
+  // A transfer being admitted whose worker is not woken: its submitting
+  // thread issues it (IssueAtOnce). Set only around that Enqueue.
+  const TransferState* issued_by_submitter ABSL_GUARDED_BY(mu) = nullptr;
 
   // ---- names and lookups (constant data) ----
   bool IsDisk(MemoryId id) const;
@@ -204,6 +208,18 @@ struct Runtime::Impl {
   bool RunsInline(const TransferState& t) const;
   Completion RunInline(const std::shared_ptr<TransferState>& t) ABSL_LOCKS_EXCLUDED(mu);
   void WorkerLoop(DmaWorker& w) ABSL_LOCKS_EXCLUDED(mu);
+  // Issues x's next chunk (PickXd's choice) on this thread; drops the lock
+  // around compiling and submitting, and holds it again on return.
+  void Issue(DmaWorker& w, XdState* x, bool express, RuntimeClock::time_point now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // A transfer the submitting thread may issue itself (IssueAtOnce).
+  bool IssuesAtOnce(const TransferState& t) const;
+  void IssueAtOnce(TransferState& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  bool WorkerMayIssue(DmaWorker& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void IssueReady(DmaWorker& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  using ReadyWorkers = absl::InlinedVector<DmaWorker*, 4>;
+  void WakeAfter(const TransferState& t, const XdState& x, bool express, bool class_capped,
+                 ReadyWorkers& ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // The XD `w` issues next, by class share (qos_scheduler.h); null if none
   // may go now. `wake`: when a rate cap lets a held class go, if sooner.
   // `express`: it goes beyond max_in_flight, on the channel's express lane.
