@@ -87,11 +87,6 @@ struct ChannelRequest {
   // The class's nice value: a channel's threads run the request at it
   // (core/thread_nice.h).
   int qos_nice = 0;
-  // Where set, a channel that copies on its own threads (memcpy) stores
-  // here how long the copy itself ran, in ns, before it calls `done`: the
-  // runtime weighs the two ways of writing a ring by it
-  // (daemon/runtime/ring_stores.h). Must stay valid until `done` runs.
-  uint64_t* copy_ns = nullptr;
   bool Cancelled() const { return cancelled && cancelled->load(std::memory_order_acquire); }
 };
 

@@ -2,7 +2,6 @@
 
 #include <sched.h>
 
-#include <chrono>
 #include <memory>
 
 #include "channels/channel_workers.h"
@@ -78,16 +77,7 @@ class MemcpyChannel final : public Channel {
     }
     RateLimiter::Clock::time_point until{};
     if (limiter_) until = limiter_->Reserve(request.program->bytes);
-    // Timed only where asked: a small request's copy is not much longer
-    // than two clock reads.
-    const auto start = request.copy_ns ? std::chrono::steady_clock::now()
-                                       : std::chrono::steady_clock::time_point{};
     Status copied = Copy(request);
-    if (request.copy_ns) {
-      *request.copy_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                   std::chrono::steady_clock::now() - start)
-                                                   .count());
-    }
     const bool large = request.program->bytes >= kYieldAfterBytes;
     if (limiter_ && copied.ok()) {
       // Paced: the bytes are copied; the wait that follows ends early

@@ -360,8 +360,15 @@ void Runtime::Impl::Issue(DmaWorker& w, XdState* x, bool express, RuntimeClock::
   const int nice = limits.nice;
   ChunkEnd in = InputOf(t, x->hop, chunk, k);
   ChunkEnd out = OutputOf(t, x->hop, chunk, k);
-  const bool stream = StreamsChunk(*x, k);
-  uint64_t* copy_ns = x->copy_ns.empty() ? nullptr : &x->copy_ns[k];
+  // Streaming stores: the user's destination of a large local copy, and
+  // the rings its hops write where calibration found that faster, on a
+  // channel that honours the hint (memcpy; the others ignore it).
+  const bool to_ring =
+      x->hop != t.last_hop && !t.remote && channels[w.channel]->caps().streams_stores;
+  const bool stream =
+      t.stream_last_hop &&
+      (x->hop == t.last_hop || (to_ring && stream_ring_writes.load(std::memory_order_relaxed)));
+  if (stream && to_ring) ++stats.ring_requests_streamed;
   mu.Unlock();
 
   auto program = ProgramFor(compiler, in, out, chunk);
@@ -379,8 +386,7 @@ void Runtime::Impl::Issue(DmaWorker& w, XdState* x, bool express, RuntimeClock::
                          stream,
                          static_cast<uint32_t>(t.qos),
                          weight,
-                         nice,
-                         copy_ns};
+                         nice};
   Channel& channel = *channels[w.channel];
   // A request the channel hands outside its threads (a client's own
   // hop, waiting on that client) gives its slot back before it is
@@ -400,39 +406,6 @@ void Runtime::Impl::Issue(DmaWorker& w, XdState* x, bool express, RuntimeClock::
                    OnRequestDone(keep, x, k, bytes, elsewhere, express, s);
                  });
   mu.Lock();
-}
-
-// Streaming stores: the user's destination of a large local copy, and the
-// rings its hops write where that has been faster (ring_stores.h), on a
-// channel that honours the hint (memcpy; the others ignore it). A ring
-// whose chunks are timed (TimesRing) takes the chooser's next pick, and
-// remembers it for the chunk's reader; others its present preference.
-bool Runtime::Impl::StreamsChunk(XdState& x, uint64_t k) {
-  const TransferState& t = *x.transfer;
-  if (!t.stream_last_hop) return false;
-  if (x.hop == t.last_hop) return true;
-  if (t.remote || !channels[x.channel]->caps().streams_stores) return false;
-  const bool stream = x.streamed.empty() ? ring_stores.Prefers() : ring_stores.NextStreams();
-  if (!x.streamed.empty()) x.streamed[k] = stream ? 1 : 0;
-  if (stream) ++stats.ring_requests_streamed;
-  return stream;
-}
-
-// Chunk `k` of the ring that hop x.hop - 1 wrote has been read by `x`:
-// what it cost the pipeline goes to the way it was written
-// (ring_stores.h). Per byte, the time it held the busier channel's
-// threads: on one channel, its threads run both copies; on two, each
-// runs its own, and the slower bounds the pipeline.
-void Runtime::Impl::ObserveRingChunk(const XdState& x, uint64_t k, uint64_t bytes) {
-  if (x.hop == 0 || x.copy_ns.empty() || bytes == 0) return;
-  const XdState& writer = *x.transfer->xds[x.hop - 1];
-  if (writer.streamed.empty() || writer.copy_ns[k] == 0 || x.copy_ns[k] == 0) return;
-  auto per_thread = [&](const XdState& side, uint64_t ns) {
-    return static_cast<double>(ns) / bytes / std::max(config.channels[side.channel].threads, 1);
-  };
-  const double w = per_thread(writer, writer.copy_ns[k]), r = per_thread(x, x.copy_ns[k]);
-  ring_stores.Observe(writer.streamed[k] != 0,
-                      writer.channel == x.channel ? w + r : std::max(w, r));
 }
 
 // After a request of `x` ended (OnRequestDone, under the lock): wakes the
@@ -509,7 +482,6 @@ void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdSta
       if (k == 0 && x->hop + 1 < t->xds.size()) t->xds[x->hop + 1]->ready = RuntimeClock::now();
       ++w.requests_done;
       w.bytes_done += bytes;
-      ObserveRingChunk(*x, k, bytes);
       if (t->phase == Phase::kRunning && t->xds[t->last_hop]->done_count == t->grid->count()) {
         if (t->dst_disk) {
           commit = true;  // fdatasync + rename, outside the lock

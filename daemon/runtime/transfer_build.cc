@@ -291,7 +291,7 @@ Status Runtime::Impl::SizeBuffers(TransferState& t, const CopyRequest& req) cons
 }
 
 // One XD per hop; hops of the other node are marked remote.
-void Runtime::Impl::MakeXds(TransferState& t) const {
+void Runtime::Impl::MakeXds(TransferState& t) {
   for (size_t h = 0; h < t.path().edges.size(); ++h) {
     auto x = std::make_unique<XdState>();
     x->transfer = &t;
@@ -301,23 +301,6 @@ void Runtime::Impl::MakeXds(TransferState& t) const {
     x->done.assign(t.grid->count(), 0);
     t.xds.push_back(std::move(x));
   }
-  for (size_t h = 0; h + 1 < t.xds.size(); ++h) {
-    if (!TimesRing(t, h)) continue;
-    t.xds[h]->streamed.assign(t.grid->count(), 0);
-    for (size_t side : {h, h + 1}) t.xds[side]->copy_ns.assign(t.grid->count(), 0);
-  }
-}
-
-// Whether hop `h` of `t` writes a ring that hop h + 1 reads, both on
-// channels that time their copies and take the store hint (memcpy), in a
-// copy large enough to stream at all: its ring's chunks choose their
-// stores by what they cost (ring_stores.h).
-bool Runtime::Impl::TimesRing(const TransferState& t, size_t h) const {
-  if (t.remote || !t.stream_last_hop || h + 1 > t.last_hop) return false;
-  for (size_t side : {h, h + 1}) {
-    if (t.xds[side]->remote || !channels[t.xds[side]->channel]->caps().streams_stores) return false;
-  }
-  return true;
 }
 
 // ---- checks and planning ----

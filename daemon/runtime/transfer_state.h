@@ -55,13 +55,6 @@ struct XdState {
   // node's previous hop, that hop's first chunk done (the queue wait runs
   // from here to chunk 0's dispatch; runtime's).
   std::chrono::steady_clock::time_point ready{};
-  // Per chunk, where this hop writes a ring the next hop reads and both
-  // time their copies (Runtime::Impl::TimesRing): how long each side's
-  // copy ran (ns; the channel fills it, ChannelRequest::copy_ns), and,
-  // on the writing hop, whether it streamed (ring_stores.h). Empty
-  // elsewhere.
-  std::vector<uint64_t> copy_ns;
-  std::vector<uint8_t> streamed;
 };
 
 struct TransferState {

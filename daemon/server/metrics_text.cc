@@ -158,16 +158,9 @@ void RenderTransfers(const MetricsSnapshot& s, Page& p) {
            "(daemon.max_attach_backlog_bytes); each such client is told how many.");
   p.Sample({}, s.attach_events_dropped);
   p.Family("isometry_ring_requests_streamed_total", "counter",
-           "Requests that wrote an intermediate ring with streaming stores (the way that has "
-           "been faster on this node, or one chunk in 32 trying it).");
+           "Requests that wrote an intermediate ring with streaming stores (calibration found "
+           "that faster than cached stores on this node).");
   p.Sample({}, s.ring_requests_streamed);
-  p.Family("isometry_ring_chunks_timed_total", "counter",
-           "Ring chunks between two memcpy hops whose writing and reading copies were both "
-           "timed, to weigh cached against streaming stores.");
-  p.Sample({}, s.ring_chunks_timed);
-  p.Family("isometry_ring_store_switches_total", "counter",
-           "Times the faster way of writing rings (cached or streaming stores) changed.");
-  p.Sample({}, s.ring_store_switches);
   p.Family("isometry_transfers_waited_for_buffers_total", "counter",
            "Transfers that had to wait for staging buffers before running.");
   p.Sample({}, s.transfers_waited);
