@@ -360,15 +360,7 @@ void Runtime::Impl::Issue(DmaWorker& w, XdState* x, bool express, RuntimeClock::
   const int nice = limits.nice;
   ChunkEnd in = InputOf(t, x->hop, chunk, k);
   ChunkEnd out = OutputOf(t, x->hop, chunk, k);
-  // Streaming stores: the user's destination of a large local copy, and
-  // the rings its hops write where calibration found that faster, on a
-  // channel that honours the hint (memcpy; the others ignore it).
-  const bool to_ring =
-      x->hop != t.last_hop && !t.remote && channels[w.channel]->caps().streams_stores;
-  const bool stream =
-      t.stream_last_hop &&
-      (x->hop == t.last_hop || (to_ring && stream_ring_writes.load(std::memory_order_relaxed)));
-  if (stream && to_ring) ++stats.ring_requests_streamed;
+  const bool stream = StreamsChunk(*x, k);
   mu.Unlock();
 
   auto program = ProgramFor(compiler, in, out, chunk);
@@ -406,6 +398,49 @@ void Runtime::Impl::Issue(DmaWorker& w, XdState* x, bool express, RuntimeClock::
                    OnRequestDone(keep, x, k, bytes, elsewhere, express, s);
                  });
   mu.Lock();
+}
+
+// Streaming stores: the user's destination of a large local copy, and the
+// rings its hops write where that has been faster (ring_stores.h), on a
+// channel that honours the hint (memcpy; the others ignore it). A ring
+// whose pace is timed (TimesRing) takes the chooser's next pick at the
+// first chunk of each epoch, and remembers it for the epoch's timing;
+// others its present preference.
+bool Runtime::Impl::StreamsChunk(XdState& x, uint64_t k) {
+  const TransferState& t = *x.transfer;
+  if (!t.stream_last_hop) return false;
+  if (x.hop == t.last_hop) return true;
+  if (t.remote || !channels[x.channel]->caps().streams_stores) return false;
+  bool stream = ring_stores.Prefers();
+  if (!x.streamed.empty()) {
+    const uint64_t epoch = k / RingStores::kEpochChunks;
+    if (k % RingStores::kEpochChunks == 0) x.streamed[epoch] = ring_stores.NextStreams() ? 1 : 0;
+    stream = x.streamed[epoch] != 0;
+  }
+  if (stream) ++stats.ring_requests_streamed;
+  return stream;
+}
+
+// `x`, which reads a timed ring (TimesRing), finished a chunk: each time
+// its finished chunks make up one more epoch, the time since the last
+// such moment is what that epoch's bytes took, and goes to the way its
+// chunks were written (ring_stores.h). The first epoch has no start to
+// time from; a last, partial one is not timed.
+void Runtime::Impl::ObserveRingEpoch(XdState& x) {
+  if (x.hop == 0 || x.done_count % RingStores::kEpochChunks != 0) return;
+  const TransferState& t = *x.transfer;
+  const XdState& writer = *t.xds[x.hop - 1];
+  if (writer.streamed.empty()) return;
+  const auto now = RuntimeClock::now();
+  const uint64_t epoch = x.done_count / RingStores::kEpochChunks - 1;
+  if (epoch > 0) {
+    const double bytes = static_cast<double>(RingStores::kEpochChunks) *
+                         static_cast<double>(t.grid->full_chunk().volume()) *
+                         static_cast<double>(t.src.shape.fields.total_bytes());
+    const double ns = std::chrono::duration<double, std::nano>(now - x.epoch_mark).count();
+    ring_stores.Observe(writer.streamed[epoch] != 0, ns / bytes);
+  }
+  x.epoch_mark = now;
 }
 
 // After a request of `x` ended (OnRequestDone, under the lock): wakes the
@@ -482,6 +517,7 @@ void Runtime::Impl::OnRequestDone(const std::shared_ptr<TransferState>& t, XdSta
       if (k == 0 && x->hop + 1 < t->xds.size()) t->xds[x->hop + 1]->ready = RuntimeClock::now();
       ++w.requests_done;
       w.bytes_done += bytes;
+      ObserveRingEpoch(*x);
       if (t->phase == Phase::kRunning && t->xds[t->last_hop]->done_count == t->grid->count()) {
         if (t->dst_disk) {
           commit = true;  // fdatasync + rename, outside the lock

@@ -368,6 +368,8 @@ RuntimeStats Runtime::Stats() const {
   {
     absl::MutexLock lock(&impl_->mu);
     s = impl_->stats;
+    s.ring_epochs_timed = impl_->ring_stores.epochs_timed();
+    s.ring_store_switches = impl_->ring_stores.switches();
     s.transfers_waiting = impl_->waiting.size();
     s.transfers_running = impl_->active.size();
   }

@@ -355,9 +355,13 @@ struct RuntimeStats {
   uint64_t plan_cache_entries = 0;  // paths the current planner keeps
   uint64_t plan_cache_bytes = 0;    // what they hold (estimate)
   uint64_t transfers_inline = 0;    // small direct copies run on the submitting thread
-  // Requests that wrote an intermediate ring with streaming stores
-  // (calibration found that faster than cached ones on this node).
+  // Requests that wrote an intermediate ring with streaming stores (the
+  // way that has been faster on this node, or tried; ring_stores.h) ...
   uint64_t ring_requests_streamed = 0;
+  // ... ring epochs timed from end to end, and how often the faster way
+  // changed (both since start).
+  uint64_t ring_epochs_timed = 0;
+  uint64_t ring_store_switches = 0;
   uint64_t plan_cache_hits = 0;  // since the last calibration (its fresh planner)
   uint64_t plan_cache_misses = 0;
   uint64_t plans_simple = 0;

@@ -125,7 +125,10 @@ Status Runtime::Impl::ApplyCalibration(const Calibration& cal) {
     // (docs/benchmarks/design-measurements.md, "Copy loops and plans");
     // where they share one, cached ones keep the ring there for the next hop.
     const bool streams = streamed_bps > pipe.bytes_per_s;
-    stream_ring_writes.store(streams, std::memory_order_relaxed);
+    {
+      absl::MutexLock lock(&mu);
+      ring_stores.Restart(streams);
+    }
     for (TopologyEdge& e : topo.edges) {
       if (e.traits.shares_node_memory && IsLocal(e.src) && IsLocal(e.dst)) {
         e.node_pipe_bps = std::max(pipe.bytes_per_s, streamed_bps);
@@ -134,7 +137,7 @@ Status Runtime::Impl::ApplyCalibration(const Calibration& cal) {
     spdlog::info(
         "calibration: two memcpy hops pipelined through a ring of {} KiB slots move {:.2f} GB/s "
         "writing the ring with cached stores, {:.2f} with streaming ones: rings are written with "
-        "{} stores",
+        "{} stores first",
         pipe.request_bytes >> 10, pipe.bytes_per_s / 1e9, streamed_bps / 1e9,
         streams ? "streaming" : "cached");
   }

@@ -34,6 +34,7 @@
 #include "core/histogram.h"
 #include "daemon/runtime/disk_memory.h"
 #include "daemon/runtime/qos_scheduler.h"
+#include "daemon/runtime/ring_stores.h"
 #include "daemon/runtime/runtime.h"
 #include "daemon/runtime/staging_pool.h"
 #include "daemon/runtime/transfer_state.h"
@@ -101,9 +102,6 @@ struct Runtime::Impl {
   // plan in progress keeps the planner it started with.
   std::shared_ptr<Planner> planner;
   absl::Mutex calibrate_mu;  // one calibration at a time
-  // Memcpy hops of large local copies write intermediate rings with
-  // streaming stores: calibration found that faster (kNodePipeStreamedCurve).
-  std::atomic<bool> stream_ring_writes{false};
   // Counts of the planners replaced so far, so that Stats() stays
   // monotonic across recalibrations; taken around the swap and the read.
   mutable absl::Mutex planner_stats_mu;
@@ -128,6 +126,10 @@ struct Runtime::Impl {
   // A transfer being admitted whose worker is not woken: its submitting
   // thread issues it (IssueAtOnce). Set only around that Enqueue.
   const TransferState* issued_by_submitter ABSL_GUARDED_BY(mu) = nullptr;
+  // How memcpy hops of large local copies write intermediate rings:
+  // calibration's choice first (kNodePipeStreamedCurve), then what their
+  // chunks cost (ring_stores.h).
+  RingStores ring_stores ABSL_GUARDED_BY(mu);
 
   // ---- names and lookups (constant data) ----
   bool IsDisk(MemoryId id) const;
@@ -173,7 +175,8 @@ struct Runtime::Impl {
   Result<ChunkGrid> GridOfCopy(const std::shared_ptr<const Path>& path, const Box& box,
                                const FieldSpace& fields) const;
   Status SizeBuffers(TransferState& t, const CopyRequest& req) const;
-  static void MakeXds(TransferState& t);
+  void MakeXds(TransferState& t) const;
+  bool TimesRing(const TransferState& t, size_t h) const;
 
   // ---- admission and completion (admission.cc) ----
   bool TryAdmit(TransferState& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
@@ -216,6 +219,9 @@ struct Runtime::Impl {
   bool IssuesAtOnce(const TransferState& t) const;
   void IssueAtOnce(TransferState& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   bool WorkerMayIssue(DmaWorker& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Whether chunk k of `x` is written with streaming stores; counts it.
+  bool StreamsChunk(XdState& x, uint64_t k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void ObserveRingEpoch(XdState& x) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void IssueReady(DmaWorker& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   using ReadyWorkers = absl::InlinedVector<DmaWorker*, 4>;
   void WakeAfter(const TransferState& t, const XdState& x, bool express, bool class_capped,

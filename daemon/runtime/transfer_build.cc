@@ -291,7 +291,7 @@ Status Runtime::Impl::SizeBuffers(TransferState& t, const CopyRequest& req) cons
 }
 
 // One XD per hop; hops of the other node are marked remote.
-void Runtime::Impl::MakeXds(TransferState& t) {
+void Runtime::Impl::MakeXds(TransferState& t) const {
   for (size_t h = 0; h < t.path().edges.size(); ++h) {
     auto x = std::make_unique<XdState>();
     x->transfer = &t;
@@ -301,6 +301,25 @@ void Runtime::Impl::MakeXds(TransferState& t) {
     x->done.assign(t.grid->count(), 0);
     t.xds.push_back(std::move(x));
   }
+  for (size_t h = 0; h + 1 < t.xds.size(); ++h) {
+    if (!TimesRing(t, h)) continue;
+    const uint64_t epochs =
+        (t.grid->count() + RingStores::kEpochChunks - 1) / RingStores::kEpochChunks;
+    t.xds[h]->streamed.assign(epochs, 0);
+  }
+}
+
+// Whether hop `h` of `t` writes a ring that hop h + 1 reads, both on
+// channels that take the store hint (memcpy), in a copy large enough to
+// stream at all and long enough to time three epochs: its ring's chunks
+// choose their stores by the pace they kept (ring_stores.h).
+bool Runtime::Impl::TimesRing(const TransferState& t, size_t h) const {
+  if (t.remote || !t.stream_last_hop || h + 1 > t.last_hop) return false;
+  if (t.grid->count() < 3 * RingStores::kEpochChunks) return false;
+  for (size_t side : {h, h + 1}) {
+    if (t.xds[side]->remote || !channels[t.xds[side]->channel]->caps().streams_stores) return false;
+  }
+  return true;
 }
 
 // ---- checks and planning ----

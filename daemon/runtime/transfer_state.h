@@ -55,6 +55,14 @@ struct XdState {
   // node's previous hop, that hop's first chunk done (the queue wait runs
   // from here to chunk 0's dispatch; runtime's).
   std::chrono::steady_clock::time_point ready{};
+  // Where this hop writes a ring whose pace is timed
+  // (Runtime::Impl::TimesRing): per epoch of RingStores::kEpochChunks
+  // chunks, whether it wrote them with streaming stores (ring_stores.h).
+  // Empty elsewhere.
+  std::vector<uint8_t> streamed;
+  // Where this hop reads such a ring: when its finished chunks last made
+  // up a whole number of epochs.
+  std::chrono::steady_clock::time_point epoch_mark{};
 };
 
 struct TransferState {

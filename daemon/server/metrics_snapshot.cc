@@ -28,6 +28,8 @@ void CopyStatus(const NodeStatus& st, MetricsSnapshot& s) {
   s.transfers_inline = r.transfers_inline;
   s.attach_events_dropped = AttachEventsDropped();
   s.ring_requests_streamed = r.ring_requests_streamed;
+  s.ring_epochs_timed = r.ring_epochs_timed;
+  s.ring_store_switches = r.ring_store_switches;
   s.transfers_waited = r.transfers_waiting_for_buffers;
   s.program_cache_hits = r.program_cache_hits;
   s.program_cache_misses = r.program_cache_misses;

@@ -158,9 +158,16 @@ void RenderTransfers(const MetricsSnapshot& s, Page& p) {
            "(daemon.max_attach_backlog_bytes); each such client is told how many.");
   p.Sample({}, s.attach_events_dropped);
   p.Family("isometry_ring_requests_streamed_total", "counter",
-           "Requests that wrote an intermediate ring with streaming stores (calibration found "
-           "that faster than cached stores on this node).");
+           "Requests that wrote an intermediate ring with streaming stores (the way that has "
+           "been faster on this node, or one epoch in 16 trying it).");
   p.Sample({}, s.ring_requests_streamed);
+  p.Family("isometry_ring_epochs_timed_total", "counter",
+           "Epochs of a ring between two memcpy hops timed from end to end, to weigh cached "
+           "against streaming stores.");
+  p.Sample({}, s.ring_epochs_timed);
+  p.Family("isometry_ring_store_switches_total", "counter",
+           "Times the faster way of writing rings (cached or streaming stores) changed.");
+  p.Sample({}, s.ring_store_switches);
   p.Family("isometry_transfers_waited_for_buffers_total", "counter",
            "Transfers that had to wait for staging buffers before running.");
   p.Sample({}, s.transfers_waited);

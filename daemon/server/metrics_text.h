@@ -114,6 +114,8 @@ struct MetricsSnapshot {
   uint64_t transfers_cancelled = 0;
   uint64_t transfers_inline = 0;
   uint64_t ring_requests_streamed = 0;
+  uint64_t ring_epochs_timed = 0;
+  uint64_t ring_store_switches = 0;
   uint64_t transfers_waited = 0;  // that had to wait for staging buffers
   // Completion events not sent to gRPC clients that did not read their
   // Attach stream (daemon/server/attach_stream.h).

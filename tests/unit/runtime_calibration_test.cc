@@ -8,6 +8,7 @@
 
 #include "core/cpu_cache.h"
 #include "daemon/runtime/calibration_store.h"
+#include "daemon/runtime/ring_stores.h"
 #include "daemon/runtime/runtime.h"
 #include "unit/temp_dir.h"
 
@@ -128,17 +129,23 @@ std::unique_ptr<Runtime> WithPipeRates(const TempDir& state, double cached, doub
   return *std::move(rt);
 }
 
-// A two-hop copy through reg0's ring, larger than the last-level cache
-// (what streams at all): the bytes arrive, and the requests that wrote the
-// ring with streaming stores.
-uint64_t StreamedRingRequests(Runtime& rt) {
+struct RingWrites {
+  uint64_t chunks = 0;    // of the ring
+  uint64_t streamed = 0;  // of those, written with streaming stores
+  uint64_t epochs = 0;    // epochs of them timed (ring_stores.h)
+};
+
+// A two-hop copy through reg0's ring of at least `at_least` bytes and
+// larger than the last-level cache (what streams at all): the bytes
+// arrive, and how the ring was written.
+RingWrites RingWritesOfCopy(Runtime& rt, uint64_t at_least = 64ull << 20) {
   const MemoryId sys = *rt.FindMemory("sys0"), reg = *rt.FindMemory("reg0");
-  const uint64_t bytes = std::max<uint64_t>(2 * LastLevelCacheBytes(), 64ull << 20);
+  const uint64_t bytes = std::max<uint64_t>(2 * LastLevelCacheBytes(), at_least);
   const InstanceShape shape{Box::FromExtents({static_cast<int64_t>(bytes)}),
                             FieldSpace::Uniform(1, 1), Layout::Aos(1)};
   std::vector<std::byte> src(bytes), dst(bytes);
   for (uint64_t i = 0; i < bytes; ++i) src[i] = static_cast<std::byte>(i * 131 + (i >> 20));
-  const uint64_t before = rt.Stats().ring_requests_streamed;
+  const RuntimeStats before = rt.Stats();
   auto t = rt.Copy({.src = {sys, src.data(), bytes, shape},
                     .dst = {sys, dst.data(), bytes, shape},
                     .via = {{reg, shape.layout}}});
@@ -147,7 +154,9 @@ uint64_t StreamedRingRequests(Runtime& rt) {
   REQUIRE(t->Summary().path);
   CHECK(t->Summary().path->nodes.size() == 3);  // through the ring
   CHECK(std::memcmp(src.data(), dst.data(), bytes) == 0);
-  return rt.Stats().ring_requests_streamed - before;
+  const RuntimeStats after = rt.Stats();
+  return {t->Summary().chunks, after.ring_requests_streamed - before.ring_requests_streamed,
+          after.ring_epochs_timed - before.ring_epochs_timed};
 }
 
 }  // namespace
@@ -155,14 +164,17 @@ uint64_t StreamedRingRequests(Runtime& rt) {
 // Where cores share no cache, streaming stores into the ring make a two-hop
 // copy faster (docs/benchmarks/design-measurements.md, "Copy loops and
 // plans"); where they share one, cached stores hand the ring over there.
-// Calibration measures both; the runtime writes rings the faster way and
-// plans with that figure.
+// Calibration measures both; the runtime starts writing rings the faster
+// way and plans with that figure. A first copy tries the other way for
+// one epoch at most (the third, where it has one).
 TEST_CASE("rings are written with streaming stores where calibration found that faster") {
   TempDir state;
   auto rt = WithPipeRates(state, 5e9, 9e9);
   std::vector<std::byte> a, b;
   CHECK(Plans(*rt, a, b).first.edges[0].node_pipe_bps == Approx(9e9));
-  CHECK(StreamedRingRequests(*rt) > 0);
+  const RingWrites w = RingWritesOfCopy(*rt);
+  CHECK(w.streamed >= w.chunks - RingStores::kEpochChunks);
+  CHECK(w.streamed > 0);
 }
 
 TEST_CASE("rings are written with cached stores where calibration found those faster") {
@@ -170,7 +182,23 @@ TEST_CASE("rings are written with cached stores where calibration found those fa
   auto rt = WithPipeRates(state, 9e9, 5e9);
   std::vector<std::byte> a, b;
   CHECK(Plans(*rt, a, b).first.edges[0].node_pipe_bps == Approx(9e9));
-  CHECK(StreamedRingRequests(*rt) == 0);
+  const RingWrites w = RingWritesOfCopy(*rt);
+  CHECK(w.streamed <= RingStores::kEpochChunks);
+}
+
+// A ring between two memcpy hops is written in epochs, and each epoch's
+// arrival is timed: in a copy of three epochs or more, the third is
+// written the way not preferred, so that whichever is faster on this
+// machine gets found; each way's bytes arrive whole.
+TEST_CASE("a ring between two memcpy hops times its epochs and tries the other way") {
+  TempDir state;
+  auto rt = WithPipeRates(state, 9e9, 5e9);  // cached first
+  const RingWrites w = RingWritesOfCopy(*rt, 128ull << 20);
+  REQUIRE(w.chunks >= 3 * RingStores::kEpochChunks);
+  // Every whole epoch but the first, which has no start to time from.
+  CHECK(w.epochs == w.chunks / RingStores::kEpochChunks - 1);
+  CHECK(w.streamed >= RingStores::kEpochChunks);                 // the third epoch, at least
+  CHECK(w.streamed <= w.chunks - 2 * RingStores::kEpochChunks);  // never the first two
 }
 
 }  // namespace ISOMETRY_TEST_FILE
