@@ -214,6 +214,14 @@ void RunPipeline(const LocalOptions& o, Report& report) {
     }
     const char* name = capped ? "two_hop_capped" : "two_hop_memcpy";
     rounds.Print(name);
+    // How the runtime wrote the ring (daemon/runtime/ring_stores.h): the
+    // way it chose can differ from the limit's better way.
+    const RuntimeStats st = rt->Stats();
+    std::fprintf(stderr,
+                 "  %s ring: %llu requests streamed, %llu epochs timed, %llu switches of way\n",
+                 name, static_cast<unsigned long long>(st.ring_requests_streamed),
+                 static_cast<unsigned long long>(st.ring_epochs_timed),
+                 static_cast<unsigned long long>(st.ring_store_switches));
     // With only hop_up and hop_down configured, the planner's SYS->SYS
     // path is the same two hops through reg0.
     Row row = WithPrediction(MedianRow(name, "throughput", rounds, "staged (hop, then hop)",
