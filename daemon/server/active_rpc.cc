@@ -239,7 +239,7 @@ Reactor* ActiveCallbacks::Offload(Ctx* ctx, SessionRef session, std::function<St
     }
     ++calls;
     // The request and response live until Finish: the job may use them.
-    jobs_.push_back({session, [r, status = std::move(status)] { r->Finish(ToGrpc(status())); }});
+    jobs_.push_back({session, r, std::move(status)});
     return OkStatus();
   }();
   if (!refused.ok()) r->Finish(ToGrpc(refused));
@@ -256,10 +256,15 @@ void ActiveCallbacks::Run() {
       job = std::move(jobs_.front());
       jobs_.pop_front();
     }
-    job.run();
-    absl::MutexLock lock(&mu_);
-    auto it = calls_.find(job.session.id());
-    if (it != calls_.end() && --it->second == 0) calls_.erase(it);
+    const Status done = job.status();
+    // The call stops counting before its answer goes: a client that sends
+    // its next call on the answer must find the slot free.
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = calls_.find(job.session.id());
+      if (it != calls_.end() && --it->second == 0) calls_.erase(it);
+    }
+    job.reactor->Finish(ToGrpc(done));
   }
 }
 

@@ -81,7 +81,8 @@ class ActiveCallbacks : public v1::Isometry::CallbackService {
  private:
   struct Job {
     SessionRef session;  // the key of the per-session bound
-    std::function<void()> run;
+    Reactor* reactor = nullptr;
+    std::function<Status()> status;
   };
   // Runs `status` on a worker for `session` and finishes the call with its
   // result (or at once with RESOURCE_EXHAUSTED past the session's bound).

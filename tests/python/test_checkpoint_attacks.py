@@ -224,6 +224,16 @@ class CheckpointAttackTest(unittest.TestCase):
         a = self.fresh()
         self.assertEqual(self.victim.restore(a, "dsk0", "./t.img").deltas, 1)
 
+    def test_calls_one_at_a_time_are_never_refused_as_too_many(self):
+        # The per-session bound counts calls queued or running; a call no
+        # longer counts once its answer is out, so a client that sends the
+        # next call on the answer is served (the bound once still counted
+        # the answered call for a moment, and refused it).
+        for _ in range(200):
+            self.assertFails("PERMISSION_DENIED", self.victim.compact_checkpoint, "dsk0",
+                             "sub/../t.img")
+        self.assertRestores()
+
     def test_another_uid_cannot_read_or_forge_a_checkpoint(self):
         if os.geteuid() != 0:
             self.skipTest("needs root to run a child as nobody")
