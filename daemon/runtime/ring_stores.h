@@ -33,10 +33,10 @@ class RingStores {
   static constexpr uint64_t kEpochChunks = 8;
   // One epoch in this many is written the way not preferred: rare enough
   // that trying the wrong way costs a pipeline little, often enough that
-  // a 1 GiB copy in 4 MiB chunks tries it twice. The first try comes at
-  // the third epoch (the first is not timed, the second times the
-  // preferred way), so that a daemon finds a much faster way within its
-  // first large copy.
+  // a 1 GiB copy in 4 MiB chunks (32 epochs) tries it twice. The first
+  // try comes at the third epoch (the first is not timed, the second
+  // times the preferred way), so that a daemon finds a much faster way
+  // within its first large copy.
   static constexpr uint64_t kTryEvery = 16;
   // The other way takes over when its cost falls below this share of the
   // preferred way's.

@@ -127,8 +127,8 @@ struct Runtime::Impl {
   // thread issues it (IssueAtOnce). Set only around that Enqueue.
   const TransferState* issued_by_submitter ABSL_GUARDED_BY(mu) = nullptr;
   // How memcpy hops of large local copies write intermediate rings:
-  // calibration's choice first (kNodePipeStreamedCurve), then what their
-  // chunks cost (ring_stores.h).
+  // calibration's choice first (kNodePipeStreamedCurve), then the pace
+  // their epochs kept (ring_stores.h).
   RingStores ring_stores ABSL_GUARDED_BY(mu);
 
   // ---- names and lookups (constant data) ----
