@@ -1,6 +1,5 @@
 #include "tools/bench/datatype_scenarios.h"
 
-#include <limits.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
@@ -20,7 +19,9 @@
 
 #include "client/cpp/isometry_client.h"
 #include "tools/bench/bench_fail.h"
+#include "tools/bench/cma_direct.h"
 #include "tools/bench/datatype_kernels.h"
+#include "tools/bench/pack_pipeline.h"
 #include "tools/bench/peers.h"
 #include "tools/bench/stopwatch.h"
 #include "tools/common/daemon_process.h"
@@ -197,70 +198,6 @@ int CopiesFor(double seconds, double per_copy) {
   return static_cast<int>(std::clamp(std::round(seconds / per_copy), 1.0, 100000.0));
 }
 
-// The zero-copy limit of a passive source without XPMEM: this process
-// reads the peer's runs straight into its own with process_vm_readv, one
-// iovec per contiguous run on each side (FALCON-X's naive CMA zero-copy,
-// no daemon, no pack), in batches of at most IOV_MAX iovecs a side. The
-// batches are built once: only the system calls are timed, as a program
-// that memoizes its iovecs would run them.
-class CmaDirect {
- public:
-  CmaDirect(const Setup& s, const DatatypeKernel& k) : pid_(s.peer->pid()) {
-    const auto send = Must(Segments(k.send.type, k.send.count, kMaxRuns), "send runs");
-    const auto recv = Must(Segments(k.recv.type, k.recv.count, kMaxRuns), "receive runs");
-    // The peer's address and ours, only handed to the kernel.
-    auto* remote =
-        reinterpret_cast<std::byte*>(s.peer->address());  // NOLINT(performance-no-int-to-ptr)
-    size_t i = 0, j = 0;
-    int64_t in_i = 0, in_j = 0;  // bytes of send[i] / recv[j] already placed
-    Batch b;
-    while (i < send.size() && j < recv.size()) {
-      const Segment& a = send[i];
-      const Segment& d = recv[j];
-      if (a.offset < 0 || d.offset < 0) {
-        Die(k.name + ": the CMA limit row needs runs at non-negative offsets");
-      }
-      const int64_t n = std::min(a.length - in_i, d.length - in_j);
-      b.remote.push_back({remote + a.offset + in_i, static_cast<size_t>(n)});
-      b.local.push_back({s.dst + d.offset + in_j, static_cast<size_t>(n)});
-      b.bytes += n;
-      in_i += n;
-      in_j += n;
-      if (in_i == a.length) ++i, in_i = 0;
-      if (in_j == d.length) ++j, in_j = 0;
-      if (b.local.size() == IOV_MAX) {
-        batches_.push_back(std::move(b));
-        b = Batch();
-      }
-    }
-    if (!b.local.empty()) batches_.push_back(std::move(b));
-  }
-
-  // One message: every batch, each read whole (a short read is a failure:
-  // the peer's range is resident and stays mapped).
-  void Copy() const {
-    for (const Batch& b : batches_) {
-      if (process_vm_readv(pid_, b.local.data(), b.local.size(), b.remote.data(), b.remote.size(),
-                           0) != b.bytes) {
-        Die("process_vm_readv of the peer's runs failed");
-      }
-    }
-  }
-  // Seconds per message over `n` messages back to back (WarmSecondsPer).
-  double Time(int n) const {
-    return WarmSecondsPer(n, [&] { Copy(); });
-  }
-
- private:
-  static constexpr size_t kMaxRuns = size_t{1} << 20;
-  struct Batch {
-    std::vector<iovec> local, remote;
-    ssize_t bytes = 0;
-  };
-  pid_t pid_;
-  std::vector<Batch> batches_;
-};
-
 struct Mpi {
   MpiFlavor flavor;
   const char* name;
@@ -292,21 +229,29 @@ void KernelRow(Setup& s, const DatatypeOptions& o, const DatatypeKernel& k, int6
       Must(s.c->Register(s.range, 0, Elements{k.recv.type, k.recv.count, hd}), "register");
   const std::vector<uint8_t> want = Expected(s, k);
   CopyAndCheck(s, src, dst, want, name);
-  const CmaDirect cma(s, k);
+  const CmaDirect cma(s.peer->pid(), s.peer->address(), k.send.type, k.send.count, s.dst,
+                      k.recv.type, k.recv.count);
   CheckFills(
       s, [&] { cma.Copy(); }, want, name + ": process_vm_readv of the runs left wrong bytes");
   // Sized from warm copies (TimeCopies warms up first): a size from a cold
   // first copy made rounds of a few hundred copies, whose timing then
   // counted a wake-up of the peer's sleeping thread.
   const int n = CopiesFor(o.seconds, TimeCopies(*s.c, src, dst, 10));
-  const int n_cma = CopiesFor(o.seconds, cma.Time(10));
+  const int n_cma = CopiesFor(o.seconds, WarmSecondsPer(10, [&] { cma.Copy(); }));
+  const PackPipeline pipe(reinterpret_cast<const std::byte*>(s.source.data()), k.send.type,
+                          k.send.count, s.dst, k.recv.type, k.recv.count);
+  CheckFills(
+      s, [&] { pipe.Time(1); }, want, name + ": the pack pipeline left wrong bytes");
+  const int n_pipe = CopiesFor(o.seconds, pipe.Time(10));
   const auto packed = static_cast<double>(k.packed_bytes());
-  Rounds vs_best, alone, vs_cma, cma_vs_best;
+  Rounds vs_best, alone, vs_cma, cma_vs_best, vs_pipe, best_vs_pipe;
   for (int r = 0; r < o.rounds; ++r) {
     const double ours = packed / TimeCopies(*s.c, src, dst, n) / 1e9;
-    const double zero_copy = packed / cma.Time(n_cma) / 1e9;
+    const double zero_copy = packed / WarmSecondsPer(n_cma, [&] { cma.Copy(); }) / 1e9;
+    const double pipe_limit = packed / pipe.Time(n_pipe) / 1e9;
     alone.Add(ours, ours);
     vs_cma.Add(ours, zero_copy);
+    vs_pipe.Add(ours, pipe_limit);
     double best = 0;
     for (Mpi& m : mpis) {
       // An MPI may move some of these types at only tens of MB/s: a row's
@@ -328,6 +273,7 @@ void KernelRow(Setup& s, const DatatypeOptions& o, const DatatypeKernel& k, int6
     }
     vs_best.Add(ours, best);
     cma_vs_best.Add(zero_copy, best);
+    if (best > 0) best_vs_pipe.Add(best, pipe_limit);
   }
   if (std::memcmp(s.dst, want.data(), want.size()) != 0) {
     Die(name + ": the destination holds wrong bytes after the timed copies");
@@ -357,6 +303,13 @@ void KernelRow(Setup& s, const DatatypeOptions& o, const DatatypeKernel& k, int6
     cma_vs_best.Print(StrCat(name, ": process_vm_readv of the runs vs the best MPI").c_str());
     add(MedianRow(name.c_str(), "cma_zero_copy_vs_best_mpi", cma_vs_best, "the round's best MPI",
                   "report"));
+  }
+  const char* pipe_name = pipe.pinned() ? "pack pipeline, 2 threads" : "pack pipeline, 1 CPU";
+  vs_pipe.Print(StrCat(name, " vs the machine's pack pipeline").c_str());
+  add(MedianRow(name.c_str(), "vs_pack_pipeline", vs_pipe, pipe_name, "report"));
+  if (!best_vs_pipe.pairs().empty()) {
+    best_vs_pipe.Print(StrCat(name, ": the best MPI vs the machine's pack pipeline").c_str());
+    add(MedianRow(name.c_str(), "best_mpi_vs_pack_pipeline", best_vs_pipe, pipe_name, "report"));
   }
   if (vs_best.pairs().empty()) {  // --no-peers, or no MPI ran (said above)
     add(MedianRow(name.c_str(), "throughput", alone,
