@@ -215,6 +215,32 @@ std::string RowName(const DatatypeKernel& k, int64_t block) {
                               : StrCat("dt_vector_", block, "B");
 }
 
+// One round of every MPI on kernel `k` (each sized from its last rate),
+// paired with our `ours` GB/s; the round's best MPI rate (0 when none ran).
+double MpiRound(const DatatypeOptions& o, const DatatypeKernel& k, int64_t block, double ours,
+                std::vector<Mpi>& mpis) {
+  const auto packed = static_cast<double>(k.packed_bytes());
+  double best = 0;
+  for (Mpi& m : mpis) {
+    // An MPI may move some of these types at only tens of MB/s: a row's
+    // first round assumes 50 MB/s, so that it cannot run for minutes,
+    // later ones the rate just seen.
+    const double rate = m.rate > 0 ? m.rate : 5e7;
+    const auto iterations = static_cast<uint64_t>(std::clamp(o.seconds * rate / packed, 10.0, 1e5));
+    // mpi_datatype.c takes a block argument for every kernel (64 when unused).
+    const PeerResult p =
+        MpiDatatypeBandwidth(m.flavor, k.name, block > 0 ? block : 64, iterations, o.source_dir);
+    if (!p.ok) {
+      m.unavailable = p.detail;
+      continue;
+    }
+    m.rate = p.bytes_per_s;
+    m.rounds.Add(ours, p.bytes_per_s / 1e9);
+    best = std::max(best, p.bytes_per_s / 1e9);
+  }
+  return best;
+}
+
 // One kernel: Isometry from the peer's memory into ours against both MPIs,
 // round by round; rows per MPI and against the round's best.
 void KernelRow(Setup& s, const DatatypeOptions& o, const DatatypeKernel& k, int64_t block,
@@ -252,25 +278,7 @@ void KernelRow(Setup& s, const DatatypeOptions& o, const DatatypeKernel& k, int6
     alone.Add(ours, ours);
     vs_cma.Add(ours, zero_copy);
     vs_pipe.Add(ours, pipe_limit);
-    double best = 0;
-    for (Mpi& m : mpis) {
-      // An MPI may move some of these types at only tens of MB/s: a row's
-      // first round assumes 50 MB/s, so that it cannot run for minutes,
-      // later ones the rate just seen.
-      const double rate = m.rate > 0 ? m.rate : 5e7;
-      const auto iterations =
-          static_cast<uint64_t>(std::clamp(o.seconds * rate / packed, 10.0, 1e5));
-      // mpi_datatype.c takes a block argument for every kernel (64 when unused).
-      const PeerResult p =
-          MpiDatatypeBandwidth(m.flavor, k.name, block > 0 ? block : 64, iterations, o.source_dir);
-      if (!p.ok) {
-        m.unavailable = p.detail;
-        continue;
-      }
-      m.rate = p.bytes_per_s;
-      m.rounds.Add(ours, p.bytes_per_s / 1e9);
-      best = std::max(best, p.bytes_per_s / 1e9);
-    }
+    const double best = MpiRound(o, k, block, ours, mpis);
     vs_best.Add(ours, best);
     cma_vs_best.Add(zero_copy, best);
     if (best > 0) best_vs_pipe.Add(best, pipe_limit);
