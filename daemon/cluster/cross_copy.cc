@@ -160,7 +160,7 @@ Result<PlanReport> Cluster::Impl::Explain(const std::string& src_memory, const L
   ISO_ASSIGN_OR_RETURN(ChunkGrid grid,
                        GridAlong(plan.path, bounds, fields, plan.chunk_target, plan.slot_limit));
   return ReportPlan(ExplainGrid(std::move(plan.path), grid, fields.total_bytes(),
-                                node->runtime().config().slots_per_buffer),
+                                CrossNodeSlots(node->runtime().config())),
                     plan.topo);
 }
 
@@ -177,7 +177,7 @@ Result<PlanReport> Cluster::Impl::ExplainForms(const std::string& src_memory,
   ISO_ASSIGN_OR_RETURN(ChunkGrid grid, GridAlong(plan.path, shape.bounds, shape.fields,
                                                  plan.chunk_target, plan.slot_limit));
   const PlanExplanation ex =
-      ExplainGrid(std::move(plan.path), grid, 1, node->runtime().config().slots_per_buffer);
+      ExplainGrid(std::move(plan.path), grid, 1, CrossNodeSlots(node->runtime().config()));
   PlanReport rep = ReportPlan(ex, plan.topo);
   rep.why = WhyForms(ex, src, dst, plan.topo);
   return rep;

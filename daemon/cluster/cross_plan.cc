@@ -177,7 +177,7 @@ Result<cluster::CrossPlan> Cluster::Impl::PlanOver(const std::vector<std::string
     const uint64_t slot = other ? net_routes->SlotBytes(*other) : 0;
     if (slot >= 4096) plan.chunk_target = std::min(plan.chunk_target, slot);
   }
-  plan.slot_limit = rc.space_threshold / static_cast<uint64_t>(rc.slots_per_buffer);
+  plan.slot_limit = rc.space_threshold / static_cast<uint64_t>(CrossNodeSlots(rc));
   return plan;
 }
 

@@ -251,6 +251,14 @@ Result<Path> Runtime::Plan(const InstanceRef& src, const InstanceRef& dst, bool 
   return *path;
 }
 
+int CrossNodeSlots(const RuntimeConfig& config) { return std::max(config.slots_per_buffer, 4); }
+
+int CrossNodeSlotsFor(const RuntimeConfig& config, uint64_t slot_limit) {
+  const uint64_t fit = config.space_threshold / std::max<uint64_t>(slot_limit, 1);
+  return static_cast<int>(
+      std::clamp<uint64_t>(fit, 1, static_cast<uint64_t>(CrossNodeSlots(config))));
+}
+
 PlanExplanation ExplainGrid(Path path, const ChunkGrid& grid, uint64_t entry_bytes,
                             int slots_per_buffer) {
   PlanExplanation e;

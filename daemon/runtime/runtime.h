@@ -226,6 +226,23 @@ struct PlanInputs {
   bool remote = false;    // one node's part of a cross-node copy
 };
 
+// The ring depth of the intermediate buffers of one node's part of a
+// cross-node copy: runtime.slots_per_buffer, and at least 4. The network
+// hop gives a slot back only once the other node holds its chunk, a round
+// trip after the chunk's last byte left; with two slots the hop that
+// fills them (a disk read feeding the link) sat waiting for one, and a
+// DSK -> SYS* pipeline over a shaped link ran well below its slower stage
+// (docs/benchmarks/design-measurements.md, "Network I/O").
+// The initiator cuts the copy's chunks for this many slots of its TH
+// (cross_plan.cc); a part whose slots are larger than its node's TH over
+// this gets fewer (CrossNodeSlotsFor).
+int CrossNodeSlots(const RuntimeConfig& config);
+// The slots a part with chunks of at most `slot_limit` bytes gets on a
+// node of `config`: CrossNodeSlots, fewer where they would not fit in
+// runtime.space_threshold (an initiator that cut for fewer slots), never
+// fewer than one.
+int CrossNodeSlotsFor(const RuntimeConfig& config, uint64_t slot_limit);
+
 class ChunkGrid;
 // The explanation of `path` cut into `grid`, with rings of
 // `slots_per_buffer` slots (Runtime::Explain; cross-node plans too).

@@ -264,7 +264,7 @@ Status Runtime::Impl::SizeBuffers(TransferState& t, const CopyRequest& req) cons
         config.memories[b.pool].kind == MemoryKind::kFbm ? config.memories[b.pool].device : -1;
     b.slot_bytes = grid.SlotBytes(b.layout, entry);
     // A cross-node part's grid was cut for the cluster's slots (cross_plan.cc).
-    b.slots = req.remote ? config.slots_per_buffer : SlotsFor(t.path());
+    b.slots = req.remote ? CrossNodeSlotsFor(config, req.remote->slot_limit) : SlotsFor(t.path());
     need[b.pool] += b.bytes();
     t.buffers.push_back(b);
   }

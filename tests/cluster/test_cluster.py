@@ -185,6 +185,11 @@ class Disks(ClusterTest):
             info = ca.copy(src, d)
             self.assertIn("a:dsk0", info.path)
             self.assertEqual(cb.read(dst, 0, n * 4), data)
+            # a's part read the file into a ring of four 256 KiB chunks
+            # (cluster.request_size): the network hop gives a slot back a
+            # round trip after its chunk left, and two kept the disk waiting.
+            peak = {m.name: m for m in ca.memories()}["sys0"].staging_peak
+            self.assertEqual(peak, 4 * (256 << 10))
 
     def test_local_memory_to_remote_file(self):
         n = 1 << 20

@@ -518,4 +518,24 @@ TEST_CASE("a one-hop copy of fewer requests than its channel has threads is cut 
   CHECK(chunks_of(**single, (2 << 20) / 8) == 1);
 }
 
+TEST_CASE("a cross-node part's ring holds four slots where they fit in its node's TH") {
+  RuntimeConfig c;
+  c.space_threshold = 32ull << 20;
+  c.slots_per_buffer = 2;
+  CHECK(CrossNodeSlots(c) == 4);
+  // The initiator cut chunks for four slots of a TH like this node's.
+  CHECK(CrossNodeSlotsFor(c, c.space_threshold / 4) == 4);
+  // An initiator that cut for two slots (an older daemon): two fit, not four.
+  CHECK(CrossNodeSlotsFor(c, 16ull << 20) == 2);
+  // Slots as large as the TH: one, never none.
+  CHECK(CrossNodeSlotsFor(c, 32ull << 20) == 1);
+  CHECK(CrossNodeSlotsFor(c, 64ull << 20) == 1);
+  // Smaller chunks than the cut allows never take more than the depth.
+  CHECK(CrossNodeSlotsFor(c, 1ull << 20) == 4);
+  // A deeper configured ring is kept.
+  c.slots_per_buffer = 8;
+  CHECK(CrossNodeSlots(c) == 8);
+  CHECK(CrossNodeSlotsFor(c, 4ull << 20) == 8);
+}
+
 }  // namespace ISOMETRY_TEST_FILE
