@@ -456,8 +456,14 @@ Result<ChunkGrid> Runtime::Impl::GridFor(const Path& path, const Box& box,
   // their staged baselines to above them (docs/benchmarks/design-measurements.md,
   // "Disk").
   // (DSK memories are only ever a path's ends: Build refuses others.)
+  // A pipeline of memcpy hops alone gets the same: each chunk costs its
+  // hops hand-offs between threads, which larger chunks pay less often
+  // (docs/benchmarks/design-measurements.md, "Copy loops and plans").
   const bool disk_hop = IsDisk(path.nodes.front().memory) || IsDisk(path.nodes.back().memory);
-  if (disk_hop && path.edges.size() > 1) {
+  const bool memcpy_hops = std::all_of(path.edges.begin(), path.edges.end(), [&](const auto& e) {
+    return e.channel >= 0 && channels[e.channel]->caps().streams_stores;
+  });
+  if ((disk_hop || memcpy_hops) && path.edges.size() > 1) {
     const uint64_t bytes = box.volume() * fields.total_bytes();
     target = std::max(target, std::min(slot_limit, bytes / 8));
   }

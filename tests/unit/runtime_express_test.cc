@@ -318,6 +318,9 @@ TEST_CASE("a memcpy pipeline's next chunks go from the copy threads, not woken w
   up.threads = down.threads = 1;
   up.request_bytes = down.request_bytes = 64 << 10;
   c.channels = {up, down};
+  // Slots of 64 KiB: a pipeline of memcpy hops is cut into chunks of up to
+  // a slot (TH / slots_per_buffer), not of the channels' request size.
+  c.space_threshold = static_cast<uint64_t>(c.slots_per_buffer) * (64 << 10);
   auto rt = Runtime::Create(c);
   REQUIRE(rt.ok());
   Runtime& r = **rt;
