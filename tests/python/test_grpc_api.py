@@ -456,8 +456,10 @@ class WaitedCopyAnsweredInline(DaemonCase):
         print(f"test_grpc_api: {woke} executor switches over {copies} waited copies",
               file=sys.stderr)
         # At least one a copy when the answer goes through a reactor of
-        # ours; the margin is for gRPC's own occasional hand-offs.
-        self.assertLess(woke, copies // 3, f"{woke} executor switches over {copies} copies")
+        # ours (301 over 300 on an idle machine); the margin is for gRPC's
+        # own hand-offs, which a machine busy with other tests makes
+        # frequent (177 over 300 in a CI run beside them).
+        self.assertLess(woke, copies * 4 // 5, f"{woke} executor switches over {copies} copies")
 
 
 # The worked example of (docs/concepts/layouts.md, "Byte by byte") and of
