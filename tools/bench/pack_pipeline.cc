@@ -56,7 +56,7 @@ void PinTo(int cpu) {
 PackPipeline::PackPipeline(const std::byte* src, const Datatype& send, int64_t count,
                            std::byte* dst, const Datatype& recv, int64_t count_recv,
                            int64_t piece_bytes, int slots)
-    : src_(src), dst_(dst), piece_bytes_(piece_bytes), slots_(slots) {
+    : src_(src), dst_(dst), piece_bytes_(piece_bytes), slots_(slots), cpus_(TwoCpus()) {
   constexpr size_t kMaxRuns = size_t{1} << 20;
   const auto sent = Must(Segments(send, count, kMaxRuns), "send runs");
   const auto received = Must(Segments(recv, count_recv, kMaxRuns), "receive runs");
@@ -89,9 +89,7 @@ PackPipeline::Side PackPipeline::Cut(const std::vector<Segment>& segments, int64
 }
 
 double PackPipeline::Move(int messages) const {
-  const std::vector<int> cpus = TwoCpus();
-  pinned_ = !cpus.empty();
-  const bool spin = pinned_;
+  const bool spin = pinned();
   const auto pieces = static_cast<int64_t>(pack_.first.size() - 1);
   const int64_t total = pieces * messages;
   Counter packed, unpacked;
@@ -99,7 +97,7 @@ double PackPipeline::Move(int messages) const {
   auto slot = [&](int64_t k) { return ring + (k % slots_) * piece_bytes_; };
   const auto t0 = Clock::now();
   std::thread packer([&] {
-    if (spin) PinTo(cpus[0]);
+    if (spin) PinTo(cpus_[0]);
     for (int64_t k = 0; k < total; ++k) {
       const int64_t p = k % pieces;
       // A message starts once the last one has arrived whole: each is a
@@ -115,7 +113,7 @@ double PackPipeline::Move(int messages) const {
     }
   });
   std::thread unpacker([&] {
-    if (spin) PinTo(cpus[1]);
+    if (spin) PinTo(cpus_[1]);
     for (int64_t k = 0; k < total; ++k) {
       while (packed.value.load(std::memory_order_acquire) <= k) Pause(spin);
       const std::byte* from = slot(k);

@@ -36,7 +36,7 @@ class PackPipeline {
 
   // Whether the two threads ran on CPUs of their own (false on a process
   // allowed one CPU: the figure is then one CPU doing both sides in turn).
-  bool pinned() const { return pinned_; }
+  bool pinned() const { return !cpus_.empty(); }
 
  private:
   struct Run {
@@ -58,7 +58,7 @@ class PackPipeline {
   int slots_;
   Side pack_, unpack_;
   mutable std::vector<std::byte> ring_;
-  mutable bool pinned_ = false;
+  std::vector<int> cpus_;  // the two CPUs the threads are pinned to; none: not pinned
 };
 
 }  // namespace isometry::bench
