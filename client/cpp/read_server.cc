@@ -8,7 +8,6 @@
 #include <cstring>
 
 #include "core/strings.h"
-#include "layout/executor.h"
 #include "layout/hop_window.h"
 #include "layout/packed_pieces.h"
 
@@ -148,10 +147,11 @@ Status ReadServer::Prepare(uint32_t lane) {
   if (program.bytes / a.piece_bytes >= serve_window::kMaxPieces) {
     return InvalidArgument("served read: too many pieces");
   }
-  want.pieces = CutPacked(program, a.piece_bytes, PackSide::kPack);
-  if (want.pieces.size() > serve_window::kMaxPieces) {
+  std::vector<CopyProgram> pieces = CutPacked(program, a.piece_bytes, PackSide::kPack);
+  if (pieces.size() > serve_window::kMaxPieces) {
     return InvalidArgument("served read: too many pieces");
   }
+  want.pieces = Flatten(pieces);
   want.valid = true;
   c = std::move(want);
   return OkStatus();
@@ -219,7 +219,7 @@ void ReadServer::ServeLane(uint32_t lane, uint32_t seq) {
       end(absl::StatusCode::kDeadlineExceeded);
       return;
     }
-    const CopyProgram& piece = c.pieces[k];
+    const FlatProgram& piece = c.pieces[k];
     std::byte* slot =
         serve_window::Slot(window_, lane, static_cast<uint32_t>(k % serve_window::kSlots));
     // Staged: packed here (in this core's cache) and copied into the slot
@@ -227,18 +227,18 @@ void ReadServer::ServeLane(uint32_t lane, uint32_t seq) {
     // time; direct: packed straight into the slot, one copy less. Which
     // is faster depends on where the slot's lines are and on this machine
     // at this moment (pack_chooser.h).
-    const int kind = PackChooser::KindOf(piece.bytes, piece.runs);
+    const int kind = PackChooser::KindOf(piece.bytes(), piece.runs());
     const PackWay way = timed                             ? chooser_.Next(kind)
                         : kind == PackChooser::kShortRuns ? PackWay::kStaged
                                                           : PackWay::kDirect;
     const auto t0 = timed ? Clock::now() : Clock::time_point();
     if (way == PackWay::kStaged) {
-      ExecuteProgram(piece, base, stage_.data());
-      std::memcpy(slot, stage_.data(), piece.bytes);
+      piece.Execute(base, stage_.data());
+      std::memcpy(slot, stage_.data(), piece.bytes());
     } else {
-      ExecuteProgram(piece, base, slot);
+      piece.Execute(base, slot);
     }
-    if (timed) chooser_.Took(kind, way, piece.bytes, Clock::now() - t0);
+    if (timed) chooser_.Took(kind, way, piece.bytes(), Clock::now() - t0);
     (way == PackWay::kStaged ? staged_ : direct_).fetch_add(1, std::memory_order_relaxed);
     p.produced.store(serve_window::Tagged(seq, static_cast<uint32_t>(k + 1)),
                      std::memory_order_seq_cst);

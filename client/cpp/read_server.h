@@ -26,6 +26,7 @@
 #include "core/status.h"
 #include "core/unique_fd.h"
 #include "layout/copy_program.h"
+#include "layout/flat_program.h"
 #include "layout/serve_window.h"
 
 namespace isometry::client {
@@ -66,7 +67,7 @@ class ReadServer {
   // (memoized translation: a reader's later copies reuse it).
   struct LaneCache {
     Asked asked;
-    std::vector<CopyProgram> pieces;  // PackSide::kPack, absolute source offsets
+    std::vector<FlatProgram> pieces;  // PackSide::kPack, absolute source offsets
     bool valid = false;
   };
 

@@ -15,7 +15,6 @@
 #include <cstring>
 
 #include "core/strings.h"
-#include "layout/executor.h"
 #include "layout/hop_window.h"
 #include "layout/packed_pieces.h"
 
@@ -86,8 +85,9 @@ std::optional<std::unique_ptr<ServedProgram>> MakeServedProgram(const CopyProgra
   std::optional<std::unique_ptr<ServedProgram>> p = EncodedProgram(program, remote_address, local);
   if (!p) return std::nullopt;
   (*p)->piece_bytes = PieceBytesFor(program.bytes);
-  (*p)->unpack = CutPacked(program, (*p)->piece_bytes, PackSide::kUnpack);
-  if ((*p)->unpack.size() > serve_window::kMaxPieces) return std::nullopt;
+  const std::vector<CopyProgram> pieces = CutPacked(program, (*p)->piece_bytes, PackSide::kUnpack);
+  if (pieces.size() > serve_window::kMaxPieces) return std::nullopt;
+  (*p)->unpack = Flatten(pieces);
   return p;
 }
 
@@ -102,7 +102,7 @@ std::optional<std::unique_ptr<ServedProgram>> MakeStagedServedProgram(
   std::optional<std::unique_ptr<ServedProgram>> p = EncodedProgram(program, remote_address, local);
   if (!p) return std::nullopt;
   (*p)->piece_bytes = piece_bytes;
-  (*p)->unpack = std::move(pieces);
+  (*p)->unpack = Flatten(pieces);
   return p;
 }
 
@@ -258,8 +258,7 @@ std::optional<Status> ServedWindow::Copy(const ServedProgram& p, int pidfd, uint
         GiveUp(seq);
         return std::nullopt;
     }
-    ExecuteProgram(
-        p.unpack[k],
+    p.unpack[k].Execute(
         serve_window::Slot(window_, lane_index_, static_cast<uint32_t>(k % serve_window::kSlots)),
         p.local);
     l.drain.consumed.store(serve_window::Tagged(seq, static_cast<uint32_t>(k + 1)),

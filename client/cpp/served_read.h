@@ -23,6 +23,7 @@
 #include "core/status.h"
 #include "core/unique_fd.h"
 #include "layout/copy_program.h"
+#include "layout/flat_program.h"
 #include "layout/serve_window.h"
 
 namespace isometry::client {
@@ -37,7 +38,7 @@ struct ServedProgram {
   uint64_t remote_address = 0;  // the program's source offset 0, in the publisher
   std::byte* local = nullptr;   // its destination offset 0, here
   uint64_t piece_bytes = 0;
-  std::vector<CopyProgram> unpack;  // PackSide::kUnpack
+  std::vector<FlatProgram> unpack;  // PackSide::kUnpack
   // False once the publisher refused the program: its copies read the
   // other way from then on.
   mutable std::atomic<bool> usable{true};
