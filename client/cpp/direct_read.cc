@@ -1,6 +1,7 @@
 #include "client/cpp/direct_read.h"
 
 #include <algorithm>
+#include <chrono>
 #include <iterator>
 #include <mutex>
 #include <utility>
@@ -135,6 +136,9 @@ Result<std::shared_ptr<const DirectLease>> CheckedLease(const v1::DirectReadResp
     if (auto served = MakeServedProgram(lease->program, lease->remote_address, lease->local)) {
       lease->served = std::move(*served);
       lease->served_window = std::move(window);
+      if (lease->program.runs <= kTimedReadRuns && lease->program.bytes < kTimedReadBytes) {
+        lease->ways = std::make_unique<DirectLease::ReadWays>();
+      }
     }
   }
   if (!lease->gather && lease->program.runs <= kMaxMemoRuns) {
@@ -172,15 +176,42 @@ Status KernelRead(const DirectLease& lease, DirectHelper* helper) {
   return IssueCmaBatches(b, target, 0, 1, limits);
 }
 
+// One copy of a lease of few runs, the way its timing says (ReadWays).
+// A copy the publisher did not serve reads the kernel's way, untimed.
+Status TimedRead(const DirectLease& lease, DirectLease::ReadWays& ways, DirectHelper* helper,
+                 uint32_t spin_us) {
+  constexpr int kServed = 0;  // 1: the kernel's way
+  int way;
+  {
+    std::lock_guard lock(ways.mu);
+    way = ways.choice.Next();
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::optional<Status> s;
+  if (way == kServed) {
+    s = lease.served_window->Copy(*lease.served, lease.pidfd.get(), spin_us);
+    if (!s) return KernelRead(lease, helper);
+  } else {
+    s = KernelRead(lease, helper);
+  }
+  if (s->ok()) {
+    const auto took = std::chrono::steady_clock::now() - t0;
+    std::lock_guard lock(ways.mu);
+    ways.choice.Took(way, lease.program.bytes, took);
+  }
+  return *s;
+}
+
 }  // namespace
 
 Status RunDirectRead(const DirectLease& lease, DirectHelper* helper, uint32_t spin_us) {
-  // Through the window whenever it can run: no per-lease choice by timing.
-  // Probing the kernel's way now and then cost more than it could save (a
-  // probe of a fragmented type costs many served copies), and under load
-  // served copies kept pace with the kernel's
+  // Through the window whenever it can run, but for leases of few runs
+  // (ReadWays), timed both ways. Probing the kernel's way of a fragmented
+  // type cost more than it could save (one probe costs many served
+  // copies), and under load served copies kept pace with the kernel's
   // (docs/benchmarks/design-measurements.md, "Direct and served reads").
   if (lease.served_window && lease.served->usable.load(std::memory_order_relaxed)) {
+    if (lease.ways) return TimedRead(lease, *lease.ways, helper, spin_us);
     if (std::optional<Status> s =
             lease.served_window->Copy(*lease.served, lease.pidfd.get(), spin_us)) {
       return *s;

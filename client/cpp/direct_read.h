@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "client/cpp/served_read.h"
+#include "client/cpp/timed_choice.h"
 #include "core/status.h"
 #include "core/unique_fd.h"
 #include "isometry.pb.h"
@@ -31,6 +32,19 @@
 #include "procmem/cma_copy.h"
 
 namespace isometry::client {
+
+// Leases of at most this many runs and under kTimedReadBytes time both
+// ways of reading (ReadWays): at up to a microsecond a run in the kernel,
+// a copy that tries the slower way costs tens of microseconds at most,
+// and such tries are kept to about one copy's time in kReadExplore.
+// Larger copies amortize the serve window's hand-offs, and their tries of
+// the kernel's way cost more than they found
+// (docs/benchmarks/design-measurements.md, "Direct and served reads").
+inline constexpr uint64_t kTimedReadRuns = 64;
+inline constexpr uint64_t kTimedReadBytes = uint64_t{1} << 20;
+// Once both ways are known, one copy in this many (times the ratio of
+// their costs) reads the slower way, to see a change of the machine.
+inline constexpr uint32_t kReadExplore = 32;
 
 struct DirectLease {
   pid_t pid = 0;
@@ -57,6 +71,17 @@ struct DirectLease {
   // into a stream, not into this process's memory, so it runs only through
   // the serve window; a copy that cannot goes through the daemon.
   bool staged = false;
+  // A served lease of at most kTimedReadRuns runs and under
+  // kTimedReadBytes is read both ways and keeps the faster by timing its
+  // copies (timed_choice.h; way 0 served, 1 the kernel's): a few runs
+  // cost the kernel little, and the kernel's way skips the serve window's
+  // hand-offs between the two processes, which weigh most in a small
+  // copy. Null: served whenever it can run.
+  struct ReadWays {
+    std::mutex mu;
+    TimedChoice choice{kReadExplore, /*scaled=*/true};  // guarded by mu
+  };
+  std::unique_ptr<ReadWays> ways;
 };
 
 // Runs over which a lease walks its program at every copy instead of

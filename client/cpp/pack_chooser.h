@@ -15,13 +15,15 @@
 // (docs/benchmarks/design-measurements.md, "Direct and served reads").
 // So the publisher times its pieces and keeps, per kind of piece, the way
 // that has been faster, trying the other one piece in kExplore to see a
-// change.
+// change (timed_choice.h).
 //
 // Not thread-safe: the publisher's one thread owns it.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+
+#include "client/cpp/timed_choice.h"
 
 namespace isometry::client {
 
@@ -34,7 +36,7 @@ class PackChooser {
   // One piece in this many goes the other way once both ways are known.
   static constexpr uint32_t kExplore = 64;
   // Pieces each way runs first, in turns, before the faster one is kept.
-  static constexpr uint32_t kSeed = 2;
+  static constexpr uint32_t kSeed = TimedChoice::kSeed;
 
   static int KindOf(uint64_t bytes, uint64_t runs);
 
@@ -47,15 +49,7 @@ class PackChooser {
   double CostOf(int kind, PackWay way) const;
 
  private:
-  struct Estimate {
-    double ns_per_kib = 0;
-    uint32_t samples = 0;
-  };
-  struct Kind {
-    Estimate way[2];
-    uint32_t since_explore = 0;
-  };
-  Kind kinds_[kKinds];
+  TimedChoice kinds_[kKinds] = {TimedChoice(kExplore), TimedChoice(kExplore)};
 };
 
 }  // namespace isometry::client

@@ -2,7 +2,8 @@
 // publishing process: copies out of a range whose publisher serves reads
 // are packed by the publisher in its own process and unpacked here,
 // byte for byte what MPI_Pack/MPI_Unpack (core) give, rings of slots
-// wrapping included; a publisher that stops answering is read through the
+// wrapping included; a small copy of few runs is also read through the
+// kernel, timed both ways; a publisher that stops answering is read through the
 // kernel instead, one that dies fails the copy; a reader that writes its
 // own requests into the window cannot make the publisher read outside the
 // ranges it published, nor stall it for good; isometryd refuses a serve
@@ -22,7 +23,9 @@
 #include <string>
 #include <thread>
 
+#include "client/cpp/direct_read.h"
 #include "client/cpp/isometry_client.h"
+#include "client/cpp/timed_choice.h"
 #include "core/unique_fd.h"
 #include "integration/client_helpers.h"
 #include "integration/daemon_fixture.h"
@@ -221,6 +224,44 @@ TEST_CASE("copies out of a publisher that serves reads run through its window, v
   CHECK((*off)->direct_reads_run() == 1);
   CHECK((*off)->served_reads_run() == 0);
   CHECK(mine2.bytes == Expected(other0, 0, small, 1, before2, 0, small, 1));
+  CHECK(d.Stop() == 0);
+}
+
+TEST_CASE("a small copy of few runs is read both ways, timed, every copy verified") {
+  Daemon d(kDatatypeChannels);
+  const uint64_t bytes = 1 << 20;
+  Worker other(d, bytes, 67);
+  auto c = ConnectTo(d.local_socket(), "few-runs");
+  Mine mine = RegisterMine(*c, bytes, 68);
+  const std::vector<uint8_t> other0 = AsBytes(other.before());
+  // MILC's face: 8 runs of 1.5 KiB, 12 KiB apart (client/cpp/direct_read.h,
+  // ReadWays); and a type of more runs than are timed, always served.
+  const Datatype few = Ok(Datatype::Hvector(8, 1536, 12288, kByte));
+  const Datatype many = Ok(Datatype::Hvector(client::kTimedReadRuns + 1, 64, 128, kByte));
+  for (const auto& [type, timed] : {std::pair{few, true}, std::pair{many, false}}) {
+    INFO("timed " << timed);
+    auto theirs = c->RegisterPrivateInstance(other.range(), 16, Elements{type, 1, 0});
+    auto ours = c->Register(mine.range, 32, Elements{type, 1, 0});
+    REQUIRE(theirs.ok());
+    REQUIRE(ours.ok());
+    const uint64_t served0 = c->served_reads_run(), direct0 = c->direct_reads_run();
+    const int copies = 20;
+    for (int i = 0; i < copies; ++i) {
+      std::fill(mine.bytes.begin(), mine.bytes.end(), static_cast<uint8_t>(i));
+      const std::vector<uint8_t> wiped = mine.bytes;
+      REQUIRE(c->Copy(*theirs, *ours).status.ok());
+      CHECK(mine.bytes == Expected(other0, 16, type, 1, wiped, 32, type, 1));
+    }
+    CHECK(c->direct_reads_run() == direct0 + copies);
+    const uint64_t served = c->served_reads_run() - served0;
+    if (timed) {
+      // Each way ran at least its seed copies before the faster was kept.
+      CHECK(served >= client::TimedChoice::kSeed);
+      CHECK(served <= copies - client::TimedChoice::kSeed);
+    } else {
+      CHECK(served == copies);
+    }
+  }
   CHECK(d.Stop() == 0);
 }
 
