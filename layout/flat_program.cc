@@ -10,6 +10,8 @@ namespace {
 
 // One run; the sizes scattered-point types are made of (an int, a float,
 // a double, three of them) become fixed-size moves instead of a call.
+// A switch, not a chain of compares: its jump moved LAMMPS's atoms
+// faster (docs/benchmarks/history/2026-12.md).
 void CopyRun(const std::byte* s, std::byte* d, uint64_t n) {
   switch (n) {
     case 4:

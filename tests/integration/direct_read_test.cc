@@ -17,6 +17,7 @@
 #include "integration/client_helpers.h"
 #include "integration/daemon_fixture.h"
 #include "integration/datatype_oracle.h"
+#include "integration/read_pair.h"
 #include "integration/worker_process.h"
 #include "isometry.pb.h"
 #include "unit/skip.h"
@@ -56,12 +57,9 @@ bool Eventually(F done) {
 }  // namespace
 
 TEST_CASE("copies from another process's range into ours run here by a lease, verified") {
-  Daemon d(kDatatypeChannels);
   const uint64_t bytes = 1 << 20;
-  Worker other(d, bytes, 31);
-  auto c = ConnectTo(d.local_socket(), "direct");
-  Mine mine = RegisterMine(*c, bytes, 32);
-  const std::vector<uint8_t> other0 = AsBytes(other.before());
+  ReadPair pair(bytes, 31, "direct");
+  auto& [d, other, c, mine, other0] = pair;
   // 8-byte blocks (one read of the extent, gathered here), 4 KiB blocks
   // (read run by run) and an indexed type with a negative lower bound.
   const Datatype small = Ok(Datatype::Hvector(8192, 8, 24, kByte));

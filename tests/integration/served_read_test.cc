@@ -30,6 +30,7 @@
 #include "integration/client_helpers.h"
 #include "integration/daemon_fixture.h"
 #include "integration/datatype_oracle.h"
+#include "integration/read_pair.h"
 #include "integration/stopped_process.h"
 #include "integration/worker_process.h"
 #include "isometry.pb.h"
@@ -157,12 +158,9 @@ TEST_CASE("the reader cuts every copy into pieces that fit a slot") {
 }
 
 TEST_CASE("copies out of a publisher that serves reads run through its window, verified") {
-  Daemon d(kDatatypeChannels);
   const uint64_t bytes = 8 << 20;
-  Worker other(d, bytes, 61);
-  auto c = ConnectTo(d.local_socket(), "served");
-  Mine mine = RegisterMine(*c, bytes, 62);
-  const std::vector<uint8_t> other0 = AsBytes(other.before());
+  ReadPair pair(bytes, 61, "served");
+  auto& [d, other, c, mine, other0] = pair;
   const std::vector<int64_t> lens{3, 1, 4}, disps{-8, 0, 5};
   const Datatype idx = Ok(Datatype::Indexed(lens, disps, Datatype::Basic(BasicType::kInt64)));
   const Datatype small = Ok(Datatype::Hvector(16384, 8, 24, kByte));
@@ -228,12 +226,8 @@ TEST_CASE("copies out of a publisher that serves reads run through its window, v
 }
 
 TEST_CASE("a small copy of few runs is read both ways, timed, every copy verified") {
-  Daemon d(kDatatypeChannels);
-  const uint64_t bytes = 1 << 20;
-  Worker other(d, bytes, 67);
-  auto c = ConnectTo(d.local_socket(), "few-runs");
-  Mine mine = RegisterMine(*c, bytes, 68);
-  const std::vector<uint8_t> other0 = AsBytes(other.before());
+  ReadPair pair(1 << 20, 67, "few-runs");
+  auto& [d, other, c, mine, other0] = pair;
   // MILC's face: 8 runs of 1.5 KiB, 12 KiB apart (client/cpp/direct_read.h,
   // ReadWays); and a type of more runs than are timed, always served.
   const Datatype few = Ok(Datatype::Hvector(8, 1536, 12288, kByte));
