@@ -79,7 +79,11 @@ TEST_CASE("a small share still measures every run size of the 8-field curve") {
   REQUIRE(ch.ok());
   // 30 ms for 7 sizes: two 4 MiB requests of 1 B runs take longer than a
   // size's share, but the later sizes' requests are no larger, so they are
-  // measured, not extrapolated flat at the 1 B rate.
+  // measured, not extrapolated flat at the 1 B rate. Measured, 64 B runs
+  // move faster than single bytes, by how much depends on the machine and
+  // its load (docs/benchmarks/design-measurements.md, "Test tolerances"),
+  // so the bound only tells a measured figure from the 1 B one carried
+  // flat.
   const uint64_t max_run = 64;  // the runtime's kFields8MaxRun
   auto samples = MeasureChannel(**ch, std::chrono::milliseconds(30), 8, max_run);
   REQUIRE(samples.ok());
@@ -88,7 +92,7 @@ TEST_CASE("a small share still measures every run size of the 8-field curve") {
   CHECK(HoldsInOneOf(
       *samples, [&] { return MeasureChannel(**ch, std::chrono::milliseconds(30), 8, max_run); },
       [](const std::vector<RateSample>& v) {
-        return v.back().bytes_per_s > 2 * v.front().bytes_per_s;
+        return v.back().bytes_per_s > 1.2 * v.front().bytes_per_s;
       }));
 }
 
