@@ -124,7 +124,7 @@ Result<std::shared_ptr<const DirectLease>> CheckedLease(const v1::DirectReadResp
     if (lease->halves.size() != 2) lease->halves.clear();
   }
   if (staged) {
-    auto served = MakeStagedServedProgram(lease->program, std::move(pieces), r.piece_bytes(),
+    auto served = MakeStagedServedProgram(lease->program, pieces, r.piece_bytes(),
                                           lease->remote_address, lease->local);
     if (!served) return bad("has pieces no lane can serve");
     lease->served = std::move(*served);

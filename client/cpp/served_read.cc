@@ -92,7 +92,7 @@ std::optional<std::unique_ptr<ServedProgram>> MakeServedProgram(const CopyProgra
 }
 
 std::optional<std::unique_ptr<ServedProgram>> MakeStagedServedProgram(
-    const CopyProgram& program, std::vector<CopyProgram> pieces, uint64_t piece_bytes,
+    const CopyProgram& program, const std::vector<CopyProgram>& pieces, uint64_t piece_bytes,
     uint64_t remote_address, std::byte* local) {
   if (piece_bytes == 0 || piece_bytes > serve_window::kSlotBytes ||
       pieces.size() > serve_window::kMaxPieces ||

@@ -53,7 +53,7 @@ uint64_t PieceBytesFor(uint64_t bytes);
 // of the stream (source offsets in the piece, destination offsets from
 // `local`). Nullopt when the records do not fit the lane's program area.
 std::optional<std::unique_ptr<ServedProgram>> MakeStagedServedProgram(
-    const CopyProgram& program, std::vector<CopyProgram> pieces, uint64_t piece_bytes,
+    const CopyProgram& program, const std::vector<CopyProgram>& pieces, uint64_t piece_bytes,
     uint64_t remote_address, std::byte* local);
 
 // `program` made ready for a lane; nullopt when its records do not fit the
