@@ -3,41 +3,33 @@
 #include "layout/flat_program.h"
 
 #include <catch2/catch.hpp>
-#include <cstring>
 #include <random>
 #include <vector>
 
 #include "layout/executor.h"
 #include "unit/copy_ops.h"
 #include "unit/random_program.h"
+#include "unit/test_util.h"
 
 namespace ISOMETRY_TEST_FILE {
 
 using namespace isometry;
+using isometry::testing::Pattern;
 using isometry::testing::RandomProgram;
 using isometry::testing::Strided;
 
 namespace {
 
-std::vector<unsigned char> Pattern(uint64_t bytes, uint32_t seed) {
-  std::vector<unsigned char> v(bytes);
-  std::mt19937 rng(seed);
-  for (auto& b : v) b = static_cast<unsigned char>(rng());
-  return v;
-}
-
 // `p` run by the executor and flattened, into destinations that start
 // alike: both must end alike.
 void SameAsExecutor(const CopyProgram& p, uint64_t src_bytes, uint64_t dst_bytes, uint32_t seed) {
-  const std::vector<unsigned char> src = Pattern(src_bytes, seed);
-  std::vector<unsigned char> want = Pattern(dst_bytes, seed + 1), got = want;
-  ExecuteProgram(p, reinterpret_cast<const std::byte*>(src.data()),
-                 reinterpret_cast<std::byte*>(want.data()));
+  const std::vector<std::byte> src = Pattern(src_bytes, seed);
+  std::vector<std::byte> want = Pattern(dst_bytes, seed + 1), got = want;
+  ExecuteProgram(p, src.data(), want.data());
   const FlatProgram flat(p);
   CHECK(flat.bytes() == p.bytes);
   CHECK(flat.runs() == p.runs);
-  flat.Execute(reinterpret_cast<const std::byte*>(src.data()),
-               reinterpret_cast<std::byte*>(got.data()));
+  flat.Execute(src.data(), got.data());
   CHECK(got == want);
 }
 
