@@ -45,6 +45,10 @@
 // ring stays in the cache, so the pair crosses memory about once; the pipe
 // predicts such a pair far better than node_copy_bps / 2 or the sum of
 // times (docs/benchmarks/design-measurements.md, "Copy loops and plans").
+// Where the pair's hops are on separate channels, the pipe replaces their
+// hop_bps too (scaled down for a hop that changes the layout,
+// PipedHopRates): next to the cached ring each hop runs above the curve it
+// was measured at between two memory-sized areas.
 // Hops on other channels
 // (disk, network, GPU) or paced by a rate cap are left out.
 // SHARED is applied when a path is evaluated; the search below ranks paths

@@ -29,6 +29,41 @@ double HopThroughput(const TopologyEdge& e, uint64_t run, bool contiguous, uint6
   return two + (e.tp_fields8->At(run) - two) * t;
 }
 
+namespace {
+
+// An uncapped hop between two memories of one node that crosses its
+// memory (a Memcpy hop): the hops SHARED and the pipe are about.
+bool SharesNodeMemory(const TopologyEdge& e, double hop_bps) {
+  return e.traits.shares_node_memory && e.rate_limit_bytes_per_s <= 0 && e.src.node == e.dst.node &&
+         hop_bps > 0;
+}
+
+}  // namespace
+
+std::vector<double> PipedHopRates(const std::vector<double>& hop_bps,
+                                  const std::vector<double>& plain_bps,
+                                  const std::vector<const TopologyEdge*>& edges) {
+  std::vector<double> out = hop_bps;
+  std::map<uint32_t, std::vector<size_t>> per_node;
+  for (size_t h = 0; h < edges.size(); ++h) {
+    if (SharesNodeMemory(*edges[h], hop_bps[h])) per_node[edges[h]->src.node].push_back(h);
+  }
+  for (const auto& [node, hops] : per_node) {
+    if (hops.size() != 2) continue;
+    const TopologyEdge &a = *edges[hops[0]], &b = *edges[hops[1]];
+    const double pipe = std::max(a.node_pipe_bps, b.node_pipe_bps);
+    if (a.channel == b.channel || !(pipe > 0)) continue;
+    // The pipe was measured with plain copies: a hop that changes the
+    // layout runs slower than that by as much as its own curve says.
+    double scale = 1;
+    for (size_t h : hops) {
+      if (plain_bps[h] > 0) scale = std::min(scale, hop_bps[h] / plain_bps[h]);
+    }
+    for (size_t h : hops) out[h] = pipe * scale;
+  }
+  return out;
+}
+
 double SharedMemoryBound(const std::vector<double>& hop_bps,
                          const std::vector<const TopologyEdge*>& edges) {
   // Per node, the path's uncapped Memcpy hops: seconds per byte in all and
@@ -43,8 +78,7 @@ double SharedMemoryBound(const std::vector<double>& hop_bps,
   std::map<uint32_t, NodeHops> per_node;
   for (size_t h = 0; h < edges.size(); ++h) {
     const TopologyEdge& e = *edges[h];
-    if (!e.traits.shares_node_memory || e.rate_limit_bytes_per_s > 0) continue;
-    if (e.src.node != e.dst.node || !(hop_bps[h] > 0)) continue;
+    if (!SharesNodeMemory(e, hop_bps[h])) continue;
     NodeHops& n = per_node[e.src.node];
     n.seconds += 1 / hop_bps[h];
     n.channel_seconds[e.channel] += 1 / hop_bps[h];
@@ -83,7 +117,7 @@ Result<Path> Evaluate(Path path, const std::vector<const TopologyEdge*>& edges, 
   std::vector<const ThroughputFunction*> curves(hops);
   const uint64_t total = Product(shapes[0], 0, shapes[0].n, bounds, field_bytes);
   path.hop_bps.assign(hops, 0);
-  double tp = std::numeric_limits<double>::infinity();
+  std::vector<double> plain_bps(hops, 0);
   for (size_t h = 0; h < hops; ++h) {
     const PairShape p = AnalyzePair(shapes[h], shapes[h + 1]);
     prefix[h] = PrefixBytes(p, bounds, field_bytes, element_bytes);
@@ -96,9 +130,14 @@ Result<Path> Evaluate(Path path, const std::vector<const TopologyEdge*>& edges, 
     }
     cap[h] = from_inner || to_inner ? std::min(prefix[h], th) : prefix[h];
     path.hop_bps[h] = HopThroughput(*edges[h], cap[h], prefix[h] >= total, field_bytes, curves[h]);
-    tp = std::min(tp, path.hop_bps[h]);
+    plain_bps[h] = CurveOf(*edges[h], /*contiguous=*/true).At(cap[h]);
     path.edges[h] = *edges[h];
   }
+  // A pipelined pair's hops move what the pair moved through the ring,
+  // above either hop's own curve (PipedHopRates).
+  path.hop_bps = PipedHopRates(path.hop_bps, plain_bps, edges);
+  double tp = std::numeric_limits<double>::infinity();
+  for (double bps : path.hop_bps) tp = std::min(tp, bps);
   tp = std::min(tp, SharedMemoryBound(path.hop_bps, edges));
   path.predicted_bps = tp;
   path.run_bytes = cap;

@@ -28,6 +28,18 @@ const ThroughputFunction& CurveOf(const TopologyEdge& e, bool contiguous);
 double HopThroughput(const TopologyEdge& e, uint64_t run, bool contiguous, uint64_t field_bytes,
                      const ThroughputFunction*& curve);
 
+// Each hop's figure in its path: `hop_bps`, except for a pipelined pair
+// (full_planner.h, SHARED): where a node has exactly two of the path's
+// uncapped Memcpy hops, on separate channels, and the pair was measured
+// (node_pipe_bps), both read node_pipe_bps times the smaller of the two
+// hops' hop_bps / plain_bps (at most 1; `plain_bps` is what a plain copy
+// of the hop's request moves, the pipe's own kind of copy). Next to the
+// ring, which stays in the cache, each hop runs above the curve it was
+// measured at between two memory-sized areas.
+std::vector<double> PipedHopRates(const std::vector<double>& hop_bps,
+                                  const std::vector<double>& plain_bps,
+                                  const std::vector<const TopologyEdge*>& edges);
+
 // The shared-memory bound (full_planner.h): for each node with two or
 // more of the path's uncapped Memcpy hops, 1 / the sum of 1 / hop_bps over
 // each channel's hops, and node_copy_bps / their count (when unmeasured,

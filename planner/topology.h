@@ -100,7 +100,9 @@ struct Path {
   //   predicted_bps      the path's throughput: the slowest hop's, and no
   //                      more than the host-memory hops of one node reach
   //                      together (full_planner.h)
-  //   hop_bps[h]         hop h's throughput with its largest request
+  //   hop_bps[h]         hop h's throughput with its largest request (for a
+  //                      pipelined pair of Memcpy hops, what the pair moves
+  //                      through the ring: full_planner.h, SHARED)
   //   request_bytes[h]   the request size hop h should use: the smallest one
   //                      that sustains predicted_bps (at least the model's
   //                      minimum request), never more than the hop allows

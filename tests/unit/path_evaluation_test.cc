@@ -196,4 +196,57 @@ TEST_CASE("a node's uncapped Memcpy hops share its memory and their channels' th
         Approx(10 * kGB));
 }
 
+TEST_CASE("a pipelined pair of hops on separate channels moves what the pair moved") {
+  // Each hop alone was measured between two memory-sized areas at 8 GB/s;
+  // the pair through the runtime's ring at 10 (the ring stays in the
+  // cache, so each hop runs above its own curve).
+  TopologyEdge e;
+  e.tp = ThroughputFunction::Constant(4 * kGB);  // runs of a conversion
+  e.tp_contiguous = ThroughputFunction::Constant(8 * kGB);
+  e.node_copy_bps = 14 * kGB;
+  e.node_pipe_bps = 10 * kGB;
+  Topology t = Graph(e);
+  for (TopologyEdge& edge : t.edges) edge.channel = edge.src.memory == 0 ? 0 : 1;  // up, down
+  const Box b = Box::FromExtents({1 << 20});
+  auto plain = EvaluatePath(t,
+                            PathOf(t, {{Mem(0, 0), Layout::Aos(1)},
+                                       {Mem(0, 1), Layout::Aos(1)},
+                                       {Mem(0, 0), Layout::Aos(1)}}),
+                            b, 32, {}, 4);
+  REQUIRE(plain.ok());
+  CHECK(plain->predicted_bps == Approx(10 * kGB));
+  CHECK(plain->hop_bps[0] == Approx(10 * kGB));
+  CHECK(plain->hop_bps[1] == Approx(10 * kGB));
+  // A hop that changes the layout runs at its run curve's share of a plain
+  // copy (4 of 8) in the pipe too.
+  auto converting = EvaluatePath(t,
+                                 PathOf(t, {{Mem(0, 0), Layout::Aos(1)},
+                                            {Mem(0, 1), Layout::Soa(1)},
+                                            {Mem(0, 0), Layout::Soa(1)}}),
+                                 b, 32, {}, 4);
+  REQUIRE(converting.ok());
+  CHECK(converting->predicted_bps == Approx(5 * kGB));
+  // One channel's threads serving both hops: their times add up, as before.
+  for (TopologyEdge& edge : t.edges) edge.channel = 0;
+  auto one_channel = EvaluatePath(t,
+                                  PathOf(t, {{Mem(0, 0), Layout::Aos(1)},
+                                             {Mem(0, 1), Layout::Aos(1)},
+                                             {Mem(0, 0), Layout::Aos(1)}}),
+                                  b, 32, {}, 4);
+  REQUIRE(one_channel.ok());
+  CHECK(one_channel->predicted_bps == Approx(4 * kGB));
+  // Unmeasured, the pair reads the hops' own curves, shared as before.
+  for (TopologyEdge& edge : t.edges) {
+    edge.channel = edge.src.memory == 0 ? 0 : 1;
+    edge.node_pipe_bps = 0;
+  }
+  auto unmeasured = EvaluatePath(t,
+                                 PathOf(t, {{Mem(0, 0), Layout::Aos(1)},
+                                            {Mem(0, 1), Layout::Aos(1)},
+                                            {Mem(0, 0), Layout::Aos(1)}}),
+                                 b, 32, {}, 4);
+  REQUIRE(unmeasured.ok());
+  CHECK(unmeasured->predicted_bps == Approx(7 * kGB));  // node_copy_bps / 2
+}
+
 }  // namespace ISOMETRY_TEST_FILE
