@@ -206,47 +206,33 @@ TEST_CASE("a pipelined pair of hops on separate channels moves what the pair mov
   e.node_copy_bps = 14 * kGB;
   e.node_pipe_bps = 10 * kGB;
   Topology t = Graph(e);
-  for (TopologyEdge& edge : t.edges) edge.channel = edge.src.memory == 0 ? 0 : 1;  // up, down
-  const Box b = Box::FromExtents({1 << 20});
-  auto plain = EvaluatePath(t,
-                            PathOf(t, {{Mem(0, 0), Layout::Aos(1)},
-                                       {Mem(0, 1), Layout::Aos(1)},
-                                       {Mem(0, 0), Layout::Aos(1)}}),
-                            b, 32, {}, 4);
-  REQUIRE(plain.ok());
-  CHECK(plain->predicted_bps == Approx(10 * kGB));
-  CHECK(plain->hop_bps[0] == Approx(10 * kGB));
-  CHECK(plain->hop_bps[1] == Approx(10 * kGB));
+  const auto channels = [&t](bool separate) {
+    for (TopologyEdge& edge : t.edges) edge.channel = separate && edge.src.memory == 1 ? 1 : 0;
+  };
+  // SYS -> REG -> SYS, REG and the destination in layout `to`.
+  const auto two_hops = [&t](Layout to) {
+    auto r =
+        EvaluatePath(t, PathOf(t, {{Mem(0, 0), Layout::Aos(1)}, {Mem(0, 1), to}, {Mem(0, 0), to}}),
+                     Box::FromExtents({1 << 20}), 32, {}, 4);
+    REQUIRE(r.ok());
+    return *r;
+  };
+  channels(/*separate=*/true);
+  const Path plain = two_hops(Layout::Aos(1));
+  CHECK(plain.predicted_bps == Approx(10 * kGB));
+  CHECK(plain.hop_bps[0] == Approx(10 * kGB));
+  CHECK(plain.hop_bps[1] == Approx(10 * kGB));
   // A hop that changes the layout runs at its run curve's share of a plain
   // copy (4 of 8) in the pipe too.
-  auto converting = EvaluatePath(t,
-                                 PathOf(t, {{Mem(0, 0), Layout::Aos(1)},
-                                            {Mem(0, 1), Layout::Soa(1)},
-                                            {Mem(0, 0), Layout::Soa(1)}}),
-                                 b, 32, {}, 4);
-  REQUIRE(converting.ok());
-  CHECK(converting->predicted_bps == Approx(5 * kGB));
+  CHECK(two_hops(Layout::Soa(1)).predicted_bps == Approx(5 * kGB));
   // One channel's threads serving both hops: their times add up, as before.
-  for (TopologyEdge& edge : t.edges) edge.channel = 0;
-  auto one_channel = EvaluatePath(t,
-                                  PathOf(t, {{Mem(0, 0), Layout::Aos(1)},
-                                             {Mem(0, 1), Layout::Aos(1)},
-                                             {Mem(0, 0), Layout::Aos(1)}}),
-                                  b, 32, {}, 4);
-  REQUIRE(one_channel.ok());
-  CHECK(one_channel->predicted_bps == Approx(4 * kGB));
-  // Unmeasured, the pair reads the hops' own curves, shared as before.
-  for (TopologyEdge& edge : t.edges) {
-    edge.channel = edge.src.memory == 0 ? 0 : 1;
-    edge.node_pipe_bps = 0;
-  }
-  auto unmeasured = EvaluatePath(t,
-                                 PathOf(t, {{Mem(0, 0), Layout::Aos(1)},
-                                            {Mem(0, 1), Layout::Aos(1)},
-                                            {Mem(0, 0), Layout::Aos(1)}}),
-                                 b, 32, {}, 4);
-  REQUIRE(unmeasured.ok());
-  CHECK(unmeasured->predicted_bps == Approx(7 * kGB));  // node_copy_bps / 2
+  channels(/*separate=*/false);
+  CHECK(two_hops(Layout::Aos(1)).predicted_bps == Approx(4 * kGB));
+  // Unmeasured, the pair reads the hops' own curves and shares the node's
+  // copy rate, as before.
+  channels(/*separate=*/true);
+  for (TopologyEdge& edge : t.edges) edge.node_pipe_bps = 0;
+  CHECK(two_hops(Layout::Aos(1)).predicted_bps == Approx(7 * kGB));
 }
 
 }  // namespace ISOMETRY_TEST_FILE
