@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "planner/path_evaluation.h"
 
 namespace isometry {
 
@@ -126,10 +128,20 @@ std::string PathLimit(const Path& path, const Topology& topo) {
   }
   const size_t slow = static_cast<size_t>(
       std::min_element(path.hop_bps.begin(), path.hop_bps.end()) - path.hop_bps.begin());
-  const TopologyEdge& e = path.edges[slow];
-  const std::string hop =
-      absl::StrFormat("hop %d (%s -[%s]-> %s) at %s", slow, topo.NameOf(e.src), e.channel_name,
-                      topo.NameOf(e.dst), RateText(path.hop_bps[slow]));
+  const auto hop_text = [&](size_t h) {
+    const TopologyEdge& e = path.edges[h];
+    return absl::StrFormat("hop %d (%s -[%s]-> %s)", h, topo.NameOf(e.src), e.channel_name,
+                           topo.NameOf(e.dst));
+  };
+  const std::string hop = hop_text(slow) + " at " + RateText(path.hop_bps[slow]);
+  std::vector<const TopologyEdge*> edges;
+  for (const TopologyEdge& e : path.edges) edges.push_back(&e);
+  for (const auto& [a, b] : full_planner_internal::PipedPairs(path.hop_bps, edges)) {
+    if ((a == slow || b == slow) && path.predicted_bps >= path.hop_bps[slow] * 0.999) {
+      return absl::StrCat("limited by what two pipelined Memcpy hops move through their ring: ",
+                          hop_text(a), " and ", hop_text(b), " at ", RateText(path.hop_bps[slow]));
+    }
+  }
   if (path.predicted_bps < path.hop_bps[slow] * 0.999) {
     return absl::StrCat("limited by what its Memcpy hops share (a channel's threads, the node's ",
                         "memory; slowest hop: ", hop, ")");

@@ -63,7 +63,8 @@ Alternatives WeighAlternatives(const Planner& planner, const AlternativesRequest
 // A rate as the verdicts give it ("5.94 GB/s"), for texts beside them.
 std::string RateText(double bytes_per_s);
 
-// What limits an evaluated path: its slowest hop and that hop's rate, or
+// What limits an evaluated path: its slowest hop and that hop's rate,
+// what a pipelined pair of its Memcpy hops moves through their ring, or
 // what its Memcpy hops share (full_planner.h, SHARED); "" when not
 // evaluated.
 std::string PathLimit(const Path& path, const Topology& topo);

@@ -40,26 +40,36 @@ bool SharesNodeMemory(const TopologyEdge& e, double hop_bps) {
 
 }  // namespace
 
-std::vector<double> PipedHopRates(const std::vector<double>& hop_bps,
-                                  const std::vector<double>& plain_bps,
-                                  const std::vector<const TopologyEdge*>& edges) {
-  std::vector<double> out = hop_bps;
+std::vector<std::pair<size_t, size_t>> PipedPairs(const std::vector<double>& hop_bps,
+                                                  const std::vector<const TopologyEdge*>& edges) {
   std::map<uint32_t, std::vector<size_t>> per_node;
   for (size_t h = 0; h < edges.size(); ++h) {
     if (SharesNodeMemory(*edges[h], hop_bps[h])) per_node[edges[h]->src.node].push_back(h);
   }
+  std::vector<std::pair<size_t, size_t>> pairs;
   for (const auto& [node, hops] : per_node) {
     if (hops.size() != 2) continue;
     const TopologyEdge &a = *edges[hops[0]], &b = *edges[hops[1]];
-    const double pipe = std::max(a.node_pipe_bps, b.node_pipe_bps);
-    if (a.channel == b.channel || !(pipe > 0)) continue;
+    if (a.channel != b.channel && std::max(a.node_pipe_bps, b.node_pipe_bps) > 0) {
+      pairs.emplace_back(hops[0], hops[1]);
+    }
+  }
+  return pairs;
+}
+
+std::vector<double> PipedHopRates(const std::vector<double>& hop_bps,
+                                  const std::vector<double>& plain_bps,
+                                  const std::vector<const TopologyEdge*>& edges) {
+  std::vector<double> out = hop_bps;
+  for (const auto& [a, b] : PipedPairs(hop_bps, edges)) {
+    const double pipe = std::max(edges[a]->node_pipe_bps, edges[b]->node_pipe_bps);
     // The pipe was measured with plain copies: a hop that changes the
     // layout runs slower than that by as much as its own curve says.
     double scale = 1;
-    for (size_t h : hops) {
+    for (size_t h : {a, b}) {
       if (plain_bps[h] > 0) scale = std::min(scale, hop_bps[h] / plain_bps[h]);
     }
-    for (size_t h : hops) out[h] = pipe * scale;
+    out[a] = out[b] = pipe * scale;
   }
   return out;
 }

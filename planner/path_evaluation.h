@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/box.h"
@@ -27,6 +28,13 @@ const ThroughputFunction& CurveOf(const TopologyEdge& e, bool contiguous);
 // linear in log2(fan) between. `curve` is what MinRequestFor reads.
 double HopThroughput(const TopologyEdge& e, uint64_t run, bool contiguous, uint64_t field_bytes,
                      const ThroughputFunction*& curve);
+
+// The path's pipelined pairs (full_planner.h, SHARED), as pairs of hop
+// indices: on each node with exactly two of the path's uncapped Memcpy
+// hops, those two when they are on separate channels and the pair was
+// measured (node_pipe_bps).
+std::vector<std::pair<size_t, size_t>> PipedPairs(const std::vector<double>& hop_bps,
+                                                  const std::vector<const TopologyEdge*>& edges);
 
 // Each hop's figure in its path: `hop_bps`, except for a pipelined pair
 // (full_planner.h, SHARED): where a node has exactly two of the path's

@@ -134,4 +134,34 @@ TEST_CASE("alternatives: the limit bounds the list") {
   CHECK(alts.weighed > 2);
 }
 
+TEST_CASE("alternatives: a pipelined pair of Memcpy hops is named as the pair") {
+  // SYS -> REG -> SYS on two one-thread channels, evaluated at what the
+  // pair moved through the ring (path_evaluation.h, PipedHopRates).
+  Topology topo;
+  topo.memories = {{{0, 0}, MemoryKind::kSys, "sys0"}, {{0, 1}, MemoryKind::kReg, "reg0"}};
+  Path path;
+  path.nodes = {{{0, 0}, Layout::Aos(1)}, {{0, 1}, Layout::Aos(1)}, {{0, 0}, Layout::Aos(1)}};
+  for (int h = 0; h < 2; ++h) {
+    TopologyEdge e;
+    e.src = path.nodes[h].memory;
+    e.dst = path.nodes[h + 1].memory;
+    e.channel = h;
+    e.channel_name = h == 0 ? "hop_up" : "hop_down";
+    e.traits = PaperTraits(ChannelKind::kMemcpy);
+    e.node_pipe_bps = 10e9;
+    path.edges.push_back(e);
+  }
+  path.hop_bps = {10e9, 10e9};
+  path.predicted_bps = 10e9;
+  CHECK(PathLimit(path, topo) ==
+        "limited by what two pipelined Memcpy hops move through their ring: hop 0 (sys0 "
+        "-[hop_up]-> reg0) and hop 1 (reg0 -[hop_down]-> sys0) at 10.00 GB/s");
+  // The same hops on one channel are no pipelined pair: the slower one
+  // limits them, with what they share.
+  path.edges[1].channel = 0;
+  path.hop_bps = {8e9, 9e9};
+  path.predicted_bps = 4.2e9;
+  CHECK(StartsWith(PathLimit(path, topo), "limited by what its Memcpy hops share"));
+}
+
 }  // namespace ISOMETRY_TEST_FILE
