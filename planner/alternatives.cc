@@ -134,17 +134,17 @@ std::string PathLimit(const Path& path, const Topology& topo) {
                            topo.NameOf(e.dst));
   };
   const std::string hop = hop_text(slow) + " at " + RateText(path.hop_bps[slow]);
-  std::vector<const TopologyEdge*> edges;
-  for (const TopologyEdge& e : path.edges) edges.push_back(&e);
-  for (const auto& [a, b] : full_planner_internal::PipedPairs(path.hop_bps, edges)) {
-    if ((a == slow || b == slow) && path.predicted_bps >= path.hop_bps[slow] * 0.999) {
-      return absl::StrCat("limited by what two pipelined Memcpy hops move through their ring: ",
-                          hop_text(a), " and ", hop_text(b), " at ", RateText(path.hop_bps[slow]));
-    }
-  }
   if (path.predicted_bps < path.hop_bps[slow] * 0.999) {
     return absl::StrCat("limited by what its Memcpy hops share (a channel's threads, the node's ",
                         "memory; slowest hop: ", hop, ")");
+  }
+  std::vector<const TopologyEdge*> edges;
+  for (const TopologyEdge& e : path.edges) edges.push_back(&e);
+  for (const auto& [a, b] : full_planner_internal::PipedPairs(path.hop_bps, edges)) {
+    if (a == slow || b == slow) {
+      return absl::StrCat("limited by what two pipelined Memcpy hops move through their ring: ",
+                          hop_text(a), " and ", hop_text(b), " at ", RateText(path.hop_bps[slow]));
+    }
   }
   return absl::StrCat("limited by ", hop);
 }

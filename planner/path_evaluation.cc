@@ -42,6 +42,7 @@ bool SharesNodeMemory(const TopologyEdge& e, double hop_bps) {
 
 std::vector<std::pair<size_t, size_t>> PipedPairs(const std::vector<double>& hop_bps,
                                                   const std::vector<const TopologyEdge*>& edges) {
+  if (edges.size() < 2) return {};  // most paths: nothing to group
   std::map<uint32_t, std::vector<size_t>> per_node;
   for (size_t h = 0; h < edges.size(); ++h) {
     if (SharesNodeMemory(*edges[h], hop_bps[h])) per_node[edges[h]->src.node].push_back(h);
@@ -58,7 +59,7 @@ std::vector<std::pair<size_t, size_t>> PipedPairs(const std::vector<double>& hop
 }
 
 std::vector<double> PipedHopRates(const std::vector<double>& hop_bps,
-                                  const std::vector<double>& plain_bps,
+                                  const std::vector<uint64_t>& run_bytes,
                                   const std::vector<const TopologyEdge*>& edges) {
   std::vector<double> out = hop_bps;
   for (const auto& [a, b] : PipedPairs(hop_bps, edges)) {
@@ -67,7 +68,8 @@ std::vector<double> PipedHopRates(const std::vector<double>& hop_bps,
     // layout runs slower than that by as much as its own curve says.
     double scale = 1;
     for (size_t h : {a, b}) {
-      if (plain_bps[h] > 0) scale = std::min(scale, hop_bps[h] / plain_bps[h]);
+      const double plain = CurveOf(*edges[h], /*contiguous=*/true).At(run_bytes[h]);
+      if (plain > 0) scale = std::min(scale, hop_bps[h] / plain);
     }
     out[a] = out[b] = pipe * scale;
   }
@@ -127,7 +129,6 @@ Result<Path> Evaluate(Path path, const std::vector<const TopologyEdge*>& edges, 
   std::vector<const ThroughputFunction*> curves(hops);
   const uint64_t total = Product(shapes[0], 0, shapes[0].n, bounds, field_bytes);
   path.hop_bps.assign(hops, 0);
-  std::vector<double> plain_bps(hops, 0);
   for (size_t h = 0; h < hops; ++h) {
     const PairShape p = AnalyzePair(shapes[h], shapes[h + 1]);
     prefix[h] = PrefixBytes(p, bounds, field_bytes, element_bytes);
@@ -140,12 +141,11 @@ Result<Path> Evaluate(Path path, const std::vector<const TopologyEdge*>& edges, 
     }
     cap[h] = from_inner || to_inner ? std::min(prefix[h], th) : prefix[h];
     path.hop_bps[h] = HopThroughput(*edges[h], cap[h], prefix[h] >= total, field_bytes, curves[h]);
-    plain_bps[h] = CurveOf(*edges[h], /*contiguous=*/true).At(cap[h]);
     path.edges[h] = *edges[h];
   }
   // A pipelined pair's hops move what the pair moved through the ring,
   // above either hop's own curve (PipedHopRates).
-  path.hop_bps = PipedHopRates(path.hop_bps, plain_bps, edges);
+  path.hop_bps = PipedHopRates(path.hop_bps, cap, edges);
   double tp = std::numeric_limits<double>::infinity();
   for (double bps : path.hop_bps) tp = std::min(tp, bps);
   tp = std::min(tp, SharedMemoryBound(path.hop_bps, edges));

@@ -40,12 +40,12 @@ std::vector<std::pair<size_t, size_t>> PipedPairs(const std::vector<double>& hop
 // (full_planner.h, SHARED): where a node has exactly two of the path's
 // uncapped Memcpy hops, on separate channels, and the pair was measured
 // (node_pipe_bps), both read node_pipe_bps times the smaller of the two
-// hops' hop_bps / plain_bps (at most 1; `plain_bps` is what a plain copy
-// of the hop's request moves, the pipe's own kind of copy). Next to the
-// ring, which stays in the cache, each hop runs above the curve it was
-// measured at between two memory-sized areas.
+// hops' hop_bps over what a plain copy of the hop's request moves (its
+// contiguous curve at run_bytes; the pipe's own kind of copy), at most 1.
+// Next to the ring, which stays in the cache, each hop runs above the
+// curve it was measured at between two memory-sized areas.
 std::vector<double> PipedHopRates(const std::vector<double>& hop_bps,
-                                  const std::vector<double>& plain_bps,
+                                  const std::vector<uint64_t>& run_bytes,
                                   const std::vector<const TopologyEdge*>& edges);
 
 // The shared-memory bound (full_planner.h): for each node with two or
