@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import isometry  # noqa: E402
 from isometryd_process import IsometrydProcess, daemon_section  # noqa: E402
 from ports import free_port  # noqa: E402,F401  (cf.free_port for the tests)
+from daemon_threads import grpc_executor_threads, tasks_of  # noqa: E402,F401  (for the tests)
 
 # [daemon]: isometryd_process.daemon_section (sockets and state in the
 # temporary directory) with these options; CONFIG follows it.

@@ -33,10 +33,6 @@ def fds_of(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def tasks_of(pid):
-    return len(os.listdir(f"/proc/{pid}/task"))
-
-
 def wait_until(check, what, timeout=10.0):
     deadline = time.monotonic() + timeout
     while not check():
@@ -150,9 +146,9 @@ class FloodTest(unittest.TestCase):
         pid = a.process.proc.pid
         self.copy_checked("a", "b", 1 << 20)  # every lazy thread started
         self.copy_checked("b", "a", 1 << 20)
-        fds, tasks = fds_of(pid), tasks_of(pid)
+        fds, tasks = fds_of(pid), cf.tasks_of(pid)
         # A thread per connection would die at the 21st.
-        limit_tasks(self, pid, tasks + 20)
+        limit_tasks(self, pid, len(os.listdir(f"/proc/{pid}/task")) + 20)
         result = {}
         copier = threading.Thread(
             target=lambda: result.update(r=self.cluster.copy_bytes("b", "a", 48 << 20)))
@@ -163,7 +159,7 @@ class FloodTest(unittest.TestCase):
         self.assertTrue(a.process.alive(), a.log_text())
         # The hellos are bounded, not the connections the backlog takes.
         self.assertLessEqual(fds_of(pid), fds + 64 + 10)
-        self.assertLessEqual(tasks_of(pid), tasks + 4)
+        self.assertLessEqual(cf.tasks_of(pid), tasks + 4)
         self.copy_checked("a", "b", 4 << 20)  # the other way, mid-flood
         copier.join(30)
         info, data, got = result["r"]
@@ -172,7 +168,9 @@ class FloodTest(unittest.TestCase):
         for f in floods:
             f.close()
         wait_until(lambda: fds_of(pid) <= fds + 2, f"a's fds back to {fds}")
-        self.assertLessEqual(tasks_of(pid), tasks + 2)
+        self.assertLessEqual(cf.tasks_of(pid), tasks + 2)
+        # gRPC's two executors, grown by the copies' calls, stay in gRPC's bound.
+        self.assertLessEqual(cf.grpc_executor_threads(pid), 2 * 2 * os.cpu_count())
         log = a.log_text()
         self.assertIn("(cluster.data_max_handshakes): closed the oldest", log)
         self.assertNotIn("terminate", log)
@@ -181,17 +179,17 @@ class FloodTest(unittest.TestCase):
         a, b = self.start(tls=["ca", "ca"], timeout_ms=1000)
         pid = a.process.proc.pid
         self.copy_checked("b", "a", 1 << 20)
-        fds, tasks = fds_of(pid), tasks_of(pid)
+        fds, tasks = fds_of(pid), cf.tasks_of(pid)
         flood = Flood(self.a_data, 100)
         try:
             flood.opened.wait(20)
             wait_until(lambda: fds_of(pid) >= fds + 90, "the flood's connections taken", 2)
-            self.assertLessEqual(tasks_of(pid), tasks + 2)
+            self.assertLessEqual(cf.tasks_of(pid), tasks + 2)
             # Closed at the timeout (1 s) though the attacker holds on.
             took = time.monotonic()
             wait_until(lambda: fds_of(pid) <= fds + 2, f"a's fds back to {fds}", 3)
             self.assertLess(time.monotonic() - took, 1.6)
-            self.assertLessEqual(tasks_of(pid), tasks + 2)
+            self.assertLessEqual(cf.tasks_of(pid), tasks + 2)
             self.copy_checked("a", "b", 4 << 20)
         finally:
             flood.close()

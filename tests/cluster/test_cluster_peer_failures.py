@@ -38,10 +38,6 @@ def fds_of(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def tasks_of(pid):
-    return len(os.listdir(f"/proc/{pid}/task"))
-
-
 def stacks_of(pid):
     """Mappings the size of a thread's stack (8 MiB): an ended thread that
     nobody joined keeps its own."""
@@ -89,7 +85,7 @@ class PeerFailureTest(unittest.TestCase):
         for src, dst in (("a", "b"), ("b", "a")):
             info, data, got = self.cluster.copy_bytes(src, dst, 1 << 20)
             self.assertEqual(info.state, "done", info.message)
-        fds, tasks = fds_of(pid), tasks_of(pid)
+        fds, tasks = fds_of(pid), cf.tasks_of(pid)
         n = 48 << 20
         for _ in range(2):
             with b.client() as cb:
@@ -119,7 +115,7 @@ class PeerFailureTest(unittest.TestCase):
         # connection; a probe's stalled handshake its socket).
         self.assertTrue(settles(lambda: fds_of(pid) <= fds + 1),
                         f"a holds {fds_of(pid)} fds, {fds} before the failures")
-        self.assertLessEqual(tasks_of(pid), tasks + 3)
+        self.assertLessEqual(cf.tasks_of(pid), tasks + 3)
         info, data, got = self.cluster.copy_bytes("a", "b", 4 << 20)
         self.assertEqual(info.state, "done", info.message)
         self.assertTrue(got == data)
@@ -169,7 +165,7 @@ class PeerFailureTest(unittest.TestCase):
         for s, d in puts(ca, 4)[0]:
             self.assertIn("(one call)", ca.copy(s, d).path)
         stream_puts, in_flight = puts(cstream, 64)[0], puts(ca, count)[0]
-        fds, tasks = fds_of(pid), tasks_of(pid)
+        fds, tasks = fds_of(pid), cf.tasks_of(pid)
         # Puts keep going from another session through the kill; a third
         # copies within a, which must not notice.
         stop, stream_ends, other = threading.Event(), [], []
@@ -231,8 +227,8 @@ class PeerFailureTest(unittest.TestCase):
         # Nothing of the dead calls is left on a.
         self.assertTrue(settles(lambda: fds_of(pid) <= fds + 1),
                         f"a holds {fds_of(pid)} fds, {fds} before the kill")
-        self.assertTrue(settles(lambda: tasks_of(pid) <= tasks + 3),
-                        f"a runs {tasks_of(pid)} threads, {tasks} before the kill")
+        self.assertTrue(settles(lambda: cf.tasks_of(pid) <= tasks + 3),
+                        f"a runs {cf.tasks_of(pid)} threads, {tasks} before the kill")
         self.assertEqual(ca.status().transfers_active, 0)
         b.start()
         self.cluster.wait_up(timeout=20)
@@ -311,7 +307,7 @@ class PeerFailureTest(unittest.TestCase):
         put(1)
         self.assertTrue(settles(lambda: "peer 'x' at 127.0.0.1:1 joined" in a.log_text()))
         time.sleep(0.5)
-        stacks, tasks = stacks_of(pid), tasks_of(pid)
+        stacks, tasks = stacks_of(pid), cf.tasks_of(pid)
         moves = 30
         for i in range(moves):
             put(2 + i)
@@ -324,8 +320,8 @@ class PeerFailureTest(unittest.TestCase):
         self.assertLessEqual(grown, 6, f"{grown} more thread stacks after {moves} moves")
         # gRPC's thread pools grow a little with the churn (+5 seen); a
         # thread per departed peer would be `moves` more.
-        self.assertLessEqual(tasks_of(pid), tasks + moves // 3,
-                             f"{tasks_of(pid) - tasks} more threads after {moves} moves")
+        self.assertLessEqual(cf.tasks_of(pid), tasks + moves // 3,
+                             f"{cf.tasks_of(pid) - tasks} more threads after {moves} moves")
         self.assertEqual(a.log_text().count("peer 'x' left the cluster: "), moves)
 
 
