@@ -168,7 +168,7 @@ request_size = "4MiB"
 # name = "batch"
 # weight = 1
 # max_priority = 10
-# nice = 10                       # its threads yield a busy CPU to other classes' (0 to 19)
+# nice = 10                       # its threads yield a busy CPU to other classes' (0 to 19, or "idle")
 # caps = { disk_write = { rate = "500MiB/s" }, disk_read = { in_flight = 2 } }  # each channel; 0 pauses
 # [[qos.rule]]                    # the first rule that matches wins
 # gid = 3000                      # local clients running with group 3000 (gRPC ones have no uid, gid)

@@ -52,6 +52,16 @@ Status ReadCaps(const Reader& r, const toml::node& n, const std::string& key, Qo
   return OkStatus();
 }
 
+// 0 to 19, or "idle" (kIdleThreadNice: the class's work runs under SCHED_IDLE).
+Result<int> Nice(const Reader& r, const toml::node& n, const std::string& key) {
+  if (n.is_string() && *n.value<std::string>() == "idle") return kIdleThreadNice;
+  if (!n.is_integer()) {
+    return r.Error(n, key, StrCat("must be an integer from 0 to ", kMaxThreadNice, " or \"idle\""));
+  }
+  ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(n, key, 0, kMaxThreadNice));
+  return static_cast<int>(v);
+}
+
 Result<QosClass> ReadClass(const Reader& r, const toml::table& t, const std::string& key) {
   ISO_RETURN_IF_ERROR(
       r.OnlyKeys(t, "qos.class.", {"name", "weight", "max_priority", "nice", "caps"}));
@@ -69,8 +79,7 @@ Result<QosClass> ReadClass(const Reader& r, const toml::table& t, const std::str
     c.max_priority = static_cast<int32_t>(v);
   }
   if (const toml::node* n = t.get("nice")) {
-    ISO_ASSIGN_OR_RETURN(int64_t v, r.Integer(*n, key + ".nice", 0, kMaxThreadNice));
-    c.nice = static_cast<int>(v);
+    ISO_ASSIGN_OR_RETURN(c.nice, Nice(r, *n, key + ".nice"));
   }
   if (const toml::node* n = t.get("caps")) ISO_RETURN_IF_ERROR(ReadCaps(r, *n, key + ".caps", c));
   return c;

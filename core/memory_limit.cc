@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string>
 
+#include "core/status.h"
 #include "core/strings.h"
 
 namespace isometry {

@@ -34,7 +34,8 @@ void Runtime::SetQos(const QosConfig& config) {
   for (const QosClass& c : config.classes) {
     if (c.nice > 0 && !ThreadNiceSupported()) {
       spdlog::warn("qos: class '{}' has nice = {}, which no thread takes: {}", ForLog(c.name, 64),
-                   c.nice, ThreadNiceUnsupportedReason());
+                   c.nice == kIdleThreadNice ? "\"idle\"" : ThreadNiceText(c.nice),
+                   ThreadNiceUnsupportedReason());
     }
   }
   absl::MutexLock lock(&impl_->mu);

@@ -56,6 +56,16 @@ def thread_nice_values(pid):
             for tid, stat in per_thread(pid, "stat").items()}
 
 
+SCHED_OTHER, SCHED_IDLE = 0, 5
+
+
+def thread_policies(pid):
+    """{tid: scheduling policy} of process `pid`'s threads (/proc, stat
+    field 41: SCHED_OTHER 0, SCHED_IDLE 5)."""
+    return {tid: int(stat.rsplit(")", 1)[1].split()[38])
+            for tid, stat in per_thread(pid, "stat").items()}
+
+
 def thread_names(pid):
     """{tid: name} of process `pid`'s threads."""
     return {tid: comm.strip() for tid, comm in per_thread(pid, "comm").items()}

@@ -24,7 +24,8 @@ from busy_copies import keep_copying  # noqa: E402
 from client_env import ISOCTL, ISOMETRYD, client_modules  # noqa: E402
 from isometryd_process import IsometrydProcess  # noqa: E402
 from thread_nice import (may_lower_nice, sched_runtime, short_slice_supported,  # noqa: E402
-                         thread_names, thread_nice_values, SHORT_SLICE_NS)
+                         thread_names, thread_nice_values, thread_policies, SCHED_IDLE,
+                         SCHED_OTHER, SHORT_SLICE_NS)
 
 grpc, isometry, pb, pb_grpc = client_modules("test_qos")
 
@@ -104,9 +105,18 @@ nice = 19
 client = "bulk"
 class = "bg"
 
+[[qos.class]]
+name = "idling"
+weight = 1
+nice = "idle"
+
 [[qos.rule]]
 client = "yielding"
 class = "yielding"
+
+[[qos.rule]]
+client = "idling"
+class = "idling"
 """
 
 # Run with supplementary group 4500 (setpriv): attaches over the local
@@ -350,23 +360,38 @@ class QosTest(unittest.TestCase):
         self.assertLess(p99, bulk, f"p99 {p99 * 1e3:.1f} ms, one bulk copy {bulk * 1e3:.1f} ms")
 
     def test_a_class_nice_value_is_taken_while_its_bytes_move_and_dropped_after(self):
+        self.check_class_cpu_value("yielding", 19, thread_nice_values, 19, 0)
+
+    def test_an_idle_class_runs_under_sched_idle_while_its_bytes_move_and_leaves_it_after(self):
+        self.check_class_cpu_value("idling", 20, thread_policies, SCHED_IDLE, SCHED_OTHER)
+        env = dict(os.environ, ISOMETRY_SOCKET=self.daemon.socket,
+                   ISOMETRY_OPERATOR_TOKEN=os.path.join(self.dir, "state", "operator.token"))
+        out = subprocess.run([ISOCTL, "qos"], env=env, capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        row = next(line.split() for line in out.stdout.splitlines() if line.startswith("idling"))
+        self.assertEqual(row[3], "idle", out.stdout)  # the NICE column
+
+    def check_class_cpu_value(self, client, nice, read, busy, rest):
+        """While `client`'s class (named as the client) moves bytes, a thread
+        of the daemon reads `busy` by `read` (nice values or policies); once
+        idle, every thread reads `rest` again. GetQos reports `nice`."""
         pid = self.daemon.proc.pid
         if not may_lower_nice():
             # The daemon may not lower a thread's value back: it says so
             # and changes none.
-            row = next(c for c in self.qos().classes if c.name == "yielding")
-            self.assertEqual((row.nice, row.nice_applied), (19, False))
+            row = next(c for c in self.qos().classes if c.name == client)
+            self.assertEqual((row.nice, row.nice_applied), (nice, False))
             self.assertIn("which no thread takes", self.daemon.log_text(tail=None))
             return
-        self.assertEqual(set(thread_nice_values(pid).values()), {0})
-        with isometry.Client(self.daemon.socket, name="yielding") as y:
+        self.assertEqual(set(read(pid).values()), {rest})
+        with isometry.Client(self.daemon.socket, name=client) as y:
             stop = threading.Event()
             thread, errors = self.keep_busy(y, [self.pair(y, 16 * MIB)], stop, depth=2)
-            niced = set()
+            taken = set()
             try:
                 deadline = time.monotonic() + 10
-                while not niced and time.monotonic() < deadline:
-                    niced = {t for t, n in thread_nice_values(pid).items() if n == 19}
+                while not taken and time.monotonic() < deadline:
+                    taken = {t for t, n in read(pid).items() if n == busy}
                     time.sleep(0.002)
                 # A foreground copy meanwhile runs at the daemon's own value.
                 self.assertEqual(self.fg.copy(*self.pair(self.fg, 1 * MIB)).state, "done")
@@ -374,20 +399,19 @@ class QosTest(unittest.TestCase):
                 stop.set()
                 thread.join(60)
             self.assertEqual(errors, [])
-            # The memcpy channel's workers moved "yielding"'s chunks at 19.
-            self.assertTrue(niced, "no thread of the daemon ran at nice 19")
+            # The memcpy channel's workers moved the class's chunks at its value.
+            self.assertTrue(taken, f"no thread of the daemon ran at {busy}")
             names = thread_names(pid)
-            self.assertLessEqual({names.get(t) for t in niced}, {"ch:memcpy0", "chx:memcpy0", None})
-            info = self.qos()
-            row = next(c for c in info.classes if c.name == "yielding")
-            self.assertEqual((row.nice, row.nice_applied), (19, True))
-            # Idle workers went back to 0: the next request may be anyone's.
+            self.assertLessEqual({names.get(t) for t in taken}, {"ch:memcpy0", "chx:memcpy0", None})
+            row = next(c for c in self.qos().classes if c.name == client)
+            self.assertEqual((row.nice, row.nice_applied), (nice, True))
+            # Idle workers went back: the next request may be anyone's.
             deadline = time.monotonic() + 5
-            values = thread_nice_values(pid)
-            while set(values.values()) != {0} and time.monotonic() < deadline:
+            values = read(pid)
+            while set(values.values()) != {rest} and time.monotonic() < deadline:
                 time.sleep(0.05)
-                values = thread_nice_values(pid)
-            self.assertEqual(set(values.values()), {0}, values)
+                values = read(pid)
+            self.assertEqual(set(values.values()), {rest}, values)
 
     def test_the_threads_a_small_copy_waits_on_are_named_and_run_short_slices(self):
         names = thread_names(self.daemon.proc.pid)

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "config/config_parser.h"
+#include "core/thread_nice.h"
 
 namespace ISOMETRY_TEST_FILE {
 
@@ -164,6 +165,15 @@ TEST_CASE("without [qos] everyone is in the one default class") {
   CHECK(c->qos.Effective()[0].max_priority == std::numeric_limits<int32_t>::max());
 }
 
+TEST_CASE("a class's nice value may be \"idle\": its work runs under SCHED_IDLE") {
+  auto c = Parse("[[qos.class]]\nname = \"fg\"\n[[qos.class]]\nname = \"bg\"\nnice = \"idle\"\n");
+  REQUIRE(c.ok());
+  CHECK(c->qos.classes[0].nice == 0);
+  CHECK(c->qos.classes[1].nice == kIdleThreadNice);
+  CHECK(ThreadNiceText(kIdleThreadNice) == "idle");
+  CHECK(ThreadNiceText(10) == "10");
+}
+
 TEST_CASE("bad [qos] tables are refused at their line") {
   struct Case {
     std::string text, message;
@@ -181,6 +191,9 @@ TEST_CASE("bad [qos] tables are refused at their line") {
            {"[[qos.class]]\nname = \"a\"\ncaps = { memcpy = { speed = 1 } }\n", "unknown key"},
            {"[[qos.class]]\nname = \"a\"\nnice = 20\n", "q.toml:13: key 'qos.class[0].nice'"},
            {"[[qos.class]]\nname = \"a\"\nnice = -1\n", "key 'qos.class[0].nice'"},
+           {"[[qos.class]]\nname = \"a\"\nnice = \"low\"\n",
+            "q.toml:13: key 'qos.class[0].nice': must be an integer from 0 to 19 or \"idle\""},
+           {"[[qos.class]]\nname = \"a\"\nnice = 1.5\n", "or \"idle\""},
            // A client names itself: a name alone may not lift it above the
            // default class (more weight, a higher ceiling, fewer caps).
            {"[qos]\ndefault_class = \"low\"\n[[qos.class]]\nname = \"low\"\nmax_priority = 1\n"
@@ -189,6 +202,11 @@ TEST_CASE("bad [qos] tables are refused at their line") {
            // ... nor to a lower nice value (more of a busy CPU).
            {"[qos]\ndefault_class = \"low\"\n[[qos.class]]\nname = \"low\"\nnice = 10\n"
             "[[qos.class]]\nname = \"high\"\nnice = 5\n[[qos.rule]]\nclient = \"me\"\n"
+            "class = \"high\"\n",
+            "a rule by client name alone may not"},
+           // ... and not out of the idle policy either.
+           {"[qos]\ndefault_class = \"low\"\n[[qos.class]]\nname = \"low\"\nnice = \"idle\"\n"
+            "[[qos.class]]\nname = \"high\"\nnice = 19\n[[qos.rule]]\nclient = \"me\"\n"
             "class = \"high\"\n",
             "a rule by client name alone may not"},
        }) {

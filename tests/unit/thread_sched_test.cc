@@ -1,6 +1,11 @@
 // How the daemon's threads present themselves to the scheduler and to an
-// operator: their names and the short slice of the threads a small copy
-// waits on, and the CPUs the copy threads claim (a spinner's cue to sleep).
+// operator: their names, the short slice of the threads a small copy
+// waits on, the nice value and policy of a traffic class's work, and the
+// CPUs the copy threads claim (a spinner's cue to sleep).
+#include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
@@ -13,6 +18,7 @@
 
 #include "core/cpu_claims.h"
 #include "core/thread_name.h"
+#include "core/thread_nice.h"
 #include "core/thread_slice.h"
 
 namespace ISOMETRY_TEST_FILE {
@@ -57,6 +63,45 @@ TEST_CASE("RequestShortSlice gives the thread a 100 us slice where the kernel ha
     // changed, and nothing claims it did.
     WARN("this kernel has no custom slices (Linux 6.12+): checked that none was set");
     CHECK(*after == *before);
+  }
+}
+
+TEST_CASE("SetThreadNice moves a thread to a class's nice value or SCHED_IDLE and back") {
+  struct Seen {
+    int policy, nice;
+    std::optional<uint64_t> slice;
+  };
+  auto seen = [] {
+    return Seen{sched_getscheduler(0), getpriority(PRIO_PROCESS, gettid()), ThisThreadSliceNs()};
+  };
+  std::vector<Seen> steps;
+  std::thread([&] {
+    RequestShortSlice();
+    steps.push_back(seen());
+    for (int nice : {10, kIdleThreadNice, 0, kIdleThreadNice, 5, 0}) {
+      SetThreadNice(nice);
+      steps.push_back(seen());
+    }
+  }).join();
+  REQUIRE(steps.size() == 7);
+  const Seen start = steps[0];
+  if (!ThreadNiceSupported()) {
+    WARN("this process may not move its threads' nice values back: " +
+         ThreadNiceUnsupportedReason() + "; checked that none moved");
+    for (const Seen& s : steps) CHECK((s.policy == start.policy && s.nice == start.nice));
+    return;
+  }
+  CHECK(start.policy == SCHED_OTHER);
+  const int base = start.nice;
+  const struct {
+    int policy, nice;
+  } want[] = {{SCHED_OTHER, base + 10}, {SCHED_IDLE, base + 10}, {SCHED_OTHER, base},
+              {SCHED_IDLE, base},       {SCHED_OTHER, base + 5}, {SCHED_OTHER, base}};
+  for (size_t i = 0; i < 6; ++i) {
+    INFO("step " << i);
+    CHECK(steps[i + 1].policy == want[i].policy);
+    CHECK(steps[i + 1].nice == want[i].nice);
+    CHECK(steps[i + 1].slice == start.slice);  // the short slice survives the idle policy
   }
 }
 

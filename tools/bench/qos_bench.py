@@ -5,9 +5,9 @@ foreground protection and the scheduler's overhead, on one node.
 Starts two private daemons with the same memories and channels (sys0, a
 DSK memory in a temporary directory, memcpy0, disk_write0, disk_read0;
 inline_bytes = 0, so every copy goes through its channel's DMA worker):
-one with [qos] classes fg (weight 3) and bg (weight 1, nice 10: its
-threads yield a busy CPU, docs/guides/qos.md "CPU time"; clients named
-"bulk"), one without [qos]. Each round, paired and interleaved:
+one with [qos] classes fg (weight 3) and bg (weight 1, nice "idle": its
+threads run under SCHED_IDLE and give a busy CPU to any other that wakes,
+docs/guides/qos.md "CPU time"; clients named "bulk"), one without [qos]. Each round, paired and interleaved:
 
 - shares: fg and bg each keep 3 copies in flight through memcpy0, then
   through disk_write0; the ratio of the bytes each class moved over the
@@ -109,7 +109,7 @@ weight = 3
 [[qos.class]]
 name = "bg"
 weight = 1
-nice = 10
+nice = "idle"
 
 [[qos.rule]]
 client = "bulk"

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/log_escape.h"
+#include "core/thread_nice.h"
 #include "tools/isoctl/format.h"
 #include "tools/isoctl/render.h"
 
@@ -41,7 +42,7 @@ std::string Classes(const v1::GetQosResponse& r) {
     if (!c.nice_applied()) note += note.empty() ? "nice not applied" : ", nice not applied";
     t.AddRow({ForLog(c.name(), 64), std::to_string(c.weight()),
               c.max_priority() == 2147483647 ? "-" : std::to_string(c.max_priority()),
-              std::to_string(c.nice()), std::to_string(c.members()), std::to_string(c.transfers()),
+              ThreadNiceText(c.nice()), std::to_string(c.members()), std::to_string(c.transfers()),
               std::to_string(c.clamped()), note.empty() ? "-" : note});
   }
   return t.Render();

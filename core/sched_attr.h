@@ -1,0 +1,31 @@
+// The kernel's sched_getattr/sched_setattr for the calling thread: glibc
+// 2.36 has no wrappers. Used to set a thread's slice (thread_slice.h) and
+// its policy (thread_nice.h) without losing what the other one set.
+#pragma once
+
+#include <cstdint>
+
+namespace isometry {
+
+// struct sched_attr (include/uapi/linux/sched/types.h).
+struct SchedAttr {
+  uint32_t size;
+  uint32_t sched_policy;
+  uint64_t sched_flags;
+  int32_t sched_nice;
+  uint32_t sched_priority;
+  uint64_t sched_runtime;  // a SCHED_OTHER thread's custom slice, ns (0: the default)
+  uint64_t sched_deadline;
+  uint64_t sched_period;
+  uint32_t sched_util_min;
+  uint32_t sched_util_max;
+};
+
+// The calling thread's attributes; false when the kernel refused.
+bool GetThisThreadSchedAttr(SchedAttr& attr);
+
+// Sets them (size and flags are filled in); false when the kernel refused
+// (errno says why).
+bool SetThisThreadSchedAttr(SchedAttr attr);
+
+}  // namespace isometry
