@@ -7,7 +7,8 @@ DSK memory in a temporary directory, memcpy0, disk_write0, disk_read0;
 inline_bytes = 0, so every copy goes through its channel's DMA worker):
 one with [qos] classes fg (weight 3) and bg (weight 1, nice "idle": its
 threads run under SCHED_IDLE and give a busy CPU to any other that wakes,
-docs/guides/qos.md "CPU time"; clients named "bulk"), one without [qos]. Each round, paired and interleaved:
+docs/guides/qos.md "CPU time"; --bg-nice sets another value; clients
+named "bulk"), one without [qos]. Each round, paired and interleaved:
 
 - shares: fg and bg each keep 3 copies in flight through memcpy0, then
   through disk_write0; the ratio of the bytes each class moved over the
@@ -109,12 +110,18 @@ weight = 3
 [[qos.class]]
 name = "bg"
 weight = 1
-nice = "idle"
+nice = {bg_nice}
 
 [[qos.rule]]
 client = "bulk"
 class = "bg"
 """
+
+
+def qos_tables(args):
+    """QOS with bg's nice value from --bg-nice."""
+    value = '"idle"' if args.bg_nice == "idle" else args.bg_nice
+    return QOS.replace("{bg_nice}", value)
 
 
 def pair(client, nbytes, file=None):
@@ -189,7 +196,7 @@ class Bench:
                   file=sys.stderr)
         self.pb, self.pb_grpc = pb, pb_grpc
         self.daemons = []
-        self.qos = self.start(MEMORIES + QOS, "isometry-qos-bench-", ring=True)
+        self.qos = self.start(MEMORIES + qos_tables(args), "isometry-qos-bench-", ring=True)
         self.plain = self.start(MEMORIES, "isometry-qos-plain-")
 
     def start(self, config, prefix, ring=False):
@@ -308,12 +315,13 @@ class Bench:
 
 
 class CrossNode:
-    """Two daemons, a and b, on loopback; with `qos` both have the classes
-    fg and bg; a's sending paced to `link_mib` MiB/s (0: unpaced)."""
+    """Two daemons, a and b, on loopback; with `qos` (qos_tables' text)
+    both have the classes fg and bg; a's sending paced to `link_mib` MiB/s
+    (0: unpaced)."""
 
     def __init__(self, cf, isometryd, qos, link_mib):
         self.cf = cf
-        opts = {"extra_channels": QOS if qos else ""}
+        opts = {"extra_channels": qos or ""}
         paced = dict(opts, extra_cluster=f'rate_limit = "{link_mib}MiB"' if link_mib else "")
         self.cluster = cf.Cluster(isometryd, ["a", "b"], request="1MiB", pool="1GiB",
                                   node_opts=[paced, opts])
@@ -334,7 +342,7 @@ class CrossNode:
 def cross_node_rows(args, results):
     """One round of the tcp rows, appended to `results`."""
     import cluster_fixture as cf
-    paced = CrossNode(cf, args.isometryd, True, args.link_mib)
+    paced = CrossNode(cf, args.isometryd, qos_tables(args), args.link_mib)
     try:
         busy = [Busy(c, paced.pairs(c, 2 * MIB, 4), depth=4) for c in (paced.fg, paced.bg)]
         try:
@@ -350,7 +358,7 @@ def cross_node_rows(args, results):
         paced.close()
     rates = {}
     for qos in (True, False):
-        pair_ = CrossNode(cf, args.isometryd, qos, 0)
+        pair_ = CrossNode(cf, args.isometryd, qos and qos_tables(args), 0)
         try:
             rates[qos] = rate_of(pair_.fg, pair_.pairs(pair_.fg, 256 * MIB, 1), 4)
             if qos:
@@ -402,10 +410,14 @@ def main():
                          "as many more as fill 1 s (default: 400)")
     ap.add_argument("--link-mib", type=int, default=256,
                     help="a's sending rate to b in the tcp share row, MiB/s (default: 256)")
+    ap.add_argument("--bg-nice", default="idle",
+                    help="bg's qos.class.nice: 0 to 19, or idle (default: idle)")
     ap.add_argument("--json", action="store_true", help="JSON rows instead of a table")
     args = ap.parse_args()
     if args.rounds < 1 or args.window <= 0 or args.small < 100 or args.link_mib < 1:
         ap.error("--rounds >= 1, --window > 0, --small >= 100 and --link-mib >= 1")
+    if args.bg_nice != "idle" and not (args.bg_nice.isdigit() and int(args.bg_nice) <= 19):
+        ap.error(f"--bg-nice: 0 to 19, or idle (not {args.bg_nice!r})")
     if not os.access(args.isometryd, os.X_OK):
         ap.error(f"no daemon binary at {args.isometryd}: build it or pass --isometryd")
     where = machine.measure()  # before the daemons run

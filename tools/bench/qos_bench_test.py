@@ -56,6 +56,11 @@ class QosBenchTest(unittest.TestCase):
         self.assertEqual(done.returncode, 2)
         self.assertIn("no daemon binary at /nonexistent/isometryd", done.stderr)
 
+    def test_a_bad_background_nice_value_is_refused(self):
+        done = run("--isometryd", ISOMETRYD, "--bg-nice", "fast")
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("--bg-nice: 0 to 19, or idle (not 'fast')", done.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()
