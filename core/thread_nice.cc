@@ -91,7 +91,7 @@ const Probe& ProbeOnce() {
   return probe;
 }
 
-constexpr int kUnknown = -1;
+constexpr int kNiceNotKnown = -1;
 thread_local int applied = 0;  // over the base, in force on this thread (kIdleThreadNice: idle)
 
 }  // namespace
@@ -114,7 +114,7 @@ void SetThreadNice(int nice) {
   if (setpriority(PRIO_PROCESS, gettid(), std::min(kMaxThreadNice, p.base + nice)) == 0) {
     applied = nice;
   } else {
-    applied = kUnknown;  // the next call sets it again
+    applied = kNiceNotKnown;  // the next call sets it again
   }
 }
 
