@@ -20,8 +20,9 @@ import unittest
 
 FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyfixture")
 sys.path.insert(0, FIXTURE_DIR)
-from attack_case import (nobody_process, rss_of, run_as_nobody, threads_of,  # noqa: E402
-                         wait_until)
+from attack_case import nobody_process, rss_of, run_as_nobody, wait_until  # noqa: E402
+# Not gRPC's executors, which the victim's calls may grow (daemon_threads.py).
+from daemon_threads import tasks_of as threads_of  # noqa: E402
 from isometryd_process import IsometrydProcess  # noqa: E402
 from local_socket import LocalConnection  # noqa: E402
 
