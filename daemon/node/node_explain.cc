@@ -3,6 +3,7 @@
 #include <set>
 
 #include "absl/strings/str_format.h"
+#include "core/thread_nice.h"
 #include "daemon/node/node_impl.h"
 
 namespace isometry {
@@ -36,6 +37,16 @@ std::string CompareRates(const TransferReport& r) {
   return out;
 }
 
+// ", its bytes moved at nice N" / "under SCHED_IDLE" where the class has
+// a value (qos.class.nice), and whether the threads take it.
+std::string CpuText(const QosClassStats& c) {
+  if (c.nice == 0) return "";
+  return absl::StrCat(
+      ", its bytes moved ",
+      c.nice == kIdleThreadNice ? "under SCHED_IDLE" : absl::StrCat("at nice ", c.nice),
+      c.nice_applied ? "" : " (not applied: the daemon may not change it back)");
+}
+
 // TransferExplanation::qos, from the classes as they stand now.
 std::vector<std::string> QosLines(const TransferReport& r, const PlanReport& plan,
                                   const std::vector<QosClassStats>& classes) {
@@ -49,7 +60,7 @@ std::vector<std::string> QosLines(const TransferReport& r, const PlanReport& pla
   for (const QosClassStats& k : classes) live += !k.retired;
   out.push_back(live <= 1 && !c->retired
                     ? absl::StrCat("class '", c->name, "', the only one: nothing shared by weight")
-                    : absl::StrCat("class '", c->name, "', weight ", c->weight,
+                    : absl::StrCat("class '", c->name, "', weight ", c->weight, CpuText(*c),
                                    c->retired ? " (retired by a reload)" : "",
                                    " (as the classes stand now)"));
   if (r.requested_priority > r.priority) {

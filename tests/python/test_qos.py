@@ -364,6 +364,14 @@ class QosTest(unittest.TestCase):
 
     def test_an_idle_class_runs_under_sched_idle_while_its_bytes_move_and_leaves_it_after(self):
         self.check_class_cpu_value("idling", 20, thread_policies, SCHED_IDLE, SCHED_OTHER)
+        # Explain says so.
+        with isometry.Client(self.daemon.socket, name="idling") as y:
+            info = y.copy(*self.pair(y, 1 * MIB))
+            e = self.stub.ExplainTransfer(pb.ExplainTransferRequest(transfer=info.id),
+                                          metadata=[("isometry-session", y.session)])
+        applied = "" if may_lower_nice() else " (not applied"
+        self.assertIn(f"class 'idling', weight 1, its bytes moved under SCHED_IDLE{applied}",
+                      "\n".join(e.qos))
         env = dict(os.environ, ISOMETRY_SOCKET=self.daemon.socket,
                    ISOMETRY_OPERATOR_TOKEN=os.path.join(self.dir, "state", "operator.token"))
         out = subprocess.run([ISOCTL, "qos"], env=env, capture_output=True, text=True, timeout=30)
