@@ -3,6 +3,8 @@
 // its policy (thread_nice.h) without losing what the other one set.
 #pragma once
 
+#include <sched.h>
+
 #include <cstdint>
 
 namespace isometry {
@@ -20,6 +22,12 @@ struct SchedAttr {
   uint32_t sched_util_min;
   uint32_t sched_util_max;
 };
+
+// SCHED_OTHER or SCHED_BATCH: the policies whose threads take a nice value,
+// a custom slice, and may go to SCHED_IDLE and back.
+inline bool IsNormalPolicy(uint32_t policy) {
+  return policy == SCHED_OTHER || policy == SCHED_BATCH;
+}
 
 // The calling thread's attributes; false when the kernel refused.
 bool GetThisThreadSchedAttr(SchedAttr& attr);

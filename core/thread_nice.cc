@@ -71,7 +71,7 @@ const Probe& ProbeOnce() {
       p.why = StrCat("the daemon runs at nice ", base, " already");
       return p;
     }
-    if (p.policy != SCHED_OTHER && p.policy != SCHED_BATCH) {
+    if (!IsNormalPolicy(p.policy)) {
       p.why = StrCat("the daemon runs under scheduling policy ", p.policy,
                      ", not SCHED_OTHER or SCHED_BATCH");
       return p;

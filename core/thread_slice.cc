@@ -1,7 +1,5 @@
 #include "core/thread_slice.h"
 
-#include <sched.h>
-
 #include <cstdint>
 #include <system_error>
 #include <thread>
@@ -18,7 +16,7 @@ namespace {
 bool SetSlice(std::chrono::nanoseconds slice) {
   SchedAttr attr{};
   if (!GetThisThreadSchedAttr(attr)) return false;
-  if (attr.sched_policy != SCHED_OTHER && attr.sched_policy != SCHED_BATCH) return false;
+  if (!IsNormalPolicy(attr.sched_policy)) return false;
   attr.sched_runtime = static_cast<uint64_t>(slice.count());
   return SetThisThreadSchedAttr(attr);
 }
