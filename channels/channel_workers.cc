@@ -1,5 +1,6 @@
 #include "channels/channel_workers.h"
 
+#include <optional>
 #include <utility>
 
 #include "core/cpu_claims.h"
@@ -9,6 +10,13 @@
 #include "core/thread_slice.h"
 
 namespace isometry {
+
+namespace {
+
+// Whether this worker thread holds a CpuClaim for the request it runs.
+thread_local bool holds_cpu_claim = false;
+
+}  // namespace
 
 ChannelWorkers::ChannelWorkers(std::string_view name, int threads, Serve serve)
     : serve_(std::move(serve)) {
@@ -58,7 +66,8 @@ void ChannelWorkers::Push(ChannelRequest request, RequestDone done) {
 }
 
 void ChannelWorkers::SleepUntil(absl::Time deadline, const ChannelRequest& request) {
-  const CpuClaim::Paused asleep;  // called from serve_, which holds a claim
+  std::optional<CpuClaim::Paused> asleep;  // called from serve_: its claim, if any, sleeps
+  if (holds_cpu_claim) asleep.emplace();
   absl::MutexLock lock(&mu_);
   while (!stopping_ && !request.Cancelled()) {
     if (cv_.WaitWithDeadline(&mu_, deadline)) break;
@@ -84,7 +93,11 @@ void ChannelWorkers::Run(bool express) {
       if (express) express_busy_ = true;
     }
     SetThreadNice(item.request.qos_nice);
-    const CpuClaim claim;
+    // Work under SCHED_IDLE holds no CPU: any thread that wakes takes it,
+    // so the ring thread may keep polling beside it (core/cpu_claims.h).
+    std::optional<CpuClaim> claim;
+    if (!ThreadRunsIdle()) claim.emplace();
+    holds_cpu_claim = claim.has_value();
     serve_(item.request, item.done);
   }
 }

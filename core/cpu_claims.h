@@ -11,13 +11,20 @@
 // instead, and its clients wake it through the eventfd, which the short
 // slice (core/thread_slice.h) makes prompt (measured in
 // docs/benchmarks/history/2026-12.md).
+//
+// A copy thread working for a class whose nice value is "idle" takes no
+// claim: under SCHED_IDLE it gives its CPU to any thread that wakes, and
+// such a class has asked for only the CPU time nobody else wants. The ring
+// thread's window then keeps serving a foreground client beside it, which
+// shortens that client's small copies under load (measured in the same
+// file).
 #pragma once
 
 #include <atomic>
 
 namespace isometry {
 
-// Held by a copy thread while it runs a request.
+// Held by a copy thread while it runs a request (not under SCHED_IDLE).
 class CpuClaim {
  public:
   CpuClaim() { claims_.fetch_add(1, std::memory_order_relaxed); }

@@ -118,6 +118,8 @@ void SetThreadNice(int nice) {
   }
 }
 
+bool ThreadRunsIdle() { return applied == kIdleThreadNice; }
+
 std::string ThreadNiceText(int nice) {
   return nice == kIdleThreadNice ? "idle" : std::to_string(nice);
 }

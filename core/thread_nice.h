@@ -36,6 +36,10 @@ const std::string& ThreadNiceUnsupportedReason();
 // unsupported. The thread's scheduler slice (thread_slice.h) is kept.
 void SetThreadNice(int nice);
 
+// Whether the calling thread runs under SCHED_IDLE now (its last
+// SetThreadNice(kIdleThreadNice) took effect).
+bool ThreadRunsIdle();
+
 // How a config and isoctl write a value: "idle" for kIdleThreadNice, the
 // number otherwise.
 std::string ThreadNiceText(int nice);

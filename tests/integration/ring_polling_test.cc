@@ -1,7 +1,8 @@
 // The ring thread's poll window (daemon.ring_poll_us) against a real
 // daemon: after a copy it keeps polling the rings while a CPU is free for
 // it, and goes to sleep at once while the memcpy channel's threads hold
-// every CPU (core/cpu_claims.h), so that it takes no CPU from them. What
+// every CPU (core/cpu_claims.h), so that it takes no CPU from them, unless
+// those threads work for a class whose nice value is "idle". What
 // tells: the ring thread's voluntary context switches (from /proc), one
 // each time it goes to sleep: polling from one copy to the next, it has
 // next to none; sleeping after each, about one a copy.
@@ -17,6 +18,7 @@
 #include "client/cpp/isometry_client.h"
 #include "core/cpu_claims.h"
 #include "core/strings.h"
+#include "core/thread_nice.h"
 #include "integration/client_helpers.h"
 #include "integration/daemon_fixture.h"
 
@@ -63,6 +65,19 @@ uint64_t Sleeps(pid_t pid, pid_t tid) {
   return 0;
 }
 
+constexpr char kIdleClass[] = R"(
+[qos]
+default_class = "normal"
+[[qos.class]]
+name = "normal"
+[[qos.class]]
+name = "scavenger"
+nice = "idle"
+[[qos.rule]]
+client = "idle-bulk"
+class = "scavenger"
+)";
+
 struct RingThreadUse {
   double sleeps_per_copy;  // times it went to sleep, a copy
   double cpu_share;        // of one CPU, over the window
@@ -89,16 +104,60 @@ RingThreadUse RingThreadOver(Client& c, const Placed& src, const Placed& dst, pi
   return use;
 }
 
+// Bulk copies of 32 MiB from `client`, 4 in flight, on a thread of their
+// own until the object goes: as many memcpy threads as CPUs are all busy.
+class BulkLoad {
+ public:
+  BulkLoad(Client& client, uint64_t first_key) : client_(client) {
+    for (uint64_t i = 0; i < 4; ++i)
+      ends_.push_back(Place(client, Bytes1D(32 << 20), first_key + i));
+    thread_ = std::thread([this] { Run(); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ~BulkLoad() {
+    stop_ = true;
+    thread_.join();
+    CHECK(failed_ == 0);
+  }
+
+ private:
+  void Run() {
+    std::vector<uint64_t> tickets;
+    for (size_t i = 0; !stop_; ++i) {
+      while (tickets.size() < 4) {
+        auto t = client_.Submit(ends_[i % 2].inst, ends_[2 + i % 2].inst);
+        if (!t.ok()) {
+          ++failed_;
+          return;
+        }
+        tickets.push_back(*t);
+      }
+      if (!client_.Wait(tickets.front()).status.ok()) ++failed_;
+      tickets.erase(tickets.begin());
+    }
+    for (uint64_t t : tickets) (void)client_.Wait(t);
+  }
+
+  Client& client_;
+  std::vector<Placed> ends_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> failed_{0};
+  std::thread thread_;
+};
+
 }  // namespace
 
-TEST_CASE("the ring thread polls while a CPU is free, and not while copies hold every CPU") {
+TEST_CASE(
+    "the ring thread polls while a CPU is free or only an idle class's copies hold it, and not "
+    "while other copies hold every CPU") {
   const int cpus = UsableCpus();
   // A 20 ms poll window: polling, the ring thread never sleeps between
   // copies, even when a test beside this one keeps the client off its CPU
   // for a few scheduler slices. As many memcpy threads as CPUs: bulk
   // copies can hold them all.
+  // The client named "idle-bulk" is in a class whose nice value is "idle".
   Daemon d(StrCat("ring_poll_us = 20000\n", kOneMemory, "threads = ", cpus,
-                  "\nrequest_size = \"1MiB\"\n"));
+                  "\nrequest_size = \"1MiB\"\n", kIdleClass));
   const pid_t tid = ThreadNamed(d.pid(), "iso-ring");
   REQUIRE(tid != 0);
   auto small = ConnectTo(d.local_socket(), "small");
@@ -110,47 +169,37 @@ TEST_CASE("the ring thread polls while a CPU is free, and not while copies hold 
   const RingThreadUse idle =
       RingThreadOver(*small, src, dst, d.pid(), tid, std::chrono::milliseconds(400), {});
 
-  // Bulk copies, 4 in flight, keep every memcpy thread busy.
-  auto bulk = ConnectTo(d.local_socket(), "bulk");
-  std::vector<Placed> ends;
-  for (uint64_t i = 0; i < 4; ++i) ends.push_back(Place(*bulk, Bytes1D(32 << 20), 10 + i));
-  std::atomic<bool> stop{false};
-  std::atomic<int> failed{0};
-  std::thread load([&] {
-    std::vector<uint64_t> tickets;
-    for (size_t i = 0; !stop; ++i) {
-      while (tickets.size() < 4) {
-        auto t = bulk->Submit(ends[i % 2].inst, ends[2 + i % 2].inst);
-        if (!t.ok()) {
-          ++failed;
-          return;
-        }
-        tickets.push_back(*t);
-      }
-      if (!bulk->Wait(tickets.front()).status.ok()) ++failed;
-      tickets.erase(tickets.begin());
-    }
-    for (uint64_t t : tickets) (void)bulk->Wait(t);
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   // Loaded: 200 us apart, well inside the poll window. A ring thread that
   // polled would span each gap awake; one that does not sleeps through it.
   // Back to back, a ring thread that serves slowly (a sanitized build)
   // found the next copy already submitted whenever it looked, and slept
   // seldom without polling either. The gap is spun: the client keeps its
   // CPU, as a closed loop of copies does.
-  const RingThreadUse loaded =
-      RingThreadOver(*small, src, dst, d.pid(), tid, std::chrono::milliseconds(400),
-                     std::chrono::microseconds(200));
-  stop = true;
-  load.join();
-  CHECK(failed == 0);
+  const auto loaded_by = [&](const char* name, uint64_t first_key) {
+    auto bulk = ConnectTo(d.local_socket(), name);
+    const BulkLoad load(*bulk, first_key);
+    return RingThreadOver(*small, src, dst, d.pid(), tid, std::chrono::milliseconds(400),
+                          std::chrono::microseconds(200));
+  };
+  const RingThreadUse loaded = loaded_by("bulk", 10);
+  // The same load from a class whose nice value is "idle": its threads
+  // run under SCHED_IDLE and hold no CPU, so the window stays open.
+  const RingThreadUse loaded_idle = loaded_by("idle-bulk", 20);
 
   // Idle, the window keeps it awake from one copy to the next (a wait for
   // a lock is a voluntary switch too: a few, more in a sanitized build);
   // loaded, it sleeps after each copy and is woken for the next.
   CHECK(idle.sleeps_per_copy < 0.3);
   CHECK(loaded.sleeps_per_copy > 0.7);
+  if (ThreadNiceSupported()) {
+    CHECK(loaded_idle.sleeps_per_copy < 0.3);
+  } else {
+    // The daemon may not move its threads back from SCHED_IDLE, so none
+    // goes there: the idle class's copies hold their CPUs as any other.
+    WARN("this process may not move its threads' nice values back: " +
+         ThreadNiceUnsupportedReason() + "; checked that the idle class holds its CPUs");
+    CHECK(loaded_idle.sleeps_per_copy > 0.7);
+  }
 }
 
 }  // namespace ISOMETRY_TEST_FILE
