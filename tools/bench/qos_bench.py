@@ -4,7 +4,9 @@ foreground protection and the scheduler's overhead, on one node.
 
 Starts two private daemons with the same memories and channels (sys0, a
 DSK memory in a temporary directory, memcpy0, disk_write0, disk_read0;
-inline_bytes = 0, so every copy goes through its channel's DMA worker):
+inline_bytes = 0, so every copy goes through its channel's DMA worker;
+--inline-bytes 65536 runs them as the embedded default config does, where
+a 64 KiB copy runs on the thread that received it):
 one with [qos] classes fg (weight 3) and bg (weight 1, nice "idle": its
 threads run under SCHED_IDLE and give a busy CPU to any other that wakes,
 docs/guides/qos.md "CPU time"; --bg-nice sets another value; clients
@@ -76,7 +78,7 @@ from isometryd_process import IsometrydProcess  # noqa: E402
 MIB = 1 << 20
 MEMORIES = """
 [runtime]
-inline_bytes = 0
+inline_bytes = {inline_bytes}
 
 [[memory]]
 name = "sys0"
@@ -116,6 +118,11 @@ nice = {bg_nice}
 client = "bulk"
 class = "bg"
 """
+
+
+def memories(args):
+    """MEMORIES with runtime.inline_bytes from --inline-bytes."""
+    return MEMORIES.replace("{inline_bytes}", str(args.inline_bytes))
 
 
 def qos_tables(args):
@@ -196,8 +203,8 @@ class Bench:
                   file=sys.stderr)
         self.pb, self.pb_grpc = pb, pb_grpc
         self.daemons = []
-        self.qos = self.start(MEMORIES + qos_tables(args), "isometry-qos-bench-", ring=True)
-        self.plain = self.start(MEMORIES, "isometry-qos-plain-")
+        self.qos = self.start(memories(args) + qos_tables(args), "isometry-qos-bench-", ring=True)
+        self.plain = self.start(memories(args), "isometry-qos-plain-")
 
     def start(self, config, prefix, ring=False):
         """A daemon on `config` and its clients; with `ring`, also fg's
@@ -412,12 +419,18 @@ def main():
                     help="a's sending rate to b in the tcp share row, MiB/s (default: 256)")
     ap.add_argument("--bg-nice", default="idle",
                     help="bg's qos.class.nice: 0 to 19, or idle (default: idle)")
+    ap.add_argument("--inline-bytes", type=int, default=0,
+                    help="both daemons' runtime.inline_bytes: direct copies up to this size run "
+                         "on the thread that received them (default: 0, every copy through its "
+                         "channel's DMA worker; the embedded default config has 65536)")
     ap.add_argument("--json", action="store_true", help="JSON rows instead of a table")
     args = ap.parse_args()
     if args.rounds < 1 or args.window <= 0 or args.small < 100 or args.link_mib < 1:
         ap.error("--rounds >= 1, --window > 0, --small >= 100 and --link-mib >= 1")
     if args.bg_nice != "idle" and not (args.bg_nice.isdigit() and int(args.bg_nice) <= 19):
         ap.error(f"--bg-nice: 0 to 19, or idle (not {args.bg_nice!r})")
+    if args.inline_bytes < 0:
+        ap.error(f"--inline-bytes: 0 or more (not {args.inline_bytes})")
     if not os.access(args.isometryd, os.X_OK):
         ap.error(f"no daemon binary at {args.isometryd}: build it or pass --isometryd")
     where = machine.measure()  # before the daemons run
@@ -501,10 +514,11 @@ def main():
             ">= 0.98", "no [qos]"),
     ]
     if not args.json:
-        print(machine.line(where))
+        print(f"{machine.line(where)}; inline_bytes {args.inline_bytes}, bg's nice {args.bg_nice}")
     for r in rows:
         if args.json:
-            print(json.dumps({**r, "machine": where}))
+            print(json.dumps({**r, "machine": where, "inline_bytes": args.inline_bytes,
+                              "bg_nice": args.bg_nice}))
         else:
             print(f"{r['scenario']}: {r['metric']} {r['value']:.3f} "
                   f"({r['ratio_min']:.3f}-{r['ratio_max']:.3f}, {r['rounds']} rounds; "

@@ -46,6 +46,7 @@ class QosBenchTest(unittest.TestCase):
             self.assertEqual(r["rounds"], 1)
             self.assertGreater(r["value"], 0)
             self.assertEqual(r["machine"]["cpus"], os.cpu_count())
+            self.assertEqual((r["inline_bytes"], r["bg_nice"]), (0, "idle"))
         self.assertIn("round 1: shares memcpy", done.stderr)
         self.assertIn("round 1: tcp share", done.stderr)
         # Where the CPUs went while bg was loaded: every round says it.
@@ -60,6 +61,11 @@ class QosBenchTest(unittest.TestCase):
         done = run("--isometryd", ISOMETRYD, "--bg-nice", "fast")
         self.assertEqual(done.returncode, 2)
         self.assertIn("--bg-nice: 0 to 19, or idle (not 'fast')", done.stderr)
+
+    def test_a_negative_inline_size_is_refused(self):
+        done = run("--isometryd", ISOMETRYD, "--inline-bytes", "-1")
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("--inline-bytes: 0 or more (not -1)", done.stderr)
 
 
 if __name__ == "__main__":
