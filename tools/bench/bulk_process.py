@@ -1,6 +1,8 @@
 """A background tenant in a process of its own, for qos_bench's
 foreground rows: a client named "bulk" keeps `depth` copies of `nbytes`
 in flight until stopped, and counts the bytes of those that complete.
+Its destinations are its own allocations, or allocations another node's
+client published (`remote`: their ids and memory, e.g. "b:sys0").
 
 Why a process: two tenants of a node are two processes. As a thread of
 the benchmark, the background's client would share the interpreter's
@@ -17,13 +19,19 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from busy_copies import keep_copying  # noqa: E402  (tests/pyfixture)
 
 
-def _run(socket, pythonpath, nbytes, depth, copied, ready, stop, errors):
+def _run(socket, pythonpath, nbytes, depth, remote, copied, ready, stop, errors):
     sys.path.insert(0, pythonpath)
     try:
         from isometry import Client
         with Client(socket, name="bulk") as c:
-            pairs = [tuple(c.register_instance(c.allocate("sys0", nbytes), [nbytes], [("b", 1)],
-                                               "F,x") for _ in range(2)) for _ in range(2)]
+            def local():
+                return c.register_instance(c.allocate("sys0", nbytes), [nbytes], [("b", 1)], "F,x")
+
+            if remote:
+                pairs = [(local(), c.register_instance(dst, [nbytes], [("b", 1)], "F,x",
+                                                       memory=memory)) for dst, memory in remote]
+            else:
+                pairs = [(local(), local()) for _ in range(2)]
             ready.set()
 
             def count(n):
@@ -40,15 +48,15 @@ class BulkProcess:
     """The tenant, started; `copied` is the bytes its completed copies
     moved so far; end() stops it and raises what went wrong in it."""
 
-    def __init__(self, socket, pythonpath, nbytes, depth=4):
+    def __init__(self, socket, pythonpath, nbytes, depth=4, remote=()):
         ctx = multiprocessing.get_context("spawn")  # no gRPC state across a fork
         self._copied = ctx.Value("d", 0.0)
         self._stop = ctx.Event()
         self._errors = ctx.Queue()
         ready = ctx.Event()
         self._process = ctx.Process(target=_run, args=(
-            socket, os.path.abspath(pythonpath), nbytes, depth, self._copied, ready, self._stop,
-            self._errors))
+            socket, os.path.abspath(pythonpath), nbytes, depth, list(remote), self._copied, ready,
+            self._stop, self._errors))
         self._process.start()
         if not ready.wait(60):
             self.end()

@@ -44,8 +44,8 @@ Then, across nodes, two daemons a and b on loopback
   bytes each class's copies completed over the window (target: 3:1
   within 5 %);
 - tcp foreground: 64 KiB copies of fg to b, alone and while bg keeps 4
-  copies of 32 MiB in flight, unpaced: p99 loaded over p99 idle (target
-  <= 1.5);
+  copies of 32 MiB in flight from a process of its own, unpaced: p99
+  loaded over p99 idle (target <= 1.5);
 - tcp overhead: 256 MiB copies a -> b, unpaced, the pair with [qos]
   against a pair without (target >= 0.98).
 
@@ -340,6 +340,15 @@ class CrossNode:
         """`count` (source on a, destination published on b) of nbytes."""
         return self.cf.Cluster.published_pairs(client, self.keep, nbytes, count)
 
+    def published(self, nbytes, count):
+        """`count` allocations of nbytes on b, published: (id, memory) each."""
+        out = []
+        for _ in range(count):
+            dst = self.keep.allocate("sys0", nbytes)
+            self.keep.publish(dst)
+            out.append((dst.id, "b:sys0"))
+        return out
+
     def close(self):
         for c in (self.fg, self.bg, self.keep):
             c.close()
@@ -371,12 +380,14 @@ def cross_node_rows(args, results):
             if qos:
                 small = pair_.pairs(pair_.fg, 64 << 10, 4)
                 idle = timed_copies(pair_.fg, small, args.small)
-                busy = Busy(pair_.bg, pair_.pairs(pair_.bg, 32 * MIB, 4), depth=4)
+                # bg in a process of its own, as on one node (bulk_process.py).
+                bg = BulkProcess(pair_.cluster["a"].socket, args.pythonpath, 32 * MIB,
+                                 remote=pair_.published(32 * MIB, 4))
                 try:
                     time.sleep(0.2)
                     loaded = timed_copies(pair_.fg, small, args.small)
                 finally:
-                    busy.end()
+                    bg.end()
                 results["tcp_p99"].append(percentile(loaded, 99) / percentile(idle, 99))
         finally:
             pair_.close()
