@@ -200,6 +200,9 @@ Status Cluster::Impl::SignedPing(const std::string& name) {
   return OkStatus();
 }
 
+// How soon a ping follows one that went unanswered (PeerLoop).
+constexpr uint32_t kPingAfterMissMs = 50;
+
 void Cluster::Impl::PeerLoop(Peer& p) {
   auto backoff = std::chrono::milliseconds(100);
   std::optional<Clock::time_point> missed;  // since when pings go unanswered
@@ -246,8 +249,14 @@ void Cluster::Impl::PeerLoop(Peer& p) {
       continue;
     }
     {
+      // While pings go unanswered, the next goes sooner: an outage may
+      // give way for only a moment before the next, and a ping that
+      // misses every such moment lets short outages, one after another,
+      // add up to peer_timeout_ms of silence.
+      const uint32_t wait_ms = missed ? std::min(config.cluster.keepalive_ms, kPingAfterMissMs)
+                                      : config.cluster.keepalive_ms;
       absl::MutexLock lock(&mu);
-      const absl::Time until = absl::Now() + absl::Milliseconds(config.cluster.keepalive_ms);
+      const absl::Time until = absl::Now() + absl::Milliseconds(wait_ms);
       while (!stopping && !p.removed && StateLocked(p).up && !cv.WaitWithDeadline(&mu, until)) {
       }
       if (stopping || p.removed) return;

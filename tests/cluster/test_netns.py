@@ -157,24 +157,32 @@ class RepeatedCuts(ShapedLink):
     test_partition_fails_within_the_timeout = None
 
     def test_twenty_cuts_of_a_third_to_one_second_leave_the_copy_whole(self):
+        rnd = random.Random(49)
+        self.copy_through_cuts([(rnd.uniform(0.3, 1.0), rnd.uniform(0.1, 0.3))
+                                for _ in range(20)], at_least=10)
+
+    def copy_through_cuts(self, schedule, at_least):
+        """256 MiB a -> b while a's end is cut for each (length, then up
+        for gap) of `schedule`, until the copy ends: it ends whole, after
+        `at_least` cuts."""
         n = 256 << 20  # about 11 s on the link
         data = os.urandom(n)
         a, b = self.cluster["a"], self.cluster["b"]
-        rnd = random.Random(49)
         with a.client() as ca, b.client() as cb:
             s, d, dst = self.byte_arrays(ca, cb, n, data)
             t = ca.copy(s, d, wait=False)
             cuts, cut_s = 0, 0.0
             time.sleep(0.3)
-            while cuts < 20 and ca.completed(t) is None:
-                length = rnd.uniform(0.3, 1.0)
+            for length, gap in schedule:
+                if ca.completed(t) is not None:
+                    break
                 self.net.cut(0)
                 time.sleep(length)
                 self.net.heal(0)
                 cuts, cut_s = cuts + 1, cut_s + length
-                time.sleep(rnd.uniform(0.1, 0.3))
+                time.sleep(gap)
             self.assert_whole(ca, cb, t, dst, data, f"after {cuts} cut(s): ")
-            self.assertGreaterEqual(cuts, 10, "the copy ended before most of the cuts")
+            self.assertGreaterEqual(cuts, at_least, "the copy ended before most of the cuts")
             over = " over TLS" if self.tls else ""
             print(f"\n  256 MiB through {cuts} cuts ({cut_s:.1f} s){over}: whole", file=sys.stderr)
 
@@ -183,6 +191,19 @@ class RepeatedCutsTls(RepeatedCuts):
     """The same over TLS: a re-handshake fits between the cuts."""
 
     subnet, tls = 83, ["ca", "ca"]
+
+
+class BriefGaps(RepeatedCuts):
+    """Outages that give way for moments only: eight cuts of 0.8 s, 0.15 s
+    apart, 6.4 s of the 7.6 cut. Each is shorter than peer_timeout_ms, so
+    nothing may fail; the daemon has to hear its peer in the moments
+    between (a ping every keepalive_ms, 500 ms, missed them all)."""
+
+    subnet = 85
+    test_twenty_cuts_of_a_third_to_one_second_leave_the_copy_whole = None
+
+    def test_eight_cuts_with_moments_between_leave_the_copy_whole(self):
+        self.copy_through_cuts([(0.8, 0.15)] * 8, at_least=8)
 
 
 class IdleDirectionBlocked(ShapedLink):
