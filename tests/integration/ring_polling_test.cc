@@ -109,8 +109,9 @@ RingThreadUse RingThreadOver(Client& c, const Placed& src, const Placed& dst, pi
 class BulkLoad {
  public:
   BulkLoad(Client& client, uint64_t first_key) : client_(client) {
-    for (uint64_t i = 0; i < 4; ++i)
+    for (uint64_t i = 0; i < 4; ++i) {
       ends_.push_back(Place(client, Bytes1D(32 << 20), first_key + i));
+    }
     thread_ = std::thread([this] { Run(); });
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
