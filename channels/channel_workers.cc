@@ -11,13 +11,6 @@
 
 namespace isometry {
 
-namespace {
-
-// Whether this worker thread holds a CpuClaim for the request it runs.
-thread_local bool holds_cpu_claim = false;
-
-}  // namespace
-
 ChannelWorkers::ChannelWorkers(std::string_view name, int threads, Serve serve)
     : serve_(std::move(serve)) {
   for (int i = 0; i < threads; ++i) {
@@ -66,8 +59,10 @@ void ChannelWorkers::Push(ChannelRequest request, RequestDone done) {
 }
 
 void ChannelWorkers::SleepUntil(absl::Time deadline, const ChannelRequest& request) {
-  std::optional<CpuClaim::Paused> asleep;  // called from serve_: its claim, if any, sleeps
-  if (holds_cpu_claim) asleep.emplace();
+  // Called from serve_, which holds a claim unless it runs under
+  // SCHED_IDLE (Run): that claim, if any, sleeps.
+  std::optional<CpuClaim::Paused> asleep;
+  if (!ThreadRunsIdle()) asleep.emplace();
   absl::MutexLock lock(&mu_);
   while (!stopping_ && !request.Cancelled()) {
     if (cv_.WaitWithDeadline(&mu_, deadline)) break;
@@ -97,7 +92,6 @@ void ChannelWorkers::Run(bool express) {
     // so the ring thread may keep polling beside it (core/cpu_claims.h).
     std::optional<CpuClaim> claim;
     if (!ThreadRunsIdle()) claim.emplace();
-    holds_cpu_claim = claim.has_value();
     serve_(item.request, item.done);
   }
 }

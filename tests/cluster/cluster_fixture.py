@@ -284,15 +284,23 @@ class Cluster:
             time.sleep(0.1)
 
     @staticmethod
+    def published(receiver, nbytes, count):
+        """`count` allocations of `nbytes` in `receiver`'s sys0, published."""
+        out = []
+        for _ in range(count):
+            dst = receiver.allocate("sys0", nbytes)
+            receiver.publish(dst)
+            out.append(dst)
+        return out
+
+    @staticmethod
     def published_pairs(client, receiver, nbytes, count, node="b"):
         """`count` pairs of 1-D byte instances of `nbytes`: a source in
         `client`'s sys0, and a destination that `receiver` (a session on
         `node`) allocated and published, registered by `client` as
         `node`:sys0."""
         out = []
-        for _ in range(count):
-            dst = receiver.allocate("sys0", nbytes)
-            receiver.publish(dst)
+        for dst in Cluster.published(receiver, nbytes, count):
             src = client.register_instance(client.allocate("sys0", nbytes), [nbytes], [("v", 1)],
                                            "F,x")
             out.append((src, client.register_instance(dst.id, [nbytes], [("v", 1)], "F,x",

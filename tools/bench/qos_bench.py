@@ -342,12 +342,7 @@ class CrossNode:
 
     def published(self, nbytes, count):
         """`count` allocations of nbytes on b, published: (id, memory) each."""
-        out = []
-        for _ in range(count):
-            dst = self.keep.allocate("sys0", nbytes)
-            self.keep.publish(dst)
-            out.append((dst.id, "b:sys0"))
-        return out
+        return [(dst.id, "b:sys0") for dst in self.cf.Cluster.published(self.keep, nbytes, count)]
 
     def close(self):
         for c in (self.fg, self.bg, self.keep):
