@@ -17,11 +17,25 @@ namespace {
 int64_t Signed(uint64_t stride) { return static_cast<int64_t>(stride); }
 
 // Innermost loop with a run size known at compile time: the memcpy becomes
-// a single load/store pair.
+// a single load/store pair. Runs of up to 16 bytes go four to an
+// iteration: for them the loop's own counting and pointer steps cost as
+// much as the move (docs/benchmarks/design-measurements.md, "Copy loops
+// and plans").
 template <size_t N>
 void InnerFixed(const CopyLoop& l, const std::byte* s, std::byte* d) {
   const int64_t ss = Signed(l.src_stride), ds = Signed(l.dst_stride);
-  for (uint64_t i = 0; i < l.count; ++i) {
+  uint64_t i = 0;
+  if constexpr (N <= 16) {
+    for (; i + 4 <= l.count; i += 4) {
+      std::memcpy(d, s, N);
+      std::memcpy(d + ds, s + ss, N);
+      std::memcpy(d + 2 * ds, s + 2 * ss, N);
+      std::memcpy(d + 3 * ds, s + 3 * ss, N);
+      s += 4 * ss;
+      d += 4 * ds;
+    }
+  }
+  for (; i < l.count; ++i) {
     std::memcpy(d, s, N);
     s += ss;
     d += ds;
