@@ -53,6 +53,11 @@ namespace {
 constexpr char kClientService[] = "isometry.v1.Isometry";
 // Concurrent calls one gRPC connection may have open (see StartGrpcServers).
 constexpr int kMaxStreamsPerConnection = 4096;
+// glibc's heap: blocks up to this size come from the heap, not mmap (gRPC's
+// default largest message is 4 MiB)...
+constexpr int kHeapMmapThreshold = 4 << 20;
+// ...and a heap keeps this much free memory at its top (Main).
+constexpr int kHeapTrimThreshold = 32 << 20;
 
 void SetUpLogging(const std::string& level) {
   // Under systemd, journald stamps time and priority itself: plain lines.
@@ -415,6 +420,16 @@ int Main(int argc, char** argv) {
   // copy (docs/benchmarks/design-measurements.md, "Locks and allocation").
   // Small blocks still come from the per-thread cache. Before any thread.
   mallopt(M_MXFAST, 0);  // NOLINT(concurrency-mt-unsafe)
+  // Buffers of up to a few MiB (a gRPC Write or Read of 1 MiB, an eager
+  // put, a peer's frames) are allocated and freed at every call. Past
+  // glibc's thresholds each one is mapped fresh or its heap's top handed
+  // back to the kernel, and the next call faults every page in again
+  // (hundreds of faults and a third of the daemon's CPU for a 1 MiB Write):
+  // these keep them in the heap for reuse. What stays is at most what the
+  // busiest moment used (docs/benchmarks/design-measurements.md, "Locks
+  // and allocation").
+  mallopt(M_MMAP_THRESHOLD, kHeapMmapThreshold);  // NOLINT(concurrency-mt-unsafe)
+  mallopt(M_TRIM_THRESHOLD, kHeapTrimThreshold);  // NOLINT(concurrency-mt-unsafe)
   CLI::App app{
       "isometryd: the Isometry per-node data transfer daemon.\n"
       "Without --config it serves the embedded single-node default."};

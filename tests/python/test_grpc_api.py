@@ -64,6 +64,12 @@ threads = 2
 SERVING = 1
 
 
+def _minor_faults(pid):
+    """Page faults process `pid` has taken without I/O (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[7])
+
+
 def _health_request(service):
     """grpc.health.v1.HealthCheckRequest{service} in wire form (field 1)."""
     name = service.encode()
@@ -159,6 +165,29 @@ class LargeData(DaemonCase):
         self.assertTrue(all(len(ch.data) <= MiB for ch in chunks))
         self.assertEqual([ch.offset for ch in chunks], list(range(4096, 4096 + n, MiB)))
         self.assertEqual(b"".join(ch.data for ch in chunks), data)
+
+    def test_repeated_1_mib_writes_reuse_the_daemons_heap(self):
+        # A 1 MiB Write is 256 pages of buffers in the daemon: allocated
+        # fresh at every call (mapped, or a heap top handed back to the
+        # kernel after the last one), it faults all of them in again.
+        a = self.c.allocate("sys0", MiB)
+        data = random.Random(3).randbytes(MiB)
+        for _ in range(20):  # the daemon's buffers reach their size
+            self.c.write(a, 0, data)
+        pid = self.daemon.proc.pid
+        with open(f"/proc/{pid}/maps") as f:
+            if "libasan" in f.read():
+                self.skipTest("a sanitized daemon: AddressSanitizer's allocator holds freed "
+                              "memory in its quarantine and hands out fresh pages")
+        before = _minor_faults(pid)
+        calls = 50
+        for _ in range(calls):
+            self.c.write(a, 0, data)
+        faults = _minor_faults(pid) - before
+        self.assertEqual(self.c.read(a, 0, MiB), data)
+        self.assertLess(
+            faults, calls * 256 // 8, f"{faults} page faults in the daemon over {calls} Writes"
+        )
 
     def test_a_unary_read_above_4_mib_fails_in_a_default_client(self):
         a = self.c.allocate("sys0", 5 * MiB)
