@@ -423,9 +423,9 @@ int Main(int argc, char** argv) {
   // Buffers of up to a few MiB (a gRPC Write or Read of 1 MiB, an eager
   // put, a peer's frames) are allocated and freed at every call. Past
   // glibc's thresholds each one is mapped fresh or its heap's top handed
-  // back to the kernel, and the next call faults every page in again
-  // (hundreds of faults and a third of the daemon's CPU for a 1 MiB Write):
-  // these keep them in the heap for reuse. What stays is at most what the
+  // back to the kernel, and the next call faults every page in again (a
+  // 1 MiB Write: 256 pages a buffer): these keep them in the heap for
+  // reuse. What stays is at most what the
   // busiest moment used (docs/benchmarks/design-measurements.md, "Locks
   // and allocation").
   mallopt(M_MMAP_THRESHOLD, kHeapMmapThreshold);  // NOLINT(concurrency-mt-unsafe)
