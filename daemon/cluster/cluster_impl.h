@@ -316,6 +316,12 @@ struct Cluster::Impl {
   // good once.
   std::map<std::string, Clock::time_point> used_challenges ABSL_GUARDED_BY(mu);
   std::map<uint64_t, std::shared_ptr<Half>> halves ABSL_GUARDED_BY(mu);
+  // Halves as they ended (finished, or tombstones), oldest first: what
+  // PruneEndedHalvesLocked drops from `halves`, without a scan of it.
+  std::deque<std::pair<Clock::time_point, uint64_t>> ended_halves ABSL_GUARDED_BY(mu);
+  // The keys of `halves` by the copy they are part of (Half::source_transfer),
+  // so that a copy's own halves are found without a scan (HalfReports).
+  std::multimap<uint64_t, uint64_t> halves_of_copy ABSL_GUARDED_BY(mu);
   std::map<uint64_t, std::weak_ptr<CrossOp>> ops ABSL_GUARDED_BY(mu);
   // Cross-node copy keys: this node's id, then a counter that starts at a
   // random point so keys of a restarted node do not meet its old ones.
@@ -462,6 +468,12 @@ struct Cluster::Impl {
   Status RunHalf(const std::shared_ptr<Half>& h, CopyRequest req,
                  const std::vector<const CrossEnd*>& ends,
                  const std::function<void(Status)>& on_done) ABSL_LOCKS_EXCLUDED(mu);
+  // Drops the halves that ended over kEndedHalfKept ago, and the oldest
+  // past kMaxEndedHalves.
+  void PruneEndedHalvesLocked(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Removes `it` from `halves` and from halves_of_copy.
+  void EraseHalfLocked(std::map<uint64_t, std::shared_ptr<Half>>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Runs `on_end` with the half's final status, now when it has ended;
   // NotFound when this node has no half `key`.
   Status AwaitHalf(uint64_t key, std::function<void(const Status&)> on_end) ABSL_LOCKS_EXCLUDED(mu);

@@ -61,6 +61,10 @@ Status Cluster::Impl::StartLocalHalf(uint64_t key, RemotePart part, const CrossE
 
 namespace {
 
+// How long an ended half stays findable, and how many at most.
+constexpr auto kEndedHalfKept = std::chrono::minutes(5);
+constexpr size_t kMaxEndedHalves = size_t{1} << 16;
+
 // `ended` behind the watches of `active` (Active Access): each applies and
 // logs its bytes before the next, and the half ends after the last.
 std::function<void(const Status&)> ThroughWatches(std::vector<std::shared_ptr<ActiveEnd>> active,
@@ -94,6 +98,7 @@ Status Cluster::Impl::RunHalf(const std::shared_ptr<Half>& h, CopyRequest req,
       h->finished = true;
       h->status = s;
       h->finished_at = Clock::now();
+      impl->ended_halves.emplace_back(h->finished_at, h->key);
       waiters.swap(h->waiters);
     }
     // Its network hop's RDMA tag is free again (both halves unroute).
@@ -107,15 +112,7 @@ Status Cluster::Impl::RunHalf(const std::shared_ptr<Half>& h, CopyRequest req,
   const uint64_t key = h->key;
   {
     absl::MutexLock lock(&mu);
-    // Finished halves stay a while for a late AwaitHalf.
-    const auto cutoff = Clock::now() - std::chrono::minutes(5);
-    for (auto it = halves.begin(); it != halves.end();) {
-      // Over: finished, or a tombstone (an abort for a half that never
-      // started). A half still starting has neither and stays.
-      const Half& old = *it->second;
-      const bool over = old.finished || (!old.transfer && !old.aborted.ok());
-      it = over && old.finished_at < cutoff ? halves.erase(it) : std::next(it);
-    }
+    PruneEndedHalvesLocked(Clock::now());
     if (auto it = halves.find(key); it != halves.end()) {
       if (it->second->transfer || it->second->finished) {
         return absl::AlreadyExistsError(StrCat("half ", key, " exists"));
@@ -123,6 +120,7 @@ Status Cluster::Impl::RunHalf(const std::shared_ptr<Half>& h, CopyRequest req,
       h->aborted = it->second->aborted;  // a tombstone: AbortHalf came first
     }
     halves[key] = h;
+    halves_of_copy.emplace(h->source_transfer, key);
   }
   auto t = node->runtime().Copy(std::move(req));
   // A forwarded copy's plan is this node's own; listed (HalfReports) once
@@ -138,7 +136,7 @@ Status Cluster::Impl::RunHalf(const std::shared_ptr<Half>& h, CopyRequest req,
   {
     absl::MutexLock lock(&mu);
     if (!t.ok()) {
-      halves.erase(key);
+      if (auto it = halves.find(key); it != halves.end()) EraseHalfLocked(it);
       routed_failed = h->rdma_tag != 0;
     } else {
       if (h->whole) {
@@ -291,6 +289,40 @@ Status Cluster::Impl::StartPeerHalf(const std::string& caller, cluster::HalfRequ
   return OkStatus();
 }
 
+void Cluster::Impl::PruneEndedHalvesLocked(Clock::time_point now) {
+  // Ended halves stay a while for a late AwaitHalf (and for isoctl's
+  // listing of recent ones), as many as a busy node's last minute needs;
+  // the record is in the order they ended, so each call looks only at
+  // what it drops (a scan of every half, at every start, made a node's
+  // small copies slower with each one in the last five minutes).
+  const Clock::time_point cutoff = now - kEndedHalfKept;
+  while (!ended_halves.empty() &&
+         (ended_halves.front().first < cutoff || ended_halves.size() > kMaxEndedHalves)) {
+    const auto [ended_at, key] = ended_halves.front();
+    ended_halves.pop_front();
+    auto it = halves.find(key);
+    if (it == halves.end()) continue;
+    // Over: finished, or a tombstone (an abort for a half that never
+    // started); a half still starting has neither and stays. One that
+    // ended again since (a tombstone its start replaced) has a later
+    // record of its own.
+    const Half& old = *it->second;
+    const bool over = old.finished || (!old.transfer && !old.aborted.ok());
+    if (over && old.finished_at <= ended_at) EraseHalfLocked(it);
+  }
+}
+
+void Cluster::Impl::EraseHalfLocked(std::map<uint64_t, std::shared_ptr<Half>>::iterator it) {
+  const uint64_t copy = it->second->source_transfer;
+  for (auto [i, end] = halves_of_copy.equal_range(copy); i != end; ++i) {
+    if (i->second == it->first) {
+      halves_of_copy.erase(i);
+      break;
+    }
+  }
+  halves.erase(it);
+}
+
 Status Cluster::Impl::AwaitHalf(uint64_t key, std::function<void(const Status&)> on_end) {
   Status ended;  // the half's end, when it has ended
   bool over = false;
@@ -325,6 +357,7 @@ void Cluster::Impl::AbortHalf(const std::string& caller, uint64_t key, const Sta
       h->key = key;
       h->initiator = caller;
       h->finished_at = Clock::now();
+      ended_halves.emplace_back(h->finished_at, key);
     }
     if (h->aborted.ok()) h->aborted = why;
     t = h->transfer;

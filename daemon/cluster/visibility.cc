@@ -35,7 +35,16 @@ std::vector<HalfReport> Cluster::Impl::HalfReports(uint64_t id, bool running_onl
   std::vector<HalfReport> out;
   {
     absl::MutexLock lock(&mu);
-    for (const auto& [key, h] : halves) {
+    // One copy's halves through the index: a node keeps many ended ones.
+    std::vector<std::shared_ptr<Half>> listed;
+    if (id != 0) {
+      for (auto [i, end] = halves_of_copy.equal_range(id); i != end; ++i) {
+        if (auto it = halves.find(i->second); it != halves.end()) listed.push_back(it->second);
+      }
+    } else {
+      for (const auto& [key, h] : halves) listed.push_back(h);
+    }
+    for (const std::shared_ptr<Half>& h : listed) {
       if (!h->transfer) continue;  // still starting, or a tombstone
       if ((id != 0 && h->source_transfer != id) || (running_only && h->finished)) continue;
       HalfReport r;

@@ -112,6 +112,33 @@ class Visibility(unittest.TestCase):
             self.assertEqual(cb.transfer(tid).state, "done")
             self.assertEqual(cb.status().transfers_active, 0)
 
+    def test_each_copys_halves_found_by_its_id_among_many_ended_ones(self):
+        # Each node keeps its ended halves a while and finds a copy's own
+        # by its id (an index, not a scan of them all): the first, a middle
+        # and the last of many small copies, on both nodes.
+        a, b = self.cluster["a"], self.cluster["b"]
+        with a.client() as ca, b.client() as cb:
+            nbytes = 64 << 10
+            src = ca.allocate("sys0", nbytes)
+            ca.write(src, 0, os.urandom(nbytes))
+            dst = cb.allocate("sys0", nbytes)
+            cb.publish(dst)
+            s = ca.register_instance(src, [nbytes // 8], [("v", 8)], "F,x")
+            d = ca.register_instance(dst.id, [nbytes // 8], [("v", 8)], "F,x", memory="b:sys0")
+            infos = [ca.copy(s, d) for _ in range(200)]
+            self.assertEqual(len({int(i.id) for i in infos}), 200)
+            for info in infos:
+                self.assertEqual(info.state, "done")
+                self.assertIn("tcp:b", [h.channel for h in info.hops], "its own half's hops")
+            for info in (infos[0], infos[100], infos[-1]):
+                tid = int(info.id)
+                here, there = ca.transfer(tid), cb.transfer(tid)
+                self.assertEqual((here.id, here.state), (tid, "done"))
+                self.assertIn("tcp:b", [h.channel for h in here.hops])
+                self.assertEqual((there.id, there.state), (tid, "done"))
+                self.assertEqual(there.remote_half, f"remote half of a:{tid}, receiving from a")
+                self.assertEqual([h.channel for h in there.hops], ["tcp:a"])
+
     def test_ids_unique_across_the_cluster(self):
         a, b = self.cluster["a"], self.cluster["b"]
         with a.client() as ca, b.client() as cb:
