@@ -134,7 +134,8 @@ Result<TransferReport> node::Copies::GetTransfer(SessionRef session, uint64_t tr
     if (h.remote) return RemoteHalfReport(h);
   }
   return NotFound("no transfer ", transfer, " (finished transfers are kept for the last ",
-                  Node::Impl::kFinishedKept, "; halves of other nodes' copies for 5 minutes)");
+                  Node::Impl::kFinishedKept,
+                  "; halves of other nodes' copies for 5 minutes, the last 65536 at most)");
 }
 
 }  // namespace isometry
