@@ -56,14 +56,19 @@ class Visibility(unittest.TestCase):
                            text=True, timeout=30)
         return r.stdout + r.stderr
 
-    def start_copy(self, ca, cb, nbytes):
+    def instances_a_to_b(self, ca, cb, nbytes):
+        """Instances of nbytes of random data on a and a published
+        allocation on b, both registered by ca: (source, destination)."""
         src = ca.allocate("sys0", nbytes)
         ca.write(src, 0, os.urandom(nbytes))
         dst = cb.allocate("sys0", nbytes)
         cb.publish(dst)
         s = ca.register_instance(src, [nbytes // 8], [("v", 8)], "F,x")
         d = ca.register_instance(dst.id, [nbytes // 8], [("v", 8)], "F,x", memory="b:sys0")
-        return ca.copy(s, d, wait=False)
+        return s, d
+
+    def start_copy(self, ca, cb, nbytes):
+        return ca.copy(*self.instances_a_to_b(ca, cb, nbytes), wait=False)
 
     def test_both_halves_listed_on_both_nodes(self):
         a, b = self.cluster["a"], self.cluster["b"]
@@ -118,13 +123,7 @@ class Visibility(unittest.TestCase):
         # and the last of many small copies, on both nodes.
         a, b = self.cluster["a"], self.cluster["b"]
         with a.client() as ca, b.client() as cb:
-            nbytes = 64 << 10
-            src = ca.allocate("sys0", nbytes)
-            ca.write(src, 0, os.urandom(nbytes))
-            dst = cb.allocate("sys0", nbytes)
-            cb.publish(dst)
-            s = ca.register_instance(src, [nbytes // 8], [("v", 8)], "F,x")
-            d = ca.register_instance(dst.id, [nbytes // 8], [("v", 8)], "F,x", memory="b:sys0")
+            s, d = self.instances_a_to_b(ca, cb, 64 << 10)
             infos = [ca.copy(s, d) for _ in range(200)]
             self.assertEqual(len({int(i.id) for i in infos}), 200)
             for info in infos:
