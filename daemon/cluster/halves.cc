@@ -63,7 +63,7 @@ namespace {
 
 // How long an ended half stays findable, and how many at most.
 constexpr auto kEndedHalfKept = std::chrono::minutes(5);
-constexpr size_t kMaxEndedHalves = size_t{1} << 16;
+constexpr size_t kMaxEndedHalves = size_t{1} << 14;
 
 // `ended` behind the watches of `active` (Active Access): each applies and
 // logs its bytes before the next, and the half ends after the last.

@@ -135,7 +135,7 @@ Result<TransferReport> node::Copies::GetTransfer(SessionRef session, uint64_t tr
   }
   return NotFound("no transfer ", transfer, " (finished transfers are kept for the last ",
                   Node::Impl::kFinishedKept,
-                  "; halves of other nodes' copies for 5 minutes, the last 65536 at most)");
+                  "; halves of other nodes' copies for 5 minutes, the last 16384 at most)");
 }
 
 }  // namespace isometry
