@@ -425,9 +425,8 @@ int Main(int argc, char** argv) {
   // glibc's thresholds each one is mapped fresh or its heap's top handed
   // back to the kernel, and the next call faults every page in again (a
   // 1 MiB Write: 256 pages a buffer): these keep them in the heap for
-  // reuse. What stays is at most what the
-  // busiest moment used (docs/benchmarks/design-measurements.md, "Locks
-  // and allocation").
+  // reuse. What stays is at most what the busiest moment used
+  // (docs/benchmarks/design-measurements.md, "Locks and allocation").
   mallopt(M_MMAP_THRESHOLD, kHeapMmapThreshold);  // NOLINT(concurrency-mt-unsafe)
   mallopt(M_TRIM_THRESHOLD, kHeapTrimThreshold);  // NOLINT(concurrency-mt-unsafe)
   CLI::App app{

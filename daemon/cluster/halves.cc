@@ -291,10 +291,10 @@ Status Cluster::Impl::StartPeerHalf(const std::string& caller, cluster::HalfRequ
 
 void Cluster::Impl::PruneEndedHalvesLocked(Clock::time_point now) {
   // Ended halves stay a while for a late AwaitHalf (and for isoctl's
-  // listing of recent ones), as many as a busy node's last minute needs;
-  // the record is in the order they ended, so each call looks only at
-  // what it drops (a scan of every half, at every start, made a node's
-  // small copies slower with each one in the last five minutes).
+  // listing of recent ones), at most kMaxEndedHalves of them (each holds
+  // a few KiB); the record is in the order they ended, so each call looks
+  // only at what it drops (a scan of every half, at every start, made a
+  // node's small copies slower with each one in the last five minutes).
   const Clock::time_point cutoff = now - kEndedHalfKept;
   while (!ended_halves.empty() &&
          (ended_halves.front().first < cutoff || ended_halves.size() > kMaxEndedHalves)) {

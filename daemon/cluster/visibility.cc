@@ -35,18 +35,9 @@ std::vector<HalfReport> Cluster::Impl::HalfReports(uint64_t id, bool running_onl
   std::vector<HalfReport> out;
   {
     absl::MutexLock lock(&mu);
-    // One copy's halves through the index: a node keeps many ended ones.
-    std::vector<std::shared_ptr<Half>> listed;
-    if (id != 0) {
-      for (auto [i, end] = halves_of_copy.equal_range(id); i != end; ++i) {
-        if (auto it = halves.find(i->second); it != halves.end()) listed.push_back(it->second);
-      }
-    } else {
-      for (const auto& [key, h] : halves) listed.push_back(h);
-    }
-    for (const std::shared_ptr<Half>& h : listed) {
-      if (!h->transfer) continue;  // still starting, or a tombstone
-      if ((id != 0 && h->source_transfer != id) || (running_only && h->finished)) continue;
+    const auto list = [&](const std::shared_ptr<Half>& h) {
+      if (!h->transfer) return;  // still starting, or a tombstone
+      if ((id != 0 && h->source_transfer != id) || (running_only && h->finished)) return;
       HalfReport r;
       r.id = h->source_transfer;
       r.initiator = h->initiator;
@@ -61,6 +52,14 @@ std::vector<HalfReport> Cluster::Impl::HalfReports(uint64_t id, bool running_onl
       out.push_back(std::move(r));
       hs.push_back(h);
       ts.push_back(h->transfer);
+    };
+    if (id == 0) {
+      for (const auto& [key, h] : halves) list(h);
+    } else {
+      // One copy's halves through the index: a node keeps many ended ones.
+      for (auto [i, end] = halves_of_copy.equal_range(id); i != end; ++i) {
+        if (auto it = halves.find(i->second); it != halves.end()) list(it->second);
+      }
     }
   }
   // The runtime's lock, not ours: a half's completion takes ours inside it.

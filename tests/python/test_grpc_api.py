@@ -64,6 +64,12 @@ threads = 2
 SERVING = 1
 
 
+def _sanitized(pid):
+    """Whether process `pid` runs with AddressSanitizer (its maps name libasan)."""
+    with open(f"/proc/{pid}/maps") as f:
+        return "libasan" in f.read()
+
+
 def _minor_faults(pid):
     """Page faults process `pid` has taken without I/O (/proc/PID/stat)."""
     with open(f"/proc/{pid}/stat") as f:
@@ -175,10 +181,9 @@ class LargeData(DaemonCase):
         for _ in range(40):  # the daemon's buffers reach their size on each of its threads
             self.c.write(a, 0, data)
         pid = self.daemon.proc.pid
-        with open(f"/proc/{pid}/maps") as f:
-            if "libasan" in f.read():
-                self.skipTest("a sanitized daemon: AddressSanitizer's allocator holds freed "
-                              "memory in its quarantine and hands out fresh pages")
+        if _sanitized(pid):
+            self.skipTest("a sanitized daemon: AddressSanitizer's allocator holds freed "
+                          "memory in its quarantine and hands out fresh pages")
         before = _minor_faults(pid)
         calls = 50
         for _ in range(calls):
@@ -467,13 +472,12 @@ class WaitedCopyAnsweredInline(DaemonCase):
         for _ in range(20):  # gRPC's threads started, the plan cached
             stub.Copy(request, metadata=self.md(self.c), timeout=10)
         pid = self.daemon.proc.pid
-        with open(f"/proc/{pid}/maps") as f:
-            if "libasan" in f.read():
-                # gRPC hands its own work to the executor when a thread has
-                # run past its time budget, which a sanitized daemon does on
-                # a fifth of its calls or more.
-                self.skipTest("a sanitized daemon: gRPC's own hand-offs to its executor "
-                              "outnumber what this test looks for")
+        if _sanitized(pid):
+            # gRPC hands its own work to the executor when a thread has run
+            # past its time budget, which a sanitized daemon does on a fifth
+            # of its calls or more.
+            self.skipTest("a sanitized daemon: gRPC's own hand-offs to its executor "
+                          "outnumber what this test looks for")
         before = _switches_of(pid, self.EXECUTOR)
         if before is None:
             self.skipTest("this gRPC build runs no default-executor thread")
