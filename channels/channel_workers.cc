@@ -76,9 +76,6 @@ void ChannelWorkers::Run(bool express) {
     {
       absl::MutexLock lock(&mu_);
       if (express) express_busy_ = false;
-      // Idle at the daemon's own nice value: the next request may be a
-      // foreground one (core/thread_nice.h).
-      if (!HasWorkLocked(express)) SetThreadNice(0);
       while (!stopping_ && !HasWorkLocked(express)) cv.Wait(&mu_);
       // Outstanding work is finished even while stopping: done() is owed.
       if (!HasWorkLocked(express)) return;
@@ -92,7 +89,15 @@ void ChannelWorkers::Run(bool express) {
     // so the ring thread may keep polling beside it (core/cpu_claims.h).
     std::optional<CpuClaim> claim;
     if (!ThreadRunsIdle()) claim.emplace();
-    serve_(item.request, item.done);
+    // The class's value for the bytes only: reporting them done takes the
+    // runtime's locks, which no thread holds at a lowered value
+    // (core/thread_nice.h).
+    RequestDone done = [&item](Status s) {
+      SetThreadNice(0);
+      item.done(std::move(s));
+    };
+    serve_(item.request, done);
+    SetThreadNice(0);  // a `serve` that handed `done` on
   }
 }
 

@@ -5,14 +5,14 @@
 
 namespace isometry {
 
-bool GetThisThreadSchedAttr(SchedAttr& attr) {
-  return syscall(SYS_sched_getattr, 0, &attr, sizeof attr, 0) == 0;
+bool GetThreadSchedAttr(pid_t tid, SchedAttr& attr) {
+  return syscall(SYS_sched_getattr, tid, &attr, sizeof attr, 0) == 0;
 }
 
-bool SetThisThreadSchedAttr(SchedAttr attr) {
+bool SetThreadSchedAttr(pid_t tid, SchedAttr attr) {
   attr.size = sizeof attr;
   attr.sched_flags = 0;
-  return syscall(SYS_sched_setattr, 0, &attr, 0) == 0;
+  return syscall(SYS_sched_setattr, tid, &attr, 0) == 0;
 }
 
 }  // namespace isometry

@@ -1,9 +1,10 @@
-// The kernel's sched_getattr/sched_setattr for the calling thread: glibc
-// 2.36 has no wrappers. Used to set a thread's slice (thread_slice.h) and
-// its policy (thread_nice.h) without losing what the other one set.
+// The kernel's sched_getattr/sched_setattr: glibc 2.36 has no wrappers.
+// Used to set a thread's slice (thread_slice.h) and its policy
+// (thread_nice.h) without losing what the other one set.
 #pragma once
 
 #include <sched.h>
+#include <sys/types.h>
 
 #include <cstdint>
 
@@ -29,11 +30,14 @@ inline bool IsNormalPolicy(uint32_t policy) {
   return policy == SCHED_OTHER || policy == SCHED_BATCH;
 }
 
-// The calling thread's attributes; false when the kernel refused.
-bool GetThisThreadSchedAttr(SchedAttr& attr);
+// Thread `tid`'s attributes (0: the calling thread's); false when the
+// kernel refused.
+bool GetThreadSchedAttr(pid_t tid, SchedAttr& attr);
+inline bool GetThisThreadSchedAttr(SchedAttr& attr) { return GetThreadSchedAttr(0, attr); }
 
 // Sets them (size and flags are filled in); false when the kernel refused
 // (errno says why).
-bool SetThisThreadSchedAttr(SchedAttr attr);
+bool SetThreadSchedAttr(pid_t tid, SchedAttr attr);
+inline bool SetThisThreadSchedAttr(SchedAttr attr) { return SetThreadSchedAttr(0, attr); }
 
 }  // namespace isometry

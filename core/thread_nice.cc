@@ -118,6 +118,17 @@ void SetThreadNice(int nice) {
   }
 }
 
+bool RestoreThreadNice(pid_t tid) {
+  const Probe& p = ProbeOnce();
+  if (!p.supported) return false;
+  SchedAttr attr{};
+  if (!GetThreadSchedAttr(tid, attr)) return false;
+  attr.sched_policy = p.policy;
+  attr.sched_priority = 0;
+  attr.sched_nice = p.base;
+  return SetThreadSchedAttr(tid, attr);
+}
+
 bool ThreadRunsIdle() { return applied == kIdleThreadNice; }
 
 std::string ThreadNiceText(int nice) {

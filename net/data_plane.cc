@@ -2,10 +2,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <chrono>
 #include <new>
 #include <system_error>
 
 #include "core/strings.h"
+#include "core/thread_name.h"
+#include "core/thread_nice.h"
 
 namespace isometry::net {
 
@@ -21,6 +25,12 @@ Result<std::unique_ptr<DataPlane>> DataPlane::Create(const DataOptions& options)
 }
 
 DataPlane::~DataPlane() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  guard_cv_.SignalAll();
+  if (guard_.joinable()) guard_.join();
   acceptor_.reset();  // stops the event loop, closes the hellos in progress
   listen_fd_.reset();
   std::map<std::string, std::unique_ptr<PeerLink>> links;
@@ -50,6 +60,18 @@ Status DataPlane::Start(Authenticate check, LinkDown on_down) {
   };
   ISO_ASSIGN_OR_RETURN(acceptor_,
                        HelloAcceptor::Start(std::move(listen_fd_), o, std::move(check), admitted));
+  // Only where a thread may take a class's value is one ever lowered.
+  if (ThreadNiceSupported()) {
+    try {
+      guard_ = std::thread([this] {
+        NameThisThread("data:guard");
+        Guard();
+      });
+    } catch (const std::system_error& e) {
+      return absl::ResourceExhaustedError(
+          StrCat("cannot start the data plane's guard thread: ", e.what()));
+    }
+  }
   spdlog::info(
       "data plane listening on {} ({} connection(s) per peer, checksums {}, {}, at most {} "
       "hello(s) at once)",
@@ -70,13 +92,29 @@ PeerLink& DataPlane::Link(const std::string& peer) {
   return *l;
 }
 
-void DataPlane::AbandonEverywhere(uint64_t transfer, const Status& why) {
+std::vector<PeerLink*> DataPlane::Links() const {
   std::vector<PeerLink*> links;
-  {
-    absl::MutexLock lock(&mu_);
-    for (auto& [peer, l] : links_) links.push_back(l.get());
+  absl::MutexLock lock(&mu_);
+  for (const auto& [peer, l] : links_) links.push_back(l.get());
+  return links;  // links live as long as the plane
+}
+
+void DataPlane::AbandonEverywhere(uint64_t transfer, const Status& why) {
+  for (PeerLink* l : Links()) l->Abandon(transfer, why);
+}
+
+void DataPlane::Guard() {
+  const auto every = std::chrono::milliseconds(std::max<uint32_t>(options_.timeout_ms / 4, 10));
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      const absl::Time until = absl::Now() + absl::FromChrono(every);
+      while (!stopping_ && !guard_cv_.WaitWithDeadline(&mu_, until)) {
+      }
+      if (stopping_) return;
+    }
+    for (PeerLink* l : Links()) l->RaiseStarvedReaders(every);
   }
-  for (PeerLink* l : links) l->Abandon(transfer, why);  // links live as long as the plane
 }
 
 }  // namespace isometry::net

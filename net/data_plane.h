@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -48,13 +49,25 @@ class DataPlane {
 
  private:
   explicit DataPlane(const DataOptions& options) : options_(options) {}
+  std::vector<PeerLink*> Links() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The guard thread: every timeout_ms / 4, a data connection's reader
+  // that has been receiving a chunk at its class's lowered nice value
+  // (qos.class.nice) that long goes on at the daemon's own. On a node
+  // whose CPUs other work keeps busy, such a reader (under SCHED_IDLE
+  // above all) may get no CPU for seconds, and the sending node's kernel
+  // drops a connection whose receive window stays shut for timeout_ms
+  // (TCP_USER_TIMEOUT), failing every copy on the link.
+  void Guard() ABSL_LOCKS_EXCLUDED(mu_);
   const DataOptions options_;
   UniqueFd listen_fd_;
   std::string address_;
   LinkDown on_down_;
   Completer completer_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<PeerLink>> links_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::CondVar guard_cv_;
+  std::thread guard_;  // started by Start() where threads change their nice value
   // Last: destroyed first, so no hello is admitted into a dying plane.
   std::unique_ptr<HelloAcceptor> acceptor_;
 };

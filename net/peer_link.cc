@@ -414,8 +414,6 @@ void PeerLink::Writer(Conn* c) {
     Job job;
     {
       absl::MutexLock lock(&c->mu);
-      // Idle at the daemon's own nice value (core/thread_nice.h).
-      if (!c->WriterHasWorkLocked()) SetThreadNice(0);
       c->mu.Await(absl::Condition(c, &Conn::WriterHasWorkLocked));
       if (c->closing) return;
       if (!c->control.empty()) {
@@ -459,7 +457,6 @@ void PeerLink::Writer(Conn* c) {
     }
     // A chunk whose write fails stays held: the drop's resume sends it
     // again, or the link's failure fails it.
-    SetThreadNice(job.data ? job.data->chunk.qos_nice : 0);
     Status s = WriteJob(*c, job);
     if (!s.ok()) {
       FailConn(c, s);
@@ -473,15 +470,6 @@ Status PeerLink::WriteJob(Conn& c, Job& job) {
   const Chunk& chunk = job.data->chunk;
   const CopyProgram& program = *chunk.program;
   const uint64_t span = DestinationSpan(program);
-  const std::byte* src = chunk.memory;
-  const std::byte* payload;
-  if (WireIsOneRun(program, /*wire_is_dst=*/true)) {
-    payload = src + program.ops[0].src_offset;  // straight from memory
-  } else {
-    c.send_bounce.resize(span);
-    ExecuteProgram(program, src, c.send_bounce.data());
-    payload = c.send_bounce.data();
-  }
   // The receiver holds the bytes before `from` (its credit said so).
   const uint64_t from = job.data->from;
   if (from > 0 && from >= span) {
@@ -493,12 +481,26 @@ Status PeerLink::WriteJob(Conn& c, Job& job) {
   h.chunk = chunk.chunk;
   h.code = static_cast<uint32_t>(from);
   h.length = span - from;
-  if (c.checksum) {
-    h.flags |= kFlagChecksum;
-    h.checksum = XXH3_64bits(payload + from, h.length);
-  }
   const auto until = options_.rate_limit_bytes_per_s ? limiter_.Reserve(h.length) : Clock::now();
-  ISO_RETURN_IF_ERROR(c.wire->SendFrame(h, payload + from));
+  {
+    // At the chunk's class value while its bytes go out, and only then
+    // (core/thread_nice.h).
+    ClassNiceScope nice(chunk.qos_nice);
+    const std::byte* src = chunk.memory;
+    const std::byte* payload;
+    if (WireIsOneRun(program, /*wire_is_dst=*/true)) {
+      payload = src + program.ops[0].src_offset;  // straight from memory
+    } else {
+      c.send_bounce.resize(span);
+      ExecuteProgram(program, src, c.send_bounce.data());
+      payload = c.send_bounce.data();
+    }
+    if (c.checksum) {
+      h.flags |= kFlagChecksum;
+      h.checksum = XXH3_64bits(payload + from, h.length);
+    }
+    ISO_RETURN_IF_ERROR(c.wire->SendFrame(h, payload + from));
+  }
   {
     // Counted as sent before the pacing sleep: the receiver may ACK the
     // chunk, and its copy complete, meanwhile.
@@ -511,6 +513,7 @@ Status PeerLink::WriteJob(Conn& c, Job& job) {
 }
 
 void PeerLink::Reader(Conn* c) {
+  c->reader_tid = gettid();
   while (true) {
     FrameHeader h;
     Status s = c->wire->Recv(&h, sizeof h);
@@ -525,9 +528,6 @@ void PeerLink::Reader(Conn* c) {
         case FrameType::kData:
           s = c->outgoing ? absl::DataLossError("DATA on an outgoing connection")
                           : ReceiveData(*c, h);
-          // An express connection's next chunk may be a foreground one; a
-          // bulk one's reader stays at its class's value while it waits.
-          if (c->express) SetThreadNice(0);
           break;
         case FrameType::kCredit: {
           if (!c->outgoing) {

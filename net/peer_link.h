@@ -49,6 +49,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "core/log_limiter.h"
 #include "core/rate_limiter.h"
 #include "core/unique_fd.h"
 #include "net/chunk.h"
@@ -168,6 +169,12 @@ class PeerLink {
   // The last frame from the peer on any connection, or Heard(); the
   // epoch when never.
   std::chrono::steady_clock::time_point last_heard() const;
+  // Incoming connections whose reader has received a chunk's bytes at its
+  // class's lowered nice value for `after` or longer go on at the
+  // daemon's own value (a busy node starves them; the data plane's guard
+  // calls this). raised_readers() counts them.
+  void RaiseStarvedReaders(std::chrono::nanoseconds after) ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t raised_readers() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Job;
@@ -202,6 +209,9 @@ class PeerLink {
     uint64_t upto = 0;
   };
   Landed ReceivePayload(Conn& c, const Key& key, std::byte* target, uint64_t from, uint64_t span);
+  // ReceivePayload at the chunk's class value `nice`.
+  Landed ReceiveAtClassNice(Conn& c, const Key& key, std::byte* target, uint64_t from,
+                            uint64_t span, int nice);
   // A received chunk's checksum (and the corrupt-chunk fault): on a
   // mismatch the chunk is asked for once more (`r` goes back to the posted
   // ones), then failed with node, transfer, chunk and offset; `r` is empty
@@ -320,6 +330,8 @@ class PeerLink {
   uint64_t express_sent_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t received_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t resumes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t raised_readers_ ABSL_GUARDED_BY(mu_) = 0;
+  LogLimiter raised_log_{1, std::chrono::minutes(1)};
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   // Resume: where and how Connect() reached the peer last; since when each
   // direction waits for a new set; Fail() bumps the epoch, so a reconnect

@@ -7,7 +7,9 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <chrono>
 
+#include "core/log_limiter.h"
 #include "core/thread_nice.h"
 #include "layout/executor.h"
 #include "net/peer_link.h"
@@ -78,11 +80,8 @@ Status PeerLink::ReceiveData(Conn& c, const FrameHeader& h) {
     dropped = MaybeDropLocked(c, options_.drop_chunk, key);
   }
   if (dropped) StallAfterDrop();
-  // Kept while the reader waits for the next frame, except on the express
-  // connection (Reader).
-  SetThreadNice(r->chunk.qos_nice);
   const Landed landed = dropped ? Landed{Unavailable("dropped by fault injection"), from}
-                                : ReceivePayload(c, key, target, from, span);
+                                : ReceiveAtClassNice(c, key, target, from, span, r->chunk.qos_nice);
   if (!landed.status.ok()) {
     // Half-landed: posted again, so the resume credits it once more, from
     // where it stopped when its bytes went straight into place (no bounce
@@ -115,6 +114,58 @@ Status PeerLink::ReceiveData(Conn& c, const FrameHeader& h) {
   }
   r->done(OkStatus());
   return OkStatus();
+}
+
+PeerLink::Landed PeerLink::ReceiveAtClassNice(Conn& c, const Key& key, std::byte* target,
+                                              uint64_t from, uint64_t span, int nice) {
+  // At the class's value while its bytes come off the socket, and only
+  // then (core/thread_nice.h). Meanwhile the peer's kernel drops the
+  // connection when this node's window stays shut for timeout_ms (its
+  // TCP_USER_TIMEOUT counts a zero window too): a busy node that leaves
+  // the reader without a CPU that long gets it lifted back to the
+  // daemon's value (RaiseStarvedReaders).
+  if (nice != 0) c.lowered_since_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+  Landed landed;
+  {
+    ClassNiceScope lowered(nice);
+    landed = ReceivePayload(c, key, target, from, span);
+  }
+  c.lowered_since_ns = 0;
+  return landed;
+}
+
+void PeerLink::RaiseStarvedReaders(std::chrono::nanoseconds after) {
+  const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  int raised = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const std::shared_ptr<Conn>& c : in_) {
+      int64_t since = c->lowered_since_ns;
+      // Each chunk's reader is lifted once: it stays lifted until the
+      // chunk is in (ClassNiceScope comes back to the daemon's value).
+      if (since != 0 && now - since >= after.count() &&
+          c->lowered_since_ns.compare_exchange_strong(since, 0) &&
+          RestoreThreadNice(c->reader_tid)) {
+        ++raised;
+      }
+    }
+    raised_readers_ += raised;
+  }
+  if (raised == 0) return;
+  // Once a minute at most: on a node kept busy, every chunk may need it.
+  if (const LogLimiter::Verdict v = raised_log_.Allow(peer_); v.log) {
+    spdlog::info(
+        "data link from peer '{}': {} reader(s) left without a CPU for {} ms at their class's "
+        "nice value go on at the daemon's own for the rest of their chunk ({} such lines left "
+        "out since the last; the peer drops a connection this node stops reading for {} ms)",
+        peer_, raised, std::chrono::duration_cast<std::chrono::milliseconds>(after).count(),
+        v.suppressed, options_.timeout_ms);
+  }
+}
+
+uint64_t PeerLink::raised_readers() const {
+  absl::MutexLock lock(&mu_);
+  return raised_readers_;
 }
 
 PeerLink::Landed PeerLink::ReceivePayload(Conn& c, const Key& key, std::byte* target, uint64_t from,

@@ -61,6 +61,11 @@ struct PeerLink::Conn {
   // When the reader last got a frame (steady clock, ns): a set that heard
   // nothing through an outage is re-opened once the peer answers again.
   std::atomic<int64_t> last_frame_ns{0};
+  // The reader's thread, and since when (steady clock, ns; 0: not) it
+  // receives a chunk's bytes at a class's lowered value
+  // (PeerLink::RaiseStarvedReaders).
+  std::atomic<pid_t> reader_tid{0};
+  std::atomic<int64_t> lowered_since_ns{0};
 
   ~Conn() {
     if (reader.joinable()) reader.join();

@@ -142,7 +142,8 @@ MetricsSnapshot TakeMetricsSnapshot(const Node& node, const MetricsPeersProvider
     const v1::ListPeersResponse list = peers();
     for (const v1::PeerInfo& p : list.peers()) {
       s.peers.push_back({p.name(), p.state(), p.rtt_ms() / 1000.0, p.bytes_sent(),
-                         p.bytes_received(), p.resumes(), p.express_bytes_sent()});
+                         p.bytes_received(), p.resumes(), p.express_bytes_sent(),
+                         p.readers_lifted()});
     }
   }
   return s;

@@ -369,6 +369,10 @@ void RenderPeers(const MetricsSnapshot& s, Page& p) {
   p.Family("isometry_peer_resumes_total", "counter",
            "Times this node's data links with the peer broke and were resumed (or tried to be).");
   for (const PeerMetrics& peer : s.peers) p.Sample({{"peer", peer.name}}, peer.resumes);
+  p.Family("isometry_peer_readers_lifted_total", "counter",
+           "Readers of the peer's chunks for a class with a nice value that got no CPU for a "
+           "quarter of the peer timeout and went on at the daemon's own value.");
+  for (const PeerMetrics& peer : s.peers) p.Sample({{"peer", peer.name}}, peer.readers_lifted);
 }
 
 }  // namespace

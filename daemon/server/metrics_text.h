@@ -65,6 +65,7 @@ struct PeerMetrics {
   uint64_t bytes_received = 0;
   uint64_t resumes = 0;             // broken data-link sets resumed (or tried)
   uint64_t express_bytes_sent = 0;  // of bytes_sent, over the express connection
+  uint64_t readers_lifted = 0;      // starved readers of a class's chunks lifted to nice 0
 };
 
 // The standard process_* families, from /proc/self (metrics_process.h).

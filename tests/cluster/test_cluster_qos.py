@@ -4,13 +4,17 @@ node's data link by weight (3:1, the link paced by cluster.rate_limit so
 it is what limits); the receiving node places the half by its own rules
 for peers, else in its class of the same name, and holds its priority to
 that class's ceiling. A class's nice value holds on both nodes, and
-chunks of at most 256 KiB travel over the link's express connection.
+chunks of at most 256 KiB travel over the link's express connection. A
+class at nice "idle" on nodes whose CPU other processes keep busy fails
+no copy, its own or another class's.
 
     ISOMETRYD=build/daemon/isometryd ISOMETRY_PYTHONPATH=build/python \\
         /usr/bin/python3 -m unittest -v test_cluster_qos
 """
 
+import contextlib
 import os
+import subprocess
 import sys
 import time
 import unittest
@@ -67,6 +71,23 @@ max_priority = 1
 peer = "a"
 remote_class = "bg"
 class = "guests"
+"""
+
+# Both nodes: fg (3) and offload (1, clients named "offload", its work
+# under SCHED_IDLE).
+QOS_IDLE = """
+[[qos.class]]
+name = "fg"
+weight = 3
+
+[[qos.class]]
+name = "offload"
+weight = 1
+nice = "idle"
+
+[[qos.rule]]
+client = "offload"
+class = "offload"
 """
 
 
@@ -194,6 +215,87 @@ class ClusterQos(unittest.TestCase):
             while self.niced_threads(pids["a"]) and time.monotonic() < deadline:
                 time.sleep(0.05)
             self.assertEqual(self.niced_threads(pids["a"]), set())
+
+
+def pin_to_first_cpu(pid):
+    """Every thread of process `pid` (and so the threads they start) on
+    CPU 0 only."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            os.sched_setaffinity(int(tid), {0})
+        except ProcessLookupError:  # the thread ended
+            continue
+
+
+@contextlib.contextmanager
+def spinning_on_first_cpu(count):
+    """`count` processes spinning on CPU 0 at nice 0 while in the block."""
+    hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"],
+                             preexec_fn=lambda: os.sched_setaffinity(0, {0}))
+            for _ in range(count)]
+    try:
+        yield
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+
+
+@unittest.skipUnless(ISOMETRYD, "ISOMETRYD is not set")
+class IdleClassOnBusyNodes(unittest.TestCase):
+    """The receiving daemon, b, shares CPU 0 with 16 processes that spin at
+    nice 0 (the rest of the machine is left to the other tests); a runs
+    free, so the offload class's chunks keep coming while b's threads for
+    that class get next to no CPU. Before, such a thread could stop while
+    holding a lock every copy needs (the foreground's copies then waited
+    seconds, past the peer timeout), and a reader left without a CPU for
+    the peer timeout (1.5 s here) with its receive window shut got its
+    connection dropped by a's kernel, failing every copy on the link."""
+
+    HOGS = 16
+
+    @classmethod
+    def setUpClass(cls):
+        cls.cluster = cf.Cluster(ISOMETRYD, ["a", "b"], request="1MiB",
+                                 node_opts=[{"extra_channels": QOS_IDLE}] * 2)
+        cls.cluster.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.stop()
+
+    def test_an_idle_class_on_busy_nodes_fails_no_copy(self):
+        if not may_lower_nice():
+            self.skipTest("no thread of this machine may come back from SCHED_IDLE, so the "
+                          "daemons move none there (RLIMIT_NICE or CAP_SYS_NICE)")
+        a, b = self.cluster["a"], self.cluster["b"]
+        pin_to_first_cpu(b.process.proc.pid)
+        with a.client("interactive") as fg, a.client("offload") as off, \
+                b.client("keeper") as keep:
+            small = cf.Cluster.published_pairs(fg, keep, 64 << 10, 2)
+            bulk = cf.Cluster.published_pairs(off, keep, 32 * MiB, 4)
+            with spinning_on_first_cpu(self.HOGS):
+                offload = Busy(off, bulk, depth=4)
+                copies = 0
+                try:
+                    deadline = time.monotonic() + 6
+                    while time.monotonic() < deadline:
+                        info = fg.copy(*small[copies % 2], timeout=60)
+                        self.assertEqual(info.state, "done", info)
+                        copies += 1
+                finally:
+                    offload.stop.set()
+            offload.end()  # its copies in flight done; raises the first that failed
+            link = {p.name: p for p in fg.peers().peers}["b"]
+            on_b = {p.name: p for p in keep.peers().peers}["a"]
+        self.assertGreater(copies, 0)
+        self.assertGreater(offload.copied, 0)
+        # No data connection dropped and re-opened meanwhile: b's readers
+        # left without a CPU went on at its own nice value, and said so.
+        self.assertEqual(link.resumes, 0)
+        self.assertGreater(on_b.readers_lifted, 0)
+        self.assertIn("left without a CPU", b.log_text())
+
 
 if __name__ == "__main__":
     unittest.main()

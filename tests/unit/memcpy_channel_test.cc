@@ -1,8 +1,10 @@
 // The memcpy channel (channels/memcpy/memcpy_channel.h) as the runtime
 // uses it: it copies exactly the bytes a program names, calls `done` once
-// per request off the caller's thread, ends cancelled requests promptly,
-// and drains before it is destroyed.
+// per request off the caller's thread (at the daemon's own nice value),
+// ends cancelled requests promptly, and drains before it is destroyed.
 #include "channels/memcpy/memcpy_channel.h"
+
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -15,6 +17,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "core/thread_nice.h"
 
 namespace isometry {
 namespace ISOMETRY_TEST_FILE {
@@ -140,6 +144,27 @@ TEST_CASE("a request copies exactly the program's bytes, and done runs once off 
   CHECK(std::memcmp(&dst[8 + count * 8], &before[8 + count * 8], 64) == 0);  // after the last
   ch.reset();  // joins the workers: no second `done` can still come
   CHECK(calls == 1);
+}
+
+TEST_CASE("a request of a class at nice idle is done at the daemon's own value") {
+  // What runs after `done` takes the runtime's locks: a thread left without
+  // a CPU under SCHED_IDLE there would hold up every other class's copies.
+  if (!ThreadNiceSupported()) {
+    WARN("threads may not come back from SCHED_IDLE here: " + ThreadNiceUnsupportedReason());
+  }
+  auto ch = Make(Config(1));
+  const std::vector<std::byte> src = Pattern(1000 * 32 + 16, 3);
+  std::vector<std::byte> dst(1000 * 8 + 8);
+  ChannelRequest r = HostRequest(GatherProgram(1000), src.data(), dst.data());
+  r.qos_nice = kIdleThreadNice;
+  std::promise<int> policy;
+  auto f = policy.get_future();
+  ch->Submit(std::move(r), [&](Status s) {
+    CHECK(s.ok());
+    policy.set_value(sched_getscheduler(0));
+  });
+  REQUIRE(f.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+  CHECK(f.get() == SCHED_OTHER);
 }
 
 TEST_CASE("RunInline copies on the calling thread; a rate-capped channel refuses it") {

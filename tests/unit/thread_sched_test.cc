@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -103,6 +104,36 @@ TEST_CASE("SetThreadNice moves a thread to a class's nice value or SCHED_IDLE an
     CHECK(steps[i + 1].nice == want[i].nice);
     CHECK(steps[i + 1].slice == start.slice);  // the short slice survives the idle policy
   }
+}
+
+TEST_CASE("a thread another one brings back from SCHED_IDLE goes there again at its next class") {
+  if (!ThreadNiceSupported()) {
+    WARN("this process may not move its threads' nice values back: " +
+         ThreadNiceUnsupportedReason() + "; checked that nothing is restored");
+    CHECK_FALSE(RestoreThreadNice(gettid()));
+    return;
+  }
+  const int base = getpriority(PRIO_PROCESS, gettid());
+  std::promise<pid_t> idle;
+  std::promise<void> restored;
+  std::vector<int> policies;  // lowered, restored from outside, back at 0, lowered again
+  std::thread t([&] {
+    {
+      ClassNiceScope lowered(kIdleThreadNice);
+      policies.push_back(sched_getscheduler(0));
+      idle.set_value(gettid());
+      restored.get_future().wait();
+      policies.push_back(sched_getscheduler(0));
+    }
+    policies.push_back(sched_getscheduler(0));
+    ClassNiceScope again(kIdleThreadNice);
+    policies.push_back(sched_getscheduler(0));
+  });
+  CHECK(RestoreThreadNice(idle.get_future().get()));
+  restored.set_value();
+  t.join();
+  CHECK(policies == std::vector<int>{SCHED_IDLE, SCHED_OTHER, SCHED_OTHER, SCHED_IDLE});
+  CHECK(getpriority(PRIO_PROCESS, gettid()) == base);
 }
 
 TEST_CASE("copy threads claim CPUs while they run, and give a claim back while they sleep") {
