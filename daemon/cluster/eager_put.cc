@@ -138,6 +138,13 @@ std::optional<Result<std::shared_ptr<CrossTransfer>>> Cluster::Impl::TryEagerPut
   }
   const TopologyMemory* mem = node->runtime().topology().FindMemory(src.local.memory);
   if (!mem || !PoolKind(mem->kind)) return std::nullopt;
+  // A put passes the data link and the network channel: a paced link
+  // (cluster.rate_limit) or a class capped or paused on the network
+  // (qos.class.caps.remote_memcpy) sends every byte through them.
+  if (config.cluster.rate_limit_bytes_per_s > 0 ||
+      node->runtime().QosCapped(spec.qos_class, ChannelKind::kRemoteMemcpy)) {
+    return std::nullopt;
+  }
   const Box box = spec.box.value_or(src.shape.bounds);
   if (!box.Validate("copy box").ok() || !src.shape.bounds.contains(box)) {
     return std::nullopt;  // the planned path says what is wrong

@@ -443,6 +443,9 @@ class Runtime {
   // The highest priority a copy of class `name` runs at (CopyRequest::
   // qos_class); the default class's for a name not in force.
   int32_t QosCeiling(const std::string& name) const;
+  // Whether class `name` (as QosCeiling finds it) has a cap, a pause
+  // included, on some channel of `kind`.
+  bool QosCapped(const std::string& name, ChannelKind kind) const;
   std::vector<QosClassStats> Qos() const;
   RuntimeStats Stats() const;
   const Topology& topology() const;

@@ -50,6 +50,15 @@ int32_t Runtime::QosCeiling(const std::string& name) const {
   return impl_->qos->classes[impl_->qos->Find(name)].max_priority;
 }
 
+bool Runtime::QosCapped(const std::string& name, ChannelKind kind) const {
+  absl::MutexLock lock(&impl_->mu);
+  const QosTable::Class& c = impl_->qos->classes[impl_->qos->Find(name)];
+  for (size_t i = 0; i < c.per_channel.size() && i < impl_->channels.size(); ++i) {
+    if (impl_->channels[i]->caps().kind == kind && c.per_channel[i].capped()) return true;
+  }
+  return false;
+}
+
 void Runtime::Impl::HoldBuffers(const TransferState& t, bool take) {
   for (const RingBuffer& b : t.buffers) {
     if (b.remote || b.in_window || !b.data) continue;

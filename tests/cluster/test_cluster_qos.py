@@ -216,6 +216,91 @@ class ClusterQos(unittest.TestCase):
                 time.sleep(0.05)
             self.assertEqual(self.niced_threads(pids["a"]), set())
 
+# a: eager puts on; "open" (the default), "capped" (remote_memcpy at
+# 64 MiB/s) and "paused" (remote_memcpy at 0) by client name.
+QOS_EAGER = """
+[[qos.class]]
+name = "open"
+weight = 1
+
+[[qos.class]]
+name = "capped"
+weight = 1
+caps = { remote_memcpy = { rate = "64MiB/s" } }
+
+[[qos.class]]
+name = "paused"
+weight = 1
+caps = { remote_memcpy = { rate = 0 } }
+
+[[qos.rule]]
+client = "capped"
+class = "capped"
+
+[[qos.rule]]
+client = "paused"
+class = "paused"
+"""
+
+
+@unittest.skipUnless(ISOMETRYD, "ISOMETRYD is not set")
+class EagerPutsAndCaps(unittest.TestCase):
+    """cluster.eager_put_size sends a small copy whole in one call, past
+    the network channel that applies a class's caps and the link's
+    cluster.rate_limit: a class capped or paused there, and every class of
+    a paced node (c), send their small copies through the channel, as
+    their large ones."""
+
+    @classmethod
+    def setUpClass(cls):
+        eager = 'eager_put_size = "64KiB"'
+        cls.cluster = cf.Cluster(ISOMETRYD, ["a", "b", "c"],
+                                 node_opts=[{"extra_channels": QOS_EAGER, "extra_cluster": eager},
+                                            {},
+                                            {"extra_cluster": eager + '\nrate_limit = "1GiB"'}])
+        cls.cluster.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.stop()
+
+    def test_a_capped_class_sends_small_copies_through_its_caps(self):
+        a, b = self.cluster["a"], self.cluster["b"]
+        with a.client("plain") as plain, a.client("capped") as capped, \
+                b.client("keeper") as keep:
+            info = plain.copy(*cf.Cluster.published_pairs(plain, keep, 16 << 10, 1)[0])
+            self.assertEqual(info.qos_class, "open")
+            self.assertIn("one call", info.path)
+            info = capped.copy(*cf.Cluster.published_pairs(capped, keep, 16 << 10, 1)[0])
+            self.assertEqual((info.state, info.qos_class), ("done", "capped"))
+            self.assertNotIn("one call", info.path)
+
+    def test_a_paced_node_sends_small_copies_over_its_link(self):
+        c, b = self.cluster["c"], self.cluster["b"]
+        with c.client("plain") as plain, b.client("keeper") as keep:
+            info = plain.copy(*cf.Cluster.published_pairs(plain, keep, 16 << 10, 1)[0])
+            self.assertEqual(info.state, "done")
+            self.assertNotIn("one call", info.path)
+
+    def test_a_paused_class_moves_no_byte_of_a_small_copy(self):
+        a, b = self.cluster["a"], self.cluster["b"]
+        n = 16 << 10
+        with a.client("paused") as paused, b.client("keeper") as keep:
+            target = cf.Cluster.published(keep, n, 1)[0]
+            mine = paused.allocate("sys0", n)
+            paused.write(mine, 0, b"\x5a" * n)
+            t = paused.copy(paused.register_instance(mine, [n], [("v", 1)], "F,x"),
+                            paused.register_instance(target.id, [n], [("v", 1)], "F,x",
+                                                     memory="b:sys0"), wait=False)
+            time.sleep(1.0)
+            info = paused.transfer(t)
+            self.assertEqual(info.qos_class, "paused")
+            self.assertNotIn(info.state, ("done", "failed"), info)
+            self.assertNotIn("one call", info.path)
+            paused.cancel(t)
+            self.assertEqual(paused.wait(t, timeout_ms=20000, check=False).state, "cancelled")
+            self.assertEqual(keep.read(target, 0, n), bytes(n))
+
 
 def pin_to_first_cpu(pid):
     """Every thread of process `pid` (and so the threads they start) on

@@ -159,7 +159,7 @@ TEST_CASE("a request of a class at nice idle is done at the daemon's own value")
   r.qos_nice = kIdleThreadNice;
   std::promise<int> policy;
   auto f = policy.get_future();
-  ch->Submit(std::move(r), [&](Status s) {
+  ch->Submit(std::move(r), [&](const Status& s) {
     CHECK(s.ok());
     policy.set_value(sched_getscheduler(0));
   });
