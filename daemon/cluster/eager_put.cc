@@ -142,7 +142,7 @@ std::optional<Result<std::shared_ptr<CrossTransfer>>> Cluster::Impl::TryEagerPut
   // (cluster.rate_limit) or a class capped or paused on the network
   // (qos.class.caps.remote_memcpy) sends every byte through them.
   if (config.cluster.rate_limit_bytes_per_s > 0 ||
-      node->runtime().QosCapped(spec.qos_class, ChannelKind::kRemoteMemcpy)) {
+      node->runtime().QosCappedOnNetwork(spec.qos_class)) {
     return std::nullopt;
   }
   const Box box = spec.box.value_or(src.shape.bounds);

@@ -444,8 +444,8 @@ class Runtime {
   // qos_class); the default class's for a name not in force.
   int32_t QosCeiling(const std::string& name) const;
   // Whether class `name` (as QosCeiling finds it) has a cap, a pause
-  // included, on some channel of `kind`.
-  bool QosCapped(const std::string& name, ChannelKind kind) const;
+  // included, on a network channel (one per peer: remote_memcpy).
+  bool QosCappedOnNetwork(const std::string& name) const;
   std::vector<QosClassStats> Qos() const;
   RuntimeStats Stats() const;
   const Topology& topology() const;

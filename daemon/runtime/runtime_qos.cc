@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "channels/channel_factory.h"
 #include "core/log_escape.h"
 #include "core/thread_nice.h"
 #include "daemon/runtime/runtime_impl.h"
@@ -50,11 +51,12 @@ int32_t Runtime::QosCeiling(const std::string& name) const {
   return impl_->qos->classes[impl_->qos->Find(name)].max_priority;
 }
 
-bool Runtime::QosCapped(const std::string& name, ChannelKind kind) const {
+bool Runtime::QosCappedOnNetwork(const std::string& name) const {
   absl::MutexLock lock(&impl_->mu);
   const QosTable::Class& c = impl_->qos->classes[impl_->qos->Find(name)];
   for (size_t i = 0; i < c.per_channel.size() && i < impl_->channels.size(); ++i) {
-    if (impl_->channels[i]->caps().kind == kind && c.per_channel[i].capped()) return true;
+    const ChannelBackend* b = FindBackend(impl_->channels[i]->caps().kind);
+    if (b && b->per_peer && c.per_channel[i].capped()) return true;
   }
   return false;
 }
