@@ -113,7 +113,7 @@ void DataPlane::Guard() {
       }
       if (stopping_) return;
     }
-    for (PeerLink* l : Links()) l->RaiseStarvedReaders(every);
+    for (PeerLink* l : Links()) l->LiftStarvedReaders(every);
   }
 }
 

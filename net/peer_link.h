@@ -172,9 +172,9 @@ class PeerLink {
   // Incoming connections whose reader has received a chunk's bytes at its
   // class's lowered nice value for `after` or longer go on at the
   // daemon's own value (a busy node starves them; the data plane's guard
-  // calls this). raised_readers() counts them.
-  void RaiseStarvedReaders(std::chrono::nanoseconds after) ABSL_LOCKS_EXCLUDED(mu_);
-  uint64_t raised_readers() const ABSL_LOCKS_EXCLUDED(mu_);
+  // calls this). readers_lifted() counts them.
+  void LiftStarvedReaders(std::chrono::nanoseconds after) ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t readers_lifted() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Job;
@@ -330,8 +330,8 @@ class PeerLink {
   uint64_t express_sent_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t received_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t resumes_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t raised_readers_ ABSL_GUARDED_BY(mu_) = 0;
-  LogLimiter raised_log_{1, std::chrono::minutes(1)};
+  uint64_t readers_lifted_ ABSL_GUARDED_BY(mu_) = 0;
+  LogLimiter lifted_log_{1, std::chrono::minutes(1)};
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   // Resume: where and how Connect() reached the peer last; since when each
   // direction waits for a new set; Fail() bumps the epoch, so a reconnect

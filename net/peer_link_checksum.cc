@@ -123,7 +123,7 @@ PeerLink::Landed PeerLink::ReceiveAtClassNice(Conn& c, const Key& key, std::byte
   // connection when this node's window stays shut for timeout_ms (its
   // TCP_USER_TIMEOUT counts a zero window too): a busy node that leaves
   // the reader without a CPU that long gets it lifted back to the
-  // daemon's value (RaiseStarvedReaders).
+  // daemon's value (LiftStarvedReaders).
   if (nice != 0) c.lowered_since_ns = std::chrono::steady_clock::now().time_since_epoch().count();
   Landed landed;
   {
@@ -134,9 +134,9 @@ PeerLink::Landed PeerLink::ReceiveAtClassNice(Conn& c, const Key& key, std::byte
   return landed;
 }
 
-void PeerLink::RaiseStarvedReaders(std::chrono::nanoseconds after) {
+void PeerLink::LiftStarvedReaders(std::chrono::nanoseconds after) {
   const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
-  int raised = 0;
+  int lifted = 0;
   {
     absl::MutexLock lock(&mu_);
     for (const std::shared_ptr<Conn>& c : in_) {
@@ -146,26 +146,26 @@ void PeerLink::RaiseStarvedReaders(std::chrono::nanoseconds after) {
       if (since != 0 && now - since >= after.count() &&
           c->lowered_since_ns.compare_exchange_strong(since, 0) &&
           RestoreThreadNice(c->reader_tid)) {
-        ++raised;
+        ++lifted;
       }
     }
-    raised_readers_ += raised;
+    readers_lifted_ += lifted;
   }
-  if (raised == 0) return;
+  if (lifted == 0) return;
   // Once a minute at most: on a node kept busy, every chunk may need it.
-  if (const LogLimiter::Verdict v = raised_log_.Allow(peer_); v.log) {
+  if (const LogLimiter::Verdict v = lifted_log_.Allow(peer_); v.log) {
     spdlog::info(
         "data link from peer '{}': {} reader(s) left without a CPU for {} ms at their class's "
         "nice value go on at the daemon's own for the rest of their chunk ({} such lines left "
         "out since the last; the peer drops a connection this node stops reading for {} ms)",
-        peer_, raised, std::chrono::duration_cast<std::chrono::milliseconds>(after).count(),
+        peer_, lifted, std::chrono::duration_cast<std::chrono::milliseconds>(after).count(),
         v.suppressed, options_.timeout_ms);
   }
 }
 
-uint64_t PeerLink::raised_readers() const {
+uint64_t PeerLink::readers_lifted() const {
   absl::MutexLock lock(&mu_);
-  return raised_readers_;
+  return readers_lifted_;
 }
 
 PeerLink::Landed PeerLink::ReceivePayload(Conn& c, const Key& key, std::byte* target, uint64_t from,

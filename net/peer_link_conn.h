@@ -63,7 +63,7 @@ struct PeerLink::Conn {
   std::atomic<int64_t> last_frame_ns{0};
   // The reader's thread, and since when (steady clock, ns; 0: not) it
   // receives a chunk's bytes at a class's lowered value
-  // (PeerLink::RaiseStarvedReaders).
+  // (PeerLink::LiftStarvedReaders).
   std::atomic<pid_t> reader_tid{0};
   std::atomic<int64_t> lowered_since_ns{0};
 

@@ -316,7 +316,7 @@ v1::ListPeersResponse Cluster::ListPeers() const {
     pi->set_express_bytes_sent(link.express_bytes_sent());
     pi->set_bytes_received(link.bytes_received());
     pi->set_resumes(link.resumes());
-    pi->set_readers_lifted(link.raised_readers());
+    pi->set_readers_lifted(link.readers_lifted());
     pi->set_data_link(link.security());
     pi->set_network(st.network);
   }

@@ -91,19 +91,28 @@ class = "offload"
 """
 
 
-@unittest.skipUnless(ISOMETRYD, "ISOMETRYD is not set")
-class ClusterQos(unittest.TestCase):
+class ClusterOfItsOwn(unittest.TestCase):
+    """A cluster for a class's tests: cf.Cluster(ISOMETRYD, NODES, **ARGS),
+    started before the first test and stopped after the last."""
+    NODES = ["a", "b"]
+    ARGS = {}
+
     @classmethod
     def setUpClass(cls):
-        cls.cluster = cf.Cluster(ISOMETRYD, ["a", "b"], request="1MiB",
-                                 node_opts=[{"extra_channels": QOS_A,
-                                             "extra_cluster": f'rate_limit = "{LINK_MIB}MiB"'},
-                                            {"extra_channels": QOS_B}])
+        cls.cluster = cf.Cluster(ISOMETRYD, cls.NODES, **cls.ARGS)
         cls.cluster.start()
 
     @classmethod
     def tearDownClass(cls):
         cls.cluster.stop()
+
+
+@unittest.skipUnless(ISOMETRYD, "ISOMETRYD is not set")
+class ClusterQos(ClusterOfItsOwn):
+    ARGS = {"request": "1MiB",
+            "node_opts": [{"extra_channels": QOS_A,
+                           "extra_cluster": f'rate_limit = "{LINK_MIB}MiB"'},
+                          {"extra_channels": QOS_B}]}
 
     def qos(self, node):
         with open(os.path.join(self.cluster[node].dir, "state", "operator.token")) as f:
@@ -244,25 +253,18 @@ class = "paused"
 
 
 @unittest.skipUnless(ISOMETRYD, "ISOMETRYD is not set")
-class EagerPutsAndCaps(unittest.TestCase):
+class EagerPutsAndCaps(ClusterOfItsOwn):
     """cluster.eager_put_size sends a small copy whole in one call, past
     the network channel that applies a class's caps and the link's
     cluster.rate_limit: a class capped or paused there, and every class of
     a paced node (c), send their small copies through the channel, as
     their large ones."""
 
-    @classmethod
-    def setUpClass(cls):
-        eager = 'eager_put_size = "64KiB"'
-        cls.cluster = cf.Cluster(ISOMETRYD, ["a", "b", "c"],
-                                 node_opts=[{"extra_channels": QOS_EAGER, "extra_cluster": eager},
-                                            {},
-                                            {"extra_cluster": eager + '\nrate_limit = "1GiB"'}])
-        cls.cluster.start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.cluster.stop()
+    EAGER = 'eager_put_size = "64KiB"'
+    NODES = ["a", "b", "c"]
+    ARGS = {"node_opts": [{"extra_channels": QOS_EAGER, "extra_cluster": EAGER},
+                          {},
+                          {"extra_cluster": EAGER + '\nrate_limit = "1GiB"'}]}
 
     def test_a_capped_class_sends_small_copies_through_its_caps(self):
         a, b = self.cluster["a"], self.cluster["b"]
@@ -327,7 +329,7 @@ def spinning_on_first_cpu(count):
 
 
 @unittest.skipUnless(ISOMETRYD, "ISOMETRYD is not set")
-class IdleClassOnBusyNodes(unittest.TestCase):
+class IdleClassOnBusyNodes(ClusterOfItsOwn):
     """The receiving daemon, b, shares CPU 0 with 16 processes that spin at
     nice 0 (the rest of the machine is left to the other tests); a runs
     free, so the offload class's chunks keep coming while b's threads for
@@ -339,15 +341,7 @@ class IdleClassOnBusyNodes(unittest.TestCase):
 
     HOGS = 16
 
-    @classmethod
-    def setUpClass(cls):
-        cls.cluster = cf.Cluster(ISOMETRYD, ["a", "b"], request="1MiB",
-                                 node_opts=[{"extra_channels": QOS_IDLE}] * 2)
-        cls.cluster.start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.cluster.stop()
+    ARGS = {"request": "1MiB", "node_opts": [{"extra_channels": QOS_IDLE}] * 2}
 
     def test_an_idle_class_on_busy_nodes_fails_no_copy(self):
         if not may_lower_nice():
