@@ -233,7 +233,8 @@ void Cluster::Stop() {
       if (auto o = w.lock()) os.push_back(o);
     }
   }
-  worker.reset();  // runs what was posted before `stopping`, then joins
+  impl->AwaitEagerPuts();  // their callbacks may reach impl (a declined put)
+  worker.reset();          // runs what was posted before `stopping`, then joins
   // Nothing ends these halves once the links are gone: end them now, so
   // their AwaitHalf calls are answered before the peer server stops.
   const Status why = Unavailable("isometryd on node '", impl->self(), "' is stopping");

@@ -9,6 +9,7 @@
 //   cross_copy.cc     the initiator's side of a cross-node copy: CrossOp,
 //                     planning, setting up the halves
 //   halves.cc         the halves this node runs for any initiator
+//   eager_put.cc      small copies sent whole in one call, and landed
 //   visibility.cc     the halves and network edges as isoctl shows them
 //   peer_wire.cc      proto <-> domain for the peer messages
 //   cluster.cc        the Cluster facade: create, start, stop, list
@@ -41,6 +42,7 @@
 #include "channels/rdma/net_routes.h"
 #include "core/random.h"
 #include "daemon/cluster/cluster.h"
+#include "daemon/cluster/declined_puts.h"
 #include "daemon/cluster/form_exchange.h"
 #include "isometry_peer.grpc.pb.h"
 #include "net/data_plane.h"
@@ -312,8 +314,7 @@ struct Cluster::Impl {
   // Signs this boot's hello challenges (random, never stored or sent):
   // a challenge from before a restart is not good after it.
   const std::string boot_key = RandomHex(32);
-  // Challenges answered by a proven hello, until they expire: each is
-  // good once.
+  // Challenges answered by a proven hello, until they expire: each is good once.
   std::map<std::string, Clock::time_point> used_challenges ABSL_GUARDED_BY(mu);
   std::map<uint64_t, std::shared_ptr<Half>> halves ABSL_GUARDED_BY(mu);
   // Halves as they ended (finished, or tombstones), oldest first: what
@@ -331,16 +332,15 @@ struct Cluster::Impl {
   // gRPC, ring or link thread. Made in Start, ended in Stop.
   std::unique_ptr<net::Completer> worker ABSL_GUARDED_BY(mu);
 
-  // Redistribution parts: those this node runs on peers (by a local
-  // number), and those it runs for peers (by caller and their key).
+  // Redistribution parts this node runs on peers (by a local number) and for peers (by key).
   std::map<uint64_t, std::weak_ptr<cluster::PartCall>> part_calls ABSL_GUARDED_BY(mu);
   uint64_t next_part_call ABSL_GUARDED_BY(mu) = 0;
   std::map<std::pair<std::string, uint64_t>, std::shared_ptr<CrossTransfer>> served_parts
       ABSL_GUARDED_BY(mu);
-  // Eager puts in flight, by a local number: a peer that goes down ends
-  // them (FailEagerPutsTo), not their call's deadline a minute later.
+  // Eager puts in flight: a peer that goes down ends them (FailEagerPutsTo), not a deadline.
   std::map<uint64_t, std::weak_ptr<cluster::EagerCall>> eager_calls ABSL_GUARDED_BY(mu);
   uint64_t next_eager_call ABSL_GUARDED_BY(mu) = 0;
+  cluster::DeclinedPuts declined_puts;  // (peer, class) a peer's caps keep off eager puts
 
   std::unique_ptr<peer_api::IsometryPeer::CallbackService> service;
   cluster::FormExchange forms;  // canonical forms sent to / received from peers
@@ -371,7 +371,7 @@ struct Cluster::Impl {
   const PeerState& StateLocked(const Peer& p) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     return peer_states[p.index];
   }
-  void Post(std::function<void()> fn) ABSL_LOCKS_EXCLUDED(mu);
+  bool Post(std::function<void()> fn) ABSL_LOCKS_EXCLUDED(mu);  // false: stopping, not run
 
   // ---- peers (peer_manager.cc) ----
 
@@ -507,6 +507,9 @@ struct Cluster::Impl {
   NodeMemory NameOf(const CrossEnd& e) const;
   Result<std::shared_ptr<CrossTransfer>> Copy(CrossCopySpec spec, std::function<void(Status)> done)
       ABSL_LOCKS_EXCLUDED(mu);
+  // Copy, past the eager put: planned, as halves.
+  Result<std::shared_ptr<CrossTransfer>> CopyAsHalves(CrossCopySpec spec,
+                                                      std::function<void(Status)> done);
   Result<PlanReport> Explain(const std::string& src_memory, const Layout& src_layout,
                              const std::string& dst_memory, const Layout& dst_layout,
                              const Box& bounds, const FieldSpace& fields);
@@ -533,13 +536,16 @@ struct Cluster::Impl {
   // `done` is untouched and the copy is planned as usual).
   std::optional<Result<std::shared_ptr<CrossTransfer>>> TryEagerPut(
       const CrossCopySpec& spec, std::function<void(Status)>& done) ABSL_LOCKS_EXCLUDED(mu);
-  // Lands a peer's PutBytes; `done` runs once, with its outcome (after
-  // the watch's log entries, where the end is watched).
+  // Lands a peer's PutBytes, or declines it (resp->declined: this node caps its class on the
+  // network); `done` runs once, after the watch's log entries where the end is watched.
   void ServePutBytes(const std::string& caller, const peer_api::PutBytesRequest& req,
-                     std::function<void(Status)> done) ABSL_LOCKS_EXCLUDED(mu);
+                     peer_api::PutBytesResponse* resp, std::function<void(Status)> done)
+      ABSL_LOCKS_EXCLUDED(mu);
   // Ends the eager puts in flight to `name` (it went down, `why`): failed,
   // saying they may have landed there.
   void FailEagerPutsTo(const std::string& name, const Status& why) ABSL_LOCKS_EXCLUDED(mu);
+  // Stop: waits (bounded) for the puts in flight (a declined one reaches this Impl).
+  void AwaitEagerPuts() ABSL_LOCKS_EXCLUDED(mu);
 
   // ---- RDMA links (rdma_links.cc) ----
 

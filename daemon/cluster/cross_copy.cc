@@ -128,6 +128,13 @@ Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::Copy(CrossCopySpec spec,
     return OutOfRange("copy box ", ToString(box), " lies outside an instance's index space");
   }
   if (auto eager = TryEagerPut(spec, done)) return *std::move(eager);
+  return CopyAsHalves(std::move(spec), std::move(done));
+}
+
+Result<std::shared_ptr<CrossTransfer>> Cluster::Impl::CopyAsHalves(
+    CrossCopySpec spec, std::function<void(Status)> done) {
+  const EndForm* forms[2] = {spec.src.local.form.get(), spec.dst.local.form.get()};
+  const Box box = spec.box.value_or(spec.src.shape.bounds);
   ISO_ASSIGN_OR_RETURN(CrossPlan plan,
                        PlanCross(NameOf(spec.src), NameOf(spec.dst), spec.src.shape.layout,
                                  spec.dst.shape.layout, box, spec.src.shape.fields,

@@ -6,12 +6,16 @@
 // trip, not a StartHalf, the data link and an AwaitHalf.
 #include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <cstring>
+#include <thread>
 
+#include "core/log_escape.h"
 #include "daemon/cluster/cluster_impl.h"
 #include "daemon/node/copies.h"
+#include "daemon/node/traffic_classes.h"
 #include "daemon/server/convert.h"
 #include "layout/datatype_form.h"
 
@@ -101,16 +105,38 @@ class EagerPut final : public CrossTransfer {
         bytes_(bytes),
         answer_ms_(answer_ms) {}
   void Cancel() override {
-    if (state->cancelled.exchange(true)) return;
+    const bool again = state->cancelled.exchange(true);
+    if (auto halves = fallback()) return halves->Cancel();
+    if (again) return;
     alarm_.Set(std::chrono::system_clock::now() + std::chrono::milliseconds(answer_ms_),
                [ctx = state->ctx](bool fired) {
                  if (fired) ctx->TryCancel();
                });
   }
-  std::string PathText() const override { return path_; }
+  void Abort(const Status& why) override {
+    if (auto halves = fallback()) return halves->Abort(why);
+    Cancel();
+  }
+  std::string PathText() const override {
+    auto halves = fallback();
+    return halves ? halves->PathText() : path_;
+  }
   uint64_t bytes() const override { return bytes_; }
   std::chrono::steady_clock::time_point started() const override { return started_; }
-  double predicted_bytes_per_s() const override { return 0; }
+  double predicted_bytes_per_s() const override {
+    auto halves = fallback();
+    return halves ? halves->predicted_bytes_per_s() : 0;
+  }
+
+  // The peer declined the put: the copy went on as `halves` (a cancel
+  // that came meanwhile reaches them too).
+  void GoOnAs(std::shared_ptr<CrossTransfer> halves) {
+    {
+      absl::MutexLock lock(&mu_);
+      fallback_ = halves;
+    }
+    if (state->cancelled) halves->Cancel();
+  }
 
   const std::shared_ptr<EagerCall> state;
   const std::shared_ptr<peer_api::PutBytesRequest> req =
@@ -122,6 +148,12 @@ class EagerPut final : public CrossTransfer {
   const uint32_t answer_ms_;
   grpc::Alarm alarm_;  // destroyed with the put: the alarm then never fires
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  std::shared_ptr<CrossTransfer> fallback() const {
+    absl::MutexLock lock(&mu_);
+    return fallback_;
+  }
+  mutable absl::Mutex mu_;
+  std::shared_ptr<CrossTransfer> fallback_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -138,6 +170,7 @@ std::optional<Result<std::shared_ptr<CrossTransfer>>> Cluster::Impl::TryEagerPut
   }
   const TopologyMemory* mem = node->runtime().topology().FindMemory(src.local.memory);
   if (!mem || !PoolKind(mem->kind)) return std::nullopt;
+  if (declined_puts.Holds(dst.node, spec.qos_class)) return std::nullopt;  // through its caps
   // A put passes the data link and the network channel: a paced link
   // (cluster.rate_limit) or a class capped or paused on the network
   // (qos.class.caps.remote_memcpy) sends every byte through them.
@@ -178,6 +211,7 @@ std::optional<Result<std::shared_ptr<CrossTransfer>>> Cluster::Impl::TryEagerPut
   req.set_data(reinterpret_cast<const char*>(src.local.base + run->first), run->second);
   req.set_source_session(spec.source.session);
   req.set_source_transfer(spec.source.transfer);
+  req.set_qos_class(spec.qos_class);
   // A watched end may hold the put while its log is full (block mode,
   // daemon.access_log_block_ms there): allow for that beyond the timeout.
   cluster::SetDeadline(*op->state->ctx, config.cluster.peer_timeout_ms + kWatchAllowanceMs);
@@ -185,12 +219,70 @@ std::optional<Result<std::shared_ptr<CrossTransfer>>> Cluster::Impl::TryEagerPut
   auto resp = std::make_shared<peer_api::PutBytesResponse>();
   p->stub->async()->PutBytes(
       op->state->ctx.get(), op->req.get(), resp.get(),
-      [state = op->state, keep = op->req, resp, wait_ms = config.cluster.peer_timeout_ms,
-       done = std::move(done)](const grpc::Status& gs) {
-        state->ended = true;
-        done(PutOutcome(gs, *state, wait_ms));
+      [this, put = std::weak_ptr<EagerPut>(op), spec, state = op->state, keep = op->req, resp,
+       wait_ms = config.cluster.peer_timeout_ms, done = std::move(done)](const grpc::Status& gs) {
+        if (!gs.ok() || resp->declined().empty()) {
+          state->ended = true;
+          done(PutOutcome(gs, *state, wait_ms));
+          return;
+        }
+        if (declined_puts.Remember(spec.dst.node, spec.qos_class)) {
+          spdlog::info(
+              "[cluster] node '{}' declined an eager put of class '{}' ({}): that class's small "
+              "copies to it go as halves, through its caps, for the next {} s",
+              ForLog(spec.dst.node), ForLog(spec.qos_class), ForLog(resp->declined(), 200),
+              cluster::DeclinedPuts::kWindow.count());
+        }
+        // Planned anew on the worker, never on gRPC's thread; inline (to
+        // fail) when the node is stopping.
+        auto go_on = std::make_shared<std::function<void()>>([this, put, spec, state, done] {
+          auto is_stopping = [this] {
+            absl::MutexLock lock(&mu);
+            return stopping;
+          };
+          std::shared_ptr<EagerPut> op = put.lock();
+          if (!op || is_stopping()) {
+            done(Unavailable("isometryd on node '", self(), "' is stopping"));
+          } else if (state->cancelled) {
+            done(absl::CancelledError(
+                StrCat("cancelled before node '", spec.dst.node, "' took any byte of it")));
+          } else if (auto halves = CopyAsHalves(spec, done); !halves.ok()) {
+            done(halves.status());
+          } else {
+            op->GoOnAs(*std::move(halves));
+          }
+        });
+        if (!Post([go_on] { (*go_on)(); })) (*go_on)();
+        absl::MutexLock lock(&mu);
+        state->ended = true;  // last touch of this Impl (AwaitEagerPuts)
       });
   return std::static_pointer_cast<CrossTransfer>(op);
+}
+
+void Cluster::Impl::AwaitEagerPuts() {
+  const auto in_flight = [this] {
+    std::vector<std::shared_ptr<EagerCall>> calls;
+    absl::MutexLock lock(&mu);
+    for (const auto& [id, w] : eager_calls) {
+      if (auto c = w.lock(); c && !c->ended) calls.push_back(std::move(c));
+    }
+    return calls;
+  };
+  // Answers due within a round trip first; then the rest are ended.
+  for (int waited_ms = 0; waited_ms < 5000 && !in_flight().empty(); waited_ms += 5) {
+    if (waited_ms == 1000) {
+      for (const auto& c : in_flight()) {
+        {
+          absl::MutexLock lock(&c->mu);
+          c->down = Unavailable("isometryd on node '", self(), "' stopped with a put of ", c->bytes,
+                                " bytes to node '", c->peer,
+                                "' in flight; whether it landed there is unknown");
+        }
+        c->ctx->TryCancel();
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 void Cluster::Impl::FailEagerPutsTo(const std::string& name, const Status& why) {
@@ -251,7 +343,15 @@ Result<CrossEnd> LandPut(Node& node, const peer_api::PutBytesRequest& req, PeerA
 }  // namespace
 
 void Cluster::Impl::ServePutBytes(const std::string& caller, const peer_api::PutBytesRequest& req,
+                                  peer_api::PutBytesResponse* resp,
                                   std::function<void(Status)> done) {
+  // The class this node runs the copy's halves in: capped (or paused) on
+  // the network channel, its bytes go through that cap, not past it.
+  const std::string mine = node->traffic_classes().QosForPeerHalf(caller, req.qos_class(), 0).first;
+  if (node->runtime().QosCappedOnNetwork(mine)) {
+    resp->set_declined(StrCat("its class '", mine, "' there is capped or paused on the network"));
+    return done(OkStatus());
+  }
   PeerAccess access;
   access.source = {req.source_session(), req.source_transfer()};
   {

@@ -56,9 +56,11 @@ std::vector<Cluster::Impl::Peer*> Cluster::Impl::PeerList() const {
   return out;
 }
 
-void Cluster::Impl::Post(std::function<void()> fn) {
+bool Cluster::Impl::Post(std::function<void()> fn) {
   absl::MutexLock lock(&mu);
-  if (worker && !stopping) worker->Post(std::move(fn));
+  if (!worker || stopping) return false;
+  worker->Post(std::move(fn));
+  return true;
 }
 
 void Cluster::Impl::Authorize(grpc::ClientContext& ctx, const Peer& p, std::string_view method,

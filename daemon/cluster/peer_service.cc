@@ -128,11 +128,11 @@ class PeerService final : public peer_api::IsometryPeer::CallbackService {
 
   grpc::ServerUnaryReactor* PutBytes(grpc::CallbackServerContext* ctx,
                                      const peer_api::PutBytesRequest* req,
-                                     peer_api::PutBytesResponse*) override {
+                                     peer_api::PutBytesResponse* resp) override {
     auto caller = Caller(ctx, "PutBytes", *req);
     if (!caller.ok()) return Reply(ctx, caller.status());
     grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
-    impl_->ServePutBytes(*caller, *req, [r](const Status& s) { r->Finish(ToGrpc(s)); });
+    impl_->ServePutBytes(*caller, *req, resp, [r](const Status& s) { r->Finish(ToGrpc(s)); });
     return r;
   }
 

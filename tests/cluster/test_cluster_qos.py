@@ -106,6 +106,14 @@ class ClusterOfItsOwn(unittest.TestCase):
     def tearDownClass(cls):
         cls.cluster.stop()
 
+    def qos(self, node):
+        """GetQos of `node`, as its operator."""
+        with open(os.path.join(self.cluster[node].dir, "state", "operator.token")) as f:
+            token = f.read().strip()
+        with grpc.insecure_channel(f"unix:{self.cluster[node].socket}") as ch:
+            return pb_grpc.IsometryStub(ch).GetQos(
+                pb.GetQosRequest(), metadata=[("isometry-operator", token)])
+
 
 @unittest.skipUnless(ISOMETRYD, "ISOMETRYD is not set")
 class ClusterQos(ClusterOfItsOwn):
@@ -113,13 +121,6 @@ class ClusterQos(ClusterOfItsOwn):
             "node_opts": [{"extra_channels": QOS_A,
                            "extra_cluster": f'rate_limit = "{LINK_MIB}MiB"'},
                           {"extra_channels": QOS_B}]}
-
-    def qos(self, node):
-        with open(os.path.join(self.cluster[node].dir, "state", "operator.token")) as f:
-            token = f.read().strip()
-        with grpc.insecure_channel(f"unix:{self.cluster[node].socket}") as ch:
-            return pb_grpc.IsometryStub(ch).GetQos(
-                pb.GetQosRequest(), metadata=[("isometry-operator", token)])
 
     def test_two_busy_classes_share_the_link_by_weight_and_b_places_the_halves(self):
         a, b = self.cluster["a"], self.cluster["b"]
@@ -226,11 +227,28 @@ class ClusterQos(ClusterOfItsOwn):
             self.assertEqual(self.niced_threads(pids["a"]), set())
 
 # a: eager puts on; "open" (the default), "capped" (remote_memcpy at
-# 64 MiB/s) and "paused" (remote_memcpy at 0) by client name.
+# 64 MiB/s) and "paused" (remote_memcpy at 0) by client name; "tenant"
+# and "guest", open on a, which b caps and pauses.
 QOS_EAGER = """
 [[qos.class]]
 name = "open"
 weight = 1
+
+[[qos.class]]
+name = "tenant"
+weight = 1
+
+[[qos.class]]
+name = "guest"
+weight = 1
+
+[[qos.rule]]
+client = "tenant"
+class = "tenant"
+
+[[qos.rule]]
+client = "guest"
+class = "guest"
 
 [[qos.class]]
 name = "capped"
@@ -252,19 +270,85 @@ class = "paused"
 """
 
 
+# b: a's tenant copies in "slowed" (remote_memcpy at 64 MiB/s), its guest
+# copies in "frozen" (paused there).
+QOS_EAGER_B = """
+[[qos.class]]
+name = "open"
+weight = 1
+
+[[qos.class]]
+name = "slowed"
+weight = 1
+caps = { remote_memcpy = { rate = "64MiB/s" } }
+
+[[qos.class]]
+name = "frozen"
+weight = 1
+caps = { remote_memcpy = { rate = 0 } }
+
+[[qos.rule]]
+peer = "a"
+remote_class = "tenant"
+class = "slowed"
+
+[[qos.rule]]
+peer = "a"
+remote_class = "guest"
+class = "frozen"
+"""
+
+
 @unittest.skipUnless(ISOMETRYD, "ISOMETRYD is not set")
 class EagerPutsAndCaps(ClusterOfItsOwn):
     """cluster.eager_put_size sends a small copy whole in one call, past
     the network channel that applies a class's caps and the link's
     cluster.rate_limit: a class capped or paused there, and every class of
     a paced node (c), send their small copies through the channel, as
-    their large ones."""
+    their large ones. So does a class the receiving node (b) caps or
+    pauses: b declines its puts."""
 
     EAGER = 'eager_put_size = "64KiB"'
     NODES = ["a", "b", "c"]
     ARGS = {"node_opts": [{"extra_channels": QOS_EAGER, "extra_cluster": EAGER},
-                          {},
+                          {"extra_channels": QOS_EAGER_B},
                           {"extra_cluster": EAGER + '\nrate_limit = "1GiB"'}]}
+
+    def test_a_class_the_receiver_caps_goes_through_its_caps_there(self):
+        a, b = self.cluster["a"], self.cluster["b"]
+        def slowed_on_b():
+            return {c.name: sum(s.bytes for s in c.channels if s.channel == "tcp:a")
+                    for c in self.qos("b").classes}["slowed"]
+        before = slowed_on_b()
+        with a.client("tenant") as tenant, b.client("keeper") as keep:
+            for _ in range(3):
+                info = tenant.copy(*cf.Cluster.published_pairs(tenant, keep, 16 << 10, 1)[0])
+                self.assertEqual((info.state, info.qos_class), ("done", "tenant"))
+                self.assertNotIn("one call", info.path)
+        # b ran the halves in its capped class; a tried one put, was
+        # declined, said so once and sent the next copies as halves.
+        self.assertGreaterEqual(slowed_on_b() - before, 3 * (16 << 10))
+        self.assertEqual(a.log_text().count("declined an eager put of class 'tenant'"), 1,
+                         a.log_text()[-3000:])
+
+    def test_a_class_the_receiver_pauses_moves_no_byte_there(self):
+        a, b = self.cluster["a"], self.cluster["b"]
+        n = 16 << 10
+        with a.client("guest") as guest, b.client("keeper") as keep:
+            target = cf.Cluster.published(keep, n, 1)[0]
+            mine = guest.allocate("sys0", n)
+            guest.write(mine, 0, b"\x5a" * n)
+            t = guest.copy(guest.register_instance(mine, [n], [("v", 1)], "F,x"),
+                           guest.register_instance(target.id, [n], [("v", 1)], "F,x",
+                                                   memory="b:sys0"), wait=False)
+            time.sleep(1.0)
+            info = guest.transfer(t)
+            self.assertEqual(info.qos_class, "guest")
+            self.assertNotIn(info.state, ("done", "failed"), info)
+            self.assertNotIn("one call", info.path)
+            guest.cancel(t)
+            self.assertEqual(guest.wait(t, timeout_ms=20000, check=False).state, "cancelled")
+            self.assertEqual(keep.read(target, 0, n), bytes(n))
 
     def test_a_capped_class_sends_small_copies_through_its_caps(self):
         a, b = self.cluster["a"], self.cluster["b"]
