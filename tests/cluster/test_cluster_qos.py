@@ -226,40 +226,36 @@ class ClusterQos(ClusterOfItsOwn):
                 time.sleep(0.05)
             self.assertEqual(self.niced_threads(pids["a"]), set())
 
-# a: eager puts on; "open" (the default), "capped" (remote_memcpy at
-# 64 MiB/s) and "paused" (remote_memcpy at 0) by client name; "tenant"
-# and "guest", open on a, which b caps and pauses.
+def capped_and_paused(capped, paused):
+    """Classes `capped` (remote_memcpy at 64 MiB/s) and `paused` (at 0)."""
+    return f"""
+[[qos.class]]
+name = "{capped}"
+weight = 1
+caps = {{ remote_memcpy = {{ rate = "64MiB/s" }} }}
+
+[[qos.class]]
+name = "{paused}"
+weight = 1
+caps = {{ remote_memcpy = {{ rate = 0 }} }}
+"""
+
+
+# a: eager puts on; "open" (the default), "capped" and "paused" by client
+# name; "tenant" and "guest", open on a, which b caps and pauses.
 QOS_EAGER = """
 [[qos.class]]
 name = "open"
 weight = 1
-
+""" + capped_and_paused("capped", "paused") + "".join(f"""
 [[qos.class]]
-name = "tenant"
-weight = 1
-
-[[qos.class]]
-name = "guest"
+name = "{c}"
 weight = 1
 
 [[qos.rule]]
-client = "tenant"
-class = "tenant"
-
-[[qos.rule]]
-client = "guest"
-class = "guest"
-
-[[qos.class]]
-name = "capped"
-weight = 1
-caps = { remote_memcpy = { rate = "64MiB/s" } }
-
-[[qos.class]]
-name = "paused"
-weight = 1
-caps = { remote_memcpy = { rate = 0 } }
-
+client = "{c}"
+class = "{c}"
+""" for c in ("tenant", "guest")) + """
 [[qos.rule]]
 client = "capped"
 class = "capped"
@@ -269,24 +265,12 @@ client = "paused"
 class = "paused"
 """
 
-
-# b: a's tenant copies in "slowed" (remote_memcpy at 64 MiB/s), its guest
-# copies in "frozen" (paused there).
+# b: a's tenant copies in "slowed", its guest copies in "frozen".
 QOS_EAGER_B = """
 [[qos.class]]
 name = "open"
 weight = 1
-
-[[qos.class]]
-name = "slowed"
-weight = 1
-caps = { remote_memcpy = { rate = "64MiB/s" } }
-
-[[qos.class]]
-name = "frozen"
-weight = 1
-caps = { remote_memcpy = { rate = 0 } }
-
+""" + capped_and_paused("slowed", "frozen") + """
 [[qos.rule]]
 peer = "a"
 remote_class = "tenant"
@@ -332,22 +316,28 @@ class EagerPutsAndCaps(ClusterOfItsOwn):
                          a.log_text()[-3000:])
 
     def test_a_class_the_receiver_pauses_moves_no_byte_there(self):
+        self.assert_small_copy_held("guest")
+
+    def assert_small_copy_held(self, name):
+        """A 16 KiB copy a -> b by client `name` (in class `name` on a)
+        neither ends nor moves a byte in a second, nor goes as a put; it
+        is cancelled then."""
         a, b = self.cluster["a"], self.cluster["b"]
         n = 16 << 10
-        with a.client("guest") as guest, b.client("keeper") as keep:
+        with a.client(name) as held, b.client("keeper") as keep:
             target = cf.Cluster.published(keep, n, 1)[0]
-            mine = guest.allocate("sys0", n)
-            guest.write(mine, 0, b"\x5a" * n)
-            t = guest.copy(guest.register_instance(mine, [n], [("v", 1)], "F,x"),
-                           guest.register_instance(target.id, [n], [("v", 1)], "F,x",
-                                                   memory="b:sys0"), wait=False)
+            mine = held.allocate("sys0", n)
+            held.write(mine, 0, b"\x5a" * n)
+            t = held.copy(held.register_instance(mine, [n], [("v", 1)], "F,x"),
+                          held.register_instance(target.id, [n], [("v", 1)], "F,x",
+                                                 memory="b:sys0"), wait=False)
             time.sleep(1.0)
-            info = guest.transfer(t)
-            self.assertEqual(info.qos_class, "guest")
+            info = held.transfer(t)
+            self.assertEqual(info.qos_class, name)
             self.assertNotIn(info.state, ("done", "failed"), info)
             self.assertNotIn("one call", info.path)
-            guest.cancel(t)
-            self.assertEqual(guest.wait(t, timeout_ms=20000, check=False).state, "cancelled")
+            held.cancel(t)
+            self.assertEqual(held.wait(t, timeout_ms=20000, check=False).state, "cancelled")
             self.assertEqual(keep.read(target, 0, n), bytes(n))
 
     def test_a_capped_class_sends_small_copies_through_its_caps(self):
@@ -369,23 +359,7 @@ class EagerPutsAndCaps(ClusterOfItsOwn):
             self.assertNotIn("one call", info.path)
 
     def test_a_paused_class_moves_no_byte_of_a_small_copy(self):
-        a, b = self.cluster["a"], self.cluster["b"]
-        n = 16 << 10
-        with a.client("paused") as paused, b.client("keeper") as keep:
-            target = cf.Cluster.published(keep, n, 1)[0]
-            mine = paused.allocate("sys0", n)
-            paused.write(mine, 0, b"\x5a" * n)
-            t = paused.copy(paused.register_instance(mine, [n], [("v", 1)], "F,x"),
-                            paused.register_instance(target.id, [n], [("v", 1)], "F,x",
-                                                     memory="b:sys0"), wait=False)
-            time.sleep(1.0)
-            info = paused.transfer(t)
-            self.assertEqual(info.qos_class, "paused")
-            self.assertNotIn(info.state, ("done", "failed"), info)
-            self.assertNotIn("one call", info.path)
-            paused.cancel(t)
-            self.assertEqual(paused.wait(t, timeout_ms=20000, check=False).state, "cancelled")
-            self.assertEqual(keep.read(target, 0, n), bytes(n))
+        self.assert_small_copy_held("paused")
 
 
 def pin_to_first_cpu(pid):
