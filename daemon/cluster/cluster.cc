@@ -318,6 +318,7 @@ v1::ListPeersResponse Cluster::ListPeers() const {
     pi->set_bytes_received(link.bytes_received());
     pi->set_resumes(link.resumes());
     pi->set_readers_lifted(link.readers_lifted());
+    pi->set_eager_puts_declined(impl_->declined_puts.Count(p->config.name));
     pi->set_data_link(link.security());
     pi->set_network(st.network);
   }

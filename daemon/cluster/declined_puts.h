@@ -31,6 +31,7 @@ class DeclinedPuts {
   // running (the caller logs it once, not on every put).
   bool Remember(const std::string& peer, const std::string& qos_class) {
     absl::MutexLock lock(&mu_);
+    ++count_[peer];
     const auto now = Clock::now();
     auto [it, fresh] = until_.try_emplace({peer, qos_class}, now);
     const bool began = fresh || it->second <= now;
@@ -38,8 +39,16 @@ class DeclinedPuts {
     return began;
   }
 
+  // Puts `peer` declined since the daemon started (PeerInfo).
+  uint64_t Count(const std::string& peer) const {
+    absl::MutexLock lock(&mu_);
+    auto it = count_.find(peer);
+    return it == count_.end() ? 0 : it->second;
+  }
+
  private:
   mutable absl::Mutex mu_;
+  std::map<std::string, uint64_t> count_ ABSL_GUARDED_BY(mu_);
   // Bounded by peers times classes; an ended window is reused.
   std::map<std::pair<std::string, std::string>, Clock::time_point> until_ ABSL_GUARDED_BY(mu_);
 };

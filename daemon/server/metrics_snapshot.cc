@@ -143,7 +143,7 @@ MetricsSnapshot TakeMetricsSnapshot(const Node& node, const MetricsPeersProvider
     for (const v1::PeerInfo& p : list.peers()) {
       s.peers.push_back({p.name(), p.state(), p.rtt_ms() / 1000.0, p.bytes_sent(),
                          p.bytes_received(), p.resumes(), p.express_bytes_sent(),
-                         p.readers_lifted()});
+                         p.readers_lifted(), p.eager_puts_declined()});
     }
   }
   return s;

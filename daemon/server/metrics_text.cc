@@ -373,6 +373,11 @@ void RenderPeers(const MetricsSnapshot& s, Page& p) {
            "Readers of the peer's chunks for a class with a nice value that got no CPU for a "
            "quarter of the peer timeout and went on at the daemon's own value.");
   for (const PeerMetrics& peer : s.peers) p.Sample({{"peer", peer.name}}, peer.readers_lifted);
+  p.Family("isometry_peer_eager_puts_declined_total", "counter",
+           "Eager puts sent to the peer that it declined, as it caps or pauses their class.");
+  for (const PeerMetrics& peer : s.peers) {
+    p.Sample({{"peer", peer.name}}, peer.eager_puts_declined);
+  }
 }
 
 }  // namespace

@@ -63,9 +63,10 @@ struct PeerMetrics {
   double rtt_seconds = 0;
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
-  uint64_t resumes = 0;             // broken data-link sets resumed (or tried)
-  uint64_t express_bytes_sent = 0;  // of bytes_sent, over the express connection
-  uint64_t readers_lifted = 0;      // starved readers of a class's chunks lifted to nice 0
+  uint64_t resumes = 0;              // broken data-link sets resumed (or tried)
+  uint64_t express_bytes_sent = 0;   // of bytes_sent, over the express connection
+  uint64_t readers_lifted = 0;       // starved readers of a class's chunks lifted to nice 0
+  uint64_t eager_puts_declined = 0;  // eager puts the peer declined (its caps)
 };
 
 // The standard process_* families, from /proc/self (metrics_process.h).

@@ -314,6 +314,8 @@ class EagerPutsAndCaps(ClusterOfItsOwn):
         self.assertGreaterEqual(slowed_on_b() - before, 3 * (16 << 10))
         self.assertEqual(a.log_text().count("declined an eager put of class 'tenant'"), 1,
                          a.log_text()[-3000:])
+        with a.client("viewer") as viewer:
+            self.assertEqual({p.name: p for p in viewer.peers().peers}["b"].eager_puts_declined, 1)
 
     def test_a_class_the_receiver_pauses_moves_no_byte_there(self):
         self.assert_small_copy_held("guest")

@@ -253,6 +253,8 @@ class MetricsTest(unittest.TestCase):
             self.assertEqual(types["isometry_peer_sent_bytes_total"], "counter")
             self.assertEqual(samples[("isometry_peer_resumes_total", '{peer="b"}')], 0)
             self.assertEqual(samples[("isometry_peer_readers_lifted_total", '{peer="b"}')], 0)
+            self.assertEqual(
+                samples[("isometry_peer_eager_puts_declined_total", '{peer="b"}')], 0)
         finally:
             codes = cluster.stop()
         self.assertEqual(set(codes.values()), {0}, codes)

@@ -161,7 +161,7 @@ TEST_CASE("label values escape backslash, double quote and line feed") {
 TEST_CASE("peers: one state series per known state, 1 for the current one") {
   MetricsSnapshot s = Sample();
   s.has_peers = true;
-  s.peers.push_back({"b", "down", 0, 1, 2, 3, 4, 5});
+  s.peers.push_back({"b", "down", 0, 1, 2, 3, 4, 5, 6});
   s.peers.push_back({"c", "strange", 0.002, 0, 0});
   const auto samples = Parse(RenderMetrics(s));
   CHECK(samples.at(R"(isometry_peer_state{peer="b",state="down"})") == "1");
@@ -173,6 +173,7 @@ TEST_CASE("peers: one state series per known state, 1 for the current one") {
   CHECK(samples.at(R"(isometry_peer_resumes_total{peer="b"})") == "3");
   CHECK(samples.at(R"(isometry_peer_express_sent_bytes_total{peer="b"})") == "4");
   CHECK(samples.at(R"(isometry_peer_readers_lifted_total{peer="b"})") == "5");
+  CHECK(samples.at(R"(isometry_peer_eager_puts_declined_total{peer="b"})") == "6");
 }
 
 TEST_CASE("values that are not finite are written as the format spells them") {
