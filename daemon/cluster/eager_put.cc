@@ -219,7 +219,7 @@ std::optional<Result<std::shared_ptr<CrossTransfer>>> Cluster::Impl::TryEagerPut
   auto resp = std::make_shared<peer_api::PutBytesResponse>();
   p->stub->async()->PutBytes(
       op->state->ctx.get(), op->req.get(), resp.get(),
-      [this, put = std::weak_ptr<EagerPut>(op), spec, state = op->state, keep = op->req, resp,
+      [this, put = op, spec, state = op->state, keep = op->req, resp,
        wait_ms = config.cluster.peer_timeout_ms, done = std::move(done)](const grpc::Status& gs) {
         if (!gs.ok() || resp->declined().empty()) {
           state->ended = true;
@@ -240,8 +240,7 @@ std::optional<Result<std::shared_ptr<CrossTransfer>>> Cluster::Impl::TryEagerPut
             absl::MutexLock lock(&mu);
             return stopping;
           };
-          std::shared_ptr<EagerPut> op = put.lock();
-          if (!op || is_stopping()) {
+          if (is_stopping()) {
             done(Unavailable("isometryd on node '", self(), "' is stopping"));
           } else if (state->cancelled) {
             done(absl::CancelledError(
@@ -249,7 +248,7 @@ std::optional<Result<std::shared_ptr<CrossTransfer>>> Cluster::Impl::TryEagerPut
           } else if (auto halves = CopyAsHalves(spec, done); !halves.ok()) {
             done(halves.status());
           } else {
-            op->GoOnAs(*std::move(halves));
+            put->GoOnAs(*std::move(halves));
           }
         });
         if (!Post([go_on] { (*go_on)(); })) (*go_on)();
