@@ -130,7 +130,7 @@ class EagerPut final : public CrossTransfer {
 
   // The peer declined the put: the copy went on as `halves` (a cancel
   // that came meanwhile reaches them too).
-  void GoOnAs(std::shared_ptr<CrossTransfer> halves) {
+  void GoOnAs(const std::shared_ptr<CrossTransfer>& halves) {
     {
       absl::MutexLock lock(&mu_);
       fallback_ = halves;
@@ -248,7 +248,7 @@ std::optional<Result<std::shared_ptr<CrossTransfer>>> Cluster::Impl::TryEagerPut
           } else if (auto halves = CopyAsHalves(spec, done); !halves.ok()) {
             done(halves.status());
           } else {
-            put->GoOnAs(*std::move(halves));
+            put->GoOnAs(*halves);
           }
         });
         if (!Post([go_on] { (*go_on)(); })) (*go_on)();
