@@ -21,18 +21,19 @@ class DeclinedPuts {
   static constexpr std::chrono::seconds kWindow{30};
 
   // Whether puts of `qos_class` to `peer` were declined within the window.
-  bool Holds(const std::string& peer, const std::string& qos_class) const {
+  bool Holds(const std::string& peer, const std::string& qos_class,
+             Clock::time_point now = Clock::now()) const {
     absl::MutexLock lock(&mu_);
     auto it = until_.find({peer, qos_class});
-    return it != until_.end() && Clock::now() < it->second;
+    return it != until_.end() && now < it->second;
   }
 
   // A put was declined: the window starts again. True when none was
   // running (the caller logs it once, not on every put).
-  bool Remember(const std::string& peer, const std::string& qos_class) {
+  bool Remember(const std::string& peer, const std::string& qos_class,
+                Clock::time_point now = Clock::now()) {
     absl::MutexLock lock(&mu_);
     ++count_[peer];
-    const auto now = Clock::now();
     auto [it, fresh] = until_.try_emplace({peer, qos_class}, now);
     const bool began = fresh || it->second <= now;
     it->second = now + kWindow;
