@@ -541,11 +541,12 @@ struct Cluster::Impl {
   void ServePutBytes(const std::string& caller, const peer_api::PutBytesRequest& req,
                      peer_api::PutBytesResponse* resp, std::function<void(Status)> done)
       ABSL_LOCKS_EXCLUDED(mu);
-  // Ends the eager puts in flight to `name` (it went down, `why`): failed,
-  // saying they may have landed there.
+  // Ends the puts in flight to `name` (down, `why`): failed, saying they may have landed there.
   void FailEagerPutsTo(const std::string& name, const Status& why) ABSL_LOCKS_EXCLUDED(mu);
   // Stop: waits (bounded) for the puts in flight (a declined one reaches this Impl).
   void AwaitEagerPuts() ABSL_LOCKS_EXCLUDED(mu);
+  // The eager puts in flight to `peer` (empty: to every peer).
+  std::vector<std::shared_ptr<cluster::EagerCall>> EagerPutsInFlight(const std::string& peer);
 
   // ---- RDMA links (rdma_links.cc) ----
 

@@ -219,8 +219,9 @@ std::optional<Result<std::shared_ptr<CrossTransfer>>> Cluster::Impl::TryEagerPut
   auto resp = std::make_shared<peer_api::PutBytesResponse>();
   p->stub->async()->PutBytes(
       op->state->ctx.get(), op->req.get(), resp.get(),
-      [this, put = op, spec, state = op->state, keep = op->req, resp,
-       wait_ms = config.cluster.peer_timeout_ms, done = std::move(done)](const grpc::Status& gs) {
+      [this, put = op, spec, resp, wait_ms = config.cluster.peer_timeout_ms,
+       done = std::move(done)](const grpc::Status& gs) {
+        EagerCall* state = put->state.get();  // the put keeps its call and request
         if (!gs.ok() || resp->declined().empty()) {
           state->ended = true;
           done(PutOutcome(gs, *state, wait_ms));
@@ -235,14 +236,14 @@ std::optional<Result<std::shared_ptr<CrossTransfer>>> Cluster::Impl::TryEagerPut
         }
         // Planned anew on the worker, never on gRPC's thread; inline (to
         // fail) when the node is stopping.
-        auto go_on = std::make_shared<std::function<void()>>([this, put, spec, state, done] {
+        auto go_on = std::make_shared<std::function<void()>>([this, put, spec, done] {
           auto is_stopping = [this] {
             absl::MutexLock lock(&mu);
             return stopping;
           };
           if (is_stopping()) {
             done(Unavailable("isometryd on node '", self(), "' is stopping"));
-          } else if (state->cancelled) {
+          } else if (put->state->cancelled) {
             done(absl::CancelledError(
                 StrCat("cancelled before node '", spec.dst.node, "' took any byte of it")));
           } else if (auto halves = CopyAsHalves(spec, done); !halves.ok()) {
@@ -258,26 +259,38 @@ std::optional<Result<std::shared_ptr<CrossTransfer>>> Cluster::Impl::TryEagerPut
   return std::static_pointer_cast<CrossTransfer>(op);
 }
 
-void Cluster::Impl::AwaitEagerPuts() {
-  const auto in_flight = [this] {
-    std::vector<std::shared_ptr<EagerCall>> calls;
-    absl::MutexLock lock(&mu);
-    for (const auto& [id, w] : eager_calls) {
-      if (auto c = w.lock(); c && !c->ended) calls.push_back(std::move(c));
+std::vector<std::shared_ptr<EagerCall>> Cluster::Impl::EagerPutsInFlight(const std::string& peer) {
+  std::vector<std::shared_ptr<EagerCall>> calls;
+  absl::MutexLock lock(&mu);
+  for (const auto& [id, w] : eager_calls) {
+    if (auto c = w.lock(); c && !c->ended && (peer.empty() || c->peer == peer)) {
+      calls.push_back(std::move(c));
     }
-    return calls;
-  };
+  }
+  return calls;
+}
+
+namespace {
+
+// Ends `call` with `down`, the put's outcome, whatever its peer answers.
+void EndEagerCall(EagerCall& call, Status down) {
+  {
+    absl::MutexLock lock(&call.mu);
+    call.down = std::move(down);
+  }
+  call.ctx->TryCancel();  // its callback ends the put with `down`
+}
+
+}  // namespace
+
+void Cluster::Impl::AwaitEagerPuts() {
   // Answers due within a round trip first; then the rest are ended.
-  for (int waited_ms = 0; waited_ms < 5000 && !in_flight().empty(); waited_ms += 5) {
+  for (int waited_ms = 0; waited_ms < 5000 && !EagerPutsInFlight("").empty(); waited_ms += 5) {
     if (waited_ms == 1000) {
-      for (const auto& c : in_flight()) {
-        {
-          absl::MutexLock lock(&c->mu);
-          c->down = Unavailable("isometryd on node '", self(), "' stopped with a put of ", c->bytes,
-                                " bytes to node '", c->peer,
-                                "' in flight; whether it landed there is unknown");
-        }
-        c->ctx->TryCancel();
+      for (const auto& c : EagerPutsInFlight("")) {
+        EndEagerCall(*c, Unavailable("isometryd on node '", self(), "' stopped with a put of ",
+                                     c->bytes, " bytes to node '", c->peer,
+                                     "' in flight; whether it landed there is unknown"));
       }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -285,20 +298,9 @@ void Cluster::Impl::AwaitEagerPuts() {
 }
 
 void Cluster::Impl::FailEagerPutsTo(const std::string& name, const Status& why) {
-  std::vector<std::shared_ptr<EagerCall>> calls;
-  {
-    absl::MutexLock lock(&mu);
-    for (const auto& [id, w] : eager_calls) {
-      if (auto c = w.lock(); c && !c->ended && c->peer == name) calls.push_back(std::move(c));
-    }
-  }
-  for (const auto& c : calls) {
-    {
-      absl::MutexLock lock(&c->mu);
-      c->down = Unavailable("node '", name, "' went down (", why.message(), ") with a put of ",
-                            c->bytes, " bytes in flight; whether it landed there is unknown");
-    }
-    c->ctx->TryCancel();  // its callback ends the put with `down`
+  for (const auto& c : EagerPutsInFlight(name)) {
+    EndEagerCall(*c, Unavailable("node '", name, "' went down (", why.message(), ") with a put of ",
+                                 c->bytes, " bytes in flight; whether it landed there is unknown"));
   }
 }
 
