@@ -103,6 +103,10 @@ int PeerLink::incoming() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(in_.size());
 }
+bool PeerLink::receiving() const {
+  absl::MutexLock lock(&mu_);
+  return !in_.empty() || in_down_since_.has_value();
+}
 uint64_t PeerLink::generation() const {
   absl::MutexLock lock(&mu_);
   return generation_;
@@ -309,7 +313,7 @@ void PeerLink::SendLocked(Request r) {
 void PeerLink::Post(const Chunk& chunk, ChunkDone done) {
   const Key key{chunk.transfer, chunk.chunk};
   absl::MutexLock lock(&mu_);
-  if (RefusedLocked(key.first, !in_.empty() || in_down_since_.has_value(),
+  if (RefusedLocked(key.first, !in_.empty() || in_down_since_.has_value(),  // receiving()
                     "has no data connection to this node", done)) {
     return;
   }

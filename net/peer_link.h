@@ -153,6 +153,10 @@ class PeerLink {
   std::string security() const ABSL_LOCKS_EXCLUDED(mu_);
   int outgoing() const;
   int incoming() const;
+  // The peer's connections to this node are open, or broke and a resume
+  // waits for them (Post() takes chunks either way): a copy planned now
+  // waits through the resume instead of failing.
+  bool receiving() const ABSL_LOCKS_EXCLUDED(mu_);
   uint64_t bytes_sent() const;
   // Of them, over the express connection.
   uint64_t express_bytes_sent() const;

@@ -86,7 +86,9 @@ Status Cluster::Impl::AddNodeGraph(const std::string& name, std::vector<NodeGrap
     return Unavailable("peer '", name, "' is ", st.state,
                        st.last_error.empty() ? "" : ": " + st.last_error);
   }
-  if (data->Link(name).incoming() == 0) {
+  // A set that broke and is being resumed counts as open: the copy's
+  // chunks wait for it as those in flight do (net/peer_link_resume.cc).
+  if (!data->Link(name).receiving()) {
     return Unavailable("peer '", name, "' is up but has not opened its data connections to ",
                        "this node yet");
   }

@@ -1,6 +1,7 @@
 """Data connections that drop mid-copy: the sending node reconnects, the
 receiving node credits again what it still waits for and repeats its
-recent ACKs, and the copy ends whole (net/peer_link_resume.cc).
+recent ACKs, and the copy ends whole (net/peer_link_resume.cc). Copies
+started while a set is being resumed wait for it instead of failing.
 A peer whose daemon is gone still fails the copy at once.
 
 Run with Debian's interpreter (see test_cluster.py):
@@ -10,7 +11,10 @@ Run with Debian's interpreter (see test_cluster.py):
 """
 
 import os
+import re
+import socket
 import sys
+import threading
 import time
 import unittest
 
@@ -152,6 +156,149 @@ class DropHalfWayThroughAChunk(ResumeTest):
         info, data, got = self.copy_a_to_b(1 << 20)
         self.assertEqual(info.state, "done", info.message)
         self.assertTrue(got == data)
+
+
+class HoldingProxy:
+    """A TCP proxy in front of a node's data port that can go dark: hold()
+    cuts every connection through it and holds new ones unanswered (an
+    outage on the path), release() forwards again."""
+
+    def __init__(self):
+        self.target = None
+        self.target_known = threading.Event()
+        self.mu = threading.Lock()
+        self.open, self.held, self.holding = [], [], False
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                down, _ = self.listener.accept()
+            except OSError:
+                return
+            with self.mu:
+                if self.holding:
+                    self.held.append(down)
+                    continue
+            if not self.target_known.wait(20):
+                down.close()
+                continue
+            host, port = self.target.rsplit(":", 1)
+            try:
+                up = socket.create_connection((host, int(port)), timeout=5)
+            except OSError:
+                down.close()
+                continue
+            up.settimeout(None)
+            with self.mu:
+                self.open += [down, up]
+            for src, dst in ((down, up), (up, down)):
+                threading.Thread(target=self.pump, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def pump(src, dst):
+        try:
+            while True:
+                got = src.recv(1 << 20)
+                if not got:
+                    break
+                dst.sendall(got)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            src.close()
+
+    def hold(self):
+        with self.mu:
+            self.holding = True
+            cut, self.open = self.open, []
+        for s in cut:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def release(self):
+        with self.mu:
+            self.holding = False
+            held, self.held = self.held, []
+        for s in held:  # the attempts made in the dark fail and are retried
+            s.close()
+
+    def close(self):
+        self.listener.close()
+        self.release()
+
+
+class CopiesStartedDuringAResume(unittest.TestCase):
+    """a's data connections to b go through a proxy that goes dark. While
+    the set is down, b plans copies as before: one b -> a (over b's own
+    connections, untouched) ends at once, one a -> b waits for the
+    resume and ends whole after it. Before, b refused every copy with a
+    until a's set was back ("has not opened its data connections")."""
+
+    def setUp(self):
+        self.proxy = HoldingProxy()
+        self.cluster = cf.Cluster(ISOMETRYD, ["a", "b"], request="256KiB", timeout_ms=3000,
+                                  env=[None, {"ISOMETRY_FAULT_DATA_ADDRESS": self.proxy.address}])
+        self.cluster.start(wait_up=False)
+        b = self.cluster["b"]
+        deadline = time.time() + 10
+        while not self.proxy.target and time.time() < deadline:
+            m = re.search(r"data plane listening on (\S+) ", b.log_text())
+            self.proxy.target = m.group(1) if m else None
+            time.sleep(0.05)
+        self.assertTrue(self.proxy.target, "b logged no data address")
+        self.proxy.target_known.set()
+        self.cluster.wait_up()
+
+    def tearDown(self):
+        self.proxy.release()
+        self.cluster.stop_checked(self)
+        self.proxy.close()
+
+    def data_in(self, node, peer):
+        with self.cluster[node].client() as c:
+            return {p.name: p for p in c.peers().peers}[peer].data_in
+
+    def test_copies_wait_for_the_resume_instead_of_failing(self):
+        deadline = time.time() + 10
+        while self.data_in("b", "a") == 0 and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertGreater(self.data_in("b", "a"), 0, "a's data connections never reached b")
+        self.proxy.hold()
+        deadline = time.time() + 5
+        while self.data_in("b", "a") > 0 and time.time() < deadline:
+            time.sleep(0.02)
+        self.assertEqual(self.data_in("b", "a"), 0, "b did not see a's connections break")
+        # b -> a, planned on b while a's set to b is down: its bytes take
+        # b's connections to a, which stand.
+        info, data, got = self.cluster.copy_bytes("b", "a", 4 << 20, timeout_ms=10000)
+        self.assertEqual(info.state, "done", info.message)
+        self.assertTrue(got == data, "the destination differs from the source")
+        self.assertEqual(self.data_in("b", "a"), 0, "the proxy let a's set back in")
+        # a -> b waits for the set, and ends whole once the path is back.
+        result = {}
+        copy = threading.Thread(
+            target=lambda: result.update(r=self.cluster.copy_bytes("a", "b", 4 << 20)))
+        copy.start()
+        copy.join(0.5)
+        self.assertTrue(copy.is_alive(), "a -> b ended while its path was dark")
+        self.proxy.release()
+        copy.join(30)
+        self.assertFalse(copy.is_alive(), "a -> b did not end after the resume")
+        info, data, got = result["r"]
+        self.assertEqual(info.state, "done", info.message)
+        self.assertTrue(got == data, "the destination differs from the source")
+        self.assertRegex(self.cluster["a"].log_text(),
+                         r"data link to peer 'b': resumed after \d+ ms")
 
 
 class PeerGone(ResumeTest):
