@@ -90,6 +90,11 @@ struct RuntimeConfig {
   // small-copy latency path. They are smaller than one request, so they
   // delay a high-priority transfer by less than a request time. 0 = off.
   uint64_t inline_bytes = 0;
+  // A transfer larger than this writes its last hop with streaming
+  // stores (it would only evict the cache). 0 = this machine's last-level
+  // cache size, as isometryd runs; not a config file key (tests set it so
+  // that their copies need not outgrow a large cache).
+  uint64_t stream_above_bytes = 0;
   // Transfers of at least this many bytes are planned with the full
   // algorithm (Isometry §4.2), smaller ones with the simple one (§4.4).
   uint64_t full_planner_threshold = 16ull << 20;

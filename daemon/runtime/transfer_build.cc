@@ -83,8 +83,10 @@ Result<std::shared_ptr<TransferState>> Runtime::Impl::Build(CopyRequest& req) {
   t->on_complete = std::move(req.on_complete);
   t->runtime = self;
   ISO_RETURN_IF_ERROR(PlanPath(*t, req));
+  const uint64_t stream_above =
+      config.stream_above_bytes ? config.stream_above_bytes : LastLevelCacheBytes();
   t->stream_last_hop =
-      !req.remote && box.volume() * req.src.shape.fields.total_bytes() > LastLevelCacheBytes();
+      !req.remote && box.volume() * req.src.shape.fields.total_bytes() > stream_above;
   ISO_RETURN_IF_ERROR(OpenDiskEnds(*t, req, src_disk, dst_disk));
   ISO_RETURN_IF_ERROR(SizeBuffers(*t, req));
   MakeXds(*t);

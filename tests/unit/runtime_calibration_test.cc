@@ -7,7 +7,6 @@
 #include <fstream>
 #include <vector>
 
-#include "core/cpu_cache.h"
 #include "daemon/runtime/calibration_store.h"
 #include "daemon/runtime/ring_stores.h"
 #include "daemon/runtime/runtime.h"
@@ -119,9 +118,15 @@ namespace {
 // memcpy hops moves with cached and with streaming stores into its ring,
 // cutting copies into chunks of `chunk_bytes` (the memcpy channel's
 // request size, with a TH and a ring memory that hold two of them).
+// Copies larger than this stream their last hop here (RuntimeConfig::
+// stream_above_bytes): a machine's own last-level cache can be hundreds of
+// MiB, and copies twice its size took half a minute under the sanitizers.
+constexpr uint64_t kStreamAbove = 32ull << 20;
+
 std::unique_ptr<Runtime> WithPipeRates(const TempDir& state, double cached, double streamed,
                                        uint64_t chunk_bytes = 4ull << 20) {
   RuntimeConfig c = Calibrated(state.File("calibration.toml"));
+  c.stream_above_bytes = kStreamAbove;
   const uint64_t ring = static_cast<uint64_t>(c.slots_per_buffer) * chunk_bytes;
   c.channels[0].request_bytes = chunk_bytes;
   c.space_threshold = ring;  // a slot a chunk: copies through memcpy hops are cut into slots
@@ -142,10 +147,10 @@ struct RingWrites {
   uint64_t epochs = 0;    // epochs of them timed (ring_stores.h)
 };
 
-// The size of a copy that streams at all (larger than the last-level
-// cache) and is at least `at_least` bytes.
+// The size of a copy that streams at all (larger than kStreamAbove) and
+// is at least `at_least` bytes.
 uint64_t StreamingCopyBytes(uint64_t at_least = 64ull << 20) {
-  return std::max<uint64_t>(2 * LastLevelCacheBytes(), at_least);
+  return std::max<uint64_t>(2 * kStreamAbove, at_least);
 }
 
 // A two-hop copy of StreamingCopyBytes(at_least) through reg0's ring: the
@@ -180,9 +185,7 @@ RingWrites RingWritesOfCopy(Runtime& rt, uint64_t at_least = 64ull << 20) {
 // way and plans with that figure. The copies here are 16 chunks, too short
 // for their epochs to be timed (a longer one tries the other way from its
 // third epoch on and follows what it measures, below), so every chunk goes
-// the calibrated way: on a machine with a last-level cache of hundreds of
-// MiB, a copy larger than it has hundreds of 4 MiB chunks, hence larger
-// chunks.
+// the calibrated way (chunks of a sixteenth of the copy).
 TEST_CASE("rings are written with streaming stores where calibration found that faster") {
   TempDir state;
   const uint64_t chunk = (StreamingCopyBytes() / 16 + 4095) / 4096 * 4096;

@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "channels/channel_factory.h"
-#include "core/cpu_cache.h"
 #include "unit/runtime_test_util.h"
 #include "unit/test_util.h"
 
@@ -433,10 +432,15 @@ TEST_CASE("small direct copies run inline on the submitting thread; capped chann
   CHECK((*capped)->Stats().transfers_inline == 0);
 }
 
-TEST_CASE("only a transfer larger than the last-level cache streams its stores, and matches") {
+TEST_CASE(
+    "only a transfer larger than the streaming threshold (the last-level cache unless set) streams "
+    "its stores, and matches") {
   std::atomic<int> streamed{0}, cached{0};
   RuntimeConfig c = DefaultRuntimeConfig();
   c.inline_bytes = 0;
+  // As if the cache were 8 MiB: a machine's own can be hundreds of MiB,
+  // and copies past it took a minute under the sanitizers.
+  c.stream_above_bytes = 8 << 20;
   auto rt = Runtime::Create(c, [&](const ChannelConfig& cc) -> Result<std::unique_ptr<Channel>> {
     ISO_ASSIGN_OR_RETURN(auto inner, MakeChannel(cc));
     return std::unique_ptr<Channel>(new StreamCountingChannel(std::move(inner), streamed, cached));
@@ -446,7 +450,7 @@ TEST_CASE("only a transfer larger than the last-level cache streams its stores, 
   const FieldSpace fs = FieldSpace::Uniform(2, 8);
   // Fields apart in both, x innermost: runs of one field along x, long
   // enough to stream.
-  const int64_t rows = static_cast<int64_t>(LastLevelCacheBytes() / (uint64_t{64} * 16)) + 64;
+  const int64_t rows = static_cast<int64_t>(c.stream_above_bytes / (uint64_t{64} * 16)) + 64;
   Buf src({Box::FromExtents({rows, 64}), fs, *Layout::Parse("x,F,y", 2)}, 1);
   Buf dst({src.shape.bounds, fs, *Layout::Parse("x,y,F", 2)}, 2);
   auto t = (*rt)->Copy({.src = src.Ref(sys), .dst = dst.Ref(sys)});
