@@ -15,8 +15,6 @@ Run with Debian's interpreter (see test_cluster.py):
 """
 
 import os
-import re
-import socket
 import struct
 import sys
 import threading
@@ -26,6 +24,7 @@ from concurrent import futures
 
 ISOMETRYD = os.environ.get("ISOMETRYD", "")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from data_proxy import DataPathProxy  # noqa: E402 (after the path)
 
 if not ISOMETRYD:
     print("test_cluster_replay: skipped: ISOMETRYD is not set", file=sys.stderr)
@@ -93,40 +92,15 @@ class PeerProxy:
             ch.close()
 
 
-class DataProxy:
+class DataProxy(DataPathProxy):
     """A TCP proxy on the data path to a node: clears the checksum flag of
     the HELLO that opens each connection ("request") or of the HELLO that
     accepts it ("answer"), and flips a byte of every DATA frame of chunk 2."""
 
     def __init__(self, strip):
-        self.strip, self.target = strip, None
-        # Set with `target` once the node's data address is known: a
-        # connection may arrive first (the other node learns the proxy's
-        # address from its peer before the test reads the node's log).
-        self.target_known = threading.Event()
+        self.strip = strip
         self.data_frames = 0
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
-        threading.Thread(target=self.accept, daemon=True).start()
-
-    def accept(self):
-        while True:
-            try:
-                down, _ = self.listener.accept()
-            except OSError:
-                return
-            if not self.target_known.wait(20):
-                down.close()
-                continue
-            host, port = self.target.rsplit(":", 1)
-            try:
-                up = socket.create_connection((host, int(port)), timeout=5)
-            except OSError:
-                down.close()
-                continue
-            up.settimeout(None)
-            for src, dst, outgoing in ((down, up, True), (up, down, False)):
-                threading.Thread(target=self.pump, args=(src, dst, outgoing), daemon=True).start()
+        super().__init__()
 
     @staticmethod
     def recv(sock, n):
@@ -150,17 +124,8 @@ class DataProxy:
                     if fields[7] == 2 and body:
                         body[0] ^= 0xFF
                 dst.sendall(HEADER.pack(*fields) + bytes(body))
-        except (OSError, ConnectionError, struct.error):
+        except struct.error:
             pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def close(self):
-        self.listener.close()
 
 
 def peer_of(node, name):
@@ -278,14 +243,7 @@ class StrippedChecksumRequest(unittest.TestCase):
                                   node_opts=[{"checksum": True}, {"checksum": False}],
                                   env=[None, {"ISOMETRY_FAULT_DATA_ADDRESS": self.proxy.address}])
         self.cluster.start(wait_up=False)
-        b = self.cluster["b"]
-        deadline = time.time() + 10
-        while not self.proxy.target and time.time() < deadline:
-            m = re.search(r"data plane listening on (\S+) ", b.log_text())
-            self.proxy.target = m.group(1) if m else None
-            time.sleep(0.05)
-        if self.proxy.target:
-            self.proxy.target_known.set()
+        self.proxy.wait_for_target(self.cluster["b"])
 
     def tearDown(self):
         self.cluster.stop_checked(self)

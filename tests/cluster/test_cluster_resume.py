@@ -11,8 +11,6 @@ Run with Debian's interpreter (see test_cluster.py):
 """
 
 import os
-import re
-import socket
 import sys
 import threading
 import time
@@ -20,6 +18,7 @@ import unittest
 
 ISOMETRYD = os.environ.get("ISOMETRYD", "")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from data_proxy import DataPathProxy  # noqa: E402 (after the path)
 
 if not ISOMETRYD:
     print("test_cluster_resume: skipped: ISOMETRYD is not set", file=sys.stderr)
@@ -158,85 +157,7 @@ class DropHalfWayThroughAChunk(ResumeTest):
         self.assertTrue(got == data)
 
 
-class HoldingProxy:
-    """A TCP proxy in front of a node's data port that can go dark: hold()
-    cuts every connection through it and holds new ones unanswered (an
-    outage on the path), release() forwards again."""
-
-    def __init__(self):
-        self.target = None
-        self.target_known = threading.Event()
-        self.mu = threading.Lock()
-        self.open, self.held, self.holding = [], [], False
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
-        threading.Thread(target=self.accept, daemon=True).start()
-
-    def accept(self):
-        while True:
-            try:
-                down, _ = self.listener.accept()
-            except OSError:
-                return
-            with self.mu:
-                if self.holding:
-                    self.held.append(down)
-                    continue
-            if not self.target_known.wait(20):
-                down.close()
-                continue
-            host, port = self.target.rsplit(":", 1)
-            try:
-                up = socket.create_connection((host, int(port)), timeout=5)
-            except OSError:
-                down.close()
-                continue
-            up.settimeout(None)
-            with self.mu:
-                self.open += [down, up]
-            for src, dst in ((down, up), (up, down)):
-                threading.Thread(target=self.pump, args=(src, dst), daemon=True).start()
-
-    @staticmethod
-    def pump(src, dst):
-        try:
-            while True:
-                got = src.recv(1 << 20)
-                if not got:
-                    break
-                dst.sendall(got)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-            src.close()
-
-    def hold(self):
-        with self.mu:
-            self.holding = True
-            cut, self.open = self.open, []
-        for s in cut:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def release(self):
-        with self.mu:
-            self.holding = False
-            held, self.held = self.held, []
-        for s in held:  # the attempts made in the dark fail and are retried
-            s.close()
-
-    def close(self):
-        self.listener.close()
-        self.release()
-
-
+@unittest.skipIf(not ISOMETRYD, "ISOMETRYD is not set")
 class CopiesStartedDuringAResume(unittest.TestCase):
     """a's data connections to b go through a proxy that goes dark. While
     the set is down, b plans copies as before: one b -> a (over b's own
@@ -245,18 +166,11 @@ class CopiesStartedDuringAResume(unittest.TestCase):
     until a's set was back ("has not opened its data connections")."""
 
     def setUp(self):
-        self.proxy = HoldingProxy()
+        self.proxy = DataPathProxy()
         self.cluster = cf.Cluster(ISOMETRYD, ["a", "b"], request="256KiB", timeout_ms=3000,
                                   env=[None, {"ISOMETRY_FAULT_DATA_ADDRESS": self.proxy.address}])
         self.cluster.start(wait_up=False)
-        b = self.cluster["b"]
-        deadline = time.time() + 10
-        while not self.proxy.target and time.time() < deadline:
-            m = re.search(r"data plane listening on (\S+) ", b.log_text())
-            self.proxy.target = m.group(1) if m else None
-            time.sleep(0.05)
-        self.assertTrue(self.proxy.target, "b logged no data address")
-        self.proxy.target_known.set()
+        self.assertTrue(self.proxy.wait_for_target(self.cluster["b"]), "b logged no data address")
         self.cluster.wait_up()
 
     def tearDown(self):
