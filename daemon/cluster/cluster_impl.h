@@ -486,9 +486,9 @@ struct Cluster::Impl {
 
   // ---- cross-node copies, initiator (cross_copy.cc) ----
 
-  // Node `name`'s graph, for the cluster-wide one; an error when it is
-  // unknown or cannot take part in a copy now.
-  Status AddNodeGraph(const std::string& name, std::vector<NodeGraph>& graphs,
+  // Node `name`'s graph, for the cluster-wide one; an error when it is unknown or cannot take
+  // part in a copy now (a relay, unlike an `end`, also while its data link is being resumed).
+  Status AddNodeGraph(const std::string& name, bool end, std::vector<NodeGraph>& graphs,
                       std::map<std::string, double>* links = nullptr) ABSL_LOCKS_EXCLUDED(mu);
   // This node's declared rate to `peer` ([[peer]] link_rate, else
   // cluster.link_rate), bytes/s.

@@ -69,7 +69,8 @@ double Cluster::Impl::LinkRate(const std::string& peer) const {
   return static_cast<double>(config.cluster.link_bytes_per_s);
 }
 
-Status Cluster::Impl::AddNodeGraph(const std::string& name, std::vector<NodeGraph>& graphs,
+Status Cluster::Impl::AddNodeGraph(const std::string& name, bool end,
+                                   std::vector<NodeGraph>& graphs,
                                    std::map<std::string, double>* links) {
   if (name == self()) {
     graphs.push_back({name, config.runtime.node, node->runtime().topology()});
@@ -86,9 +87,12 @@ Status Cluster::Impl::AddNodeGraph(const std::string& name, std::vector<NodeGrap
     return Unavailable("peer '", name, "' is ", st.state,
                        st.last_error.empty() ? "" : ": " + st.last_error);
   }
-  // A set that broke and is being resumed counts as open: the copy's
-  // chunks wait for it as those in flight do (net/peer_link_resume.cc).
-  if (!data->Link(name).receiving()) {
+  // For an end of the copy, a set that broke and is being resumed counts
+  // as open: the copy's chunks wait for it as those in flight do
+  // (net/peer_link_resume.cc). A relay's must be open: its node may be
+  // gone (the pings have not said so yet), and the copy can go around it.
+  const net::PeerLink& link = data->Link(name);
+  if (end ? !link.receiving() : link.incoming() == 0) {
     return Unavailable("peer '", name, "' is up but has not opened its data connections to ",
                        "this node yet");
   }
@@ -109,7 +113,7 @@ Result<cluster::CrossPlan> Cluster::Impl::PlanOver(const std::vector<std::string
   std::map<std::string, std::map<std::string, double>> declared;
   for (size_t i = 0; i < nodes.size(); ++i) {
     std::map<std::string, double> links;
-    Status s = AddNodeGraph(nodes[i], graphs, &links);
+    Status s = AddNodeGraph(nodes[i], i < ends, graphs, &links);
     if (!s.ok() && i < ends) return s;
     if (s.ok()) declared[nodes[i]] = std::move(links);
   }
