@@ -105,7 +105,7 @@ int PeerLink::incoming() const {
 }
 bool PeerLink::receiving() const {
   absl::MutexLock lock(&mu_);
-  return !in_.empty() || in_down_since_.has_value();
+  return ReceivingLocked();
 }
 uint64_t PeerLink::generation() const {
   absl::MutexLock lock(&mu_);
@@ -313,8 +313,7 @@ void PeerLink::SendLocked(Request r) {
 void PeerLink::Post(const Chunk& chunk, ChunkDone done) {
   const Key key{chunk.transfer, chunk.chunk};
   absl::MutexLock lock(&mu_);
-  if (RefusedLocked(key.first, !in_.empty() || in_down_since_.has_value(),  // receiving()
-                    "has no data connection to this node", done)) {
+  if (RefusedLocked(key.first, ReceivingLocked(), "has no data connection to this node", done)) {
     return;
   }
   if (posted_.count(key)) {

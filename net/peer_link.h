@@ -281,6 +281,10 @@ class PeerLink {
   // record of when each direction (out, in) was last down and idle.
   using IdleAt = std::array<std::optional<std::chrono::steady_clock::time_point>, 2>;
   std::optional<Status> GiveUpLocked(IdleAt& idle_at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // receiving(), for a caller holding mu_.
+  bool ReceivingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !in_.empty() || in_down_since_.has_value();
+  }
   bool ResumingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return out_down_since_.has_value() || in_down_since_.has_value();
   }

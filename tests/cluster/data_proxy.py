@@ -9,6 +9,15 @@ import threading
 import time
 
 
+def shut_down(sockets):
+    """Shuts both ways of each socket, so that a thread blocked on it wakes."""
+    for s in sockets:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 class DataPathProxy:
     """Forwards each connection to the node's data port (`target`, known
     once the node logged it: see wait_for_target). pump() passes bytes on
@@ -71,11 +80,7 @@ class DataPathProxy:
         except (OSError, ConnectionError):
             pass
         finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            shut_down((src, dst))
             src.close()
 
     def pump(self, src, dst, outgoing):
@@ -91,11 +96,7 @@ class DataPathProxy:
         with self.mu:
             self.holding = True
             cut, self.open = self.open, []
-        for s in cut:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        shut_down(cut)
 
     def release(self):
         with self.mu:

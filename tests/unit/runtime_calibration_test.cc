@@ -114,15 +114,15 @@ TEST_CASE("a calibration file without the newer curves still loads and plans") {
 
 namespace {
 
-// A runtime whose calibration file says how fast a pipelined pair of
-// memcpy hops moves with cached and with streaming stores into its ring,
-// cutting copies into chunks of `chunk_bytes` (the memcpy channel's
-// request size, with a TH and a ring memory that hold two of them).
 // Copies larger than this stream their last hop here (RuntimeConfig::
 // stream_above_bytes): a machine's own last-level cache can be hundreds of
 // MiB, and copies twice its size took half a minute under the sanitizers.
 constexpr uint64_t kStreamAbove = 32ull << 20;
 
+// A runtime whose calibration file says how fast a pipelined pair of
+// memcpy hops moves with cached and with streaming stores into its ring,
+// cutting copies into chunks of `chunk_bytes` (the memcpy channel's
+// request size, with a TH and a ring memory that hold two of them).
 std::unique_ptr<Runtime> WithPipeRates(const TempDir& state, double cached, double streamed,
                                        uint64_t chunk_bytes = 4ull << 20) {
   RuntimeConfig c = Calibrated(state.File("calibration.toml"));
