@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <array>
+#include <iterator>
 #include <map>
 
 #include "core/checked.h"
@@ -174,7 +175,8 @@ PendingCalls Node::Impl::Finalize(const std::shared_ptr<TransferRecord>& r) {
     finished.erase(finished_order.front());
     finished_order.pop_front();
   }
-  calls.callbacks = std::move(r->waiters);
+  calls.callbacks.assign(std::make_move_iterator(r->waiters.begin()),
+                         std::make_move_iterator(r->waiters.end()));
   r->waiters.clear();
   auto s = sessions.find(r->owner.session);
   if (s != sessions.end()) {
@@ -188,7 +190,31 @@ PendingCalls Node::Impl::Finalize(const std::shared_ptr<TransferRecord>& r) {
   return calls;
 }
 
+namespace {
+
+// The record whose Runtime::Copy this thread is inside (Copies::Start).
+// Its completion on this thread is the inline path's: it ends before
+// AdoptLocked makes it findable, so no other thread can see it yet.
+thread_local const TransferRecord* submitting = nullptr;
+
+class Submitting {
+ public:
+  explicit Submitting(const TransferRecord* r) { submitting = r; }
+  ~Submitting() { submitting = nullptr; }
+  Submitting(const Submitting&) = delete;
+  Submitting& operator=(const Submitting&) = delete;
+};
+
+}  // namespace
+
 void Node::Impl::OnRuntimeDone(const std::shared_ptr<TransferRecord>& r, Status s) {
+  if (submitting == r.get()) {
+    // Ended inline: AdoptLocked finalizes it. Nothing else can reach the
+    // record yet, so the node lock (shared with every session) is skipped.
+    r->finished = true;
+    r->status = std::move(s);
+    return;
+  }
   PendingCalls calls;
   {
     absl::MutexLock lock(&mu);
@@ -222,6 +248,14 @@ Result<uint64_t> Node::Impl::StartCross(uint64_t session,
   if (!adopted) handle->Cancel();
   calls.Run();
   return record->id;
+}
+
+void Node::Impl::NoteClampLocked(TransferRecord& record, int asked, int runs_at) {
+  record.priority = runs_at;
+  if (runs_at < asked) {
+    record.requested_priority = asked;
+    ++qos_clamped[record.qos_class];
+  }
 }
 
 bool Node::Impl::AdoptLocked(uint64_t session, const std::shared_ptr<TransferRecord>& record,
@@ -316,10 +350,8 @@ Status FindCopyEnds(const std::map<uint64_t, Instance>& instances, uint64_t sess
 
 }  // namespace
 
-Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(SessionRef session,
-                                                               const CopySpec& spec,
-                                                               TransferRecord& record) {
-  ResolvedCopy resolved;
+Status Node::Impl::ResolveCopyLocked(SessionRef session, const CopySpec& spec,
+                                     TransferRecord& record, ResolvedCopy& resolved) {
   std::optional<CrossCopySpec>& cross = resolved.cross;
   ISO_ASSIGN_OR_RETURN(Session * s, TransferSessionLocked(session));
   resolved.session = s->id;
@@ -410,7 +442,7 @@ Result<Node::Impl::ResolvedCopy> Node::Impl::ResolveCopyLocked(SessionRef sessio
     ISO_ASSIGN_OR_RETURN(Layout l, Layout::Parse(h.layout, ends[0]->shape.bounds.dims));
     resolved.request.via.push_back({m, l});
   }
-  return resolved;
+  return OkStatus();
 }
 
 Result<uint64_t> node::Copies::Copy(SessionRef session, const CopySpec& spec,
@@ -434,27 +466,28 @@ Result<uint64_t> node::Copies::Start(SessionRef session, const CopySpec& spec,
   Node::Impl::ResolvedCopy resolved;
   {
     absl::MutexLock lock(&impl_->mu);
-    ISO_ASSIGN_OR_RETURN(resolved, impl_->ResolveCopyLocked(session, spec, *record));
+    ISO_RETURN_IF_ERROR(impl_->ResolveCopyLocked(session, spec, *record, resolved));
   }
   CopyRequest& req = resolved.request;
   req.box = CopyBox(req.src.form.get(), spec.box);
+  req.share = resolved.session;
   // Its class's ceiling lowers the priority, visibly (transfer info,
   // isoctl qos, isometry_qos_clamped_total): a copy is never refused for it.
-  req.options.priority =
-      std::min<int>(req.options.priority, impl_->runtime->QosCeiling(req.qos_class));
-  if (req.options.priority < spec.options.priority) {
-    record->requested_priority = spec.options.priority;
-    absl::MutexLock lock(&impl_->mu);
-    ++impl_->qos_clamped[req.qos_class];
-  }
-  if (terms) *terms = {req.options.priority, req.qos_class, spec.options.priority};
-  record->priority = req.options.priority;
-  req.share = resolved.session;
   if (resolved.cross) {
+    const int runs_at =
+        std::min<int>(req.options.priority, impl_->runtime->QosCeiling(req.qos_class));
+    record->priority = runs_at;
+    if (runs_at < spec.options.priority) {
+      absl::MutexLock lock(&impl_->mu);
+      impl_->NoteClampLocked(*record, spec.options.priority, runs_at);
+    }
+    if (terms) *terms = {runs_at, req.qos_class, spec.options.priority};
     CopySpec clamped = spec;
-    clamped.options.priority = req.options.priority;
+    clamped.options.priority = runs_at;
     return impl_->StartCross(resolved.session, record, *std::move(resolved.cross), clamped);
   }
+  // The runtime clamps a local copy under its own lock (Transfer::priority).
+  req.clamp_priority = true;
   Node::Impl* impl = impl_;
   std::shared_ptr<ActiveCopy> active = std::move(resolved.active);
   if (active) {
@@ -465,12 +498,18 @@ Result<uint64_t> node::Copies::Start(SessionRef session, const CopySpec& spec,
     req.on_complete = [impl, record](Status s) { impl->OnRuntimeDone(record, std::move(s)); };
   }
   // Not under the node lock: the inline path completes inside Copy().
-  ISO_ASSIGN_OR_RETURN(Transfer t, impl_->runtime->Copy(std::move(req)));
+  Result<Transfer> submitted = [&] {
+    const Submitting inline_ends(record.get());
+    return impl_->runtime->Copy(std::move(req));
+  }();
+  ISO_ASSIGN_OR_RETURN(Transfer t, std::move(submitted));
   if (active) active->Registered(t.id());
+  if (terms) *terms = {t.priority(), record->qos_class, spec.options.priority};
   PendingCalls calls;
   bool adopted;
   {
     absl::MutexLock lock(&impl_->mu);
+    impl_->NoteClampLocked(*record, spec.options.priority, t.priority());
     record->id = t.id();
     record->handle = t;
     if (answer_early && record->finished && record->caller_answers) {

@@ -46,6 +46,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
 #include "channels/cma/client_process.h"
 #include "channels/cma/own_hops.h"
@@ -167,7 +169,8 @@ struct TransferRecord {
   std::shared_ptr<Allocation> src, dst;  // kept alive until the transfer ends
   bool finished = false;
   Status status;
-  std::vector<TransferCallback> waiters;
+  // Most copies have one (their caller's): kept inline, no allocation.
+  absl::InlinedVector<TransferCallback, 1> waiters;
   // Copy() was given its own on_done (a gRPC Copy with wait, a ring entry):
   // that caller answers the transfer, so the session callback (the gRPC
   // Attach stream's completion event) is not sent too: one message per
@@ -244,7 +247,7 @@ struct KeptTransfer {
 // copy.
 struct PendingCalls {
   std::shared_ptr<const TransferRecord> record;
-  std::vector<TransferCallback> callbacks;
+  absl::InlinedVector<TransferCallback, 2> callbacks;
 
   void Run() const {
     for (const TransferCallback& cb : callbacks) cb(record->final_report);
@@ -305,8 +308,9 @@ struct Node::Impl {
   // every gRPC completion event look one up, and a scan of the list cost a
   // noticeable share of a small copy; docs/benchmarks/design-measurements.md,
   // "Daemon bookkeeping"),
-  // and their ids oldest first, the order they are forgotten in.
-  std::unordered_map<uint64_t, std::shared_ptr<TransferRecord>> finished ABSL_GUARDED_BY(mu);
+  // and their ids oldest first, the order they are forgotten in. An open
+  // table: a copy that ends allocates no node for its entry.
+  absl::flat_hash_map<uint64_t, std::shared_ptr<TransferRecord>> finished ABSL_GUARDED_BY(mu);
   std::deque<uint64_t> finished_order ABSL_GUARDED_BY(mu);
   // The last daemon.transfer_history ended transfers (ListTransfers
   // recent): their final reports, shared with their records.
@@ -526,10 +530,15 @@ struct Node::Impl {
   // allocation's mapping, its DSK file, or its private range (an instance
   // of another node: an empty ref).
   InstanceRef LocalRefLocked(const Instance& in) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  Result<ResolvedCopy> ResolveCopyLocked(SessionRef session, const CopySpec& spec,
-                                         TransferRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Fills `resolved` (a fresh one: filled in place, as it is large).
+  Status ResolveCopyLocked(SessionRef session, const CopySpec& spec, TransferRecord& record,
+                           ResolvedCopy& resolved) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Puts an accepted transfer among the session's; false if the session
   // ended meanwhile (the caller cancels it).
+  // Records the priority a copy runs at, and that its class's ceiling
+  // lowered it from `asked` if it did (isometry_qos_clamped_total).
+  void NoteClampLocked(TransferRecord& record, int asked, int runs_at)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   bool AdoptLocked(uint64_t session, const std::shared_ptr<TransferRecord>& record,
                    PendingCalls& calls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   Result<uint64_t> StartCross(uint64_t session, const std::shared_ptr<TransferRecord>& record,

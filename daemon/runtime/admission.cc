@@ -18,16 +18,11 @@ using Phase = TransferState::Phase;
 
 void Completion::Run() {
   if (!transfer) return;
-  Status s;
-  {
-    absl::MutexLock lock(&transfer->done_mu);
-    s = transfer->status;
-  }
   transfer->done_cv.SignalAll();
   // Called once, then dropped: the callback may hold what holds this
   // transfer (a caller's record with its handle), a cycle otherwise.
   std::function<void(Status)> callback = std::exchange(transfer->on_complete, nullptr);
-  if (callback) callback(s);
+  if (callback) callback(std::move(status));
 }
 
 void Runtime::Impl::GiveBuffer(RingBuffer& b) {
@@ -108,6 +103,7 @@ bool Runtime::Impl::TryAdmit(TransferState& t) {
 // first waiting transfer does not fit (or would take more than its share,
 // OverShare) admits none after it, while the other classes go on.
 void Runtime::Impl::AdmitWaiting() {
+  if (waiting.empty()) return;  // every copy's end calls this: no tallies to build
   if (qos->trivial) {
     while (!waiting.empty() && TryAdmit(*waiting.front())) Admitted(0);
     return;
@@ -190,6 +186,7 @@ Completion Runtime::Impl::Finish(const std::shared_ptr<TransferState>& t, Status
       spdlog::warn("transfer {} failed: {}", t->id, ForLog(status.ToString(), 512));
     }
   }
+  Completion done{t, status};
   {
     absl::MutexLock lock(&t->done_mu);
     t->finished = true;
@@ -203,7 +200,7 @@ Completion Runtime::Impl::Finish(const std::shared_ptr<TransferState>& t, Status
   // worker waits for an empty pool, though.
   if (stopping) NotifyWorkers();
   drained_cv.SignalAll();
-  return Completion{t};
+  return done;
 }
 
 Completion Runtime::Impl::Abort(const std::shared_ptr<TransferState>& t, Status why) {

@@ -205,7 +205,7 @@ Result<std::shared_ptr<DiskMemory>> Runtime::FindDisk(std::string_view name) con
   return d;
 }
 
-Result<Transfer> Runtime::Copy(CopyRequest request) {
+Result<Transfer> Runtime::Copy(CopyRequest&& request) {
   ISO_ASSIGN_OR_RETURN(std::shared_ptr<TransferState> t, impl_->Build(request));
   Completion c;
   bool run_inline = false;
@@ -215,6 +215,10 @@ Result<Transfer> Runtime::Copy(CopyRequest request) {
     t->id = impl_->next_id++;
     t->qos = impl_->qos->Find(request.qos_class);
     t->qos_name = impl_->qos->classes[t->qos].name;
+    if (request.clamp_priority) {
+      t->options.priority =
+          std::min<int>(t->options.priority, impl_->qos->classes[t->qos].max_priority);
+    }
     t->times.submitted = RuntimeClock::now();
     ++impl_->stats.transfers_submitted;
     if (t->grid->count() == 0) {
@@ -468,8 +472,22 @@ TransferSummary Transfer::Summary() const {
   s.qos_class = state_->qos_name;
   s.bytes = bytes();
   s.chunks = state_->grid ? state_->grid->count() : 0;
-  s.times = times();
-  s.hops_done = HopsDone();
+  bool ended = false;
+  {
+    absl::MutexLock lock(&state_->done_mu);
+    ended = state_->finished;
+    if (ended) s.times = state_->final_times;
+  }
+  if (ended) {
+    // Final: Finish counted every hop's chunks under the runtime lock before
+    // it set `finished` under done_mu, and nothing counts them after. One
+    // lock for an ended copy's summary, not two.
+    for (const auto& x : state_->xds) s.hops_done.push_back(x->done_count);
+  } else {
+    s.times = times();
+    const std::vector<uint64_t> done = HopsDone();
+    s.hops_done.assign(done.begin(), done.end());
+  }
   s.path = state_->shared_path;
   s.predicted_bps = state_->predicted_bps;
   s.inputs.box = state_->box;

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "channels/channel.h"
 #include "config/runtime_config.h"
 #include "core/copy_options.h"
@@ -184,8 +185,12 @@ struct CopyRequest {
   // Its traffic class (config/qos_config.h) by name: every channel shares
   // its capacity between busy classes by weight and applies the class's
   // caps. "" or a class not in force: the default class. The caller
-  // clamps `priority` to the class's max_priority (Runtime::QosCeiling).
+  // clamps `priority` to the class's max_priority (Runtime::QosCeiling),
+  // or sets clamp_priority and reads Transfer::priority() back.
   std::string qos_class;
+  // Copy lowers options.priority to its class's max_priority itself, under
+  // the lock it takes anyway (one lock fewer than QosCeiling first).
+  bool clamp_priority = false;
   std::vector<HopSpec> via;                 // explicit intermediates; empty = planner decides
   std::function<void(Status)> on_complete;  // optional
   // Who a DSK destination's bytes are charged to (memory.quota_bytes),
@@ -258,7 +263,9 @@ struct TransferSummary {
   uint64_t bytes = 0;   // of the copy (box volume x entry size)
   uint64_t chunks = 0;  // every hop has this many
   TransferTimes times;
-  std::vector<uint64_t> hops_done;  // chunks finished by each hop
+  // Chunks finished by each hop; inline for paths of up to four hops, so
+  // a copy that ends allocates nothing for it.
+  absl::InlinedVector<uint64_t, 4> hops_done;
   std::shared_ptr<const Path> path;
   // Path::predicted_bps, or for a copy with durable = false what its disk
   // writes move without the fdatasync (TransferState::predicted_bps).
@@ -418,8 +425,9 @@ class Runtime {
   Result<std::shared_ptr<DiskMemory>> FindDisk(std::string_view name) const;
   // Validates, plans and queues a copy. Errors (bad shapes, bounds, unknown
   // memories, unreachable paths, buffers that could never fit) return here
-  // and change nothing.
-  Result<Transfer> Copy(CopyRequest request);
+  // and change nothing. Taken by rvalue: a request is large, and is
+  // consumed (its ends move into the transfer).
+  Result<Transfer> Copy(CopyRequest&& request);
   // Plans without copying; for a copy with `durable` false, the path's
   // figures count disk writes without their closing fdatasync.
   Result<Path> Plan(const InstanceRef& src, const InstanceRef& dst, bool durable = true) const;

@@ -16,6 +16,12 @@ namespace isometry {
 // reads it for.
 static_assert(kCalibrationFields8MaxRun == kFields8MaxRun);
 
+namespace {
+// Every planner any runtime of this process has made, counted: a thread's
+// kept planner (PlannerOfThread) never matches another runtime's number.
+std::atomic<uint64_t> planner_generations{0};
+}  // namespace
+
 // Measures every channel (budget shared evenly), or reuses the file. How
 // a channel is measured is its kind's (ChannelBackend::calibrate).
 Result<Calibration> Runtime::Impl::LoadOrMeasure(bool force) {
@@ -170,6 +176,21 @@ void Runtime::Impl::MakePlanner() {
     retired_planners.full_plans += s.full_plans;
   }
   std::atomic_store(&planner, std::make_shared<Planner>(topo, o));
+  planner_generation.store(planner_generations.fetch_add(1) + 1, std::memory_order_release);
+}
+
+Planner& Runtime::Impl::PlannerOfThread() const {
+  struct Held {
+    uint64_t generation = 0;
+    std::shared_ptr<Planner> planner;
+  };
+  thread_local Held held;
+  const uint64_t generation = planner_generation.load(std::memory_order_acquire);
+  if (held.generation != generation || !held.planner) {
+    held.planner = CurrentPlanner();
+    held.generation = generation;
+  }
+  return *held.planner;
 }
 
 }  // namespace isometry

@@ -79,6 +79,7 @@ struct DmaWorker {
 // Runs a finished transfer's notifications outside the runtime lock.
 struct Completion {
   std::shared_ptr<TransferState> transfer;
+  Status status;  // its final status, as Finish set it (no lock to read it again)
   void Run();
 };
 
@@ -101,6 +102,10 @@ struct Runtime::Impl {
   // Replaced whole (atomic_store) when calibration changes the graph; a
   // plan in progress keeps the planner it started with.
   std::shared_ptr<Planner> planner;
+  // Set after each replacement, from one counter for every runtime in the
+  // process: a thread keeps the planner it last used while this stays the
+  // same (PlannerOfThread).
+  std::atomic<uint64_t> planner_generation{0};
   absl::Mutex calibrate_mu;  // one calibration at a time
   // Counts of the planners replaced so far, so that Stats() stays
   // monotonic across recalibrations; taken around the swap and the read.
@@ -142,6 +147,11 @@ struct Runtime::Impl {
   // by its id.
   std::string MemoryName(MemoryId id, const RemotePart* part = nullptr) const;
   std::shared_ptr<Planner> CurrentPlanner() const { return std::atomic_load(&planner); }
+  // The current planner, as this thread last took it: every copy plans, and
+  // an atomic shared_ptr load takes a lock (libstdc++) and counts the
+  // planner up and down again. A thread keeps a replaced planner (and its
+  // plan cache) until it plans again.
+  Planner& PlannerOfThread() const;
 
   // ---- calibration (runtime_calibration.cc; Isometry §4.1) ----
   Result<Calibration> LoadOrMeasure(bool force);

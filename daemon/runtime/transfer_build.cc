@@ -77,8 +77,6 @@ Result<std::shared_ptr<TransferState>> Runtime::Impl::Build(CopyRequest& req) {
   auto t = std::make_shared<TransferState>();
   t->options = req.options;
   t->share = req.share;
-  t->src = req.src;
-  t->dst = req.dst;
   t->box = box;
   t->on_complete = std::move(req.on_complete);
   t->runtime = self;
@@ -98,6 +96,10 @@ Result<std::shared_ptr<TransferState>> Runtime::Impl::Build(CopyRequest& req) {
                                     t->grid->full_chunk().volume() * entry});
     ISO_RETURN_IF_ERROR(req.remote->on_grid(t->grid->count(), wire));
   }
+  // Taken last: the steps above read them from `req` (moved, not copied:
+  // a copy counts every shared part of both ends up and down again).
+  t->src = std::move(req.src);
+  t->dst = std::move(req.dst);
   return t;
 }
 
@@ -365,7 +367,7 @@ Result<std::shared_ptr<const Path>> Runtime::Impl::MakePath(const InstanceRef& s
                                                             const InstanceRef& dst, const Box& box,
                                                             const std::vector<HopSpec>& via) const {
   if (via.empty()) {
-    return CurrentPlanner()->PlanShared(
+    return PlannerOfThread().PlanShared(
         {src.memory, src.shape.layout}, {dst.memory, dst.shape.layout}, box,
         src.shape.fields.total_bytes(), src.shape.fields.smallest_bytes());
   }
@@ -394,7 +396,7 @@ Result<std::shared_ptr<const Path>> Runtime::Impl::MakePath(const InstanceRef& s
   // The model's figures for the forced path too, so its prediction can be
   // held against what it measures; a path the model rejects (a shuffle
   // over TH between two intermediates) still runs, without them.
-  Result<Path> evaluated = CurrentPlanner()->Evaluate(p, box, src.shape.fields.total_bytes(),
+  Result<Path> evaluated = PlannerOfThread().Evaluate(p, box, src.shape.fields.total_bytes(),
                                                       src.shape.fields.smallest_bytes());
   return std::make_shared<const Path>(evaluated.ok() ? *std::move(evaluated) : std::move(p));
 }
@@ -405,7 +407,7 @@ std::optional<Path> Runtime::Impl::Unsynced(const Path& path, const Box& box,
   const bool writes = std::any_of(path.edges.begin(), path.edges.end(),
                                   [](const TopologyEdge& e) { return e.tp_unsynced.has_value(); });
   if (!writes) return std::nullopt;
-  Result<Path> p = CurrentPlanner()->Evaluate(path, box, fields.total_bytes(),
+  Result<Path> p = PlannerOfThread().Evaluate(path, box, fields.total_bytes(),
                                               fields.smallest_bytes(), /*durable=*/false);
   if (!p.ok()) return std::nullopt;
   return *std::move(p);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
 #include "core/copy_options.h"
 #include "core/instance.h"
@@ -46,8 +47,10 @@ struct XdState {
   TransferState* transfer = nullptr;
   size_t hop = 0;
   size_t channel = 0;
-  uint64_t next = 0;          // next chunk to issue
-  std::vector<uint8_t> done;  // per chunk
+  uint64_t next = 0;  // next chunk to issue
+  // Per chunk; inline for the small copies of a few chunks, which then
+  // allocate nothing for it.
+  absl::InlinedVector<uint8_t, 16> done;
   uint64_t done_count = 0;
   int in_flight = 0;
   bool remote = false;  // runs on the other node of a cross-node copy
@@ -105,8 +108,8 @@ struct TransferState {
   // channels end its requests early (ChannelRequest::cancelled).
   std::atomic<bool> cancelled{false};
   int in_flight = 0;
-  std::vector<RingBuffer> buffers;  // buffers[i] sits between hop i and i+1
-  std::vector<std::unique_ptr<XdState>> xds;
+  std::vector<RingBuffer> buffers;                       // buffers[i] sits between hop i and i+1
+  absl::InlinedVector<std::unique_ptr<XdState>, 2> xds;  // one per hop
   TransferTimes times;
   bool dispatched = false;
   bool abandoned = false;  // the network channel was told (once)

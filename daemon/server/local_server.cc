@@ -360,9 +360,16 @@ struct LocalServer::Impl {
     auto last_work = std::chrono::steady_clock::now() - poll_window;
     auto last_epoll = last_work;
     SpinWait spin;  // restarted by work: it yields after 10 us with nothing served
-    auto worked = [&] { spin.Restart(last_work = std::chrono::steady_clock::now()); };
+    // Work is timed by the next turn's clock read, not a read of its own:
+    // one clock read a copy fewer.
+    bool did_work = false;
+    auto worked = [&] { did_work = true; };
     while (!stopping) {
       const auto now = std::chrono::steady_clock::now();
+      if (did_work) {
+        spin.Restart(last_work = now);
+        did_work = false;
+      }
       // Not while the copy threads hold every CPU: polling would take
       // one from them (core/cpu_claims.h).
       const bool polling = now - last_work < poll_window && !EveryCpuClaimed();

@@ -328,9 +328,9 @@ TEST_CASE("a memcpy pipeline's next chunks go from the copy threads, not woken w
   Pair ends(1 << 21, 5);  // 8 MiB: 128 chunks a hop
   CopyRequest req = ends.Copy(sys);
   req.via = {{reg, ends.shape.layout}};
-  REQUIRE(r.Copy(req).ok());  // the threads started, the programs compiled
+  REQUIRE(r.Copy(CopyRequest(req)).ok());  // the threads started, the programs compiled
   const long before = SwitchesOf("dma:up") + SwitchesOf("dma:down");
-  auto t = r.Copy(req);
+  auto t = r.Copy(std::move(req));
   REQUIRE(t.ok());
   REQUIRE(t->Wait().ok());
   const long switches = SwitchesOf("dma:up") + SwitchesOf("dma:down") - before;
