@@ -533,12 +533,12 @@ struct Node::Impl {
   // Fills `resolved` (a fresh one: filled in place, as it is large).
   Status ResolveCopyLocked(SessionRef session, const CopySpec& spec, TransferRecord& record,
                            ResolvedCopy& resolved) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  // Puts an accepted transfer among the session's; false if the session
-  // ended meanwhile (the caller cancels it).
   // Records the priority a copy runs at, and that its class's ceiling
   // lowered it from `asked` if it did (isometry_qos_clamped_total).
   void NoteClampLocked(TransferRecord& record, int asked, int runs_at)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Puts an accepted transfer among the session's; false if the session
+  // ended meanwhile (the caller cancels it).
   bool AdoptLocked(uint64_t session, const std::shared_ptr<TransferRecord>& record,
                    PendingCalls& calls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   Result<uint64_t> StartCross(uint64_t session, const std::shared_ptr<TransferRecord>& record,
