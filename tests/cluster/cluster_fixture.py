@@ -343,10 +343,12 @@ class Cluster:
             test.assertIn(code, (0, -9), f"{name} exited with {code}")
 
     def stop(self):
-        """Stops every node; removes the cluster's directory when all exited 0."""
+        """Stops every node; removes the cluster's directory when each exited 0
+        or was killed (-9, as the tests that kill a node on purpose do), and
+        keeps it, logs and all, when one failed."""
         import shutil
 
         codes = {n.name: n.stop() for n in self.nodes}
-        if set(codes.values()) <= {0}:
+        if set(codes.values()) <= {0, -9}:
             shutil.rmtree(self.root, ignore_errors=True)
         return codes
