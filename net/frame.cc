@@ -89,10 +89,23 @@ Status CheckHeader(const FrameHeader& h) {
 
 Status SendAll(int fd, struct iovec* iov, int count) {
   while (count > 0) {
+    // The first kMaxBytesPerCall bytes: the iovecs up to them, the last one
+    // cut short for the call (its length is put back after it).
+    int parts = 0;
+    size_t bytes = 0, cut_len = 0;
+    while (parts < std::min(count, 1024) && bytes < kMaxBytesPerCall) {
+      bytes += iov[parts++].iov_len;
+    }
+    iovec& last = iov[parts - 1];
+    if (bytes > kMaxBytesPerCall) {
+      cut_len = last.iov_len;
+      last.iov_len -= bytes - kMaxBytesPerCall;
+    }
     msghdr m{};
     m.msg_iov = iov;
-    m.msg_iovlen = static_cast<size_t>(std::min(count, 1024));
+    m.msg_iovlen = static_cast<size_t>(parts);
     const ssize_t n = ::sendmsg(fd, &m, MSG_NOSIGNAL);
+    if (cut_len) last.iov_len = cut_len;
     if (n < 0) {
       if (errno == EINTR) continue;
       return Errno("send", errno);
@@ -120,7 +133,7 @@ Status SendFrame(int fd, const FrameHeader& h, const void* payload) {
 Status RecvAll(int fd, void* data, uint64_t length) {
   auto* p = static_cast<char*>(data);
   while (length > 0) {
-    const ssize_t n = ::recv(fd, p, std::min<uint64_t>(length, 1ull << 30), MSG_WAITALL);
+    const ssize_t n = ::recv(fd, p, std::min<uint64_t>(length, kMaxBytesPerCall), MSG_WAITALL);
     if (n == 0) return Unavailable("connection closed by the peer");
     if (n < 0) {
       if (errno == EINTR) continue;

@@ -95,8 +95,18 @@ inline absl::StatusCode ErrorCodeFromWire(int64_t code) {
 // Checks magic, version, type and the payload bound of a received header.
 Status CheckHeader(const FrameHeader& h);
 
-// Blocking I/O of whole buffers; errors name the errno. Sends never raise
-// SIGPIPE.
+// At most this much moves in one send or receive system call on a data
+// connection. On a kernel built without preemption (PREEMPT_NONE, as many
+// cloud guests' are), a thread copying a large frame keeps its CPU until
+// its call returns or sleeps, and a thread woken on that CPU (a small
+// copy's, a foreground class's on a link a bulk class keeps busy) waits
+// for the whole call; each return is a point where the scheduler can hand
+// the CPU over. TLS connections send in batches of the same size
+// (wire_records.cc).
+inline constexpr size_t kMaxBytesPerCall = 256 << 10;
+
+// Blocking I/O of whole buffers, at most kMaxBytesPerCall a system call;
+// errors name the errno. Sends never raise SIGPIPE.
 Status SendAll(int fd, struct iovec* iov, int count);
 Status SendFrame(int fd, const FrameHeader& h, const void* payload = nullptr);
 Status RecvAll(int fd, void* data, uint64_t length);

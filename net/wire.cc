@@ -254,7 +254,8 @@ Status Wire::Recv(void* data, uint64_t length, uint32_t timeout_ms) {
   while (length > 0) {
     if (!ssl_) {
       if (!wait(POLLIN)) return Unavailable("no answer from ", remote_, " in ", timeout_ms, " ms");
-      const ssize_t n = ::recv(fd_.get(), p, length, MSG_DONTWAIT);
+      const ssize_t n =
+          ::recv(fd_.get(), p, std::min<uint64_t>(length, kMaxBytesPerCall), MSG_DONTWAIT);
       if (n == 0) return Unavailable("connection closed by ", remote_);
       if (n < 0) {
         if (errno == EINTR || errno == EAGAIN) continue;

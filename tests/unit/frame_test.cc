@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
@@ -150,6 +151,27 @@ TEST_CASE("whole buffers across short writes and reads") {
   REQUIRE(sent.ok());
   REQUIRE(recv_status.ok());
   CHECK(got == data);
+}
+
+TEST_CASE("a frame many system calls long goes whole, iovecs cut at each call's bound") {
+  SocketPair p = MakeSocketPair();
+  // A header, then a payload that ends inside the fourth bound and whose
+  // iovecs cross bounds mid-iovec: each call cuts its last iovec short and
+  // must put it back for the next.
+  const std::vector<char> head = Pattern(40, 2), body = Pattern(3 * kMaxBytesPerCall + 17, 3);
+  std::vector<iovec> iov = {
+      {const_cast<char*>(head.data()), head.size()},
+      {const_cast<char*>(body.data()), kMaxBytesPerCall},
+      {const_cast<char*>(body.data()) + kMaxBytesPerCall, body.size() - kMaxBytesPerCall}};
+  std::vector<char> got(head.size() + body.size());
+  Status recv_status;
+  std::thread reader([&] { recv_status = RecvAll(p.b.get(), got.data(), got.size()); });
+  const Status sent = SendAll(p.a.get(), iov.data(), static_cast<int>(iov.size()));
+  reader.join();
+  REQUIRE(sent.ok());
+  REQUIRE(recv_status.ok());
+  CHECK(std::equal(head.begin(), head.end(), got.begin()));
+  CHECK(std::equal(body.begin(), body.end(), got.begin() + static_cast<ptrdiff_t>(head.size())));
 }
 
 TEST_CASE("RecvAll waits for a payload that arrives in pieces") {

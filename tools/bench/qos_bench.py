@@ -152,9 +152,12 @@ def percentile(sorted_values, p):
     return sorted_values[k]
 
 
-def timed_copies(client, pairs, n, min_s=0.0):
+def timed_copies(client, pairs, n, min_s=0.0, gap_s=0.0):
     """The times of `n` copies made one after another, sorted; more while
-    less than `min_s` seconds have passed."""
+    less than `min_s` seconds have passed. With `gap_s`, each copy starts
+    `gap_s` after the last one started (or when it ended, if later): a
+    foreground paced as an application's requests arrive, not a closed
+    loop taking every CPU it can."""
     out = []
     start = time.perf_counter()
     i = 0
@@ -163,6 +166,8 @@ def timed_copies(client, pairs, n, min_s=0.0):
         client.copy(*pairs[i % len(pairs)])
         out.append(time.perf_counter() - t0)
         i += 1
+        if gap_s > 0:
+            time.sleep(max(0.0, t0 + gap_s - time.perf_counter()))
     return sorted(out)
 
 
@@ -273,7 +278,8 @@ class Bench:
         """fg's 64 KiB copies through `fg` (a client) idle and while bg keeps
         4 copies of `bulk` bytes in flight: a Foreground."""
         d = self.qos
-        idle = timed_copies(d[fg], small, n)
+        gap = self.args.fg_gap_us / 1e6
+        idle = timed_copies(d[fg], small, n, gap_s=gap)
         cpu_bound = None
         if floor:
             # The machine's own floor: the same copies next to one busy
@@ -283,7 +289,7 @@ class Bench:
                     for _ in range(os.cpu_count() or 1)]
             try:
                 time.sleep(0.2)
-                cpu_bound = timed_copies(d[fg], small, n)
+                cpu_bound = timed_copies(d[fg], small, n, gap_s=gap)
             finally:
                 for h in hogs:
                     h.kill()
@@ -295,15 +301,21 @@ class Bench:
         try:
             time.sleep(0.2)
             alone = rate_during(bg, lambda: time.sleep(1.0))
-            loaded = []
+            loaded, span = [], []
+
+            def fg_copies():
+                t0 = time.perf_counter()
+                loaded.extend(timed_copies(d[fg], small, n, min_s=1.0, gap_s=gap))
+                span.append(time.perf_counter() - t0)
+
             cpu = CpuWindow(pid, bg.pid)
-            bg_rate = rate_during(
-                bg, lambda: loaded.extend(timed_copies(d[fg], small, n, min_s=1.0)))
+            bg_rate = rate_during(bg, fg_copies)
             cpu.end()
         finally:
             bg.end()
         loaded.sort()
-        fg_rate = small[0][0].total_bytes * len(loaded) / sum(loaded)
+        # fg's bytes over the time it was copying, gaps included.
+        fg_rate = small[0][0].total_bytes * len(loaded) / span[0]
         # What fg left of the CPUs: those its client and the daemon's other
         # threads (serving it, mostly) did not use.
         left_cpus = usable_cpus() - cpu.bench - cpu.other
@@ -374,13 +386,14 @@ def cross_node_rows(args, results):
             rates[qos] = rate_of(pair_.fg, pair_.pairs(pair_.fg, 256 * MIB, 1), 4)
             if qos:
                 small = pair_.pairs(pair_.fg, 64 << 10, 4)
-                idle = timed_copies(pair_.fg, small, args.small)
+                gap = args.fg_gap_us / 1e6
+                idle = timed_copies(pair_.fg, small, args.small, gap_s=gap)
                 # bg in a process of its own, as on one node (bulk_process.py).
                 bg = BulkProcess(pair_.cluster["a"].socket, args.pythonpath, 32 * MIB,
                                  remote=pair_.published(32 * MIB, 4))
                 try:
                     time.sleep(0.2)
-                    loaded = timed_copies(pair_.fg, small, args.small)
+                    loaded = timed_copies(pair_.fg, small, args.small, gap_s=gap)
                 finally:
                     bg.end()
                 results["tcp_p99"].append(percentile(loaded, 99) / percentile(idle, 99))
@@ -429,6 +442,10 @@ def main():
                     help="both daemons' runtime.inline_bytes: direct copies up to this size run "
                          "on the thread that received them (default: 0, every copy through its "
                          "channel's DMA worker; the embedded default config has 65536)")
+    ap.add_argument("--fg-gap-us", type=int, default=0,
+                    help="the foreground's 64 KiB copies start this many microseconds apart "
+                         "(default: 0, a closed loop, each copy right after the last: fg then "
+                         "takes as much CPU as it can, which bg lacks on a small machine)")
     ap.add_argument("--json", action="store_true", help="JSON rows instead of a table")
     args = ap.parse_args()
     if args.rounds < 1 or args.window <= 0 or args.small < 100 or args.link_mib < 1:
@@ -437,6 +454,8 @@ def main():
         ap.error(f"--bg-nice: 0 to 19, or idle (not {args.bg_nice!r})")
     if args.inline_bytes < 0:
         ap.error(f"--inline-bytes: 0 or more (not {args.inline_bytes})")
+    if not 0 <= args.fg_gap_us <= 1_000_000:
+        ap.error(f"--fg-gap-us: 0 to 1000000 (not {args.fg_gap_us})")
     if not os.access(args.isometryd, os.X_OK):
         ap.error(f"no daemon binary at {args.isometryd}: build it or pass --isometryd")
     where = machine.measure()  # before the daemons run
@@ -520,11 +539,12 @@ def main():
             ">= 0.98", "no [qos]"),
     ]
     if not args.json:
-        print(f"{machine.line(where)}; inline_bytes {args.inline_bytes}, bg's nice {args.bg_nice}")
+        print(f"{machine.line(where)}; inline_bytes {args.inline_bytes}, bg's nice {args.bg_nice}, "
+              f"fg's copies {args.fg_gap_us} us apart")
     for r in rows:
         if args.json:
             print(json.dumps({**r, "machine": where, "inline_bytes": args.inline_bytes,
-                              "bg_nice": args.bg_nice}))
+                              "bg_nice": args.bg_nice, "fg_gap_us": args.fg_gap_us}))
         else:
             print(f"{r['scenario']}: {r['metric']} {r['value']:.3f} "
                   f"({r['ratio_min']:.3f}-{r['ratio_max']:.3f}, {r['rounds']} rounds; "

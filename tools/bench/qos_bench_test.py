@@ -27,7 +27,7 @@ class QosBenchTest(unittest.TestCase):
 
     def test_json_rows(self):
         done = run("--isometryd", ISOMETRYD, "--pythonpath", PYTHONPATH, "--rounds", "1",
-                   "--window", "0.5", "--small", "100", "--json")
+                   "--window", "0.5", "--small", "100", "--fg-gap-us", "500", "--json")
         self.assertEqual(done.returncode, 0, done.stderr)
         rows = [json.loads(line) for line in done.stdout.splitlines()]
         # Without the client's native extension (the sanitizer build) the
@@ -46,7 +46,7 @@ class QosBenchTest(unittest.TestCase):
             self.assertEqual(r["rounds"], 1)
             self.assertGreater(r["value"], 0)
             self.assertEqual(r["machine"]["cpus"], os.cpu_count())
-            self.assertEqual((r["inline_bytes"], r["bg_nice"]), (0, "idle"))
+            self.assertEqual((r["inline_bytes"], r["bg_nice"], r["fg_gap_us"]), (0, "idle", 500))
         self.assertIn("round 1: shares memcpy", done.stderr)
         self.assertIn("round 1: tcp share", done.stderr)
         # Where the CPUs went while bg was loaded: every round says it.
@@ -66,6 +66,11 @@ class QosBenchTest(unittest.TestCase):
         done = run("--isometryd", ISOMETRYD, "--inline-bytes", "-1")
         self.assertEqual(done.returncode, 2)
         self.assertIn("--inline-bytes: 0 or more (not -1)", done.stderr)
+
+    def test_a_gap_out_of_range_is_refused(self):
+        done = run("--isometryd", ISOMETRYD, "--fg-gap-us", "-5")
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("--fg-gap-us: 0 to 1000000 (not -5)", done.stderr)
 
 
 if __name__ == "__main__":
