@@ -8,6 +8,7 @@
 #include <array>
 #include <iterator>
 #include <map>
+#include <utility>
 
 #include "core/checked.h"
 #include "core/strings.h"
@@ -197,12 +198,18 @@ namespace {
 // AdoptLocked makes it findable, so no other thread can see it yet.
 thread_local const TransferRecord* submitting = nullptr;
 
+// Puts back the outer record's mark when it ends: a copy started from
+// inside another's Runtime::Copy (a callback run inline) leaves the outer
+// one's inline end on the unlocked path too.
 class Submitting {
  public:
-  explicit Submitting(const TransferRecord* r) { submitting = r; }
-  ~Submitting() { submitting = nullptr; }
+  explicit Submitting(const TransferRecord* r) : outer_(std::exchange(submitting, r)) {}
+  ~Submitting() { submitting = outer_; }
   Submitting(const Submitting&) = delete;
   Submitting& operator=(const Submitting&) = delete;
+
+ private:
+  const TransferRecord* const outer_;
 };
 
 }  // namespace
